@@ -1,0 +1,119 @@
+// Argument checks and compile-time dispatch shared by the CPU and CUDA bindings.
+// Graph validates index ranges once in Python; these checks are the cheap ones (dtype,
+// rank, sizes) that catch a wrong call before any kernel reads memory.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <type_traits>
+
+#include "common/reduce.h"
+#include "common/sddmm.h"
+
+namespace graphloc {
+
+inline Reduce parse_reduce(const std::string& name) {
+  if (name == "sum" || name == "add") return Reduce::Sum;
+  if (name == "mean") return Reduce::Mean;
+  if (name == "max" || name == "amax") return Reduce::Max;
+  if (name == "min" || name == "amin") return Reduce::Min;
+  TORCH_CHECK(false, "reduce must be one of 'sum', 'mean', 'max', 'min', got '", name, "'");
+}
+
+inline bool has_arg(Reduce r) { return r == Reduce::Max || r == Reduce::Min; }
+
+// Calls f(std::integral_constant<Reduce, R>{}) so each reduction is its own instantiation.
+template <typename F>
+decltype(auto) dispatch_reduce(Reduce r, F&& f) {
+  switch (r) {
+    case Reduce::Sum: return f(std::integral_constant<Reduce, Reduce::Sum>{});
+    case Reduce::Mean: return f(std::integral_constant<Reduce, Reduce::Mean>{});
+    case Reduce::Max: return f(std::integral_constant<Reduce, Reduce::Max>{});
+    default: return f(std::integral_constant<Reduce, Reduce::Min>{});
+  }
+}
+
+#define GL_DISPATCH_INDEX(TYPE, ...)                                         \
+  [&] {                                                                      \
+    if ((TYPE) == at::kInt) {                                                \
+      using index_t = int32_t;                                               \
+      return __VA_ARGS__();                                                  \
+    }                                                                        \
+    using index_t = int64_t;                                                 \
+    return __VA_ARGS__();                                                    \
+  }()
+
+#define GL_DISPATCH_FLOAT(TYPE, NAME, ...) \
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, TYPE, NAME, __VA_ARGS__)
+
+inline void check_index(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.scalar_type() == at::kInt || t.scalar_type() == at::kLong, name,
+              " must be int32 or int64, got ", t.scalar_type());
+  TORCH_CHECK(t.dim() == 1, name, " must be 1-D, got shape ", t.sizes());
+}
+
+inline void check_indptr(const at::Tensor& indptr) {
+  check_index(indptr, "indptr");
+  TORCH_CHECK(indptr.numel() >= 1, "indptr must hold at least one entry (num_rows + 1)");
+}
+
+inline void check_same_device(const at::Tensor& a, const char* an, const at::Tensor& b,
+                              const char* bn) {
+  TORCH_CHECK(a.device() == b.device(), an, " is on ", a.device(), " but ", bn, " is on ",
+              b.device());
+}
+
+inline void check_features(const at::Tensor& x, const char* name) {
+  TORCH_CHECK(x.dim() == 2, name, " must be 2-D [rows, channels], got shape ", x.sizes());
+  TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble ||
+                  x.scalar_type() == at::kBFloat16,
+              name, " must be float32, float64 or bfloat16, got ", x.scalar_type());
+}
+
+// Edge values are [E] or [E, H]; H heads split the K channels into H equal blocks.
+inline int64_t check_value(const at::Tensor& value, const at::Tensor& x, int64_t num_edges) {
+  TORCH_CHECK(value.scalar_type() == x.scalar_type(), "edge values have dtype ",
+              value.scalar_type(), " but the features have ", x.scalar_type());
+  check_same_device(value, "edge values", x, "features");
+  TORCH_CHECK(value.dim() == 1 || value.dim() == 2,
+              "edge values must be [E] or [E, heads], got shape ", value.sizes());
+  TORCH_CHECK(value.size(0) == num_edges, "edge values have ", value.size(0),
+              " rows but the graph has ", num_edges, " edges");
+  const int64_t heads = value.dim() == 2 ? value.size(1) : 1;
+  TORCH_CHECK(heads >= 1 && x.size(1) % heads == 0, "features have ", x.size(1),
+              " channels, not divisible into ", heads, " heads");
+  return heads;
+}
+
+// The CSR's last indptr entry must equal the edge count (one host read: CPU only).
+inline void check_csr_nnz(const at::Tensor& indptr, int64_t num_edges, const char* what) {
+  const int64_t last = indptr[-1].item<int64_t>();
+  TORCH_CHECK(last == num_edges, "indptr ends at ", last, " but ", what, " has ", num_edges,
+              " rows");
+}
+
+inline EdgeOp parse_edge_op(const std::string& name) {
+  if (name == "dot") return EdgeOp::Dot;
+  if (name == "add") return EdgeOp::Add;
+  if (name == "mul") return EdgeOp::Mul;
+  TORCH_CHECK(false, "sddmm op must be one of 'dot', 'add', 'mul', got '", name, "'");
+}
+
+inline void check_sddmm_args(const at::Tensor& indptr, const at::Tensor& indices, const at::Tensor& a,
+                      const at::Tensor& b, int64_t heads) {
+  check_indptr(indptr);
+  check_index(indices, "indices");
+  check_features(a, "a (source features)");
+  check_features(b, "b (destination features)");
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "a is ", a.scalar_type(), " but b is ",
+              b.scalar_type());
+  check_same_device(a, "a", b, "b");
+  TORCH_CHECK(a.size(1) == b.size(1), "a has ", a.size(1), " channels but b has ", b.size(1));
+  TORCH_CHECK(b.size(0) == indptr.numel() - 1, "b has ", b.size(0),
+              " rows but the graph has ", indptr.numel() - 1, " destination nodes");
+  TORCH_CHECK(heads >= 1 && a.size(1) % heads == 0, "heads must divide the ", a.size(1),
+              " channels, got ", heads);
+}
+
+}  // namespace graphloc

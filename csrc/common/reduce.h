@@ -1,0 +1,49 @@
+// Reduction policies shared by the CPU and CUDA kernels: one kernel body serves every
+// reduction. Plain C++ (no ATen), so the .cu files can include it under nvcc alone.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define GL_HD __host__ __device__ __forceinline__
+#else
+#define GL_HD inline
+#endif
+
+namespace graphloc {
+
+enum class Reduce : int { Sum = 0, Mean = 1, Max = 2, Min = 3 };
+
+// Accumulators: float for float and bfloat16 inputs, double for double.
+template <typename scalar_t> struct AccType { using type = float; };
+template <> struct AccType<double> { using type = double; };
+
+// init: the empty accumulator. update: fold one value in, tracking the winning edge for
+// max/min (strictly better only, so ties go to the lowest CSR position: deterministic).
+// finish: the value written out; empty rows give 0 for every reduction.
+template <typename acc_t, Reduce R> struct Reducer {
+  static constexpr bool kHasArg = R == Reduce::Max || R == Reduce::Min;
+
+  static GL_HD acc_t init() {
+    if (R == Reduce::Max) return -static_cast<acc_t>(INFINITY);
+    if (R == Reduce::Min) return static_cast<acc_t>(INFINITY);
+    return acc_t(0);
+  }
+  static GL_HD void update(acc_t& acc, acc_t v, int64_t& arg, int64_t e) {
+    if (R == Reduce::Max) {
+      if (v > acc) { acc = v; arg = e; }
+    } else if (R == Reduce::Min) {
+      if (v < acc) { acc = v; arg = e; }
+    } else {
+      acc += v;
+    }
+  }
+  static GL_HD acc_t finish(acc_t acc, int64_t count) {
+    if (count == 0) return acc_t(0);
+    if (R == Reduce::Mean) return acc / static_cast<acc_t>(count);
+    return acc;
+  }
+};
+
+}  // namespace graphloc

@@ -1,0 +1,47 @@
+// Work split for pull-based CSR kernels: one thread owns whole rows (no atomics, and the
+// result of a row never depends on the thread count), and rows are cut into chunks of
+// equal cost = nonzeros + rows, found by binary search on the monotone indptr[r] + r.
+#pragma once
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace graphloc {
+
+template <typename index_t, typename F>
+void parallel_rows(const index_t* indptr, int64_t num_rows, F&& body) {
+  if (num_rows == 0) return;
+  const int64_t total = static_cast<int64_t>(indptr[num_rows]) + num_rows;
+  constexpr int64_t kMinCost = 1 << 14;  // below this a chunk is not worth a thread
+  const int64_t chunks = std::max<int64_t>(
+      1, std::min<int64_t>(at::get_num_threads() * 4, total / kMinCost));
+  auto boundary = [&](int64_t c) -> int64_t {
+    if (c >= chunks) return num_rows;
+    const int64_t target = total * c / chunks;
+    int64_t lo = 0, hi = num_rows;  // first row r with indptr[r] + r >= target
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if (static_cast<int64_t>(indptr[mid]) + mid < target) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  };
+  at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t r0 = boundary(c), r1 = boundary(c + 1);
+      if (r0 < r1) body(r0, r1);
+    }
+  });
+}
+
+// Prefetch a whole feature row (all its cache lines) ahead of use: gathers of random
+// neighbour rows are latency-bound, the hardware prefetcher only helps within a row.
+template <typename scalar_t>
+inline void prefetch_row(const scalar_t* row, int64_t channels) {
+  const char* p = reinterpret_cast<const char*>(row);
+  const int64_t bytes = channels * static_cast<int64_t>(sizeof(scalar_t));
+  for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 1);
+}
+
+}  // namespace graphloc

@@ -1,0 +1,74 @@
+// CPU kernel of sddmm: per-edge values from source and destination features, in CSR order.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include "common/ops.h"
+#include "cpu/rows.h"
+
+namespace graphloc {
+
+namespace {
+
+// Thread mapping: a thread owns a block of destination rows; b[row] stays in L1 while the
+// row's source rows a[src] stream past.
+template <typename scalar_t, typename index_t, EdgeOp Op>
+void sddmm_rows(const index_t* indptr, const index_t* indices, const scalar_t* a,
+                const scalar_t* b, int64_t num_rows, int64_t K, int64_t heads, scalar_t* out) {
+  using acc_t = typename AccType<scalar_t>::type;
+  const int64_t F = K / heads;
+  const int64_t width = Op == EdgeOp::Dot ? heads : K;
+  parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; ++i) {
+      const scalar_t* __restrict__ bi = b + i * K;
+      for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+        const scalar_t* __restrict__ aj = a + static_cast<int64_t>(indices[e]) * K;
+        scalar_t* __restrict__ o = out + e * width;
+        if constexpr (Op == EdgeOp::Dot) {
+          for (int64_t h = 0; h < heads; ++h) {
+            acc_t s = 0;
+            for (int64_t f = h * F; f < (h + 1) * F; ++f)
+              s += static_cast<acc_t>(aj[f]) * static_cast<acc_t>(bi[f]);
+            o[h] = static_cast<scalar_t>(s);
+          }
+        } else if constexpr (Op == EdgeOp::Add) {
+          for (int64_t k = 0; k < K; ++k)
+            o[k] = static_cast<scalar_t>(static_cast<acc_t>(aj[k]) + static_cast<acc_t>(bi[k]));
+        } else {
+          for (int64_t k = 0; k < K; ++k)
+            o[k] = static_cast<scalar_t>(static_cast<acc_t>(aj[k]) * static_cast<acc_t>(bi[k]));
+        }
+      }
+    }
+  });
+}
+
+at::Tensor sddmm_cpu(const at::Tensor& indptr, const at::Tensor& indices, const at::Tensor& a,
+                     const at::Tensor& b, c10::string_view op, int64_t heads,
+                     const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>&,
+                     const c10::optional<at::Tensor>&) {
+  check_sddmm_args(indptr, indices, a, b, heads);
+  const EdgeOp edge_op = parse_edge_op(std::string(op));
+  const int64_t num_rows = indptr.numel() - 1, K = a.size(1), E = indices.numel();
+  check_csr_nnz(indptr, E, "indices");
+  auto ac = a.contiguous(), bc = b.contiguous(), ic = indices.contiguous();
+  auto out = at::empty({E, edge_op == EdgeOp::Dot ? heads : K}, a.options());
+  GL_DISPATCH_FLOAT(a.scalar_type(), "graphloc::sddmm", [&] {
+    GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+      auto run = [&](auto op_tag) {
+        sddmm_rows<scalar_t, index_t, decltype(op_tag)::value>(
+            indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(), ac.data_ptr<scalar_t>(),
+            bc.data_ptr<scalar_t>(), num_rows, K, heads, out.data_ptr<scalar_t>());
+      };
+      if (edge_op == EdgeOp::Dot) run(std::integral_constant<EdgeOp, EdgeOp::Dot>{});
+      else if (edge_op == EdgeOp::Add) run(std::integral_constant<EdgeOp, EdgeOp::Add>{});
+      else run(std::integral_constant<EdgeOp, EdgeOp::Mul>{});
+    });
+  });
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(graphloc, CPU, m) { m.impl("sddmm", &sddmm_cpu); }
+
+}  // namespace graphloc

@@ -1,0 +1,216 @@
+// CPU kernels of the spmm family: spmm (gather + reduce over a destination-major CSR),
+// segment_reduce (the same with rows read in place), the max/min backward over the CSC,
+// and gather_csr. All pull-based: one thread owns a row, no atomics, deterministic.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <vector>
+
+#include "common/ops.h"
+#include "cpu/rows.h"
+
+namespace graphloc {
+namespace {
+
+constexpr int64_t kPrefetchDistance = 8;  // edges ahead; covers DRAM latency at mean degree ~3
+
+// Thread mapping: a thread owns a block of destination rows and reduces each row's
+// neighbour features (x[src(e)], scaled by the edge value of their head) into an
+// L1-resident accumulator of K channels, then writes the row once.
+template <typename scalar_t, typename index_t, Reduce R, typename Src>
+void reduce_rows(const index_t* indptr, Src src, const scalar_t* value, int64_t heads,
+                 const scalar_t* x, int64_t num_rows, int64_t K, scalar_t* out,
+                 int64_t* arg) {
+  using acc_t = typename AccType<scalar_t>::type;
+  using Red = Reducer<acc_t, R>;
+  const int64_t F = K / heads;
+  const int64_t num_edges = indptr[num_rows];
+  parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
+    std::vector<acc_t> acc(K);
+    std::vector<int64_t> best(Red::kHasArg ? K : 0);
+    const int64_t chunk_end = indptr[r1];
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t begin = indptr[row], end = indptr[row + 1];
+      std::fill(acc.begin(), acc.end(), Red::init());
+      std::fill(best.begin(), best.end(), num_edges);
+      for (int64_t e = begin; e < end; ++e) {
+        if (e + kPrefetchDistance < chunk_end)
+          prefetch_row(x + src(e + kPrefetchDistance) * K, K);
+        const scalar_t* __restrict__ xr = x + src(e) * K;
+        for (int64_t h = 0; h < heads; ++h) {
+          acc_t* __restrict__ a = acc.data() + h * F;
+          const scalar_t* __restrict__ xh = xr + h * F;
+          const acc_t w = value ? static_cast<acc_t>(value[e * heads + h]) : acc_t(1);
+          if constexpr (Red::kHasArg) {
+            int64_t* b = best.data() + h * F;
+            for (int64_t f = 0; f < F; ++f) Red::update(a[f], w * static_cast<acc_t>(xh[f]), b[f], e);
+          } else if (value) {
+            for (int64_t f = 0; f < F; ++f) a[f] += w * static_cast<acc_t>(xh[f]);
+          } else {
+            for (int64_t f = 0; f < F; ++f) a[f] += static_cast<acc_t>(xh[f]);
+          }
+        }
+      }
+      scalar_t* o = out + row * K;
+      for (int64_t k = 0; k < K; ++k) o[k] = static_cast<scalar_t>(Red::finish(acc[k], end - begin));
+      if constexpr (Red::kHasArg) std::copy(best.begin(), best.end(), arg + row * K);
+    }
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor> reduce_launch(const at::Tensor& indptr,
+                                                 const c10::optional<at::Tensor>& indices,
+                                                 const c10::optional<at::Tensor>& value,
+                                                 const at::Tensor& x, Reduce reduce) {
+  const int64_t num_rows = indptr.numel() - 1, K = x.size(1);
+  const int64_t num_edges = indices ? indices->numel() : x.size(0);
+  check_csr_nnz(indptr, num_edges, indices ? "indices" : "src");
+  const int64_t heads = value ? check_value(*value, x, num_edges) : 1;
+  auto xc = x.contiguous();
+  auto vc = value ? value->contiguous() : at::Tensor();
+  auto ic = indices ? indices->contiguous() : at::Tensor();
+  auto out = at::empty({num_rows, K}, x.options());
+  auto arg = at::empty({has_arg(reduce) ? num_rows : 0, K}, x.options().dtype(at::kLong));
+  GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::spmm", [&] {
+    GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+      dispatch_reduce(reduce, [&](auto R) {
+        const index_t* ip = indptr.data_ptr<index_t>();
+        const scalar_t* v = vc.defined() ? vc.data_ptr<scalar_t>() : nullptr;
+        int64_t* a = has_arg(reduce) ? arg.data_ptr<int64_t>() : nullptr;
+        if (ic.defined()) {
+          const index_t* idx = ic.data_ptr<index_t>();
+          reduce_rows<scalar_t, index_t, decltype(R)::value>(
+              ip, [idx](int64_t e) { return static_cast<int64_t>(idx[e]); }, v, heads,
+              xc.data_ptr<scalar_t>(), num_rows, K, out.data_ptr<scalar_t>(), a);
+        } else {
+          reduce_rows<scalar_t, index_t, decltype(R)::value>(
+              ip, [](int64_t e) { return e; }, v, heads, xc.data_ptr<scalar_t>(), num_rows,
+              K, out.data_ptr<scalar_t>(), a);
+        }
+      });
+    });
+  });
+  return {out, arg};
+}
+
+std::tuple<at::Tensor, at::Tensor> spmm_cpu(
+    const at::Tensor& indptr, const at::Tensor& indices, const c10::optional<at::Tensor>& value,
+    const at::Tensor& x, c10::string_view reduce, const c10::optional<at::Tensor>& /*csc_indptr*/,
+    const c10::optional<at::Tensor>& /*csc_indices*/, const c10::optional<at::Tensor>& /*csc_perm*/) {
+  check_indptr(indptr);
+  check_index(indices, "indices");
+  check_features(x, "x");
+  TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(), "indices (", indices.scalar_type(),
+              ") and indptr (", indptr.scalar_type(), ") must share one index dtype");
+  return reduce_launch(indptr, indices, value, x, parse_reduce(std::string(reduce)));
+}
+
+std::tuple<at::Tensor, at::Tensor> segment_reduce_cpu(const at::Tensor& src,
+                                                      const at::Tensor& indptr,
+                                                      c10::string_view reduce) {
+  check_indptr(indptr);
+  check_features(src, "src");
+  return reduce_launch(indptr, c10::nullopt, c10::nullopt, src, parse_reduce(std::string(reduce)));
+}
+
+// Thread mapping: a thread owns a block of source rows j of the CSC and, for each entry
+// (destination i, CSR position e), routes grad_out[i] to j in the channels whose winner was
+// e. Each edge is visited once, so its value gradient is written without atomics.
+template <typename scalar_t, typename index_t>
+void arg_backward_rows(const index_t* cptr, const index_t* cidx, const index_t* cperm,
+                       const scalar_t* value, int64_t heads, const scalar_t* x,
+                       const int64_t* arg, const scalar_t* grad, int64_t num_src, int64_t K,
+                       scalar_t* grad_x, scalar_t* grad_value) {
+  using acc_t = typename AccType<scalar_t>::type;
+  const int64_t F = K / heads;
+  parallel_rows(cptr, num_src, [&](int64_t j0, int64_t j1) {
+    std::vector<acc_t> acc(K);
+    for (int64_t j = j0; j < j1; ++j) {
+      std::fill(acc.begin(), acc.end(), acc_t(0));
+      for (int64_t c = cptr[j]; c < cptr[j + 1]; ++c) {
+        const int64_t i = cidx[c], e = cperm[c];
+        const int64_t* ai = arg + i * K;
+        const scalar_t* gi = grad + i * K;
+        for (int64_t h = 0; h < heads; ++h) {
+          const acc_t w = value ? static_cast<acc_t>(value[e * heads + h]) : acc_t(1);
+          acc_t dv = 0;
+          for (int64_t f = h * F; f < (h + 1) * F; ++f) {
+            if (ai[f] != e) continue;
+            acc[f] += w * static_cast<acc_t>(gi[f]);
+            if (grad_value) dv += static_cast<acc_t>(gi[f]) * static_cast<acc_t>(x[j * K + f]);
+          }
+          if (grad_value) grad_value[e * heads + h] = static_cast<scalar_t>(dv);
+        }
+      }
+      for (int64_t k = 0; k < K; ++k) grad_x[j * K + k] = static_cast<scalar_t>(acc[k]);
+    }
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor> spmm_arg_backward_cpu(
+    const at::Tensor& csc_indptr, const at::Tensor& csc_indices, const at::Tensor& csc_perm,
+    const c10::optional<at::Tensor>& value, const at::Tensor& x, const at::Tensor& arg,
+    const at::Tensor& grad_out, bool need_value_grad) {
+  check_indptr(csc_indptr);
+  check_index(csc_indices, "csc_indices");
+  check_index(csc_perm, "csc_perm");
+  check_features(x, "x");
+  TORCH_CHECK(arg.scalar_type() == at::kLong && arg.sizes() == grad_out.sizes(),
+              "arg must be int64 with the shape of grad_out ", grad_out.sizes());
+  TORCH_CHECK(x.size(1) == grad_out.size(1), "x and grad_out differ in channels");
+  const int64_t num_src = csc_indptr.numel() - 1, K = x.size(1), E = csc_perm.numel();
+  TORCH_CHECK(x.size(0) == num_src, "x has ", x.size(0), " rows, the CSC ", num_src);
+  check_csr_nnz(csc_indptr, E, "csc_perm");
+  const int64_t heads = value ? check_value(*value, x, E) : 1;
+  auto vc = value ? value->contiguous() : at::Tensor();
+  auto xc = x.contiguous(), ac = arg.contiguous(), gc = grad_out.contiguous();
+  auto grad_x = at::empty_like(xc);
+  auto grad_value = need_value_grad && vc.defined() ? at::zeros_like(vc) : at::Tensor();
+  GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::spmm_arg_backward", [&] {
+    GL_DISPATCH_INDEX(csc_indptr.scalar_type(), [&] {
+      arg_backward_rows<scalar_t, index_t>(
+          csc_indptr.data_ptr<index_t>(), csc_indices.contiguous().data_ptr<index_t>(),
+          csc_perm.contiguous().data_ptr<index_t>(),
+          vc.defined() ? vc.data_ptr<scalar_t>() : nullptr, heads, xc.data_ptr<scalar_t>(),
+          ac.data_ptr<int64_t>(), gc.data_ptr<scalar_t>(), num_src, K,
+          grad_x.data_ptr<scalar_t>(),
+          grad_value.defined() ? grad_value.data_ptr<scalar_t>() : nullptr);
+    });
+  });
+  return {grad_x, grad_value.defined() ? grad_value : at::empty({0}, x.options())};
+}
+
+// Thread mapping: a thread owns a block of rows and copies src[row] to each of its edges.
+at::Tensor gather_csr_cpu(const at::Tensor& src, const at::Tensor& indptr, int64_t E) {
+  check_indptr(indptr);
+  check_features(src, "src");
+  const int64_t num_rows = indptr.numel() - 1, K = src.size(1);
+  TORCH_CHECK(src.size(0) == num_rows, "src has ", src.size(0), " rows but indptr describes ",
+              num_rows);
+  check_csr_nnz(indptr, E, "the output");
+  auto sc = src.contiguous();
+  auto out = at::empty({E, K}, src.options());
+  GL_DISPATCH_FLOAT(src.scalar_type(), "graphloc::gather_csr", [&] {
+    GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+      const index_t* ip = indptr.data_ptr<index_t>();
+      const scalar_t* s = sc.data_ptr<scalar_t>();
+      scalar_t* o = out.data_ptr<scalar_t>();
+      parallel_rows(ip, num_rows, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t e = ip[r]; e < ip[r + 1]; ++e) std::copy(s + r * K, s + (r + 1) * K, o + e * K);
+      });
+    });
+  });
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(graphloc, CPU, m) {
+  m.impl("spmm", &spmm_cpu);
+  m.impl("segment_reduce", &segment_reduce_cpu);
+  m.impl("spmm_arg_backward", &spmm_arg_backward_cpu);
+  m.impl("gather_csr", &gather_csr_cpu);
+}
+
+}  // namespace graphloc

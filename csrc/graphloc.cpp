@@ -1,0 +1,39 @@
+// The op surface of graphloc at a glance: every schema in one block. Kernels register per
+// backend in cpu/*.cpp and cuda/binding.cpp; fake kernels and autograd live in Python
+// (graphloc/ops/_library.py). CSR arrays are destination-major: row i lists the edges into i.
+#include <Python.h>
+#include <torch/library.h>
+
+extern "C" {
+// Lets `import graphloc._C` load the library (and so run the registrations below) without
+// pybind11; the module itself is empty.
+PyObject* PyInit__C(void) {
+  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
+  return PyModule_Create(&module_def);
+}
+}
+
+TORCH_LIBRARY(graphloc, m) {
+  // out[i] = reduce_{e in row i} value[e] * x[indices[e]]; arg holds the winning CSR position
+  // for max/min (E for empty rows) and is empty otherwise. The csc_* arguments (the cached
+  // transpose) are only read by the backward.
+  m.def("spmm(Tensor indptr, Tensor indices, Tensor? value, Tensor x, str reduce, "
+        "Tensor? csc_indptr=None, Tensor? csc_indices=None, Tensor? csc_perm=None) "
+        "-> (Tensor, Tensor)");
+  // out[i] = reduce_{e in row i} src[e]: spmm with the rows read in place.
+  m.def("segment_reduce(Tensor src, Tensor indptr, str reduce) -> (Tensor, Tensor)");
+  // Backward of max/min spmm over the transpose: (grad_x, grad_value or empty).
+  m.def("spmm_arg_backward(Tensor csc_indptr, Tensor csc_indices, Tensor csc_perm, "
+        "Tensor? value, Tensor x, Tensor arg, Tensor grad_out, bool need_value_grad) "
+        "-> (Tensor, Tensor)");
+  // out[e] = src[row of e]: the inverse of segment_reduce(sum).
+  m.def("gather_csr(Tensor src, Tensor indptr, int num_edges) -> Tensor");
+  // Per-edge op(a[indices[e]], b[row of e]): dot -> [E, heads], add / mul -> [E, K].
+  m.def("sddmm(Tensor indptr, Tensor indices, Tensor a, Tensor b, str op, int heads, "
+        "Tensor? csc_indptr=None, Tensor? csc_indices=None, Tensor? csc_perm=None) -> Tensor");
+  // Softmax of score [E, H] over each row's edges, and its backward.
+  m.def("segment_softmax(Tensor score, Tensor indptr) -> Tensor");
+  m.def("segment_softmax_backward(Tensor out, Tensor grad, Tensor indptr) -> Tensor");
+  // Stable counting sort of index into (indptr [num_rows + 1], perm [E]).
+  m.def("coo_to_csr(Tensor index, int num_rows) -> (Tensor, Tensor)");
+}

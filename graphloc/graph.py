@@ -1,0 +1,348 @@
+"""``Graph``: an edge list validated once, with the sparse layouts the kernels read.
+
+Edges follow PyG's convention: ``edge_index[0]`` holds sources, ``edge_index[1]``
+destinations, and messages flow source -> destination. The kernels pull over a
+destination-major CSR (row ``i`` lists the edges into ``i``); ``csr_perm`` maps each CSR
+position back to the user's edge id, so edge tensors stay in the user's order everywhere in
+the public API. The transpose (source-major, for backward passes), degrees and GCN
+normalisation are built on first use and cached. A Graph is immutable: methods that change
+structure return a new Graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from graphloc.ops._library import csr_transpose, kernels
+
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class CSR:
+    """A compressed sparse row layout: row ``r`` owns positions ``indptr[r]:indptr[r+1]``.
+
+    ``indices[p]`` is the column at position ``p``; ``perm[p]`` the position's id in the
+    layout it was built from (the user's edge id for ``Graph.csr``, the CSR position for
+    ``Graph.csc``), or None when that is ``p`` itself.
+    """
+
+    indptr: Tensor
+    indices: Tensor
+    perm: Tensor | None
+
+    def to(self, device) -> CSR:
+        move = (lambda t: None if t is None else t.to(device))  # noqa: E731
+        return CSR(move(self.indptr), move(self.indices), move(self.perm))
+
+    def degree(self) -> Tensor:
+        return self.indptr[1:] - self.indptr[:-1]
+
+
+def _validated_edge_index(edge_index, num_nodes):
+    if not isinstance(edge_index, Tensor):
+        raise TypeError(f"edge_index must be a torch.Tensor, got {type(edge_index).__name__}")
+    if edge_index.dtype.is_floating_point or edge_index.dtype.is_complex \
+            or edge_index.dtype == torch.bool:
+        raise TypeError(f"edge_index must have an integer dtype, got {edge_index.dtype}")
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
+    edge_index = edge_index.long()
+    if num_nodes is None:
+        num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0
+    num_nodes = int(num_nodes)
+    if num_nodes <= 0:
+        raise ValueError(f"a graph needs at least one node, got num_nodes={num_nodes}")
+    if edge_index.numel():
+        low, high = torch.aminmax(edge_index, dim=1)
+        for side in (0, 1):
+            if low[side] < 0:
+                col = int((edge_index[side] < 0).nonzero()[0])
+                raise ValueError(f"edge_index[{side}] holds {int(low[side])} at column {col}; "
+                                 "indices must be >= 0")
+            if high[side] >= num_nodes:
+                col = int((edge_index[side] >= num_nodes).nonzero()[0])
+                raise ValueError(f"edge_index[{side}] holds {int(high[side])} at column {col} "
+                                 f"but the graph has {num_nodes} nodes")
+    return edge_index, num_nodes
+
+
+def _validated_edge_attr(edge_attr, num_edges, device):
+    if edge_attr is None:
+        return None
+    if not isinstance(edge_attr, Tensor):
+        raise TypeError(f"edge_attr must be a torch.Tensor, got {type(edge_attr).__name__}")
+    if edge_attr.dim() == 0 or edge_attr.size(0) != num_edges:
+        raise ValueError(f"edge_attr has {edge_attr.size(0) if edge_attr.dim() else 0} rows "
+                         f"but edge_index has {num_edges} edges")
+    if edge_attr.device != device:
+        raise ValueError(f"edge_attr is on {edge_attr.device} but edge_index is on {device}")
+    return edge_attr
+
+
+class Graph:
+    """A directed graph on ``num_nodes`` nodes, validated once, with cached sparse layouts.
+
+    Args:
+        edge_index: integer tensor of shape ``[2, E]``, sources in row 0, destinations in row 1.
+            Self-loops and parallel edges are allowed.
+        num_nodes: number of nodes; defaults to ``edge_index.max() + 1``.
+        edge_attr: optional tensor with ``E`` rows, kept in the same order as ``edge_index``.
+
+    Raises ``TypeError``/``ValueError`` naming the offending value for a non-integer or
+    misshapen ``edge_index``, an index outside ``[0, num_nodes)``, ``num_nodes <= 0`` or a
+    mismatched ``edge_attr``.
+    """
+
+    def __init__(self, edge_index: Tensor, num_nodes: int | None = None,
+                 edge_attr: Tensor | None = None):
+        edge_index, num_nodes = _validated_edge_index(edge_index, num_nodes)
+        edge_attr = _validated_edge_attr(edge_attr, edge_index.size(1), edge_index.device)
+        small = num_nodes <= _INT32_MAX and edge_index.size(1) <= _INT32_MAX
+        index_dtype = torch.int32 if small else torch.int64
+        src, dst = edge_index.to(index_dtype)
+        indptr, perm = kernels.coo_to_csr(dst, num_nodes)
+        already_sorted = bool((dst[1:] >= dst[:-1]).all()) if dst.numel() > 1 else True
+        csr = CSR(indptr, src if already_sorted else src.index_select(0, perm.long()),
+                  None if already_sorted else perm)
+        self._init(edge_index, num_nodes, edge_attr, csr, {})
+
+    def _init(self, edge_index, num_nodes, edge_attr, csr, cache):
+        object.__setattr__(self, "edge_index", edge_index)
+        object.__setattr__(self, "num_nodes", num_nodes)
+        object.__setattr__(self, "edge_attr", edge_attr)
+        object.__setattr__(self, "csr", csr)
+        object.__setattr__(self, "_cache", cache)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"Graph is immutable; cannot set {name!r}")
+
+    # --- constructors ------------------------------------------------------------------
+
+    @classmethod
+    def from_pyg(cls, data) -> Graph:
+        """From a ``torch_geometric.data.Data`` (its ``edge_index``, ``num_nodes``, ``edge_attr``)."""
+        return cls(data.edge_index, num_nodes=data.num_nodes,
+                   edge_attr=getattr(data, "edge_attr", None))
+
+    @classmethod
+    def from_networkx(cls, g, edge_attrs: list[str] | None = None) -> Graph:
+        """From a networkx graph; nodes are numbered in ``g.nodes`` order. Undirected graphs
+        get both directions of every edge. ``edge_attrs`` names numeric edge attributes to
+        stack into ``edge_attr`` ``[E, len(edge_attrs)]``."""
+        if g.number_of_nodes() == 0:
+            raise ValueError("the networkx graph has no nodes")
+        ids = {node: i for i, node in enumerate(g.nodes)}
+        rows = [(ids[u], ids[v], [float(d[k]) for k in edge_attrs or []])
+                for u, v, d in g.edges(data=True)]
+        if not g.is_directed():
+            rows += [(v, u, attrs) for u, v, attrs in rows if u != v]
+        edge_index = torch.tensor([[r[0] for r in rows], [r[1] for r in rows]],
+                                  dtype=torch.long).view(2, -1)
+        edge_attr = torch.tensor([r[2] for r in rows], dtype=torch.float).view(
+            len(rows), len(edge_attrs)) if edge_attrs else None
+        return cls(edge_index, num_nodes=len(ids), edge_attr=edge_attr)
+
+    @classmethod
+    def from_scipy(cls, a) -> Graph:
+        """From a square scipy sparse matrix: entry ``a[i, j]`` is the edge ``i -> j`` (PyG's
+        ``from_scipy_sparse_matrix``), its value becomes ``edge_attr``."""
+        if a.ndim != 2 or a.shape[0] != a.shape[1]:
+            raise ValueError(f"the adjacency matrix must be square, got shape {a.shape}")
+        coo = a.tocoo()
+        edge_index = torch.stack([torch.from_numpy(coo.row).long(),
+                                  torch.from_numpy(coo.col).long()])
+        return cls(edge_index, num_nodes=a.shape[0], edge_attr=torch.from_numpy(coo.data))
+
+    def to_pyg(self):
+        """A ``torch_geometric.data.Data`` with ``edge_index``, ``edge_attr`` and ``num_nodes``."""
+        from torch_geometric.data import Data
+
+        return Data(edge_index=self.edge_index, edge_attr=self.edge_attr,
+                    num_nodes=self.num_nodes)
+
+    # --- basic properties --------------------------------------------------------------
+
+    @property
+    def num_edges(self) -> int:
+        return self.edge_index.size(1)
+
+    @property
+    def device(self) -> torch.device:
+        return self.edge_index.device
+
+    def __repr__(self) -> str:
+        attr = "" if self.edge_attr is None else f", edge_attr={list(self.edge_attr.shape)}"
+        return (f"Graph(num_nodes={self.num_nodes}, num_edges={self.num_edges}{attr}, "
+                f"device={self.device})")
+
+    def _cached(self, key, build):
+        if key not in self._cache:
+            self._cache[key] = build()
+        return self._cache[key]
+
+    @property
+    def csc(self) -> CSR:
+        """The source-major transpose: row ``j`` lists the edges out of ``j`` by destination;
+        ``perm`` maps each entry to its position in ``csr`` (not the user's edge id)."""
+        return self._cached("csc", lambda: CSR(*csr_transpose(
+            self.csr.indptr, self.csr.indices, self.num_nodes)))
+
+    def in_degree(self) -> Tensor:
+        return self._cached("in_degree", lambda: self.csr.degree().long())
+
+    def out_degree(self) -> Tensor:
+        return self._cached("out_degree", lambda: torch.bincount(
+            self.edge_index[0], minlength=self.num_nodes))
+
+    def to(self, device) -> Graph:
+        """A copy on ``device``, with every cache moved along."""
+        device = torch.device(device)
+        if device == self.device:
+            return self
+        move = (lambda v: v.to(device) if isinstance(v, (Tensor, CSR)) else  # noqa: E731
+                tuple(move(t) for t in v) if isinstance(v, tuple) else v)
+        out = Graph.__new__(Graph)
+        out._init(self.edge_index.to(device), self.num_nodes,
+                  None if self.edge_attr is None else self.edge_attr.to(device),
+                  self.csr.to(device), {k: move(v) for k, v in self._cache.items()})
+        return out
+
+    # --- edge order helpers used by the ops --------------------------------------------
+
+    def to_csr_order(self, edge_values: Tensor) -> Tensor:
+        """Reorders a per-edge tensor from the user's edge order into CSR order."""
+        perm = self.csr.perm
+        return edge_values if perm is None else edge_values.index_select(0, perm.long())
+
+    def from_csr_order(self, edge_values: Tensor) -> Tensor:
+        """Reorders a per-edge tensor from CSR order back into the user's edge order."""
+        perm = self.csr.perm
+        if perm is None:
+            return edge_values
+        return torch.empty_like(edge_values).index_copy(0, perm.long(), edge_values)
+
+    # --- structure: each returns a new Graph -------------------------------------------
+
+    def _with_edges(self, edge_index: Tensor, edge_attr: Tensor | None) -> Graph:
+        return Graph(edge_index, num_nodes=self.num_nodes, edge_attr=edge_attr)
+
+    def _pair_keys(self, flip: bool = False) -> Tensor:
+        src, dst = self.edge_index
+        return (src * self.num_nodes + dst) if flip else (dst * self.num_nodes + src)
+
+    @property
+    def is_undirected(self) -> bool:
+        """Whether every edge ``u -> v`` has a reverse ``v -> u`` (multiplicities ignored)."""
+        return self._cached("is_undirected", lambda: torch.equal(
+            torch.unique(self._pair_keys()), torch.unique(self._pair_keys(flip=True))))
+
+    def edge_groups(self) -> tuple[Tensor, int]:
+        """For each edge, the id of its ordered ``(src, dst)`` pair, and the number of pairs.
+
+        Parallel edges share an id; ids follow the pairs sorted by (destination, source).
+        Multigraph layers aggregate parallel edges by these ids first.
+        """
+        def build():
+            uniq, inverse = torch.unique(self._pair_keys(), return_inverse=True)
+            return inverse, uniq.numel()
+        return self._cached("edge_groups", build)
+
+    def coalesce(self, reduce: str = "sum") -> Graph:
+        """Merges parallel edges into one (their ``edge_attr`` rows reduced with ``reduce``)
+        and sorts edges by (destination, source)."""
+        from graphloc.ops import scatter
+
+        group, num_groups = self.edge_groups()
+        first = torch.full((num_groups,), self.num_edges, dtype=torch.long, device=self.device)
+        first = first.scatter_reduce(0, group, torch.arange(self.num_edges, device=self.device),
+                                     "amin")
+        edge_index = self.edge_index.index_select(1, first)
+        edge_attr = None if self.edge_attr is None else scatter(
+            self.edge_attr, group, dim=0, dim_size=num_groups, reduce=reduce)
+        return self._with_edges(edge_index, edge_attr)
+
+    def to_undirected(self, reduce: str = "sum") -> Graph:
+        """Adds every reverse edge, then coalesces (merging ``edge_attr`` with ``reduce``)."""
+        edge_index = torch.cat([self.edge_index, self.edge_index.flip(0)], dim=1)
+        edge_attr = None if self.edge_attr is None else torch.cat([self.edge_attr] * 2)
+        return self._with_edges(edge_index, edge_attr).coalesce(reduce)
+
+    def remove_self_loops(self) -> Graph:
+        keep = self.edge_index[0] != self.edge_index[1]
+        edge_attr = None if self.edge_attr is None else self.edge_attr[keep]
+        return self._with_edges(self.edge_index[:, keep], edge_attr)
+
+    def add_self_loops(self, fill_value: float = 1.0) -> Graph:
+        """Appends a loop ``i -> i`` for every node; their ``edge_attr`` rows are ``fill_value``."""
+        loops = torch.arange(self.num_nodes, device=self.device).expand(2, -1)
+        edge_attr = self.edge_attr
+        if edge_attr is not None:
+            fill = edge_attr.new_full((self.num_nodes, *edge_attr.shape[1:]), fill_value)
+            edge_attr = torch.cat([edge_attr, fill])
+        return self._with_edges(torch.cat([self.edge_index, loops], dim=1), edge_attr)
+
+    def gcn_norm(self, add_self_loops: bool = True, improved: bool = False,
+                 edge_weight: Tensor | None = None) -> tuple[Graph, Tensor]:
+        """Kipf & Welling's symmetric normalisation, exactly as PyG's ``gcn_norm``.
+
+        With ``add_self_loops``, existing loops are moved to the end and every node without
+        one gets a loop of weight 1 (2 if ``improved``). Returns the graph (with loops) and
+        ``D^-1/2 (A + I) D^-1/2`` edge weights in its edge order, degrees taken at the
+        destination. Cached when ``edge_weight`` is None.
+        """
+        if edge_weight is None:
+            return self._cached(("gcn_norm", add_self_loops, improved),
+                                lambda: self._gcn_norm(add_self_loops, improved, None))
+        return self._gcn_norm(add_self_loops, improved, edge_weight)
+
+    def _gcn_norm(self, add_self_loops, improved, edge_weight):
+        from graphloc.ops import scatter
+
+        if edge_weight is None:
+            edge_weight = torch.ones(self.num_edges, device=self.device)
+        if edge_weight.shape != (self.num_edges,):
+            raise ValueError(f"edge_weight must have shape [{self.num_edges}], "
+                             f"got {list(edge_weight.shape)}")
+        graph = self
+        if add_self_loops:
+            src, dst = self.edge_index
+            is_loop = src == dst
+            loop_weight = edge_weight.new_full((self.num_nodes,), 2.0 if improved else 1.0)
+            loop_weight[src[is_loop]] = edge_weight[is_loop]
+            loops = torch.arange(self.num_nodes, device=self.device).expand(2, -1)
+            edge_index = torch.cat([self.edge_index[:, ~is_loop], loops], dim=1)
+            edge_weight = torch.cat([edge_weight[~is_loop], loop_weight])
+            graph = Graph(edge_index, num_nodes=self.num_nodes)
+        src, dst = graph.edge_index
+        deg = scatter(edge_weight, dst, dim=0, dim_size=self.num_nodes, reduce="sum")
+        inv_sqrt = deg.pow(-0.5).masked_fill(deg == 0, 0.0)
+        return graph, inv_sqrt[src] * edge_weight * inv_sqrt[dst]
+
+    def reorder(self, method: str = "rcm") -> tuple[Graph, Tensor]:
+        """Renumbers nodes for memory locality; returns ``(graph, perm)`` with
+        ``perm[new_id] = old_id`` (so ``x[perm]`` are the features in the new order).
+
+        ``rcm``: reverse Cuthill-McKee on the symmetrised pattern (neighbours get nearby
+        ids, so gathers hit cache). ``degree``: by decreasing in-degree (hubs first).
+        Edge order and ``edge_attr`` are kept.
+        """
+        if method == "rcm":
+            import scipy.sparse as sp
+            from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+            src, dst = self.edge_index.cpu().numpy()
+            n = self.num_nodes
+            a = sp.coo_matrix((torch.ones(len(src)).numpy(), (src, dst)), shape=(n, n)).tocsr()
+            perm = torch.from_numpy(reverse_cuthill_mckee(
+                (a + a.T).tocsr(), symmetric_mode=True).astype("int64")).to(self.device)
+        elif method == "degree":
+            perm = torch.argsort(self.in_degree(), descending=True, stable=True)
+        else:
+            raise ValueError(f"reorder method must be 'rcm' or 'degree', got {method!r}")
+        new_id = torch.empty_like(perm)
+        new_id[perm] = torch.arange(self.num_nodes, device=self.device)
+        return self._with_edges(new_id[self.edge_index], self.edge_attr), perm

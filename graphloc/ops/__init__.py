@@ -1,0 +1,156 @@
+"""Message-passing ops over a ``Graph``: fused gather + reduce, edge scores, edge softmax.
+
+Edge tensors (weights, scores) are in the graph's edge order (the order of
+``graph.edge_index``) on input and output; the kernels run in CSR order internally. All ops
+are differentiable (float32/float64; spmm and sddmm also bfloat16 with float32
+accumulation) and compile with ``torch.compile(fullgraph=True)``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from graphloc.ops._library import HAS_EXTENSION, csr_transpose, kernels
+from graphloc.ops.reference import canonical_reduce
+from graphloc.ops.scatter import gather, scatter
+
+__all__ = ["HAS_EXTENSION", "spmm", "sddmm", "segment_softmax", "segment_reduce", "gather",
+           "scatter", "coo_to_csr", "csr_transpose"]
+
+_FLOATS = (torch.float32, torch.float64, torch.bfloat16)
+
+
+def _check_graph(graph) -> None:
+    if not hasattr(graph, "csr") or not hasattr(graph, "num_nodes"):
+        raise TypeError(f"expected a graphloc.Graph, got {type(graph).__name__}; wrap an "
+                        "edge_index with graphloc.Graph(edge_index, num_nodes)")
+
+
+def _check_node_features(graph, x: Tensor, name: str) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in _FLOATS:
+        raise TypeError(f"{name} must be float32, float64 or bfloat16, got {x.dtype}")
+    if x.dim() == 0 or x.size(0) != graph.num_nodes:
+        rows = x.size(0) if x.dim() else "no"
+        raise ValueError(f"{name} has {rows} rows but the graph has {graph.num_nodes} nodes")
+    if x.device != graph.device:
+        raise ValueError(f"{name} is on {x.device} but the graph is on {graph.device}")
+
+
+def _check_edge_values(graph, values: Tensor, like: Tensor, name: str) -> None:
+    if not isinstance(values, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(values).__name__}")
+    if values.dim() not in (1, 2) or values.size(0) != graph.num_edges:
+        raise ValueError(f"{name} must have shape [E] or [E, heads] with E = "
+                         f"{graph.num_edges}, got {list(values.shape)}")
+    if values.dtype != like.dtype:
+        raise TypeError(f"{name} has dtype {values.dtype} but the features have {like.dtype}")
+    if values.device != like.device:
+        raise ValueError(f"{name} is on {values.device} but the features are on {like.device}")
+
+
+def _flat(x: Tensor) -> Tensor:
+    return x.reshape(x.size(0), -1) if x.dim() != 2 else x
+
+
+def _transpose_args(graph, needed: bool):
+    if not needed:
+        return None, None, None
+    csc = graph.csc
+    return csc.indptr, csc.indices, csc.perm
+
+
+def spmm(graph, x: Tensor, edge_weight: Tensor | None = None, reduce: str = "sum") -> Tensor:
+    """``out[i] = reduce_{(j -> i)} w_ji * x[j]``: fused gather and reduce, no per-edge tensor.
+
+    Args:
+        graph: the ``Graph``.
+        x: node features ``[N]``, ``[N, F]`` or ``[N, H, F]``.
+        edge_weight: optional ``[E]``, or ``[E, H]`` to scale each of ``H`` channel blocks.
+        reduce: ``"sum"``, ``"mean"``, ``"max"`` or ``"min"``. Nodes without incoming edges
+            get 0. For max/min the gradient goes to the winning edge (the first in CSR order on
+            ties), like torch_scatter.
+
+    Returns ``[N, ...]`` with the shape of ``x``.
+    """
+    _check_graph(graph)
+    _check_node_features(graph, x, "x")
+    reduce = canonical_reduce(reduce)
+    value = None
+    if edge_weight is not None:
+        _check_edge_values(graph, edge_weight, x, "edge_weight")
+        value = graph.to_csr_order(edge_weight).contiguous()
+        if value.dim() == 2 and _flat(x).size(1) % value.size(1):
+            raise ValueError(f"x has {_flat(x).size(1)} channels, not divisible into "
+                             f"{value.size(1)} heads of edge_weight")
+    needs_grad = torch.is_grad_enabled() and x.requires_grad
+    csc = _transpose_args(graph, needs_grad)
+    out, _ = kernels.spmm(graph.csr.indptr, graph.csr.indices, value, _flat(x).contiguous(),
+                          reduce, *csc)
+    return out.view(x.shape) if x.dim() != 2 else out
+
+
+def sddmm(graph, a: Tensor, b: Tensor, op: str = "dot") -> Tensor:
+    """Per-edge values from source features ``a`` and destination features ``b``.
+
+    For edge ``e = (j -> i)``: ``dot`` gives ``<a[j], b[i]>`` (per head for ``[N, H, F]``
+    inputs, so ``[E]`` or ``[E, H]``); ``add`` and ``mul`` give ``a[j] + b[i]`` and
+    ``a[j] * b[i]`` with the trailing shape of the inputs (``[E]``, ``[E, F]``, ...).
+    Output is in the graph's edge order.
+    """
+    _check_graph(graph)
+    _check_node_features(graph, a, "a")
+    _check_node_features(graph, b, "b")
+    if a.shape != b.shape or a.dtype != b.dtype:
+        raise ValueError(f"a and b must match, got {list(a.shape)} {a.dtype} and "
+                         f"{list(b.shape)} {b.dtype}")
+    if op not in ("dot", "add", "mul"):
+        raise ValueError(f"sddmm op must be one of 'dot', 'add', 'mul', got {op!r}")
+    heads = a.size(1) if a.dim() == 3 else 1
+    needs_grad = torch.is_grad_enabled() and a.requires_grad
+    a2, b2 = _flat(a).contiguous(), _flat(b).contiguous()
+    out = kernels.sddmm(graph.csr.indptr, graph.csr.indices, a2, b2, op, heads,
+                        *_transpose_args(graph, needs_grad))
+    if op == "dot":
+        out = out.view(-1, heads) if a.dim() == 3 else out.view(-1)
+    else:
+        out = out.view(-1, *a.shape[1:])
+    return graph.from_csr_order(out)
+
+
+def segment_softmax(graph, scores: Tensor) -> Tensor:
+    """Softmax of edge scores ``[E]`` or ``[E, H]`` over the incoming edges of each node."""
+    _check_graph(graph)
+    if not isinstance(scores, Tensor) or scores.dtype not in _FLOATS:
+        raise TypeError("scores must be a float32, float64 or bfloat16 tensor")
+    if scores.dim() not in (1, 2) or scores.size(0) != graph.num_edges:
+        raise ValueError(f"scores must have shape [E] or [E, H] with E = {graph.num_edges}, "
+                         f"got {list(scores.shape)}")
+    if scores.device != graph.device:
+        raise ValueError(f"scores are on {scores.device} but the graph is on {graph.device}")
+    s = graph.to_csr_order(scores)
+    out = kernels.segment_softmax(s.reshape(s.size(0), -1).contiguous(), graph.csr.indptr)
+    return graph.from_csr_order(out.view(scores.shape))
+
+
+def segment_reduce(src: Tensor, indptr: Tensor, reduce: str = "sum") -> Tensor:
+    """Reduces consecutive row blocks of ``src``: ``out[i] = reduce(src[indptr[i]:indptr[i+1]])``.
+
+    ``indptr`` must start at 0, be non-decreasing and end at ``src.size(0)``.
+    """
+    from graphloc.ops.scatter import _check_indptr
+
+    _check_indptr(indptr, src)
+    out, _ = kernels.segment_reduce(_flat(src).contiguous(), indptr, canonical_reduce(reduce))
+    return out.view(indptr.numel() - 1, *src.shape[1:])
+
+
+def coo_to_csr(index: Tensor, num_rows: int) -> tuple[Tensor, Tensor]:
+    """Stable counting sort of ``index`` (values in ``[0, num_rows)``) into ``(indptr, perm)``:
+    ``index[perm]`` is sorted and row ``r`` owns ``perm[indptr[r]:indptr[r+1]]``."""
+    from graphloc.ops.scatter import _check_index
+
+    _check_index(index, num_rows, "index")
+    return kernels.coo_to_csr(index, num_rows)

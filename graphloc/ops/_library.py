@@ -1,0 +1,213 @@
+"""Loads the compiled kernels and registers their fake kernels and autograd formulas.
+
+``kernels`` is ``torch.ops.graphloc`` when the extension loads, else the pure-torch
+``reference`` module with the same signatures; everything above calls ``kernels.<op>``.
+Backward passes are made of graphloc ops themselves (spmm on the cached transpose, sddmm
+for edge-value gradients), so they are fast, run on every backend and trace under compile.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import torch
+
+from graphloc.ops import reference
+
+_ARG_REDUCES = ("max", "amax", "min", "amin")
+
+
+def _load_extension() -> bool:
+    if os.environ.get("GRAPHLOC_DISABLE_EXT", "0") == "1":
+        return False
+    try:
+        from graphloc import _C  # noqa: F401  (loading it registers torch.ops.graphloc)
+    except ImportError as err:
+        warnings.warn(f"graphloc._C could not be loaded ({err}); falling back to the "
+                      "pure-torch reference ops, which are correct but slower", stacklevel=3)
+        return False
+    return True
+
+
+HAS_EXTENSION = _load_extension()
+kernels = torch.ops.graphloc if HAS_EXTENSION else reference
+
+
+def csr_transpose(indptr, indices, num_cols):
+    """The transpose of a CSR, with ``perm`` mapping each transposed entry to its CSR position.
+
+    Returns ``(t_indptr, t_indices, perm)``: row ``j`` of the transpose lists the rows ``i``
+    that have an entry in column ``j``, in increasing CSR position (a stable sort).
+    """
+    t_indptr, perm = kernels.coo_to_csr(indices, num_cols)
+    rows = reference.csr_rows(indptr, indices.numel())
+    return t_indptr, rows.index_select(0, perm.long()), perm
+
+
+def _transpose_of(indptr, indices, num_cols, csc_indptr, csc_indices, csc_perm):
+    if csc_indptr is not None and csc_indices is not None and csc_perm is not None:
+        return csc_indptr, csc_indices, csc_perm
+    return csr_transpose(indptr, indices, num_cols)
+
+
+def _degree_scale(grad, indptr):
+    deg = (indptr[1:] - indptr[:-1]).clamp(min=1).to(grad.dtype)
+    return grad / deg.unsqueeze(1)
+
+
+def _heads(value):
+    return 1 if value is None or value.dim() == 1 else value.size(1)
+
+
+# --- spmm ------------------------------------------------------------------------------
+
+def _spmm_fake(indptr, indices, value, x, reduce, csc_indptr=None, csc_indices=None,
+               csc_perm=None):
+    rows = indptr.shape[0] - 1
+    arg_rows = rows if reduce in _ARG_REDUCES else 0
+    return x.new_empty(rows, x.shape[1]), x.new_empty(arg_rows, x.shape[1], dtype=torch.long)
+
+
+def _spmm_setup(ctx, inputs, output):
+    indptr, indices, value, x, reduce, ci, cx, cp = inputs
+    ctx.reduce = reference.canonical_reduce(reduce)
+    ctx.save_for_backward(indptr, indices, value, x, ci, cx, cp, output[1])
+
+
+def _spmm_backward(ctx, grad_out, _grad_arg):
+    indptr, indices, value, x, ci, cx, cp, arg = ctx.saved_tensors
+    need_value, need_x = ctx.needs_input_grad[2], ctx.needs_input_grad[3]
+    grad_value = grad_x = None
+    if ctx.reduce in ("max", "min"):
+        ci, cx, cp = _transpose_of(indptr, indices, x.size(0), ci, cx, cp)
+        grad_x, grad_value = kernels.spmm_arg_backward(ci, cx, cp, value, x, arg,
+                                                       grad_out.contiguous(), need_value)
+        return None, None, grad_value if need_value else None, grad_x, None, None, None, None
+    g = _degree_scale(grad_out, indptr) if ctx.reduce == "mean" else grad_out
+    if need_x:
+        ci, cx, cp = _transpose_of(indptr, indices, x.size(0), ci, cx, cp)
+        value_t = value.index_select(0, cp.long()) if value is not None else None
+        grad_x = kernels.spmm(ci, cx, value_t, g, "sum")[0]
+    if need_value:
+        grad_value = kernels.sddmm(indptr, indices, x, g, "dot", _heads(value)).view(value.shape)
+    return None, None, grad_value, grad_x, None, None, None, None
+
+
+# --- segment_reduce and gather_csr -----------------------------------------------------
+
+def _segment_reduce_fake(src, indptr, reduce):
+    rows = indptr.shape[0] - 1
+    arg_rows = rows if reduce in _ARG_REDUCES else 0
+    return src.new_empty(rows, src.shape[1]), src.new_empty(arg_rows, src.shape[1],
+                                                             dtype=torch.long)
+
+
+def _segment_reduce_setup(ctx, inputs, output):
+    src, indptr, reduce = inputs
+    ctx.reduce = reference.canonical_reduce(reduce)
+    ctx.num_edges = src.shape[0]
+    ctx.save_for_backward(indptr, output[1])
+
+
+def _segment_reduce_backward(ctx, grad_out, _grad_arg):
+    indptr, arg = ctx.saved_tensors
+    if ctx.reduce in ("max", "min"):
+        # Each position wins at most once per channel: a plain scatter into E + 1 rows,
+        # the last absorbing empty rows (arg == E).
+        buf = grad_out.new_zeros(ctx.num_edges + 1, grad_out.size(1))
+        return buf.scatter_(0, arg, grad_out)[:-1], None, None
+    g = _degree_scale(grad_out, indptr) if ctx.reduce == "mean" else grad_out
+    return kernels.gather_csr(g.contiguous(), indptr, ctx.num_edges), None, None
+
+
+def _gather_csr_fake(src, indptr, num_edges):
+    return src.new_empty(num_edges, src.shape[1])
+
+
+def _gather_csr_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[1])
+
+
+def _gather_csr_backward(ctx, grad):
+    (indptr,) = ctx.saved_tensors
+    return kernels.segment_reduce(grad.contiguous(), indptr, "sum")[0], None, None
+
+
+# --- sddmm -----------------------------------------------------------------------------
+
+def _sddmm_fake(indptr, indices, a, b, op, heads, csc_indptr=None, csc_indices=None,
+                csc_perm=None):
+    return a.new_empty(indices.shape[0], heads if op == "dot" else a.shape[1])
+
+
+def _sddmm_setup(ctx, inputs, output):
+    indptr, indices, a, b, op, heads, ci, cx, cp = inputs
+    ctx.op, ctx.heads = op, heads
+    ctx.save_for_backward(indptr, indices, a, b, ci, cx, cp)
+
+
+def _sddmm_backward(ctx, grad):
+    indptr, indices, a, b, ci, cx, cp = ctx.saved_tensors
+    need_a, need_b = ctx.needs_input_grad[2], ctx.needs_input_grad[3]
+    grad = grad.contiguous()
+    grad_a = grad_b = None
+    if need_a:
+        ci, cx, cp = _transpose_of(indptr, indices, a.size(0), ci, cx, cp)
+        if ctx.op == "dot":  # grad_a[j] = sum over out-edges e of grad[e] * b[dst(e)]
+            grad_a = kernels.spmm(ci, cx, grad.index_select(0, cp.long()), b, "sum")[0]
+        else:  # gather the per-edge gradient rows of each source through the transpose
+            per_edge = grad if ctx.op == "add" else grad * kernels.gather_csr(b, indptr, indices.numel())
+            grad_a = kernels.spmm(ci, cp, None, per_edge.contiguous(), "sum")[0]
+    if need_b:
+        if ctx.op == "dot":
+            grad_b = kernels.spmm(indptr, indices, grad, a, "sum")[0]
+        else:
+            per_edge = grad if ctx.op == "add" else grad * a.index_select(0, indices.long())
+            grad_b = kernels.segment_reduce(per_edge.contiguous(), indptr, "sum")[0]
+    return None, None, grad_a, grad_b, None, None, None, None, None
+
+
+# --- segment_softmax, coo_to_csr, spmm_arg_backward ------------------------------------
+
+def _softmax_setup(ctx, inputs, output):
+    ctx.save_for_backward(output, inputs[1])
+
+
+def _softmax_backward(ctx, grad):
+    out, indptr = ctx.saved_tensors
+    return kernels.segment_softmax_backward(out, grad.contiguous(), indptr), None
+
+
+def _coo_to_csr_fake(index, num_rows):
+    return index.new_empty(num_rows + 1), index.new_empty(index.shape[0])
+
+
+def _arg_backward_fake(csc_indptr, csc_indices, csc_perm, value, x, arg, grad_out,
+                       need_value_grad):
+    grad_value = value.new_empty(value.shape) if need_value_grad and value is not None \
+        else x.new_empty(0)
+    return x.new_empty(x.shape), grad_value
+
+
+def _register() -> None:
+    lib = "graphloc::"
+    fake = torch.library.register_fake
+    fake(lib + "spmm")(_spmm_fake)
+    fake(lib + "segment_reduce")(_segment_reduce_fake)
+    fake(lib + "gather_csr")(_gather_csr_fake)
+    fake(lib + "sddmm")(_sddmm_fake)
+    fake(lib + "segment_softmax")(lambda score, indptr: torch.empty_like(score))
+    fake(lib + "segment_softmax_backward")(lambda out, grad, indptr: torch.empty_like(out))
+    fake(lib + "coo_to_csr")(_coo_to_csr_fake)
+    fake(lib + "spmm_arg_backward")(_arg_backward_fake)
+    autograd = torch.library.register_autograd
+    autograd(lib + "spmm", _spmm_backward, setup_context=_spmm_setup)
+    autograd(lib + "segment_reduce", _segment_reduce_backward, setup_context=_segment_reduce_setup)
+    autograd(lib + "gather_csr", _gather_csr_backward, setup_context=_gather_csr_setup)
+    autograd(lib + "sddmm", _sddmm_backward, setup_context=_sddmm_setup)
+    autograd(lib + "segment_softmax", _softmax_backward, setup_context=_softmax_setup)
+
+
+if HAS_EXTENSION:
+    _register()

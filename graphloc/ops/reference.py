@@ -1,0 +1,133 @@
+"""Pure-torch twins of the ``torch.ops.graphloc`` kernels, with the same raw signatures.
+
+They serve two purposes: the fallback when the compiled extension is missing (or disabled
+with ``GRAPHLOC_DISABLE_EXT=1``), and the oracle the tests compare the kernels against.
+They materialise per-edge tensors and rely on torch autograd, so they are simple rather
+than fast. Conventions are the kernels': CSR rows are destinations, ``indices[e]`` is the
+source of edge ``e``; empty rows reduce to 0; max/min ``arg`` holds the winning CSR position
+(the lowest on ties) or ``E`` for an empty row.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+_REDUCE_ALIASES = {"sum": "sum", "add": "sum", "mean": "mean", "max": "max", "amax": "max",
+                   "min": "min", "amin": "min"}
+
+
+def canonical_reduce(reduce: str) -> str:
+    try:
+        return _REDUCE_ALIASES[reduce]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"reduce must be one of 'sum', 'mean', 'max', 'min', got {reduce!r}") from None
+
+
+def csr_rows(indptr: Tensor, num_edges: int | None = None) -> Tensor:
+    """The destination row of every CSR position (``repeat_interleave`` of the row lengths)."""
+    counts = indptr[1:] - indptr[:-1]
+    rows = torch.arange(counts.numel(), device=indptr.device, dtype=indptr.dtype)
+    return rows.repeat_interleave(counts, output_size=num_edges)
+
+
+def _head_scale(msgs: Tensor, value: Tensor | None) -> Tensor:
+    if value is None:
+        return msgs
+    heads = 1 if value.dim() == 1 else value.size(1)
+    E, K = msgs.shape
+    return (msgs.view(E, heads, K // heads) * value.view(E, heads, 1)).view(E, K)
+
+
+def _segment(msgs: Tensor, rows: Tensor, num_rows: int, reduce: str) -> tuple[Tensor, Tensor]:
+    reduce = canonical_reduce(reduce)
+    E, K = msgs.shape
+    out = msgs.new_zeros(num_rows, K)
+    long_rows = rows.long()
+    if reduce in ("sum", "mean"):
+        out = out.index_add(0, long_rows, msgs)
+        if reduce == "mean":
+            count = torch.bincount(long_rows, minlength=num_rows).clamp(min=1)
+            out = out / count.to(msgs.dtype).unsqueeze(1)
+        return out, msgs.new_empty(0, K, dtype=torch.long)
+    amode = "amax" if reduce == "max" else "amin"
+    idx = long_rows.unsqueeze(1).expand(E, K)
+    out = out.scatter_reduce(0, idx, msgs, amode, include_self=False)
+    position = torch.arange(E, device=msgs.device).unsqueeze(1).expand(E, K)
+    winner = torch.where(msgs == out.detach().gather(0, idx), position, E)
+    arg = torch.full((num_rows, K), E, dtype=torch.long, device=msgs.device)
+    arg = arg.scatter_reduce(0, idx, winner, "amin", include_self=True)
+    return out, arg
+
+
+def spmm(indptr, indices, value, x, reduce, csc_indptr=None, csc_indices=None, csc_perm=None):
+    msgs = _head_scale(x.index_select(0, indices.long()), value)
+    return _segment(msgs, csr_rows(indptr, indices.numel()), indptr.numel() - 1, reduce)
+
+
+def segment_reduce(src, indptr, reduce):
+    return _segment(src, csr_rows(indptr, src.size(0)), indptr.numel() - 1, reduce)
+
+
+def gather_csr(src, indptr, num_edges):
+    return src.index_select(0, csr_rows(indptr, num_edges).long())
+
+
+def sddmm(indptr, indices, a, b, op, heads, csc_indptr=None, csc_indices=None, csc_perm=None):
+    a_e = a.index_select(0, indices.long())
+    b_e = b.index_select(0, csr_rows(indptr, indices.numel()).long())
+    if op == "dot":
+        E, K = a_e.shape
+        return (a_e * b_e).view(E, heads, K // heads).sum(-1)
+    if op == "add":
+        return a_e + b_e
+    if op == "mul":
+        return a_e * b_e
+    raise ValueError(f"sddmm op must be one of 'dot', 'add', 'mul', got {op!r}")
+
+
+def segment_softmax(score, indptr):
+    rows = csr_rows(indptr, score.size(0)).long()
+    H = score.size(1)
+    idx = rows.unsqueeze(1).expand(-1, H)
+    row_max = score.new_full((indptr.numel() - 1, H), float("-inf"))
+    row_max = row_max.scatter_reduce(0, idx, score.detach(), "amax", include_self=True)
+    ex = (score - row_max.gather(0, idx)).exp()
+    denom = ex.new_zeros(row_max.shape).index_add(0, rows, ex)
+    return ex / denom.gather(0, idx)
+
+
+def segment_softmax_backward(out, grad, indptr):
+    rows = csr_rows(indptr, out.size(0)).long()
+    dot = out.new_zeros(indptr.numel() - 1, out.size(1)).index_add(0, rows, out * grad)
+    return out * (grad - dot.index_select(0, rows))
+
+
+def coo_to_csr(index, num_rows):
+    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= num_rows):
+        raise ValueError(f"index holds values outside [0, {num_rows})")
+    perm = torch.sort(index, stable=True).indices.to(index.dtype)
+    counts = torch.bincount(index.long(), minlength=num_rows)
+    indptr = torch.zeros(num_rows + 1, dtype=index.dtype, device=index.device)
+    indptr[1:] = counts.cumsum(0)
+    return indptr, perm
+
+
+def spmm_arg_backward(csc_indptr, csc_indices, csc_perm, value, x, arg, grad_out,
+                      need_value_grad):
+    # Route grad_out[i, k] to (indices[arg[i, k]], k) through the CSC: entry c of source j
+    # is the edge csc_perm[c] into csc_indices[c].
+    E = csc_perm.numel()
+    rows = csr_rows(csc_indptr, E).long()
+    dst, pos = csc_indices.long(), csc_perm.long()
+    hit = (arg.index_select(0, dst) == pos.unsqueeze(1)).to(grad_out.dtype)
+    g = grad_out.index_select(0, dst) * hit
+    scale = value.index_select(0, pos) if value is not None else None
+    grad_x = x.new_zeros(x.shape).index_add(0, rows, _head_scale(g, scale))
+    if not (need_value_grad and value is not None):
+        return grad_x, x.new_empty(0)
+    heads = 1 if value.dim() == 1 else value.size(1)
+    per_head = (g * x.index_select(0, rows)).view(E, heads, -1).sum(-1)
+    grad_value = value.new_zeros(E, heads).index_copy(0, pos, per_head)
+    return grad_x, grad_value.view(value.shape)
