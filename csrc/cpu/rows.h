@@ -3,10 +3,15 @@
 // equal cost = nonzeros + rows, found by binary search on the monotone indptr[r] + r.
 #pragma once
 
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cstdint>
+
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 namespace graphloc {
 
@@ -42,6 +47,22 @@ inline void prefetch_row(const scalar_t* row, int64_t channels) {
   const char* p = reinterpret_cast<const char*>(row);
   const int64_t bytes = channels * static_cast<int64_t>(sizeof(scalar_t));
   for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 1);
+}
+
+// A fresh output tensor whose large interior is backed by transparent huge pages. Outputs of
+// N x F floats are written once by the kernel, and with 4 KiB pages the first-touch faults
+// cost more than the kernel itself (51 MB: ~16 ms of faults vs ~5 ms of work on 2 cores).
+// Advising before the first write makes the kernel fault in 2 MiB pages instead.
+inline at::Tensor empty_output(at::IntArrayRef sizes, const at::TensorOptions& options) {
+  at::Tensor out = at::empty(sizes, options);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr uintptr_t kHuge = uintptr_t(1) << 21;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(out.data_ptr());
+  const uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t last = (begin + out.nbytes()) & ~(kHuge - 1);
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+#endif
+  return out;
 }
 
 }  // namespace graphloc

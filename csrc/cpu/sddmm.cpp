@@ -51,7 +51,7 @@ at::Tensor sddmm_cpu(const at::Tensor& indptr, const at::Tensor& indices, const 
   const int64_t num_rows = indptr.numel() - 1, K = a.size(1), E = indices.numel();
   check_csr_nnz(indptr, E, "indices");
   auto ac = a.contiguous(), bc = b.contiguous(), ic = indices.contiguous();
-  auto out = at::empty({E, edge_op == EdgeOp::Dot ? heads : K}, a.options());
+  auto out = empty_output({E, edge_op == EdgeOp::Dot ? heads : K}, a.options());
   GL_DISPATCH_FLOAT(a.scalar_type(), "graphloc::sddmm", [&] {
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
       auto run = [&](auto op_tag) {
