@@ -124,7 +124,7 @@ class Graph:
 
     @classmethod
     def from_pyg(cls, data) -> Graph:
-        """From a ``torch_geometric.data.Data`` (its ``edge_index``, ``num_nodes``, ``edge_attr``)."""
+        """From a PyG ``Data``: its ``edge_index``, ``num_nodes`` and ``edge_attr``."""
         return cls(data.edge_index, num_nodes=data.num_nodes,
                    edge_attr=getattr(data, "edge_attr", None))
 
@@ -136,8 +136,8 @@ class Graph:
         if g.number_of_nodes() == 0:
             raise ValueError("the networkx graph has no nodes")
         ids = {node: i for i, node in enumerate(g.nodes)}
-        rows = [(ids[u], ids[v], [float(d[k]) for k in edge_attrs or []])
-                for u, v, d in g.edges(data=True)]
+        keys = edge_attrs or []
+        rows = [(ids[u], ids[v], [float(d[k]) for k in keys]) for u, v, d in g.edges(data=True)]
         if not g.is_directed():
             rows += [(v, u, attrs) for u, v, attrs in rows if u != v]
         edge_index = torch.tensor([[r[0] for r in rows], [r[1] for r in rows]],
@@ -203,7 +203,7 @@ class Graph:
         device = torch.device(device)
         if device == self.device:
             return self
-        move = (lambda v: v.to(device) if isinstance(v, (Tensor, CSR)) else  # noqa: E731
+        move = (lambda v: v.to(device) if isinstance(v, (Tensor, CSR, Graph)) else  # noqa: E731
                 tuple(move(t) for t in v) if isinstance(v, tuple) else v)
         out = Graph.__new__(Graph)
         out._init(self.edge_index.to(device), self.num_nodes,
@@ -287,12 +287,13 @@ class Graph:
 
     def gcn_norm(self, add_self_loops: bool = True, improved: bool = False,
                  edge_weight: Tensor | None = None) -> tuple[Graph, Tensor]:
-        """Kipf & Welling's symmetric normalisation, exactly as PyG's ``gcn_norm``.
+        """Kipf & Welling's symmetric normalisation, as PyG's ``gcn_norm``.
 
         With ``add_self_loops``, existing loops are moved to the end and every node without
         one gets a loop of weight 1 (2 if ``improved``). Returns the graph (with loops) and
         ``D^-1/2 (A + I) D^-1/2`` edge weights in its edge order, degrees taken at the
-        destination. Cached when ``edge_weight`` is None.
+        destination. Cached when ``edge_weight`` is None. Unlike PyG, ``improved`` also
+        applies without edge weights (PyG then gives the new loops weight 1, not 2).
         """
         if edge_weight is None:
             return self._cached(("gcn_norm", add_self_loops, improved),

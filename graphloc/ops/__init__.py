@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from graphloc.ops._library import HAS_EXTENSION, csr_transpose, kernels
-from graphloc.ops.reference import canonical_reduce
+from graphloc.ops.reference import as_rows, canonical_reduce
 from graphloc.ops.scatter import gather, scatter
 
 __all__ = ["HAS_EXTENSION", "spmm", "sddmm", "segment_softmax", "segment_reduce", "gather",
@@ -51,10 +51,6 @@ def _check_edge_values(graph, values: Tensor, like: Tensor, name: str) -> None:
         raise ValueError(f"{name} is on {values.device} but the features are on {like.device}")
 
 
-def _flat(x: Tensor) -> Tensor:
-    return x.reshape(x.size(0), -1) if x.dim() != 2 else x
-
-
 def _transpose_args(graph, needed: bool):
     if not needed:
         return None, None, None
@@ -82,12 +78,12 @@ def spmm(graph, x: Tensor, edge_weight: Tensor | None = None, reduce: str = "sum
     if edge_weight is not None:
         _check_edge_values(graph, edge_weight, x, "edge_weight")
         value = graph.to_csr_order(edge_weight).contiguous()
-        if value.dim() == 2 and _flat(x).size(1) % value.size(1):
-            raise ValueError(f"x has {_flat(x).size(1)} channels, not divisible into "
+        if value.dim() == 2 and as_rows(x).size(1) % value.size(1):
+            raise ValueError(f"x has {as_rows(x).size(1)} channels, not divisible into "
                              f"{value.size(1)} heads of edge_weight")
     needs_grad = torch.is_grad_enabled() and x.requires_grad
     csc = _transpose_args(graph, needs_grad)
-    out, _ = kernels.spmm(graph.csr.indptr, graph.csr.indices, value, _flat(x).contiguous(),
+    out, _ = kernels.spmm(graph.csr.indptr, graph.csr.indices, value, as_rows(x),
                           reduce, *csc)
     return out.view(x.shape) if x.dim() != 2 else out
 
@@ -110,7 +106,7 @@ def sddmm(graph, a: Tensor, b: Tensor, op: str = "dot") -> Tensor:
         raise ValueError(f"sddmm op must be one of 'dot', 'add', 'mul', got {op!r}")
     heads = a.size(1) if a.dim() == 3 else 1
     needs_grad = torch.is_grad_enabled() and a.requires_grad
-    a2, b2 = _flat(a).contiguous(), _flat(b).contiguous()
+    a2, b2 = as_rows(a), as_rows(b)
     out = kernels.sddmm(graph.csr.indptr, graph.csr.indices, a2, b2, op, heads,
                         *_transpose_args(graph, needs_grad))
     if op == "dot":
@@ -131,7 +127,7 @@ def segment_softmax(graph, scores: Tensor) -> Tensor:
     if scores.device != graph.device:
         raise ValueError(f"scores are on {scores.device} but the graph is on {graph.device}")
     s = graph.to_csr_order(scores)
-    out = kernels.segment_softmax(s.reshape(s.size(0), -1).contiguous(), graph.csr.indptr)
+    out = kernels.segment_softmax(as_rows(s), graph.csr.indptr)
     return graph.from_csr_order(out.view(scores.shape))
 
 
@@ -143,7 +139,7 @@ def segment_reduce(src: Tensor, indptr: Tensor, reduce: str = "sum") -> Tensor:
     from graphloc.ops.scatter import _check_indptr
 
     _check_indptr(indptr, src)
-    out, _ = kernels.segment_reduce(_flat(src).contiguous(), indptr, canonical_reduce(reduce))
+    out, _ = kernels.segment_reduce(as_rows(src), indptr, canonical_reduce(reduce))
     return out.view(indptr.numel() - 1, *src.shape[1:])
 
 

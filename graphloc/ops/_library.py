@@ -157,7 +157,8 @@ def _sddmm_backward(ctx, grad):
         if ctx.op == "dot":  # grad_a[j] = sum over out-edges e of grad[e] * b[dst(e)]
             grad_a = kernels.spmm(ci, cx, grad.index_select(0, cp.long()), b, "sum")[0]
         else:  # gather the per-edge gradient rows of each source through the transpose
-            per_edge = grad if ctx.op == "add" else grad * kernels.gather_csr(b, indptr, indices.numel())
+            per_edge = grad if ctx.op == "add" else \
+                grad * kernels.gather_csr(b, indptr, indices.numel())
             grad_a = kernels.spmm(ci, cp, None, per_edge.contiguous(), "sum")[0]
     if need_b:
         if ctx.op == "dot":

@@ -10,6 +10,8 @@ source of edge ``e``; empty rows reduce to 0; max/min ``arg`` holds the winning 
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -23,6 +25,11 @@ def canonical_reduce(reduce: str) -> str:
     except (KeyError, TypeError):
         raise ValueError(
             f"reduce must be one of 'sum', 'mean', 'max', 'min', got {reduce!r}") from None
+
+
+def as_rows(t: Tensor) -> Tensor:
+    """``t`` as a contiguous 2-D ``[t.size(0), rest]`` (also when ``t`` has no elements)."""
+    return t.reshape(t.size(0), math.prod(t.shape[1:])).contiguous()
 
 
 def csr_rows(indptr: Tensor, num_edges: int | None = None) -> Tensor:

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from graphloc.ops._library import kernels
-from graphloc.ops.reference import canonical_reduce
+from graphloc.ops.reference import as_rows, canonical_reduce
 
 _INDEX_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 
@@ -63,7 +63,7 @@ def _index_along(index: Tensor, src: Tensor, dim: int) -> Tensor | None:
     if index.shape != src.shape:
         raise ValueError(f"index must be 1-D or have src's shape {list(src.shape)}, got "
                          f"{list(index.shape)}")
-    rows = index.movedim(dim, 0).reshape(src.size(dim), -1)
+    rows = as_rows(index.movedim(dim, 0))
     return rows[:, 0] if bool((rows == rows[:, :1]).all()) else None
 
 
@@ -99,7 +99,7 @@ def _scatter(src, index, dim, dim_size, reduce):
     if flat is None:
         return _scatter_elementwise(src, index, dim, dim_size, reduce)
     moved = src.movedim(dim, 0)
-    out, arg = _scatter_csr(moved.reshape(moved.size(0), -1).contiguous(), flat, dim_size,
+    out, arg = _scatter_csr(as_rows(moved), flat, dim_size,
                             reduce)
     shape = (dim_size, *moved.shape[1:])
     out = out.view(shape).movedim(0, dim)
@@ -165,7 +165,7 @@ def segment_csr(src: Tensor, indptr: Tensor, out: Tensor | None = None,
     _check_src(src)
     _check_indptr(indptr, src)
     reduce = canonical_reduce(reduce)
-    result, arg = kernels.segment_reduce(src.reshape(src.size(0), -1).contiguous(), indptr,
+    result, arg = kernels.segment_reduce(as_rows(src), indptr,
                                          reduce)
     shape = (indptr.numel() - 1, *src.shape[1:])
     result = result.view(shape) if out is None else out.copy_(result.view(shape))
@@ -179,7 +179,7 @@ def gather_csr(src: Tensor, indptr: Tensor, out: Tensor | None = None) -> Tensor
         raise ValueError(f"indptr must be 1-D with src.size(0) + 1 = {src.size(0) + 1} entries")
     num_edges = int(indptr[-1])
     _check_indptr(indptr, src.new_empty(num_edges, 0))
-    result = kernels.gather_csr(src.reshape(src.size(0), -1).contiguous(), indptr, num_edges)
+    result = kernels.gather_csr(as_rows(src), indptr, num_edges)
     result = result.view(num_edges, *src.shape[1:])
     return result if out is None else out.copy_(result)
 

@@ -1,0 +1,220 @@
+// The CUDA backend of torch.ops.graphloc: argument checks, output allocation and dispatch
+// to the raw-pointer launchers of cuda/kernels.h. The only CUDA code that touches ATen.
+// No host reads of device data here (Graph validated the CSR once), except coo_to_csr's
+// range check.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_bf16.h>
+#include <torch/library.h>
+
+#include "common/ops.h"
+#include "cuda/kernels.h"
+
+namespace graphloc {
+namespace {
+
+template <typename T> struct CudaType { using type = T; };
+template <> struct CudaType<at::BFloat16> { using type = __nv_bfloat16; };
+
+template <typename T>
+auto ptr(const at::Tensor& t) {
+  using U = typename CudaType<T>::type;
+  return t.defined() && t.numel() ? reinterpret_cast<U*>(t.data_ptr<T>()) : nullptr;
+}
+
+void check_launch(cudaError_t err, const char* op) {
+  TORCH_CHECK(err == cudaSuccess, "graphloc::", op, " CUDA kernel failed: ",
+              cudaGetErrorString(err));
+}
+
+cudaStream_t stream() { return c10::cuda::getCurrentCUDAStream(); }
+
+std::tuple<at::Tensor, at::Tensor> reduce_cuda(const at::Tensor& indptr,
+                                               const c10::optional<at::Tensor>& indices,
+                                               const c10::optional<at::Tensor>& value,
+                                               const at::Tensor& x, Reduce reduce) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t num_rows = indptr.numel() - 1, K = x.size(1);
+  const int64_t num_edges = indices ? indices->numel() : x.size(0);
+  check_same_device(indptr, "indptr", x, "x");
+  const int64_t heads = value ? check_value(*value, x, num_edges) : 1;
+  auto xc = x.contiguous();
+  auto vc = value ? value->contiguous() : at::Tensor();
+  auto ic = indices ? indices->contiguous() : at::Tensor();
+  auto out = at::empty({num_rows, K}, x.options());
+  auto arg = at::empty({has_arg(reduce) ? num_rows : 0, K}, x.options().dtype(at::kLong));
+  GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::spmm", [&] {
+    GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+      check_launch(cuda::spmm(indptr.data_ptr<index_t>(),
+                              ic.defined() ? ic.data_ptr<index_t>() : nullptr,
+                              ptr<scalar_t>(vc), heads, ptr<scalar_t>(xc), num_rows, num_edges,
+                              K, reduce, ptr<scalar_t>(out),
+                              has_arg(reduce) ? arg.data_ptr<int64_t>() : nullptr, stream()),
+                   "spmm");
+    });
+  });
+  return {out, arg};
+}
+
+std::tuple<at::Tensor, at::Tensor> spmm_cuda(
+    const at::Tensor& indptr, const at::Tensor& indices, const c10::optional<at::Tensor>& value,
+    const at::Tensor& x, c10::string_view reduce, const c10::optional<at::Tensor>&,
+    const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>&) {
+  check_indptr(indptr);
+  check_index(indices, "indices");
+  check_features(x, "x");
+  TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(),
+              "indices and indptr must share one index dtype");
+  return reduce_cuda(indptr, indices, value, x, parse_reduce(std::string(reduce)));
+}
+
+std::tuple<at::Tensor, at::Tensor> segment_reduce_cuda(const at::Tensor& src,
+                                                       const at::Tensor& indptr,
+                                                       c10::string_view reduce) {
+  check_indptr(indptr);
+  check_features(src, "src");
+  return reduce_cuda(indptr, c10::nullopt, c10::nullopt, src, parse_reduce(std::string(reduce)));
+}
+
+std::tuple<at::Tensor, at::Tensor> spmm_arg_backward_cuda(
+    const at::Tensor& csc_indptr, const at::Tensor& csc_indices, const at::Tensor& csc_perm,
+    const c10::optional<at::Tensor>& value, const at::Tensor& x, const at::Tensor& arg,
+    const at::Tensor& grad_out, bool need_value_grad) {
+  check_indptr(csc_indptr);
+  check_features(x, "x");
+  TORCH_CHECK(arg.scalar_type() == at::kLong && arg.sizes() == grad_out.sizes(),
+              "arg must be int64 with the shape of grad_out ", grad_out.sizes());
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t num_src = csc_indptr.numel() - 1, K = x.size(1), E = csc_perm.numel();
+  const int64_t heads = value ? check_value(*value, x, E) : 1;
+  auto vc = value ? value->contiguous() : at::Tensor();
+  auto xc = x.contiguous(), ac = arg.contiguous(), gc = grad_out.contiguous();
+  auto grad_x = at::empty_like(xc);
+  auto grad_value = need_value_grad && vc.defined() ? at::zeros_like(vc) : at::Tensor();
+  GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::spmm_arg_backward", [&] {
+    GL_DISPATCH_INDEX(csc_indptr.scalar_type(), [&] {
+      check_launch(cuda::spmm_arg_backward(
+                       csc_indptr.data_ptr<index_t>(), csc_indices.contiguous().data_ptr<index_t>(),
+                       csc_perm.contiguous().data_ptr<index_t>(), ptr<scalar_t>(vc), heads,
+                       ptr<scalar_t>(xc), ac.data_ptr<int64_t>(), ptr<scalar_t>(gc), num_src, K,
+                       ptr<scalar_t>(grad_x), ptr<scalar_t>(grad_value), stream()),
+                   "spmm_arg_backward");
+    });
+  });
+  return {grad_x, grad_value.defined() ? grad_value : at::empty({0}, x.options())};
+}
+
+at::Tensor gather_csr_cuda(const at::Tensor& src, const at::Tensor& indptr, int64_t E) {
+  check_indptr(indptr);
+  check_features(src, "src");
+  const int64_t num_rows = indptr.numel() - 1, K = src.size(1);
+  TORCH_CHECK(src.size(0) == num_rows, "src has ", src.size(0), " rows but indptr describes ",
+              num_rows);
+  const c10::cuda::CUDAGuard guard(src.device());
+  auto sc = src.contiguous();
+  auto out = at::empty({E, K}, src.options());
+  GL_DISPATCH_FLOAT(src.scalar_type(), "graphloc::gather_csr", [&] {
+    GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+      check_launch(cuda::gather_csr(indptr.data_ptr<index_t>(), ptr<scalar_t>(sc), num_rows, K,
+                                    ptr<scalar_t>(out), stream()),
+                   "gather_csr");
+    });
+  });
+  return out;
+}
+
+at::Tensor sddmm_cuda(const at::Tensor& indptr, const at::Tensor& indices, const at::Tensor& a,
+                      const at::Tensor& b, c10::string_view op, int64_t heads,
+                      const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>&,
+                      const c10::optional<at::Tensor>&) {
+  check_sddmm_args(indptr, indices, a, b, heads);
+  const EdgeOp edge_op = parse_edge_op(std::string(op));
+  const c10::cuda::CUDAGuard guard(a.device());
+  const int64_t num_rows = indptr.numel() - 1, K = a.size(1), E = indices.numel();
+  auto ac = a.contiguous(), bc = b.contiguous(), ic = indices.contiguous();
+  auto out = at::empty({E, edge_op == EdgeOp::Dot ? heads : K}, a.options());
+  GL_DISPATCH_FLOAT(a.scalar_type(), "graphloc::sddmm", [&] {
+    GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+      check_launch(cuda::sddmm(indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(),
+                               ptr<scalar_t>(ac), ptr<scalar_t>(bc), num_rows, K, heads, edge_op,
+                               ptr<scalar_t>(out), stream()),
+                   "sddmm");
+    });
+  });
+  return out;
+}
+
+at::Tensor segment_softmax_cuda(const at::Tensor& score, const at::Tensor& indptr) {
+  check_indptr(indptr);
+  check_features(score, "score");
+  const c10::cuda::CUDAGuard guard(score.device());
+  auto sc = score.contiguous();
+  auto out = at::empty_like(sc);
+  GL_DISPATCH_FLOAT(sc.scalar_type(), "graphloc::segment_softmax", [&] {
+    GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+      check_launch(cuda::segment_softmax(indptr.data_ptr<index_t>(), ptr<scalar_t>(sc),
+                                         indptr.numel() - 1, sc.size(1), ptr<scalar_t>(out),
+                                         stream()),
+                   "segment_softmax");
+    });
+  });
+  return out;
+}
+
+at::Tensor segment_softmax_backward_cuda(const at::Tensor& out, const at::Tensor& grad,
+                                         const at::Tensor& indptr) {
+  check_indptr(indptr);
+  check_features(out, "out");
+  TORCH_CHECK(grad.sizes() == out.sizes(), "grad has shape ", grad.sizes(), " but out has ",
+              out.sizes());
+  const c10::cuda::CUDAGuard guard(out.device());
+  auto yc = out.contiguous(), gc = grad.contiguous();
+  auto gin = at::empty_like(yc);
+  GL_DISPATCH_FLOAT(yc.scalar_type(), "graphloc::segment_softmax_backward", [&] {
+    GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+      check_launch(cuda::segment_softmax_backward(indptr.data_ptr<index_t>(), ptr<scalar_t>(yc),
+                                                  ptr<scalar_t>(gc), indptr.numel() - 1,
+                                                  yc.size(1), ptr<scalar_t>(gin), stream()),
+                   "segment_softmax_backward");
+    });
+  });
+  return gin;
+}
+
+// A stable radix sort (ATen's, CUB underneath) gives the permutation; a kernel finds the
+// row pointers in the sorted keys.
+std::tuple<at::Tensor, at::Tensor> coo_to_csr_cuda(const at::Tensor& index, int64_t num_rows) {
+  check_index(index, "index");
+  TORCH_CHECK(num_rows >= 0, "num_rows must be >= 0, got ", num_rows);
+  const c10::cuda::CUDAGuard guard(index.device());
+  if (index.numel()) {
+    auto [low, high] = at::aminmax(index);
+    const int64_t lo = low.item<int64_t>(), hi = high.item<int64_t>();
+    TORCH_CHECK(lo >= 0 && hi < num_rows, "index holds ", lo < 0 ? lo : hi,
+                " which is out of range for ", num_rows, " rows");
+  }
+  auto [sorted, perm] = at::sort(index, /*stable=*/true, /*dim=*/0, /*descending=*/false);
+  auto indptr = at::empty({num_rows + 1}, index.options());
+  GL_DISPATCH_INDEX(index.scalar_type(), [&] {
+    check_launch(cuda::csr_indptr_from_sorted(sorted.data_ptr<index_t>(), index.numel(),
+                                              num_rows, indptr.data_ptr<index_t>(), stream()),
+                 "coo_to_csr");
+  });
+  return {indptr, perm.to(index.scalar_type())};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(graphloc, CUDA, m) {
+  m.impl("spmm", &spmm_cuda);
+  m.impl("segment_reduce", &segment_reduce_cuda);
+  m.impl("spmm_arg_backward", &spmm_arg_backward_cuda);
+  m.impl("gather_csr", &gather_csr_cuda);
+  m.impl("sddmm", &sddmm_cuda);
+  m.impl("segment_softmax", &segment_softmax_cuda);
+  m.impl("segment_softmax_backward", &segment_softmax_backward_cuda);
+  m.impl("coo_to_csr", &coo_to_csr_cuda);
+}
+
+}  // namespace graphloc

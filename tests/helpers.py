@@ -1,0 +1,40 @@
+"""Random graphs with the awkward cases the kernels must handle, shared by the tests."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import strategies as st
+
+from graphloc import Graph
+
+
+def random_edge_index(num_nodes: int, num_edges: int, seed: int,
+                      hub_degree: int = 0) -> torch.Tensor:
+    """Uniform random edges (so self-loops, parallel edges, empty rows and isolated nodes all
+    occur), plus optionally ``hub_degree`` edges into node 0 and explicit duplicates."""
+    gen = torch.Generator().manual_seed(seed)
+    edge_index = torch.randint(0, num_nodes, (2, num_edges), generator=gen)
+    parts = [edge_index]
+    if num_edges:
+        parts.append(edge_index[:, : max(1, num_edges // 8)])  # parallel edges
+    if hub_degree:
+        src = torch.randint(0, num_nodes, (hub_degree,), generator=gen)
+        parts.append(torch.stack([src, torch.zeros_like(src)]))
+    edge_index = torch.cat(parts, dim=1)
+    return edge_index[:, torch.randperm(edge_index.size(1), generator=gen)]
+
+
+@st.composite
+def graphs(draw, max_nodes: int = 40, max_edges: int = 150, allow_hub: bool = True):
+    """A Graph with random structure; sometimes one hub of in-degree 10^4."""
+    num_nodes = draw(st.integers(1, max_nodes))
+    num_edges = draw(st.integers(0, max_edges))
+    hub = 10_000 if allow_hub and draw(st.integers(0, 9)) == 0 else 0
+    seed = draw(st.integers(0, 2**31 - 1))
+    return Graph(random_edge_index(num_nodes, num_edges, seed, hub), num_nodes=num_nodes)
+
+
+def to_int64(graph: Graph):
+    """The graph's CSR with int64 indices (Graph stores int32 when it fits)."""
+    csr = graph.csr
+    return csr.indptr.long(), csr.indices.long()

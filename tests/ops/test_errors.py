@@ -1,0 +1,90 @@
+"""Bad input to every public op: a clear exception naming the value, never a crash."""
+
+import pytest
+import torch
+
+from graphloc import Graph, ops
+
+EDGES = torch.tensor([[0, 1, 2], [1, 2, 0]])
+
+
+@pytest.fixture
+def graph():
+    return Graph(EDGES, num_nodes=4)
+
+
+def test_wrong_number_of_rows(graph):
+    with pytest.raises(ValueError, match="x has 3 rows but the graph has 4 nodes"):
+        ops.spmm(graph, torch.randn(3, 2))
+    with pytest.raises(ValueError, match="b has 5 rows"):
+        ops.sddmm(graph, torch.randn(4, 2), torch.randn(5, 2))
+
+
+def test_wrong_dtypes(graph):
+    with pytest.raises(TypeError, match="x must be float32, float64 or bfloat16, got torch.int64"):
+        ops.spmm(graph, torch.ones(4, 2, dtype=torch.long))
+    with pytest.raises(TypeError, match="edge_weight has dtype torch.float64"):
+        ops.spmm(graph, torch.randn(4, 2), torch.rand(3, dtype=torch.float64))
+    with pytest.raises(TypeError, match="expected a graphloc.Graph"):
+        ops.spmm(EDGES, torch.randn(4, 2))
+
+
+def test_edge_value_shapes(graph):
+    with pytest.raises(ValueError, match=r"edge_weight must have shape \[E\] or \[E, heads\] "
+                                         r"with E = 3, got \[4\]"):
+        ops.spmm(graph, torch.randn(4, 2), torch.rand(4))
+    with pytest.raises(ValueError, match="not divisible into 3 heads"):
+        ops.spmm(graph, torch.randn(4, 2), torch.rand(3, 3))
+    with pytest.raises(ValueError, match="scores must have shape"):
+        ops.segment_softmax(graph, torch.randn(5))
+
+
+def test_unknown_reduce_and_op(graph):
+    with pytest.raises(ValueError, match="reduce must be one of .* got 'median'"):
+        ops.spmm(graph, torch.randn(4, 2), reduce="median")
+    with pytest.raises(ValueError, match="sddmm op must be one of .* got 'sub'"):
+        ops.sddmm(graph, torch.randn(4, 2), torch.randn(4, 2), op="sub")
+    with pytest.raises(RuntimeError, match="reduce must be one of"):
+        torch.ops.graphloc.spmm(graph.csr.indptr, graph.csr.indices, None, torch.randn(4, 2),
+                                "median")
+
+
+def test_mismatched_devices(graph):
+    x = torch.randn(4, 2, device="meta")
+    with pytest.raises(ValueError, match="x is on meta but the graph is on cpu"):
+        ops.spmm(graph, x)
+    with pytest.raises(ValueError, match="edge_weight is on meta"):
+        ops.spmm(graph, torch.randn(4, 2), torch.rand(3, device="meta"))
+
+
+def test_graph_without_edges_gives_zeros():
+    graph = Graph(torch.empty(2, 0, dtype=torch.long), num_nodes=3)
+    x = torch.randn(3, 4, requires_grad=True)
+    for reduce in ("sum", "mean", "max", "min"):
+        out = ops.spmm(graph, x, reduce=reduce)
+        assert torch.equal(out, torch.zeros(3, 4))
+        out.sum().backward()
+        assert torch.equal(x.grad, torch.zeros(3, 4))
+        x.grad = None
+    assert ops.sddmm(graph, x, x).shape == (0,)
+    assert ops.segment_softmax(graph, torch.randn(0)).shape == (0,)
+
+
+def test_raw_kernels_check_csr_consistency(graph):
+    with pytest.raises(RuntimeError, match="indptr ends at 3 but indices has 2 rows"):
+        torch.ops.graphloc.spmm(graph.csr.indptr, graph.csr.indices[:2], None,
+                                torch.randn(4, 2), "sum")
+    with pytest.raises(RuntimeError, match="indices .* and indptr .* must share"):
+        torch.ops.graphloc.spmm(graph.csr.indptr, graph.csr.indices.long(), None,
+                                torch.randn(4, 2), "sum")
+    with pytest.raises(RuntimeError, match="must be int32 or int64, got Float"):
+        torch.ops.graphloc.segment_reduce(torch.randn(3, 2), torch.tensor([0.0, 3.0]), "sum")
+
+
+def test_segment_reduce_and_gather_bad_input():
+    with pytest.raises(ValueError, match="non-decreasing"):
+        ops.segment_reduce(torch.randn(3, 2), torch.tensor([0, 2, 1, 3]))
+    with pytest.raises(TypeError, match="int32 or int64"):
+        ops.segment_reduce(torch.randn(3, 2), torch.tensor([0.0, 3.0]))
+    with pytest.raises(ValueError, match="holds 5 but dim_size is 3"):
+        ops.gather(torch.randn(3, 2), torch.tensor([0, 5]))

@@ -1,0 +1,56 @@
+"""sddmm: kernels against the reference and brute force, gradients, edge order."""
+
+import pytest
+import torch
+from conftest import requires_ext
+from helpers import graphs, random_edge_index, to_int64
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graphloc import Graph, ops
+from graphloc.ops import reference
+
+pytestmark = requires_ext
+kernels = torch.ops.graphloc
+
+
+@settings(max_examples=40, deadline=None)
+@given(graph=graphs(allow_hub=False), op=st.sampled_from(["dot", "add", "mul"]),
+       heads=st.sampled_from([1, 2]), channels=st.sampled_from([1, 3, 64, 130]),
+       int64=st.booleans())
+def test_sddmm_matches_reference(graph, op, heads, channels, int64):
+    indptr, indices = to_int64(graph) if int64 else (graph.csr.indptr, graph.csr.indices)
+    a = torch.randn(graph.num_nodes, heads * channels, dtype=torch.float64)
+    b = torch.randn(graph.num_nodes, heads * channels, dtype=torch.float64)
+    torch.testing.assert_close(kernels.sddmm(indptr, indices, a, b, op, heads),
+                               reference.sddmm(indptr, indices, a, b, op, heads))
+
+
+def test_sddmm_brute_force_in_user_edge_order():
+    edge_index = random_edge_index(20, 90, seed=7)
+    graph = Graph(edge_index, num_nodes=20)
+    a, b = torch.randn(20, 3, 4), torch.randn(20, 3, 4)
+    src, dst = edge_index
+    torch.testing.assert_close(ops.sddmm(graph, a, b, "dot"), (a[src] * b[dst]).sum(-1))
+    torch.testing.assert_close(ops.sddmm(graph, a, b, "add"), a[src] + b[dst])
+    torch.testing.assert_close(ops.sddmm(graph, a, b, "mul"), a[src] * b[dst])
+    a1, b1 = torch.randn(20, 5), torch.randn(20, 5)
+    torch.testing.assert_close(ops.sddmm(graph, a1, b1), (a1[src] * b1[dst]).sum(-1))
+
+
+@pytest.mark.parametrize("op", ["dot", "add", "mul"])
+@pytest.mark.parametrize("heads", [1, 2])
+def test_sddmm_gradcheck(op, heads):
+    graph = Graph(random_edge_index(10, 35, seed=8), num_nodes=10)
+    a = torch.randn(10, heads, 3, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(10, heads, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: ops.sddmm(graph, a, b, op), (a, b))
+
+
+def test_sddmm_bfloat16():
+    graph = Graph(random_edge_index(30, 200, seed=9), num_nodes=30)
+    a, b = torch.randn(30, 64), torch.randn(30, 64)
+    out = ops.sddmm(graph, a.bfloat16(), b.bfloat16())
+    expected = ops.sddmm(graph, a.bfloat16().float(), b.bfloat16().float())
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), expected, rtol=1e-2, atol=5e-2)

@@ -1,0 +1,167 @@
+"""Graph: validation, cached layouts, structural methods (against PyG), conversions."""
+
+import networkx as nx
+import pytest
+import scipy.sparse as sp
+import torch
+from helpers import random_edge_index
+
+from graphloc import Graph, ops
+
+pyg_utils = pytest.importorskip("torch_geometric.utils")
+
+
+def test_validation_names_the_offending_value():
+    with pytest.raises(ValueError, match=r"edge_index\[1\] holds 1203 at column 1 but the "
+                                         r"graph has 1200 nodes"):
+        Graph(torch.tensor([[0, 1], [5, 1203]]), num_nodes=1200)
+    with pytest.raises(ValueError, match=r"edge_index\[0\] holds -3 at column 1"):
+        Graph(torch.tensor([[0, -3], [1, 2]]))
+    with pytest.raises(TypeError, match="integer dtype, got torch.float32"):
+        Graph(torch.tensor([[0.0, 1.0], [1.0, 0.0]]))
+    with pytest.raises(ValueError, match=r"shape \[2, E\], got \[3, 2\]"):
+        Graph(torch.zeros(3, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match="at least one node, got num_nodes=0"):
+        Graph(torch.empty(2, 0, dtype=torch.long))
+    with pytest.raises(ValueError, match="edge_attr has 3 rows but edge_index has 2 edges"):
+        Graph(torch.tensor([[0, 1], [1, 0]]), edge_attr=torch.randn(3, 2))
+    with pytest.raises(TypeError, match="must be a torch.Tensor"):
+        Graph([[0, 1], [1, 0]])
+
+
+def test_csr_and_csc_describe_the_edges():
+    edge_index = random_edge_index(30, 200, seed=20)
+    g = Graph(edge_index, num_nodes=30)
+    assert g.csr.indptr.dtype == torch.int32
+    rows = torch.repeat_interleave(torch.arange(30), g.csr.degree().long())
+    perm = g.csr.perm.long()
+    assert torch.equal(rows, edge_index[1][perm])
+    assert torch.equal(g.csr.indices.long(), edge_index[0][perm])
+    assert torch.equal(perm, torch.sort(edge_index[1], stable=True).indices)
+    # The transpose: row j lists the edges out of j; perm points at CSR positions.
+    src_rows = torch.repeat_interleave(torch.arange(30), g.csc.degree().long())
+    assert torch.equal(g.csr.indices.long()[g.csc.perm.long()], src_rows)
+    assert torch.equal(rows[g.csc.perm.long()], g.csc.indices.long())
+    assert g.csc is g.csc  # cached
+    assert torch.equal(g.in_degree(), torch.bincount(edge_index[1], minlength=30))
+    assert torch.equal(g.out_degree(), torch.bincount(edge_index[0], minlength=30))
+
+
+def test_sorted_input_needs_no_permutation():
+    g = Graph(torch.tensor([[2, 0, 1], [0, 1, 1]]))
+    assert g.csr.perm is None
+    w = torch.tensor([1.0, 2.0, 3.0])
+    assert g.to_csr_order(w) is w
+
+
+def test_immutable_and_to_moves_caches():
+    g = Graph(torch.tensor([[0, 1], [1, 0]]))
+    with pytest.raises(AttributeError, match="immutable"):
+        g.num_nodes = 5
+    _ = g.csc
+    g.gcn_norm()
+    moved = g.to("meta")
+    assert moved.csr.indptr.device.type == "meta"
+    assert moved._cache["csc"].indptr.device.type == "meta"
+    graph_with_loops, weight = moved._cache[("gcn_norm", True, False)]
+    assert weight.device.type == "meta" and graph_with_loops.device.type == "meta"
+    assert g.to("cpu") is g
+
+
+def test_undirected_and_structure_match_pyg():
+    edge_index = random_edge_index(20, 60, seed=21)
+    attr = torch.randn(edge_index.size(1), 3)
+    g = Graph(edge_index, num_nodes=20, edge_attr=attr)
+    assert not g.is_undirected
+    for reduce in ("sum", "mean", "max", "min"):
+        und = g.to_undirected(reduce=reduce)
+        ref_index, ref_attr = pyg_utils.to_undirected(edge_index, attr, 20, reduce=reduce)
+        assert und.is_undirected
+        assert _same_edge_set(und.edge_index, und.edge_attr, ref_index, ref_attr)
+    co = g.coalesce()
+    ref_index, ref_attr = pyg_utils.coalesce(edge_index, attr, 20)
+    assert _same_edge_set(co.edge_index, co.edge_attr, ref_index, ref_attr)
+    no_loops = g.remove_self_loops()
+    assert _same_edge_set(no_loops.edge_index, no_loops.edge_attr,
+                          *pyg_utils.remove_self_loops(edge_index, attr))
+    loops = g.add_self_loops(fill_value=2.0)
+    ref_index, ref_attr = pyg_utils.add_self_loops(edge_index, attr, fill_value=2.0, num_nodes=20)
+    assert torch.equal(loops.edge_index, ref_index) and torch.equal(loops.edge_attr, ref_attr)
+
+
+def _same_edge_set(index_a, attr_a, index_b, attr_b):
+    order_a = torch.argsort(index_a[0] * 10_000 + index_a[1])
+    order_b = torch.argsort(index_b[0] * 10_000 + index_b[1])
+    same_index = torch.equal(index_a[:, order_a], index_b[:, order_b])
+    return same_index and torch.allclose(attr_a[order_a], attr_b[order_b])
+
+
+def test_edge_groups_mark_parallel_edges():
+    g = Graph(torch.tensor([[0, 1, 0, 2, 0], [1, 2, 1, 1, 1]]))
+    group, count = g.edge_groups()
+    assert count == 3
+    assert group[0] == group[2] == group[4]
+    assert len({int(group[1]), int(group[3]), int(group[0])}) == 3
+
+
+@pytest.mark.parametrize("improved", [False, True])
+def test_gcn_norm_matches_pyg(improved):
+    from torch_geometric.nn.conv.gcn_conv import gcn_norm
+
+    edge_index = random_edge_index(25, 90, seed=22)  # has self-loops and parallel edges
+    g = Graph(edge_index, num_nodes=25)
+    loops, weight = g.gcn_norm(improved=improved)
+    # PyG ignores `improved` when edge_weight is None (its new loops get weight 1); with
+    # explicit unit weights it adds A + 2I as the paper says, which is what we do always.
+    ones = torch.ones(edge_index.size(1))
+    ref_index, ref_weight = gcn_norm(edge_index, ones, 25, improved=improved)
+    assert torch.equal(loops.edge_index, ref_index)
+    torch.testing.assert_close(weight, ref_weight)
+    assert g.gcn_norm(improved=improved)[1] is weight  # cached
+    w = torch.rand(edge_index.size(1))
+    ref_index, ref_weight = gcn_norm(edge_index, w, 25, improved=improved,
+                                     add_self_loops=False)
+    torch.testing.assert_close(g.gcn_norm(False, improved, w)[1], ref_weight)
+
+
+@pytest.mark.parametrize("method", ["rcm", "degree"])
+def test_reorder_is_a_relabelling(method):
+    edge_index = random_edge_index(50, 200, seed=23)
+    g = Graph(edge_index, num_nodes=50)
+    reordered, perm = g.reorder(method)
+    assert torch.equal(torch.sort(perm).values, torch.arange(50))
+    x = torch.randn(50, 4)
+    # Aggregating in the new numbering, then reading back, equals the original result.
+    torch.testing.assert_close(ops.spmm(reordered, x[perm]), ops.spmm(g, x)[perm])
+    if method == "degree":
+        assert (reordered.in_degree()[:-1] >= reordered.in_degree()[1:]).all()
+
+
+def test_rcm_shrinks_the_bandwidth():
+    side = 30  # a grid in random order
+    grid = Graph.from_networkx(nx.convert_node_labels_to_integers(nx.grid_2d_graph(side, side)))
+    new_id = torch.randperm(side * side)
+    g = Graph(new_id[grid.edge_index], num_nodes=side * side)
+    bandwidth = lambda gr: int((gr.edge_index[0] - gr.edge_index[1]).abs().max())  # noqa: E731
+    assert bandwidth(g.reorder("rcm")[0]) < bandwidth(g) / 5
+
+
+def test_conversions():
+    nxg = nx.Graph()
+    nxg.add_edge("a", "b", length=2.0)
+    nxg.add_edge("b", "c", length=3.0)
+    g = Graph.from_networkx(nxg, edge_attrs=["length"])
+    assert g.num_nodes == 3 and g.num_edges == 4 and g.is_undirected
+    assert sorted(g.edge_attr.view(-1).tolist()) == [2.0, 2.0, 3.0, 3.0]
+    a = sp.random(10, 10, density=0.3, format="csr", random_state=0)
+    gs = Graph.from_scipy(a)
+    dense = torch.zeros(10, 10, dtype=torch.float64)
+    dense[gs.edge_index[0], gs.edge_index[1]] = gs.edge_attr
+    torch.testing.assert_close(dense, torch.from_numpy(a.toarray()))
+    data = g.to_pyg()
+    back = Graph.from_pyg(data)
+    assert torch.equal(back.edge_index, g.edge_index) and back.num_nodes == 3
+    with pytest.raises(ValueError, match="square"):
+        Graph.from_scipy(sp.random(3, 4, density=0.5))
+    with pytest.raises(ValueError, match="no nodes"):
+        Graph.from_networkx(nx.Graph())

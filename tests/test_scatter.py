@@ -1,0 +1,124 @@
+"""graphloc.scatter against torch's scatter_reduce, and torch_scatter when importable."""
+
+import importlib.util
+
+import pytest
+import torch
+from conftest import requires_ext
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import graphloc.scatter as gs
+
+pytestmark = requires_ext
+REDUCES = ["sum", "mean", "max", "min"]
+
+
+def torch_scatter_oracle(src, index, dim, dim_size, reduce):
+    """torch's scatter_reduce with torch_scatter's conventions (empty outputs are 0)."""
+    index = index.view([-1 if d == dim else 1 for d in range(src.dim())]).expand_as(src)
+    shape = list(src.shape)
+    shape[dim] = dim_size
+    mode = {"sum": "sum", "mean": "mean", "max": "amax", "min": "amin"}[reduce]
+    return src.new_zeros(shape).scatter_reduce(dim, index, src, mode, include_self=False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(size=st.integers(0, 200), dim_size=st.integers(1, 30), channels=st.integers(1, 5),
+       dim=st.sampled_from([0, 1, -1]), reduce=st.sampled_from(REDUCES),
+       seed=st.integers(0, 10_000))
+def test_scatter_matches_torch(size, dim_size, channels, dim, reduce, seed):
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randn(size, channels, 3, generator=gen, dtype=torch.float64).movedim(0, dim)
+    index = torch.randint(0, dim_size, (size,), generator=gen)
+    out = gs.scatter(src, index, dim=dim, dim_size=dim_size, reduce=reduce)
+    torch.testing.assert_close(out, torch_scatter_oracle(src, index, dim % 3, dim_size, reduce))
+
+
+@pytest.mark.parametrize("fn", [gs.scatter_max, gs.scatter_min])
+def test_scatter_arg_points_at_the_winner(fn):
+    src = torch.tensor([[1.0, 5.0], [3.0, -1.0], [2.0, 7.0], [0.5, 0.0]])
+    index = torch.tensor([1, 1, 3, 1])
+    out, arg = fn(src, index, dim=0, dim_size=4)
+    winners = src.gather(0, arg.clamp(max=3))
+    torch.testing.assert_close(out[[1, 3]], winners[[1, 3]])
+    assert (arg[[0, 2]] == 4).all()  # empty outputs: the sentinel src.size(dim)
+    assert (out[[0, 2]] == 0).all()
+
+
+@pytest.mark.parametrize("reduce", REDUCES)
+def test_scatter_gradcheck(reduce):
+    src = torch.randn(20, 3, dtype=torch.float64, requires_grad=True)
+    index = torch.randint(0, 6, (20,))
+    assert torch.autograd.gradcheck(
+        lambda s: gs.scatter(s, index, dim=0, dim_size=7, reduce=reduce), (src,))
+
+
+def test_scatter_full_index_per_element():
+    src = torch.randn(6, 4, dtype=torch.float64)
+    index = torch.randint(0, 3, (6, 4))  # differs along dim 1: the elementwise path
+    for reduce in REDUCES:
+        mode = {"sum": "sum", "mean": "mean", "max": "amax", "min": "amin"}[reduce]
+        expected = src.new_zeros(3, 4).scatter_reduce(0, index, src, mode, include_self=False)
+        torch.testing.assert_close(gs.scatter(src, index, 0, dim_size=3, reduce=reduce),
+                                   expected)
+    out, arg = gs.scatter_max(src, index, 0, dim_size=3)
+    hit = arg < 6
+    torch.testing.assert_close(out[hit], src.gather(0, arg.clamp(max=5))[hit])
+
+
+def test_segment_and_gather_csr():
+    src = torch.randn(7, 2, dtype=torch.float64)
+    indptr = torch.tensor([0, 3, 3, 7])
+    torch.testing.assert_close(gs.segment_csr(src, indptr, reduce="sum"),
+                               torch.stack([src[:3].sum(0), src.new_zeros(2), src[3:].sum(0)]))
+    out, arg = gs.segment_csr(src, indptr, reduce="max")
+    torch.testing.assert_close(out[2], src[3:].max(0).values)
+    assert arg[1].tolist() == [7, 7]
+    rows = torch.randn(3, 2)
+    torch.testing.assert_close(gs.gather_csr(rows, indptr), rows[[0, 0, 0, 2, 2, 2, 2]])
+
+
+def test_scatter_softmax_and_log_softmax():
+    src = torch.randn(10, 3, dtype=torch.float64)
+    index = torch.tensor([0, 1, 0, 2, 2, 2, 1, 0, 4, 4])
+    soft = gs.scatter_softmax(src, index, dim=0)
+    log_soft = gs.scatter_log_softmax(src, index, dim=0)
+    for group in index.unique():
+        mask = index == group
+        torch.testing.assert_close(soft[mask], torch.softmax(src[mask], 0))
+        torch.testing.assert_close(log_soft[mask], torch.log_softmax(src[mask], 0))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch_scatter") is None,
+                    reason="torch_scatter is not installed")
+@pytest.mark.parametrize("reduce", REDUCES)
+def test_parity_with_torch_scatter(reduce):
+    import torch_scatter
+
+    src = torch.randn(300, 8)
+    index = torch.randint(0, 40, (300,))
+    torch.testing.assert_close(gs.scatter(src, index, 0, dim_size=45, reduce=reduce),
+                               torch_scatter.scatter(src, index, 0, dim_size=45, reduce=reduce))
+    if reduce in ("max", "min"):
+        fn = getattr(torch_scatter, f"scatter_{reduce}")
+        ours = getattr(gs, f"scatter_{reduce}")(src, index, 0, dim_size=45)
+        torch.testing.assert_close(ours[1], fn(src, index, 0, dim_size=45)[1])
+
+
+def test_scatter_bad_input():
+    src = torch.randn(4, 2)
+    with pytest.raises(ValueError, match="holds 9 but dim_size is 3"):
+        gs.scatter(src, torch.tensor([0, 1, 9, 2]), 0, dim_size=3)
+    with pytest.raises(ValueError, match="holds -2"):
+        gs.scatter(src, torch.tensor([0, 1, -2, 2]), 0)
+    with pytest.raises(TypeError, match="integer tensor"):
+        gs.scatter(src, torch.tensor([0.0, 1.0, 1.0, 0.0]), 0)
+    with pytest.raises(ValueError, match="index has 3 entries but src has 4"):
+        gs.scatter(src, torch.tensor([0, 1, 1]), 0)
+    with pytest.raises(ValueError, match="reduce must be one of"):
+        gs.scatter(src, torch.tensor([0, 1, 1, 0]), 0, reduce="median")
+    with pytest.raises(ValueError, match="non-decreasing"):
+        gs.segment_csr(src, torch.tensor([0, 3, 1, 4]))
+    with pytest.raises(ValueError, match="run from 0 to src.size"):
+        gs.segment_csr(src, torch.tensor([0, 2, 5]))
