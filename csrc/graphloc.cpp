@@ -14,8 +14,8 @@ PyObject* PyInit__C(void) {
 }
 
 TORCH_LIBRARY(graphloc, m) {
-  // out[i] = reduce_{e in row i} value[e] * x[indices[e]]; arg holds the winning CSR position
-  // for max/min (E for empty rows) and is empty otherwise. The csc_* arguments (the cached
+  // out[i] = reduce_{e in row i} value[e] * x[indices[e]]; arg (index dtype) holds the winning
+  // CSR position for max/min (E for empty rows) and is empty otherwise. The csc_* arguments (the cached
   // transpose) are only read by the backward.
   m.def("spmm(Tensor indptr, Tensor indices, Tensor? value, Tensor x, str reduce, "
         "Tensor? csc_indptr=None, Tensor? csc_indices=None, Tensor? csc_perm=None) "

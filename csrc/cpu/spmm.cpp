@@ -40,8 +40,44 @@ inline void sum_row_tiled(const index_t* indptr, Src src, const scalar_t* value,
   }
 }
 
+// Max/min over one block of T channels inside one head, branch-free so it vectorises: the
+// running extreme and its CSR position (as index_t, the same lane width for int32) stay in
+// registers. Strict comparison keeps the first winner on ties.
+template <int T, typename scalar_t, typename index_t, Reduce R, typename Src>
+inline void arg_row_tiled(const index_t* indptr, Src src, const scalar_t* value, int64_t heads,
+                          const scalar_t* x, int64_t row, int64_t K, int64_t F,
+                          int64_t chunk_end, int64_t num_edges, scalar_t* out, index_t* arg) {
+  using acc_t = typename AccType<scalar_t>::type;
+  using Red = Reducer<acc_t, R>;
+  const int64_t begin = indptr[row], end = indptr[row + 1];
+  for (int64_t t0 = 0; t0 < K; t0 += T) {
+    const int64_t h = t0 / F;
+    acc_t a[T];
+    index_t b[T];
+    for (int f = 0; f < T; ++f) { a[f] = Red::init(); b[f] = static_cast<index_t>(num_edges); }
+    for (int64_t e = begin; e < end; ++e) {
+      if (t0 == 0 && e + kPrefetchDistance < chunk_end)
+        prefetch_row(x + src(e + kPrefetchDistance) * K, K);
+      const scalar_t* __restrict__ xr = x + src(e) * K + t0;
+      const acc_t w = value ? static_cast<acc_t>(value[e * heads + h]) : acc_t(1);
+      const index_t pos = static_cast<index_t>(e);
+      for (int f = 0; f < T; ++f) {  // no unroll pragma: GCC's SLP would miss the blends
+        const acc_t v = w * static_cast<acc_t>(xr[f]);
+        const bool better = R == Reduce::Max ? v > a[f] : v < a[f];
+        a[f] = better ? v : a[f];
+        b[f] = better ? pos : b[f];
+      }
+    }
+    const bool empty = end == begin;
+    for (int f = 0; f < T; ++f) {
+      out[row * K + t0 + f] = static_cast<scalar_t>(empty ? acc_t(0) : a[f]);
+      arg[row * K + t0 + f] = b[f];
+    }
+  }
+}
+
 // The widest register tile that divides the channels of one head (0: none fits).
-inline int sum_tile_width(int64_t F) {
+inline int tile_width(int64_t F) {
   for (int t : {64, 32, 16, 8})
     if (F % t == 0) return t;
   return 0;
@@ -49,32 +85,38 @@ inline int sum_tile_width(int64_t F) {
 
 // Thread mapping: a thread owns a block of destination rows and reduces each row's
 // neighbour features (x[src(e)], scaled by the edge value of their head) into an
-// L1-resident accumulator of K channels, then writes the row once. Sum and mean take the
-// register-tiled path when the head width allows.
+// L1-resident accumulator of K channels, then writes the row once. Head widths divisible
+// by 8 take the register-tiled paths instead.
 template <typename scalar_t, typename index_t, Reduce R, typename Src>
 void reduce_rows(const index_t* indptr, Src src, const scalar_t* value, int64_t heads,
                  const scalar_t* x, int64_t num_rows, int64_t K, scalar_t* out,
-                 int64_t* arg) {
+                 index_t* arg) {
   using acc_t = typename AccType<scalar_t>::type;
   using Red = Reducer<acc_t, R>;
   const int64_t F = K / heads;
   const int64_t num_edges = indptr[num_rows];
-  const int tile = Red::kHasArg ? 0 : sum_tile_width(F);
+  const int tile = tile_width(F);
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     const int64_t chunk_end = indptr[r1];
-    if constexpr (!Red::kHasArg) {
-      if (tile > 0) {
-        constexpr bool kMean = R == Reduce::Mean;
+    if (tile > 0) {
+      auto run_tiled = [&](auto width) {
+        constexpr int T = decltype(width)::value;
         for (int64_t row = r0; row < r1; ++row) {
-          switch (tile) {
-            case 64: sum_row_tiled<64, scalar_t, index_t, kMean>(indptr, src, value, heads, x, row, K, F, chunk_end, out); break;
-            case 32: sum_row_tiled<32, scalar_t, index_t, kMean>(indptr, src, value, heads, x, row, K, F, chunk_end, out); break;
-            case 16: sum_row_tiled<16, scalar_t, index_t, kMean>(indptr, src, value, heads, x, row, K, F, chunk_end, out); break;
-            default: sum_row_tiled<8, scalar_t, index_t, kMean>(indptr, src, value, heads, x, row, K, F, chunk_end, out);
-          }
+          if constexpr (Red::kHasArg)
+            arg_row_tiled<T, scalar_t, index_t, R>(indptr, src, value, heads, x, row, K, F,
+                                                   chunk_end, num_edges, out, arg);
+          else
+            sum_row_tiled<T, scalar_t, index_t, R == Reduce::Mean>(indptr, src, value, heads, x,
+                                                                   row, K, F, chunk_end, out);
         }
-        return;
+      };
+      switch (tile) {
+        case 64: run_tiled(std::integral_constant<int, 64>{}); break;
+        case 32: run_tiled(std::integral_constant<int, 32>{}); break;
+        case 16: run_tiled(std::integral_constant<int, 16>{}); break;
+        default: run_tiled(std::integral_constant<int, 8>{});
       }
+      return;
     }
     std::vector<acc_t> acc(K);
     std::vector<int64_t> best(Red::kHasArg ? K : 0);
@@ -100,7 +142,8 @@ void reduce_rows(const index_t* indptr, Src src, const scalar_t* value, int64_t 
       }
       scalar_t* o = out + row * K;
       for (int64_t k = 0; k < K; ++k) o[k] = static_cast<scalar_t>(Red::finish(acc[k], end - begin));
-      if constexpr (Red::kHasArg) std::copy(best.begin(), best.end(), arg + row * K);
+      if constexpr (Red::kHasArg)
+        for (int64_t k = 0; k < K; ++k) arg[row * K + k] = static_cast<index_t>(best[k]);
     }
   });
 }
@@ -117,13 +160,15 @@ std::tuple<at::Tensor, at::Tensor> reduce_launch(const at::Tensor& indptr,
   auto vc = value ? value->contiguous() : at::Tensor();
   auto ic = indices ? indices->contiguous() : at::Tensor();
   auto out = empty_output({num_rows, K}, x.options());
-  auto arg = at::empty({has_arg(reduce) ? num_rows : 0, K}, x.options().dtype(at::kLong));
+  // The winning positions fit the index dtype: int32 halves their memory and traffic.
+  auto arg = empty_output({has_arg(reduce) ? num_rows : 0, K},
+                          x.options().dtype(indptr.scalar_type()));
   GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::spmm", [&] {
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
       dispatch_reduce(reduce, [&](auto R) {
         const index_t* ip = indptr.data_ptr<index_t>();
         const scalar_t* v = vc.defined() ? vc.data_ptr<scalar_t>() : nullptr;
-        int64_t* a = has_arg(reduce) ? arg.data_ptr<int64_t>() : nullptr;
+        index_t* a = has_arg(reduce) ? arg.data_ptr<index_t>() : nullptr;
         if (ic.defined()) {
           const index_t* idx = ic.data_ptr<index_t>();
           reduce_rows<scalar_t, index_t, decltype(R)::value>(
@@ -166,25 +211,33 @@ std::tuple<at::Tensor, at::Tensor> segment_reduce_cpu(const at::Tensor& src,
 template <typename scalar_t, typename index_t>
 void arg_backward_rows(const index_t* cptr, const index_t* cidx, const index_t* cperm,
                        const scalar_t* value, int64_t heads, const scalar_t* x,
-                       const int64_t* arg, const scalar_t* grad, int64_t num_src, int64_t K,
+                       const index_t* arg, const scalar_t* grad, int64_t num_src, int64_t K,
                        scalar_t* grad_x, scalar_t* grad_value) {
   using acc_t = typename AccType<scalar_t>::type;
   const int64_t F = K / heads;
   parallel_rows(cptr, num_src, [&](int64_t j0, int64_t j1) {
     std::vector<acc_t> acc(K);
+    const int64_t chunk_end = cptr[j1];
     for (int64_t j = j0; j < j1; ++j) {
       std::fill(acc.begin(), acc.end(), acc_t(0));
       for (int64_t c = cptr[j]; c < cptr[j + 1]; ++c) {
+        if (c + kPrefetchDistance < chunk_end) {
+          const int64_t ahead = cidx[c + kPrefetchDistance];
+          prefetch_row(arg + ahead * K, K);
+          prefetch_row(grad + ahead * K, K);
+        }
         const int64_t i = cidx[c], e = cperm[c];
-        const int64_t* ai = arg + i * K;
-        const scalar_t* gi = grad + i * K;
+        const index_t* __restrict__ ai = arg + i * K;
+        const scalar_t* __restrict__ gi = grad + i * K;
+        const scalar_t* __restrict__ xj = x + j * K;
         for (int64_t h = 0; h < heads; ++h) {
           const acc_t w = value ? static_cast<acc_t>(value[e * heads + h]) : acc_t(1);
+          acc_t* __restrict__ a = acc.data();
           acc_t dv = 0;
-          for (int64_t f = h * F; f < (h + 1) * F; ++f) {
-            if (ai[f] != e) continue;
-            acc[f] += w * static_cast<acc_t>(gi[f]);
-            if (grad_value) dv += static_cast<acc_t>(gi[f]) * static_cast<acc_t>(x[j * K + f]);
+          for (int64_t f = h * F; f < (h + 1) * F; ++f) {  // branch-free: vectorises
+            const acc_t g = ai[f] == e ? static_cast<acc_t>(gi[f]) : acc_t(0);
+            a[f] += w * g;
+            dv += g * static_cast<acc_t>(xj[f]);
           }
           if (grad_value) grad_value[e * heads + h] = static_cast<scalar_t>(dv);
         }
@@ -202,8 +255,8 @@ std::tuple<at::Tensor, at::Tensor> spmm_arg_backward_cpu(
   check_index(csc_indices, "csc_indices");
   check_index(csc_perm, "csc_perm");
   check_features(x, "x");
-  TORCH_CHECK(arg.scalar_type() == at::kLong && arg.sizes() == grad_out.sizes(),
-              "arg must be int64 with the shape of grad_out ", grad_out.sizes());
+  TORCH_CHECK(arg.scalar_type() == csc_indptr.scalar_type() && arg.sizes() == grad_out.sizes(),
+              "arg must have the index dtype and the shape of grad_out ", grad_out.sizes());
   TORCH_CHECK(x.size(1) == grad_out.size(1), "x and grad_out differ in channels");
   const int64_t num_src = csc_indptr.numel() - 1, K = x.size(1), E = csc_perm.numel();
   TORCH_CHECK(x.size(0) == num_src, "x has ", x.size(0), " rows, the CSC ", num_src);
@@ -219,7 +272,7 @@ std::tuple<at::Tensor, at::Tensor> spmm_arg_backward_cpu(
           csc_indptr.data_ptr<index_t>(), csc_indices.contiguous().data_ptr<index_t>(),
           csc_perm.contiguous().data_ptr<index_t>(),
           vc.defined() ? vc.data_ptr<scalar_t>() : nullptr, heads, xc.data_ptr<scalar_t>(),
-          ac.data_ptr<int64_t>(), gc.data_ptr<scalar_t>(), num_src, K,
+          ac.data_ptr<index_t>(), gc.data_ptr<scalar_t>(), num_src, K,
           grad_x.data_ptr<scalar_t>(),
           grad_value.defined() ? grad_value.data_ptr<scalar_t>() : nullptr);
     });

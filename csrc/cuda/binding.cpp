@@ -43,14 +43,14 @@ std::tuple<at::Tensor, at::Tensor> reduce_cuda(const at::Tensor& indptr,
   auto vc = value ? value->contiguous() : at::Tensor();
   auto ic = indices ? indices->contiguous() : at::Tensor();
   auto out = at::empty({num_rows, K}, x.options());
-  auto arg = at::empty({has_arg(reduce) ? num_rows : 0, K}, x.options().dtype(at::kLong));
+  auto arg = at::empty({has_arg(reduce) ? num_rows : 0, K}, x.options().dtype(indptr.scalar_type()));
   GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::spmm", [&] {
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
       check_launch(cuda::spmm(indptr.data_ptr<index_t>(),
                               ic.defined() ? ic.data_ptr<index_t>() : nullptr,
                               ptr<scalar_t>(vc), heads, ptr<scalar_t>(xc), num_rows, num_edges,
                               K, reduce, ptr<scalar_t>(out),
-                              has_arg(reduce) ? arg.data_ptr<int64_t>() : nullptr, stream()),
+                              has_arg(reduce) ? arg.data_ptr<index_t>() : nullptr, stream()),
                    "spmm");
     });
   });
@@ -83,8 +83,8 @@ std::tuple<at::Tensor, at::Tensor> spmm_arg_backward_cuda(
     const at::Tensor& grad_out, bool need_value_grad) {
   check_indptr(csc_indptr);
   check_features(x, "x");
-  TORCH_CHECK(arg.scalar_type() == at::kLong && arg.sizes() == grad_out.sizes(),
-              "arg must be int64 with the shape of grad_out ", grad_out.sizes());
+  TORCH_CHECK(arg.scalar_type() == csc_indptr.scalar_type() && arg.sizes() == grad_out.sizes(),
+              "arg must have the index dtype and the shape of grad_out ", grad_out.sizes());
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t num_src = csc_indptr.numel() - 1, K = x.size(1), E = csc_perm.numel();
   const int64_t heads = value ? check_value(*value, x, E) : 1;
@@ -97,7 +97,7 @@ std::tuple<at::Tensor, at::Tensor> spmm_arg_backward_cuda(
       check_launch(cuda::spmm_arg_backward(
                        csc_indptr.data_ptr<index_t>(), csc_indices.contiguous().data_ptr<index_t>(),
                        csc_perm.contiguous().data_ptr<index_t>(), ptr<scalar_t>(vc), heads,
-                       ptr<scalar_t>(xc), ac.data_ptr<int64_t>(), ptr<scalar_t>(gc), num_src, K,
+                       ptr<scalar_t>(xc), ac.data_ptr<index_t>(), ptr<scalar_t>(gc), num_src, K,
                        ptr<scalar_t>(grad_x), ptr<scalar_t>(grad_value), stream()),
                    "spmm_arg_backward");
     });

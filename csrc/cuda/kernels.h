@@ -19,13 +19,13 @@ namespace cuda {
 template <typename scalar_t, typename index_t>
 cudaError_t spmm(const index_t* indptr, const index_t* indices, const scalar_t* value,
                  int64_t heads, const scalar_t* x, int64_t num_rows, int64_t num_edges,
-                 int64_t K, Reduce reduce, scalar_t* out, int64_t* arg, cudaStream_t stream);
+                 int64_t K, Reduce reduce, scalar_t* out, index_t* arg, cudaStream_t stream);
 
 // Backward of max/min spmm over the transpose; grad_value (may be null) must be zeroed.
 template <typename scalar_t, typename index_t>
 cudaError_t spmm_arg_backward(const index_t* csc_indptr, const index_t* csc_indices,
                               const index_t* csc_perm, const scalar_t* value, int64_t heads,
-                              const scalar_t* x, const int64_t* arg, const scalar_t* grad,
+                              const scalar_t* x, const index_t* arg, const scalar_t* grad,
                               int64_t num_src, int64_t K, scalar_t* grad_x,
                               scalar_t* grad_value, cudaStream_t stream);
 

@@ -14,7 +14,7 @@ __global__ void spmm_kernel(const index_t* __restrict__ indptr,
                             const index_t* __restrict__ indices,
                             const scalar_t* __restrict__ value, int64_t heads,
                             const scalar_t* __restrict__ x, int64_t num_rows, int64_t num_edges,
-                            int64_t K, scalar_t* __restrict__ out, int64_t* __restrict__ arg) {
+                            int64_t K, scalar_t* __restrict__ out, index_t* __restrict__ arg) {
   using acc_t = typename AccType<scalar_t>::type;
   using Red = Reducer<acc_t, R>;
   const int lane = threadIdx.x;
@@ -40,7 +40,7 @@ __global__ void spmm_kernel(const index_t* __restrict__ indptr,
   }
   if (k < K) {
     out[row * K + k] = static_cast<scalar_t>(Red::finish(acc, end - begin));
-    if (Red::kHasArg) arg[row * K + k] = best;
+    if (Red::kHasArg) arg[row * K + k] = static_cast<index_t>(best);
   }
 }
 
@@ -53,7 +53,7 @@ __global__ void arg_backward_kernel(const index_t* __restrict__ cptr,
                                     const index_t* __restrict__ cperm,
                                     const scalar_t* __restrict__ value, int64_t heads,
                                     const scalar_t* __restrict__ x,
-                                    const int64_t* __restrict__ arg,
+                                    const index_t* __restrict__ arg,
                                     const scalar_t* __restrict__ grad, int64_t num_src,
                                     int64_t K, scalar_t* __restrict__ grad_x,
                                     scalar_t* __restrict__ grad_value) {
@@ -91,7 +91,7 @@ __global__ void gather_csr_kernel(const index_t* __restrict__ indptr,
 template <typename scalar_t, typename index_t, Reduce R>
 void launch_spmm(const index_t* indptr, const index_t* indices, const scalar_t* value,
                  int64_t heads, const scalar_t* x, int64_t num_rows, int64_t num_edges,
-                 int64_t K, scalar_t* out, int64_t* arg, cudaStream_t stream) {
+                 int64_t K, scalar_t* out, index_t* arg, cudaStream_t stream) {
   const dim3 block(kWarp, kRowsPerBlock), grid = row_channel_grid(num_rows, K);
   if (indices)
     spmm_kernel<scalar_t, index_t, R, true><<<grid, block, 0, stream>>>(
@@ -106,7 +106,7 @@ void launch_spmm(const index_t* indptr, const index_t* indices, const scalar_t* 
 template <typename scalar_t, typename index_t>
 cudaError_t spmm(const index_t* indptr, const index_t* indices, const scalar_t* value,
                  int64_t heads, const scalar_t* x, int64_t num_rows, int64_t num_edges,
-                 int64_t K, Reduce reduce, scalar_t* out, int64_t* arg, cudaStream_t stream) {
+                 int64_t K, Reduce reduce, scalar_t* out, index_t* arg, cudaStream_t stream) {
   if (num_rows == 0 || K == 0) return cudaSuccess;
   switch (reduce) {
     case Reduce::Sum:
@@ -127,7 +127,7 @@ cudaError_t spmm(const index_t* indptr, const index_t* indices, const scalar_t* 
 template <typename scalar_t, typename index_t>
 cudaError_t spmm_arg_backward(const index_t* csc_indptr, const index_t* csc_indices,
                               const index_t* csc_perm, const scalar_t* value, int64_t heads,
-                              const scalar_t* x, const int64_t* arg, const scalar_t* grad,
+                              const scalar_t* x, const index_t* arg, const scalar_t* grad,
                               int64_t num_src, int64_t K, scalar_t* grad_x,
                               scalar_t* grad_value, cudaStream_t stream) {
   if (num_src == 0 || K == 0) return cudaSuccess;
@@ -151,11 +151,11 @@ cudaError_t gather_csr(const index_t* indptr, const scalar_t* src, int64_t num_r
 #define GL_INSTANTIATE_SPMM(scalar_t, index_t)                                                 \
   template cudaError_t spmm<scalar_t, index_t>(const index_t*, const index_t*, const scalar_t*, \
                                                int64_t, const scalar_t*, int64_t, int64_t,      \
-                                               int64_t, Reduce, scalar_t*, int64_t*,            \
+                                               int64_t, Reduce, scalar_t*, index_t*,            \
                                                cudaStream_t);                                   \
   template cudaError_t spmm_arg_backward<scalar_t, index_t>(                                   \
       const index_t*, const index_t*, const index_t*, const scalar_t*, int64_t,               \
-      const scalar_t*, const int64_t*, const scalar_t*, int64_t, int64_t, scalar_t*,         \
+      const scalar_t*, const index_t*, const scalar_t*, int64_t, int64_t, scalar_t*,         \
       scalar_t*, cudaStream_t);                                                                \
   template cudaError_t gather_csr<scalar_t, index_t>(const index_t*, const scalar_t*, int64_t, \
                                                      int64_t, scalar_t*, cudaStream_t);

@@ -66,7 +66,7 @@ def _spmm_fake(indptr, indices, value, x, reduce, csc_indptr=None, csc_indices=N
                csc_perm=None):
     rows = indptr.shape[0] - 1
     arg_rows = rows if reduce in _ARG_REDUCES else 0
-    return x.new_empty(rows, x.shape[1]), x.new_empty(arg_rows, x.shape[1], dtype=torch.long)
+    return x.new_empty(rows, x.shape[1]), x.new_empty(arg_rows, x.shape[1], dtype=indptr.dtype)
 
 
 def _spmm_setup(ctx, inputs, output):
@@ -100,7 +100,7 @@ def _segment_reduce_fake(src, indptr, reduce):
     rows = indptr.shape[0] - 1
     arg_rows = rows if reduce in _ARG_REDUCES else 0
     return src.new_empty(rows, src.shape[1]), src.new_empty(arg_rows, src.shape[1],
-                                                             dtype=torch.long)
+                                                             dtype=indptr.dtype)
 
 
 def _segment_reduce_setup(ctx, inputs, output):
@@ -116,7 +116,7 @@ def _segment_reduce_backward(ctx, grad_out, _grad_arg):
         # Each position wins at most once per channel: a plain scatter into E + 1 rows,
         # the last absorbing empty rows (arg == E).
         buf = grad_out.new_zeros(ctx.num_edges + 1, grad_out.size(1))
-        return buf.scatter_(0, arg, grad_out)[:-1], None, None
+        return buf.scatter_(0, arg.long(), grad_out)[:-1], None, None
     g = _degree_scale(grad_out, indptr) if ctx.reduce == "mean" else grad_out
     return kernels.gather_csr(g.contiguous(), indptr, ctx.num_edges), None, None
 

@@ -5,7 +5,7 @@ with ``GRAPHLOC_DISABLE_EXT=1``), and the oracle the tests compare the kernels a
 They materialise per-edge tensors and rely on torch autograd, so they are simple rather
 than fast. Conventions are the kernels': CSR rows are destinations, ``indices[e]`` is the
 source of edge ``e``; empty rows reduce to 0; max/min ``arg`` holds the winning CSR position
-(the lowest on ties) or ``E`` for an empty row.
+(the lowest on ties, in the index dtype) or ``E`` for an empty row.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def _segment(msgs: Tensor, rows: Tensor, num_rows: int, reduce: str) -> tuple[Te
         if reduce == "mean":
             count = torch.bincount(long_rows, minlength=num_rows).clamp(min=1)
             out = out / count.to(msgs.dtype).unsqueeze(1)
-        return out, msgs.new_empty(0, K, dtype=torch.long)
+        return out, msgs.new_empty(0, K, dtype=rows.dtype)
     amode = "amax" if reduce == "max" else "amin"
     idx = long_rows.unsqueeze(1).expand(E, K)
     out = out.scatter_reduce(0, idx, msgs, amode, include_self=False)
@@ -65,7 +65,7 @@ def _segment(msgs: Tensor, rows: Tensor, num_rows: int, reduce: str) -> tuple[Te
     winner = torch.where(msgs == out.detach().gather(0, idx), position, E)
     arg = torch.full((num_rows, K), E, dtype=torch.long, device=msgs.device)
     arg = arg.scatter_reduce(0, idx, winner, "amin", include_self=True)
-    return out, arg
+    return out, arg.to(rows.dtype)
 
 
 def spmm(indptr, indices, value, x, reduce, csc_indptr=None, csc_indices=None, csc_perm=None):
@@ -128,7 +128,7 @@ def spmm_arg_backward(csc_indptr, csc_indices, csc_perm, value, x, arg, grad_out
     E = csc_perm.numel()
     rows = csr_rows(csc_indptr, E).long()
     dst, pos = csc_indices.long(), csc_perm.long()
-    hit = (arg.index_select(0, dst) == pos.unsqueeze(1)).to(grad_out.dtype)
+    hit = (arg.index_select(0, dst).long() == pos.unsqueeze(1)).to(grad_out.dtype)
     g = grad_out.index_select(0, dst) * hit
     scale = value.index_select(0, pos) if value is not None else None
     grad_x = x.new_zeros(x.shape).index_add(0, rows, _head_scale(g, scale))

@@ -82,7 +82,7 @@ def _scatter_csr(src2: Tensor, index: Tensor, dim_size: int, reduce: str):
         csc = (torch.arange(M + 1, dtype=dtype, device=src2.device), index, inv)
     out, arg = kernels.spmm(indptr, perm, None, src2, reduce, *csc)
     if arg.numel():  # CSR positions -> source rows; the sentinel M stays M
-        arg = torch.cat([perm.long(), perm.new_full((1,), M).long()])[arg]
+        arg = torch.cat([perm.long(), perm.new_full((1,), M).long()])[arg.long()]
     return out, arg
 
 
@@ -169,7 +169,7 @@ def segment_csr(src: Tensor, indptr: Tensor, out: Tensor | None = None,
                                          reduce)
     shape = (indptr.numel() - 1, *src.shape[1:])
     result = result.view(shape) if out is None else out.copy_(result.view(shape))
-    return (result, arg.view(shape)) if arg.numel() else result
+    return (result, arg.long().view(shape)) if arg.numel() else result
 
 
 def gather_csr(src: Tensor, indptr: Tensor, out: Tensor | None = None) -> Tensor:
