@@ -1,6 +1,6 @@
 """Engine benchmark: graphloc's spmm against torch's sparse and scatter paths, in one run.
 
-Prints a markdown table (median ms over interleaved repetitions, speed-up of graphloc over
+Prints a markdown table (median ms over repetitions in alternating blocks, speed-up of graphloc over
 each peer, effective bandwidth) and, with --write, records it in benchmarks/RESULTS.md with
 the date and machine. Effective bandwidth = (index bytes + N*F read + N*F written) / time,
 shown next to the copy bandwidth of an N*F tensor measured in the same run.
@@ -33,19 +33,21 @@ warnings.filterwarnings("ignore", message=".*Sparse.*")
 HAS_TORCH_SCATTER = importlib.util.find_spec("torch_scatter") is not None
 
 
-def interleaved_medians(fns: dict, reps: int, budget_s: float) -> dict:
-    """Runs every function once to warm up, then round-robin until ``reps`` rounds or the
-    time budget is spent; returns the median milliseconds of each."""
-    for fn in fns.values():
-        fn()
+def blocked_medians(fns: dict, reps: int, budget_s: float, rounds: int = 3) -> dict:
+    """Median milliseconds of each function. Methods alternate in blocks (a warm-up call,
+    then a few timed ones) over several rounds: alternation spreads machine noise over all
+    methods, blocks keep one method's allocations from disturbing the next one's timing."""
     times = {name: [] for name in fns}
+    per_block = max(1, reps // rounds)
     start = time.perf_counter()
-    for _ in range(reps):
+    for _ in range(rounds):
         for name, fn in fns.items():
-            t = time.perf_counter()
             fn()
-            times[name].append(time.perf_counter() - t)
-        if time.perf_counter() - start > budget_s and len(times[next(iter(fns))]) >= 3:
+            for _ in range(per_block):
+                t = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t)
+        if time.perf_counter() - start > budget_s:
             break
     return {name: 1e3 * statistics.median(ts) for name, ts in times.items()}
 
@@ -53,7 +55,7 @@ def interleaved_medians(fns: dict, reps: int, budget_s: float) -> dict:
 def copy_bandwidth(num_nodes: int, channels: int) -> float:
     x = torch.randn(num_nodes, channels)
     y = torch.empty_like(x)
-    ms = interleaved_medians({"copy": lambda: y.copy_(x)}, reps=20, budget_s=2)["copy"]
+    ms = blocked_medians({"copy": lambda: y.copy_(x)}, reps=20, budget_s=2)["copy"]
     return 2 * x.numel() * 4 / ms / 1e6  # GB/s
 
 
@@ -112,7 +114,7 @@ def run(graphs: dict, channel_list, reps: int) -> list[dict]:
             copy_gbs = copy_bandwidth(graph.num_nodes, channels)
             for op, peers in (("sum", sum_peers(graph, x)),
                               ("max fwd+bwd", max_fwd_bwd_peers(graph, x))):
-                ms = interleaved_medians(peers, reps, budget_s=20)
+                ms = blocked_medians(peers, reps, budget_s=20)
                 for name, t in ms.items():
                     rows.append(dict(graph=gname, F=channels, op=op, method=name, ms=t,
                                      speedup=t / ms["graphloc"],
