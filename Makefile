@@ -19,7 +19,7 @@ $(VENV)/.deps: $(PY) pyproject.toml
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==$(TORCH_VERSION)
 	$(PIP) install -q --no-build-isolation -e ".[$(EXTRAS)]"
-	touch $@
+	touch $@ $(VENV)/.ext  # the editable install has just built graphloc/_C
 
 # Incremental rebuild of graphloc/_C (ninja) whenever a kernel source changes.
 $(VENV)/.ext: $(VENV)/.deps setup.py $(CSRC)

@@ -122,3 +122,19 @@ def test_scatter_bad_input():
         gs.segment_csr(src, torch.tensor([0, 3, 1, 4]))
     with pytest.raises(ValueError, match="run from 0 to src.size"):
         gs.segment_csr(src, torch.tensor([0, 2, 5]))
+
+
+def test_out_takes_part_like_torch_scatter():
+    src = torch.tensor([[1.0], [4.0], [2.0]])
+    index = torch.tensor([0, 0, 2])
+    out = torch.tensor([[10.0], [5.0], [0.0]])
+    assert gs.scatter(src, index, 0, out=out.clone()).view(-1).tolist() == [15.0, 5.0, 2.0]
+    result, arg = gs.scatter_max(src, index, 0, out=out.clone())
+    assert result.view(-1).tolist() == [10.0, 5.0, 2.0]  # out's 10 beats 1 and 4
+    assert arg.view(-1).tolist() == [3, 3, 2]  # 3 = src.size(0): no element of src won
+    result, arg = gs.scatter_min(src, index, 0, out=out.clone())
+    assert result.view(-1).tolist() == [1.0, 5.0, 0.0] and arg.view(-1).tolist() == [0, 3, 3]
+    mean = gs.scatter_mean(src, index, 0, out=out.clone())
+    assert mean.view(-1).tolist() == [7.5, 5.0, 2.0]  # (10 + 1 + 4) / 2, as torch_scatter
+    target = out.clone()
+    assert gs.scatter(src, index, 0, out=target) is target

@@ -116,4 +116,36 @@ inline void check_sddmm_args(const at::Tensor& indptr, const at::Tensor& indices
               " channels, got ", heads);
 }
 
+// spmm: a CSR whose two arrays share one index dtype, and float features.
+inline void check_spmm_args(const at::Tensor& indptr, const at::Tensor& indices,
+                            const at::Tensor& x) {
+  check_indptr(indptr);
+  check_index(indices, "indices");
+  check_features(x, "x");
+  TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(), "indices (", indices.scalar_type(),
+              ") and indptr (", indptr.scalar_type(), ") must share one index dtype");
+}
+
+// spmm_arg_backward: the transpose, and arg / grad_out shaped like the forward output.
+inline void check_arg_backward_args(const at::Tensor& csc_indptr, const at::Tensor& csc_indices,
+                                    const at::Tensor& csc_perm, const at::Tensor& x,
+                                    const at::Tensor& arg, const at::Tensor& grad_out) {
+  check_indptr(csc_indptr);
+  check_index(csc_indices, "csc_indices");
+  check_index(csc_perm, "csc_perm");
+  check_features(x, "x");
+  TORCH_CHECK(arg.scalar_type() == csc_indptr.scalar_type() && arg.sizes() == grad_out.sizes(),
+              "arg must have the index dtype and the shape of grad_out ", grad_out.sizes());
+  TORCH_CHECK(x.size(1) == grad_out.size(1), "x has ", x.size(1), " channels but grad_out has ",
+              grad_out.size(1));
+  TORCH_CHECK(x.size(0) == csc_indptr.numel() - 1, "x has ", x.size(0),
+              " rows but the transpose has ", csc_indptr.numel() - 1);
+}
+
+// segment_softmax: float scores [E, heads].
+inline void check_scores(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.dim() == 2, name, " must be [E, heads], got shape ", t.sizes());
+  check_features(t, name);
+}
+
 }  // namespace graphloc

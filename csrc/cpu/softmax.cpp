@@ -11,19 +11,16 @@
 namespace graphloc {
 namespace {
 
-void check_scores(const at::Tensor& t, const at::Tensor& indptr, const char* name) {
-  TORCH_CHECK(t.dim() == 2, name, " must be [E, heads], got shape ", t.sizes());
-  TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble ||
-                  t.scalar_type() == at::kBFloat16,
-              name, " must be float32, float64 or bfloat16, got ", t.scalar_type());
+void check_softmax_args(const at::Tensor& t, const at::Tensor& indptr, const char* name) {
+  check_indptr(indptr);
+  check_scores(t, name);
   check_csr_nnz(indptr, t.size(0), name);
 }
 
 // Thread mapping: a thread owns a block of rows; per row and head, one pass keeps the
 // running max m and sum s (rescaling s when m grows), a second writes exp(x - m) / s.
 at::Tensor segment_softmax_cpu(const at::Tensor& score, const at::Tensor& indptr) {
-  check_indptr(indptr);
-  check_scores(score, indptr, "score");
+  check_softmax_args(score, indptr, "score");
   const int64_t num_rows = indptr.numel() - 1, H = score.size(1);
   auto sc = score.contiguous();
   auto out = at::empty_like(sc);
@@ -55,8 +52,7 @@ at::Tensor segment_softmax_cpu(const at::Tensor& score, const at::Tensor& indptr
 // Thread mapping as above; grad_in = y * (g - sum_row(g * y)).
 at::Tensor segment_softmax_backward_cpu(const at::Tensor& out, const at::Tensor& grad,
                                         const at::Tensor& indptr) {
-  check_indptr(indptr);
-  check_scores(out, indptr, "out");
+  check_softmax_args(out, indptr, "out");
   TORCH_CHECK(grad.sizes() == out.sizes(), "grad has shape ", grad.sizes(), " but out has ",
               out.sizes());
   const int64_t num_rows = indptr.numel() - 1, H = out.size(1);

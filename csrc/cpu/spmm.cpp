@@ -189,11 +189,7 @@ std::tuple<at::Tensor, at::Tensor> spmm_cpu(
     const at::Tensor& indptr, const at::Tensor& indices, const c10::optional<at::Tensor>& value,
     const at::Tensor& x, c10::string_view reduce, const c10::optional<at::Tensor>& /*csc_indptr*/,
     const c10::optional<at::Tensor>& /*csc_indices*/, const c10::optional<at::Tensor>& /*csc_perm*/) {
-  check_indptr(indptr);
-  check_index(indices, "indices");
-  check_features(x, "x");
-  TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(), "indices (", indices.scalar_type(),
-              ") and indptr (", indptr.scalar_type(), ") must share one index dtype");
+  check_spmm_args(indptr, indices, x);
   return reduce_launch(indptr, indices, value, x, parse_reduce(std::string(reduce)));
 }
 
@@ -251,15 +247,8 @@ std::tuple<at::Tensor, at::Tensor> spmm_arg_backward_cpu(
     const at::Tensor& csc_indptr, const at::Tensor& csc_indices, const at::Tensor& csc_perm,
     const c10::optional<at::Tensor>& value, const at::Tensor& x, const at::Tensor& arg,
     const at::Tensor& grad_out, bool need_value_grad) {
-  check_indptr(csc_indptr);
-  check_index(csc_indices, "csc_indices");
-  check_index(csc_perm, "csc_perm");
-  check_features(x, "x");
-  TORCH_CHECK(arg.scalar_type() == csc_indptr.scalar_type() && arg.sizes() == grad_out.sizes(),
-              "arg must have the index dtype and the shape of grad_out ", grad_out.sizes());
-  TORCH_CHECK(x.size(1) == grad_out.size(1), "x and grad_out differ in channels");
+  check_arg_backward_args(csc_indptr, csc_indices, csc_perm, x, arg, grad_out);
   const int64_t num_src = csc_indptr.numel() - 1, K = x.size(1), E = csc_perm.numel();
-  TORCH_CHECK(x.size(0) == num_src, "x has ", x.size(0), " rows, the CSC ", num_src);
   check_csr_nnz(csc_indptr, E, "csc_perm");
   const int64_t heads = value ? check_value(*value, x, E) : 1;
   auto vc = value ? value->contiguous() : at::Tensor();

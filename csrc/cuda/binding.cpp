@@ -61,11 +61,7 @@ std::tuple<at::Tensor, at::Tensor> spmm_cuda(
     const at::Tensor& indptr, const at::Tensor& indices, const c10::optional<at::Tensor>& value,
     const at::Tensor& x, c10::string_view reduce, const c10::optional<at::Tensor>&,
     const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>&) {
-  check_indptr(indptr);
-  check_index(indices, "indices");
-  check_features(x, "x");
-  TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(),
-              "indices and indptr must share one index dtype");
+  check_spmm_args(indptr, indices, x);
   return reduce_cuda(indptr, indices, value, x, parse_reduce(std::string(reduce)));
 }
 
@@ -81,10 +77,7 @@ std::tuple<at::Tensor, at::Tensor> spmm_arg_backward_cuda(
     const at::Tensor& csc_indptr, const at::Tensor& csc_indices, const at::Tensor& csc_perm,
     const c10::optional<at::Tensor>& value, const at::Tensor& x, const at::Tensor& arg,
     const at::Tensor& grad_out, bool need_value_grad) {
-  check_indptr(csc_indptr);
-  check_features(x, "x");
-  TORCH_CHECK(arg.scalar_type() == csc_indptr.scalar_type() && arg.sizes() == grad_out.sizes(),
-              "arg must have the index dtype and the shape of grad_out ", grad_out.sizes());
+  check_arg_backward_args(csc_indptr, csc_indices, csc_perm, x, arg, grad_out);
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t num_src = csc_indptr.numel() - 1, K = x.size(1), E = csc_perm.numel();
   const int64_t heads = value ? check_value(*value, x, E) : 1;
@@ -147,7 +140,7 @@ at::Tensor sddmm_cuda(const at::Tensor& indptr, const at::Tensor& indices, const
 
 at::Tensor segment_softmax_cuda(const at::Tensor& score, const at::Tensor& indptr) {
   check_indptr(indptr);
-  check_features(score, "score");
+  check_scores(score, "score");
   const c10::cuda::CUDAGuard guard(score.device());
   auto sc = score.contiguous();
   auto out = at::empty_like(sc);
@@ -165,7 +158,7 @@ at::Tensor segment_softmax_cuda(const at::Tensor& score, const at::Tensor& indpt
 at::Tensor segment_softmax_backward_cuda(const at::Tensor& out, const at::Tensor& grad,
                                          const at::Tensor& indptr) {
   check_indptr(indptr);
-  check_features(out, "out");
+  check_scores(out, "out");
   TORCH_CHECK(grad.sizes() == out.sizes(), "grad has shape ", grad.sizes(), " but out has ",
               out.sizes());
   const c10::cuda::CUDAGuard guard(out.device());

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from graphloc.ops._library import HAS_EXTENSION, csr_transpose, kernels
 from graphloc.ops.reference import as_rows, canonical_reduce
-from graphloc.ops.scatter import gather, scatter
+from graphloc.ops.scatter import _check_index, _check_indptr, gather, scatter
 
 __all__ = ["HAS_EXTENSION", "spmm", "sddmm", "segment_softmax", "segment_reduce", "gather",
            "scatter", "coo_to_csr", "csr_transpose"]
@@ -136,8 +136,6 @@ def segment_reduce(src: Tensor, indptr: Tensor, reduce: str = "sum") -> Tensor:
 
     ``indptr`` must start at 0, be non-decreasing and end at ``src.size(0)``.
     """
-    from graphloc.ops.scatter import _check_indptr
-
     _check_indptr(indptr, src)
     out, _ = kernels.segment_reduce(as_rows(src), indptr, canonical_reduce(reduce))
     return out.view(indptr.numel() - 1, *src.shape[1:])
@@ -146,7 +144,5 @@ def segment_reduce(src: Tensor, indptr: Tensor, reduce: str = "sum") -> Tensor:
 def coo_to_csr(index: Tensor, num_rows: int) -> tuple[Tensor, Tensor]:
     """Stable counting sort of ``index`` (values in ``[0, num_rows)``) into ``(indptr, perm)``:
     ``index[perm]`` is sorted and row ``r`` owns ``perm[indptr[r]:indptr[r+1]]``."""
-    from graphloc.ops.scatter import _check_index
-
     _check_index(index, num_rows, "index")
     return kernels.coo_to_csr(index, num_rows)

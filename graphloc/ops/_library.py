@@ -72,7 +72,11 @@ def _spmm_fake(indptr, indices, value, x, reduce, csc_indptr=None, csc_indices=N
 def _spmm_setup(ctx, inputs, output):
     indptr, indices, value, x, reduce, ci, cx, cp = inputs
     ctx.reduce = reference.canonical_reduce(reduce)
-    ctx.save_for_backward(indptr, indices, value, x, ci, cx, cp, output[1])
+    ctx.num_src = x.size(0)
+    # x is only read back for edge-value gradients and max/min routing: an unweighted sum
+    # or mean keeps no reference to it.
+    keep_x = value is not None or ctx.reduce in ("max", "min")
+    ctx.save_for_backward(indptr, indices, value, x if keep_x else None, ci, cx, cp, output[1])
 
 
 def _spmm_backward(ctx, grad_out, _grad_arg):
@@ -80,13 +84,13 @@ def _spmm_backward(ctx, grad_out, _grad_arg):
     need_value, need_x = ctx.needs_input_grad[2], ctx.needs_input_grad[3]
     grad_value = grad_x = None
     if ctx.reduce in ("max", "min"):
-        ci, cx, cp = _transpose_of(indptr, indices, x.size(0), ci, cx, cp)
+        ci, cx, cp = _transpose_of(indptr, indices, ctx.num_src, ci, cx, cp)
         grad_x, grad_value = kernels.spmm_arg_backward(ci, cx, cp, value, x, arg,
                                                        grad_out.contiguous(), need_value)
         return None, None, grad_value if need_value else None, grad_x, None, None, None, None
     g = _degree_scale(grad_out, indptr) if ctx.reduce == "mean" else grad_out
     if need_x:
-        ci, cx, cp = _transpose_of(indptr, indices, x.size(0), ci, cx, cp)
+        ci, cx, cp = _transpose_of(indptr, indices, ctx.num_src, ci, cx, cp)
         value_t = value.index_select(0, cp.long()) if value is not None else None
         grad_x = kernels.spmm(ci, cx, value_t, g, "sum")[0]
     if need_value:

@@ -125,16 +125,42 @@ def _scatter_elementwise(src, index, dim, dim_size, reduce):
 
 # --- torch_scatter's API ------------------------------------------------------------------
 
+def _reduce_into(out: Tensor, src, index, dim, reduce):
+    """torch_scatter's ``out=`` contract: the existing values of ``out`` take part."""
+    dim = dim % src.dim()
+    result, arg = _scatter(src, index, dim, out.size(dim), reduce)
+    if reduce in ("sum", "mean"):
+        out.add_(result if reduce == "sum" else _scatter(src, index, dim, out.size(dim),
+                                                         "sum")[0])
+        if reduce == "mean":
+            flat = index if index.dim() == 1 else index.movedim(dim, 0)[(slice(None),) +
+                                                                         (0,) * (src.dim() - 1)]
+            count = torch.bincount(flat.long(), minlength=out.size(dim)).clamp(min=1)
+            out.div_(count.view([-1 if d == dim else 1 for d in range(out.dim())]).to(out.dtype))
+        return out, None
+    better = result > out if reduce == "max" else result < out
+    wins = better & (arg < src.size(dim))  # empty groups and ties keep out's value
+    out.copy_(torch.where(wins, result, out))
+    return out, torch.where(wins, arg, src.size(dim))
+
+
+def _scatter_api(src, index, dim, out, dim_size, reduce):
+    reduce = canonical_reduce(reduce)
+    if out is None:
+        return _scatter(src, index, dim, dim_size, reduce)
+    return _reduce_into(out, src, index, dim, reduce)
+
+
 def scatter(src: Tensor, index: Tensor, dim: int = -1, out: Tensor | None = None,
             dim_size: int | None = None, reduce: str = "sum") -> Tensor:
     """``out[..., index[i], ...] = reduce(src[..., i, ...])`` along ``dim``.
 
     ``index`` is 1-D (along ``dim``) or src's shape. ``reduce`` is sum/add, mean, max or min;
-    empty outputs are 0. ``out``, if given, receives the result (torch_scatter's contract
-    of reducing into ``out`` is not kept: it is overwritten).
+    empty outputs are 0. With ``out``, the result is reduced into it as torch_scatter does:
+    sum adds to it, max/min keep its values where they win, mean divides (out + sum) by
+    the group sizes.
     """
-    result = _scatter(src, index, dim, dim_size if out is None else out.size(dim), reduce)[0]
-    return result if out is None else out.copy_(result)
+    return _scatter_api(src, index, dim, out, dim_size, reduce)[0]
 
 
 def scatter_sum(src, index, dim=-1, out=None, dim_size=None):
@@ -149,13 +175,13 @@ def scatter_mean(src, index, dim=-1, out=None, dim_size=None):
 
 
 def scatter_max(src, index, dim=-1, out=None, dim_size=None):
-    """Returns ``(out, argmax)``; argmax is ``src.size(dim)`` for empty outputs."""
-    return _scatter(src, index, dim, dim_size if out is None else out.size(dim), "max")
+    """Returns ``(out, argmax)``; argmax is ``src.size(dim)`` where no element of src won."""
+    return _scatter_api(src, index, dim, out, dim_size, "max")
 
 
 def scatter_min(src, index, dim=-1, out=None, dim_size=None):
-    """Returns ``(out, argmin)``; argmin is ``src.size(dim)`` for empty outputs."""
-    return _scatter(src, index, dim, dim_size if out is None else out.size(dim), "min")
+    """Returns ``(out, argmin)``; argmin is ``src.size(dim)`` where no element of src won."""
+    return _scatter_api(src, index, dim, out, dim_size, "min")
 
 
 def segment_csr(src: Tensor, indptr: Tensor, out: Tensor | None = None,
