@@ -88,3 +88,14 @@ def test_segment_reduce_and_gather_bad_input():
         ops.segment_reduce(torch.randn(3, 2), torch.tensor([0.0, 3.0]))
     with pytest.raises(ValueError, match="holds 5 but dim_size is 3"):
         ops.gather(torch.randn(3, 2), torch.tensor([0, 5]))
+
+
+def test_sddmm_and_softmax_bad_input(graph):
+    with pytest.raises(ValueError, match="a is on meta but the graph is on cpu"):
+        ops.sddmm(graph, torch.randn(4, 2, device="meta"), torch.randn(4, 2))
+    with pytest.raises(ValueError, match="a and b must match"):
+        ops.sddmm(graph, torch.randn(4, 2), torch.randn(4, 3))
+    with pytest.raises(ValueError, match="scores are on meta"):
+        ops.segment_softmax(graph, torch.randn(3, device="meta"))
+    with pytest.raises(TypeError, match="scores must be a float32"):
+        ops.segment_softmax(graph, torch.ones(3, dtype=torch.long))
