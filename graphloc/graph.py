@@ -179,7 +179,9 @@ class Graph:
         return (f"Graph(num_nodes={self.num_nodes}, num_edges={self.num_edges}{attr}, "
                 f"device={self.device})")
 
-    def _cached(self, key, build):
+    def cached(self, key, build):
+        """Memoises ``build()`` on this graph under ``key``: layers keep structures derived
+        from the graph (normalised weights, Laplacians) here, built once per graph."""
         if key not in self._cache:
             self._cache[key] = build()
         return self._cache[key]
@@ -188,14 +190,14 @@ class Graph:
     def csc(self) -> CSR:
         """The source-major transpose: row ``j`` lists the edges out of ``j`` by destination;
         ``perm`` maps each entry to its position in ``csr`` (not the user's edge id)."""
-        return self._cached("csc", lambda: CSR(*csr_transpose(
+        return self.cached("csc", lambda: CSR(*csr_transpose(
             self.csr.indptr, self.csr.indices, self.num_nodes)))
 
     def in_degree(self) -> Tensor:
-        return self._cached("in_degree", lambda: self.csr.degree().long())
+        return self.cached("in_degree", lambda: self.csr.degree().long())
 
     def out_degree(self) -> Tensor:
-        return self._cached("out_degree", lambda: torch.bincount(
+        return self.cached("out_degree", lambda: torch.bincount(
             self.edge_index[0], minlength=self.num_nodes))
 
     def to(self, device) -> Graph:
@@ -237,7 +239,7 @@ class Graph:
     @property
     def is_undirected(self) -> bool:
         """Whether every edge ``u -> v`` has a reverse ``v -> u`` (multiplicities ignored)."""
-        return self._cached("is_undirected", lambda: torch.equal(
+        return self.cached("is_undirected", lambda: torch.equal(
             torch.unique(self._pair_keys()), torch.unique(self._pair_keys(flip=True))))
 
     def edge_groups(self) -> tuple[Tensor, int]:
@@ -249,7 +251,7 @@ class Graph:
         def build():
             uniq, inverse = torch.unique(self._pair_keys(), return_inverse=True)
             return inverse, uniq.numel()
-        return self._cached("edge_groups", build)
+        return self.cached("edge_groups", build)
 
     def coalesce(self, reduce: str = "sum") -> Graph:
         """Merges parallel edges into one (their ``edge_attr`` rows reduced with ``reduce``)
@@ -286,25 +288,27 @@ class Graph:
         return self._with_edges(torch.cat([self.edge_index, loops], dim=1), edge_attr)
 
     def gcn_norm(self, add_self_loops: bool = True, improved: bool = False,
-                 edge_weight: Tensor | None = None) -> tuple[Graph, Tensor]:
+                 edge_weight: Tensor | None = None,
+                 dtype: torch.dtype = torch.float32) -> tuple[Graph, Tensor]:
         """Kipf & Welling's symmetric normalisation, as PyG's ``gcn_norm``.
 
         With ``add_self_loops``, existing loops are moved to the end and every node without
         one gets a loop of weight 1 (2 if ``improved``). Returns the graph (with loops) and
         ``D^-1/2 (A + I) D^-1/2`` edge weights in its edge order, degrees taken at the
-        destination. Cached when ``edge_weight`` is None. Unlike PyG, ``improved`` also
-        applies without edge weights (PyG then gives the new loops weight 1, not 2).
+        destination; weights have ``edge_weight``'s dtype, else ``dtype``. Cached when
+        ``edge_weight`` is None. Unlike PyG, ``improved`` also applies without edge weights
+        (PyG then gives the new loops weight 1, not 2).
         """
         if edge_weight is None:
-            return self._cached(("gcn_norm", add_self_loops, improved),
-                                lambda: self._gcn_norm(add_self_loops, improved, None))
-        return self._gcn_norm(add_self_loops, improved, edge_weight)
+            return self.cached(("gcn_norm", add_self_loops, improved, dtype),
+                               lambda: self._gcn_norm(add_self_loops, improved, None, dtype))
+        return self._gcn_norm(add_self_loops, improved, edge_weight, dtype)
 
-    def _gcn_norm(self, add_self_loops, improved, edge_weight):
+    def _gcn_norm(self, add_self_loops, improved, edge_weight, dtype):
         from graphloc.ops import scatter
 
         if edge_weight is None:
-            edge_weight = torch.ones(self.num_edges, device=self.device)
+            edge_weight = torch.ones(self.num_edges, dtype=dtype, device=self.device)
         if edge_weight.shape != (self.num_edges,):
             raise ValueError(f"edge_weight must have shape [{self.num_edges}], "
                              f"got {list(edge_weight.shape)}")

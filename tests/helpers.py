@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hypothesis import strategies as st
 
+import graphloc
 from graphloc import Graph
+
+requires_ext = pytest.mark.skipif(not graphloc.HAS_EXTENSION, reason="graphloc._C is not built")
 
 
 def random_edge_index(num_nodes: int, num_edges: int, seed: int,

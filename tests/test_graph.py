@@ -63,7 +63,7 @@ def test_immutable_and_to_moves_caches():
     moved = g.to("meta")
     assert moved.csr.indptr.device.type == "meta"
     assert moved._cache["csc"].indptr.device.type == "meta"
-    graph_with_loops, weight = moved._cache[("gcn_norm", True, False)]
+    graph_with_loops, weight = moved._cache[("gcn_norm", True, False, torch.float32)]
     assert weight.device.type == "meta" and graph_with_loops.device.type == "meta"
     assert g.to("cpu") is g
 

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import requires_ext
+from helpers import requires_ext
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

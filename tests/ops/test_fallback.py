@@ -5,8 +5,7 @@ import subprocess
 import sys
 
 import torch
-from conftest import requires_ext
-from helpers import random_edge_index
+from helpers import random_edge_index, requires_ext
 
 from graphloc import Graph, ops
 

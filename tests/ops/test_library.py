@@ -2,8 +2,7 @@
 
 import pytest
 import torch
-from conftest import requires_ext
-from helpers import random_edge_index
+from helpers import random_edge_index, requires_ext
 
 import graphloc
 from graphloc import Graph, ops

@@ -2,8 +2,7 @@
 
 import pytest
 import torch
-from conftest import requires_ext
-from helpers import graphs, random_edge_index, to_int64
+from helpers import graphs, random_edge_index, requires_ext, to_int64
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -1,8 +1,7 @@
 """segment_softmax: against the reference and a per-node dense softmax; gradients."""
 
 import torch
-from conftest import requires_ext
-from helpers import graphs, random_edge_index
+from helpers import graphs, random_edge_index, requires_ext
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -1,0 +1,118 @@
+"""Chebyshev spectral graph convolution."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from graphloc import ops
+from graphloc.graph import Graph
+from graphloc.nn.conv._utils import as_graph, check_input, glorot_linear, reset_glorot
+
+
+def scaled_laplacian(graph: Graph, normalization: str | None, edge_weight: Tensor | None,
+                     lambda_max: float | None, dtype: torch.dtype) -> tuple[Graph, Tensor]:
+    """:math:`\\hat{L} = 2L / \\lambda_{max} - I` on the loop-free graph plus one loop per
+    node, as PyG's ``get_laplacian`` and ``ChebConv.__norm__`` build it."""
+    from graphloc.ops import scatter
+
+    keep = graph.edge_index[0] != graph.edge_index[1]
+    edge_index = graph.edge_index[:, keep]
+    n = graph.num_nodes
+    w = (torch.ones(edge_index.size(1), dtype=dtype, device=graph.device)
+         if edge_weight is None else edge_weight[keep].to(dtype))
+    src, dst = edge_index
+    deg = scatter(w, src, 0, dim_size=n, reduce="sum")
+    if normalization is None:
+        off, diag = -w, deg
+    elif normalization == "sym":
+        inv_sqrt = deg.pow(-0.5).masked_fill(deg == 0, 0.0)
+        off, diag = -inv_sqrt[src] * w * inv_sqrt[dst], torch.ones_like(deg)
+    else:
+        inv = (1.0 / deg).masked_fill(deg == 0, 0.0)
+        off, diag = -inv[src] * w, torch.ones_like(deg)
+    weight = torch.cat([off, diag])
+    if lambda_max is None:
+        lambda_max = 2.0 * weight.max()
+    weight = 2.0 * weight / lambda_max
+    weight = weight.masked_fill(torch.isinf(weight), 0.0)
+    weight[edge_index.size(1):] -= 1.0
+    loops = torch.arange(n, device=graph.device).expand(2, -1)
+    return Graph(torch.cat([edge_index, loops], dim=1), num_nodes=n), weight
+
+
+class ChebConv(torch.nn.Module):
+    r"""The Chebyshev spectral convolution of `Defferrard et al., "Convolutional Neural
+    Networks on Graphs with Fast Localized Spectral Filtering" (NeurIPS 2016)
+    <https://arxiv.org/abs/1606.09375>`_:
+
+    .. math::
+        \mathbf{X}' = \sum_{k=0}^{K-1} \mathbf{Z}^{(k)} \mathbf{\Theta}^{(k)} + \mathbf{b},
+        \quad \mathbf{Z}^{(0)} = \mathbf{X}, \;
+        \mathbf{Z}^{(1)} = \hat{\mathbf{L}} \mathbf{X}, \;
+        \mathbf{Z}^{(k)} = 2 \hat{\mathbf{L}} \mathbf{Z}^{(k-1)} - \mathbf{Z}^{(k-2)},
+
+    with :math:`\hat{\mathbf{L}} = 2\mathbf{L}/\lambda_{\max} - \mathbf{I}`. A drop-in for
+    PyG's ``ChebConv`` (parameters ``lins.k.weight`` and ``bias``); each step is one fused
+    sparse product, and the scaled Laplacian is cached on a ``Graph`` input.
+
+    Args:
+        in_channels (int): input feature width.
+        out_channels (int): output feature width.
+        K (int): Chebyshev filter size (hops = K - 1), at least 1.
+        normalization (str or None, default "sym"): the Laplacian: None
+            (:math:`\mathbf{D} - \mathbf{A}`), "sym" (:math:`\mathbf{I} -
+            \mathbf{D}^{-1/2}\mathbf{A}\mathbf{D}^{-1/2}`) or "rw"
+            (:math:`\mathbf{I} - \mathbf{D}^{-1}\mathbf{A}`); degrees at the source, as PyG.
+        bias (bool, default True): learn the additive bias.
+
+    Shapes:
+        input: ``[N, in_channels]``, a ``Graph`` or ``edge_index [2, E]``, optional
+        ``edge_weight [E]``, ``lambda_max`` (required unless "sym").
+        output: ``[N, out_channels]``.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, K: int,
+                 normalization: str | None = "sym", bias: bool = True):
+        super().__init__()
+        if K < 1:
+            raise ValueError(f"ChebConv needs K >= 1, got {K}")
+        if normalization not in (None, "sym", "rw"):
+            raise ValueError(f"normalization must be None, 'sym' or 'rw', got {normalization!r}")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.normalization = normalization
+        self.lins = torch.nn.ModuleList([glorot_linear(in_channels, out_channels)
+                                         for _ in range(K)])
+        self.bias = torch.nn.Parameter(torch.empty(out_channels)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for lin in self.lins:
+            reset_glorot(lin)
+        if self.bias is not None:
+            torch.nn.init.zeros_(self.bias)
+
+    def forward(self, x: Tensor, graph, edge_weight: Tensor | None = None,
+                lambda_max: float | None = None) -> Tensor:
+        check_input(self, x, self.in_channels)
+        graph = as_graph(graph, x)
+        if self.normalization != "sym" and lambda_max is None:
+            raise ValueError("ChebConv needs lambda_max unless normalization='sym'")
+        build = lambda: scaled_laplacian(graph, self.normalization, edge_weight,  # noqa: E731
+                                         lambda_max, x.dtype)
+        if edge_weight is None:
+            lap, weight = graph.cached(("cheb", self.normalization, lambda_max, x.dtype), build)
+        else:
+            lap, weight = build()
+        tx0, out = x, self.lins[0](x)
+        if len(self.lins) > 1:
+            tx1 = ops.spmm(lap, x, weight)
+            out = out + self.lins[1](tx1)
+            for lin in self.lins[2:]:
+                tx0, tx1 = tx1, 2.0 * ops.spmm(lap, tx1, weight) - tx0
+                out = out + lin(tx1)
+        return out if self.bias is None else out + self.bias
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
+                f"K={len(self.lins)}, normalization={self.normalization})")

@@ -1,0 +1,44 @@
+import pytest
+import torch
+import torch_geometric.nn as pyg
+from parity import assert_parity, parity_graph
+
+from graphloc import Graph
+from graphloc.nn import ChebConv
+
+
+@pytest.mark.parametrize("K", [1, 2, 4])
+@pytest.mark.parametrize("normalization,lambda_max", [("sym", None), ("rw", 2.0),
+                                                      (None, 7.0)])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cheb_matches_pyg(K, normalization, lambda_max, weighted):
+    edge_index, n = parity_graph(8)
+    weight = torch.rand(edge_index.size(1), dtype=torch.float64) if weighted else None
+    graph = Graph(edge_index, num_nodes=n)
+    assert_parity(ChebConv(8, 6, K, normalization), pyg.ChebConv(8, 6, K, normalization),
+                  lambda m, x: m(x, graph, weight, lambda_max=lambda_max),
+                  lambda m, x: m(x, edge_index, weight, lambda_max=lambda_max),
+                  torch.randn(n, 8))
+
+
+def test_cheb_is_a_chebyshev_polynomial_of_the_dense_laplacian():
+    edge_index = Graph(torch.randint(0, 12, (2, 40))).to_undirected().remove_self_loops()
+    n = edge_index.num_nodes
+    conv = ChebConv(3, 3, K=3, bias=False).double()
+    x = torch.randn(n, 3, dtype=torch.float64)
+    a = torch.zeros(n, n, dtype=torch.float64)
+    a[edge_index.edge_index[1], edge_index.edge_index[0]] = 1.0
+    d = a.sum(1).pow(-0.5).masked_fill(a.sum(1) == 0, 0)
+    lap_hat = -(d[:, None] * a * d[None, :])  # 2L/2 - I with L = I - D^-1/2 A D^-1/2
+    t = [x, lap_hat @ x]
+    t.append(2 * lap_hat @ t[1] - t[0])
+    expected = sum(lin(tk) for lin, tk in zip(conv.lins, t, strict=True))
+    torch.testing.assert_close(conv(x, edge_index), expected)
+
+
+def test_cheb_bad_input():
+    with pytest.raises(ValueError, match="K >= 1"):
+        ChebConv(2, 2, K=0)
+    with pytest.raises(ValueError, match="needs lambda_max"):
+        ChebConv(2, 2, K=2, normalization="rw")(torch.randn(3, 2), torch.tensor([[0], [1]]))
+    assert repr(ChebConv(2, 3, 4)) == "ChebConv(2, 3, K=4, normalization=sym)"

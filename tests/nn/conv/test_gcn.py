@@ -1,0 +1,73 @@
+import pytest
+import torch
+import torch_geometric.nn as pyg
+from parity import assert_parity, parity_graph
+
+from graphloc import Graph
+from graphloc.nn import GCNConv
+
+
+@pytest.mark.parametrize("improved", [False, True])
+@pytest.mark.parametrize("add_self_loops,normalize", [(True, True), (False, True),
+                                                      (False, False)])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gcn_matches_pyg(improved, add_self_loops, normalize, bias, weighted):
+    edge_index, n = parity_graph(1)
+    kwargs = dict(improved=improved, add_self_loops=add_self_loops, normalize=normalize,
+                  bias=bias)
+    # PyG applies `improved` only with explicit edge weights: give it unit weights then.
+    weight = torch.rand(edge_index.size(1), dtype=torch.float64) if weighted else None
+    pyg_weight = weight if weighted or not improved else torch.ones(edge_index.size(1),
+                                                                    dtype=torch.float64)
+    graph = Graph(edge_index, num_nodes=n)
+    assert_parity(GCNConv(8, 6, **kwargs), pyg.GCNConv(8, 6, **kwargs),
+                  lambda m, x: m(x, graph, weight), lambda m, x: m(x, edge_index, pyg_weight),
+                  torch.randn(n, 8))
+
+
+def test_gcn_improved_without_weights_is_a_plus_two_i():
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    conv = GCNConv(3, 3, improved=True, bias=False).double()
+    x = torch.randn(3, 3, dtype=torch.float64)
+    a_hat = torch.zeros(3, 3, dtype=torch.float64)
+    a_hat[edge_index[1], edge_index[0]] = 1.0
+    a_hat += 2 * torch.eye(3, dtype=torch.float64)
+    d = a_hat.sum(1).pow(-0.5)
+    expected = (d[:, None] * a_hat * d[None, :]) @ conv.lin(x)
+    torch.testing.assert_close(conv(x, edge_index), expected)
+
+
+def test_gcn_cached_and_raw_edge_index_agree():
+    edge_index, n = parity_graph(2)
+    conv = GCNConv(4, 4, cached=True)
+    x = torch.randn(n, 4)
+    first = conv(x, edge_index)
+    torch.testing.assert_close(conv(x, Graph(edge_index, num_nodes=n)), first)
+    assert conv._cached_norm is not None
+    conv.reset_parameters()
+    assert conv._cached_norm is None
+
+
+def test_gcn_permutation_equivariant():
+    edge_index, n = parity_graph(3)
+    conv, x = GCNConv(5, 3), torch.randn(n, 5)
+    perm = torch.randperm(n)
+    new_id = torch.empty_like(perm)
+    new_id[perm] = torch.arange(n)
+    out = conv(x[perm], Graph(new_id[edge_index], num_nodes=n))
+    torch.testing.assert_close(out, conv(x, Graph(edge_index, num_nodes=n))[perm])
+
+
+def test_gcn_bad_input_and_repr():
+    conv = GCNConv(4, 2)
+    assert repr(conv) == "GCNConv(4, 2)"
+    edge_index = torch.tensor([[0, 1], [1, 0]])
+    with pytest.raises(ValueError, match=r"expects x of shape \[N, 4\], got \[2, 3\]"):
+        conv(torch.randn(2, 3), edge_index)
+    with pytest.raises(TypeError, match="floating-point node features"):
+        conv(torch.ones(2, 4, dtype=torch.long), edge_index)
+    with pytest.raises(ValueError, match="cannot add self-loops without normalize"):
+        GCNConv(4, 2, add_self_loops=True, normalize=False)
+    with pytest.raises(TypeError, match="Graph or an edge_index"):
+        conv(torch.randn(2, 4), [[0, 1], [1, 0]])
