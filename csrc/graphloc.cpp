@@ -34,6 +34,11 @@ TORCH_LIBRARY(graphloc, m) {
   // Softmax of score [E, H] over each row's edges, and its backward.
   m.def("segment_softmax(Tensor score, Tensor indptr) -> Tensor");
   m.def("segment_softmax_backward(Tensor out, Tensor grad, Tensor indptr) -> Tensor");
+  // out[i] = sum_{e in row i} softmax_row(score)[e, h] * x[indices[e], h-th channel block],
+  // in one online pass; lse [N, H] is the log-sum-exp of each row's scores (for backward).
+  m.def("segment_attention(Tensor score, Tensor indptr, Tensor indices, Tensor x, "
+        "Tensor? csc_indptr=None, Tensor? csc_indices=None, Tensor? csc_perm=None) "
+        "-> (Tensor, Tensor)");
   // Stable counting sort of index into (indptr [num_rows + 1], perm [E]).
   m.def("coo_to_csr(Tensor index, int num_rows) -> (Tensor, Tensor)");
 }

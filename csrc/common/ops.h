@@ -148,4 +148,17 @@ inline void check_scores(const at::Tensor& t, const char* name) {
   check_features(t, name);
 }
 
+// segment_attention: scores [E, heads] and features [N, heads * C] over one CSR.
+inline void check_attention_args(const at::Tensor& score, const at::Tensor& indptr,
+                                 const at::Tensor& indices, const at::Tensor& x) {
+  check_spmm_args(indptr, indices, x);
+  check_scores(score, "score");
+  TORCH_CHECK(score.scalar_type() == x.scalar_type(), "score is ", score.scalar_type(),
+              " but x is ", x.scalar_type());
+  TORCH_CHECK(score.size(0) == indices.numel(), "score has ", score.size(0),
+              " rows but the graph has ", indices.numel(), " edges");
+  TORCH_CHECK(x.size(1) % score.size(1) == 0, "x has ", x.size(1),
+              " channels, not divisible into ", score.size(1), " heads");
+}
+
 }  // namespace graphloc

@@ -175,6 +175,27 @@ at::Tensor segment_softmax_backward_cuda(const at::Tensor& out, const at::Tensor
   return gin;
 }
 
+std::tuple<at::Tensor, at::Tensor> segment_attention_cuda(
+    const at::Tensor& score, const at::Tensor& indptr, const at::Tensor& indices,
+    const at::Tensor& x, const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>&,
+    const c10::optional<at::Tensor>&) {
+  check_attention_args(score, indptr, indices, x);
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t num_rows = indptr.numel() - 1, H = score.size(1), C = x.size(1) / H;
+  auto sc = score.contiguous(), xc = x.contiguous(), ic = indices.contiguous();
+  auto out = at::empty({num_rows, H * C}, x.options());
+  auto lse = at::empty({num_rows, H}, x.options());
+  GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::segment_attention", [&] {
+    GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+      check_launch(cuda::segment_attention(indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(),
+                                           ptr<scalar_t>(sc), ptr<scalar_t>(xc), num_rows, H, C,
+                                           ptr<scalar_t>(out), ptr<scalar_t>(lse), stream()),
+                   "segment_attention");
+    });
+  });
+  return {out, lse};
+}
+
 // A stable radix sort (ATen's, CUB underneath) gives the permutation; a kernel finds the
 // row pointers in the sorted keys.
 std::tuple<at::Tensor, at::Tensor> coo_to_csr_cuda(const at::Tensor& index, int64_t num_rows) {
@@ -207,6 +228,7 @@ TORCH_LIBRARY_IMPL(graphloc, CUDA, m) {
   m.impl("sddmm", &sddmm_cuda);
   m.impl("segment_softmax", &segment_softmax_cuda);
   m.impl("segment_softmax_backward", &segment_softmax_backward_cuda);
+  m.impl("segment_attention", &segment_attention_cuda);
   m.impl("coo_to_csr", &coo_to_csr_cuda);
 }
 

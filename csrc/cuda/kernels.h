@@ -47,6 +47,14 @@ cudaError_t segment_softmax_backward(const index_t* indptr, const scalar_t* out,
                                      const scalar_t* grad, int64_t num_rows, int64_t heads,
                                      scalar_t* grad_in, cudaStream_t stream);
 
+// out[i] = softmax over row i of score [E, heads], weighting x [N, heads * channels];
+// lse [N, heads] gets each row's log-sum-exp (0 for empty rows).
+template <typename scalar_t, typename index_t>
+cudaError_t segment_attention(const index_t* indptr, const index_t* indices,
+                              const scalar_t* score, const scalar_t* x, int64_t num_rows,
+                              int64_t heads, int64_t channels, scalar_t* out, scalar_t* lse,
+                              cudaStream_t stream);
+
 // indptr[r] = first position of sorted (ascending) holding a value >= r, r in [0, num_rows].
 template <typename index_t>
 cudaError_t csr_indptr_from_sorted(const index_t* sorted, int64_t num_edges, int64_t num_rows,

@@ -1,8 +1,8 @@
 """Neural-network layers and models on the graphloc engine."""
 
 from graphloc.nn import models
-from graphloc.nn.conv import ChebConv, GCNConv, GINConv, GINEConv, SAGEConv
+from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, GINEConv, SAGEConv
 from graphloc.nn.models import CONVS, GNN, register_conv
 
-__all__ = ["GCNConv", "SAGEConv", "GINConv", "GINEConv", "ChebConv", "GNN", "CONVS",
+__all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv", "GNN", "CONVS",
            "register_conv", "models"]

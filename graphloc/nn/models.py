@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from graphloc.nn.conv import ChebConv, GCNConv, GINConv, SAGEConv
+from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, SAGEConv
 from graphloc.nn.conv._utils import as_graph
 
 #: conv name -> factory(in_channels, out_channels, **kwargs) -> module called as conv(x, graph)
@@ -29,6 +29,14 @@ register_conv("sage")(SAGEConv)
 register_conv("cheb")(lambda i, o, K=3, **kw: ChebConv(i, o, K=K, **kw))
 
 
+@register_conv("gat")
+def _gat(in_channels: int, out_channels: int, heads: int = 4, **kwargs) -> GATConv:
+    """Heads concatenated to ``out_channels`` in total (which ``heads`` must divide)."""
+    if out_channels % heads:
+        raise ValueError(f"gat: heads={heads} must divide the layer width {out_channels}")
+    return GATConv(in_channels, out_channels // heads, heads=heads, **kwargs)
+
+
 @register_conv("gin")
 def _gin(in_channels: int, out_channels: int, **kwargs) -> GINConv:
     mlp = torch.nn.Sequential(torch.nn.Linear(in_channels, out_channels), torch.nn.ReLU(),
@@ -45,7 +53,7 @@ class GNN(torch.nn.Module):
     optional residual connections between them.
 
     Args:
-        conv (str): a name in ``CONVS`` ("gcn", "sage", "gin", "cheb", ...).
+        conv (str): a name in ``CONVS`` ("gcn", "sage", "gat", "gin", "cheb", ...).
         in_channels, hidden_channels, out_channels (int): widths; the first conv maps
             in -> hidden, the last hidden -> out (a single layer maps in -> out).
         num_layers (int): number of convs, at least 1.

@@ -15,8 +15,8 @@ from graphloc.ops._library import HAS_EXTENSION, csr_transpose, kernels
 from graphloc.ops.reference import as_rows, canonical_reduce
 from graphloc.ops.scatter import _check_index, _check_indptr, gather, scatter
 
-__all__ = ["HAS_EXTENSION", "spmm", "sddmm", "segment_softmax", "segment_reduce", "gather",
-           "scatter", "coo_to_csr", "csr_transpose"]
+__all__ = ["HAS_EXTENSION", "spmm", "sddmm", "segment_softmax", "segment_attention",
+           "segment_reduce", "gather", "scatter", "coo_to_csr", "csr_transpose"]
 
 _FLOATS = (torch.float32, torch.float64, torch.bfloat16)
 
@@ -129,6 +129,40 @@ def segment_softmax(graph, scores: Tensor) -> Tensor:
     s = graph.to_csr_order(scores)
     out = kernels.segment_softmax(as_rows(s), graph.csr.indptr)
     return graph.from_csr_order(out.view(scores.shape))
+
+
+def segment_attention(graph, scores: Tensor, x: Tensor,
+                      return_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """Attention aggregation: ``out[i] = sum_{(j -> i)} softmax_i(scores)_{ji} * x[j]``.
+
+    The softmax over each node's incoming edges and the weighted sum run in one online pass
+    per node (no ``[E, H, C]`` messages, no stored ``[E, H]`` weights: the backward
+    recomputes them from a per-node log-sum-exp).
+
+    Args:
+        scores: ``[E]`` or ``[E, H]`` edge scores in the graph's edge order.
+        x: ``[N, C]`` for one head, or ``[N, H, C]`` / ``[N, H * C]`` for ``H`` heads.
+        return_weights: also return the attention weights ``[E]`` / ``[E, H]``.
+
+    Returns ``out`` with ``x``'s shape (nodes without incoming edges get 0), and the weights
+    if asked.
+    """
+    _check_graph(graph)
+    _check_node_features(graph, x, "x")
+    _check_edge_values(graph, scores, x, "scores")
+    heads = 1 if scores.dim() == 1 else scores.size(1)
+    x2 = as_rows(x)
+    if x2.size(1) % heads:
+        raise ValueError(f"x has {x2.size(1)} channels, not divisible into {heads} heads")
+    s = as_rows(graph.to_csr_order(scores))
+    needs_grad = torch.is_grad_enabled() and x.requires_grad
+    out, lse = kernels.segment_attention(s, graph.csr.indptr, graph.csr.indices, x2,
+                                         *_transpose_args(graph, needs_grad))
+    out = out.view(x.shape)
+    if not return_weights:
+        return out
+    weights = (s - kernels.gather_csr(lse, graph.csr.indptr, s.size(0))).exp()
+    return out, graph.from_csr_order(weights.view(scores.shape))
 
 
 def segment_reduce(src: Tensor, indptr: Tensor, reduce: str = "sum") -> Tensor:

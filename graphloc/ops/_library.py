@@ -184,6 +184,40 @@ def _softmax_backward(ctx, grad):
     return kernels.segment_softmax_backward(out, grad.contiguous(), indptr), None
 
 
+def _attention_fake(score, indptr, indices, x, csc_indptr=None, csc_indices=None,
+                    csc_perm=None):
+    rows = indptr.shape[0] - 1
+    return x.new_empty(rows, x.shape[1]), x.new_empty(rows, score.shape[1])
+
+
+def _attention_setup(ctx, inputs, output):
+    score, indptr, indices, x, ci, cx, cp = inputs
+    ctx.save_for_backward(score, indptr, indices, x, ci, cx, cp, *output)
+
+
+def _attention_backward(ctx, grad_out, grad_lse):
+    # The attention weights are recomputed from the saved log-sum-exp ([E, H], never the
+    # [E, H, C] messages). With g = grad_out: d score = alpha * (<g_i, x_j> - <g_i, out_i>),
+    # d x = the transpose spmm of g weighted by alpha.
+    score, indptr, indices, x, ci, cx, cp, out, lse = ctx.saved_tensors
+    num_edges, heads = score.shape
+    alpha = (score - kernels.gather_csr(lse.contiguous(), indptr, num_edges)).exp()
+    grad_score = grad_x = None
+    if grad_out is not None:
+        grad_out = grad_out.contiguous()
+        if ctx.needs_input_grad[0]:
+            per_edge = kernels.sddmm(indptr, indices, x, grad_out, "dot", heads)
+            per_row = (grad_out * out).view(out.size(0), heads, -1).sum(-1)
+            grad_score = alpha * (per_edge - kernels.gather_csr(per_row, indptr, num_edges))
+        if ctx.needs_input_grad[3]:
+            ci, cx, cp = _transpose_of(indptr, indices, x.size(0), ci, cx, cp)
+            grad_x = kernels.spmm(ci, cx, alpha.index_select(0, cp.long()), grad_out, "sum")[0]
+    if grad_lse is not None and ctx.needs_input_grad[0]:  # d lse / d score = alpha
+        lse_term = alpha * kernels.gather_csr(grad_lse.contiguous(), indptr, num_edges)
+        grad_score = lse_term if grad_score is None else grad_score + lse_term
+    return grad_score, None, None, grad_x, None, None, None
+
+
 def _coo_to_csr_fake(index, num_rows):
     return index.new_empty(num_rows + 1), index.new_empty(index.shape[0])
 
@@ -204,6 +238,7 @@ def _register() -> None:
     fake(lib + "sddmm")(_sddmm_fake)
     fake(lib + "segment_softmax")(lambda score, indptr: torch.empty_like(score))
     fake(lib + "segment_softmax_backward")(lambda out, grad, indptr: torch.empty_like(out))
+    fake(lib + "segment_attention")(_attention_fake)
     fake(lib + "coo_to_csr")(_coo_to_csr_fake)
     fake(lib + "spmm_arg_backward")(_arg_backward_fake)
     autograd = torch.library.register_autograd
@@ -212,6 +247,7 @@ def _register() -> None:
     autograd(lib + "gather_csr", _gather_csr_backward, setup_context=_gather_csr_setup)
     autograd(lib + "sddmm", _sddmm_backward, setup_context=_sddmm_setup)
     autograd(lib + "segment_softmax", _softmax_backward, setup_context=_softmax_setup)
+    autograd(lib + "segment_attention", _attention_backward, setup_context=_attention_setup)
 
 
 if HAS_EXTENSION:

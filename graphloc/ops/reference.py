@@ -111,6 +111,20 @@ def segment_softmax_backward(out, grad, indptr):
     return out * (grad - dot.index_select(0, rows))
 
 
+def segment_attention(score, indptr, indices, x, csc_indptr=None, csc_indices=None,
+                      csc_perm=None):
+    rows = csr_rows(indptr, score.size(0)).long()
+    num_rows, H = indptr.numel() - 1, score.size(1)
+    idx = rows.unsqueeze(1).expand(-1, H)
+    row_max = score.new_full((num_rows, H), float("-inf"))
+    row_max = row_max.scatter_reduce(0, idx, score.detach(), "amax", include_self=True)
+    row_max = row_max.masked_fill(torch.isinf(row_max), 0.0)
+    total = score.new_zeros(num_rows, H).index_add(0, rows, (score - row_max[rows]).exp())
+    lse = torch.where(total > 0, row_max + total.clamp(min=1e-300).log(), 0.0)
+    alpha = (score - lse[rows]).exp()
+    return spmm(indptr, indices, alpha, x, "sum")[0], lse
+
+
 def coo_to_csr(index, num_rows):
     if index.numel() and (int(index.min()) < 0 or int(index.max()) >= num_rows):
         raise ValueError(f"index holds values outside [0, {num_rows})")

@@ -7,7 +7,7 @@ from graphloc.nn import CONVS, GNN, ChebConv, GCNConv, GINConv, SAGEConv, regist
 
 
 def test_registry_builds_each_conv():
-    assert {"gcn", "sage", "gin", "cheb"} <= set(CONVS)
+    assert {"gcn", "sage", "gat", "gin", "cheb"} <= set(CONVS)
     kinds = {"gcn": GCNConv, "sage": SAGEConv, "gin": GINConv, "cheb": ChebConv}
     for name, cls in kinds.items():
         model = GNN(name, 5, 8, 3, num_layers=3)
@@ -30,7 +30,7 @@ def test_gnn_equals_the_layers_composed_by_hand():
     torch.testing.assert_close(model(x, edge_index), c2(h, graph))
 
 
-@pytest.mark.parametrize("conv", ["gcn", "sage", "gin", "cheb"])
+@pytest.mark.parametrize("conv", ["gcn", "sage", "gat", "gin", "cheb"])
 def test_gnn_compiles_without_graph_breaks(conv):
     torch._dynamo.reset()
     graph = Graph(random_edge_index(30, 120, seed=41), num_nodes=30)

@@ -48,6 +48,8 @@ def _samples():
     yield kernels.segment_softmax, (score, csr.indptr)
     y = kernels.segment_softmax(score.detach(), csr.indptr)
     yield kernels.segment_softmax_backward, (y, torch.randn_like(y), csr.indptr)
+    yield kernels.segment_attention, (torch.randn(E, 2, **f64, requires_grad=True), csr.indptr,
+                                      csr.indices, x, *transpose)
     yield kernels.coo_to_csr, (g.edge_index[1].int(), N)
 
 

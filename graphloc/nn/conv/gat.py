@@ -1,0 +1,148 @@
+"""Graph attention convolution."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from graphloc import ops
+from graphloc.graph import Graph
+from graphloc.nn.conv._utils import as_graph, check_input, glorot_linear, reset_glorot
+
+
+def _glorot(param: torch.Tensor) -> None:
+    bound = math.sqrt(6.0 / (param.size(-2) + param.size(-1)))
+    torch.nn.init.uniform_(param, -bound, bound)
+
+
+def _with_fresh_self_loops(graph: Graph) -> tuple[Graph, Tensor]:
+    """The graph without its self-loops plus one loop per node (appended), and the mask of
+    the original edges kept."""
+    src, dst = graph.edge_index
+    keep = src != dst
+    loops = torch.arange(graph.num_nodes, device=graph.device).expand(2, -1)
+    return Graph(torch.cat([graph.edge_index[:, keep], loops], dim=1), graph.num_nodes), keep
+
+
+class GATConv(torch.nn.Module):
+    r"""The graph attention operator of `Veličković et al., "Graph Attention Networks"
+    (ICLR 2018) <https://arxiv.org/abs/1710.10903>`_:
+
+    .. math::
+        \mathbf{x}'_i = \Big\Vert_{h=1}^{H} \sum_{j \in \mathcal{N}(i) \cup \{i\}}
+        \alpha^{h}_{ij} \mathbf{\Theta}^{h} \mathbf{x}_j, \qquad
+        \alpha^{h}_{ij} = \mathrm{softmax}_j\Big(\mathrm{LeakyReLU}\big(
+        \mathbf{a}^{h\top}_{s} \mathbf{\Theta}^{h} \mathbf{x}_j +
+        \mathbf{a}^{h\top}_{t} \mathbf{\Theta}^{h} \mathbf{x}_i +
+        \mathbf{a}^{h\top}_{e} \mathbf{\Theta}^{h}_{e} \mathbf{e}_{ji}\big)\Big)
+
+    (heads averaged instead of concatenated when ``concat=False``). A drop-in for PyG's
+    ``GATConv`` (same arguments, parameter names, outputs and attention weights). The
+    softmax and the weighted sum run fused per node (``ops.segment_attention``): no
+    ``[E, H, C]`` message tensor and no stored ``[E, H]`` weights. With attention dropout in
+    training the weights are materialised (``[E, H]``) to be dropped, still without messages.
+
+    Args:
+        in_channels (int): input feature width.
+        out_channels (int): width per head, C.
+        heads (int, default 1): number of heads, H.
+        concat (bool, default True): concatenate heads (``H * C`` outputs), else average.
+        negative_slope (float, default 0.2): LeakyReLU slope.
+        dropout (float, default 0.0): dropout on the attention weights in training.
+        add_self_loops (bool, default True): replace self-loops by one loop per node.
+        edge_dim (int, optional): edge feature width; edge features then enter the scores.
+        fill_value (float or str, default "mean"): edge features of the added loops: a
+            constant, or "mean" / "sum" / "max" / "min" of the node's incoming edge features.
+        bias (bool, default True): learn an additive bias.
+        residual (bool, default False): add a linear projection of the input.
+
+    Shapes:
+        input: ``[N, in_channels]``, a ``Graph`` or ``edge_index [2, E]``, optional
+        ``edge_attr [E, edge_dim]``. output: ``[N, H * C]`` (``[N, C]`` if not concat);
+        with ``return_attention_weights=True`` also ``(edge_index, alpha [E', H])`` over the
+        edges used (self-loops included).
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, heads: int = 1,
+                 concat: bool = True, negative_slope: float = 0.2, dropout: float = 0.0,
+                 add_self_loops: bool = True, edge_dim: int | None = None,
+                 fill_value: float | str = "mean", bias: bool = True, residual: bool = False):
+        super().__init__()
+        self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
+        self.concat, self.negative_slope, self.dropout = concat, negative_slope, dropout
+        self.add_self_loops, self.edge_dim, self.fill_value = add_self_loops, edge_dim, fill_value
+        H, C = heads, out_channels
+        total = H * C if concat else C
+        self.lin = glorot_linear(in_channels, H * C)
+        self.att_src = torch.nn.Parameter(torch.empty(1, H, C))
+        self.att_dst = torch.nn.Parameter(torch.empty(1, H, C))
+        self.lin_edge = glorot_linear(edge_dim, H * C) if edge_dim is not None else None
+        self.att_edge = torch.nn.Parameter(torch.empty(1, H, C)) if edge_dim is not None \
+            else None
+        self.res = glorot_linear(in_channels, total) if residual else None
+        self.bias = torch.nn.Parameter(torch.empty(total)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for lin in (self.lin, self.lin_edge, self.res):
+            if lin is not None:
+                reset_glorot(lin)
+        for att in (self.att_src, self.att_dst, self.att_edge):
+            if att is not None:
+                _glorot(att)
+        if self.bias is not None:
+            torch.nn.init.zeros_(self.bias)
+
+    def _loop_edge_attr(self, graph: Graph, keep: Tensor, edge_attr: Tensor) -> Tensor:
+        kept = edge_attr[keep]
+        if isinstance(self.fill_value, str):
+            fill = ops.scatter(kept, graph.edge_index[1][keep], 0, dim_size=graph.num_nodes,
+                               reduce=self.fill_value)
+        else:
+            fill = kept.new_full((graph.num_nodes, *kept.shape[1:]), float(self.fill_value))
+        return torch.cat([kept, fill])
+
+    def forward(self, x: Tensor, graph, edge_attr: Tensor | None = None,
+                return_attention_weights: bool = False):
+        check_input(self, x, self.in_channels)
+        graph = as_graph(graph, x)
+        H, C = self.heads, self.out_channels
+        if edge_attr is None and self.edge_dim is not None:
+            edge_attr = graph.edge_attr
+            if edge_attr is None:
+                raise ValueError("GATConv was built with edge_dim but got no edge_attr")
+        if edge_attr is not None and edge_attr.dim() == 1:
+            edge_attr = edge_attr.view(-1, 1)
+        if edge_attr is not None and edge_attr.size(0) != graph.num_edges:
+            raise ValueError(f"edge_attr has {edge_attr.size(0)} rows but the graph has "
+                             f"{graph.num_edges} edges")
+        if self.add_self_loops:
+            loops, keep = graph.cached("gat_self_loops", lambda: _with_fresh_self_loops(graph))
+            if edge_attr is not None:
+                edge_attr = self._loop_edge_attr(graph, keep, edge_attr)
+            graph = loops
+        h = self.lin(x).view(-1, H, C)
+        score = ops.sddmm(graph, (h * self.att_src).sum(-1), (h * self.att_dst).sum(-1), "add")
+        if self.lin_edge is not None and edge_attr is not None:
+            e = self.lin_edge(edge_attr.to(x.dtype)).view(-1, H, C)
+            score = score + (e * self.att_edge).sum(-1)
+        score = F.leaky_relu(score, self.negative_slope)
+        if self.dropout > 0 and self.training:
+            alpha = F.dropout(ops.segment_softmax(graph, score), p=self.dropout)
+            out = ops.spmm(graph, h, alpha)
+        else:
+            out = ops.segment_attention(graph, score, h, return_weights=return_attention_weights)
+            out, alpha = out if return_attention_weights else (out, None)
+        out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
+        if self.res is not None:
+            out = out + self.res(x)
+        if self.bias is not None:
+            out = out + self.bias
+        return (out, (graph.edge_index, alpha)) if return_attention_weights else out
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
+                f"heads={self.heads})")

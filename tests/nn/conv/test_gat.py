@@ -1,0 +1,66 @@
+import pytest
+import torch
+import torch_geometric.nn as pyg
+from parity import assert_parity, parity_graph
+
+from graphloc import Graph
+from graphloc.nn import GATConv
+
+
+@pytest.mark.parametrize("heads,concat", [(1, True), (3, True), (3, False)])
+@pytest.mark.parametrize("add_self_loops", [True, False])
+@pytest.mark.parametrize("bias,residual", [(True, False), (False, True)])
+def test_gat_matches_pyg(heads, concat, add_self_loops, bias, residual):
+    edge_index, n = parity_graph(9)
+    kwargs = dict(heads=heads, concat=concat, add_self_loops=add_self_loops, bias=bias,
+                  residual=residual)
+    graph = Graph(edge_index, num_nodes=n)
+    assert_parity(GATConv(8, 5, **kwargs), pyg.GATConv(8, 5, **kwargs),
+                  lambda m, x: m(x, graph), lambda m, x: m(x, edge_index), torch.randn(n, 8))
+
+
+@pytest.mark.parametrize("fill_value", ["mean", "max", 0.5])
+def test_gat_with_edge_features_matches_pyg(fill_value):
+    edge_index, n = parity_graph(10)
+    edge_attr = torch.randn(edge_index.size(1), 3, dtype=torch.float64, requires_grad=True)
+    kwargs = dict(heads=2, edge_dim=3, fill_value=fill_value)
+    graph = Graph(edge_index, num_nodes=n)
+    assert_parity(GATConv(8, 4, **kwargs), pyg.GATConv(8, 4, **kwargs),
+                  lambda m, x: m(x, graph, edge_attr), lambda m, x: m(x, edge_index, edge_attr),
+                  torch.randn(n, 8), extra=(edge_attr,))
+
+
+def test_gat_attention_weights_match_pyg():
+    edge_index, n = parity_graph(11)
+    ours, theirs = GATConv(6, 4, heads=2), pyg.GATConv(6, 4, heads=2)
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(n, 6)
+    out, (index, alpha) = ours(x, edge_index, return_attention_weights=True)
+    ref_out, (ref_index, ref_alpha) = theirs(x, edge_index, return_attention_weights=True)
+    torch.testing.assert_close(out, ref_out)
+    assert torch.equal(index, ref_index)
+    torch.testing.assert_close(alpha, ref_alpha)
+
+
+def test_gat_attention_dropout_only_in_training():
+    edge_index, n = parity_graph(12)
+    conv, x = GATConv(4, 4, heads=2, dropout=0.5), torch.randn(n, 4)
+    conv.eval()
+    torch.testing.assert_close(conv(x, edge_index), conv(x, edge_index))
+    conv.train()
+    torch.manual_seed(0)
+    first = conv(x, edge_index)
+    torch.manual_seed(1)
+    assert not torch.allclose(first, conv(x, edge_index))
+
+
+def test_gat_bad_input():
+    conv = GATConv(4, 2, heads=2, edge_dim=3)
+    edge_index = torch.tensor([[0, 1], [1, 0]])
+    assert repr(conv) == "GATConv(4, 2, heads=2)"
+    with pytest.raises(ValueError, match="built with edge_dim but got no edge_attr"):
+        conv(torch.randn(2, 4), edge_index)
+    with pytest.raises(ValueError, match="edge_attr has 3 rows but the graph has 2 edges"):
+        conv(torch.randn(2, 4), edge_index, torch.randn(3, 3))
+    with pytest.raises(ValueError, match=r"\[N, 4\]"):
+        conv(torch.randn(2, 5), edge_index)
