@@ -31,10 +31,11 @@ register_conv("cheb")(lambda i, o, K=3, **kw: ChebConv(i, o, K=K, **kw))
 
 @register_conv("gat")
 def _gat(in_channels: int, out_channels: int, heads: int = 4, **kwargs) -> GATConv:
-    """Heads concatenated to ``out_channels`` in total (which ``heads`` must divide)."""
-    if out_channels % heads:
-        raise ValueError(f"gat: heads={heads} must divide the layer width {out_channels}")
-    return GATConv(in_channels, out_channels // heads, heads=heads, **kwargs)
+    """Heads concatenated to ``out_channels`` in total when ``heads`` divides it, else
+    averaged (each head ``out_channels`` wide), as GAT's own output layer does."""
+    if out_channels % heads == 0:
+        return GATConv(in_channels, out_channels // heads, heads=heads, **kwargs)
+    return GATConv(in_channels, out_channels, heads=heads, concat=False, **kwargs)
 
 
 @register_conv("gin")
