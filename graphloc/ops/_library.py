@@ -73,9 +73,9 @@ def _spmm_setup(ctx, inputs, output):
     indptr, indices, value, x, reduce, ci, cx, cp = inputs
     ctx.reduce = reference.canonical_reduce(reduce)
     ctx.num_src = x.size(0)
-    # x is only read back for edge-value gradients and max/min routing: an unweighted sum
-    # or mean keeps no reference to it.
-    keep_x = value is not None or ctx.reduce in ("max", "min")
+    # x is only read back for edge-value gradients and max/min routing: otherwise the op
+    # keeps no reference to it (deep GCNs then hold one activation per layer, not two).
+    keep_x = (value is not None and value.requires_grad) or ctx.reduce in ("max", "min")
     ctx.save_for_backward(indptr, indices, value, x if keep_x else None, ci, cx, cp, output[1])
 
 

@@ -104,14 +104,14 @@ class ChebConv(torch.nn.Module):
             lap, weight = graph.cached(("cheb", self.normalization, lambda_max, x.dtype), build)
         else:
             lap, weight = build()
-        tx0, out = x, self.lins[0](x)
+        tx0, out = x, self.lins[0](x)  # accumulated in place: no backward reads it
         if len(self.lins) > 1:
             tx1 = ops.spmm(lap, x, weight)
-            out = out + self.lins[1](tx1)
+            out.add_(self.lins[1](tx1))
             for lin in self.lins[2:]:
-                tx0, tx1 = tx1, 2.0 * ops.spmm(lap, tx1, weight) - tx0
-                out = out + lin(tx1)
-        return out if self.bias is None else out + self.bias
+                tx0, tx1 = tx1, ops.spmm(lap, tx1, weight).mul_(2.0).sub_(tx0)
+                out.add_(lin(tx1))
+        return out if self.bias is None else out.add_(self.bias)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "

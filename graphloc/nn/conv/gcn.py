@@ -76,7 +76,9 @@ class GCNConv(torch.nn.Module):
         if edge_weight is not None:
             edge_weight = edge_weight.to(x.dtype)
         out = ops.spmm(graph, self.lin(x), edge_weight)
-        return out if self.bias is None else out + self.bias
+        # In place: spmm's backward does not read its output, and a second N x F buffer
+        # would cost as much as the product itself.
+        return out if self.bias is None else out.add_(self.bias)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"

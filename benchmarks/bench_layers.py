@@ -1,0 +1,165 @@
+"""Layer benchmark: graphloc's convs against their PyG twins, forward + backward.
+
+Each (graph, layer, library) runs in its own process, so its peak memory is measurable:
+the growth of the process's peak resident set over its size just before the first
+forward + backward. Time is the median of repeated forward + backward passes. Also a full
+training epoch (forward, backward, Adam step) of a 16-layer GCN.
+
+    python benchmarks/bench_layers.py [--quick] [--write benchmarks/RESULTS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_ops import machine  # noqa: E402
+from graphs import power_law, road_like  # noqa: E402
+
+F = 64
+LAYERS = {  # name -> (graphloc factory, PyG factory)
+    "GCNConv": ("GCNConv(F, F)", "GCNConv(F, F)"),
+    "SAGEConv": ("SAGEConv(F, F)", "SAGEConv(F, F)"),
+    "GATConv (4 heads x 16)": ("GATConv(F, 16, heads=4)", "GATConv(F, 16, heads=4)"),
+    "GINConv": ("GINConv(mlp())", "GINConv(mlp())"),
+    "ChebConv (K=3)": ("ChebConv(F, F, K=3)", "ChebConv(F, F, K=3)"),
+}
+
+
+def mlp():
+    return torch.nn.Sequential(torch.nn.Linear(F, F), torch.nn.ReLU(), torch.nn.Linear(F, F))
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_one(graph_file: str, lib: str, layer: str, reps: int) -> dict:
+    """One measurement, in this (fresh) process."""
+    import torch_geometric.nn as pyg_nn
+
+    import graphloc.nn as gl_nn
+    from graphloc import Graph
+
+    edge_index, num_nodes = torch.load(graph_file)
+    torch.manual_seed(0)
+    x = torch.randn(num_nodes, F, requires_grad=True)
+    if layer == "GCN x16 epoch":
+        return run_epoch(lib, edge_index, num_nodes, x.detach(), reps)
+    ours, theirs = LAYERS[layer]
+    namespace = {**vars(gl_nn if lib == "graphloc" else pyg_nn), "F": F, "mlp": mlp}
+    model = eval(ours if lib == "graphloc" else theirs, namespace)  # noqa: S307 (fixed table)
+    graph = Graph(edge_index, num_nodes=num_nodes) if lib == "graphloc" else edge_index
+
+    def step():
+        out = model(x, graph)
+        torch.autograd.grad(out, [x, *model.parameters()], torch.ones_like(out))
+
+    before = rss_mb()
+    step()  # first pass: peak memory (graphloc also builds its cached layouts here)
+    peak = peak_rss_mb() - before
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t)
+    return {"ms": 1e3 * statistics.median(times), "peak_mb": peak}
+
+
+def run_epoch(lib, edge_index, num_nodes, x, reps):
+    import torch_geometric.nn as pyg_nn
+
+    from graphloc import Graph
+    from graphloc.nn import GNN
+
+    y = torch.randint(0, 10, (num_nodes,))
+    if lib == "graphloc":
+        model, graph = GNN("gcn", F, F, 10, num_layers=16), Graph(edge_index, num_nodes)
+    else:
+        model, graph = pyg_nn.GCN(F, F, 16, 10), edge_index
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def epoch():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x, graph), y).backward()
+        opt.step()
+
+    before = rss_mb()
+    epoch()
+    peak = peak_rss_mb() - before
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        epoch()
+        times.append(time.perf_counter() - t)
+    return {"ms": 1e3 * statistics.median(times), "peak_mb": peak}
+
+
+def measure(graph_file, lib, layer, reps):
+    cmd = [sys.executable, __file__, "--one", graph_file, lib, layer, str(reps)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="road graph only")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--write", metavar="PATH")
+    parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:
+        graph_file, lib, layer, reps = args.one
+        print(json.dumps(run_one(graph_file, lib, layer, int(reps))))
+        return
+    graphs = {"road": road_like}
+    if not args.quick:
+        graphs["power-law"] = power_law
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for gname, make in graphs.items():
+            g = make()
+            path = os.path.join(tmp, f"{gname}.pt")
+            torch.save((g.edge_index, g.num_nodes), path)
+            for layer in [*LAYERS, "GCN x16 epoch"]:
+                if layer == "GCN x16 epoch" and gname != "road":
+                    continue
+                res = {lib: measure(path, lib, layer, args.reps) for lib in ("graphloc", "PyG")}
+                rows.append((gname, layer, res))
+                print(f"  {gname:>9} {layer:<24} " + "  ".join(
+                    f"{lib}={r['ms']:.0f}ms/{r['peak_mb']:.0f}MB" for lib, r in res.items()),
+                    flush=True)
+    lines = ["| graph | layer (F=64, fwd+bwd) | graphloc ms | PyG ms | speed-up | "
+             "graphloc peak MB | PyG peak MB | PyG / graphloc memory |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for gname, layer, res in rows:
+        ours, theirs = res["graphloc"], res["PyG"]
+        ratio = theirs["peak_mb"] / max(ours["peak_mb"], 1)
+        lines.append(f"| {gname} | {layer} | {ours['ms']:.0f} | {theirs['ms']:.0f} | "
+                     f"{theirs['ms'] / ours['ms']:.1f}x | {ours['peak_mb']:.0f} | "
+                     f"{theirs['peak_mb']:.0f} | {ratio:.1f}x |")
+    header = f"{datetime.date.today().isoformat()}, {machine()}"
+    print(f"\n{header}\n\n" + "\n".join(lines))
+    if args.write:
+        with open(args.write, "a") as f:
+            f.write(f"\n## Layers vs PyG, {header}\n\n" + "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
