@@ -18,13 +18,27 @@ def _glorot(param: torch.Tensor) -> None:
     torch.nn.init.uniform_(param, -bound, bound)
 
 
-def _with_fresh_self_loops(graph: Graph) -> tuple[Graph, Tensor]:
-    """The graph without its self-loops plus one loop per node (appended), and the mask of
-    the original edges kept."""
+def _block_diagonal(att: Tensor) -> Tensor:
+    """``[1, H, C]`` attention vectors as a ``[H * C, H]`` matrix, head h in column h."""
+    _, H, C = att.shape
+    eye = torch.eye(H, dtype=att.dtype, device=att.device)
+    return (att[0].unsqueeze(-1) * eye.unsqueeze(1)).reshape(H * C, H)
+
+
+def _with_fresh_self_loops(graph: Graph) -> tuple[Graph, Tensor, Tensor, Tensor]:
+    """PyG's edge list for GAT (the graph's non-loop edges, then one loop per node), and a
+    Graph of the same edges sorted by destination, so the kernels need no permutation.
+
+    Returns ``(sorted_graph, order, pyg_edge_index, keep)``: ``sorted_graph`` holds edge
+    ``order[k]`` of ``pyg_edge_index`` at position ``k``; ``keep`` masks the original edges
+    that survive (the non-loops).
+    """
     src, dst = graph.edge_index
     keep = src != dst
     loops = torch.arange(graph.num_nodes, device=graph.device).expand(2, -1)
-    return Graph(torch.cat([graph.edge_index[:, keep], loops], dim=1), graph.num_nodes), keep
+    pyg_edge_index = torch.cat([graph.edge_index[:, keep], loops], dim=1)
+    order = torch.sort(pyg_edge_index[1], stable=True).indices
+    return Graph(pyg_edge_index[:, order], graph.num_nodes), order, pyg_edge_index, keep
 
 
 class GATConv(torch.nn.Module):
@@ -119,13 +133,20 @@ class GATConv(torch.nn.Module):
         if edge_attr is not None and edge_attr.size(0) != graph.num_edges:
             raise ValueError(f"edge_attr has {edge_attr.size(0)} rows but the graph has "
                              f"{graph.num_edges} edges")
+        order = None
         if self.add_self_loops:
-            loops, keep = graph.cached("gat_self_loops", lambda: _with_fresh_self_loops(graph))
+            loops, order, pyg_edge_index, keep = graph.cached(
+                "gat_self_loops", lambda: _with_fresh_self_loops(graph))
             if edge_attr is not None:
-                edge_attr = self._loop_edge_attr(graph, keep, edge_attr)
+                edge_attr = self._loop_edge_attr(graph, keep, edge_attr)[order]
             graph = loops
-        h = self.lin(x).view(-1, H, C)
-        score = ops.sddmm(graph, (h * self.att_src).sum(-1), (h * self.att_dst).sum(-1), "add")
+        h = self.lin(x)
+        # Both per-node score halves in one thin matmul against block-diagonal [H*C, H]
+        # attention vectors: no [N, H, C] products, forward or backward.
+        a_src, a_dst = (h @ torch.cat([_block_diagonal(self.att_src),
+                                       _block_diagonal(self.att_dst)], dim=1)).split(H, dim=1)
+        h = h.view(-1, H, C)
+        score = ops.sddmm(graph, a_src.contiguous(), a_dst.contiguous(), "add")
         if self.lin_edge is not None and edge_attr is not None:
             e = self.lin_edge(edge_attr.to(x.dtype)).view(-1, H, C)
             score = score + (e * self.att_edge).sum(-1)
@@ -141,7 +162,11 @@ class GATConv(torch.nn.Module):
             out = out + self.res(x)
         if self.bias is not None:
             out = out + self.bias
-        return (out, (graph.edge_index, alpha)) if return_attention_weights else out
+        if not return_attention_weights:
+            return out
+        if order is None:
+            return out, (graph.edge_index, alpha)
+        return out, (pyg_edge_index, torch.empty_like(alpha).index_copy(0, order, alpha))
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
