@@ -10,7 +10,7 @@ CSRC := $(shell find csrc -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name 
 NVCC := $(shell command -v nvcc 2>/dev/null)
 NVCC_FLAGS := -std=c++20 --expt-relaxed-constexpr -arch=sm_90 -Icsrc
 
-.PHONY: demo test bench lint cuda-check clean
+.PHONY: demo test bench bench-layers lint cuda-check clean
 
 $(PY):
 	$(PYTHON_SYS) -m venv $(VENV)
@@ -34,6 +34,9 @@ test: $(VENV)/.ext lint cuda-check
 
 bench: $(VENV)/.ext
 	$(PY) benchmarks/bench_ops.py --write benchmarks/RESULTS.md
+
+bench-layers: $(VENV)/.ext
+	$(PY) benchmarks/bench_layers.py --write benchmarks/RESULTS.md
 
 lint: $(VENV)/.deps
 	$(VENV)/bin/ruff check graphloc tests benchmarks examples
