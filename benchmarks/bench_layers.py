@@ -71,8 +71,14 @@ def run_one(graph_file: str, lib: str, layer: str, reps: int) -> dict:
         out = model(x, graph)
         torch.autograd.grad(out, [x, *model.parameters()], torch.ones_like(out))
 
+    return peak_and_median(step, reps)
+
+
+def peak_and_median(step, reps: int) -> dict:
+    """Peak memory growth of the first call (graphloc also builds its cached layouts
+    there), then the median time of ``reps`` more."""
     before = rss_mb()
-    step()  # first pass: peak memory (graphloc also builds its cached layouts here)
+    step()
     peak = peak_rss_mb() - before
     times = []
     for _ in range(reps):
@@ -100,15 +106,7 @@ def run_epoch(lib, edge_index, num_nodes, x, reps):
         torch.nn.functional.cross_entropy(model(x, graph), y).backward()
         opt.step()
 
-    before = rss_mb()
-    epoch()
-    peak = peak_rss_mb() - before
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        epoch()
-        times.append(time.perf_counter() - t)
-    return {"ms": 1e3 * statistics.median(times), "peak_mb": peak}
+    return peak_and_median(epoch, reps)
 
 
 def measure(graph_file, lib, layer, reps):
