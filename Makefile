@@ -10,7 +10,7 @@ CSRC := $(shell find csrc -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name 
 NVCC := $(shell command -v nvcc 2>/dev/null)
 NVCC_FLAGS := -std=c++20 --expt-relaxed-constexpr -arch=sm_90 -Icsrc
 
-.PHONY: demo test bench bench-layers lint cuda-check clean
+.PHONY: setup demo test bench bench-layers lint cuda-check clean
 
 $(PY):
 	$(PYTHON_SYS) -m venv $(VENV)
@@ -22,20 +22,26 @@ $(VENV)/.deps: $(PY) pyproject.toml
 	touch $@ $(VENV)/.ext  # the editable install has just built graphloc/_C
 
 # Incremental rebuild of graphloc/_C (ninja) whenever a kernel source changes.
-$(VENV)/.ext: $(VENV)/.deps setup.py $(CSRC)
+$(VENV)/.ext: setup.py $(CSRC)
 	$(PY) setup.py -q build_ext --inplace
 	touch $@
 
-demo: $(VENV)/.ext
+# Two steps, so that a fresh install (which builds the extension) is not followed by a
+# second full build: make decides on .ext only after .deps exists.
+setup:
+	@$(MAKE) --no-print-directory $(VENV)/.deps
+	@$(MAKE) --no-print-directory $(VENV)/.ext
+
+demo: setup
 	$(PY) benchmarks/bench_ops.py --quick
 
-test: $(VENV)/.ext lint cuda-check
+test: setup lint cuda-check
 	$(PY) -m pytest -q
 
-bench: $(VENV)/.ext
+bench: setup
 	$(PY) benchmarks/bench_ops.py --write benchmarks/RESULTS.md
 
-bench-layers: $(VENV)/.ext
+bench-layers: setup
 	$(PY) benchmarks/bench_layers.py --write benchmarks/RESULTS.md
 
 lint: $(VENV)/.deps
