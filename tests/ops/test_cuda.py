@@ -1,0 +1,65 @@
+"""CUDA kernels against the CPU kernels (run where a GPU and a CUDA build are present)."""
+
+import pytest
+import torch
+from helpers import random_edge_index
+
+from graphloc import Graph, ops
+
+cuda_built = torch.cuda.is_available() and torch._C._dispatch_has_kernel_for_dispatch_key(
+    "graphloc::spmm", "CUDA")
+pytestmark = pytest.mark.skipif(not cuda_built, reason="no GPU or graphloc built without CUDA")
+REDUCES = ["sum", "mean", "max", "min"]
+
+
+def _pair(seed=60, hub=2000):
+    edge_index = random_edge_index(300, 3000, seed=seed, hub_degree=hub)
+    cpu = Graph(edge_index, num_nodes=310)
+    return cpu, cpu.to("cuda")
+
+
+@pytest.mark.parametrize("reduce", REDUCES)
+@pytest.mark.parametrize("channels", [1, 3, 64, 130])
+def test_spmm_forward_and_backward(reduce, channels):
+    cpu, gpu = _pair()
+    x = torch.randn(310, channels, dtype=torch.float64)
+    w = torch.rand(cpu.num_edges, dtype=torch.float64)
+    g = torch.randn(310, channels, dtype=torch.float64)
+
+    def run(graph, x, w, g):
+        x, w = x.clone().requires_grad_(), w.clone().requires_grad_()
+        out = ops.spmm(graph, x, w, reduce)
+        return (out, *torch.autograd.grad(out, (x, w), g))
+    torch.testing.assert_close(
+        [t.cpu() for t in run(gpu, x.cuda(), w.cuda(), g.cuda())], list(run(cpu, x, w, g)),
+        rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("op", ["dot", "add", "mul"])
+def test_sddmm(op):
+    cpu, gpu = _pair()
+    a, b = torch.randn(310, 2, 5, dtype=torch.float64), torch.randn(310, 2, 5, dtype=torch.float64)
+    torch.testing.assert_close(ops.sddmm(gpu, a.cuda(), b.cuda(), op).cpu(),
+                               ops.sddmm(cpu, a, b, op))
+
+
+def test_softmax_attention_and_scatter():
+    cpu, gpu = _pair()
+    s = torch.randn(cpu.num_edges, 2, dtype=torch.float64) * 5
+    x = torch.randn(310, 2, 8, dtype=torch.float64)
+    torch.testing.assert_close(ops.segment_softmax(gpu, s.cuda()).cpu(),
+                               ops.segment_softmax(cpu, s))
+    torch.testing.assert_close(ops.segment_attention(gpu, s.cuda(), x.cuda()).cpu(),
+                               ops.segment_attention(cpu, s, x))
+    src, index = torch.randn(1000, 4, dtype=torch.float64), torch.randint(0, 50, (1000,))
+    for reduce in REDUCES:
+        torch.testing.assert_close(ops.scatter(src.cuda(), index.cuda(), 0, dim_size=60,
+                                               reduce=reduce).cpu(),
+                                   ops.scatter(src, index, 0, dim_size=60, reduce=reduce))
+
+
+def test_bfloat16_spmm():
+    cpu, gpu = _pair()
+    x = torch.randn(310, 64).bfloat16()
+    torch.testing.assert_close(ops.spmm(gpu, x.cuda()).cpu().float(), ops.spmm(cpu, x).float(),
+                               rtol=2e-2, atol=2e-2)
