@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from graphloc.ops import scatter
 from graphloc.ops._library import csr_transpose, kernels
 
 _INT32_MAX = 2**31 - 1
@@ -256,8 +257,6 @@ class Graph:
     def coalesce(self, reduce: str = "sum") -> Graph:
         """Merges parallel edges into one (their ``edge_attr`` rows reduced with ``reduce``)
         and sorts edges by (destination, source)."""
-        from graphloc.ops import scatter
-
         group, num_groups = self.edge_groups()
         first = torch.full((num_groups,), self.num_edges, dtype=torch.long, device=self.device)
         first = first.scatter_reduce(0, group, torch.arange(self.num_edges, device=self.device),
@@ -305,8 +304,6 @@ class Graph:
         return self._gcn_norm(add_self_loops, improved, edge_weight, dtype)
 
     def _gcn_norm(self, add_self_loops, improved, edge_weight, dtype):
-        from graphloc.ops import scatter
-
         if edge_weight is None:
             edge_weight = torch.ones(self.num_edges, dtype=dtype, device=self.device)
         if edge_weight.shape != (self.num_edges,):

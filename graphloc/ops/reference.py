@@ -94,15 +94,20 @@ def sddmm(indptr, indices, a, b, op, heads, csc_indptr=None, csc_indices=None, c
     raise ValueError(f"sddmm op must be one of 'dot', 'add', 'mul', got {op!r}")
 
 
-def segment_softmax(score, indptr):
+def _row_logsumexp(score, indptr):
+    """Per (row, head) log-sum-exp of ``score [E, H]`` (0 for empty rows), and the rows."""
     rows = csr_rows(indptr, score.size(0)).long()
-    H = score.size(1)
-    idx = rows.unsqueeze(1).expand(-1, H)
-    row_max = score.new_full((indptr.numel() - 1, H), float("-inf"))
-    row_max = row_max.scatter_reduce(0, idx, score.detach(), "amax", include_self=True)
-    ex = (score - row_max.gather(0, idx)).exp()
-    denom = ex.new_zeros(row_max.shape).index_add(0, rows, ex)
-    return ex / denom.gather(0, idx)
+    num_rows, H = indptr.numel() - 1, score.size(1)
+    row_max = score.new_full((num_rows, H), float("-inf")).scatter_reduce(
+        0, rows.unsqueeze(1).expand(-1, H), score.detach(), "amax", include_self=True)
+    row_max = row_max.masked_fill(torch.isinf(row_max), 0.0)
+    total = score.new_zeros(num_rows, H).index_add(0, rows, (score - row_max[rows]).exp())
+    return torch.where(total > 0, row_max + total.clamp(min=1e-300).log(), 0.0), rows
+
+
+def segment_softmax(score, indptr):
+    lse, rows = _row_logsumexp(score, indptr)
+    return (score - lse[rows]).exp()
 
 
 def segment_softmax_backward(out, grad, indptr):
@@ -113,16 +118,8 @@ def segment_softmax_backward(out, grad, indptr):
 
 def segment_attention(score, indptr, indices, x, csc_indptr=None, csc_indices=None,
                       csc_perm=None):
-    rows = csr_rows(indptr, score.size(0)).long()
-    num_rows, H = indptr.numel() - 1, score.size(1)
-    idx = rows.unsqueeze(1).expand(-1, H)
-    row_max = score.new_full((num_rows, H), float("-inf"))
-    row_max = row_max.scatter_reduce(0, idx, score.detach(), "amax", include_self=True)
-    row_max = row_max.masked_fill(torch.isinf(row_max), 0.0)
-    total = score.new_zeros(num_rows, H).index_add(0, rows, (score - row_max[rows]).exp())
-    lse = torch.where(total > 0, row_max + total.clamp(min=1e-300).log(), 0.0)
-    alpha = (score - lse[rows]).exp()
-    return spmm(indptr, indices, alpha, x, "sum")[0], lse
+    lse, rows = _row_logsumexp(score, indptr)
+    return spmm(indptr, indices, (score - lse[rows]).exp(), x, "sum")[0], lse
 
 
 def coo_to_csr(index, num_rows):

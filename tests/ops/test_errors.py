@@ -99,3 +99,15 @@ def test_sddmm_and_softmax_bad_input(graph):
         ops.segment_softmax(graph, torch.randn(3, device="meta"))
     with pytest.raises(TypeError, match="scores must be a float32"):
         ops.segment_softmax(graph, torch.ones(3, dtype=torch.long))
+
+
+def test_segment_attention_bad_input(graph):
+    x = torch.randn(4, 2, 3)
+    with pytest.raises(ValueError, match="scores must have shape"):
+        ops.segment_attention(graph, torch.randn(5, 2), x)
+    with pytest.raises(ValueError, match="x has 3 rows but the graph has 4 nodes"):
+        ops.segment_attention(graph, torch.randn(3, 2), torch.randn(3, 6))
+    with pytest.raises(TypeError, match="scores has dtype torch.float64"):
+        ops.segment_attention(graph, torch.randn(3, 2, dtype=torch.float64), x)
+    with pytest.raises(ValueError, match="not divisible into 4 heads"):
+        ops.segment_attention(graph, torch.randn(3, 4), x)

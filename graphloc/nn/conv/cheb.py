@@ -14,15 +14,13 @@ def scaled_laplacian(graph: Graph, normalization: str | None, edge_weight: Tenso
                      lambda_max: float | None, dtype: torch.dtype) -> tuple[Graph, Tensor]:
     """:math:`\\hat{L} = 2L / \\lambda_{max} - I` on the loop-free graph plus one loop per
     node, as PyG's ``get_laplacian`` and ``ChebConv.__norm__`` build it."""
-    from graphloc.ops import scatter
-
     keep = graph.edge_index[0] != graph.edge_index[1]
     edge_index = graph.edge_index[:, keep]
     n = graph.num_nodes
     w = (torch.ones(edge_index.size(1), dtype=dtype, device=graph.device)
          if edge_weight is None else edge_weight[keep].to(dtype))
     src, dst = edge_index
-    deg = scatter(w, src, 0, dim_size=n, reduce="sum")
+    deg = ops.scatter(w, src, 0, dim_size=n, reduce="sum")
     if normalization is None:
         off, diag = -w, deg
     elif normalization == "sym":
