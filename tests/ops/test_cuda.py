@@ -63,3 +63,31 @@ def test_bfloat16_spmm():
     x = torch.randn(310, 64).bfloat16()
     torch.testing.assert_close(ops.spmm(gpu, x.cuda()).cpu().float(), ops.spmm(cpu, x).float(),
                                rtol=2e-2, atol=2e-2)
+
+
+def test_attention_and_softmax_backward():
+    cpu, gpu = _pair(seed=61)
+    s = torch.randn(cpu.num_edges, 2, dtype=torch.float64) * 5
+    x = torch.randn(310, 2, 8, dtype=torch.float64)
+    g = torch.randn(310, 2, 8, dtype=torch.float64)
+    gs = torch.randn(cpu.num_edges, 2, dtype=torch.float64)
+
+    def run(graph, s, x, g, gs):
+        s, x = s.clone().requires_grad_(), x.clone().requires_grad_()
+        att = ops.segment_attention(graph, s, x)
+        soft = ops.segment_softmax(graph, s)
+        return (*torch.autograd.grad(att, (s, x), g), *torch.autograd.grad(soft, s, gs))
+    torch.testing.assert_close([t.cpu() for t in run(gpu, s.cuda(), x.cuda(), g.cuda(),
+                                                     gs.cuda())],
+                               list(run(cpu, s, x, g, gs)))
+
+
+def test_coo_to_csr_and_segment_reduce():
+    index = torch.randint(0, 70, (5000,))
+    indptr, perm = ops.coo_to_csr(index, 80)
+    indptr_gpu, perm_gpu = ops.coo_to_csr(index.cuda(), 80)
+    assert torch.equal(indptr_gpu.cpu(), indptr) and torch.equal(perm_gpu.cpu(), perm)
+    src = torch.randn(5000, 3, dtype=torch.float64)
+    for reduce in REDUCES:
+        torch.testing.assert_close(ops.segment_reduce(src.cuda(), indptr_gpu, reduce).cpu(),
+                                   ops.segment_reduce(src, indptr, reduce))
