@@ -22,7 +22,7 @@ if ! ls graphloc/_C*.so >/dev/null 2>&1; then
 fi
 cp graphloc/_C*.so "$OUT/"
 
-timeout 200 $PY -m pytest -q -x -p no:cacheprovider tests/ops/test_cuda.py tests/nn/conv/test_cuda.py \
+timeout 200 $PY -m pytest -q -x -p no:cacheprovider tests/ops/test_cuda.py tests/nn/conv/test_conv_cuda.py \
   2>&1 | tee "$OUT/test_cuda.log" | tail -25
 timeout ${BENCH_TIMEOUT:-240} $PY benchmarks/bench_gpu.py --write "$OUT/gpu_results.md" 2>&1 \
   | tee "$OUT/bench_gpu.log" | grep -v "^  |"
