@@ -8,7 +8,12 @@ TORCH_VERSION := 2.13.0
 EXTRAS := dev,pyg
 CSRC := $(shell find csrc -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh')
 NVCC := $(shell command -v nvcc 2>/dev/null)
-NVCC_FLAGS := -std=c++20 --expt-relaxed-constexpr -arch=sm_90 -Icsrc
+# As setup.py compiles them: torch's flags (no implicit half/bfloat16 conversions), then
+# setup.py's NVCC_CONVERSIONS undoing them.
+NO_CONVERSIONS := __CUDA_NO_HALF_OPERATORS__ __CUDA_NO_HALF_CONVERSIONS__ \
+	__CUDA_NO_BFLOAT16_CONVERSIONS__ __CUDA_NO_HALF2_OPERATORS__
+NVCC_FLAGS := -std=c++20 --expt-relaxed-constexpr -arch=sm_90 -Icsrc \
+	$(addprefix -D,$(NO_CONVERSIONS)) $(addprefix -U,$(NO_CONVERSIONS))
 
 .PHONY: setup demo test bench bench-layers lint cuda-check clean
 

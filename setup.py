@@ -24,6 +24,13 @@ def with_cuda() -> bool:
     return mode == "1" or (mode == "auto" and available)
 
 
+# torch's nvcc flags (COMMON_NVCC_FLAGS) switch off the implicit half/bfloat16 conversions
+# and operators; the kernels convert through static_cast to float accumulators, so turn
+# them back on. The Makefile's cuda-check compiles with the same pair of flag sets.
+NVCC_CONVERSIONS = ["-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
+                    "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "-U__CUDA_NO_HALF2_OPERATORS__"]
+
+
 def extension():
     debug = os.environ.get("GRAPHLOC_DEBUG") == "1"
     opt = ["-O0", "-g"] if debug else ["-O3"]
@@ -40,7 +47,7 @@ def extension():
     if not with_cuda():
         return CppExtension(sources=sources, extra_compile_args={"cxx": cxx}, **kwargs)
     sources += sorted(glob.glob("csrc/cuda/*.cu")) + sorted(glob.glob("csrc/cuda/*.cpp"))
-    nvcc = [*opt, "-std=c++20", "--expt-relaxed-constexpr", "-lineinfo"]
+    nvcc = [*opt, "-std=c++20", "--expt-relaxed-constexpr", "-lineinfo", *NVCC_CONVERSIONS]
     cxx.append("-DGRAPHLOC_WITH_CUDA")
     return CUDAExtension(sources=sources, extra_compile_args={"cxx": cxx, "nvcc": nvcc}, **kwargs)
 
