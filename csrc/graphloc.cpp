@@ -39,6 +39,13 @@ TORCH_LIBRARY(graphloc, m) {
   m.def("segment_attention(Tensor score, Tensor indptr, Tensor indices, Tensor x, "
         "Tensor? csc_indptr=None, Tensor? csc_indices=None, Tensor? csc_perm=None) "
         "-> (Tensor, Tensor)");
+  // Both gradients of segment_attention (CPU): d score [E, H] over the CSR rows and d x
+  // [N, heads * C] over the transpose, the weights recomputed from lse. Empty tensors for
+  // the gradients not asked for.
+  m.def("segment_attention_backward(Tensor score, Tensor lse, Tensor out, Tensor grad_out, "
+        "Tensor? grad_lse, Tensor indptr, Tensor indices, Tensor x, Tensor csc_indptr, "
+        "Tensor csc_indices, Tensor csc_perm, bool need_score, bool need_x) "
+        "-> (Tensor, Tensor)");
   // Stable counting sort of index into (indptr [num_rows + 1], perm [E]).
   m.def("coo_to_csr(Tensor index, int num_rows) -> (Tensor, Tensor)");
 }

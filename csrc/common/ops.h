@@ -161,4 +161,32 @@ inline void check_attention_args(const at::Tensor& score, const at::Tensor& indp
               " channels, not divisible into ", score.size(1), " heads");
 }
 
+// segment_attention_backward: the forward's outputs and their gradients, and a transpose
+// whose columns are the CSR rows.
+inline void check_attention_backward_args(
+    const at::Tensor& score, const at::Tensor& lse, const at::Tensor& out,
+    const at::Tensor& grad_out, const c10::optional<at::Tensor>& grad_lse,
+    const at::Tensor& indptr, const at::Tensor& x, const at::Tensor& csc_indptr,
+    const at::Tensor& csc_indices, const at::Tensor& csc_perm) {
+  const int64_t rows = indptr.numel() - 1;
+  for (const at::Tensor* t : {&lse, &out, &grad_out})
+    TORCH_CHECK(t->dim() == 2 && t->size(0) == rows && t->scalar_type() == x.scalar_type(),
+                "lse, out and grad_out must be ", x.scalar_type(), " with ", rows,
+                " rows, got ", t->scalar_type(), " of shape ", t->sizes());
+  TORCH_CHECK(lse.size(1) == score.size(1), "lse has ", lse.size(1), " heads, score ",
+              score.size(1));
+  TORCH_CHECK(out.size(1) == x.size(1) && grad_out.size(1) == x.size(1), "out and grad_out ",
+              "must have ", x.size(1), " channels like x");
+  if (grad_lse) TORCH_CHECK(grad_lse->sizes() == lse.sizes(), "grad_lse must be shaped like lse");
+  check_spmm_args(csc_indptr, csc_indices, x);
+  check_index(csc_perm, "csc_perm");
+  TORCH_CHECK(csc_perm.scalar_type() == csc_indptr.scalar_type(), "csc_perm must have the ",
+              "index dtype ", csc_indptr.scalar_type());
+  TORCH_CHECK(csc_perm.numel() == csc_indices.numel() && csc_indices.numel() == score.size(0),
+              "the transpose must hold the ", score.size(0), " edges");
+  check_csr_nnz(csc_indptr, score.size(0), "csc_indices");
+  TORCH_CHECK(csc_indptr.numel() - 1 == x.size(0), "the transpose has ",
+              csc_indptr.numel() - 1, " rows but x has ", x.size(0));
+}
+
 }  // namespace graphloc

@@ -83,8 +83,120 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_cpu(
   return {out, lse};
 }
 
+// Backward, pass 1 (rows of the CSR): with g = grad_out, alpha_e = exp(score_e - lse_i),
+// d score_e = alpha_e * (<g_i, x_j> - <g_i, out_i> + grad_lse_i) per head; the weights are
+// recomputed from lse, so no [E, H] alpha and no per-edge products are stored.
+template <typename scalar_t, typename index_t>
+void attention_score_grad(const index_t* indptr, const index_t* indices, const scalar_t* score,
+                          const scalar_t* lse, const scalar_t* out, const scalar_t* grad,
+                          const scalar_t* grad_lse, const scalar_t* x, int64_t num_rows,
+                          int64_t H, int64_t C, scalar_t* grad_score) {
+  using acc_t = typename AccType<scalar_t>::type;
+  const int64_t K = H * C;
+  parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
+    std::vector<acc_t> base(H);
+    const int64_t chunk_end = indptr[r1];
+    for (int64_t i = r0; i < r1; ++i) {
+      const scalar_t* __restrict__ gi = grad + i * K;
+      for (int64_t h = 0; h < H; ++h) {
+        acc_t dot = 0;
+#pragma omp simd reduction(+ : dot)
+        for (int64_t c = 0; c < C; ++c)
+          dot += static_cast<acc_t>(gi[h * C + c]) * static_cast<acc_t>(out[i * K + h * C + c]);
+        base[h] = (grad_lse ? static_cast<acc_t>(grad_lse[i * H + h]) : acc_t(0)) - dot;
+      }
+      for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+        if (e + kPrefetchDistance < chunk_end)
+          prefetch_row(x + static_cast<int64_t>(indices[e + kPrefetchDistance]) * K, K);
+        const scalar_t* __restrict__ xj = x + static_cast<int64_t>(indices[e]) * K;
+        for (int64_t h = 0; h < H; ++h) {
+          acc_t dot = 0;
+#pragma omp simd reduction(+ : dot)
+          for (int64_t c = 0; c < C; ++c)
+            dot += static_cast<acc_t>(gi[h * C + c]) * static_cast<acc_t>(xj[h * C + c]);
+          const acc_t alpha = std::exp(static_cast<acc_t>(score[e * H + h]) -
+                                       static_cast<acc_t>(lse[i * H + h]));
+          grad_score[e * H + h] = static_cast<scalar_t>(alpha * (dot + base[h]));
+        }
+      }
+    }
+  });
+}
+
+// Backward, pass 2 (rows of the transpose): d x_j = sum over edges j -> i of alpha_e * g_i,
+// alpha recomputed per edge from the score and the destination's lse.
+template <typename scalar_t, typename index_t>
+void attention_x_grad(const index_t* csc_indptr, const index_t* csc_indices,
+                      const index_t* csc_perm, const scalar_t* score, const scalar_t* lse,
+                      const scalar_t* grad, int64_t num_src, int64_t H, int64_t C,
+                      scalar_t* grad_x) {
+  using acc_t = typename AccType<scalar_t>::type;
+  const int64_t K = H * C;
+  parallel_rows(csc_indptr, num_src, [&](int64_t r0, int64_t r1) {
+    std::vector<acc_t> acc(K);
+    const int64_t chunk_end = csc_indptr[r1];
+    for (int64_t j = r0; j < r1; ++j) {
+      std::fill(acc.begin(), acc.end(), acc_t(0));
+      for (int64_t c = csc_indptr[j]; c < csc_indptr[j + 1]; ++c) {
+        if (c + kPrefetchDistance < chunk_end)
+          prefetch_row(grad + static_cast<int64_t>(csc_indices[c + kPrefetchDistance]) * K, K);
+        const int64_t i = csc_indices[c], e = csc_perm[c];
+        const scalar_t* __restrict__ gi = grad + i * K;
+        for (int64_t h = 0; h < H; ++h) {
+          const acc_t w = std::exp(static_cast<acc_t>(score[e * H + h]) -
+                                   static_cast<acc_t>(lse[i * H + h]));
+          acc_t* __restrict__ a = acc.data() + h * C;
+#pragma omp simd
+          for (int64_t k = 0; k < C; ++k) a[k] += w * static_cast<acc_t>(gi[h * C + k]);
+        }
+      }
+      for (int64_t k = 0; k < K; ++k) grad_x[j * K + k] = static_cast<scalar_t>(acc[k]);
+    }
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor> segment_attention_backward_cpu(
+    const at::Tensor& score, const at::Tensor& lse, const at::Tensor& out,
+    const at::Tensor& grad_out, const c10::optional<at::Tensor>& grad_lse,
+    const at::Tensor& indptr, const at::Tensor& indices, const at::Tensor& x,
+    const at::Tensor& csc_indptr, const at::Tensor& csc_indices, const at::Tensor& csc_perm,
+    bool need_score, bool need_x) {
+  check_attention_args(score, indptr, indices, x);
+  check_csr_nnz(indptr, indices.numel(), "indices");
+  check_attention_backward_args(score, lse, out, grad_out, grad_lse, indptr, x, csc_indptr,
+                                csc_indices, csc_perm);
+  const int64_t num_rows = indptr.numel() - 1, H = score.size(1), C = x.size(1) / H;
+  auto sc = score.contiguous(), lc = lse.contiguous(), g = grad_out.contiguous();
+  at::Tensor grad_score = need_score ? at::empty_like(sc) : at::empty({0}, score.options());
+  at::Tensor grad_x = need_x ? empty_output(x.sizes(), x.options()) : at::empty({0}, x.options());
+  GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::segment_attention_backward", [&] {
+    GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+      if (need_x) {
+        auto cic = csc_indices.contiguous(), cpc = csc_perm.contiguous();
+        attention_x_grad<scalar_t, index_t>(
+            csc_indptr.data_ptr<index_t>(), cic.data_ptr<index_t>(), cpc.data_ptr<index_t>(),
+            sc.data_ptr<scalar_t>(), lc.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(),
+            x.size(0), H, C, grad_x.data_ptr<scalar_t>());
+      }
+      if (need_score) {
+        auto oc = out.contiguous(), xc = x.contiguous(), ic = indices.contiguous();
+        const at::Tensor gl = grad_lse ? grad_lse->contiguous() : at::Tensor();
+        attention_score_grad<scalar_t, index_t>(
+            indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(), sc.data_ptr<scalar_t>(),
+            lc.data_ptr<scalar_t>(), oc.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(),
+            gl.defined() ? gl.data_ptr<scalar_t>() : nullptr, xc.data_ptr<scalar_t>(),
+            num_rows, H, C, grad_score.data_ptr<scalar_t>());
+      }
+    });
+  });
+  return {grad_score, grad_x};
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(graphloc, CPU, m) { m.impl("segment_attention", &segment_attention_cpu); }
+TORCH_LIBRARY_IMPL(graphloc, CPU, m) {
+  m.impl("segment_attention", &segment_attention_cpu);
+  m.impl("segment_attention_backward", &segment_attention_backward_cpu);
+}
 
 }  // namespace graphloc

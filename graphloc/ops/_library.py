@@ -198,24 +198,41 @@ def _attention_setup(ctx, inputs, output):
 def _attention_backward(ctx, grad_out, grad_lse):
     # The attention weights are recomputed from the saved log-sum-exp ([E, H], never the
     # [E, H, C] messages). With g = grad_out: d score = alpha * (<g_i, x_j> - <g_i, out_i>),
-    # d x = the transpose spmm of g weighted by alpha.
+    # d x = the transpose spmm of g weighted by alpha. On the CPU one fused kernel does both.
     score, indptr, indices, x, ci, cx, cp, out, lse = ctx.saved_tensors
+    need_score, need_x = ctx.needs_input_grad[0], ctx.needs_input_grad[3]
+    if grad_out is None:
+        grad_out = torch.zeros_like(out)
+    ci, cx, cp = _transpose_of(indptr, indices, x.size(0), ci, cx, cp)
+    if score.device.type == "cpu":
+        grad_score, grad_x = kernels.segment_attention_backward(
+            score, lse, out, grad_out.contiguous(), grad_lse, indptr, indices, x, ci, cx, cp,
+            need_score, need_x)
+    else:
+        grad_score, grad_x = _attention_backward_composed(
+            score, lse, out, grad_out.contiguous(), grad_lse, indptr, indices, x, ci, cx, cp)
+    return (grad_score if need_score else None), None, None, \
+        (grad_x if need_x else None), None, None, None
+
+
+def _attention_backward_composed(score, lse, out, grad_out, grad_lse, indptr, indices, x,
+                                 ci, cx, cp):
+    """The backward from graphloc ops (devices without the fused kernel)."""
     num_edges, heads = score.shape
     alpha = (score - kernels.gather_csr(lse.contiguous(), indptr, num_edges)).exp()
-    grad_score = grad_x = None
-    if grad_out is not None:
-        grad_out = grad_out.contiguous()
-        if ctx.needs_input_grad[0]:
-            per_edge = kernels.sddmm(indptr, indices, x, grad_out, "dot", heads)
-            per_row = (grad_out * out).view(out.size(0), heads, -1).sum(-1)
-            grad_score = alpha * (per_edge - kernels.gather_csr(per_row, indptr, num_edges))
-        if ctx.needs_input_grad[3]:
-            ci, cx, cp = _transpose_of(indptr, indices, x.size(0), ci, cx, cp)
-            grad_x = kernels.spmm(ci, cx, alpha.index_select(0, cp.long()), grad_out, "sum")[0]
-    if grad_lse is not None and ctx.needs_input_grad[0]:  # d lse / d score = alpha
-        lse_term = alpha * kernels.gather_csr(grad_lse.contiguous(), indptr, num_edges)
-        grad_score = lse_term if grad_score is None else grad_score + lse_term
-    return grad_score, None, None, grad_x, None, None, None
+    per_edge = kernels.sddmm(indptr, indices, x, grad_out, "dot", heads)
+    per_row = (grad_out * out).view(out.size(0), heads, -1).sum(-1)
+    if grad_lse is not None:
+        per_row = per_row - grad_lse
+    grad_score = alpha * (per_edge - kernels.gather_csr(per_row.contiguous(), indptr, num_edges))
+    grad_x = kernels.spmm(ci, cx, alpha.index_select(0, cp.long()), grad_out, "sum")[0]
+    return grad_score, grad_x
+
+
+def _attention_backward_fake(score, lse, out, grad_out, grad_lse, indptr, indices, x, ci, cx, cp,
+                             need_score, need_x):
+    return (score.new_empty(score.shape if need_score else (0,)),
+            x.new_empty(x.shape if need_x else (0,)))
 
 
 def _coo_to_csr_fake(index, num_rows):
@@ -236,6 +253,7 @@ def _register() -> None:
     fake(lib + "segment_reduce")(_segment_reduce_fake)
     fake(lib + "gather_csr")(_gather_csr_fake)
     fake(lib + "sddmm")(_sddmm_fake)
+    fake(lib + "segment_attention_backward")(_attention_backward_fake)
     fake(lib + "segment_softmax")(lambda score, indptr: torch.empty_like(score))
     fake(lib + "segment_softmax_backward")(lambda out, grad, indptr: torch.empty_like(out))
     fake(lib + "segment_attention")(_attention_fake)

@@ -50,6 +50,10 @@ def _samples():
     yield kernels.segment_softmax_backward, (y, torch.randn_like(y), csr.indptr)
     yield kernels.segment_attention, (torch.randn(E, 2, **f64, requires_grad=True), csr.indptr,
                                       csr.indices, x, *transpose)
+    out, lse = kernels.segment_attention(score.detach(), csr.indptr, csr.indices, x.detach())
+    yield kernels.segment_attention_backward, (score.detach(), lse, out, torch.randn_like(out),
+                                               torch.randn_like(lse), csr.indptr, csr.indices,
+                                               x.detach(), *transpose, True, True)
     yield kernels.coo_to_csr, (g.edge_index[1].int(), N)
 
 

@@ -25,20 +25,22 @@ def _block_diagonal(att: Tensor) -> Tensor:
     return (att[0].unsqueeze(-1) * eye.unsqueeze(1)).reshape(H * C, H)
 
 
-def _with_fresh_self_loops(graph: Graph) -> tuple[Graph, Tensor, Tensor, Tensor]:
-    """PyG's edge list for GAT (the graph's non-loop edges, then one loop per node), and a
-    Graph of the same edges sorted by destination, so the kernels need no permutation.
-
-    Returns ``(sorted_graph, order, pyg_edge_index, keep)``: ``sorted_graph`` holds edge
-    ``order[k]`` of ``pyg_edge_index`` at position ``k``; ``keep`` masks the original edges
-    that survive (the non-loops).
-    """
+def _pyg_edge_order(graph: Graph) -> tuple[Tensor, Tensor, Tensor]:
+    """PyG's edge list for GAT (the graph's non-loop edges, then one loop per node), the
+    order that sorts it by destination (stable), and the mask of the surviving originals."""
     src, dst = graph.edge_index
     keep = src != dst
     loops = torch.arange(graph.num_nodes, device=graph.device).expand(2, -1)
     pyg_edge_index = torch.cat([graph.edge_index[:, keep], loops], dim=1)
-    order = torch.sort(pyg_edge_index[1], stable=True).indices
-    return Graph(pyg_edge_index[:, order], graph.num_nodes), order, pyg_edge_index, keep
+    return pyg_edge_index, torch.sort(pyg_edge_index[1], stable=True).indices, keep
+
+
+def _with_fresh_self_loops(graph: Graph) -> Graph:
+    """The Graph of PyG's GAT edge list sorted by destination, so the kernels need no
+    permutation. Only it is cached on the graph: the edge order that maps it back
+    (``_pyg_edge_order``) is rebuilt when edge features or weights are asked for."""
+    pyg_edge_index, order, _ = _pyg_edge_order(graph)
+    return Graph(pyg_edge_index[:, order], graph.num_nodes)
 
 
 class GATConv(torch.nn.Module):
@@ -133,10 +135,11 @@ class GATConv(torch.nn.Module):
         if edge_attr is not None and edge_attr.size(0) != graph.num_edges:
             raise ValueError(f"edge_attr has {edge_attr.size(0)} rows but the graph has "
                              f"{graph.num_edges} edges")
-        order = None
+        loops = None
         if self.add_self_loops:
-            loops, order, pyg_edge_index, keep = graph.cached(
-                "gat_self_loops", lambda: _with_fresh_self_loops(graph))
+            loops = graph.cached("gat_self_loops", lambda: _with_fresh_self_loops(graph))
+            if edge_attr is not None or return_attention_weights:
+                pyg_edge_index, order, keep = _pyg_edge_order(graph)
             if edge_attr is not None:
                 edge_attr = self._loop_edge_attr(graph, keep, edge_attr)[order]
             graph = loops
@@ -164,7 +167,7 @@ class GATConv(torch.nn.Module):
             out = out + self.bias
         if not return_attention_weights:
             return out
-        if order is None:
+        if loops is None:
             return out, (graph.edge_index, alpha)
         return out, (pyg_edge_index, torch.empty_like(alpha).index_copy(0, order, alpha))
 
