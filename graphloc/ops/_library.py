@@ -51,9 +51,12 @@ def _transpose_of(indptr, indices, num_cols, csc_indptr, csc_indices, csc_perm):
     return csr_transpose(indptr, indices, num_cols)
 
 
+def _inverse_degree(indptr, dtype):
+    return (indptr[1:] - indptr[:-1]).clamp(min=1).to(dtype).reciprocal()
+
+
 def _degree_scale(grad, indptr):
-    deg = (indptr[1:] - indptr[:-1]).clamp(min=1).to(grad.dtype)
-    return grad / deg.unsqueeze(1)
+    return grad * _inverse_degree(indptr, grad.dtype).unsqueeze(1)
 
 
 def _heads(value):
@@ -88,12 +91,16 @@ def _spmm_backward(ctx, grad_out, _grad_arg):
         grad_x, grad_value = kernels.spmm_arg_backward(ci, cx, cp, value, x, arg,
                                                        grad_out.contiguous(), need_value)
         return None, None, grad_value if need_value else None, grad_x, None, None, None, None
-    g = _degree_scale(grad_out, indptr) if ctx.reduce == "mean" else grad_out
     if need_x:
         ci, cx, cp = _transpose_of(indptr, indices, ctx.num_src, ci, cx, cp)
         value_t = value.index_select(0, cp.long()) if value is not None else None
-        grad_x = kernels.spmm(ci, cx, value_t, g, "sum")[0]
+        if ctx.reduce == "mean":  # 1 / deg(destination) as a transpose edge weight
+            inv_deg = _inverse_degree(indptr, grad_out.dtype).index_select(0, cx.long())
+            value_t = inv_deg if value_t is None else \
+                value_t * inv_deg.view(-1, *[1] * (value_t.dim() - 1))
+        grad_x = kernels.spmm(ci, cx, value_t, grad_out, "sum")[0]
     if need_value:
+        g = _degree_scale(grad_out, indptr) if ctx.reduce == "mean" else grad_out
         grad_value = kernels.sddmm(indptr, indices, x, g, "dot", _heads(value)).view(value.shape)
     return None, None, grad_value, grad_x, None, None, None, None
 

@@ -61,7 +61,8 @@ class GINConv(_GINBase):
 
     def forward(self, x: Tensor, graph) -> Tensor:
         graph = as_graph(graph, x)
-        return self.nn(ops.spmm(graph, x) + (1 + self.eps) * x)
+        # In place on spmm's fresh output (its backward does not read it): one [N, F] buffer.
+        return self.nn(ops.spmm(graph, x).addcmul_(x, 1 + self.eps))
 
 
 class GINEConv(_GINBase):

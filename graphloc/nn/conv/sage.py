@@ -56,8 +56,8 @@ class SAGEConv(torch.nn.Module):
         check_input(self, x, self.in_channels)
         graph = as_graph(graph, x)
         out = self.lin_l(ops.spmm(graph, x, reduce=self.aggr))
-        if self.lin_r is not None:
-            out = out + self.lin_r(x)
+        if self.lin_r is not None:  # accumulated in place: one [N, out] tensor, not three
+            out = out.addmm_(x, self.lin_r.weight.t())
         return F.normalize(out, p=2.0, dim=-1) if self.normalize else out
 
     def __repr__(self) -> str:
