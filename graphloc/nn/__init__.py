@@ -1,8 +1,8 @@
 """Neural-network layers and models on the graphloc engine."""
 
-from graphloc.nn import models
+from graphloc.nn import aug, models
 from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, GINEConv, SAGEConv
-from graphloc.nn.models import CONVS, GNN, register_conv
+from graphloc.nn.models import CONVS, DAGNN, GNN, MODELS, build_model, register_conv, register_model
 
-__all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv", "GNN", "CONVS",
-           "register_conv", "models"]
+__all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv", "GNN", "DAGNN",
+           "CONVS", "MODELS", "build_model", "register_conv", "register_model", "models", "aug"]

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from graphloc import ops
 from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, SAGEConv
 from graphloc.nn.conv._utils import as_graph
 
@@ -106,3 +107,94 @@ class GNN(torch.nn.Module):
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.conv_name}, layers={len(self.convs)}, "
                 f"{self.convs[0].__repr__()} ... {self.convs[-1].__repr__()})")
+
+
+class DAGNN(torch.nn.Module):
+    r"""Deep Adaptive Graph Neural Network of `Liu et al., "Towards Deeper Graph Neural
+    Networks" (KDD 2020) <https://arxiv.org/abs/2007.09296>`_: transformation decoupled
+    from propagation.
+
+    .. math::
+        Z = \mathrm{Lin}_2(\mathrm{drop}(\mathrm{ReLU}(\mathrm{Lin}_1(\mathrm{drop}(X))))),
+        \quad H_k = \hat A^k Z, \quad
+        \mathrm{out}_i = \sum_{k=0}^{K} \sigma(H_{k,i} \cdot w + b)\, H_{k,i}
+
+    with :math:`\hat A = D^{-1/2}(A + I)D^{-1/2}` and one gate vector :math:`w \in R^C`
+    shared by all hops (independent sigmoid gates, not a softmax over hops). The hops are
+    summed as they are computed, so memory is O(N·C) for any K, not the paper's
+    ``[N, K + 1, C]`` stack. Returns logits (apply ``log_softmax`` for the paper's output).
+
+    Args:
+        in_channels, hidden_channels, out_channels (int): MLP widths (out = classes C).
+        K (int): propagation steps, at least 0.
+        dropout (float, default 0.0): dropout before each MLP layer.
+    """
+
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, K: int,
+                 dropout: float = 0.0):
+        super().__init__()
+        if K < 0:
+            raise ValueError(f"K must be >= 0, got {K}")
+        self.K = K
+        self.lin1 = torch.nn.Linear(in_channels, hidden_channels)
+        self.lin2 = torch.nn.Linear(hidden_channels, out_channels)
+        self.gate = torch.nn.Linear(out_channels, 1)
+        self.dropout = torch.nn.Dropout(dropout)
+
+    def reset_parameters(self) -> None:
+        for lin in (self.lin1, self.lin2, self.gate):
+            lin.reset_parameters()
+
+    def gates(self, h: Tensor) -> Tensor:
+        """The hop gates ``sigmoid(h w + b)``, ``[N, 1]``."""
+        return torch.sigmoid(self.gate(h))
+
+    def forward(self, x: Tensor, graph) -> Tensor:
+        graph = as_graph(graph, x)
+        h = self.lin2(self.dropout(torch.relu(self.lin1(self.dropout(x)))))
+        norm_graph, weight = graph.gcn_norm(add_self_loops=True, dtype=x.dtype)  # cached
+        out = self.gates(h) * h
+        for _ in range(self.K):
+            h = ops.spmm(norm_graph, h, weight)
+            out = out + self.gates(h) * h
+        return out
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({self.lin1.in_features}, "
+                f"{self.lin2.out_features}, K={self.K})")
+
+
+#: model name -> factory(in_channels, hidden_channels, out_channels, num_layers, **kwargs):
+#: every registered conv as a ``GNN`` stack, plus whole models such as "dagnn".
+MODELS: dict[str, Callable[..., torch.nn.Module]] = {}
+
+
+def register_model(name: str):
+    """Registers a model factory under ``name`` for ``build_model``, the CLI and examples."""
+    def decorate(factory):
+        if name in MODELS or name in CONVS:
+            raise ValueError(f"a model or conv named {name!r} is already registered")
+        MODELS[name] = factory
+        return factory
+    return decorate
+
+
+register_model("dagnn")(lambda in_channels, hidden_channels, out_channels, num_layers,
+                        dropout=0.0, **kw: DAGNN(in_channels, hidden_channels, out_channels,
+                                                 K=num_layers, dropout=dropout))
+
+
+def build_model(name: str, in_channels: int, hidden_channels: int, out_channels: int,
+                num_layers: int, **kwargs) -> torch.nn.Module:
+    """A registered model, a ``GNN`` of a registered conv, or ``"la-<conv>"``: that conv
+    with local augmentation (:class:`graphloc.nn.aug.LAModel`, pass ``augmenter=``).
+    ``num_layers`` is the depth: the number of convs, or the propagation steps K for DAGNN."""
+    if name.startswith("la-") and name[3:] in CONVS:
+        from graphloc.nn.aug import LAModel
+        return LAModel(name[3:], in_channels, hidden_channels, out_channels, num_layers,
+                       **kwargs)
+    if name in MODELS:
+        return MODELS[name](in_channels, hidden_channels, out_channels, num_layers, **kwargs)
+    if name in CONVS:
+        return GNN(name, in_channels, hidden_channels, out_channels, num_layers, **kwargs)
+    raise ValueError(f"unknown model {name!r}; registered: {sorted([*MODELS, *CONVS])}")

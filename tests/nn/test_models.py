@@ -67,3 +67,49 @@ def test_gnn_bad_arguments():
         GNN("gcn", 2, 2, 2, 0)
     with pytest.raises(ValueError, match="norm must be"):
         GNN("gcn", 2, 2, 2, 2, norm="group")
+
+
+def _dense_gcn_matrix(edge_index, n):
+    """D^-1/2 (A + I) D^-1/2 as a dense matrix, A[i, j] = number of edges j -> i."""
+    adj = torch.zeros(n, n, dtype=torch.float64)
+    src, dst = edge_index
+    off = src != dst
+    adj.index_put_((dst[off], src[off]), torch.ones(int(off.sum()), dtype=torch.float64),
+                   accumulate=True)
+    adj += torch.eye(n, dtype=torch.float64)
+    d = adj.sum(1).rsqrt()
+    return d[:, None] * adj * d[None, :]
+
+
+def test_dagnn_equals_dense_implementation_and_gates_are_in_unit_interval():
+    from graphloc.nn import DAGNN
+    edge_index = random_edge_index(14, 50, seed=41)
+    n = 16  # two isolated nodes
+    model = DAGNN(5, 7, 3, K=6).double().eval()
+    x = torch.randn(n, 5, dtype=torch.float64)
+    a_hat = _dense_gcn_matrix(edge_index, n)
+    z = model.lin2(torch.relu(model.lin1(x)))
+    hops = [z]
+    for _ in range(6):
+        hops.append(a_hat @ hops[-1])
+    stack = torch.stack(hops, dim=1)  # [N, K + 1, C], the paper's layout
+    gates = torch.sigmoid(stack @ model.gate.weight.t() + model.gate.bias)  # [N, K + 1, 1]
+    expected = (gates * stack).sum(1)
+    torch.testing.assert_close(model(x, edge_index), expected)
+    assert ((gates > 0) & (gates < 1)).all()
+    g = model.gates(z)
+    assert ((g > 0) & (g < 1)).all() and g.shape == (n, 1)
+
+
+def test_build_model_covers_models_convs_and_augmented_convs():
+    from graphloc.nn import DAGNN, MODELS, build_model
+    from graphloc.nn.aug import LAModel
+    assert "dagnn" in MODELS
+    assert isinstance(build_model("dagnn", 4, 8, 3, 5), DAGNN)
+    assert build_model("dagnn", 4, 8, 3, 5).K == 5
+    assert isinstance(build_model("gcn", 4, 8, 3, 2), GNN)
+    assert isinstance(build_model("la-gcn", 4, 8, 3, 2, num_generated=0), LAModel)
+    with pytest.raises(ValueError, match="unknown model 'nope'"):
+        build_model("nope", 4, 8, 3, 2)
+    with pytest.raises(ValueError, match="K must be >= 0"):
+        DAGNN(4, 8, 3, K=-1)

@@ -1,0 +1,133 @@
+"""Local augmentation: the CVAE generator, its training and checkpoint, and LAModel."""
+
+import pytest
+import torch
+from helpers import random_edge_index
+
+from graphloc import Graph
+from graphloc.nn import GNN
+from graphloc.nn.aug import (
+    LAModel,
+    LocalAugmenter,
+    consistency_loss,
+    infer_likelihood,
+    pretrain_augmenter,
+)
+
+
+def homophilous_graph(num_nodes=300, classes=3, p_in=0.06, p_out=0.002, seed=0):
+    """A stochastic block graph whose node features are the class centre plus noise."""
+    gen = torch.Generator().manual_seed(seed)
+    y = torch.arange(num_nodes) % classes
+    same = y[:, None] == y[None, :]
+    prob = torch.where(same, torch.tensor(p_in), torch.tensor(p_out))
+    upper = torch.triu(torch.rand(num_nodes, num_nodes, generator=gen) < prob, diagonal=1)
+    src, dst = upper.nonzero().t()
+    edge_index = torch.cat([torch.stack([src, dst]), torch.stack([dst, src])], dim=1)
+    centres = torch.randn(classes, 8, generator=gen) * 3
+    x = centres[y] + torch.randn(num_nodes, 8, generator=gen)
+    return x, Graph(edge_index, num_nodes=num_nodes), y
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_generated_neighbours_are_closer_to_true_neighbours_than_to_random_nodes(binary):
+    x, graph, _ = homophilous_graph()
+    if binary:
+        x = (x > 0).float()
+    aug = pretrain_augmenter(x, graph, epochs=30, batch_size=256, lr=0.005,
+                             hidden_channels=64, progress=False)
+    assert aug.likelihood == ("bernoulli" if binary else "gaussian")
+    gen = aug.generate(x, mean=True)
+    src, dst = graph.edge_index
+    rand = torch.randint(0, graph.num_nodes, (src.numel(),), generator=torch.Generator()
+                         .manual_seed(1))
+
+    def distance(a, b):  # the metric of the likelihood: BCE or squared error
+        if binary:
+            return torch.nn.functional.binary_cross_entropy(a.clamp(1e-6, 1 - 1e-6), b,
+                                                            reduction="none").sum(1)
+        return (a - b).pow(2).sum(1)
+    to_neighbours = distance(gen[dst], x[src]).mean()
+    to_random = distance(gen[dst], x[rand]).mean()
+    assert to_neighbours < 0.6 * to_random
+
+
+def test_likelihood_inference_and_bad_input():
+    assert infer_likelihood(torch.tensor([[0.0, 1.0], [1.0, 1.0]])) == "bernoulli"
+    assert infer_likelihood(torch.tensor([[0.0, 0.5]])) == "gaussian"
+    with pytest.raises(ValueError, match="likelihood must be one of"):
+        LocalAugmenter(4, likelihood="poisson")
+    aug = LocalAugmenter(4)
+    with pytest.raises(ValueError, match=r"x must be \[N, 4\], got \[3, 5\]"):
+        aug.generate(torch.randn(3, 5))
+    graph = Graph(torch.tensor([[0], [0]]), num_nodes=2)  # only a self-loop
+    with pytest.raises(ValueError, match="no neighbour pairs"):
+        pretrain_augmenter(torch.randn(2, 4), graph, progress=False)
+    with pytest.raises(ValueError, match=r"x must be \[2, F\]"):
+        pretrain_augmenter(torch.randn(3, 4), graph, progress=False)
+    with pytest.raises(FileNotFoundError, match="no augmenter checkpoint"):
+        LocalAugmenter.load("/nonexistent/aug.pt")
+
+
+def test_checkpoint_is_written_atomically_and_reloads(tmp_path):
+    x, graph, _ = homophilous_graph(num_nodes=90)
+    path = tmp_path / "ckpt" / "aug.pt"
+    aug = pretrain_augmenter(x, graph, epochs=2, hidden_channels=16, checkpoint=str(path),
+                             progress=False)
+    assert [p.name for p in path.parent.iterdir()] == ["aug.pt"]  # no temp file left
+    loaded = LocalAugmenter.load(str(path))
+    torch.testing.assert_close(loaded.generate(x, mean=True), aug.generate(x, mean=True))
+
+
+def test_lamodel_without_generated_branches_equals_the_wrapped_model():
+    edge_index = random_edge_index(30, 120, seed=42)
+    graph = Graph(edge_index, num_nodes=30)
+    x = torch.randn(30, 5)
+    for conv, kwargs in [("gcn", {}), ("gat", {"heads": 2}), ("sage", {})]:
+        gnn = GNN(conv, 5, 8, 3, num_layers=3, norm="layer", **kwargs).eval()
+        la = LAModel(conv, 5, 8, 3, num_layers=3, num_generated=0, norm="layer",
+                     **kwargs).eval()
+        la.branches[0].load_state_dict(gnn.convs[0].state_dict())
+        la.branch_norms[0].load_state_dict(gnn.norms[0].state_dict())
+        for mine, theirs in zip(la.rest.convs, gnn.convs[1:], strict=True):
+            mine.load_state_dict(theirs.state_dict())
+        la.rest.norms[0].load_state_dict(gnn.norms[1].state_dict())
+        torch.testing.assert_close(la(x, graph), gnn(x, graph))
+
+
+def test_lamodel_draws_fresh_features_in_training_and_fixed_ones_in_eval():
+    x, graph, y = homophilous_graph(num_nodes=60)
+    aug = LocalAugmenter(8, hidden_channels=16)
+    aug.fit_scaler(x)
+    model = LAModel("gcn", 8, 16, 3, num_layers=2, augmenter=aug, num_generated=2)
+    assert len(model.branches) == 3 and model.rest.convs[0].in_channels == 48
+    model.train()
+    torch.manual_seed(0)
+    a, b = model(x, graph), model(x, graph)
+    assert not torch.allclose(a, b)  # fresh draws (no dropout here)
+    model.eval()
+    torch.testing.assert_close(model(x, graph), model(x, graph))
+    model.inference = "average"
+    torch.testing.assert_close(model(x, graph), model(x, graph))
+    mask = torch.zeros(60, dtype=torch.bool)
+    mask[:20] = True
+    model.train()
+    loss = model.training_loss(x, graph, y, mask, samples=3)
+    loss.backward()
+    assert all(p.grad is None for p in aug.parameters())  # the generator stays frozen
+    assert model.branches[1].lin.weight.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="expected 2 generated feature matrices, got 1"):
+        model(x, graph, generated=[x])
+    with pytest.raises(ValueError, match="needs an augmenter"):
+        LAModel("gcn", 8, 16, 3, num_layers=2, num_generated=1)
+
+
+def test_consistency_loss_against_the_formula():
+    logits = [torch.randn(7, 4, dtype=torch.float64) for _ in range(3)]
+    probs = torch.stack([lg.softmax(1) for lg in logits])
+    sharp = probs.mean(0) ** 2  # temperature 0.5
+    sharp = sharp / sharp.sum(1, keepdim=True)
+    expected = ((probs - sharp) ** 2).sum(2).mean(1).mean()
+    torch.testing.assert_close(consistency_loss(logits, 0.5), expected)
+    same = [logits[0]] * 3  # identical one-hot-like predictions: only sharpening remains
+    assert consistency_loss(same, 1.0) < 1e-12
