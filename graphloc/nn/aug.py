@@ -163,6 +163,9 @@ def pretrain_augmenter(x: Tensor, graph, epochs: int = 10, batch_size: int = 102
     graph = as_graph(graph, x)
     if x.dim() != 2 or x.size(0) != graph.num_nodes:
         raise ValueError(f"x must be [{graph.num_nodes}, F], got {list(x.shape)}")
+    if not torch.isfinite(x).all():
+        bad = torch.nonzero(~torch.isfinite(x))[0].tolist()
+        raise ValueError(f"x has a non-finite value at {bad}: {x[bad[0], bad[1]].item()}")
     if likelihood == "auto":
         likelihood = infer_likelihood(x)
     centre, neighbour = _edge_pairs(graph)
@@ -181,7 +184,8 @@ def pretrain_augmenter(x: Tensor, graph, epochs: int = 10, batch_size: int = 102
     bar = _progress(epochs * math.ceil(train.numel() / batch_size), progress, "augmenter")
     for _ in range(epochs):
         model.train()
-        for batch in train[torch.randperm(train.numel(), generator=gen)].split(batch_size):
+        shuffled = train[torch.randperm(train.numel(), generator=gen).to(train.device)]
+        for batch in shuffled.split(batch_size):
             opt.zero_grad()
             model.loss(x[neighbour[batch]], x[centre[batch]]).backward()
             opt.step()
@@ -193,6 +197,9 @@ def pretrain_augmenter(x: Tensor, graph, epochs: int = 10, batch_size: int = 102
             if checkpoint:
                 model.save(checkpoint)
     bar.close()
+    if best_state is None:
+        raise RuntimeError(f"augmenter pretraining diverged (held-out loss {held_loss}); "
+                           f"try a lower lr than {lr}")
     model.load_state_dict(best_state)
     return model.eval()
 
@@ -277,7 +284,6 @@ class LAModel(torch.nn.Module):
         if self.num_generated == 0:
             return []
         with torch.no_grad():
-            self.augmenter.eval()
             return [self.augmenter.generate(x, mean=mean, generator=generator)
                     for _ in range(self.num_generated)]
 

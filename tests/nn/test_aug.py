@@ -65,6 +65,11 @@ def test_likelihood_inference_and_bad_input():
         pretrain_augmenter(torch.randn(2, 4), graph, progress=False)
     with pytest.raises(ValueError, match=r"x must be \[2, F\]"):
         pretrain_augmenter(torch.randn(3, 4), graph, progress=False)
+    bad = torch.randn(2, 4)
+    bad[1, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"non-finite value at \[1, 2\]: nan"):
+        pretrain_augmenter(bad, Graph(torch.tensor([[0, 1], [1, 0]]), num_nodes=2),
+                           progress=False)
     with pytest.raises(FileNotFoundError, match="no augmenter checkpoint"):
         LocalAugmenter.load("/nonexistent/aug.pt")
 
