@@ -46,6 +46,9 @@ TORCH_LIBRARY(graphloc, m) {
         "Tensor? grad_lse, Tensor indptr, Tensor indices, Tensor x, Tensor csc_indptr, "
         "Tensor csc_indices, Tensor csc_perm, bool need_score, bool need_x) "
         "-> (Tensor, Tensor)");
+  // Per node: the largest length-weighted distance to a node of its hops-hop ball, inside
+  // the ball's induced subgraph (City-Networks' local eccentricity); float64 [N]. CPU.
+  m.def("local_eccentricity(Tensor indptr, Tensor indices, Tensor weight, int hops) -> Tensor");
   // Stable counting sort of index into (indptr [num_rows + 1], perm [E]).
   m.def("coo_to_csr(Tensor index, int num_rows) -> (Tensor, Tensor)");
 }

@@ -265,6 +265,9 @@ def _register() -> None:
     fake(lib + "segment_softmax_backward")(lambda out, grad, indptr: torch.empty_like(out))
     fake(lib + "segment_attention")(_attention_fake)
     fake(lib + "coo_to_csr")(_coo_to_csr_fake)
+    fake(lib + "local_eccentricity")(
+        lambda indptr, indices, weight, hops: weight.new_empty(indptr.shape[0] - 1,
+                                                               dtype=torch.float64))
     fake(lib + "spmm_arg_backward")(_arg_backward_fake)
     autograd = torch.library.register_autograd
     autograd(lib + "spmm", _spmm_backward, setup_context=_spmm_setup)

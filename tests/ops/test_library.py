@@ -55,6 +55,7 @@ def _samples():
                                                torch.randn_like(lse), csr.indptr, csr.indices,
                                                x.detach(), *transpose, True, True)
     yield kernels.coo_to_csr, (g.edge_index[1].int(), N)
+    yield kernels.local_eccentricity, (csr.indptr, csr.indices, torch.rand(E, **f64), 3)
 
 
 @pytest.mark.parametrize("op,args", list(_samples()),
