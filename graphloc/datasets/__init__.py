@@ -1,5 +1,8 @@
-"""Datasets: City-Networks road graphs and their labels."""
+"""Datasets: City-Networks road graphs, their labels, and synthetic cities."""
 
+from graphloc.datasets.base import NodeDataset, city_split
+from graphloc.datasets.city import CityNetwork
 from graphloc.datasets.labels import eccentricity_classes, local_eccentricity
 
-__all__ = ["local_eccentricity", "eccentricity_classes"]
+__all__ = ["NodeDataset", "CityNetwork", "city_split", "local_eccentricity",
+           "eccentricity_classes"]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 
 import torch
 import torch.nn.functional as F
@@ -118,16 +117,8 @@ class LocalAugmenter(torch.nn.Module):
 
     def save(self, path: str) -> None:
         """Writes weights and configuration to ``path`` atomically (temp file + rename)."""
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
-        os.close(fd)
-        try:
-            torch.save({"config": self.config, "state_dict": self.state_dict()}, tmp)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        from graphloc.datasets.base import atomic_save
+        atomic_save({"config": self.config, "state_dict": self.state_dict()}, path)
 
     @classmethod
     def load(cls, path: str, map_location=None) -> LocalAugmenter:

@@ -1,0 +1,149 @@
+"""The City-Networks loader (Liang et al., "Towards Quantifying Long-Range Interactions in
+Graph Machine Learning"): Paris, Shanghai, Los Angeles and London road networks.
+
+Reads the published release (the archive PyG's ``CityNetwork`` also reads), with what PyG's
+loader lacks: the processed file name holds every option that changes its content; the
+archive is downloaded once and kept; the download is checked (sha256 when recorded in
+``registry.json``, and always the published node and edge counts, feature width, classes
+and split sizes) before it is moved into place; splits come as ids and as masks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+
+import torch
+
+from graphloc.datasets.base import NodeDataset, atomic_save
+from graphloc.graph import Graph
+
+_REGISTRY_PATH = os.path.join(os.path.dirname(__file__), "registry.json")
+with open(_REGISTRY_PATH) as _f:
+    REGISTRY: dict = json.load(_f)
+URL = "https://github.com/LeonResearch/City-Networks/raw/refs/heads/main/data/"
+HOPS, NUM_CLASSES = 16, 10
+
+
+class CityNetwork(NodeDataset):
+    """One City-Networks city as a :class:`NodeDataset` (``to_pyg()`` for a PyG ``Data``).
+
+    Args:
+        root (str): folder; files go to ``root/<name>/raw`` and ``root/<name>/processed``.
+        name (str): "paris", "shanghai", "la" or "london".
+        augmented (bool, default True): 37 features (node features and the mean of the
+            incident edges' features), else the 12 node features.
+        transform (callable, optional): applied to the loaded dataset.
+        force_reload (bool, default False): re-process from the raw archive (which is
+            only downloaded when absent).
+        url (str, optional): base URL of the archives (default: the authors' release).
+    """
+
+    def __init__(self, root: str, name: str = "paris", augmented: bool = True,
+                 transform=None, force_reload: bool = False, url: str | None = None):
+        name = name.lower()
+        if name not in REGISTRY:
+            raise ValueError(f"unknown city {name!r}; published: {sorted(REGISTRY)}")
+        self.root, self.augmented, self.spec = root, augmented, REGISTRY[name]
+        self.url = (url or URL).rstrip("/") + f"/{name}.tar.gz"
+        raw = os.path.join(root, name, "raw")
+        self.archive = os.path.join(raw, f"{name}.tar.gz")
+        processed = os.path.join(root, name, "processed", f"{name}_"
+                                 f"{'augmented' if augmented else 'node'}_features_"
+                                 f"{HOPS}-hop_{NUM_CLASSES}-class.pt")
+        if force_reload or not os.path.exists(processed):
+            if not os.path.exists(self.archive):
+                self._download()
+            atomic_save(self._process(), processed)
+        blob = torch.load(processed, weights_only=True)
+        super().__init__(name=name, graph=Graph(blob["edge_index"], blob["x"].size(0)),
+                         x=blob["x"], y=blob["y"], train_index=blob["train_index"],
+                         val_index=blob["val_index"], test_index=blob["test_index"])
+        if transform is not None:
+            transform(self)
+
+    def _download(self) -> None:
+        folder = os.path.dirname(self.archive)
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".part")
+        digest = hashlib.sha256()
+        try:
+            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(self.url,  # noqa: S310
+                                                                    timeout=60) as resp:
+                while chunk := resp.read(1 << 20):
+                    digest.update(chunk)
+                    out.write(chunk)
+            expected = self.spec.get("sha256")
+            if expected and digest.hexdigest() != expected:
+                raise ValueError(f"{self.url}: sha256 {digest.hexdigest()} differs from the "
+                                 f"recorded {expected}: corrupt or changed download")
+            self._read_arrays(tmp)  # the published counts, before it is kept
+            os.replace(tmp, self.archive)
+        except (urllib.error.URLError, OSError) as err:
+            _remove(tmp)
+            raise RuntimeError(
+                f"could not download {self.url} ({err}). Without network access, fetch it "
+                f"elsewhere and place it at {self.archive}") from err
+        except BaseException:
+            _remove(tmp)
+            raise
+
+    def _process(self) -> dict:
+        return self._read_arrays(self.archive)
+
+    def _read_arrays(self, archive: str) -> dict:
+        name = os.path.basename(self.archive).removesuffix(".tar.gz")
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                with tarfile.open(archive, "r:gz") as tar:
+                    # refuse absolute paths and links out of tmp where Python can
+                    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                    tar.extractall(tmp, **safe)
+            except (tarfile.TarError, EOFError, OSError) as err:
+                raise ValueError(f"{archive} is not a readable .tar.gz archive ({err}): "
+                                 "corrupt download? Delete it to fetch it again") from err
+            folder = os.path.join(tmp, name)
+
+            def load(file):
+                path = os.path.join(folder, file)
+                if not os.path.exists(path):
+                    raise ValueError(f"{archive} lacks {name}/{file}: not a City-Networks "
+                                     "release archive")
+                return torch.load(path, weights_only=True)
+            x = load(f"node_features{'_augmented' if self.augmented else ''}.pt").float()
+            arrays = dict(x=x, edge_index=load("edge_indices.pt").long(),
+                          y=load(f"{NUM_CLASSES}-chunk_{HOPS}-hop_node_labels.pt").long(),
+                          train_index=load("train_mask.pt").long(),
+                          val_index=load("valid_mask.pt").long(),
+                          test_index=load("test_mask.pt").long())
+        self._check_counts(archive, arrays)
+        return arrays
+
+    def _check_counts(self, archive: str, a: dict) -> None:
+        n, e = self.spec["nodes"], self.spec["edges"]
+        width = 37 if self.augmented else 12
+        tenth = n // 10
+        checks = [
+            ("node features", tuple(a["x"].shape), (n, width)),
+            ("edge_index", tuple(a["edge_index"].shape), (2, 2 * e)),
+            ("labels", tuple(a["y"].shape), (n,)),
+            ("classes", int(a["y"].max()) + 1 if a["y"].numel() else 0, NUM_CLASSES),
+            ("split sizes", tuple(len(a[k]) for k in ("train_index", "val_index",
+                                                      "test_index")),
+             (tenth, tenth, n - 2 * tenth)),
+        ]
+        for what, got, expected in checks:
+            if got != expected:
+                raise ValueError(f"{archive}: {what} {got}, the published release has "
+                                 f"{expected}: corrupt or different download")
+
+
+def _remove(path: str) -> None:
+    if os.path.exists(path):
+        os.unlink(path)
+

@@ -1,0 +1,133 @@
+"""The City-Networks loader against release-layout archives served from 127.0.0.1."""
+
+import http.server
+import io
+import os
+import tarfile
+import threading
+
+import pytest
+import torch
+
+from graphloc.datasets import city
+from graphloc.datasets.city import CityNetwork
+
+N, E = 60, 90  # the fake city's "published" counts
+
+
+def release_archive(num_nodes=N, num_edges=E, name="paris") -> bytes:
+    """A .tar.gz in the release layout: <name>/{node_features[_augmented], edge_indices,
+    10-chunk_16-hop_node_labels, train_mask, valid_mask, test_mask}.pt."""
+    gen = torch.Generator().manual_seed(0)
+    src = torch.randint(0, num_nodes, (num_edges,), generator=gen)
+    dst = (src + 1 + torch.randint(0, num_nodes - 1, (num_edges,), generator=gen)) % num_nodes
+    perm = torch.randperm(num_nodes, generator=gen)
+    t = num_nodes // 10
+    tensors = {
+        "node_features.pt": torch.randn(num_nodes, 12, generator=gen),
+        "node_features_augmented.pt": torch.randn(num_nodes, 37, generator=gen),
+        "edge_indices.pt": torch.cat([torch.stack([src, dst]), torch.stack([dst, src])], 1),
+        "10-chunk_16-hop_node_labels.pt": torch.arange(num_nodes) % 10,
+        "train_mask.pt": perm[:t], "valid_mask.pt": perm[t:2 * t], "test_mask.pt": perm[2 * t:],
+    }
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for file, tensor in tensors.items():
+            data = io.BytesIO()
+            torch.save(tensor, data)
+            info = tarfile.TarInfo(f"{name}/{file}")
+            info.size = data.tell()
+            data.seek(0)
+            tar.addfile(info, data)
+    return buf.getvalue()
+
+
+@pytest.fixture
+def server(tmp_path, monkeypatch):
+    """Serves tmp_path/served over HTTP on 127.0.0.1; counts the requests."""
+    served = tmp_path / "served"
+    served.mkdir()
+    requests = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(served), **kwargs)
+
+        def do_GET(self):
+            requests.append(self.path)
+            super().do_GET()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    monkeypatch.setitem(city.REGISTRY, "paris", {"nodes": N, "edges": E, "sha256": None})
+    yield served, f"http://127.0.0.1:{httpd.server_address[1]}", requests
+    httpd.shutdown()
+
+
+def test_download_process_cache_and_reload(server, tmp_path):
+    served, url, requests = server
+    (served / "paris.tar.gz").write_bytes(release_archive())
+    root = str(tmp_path / "data")
+    ds = CityNetwork(root, "paris", url=url)
+    assert requests == ["/paris.tar.gz"]
+    assert ds.x.shape == (N, 37) and ds.graph.num_edges == 2 * E and ds.num_classes == 10
+    assert [len(ds.train_index), len(ds.val_index), len(ds.test_index)] == [6, 6, 48]
+    assert ds.train_mask.sum() == 6 and ds.train_mask[ds.train_index].all()
+    assert not (ds.train_mask & ds.test_mask).any()
+    again = CityNetwork(root, "paris", url=url)  # processed file reused, no download
+    assert requests == ["/paris.tar.gz"]
+    torch.testing.assert_close(again.x, ds.x)
+    plain = CityNetwork(root, "paris", augmented=False, url=url)  # own processed file
+    assert plain.x.shape == (N, 12) and requests == ["/paris.tar.gz"]
+    assert sorted(os.listdir(os.path.join(root, "paris", "processed"))) == [
+        "paris_augmented_features_16-hop_10-class.pt", "paris_node_features_16-hop_10-class.pt"]
+    (served / "paris.tar.gz").unlink()
+    CityNetwork(root, "paris", url=url, force_reload=True)  # from the kept raw archive
+    assert requests == ["/paris.tar.gz"]
+
+
+def test_loads_like_pygs_loader(server, tmp_path, monkeypatch):
+    pyg_city = pytest.importorskip("torch_geometric.datasets.city")
+    served, url, _ = server
+    (served / "paris.tar.gz").write_bytes(release_archive())
+    monkeypatch.setattr(pyg_city.CityNetwork, "url", url + "/")
+    theirs = pyg_city.CityNetwork(str(tmp_path / "pyg"), "paris")[0]
+    ours = CityNetwork(str(tmp_path / "ours"), "paris", url=url).to_pyg()
+    for key in ("x", "edge_index", "y"):
+        assert torch.equal(ours[key], theirs[key])
+    assert torch.equal(ours.train_mask.nonzero().flatten().sort().values,
+                       theirs.train_mask.sort().values)  # PyG keeps ids under *_mask
+
+
+@pytest.mark.parametrize("bad,message", [
+    (b"not a tarball at all", "not a readable .tar.gz archive"),
+    (release_archive(num_nodes=59), r"node features \(59, 37\), the published release has "
+                                    r"\(60, 37\)"),
+])
+def test_corrupt_download_is_rejected_and_nothing_is_left(server, tmp_path, bad, message):
+    served, url, _ = server
+    (served / "paris.tar.gz").write_bytes(bad)
+    root = tmp_path / "data"
+    with pytest.raises(ValueError, match=message):
+        CityNetwork(str(root), "paris", url=url)
+    assert os.listdir(root / "paris" / "raw") == []
+    assert not (root / "paris" / "processed").exists()
+
+
+def test_sha256_mismatch(server, tmp_path, monkeypatch):
+    served, url, _ = server
+    (served / "paris.tar.gz").write_bytes(release_archive())
+    monkeypatch.setitem(city.REGISTRY, "paris", {"nodes": N, "edges": E, "sha256": "0" * 64})
+    with pytest.raises(ValueError, match="differs from the recorded 0000"):
+        CityNetwork(str(tmp_path), "paris", url=url)
+
+
+def test_offline_error_names_url_and_path(tmp_path):
+    with pytest.raises(RuntimeError, match=r"could not download http://127.0.0.1:9/paris"
+                                           r".tar.gz .*place it at .*raw/paris.tar.gz"):
+        CityNetwork(str(tmp_path), "paris", url="http://127.0.0.1:9")
+    with pytest.raises(ValueError, match="unknown city 'atlantis'"):
+        CityNetwork(str(tmp_path), "atlantis")
