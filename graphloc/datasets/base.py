@@ -29,6 +29,7 @@ class NodeDataset:
     val_index: Tensor
     test_index: Tensor
     pos: Tensor | None = None
+    edge_attr: Tensor | None = None  # per edge, in graph.edge_index order
 
     @property
     def num_nodes(self) -> int:
@@ -63,6 +64,7 @@ class NodeDataset:
         """A ``torch_geometric.data.Data`` with boolean masks (PyG's convention)."""
         from torch_geometric.data import Data
         return Data(x=self.x, edge_index=self.graph.edge_index, y=self.y, pos=self.pos,
+                    edge_attr=self.edge_attr,
                     train_mask=self.train_mask, val_mask=self.val_mask,
                     test_mask=self.test_mask)
 

@@ -1,0 +1,63 @@
+"""Synthetic cities: exact size, road-like statistics, reproducible, labelled like the
+release."""
+
+import pytest
+import torch
+from helpers import requires_ext
+
+from graphloc.datasets import eccentricity_classes, local_eccentricity
+from graphloc.datasets.stats import road_statistics
+from graphloc.datasets.synthetic import HIGHWAYS, synthetic_city
+
+pytestmark = requires_ext  # labels at 16 hops: the C++ kernel keeps this fast
+
+
+def test_statistics_are_road_like_and_diameter_grows_like_sqrt_n():
+    small, large = synthetic_city(2000, seed=1), synthetic_city(8000, seed=1)
+    stats = {n: road_statistics(ds.graph) for n, ds in ((2000, small), (8000, large))}
+    for n, s in stats.items():
+        assert s["nodes"] == n
+        assert 2.6 <= s["mean_degree"] <= 3.2
+        assert 4 <= s["max_degree"] <= 15
+        assert s["clustering"] < 0.06
+    ratio = stats[8000]["hop_diameter"] / stats[2000]["hop_diameter"]
+    assert 1.5 < ratio < 2.7  # sqrt(4) = 2
+
+
+def test_graph_is_connected_undirected_without_loops():
+    ds = synthetic_city(1500, seed=2)
+    src, dst = ds.graph.edge_index
+    assert not (src == dst).any() and ds.graph.is_undirected
+    import scipy.sparse as sp
+    import scipy.sparse.csgraph as csgraph
+    adj = sp.coo_matrix((torch.ones(len(src)).numpy(), (src.numpy(), dst.numpy())),
+                        shape=(1500, 1500))
+    assert csgraph.connected_components(adj, directed=False)[0] == 1
+
+
+def test_features_labels_and_split():
+    ds = synthetic_city(1200, seed=3, hops=8)
+    assert ds.x.shape == (1200, 3 + 2 + len(HIGHWAYS)) and ds.pos.shape == (1200, 2)
+    torch.testing.assert_close(ds.x[:, 2], ds.graph.in_degree().float())
+    torch.testing.assert_close(ds.x[:, 5:].sum(1), torch.ones(1200))  # mean of one-hots
+    assert ((ds.x[:, 4] >= 20) & (ds.x[:, 4] <= 50)).all()  # speeds in km/h
+    counts = torch.bincount(ds.y, minlength=10)
+    assert counts.max() - counts.min() <= 121  # chunk = 121: near-equal classes
+    lengths = (ds.pos[ds.graph.edge_index[0]] - ds.pos[ds.graph.edge_index[1]]).norm(dim=1)
+    assert (ds.x[:, 3] >= 0.9 * 80 * 0.4).all()  # mean incident length ~ a block
+    assert lengths.max() < 80 * 2.5
+    assert (len(ds.train_index), len(ds.val_index), len(ds.test_index)) == (120, 120, 960)
+    assert torch.equal(torch.sort(torch.cat([ds.train_index, ds.val_index, ds.test_index]))
+                       .values, torch.arange(1200))
+
+
+def test_labels_come_from_the_pipeline_and_output_is_reproducible():
+    a, b, c = synthetic_city(900, seed=4, hops=6), synthetic_city(900, seed=4, hops=6), \
+        synthetic_city(900, seed=5, hops=6)
+    assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
+    assert torch.equal(a.graph.edge_index, b.graph.edge_index)
+    assert not torch.equal(a.x, c.x)
+    expected = eccentricity_classes(local_eccentricity(a.graph, a.edge_attr[:, 0].double(), 6))
+    assert (expected != a.y).float().mean() < 0.01  # float32 lengths: rare rank swaps
+    with pytest.raises(ValueError, match="num_nodes must be >= 2, got 1"):
+        synthetic_city(1)
