@@ -1,0 +1,44 @@
+"""ogb_node's conversion, with a stand-in for the ogb package (no network here)."""
+
+import sys
+import types
+
+import numpy as np
+import pytest
+import torch
+
+from graphloc.datasets.ogb import ogb_node
+
+
+def fake_ogb(monkeypatch, label):
+    class NodePropPredDataset:
+        def __init__(self, name, root):
+            self.name, self.root = name, root
+
+        def __getitem__(self, i):
+            graph = {"num_nodes": 5, "edge_index": np.array([[0, 1, 3], [1, 2, 4]]),
+                     "node_feat": np.arange(10, dtype=np.float32).reshape(5, 2)}
+            return graph, label
+
+        def get_idx_split(self):
+            return {"train": np.array([0, 1]), "valid": np.array([2]),
+                    "test": np.array([3, 4])}
+    module = types.ModuleType("ogb.nodeproppred")
+    module.NodePropPredDataset = NodePropPredDataset
+    monkeypatch.setitem(sys.modules, "ogb", types.ModuleType("ogb"))
+    monkeypatch.setitem(sys.modules, "ogb.nodeproppred", module)
+
+
+def test_converts_graph_features_labels_and_split(monkeypatch):
+    fake_ogb(monkeypatch, np.array([[1], [0], [2], [1], [0]]))
+    ds = ogb_node("ogbn-fake", "/tmp")
+    assert ds.graph.num_nodes == 5 and ds.graph.edge_index.tolist() == [[0, 1, 3], [1, 2, 4]]
+    assert ds.y.tolist() == [1, 0, 2, 1, 0] and ds.num_classes == 3
+    torch.testing.assert_close(ds.x[4], torch.tensor([8.0, 9.0]))
+    assert ds.train_index.tolist() == [0, 1] and ds.test_mask.tolist() == [0, 0, 0, 1, 1]
+
+
+def test_multitask_labels_are_rejected(monkeypatch):
+    fake_ogb(monkeypatch, np.zeros((5, 3)))
+    with pytest.raises(ValueError, match="3 tasks per node"):
+        ogb_node("ogbn-proteins", "/tmp")
