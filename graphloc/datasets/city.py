@@ -27,6 +27,7 @@ _REGISTRY_PATH = os.path.join(os.path.dirname(__file__), "registry.json")
 with open(_REGISTRY_PATH) as _f:
     REGISTRY: dict = json.load(_f)
 URL = "https://github.com/LeonResearch/City-Networks/raw/refs/heads/main/data/"
+SAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "datasets", "samples")
 HOPS, NUM_CLASSES = 16, 10
 
 
@@ -35,7 +36,9 @@ class CityNetwork(NodeDataset):
 
     Args:
         root (str): folder; files go to ``root/<name>/raw`` and ``root/<name>/processed``.
-        name (str): "paris", "shanghai", "la" or "london".
+        name (str): "paris", "shanghai", "la" or "london" (the release), or "helsinki":
+            built offline on first use from the bundled OpenStreetMap extract
+            ``datasets/samples/helsinki.osm.pbf`` (© OpenStreetMap contributors, ODbL 1.0).
         augmented (bool, default True): 37 features (node features and the mean of the
             incident edges' features), else the 12 node features.
         transform (callable, optional): applied to the loaded dataset.
@@ -58,7 +61,7 @@ class CityNetwork(NodeDataset):
                                  f"{HOPS}-hop_{NUM_CLASSES}-class.pt")
         if force_reload or not os.path.exists(processed):
             if not os.path.exists(self.archive):
-                self._download()
+                self._build() if "source" in self.spec else self._download()
             atomic_save(self._process(), processed)
         blob = torch.load(processed, weights_only=True)
         super().__init__(name=name, graph=Graph(blob["edge_index"], blob["x"].size(0)),
@@ -93,6 +96,15 @@ class CityNetwork(NodeDataset):
             _remove(tmp)
             raise
 
+    def _build(self) -> None:
+        from graphloc.datasets.osm import build_city_network
+        source = os.path.normpath(os.path.join(SAMPLES, self.spec["source"]))
+        if not os.path.exists(source):
+            raise FileNotFoundError(f"the bundled extract {source} is missing (it ships in "
+                                    "the repository's datasets/samples/)")
+        build_city_network(source, os.path.dirname(self.archive),
+                           name=os.path.basename(self.archive).removesuffix(".tar.gz"))
+
     def _process(self) -> dict:
         return self._read_arrays(self.archive)
 
@@ -125,23 +137,22 @@ class CityNetwork(NodeDataset):
         return arrays
 
     def _check_counts(self, archive: str, a: dict) -> None:
-        n, e = self.spec["nodes"], self.spec["edges"]
-        width = 37 if self.augmented else 12
+        n = self.spec.get("nodes", a["x"].size(0))
         tenth = n // 10
         checks = [
-            ("node features", tuple(a["x"].shape), (n, width)),
-            ("edge_index", tuple(a["edge_index"].shape), (2, 2 * e)),
+            ("node features", tuple(a["x"].shape), (n, 37 if self.augmented else 12)),
             ("labels", tuple(a["y"].shape), (n,)),
             ("classes", int(a["y"].max()) + 1 if a["y"].numel() else 0, NUM_CLASSES),
             ("split sizes", tuple(len(a[k]) for k in ("train_index", "val_index",
                                                       "test_index")),
              (tenth, tenth, n - 2 * tenth)),
         ]
+        if "edges" in self.spec:
+            checks.append(("edge_index", tuple(a["edge_index"].shape), (2, 2 * self.spec["edges"])))
         for what, got, expected in checks:
             if got != expected:
-                raise ValueError(f"{archive}: {what} {got}, the published release has "
-                                 f"{expected}: corrupt or different download")
-
+                raise ValueError(f"{archive}: {what} {got}, expected {expected} (the published "
+                                 "release): corrupt or different download")
 
 def _remove(path: str) -> None:
     if os.path.exists(path):

@@ -104,7 +104,7 @@ def test_loads_like_pygs_loader(server, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("bad,message", [
     (b"not a tarball at all", "not a readable .tar.gz archive"),
-    (release_archive(num_nodes=59), r"node features \(59, 37\), the published release has "
+    (release_archive(num_nodes=59), r"node features \(59, 37\), expected "
                                     r"\(60, 37\)"),
 ])
 def test_corrupt_download_is_rejected_and_nothing_is_left(server, tmp_path, bad, message):

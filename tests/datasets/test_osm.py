@@ -1,0 +1,120 @@
+"""The offline builder on the bundled Helsinki extract and on networkx street graphs."""
+
+import hashlib
+import io
+import os
+import tarfile
+
+import networkx as nx
+import pytest
+import torch
+from helpers import requires_ext
+from test_city import server  # noqa: F401 (fixture)
+
+from graphloc.datasets import CityNetwork, road_statistics
+from graphloc.datasets.osm import _simplify, build_city_network
+
+HELSINKI = os.path.join(os.path.dirname(__file__), "..", "..", "datasets", "samples",
+                        "helsinki.osm.pbf")
+pytest.importorskip("osmium")
+pytestmark = requires_ext
+
+
+def read_release(path):
+    with tarfile.open(path) as tar:
+        return {m.name.split("/", 1)[1]: torch.load(io.BytesIO(tar.extractfile(m).read()))
+                for m in tar.getmembers()}
+
+
+@pytest.fixture(scope="module")
+def helsinki(tmp_path_factory):
+    return build_city_network(HELSINKI, str(tmp_path_factory.mktemp("built")))
+
+
+def test_helsinki_is_a_connected_simplified_street_graph(helsinki):
+    arrays = read_release(helsinki)
+    x, edge_index = arrays["node_features_augmented.pt"], arrays["edge_indices.pt"]
+    n = x.size(0)
+    assert x.shape[1] == 37 and arrays["node_features.pt"].shape == (n, 12)
+    assert not (edge_index[0] == edge_index[1]).any()
+    from graphloc import Graph
+    stats = road_statistics(Graph(edge_index, num_nodes=n))
+    assert 2.3 <= stats["mean_degree"] <= 3.3 and stats["hop_diameter"] > 20
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+    adj = sp.coo_matrix((torch.ones(edge_index.size(1)).numpy(), edge_index.numpy()),
+                        shape=(n, n))
+    assert connected_components(adj, directed=False)[0] == 1
+    degree = torch.bincount(edge_index[0], minlength=n)
+    # simplified: degree-2 nodes remain only where two ways meet (strict mode)
+    assert (degree == 2).float().mean() < 0.35
+    counts = torch.bincount(arrays["10-chunk_16-hop_node_labels.pt"])
+    assert len(counts) == 10 and counts.max() - counts.min() <= n // 10 + 1
+    assert (x[:, 0].min() > 24.5) and (x[:, 0].max() < 25.3) and (x[:, 1].min() > 60.0)
+    onehots = x[:, 3:12].sum(1)  # landuse one-hot
+    torch.testing.assert_close(onehots, torch.ones(n))
+
+
+def test_build_is_byte_reproducible(helsinki, tmp_path):
+    again = build_city_network(HELSINKI, str(tmp_path))
+    digest = [hashlib.sha256(open(p, "rb").read()).hexdigest() for p in (helsinki, again)]
+    assert digest[0] == digest[1]
+
+
+def test_helsinki_loads_offline_through_citynetwork(tmp_path):
+    ds = CityNetwork(str(tmp_path), "helsinki")
+    assert ds.x.shape[1] == 37 and ds.num_classes == 10
+    assert os.path.exists(tmp_path / "helsinki" / "raw" / "helsinki.tar.gz")
+    small = CityNetwork(str(tmp_path), "helsinki", augmented=False)
+    assert small.x.shape[1] == 12 and torch.equal(small.y, ds.y)
+
+
+def test_a_built_city_loads_with_pygs_loader(helsinki, server, tmp_path,  # noqa: F811
+                                             monkeypatch):
+    pyg_city = pytest.importorskip("torch_geometric.datasets.city")
+    served, url, _ = server
+    arrays = read_release(helsinki)
+    n = arrays["node_features.pt"].size(0)
+    monkeypatch.setitem(__import__("graphloc.datasets.city").datasets.city.REGISTRY, "paris",
+                        {"nodes": n, "edges": arrays["edge_indices.pt"].size(1) // 2})
+    build_city_network(HELSINKI, str(served), name="paris")
+    monkeypatch.setattr(pyg_city.CityNetwork, "url", url + "/")
+    theirs = pyg_city.CityNetwork(str(tmp_path / "pyg"), "paris")[0]
+    assert torch.equal(theirs.x, arrays["node_features_augmented.pt"])
+    assert torch.equal(theirs.y, arrays["10-chunk_16-hop_node_labels.pt"])
+
+
+def test_simplification_merges_chains_and_keeps_way_junctions():
+    coords = {i: (24.0 + 0.001 * i, 60.0) for i in range(6)}
+    way = lambda osmid: {"osmid": osmid, "highway": "residential", "oneway": False,  # noqa
+                         "lanes": None, "maxspeed": None, "reversed": False}
+    # 0-1-2-3 one way (1, 2 interstitial), 3-4-5 another way: 3 is a junction of two ways
+    chain = [(0, 1, way(7)), (1, 2, way(7)), (2, 3, way(7)), (3, 4, way(8)), (4, 5, way(8))]
+    edges = chain + [(v, u, {**a, "reversed": True}) for u, v, a in chain]
+    merged, endpoints = _simplify(edges, coords)
+    assert endpoints == {0, 3, 5}
+    lengths = {(u, v): a["length"] for u, v, a in merged}
+    assert set(lengths) == {(0, 3), (3, 0), (3, 5), (5, 3)}
+    assert lengths[(0, 3)] == pytest.approx(3 * 55.6, rel=0.01)  # 3 x 0.001 deg at 60 N
+
+
+def test_networkx_input_and_bad_input(tmp_path):
+    g = nx.MultiDiGraph(simplified=True)
+    grid = nx.grid_2d_graph(6, 6)
+    for (r, c) in grid.nodes:
+        g.add_node((r, c), x=24.9 + 0.001 * c, y=60.1 + 0.0005 * r)
+    for u, v in grid.edges:
+        for a, b, rev in ((u, v, False), (v, u, True)):
+            g.add_edge(a, b, length=55.0, highway="residential", oneway=False, reversed=rev)
+    arrays = read_release(build_city_network(g, str(tmp_path), name="grid", hops=4))
+    assert arrays["node_features_augmented.pt"].shape == (36, 37)
+    assert arrays["edge_indices.pt"].shape == (2, 2 * 60)
+    with pytest.raises(FileNotFoundError, match="no OSM file at"):
+        build_city_network(str(tmp_path / "missing.osm.pbf"), str(tmp_path))
+    bad = tmp_path / "bad.osm.pbf"
+    bad.write_bytes(b"this is not protobuf")
+    with pytest.raises(ValueError, match="not a readable OSM file"):
+        build_city_network(str(bad), str(tmp_path))
+    g.add_node("nowhere")
+    with pytest.raises(ValueError, match="node 'nowhere' has no 'x'/'y'"):
+        build_city_network(g, str(tmp_path))
