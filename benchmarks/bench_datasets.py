@@ -17,7 +17,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_ops import machine  # noqa: E402
+from bench_ops import machine, publish  # noqa: E402
 
 from graphloc.datasets import (  # noqa: E402
     CityNetwork,
@@ -76,10 +76,7 @@ def main(argv=None) -> None:
             f"\n\n16-hop local eccentricity of a {args.label_nodes:,}-node synthetic city "
             f"({ds.graph.num_edges // 2:,} streets), C++ kernel, "
             f"{torch.get_num_threads()} threads: {label_s:.1f} s.\n")
-    print(text)
-    if args.write:
-        with open(args.write, "a") as f:
-            f.write(text)
+    publish(text, args.write)
 
 
 if __name__ == "__main__":

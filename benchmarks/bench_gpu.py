@@ -21,6 +21,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_layers import LAYERS, F, mlp  # noqa: E402
+from bench_ops import publish  # noqa: E402
 from graphs import power_law, road_like  # noqa: E402
 
 import graphloc  # noqa: E402
@@ -200,10 +201,7 @@ def main(argv=None) -> None:
               f"torch {torch.__version__}, graphloc {graphloc.__version__}")
     text = (f"\n## GPU ops, {header}\n\n" + "\n".join(op_lines) +
             f"\n\n## GPU layers vs PyG, {header}\n\n" + "\n".join(layer_lines) + "\n")
-    print(text)
-    if args.write:
-        with open(args.write, "a") as f:
-            f.write(text)
+    publish(text, args.write)
 
 
 if __name__ == "__main__":

@@ -146,6 +146,14 @@ def machine() -> str:
             f"torch_scatter: {'yes' if HAS_TORCH_SCATTER else 'not installed'}")
 
 
+def publish(text: str, path: str | None) -> None:
+    """Prints a result section and, with a path, appends it to that markdown file."""
+    print(text)
+    if path:
+        with open(path, "a") as f:
+            f.write(text)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="road graph at F=64 only")
