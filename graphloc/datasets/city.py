@@ -17,6 +17,7 @@ import tarfile
 import tempfile
 import urllib.error
 import urllib.request
+import warnings
 
 import torch
 
@@ -87,6 +88,10 @@ class CityNetwork(NodeDataset):
                                  f"recorded {expected}: corrupt or changed download")
             self._read_arrays(tmp)  # the published counts, before it is kept
             os.replace(tmp, self.archive)
+            if not expected:
+                warnings.warn(f"{self.url} passed the count checks; no sha256 is recorded for "
+                              f"it yet: record {digest.hexdigest()} in {_REGISTRY_PATH}",
+                              stacklevel=3)
         except (urllib.error.URLError, OSError) as err:
             _remove(tmp)
             raise RuntimeError(

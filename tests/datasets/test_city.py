@@ -1,5 +1,6 @@
 """The City-Networks loader against release-layout archives served from 127.0.0.1."""
 
+import hashlib
 import http.server
 import io
 import os
@@ -13,6 +14,7 @@ from graphloc.datasets import city
 from graphloc.datasets.city import CityNetwork
 
 N, E = 60, 90  # the fake city's "published" counts
+pytestmark = pytest.mark.filterwarnings("ignore:.*no sha256 is recorded")
 
 
 def release_archive(num_nodes=N, num_edges=E, name="paris") -> bytes:
@@ -71,7 +73,9 @@ def test_download_process_cache_and_reload(server, tmp_path):
     served, url, requests = server
     (served / "paris.tar.gz").write_bytes(release_archive())
     root = str(tmp_path / "data")
-    ds = CityNetwork(root, "paris", url=url)
+    digest = hashlib.sha256((served / "paris.tar.gz").read_bytes()).hexdigest()
+    with pytest.warns(UserWarning, match=f"record {digest} in .*registry.json"):
+        ds = CityNetwork(root, "paris", url=url)
     assert requests == ["/paris.tar.gz"]
     assert ds.x.shape == (N, 37) and ds.graph.num_edges == 2 * E and ds.num_classes == 10
     assert [len(ds.train_index), len(ds.val_index), len(ds.test_index)] == [6, 6, 48]
