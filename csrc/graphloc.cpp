@@ -49,6 +49,11 @@ TORCH_LIBRARY(graphloc, m) {
   // Per node: the largest length-weighted distance to a node of its hops-hop ball, inside
   // the ball's induced subgraph (City-Networks' local eccentricity); float64 [N]. CPU.
   m.def("local_eccentricity(Tensor indptr, Tensor indices, Tensor weight, int hops) -> Tensor");
+  // Per seed, the k-hop ball over in-edges (BFS order, seed first, with hop distances) and
+  // its induced edges in ball-local ids, packed: (node_ptr [S+1], nodes, hops, edge_ptr
+  // [S+1], edge_src, edge_dst, edge_pos = the edge's CSR position). CPU.
+  m.def("khop_subgraphs(Tensor indptr, Tensor indices, Tensor seeds, int hops) -> "
+        "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   // Stable counting sort of index into (indptr [num_rows + 1], perm [E]).
   m.def("coo_to_csr(Tensor index, int num_rows) -> (Tensor, Tensor)");
 }

@@ -1,0 +1,149 @@
+"""Total influence against PyG's implementation, a dense Jacobian oracle, and bad input."""
+
+import json
+
+import pytest
+import torch
+from helpers import random_edge_index, requires_ext
+
+from graphloc import Graph
+from graphloc.influence import influence_per_hop, measure, total_influence
+
+pytestmark = requires_ext
+pyg = pytest.importorskip("torch_geometric")
+from torch_geometric.data import Data  # noqa: E402
+from torch_geometric.utils import total_influence as pyg_total_influence  # noqa: E402
+
+
+def road_data(num_nodes=400, features=6, seed=0):
+    import numpy as np
+    from scipy.spatial import Delaunay
+    rng = np.random.default_rng(seed)
+    tri = Delaunay(rng.random((num_nodes, 2))).simplices
+    pairs = np.unique(np.sort(np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [0, 2]]]),
+                              axis=1), axis=0)
+    pairs = torch.from_numpy(pairs[rng.random(len(pairs)) < 0.55]).long().t()
+    edge_index = torch.cat([pairs, pairs.flip(0)], dim=1)
+    return Data(x=torch.randn(num_nodes, features, generator=torch.Generator().manual_seed(seed)),
+                edge_index=edge_index, num_nodes=num_nodes)
+
+
+def hub_data(num_nodes=120, seed=1):
+    edge_index = random_edge_index(num_nodes, 600, seed=seed, hub_degree=80).long()
+    return Data(x=torch.randn(num_nodes, 6, generator=torch.Generator().manual_seed(seed)),
+                edge_index=edge_index, num_nodes=num_nodes)
+
+
+def models(depth=3):
+    import torch_geometric.nn as pyg_nn
+
+    import graphloc.nn as gl
+    torch.manual_seed(0)
+    return {
+        "pyg-gcn": pyg_nn.GCN(6, 8, depth, 3), "pyg-sage": pyg_nn.GraphSAGE(6, 8, depth, 3),
+        "pyg-gat": pyg_nn.GAT(6, 8, depth, 3, heads=2),
+        "pyg-cheb": pyg_nn.ChebConv(6, 3, K=3),
+        "gl-gcn": gl.GNN("gcn", 6, 8, 3, depth), "gl-sage": gl.GNN("sage", 6, 8, 3, depth),
+        "gl-gat": gl.GNN("gat", 6, 8, 3, depth, heads=2),
+        "gl-cheb": gl.GNN("cheb", 6, 8, 3, 2, K=3),
+    }
+
+
+@pytest.mark.parametrize("graph", ["road", "hub"])
+@pytest.mark.parametrize("max_hops", [1, 3, 5])
+@pytest.mark.parametrize("name", sorted(models()))
+def test_same_numbers_as_pyg(name, max_hops, graph):
+    model = models()[name]
+    data = road_data() if graph == "road" else hub_data()
+    for average, normalize in ((True, True), (False, True)):
+        torch.manual_seed(5)
+        theirs, r_theirs = pyg_total_influence(model, data, max_hops, num_samples=12,
+                                               normalize=normalize, average=average)
+        torch.manual_seed(5)
+        ours, r_ours = total_influence(model, data, max_hops, num_samples=12,
+                                       normalize=normalize, average=average, batch_size=5)
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-12)
+        assert r_ours == pytest.approx(r_theirs, rel=1e-5)
+
+
+def test_batched_and_per_seed_paths_agree():
+    data = road_data(300)
+    model = models()["gl-sage"]
+    nodes = torch.arange(0, 300, 7)
+    batched = influence_per_hop(model, data, 4, nodes, batch_size=16)
+    single = influence_per_hop(model, data, 4, nodes, method="per_seed")
+    torch.testing.assert_close(batched, single, rtol=1e-6, atol=1e-12)
+
+
+def test_dense_jacobian_oracle_on_a_tiny_graph():
+    """With max_hops above the depth the ball truncation changes nothing: per-hop totals
+    equal those of the full-graph Jacobian, grouped by in-hop distance."""
+    import networkx as nx
+
+    import graphloc.nn as gl
+    edge_index = random_edge_index(18, 50, seed=3)
+    x = torch.randn(20, 4, dtype=torch.float64)
+    torch.manual_seed(1)
+    model = gl.GNN("gcn", 4, 5, 3, 2).double().eval()
+    graph = Graph(edge_index, num_nodes=20)
+    jac = torch.autograd.functional.jacobian(lambda inp: model(inp, graph), x)  # [N,C,N,F]
+    pair = jac.abs().sum(dim=(1, 3))  # I(v, u)
+    g = nx.DiGraph()
+    g.add_nodes_from(range(20))
+    g.add_edges_from(edge_index.t().tolist())
+    nodes = torch.arange(20)
+    ours = influence_per_hop(model, (x, graph), 3, nodes)
+    for v in range(20):
+        dist = nx.single_source_shortest_path_length(g.reverse(), v, cutoff=3)
+        expected = torch.zeros(4, dtype=torch.float64)
+        for u, h in dist.items():
+            expected[h] += pair[v, u]
+        torch.testing.assert_close(ours[v], expected)
+
+
+def test_eval_mode_restored_and_dropout_ignored():
+    import graphloc.nn as gl
+    data = road_data(200)
+    model = gl.GNN("gcn", 6, 8, 3, 2, dropout=0.5).train()
+    a = total_influence(model, data, 2, nodes=[1, 2, 3])[0]
+    b = total_influence(model, data, 2, nodes=[1, 2, 3])[0]
+    assert model.training and torch.equal(a, b)
+
+
+def test_zero_influence_warns_and_bad_input():
+    class Constant(torch.nn.Module):
+        def forward(self, x, edge_index):
+            return torch.zeros(x.size(0), 2) + 0 * x[:, :2]
+    data = road_data(50)
+    with pytest.warns(UserWarning, match="3 of 3 seed nodes have zero influence"):
+        _, r = total_influence(Constant(), data, 2, nodes=[0, 1, 2])
+    assert r != r  # NaN: no seed has any influence
+    model = models()["gl-gcn"]
+    with pytest.raises(ValueError, match="max_hops must be >= 0, got -1"):
+        total_influence(model, data, -1)
+    with pytest.raises(ValueError, match="node 50 is out of range for 50 nodes"):
+        total_influence(model, data, 2, nodes=[3, 50])
+
+    class Pooled(torch.nn.Module):
+        def forward(self, x, edge_index):
+            return x.sum(0, keepdim=True)
+    with pytest.raises(ValueError, match="one output row per node"):
+        total_influence(Pooled(), data, 2, nodes=[0])
+    with pytest.raises(ValueError, match="no node features"):
+        total_influence(model, Data(edge_index=data.edge_index, num_nodes=50), 2)
+    with pytest.raises(ValueError, match="method must be"):
+        influence_per_hop(model, data, 2, [0], method="magic")
+
+
+def test_measure_reports_curve_r_and_intervals():
+    data = road_data(300)
+    result = measure(models()["gl-gcn"], data, 4, num_samples=40, bootstrap=200)
+    ours, r = total_influence(models()["gl-gcn"], data, 4, nodes=result.nodes)
+    torch.testing.assert_close(result.curve.float(), ours)
+    assert result.R == pytest.approx(r, rel=1e-5)
+    assert (result.curve_ci[0] <= result.curve + 1e-9).all()
+    assert (result.curve + 1e-9 >= result.curve_ci[0]).all()
+    assert result.R_ci[0] <= result.R <= result.R_ci[1]
+    json.dumps(result.to_dict())
+    again = measure(models()["gl-gcn"], data, 4, num_samples=40, bootstrap=200)
+    assert torch.equal(again.nodes, result.nodes)  # seed=0 by default: reproducible
