@@ -37,15 +37,79 @@ def dataset_build(args) -> int:
 
 def dataset_stats(args) -> int:
     """Road statistics of a dataset: a city name or synthetic:N."""
-    from graphloc.datasets import CityNetwork, road_statistics, synthetic_city
-    if args.dataset.startswith("synthetic:"):
-        dataset = synthetic_city(int(args.dataset.split(":", 1)[1]), seed=args.seed)
-    else:
-        dataset = CityNetwork(args.root, args.dataset)
+    from graphloc.datasets import road_statistics
+    dataset = _load_dataset(args.dataset, args.root, args.seed)
     for key, value in road_statistics(dataset.graph).items():
         print(f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}")
     print(f"features: {dataset.num_features}, classes: {dataset.num_classes}")
     return 0
+
+
+def _load_dataset(spec: str, root: str, seed: int):
+    from graphloc.datasets import CityNetwork, synthetic_city
+    if spec.startswith("synthetic:"):
+        return synthetic_city(int(spec.split(":", 1)[1]), seed=seed)
+    return CityNetwork(root, spec)
+
+
+def influence(args) -> int:
+    """Measures total influence per hop and R of (untrained) registered models."""
+    import json
+
+    from graphloc.influence import measure
+    from graphloc.nn import build_model
+    dataset = _load_dataset(args.graph, args.root, args.seed)
+    results = {}
+    for name in args.model:
+        torch.manual_seed(args.seed)
+        model = build_model(name, dataset.num_features, args.hidden, dataset.num_classes,
+                            args.layers)
+        result = measure(model, dataset, args.max_hops, args.samples, seed=args.seed,
+                         batch_size=args.batch_size, progress=True)
+        results[f"{name} x{args.layers}"] = result
+        print(f"{name} x{args.layers}: R = {result.R:.3f} "
+              f"({result.R_ci[0]:.3f} to {result.R_ci[1]:.3f})")
+    with open(args.out, "w") as f:
+        json.dump({k: r.to_dict() for k, r in results.items()}, f)
+    if args.plot:
+        plot_influence(results, args.plot)
+    return 0
+
+
+def plot_influence(results: dict, path: str) -> None:
+    """T_h / T_0 per hop on a log scale, one line per model, R in the legend."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise SystemExit("--plot needs matplotlib: pip install 'graphloc[plot]'") from err
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for label, result in results.items():
+        hops = range(len(result.curve))
+        ax.plot(hops, result.curve.numpy(), marker="o", label=f"{label} (R = {result.R:.2f})")
+        ax.fill_between(hops, *result.curve_ci.numpy(), alpha=0.2)
+    ax.set(yscale="log", xlabel="hop h", ylabel="mean T_h / mean T_0")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def _add_influence_command(commands) -> None:
+    cmd = commands.add_parser("influence", help=influence.__doc__)
+    cmd.add_argument("--graph", required=True,
+                     help="helsinki, paris, shanghai, la, london or synthetic:N")
+    cmd.add_argument("--model", nargs="+", default=["gcn"], help="registered model names")
+    cmd.add_argument("--layers", type=int, default=4)
+    cmd.add_argument("--hidden", type=int, default=64)
+    cmd.add_argument("--max-hops", type=int, default=16)
+    cmd.add_argument("--samples", type=int, default=1000)
+    cmd.add_argument("--batch-size", type=int, default=256)
+    cmd.add_argument("--seed", type=int, default=0)
+    cmd.add_argument("--root", default="data")
+    cmd.add_argument("--out", default="influence.json")
+    cmd.add_argument("--plot", help="write the curves to this image (needs matplotlib)")
+    cmd.set_defaults(run=influence)
 
 
 def _add_dataset_commands(commands) -> None:
@@ -70,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("info", help=info.__doc__).set_defaults(run=info)
     _add_dataset_commands(commands)
+    _add_influence_command(commands)
     args = parser.parse_args(argv)
     return args.run(args)
 

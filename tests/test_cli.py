@@ -23,3 +23,27 @@ def test_dataset_build_and_stats(tmp_path, capsys):
     assert main(["dataset", "stats", "synthetic:500", "--seed", "3"]) == 0
     out = capsys.readouterr().out
     assert "nodes: 500" in out and "features: 11, classes: 10" in out
+
+
+def test_influence_command_writes_json_and_plot(tmp_path, capsys):
+    import json
+
+    import pytest
+    out = tmp_path / "r.json"
+    args = ["influence", "--graph", "synthetic:400", "--model", "gcn", "sage", "--layers", "2",
+            "--hidden", "8", "--max-hops", "4", "--samples", "20", "--out", str(out)]
+    try:
+        import matplotlib  # noqa: F401
+        args += ["--plot", str(tmp_path / "p.png")]
+    except ImportError:
+        pass
+    assert main(args) == 0
+    result = json.loads(out.read_text())
+    assert set(result) == {"gcn x2", "sage x2"}
+    assert len(result["gcn x2"]["curve"]) == 5 and result["gcn x2"]["curve"][0] == 1.0
+    assert 0 <= result["sage x2"]["R"] <= 4
+    assert "gcn x2: R = " in capsys.readouterr().out
+    if "--plot" in args:
+        assert (tmp_path / "p.png").stat().st_size > 1000
+    with pytest.raises(SystemExit):
+        main(["influence"])  # --graph is required
