@@ -54,6 +54,11 @@ TORCH_LIBRARY(graphloc, m) {
   // [S+1], edge_src, edge_dst, edge_pos = the edge's CSR position). CPU.
   m.def("khop_subgraphs(Tensor indptr, Tensor indices, Tensor seeds, int hops) -> "
         "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+  // Layer-wise uniform in-neighbour sampling without replacement around seeds (-1: all):
+  // (nodes, seeds first; edge_src, edge_dst local ids; edge CSR positions; cumulative node
+  // and edge counts per hop). Deterministic for a given seed. CPU.
+  m.def("neighbor_sample(Tensor indptr, Tensor indices, Tensor seeds, int[] fanouts, "
+        "int seed) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   // Stable counting sort of index into (indptr [num_rows + 1], perm [E]).
   m.def("coo_to_csr(Tensor index, int num_rows) -> (Tensor, Tensor)");
 }

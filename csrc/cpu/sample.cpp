@@ -1,0 +1,123 @@
+// CPU kernel of neighbor_sample: layer-wise uniform sampling of in-neighbours without
+// replacement (GraphSAGE / PyG NeighborLoader semantics) around a batch of seed nodes.
+// Deterministic for a given seed whatever the thread count: each (hop, node) draws from its
+// own counter-based random stream, and new nodes are numbered in one ordered pass.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "common/ops.h"
+
+namespace graphloc {
+namespace {
+
+// SplitMix64: a counter-based generator, so streams need no shared state.
+inline uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+struct Stream {
+  uint64_t state;
+  uint64_t next() { return mix(state++); }
+  int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
+};
+
+// k distinct offsets in [0, deg), uniformly (Floyd's algorithm; k is a small fan-out).
+void sample_offsets(int64_t deg, int64_t k, Stream& rng, std::vector<int64_t>& out) {
+  out.clear();
+  if (k < 0 || deg <= k) {
+    for (int64_t i = 0; i < deg; ++i) out.push_back(i);
+    return;
+  }
+  for (int64_t j = deg - k; j < deg; ++j) {
+    const int64_t t = rng.below(j + 1);
+    out.push_back(std::find(out.begin(), out.end(), t) == out.end() ? t : j);
+  }
+  std::sort(out.begin(), out.end());
+}
+
+template <typename index_t>
+std::vector<at::Tensor> sample(const index_t* indptr, const index_t* indices, int64_t n,
+                               const int64_t* seeds, int64_t S,
+                               const std::vector<int64_t>& fanouts, uint64_t seed) {
+  std::vector<int64_t> nodes(seeds, seeds + S), local(n, -1);
+  for (int64_t i = 0; i < S; ++i) {
+    TORCH_CHECK(seeds[i] >= 0 && seeds[i] < n, "seed node ", seeds[i], " is out of range for ",
+                n, " nodes");
+    TORCH_CHECK(local[seeds[i]] < 0, "seed node ", seeds[i], " appears twice in the batch");
+    local[seeds[i]] = i;
+  }
+  std::vector<int64_t> src, dst, pos, hop_nodes{S}, hop_edges{0};
+  int64_t begin = 0;
+  for (size_t hop = 0; hop < fanouts.size(); ++hop) {
+    const int64_t end = static_cast<int64_t>(nodes.size()), k = fanouts[hop];
+    // Pass 1 (parallel): every frontier node draws its CSR positions.
+    std::vector<std::vector<int64_t>> picked(end - begin);
+    at::parallel_for(begin, end, 256, [&](int64_t f0, int64_t f1) {
+      std::vector<int64_t> offsets;
+      for (int64_t f = f0; f < f1; ++f) {
+        const int64_t w = nodes[f], row = indptr[w], deg = indptr[w + 1] - row;
+        Stream rng{mix(seed ^ mix(static_cast<uint64_t>(hop) * 0x100000001b3ULL +
+                                  static_cast<uint64_t>(w)))};
+        sample_offsets(deg, k, rng, offsets);
+        auto& mine = picked[f - begin];
+        for (int64_t o : offsets) mine.push_back(row + o);
+      }
+    });
+    // Pass 2 (ordered): number the new source nodes, emit the edges.
+    for (int64_t f = begin; f < end; ++f) {
+      for (int64_t e : picked[f - begin]) {
+        const int64_t u = indices[e];
+        if (local[u] < 0) {
+          local[u] = static_cast<int64_t>(nodes.size());
+          nodes.push_back(u);
+        }
+        src.push_back(local[u]);
+        dst.push_back(f);
+        pos.push_back(e);
+      }
+    }
+    hop_nodes.push_back(static_cast<int64_t>(nodes.size()));
+    hop_edges.push_back(static_cast<int64_t>(src.size()));
+    begin = end;
+  }
+  auto as_tensor = [](const std::vector<int64_t>& v) {
+    return at::tensor(v, at::TensorOptions().dtype(at::kLong));
+  };
+  return {as_tensor(nodes), as_tensor(src), as_tensor(dst), as_tensor(pos),
+          as_tensor(hop_nodes), as_tensor(hop_edges)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
+neighbor_sample_cpu(const at::Tensor& indptr, const at::Tensor& indices, const at::Tensor& seeds,
+                    at::IntArrayRef fanouts, int64_t seed) {
+  check_indptr(indptr);
+  check_index(indices, "indices");
+  TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(), "indices and indptr must share ",
+              "one index dtype");
+  check_csr_nnz(indptr, indices.numel(), "indices");
+  TORCH_CHECK(seeds.dim() == 1 && seeds.scalar_type() == at::kLong, "seeds must be int64 [S]");
+  for (int64_t k : fanouts)
+    TORCH_CHECK(k >= -1, "fan-outs must be >= 0, or -1 for all neighbours, got ", k);
+  auto sc = seeds.contiguous(), ic = indices.contiguous();
+  std::vector<at::Tensor> out;
+  GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+    out = sample<index_t>(indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(),
+                          indptr.numel() - 1, sc.data_ptr<int64_t>(), sc.numel(),
+                          std::vector<int64_t>(fanouts.begin(), fanouts.end()),
+                          static_cast<uint64_t>(seed));
+  });
+  return {out[0], out[1], out[2], out[3], out[4], out[5]};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(graphloc, CPU, m) { m.impl("neighbor_sample", &neighbor_sample_cpu); }
+
+}  // namespace graphloc
