@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import torch
@@ -52,22 +53,68 @@ def _load_dataset(spec: str, root: str, seed: int):
     return CityNetwork(root, spec)
 
 
+def train(args) -> int:
+    """Trains a node classifier; writes best.pt, last.pt, metrics.json, curve.png."""
+    from graphloc.train import TrainConfig, fit
+    dataset = _load_dataset(args.dataset, args.root, args.seed)
+    config = TrainConfig(model=args.model, layers=args.layers, hidden=args.hidden,
+                         dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay,
+                         epochs=args.epochs, eval_every=args.eval_every,
+                         batch_size=args.batch_size, fanout=args.fanout, seed=args.seed)
+    history = fit(dataset, config, out_dir=args.out, resume=args.resume)
+    best = max(history, key=lambda h: h["val"])
+    print(f"best validation accuracy {best['val']:.4f} at epoch {best['epoch']} "
+          f"(test {best['test']:.4f}); checkpoint {args.out}/best.pt")
+    return 0
+
+
+def _add_train_command(commands) -> None:
+    cmd = commands.add_parser("train", help=train.__doc__)
+    cmd.add_argument("--dataset", required=True,
+                     help="helsinki, paris, shanghai, la, london or synthetic:N")
+    cmd.add_argument("--model", default="gcn", help="a registered model name")
+    cmd.add_argument("--layers", type=int, default=2)
+    cmd.add_argument("--hidden", type=int, default=64)
+    cmd.add_argument("--dropout", type=float, default=0.2)
+    cmd.add_argument("--lr", type=float, default=5e-4)
+    cmd.add_argument("--weight-decay", type=float, default=1e-5)
+    cmd.add_argument("--epochs", type=int, default=100)
+    cmd.add_argument("--eval-every", type=int, default=1)
+    cmd.add_argument("--batch-size", type=int, help="sampled mini-batches of this many seeds")
+    cmd.add_argument("--fanout", type=int, nargs="+", help="neighbours per layer (-1: all)")
+    cmd.add_argument("--seed", type=int, default=0)
+    cmd.add_argument("--root", default="data")
+    cmd.add_argument("--out", required=True, help="run folder")
+    cmd.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
+    cmd.set_defaults(run=train)
+
+
+def _models_to_measure(args, dataset):
+    """(label, model) pairs: checkpoints, or untrained registered models."""
+    from graphloc.nn import build_model
+    from graphloc.train import load_checkpoint
+    for path in args.checkpoint or []:
+        model, info = load_checkpoint(path)
+        config = info["config"]
+        yield f"{config['model']} x{config['layers']} ({os.path.dirname(path) or path})", model
+    for name in [] if args.checkpoint else args.model:
+        torch.manual_seed(args.seed)
+        yield f"{name} x{args.layers}", build_model(name, dataset.num_features, args.hidden,
+                                                     dataset.num_classes, args.layers)
+
+
 def influence(args) -> int:
-    """Measures total influence per hop and R of (untrained) registered models."""
+    """Measures total influence per hop and R of trained checkpoints or untrained models."""
     import json
 
     from graphloc.influence import measure
-    from graphloc.nn import build_model
     dataset = _load_dataset(args.graph, args.root, args.seed)
     results = {}
-    for name in args.model:
-        torch.manual_seed(args.seed)
-        model = build_model(name, dataset.num_features, args.hidden, dataset.num_classes,
-                            args.layers)
+    for label, model in _models_to_measure(args, dataset):
         result = measure(model, dataset, args.max_hops, args.samples, seed=args.seed,
                          batch_size=args.batch_size, progress=True)
-        results[f"{name} x{args.layers}"] = result
-        print(f"{name} x{args.layers}: R = {result.R:.3f} "
+        results[label] = result
+        print(f"{label}: R = {result.R:.3f} "
               f"({result.R_ci[0]:.3f} to {result.R_ci[1]:.3f})")
     with open(args.out, "w") as f:
         json.dump({k: r.to_dict() for k, r in results.items()}, f)
@@ -99,7 +146,9 @@ def _add_influence_command(commands) -> None:
     cmd = commands.add_parser("influence", help=influence.__doc__)
     cmd.add_argument("--graph", required=True,
                      help="helsinki, paris, shanghai, la, london or synthetic:N")
-    cmd.add_argument("--model", nargs="+", default=["gcn"], help="registered model names")
+    cmd.add_argument("--model", nargs="+", default=["gcn"],
+                     help="registered model names (untrained, seeded)")
+    cmd.add_argument("--checkpoint", nargs="+", help="best.pt files written by graphloc train")
     cmd.add_argument("--layers", type=int, default=4)
     cmd.add_argument("--hidden", type=int, default=64)
     cmd.add_argument("--max-hops", type=int, default=16)
@@ -135,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("info", help=info.__doc__).set_defaults(run=info)
     _add_dataset_commands(commands)
     _add_influence_command(commands)
+    _add_train_command(commands)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -47,3 +47,16 @@ def test_influence_command_writes_json_and_plot(tmp_path, capsys):
         assert (tmp_path / "p.png").stat().st_size > 1000
     with pytest.raises(SystemExit):
         main(["influence"])  # --graph is required
+
+
+def test_train_then_measure_the_checkpoint(tmp_path, capsys):
+    import json
+    run = tmp_path / "run"
+    assert main(["train", "--dataset", "synthetic:300", "--model", "sage", "--layers", "2",
+                 "--hidden", "8", "--epochs", "3", "--lr", "0.01", "--out", str(run)]) == 0
+    assert "best validation accuracy" in capsys.readouterr().out
+    out = tmp_path / "i.json"
+    assert main(["influence", "--graph", "synthetic:300", "--checkpoint", str(run / "best.pt"),
+                 "--max-hops", "3", "--samples", "10", "--out", str(out)]) == 0
+    (label,) = json.loads(out.read_text())
+    assert label.startswith("sage x2")

@@ -1,0 +1,66 @@
+"""fit: learning, checkpoints that reload, exact resume, mini-batches, bad input."""
+
+import json
+
+import pytest
+import torch
+from helpers import requires_ext
+
+from graphloc.datasets import synthetic_city
+from graphloc.train import TrainConfig, evaluate, fit, load_checkpoint
+
+pytestmark = requires_ext
+
+
+@pytest.fixture(scope="module")
+def city():
+    return synthetic_city(1200, seed=0, hops=6)
+
+
+def test_full_batch_learns_and_best_checkpoint_reloads(city, tmp_path):
+    config = TrainConfig(model="gcn", layers=2, hidden=32, lr=0.01, epochs=40, eval_every=5)
+    history = fit(city, config, out_dir=str(tmp_path), progress=False)
+    assert history[-1]["loss"] < 0.8 * history[0]["loss"]
+    assert history[-1]["train"] > 0.3  # ten classes: chance is 0.1
+    model, info = load_checkpoint(str(tmp_path / "best.pt"))
+    best = max(history, key=lambda h: h["val"])
+    assert evaluate(model, city) == pytest.approx({k: best[k] for k in ("train", "val", "test")})
+    assert info["config"]["model"] == "gcn" and info["num_classes"] == 10
+    assert json.loads((tmp_path / "metrics.json").read_text()) == history
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix != ".png") == [
+        "best.pt", "last.pt", "metrics.json"]
+
+
+def test_resume_continues_exactly(city, tmp_path):
+    config = TrainConfig(model="sage", layers=2, hidden=16, lr=0.01, epochs=6, dropout=0.5)
+    straight = fit(city, config, out_dir=str(tmp_path / "a"), progress=False)
+    half = TrainConfig(**{**config.__dict__, "epochs": 3})
+    fit(city, half, out_dir=str(tmp_path / "b"), progress=False)
+    state = torch.load(tmp_path / "b" / "last.pt", weights_only=False)
+    state["config"]["epochs"] = 6  # the same run, asked to go on to epoch 6
+    torch.save(state, tmp_path / "b" / "last.pt")
+    resumed = fit(city, config, out_dir=str(tmp_path / "b"), resume=True, progress=False)
+    assert resumed == straight
+    a = load_checkpoint(str(tmp_path / "a" / "last.pt"))[0].state_dict()
+    b = load_checkpoint(str(tmp_path / "b" / "last.pt"))[0].state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_mini_batches_learn(city):
+    config = TrainConfig(model="gcn", layers=2, hidden=32, lr=0.01, epochs=20, eval_every=10,
+                         batch_size=64, fanout=[5, 5])
+    history = fit(city, config, progress=False)
+    assert history[-1]["loss"] < history[0]["loss"] and history[-1]["train"] > 0.2
+
+
+def test_bad_input(city, tmp_path):
+    with pytest.raises(ValueError, match="epochs and eval_every must be >= 1"):
+        fit(city, TrainConfig(epochs=0), progress=False)
+    with pytest.raises(FileNotFoundError, match="nothing to resume"):
+        fit(city, TrainConfig(epochs=1), out_dir=str(tmp_path), resume=True, progress=False)
+    fit(city, TrainConfig(epochs=1, hidden=8), out_dir=str(tmp_path), progress=False)
+    with pytest.raises(ValueError, match="another configuration"):
+        fit(city, TrainConfig(epochs=2, hidden=8), out_dir=str(tmp_path), resume=True,
+            progress=False)
+    with pytest.raises(FileNotFoundError, match="no checkpoint at"):
+        load_checkpoint(str(tmp_path / "missing.pt"))
