@@ -37,8 +37,9 @@ setup:
 	@$(MAKE) --no-print-directory $(VENV)/.deps
 	@$(MAKE) --no-print-directory $(VENV)/.ext
 
+# The README's main job: Helsinki, GCN and GraphSAGE at 2 to 16 layers, accuracy and R.
 demo: setup
-	$(PY) benchmarks/bench_ops.py --quick
+	$(PY) examples/city_demo.py
 
 test: setup lint cuda-check
 	$(PY) -m pytest -q
