@@ -47,9 +47,12 @@ def dataset_stats(args) -> int:
 
 
 def _load_dataset(spec: str, root: str, seed: int):
-    from graphloc.datasets import CityNetwork, synthetic_city
+    """A city name, ``synthetic:N`` or ``ogb:ogbn-name``."""
+    from graphloc.datasets import CityNetwork, ogb_node, synthetic_city
     if spec.startswith("synthetic:"):
         return synthetic_city(int(spec.split(":", 1)[1]), seed=seed)
+    if spec.startswith("ogb:"):
+        return ogb_node(spec.split(":", 1)[1], root)
     return CityNetwork(root, spec)
 
 
@@ -71,7 +74,7 @@ def train(args) -> int:
 def _add_train_command(commands) -> None:
     cmd = commands.add_parser("train", help=train.__doc__)
     cmd.add_argument("--dataset", required=True,
-                     help="helsinki, paris, shanghai, la, london or synthetic:N")
+                     help="helsinki, paris, shanghai, la, london, synthetic:N or ogb:NAME")
     cmd.add_argument("--model", default="gcn", help="a registered model name")
     cmd.add_argument("--layers", type=int, default=2)
     cmd.add_argument("--hidden", type=int, default=64)
@@ -108,14 +111,27 @@ def influence(args) -> int:
     import json
 
     from graphloc.influence import measure
+    if args.nproc > 1:  # re-run this command under torchrun, seeds sharded
+        import subprocess
+        argv = args.argv[1:]  # without "influence"
+        at = argv.index("--nproc")
+        argv = argv[:at] + argv[at + 2:]
+        return subprocess.call([sys.executable, "-m", "torch.distributed.run",
+                                f"--nproc_per_node={args.nproc}", "-m", "graphloc.influence",
+                                *argv])
+    from graphloc.influence import _distributed
     dataset = _load_dataset(args.graph, args.root, args.seed)
     results = {}
+    rank = _distributed()[0]
     for label, model in _models_to_measure(args, dataset):
         result = measure(model, dataset, args.max_hops, args.samples, seed=args.seed,
                          batch_size=args.batch_size, progress=True)
         results[label] = result
-        print(f"{label}: R = {result.R:.3f} "
-              f"({result.R_ci[0]:.3f} to {result.R_ci[1]:.3f})")
+        if rank == 0:
+            print(f"{label}: R = {result.R:.3f} "
+                  f"({result.R_ci[0]:.3f} to {result.R_ci[1]:.3f})")
+    if rank != 0:
+        return 0
     with open(args.out, "w") as f:
         json.dump({k: r.to_dict() for k, r in results.items()}, f)
     if args.plot:
@@ -158,6 +174,8 @@ def _add_influence_command(commands) -> None:
     cmd.add_argument("--root", default="data")
     cmd.add_argument("--out", default="influence.json")
     cmd.add_argument("--plot", help="write the curves to this image (needs matplotlib)")
+    cmd.add_argument("--nproc", type=int, default=1,
+                     help="processes (torchrun, seeds sharded over them)")
     cmd.set_defaults(run=influence)
 
 
@@ -185,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     _add_dataset_commands(commands)
     _add_influence_command(commands)
     _add_train_command(commands)
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    args.argv = argv
     return args.run(args)
 
 

@@ -19,6 +19,7 @@ connected component (message passing, eval-mode BatchNorm); a model that mixes c
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from dataclasses import dataclass, field
 
@@ -76,7 +77,9 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
     if method == "auto":
         method = "per_seed" if getattr(model, "graphloc_global", False) else "batched"
     x, graph = _inputs(data)
-    nodes = _seeds(graph.num_nodes, None, nodes, None)
+    all_nodes = _seeds(graph.num_nodes, None, nodes, None)
+    rank, world = _distributed()
+    nodes = all_nodes[rank::world]  # a shard per process; gathered below
     step = 1 if method == "per_seed" else max(1, batch_size)
     was_training = model.training
     model.eval()
@@ -87,7 +90,51 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
                               desc="influence")]
     finally:
         model.train(was_training)
-    return torch.cat(rows) if rows else torch.zeros(0, max_hops + 1, dtype=torch.float64)
+    T = torch.cat(rows) if rows else torch.zeros(0, max_hops + 1, dtype=torch.float64)
+    return _gather_shards(T, len(all_nodes), rank, world) if world > 1 else T
+
+
+def _distributed() -> tuple[int, int]:
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _gather_shards(T: Tensor, total: int, rank: int, world: int) -> Tensor:
+    """Every process gets the rows of all seeds, in the original seed order (rank r holds
+    seeds r, r + world, ...)."""
+    import torch.distributed as dist
+    rows = -(-total // world)
+    padded = torch.zeros(rows, T.size(1), dtype=T.dtype)
+    padded[:len(T)] = T
+    if dist.get_backend() == "nccl":
+        padded = padded.cuda()
+    parts = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(parts, padded)
+    out = torch.zeros(total, T.size(1), dtype=T.dtype)
+    for r, part in enumerate(parts):
+        count = len(range(r, total, world))
+        out[r::world] = part[:count].cpu()
+    return out
+
+
+def main(argv=None) -> int:
+    """``torchrun --nproc_per_node=N -m graphloc.influence ...``: the ``graphloc influence``
+    command with its seeds sharded over the processes (gloo on CPU, nccl on GPU); rank 0
+    writes the outputs."""
+    import os
+
+    import torch.distributed as dist
+
+    from graphloc.cli import main as cli_main
+    if "WORLD_SIZE" in os.environ and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    try:
+        return cli_main(["influence", *(argv if argv is not None else sys.argv[1:])])
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def _batch_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, device) -> Tensor:
@@ -211,3 +258,7 @@ def measure(model: torch.nn.Module, data, max_hops: int, num_samples=None, *, no
         R_ci=(float(r_boot.nanquantile(lo)), float(r_boot.nanquantile(hi))),
         settings={"max_hops": max_hops, "num_seeds": len(seeds), "seed": seed,
                   "method": method, "bootstrap": bootstrap, "confidence": confidence})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

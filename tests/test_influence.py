@@ -147,3 +147,17 @@ def test_measure_reports_curve_r_and_intervals():
     json.dumps(result.to_dict())
     again = measure(models()["gl-gcn"], data, 4, num_samples=40, bootstrap=200)
     assert torch.equal(again.nodes, result.nodes)  # seed=0 by default: reproducible
+
+
+def test_two_processes_give_the_numbers_of_one(tmp_path):
+    """graphloc influence --nproc 2 (torchrun, gloo, seeds sharded and gathered)."""
+    from graphloc.cli import main
+    common = ["influence", "--graph", "synthetic:400", "--model", "gcn", "--layers", "2",
+              "--hidden", "8", "--max-hops", "4", "--samples", "30", "--seed", "3"]
+    assert main([*common, "--out", str(tmp_path / "one.json")]) == 0
+    assert main([*common, "--nproc", "2", "--out", str(tmp_path / "two.json")]) == 0
+    one = json.loads((tmp_path / "one.json").read_text())["gcn x2"]
+    two = json.loads((tmp_path / "two.json").read_text())["gcn x2"]
+    assert two["nodes"] == one["nodes"]
+    torch.testing.assert_close(torch.tensor(two["totals"]), torch.tensor(one["totals"]))
+    assert two["R"] == pytest.approx(one["R"])
