@@ -93,6 +93,15 @@ inline void check_csr_nnz(const at::Tensor& indptr, int64_t num_edges, const cha
               " rows");
 }
 
+// A CSR of the graph itself (no features): indptr, indices of one index dtype, sizes agreeing.
+inline void check_csr(const at::Tensor& indptr, const at::Tensor& indices) {
+  check_indptr(indptr);
+  check_index(indices, "indices");
+  TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(), "indices and indptr must share ",
+              "one index dtype");
+  check_csr_nnz(indptr, indices.numel(), "indices");
+}
+
 inline EdgeOp parse_edge_op(const std::string& name) {
   if (name == "dot") return EdgeOp::Dot;
   if (name == "add") return EdgeOp::Add;

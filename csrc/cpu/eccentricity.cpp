@@ -15,42 +15,31 @@
 #include <vector>
 
 #include "common/ops.h"
+#include "cpu/ball.h"
 
 namespace graphloc {
 namespace {
 
-// One thread's scratch, reused across its sources: stamps instead of clearing N-long arrays.
-struct BallScratch {
-  explicit BallScratch(int64_t n) : in_ball(n, -1), settled(n, -1), hops(n), dist(n) {}
-  std::vector<int64_t> in_ball, settled;  // == source id when set for the current source
-  std::vector<int32_t> hops;
+// Dijkstra state per thread, stamped like the ball: settled[u] == mark once u is final,
+// == -2 - mark while its tentative distance dist[u] is valid.
+struct DijkstraScratch {
+  explicit DijkstraScratch(int64_t n) : ball(n), settled(n, -1), dist(n) {}
+  BallScratch ball;
+  std::vector<int64_t> settled;
   std::vector<double> dist;
-  std::vector<int64_t> frontier;
 };
 
 template <typename index_t, typename weight_t>
 double ball_eccentricity(const index_t* indptr, const index_t* indices, const weight_t* weight,
-                         int64_t source, int64_t k, BallScratch& s) {
-  // Depth-limited BFS: the ball is every node within k hops.
-  s.frontier.assign(1, source);
-  s.in_ball[source] = source;
-  s.hops[source] = 0;
-  for (size_t head = 0; head < s.frontier.size(); ++head) {
-    const int64_t u = s.frontier[head];
-    if (s.hops[u] == k) continue;
-    for (int64_t e = indptr[u]; e < indptr[u + 1]; ++e) {
-      const int64_t w = indices[e];
-      if (s.in_ball[w] == source) continue;
-      s.in_ball[w] = source;
-      s.hops[w] = s.hops[u] + 1;
-      s.frontier.push_back(w);
-    }
-  }
+                         int64_t source, int64_t k, DijkstraScratch& s) {
+  bfs_ball(indptr, indices, source, k, source, s.ball);
+  const auto& in_ball = s.ball.stamp;
   // Dijkstra on the induced subgraph (lazy-deletion binary heap).
   using Item = std::pair<double, int64_t>;
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap;
+  const int64_t tentative = -2 - source;
   s.dist[source] = 0.0;
-  s.settled[source] = -2 - source;  // "tentative" marker: dist valid, not yet settled
+  s.settled[source] = tentative;
   heap.emplace(0.0, source);
   double farthest = 0.0;
   while (!heap.empty()) {
@@ -61,10 +50,10 @@ double ball_eccentricity(const index_t* indptr, const index_t* indices, const we
     farthest = d;  // settled in increasing order: the last one is the maximum
     for (int64_t e = indptr[u]; e < indptr[u + 1]; ++e) {
       const int64_t w = indices[e];
-      if (s.in_ball[w] != source || s.settled[w] == source) continue;
+      if (in_ball[w] != source || s.settled[w] == source) continue;
       const double nd = d + static_cast<double>(weight[e]);
-      if (s.settled[w] != -2 - source || nd < s.dist[w]) {
-        s.settled[w] = -2 - source;
+      if (s.settled[w] != tentative || nd < s.dist[w]) {
+        s.settled[w] = tentative;
         s.dist[w] = nd;
         heap.emplace(nd, w);
       }
@@ -75,11 +64,7 @@ double ball_eccentricity(const index_t* indptr, const index_t* indices, const we
 
 at::Tensor local_eccentricity_cpu(const at::Tensor& indptr, const at::Tensor& indices,
                                   const at::Tensor& weight, int64_t hops) {
-  check_indptr(indptr);
-  check_index(indices, "indices");
-  TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(), "indices and indptr must share ",
-              "one index dtype");
-  check_csr_nnz(indptr, indices.numel(), "indices");
+  check_csr(indptr, indices);
   TORCH_CHECK(hops >= 0, "hops must be >= 0, got ", hops);
   TORCH_CHECK(weight.dim() == 1 && weight.numel() == indices.numel(), "weight must be [E] with ",
               "E = ", indices.numel(), ", got shape ", weight.sizes());
@@ -105,7 +90,7 @@ at::Tensor local_eccentricity_cpu(const at::Tensor& indptr, const at::Tensor& in
                                                                      n / kBlock));
       at::parallel_for(0, threads, 1, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
-          BallScratch scratch(n);
+          DijkstraScratch scratch(n);
           for (int64_t b = next.fetch_add(kBlock); b < n; b = next.fetch_add(kBlock))
             for (int64_t v = b; v < std::min(n, b + kBlock); ++v)
               o[v] = ball_eccentricity<index_t, scalar_t>(ip, ix, w, v, hops, scratch);

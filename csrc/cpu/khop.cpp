@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/ops.h"
+#include "cpu/ball.h"
 
 namespace graphloc {
 namespace {
@@ -18,31 +19,12 @@ struct Ball {
   std::vector<int64_t> nodes, hops, src, dst, edge;
 };
 
-// Scratch per thread: local id of each node in the current ball, valid when stamp == seed.
-struct Scratch {
-  explicit Scratch(int64_t n) : stamp(n, -1), local(n) {}
-  std::vector<int64_t> stamp, local;
-};
-
 template <typename index_t>
 void extract_ball(const index_t* indptr, const index_t* indices, int64_t seed_pos,
-                  int64_t seed, int64_t k, Scratch& s, Ball& b) {
-  b.nodes.assign(1, seed);
-  b.hops.assign(1, 0);
-  s.stamp[seed] = seed_pos;
-  s.local[seed] = 0;
-  for (size_t head = 0; head < b.nodes.size(); ++head) {  // BFS in hop order
-    const int64_t w = b.nodes[head];
-    if (b.hops[head] == k) continue;
-    for (int64_t e = indptr[w]; e < indptr[w + 1]; ++e) {
-      const int64_t u = indices[e];
-      if (s.stamp[u] == seed_pos) continue;
-      s.stamp[u] = seed_pos;
-      s.local[u] = static_cast<int64_t>(b.nodes.size());
-      b.nodes.push_back(u);
-      b.hops.push_back(b.hops[head] + 1);
-    }
-  }
+                  int64_t seed, int64_t k, BallScratch& s, Ball& b) {
+  bfs_ball(indptr, indices, seed, k, seed_pos, s);
+  b.nodes = s.nodes;
+  b.hops = s.hops;
   b.src.clear();
   b.dst.clear();
   b.edge.clear();
@@ -79,11 +61,7 @@ std::vector<int64_t> offsets_of(const std::vector<Ball>& balls,
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
 khop_subgraphs_cpu(const at::Tensor& indptr, const at::Tensor& indices, const at::Tensor& seeds,
                    int64_t hops) {
-  check_indptr(indptr);
-  check_index(indices, "indices");
-  TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(), "indices and indptr must share ",
-              "one index dtype");
-  check_csr_nnz(indptr, indices.numel(), "indices");
+  check_csr(indptr, indices);
   TORCH_CHECK(hops >= 0, "hops must be >= 0, got ", hops);
   TORCH_CHECK(seeds.dim() == 1 && seeds.scalar_type() == at::kLong, "seeds must be int64 [S]");
   const int64_t n = indptr.numel() - 1, S = seeds.numel();
@@ -98,7 +76,7 @@ khop_subgraphs_cpu(const at::Tensor& indptr, const at::Tensor& indices, const at
     const index_t* ip = indptr.data_ptr<index_t>();
     const index_t* ix = ic.data_ptr<index_t>();
     at::parallel_for(0, S, 1, [&](int64_t s0, int64_t s1) {
-      Scratch scratch(n);  // one per chunk: parallel_for gives a thread few large chunks
+      BallScratch scratch(n);  // one per chunk: parallel_for gives a thread few large chunks
       for (int64_t i = s0; i < s1; ++i)
         extract_ball<index_t>(ip, ix, i, seed[i], hops, scratch, balls[i]);
     });

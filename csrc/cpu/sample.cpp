@@ -97,11 +97,7 @@ std::vector<at::Tensor> sample(const index_t* indptr, const index_t* indices, in
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
 neighbor_sample_cpu(const at::Tensor& indptr, const at::Tensor& indices, const at::Tensor& seeds,
                     at::IntArrayRef fanouts, int64_t seed) {
-  check_indptr(indptr);
-  check_index(indices, "indices");
-  TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(), "indices and indptr must share ",
-              "one index dtype");
-  check_csr_nnz(indptr, indices.numel(), "indices");
+  check_csr(indptr, indices);
   TORCH_CHECK(seeds.dim() == 1 && seeds.scalar_type() == at::kLong, "seeds must be int64 [S]");
   for (int64_t k : fanouts)
     TORCH_CHECK(k >= -1, "fan-outs must be >= 0, or -1 for all neighbours, got ", k);
