@@ -58,6 +58,9 @@ def _load_dataset(spec: str, root: str, seed: int):
 
 def train(args) -> int:
     """Trains a node classifier; writes best.pt, last.pt, metrics.json, curve.png."""
+    if args.nproc > 1:
+        return _under_torchrun(args, "graphloc.train")
+    from graphloc.influence import _distributed
     from graphloc.train import TrainConfig, fit
     dataset = _load_dataset(args.dataset, args.root, args.seed)
     config = TrainConfig(model=args.model, layers=args.layers, hidden=args.hidden,
@@ -65,6 +68,8 @@ def train(args) -> int:
                          epochs=args.epochs, eval_every=args.eval_every,
                          batch_size=args.batch_size, fanout=args.fanout, seed=args.seed)
     history = fit(dataset, config, out_dir=args.out, resume=args.resume)
+    if _distributed()[0] != 0:
+        return 0
     best = max(history, key=lambda h: h["val"])
     print(f"best validation accuracy {best['val']:.4f} at epoch {best['epoch']} "
           f"(test {best['test']:.4f}); checkpoint {args.out}/best.pt")
@@ -89,7 +94,19 @@ def _add_train_command(commands) -> None:
     cmd.add_argument("--root", default="data")
     cmd.add_argument("--out", required=True, help="run folder")
     cmd.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
+    cmd.add_argument("--nproc", type=int, default=1,
+                     help="data-parallel processes (torchrun, DistributedDataParallel)")
     cmd.set_defaults(run=train)
+
+
+def _under_torchrun(args, module: str) -> int:
+    """Runs this command again as ``torchrun --nproc_per_node=N -m module ...``."""
+    import subprocess
+    argv = args.argv[1:]  # without the subcommand
+    at = argv.index("--nproc")
+    argv = argv[:at] + argv[at + 2:]
+    return subprocess.call([sys.executable, "-m", "torch.distributed.run",
+                            f"--nproc_per_node={args.nproc}", "-m", module, *argv])
 
 
 def _models_to_measure(args, dataset):
@@ -111,14 +128,8 @@ def influence(args) -> int:
     import json
 
     from graphloc.influence import measure
-    if args.nproc > 1:  # re-run this command under torchrun, seeds sharded
-        import subprocess
-        argv = args.argv[1:]  # without "influence"
-        at = argv.index("--nproc")
-        argv = argv[:at] + argv[at + 2:]
-        return subprocess.call([sys.executable, "-m", "torch.distributed.run",
-                                f"--nproc_per_node={args.nproc}", "-m", "graphloc.influence",
-                                *argv])
+    if args.nproc > 1:
+        return _under_torchrun(args, "graphloc.influence")
     from graphloc.influence import _distributed
     dataset = _load_dataset(args.graph, args.root, args.seed)
     results = {}

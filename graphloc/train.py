@@ -76,12 +76,21 @@ def evaluate(model: torch.nn.Module, dataset: NodeDataset) -> dict:
                                  ("test", dataset.test_index))}
 
 
-def _epoch(model, opt, dataset: NodeDataset, config: TrainConfig, loader) -> float:
+def _shard(train_index, rank: int, world: int, seed: int):
+    """This process's training nodes: a seeded random split (METIS partitions are not
+    used: pymetis does not install here)."""
+    if world == 1:
+        return train_index
+    perm = torch.randperm(len(train_index), generator=torch.Generator().manual_seed(seed))
+    return train_index[perm[rank::world]]
+
+
+def _epoch(model, opt, dataset: NodeDataset, shard, loader) -> float:
     model.train()
     if loader is None:
         opt.zero_grad()
         out = model(dataset.x, dataset.graph)
-        loss = F.cross_entropy(out[dataset.train_index], dataset.y[dataset.train_index])
+        loss = F.cross_entropy(out[shard], dataset.y[shard])
         loss.backward()
         opt.step()
         return loss.item()
@@ -101,26 +110,37 @@ def fit(dataset: NodeDataset, config: TrainConfig, out_dir: str | None = None,
     """Trains ``config.model`` on ``dataset``; returns the history (one dict per
     evaluation). With ``out_dir``: ``best.pt`` (best validation accuracy), ``last.pt``
     (optimizer and random state too, for ``resume``), ``metrics.json`` and, when
-    matplotlib is installed, ``curve.png``."""
+    matplotlib is installed, ``curve.png``.
+
+    Under torch.distributed (``torchrun ... -m graphloc.train``) every process trains a
+    DistributedDataParallel copy on its share of the training nodes (each sampling
+    mini-batches around its own seeds over the whole graph); process 0 writes the files."""
     from tqdm.auto import tqdm
 
     from graphloc.loader import NeighborLoader
     if config.epochs < 1 or config.eval_every < 1:
         raise ValueError(f"epochs and eval_every must be >= 1, got {config.epochs} and "
                          f"{config.eval_every}")
-    torch.manual_seed(config.seed)
+    from graphloc.influence import _distributed
+    rank, world = _distributed()
+    torch.manual_seed(config.seed)  # the same initial weights on every process
     model = _build(config, dataset.num_features, dataset.num_classes)
     if config.standardize:
         model.fit(dataset.x[dataset.train_index])
+    shard = _shard(dataset.train_index, rank, world, config.seed)
+    net = model
+    if world > 1:  # gradients averaged over the processes
+        net = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     loader = None
     if config.batch_size:
         fanout = config.fanout or [10] * config.layers
         loader = NeighborLoader(dataset.graph, dataset.x, dataset.y, fanout,
-                                batch_size=config.batch_size, shuffle=True, seed=config.seed,
-                                input_nodes=dataset.train_index)
+                                batch_size=config.batch_size, shuffle=True,
+                                seed=config.seed + rank, input_nodes=shard)
     history, start, best = [], 0, -1.0
-    last = os.path.join(out_dir, "last.pt") if out_dir else None
+    last = os.path.join(out_dir, "last.pt") if out_dir else None  # every process resumes
+    out_dir = out_dir if rank == 0 else None  # one process writes
     if resume:
         if not last or not os.path.exists(last):
             raise FileNotFoundError(f"nothing to resume: no {last}")
@@ -136,7 +156,7 @@ def fit(dataset: NodeDataset, config: TrainConfig, out_dir: str | None = None,
             loader._epoch = start
     bar = tqdm(range(start, config.epochs), disable=not progress, desc=config.model)
     for epoch in bar:
-        loss = _epoch(model, opt, dataset, config, loader)
+        loss = _epoch(net, opt, dataset, shard, loader)
         if (epoch + 1) % config.eval_every and epoch + 1 < config.epochs:
             continue
         history.append({"epoch": epoch + 1, "loss": loss, **evaluate(model, dataset)})
@@ -146,7 +166,7 @@ def fit(dataset: NodeDataset, config: TrainConfig, out_dir: str | None = None,
             if out_dir:
                 atomic_save(_checkpoint(model, config, dataset, history),
                             os.path.join(out_dir, "best.pt"))
-        if out_dir:
+        if out_dir and last:
             atomic_save({**_checkpoint(model, config, dataset, history),
                          "optimizer": opt.state_dict(), "rng": torch.get_rng_state(),
                          "epoch": epoch + 1, "best_val": best, "history": history}, last)
@@ -190,3 +210,24 @@ def load_checkpoint(path: str) -> tuple[torch.nn.Module, dict]:
     model = _build(config, state["num_features"], state["num_classes"])
     model.load_state_dict(state["state_dict"])
     return model.eval(), {k: v for k, v in state.items() if k != "state_dict"}
+
+
+def main(argv=None) -> int:
+    """``torchrun --nproc_per_node=N -m graphloc.train ...``: ``graphloc train`` with
+    data-parallel processes (gloo on CPU, nccl on GPU)."""
+    import sys
+
+    import torch.distributed as dist
+
+    from graphloc.cli import main as cli_main
+    if "WORLD_SIZE" in os.environ and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    try:
+        return cli_main(["train", *(argv if argv is not None else sys.argv[1:])])
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -64,3 +64,31 @@ def test_bad_input(city, tmp_path):
             progress=False)
     with pytest.raises(FileNotFoundError, match="no checkpoint at"):
         load_checkpoint(str(tmp_path / "missing.pt"))
+
+
+def test_two_processes_learn_like_one(tmp_path):
+    """graphloc train --nproc 2: DistributedDataParallel over gloo, the training nodes split
+    between the processes; one process writes the run."""
+    from graphloc.cli import main
+    common = ["train", "--dataset", "synthetic:800", "--model", "gcn", "--layers", "2",
+              "--hidden", "32", "--lr", "0.01", "--epochs", "40", "--eval-every", "10"]
+    assert main([*common, "--out", str(tmp_path / "one")]) == 0
+    assert main([*common, "--nproc", "2", "--out", str(tmp_path / "two")]) == 0
+    one = json.loads((tmp_path / "one" / "metrics.json").read_text())
+    two = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    assert len(two) == len(one) == 4
+    assert two[-1]["train"] > 0.3 and one[-1]["train"] > 0.3  # both learn (chance 0.1)
+    assert abs(two[-1]["val"] - one[-1]["val"]) < 0.1
+    load_checkpoint(str(tmp_path / "two" / "best.pt"))  # plain weights, no DDP prefix
+
+
+def test_a_failing_rank_stops_the_others():
+    import os
+    import subprocess
+    import sys
+    script = os.path.join(os.path.dirname(__file__), "ddp_failing_rank.py")
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run",
+                           "--nproc_per_node=2", script], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0
+    assert "rank 1 fails on purpose" in proc.stderr + proc.stdout
