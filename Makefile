@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 # Pinned: any other version (or an unpinned torch) pulls a multi-GB CUDA build.
 TORCH_VERSION := 2.13.0
-EXTRAS := dev,pyg,osm,plot
+EXTRAS := dev,pyg,osm,plot,dist
 CSRC := $(shell find csrc -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh')
 NVCC := $(shell command -v nvcc 2>/dev/null)
 # As setup.py compiles them: torch's flags (no implicit half/bfloat16 conversions), then

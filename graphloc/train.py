@@ -76,13 +76,37 @@ def evaluate(model: torch.nn.Module, dataset: NodeDataset) -> dict:
                                  ("test", dataset.test_index))}
 
 
-def _shard(train_index, rank: int, world: int, seed: int):
-    """This process's training nodes: a seeded random split (METIS partitions are not
-    used: pymetis does not install here)."""
+def _shard(train_index, graph, rank: int, world: int, seed: int):
+    """This process's training nodes: those in its METIS part of the graph (pymetis, when
+    installed: neighbouring seeds share their samples), else a seeded random split. Every
+    process computes the same split, so no communication is needed."""
     if world == 1:
         return train_index
+    part = _metis_parts(graph, world)
+    if part is not None:
+        mine = train_index[part[train_index] == rank]
+        counts = torch.bincount(part[train_index], minlength=world)
+        if (counts > 0).all():
+            return mine
     perm = torch.randperm(len(train_index), generator=torch.Generator().manual_seed(seed))
     return train_index[perm[rank::world]]
+
+
+def _metis_parts(graph, parts: int):
+    """Part id per node from METIS on the symmetrised graph, or None without pymetis."""
+    try:
+        import pymetis
+    except ImportError:
+        return None
+    import numpy as np
+    import scipy.sparse as sp
+    src, dst = graph.edge_index.numpy()
+    off = src != dst
+    n = graph.num_nodes
+    adj = sp.coo_matrix((np.ones(int(off.sum())), (src[off], dst[off])), shape=(n, n)).tocsr()
+    adj = ((adj + adj.T) > 0).tocsr()
+    _, membership = pymetis.part_graph(parts, pymetis.CSRAdjacency(adj.indptr, adj.indices))
+    return torch.as_tensor(np.asarray(membership), dtype=torch.long)
 
 
 def _epoch(model, opt, dataset: NodeDataset, shard, loader) -> float:
@@ -113,8 +137,9 @@ def fit(dataset: NodeDataset, config: TrainConfig, out_dir: str | None = None,
     matplotlib is installed, ``curve.png``.
 
     Under torch.distributed (``torchrun ... -m graphloc.train``) every process trains a
-    DistributedDataParallel copy on its share of the training nodes (each sampling
-    mini-batches around its own seeds over the whole graph); process 0 writes the files."""
+    DistributedDataParallel copy on its share of the training nodes (its METIS part when
+    pymetis is installed, else a random split; each samples mini-batches around its own
+    seeds over the whole graph); process 0 writes the files."""
     from tqdm.auto import tqdm
 
     from graphloc.loader import NeighborLoader
@@ -127,7 +152,7 @@ def fit(dataset: NodeDataset, config: TrainConfig, out_dir: str | None = None,
     model = _build(config, dataset.num_features, dataset.num_classes)
     if config.standardize:
         model.fit(dataset.x[dataset.train_index])
-    shard = _shard(dataset.train_index, rank, world, config.seed)
+    shard = _shard(dataset.train_index, dataset.graph, rank, world, config.seed)
     net = model
     if world > 1:  # gradients averaged over the processes
         net = torch.nn.parallel.DistributedDataParallel(model)

@@ -92,3 +92,14 @@ def test_a_failing_rank_stops_the_others():
                           timeout=120)
     assert proc.returncode != 0
     assert "rank 1 fails on purpose" in proc.stderr + proc.stdout
+
+
+def test_metis_split_gives_each_process_its_own_region(city):
+    pytest.importorskip("pymetis")
+    from graphloc.train import _metis_parts, _shard
+    part = _metis_parts(city.graph, 2)
+    shards = [_shard(city.train_index, city.graph, r, 2, 0) for r in range(2)]
+    assert sorted(torch.cat(shards).tolist()) == sorted(city.train_index.tolist())
+    assert (part[shards[0]] == 0).all() and (part[shards[1]] == 1).all()
+    src, dst = city.graph.edge_index
+    assert (part[src] != part[dst]).float().mean() < 0.05  # few cut streets
