@@ -47,8 +47,11 @@ def dataset_stats(args) -> int:
 
 
 def _load_dataset(spec: str, root: str, seed: int):
-    """A city name, ``synthetic:N`` or ``ogb:ogbn-name``."""
+    """A city name, ``synthetic:N``, ``ogb:ogbn-name`` or a built city's ``.tar.gz``."""
     from graphloc.datasets import CityNetwork, ogb_node, synthetic_city
+    from graphloc.datasets.city import load_built_city
+    if spec.endswith(".tar.gz"):
+        return load_built_city(spec)
     if spec.startswith("synthetic:"):
         return synthetic_city(int(spec.split(":", 1)[1]), seed=seed)
     if spec.startswith("ogb:"):
@@ -79,7 +82,8 @@ def train(args) -> int:
 def _add_train_command(commands) -> None:
     cmd = commands.add_parser("train", help=train.__doc__)
     cmd.add_argument("--dataset", required=True,
-                     help="helsinki, paris, shanghai, la, london, synthetic:N or ogb:NAME")
+                     help="helsinki, paris, shanghai, la, london, synthetic:N, ogb:NAME or a "
+                          "city built by graphloc dataset build (.tar.gz)")
     cmd.add_argument("--model", default="gcn", help="a registered model name")
     cmd.add_argument("--layers", type=int, default=2)
     cmd.add_argument("--hidden", type=int, default=64)

@@ -20,6 +20,10 @@ def test_dataset_build_and_stats(tmp_path, capsys):
     assert main(["dataset", "build", source, "--out", str(tmp_path), "--hops", "4"]) == 0
     assert (tmp_path / "helsinki.tar.gz").exists()
     assert "wrote" in capsys.readouterr().out
+    run = tmp_path / "run"  # a built city trains from its path
+    assert main(["train", "--dataset", str(tmp_path / "helsinki.tar.gz"), "--epochs", "2",
+                 "--hidden", "8", "--out", str(run)]) == 0
+    assert (run / "best.pt").exists()
     assert main(["dataset", "stats", "synthetic:500", "--seed", "3"]) == 0
     out = capsys.readouterr().out
     assert "nodes: 500" in out and "features: 11, classes: 10" in out

@@ -10,6 +10,7 @@ and split sizes) before it is moved into place; splits come as ids and as masks.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -115,51 +116,76 @@ class CityNetwork(NodeDataset):
 
     def _read_arrays(self, archive: str) -> dict:
         name = os.path.basename(self.archive).removesuffix(".tar.gz")
-        with tempfile.TemporaryDirectory() as tmp:
-            try:
-                with tarfile.open(archive, "r:gz") as tar:
-                    # refuse absolute paths and links out of tmp where Python can
-                    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-                    tar.extractall(tmp, **safe)
-            except (tarfile.TarError, EOFError, OSError) as err:
-                raise ValueError(f"{archive} is not a readable .tar.gz archive ({err}): "
-                                 "corrupt download? Delete it to fetch it again") from err
-            folder = os.path.join(tmp, name)
-
-            def load(file):
-                path = os.path.join(folder, file)
-                if not os.path.exists(path):
-                    raise ValueError(f"{archive} lacks {name}/{file}: not a City-Networks "
-                                     "release archive")
-                return torch.load(path, weights_only=True)
-            x = load(f"node_features{'_augmented' if self.augmented else ''}.pt").float()
-            arrays = dict(x=x, edge_index=load("edge_indices.pt").long(),
-                          y=load(f"{NUM_CLASSES}-chunk_{HOPS}-hop_node_labels.pt").long(),
-                          train_index=load("train_mask.pt").long(),
-                          val_index=load("valid_mask.pt").long(),
-                          test_index=load("test_mask.pt").long())
-        self._check_counts(archive, arrays)
+        arrays = read_release(archive, self.augmented, name)
+        check_release(archive, arrays, self.spec, self.augmented)
         return arrays
 
-    def _check_counts(self, archive: str, a: dict) -> None:
-        n = self.spec.get("nodes", a["x"].size(0))
-        tenth = n // 10
-        checks = [
-            ("node features", tuple(a["x"].shape), (n, 37 if self.augmented else 12)),
-            ("labels", tuple(a["y"].shape), (n,)),
-            ("classes", int(a["y"].max()) + 1 if a["y"].numel() else 0, NUM_CLASSES),
-            ("split sizes", tuple(len(a[k]) for k in ("train_index", "val_index",
-                                                      "test_index")),
-             (tenth, tenth, n - 2 * tenth)),
-        ]
-        if "edges" in self.spec:
-            checks.append(("edge_index", tuple(a["edge_index"].shape), (2, 2 * self.spec["edges"])))
-        for what, got, expected in checks:
-            if got != expected:
-                raise ValueError(f"{archive}: {what} {got}, expected {expected} (the published "
-                                 "release): corrupt or different download")
 
 def _remove(path: str) -> None:
     if os.path.exists(path):
         os.unlink(path)
 
+
+def read_release(archive: str, augmented: bool = True, name: str | None = None) -> dict:
+    """The tensors of a release-layout archive (``<name>/node_features[_augmented].pt``,
+    ``edge_indices.pt``, labels, ``train/valid/test_mask.pt``, which hold node ids)."""
+    name = name or os.path.basename(archive).removesuffix(".tar.gz")
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            with tarfile.open(archive, "r:gz") as tar:
+                # refuse absolute paths and links out of tmp where Python can
+                safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                tar.extractall(tmp, **safe)
+        except (tarfile.TarError, EOFError, OSError) as err:
+            raise ValueError(f"{archive} is not a readable .tar.gz archive ({err}): "
+                             "corrupt download? Delete it to fetch it again") from err
+        folder = os.path.join(tmp, name)
+
+        def load(file):
+            path = os.path.join(folder, file)
+            if not os.path.exists(path):
+                raise ValueError(f"{archive} lacks {name}/{file}: not a City-Networks "
+                                 "release archive")
+            return torch.load(path, weights_only=True)
+        x = load(f"node_features{'_augmented' if augmented else ''}.pt").float()
+        labels = sorted(glob.glob(os.path.join(folder, "*-chunk_*-hop_node_labels.pt")))
+        label_file = f"{NUM_CLASSES}-chunk_{HOPS}-hop_node_labels.pt"
+        if len(labels) == 1:  # a built city may use other hops or classes
+            label_file = os.path.basename(labels[0])
+        return dict(x=x, edge_index=load("edge_indices.pt").long(),
+                    y=load(label_file).long(),
+                    train_index=load("train_mask.pt").long(),
+                    val_index=load("valid_mask.pt").long(),
+                    test_index=load("test_mask.pt").long())
+
+
+def check_release(archive: str, a: dict, spec: dict, augmented: bool) -> None:
+    """Shapes, classes and split sizes; the published counts when ``spec`` has them."""
+    n = spec.get("nodes", a["x"].size(0))
+    tenth = n // 10
+    checks = [
+        ("node features", tuple(a["x"].shape), (n, 37 if augmented else 12)),
+        ("labels", tuple(a["y"].shape), (n,)),
+        ("classes", int(a["y"].max()) + 1 if a["y"].numel() else 0,
+         spec.get("classes", NUM_CLASSES)),
+        ("split sizes", tuple(len(a[k]) for k in ("train_index", "val_index", "test_index")),
+         (tenth, tenth, n - 2 * tenth)),
+    ]
+    if "edges" in spec:
+        checks.append(("edge_index", tuple(a["edge_index"].shape), (2, 2 * spec["edges"])))
+    for what, got, expected in checks:
+        if got != expected:
+            raise ValueError(f"{archive}: {what} {got}, expected {expected} (the published "
+                             "release): corrupt or different download")
+
+
+def load_built_city(archive: str, augmented: bool = True) -> NodeDataset:
+    """A city written by ``build_city_network`` (or any release-layout archive)."""
+    if not os.path.exists(archive):
+        raise FileNotFoundError(f"no city archive at {archive}")
+    a = read_release(archive, augmented)
+    check_release(archive, a, {"classes": int(a["y"].max()) + 1}, augmented)
+    return NodeDataset(name=os.path.basename(archive).removesuffix(".tar.gz"),
+                       graph=Graph(a["edge_index"], a["x"].size(0)), x=a["x"], y=a["y"],
+                       train_index=a["train_index"], val_index=a["val_index"],
+                       test_index=a["test_index"])
