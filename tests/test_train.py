@@ -22,7 +22,8 @@ def test_full_batch_learns_and_best_checkpoint_reloads(city, tmp_path):
     history = fit(city, config, out_dir=str(tmp_path), progress=False)
     assert history[-1]["loss"] < 0.8 * history[0]["loss"]
     assert history[-1]["train"] > 0.3  # ten classes: chance is 0.1
-    model, info = load_checkpoint(str(tmp_path / "best.pt"))
+    import graphloc
+    model, info = graphloc.load_checkpoint(str(tmp_path / "best.pt"))
     best = max(history, key=lambda h: h["val"])
     assert evaluate(model, city) == pytest.approx({k: best[k] for k in ("train", "val", "test")})
     assert info["config"]["model"] == "gcn" and info["num_classes"] == 10
