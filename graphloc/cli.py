@@ -31,7 +31,7 @@ def dataset_build(args) -> int:
     from graphloc.datasets.osm import build_city_network
     start = time.perf_counter()
     path = build_city_network(args.source, args.out, name=args.name, hops=args.hops,
-                              num_classes=args.classes)
+                              num_classes=args.classes, progress=True)
     print(f"wrote {path} in {time.perf_counter() - start:.1f} s")
     return 0
 

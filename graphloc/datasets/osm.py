@@ -265,35 +265,49 @@ def _street_counts(edges) -> Counter:
 
 
 def build_city_network(source, out_dir: str, name: str | None = None, hops: int = 16,
-                       num_classes: int = 10) -> str:
+                       num_classes: int = 10, progress: bool = False) -> str:
     """Builds a dataset from ``source`` (an .osm.pbf / .osm path, a networkx street graph
     or a GraphML path) and writes it as ``out_dir/<name>.tar.gz`` in the City-Networks
     release layout (readable by :class:`CityNetwork` and by PyG's loader). Returns the
-    archive path. See the module docstring for the pipeline."""
+    archive path. See the module docstring for the pipeline; ``progress`` shows a bar
+    over its stages."""
+    from tqdm.auto import tqdm
+    bar = tqdm(total=5, disable=not progress, desc="build")
+
+    def stage(text):
+        bar.set_postfix_str(text)
+        bar.update()
+    bar.set_postfix_str("reading")
     if isinstance(source, (str, os.PathLike)) and str(source).endswith((".pbf", ".osm")):
         roads = OsmRoads(str(source))
         name = name or os.path.basename(str(source)).split(".")[0]
     else:
         roads = _NetworkxRoads(source)
         name = name or "city"
+    stage("largest component")
     nodes = sorted(roads.coords, key=str)
     edges = _largest_component(roads.edges, nodes)
     streets = _street_counts(edges)
+    stage("simplifying")
     if getattr(roads, "simplified", False):
         merged = [(u, v, {"length": a.get("length", _edge_length(u, v, roads.coords)), **a})
                   for u, v, a in edges]
         kept = {u for u, _, _ in edges} | {v for _, v, _ in edges}
     else:
         merged, kept = _simplify(edges, roads.coords)
+    stage("features")
     order = sorted(kept, key=str)
     index = {n: i for i, n in enumerate(order)}
     arrays = _encode(merged, order, index, roads, streets)
     lengths = arrays.pop("lengths")
+    stage(f"{hops}-hop labels")
     graph = Graph(arrays["edge_indices"], num_nodes=len(order))
     labels = eccentricity_classes(local_eccentricity(graph, lengths, hops), num_classes)
     train, val, test = city_split(len(order))
     arrays.update({f"{num_classes}-chunk_{hops}-hop_node_labels.pt": labels,
                    "train_mask.pt": train, "valid_mask.pt": val, "test_mask.pt": test})
+    stage("writing")
+    bar.close()
     return _write_release(arrays, out_dir, name)
 
 
