@@ -103,6 +103,19 @@ def _add_train_command(commands) -> None:
     cmd.set_defaults(run=train)
 
 
+def run_distributed(command: str, argv: list[str] | None = None) -> int:
+    """Runs ``graphloc <command> argv`` in a process started by torchrun: joins the
+    process group (gloo on CPU, nccl on GPU) first and leaves it after."""
+    import torch.distributed as dist
+    if "WORLD_SIZE" in os.environ and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    try:
+        return main([command, *(sys.argv[1:] if argv is None else argv)])
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
 def _under_torchrun(args, module: str) -> int:
     """Runs this command again as ``torchrun --nproc_per_node=N -m module ...``."""
     import subprocess

@@ -123,18 +123,8 @@ def main(argv=None) -> int:
     """``torchrun --nproc_per_node=N -m graphloc.influence ...``: the ``graphloc influence``
     command with its seeds sharded over the processes (gloo on CPU, nccl on GPU); rank 0
     writes the outputs."""
-    import os
-
-    import torch.distributed as dist
-
-    from graphloc.cli import main as cli_main
-    if "WORLD_SIZE" in os.environ and not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    try:
-        return cli_main(["influence", *(argv if argv is not None else sys.argv[1:])])
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    from graphloc.cli import run_distributed
+    return run_distributed("influence", argv)
 
 
 def _batch_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, device) -> Tensor:

@@ -240,18 +240,8 @@ def load_checkpoint(path: str) -> tuple[torch.nn.Module, dict]:
 def main(argv=None) -> int:
     """``torchrun --nproc_per_node=N -m graphloc.train ...``: ``graphloc train`` with
     data-parallel processes (gloo on CPU, nccl on GPU)."""
-    import sys
-
-    import torch.distributed as dist
-
-    from graphloc.cli import main as cli_main
-    if "WORLD_SIZE" in os.environ and not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    try:
-        return cli_main(["train", *(argv if argv is not None else sys.argv[1:])])
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    from graphloc.cli import run_distributed
+    return run_distributed("train", argv)
 
 
 if __name__ == "__main__":
