@@ -45,6 +45,8 @@ def _inputs(data) -> tuple[Tensor, Graph]:
     if x is None:
         raise ValueError("the graph has no node features x: influence is a Jacobian with "
                          "respect to them")
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"x must be floating point (influence is a Jacobian), got {x.dtype}")
     graph = structure if isinstance(structure, Graph) else Graph(structure, x.size(0))
     if x.dim() != 2 or x.size(0) != graph.num_nodes:
         raise ValueError(f"x must be [{graph.num_nodes}, F], got {list(x.shape)}")
@@ -53,7 +55,10 @@ def _inputs(data) -> tuple[Tensor, Graph]:
 
 def _seeds(num_nodes: int, num_samples, nodes, seed) -> Tensor:
     if nodes is not None:
-        nodes = torch.as_tensor(nodes, dtype=torch.long).flatten()
+        nodes = torch.as_tensor(nodes)
+        if nodes.dtype.is_floating_point or nodes.dtype == torch.bool:
+            raise TypeError(f"nodes must be integer node ids, got {nodes.dtype}")
+        nodes = nodes.long().flatten()
         bad = (nodes < 0) | (nodes >= num_nodes)
         if bad.any():
             raise ValueError(f"node {int(nodes[bad][0])} is out of range for {num_nodes} nodes")

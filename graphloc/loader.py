@@ -65,6 +65,9 @@ class NeighborLoader:
             input_nodes = torch.arange(graph.num_nodes)
         elif input_nodes.dtype == torch.bool:
             input_nodes = input_nodes.nonzero().flatten()
+        elif input_nodes.dtype.is_floating_point:
+            raise TypeError(f"input_nodes must be node ids or a boolean mask, got "
+                            f"{input_nodes.dtype}")
         input_nodes = input_nodes.long()
         if input_nodes.numel() and (input_nodes.min() < 0 or
                                     input_nodes.max() >= graph.num_nodes):

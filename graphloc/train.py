@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.nn.functional as F
 
-from graphloc.datasets.base import NodeDataset, atomic_save
+from graphloc.datasets.base import NodeDataset, atomic_save, load_file
 from graphloc.nn import build_model
 
 
@@ -169,7 +169,7 @@ def fit(dataset: NodeDataset, config: TrainConfig, out_dir: str | None = None,
     if resume:
         if not last or not os.path.exists(last):
             raise FileNotFoundError(f"nothing to resume: no {last}")
-        state = torch.load(last, weights_only=False)
+        state = load_file(last, "training checkpoint", weights_only=False)
         if state["config"] != asdict(config):
             raise ValueError("the checkpoint was trained with another configuration: "
                              f"{state['config']}")
@@ -228,9 +228,7 @@ def _write_metrics(history: list[dict], out_dir: str) -> None:
 
 def load_checkpoint(path: str) -> tuple[torch.nn.Module, dict]:
     """The model of a ``fit`` checkpoint (in eval mode) and the checkpoint's metadata."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    state = torch.load(path, weights_only=False)
+    state = load_file(path, "checkpoint", weights_only=False)
     config = TrainConfig(**state["config"])
     model = _build(config, state["num_features"], state["num_classes"])
     model.load_state_dict(state["state_dict"])

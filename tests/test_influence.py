@@ -131,6 +131,10 @@ def test_zero_influence_warns_and_bad_input():
         total_influence(Pooled(), data, 2, nodes=[0])
     with pytest.raises(ValueError, match="no node features"):
         total_influence(model, Data(edge_index=data.edge_index, num_nodes=50), 2)
+    with pytest.raises(TypeError, match="x must be floating point"):
+        total_influence(model, (data.x.long(), data.edge_index), 2, nodes=[0])
+    with pytest.raises(TypeError, match="nodes must be integer node ids, got torch.float32"):
+        total_influence(model, data, 2, nodes=torch.tensor([0.5]))
     with pytest.raises(ValueError, match="method must be"):
         influence_per_hop(model, data, 2, [0], method="magic")
 

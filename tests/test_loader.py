@@ -95,6 +95,8 @@ def test_bad_input():
         NeighborLoader(graph, x[:3], y, [5])
     with pytest.raises(ValueError, match=r"input_nodes must lie in \[0, 300\)"):
         NeighborLoader(graph, x, y, [5], input_nodes=torch.tensor([0, 300]))
+    with pytest.raises(TypeError, match="input_nodes must be node ids or a boolean mask"):
+        NeighborLoader(graph, x, y, [5], input_nodes=torch.tensor([0.0, 1.0]))
     with pytest.raises(TypeError, match="must be a graphloc.Graph"):
         NeighborLoader(graph.edge_index, x, y, [5])
     loader = NeighborLoader(graph, x, y, [5])

@@ -65,6 +65,9 @@ def test_bad_input(city, tmp_path):
             progress=False)
     with pytest.raises(FileNotFoundError, match="no checkpoint at"):
         load_checkpoint(str(tmp_path / "missing.pt"))
+    (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="bad.pt is not a readable checkpoint"):
+        load_checkpoint(str(tmp_path / "bad.pt"))
 
 
 def test_two_processes_learn_like_one(tmp_path):

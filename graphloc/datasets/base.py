@@ -77,6 +77,18 @@ def city_split(num_nodes: int) -> tuple[Tensor, Tensor, Tensor]:
     return perm[:tenth], perm[tenth:2 * tenth], perm[2 * tenth:]
 
 
+def load_file(path: str, what: str, weights_only: bool = True):
+    """``torch.load`` of a file graphloc wrote, with clear errors: FileNotFoundError when it
+    is missing, ValueError when it is not a readable torch file (truncated, corrupt)."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no {what} at {path}")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=weights_only)
+    except Exception as err:  # torch raises several types for damaged archives
+        raise ValueError(f"{path} is not a readable {what} ({type(err).__name__}: {err}): "
+                         "truncated or corrupt?") from err
+
+
 def atomic_save(obj, path: str) -> None:
     """``torch.save`` through a temporary file in the same folder and a rename, so a crash
     never leaves a half-written file at ``path``."""

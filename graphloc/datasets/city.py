@@ -22,7 +22,7 @@ import warnings
 
 import torch
 
-from graphloc.datasets.base import NodeDataset, atomic_save
+from graphloc.datasets.base import NodeDataset, atomic_save, load_file
 from graphloc.graph import Graph
 
 _REGISTRY_PATH = os.path.join(os.path.dirname(__file__), "registry.json")
@@ -65,7 +65,7 @@ class CityNetwork(NodeDataset):
             if not os.path.exists(self.archive):
                 self._build() if "source" in self.spec else self._download()
             atomic_save(self._process(), processed)
-        blob = torch.load(processed, weights_only=True)
+        blob = load_file(processed, "processed City-Networks file")
         super().__init__(name=name, graph=Graph(blob["edge_index"], blob["x"].size(0)),
                          x=blob["x"], y=blob["y"], train_index=blob["train_index"],
                          val_index=blob["val_index"], test_index=blob["test_index"])

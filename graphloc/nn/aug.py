@@ -17,7 +17,6 @@ From `Liu et al., "Local Augmentation for Graph Neural Networks" (ICML 2022)
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 import torch.nn.functional as F
@@ -81,6 +80,8 @@ class LocalAugmenter(torch.nn.Module):
         return (x - self.shift) / self.scale if self.likelihood == "gaussian" else x
 
     def _check(self, x: Tensor, name: str) -> None:
+        if not x.dtype.is_floating_point:
+            raise TypeError(f"{name} must be floating point, got {x.dtype}")
         if x.dim() != 2 or x.size(1) != self.config["in_channels"]:
             raise ValueError(f"{name} must be [N, {self.config['in_channels']}], "
                              f"got {list(x.shape)}")
@@ -121,10 +122,9 @@ class LocalAugmenter(torch.nn.Module):
         atomic_save({"config": self.config, "state_dict": self.state_dict()}, path)
 
     @classmethod
-    def load(cls, path: str, map_location=None) -> LocalAugmenter:
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"no augmenter checkpoint at {path}")
-        blob = torch.load(path, map_location=map_location, weights_only=True)
+    def load(cls, path: str) -> LocalAugmenter:
+        from graphloc.datasets.base import load_file
+        blob = load_file(path, "augmenter checkpoint")
         model = cls(**blob["config"])
         model.load_state_dict(blob["state_dict"])
         return model
@@ -154,6 +154,8 @@ def pretrain_augmenter(x: Tensor, graph, epochs: int = 10, batch_size: int = 102
     graph = as_graph(graph, x)
     if x.dim() != 2 or x.size(0) != graph.num_nodes:
         raise ValueError(f"x must be [{graph.num_nodes}, F], got {list(x.shape)}")
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"x must be floating point, got {x.dtype}")
     if not torch.isfinite(x).all():
         bad = torch.nonzero(~torch.isfinite(x))[0].tolist()
         raise ValueError(f"x has a non-finite value at {bad}: {x[bad[0], bad[1]].item()}")

@@ -129,6 +129,27 @@ def test_sha256_mismatch(server, tmp_path, monkeypatch):
         CityNetwork(str(tmp_path), "paris", url=url)
 
 
+def test_built_city_and_processed_file_errors(server, tmp_path):
+    from graphloc.datasets.city import load_built_city
+    with pytest.raises(FileNotFoundError, match="no city archive at"):
+        load_built_city(str(tmp_path / "nowhere.tar.gz"))
+    (tmp_path / "junk.tar.gz").write_bytes(b"junk")
+    with pytest.raises(ValueError, match="not a readable .tar.gz archive"):
+        load_built_city(str(tmp_path / "junk.tar.gz"))
+    (tmp_path / "paris.tar.gz").write_bytes(release_archive())
+    ds = load_built_city(str(tmp_path / "paris.tar.gz"))
+    assert ds.x.shape == (N, 37) and ds.name == "paris"
+    served, url, _ = server
+    (served / "paris.tar.gz").write_bytes(release_archive())
+    root = tmp_path / "data"
+    CityNetwork(str(root), "paris", url=url)
+    processed = next((root / "paris" / "processed").iterdir())
+    processed.write_bytes(b"damaged")
+    with pytest.raises(ValueError, match="not a readable processed City-Networks file"):
+        CityNetwork(str(root), "paris", url=url)
+    CityNetwork(str(root), "paris", url=url, force_reload=True)  # the way out
+
+
 def test_offline_error_names_url_and_path(tmp_path):
     with pytest.raises(RuntimeError, match=r"could not download http://127.0.0.1:9/paris"
                                            r".tar.gz .*place it at .*raw/paris.tar.gz"):

@@ -72,6 +72,11 @@ def test_likelihood_inference_and_bad_input():
                            progress=False)
     with pytest.raises(FileNotFoundError, match="no augmenter checkpoint"):
         LocalAugmenter.load("/nonexistent/aug.pt")
+    with pytest.raises(TypeError, match="x must be floating point, got torch.int64"):
+        aug.generate(torch.ones(3, 4, dtype=torch.long))
+    with pytest.raises(TypeError, match="x must be floating point, got torch.int64"):
+        pretrain_augmenter(torch.ones(2, 4, dtype=torch.long),
+                           Graph(torch.tensor([[0, 1], [1, 0]]), num_nodes=2), progress=False)
 
 
 def test_checkpoint_is_written_atomically_and_reloads(tmp_path):
@@ -82,6 +87,9 @@ def test_checkpoint_is_written_atomically_and_reloads(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == ["aug.pt"]  # no temp file left
     loaded = LocalAugmenter.load(str(path))
     torch.testing.assert_close(loaded.generate(x, mean=True), aug.generate(x, mean=True))
+    path.write_bytes(path.read_bytes()[:100])  # truncated
+    with pytest.raises(ValueError, match="not a readable augmenter checkpoint"):
+        LocalAugmenter.load(str(path))
 
 
 def test_lamodel_without_generated_branches_equals_the_wrapped_model():
