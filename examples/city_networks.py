@@ -17,15 +17,9 @@ import statistics
 
 import torch
 
-from graphloc.datasets import CityNetwork, synthetic_city
+from graphloc.datasets import load_dataset
 from graphloc.influence import measure
 from graphloc.train import TrainConfig, fit, load_checkpoint
-
-
-def load(spec: str, root: str):
-    if spec.startswith("synthetic:"):
-        return synthetic_city(int(spec.split(":", 1)[1]), seed=0)
-    return CityNetwork(root, spec)
 
 
 def run(dataset, model: str, depth: int, seed: int, args) -> tuple[float, float]:
@@ -53,7 +47,7 @@ def main(argv=None) -> None:
     table = ["| dataset | model | depth | test accuracy % | R |", "|---|---|---:|---:|---:|"]
     points = {}
     for spec in args.datasets:
-        dataset = load(spec, args.root)
+        dataset = load_dataset(spec, args.root)
         for model in args.models:
             for depth in args.depths:
                 torch.manual_seed(0)

@@ -9,14 +9,14 @@ import argparse
 import os
 
 from graphloc.cli import plot_influence
-from graphloc.datasets import CityNetwork, synthetic_city
+from graphloc.datasets import load_dataset
 from graphloc.influence import measure
 from graphloc.train import TrainConfig, fit, load_checkpoint
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--dataset", default="helsinki", help="a city or synthetic:N")
+    parser.add_argument("--dataset", default="helsinki", help="as graphloc train --dataset")
     parser.add_argument("--models", nargs="+", default=["gcn", "sage", "gat"])
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--epochs", type=int, default=200)
@@ -24,8 +24,7 @@ def main(argv=None) -> None:
     parser.add_argument("--root", default="data")
     parser.add_argument("--out", default="runs/influence")
     args = parser.parse_args(argv)
-    dataset = (synthetic_city(int(args.dataset.split(":")[1])) if
-               args.dataset.startswith("synthetic:") else CityNetwork(args.root, args.dataset))
+    dataset = load_dataset(args.dataset, args.root)
     results = {}
     for name in args.models:
         run = os.path.join(args.out, name)

@@ -10,16 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from graphloc.datasets import CityNetwork, ogb_node, synthetic_city
+from graphloc.datasets import load_dataset
 from graphloc.train import TrainConfig, evaluate, fit, load_checkpoint
-
-
-def load(spec: str, root: str):
-    if spec.startswith("synthetic:"):
-        return synthetic_city(int(spec.split(":", 1)[1]), seed=0)
-    if spec.startswith("ogb:"):
-        return ogb_node(spec.split(":", 1)[1], root)
-    return CityNetwork(root, spec)
 
 
 def main(argv=None) -> None:
@@ -36,7 +28,7 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default="runs/node_classification")
     args = parser.parse_args(argv)
 
-    dataset = load(args.dataset, args.root)
+    dataset = load_dataset(args.dataset, args.root)
     print(f"{dataset.name}: {dataset.num_nodes} nodes, {dataset.graph.num_edges} edges, "
           f"{dataset.num_features} features, {dataset.num_classes} classes")
     config = TrainConfig(model=args.model, layers=args.layers, hidden=args.hidden,

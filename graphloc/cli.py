@@ -9,6 +9,7 @@ import sys
 import torch
 
 import graphloc
+from graphloc.distributed import rank_and_world, relaunch
 
 
 def info(_args) -> int:
@@ -38,40 +39,27 @@ def dataset_build(args) -> int:
 
 def dataset_stats(args) -> int:
     """Road statistics of a dataset: a city name or synthetic:N."""
-    from graphloc.datasets import road_statistics
-    dataset = _load_dataset(args.dataset, args.root, args.seed)
+    from graphloc.datasets import load_dataset, road_statistics
+    dataset = load_dataset(args.dataset, args.root, args.seed)
     for key, value in road_statistics(dataset.graph).items():
         print(f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}")
     print(f"features: {dataset.num_features}, classes: {dataset.num_classes}")
     return 0
 
 
-def _load_dataset(spec: str, root: str, seed: int):
-    """A city name, ``synthetic:N``, ``ogb:ogbn-name`` or a built city's ``.tar.gz``."""
-    from graphloc.datasets import CityNetwork, ogb_node, synthetic_city
-    from graphloc.datasets.city import load_built_city
-    if spec.endswith(".tar.gz"):
-        return load_built_city(spec)
-    if spec.startswith("synthetic:"):
-        return synthetic_city(int(spec.split(":", 1)[1]), seed=seed)
-    if spec.startswith("ogb:"):
-        return ogb_node(spec.split(":", 1)[1], root)
-    return CityNetwork(root, spec)
-
-
 def train(args) -> int:
     """Trains a node classifier; writes best.pt, last.pt, metrics.json, curve.png."""
     if args.nproc > 1:
-        return _under_torchrun(args, "graphloc.train")
-    from graphloc.influence import _distributed
+        return relaunch(args.argv[1:], args.nproc, "graphloc.train")
+    from graphloc.datasets import load_dataset
     from graphloc.train import TrainConfig, fit
-    dataset = _load_dataset(args.dataset, args.root, args.seed)
+    dataset = load_dataset(args.dataset, args.root, args.seed)
     config = TrainConfig(model=args.model, layers=args.layers, hidden=args.hidden,
                          dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay,
                          epochs=args.epochs, eval_every=args.eval_every,
                          batch_size=args.batch_size, fanout=args.fanout, seed=args.seed)
     history = fit(dataset, config, out_dir=args.out, resume=args.resume)
-    if _distributed()[0] != 0:
+    if rank_and_world()[0] != 0:
         return 0
     best = max(history, key=lambda h: h["val"])
     print(f"best validation accuracy {best['val']:.4f} at epoch {best['epoch']} "
@@ -103,29 +91,6 @@ def _add_train_command(commands) -> None:
     cmd.set_defaults(run=train)
 
 
-def run_distributed(command: str, argv: list[str] | None = None) -> int:
-    """Runs ``graphloc <command> argv`` in a process started by torchrun: joins the
-    process group (gloo on CPU, nccl on GPU) first and leaves it after."""
-    import torch.distributed as dist
-    if "WORLD_SIZE" in os.environ and not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    try:
-        return main([command, *(sys.argv[1:] if argv is None else argv)])
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-
-
-def _under_torchrun(args, module: str) -> int:
-    """Runs this command again as ``torchrun --nproc_per_node=N -m module ...``."""
-    import subprocess
-    argv = args.argv[1:]  # without the subcommand
-    at = argv.index("--nproc")
-    argv = argv[:at] + argv[at + 2:]
-    return subprocess.call([sys.executable, "-m", "torch.distributed.run",
-                            f"--nproc_per_node={args.nproc}", "-m", module, *argv])
-
-
 def _models_to_measure(args, dataset):
     """(label, model) pairs: checkpoints, or untrained registered models."""
     from graphloc.nn import build_model
@@ -146,11 +111,11 @@ def influence(args) -> int:
 
     from graphloc.influence import measure
     if args.nproc > 1:
-        return _under_torchrun(args, "graphloc.influence")
-    from graphloc.influence import _distributed
-    dataset = _load_dataset(args.graph, args.root, args.seed)
+        return relaunch(args.argv[1:], args.nproc, "graphloc.influence")
+    from graphloc.datasets import load_dataset
+    dataset = load_dataset(args.graph, args.root, args.seed)
     results = {}
-    rank = _distributed()[0]
+    rank = rank_and_world()[0]
     for label, model in _models_to_measure(args, dataset):
         result = measure(model, dataset, args.max_hops, args.samples, seed=args.seed,
                          batch_size=args.batch_size, progress=True)

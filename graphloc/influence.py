@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from graphloc.distributed import rank_and_world
 from graphloc.graph import Graph
 
 
@@ -83,7 +84,7 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
         method = "per_seed" if getattr(model, "graphloc_global", False) else "batched"
     x, graph = _inputs(data)
     all_nodes = _seeds(graph.num_nodes, None, nodes, None)
-    rank, world = _distributed()
+    rank, world = rank_and_world()
     nodes = all_nodes[rank::world]  # a shard per process; gathered below
     step = 1 if method == "per_seed" else max(1, batch_size)
     was_training = model.training
@@ -97,13 +98,6 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
         model.train(was_training)
     T = torch.cat(rows) if rows else torch.zeros(0, max_hops + 1, dtype=torch.float64)
     return _gather_shards(T, len(all_nodes), rank, world) if world > 1 else T
-
-
-def _distributed() -> tuple[int, int]:
-    import torch.distributed as dist
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
 
 
 def _gather_shards(T: Tensor, total: int, rank: int, world: int) -> Tensor:
@@ -128,8 +122,8 @@ def main(argv=None) -> int:
     """``torchrun --nproc_per_node=N -m graphloc.influence ...``: the ``graphloc influence``
     command with its seeds sharded over the processes (gloo on CPU, nccl on GPU); rank 0
     writes the outputs."""
-    from graphloc.cli import run_distributed
-    return run_distributed("influence", argv)
+    from graphloc.distributed import run
+    return run("influence", argv)
 
 
 def _batch_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, device) -> Tensor:

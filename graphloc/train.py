@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from graphloc.datasets.base import NodeDataset, atomic_save, load_file
+from graphloc.distributed import rank_and_world
 from graphloc.nn import build_model
 
 
@@ -146,8 +147,7 @@ def fit(dataset: NodeDataset, config: TrainConfig, out_dir: str | None = None,
     if config.epochs < 1 or config.eval_every < 1:
         raise ValueError(f"epochs and eval_every must be >= 1, got {config.epochs} and "
                          f"{config.eval_every}")
-    from graphloc.influence import _distributed
-    rank, world = _distributed()
+    rank, world = rank_and_world()
     torch.manual_seed(config.seed)  # the same initial weights on every process
     model = _build(config, dataset.num_features, dataset.num_classes)
     if config.standardize:
@@ -191,7 +191,7 @@ def fit(dataset: NodeDataset, config: TrainConfig, out_dir: str | None = None,
             if out_dir:
                 atomic_save(_checkpoint(model, config, dataset, history),
                             os.path.join(out_dir, "best.pt"))
-        if out_dir and last:
+        if out_dir:
             atomic_save({**_checkpoint(model, config, dataset, history),
                          "optimizer": opt.state_dict(), "rng": torch.get_rng_state(),
                          "epoch": epoch + 1, "best_val": best, "history": history}, last)
@@ -238,8 +238,8 @@ def load_checkpoint(path: str) -> tuple[torch.nn.Module, dict]:
 def main(argv=None) -> int:
     """``torchrun --nproc_per_node=N -m graphloc.train ...``: ``graphloc train`` with
     data-parallel processes (gloo on CPU, nccl on GPU)."""
-    from graphloc.cli import run_distributed
-    return run_distributed("train", argv)
+    from graphloc.distributed import run
+    return run("train", argv)
 
 
 if __name__ == "__main__":

@@ -83,6 +83,15 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_cpu(
   return {out, lse};
 }
 
+// <a, b> over one head's C channels, vectorised (the reduction may be reassociated).
+template <typename acc_t, typename scalar_t>
+inline acc_t head_dot(const scalar_t* a, const scalar_t* b, int64_t C) {
+  acc_t dot = 0;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t c = 0; c < C; ++c) dot += static_cast<acc_t>(a[c]) * static_cast<acc_t>(b[c]);
+  return dot;
+}
+
 // Backward, pass 1 (rows of the CSR): with g = grad_out, alpha_e = exp(score_e - lse_i),
 // d score_e = alpha_e * (<g_i, x_j> - <g_i, out_i> + grad_lse_i) per head; the weights are
 // recomputed from lse, so no [E, H] alpha and no per-edge products are stored.
@@ -98,22 +107,15 @@ void attention_score_grad(const index_t* indptr, const index_t* indices, const s
     const int64_t chunk_end = indptr[r1];
     for (int64_t i = r0; i < r1; ++i) {
       const scalar_t* __restrict__ gi = grad + i * K;
-      for (int64_t h = 0; h < H; ++h) {
-        acc_t dot = 0;
-#pragma omp simd reduction(+ : dot)
-        for (int64_t c = 0; c < C; ++c)
-          dot += static_cast<acc_t>(gi[h * C + c]) * static_cast<acc_t>(out[i * K + h * C + c]);
-        base[h] = (grad_lse ? static_cast<acc_t>(grad_lse[i * H + h]) : acc_t(0)) - dot;
-      }
+      for (int64_t h = 0; h < H; ++h)
+        base[h] = (grad_lse ? static_cast<acc_t>(grad_lse[i * H + h]) : acc_t(0)) -
+                  head_dot<acc_t>(gi + h * C, out + i * K + h * C, C);
       for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
         if (e + kPrefetchDistance < chunk_end)
           prefetch_row(x + static_cast<int64_t>(indices[e + kPrefetchDistance]) * K, K);
         const scalar_t* __restrict__ xj = x + static_cast<int64_t>(indices[e]) * K;
         for (int64_t h = 0; h < H; ++h) {
-          acc_t dot = 0;
-#pragma omp simd reduction(+ : dot)
-          for (int64_t c = 0; c < C; ++c)
-            dot += static_cast<acc_t>(gi[h * C + c]) * static_cast<acc_t>(xj[h * C + c]);
+          const acc_t dot = head_dot<acc_t>(gi + h * C, xj + h * C, C);
           const acc_t alpha = std::exp(static_cast<acc_t>(score[e * H + h]) -
                                        static_cast<acc_t>(lse[i * H + h]));
           grad_score[e * H + h] = static_cast<scalar_t>(alpha * (dot + base[h]));

@@ -1,11 +1,25 @@
 """Datasets: City-Networks road graphs, their labels, and synthetic cities."""
 
 from graphloc.datasets.base import NodeDataset, city_split
-from graphloc.datasets.city import CityNetwork
+from graphloc.datasets.city import CityNetwork, load_built_city
 from graphloc.datasets.labels import eccentricity_classes, local_eccentricity
 from graphloc.datasets.ogb import ogb_node
 from graphloc.datasets.stats import road_statistics
 from graphloc.datasets.synthetic import synthetic_city
 
-__all__ = ["NodeDataset", "CityNetwork", "city_split", "local_eccentricity",
+
+def load_dataset(spec: str, root: str = "data", seed: int = 0) -> NodeDataset:
+    """A dataset named the way the command line names them: a City-Networks city
+    ("helsinki", "paris", ...; files under ``root``), ``synthetic:N`` (seeded), ``ogb:NAME``
+    or the ``.tar.gz`` of a city built by ``build_city_network``."""
+    if spec.endswith(".tar.gz"):
+        return load_built_city(spec)
+    if spec.startswith("synthetic:"):
+        return synthetic_city(int(spec.split(":", 1)[1]), seed=seed)
+    if spec.startswith("ogb:"):
+        return ogb_node(spec.split(":", 1)[1], root)
+    return CityNetwork(root, spec)
+
+
+__all__ = ["load_dataset", "NodeDataset", "CityNetwork", "city_split", "local_eccentricity",
            "eccentricity_classes", "road_statistics", "synthetic_city", "ogb_node"]

@@ -64,7 +64,7 @@ class CityNetwork(NodeDataset):
         if force_reload or not os.path.exists(processed):
             if not os.path.exists(self.archive):
                 self._build() if "source" in self.spec else self._download()
-            atomic_save(self._process(), processed)
+            atomic_save(self._read_arrays(self.archive), processed)
         blob = load_file(processed, "processed City-Networks file")
         super().__init__(name=name, graph=Graph(blob["edge_index"], blob["x"].size(0)),
                          x=blob["x"], y=blob["y"], train_index=blob["train_index"],
@@ -110,9 +110,6 @@ class CityNetwork(NodeDataset):
                                     "the repository's datasets/samples/)")
         build_city_network(source, os.path.dirname(self.archive),
                            name=os.path.basename(self.archive).removesuffix(".tar.gz"))
-
-    def _process(self) -> dict:
-        return self._read_arrays(self.archive)
 
     def _read_arrays(self, archive: str) -> dict:
         name = os.path.basename(self.archive).removesuffix(".tar.gz")

@@ -37,8 +37,8 @@ def _pyg_edge_order(graph: Graph) -> tuple[Tensor, Tensor, Tensor]:
 
 def _with_fresh_self_loops(graph: Graph) -> Graph:
     """The Graph of PyG's GAT edge list sorted by destination, so the kernels need no
-    permutation. Only it is cached on the graph: the edge order that maps it back
-    (``_pyg_edge_order``) is rebuilt when edge features or weights are asked for."""
+    permutation. The edge order that maps it back (``_pyg_edge_order``) is cached
+    separately, only once edge features or weights are asked for."""
     pyg_edge_index, order, _ = _pyg_edge_order(graph)
     return Graph(pyg_edge_index[:, order], graph.num_nodes)
 
@@ -138,8 +138,9 @@ class GATConv(torch.nn.Module):
         loops = None
         if self.add_self_loops:
             loops = graph.cached("gat_self_loops", lambda: _with_fresh_self_loops(graph))
-            if edge_attr is not None or return_attention_weights:
-                pyg_edge_index, order, keep = _pyg_edge_order(graph)
+            if edge_attr is not None or return_attention_weights:  # cached on first need
+                pyg_edge_index, order, keep = graph.cached(
+                    "gat_pyg_edge_order", lambda: _pyg_edge_order(graph))
             if edge_attr is not None:
                 edge_attr = self._loop_edge_attr(graph, keep, edge_attr)[order]
             graph = loops
