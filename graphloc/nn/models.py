@@ -10,6 +10,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, SAGEConv
 from graphloc.nn.conv._utils import as_graph
+from graphloc.nn.lift import LiftGCN
 
 #: conv name -> factory(in_channels, out_channels, **kwargs) -> module called as conv(x, graph)
 CONVS: dict[str, Callable[..., torch.nn.Module]] = {}
@@ -182,6 +183,9 @@ def register_model(name: str):
 register_model("dagnn")(lambda in_channels, hidden_channels, out_channels, num_layers,
                         dropout=0.0, **kw: DAGNN(in_channels, hidden_channels, out_channels,
                                                  K=num_layers, dropout=dropout))
+
+
+register_model("liftgcn")(LiftGCN)
 
 
 def build_model(name: str, in_channels: int, hidden_channels: int, out_channels: int,
