@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, SAGEConv
+from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, SAGEConv, TransformerConv
 from graphloc.nn.conv._utils import as_graph
 from graphloc.nn.lift import LiftGCN
 
@@ -31,13 +31,19 @@ register_conv("sage")(SAGEConv)
 register_conv("cheb")(lambda i, o, K=3, **kw: ChebConv(i, o, K=K, **kw))
 
 
-@register_conv("gat")
-def _gat(in_channels: int, out_channels: int, heads: int = 4, **kwargs) -> GATConv:
-    """Heads concatenated to ``out_channels`` in total when ``heads`` divides it, else
-    averaged (each head ``out_channels`` wide), as GAT's own output layer does."""
-    if out_channels % heads == 0:
-        return GATConv(in_channels, out_channels // heads, heads=heads, **kwargs)
-    return GATConv(in_channels, out_channels, heads=heads, concat=False, **kwargs)
+def _multi_head(layer):
+    """A factory for an attention layer with ``heads`` heads: concatenated to
+    ``out_channels`` in total when ``heads`` divides it, else averaged (each head
+    ``out_channels`` wide), as GAT's own output layer does."""
+    def factory(in_channels: int, out_channels: int, heads: int = 4, **kwargs):
+        if out_channels % heads == 0:
+            return layer(in_channels, out_channels // heads, heads=heads, **kwargs)
+        return layer(in_channels, out_channels, heads=heads, concat=False, **kwargs)
+    return factory
+
+
+register_conv("gat")(_multi_head(GATConv))
+register_conv("transformer")(_multi_head(TransformerConv))
 
 
 @register_conv("gin")

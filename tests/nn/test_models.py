@@ -30,7 +30,7 @@ def test_gnn_equals_the_layers_composed_by_hand():
     torch.testing.assert_close(model(x, edge_index), c2(h, graph))
 
 
-@pytest.mark.parametrize("conv", ["gcn", "sage", "gat", "gin", "cheb"])
+@pytest.mark.parametrize("conv", ["gcn", "sage", "gat", "gin", "cheb", "transformer"])
 def test_gnn_compiles_without_graph_breaks(conv):
     torch._dynamo.reset()
     graph = Graph(random_edge_index(30, 120, seed=41), num_nodes=30)
@@ -61,8 +61,8 @@ def test_deep_gcn_trains():
 
 
 def test_gnn_bad_arguments():
-    with pytest.raises(ValueError, match="unknown conv 'transformer'"):
-        GNN("transformer", 2, 2, 2, 2)
+    with pytest.raises(ValueError, match="unknown conv 'performer'"):
+        GNN("performer", 2, 2, 2, 2)
     with pytest.raises(ValueError, match="num_layers must be >= 1"):
         GNN("gcn", 2, 2, 2, 0)
     with pytest.raises(ValueError, match="norm must be"):

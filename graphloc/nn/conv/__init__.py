@@ -5,5 +5,6 @@ from graphloc.nn.conv.gat import GATConv
 from graphloc.nn.conv.gcn import GCNConv
 from graphloc.nn.conv.gin import GINConv, GINEConv
 from graphloc.nn.conv.sage import SAGEConv
+from graphloc.nn.conv.transformer import TransformerConv
 
-__all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv"]
+__all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv", "TransformerConv"]

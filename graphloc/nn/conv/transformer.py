@@ -1,0 +1,131 @@
+"""Graph transformer convolution (multi-head dot-product attention over each neighbourhood)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from graphloc import ops
+from graphloc.nn.conv._utils import as_graph, check_input
+
+
+class TransformerConv(torch.nn.Module):
+    r"""The graph transformer operator of `Shi et al., "Masked Label Prediction: Unified
+    Message Passing Model for Semi-Supervised Classification" (IJCAI 2021)
+    <https://arxiv.org/abs/2009.03509>`_:
+
+    .. math::
+        \mathbf{x}'_i = \mathbf{W}_1 \mathbf{x}_i + \sum_{j \in \mathcal{N}(i)}
+        \alpha_{ij} (\mathbf{W}_2 \mathbf{x}_j + \mathbf{W}_6 \mathbf{e}_{ij}), \qquad
+        \alpha_{ij} = \mathrm{softmax}_j\Big(\frac{(\mathbf{W}_3 \mathbf{x}_i)^\top
+        (\mathbf{W}_4 \mathbf{x}_j + \mathbf{W}_6 \mathbf{e}_{ij})}{\sqrt{C}}\Big)
+
+    per head; with ``beta`` the root term is gated, :math:`\beta_i \mathbf{r}_i + (1 -
+    \beta_i) \mathbf{m}_i` with :math:`\beta_i = \sigma(\mathbf{w}_5^\top [\mathbf{m}_i \Vert
+    \mathbf{r}_i \Vert \mathbf{m}_i - \mathbf{r}_i])`. A drop-in for PyG's
+    ``TransformerConv`` (same arguments, parameter names, outputs and attention weights; no
+    self-loops are added). Without edge features and attention dropout the softmax and the
+    weighted sum run fused per node (``ops.segment_attention``): no ``[E, H, C]`` keys,
+    values or messages. Not supported: bipartite ``(x_src, x_dst)`` inputs.
+
+    Args:
+        in_channels (int): input feature width.
+        out_channels (int): width per head, C.
+        heads (int, default 1): number of heads, H.
+        concat (bool, default True): concatenate heads (``H * C`` outputs), else average.
+        beta (bool, default False): gate the root term (needs ``root_weight``).
+        dropout (float, default 0.0): dropout on the attention weights in training.
+        edge_dim (int, optional): edge feature width; edge features then enter keys and
+            values.
+        bias (bool, default True): biases of the query, key, value and root projections.
+        root_weight (bool, default True): add the projected root features.
+
+    Shapes:
+        input: ``[N, in_channels]``, a ``Graph`` or ``edge_index [2, E]``, optional
+        ``edge_attr [E, edge_dim]``. output: ``[N, H * C]`` (``[N, C]`` if not concat);
+        with ``return_attention_weights=True`` also ``(edge_index, alpha [E, H])``.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, heads: int = 1,
+                 concat: bool = True, beta: bool = False, dropout: float = 0.0,
+                 edge_dim: int | None = None, bias: bool = True, root_weight: bool = True):
+        super().__init__()
+        self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
+        self.concat, self.beta, self.root_weight = concat, beta and root_weight, root_weight
+        self.dropout, self.edge_dim = dropout, edge_dim
+        H, C = heads, out_channels
+        total = H * C if concat else C
+        self.lin_key = torch.nn.Linear(in_channels, H * C, bias=bias)
+        self.lin_query = torch.nn.Linear(in_channels, H * C, bias=bias)
+        self.lin_value = torch.nn.Linear(in_channels, H * C, bias=bias)
+        self.lin_edge = torch.nn.Linear(edge_dim, H * C, bias=False) \
+            if edge_dim is not None else None
+        # Built even without root_weight (unused then), as PyG does: state dicts load both ways.
+        self.lin_skip = torch.nn.Linear(in_channels, total, bias=bias)
+        self.lin_beta = torch.nn.Linear(3 * total, 1, bias=False) if self.beta else None
+
+    def reset_parameters(self) -> None:
+        for lin in (self.lin_key, self.lin_query, self.lin_value, self.lin_edge,
+                    self.lin_skip, self.lin_beta):
+            if lin is not None:
+                lin.reset_parameters()
+
+    def _edge_features(self, graph, edge_attr: Tensor | None) -> Tensor | None:
+        if self.lin_edge is None:
+            return None
+        if edge_attr is None:
+            edge_attr = graph.edge_attr
+        if edge_attr is None:
+            raise ValueError("TransformerConv was built with edge_dim but got no edge_attr")
+        edge_attr = edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
+        if edge_attr.size(0) != graph.num_edges:
+            raise ValueError(f"edge_attr has {edge_attr.size(0)} rows but the graph has "
+                             f"{graph.num_edges} edges")
+        return self.lin_edge(edge_attr.to(self.lin_edge.weight.dtype)) \
+            .view(-1, self.heads, self.out_channels)
+
+    def _attend(self, graph, query: Tensor, key: Tensor, value: Tensor, edge: Tensor | None,
+                need_weights: bool) -> tuple[Tensor, Tensor | None]:
+        score = ops.sddmm(graph, key, query, "dot")  # [E, H], query pre-scaled by 1/sqrt(C)
+        if edge is None and not (self.dropout > 0 and self.training):
+            out = ops.segment_attention(graph, score, value, return_weights=need_weights)
+            return out if need_weights else (out, None)
+        dst = graph.edge_index[1]
+        if edge is not None:
+            score = score + (query[dst] * edge).sum(-1)
+        alpha = ops.segment_softmax(graph, score)
+        dropped = F.dropout(alpha, p=self.dropout, training=self.training)
+        out = ops.spmm(graph, value, dropped)
+        if edge is not None:
+            out = out + ops.scatter(dropped.unsqueeze(-1) * edge, dst, 0,
+                                    dim_size=graph.num_nodes, reduce="sum")
+        return out, alpha
+
+    def forward(self, x: Tensor, graph, edge_attr: Tensor | None = None,
+                return_attention_weights: bool = False):
+        check_input(self, x, self.in_channels)
+        graph = as_graph(graph, x)
+        H, C = self.heads, self.out_channels
+        query = (self.lin_query(x) / math.sqrt(C)).view(-1, H, C)
+        key, value = self.lin_key(x).view(-1, H, C), self.lin_value(x).view(-1, H, C)
+        out, alpha = self._attend(graph, query, key, value,
+                                  self._edge_features(graph, edge_attr),
+                                  return_attention_weights)
+        out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
+        if self.root_weight:
+            root = self.lin_skip(x)
+            if self.lin_beta is not None:
+                gate = torch.sigmoid(self.lin_beta(torch.cat([out, root, out - root], -1)))
+                out = gate * root + (1 - gate) * out
+            else:
+                out = out + root
+        if return_attention_weights:
+            return out, (graph.edge_index, alpha)
+        return out
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
+                f"heads={self.heads})")
