@@ -11,6 +11,7 @@ from graphloc import ops
 from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, SAGEConv, TransformerConv
 from graphloc.nn.conv._utils import as_graph
 from graphloc.nn.lift import LiftGCN
+from graphloc.nn.tangnn import TANGNN
 
 #: conv name -> factory(in_channels, out_channels, **kwargs) -> module called as conv(x, graph)
 CONVS: dict[str, Callable[..., torch.nn.Module]] = {}
@@ -192,6 +193,8 @@ register_model("dagnn")(lambda in_channels, hidden_channels, out_channels, num_l
 
 
 register_model("liftgcn")(LiftGCN)
+register_model("tangnn")(TANGNN)
+register_model("tangnn-lc")(lambda *args, **kw: TANGNN(*args, variant="lc", **kw))
 
 
 def build_model(name: str, in_channels: int, hidden_channels: int, out_channels: int,

@@ -1,0 +1,138 @@
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import random_edge_index
+
+from graphloc import Graph
+from graphloc.nn import TANGNN, TopMAttention, build_model
+from graphloc.nn import tangnn as tangnn_module
+from graphloc.nn.tangnn import sample_in_edges, top_m_similar
+
+
+def _brute_force(z, m, exclude_self=True):
+    sims = F.normalize(z, dim=1) @ F.normalize(z, dim=1).T
+    if exclude_self:
+        sims.fill_diagonal_(float("-inf"))
+    return sims.topk(m, dim=1)
+
+
+def _clustered(n, d, clusters, seed):
+    gen = torch.Generator().manual_seed(seed)
+    centers = torch.randn(clusters, d, generator=gen)
+    label = torch.randint(0, clusters, (n,), generator=gen)
+    return centers[label] + 0.3 * torch.randn(n, d, generator=gen)
+
+
+@pytest.mark.parametrize("exclude_self", [True, False])
+def test_exact_top_m_equals_brute_force(exclude_self, monkeypatch):
+    z = torch.randn(300, 12, dtype=torch.float64)
+    monkeypatch.setattr(tangnn_module, "_EXACT_BLOCK_ENTRIES", 300 * 7)  # 7-row blocks
+    index, sims = top_m_similar(z, 10, mode="exact", exclude_self=exclude_self)
+    ref = _brute_force(z, 10, exclude_self)
+    torch.testing.assert_close(sims, ref.values)
+    assert torch.equal(index, ref.indices)
+    if exclude_self:
+        assert not (index == torch.arange(300)[:, None]).any()
+
+
+def test_top_m_caps_m_and_handles_one_node():
+    index, sims = top_m_similar(torch.randn(5, 3), 10)
+    assert index.shape == (5, 4) and sims.shape == (5, 4)
+    assert sorted(index[0].tolist()) == [1, 2, 3, 4]
+    index, _ = top_m_similar(torch.randn(1, 3), 4)
+    assert index.shape == (1, 0)
+
+
+def test_approximate_top_m_recall_and_exact_similarities():
+    z = _clustered(6000, 16, clusters=40, seed=1)
+    exact, exact_sims = top_m_similar(z, 16, mode="exact")
+    approx, approx_sims = top_m_similar(z, 16, mode="approx", rounds=4, window=64)
+    hits = (approx.unsqueeze(2) == exact.unsqueeze(1)).any(2).float().mean().item()
+    assert hits > 0.9, hits  # 0.947 measured; one round alone 0.545
+    one_round, _ = top_m_similar(z, 16, mode="approx", rounds=1, window=64)
+    hits_one = (one_round.unsqueeze(2) == exact.unsqueeze(1)).any(2).float().mean().item()
+    assert hits >= hits_one
+    unit = F.normalize(z, dim=1)
+    true_sims = (unit.unsqueeze(1) * unit[approx]).sum(-1)
+    torch.testing.assert_close(approx_sims, true_sims, rtol=1e-5, atol=1e-5)
+    assert not (approx == torch.arange(6000)[:, None]).any()
+    assert (approx.sort(1).values.diff(dim=1) != 0).all()  # no node twice in a row
+    assert (approx_sims <= exact_sims + 1e-6).all()  # the k-th found never beats the k-th best
+    again, _ = top_m_similar(z, 16, mode="approx", rounds=4, window=64)
+    assert torch.equal(again, approx)  # same seed, same candidates
+
+
+@pytest.mark.parametrize("heads", [1, 3])
+def test_top_m_attention_equals_dense_attention_truncated_to_top_m(heads):
+    torch.manual_seed(0)
+    layer = TopMAttention(6, 4, heads=heads, m=5).double()
+    x = torch.randn(40, 6, dtype=torch.float64)
+    z = F.normalize(layer.lin_z(x).view(40, heads, 4), dim=-1)
+    value = layer.lin_value(x).view(40, heads, 4)
+    logits = torch.einsum("vhc,uhc->hvu", z, z) * layer.log_scale.exp()
+    mean_cos = logits.mean(0)
+    mean_cos.fill_diagonal_(float("-inf"))
+    keep = torch.zeros(40, 40, dtype=torch.bool).scatter_(1, mean_cos.topk(5, 1).indices, True)
+    alpha = logits.masked_fill(~keep, float("-inf")).softmax(-1)  # [H, N, N]
+    expected = torch.einsum("hvu,uhc->vhc", alpha, value).reshape(40, heads * 4)
+    torch.testing.assert_close(layer(x), expected)
+
+
+def test_gradients_reach_projection_values_and_temperature():
+    layer = TopMAttention(5, 3, heads=2, m=4).double()
+    x = torch.randn(30, 5, dtype=torch.float64, requires_grad=True)
+    layer(x).pow(2).sum().backward()
+    for param in (layer.lin_z.weight, layer.lin_value.weight, layer.log_scale):
+        assert param.grad is not None and param.grad.abs().sum() > 0
+    # the selection is fixed near x, so the attention is smooth there: gradcheck it
+    assert torch.autograd.gradcheck(lambda inp: layer(inp), (x,))
+
+
+def test_sample_in_edges_is_uniform_without_replacement():
+    edge_index = torch.stack([torch.arange(10), torch.zeros(10, dtype=torch.long)])
+    edge_index = torch.cat([edge_index, torch.tensor([[3, 4], [1, 1]])], 1)
+    graph = Graph(edge_index, num_nodes=11)
+    gen = torch.Generator().manual_seed(0)
+    counts = torch.zeros(10)
+    for _ in range(2000):
+        sample = sample_in_edges(graph, 4, gen)
+        into_zero = sample.edge_index[0][sample.edge_index[1] == 0]
+        assert into_zero.numel() == 4 and into_zero.unique().numel() == 4
+        assert sorted(sample.edge_index[0][sample.edge_index[1] == 1].tolist()) == [3, 4]
+        counts[into_zero] += 1
+    torch.testing.assert_close(counts / 2000, torch.full((10,), 0.4), atol=0.04, rtol=0)
+
+
+@pytest.mark.parametrize("variant", ["base", "lc"])
+def test_tangnn_trains_and_is_deterministic_under_a_seed(variant):
+    graph = Graph(random_edge_index(120, 500, seed=3), num_nodes=120).to_undirected()
+    x, y = torch.randn(120, 6), torch.randint(0, 3, (120,))
+    torch.manual_seed(7)
+    model = build_model("tangnn", 6, 16, 3, num_layers=2, m=8, variant=variant)
+    assert isinstance(model, TANGNN)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(40):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x, graph), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.6 * losses[0]
+    model.eval()
+    torch.testing.assert_close(model(x, graph), model(x, graph))
+
+
+def test_tangnn_bad_input():
+    with pytest.raises(ValueError, match="mode must be"):
+        top_m_similar(torch.randn(5, 2), 2, mode="lsh")
+    with pytest.raises(ValueError, match="m and rounds"):
+        top_m_similar(torch.randn(5, 2), 0)
+    with pytest.raises(ValueError, match="floating-point"):
+        top_m_similar(torch.ones(5, 2, dtype=torch.long), 2)
+    with pytest.raises(ValueError, match="variant"):
+        TANGNN(3, 4, 2, variant="flc")
+    with pytest.raises(ValueError, match="m must be"):
+        TopMAttention(3, 4, m=0)
+    with pytest.raises(ValueError, match=r"shape \[N, 3\]"):
+        TopMAttention(3, 4)(torch.randn(5, 2))
