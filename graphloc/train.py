@@ -55,8 +55,8 @@ class Standardized(torch.nn.Module):
         self.std.copy_(x.std(0).clamp(min=1e-6).nan_to_num(1.0))
         return self
 
-    def forward(self, x, graph):
-        return self.model((x - self.mean) / self.std, graph)
+    def forward(self, x, graph, **kwargs):
+        return self.model((x - self.mean) / self.std, graph, **kwargs)
 
 
 def _build(config: TrainConfig, num_features: int, num_classes: int) -> torch.nn.Module:
@@ -110,6 +110,20 @@ def _metis_parts(graph, parts: int):
     return torch.as_tensor(np.asarray(membership), dtype=torch.long)
 
 
+class _NodeBatches:
+    """Shuffled batches of node ids, a new order every epoch (seeded), for models that
+    take ``index=`` (``node_batched``, e.g. LargeGT with its own fixed token samples)."""
+
+    def __init__(self, nodes: torch.Tensor, batch_size: int, seed: int):
+        self.nodes, self.batch_size, self.seed, self._epoch = nodes, batch_size, seed, 0
+
+    def __iter__(self):
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self._epoch)
+        self._epoch += 1
+        yield from self.nodes[torch.randperm(self.nodes.numel(), generator=gen)] \
+            .split(self.batch_size)
+
+
 def _epoch(model, opt, dataset: NodeDataset, shard, loader) -> float:
     model.train()
     if loader is None:
@@ -122,11 +136,15 @@ def _epoch(model, opt, dataset: NodeDataset, shard, loader) -> float:
     total, count = 0.0, 0
     for batch in loader:
         opt.zero_grad()
-        out = model(batch.x, batch.graph)[:batch.batch_size]
-        loss = F.cross_entropy(out, batch.y[:batch.batch_size])
+        if isinstance(batch, torch.Tensor):  # node ids, for models that batch over nodes
+            out, y = model(dataset.x, dataset.graph, index=batch), dataset.y[batch]
+        else:
+            out = model(batch.x, batch.graph)[:batch.batch_size]
+            y = batch.y[:batch.batch_size]
+        loss = F.cross_entropy(out, y)
         loss.backward()
         opt.step()
-        total, count = total + loss.item() * batch.batch_size, count + batch.batch_size
+        total, count = total + loss.item() * y.numel(), count + y.numel()
     return total / count
 
 
@@ -158,7 +176,10 @@ def fit(dataset: NodeDataset, config: TrainConfig, out_dir: str | None = None,
         net = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     loader = None
-    if config.batch_size:
+    if config.batch_size and getattr(model.model if config.standardize else model,
+                                     "node_batched", False):
+        loader = _NodeBatches(shard, config.batch_size, config.seed + rank)
+    elif config.batch_size:
         fanout = config.fanout or [10] * config.layers
         loader = NeighborLoader(dataset.graph, dataset.x, dataset.y, fanout,
                                 batch_size=config.batch_size, shuffle=True,

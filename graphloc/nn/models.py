@@ -10,7 +10,9 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, SAGEConv, TransformerConv
 from graphloc.nn.conv._utils import as_graph
+from graphloc.nn.largegt import LargeGT
 from graphloc.nn.lift import LiftGCN
+from graphloc.nn.sgformer import SGFormer
 from graphloc.nn.tangnn import TANGNN
 
 #: conv name -> factory(in_channels, out_channels, **kwargs) -> module called as conv(x, graph)
@@ -195,13 +197,21 @@ register_model("dagnn")(lambda in_channels, hidden_channels, out_channels, num_l
 register_model("liftgcn")(LiftGCN)
 register_model("tangnn")(TANGNN)
 register_model("tangnn-lc")(lambda *args, **kw: TANGNN(*args, variant="lc", **kw))
+register_model("largegt")(lambda in_channels, hidden_channels, out_channels, num_layers, **kw:
+                          LargeGT(in_channels, hidden_channels, out_channels, **kw))
+register_model("sgformer")(lambda in_channels, hidden_channels, out_channels, num_layers,
+                           dropout=0.5, **kw: SGFormer(
+                               in_channels, hidden_channels, out_channels,
+                               gnn_num_layers=num_layers, trans_dropout=dropout,
+                               gnn_dropout=dropout, **kw))
 
 
 def build_model(name: str, in_channels: int, hidden_channels: int, out_channels: int,
                 num_layers: int, **kwargs) -> torch.nn.Module:
     """A registered model, a ``GNN`` of a registered conv, or ``"la-<conv>"``: that conv
     with local augmentation (:class:`graphloc.nn.aug.LAModel`, pass ``augmenter=``).
-    ``num_layers`` is the depth: the number of convs, or the propagation steps K for DAGNN."""
+    ``num_layers`` is the depth: the number of convs or layers, the propagation steps of
+    DAGNN and LiftGCN, SGFormer's GCN layers; LargeGT has one layer and ignores it."""
     if name.startswith("la-") and name[3:] in CONVS:
         from graphloc.nn.aug import LAModel
         return LAModel(name[3:], in_channels, hidden_channels, out_channels, num_layers,

@@ -1,0 +1,305 @@
+r"""LargeGT (`Dwivedi et al., "Graph Transformers for Large Graphs", arXiv 2312.11109
+<https://arxiv.org/abs/2312.11109>`_): a local module attending over 3K tokens sampled once
+from each node's 2-hop neighbourhood (raw, once and twice propagated features: a 4-hop
+receptive field from 2-hop operations) and a global module attending to a codebook of
+centroids learned by EMA k-means, trained by mini-batches of nodes.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from graphloc import ops
+from graphloc.graph import Graph
+from graphloc.nn.conv._utils import as_graph, check_input
+
+
+def hop2_tokens(graph: Graph, K: int, seed: int = 0) -> Tensor:
+    """Per node ``v`` a fixed sequence ``[v, u_1 .. u_{K-1}]`` (``[N, K]`` int64): draws
+    without replacement from the multiset of ``v``'s in-neighbours and their in-neighbours
+    (one entry per path, so well-connected 2-hop nodes weigh more), ``v`` itself left out.
+    Shorter pools repeat cyclically in a random order; nodes with no 2-hop neighbourhood get
+    random nodes. Deterministic for a ``seed`` (C++, parallel over nodes)."""
+    if K < 1:
+        raise ValueError(f"K (tokens per node) must be >= 1, got {K}")
+    csr = graph.csr
+    return torch.ops.graphloc.hop2_sample(csr.indptr, csr.indices, K, seed)
+
+
+def fastrp_encoding(graph: Graph, dim: int, seed: int = 0, hops: int = 3) -> Tensor:
+    """A structural position encoding ``[N, dim]``: FastRP (`Chen et al., 2019
+    <https://arxiv.org/abs/1908.11512>`_), a random Gaussian projection averaged over 1 to
+    ``hops`` hops (random-walk normalised), each hop L2-normalised, then standardised per
+    column. Stands in for LargeGT's node2vec: no random walks, no skip-gram training,
+    ``hops`` sparse products."""
+    gen = torch.Generator().manual_seed(seed)
+    e = torch.randn(graph.num_nodes, dim, generator=gen).to(graph.device) / math.sqrt(dim)
+    out = torch.zeros_like(e)
+    for _ in range(hops):
+        e = ops.spmm(graph, e, reduce="mean")
+        out += F.normalize(e, dim=1)
+    return (out - out.mean(0)) / out.std(0).clamp_min(1e-6)
+
+
+class EMACodebook(torch.nn.Module):
+    r"""Vector quantisation by exponential-moving-average k-means (van den Oord et al.,
+    2017): ``num_codes`` centroids over batch-normalised inputs, updated in training with
+    decay ``decay`` and Laplace-smoothed cluster sizes, plus every node's current centroid
+    (int64: no 32,767 cap) and the number of nodes per centroid. Centroids start at random
+    inputs of the first training batch.
+    """
+
+    def __init__(self, num_codes: int, dim: int, decay: float = 0.99, eps: float = 1e-5):
+        super().__init__()
+        if num_codes < 1 or not 0 < decay < 1:
+            raise ValueError(f"need num_codes >= 1 and decay in (0, 1), got {num_codes} and "
+                             f"{decay}")
+        self.num_codes, self.decay, self.eps = num_codes, decay, eps
+        self.norm = torch.nn.BatchNorm1d(dim, affine=False)
+        self.register_buffer("centroids", torch.zeros(num_codes, dim))
+        self.register_buffer("cluster_size", torch.zeros(num_codes))
+        self.register_buffer("embed_sum", torch.zeros(num_codes, dim))
+        self.register_buffer("initialised", torch.tensor(False))
+        self.register_buffer("assignment", torch.zeros(0, dtype=torch.long))  # per node
+        self.register_buffer("counts", torch.zeros(num_codes, dtype=torch.long))
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        key = prefix + "assignment"  # its length is the graph's, known only once seen
+        if key in state_dict:
+            self.assignment = torch.empty_like(state_dict[key])
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def normalise(self, z: Tensor) -> Tensor:
+        """``z`` on the codebook's scale by the running statistics (no update)."""
+        return (z - self.norm.running_mean) / (self.norm.running_var + self.norm.eps).sqrt()
+
+    def nearest(self, z: Tensor) -> Tensor:
+        """The centroid of each (normalised) row of ``z``."""
+        return torch.cdist(z, self.centroids).argmin(1)
+
+    def denormalised_centroids(self) -> Tensor:
+        """Centroids on the scale of the inputs (the batch norm undone)."""
+        scale = (self.norm.running_var + self.norm.eps).sqrt()
+        return self.centroids * scale + self.norm.running_mean
+
+    def _assign(self, index: Tensor, codes: Tensor) -> None:
+        old = self.assignment[index]
+        known = old >= 0
+        self.counts.index_add_(0, old[known], torch.full_like(old[known], -1))
+        self.counts.index_add_(0, codes, torch.ones_like(codes))
+        self.assignment[index] = codes
+
+    @torch.no_grad()
+    def start(self, num_nodes: int, z_all) -> None:
+        """Binds the codebook to a graph: every node assigned from ``z_all()`` (normalised
+        inputs of all nodes) once the centroids exist (a trained model on a new graph), else
+        unassigned (-1) until its first training batch."""
+        if self.assignment.numel() == num_nodes:
+            return
+        self.assignment = torch.full((num_nodes,), -1, dtype=torch.long,
+                                     device=self.centroids.device)
+        self.counts.zero_()
+        if bool(self.initialised):
+            self._assign(torch.arange(num_nodes, device=self.centroids.device),
+                         self.nearest(z_all()))
+
+    @torch.no_grad()
+    def update(self, inputs: Tensor, index: Tensor) -> None:
+        """One EMA k-means step on the inputs of a training batch of nodes ``index``: the
+        batch updates the running statistics, which then normalise it (the scale that
+        evaluation and the denormalised centroids use too)."""
+        self.norm.train()(inputs)
+        z = self.normalise(inputs)
+        if not bool(self.initialised):
+            pick = torch.randint(0, z.size(0), (self.num_codes,), device=z.device)
+            self.centroids.copy_(z[pick])
+            self.embed_sum.copy_(z[pick])
+            self.cluster_size.fill_(1.0)
+            self.initialised.fill_(True)
+        codes = self.nearest(z)
+        batch_counts = torch.bincount(codes, minlength=self.num_codes).to(z.dtype)
+        batch_sums = torch.zeros_like(self.embed_sum).index_add_(0, codes, z)
+        self.cluster_size.mul_(self.decay).add_(batch_counts, alpha=1 - self.decay)
+        self.embed_sum.mul_(self.decay).add_(batch_sums, alpha=1 - self.decay)
+        total = self.cluster_size.sum()
+        smoothed = (self.cluster_size + self.eps) / (total + self.num_codes * self.eps) * total
+        self.centroids.copy_(self.embed_sum / smoothed.unsqueeze(1))
+        self._assign(index, self.nearest(z))
+
+
+class LargeGT(torch.nn.Module):
+    r"""LargeGT for node classification, trained on mini-batches of nodes.
+
+    Local module: for node ``v`` with fixed samples ``S_v`` (:func:`hop2_tokens`), the 3K
+    tokens :math:`X_u, \hat A X_u, \hat A^2 X_u` (:math:`\hat A` with self-loops) go through
+    an MLP, one pre-LayerNorm multi-head attention layer (each head ``hidden`` wide, a linear
+    residual), a LayerNorm and NAGphormer's adaptive readout
+    :math:`o_v = t_0 + \sum_{j \ge 1} \mathrm{softmax}_j(w^\top [t_0 \Vert t_j]) t_j`.
+    Global module: :math:`\tilde q_v = [W_g x_v \Vert p_v]` is quantised by an
+    :class:`EMACodebook`; :math:`v` attends to all centroids with logits
+    :math:`q_v \cdot k_j / \sqrt{d} + \log n_j` (:math:`n_j` nodes in centroid j): attention
+    to every node, each represented by its centroid. Both outputs are concatenated and go
+    through an FFN and a linear classifier.
+
+    Deviations from the official code: :math:`p_v` is a FastRP encoding
+    (:func:`fastrp_encoding`) rather than a trained node2vec; empty centroids are masked
+    instead of producing :math:`\log 0`; centroid ids are int64; the 2-hop pool leaves the
+    node itself out; sampling is a parallel C++ kernel rather than a Python loop. Tokens and
+    hop features are computed once per graph and feature tensor and cached.
+
+    Args:
+        in_channels, hidden_channels, out_channels (int): widths (h = hidden).
+        num_tokens (int, default 50): K, sampled nodes per node (itself included).
+        heads (int, default 2): attention heads, each ``hidden`` wide.
+        global_dim (int, default 64): g, width of :math:`W_g x` and of :math:`p_v`.
+        num_centroids (int, default 4096): codebook size.
+        conv_type (str, default "full"): "full" (local and global) or "local".
+        dropout (float, default 0.5): FFN dropout; ``attn_dropout`` (default 0.0) on the
+            attention weights; ``token_dropout`` (default 0.0) in the token MLP.
+        decay (float, default 0.99): codebook EMA decay.
+        seed (int, default 0): seed of the token samples and of the position encoding.
+        chunk_size (int, default 4096): nodes per chunk when all nodes are scored.
+
+    Forward: ``model(x, graph, index=None)`` gives logits ``[len(index), out_channels]``
+    for the nodes in ``index`` (all nodes when None, computed in chunks); in training,
+    the codebook takes one EMA step on the batch.
+    """
+
+    #: ``fit`` trains it on batches of node ids (``model(x, graph, index=batch)``)
+    node_batched = True
+
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
+                 num_tokens: int = 50, heads: int = 2, global_dim: int = 64,
+                 num_centroids: int = 4096, conv_type: str = "full", dropout: float = 0.5,
+                 attn_dropout: float = 0.0, token_dropout: float = 0.0, decay: float = 0.99,
+                 seed: int = 0, chunk_size: int = 4096):
+        super().__init__()
+        if conv_type not in ("full", "local"):
+            raise ValueError(f"conv_type must be 'full' or 'local', got {conv_type!r}")
+        if num_tokens < 1 or heads < 1:
+            raise ValueError(f"num_tokens and heads must be >= 1, got {num_tokens} and "
+                             f"{heads}")
+        h, H, g = hidden_channels, heads, global_dim
+        self.in_channels, self.hidden, self.heads = in_channels, h, H
+        self.num_tokens, self.global_dim, self.conv_type = num_tokens, g, conv_type
+        self.attn_dropout, self.seed, self.chunk_size = attn_dropout, seed, chunk_size
+        self.token_mlp = torch.nn.Sequential(
+            torch.nn.Linear(in_channels, h), torch.nn.ReLU(), torch.nn.Dropout(token_dropout),
+            torch.nn.Linear(h, h))
+        self.local_norm = torch.nn.LayerNorm(h)
+        self.local_qkv = torch.nn.Linear(h, 3 * H * h)
+        self.local_res = torch.nn.Linear(h, H * h)
+        self.out_norm = torch.nn.LayerNorm(H * h)
+        self.readout = torch.nn.Linear(2 * H * h, 1)
+        width = H * h
+        if conv_type == "full":
+            self.lin_global = torch.nn.Linear(in_channels, g)
+            self.codebook = EMACodebook(num_centroids, 2 * g, decay)
+            self.global_q = torch.nn.Linear(2 * g, H * h)
+            self.global_k = torch.nn.Linear(2 * g, H * h)
+            self.global_v = torch.nn.Linear(g, H * h)
+            width = 2 * H * h
+        self.ffn = torch.nn.Sequential(
+            torch.nn.Linear(width, H * h), torch.nn.BatchNorm1d(H * h), torch.nn.ReLU(),
+            torch.nn.Dropout(dropout), torch.nn.Linear(H * h, h), torch.nn.BatchNorm1d(h),
+            torch.nn.ReLU(), torch.nn.Dropout(dropout))
+        self.classifier = torch.nn.Linear(h, out_channels)
+
+    # --- precomputation, once per graph (and feature tensor) --------------------------
+
+    def tokens(self, graph: Graph) -> Tensor:
+        """The fixed ``[N, K]`` samples of ``graph`` (cached on it)."""
+        return graph.cached(("largegt_tokens", self.num_tokens, self.seed),
+                            lambda: hop2_tokens(graph, self.num_tokens, self.seed))
+
+    def hop_features(self, x: Tensor, graph: Graph) -> Tensor:
+        """``[N, 3, F]``: ``x``, ``Â x`` and ``Â² x``, cached on the graph while ``x`` is the
+        same tensor, unmodified (computed with autograd, uncached, when ``x`` requires
+        grad)."""
+        if x.requires_grad:  # differentiable (e.g. for influence), not cached
+            return self._propagate(x, graph)
+        holder = graph.cached("largegt_hops", dict)
+        ref = holder.get("x")
+        if ref is None or ref() is not x or holder["version"] != x._version:
+            holder.update(x=weakref.ref(x), version=x._version,
+                          hops=self._propagate(x, graph))
+        return holder["hops"]
+
+    @staticmethod
+    def _propagate(x: Tensor, graph: Graph) -> Tensor:
+        norm_graph, weight = graph.gcn_norm(add_self_loops=True, dtype=x.dtype)
+        x1 = ops.spmm(norm_graph, x, weight)
+        return torch.stack([x, x1, ops.spmm(norm_graph, x1, weight)], dim=1)
+
+    def position_encoding(self, graph: Graph) -> Tensor:
+        return graph.cached(("largegt_fastrp", self.global_dim, self.seed),
+                            lambda: fastrp_encoding(graph, self.global_dim, self.seed))
+
+    # --- the two modules ---------------------------------------------------------------
+
+    def local_module(self, hops: Tensor, samples: Tensor) -> Tensor:
+        B, K = samples.shape
+        H, h = self.heads, self.hidden
+        tokens = hops[samples].transpose(1, 2).reshape(B, 3 * K, -1)  # all raw, then hop 1, 2
+        t = self.token_mlp(tokens)
+        q, k, v = self.local_qkv(self.local_norm(t)).view(B, 3 * K, 3, H, h) \
+            .permute(2, 0, 3, 1, 4)
+        attended = F.scaled_dot_product_attention(
+            q, k, v, dropout_p=self.attn_dropout if self.training else 0.0)
+        t = self.out_norm(attended.transpose(1, 2).reshape(B, 3 * K, H * h)
+                          + self.local_res(t))
+        root, rest = t[:, :1], t[:, 1:]
+        weights = self.readout(torch.cat([root.expand_as(rest), rest], -1)).softmax(dim=1)
+        return root.squeeze(1) + (weights * rest).sum(1)
+
+    def _global_query(self, x: Tensor, pos: Tensor) -> Tensor:
+        return torch.cat([self.lin_global(x), pos], dim=1)
+
+    def global_module(self, q_tilde: Tensor) -> Tensor:
+        H, h = self.heads, self.hidden
+        centroids = self.codebook.denormalised_centroids()
+        q = self.global_q(q_tilde).view(-1, H, h).transpose(0, 1)  # [H, B, h]
+        k = self.global_k(centroids).view(-1, H, h).transpose(0, 1)  # [H, C, h]
+        v = self.global_v(centroids[:, :self.global_dim]).view(-1, H, h).transpose(0, 1)
+        counts = self.codebook.counts.to(q.dtype)
+        bias = counts.log().masked_fill(counts == 0, float("-inf")) if counts.any() \
+            else torch.zeros_like(counts)  # nothing assigned yet (untrained): uniform
+        logits = q @ k.transpose(1, 2) / math.sqrt(h) + bias
+        attn = F.dropout(logits.softmax(-1), self.attn_dropout, self.training)
+        return (attn @ v).transpose(0, 1).reshape(-1, H * h)
+
+    def _score(self, x: Tensor, hops: Tensor, samples: Tensor, pos: Tensor,
+               index: Tensor) -> Tensor:
+        out = self.local_module(hops, samples[index])
+        if self.conv_type == "full":
+            q_tilde = self._global_query(x[index], pos[index])
+            if self.training:  # BatchNorm statistics and the EMA k-means step
+                self.codebook.update(q_tilde.detach(), index)
+            out = torch.cat([out, self.global_module(q_tilde)], dim=1)
+        return self.classifier(self.ffn(out))
+
+    def forward(self, x: Tensor, graph, index: Tensor | None = None) -> Tensor:
+        check_input(self, x, self.in_channels)
+        graph = as_graph(graph, x)
+        samples, hops = self.tokens(graph), self.hop_features(x, graph)
+        pos = self.position_encoding(graph) if self.conv_type == "full" else None
+        if self.conv_type == "full":
+            self.codebook.start(graph.num_nodes, lambda: self.codebook.normalise(
+                self._global_query(x, pos)))
+        if index is not None:
+            index = torch.as_tensor(index, device=x.device).long()
+            if index.numel() and (index.min() < 0 or index.max() >= graph.num_nodes):
+                raise ValueError(f"index must hold node ids in [0, {graph.num_nodes}), got "
+                                 f"values in [{int(index.min())}, {int(index.max())}]")
+            return self._score(x, hops, samples, pos, index)
+        chunks = torch.arange(graph.num_nodes, device=x.device).split(self.chunk_size)
+        return torch.cat([self._score(x, hops, samples, pos, c) for c in chunks])
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({self.in_channels}, {self.classifier.out_features},"
+                f" K={self.num_tokens}, heads={self.heads}, conv_type={self.conv_type!r})")

@@ -1,0 +1,191 @@
+from collections import Counter
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import random_edge_index, requires_ext
+
+from graphloc import Graph
+from graphloc.nn import EMACodebook, LargeGT, build_model, fastrp_encoding, hop2_tokens
+
+pytestmark = requires_ext
+
+
+def _pool(graph: Graph, v: int) -> list[int]:
+    """The 1-hop-then-2-hop multiset of in-neighbours (one entry per path), v left out."""
+    src, dst = graph.edge_index.tolist()
+    into = {u: [s for s, d in zip(src, dst, strict=True) if d == u] for u in range(graph.num_nodes)}
+    pool = list(into[v]) + [u for w in into[v] for u in into[w]]
+    return [u for u in pool if u != v]
+
+
+def test_tokens_come_from_within_two_hops():
+    graph = Graph(random_edge_index(60, 150, seed=1), num_nodes=60)
+    tokens = hop2_tokens(graph, 12, seed=3)
+    assert tokens.shape == (60, 12) and torch.equal(tokens[:, 0], torch.arange(60))
+    a = torch.zeros(60, 60, dtype=torch.bool)
+    a[graph.edge_index[1], graph.edge_index[0]] = True  # a[v, u]: u -> v
+    within = a | ((a.float() @ a.float()) > 0)
+    for v in range(60):
+        pool = _pool(graph, v)
+        rest = tokens[v, 1:].tolist()
+        if not pool:
+            continue  # random nodes
+        assert all(within[v, u] for u in rest) and v not in rest
+        have, allowed = Counter(rest), Counter(pool)
+        if len(pool) >= 11:  # distinct pool entries: no node more often than its paths
+            assert all(have[u] <= allowed[u] for u in have)
+        else:  # the whole pool, repeated cyclically
+            assert all(have[u] >= allowed[u] * (11 // len(pool)) for u in allowed)
+
+
+@pytest.mark.parametrize("hub_degree", [300, 6000])  # materialised pool / sampled positions
+def test_tokens_are_uniform_over_the_pool(hub_degree):
+    # node 0 <- {1, 2}; node 1 <- hub_degree leaves, node 2 <- 100 leaves
+    leaves1 = torch.arange(3, 3 + hub_degree)
+    leaves2 = torch.arange(3 + hub_degree, 103 + hub_degree)
+    src = torch.cat([torch.tensor([1, 2]), leaves1, leaves2])
+    dst = torch.cat([torch.tensor([0, 0]), torch.ones(hub_degree, dtype=torch.long),
+                     torch.full((100,), 2)])
+    graph = Graph(torch.stack([src, dst]), num_nodes=103 + hub_degree)
+    from_hub = 0
+    for seed in range(300):
+        row = hop2_tokens(graph, 21, seed=seed)[0, 1:]
+        assert row.unique().numel() == 20  # all pool entries are distinct nodes here
+        from_hub += int(((row >= 3) & (row < 3 + hub_degree)).sum())
+    expected = hub_degree / (hub_degree + 102)
+    assert abs(from_hub / 6000 - expected) < 0.025
+
+
+def test_tokens_are_deterministic_whatever_the_thread_count():
+    graph = Graph(random_edge_index(3000, 12000, seed=2), num_nodes=3000)
+    threads = torch.get_num_threads()
+    first = hop2_tokens(graph, 16, seed=7)
+    torch.set_num_threads(1)
+    try:
+        assert torch.equal(hop2_tokens(graph, 16, seed=7), first)
+    finally:
+        torch.set_num_threads(threads)
+    assert not torch.equal(hop2_tokens(graph, 16, seed=8), first)
+    isolated = Graph(torch.tensor([[0], [1]]), num_nodes=4)  # nodes 0, 2, 3: empty pools
+    tokens = hop2_tokens(isolated, 5, seed=0)
+    assert tokens[1, 1:].eq(0).all() and ((tokens >= 0) & (tokens < 4)).all()
+
+
+def test_codebook_converges_on_clustered_data():
+    gen = torch.Generator().manual_seed(0)
+    centers = torch.randn(4, 8, generator=gen) * 6
+    label = torch.randint(0, 4, (2000,), generator=gen)
+    data = centers[label] + 0.2 * torch.randn(2000, 8, generator=gen)
+    torch.manual_seed(0)
+    book = EMACodebook(8, 8, decay=0.9)
+    book.start(2000, None)
+    errors = []
+    for _ in range(30):
+        for batch in torch.randperm(2000).split(250):
+            book.update(data[batch], batch)
+        z = book.normalise(data)
+        errors.append((z - book.centroids[book.nearest(z)]).pow(2).sum(1).mean().item())
+    assert errors[-1] < 0.05 and errors[-1] <= errors[0]
+    assignment = book.assignment
+    assert (assignment >= 0).all() and book.counts.sum() == 2000
+    assert torch.equal(book.counts, torch.bincount(assignment, minlength=8))
+    for code in assignment.unique():  # every centroid holds one cluster
+        assert label[assignment == code].unique().numel() == 1
+    torch.testing.assert_close(book.denormalised_centroids()[assignment],
+                               centers[label], atol=0.2, rtol=0)
+
+
+def _data(n=300, seed=4):
+    graph = Graph(random_edge_index(n, 4 * n, seed=seed), num_nodes=n).to_undirected()
+    gen = torch.Generator().manual_seed(seed)
+    return graph, torch.randn(n, 6, generator=gen), torch.randint(0, 3, (n,), generator=gen)
+
+
+def _small_largegt(**kw):
+    return LargeGT(6, 16, 3, num_tokens=8, heads=2, global_dim=8, num_centroids=16,
+                   chunk_size=64, **kw)
+
+
+def test_largegt_is_deterministic_under_a_seed_and_trains():
+    graph, x, y = _data()
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(11)
+        model = _small_largegt(dropout=0.1)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        losses = []
+        for epoch in range(15):
+            for batch in torch.randperm(300, generator=torch.Generator().manual_seed(epoch)) \
+                    .split(100):
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x, graph, index=batch), y[batch])
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        model.eval()
+        runs.append((losses, model(x, graph)))
+    assert runs[0][0] == runs[1][0]
+    torch.testing.assert_close(runs[0][1], runs[1][1], rtol=0, atol=0)
+    assert sum(runs[0][0][-3:]) < 0.7 * sum(runs[0][0][:3])
+    assert model.codebook.counts.sum() == 300
+
+
+def test_largegt_chunks_index_and_local_mode():
+    graph, x, _ = _data()
+    for conv_type in ("full", "local"):
+        torch.manual_seed(0)
+        model = _small_largegt(conv_type=conv_type).eval()
+        every = model(x, graph)  # chunks of 64
+        some = torch.tensor([5, 299, 0, 5])
+        torch.testing.assert_close(model(x, graph, index=some), every[some])
+    assert not hasattr(model, "codebook")
+
+
+def test_largegt_hop_features_cache_and_gradients():
+    graph, x, _ = _data()
+    torch.manual_seed(0)
+    model = _small_largegt().eval()
+    hops = model.hop_features(x, graph)
+    norm_graph, weight = graph.gcn_norm()
+    dense = torch.zeros(300, 300).index_put_((norm_graph.edge_index[1], norm_graph.edge_index[0]),
+                                             weight, accumulate=True)
+    torch.testing.assert_close(hops, torch.stack([x, dense @ x, dense @ dense @ x], 1))
+    assert model.hop_features(x, graph) is hops
+    x.mul_(2)  # modified in place: recomputed
+    torch.testing.assert_close(model.hop_features(x, graph)[:, 1], 2 * hops[:, 1])
+    x_grad = x.clone().requires_grad_()
+    model(x_grad, graph, index=torch.tensor([3]))[0, 0].backward()
+    reach = (x_grad.grad.abs().sum(1) > 0).nonzero().flatten()
+    tokens = set(model.tokens(graph)[3].tolist())
+    two_hops = set(((dense.bool().float() @ dense.bool().float())[list(tokens)] > 0)
+                   .any(0).nonzero().flatten().tolist())
+    assert 3 in reach.tolist() and set(reach.tolist()) <= two_hops | tokens
+
+
+def test_largegt_with_fit(tmp_path):
+    from graphloc.datasets import synthetic_city
+    from graphloc.train import TrainConfig, fit, load_checkpoint
+    city = synthetic_city(600, seed=0, hops=4)
+    config = TrainConfig(model="largegt", hidden=16, lr=0.005, epochs=4, batch_size=128,
+                         model_kwargs=dict(num_tokens=8, global_dim=8, num_centroids=32))
+    history = fit(city, config, out_dir=str(tmp_path), progress=False)
+    assert history[-1]["loss"] < history[0]["loss"]
+    model, _ = load_checkpoint(str(tmp_path / "best.pt"))  # the node assignments reload
+    assert model.model.codebook.assignment.numel() == 600
+
+
+def test_largegt_bad_input():
+    graph, x, _ = _data(50)
+    model = _small_largegt()
+    with pytest.raises(ValueError, match=r"index must hold node ids in \[0, 50\)"):
+        model(x, graph, index=torch.tensor([0, 50]))
+    with pytest.raises(ValueError, match="conv_type"):
+        LargeGT(6, 8, 2, conv_type="global")
+    with pytest.raises(ValueError, match="K .* must be >= 1"):
+        hop2_tokens(graph, 0)
+    with pytest.raises(ValueError, match="decay"):
+        EMACodebook(4, 2, decay=1.0)
+    assert isinstance(build_model("largegt", 6, 8, 3, num_layers=1), LargeGT)
+    encoding = fastrp_encoding(graph, 8)
+    torch.testing.assert_close(encoding.mean(0), torch.zeros(8), atol=1e-5, rtol=0)
