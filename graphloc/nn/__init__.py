@@ -1,8 +1,15 @@
 """Neural-network layers and models on the graphloc engine."""
 
 from graphloc.nn import aug, models
-from graphloc.nn.conv import (ChebConv, GATConv, GCNConv, GINConv, GINEConv, SAGEConv,
-                              TransformerConv)
+from graphloc.nn.conv import (
+    ChebConv,
+    GATConv,
+    GCNConv,
+    GINConv,
+    GINEConv,
+    SAGEConv,
+    TransformerConv,
+)
 from graphloc.nn.largegt import EMACodebook, LargeGT, fastrp_encoding, hop2_tokens
 from graphloc.nn.lift import LiftBlock, LiftConv, LiftGCN
 from graphloc.nn.models import CONVS, DAGNN, GNN, MODELS, build_model, register_conv, register_model
