@@ -4,8 +4,8 @@ r"""TANGNN: top-m attention over the whole graph plus neighbourhood aggregation
 Every node attends to its own m most similar vertices anywhere in the graph (per-node
 top-m, as the paper describes; the released code shares one global set of m vertices among
 all nodes). The top-m sets are found without an N x N matrix: exactly by blocks of query
-rows (memory O(N m + block)), or approximately by random-hyperplane hashing and sorted
-windows (O(N (m + window) d) per hashing round) on large graphs. The m-nearest-neighbour
+rows (memory O(N m + block)), or approximately on large graphs by an inverted file over
+about sqrt(N) spherical k-means clusters (O(probes N^1.5 d) for balanced clusters). The m-nearest-neighbour
 graph then feeds the engine's fused sddmm and segment attention: no [N, m, d] gathers.
 """
 
@@ -54,54 +54,84 @@ def _merge_top_m(index: Tensor, sims: Tensor, m: int) -> tuple[Tensor, Tensor]:
     return index.gather(1, top.indices), top.values
 
 
-def _hash_round(z: Tensor, m: int, window: int, bits: int, gen: torch.Generator,
-                exclude_self: bool) -> tuple[Tensor, Tensor]:
-    """One hashing round: nodes sorted by their sign pattern against ``bits`` random
-    hyperplanes (ties by a random direction), cut into windows; every node scores the
-    nodes of its own and the two adjacent windows and keeps its best m."""
-    n, d = z.shape
-    planes = torch.randn(d, bits + 1, generator=gen, dtype=z.dtype).to(z.device)
-    proj = z @ planes
-    weights = 2 ** torch.arange(bits, device=z.device)
-    code = ((proj[:, :bits] > 0).long() * weights).sum(1)
-    order = proj[:, bits].argsort()
-    order = order[code[order].argsort(stable=True)]
-    chunks = -(-n // window)
-    padded = torch.full((chunks * window,), -1, dtype=torch.long, device=z.device)
-    padded[:n] = order
-    own = padded.view(chunks, window)
-    cand = torch.cat([own.roll(1, 0), own, own.roll(-1, 0)], dim=1)  # [chunks, 3w]
-    zs = torch.cat([z, z.new_zeros(1, d)])  # row -1: padding
-    sims = torch.bmm(zs[own], zs[cand].transpose(1, 2))  # [chunks, w, 3w]
-    invalid = (cand < 0).unsqueeze(1) | (own < 0).unsqueeze(2)
-    if exclude_self:
-        invalid = invalid | (own.unsqueeze(2) == cand.unsqueeze(1))
-    top = sims.masked_fill(invalid, float("-inf")).topk(m, dim=2)
-    index = cand.unsqueeze(1).expand(-1, window, -1).gather(2, top.indices)
-    keep = own.view(-1) >= 0
-    node = own.view(-1)[keep]
-    out_index = torch.empty(n, m, dtype=torch.long, device=z.device)
-    out_sims = torch.empty(n, m, dtype=z.dtype, device=z.device)
-    out_index[node] = index.view(-1, m)[keep]
-    out_sims[node] = top.values.view(-1, m)[keep]
-    return out_index, out_sims
+def _spherical_kmeans(z: Tensor, k: int, iters: int, gen: torch.Generator) -> Tensor:
+    """``k`` unit centroids of unit rows ``z`` (Lloyd's iterations on cosine similarity)."""
+    centroids = z[torch.randperm(z.size(0), generator=gen)[:k].to(z.device)]
+    for _ in range(iters):
+        home = (z @ centroids.T).argmax(1)
+        sums = torch.zeros_like(centroids).index_add_(0, home, z)
+        empty = sums.norm(dim=1) == 0  # keep an empty cluster's old centroid
+        centroids = torch.where(empty.unsqueeze(1), centroids, _unit_rows(sums))
+    return centroids
+
+
+def _groups(labels: Tensor, k: int) -> tuple[Tensor, list[int]]:
+    """Nodes ordered by label and the boundaries of each label's run."""
+    order = labels.argsort(stable=True)
+    bounds = torch.bincount(labels, minlength=k).cumsum(0).tolist()
+    return order, [0, *bounds]
+
+
+def _ivf_top_m(z: Tensor, m: int, exclude_self: bool, probes: int,
+               gen: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Inverted-file search: ~sqrt(N) spherical k-means clusters; every node is compared
+    exactly with the members of its ``probes`` nearest clusters. Rows left with fewer than
+    m candidates (tiny clusters) fall back to exact search."""
+    n = z.size(0)
+    k = max(1, round(math.sqrt(n)))
+    sample = z[torch.randperm(n, generator=gen)[:min(n, 64 * k)].to(z.device)]
+    centroids = _spherical_kmeans(sample, k, iters=10, gen=gen)
+    near = torch.cat([(block @ centroids.T).topk(min(probes, k), dim=1).indices
+                      for block in z.split(max(1, _EXACT_BLOCK_ENTRIES // k))])
+    members, member_bounds = _groups(near[:, 0], k)
+    best_index = torch.full((n, m), -1, dtype=torch.long, device=z.device)
+    best_sims = torch.full((n, m), float("-inf"), dtype=z.dtype, device=z.device)
+    for probe in range(near.size(1)):
+        queries, query_bounds = _groups(near[:, probe], k)
+        found_index, found_sims = torch.full_like(best_index, -1), torch.full_like(best_sims,
+                                                                                  float("-inf"))
+        for c in range(k):
+            q = queries[query_bounds[c]:query_bounds[c + 1]]
+            mem = members[member_bounds[c]:member_bounds[c + 1]]
+            if q.numel() == 0 or mem.numel() == 0:
+                continue
+            keys, width = z[mem].T, min(m, mem.numel())
+            rows = max(1, _EXACT_BLOCK_ENTRIES // mem.numel())  # bounded for big clusters
+            for start in range(0, q.numel(), rows):
+                block = q[start:start + rows]
+                sims = z[block] @ keys
+                if exclude_self and probe == 0:  # queries are the members, in order
+                    sims.diagonal(offset=start).fill_(float("-inf"))
+                top = sims.topk(width, dim=1)
+                found_index[block, :width] = mem[top.indices]
+                found_sims[block, :width] = top.values
+        best_index, best_sims = _merge_top_m(torch.cat([best_index, found_index], 1),
+                                             torch.cat([best_sims, found_sims], 1), m)
+    short = torch.isinf(best_sims[:, -1]).nonzero().flatten()
+    if short.numel():
+        sims = z[short] @ z.T
+        if exclude_self:
+            sims[torch.arange(short.numel(), device=z.device), short] = float("-inf")
+        top = sims.topk(m, dim=1)
+        best_index[short], best_sims[short] = top.indices, top.values
+    return best_index, best_sims
 
 
 @torch.no_grad()
 def top_m_similar(z: Tensor, m: int, mode: str = "auto", exclude_self: bool = True,
-                  exact_max_nodes: int = 20_000, rounds: int = 4, window: int | None = None,
+                  exact_max_nodes: int = 20_000, probes: int = 2,
                   seed: int = 0) -> tuple[Tensor, Tensor]:
     """For every row of ``z`` (``[N, d]``), the ``m`` rows of highest cosine similarity.
 
     Args:
         m: neighbours per node (capped at ``N - 1`` with ``exclude_self``, else ``N``).
         mode: ``"exact"`` (blocked brute force, O(N^2 d) time, O(N m) memory),
-            ``"approx"`` (``rounds`` of random-hyperplane hashing; each node compares
-            itself with ``3 * window`` nodes per round, O(N (window + log N) d)), or
-            ``"auto"``: exact up to ``exact_max_nodes`` nodes.
+            ``"approx"`` (inverted file: about sqrt(N) spherical k-means clusters, each
+            node compared exactly with the members of its ``probes`` nearest clusters,
+            O(probes N^1.5 d) time for balanced clusters), or ``"auto"``: exact up to
+            ``exact_max_nodes`` nodes.
         exclude_self: never return a node as its own neighbour.
-        window: hashing window (default ``max(64, m)``).
-        seed: the hyperplanes' seed (the same seed, the same candidates).
+        seed: seed of the clustering (the same seed, the same candidates).
 
     Returns ``(index [N, m] int64, similarity [N, m])``, rows sorted by similarity.
     Approximate rows may miss true neighbours (recall is measured in
@@ -112,24 +142,16 @@ def top_m_similar(z: Tensor, m: int, mode: str = "auto", exclude_self: bool = Tr
     if z.dim() != 2 or not z.is_floating_point():
         raise ValueError(f"z must be a floating-point [N, d] tensor, got {z.dtype} "
                          f"{list(z.shape)}")
-    if m < 1 or rounds < 1:
-        raise ValueError(f"m and rounds must be >= 1, got m={m}, rounds={rounds}")
+    if m < 1 or probes < 1:
+        raise ValueError(f"m and probes must be >= 1, got m={m}, probes={probes}")
     n = z.size(0)
     m = min(m, n - 1 if exclude_self else n)
     if m < 1:
         return z.new_zeros(n, 0, dtype=torch.long), z.new_zeros(n, 0)
     z = _unit_rows(z)
-    window = window or max(64, m)
-    if mode == "exact" or n <= max(3 * window, exact_max_nodes if mode == "auto" else 0):
+    if mode == "exact" or (mode == "auto" and n <= exact_max_nodes):
         return _exact_top_m(z, m, exclude_self)
-    bits = max(1, round(math.log2(n / window)))
-    gen = torch.Generator().manual_seed(seed)
-    index, sims = _hash_round(z, m, window, bits, gen, exclude_self)
-    for _ in range(rounds - 1):
-        more_index, more_sims = _hash_round(z, m, window, bits, gen, exclude_self)
-        index, sims = _merge_top_m(torch.cat([index, more_index], 1),
-                                   torch.cat([sims, more_sims], 1), m)
-    return index, sims
+    return _ivf_top_m(z, m, exclude_self, probes, torch.Generator().manual_seed(seed))
 
 
 def top_m_graph(index: Tensor) -> Graph:
@@ -162,7 +184,7 @@ class TopMAttention(torch.nn.Module):
         heads (int, default 1): heads, H.
         m (int, default 16): vertices attended per node.
         concat (bool, default True): concatenate heads, else average.
-        mode, exact_max_nodes, rounds, window: the search (see :func:`top_m_similar`).
+        mode, exact_max_nodes, probes: the search (see :func:`top_m_similar`).
         exclude_self (bool, default True): a node does not attend to itself.
         dropout (float, default 0.0): dropout on the attention weights in training.
 
@@ -171,7 +193,7 @@ class TopMAttention(torch.nn.Module):
 
     def __init__(self, in_channels: int, out_channels: int, heads: int = 1, m: int = 16,
                  concat: bool = True, mode: str = "auto", exact_max_nodes: int = 20_000,
-                 rounds: int = 4, window: int | None = None, exclude_self: bool = True,
+                 probes: int = 2, exclude_self: bool = True,
                  dropout: float = 0.0):
         super().__init__()
         if m < 1:
@@ -179,8 +201,7 @@ class TopMAttention(torch.nn.Module):
         self.in_channels, self.out_channels, self.heads, self.m = in_channels, out_channels, \
             heads, m
         self.concat, self.dropout, self.exclude_self = concat, dropout, exclude_self
-        self.search = dict(mode=mode, exact_max_nodes=exact_max_nodes, rounds=rounds,
-                           window=window)
+        self.search = dict(mode=mode, exact_max_nodes=exact_max_nodes, probes=probes)
         self.lin_z = torch.nn.Linear(in_channels, heads * out_channels)
         self.lin_value = torch.nn.Linear(in_channels, heads * out_channels)
         self.log_scale = torch.nn.Parameter(torch.empty(()))
@@ -277,7 +298,7 @@ class TANGNN(torch.nn.Module):
         m (int, default 16), heads (int, default 1), sample_size (int, default 5): per layer.
         dropout (float, default 0.0): after each layer.
         variant (str, default "base"): "base" or "lc".
-        **search: ``mode``, ``exact_max_nodes``, ``rounds``, ``window`` of the top-m search.
+        **search: ``mode``, ``exact_max_nodes``, ``probes`` of the top-m search.
     """
 
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
