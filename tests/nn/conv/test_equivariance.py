@@ -5,7 +5,16 @@ import torch
 from parity import parity_graph
 
 from graphloc import Graph
-from graphloc.nn import ChebConv, GATConv, GCNConv, GINConv, GINEConv, SAGEConv
+from graphloc.nn import (
+    ChebConv,
+    GATConv,
+    GCNConv,
+    GINConv,
+    GINEConv,
+    LiftConv,
+    SAGEConv,
+    TransformerConv,
+)
 
 LAYERS = {
     "gcn": lambda: GCNConv(5, 4),
@@ -14,6 +23,9 @@ LAYERS = {
     "gin": lambda: GINConv(torch.nn.Linear(5, 4)),
     "gine": lambda: GINEConv(torch.nn.Linear(5, 4), edge_dim=3),
     "cheb": lambda: ChebConv(5, 4, K=3),
+    "transformer": lambda: TransformerConv(5, 2, heads=2, edge_dim=3, beta=True),
+    "transformer-fused": lambda: TransformerConv(5, 4, heads=2, concat=False),
+    "lift": lambda: LiftConv(5),
 }
 
 
