@@ -1,0 +1,150 @@
+import pytest
+import torch
+from helpers import random_edge_index
+
+from graphloc import Graph
+from graphloc.nn import GINEConv, MEGAGNN, MultiEdgeConv
+from graphloc.nn.mega import EDGE_AGGREGATORS, Aggregation
+
+
+def _multigraph(n=12, seed=0):
+    """Pairs with 1 to 4 parallel edges each, in shuffled edge order."""
+    gen = torch.Generator().manual_seed(seed)
+    pairs = random_edge_index(n, 30, seed=seed)
+    pairs = pairs[:, pairs[0] != pairs[1]].unique(dim=1)
+    copies = torch.randint(1, 5, (pairs.size(1),), generator=gen)
+    edge_index = pairs.repeat_interleave(copies, dim=1)
+    order = torch.randperm(edge_index.size(1), generator=gen)
+    return Graph(edge_index[:, order], num_nodes=n)
+
+
+@pytest.mark.parametrize("kind", [k for k in EDGE_AGGREGATORS if k != "gru"])
+def test_permuting_parallel_edges_leaves_the_output_unchanged(kind):
+    graph = _multigraph()
+    torch.manual_seed(0)
+    conv = MultiEdgeConv(6, edge_agg=kind, bidirectional=True, edge_update=True).double()
+    x = torch.randn(graph.num_nodes, 6, dtype=torch.float64)
+    e = torch.randn(graph.num_edges, 6, dtype=torch.float64)
+    out, e_new = conv(x, graph, e)
+    perm = torch.randperm(graph.num_edges)
+    shuffled = Graph(graph.edge_index[:, perm], num_nodes=graph.num_nodes)
+    out_p, e_new_p = conv(x, shuffled, e[perm])
+    torch.testing.assert_close(out_p, out)
+    torch.testing.assert_close(e_new_p, e_new[perm])
+
+
+def test_gru_aggregator_follows_time_order():
+    torch.manual_seed(0)
+    agg = Aggregation("gru", 4).double()
+    values = torch.randn(7, 4, dtype=torch.float64)
+    index = torch.tensor([1, 0, 1, 2, 1, 0, 1])
+    time = torch.tensor([5.0, 1.0, 2.0, 0.0, 9.0, 0.5, 3.0], dtype=torch.float64)
+    out = agg(values, index, 4, time)
+    for g in range(3):  # oracle: the GRU on each group's rows sorted by time, outputs mean
+        rows = (index == g).nonzero().flatten()
+        rows = rows[time[rows].argsort()]
+        seq, _ = agg.gru(values[rows].unsqueeze(1))
+        torch.testing.assert_close(out[g], seq.mean(0)[0])
+    torch.testing.assert_close(out[3], torch.zeros(4, dtype=torch.float64))  # empty group
+    shuffled = torch.randperm(7)
+    torch.testing.assert_close(agg(values[shuffled], index[shuffled], 4, time[shuffled]), out)
+    reversed_time = agg(values, index, 4, -time)
+    assert not torch.allclose(reversed_time[:2], out[:2])  # the order matters
+
+
+def test_pna_aggregator_matches_its_definition():
+    agg = Aggregation("pna", 2).double()
+    values = torch.randn(6, 2, dtype=torch.float64)
+    index = torch.tensor([0, 0, 0, 1, 2, 2])
+    stats = agg._pna(values, index, 4)
+    rows = [values[index == g] for g in range(3)]
+    log_count = torch.tensor([4.0, 2.0, 3.0], dtype=torch.float64).log()
+    delta = log_count.mean()
+    for g, r in enumerate(rows):
+        std = (r.pow(2).mean(0) - r.mean(0).pow(2)).clamp_min(0).add(1e-5).sqrt()
+        base = torch.cat([r.mean(0), r.min(0).values, r.max(0).values, std])
+        expected = torch.cat([base, base * log_count[g] / delta, base * delta / log_count[g]])
+        torch.testing.assert_close(stats[g], expected)
+    assert stats[3].abs().sum() == 0
+
+
+def test_simple_graph_sum_one_direction_equals_gine():
+    edge_index = random_edge_index(15, 50, seed=3)
+    graph = Graph(edge_index, num_nodes=15).coalesce()  # no parallel edges
+    conv = MultiEdgeConv(5, edge_agg="sum").double()
+    gine = GINEConv(conv.forward_dir.gine.nn).double()
+    x = torch.randn(15, 5, dtype=torch.float64)
+    e = torch.randn(graph.num_edges, 5, dtype=torch.float64)
+    out, e_new = conv(x, graph, e)
+    torch.testing.assert_close(out, gine(x, graph, e))
+    assert e_new is e
+
+
+def test_parallel_edges_are_summed_into_one_pair_state():
+    graph = Graph(torch.tensor([[0, 0, 0, 2], [1, 1, 1, 1]]), num_nodes=3)
+    conv = MultiEdgeConv(3, edge_agg="sum").double()
+    x = torch.randn(3, 3, dtype=torch.float64)
+    e = torch.randn(4, 3, dtype=torch.float64)
+    out, _ = conv(x, graph, e)
+    h01 = e[:3].sum(0)
+    messages = torch.relu(x[0] + h01) + torch.relu(x[2] + e[3])
+    torch.testing.assert_close(out[1], conv.forward_dir.gine.nn(x[1] + messages))
+
+
+def test_bidirectional_sees_the_reverse_direction():
+    # the signal sits on node 0, which only sends: only the reverse direction brings it to 0
+    graph = Graph(torch.tensor([[0, 0], [1, 2]]), num_nodes=3)
+    x = torch.zeros(3, 4, dtype=torch.float64)
+    e = torch.zeros(2, 4, dtype=torch.float64)
+    torch.manual_seed(0)
+    one_way = MultiEdgeConv(4, bidirectional=False).double()
+    both = MultiEdgeConv(4, bidirectional=True).double()
+    signal = x.clone()
+    signal[1] = 1.0  # node 1 changes: node 0 hears it only through reverse edges
+    assert torch.equal(one_way(signal, graph, e)[0][0], one_way(x, graph, e)[0][0])
+    assert not torch.allclose(both(signal, graph, e)[0][0], both(x, graph, e)[0][0])
+    reverse = both.reverse_dir
+    assert reverse is not None and reverse.gine.nn[0].weight.data_ptr() != \
+        both.forward_dir.gine.nn[0].weight.data_ptr()
+
+
+@pytest.mark.parametrize("edge_agg", ["sum", "gru", None])
+def test_megagnn_learns_a_pair_level_edge_label(edge_agg):
+    graph = _multigraph(n=30, seed=5)
+    group, num_pairs = graph.edge_groups()
+    size = torch.bincount(group)[group]
+    y = (size >= 3).long()  # label: the edge's pair has many parallel edges
+    time = torch.rand(graph.num_edges)
+    torch.manual_seed(0)
+    model = MEGAGNN(1, 1, 16, 2, num_layers=2, edge_agg=edge_agg)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    ones_x, ones_e = torch.ones(30, 1), torch.ones(graph.num_edges, 1)
+    for _ in range(150):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(ones_x, graph, ones_e, time), y)
+        loss.backward()
+        opt.step()
+    accuracy = (model.eval()(ones_x, graph, ones_e, time).argmax(1) == y).float().mean()
+    if edge_agg is not None:
+        assert accuracy > 0.95
+    some = torch.tensor([0, 3])
+    torch.testing.assert_close(model(ones_x, graph, ones_e, time, edges=some),
+                               model(ones_x, graph, ones_e, time)[some])
+
+
+def test_mega_bad_input():
+    graph = _multigraph()
+    with pytest.raises(ValueError, match="edge aggregator must be one of"):
+        MultiEdgeConv(4, edge_agg="lstm")
+    with pytest.raises(ValueError, match="node_agg"):
+        MultiEdgeConv(4, node_agg="gru")
+    with pytest.raises(ValueError, match="task"):
+        MEGAGNN(1, 1, 4, 2, task="graph")
+    conv = MultiEdgeConv(4, edge_agg="gru")
+    x = torch.randn(graph.num_nodes, 4)
+    with pytest.raises(ValueError, match="needs an order"):
+        conv(x, graph, torch.randn(graph.num_edges, 4))
+    with pytest.raises(ValueError, match=r"e must have shape"):
+        conv(x, graph, torch.randn(3, 4))
+    with pytest.raises(ValueError, match=r"time must have shape"):
+        conv(x, graph, torch.randn(graph.num_edges, 4), torch.randn(2))
