@@ -3,7 +3,7 @@ import torch
 from helpers import random_edge_index
 
 from graphloc import Graph
-from graphloc.nn import GINEConv, MEGAGNN, MultiEdgeConv
+from graphloc.nn import MEGAGNN, GINEConv, MultiEdgeConv
 from graphloc.nn.mega import EDGE_AGGREGATORS, Aggregation
 
 
