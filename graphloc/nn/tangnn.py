@@ -5,8 +5,9 @@ Every node attends to its own m most similar vertices anywhere in the graph (per
 top-m, as the paper describes; the released code shares one global set of m vertices among
 all nodes). The top-m sets are found without an N x N matrix: exactly by blocks of query
 rows (memory O(N m + block)), or approximately on large graphs by an inverted file over
-about sqrt(N) spherical k-means clusters (O(probes N^1.5 d) for balanced clusters). The m-nearest-neighbour
-graph then feeds the engine's fused sddmm and segment attention: no [N, m, d] gathers.
+about sqrt(N) spherical k-means clusters (O(probes N^1.5 d) for balanced clusters). The
+m-nearest-neighbour graph then feeds the engine's fused sddmm and segment attention: no
+[N, m, d] gathers.
 """
 
 from __future__ import annotations
