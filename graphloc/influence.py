@@ -134,11 +134,15 @@ def _batch_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, devic
     edge_index = torch.stack([src + edge_offset, dst + edge_offset]).to(device)
     packed = x[nodes].to(device).detach().requires_grad_()
     roots = node_ptr[:-1].to(device)
-    out = model(packed, edge_index)
-    if out.dim() != 2 or out.size(0) != packed.size(0):
-        raise ValueError(f"the model returned shape {list(out.shape)} for {packed.size(0)} "
-                         "nodes: influence needs one output row per node")
-    total = _root_jacobian_l1(out[roots], packed)
+    if getattr(model, "node_batched", False):  # it scores just the roots (e.g. LargeGT)
+        root_out = model(packed, edge_index, index=roots)
+    else:
+        out = model(packed, edge_index)
+        if out.dim() != 2 or out.size(0) != packed.size(0):
+            raise ValueError(f"the model returned shape {list(out.shape)} for "
+                             f"{packed.size(0)} nodes: influence needs one output row per node")
+        root_out = out[roots]
+    total = _root_jacobian_l1(root_out, packed)
     ball = torch.repeat_interleave(torch.arange(len(seeds)), node_ptr.diff())
     per_hop = torch.zeros(len(seeds) * (max_hops + 1), dtype=torch.float64)
     per_hop.index_add_(0, ball * (max_hops + 1) + hops, total.cpu())

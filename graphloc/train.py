@@ -50,6 +50,14 @@ class Standardized(torch.nn.Module):
         self.register_buffer("mean", torch.zeros(num_features))
         self.register_buffer("std", torch.ones(num_features))
 
+    @property
+    def node_batched(self) -> bool:  # what fit and influence ask the wrapped model
+        return getattr(self.model, "node_batched", False)
+
+    @property
+    def graphloc_global(self) -> bool:
+        return getattr(self.model, "graphloc_global", False)
+
     def fit(self, x: torch.Tensor) -> Standardized:
         self.mean.copy_(x.mean(0))
         self.std.copy_(x.std(0).clamp(min=1e-6).nan_to_num(1.0))
@@ -176,8 +184,7 @@ def fit(dataset: NodeDataset, config: TrainConfig, out_dir: str | None = None,
         net = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     loader = None
-    if config.batch_size and getattr(model.model if config.standardize else model,
-                                     "node_batched", False):
+    if config.batch_size and getattr(model, "node_batched", False):
         loader = _NodeBatches(shard, config.batch_size, config.seed + rank)
     elif config.batch_size:
         fanout = config.fanout or [10] * config.layers

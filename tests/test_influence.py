@@ -165,3 +165,20 @@ def test_two_processes_give_the_numbers_of_one(tmp_path):
     assert two["nodes"] == one["nodes"]
     torch.testing.assert_close(torch.tensor(two["totals"]), torch.tensor(one["totals"]))
     assert two["R"] == pytest.approx(one["R"])
+
+
+def test_long_range_models_reach_as_far_as_their_design():
+    import graphloc.nn as gl
+    data = road_data(300)
+    nodes = torch.arange(0, 300, 30)
+    torch.manual_seed(0)
+    lift = gl.LiftGCN(6, 8, 3, num_layers=3)
+    T = influence_per_hop(lift, data, 6, nodes)
+    assert (T[:, 4:] == 0).all() and (T[:, 3] > 0).all()  # 3 sparse products: 3 hops
+    gt = gl.LargeGT(6, 8, 3, num_tokens=12, global_dim=4, num_centroids=8)
+    T = influence_per_hop(gt, data, 6, nodes)  # node-batched: only the roots are scored
+    assert (T[:, 5:] == 0).all() and (T[:, 1:5].sum(1) > 0).all()  # 2 sampled + 2 propagated
+    for model in (gl.TANGNN(6, 8, 3, num_layers=1, m=4), gl.SGFormer(6, 8, 3, gnn_num_layers=1)):
+        assert model.graphloc_global  # measured one ball at a time, so balls do not mix
+        T = influence_per_hop(model.eval(), data, 6, nodes)
+        assert (T[:, 3:].sum(1) > 0).all()  # beyond the one-hop local branch

@@ -95,18 +95,15 @@ class EMACodebook(torch.nn.Module):
         self.assignment[index] = codes
 
     @torch.no_grad()
-    def start(self, num_nodes: int, z_all) -> None:
-        """Binds the codebook to a graph: every node assigned from ``z_all()`` (normalised
-        inputs of all nodes) once the centroids exist (a trained model on a new graph), else
-        unassigned (-1) until its first training batch."""
-        if self.assignment.numel() == num_nodes:
-            return
-        self.assignment = torch.full((num_nodes,), -1, dtype=torch.long,
-                                     device=self.centroids.device)
-        self.counts.zero_()
-        if bool(self.initialised):
-            self._assign(torch.arange(num_nodes, device=self.centroids.device),
-                         self.nearest(z_all()))
+    def bind(self, num_nodes: int) -> None:
+        """Binds the codebook to a training graph of ``num_nodes`` nodes: on a new size,
+        every node is unassigned (-1) until its first training batch. Evaluation never
+        rebinds: the counts stay those of the training graph, the population the global
+        attention stands for, whatever graph (a subgraph, a batch) is scored."""
+        if self.assignment.numel() != num_nodes:
+            self.assignment = torch.full((num_nodes,), -1, dtype=torch.long,
+                                         device=self.centroids.device)
+            self.counts.zero_()
 
     @torch.no_grad()
     def update(self, inputs: Tensor, index: Tensor) -> None:
@@ -288,9 +285,8 @@ class LargeGT(torch.nn.Module):
         graph = as_graph(graph, x)
         samples, hops = self.tokens(graph), self.hop_features(x, graph)
         pos = self.position_encoding(graph) if self.conv_type == "full" else None
-        if self.conv_type == "full":
-            self.codebook.start(graph.num_nodes, lambda: self.codebook.normalise(
-                self._global_query(x, pos)))
+        if self.conv_type == "full" and self.training:
+            self.codebook.bind(graph.num_nodes)
         if index is not None:
             index = torch.as_tensor(index, device=x.device).long()
             if index.numel() and (index.min() < 0 or index.max() >= graph.num_nodes):

@@ -64,6 +64,9 @@ class SGFormer(torch.nn.Module):
     graph at a time: no ``batch`` vector.
     """
 
+    #: every node attends to every node: influence is measured one seed at a time
+    graphloc_global = True
+
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
                  trans_num_layers: int = 2, trans_num_heads: int = 1,
                  trans_dropout: float = 0.5, gnn_num_layers: int = 3,

@@ -190,6 +190,9 @@ class TopMAttention(torch.nn.Module):
         dropout (float, default 0.0): dropout on the attention weights in training.
 
     Shapes: ``forward(x [N, in_channels]) -> [N, H * C]`` (``[N, C]`` if not concat).
+
+    A model built on it connects nodes beyond the graph's edges: give it
+    ``graphloc_global = True`` so that ``graphloc.influence`` measures one seed at a time.
     """
 
     def __init__(self, in_channels: int, out_channels: int, heads: int = 1, m: int = 16,
@@ -301,6 +304,9 @@ class TANGNN(torch.nn.Module):
         variant (str, default "base"): "base" or "lc".
         **search: ``mode``, ``exact_max_nodes``, ``probes`` of the top-m search.
     """
+
+    #: nodes interact beyond the graph's edges: influence is measured one seed at a time
+    graphloc_global = True
 
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
                  num_layers: int = 2, m: int = 16, heads: int = 1, sample_size: int | None = 5,

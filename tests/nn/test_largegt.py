@@ -79,7 +79,7 @@ def test_codebook_converges_on_clustered_data():
     data = centers[label] + 0.2 * torch.randn(2000, 8, generator=gen)
     torch.manual_seed(0)
     book = EMACodebook(8, 8, decay=0.9)
-    book.start(2000, None)
+    book.bind(2000)
     errors = []
     for _ in range(30):
         for batch in torch.randperm(2000).split(250):
