@@ -1,5 +1,12 @@
-"""Datasets: City-Networks road graphs, their labels, and synthetic cities."""
+"""Datasets: City-Networks road graphs, their labels, and synthetic cities; transaction
+multigraphs (IBM AML format) and their generator."""
 
+from graphloc.datasets.aml import (
+    AMLTransactions,
+    EdgeDataset,
+    synthetic_transactions,
+    temporal_split,
+)
 from graphloc.datasets.base import NodeDataset, city_split
 from graphloc.datasets.city import CityNetwork, load_built_city
 from graphloc.datasets.labels import eccentricity_classes, local_eccentricity
@@ -22,4 +29,5 @@ def load_dataset(spec: str, root: str = "data", seed: int = 0) -> NodeDataset:
 
 
 __all__ = ["load_dataset", "NodeDataset", "CityNetwork", "city_split", "local_eccentricity",
-           "eccentricity_classes", "road_statistics", "synthetic_city", "ogb_node"]
+           "eccentricity_classes", "road_statistics", "synthetic_city", "ogb_node",
+           "AMLTransactions", "EdgeDataset", "synthetic_transactions", "temporal_split"]

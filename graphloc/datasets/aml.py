@@ -1,0 +1,318 @@
+"""Transaction multigraphs for anti-money-laundering edge classification: a reader of the
+IBM synthetic AML transactions CSV format (Altman et al., NeurIPS 2023 datasets track) and
+an offline generator of the same format with planted laundering patterns.
+
+The IBM files sit behind a Kaggle login, so nothing is downloaded: ``AMLTransactions``
+reads ``<root>/<name>_Trans.csv`` (and, when present, ``<root>/<name>_accounts.csv`` to
+validate the accounts), and says exactly where to put the file when it is missing.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from graphloc.datasets.base import atomic_save, load_file
+from graphloc.graph import Graph
+
+SOURCE_URL = "https://www.kaggle.com/datasets/ealtman2019/ibm-transactions-for-anti-money-laundering-aml"
+#: the header of the IBM files ("Account" twice: sender, then receiver)
+COLUMNS = ["Timestamp", "From Bank", "Account", "To Bank", "Account", "Amount Received",
+           "Receiving Currency", "Amount Paid", "Payment Currency", "Payment Format",
+           "Is Laundering"]
+ACCOUNT_COLUMNS = ["Bank Name", "Bank ID", "Account Number", "Entity ID", "Entity Name"]
+TIME_FORMAT = "%Y/%m/%d %H:%M"
+_VERSION = 1  # of the processed cache
+
+
+@dataclass
+class EdgeDataset:
+    """A multigraph with one label per edge and a temporal split of the edges.
+
+    Edges are sorted by time (``edge_time``, seconds since the first transaction), so the
+    training edges come first; ``split_graph(split)`` is the graph known at the end of a
+    split (train: train edges; val: train and validation; test: all), the protocol of the
+    MEGA-GNN and Multi-GNN papers. ``x`` is a constant feature per account.
+    """
+
+    name: str
+    graph: Graph
+    x: Tensor
+    edge_attr: Tensor
+    edge_time: Tensor
+    y: Tensor
+    train_index: Tensor
+    val_index: Tensor
+    test_index: Tensor
+    accounts: list[str] = field(default_factory=list)
+    feature_names: list[str] = field(default_factory=list)
+
+    @property
+    def num_nodes(self) -> int:
+        return self.graph.num_nodes
+
+    @property
+    def num_edges(self) -> int:
+        return self.graph.num_edges
+
+    def split_graph(self, split: str) -> Graph:
+        """The graph of the edges up to the end of ``split`` (edge ids are a prefix)."""
+        ends = {"train": self.train_index, "val": self.val_index, "test": self.test_index}
+        if split not in ends:
+            raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
+        end = int(ends[split].max()) + 1 if ends[split].numel() else 0
+        return self.graph.cached(("split", split), lambda: Graph(
+            self.graph.edge_index[:, :end], num_nodes=self.num_nodes))
+
+
+def _check_header(header: list[str], expected: list[str], path: str) -> None:
+    missing = [c for c in dict.fromkeys(expected) if header.count(c) < expected.count(c)]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {missing}; expected the columns "
+                         f"{expected}, got {header}")
+
+
+def _read_accounts(path: str) -> set[tuple[str, str]]:
+    with open(path, newline="") as f:
+        rows = csv.reader(f)
+        header = next(rows, [])
+        _check_header(header, ACCOUNT_COLUMNS, path)
+        bank, number = header.index("Bank ID"), header.index("Account Number")
+        return {(_bank(r[bank]), r[number]) for r in rows if r}
+
+
+def _bank(code: str) -> str:
+    return code.lstrip("0") or "0"  # the files write bank 10 as "010" and "10"
+
+
+def _parse_rows(path: str, known: set[tuple[str, str]] | None):
+    """Columns of the transactions file as lists, every value validated."""
+    with open(path, newline="") as f:
+        rows = csv.reader(f)
+        header = next(rows, [])
+        _check_header(header, COLUMNS, path)
+        cols = {name: [] for name in ("time", "src", "dst", "received", "recv_cur", "paid",
+                                      "paid_cur", "format", "label")}
+        for line, row in enumerate(rows, start=2):
+            if not row:
+                continue
+            if len(row) != len(COLUMNS):
+                raise ValueError(f"{path}, line {line}: {len(row)} fields, expected "
+                                 f"{len(COLUMNS)}: {row}")
+            try:
+                cols["time"].append(datetime.strptime(row[0], TIME_FORMAT)
+                                    .replace(tzinfo=timezone.utc).timestamp())
+            except ValueError:
+                raise ValueError(f"{path}, line {line}: bad timestamp {row[0]!r}, expected "
+                                 f"the format YYYY/MM/DD HH:MM") from None
+            for key, bank, account in (("src", row[1], row[2]), ("dst", row[3], row[4])):
+                if not account or (known is not None and (_bank(bank), account) not in known):
+                    raise ValueError(f"{path}, line {line}: unknown account id {account!r} "
+                                     f"of bank {bank!r}")
+                cols[key].append(f"{_bank(bank)}:{account}")
+            for key, text in (("received", row[5]), ("paid", row[7])):
+                try:
+                    amount = float(text)
+                except ValueError:
+                    amount = -1.0
+                if not amount >= 0 or math.isinf(amount):
+                    raise ValueError(f"{path}, line {line}: bad amount {text!r}")
+                cols[key].append(amount)
+            if row[10] not in ("0", "1"):
+                raise ValueError(f"{path}, line {line}: 'Is Laundering' must be 0 or 1, got "
+                                 f"{row[10]!r}")
+            cols["recv_cur"].append(row[6])
+            cols["paid_cur"].append(row[8])
+            cols["format"].append(row[9])
+            cols["label"].append(int(row[10]))
+    if not cols["time"]:
+        raise ValueError(f"{path} holds no transactions")
+    return cols
+
+
+def _one_hot(values: list[str], prefix: str) -> tuple[np.ndarray, list[str]]:
+    vocab = sorted(set(values))
+    codes = np.searchsorted(np.array(vocab), np.array(values))
+    return np.eye(len(vocab), dtype=np.float32)[codes], [f"{prefix}={v}" for v in vocab]
+
+
+def _build(cols, name: str) -> dict:
+    accounts = sorted(set(cols["src"]) | set(cols["dst"]))
+    node_of = {a: i for i, a in enumerate(accounts)}
+    time = np.asarray(cols["time"], dtype=np.float64)
+    order = np.argsort(time, kind="stable")
+    blocks = [np.log1p(np.asarray(cols["received"], dtype=np.float32))[:, None],
+              np.log1p(np.asarray(cols["paid"], dtype=np.float32))[:, None]]
+    names = ["log1p amount received", "log1p amount paid"]
+    for key, prefix in (("recv_cur", "receiving currency"), ("paid_cur", "payment currency"),
+                        ("format", "payment format")):
+        block, block_names = _one_hot(cols[key], prefix)
+        blocks.append(block)
+        names += block_names
+    edge_index = torch.tensor([[node_of[a] for a in cols["src"]],
+                               [node_of[a] for a in cols["dst"]]])[:, order]
+    t = torch.from_numpy(time[order] - time[order][0])
+    return {"version": _VERSION, "name": name, "accounts": accounts, "edge_index": edge_index,
+            "edge_attr": torch.from_numpy(np.concatenate(blocks, axis=1)[order]),
+            "edge_time": t, "y": torch.tensor(cols["label"])[order], "feature_names": names}
+
+
+def temporal_split(time: Tensor, fractions=(0.6, 0.2)) -> tuple[Tensor, Tensor, Tensor]:
+    """Edge ids of sorted ``time`` cut at the 60% and 80% quantiles; edges sharing a
+    timestamp stay in one split."""
+    n = time.numel()
+    cuts = []
+    for q in np.cumsum(fractions):
+        at = min(n - 1, math.ceil(q * n))
+        cuts.append(int(torch.searchsorted(time, time[at], right=False)))
+    ids = torch.arange(n)
+    return ids[:cuts[0]], ids[cuts[0]:cuts[1]], ids[cuts[1]:]
+
+
+def AMLTransactions(root: str, name: str = "HI-Small") -> EdgeDataset:  # noqa: N802
+    """The IBM AML transactions ``name`` (HI-Small, LI-Small, HI-Medium, ...) as an
+    :class:`EdgeDataset`: accounts as nodes (``bank:account``), transactions as edges
+    (features: log amounts, one-hot currencies and payment format; the time is kept apart
+    in ``edge_time``), labels ``Is Laundering``, split 60/20/20 by time. The parsed result
+    is cached in ``<root>/processed/``; a changed CSV is parsed again."""
+    path = os.path.join(root, f"{name}_Trans.csv")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"{path} not found. The IBM AML files need a (free) Kaggle login: download "
+            f"{name}_Trans.csv from {SOURCE_URL} and put it at {os.path.abspath(path)} "
+            f"(optionally with {name}_accounts.csv beside it, to validate the accounts).")
+    accounts_path = os.path.join(root, f"{name}_accounts.csv")
+    sources = [p for p in (path, accounts_path) if os.path.isfile(p)]
+    stamp = [(os.path.getsize(p), os.path.getmtime(p)) for p in sources]
+    cache = os.path.join(root, "processed", f"{name}.pt")
+    data = load_file(cache, "processed AML cache") if os.path.isfile(cache) else None
+    if data is None or data.get("version") != _VERSION or data.get("stamp") != stamp:
+        known = _read_accounts(accounts_path) if os.path.isfile(accounts_path) else None
+        data = {**_build(_parse_rows(path, known), name), "stamp": stamp}
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        atomic_save(data, cache)
+    train, val, test = temporal_split(data["edge_time"])
+    num_nodes = len(data["accounts"])
+    return EdgeDataset(name=name, graph=Graph(data["edge_index"], num_nodes=num_nodes),
+                       x=torch.ones(num_nodes, 1), edge_attr=data["edge_attr"],
+                       edge_time=data["edge_time"], y=data["y"], train_index=train,
+                       val_index=val, test_index=test, accounts=data["accounts"],
+                       feature_names=data["feature_names"])
+
+
+# --- the generator ---------------------------------------------------------------------
+
+_FORMATS = ["ACH", "Cheque", "Credit Card", "Wire", "Cash", "Reinvestment", "Bitcoin"]
+_CURRENCIES = ["US Dollar", "Euro", "UK Pound", "Yuan", "Yen"]
+
+
+class _Writer:
+    """Transactions of the generator, in the IBM format."""
+
+    def __init__(self, rng: random.Random, start: datetime, accounts: list[tuple[str, str]]):
+        self.rng, self.start, self.accounts, self.rows = rng, start, accounts, []
+
+    def add(self, minute: float, src: int, dst: int, amount: float, fmt: str,
+            currency: str, label: int) -> None:
+        stamp = (self.start + timedelta(minutes=int(minute))).strftime(TIME_FORMAT)
+        (sb, sa), (db, da) = self.accounts[src], self.accounts[dst]
+        text = f"{amount:.2f}"
+        self.rows.append([stamp, sb, sa, db, da, text, currency, text, currency, fmt,
+                          str(label)])
+
+
+def _normal_activity(w: _Writer, n: int, count: int, days: int) -> None:
+    """Background: every account pays a few regular counterparties (recurring, so many
+    parallel edges) at spread-out times with varying amounts, plus one-off payments."""
+    rng = w.rng
+    partners = {a: rng.sample(range(n), k=rng.randint(1, 4)) for a in range(n)}
+    currency = {a: rng.choices(_CURRENCIES, weights=[70, 12, 8, 5, 5])[0] for a in range(n)}
+    for _ in range(count):
+        src = rng.randrange(n)
+        dst = rng.choice(partners[src]) if rng.random() < 0.7 else rng.randrange(n)
+        if dst == src:
+            dst = (src + 1) % n
+        amount = math.exp(rng.gauss(7.0, 1.6))
+        fmt = rng.choices(_FORMATS, weights=[30, 20, 25, 10, 10, 3, 2])[0]
+        w.add(rng.uniform(0, days * 1440), src, dst, amount, fmt, currency[src], 0)
+
+
+def _pattern(w: _Writer, n: int, days: int) -> None:
+    """One laundering pattern (IBM AMLworld's shapes), its edges labelled 1: bursts of
+    similar amounts within hours, several transfers per pair (structuring)."""
+    rng = w.rng
+    kind = rng.choice(["fan-out", "fan-in", "cycle", "scatter-gather", "bipartite", "stack"])
+    size = rng.randint(3, 7)
+    nodes = rng.sample(range(n), k=2 * size + 2)
+    t0 = rng.uniform(0, (days - 1) * 1440)
+    base = rng.uniform(3000, 9900)
+    fmt = rng.choice(["ACH", "Wire", "Bitcoin", "Cash"])
+    hub, other, mids = nodes[0], nodes[1], nodes[2:2 + size]
+    tail = nodes[2 + size:]
+    if kind == "fan-out":
+        pairs = [(hub, m) for m in mids]
+    elif kind == "fan-in":
+        pairs = [(m, hub) for m in mids]
+    elif kind == "cycle":
+        ring = [hub, *mids]
+        pairs = list(zip(ring, ring[1:] + ring[:1], strict=True))
+    elif kind == "scatter-gather":
+        pairs = [(hub, m) for m in mids] + [(m, other) for m in mids]
+    elif kind == "bipartite":
+        pairs = [(a, b) for a in mids[:max(2, size // 2)] for b in tail[:max(2, size // 2)]]
+    else:  # stack: two layers of fan-out and fan-in
+        pairs = [(hub, m) for m in mids] + [(m, t) for m in mids for t in tail[:2]]
+    for step, (src, dst) in enumerate(pairs):
+        for _ in range(rng.randint(2, 4)):  # structuring: several transfers per pair
+            amount = base * rng.uniform(0.9, 1.0)
+            w.add(t0 + 30 * step + rng.uniform(0, 240), src, dst, amount, fmt, "US Dollar", 1)
+
+
+def synthetic_transactions(root: str, num_accounts: int = 2000,
+                           num_transactions: int = 50_000, seed: int = 0,
+                           name: str = "Synthetic", laundering_fraction: float = 0.02,
+                           days: int = 20) -> str:
+    """Writes ``<root>/<name>_Trans.csv`` and ``<root>/<name>_accounts.csv`` in the IBM
+    format: background payments between accounts (recurring counterparties, so many
+    parallel edges) and planted laundering patterns (fan-out, fan-in, cycle,
+    scatter-gather, bipartite, stack) making up about ``laundering_fraction`` of the
+    transactions, each pattern a burst of structured transfers. Returns the transactions
+    path; ``AMLTransactions(root, name)`` reads it. Deterministic for a seed."""
+    if num_accounts < 20 or num_transactions < 100:
+        raise ValueError(f"need at least 20 accounts and 100 transactions, got "
+                         f"{num_accounts} and {num_transactions}")
+    if not 0 < laundering_fraction < 0.5:
+        raise ValueError(f"laundering_fraction must lie in (0, 0.5), got {laundering_fraction}")
+    rng = random.Random(seed)
+    banks = [f"{rng.randrange(1, 3000):03d}" for _ in range(max(2, num_accounts // 50))]
+    accounts = [(rng.choice(banks), f"{rng.getrandbits(36):09X}") for _ in range(num_accounts)]
+    w = _Writer(rng, datetime(2022, 9, 1), accounts)
+    target = int(laundering_fraction * num_transactions)
+    while len(w.rows) < target:
+        _pattern(w, num_accounts, days)
+    _normal_activity(w, num_accounts, num_transactions - len(w.rows), days)
+    w.rows.sort(key=lambda r: r[0])
+    os.makedirs(root, exist_ok=True)
+    path = os.path.join(root, f"{name}_Trans.csv")
+    _write_csv(path, COLUMNS, w.rows)
+    _write_csv(os.path.join(root, f"{name}_accounts.csv"), ACCOUNT_COLUMNS,
+               [[f"Bank {b}", b, a, f"E{i}", f"Entity {i}"] for i, (b, a) in
+                enumerate(accounts)])
+    return path
+
+
+def _write_csv(path: str, header: list[str], rows: list[list[str]]) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"  # atomic: a reader never sees half a file
+    with open(tmp, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+    os.replace(tmp, path)

@@ -1,0 +1,120 @@
+import csv
+import math
+import os
+
+import pytest
+import torch
+
+from graphloc.datasets import AMLTransactions, synthetic_transactions, temporal_split
+from graphloc.datasets.aml import ACCOUNT_COLUMNS, COLUMNS
+
+ROWS = [  # a tiny file in the IBM format, not in time order
+    ["2022/09/01 00:20", "010", "8000EBD30", "010", "8000EBD30", "3697.34", "US Dollar",
+     "3697.34", "US Dollar", "Reinvestment", "0"],
+    ["2022/09/01 00:15", "3208", "8000F4580", "001", "8000F5340", "0.01", "US Dollar", "0.01",
+     "US Dollar", "Cheque", "0"],
+    ["2022/09/02 10:00", "3208", "8000F4580", "001", "8000F5340", "14675.57", "Euro",
+     "15000.00", "US Dollar", "ACH", "1"],
+    ["2022/09/03 11:00", "001", "8000F5340", "10", "8000EBD30", "99.00", "Euro", "99.00",
+     "Euro", "ACH", "0"],
+    ["2022/09/03 11:00", "010", "8000EBD30", "3208", "8000F4580", "5.00", "US Dollar", "5.00",
+     "US Dollar", "Cash", "1"],
+]
+
+
+def _write(path, header, rows):
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def test_reads_the_ibm_format(tmp_path):
+    _write(tmp_path / "Tiny_Trans.csv", COLUMNS, ROWS)
+    data = AMLTransactions(str(tmp_path), "Tiny")
+    assert data.accounts == ["10:8000EBD30", "1:8000F5340", "3208:8000F4580"]  # "010" is 10
+    assert data.num_nodes == 3 and data.num_edges == 5
+    assert data.graph.edge_index.tolist() == [[2, 0, 2, 1, 0], [1, 0, 1, 0, 2]]  # time order
+    assert data.y.tolist() == [0, 0, 1, 0, 1]
+    assert data.edge_time.tolist() == [0.0, 300.0, 121500.0, 211500.0, 211500.0]
+    names = data.feature_names
+    assert names[:2] == ["log1p amount received", "log1p amount paid"]
+    third = dict(zip(names, data.edge_attr[2].tolist(), strict=True))
+    assert third["log1p amount received"] == pytest.approx(math.log1p(14675.57))
+    assert third["log1p amount paid"] == pytest.approx(math.log1p(15000.0))
+    assert third["receiving currency=Euro"] == 1 and third["payment currency=US Dollar"] == 1
+    assert third["payment format=ACH"] == 1 and sum(third.values()) == pytest.approx(
+        math.log1p(14675.57) + math.log1p(15000.0) + 3)
+    assert torch.equal(data.x, torch.ones(3, 1))
+    # the two 11:00 edges share a timestamp: they stay in one split
+    assert [t.tolist() for t in (data.train_index, data.val_index, data.test_index)] == \
+        [[0, 1, 2], [], [3, 4]]
+    assert data.split_graph("train").num_edges == 3 and data.split_graph("test").num_edges == 5
+
+
+def test_generator_round_trip_is_deterministic_with_parallel_edges_and_patterns(tmp_path):
+    path = synthetic_transactions(str(tmp_path / "a"), 300, 5000, seed=3)
+    again = synthetic_transactions(str(tmp_path / "b"), 300, 5000, seed=3)
+    assert open(path).read() == open(again).read()
+    data = AMLTransactions(str(tmp_path / "a"), "Synthetic")
+    assert data.num_edges == 5000 and data.num_nodes <= 300
+    assert 0.015 < data.y.float().mean() < 0.05
+    group, num_pairs = data.graph.edge_groups()
+    sizes = torch.bincount(group)
+    assert num_pairs < 0.8 * data.num_edges and sizes.max() >= 5  # many parallel edges
+    laundering_pairs = group[data.y == 1].unique()
+    assert (sizes[laundering_pairs] >= 2).float().mean() > 0.9  # structured transfers
+    assert (data.edge_time.diff() >= 0).all()
+    n = data.num_edges
+    assert abs(data.train_index.numel() - 0.6 * n) < 0.02 * n
+    assert abs(data.val_index.numel() - 0.2 * n) < 0.02 * n
+
+
+def test_processed_cache_is_used_and_refreshed(tmp_path):
+    _write(tmp_path / "Tiny_Trans.csv", COLUMNS, ROWS)
+    AMLTransactions(str(tmp_path), "Tiny")
+    cache = tmp_path / "processed" / "Tiny.pt"
+    first = os.path.getmtime(cache)
+    AMLTransactions(str(tmp_path), "Tiny")
+    assert os.path.getmtime(cache) == first
+    _write(tmp_path / "Tiny_Trans.csv", COLUMNS, ROWS[:3])
+    os.utime(tmp_path / "Tiny_Trans.csv", (first + 10, first + 10))
+    assert AMLTransactions(str(tmp_path), "Tiny").num_edges == 3
+
+
+def test_temporal_split_keeps_ties_together():
+    time = torch.tensor([0., 1, 2, 3, 4, 5, 6, 6, 6, 9])
+    train, val, test = temporal_split(time)
+    assert train.tolist() == [0, 1, 2, 3, 4, 5] and val.tolist() == [] and \
+        test.tolist() == [6, 7, 8, 9]
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda rows: rows, r"missing column\(s\) \['Is Laundering'\]"),
+    (lambda rows: [["2022-09-01 00:20", *rows[0][1:]]], r"line 2: bad timestamp '2022-09-01"),
+    (lambda rows: [rows[0][:5] + ["12x", *rows[0][6:]]], r"line 2: bad amount '12x'"),
+    (lambda rows: [rows[0][:10] + ["2"]], r"'Is Laundering' must be 0 or 1, got '2'"),
+    (lambda rows: [rows[0][:2] + [""] + rows[0][3:]], r"unknown account id ''"),
+    (lambda rows: [], r"holds no transactions"),
+])
+def test_bad_files_give_clear_errors(tmp_path, change, message):
+    header = COLUMNS[:-1] if "missing" in message else COLUMNS
+    _write(tmp_path / "Bad_Trans.csv", header, change([list(r) for r in ROWS]))
+    with pytest.raises(ValueError, match=message):
+        AMLTransactions(str(tmp_path), "Bad")
+    assert not (tmp_path / "processed" / "Bad.pt").exists()  # nothing half-written
+
+
+def test_unknown_account_and_missing_file(tmp_path):
+    _write(tmp_path / "Tiny_Trans.csv", COLUMNS, ROWS)
+    _write(tmp_path / "Tiny_accounts.csv", ACCOUNT_COLUMNS,
+           [["Bank 10", "010", "8000EBD30", "E1", "x"], ["Bank 1", "001", "8000F5340", "E2", "y"]])
+    with pytest.raises(ValueError, match=r"line 3: unknown account id '8000F4580' of bank '3208'"):
+        AMLTransactions(str(tmp_path), "Tiny")
+    with pytest.raises(FileNotFoundError, match=r"HI-Small_Trans.csv .*kaggle.com.*put it at"):
+        AMLTransactions(str(tmp_path), "HI-Small")
+    with pytest.raises(ValueError, match="split must be"):
+        synthetic = synthetic_transactions(str(tmp_path / "s"), 50, 200)
+        AMLTransactions(os.path.dirname(synthetic), "Synthetic").split_graph("all")
+    with pytest.raises(ValueError, match="at least 20 accounts"):
+        synthetic_transactions(str(tmp_path), 5, 200)
