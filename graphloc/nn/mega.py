@@ -112,22 +112,23 @@ class _Direction(torch.nn.Module):
         if reverse:
             src, dst = dst, src
         if self.edge_agg is None:  # GINE over every parallel edge
-            pair_graph, pair_state, edge_context = _directed(graph, reverse), e, x[dst]
+            pair_graph, pair_state = _directed(graph, reverse), e
+            edge_context = x.index_select(0, dst)
         else:
             group, num_pairs = graph.edge_groups()
             pair_graph = _pair_graph(graph, reverse)
             pair_state = self.edge_agg(e, group, num_pairs, time)
-            edge_context = pair_state[group]
+            edge_context = pair_state.index_select(0, group)
         if self.node_agg is None:
             out = self.gine(x, pair_graph, pair_state)
         else:
             ps, pd = pair_graph.edge_index
-            messages = torch.relu(x[ps] + pair_state)
+            messages = torch.relu(x.index_select(0, ps) + pair_state)
             out = self.gine.nn((1 + self.gine.eps) * x + self.node_agg(messages, pd,
                                                                        x.size(0)))
         if self.edge_mlp is None:
             return out, None
-        return out, self.edge_mlp(torch.cat([x[src], edge_context, e], dim=1)) / 2
+        return out, self.edge_mlp(torch.cat([x.index_select(0, src), edge_context, e], 1)) / 2
 
 
 def _pair_graph(graph: Graph, reverse: bool) -> Graph:
@@ -263,6 +264,7 @@ class MEGAGNN(torch.nn.Module):
         if self.task == "node":
             return self.readout(x)
         src, dst = graph.edge_index
-        if edges is not None:
-            src, dst, e = src[edges], dst[edges], e[edges]
-        return self.readout(torch.cat([torch.relu(torch.cat([x[src], x[dst]], 1)), e], 1))
+        if edges is not None:  # index_select: its backward is a fast index_add
+            src, dst, e = src[edges], dst[edges], e.index_select(0, edges)
+        ends = torch.cat([x.index_select(0, src), x.index_select(0, dst)], 1)
+        return self.readout(torch.cat([torch.relu(ends), e], 1))
