@@ -42,3 +42,17 @@ def to_int64(graph: Graph):
     """The graph's CSR with int64 indices (Graph stores int32 when it fits)."""
     csr = graph.csr
     return csr.indptr.long(), csr.indices.long()
+
+
+def train_losses(model: torch.nn.Module, x: torch.Tensor, graph, y: torch.Tensor,
+                 steps: int, lr: float = 0.01) -> list[float]:
+    """Full-batch Adam steps on cross-entropy; the loss of each step."""
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x, graph), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses

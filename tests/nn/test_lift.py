@@ -2,7 +2,7 @@ import math
 
 import pytest
 import torch
-from helpers import random_edge_index
+from helpers import random_edge_index, train_losses
 
 from graphloc import Graph
 from graphloc.nn import GCNConv, LiftConv, LiftGCN, build_model
@@ -124,14 +124,7 @@ def test_liftgcn_model_readout_and_training():
     h1 = model.blocks[0](model.conv(h0, graph))
     torch.testing.assert_close(model(x, graph), model.lin_out(torch.cat([h1, h0], 1)))
     model = build_model("liftgcn", 5, 16, 3, num_layers=8, dropout=0.1)
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    losses = []
-    for _ in range(40):
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x, graph), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = train_losses(model, x, graph, y, steps=40)
     assert losses[-1] < 0.7 * losses[0]
     assert model.conv.r.grad is not None and model.blocks[3].scale.grad is not None
 

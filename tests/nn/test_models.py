@@ -1,6 +1,6 @@
 import pytest
 import torch
-from helpers import random_edge_index
+from helpers import random_edge_index, train_losses
 
 from graphloc import Graph
 from graphloc.nn import CONVS, GNN, ChebConv, GCNConv, GINConv, SAGEConv, register_conv
@@ -48,14 +48,7 @@ def test_deep_gcn_trains():
     graph = Graph(random_edge_index(200, 1200, seed=42), num_nodes=200).to_undirected()
     x, y = torch.randn(200, 8), torch.randint(0, 3, (200,))
     model = GNN("gcn", 8, 16, 3, num_layers=32, norm="layer", residual=True)
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    losses = []
-    for _ in range(30):
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x, graph), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = train_losses(model, x, graph, y, steps=30)
     assert all(torch.isfinite(torch.tensor(losses)))
     assert losses[-1] < 0.8 * losses[0]
 

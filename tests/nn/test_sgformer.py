@@ -1,6 +1,6 @@
 import pytest
 import torch
-from helpers import random_edge_index
+from helpers import random_edge_index, train_losses
 from torch_geometric.nn.models import SGFormer as PyGSGFormer
 
 from graphloc import Graph
@@ -44,14 +44,7 @@ def test_sgformer_registered_trains_and_bad_input():
     x, y = torch.randn(100, 4), torch.randint(0, 3, (100,))
     model = build_model("sgformer", 4, 16, 3, num_layers=2, dropout=0.1)
     assert len(model.graph_conv.convs) == 2
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    losses = []
-    for _ in range(30):
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x, graph), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = train_losses(model, x, graph, y, steps=30)
     assert losses[-1] < 0.7 * losses[0]
     with pytest.raises(ValueError, match="aggregate"):
         SGFormer(4, 8, 2, aggregate="max")

@@ -1,7 +1,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import random_edge_index
+from helpers import random_edge_index, train_losses
 
 from graphloc import Graph
 from graphloc.nn import TANGNN, TopMAttention, build_model
@@ -118,14 +118,7 @@ def test_tangnn_trains_and_is_deterministic_under_a_seed(variant):
     torch.manual_seed(7)
     model = build_model("tangnn", 6, 16, 3, num_layers=2, m=8, variant=variant)
     assert isinstance(model, TANGNN)
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    losses = []
-    for _ in range(40):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x, graph), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = train_losses(model, x, graph, y, steps=40)
     assert losses[-1] < 0.6 * losses[0]
     model.eval()
     torch.testing.assert_close(model(x, graph), model(x, graph))
