@@ -80,7 +80,9 @@ def _add_train_command(commands) -> None:
     cmd.add_argument("--weight-decay", type=float, default=1e-5)
     cmd.add_argument("--epochs", type=int, default=100)
     cmd.add_argument("--eval-every", type=int, default=1)
-    cmd.add_argument("--batch-size", type=int, help="sampled mini-batches of this many seeds")
+    cmd.add_argument("--batch-size", type=int,
+                     help="mini-batches of this many seed nodes (sampled neighbourhoods; "
+                          "largegt uses its own fixed tokens)")
     cmd.add_argument("--fanout", type=int, nargs="+", help="neighbours per layer (-1: all)")
     cmd.add_argument("--seed", type=int, default=0)
     cmd.add_argument("--root", default="data")
