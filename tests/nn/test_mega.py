@@ -148,3 +148,22 @@ def test_mega_bad_input():
         conv(x, graph, torch.randn(3, 4))
     with pytest.raises(ValueError, match=r"time must have shape"):
         conv(x, graph, torch.randn(graph.num_edges, 4), torch.randn(2))
+
+
+def test_megagnn_node_task_with_pna_stage_two():
+    graph = _multigraph(n=40, seed=7)
+    group, _ = graph.edge_groups()
+    parallel = torch.bincount(group)[group] >= 3
+    y = torch.zeros(40, dtype=torch.long)
+    y[graph.edge_index[1][parallel]] = 1  # receives some pair with >= 3 parallel edges
+    torch.manual_seed(0)
+    model = MEGAGNN(1, 1, 16, 2, edge_agg="sum", node_agg="pna", task="node")
+    ones_x, ones_e = torch.ones(40, 1), torch.ones(graph.num_edges, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    for _ in range(150):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(ones_x, graph, ones_e), y).backward()
+        opt.step()
+    logits = model.eval()(ones_x, graph, ones_e)
+    assert logits.shape == (40, 2)
+    assert (logits.argmax(1) == y).float().mean() > 0.9
