@@ -133,13 +133,9 @@ class _Direction(torch.nn.Module):
 
 def _pair_graph(graph: Graph, reverse: bool) -> Graph:
     """The graph of distinct ordered pairs, edge ``g`` being pair ``g`` of ``edge_groups``
-    (flipped for the reverse direction); cached on the graph."""
+    (``coalesce`` keeps that order), flipped for the reverse direction; cached."""
     def build():
-        group, num_pairs = graph.edge_groups()
-        first = torch.full((num_pairs,), graph.num_edges, dtype=torch.long,
-                           device=graph.device).scatter_reduce(
-            0, group, torch.arange(graph.num_edges, device=graph.device), "amin")
-        pairs = graph.edge_index[:, first]
+        pairs = graph.coalesce().edge_index
         return Graph(pairs.flip(0) if reverse else pairs, num_nodes=graph.num_nodes)
     return graph.cached(("mega_pairs", reverse), build)
 
