@@ -269,6 +269,8 @@ def _register() -> None:
         lambda indptr, indices, weight, hops: weight.new_empty(indptr.shape[0] - 1,
                                                                dtype=torch.float64))
     fake(lib + "spmm_arg_backward")(_arg_backward_fake)
+    fake(lib + "hop2_sample")(lambda indptr, indices, K, seed: indptr.new_empty(
+        indptr.shape[0] - 1, K, dtype=torch.long))
     autograd = torch.library.register_autograd
     autograd(lib + "spmm", _spmm_backward, setup_context=_spmm_setup)
     autograd(lib + "segment_reduce", _segment_reduce_backward, setup_context=_segment_reduce_setup)

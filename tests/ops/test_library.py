@@ -56,6 +56,7 @@ def _samples():
                                                x.detach(), *transpose, True, True)
     yield kernels.coo_to_csr, (g.edge_index[1].int(), N)
     yield kernels.local_eccentricity, (csr.indptr, csr.indices, torch.rand(E, **f64), 3)
+    yield kernels.hop2_sample, (csr.indptr, csr.indices, 5, 7)
 
 
 @pytest.mark.parametrize("op,args", list(_samples()),
