@@ -80,7 +80,7 @@ def main(argv=None) -> None:
     parser.add_argument("--hidden", type=int, default=64)
     args = parser.parse_args(argv)
     if args.name == "Synthetic":
-        synthetic_transactions(args.data, args.accounts, args.transactions, seed=0)
+        synthetic_transactions(args.accounts, args.transactions, seed=0, root=args.data)
     data = AMLTransactions(args.data, args.name)
     group, pairs = data.graph.edge_groups()
     print(f"{args.name}: {data.num_nodes} accounts, {data.num_edges} transactions between "

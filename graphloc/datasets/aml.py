@@ -276,10 +276,9 @@ def _pattern(w: _Writer, n: int, days: int) -> None:
             w.add(t0 + 30 * step + rng.uniform(0, 240), src, dst, amount, fmt, "US Dollar", 1)
 
 
-def synthetic_transactions(root: str, num_accounts: int = 2000,
-                           num_transactions: int = 50_000, seed: int = 0,
-                           name: str = "Synthetic", laundering_fraction: float = 0.02,
-                           days: int = 20) -> str:
+def synthetic_transactions(num_accounts: int = 2000, num_transactions: int = 50_000,
+                           seed: int = 0, root: str = "data/aml", name: str = "Synthetic",
+                           laundering_fraction: float = 0.02, days: int = 20) -> str:
     """Writes ``<root>/<name>_Trans.csv`` and ``<root>/<name>_accounts.csv`` in the IBM
     format: background payments between accounts (recurring counterparties, so many
     parallel edges) and planted laundering patterns (fan-out, fan-in, cycle,

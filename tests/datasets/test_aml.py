@@ -53,8 +53,8 @@ def test_reads_the_ibm_format(tmp_path):
 
 
 def test_generator_round_trip_is_deterministic_with_parallel_edges_and_patterns(tmp_path):
-    path = synthetic_transactions(str(tmp_path / "a"), 300, 5000, seed=3)
-    again = synthetic_transactions(str(tmp_path / "b"), 300, 5000, seed=3)
+    path = synthetic_transactions(300, 5000, seed=3, root=str(tmp_path / "a"))
+    again = synthetic_transactions(300, 5000, seed=3, root=str(tmp_path / "b"))
     assert open(path).read() == open(again).read()
     data = AMLTransactions(str(tmp_path / "a"), "Synthetic")
     assert data.num_edges == 5000 and data.num_nodes <= 300
@@ -114,7 +114,7 @@ def test_unknown_account_and_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"HI-Small_Trans.csv .*kaggle.com.*put it at"):
         AMLTransactions(str(tmp_path), "HI-Small")
     with pytest.raises(ValueError, match="split must be"):
-        synthetic = synthetic_transactions(str(tmp_path / "s"), 50, 200)
+        synthetic = synthetic_transactions(50, 200, root=str(tmp_path / "s"))
         AMLTransactions(os.path.dirname(synthetic), "Synthetic").split_graph("all")
     with pytest.raises(ValueError, match="at least 20 accounts"):
-        synthetic_transactions(str(tmp_path), 5, 200)
+        synthetic_transactions(5, 200, root=str(tmp_path))
