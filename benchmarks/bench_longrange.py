@@ -41,6 +41,8 @@ MODELS = {  # name -> (graphloc factory, PyG factory or None, repetitions)
          "SGFormer(F, F, CLASSES, trans_num_layers=1)", 5),
     "LargeGT (K=50, batch 1024)": ("LargeGT(F, F, CLASSES)", None, 5),
     "LiftGCN (16 layers)": ("LiftGCN(F, F, CLASSES, num_layers=16)", None, 5),
+    "LiftGCN (16 layers, checkpointed blocks)":
+        ("LiftGCN(F, F, CLASSES, num_layers=16, checkpoint=True)", None, 5),
 }
 
 

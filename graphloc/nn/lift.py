@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.utils.checkpoint
 from torch import Tensor
 
 from graphloc import ops
@@ -116,15 +117,19 @@ class LiftGCN(torch.nn.Module):
         dropout (float, default 0.0): after the embedding and inside each block.
         residual (bool, default True): the nonlinear blocks after each step.
         rho_init, rho_max, add_self_loops: see :class:`LiftConv`.
+        checkpoint (bool, default False): recompute each residual block in the backward
+            pass instead of keeping its LayerNorm, Linear and GELU activations (less
+            memory for deep models on large graphs, one more block forward per layer).
     """
 
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
                  num_layers: int, dropout: float = 0.0, residual: bool = True,
-                 rho_init: float = 0.9, rho_max: float = 0.99, add_self_loops: bool = False):
+                 rho_init: float = 0.9, rho_max: float = 0.99, add_self_loops: bool = False,
+                 checkpoint: bool = False):
         super().__init__()
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-        self.num_layers = num_layers
+        self.num_layers, self.checkpoint = num_layers, checkpoint
         self.lin_in = torch.nn.Linear(in_channels, hidden_channels)
         self.norm_in = torch.nn.LayerNorm(hidden_channels)
         self.dropout = torch.nn.Dropout(dropout)
@@ -147,7 +152,9 @@ class LiftGCN(torch.nn.Module):
         prev, h = None, h0
         for k in range(self.num_layers):
             prev, h = h, self.conv(h, graph, prev if k else None)
-            if self.blocks is not None:
+            if self.blocks is not None and self.checkpoint and torch.is_grad_enabled():
+                h = torch.utils.checkpoint.checkpoint(self.blocks[k], h, use_reentrant=False)
+            elif self.blocks is not None:
                 h = self.blocks[k](h)
         return h, prev
 

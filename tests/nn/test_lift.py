@@ -129,6 +129,21 @@ def test_liftgcn_model_readout_and_training():
     assert model.conv.r.grad is not None and model.blocks[3].scale.grad is not None
 
 
+def test_checkpointed_blocks_give_the_same_outputs_and_gradients():
+    graph = _symmetric_graph(40, 120, seed=7)
+    x = torch.randn(40, 5, dtype=torch.float64)
+    torch.manual_seed(3)
+    plain = LiftGCN(5, 8, 3, num_layers=6).double()
+    saved = LiftGCN(5, 8, 3, num_layers=6, checkpoint=True).double()
+    saved.load_state_dict(plain.state_dict())
+    grads = []
+    for model in (plain, saved):
+        out = model(x, graph)
+        grads.append((out, *torch.autograd.grad(out.pow(2).sum(), list(model.parameters()))))
+    for a, b in zip(*grads, strict=True):
+        torch.testing.assert_close(a, b)
+
+
 def test_lift_bad_input():
     with pytest.raises(ValueError, match="rho_init"):
         LiftConv(4, rho_init=0.995)
