@@ -91,7 +91,7 @@ def measure(graph_file: str, lib: str, name: str) -> dict:
 
 def recall_rows(num_nodes: int, queries: int = 2000) -> list[str]:
     """Recall of the approximate top-16 against exact search for sampled query nodes."""
-    from graphloc.nn.tangnn import _unit_rows, top_m_similar
+    from graphloc.nn.tangnn import top_m_similar
 
     gen = torch.Generator().manual_seed(0)
     centers = torch.randn(200, F, generator=gen)
@@ -103,7 +103,7 @@ def recall_rows(num_nodes: int, queries: int = 2000) -> list[str]:
     rows = []
     q = torch.randperm(num_nodes, generator=gen)[:queries]
     for kind, z in kinds.items():
-        unit = _unit_rows(z)
+        unit = torch.nn.functional.normalize(z, dim=-1)
         sims = unit[q] @ unit.T
         sims[torch.arange(queries), q] = float("-inf")
         truth = sims.topk(16, dim=1).indices

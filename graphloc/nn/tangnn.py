@@ -27,10 +27,6 @@ from graphloc.nn.conv.sage import SAGEConv
 _EXACT_BLOCK_ENTRIES = 1 << 24
 
 
-def _unit_rows(z: Tensor) -> Tensor:
-    return F.normalize(z, dim=-1)
-
-
 def _exact_top_m(z: Tensor, m: int, exclude_self: bool) -> tuple[Tensor, Tensor]:
     n = z.size(0)
     rows = max(1, _EXACT_BLOCK_ENTRIES // n)
@@ -62,7 +58,7 @@ def _spherical_kmeans(z: Tensor, k: int, iters: int, gen: torch.Generator) -> Te
         home = (z @ centroids.T).argmax(1)
         sums = torch.zeros_like(centroids).index_add_(0, home, z)
         empty = sums.norm(dim=1) == 0  # keep an empty cluster's old centroid
-        centroids = torch.where(empty.unsqueeze(1), centroids, _unit_rows(sums))
+        centroids = torch.where(empty.unsqueeze(1), centroids, F.normalize(sums, dim=-1))
     return centroids
 
 
@@ -149,7 +145,7 @@ def top_m_similar(z: Tensor, m: int, mode: str = "auto", exclude_self: bool = Tr
     m = min(m, n - 1 if exclude_self else n)
     if m < 1:
         return z.new_zeros(n, 0, dtype=torch.long), z.new_zeros(n, 0)
-    z = _unit_rows(z)
+    z = F.normalize(z, dim=-1)
     if mode == "exact" or (mode == "auto" and n <= exact_max_nodes):
         return _exact_top_m(z, m, exclude_self)
     return _ivf_top_m(z, m, exclude_self, probes, torch.Generator().manual_seed(seed))
@@ -217,7 +213,7 @@ class TopMAttention(torch.nn.Module):
         torch.nn.init.constant_(self.log_scale, 0.5 * math.log(self.out_channels))
 
     def _unit_heads(self, x: Tensor) -> Tensor:
-        return _unit_rows(self.lin_z(x).view(-1, self.heads, self.out_channels))
+        return F.normalize(self.lin_z(x).view(-1, self.heads, self.out_channels), dim=-1)
 
     def neighbours(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """``(index [N, m], mean cosine [N, m])``: the vertices each node attends to."""
