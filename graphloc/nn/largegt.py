@@ -17,6 +17,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.graph import Graph
 from graphloc.nn.conv._utils import as_graph, check_input
+from graphloc.ops.scatter import _check_index
 
 
 def hop2_tokens(graph: Graph, K: int, seed: int = 0) -> Tensor:
@@ -288,11 +289,8 @@ class LargeGT(torch.nn.Module):
         if self.conv_type == "full" and self.training:
             self.codebook.bind(graph.num_nodes)
         if index is not None:
-            index = torch.as_tensor(index, device=x.device).long()
-            if index.numel() and (index.min() < 0 or index.max() >= graph.num_nodes):
-                raise ValueError(f"index must hold node ids in [0, {graph.num_nodes}), got "
-                                 f"values in [{int(index.min())}, {int(index.max())}]")
-            return self._score(x, hops, samples, pos, index)
+            _check_index(index, graph.num_nodes, "index")
+            return self._score(x, hops, samples, pos, index.long())
         chunks = torch.arange(graph.num_nodes, device=x.device).split(self.chunk_size)
         return torch.cat([self._score(x, hops, samples, pos, c) for c in chunks])
 

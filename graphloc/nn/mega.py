@@ -16,6 +16,7 @@ from graphloc import ops
 from graphloc.graph import Graph
 from graphloc.nn.conv._utils import check_input
 from graphloc.nn.conv.gin import GINEConv
+from graphloc.ops.scatter import _check_index
 
 EDGE_AGGREGATORS = ("sum", "mean", "max", "gin", "pna", "gru")
 
@@ -252,6 +253,12 @@ class MEGAGNN(torch.nn.Module):
 
     def forward(self, x: Tensor, graph: Graph, edge_attr: Tensor, time: Tensor | None = None,
                 edges: Tensor | None = None) -> Tensor:
+        check_input(self, x, self.node_emb.in_features)
+        if edge_attr.shape != (graph.num_edges, self.edge_emb.in_features):
+            raise ValueError(f"edge_attr must have shape [{graph.num_edges}, "
+                             f"{self.edge_emb.in_features}], got {list(edge_attr.shape)}")
+        if edges is not None:
+            _check_index(edges, graph.num_edges, "edges")
         x, e = self.node_emb(x), self.edge_emb(edge_attr)
         for conv, norm in zip(self.convs, self.norms, strict=True):
             out, e = conv(x, graph, e, time)

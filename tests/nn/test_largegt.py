@@ -178,8 +178,14 @@ def test_largegt_with_fit(tmp_path):
 def test_largegt_bad_input():
     graph, x, _ = _data(50)
     model = _small_largegt()
-    with pytest.raises(ValueError, match=r"index must hold node ids in \[0, 50\)"):
+    with pytest.raises(ValueError, match="index holds 50 but dim_size is 50"):
         model(x, graph, index=torch.tensor([0, 50]))
+    with pytest.raises(ValueError, match="index holds -1"):
+        model(x, graph, index=torch.tensor([-1]))
+    with pytest.raises(TypeError, match="index must be an integer tensor"):
+        model(x, graph, index=torch.tensor([0.0, 1.0]))
+    with pytest.raises(TypeError, match="floating-point"):
+        model(x.long(), graph)
     with pytest.raises(ValueError, match="conv_type"):
         LargeGT(6, 8, 2, conv_type="global")
     with pytest.raises(ValueError, match="K .* must be >= 1"):

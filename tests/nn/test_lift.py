@@ -155,5 +155,7 @@ def test_lift_bad_input():
     conv = LiftConv(4)
     with pytest.raises(ValueError, match=r"shape \[N, 4\]"):
         conv(torch.randn(10, 3), graph)
+    with pytest.raises(TypeError, match="floating-point"):
+        conv(torch.ones(10, 4, dtype=torch.long), graph)
     with pytest.raises(ValueError, match="h_prev2"):
         conv(torch.randn(10, 4), graph, torch.randn(9, 4))

@@ -167,3 +167,19 @@ def test_megagnn_node_task_with_pna_stage_two():
     logits = model.eval()(ones_x, graph, ones_e)
     assert logits.shape == (40, 2)
     assert (logits.argmax(1) == y).float().mean() > 0.9
+
+
+def test_megagnn_bad_input():
+    graph = _multigraph()
+    model = MEGAGNN(1, 2, 8, 2)
+    x, e = torch.ones(graph.num_nodes, 1), torch.ones(graph.num_edges, 2)
+    with pytest.raises(ValueError, match=r"edge_attr must have shape"):
+        model(x, graph, torch.ones(graph.num_edges, 3))
+    with pytest.raises(ValueError, match=r"edges holds .* but dim_size"):
+        model(x, graph, e, edges=torch.tensor([graph.num_edges]))
+    with pytest.raises(TypeError, match="edges must be an integer tensor"):
+        model(x, graph, e, edges=torch.tensor([0.5]))
+    with pytest.raises(TypeError, match="floating-point"):
+        model(x.long(), graph, e)
+    with pytest.raises(ValueError, match=r"shape \[N, 1\]"):
+        model(torch.ones(graph.num_nodes, 2), graph, e)
