@@ -2,9 +2,12 @@
 
 A 16-layer GCN (hidden 64, 37 input features, 10 classes) on a road-like graph; PyG's
 ``total_influence`` on a few seeds (it costs the same per seed), graphloc on many; the
-numbers of the common seeds must agree. Time per seed and the ratio are reported.
+numbers of the common seeds must agree. Time per seed and the ratio are reported, for
+the default (PyG's numbers, batched balls) and the exact full-graph method. Then exact
+influence of every node of a smaller graph with the full-graph method, per depth.
 
     python benchmarks/bench_influence.py [--nodes 500000] [--seeds 1000] [--pyg-seeds 10]
+        [--all-nodes 100000] [--all-nodes-depths 2 4 8]
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from bench_ops import machine, publish  # noqa: E402
 from graphs import road_like  # noqa: E402
 
-from graphloc.influence import total_influence  # noqa: E402
+from graphloc.influence import influence_per_hop, total_influence  # noqa: E402
 from graphloc.nn import GNN  # noqa: E402
 
 
@@ -31,6 +34,8 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", type=int, default=1000)
     parser.add_argument("--pyg-seeds", type=int, default=10)
     parser.add_argument("--max-hops", type=int, default=16)
+    parser.add_argument("--all-nodes", type=int, default=100_000)
+    parser.add_argument("--all-nodes-depths", type=int, nargs="*", default=[2, 4, 8])
     parser.add_argument("--write", metavar="PATH")
     args = parser.parse_args(argv)
     from torch_geometric.data import Data
@@ -60,19 +65,52 @@ def main(argv=None) -> None:
                                   average=False)
         err = ((mine - theirs).abs() / theirs.abs().clamp(min=1e-30)).max().item()
         check = max(err, check or 0.0)
-        rows.append((label, 1e3 * pyg_s / args.pyg_seeds, 1e3 * ours_s / args.seeds))
-        print(f"  {label}: PyG {rows[-1][1]:.1f} ms/seed, graphloc {rows[-1][2]:.2f} ms/seed, "
-              f"max relative difference on common seeds {err:.1e}", flush=True)
         del ours
-    lines = ["| model measured | PyG ms / seed | graphloc ms / seed | speed-up |",
-             "|---|---:|---:|---:|"]
-    lines += [f"| {label} | {p:.1f} | {o:.2f} | {p / o:.1f}x |" for label, p, o in rows]
+        start = time.perf_counter()
+        total_influence(model, data, args.max_hops, nodes=nodes, average=False,
+                        method="full_graph", locality=16)
+        full_s = time.perf_counter() - start
+        rows.append((label, 1e3 * pyg_s / args.pyg_seeds, 1e3 * ours_s / args.seeds,
+                     1e3 * full_s / args.seeds))
+        print(f"  {label}: PyG {rows[-1][1]:.1f} ms/seed, graphloc {rows[-1][2]:.2f} ms/seed, "
+              f"full graph {rows[-1][3]:.2f} ms/seed, max relative difference on common "
+              f"seeds {err:.1e}", flush=True)
+    lines = ["| model measured | PyG ms / seed | graphloc ms / seed | speed-up | graphloc "
+             "full graph ms / seed | speed-up |", "|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| {label} | {p:.1f} | {o:.2f} | {p / o:.1f}x | {f:.2f} | {p / f:.1f}x |"
+              for label, p, o, f in rows]
     header = f"{datetime.date.today().isoformat()}, {machine()}"
     publish(f"\n## Influence (`benchmarks/bench_influence.py`), {header}\n\n"
             f"16-layer GCN (hidden 64, 37 features, 10 classes), road-like graph of "
             f"{args.nodes:,} nodes, max_hops {args.max_hops}; PyG on {args.pyg_seeds} seeds, "
             f"graphloc on {args.seeds}; largest relative difference between the two on "
-            f"common seeds: {check:.1e}.\n\n" + "\n".join(lines) + "\n", args.write)
+            f"common seeds: {check:.1e}. Full graph: `method=\"full_graph\"` (exact "
+            f"full-graph Jacobians, seeds in rounds with disjoint 16-balls).\n\n"
+            + "\n".join(lines) + "\n" + all_nodes_table(args), args.write)
+
+
+def all_nodes_table(args) -> str:
+    """Exact influence of every node (max_hops 16) of a road-like graph, per GCN depth."""
+    if not args.all_nodes_depths:
+        return ""
+    graph = road_like(args.all_nodes)
+    torch.manual_seed(0)
+    x = torch.randn(args.all_nodes, 37)
+    csr, csc = graph.csr, graph.csc
+    lines = ["| GCN depth L | rounds | seconds, all nodes |", "|---:|---:|---:|"]
+    for depth in args.all_nodes_depths:
+        rounds = torch.ops.graphloc.separated_rounds(
+            csr.indptr, csr.indices, csc.indptr, csc.indices, torch.arange(args.all_nodes),
+            depth)
+        model = GNN("gcn", 37, 64, 10, depth)
+        start = time.perf_counter()
+        influence_per_hop(model, (x, graph), 16, torch.arange(args.all_nodes),
+                          method="full_graph")
+        seconds = time.perf_counter() - start
+        lines.append(f"| {depth} | {int(rounds.max()) + 1:,} | {seconds:.1f} |")
+        print("  " + lines[-1], flush=True)
+    return (f"\nEvery node of a {args.all_nodes:,}-node road-like graph, exact (full graph), "
+            f"max_hops 16:\n\n" + "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

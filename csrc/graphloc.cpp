@@ -54,6 +54,11 @@ TORCH_LIBRARY(graphloc, m) {
   // [S+1], edge_src, edge_dst, edge_pos = the edge's CSR position). CPU.
   m.def("khop_subgraphs(Tensor indptr, Tensor indices, Tensor seeds, int hops) -> "
         "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+  // Greedy round per seed (int64 [S], from 0) such that the in-balls of radius hops of the
+  // seeds of one round are pairwise disjoint; (t_indptr, t_indices) is the transpose CSR
+  // (out-edges). Seeds must be distinct. CPU.
+  m.def("separated_rounds(Tensor indptr, Tensor indices, Tensor t_indptr, Tensor t_indices, "
+        "Tensor seeds, int hops) -> Tensor");
   // Layer-wise uniform in-neighbour sampling without replacement around seeds (-1: all):
   // (nodes, seeds first; edge_src, edge_dst local ids; edge CSR positions; cumulative node
   // and edge counts per hop). Deterministic for a given seed. CPU.

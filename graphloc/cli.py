@@ -10,6 +10,7 @@ import torch
 
 import graphloc
 from graphloc.distributed import rank_and_world, relaunch
+from graphloc.influence import METHODS
 
 
 def info(_args) -> int:
@@ -119,8 +120,9 @@ def influence(args) -> int:
     results = {}
     rank = rank_and_world()[0]
     for label, model in _models_to_measure(args, dataset):
-        result = measure(model, dataset, args.max_hops, args.samples, seed=args.seed,
-                         batch_size=args.batch_size, progress=True)
+        result = measure(model, dataset, args.max_hops, args.samples or None, seed=args.seed,
+                         batch_size=args.batch_size, method=args.method,
+                         locality=args.locality, progress=True)
         results[label] = result
         if rank == 0:
             print(f"{label}: R = {result.R:.3f} "
@@ -163,8 +165,12 @@ def _add_influence_command(commands) -> None:
     cmd.add_argument("--layers", type=int, default=4)
     cmd.add_argument("--hidden", type=int, default=64)
     cmd.add_argument("--max-hops", type=int, default=16)
-    cmd.add_argument("--samples", type=int, default=1000)
+    cmd.add_argument("--samples", type=int, default=1000, help="seed nodes (0: every node)")
     cmd.add_argument("--batch-size", type=int, default=256)
+    cmd.add_argument("--method", default="auto", choices=METHODS,
+                     help="full_graph: exact full-graph Jacobians of an L-local model")
+    cmd.add_argument("--locality", type=int,
+                     help="L for --method full_graph (default: the model's graphloc_hops)")
     cmd.add_argument("--seed", type=int, default=0)
     cmd.add_argument("--root", default="data")
     cmd.add_argument("--out", default="influence.json")

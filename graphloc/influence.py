@@ -14,6 +14,18 @@ gradients never mix). This needs a model whose output at a node depends only on 
 connected component (message passing, eval-mode BatchNorm); a model that mixes components
 (global attention, pooling, train-mode batch statistics) must be measured per seed:
 ``method="per_seed"``, or set ``model.graphloc_global = True`` for ``method="auto"``.
+
+``method="full_graph"`` drops PyG's truncation for strictly L-local models (the output at
+v depends only on the features of the nodes within L hops and on the edges into and out
+of them, degrees included; L from ``locality=`` or ``model.graphloc_hops``): the seeds are
+put in rounds whose L-balls are pairwise disjoint (greedy, C++), and each round gets one
+forward and C backward passes over the subgraph induced by the round's (L + 1)-balls and
+the out-neighbours of their L-balls, which holds everything their outputs depend on.
+The Jacobians are then those of the full graph, exact, for every seed including all N
+nodes; T_h is zero beyond L. They equal PyG's numbers when max_hops > L
+and the model reads in-degrees only (GCN) or the graph is undirected, and differ where
+PyG's ball truncates: the outermost degrees and neighbours when max_hops <= L, out-degrees
+(Cheb) on a directed graph.
 """
 
 from __future__ import annotations
@@ -71,33 +83,106 @@ def _seeds(num_nodes: int, num_samples, nodes, seed) -> Tensor:
     return torch.randperm(num_nodes, generator=gen)[:count]  # seed=None: PyG's draw
 
 
+METHODS = ("auto", "batched", "per_seed", "full_graph")
+
+
 def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
                       batch_size: int = 256, device="cpu", method: str = "auto",
-                      progress: bool = False) -> Tensor:
+                      locality: int | None = None, progress: bool = False) -> Tensor:
     """``T [S, max_hops + 1]``: ``T[s, h]`` = total influence on ``nodes[s]`` of the nodes
     exactly h hops away (float64). The model runs in eval mode (its mode is restored)."""
     if max_hops < 0:
         raise ValueError(f"max_hops must be >= 0, got {max_hops}")
-    if method not in ("auto", "batched", "per_seed"):
-        raise ValueError(f"method must be 'auto', 'batched' or 'per_seed', got {method!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if method == "auto":
         method = "per_seed" if getattr(model, "graphloc_global", False) else "batched"
+    if method == "full_graph":
+        locality = _locality(model, locality)
     x, graph = _inputs(data)
     all_nodes = _seeds(graph.num_nodes, None, nodes, None)
     rank, world = rank_and_world()
     nodes = all_nodes[rank::world]  # a shard per process; gathered below
-    step = 1 if method == "per_seed" else max(1, batch_size)
     was_training = model.training
     model.eval()
     try:
-        from tqdm.auto import tqdm
-        rows = [_batch_influence(model, x, graph, nodes[i:i + step], max_hops, device)
-                for i in tqdm(range(0, len(nodes), step), disable=not progress,
-                              desc="influence")]
+        if method == "full_graph":
+            T = _full_graph_influence(model, x, graph, nodes, max_hops, locality, device,
+                                      progress)
+        else:
+            T = _batched_influence(model, x, graph, nodes, max_hops, device, progress,
+                                   1 if method == "per_seed" else max(1, batch_size))
     finally:
         model.train(was_training)
-    T = torch.cat(rows) if rows else torch.zeros(0, max_hops + 1, dtype=torch.float64)
     return _gather_shards(T, len(all_nodes), rank, world) if world > 1 else T
+
+
+def _locality(model, locality) -> int:
+    """The L of an L-local model: the argument, else ``model.graphloc_hops``."""
+    if getattr(model, "graphloc_global", False) or getattr(model, "node_batched", False):
+        raise ValueError(f"method='full_graph' needs a message-passing model whose outputs "
+                         f"reach a fixed number of hops; {type(model).__name__} is global")
+    if locality is None:
+        locality = getattr(model, "graphloc_hops", None)
+    if locality is None:
+        raise ValueError(f"method='full_graph' needs the model's locality L (how many hops "
+                         f"its outputs reach): pass locality=L or set graphloc_hops on "
+                         f"{type(model).__name__}")
+    if isinstance(locality, bool) or not isinstance(locality, int) or locality < 0:
+        raise ValueError(f"locality must be an int >= 0, got {locality!r}")
+    return locality
+
+
+def _batched_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int, device,
+                       progress: bool, step: int) -> Tensor:
+    from tqdm.auto import tqdm
+    rows = [_batch_influence(model, x, graph, nodes[i:i + step], max_hops, device)
+            for i in tqdm(range(0, len(nodes), step), disable=not progress, desc="influence")]
+    return torch.cat(rows) if rows else torch.zeros(0, max_hops + 1, dtype=torch.float64)
+
+
+def _full_graph_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int,
+                          locality: int, device, progress: bool) -> Tensor:
+    """Rounds of seeds with disjoint ``locality``-balls, one forward and C backwards each."""
+    from tqdm.auto import tqdm
+    seeds, inverse = nodes.unique(return_inverse=True)
+    csr, csc = graph.csr, graph.csc
+    rounds = torch.ops.graphloc.separated_rounds(csr.indptr, csr.indices, csc.indptr,
+                                                 csc.indices, seeds, locality)
+    T = torch.zeros(len(seeds), max_hops + 1, dtype=torch.float64)
+    order = rounds.argsort(stable=True)
+    sizes = torch.bincount(rounds).tolist() if len(seeds) else []
+    for members in tqdm(order.split(sizes), disable=not progress, desc="influence rounds"):
+        T[members] = _round_influence(model, x, graph, seeds[members], max_hops, locality,
+                                      device)
+    return T[inverse]
+
+
+def _round_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, locality: int,
+                     device) -> Tensor:
+    """Seeds with disjoint ``locality``-balls: the forward runs on the subgraph induced by
+    their (locality + 1)-balls and the out-neighbours of their balls, where their outputs
+    equal the full graph's; each node's gradient belongs to the one seed whose ball holds
+    it."""
+    node_ptr, nodes, hops, *_ = torch.ops.graphloc.khop_subgraphs(
+        graph.csr.indptr, graph.csr.indices, seeds, locality + 1)
+    region = torch.cat([nodes, _out_neighbours(graph, nodes[hops <= locality])]).unique()
+    local = torch.full((graph.num_nodes,), -1, dtype=torch.long)
+    local[region] = torch.arange(len(region))
+    edge_index = graph.edge_index
+    inside = (local[edge_index[0]] >= 0) & (local[edge_index[1]] >= 0)
+    sub_x = x[region].to(device).detach().requires_grad_()
+    out = model(sub_x, local[edge_index[:, inside]].to(device))
+    if out.dim() != 2 or out.size(0) != sub_x.size(0):
+        raise ValueError(f"the model returned shape {list(out.shape)} for {sub_x.size(0)} "
+                         "nodes: influence needs one output row per node")
+    total = _root_jacobian_l1(out[local[seeds].to(device)], sub_x).cpu()
+    owner = torch.repeat_interleave(torch.arange(len(seeds)), node_ptr.diff())
+    keep = hops <= min(locality, max_hops)  # zero influence from farther nodes
+    per_hop = torch.zeros(len(seeds) * (max_hops + 1), dtype=torch.float64)
+    per_hop.index_add_(0, owner[keep] * (max_hops + 1) + hops[keep],
+                       total[local[nodes[keep]]])
+    return per_hop.view(len(seeds), max_hops + 1)
 
 
 def _gather_shards(T: Tensor, total: int, rank: int, world: int) -> Tensor:
@@ -162,6 +247,14 @@ def _root_jacobian_l1(root_out: Tensor, packed: Tensor) -> Tensor:
     return total
 
 
+def _out_neighbours(graph: Graph, rows: Tensor) -> Tensor:
+    """The destinations of every edge out of ``rows`` (so out-degrees inside are exact)."""
+    indptr, indices = graph.csc.indptr.long(), graph.csc.indices.long()
+    starts, counts = indptr[rows], indptr[rows + 1] - indptr[rows]
+    first = torch.repeat_interleave(starts - (counts.cumsum(0) - counts), counts)
+    return indices[first + torch.arange(int(counts.sum()))]
+
+
 def receptive_field(T: Tensor) -> Tensor:
     """Per-row R = sum_h h T_h / sum_h T_h; rows with no influence at all are NaN."""
     hops = torch.arange(T.size(1), dtype=T.dtype)
@@ -181,7 +274,7 @@ def _mean_r(T: Tensor) -> float:
 def total_influence(model: torch.nn.Module, data, max_hops: int, num_samples=None,
                     normalize: bool = True, average: bool = True, device="cpu",
                     vectorize: bool = True, *, nodes=None, seed: int | None = None,
-                    batch_size: int = 256, method: str = "auto",
+                    batch_size: int = 256, method: str = "auto", locality: int | None = None,
                     progress: bool = False) -> tuple[Tensor, float]:
     """PyG's ``total_influence`` with the same arguments and results: the hop-wise mean
     influence (``[max_hops + 1]``, divided by hop 0 if ``normalize``) or, with
@@ -191,12 +284,15 @@ def total_influence(model: torch.nn.Module, data, max_hops: int, num_samples=Non
     them (``torch.randperm`` on the global generator) when ``seed`` is None, or from a
     generator seeded with ``seed``. ``vectorize`` is accepted for compatibility (the
     batched backward makes it moot). Seeds whose influence is zero at every hop are left
-    out of R with a warning (PyG returns NaN).
+    out of R with a warning (PyG returns NaN). ``method``: "auto" (PyG's numbers; per seed
+    for models marked ``graphloc_global``), "batched", "per_seed", or "full_graph" (exact
+    full-graph Jacobians of an L-local model, ``locality=L``; see the module docstring).
     """
     x, graph = _inputs(data)
     seeds = _seeds(graph.num_nodes, num_samples, nodes, seed)
     T = influence_per_hop(model, (x, graph), max_hops, seeds, batch_size=batch_size,
-                          device=device, method=method, progress=progress).float()
+                          device=device, method=method, locality=locality,
+                          progress=progress).float()
     R = _mean_r(T)
     if not average:
         return T, R
@@ -227,15 +323,15 @@ class InfluenceResult:
 
 def measure(model: torch.nn.Module, data, max_hops: int, num_samples=None, *, nodes=None,
             seed: int | None = 0, batch_size: int = 256, device="cpu", method: str = "auto",
-            bootstrap: int = 1000, confidence: float = 0.95,
+            locality: int | None = None, bootstrap: int = 1000, confidence: float = 0.95,
             progress: bool = False) -> InfluenceResult:
     """Total influence per hop of ``num_samples`` seeds (or ``nodes``), the normalised
     curve, R, and bootstrap percentile intervals for both (seeds resampled ``bootstrap``
-    times)."""
+    times). ``method`` and ``locality`` as in ``total_influence``."""
     x, graph = _inputs(data)
     seeds = _seeds(graph.num_nodes, num_samples, nodes, seed)
     T = influence_per_hop(model, (x, graph), max_hops, seeds, batch_size=batch_size,
-                          device=device, method=method, progress=progress)
+                          device=device, method=method, locality=locality, progress=progress)
     r = receptive_field(T)
     curve = T.mean(0) / T.mean(0)[0]
     gen = torch.Generator().manual_seed(0 if seed is None else seed)
@@ -250,7 +346,8 @@ def measure(model: torch.nn.Module, data, max_hops: int, num_samples=None, *, no
         curve_ci=torch.stack([curves.nanquantile(lo, 0), curves.nanquantile(hi, 0)]),
         R_ci=(float(r_boot.nanquantile(lo)), float(r_boot.nanquantile(hi))),
         settings={"max_hops": max_hops, "num_seeds": len(seeds), "seed": seed,
-                  "method": method, "bootstrap": bootstrap, "confidence": confidence})
+                  "method": method, "locality": locality, "bootstrap": bootstrap,
+                  "confidence": confidence})
 
 
 if __name__ == "__main__":

@@ -58,6 +58,10 @@ class Standardized(torch.nn.Module):
     def graphloc_global(self) -> bool:
         return getattr(self.model, "graphloc_global", False)
 
+    @property
+    def graphloc_hops(self) -> int | None:
+        return getattr(self.model, "graphloc_hops", None)
+
     def fit(self, x: torch.Tensor) -> Standardized:
         self.mean.copy_(x.mean(0))
         self.std.copy_(x.std(0).clamp(min=1e-6).nan_to_num(1.0))

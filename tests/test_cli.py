@@ -64,3 +64,16 @@ def test_train_then_measure_the_checkpoint(tmp_path, capsys):
                  "--max-hops", "3", "--samples", "10", "--out", str(out)]) == 0
     (label,) = json.loads(out.read_text())
     assert label.startswith("sage x2")
+    # every node, exact full-graph Jacobians (L = 2 from the checkpoint's model): with
+    # max_hops = L + 1 the sampled seeds' rows are the batched ones
+    every = tmp_path / "all.json"
+    assert main(["influence", "--graph", "synthetic:300", "--checkpoint", str(run / "best.pt"),
+                 "--max-hops", "3", "--samples", "0", "--method", "full_graph",
+                 "--out", str(every)]) == 0
+    sampled, full = json.loads(out.read_text())[label], json.loads(every.read_text())[label]
+    assert sorted(full["nodes"]) == list(range(300))
+    assert full["settings"]["method"] == "full_graph"
+    import torch
+    row_of = torch.tensor(full["nodes"]).argsort()
+    rows = torch.tensor(full["totals"])[row_of[sampled["nodes"]]]
+    torch.testing.assert_close(rows, torch.tensor(sampled["totals"]), rtol=1e-5, atol=1e-9)

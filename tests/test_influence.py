@@ -182,3 +182,94 @@ def test_long_range_models_reach_as_far_as_their_design():
         assert model.graphloc_global  # measured one ball at a time, so balls do not mix
         T = influence_per_hop(model.eval(), data, 6, nodes)
         assert (T[:, 3:].sum(1) > 0).all()  # beyond the one-hop local branch
+
+
+def _in_balls(edge_index, num_nodes, radius):
+    """node -> {u: hops} for the u that reach it within ``radius`` hops (networkx)."""
+    import networkx as nx
+    g = nx.DiGraph()
+    g.add_nodes_from(range(num_nodes))
+    g.add_edges_from(edge_index.t().tolist())
+    rev = g.reverse()
+    return {v: nx.single_source_shortest_path_length(rev, v, cutoff=radius)
+            for v in range(num_nodes)}
+
+
+@pytest.mark.parametrize("max_hops", [1, 2, 4])
+@pytest.mark.parametrize("conv,kwargs", [("gcn", {}), ("sage", {}), ("cheb", {"K": 2})])
+def test_full_graph_equals_the_dense_full_graph_jacobian(conv, kwargs, max_hops):
+    """Every node of a directed graph with isolated nodes, max_hops below, at and above the
+    depth: T_h(v) sums I(v, u) of the full-graph Jacobian over the u exactly h hops away."""
+    import graphloc.nn as gl
+    edge_index = random_edge_index(30, 70, seed=4)
+    x = torch.randn(33, 4, dtype=torch.float64)
+    torch.manual_seed(2)
+    model = gl.GNN(conv, 4, 5, 3, 2, **kwargs).double().eval()
+    graph = Graph(edge_index, num_nodes=33)
+    pair = torch.autograd.functional.jacobian(lambda inp: model(inp, graph), x).abs().sum((1, 3))
+    ours = influence_per_hop(model, (x, graph), max_hops, torch.arange(33), method="full_graph")
+    expected = torch.zeros(33, max_hops + 1, dtype=torch.float64)
+    for v, ball in _in_balls(edge_index, 33, max_hops).items():
+        for u, h in ball.items():
+            expected[v, h] += pair[v, u]
+    torch.testing.assert_close(ours, expected)
+
+
+@pytest.mark.parametrize("graph", ["road", "hub"])
+@pytest.mark.parametrize("name", ["pyg-gcn", "pyg-sage", "gl-gat", "gl-cheb", "gl-gcn"])
+def test_full_graph_gives_pyg_numbers_once_max_hops_exceeds_the_depth(name, graph):
+    """max_hops = L + 1: PyG's balls then hold every in-degree the model reads, so its
+    truncated Jacobians are the full graph's. Cheb reads out-degrees, which PyG's in-balls
+    truncate on a directed graph: it is compared on the undirected hub graph."""
+    from torch_geometric.utils import to_undirected
+    model = models()[name]
+    data = road_data() if graph == "road" else hub_data()
+    if name == "gl-cheb":
+        data.edge_index = to_undirected(data.edge_index)
+    locality = getattr(model, "graphloc_hops", 3)
+    nodes = torch.arange(0, data.num_nodes, 3)
+    batched = influence_per_hop(model, data, locality + 1, nodes, batch_size=7)
+    full = influence_per_hop(model, data, locality + 1, nodes, method="full_graph",
+                             locality=locality)
+    torch.testing.assert_close(full, batched, rtol=1e-5, atol=1e-12)
+    assert (full[:, locality + 1] == 0).all()
+
+
+def test_separated_rounds_are_disjoint_and_greedy():
+    """Within a round the L-balls share no node; each seed has the smallest round free of
+    earlier seeds whose ball meets its own (a Python greedy over networkx balls)."""
+    edge_index = random_edge_index(60, 150, seed=9)
+    graph = Graph(edge_index, num_nodes=60)
+    seeds = torch.randperm(60, generator=torch.Generator().manual_seed(0))[:45]
+    for radius in (0, 1, 2):
+        rounds = torch.ops.graphloc.separated_rounds(graph.csr.indptr, graph.csr.indices,
+                                                     graph.csc.indptr, graph.csc.indices,
+                                                     seeds, radius)
+        balls = _in_balls(edge_index, 60, radius)
+        expected = []
+        for i, s in enumerate(seeds.tolist()):
+            taken = {expected[j] for j in range(i) if balls[s].keys() & balls[int(seeds[j])].keys()}
+            expected.append(min(set(range(i + 1)) - taken))
+        assert rounds.tolist() == expected
+    assert rounds.max() > 0  # the radius-2 balls do collide here
+
+
+def test_full_graph_bad_input():
+    import graphloc.nn as gl
+    data = road_data(60)
+    csr, csc = Graph(data.edge_index, num_nodes=60).csr, Graph(data.edge_index, 60).csc
+    with pytest.raises(RuntimeError, match="seed 3 appears twice"):
+        torch.ops.graphloc.separated_rounds(csr.indptr, csr.indices, csc.indptr, csc.indices,
+                                            torch.tensor([3, 3]), 1)
+    with pytest.raises(RuntimeError, match="seed 60 is out of range for 60 nodes"):
+        torch.ops.graphloc.separated_rounds(csr.indptr, csr.indices, csc.indptr, csc.indices,
+                                            torch.tensor([60]), 1)
+    with pytest.raises(ValueError, match="pass locality=L or set graphloc_hops on GCN"):
+        influence_per_hop(models()["pyg-gcn"], data, 2, [0], method="full_graph")
+    with pytest.raises(ValueError, match="locality must be an int >= 0, got -1"):
+        influence_per_hop(models()["gl-gcn"], data, 2, [0], method="full_graph", locality=-1)
+    with pytest.raises(ValueError, match="SGFormer is global"):
+        influence_per_hop(gl.SGFormer(6, 8, 3), data, 2, [0], method="full_graph", locality=2)
+    # a repeated seed gets its row twice, like the other methods
+    T = influence_per_hop(models()["gl-gcn"], data, 2, [5, 5, 1], method="full_graph")
+    torch.testing.assert_close(T[0], T[1])

@@ -89,8 +89,76 @@ khop_subgraphs_cpu(const at::Tensor& indptr, const at::Tensor& indices, const at
           concat(balls, &Ball::edge, edge_off)};
 }
 
+// Greedy rounds of seeds whose in-balls of radius k are pairwise disjoint: seed i takes the
+// smallest round not held by an earlier seed t with ball(i) and ball(t) sharing a node, that
+// is, a t reached from ball(i) within k hops over out-edges. Sequential (each choice depends
+// on the earlier ones); the cost per seed is the size of its 2k-hop neighbourhood.
+template <typename index_t>
+void assign_rounds(const index_t* indptr, const index_t* indices, const index_t* t_indptr,
+                   const index_t* t_indices, const int64_t* seed, int64_t S, int64_t k,
+                   int64_t n, int64_t* round) {
+  BallScratch ball(n);
+  std::vector<int64_t> reach_stamp(n, -1), reach, depth, held(S + 1, -1);
+  std::vector<int64_t> round_at(n, -1);  // the round of the seed at a node, -1 if none
+  for (int64_t i = 0; i < S; ++i) {
+    bfs_ball(indptr, indices, seed[i], k, i, ball);
+    reach.assign(ball.nodes.begin(), ball.nodes.end());
+    depth.assign(reach.size(), 0);
+    for (const int64_t u : reach) reach_stamp[u] = i;
+    for (size_t head = 0; head < reach.size(); ++head) {
+      const int64_t w = reach[head];
+      if (round_at[w] >= 0) held[round_at[w]] = i;
+      if (depth[head] == k) continue;
+      for (int64_t e = t_indptr[w]; e < t_indptr[w + 1]; ++e) {
+        const int64_t t = t_indices[e];
+        if (reach_stamp[t] == i) continue;
+        reach_stamp[t] = i;
+        reach.push_back(t);
+        depth.push_back(depth[head] + 1);
+      }
+    }
+    int64_t r = 0;
+    while (held[r] == i) ++r;
+    round[i] = r;
+    round_at[seed[i]] = r;
+  }
+}
+
+at::Tensor separated_rounds_cpu(const at::Tensor& indptr, const at::Tensor& indices,
+                                const at::Tensor& t_indptr, const at::Tensor& t_indices,
+                                const at::Tensor& seeds, int64_t hops) {
+  check_csr(indptr, indices);
+  check_csr(t_indptr, t_indices);
+  TORCH_CHECK(t_indptr.numel() == indptr.numel() && t_indices.numel() == indices.numel() &&
+                  t_indptr.scalar_type() == indptr.scalar_type(),
+              "the transpose must have the same nodes, edges and index dtype as the CSR");
+  TORCH_CHECK(hops >= 0, "hops must be >= 0, got ", hops);
+  TORCH_CHECK(seeds.dim() == 1 && seeds.scalar_type() == at::kLong, "seeds must be int64 [S]");
+  const int64_t n = indptr.numel() - 1, S = seeds.numel();
+  auto sc = seeds.contiguous();
+  const int64_t* seed = sc.data_ptr<int64_t>();
+  std::vector<char> seen(n, 0);
+  for (int64_t i = 0; i < S; ++i) {
+    TORCH_CHECK(seed[i] >= 0 && seed[i] < n, "seed ", seed[i], " is out of range for ", n,
+                " nodes");
+    TORCH_CHECK(!seen[seed[i]], "seed ", seed[i], " appears twice");
+    seen[seed[i]] = 1;
+  }
+  auto round = at::empty({S}, at::kLong);
+  auto ic = indices.contiguous(), tc = t_indices.contiguous();
+  GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+    assign_rounds<index_t>(indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(),
+                           t_indptr.data_ptr<index_t>(), tc.data_ptr<index_t>(), seed, S, hops,
+                           n, round.data_ptr<int64_t>());
+  });
+  return round;
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(graphloc, CPU, m) { m.impl("khop_subgraphs", &khop_subgraphs_cpu); }
+TORCH_LIBRARY_IMPL(graphloc, CPU, m) {
+  m.impl("khop_subgraphs", &khop_subgraphs_cpu);
+  m.impl("separated_rounds", &separated_rounds_cpu);
+}
 
 }  // namespace graphloc

@@ -162,6 +162,10 @@ class LiftGCN(torch.nn.Module):
         graph = as_graph(graph, x)
         return self.lin_out(torch.cat(self.propagate(self.embed(x), graph), dim=1))
 
+    @property
+    def graphloc_hops(self) -> int:
+        return self.num_layers
+
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.lin_in.in_features}, "
                 f"{self.lin_out.out_features}, num_layers={self.num_layers})")

@@ -114,6 +114,12 @@ class GNN(torch.nn.Module):
             x = x + h if self.residual and h.shape == x.shape else h
         return self.convs[-1](x, graph)
 
+    @property
+    def graphloc_hops(self) -> int:
+        """How far a node's output reaches (for ``graphloc.influence``'s full-graph mode): a
+        ChebConv with K terms reaches K - 1 hops, every other conv one."""
+        return sum(len(c.lins) - 1 if isinstance(c, ChebConv) else 1 for c in self.convs)
+
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.conv_name}, layers={len(self.convs)}, "
                 f"{self.convs[0].__repr__()} ... {self.convs[-1].__repr__()})")
@@ -168,6 +174,10 @@ class DAGNN(torch.nn.Module):
             h = ops.spmm(norm_graph, h, weight)
             out = out + self.gates(h) * h
         return out
+
+    @property
+    def graphloc_hops(self) -> int:
+        return self.K
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.lin1.in_features}, "

@@ -271,6 +271,8 @@ def _register() -> None:
     fake(lib + "spmm_arg_backward")(_arg_backward_fake)
     fake(lib + "hop2_sample")(lambda indptr, indices, K, seed: indptr.new_empty(
         indptr.shape[0] - 1, K, dtype=torch.long))
+    fake(lib + "separated_rounds")(lambda indptr, indices, t_indptr, t_indices, seeds, hops:
+                                   seeds.new_empty(seeds.shape))
     autograd = torch.library.register_autograd
     autograd(lib + "spmm", _spmm_backward, setup_context=_spmm_setup)
     autograd(lib + "segment_reduce", _segment_reduce_backward, setup_context=_segment_reduce_setup)

@@ -57,6 +57,8 @@ def _samples():
     yield kernels.coo_to_csr, (g.edge_index[1].int(), N)
     yield kernels.local_eccentricity, (csr.indptr, csr.indices, torch.rand(E, **f64), 3)
     yield kernels.hop2_sample, (csr.indptr, csr.indices, 5, 7)
+    yield kernels.separated_rounds, (csr.indptr, csr.indices, *transpose[:2],
+                                     torch.randperm(N)[:N // 2], 2)
 
 
 @pytest.mark.parametrize("op,args", list(_samples()),
