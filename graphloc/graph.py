@@ -43,7 +43,7 @@ class CSR:
         return self.indptr[1:] - self.indptr[:-1]
 
 
-def _validated_edge_index(edge_index, num_nodes):
+def _validated_edge_index(edge_index, num_nodes, num_src_nodes=None):
     if not isinstance(edge_index, Tensor):
         raise TypeError(f"edge_index must be a torch.Tensor, got {type(edge_index).__name__}")
     if edge_index.dtype.is_floating_point or edge_index.dtype.is_complex \
@@ -57,17 +57,20 @@ def _validated_edge_index(edge_index, num_nodes):
     num_nodes = int(num_nodes)
     if num_nodes <= 0:
         raise ValueError(f"a graph needs at least one node, got num_nodes={num_nodes}")
+    sizes = (num_nodes if num_src_nodes is None else num_src_nodes, num_nodes)
     if edge_index.numel():
         low, high = torch.aminmax(edge_index, dim=1)
-        for side in (0, 1):
+        for side, what in ((0, "source"), (1, "destination")):
             if low[side] < 0:
                 col = int((edge_index[side] < 0).nonzero()[0])
                 raise ValueError(f"edge_index[{side}] holds {int(low[side])} at column {col}; "
                                  "indices must be >= 0")
-            if high[side] >= num_nodes:
-                col = int((edge_index[side] >= num_nodes).nonzero()[0])
+            if high[side] >= sizes[side]:
+                col = int((edge_index[side] >= sizes[side]).nonzero()[0])
+                nodes = f"{sizes[side]} nodes" if num_src_nodes is None \
+                    else f"{sizes[side]} {what} nodes"
                 raise ValueError(f"edge_index[{side}] holds {int(high[side])} at column {col} "
-                                 f"but the graph has {num_nodes} nodes")
+                                 f"but the graph has {nodes}")
     return edge_index, num_nodes
 
 
@@ -96,27 +99,56 @@ class Graph:
     Raises ``TypeError``/``ValueError`` naming the offending value for a non-integer or
     misshapen ``edge_index``, an index outside ``[0, num_nodes)``, ``num_nodes <= 0`` or a
     mismatched ``edge_attr``.
+
+    A bipartite graph (messages from one node set to another, as PyG's ``size=(num_src,
+    num_dst)``) comes from :meth:`bipartite`; there ``num_nodes`` is the number of
+    destination nodes (the rows of every aggregation) and ``num_src_nodes`` the number of
+    source nodes. Structure methods that need one node set (self-loops, normalisation,
+    reversal, reordering) raise on it.
     """
 
     def __init__(self, edge_index: Tensor, num_nodes: int | None = None,
                  edge_attr: Tensor | None = None):
-        edge_index, num_nodes = _validated_edge_index(edge_index, num_nodes)
+        self._build(edge_index, num_nodes, None, edge_attr)
+
+    @classmethod
+    def bipartite(cls, edge_index: Tensor, size: tuple[int, int],
+                  edge_attr: Tensor | None = None) -> Graph:
+        """Edges ``edge_index[0] -> edge_index[1]`` from ``size[0]`` source nodes to
+        ``size[1]`` destination nodes."""
+        if len(size) != 2 or any(isinstance(n, bool) or int(n) != n or n <= 0 for n in size):
+            raise ValueError(f"size must be (num_src_nodes, num_dst_nodes) > 0, got {size}")
+        graph = cls.__new__(cls)
+        graph._build(edge_index, int(size[1]), int(size[0]), edge_attr)
+        return graph
+
+    def _build(self, edge_index, num_nodes, num_src_nodes, edge_attr):
+        edge_index, num_nodes = _validated_edge_index(edge_index, num_nodes, num_src_nodes)
         edge_attr = _validated_edge_attr(edge_attr, edge_index.size(1), edge_index.device)
-        small = num_nodes <= _INT32_MAX and edge_index.size(1) <= _INT32_MAX
-        index_dtype = torch.int32 if small else torch.int64
+        largest = max(num_nodes, num_src_nodes or 0, edge_index.size(1))
+        index_dtype = torch.int32 if largest <= _INT32_MAX else torch.int64
         src, dst = edge_index.to(index_dtype)
         indptr, perm = kernels.coo_to_csr(dst, num_nodes)
         already_sorted = bool((dst[1:] >= dst[:-1]).all()) if dst.numel() > 1 else True
         csr = CSR(indptr, src if already_sorted else src.index_select(0, perm.long()),
                   None if already_sorted else perm)
-        self._init(edge_index, num_nodes, edge_attr, csr, {})
+        self._init(edge_index, num_nodes, edge_attr, csr, {}, num_src_nodes)
 
-    def _init(self, edge_index, num_nodes, edge_attr, csr, cache):
+    def _init(self, edge_index, num_nodes, edge_attr, csr, cache, num_src_nodes=None):
         object.__setattr__(self, "edge_index", edge_index)
         object.__setattr__(self, "num_nodes", num_nodes)
         object.__setattr__(self, "edge_attr", edge_attr)
         object.__setattr__(self, "csr", csr)
         object.__setattr__(self, "_cache", cache)
+        object.__setattr__(self, "is_bipartite", num_src_nodes is not None)
+        object.__setattr__(self, "num_src_nodes",
+                           num_nodes if num_src_nodes is None else num_src_nodes)
+
+    def _require_one_node_set(self, what: str) -> None:
+        if self.is_bipartite:
+            raise ValueError(f"{what} needs a graph on one node set; this one is bipartite "
+                             f"({self.num_src_nodes} source, {self.num_nodes} destination "
+                             f"nodes)")
 
     def __setattr__(self, name, value):
         raise AttributeError(f"Graph is immutable; cannot set {name!r}")
@@ -177,7 +209,9 @@ class Graph:
 
     def __repr__(self) -> str:
         attr = "" if self.edge_attr is None else f", edge_attr={list(self.edge_attr.shape)}"
-        return (f"Graph(num_nodes={self.num_nodes}, num_edges={self.num_edges}{attr}, "
+        nodes = (f"size=({self.num_src_nodes}, {self.num_nodes})" if self.is_bipartite
+                 else f"num_nodes={self.num_nodes}")
+        return (f"Graph({nodes}, num_edges={self.num_edges}{attr}, "
                 f"device={self.device})")
 
     def cached(self, key, build):
@@ -192,14 +226,14 @@ class Graph:
         """The source-major transpose: row ``j`` lists the edges out of ``j`` by destination;
         ``perm`` maps each entry to its position in ``csr`` (not the user's edge id)."""
         return self.cached("csc", lambda: CSR(*csr_transpose(
-            self.csr.indptr, self.csr.indices, self.num_nodes)))
+            self.csr.indptr, self.csr.indices, self.num_src_nodes)))
 
     def in_degree(self) -> Tensor:
         return self.cached("in_degree", lambda: self.csr.degree().long())
 
     def out_degree(self) -> Tensor:
         return self.cached("out_degree", lambda: torch.bincount(
-            self.edge_index[0], minlength=self.num_nodes))
+            self.edge_index[0], minlength=self.num_src_nodes))
 
     def to(self, device) -> Graph:
         """A copy on ``device``, with every cache moved along."""
@@ -211,7 +245,8 @@ class Graph:
         out = Graph.__new__(Graph)
         out._init(self.edge_index.to(device), self.num_nodes,
                   None if self.edge_attr is None else self.edge_attr.to(device),
-                  self.csr.to(device), {k: move(v) for k, v in self._cache.items()})
+                  self.csr.to(device), {k: move(v) for k, v in self._cache.items()},
+                  self.num_src_nodes if self.is_bipartite else None)
         return out
 
     # --- edge order helpers used by the ops --------------------------------------------
@@ -230,16 +265,20 @@ class Graph:
 
     # --- structure: each returns a new Graph -------------------------------------------
 
-    def _with_edges(self, edge_index: Tensor, edge_attr: Tensor | None) -> Graph:
+    def with_edges(self, edge_index: Tensor, edge_attr: Tensor | None = None) -> Graph:
+        """A Graph on the same node set(s) with other edges."""
+        if self.is_bipartite:
+            return Graph.bipartite(edge_index, (self.num_src_nodes, self.num_nodes), edge_attr)
         return Graph(edge_index, num_nodes=self.num_nodes, edge_attr=edge_attr)
 
     def _pair_keys(self, flip: bool = False) -> Tensor:
         src, dst = self.edge_index
-        return (src * self.num_nodes + dst) if flip else (dst * self.num_nodes + src)
+        return (src * self.num_nodes + dst) if flip else (dst * self.num_src_nodes + src)
 
     @property
     def is_undirected(self) -> bool:
         """Whether every edge ``u -> v`` has a reverse ``v -> u`` (multiplicities ignored)."""
+        self._require_one_node_set("is_undirected")
         return self.cached("is_undirected", lambda: torch.equal(
             torch.unique(self._pair_keys()), torch.unique(self._pair_keys(flip=True))))
 
@@ -264,27 +303,30 @@ class Graph:
         edge_index = self.edge_index.index_select(1, first)
         edge_attr = None if self.edge_attr is None else scatter(
             self.edge_attr, group, dim=0, dim_size=num_groups, reduce=reduce)
-        return self._with_edges(edge_index, edge_attr)
+        return self.with_edges(edge_index, edge_attr)
 
     def to_undirected(self, reduce: str = "sum") -> Graph:
         """Adds every reverse edge, then coalesces (merging ``edge_attr`` with ``reduce``)."""
+        self._require_one_node_set("to_undirected")
         edge_index = torch.cat([self.edge_index, self.edge_index.flip(0)], dim=1)
         edge_attr = None if self.edge_attr is None else torch.cat([self.edge_attr] * 2)
-        return self._with_edges(edge_index, edge_attr).coalesce(reduce)
+        return self.with_edges(edge_index, edge_attr).coalesce(reduce)
 
     def remove_self_loops(self) -> Graph:
         keep = self.edge_index[0] != self.edge_index[1]
         edge_attr = None if self.edge_attr is None else self.edge_attr[keep]
-        return self._with_edges(self.edge_index[:, keep], edge_attr)
+        return self.with_edges(self.edge_index[:, keep], edge_attr)
 
     def add_self_loops(self, fill_value: float = 1.0) -> Graph:
-        """Appends a loop ``i -> i`` for every node; their ``edge_attr`` rows are ``fill_value``."""
-        loops = torch.arange(self.num_nodes, device=self.device).expand(2, -1)
+        """Appends a loop ``i -> i`` for every node (bipartite: for the ids below both node
+        counts, as PyG's GAT); their ``edge_attr`` rows are ``fill_value``."""
+        count = min(self.num_nodes, self.num_src_nodes)
+        loops = torch.arange(count, device=self.device).expand(2, -1)
         edge_attr = self.edge_attr
         if edge_attr is not None:
-            fill = edge_attr.new_full((self.num_nodes, *edge_attr.shape[1:]), fill_value)
+            fill = edge_attr.new_full((count, *edge_attr.shape[1:]), fill_value)
             edge_attr = torch.cat([edge_attr, fill])
-        return self._with_edges(torch.cat([self.edge_index, loops], dim=1), edge_attr)
+        return self.with_edges(torch.cat([self.edge_index, loops], dim=1), edge_attr)
 
     def gcn_norm(self, add_self_loops: bool = True, improved: bool = False,
                  edge_weight: Tensor | None = None,
@@ -304,6 +346,7 @@ class Graph:
         return self._gcn_norm(add_self_loops, improved, edge_weight, dtype)
 
     def _gcn_norm(self, add_self_loops, improved, edge_weight, dtype):
+        self._require_one_node_set("gcn_norm")
         if edge_weight is None:
             edge_weight = torch.ones(self.num_edges, dtype=dtype, device=self.device)
         if edge_weight.shape != (self.num_edges,):
@@ -332,6 +375,7 @@ class Graph:
         ids, so gathers hit cache). ``degree``: by decreasing in-degree (hubs first).
         Edge order and ``edge_attr`` are kept.
         """
+        self._require_one_node_set("reorder")
         if method == "rcm":
             import scipy.sparse as sp
             from scipy.sparse.csgraph import reverse_cuthill_mckee
@@ -347,4 +391,4 @@ class Graph:
             raise ValueError(f"reorder method must be 'rcm' or 'degree', got {method!r}")
         new_id = torch.empty_like(perm)
         new_id[perm] = torch.arange(self.num_nodes, device=self.device)
-        return self._with_edges(new_id[self.edge_index], self.edge_attr), perm
+        return self.with_edges(new_id[self.edge_index], self.edge_attr), perm

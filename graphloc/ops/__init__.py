@@ -27,14 +27,18 @@ def _check_graph(graph) -> None:
                         "edge_index with graphloc.Graph(edge_index, num_nodes)")
 
 
-def _check_node_features(graph, x: Tensor, name: str) -> None:
+def _check_node_features(graph, x: Tensor, name: str, side: str = "source") -> None:
+    """``x`` holds a row per source node (or destination node, ``side="destination"``)."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in _FLOATS:
         raise TypeError(f"{name} must be float32, float64 or bfloat16, got {x.dtype}")
-    if x.dim() == 0 or x.size(0) != graph.num_nodes:
+    bipartite = getattr(graph, "is_bipartite", False)
+    expected = graph.num_src_nodes if bipartite and side == "source" else graph.num_nodes
+    if x.dim() == 0 or x.size(0) != expected:
         rows = x.size(0) if x.dim() else "no"
-        raise ValueError(f"{name} has {rows} rows but the graph has {graph.num_nodes} nodes")
+        nodes = f"{expected} {side} nodes" if bipartite else f"{expected} nodes"
+        raise ValueError(f"{name} has {rows} rows but the graph has {nodes}")
     if x.device != graph.device:
         raise ValueError(f"{name} is on {x.device} but the graph is on {graph.device}")
 
@@ -69,7 +73,8 @@ def spmm(graph, x: Tensor, edge_weight: Tensor | None = None, reduce: str = "sum
             get 0. For max/min the gradient goes to the winning edge (the first in CSR order on
             ties), like torch_scatter.
 
-    Returns ``[N, ...]`` with the shape of ``x``.
+    Returns ``[N, ...]`` with the shape of ``x`` (bipartite graphs: ``x`` has a row per
+    source node, the output one per destination node).
     """
     _check_graph(graph)
     _check_node_features(graph, x, "x")
@@ -85,7 +90,7 @@ def spmm(graph, x: Tensor, edge_weight: Tensor | None = None, reduce: str = "sum
     csc = _transpose_args(graph, needs_grad)
     out, _ = kernels.spmm(graph.csr.indptr, graph.csr.indices, value, as_rows(x),
                           reduce, *csc)
-    return out.view(x.shape) if x.dim() != 2 else out
+    return out.view(-1, *x.shape[1:]) if x.dim() != 2 else out
 
 
 def sddmm(graph, a: Tensor, b: Tensor, op: str = "dot") -> Tensor:
@@ -98,8 +103,8 @@ def sddmm(graph, a: Tensor, b: Tensor, op: str = "dot") -> Tensor:
     """
     _check_graph(graph)
     _check_node_features(graph, a, "a")
-    _check_node_features(graph, b, "b")
-    if a.shape != b.shape or a.dtype != b.dtype:
+    _check_node_features(graph, b, "b", side="destination")
+    if a.shape[1:] != b.shape[1:] or a.dtype != b.dtype:
         raise ValueError(f"a and b must match, got {list(a.shape)} {a.dtype} and "
                          f"{list(b.shape)} {b.dtype}")
     if op not in ("dot", "add", "mul"):
@@ -158,7 +163,7 @@ def segment_attention(graph, scores: Tensor, x: Tensor,
     needs_grad = torch.is_grad_enabled() and x.requires_grad
     out, lse = kernels.segment_attention(s, graph.csr.indptr, graph.csr.indices, x2,
                                          *_transpose_args(graph, needs_grad))
-    out = out.view(x.shape)
+    out = out.view(-1, *x.shape[1:])
     if not return_weights:
         return out
     weights = (s - kernels.gather_csr(lse, graph.csr.indptr, s.size(0))).exp()

@@ -8,27 +8,67 @@ from torch import Tensor
 from graphloc.graph import Graph
 
 
-def as_graph(graph_or_edge_index, x: Tensor) -> Graph:
-    """A ``Graph`` as given, or one built around a raw ``edge_index`` on ``x.size(0)`` nodes.
+def as_graph(graph_or_edge_index, x: Tensor | tuple[Tensor, Tensor]) -> Graph:
+    """A ``Graph`` as given, or one built around a raw ``edge_index`` on ``x.size(0)`` nodes
+    (bipartite, ``size=(x_src.size(0), x_dst.size(0))``, for a pair ``x = (x_src, x_dst)``).
 
     Building validates and sorts the edges on every call; pass a ``Graph`` to do it once.
     """
+    pair = isinstance(x, (tuple, list))
     if isinstance(graph_or_edge_index, Graph):
-        return graph_or_edge_index
-    if isinstance(graph_or_edge_index, Tensor):
-        return Graph(graph_or_edge_index, num_nodes=x.size(0))
-    raise TypeError("expected a graphloc.Graph or an edge_index tensor, got "
-                    f"{type(graph_or_edge_index).__name__}")
+        graph = graph_or_edge_index
+    elif isinstance(graph_or_edge_index, Tensor):
+        if not pair:
+            return Graph(graph_or_edge_index, num_nodes=x.size(0))
+        graph = Graph.bipartite(graph_or_edge_index, (x[0].size(0), x[1].size(0)))
+    else:
+        raise TypeError("expected a graphloc.Graph or an edge_index tensor, got "
+                        f"{type(graph_or_edge_index).__name__}")
+    if pair and (x[0].size(0), x[1].size(0)) != (graph.num_src_nodes, graph.num_nodes):
+        raise ValueError(f"x_src and x_dst have {x[0].size(0)} and {x[1].size(0)} rows but "
+                         f"the graph has {graph.num_src_nodes} source and {graph.num_nodes} "
+                         "destination nodes")
+    return graph
 
 
-def check_input(layer: torch.nn.Module, x: Tensor, in_channels: int) -> None:
+def check_input(layer: torch.nn.Module, x: Tensor, in_channels: int | None,
+                name: str = "x") -> None:
+    """Floating-point ``[N, in_channels]`` features (any width when ``in_channels`` is None)."""
     if not isinstance(x, Tensor) or not x.is_floating_point():
         got = x.dtype if isinstance(x, Tensor) else type(x).__name__
-        raise TypeError(f"{layer.__class__.__name__} expects floating-point node features, "
-                        f"got {got}")
-    if x.dim() != 2 or x.size(1) != in_channels:
-        raise ValueError(f"{layer.__class__.__name__} expects x of shape [N, {in_channels}], "
+        raise TypeError(f"{layer.__class__.__name__} expects floating-point node features "
+                        f"{name}, got {got}")
+    if x.dim() != 2 or (in_channels is not None and x.size(1) != in_channels):
+        width = "F" if in_channels is None else in_channels
+        raise ValueError(f"{layer.__class__.__name__} expects {name} of shape [N, {width}], "
                          f"got {list(x.shape)}")
+
+
+def split_widths(in_channels) -> tuple:
+    """``(source width, destination width)`` from an int (both) or a pair."""
+    if isinstance(in_channels, (tuple, list)):
+        if len(in_channels) != 2:
+            raise ValueError(f"in_channels must be an int or a pair, got {in_channels}")
+        return tuple(in_channels)
+    return in_channels, in_channels
+
+
+def node_pair(layer: torch.nn.Module, x, in_channels) -> tuple[Tensor, Tensor]:
+    """``(x_src, x_dst)`` from a pair (bipartite message passing, PyG's convention) or from
+    one tensor used on both sides, each checked against its width (``in_channels`` an int
+    for both, a pair, or None for any)."""
+    if isinstance(x, (tuple, list)):
+        if len(x) != 2 or any(not isinstance(t, Tensor) for t in x):
+            raise TypeError(f"{layer.__class__.__name__} expects x as a tensor or a pair "
+                            f"(x_src, x_dst) of tensors, got {[type(t).__name__ for t in x]}")
+        x_src, x_dst = x
+    else:
+        x_src = x_dst = x
+    src_width, dst_width = split_widths(in_channels)
+    check_input(layer, x_src, src_width, "x_src" if x_src is not x_dst else "x")
+    if x_dst is not x_src:
+        check_input(layer, x_dst, dst_width, "x_dst")
+    return x_src, x_dst
 
 
 def glorot_linear(in_channels: int, out_channels: int) -> torch.nn.Linear:

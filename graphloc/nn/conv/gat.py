@@ -10,7 +10,13 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.graph import Graph
-from graphloc.nn.conv._utils import as_graph, check_input, glorot_linear, reset_glorot
+from graphloc.nn.conv._utils import (
+    as_graph,
+    glorot_linear,
+    node_pair,
+    reset_glorot,
+    split_widths,
+)
 
 
 def _glorot(param: torch.Tensor) -> None:
@@ -26,11 +32,12 @@ def _block_diagonal(att: Tensor) -> Tensor:
 
 
 def _pyg_edge_order(graph: Graph) -> tuple[Tensor, Tensor, Tensor]:
-    """PyG's edge list for GAT (the graph's non-loop edges, then one loop per node), the
-    order that sorts it by destination (stable), and the mask of the surviving originals."""
+    """PyG's edge list for GAT (the graph's non-loop edges, then one loop per node, or per
+    id below both node counts of a bipartite graph), the order that sorts it by destination
+    (stable), and the mask of the surviving originals."""
     src, dst = graph.edge_index
     keep = src != dst
-    loops = torch.arange(graph.num_nodes, device=graph.device).expand(2, -1)
+    loops = torch.arange(_num_loops(graph), device=graph.device).expand(2, -1)
     pyg_edge_index = torch.cat([graph.edge_index[:, keep], loops], dim=1)
     return pyg_edge_index, torch.sort(pyg_edge_index[1], stable=True).indices, keep
 
@@ -40,7 +47,11 @@ def _with_fresh_self_loops(graph: Graph) -> Graph:
     permutation. The edge order that maps it back (``_pyg_edge_order``) is cached
     separately, only once edge features or weights are asked for."""
     pyg_edge_index, order, _ = _pyg_edge_order(graph)
-    return Graph(pyg_edge_index[:, order], graph.num_nodes)
+    return graph.with_edges(pyg_edge_index[:, order])
+
+
+def _num_loops(graph: Graph) -> int:
+    return min(graph.num_nodes, graph.num_src_nodes)
 
 
 class GATConv(torch.nn.Module):
@@ -62,7 +73,8 @@ class GATConv(torch.nn.Module):
     training the weights are materialised (``[E, H]``) to be dropped, still without messages.
 
     Args:
-        in_channels (int): input feature width.
+        in_channels (int or (int, int)): input feature width; a pair gives sources and
+            destinations their own projections ``lin_src`` and ``lin_dst`` (bipartite).
         out_channels (int): width per head, C.
         heads (int, default 1): number of heads, H.
         concat (bool, default True): concatenate heads (``H * C`` outputs), else average.
@@ -76,13 +88,14 @@ class GATConv(torch.nn.Module):
         residual (bool, default False): add a linear projection of the input.
 
     Shapes:
-        input: ``[N, in_channels]``, a ``Graph`` or ``edge_index [2, E]``, optional
+        input: ``[N, in_channels]`` or a pair ``(x_src, x_dst)`` (bipartite: output rows
+        and residual from ``x_dst``), a ``Graph`` or ``edge_index [2, E]``, optional
         ``edge_attr [E, edge_dim]``. output: ``[N, H * C]`` (``[N, C]`` if not concat);
         with ``return_attention_weights=True`` also ``(edge_index, alpha [E', H])`` over the
         edges used (self-loops included).
     """
 
-    def __init__(self, in_channels: int, out_channels: int, heads: int = 1,
+    def __init__(self, in_channels: int | tuple[int, int], out_channels: int, heads: int = 1,
                  concat: bool = True, negative_slope: float = 0.2, dropout: float = 0.0,
                  add_self_loops: bool = True, edge_dim: int | None = None,
                  fill_value: float | str = "mean", bias: bool = True, residual: bool = False):
@@ -92,18 +105,23 @@ class GATConv(torch.nn.Module):
         self.add_self_loops, self.edge_dim, self.fill_value = add_self_loops, edge_dim, fill_value
         H, C = heads, out_channels
         total = H * C if concat else C
-        self.lin = glorot_linear(in_channels, H * C)
+        # PyG's layout: one shared projection, or one per side for a pair of widths.
+        pair = isinstance(in_channels, (tuple, list))
+        self.lin = None if pair else glorot_linear(in_channels, H * C)
+        self.lin_src = glorot_linear(in_channels[0], H * C) if pair else None
+        self.lin_dst = glorot_linear(in_channels[1], H * C) if pair else None
         self.att_src = torch.nn.Parameter(torch.empty(1, H, C))
         self.att_dst = torch.nn.Parameter(torch.empty(1, H, C))
         self.lin_edge = glorot_linear(edge_dim, H * C) if edge_dim is not None else None
         self.att_edge = torch.nn.Parameter(torch.empty(1, H, C)) if edge_dim is not None \
             else None
-        self.res = glorot_linear(in_channels, total) if residual else None
+        self.res = glorot_linear(split_widths(in_channels)[1], total) \
+            if residual else None
         self.bias = torch.nn.Parameter(torch.empty(total)) if bias else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        for lin in (self.lin, self.lin_edge, self.res):
+        for lin in (self.lin, self.lin_src, self.lin_dst, self.lin_edge, self.res):
             if lin is not None:
                 reset_glorot(lin)
         for att in (self.att_src, self.att_dst, self.att_edge):
@@ -116,14 +134,14 @@ class GATConv(torch.nn.Module):
         kept = edge_attr[keep]
         if isinstance(self.fill_value, str):
             fill = ops.scatter(kept, graph.edge_index[1][keep], 0, dim_size=graph.num_nodes,
-                               reduce=self.fill_value)
+                               reduce=self.fill_value)[:_num_loops(graph)]
         else:
-            fill = kept.new_full((graph.num_nodes, *kept.shape[1:]), float(self.fill_value))
+            fill = kept.new_full((_num_loops(graph), *kept.shape[1:]), float(self.fill_value))
         return torch.cat([kept, fill])
 
-    def forward(self, x: Tensor, graph, edge_attr: Tensor | None = None,
-                return_attention_weights: bool = False):
-        check_input(self, x, self.in_channels)
+    def forward(self, x: Tensor | tuple[Tensor, Tensor], graph,
+                edge_attr: Tensor | None = None, return_attention_weights: bool = False):
+        x_src, x_dst = node_pair(self, x, self.in_channels)
         graph = as_graph(graph, x)
         H, C = self.heads, self.out_channels
         if edge_attr is None and self.edge_dim is not None:
@@ -144,15 +162,10 @@ class GATConv(torch.nn.Module):
             if edge_attr is not None:
                 edge_attr = self._loop_edge_attr(graph, keep, edge_attr)[order]
             graph = loops
-        h = self.lin(x)
-        # Both per-node score halves in one thin matmul against block-diagonal [H*C, H]
-        # attention vectors: no [N, H, C] products, forward or backward.
-        a_src, a_dst = (h @ torch.cat([_block_diagonal(self.att_src),
-                                       _block_diagonal(self.att_dst)], dim=1)).split(H, dim=1)
-        h = h.view(-1, H, C)
-        score = ops.sddmm(graph, a_src.contiguous(), a_dst.contiguous(), "add")
+        h, a_src, a_dst = self._project(x_src, x_dst)
+        score = ops.sddmm(graph, a_src, a_dst, "add")
         if self.lin_edge is not None and edge_attr is not None:
-            e = self.lin_edge(edge_attr.to(x.dtype)).view(-1, H, C)
+            e = self.lin_edge(edge_attr.to(x_src.dtype)).view(-1, H, C)
             score = score + (e * self.att_edge).sum(-1)
         score = F.leaky_relu(score, self.negative_slope)
         if self.dropout > 0 and self.training:
@@ -163,7 +176,7 @@ class GATConv(torch.nn.Module):
             out, alpha = out if return_attention_weights else (out, None)
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
         if self.res is not None:
-            out = out + self.res(x)
+            out = out + self.res(x_dst)
         if self.bias is not None:
             out = out + self.bias
         if not return_attention_weights:
@@ -171,6 +184,21 @@ class GATConv(torch.nn.Module):
         if loops is None:
             return out, (graph.edge_index, alpha)
         return out, (pyg_edge_index, torch.empty_like(alpha).index_copy(0, order, alpha))
+
+    def _project(self, x_src: Tensor, x_dst: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Source messages ``[N_src, H, C]`` and the per-node score halves ``[N, H]``, from
+        thin matmuls against block-diagonal ``[H*C, H]`` attention vectors (no
+        ``[N, H, C]`` products, forward or backward)."""
+        H, C = self.heads, self.out_channels
+        att_src, att_dst = _block_diagonal(self.att_src), _block_diagonal(self.att_dst)
+        if self.lin is not None and x_src is x_dst:  # both halves in one matmul
+            h = self.lin(x_src)
+            a_src, a_dst = (h @ torch.cat([att_src, att_dst], dim=1)).split(H, dim=1)
+            return h.view(-1, H, C), a_src.contiguous(), a_dst.contiguous()
+        lin_src, lin_dst = (self.lin, self.lin) if self.lin is not None \
+            else (self.lin_src, self.lin_dst)
+        h = lin_src(x_src)
+        return h.view(-1, H, C), h @ att_src, lin_dst(x_dst) @ att_dst
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "

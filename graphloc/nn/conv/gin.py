@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.nn.conv._utils import as_graph
+from graphloc.nn.conv._utils import as_graph, node_pair
 
 
 def _reset(module: torch.nn.Module) -> None:
@@ -51,18 +51,20 @@ class GINConv(_GINBase):
         train_eps (bool, default False): learn :math:`\epsilon`.
 
     Shapes:
-        input: ``[N, F_in]`` and a ``Graph`` or ``edge_index [2, E]``.
-        output: ``[N, F_out]`` as ``nn`` maps it.
+        input: ``[N, F_in]`` or a pair ``(x_src, x_dst)`` (neighbours from ``x_src``, the
+        root from ``x_dst``, same width), and a ``Graph`` or ``edge_index [2, E]``.
+        output: ``[N, F_out]`` (``[N_dst, F_out]``) as ``nn`` maps it.
     """
 
     def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False):
         super().__init__(nn, eps, train_eps)
         self.reset_parameters()
 
-    def forward(self, x: Tensor, graph) -> Tensor:
+    def forward(self, x: Tensor | tuple[Tensor, Tensor], graph) -> Tensor:
+        x_src, x_dst = node_pair(self, x, None)
         graph = as_graph(graph, x)
         # In place on spmm's fresh output (its backward does not read it): one [N, F] buffer.
-        return self.nn(ops.spmm(graph, x).addcmul_(x, 1 + self.eps))
+        return self.nn(ops.spmm(graph, x_src).addcmul_(x_dst, 1 + self.eps))
 
 
 class GINEConv(_GINBase):
@@ -86,8 +88,9 @@ class GINEConv(_GINBase):
             the node width, else they must already have it.
 
     Shapes:
-        input: ``[N, F_in]``, a ``Graph`` or ``edge_index [2, E]``, ``edge_attr [E, D]``
-        (``edge_attr`` may also come from the ``Graph``). output: ``[N, F_out]``.
+        input: ``[N, F_in]`` or a pair ``(x_src, x_dst)`` as for :class:`GINConv`, a
+        ``Graph`` or ``edge_index [2, E]``, ``edge_attr [E, D]`` (``edge_attr`` may also come
+        from the ``Graph``). output: ``[N, F_out]`` (``[N_dst, F_out]``).
     """
 
     def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False,
@@ -108,7 +111,9 @@ class GINEConv(_GINBase):
         if self.lin is not None:
             self.lin.reset_parameters()
 
-    def forward(self, x: Tensor, graph, edge_attr: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor | tuple[Tensor, Tensor], graph,
+                edge_attr: Tensor | None = None) -> Tensor:
+        x_src, x_dst = node_pair(self, x, None)
         graph = as_graph(graph, x)
         edge_attr = graph.edge_attr if edge_attr is None else edge_attr
         if edge_attr is None:
@@ -121,10 +126,10 @@ class GINEConv(_GINBase):
                              f"{graph.num_edges} edges")
         if self.lin is not None:
             edge_attr = self.lin(edge_attr)
-        elif edge_attr.size(-1) != x.size(-1):
+        elif edge_attr.size(-1) != x_src.size(-1):
             raise ValueError(f"edge_attr has {edge_attr.size(-1)} features but x has "
-                             f"{x.size(-1)}; set edge_dim to map them")
-        messages = torch.relu(x.index_select(0, graph.csr.indices.long())
+                             f"{x_src.size(-1)}; set edge_dim to map them")
+        messages = torch.relu(x_src.index_select(0, graph.csr.indices.long())
                               + graph.to_csr_order(edge_attr))
         out = ops.segment_reduce(messages, graph.csr.indptr, "sum")
-        return self.nn(out + (1 + self.eps) * x)
+        return self.nn(out + (1 + self.eps) * x_dst)

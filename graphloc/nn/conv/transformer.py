@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.nn.conv._utils import as_graph, check_input
+from graphloc.nn.conv._utils import as_graph, node_pair, split_widths
 
 
 class TransformerConv(torch.nn.Module):
@@ -32,7 +32,8 @@ class TransformerConv(torch.nn.Module):
     values or messages. Not supported: bipartite ``(x_src, x_dst)`` inputs.
 
     Args:
-        in_channels (int): input feature width.
+        in_channels (int or (int, int)): input feature width, or the source (key, value)
+            and destination (query, skip) widths of a bipartite input.
         out_channels (int): width per head, C.
         heads (int, default 1): number of heads, H.
         concat (bool, default True): concatenate heads (``H * C`` outputs), else average.
@@ -44,12 +45,14 @@ class TransformerConv(torch.nn.Module):
         root_weight (bool, default True): add the projected root features.
 
     Shapes:
-        input: ``[N, in_channels]``, a ``Graph`` or ``edge_index [2, E]``, optional
+        input: ``[N, in_channels]`` or a pair ``(x_src, x_dst)`` (keys and values from
+        ``x_src``, queries, skip and output rows from ``x_dst``), a ``Graph`` or
+        ``edge_index [2, E]``, optional
         ``edge_attr [E, edge_dim]``. output: ``[N, H * C]`` (``[N, C]`` if not concat);
         with ``return_attention_weights=True`` also ``(edge_index, alpha [E, H])``.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, heads: int = 1,
+    def __init__(self, in_channels: int | tuple[int, int], out_channels: int, heads: int = 1,
                  concat: bool = True, beta: bool = False, dropout: float = 0.0,
                  edge_dim: int | None = None, bias: bool = True, root_weight: bool = True):
         super().__init__()
@@ -58,13 +61,14 @@ class TransformerConv(torch.nn.Module):
         self.dropout, self.edge_dim = dropout, edge_dim
         H, C = heads, out_channels
         total = H * C if concat else C
-        self.lin_key = torch.nn.Linear(in_channels, H * C, bias=bias)
-        self.lin_query = torch.nn.Linear(in_channels, H * C, bias=bias)
-        self.lin_value = torch.nn.Linear(in_channels, H * C, bias=bias)
+        src_width, dst_width = split_widths(in_channels)
+        self.lin_key = torch.nn.Linear(src_width, H * C, bias=bias)
+        self.lin_query = torch.nn.Linear(dst_width, H * C, bias=bias)
+        self.lin_value = torch.nn.Linear(src_width, H * C, bias=bias)
         self.lin_edge = torch.nn.Linear(edge_dim, H * C, bias=False) \
             if edge_dim is not None else None
         # Built even without root_weight (unused then), as PyG does: state dicts load both ways.
-        self.lin_skip = torch.nn.Linear(in_channels, total, bias=bias)
+        self.lin_skip = torch.nn.Linear(dst_width, total, bias=bias)
         self.lin_beta = torch.nn.Linear(3 * total, 1, bias=False) if self.beta else None
 
     def reset_parameters(self) -> None:
@@ -104,19 +108,20 @@ class TransformerConv(torch.nn.Module):
                                     dim_size=graph.num_nodes, reduce="sum")
         return out, alpha
 
-    def forward(self, x: Tensor, graph, edge_attr: Tensor | None = None,
-                return_attention_weights: bool = False):
-        check_input(self, x, self.in_channels)
+    def forward(self, x: Tensor | tuple[Tensor, Tensor], graph,
+                edge_attr: Tensor | None = None, return_attention_weights: bool = False):
+        x_src, x_dst = node_pair(self, x, self.in_channels)
         graph = as_graph(graph, x)
         H, C = self.heads, self.out_channels
-        query = (self.lin_query(x) / math.sqrt(C)).view(-1, H, C)
-        key, value = self.lin_key(x).view(-1, H, C), self.lin_value(x).view(-1, H, C)
+        query = (self.lin_query(x_dst) / math.sqrt(C)).view(-1, H, C)
+        key = self.lin_key(x_src).view(-1, H, C)
+        value = self.lin_value(x_src).view(-1, H, C)
         out, alpha = self._attend(graph, query, key, value,
                                   self._edge_features(graph, edge_attr),
                                   return_attention_weights)
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
         if self.root_weight:
-            root = self.lin_skip(x)
+            root = self.lin_skip(x_dst)
             if self.lin_beta is not None:
                 gate = torch.sigmoid(self.lin_beta(torch.cat([out, root, out - root], -1)))
                 out = gate * root + (1 - gate) * out
