@@ -236,7 +236,7 @@ class _NetworkxRoads:
             raise ValueError(f"node {missing[0]!r} has no 'x'/'y' coordinates")
         self.coords = {n: (float(d["x"]), float(d["y"])) for n, d in graph.nodes(data=True)}
         self.landuse = []
-        self.simplified = bool(graph.graph.get("simplified", False))
+        self.simplified = _as_bool(graph.graph.get("simplified", False))  # "True" in GraphML
         self.edges = []
         for i, (u, v, d) in enumerate(graph.edges(data=True)):
             attrs = {"osmid": d.get("osmid", i), "highway": d.get("highway"),

@@ -109,6 +109,22 @@ def test_networkx_input_and_bad_input(tmp_path):
     arrays = read_release(build_city_network(g, str(tmp_path), name="grid", hops=4))
     assert arrays["node_features_augmented.pt"].shape == (36, 37)
     assert arrays["edge_indices.pt"].shape == (2, 2 * 60)
+    # the same graph saved as osmnx saves GraphML (every attribute a string) builds the same
+    saved = nx.relabel_nodes(g, {n: f"{n[0]}-{n[1]}" for n in g.nodes})
+    saved.graph = {k: str(v) for k, v in saved.graph.items()}
+    for _, d in saved.nodes(data=True):
+        d.update({k: str(v) for k, v in d.items()})
+    for _, _, d in saved.edges(data=True):
+        d.update({k: str(v) for k, v in d.items()})
+    nx.write_graphml(saved, tmp_path / "grid.graphml")
+    from_file = read_release(build_city_network(str(tmp_path / "grid.graphml"),
+                                                str(tmp_path / "from_file"), name="grid",
+                                                hops=4))
+    assert from_file.keys() == arrays.keys()
+    for key, value in arrays.items():
+        assert torch.equal(from_file[key], value), key
+    with pytest.raises(FileNotFoundError, match="no GraphML file at"):
+        build_city_network(str(tmp_path / "missing.graphml"), str(tmp_path))
     with pytest.raises(FileNotFoundError, match="no OSM file at"):
         build_city_network(str(tmp_path / "missing.osm.pbf"), str(tmp_path))
     bad = tmp_path / "bad.osm.pbf"
