@@ -26,7 +26,7 @@ def test_dataset_build_and_stats(tmp_path, capsys):
     assert (run / "best.pt").exists()
     assert main(["dataset", "stats", "synthetic:500", "--seed", "3"]) == 0
     out = capsys.readouterr().out
-    assert "nodes: 500" in out and "features: 11, classes: 10" in out
+    assert "nodes: 500" in out and "features: 12, classes: 10" in out
 
 
 def test_influence_command_writes_json_and_plot(tmp_path, capsys):

@@ -15,7 +15,10 @@ from graphloc.graph import Graph
 
 #: highway category -> speed in km/h (urban defaults)
 HIGHWAYS = {"primary": 50.0, "secondary": 40.0, "tertiary": 35.0, "residential": 30.0,
-            "unclassified": 30.0, "service": 20.0}
+            "unclassified": 30.0, "service": 20.0, "motorway": 80.0}
+_MOTORWAY = 6
+_MOTORWAY_EVERY, _JUNCTION_EVERY = 16, 4  # grid lines between motorways; cells per link
+_PLAZA_EVERY = 5000  # grid nodes per plaza (a 3 x 3 block merged into one junction)
 _MINOR = np.array([2, 3, 4, 5])  # tertiary, residential, unclassified, service
 _MINOR_P = np.array([0.15, 0.65, 0.08, 0.12])
 
@@ -29,13 +32,17 @@ def synthetic_city(num_nodes: int, seed: int = 0, hops: int = 16, num_classes: i
     Construction, linear in N (all vectorised): a jittered square grid (block size
     ``spacing`` metres) with a few block diagonals (the rare triangles of real street
     grids), thinned to a street-like mean degree; arterial rows and columns are primary
-    and secondary roads, the others minor categories at random; then the connected region
-    of ``num_nodes`` nodes grown breadth-first from the centre of the largest component.
+    and secondary roads, the others minor categories at random; motorways every 16th row
+    and column with a junction every 4th block (one edge per link, as a simplified OSM
+    motorway: they bring the hop diameter down to the real cities' ~0.4 sqrt(N)); one
+    plaza per ~5,000 nodes, a 3 x 3 block merged into one many-street junction (the real
+    maximum degrees of 8 to 15); then the connected region of ``num_nodes`` nodes grown
+    breadth-first over the streets from the centre of the largest component.
 
     Features (float32): ``[x, y, street_count]`` in metres and degrees, then the mean over
-    incident edges of ``[length, speed_kph, highway one-hot (6)]``: 11 columns (the real
+    incident edges of ``[length, speed_kph, highway one-hot (7)]``: 12 columns (the real
     release has 37: its landuse, oneway, lanes and reversed columns have no synthetic
-    counterpart). ``pos`` holds the coordinates, ``edge_attr`` the 8 edge columns (float32;
+    counterpart). ``pos`` holds the coordinates, ``edge_attr`` the 9 edge columns (float32;
     the labels were computed from the float64 lengths).
     """
     if num_nodes < 2:
@@ -44,7 +51,9 @@ def synthetic_city(num_nodes: int, seed: int = 0, hops: int = 16, num_classes: i
     side = math.isqrt(int(num_nodes / 0.7)) + 3
     while True:
         src, dst, kind, pos = _thinned_grid(side, rng)
-        keep = _central_region(src, dst, side * side, pos, num_nodes)
+        src, dst, kind = _with_plazas(*_with_motorways(src, dst, kind, side), side, rng)
+        keep = _central_region(src[kind != _MOTORWAY], dst[kind != _MOTORWAY], side * side,
+                               pos, num_nodes)
         if keep is not None:
             break
         side = int(side * 1.2) + 1
@@ -87,6 +96,39 @@ def _thinned_grid(side: int, rng: np.random.Generator):
     kind = np.where(line % 12 == 0, 0, kind)
     keep = rng.random(len(src)) < np.where(kind <= 1, 0.97, 0.66)  # arterials stay whole
     return src[keep], dst[keep], kind[keep], pos
+
+
+def _with_motorways(src, dst, kind, side: int):
+    """Adds the motorway links: along every 16th row and column (offset 8), an edge from
+    each 4th node to the next 4th."""
+    line = np.arange(_MOTORWAY_EVERY // 2, side, _MOTORWAY_EVERY)
+    stop = np.arange(0, side - _JUNCTION_EVERY, _JUNCTION_EVERY)
+    r, c = np.meshgrid(line, stop, indexing="ij")
+    along_rows = (r * side + c).ravel()
+    along_cols = (c * side + r).ravel()
+    links_src = np.concatenate([along_rows, along_cols])
+    links_dst = np.concatenate([along_rows + _JUNCTION_EVERY,
+                                along_cols + _JUNCTION_EVERY * side])
+    return (np.concatenate([src, links_src]), np.concatenate([dst, links_dst]),
+            np.concatenate([kind, np.full(len(links_src), _MOTORWAY)]))
+
+
+def _with_plazas(src, dst, kind, side: int, rng: np.random.Generator):
+    """Merges the 3 x 3 blocks around random centres (on a lattice of step 5, so blocks
+    never overlap) into their centre node; merged edges become one, internal ones vanish."""
+    r, c = np.meshgrid(np.arange(2, side - 2, 5), np.arange(2, side - 2, 5), indexing="ij")
+    lattice = (r * side + c).ravel()
+    count = max(1, side * side // _PLAZA_EVERY)
+    centres = rng.choice(lattice, size=min(count, len(lattice)), replace=False)
+    rep = np.arange(side * side)
+    for dr in (-1, 0, 1):
+        for dc in (-1, 0, 1):
+            rep[centres + dr * side + dc] = centres
+    src, dst = rep[src], rep[dst]
+    low, high = np.minimum(src, dst), np.maximum(src, dst)
+    _, first = np.unique(low * (side * side) + high, return_index=True)
+    first = first[low[first] != high[first]]
+    return src[first], dst[first], kind[first]
 
 
 def _central_region(src, dst, n, pos, size):

@@ -13,14 +13,17 @@ pytestmark = requires_ext  # labels at 16 hops: the C++ kernel keeps this fast
 
 
 def test_statistics_are_road_like_and_diameter_grows_like_sqrt_n():
-    small, large = synthetic_city(2000, seed=1), synthetic_city(8000, seed=1)
-    stats = {n: road_statistics(ds.graph) for n, ds in ((2000, small), (8000, large))}
+    """The published cities: mean degree 2.66 to 3.20, max degree 10 to 15, hop diameter
+    0.36 sqrt(N) (Paris) to 0.54 sqrt(N) (London), clustering 0.03 to 0.04."""
+    stats = {n: road_statistics(synthetic_city(n, seed=1, hops=1).graph)
+             for n in (8000, 32000)}
     for n, s in stats.items():
         assert s["nodes"] == n
         assert 2.6 <= s["mean_degree"] <= 3.2
-        assert 4 <= s["max_degree"] <= 15
-        assert s["clustering"] < 0.06
-    ratio = stats[8000]["hop_diameter"] / stats[2000]["hop_diameter"]
+        assert 8 <= s["max_degree"] <= 15
+        assert 0.02 < s["clustering"] < 0.06
+        assert 0.3 < s["hop_diameter"] / n ** 0.5 < 0.7
+    ratio = stats[32000]["hop_diameter"] / stats[8000]["hop_diameter"]
     assert 1.5 < ratio < 2.7  # sqrt(4) = 2
 
 
@@ -40,12 +43,14 @@ def test_features_labels_and_split():
     assert ds.x.shape == (1200, 3 + 2 + len(HIGHWAYS)) and ds.pos.shape == (1200, 2)
     torch.testing.assert_close(ds.x[:, 2], ds.graph.in_degree().float())
     torch.testing.assert_close(ds.x[:, 5:].sum(1), torch.ones(1200))  # mean of one-hots
-    assert ((ds.x[:, 4] >= 20) & (ds.x[:, 4] <= 50)).all()  # speeds in km/h
+    assert ((ds.x[:, 4] >= 20) & (ds.x[:, 4] <= 80)).all()  # speeds in km/h (motorway 80)
     counts = torch.bincount(ds.y, minlength=10)
     assert counts.max() - counts.min() <= 121  # chunk = 121: near-equal classes
     lengths = (ds.pos[ds.graph.edge_index[0]] - ds.pos[ds.graph.edge_index[1]]).norm(dim=1)
     assert (ds.x[:, 3] >= 0.9 * 80 * 0.4).all()  # mean incident length ~ a block
-    assert lengths.max() < 80 * 2.5
+    motorway = ds.edge_attr[:, 2 + list(HIGHWAYS).index("motorway")] == 1
+    assert lengths[~motorway].max() < 80 * 3.5  # a block, or a plaza to its block's neighbours
+    assert motorway.any() and (lengths[motorway] > 80 * 2).all()  # links span 4 blocks
     assert (len(ds.train_index), len(ds.val_index), len(ds.test_index)) == (120, 120, 960)
     assert torch.equal(torch.sort(torch.cat([ds.train_index, ds.val_index, ds.test_index]))
                        .values, torch.arange(1200))
