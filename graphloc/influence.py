@@ -172,17 +172,10 @@ def _round_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, local
     edge_index = graph.edge_index
     inside = (local[edge_index[0]] >= 0) & (local[edge_index[1]] >= 0)
     sub_x = x[region].to(device).detach().requires_grad_()
-    out = model(sub_x, local[edge_index[:, inside]].to(device))
-    if out.dim() != 2 or out.size(0) != sub_x.size(0):
-        raise ValueError(f"the model returned shape {list(out.shape)} for {sub_x.size(0)} "
-                         "nodes: influence needs one output row per node")
+    out = _node_outputs(model, sub_x, local[edge_index[:, inside]].to(device))
     total = _root_jacobian_l1(out[local[seeds].to(device)], sub_x).cpu()
-    owner = torch.repeat_interleave(torch.arange(len(seeds)), node_ptr.diff())
     keep = hops <= min(locality, max_hops)  # zero influence from farther nodes
-    per_hop = torch.zeros(len(seeds) * (max_hops + 1), dtype=torch.float64)
-    per_hop.index_add_(0, owner[keep] * (max_hops + 1) + hops[keep],
-                       total[local[nodes[keep]]])
-    return per_hop.view(len(seeds), max_hops + 1)
+    return _per_hop(node_ptr, hops, total[local[nodes[keep]]], max_hops, keep)
 
 
 def _gather_shards(T: Tensor, total: int, rank: int, world: int) -> Tensor:
@@ -222,16 +215,31 @@ def _batch_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, devic
     if getattr(model, "node_batched", False):  # it scores just the roots (e.g. LargeGT)
         root_out = model(packed, edge_index, index=roots)
     else:
-        out = model(packed, edge_index)
-        if out.dim() != 2 or out.size(0) != packed.size(0):
-            raise ValueError(f"the model returned shape {list(out.shape)} for "
-                             f"{packed.size(0)} nodes: influence needs one output row per node")
-        root_out = out[roots]
-    total = _root_jacobian_l1(root_out, packed)
-    ball = torch.repeat_interleave(torch.arange(len(seeds)), node_ptr.diff())
-    per_hop = torch.zeros(len(seeds) * (max_hops + 1), dtype=torch.float64)
-    per_hop.index_add_(0, ball * (max_hops + 1) + hops, total.cpu())
-    return per_hop.view(len(seeds), max_hops + 1)
+        root_out = _node_outputs(model, packed, edge_index)[roots]
+    total = _root_jacobian_l1(root_out, packed).cpu()
+    return _per_hop(node_ptr, hops, total, max_hops)
+
+
+def _node_outputs(model, x: Tensor, edge_index: Tensor) -> Tensor:
+    out = model(x, edge_index)
+    if out.dim() != 2 or out.size(0) != x.size(0):
+        raise ValueError(f"the model returned shape {list(out.shape)} for {x.size(0)} "
+                         "nodes: influence needs one output row per node")
+    return out
+
+
+def _per_hop(node_ptr: Tensor, hops: Tensor, values: Tensor, max_hops: int,
+             keep: Tensor | None = None) -> Tensor:
+    """``T [S, max_hops + 1]``: ``values`` (one per packed ball entry) summed per seed and
+    hop, over the entries in ``keep`` (all if None)."""
+    num_seeds = node_ptr.numel() - 1
+    index = torch.repeat_interleave(torch.arange(num_seeds), node_ptr.diff()) \
+        * (max_hops + 1) + hops
+    if keep is not None:
+        index = index[keep]
+    per_hop = torch.zeros(num_seeds * (max_hops + 1), dtype=torch.float64)
+    per_hop.index_add_(0, index, values.to(torch.float64))
+    return per_hop.view(num_seeds, max_hops + 1)
 
 
 def _root_jacobian_l1(root_out: Tensor, packed: Tensor) -> Tensor:
