@@ -103,8 +103,8 @@ class Graph:
     A bipartite graph (messages from one node set to another, as PyG's ``size=(num_src,
     num_dst)``) comes from :meth:`bipartite`; there ``num_nodes`` is the number of
     destination nodes (the rows of every aggregation) and ``num_src_nodes`` the number of
-    source nodes. Structure methods that need one node set (self-loops, normalisation,
-    reversal, reordering) raise on it.
+    source nodes. Structure methods that need one node set (normalisation, reversal,
+    reordering) raise on it; ``add_self_loops`` adds loops for the ids below both counts.
     """
 
     def __init__(self, edge_index: Tensor, num_nodes: int | None = None,
