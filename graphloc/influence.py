@@ -69,6 +69,8 @@ def _inputs(data) -> tuple[Tensor, Graph]:
 def _seeds(num_nodes: int, num_samples, nodes, seed) -> Tensor:
     if nodes is not None:
         nodes = torch.as_tensor(nodes)
+        if nodes.numel() == 0:  # torch.as_tensor([]) is float32
+            nodes = nodes.long()
         if nodes.dtype.is_floating_point or nodes.dtype == torch.bool:
             raise TypeError(f"nodes must be integer node ids, got {nodes.dtype}")
         nodes = nodes.long().flatten()
@@ -161,18 +163,21 @@ def _full_graph_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int,
 def _round_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, locality: int,
                      device) -> Tensor:
     """Seeds with disjoint ``locality``-balls: the forward runs on the subgraph induced by
-    their (locality + 1)-balls and the out-neighbours of their balls, where their outputs
-    equal the full graph's; each node's gradient belongs to the one seed whose ball holds
-    it."""
+    their (locality + 1)-balls and the out-neighbours of their balls (out-degrees inside
+    exact), where their outputs equal the full graph's; each node's gradient belongs to
+    the one seed whose ball holds it."""
     node_ptr, nodes, hops, *_ = torch.ops.graphloc.khop_subgraphs(
         graph.csr.indptr, graph.csr.indices, seeds, locality + 1)
-    region = torch.cat([nodes, _out_neighbours(graph, nodes[hops <= locality])]).unique()
+    out_edges, _ = _row_positions(graph.csc.indptr, nodes[hops <= locality])
+    region = torch.cat([nodes, graph.csc.indices[out_edges].long()]).unique()
     local = torch.full((graph.num_nodes,), -1, dtype=torch.long)
     local[region] = torch.arange(len(region))
-    edge_index = graph.edge_index
-    inside = (local[edge_index[0]] >= 0) & (local[edge_index[1]] >= 0)
+    in_edges, counts = _row_positions(graph.csr.indptr, region)  # O(region), not O(E)
+    src = local[graph.csr.indices[in_edges].long()]
+    dst = torch.repeat_interleave(torch.arange(len(region)), counts)
+    sub_edges = torch.stack([src, dst])[:, src >= 0]
     sub_x = x[region].to(device).detach().requires_grad_()
-    out = _node_outputs(model, sub_x, local[edge_index[:, inside]].to(device))
+    out = _node_outputs(model, sub_x, sub_edges.to(device))
     total = _root_jacobian_l1(out[local[seeds].to(device)], sub_x).cpu()
     keep = hops <= min(locality, max_hops)  # zero influence from farther nodes
     return _per_hop(node_ptr, hops, total[local[nodes[keep]]], max_hops, keep)
@@ -255,12 +260,13 @@ def _root_jacobian_l1(root_out: Tensor, packed: Tensor) -> Tensor:
     return total
 
 
-def _out_neighbours(graph: Graph, rows: Tensor) -> Tensor:
-    """The destinations of every edge out of ``rows`` (so out-degrees inside are exact)."""
-    indptr, indices = graph.csc.indptr.long(), graph.csc.indices.long()
-    starts, counts = indptr[rows], indptr[rows + 1] - indptr[rows]
+def _row_positions(indptr: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
+    """The positions of the entries of ``rows`` in a CSR layout, row after row, and the
+    number per row."""
+    starts = indptr[rows].long()
+    counts = indptr[rows + 1].long() - starts
     first = torch.repeat_interleave(starts - (counts.cumsum(0) - counts), counts)
-    return indices[first + torch.arange(int(counts.sum()))]
+    return first + torch.arange(int(counts.sum())), counts
 
 
 def receptive_field(T: Tensor) -> Tensor:
