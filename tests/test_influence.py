@@ -264,6 +264,15 @@ def test_full_graph_bad_input():
     with pytest.raises(RuntimeError, match="seed 60 is out of range for 60 nodes"):
         torch.ops.graphloc.separated_rounds(csr.indptr, csr.indices, csc.indptr, csc.indices,
                                             torch.tensor([60]), 1)
+    with pytest.raises(RuntimeError, match="seeds must be int64"):
+        torch.ops.graphloc.separated_rounds(csr.indptr, csr.indices, csc.indptr, csc.indices,
+                                            torch.tensor([1], dtype=torch.int32), 1)
+    with pytest.raises(RuntimeError, match="the transpose must have the same nodes"):
+        other = Graph(data.edge_index, num_nodes=61).csc  # one more node
+        torch.ops.graphloc.separated_rounds(csr.indptr, csr.indices, other.indptr,
+                                            other.indices, torch.tensor([1]), 1)
+    for method in ("full_graph", "batched"):  # no seeds: no rows
+        assert influence_per_hop(models()["gl-gcn"], data, 2, [], method=method).shape == (0, 3)
     with pytest.raises(ValueError, match="pass locality=L or set graphloc_hops on GCN"):
         influence_per_hop(models()["pyg-gcn"], data, 2, [0], method="full_graph")
     with pytest.raises(ValueError, match="locality must be an int >= 0, got -1"):

@@ -124,6 +124,12 @@ def test_bipartite_graph_and_bad_input():
         Graph.bipartite(torch.tensor([[0], [7]]), (12, 7))
     with pytest.raises(ValueError, match="size must be \\(num_src_nodes, num_dst_nodes\\)"):
         Graph.bipartite(edge_index, (12, 0))
+    with pytest.raises(TypeError, match="edge_index must have an integer dtype"):
+        Graph.bipartite(edge_index.float(), (12, 7))
+    with pytest.raises(ValueError, match="edge_index\\[0\\] holds -1"):
+        Graph.bipartite(torch.tensor([[-1], [0]]), (12, 7))
+    with pytest.raises(ValueError, match="edge_attr has 1 rows but edge_index has"):
+        Graph.bipartite(edge_index, (12, 7), edge_attr=torch.ones(1, 2))
     conv = SAGEConv((8, 5), 6)
     x_src, x_dst = torch.randn(12, 8), torch.randn(7, 5)
     with pytest.raises(ValueError, match="x_src and x_dst have 12 and 6 rows but the graph has "
