@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/ops.h"
+#include "cpu/fast_exp.h"
 #include "cpu/rows.h"
 
 namespace graphloc {
@@ -15,9 +16,11 @@ namespace {
 
 constexpr int64_t kPrefetchDistance = 16;
 
-// Thread mapping: a thread owns a block of destination rows. Per row it keeps, for each
-// head, the running max m and normaliser s of the scores, and a C-channel accumulator that
-// is rescaled by exp(m_old - m_new) whenever the max grows (the FlashAttention recurrence).
+// Thread mapping: a thread owns a block of destination rows. Per row and head: the max m of
+// the scores, then p = exp(score - m) for the row's edges in one vectorised pass (a
+// thread-local buffer of degree x H), then the normaliser and the p-weighted sum of the
+// source rows. Two passes over the (contiguous) scores instead of the online rescaling:
+// the exponentials vectorise, and no accumulator is rescaled.
 template <typename scalar_t, typename index_t>
 void attention_rows(const index_t* indptr, const index_t* indices, const scalar_t* score,
                     const scalar_t* x, int64_t num_rows, int64_t H, int64_t C, scalar_t* out,
@@ -25,31 +28,32 @@ void attention_rows(const index_t* indptr, const index_t* indices, const scalar_
   using acc_t = typename AccType<scalar_t>::type;
   const int64_t K = H * C;
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
-    std::vector<acc_t> acc(K), m(H), s(H);
+    std::vector<acc_t> acc(K), m(H), s(H), p;
     const int64_t chunk_end = indptr[r1];
     for (int64_t i = r0; i < r1; ++i) {
+      const int64_t begin = indptr[i], degree = indptr[i + 1] - begin;
+      const scalar_t* __restrict__ row_score = score + begin * H;
       std::fill(acc.begin(), acc.end(), acc_t(0));
       std::fill(m.begin(), m.end(), -static_cast<acc_t>(INFINITY));
       std::fill(s.begin(), s.end(), acc_t(0));
-      for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-        if (e + kPrefetchDistance < chunk_end)
-          prefetch_row(x + static_cast<int64_t>(indices[e + kPrefetchDistance]) * K, K);
-        const scalar_t* __restrict__ xj = x + static_cast<int64_t>(indices[e]) * K;
+      for (int64_t e = 0; e < degree; ++e)
         for (int64_t h = 0; h < H; ++h) {
-          const acc_t v = static_cast<acc_t>(score[e * H + h]);
+          const acc_t v = static_cast<acc_t>(row_score[e * H + h]);
+          m[h] = v > m[h] ? v : m[h];  // NaN scores never win, as in the reference
+        }
+      p.resize(degree * H);
+      shifted_exp(row_score, m.data(), degree, H, p.data());
+      for (int64_t e = 0; e < degree; ++e) {
+        if (begin + e + kPrefetchDistance < chunk_end)
+          prefetch_row(x + static_cast<int64_t>(indices[begin + e + kPrefetchDistance]) * K, K);
+        const scalar_t* __restrict__ xj = x + static_cast<int64_t>(indices[begin + e]) * K;
+        for (int64_t h = 0; h < H; ++h) {
+          const acc_t w = p[e * H + h];
           acc_t* __restrict__ a = acc.data() + h * C;
           const scalar_t* __restrict__ xh = xj + h * C;
-          acc_t p = 1;
-          if (v > m[h]) {  // new max: rescale what was accumulated so far
-            const acc_t scale = std::exp(m[h] - v);
-            s[h] *= scale;
-            for (int64_t c = 0; c < C; ++c) a[c] *= scale;
-            m[h] = v;
-          } else {
-            p = std::exp(v - m[h]);
-          }
-          s[h] += p;
-          for (int64_t c = 0; c < C; ++c) a[c] += p * static_cast<acc_t>(xh[c]);
+          s[h] += w;
+#pragma omp simd
+          for (int64_t c = 0; c < C; ++c) a[c] += w * static_cast<acc_t>(xh[c]);
         }
       }
       for (int64_t h = 0; h < H; ++h) {
@@ -92,15 +96,60 @@ inline acc_t head_dot(const scalar_t* a, const scalar_t* b, int64_t C) {
   return dot;
 }
 
-// Backward, pass 1 (rows of the CSR): with g = grad_out, alpha_e = exp(score_e - lse_i),
-// d score_e = alpha_e * (<g_i, x_j> - <g_i, out_i> + grad_lse_i) per head; the weights are
-// recomputed from lse, so no [E, H] alpha and no per-edge products are stored.
+// Backward, pass 1 (rows of the CSR): the attention weights alpha_e = exp(score_e - lse_i),
+// recomputed from lse (vectorised) into `alpha` [E, H], which is the score gradient's own
+// buffer when that is asked for: nothing [E, H] is kept between forward and backward.
 template <typename scalar_t, typename index_t>
-void attention_score_grad(const index_t* indptr, const index_t* indices, const scalar_t* score,
-                          const scalar_t* lse, const scalar_t* out, const scalar_t* grad,
-                          const scalar_t* grad_lse, const scalar_t* x, int64_t num_rows,
-                          int64_t H, int64_t C, scalar_t* grad_score) {
+void attention_weights(const index_t* indptr, const scalar_t* score, const scalar_t* lse,
+                       int64_t num_rows, int64_t H,
+                       typename AccType<scalar_t>::type* alpha) {
   using acc_t = typename AccType<scalar_t>::type;
+  parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
+    std::vector<acc_t> shift(H);
+    for (int64_t i = r0; i < r1; ++i) {
+      for (int64_t h = 0; h < H; ++h) shift[h] = static_cast<acc_t>(lse[i * H + h]);
+      shifted_exp(score + indptr[i] * H, shift.data(), indptr[i + 1] - indptr[i], H,
+                  alpha + indptr[i] * H);
+    }
+  });
+}
+
+// Backward, pass 2 (rows of the transpose): d x_j = sum over edges j -> i of alpha_e * g_i.
+template <typename scalar_t, typename index_t, typename acc_t>
+void attention_x_grad(const index_t* csc_indptr, const index_t* csc_indices,
+                      const index_t* csc_perm, const acc_t* alpha, const scalar_t* grad,
+                      int64_t num_src, int64_t H, int64_t C, scalar_t* grad_x) {
+  const int64_t K = H * C;
+  parallel_rows(csc_indptr, num_src, [&](int64_t r0, int64_t r1) {
+    std::vector<acc_t> acc(K);
+    const int64_t chunk_end = csc_indptr[r1];
+    for (int64_t j = r0; j < r1; ++j) {
+      std::fill(acc.begin(), acc.end(), acc_t(0));
+      for (int64_t c = csc_indptr[j]; c < csc_indptr[j + 1]; ++c) {
+        if (c + kPrefetchDistance < chunk_end) {
+          prefetch_row(grad + static_cast<int64_t>(csc_indices[c + kPrefetchDistance]) * K, K);
+          prefetch_row(alpha + static_cast<int64_t>(csc_perm[c + kPrefetchDistance]) * H, H);
+        }
+        const int64_t i = csc_indices[c], e = csc_perm[c];
+        const scalar_t* __restrict__ gi = grad + i * K;
+        for (int64_t h = 0; h < H; ++h) {
+          const acc_t w = alpha[e * H + h];
+          acc_t* __restrict__ a = acc.data() + h * C;
+#pragma omp simd
+          for (int64_t k = 0; k < C; ++k) a[k] += w * static_cast<acc_t>(gi[h * C + k]);
+        }
+      }
+      for (int64_t k = 0; k < K; ++k) grad_x[j * K + k] = static_cast<scalar_t>(acc[k]);
+    }
+  });
+}
+
+// Backward, pass 3 (rows of the CSR): with g = grad_out, d score_e = alpha_e * (<g_i, x_j> -
+// <g_i, out_i> + grad_lse_i) per head, written over alpha in place.
+template <typename scalar_t, typename index_t, typename acc_t>
+void attention_score_grad(const index_t* indptr, const index_t* indices, const scalar_t* out,
+                          const scalar_t* grad, const scalar_t* grad_lse, const scalar_t* x,
+                          int64_t num_rows, int64_t H, int64_t C, acc_t* alpha_to_grad) {
   const int64_t K = H * C;
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     std::vector<acc_t> base(H);
@@ -114,45 +163,9 @@ void attention_score_grad(const index_t* indptr, const index_t* indices, const s
         if (e + kPrefetchDistance < chunk_end)
           prefetch_row(x + static_cast<int64_t>(indices[e + kPrefetchDistance]) * K, K);
         const scalar_t* __restrict__ xj = x + static_cast<int64_t>(indices[e]) * K;
-        for (int64_t h = 0; h < H; ++h) {
-          const acc_t dot = head_dot<acc_t>(gi + h * C, xj + h * C, C);
-          const acc_t alpha = std::exp(static_cast<acc_t>(score[e * H + h]) -
-                                       static_cast<acc_t>(lse[i * H + h]));
-          grad_score[e * H + h] = static_cast<scalar_t>(alpha * (dot + base[h]));
-        }
+        for (int64_t h = 0; h < H; ++h)
+          alpha_to_grad[e * H + h] *= head_dot<acc_t>(gi + h * C, xj + h * C, C) + base[h];
       }
-    }
-  });
-}
-
-// Backward, pass 2 (rows of the transpose): d x_j = sum over edges j -> i of alpha_e * g_i,
-// alpha recomputed per edge from the score and the destination's lse.
-template <typename scalar_t, typename index_t>
-void attention_x_grad(const index_t* csc_indptr, const index_t* csc_indices,
-                      const index_t* csc_perm, const scalar_t* score, const scalar_t* lse,
-                      const scalar_t* grad, int64_t num_src, int64_t H, int64_t C,
-                      scalar_t* grad_x) {
-  using acc_t = typename AccType<scalar_t>::type;
-  const int64_t K = H * C;
-  parallel_rows(csc_indptr, num_src, [&](int64_t r0, int64_t r1) {
-    std::vector<acc_t> acc(K);
-    const int64_t chunk_end = csc_indptr[r1];
-    for (int64_t j = r0; j < r1; ++j) {
-      std::fill(acc.begin(), acc.end(), acc_t(0));
-      for (int64_t c = csc_indptr[j]; c < csc_indptr[j + 1]; ++c) {
-        if (c + kPrefetchDistance < chunk_end)
-          prefetch_row(grad + static_cast<int64_t>(csc_indices[c + kPrefetchDistance]) * K, K);
-        const int64_t i = csc_indices[c], e = csc_perm[c];
-        const scalar_t* __restrict__ gi = grad + i * K;
-        for (int64_t h = 0; h < H; ++h) {
-          const acc_t w = std::exp(static_cast<acc_t>(score[e * H + h]) -
-                                   static_cast<acc_t>(lse[i * H + h]));
-          acc_t* __restrict__ a = acc.data() + h * C;
-#pragma omp simd
-          for (int64_t k = 0; k < C; ++k) a[k] += w * static_cast<acc_t>(gi[h * C + k]);
-        }
-      }
-      for (int64_t k = 0; k < K; ++k) grad_x[j * K + k] = static_cast<scalar_t>(acc[k]);
     }
   });
 }
@@ -169,28 +182,35 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_backward_cpu(
                                 csc_indices, csc_perm);
   const int64_t num_rows = indptr.numel() - 1, H = score.size(1), C = x.size(1) / H;
   auto sc = score.contiguous(), lc = lse.contiguous(), g = grad_out.contiguous();
-  at::Tensor grad_score = need_score ? at::empty_like(sc) : at::empty({0}, score.options());
   at::Tensor grad_x = need_x ? empty_output(x.sizes(), x.options()) : at::empty({0}, x.options());
+  // alpha in the accumulation type, becoming the score gradient in place (cast at the end
+  // for bfloat16 scores)
+  const auto acc_type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  at::Tensor alpha = at::empty(sc.sizes(), sc.options().dtype(acc_type));
   GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::segment_attention_backward", [&] {
+    using acc_t = typename AccType<scalar_t>::type;
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+      acc_t* a = alpha.data_ptr<acc_t>();
+      attention_weights<scalar_t, index_t>(indptr.data_ptr<index_t>(), sc.data_ptr<scalar_t>(),
+                                           lc.data_ptr<scalar_t>(), num_rows, H, a);
       if (need_x) {
         auto cic = csc_indices.contiguous(), cpc = csc_perm.contiguous();
-        attention_x_grad<scalar_t, index_t>(
+        attention_x_grad<scalar_t, index_t, acc_t>(
             csc_indptr.data_ptr<index_t>(), cic.data_ptr<index_t>(), cpc.data_ptr<index_t>(),
-            sc.data_ptr<scalar_t>(), lc.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(),
-            x.size(0), H, C, grad_x.data_ptr<scalar_t>());
+            a, g.data_ptr<scalar_t>(), x.size(0), H, C, grad_x.data_ptr<scalar_t>());
       }
       if (need_score) {
         auto oc = out.contiguous(), xc = x.contiguous(), ic = indices.contiguous();
         const at::Tensor gl = grad_lse ? grad_lse->contiguous() : at::Tensor();
-        attention_score_grad<scalar_t, index_t>(
-            indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(), sc.data_ptr<scalar_t>(),
-            lc.data_ptr<scalar_t>(), oc.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(),
-            gl.defined() ? gl.data_ptr<scalar_t>() : nullptr, xc.data_ptr<scalar_t>(),
-            num_rows, H, C, grad_score.data_ptr<scalar_t>());
+        attention_score_grad<scalar_t, index_t, acc_t>(
+            indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(), oc.data_ptr<scalar_t>(),
+            g.data_ptr<scalar_t>(), gl.defined() ? gl.data_ptr<scalar_t>() : nullptr,
+            xc.data_ptr<scalar_t>(), num_rows, H, C, a);
       }
     });
   });
+  at::Tensor grad_score = need_score ? alpha.to(score.scalar_type())
+                                     : at::empty({0}, score.options());
   return {grad_score, grad_x};
 }
 
