@@ -22,10 +22,11 @@ The published pipeline (osmnx 1.x, ``network_type="all"``), reproduced step by s
 6. labels: 16-hop local eccentricity cut into 10 quantile classes; split 10/10/80 from
    ``RandomState(0)``.
 
-Deviations: landuse is taken from the nearest landuse *way* centroid (closed ways only; the
-release joined to the nearest polygon of all landuse features, multipolygons included);
-fixed one-hot widths so every city has 37 features (the release's widths came out of its
-data); coordinates stay in degrees as in the release.
+Landuse, as the release's nearest ``sjoin_nearest`` in degrees: the value of the nearest
+``landuse=*`` feature (areas from closed ways and multipolygon relations, which hold the
+nodes inside them at distance 0, and tagged points); ties, as inside overlapping areas, go
+to the feature read first. Deviations: fixed one-hot widths so every city has 37 features
+(the release's widths came out of its data); coordinates stay in degrees as in the release.
 """
 
 from __future__ import annotations
@@ -62,17 +63,24 @@ class OsmRoads:
             raise FileNotFoundError(f"no OSM file at {path}")
         self.coords: dict[int, tuple[float, float]] = {}
         self.edges: list[tuple[int, int, dict]] = []
-        self.landuse: list[tuple[float, float, str]] = []
+        self.landuse: list[tuple[str, str]] = []  # (hex WKB geometry in degrees, value)
         roads = self
+        wkb = osmium.geom.WKBFactory()
 
-        class Handler(osmium.SimpleHandler):
+        class Handler(osmium.SimpleHandler):  # with area(): two passes, multipolygons built
+            def node(self, n):
+                if "landuse" in n.tags and n.location.valid():
+                    roads.landuse.append((wkb.create_point(n), n.tags["landuse"]))
+
+            def area(self, a):
+                if "landuse" in a.tags:
+                    try:
+                        roads.landuse.append((wkb.create_multipolygon(a), a.tags["landuse"]))
+                    except RuntimeError:  # broken ring at the extract's edge: no geometry
+                        pass
+
             def way(self, w):
                 tags = dict(w.tags)
-                if "landuse" in tags and w.is_closed():
-                    locs = [(n.lon, n.lat) for n in w.nodes if n.location.valid()]
-                    if locs:
-                        lon, lat = np.mean(locs, axis=0)
-                        roads.landuse.append((float(lon), float(lat), tags["landuse"]))
                 if _is_public_road(tags):
                     nodes = [n for n in w.nodes if n.location.valid()]
                     for n in nodes:
@@ -348,11 +356,20 @@ def _landuse_one_hot(roads, order) -> np.ndarray:
     width = WIDTHS["landuse"]
     if not roads.landuse:
         return _one_hot(["nan"] * len(order), ["nan"], width)
-    from scipy.spatial import cKDTree
-    centres = np.array([(lon, lat) for lon, lat, _ in roads.landuse])
-    _, nearest = cKDTree(centres).query(np.array([roads.coords[n] for n in order]))
-    values = [roads.landuse[i][2] for i in nearest]
+    values = [roads.landuse[i][1] for i in _nearest_feature(
+        [geometry for geometry, _ in roads.landuse], np.array([roads.coords[n] for n in order]))]
     return _one_hot(values, _vocabulary(values, "landuse"), width)
+
+
+def _nearest_feature(wkbs: list, points: np.ndarray) -> np.ndarray:
+    """Index of the nearest geometry (planar distance in degrees, 0 inside an area) to
+    each point; ties go to the lowest index."""
+    import shapely
+    tree = shapely.STRtree(shapely.from_wkb(wkbs))
+    (point, geometry) = tree.query_nearest(shapely.points(points), all_matches=True)
+    nearest = np.full(len(points), np.iinfo(np.int64).max)
+    np.minimum.at(nearest, point, geometry)
+    return nearest
 
 
 def _write_release(arrays: dict, out_dir: str, name: str) -> str:

@@ -134,3 +134,53 @@ def test_networkx_input_and_bad_input(tmp_path):
     g.add_node("nowhere")
     with pytest.raises(ValueError, match="node 'nowhere' has no 'x'/'y'"):
         build_city_network(g, str(tmp_path))
+
+
+def _osm_xml(nodes: dict, ways: list, relations: list) -> str:
+    """A tiny OSM XML file: nodes {id: (x, y, tags)} in 0.001-degree units, ways
+    [(id, refs, tags)], relations [(id, [(way, role)], tags)]."""
+    tag = lambda tags: "".join(f'<tag k="{k}" v="{v}"/>' for k, v in tags.items())  # noqa
+    out = ['<?xml version="1.0"?><osm version="0.6">']
+    out += [f'<node id="{i}" version="1" lon="{24.9 + 0.001 * x:.6f}" '
+            f'lat="{60.1 + 0.001 * y:.6f}">{tag(t)}</node>' for i, (x, y, t) in nodes.items()]
+    out += [f'<way id="{i}" version="1">' + "".join(f'<nd ref="{r}"/>' for r in refs) +
+            f"{tag(t)}</way>" for i, refs, t in ways]
+    out += [f'<relation id="{i}" version="1">' + "".join(
+        f'<member type="way" ref="{w}" role="{role}"/>' for w, role in members) +
+        f"{tag(t)}</relation>" for i, members, t in relations]
+    return "".join(out) + "</osm>"
+
+
+def test_landuse_is_the_nearest_area_or_point_as_in_the_release(tmp_path):
+    # a plus of two streets: ends W, E, N, S around the junction C; a third from E to F
+    roads = {1: (-3, 0, {}), 2: (0, 0, {}), 3: (3, 0, {}), 4: (0, 3, {}), 5: (0, -3, {}),
+             6: (3.8, 0.5, {})}
+    square = lambda first, x0, y0, x1, y1: {  # noqa: E731 (closed ring of 4 corners)
+        first + i: (x, y, {}) for i, (x, y) in enumerate(((x0, y0), (x1, y0), (x1, y1),
+                                                           (x0, y1)))}
+    ring = lambda first: [first, first + 1, first + 2, first + 3, first]  # noqa: E731
+    nodes = {**roads, **square(10, -4, -1, -2, 1), **square(20, 2.5, -1, 4, 1),
+             **square(30, 2.8, -0.2, 3.2, 0.2), **square(40, -0.5, 3.5, 0.5, 4.5),
+             **square(50, -1, -4, 1, -2), **square(60, -1, -4, 1, -2),
+             70: (3.1, 0, {"landuse": "farmland"})}
+    street = {"highway": "residential"}
+    ways = [(100, [1, 2, 3], street), (101, [4, 2, 5], street), (102, [3, 6], street),
+            (110, ring(10), {"landuse": "park"}),  # holds W; nearest to C (2 vs 2.5)
+            (120, ring(20), {}), (130, ring(30), {}),  # forest with a hole around E
+            (140, ring(40), {"landuse": "retail"}),  # 0.5 north of N
+            (150, ring(50), {"landuse": "grass"}), (160, ring(60), {"landuse": "meadow"})]
+    forest = [(200, [(120, "outer"), (130, "inner")],
+               {"type": "multipolygon", "landuse": "forest"})]
+    path = tmp_path / "plus.osm"
+    path.write_text(_osm_xml(nodes, ways, forest))
+    x = read_release(build_city_network(str(path), str(tmp_path), hops=2))[
+        "node_features.pt"]
+    # E in the forest's hole: the farmland point (0.1) beats the inner ring (0.2); F in
+    # the forest; S inside grass and meadow (both 0): the first read wins
+    expected = {1: "park", 2: "park", 3: "farmland", 4: "retail", 5: "grass", 6: "forest"}
+    vocabulary = ["park", "farmland", "forest", "grass", "retail"]  # by frequency, then name
+    assert x.shape == (6, 12)
+    for row, node in enumerate(sorted(roads, key=str)):
+        assert torch.equal(x[row, 3:12].nonzero().flatten(),
+                           torch.tensor([vocabulary.index(expected[node])])), node
+        assert x[row, 0].item() == pytest.approx(24.9 + 0.001 * roads[node][0], abs=1e-5)
