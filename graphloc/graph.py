@@ -271,6 +271,22 @@ class Graph:
             return Graph.bipartite(edge_index, (self.num_src_nodes, self.num_nodes), edge_attr)
         return Graph(edge_index, num_nodes=self.num_nodes, edge_attr=edge_attr)
 
+    def dst_prefix(self, num_dst: int, num_src: int) -> Graph:
+        """The in-edges of destinations ``0 .. num_dst - 1`` as a bipartite graph from
+        sources ``0 .. num_src - 1`` (raises if one of those edges comes from beyond), in
+        CSR order: a per-edge tensor ``w`` of this graph goes with it as
+        ``to_csr_order(w)[:num_edges]``. On nodes ordered by hop distance, a layer's
+        output for the nearest nodes reads only the next shell (influence's pruning)."""
+        if not 0 < num_dst <= self.num_nodes or not 0 < num_src <= self.num_src_nodes:
+            raise ValueError(f"dst_prefix({num_dst}, {num_src}) is out of range for "
+                             f"{self.num_src_nodes} source and {self.num_nodes} destination "
+                             "nodes")
+        end = int(self.csr.indptr[num_dst])
+        dst = torch.repeat_interleave(torch.arange(num_dst, device=self.device),
+                                      self.csr.degree()[:num_dst].long(), output_size=end)
+        return Graph.bipartite(torch.stack([self.csr.indices[:end].long(), dst]),
+                               (num_src, num_dst))
+
     def _pair_keys(self, flip: bool = False) -> Tensor:
         src, dst = self.edge_index
         return (src * self.num_nodes + dst) if flip else (dst * self.num_src_nodes + src)

@@ -176,9 +176,10 @@ def _round_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, local
     src = local[graph.csr.indices[in_edges].long()]
     dst = torch.repeat_interleave(torch.arange(len(region)), counts)
     sub_edges = torch.stack([src, dst])[:, src >= 0]
-    sub_x = x[region].to(device).detach().requires_grad_()
-    out = _node_outputs(model, sub_x, sub_edges.to(device))
-    total = _root_jacobian_l1(out[local[seeds].to(device)], sub_x).cpu()
+    region_hop = torch.full((len(region),), locality + 2)  # the out-neighbours: farther
+    region_hop.scatter_reduce_(0, local[nodes], hops, "amin")  # the L + 1 shells overlap
+    total = _subgraph_jacobian_l1(model, x[region], sub_edges, region_hop, local[seeds],
+                                  device)
     keep = hops <= min(locality, max_hops)  # zero influence from farther nodes
     return _per_hop(node_ptr, hops, total[local[nodes[keep]]], max_hops, keep)
 
@@ -214,15 +215,38 @@ def _batch_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, devic
     node_ptr, nodes, hops, edge_ptr, src, dst, _ = torch.ops.graphloc.khop_subgraphs(
         graph.csr.indptr, graph.csr.indices, seeds.cpu(), max_hops)
     edge_offset = torch.repeat_interleave(node_ptr[:-1], edge_ptr.diff())
-    edge_index = torch.stack([src + edge_offset, dst + edge_offset]).to(device)
-    packed = x[nodes].to(device).detach().requires_grad_()
-    roots = node_ptr[:-1].to(device)
+    edge_index = torch.stack([src + edge_offset, dst + edge_offset])
+    roots = node_ptr[:-1]
     if getattr(model, "node_batched", False):  # it scores just the roots (e.g. LargeGT)
-        root_out = model(packed, edge_index, index=roots)
+        packed = x[nodes].to(device).detach().requires_grad_()
+        root_out = model(packed, edge_index.to(device), index=roots.to(device))
+        total = _root_jacobian_l1(root_out, packed).cpu()
     else:
-        root_out = _node_outputs(model, packed, edge_index)[roots]
-    total = _root_jacobian_l1(root_out, packed).cpu()
+        total = _subgraph_jacobian_l1(model, x[nodes], edge_index, hops, roots, device)
     return _per_hop(node_ptr, hops, total, max_hops)
+
+
+def _subgraph_jacobian_l1(model, x: Tensor, edge_index: Tensor, hop: Tensor, roots: Tensor,
+                          device) -> Tensor:
+    """Per node of a subgraph, the summed |d out[roots] / d x| (each node's gradient from
+    the roots that reach it); ``hop`` is each node's distance to the nearest root. A model
+    that ``prunes_layers`` gets the nodes ordered by it, roots first, and computes each
+    layer only where the roots' outputs still read it."""
+    prune = getattr(model, "prunes_layers", False)
+    if prune:
+        order = hop.argsort(stable=True)
+        position = torch.empty_like(order)
+        position[order] = torch.arange(len(order))
+        x, edge_index, roots = x[order], position[edge_index], position[roots]
+    packed = x.to(device).detach().requires_grad_()
+    edge_index = edge_index.to(device)
+    if prune:
+        ball_sizes = torch.bincount(hop).cumsum(0).tolist()
+        out = model.forward_within(packed, Graph(edge_index, len(packed)), ball_sizes)
+    else:
+        out = _node_outputs(model, packed, edge_index)
+    total = _root_jacobian_l1(out[roots.to(device)], packed).cpu()
+    return total[position] if prune else total
 
 
 def _node_outputs(model, x: Tensor, edge_index: Tensor) -> Tensor:

@@ -62,6 +62,13 @@ class Standardized(torch.nn.Module):
     def graphloc_hops(self) -> int | None:
         return getattr(self.model, "graphloc_hops", None)
 
+    @property
+    def prunes_layers(self) -> bool:
+        return getattr(self.model, "prunes_layers", False)
+
+    def forward_within(self, x, graph, ball_sizes):
+        return self.model.forward_within((x - self.mean) / self.std, graph, ball_sizes)
+
     def fit(self, x: torch.Tensor) -> Standardized:
         self.mean.copy_(x.mean(0))
         self.std.copy_(x.std(0).clamp(min=1e-6).nan_to_num(1.0))

@@ -165,3 +165,22 @@ def test_conversions():
         Graph.from_scipy(sp.random(3, 4, density=0.5))
     with pytest.raises(ValueError, match="no nodes"):
         Graph.from_networkx(nx.Graph())
+
+
+def test_dst_prefix_holds_the_in_edges_of_the_first_destinations():
+    edge_index = random_edge_index(30, 90, seed=45)
+    graph = Graph(edge_index, num_nodes=30)
+    weight = torch.rand(graph.num_edges)
+    prefix = graph.dst_prefix(12, 30)
+    assert prefix.is_bipartite and (prefix.num_src_nodes, prefix.num_nodes) == (30, 12)
+    into = edge_index[1] < 12
+    expected = sorted(zip(*edge_index[:, into].tolist(), weight[into].tolist(), strict=True))
+    got = sorted(zip(*prefix.edge_index.tolist(),
+                     graph.to_csr_order(weight)[:prefix.num_edges].tolist(), strict=True))
+    assert got == expected
+    sources = int(edge_index[0][into].max()) + 1
+    with pytest.raises(ValueError, match=f"holds {sources - 1} at column"):
+        graph.dst_prefix(12, sources - 1)  # a source beyond the allowed ones
+    for bad in ((0, 30), (31, 30), (12, 31)):
+        with pytest.raises(ValueError, match=r"dst_prefix\(.*\) is out of range"):
+            graph.dst_prefix(*bad)

@@ -45,7 +45,8 @@ def models(depth=3):
         "pyg-cheb": pyg_nn.ChebConv(6, 3, K=3),
         "gl-gcn": gl.GNN("gcn", 6, 8, 3, depth), "gl-sage": gl.GNN("sage", 6, 8, 3, depth),
         "gl-gat": gl.GNN("gat", 6, 8, 3, depth, heads=2),
-        "gl-cheb": gl.GNN("cheb", 6, 8, 3, 2, K=3),
+        "gl-cheb": gl.GNN("cheb", 6, 8, 3, 2, K=3), "gl-gin": gl.GNN("gin", 6, 8, 3, depth),
+        "gl-sage-res": gl.GNN("sage", 6, 8, 3, depth, residual=True, norm="layer"),
     }
 
 
@@ -73,6 +74,41 @@ def test_batched_and_per_seed_paths_agree():
     batched = influence_per_hop(model, data, 4, nodes, batch_size=16)
     single = influence_per_hop(model, data, 4, nodes, method="per_seed")
     torch.testing.assert_close(batched, single, rtol=1e-6, atol=1e-12)
+
+
+class Unpruned(torch.nn.Module):
+    """The model's plain forward only (no ``forward_within``)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x, graph):
+        return self.model(x, graph)
+
+
+@pytest.mark.parametrize("conv", ["gcn", "sage", "gat", "gin"])
+def test_layer_pruning_gives_the_unpruned_numbers(conv, monkeypatch):
+    import graphloc.nn as gl
+    from graphloc.train import Standardized
+    data = road_data(300)
+    nodes = torch.arange(0, 300, 11)
+    torch.manual_seed(2)
+    model = gl.GNN(conv, 6, 8, 3, 5, residual=True, norm="batch").double()
+    model(data.x.double(), data.edge_index)  # BatchNorm statistics off their start
+    x = data.x.double()
+    calls, forward_within = [], gl.GNN.forward_within
+    monkeypatch.setattr(gl.GNN, "forward_within", lambda *a: calls.append(1) or
+                        forward_within(*a))
+    for wrapped in (model, Standardized(model, 6).fit(x)):
+        for max_hops in (3, 7):
+            calls.clear()
+            pruned = influence_per_hop(wrapped, (x, data.edge_index), max_hops, nodes,
+                                       batch_size=8)
+            assert calls  # the pruned path ran
+            plain = influence_per_hop(Unpruned(wrapped), (x, data.edge_index), max_hops,
+                                      nodes, batch_size=8)
+            torch.testing.assert_close(pruned, plain, rtol=1e-10, atol=1e-14)
 
 
 def test_dense_jacobian_oracle_on_a_tiny_graph():

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.graph import Graph
 from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, SAGEConv, TransformerConv
 from graphloc.nn.conv._utils import as_graph
 from graphloc.nn.largegt import LargeGT
@@ -56,6 +57,7 @@ def _gin(in_channels: int, out_channels: int, **kwargs) -> GINConv:
     return GINConv(mlp, **kwargs)
 
 
+_PRUNABLE = (GCNConv, SAGEConv, GATConv, GINConv)
 _ACTS = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "elu": torch.nn.ELU,
          "tanh": torch.nn.Tanh, "identity": torch.nn.Identity}
 
@@ -113,6 +115,41 @@ class GNN(torch.nn.Module):
             h = self.dropout(self.act(norm(conv(x, graph))))
             x = x + h if self.residual and h.shape == x.shape else h
         return self.convs[-1](x, graph)
+
+    def forward_within(self, x: Tensor, graph: Graph, ball_sizes: list[int]) -> Tensor:
+        """``forward(x, graph)[:ball_sizes[0]]`` computing each layer only where the
+        output still reads it: the nodes are ordered by hop distance from the first
+        ``ball_sizes[0]`` of them (in-edges), ``ball_sizes[r]`` within r hops and all of
+        them within R = ``len(ball_sizes) - 1``, so conv i of L needs its output for the
+        first ``ball_sizes[min(L - 1 - i, R)]`` nodes only.
+        Saves about 2/3 of a deep model's work on a road graph (influence's packed balls);
+        needs ``prunes_layers``."""
+        if not self.prunes_layers:
+            raise ValueError(f"forward_within needs gcn, sage, gat or gin convs without a "
+                             f"cached normalisation or edge features; got {self.convs[0]}")
+        if not ball_sizes or ball_sizes[-1] != x.size(0) or any(
+                a > b for a, b in zip(ball_sizes[:-1], ball_sizes[1:], strict=True)):
+            raise ValueError(f"ball_sizes must grow to the {x.size(0)} nodes of x, got "
+                             f"{list(ball_sizes)}")
+        graph = as_graph(graph, x)
+        last = len(ball_sizes) - 1
+        for i, conv in enumerate(self.convs):
+            rows = ball_sizes[min(len(self.convs) - 1 - i, last)]
+            if isinstance(conv, GCNConv):
+                h = conv.forward_prefix(x, graph, rows)
+            else:  # SAGE, GAT, GIN: the in-edges of the first rows, as a bipartite graph
+                h = conv((x, x[:rows]), graph.dst_prefix(rows, x.size(0)))
+            if i == len(self.convs) - 1:
+                return h
+            h = self.dropout(self.act(self.norms[i](h)))
+            x = x[:rows] + h if self.residual and h.size(1) == x.size(1) else h
+
+    @property
+    def prunes_layers(self) -> bool:
+        """Whether ``forward_within`` applies: every conv a one-hop kind without a cached
+        normalisation or edge features."""
+        return all(isinstance(c, _PRUNABLE) and not getattr(c, "cached", False)
+                   and getattr(c, "edge_dim", None) is None for c in self.convs)
 
     @property
     def graphloc_hops(self) -> int:

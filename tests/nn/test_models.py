@@ -106,3 +106,56 @@ def test_build_model_covers_models_convs_and_augmented_convs():
         build_model("nope", 4, 8, 3, 2)
     with pytest.raises(ValueError, match="K must be >= 0"):
         DAGNN(4, 8, 3, K=-1)
+
+
+def _ball_ordered(edge_index, num_nodes, roots, radius):
+    """The subgraph induced by the in-ball of ``roots`` (radius hops), its nodes ordered by
+    hop distance (roots first), and the ball sizes per radius."""
+    hop = torch.full((num_nodes,), -1)
+    hop[roots] = 0
+    for r in range(radius):
+        reached = torch.zeros(num_nodes, dtype=torch.bool)
+        reached[edge_index[0][hop[edge_index[1]] == r]] = True
+        hop[reached & (hop < 0)] = r + 1
+    inside = (hop >= 0).nonzero().flatten()
+    order = inside[hop[inside].argsort(stable=True)]
+    new = torch.full((num_nodes,), -1)
+    new[order] = torch.arange(len(order))
+    keep = (new[edge_index[0]] >= 0) & (new[edge_index[1]] >= 0)
+    sizes = torch.bincount(hop[order], minlength=radius + 1).cumsum(0).tolist()
+    return order, new[edge_index[:, keep]], sizes
+
+
+@pytest.mark.parametrize("conv,kwargs", [("gcn", {}), ("gcn", {"improved": True}),
+                                         ("sage", {}), ("sage", {"aggr": "max"}),
+                                         ("gat", {}), ("gin", {"train_eps": True})])
+@pytest.mark.parametrize("num_layers,radius", [(3, 3), (3, 5), (5, 3), (1, 2)])
+def test_forward_within_equals_the_full_forward_on_the_nearest_nodes(conv, kwargs,
+                                                                     num_layers, radius):
+    torch.manual_seed(3)
+    edge_index = random_edge_index(120, 260, seed=43)  # loops, parallel edges, isolated
+    order, sub_edges, sizes = _ball_ordered(edge_index, 120, torch.tensor([5, 9, 70]), radius)
+    graph = Graph(sub_edges, num_nodes=len(order))
+    x = torch.randn(len(order), 4, dtype=torch.float64)
+    for residual, norm in ((False, None), (True, "layer"), (True, "batch")):
+        model = GNN(conv, 4, 8, 3, num_layers, residual=residual, norm=norm,
+                    **kwargs).double()
+        model(x, graph)  # BatchNorm: running statistics away from their initial values
+        model.eval()
+        assert model.prunes_layers and sizes[0] == 3
+        torch.testing.assert_close(model.forward_within(x, graph, sizes),
+                                   model(x, graph)[:3], rtol=1e-12, atol=1e-12)
+
+
+def test_forward_within_refuses_what_it_cannot_prune():
+    graph = Graph(random_edge_index(10, 30, seed=44), num_nodes=10)
+    x = torch.randn(10, 4)
+    for model in (GNN("cheb", 4, 8, 3, 2), GNN("transformer", 4, 8, 3, 2),
+                  GNN("gat", 4, 8, 3, 2, edge_dim=2), GNN("gcn", 4, 8, 3, 2, cached=True)):
+        assert not model.prunes_layers
+        with pytest.raises(ValueError, match="forward_within needs gcn, sage, gat or gin"):
+            model.forward_within(x, graph, [1, 10])
+    model = GNN("gcn", 4, 8, 3, 2)
+    for sizes in ([1, 9], [], [4, 2, 10]):
+        with pytest.raises(ValueError, match="ball_sizes must grow to the 10 nodes"):
+            model.forward_within(x, graph, sizes)

@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.graph import Graph
 from graphloc.nn.conv._utils import as_graph, check_input, glorot_linear, reset_glorot
 
 
@@ -64,15 +65,31 @@ class GCNConv(torch.nn.Module):
 
     def forward(self, x: Tensor, graph, edge_weight: Tensor | None = None) -> Tensor:
         check_input(self, x, self.in_channels)
-        graph = as_graph(graph, x)
+        graph, edge_weight = self._normalized(as_graph(graph, x), edge_weight, x.dtype)
+        return self._propagate(x, graph, edge_weight)
+
+    def forward_prefix(self, x: Tensor, graph: Graph, num_dst: int) -> Tensor:
+        """``forward(x_all, graph)[:num_dst]`` where ``x`` holds the first rows of
+        ``x_all``, all that those outputs read (see ``Graph.dst_prefix``); the degrees
+        are the whole graph's."""
+        check_input(self, x, self.in_channels)
+        graph, edge_weight = self._normalized(graph, None, x.dtype)
+        prefix = graph.dst_prefix(num_dst, x.size(0))
+        if edge_weight is not None:
+            edge_weight = graph.to_csr_order(edge_weight)[:prefix.num_edges]
+        return self._propagate(x, prefix, edge_weight)
+
+    def _normalized(self, graph: Graph, edge_weight: Tensor | None, dtype):
         if self.normalize:
             if self.cached and self._cached_norm is not None:
-                graph, edge_weight = self._cached_norm
-            else:
-                graph, edge_weight = graph.gcn_norm(self.add_self_loops, self.improved,
-                                                    edge_weight, dtype=x.dtype)
-                if self.cached:
-                    self._cached_norm = (graph, edge_weight)
+                return self._cached_norm
+            graph, edge_weight = graph.gcn_norm(self.add_self_loops, self.improved,
+                                                edge_weight, dtype=dtype)
+            if self.cached:
+                self._cached_norm = (graph, edge_weight)
+        return graph, edge_weight
+
+    def _propagate(self, x: Tensor, graph: Graph, edge_weight: Tensor | None) -> Tensor:
         if edge_weight is not None:
             edge_weight = edge_weight.to(x.dtype)
         out = ops.spmm(graph, self.lin(x), edge_weight)
