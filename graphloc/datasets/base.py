@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,15 +91,27 @@ def load_file(path: str, what: str, weights_only: bool = True):
 
 
 def atomic_save(obj, path: str) -> None:
-    """``torch.save`` through a temporary file in the same folder and a rename, so a crash
-    never leaves a half-written file at ``path``."""
+    """``torch.save`` that never leaves a half-written file at ``path``."""
+    with atomic_file(path) as tmp:
+        torch.save(obj, tmp)
+
+
+@contextmanager
+def atomic_file(path: str, suffix: str = ".tmp"):
+    """Yields a temporary path in ``path``'s folder, renamed to ``path`` (with a new file's
+    usual permissions) when the block succeeds and removed when it raises: a crash never
+    leaves a half-written file at ``path``."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=suffix)
     os.close(fd)
     try:
-        torch.save(obj, tmp)
+        yield tmp
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide it from other users
         os.replace(tmp, path)
     except BaseException:
-        os.unlink(tmp)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
         raise

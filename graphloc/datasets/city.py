@@ -22,7 +22,7 @@ import warnings
 
 import torch
 
-from graphloc.datasets.base import NodeDataset, atomic_save, load_file
+from graphloc.datasets.base import NodeDataset, atomic_file, atomic_save, load_file
 from graphloc.graph import Graph
 
 _REGISTRY_PATH = os.path.join(os.path.dirname(__file__), "registry.json")
@@ -73,34 +73,25 @@ class CityNetwork(NodeDataset):
             transform(self)
 
     def _download(self) -> None:
-        folder = os.path.dirname(self.archive)
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".part")
-        digest = hashlib.sha256()
+        digest, expected = hashlib.sha256(), self.spec.get("sha256")
         try:
-            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(self.url,  # noqa: S310
+            with atomic_file(self.archive, ".part") as tmp:
+                with open(tmp, "wb") as out, urllib.request.urlopen(self.url,  # noqa: S310
                                                                     timeout=60) as resp:
-                while chunk := resp.read(1 << 20):
-                    digest.update(chunk)
-                    out.write(chunk)
-            expected = self.spec.get("sha256")
-            if expected and digest.hexdigest() != expected:
-                raise ValueError(f"{self.url}: sha256 {digest.hexdigest()} differs from the "
-                                 f"recorded {expected}: corrupt or changed download")
-            self._read_arrays(tmp)  # the published counts, before it is kept
-            os.replace(tmp, self.archive)
-            if not expected:
-                warnings.warn(f"{self.url} passed the count checks; no sha256 is recorded for "
-                              f"it yet: record {digest.hexdigest()} in {_REGISTRY_PATH}",
-                              stacklevel=3)
+                    while chunk := resp.read(1 << 20):
+                        digest.update(chunk)
+                        out.write(chunk)
+                if expected and digest.hexdigest() != expected:
+                    raise ValueError(f"{self.url}: sha256 {digest.hexdigest()} differs from "
+                                     f"the recorded {expected}: corrupt or changed download")
+                self._read_arrays(tmp)  # the published counts, before it is kept
         except (urllib.error.URLError, OSError) as err:
-            _remove(tmp)
             raise RuntimeError(
                 f"could not download {self.url} ({err}). Without network access, fetch it "
                 f"elsewhere and place it at {self.archive}") from err
-        except BaseException:
-            _remove(tmp)
-            raise
+        if not expected:
+            warnings.warn(f"{self.url} passed the count checks; no sha256 is recorded for it "
+                          f"yet: record {digest.hexdigest()} in {_REGISTRY_PATH}", stacklevel=3)
 
     def _build(self) -> None:
         from graphloc.datasets.osm import build_city_network
@@ -116,11 +107,6 @@ class CityNetwork(NodeDataset):
         arrays = read_release(archive, self.augmented, name)
         check_release(archive, arrays, self.spec, self.augmented)
         return arrays
-
-
-def _remove(path: str) -> None:
-    if os.path.exists(path):
-        os.unlink(path)
 
 
 def read_release(archive: str, augmented: bool = True, name: str | None = None) -> dict:

@@ -36,13 +36,12 @@ import io
 import os
 import re
 import tarfile
-import tempfile
 from collections import Counter, defaultdict
 
 import numpy as np
 import torch
 
-from graphloc.datasets.base import city_split
+from graphloc.datasets.base import atomic_file, city_split
 from graphloc.datasets.labels import eccentricity_classes, local_eccentricity
 from graphloc.graph import Graph
 
@@ -80,6 +79,8 @@ class OsmRoads:
                         pass
 
             def way(self, w):
+                if "highway" not in w.tags:  # most ways: skip before copying their tags
+                    return
                 tags = dict(w.tags)
                 if _is_public_road(tags):
                     nodes = [n for n in w.nodes if n.location.valid()]
@@ -100,10 +101,11 @@ class OsmRoads:
             refs = refs[::-1]
         attrs = {"osmid": way_id, "highway": tags["highway"], "oneway": oneway,
                  "lanes": tags.get("lanes"), "maxspeed": tags.get("maxspeed")}
-        for u, v in zip(refs[:-1], refs[1:], strict=True):
-            self.edges.append((u, v, {**attrs, "reversed": False}))
+        forward, backward = {**attrs, "reversed": False}, {**attrs, "reversed": True}
+        for u, v in zip(refs[:-1], refs[1:], strict=True):  # a way's edges share two dicts
+            self.edges.append((u, v, forward))
             if not oneway:
-                self.edges.append((v, u, {**attrs, "reversed": True}))
+                self.edges.append((v, u, backward))
 
 
 def _is_public_road(tags: dict) -> bool:
@@ -123,9 +125,7 @@ def _largest_component(edges, nodes):
     """Edges of the largest weakly connected component (step 2)."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
-    index = {n: i for i, n in enumerate(nodes)}
-    u = np.array([index[e[0]] for e in edges])
-    v = np.array([index[e[1]] for e in edges])
+    u, v = _endpoints(edges, nodes)
     adj = coo_matrix((np.ones(len(u)), (u, v)), shape=(len(nodes), len(nodes)))
     _, comp = connected_components(adj, directed=True, connection="weak")
     largest = np.bincount(comp).argmax()
@@ -135,6 +135,7 @@ def _largest_component(edges, nodes):
 
 def _simplify(edges, coords):
     """osmnx's strict simplification (step 3): merge chains of interstitial nodes."""
+    lengths = _edge_lengths(edges, coords).tolist()
     succ, pred = defaultdict(list), defaultdict(list)
     for i, (u, v, _) in enumerate(edges):
         succ[u].append(i)
@@ -163,21 +164,26 @@ def _simplify(edges, coords):
                 prev, cur = cur, edges[nxt[0]][1]
                 if cur == start:
                     break
-            merged.append((start, cur, _merge_attrs([edges[i] for i in path], coords)))
+            merged.append((start, cur, _merge_attrs([edges[i][2] for i in path],
+                                                    sum(lengths[i] for i in path))))
     return merged, endpoints
 
 
-def _merge_attrs(chain, coords):
-    attrs = {"length": float(sum(_edge_length(u, v, coords) for u, v, _ in chain))}
+def _merge_attrs(chain: list[dict], length: float) -> dict:
+    """One street's attributes: each key's value, or the sorted list of its values."""
+    if all(a is chain[0] for a in chain):  # one way, one direction: the common case
+        return {**chain[0], "length": length}
+    attrs = {}
     for key in ("osmid", "highway", "oneway", "lanes", "maxspeed", "reversed"):
-        values = sorted({e[2][key] for e in chain}, key=str)
+        values = sorted({a[key] for a in chain}, key=str)
         attrs[key] = values[0] if len(values) == 1 else values
-    return attrs
+    return {**attrs, "length": length}
 
 
-def _edge_length(u, v, coords):
-    (lon1, lat1), (lon2, lat2) = coords[u], coords[v]
-    return haversine_m(lon1, lat1, lon2, lat2)
+def _edge_lengths(edges, coords) -> np.ndarray:
+    """Great-circle length of every edge, in metres."""
+    ends = np.array([(*coords[u], *coords[v]) for u, v, _ in edges]).reshape(-1, 4)
+    return haversine_m(*ends.T)
 
 
 def _speed_kph(maxspeed):
@@ -262,14 +268,21 @@ def _as_bool(value):
     return value if isinstance(value, (bool, list)) else str(value).lower() == "true"
 
 
-def _street_counts(edges) -> Counter:
+def _street_counts(edges, nodes: list) -> dict:
     """osmnx's street_count: distinct undirected streets at each node."""
-    pairs = {(min(u, v, key=str), max(u, v, key=str)) for u, v, _ in edges if u != v}
-    count = Counter()
-    for u, v in pairs:
-        count[u] += 1
-        count[v] += 1
-    return count
+    u, v = _endpoints(edges, nodes)
+    u, v = u[u != v], v[u != v]
+    pairs = np.unique(np.minimum(u, v) * len(nodes) + np.maximum(u, v))
+    count = np.bincount(np.concatenate([pairs // len(nodes), pairs % len(nodes)]),
+                        minlength=len(nodes))
+    return dict(zip(nodes, count.tolist(), strict=True))
+
+
+def _endpoints(edges, nodes: list) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in ``nodes`` of every edge's source and destination."""
+    index = {n: i for i, n in enumerate(nodes)}
+    ends = np.array([(index[u], index[v]) for u, v, _ in edges], dtype=np.int64)
+    return ends.reshape(-1, 2).T
 
 
 def build_city_network(source, out_dir: str, name: str | None = None, hops: int = 16,
@@ -295,11 +308,12 @@ def build_city_network(source, out_dir: str, name: str | None = None, hops: int 
     stage("largest component")
     nodes = sorted(roads.coords, key=str)
     edges = _largest_component(roads.edges, nodes)
-    streets = _street_counts(edges)
+    streets = _street_counts(edges, nodes)
     stage("simplifying")
     if getattr(roads, "simplified", False):
-        merged = [(u, v, {"length": a.get("length", _edge_length(u, v, roads.coords)), **a})
-                  for u, v, a in edges]
+        merged = [(u, v, {"length": float(length), **a})  # the graph's own length wins
+                  for (u, v, a), length in zip(edges, _edge_lengths(edges, roads.coords),
+                                               strict=True)]
         kept = {u for u, _, _ in edges} | {v for _, v, _ in edges}
     else:
         merged, kept = _simplify(edges, roads.coords)
@@ -374,24 +388,16 @@ def _nearest_feature(wkbs: list, points: np.ndarray) -> np.ndarray:
 
 def _write_release(arrays: dict, out_dir: str, name: str) -> str:
     arrays["edge_indices.pt"] = arrays.pop("edge_indices")
-    os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"{name}.tar.gz")
-    fd, tmp = tempfile.mkstemp(dir=out_dir, suffix=".tmp")
-    os.close(fd)
-    try:
-        # mtime 0 in the gzip header and every entry: the same city gives the same bytes
-        with open(tmp, "wb") as raw, \
-                gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz, \
-                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            for file in sorted(arrays):
-                data = io.BytesIO()
-                torch.save(arrays[file], data)
-                info = tarfile.TarInfo(f"{name}/{file}")
-                info.size, info.mtime = data.tell(), 0
-                data.seek(0)
-                tar.addfile(info, data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    # mtime 0 in the gzip header and every entry: the same city gives the same bytes
+    with atomic_file(path) as tmp, open(tmp, "wb") as raw, \
+            gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0, compresslevel=6) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for file in sorted(arrays):
+            data = io.BytesIO()
+            torch.save(arrays[file], data)
+            info = tarfile.TarInfo(f"{name}/{file}")
+            info.size, info.mtime = data.tell(), 0
+            data.seek(0)
+            tar.addfile(info, data)
     return path

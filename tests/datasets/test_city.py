@@ -1,5 +1,6 @@
 """The City-Networks loader against release-layout archives served from 127.0.0.1."""
 
+import glob
 import hashlib
 import http.server
 import io
@@ -88,6 +89,10 @@ def test_download_process_cache_and_reload(server, tmp_path):
     assert plain.x.shape == (N, 12) and requests == ["/paris.tar.gz"]
     assert sorted(os.listdir(os.path.join(root, "paris", "processed"))) == [
         "paris_augmented_features_16-hop_10-class.pt", "paris_node_features_16-hop_10-class.pt"]
+    umask = os.umask(0o022)
+    os.umask(umask)
+    for kept in glob.glob(os.path.join(root, "paris", "*", "*")):  # not mkstemp's 0600
+        assert os.stat(kept).st_mode & 0o777 == 0o666 & ~umask, kept
     (served / "paris.tar.gz").unlink()
     CityNetwork(root, "paris", url=url, force_reload=True)  # from the kept raw archive
     assert requests == ["/paris.tar.gz"]
