@@ -21,9 +21,11 @@ from bench_ops import machine, publish  # noqa: E402
 
 from graphloc.datasets import (  # noqa: E402
     CityNetwork,
+    build_city_network,
     local_eccentricity,
     road_statistics,
     synthetic_city,
+    write_osm_xml,
 )
 
 PUBLISHED = [  # City-Networks paper / PyG docstring / authors' notebook
@@ -38,6 +40,8 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--label-nodes", type=int, default=570_000)
+    parser.add_argument("--osm-nodes", type=int, default=200_000,
+                        help="intersections of the OSM file the builder is timed on")
     parser.add_argument("--write", metavar="PATH")
     args = parser.parse_args(argv)
     rows = []
@@ -55,6 +59,13 @@ def main(argv=None) -> None:
         stats = road_statistics(ds.graph)
         rows.append((f"synthetic {n:,}", stats, f"{total:.1f} s (incl. 16-hop labels)"))
         print(f"  {rows[-1]}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "city.osm")
+        segments = write_osm_xml(synthetic_city(args.osm_nodes, seed=2, hops=1), path)
+        start = time.perf_counter()
+        build_city_network(path, tmp)
+        build_s = time.perf_counter() - start
+    print(f"  builder, {args.osm_nodes:,}-intersection OSM file: {build_s:.1f} s", flush=True)
     ds = synthetic_city(args.label_nodes, seed=1, hops=1)  # labels timed separately below
     lengths = ds.edge_attr[:, 0].double()
     start = time.perf_counter()
@@ -75,7 +86,10 @@ def main(argv=None) -> None:
     text = (f"\n## Datasets (`benchmarks/bench_datasets.py`), {header}\n\n" + "\n".join(lines) +
             f"\n\n16-hop local eccentricity of a {args.label_nodes:,}-node synthetic city "
             f"({ds.graph.num_edges // 2:,} streets), C++ kernel, "
-            f"{torch.get_num_threads()} threads: {label_s:.1f} s.\n")
+            f"{torch.get_num_threads()} threads: {label_s:.1f} s.\n\n"
+            f"Builder (`build_city_network`, OSM file to labelled archive, 16-hop labels) on "
+            f"an OSM XML file of a {args.osm_nodes:,}-intersection synthetic city, each street "
+            f"one way of 3 segments ({2 * segments:,} directed segments): {build_s:.1f} s.\n")
     publish(text, args.write)
 
 

@@ -11,8 +11,9 @@ from graphloc.datasets.base import NodeDataset, city_split
 from graphloc.datasets.city import CityNetwork, load_built_city
 from graphloc.datasets.labels import eccentricity_classes, local_eccentricity
 from graphloc.datasets.ogb import ogb_node
+from graphloc.datasets.osm import build_city_network
 from graphloc.datasets.stats import road_statistics
-from graphloc.datasets.synthetic import synthetic_city
+from graphloc.datasets.synthetic import synthetic_city, write_osm_xml
 
 
 def load_dataset(spec: str, root: str = "data", seed: int = 0) -> NodeDataset:
@@ -28,6 +29,7 @@ def load_dataset(spec: str, root: str = "data", seed: int = 0) -> NodeDataset:
     return CityNetwork(root, spec)
 
 
-__all__ = ["load_dataset", "NodeDataset", "CityNetwork", "city_split", "local_eccentricity",
-           "eccentricity_classes", "road_statistics", "synthetic_city", "ogb_node",
-           "AMLTransactions", "EdgeDataset", "synthetic_transactions", "temporal_split"]
+__all__ = ["load_dataset", "NodeDataset", "CityNetwork", "build_city_network", "city_split",
+           "local_eccentricity", "eccentricity_classes", "road_statistics", "synthetic_city",
+           "ogb_node", "AMLTransactions", "EdgeDataset", "synthetic_transactions",
+           "temporal_split", "write_osm_xml"]

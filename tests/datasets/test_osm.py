@@ -11,8 +11,12 @@ import torch
 from helpers import requires_ext
 from test_city import server  # noqa: F401 (fixture)
 
-from graphloc.datasets import CityNetwork, road_statistics
-from graphloc.datasets.osm import _simplify, build_city_network
+from graphloc.datasets import (
+    CityNetwork,
+    build_city_network,  # the README's import
+    road_statistics,
+)
+from graphloc.datasets.osm import _simplify
 
 HELSINKI = os.path.join(os.path.dirname(__file__), "..", "..", "datasets", "samples",
                         "helsinki.osm.pbf")
@@ -184,3 +188,27 @@ def test_landuse_is_the_nearest_area_or_point_as_in_the_release(tmp_path):
         assert torch.equal(x[row, 3:12].nonzero().flatten(),
                            torch.tensor([vocabulary.index(expected[node])])), node
         assert x[row, 0].item() == pytest.approx(24.9 + 0.001 * roads[node][0], abs=1e-5)
+
+
+def test_a_synthetic_city_written_as_osm_builds_back_into_the_same_streets(tmp_path):
+    from graphloc.datasets import synthetic_city, write_osm_xml
+    city = synthetic_city(1500, seed=4, hops=1)
+    streets = write_osm_xml(city, str(tmp_path / "city.osm"), segments=3)
+    assert streets == city.graph.num_edges // 2
+    arrays = read_release(build_city_network(str(tmp_path / "city.osm"), str(tmp_path), hops=2))
+    x, edge_index = arrays["node_features.pt"].double(), arrays["edge_indices.pt"]
+    assert x.size(0) == 1500  # every interstitial node merged away, every junction kept
+    # match the built nodes to the city's by coordinates (float32 features: ~1e-6 degrees)
+    from scipy.spatial import cKDTree
+    expected_xy = torch.tensor([24.0, 60.0], dtype=torch.float64) + city.pos.double() * 1e-5
+    distance, to_city = cKDTree(expected_xy.numpy()).query(x[:, :2].numpy())
+    assert distance.max() < 1e-5 and len(set(to_city.tolist())) == 1500
+    to_city = torch.from_numpy(to_city)
+    ours = {tuple(e) for e in to_city[edge_index].t().tolist()}
+    assert ours == {tuple(e) for e in city.graph.edge_index.t().tolist()}
+    street_count = torch.zeros(1500)
+    street_count[to_city] = x[:, 2].float()
+    torch.testing.assert_close(street_count, city.graph.in_degree().float())
+    with pytest.raises(ValueError, match="segments must be >= 1, got 0"):
+        write_osm_xml(city, str(tmp_path / "bad.osm"), segments=0)
+    assert not (tmp_path / "bad.osm").exists()
