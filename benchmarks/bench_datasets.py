@@ -61,7 +61,7 @@ def main(argv=None) -> None:
         print(f"  {rows[-1]}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "city.osm")
-        segments = write_osm_xml(synthetic_city(args.osm_nodes, seed=2, hops=1), path)
+        streets = write_osm_xml(synthetic_city(args.osm_nodes, seed=2, hops=1), path)
         start = time.perf_counter()
         build_city_network(path, tmp)
         build_s = time.perf_counter() - start
@@ -88,8 +88,9 @@ def main(argv=None) -> None:
             f"({ds.graph.num_edges // 2:,} streets), C++ kernel, "
             f"{torch.get_num_threads()} threads: {label_s:.1f} s.\n\n"
             f"Builder (`build_city_network`, OSM file to labelled archive, 16-hop labels) on "
-            f"an OSM XML file of a {args.osm_nodes:,}-intersection synthetic city, each street "
-            f"one way of 3 segments ({2 * segments:,} directed segments): {build_s:.1f} s.\n")
+            f"an OSM XML file of a {args.osm_nodes:,}-intersection synthetic city, its "
+            f"{streets:,} streets each a two-way way of 3 segments ({6 * streets:,} "
+            f"directed segments): {build_s:.1f} s.\n")
     publish(text, args.write)
 
 

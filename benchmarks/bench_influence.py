@@ -50,10 +50,12 @@ def main(argv=None) -> None:
     pyg_model = GCN(37, 64, 16, 10)
     ours_model = GNN("gcn", 37, 64, 10, 16)
     rows, check = [], None
-    for label, model in (("PyG GCN", pyg_model), ("graphloc GNN('gcn')", ours_model),
-                         ("graphloc GNN('gcn'), layers not pruned", Unpruned(ours_model))):
+    for label, model, prune in (("PyG GCN", pyg_model, True),
+                                ("graphloc GNN('gcn')", ours_model, True),
+                                ("graphloc GNN('gcn'), layers not pruned", ours_model, False)):
         start = time.perf_counter()
-        ours, _ = total_influence(model, data, args.max_hops, nodes=nodes, average=False)
+        ours, _ = total_influence(model, data, args.max_hops, nodes=nodes, average=False,
+                                  prune_layers=prune)
         ours_s = time.perf_counter() - start
         torch.manual_seed(1)  # PyG draws its seeds from the global generator: make them ours
         perm = torch.randperm(args.nodes)
@@ -63,13 +65,13 @@ def main(argv=None) -> None:
                                         num_samples=args.pyg_seeds, average=False)
         pyg_s = time.perf_counter() - start
         mine, _ = total_influence(model, data, args.max_hops, nodes=perm[:args.pyg_seeds],
-                                  average=False)
+                                  average=False, prune_layers=prune)
         err = ((mine - theirs).abs() / theirs.abs().clamp(min=1e-30)).max().item()
         check = max(err, check or 0.0)
         del ours
         start = time.perf_counter()
         total_influence(model, data, args.max_hops, nodes=nodes, average=False,
-                        method="full_graph", locality=16)
+                        method="full_graph", locality=16, prune_layers=prune)
         full_s = time.perf_counter() - start
         rows.append((label, 1e3 * pyg_s / args.pyg_seeds, 1e3 * ours_s / args.seeds,
                      1e3 * full_s / args.seeds))
@@ -88,20 +90,9 @@ def main(argv=None) -> None:
             f"common seeds: {check:.1e}. Full graph: `method=\"full_graph\"` (exact "
             f"full-graph Jacobians, seeds in rounds with disjoint 16-balls). graphloc's own "
             f"GNN runs each layer only on the nodes the seeds' outputs still read "
-            f"(`GNN.forward_within`); the last row turns that off.\n\n"
+            f"(`GNN.forward_within`); the last row turns that off (`prune_layers=False`).\n\n"
             + "\n".join(lines) + "\n" + shallow_model_table(args) + all_nodes_table(args),
             args.write)
-
-
-class Unpruned(torch.nn.Module):
-    """The model's plain forward only: every layer over the whole packed balls."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, x, graph):
-        return self.model(x, graph)
 
 
 def shallow_model_table(args) -> str:

@@ -90,9 +90,12 @@ METHODS = ("auto", "batched", "per_seed", "full_graph")
 
 def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
                       batch_size: int = 256, device="cpu", method: str = "auto",
-                      locality: int | None = None, progress: bool = False) -> Tensor:
+                      locality: int | None = None, prune_layers: bool = True,
+                      progress: bool = False) -> Tensor:
     """``T [S, max_hops + 1]``: ``T[s, h]`` = total influence on ``nodes[s]`` of the nodes
-    exactly h hops away (float64). The model runs in eval mode (its mode is restored)."""
+    exactly h hops away (float64). The model runs in eval mode (its mode is restored).
+    ``prune_layers=False`` runs every layer on every node even for a model that
+    ``prunes_layers`` (same numbers, about three times the work of a deep one)."""
     if max_hops < 0:
         raise ValueError(f"max_hops must be >= 0, got {max_hops}")
     if method not in METHODS:
@@ -108,11 +111,12 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
     was_training = model.training
     model.eval()
     try:
+        prune = prune_layers and getattr(model, "prunes_layers", False)
         if method == "full_graph":
             T = _full_graph_influence(model, x, graph, nodes, max_hops, locality, device,
-                                      progress)
+                                      prune, progress)
         else:
-            T = _batched_influence(model, x, graph, nodes, max_hops, device, progress,
+            T = _batched_influence(model, x, graph, nodes, max_hops, device, prune, progress,
                                    1 if method == "per_seed" else max(1, batch_size))
     finally:
         model.train(was_training)
@@ -136,15 +140,15 @@ def _locality(model, locality) -> int:
 
 
 def _batched_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int, device,
-                       progress: bool, step: int) -> Tensor:
+                       prune: bool, progress: bool, step: int) -> Tensor:
     from tqdm.auto import tqdm
-    rows = [_batch_influence(model, x, graph, nodes[i:i + step], max_hops, device)
+    rows = [_batch_influence(model, x, graph, nodes[i:i + step], max_hops, device, prune)
             for i in tqdm(range(0, len(nodes), step), disable=not progress, desc="influence")]
     return torch.cat(rows) if rows else torch.zeros(0, max_hops + 1, dtype=torch.float64)
 
 
 def _full_graph_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int,
-                          locality: int, device, progress: bool) -> Tensor:
+                          locality: int, device, prune: bool, progress: bool) -> Tensor:
     """Rounds of seeds with disjoint ``locality``-balls, one forward and C backwards each."""
     from tqdm.auto import tqdm
     seeds, inverse = nodes.unique(return_inverse=True)
@@ -156,12 +160,12 @@ def _full_graph_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int,
     sizes = torch.bincount(rounds).tolist() if len(seeds) else []
     for members in tqdm(order.split(sizes), disable=not progress, desc="influence rounds"):
         T[members] = _round_influence(model, x, graph, seeds[members], max_hops, locality,
-                                      device)
+                                      device, prune)
     return T[inverse]
 
 
 def _round_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, locality: int,
-                     device) -> Tensor:
+                     device, prune: bool) -> Tensor:
     """Seeds with disjoint ``locality``-balls: the forward runs on the subgraph induced by
     their (locality + 1)-balls and the out-neighbours of their balls (out-degrees inside
     exact), where their outputs equal the full graph's; each node's gradient belongs to
@@ -179,7 +183,7 @@ def _round_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, local
     region_hop = torch.full((len(region),), locality + 2)  # the out-neighbours: farther
     region_hop.scatter_reduce_(0, local[nodes], hops, "amin")  # the L + 1 shells overlap
     total = _subgraph_jacobian_l1(model, x[region], sub_edges, region_hop, local[seeds],
-                                  device)
+                                  device, prune)
     keep = hops <= min(locality, max_hops)  # zero influence from farther nodes
     return _per_hop(node_ptr, hops, total[local[nodes[keep]]], max_hops, keep)
 
@@ -210,7 +214,8 @@ def main(argv=None) -> int:
     return run("influence", argv)
 
 
-def _batch_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, device) -> Tensor:
+def _batch_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, device,
+                     prune: bool) -> Tensor:
     """Balls of ``seeds`` packed as disjoint components; one forward, C backwards."""
     node_ptr, nodes, hops, edge_ptr, src, dst, _ = torch.ops.graphloc.khop_subgraphs(
         graph.csr.indptr, graph.csr.indices, seeds.cpu(), max_hops)
@@ -222,17 +227,17 @@ def _batch_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, devic
         root_out = model(packed, edge_index.to(device), index=roots.to(device))
         total = _root_jacobian_l1(root_out, packed).cpu()
     else:
-        total = _subgraph_jacobian_l1(model, x[nodes], edge_index, hops, roots, device)
+        total = _subgraph_jacobian_l1(model, x[nodes], edge_index, hops, roots, device,
+                                      prune)
     return _per_hop(node_ptr, hops, total, max_hops)
 
 
 def _subgraph_jacobian_l1(model, x: Tensor, edge_index: Tensor, hop: Tensor, roots: Tensor,
-                          device) -> Tensor:
+                          device, prune: bool) -> Tensor:
     """Per node of a subgraph, the summed |d out[roots] / d x| (each node's gradient from
-    the roots that reach it); ``hop`` is each node's distance to the nearest root. A model
-    that ``prunes_layers`` gets the nodes ordered by it, roots first, and computes each
-    layer only where the roots' outputs still read it."""
-    prune = getattr(model, "prunes_layers", False)
+    the roots that reach it); ``hop`` is each node's distance to the nearest root. With
+    ``prune`` (a model that ``prunes_layers``) the nodes are ordered by it, roots first,
+    and each layer computed only where the roots' outputs still read it."""
     if prune:
         order = hop.argsort(stable=True)
         position = torch.empty_like(order)
@@ -313,7 +318,7 @@ def total_influence(model: torch.nn.Module, data, max_hops: int, num_samples=Non
                     normalize: bool = True, average: bool = True, device="cpu",
                     vectorize: bool = True, *, nodes=None, seed: int | None = None,
                     batch_size: int = 256, method: str = "auto", locality: int | None = None,
-                    progress: bool = False) -> tuple[Tensor, float]:
+                    prune_layers: bool = True, progress: bool = False) -> tuple[Tensor, float]:
     """PyG's ``total_influence`` with the same arguments and results: the hop-wise mean
     influence (``[max_hops + 1]``, divided by hop 0 if ``normalize``) or, with
     ``average=False``, the ``[S, max_hops + 1]`` matrix; and R averaged over the seeds.
@@ -325,12 +330,13 @@ def total_influence(model: torch.nn.Module, data, max_hops: int, num_samples=Non
     out of R with a warning (PyG returns NaN). ``method``: "auto" (PyG's numbers; per seed
     for models marked ``graphloc_global``), "batched", "per_seed", or "full_graph" (exact
     full-graph Jacobians of an L-local model, ``locality=L``; see the module docstring).
+    ``prune_layers`` as in ``influence_per_hop``.
     """
     x, graph = _inputs(data)
     seeds = _seeds(graph.num_nodes, num_samples, nodes, seed)
     T = influence_per_hop(model, (x, graph), max_hops, seeds, batch_size=batch_size,
                           device=device, method=method, locality=locality,
-                          progress=progress).float()
+                          prune_layers=prune_layers, progress=progress).float()
     R = _mean_r(T)
     if not average:
         return T, R
@@ -361,15 +367,16 @@ class InfluenceResult:
 
 def measure(model: torch.nn.Module, data, max_hops: int, num_samples=None, *, nodes=None,
             seed: int | None = 0, batch_size: int = 256, device="cpu", method: str = "auto",
-            locality: int | None = None, bootstrap: int = 1000, confidence: float = 0.95,
-            progress: bool = False) -> InfluenceResult:
+            locality: int | None = None, prune_layers: bool = True, bootstrap: int = 1000,
+            confidence: float = 0.95, progress: bool = False) -> InfluenceResult:
     """Total influence per hop of ``num_samples`` seeds (or ``nodes``), the normalised
     curve, R, and bootstrap percentile intervals for both (seeds resampled ``bootstrap``
-    times). ``method`` and ``locality`` as in ``total_influence``."""
+    times). ``method``, ``locality`` and ``prune_layers`` as in ``total_influence``."""
     x, graph = _inputs(data)
     seeds = _seeds(graph.num_nodes, num_samples, nodes, seed)
     T = influence_per_hop(model, (x, graph), max_hops, seeds, batch_size=batch_size,
-                          device=device, method=method, locality=locality, progress=progress)
+                          device=device, method=method, locality=locality,
+                          prune_layers=prune_layers, progress=progress)
     r = receptive_field(T)
     curve = T.mean(0) / T.mean(0)[0]
     gen = torch.Generator().manual_seed(0 if seed is None else seed)

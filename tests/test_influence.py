@@ -76,17 +76,6 @@ def test_batched_and_per_seed_paths_agree():
     torch.testing.assert_close(batched, single, rtol=1e-6, atol=1e-12)
 
 
-class Unpruned(torch.nn.Module):
-    """The model's plain forward only (no ``forward_within``)."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, x, graph):
-        return self.model(x, graph)
-
-
 @pytest.mark.parametrize("conv", ["gcn", "sage", "gat", "gin"])
 def test_layer_pruning_gives_the_unpruned_numbers(conv, monkeypatch):
     import graphloc.nn as gl
@@ -101,13 +90,15 @@ def test_layer_pruning_gives_the_unpruned_numbers(conv, monkeypatch):
     monkeypatch.setattr(gl.GNN, "forward_within", lambda *a: calls.append(1) or
                         forward_within(*a))
     for wrapped in (model, Standardized(model, 6).fit(x)):
-        for max_hops in (3, 7):
+        for max_hops, method in ((3, "batched"), (7, "batched"), (7, "full_graph")):
             calls.clear()
             pruned = influence_per_hop(wrapped, (x, data.edge_index), max_hops, nodes,
-                                       batch_size=8)
+                                       batch_size=8, method=method)
             assert calls  # the pruned path ran
-            plain = influence_per_hop(Unpruned(wrapped), (x, data.edge_index), max_hops,
-                                      nodes, batch_size=8)
+            calls.clear()
+            plain = influence_per_hop(wrapped, (x, data.edge_index), max_hops, nodes,
+                                      batch_size=8, method=method, prune_layers=False)
+            assert not calls
             torch.testing.assert_close(pruned, plain, rtol=1e-10, atol=1e-14)
 
 
