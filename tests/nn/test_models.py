@@ -126,9 +126,11 @@ def _ball_ordered(edge_index, num_nodes, roots, radius):
     return order, new[edge_index[:, keep]], sizes
 
 
-@pytest.mark.parametrize("conv,kwargs", [("gcn", {}), ("gcn", {"improved": True}),
-                                         ("sage", {}), ("sage", {"aggr": "max"}),
-                                         ("gat", {}), ("gin", {"train_eps": True})])
+@pytest.mark.parametrize("conv,kwargs", [
+    ("gcn", {}), ("gcn", {"improved": True}), ("gcn", {"add_self_loops": False}),
+    ("sage", {}), ("sage", {"aggr": "max"}), ("sage", {"normalize": True, "root_weight": False}),
+    ("gat", {}), ("gat", {"add_self_loops": False, "negative_slope": 0.1}),
+    ("gin", {"train_eps": True})])
 @pytest.mark.parametrize("num_layers,radius", [(3, 3), (3, 5), (5, 3), (1, 2)])
 def test_forward_within_equals_the_full_forward_on_the_nearest_nodes(conv, kwargs,
                                                                      num_layers, radius):
