@@ -36,6 +36,7 @@ def main(argv=None) -> None:
     parser.add_argument("--max-hops", type=int, default=16)
     parser.add_argument("--all-nodes", type=int, default=100_000)
     parser.add_argument("--all-nodes-depths", type=int, nargs="*", default=[2, 4, 8])
+    parser.add_argument("--device", default="cpu", help="where the models run (both tools)")
     parser.add_argument("--write", metavar="PATH")
     args = parser.parse_args(argv)
     from torch_geometric.data import Data
@@ -47,31 +48,32 @@ def main(argv=None) -> None:
     data = Data(x=torch.randn(args.nodes, 37), edge_index=graph.edge_index,
                 num_nodes=args.nodes)
     nodes = torch.randperm(args.nodes)[:args.seeds]
-    pyg_model = GCN(37, 64, 16, 10)
-    ours_model = GNN("gcn", 37, 64, 10, 16)
+    pyg_model = GCN(37, 64, 16, 10).to(args.device)
+    ours_model = GNN("gcn", 37, 64, 10, 16).to(args.device)
+    device = {"device": args.device}
     rows, check = [], None
     for label, model, prune in (("PyG GCN", pyg_model, True),
                                 ("graphloc GNN('gcn')", ours_model, True),
                                 ("graphloc GNN('gcn'), layers not pruned", ours_model, False)):
         start = time.perf_counter()
         ours, _ = total_influence(model, data, args.max_hops, nodes=nodes, average=False,
-                                  prune_layers=prune)
+                                  prune_layers=prune, **device)
         ours_s = time.perf_counter() - start
         torch.manual_seed(1)  # PyG draws its seeds from the global generator: make them ours
         perm = torch.randperm(args.nodes)
         torch.manual_seed(1)
         start = time.perf_counter()
         theirs, _ = pyg_total_influence(model, data, args.max_hops,
-                                        num_samples=args.pyg_seeds, average=False)
+                                        num_samples=args.pyg_seeds, average=False, **device)
         pyg_s = time.perf_counter() - start
         mine, _ = total_influence(model, data, args.max_hops, nodes=perm[:args.pyg_seeds],
-                                  average=False, prune_layers=prune)
+                                  average=False, prune_layers=prune, **device)
         err = ((mine - theirs).abs() / theirs.abs().clamp(min=1e-30)).max().item()
         check = max(err, check or 0.0)
         del ours
         start = time.perf_counter()
         total_influence(model, data, args.max_hops, nodes=nodes, average=False,
-                        method="full_graph", locality=16, prune_layers=prune)
+                        method="full_graph", locality=16, prune_layers=prune, **device)
         full_s = time.perf_counter() - start
         rows.append((label, 1e3 * pyg_s / args.pyg_seeds, 1e3 * ours_s / args.seeds,
                      1e3 * full_s / args.seeds))
@@ -84,13 +86,14 @@ def main(argv=None) -> None:
               for label, p, o, f in rows]
     header = f"{datetime.date.today().isoformat()}, {machine()}"
     publish(f"\n## Influence (`benchmarks/bench_influence.py`), {header}\n\n"
-            f"16-layer GCN (hidden 64, 37 features, 10 classes), road-like graph of "
-            f"{args.nodes:,} nodes, max_hops {args.max_hops}; PyG on {args.pyg_seeds} seeds, "
-            f"graphloc on {args.seeds}; largest relative difference between the two on "
-            f"common seeds: {check:.1e}. Full graph: `method=\"full_graph\"` (exact "
-            f"full-graph Jacobians, seeds in rounds with disjoint 16-balls). graphloc's own "
-            f"GNN runs each layer only on the nodes the seeds' outputs still read "
-            f"(`GNN.forward_within`); the last row turns that off (`prune_layers=False`).\n\n"
+            f"16-layer GCN (hidden 64, 37 features, 10 classes) on {args.device}, road-like "
+            f"graph of {args.nodes:,} nodes, max_hops {args.max_hops}; PyG on "
+            f"{args.pyg_seeds} seeds, graphloc on {args.seeds}; largest relative difference "
+            f"between the two on common seeds: {check:.1e}. Full graph: "
+            f"`method=\"full_graph\"` (exact full-graph Jacobians, seeds in rounds with "
+            f"disjoint 16-balls). graphloc's own GNN runs each layer only on the nodes the "
+            f"seeds' outputs still read (`GNN.forward_within`); the last row turns that off "
+            f"(`prune_layers=False`).\n\n"
             + "\n".join(lines) + "\n" + shallow_model_table(args) + all_nodes_table(args),
             args.write)
 
@@ -101,11 +104,11 @@ def shallow_model_table(args) -> str:
     graph = road_like(args.all_nodes)
     torch.manual_seed(0)
     x, nodes = torch.randn(args.all_nodes, 37), torch.randperm(args.all_nodes)[:500]
-    model = GNN("gcn", 37, 64, 10, 4)
+    model = GNN("gcn", 37, 64, 10, 4).to(args.device)
     lines = ["| method | ms / seed |", "|---|---:|"]
     for method in ("batched", "full_graph"):
         start = time.perf_counter()
-        influence_per_hop(model, (x, graph), 16, nodes, method=method)
+        influence_per_hop(model, (x, graph), 16, nodes, method=method, device=args.device)
         lines.append(f"| {method} | {1e3 * (time.perf_counter() - start) / 500:.2f} |")
         print("  " + lines[-1], flush=True)
     return (f"\n4-layer GCN, 500 seeds of a {args.all_nodes:,}-node road-like graph, max_hops "
@@ -125,10 +128,10 @@ def all_nodes_table(args) -> str:
         rounds = torch.ops.graphloc.separated_rounds(
             csr.indptr, csr.indices, csc.indptr, csc.indices, torch.arange(args.all_nodes),
             depth)
-        model = GNN("gcn", 37, 64, 10, depth)
+        model = GNN("gcn", 37, 64, 10, depth).to(args.device)
         start = time.perf_counter()
         influence_per_hop(model, (x, graph), 16, torch.arange(args.all_nodes),
-                          method="full_graph")
+                          method="full_graph", device=args.device)
         seconds = time.perf_counter() - start
         lines.append(f"| {depth} | {int(rounds.max()) + 1:,} | {seconds:.1f} |")
         print("  " + lines[-1], flush=True)

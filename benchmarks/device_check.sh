@@ -23,8 +23,13 @@ fi
 cp graphloc/_C*.so "$OUT/"
 
 timeout 200 $PY -m pytest -q -x -p no:cacheprovider tests/ops/test_cuda.py tests/nn/conv/test_conv_cuda.py \
+  tests/test_influence.py::test_cuda_gives_the_cpu_numbers \
   2>&1 | tee "$OUT/test_cuda.log" | tail -25
 timeout ${BENCH_TIMEOUT:-240} $PY benchmarks/bench_gpu.py --write "$OUT/gpu_results.md" 2>&1 \
   | tee "$OUT/bench_gpu.log" | grep -v "^  |"
 timeout ${SUITE_TIMEOUT:-150} $PY -m pytest -q -p no:cacheprovider -n 8 tests 2>&1 \
   | tee "$OUT/suite.log" | tail -15
+# influence on the GPU, both tools in one run (the 50x target of the influence issue)
+timeout ${INFLUENCE_TIMEOUT:-240} $PY benchmarks/bench_influence.py --device cuda --seeds 2000 \
+  --pyg-seeds 20 --all-nodes-depths 8 16 --write "$OUT/gpu_results.md" 2>&1 \
+  | tee "$OUT/bench_influence.log" | grep -v "it/s"

@@ -309,3 +309,20 @@ def test_full_graph_bad_input():
     # a repeated seed gets its row twice, like the other methods
     T = influence_per_hop(models()["gl-gcn"], data, 2, [5, 5, 1], method="full_graph")
     torch.testing.assert_close(T[0], T[1])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("conv", ["gcn", "sage", "gat", "gin"])
+def test_cuda_gives_the_cpu_numbers(conv):
+    import graphloc.nn as gl
+    data = road_data(300)
+    nodes = torch.arange(0, 300, 7)
+    torch.manual_seed(4)
+    model = gl.GNN(conv, 6, 8, 3, 4, residual=True, norm="layer").double()
+    x = data.x.double()
+    for method in ("batched", "full_graph"):
+        cpu = influence_per_hop(model, (x, data.edge_index), 6, nodes, method=method)
+        gpu = influence_per_hop(model.cuda(), (x, data.edge_index), 6, nodes, method=method,
+                                device="cuda")
+        model.cpu()
+        torch.testing.assert_close(gpu, cpu, rtol=1e-9, atol=1e-12)
