@@ -10,7 +10,10 @@ How it is faster: balls and hop shells come from one C++ breadth-first search pe
 (PyG: about 2 * max_hops passes over the whole edge list, Python sets and an N-long
 vector per seed); the balls of ``batch_size`` seeds are packed as disjoint components of
 one graph, so one forward and one backward per output channel serve the whole batch (their
-gradients never mix). This needs a model whose output at a node depends only on its
+gradients never mix). For a model that ``prunes_layers`` (graphloc's ``GNN`` of gcn, sage,
+gat or gin convs) the packed nodes are ordered by hop distance, and each layer runs only
+on the nodes the seeds' outputs still read (``GNN.forward_within``): about a third of the
+work for a deep model, the same numbers. This needs a model whose output at a node depends only on its
 connected component (message passing, eval-mode BatchNorm); a model that mixes components
 (global attention, pooling, train-mode batch statistics) must be measured per seed:
 ``method="per_seed"``, or set ``model.graphloc_global = True`` for ``method="auto"``.
