@@ -10,13 +10,15 @@ How it is faster: balls and hop shells come from one C++ breadth-first search pe
 (PyG: about 2 * max_hops passes over the whole edge list, Python sets and an N-long
 vector per seed); the balls of ``batch_size`` seeds are packed as disjoint components of
 one graph, so one forward and one backward per output channel serve the whole batch (their
-gradients never mix). For a model that ``prunes_layers`` (graphloc's ``GNN`` of gcn, sage,
-gat or gin convs) the packed nodes are ordered by hop distance, and each layer runs only
-on the nodes the seeds' outputs still read (``GNN.forward_within``): about a third of the
-work for a deep model, the same numbers. This needs a model whose output at a node depends only on its
+gradients never mix). This needs a model whose output at a node depends only on its
 connected component (message passing, eval-mode BatchNorm); a model that mixes components
 (global attention, pooling, train-mode batch statistics) must be measured per seed:
 ``method="per_seed"``, or set ``model.graphloc_global = True`` for ``method="auto"``.
+For a model that ``prunes_layers`` (graphloc's ``GNN`` of gcn, sage, gat or gin convs)
+the packed nodes are ordered by hop distance, and each layer runs only on the nodes the
+seeds' outputs still read (``GNN.forward_within``): about a third of the work for a deep
+model, the same numbers. Without the compiled extension the balls come from the Python
+twins in ``graphloc.ops.reference`` (same numbers, slower).
 
 ``method="full_graph"`` drops PyG's truncation for strictly L-local models (the output at
 v depends only on the features of the nodes within L hops and on the edges into and out
@@ -43,6 +45,7 @@ from torch import Tensor
 
 from graphloc.distributed import rank_and_world
 from graphloc.graph import Graph
+from graphloc.ops._library import kernels
 
 
 def _inputs(data) -> tuple[Tensor, Graph]:
@@ -156,7 +159,7 @@ def _full_graph_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int,
     from tqdm.auto import tqdm
     seeds, inverse = nodes.unique(return_inverse=True)
     csr, csc = graph.csr, graph.csc
-    rounds = torch.ops.graphloc.separated_rounds(csr.indptr, csr.indices, csc.indptr,
+    rounds = kernels.separated_rounds(csr.indptr, csr.indices, csc.indptr,
                                                  csc.indices, seeds, locality)
     T = torch.zeros(len(seeds), max_hops + 1, dtype=torch.float64)
     order = rounds.argsort(stable=True)
@@ -173,7 +176,7 @@ def _round_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, local
     their (locality + 1)-balls and the out-neighbours of their balls (out-degrees inside
     exact), where their outputs equal the full graph's; each node's gradient belongs to
     the one seed whose ball holds it."""
-    node_ptr, nodes, hops, *_ = torch.ops.graphloc.khop_subgraphs(
+    node_ptr, nodes, hops, *_ = kernels.khop_subgraphs(
         graph.csr.indptr, graph.csr.indices, seeds, locality + 1)
     out_edges, _ = _row_positions(graph.csc.indptr, nodes[hops <= locality])
     region = torch.cat([nodes, graph.csc.indices[out_edges].long()]).unique()
@@ -220,7 +223,7 @@ def main(argv=None) -> int:
 def _batch_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, device,
                      prune: bool) -> Tensor:
     """Balls of ``seeds`` packed as disjoint components; one forward, C backwards."""
-    node_ptr, nodes, hops, edge_ptr, src, dst, _ = torch.ops.graphloc.khop_subgraphs(
+    node_ptr, nodes, hops, edge_ptr, src, dst, _ = kernels.khop_subgraphs(
         graph.csr.indptr, graph.csr.indices, seeds.cpu(), max_hops)
     edge_offset = torch.repeat_interleave(node_ptr[:-1], edge_ptr.diff())
     edge_index = torch.stack([src + edge_offset, dst + edge_offset])

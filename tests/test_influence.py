@@ -326,3 +326,60 @@ def test_cuda_gives_the_cpu_numbers(conv):
                                 device="cuda")
         model.cpu()
         torch.testing.assert_close(gpu, cpu, rtol=1e-9, atol=1e-12)
+
+
+def test_python_twins_of_the_ball_kernels_give_their_exact_output():
+    from graphloc.ops import reference
+    for seed, hub in ((10, 0), (11, 30)):
+        graph = Graph(random_edge_index(50, 140, seed=seed, hub_degree=hub), num_nodes=50)
+        csr, csc = graph.csr, graph.csc
+        seeds = torch.randperm(50, generator=torch.Generator().manual_seed(seed))[:30]
+        for hops in (0, 1, 3):
+            ours = reference.khop_subgraphs(csr.indptr, csr.indices, seeds, hops)
+            kernel = torch.ops.graphloc.khop_subgraphs(csr.indptr, csr.indices, seeds, hops)
+            for a, b in zip(ours, kernel, strict=True):
+                assert torch.equal(a, b)
+            args = (csr.indptr, csr.indices, csc.indptr, csc.indices, seeds, hops)
+            assert torch.equal(reference.separated_rounds(*args),
+                               torch.ops.graphloc.separated_rounds(*args))
+    with pytest.raises(ValueError, match="seed 50 is out of range for 50 nodes"):
+        reference.khop_subgraphs(csr.indptr, csr.indices, torch.tensor([3, 50]), 2)
+    with pytest.raises(ValueError, match="hops must be >= 0"):
+        reference.khop_subgraphs(csr.indptr, csr.indices, seeds, -1)
+    with pytest.raises(ValueError, match="seed 3 appears twice"):
+        reference.separated_rounds(csr.indptr, csr.indices, csc.indptr, csc.indices,
+                                   torch.tensor([3, 4, 3]), 1)
+
+
+def test_influence_without_the_extension_gives_the_same_numbers(tmp_path):
+    """A fresh process with GRAPHLOC_DISABLE_EXT=1: every op from the pure-torch twins."""
+    import os
+    import subprocess
+    import sys
+
+    import graphloc.nn as gl
+    data = road_data(120)
+    torch.manual_seed(6)
+    model = gl.GNN("gcn", 6, 8, 3, 3).double()
+    torch.save({"model": model, "x": data.x.double(), "edge_index": data.edge_index},
+               tmp_path / "case.pt")
+    nodes = torch.arange(0, 120, 9)
+    script = (
+        "import torch, graphloc, sys\n"
+        "assert not graphloc.HAS_EXTENSION\n"
+        "from graphloc.influence import influence_per_hop\n"
+        f"case = torch.load(r'{tmp_path / 'case.pt'}', weights_only=False)\n"
+        "data = (case['x'], case['edge_index'])\n"
+        "nodes = torch.arange(0, 120, 9)\n"
+        "rows = [influence_per_hop(case['model'], data, 4, nodes, method=m)\n"
+        "        for m in ('batched', 'full_graph')]\n"
+        f"torch.save(rows, r'{tmp_path / 'out.pt'}')\n")
+    env = {**os.environ, "GRAPHLOC_DISABLE_EXT": "1"}
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", script], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    without = torch.load(tmp_path / "out.pt")
+    for method, rows in zip(("batched", "full_graph"), without, strict=True):
+        expected = influence_per_hop(model, (data.x.double(), data.edge_index), 4, nodes,
+                                     method=method)
+        torch.testing.assert_close(rows, expected, rtol=1e-10, atol=1e-14)

@@ -149,3 +149,83 @@ def spmm_arg_backward(csc_indptr, csc_indices, csc_perm, value, x, arg, grad_out
     per_head = (g * x.index_select(0, rows)).view(E, heads, -1).sum(-1)
     grad_value = value.new_zeros(E, heads).index_copy(0, pos, per_head)
     return grad_x, grad_value.view(value.shape)
+
+
+# --- balls (the influence tool): plain Python loops, the kernels' exact output order ----
+
+def _check_seeds(seeds: Tensor, num_nodes: int, hops: int) -> list[int]:
+    if hops < 0:
+        raise ValueError(f"hops must be >= 0, got {hops}")
+    if seeds.dim() != 1 or seeds.dtype != torch.long:
+        raise ValueError(f"seeds must be int64 [S], got {seeds.dtype} {list(seeds.shape)}")
+    out = seeds.tolist()
+    bad = [s for s in out if not 0 <= s < num_nodes]
+    if bad:
+        raise ValueError(f"seed {bad[0]} is out of range for {num_nodes} nodes")
+    return out
+
+
+def _bfs(indptr: list, indices: list, source: int, hops: int) -> tuple[list, list, dict]:
+    """The in-ball of ``source``: nodes in BFS order (CSR order within a node), their hop
+    distances, and node -> position."""
+    nodes, depth, local = [source], [0], {source: 0}
+    for head, w in enumerate(nodes):  # the list grows while it is walked
+        if depth[head] == hops:
+            continue
+        for u in indices[indptr[w]:indptr[w + 1]]:
+            if u not in local:
+                local[u] = len(nodes)
+                nodes.append(u)
+                depth.append(depth[head] + 1)
+    return nodes, depth, local
+
+
+def khop_subgraphs(indptr, indices, seeds, hops):
+    """Per seed, its ``hops``-ball over in-edges and the induced edges (ball-local ids, the
+    CSR position of each), packed: ``(node_ptr, nodes, hops, edge_ptr, src, dst, edge)``."""
+    ip, ix = indptr.tolist(), indices.tolist()
+    node_ptr, edge_ptr, nodes, depth, src, dst, edge = [0], [0], [], [], [], [], []
+    for seed in _check_seeds(seeds, len(ip) - 1, hops):
+        ball, ball_depth, local = _bfs(ip, ix, seed, hops)
+        for i, w in enumerate(ball):
+            for e in range(ip[w], ip[w + 1]):
+                if ix[e] in local:
+                    src.append(local[ix[e]])
+                    dst.append(i)
+                    edge.append(e)
+        nodes += ball
+        depth += ball_depth
+        node_ptr.append(len(nodes))
+        edge_ptr.append(len(src))
+    return tuple(torch.tensor(t, dtype=torch.long)
+                 for t in (node_ptr, nodes, depth, edge_ptr, src, dst, edge))
+
+
+def separated_rounds(indptr, indices, t_indptr, t_indices, seeds, hops):
+    """Greedy rounds of seeds with pairwise disjoint ``hops``-in-balls: each seed takes the
+    smallest round of no earlier seed that its ball reaches within ``hops`` out-edges."""
+    ip, ix, tp, tx = indptr.tolist(), indices.tolist(), t_indptr.tolist(), t_indices.tolist()
+    if len(tp) != len(ip) or len(tx) != len(ix):
+        raise ValueError("the transpose must have the same nodes and edges as the CSR")
+    order = _check_seeds(seeds, len(ip) - 1, hops)
+    if len(set(order)) != len(order):
+        twice = next(s for i, s in enumerate(order) if s in order[:i])
+        raise ValueError(f"seed {twice} appears twice")
+    round_at, rounds = {}, []
+    for seed in order:
+        ball, _, _ = _bfs(ip, ix, seed, hops)
+        reach, depth, seen = list(ball), [0] * len(ball), set(ball)
+        held = set()
+        for head, w in enumerate(reach):
+            if w in round_at:
+                held.add(round_at[w])
+            if depth[head] == hops:
+                continue
+            for t in tx[tp[w]:tp[w + 1]]:
+                if t not in seen:
+                    seen.add(t)
+                    reach.append(t)
+                    depth.append(depth[head] + 1)
+        rounds.append(min(set(range(len(held) + 1)) - held))
+        round_at[seed] = rounds[-1]
+    return torch.tensor(rounds, dtype=torch.long)
