@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from graphloc.graph import Graph
+from graphloc.ops._library import kernels
 
 
 @dataclass
@@ -93,7 +94,7 @@ class NeighborLoader:
     def sample(self, seeds: Tensor, seed: int = 0) -> SampledBatch:
         """One sampled subgraph around ``seeds`` (distinct node ids)."""
         csr = self.graph.csr
-        n_id, src, dst, pos, hop_nodes, hop_edges = torch.ops.graphloc.neighbor_sample(
+        n_id, src, dst, pos, hop_nodes, hop_edges = kernels.neighbor_sample(
             csr.indptr, csr.indices, seeds.long(), self.num_neighbors, seed)
         e_id = csr.perm[pos].long() if csr.perm is not None else pos
         graph = Graph(torch.stack([src, dst]), num_nodes=n_id.numel())

@@ -328,29 +328,6 @@ def test_cuda_gives_the_cpu_numbers(conv):
         torch.testing.assert_close(gpu, cpu, rtol=1e-9, atol=1e-12)
 
 
-def test_python_twins_of_the_ball_kernels_give_their_exact_output():
-    from graphloc.ops import reference
-    for seed, hub in ((10, 0), (11, 30)):
-        graph = Graph(random_edge_index(50, 140, seed=seed, hub_degree=hub), num_nodes=50)
-        csr, csc = graph.csr, graph.csc
-        seeds = torch.randperm(50, generator=torch.Generator().manual_seed(seed))[:30]
-        for hops in (0, 1, 3):
-            ours = reference.khop_subgraphs(csr.indptr, csr.indices, seeds, hops)
-            kernel = torch.ops.graphloc.khop_subgraphs(csr.indptr, csr.indices, seeds, hops)
-            for a, b in zip(ours, kernel, strict=True):
-                assert torch.equal(a, b)
-            args = (csr.indptr, csr.indices, csc.indptr, csc.indices, seeds, hops)
-            assert torch.equal(reference.separated_rounds(*args),
-                               torch.ops.graphloc.separated_rounds(*args))
-    with pytest.raises(ValueError, match="seed 50 is out of range for 50 nodes"):
-        reference.khop_subgraphs(csr.indptr, csr.indices, torch.tensor([3, 50]), 2)
-    with pytest.raises(ValueError, match="hops must be >= 0"):
-        reference.khop_subgraphs(csr.indptr, csr.indices, seeds, -1)
-    with pytest.raises(ValueError, match="seed 3 appears twice"):
-        reference.separated_rounds(csr.indptr, csr.indices, csc.indptr, csc.indices,
-                                   torch.tensor([3, 4, 3]), 1)
-
-
 def test_influence_without_the_extension_gives_the_same_numbers(tmp_path):
     """A fresh process with GRAPHLOC_DISABLE_EXT=1: every op from the pure-torch twins."""
     import os

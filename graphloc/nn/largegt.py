@@ -17,6 +17,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.graph import Graph
 from graphloc.nn.conv._utils import as_graph, check_input
+from graphloc.ops._library import kernels
 from graphloc.ops.scatter import _check_index
 
 
@@ -29,7 +30,7 @@ def hop2_tokens(graph: Graph, K: int, seed: int = 0) -> Tensor:
     if K < 1:
         raise ValueError(f"K (tokens per node) must be >= 1, got {K}")
     csr = graph.csr
-    return torch.ops.graphloc.hop2_sample(csr.indptr, csr.indices, K, seed)
+    return kernels.hop2_sample(csr.indptr, csr.indices, K, seed)
 
 
 def fastrp_encoding(graph: Graph, dim: int, seed: int = 0, hops: int = 3) -> Tensor:

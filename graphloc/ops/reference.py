@@ -229,3 +229,119 @@ def separated_rounds(indptr, indices, t_indptr, t_indices, seeds, hops):
         rounds.append(min(set(range(len(held) + 1)) - held))
         round_at[seed] = rounds[-1]
     return torch.tensor(rounds, dtype=torch.long)
+
+
+# --- sampling: the kernels' counter-based streams, so the twins draw the same samples ----
+
+_U64 = (1 << 64) - 1
+
+
+def _mix(z: int) -> int:
+    """SplitMix64's finaliser, in Python integers wrapped to 64 bits."""
+    z = (z + 0x9E3779B97F4A7C15) & _U64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _U64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _U64
+    return z ^ (z >> 31)
+
+
+class _Stream:
+    def __init__(self, state: int):
+        self.state = state
+
+    def below(self, n: int) -> int:
+        value = _mix(self.state)
+        self.state = (self.state + 1) & _U64
+        return value % n
+
+
+def _sample_offsets(deg: int, k: int, rng: _Stream) -> list[int]:
+    """k distinct offsets in [0, deg), uniformly (Floyd's algorithm), sorted; all if k < 0
+    or deg <= k."""
+    if k < 0 or deg <= k:
+        return list(range(deg))
+    out = []
+    for j in range(deg - k, deg):
+        t = rng.below(j + 1)
+        out.append(j if t in out else t)
+    return sorted(out)
+
+
+def neighbor_sample(indptr, indices, seeds, fanouts, seed):
+    """Layer-wise uniform in-neighbour sampling without replacement around ``seeds``:
+    ``(nodes, src, dst, pos, hop_nodes, hop_edges)`` as the kernel gives them."""
+    ip, ix, n = indptr.tolist(), indices.tolist(), indptr.numel() - 1
+    if seeds.dim() != 1 or seeds.dtype != torch.long:
+        raise ValueError(f"seeds must be int64 [S], got {seeds.dtype} {list(seeds.shape)}")
+    if any(k < -1 for k in fanouts):
+        raise ValueError(f"fan-outs must be >= 0, or -1 for all neighbours, got {fanouts}")
+    nodes, local = seeds.tolist(), {}
+    for i, s in enumerate(nodes):
+        if not 0 <= s < n:
+            raise ValueError(f"seed node {s} is out of range for {n} nodes")
+        if s in local:
+            raise ValueError(f"seed node {s} appears twice in the batch")
+        local[s] = i
+    src, dst, pos, hop_nodes, hop_edges, begin = [], [], [], [len(nodes)], [0], 0
+    for hop, k in enumerate(fanouts):
+        end = len(nodes)
+        for f in range(begin, end):
+            w = nodes[f]
+            rng = _Stream(_mix((seed & _U64) ^ _mix((hop * 0x100000001B3 + w) & _U64)))
+            for o in _sample_offsets(ip[w + 1] - ip[w], k, rng):
+                u = ix[ip[w] + o]
+                if u not in local:
+                    local[u] = len(nodes)
+                    nodes.append(u)
+                src.append(local[u])
+                dst.append(f)
+                pos.append(ip[w] + o)
+        hop_nodes.append(len(nodes))
+        hop_edges.append(len(src))
+        begin = end
+    return tuple(torch.tensor(t, dtype=torch.long)
+                 for t in (nodes, src, dst, pos, hop_nodes, hop_edges))
+
+
+_MATERIALISED_POOL = 4096  # the kernel's: larger pools are sampled by position
+
+
+def _hop2_pool(ip: list, ix: list, v: int) -> list[int]:
+    """v's in-neighbours, then theirs, one entry per path."""
+    first = ix[ip[v]:ip[v + 1]]
+    return first + [u for w in first for u in ix[ip[w]:ip[w + 1]]]
+
+
+def _draw_tokens(pool: list, v: int, k: int, n: int, rng: _Stream) -> list[int]:
+    if len(pool) > _MATERIALISED_POOL:  # by position, rejecting v
+        taken, found, tries = [], [], 0
+        while len(found) < k and tries < 64 * k:
+            tries += 1
+            p = rng.below(len(pool))
+            if p in taken:
+                continue
+            taken.append(p)
+            if pool[p] != v:
+                found.append(pool[p])
+        if len(found) == k:
+            return found
+    items = [u for u in pool if u != v]
+    if not items:  # nothing within two hops: random nodes
+        return [rng.below(n) for _ in range(k)]
+    for j in range(min(k, len(items))):  # partial Fisher-Yates
+        r = j + rng.below(len(items) - j)
+        items[j], items[r] = items[r], items[j]
+    return items[:k] if len(items) > k else [items[j % len(items)] for j in range(k)]
+
+
+def hop2_sample(indptr, indices, K, seed):
+    """Per node v, ``K`` tokens: v, then ``K - 1`` draws without replacement from its 1- and
+    2-hop path multiset (v left out), as the kernel draws them. ``[N, K]`` int64."""
+    if K < 1:
+        raise ValueError(f"K (tokens per node) must be >= 1, got {K}")
+    ip, ix, n = indptr.tolist(), indices.tolist(), indptr.numel() - 1
+    if n < 1:
+        raise ValueError("hop2_sample needs at least one node")
+    rows = [[v] + _draw_tokens(_hop2_pool(ip, ix, v), v, K - 1, n,
+                               _Stream(_mix((seed & _U64) ^ _mix(v))))
+            for v in range(n)]
+    return torch.tensor(rows, dtype=torch.long).view(n, K)

@@ -71,3 +71,37 @@ def test_missing_extension_warns_once_and_works(tmp_path):
     assert "ext False" in stdout and "warnings 1" in stdout
     for got, expected in zip(outs, _expected(*inputs), strict=True):
         torch.testing.assert_close(got, expected)
+
+
+SAMPLING_SCRIPT = """
+import sys, torch
+import graphloc
+from graphloc import Graph
+from graphloc.loader import NeighborLoader
+from graphloc.nn.largegt import hop2_tokens
+assert not graphloc.HAS_EXTENSION
+edge_index = torch.load(sys.argv[1])
+graph = Graph(edge_index, num_nodes=40)
+loader = NeighborLoader(graph, None, None, [3, 2], batch_size=7, shuffle=True, seed=5)
+batches = [(b.n_id, b.graph.edge_index, b.e_id) for b in loader]
+torch.save((batches, hop2_tokens(graph, 5, seed=3)), sys.argv[2])
+"""
+
+
+@requires_ext
+def test_sampling_without_the_extension_draws_the_same_batches(tmp_path):
+    from graphloc.loader import NeighborLoader
+    from graphloc.nn.largegt import hop2_tokens
+    edge_index = random_edge_index(40, 160, seed=31)
+    torch.save(edge_index, tmp_path / "in.pt")
+    subprocess.run([sys.executable, "-c", SAMPLING_SCRIPT, str(tmp_path / "in.pt"),
+                    str(tmp_path / "out.pt")], env={**os.environ, "GRAPHLOC_DISABLE_EXT": "1"},
+                   capture_output=True, text=True, check=True)
+    batches, tokens = torch.load(tmp_path / "out.pt")
+    graph = Graph(edge_index, num_nodes=40)
+    loader = NeighborLoader(graph, None, None, [3, 2], batch_size=7, shuffle=True, seed=5)
+    expected = [(b.n_id, b.graph.edge_index, b.e_id) for b in loader]
+    assert len(batches) == len(expected) == 6
+    for got, want in zip(batches, expected, strict=True):
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    assert torch.equal(tokens, hop2_tokens(graph, 5, seed=3))
