@@ -56,3 +56,21 @@ def train_losses(model: torch.nn.Module, x: torch.Tensor, graph, y: torch.Tensor
         opt.step()
         losses.append(loss.item())
     return losses
+
+
+def ball_ordered(edge_index, num_nodes, roots, radius):
+    """The subgraph induced by the in-ball of ``roots`` (radius hops), its nodes ordered by
+    hop distance (roots first), and the ball sizes per radius."""
+    hop = torch.full((num_nodes,), -1)
+    hop[roots] = 0
+    for r in range(radius):
+        reached = torch.zeros(num_nodes, dtype=torch.bool)
+        reached[edge_index[0][hop[edge_index[1]] == r]] = True
+        hop[reached & (hop < 0)] = r + 1
+    inside = (hop >= 0).nonzero().flatten()
+    order = inside[hop[inside].argsort(stable=True)]
+    new = torch.full((num_nodes,), -1)
+    new[order] = torch.arange(len(order))
+    keep = (new[edge_index[0]] >= 0) & (new[edge_index[1]] >= 0)
+    sizes = torch.bincount(hop[order], minlength=radius + 1).cumsum(0).tolist()
+    return order, new[edge_index[:, keep]], sizes

@@ -76,18 +76,20 @@ def test_batched_and_per_seed_paths_agree():
     torch.testing.assert_close(batched, single, rtol=1e-6, atol=1e-12)
 
 
-@pytest.mark.parametrize("conv", ["gcn", "sage", "gat", "gin"])
-def test_layer_pruning_gives_the_unpruned_numbers(conv, monkeypatch):
+@pytest.mark.parametrize("name", ["gcn", "sage", "gat", "gin", "dagnn", "liftgcn"])
+def test_layer_pruning_gives_the_unpruned_numbers(name, monkeypatch):
     import graphloc.nn as gl
     from graphloc.train import Standardized
     data = road_data(300)
     nodes = torch.arange(0, 300, 11)
     torch.manual_seed(2)
-    model = gl.GNN(conv, 6, 8, 3, 5, residual=True, norm="batch").double()
+    model = {"dagnn": lambda: gl.DAGNN(6, 8, 3, K=5),
+             "liftgcn": lambda: gl.LiftGCN(6, 8, 3, num_layers=5)}.get(
+        name, lambda: gl.GNN(name, 6, 8, 3, 5, residual=True, norm="batch"))().double()
     model(data.x.double(), data.edge_index)  # BatchNorm statistics off their start
     x = data.x.double()
-    calls, forward_within = [], gl.GNN.forward_within
-    monkeypatch.setattr(gl.GNN, "forward_within", lambda *a: calls.append(1) or
+    calls, forward_within = [], type(model).forward_within
+    monkeypatch.setattr(type(model), "forward_within", lambda *a: calls.append(1) or
                         forward_within(*a))
     for wrapped in (model, Standardized(model, 6).fit(x)):
         for max_hops, method in ((3, "batched"), (7, "batched"), (7, "full_graph")):

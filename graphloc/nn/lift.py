@@ -14,8 +14,14 @@ import torch
 import torch.utils.checkpoint
 from torch import Tensor
 
-from graphloc import ops
-from graphloc.nn.conv._utils import as_graph, check_input
+from graphloc.graph import Graph
+from graphloc.nn.conv._utils import (
+    as_graph,
+    check_ball_sizes,
+    check_input,
+    propagate_prefix,
+    rows_within,
+)
 
 
 class LiftConv(torch.nn.Module):
@@ -39,7 +45,9 @@ class LiftConv(torch.nn.Module):
         add_self_loops (bool, default False): use :math:`D^{-1/2}(A + I)D^{-1/2}`.
 
     Shapes: ``forward(h_prev [N, h], graph, h_prev2 [N, h] or None) -> [N, h]``; pass
-    ``h_prev2=None`` for the first step.
+    ``h_prev2=None`` for the first step. With ``num_dst``, only the first ``num_dst``
+    outputs, ``h_prev`` holding the first rows of the graph's nodes (all those outputs
+    read, nodes ordered by hop distance: see ``Graph.dst_prefix``).
     """
 
     def __init__(self, channels: int, rho_init: float = 0.9, rho_max: float = 0.99,
@@ -62,18 +70,19 @@ class LiftConv(torch.nn.Module):
     def rho(self) -> Tensor:
         return self.rho_max * torch.tanh(self.r)
 
-    def forward(self, h_prev: Tensor, graph, h_prev2: Tensor | None = None) -> Tensor:
+    def forward(self, h_prev: Tensor, graph, h_prev2: Tensor | None = None,
+                num_dst: int | None = None) -> Tensor:
         check_input(self, h_prev, self.channels)
         graph = as_graph(graph, h_prev)
         norm_graph, weight = graph.gcn_norm(add_self_loops=self.add_self_loops,
                                             dtype=h_prev.dtype)
-        propagated = ops.spmm(norm_graph, h_prev, weight)
+        propagated = propagate_prefix(norm_graph, weight, h_prev, num_dst)
         if h_prev2 is None:
             return self.rho * propagated
-        if h_prev2.shape != h_prev.shape:
+        if h_prev2.shape[1:] != h_prev.shape[1:] or h_prev2.size(0) < propagated.size(0):
             raise ValueError(f"h_prev2 has shape {list(h_prev2.shape)} but h_prev has "
                              f"{list(h_prev.shape)}")
-        return torch.addcmul(-h_prev2, propagated, self.rho, value=2.0)
+        return torch.addcmul(-h_prev2[:propagated.size(0)], propagated, self.rho, value=2.0)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.channels})"
@@ -122,6 +131,8 @@ class LiftGCN(torch.nn.Module):
             memory for deep models on large graphs, one more block forward per layer).
     """
 
+    prunes_layers = True  # forward_within: influence runs each step only where it is read
+
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
                  num_layers: int, dropout: float = 0.0, residual: bool = True,
                  rho_init: float = 0.9, rho_max: float = 0.99, add_self_loops: bool = False,
@@ -147,11 +158,13 @@ class LiftGCN(torch.nn.Module):
     def embed(self, x: Tensor) -> Tensor:
         return self.dropout(torch.nn.functional.gelu(self.norm_in(self.lin_in(x))))
 
-    def propagate(self, h0: Tensor, graph) -> tuple[Tensor, Tensor]:
-        """``(H_L, H_{L-1})`` from ``H_0``: three ``[N, h]`` states alive at a time."""
+    def propagate(self, h0: Tensor, graph, ball_sizes=None) -> tuple[Tensor, Tensor]:
+        """``(H_L, H_{L-1})`` from ``H_0``: three ``[N, h]`` states alive at a time. With
+        ``ball_sizes`` (see ``forward_within``) H_k only on the nodes within L - k hops."""
         prev, h = None, h0
         for k in range(self.num_layers):
-            prev, h = h, self.conv(h, graph, prev if k else None)
+            rows = rows_within(ball_sizes, self.num_layers - 1 - k)
+            prev, h = h, self.conv(h, graph, prev if k else None, num_dst=rows)
             if self.blocks is not None and self.checkpoint and torch.is_grad_enabled():
                 h = torch.utils.checkpoint.checkpoint(self.blocks[k], h, use_reentrant=False)
             elif self.blocks is not None:
@@ -161,6 +174,14 @@ class LiftGCN(torch.nn.Module):
     def forward(self, x: Tensor, graph) -> Tensor:
         graph = as_graph(graph, x)
         return self.lin_out(torch.cat(self.propagate(self.embed(x), graph), dim=1))
+
+    def forward_within(self, x: Tensor, graph: Graph, ball_sizes: list[int]) -> Tensor:
+        """``forward(x, graph)[:ball_sizes[0]]`` computing H_k only on the nodes within
+        L - k hops (nodes ordered by hop distance, as ``GNN.forward_within``)."""
+        check_ball_sizes(ball_sizes, x.size(0))
+        h, prev = self.propagate(self.embed(x), as_graph(graph, x), ball_sizes)
+        return self.lin_out(torch.cat([h, prev[:h.size(0)]], dim=1))
+
 
     @property
     def graphloc_hops(self) -> int:

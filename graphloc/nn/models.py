@@ -7,10 +7,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from graphloc import ops
 from graphloc.graph import Graph
 from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, SAGEConv, TransformerConv
-from graphloc.nn.conv._utils import as_graph
+from graphloc.nn.conv._utils import as_graph, check_ball_sizes, propagate_prefix, rows_within
 from graphloc.nn.largegt import LargeGT
 from graphloc.nn.lift import LiftGCN
 from graphloc.nn.sgformer import SGFormer
@@ -127,14 +126,10 @@ class GNN(torch.nn.Module):
         if not self.prunes_layers:
             raise ValueError(f"forward_within needs gcn, sage, gat or gin convs without a "
                              f"cached normalisation or edge features; got {self.convs[0]}")
-        if not ball_sizes or ball_sizes[-1] != x.size(0) or any(
-                a > b for a, b in zip(ball_sizes[:-1], ball_sizes[1:], strict=True)):
-            raise ValueError(f"ball_sizes must grow to the {x.size(0)} nodes of x, got "
-                             f"{list(ball_sizes)}")
+        check_ball_sizes(ball_sizes, x.size(0))
         graph = as_graph(graph, x)
-        last = len(ball_sizes) - 1
         for i, conv in enumerate(self.convs):
-            rows = ball_sizes[min(len(self.convs) - 1 - i, last)]
+            rows = rows_within(ball_sizes, len(self.convs) - 1 - i)
             if isinstance(conv, GCNConv):
                 h = conv.forward_prefix(x, graph, rows)
             else:  # SAGE, GAT, GIN: the in-edges of the first rows, as a bipartite graph
@@ -183,6 +178,8 @@ class DAGNN(torch.nn.Module):
         dropout (float, default 0.0): dropout before each MLP layer.
     """
 
+    prunes_layers = True  # forward_within: influence runs each step only where it is read
+
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, K: int,
                  dropout: float = 0.0):
         super().__init__()
@@ -203,13 +200,23 @@ class DAGNN(torch.nn.Module):
         return torch.sigmoid(self.gate(h))
 
     def forward(self, x: Tensor, graph) -> Tensor:
-        graph = as_graph(graph, x)
+        return self._forward(x, as_graph(graph, x), None)
+
+    def forward_within(self, x: Tensor, graph: Graph, ball_sizes: list[int]) -> Tensor:
+        """``forward(x, graph)[:ball_sizes[0]]``, propagation k only on the nodes within
+        ``K - k`` hops (nodes ordered by hop distance, as ``GNN.forward_within``)."""
+        check_ball_sizes(ball_sizes, x.size(0))
+        return self._forward(x, as_graph(graph, x), ball_sizes)
+
+
+    def _forward(self, x: Tensor, graph: Graph, ball_sizes) -> Tensor:
         h = self.lin2(self.dropout(torch.relu(self.lin1(self.dropout(x)))))
         norm_graph, weight = graph.gcn_norm(add_self_loops=True, dtype=x.dtype)  # cached
-        out = self.gates(h) * h
-        for _ in range(self.K):
-            h = ops.spmm(norm_graph, h, weight)
-            out = out + self.gates(h) * h
+        roots = rows_within(ball_sizes, 0)  # None: every node
+        out = self.gates(h[:roots]) * h[:roots]
+        for k in range(self.K):
+            h = propagate_prefix(norm_graph, weight, h, rows_within(ball_sizes, self.K - 1 - k))
+            out = out + self.gates(h[:roots]) * h[:roots]
         return out
 
     @property

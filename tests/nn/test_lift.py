@@ -2,7 +2,7 @@ import math
 
 import pytest
 import torch
-from helpers import random_edge_index, train_losses
+from helpers import ball_ordered, random_edge_index, train_losses
 
 from graphloc import Graph
 from graphloc.nn import GCNConv, LiftConv, LiftGCN, build_model
@@ -159,3 +159,22 @@ def test_lift_bad_input():
         conv(torch.ones(10, 4, dtype=torch.long), graph)
     with pytest.raises(ValueError, match="h_prev2"):
         conv(torch.randn(10, 4), graph, torch.randn(9, 4))
+
+
+@pytest.mark.parametrize("num_layers,radius,residual", [(5, 5, True), (5, 8, False),
+                                                        (6, 3, True), (1, 2, True)])
+def test_forward_within_equals_the_full_forward_on_the_nearest_nodes(num_layers, radius,
+                                                                     residual):
+    torch.manual_seed(7)
+    edge_index = random_edge_index(120, 260, seed=47)
+    order, sub_edges, sizes = ball_ordered(edge_index, 120, torch.tensor([1, 8, 90]), radius)
+    graph = Graph(sub_edges, num_nodes=len(order))
+    x = torch.randn(len(order), 4, dtype=torch.float64)
+    for self_loops in (False, True):
+        model = LiftGCN(4, 8, 3, num_layers, residual=residual,
+                        add_self_loops=self_loops).double().eval()
+        assert model.prunes_layers
+        torch.testing.assert_close(model.forward_within(x, graph, sizes),
+                                   model(x, graph)[:3], rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="ball_sizes must grow to the"):
+        model.forward_within(x, graph, [])

@@ -1,9 +1,9 @@
 import pytest
 import torch
-from helpers import random_edge_index, train_losses
+from helpers import ball_ordered, random_edge_index, train_losses
 
 from graphloc import Graph
-from graphloc.nn import CONVS, GNN, ChebConv, GCNConv, GINConv, SAGEConv, register_conv
+from graphloc.nn import CONVS, DAGNN, GNN, ChebConv, GCNConv, GINConv, SAGEConv, register_conv
 
 
 def test_registry_builds_each_conv():
@@ -75,7 +75,6 @@ def _dense_gcn_matrix(edge_index, n):
 
 
 def test_dagnn_equals_dense_implementation_and_gates_are_in_unit_interval():
-    from graphloc.nn import DAGNN
     edge_index = random_edge_index(14, 50, seed=41)
     n = 16  # two isolated nodes
     model = DAGNN(5, 7, 3, K=6).double().eval()
@@ -108,24 +107,6 @@ def test_build_model_covers_models_convs_and_augmented_convs():
         DAGNN(4, 8, 3, K=-1)
 
 
-def _ball_ordered(edge_index, num_nodes, roots, radius):
-    """The subgraph induced by the in-ball of ``roots`` (radius hops), its nodes ordered by
-    hop distance (roots first), and the ball sizes per radius."""
-    hop = torch.full((num_nodes,), -1)
-    hop[roots] = 0
-    for r in range(radius):
-        reached = torch.zeros(num_nodes, dtype=torch.bool)
-        reached[edge_index[0][hop[edge_index[1]] == r]] = True
-        hop[reached & (hop < 0)] = r + 1
-    inside = (hop >= 0).nonzero().flatten()
-    order = inside[hop[inside].argsort(stable=True)]
-    new = torch.full((num_nodes,), -1)
-    new[order] = torch.arange(len(order))
-    keep = (new[edge_index[0]] >= 0) & (new[edge_index[1]] >= 0)
-    sizes = torch.bincount(hop[order], minlength=radius + 1).cumsum(0).tolist()
-    return order, new[edge_index[:, keep]], sizes
-
-
 @pytest.mark.parametrize("conv,kwargs", [
     ("gcn", {}), ("gcn", {"improved": True}), ("gcn", {"add_self_loops": False}),
     ("sage", {}), ("sage", {"aggr": "max"}), ("sage", {"normalize": True, "root_weight": False}),
@@ -136,7 +117,7 @@ def test_forward_within_equals_the_full_forward_on_the_nearest_nodes(conv, kwarg
                                                                      num_layers, radius):
     torch.manual_seed(3)
     edge_index = random_edge_index(120, 260, seed=43)  # loops, parallel edges, isolated
-    order, sub_edges, sizes = _ball_ordered(edge_index, 120, torch.tensor([5, 9, 70]), radius)
+    order, sub_edges, sizes = ball_ordered(edge_index, 120, torch.tensor([5, 9, 70]), radius)
     graph = Graph(sub_edges, num_nodes=len(order))
     x = torch.randn(len(order), 4, dtype=torch.float64)
     for residual, norm in ((False, None), (True, "layer"), (True, "batch")):
@@ -161,3 +142,18 @@ def test_forward_within_refuses_what_it_cannot_prune():
     for sizes in ([1, 9], [], [4, 2, 10]):
         with pytest.raises(ValueError, match="ball_sizes must grow to the 10 nodes"):
             model.forward_within(x, graph, sizes)
+
+
+@pytest.mark.parametrize("K,radius", [(4, 4), (4, 6), (6, 3), (0, 2)])
+def test_dagnn_forward_within_equals_the_full_forward_on_the_nearest_nodes(K, radius):
+    torch.manual_seed(5)
+    edge_index = random_edge_index(120, 260, seed=46)
+    order, sub_edges, sizes = ball_ordered(edge_index, 120, torch.tensor([2, 40]), radius)
+    graph = Graph(sub_edges, num_nodes=len(order))
+    x = torch.randn(len(order), 4, dtype=torch.float64)
+    model = DAGNN(4, 8, 3, K).double().eval()
+    assert model.prunes_layers
+    torch.testing.assert_close(model.forward_within(x, graph, sizes), model(x, graph)[:2],
+                               rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="ball_sizes must grow to the"):
+        model.forward_within(x, graph, sizes[:-1] + [sizes[-1] - 1])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from graphloc import ops
 from graphloc.graph import Graph
 
 
@@ -80,3 +81,29 @@ def glorot_linear(in_channels: int, out_channels: int) -> torch.nn.Linear:
 
 def reset_glorot(lin: torch.nn.Linear) -> None:
     torch.nn.init.xavier_uniform_(lin.weight)
+
+
+def check_ball_sizes(ball_sizes, num_nodes: int) -> None:
+    """``forward_within``'s ``ball_sizes``: non-decreasing, the last one every node."""
+    if not ball_sizes or ball_sizes[-1] != num_nodes or any(
+            a > b for a, b in zip(ball_sizes[:-1], ball_sizes[1:], strict=True)):
+        raise ValueError(f"ball_sizes must grow to the {num_nodes} nodes of x, got "
+                         f"{list(ball_sizes)}")
+
+
+def rows_within(ball_sizes, hops: int) -> int | None:
+    """How many leading nodes lie within ``hops`` hops (None: no pruning, all of them)."""
+    return None if ball_sizes is None else ball_sizes[min(hops, len(ball_sizes) - 1)]
+
+
+def propagate_prefix(graph: Graph, weight: Tensor | None, x: Tensor,
+                     num_dst: int | None) -> Tensor:
+    """``spmm(graph, x_all, weight)[:num_dst]`` where ``x`` holds the first rows of
+    ``x_all``, all that those rows read (nodes ordered by hop distance, see
+    ``Graph.dst_prefix``); the whole product when ``num_dst`` is None."""
+    if num_dst is None:
+        return ops.spmm(graph, x, weight)
+    prefix = graph.dst_prefix(num_dst, x.size(0))
+    if weight is not None:
+        weight = graph.to_csr_order(weight)[:prefix.num_edges]
+    return ops.spmm(prefix, x, weight)

@@ -5,9 +5,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from graphloc import ops
 from graphloc.graph import Graph
-from graphloc.nn.conv._utils import as_graph, check_input, glorot_linear, reset_glorot
+from graphloc.nn.conv._utils import (
+    as_graph,
+    check_input,
+    glorot_linear,
+    propagate_prefix,
+    reset_glorot,
+)
 
 
 class GCNConv(torch.nn.Module):
@@ -66,7 +71,7 @@ class GCNConv(torch.nn.Module):
     def forward(self, x: Tensor, graph, edge_weight: Tensor | None = None) -> Tensor:
         check_input(self, x, self.in_channels)
         graph, edge_weight = self._normalized(as_graph(graph, x), edge_weight, x.dtype)
-        return self._propagate(x, graph, edge_weight)
+        return self._propagate(x, graph, edge_weight, None)
 
     def forward_prefix(self, x: Tensor, graph: Graph, num_dst: int) -> Tensor:
         """``forward(x_all, graph)[:num_dst]`` where ``x`` holds the first rows of
@@ -74,10 +79,7 @@ class GCNConv(torch.nn.Module):
         are the whole graph's."""
         check_input(self, x, self.in_channels)
         graph, edge_weight = self._normalized(graph, None, x.dtype)
-        prefix = graph.dst_prefix(num_dst, x.size(0))
-        if edge_weight is not None:
-            edge_weight = graph.to_csr_order(edge_weight)[:prefix.num_edges]
-        return self._propagate(x, prefix, edge_weight)
+        return self._propagate(x, graph, edge_weight, num_dst)
 
     def _normalized(self, graph: Graph, edge_weight: Tensor | None, dtype):
         if self.normalize:
@@ -89,10 +91,11 @@ class GCNConv(torch.nn.Module):
                 self._cached_norm = (graph, edge_weight)
         return graph, edge_weight
 
-    def _propagate(self, x: Tensor, graph: Graph, edge_weight: Tensor | None) -> Tensor:
+    def _propagate(self, x: Tensor, graph: Graph, edge_weight: Tensor | None,
+                   num_dst: int | None) -> Tensor:
         if edge_weight is not None:
             edge_weight = edge_weight.to(x.dtype)
-        out = ops.spmm(graph, self.lin(x), edge_weight)
+        out = propagate_prefix(graph, edge_weight, self.lin(x), num_dst)
         # In place: spmm's backward does not read its output, and a second N x F buffer
         # would cost as much as the product itself.
         return out if self.bias is None else out.add_(self.bias)
