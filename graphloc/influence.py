@@ -14,11 +14,11 @@ gradients never mix). This needs a model whose output at a node depends only on 
 connected component (message passing, eval-mode BatchNorm); a model that mixes components
 (global attention, pooling, train-mode batch statistics) must be measured per seed:
 ``method="per_seed"``, or set ``model.graphloc_global = True`` for ``method="auto"``.
-For a model that ``prunes_layers`` (graphloc's ``GNN`` of gcn, sage, gat or gin convs)
-the packed nodes are ordered by hop distance, and each layer runs only on the nodes the
-seeds' outputs still read (``GNN.forward_within``): about a third of the work for a deep
-model, the same numbers. Without the compiled extension the balls come from the Python
-twins in ``graphloc.ops.reference`` (same numbers, slower).
+For a model that ``prunes_layers`` (graphloc's ``GNN`` of gcn, sage, gat or gin convs,
+``DAGNN``, ``LiftGCN``) the packed nodes are ordered by hop distance, and each layer runs
+only on the nodes the seeds' outputs still read (``forward_within``): a fraction of the
+work for a deep model, the same numbers. Without the compiled extension the balls come
+from the Python twins in ``graphloc.ops.reference`` (same numbers, slower).
 
 ``method="full_graph"`` drops PyG's truncation for strictly L-local models (the output at
 v depends only on the features of the nodes within L hops and on the edges into and out
