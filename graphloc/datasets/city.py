@@ -23,6 +23,7 @@ import warnings
 import torch
 
 from graphloc.datasets.base import NodeDataset, atomic_file, atomic_save, load_file
+from graphloc.datasets.osm import BUILDER_VERSION
 from graphloc.graph import Graph
 
 _REGISTRY_PATH = os.path.join(os.path.dirname(__file__), "registry.json")
@@ -37,7 +38,9 @@ class CityNetwork(NodeDataset):
     """One City-Networks city as a :class:`NodeDataset` (``to_pyg()`` for a PyG ``Data``).
 
     Args:
-        root (str): folder; files go to ``root/<name>/raw`` and ``root/<name>/processed``.
+        root (str): folder; files go to ``root/<name>/raw`` and ``root/<name>/processed``
+            (a city built here: ``raw/built-v<BUILDER_VERSION>``, and that tag in the
+            processed name, so a newer builder's city replaces an older one's).
         name (str): "paris", "shanghai", "la" or "london" (the release), or "helsinki":
             built offline on first use from the bundled OpenStreetMap extract
             ``datasets/samples/helsinki.osm.pbf`` (© OpenStreetMap contributors, ODbL 1.0).
@@ -56,11 +59,12 @@ class CityNetwork(NodeDataset):
             raise ValueError(f"unknown city {name!r}; published: {sorted(REGISTRY)}")
         self.root, self.augmented, self.spec = root, augmented, REGISTRY[name]
         self.url = (url or URL).rstrip("/") + f"/{name}.tar.gz"
-        raw = os.path.join(root, name, "raw")
-        self.archive = os.path.join(raw, f"{name}.tar.gz")
-        processed = os.path.join(root, name, "processed", f"{name}_"
-                                 f"{'augmented' if augmented else 'node'}_features_"
-                                 f"{HOPS}-hop_{NUM_CLASSES}-class.pt")
+        # a city built here names its builder, so a newer builder's output replaces it
+        built = [f"built-v{BUILDER_VERSION}"] if "source" in self.spec else []
+        self.archive = os.path.join(root, name, "raw", *built, f"{name}.tar.gz")
+        processed = os.path.join(root, name, "processed", "_".join(
+            [name, f"{'augmented' if augmented else 'node'}_features",
+             f"{HOPS}-hop_{NUM_CLASSES}-class", *built]) + ".pt")
         if force_reload or not os.path.exists(processed):
             if not os.path.exists(self.archive):
                 self._build() if "source" in self.spec else self._download()

@@ -45,6 +45,9 @@ from graphloc.datasets.base import atomic_file, city_split
 from graphloc.datasets.labels import eccentricity_classes, local_eccentricity
 from graphloc.graph import Graph
 
+#: raised whenever the builder's output changes, so cities built by an older one are rebuilt
+#: (1: landuse from closed-way centroids; 2: the nearest landuse area or point)
+BUILDER_VERSION = 2
 EXCLUDED_HIGHWAYS = {"abandoned", "construction", "no", "planned", "platform", "proposed",
                      "raceway", "razed"}
 ONEWAY_FORWARD, ONEWAY_REVERSE = {"yes", "true", "1"}, {"-1", "reverse"}

@@ -66,9 +66,18 @@ def test_build_is_byte_reproducible(helsinki, tmp_path):
 
 
 def test_helsinki_loads_offline_through_citynetwork(tmp_path):
+    from graphloc.datasets.osm import BUILDER_VERSION
+    # what an older builder left (here unreadable): named without the version, not read
+    for stale in ("raw/helsinki.tar.gz", "processed/helsinki_augmented_features_16-hop_"
+                  "10-class.pt"):
+        (tmp_path / "helsinki" / stale).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "helsinki" / stale).write_bytes(b"built by builder 1")
     ds = CityNetwork(str(tmp_path), "helsinki")
     assert ds.x.shape[1] == 37 and ds.num_classes == 10
-    assert os.path.exists(tmp_path / "helsinki" / "raw" / "helsinki.tar.gz")
+    built = f"built-v{BUILDER_VERSION}"
+    assert os.path.exists(tmp_path / "helsinki" / "raw" / built / "helsinki.tar.gz")
+    assert f"helsinki_augmented_features_16-hop_10-class_{built}.pt" in os.listdir(
+        tmp_path / "helsinki" / "processed")
     small = CityNetwork(str(tmp_path), "helsinki", augmented=False)
     assert small.x.shape[1] == 12 and torch.equal(small.y, ds.y)
 
