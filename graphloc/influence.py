@@ -159,28 +159,29 @@ def _full_graph_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int,
     from tqdm.auto import tqdm
     seeds, inverse = nodes.unique(return_inverse=True)
     csr, csc = graph.csr, graph.csc
-    rounds = kernels.separated_rounds(csr.indptr, csr.indices, csc.indptr,
-                                                 csc.indices, seeds, locality)
+    rounds = kernels.separated_rounds(csr.indptr, csr.indices, csc.indptr, csc.indices,
+                                      seeds, locality)
     T = torch.zeros(len(seeds), max_hops + 1, dtype=torch.float64)
     order = rounds.argsort(stable=True)
     sizes = torch.bincount(rounds).tolist() if len(seeds) else []
+    local = torch.full((graph.num_nodes,), -1, dtype=torch.long)  # reset after each round
     for members in tqdm(order.split(sizes), disable=not progress, desc="influence rounds"):
         T[members] = _round_influence(model, x, graph, seeds[members], max_hops, locality,
-                                      device, prune)
+                                      device, prune, local)
     return T[inverse]
 
 
 def _round_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, locality: int,
-                     device, prune: bool) -> Tensor:
+                     device, prune: bool, local: Tensor) -> Tensor:
     """Seeds with disjoint ``locality``-balls: the forward runs on the subgraph induced by
     their (locality + 1)-balls and the out-neighbours of their balls (out-degrees inside
     exact), where their outputs equal the full graph's; each node's gradient belongs to
-    the one seed whose ball holds it."""
+    the one seed whose ball holds it. ``local``: an all -1 node-to-region map, left so
+    (O(region) per round, not O(N))."""
     node_ptr, nodes, hops, *_ = kernels.khop_subgraphs(
         graph.csr.indptr, graph.csr.indices, seeds, locality + 1)
     out_edges, _ = _row_positions(graph.csc.indptr, nodes[hops <= locality])
     region = torch.cat([nodes, graph.csc.indices[out_edges].long()]).unique()
-    local = torch.full((graph.num_nodes,), -1, dtype=torch.long)
     local[region] = torch.arange(len(region))
     in_edges, counts = _row_positions(graph.csr.indptr, region)  # O(region), not O(E)
     src = local[graph.csr.indices[in_edges].long()]
@@ -191,7 +192,9 @@ def _round_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, local
     total = _subgraph_jacobian_l1(model, x[region], sub_edges, region_hop, local[seeds],
                                   device, prune)
     keep = hops <= min(locality, max_hops)  # zero influence from farther nodes
-    return _per_hop(node_ptr, hops, total[local[nodes[keep]]], max_hops, keep)
+    T = _per_hop(node_ptr, hops, total[local[nodes[keep]]], max_hops, keep)
+    local[region] = -1
+    return T
 
 
 def _gather_shards(T: Tensor, total: int, rank: int, world: int) -> Tensor:

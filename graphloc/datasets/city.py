@@ -80,8 +80,8 @@ class CityNetwork(NodeDataset):
         digest, expected = hashlib.sha256(), self.spec.get("sha256")
         try:
             with atomic_file(self.archive, ".part") as tmp:
-                with open(tmp, "wb") as out, urllib.request.urlopen(self.url,  # noqa: S310
-                                                                    timeout=60) as resp:
+                with open(tmp, "wb") as out, \
+                        urllib.request.urlopen(self.url, timeout=60) as resp:  # noqa: S310
                     while chunk := resp.read(1 << 20):
                         digest.update(chunk)
                         out.write(chunk)

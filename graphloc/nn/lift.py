@@ -172,16 +172,17 @@ class LiftGCN(torch.nn.Module):
         return h, prev
 
     def forward(self, x: Tensor, graph) -> Tensor:
-        graph = as_graph(graph, x)
-        return self.lin_out(torch.cat(self.propagate(self.embed(x), graph), dim=1))
+        return self._forward(x, as_graph(graph, x), None)
 
     def forward_within(self, x: Tensor, graph: Graph, ball_sizes: list[int]) -> Tensor:
         """``forward(x, graph)[:ball_sizes[0]]`` computing H_k only on the nodes within
         L - k hops (nodes ordered by hop distance, as ``GNN.forward_within``)."""
         check_ball_sizes(ball_sizes, x.size(0))
-        h, prev = self.propagate(self.embed(x), as_graph(graph, x), ball_sizes)
-        return self.lin_out(torch.cat([h, prev[:h.size(0)]], dim=1))
+        return self._forward(x, as_graph(graph, x), ball_sizes)
 
+    def _forward(self, x: Tensor, graph: Graph, ball_sizes) -> Tensor:
+        h, prev = self.propagate(self.embed(x), graph, ball_sizes)
+        return self.lin_out(torch.cat([h, prev[:h.size(0)]], dim=1))
 
     @property
     def graphloc_hops(self) -> int:

@@ -208,7 +208,6 @@ class DAGNN(torch.nn.Module):
         check_ball_sizes(ball_sizes, x.size(0))
         return self._forward(x, as_graph(graph, x), ball_sizes)
 
-
     def _forward(self, x: Tensor, graph: Graph, ball_sizes) -> Tensor:
         h = self.lin2(self.dropout(torch.relu(self.lin1(self.dropout(x)))))
         norm_graph, weight = graph.gcn_norm(add_self_loops=True, dtype=x.dtype)  # cached
