@@ -168,14 +168,22 @@ def write_osm_xml(city: NodeDataset, path: str, segments: int = 3) -> int:
     (``segments - 1`` interstitial nodes, which the builder's simplification removes
     again) tagged with its road category; coordinates ``(24, 60)`` degrees plus the
     city's metres times 1e-5. Returns the number of ways (streets) written."""
-    if segments < 1:
-        raise ValueError(f"segments must be >= 1, got {segments}")
+    if isinstance(segments, bool) or not isinstance(segments, int) or segments < 1:
+        raise ValueError(f"segments must be an int >= 1, got {segments!r}")
+    n, width = city.graph.num_nodes, 2 + len(HIGHWAYS)
+    pos, edge_attr = getattr(city, "pos", None), getattr(city, "edge_attr", None)
+    if pos is None or pos.shape != (n, 2) or edge_attr is None or \
+            edge_attr.shape != (city.graph.num_edges, width):
+        raise ValueError(f"write_osm_xml needs a synthetic_city: pos [{n}, 2] and edge_attr "
+                         f"[{city.graph.num_edges}, {width}], got "
+                         f"{None if pos is None else list(pos.shape)} and "
+                         f"{None if edge_attr is None else list(edge_attr.shape)}")
     src, dst = city.graph.edge_index
     street = (src < dst).numpy()
     src, dst = src.numpy()[street], dst.numpy()[street]
     highway = np.array(list(HIGHWAYS))[city.edge_attr[street, 2:].argmax(1).numpy()]
     ends = np.array([24.0, 60.0]) + city.pos.double().numpy() * 1e-5
-    n, m = len(ends), len(src)
+    m = len(src)
     inner = [((segments - k) * ends[src] + k * ends[dst]) / segments
              for k in range(1, segments)]
     with atomic_file(path) as tmp, open(tmp, "w") as f:

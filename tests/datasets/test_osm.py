@@ -218,6 +218,12 @@ def test_a_synthetic_city_written_as_osm_builds_back_into_the_same_streets(tmp_p
     street_count = torch.zeros(1500)
     street_count[to_city] = x[:, 2].float()
     torch.testing.assert_close(street_count, city.graph.in_degree().float())
-    with pytest.raises(ValueError, match="segments must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="segments must be an int >= 1, got 0"):
         write_osm_xml(city, str(tmp_path / "bad.osm"), segments=0)
+    from graphloc.datasets import NodeDataset
+    plain = NodeDataset(name="plain", graph=city.graph, x=city.x, y=city.y,
+                        train_index=city.train_index, val_index=city.val_index,
+                        test_index=city.test_index)
+    with pytest.raises(ValueError, match=r"needs a synthetic_city: pos \[1500, 2\]"):
+        write_osm_xml(plain, str(tmp_path / "bad.osm"))
     assert not (tmp_path / "bad.osm").exists()
