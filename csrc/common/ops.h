@@ -86,20 +86,48 @@ inline int64_t check_value(const at::Tensor& value, const at::Tensor& x, int64_t
   return heads;
 }
 
-// The CSR's last indptr entry must equal the edge count (one host read: CPU only).
+// The values the kernels index with are checked here too, not only by Python's Graph: a
+// bad CSR or index is an error naming the op and the value, never a read out of bounds.
+// Each check is one pass of ATen ops (so it runs on any device) and one host read.
+
+// indptr starts at 0, never decreases and ends at num_edges (the rows of `what`).
 inline void check_csr_nnz(const at::Tensor& indptr, int64_t num_edges, const char* what) {
-  const int64_t last = indptr[-1].item<int64_t>();
+  const int64_t first = indptr[0].item<int64_t>(), last = indptr[-1].item<int64_t>();
+  TORCH_CHECK(first == 0, "indptr must start at 0, got ", first);
   TORCH_CHECK(last == num_edges, "indptr ends at ", last, " but ", what, " has ", num_edges,
               " rows");
+  if (indptr.numel() < 2) return;
+  const auto step = indptr.slice(0, 1) - indptr.slice(0, 0, -1);
+  if (step.min().item<int64_t>() >= 0) return;
+  const int64_t r = (step < 0).nonzero()[0][0].item<int64_t>();
+  TORCH_CHECK(false, "indptr must be non-decreasing, but indptr[", r + 1, "] = ",
+              indptr[r + 1].item<int64_t>(), " < indptr[", r, "] = ", indptr[r].item<int64_t>());
 }
 
-// A CSR of the graph itself (no features): indptr, indices of one index dtype, sizes agreeing.
+// Every entry of `index` lies in [0, bound), the rows of the array `what` it indexes.
+inline void check_index_range(const at::Tensor& index, int64_t bound, const char* name,
+                              const char* what, const char* hint = "") {
+  if (index.numel() == 0) return;
+  const auto [lo, hi] = at::aminmax(index);
+  const int64_t low = lo.item<int64_t>(), high = hi.item<int64_t>();
+  if (low >= 0 && high < bound) return;
+  const int64_t bad = low < 0 ? low : high;
+  const int64_t pos = (index == bad).nonzero()[0][0].item<int64_t>();
+  TORCH_CHECK(false, name, "[", pos, "] = ", bad, " is out of range: ", what, " has ", bound,
+              " rows", hint);
+}
+
+// A CSR of the graph itself (no features): indptr, indices of one index dtype, sizes
+// agreeing, and every index a row of the same node set. The graph kernels (balls,
+// sampling, eccentricity) walk from an index to its own row, so they need one node set.
 inline void check_csr(const at::Tensor& indptr, const at::Tensor& indices) {
   check_indptr(indptr);
   check_index(indices, "indices");
   TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(), "indices and indptr must share ",
               "one index dtype");
   check_csr_nnz(indptr, indices.numel(), "indices");
+  check_index_range(indices, indptr.numel() - 1, "indices", "the CSR",
+                    " (the graph kernels walk one node set: a bipartite graph is refused)");
 }
 
 inline EdgeOp parse_edge_op(const std::string& name) {
@@ -123,6 +151,10 @@ inline void check_sddmm_args(const at::Tensor& indptr, const at::Tensor& indices
               " rows but the graph has ", indptr.numel() - 1, " destination nodes");
   TORCH_CHECK(heads >= 1 && a.size(1) % heads == 0, "heads must divide the ", a.size(1),
               " channels, got ", heads);
+  TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(), "indices and indptr must share ",
+              "one index dtype");
+  check_csr_nnz(indptr, indices.numel(), "indices");
+  check_index_range(indices, a.size(0), "indices", "a");
 }
 
 // spmm: a CSR whose two arrays share one index dtype, and float features.
@@ -133,6 +165,8 @@ inline void check_spmm_args(const at::Tensor& indptr, const at::Tensor& indices,
   check_features(x, "x");
   TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(), "indices (", indices.scalar_type(),
               ") and indptr (", indptr.scalar_type(), ") must share one index dtype");
+  check_csr_nnz(indptr, indices.numel(), "indices");
+  check_index_range(indices, x.size(0), "indices", "x");
 }
 
 // spmm_arg_backward: the transpose, and arg / grad_out shaped like the forward output.
@@ -149,6 +183,11 @@ inline void check_arg_backward_args(const at::Tensor& csc_indptr, const at::Tens
               grad_out.size(1));
   TORCH_CHECK(x.size(0) == csc_indptr.numel() - 1, "x has ", x.size(0),
               " rows but the transpose has ", csc_indptr.numel() - 1);
+  TORCH_CHECK(csc_indices.numel() == csc_perm.numel(), "csc_indices has ", csc_indices.numel(),
+              " entries but csc_perm has ", csc_perm.numel());
+  check_csr_nnz(csc_indptr, csc_perm.numel(), "csc_perm");
+  check_index_range(csc_indices, grad_out.size(0), "csc_indices", "grad_out");
+  check_index_range(csc_perm, csc_perm.numel(), "csc_perm", "the edge list");
 }
 
 // segment_softmax: float scores [E, heads].
@@ -187,8 +226,11 @@ inline void check_attention_backward_args(
   TORCH_CHECK(out.size(1) == x.size(1) && grad_out.size(1) == x.size(1), "out and grad_out ",
               "must have ", x.size(1), " channels like x");
   if (grad_lse) TORCH_CHECK(grad_lse->sizes() == lse.sizes(), "grad_lse must be shaped like lse");
-  check_spmm_args(csc_indptr, csc_indices, x);
+  check_indptr(csc_indptr);
+  check_index(csc_indices, "csc_indices");
   check_index(csc_perm, "csc_perm");
+  check_index_range(csc_indices, rows, "csc_indices", "out");
+  check_index_range(csc_perm, score.size(0), "csc_perm", "score");
   TORCH_CHECK(csc_perm.scalar_type() == csc_indptr.scalar_type(), "csc_perm must have the ",
               "index dtype ", csc_indptr.scalar_type());
   TORCH_CHECK(csc_perm.numel() == csc_indices.numel() && csc_indices.numel() == score.size(0),

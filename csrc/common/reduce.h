@@ -19,9 +19,8 @@ enum class Reduce : int { Sum = 0, Mean = 1, Max = 2, Min = 3 };
 template <typename scalar_t> struct AccType { using type = float; };
 template <> struct AccType<double> { using type = double; };
 
-// init: the empty accumulator. update: fold one value in, tracking the winning edge for
-// max/min (strictly better only, so ties go to the lowest CSR position: deterministic).
-// finish: the value written out; empty rows give 0 for every reduction.
+// init: the empty accumulator. takes / update: fold one value in, tracking the winning edge
+// for max/min. finish: the value written out; empty rows give 0 for every reduction.
 template <typename acc_t, Reduce R> struct Reducer {
   static constexpr bool kHasArg = R == Reduce::Max || R == Reduce::Min;
 
@@ -30,11 +29,17 @@ template <typename acc_t, Reduce R> struct Reducer {
     if (R == Reduce::Min) return static_cast<acc_t>(INFINITY);
     return acc_t(0);
   }
-  static GL_HD void update(acc_t& acc, acc_t v, int64_t& arg, int64_t e) {
-    if (R == Reduce::Max) {
-      if (v > acc) { acc = v; arg = e; }
-    } else if (R == Reduce::Min) {
-      if (v < acc) { acc = v; arg = e; }
+  // Whether v replaces the running extreme acc (max/min). The row's first value always does,
+  // so a row of -inf (max) still names an edge for the gradient. As torch.amax and argmax: a
+  // NaN beats every number and the first NaN stays. Otherwise strictly better only, so ties
+  // go to the lowest CSR position (deterministic).
+  static GL_HD bool takes(acc_t v, acc_t acc, bool first) {
+    const bool better = R == Reduce::Max ? v > acc : v < acc;
+    return first || (acc == acc && (v != v || better));
+  }
+  static GL_HD void update(acc_t& acc, acc_t v, int64_t& arg, int64_t e, bool first) {
+    if (kHasArg) {
+      if (takes(v, acc, first)) { acc = v; arg = e; }
     } else {
       acc += v;
     }

@@ -41,6 +41,10 @@ void attention_rows(const index_t* indptr, const index_t* indices, const scalar_
           const acc_t v = static_cast<acc_t>(row_score[e * H + h]);
           m[h] = v > m[h] ? v : m[h];  // NaN scores never win, as in the reference
         }
+      // A head whose scores are all -inf (masked) shifts by 0: its weights are exp(-inf) = 0
+      // and the row aggregates to 0, as an empty one. NaN or +inf scores give a NaN row.
+      for (int64_t h = 0; h < H; ++h)
+        if (m[h] == -static_cast<acc_t>(INFINITY)) m[h] = acc_t(0);
       p.resize(degree * H);
       shifted_exp(row_score, m.data(), degree, H, p.data());
       for (int64_t e = 0; e < degree; ++e) {

@@ -4,6 +4,7 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <limits>
 
 #include "common/ops.h"
 #include "cpu/rows.h"
@@ -18,7 +19,9 @@ void check_softmax_args(const at::Tensor& t, const at::Tensor& indptr, const cha
 }
 
 // Thread mapping: a thread owns a block of rows; per row and head, one pass keeps the
-// running max m and sum s (rescaling s when m grows), a second writes exp(x - m) / s.
+// running max m and sum s (rescaling s when m grows), a second writes exp(x - m) / s. A row
+// of only -inf (fully masked) gets weights 0; a NaN or +inf score makes its row NaN, as
+// torch.softmax does.
 at::Tensor segment_softmax_cpu(const at::Tensor& score, const at::Tensor& indptr) {
   check_softmax_args(score, indptr, "score");
   const int64_t num_rows = indptr.numel() - 1, H = score.size(1);
@@ -27,6 +30,7 @@ at::Tensor segment_softmax_cpu(const at::Tensor& score, const at::Tensor& indptr
   GL_DISPATCH_FLOAT(sc.scalar_type(), "graphloc::segment_softmax", [&] {
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
       using acc_t = typename AccType<scalar_t>::type;
+      constexpr acc_t kInf = std::numeric_limits<acc_t>::infinity();
       const index_t* ip = indptr.data_ptr<index_t>();
       const scalar_t* x = sc.data_ptr<scalar_t>();
       scalar_t* y = out.data_ptr<scalar_t>();
@@ -37,10 +41,12 @@ at::Tensor segment_softmax_cpu(const at::Tensor& score, const at::Tensor& indptr
             for (int64_t e = ip[r]; e < ip[r + 1]; ++e) {
               const acc_t v = static_cast<acc_t>(x[e * H + h]);
               if (v > m) { s = s * std::exp(m - v) + 1; m = v; }
-              else s += std::exp(v - m);
+              else if (v != -kInf) s += std::exp(v - m);  // -inf adds 0 (m may be -inf)
             }
+            if (m == kInf) s = std::numeric_limits<acc_t>::quiet_NaN();  // as torch.softmax
             for (int64_t e = ip[r]; e < ip[r + 1]; ++e)
-              y[e * H + h] = static_cast<scalar_t>(std::exp(static_cast<acc_t>(x[e * H + h]) - m) / s);
+              y[e * H + h] = static_cast<scalar_t>(
+                  s == acc_t(0) ? acc_t(0) : std::exp(static_cast<acc_t>(x[e * H + h]) - m) / s);
           }
         }
       });

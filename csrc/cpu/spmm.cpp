@@ -42,7 +42,7 @@ inline void sum_row_tiled(const index_t* indptr, Src src, const scalar_t* value,
 
 // Max/min over one block of T channels inside one head, branch-free so it vectorises: the
 // running extreme and its CSR position (as index_t, the same lane width for int32) stay in
-// registers. Strict comparison keeps the first winner on ties.
+// registers. Reducer::takes: NaN propagates, ties keep the first winner.
 template <int T, typename scalar_t, typename index_t, Reduce R, typename Src>
 inline void arg_row_tiled(const index_t* indptr, Src src, const scalar_t* value, int64_t heads,
                           const scalar_t* x, int64_t row, int64_t K, int64_t F,
@@ -61,9 +61,10 @@ inline void arg_row_tiled(const index_t* indptr, Src src, const scalar_t* value,
       const scalar_t* __restrict__ xr = x + src(e) * K + t0;
       const acc_t w = value ? static_cast<acc_t>(value[e * heads + h]) : acc_t(1);
       const index_t pos = static_cast<index_t>(e);
+      const bool first = e == begin;
       for (int f = 0; f < T; ++f) {  // no unroll pragma: GCC's SLP would miss the blends
         const acc_t v = w * static_cast<acc_t>(xr[f]);
-        const bool better = R == Reduce::Max ? v > a[f] : v < a[f];
+        const bool better = Red::takes(v, a[f], first);
         a[f] = better ? v : a[f];
         b[f] = better ? pos : b[f];
       }
@@ -134,7 +135,8 @@ void reduce_rows(const index_t* indptr, Src src, const scalar_t* value, int64_t 
           const acc_t w = value ? static_cast<acc_t>(value[e * heads + h]) : acc_t(1);
           if constexpr (Red::kHasArg) {
             int64_t* b = best.data() + h * F;
-            for (int64_t f = 0; f < F; ++f) Red::update(a[f], w * static_cast<acc_t>(xh[f]), b[f], e);
+            for (int64_t f = 0; f < F; ++f)
+              Red::update(a[f], w * static_cast<acc_t>(xh[f]), b[f], e, e == begin);
           } else {
             for (int64_t f = 0; f < F; ++f) a[f] += w * static_cast<acc_t>(xh[f]);
           }

@@ -34,6 +34,7 @@ __global__ void attention_kernel(const index_t* __restrict__ indptr,
       const int64_t j = __shfl_sync(kFullMask, src_mine, t);
       if (k >= K) continue;
       const acc_t v = static_cast<acc_t>(score[(base + t) * H + h]);
+      if (v == -static_cast<acc_t>(INFINITY)) continue;  // masked: weight 0
       acc_t p = 1;
       if (v > m) {
         const acc_t scale = exp(m - v);
@@ -48,6 +49,7 @@ __global__ void attention_kernel(const index_t* __restrict__ indptr,
     }
   }
   if (k >= K) return;
+  if (m == static_cast<acc_t>(INFINITY)) s = static_cast<acc_t>(NAN);  // as torch.softmax
   const bool empty = s == acc_t(0);
   out[i * K + k] = static_cast<scalar_t>(empty ? acc_t(0) : acc / s);
   if (k % C == 0) lse[i * H + h] = static_cast<scalar_t>(empty ? acc_t(0) : m + log(s));

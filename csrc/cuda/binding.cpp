@@ -38,6 +38,7 @@ std::tuple<at::Tensor, at::Tensor> reduce_cuda(const at::Tensor& indptr,
   const int64_t num_rows = indptr.numel() - 1, K = x.size(1);
   const int64_t num_edges = indices ? indices->numel() : x.size(0);
   check_same_device(indptr, "indptr", x, "x");
+  check_csr_nnz(indptr, num_edges, indices ? "indices" : "src");
   const int64_t heads = value ? check_value(*value, x, num_edges) : 1;
   auto xc = x.contiguous();
   auto vc = value ? value->contiguous() : at::Tensor();
@@ -104,6 +105,7 @@ at::Tensor gather_csr_cuda(const at::Tensor& src, const at::Tensor& indptr, int6
   const int64_t num_rows = indptr.numel() - 1, K = src.size(1);
   TORCH_CHECK(src.size(0) == num_rows, "src has ", src.size(0), " rows but indptr describes ",
               num_rows);
+  check_csr_nnz(indptr, E, "the output");
   const c10::cuda::CUDAGuard guard(src.device());
   auto sc = src.contiguous();
   auto out = at::empty({E, K}, src.options());
@@ -141,6 +143,7 @@ at::Tensor sddmm_cuda(const at::Tensor& indptr, const at::Tensor& indices, const
 at::Tensor segment_softmax_cuda(const at::Tensor& score, const at::Tensor& indptr) {
   check_indptr(indptr);
   check_scores(score, "score");
+  check_csr_nnz(indptr, score.size(0), "score");
   const c10::cuda::CUDAGuard guard(score.device());
   auto sc = score.contiguous();
   auto out = at::empty_like(sc);
@@ -161,6 +164,7 @@ at::Tensor segment_softmax_backward_cuda(const at::Tensor& out, const at::Tensor
   check_scores(out, "out");
   TORCH_CHECK(grad.sizes() == out.sizes(), "grad has shape ", grad.sizes(), " but out has ",
               out.sizes());
+  check_csr_nnz(indptr, out.size(0), "out");
   const c10::cuda::CUDAGuard guard(out.device());
   auto yc = out.contiguous(), gc = grad.contiguous();
   auto gin = at::empty_like(yc);

@@ -9,7 +9,8 @@ namespace {
 constexpr int kThreads = 256;
 
 // Thread mapping: one thread per (row, head), walking the row's edges serially: one pass
-// keeps the running max and rescaled sum, a second writes exp(x - max) / sum.
+// keeps the running max and rescaled sum, a second writes exp(x - max) / sum. A row of only
+// -inf (fully masked) gets weights 0; a NaN or +inf score makes its row NaN, as torch.softmax.
 template <typename scalar_t, typename index_t>
 __global__ void softmax_kernel(const index_t* __restrict__ indptr,
                                const scalar_t* __restrict__ score, int64_t num_rows,
@@ -22,10 +23,12 @@ __global__ void softmax_kernel(const index_t* __restrict__ indptr,
   for (int64_t e = indptr[r]; e < indptr[r + 1]; ++e) {
     const acc_t v = static_cast<acc_t>(score[e * H + h]);
     if (v > m) { s = s * exp(m - v) + acc_t(1); m = v; }
-    else s += exp(v - m);
+    else if (v != -static_cast<acc_t>(INFINITY)) s += exp(v - m);  // -inf adds 0 (m may be -inf)
   }
+  if (m == static_cast<acc_t>(INFINITY)) s = static_cast<acc_t>(NAN);  // as torch: +inf -> NaN row
   for (int64_t e = indptr[r]; e < indptr[r + 1]; ++e)
-    out[e * H + h] = static_cast<scalar_t>(exp(static_cast<acc_t>(score[e * H + h]) - m) / s);
+    out[e * H + h] = static_cast<scalar_t>(
+        s == acc_t(0) ? acc_t(0) : exp(static_cast<acc_t>(score[e * H + h]) - m) / s);
 }
 
 // Thread mapping as above; grad_in = y * (g - sum_row(g * y)).

@@ -34,7 +34,7 @@ __global__ void spmm_kernel(const index_t* __restrict__ indptr,
       const int64_t e = base + t;
       if (k < K) {
         const acc_t w = value ? static_cast<acc_t>(value[e * heads + head]) : acc_t(1);
-        Red::update(acc, w * static_cast<acc_t>(x[j * K + k]), best, e);
+        Red::update(acc, w * static_cast<acc_t>(x[j * K + k]), best, e, e == begin);
       }
     }
   }

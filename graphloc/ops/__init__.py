@@ -49,6 +49,9 @@ def _check_edge_values(graph, values: Tensor, like: Tensor, name: str) -> None:
     if values.dim() not in (1, 2) or values.size(0) != graph.num_edges:
         raise ValueError(f"{name} must have shape [E] or [E, heads] with E = "
                          f"{graph.num_edges}, got {list(values.shape)}")
+    if values.dim() == 2 and values.size(1) == 0:
+        raise ValueError(f"{name} has shape {list(values.shape)}: 0 heads (it needs at least "
+                         "one column)")
     if values.dtype != like.dtype:
         raise TypeError(f"{name} has dtype {values.dtype} but the features have {like.dtype}")
     if values.device != like.device:
@@ -110,6 +113,8 @@ def sddmm(graph, a: Tensor, b: Tensor, op: str = "dot") -> Tensor:
     if op not in ("dot", "add", "mul"):
         raise ValueError(f"sddmm op must be one of 'dot', 'add', 'mul', got {op!r}")
     heads = a.size(1) if a.dim() == 3 else 1
+    if heads == 0:
+        raise ValueError(f"a and b have shape {list(a.shape)}: 0 heads")
     needs_grad = torch.is_grad_enabled() and a.requires_grad
     a2, b2 = as_rows(a), as_rows(b)
     out = kernels.sddmm(graph.csr.indptr, graph.csr.indices, a2, b2, op, heads,
@@ -131,6 +136,8 @@ def segment_softmax(graph, scores: Tensor) -> Tensor:
                          f"got {list(scores.shape)}")
     if scores.device != graph.device:
         raise ValueError(f"scores are on {scores.device} but the graph is on {graph.device}")
+    if scores.dim() == 2 and scores.size(1) == 0:
+        raise ValueError(f"scores has shape {list(scores.shape)}: 0 heads")
     s = graph.to_csr_order(scores)
     out = kernels.segment_softmax(as_rows(s), graph.csr.indptr)
     return graph.from_csr_order(out.view(scores.shape))

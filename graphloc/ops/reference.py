@@ -62,10 +62,16 @@ def _segment(msgs: Tensor, rows: Tensor, num_rows: int, reduce: str) -> tuple[Te
     idx = long_rows.unsqueeze(1).expand(E, K)
     out = out.scatter_reduce(0, idx, msgs, amode, include_self=False)
     position = torch.arange(E, device=msgs.device).unsqueeze(1).expand(E, K)
-    winner = torch.where(msgs == out.detach().gather(0, idx), position, E)
+    winner = torch.where(_is_winner(msgs, out.detach().gather(0, idx)), position, E)
     arg = torch.full((num_rows, K), E, dtype=torch.long, device=msgs.device)
     arg = arg.scatter_reduce(0, idx, winner, "amin", include_self=True)
     return out, arg.to(rows.dtype)
+
+
+def _is_winner(values: Tensor, extreme: Tensor) -> Tensor:
+    """Where ``values`` equals its group's max/min; a NaN extreme (scatter_reduce propagates
+    NaN, as torch.amax) is won by the NaN entries."""
+    return (values == extreme) | (values.isnan() & extreme.isnan())
 
 
 def spmm(indptr, indices, value, x, reduce, csc_indptr=None, csc_indices=None, csc_perm=None):
@@ -100,9 +106,11 @@ def _row_logsumexp(score, indptr):
     num_rows, H = indptr.numel() - 1, score.size(1)
     row_max = score.new_full((num_rows, H), float("-inf")).scatter_reduce(
         0, rows.unsqueeze(1).expand(-1, H), score.detach(), "amax", include_self=True)
-    row_max = row_max.masked_fill(torch.isinf(row_max), 0.0)
+    # A row of only -inf (masked) shifts by 0, so its weights are exp(-inf) = 0 and its
+    # log-sum-exp is 0, as an empty row's. NaN or +inf make the row NaN, as torch.softmax.
+    row_max = row_max.masked_fill(row_max == float("-inf"), 0.0)
     total = score.new_zeros(num_rows, H).index_add(0, rows, (score - row_max[rows]).exp())
-    return torch.where(total > 0, row_max + total.clamp(min=1e-300).log(), 0.0), rows
+    return torch.where(total == 0, 0.0, row_max + total.log()), rows
 
 
 def segment_softmax(score, indptr):

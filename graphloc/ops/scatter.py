@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from graphloc.ops._library import kernels
-from graphloc.ops.reference import as_rows, canonical_reduce
+from graphloc.ops.reference import _is_winner, as_rows, canonical_reduce
 
 _INDEX_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 
@@ -51,6 +51,41 @@ def _check_src(src: Tensor) -> None:
     if not isinstance(src, Tensor) or not src.dtype.is_floating_point:
         got = src.dtype if isinstance(src, Tensor) else type(src).__name__
         raise TypeError(f"src must be a floating-point tensor, got {got}")
+    if src.dim() == 0:
+        raise ValueError("src is a 0-d tensor (a scalar): scatter needs at least one "
+                         "dimension to reduce along")
+
+
+def _checked_dim(dim, src: Tensor) -> int:
+    """``dim`` in ``[-src.dim(), src.dim())`` as a non-negative axis (no silent wrapping)."""
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+    if not -src.dim() <= dim < src.dim():
+        raise ValueError(f"dim={dim} is out of range for src with {src.dim()} dimensions "
+                         f"(expected {-src.dim()} .. {src.dim() - 1})")
+    return dim % src.dim()
+
+
+def _checked_dim_size(dim_size, index: Tensor) -> int:
+    if dim_size is None:
+        return int(index.max()) + 1 if index.numel() else 0
+    if isinstance(dim_size, bool) or not isinstance(dim_size, int) or dim_size < 0:
+        raise ValueError(f"dim_size must be an integer >= 0, got {dim_size!r}")
+    return dim_size
+
+
+def _check_out(out: Tensor, src: Tensor, dim: int, name: str = "out") -> None:
+    """``out`` has src's shape except along ``dim``, and src's dtype and device."""
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{name} must be a tensor, got {type(out).__name__}")
+    expected = list(src.shape)
+    expected[dim] = out.size(dim) if out.dim() == src.dim() else -1
+    if out.dim() != src.dim() or list(out.shape) != expected:
+        raise ValueError(f"{name} has shape {list(out.shape)} but must match src's shape "
+                         f"{list(src.shape)} in every dimension except dim={dim}")
+    if out.dtype != src.dtype or out.device != src.device:
+        raise TypeError(f"{name} is {out.dtype} on {out.device} but src is {src.dtype} on "
+                        f"{src.device}")
 
 
 def _index_along(index: Tensor, src: Tensor, dim: int) -> Tensor | None:
@@ -89,9 +124,9 @@ def _scatter_csr(src2: Tensor, index: Tensor, dim_size: int, reduce: str):
 def _scatter(src, index, dim, dim_size, reduce):
     _check_src(src)
     reduce = canonical_reduce(reduce)
-    dim = dim % src.dim()
-    if dim_size is None:
-        dim_size = int(index.max()) + 1 if index.numel() else 0
+    dim = _checked_dim(dim, src)
+    _check_index(index, 2**63 - 1, "index")
+    dim_size = _checked_dim_size(dim_size, index)
     _check_index(index, dim_size, "index")
     if index.device != src.device:
         raise ValueError(f"index is on {index.device} but src is on {src.device}")
@@ -118,7 +153,7 @@ def _scatter_elementwise(src, index, dim, dim_size, reduce):
     out = src.new_zeros(shape).scatter_reduce(dim, index, src, mode, include_self=False)
     pos = torch.arange(src.size(dim), device=src.device).view(
         [-1 if d == dim else 1 for d in range(src.dim())]).expand_as(src)
-    won = torch.where(src == out.detach().gather(dim, index), pos, src.size(dim))
+    won = torch.where(_is_winner(src, out.detach().gather(dim, index)), pos, src.size(dim))
     arg = torch.full(shape, src.size(dim), dtype=torch.long, device=src.device)
     return out, arg.scatter_reduce(dim, index, won, "amin", include_self=True)
 
@@ -127,7 +162,9 @@ def _scatter_elementwise(src, index, dim, dim_size, reduce):
 
 def _reduce_into(out: Tensor, src, index, dim, reduce):
     """torch_scatter's ``out=`` contract: the existing values of ``out`` take part."""
-    dim = dim % src.dim()
+    _check_src(src)
+    dim = _checked_dim(dim, src)
+    _check_out(out, src, dim)
     result, arg = _scatter(src, index, dim, out.size(dim), reduce)
     if reduce in ("sum", "mean"):
         out.add_(result if reduce == "sum" else _scatter(src, index, dim, out.size(dim),
@@ -139,6 +176,7 @@ def _reduce_into(out: Tensor, src, index, dim, reduce):
             out.div_(count.view([-1 if d == dim else 1 for d in range(out.dim())]).to(out.dtype))
         return out, None
     better = result > out if reduce == "max" else result < out
+    better |= result.isnan() & ~out.isnan()  # NaN propagates, as torch.amax
     wins = better & (arg < src.size(dim))  # empty groups and ties keep out's value
     out.copy_(torch.where(wins, result, out))
     return out, torch.where(wins, arg, src.size(dim))
@@ -194,6 +232,10 @@ def segment_csr(src: Tensor, indptr: Tensor, out: Tensor | None = None,
     result, arg = kernels.segment_reduce(as_rows(src), indptr,
                                          reduce)
     shape = (indptr.numel() - 1, *src.shape[1:])
+    if out is not None:
+        _check_out(out, result.view(shape), 0)
+        if out.size(0) != shape[0]:
+            raise ValueError(f"out has {out.size(0)} rows but indptr describes {shape[0]}")
     result = result.view(shape) if out is None else out.copy_(result.view(shape))
     return (result, arg.long().view(shape)) if arg.numel() else result
 
@@ -210,26 +252,34 @@ def gather_csr(src: Tensor, indptr: Tensor, out: Tensor | None = None) -> Tensor
     return result if out is None else out.copy_(result)
 
 
-def scatter_softmax(src: Tensor, index: Tensor, dim: int = -1,
-                    dim_size: int | None = None) -> Tensor:
-    """Softmax of ``src`` over the groups of equal ``index`` along ``dim``."""
-    dim = dim % src.dim()
+def _group_shift(src: Tensor, index: Tensor, dim: int, dim_size) -> tuple[Tensor, Tensor]:
+    """``src`` minus its group's max, and the expanded index. A group of only -inf shifts by
+    0 (its exponentials are then 0, not exp(nan)); NaN and +inf propagate, as torch."""
+    dim = _checked_dim(dim, src)
     idx = index if index.dim() != 1 else index.view(
         [-1 if d == dim else 1 for d in range(src.dim())]).expand_as(src)
     group_max = scatter(src.detach(), index, dim, dim_size=dim_size, reduce="max")
-    shifted = (src - group_max.gather(dim, idx.long())).exp()
-    total = scatter(shifted, index, dim, dim_size=dim_size, reduce="sum")
-    return shifted / total.gather(dim, idx.long())
+    group_max = group_max.masked_fill(group_max == float("-inf"), 0.0)
+    return src - group_max.gather(dim, idx.long()), idx
+
+
+def scatter_softmax(src: Tensor, index: Tensor, dim: int = -1,
+                    dim_size: int | None = None) -> Tensor:
+    """Softmax of ``src`` over the groups of equal ``index`` along ``dim``. A group whose
+    entries are all -inf (fully masked) gets weights 0; NaN or +inf make the group NaN."""
+    shifted, idx = _group_shift(src, index, dim, dim_size)
+    dim = dim % src.dim()
+    exp = shifted.exp()
+    total = scatter(exp, index, dim, dim_size=dim_size, reduce="sum").gather(dim, idx.long())
+    return torch.where(total == 0, 0.0, exp / total)
 
 
 def scatter_log_softmax(src: Tensor, index: Tensor, dim: int = -1, eps: float = 1e-12,
                         dim_size: int | None = None) -> Tensor:
-    """Log-softmax of ``src`` over the groups of equal ``index`` along ``dim``."""
+    """Log-softmax of ``src`` over the groups of equal ``index`` along ``dim`` (-inf
+    entries give -inf)."""
+    shifted, idx = _group_shift(src, index, dim, dim_size)
     dim = dim % src.dim()
-    idx = index if index.dim() != 1 else index.view(
-        [-1 if d == dim else 1 for d in range(src.dim())]).expand_as(src)
-    group_max = scatter(src.detach(), index, dim, dim_size=dim_size, reduce="max")
-    shifted = src - group_max.gather(dim, idx.long())
     total = scatter(shifted.exp(), index, dim, dim_size=dim_size, reduce="sum")
     return shifted - (total + eps).log().gather(dim, idx.long())
 
