@@ -74,14 +74,14 @@ def _add_train_command(commands) -> None:
                      help="helsinki, paris, shanghai, la, london, synthetic:N, ogb:NAME or a "
                           "city built by graphloc dataset build (.tar.gz)")
     cmd.add_argument("--model", default="gcn", help="a registered model name")
-    cmd.add_argument("--layers", type=int, default=2)
-    cmd.add_argument("--hidden", type=int, default=64)
+    cmd.add_argument("--layers", type=count(1), default=2)
+    cmd.add_argument("--hidden", type=count(1), default=64)
     cmd.add_argument("--dropout", type=float, default=0.2)
     cmd.add_argument("--lr", type=float, default=5e-4)
     cmd.add_argument("--weight-decay", type=float, default=1e-5)
-    cmd.add_argument("--epochs", type=int, default=100)
-    cmd.add_argument("--eval-every", type=int, default=1)
-    cmd.add_argument("--batch-size", type=int,
+    cmd.add_argument("--epochs", type=count(1), default=100)
+    cmd.add_argument("--eval-every", type=count(1), default=1)
+    cmd.add_argument("--batch-size", type=count(1),
                      help="mini-batches of this many seed nodes (sampled neighbourhoods; "
                           "largegt uses its own fixed tokens)")
     cmd.add_argument("--fanout", type=int, nargs="+", help="neighbours per layer (-1: all)")
@@ -89,7 +89,7 @@ def _add_train_command(commands) -> None:
     cmd.add_argument("--root", default="data")
     cmd.add_argument("--out", required=True, help="run folder")
     cmd.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
-    cmd.add_argument("--nproc", type=int, default=1,
+    cmd.add_argument("--nproc", type=count(1), default=1,
                      help="data-parallel processes (torchrun, DistributedDataParallel)")
     cmd.set_defaults(run=train)
 
@@ -100,6 +100,11 @@ def _models_to_measure(args, dataset):
     from graphloc.train import load_checkpoint
     for path in args.checkpoint or []:
         model, info = load_checkpoint(path)
+        if info["num_features"] != dataset.num_features:
+            raise ValueError(f"{path} was trained on {info['num_features']} features per node "
+                             f"({info.get('dataset')}), but {dataset.name} has "
+                             f"{dataset.num_features}: measure it on the dataset it was "
+                             "trained on")
         config = info["config"]
         yield f"{config['model']} x{config['layers']} ({os.path.dirname(path) or path})", model
     for name in [] if args.checkpoint else args.model:
@@ -162,20 +167,20 @@ def _add_influence_command(commands) -> None:
     cmd.add_argument("--model", nargs="+", default=["gcn"],
                      help="registered model names (untrained, seeded)")
     cmd.add_argument("--checkpoint", nargs="+", help="best.pt files written by graphloc train")
-    cmd.add_argument("--layers", type=int, default=4)
-    cmd.add_argument("--hidden", type=int, default=64)
-    cmd.add_argument("--max-hops", type=int, default=16)
-    cmd.add_argument("--samples", type=int, default=1000, help="seed nodes (0: every node)")
-    cmd.add_argument("--batch-size", type=int, default=256)
+    cmd.add_argument("--layers", type=count(1), default=4)
+    cmd.add_argument("--hidden", type=count(1), default=64)
+    cmd.add_argument("--max-hops", type=count(0), default=16)
+    cmd.add_argument("--samples", type=count(0), default=1000, help="seed nodes (0: every node)")
+    cmd.add_argument("--batch-size", type=count(1), default=256)
     cmd.add_argument("--method", default="auto", choices=METHODS,
                      help="full_graph: exact full-graph Jacobians of an L-local model")
-    cmd.add_argument("--locality", type=int,
+    cmd.add_argument("--locality", type=count(0),
                      help="L for --method full_graph (default: the model's graphloc_hops)")
     cmd.add_argument("--seed", type=int, default=0)
     cmd.add_argument("--root", default="data")
     cmd.add_argument("--out", default="influence.json")
     cmd.add_argument("--plot", help="write the curves to this image (needs matplotlib)")
-    cmd.add_argument("--nproc", type=int, default=1,
+    cmd.add_argument("--nproc", type=count(1), default=1,
                      help="processes (torchrun, seeds sharded over them)")
     cmd.set_defaults(run=influence)
 
@@ -187,14 +192,33 @@ def _add_dataset_commands(commands) -> None:
     build.add_argument("source", help=".osm.pbf, .osm or .graphml file")
     build.add_argument("--out", required=True, help="folder for <name>.tar.gz")
     build.add_argument("--name", help="dataset name (default: from the file name)")
-    build.add_argument("--hops", type=int, default=16)
-    build.add_argument("--classes", type=int, default=10)
+    build.add_argument("--hops", type=count(0), default=16)
+    build.add_argument("--classes", type=count(2), default=10)
     build.set_defaults(run=dataset_build)
     stats = sub.add_parser("stats", help=dataset_stats.__doc__)
     stats.add_argument("dataset", help="helsinki, paris, shanghai, la, london or synthetic:N")
     stats.add_argument("--root", default="data")
     stats.add_argument("--seed", type=int, default=0)
     stats.set_defaults(run=dataset_stats)
+
+
+def count(low: int):
+    """An argparse type: an integer >= ``low`` (a process count of 0 is not one process)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+    parse.__name__ = f"integer >= {low}"
+    return parse
+
+
+# Errors that describe the user's input (a file, a value, a missing extra): printed as one
+# line naming the command, not a traceback. Anything else is a bug and keeps its traceback.
+USER_ERRORS = (ValueError, TypeError, FileNotFoundError, ImportError, ConnectionError)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,7 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     args.argv = argv
-    return args.run(args)
+    try:
+        return args.run(args)
+    except USER_ERRORS as err:
+        print(f"graphloc {args.command}: error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -43,6 +43,18 @@ class CSR:
         return self.indptr[1:] - self.indptr[:-1]
 
 
+def _node_count(value, name: str) -> int:
+    """An integer node count (a 0-d integer tensor or numpy integer too); a float such as
+    3.9 or a bool is refused rather than truncated."""
+    if isinstance(value, Tensor) and value.dim() == 0 and not value.is_floating_point() \
+            and value.dtype != torch.bool:
+        return int(value)
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{name} must be an integer, got {value!r} "
+                        f"({type(value).__name__})")
+    return int(value.__index__())
+
+
 def _validated_edge_index(edge_index, num_nodes, num_src_nodes=None):
     if not isinstance(edge_index, Tensor):
         raise TypeError(f"edge_index must be a torch.Tensor, got {type(edge_index).__name__}")
@@ -54,7 +66,7 @@ def _validated_edge_index(edge_index, num_nodes, num_src_nodes=None):
     edge_index = edge_index.long()
     if num_nodes is None:
         num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0
-    num_nodes = int(num_nodes)
+    num_nodes = _node_count(num_nodes, "num_nodes")
     if num_nodes <= 0:
         raise ValueError(f"a graph needs at least one node, got num_nodes={num_nodes}")
     sizes = (num_nodes if num_src_nodes is None else num_src_nodes, num_nodes)
@@ -116,10 +128,13 @@ class Graph:
                   edge_attr: Tensor | None = None) -> Graph:
         """Edges ``edge_index[0] -> edge_index[1]`` from ``size[0]`` source nodes to
         ``size[1]`` destination nodes."""
-        if len(size) != 2 or any(isinstance(n, bool) or int(n) != n or n <= 0 for n in size):
+        if not isinstance(size, (tuple, list)) or len(size) != 2:
+            raise ValueError(f"size must be (num_src_nodes, num_dst_nodes), got {size!r}")
+        num_src, num_dst = (_node_count(n, "size") for n in size)
+        if num_src <= 0 or num_dst <= 0:
             raise ValueError(f"size must be (num_src_nodes, num_dst_nodes) > 0, got {size}")
         graph = cls.__new__(cls)
-        graph._build(edge_index, int(size[1]), int(size[0]), edge_attr)
+        graph._build(edge_index, num_dst, num_src, edge_attr)
         return graph
 
     def _build(self, edge_index, num_nodes, num_src_nodes, edge_attr):
@@ -365,6 +380,10 @@ class Graph:
         self._require_one_node_set("gcn_norm")
         if edge_weight is None:
             edge_weight = torch.ones(self.num_edges, dtype=dtype, device=self.device)
+        if not isinstance(edge_weight, Tensor) or not edge_weight.is_floating_point():
+            got = edge_weight.dtype if isinstance(edge_weight, Tensor) else \
+                type(edge_weight).__name__
+            raise TypeError(f"edge_weight must be a floating-point tensor, got {got}")
         if edge_weight.shape != (self.num_edges,):
             raise ValueError(f"edge_weight must have shape [{self.num_edges}], "
                              f"got {list(edge_weight.shape)}")

@@ -67,26 +67,33 @@ def _inputs(data) -> tuple[Tensor, Graph]:
     if not x.dtype.is_floating_point:
         raise TypeError(f"x must be floating point (influence is a Jacobian), got {x.dtype}")
     graph = structure if isinstance(structure, Graph) else Graph(structure, x.size(0))
+    graph._require_one_node_set("influence (hop distances over one node set)")
     if x.dim() != 2 or x.size(0) != graph.num_nodes:
         raise ValueError(f"x must be [{graph.num_nodes}, F], got {list(x.shape)}")
     return x, graph
 
 
-def _seeds(num_nodes: int, num_samples, nodes, seed) -> Tensor:
+def _seeds(num_nodes: int, num_samples, nodes, seed, allow_empty: bool = False) -> Tensor:
+    """Seed ids: ``nodes`` checked, else a draw. Per-hop totals of no seeds are an empty
+    table (``allow_empty``); an R or a curve of no seeds is refused."""
     if nodes is not None:
         nodes = torch.as_tensor(nodes)
+        if nodes.numel() == 0 and not allow_empty:
+            raise ValueError("nodes is empty: R and the curve need at least one seed node")
         if nodes.numel() == 0:  # torch.as_tensor([]) is float32
             nodes = nodes.long()
-        if nodes.dtype.is_floating_point or nodes.dtype == torch.bool:
+        if nodes.dtype.is_floating_point or nodes.dtype.is_complex or nodes.dtype == torch.bool:
             raise TypeError(f"nodes must be integer node ids, got {nodes.dtype}")
+        if nodes.dim() > 1:
+            raise ValueError(f"nodes must be 1-D node ids, got shape {list(nodes.shape)}")
         nodes = nodes.long().flatten()
         bad = (nodes < 0) | (nodes >= num_nodes)
         if bad.any():
             raise ValueError(f"node {int(nodes[bad][0])} is out of range for {num_nodes} nodes")
         return nodes
+    if num_samples is not None:
+        _check_int(num_samples, "num_samples", 1)
     count = num_nodes if num_samples is None else num_samples
-    if count < 1:
-        raise ValueError(f"num_samples must be >= 1, got {num_samples}")
     gen = None if seed is None else torch.Generator().manual_seed(seed)
     return torch.randperm(num_nodes, generator=gen)[:count]  # seed=None: PyG's draw
 
@@ -102,8 +109,8 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
     exactly h hops away (float64). The model runs in eval mode (its mode is restored).
     ``prune_layers=False`` runs every layer on every node even for a model that
     ``prunes_layers`` (same numbers, about three times the work of a deep one)."""
-    if max_hops < 0:
-        raise ValueError(f"max_hops must be >= 0, got {max_hops}")
+    _check_int(max_hops, "max_hops", 0)
+    _check_int(batch_size, "batch_size", 1)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if method == "auto":
@@ -111,7 +118,9 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
     if method == "full_graph":
         locality = _locality(model, locality)
     x, graph = _inputs(data)
-    all_nodes = _seeds(graph.num_nodes, None, nodes, None)
+    all_nodes = _seeds(graph.num_nodes, None, nodes, None, allow_empty=True)
+    if method == "full_graph" and len(all_nodes):
+        _verify_locality(model, x, graph, int(all_nodes[0]), locality, device)
     rank, world = rank_and_world()
     nodes = all_nodes[rank::world]  # a shard per process; gathered below
     was_training = model.training
@@ -123,26 +132,70 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
                                       prune, progress)
         else:
             T = _batched_influence(model, x, graph, nodes, max_hops, device, prune, progress,
-                                   1 if method == "per_seed" else max(1, batch_size))
+                                   1 if method == "per_seed" else batch_size)
     finally:
         model.train(was_training)
     return _gather_shards(T, len(all_nodes), rank, world) if world > 1 else T
 
 
+def _check_int(value, name: str, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
 def _locality(model, locality) -> int:
-    """The L of an L-local model: the argument, else ``model.graphloc_hops``."""
+    """The L of an L-local model: the argument, else ``model.graphloc_hops``. A locality
+    below the one the model declares would cut its receptive field: refused."""
     if getattr(model, "graphloc_global", False) or getattr(model, "node_batched", False):
         raise ValueError(f"method='full_graph' needs a message-passing model whose outputs "
                          f"reach a fixed number of hops; {type(model).__name__} is global")
+    declared = getattr(model, "graphloc_hops", None)
     if locality is None:
-        locality = getattr(model, "graphloc_hops", None)
+        locality = declared
     if locality is None:
         raise ValueError(f"method='full_graph' needs the model's locality L (how many hops "
                          f"its outputs reach): pass locality=L or set graphloc_hops on "
                          f"{type(model).__name__}")
-    if isinstance(locality, bool) or not isinstance(locality, int) or locality < 0:
-        raise ValueError(f"locality must be an int >= 0, got {locality!r}")
+    _check_int(locality, "locality", 0)
+    if declared is not None and locality < declared:
+        raise ValueError(f"locality={locality} is below the {declared} hops that "
+                         f"{type(model).__name__} declares (graphloc_hops): its outputs read "
+                         f"farther, so method='full_graph' would cut them off")
     return locality
+
+
+def _verify_locality(model, x: Tensor, graph: Graph, seed: int, locality: int,
+                     device) -> None:
+    """One cheap check before trusting ``locality``: on the subgraph of the seed's
+    (L + 2)-ball, new random features on the nodes beyond L hops must leave the seed's
+    output unchanged. A model that reads farther (a deeper stack, global pooling or
+    attention) fails it, and full_graph would otherwise return wrong totals quietly."""
+    node_ptr, nodes, hops, _, src, dst, _ = kernels.khop_subgraphs(
+        graph.csr.indptr, graph.csr.indices, torch.tensor([seed]), locality + 2)
+    far = hops > locality
+    if not far.any():
+        return  # the seed's component lies within L hops: nothing beyond to perturb
+    edge_index = torch.stack([src, dst]).to(device)
+    x_ball = x[nodes].detach().to(device)
+    moved = x_ball.clone()
+    gen = torch.Generator().manual_seed(0)
+    moved[far.to(device)] += torch.randn(moved[far.to(device)].shape, generator=gen,
+                                         dtype=x.dtype).to(device) * (1 + x_ball.abs().max())
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            before = _node_outputs(model, x_ball, edge_index)[0]
+            after = _node_outputs(model, moved, edge_index)[0]
+    finally:
+        model.train(was_training)
+    if not torch.allclose(before, after, rtol=1e-5, atol=1e-6 * (1 + float(before.abs().max()))):
+        change = float((before - after).abs().max())
+        raise ValueError(
+            f"{type(model).__name__} is not {locality}-local: new features on the nodes "
+            f"beyond {locality} hops of node {seed} changed its output by {change:.3g}. "
+            f"method='full_graph' would return wrong totals; pass the model's true locality "
+            f"(at least its number of message-passing layers) or use method='batched'")
 
 
 def _batched_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int, device,
@@ -381,6 +434,10 @@ def measure(model: torch.nn.Module, data, max_hops: int, num_samples=None, *, no
     """Total influence per hop of ``num_samples`` seeds (or ``nodes``), the normalised
     curve, R, and bootstrap percentile intervals for both (seeds resampled ``bootstrap``
     times). ``method``, ``locality`` and ``prune_layers`` as in ``total_influence``."""
+    _check_int(bootstrap, "bootstrap", 1)
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) \
+            or not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
     x, graph = _inputs(data)
     seeds = _seeds(graph.num_nodes, num_samples, nodes, seed)
     T = influence_per_hop(model, (x, graph), max_hops, seeds, batch_size=batch_size,

@@ -31,6 +31,49 @@ class SampledBatch:
     num_sampled_edges: list[int]
 
 
+def _check_count(value, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _checked_fanouts(num_neighbors) -> list[int]:
+    """Fan-outs per hop: a non-empty list of integers >= 0, or -1 for all neighbours."""
+    fanouts = list(num_neighbors) if isinstance(num_neighbors, (list, tuple)) else None
+    if not fanouts or any(isinstance(k, bool) or not isinstance(k, int) or k < -1
+                          for k in fanouts):
+        raise ValueError(f"num_neighbors must be a non-empty list of integer fan-outs >= 0 "
+                         f"(or -1 for all neighbours), got {num_neighbors!r}")
+    return fanouts
+
+
+def _checked_input_nodes(input_nodes, num_nodes: int) -> Tensor:
+    """Seed ids as int64 [S] (all nodes when None; a boolean mask is turned into ids)."""
+    if input_nodes is None:
+        return torch.arange(num_nodes)
+    if not isinstance(input_nodes, Tensor):
+        raise TypeError(f"input_nodes must be a tensor of node ids or a boolean mask, got "
+                        f"{type(input_nodes).__name__}")
+    if input_nodes.dim() != 1:
+        raise ValueError(f"input_nodes must be 1-D (node ids or a mask of {num_nodes}), got "
+                         f"shape {list(input_nodes.shape)}")
+    if input_nodes.dtype == torch.bool:
+        if input_nodes.numel() != num_nodes:
+            raise ValueError(f"the input_nodes mask has {input_nodes.numel()} entries but the "
+                             f"graph has {num_nodes} nodes")
+        input_nodes = input_nodes.nonzero().flatten()
+    elif input_nodes.dtype.is_floating_point or input_nodes.dtype.is_complex:
+        raise TypeError(f"input_nodes must be node ids or a boolean mask, got "
+                        f"{input_nodes.dtype}")
+    input_nodes = input_nodes.long()
+    if input_nodes.numel() == 0:
+        raise ValueError("input_nodes is empty: there are no seed nodes to sample around")
+    low, high = int(input_nodes.min()), int(input_nodes.max())
+    if low < 0 or high >= num_nodes:
+        raise ValueError(f"input_nodes holds {low if low < 0 else high}; node ids must lie "
+                         f"in [0, {num_nodes})")
+    return input_nodes
+
+
 class NeighborLoader:
     """Uniform sampling without replacement of up to ``num_neighbors[l]`` in-neighbours of
     every node reached at hop ``l`` (-1: all of them), around batches of seed nodes, as
@@ -53,28 +96,18 @@ class NeighborLoader:
                  seed: int = 0, input_nodes: Tensor | None = None, num_workers: int = 0):
         if not isinstance(graph, Graph):
             raise TypeError(f"graph must be a graphloc.Graph, got {type(graph).__name__}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if any(k < -1 for k in num_neighbors) or not num_neighbors:
-            raise ValueError(f"num_neighbors must be a non-empty list of fan-outs >= 0 or -1, "
-                             f"got {num_neighbors}")
+        graph._require_one_node_set("NeighborLoader")
+        _check_count(batch_size, "batch_size")
+        self.num_neighbors = _checked_fanouts(num_neighbors)
         for name, t in (("features", features), ("labels", labels)):
-            if t is not None and t.size(0) != graph.num_nodes:
-                raise ValueError(f"{name} has {t.size(0)} rows but the graph has "
+            if t is not None and (not isinstance(t, Tensor) or t.dim() == 0
+                                  or t.size(0) != graph.num_nodes):
+                rows = t.size(0) if isinstance(t, Tensor) and t.dim() else "no"
+                raise ValueError(f"{name} has {rows} rows but the graph has "
                                  f"{graph.num_nodes} nodes")
-        if input_nodes is None:
-            input_nodes = torch.arange(graph.num_nodes)
-        elif input_nodes.dtype == torch.bool:
-            input_nodes = input_nodes.nonzero().flatten()
-        elif input_nodes.dtype.is_floating_point:
-            raise TypeError(f"input_nodes must be node ids or a boolean mask, got "
-                            f"{input_nodes.dtype}")
-        input_nodes = input_nodes.long()
-        if input_nodes.numel() and (input_nodes.min() < 0 or
-                                    input_nodes.max() >= graph.num_nodes):
-            raise ValueError(f"input_nodes must lie in [0, {graph.num_nodes})")
+        input_nodes = _checked_input_nodes(input_nodes, graph.num_nodes)
         self.graph, self.features, self.labels = graph.to("cpu"), features, labels
-        self.num_neighbors, self.batch_size = list(num_neighbors), batch_size
+        self.batch_size = batch_size
         self.shuffle, self.seed, self.input_nodes = shuffle, seed, input_nodes
         self._epoch = 0
 

@@ -9,14 +9,17 @@ every k epochs, best-on-validation checkpoints (weights + full configuration), r
 from __future__ import annotations
 
 import json
+import math
 import os
+import warnings
 from dataclasses import asdict, dataclass, field
 
 import torch
 import torch.nn.functional as F
 
-from graphloc.datasets.base import NodeDataset, atomic_save, load_file
+from graphloc.datasets.base import NodeDataset
 from graphloc.distributed import rank_and_world
+from graphloc.io import atomic_save, load_file
 from graphloc.nn import build_model
 
 
@@ -70,12 +73,68 @@ class Standardized(torch.nn.Module):
         return self.model.forward_within((x - self.mean) / self.std, graph, ball_sizes)
 
     def fit(self, x: torch.Tensor) -> Standardized:
-        self.mean.copy_(x.mean(0))
-        self.std.copy_(x.std(0).clamp(min=1e-6).nan_to_num(1.0))
+        """Mean and std of each column over ``x`` (the training nodes). A column constant
+        there carries no information the model could learn from, and dividing by a std
+        clamped near 0 would blow other nodes' values up to ~1e6: it gets std = inf, so
+        its standardised value is 0, and a warning names it."""
+        mean, std = x.mean(0), x.std(0) if x.size(0) > 1 else torch.zeros_like(x[0])
+        constant = std <= 1e-6 * mean.abs()  # also std == 0, and a single training node
+        if constant.any():
+            columns = constant.nonzero().flatten().tolist()
+            warnings.warn(f"feature columns {columns} are constant over the {x.size(0)} "
+                          "training nodes: they are standardised to 0", stacklevel=2)
+        self.mean.copy_(mean)
+        self.std.copy_(std.masked_fill(constant, float("inf")))
         return self
 
     def forward(self, x, graph, **kwargs):
         return self.model((x - self.mean) / self.std, graph, **kwargs)
+
+
+def check_config(config: TrainConfig) -> None:
+    """Each field in its range, or a ValueError naming it: no value is reinterpreted (a
+    batch size of 0 is not full batch, an empty fan-out list is not the default)."""
+    def integer(name, low, allow_none=False):
+        value = getattr(config, name)
+        if allow_none and value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            none = " (or None)" if allow_none else ""
+            raise ValueError(f"TrainConfig.{name} must be an integer >= {low}{none}, "
+                             f"got {value!r}")
+
+    def real(name, low, high=math.inf, include_low=True):
+        value = getattr(config, name)
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
+            (low <= value if include_low else low < value) and value < high
+        if not ok:
+            bracket = "[" if include_low else "("
+            raise ValueError(f"TrainConfig.{name} must lie in {bracket}{low}, {high}), "
+                             f"got {value!r}")
+
+    for name in ("layers", "hidden", "epochs", "eval_every"):
+        integer(name, 1)
+    integer("batch_size", 1, allow_none=True)
+    real("dropout", 0, 1)
+    real("lr", 0, include_low=False)
+    real("weight_decay", 0)
+    if config.fanout is not None and (
+            not isinstance(config.fanout, (list, tuple)) or not config.fanout or any(
+                isinstance(k, bool) or not isinstance(k, int) or k < -1
+                for k in config.fanout)):
+        raise ValueError(f"TrainConfig.fanout must be None (10 per layer) or a non-empty "
+                         f"list of integers >= 0 (-1: all neighbours), got {config.fanout!r}")
+
+
+def _check_splits(dataset: NodeDataset) -> None:
+    """Training needs training nodes, and the best checkpoint needs validation nodes."""
+    for split, purpose in (("train", "train on"), ("val", "select the best model by")):
+        if getattr(dataset, f"{split}_index").numel() == 0:
+            raise ValueError(f"{dataset.name} has no {split} nodes ({dataset.num_nodes} "
+                             f"nodes in all): nothing to {purpose}")
+    if dataset.test_index.numel() == 0:
+        warnings.warn(f"{dataset.name} has no test nodes: test accuracy is reported as NaN",
+                      stacklevel=3)
 
 
 def _build(config: TrainConfig, num_features: int, num_classes: int) -> torch.nn.Module:
@@ -181,15 +240,18 @@ def fit(dataset: NodeDataset, config: TrainConfig, out_dir: str | None = None,
     from tqdm.auto import tqdm
 
     from graphloc.loader import NeighborLoader
-    if config.epochs < 1 or config.eval_every < 1:
-        raise ValueError(f"epochs and eval_every must be >= 1, got {config.epochs} and "
-                         f"{config.eval_every}")
+    check_config(config)
+    _check_splits(dataset)
     rank, world = rank_and_world()
     torch.manual_seed(config.seed)  # the same initial weights on every process
     model = _build(config, dataset.num_features, dataset.num_classes)
     if config.standardize:
         model.fit(dataset.x[dataset.train_index])
     shard = _shard(dataset.train_index, dataset.graph, rank, world, config.seed)
+    if shard.numel() == 0:
+        raise ValueError(f"process {rank} of {world} has no training nodes: "
+                         f"{dataset.name} has {dataset.train_index.numel()} training nodes, "
+                         f"fewer than the {world} processes; use fewer processes")
     net = model
     if world > 1:  # gradients averaged over the processes
         net = torch.nn.parallel.DistributedDataParallel(model)
@@ -198,7 +260,7 @@ def fit(dataset: NodeDataset, config: TrainConfig, out_dir: str | None = None,
     if config.batch_size and getattr(model, "node_batched", False):
         loader = _NodeBatches(shard, config.batch_size, config.seed + rank)
     elif config.batch_size:
-        fanout = config.fanout or [10] * config.layers
+        fanout = [10] * config.layers if config.fanout is None else config.fanout
         loader = NeighborLoader(dataset.graph, dataset.x, dataset.y, fanout,
                                 batch_size=config.batch_size, shuffle=True,
                                 seed=config.seed + rank, input_nodes=shard)
@@ -208,7 +270,9 @@ def fit(dataset: NodeDataset, config: TrainConfig, out_dir: str | None = None,
     if resume:
         if not last or not os.path.exists(last):
             raise FileNotFoundError(f"nothing to resume: no {last}")
-        state = load_file(last, "training checkpoint", weights_only=False)
+        state = load_file(last, "training checkpoint", weights_only=False,
+                          keys=("config", "state_dict", "optimizer", "rng", "epoch",
+                                "best_val", "history"), rebuild=_NO_REBUILD)
         if state["config"] != asdict(config):
             raise ValueError("the checkpoint was trained with another configuration: "
                              f"{state['config']}")
@@ -239,6 +303,9 @@ def fit(dataset: NodeDataset, config: TrainConfig, out_dir: str | None = None,
     return history
 
 
+_NO_REBUILD = "A checkpoint cannot be rebuilt: restore a copy or train again."
+
+
 def _checkpoint(model, config, dataset, history) -> dict:
     return {"config": asdict(config), "state_dict": model.state_dict(),
             "num_features": dataset.num_features, "num_classes": dataset.num_classes,
@@ -267,7 +334,9 @@ def _write_metrics(history: list[dict], out_dir: str) -> None:
 
 def load_checkpoint(path: str) -> tuple[torch.nn.Module, dict]:
     """The model of a ``fit`` checkpoint (in eval mode) and the checkpoint's metadata."""
-    state = load_file(path, "checkpoint", weights_only=False)
+    state = load_file(path, "checkpoint", weights_only=False,
+                      keys=("config", "state_dict", "num_features", "num_classes"),
+                      rebuild=_NO_REBUILD)
     config = TrainConfig(**state["config"])
     model = _build(config, state["num_features"], state["num_classes"])
     model.load_state_dict(state["state_dict"])

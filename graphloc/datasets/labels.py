@@ -22,8 +22,11 @@ def local_eccentricity(graph: Graph, lengths: Tensor, hops: int = 16,
     extension: per node a depth-limited BFS, then Dijkstra on the ball, parallel over
     nodes), "python" (the reference), or "auto" (cpp when the extension is built).
     """
-    if hops < 0:
-        raise ValueError(f"hops must be >= 0, got {hops}")
+    if not isinstance(graph, Graph):
+        raise TypeError(f"graph must be a graphloc.Graph, got {type(graph).__name__}")
+    graph._require_one_node_set("local_eccentricity")
+    if isinstance(hops, bool) or not isinstance(hops, int) or hops < 0:
+        raise ValueError(f"hops must be an integer >= 0, got {hops!r}")
     if not isinstance(lengths, Tensor) or lengths.shape != (graph.num_edges,):
         raise ValueError(f"lengths must be a tensor of shape [{graph.num_edges}] (one per "
                          f"edge), got {getattr(lengths, 'shape', type(lengths).__name__)}")

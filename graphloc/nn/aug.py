@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc.graph import Graph
-from graphloc.nn.conv._utils import as_graph
+from graphloc.nn.conv._utils import as_graph, check_dropouts, check_sizes
 from graphloc.nn.models import _ACTS, CONVS, GNN
 
 LIKELIHOODS = ("bernoulli", "gaussian")
@@ -55,6 +55,8 @@ class LocalAugmenter(torch.nn.Module):
     def __init__(self, in_channels: int, hidden_channels: int = 256, latent_channels: int = 10,
                  likelihood: str = "gaussian"):
         super().__init__()
+        check_sizes("LocalAugmenter", in_channels=in_channels, hidden_channels=hidden_channels,
+                    latent_channels=latent_channels)
         if likelihood not in LIKELIHOODS:
             raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
         self.config = dict(in_channels=in_channels, hidden_channels=hidden_channels,
@@ -118,13 +120,14 @@ class LocalAugmenter(torch.nn.Module):
 
     def save(self, path: str) -> None:
         """Writes weights and configuration to ``path`` atomically (temp file + rename)."""
-        from graphloc.datasets.base import atomic_save
+        from graphloc.io import atomic_save
         atomic_save({"config": self.config, "state_dict": self.state_dict()}, path)
 
     @classmethod
     def load(cls, path: str) -> LocalAugmenter:
-        from graphloc.datasets.base import load_file
-        blob = load_file(path, "augmenter checkpoint")
+        from graphloc.io import load_file
+        blob = load_file(path, "augmenter checkpoint", keys=("config", "state_dict"),
+                         rebuild="Pretrain the augmenter again.")
         model = cls(**blob["config"])
         model.load_state_dict(blob["state_dict"])
         return model
@@ -248,9 +251,13 @@ class LAModel(torch.nn.Module):
                  norm: str | None = None, residual: bool = False, inference: str = "mean",
                  eval_draws: int = 4, **conv_kwargs):
         super().__init__()
+        check_sizes("LAModel", in_channels=in_channels, hidden_channels=hidden_channels,
+                    out_channels=out_channels, num_layers=num_layers, eval_draws=eval_draws)
+        check_dropouts("LAModel", dropout=dropout)
         if num_layers < 2:
             raise ValueError(f"LAModel needs num_layers >= 2, got {num_layers}")
-        if num_generated < 0 or (num_generated > 0 and augmenter is None):
+        if isinstance(num_generated, bool) or not isinstance(num_generated, int) \
+                or num_generated < 0 or (num_generated > 0 and augmenter is None):
             raise ValueError(f"num_generated={num_generated} needs an augmenter "
                              "(and must be >= 0)")
         if inference not in ("mean", "average"):

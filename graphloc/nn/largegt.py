@@ -16,7 +16,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.graph import Graph
-from graphloc.nn.conv._utils import as_graph, check_input
+from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
 from graphloc.ops._library import kernels
 from graphloc.ops.scatter import _check_index
 
@@ -27,8 +27,9 @@ def hop2_tokens(graph: Graph, K: int, seed: int = 0) -> Tensor:
     (one entry per path, so well-connected 2-hop nodes weigh more), ``v`` itself left out.
     Shorter pools repeat cyclically in a random order; nodes with no 2-hop neighbourhood get
     random nodes. Deterministic for a ``seed`` (C++, parallel over nodes)."""
-    if K < 1:
-        raise ValueError(f"K (tokens per node) must be >= 1, got {K}")
+    if isinstance(K, bool) or not isinstance(K, int) or K < 1:
+        raise ValueError(f"K (tokens per node) must be an integer >= 1, got {K!r}")
+    graph._require_one_node_set("hop2_tokens")
     csr = graph.csr
     return kernels.hop2_sample(csr.indptr, csr.indices, K, seed)
 
@@ -45,7 +46,9 @@ def fastrp_encoding(graph: Graph, dim: int, seed: int = 0, hops: int = 3) -> Ten
     for _ in range(hops):
         e = ops.spmm(graph, e, reduce="mean")
         out += F.normalize(e, dim=1)
-    return (out - out.mean(0)) / out.std(0).clamp_min(1e-6)
+    # a single node has no spread (torch's unbiased std would be NaN): it standardises to 0
+    std = out.std(0) if out.size(0) > 1 else torch.zeros_like(out[0])
+    return (out - out.mean(0)) / std.clamp_min(1e-6)
 
 
 class EMACodebook(torch.nn.Module):
@@ -178,6 +181,11 @@ class LargeGT(torch.nn.Module):
                  attn_dropout: float = 0.0, token_dropout: float = 0.0, decay: float = 0.99,
                  seed: int = 0, chunk_size: int = 4096):
         super().__init__()
+        check_sizes("LargeGT", in_channels=in_channels, hidden_channels=hidden_channels,
+                    out_channels=out_channels, num_tokens=num_tokens, heads=heads,
+                    global_dim=global_dim, num_centroids=num_centroids, chunk_size=chunk_size)
+        check_dropouts("LargeGT", dropout=dropout, attn_dropout=attn_dropout,
+                       token_dropout=token_dropout)
         if conv_type not in ("full", "local"):
             raise ValueError(f"conv_type must be 'full' or 'local', got {conv_type!r}")
         if num_tokens < 1 or heads < 1:

@@ -18,7 +18,9 @@ from graphloc.graph import Graph
 from graphloc.nn.conv._utils import (
     as_graph,
     check_ball_sizes,
+    check_dropouts,
     check_input,
+    check_sizes,
     propagate_prefix,
     rows_within,
 )
@@ -53,6 +55,7 @@ class LiftConv(torch.nn.Module):
     def __init__(self, channels: int, rho_init: float = 0.9, rho_max: float = 0.99,
                  add_self_loops: bool = False):
         super().__init__()
+        check_sizes("LiftConv", channels=channels)
         if not 0 < rho_max < 1:
             raise ValueError(f"rho_max must lie in (0, 1), got {rho_max}")
         if not -rho_max < rho_init < rho_max:
@@ -95,6 +98,8 @@ class LiftBlock(torch.nn.Module):
 
     def __init__(self, channels: int, dropout: float = 0.0, scale_init: float = 0.1):
         super().__init__()
+        check_sizes("LiftBlock", channels=channels)
+        check_dropouts("LiftBlock", dropout=dropout)
         self.norm = torch.nn.LayerNorm(channels)
         self.lin = torch.nn.Linear(channels, channels)
         self.dropout = torch.nn.Dropout(dropout)
@@ -138,6 +143,9 @@ class LiftGCN(torch.nn.Module):
                  rho_init: float = 0.9, rho_max: float = 0.99, add_self_loops: bool = False,
                  checkpoint: bool = False):
         super().__init__()
+        check_sizes("LiftGCN", in_channels=in_channels, hidden_channels=hidden_channels,
+                    out_channels=out_channels, num_layers=num_layers)
+        check_dropouts("LiftGCN", dropout=dropout)
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         self.num_layers, self.checkpoint = num_layers, checkpoint

@@ -14,7 +14,7 @@ from torch.nn.utils.rnn import PackedSequence
 
 from graphloc import ops
 from graphloc.graph import Graph
-from graphloc.nn.conv._utils import check_input
+from graphloc.nn.conv._utils import check_dropouts, check_input, check_sizes
 from graphloc.nn.conv.gin import GINEConv
 from graphloc.ops.scatter import _check_index
 
@@ -182,6 +182,7 @@ class MultiEdgeConv(torch.nn.Module):
                  bidirectional: bool = False, edge_update: bool = False,
                  train_eps: bool = False):
         super().__init__()
+        check_sizes("MultiEdgeConv", channels=channels)
         if node_agg not in ("sum", *EDGE_AGGREGATORS) or node_agg == "gru":
             raise ValueError(f"node_agg must be 'sum', 'mean', 'max', 'gin' or 'pna', got "
                              f"{node_agg!r}")
@@ -234,6 +235,9 @@ class MEGAGNN(torch.nn.Module):
                  bidirectional: bool = True, edge_update: bool = True, dropout: float = 0.0,
                  final_dropout: float = 0.0, task: str = "edge"):
         super().__init__()
+        check_sizes("MEGAGNN", node_in=node_in, edge_in=edge_in, hidden=hidden,
+                    out_channels=out_channels, num_layers=num_layers)
+        check_dropouts("MEGAGNN", dropout=dropout, final_dropout=final_dropout)
         if task not in ("edge", "node"):
             raise ValueError(f"task must be 'edge' or 'node', got {task!r}")
         self.task = task

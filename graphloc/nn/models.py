@@ -9,7 +9,14 @@ from torch import Tensor
 
 from graphloc.graph import Graph
 from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, SAGEConv, TransformerConv
-from graphloc.nn.conv._utils import as_graph, check_ball_sizes, propagate_prefix, rows_within
+from graphloc.nn.conv._utils import (
+    as_graph,
+    check_ball_sizes,
+    check_dropouts,
+    check_sizes,
+    propagate_prefix,
+    rows_within,
+)
 from graphloc.nn.largegt import LargeGT
 from graphloc.nn.lift import LiftGCN
 from graphloc.nn.sgformer import SGFormer
@@ -85,6 +92,9 @@ class GNN(torch.nn.Module):
                  num_layers: int, dropout: float = 0.0, act: str = "relu",
                  norm: str | None = None, residual: bool = False, **conv_kwargs):
         super().__init__()
+        check_sizes("GNN", in_channels=in_channels, hidden_channels=hidden_channels,
+                    out_channels=out_channels, num_layers=num_layers)
+        check_dropouts("GNN", dropout=dropout)
         if conv not in CONVS:
             raise ValueError(f"unknown conv {conv!r}; registered: {sorted(CONVS)}")
         if num_layers < 1:
@@ -183,6 +193,9 @@ class DAGNN(torch.nn.Module):
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, K: int,
                  dropout: float = 0.0):
         super().__init__()
+        check_sizes("DAGNN", in_channels=in_channels, hidden_channels=hidden_channels,
+                    out_channels=out_channels)
+        check_dropouts("DAGNN", dropout=dropout)
         if K < 0:
             raise ValueError(f"K must be >= 0, got {K}")
         self.K = K

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from graphloc.nn.conv._utils import as_graph, check_input
+from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
 from graphloc.nn.conv.gcn import GCNConv
 
 
@@ -31,6 +31,8 @@ class SGFormerAttention(torch.nn.Module):
     def __init__(self, channels: int, heads: int = 1, head_channels: int = 64,
                  qkv_bias: bool = False):
         super().__init__()
+        check_sizes("SGFormerAttention", channels=channels, heads=heads,
+                    head_channels=head_channels)
         self.heads, self.head_channels = heads, head_channels
         inner = heads * head_channels
         self.q = torch.nn.Linear(channels, inner, bias=qkv_bias)
@@ -72,6 +74,9 @@ class SGFormer(torch.nn.Module):
                  trans_dropout: float = 0.5, gnn_num_layers: int = 3,
                  gnn_dropout: float = 0.5, graph_weight: float = 0.5, aggregate: str = "add"):
         super().__init__()
+        check_sizes("SGFormer", in_channels=in_channels, hidden_channels=hidden_channels,
+                    out_channels=out_channels, trans_num_heads=trans_num_heads)
+        check_dropouts("SGFormer", trans_dropout=trans_dropout, gnn_dropout=gnn_dropout)
         if aggregate not in ("add", "cat"):
             raise ValueError(f"aggregate must be 'add' or 'cat', got {aggregate!r}")
         self.in_channels = in_channels

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.graph import Graph
-from graphloc.nn.conv._utils import as_graph, check_input
+from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
 from graphloc.nn.conv.sage import SAGEConv
 
 #: query rows x nodes held at once by the exact search (float32: 64 MB)
@@ -196,6 +196,9 @@ class TopMAttention(torch.nn.Module):
                  probes: int = 2, exclude_self: bool = True,
                  dropout: float = 0.0):
         super().__init__()
+        check_sizes("TopMAttention", in_channels=in_channels, out_channels=out_channels,
+                    heads=heads, m=m, exact_max_nodes=exact_max_nodes, probes=probes)
+        check_dropouts("TopMAttention", dropout=dropout)
         if m < 1:
             raise ValueError(f"m must be >= 1, got {m}")
         self.in_channels, self.out_channels, self.heads, self.m = in_channels, out_channels, \
@@ -264,6 +267,9 @@ class TANGNNLayer(torch.nn.Module):
     def __init__(self, in_channels: int, out_channels: int, m: int = 16, heads: int = 1,
                  sample_size: int | None = 5, dropout: float = 0.0, **search):
         super().__init__()
+        check_sizes("TANGNNLayer", in_channels=in_channels, out_channels=out_channels, m=m,
+                    heads=heads, sample_size=sample_size)
+        check_dropouts("TANGNNLayer", dropout=dropout)
         self.sample_size = sample_size
         self.sage = SAGEConv(in_channels, out_channels)
         self.attention = TopMAttention(in_channels, out_channels, heads=heads, m=m,
@@ -308,6 +314,10 @@ class TANGNN(torch.nn.Module):
                  num_layers: int = 2, m: int = 16, heads: int = 1, sample_size: int | None = 5,
                  dropout: float = 0.0, variant: str = "base", **search):
         super().__init__()
+        check_sizes("TANGNN", in_channels=in_channels, hidden_channels=hidden_channels,
+                    out_channels=out_channels, num_layers=num_layers, m=m, heads=heads,
+                    sample_size=sample_size)
+        check_dropouts("TANGNN", dropout=dropout)
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         if variant not in ("base", "lc"):

@@ -72,6 +72,27 @@ def node_pair(layer: torch.nn.Module, x, in_channels) -> tuple[Tensor, Tensor]:
     return x_src, x_dst
 
 
+def check_sizes(owner: str, **sizes) -> None:
+    """Each size is an integer >= 1 (``in_channels`` may be a pair of them; None means
+    unset): a width, head count or depth of 0 would build a layer that outputs zeros and
+    still trains, and a negative one fails deep inside torch."""
+    for name, value in sizes.items():
+        values = value if name == "in_channels" and isinstance(value, (tuple, list)) \
+            else (value,)
+        if value is None:
+            continue
+        if len(values) != 1 and len(values) != 2 or any(
+                isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
+            raise ValueError(f"{owner}: {name} must be an integer >= 1, got {value!r}")
+
+
+def check_dropouts(owner: str, **probabilities) -> None:
+    """Each dropout probability lies in [0, 1)."""
+    for name, p in probabilities.items():
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
+            raise ValueError(f"{owner}: {name} must be a probability in [0, 1), got {p!r}")
+
+
 def glorot_linear(in_channels: int, out_channels: int) -> torch.nn.Linear:
     """A bias-free Linear initialised like PyG's ``weight_initializer='glorot'``."""
     lin = torch.nn.Linear(in_channels, out_channels, bias=False)

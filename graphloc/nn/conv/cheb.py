@@ -7,7 +7,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.graph import Graph
-from graphloc.nn.conv._utils import as_graph, check_input, glorot_linear, reset_glorot
+from graphloc.nn.conv._utils import as_graph, check_input, check_sizes, glorot_linear, reset_glorot
 
 
 def scaled_laplacian(graph: Graph, normalization: str | None, edge_weight: Tensor | None,
@@ -73,6 +73,7 @@ class ChebConv(torch.nn.Module):
     def __init__(self, in_channels: int, out_channels: int, K: int,
                  normalization: str | None = "sym", bias: bool = True):
         super().__init__()
+        check_sizes("ChebConv", in_channels=in_channels, out_channels=out_channels, K=K)
         if K < 1:
             raise ValueError(f"ChebConv needs K >= 1, got {K}")
         if normalization not in (None, "sym", "rw"):
@@ -94,6 +95,7 @@ class ChebConv(torch.nn.Module):
                 lambda_max: float | None = None) -> Tensor:
         check_input(self, x, self.in_channels)
         graph = as_graph(graph, x)
+        graph._require_one_node_set("ChebConv (a Laplacian of one node set)")
         if self.normalization != "sym" and lambda_max is None:
             raise ValueError("ChebConv needs lambda_max unless normalization='sym'")
         build = lambda: scaled_laplacian(graph, self.normalization, edge_weight,  # noqa: E731

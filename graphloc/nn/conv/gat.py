@@ -12,6 +12,8 @@ from graphloc import ops
 from graphloc.graph import Graph
 from graphloc.nn.conv._utils import (
     as_graph,
+    check_dropouts,
+    check_sizes,
     glorot_linear,
     node_pair,
     reset_glorot,
@@ -100,6 +102,9 @@ class GATConv(torch.nn.Module):
                  add_self_loops: bool = True, edge_dim: int | None = None,
                  fill_value: float | str = "mean", bias: bool = True, residual: bool = False):
         super().__init__()
+        check_sizes("GATConv", in_channels=in_channels, out_channels=out_channels, heads=heads,
+                    edge_dim=edge_dim)
+        check_dropouts("GATConv", dropout=dropout)
         self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
         self.concat, self.negative_slope, self.dropout = concat, negative_slope, dropout
         self.add_self_loops, self.edge_dim, self.fill_value = add_self_loops, edge_dim, fill_value

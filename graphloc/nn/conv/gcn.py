@@ -9,6 +9,7 @@ from graphloc.graph import Graph
 from graphloc.nn.conv._utils import (
     as_graph,
     check_input,
+    check_sizes,
     glorot_linear,
     propagate_prefix,
     reset_glorot,
@@ -50,6 +51,7 @@ class GCNConv(torch.nn.Module):
                  cached: bool = False, add_self_loops: bool | None = None,
                  normalize: bool = True, bias: bool = True):
         super().__init__()
+        check_sizes("GCNConv", in_channels=in_channels, out_channels=out_channels)
         if add_self_loops is None:
             add_self_loops = normalize
         if add_self_loops and not normalize:

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.nn.conv._utils import as_graph, node_pair
+from graphloc.nn.conv._utils import as_graph, check_sizes, node_pair
 
 
 def _reset(module: torch.nn.Module) -> None:
@@ -96,6 +96,7 @@ class GINEConv(_GINBase):
     def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False,
                  edge_dim: int | None = None):
         super().__init__(nn, eps, train_eps)
+        check_sizes("GINEConv", edge_dim=edge_dim)
         self.lin = None
         if edge_dim is not None:
             first = nn[0] if isinstance(nn, torch.nn.Sequential) else nn

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.nn.conv._utils import as_graph, node_pair, split_widths
+from graphloc.nn.conv._utils import as_graph, check_sizes, node_pair, split_widths
 
 
 class SAGEConv(torch.nn.Module):
@@ -40,6 +40,7 @@ class SAGEConv(torch.nn.Module):
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int, aggr: str = "mean",
                  normalize: bool = False, root_weight: bool = True, bias: bool = True):
         super().__init__()
+        check_sizes("SAGEConv", in_channels=in_channels, out_channels=out_channels)
         if aggr not in ("mean", "max", "sum", "add"):
             raise ValueError(f"SAGEConv aggr must be 'mean', 'max' or 'sum', got {aggr!r}")
         self.in_channels, self.out_channels = in_channels, out_channels

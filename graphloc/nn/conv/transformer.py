@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.nn.conv._utils import as_graph, node_pair, split_widths
+from graphloc.nn.conv._utils import as_graph, check_dropouts, check_sizes, node_pair, split_widths
 
 
 class TransformerConv(torch.nn.Module):
@@ -56,6 +56,9 @@ class TransformerConv(torch.nn.Module):
                  concat: bool = True, beta: bool = False, dropout: float = 0.0,
                  edge_dim: int | None = None, bias: bool = True, root_weight: bool = True):
         super().__init__()
+        check_sizes("TransformerConv", in_channels=in_channels, out_channels=out_channels,
+                    heads=heads, edge_dim=edge_dim)
+        check_dropouts("TransformerConv", dropout=dropout)
         self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
         self.concat, self.beta, self.root_weight = concat, beta and root_weight, root_weight
         self.dropout, self.edge_dim = dropout, edge_dim
