@@ -23,7 +23,10 @@ def load_dataset(spec: str, root: str = "data", seed: int = 0) -> NodeDataset:
     if spec.endswith(".tar.gz"):
         return load_built_city(spec)
     if spec.startswith("synthetic:"):
-        return synthetic_city(int(spec.split(":", 1)[1]), seed=seed)
+        count = spec.split(":", 1)[1]
+        if not count.strip().isdigit():
+            raise ValueError(f"synthetic:N needs an integer node count N, got {spec!r}")
+        return synthetic_city(int(count), seed=seed)
     if spec.startswith("ogb:"):
         return ogb_node(spec.split(":", 1)[1], root)
     return CityNetwork(root, spec)

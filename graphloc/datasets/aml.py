@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from graphloc.datasets.base import atomic_save, load_file
 from graphloc.graph import Graph
+from graphloc.io import atomic_save, load_file
 
 SOURCE_URL = "https://www.kaggle.com/datasets/ealtman2019/ibm-transactions-for-anti-money-laundering-aml"
 #: the header of the IBM files ("Account" twice: sender, then receiver)
@@ -80,13 +80,35 @@ def _check_header(header: list[str], expected: list[str], path: str) -> None:
                          f"{expected}, got {header}")
 
 
+def _text_lines(path: str):
+    """The file's lines decoded as UTF-8; a byte that is not names its line and column
+    (a text-mode file decodes in blocks, so its error could not say which line)."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(f"{path}, line {number}: byte {raw[err.start]:#04x} at "
+                                 f"column {err.start + 1} is not UTF-8 text") from None
+
+
+def _positions(header: list[str], path: str) -> dict[str, int]:
+    """Column name -> index in this file's header, so columns may come in any order. The
+    IBM files name both account columns "Account": the first is the sender's, the second
+    the receiver's; they are keyed "Account" and "Account (to)"."""
+    _check_header(header, COLUMNS, path)
+    positions = {name: header.index(name) for name in COLUMNS if name != "Account"}
+    accounts = [i for i, name in enumerate(header) if name == "Account"]
+    positions["Account"], positions["Account (to)"] = accounts[0], accounts[1]
+    return positions
+
+
 def _read_accounts(path: str) -> set[tuple[str, str]]:
-    with open(path, newline="") as f:
-        rows = csv.reader(f)
-        header = next(rows, [])
-        _check_header(header, ACCOUNT_COLUMNS, path)
-        bank, number = header.index("Bank ID"), header.index("Account Number")
-        return {(_bank(r[bank]), r[number]) for r in rows if r}
+    rows = csv.reader(_text_lines(path))
+    header = next(rows, [])
+    _check_header(header, ACCOUNT_COLUMNS, path)
+    bank, number = header.index("Bank ID"), header.index("Account Number")
+    return {(_bank(r[bank]), r[number]) for r in rows if r}
 
 
 def _bank(code: str) -> str:
@@ -94,48 +116,57 @@ def _bank(code: str) -> str:
 
 
 def _parse_rows(path: str, known: set[tuple[str, str]] | None):
-    """Columns of the transactions file as lists, every value validated."""
-    with open(path, newline="") as f:
-        rows = csv.reader(f)
-        header = next(rows, [])
-        _check_header(header, COLUMNS, path)
-        cols = {name: [] for name in ("time", "src", "dst", "received", "recv_cur", "paid",
-                                      "paid_cur", "format", "label")}
-        for line, row in enumerate(rows, start=2):
-            if not row:
-                continue
-            if len(row) != len(COLUMNS):
-                raise ValueError(f"{path}, line {line}: {len(row)} fields, expected "
-                                 f"{len(COLUMNS)}: {row}")
-            try:
-                cols["time"].append(datetime.strptime(row[0], TIME_FORMAT)
-                                    .replace(tzinfo=timezone.utc).timestamp())
-            except ValueError:
-                raise ValueError(f"{path}, line {line}: bad timestamp {row[0]!r}, expected "
-                                 f"the format YYYY/MM/DD HH:MM") from None
-            for key, bank, account in (("src", row[1], row[2]), ("dst", row[3], row[4])):
-                if not account or (known is not None and (_bank(bank), account) not in known):
-                    raise ValueError(f"{path}, line {line}: unknown account id {account!r} "
-                                     f"of bank {bank!r}")
-                cols[key].append(f"{_bank(bank)}:{account}")
-            for key, text in (("received", row[5]), ("paid", row[7])):
-                try:
-                    amount = float(text)
-                except ValueError:
-                    amount = -1.0
-                if not amount >= 0 or math.isinf(amount):
-                    raise ValueError(f"{path}, line {line}: bad amount {text!r}")
-                cols[key].append(amount)
-            if row[10] not in ("0", "1"):
-                raise ValueError(f"{path}, line {line}: 'Is Laundering' must be 0 or 1, got "
-                                 f"{row[10]!r}")
-            cols["recv_cur"].append(row[6])
-            cols["paid_cur"].append(row[8])
-            cols["format"].append(row[9])
-            cols["label"].append(int(row[10]))
+    """Columns of the transactions file as lists, every value validated; columns are read
+    by their header names."""
+    rows = csv.reader(_text_lines(path))
+    header = next(rows, [])
+    at = _positions(header, path)
+    cols = {name: [] for name in ("time", "src", "dst", "received", "recv_cur", "paid",
+                                  "paid_cur", "format", "label")}
+    for line, row in enumerate(rows, start=2):
+        if not row:
+            continue
+        if len(row) != len(header):
+            raise ValueError(f"{path}, line {line}: {len(row)} fields, expected "
+                             f"{len(header)}: {row}")
+        field = {name: row[i] for name, i in at.items()}
+        cols["time"].append(_timestamp(field["Timestamp"], path, line))
+        for key, bank, account in (("src", field["From Bank"], field["Account"]),
+                                   ("dst", field["To Bank"], field["Account (to)"])):
+            if not account or (known is not None and (_bank(bank), account) not in known):
+                raise ValueError(f"{path}, line {line}: unknown account id {account!r} "
+                                 f"of bank {bank!r}")
+            cols[key].append(f"{_bank(bank)}:{account}")
+        for key, column in (("received", "Amount Received"), ("paid", "Amount Paid")):
+            cols[key].append(_amount(field[column], column, path, line))
+        if field["Is Laundering"] not in ("0", "1"):
+            raise ValueError(f"{path}, line {line}: 'Is Laundering' must be 0 or 1, got "
+                             f"{field['Is Laundering']!r}")
+        cols["recv_cur"].append(field["Receiving Currency"])
+        cols["paid_cur"].append(field["Payment Currency"])
+        cols["format"].append(field["Payment Format"])
+        cols["label"].append(int(field["Is Laundering"]))
     if not cols["time"]:
         raise ValueError(f"{path} holds no transactions")
     return cols
+
+
+def _timestamp(text: str, path: str, line: int) -> float:
+    try:
+        return datetime.strptime(text, TIME_FORMAT).replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        raise ValueError(f"{path}, line {line}: bad timestamp {text!r}, expected the format "
+                         "YYYY/MM/DD HH:MM") from None
+
+
+def _amount(text: str, column: str, path: str, line: int) -> float:
+    try:
+        amount = float(text)
+    except ValueError:
+        amount = -1.0
+    if not amount >= 0 or math.isinf(amount):
+        raise ValueError(f"{path}, line {line}: bad {column} {text!r} (a number >= 0)")
+    return amount
 
 
 def _one_hot(values: list[str], prefix: str) -> tuple[np.ndarray, list[str]]:
@@ -193,7 +224,10 @@ def AMLTransactions(root: str, name: str = "HI-Small") -> EdgeDataset:  # noqa: 
     sources = [p for p in (path, accounts_path) if os.path.isfile(p)]
     stamp = [(os.path.getsize(p), os.path.getmtime(p)) for p in sources]
     cache = os.path.join(root, "processed", f"{name}.pt")
-    data = load_file(cache, "processed AML cache") if os.path.isfile(cache) else None
+    data = None
+    if os.path.isfile(cache):
+        data = load_file(cache, "processed AML cache",
+                         rebuild="Delete it: it is rebuilt from the CSV.")
     if data is None or data.get("version") != _VERSION or data.get("stamp") != stamp:
         known = _read_accounts(accounts_path) if os.path.isfile(accounts_path) else None
         data = {**_build(_parse_rows(path, known), name), "stamp": stamp}

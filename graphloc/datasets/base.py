@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,42 +73,3 @@ def city_split(num_nodes: int) -> tuple[Tensor, Tensor, Tensor]:
     perm = torch.from_numpy(np.random.RandomState(0).permutation(num_nodes))
     tenth = num_nodes // 10
     return perm[:tenth], perm[tenth:2 * tenth], perm[2 * tenth:]
-
-
-def load_file(path: str, what: str, weights_only: bool = True):
-    """``torch.load`` of a file graphloc wrote, with clear errors: FileNotFoundError when it
-    is missing, ValueError when it is not a readable torch file (truncated, corrupt)."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no {what} at {path}")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=weights_only)
-    except Exception as err:  # torch raises several types for damaged archives
-        raise ValueError(f"{path} is not a readable {what} ({type(err).__name__}: {err}): "
-                         "truncated or corrupt?") from err
-
-
-def atomic_save(obj, path: str) -> None:
-    """``torch.save`` that never leaves a half-written file at ``path``."""
-    with atomic_file(path) as tmp:
-        torch.save(obj, tmp)
-
-
-@contextmanager
-def atomic_file(path: str, suffix: str = ".tmp"):
-    """Yields a temporary path in ``path``'s folder, renamed to ``path`` (with a new file's
-    usual permissions) when the block succeeds and removed when it raises: a crash never
-    leaves a half-written file at ``path``."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=suffix)
-    os.close(fd)
-    try:
-        yield tmp
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide it from other users
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

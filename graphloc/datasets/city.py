@@ -22,9 +22,10 @@ import warnings
 
 import torch
 
-from graphloc.datasets.base import NodeDataset, atomic_file, atomic_save, load_file
+from graphloc.datasets.base import NodeDataset
 from graphloc.datasets.osm import BUILDER_VERSION
 from graphloc.graph import Graph
+from graphloc.io import atomic_file, atomic_save, load_file
 
 _REGISTRY_PATH = os.path.join(os.path.dirname(__file__), "registry.json")
 with open(_REGISTRY_PATH) as _f:
@@ -69,7 +70,9 @@ class CityNetwork(NodeDataset):
             if not os.path.exists(self.archive):
                 self._build() if "source" in self.spec else self._download()
             atomic_save(self._read_arrays(self.archive), processed)
-        blob = load_file(processed, "processed City-Networks file")
+        blob = load_file(processed, "processed City-Networks file", keys=_PROCESSED_KEYS,
+                         rebuild="Pass force_reload=True (or delete the file) to rebuild it.")
+        _check_processed(blob, processed)
         super().__init__(name=name, graph=Graph(blob["edge_index"], blob["x"].size(0)),
                          x=blob["x"], y=blob["y"], train_index=blob["train_index"],
                          val_index=blob["val_index"], test_index=blob["test_index"])
@@ -176,3 +179,29 @@ def load_built_city(archive: str, augmented: bool = True) -> NodeDataset:
                        graph=Graph(a["edge_index"], a["x"].size(0)), x=a["x"], y=a["y"],
                        train_index=a["train_index"], val_index=a["val_index"],
                        test_index=a["test_index"])
+
+
+_PROCESSED_KEYS = ("edge_index", "x", "y", "train_index", "val_index", "test_index")
+
+
+def _check_processed(blob: dict, path: str) -> None:
+    """Shapes that agree: a cache altered or written by other code is refused by name."""
+    n = blob["x"].size(0) if isinstance(blob["x"], torch.Tensor) and blob["x"].dim() == 2 else -1
+    problems = []
+    if n < 1:
+        problems.append(f"x is not a [N, F] tensor ({getattr(blob['x'], 'shape', None)})")
+    elif not isinstance(blob["y"], torch.Tensor) or blob["y"].shape != (n,):
+        problems.append(f"y has shape {getattr(blob['y'], 'shape', None)}, not [{n}]")
+    ei = blob["edge_index"]
+    if not isinstance(ei, torch.Tensor) or ei.dim() != 2 or ei.size(0) != 2:
+        problems.append(f"edge_index has shape {getattr(ei, 'shape', None)}, not [2, E]")
+    elif n > 0 and ei.numel() and (int(ei.min()) < 0 or int(ei.max()) >= n):
+        problems.append(f"edge_index holds node ids outside [0, {n})")
+    for key in ("train_index", "val_index", "test_index"):
+        idx = blob[key]
+        if not isinstance(idx, torch.Tensor) or idx.dim() != 1 or (
+                n > 0 and idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= n)):
+            problems.append(f"{key} is not a list of node ids in [0, {n})")
+    if problems:
+        raise ValueError(f"{path} is inconsistent: {'; '.join(problems)}. Pass "
+                         "force_reload=True (or delete the file) to rebuild it.")

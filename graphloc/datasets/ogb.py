@@ -17,7 +17,10 @@ def ogb_node(name: str, root: str = "data/ogb") -> NodeDataset:
     except ImportError as err:
         raise ImportError("ogb_node needs the ogb package: pip install 'graphloc[ogb]'") \
             from err
-    dataset = NodePropPredDataset(name=name, root=root)
+    try:
+        dataset = NodePropPredDataset(name=name, root=root)
+    except (OSError, EOFError) as err:  # URLError is an OSError; EOFError: no stdin to confirm
+        raise ConnectionError(_offline_message(name, root, err)) from err
     graph, label = dataset[0]
     label = torch.as_tensor(label)
     if label.dim() == 2 and label.size(1) != 1:
@@ -31,3 +34,19 @@ def ogb_node(name: str, root: str = "data/ogb") -> NodeDataset:
         train_index=torch.as_tensor(split["train"]).long(),
         val_index=torch.as_tensor(split["valid"]).long(),
         test_index=torch.as_tensor(split["test"]).long())
+
+
+def _offline_message(name: str, root: str, err: Exception) -> str:
+    """What to fetch and where to put it when the ogb package cannot download."""
+    import os
+    try:
+        from ogb.nodeproppred import master
+        url = master.loc[name]["url"] if name in master else None
+    except Exception:  # an older or newer ogb without the table
+        url = None
+    folder = os.path.join(root, name.replace("-", "_"))
+    source = f"download {url} and unzip it" if url else f"download {name}'s archive from " \
+        "the OGB website and unzip it"
+    return (f"could not download the OGB dataset {name!r} ({type(err).__name__}: {err}). On a "
+            f"machine without internet, {source} so that its files lie under {folder}/ "
+            f"(raw/ and split/), then run again")

@@ -33,17 +33,20 @@ from __future__ import annotations
 
 import gzip
 import io
+import math
 import os
 import re
 import tarfile
+import warnings
 from collections import Counter, defaultdict
 
 import numpy as np
 import torch
 
-from graphloc.datasets.base import atomic_file, city_split
+from graphloc.datasets.base import city_split
 from graphloc.datasets.labels import eccentricity_classes, local_eccentricity
 from graphloc.graph import Graph
+from graphloc.io import atomic_file
 
 #: raised whenever the builder's output changes, so cities built by an older one are rebuilt
 #: (1: landuse from closed-way centroids; 2: the nearest landuse area or point)
@@ -154,21 +157,32 @@ def _simplify(edges, coords):
             return True
         return len({edges[i][2]["osmid"] for i in succ[n] + pred[n]}) > 1
     endpoints = {n for n in nodes if is_endpoint(n)}
-    merged = []
-    for start in sorted(endpoints):
+    merged, used = [], set()
+
+    def walk(start, first):
+        path = [first]
+        prev, cur = start, edges[first][1]
+        while cur not in endpoints:
+            nxt = [i for i in succ[cur] if edges[i][1] != prev]
+            if not nxt:
+                break
+            path.append(nxt[0])
+            prev, cur = cur, edges[nxt[0]][1]
+            if cur == start:
+                break
+        used.update(path)
+        merged.append((start, cur, _merge_attrs([edges[i][2] for i in path],
+                                                sum(lengths[i] for i in path))))
+
+    for start in sorted(endpoints, key=str):
         for first in succ[start]:
-            path = [first]
-            prev, cur = start, edges[first][1]
-            while cur not in endpoints:
-                nxt = [i for i in succ[cur] if edges[i][1] != prev]
-                if not nxt:
-                    break
-                path.append(nxt[0])
-                prev, cur = cur, edges[nxt[0]][1]
-                if cur == start:
-                    break
-            merged.append((start, cur, _merge_attrs([edges[i][2] for i in path],
-                                                    sum(lengths[i] for i in path))))
+            walk(start, first)
+    # A ring of interstitial nodes alone (a ring road, a roundabout cut off) has no
+    # endpoint: as osmnx, one of its nodes becomes one, so the ring is kept.
+    for i in range(len(edges)):
+        if i not in used:
+            endpoints.add(edges[i][0])
+            walk(edges[i][0], i)
     return merged, endpoints
 
 
@@ -241,17 +255,14 @@ class _NetworkxRoads:
     """The same inputs from an osmnx-style networkx (Multi)(Di)Graph or a GraphML file."""
 
     def __init__(self, graph):
-        import networkx as nx
-        if isinstance(graph, (str, os.PathLike)):
-            if not os.path.exists(graph):
-                raise FileNotFoundError(f"no GraphML file at {graph}")
-            graph = nx.read_graphml(graph)
+        where = f"{graph}: " if isinstance(graph, (str, os.PathLike)) else ""
+        graph = _read_graphml(graph) if where else graph
         if not graph.is_directed():
             graph = graph.to_directed()
         missing = [n for n, d in graph.nodes(data=True) if "x" not in d or "y" not in d]
         if missing:
-            raise ValueError(f"node {missing[0]!r} has no 'x'/'y' coordinates")
-        self.coords = {n: (float(d["x"]), float(d["y"])) for n, d in graph.nodes(data=True)}
+            raise ValueError(f"{where}node {missing[0]!r} has no 'x'/'y' coordinates")
+        self.coords = _lonlat(graph, where)
         self.landuse = []
         self.simplified = _as_bool(graph.graph.get("simplified", False))  # "True" in GraphML
         self.edges = []
@@ -261,10 +272,68 @@ class _NetworkxRoads:
                      "maxspeed": d.get("maxspeed"),
                      "reversed": _as_bool(d.get("reversed", False))}
             if "length" in d:
-                attrs["length"] = float(d["length"])
+                attrs["length"] = _number(d["length"], f"{where}edge {u!r} -> {v!r}",
+                                          "length", low=0.0)
             self.edges.append((u, v, attrs))
         if not self.edges:
-            raise ValueError("the street graph has no edges")
+            raise ValueError(f"{where}the street graph has no edges")
+
+
+def _read_graphml(path):
+    import networkx as nx
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no GraphML file at {path}")
+    try:
+        return nx.read_graphml(path)
+    except Exception as err:  # ElementTree's ParseError, networkx's errors, bad types
+        raise ValueError(f"{path} is not a readable GraphML file ({type(err).__name__}: "
+                         f"{err})") from err
+
+
+def _number(value, what: str, key: str, low: float | None = None) -> float:
+    """``value`` as a finite float (>= ``low``), or a ValueError naming node/edge and key."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} has a non-numeric {key!r}: {value!r}") from None
+    if not math.isfinite(number) or (low is not None and number < low):
+        bound = "finite" if low is None else f"finite and >= {low:g}"
+        raise ValueError(f"{what} has {key!r} = {value!r}; it must be {bound}")
+    return number
+
+
+# What a GraphML ``crs`` may say for longitude/latitude degrees (osmnx writes "epsg:4326").
+_GEOGRAPHIC = ("epsg:4326", "wgs84", "wgs 84", "+proj=longlat", "crs84", "ogc:crs84")
+
+
+def _lonlat(graph, where: str) -> dict:
+    """Node -> (longitude, latitude) in degrees. osmnx saves a projected graph (UTM metres,
+    its sample street graphs) with ``crs`` in the graph attributes: those coordinates are
+    converted with pyproj. Metres are never read as degrees: without a ``crs``, values
+    outside longitude/latitude ranges are refused, as is a projected graph without pyproj."""
+    coords = {n: (_number(d["x"], f"{where}node {n!r}", "x"),
+                  _number(d["y"], f"{where}node {n!r}", "y"))
+              for n, d in graph.nodes(data=True)}
+    crs = str(graph.graph.get("crs", "")).strip()
+    if not crs or crs.lower() in _GEOGRAPHIC:
+        bad = next((n for n, (x, y) in coords.items() if abs(x) > 180 or abs(y) > 90), None)
+        if bad is not None:
+            raise ValueError(f"{where}node {bad!r} has x, y = {coords[bad]}, outside longitude "
+                             f"and latitude degrees: a projected graph needs its 'crs' graph "
+                             f"attribute (osmnx saves it), or project it back with "
+                             f"osmnx.project_graph(G, to_latlong=True)")
+        return coords
+    try:
+        from pyproj import Transformer
+    except ImportError:
+        raise ImportError(f"{where}the street graph is in the projected CRS {crs!r}; "
+                          "converting it to longitude/latitude needs pyproj (pip install "
+                          "'graphloc[osm]'), or project it back with "
+                          "osmnx.project_graph(G, to_latlong=True)") from None
+    to_degrees = Transformer.from_crs(crs, "EPSG:4326", always_xy=True)
+    nodes = list(coords)
+    xs, ys = to_degrees.transform([coords[n][0] for n in nodes], [coords[n][1] for n in nodes])
+    return {n: (float(x), float(y)) for n, x, y in zip(nodes, xs, ys, strict=True)}
 
 
 def _as_bool(value):
@@ -322,6 +391,10 @@ def build_city_network(source, out_dir: str, name: str | None = None, hops: int 
         merged, kept = _simplify(edges, roads.coords)
     stage("features")
     order = sorted(kept, key=str)
+    if len(order) < 10:  # labels and features are still right; training will refuse it
+        warnings.warn(f"the largest connected street network of {name} has {len(order)} "
+                      "intersections: the City-Networks split (10% train, 10% validation) "
+                      "leaves no training or validation nodes", stacklevel=2)
     index = {n: i for i, n in enumerate(order)}
     arrays = _encode(merged, order, index, roads, streets)
     lengths = arrays.pop("lengths")

@@ -9,9 +9,10 @@ import scipy.sparse as sp
 import torch
 from scipy.sparse import csgraph
 
-from graphloc.datasets.base import NodeDataset, atomic_file, city_split
+from graphloc.datasets.base import NodeDataset, city_split
 from graphloc.datasets.labels import eccentricity_classes, local_eccentricity
 from graphloc.graph import Graph
+from graphloc.io import atomic_file
 
 #: highway category -> speed in km/h (urban defaults)
 HIGHWAYS = {"primary": 50.0, "secondary": 40.0, "tertiary": 35.0, "residential": 30.0,
@@ -45,8 +46,8 @@ def synthetic_city(num_nodes: int, seed: int = 0, hops: int = 16, num_classes: i
     counterpart). ``pos`` holds the coordinates, ``edge_attr`` the 9 edge columns (float32;
     the labels were computed from the float64 lengths).
     """
-    if num_nodes < 2:
-        raise ValueError(f"num_nodes must be >= 2, got {num_nodes}")
+    if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 2:
+        raise ValueError(f"num_nodes must be an integer >= 2, got {num_nodes!r}")
     rng = np.random.default_rng(seed)
     side = math.isqrt(int(num_nodes / 0.7)) + 3
     while True:
