@@ -148,7 +148,7 @@ def test_zero_influence_warns_and_bad_input():
         _, r = total_influence(Constant(), data, 2, nodes=[0, 1, 2])
     assert r != r  # NaN: no seed has any influence
     model = models()["gl-gcn"]
-    with pytest.raises(ValueError, match="max_hops must be >= 0, got -1"):
+    with pytest.raises(ValueError, match="max_hops must be an integer >= 0, got -1"):
         total_influence(model, data, -1)
     with pytest.raises(ValueError, match="node 50 is out of range for 50 nodes"):
         total_influence(model, data, 2, nodes=[3, 50])
@@ -304,7 +304,7 @@ def test_full_graph_bad_input():
         assert influence_per_hop(models()["gl-gcn"], data, 2, [], method=method).shape == (0, 3)
     with pytest.raises(ValueError, match="pass locality=L or set graphloc_hops on GCN"):
         influence_per_hop(models()["pyg-gcn"], data, 2, [0], method="full_graph")
-    with pytest.raises(ValueError, match="locality must be an int >= 0, got -1"):
+    with pytest.raises(ValueError, match="locality must be an integer >= 0, got -1"):
         influence_per_hop(models()["gl-gcn"], data, 2, [0], method="full_graph", locality=-1)
     with pytest.raises(ValueError, match="SGFormer is global"):
         influence_per_hop(gl.SGFormer(6, 8, 3), data, 2, [0], method="full_graph", locality=2)

@@ -7,6 +7,7 @@ import torch
 from helpers import requires_ext
 
 from graphloc.datasets import synthetic_city
+from graphloc.io import atomic_save
 from graphloc.train import TrainConfig, evaluate, fit, load_checkpoint
 
 pytestmark = requires_ext
@@ -39,7 +40,7 @@ def test_resume_continues_exactly(city, tmp_path):
     fit(city, half, out_dir=str(tmp_path / "b"), progress=False)
     state = torch.load(tmp_path / "b" / "last.pt", weights_only=False)
     state["config"]["epochs"] = 6  # the same run, asked to go on to epoch 6
-    torch.save(state, tmp_path / "b" / "last.pt")
+    atomic_save(state, str(tmp_path / "b" / "last.pt"))  # re-stamps the checksum
     resumed = fit(city, config, out_dir=str(tmp_path / "b"), resume=True, progress=False)
     assert resumed == straight
     a = load_checkpoint(str(tmp_path / "a" / "last.pt"))[0].state_dict()
@@ -55,7 +56,7 @@ def test_mini_batches_learn(city):
 
 
 def test_bad_input(city, tmp_path):
-    with pytest.raises(ValueError, match="epochs and eval_every must be >= 1"):
+    with pytest.raises(ValueError, match="epochs must be an integer >= 1"):
         fit(city, TrainConfig(epochs=0), progress=False)
     with pytest.raises(FileNotFoundError, match="nothing to resume"):
         fit(city, TrainConfig(epochs=1), out_dir=str(tmp_path), resume=True, progress=False)

@@ -92,7 +92,7 @@ def test_temporal_split_keeps_ties_together():
 @pytest.mark.parametrize("change,message", [
     (lambda rows: rows, r"missing column\(s\) \['Is Laundering'\]"),
     (lambda rows: [["2022-09-01 00:20", *rows[0][1:]]], r"line 2: bad timestamp '2022-09-01"),
-    (lambda rows: [rows[0][:5] + ["12x", *rows[0][6:]]], r"line 2: bad amount '12x'"),
+    (lambda rows: [rows[0][:5] + ["12x", *rows[0][6:]]], r"line 2: bad Amount Received '12x'"),
     (lambda rows: [rows[0][:10] + ["2"]], r"'Is Laundering' must be 0 or 1, got '2'"),
     (lambda rows: [rows[0][:2] + [""] + rows[0][3:]], r"unknown account id ''"),
     (lambda rows: [], r"holds no transactions"),

@@ -85,7 +85,7 @@ def test_ball_restriction_matters():
 
 def test_bad_input():
     graph, lengths = road_graph(30, 0)
-    with pytest.raises(ValueError, match="hops must be >= 0, got -1"):
+    with pytest.raises(ValueError, match="hops must be an integer >= 0, got -1"):
         local_eccentricity(graph, lengths, hops=-1)
     with pytest.raises(ValueError, match=r"lengths must be a tensor of shape \[\d+\]"):
         local_eccentricity(graph, lengths[:-1])

@@ -64,5 +64,5 @@ def test_labels_come_from_the_pipeline_and_output_is_reproducible():
     assert not torch.equal(a.x, c.x)
     expected = eccentricity_classes(local_eccentricity(a.graph, a.edge_attr[:, 0].double(), 6))
     assert (expected != a.y).float().mean() < 0.01  # float32 lengths: rare rank swaps
-    with pytest.raises(ValueError, match="num_nodes must be >= 2, got 1"):
+    with pytest.raises(ValueError, match="num_nodes must be an integer >= 2, got 1"):
         synthetic_city(1)

@@ -188,7 +188,7 @@ def test_largegt_bad_input():
         model(x.long(), graph)
     with pytest.raises(ValueError, match="conv_type"):
         LargeGT(6, 8, 2, conv_type="global")
-    with pytest.raises(ValueError, match="K .* must be >= 1"):
+    with pytest.raises(ValueError, match="K .* must be an integer >= 1"):
         hop2_tokens(graph, 0)
     with pytest.raises(ValueError, match="decay"):
         EMACodebook(4, 2, decay=1.0)

@@ -56,7 +56,7 @@ def test_deep_gcn_trains():
 def test_gnn_bad_arguments():
     with pytest.raises(ValueError, match="unknown conv 'performer'"):
         GNN("performer", 2, 2, 2, 2)
-    with pytest.raises(ValueError, match="num_layers must be >= 1"):
+    with pytest.raises(ValueError, match="num_layers must be an integer >= 1"):
         GNN("gcn", 2, 2, 2, 0)
     with pytest.raises(ValueError, match="norm must be"):
         GNN("gcn", 2, 2, 2, 2, norm="group")

@@ -37,7 +37,7 @@ def test_cheb_is_a_chebyshev_polynomial_of_the_dense_laplacian():
 
 
 def test_cheb_bad_input():
-    with pytest.raises(ValueError, match="K >= 1"):
+    with pytest.raises(ValueError, match="K must be an integer >= 1"):
         ChebConv(2, 2, K=0)
     with pytest.raises(ValueError, match="needs lambda_max"):
         ChebConv(2, 2, K=2, normalization="rw")(torch.randn(3, 2), torch.tensor([[0], [1]]))
