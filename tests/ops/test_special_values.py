@@ -1,0 +1,145 @@
+"""NaN, +-inf, empty rows and hubs: the compiled kernels, their pure-torch twins and a
+per-row oracle built from torch's own reductions agree on every input.
+
+The semantics (README, "Special values"): max/min propagate NaN and point their arg at the
+first NaN; a row of -inf (max) still names its first edge; a softmax row of only -inf
+(fully masked) gives weights 0, as an empty row; NaN or +inf in a row make it NaN, as
+torch.softmax.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import graphs
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import graphloc
+from graphloc import ops
+from graphloc.ops import reference
+from graphloc.scatter import scatter_max, scatter_min, scatter_softmax
+
+SPECIALS = torch.tensor([float("nan"), float("inf"), float("-inf")])
+IMPLEMENTATIONS = ["reference"] + (["kernel"] if graphloc.HAS_EXTENSION else [])
+
+
+def _raw(name):
+    return reference if name == "reference" else torch.ops.graphloc
+
+
+def _with_specials(shape, seed: int, share: float = 0.3, only=SPECIALS) -> torch.Tensor:
+    """Random values with a share of them replaced by NaN / +inf / -inf."""
+    gen = torch.Generator().manual_seed(seed)
+    values = torch.randn(shape, generator=gen, dtype=torch.float64)
+    hit = torch.rand(shape, generator=gen) < share
+    pick = torch.randint(0, len(only), shape, generator=gen)
+    return torch.where(hit, only[pick].to(values.dtype), values)
+
+
+def _rows(graph):
+    indptr = graph.csr.indptr.tolist()
+    return [range(indptr[r], indptr[r + 1]) for r in range(graph.num_nodes)]
+
+
+def _oracle_extreme(messages: torch.Tensor, rows, reduce: str):
+    """Per row: torch.amax / amin (NaN propagates), 0 for an empty row; arg: the first
+    position holding the result (NaN matching NaN), E for an empty row."""
+    E, K = messages.shape
+    out = torch.zeros(len(rows), K, dtype=messages.dtype)
+    arg = torch.full((len(rows), K), E, dtype=torch.long)
+    for r, positions in enumerate(rows):
+        if not positions:
+            continue
+        block = messages[positions.start:positions.stop]
+        best = block.amax(0) if reduce == "max" else block.amin(0)
+        out[r] = best
+        same = (block == best) | (block.isnan() & best.isnan())
+        arg[r] = positions.start + same.to(torch.int8).argmax(0)
+    return out, arg
+
+
+def _oracle_softmax(scores: torch.Tensor, rows) -> torch.Tensor:
+    out = torch.zeros_like(scores)
+    for positions in rows:
+        block = scores[positions.start:positions.stop]
+        if not positions:
+            continue
+        masked = (block == float("-inf")).all(0)
+        out[positions.start:positions.stop] = torch.where(masked, 0.0, block.softmax(0))
+    return out
+
+
+def _assert_same(a, b):
+    torch.testing.assert_close(a, b, equal_nan=True, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+@pytest.mark.parametrize("reduce", ["max", "min"])
+@settings(max_examples=40, deadline=None)
+@given(graph=graphs(max_nodes=25, max_edges=80), channels=st.sampled_from([1, 3, 16]),
+       seed=st.integers(0, 2**31 - 1))
+def test_max_min_propagate_nan_like_torch(impl, reduce, graph, channels, seed):
+    x = _with_specials((graph.num_nodes, channels), seed)
+    csr = graph.csr
+    out, arg = _raw(impl).spmm(csr.indptr, csr.indices, None, x, reduce)
+    expected, expected_arg = _oracle_extreme(x[csr.indices.long()], _rows(graph), reduce)
+    _assert_same(out, expected)
+    assert torch.equal(arg.long(), expected_arg)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+@settings(max_examples=40, deadline=None)
+@given(graph=graphs(max_nodes=25, max_edges=80), heads=st.sampled_from([1, 2]),
+       seed=st.integers(0, 2**31 - 1))
+def test_softmax_and_attention_mask_and_propagate(impl, graph, heads, seed):
+    # scores: mostly -inf in some rows (masks), with NaN and +inf now and then
+    scores = _with_specials((graph.num_edges, heads), seed, share=0.5,
+                            only=torch.tensor([float("-inf")] * 6 + [float("nan"),
+                                                                     float("inf")]))
+    csr = graph.csr
+    s = graph.to_csr_order(scores)
+    expected = _oracle_softmax(s, _rows(graph))
+    _assert_same(_raw(impl).segment_softmax(s, csr.indptr), expected)
+    x = torch.randn(graph.num_nodes, heads * 3, dtype=torch.float64)
+    out, _ = _raw(impl).segment_attention(s, csr.indptr, csr.indices, x)
+    messages = x[csr.indices.long()].view(-1, heads, 3) * expected.unsqueeze(-1)
+    rows = torch.repeat_interleave(torch.arange(graph.num_nodes), csr.degree().long())
+    oracle = torch.zeros(graph.num_nodes, heads, 3, dtype=x.dtype).index_add(0, rows, messages)
+    _assert_same(out, oracle.view(graph.num_nodes, -1))
+
+
+def test_masked_first_edge_gives_weight_zero_in_any_order():
+    graph = graphloc.Graph(torch.tensor([[0, 1], [2, 2]]), num_nodes=3)
+    for scores, expected in ((torch.tensor([float("-inf"), 1.0]), [0.0, 1.0]),
+                             (torch.tensor([1.0, float("-inf")]), [1.0, 0.0]),
+                             (torch.tensor([float("-inf"), float("-inf")]), [0.0, 0.0])):
+        assert ops.segment_softmax(graph, scores).tolist() == expected
+
+
+def test_public_ops_follow_torch_on_a_nan_row():
+    graph = graphloc.Graph(torch.tensor([[0, 1, 2, 3], [4, 4, 5, 5]]), num_nodes=6)
+    x = torch.tensor([float("nan"), 0.5, float("nan"), float("nan"), 0, 0]).view(6, 1)
+    out = ops.spmm(graph, x, reduce="max").flatten()
+    assert out[4].isnan() and out[5].isnan() and out[:4].eq(0).all()
+    values, arg = scatter_max(torch.tensor([float("nan"), 0.5, 1.0]), torch.tensor([0, 0, 1]))
+    assert values[0].isnan() and values[1] == 1.0 and arg.tolist() == [0, 2]
+    values, arg = scatter_min(torch.tensor([0.5, float("nan")]), torch.tensor([0, 0]))
+    assert values[0].isnan() and arg.tolist() == [1]
+
+
+def test_scatter_out_keeps_nan_and_softmax_masks_groups():
+    out = torch.tensor([0.0, 5.0])
+    scatter_max(torch.tensor([float("nan"), 1.0]), torch.tensor([0, 1]), dim=0, out=out)
+    assert out[0].isnan() and out[1] == 5.0
+    weights = scatter_softmax(torch.tensor([float("-inf"), float("-inf"), 2.0, float("-inf")]),
+                              torch.tensor([0, 0, 1, 1]))
+    assert weights.tolist() == [0.0, 0.0, 1.0, 0.0]
+
+
+@pytest.mark.skipif(not graphloc.HAS_EXTENSION, reason="graphloc._C is not built")
+def test_max_gradient_reaches_an_all_minus_inf_row():
+    graph = graphloc.Graph(torch.tensor([[0, 1], [2, 2]]), num_nodes=3)
+    x = torch.tensor([[float("-inf")], [float("-inf")], [0.0]], requires_grad=True)
+    ops.spmm(graph, x, reduce="max").sum().backward()
+    assert x.grad.flatten().tolist() == [1.0, 0.0, 0.0]  # the first edge wins (torch.max(dim))
