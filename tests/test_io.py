@@ -1,0 +1,61 @@
+"""graphloc.io: what graphloc writes is verified when read back."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from graphloc.io import CHECKSUM_KEY, atomic_save, load_file
+
+
+def _flip_byte_of(path, tensor: torch.Tensor) -> None:
+    """Flips one bit inside ``tensor``'s stored bytes (torch.save keeps them verbatim)."""
+    raw = bytearray(path.read_bytes())
+    payload = tensor.numpy().tobytes()
+    at = raw.find(payload)
+    assert at >= 0, "the tensor's bytes are not stored verbatim"
+    raw[at + len(payload) // 2] ^= 0x04
+    path.write_bytes(bytes(raw))
+
+
+def test_a_flipped_byte_in_a_tensor_is_an_error_naming_the_file(tmp_path):
+    weights = torch.arange(1000, dtype=torch.float32)
+    path = tmp_path / "best.pt"
+    atomic_save({"state_dict": {"w": weights}, "epoch": 3}, str(path))
+    assert load_file(str(path), "checkpoint")["state_dict"]["w"].equal(weights)
+    _flip_byte_of(path, weights)
+    assert not torch.load(path)["state_dict"]["w"].equal(weights)  # torch alone loads it
+    with pytest.raises(ValueError, match=r"best.pt: the checksum of this checkpoint does not "
+                                         r"match .* restore a copy"):
+        load_file(str(path), "checkpoint", rebuild="restore a copy")
+
+
+def test_saved_files_stay_plain_torch_files(tmp_path):
+    atomic_save({"x": torch.ones(2)}, str(tmp_path / "a.pt"))
+    loaded = torch.load(tmp_path / "a.pt")
+    assert set(loaded) == {"x", CHECKSUM_KEY}
+    assert set(load_file(str(tmp_path / "a.pt"), "file")) == {"x"}
+
+
+def test_a_changed_value_outside_tensors_is_caught(tmp_path):
+    path = tmp_path / "c.pt"
+    atomic_save({"config": {"layers": 4}, "x": torch.ones(1)}, str(path))
+    state = torch.load(path)
+    state["config"]["layers"] = 5  # edited by hand and saved without re-stamping
+    torch.save(state, path)
+    with pytest.raises(ValueError, match="checksum"):
+        load_file(str(path), "checkpoint")
+
+
+def test_not_a_dict_and_missing_keys_name_the_file(tmp_path):
+    torch.save([1, 2, 3], tmp_path / "list.pt")
+    with pytest.raises(ValueError, match=r"list.pt is not a checkpoint: it holds a list"):
+        load_file(str(tmp_path / "list.pt"), "checkpoint", keys=("config",))
+    atomic_save({"config": {}}, str(tmp_path / "partial.pt"))
+    with pytest.raises(ValueError, match=r"partial.pt is not a complete cache: it lacks x, y\. "
+                                         r"Pass force_reload"):
+        load_file(str(tmp_path / "partial.pt"), "cache", keys=("config", "x", "y"),
+                  rebuild="Pass force_reload=True.")
+    (tmp_path / "junk.pt").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="junk.pt is not a readable cache"):
+        load_file(str(tmp_path / "junk.pt"), "cache")
