@@ -46,13 +46,13 @@ class CSR:
 def _node_count(value, name: str) -> int:
     """An integer node count (a 0-d integer tensor or numpy integer too); a float such as
     3.9 or a bool is refused rather than truncated."""
-    if isinstance(value, Tensor) and value.dim() == 0 and not value.is_floating_point() \
-            and value.dtype != torch.bool:
-        return int(value)
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{name} must be an integer, got {value!r} "
-                        f"({type(value).__name__})")
-    return int(value.__index__())
+    if isinstance(value, Tensor):
+        if value.dim() == 0 and not value.is_floating_point() and not value.is_complex() \
+                and value.dtype != torch.bool:
+            return int(value)
+    elif not isinstance(value, bool) and hasattr(value, "__index__"):
+        return int(value.__index__())
+    raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
 
 
 def _validated_edge_index(edge_index, num_nodes, num_src_nodes=None):

@@ -77,3 +77,28 @@ def test_train_then_measure_the_checkpoint(tmp_path, capsys):
     row_of = torch.tensor(full["nodes"]).argsort()
     rows = torch.tensor(full["totals"])[row_of[sampled["nodes"]]]
     torch.testing.assert_close(rows, torch.tensor(sampled["totals"]), rtol=1e-5, atol=1e-9)
+
+
+def test_user_errors_are_one_line_naming_the_problem(tmp_path, capsys):
+    import pytest
+    assert main(["dataset", "stats", "synthetic:abc"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == ("graphloc dataset: error: synthetic:N needs an integer node count "
+                           "N, got 'synthetic:abc'")
+    for flag, value in (("--nproc", "0"), ("--layers", "0"), ("--max-hops", "-1")):
+        with pytest.raises(SystemExit):
+            main(["influence", "--graph", "synthetic:50", flag, value])
+        assert "must be >=" in capsys.readouterr().err
+
+
+def test_a_checkpoint_measured_on_a_graph_of_another_width_is_refused(tmp_path, capsys):
+    from dataclasses import replace
+
+    from graphloc.datasets import synthetic_city
+    from graphloc.train import TrainConfig, fit
+    city = synthetic_city(200, hops=4)
+    narrow = replace(city, x=city.x[:, :5])
+    fit(narrow, TrainConfig(epochs=1, hidden=8), out_dir=str(tmp_path / "run"), progress=False)
+    assert main(["influence", "--graph", "synthetic:200", "--checkpoint",
+                 str(tmp_path / "run" / "best.pt"), "--out", str(tmp_path / "i.json")]) == 2
+    assert "was trained on 5 features per node" in capsys.readouterr().err

@@ -184,3 +184,18 @@ def test_dst_prefix_holds_the_in_edges_of_the_first_destinations():
     for bad in ((0, 30), (31, 30), (12, 31)):
         with pytest.raises(ValueError, match=r"dst_prefix\(.*\) is out of range"):
             graph.dst_prefix(*bad)
+
+
+def test_node_counts_must_be_integers():
+    edges = torch.tensor([[0, 1], [1, 2]])
+    for bad in (3.9, True, "3", torch.tensor(3.0)):
+        with pytest.raises(TypeError, match="num_nodes must be an integer"):
+            Graph(edges, num_nodes=bad)
+    assert Graph(edges, num_nodes=torch.tensor(4)).num_nodes == 4
+    import numpy as np
+    assert Graph(edges, num_nodes=np.int64(3)).num_nodes == 3
+    with pytest.raises(TypeError, match="size must be an integer"):
+        Graph.bipartite(edges, (3.5, 3))
+    with pytest.raises(TypeError, match="edge_weight must be a floating-point tensor, got "
+                                        "torch.int64"):
+        Graph(edges, num_nodes=3).gcn_norm(edge_weight=torch.ones(2, dtype=torch.long))

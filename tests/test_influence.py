@@ -362,3 +362,50 @@ def test_influence_without_the_extension_gives_the_same_numbers(tmp_path):
         expected = influence_per_hop(model, (data.x.double(), data.edge_index), 4, nodes,
                                      method=method)
         torch.testing.assert_close(rows, expected, rtol=1e-10, atol=1e-14)
+
+
+def test_full_graph_refuses_a_locality_the_model_does_not_have():
+    """A wrong L made full_graph return wrong totals quietly (R 0.47 against 0.84 for a
+    3-layer GCN at L = 1): a declared depth above L, and a model that reads farther than it
+    declares, are refused; the batched numbers are the reference."""
+    data = road_data(120)
+    deep = models(depth=3)["gl-gcn"]
+    with pytest.raises(ValueError, match="locality=1 is below the 3 hops that GNN declares"):
+        total_influence(deep, data, 4, nodes=[0, 5], method="full_graph", locality=1)
+
+    class GlobalMean(torch.nn.Module):
+        graphloc_hops = 1  # a false declaration: it pools over every node
+
+        def __init__(self):
+            super().__init__()
+            self.conv = models(depth=1)["gl-gcn"]
+
+        def forward(self, x, edge_index):
+            h = self.conv(x, edge_index)
+            return h + h.mean(0, keepdim=True)
+    with pytest.raises(ValueError, match="GlobalMean is not 1-local: new features on the "
+                                         "nodes beyond 1 hops of node 7"):
+        measure(GlobalMean(), data, 3, nodes=[7, 8], method="full_graph")
+    with pytest.raises(ValueError, match="is not 1-local"):  # undeclared, wrongly given
+        total_influence(models(depth=3)["pyg-gcn"], data, 4, nodes=[7], method="full_graph",
+                        locality=1)
+    right = total_influence(deep, data, 4, nodes=[0, 5], method="full_graph", average=False)[0]
+    batched = total_influence(deep, data, 4, nodes=[0, 5], average=False)[0]
+    assert right.shape == batched.shape and (right[:, 4] == 0).all()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_hops": 2.5}, "max_hops must be an integer >= 0, got 2.5"),
+    ({"bootstrap": 0}, "bootstrap must be an integer >= 1, got 0"),
+    ({"confidence": 1.5}, "confidence must lie strictly between 0 and 1, got 1.5"),
+    ({"confidence": 0}, "confidence must lie strictly between 0 and 1, got 0"),
+    ({"nodes": []}, "nodes is empty"),
+    ({"nodes": [[0, 1]]}, "nodes must be 1-D"),
+    ({"num_samples": 0}, "num_samples must be an integer >= 1, got 0"),
+    ({"batch_size": 0}, "batch_size must be an integer >= 1, got 0"),
+])
+def test_measure_arguments_are_checked(kwargs, message):
+    data = road_data(40)
+    args = {"max_hops": 2, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        measure(models()["gl-gcn"], data, **args)

@@ -138,3 +138,18 @@ def test_out_takes_part_like_torch_scatter():
     assert mean.view(-1).tolist() == [7.5, 5.0, 2.0]  # (10 + 1 + 4) / 2, as torch_scatter
     target = out.clone()
     assert gs.scatter(src, index, 0, out=target) is target
+
+
+def test_scatter_arguments_are_never_reinterpreted():
+    src, index = torch.randn(3, 4), torch.tensor([0, 1, 0])
+    for dim in (2, -3):  # torch would refuse both; a modulo would wrap them
+        with pytest.raises(ValueError, match=rf"dim={dim} is out of range for src with 2 "):
+            gs.scatter(src, index, dim=dim)
+    with pytest.raises(ValueError, match="src is a 0-d tensor"):
+        gs.scatter(torch.tensor(1.0), torch.tensor(0))
+    with pytest.raises(ValueError, match=r"out has shape \[5\] but must match src's shape"):
+        gs.scatter(src, index, dim=0, out=torch.zeros(5))
+    with pytest.raises(ValueError, match="dim_size must be an integer >= 0, got 2.5"):
+        gs.scatter(src, index, dim=0, dim_size=2.5)
+    with pytest.raises(ValueError, match="index holds -1"):
+        gs.scatter(src, torch.tensor([0, -1, 0]), dim=0)

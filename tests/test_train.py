@@ -108,3 +108,46 @@ def test_metis_split_gives_each_process_its_own_region(city):
     assert (part[shards[0]] == 0).all() and (part[shards[1]] == 1).all()
     src, dst = city.graph.edge_index
     assert (part[src] != part[dst]).float().mean() < 0.05  # few cut streets
+
+
+@pytest.mark.parametrize("field, value", [
+    ("batch_size", 0), ("fanout", []), ("fanout", [5, 2.5]), ("layers", 0), ("hidden", 0),
+    ("dropout", 1.0), ("dropout", -0.1), ("lr", 0.0), ("weight_decay", -1e-5),
+    ("eval_every", 0), ("layers", 2.0)])
+def test_out_of_range_settings_are_refused_not_reinterpreted(city, field, value):
+    with pytest.raises(ValueError, match=rf"TrainConfig\.{field} must"):
+        fit(city, TrainConfig(**{field: value}), progress=False)
+
+
+def test_empty_splits_and_empty_shards_are_refused(city, monkeypatch):
+    from dataclasses import replace
+    with pytest.raises(ValueError, match="has no train nodes"):
+        fit(replace(city, train_index=city.train_index[:0]), TrainConfig(epochs=1),
+            progress=False)
+    with pytest.raises(ValueError, match="has no val nodes .* select the best model"):
+        fit(replace(city, val_index=city.val_index[:0]), TrainConfig(epochs=1), progress=False)
+    import graphloc.train as train
+    monkeypatch.setattr(train, "rank_and_world", lambda: (4, 5))
+    few = replace(city, train_index=city.train_index[:3])
+    with pytest.raises(ValueError, match="process 4 of 5 has no training nodes"):
+        fit(few, TrainConfig(epochs=1), progress=False)
+
+
+def test_a_column_constant_over_the_training_nodes_becomes_zero(city):
+    from dataclasses import replace
+    x = city.x.clone()
+    x[:, 0] = 7.0
+    x[city.test_index, 0] = 7.5  # constant on the training nodes only
+    with pytest.warns(UserWarning, match=r"feature columns \[0\] are constant"):
+        history = fit(replace(city, x=x), TrainConfig(epochs=2), progress=False)
+    assert history
+    from graphloc.train import Standardized
+    class Inputs(torch.nn.Module):  # returns what the wrapped model would see
+        def forward(self, x, graph):
+            return x
+    scaler = Standardized(Inputs(), x.size(1)).fit(x[city.train_index])
+    standardised = scaler(x, None)
+    assert standardised[:, 0].abs().max() == 0  # was (7.5 - 7) / 1e-6 = 5e5 before
+    varying = x[city.train_index][:, 1:]
+    expected = (x[:, 1:] - varying.mean(0)) / varying.std(0)  # the usual z-score elsewhere
+    torch.testing.assert_close(standardised[:, 1:], expected)

@@ -181,8 +181,11 @@ def _simplify(edges, coords):
     # endpoint: as osmnx, one of its nodes becomes one, so the ring is kept.
     for i in range(len(edges)):
         if i not in used:
-            endpoints.add(edges[i][0])
-            walk(edges[i][0], i)
+            start = edges[i][0]
+            endpoints.add(start)
+            for first in succ[start]:  # both ways round from the one new endpoint
+                if first not in used:
+                    walk(start, first)
     return merged, endpoints
 
 

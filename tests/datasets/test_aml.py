@@ -118,3 +118,30 @@ def test_unknown_account_and_missing_file(tmp_path):
         AMLTransactions(os.path.dirname(synthetic), "Synthetic").split_graph("all")
     with pytest.raises(ValueError, match="at least 20 accounts"):
         synthetic_transactions(5, 200, root=str(tmp_path))
+
+
+def test_columns_are_read_by_header_name_in_any_order(tmp_path):
+    _write(tmp_path / "Tiny_Trans.csv", COLUMNS, ROWS)
+    canonical = AMLTransactions(str(tmp_path), "Tiny")
+    # amounts and currencies swapped, label first; the two "Account" columns keep their order
+    order = [10, 7, 8, 0, 1, 2, 3, 4, 5, 6, 9]
+    other = tmp_path / "other"
+    other.mkdir()
+    _write(other / "Tiny_Trans.csv", [COLUMNS[i] for i in order],
+           [[row[i] for i in order] for row in ROWS])
+    shuffled = AMLTransactions(str(other), "Tiny")
+    assert shuffled.accounts == canonical.accounts
+    for key in ("edge_attr", "y", "edge_time"):
+        assert torch.equal(getattr(shuffled, key), getattr(canonical, key)), key
+    assert torch.equal(shuffled.graph.edge_index, canonical.graph.edge_index)
+
+
+def test_a_non_utf8_byte_names_its_line_and_column(tmp_path):
+    _write(tmp_path / "Tiny_Trans.csv", COLUMNS, ROWS)
+    raw = (tmp_path / "Tiny_Trans.csv").read_bytes().split(b"\n")
+    raw[3] = raw[3].replace(b"Euro", b"Eur\xe9", 1)
+    (tmp_path / "Tiny_Trans.csv").write_bytes(b"\n".join(raw))
+    column = raw[3].index(b"\xe9") + 1
+    with pytest.raises(ValueError, match=rf"Tiny_Trans.csv, line 4: byte 0xe9 at column "
+                                         rf"{column} is not UTF-8 text"):
+        AMLTransactions(str(tmp_path), "Tiny")

@@ -161,3 +161,29 @@ def test_offline_error_names_url_and_path(tmp_path):
         CityNetwork(str(tmp_path), "paris", url="http://127.0.0.1:9")
     with pytest.raises(ValueError, match="unknown city 'atlantis'"):
         CityNetwork(str(tmp_path), "atlantis")
+
+
+def test_processed_file_with_missing_keys_or_bad_shapes_names_the_way_out(server, tmp_path):
+    from graphloc.io import atomic_save, load_file
+    served, url, _ = server
+    (served / "paris.tar.gz").write_bytes(release_archive())
+    root = tmp_path / "data"
+    CityNetwork(str(root), "paris", url=url)
+    processed = next((root / "paris" / "processed").iterdir())
+    blob = load_file(str(processed), "processed file")
+    atomic_save({k: v for k, v in blob.items() if k != "edge_index"}, str(processed))
+    with pytest.raises(ValueError, match=r"is not a complete processed City-Networks file: it "
+                                         r"lacks edge_index\. Pass force_reload=True"):
+        CityNetwork(str(root), "paris", url=url)
+    atomic_save({**blob, "y": blob["y"][:-1]}, str(processed))
+    with pytest.raises(ValueError, match=r"is inconsistent: y has shape .*force_reload=True"):
+        CityNetwork(str(root), "paris", url=url)
+    atomic_save({**blob, "train_index": blob["train_index"] + N}, str(processed))
+    with pytest.raises(ValueError, match="train_index is not a list of node ids"):
+        CityNetwork(str(root), "paris", url=url)
+    blob["x"][0, 0] += 1  # a changed value saved without its checksum
+    torch.save({**blob, "graphloc_sha256": "0" * 64}, processed)
+    with pytest.raises(ValueError, match="checksum of this processed City-Networks file does "
+                                         "not match"):
+        CityNetwork(str(root), "paris", url=url)
+    assert CityNetwork(str(root), "paris", url=url, force_reload=True).num_nodes == N

@@ -42,3 +42,16 @@ def test_multitask_labels_are_rejected(monkeypatch):
     fake_ogb(monkeypatch, np.zeros((5, 3)))
     with pytest.raises(ValueError, match="3 tasks per node"):
         ogb_node("ogbn-proteins", "/tmp")
+
+
+def test_offline_says_what_to_fetch_and_where(monkeypatch, tmp_path):
+    import urllib.error
+    fake_ogb(monkeypatch, np.zeros((5, 1)))
+
+    def offline(name, root):
+        raise urllib.error.URLError("no route to host")
+    sys.modules["ogb.nodeproppred"].NodePropPredDataset = offline
+    with pytest.raises(ConnectionError, match=r"could not download the OGB dataset "
+                                              r"'ogbn-arxiv' \(URLError.* files lie under "
+                                              r".*ogbn_arxiv/ \(raw/ and split/\)"):
+        ogb_node("ogbn-arxiv", str(tmp_path))

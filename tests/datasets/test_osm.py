@@ -227,3 +227,78 @@ def test_a_synthetic_city_written_as_osm_builds_back_into_the_same_streets(tmp_p
     with pytest.raises(ValueError, match=r"needs a synthetic_city: pos \[1500, 2\]"):
         write_osm_xml(plain, str(tmp_path / "bad.osm"))
     assert not (tmp_path / "bad.osm").exists()
+
+
+def _grid_street_graph(size=6, length=None):
+    """A simplified osmnx-style street graph in longitude/latitude: a grid with jittered
+    intersections (so no two eccentricities tie)."""
+    g = nx.MultiDiGraph(simplified=True)
+    grid = nx.grid_2d_graph(size, size)
+    jitter = torch.rand(size, size, 2, generator=torch.Generator().manual_seed(0)) * 3e-4
+    for (r, c) in grid.nodes:
+        g.add_node(f"{r}-{c}", x=24.9 + 0.001 * c + float(jitter[r, c, 0]),
+                   y=60.1 + 0.0005 * r + float(jitter[r, c, 1]))
+    for u, v in grid.edges:
+        for a, b, rev in ((u, v, False), (v, u, True)):
+            attrs = {"highway": "residential", "oneway": False, "reversed": rev}
+            if length is not None:
+                attrs["length"] = length
+            g.add_edge(f"{a[0]}-{a[1]}", f"{b[0]}-{b[1]}", **attrs)
+    return g
+
+
+def test_a_projected_graphml_is_converted_not_read_as_degrees(tmp_path):
+    """osmnx saves projected graphs (UTM metres) with their crs: the built city equals the
+    one built from the same streets in degrees (pyproj as the reference projection)."""
+    pyproj = pytest.importorskip("pyproj")
+    degrees = _grid_street_graph()
+    expected = read_release(build_city_network(degrees, str(tmp_path / "deg"), name="g",
+                                               hops=3))
+    to_utm = pyproj.Transformer.from_crs("EPSG:4326", "EPSG:32635", always_xy=True)
+    projected = degrees.copy()
+    projected.graph["crs"] = "EPSG:32635"
+    for _, d in projected.nodes(data=True):
+        d["x"], d["y"] = to_utm.transform(d["x"], d["y"])
+    nx.write_graphml(projected, tmp_path / "utm.graphml")
+    got = read_release(build_city_network(str(tmp_path / "utm.graphml"), str(tmp_path / "utm"),
+                                          name="g", hops=3))
+    for key, value in expected.items():
+        if key.endswith("node_labels.pt"):  # mutually farthest nodes tie exactly, so a
+            differ = got[key] != value  # 1e-4 m round trip may swap a tied pair's classes
+            assert differ.sum() <= 2 and (got[key] - value).abs().max() <= 1
+        elif value.is_floating_point():
+            torch.testing.assert_close(got[key], value, rtol=1e-6, atol=1e-7)
+        else:
+            assert torch.equal(got[key], value), key
+    del projected.graph["crs"]  # metres without a crs: refused, never read as degrees
+    with pytest.raises(ValueError, match=r"outside longitude and latitude degrees: a projected "
+                                         r"graph needs its 'crs'"):
+        build_city_network(projected, str(tmp_path / "x"))
+
+
+def test_bad_graphml_values_name_the_node_edge_or_file(tmp_path):
+    g = _grid_street_graph(length=55.0)
+    g.nodes["0-0"]["x"] = "east"
+    with pytest.raises(ValueError, match=r"node '0-0' has a non-numeric 'x': 'east'"):
+        build_city_network(g, str(tmp_path))
+    g = _grid_street_graph(length=55.0)
+    g.edges["0-0", "0-1", 0]["length"] = -3.0
+    nx.write_graphml(g, tmp_path / "neg.graphml")
+    with pytest.raises(ValueError, match=r"neg.graphml: edge '0-0' -> '0-1' has 'length' = "
+                                         r"-3.0; it must be finite and >= 0"):
+        build_city_network(str(tmp_path / "neg.graphml"), str(tmp_path))
+    (tmp_path / "broken.graphml").write_text("<graphml><node id='a'")
+    with pytest.raises(ValueError, match=r"broken.graphml is not a readable GraphML file "
+                                         r"\(ParseError"):
+        build_city_network(str(tmp_path / "broken.graphml"), str(tmp_path))
+
+
+def test_a_lone_ring_road_is_kept_as_osmnx_keeps_it():
+    ring = [(i, (i + 1) % 8) for i in range(8)]
+    way = {"osmid": 1, "highway": "primary", "oneway": False, "lanes": None,
+           "maxspeed": None, "reversed": False}
+    edges = [(u, v, dict(way)) for u, v in ring] + [(v, u, dict(way)) for u, v in ring]
+    coords = {i: (24.9 + 0.001 * i, 60.1) for i in range(8)}
+    merged, kept = _simplify(edges, coords)
+    assert len(kept) == 1 and len(merged) == 2  # one node, the ring both ways round
+    assert all(u == v for u, v, _ in merged)

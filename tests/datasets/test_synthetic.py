@@ -66,3 +66,12 @@ def test_labels_come_from_the_pipeline_and_output_is_reproducible():
     assert (expected != a.y).float().mean() < 0.01  # float32 lengths: rare rank swaps
     with pytest.raises(ValueError, match="num_nodes must be an integer >= 2, got 1"):
         synthetic_city(1)
+
+
+def test_node_count_must_be_an_integer():
+    from graphloc.datasets import load_dataset
+    with pytest.raises(ValueError, match="num_nodes must be an integer >= 2, got 50.5"):
+        synthetic_city(50.5)
+    with pytest.raises(ValueError, match="synthetic:N needs an integer node count N, got "
+                                         "'synthetic:abc'"):
+        load_dataset("synthetic:abc")

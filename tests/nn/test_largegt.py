@@ -195,3 +195,13 @@ def test_largegt_bad_input():
     assert isinstance(build_model("largegt", 6, 8, 3, num_layers=1), LargeGT)
     encoding = fastrp_encoding(graph, 8)
     torch.testing.assert_close(encoding.mean(0), torch.zeros(8), atol=1e-5, rtol=0)
+
+
+def test_one_node_graph_gives_finite_outputs():
+    """FastRP standardised one node with torch's unbiased std (NaN): LargeGT returned NaN
+    on a one-node graph, and per-seed influence of an isolated node with it."""
+    graph = Graph(torch.zeros(2, 0, dtype=torch.long), num_nodes=1)
+    assert fastrp_encoding(graph, 8).eq(0).all()  # one node: no spread, the mean itself
+    torch.manual_seed(0)
+    model = LargeGT(4, 8, 3, num_tokens=4, num_centroids=4).eval()
+    assert torch.isfinite(model(torch.randn(1, 4), graph)).all()

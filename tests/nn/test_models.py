@@ -157,3 +157,55 @@ def test_dagnn_forward_within_equals_the_full_forward_on_the_nearest_nodes(K, ra
                                rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="ball_sizes must grow to the"):
         model.forward_within(x, graph, sizes[:-1] + [sizes[-1] - 1])
+
+
+def _layer_cases():
+    """(class, valid arguments) for every public layer with sizes or dropouts."""
+    import graphloc.nn as gl
+    from graphloc.nn.lift import LiftBlock, LiftConv
+    from graphloc.nn.mega import MultiEdgeConv
+    from graphloc.nn.sgformer import SGFormerAttention
+    from graphloc.nn.tangnn import TANGNNLayer, TopMAttention
+    return [
+        (gl.GCNConv, {"in_channels": 4, "out_channels": 3}),
+        (gl.SAGEConv, {"in_channels": 4, "out_channels": 3}),
+        (gl.GATConv, {"in_channels": 4, "out_channels": 3, "heads": 2, "dropout": 0.1}),
+        (gl.TransformerConv, {"in_channels": 4, "out_channels": 3, "heads": 2}),
+        (gl.ChebConv, {"in_channels": 4, "out_channels": 3, "K": 2}),
+        (gl.GNN, {"conv": "gcn", "in_channels": 4, "hidden_channels": 8, "out_channels": 3,
+                  "num_layers": 2, "dropout": 0.2}),
+        (gl.DAGNN, {"in_channels": 4, "hidden_channels": 8, "out_channels": 3, "K": 2}),
+        (gl.LiftGCN, {"in_channels": 4, "hidden_channels": 8, "out_channels": 3,
+                      "num_layers": 2}),
+        (LiftBlock, {"channels": 4}), (LiftConv, {"channels": 4}),
+        (gl.MEGAGNN, {"node_in": 1, "edge_in": 3, "hidden": 8, "out_channels": 2}),
+        (MultiEdgeConv, {"channels": 4}),
+        (gl.SGFormer, {"in_channels": 4, "hidden_channels": 8, "out_channels": 3}),
+        (SGFormerAttention, {"channels": 4, "heads": 2, "head_channels": 4}),
+        (gl.TANGNN, {"in_channels": 4, "hidden_channels": 8, "out_channels": 3}),
+        (TANGNNLayer, {"in_channels": 4, "out_channels": 3}),
+        (TopMAttention, {"in_channels": 4, "out_channels": 3}),
+        (gl.LargeGT, {"in_channels": 4, "hidden_channels": 8, "out_channels": 3,
+                      "num_tokens": 4, "num_centroids": 4}),
+    ]
+
+
+SIZE_NAMES = ("in_channels", "out_channels", "hidden_channels", "channels", "heads",
+              "num_layers", "hidden", "node_in", "edge_in", "head_channels", "num_tokens", "m")
+
+
+@pytest.mark.parametrize("cls, kwargs", _layer_cases(), ids=lambda c: getattr(c, "__name__", ""))
+def test_every_layer_refuses_zero_sizes_and_bad_dropouts(cls, kwargs):
+    cls(**kwargs)  # the valid arguments build
+    for name in [n for n in SIZE_NAMES if n in kwargs] + ["heads", "m"]:
+        if name not in kwargs and name not in cls.__init__.__code__.co_varnames:
+            continue
+        for bad in (0, -2, 2.5):
+            with pytest.raises(ValueError, match=rf"{cls.__name__}: {name} must be an "
+                                                 rf"integer >= 1, got {bad}"):
+                cls(**{**kwargs, name: bad})
+    dropouts = [n for n in cls.__init__.__code__.co_varnames if n.endswith("dropout")]
+    for name in dropouts:
+        for bad in (1.0, -0.1):
+            with pytest.raises(ValueError, match=rf"{name} must be a probability in \[0, 1\)"):
+                cls(**{**kwargs, name: bad})
