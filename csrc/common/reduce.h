@@ -34,8 +34,9 @@ template <typename acc_t, Reduce R> struct Reducer {
   // NaN beats every number and the first NaN stays. Otherwise strictly better only, so ties
   // go to the lowest CSR position (deterministic).
   static GL_HD bool takes(acc_t v, acc_t acc, bool first) {
-    const bool better = R == Reduce::Max ? v > acc : v < acc;
-    return first || (acc == acc && (v != v || better));
+    // !(v <= acc): v is larger or either is NaN; acc == acc: no NaN has won yet.
+    const bool unordered_better = R == Reduce::Max ? !(v <= acc) : !(v >= acc);
+    return first | (unordered_better & (acc == acc));
   }
   static GL_HD void update(acc_t& acc, acc_t v, int64_t& arg, int64_t e, bool first) {
     if (kHasArg) {
