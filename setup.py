@@ -31,10 +31,20 @@ NVCC_CONVERSIONS = ["-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSION
                     "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "-U__CUDA_NO_HALF2_OPERATORS__"]
 
 
+def abi_flags() -> list[str]:
+    """torch's own std::string / std::list ABI. The kernels pass std::strings to torch (every
+    TORCH_CHECK message goes through c10::detail::torchCheckFail(..., const std::string&)):
+    built with the other ABI, the extension runs until its first error message, then
+    crashes formatting it. Recent torch.utils.cpp_extension no longer passes this flag, so
+    it is passed here, from torch itself."""
+    return [f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}"]
+
+
 def extension():
     debug = os.environ.get("GRAPHLOC_DEBUG") == "1"
     opt = ["-O0", "-g"] if debug else ["-O3"]
-    cxx = [*opt, "-std=c++20", f"-march={os.environ.get('GRAPHLOC_CPU_ARCH', 'native')}"]
+    cxx = [*opt, "-std=c++20", f"-march={os.environ.get('GRAPHLOC_CPU_ARCH', 'native')}",
+           *abi_flags()]
     if torch.backends.openmp.is_available():
         cxx.append("-fopenmp")  # ATen's parallel_for is OpenMP-backed in this torch build
     sources = ["csrc/graphloc.cpp", *sorted(glob.glob("csrc/cpu/*.cpp"))]
@@ -47,7 +57,8 @@ def extension():
     if not with_cuda():
         return CppExtension(sources=sources, extra_compile_args={"cxx": cxx}, **kwargs)
     sources += sorted(glob.glob("csrc/cuda/*.cu")) + sorted(glob.glob("csrc/cuda/*.cpp"))
-    nvcc = [*opt, "-std=c++20", "--expt-relaxed-constexpr", "-lineinfo", *NVCC_CONVERSIONS]
+    nvcc = [*opt, "-std=c++20", "--expt-relaxed-constexpr", "-lineinfo", *NVCC_CONVERSIONS,
+            *abi_flags()]
     cxx.append("-DGRAPHLOC_WITH_CUDA")
     return CUDAExtension(sources=sources, extra_compile_args={"cxx": cxx, "nvcc": nvcc}, **kwargs)
 

@@ -82,7 +82,7 @@ class Standardized(torch.nn.Module):
         if constant.any():
             columns = constant.nonzero().flatten().tolist()
             warnings.warn(f"feature columns {columns} are constant over the {x.size(0)} "
-                          "training nodes: they are standardised to 0", stacklevel=2)
+                          "training nodes: they are standardised to 0", stacklevel=3)
         self.mean.copy_(mean)
         self.std.copy_(std.masked_fill(constant, float("inf")))
         return self
