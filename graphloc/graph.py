@@ -55,6 +55,17 @@ def _node_count(value, name: str) -> int:
     raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
 
 
+def _edge_number(attrs: dict, key: str, u, v) -> float:
+    """A numeric edge attribute of a networkx edge, or an error naming the edge and key."""
+    if key not in attrs:
+        raise ValueError(f"edge {u!r} -> {v!r} has no attribute {key!r}")
+    try:
+        return float(attrs[key])
+    except (TypeError, ValueError):
+        raise ValueError(f"edge {u!r} -> {v!r} has a non-numeric {key!r}: "
+                         f"{attrs[key]!r}") from None
+
+
 def _validated_edge_index(edge_index, num_nodes, num_src_nodes=None):
     if not isinstance(edge_index, Tensor):
         raise TypeError(f"edge_index must be a torch.Tensor, got {type(edge_index).__name__}")
@@ -185,7 +196,8 @@ class Graph:
             raise ValueError("the networkx graph has no nodes")
         ids = {node: i for i, node in enumerate(g.nodes)}
         keys = edge_attrs or []
-        rows = [(ids[u], ids[v], [float(d[k]) for k in keys]) for u, v, d in g.edges(data=True)]
+        rows = [(ids[u], ids[v], [_edge_number(d, k, u, v) for k in keys])
+                for u, v, d in g.edges(data=True)]
         if not g.is_directed():
             rows += [(v, u, attrs) for u, v, attrs in rows if u != v]
         edge_index = torch.tensor([[r[0] for r in rows], [r[1] for r in rows]],

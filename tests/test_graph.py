@@ -199,3 +199,11 @@ def test_node_counts_must_be_integers():
     with pytest.raises(TypeError, match="edge_weight must be a floating-point tensor, got "
                                         "torch.int64"):
         Graph(edges, num_nodes=3).gcn_norm(edge_weight=torch.ones(2, dtype=torch.long))
+
+
+def test_networkx_edge_attributes_that_are_not_numbers_name_the_edge():
+    g = nx.Graph([(0, 1, {"w": 2.0}), (1, 2, {"w": "heavy"})])
+    with pytest.raises(ValueError, match=r"edge 1 -> 2 has a non-numeric 'w': 'heavy'"):
+        Graph.from_networkx(g, edge_attrs=["w"])
+    with pytest.raises(ValueError, match=r"edge 0 -> 1 has no attribute 'length'"):
+        Graph.from_networkx(g, edge_attrs=["length"])

@@ -199,6 +199,9 @@ def _build(cols, name: str) -> dict:
 def temporal_split(time: Tensor, fractions=(0.6, 0.2)) -> tuple[Tensor, Tensor, Tensor]:
     """Edge ids of sorted ``time`` cut at the 60% and 80% quantiles; edges sharing a
     timestamp stay in one split."""
+    if len(fractions) != 2 or not all(0 < f < 1 for f in fractions) or sum(fractions) >= 1:
+        raise ValueError(f"fractions must be (train, validation), each in (0, 1) and summing "
+                         f"to less than 1 (the rest is test), got {fractions}")
     n = time.numel()
     cuts = []
     for q in np.cumsum(fractions):

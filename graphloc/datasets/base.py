@@ -29,6 +29,33 @@ class NodeDataset:
     pos: Tensor | None = None
     edge_attr: Tensor | None = None  # per edge, in graph.edge_index order
 
+    def __post_init__(self):
+        """Every tensor agrees with the graph: a mismatch is an error naming the field,
+        not a wrong row read later."""
+        if not isinstance(self.graph, Graph):
+            raise TypeError(f"graph must be a graphloc.Graph, got {type(self.graph).__name__}")
+        n = self.graph.num_nodes
+        if not isinstance(self.x, Tensor) or self.x.dim() != 2 or self.x.size(0) != n:
+            raise ValueError(f"{self.name}: x must be [{n}, F] (a row per node), got "
+                             f"{list(getattr(self.x, 'shape', []))}")
+        if not isinstance(self.y, Tensor) or self.y.shape != (n,) or \
+                self.y.is_floating_point() or self.y.dtype == torch.bool:
+            raise ValueError(f"{self.name}: y must be integer class labels of shape [{n}], "
+                             f"got {getattr(self.y, 'dtype', None)} "
+                             f"{list(getattr(self.y, 'shape', []))}")
+        if n and int(self.y.min()) < 0:
+            raise ValueError(f"{self.name}: y holds the negative label {int(self.y.min())}")
+        for split in ("train_index", "val_index", "test_index"):
+            index = getattr(self, split)
+            if not isinstance(index, Tensor) or index.dim() != 1 or index.is_floating_point() \
+                    or index.dtype == torch.bool:
+                raise ValueError(f"{self.name}: {split} must be 1-D integer node ids, got "
+                                 f"{getattr(index, 'dtype', None)} "
+                                 f"{list(getattr(index, 'shape', []))}")
+            if index.numel() and (int(index.min()) < 0 or int(index.max()) >= n):
+                bad = int(index.min()) if int(index.min()) < 0 else int(index.max())
+                raise ValueError(f"{self.name}: {split} holds node {bad}, outside [0, {n})")
+
     @property
     def num_nodes(self) -> int:
         return self.graph.num_nodes

@@ -90,6 +90,9 @@ def eccentricity_classes(values: Tensor, num_classes: int = 10) -> Tensor:
         raise ValueError(f"num_classes must be >= 1, got {num_classes}")
     if values.dim() != 1 or values.numel() == 0:
         raise ValueError(f"values must be a non-empty 1-D tensor, got shape {list(values.shape)}")
+    if values.is_floating_point() and values.isnan().any():
+        node = int(values.isnan().nonzero()[0])
+        raise ValueError(f"values holds NaN (node {node}): a NaN eccentricity has no rank")
     order = torch.sort(values, stable=True).indices
     rank = torch.empty_like(order)
     rank[order] = torch.arange(values.numel())

@@ -40,6 +40,8 @@ def fastrp_encoding(graph: Graph, dim: int, seed: int = 0, hops: int = 3) -> Ten
     ``hops`` hops (random-walk normalised), each hop L2-normalised, then standardised per
     column. Stands in for LargeGT's node2vec: no random walks, no skip-gram training,
     ``hops`` sparse products."""
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
     gen = torch.Generator().manual_seed(seed)
     e = torch.randn(graph.num_nodes, dim, generator=gen).to(graph.device) / math.sqrt(dim)
     out = torch.zeros_like(e)

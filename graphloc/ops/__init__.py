@@ -190,5 +190,7 @@ def segment_reduce(src: Tensor, indptr: Tensor, reduce: str = "sum") -> Tensor:
 def coo_to_csr(index: Tensor, num_rows: int) -> tuple[Tensor, Tensor]:
     """Stable counting sort of ``index`` (values in ``[0, num_rows)``) into ``(indptr, perm)``:
     ``index[perm]`` is sorted and row ``r`` owns ``perm[indptr[r]:indptr[r+1]]``."""
+    if isinstance(num_rows, bool) or not isinstance(num_rows, int) or num_rows < 0:
+        raise ValueError(f"num_rows must be an integer >= 0, got {num_rows!r}")
     _check_index(index, num_rows, "index")
     return kernels.coo_to_csr(index, num_rows)

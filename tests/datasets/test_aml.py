@@ -145,3 +145,9 @@ def test_a_non_utf8_byte_names_its_line_and_column(tmp_path):
     with pytest.raises(ValueError, match=rf"Tiny_Trans.csv, line 4: byte 0xe9 at column "
                                          rf"{column} is not UTF-8 text"):
         AMLTransactions(str(tmp_path), "Tiny")
+
+
+@pytest.mark.parametrize("fractions", [(0.9, 0.5), (0.0, 0.2), (0.6,), (0.6, -0.1)])
+def test_split_fractions_are_checked(fractions):
+    with pytest.raises(ValueError, match="fractions must be"):
+        temporal_split(torch.arange(10.0), fractions)

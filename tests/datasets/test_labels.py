@@ -111,3 +111,8 @@ def test_classes_are_near_equal_quantiles_with_ties_by_node_id():
         eccentricity_classes(big, 0)
     with pytest.raises(ValueError, match="non-empty 1-D"):
         eccentricity_classes(torch.zeros(0), 10)
+
+
+def test_nan_eccentricities_have_no_class():
+    with pytest.raises(ValueError, match=r"values holds NaN \(node 1\)"):
+        eccentricity_classes(torch.tensor([0.1, float("nan"), 0.3], dtype=torch.float64), 2)
