@@ -150,8 +150,11 @@ def read_release(archive: str, augmented: bool = True, name: str | None = None) 
 
 
 def check_release(archive: str, a: dict, spec: dict, augmented: bool) -> None:
-    """Shapes, classes and split sizes; the published counts when ``spec`` has them."""
-    n = spec.get("nodes", a["x"].size(0))
+    """Shapes, classes and split sizes (errors); the published node and edge counts when
+    ``spec`` has them. Those counts come from PyG's docstring and the paper's table, and no
+    real archive's sha256 is recorded yet: until one is, a count that differs is a warning
+    printing both numbers, not a refusal (with a recorded sha256 the archive was verified)."""
+    n = a["x"].size(0)
     tenth = n // 10
     checks = [
         ("node features", tuple(a["x"].shape), (n, 37 if augmented else 12)),
@@ -160,13 +163,19 @@ def check_release(archive: str, a: dict, spec: dict, augmented: bool) -> None:
          spec.get("classes", NUM_CLASSES)),
         ("split sizes", tuple(len(a[k]) for k in ("train_index", "val_index", "test_index")),
          (tenth, tenth, n - 2 * tenth)),
+        ("edge_index", tuple(a["edge_index"].shape[:1]), (2,)),
     ]
-    if "edges" in spec:
-        checks.append(("edge_index", tuple(a["edge_index"].shape), (2, 2 * spec["edges"])))
     for what, got, expected in checks:
         if got != expected:
-            raise ValueError(f"{archive}: {what} {got}, expected {expected} (the published "
-                             "release): corrupt or different download")
+            raise ValueError(f"{archive}: {what} {got}, expected {expected} (the release "
+                             "layout): corrupt or different download")
+    published = [("nodes", n, spec.get("nodes")),
+                 ("undirected edges", a["edge_index"].size(1) / 2, spec.get("edges"))]
+    for what, got, expected in published:
+        if expected is not None and got != expected:
+            warnings.warn(f"{archive}: {got:g} {what}, the published table says {expected}; "
+                          "no sha256 of the real release is recorded to settle which is right",
+                          stacklevel=3)
 
 
 def load_built_city(archive: str, augmented: bool = True) -> NodeDataset:

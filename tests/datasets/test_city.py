@@ -18,7 +18,7 @@ N, E = 60, 90  # the fake city's "published" counts
 pytestmark = pytest.mark.filterwarnings("ignore:.*no sha256 is recorded")
 
 
-def release_archive(num_nodes=N, num_edges=E, name="paris") -> bytes:
+def release_archive(num_nodes=N, num_edges=E, name="paris", **replace) -> bytes:
     """A .tar.gz in the release layout: <name>/{node_features[_augmented], edge_indices,
     10-chunk_16-hop_node_labels, train_mask, valid_mask, test_mask}.pt."""
     gen = torch.Generator().manual_seed(0)
@@ -33,6 +33,7 @@ def release_archive(num_nodes=N, num_edges=E, name="paris") -> bytes:
         "10-chunk_16-hop_node_labels.pt": torch.arange(num_nodes) % 10,
         "train_mask.pt": perm[:t], "valid_mask.pt": perm[t:2 * t], "test_mask.pt": perm[2 * t:],
     }
+    tensors.update({f"{key}.pt": value for key, value in replace.items()})
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for file, tensor in tensors.items():
@@ -113,8 +114,9 @@ def test_loads_like_pygs_loader(server, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("bad,message", [
     (b"not a tarball at all", "not a readable .tar.gz archive"),
-    (release_archive(num_nodes=59), r"node features \(59, 37\), expected "
-                                    r"\(60, 37\)"),
+    (release_archive(node_features_augmented=torch.randn(N, 36)),
+     r"node features \(60, 36\), expected \(60, 37\)"),
+    (release_archive(train_mask=torch.arange(3)), r"split sizes \(3, 6, 48\), expected"),
 ])
 def test_corrupt_download_is_rejected_and_nothing_is_left(server, tmp_path, bad, message):
     served, url, _ = server
@@ -187,3 +189,15 @@ def test_processed_file_with_missing_keys_or_bad_shapes_names_the_way_out(server
                                          "not match"):
         CityNetwork(str(root), "paris", url=url)
     assert CityNetwork(str(root), "paris", url=url, force_reload=True).num_nodes == N
+
+
+def test_counts_that_differ_from_the_published_table_warn_with_both(server, tmp_path):
+    """The published counts come from PyG's docstring, never checked against a real archive
+    here: a different count is a warning naming both numbers, not a refusal."""
+    served, url, _ = server
+    (served / "paris.tar.gz").write_bytes(release_archive(num_nodes=59, num_edges=E + 1))
+    with pytest.warns(UserWarning, match=r"59 nodes, the published table says 60"):
+        with pytest.warns(UserWarning, match=rf"{E + 1} undirected edges, the published "
+                                             rf"table says {E}"):
+            ds = CityNetwork(str(tmp_path / "data"), "paris", url=url)
+    assert ds.num_nodes == 59
