@@ -270,6 +270,12 @@ register_model("sgformer")(lambda in_channels, hidden_channels, out_channels, nu
                                in_channels, hidden_channels, out_channels,
                                gnn_num_layers=num_layers, trans_dropout=dropout,
                                gnn_dropout=dropout, **kw))
+# The City-Networks baseline as its benchmark runs it: depth and dropout go to the GCN
+# branch; the attention keeps its own dropout (0.5), one layer and one head.
+register_model("sgformer-citynetworks")(
+    lambda in_channels, hidden_channels, out_channels, num_layers, dropout=0.2, **kw:
+    SGFormer(in_channels, hidden_channels, out_channels, gnn_num_layers=num_layers,
+             gnn_dropout=dropout, variant="citynetworks", **kw))
 
 
 def build_model(name: str, in_channels: int, hidden_channels: int, out_channels: int,

@@ -1,7 +1,22 @@
 r"""SGFormer (`Wu et al., "SGFormer: Simplifying and Empowering Transformers for
-Large-Graph Representations", NeurIPS 2023 <https://arxiv.org/abs/2306.10759>`_): one-layer
-linear global attention over all nodes plus a GCN branch. The City-Networks paper's
-transformer baseline: every node sees every other node at O(N d^2) cost.
+Large-Graph Representations", NeurIPS 2023 <https://arxiv.org/abs/2306.10759>`_): linear
+global attention over all nodes plus a GCN branch; every node sees every other node at
+O(N d^2) cost.
+
+Two variants, the same modules:
+
+* ``variant="pyg"`` (default): PyG's ``torch_geometric.nn.models.SGFormer`` (parameter names
+  and outputs, parity tested): queries and keys normalised per row, bias-free projections,
+  ReLU after each attention layer, 2 attention layers, GCN with self-loops, 3 GCN layers,
+  graph weight 0.5.
+* ``variant="citynetworks"``: the City-Networks paper's transformer baseline, as its
+  ``benchmark/sgformer.py`` and ``benchmark/configs.py`` build it: queries and keys each
+  divided by one Frobenius norm of the whole ``[N, heads, d]`` tensor (so at city scale the
+  attention barely mixes nodes and stays close to ``v``), projections with bias, no
+  activation after the attention, 1 attention layer and 1 head, a GCN branch without
+  self-loops (``D^-1/2 A D^-1/2`` on in-degrees, isolated nodes 0), graph weight 0.8,
+  attention dropout 0.5 and GCN dropout 0.2. Not reproduced: the official run gives the
+  attention parameters their own weight decay (1e-2) in a second optimizer group.
 """
 
 from __future__ import annotations
@@ -22,18 +37,23 @@ class SGFormerAttention(torch.nn.Module):
         \hat{\mathbf{k}}_l)\, \mathbf{v}_l}{N + \hat{\mathbf{q}}_n \cdot \sum_l
         \hat{\mathbf{k}}_l}
 
-    with row-normalised queries and keys (as PyG's ``SGFormerAttention``), computed as
-    :math:`\hat Q (\hat K^\top V)`: no N x N matrix. Heads are averaged.
+    with queries and keys normalised per row (``norm="row"``, PyG's ``SGFormerAttention``)
+    or each divided by the Frobenius norm of the whole tensor (``norm="tensor"``, the
+    City-Networks code), computed as :math:`\hat Q (\hat K^\top V)`: no N x N matrix.
+    Heads are averaged.
 
     Shapes: ``[N, channels] -> [N, head_channels]``.
     """
 
     def __init__(self, channels: int, heads: int = 1, head_channels: int = 64,
-                 qkv_bias: bool = False):
+                 qkv_bias: bool = False, norm: str = "row"):
         super().__init__()
         check_sizes("SGFormerAttention", channels=channels, heads=heads,
                     head_channels=head_channels)
-        self.heads, self.head_channels = heads, head_channels
+        if norm not in ("row", "tensor"):
+            raise ValueError(f"norm must be 'row' (PyG) or 'tensor' (City-Networks), got "
+                             f"{norm!r}")
+        self.heads, self.head_channels, self.norm = heads, head_channels, norm
         inner = heads * head_channels
         self.q = torch.nn.Linear(channels, inner, bias=qkv_bias)
         self.k = torch.nn.Linear(channels, inner, bias=qkv_bias)
@@ -47,44 +67,69 @@ class SGFormerAttention(torch.nn.Module):
         n = x.size(0)
         q, k, v = (lin(x).view(n, self.heads, self.head_channels)
                    for lin in (self.q, self.k, self.v))
-        q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+        if self.norm == "row":
+            q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+        else:
+            q, k = q / torch.linalg.vector_norm(q), k / torch.linalg.vector_norm(k)
         kv = torch.einsum("lhm,lhd->hmd", k, v)
         numerator = torch.einsum("nhm,hmd->nhd", q, kv) + n * v
         normaliser = torch.einsum("nhm,hm->nh", q, k.sum(0)).unsqueeze(-1) + n
         return (numerator / normaliser).mean(dim=1)
 
 
+_VARIANTS = {  # the defaults each variant gives the arguments left at None
+    "pyg": dict(trans_num_layers=2, trans_num_heads=1, trans_dropout=0.5, gnn_num_layers=3,
+                gnn_dropout=0.5, graph_weight=0.5),
+    "citynetworks": dict(trans_num_layers=1, trans_num_heads=1, trans_dropout=0.5,
+                         gnn_num_layers=2, gnn_dropout=0.2, graph_weight=0.8),
+}
+
+
 class SGFormer(torch.nn.Module):
     r"""SGFormer for node classification on one graph: a global branch (linear, LayerNorm,
     ReLU, dropout, then ``trans_num_layers`` :class:`SGFormerAttention` layers, each
-    averaged with its input) and a GCN branch (linear, BatchNorm, then ``gnn_num_layers``
-    residual GCN layers), combined as ``graph_weight * gnn + (1 - graph_weight) * global``
-    (``aggregate="add"``) or concatenated (``"cat"``), then a linear classifier.
+    averaged with its input, LayerNorm, (ReLU,) dropout) and a GCN branch (linear,
+    BatchNorm, ReLU, dropout, then ``gnn_num_layers`` GCN layers with BatchNorm, ReLU,
+    dropout and a residual to the first), combined as
+    ``graph_weight * gnn + (1 - graph_weight) * global`` (``aggregate="add"``) or
+    concatenated (``"cat"``), then a linear classifier.
 
-    Same modules, parameter names and outputs as PyG's ``SGFormer`` (whose output is our
-    ``log_softmax``; we return logits like the other models), on graphloc's GCN. Only one
-    graph at a time: no ``batch`` vector.
+    ``variant`` picks the defaults and the differences listed in the module docstring:
+    ``"pyg"`` is PyG's ``SGFormer`` (same parameter names and outputs; PyG returns our
+    ``log_softmax``, we return logits like the other models), ``"citynetworks"`` the
+    City-Networks baseline. Arguments left at None take the variant's defaults. One graph
+    at a time: no ``batch`` vector.
     """
 
     #: every node attends to every node: influence is measured one seed at a time
     graphloc_global = True
 
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
-                 trans_num_layers: int = 2, trans_num_heads: int = 1,
-                 trans_dropout: float = 0.5, gnn_num_layers: int = 3,
-                 gnn_dropout: float = 0.5, graph_weight: float = 0.5, aggregate: str = "add"):
+                 trans_num_layers: int | None = None, trans_num_heads: int | None = None,
+                 trans_dropout: float | None = None, gnn_num_layers: int | None = None,
+                 gnn_dropout: float | None = None, graph_weight: float | None = None,
+                 aggregate: str = "add", variant: str = "pyg"):
         super().__init__()
+        if variant not in _VARIANTS:
+            raise ValueError(f"variant must be one of {sorted(_VARIANTS)}, got {variant!r}")
+        given = dict(trans_num_layers=trans_num_layers, trans_num_heads=trans_num_heads,
+                     trans_dropout=trans_dropout, gnn_num_layers=gnn_num_layers,
+                     gnn_dropout=gnn_dropout, graph_weight=graph_weight)
+        args = {k: _VARIANTS[variant][k] if v is None else v for k, v in given.items()}
         check_sizes("SGFormer", in_channels=in_channels, hidden_channels=hidden_channels,
-                    out_channels=out_channels, trans_num_heads=trans_num_heads)
-        check_dropouts("SGFormer", trans_dropout=trans_dropout, gnn_dropout=gnn_dropout)
+                    out_channels=out_channels, trans_num_heads=args["trans_num_heads"])
+        check_dropouts("SGFormer", trans_dropout=args["trans_dropout"],
+                       gnn_dropout=args["gnn_dropout"])
         if aggregate not in ("add", "cat"):
             raise ValueError(f"aggregate must be 'add' or 'cat', got {aggregate!r}")
-        self.in_channels = in_channels
-        self.trans_conv = _GlobalBranch(in_channels, hidden_channels, trans_num_layers,
-                                        trans_num_heads, trans_dropout)
-        self.graph_conv = _GCNBranch(in_channels, hidden_channels, gnn_num_layers,
-                                     gnn_dropout)
-        self.graph_weight, self.aggregate = graph_weight, aggregate
+        self.in_channels, self.variant = in_channels, variant
+        official = variant == "citynetworks"
+        self.trans_conv = _GlobalBranch(in_channels, hidden_channels, args["trans_num_layers"],
+                                        args["trans_num_heads"], args["trans_dropout"],
+                                        citynetworks=official)
+        self.graph_conv = _GCNBranch(in_channels, hidden_channels, args["gnn_num_layers"],
+                                     args["gnn_dropout"], self_loops=not official)
+        self.graph_weight, self.aggregate = args["graph_weight"], aggregate
         self.fc = torch.nn.Linear(hidden_channels * (2 if aggregate == "cat" else 1),
                                   out_channels)
 
@@ -108,11 +153,14 @@ def _reset_all(*module_lists) -> None:
 
 
 class _GlobalBranch(torch.nn.Module):
-    def __init__(self, in_channels, hidden_channels, num_layers, heads, dropout):
+    def __init__(self, in_channels, hidden_channels, num_layers, heads, dropout,
+                 citynetworks=False):
         super().__init__()
         self.attns = torch.nn.ModuleList(  # registration order as PyG's: same parameters()
-            SGFormerAttention(hidden_channels, heads, hidden_channels)
+            SGFormerAttention(hidden_channels, heads, hidden_channels, qkv_bias=citynetworks,
+                              norm="tensor" if citynetworks else "row")
             for _ in range(num_layers))
+        self.act = torch.nn.Identity() if citynetworks else torch.nn.ReLU()
         self.fcs = torch.nn.ModuleList([torch.nn.Linear(in_channels, hidden_channels)])
         self.bns = torch.nn.ModuleList(
             torch.nn.LayerNorm(hidden_channels) for _ in range(num_layers + 1))
@@ -124,15 +172,16 @@ class _GlobalBranch(torch.nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         x = F.dropout(F.relu(self.bns[0](self.fcs[0](x))), self.dropout, self.training)
         for attn, norm in zip(self.attns, self.bns[1:], strict=True):
-            x = F.dropout(F.relu(norm((attn(x) + x) / 2)), self.dropout, self.training)
+            x = F.dropout(self.act(norm((attn(x) + x) / 2)), self.dropout, self.training)
         return x
 
 
 class _GCNBranch(torch.nn.Module):
-    def __init__(self, in_channels, hidden_channels, num_layers, dropout):
+    def __init__(self, in_channels, hidden_channels, num_layers, dropout, self_loops=True):
         super().__init__()
         self.convs = torch.nn.ModuleList(
-            GCNConv(hidden_channels, hidden_channels) for _ in range(num_layers))
+            GCNConv(hidden_channels, hidden_channels, add_self_loops=self_loops)
+            for _ in range(num_layers))
         self.fcs = torch.nn.ModuleList([torch.nn.Linear(in_channels, hidden_channels)])
         self.bns = torch.nn.ModuleList(
             torch.nn.BatchNorm1d(hidden_channels) for _ in range(num_layers + 1))
