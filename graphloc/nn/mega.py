@@ -32,12 +32,18 @@ class Aggregation(torch.nn.Module):
     ``kind``: ``"sum"``, ``"mean"``, ``"max"`` (empty groups give 0); ``"gin"`` (an MLP
     on the sum); ``"pna"`` (mean, min, max and std, each times the identity, amplification
     ``log(P + 1) / delta`` and attenuation ``delta / log(P + 1)`` degree scalers with ``P``
-    the group size and ``delta`` the mean ``log(P + 1)`` over the groups seen, then a
-    linear map); ``"gru"`` (a 2-layer GRU over each group's rows in ``order`` order, its
-    outputs averaged: order-aware, so not permutation invariant unless ``order`` is strict).
+    the group size, then a linear map); ``"gru"`` (a 2-layer GRU over each group's rows in
+    ``order`` order, its outputs averaged: order-aware, so not permutation invariant
+    unless ``order`` is strict).
+
+    PNA's ``delta`` is a constant of the model, as in PyG's ``PNAConv(deg=...)`` and the
+    official MEGA-GNN: the mean ``log(P + 1)`` over the training graph's groups, from
+    ``deg`` (a histogram, ``deg[i]`` = number of groups of size ``i``) or, when ``deg`` is
+    None, from the first forward in training mode; it is kept in the buffer ``pna_delta``
+    (saved with the weights), so a group's state never depends on other, unrelated groups.
     """
 
-    def __init__(self, kind: str, channels: int):
+    def __init__(self, kind: str, channels: int, deg: Tensor | None = None):
         super().__init__()
         if kind not in EDGE_AGGREGATORS:
             raise ValueError(f"edge aggregator must be one of {EDGE_AGGREGATORS}, got {kind!r}")
@@ -46,6 +52,9 @@ class Aggregation(torch.nn.Module):
             self.mlp = _mlp(channels, channels, channels)
         elif kind == "pna":
             self.lin = torch.nn.Linear(12 * channels, channels)
+            self.register_buffer("pna_delta", torch.tensor(float("nan")))
+            if deg is not None:
+                self.pna_delta.fill_(pna_delta(deg))
         elif kind == "gru":
             self.gru = torch.nn.GRU(channels, channels, num_layers=2)
 
@@ -67,10 +76,17 @@ class Aggregation(torch.nn.Module):
         std = (square - mean * mean).clamp_min(0).add(1e-5).sqrt()
         stats = torch.cat([mean, ops.scatter(values, index, 0, dim_size=size, reduce="min"),
                            ops.scatter(values, index, 0, dim_size=size, reduce="max"), std], 1)
-        log_count = torch.bincount(index, minlength=size).to(values.dtype).add(1).log()
-        seen = log_count > 0
+        count = torch.bincount(index, minlength=size)
+        log_count = count.to(values.dtype).add(1).log()
+        seen = count > 0
         stats = stats * seen.unsqueeze(1)  # empty groups: all zero
-        delta = log_count[seen].mean().clamp_min(1e-6)
+        if self.pna_delta.isnan():
+            if not self.training:
+                raise RuntimeError("the PNA aggregator has no degree statistics yet: pass "
+                                   "deg= (a histogram of the training graph's group sizes) "
+                                   "or run a forward in training mode first")
+            self.pna_delta.fill_(pna_delta(torch.bincount(count[seen])))
+        delta = self.pna_delta.to(values.dtype)
         scale = log_count.unsqueeze(1)
         return torch.cat([stats, stats * scale / delta,
                           stats * delta / scale.clamp_min(1e-6)], dim=1)
@@ -96,40 +112,64 @@ class Aggregation(torch.nn.Module):
                            reduce="mean")
 
 
+def pna_delta(deg: Tensor) -> float:
+    """PNA's ``delta`` from a histogram of group sizes (``deg[i]`` groups of size ``i``, as
+    PyG's ``PNAConv(deg=...)``): the mean of ``log(i + 1)`` over the groups."""
+    deg = torch.as_tensor(deg, dtype=torch.float64)
+    if deg.dim() != 1 or deg.numel() == 0 or (deg < 0).any() or deg.sum() <= 0:
+        raise ValueError(f"deg must be a non-empty histogram of group counts, got {deg}")
+    sizes = torch.arange(deg.numel(), dtype=torch.float64)
+    return float((deg * sizes.add(1).log()).sum() / deg.sum())
+
+
+def group_size_histogram(graph: Graph) -> Tensor:
+    """``deg`` for the PNA aggregator: how many ordered pairs have 0, 1, 2, ... parallel
+    edges in ``graph`` (give it the training graph)."""
+    group, num_pairs = graph.edge_groups()
+    return torch.bincount(torch.bincount(group, minlength=num_pairs))
+
+
 class _Direction(torch.nn.Module):
     """One direction's parameters: pair aggregation, GINE, optional edge update."""
 
     def __init__(self, channels: int, edge_agg: str | None, node_agg: str, edge_update: bool,
-                 train_eps: bool):
+                 train_eps: bool, deg: Tensor | None):
         super().__init__()
-        self.edge_agg = Aggregation(edge_agg, channels) if edge_agg else None
-        self.node_agg = Aggregation(node_agg, channels) if node_agg != "sum" else None
-        self.gine = GINEConv(_mlp(channels, channels, channels), train_eps=train_eps)
+        self.edge_agg = Aggregation(edge_agg, channels, deg) if edge_agg else None
+        self.node_agg = Aggregation(node_agg, channels, deg) if node_agg != "sum" else None
+        # edge_dim: a Linear on the pair states before they join x_src, as the official
+        # GINEConv(..., edge_dim=hidden)
+        self.gine = GINEConv(_mlp(channels, channels, channels), train_eps=train_eps,
+                             edge_dim=channels)
         self.edge_mlp = _mlp(3 * channels, channels, channels) if edge_update else None
 
-    def forward(self, x: Tensor, graph: Graph, e: Tensor, time: Tensor | None,
-                reverse: bool) -> tuple[Tensor, Tensor | None]:
-        src, dst = graph.edge_index
-        if reverse:
-            src, dst = dst, src
+    def messages(self, x: Tensor, graph: Graph, e: Tensor, time: Tensor | None,
+                 reverse: bool) -> tuple[Tensor, Tensor | None]:
+        """c [N, C] of this direction, and the pair state of every edge (None without
+        stage 1: the edge update then reads the destination's state)."""
         if self.edge_agg is None:  # GINE over every parallel edge
-            pair_graph, pair_state = _directed(graph, reverse), e
-            edge_context = x.index_select(0, dst)
+            pair_graph, pair_state, edge_context = _directed(graph, reverse), e, None
         else:
             group, num_pairs = graph.edge_groups()
             pair_graph = _pair_graph(graph, reverse)
             pair_state = self.edge_agg(e, group, num_pairs, time)
             edge_context = pair_state.index_select(0, group)
         if self.node_agg is None:
-            out = self.gine(x, pair_graph, pair_state)
-        else:
-            ps, pd = pair_graph.edge_index
-            messages = torch.relu(x.index_select(0, ps) + pair_state)
-            out = self.gine.nn((1 + self.gine.eps) * x + self.node_agg(messages, pd,
-                                                                       x.size(0)))
-        if self.edge_mlp is None:
-            return out, None
-        return out, self.edge_mlp(torch.cat([x.index_select(0, src), edge_context, e], 1)) / 2
+            return self.gine(x, pair_graph, pair_state), edge_context
+        ps, pd = pair_graph.edge_index
+        messages = torch.relu(x.index_select(0, ps) + self.gine.lin(pair_state))
+        out = self.gine.nn((1 + self.gine.eps) * x + self.node_agg(messages, pd, x.size(0)))
+        return out, edge_context
+
+    def edge_update(self, x: Tensor, graph: Graph, e: Tensor, edge_context: Tensor | None,
+                    reverse: bool) -> Tensor:
+        """``½ MLP([x_src ‖ pair state ‖ e])`` per edge (``[x_src ‖ x_dst ‖ e]`` without
+        stage 1), the direction's source and destination."""
+        src, dst = graph.edge_index
+        if reverse:
+            src, dst = dst, src
+        context = x.index_select(0, dst) if edge_context is None else edge_context
+        return self.edge_mlp(torch.cat([x.index_select(0, src), context, e], 1)) / 2
 
 
 def _pair_graph(graph: Graph, reverse: bool) -> Graph:
@@ -154,18 +194,24 @@ class MultiEdgeConv(torch.nn.Module):
     .. math::
         h_{ij} = \mathrm{EdgeAgg}\{e_{ijp}\}_p, \qquad
         c_j = \mathrm{MLP}\Big((1 + \epsilon) x_j + \sum_{i \in N(j)}
-        \mathrm{ReLU}(x_i + h_{ij})\Big)
+        \mathrm{ReLU}(x_i + W h_{ij})\Big)
 
-    (GINE over the distinct neighbours, pair states as edge features) and, with
-    ``edge_update``, :math:`e'_{ijp} = e_{ijp} + \tfrac12 \mathrm{MLP}([x_i \Vert h_{ij}
-    \Vert e_{ijp}])` (the pair state broadcast back to its edges; the official code feeds the
-    node states after the layer's update, here the layer's input, which keeps the layer
-    self-contained). Bi-directional: the reverse direction (every edge flipped, the same
-    pairs) has its own parameters; the two directions' outputs and edge updates are
-    averaged. ``edge_agg=None`` skips stage 1: GINE over every parallel edge (the Multi-GNN
-    baseline, edge update on :math:`[x_i \Vert x_j \Vert e]`). ``node_agg`` replaces stage
-    2's sum by another :class:`Aggregation` (e.g. ``"pna"``). The node update
-    :math:`\tfrac12 (x + \mathrm{ReLU}(\mathrm{BN}(c)))` is the model's (:class:`MEGAGNN`).
+    (GINE over the distinct neighbours, pair states as edge features through a Linear
+    ``W``, as the official ``GINEConv(edge_dim=hidden)``) and, with ``edge_update``,
+    :math:`e'_{ijp} = e_{ijp} + \tfrac12 \mathrm{MLP}([x_i \Vert h_{ij} \Vert e_{ijp}])`
+    (the pair state broadcast back to its edges). ``edge_agg=None`` skips stage 1: GINE over
+    every parallel edge (the Multi-GNN baseline, edge update on :math:`[x_i \Vert x_j \Vert
+    e]`). ``node_agg`` replaces stage 2's sum by another :class:`Aggregation` (e.g.
+    ``"pna"``). The node update :math:`\tfrac12 (x + \mathrm{ReLU}(\mathrm{BN}(c)))` is the
+    model's (:class:`MEGAGNN`), which calls ``aggregate``, updates the nodes, then
+    ``update_edges`` with the updated node states, as the official code; ``forward`` (the
+    layer alone) updates the edges from its input ``x``.
+
+    Bi-directional: the reverse direction (every edge flipped, the same pairs) has its own
+    parameters and the two directions' ``c`` are averaged (the official ``to_hetero(...,
+    aggr="mean")``). Its edge states are separate when ``e`` is a pair ``(e_forward,
+    e_reverse)`` (the official: reversed edges are another relation with their own states),
+    or shared when ``e`` is one tensor (each edge then gets the mean of the two updates).
 
     Args:
         channels (int): width C of node and edge states.
@@ -174,38 +220,72 @@ class MultiEdgeConv(torch.nn.Module):
         node_agg (str, default "sum"): stage 2's aggregation.
         bidirectional (bool, default False), edge_update (bool, default False),
         train_eps (bool, default False): GINE's learnable epsilon.
+        deg (Tensor, optional): histogram of the training graph's group sizes for the PNA
+            aggregators (:func:`group_size_histogram`); else taken from the first training
+            forward.
 
-    Shapes: ``forward(x, graph, e, time=None) -> (c [N, C], e' [E, C])``.
+    Shapes: ``forward(x, graph, e, time=None) -> (c [N, C], e')``, ``e'`` shaped like ``e``.
     """
 
     def __init__(self, channels: int, edge_agg: str | None = "sum", node_agg: str = "sum",
                  bidirectional: bool = False, edge_update: bool = False,
-                 train_eps: bool = False):
+                 train_eps: bool = False, deg: Tensor | None = None):
         super().__init__()
         check_sizes("MultiEdgeConv", channels=channels)
         if node_agg not in ("sum", *EDGE_AGGREGATORS) or node_agg == "gru":
             raise ValueError(f"node_agg must be 'sum', 'mean', 'max', 'gin' or 'pna', got "
                              f"{node_agg!r}")
         self.channels, self.bidirectional = channels, bidirectional
-        args = (channels, edge_agg, node_agg, edge_update, train_eps)
+        args = (channels, edge_agg, node_agg, edge_update, train_eps, deg)
         self.forward_dir = _Direction(*args)
         self.reverse_dir = _Direction(*args) if bidirectional else None
 
-    def forward(self, x: Tensor, graph: Graph, e: Tensor,
-                time: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def _edge_states(self, graph: Graph, e) -> tuple[Tensor, Tensor]:
+        separate = isinstance(e, (tuple, list))
+        if separate and (len(e) != 2 or not self.bidirectional):
+            raise ValueError("e may be a pair (e_forward, e_reverse) only for a "
+                             "bidirectional layer")
+        states = tuple(e) if separate else (e, e)
+        for name, t in zip(("e", "e_reverse"), states, strict=True):
+            if not isinstance(t, Tensor) or t.shape != (graph.num_edges, self.channels):
+                raise ValueError(f"{name} must have shape [{graph.num_edges}, "
+                                 f"{self.channels}], got {list(getattr(t, 'shape', []))}")
+        return states
+
+    def aggregate(self, x: Tensor, graph: Graph, e, time: Tensor | None = None):
+        """Stages 1 and 2: ``c [N, C]`` and the per-edge contexts ``update_edges`` needs."""
         check_input(self, x, self.channels)
-        if e.dim() != 2 or e.shape != (graph.num_edges, self.channels):
-            raise ValueError(f"e must have shape [{graph.num_edges}, {self.channels}], got "
-                             f"{list(e.shape)}")
+        e_forward, e_reverse = self._edge_states(graph, e)
         if time is not None and time.shape != (graph.num_edges,):
             raise ValueError(f"time must have shape [{graph.num_edges}], got "
                              f"{list(time.shape)}")
-        out, update = self.forward_dir(x, graph, e, time, reverse=False)
+        out, context = self.forward_dir.messages(x, graph, e_forward, time, reverse=False)
+        contexts = [context]
         if self.reverse_dir is not None:
-            out_rev, update_rev = self.reverse_dir(x, graph, e, time, reverse=True)
+            out_rev, context_rev = self.reverse_dir.messages(x, graph, e_reverse, time,
+                                                             reverse=True)
             out = (out + out_rev) / 2
-            update = None if update is None else (update + update_rev) / 2
-        return out, e if update is None else e + update
+            contexts.append(context_rev)
+        return out, contexts
+
+    def update_edges(self, x: Tensor, graph: Graph, e, contexts):
+        """The edge states after the edge update (unchanged without ``edge_update``),
+        read from node states ``x``."""
+        if self.forward_dir.edge_mlp is None:
+            return e
+        e_forward, e_reverse = self._edge_states(graph, e)
+        update = self.forward_dir.edge_update(x, graph, e_forward, contexts[0], reverse=False)
+        if self.reverse_dir is None:
+            return e_forward + update
+        update_rev = self.reverse_dir.edge_update(x, graph, e_reverse, contexts[1],
+                                                  reverse=True)
+        if isinstance(e, (tuple, list)):
+            return e_forward + update, e_reverse + update_rev
+        return e_forward + (update + update_rev) / 2
+
+    def forward(self, x: Tensor, graph: Graph, e, time: Tensor | None = None):
+        out, contexts = self.aggregate(x, graph, e, time)
+        return out, self.update_edges(x, graph, e, contexts)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.channels}, "
@@ -214,9 +294,15 @@ class MultiEdgeConv(torch.nn.Module):
 
 class MEGAGNN(torch.nn.Module):
     """MEGA-GNN: node and edge embeddings, ``num_layers`` :class:`MultiEdgeConv` each
-    followed by the node update ``x = (x + ReLU(BN(c))) / 2``, and a readout, for edge
-    classification (readout MLP on ``[ReLU([x_src, x_dst]) ‖ e]``,
-    3h -> 50 -> 25 -> out, as the official code) or node classification (an MLP on x).
+    followed by the node update ``x = (x + ReLU(BN(c))) / 2`` and then the edge update from
+    the updated ``x``, and a readout, for edge classification (readout MLP on
+    ``[ReLU([x_src, x_dst]) ‖ e]``, 3h -> 50 -> 25 -> out, as the official code) or node
+    classification (an MLP on x).
+
+    Bi-directional, as the official ``--reverse_mp``: the reversed edges are a relation of
+    their own, with their own edge embedding and edge states (``reverse_states=
+    "separate"``); the readout reads the forward states. ``reverse_states="shared"`` keeps
+    one state per edge that both directions update (the mean of the two updates).
 
     Args:
         node_in, edge_in (int): input feature widths (AML: constant node features).
@@ -225,6 +311,9 @@ class MEGAGNN(torch.nn.Module):
         bidirectional (bool, default True), edge_update (bool, default True): per layer.
         dropout (float, default 0.0): after each layer; ``final_dropout`` in the readout.
         task (str, default "edge"): "edge" or "node".
+        reverse_states (str, default "separate"): see above.
+        pna_deg (Tensor, optional): the training graph's :func:`group_size_histogram`
+            for PNA aggregators (else taken from the first training forward).
 
     Forward: ``model(x, graph, edge_attr, time=None, edges=None)``: logits of the edges in
     ``edges`` (all when None) or of every node.
@@ -233,18 +322,25 @@ class MEGAGNN(torch.nn.Module):
     def __init__(self, node_in: int, edge_in: int, hidden: int, out_channels: int,
                  num_layers: int = 2, edge_agg: str | None = "sum", node_agg: str = "sum",
                  bidirectional: bool = True, edge_update: bool = True, dropout: float = 0.0,
-                 final_dropout: float = 0.0, task: str = "edge"):
+                 final_dropout: float = 0.0, task: str = "edge",
+                 reverse_states: str = "separate", pna_deg: Tensor | None = None):
         super().__init__()
         check_sizes("MEGAGNN", node_in=node_in, edge_in=edge_in, hidden=hidden,
                     out_channels=out_channels, num_layers=num_layers)
         check_dropouts("MEGAGNN", dropout=dropout, final_dropout=final_dropout)
         if task not in ("edge", "node"):
             raise ValueError(f"task must be 'edge' or 'node', got {task!r}")
+        if reverse_states not in ("separate", "shared"):
+            raise ValueError(f"reverse_states must be 'separate' or 'shared', got "
+                             f"{reverse_states!r}")
         self.task = task
         self.node_emb = torch.nn.Linear(node_in, hidden)
         self.edge_emb = torch.nn.Linear(edge_in, hidden)
+        separate = bidirectional and reverse_states == "separate"
+        self.edge_emb_reverse = torch.nn.Linear(edge_in, hidden) if separate else None
         self.convs = torch.nn.ModuleList(
-            MultiEdgeConv(hidden, edge_agg, node_agg, bidirectional, edge_update)
+            MultiEdgeConv(hidden, edge_agg, node_agg, bidirectional, edge_update,
+                          deg=pna_deg)
             for _ in range(num_layers))
         self.norms = torch.nn.ModuleList(torch.nn.BatchNorm1d(hidden)
                                          for _ in range(num_layers))
@@ -264,12 +360,16 @@ class MEGAGNN(torch.nn.Module):
         if edges is not None:
             _check_index(edges, graph.num_edges, "edges")
         x, e = self.node_emb(x), self.edge_emb(edge_attr)
+        if self.edge_emb_reverse is not None:
+            e = (e, self.edge_emb_reverse(edge_attr))
         for conv, norm in zip(self.convs, self.norms, strict=True):
-            out, e = conv(x, graph, e, time)
+            out, contexts = conv.aggregate(x, graph, e, time)
             x = self.dropout((x + torch.relu(norm(out))) / 2)
-            e = self.dropout(e)
+            e = conv.update_edges(x, graph, e, contexts)
+            e = tuple(map(self.dropout, e)) if isinstance(e, tuple) else self.dropout(e)
         if self.task == "node":
             return self.readout(x)
+        e = e[0] if isinstance(e, tuple) else e  # the forward relation's states
         src, dst = graph.edge_index
         if edges is not None:  # index_select: its backward is a fast index_add
             src, dst, e = src[edges], dst[edges], e.index_select(0, edges)

@@ -1,10 +1,12 @@
+import math
+
 import pytest
 import torch
 from helpers import random_edge_index
 
 from graphloc import Graph
 from graphloc.nn import MEGAGNN, GINEConv, MultiEdgeConv
-from graphloc.nn.mega import EDGE_AGGREGATORS, Aggregation
+from graphloc.nn.mega import EDGE_AGGREGATORS, Aggregation, group_size_histogram
 
 
 def _multigraph(n=12, seed=0):
@@ -52,15 +54,17 @@ def test_gru_aggregator_follows_time_order():
     assert not torch.allclose(reversed_time[:2], out[:2])  # the order matters
 
 
-def test_pna_aggregator_matches_its_definition():
-    agg = Aggregation("pna", 2).double()
+def test_pna_aggregator_matches_its_definition_with_a_fixed_histogram():
+    deg = torch.tensor([0, 5, 2, 1])  # training groups: five of size 1, two of 2, one of 3
+    delta = (5 * math.log(2) + 2 * math.log(3) + math.log(4)) / 8  # mean log(P + 1)
+    agg = Aggregation("pna", 2, deg=deg).double()
+    assert agg.pna_delta.item() == pytest.approx(delta)
     values = torch.randn(6, 2, dtype=torch.float64)
     index = torch.tensor([0, 0, 0, 1, 2, 2])
     stats = agg._pna(values, index, 4)
-    rows = [values[index == g] for g in range(3)]
     log_count = torch.tensor([4.0, 2.0, 3.0], dtype=torch.float64).log()
-    delta = log_count.mean()
-    for g, r in enumerate(rows):
+    for g in range(3):
+        r = values[index == g]
         std = (r.pow(2).mean(0) - r.mean(0).pow(2)).clamp_min(0).add(1e-5).sqrt()
         base = torch.cat([r.mean(0), r.min(0).values, r.max(0).values, std])
         expected = torch.cat([base, base * log_count[g] / delta, base * delta / log_count[g]])
@@ -68,11 +72,37 @@ def test_pna_aggregator_matches_its_definition():
     assert stats[3].abs().sum() == 0
 
 
+def test_pna_state_of_a_pair_does_not_depend_on_unrelated_pairs():
+    """The review measured pair 0's state moving by 0.29 when 40 unrelated single-edge pairs
+    were added: delta was recomputed from whatever graph was passed."""
+    graph = Graph(torch.tensor([[0, 0, 0, 1], [1, 1, 1, 2]]), num_nodes=3)
+    torch.manual_seed(0)
+    conv = MultiEdgeConv(4, edge_agg="pna", deg=group_size_histogram(graph)).double().eval()
+    x = torch.randn(3, 4, dtype=torch.float64)
+    e = torch.randn(4, 4, dtype=torch.float64)
+    group, _ = graph.edge_groups()
+    state = conv.forward_dir.edge_agg(e, group, 2)
+    extra = torch.stack([torch.arange(3, 43), torch.arange(4, 44)])
+    bigger = Graph(torch.cat([graph.edge_index, extra], 1), num_nodes=44)
+    big_group, big_pairs = bigger.edge_groups()
+    e_big = torch.cat([e, torch.randn(40, 4, dtype=torch.float64)])
+    big_state = conv.forward_dir.edge_agg(e_big, big_group, big_pairs)
+    torch.testing.assert_close(big_state[big_group[0]], state[group[0]])
+    fresh = MultiEdgeConv(4, edge_agg="pna").double().eval()
+    with pytest.raises(RuntimeError, match="no degree statistics yet: pass deg="):
+        fresh(x, graph, e)
+    fresh.train()(x, graph, e)  # the first training forward fixes delta from its graph
+    assert fresh.forward_dir.edge_agg.pna_delta.item() == pytest.approx(
+        (math.log(4) + math.log(2)) / 2)
+    assert "forward_dir.edge_agg.pna_delta" in fresh.state_dict()
+
+
 def test_simple_graph_sum_one_direction_equals_gine():
     edge_index = random_edge_index(15, 50, seed=3)
     graph = Graph(edge_index, num_nodes=15).coalesce()  # no parallel edges
     conv = MultiEdgeConv(5, edge_agg="sum").double()
-    gine = GINEConv(conv.forward_dir.gine.nn).double()
+    gine = GINEConv(conv.forward_dir.gine.nn, edge_dim=5).double()
+    gine.lin = conv.forward_dir.gine.lin
     x = torch.randn(15, 5, dtype=torch.float64)
     e = torch.randn(graph.num_edges, 5, dtype=torch.float64)
     out, e_new = conv(x, graph, e)
@@ -87,7 +117,8 @@ def test_parallel_edges_are_summed_into_one_pair_state():
     e = torch.randn(4, 3, dtype=torch.float64)
     out, _ = conv(x, graph, e)
     h01 = e[:3].sum(0)
-    messages = torch.relu(x[0] + h01) + torch.relu(x[2] + e[3])
+    lin = conv.forward_dir.gine.lin  # the official GINEConv(edge_dim=hidden)
+    messages = torch.relu(x[0] + lin(h01)) + torch.relu(x[2] + lin(e[3]))
     torch.testing.assert_close(out[1], conv.forward_dir.gine.nn(x[1] + messages))
 
 
@@ -183,3 +214,58 @@ def test_megagnn_bad_input():
         model(x.long(), graph, e)
     with pytest.raises(ValueError, match=r"shape \[N, 1\]"):
         model(torch.ones(graph.num_nodes, 2), graph, e)
+
+
+
+def _official_megagnn(model: MEGAGNN, x, edge_index, edge_attr):
+    """The official GINe with --flatten_edges --edge_agg_type sum --emlps --reverse_mp,
+    eval mode, written from its models.py and training.py with plain loops: the reversed
+    edges are a relation of their own (to_hetero, aggr='mean') with their own edge
+    embedding, pair aggregation, GINE (edge_dim: a Linear on the pair state) and edge MLP;
+    node update x = (x + ReLU(BN(mean of the relations))) / 2, then the edge update from the
+    updated x; readout on the forward relation. Only the weights come from ``model``."""
+    relations = {"to": edge_index, "rev_to": edge_index.flip(0)}
+    embed = {"to": model.edge_emb, "rev_to": model.edge_emb_reverse}
+    e = {r: embed[r](edge_attr) for r in relations}
+    x = model.node_emb(x)
+    for conv, norm in zip(model.convs, model.norms, strict=True):
+        direction = {"to": conv.forward_dir, "rev_to": conv.reverse_dir}
+        outs, pair_of_edge, pair_state = [], {}, {}
+        for r, (src, dst) in relations.items():
+            pairs = {}  # (i, j) -> member edges
+            for k, (i, j) in enumerate(zip(src.tolist(), dst.tolist(), strict=True)):
+                pairs.setdefault((i, j), []).append(k)
+            d = direction[r]
+            h = {p: e[r][members].sum(0) for p, members in pairs.items()}
+            agg = torch.zeros_like(x)
+            for (i, j), state in h.items():
+                agg[j] += torch.relu(x[i] + d.gine.lin(state))
+            outs.append(d.gine.nn((1 + d.gine.eps) * x + agg))
+            pair_of_edge[r] = [(i, j) for i, j in zip(src.tolist(), dst.tolist(), strict=True)]
+            pair_state[r] = h
+        x = (x + torch.relu(norm((outs[0] + outs[1]) / 2))) / 2
+        for r, (src, _) in relations.items():
+            remapped = torch.stack([pair_state[r][p] for p in pair_of_edge[r]])
+            update = direction[r].edge_mlp(torch.cat([x[src], remapped, e[r]], 1))
+            e[r] = e[r] + update / 2
+    src, dst = edge_index
+    ends = torch.relu(torch.cat([x[src], x[dst]], 1))
+    return model.readout(torch.cat([ends, e["to"]], 1))
+
+
+def test_megagnn_equals_the_official_bidirectional_forward():
+    graph = _multigraph(n=10, seed=2)
+    torch.manual_seed(0)
+    model = MEGAGNN(3, 4, 6, 2, num_layers=2, edge_agg="sum").double().eval()
+    for norm in model.norms:  # non-trivial running statistics
+        norm.running_mean.uniform_(-0.5, 0.5)
+        norm.running_var.uniform_(0.5, 2.0)
+    x = torch.randn(10, 3, dtype=torch.float64)
+    edge_attr = torch.randn(graph.num_edges, 4, dtype=torch.float64)
+    expected = _official_megagnn(model, x, graph.edge_index, edge_attr)
+    torch.testing.assert_close(model(x, graph, edge_attr), expected)
+    assert model.edge_emb_reverse is not None  # the reverse relation's own embedding
+    shared = MEGAGNN(3, 4, 6, 2, reverse_states="shared")
+    assert shared.edge_emb_reverse is None
+    gine = model.convs[0].forward_dir.gine  # GINEConv(edge_dim=hidden): 6 x 6 + 6 more
+    assert sum(p.numel() for p in gine.parameters()) == 2 * (36 + 6) + 42
