@@ -168,8 +168,18 @@ def pretrain_augmenter(x: Tensor, graph, epochs: int = 10, batch_size: int = 102
     if centre.numel() < 2:
         raise ValueError("the graph has fewer than 2 edges between distinct nodes: "
                          "no neighbour pairs to learn from")
+    # The weights' initialisation and the VAE's noise draw from torch's global generator:
+    # forked, so that the caller's random state is left as it was.
+    devices = [x.device] if x.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        return _pretrain(x, centre, neighbour, epochs, batch_size, lr, hidden_channels,
+                         latent_channels, likelihood, holdout, seed, checkpoint, progress)
+
+
+def _pretrain(x, centre, neighbour, epochs, batch_size, lr, hidden_channels, latent_channels,
+              likelihood, holdout, seed, checkpoint, progress) -> LocalAugmenter:
     gen = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
     order = torch.randperm(centre.numel(), generator=gen).to(centre.device)
     num_holdout = max(1, int(holdout * centre.numel()))
     held, train = order[:num_holdout], order[num_holdout:]
@@ -213,6 +223,13 @@ def _progress(total: int, enabled: bool, desc: str):
     return tqdm(total=total, disable=not enabled, desc=desc, leave=False)
 
 
+def _row_normalised(t: Tensor) -> Tensor:
+    """Each row divided by its sum; a row summing to 0 becomes 0 (the official code's
+    ``feature_tensor_normalize``)."""
+    total = t.sum(1, keepdim=True)
+    return torch.where(total == 0, 0.0, t / total)
+
+
 def consistency_loss(logits: list[Tensor], temperature: float = 0.5) -> Tensor:
     """GRAND's consistency regulariser: squared distance of each prediction to the
     sharpened mean prediction (a constant target), averaged over nodes and predictions."""
@@ -228,8 +245,9 @@ class LAModel(torch.nn.Module):
     feature matrix plus one for the original features, concatenated, then the remaining
     ``num_layers - 1`` layers as a :class:`~graphloc.nn.models.GNN`.
 
-    Each branch is ``dropout(act(norm(conv(X_k, graph))))``, so with ``num_generated=0``
-    the model is exactly ``GNN(conv, ...)`` with the same weights. In training every
+    Each branch is ``dropout(act(norm(conv(input_dropout(X_k), graph))))``, so with
+    ``num_generated=0`` and ``input_dropout=0`` the model is exactly ``GNN(conv, ...)``
+    with the same weights (in evaluation, whatever the dropouts). In training every
     forward draws fresh generated features (``augmenter.generate``); in evaluation the
     draw is deterministic: the decoder at z = 0 (``inference="mean"``), or the logits are
     averaged over ``eval_draws`` seeded draws (``inference="average"``).
@@ -243,17 +261,29 @@ class LAModel(torch.nn.Module):
         residual, **conv_kwargs: as for :class:`~graphloc.nn.models.GNN`
         (``num_layers >= 2``).
         inference (str, default "mean"), eval_draws (int, default 4): see above.
+        input_dropout (float, optional): dropout on each branch's input before its conv,
+            as the official LAGCN (``F.dropout(x_list[k])``); default ``dropout``.
+        normalize_generated (bool or "auto", default "auto"): divide each generated row by
+            its sum (zero sums give 0), as the official citation code does to the decoder's
+            output; "auto" does it for a Bernoulli augmenter (0/1 features, the citation
+            setting) and not for a Gaussian one (continuous features; the official OGB code
+            does not normalise either).
     """
 
     def __init__(self, conv: str, in_channels: int, hidden_channels: int, out_channels: int,
                  num_layers: int, augmenter: LocalAugmenter | None = None,
                  num_generated: int = 1, dropout: float = 0.0, act: str = "relu",
                  norm: str | None = None, residual: bool = False, inference: str = "mean",
-                 eval_draws: int = 4, **conv_kwargs):
+                 eval_draws: int = 4, input_dropout: float | None = None,
+                 normalize_generated: bool | str = "auto", **conv_kwargs):
         super().__init__()
         check_sizes("LAModel", in_channels=in_channels, hidden_channels=hidden_channels,
                     out_channels=out_channels, num_layers=num_layers, eval_draws=eval_draws)
-        check_dropouts("LAModel", dropout=dropout)
+        input_dropout = dropout if input_dropout is None else input_dropout
+        check_dropouts("LAModel", dropout=dropout, input_dropout=input_dropout)
+        if normalize_generated not in (True, False, "auto"):
+            raise ValueError(f"normalize_generated must be True, False or 'auto', got "
+                             f"{normalize_generated!r}")
         if num_layers < 2:
             raise ValueError(f"LAModel needs num_layers >= 2, got {num_layers}")
         if isinstance(num_generated, bool) or not isinstance(num_generated, int) \
@@ -275,6 +305,10 @@ class LAModel(torch.nn.Module):
                                                 for _ in range(num_generated + 1))
         self.act = _ACTS[act]()
         self.dropout = torch.nn.Dropout(dropout)
+        self.input_dropout = torch.nn.Dropout(input_dropout)
+        if normalize_generated == "auto":
+            normalize_generated = augmenter is not None and augmenter.likelihood == "bernoulli"
+        self.normalize_generated = normalize_generated
         self.rest = GNN(conv, (num_generated + 1) * hidden_channels, hidden_channels,
                         out_channels, num_layers - 1, dropout=dropout, act=act, norm=norm,
                         residual=residual, **conv_kwargs)
@@ -284,8 +318,9 @@ class LAModel(torch.nn.Module):
         if self.num_generated == 0:
             return []
         with torch.no_grad():
-            return [self.augmenter.generate(x, mean=mean, generator=generator)
-                    for _ in range(self.num_generated)]
+            draws = [self.augmenter.generate(x, mean=mean, generator=generator)
+                     for _ in range(self.num_generated)]
+        return [_row_normalised(d) for d in draws] if self.normalize_generated else draws
 
     def forward(self, x: Tensor, graph, generated: list[Tensor] | None = None) -> Tensor:
         graph = as_graph(graph, x)
@@ -300,7 +335,7 @@ class LAModel(torch.nn.Module):
         if len(generated) != self.num_generated:
             raise ValueError(f"expected {self.num_generated} generated feature matrices, "
                              f"got {len(generated)}")
-        hs = [self.dropout(self.act(norm(conv(features, graph))))
+        hs = [self.dropout(self.act(norm(conv(self.input_dropout(features), graph))))
               for conv, norm, features in zip(self.branches, self.branch_norms,
                                               [x, *generated], strict=True)]
         return self.rest(torch.cat(hs, dim=1), graph)

@@ -144,3 +144,65 @@ def test_consistency_loss_against_the_formula():
     torch.testing.assert_close(consistency_loss(logits, 0.5), expected)
     same = [logits[0]] * 3  # identical one-hot-like predictions: only sharpening remains
     assert consistency_loss(same, 1.0) < 1e-12
+
+
+def test_pretraining_leaves_the_callers_random_state_alone():
+    x, graph, _ = homophilous_graph(num_nodes=60)
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    first = pretrain_augmenter(x, graph, epochs=1, batch_size=64, progress=False, seed=7)
+    assert torch.equal(torch.get_rng_state(), before)
+    second = pretrain_augmenter(x, graph, epochs=1, batch_size=64, progress=False, seed=7)
+    for a, b in zip(first.state_dict().values(), second.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b)  # still reproducible under its own seed
+
+
+def _official_lagcn_eval(model: LAModel, x, generated, graph):
+    """The official LAGCN (Citation/gcn/models.py) in eval mode with a dense normalised
+    adjacency: per input k, ReLU(Â X_k W_k + b_k); concatenated; Â H W_2 + b_2. The
+    generated features are row-normalised first (cvae_pretrain.feature_tensor_normalize)."""
+    n = x.size(0)
+    a = torch.zeros(n, n, dtype=x.dtype)
+    src, dst = graph.edge_index
+    a[dst, src] = 1.0
+    a = a + torch.eye(n, dtype=x.dtype)
+    d = a.sum(1).rsqrt()
+    a_hat = d[:, None] * a * d[None, :]
+    inputs = [x] + [g / g.sum(1, keepdim=True) for g in generated]
+    hidden = [torch.relu(a_hat @ f @ conv.lin.weight.T + conv.bias)
+              for conv, f in zip(model.branches, inputs, strict=True)]
+    last = model.rest.convs[0]
+    return a_hat @ torch.cat(hidden, 1) @ last.lin.weight.T + last.bias
+
+
+def test_lamodel_equals_the_official_lagcn_on_binary_features():
+    edge_index = random_edge_index(25, 80, seed=1)
+    edge_index = torch.cat([edge_index, edge_index.flip(0)], 1)
+    graph = Graph(edge_index, num_nodes=25).coalesce().remove_self_loops()
+    x = (torch.rand(25, 6, dtype=torch.float64) < 0.4).double()
+    aug = LocalAugmenter(6, hidden_channels=8, likelihood="bernoulli").double()
+    aug.fit_scaler(x)
+    model = LAModel("gcn", 6, 5, 3, num_layers=2, augmenter=aug, num_generated=2,
+                    dropout=0.5).double().eval()
+    assert model.normalize_generated  # "auto": Bernoulli, as the citation code
+    generated = [aug.generate(x, generator=torch.Generator().manual_seed(s)) for s in (1, 2)]
+    rows = [g / g.sum(1, keepdim=True) for g in generated]
+    expected = _official_lagcn_eval(model, x, generated, graph)
+    torch.testing.assert_close(model(x, graph, rows), expected)
+    torch.testing.assert_close(model.generated_features(x, torch.Generator().manual_seed(1))[0]
+                               .sum(1), torch.ones(25, dtype=torch.float64))
+    gaussian = LocalAugmenter(6, hidden_channels=8, likelihood="gaussian")
+    assert not LAModel("gcn", 6, 5, 3, num_layers=2, augmenter=gaussian).normalize_generated
+
+
+def test_each_branch_drops_out_its_input():
+    x, graph, _ = homophilous_graph(num_nodes=60)
+    model = LAModel("gcn", 8, 16, 3, num_layers=2, num_generated=0, dropout=0.0,
+                    input_dropout=0.5).train()
+    seen = []
+    model.branches[0].register_forward_pre_hook(lambda module, args: seen.append(args[0]))
+    torch.manual_seed(0)
+    model(x, graph)
+    dropped = seen[0] == 0
+    assert 0.35 < dropped.float().mean() < 0.65  # about half the entries dropped
+    torch.testing.assert_close(seen[0][~dropped], 2 * x[~dropped])  # the rest scaled by 2
