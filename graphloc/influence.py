@@ -113,13 +113,14 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
     _check_int(batch_size, "batch_size", 1)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    whole_graph = getattr(model, "node_batched", False)
     if method == "auto":
         method = "per_seed" if getattr(model, "graphloc_global", False) else "batched"
-    if method == "full_graph":
+    if method == "full_graph" and not whole_graph:
         locality = _locality(model, locality)
     x, graph = _inputs(data)
     all_nodes = _seeds(graph.num_nodes, None, nodes, None, allow_empty=True)
-    if method == "full_graph" and len(all_nodes):
+    if method == "full_graph" and len(all_nodes) and not whole_graph:
         _verify_locality(model, x, graph, int(all_nodes[0]), locality, device)
     rank, world = rank_and_world()
     nodes = all_nodes[rank::world]  # a shard per process; gathered below
@@ -127,7 +128,10 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
     model.eval()
     try:
         prune = prune_layers and getattr(model, "prunes_layers", False)
-        if method == "full_graph":
+        if whole_graph:
+            T = _whole_graph_influence(model, x, graph, nodes, max_hops, device, progress,
+                                       1 if method == "per_seed" else batch_size)
+        elif method == "full_graph":
             T = _full_graph_influence(model, x, graph, nodes, max_hops, locality, device,
                                       prune, progress)
         else:
@@ -204,6 +208,61 @@ def _batched_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int, dev
     rows = [_batch_influence(model, x, graph, nodes[i:i + step], max_hops, device, prune)
             for i in tqdm(range(0, len(nodes), step), disable=not progress, desc="influence")]
     return torch.cat(rows) if rows else torch.zeros(0, max_hops + 1, dtype=torch.float64)
+
+
+def _whole_graph_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int, device,
+                           progress: bool, step: int) -> Tensor:
+    """Models whose inputs are properties of the whole graph (``node_batched``: LargeGT's
+    token samples and positions, by global node id): the Jacobian of the deployed model on
+    the whole graph, exact, for every seed. ``model.reads(graph, seeds)`` gives the nodes
+    each output depends on; seeds whose sets are disjoint share a round (at most ``step``
+    of them): one forward ``model(x, graph, index=seeds)`` and C backwards, each node's
+    gradient credited to the one seed that reads it. The batching cannot change the
+    numbers."""
+    from tqdm.auto import tqdm
+    if not hasattr(model, "reads"):
+        raise ValueError(f"{type(model).__name__} scores nodes of the whole graph "
+                         "(node_batched) but has no reads(graph, nodes) method saying which "
+                         "nodes each output depends on: influence cannot separate the seeds")
+    seeds, inverse = nodes.unique(return_inverse=True)
+    ptr, read = model.reads(graph, seeds)
+    batches = _disjoint_rounds(ptr, read, graph.num_nodes, step)
+    on_device, csr = graph.to(device), graph.csr
+    owner = torch.full((graph.num_nodes,), -1, dtype=torch.long)
+    T = torch.zeros(len(seeds), max_hops + 1, dtype=torch.float64)
+    for members in tqdm(batches, disable=not progress, desc="influence rounds"):
+        packed = x.to(device).detach().requires_grad_()
+        out = model(packed, on_device, index=seeds[members].to(device))
+        total = _root_jacobian_l1(out, packed).cpu()
+        positions, counts = _row_positions(ptr, members)
+        owner[read[positions]] = torch.repeat_interleave(torch.arange(len(members)), counts)
+        node_ptr, ball, hops, *_ = kernels.khop_subgraphs(csr.indptr, csr.indices,
+                                                           seeds[members], max_hops)
+        mine = owner[ball] == torch.repeat_interleave(torch.arange(len(members)),
+                                                      node_ptr.diff())
+        T[members] = _per_hop(node_ptr, hops, total[ball] * mine, max_hops)
+        owner[read[positions]] = -1
+    return T[inverse]
+
+
+def _disjoint_rounds(ptr: Tensor, read: Tensor, num_nodes: int, step: int) -> list[Tensor]:
+    """Greedy rounds of seeds (rows of the packed sets ``ptr``/``read``) whose sets are
+    pairwise disjoint, at most ``step`` seeds each."""
+    remaining, rounds = list(range(len(ptr) - 1)), []
+    taken = torch.zeros(num_nodes, dtype=torch.bool)
+    while remaining:
+        members, deferred = [], []
+        for s in remaining:
+            nodes = read[ptr[s]:ptr[s + 1]]
+            if len(members) < step and not taken[nodes].any():
+                taken[nodes] = True
+                members.append(s)
+            else:
+                deferred.append(s)
+        taken.zero_()
+        rounds.append(torch.tensor(members))
+        remaining = deferred
+    return rounds
 
 
 def _full_graph_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int,
@@ -284,13 +343,7 @@ def _batch_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, devic
     edge_offset = torch.repeat_interleave(node_ptr[:-1], edge_ptr.diff())
     edge_index = torch.stack([src + edge_offset, dst + edge_offset])
     roots = node_ptr[:-1]
-    if getattr(model, "node_batched", False):  # it scores just the roots (e.g. LargeGT)
-        packed = x[nodes].to(device).detach().requires_grad_()
-        root_out = model(packed, edge_index.to(device), index=roots.to(device))
-        total = _root_jacobian_l1(root_out, packed).cpu()
-    else:
-        total = _subgraph_jacobian_l1(model, x[nodes], edge_index, hops, roots, device,
-                                      prune)
+    total = _subgraph_jacobian_l1(model, x[nodes], edge_index, hops, roots, device, prune)
     return _per_hop(node_ptr, hops, total, max_hops)
 
 

@@ -139,22 +139,35 @@ class EMACodebook(torch.nn.Module):
 class LargeGT(torch.nn.Module):
     r"""LargeGT for node classification, trained on mini-batches of nodes.
 
-    Local module: for node ``v`` with fixed samples ``S_v`` (:func:`hop2_tokens`), the 3K
-    tokens :math:`X_u, \hat A X_u, \hat A^2 X_u` (:math:`\hat A` with self-loops) go through
-    an MLP, one pre-LayerNorm multi-head attention layer (each head ``hidden`` wide, a linear
-    residual), a LayerNorm and NAGphormer's adaptive readout
-    :math:`o_v = t_0 + \sum_{j \ge 1} \mathrm{softmax}_j(w^\top [t_0 \Vert t_j]) t_j`.
-    Global module: :math:`\tilde q_v = [W_g x_v \Vert p_v]` is quantised by an
-    :class:`EMACodebook`; :math:`v` attends to all centroids with logits
-    :math:`q_v \cdot k_j / \sqrt{d} + \log n_j` (:math:`n_j` nodes in centroid j): attention
-    to every node, each represented by its centroid. Both outputs are concatenated and go
-    through an FFN and a linear classifier.
+    Local module (the official ``fc_in_seq`` and ``LocalModule``): for node ``v`` with fixed
+    samples ``S_v`` (:func:`hop2_tokens`), the 3K tokens :math:`X_u, \hat A X_u, \hat A^2
+    X_u` (:math:`\hat A` with self-loops) go through an MLP (Linear, ReLU, dropout, Linear),
+    a linear embedding, one pre-LayerNorm multi-head attention layer (each head ``hidden``
+    wide, an output projection, dropout 0.3, a linear residual, dropout 0.3), a LayerNorm
+    and NAGphormer's adaptive readout :math:`o_v = t_0 + \sum_{j \ge 1}
+    \mathrm{softmax}_j(w^\top [t_0 \Vert t_j]) t_j`; its linear layers start as the
+    official ``init_params`` (normal, std 0.02, zero bias). Global module: the node's own
+    features through ``fc_in`` (Linear, BatchNorm, ReLU, dropout, Linear), then
+    :math:`\tilde q_v = [W_g\, \mathrm{fc\_in}(x_v) \Vert p_v]` is quantised by an
+    :class:`EMACodebook`; :math:`v` attends to all centroids with logits :math:`q_v \cdot
+    k_j / \sqrt{d} + \log n_j` (:math:`n_j` nodes in centroid j), attention dropout
+    ``attn_dropout``: attention to every node, each represented by its centroid. Both
+    outputs are concatenated and go through an FFN and a linear classifier.
 
-    Deviations from the official code: :math:`p_v` is a FastRP encoding
-    (:func:`fastrp_encoding`) rather than a trained node2vec; empty centroids are masked
-    instead of producing :math:`\log 0`; centroid ids are int64; the 2-hop pool leaves the
-    node itself out; sampling is a parallel C++ kernel rather than a Python loop. Tokens and
-    hop features are computed once per graph and feature tensor and cached.
+    Tokens, hop features and positions belong to the graph the model is deployed on
+    (computed once for it, by global node id): influence is measured on that whole graph,
+    never on a ball or a batch, so its numbers do not depend on how the seeds are batched
+    (``reads`` tells it which nodes each output depends on: usually within 4 hops, but a
+    node without in-neighbours samples random nodes anywhere, as the official code).
+
+    Deviations from the official code (also in ``docs/models.md``): :math:`p_v` is a FastRP
+    encoding (:func:`fastrp_encoding`) rather than a trained node2vec (offline, no random
+    walks); the 2-hop pool has one entry per path and leaves the node itself out (the
+    official samples the distinct nodes of the CSR of A·A, ``v`` included); the codebook
+    starts from the first batch's inputs and counts only trained nodes (the official starts
+    from random centroids and gives every node a random centroid id); empty centroids are
+    masked instead of producing :math:`\log 0`; centroid ids are int64; sampling is a
+    parallel C++ kernel rather than a Python loop.
 
     Args:
         in_channels, hidden_channels, out_channels (int): widths (h = hidden).
@@ -163,8 +176,11 @@ class LargeGT(torch.nn.Module):
         global_dim (int, default 64): g, width of :math:`W_g x` and of :math:`p_v`.
         num_centroids (int, default 4096): codebook size.
         conv_type (str, default "full"): "full" (local and global) or "local".
-        dropout (float, default 0.5): FFN dropout; ``attn_dropout`` (default 0.0) on the
-            attention weights; ``token_dropout`` (default 0.0) in the token MLP.
+        dropout (float, default 0.5): the official ``ff_dropout``: in the FFN, ``fc_in`` and
+            the token MLP (``token_dropout``, default the same).
+        attn_dropout (float, default 0.0): on the global attention weights.
+        local_dropout (float, default 0.3): the local module's dropouts after the
+            attention and after the residual (fixed at 0.3 in the official code).
         decay (float, default 0.99): codebook EMA decay.
         seed (int, default 0): seed of the token samples and of the position encoding.
         chunk_size (int, default 4096): nodes per chunk when all nodes are scored.
@@ -174,20 +190,23 @@ class LargeGT(torch.nn.Module):
     the codebook takes one EMA step on the batch.
     """
 
-    #: ``fit`` trains it on batches of node ids (``model(x, graph, index=batch)``)
+    #: ``fit`` trains it on batches of node ids (``model(x, graph, index=batch)``), and
+    #: influence measures it on the whole graph it is deployed on (``reads``)
     node_batched = True
 
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
                  num_tokens: int = 50, heads: int = 2, global_dim: int = 64,
                  num_centroids: int = 4096, conv_type: str = "full", dropout: float = 0.5,
-                 attn_dropout: float = 0.0, token_dropout: float = 0.0, decay: float = 0.99,
-                 seed: int = 0, chunk_size: int = 4096):
+                 attn_dropout: float = 0.0, token_dropout: float | None = None,
+                 decay: float = 0.99, seed: int = 0, chunk_size: int = 4096,
+                 local_dropout: float = 0.3):
         super().__init__()
         check_sizes("LargeGT", in_channels=in_channels, hidden_channels=hidden_channels,
                     out_channels=out_channels, num_tokens=num_tokens, heads=heads,
                     global_dim=global_dim, num_centroids=num_centroids, chunk_size=chunk_size)
+        token_dropout = dropout if token_dropout is None else token_dropout
         check_dropouts("LargeGT", dropout=dropout, attn_dropout=attn_dropout,
-                       token_dropout=token_dropout)
+                       token_dropout=token_dropout, local_dropout=local_dropout)
         if conv_type not in ("full", "local"):
             raise ValueError(f"conv_type must be 'full' or 'local', got {conv_type!r}")
         if num_tokens < 1 or heads < 1:
@@ -197,17 +216,27 @@ class LargeGT(torch.nn.Module):
         self.in_channels, self.hidden, self.heads = in_channels, h, H
         self.num_tokens, self.global_dim, self.conv_type = num_tokens, g, conv_type
         self.attn_dropout, self.seed, self.chunk_size = attn_dropout, seed, chunk_size
-        self.token_mlp = torch.nn.Sequential(
+        self.token_mlp = torch.nn.Sequential(  # the official fc_in_seq
             torch.nn.Linear(in_channels, h), torch.nn.ReLU(), torch.nn.Dropout(token_dropout),
             torch.nn.Linear(h, h))
+        self.local_embed = torch.nn.Linear(h, h)  # LocalModule.att_embeddings_nope
         self.local_norm = torch.nn.LayerNorm(h)
         self.local_qkv = torch.nn.Linear(h, 3 * H * h)
+        self.local_out = torch.nn.Linear(H * h, H * h)  # the attention's output projection
         self.local_res = torch.nn.Linear(h, H * h)
+        self.local_dropout = torch.nn.Dropout(local_dropout)
         self.out_norm = torch.nn.LayerNorm(H * h)
         self.readout = torch.nn.Linear(2 * H * h, 1)
+        for lin in (self.local_embed, self.local_qkv, self.local_out, self.local_res,
+                    self.readout):  # the official LocalModule's init_params
+            torch.nn.init.normal_(lin.weight, std=0.02)
+            torch.nn.init.zeros_(lin.bias)
         width = H * h
         if conv_type == "full":
-            self.lin_global = torch.nn.Linear(in_channels, g)
+            self.fc_in = torch.nn.Sequential(  # the node's own features, for the query
+                torch.nn.Linear(in_channels, h), torch.nn.BatchNorm1d(h), torch.nn.ReLU(),
+                torch.nn.Dropout(dropout), torch.nn.Linear(h, h))
+            self.lin_global = torch.nn.Linear(h, g)
             self.codebook = EMACodebook(num_centroids, 2 * g, decay)
             self.global_q = torch.nn.Linear(2 * g, H * h)
             self.global_k = torch.nn.Linear(2 * g, H * h)
@@ -245,6 +274,20 @@ class LargeGT(torch.nn.Module):
         x1 = ops.spmm(norm_graph, x, weight)
         return torch.stack([x, x1, ops.spmm(norm_graph, x1, weight)], dim=1)
 
+    def reads(self, graph: Graph, nodes: Tensor) -> tuple[Tensor, Tensor]:
+        """The nodes whose features each output in ``nodes`` reads in evaluation, packed
+        ``(ptr [S + 1], ids)``: the node itself (the global query), its tokens, and the
+        2-hop in-balls of the tokens (their propagated features)."""
+        samples = self.tokens(graph)[nodes]  # [S, K], the node first
+        csr = graph.csr
+        flat = samples.reshape(-1)
+        ptr, members, *_ = kernels.khop_subgraphs(csr.indptr, csr.indices, flat.cpu(), 2)
+        owner = torch.repeat_interleave(torch.arange(flat.numel()), ptr.diff())
+        seed_of = owner // samples.size(1)
+        pairs = torch.unique(seed_of * graph.num_nodes + members)  # sorted by seed
+        counts = torch.bincount(pairs // graph.num_nodes, minlength=len(nodes))
+        return torch.cat([counts.new_zeros(1), counts.cumsum(0)]), pairs % graph.num_nodes
+
     def position_encoding(self, graph: Graph) -> Tensor:
         return graph.cached(("largegt_fastrp", self.global_dim, self.seed),
                             lambda: fastrp_encoding(graph, self.global_dim, self.seed))
@@ -255,19 +298,18 @@ class LargeGT(torch.nn.Module):
         B, K = samples.shape
         H, h = self.heads, self.hidden
         tokens = hops[samples].transpose(1, 2).reshape(B, 3 * K, -1)  # all raw, then hop 1, 2
-        t = self.token_mlp(tokens)
+        t = self.local_embed(self.token_mlp(tokens))
         q, k, v = self.local_qkv(self.local_norm(t)).view(B, 3 * K, 3, H, h) \
             .permute(2, 0, 3, 1, 4)
-        attended = F.scaled_dot_product_attention(
-            q, k, v, dropout_p=self.attn_dropout if self.training else 0.0)
-        t = self.out_norm(attended.transpose(1, 2).reshape(B, 3 * K, H * h)
-                          + self.local_res(t))
+        attended = F.scaled_dot_product_attention(q, k, v)  # no attention dropout here
+        y = self.local_dropout(self.local_out(attended.transpose(1, 2).reshape(B, 3 * K, H * h)))
+        t = self.out_norm(self.local_dropout(self.local_res(t) + y))
         root, rest = t[:, :1], t[:, 1:]
         weights = self.readout(torch.cat([root.expand_as(rest), rest], -1)).softmax(dim=1)
         return root.squeeze(1) + (weights * rest).sum(1)
 
     def _global_query(self, x: Tensor, pos: Tensor) -> Tensor:
-        return torch.cat([self.lin_global(x), pos], dim=1)
+        return torch.cat([self.lin_global(self.fc_in(x)), pos], dim=1)
 
     def global_module(self, q_tilde: Tensor) -> Tensor:
         H, h = self.heads, self.hidden
