@@ -128,7 +128,7 @@ class LiftGCN(torch.nn.Module):
     Args:
         in_channels, hidden_channels, out_channels (int): widths.
         num_layers (int): propagation steps L, at least 1 (cost: L sparse products).
-        dropout (float, default 0.0): after the embedding and inside each block.
+        dropout (float, default 0.1, the official): after the embedding and inside each block.
         residual (bool, default True): the nonlinear blocks after each step.
         rho_init, rho_max, add_self_loops: see :class:`LiftConv`.
         checkpoint (bool, default False): recompute each residual block in the backward
@@ -139,7 +139,7 @@ class LiftGCN(torch.nn.Module):
     prunes_layers = True  # forward_within: influence runs each step only where it is read
 
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
-                 num_layers: int, dropout: float = 0.0, residual: bool = True,
+                 num_layers: int, dropout: float = 0.1, residual: bool = True,
                  rho_init: float = 0.9, rho_max: float = 0.99, add_self_loops: bool = False,
                  checkpoint: bool = False):
         super().__init__()

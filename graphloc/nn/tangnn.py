@@ -1,9 +1,15 @@
 r"""TANGNN: top-m attention over the whole graph plus neighbourhood aggregation
 (`Jiang et al., arXiv 2411.15458 <https://arxiv.org/abs/2411.15458>`_).
 
-Every node attends to its own m most similar vertices anywhere in the graph (per-node
-top-m, as the paper describes; the released code shares one global set of m vertices among
-all nodes). The top-m sets are found without an N x N matrix: exactly by blocks of query
+Every node attends to its own m most cosine-similar vertices anywhere in the graph. This
+is graphloc's reading, not the released code's: the paper's text we could read (abstract
+and a third-party summary) speaks of a Top-m attention component that reaches distant
+similar vertices with an efficient Top-m algorithm; the released code (``ejwww/TANGNN``)
+scores every vertex against one auxiliary vector, keeps one global set of m vertices for
+all nodes, tiles it over the nodes (node i gets selected vertex i mod m), and runs a
+Transformer over all N nodes whose output the base variant discards. That selection is not
+implemented here (it gives a node a vertex by its id modulo m, unrelated to the node); see
+``docs/models.md``. The top-m sets are found without an N x N matrix: exactly by blocks of query
 rows (memory O(N m + block)), or approximately on large graphs by an inverted file over
 about sqrt(N) spherical k-means clusters (O(probes N^1.5 d) for balanced clusters). The
 m-nearest-neighbour graph then feeds the engine's fused sddmm and segment attention: no
@@ -179,7 +185,7 @@ class TopMAttention(torch.nn.Module):
         in_channels (int): input width.
         out_channels (int): width per head, C.
         heads (int, default 1): heads, H.
-        m (int, default 16): vertices attended per node.
+        m (int, default 20): vertices attended per node (the released code's base model).
         concat (bool, default True): concatenate heads, else average.
         mode, exact_max_nodes, probes: the search (see :func:`top_m_similar`).
         exclude_self (bool, default True): a node does not attend to itself.
@@ -191,7 +197,7 @@ class TopMAttention(torch.nn.Module):
     ``graphloc_global = True`` so that ``graphloc.influence`` measures one seed at a time.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, heads: int = 1, m: int = 16,
+    def __init__(self, in_channels: int, out_channels: int, heads: int = 1, m: int = 20,
                  concat: bool = True, mode: str = "auto", exact_max_nodes: int = 20_000,
                  probes: int = 2, exclude_self: bool = True,
                  dropout: float = 0.0):
@@ -264,8 +270,8 @@ class TANGNNLayer(torch.nn.Module):
     sampled in-neighbours per node, redrawn every training forward (all neighbours in
     evaluation: the deterministic mean that the samples estimate)."""
 
-    def __init__(self, in_channels: int, out_channels: int, m: int = 16, heads: int = 1,
-                 sample_size: int | None = 5, dropout: float = 0.0, **search):
+    def __init__(self, in_channels: int, out_channels: int, m: int = 20, heads: int = 1,
+                 sample_size: int | None = 5, dropout: float = 0.3, **search):
         super().__init__()
         check_sizes("TANGNNLayer", in_channels=in_channels, out_channels=out_channels, m=m,
                     heads=heads, sample_size=sample_size)
@@ -294,15 +300,18 @@ class TANGNN(torch.nn.Module):
     layer's output (``variant="base"``) or on all layers' outputs concatenated
     (``variant="lc"``, the paper's layer-concatenation variant, often its best).
 
-    Deviations from the released code (which the paper's text contradicts): per-node top-m
-    rather than one global set; the attention output is used, not discarded; no Transformer
-    over all N nodes (O(N^2)); neighbour sampling is vectorised, not a Python loop.
+    Deviations from the released code (the module docstring and ``docs/models.md``): per-node
+    top-m by cosine similarity in a learned projection rather than one global set chosen by
+    an auxiliary vector; the attention output is used, not discarded; no Transformer over
+    all N nodes (O(N^2)); one mean SAGEConv per layer where the code has a two-layer SAGE
+    block; neighbour sampling is vectorised, not a Python loop. Defaults follow the code:
+    m = 20 (its base model on Cora; 30 for LC), dropout 0.3, 5 sampled neighbours.
 
     Args:
         in_channels, hidden_channels, out_channels (int): widths.
         num_layers (int): TANGNN layers, at least 1.
-        m (int, default 16), heads (int, default 1), sample_size (int, default 5): per layer.
-        dropout (float, default 0.0): after each layer.
+        m (int, default 20), heads (int, default 1), sample_size (int, default 5): per layer.
+        dropout (float, default 0.3): after each layer.
         variant (str, default "base"): "base" or "lc".
         **search: ``mode``, ``exact_max_nodes``, ``probes`` of the top-m search.
     """
@@ -311,8 +320,8 @@ class TANGNN(torch.nn.Module):
     graphloc_global = True
 
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
-                 num_layers: int = 2, m: int = 16, heads: int = 1, sample_size: int | None = 5,
-                 dropout: float = 0.0, variant: str = "base", **search):
+                 num_layers: int = 2, m: int = 20, heads: int = 1, sample_size: int | None = 5,
+                 dropout: float = 0.3, variant: str = "base", **search):
         super().__init__()
         check_sizes("TANGNN", in_channels=in_channels, hidden_channels=hidden_channels,
                     out_channels=out_channels, num_layers=num_layers, m=m, heads=heads,
