@@ -64,10 +64,10 @@ TORCH_LIBRARY(graphloc, m) {
   // and edge counts per hop). Deterministic for a given seed. CPU.
   m.def("neighbor_sample(Tensor indptr, Tensor indices, Tensor seeds, int[] fanouts, "
         "int seed) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
-  // Per node v, K tokens: v, then K - 1 draws without replacement from the multiset of its
-  // in-neighbours and their in-neighbours (one entry per path, v itself left out); shorter
-  // pools repeat cyclically in random order, empty ones give random nodes. [N, K] int64,
-  // deterministic for a given seed. CPU.
+  // Per node v, K tokens: v, then K - 1 draws without replacement from the list of its
+  // distinct in-neighbours followed by the distinct nodes two in-steps away (v included
+  // when reached), as LargeGT's official code; shorter lists repeat in list order, empty
+  // ones give distinct random nodes. [N, K] int64, deterministic for a given seed. CPU.
   m.def("hop2_sample(Tensor indptr, Tensor indices, int K, int seed) -> Tensor");
   // Stable counting sort of index into (indptr [num_rows + 1], perm [E]).
   m.def("coo_to_csr(Tensor index, int num_rows) -> (Tensor, Tensor)");

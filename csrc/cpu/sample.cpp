@@ -1,6 +1,7 @@
 // CPU kernels of neighbor_sample (layer-wise uniform sampling of in-neighbours without
 // replacement, GraphSAGE / PyG NeighborLoader semantics, around a batch of seed nodes) and
-// hop2_sample (LargeGT's fixed per-node samples from the 1- and 2-hop neighbourhood).
+// hop2_sample (LargeGT's fixed per-node samples from the 1- and 2-hop neighbourhood, as
+// its official code draws them).
 // Deterministic for a given seed whatever the thread count: each (hop, node) draws from its
 // own counter-based random stream, and new nodes are numbered in one ordered pass.
 #include <ATen/ATen.h>
@@ -115,73 +116,40 @@ neighbor_sample_cpu(const at::Tensor& indptr, const at::Tensor& indices, const a
 
 // --- hop2_sample: LargeGT's fixed token sequences ------------------------------------------
 
-// Pools of at most this size are materialised; larger ones are sampled by position.
-constexpr int64_t kMaterialisedPool = 4096;
-
-// The 1-hop-then-2-hop multiset of node v (in-neighbours, then in-neighbours of those,
-// one entry per path), as positions: entry p < deg(v) is indices[row + p], later entries
-// walk the neighbours' lists in order.
+// The official pool of node v (LargeGT's data_utils.create_node_ids): the distinct
+// in-neighbours of v (the CSR row of A), then the distinct nodes two in-steps away (the row
+// of A·A, v itself included when a neighbour points back), each list in increasing id.
 template <typename index_t>
-struct Hop2Pool {
-  const index_t* indptr;
-  const index_t* indices;
-  int64_t v, row, deg;
-  std::vector<int64_t> ends;  // cumulative pool size after each neighbour's list
+void hop2_pool(const index_t* indptr, const index_t* indices, int64_t v,
+               std::vector<int64_t>& pool, std::vector<int64_t>& two) {
+  pool.assign(indices + indptr[v], indices + indptr[v + 1]);
+  std::sort(pool.begin(), pool.end());
+  pool.erase(std::unique(pool.begin(), pool.end()), pool.end());
+  two.clear();
+  for (const int64_t u : pool)
+    two.insert(two.end(), indices + indptr[u], indices + indptr[u + 1]);
+  std::sort(two.begin(), two.end());
+  two.erase(std::unique(two.begin(), two.end()), two.end());
+  pool.insert(pool.end(), two.begin(), two.end());
+}
 
-  Hop2Pool(const index_t* p, const index_t* i, int64_t node) : indptr(p), indices(i), v(node) {
-    row = indptr[v];
-    deg = indptr[v + 1] - row;
-    int64_t total = deg;
-    for (int64_t e = row; e < row + deg; ++e) {
-      const int64_t w = indices[e];
-      total += indptr[w + 1] - indptr[w];
-      ends.push_back(total);
-    }
-  }
-  int64_t size() const { return ends.empty() ? deg : ends.back(); }
-  int64_t at(int64_t p) const {
-    if (p < deg) return indices[row + p];
-    const int64_t j = std::upper_bound(ends.begin(), ends.end(), p) - ends.begin();
-    const int64_t w = indices[row + j], before = j ? ends[j - 1] : deg;
-    return indices[indptr[w] + (p - before)];
-  }
-};
-
-// k draws from the pool without v itself: distinct entries when the pool has k, else the
-// whole pool repeated cyclically in a random order.
-template <typename index_t>
-void draw_tokens(const Hop2Pool<index_t>& pool, int64_t k, int64_t n, Stream& rng,
+// k draws as the official code: without replacement from the pool when it has k entries
+// (a partial Fisher-Yates), else the pool repeated in list order, else (an empty pool) k
+// distinct random nodes (with repetition only when the graph has fewer than k nodes).
+void draw_tokens(std::vector<int64_t>& pool, int64_t k, int64_t n, Stream& rng,
                  int64_t* out) {
-  const int64_t size = pool.size();
-  if (size > kMaterialisedPool) {  // by position, rejecting v; v rarely dominates a pool
-    std::vector<int64_t> taken;
-    int64_t found = 0;
-    for (int64_t tries = 0; found < k && tries < 64 * k; ++tries) {
-      const int64_t p = rng.below(size);
-      if (std::find(taken.begin(), taken.end(), p) != taken.end()) continue;
-      taken.push_back(p);
-      const int64_t u = pool.at(p);
-      if (u != pool.v) out[found++] = u;
+  const int64_t m = static_cast<int64_t>(pool.size());
+  if (m >= k) {
+    for (int64_t j = 0; j < k; ++j) std::swap(pool[j], pool[j + rng.below(m - j)]);
+    std::copy(pool.begin(), pool.begin() + k, out);
+  } else if (m > 0) {
+    for (int64_t j = 0; j < k; ++j) out[j] = pool[j % m];
+  } else {
+    for (int64_t j = 0; j < k;) {
+      const int64_t u = rng.below(n);
+      if (n < k || std::find(out, out + j, u) == out + j) out[j++] = u;
     }
-    if (found == k) return;
   }
-  std::vector<int64_t> items;
-  for (int64_t p = 0; p < size; ++p) {
-    const int64_t u = pool.at(p);
-    if (u != pool.v) items.push_back(u);
-  }
-  const int64_t m = static_cast<int64_t>(items.size());
-  if (m == 0) {  // nothing within two hops: random nodes
-    for (int64_t j = 0; j < k; ++j) out[j] = rng.below(n);
-    return;
-  }
-  const int64_t shuffled = std::min(k, m);  // partial Fisher-Yates
-  for (int64_t j = 0; j < shuffled; ++j) std::swap(items[j], items[j + rng.below(m - j)]);
-  if (m > k) {
-    std::copy(items.begin(), items.begin() + k, out);
-    return;
-  }
-  for (int64_t j = 0; j < k; ++j) out[j] = items[j % m];
 }
 
 at::Tensor hop2_sample_cpu(const at::Tensor& indptr, const at::Tensor& indices, int64_t K,
@@ -197,10 +165,12 @@ at::Tensor hop2_sample_cpu(const at::Tensor& indptr, const at::Tensor& indices, 
     const index_t* p = indptr.data_ptr<index_t>();
     const index_t* i = ic.data_ptr<index_t>();
     at::parallel_for(0, n, 256, [&](int64_t v0, int64_t v1) {
+      std::vector<int64_t> pool, two;
       for (int64_t v = v0; v < v1; ++v) {
         Stream rng{mix(static_cast<uint64_t>(seed) ^ mix(static_cast<uint64_t>(v)))};
         o[v * K] = v;
-        draw_tokens(Hop2Pool<index_t>(p, i, v), K - 1, n, rng, o + v * K + 1);
+        hop2_pool<index_t>(p, i, v, pool, two);
+        draw_tokens(pool, K - 1, n, rng, o + v * K + 1);
       }
     });
   });

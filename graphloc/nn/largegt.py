@@ -22,11 +22,13 @@ from graphloc.ops.scatter import _check_index
 
 
 def hop2_tokens(graph: Graph, K: int, seed: int = 0) -> Tensor:
-    """Per node ``v`` a fixed sequence ``[v, u_1 .. u_{K-1}]`` (``[N, K]`` int64): draws
-    without replacement from the multiset of ``v``'s in-neighbours and their in-neighbours
-    (one entry per path, so well-connected 2-hop nodes weigh more), ``v`` itself left out.
-    Shorter pools repeat cyclically in a random order; nodes with no 2-hop neighbourhood get
-    random nodes. Deterministic for a ``seed`` (C++, parallel over nodes)."""
+    """Per node ``v`` a fixed sequence ``[v, u_1 .. u_{K-1}]`` (``[N, K]`` int64), as
+    LargeGT's official sampler: draws without replacement from the list of ``v``'s distinct
+    in-neighbours followed by the distinct nodes two in-steps away (the rows of A and A·A;
+    ``v`` itself is in the second when a neighbour points back, and a node in both lists
+    is there twice). Shorter lists repeat in their order; nodes with no 2-hop
+    neighbourhood get distinct random nodes. Deterministic for a ``seed`` (C++, parallel
+    over nodes)."""
     if isinstance(K, bool) or not isinstance(K, int) or K < 1:
         raise ValueError(f"K (tokens per node) must be an integer >= 1, got {K!r}")
     graph._require_one_node_set("hop2_tokens")
@@ -162,8 +164,7 @@ class LargeGT(torch.nn.Module):
 
     Deviations from the official code (also in ``docs/models.md``): :math:`p_v` is a FastRP
     encoding (:func:`fastrp_encoding`) rather than a trained node2vec (offline, no random
-    walks); the 2-hop pool has one entry per path and leaves the node itself out (the
-    official samples the distinct nodes of the CSR of A·A, ``v`` included); the codebook
+    walks); the codebook
     starts from the first batch's inputs and counts only trained nodes (the official starts
     from random centroids and gives every node a random centroid id); empty centroids are
     masked instead of producing :math:`\log 0`; centroid ids are int64; sampling is a

@@ -310,46 +310,41 @@ def neighbor_sample(indptr, indices, seeds, fanouts, seed):
                  for t in (nodes, src, dst, pos, hop_nodes, hop_edges))
 
 
-_MATERIALISED_POOL = 4096  # the kernel's: larger pools are sampled by position
-
-
 def _hop2_pool(ip: list, ix: list, v: int) -> list[int]:
-    """v's in-neighbours, then theirs, one entry per path."""
-    first = ix[ip[v]:ip[v + 1]]
-    return first + [u for w in first for u in ix[ip[w]:ip[w + 1]]]
+    """The official pool: v's distinct in-neighbours, then the distinct nodes two in-steps
+    away (v included when reached), each in increasing id."""
+    first = sorted(set(ix[ip[v]:ip[v + 1]]))
+    return first + sorted({u for w in first for u in ix[ip[w]:ip[w + 1]]})
 
 
-def _draw_tokens(pool: list, v: int, k: int, n: int, rng: _Stream) -> list[int]:
-    if len(pool) > _MATERIALISED_POOL:  # by position, rejecting v
-        taken, found, tries = [], [], 0
-        while len(found) < k and tries < 64 * k:
-            tries += 1
-            p = rng.below(len(pool))
-            if p in taken:
-                continue
-            taken.append(p)
-            if pool[p] != v:
-                found.append(pool[p])
-        if len(found) == k:
-            return found
-    items = [u for u in pool if u != v]
-    if not items:  # nothing within two hops: random nodes
-        return [rng.below(n) for _ in range(k)]
-    for j in range(min(k, len(items))):  # partial Fisher-Yates
-        r = j + rng.below(len(items) - j)
-        items[j], items[r] = items[r], items[j]
-    return items[:k] if len(items) > k else [items[j % len(items)] for j in range(k)]
+def _draw_tokens(pool: list, k: int, n: int, rng: _Stream) -> list[int]:
+    """As the kernel: a partial Fisher-Yates when the pool has k entries, else the pool in
+    list order repeated, else distinct random nodes."""
+    m = len(pool)
+    if m >= k:
+        for j in range(k):
+            r = j + rng.below(m - j)
+            pool[j], pool[r] = pool[r], pool[j]
+        return pool[:k]
+    if m:
+        return [pool[j % m] for j in range(k)]
+    out = []
+    while len(out) < k:
+        u = rng.below(n)
+        if n < k or u not in out:
+            out.append(u)
+    return out
 
 
 def hop2_sample(indptr, indices, K, seed):
-    """Per node v, ``K`` tokens: v, then ``K - 1`` draws without replacement from its 1- and
-    2-hop path multiset (v left out), as the kernel draws them. ``[N, K]`` int64."""
+    """Per node v, ``K`` tokens: v, then ``K - 1`` draws from its official 1- and 2-hop pool
+    (:func:`_hop2_pool`), as the kernel draws them. ``[N, K]`` int64."""
     if K < 1:
         raise ValueError(f"K (tokens per node) must be >= 1, got {K}")
     ip, ix, n = indptr.tolist(), indices.tolist(), indptr.numel() - 1
     if n < 1:
         raise ValueError("hop2_sample needs at least one node")
-    rows = [[v] + _draw_tokens(_hop2_pool(ip, ix, v), v, K - 1, n,
+    rows = [[v] + _draw_tokens(_hop2_pool(ip, ix, v), K - 1, n,
                                _Stream(_mix((seed & _U64) ^ _mix(v))))
             for v in range(n)]
     return torch.tensor(rows, dtype=torch.long).view(n, K)
