@@ -20,7 +20,8 @@ MODELS = {
     "gcn": (8, {}),
     "liftgcn": (16, {}),
     "dagnn": (16, {}),
-    "sgformer": (3, {}),
+    "sgformer": (3, {}),  # PyG's SGFormer
+    "sgformer-citynetworks": (3, {}),  # the City-Networks paper's baseline
     "tangnn": (2, {"model_kwargs": {"m": 16}}),
     "tangnn-lc": (2, {"model_kwargs": {"m": 16}}),
     "largegt": (1, {"batch_size": 512, "model_kwargs": {"num_tokens": 30,

@@ -237,7 +237,7 @@ def test_influence_is_the_full_graph_jacobian_whatever_the_batching():
     x = torch.randn(40, 5, dtype=torch.float64)
     model = LargeGT(5, 8, 3, num_tokens=6, num_centroids=8, global_dim=4).double()
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    for step in range(6):  # a little training: codebook, counts and norms populated
+    for _ in range(6):  # a little training: codebook, counts and norms populated
         opt.zero_grad()
         batch = torch.randperm(40)[:16]
         F.cross_entropy(model(x, graph, index=batch), torch.arange(16) % 3).backward()
