@@ -271,7 +271,10 @@ class LargeGT(torch.nn.Module):
 
     @staticmethod
     def _propagate(x: Tensor, graph: Graph) -> Tensor:
-        norm_graph, weight = graph.gcn_norm(add_self_loops=True, dtype=x.dtype)
+        # the official D^-1/2 (A + I) D^-1/2: a loop for every node on top of any existing
+        # one (PyG's gcn_norm would keep an existing loop instead of adding one)
+        looped = graph.cached("largegt_looped", graph.add_self_loops)
+        norm_graph, weight = looped.gcn_norm(add_self_loops=False, dtype=x.dtype)
         x1 = ops.spmm(norm_graph, x, weight)
         return torch.stack([x, x1, ops.spmm(norm_graph, x1, weight)], dim=1)
 

@@ -148,9 +148,11 @@ def test_largegt_hop_features_cache_and_gradients():
     torch.manual_seed(0)
     model = _small_largegt().eval()
     hops = model.hop_features(x, graph)
-    norm_graph, weight = graph.gcn_norm()
-    dense = torch.zeros(300, 300).index_put_((norm_graph.edge_index[1], norm_graph.edge_index[0]),
-                                             weight, accumulate=True)
+    src, dst = graph.edge_index  # the official D^-1/2 (A + I) D^-1/2, from dense matrices
+    a = torch.zeros(300, 300).index_put_((dst, src), torch.ones(src.numel()), accumulate=True)
+    a = a + torch.eye(300)
+    d = a.sum(1).rsqrt()
+    dense = d[:, None] * a * d[None, :]
     torch.testing.assert_close(hops, torch.stack([x, dense @ x, dense @ dense @ x], 1))
     assert model.hop_features(x, graph) is hops
     x.mul_(2)  # modified in place: recomputed
@@ -261,3 +263,62 @@ def test_influence_is_the_full_graph_jacobian_whatever_the_batching():
         outside = torch.ones(40, dtype=torch.bool)
         outside[read[ptr[v]:ptr[v + 1]]] = False
         assert influence[v, outside].abs().max() == 0
+
+
+def _official_largegt_eval(model: LargeGT, x, edge_index, index):
+    """LargeGT's eval forward written from the official model.py, local_module.py and
+    codebook.py with dense matrices; only the weights, the token samples and the position
+    encoding come from ``model``."""
+    n, H, h = x.size(0), model.heads, model.hidden
+    a = torch.zeros(n, n, dtype=x.dtype)  # scipy's csr_matrix sums parallel edges
+    a.index_put_((edge_index[1], edge_index[0]), torch.ones(edge_index.size(1), dtype=x.dtype),
+                 accumulate=True)
+    a = a + torch.eye(n, dtype=x.dtype)  # renormalize: D^-1/2 (A + I) D^-1/2
+    d = a.sum(1).rsqrt()
+    a_hat = d[:, None] * a * d[None, :]
+    hop_feats = [x, a_hat @ x, a_hat @ a_hat @ x]
+    ids = model.tokens(Graph(edge_index, n))[index]  # [B, K]
+    seq = torch.cat([f[ids] for f in hop_feats], dim=1)  # [B, 3K, F]: X, then ÂX, then Â²X
+    # local: fc_in_seq, att_embeddings_nope, EncoderLayer (pre-LN MHA, W_O, res_proj), LN
+    t = model.local_embed(model.token_mlp(seq))
+    y = model.local_norm(t)
+    w_q, w_k, w_v = model.local_qkv.weight.view(3, H * h, h)
+    b_q, b_k, b_v = model.local_qkv.bias.view(3, H * h)
+    B, L = y.shape[:2]
+    q = (y @ w_q.T + b_q).view(B, L, H, h).transpose(1, 2) * h ** -0.5
+    k = (y @ w_k.T + b_k).view(B, L, H, h).transpose(1, 2)
+    v = (y @ w_v.T + b_v).view(B, L, H, h).transpose(1, 2)
+    att = (q @ k.transpose(2, 3)).softmax(3) @ v
+    y = model.local_out(att.transpose(1, 2).reshape(B, L, H * h))
+    out = model.out_norm(model.local_res(t) + y)
+    node, rest = out[:, :1], out[:, 1:]
+    weights = model.readout(torch.cat([node.expand_as(rest), rest], 2)).softmax(1)
+    local = (node + (rest * weights).sum(1, keepdim=True)).squeeze(1)
+    # global: q from [lin_proj_g(fc_in(x)) || pos], keys and values from the centroids
+    pos = model.position_encoding(Graph(edge_index, n))[index]
+    q_x = torch.cat([model.lin_global(model.fc_in(x[index])), pos], 1)
+    book = model.codebook
+    centroids = book.centroids * (book.norm.running_var + book.norm.eps).sqrt() + \
+        book.norm.running_mean
+    qg = model.global_q(q_x).view(-1, H, h).transpose(0, 1)
+    kg = model.global_k(centroids).view(-1, H, h).transpose(0, 1)
+    vg = model.global_v(centroids[:, :model.global_dim]).view(-1, H, h).transpose(0, 1)
+    dots = qg @ kg.transpose(1, 2) / h ** 0.5 + book.counts.to(x.dtype).log()
+    glob = (dots.softmax(-1) @ vg).transpose(0, 1).reshape(-1, H * h)
+    return model.classifier(model.ffn(torch.cat([local, glob], 1)))
+
+
+def test_largegt_equals_the_official_forward():
+    edge_index = random_edge_index(30, 70, seed=6)
+    edge_index = torch.cat([edge_index, edge_index.flip(0)], 1)
+    graph = Graph(edge_index, num_nodes=30)
+    torch.manual_seed(1)
+    x = torch.randn(30, 5, dtype=torch.float64)
+    model = LargeGT(5, 8, 3, num_tokens=5, num_centroids=6, global_dim=4).double()
+    for _ in range(4):  # populate the codebook, its counts and the batch norms
+        model(x, graph, index=torch.randperm(30)[:12]).sum().backward()
+    model.eval()
+    assert (model.codebook.counts > 0).all()  # log counts finite: no masked centroid
+    index = torch.tensor([0, 7, 29, 13])
+    torch.testing.assert_close(model(x, graph, index=index),
+                               _official_largegt_eval(model, x, edge_index, index))
