@@ -69,6 +69,12 @@ class Standardized(torch.nn.Module):
     def prunes_layers(self) -> bool:
         return getattr(self.model, "prunes_layers", False)
 
+    @property
+    def reads(self):
+        """The wrapped model's ``reads`` (an AttributeError, so ``hasattr`` is False, when it
+        has none): which nodes each output depends on, for influence."""
+        return self.model.reads
+
     def forward_within(self, x, graph, ball_sizes):
         return self.model.forward_within((x - self.mean) / self.std, graph, ball_sizes)
 

@@ -322,3 +322,29 @@ def test_largegt_equals_the_official_forward():
     index = torch.tensor([0, 7, 29, 13])
     torch.testing.assert_close(model(x, graph, index=index),
                                _official_largegt_eval(model, x, edge_index, index))
+
+
+def test_a_trained_checkpoint_is_measured_on_the_whole_graph(tmp_path):
+    """fit wraps models in train.Standardized: influence must still see LargeGT's reads
+    and give the dense Jacobian of the checkpoint (standardisation included)."""
+    from graphloc.datasets import synthetic_city
+    from graphloc.influence import influence_per_hop
+    from graphloc.train import Standardized, TrainConfig, fit, load_checkpoint
+    city = synthetic_city(300, seed=0, hops=3)
+    config = TrainConfig(model="largegt", hidden=8, epochs=2, batch_size=64,
+                         model_kwargs=dict(num_tokens=5, global_dim=4, num_centroids=8))
+    fit(city, config, out_dir=str(tmp_path), progress=False)
+    wrapped, _ = load_checkpoint(str(tmp_path / "best.pt"))
+    assert hasattr(wrapped, "reads")
+    assert not hasattr(Standardized(torch.nn.Linear(2, 2), 2), "reads")
+    seeds = [0, 5, 17]
+    ours = influence_per_hop(wrapped, city, 4, seeds)
+    jacobian = torch.autograd.functional.jacobian(
+        lambda inp: wrapped(inp, city.graph, index=torch.tensor(seeds)), city.x)
+    influence = jacobian.abs().sum(dim=(1, 3))  # [seed, u]: through the standardisation
+    for row, v in enumerate(seeds):
+        expected = torch.zeros(5, dtype=torch.float64)
+        for u, h in _hop_distances(city.graph.edge_index, 300, v).items():
+            if h <= 4:
+                expected[h] += influence[row, u].double()
+        torch.testing.assert_close(ours[row], expected, rtol=1e-5, atol=1e-8)
