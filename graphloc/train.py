@@ -132,6 +132,16 @@ def check_config(config: TrainConfig) -> None:
                          f"list of integers >= 0 (-1: all neighbours), got {config.fanout!r}")
 
 
+def _check_features(dataset: NodeDataset) -> None:
+    """NaN or infinite inputs would train on NaN losses and report accuracies of argmaxes
+    of NaN logits: refused, naming the first one."""
+    bad = ~torch.isfinite(dataset.x)
+    if bad.any():
+        node, column = bad.nonzero()[0].tolist()
+        raise ValueError(f"{dataset.name}: x[{node}, {column}] = {dataset.x[node, column].item()}"
+                         "; fit needs finite features (impute or drop the missing values)")
+
+
 def _check_splits(dataset: NodeDataset) -> None:
     """Training needs training nodes, and the best checkpoint needs validation nodes."""
     for split, purpose in (("train", "train on"), ("val", "select the best model by")):
@@ -247,6 +257,7 @@ def fit(dataset: NodeDataset, config: TrainConfig, out_dir: str | None = None,
 
     from graphloc.loader import NeighborLoader
     check_config(config)
+    _check_features(dataset)
     _check_splits(dataset)
     rank, world = rank_and_world()
     torch.manual_seed(config.seed)  # the same initial weights on every process

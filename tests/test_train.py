@@ -151,3 +151,11 @@ def test_a_column_constant_over_the_training_nodes_becomes_zero(city):
     varying = x[city.train_index][:, 1:]
     expected = (x[:, 1:] - varying.mean(0)) / varying.std(0)  # the usual z-score elsewhere
     torch.testing.assert_close(standardised[:, 1:], expected)
+
+
+def test_non_finite_features_are_refused_by_position(city):
+    from dataclasses import replace
+    x = city.x.clone()
+    x[7, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"x\[7, 2\] = nan; fit needs finite features"):
+        fit(replace(city, x=x), TrainConfig(epochs=1), progress=False)
