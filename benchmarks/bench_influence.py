@@ -50,11 +50,14 @@ def main(argv=None) -> None:
     nodes = torch.randperm(args.nodes)[:args.seeds]
     pyg_model = GCN(37, 64, 16, 10).to(args.device)
     ours_model = GNN("gcn", 37, 64, 10, 16).to(args.device)
-    device = {"device": args.device}
     rows, check = [], None
-    for label, model, prune in (("PyG GCN", pyg_model, True),
-                                ("graphloc GNN('gcn')", ours_model, True),
-                                ("graphloc GNN('gcn'), layers not pruned", ours_model, False)):
+    for label, model, prune, convert in (
+            ("PyG GCN, measured as its graphloc twin (convert=True, the default)", pyg_model,
+             True, True),
+            ("PyG GCN as given (convert=False)", pyg_model, True, False),
+            ("graphloc GNN('gcn')", ours_model, True, True),
+            ("graphloc GNN('gcn'), layers not pruned", ours_model, False, True)):
+        device = {"device": args.device, "convert": convert}
         start = time.perf_counter()
         ours, _ = total_influence(model, data, args.max_hops, nodes=nodes, average=False,
                                   prune_layers=prune, **device)
@@ -64,7 +67,8 @@ def main(argv=None) -> None:
         torch.manual_seed(1)
         start = time.perf_counter()
         theirs, _ = pyg_total_influence(model, data, args.max_hops,
-                                        num_samples=args.pyg_seeds, average=False, **device)
+                                        num_samples=args.pyg_seeds, average=False,
+                                        device=args.device)
         pyg_s = time.perf_counter() - start
         mine, _ = total_influence(model, data, args.max_hops, nodes=perm[:args.pyg_seeds],
                                   average=False, prune_layers=prune, **device)

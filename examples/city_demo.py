@@ -14,9 +14,8 @@ import argparse
 import os
 import time
 
-from graphloc.cli import plot_influence
 from graphloc.datasets import CityNetwork
-from graphloc.influence import measure
+from graphloc.influence import measure, plot_influence
 from graphloc.train import TrainConfig, fit, load_checkpoint
 
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from graphloc.cli import plot_influence
 from graphloc.datasets import load_dataset
-from graphloc.influence import measure
+from graphloc.influence import measure, plot_influence
 from graphloc.train import TrainConfig, fit, load_checkpoint
 
 

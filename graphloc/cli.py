@@ -10,7 +10,7 @@ import torch
 
 import graphloc
 from graphloc.distributed import rank_and_world, relaunch
-from graphloc.influence import METHODS
+from graphloc.influence import METHODS, plot_influence, require_matplotlib
 
 
 def info(_args) -> int:
@@ -118,6 +118,8 @@ def influence(args) -> int:
     import json
 
     from graphloc.influence import measure
+    if args.plot:
+        require_matplotlib()  # an ImportError naming the extra now, not after the measurement
     if args.nproc > 1:
         return relaunch(args.argv[1:], args.nproc, "graphloc.influence")
     from graphloc.datasets import load_dataset
@@ -138,26 +140,8 @@ def influence(args) -> int:
         json.dump({k: r.to_dict() for k, r in results.items()}, f)
     if args.plot:
         plot_influence(results, args.plot)
+        require_matplotlib().close("all")
     return 0
-
-
-def plot_influence(results: dict, path: str) -> None:
-    """T_h / T_0 per hop on a log scale, one line per model, R in the legend."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as err:
-        raise SystemExit("--plot needs matplotlib: pip install 'graphloc[plot]'") from err
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for label, result in results.items():
-        hops = range(len(result.curve))
-        ax.plot(hops, result.curve.numpy(), marker="o", label=f"{label} (R = {result.R:.2f})")
-        ax.fill_between(hops, *result.curve_ci.numpy(), alpha=0.2)
-    ax.set(yscale="log", xlabel="hop h", ylabel="mean T_h / mean T_0")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
 
 
 def _add_influence_command(commands) -> None:

@@ -36,6 +36,7 @@ PyG's ball truncates: the outermost degrees and neighbours when max_hops <= L, o
 from __future__ import annotations
 
 import math
+import os
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -104,11 +105,15 @@ METHODS = ("auto", "batched", "per_seed", "full_graph")
 def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
                       batch_size: int = 256, device="cpu", method: str = "auto",
                       locality: int | None = None, prune_layers: bool = True,
-                      progress: bool = False) -> Tensor:
+                      progress: bool = False, convert: bool = True) -> Tensor:
     """``T [S, max_hops + 1]``: ``T[s, h]`` = total influence on ``nodes[s]`` of the nodes
     exactly h hops away (float64). The model runs in eval mode (its mode is restored).
     ``prune_layers=False`` runs every layer on every node even for a model that
-    ``prunes_layers`` (same numbers, about three times the work of a deep one)."""
+    ``prunes_layers`` (same numbers, about three times the work of a deep one).
+    ``convert`` (default True): a PyG model whose message passing all converts
+    (:func:`graphloc.nn.from_pyg`, checked on a ball of the graph) is measured as its
+    graphloc twin (fused kernels; a ``BasicGNN`` also gets the layer pruning); the same
+    numbers. ``measure`` records what was measured."""
     _check_int(max_hops, "max_hops", 0)
     _check_int(batch_size, "batch_size", 1)
     if method not in METHODS:
@@ -119,6 +124,8 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
     if method == "full_graph" and not whole_graph:
         locality = _locality(model, locality)
     x, graph = _inputs(data)
+    if convert:
+        model = as_graphloc_model(model, x, graph)[0]
     all_nodes = _seeds(graph.num_nodes, None, nodes, None, allow_empty=True)
     if method == "full_graph" and len(all_nodes) and not whole_graph:
         _verify_locality(model, x, graph, int(all_nodes[0]), locality, device)
@@ -140,6 +147,26 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
     finally:
         model.train(was_training)
     return _gather_shards(T, len(all_nodes), rank, world) if world > 1 else T
+
+
+def as_graphloc_model(model: torch.nn.Module, x: Tensor, graph: Graph):
+    """``(model to measure, report)``: the graphloc twin of a PyG model whose message
+    passing all converts, checked against it on the 2-hop ball of node 0; else the model
+    as given (the report says why)."""
+    from graphloc.nn.convert import Unconvertible, from_pyg, has_pyg_message_passing
+    if not has_pyg_message_passing(model):
+        return model, {"converted": False, "reason": "no PyG message passing"}
+    node_ptr, nodes, _, _, src, dst, _ = kernels.khop_subgraphs(
+        graph.csr.indptr, graph.csr.indices, torch.zeros(1, dtype=torch.long), 2)
+    probe = (x[nodes].detach(), torch.stack([src, dst]).to(x.device))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            converted = from_pyg(model, example=probe, strict=True)
+    except Unconvertible as err:
+        return model, {"converted": False, "reason": str(err)}
+    return converted, {"converted": True, **converted.pyg_conversion,
+                       "measured": type(converted).__name__}
 
 
 def _check_int(value, name: str, low: int) -> None:
@@ -433,7 +460,8 @@ def total_influence(model: torch.nn.Module, data, max_hops: int, num_samples=Non
                     normalize: bool = True, average: bool = True, device="cpu",
                     vectorize: bool = True, *, nodes=None, seed: int | None = None,
                     batch_size: int = 256, method: str = "auto", locality: int | None = None,
-                    prune_layers: bool = True, progress: bool = False) -> tuple[Tensor, float]:
+                    prune_layers: bool = True, progress: bool = False,
+                    convert: bool = True) -> tuple[Tensor, float]:
     """PyG's ``total_influence`` with the same arguments and results: the hop-wise mean
     influence (``[max_hops + 1]``, divided by hop 0 if ``normalize``) or, with
     ``average=False``, the ``[S, max_hops + 1]`` matrix; and R averaged over the seeds.
@@ -445,13 +473,14 @@ def total_influence(model: torch.nn.Module, data, max_hops: int, num_samples=Non
     out of R with a warning (PyG returns NaN). ``method``: "auto" (PyG's numbers; per seed
     for models marked ``graphloc_global``), "batched", "per_seed", or "full_graph" (exact
     full-graph Jacobians of an L-local model, ``locality=L``; see the module docstring).
-    ``prune_layers`` as in ``influence_per_hop``.
+    ``prune_layers`` and ``convert`` as in ``influence_per_hop``.
     """
     x, graph = _inputs(data)
     seeds = _seeds(graph.num_nodes, num_samples, nodes, seed)
     T = influence_per_hop(model, (x, graph), max_hops, seeds, batch_size=batch_size,
                           device=device, method=method, locality=locality,
-                          prune_layers=prune_layers, progress=progress).float()
+                          prune_layers=prune_layers, progress=progress,
+                          convert=convert).float()
     R = _mean_r(T)
     if not average:
         return T, R
@@ -472,6 +501,12 @@ class InfluenceResult:
     R_ci: tuple[float, float]
     settings: dict = field(default_factory=dict)
 
+    def plot(self, path: str | None = None, label: str = "model", ax=None):
+        """The curve (mean T_h / mean T_0 per hop, log scale) with its interval; R in the
+        legend. Draws on ``ax`` (a new figure when None), saves to ``path`` if given, and
+        returns the axes. Needs matplotlib (``pip install 'graphloc[plot]'``)."""
+        return plot_influence({label: self}, path, ax)
+
     def to_dict(self) -> dict:
         return {"nodes": self.nodes.tolist(), "totals": self.totals.tolist(),
                 "curve": self.curve.tolist(), "R": self.R,
@@ -480,22 +515,63 @@ class InfluenceResult:
                 "settings": self.settings}
 
 
+def require_matplotlib():
+    """matplotlib's pyplot (headless backend when no display), or an ImportError naming
+    the extra to install."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError("plotting influence needs matplotlib: pip install "
+                          "'graphloc[plot]'") from None
+    if not os.environ.get("DISPLAY"):
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def plot_influence(results, path: str | None = None, ax=None):
+    """Several :class:`InfluenceResult` s on one figure: ``results`` maps labels to results
+    (or is a list of them). One line per model, T_h / T_0 per hop on a log scale with the
+    bootstrap interval shaded, R in the legend. Saves to ``path`` if given; returns the
+    axes. Needs matplotlib (``pip install 'graphloc[plot]'``)."""
+    plt = require_matplotlib()
+    if not isinstance(results, dict):
+        results = {f"model {i}": r for i, r in enumerate(results)}
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    for label, result in results.items():
+        hops = range(len(result.curve))
+        ax.plot(hops, result.curve.numpy(), marker="o", label=f"{label} (R = {result.R:.2f})")
+        ax.fill_between(hops, *result.curve_ci.numpy(), alpha=0.2)
+    ax.set(yscale="log", xlabel="hop h", ylabel="mean T_h / mean T_0")
+    ax.legend()
+    if path:
+        ax.figure.tight_layout()
+        ax.figure.savefig(path, dpi=120)
+    return ax
+
+
 def measure(model: torch.nn.Module, data, max_hops: int, num_samples=None, *, nodes=None,
             seed: int | None = 0, batch_size: int = 256, device="cpu", method: str = "auto",
             locality: int | None = None, prune_layers: bool = True, bootstrap: int = 1000,
-            confidence: float = 0.95, progress: bool = False) -> InfluenceResult:
+            confidence: float = 0.95, progress: bool = False,
+            convert: bool = True) -> InfluenceResult:
     """Total influence per hop of ``num_samples`` seeds (or ``nodes``), the normalised
     curve, R, and bootstrap percentile intervals for both (seeds resampled ``bootstrap``
-    times). ``method``, ``locality`` and ``prune_layers`` as in ``total_influence``."""
+    times). ``method``, ``locality``, ``prune_layers`` and ``convert`` as in
+    ``influence_per_hop``; ``settings["model"]`` records what was measured (a PyG model's
+    graphloc twin, or the model as given and why)."""
     _check_int(bootstrap, "bootstrap", 1)
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) \
             or not 0 < confidence < 1:
         raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
     x, graph = _inputs(data)
     seeds = _seeds(graph.num_nodes, num_samples, nodes, seed)
+    model, conversion = as_graphloc_model(model, x, graph) if convert else \
+        (model, {"converted": False, "reason": "convert=False"})
     T = influence_per_hop(model, (x, graph), max_hops, seeds, batch_size=batch_size,
                           device=device, method=method, locality=locality,
-                          prune_layers=prune_layers, progress=progress)
+                          prune_layers=prune_layers, progress=progress, convert=False)
     r = receptive_field(T)
     curve = T.mean(0) / T.mean(0)[0]
     gen = torch.Generator().manual_seed(0 if seed is None else seed)
@@ -511,7 +587,7 @@ def measure(model: torch.nn.Module, data, max_hops: int, num_samples=None, *, no
         R_ci=(float(r_boot.nanquantile(lo)), float(r_boot.nanquantile(hi))),
         settings={"max_hops": max_hops, "num_seeds": len(seeds), "seed": seed,
                   "method": method, "locality": locality, "bootstrap": bootstrap,
-                  "confidence": confidence})
+                  "confidence": confidence, "model": conversion})
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.nn.functional as F
 
-from graphloc.datasets.base import NodeDataset
+from graphloc.datasets.base import NodeDataset, as_node_dataset
 from graphloc.distributed import rank_and_world
 from graphloc.io import atomic_save, load_file
 from graphloc.nn import build_model
@@ -242,9 +242,11 @@ def _epoch(model, opt, dataset: NodeDataset, shard, loader) -> float:
     return total / count
 
 
-def fit(dataset: NodeDataset, config: TrainConfig, out_dir: str | None = None,
+def fit(dataset, config: TrainConfig, out_dir: str | None = None,
         resume: bool = False, progress: bool = True) -> list[dict]:
-    """Trains ``config.model`` on ``dataset``; returns the history (one dict per
+    """Trains ``config.model`` on ``dataset`` (a ``NodeDataset``, a PyG ``Data`` with its
+    masks, or ``(x, edge_index or Graph, y)`` with an optional ``(train, val, test)`` split;
+    see :func:`graphloc.datasets.base.as_node_dataset`); returns the history (one dict per
     evaluation). With ``out_dir``: ``best.pt`` (best validation accuracy), ``last.pt``
     (optimizer and random state too, for ``resume``), ``metrics.json`` and, when
     matplotlib is installed, ``curve.png``.
@@ -256,6 +258,7 @@ def fit(dataset: NodeDataset, config: TrainConfig, out_dir: str | None = None,
     from tqdm.auto import tqdm
 
     from graphloc.loader import NeighborLoader
+    dataset = as_node_dataset(dataset)
     check_config(config)
     _check_features(dataset)
     _check_splits(dataset)

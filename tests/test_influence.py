@@ -409,3 +409,19 @@ def test_measure_arguments_are_checked(kwargs, message):
     args = {"max_hops": 2, **kwargs}
     with pytest.raises(ValueError, match=message):
         measure(models()["gl-gcn"], data, **args)
+
+
+def test_results_plot_on_one_figure_and_the_extra_is_named(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from graphloc.influence import plot_influence
+    data = road_data(60)
+    results = {name: measure(models()[name], data, 3, nodes=[0, 4, 9], bootstrap=20)
+               for name in ("gl-gcn", "gl-sage")}
+    ax = results["gl-gcn"].plot(str(tmp_path / "one.png"), label="GCN")
+    assert (tmp_path / "one.png").stat().st_size > 1000 and len(ax.lines) == 1
+    ax = plot_influence(results, str(tmp_path / "two.png"))
+    assert [line.get_label().split(" (R")[0] for line in ax.lines] == ["gl-gcn", "gl-sage"]
+    import sys
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
+    with pytest.raises(ImportError, match=r"pip install 'graphloc\[plot\]'"):
+        plot_influence(results)

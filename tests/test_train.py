@@ -159,3 +159,37 @@ def test_non_finite_features_are_refused_by_position(city):
     x[7, 2] = float("nan")
     with pytest.raises(ValueError, match=r"x\[7, 2\] = nan; fit needs finite features"):
         fit(replace(city, x=x), TrainConfig(epochs=1), progress=False)
+
+
+def test_fit_takes_pyg_data_and_tuples_as_the_same_dataset(city):
+    from graphloc.datasets import NodeDataset
+    data = city.to_pyg()  # boolean masks
+    config = TrainConfig(model="gcn", layers=2, hidden=8, epochs=3, seed=1)
+    reference = fit(city, config, progress=False)
+
+    def same(history):  # masks give the ids sorted: sums in another order
+        return all(a == pytest.approx(b, rel=1e-5) for a, b in zip(history, reference,
+                                                                     strict=True))
+    assert same(fit(data, config, progress=False))
+    split = (city.train_index, city.val_index, city.test_index)
+    assert same(fit((city.x, city.graph.edge_index, city.y, split), config, progress=False))
+    assert same(fit((city.x, city.graph, city.y, (city.train_mask, city.val_mask,
+                                                  city.test_mask)), config, progress=False))
+    default = NodeDataset.from_pyg(type(data)(x=data.x, edge_index=data.edge_index, y=data.y))
+    assert default.train_index.numel() == city.num_nodes // 10  # the City-Networks split
+    assert "NodeDataset('pyg', nodes=1200" in repr(default)
+    with pytest.raises(TypeError, match="fit trains on a NodeDataset, a PyG Data"):
+        fit([1, 2, 3], config, progress=False)
+    with pytest.raises(ValueError, match="the PyG Data has no 'y'"):
+        NodeDataset.from_pyg(type(data)(x=data.x, edge_index=data.edge_index))
+
+
+def test_node_dataset_from_networkx():
+    import networkx as nx
+
+    from graphloc.datasets import NodeDataset
+    g = nx.karate_club_graph()
+    y = torch.tensor([int(g.nodes[v]["club"] == "Officer") for v in g.nodes])
+    ds = NodeDataset.from_networkx(g, torch.eye(34), y, name="karate")
+    assert ds.graph.num_edges == 2 * g.number_of_edges() and ds.num_classes == 2
+    assert ds.train_index.numel() == 3 and ds.test_index.numel() == 28

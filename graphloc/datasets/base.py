@@ -85,6 +85,41 @@ class NodeDataset:
     def test_mask(self) -> Tensor:
         return self._mask(self.test_index)
 
+    @classmethod
+    def from_pyg(cls, data, name: str = "pyg") -> NodeDataset:
+        """From a PyG ``Data`` with ``x``, ``edge_index`` and ``y``; the split from
+        ``train_mask``/``val_mask``/``test_mask`` (boolean masks or node ids), else
+        :func:`city_split`."""
+        for key in ("x", "edge_index", "y"):
+            if getattr(data, key, None) is None:
+                raise ValueError(f"the PyG Data has no {key!r}: a NodeDataset needs x, "
+                                 "edge_index and y")
+        graph = Graph(data.edge_index, num_nodes=data.num_nodes)
+        masks = [getattr(data, k, None) for k in ("train_mask", "val_mask", "test_mask")]
+        split = city_split(graph.num_nodes) if any(m is None for m in masks) else \
+            tuple(_as_ids(m, k, graph.num_nodes) for m, k in
+                  zip(masks, ("train_mask", "val_mask", "test_mask"), strict=True))
+        return cls(name, graph, data.x, data.y.view(-1).long(), *split,
+                   pos=getattr(data, "pos", None), edge_attr=getattr(data, "edge_attr", None))
+
+    @classmethod
+    def from_networkx(cls, g, x: Tensor, y: Tensor, name: str = "networkx",
+                      split: tuple | None = None) -> NodeDataset:
+        """From a networkx graph (nodes in ``g.nodes`` order, undirected edges both ways)
+        with features ``x [N, F]`` and labels ``y [N]``; ``split`` as three id tensors or
+        masks, else :func:`city_split`."""
+        graph = Graph.from_networkx(g)
+        split = city_split(graph.num_nodes) if split is None else \
+            tuple(_as_ids(s, k, graph.num_nodes) for s, k in
+                  zip(split, ("train", "val", "test"), strict=True))
+        return cls(name, graph, x, torch.as_tensor(y).view(-1).long(), *split)
+
+    def __repr__(self) -> str:
+        return (f"NodeDataset({self.name!r}, nodes={self.num_nodes}, "
+                f"edges={self.graph.num_edges}, features={self.num_features}, "
+                f"classes={self.num_classes}, split={self.train_index.numel()}/"
+                f"{self.val_index.numel()}/{self.test_index.numel()})")
+
     def to_pyg(self):
         """A ``torch_geometric.data.Data`` with boolean masks (PyG's convention)."""
         from torch_geometric.data import Data
@@ -100,3 +135,33 @@ def city_split(num_nodes: int) -> tuple[Tensor, Tensor, Tensor]:
     perm = torch.from_numpy(np.random.RandomState(0).permutation(num_nodes))
     tenth = num_nodes // 10
     return perm[:tenth], perm[tenth:2 * tenth], perm[2 * tenth:]
+
+
+def _as_ids(split: Tensor, name: str, num_nodes: int) -> Tensor:
+    """Node ids from a boolean mask of ``num_nodes`` or from ids."""
+    split = torch.as_tensor(split)
+    if split.dtype == torch.bool:
+        if split.numel() != num_nodes:
+            raise ValueError(f"{name} has {split.numel()} entries but the graph has "
+                             f"{num_nodes} nodes")
+        return split.nonzero().flatten()
+    return split.long().view(-1)
+
+
+def as_node_dataset(data) -> NodeDataset:
+    """What ``fit`` trains on: a NodeDataset as it is, a PyG ``Data`` (its masks), or a
+    tuple ``(x, graph_or_edge_index, y)`` with an optional fourth item ``(train, val,
+    test)`` (ids or masks; else :func:`city_split`)."""
+    if isinstance(data, NodeDataset):
+        return data
+    if isinstance(data, tuple) and len(data) in (3, 4):
+        x, structure, y = data[:3]
+        graph = structure if isinstance(structure, Graph) else Graph(structure, x.size(0))
+        split = city_split(graph.num_nodes) if len(data) == 3 else tuple(
+            _as_ids(s, k, graph.num_nodes) for s, k in
+            zip(data[3], ("train", "val", "test"), strict=True))
+        return NodeDataset("data", graph, x, torch.as_tensor(y).view(-1).long(), *split)
+    if hasattr(data, "edge_index") and hasattr(data, "x"):
+        return NodeDataset.from_pyg(data)
+    raise TypeError(f"fit trains on a NodeDataset, a PyG Data or (x, edge_index, y[, split]), "
+                    f"got {type(data).__name__}")

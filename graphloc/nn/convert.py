@@ -1,0 +1,322 @@
+"""PyG modules to graphloc: ``from_pyg``.
+
+A PyG ``BasicGNN`` (``GCN``, ``GraphSAGE``, ``GIN``, ``GAT``) whose options graphloc's
+:class:`~graphloc.nn.models.GNN` has becomes a ``GNN`` with the same weights, so it gets
+the fused kernels and, in influence measurements, the layer pruning. Any other module gets
+its PyG convs (GCNConv, SAGEConv, GATConv, GINConv, GINEConv, ChebConv, TransformerConv)
+replaced in place by graphloc's, weights copied. Every conversion is checked on a probe
+against the original, and what did not convert (or did not give the same outputs) is left
+as it was and reported.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import torch
+from torch import Tensor
+
+from graphloc.nn.conv import (
+    ChebConv,
+    GATConv,
+    GCNConv,
+    GINConv,
+    GINEConv,
+    SAGEConv,
+    TransformerConv,
+)
+
+#: graphloc activation names of the torch activations a BasicGNN may use
+_ACT_NAMES = {torch.nn.ReLU: "relu", torch.nn.GELU: "gelu", torch.nn.ELU: "elu",
+              torch.nn.Tanh: "tanh", torch.nn.Identity: "identity"}
+_BASIC_GNNS = {"GCN": "gcn", "GraphSAGE": "sage", "GIN": "gin", "GAT": "gat"}
+
+
+class Unconvertible(ValueError):
+    """A PyG module graphloc has no equivalent for; the message says why."""
+
+
+def from_pyg(module: torch.nn.Module, example: tuple | None = None, atol: float = 1e-5,
+             strict: bool = False) -> torch.nn.Module:
+    """A graphloc version of the PyG ``module`` with the same outputs.
+
+    Args:
+        module: a PyG ``BasicGNN`` model, a PyG conv, or any module containing PyG convs
+            (the original is not changed: a converted copy is returned).
+        example: ``(x, edge_index)``, the probe the converted module is checked on
+            (``module(*example)`` must run); for a ``BasicGNN`` or a conv a random probe
+            is made when None. Without a probe, other modules are returned unchecked,
+            with a warning.
+        atol: largest absolute output difference accepted on the probe.
+        strict: raise :class:`Unconvertible` if any PyG conv stays (or the probe
+            differs), instead of a warning.
+
+    Returns the converted module; ``module.pyg_conversion`` (a dict) lists what was
+    ``converted``, what was ``kept`` (with the reason) and whether it was ``checked``.
+    """
+    kind = type(module).__name__
+    if _is_pyg(module) and kind in _BASIC_GNNS and hasattr(module, "convs"):
+        try:
+            return _checked(module, _basic_gnn(module), example, atol, [kind], [])
+        except Unconvertible as err:  # e.g. jumping knowledge: convert conv by conv
+            warnings.warn(f"from_pyg: {kind} stays a PyG model with graphloc convs ({err}): "
+                          "no layer pruning in influence", stacklevel=2)
+    if _is_pyg_conv(module):
+        converted, done, kept = _top_level_conv(module)
+    else:
+        converted = copy.deepcopy(module)
+        done, kept = _replace_convs(converted)
+    result = _checked(module, converted, example, atol, done, kept)
+    if kept:
+        message = "; ".join(f"{name}: {why}" for name, why in kept)
+        if strict:
+            raise Unconvertible(f"could not convert {message}")
+        warnings.warn(f"from_pyg kept these PyG modules: {message}", stacklevel=2)
+    return result
+
+
+def has_pyg_message_passing(module: torch.nn.Module) -> bool:
+    """Whether ``module`` is or contains a PyG conv graphloc converts, or is a BasicGNN."""
+    return any(_is_pyg(m) and (type(m).__name__ in _CONVERTERS or
+                               type(m).__name__ in _BASIC_GNNS) for m in module.modules())
+
+
+def _is_pyg(module) -> bool:
+    return type(module).__module__.startswith("torch_geometric")
+
+
+def _is_pyg_conv(module) -> bool:
+    return _is_pyg(module) and type(module).__name__ in _CONVERTERS
+
+
+def _top_level_conv(module):
+    try:
+        return _convert_conv(module), [type(module).__name__], []
+    except Unconvertible as err:
+        return copy.deepcopy(module), [], [(type(module).__name__, str(err))]
+
+
+def _replace_convs(root: torch.nn.Module) -> tuple[list[str], list[tuple[str, str]]]:
+    """Replaces every PyG conv below ``root`` in place; returns (converted, kept)."""
+    done, kept = [], []
+    for name, child in list(root.named_modules()):
+        if not name or not _is_pyg_conv(child):
+            continue
+        parent_name, _, attr = name.rpartition(".")
+        parent = root.get_submodule(parent_name) if parent_name else root
+        try:
+            setattr(parent, attr, _convert_conv(child))
+            done.append(name)
+        except Unconvertible as err:
+            kept.append((name, str(err)))
+    return done, kept
+
+
+# --- one conv -----------------------------------------------------------------------------
+
+def _require(condition: bool, reason: str) -> None:
+    if not condition:
+        raise Unconvertible(reason)
+
+
+def _simple_flow(conv) -> None:
+    _require(getattr(conv, "flow", "source_to_target") == "source_to_target",
+             f"flow={conv.flow!r} (graphloc passes messages source -> target only)")
+
+
+def _gcn(conv):
+    _simple_flow(conv)
+    _require(not conv.improved, "improved=True (PyG's added loops weigh 1 when no edge "
+             "weights are passed, graphloc's 2)")
+    return GCNConv(conv.in_channels, conv.out_channels, improved=conv.improved,
+                   cached=conv.cached, add_self_loops=conv.add_self_loops,
+                   normalize=conv.normalize, bias=conv.bias is not None)
+
+
+def _sage(conv):
+    _simple_flow(conv)
+    _require(isinstance(conv.aggr, str) and conv.aggr in ("mean", "max", "sum", "add"),
+             f"aggr={conv.aggr!r} (graphloc's SAGEConv: mean, max, sum)")
+    _require(not getattr(conv, "project", False), "project=True")
+    return SAGEConv(conv.in_channels, conv.out_channels, aggr=conv.aggr,
+                    normalize=conv.normalize, root_weight=conv.root_weight,
+                    bias=conv.lin_l.bias is not None)
+
+
+def _gat(conv):
+    _simple_flow(conv)
+    return GATConv(conv.in_channels, conv.out_channels, heads=conv.heads, concat=conv.concat,
+                   negative_slope=conv.negative_slope, dropout=conv.dropout,
+                   add_self_loops=conv.add_self_loops, edge_dim=conv.edge_dim,
+                   fill_value=conv.fill_value, bias=conv.bias is not None,
+                   residual=getattr(conv, "res", None) is not None)
+
+
+def _gin(conv):
+    _simple_flow(conv)
+    return GINConv(copy.deepcopy(conv.nn), eps=conv.initial_eps,
+                   train_eps=isinstance(conv.eps, torch.nn.Parameter))
+
+
+def _gine(conv):
+    _simple_flow(conv)
+    edge_dim = conv.lin.in_features if getattr(conv, "lin", None) is not None else None
+    return GINEConv(copy.deepcopy(conv.nn), eps=conv.initial_eps,
+                    train_eps=isinstance(conv.eps, torch.nn.Parameter), edge_dim=edge_dim)
+
+
+def _cheb(conv):
+    _simple_flow(conv)
+    return ChebConv(conv.in_channels, conv.out_channels, K=len(conv.lins),
+                    normalization=conv.normalization, bias=conv.bias is not None)
+
+
+def _transformer(conv):
+    _simple_flow(conv)
+    return TransformerConv(conv.in_channels, conv.out_channels, heads=conv.heads,
+                           concat=conv.concat, beta=conv.beta, dropout=conv.dropout,
+                           edge_dim=conv.edge_dim, bias=conv.lin_skip.bias is not None
+                           if conv.lin_skip is not None else True,
+                           root_weight=conv.root_weight)
+
+
+_CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GINConv": _gin,
+               "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer}
+
+
+def _convert_conv(conv) -> torch.nn.Module:
+    name = type(conv).__name__
+    _require(name in _CONVERTERS, f"{name} has no graphloc equivalent")
+    try:
+        ours = _CONVERTERS[name](conv)
+        ours.load_state_dict(conv.state_dict(), strict=True)
+    except Unconvertible:
+        raise
+    except Exception as err:  # an option graphloc's conv lacks shows up here
+        raise Unconvertible(f"{name}: {type(err).__name__}: {err}") from None
+    return ours.to(_dtype_of(conv)).train(conv.training)
+
+
+# --- a BasicGNN as a GNN ------------------------------------------------------------------
+
+def _basic_gnn(model) -> torch.nn.Module:
+    from graphloc.nn.models import GNN
+    _require(getattr(model, "jk_mode", None) is None and not hasattr(model, "lin"),
+             "jumping knowledge (graphloc's GNN has none)")
+    _require(not model.act_first or model.act is None, "act_first=True")
+    act = model.act
+    act_name = "identity" if act is None else _ACT_NAMES.get(type(act))
+    _require(act_name is not None, f"activation {type(act).__name__}")
+    norm = _norm_kind(model.norms[:-1] if len(model.norms) == model.num_layers
+                      else model.norms)
+    convs = [_convert_conv(conv) for conv in model.convs]
+    first = model.convs[0]
+    gnn = GNN(_BASIC_GNNS[type(model).__name__], _width(first, "in"), model.hidden_channels,
+              _width(model.convs[-1], "out"), model.num_layers, dropout=model.dropout.p,
+              act=act_name, norm=norm)
+    gnn.convs = torch.nn.ModuleList(convs)
+    for ours, theirs in zip(gnn.norms, model.norms, strict=False):
+        inner = getattr(theirs, "module", theirs)  # PyG's BatchNorm wraps torch's
+        ours.load_state_dict(inner.state_dict(), strict=True)
+    return gnn.to(_dtype_of(model)).train(model.training)
+
+
+def _norm_kind(norms) -> str | None:
+    kinds = set()
+    for norm in norms:
+        name = type(norm).__name__
+        if name == "Identity":
+            kinds.add(None)
+        elif name == "BatchNorm" and isinstance(getattr(norm, "module", None),
+                                                torch.nn.BatchNorm1d):
+            kinds.add("batch")
+        elif name == "LayerNorm" and getattr(norm, "mode", None) == "node":
+            kinds.add("layer")
+        else:
+            mode = f" mode={norm.mode!r}" if hasattr(norm, "mode") else ""
+            raise Unconvertible(f"norm {name}{mode} (graphloc's GNN: batch_norm, or "
+                                "layer_norm with mode='node')")
+    _require(len(kinds) <= 1, "different norms per layer")
+    return kinds.pop() if kinds else None
+
+
+def _width(conv, side: str) -> int:
+    if side == "in":
+        width = getattr(conv, "in_channels", None)
+        if width is None:  # GIN: the MLP's first layer
+            width = _features(_linears(conv.nn)[0], "in")
+    else:
+        width = getattr(conv, "out_channels", None)
+        if width is None:
+            width = _features(_linears(conv.nn)[-1], "out")
+        elif getattr(conv, "concat", False):
+            width *= conv.heads
+    _require(isinstance(width, int) and width > 0, f"lazy in_channels ({width})")
+    return width
+
+
+def _linears(module) -> list[torch.nn.Module]:
+    """The Linear layers of a GIN MLP (torch's or PyG's ``Linear``), in order."""
+    return [m for m in module.modules() if hasattr(m, "in_features") or
+            (type(m).__name__ == "Linear" and hasattr(m, "in_channels"))]
+
+
+def _features(linear, side: str) -> int:
+    """in or out width of torch's Linear (``in_features``) or PyG's (``in_channels``)."""
+    return getattr(linear, f"{side}_features", None) or getattr(linear, f"{side}_channels")
+
+
+def _dtype_of(module) -> torch.dtype:
+    for p in module.parameters():
+        return p.dtype
+    return torch.float32
+
+
+# --- the probe ----------------------------------------------------------------------------
+
+def _probe(module, example):
+    if example is not None:
+        return example
+    width = None
+    if hasattr(module, "convs"):
+        width = _width(module.convs[0], "in")
+    elif _is_pyg_conv(module):
+        width = module.in_channels if isinstance(module.in_channels, int) else None
+    if not width or width < 0:
+        return None
+    gen = torch.Generator().manual_seed(0)
+    edge_index = torch.randint(0, 20, (2, 60), generator=gen)
+    x = torch.randn(20, width, generator=gen, dtype=_dtype_of(module))
+    return x, edge_index
+
+
+def _checked(original, converted, example, atol, done, kept):
+    probe = _probe(original, example)
+    report = {"converted": done, "kept": kept, "checked": probe is not None}
+    if probe is None:
+        warnings.warn("from_pyg: no probe to check the converted module on; pass "
+                      "example=(x, edge_index)", stacklevel=3)
+    else:
+        was, was_conv = original.training, converted.training
+        original.eval()
+        converted.eval()
+        try:
+            with torch.no_grad():
+                want, got = original(*probe), converted(*probe)
+        finally:
+            original.train(was)
+            converted.train(was_conv)
+        want, got = _first(want), _first(got)
+        difference = float((want - got).abs().max()) if want.numel() else 0.0
+        if want.shape != got.shape or not difference <= atol:
+            raise Unconvertible(f"the converted module's outputs differ from the original's "
+                                f"on the probe by {difference:.3g} (shapes {list(got.shape)} "
+                                f"and {list(want.shape)})")
+        report["max_difference"] = difference
+    converted.pyg_conversion = report
+    return converted
+
+
+def _first(out) -> Tensor:
+    return out[0] if isinstance(out, tuple) else out

@@ -1,0 +1,137 @@
+"""from_pyg: PyG models and convs become graphloc ones with PyG's outputs."""
+
+import pytest
+import torch
+import torch_geometric.nn as pyg
+from helpers import random_edge_index
+
+from graphloc.influence import measure, total_influence
+from graphloc.nn import GNN, Unconvertible, from_pyg
+
+
+def _probe(width=6, n=40, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(n, width, generator=gen), random_edge_index(n, 160, seed=seed)
+
+
+BASIC = [
+    ("GCN", lambda: pyg.GCN(6, 8, 3, 4, dropout=0.3, norm="batch_norm")),
+    ("GCN 1 layer", lambda: pyg.GCN(6, 8, 1, 4)),
+    ("GraphSAGE", lambda: pyg.GraphSAGE(6, 8, 3, 4, act="gelu", aggr="max")),
+    ("GIN", lambda: pyg.GIN(6, 8, 2, 4, act="elu")),
+    ("GAT", lambda: pyg.GAT(6, 8, 3, 4, heads=2)),
+    ("GCN layer_norm node", lambda: pyg.GCN(6, 8, 3, 4, norm="layer_norm",
+                                            norm_kwargs={"mode": "node"})),
+]
+
+
+@pytest.mark.parametrize("name, build", BASIC, ids=[b[0] for b in BASIC])
+def test_basic_gnns_become_gnns_with_pyg_outputs(name, build):
+    torch.manual_seed(0)
+    theirs = build().double()
+    x, edge_index = _probe()
+    x = x.double()
+    ours = from_pyg(theirs)
+    assert isinstance(ours, GNN) and ours.prunes_layers
+    assert ours.pyg_conversion["checked"] and ours.pyg_conversion["kept"] == []
+    theirs.eval()
+    ours.eval()
+    torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
+    # training mode too, dropout off: batch statistics and gradients agree
+    for module in (ours, theirs):
+        module.train()
+        for m in module.modules():
+            if isinstance(m, torch.nn.Dropout):
+                m.p = 0.0
+    x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out1, out2 = ours(x1, edge_index), theirs(x2, edge_index)
+    torch.testing.assert_close(out1, out2)
+    grad = torch.randn_like(out1)
+    torch.testing.assert_close(torch.autograd.grad(out1, x1, grad)[0],
+                               torch.autograd.grad(out2, x2, grad)[0])
+
+
+def test_what_gnn_lacks_keeps_pyg_container_with_graphloc_convs():
+    torch.manual_seed(0)
+    x, edge_index = _probe()
+    for theirs, reason in ((pyg.GCN(6, 8, 3, 4, jk="cat"), "jumping knowledge"),
+                           (pyg.GCN(6, 8, 3, 4, norm="layer_norm"), "mode='graph'")):
+        with pytest.warns(UserWarning, match=reason):
+            ours = from_pyg(theirs.eval())
+        assert type(ours) is type(theirs) and ours is not theirs
+        assert all(type(c).__module__.startswith("graphloc") for c in ours.convs)
+        assert all(type(c).__module__.startswith("torch_geometric") for c in theirs.convs)
+        torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
+
+
+class _UserModel(torch.nn.Module):
+    def __init__(self, aggr="mean"):
+        super().__init__()
+        self.first = pyg.GCNConv(6, 8)
+        self.second = pyg.SAGEConv(8, 4, aggr=aggr)
+
+    def forward(self, x, edge_index):
+        return self.second(torch.relu(self.first(x, edge_index)), edge_index)
+
+
+def test_convs_inside_a_users_module_are_replaced_in_place():
+    torch.manual_seed(0)
+    x, edge_index = _probe()
+    theirs = _UserModel().eval()
+    ours = from_pyg(theirs, example=(x, edge_index))
+    assert ours.pyg_conversion["converted"] == ["first", "second"]
+    assert type(ours.first).__module__ == "graphloc.nn.conv.gcn"
+    torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
+    edge_index = edge_index[:, edge_index[1].argsort(stable=True)]  # PyG's LSTM needs it
+    lstm = _UserModel(aggr="lstm").eval()
+    with pytest.warns(UserWarning, match="second: aggr='lstm'"):
+        partly = from_pyg(lstm, example=(x, edge_index))
+    assert partly.pyg_conversion["kept"][0][0] == "second"
+    with pytest.raises(Unconvertible, match="aggr='lstm'"):
+        from_pyg(lstm, example=(x, edge_index), strict=True)
+    with pytest.warns(UserWarning, match="no probe"):
+        from_pyg(theirs)
+
+
+CONVS = [
+    pyg.GCNConv(6, 4, normalize=True), pyg.SAGEConv(6, 4, normalize=True, root_weight=False),
+    pyg.GATConv(6, 4, heads=3, concat=False, add_self_loops=False),
+    pyg.GINConv(torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.ReLU()), train_eps=True),
+    pyg.ChebConv(6, 4, K=3), pyg.TransformerConv(6, 4, heads=2, beta=True),
+]
+
+
+@pytest.mark.parametrize("conv", CONVS, ids=lambda c: type(c).__name__)
+def test_each_conv_converts_with_its_options(conv):
+    x, edge_index = _probe()
+    edge_index = torch.cat([edge_index, edge_index.flip(0)], 1)  # Cheb: undirected
+    ours = from_pyg(conv.eval(), example=(x, edge_index))
+    assert type(ours).__module__.startswith("graphloc")
+    torch.testing.assert_close(ours(x, edge_index), conv(x, edge_index))
+
+
+def test_influence_measures_a_pyg_model_as_its_graphloc_twin():
+    torch.manual_seed(0)
+    x, edge_index = _probe(n=80)
+    edge_index = torch.cat([edge_index, edge_index.flip(0)], 1)
+    model = pyg.GCN(6, 8, 4, 3).eval()
+    fast, r_fast = total_influence(model, (x, edge_index), 5, nodes=[0, 3, 9], average=False)
+    slow, r_slow = total_influence(model, (x, edge_index), 5, nodes=[0, 3, 9], average=False,
+                                   convert=False)
+    torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-7)
+    assert r_fast == pytest.approx(r_slow, rel=1e-5)
+    result = measure(model, (x, edge_index), 5, nodes=[0, 3], bootstrap=10)
+    assert result.settings["model"]["converted"] and result.settings["model"]["measured"] == \
+        "GNN"
+    assert type(model.convs[0]).__module__.startswith("torch_geometric")  # left unchanged
+    jk = pyg.GCN(6, 8, 2, 3, jk="max").eval()
+    assert measure(jk, (x, edge_index), 3, nodes=[0], bootstrap=10).settings["model"][
+        "measured"] == "GCN"  # graphloc convs in PyG's container
+
+
+def test_improved_gcn_is_not_converted():
+    """PyG's improved GCNConv gives added loops weight 1 without edge weights (graphloc's
+    2): converting would change the numbers, so it stays PyG's."""
+    with pytest.warns(UserWarning, match="improved=True"):
+        kept = from_pyg(pyg.GCNConv(6, 4, improved=True), example=_probe())
+    assert type(kept).__module__.startswith("torch_geometric")
