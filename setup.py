@@ -1,13 +1,21 @@
 """Builds the extension graphloc._C; all other metadata lives in pyproject.toml.
 
 Switches (environment variables):
+  GRAPHLOC_BUILD_EXT=1|0       0: no extension; graphloc then runs its pure-torch reference ops.
   GRAPHLOC_WITH_CUDA=auto|0|1  CUDA kernels: auto builds them when torch has CUDA and nvcc exists.
-  GRAPHLOC_CPU_ARCH=native     value for -march (set to e.g. x86-64-v2 for a portable build).
+  GRAPHLOC_CPU_ARCH=...        value for -march; default native for a local or editable build,
+                               a portable baseline (x86-64-v2, armv8-a) for a wheel.
   GRAPHLOC_DEBUG=1             -O0 -g, for gdb.
+
+A build that cannot compile the extension (no compiler, say) still installs graphloc, with
+a warning: the reference ops give the same results, slower.
 """
 
 import glob
 import os
+import platform
+import sys
+import warnings
 
 import torch
 from setuptools import setup
@@ -40,11 +48,24 @@ def abi_flags() -> list[str]:
     return [f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}"]
 
 
+def cpu_arch() -> list[str]:
+    """-march: the environment's; else native for an editable or in-place build (it runs
+    where it is built), and a portable baseline for a wheel, which may run elsewhere
+    (``pip install .`` builds a wheel too, so it gets the baseline)."""
+    chosen = os.environ.get("GRAPHLOC_CPU_ARCH")
+    if chosen:
+        return [f"-march={chosen}"]
+    if "bdist_wheel" not in sys.argv:
+        return ["-march=native"]
+    portable = {"x86_64": "x86-64-v2", "amd64": "x86-64-v2", "aarch64": "armv8-a",
+                "arm64": "armv8-a"}.get(platform.machine().lower())
+    return [f"-march={portable}"] if portable else []
+
+
 def extension():
     debug = os.environ.get("GRAPHLOC_DEBUG") == "1"
     opt = ["-O0", "-g"] if debug else ["-O3"]
-    cxx = [*opt, "-std=c++20", f"-march={os.environ.get('GRAPHLOC_CPU_ARCH', 'native')}",
-           *abi_flags()]
+    cxx = [*opt, "-std=c++20", *cpu_arch(), *abi_flags()]
     if torch.backends.openmp.is_available():
         cxx.append("-fopenmp")  # ATen's parallel_for is OpenMP-backed in this torch build
     sources = ["csrc/graphloc.cpp", *sorted(glob.glob("csrc/cpu/*.cpp"))]
@@ -63,8 +84,24 @@ def extension():
     return CUDAExtension(sources=sources, extra_compile_args={"cxx": cxx, "nvcc": nvcc}, **kwargs)
 
 
+class OptionalBuildExtension(BuildExtension):
+    """Builds graphloc._C, or warns and goes on without it when compiling fails."""
+
+    def run(self):
+        try:
+            super().run()
+        except Exception as err:  # CompileError, a missing compiler, ninja failing
+            warnings.warn(f"graphloc._C could not be built ({type(err).__name__}: {err}); "
+                          "graphloc installs without it and runs its pure-torch reference "
+                          "ops (same results, slower)", stacklevel=1)
+
+
+BUILD_EXT = os.environ.get("GRAPHLOC_BUILD_EXT", "1")
+if BUILD_EXT not in ("0", "1"):
+    raise ValueError(f"GRAPHLOC_BUILD_EXT must be 0 or 1, got {BUILD_EXT!r}")
+
 setup(
-    ext_modules=[extension()],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    ext_modules=[extension()] if BUILD_EXT == "1" else [],
+    cmdclass={"build_ext": OptionalBuildExtension.with_options(use_ninja=True)},
     options={"bdist_wheel": {"py_limited_api": "cp310"}},
 )

@@ -207,6 +207,8 @@ USER_ERRORS = (ValueError, TypeError, FileNotFoundError, ImportError, Connection
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="graphloc", description=graphloc.__doc__)
+    parser.add_argument("--version", action="version",
+                        version=f"graphloc {graphloc.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("info", help=info.__doc__).set_defaults(run=info)
     _add_dataset_commands(commands)

@@ -15,7 +15,7 @@ def test_dataset_build_and_stats(tmp_path, capsys):
 
     import pytest
     pytest.importorskip("osmium")
-    source = os.path.join(os.path.dirname(__file__), "..", "datasets", "samples",
+    source = os.path.join(os.path.dirname(__file__), "..", "graphloc", "datasets", "samples",
                           "helsinki.osm.pbf")
     assert main(["dataset", "build", source, "--out", str(tmp_path), "--hops", "4"]) == 0
     assert (tmp_path / "helsinki.tar.gz").exists()

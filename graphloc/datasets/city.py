@@ -31,7 +31,7 @@ _REGISTRY_PATH = os.path.join(os.path.dirname(__file__), "registry.json")
 with open(_REGISTRY_PATH) as _f:
     REGISTRY: dict = json.load(_f)
 URL = "https://github.com/LeonResearch/City-Networks/raw/refs/heads/main/data/"
-SAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "datasets", "samples")
+SAMPLES = os.path.join(os.path.dirname(__file__), "samples")  # package data: ships with pip
 HOPS, NUM_CLASSES = 16, 10
 
 
@@ -44,7 +44,8 @@ class CityNetwork(NodeDataset):
             processed name, so a newer builder's city replaces an older one's).
         name (str): "paris", "shanghai", "la" or "london" (the release), or "helsinki":
             built offline on first use from the bundled OpenStreetMap extract
-            ``datasets/samples/helsinki.osm.pbf`` (© OpenStreetMap contributors, ODbL 1.0).
+            ``graphloc/datasets/samples/helsinki.osm.pbf`` (© OpenStreetMap contributors, ODbL
+            1.0), package data.
         augmented (bool, default True): 37 features (node features and the mean of the
             incident edges' features), else the 12 node features.
         transform (callable, optional): applied to the loaded dataset.
@@ -104,8 +105,8 @@ class CityNetwork(NodeDataset):
         from graphloc.datasets.osm import build_city_network
         source = os.path.normpath(os.path.join(SAMPLES, self.spec["source"]))
         if not os.path.exists(source):
-            raise FileNotFoundError(f"the bundled extract {source} is missing (it ships in "
-                                    "the repository's datasets/samples/)")
+            raise FileNotFoundError(f"the bundled extract {source} is missing (it ships as "
+                                    "package data in graphloc/datasets/samples/)")
         build_city_network(source, os.path.dirname(self.archive),
                            name=os.path.basename(self.archive).removesuffix(".tar.gz"))
 

@@ -8,6 +8,8 @@ for edge-value gradients), so they are fast, run on every backend and trace unde
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import warnings
 
@@ -21,13 +23,19 @@ _ARG_REDUCES = ("max", "amax", "min", "amin")
 def _load_extension() -> bool:
     if os.environ.get("GRAPHLOC_DISABLE_EXT", "0") == "1":
         return False
-    try:
-        from graphloc import _C  # noqa: F401  (loading it registers torch.ops.graphloc)
-    except ImportError as err:
-        warnings.warn(f"graphloc._C could not be loaded ({err}); falling back to the "
-                      "pure-torch reference ops, which are correct but slower", stacklevel=3)
-        return False
-    return True
+    # find_spec first: importing a missing submodule while graphloc itself is still
+    # importing reports a "circular import", which hides the real reason
+    if importlib.util.find_spec("graphloc._C") is None:
+        reason = "it was not built (GRAPHLOC_BUILD_EXT=0, or no compiler at install time)"
+    else:
+        try:
+            importlib.import_module("graphloc._C")  # loading it registers torch.ops.graphloc
+            return True
+        except ImportError as err:  # e.g. built against another torch: undefined symbols
+            reason = str(err)
+    warnings.warn(f"graphloc._C could not be loaded: {reason}; falling back to the "
+                  "pure-torch reference ops, which are correct but slower", stacklevel=3)
+    return False
 
 
 HAS_EXTENSION = _load_extension()

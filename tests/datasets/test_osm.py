@@ -18,7 +18,7 @@ from graphloc.datasets import (
 )
 from graphloc.datasets.osm import _simplify
 
-HELSINKI = os.path.join(os.path.dirname(__file__), "..", "..", "datasets", "samples",
+HELSINKI = os.path.join(os.path.dirname(__file__), "..", "..", "graphloc", "datasets", "samples",
                         "helsinki.osm.pbf")
 pytest.importorskip("osmium")
 pytestmark = requires_ext
