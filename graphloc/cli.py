@@ -41,7 +41,7 @@ def dataset_build(args) -> int:
 def dataset_stats(args) -> int:
     """Road statistics of a dataset: a city name or synthetic:N."""
     from graphloc.datasets import load_dataset, road_statistics
-    dataset = load_dataset(args.dataset, args.root, args.seed)
+    dataset = load_dataset(args.dataset, args.root, args.seed, args.features, args.labels)
     for key, value in road_statistics(dataset.graph).items():
         print(f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}")
     print(f"features: {dataset.num_features}, classes: {dataset.num_classes}")
@@ -54,7 +54,13 @@ def train(args) -> int:
         return relaunch(args.argv[1:], args.nproc, "graphloc.train")
     from graphloc.datasets import load_dataset
     from graphloc.train import TrainConfig, fit
-    dataset = load_dataset(args.dataset, args.root, args.seed)
+    dataset = load_dataset(args.dataset, args.root, args.seed, args.features, args.labels)
+    if not dataset.labelled:
+        raise ValueError(f"{args.dataset} has no labels: training needs them (pass "
+                         "--labels FILE, or a node attribute 'label' in GraphML/GML)")
+    # the checkpoint records how to load the dataset again (influence --checkpoint uses it)
+    dataset.name = os.path.abspath(args.dataset) if os.path.isfile(args.dataset) \
+        else args.dataset
     config = TrainConfig(model=args.model, layers=args.layers, hidden=args.hidden,
                          dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay,
                          epochs=args.epochs, eval_every=args.eval_every,
@@ -71,8 +77,11 @@ def train(args) -> int:
 def _add_train_command(commands) -> None:
     cmd = commands.add_parser("train", help=train.__doc__)
     cmd.add_argument("--dataset", required=True,
-                     help="helsinki, paris, shanghai, la, london, synthetic:N, ogb:NAME or a "
-                          "city built by graphloc dataset build (.tar.gz)")
+                     help="helsinki, paris, shanghai, la, london, synthetic:N, ogb:NAME, a "
+                          "city built by graphloc dataset build (.tar.gz), or your graph "
+                          "file (.pt PyG Data, .graphml, .gml, .csv/.tsv edge list)")
+    cmd.add_argument("--features", help="node features for a graph file (.npy, .pt, .csv)")
+    cmd.add_argument("--labels", help="node labels for a graph file (.npy, .pt, .csv)")
     cmd.add_argument("--model", default="gcn", help="a registered model name")
     cmd.add_argument("--layers", type=count(1), default=2)
     cmd.add_argument("--hidden", type=count(1), default=64)
@@ -123,7 +132,8 @@ def influence(args) -> int:
     if args.nproc > 1:
         return relaunch(args.argv[1:], args.nproc, "graphloc.influence")
     from graphloc.datasets import load_dataset
-    dataset = load_dataset(args.graph, args.root, args.seed)
+    graph = args.graph or _checkpoint_dataset(args.checkpoint)
+    dataset = load_dataset(graph, args.root, args.seed, args.features)
     results = {}
     rank = rank_and_world()[0]
     for label, model in _models_to_measure(args, dataset):
@@ -144,10 +154,19 @@ def influence(args) -> int:
     return 0
 
 
+def _checkpoint_dataset(checkpoints) -> str:
+    """--graph's default: the dataset the (first) checkpoint was trained on."""
+    from graphloc.train import load_checkpoint
+    if not checkpoints:
+        raise ValueError("--graph is required without --checkpoint")
+    return load_checkpoint(checkpoints[0])[1]["dataset"]
+
+
 def _add_influence_command(commands) -> None:
     cmd = commands.add_parser("influence", help=influence.__doc__)
-    cmd.add_argument("--graph", required=True,
-                     help="helsinki, paris, shanghai, la, london or synthetic:N")
+    cmd.add_argument("--graph", help="a dataset (as for train) or your graph file; default "
+                                      "with --checkpoint: the dataset it was trained on")
+    cmd.add_argument("--features", help="node features for a graph file (.npy, .pt, .csv)")
     cmd.add_argument("--model", nargs="+", default=["gcn"],
                      help="registered model names (untrained, seeded)")
     cmd.add_argument("--checkpoint", nargs="+", help="best.pt files written by graphloc train")
@@ -180,7 +199,9 @@ def _add_dataset_commands(commands) -> None:
     build.add_argument("--classes", type=count(2), default=10)
     build.set_defaults(run=dataset_build)
     stats = sub.add_parser("stats", help=dataset_stats.__doc__)
-    stats.add_argument("dataset", help="helsinki, paris, shanghai, la, london or synthetic:N")
+    stats.add_argument("dataset", help="a dataset name or your graph file (as for train)")
+    stats.add_argument("--features", help="node features for a graph file")
+    stats.add_argument("--labels", help="node labels for a graph file")
     stats.add_argument("--root", default="data")
     stats.add_argument("--seed", type=int, default=0)
     stats.set_defaults(run=dataset_stats)

@@ -9,19 +9,32 @@ from graphloc.datasets.aml import (
 )
 from graphloc.datasets.base import NodeDataset, city_split
 from graphloc.datasets.city import CityNetwork, load_built_city
+from graphloc.datasets.files import is_graph_file, load_graph_file
 from graphloc.datasets.labels import eccentricity_classes, local_eccentricity
 from graphloc.datasets.ogb import ogb_node
 from graphloc.datasets.osm import build_city_network
 from graphloc.datasets.stats import road_statistics
 from graphloc.datasets.synthetic import synthetic_city, write_osm_xml
 
+ACCEPTED = ("a City-Networks city (paris, shanghai, la, london) or helsinki; synthetic:N; "
+            "ogb:NAME; a city built by `graphloc dataset build` (.tar.gz); or your own graph "
+            "file: a saved PyG Data (.pt), GraphML or GML, an edge list (.csv, .tsv, .txt, "
+            ".edges), with --features / --labels files")
 
-def load_dataset(spec: str, root: str = "data", seed: int = 0) -> NodeDataset:
+
+def load_dataset(spec: str, root: str = "data", seed: int = 0, features: str | None = None,
+                 labels: str | None = None) -> NodeDataset:
     """A dataset named the way the command line names them: a City-Networks city
-    ("helsinki", "paris", ...; files under ``root``), ``synthetic:N`` (seeded), ``ogb:NAME``
-    or the ``.tar.gz`` of a city built by ``build_city_network``."""
+    ("helsinki", "paris", ...; files under ``root``), ``synthetic:N`` (seeded), ``ogb:NAME``,
+    the ``.tar.gz`` of a city built by ``build_city_network``, or a graph file of the
+    user's (:func:`graphloc.datasets.files.load_graph_file`, with optional ``features``
+    and ``labels`` files). An unknown name lists the accepted forms."""
+    if (features or labels) and not is_graph_file(spec):
+        raise ValueError(f"--features / --labels go with a graph file, not {spec!r}")
     if spec.endswith(".tar.gz"):
         return load_built_city(spec)
+    if is_graph_file(spec):
+        return load_graph_file(spec, features, labels)
     if spec.startswith("synthetic:"):
         count = spec.split(":", 1)[1]
         if not count.strip().isdigit():
@@ -29,6 +42,11 @@ def load_dataset(spec: str, root: str = "data", seed: int = 0) -> NodeDataset:
         return synthetic_city(int(count), seed=seed)
     if spec.startswith("ogb:"):
         return ogb_node(spec.split(":", 1)[1], root)
+    from graphloc.datasets.city import REGISTRY
+    if spec not in REGISTRY:
+        raise ValueError(f"unknown dataset {spec!r}: expected {ACCEPTED}. A street network "
+                         "(an .osm.pbf extract or an osmnx GraphML) becomes a City-Networks "
+                         "dataset with `graphloc dataset build FILE --out DIR`")
     return CityNetwork(root, spec)
 
 

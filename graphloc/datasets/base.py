@@ -28,6 +28,7 @@ class NodeDataset:
     test_index: Tensor
     pos: Tensor | None = None
     edge_attr: Tensor | None = None  # per edge, in graph.edge_index order
+    labelled: bool = True  # False: y is a placeholder (a user's graph without labels)
 
     def __post_init__(self):
         """Every tensor agrees with the graph: a mismatch is an error naming the field,

@@ -379,7 +379,8 @@ def build_city_network(source, out_dir: str, name: str | None = None, hops: int 
         name = name or os.path.basename(str(source)).split(".")[0]
     else:
         roads = _NetworkxRoads(source)
-        name = name or "city"
+        named = isinstance(source, (str, os.PathLike))
+        name = name or (os.path.basename(str(source)).split(".")[0] if named else "city")
     stage("largest component")
     nodes = sorted(roads.coords, key=str)
     edges = _largest_component(roads.edges, nodes)

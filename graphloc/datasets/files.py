@@ -1,0 +1,194 @@
+"""A user's own graph from a file, as a NodeDataset: a saved PyG ``Data`` (.pt), GraphML or
+GML of any graph, or an edge list (.csv, .tsv, .txt, .edges), with optional feature and
+label files (.npy, .pt, .csv). What the command line takes wherever it takes a dataset.
+
+Without features every node gets ``[1, log(1 + in-degree), log(1 + out-degree)]``, so
+influence can be measured on the structure alone; without labels the dataset is marked
+``labelled = False`` (influence works, training refuses it).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from graphloc.datasets.base import NodeDataset, as_node_dataset, city_split
+from graphloc.graph import Graph
+
+GRAPH_SUFFIXES = (".pt", ".graphml", ".gml", ".csv", ".tsv", ".txt", ".edges")
+
+
+def is_graph_file(spec: str) -> bool:
+    return spec.lower().endswith(GRAPH_SUFFIXES)
+
+
+def load_graph_file(path: str, features: str | None = None,
+                    labels: str | None = None) -> NodeDataset:
+    """The graph in ``path`` with optional ``features`` [N, F] and ``labels`` [N] files
+    (rows in the graph's node order: file order for edge lists and GraphML/GML)."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no graph file at {path}")
+    lower = path.lower()
+    if lower.endswith(".pt"):
+        data = _torch_file(path)
+        x, y = getattr(data, "x", None), getattr(data, "y", None)
+        graph = Graph(data.edge_index, num_nodes=data.num_nodes)
+    elif lower.endswith((".graphml", ".gml")):
+        graph, x, y = _networkx_file(path)
+    else:
+        graph, x, y = _edge_list(path), None, None
+    x = _matrix(features, graph.num_nodes, "features") if features else x
+    y = _matrix(labels, graph.num_nodes, "labels").view(-1).long() if labels else y
+    name = os.path.abspath(path)
+    if x is None:
+        x = default_features(graph)
+    labelled = y is not None
+    if lower.endswith(".pt") and labelled and hasattr(data, "train_mask"):
+        dataset = as_node_dataset(data)
+        dataset.name = name
+        if features:
+            dataset.x = x
+        return dataset
+    return NodeDataset(name, graph, x.float(), y.long() if labelled else
+                       torch.zeros(graph.num_nodes, dtype=torch.long),
+                       *city_split(graph.num_nodes), labelled=labelled)
+
+
+def default_features(graph: Graph) -> Tensor:
+    """``[1, log(1 + in-degree), log(1 + out-degree)]`` per node."""
+    return torch.stack([torch.ones(graph.num_nodes), graph.in_degree().float().log1p(),
+                        graph.out_degree().float().log1p()], dim=1)
+
+
+def _torch_file(path: str):
+    try:  # a PyG Data is a pickled object: the user's own file, so weights_only=False
+        data = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:
+        raise ValueError(f"{path} is not a readable torch file ({type(err).__name__}: "
+                         f"{err})") from err
+    if isinstance(data, (tuple, list)) and data and hasattr(data[0], "edge_index"):
+        data = data[0]  # a (data, slices) pair as PyG's InMemoryDataset saves it
+    if not hasattr(data, "edge_index"):
+        raise ValueError(f"{path} holds a {type(data).__name__}, not a PyG Data with an "
+                         "edge_index")
+    return data
+
+
+def _networkx_file(path: str):
+    import networkx as nx
+    kind = "GraphML" if path.lower().endswith(".graphml") else "GML"
+    try:
+        g = nx.read_graphml(path) if kind == "GraphML" else nx.read_gml(path, label="id")
+    except Exception as err:  # ParseError, NetworkXError
+        raise ValueError(f"{path} is not a readable {kind} file ({type(err).__name__}: "
+                         f"{err})") from err
+    if g.number_of_nodes() == 0:
+        raise ValueError(f"{path} has no nodes")
+    graph = Graph.from_networkx(g)
+    return graph, None, _node_labels(g)
+
+
+def _node_labels(g) -> Tensor | None:
+    """A ``label`` (or ``y``) node attribute present on every node, as class ids (strings
+    are numbered in sorted order)."""
+    for key in ("y", "label"):
+        values = [d.get(key) for _, d in g.nodes(data=True)]
+        if all(v is not None for v in values):
+            try:
+                return torch.tensor([int(v) for v in values])
+            except (TypeError, ValueError):
+                classes = {v: i for i, v in enumerate(sorted(set(map(str, values))))}
+                return torch.tensor([classes[str(v)] for v in values])
+    return None
+
+
+def _edge_list(path: str) -> Graph:
+    """Two columns (source, destination) per line, comma, tab or space separated; a
+    header line is skipped; ids that are all integers are used as they are, others are
+    numbered in order of appearance."""
+    with open(path, newline="") as f:
+        sample = f.read(4096)
+        f.seek(0)
+        delimiter = "\t" if "\t" in sample else ("," if "," in sample else " ")
+        rows = [row for row in csv.reader(f, delimiter=delimiter, skipinitialspace=True)
+                if row and not row[0].startswith("#")]
+    if rows and _is_header(rows):
+        rows = rows[1:]
+    bad = next((i for i, row in enumerate(rows) if len(row) < 2), None)
+    if bad is not None or not rows:
+        raise ValueError(f"{path}: an edge list needs two columns (source, destination) per "
+                         f"line{'' if bad is None else f'; line {bad + 1} has {len(rows[bad])}'}")
+    ends = [(row[0], row[1]) for row in rows]
+    if all(_all_ints(pair) for pair in ends):
+        edge_index = torch.tensor([[int(a), int(b)] for a, b in ends]).t()
+        if int(edge_index.min()) < 0:
+            raise ValueError(f"{path}: node ids must be >= 0, found {int(edge_index.min())}")
+        return Graph(edge_index)
+    ids: dict[str, int] = {}
+    pairs = [[ids.setdefault(a, len(ids)), ids.setdefault(b, len(ids))] for a, b in ends]
+    return Graph(torch.tensor(pairs).t(), num_nodes=len(ids))
+
+
+_HEADER_WORDS = {"source", "src", "from", "u", "node1", "id1", "head", "sender"}
+
+
+def _is_header(rows: list) -> bool:
+    """A first line of column names: a known word, or text above integer ids."""
+    first = rows[0][:2]
+    if first and first[0].strip().lower() in _HEADER_WORDS:
+        return True
+    return not _all_ints(first) and len(rows) > 1 and _all_ints(rows[1][:2])
+
+
+def _all_ints(values) -> bool:
+    try:
+        return all(float(v) == int(v) for v in values)
+    except (TypeError, ValueError):
+        return False
+
+
+def _matrix(path: str, rows: int, what: str) -> Tensor:
+    """A .npy, .pt or .csv (no header, or a header of names) matrix with ``rows`` rows."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no {what} file at {path}")
+    lower = path.lower()
+    try:
+        if lower.endswith(".npy"):
+            value = torch.from_numpy(np.load(path))
+        elif lower.endswith(".pt"):
+            value = torch.as_tensor(torch.load(path, map_location="cpu", weights_only=True))
+        else:
+            value = torch.from_numpy(np.atleast_1d(np.genfromtxt(
+                path, delimiter="," if lower.endswith(".csv") else None,
+                skip_header=_has_header(path))))
+    except Exception as err:
+        raise ValueError(f"{path}: not a readable {what} file ({type(err).__name__}: "
+                         f"{err})") from err
+    value = value if value.dim() > 1 or what == "labels" else value.view(-1, 1)
+    if value.size(0) != rows:
+        raise ValueError(f"{path} has {value.size(0)} rows of {what} but the graph has "
+                         f"{rows} nodes")
+    if value.is_floating_point() and not torch.isfinite(value).all():
+        raise ValueError(f"{path}: {what} hold non-finite values")
+    if what == "labels" and value.is_floating_point() and \
+            not bool((value == value.round()).all()):
+        raise ValueError(f"{path}: labels must be integer class ids")
+    return value.float() if what == "features" else value
+
+
+def _has_header(path: str) -> int:
+    with open(path) as f:
+        first = f.readline().replace(",", " ").split()
+    return int(bool(first) and not all(_is_number(v) for v in first))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,71 @@
+"""A user's graph files as NodeDatasets: edge lists, GraphML/GML, saved PyG Data."""
+
+import networkx as nx
+import numpy as np
+import pytest
+import torch
+
+from graphloc.datasets.files import default_features, load_graph_file
+
+
+def test_edge_lists_with_ids_names_headers_and_delimiters(tmp_path):
+    (tmp_path / "ints.tsv").write_text("0\t1\n1\t2\n# a comment\n2\t0\n")
+    ds = load_graph_file(str(tmp_path / "ints.tsv"))
+    assert ds.graph.edge_index.tolist() == [[0, 1, 2], [1, 2, 0]] and not ds.labelled
+    (tmp_path / "names.csv").write_text("src,dst\nb,a\na,c\n")
+    ds = load_graph_file(str(tmp_path / "names.csv"))  # numbered by first appearance
+    assert ds.graph.edge_index.tolist() == [[0, 1], [1, 2]] and ds.num_nodes == 3
+    (tmp_path / "spaces.txt").write_text("from to\n3 1\n")
+    assert load_graph_file(str(tmp_path / "spaces.txt")).num_nodes == 4
+    (tmp_path / "bad.csv").write_text("0,1\n2\n")
+    with pytest.raises(ValueError, match="two columns .* line 2 has 1"):
+        load_graph_file(str(tmp_path / "bad.csv"))
+
+
+def test_default_features_are_one_and_log_degrees(tmp_path):
+    (tmp_path / "e.csv").write_text("0,1\n0,2\n1,2\n")
+    ds = load_graph_file(str(tmp_path / "e.csv"))
+    expected = torch.tensor([[1, 0, np.log(3)], [1, np.log(2), np.log(2)],
+                             [1, np.log(3), 0]], dtype=torch.float32)
+    torch.testing.assert_close(ds.x, expected)
+    torch.testing.assert_close(default_features(ds.graph), expected)
+
+
+def test_feature_and_label_files_are_checked(tmp_path):
+    (tmp_path / "e.csv").write_text("0,1\n1,2\n")
+    np.save(tmp_path / "x.npy", np.ones((3, 4)))
+    (tmp_path / "y.csv").write_text("label\n0\n1\n1\n")
+    ds = load_graph_file(str(tmp_path / "e.csv"), str(tmp_path / "x.npy"),
+                         str(tmp_path / "y.csv"))
+    assert ds.x.shape == (3, 4) and ds.y.tolist() == [0, 1, 1] and ds.labelled
+    np.save(tmp_path / "short.npy", np.ones((2, 4)))
+    with pytest.raises(ValueError, match="short.npy has 2 rows of features but the graph has 3"):
+        load_graph_file(str(tmp_path / "e.csv"), str(tmp_path / "short.npy"))
+    (tmp_path / "frac.csv").write_text("0.5\n1\n1\n")
+    with pytest.raises(ValueError, match="labels must be integer class ids"):
+        load_graph_file(str(tmp_path / "e.csv"), labels=str(tmp_path / "frac.csv"))
+    with pytest.raises(FileNotFoundError, match="no graph file at"):
+        load_graph_file(str(tmp_path / "missing.csv"))
+
+
+def test_graphml_gml_and_a_saved_pyg_data(tmp_path):
+    from torch_geometric.data import Data
+    g = nx.path_graph(5)
+    for v in g.nodes:
+        g.nodes[v]["y"] = "odd" if v % 2 else "even"  # "label" is GML's own key
+    nx.write_gml(g, tmp_path / "p.gml")
+    ds = load_graph_file(str(tmp_path / "p.gml"))
+    assert ds.y.tolist() == [0, 1, 0, 1, 0] and ds.graph.num_edges == 8
+    (tmp_path / "broken.graphml").write_text("<graphml><node")
+    with pytest.raises(ValueError, match="broken.graphml is not a readable GraphML file"):
+        load_graph_file(str(tmp_path / "broken.graphml"))
+    mask = torch.zeros(10, dtype=torch.bool)
+    mask[:4] = True
+    torch.save(Data(x=torch.randn(10, 2), edge_index=torch.tensor([[0, 1], [1, 2]]),
+                    y=torch.arange(10) % 2, train_mask=mask, val_mask=~mask,
+                    test_mask=~mask), tmp_path / "d.pt")
+    ds = load_graph_file(str(tmp_path / "d.pt"))
+    assert ds.train_index.tolist() == [0, 1, 2, 3] and ds.labelled  # its own masks
+    torch.save({"not": "data"}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="holds a dict, not a PyG Data"):
+        load_graph_file(str(tmp_path / "other.pt"))
