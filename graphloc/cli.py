@@ -61,6 +61,8 @@ def train(args) -> int:
     # the checkpoint records how to load the dataset again (influence --checkpoint uses it)
     dataset.name = os.path.abspath(args.dataset) if os.path.isfile(args.dataset) \
         else args.dataset
+    dataset.files = {k: os.path.abspath(v) for k, v in
+                     (("features", args.features), ("labels", args.labels)) if v}
     config = TrainConfig(model=args.model, layers=args.layers, hidden=args.hidden,
                          dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay,
                          epochs=args.epochs, eval_every=args.eval_every,
@@ -132,8 +134,11 @@ def influence(args) -> int:
     if args.nproc > 1:
         return relaunch(args.argv[1:], args.nproc, "graphloc.influence")
     from graphloc.datasets import load_dataset
-    graph = args.graph or _checkpoint_dataset(args.checkpoint)
-    dataset = load_dataset(graph, args.root, args.seed, args.features)
+    graph, features = args.graph, args.features
+    if graph is None:  # the dataset (and feature file) the checkpoint was trained on
+        graph, files = _checkpoint_dataset(args.checkpoint)
+        features = features or files.get("features")
+    dataset = load_dataset(graph, args.root, args.seed, features)
     results = {}
     rank = rank_and_world()[0]
     for label, model in _models_to_measure(args, dataset):
@@ -154,12 +159,14 @@ def influence(args) -> int:
     return 0
 
 
-def _checkpoint_dataset(checkpoints) -> str:
-    """--graph's default: the dataset the (first) checkpoint was trained on."""
+def _checkpoint_dataset(checkpoints) -> tuple[str, dict]:
+    """--graph's default: the dataset the (first) checkpoint was trained on, and the
+    feature and label files it was loaded with."""
     from graphloc.train import load_checkpoint
     if not checkpoints:
         raise ValueError("--graph is required without --checkpoint")
-    return load_checkpoint(checkpoints[0])[1]["dataset"]
+    info = load_checkpoint(checkpoints[0])[1]
+    return info["dataset"], info.get("dataset_files", {})
 
 
 def _add_influence_command(commands) -> None:

@@ -329,7 +329,8 @@ _NO_REBUILD = "A checkpoint cannot be rebuilt: restore a copy or train again."
 def _checkpoint(model, config, dataset, history) -> dict:
     return {"config": asdict(config), "state_dict": model.state_dict(),
             "num_features": dataset.num_features, "num_classes": dataset.num_classes,
-            "dataset": dataset.name, "metrics": history[-1]}
+            "dataset": dataset.name, "dataset_files": getattr(dataset, "files", {}),
+            "metrics": history[-1]}
 
 
 def _write_metrics(history: list[dict], out_dir: str) -> None:

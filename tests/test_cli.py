@@ -136,6 +136,13 @@ def test_the_cli_takes_a_users_graph_files(tmp_path, capsys):
                  "--out", str(run)]) == 0
     assert main(["influence", "--checkpoint", str(run / "best.pt"), "--max-hops", "2",
                  "--samples", "5", "--out", str(tmp_path / "k.json")]) == 0  # --graph default
+    (tmp_path / "y.csv").write_text("0\n1\n1\n0\n")
+    edge_run = tmp_path / "edge_run"  # trained with a features file: influence reuses it
+    assert main(["train", "--dataset", str(edges), "--features", str(tmp_path / "x.npy"),
+                 "--labels", str(tmp_path / "y.csv"), "--epochs", "2",
+                 "--out", str(edge_run)]) == 0
+    assert main(["influence", "--checkpoint", str(edge_run / "best.pt"), "--max-hops", "2",
+                 "--out", str(tmp_path / "e.json")]) == 0
     assert main(["dataset", "stats", "nowhere"]) == 2
     err = capsys.readouterr().err
     assert "unknown dataset 'nowhere'" in err and "edge list" in err and "dataset build" in err
