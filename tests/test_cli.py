@@ -136,10 +136,13 @@ def test_the_cli_takes_a_users_graph_files(tmp_path, capsys):
                  "--out", str(run)]) == 0
     assert main(["influence", "--checkpoint", str(run / "best.pt"), "--max-hops", "2",
                  "--samples", "5", "--out", str(tmp_path / "k.json")]) == 0  # --graph default
-    (tmp_path / "y.csv").write_text("0\n1\n1\n0\n")
+    ring = tmp_path / "ring.csv"  # 40 nodes: the 10% split has training nodes
+    ring.write_text("".join(f"{i},{(i + 1) % 40}\n{(i + 1) % 40},{i}\n" for i in range(40)))
+    np.save(tmp_path / "ring_x.npy", np.random.default_rng(1).normal(size=(40, 4)))
+    (tmp_path / "ring_y.csv").write_text("".join(f"{i % 3}\n" for i in range(40)))
     edge_run = tmp_path / "edge_run"  # trained with a features file: influence reuses it
-    assert main(["train", "--dataset", str(edges), "--features", str(tmp_path / "x.npy"),
-                 "--labels", str(tmp_path / "y.csv"), "--epochs", "2",
+    assert main(["train", "--dataset", str(ring), "--features", str(tmp_path / "ring_x.npy"),
+                 "--labels", str(tmp_path / "ring_y.csv"), "--epochs", "2",
                  "--out", str(edge_run)]) == 0
     assert main(["influence", "--checkpoint", str(edge_run / "best.pt"), "--max-hops", "2",
                  "--out", str(tmp_path / "e.json")]) == 0
