@@ -88,7 +88,9 @@ def _add_train_command(commands) -> None:
     cmd.add_argument("--layers", type=count(1), default=2)
     cmd.add_argument("--hidden", type=count(1), default=64)
     cmd.add_argument("--dropout", type=float, default=0.2)
-    cmd.add_argument("--lr", type=float, default=5e-4)
+    cmd.add_argument("--lr", type=float, default=5e-3,
+                     help="AdamW learning rate (default 5e-3, as the demo: the City-Networks "
+                          "5e-4 needs thousands of epochs)")
     cmd.add_argument("--weight-decay", type=float, default=1e-5)
     cmd.add_argument("--epochs", type=count(1), default=100)
     cmd.add_argument("--eval-every", type=count(1), default=1)

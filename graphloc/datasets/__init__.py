@@ -39,7 +39,7 @@ def load_dataset(spec: str, root: str = "data", seed: int = 0, features: str | N
         count = spec.split(":", 1)[1]
         if not count.strip().isdigit():
             raise ValueError(f"synthetic:N needs an integer node count N, got {spec!r}")
-        return synthetic_city(int(count), seed=seed)
+        return _cached_synthetic(int(count), seed, root)
     if spec.startswith("ogb:"):
         return ogb_node(spec.split(":", 1)[1], root)
     from graphloc.datasets.city import REGISTRY
@@ -54,3 +54,26 @@ __all__ = ["load_dataset", "NodeDataset", "CityNetwork", "build_city_network", "
            "local_eccentricity", "eccentricity_classes", "road_statistics", "synthetic_city",
            "ogb_node", "AMLTransactions", "EdgeDataset", "synthetic_transactions",
            "temporal_split", "write_osm_xml"]
+
+
+def _cached_synthetic(num_nodes: int, seed: int, root: str) -> NodeDataset:
+    """``synthetic_city(num_nodes, seed)``, kept in ``root/synthetic/`` after the first
+    command that asks for it (labels of a large city take minutes)."""
+    import os
+
+    from graphloc.graph import Graph
+    from graphloc.io import atomic_save, load_file
+    path = os.path.join(root, "synthetic", f"synthetic-{num_nodes}-{seed}.pt")
+    keys = ("edge_index", "x", "y", "train_index", "val_index", "test_index")
+    if os.path.exists(path):
+        blob = load_file(path, "synthetic city cache", keys=keys,
+                         rebuild="Delete it: it is generated again.")
+        extra = {k: blob[k] for k in ("pos", "edge_attr") if k in blob}
+        return NodeDataset(f"synthetic-{num_nodes}-{seed}",
+                           Graph(blob["edge_index"], blob["x"].size(0)),
+                           *(blob[k] for k in keys[1:]), **extra)
+    city = synthetic_city(num_nodes, seed=seed)
+    blob = {k: getattr(city, k) for k in keys[1:]}
+    blob.update(edge_index=city.graph.edge_index, pos=city.pos, edge_attr=city.edge_attr)
+    atomic_save({k: v for k, v in blob.items() if v is not None}, path)
+    return city

@@ -59,11 +59,21 @@ WIDTHS = {"landuse": 9, "lanes": 9, "highway": 9}
 FIXED = {"oneway": ["False", "True"], "reversed": ["False", "True", "[False, True]"]}
 
 
+def _extra(module: str):
+    """An optional dependency of the builder, or an ImportError naming the extra."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(f"building a city from OpenStreetMap needs {module}: pip install "
+                          "'graphloc[osm]'") from None
+
+
 class OsmRoads:
     """Directed road edges and node coordinates of an OSM file (step 1)."""
 
     def __init__(self, path: str):
-        import osmium
+        osmium = _extra("osmium")
         if not os.path.exists(path):
             raise FileNotFoundError(f"no OSM file at {path}")
         self.coords: dict[int, tuple[float, float]] = {}
@@ -458,7 +468,7 @@ def _landuse_one_hot(roads, order) -> np.ndarray:
 def _nearest_feature(wkbs: list, points: np.ndarray) -> np.ndarray:
     """Index of the nearest geometry (planar distance in degrees, 0 inside an area) to
     each point; ties go to the lowest index."""
-    import shapely
+    shapely = _extra("shapely")
     tree = shapely.STRtree(shapely.from_wkb(wkbs))
     (point, geometry) = tree.query_nearest(shapely.points(points), all_matches=True)
     nearest = np.full(len(points), np.iinfo(np.int64).max)

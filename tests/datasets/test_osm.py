@@ -302,3 +302,10 @@ def test_a_lone_ring_road_is_kept_as_osmnx_keeps_it():
     merged, kept = _simplify(edges, coords)
     assert len(kept) == 1 and len(merged) == 2  # one node, the ring both ways round
     assert all(u == v for u, v, _ in merged)
+
+
+def test_a_missing_extra_is_named(tmp_path, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "osmium", None)
+    with pytest.raises(ImportError, match=r"needs osmium: pip install 'graphloc\[osm\]'"):
+        build_city_network(HELSINKI, str(tmp_path))

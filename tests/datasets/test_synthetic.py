@@ -75,3 +75,14 @@ def test_node_count_must_be_an_integer():
     with pytest.raises(ValueError, match="synthetic:N needs an integer node count N, got "
                                          "'synthetic:abc'"):
         load_dataset("synthetic:abc")
+
+
+def test_synthetic_spec_is_cached_under_root(tmp_path):
+    from graphloc.datasets import load_dataset
+    first = load_dataset("synthetic:300", str(tmp_path), seed=2)
+    assert (tmp_path / "synthetic" / "synthetic-300-2.pt").exists()
+    again = load_dataset("synthetic:300", str(tmp_path), seed=2)
+    for key in ("x", "y", "train_index", "test_index", "pos", "edge_attr"):
+        assert torch.equal(getattr(again, key), getattr(first, key)), key
+    assert torch.equal(again.graph.edge_index, first.graph.edge_index)
+    assert torch.equal(again.x, synthetic_city(300, seed=2).x)  # what the generator gives
