@@ -148,6 +148,21 @@ class Graph:
         graph._build(edge_index, num_dst, num_src, edge_attr)
         return graph
 
+    @classmethod
+    def _derived(cls, edge_index: Tensor, num_nodes: int, num_src_nodes: int | None = None,
+                 edge_attr: Tensor | None = None) -> Graph:
+        """A graph made from a validated one (loops added, edges kept or dropped), whose
+        indices are in range by construction: no validation and no sortedness test, so no
+        data-dependent branch, and it traces under ``torch.compile(fullgraph=True)``."""
+        graph = cls.__new__(cls)
+        largest = max(num_nodes, num_src_nodes or 0, edge_index.size(1))
+        index_dtype = torch.int32 if largest <= _INT32_MAX else torch.int64
+        src, dst = edge_index.to(index_dtype)
+        indptr, perm = kernels.coo_to_csr(dst, num_nodes)
+        csr = CSR(indptr, src.index_select(0, perm.long()), perm)
+        graph._init(edge_index.long(), num_nodes, edge_attr, csr, {}, num_src_nodes)
+        return graph
+
     def _build(self, edge_index, num_nodes, num_src_nodes, edge_attr):
         edge_index, num_nodes = _validated_edge_index(edge_index, num_nodes, num_src_nodes)
         edge_attr = _validated_edge_attr(edge_attr, edge_index.size(1), edge_index.device)
@@ -293,7 +308,8 @@ class Graph:
     # --- structure: each returns a new Graph -------------------------------------------
 
     def with_edges(self, edge_index: Tensor, edge_attr: Tensor | None = None) -> Graph:
-        """A Graph on the same node set(s) with other edges."""
+        """A Graph on the same node set(s) with other edges (validated: the edges come from
+        the caller)."""
         if self.is_bipartite:
             return Graph.bipartite(edge_index, (self.num_src_nodes, self.num_nodes), edge_attr)
         return Graph(edge_index, num_nodes=self.num_nodes, edge_attr=edge_attr)
@@ -369,17 +385,21 @@ class Graph:
         if edge_attr is not None:
             fill = edge_attr.new_full((count, *edge_attr.shape[1:]), fill_value)
             edge_attr = torch.cat([edge_attr, fill])
-        return self.with_edges(torch.cat([self.edge_index, loops], dim=1), edge_attr)
+        return Graph._derived(torch.cat([self.edge_index, loops], dim=1), self.num_nodes,
+                              self.num_src_nodes if self.is_bipartite else None, edge_attr)
 
     def gcn_norm(self, add_self_loops: bool = True, improved: bool = False,
                  edge_weight: Tensor | None = None,
                  dtype: torch.dtype = torch.float32) -> tuple[Graph, Tensor]:
         """Kipf & Welling's symmetric normalisation, as PyG's ``gcn_norm``.
 
-        With ``add_self_loops``, existing loops are moved to the end and every node without
-        one gets a loop of weight 1 (2 if ``improved``). Returns the graph (with loops) and
-        ``D^-1/2 (A + I) D^-1/2`` edge weights in its edge order, degrees taken at the
-        destination; weights have ``edge_weight``'s dtype, else ``dtype``. Cached when
+        With ``add_self_loops``, a node keeps its existing loop (the last, if several, as
+        PyG) and every node without one gets a loop of weight 1 (2 if ``improved``). Returns
+        a graph and ``D^-1/2 (A + I) D^-1/2`` edge weights in its edge order, degrees taken
+        at the destination: the same operator as PyG's; the edge list keeps every edge and
+        appends one loop per node, with weight 0 where PyG drops an edge (so its shape does
+        not depend on the data, and it traces under ``torch.compile``). Weights have
+        ``edge_weight``'s dtype, else ``dtype``. Cached when
         ``edge_weight`` is None. Unlike PyG, ``improved`` also applies without edge weights
         (PyG then gives the new loops weight 1, not 2).
         """
@@ -401,18 +421,28 @@ class Graph:
                              f"got {list(edge_weight.shape)}")
         graph = self
         if add_self_loops:
-            src, dst = self.edge_index
-            is_loop = src == dst
-            loop_weight = edge_weight.new_full((self.num_nodes,), 2.0 if improved else 1.0)
-            loop_weight[src[is_loop]] = edge_weight[is_loop]
-            loops = torch.arange(self.num_nodes, device=self.device).expand(2, -1)
-            edge_index = torch.cat([self.edge_index[:, ~is_loop], loops], dim=1)
-            edge_weight = torch.cat([edge_weight[~is_loop], loop_weight])
-            graph = Graph(edge_index, num_nodes=self.num_nodes)
-        src, dst = graph.edge_index
-        deg = scatter(edge_weight, dst, dim=0, dim_size=self.num_nodes, reduce="sum")
+            graph, edge_weight = self._with_remaining_loops(edge_weight, 2.0 if improved else 1.0)
+        src, dst = graph.edge_index  # in range by construction: no checked scatter needed
+        deg = edge_weight.new_zeros(self.num_nodes).index_add(0, dst, edge_weight)
         inv_sqrt = deg.pow(-0.5).masked_fill(deg == 0, 0.0)
         return graph, inv_sqrt[src] * edge_weight * inv_sqrt[dst]
+
+    def _with_remaining_loops(self, edge_weight: Tensor, fill: float) -> tuple[Graph, Tensor]:
+        """PyG's ``add_remaining_self_loops`` in a fixed shape (so it traces under
+        ``torch.compile``): every edge stays and a loop is appended for every node. A node
+        that had loops keeps the last one's weight (as PyG, which drops the others): its
+        other loops and its appended one weigh 0; a node without one gets ``fill``. The
+        same normalised operator as PyG's, with zero-weight edges where PyG has none."""
+        n, positions = self.num_nodes, torch.arange(self.num_edges, device=self.device)
+        src, dst = self.edge_index
+        is_loop = src == dst
+        last = positions.new_full((n,), -1).scatter_reduce(  # each node's last loop, or -1
+            0, dst, torch.where(is_loop, positions, -1), "amax", include_self=True)
+        kept = torch.where(is_loop & (positions != last[dst]), 0.0, edge_weight)
+        loop_weight = torch.where(last >= 0, 0.0, edge_weight.new_full((n,), fill))
+        loops = torch.arange(n, device=self.device).expand(2, -1)
+        graph = Graph._derived(torch.cat([self.edge_index, loops], dim=1), n)
+        return graph, torch.cat([kept.to(edge_weight.dtype), loop_weight])
 
     def reorder(self, method: str = "rcm") -> tuple[Graph, Tensor]:
         """Renumbers nodes for memory locality; returns ``(graph, perm)`` with

@@ -209,3 +209,17 @@ def test_every_layer_refuses_zero_sizes_and_bad_dropouts(cls, kwargs):
         for bad in (1.0, -0.1):
             with pytest.raises(ValueError, match=rf"{name} must be a probability in \[0, 1\)"):
                 cls(**{**kwargs, name: bad})
+
+
+@pytest.mark.parametrize("conv", ["gcn", "sage", "gin"])
+def test_compiles_fullgraph_on_a_freshly_built_graph(conv):
+    """No eager call first: the layouts a conv derives inside forward (GCN's normalised
+    graph with its loops) are built without data-dependent branches."""
+    torch.manual_seed(0)
+    edge_index = torch.cat([torch.randint(0, 40, (2, 150)), torch.tensor([[3, 3], [3, 3]])],
+                           1)  # duplicate self-loops too
+    x = torch.randn(40, 6)
+    model = GNN(conv, 6, 8, 3, 2).eval()
+    compiled = torch.compile(model, fullgraph=True)
+    torch.testing.assert_close(compiled(x, Graph(edge_index, num_nodes=40)),
+                               model(x, Graph(edge_index, num_nodes=40)))
