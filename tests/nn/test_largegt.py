@@ -227,24 +227,31 @@ def _hop_distances(edge_index: torch.Tensor, num_nodes: int, source: int) -> dic
     return dist
 
 
+def _trained_largegt(n: int, edges: int, seed: int, **kwargs):
+    """A symmetric random graph, float64 features and a LargeGT after a few training steps
+    (codebook, counts and norms populated), in eval mode."""
+    edge_index = random_edge_index(n, edges, seed=seed)
+    edge_index = torch.cat([edge_index, edge_index.flip(0)], 1)
+    torch.manual_seed(seed)
+    x = torch.randn(n, 5, dtype=torch.float64)
+    model = LargeGT(5, 8, 3, global_dim=4, **kwargs).double()
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    graph = Graph(edge_index, num_nodes=n)
+    for _ in range(6):
+        opt.zero_grad()
+        batch = torch.randperm(n)[:16]
+        F.cross_entropy(model(x, graph, index=batch), torch.arange(16) % 3).backward()
+        opt.step()
+    return edge_index, graph, x, model.eval()
+
+
 def test_influence_is_the_full_graph_jacobian_whatever_the_batching():
     """Tokens and positions were recomputed for whatever graph influence passed (a ball, a
     packed batch): batch 8 against per seed differed by 59%. Now every batching gives the
     dense Jacobian of the deployed model on the whole graph."""
     from graphloc.influence import influence_per_hop
-    edge_index = random_edge_index(40, 100, seed=4)
-    edge_index = torch.cat([edge_index, edge_index.flip(0)], 1)
-    graph = Graph(edge_index, num_nodes=40)
-    torch.manual_seed(0)
-    x = torch.randn(40, 5, dtype=torch.float64)
-    model = LargeGT(5, 8, 3, num_tokens=6, num_centroids=8, global_dim=4).double()
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    for _ in range(6):  # a little training: codebook, counts and norms populated
-        opt.zero_grad()
-        batch = torch.randperm(40)[:16]
-        F.cross_entropy(model(x, graph, index=batch), torch.arange(16) % 3).backward()
-        opt.step()
-    model.eval()
+    edge_index, graph, x, model = _trained_largegt(40, 100, seed=4, num_tokens=6,
+                                                   num_centroids=8)
     seeds, max_hops = list(range(0, 40, 3)), 5
     per_seed = influence_per_hop(model, (x, graph), max_hops, seeds, method="per_seed")
     for batch_size in (1, 8, 15):
@@ -309,15 +316,8 @@ def _official_largegt_eval(model: LargeGT, x, edge_index, index):
 
 
 def test_largegt_equals_the_official_forward():
-    edge_index = random_edge_index(30, 70, seed=6)
-    edge_index = torch.cat([edge_index, edge_index.flip(0)], 1)
-    graph = Graph(edge_index, num_nodes=30)
-    torch.manual_seed(1)
-    x = torch.randn(30, 5, dtype=torch.float64)
-    model = LargeGT(5, 8, 3, num_tokens=5, num_centroids=6, global_dim=4).double()
-    for _ in range(4):  # populate the codebook, its counts and the batch norms
-        model(x, graph, index=torch.randperm(30)[:12]).sum().backward()
-    model.eval()
+    edge_index, graph, x, model = _trained_largegt(30, 70, seed=6, num_tokens=5,
+                                                   num_centroids=6)
     assert (model.codebook.counts > 0).all()  # log counts finite: no masked centroid
     index = torch.tensor([0, 7, 29, 13])
     torch.testing.assert_close(model(x, graph, index=index),
