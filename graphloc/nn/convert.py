@@ -17,15 +17,7 @@ import warnings
 import torch
 from torch import Tensor
 
-from graphloc.nn.conv import (
-    ChebConv,
-    GATConv,
-    GCNConv,
-    GINConv,
-    GINEConv,
-    SAGEConv,
-    TransformerConv,
-)
+from graphloc.nn import conv as gl_conv
 
 #: graphloc activation names of the torch activations a BasicGNN may use
 _ACT_NAMES = {torch.nn.ReLU: "relu", torch.nn.GELU: "gelu", torch.nn.ELU: "elu",
@@ -129,9 +121,9 @@ def _gcn(conv):
     _simple_flow(conv)
     _require(not conv.improved, "improved=True (PyG's added loops weigh 1 when no edge "
              "weights are passed, graphloc's 2)")
-    return GCNConv(conv.in_channels, conv.out_channels, improved=conv.improved,
-                   cached=conv.cached, add_self_loops=conv.add_self_loops,
-                   normalize=conv.normalize, bias=conv.bias is not None)
+    return gl_conv.GCNConv(conv.in_channels, conv.out_channels, improved=conv.improved,
+                           cached=conv.cached, add_self_loops=conv.add_self_loops,
+                           normalize=conv.normalize, bias=conv.bias is not None)
 
 
 def _sage(conv):
@@ -139,46 +131,47 @@ def _sage(conv):
     _require(isinstance(conv.aggr, str) and conv.aggr in ("mean", "max", "sum", "add"),
              f"aggr={conv.aggr!r} (graphloc's SAGEConv: mean, max, sum)")
     _require(not getattr(conv, "project", False), "project=True")
-    return SAGEConv(conv.in_channels, conv.out_channels, aggr=conv.aggr,
-                    normalize=conv.normalize, root_weight=conv.root_weight,
-                    bias=conv.lin_l.bias is not None)
+    return gl_conv.SAGEConv(conv.in_channels, conv.out_channels, aggr=conv.aggr,
+                            normalize=conv.normalize, root_weight=conv.root_weight,
+                            bias=conv.lin_l.bias is not None)
 
 
 def _gat(conv):
     _simple_flow(conv)
-    return GATConv(conv.in_channels, conv.out_channels, heads=conv.heads, concat=conv.concat,
-                   negative_slope=conv.negative_slope, dropout=conv.dropout,
-                   add_self_loops=conv.add_self_loops, edge_dim=conv.edge_dim,
-                   fill_value=conv.fill_value, bias=conv.bias is not None,
-                   residual=getattr(conv, "res", None) is not None)
+    return gl_conv.GATConv(conv.in_channels, conv.out_channels, heads=conv.heads,
+                           concat=conv.concat,
+                           negative_slope=conv.negative_slope, dropout=conv.dropout,
+                           add_self_loops=conv.add_self_loops, edge_dim=conv.edge_dim,
+                           fill_value=conv.fill_value, bias=conv.bias is not None,
+                           residual=getattr(conv, "res", None) is not None)
 
 
 def _gin(conv):
     _simple_flow(conv)
-    return GINConv(copy.deepcopy(conv.nn), eps=conv.initial_eps,
-                   train_eps=isinstance(conv.eps, torch.nn.Parameter))
+    return gl_conv.GINConv(copy.deepcopy(conv.nn), eps=conv.initial_eps,
+                           train_eps=isinstance(conv.eps, torch.nn.Parameter))
 
 
 def _gine(conv):
     _simple_flow(conv)
     edge_dim = conv.lin.in_features if getattr(conv, "lin", None) is not None else None
-    return GINEConv(copy.deepcopy(conv.nn), eps=conv.initial_eps,
-                    train_eps=isinstance(conv.eps, torch.nn.Parameter), edge_dim=edge_dim)
+    return gl_conv.GINEConv(copy.deepcopy(conv.nn), eps=conv.initial_eps,
+                            train_eps=isinstance(conv.eps, torch.nn.Parameter), edge_dim=edge_dim)
 
 
 def _cheb(conv):
     _simple_flow(conv)
-    return ChebConv(conv.in_channels, conv.out_channels, K=len(conv.lins),
-                    normalization=conv.normalization, bias=conv.bias is not None)
+    return gl_conv.ChebConv(conv.in_channels, conv.out_channels, K=len(conv.lins),
+                            normalization=conv.normalization, bias=conv.bias is not None)
 
 
 def _transformer(conv):
     _simple_flow(conv)
-    return TransformerConv(conv.in_channels, conv.out_channels, heads=conv.heads,
-                           concat=conv.concat, beta=conv.beta, dropout=conv.dropout,
-                           edge_dim=conv.edge_dim, bias=conv.lin_skip.bias is not None
-                           if conv.lin_skip is not None else True,
-                           root_weight=conv.root_weight)
+    return gl_conv.TransformerConv(conv.in_channels, conv.out_channels, heads=conv.heads,
+                                   concat=conv.concat, beta=conv.beta, dropout=conv.dropout,
+                                   edge_dim=conv.edge_dim, bias=conv.lin_skip.bias is not None
+                                   if conv.lin_skip is not None else True,
+                                   root_weight=conv.root_weight)
 
 
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GINConv": _gin,
