@@ -211,10 +211,11 @@ def test_every_layer_refuses_zero_sizes_and_bad_dropouts(cls, kwargs):
                 cls(**{**kwargs, name: bad})
 
 
-@pytest.mark.parametrize("conv", ["gcn", "sage", "gin"])
+@pytest.mark.parametrize("conv", ["gcn", "sage", "gin", "gat"])
 def test_compiles_fullgraph_on_a_freshly_built_graph(conv):
     """No eager call first: the layouts a conv derives inside forward (GCN's normalised
-    graph with its loops) are built without data-dependent branches."""
+    graph with its loops, GAT's fresh loops with the old ones masked) are built without
+    data-dependent branches."""
     torch.manual_seed(0)
     edge_index = torch.cat([torch.randint(0, 40, (2, 150)), torch.tensor([[3, 3], [3, 3]])],
                            1)  # duplicate self-loops too

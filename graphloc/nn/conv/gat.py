@@ -52,6 +52,19 @@ def _with_fresh_self_loops(graph: Graph) -> Graph:
     return graph.with_edges(pyg_edge_index[:, order])
 
 
+def _with_masked_loops(graph: Graph) -> tuple[Graph, Tensor]:
+    """PyG's GAT edge list in a fixed shape (so it traces under ``torch.compile``): every
+    edge kept and a fresh loop appended per node, with the mask of the old loops, whose
+    scores are set to -inf (weight 0): the same attention as removing them."""
+    src, dst = graph.edge_index
+    count = _num_loops(graph)
+    loops = torch.arange(count, device=graph.device).expand(2, -1)
+    stale = torch.cat([src == dst, torch.zeros(count, dtype=torch.bool, device=graph.device)])
+    derived = Graph._derived(torch.cat([graph.edge_index, loops], dim=1), graph.num_nodes,
+                             graph.num_src_nodes if graph.is_bipartite else None)
+    return derived, stale
+
+
 def _num_loops(graph: Graph) -> int:
     return min(graph.num_nodes, graph.num_src_nodes)
 
@@ -158,8 +171,10 @@ class GATConv(torch.nn.Module):
         if edge_attr is not None and edge_attr.size(0) != graph.num_edges:
             raise ValueError(f"edge_attr has {edge_attr.size(0)} rows but the graph has "
                              f"{graph.num_edges} edges")
-        loops = None
-        if self.add_self_loops:
+        loops = stale = None
+        if self.add_self_loops and edge_attr is None and not return_attention_weights:
+            graph, stale = graph.cached("gat_masked_loops", lambda: _with_masked_loops(graph))
+        elif self.add_self_loops:  # PyG's edge list itself: edge features, weights returned
             loops = graph.cached("gat_self_loops", lambda: _with_fresh_self_loops(graph))
             if edge_attr is not None or return_attention_weights:  # cached on first need
                 pyg_edge_index, order, keep = graph.cached(
@@ -173,6 +188,8 @@ class GATConv(torch.nn.Module):
             e = self.lin_edge(edge_attr.to(x_src.dtype)).view(-1, H, C)
             score = score + (e * self.att_edge).sum(-1)
         score = F.leaky_relu(score, self.negative_slope)
+        if stale is not None:
+            score = score.masked_fill(stale.view(-1, *[1] * (score.dim() - 1)), float("-inf"))
         if self.dropout > 0 and self.training:
             alpha = F.dropout(ops.segment_softmax(graph, score), p=self.dropout)
             out = ops.spmm(graph, h, alpha)
