@@ -150,16 +150,19 @@ class Graph:
 
     @classmethod
     def _derived(cls, edge_index: Tensor, num_nodes: int, num_src_nodes: int | None = None,
-                 edge_attr: Tensor | None = None) -> Graph:
+                 edge_attr: Tensor | None = None, dst_sorted: bool = False) -> Graph:
         """A graph made from a validated one (loops added, edges kept or dropped), whose
         indices are in range by construction: no validation and no sortedness test, so no
-        data-dependent branch, and it traces under ``torch.compile(fullgraph=True)``."""
+        data-dependent branch, and it traces under ``torch.compile(fullgraph=True)``.
+        ``dst_sorted``: the caller sorted the edges by destination (stable), so the CSR
+        needs no permutation."""
         graph = cls.__new__(cls)
         largest = max(num_nodes, num_src_nodes or 0, edge_index.size(1))
         index_dtype = torch.int32 if largest <= _INT32_MAX else torch.int64
         src, dst = edge_index.to(index_dtype)
         indptr, perm = kernels.coo_to_csr(dst, num_nodes)
-        csr = CSR(indptr, src.index_select(0, perm.long()), perm)
+        csr = CSR(indptr, src, None) if dst_sorted else \
+            CSR(indptr, src.index_select(0, perm.long()), perm)
         graph._init(edge_index.long(), num_nodes, edge_attr, csr, {}, num_src_nodes)
         return graph
 

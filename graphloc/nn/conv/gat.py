@@ -59,10 +59,13 @@ def _with_masked_loops(graph: Graph) -> tuple[Graph, Tensor]:
     src, dst = graph.edge_index
     count = _num_loops(graph)
     loops = torch.arange(count, device=graph.device).expand(2, -1)
+    edge_index = torch.cat([graph.edge_index, loops], dim=1)
     stale = torch.cat([src == dst, torch.zeros(count, dtype=torch.bool, device=graph.device)])
-    derived = Graph._derived(torch.cat([graph.edge_index, loops], dim=1), graph.num_nodes,
-                             graph.num_src_nodes if graph.is_bipartite else None)
-    return derived, stale
+    order = torch.sort(edge_index[1], stable=True).indices  # CSR order: no permutation
+    derived = Graph._derived(edge_index[:, order], graph.num_nodes,
+                             graph.num_src_nodes if graph.is_bipartite else None,
+                             dst_sorted=True)
+    return derived, stale[order]
 
 
 def _num_loops(graph: Graph) -> int:
