@@ -126,6 +126,11 @@ class NeighborLoader:
 
     def sample(self, seeds: Tensor, seed: int = 0) -> SampledBatch:
         """One sampled subgraph around ``seeds`` (distinct node ids)."""
+        if not isinstance(seeds, Tensor) or seeds.dim() != 1 or seeds.is_floating_point() \
+                or seeds.dtype == torch.bool:
+            raise TypeError(f"seeds must be a 1-D tensor of integer node ids, got "
+                            f"{getattr(seeds, 'dtype', type(seeds).__name__)} "
+                            f"{list(getattr(seeds, 'shape', []))}")
         csr = self.graph.csr
         n_id, src, dst, pos, hop_nodes, hop_edges = kernels.neighbor_sample(
             csr.indptr, csr.indices, seeds.long(), self.num_neighbors, seed)

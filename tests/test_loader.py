@@ -102,3 +102,12 @@ def test_bad_input():
     loader = NeighborLoader(graph, x, y, [5])
     with pytest.raises(RuntimeError, match="appears twice"):
         loader.sample(torch.tensor([1, 1]))
+
+
+def test_sample_refuses_float_seeds():
+    from graphloc import Graph
+    from graphloc.loader import NeighborLoader
+    graph = Graph(torch.tensor([[0, 1, 2], [1, 2, 0]]))
+    loader = NeighborLoader(graph, None, None, [2])
+    with pytest.raises(TypeError, match="seeds must be a 1-D tensor of integer node ids"):
+        loader.sample(torch.tensor([1.0]))

@@ -378,6 +378,9 @@ def build_city_network(source, out_dir: str, name: str | None = None, hops: int 
     archive path. See the module docstring for the pipeline; ``progress`` shows a bar
     over its stages."""
     from tqdm.auto import tqdm
+    for value, what, low in ((hops, "hops", 0), (num_classes, "num_classes", 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{what} must be an integer >= {low}, got {value!r}")
     bar = tqdm(total=5, disable=not progress, desc="build")
 
     def stage(text):

@@ -86,6 +86,9 @@ def spmm(graph, x: Tensor, edge_weight: Tensor | None = None, reduce: str = "sum
     if edge_weight is not None:
         _check_edge_values(graph, edge_weight, x, "edge_weight")
         value = graph.to_csr_order(edge_weight).contiguous()
+        if value.dim() == 2 and x.dim() == 3 and x.size(1) != value.size(1):
+            raise ValueError(f"x has {x.size(1)} heads ({list(x.shape)}) but edge_weight "
+                             f"has {value.size(1)}")
         if value.dim() == 2 and as_rows(x).size(1) % value.size(1):
             raise ValueError(f"x has {as_rows(x).size(1)} channels, not divisible into "
                              f"{value.size(1)} heads of edge_weight")
@@ -163,6 +166,8 @@ def segment_attention(graph, scores: Tensor, x: Tensor,
     _check_node_features(graph, x, "x")
     _check_edge_values(graph, scores, x, "scores")
     heads = 1 if scores.dim() == 1 else scores.size(1)
+    if x.dim() == 3 and x.size(1) != heads:
+        raise ValueError(f"x has {x.size(1)} heads ({list(x.shape)}) but scores have {heads}")
     x2 = as_rows(x)
     if x2.size(1) % heads:
         raise ValueError(f"x has {x2.size(1)} channels, not divisible into {heads} heads")

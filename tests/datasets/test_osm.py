@@ -309,3 +309,10 @@ def test_a_missing_extra_is_named(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "osmium", None)
     with pytest.raises(ImportError, match=r"needs osmium: pip install 'graphloc\[osm\]'"):
         build_city_network(HELSINKI, str(tmp_path))
+
+
+@pytest.mark.parametrize("kwargs, message", [({"hops": -1}, "hops must be an integer >= 0"),
+                                             ({"num_classes": 0}, "num_classes must be")])
+def test_build_arguments_are_checked_before_any_work(tmp_path, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        build_city_network(HELSINKI, str(tmp_path), **kwargs)

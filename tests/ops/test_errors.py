@@ -111,3 +111,11 @@ def test_segment_attention_bad_input(graph):
         ops.segment_attention(graph, torch.randn(3, 2, dtype=torch.float64), x)
     with pytest.raises(ValueError, match="not divisible into 4 heads"):
         ops.segment_attention(graph, torch.randn(3, 4), x)
+
+
+def test_heads_of_x_and_edge_weight_must_agree(graph):
+    with pytest.raises(ValueError, match=r"x has 2 heads \(\[4, 2, 3\]\) but edge_weight has 3"):
+        ops.spmm(graph, torch.randn(4, 2, 3), torch.rand(3, 3))
+    assert ops.spmm(graph, torch.randn(4, 2, 3), torch.rand(3, 2)).shape == (4, 2, 3)
+    with pytest.raises(ValueError, match=r"x has 2 heads \(\[4, 2, 3\]\) but scores have 3"):
+        ops.segment_attention(graph, torch.randn(3, 3), torch.randn(4, 2, 3))
