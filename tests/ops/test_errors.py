@@ -109,8 +109,10 @@ def test_segment_attention_bad_input(graph):
         ops.segment_attention(graph, torch.randn(3, 2), torch.randn(3, 6))
     with pytest.raises(TypeError, match="scores has dtype torch.float64"):
         ops.segment_attention(graph, torch.randn(3, 2, dtype=torch.float64), x)
-    with pytest.raises(ValueError, match="not divisible into 4 heads"):
+    with pytest.raises(ValueError, match="x has 2 heads .* but scores have 4"):
         ops.segment_attention(graph, torch.randn(3, 4), x)
+    with pytest.raises(ValueError, match="not divisible into 4 heads"):
+        ops.segment_attention(graph, torch.randn(3, 4), x.view(4, 6))
 
 
 def test_heads_of_x_and_edge_weight_must_agree(graph):
