@@ -88,7 +88,9 @@ def without_sparse_ops() -> None:
     implementation pays."""
     from graphloc import ops
     ops.spmm = lambda graph, x, edge_weight=None, reduce="sum": x.clone()
-    ops.sddmm = lambda graph, a, b, op="dot": b
+    ops.sddmm = lambda graph, a, b, op="dot": b.new_zeros(  # one write of its [E, ...]
+        graph.num_edges, *(b.shape[1:-1] if op == "dot" and b.dim() == 3 else
+                           () if op == "dot" else b.shape[1:]))
     ops.segment_attention = lambda graph, scores, x, return_weights=False: x.clone()
 
 
