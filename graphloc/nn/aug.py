@@ -263,6 +263,11 @@ class LAModel(torch.nn.Module):
         inference (str, default "mean"), eval_draws (int, default 4): see above.
         input_dropout (float, optional): dropout on each branch's input before its conv,
             as the official LAGCN (``F.dropout(x_list[k])``); default ``dropout``.
+        (Differences from the official ``SongtaoLiu0823/LAGNN``, also in ``docs/models.md``:
+        evaluation uses a deterministic draw, not a fresh random one reused from the best
+        validation epoch; any registered conv, not only GCN and GAT; the augmenter is
+        chosen by held-out reconstruction loss, not by a second model's uncertainty score,
+        and may have a Gaussian likelihood for continuous features.)
         normalize_generated (bool or "auto", default "auto"): divide each generated row by
             its sum (zero sums give 0), as the official citation code does to the decoder's
             output; "auto" does it for a Bernoulli augmenter (0/1 features, the citation

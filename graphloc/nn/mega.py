@@ -317,6 +317,14 @@ class MEGAGNN(torch.nn.Module):
 
     Forward: ``model(x, graph, edge_attr, time=None, edges=None)``: logits of the edges in
     ``edges`` (all when None) or of every node.
+
+    Differences from the official code (``hcagri/Mega-GNN``; ``docs/models.md``): PNA's
+    delta is the mean log(P + 1) over the training groups (PNA's definition; the official
+    passes ``bincount(sizes)[1:]``, a histogram shifted by one, which gives the mean log P
+    and divides by zero when every pair has one edge), taken from the whole training graph
+    rather than its first sampled batch; the GRU aggregator runs on a packed sequence (no
+    padding); the transformer and GenAgg aggregators are not implemented; dropout (default
+    0) is also applied after each layer, where the official accepts but does not use it.
     """
 
     def __init__(self, node_in: int, edge_in: int, hidden: int, out_channels: int,

@@ -185,7 +185,9 @@ class DAGNN(torch.nn.Module):
     Args:
         in_channels, hidden_channels, out_channels (int): MLP widths (out = classes C).
         K (int): propagation steps, at least 0.
-        dropout (float, default 0.0): dropout before each MLP layer.
+        dropout (float, default 0.0): dropout before each MLP layer. The official scripts
+            set it per dataset (0.2 to 0.8), so there is no official default to copy: pass
+            the paper's value (``docs/models.md``).
     """
 
     prunes_layers = True  # forward_within: influence runs each step only where it is read
