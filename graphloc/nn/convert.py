@@ -47,6 +47,7 @@ def from_pyg(module: torch.nn.Module, example: tuple | None = None, atol: float 
     Returns the converted module; ``module.pyg_conversion`` (a dict) lists what was
     ``converted``, what was ``kept`` (with the reason) and whether it was ``checked``.
     """
+    _check_arguments(module, example, atol)
     kind = type(module).__name__
     if _is_pyg(module) and kind in _BASIC_GNNS and hasattr(module, "convs"):
         try:
@@ -268,6 +269,27 @@ def _dtype_of(module) -> torch.dtype:
 
 # --- the probe ----------------------------------------------------------------------------
 
+def _check_arguments(module, example, atol) -> None:
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"from_pyg: module must be a torch.nn.Module, got "
+                        f"{type(module).__name__}")
+    if example is not None and not isinstance(example, (tuple, list)):
+        raise TypeError(f"from_pyg: example must be a tuple such as (x, edge_index), got "
+                        f"{type(example).__name__}")
+    if isinstance(atol, bool) or not isinstance(atol, (int, float)) or not atol >= 0:
+        raise ValueError(f"from_pyg: atol must be a number >= 0, got {atol!r}")
+
+
+def _run_original(original, probe):
+    """The original on the probe; its failure is the caller's bad example, said so."""
+    try:
+        return original(*probe)
+    except Exception as err:
+        raise ValueError(f"from_pyg: the original module fails on example "
+                         f"({type(err).__name__}: {err}); pass an example=(x, edge_index) "
+                         "it accepts") from err
+
+
 def _probe(module, example):
     if example is not None:
         return example
@@ -296,13 +318,15 @@ def _checked(original, converted, example, atol, done, kept):
         converted.eval()
         try:
             with torch.no_grad():
-                want, got = original(*probe), converted(*probe)
+                want = _run_original(original, probe)
+                got = converted(*probe)
         finally:
             original.train(was)
             converted.train(was_conv)
         want, got = _first(want), _first(got)
-        difference = float((want - got).abs().max()) if want.numel() else 0.0
-        if want.shape != got.shape or not difference <= atol:
+        same_shape = want.shape == got.shape
+        difference = float((want - got).abs().max()) if same_shape and want.numel() else 0.0
+        if not same_shape or not difference <= atol:
             raise Unconvertible(f"the converted module's outputs differ from the original's "
                                 f"on the probe by {difference:.3g} (shapes {list(got.shape)} "
                                 f"and {list(want.shape)})")

@@ -235,6 +235,10 @@ class MultiEdgeConv(torch.nn.Module):
         if node_agg not in ("sum", *EDGE_AGGREGATORS) or node_agg == "gru":
             raise ValueError(f"node_agg must be 'sum', 'mean', 'max', 'gin' or 'pna', got "
                              f"{node_agg!r}")
+        if deg is not None and "pna" not in (edge_agg, node_agg):
+            # a histogram passed for nothing is a sign the caller meant another aggregator
+            raise ValueError(f"deg (the PNA histogram) is only read by the 'pna' aggregator, "
+                             f"but edge_agg={edge_agg!r} and node_agg={node_agg!r}")
         self.channels, self.bidirectional = channels, bidirectional
         args = (channels, edge_agg, node_agg, edge_update, train_eps, deg)
         self.forward_dir = _Direction(*args)

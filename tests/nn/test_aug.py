@@ -79,6 +79,15 @@ def test_likelihood_inference_and_bad_input():
                            Graph(torch.tensor([[0, 1], [1, 0]]), num_nodes=2), progress=False)
 
 
+def test_lamodel_bad_options_are_named():
+    for value in (1.5, -0.1, "a"):
+        with pytest.raises(ValueError, match=r"input_dropout must be a probability in \[0, 1\)"):
+            LAModel("gcn", 4, 8, 2, 2, input_dropout=value)
+    with pytest.raises(ValueError, match="normalize_generated must be True, False or 'auto', "
+                                         "got 'yes'"):
+        LAModel("gcn", 4, 8, 2, 2, normalize_generated="yes")
+
+
 def test_checkpoint_is_written_atomically_and_reloads(tmp_path):
     x, graph, _ = homophilous_graph(num_nodes=90)
     path = tmp_path / "ckpt" / "aug.pt"

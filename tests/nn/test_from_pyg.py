@@ -135,3 +135,20 @@ def test_improved_gcn_is_not_converted():
     with pytest.warns(UserWarning, match="improved=True"):
         kept = from_pyg(pyg.GCNConv(6, 4, improved=True), example=_probe())
     assert type(kept).__module__.startswith("torch_geometric")
+
+
+def test_bad_arguments_are_named():
+    model = pyg.GCN(6, 8, 2, 4)
+    with pytest.raises(TypeError, match="module must be a torch.nn.Module, got int"):
+        from_pyg(3)
+    with pytest.raises(TypeError, match="example must be a tuple"):
+        from_pyg(model, example=torch.zeros(3, 6))
+    for atol in (-1.0, float("nan"), "0.1", True):
+        with pytest.raises(ValueError, match="atol must be a number >= 0"):
+            from_pyg(model, atol=atol)
+    x, edge_index = _probe()
+    out_of_range = edge_index.clone()
+    out_of_range[1, 0] = x.size(0) + 3
+    for bad in ((x[:, :5], edge_index), (x, out_of_range)):  # wrong width, index
+        with pytest.raises(ValueError, match="the original module fails on example"):
+            from_pyg(model, example=bad)

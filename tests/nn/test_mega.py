@@ -214,6 +214,15 @@ def test_megagnn_bad_input():
         model(x.long(), graph, e)
     with pytest.raises(ValueError, match=r"shape \[N, 1\]"):
         model(torch.ones(graph.num_nodes, 2), graph, e)
+    with pytest.raises(ValueError, match="reverse_states must be 'separate' or 'shared', "
+                                         "got 'both'"):
+        MEGAGNN(1, 2, 8, 2, reverse_states="both")
+    for histogram in ([], [-1, 3], [0, 0], [[1, 1], [1, 1]]):
+        with pytest.raises(ValueError, match="deg must be a non-empty histogram"):
+            MEGAGNN(1, 2, 8, 2, node_agg="pna", pna_deg=torch.tensor(histogram))
+    with pytest.raises(ValueError, match="only read by the 'pna' aggregator, but "
+                                         "edge_agg='sum' and node_agg='mean'"):
+        MEGAGNN(1, 2, 8, 2, node_agg="mean", pna_deg=torch.tensor([0, 4]))
 
 
 
