@@ -537,6 +537,12 @@ def plot_influence(results, path: str | None = None, ax=None):
     plt = require_matplotlib()
     if not isinstance(results, dict):
         results = {f"model {i}": r for i, r in enumerate(results)}
+    if not results:
+        raise ValueError("plot_influence: results is empty (nothing to plot)")
+    for label, result in results.items():
+        if not isinstance(result, InfluenceResult):
+            raise TypeError(f"plot_influence: results[{label!r}] must be an InfluenceResult "
+                            f"(from measure), got {type(result).__name__}")
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
     for label, result in results.items():

@@ -421,6 +421,10 @@ def test_results_plot_on_one_figure_and_the_extra_is_named(tmp_path, monkeypatch
     assert (tmp_path / "one.png").stat().st_size > 1000 and len(ax.lines) == 1
     ax = plot_influence(results, str(tmp_path / "two.png"))
     assert [line.get_label().split(" (R")[0] for line in ax.lines] == ["gl-gcn", "gl-sage"]
+    with pytest.raises(ValueError, match="results is empty"):
+        plot_influence([])
+    with pytest.raises(TypeError, match=r"results\['r'\] must be an InfluenceResult"):
+        plot_influence({"r": 1.2})
     import sys
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
     with pytest.raises(ImportError, match=r"pip install 'graphloc\[plot\]'"):

@@ -39,6 +39,8 @@ class NodeDataset:
         if not isinstance(self.x, Tensor) or self.x.dim() != 2 or self.x.size(0) != n:
             raise ValueError(f"{self.name}: x must be [{n}, F] (a row per node), got "
                              f"{list(getattr(self.x, 'shape', []))}")
+        if not self.x.is_floating_point():
+            raise TypeError(f"{self.name}: x must be floating point, got {self.x.dtype}")
         if not isinstance(self.y, Tensor) or self.y.shape != (n,) or \
                 self.y.is_floating_point() or self.y.dtype == torch.bool:
             raise ValueError(f"{self.name}: y must be integer class labels of shape [{n}], "
@@ -100,7 +102,7 @@ class NodeDataset:
         split = city_split(graph.num_nodes) if any(m is None for m in masks) else \
             tuple(_as_ids(m, k, graph.num_nodes) for m, k in
                   zip(masks, ("train_mask", "val_mask", "test_mask"), strict=True))
-        return cls(name, graph, data.x, data.y.view(-1).long(), *split,
+        return cls(name, graph, _as_features(data.x), _class_labels(data.y, name), *split,
                    pos=getattr(data, "pos", None), edge_attr=getattr(data, "edge_attr", None))
 
     @classmethod
@@ -113,7 +115,7 @@ class NodeDataset:
         split = city_split(graph.num_nodes) if split is None else \
             tuple(_as_ids(s, k, graph.num_nodes) for s, k in
                   zip(split, ("train", "val", "test"), strict=True))
-        return cls(name, graph, x, torch.as_tensor(y).view(-1).long(), *split)
+        return cls(name, graph, _as_features(x), _class_labels(y, name), *split)
 
     def __repr__(self) -> str:
         return (f"NodeDataset({self.name!r}, nodes={self.num_nodes}, "
@@ -138,6 +140,29 @@ def city_split(num_nodes: int) -> tuple[Tensor, Tensor, Tensor]:
     return perm[:tenth], perm[tenth:2 * tenth], perm[2 * tenth:]
 
 
+def _as_features(x) -> Tensor:
+    """Integer or boolean features (counts, one-hot) as float32, exactly."""
+    x = torch.as_tensor(x)
+    return x if x.is_floating_point() else x.float()
+
+
+def _class_labels(y, name: str) -> Tensor:
+    """Labels as int64, flattened."""
+    return _whole_numbers(torch.as_tensor(y).reshape(-1), f"{name}: y")
+
+
+def _whole_numbers(t: Tensor, what: str) -> Tensor:
+    """``t`` as int64; floats only when they are whole numbers (a cast would silently
+    truncate 0.5 to 0)."""
+    if t.is_floating_point():
+        fractional = ~torch.isfinite(t) | (t != t.round())
+        if fractional.any():
+            at = int(fractional.view(-1).nonzero()[0])
+            raise ValueError(f"{what} must hold whole numbers (class or node ids), but entry "
+                             f"{at} is {float(t.view(-1)[at])}")
+    return t.long()
+
+
 def _as_ids(split: Tensor, name: str, num_nodes: int) -> Tensor:
     """Node ids from a boolean mask of ``num_nodes`` or from ids."""
     split = torch.as_tensor(split)
@@ -146,7 +171,7 @@ def _as_ids(split: Tensor, name: str, num_nodes: int) -> Tensor:
             raise ValueError(f"{name} has {split.numel()} entries but the graph has "
                              f"{num_nodes} nodes")
         return split.nonzero().flatten()
-    return split.long().view(-1)
+    return _whole_numbers(split, name).view(-1)
 
 
 def as_node_dataset(data) -> NodeDataset:
@@ -161,7 +186,7 @@ def as_node_dataset(data) -> NodeDataset:
         split = city_split(graph.num_nodes) if len(data) == 3 else tuple(
             _as_ids(s, k, graph.num_nodes) for s, k in
             zip(data[3], ("train", "val", "test"), strict=True))
-        return NodeDataset("data", graph, x, torch.as_tensor(y).view(-1).long(), *split)
+        return NodeDataset("data", graph, _as_features(x), _class_labels(y, "data"), *split)
     if hasattr(data, "edge_index") and hasattr(data, "x"):
         return NodeDataset.from_pyg(data)
     raise TypeError(f"fit trains on a NodeDataset, a PyG Data or (x, edge_index, y[, split]), "

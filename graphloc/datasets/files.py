@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from graphloc.datasets.base import NodeDataset, as_node_dataset, city_split
+from graphloc.datasets.base import NodeDataset, _class_labels, as_node_dataset, city_split
 from graphloc.graph import Graph
 
 GRAPH_SUFFIXES = (".pt", ".graphml", ".gml", ".csv", ".tsv", ".txt", ".edges")
@@ -53,7 +53,7 @@ def load_graph_file(path: str, features: str | None = None,
         if features:
             dataset.x = x
         return dataset
-    return NodeDataset(name, graph, x.float(), y.long() if labelled else
+    return NodeDataset(name, graph, x.float(), _class_labels(y, name) if labelled else
                        torch.zeros(graph.num_nodes, dtype=torch.long),
                        *city_split(graph.num_nodes), labelled=labelled)
 

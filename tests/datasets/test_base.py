@@ -30,3 +30,29 @@ def test_inconsistent_fields_are_named(change, message):
     _dataset()  # the consistent one builds
     with pytest.raises((ValueError, TypeError), match=message):
         _dataset(**change)
+
+
+def test_constructors_refuse_fractional_labels_and_ids_and_cast_integer_features():
+    """from_networkx, from_pyg and as_node_dataset used to cast with .long(): y = 0.5 became
+    class 0 and a node id 2.7 became 2, silently."""
+    import networkx as nx
+    from torch_geometric.data import Data
+
+    from graphloc.datasets.base import as_node_dataset
+    g = nx.path_graph(4)
+    x, edge_index = torch.arange(8).view(4, 2), torch.tensor([[0, 1, 2], [1, 2, 3]])
+    ds = NodeDataset.from_networkx(g, x, torch.tensor([0.0, 1.0, 1.0, 0.0]))
+    assert ds.x.dtype == torch.float32 and torch.equal(ds.x, x.float())  # exact
+    assert ds.y.tolist() == [0, 1, 1, 0]
+    fractional = torch.tensor([0.0, 0.5, 1.0, 0.0])
+    with pytest.raises(ValueError, match=r"y must hold whole numbers .* entry 1 is 0.5"):
+        NodeDataset.from_networkx(g, x, fractional)
+    with pytest.raises(ValueError, match="entry 1 is 0.5"):
+        NodeDataset.from_pyg(Data(x=x.float(), edge_index=edge_index, y=fractional))
+    with pytest.raises(ValueError, match="entry 0 is nan"):
+        as_node_dataset((x.float(), edge_index, torch.tensor([float("nan"), 0, 1, 0])))
+    split = (torch.tensor([2.7]), torch.tensor([1]), torch.tensor([0]))
+    with pytest.raises(ValueError, match="train must hold whole numbers .* entry 0 is 2.7"):
+        NodeDataset.from_networkx(g, x, torch.zeros(4, dtype=torch.long), split=split)
+    with pytest.raises(TypeError, match="x must be floating point, got torch.int64"):
+        _dataset(x=torch.ones(3, 2, dtype=torch.long))

@@ -201,3 +201,28 @@ def test_counts_that_differ_from_the_published_table_warn_with_both(server, tmp_
                                              rf"table says {E}"):
             ds = CityNetwork(str(tmp_path / "data"), "paris", url=url)
     assert ds.num_nodes == 59
+
+
+def test_release_masks_and_fractional_labels(tmp_path):
+    """A boolean mask in a split file is read as a mask (``.long()`` would have made it
+    the node ids 0 and 1); labels with fractions are refused, not truncated."""
+    from graphloc.datasets.city import read_release
+    mask = torch.zeros(N, dtype=torch.bool)
+    mask[[3, 7, 11]] = True
+    (tmp_path / "paris.tar.gz").write_bytes(release_archive(train_mask=mask))
+    assert read_release(str(tmp_path / "paris.tar.gz"))["train_index"].tolist() == [3, 7, 11]
+    labels = (torch.arange(N) % 10).double()
+    labels[5] = 2.5
+    (tmp_path / "paris.tar.gz").write_bytes(release_archive(
+        **{"10-chunk_16-hop_node_labels": labels}))
+    with pytest.raises(ValueError, match="must hold whole numbers .* entry 5 is 2.5"):
+        read_release(str(tmp_path / "paris.tar.gz"))
+
+
+def test_helsinki_loads_without_the_osm_extra(tmp_path, monkeypatch):
+    """After a plain pip install (no osmium) the bundled city loads from its shipped build."""
+    import sys
+    monkeypatch.setitem(sys.modules, "osmium", None)  # as if it were not installed
+    ds = CityNetwork(str(tmp_path), "helsinki")
+    assert ds.x.shape[1] == 37 and ds.num_classes == 10 and ds.num_nodes > 1000
+    assert ds.train_index.numel() == ds.num_nodes // 10

@@ -65,6 +65,17 @@ def test_build_is_byte_reproducible(helsinki, tmp_path):
     assert digest[0] == digest[1]
 
 
+def test_shipped_helsinki_build_is_the_builders_output(helsinki):
+    """CityNetwork copies the shipped build instead of building (no osmium needed after a
+    plain pip install): it must be what the current builder writes, byte for byte. A
+    builder change that moves it must bump BUILDER_VERSION and ship the new build."""
+    from graphloc.datasets.city import SAMPLES
+    from graphloc.datasets.osm import BUILDER_VERSION
+    shipped = os.path.join(SAMPLES, f"helsinki-built-v{BUILDER_VERSION}.tar.gz")
+    digest = [hashlib.sha256(open(p, "rb").read()).hexdigest() for p in (shipped, helsinki)]
+    assert digest[0] == digest[1]
+
+
 def test_helsinki_loads_offline_through_citynetwork(tmp_path):
     from graphloc.datasets.osm import BUILDER_VERSION
     # what an older builder left (here unreadable): named without the version, not read
