@@ -75,7 +75,6 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_cpu(
     const at::Tensor& x, const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>&,
     const c10::optional<at::Tensor>&) {
   check_attention_args(score, indptr, indices, x);
-  check_csr_nnz(indptr, indices.numel(), "indices");
   const int64_t num_rows = indptr.numel() - 1, H = score.size(1), C = x.size(1) / H;
   auto sc = score.contiguous(), xc = x.contiguous(), ic = indices.contiguous();
   auto out = empty_output({num_rows, H * C}, x.options());
@@ -181,7 +180,6 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_backward_cpu(
     const at::Tensor& csc_indptr, const at::Tensor& csc_indices, const at::Tensor& csc_perm,
     bool need_score, bool need_x) {
   check_attention_args(score, indptr, indices, x);
-  check_csr_nnz(indptr, indices.numel(), "indices");
   check_attention_backward_args(score, lse, out, grad_out, grad_lse, indptr, x, csc_indptr,
                                 csc_indices, csc_perm);
   const int64_t num_rows = indptr.numel() - 1, H = score.size(1), C = x.size(1) / H;

@@ -164,7 +164,6 @@ std::tuple<at::Tensor, at::Tensor> reduce_launch(const at::Tensor& indptr,
                                                  const at::Tensor& x, Reduce reduce) {
   const int64_t num_rows = indptr.numel() - 1, K = x.size(1);
   const int64_t num_edges = indices ? indices->numel() : x.size(0);
-  check_csr_nnz(indptr, num_edges, indices ? "indices" : "src");
   const int64_t heads = value ? check_value(*value, x, num_edges) : 1;
   auto xc = x.contiguous();
   auto vc = value ? value->contiguous() : at::Tensor();
@@ -212,6 +211,7 @@ std::tuple<at::Tensor, at::Tensor> segment_reduce_cpu(const at::Tensor& src,
                                                       c10::string_view reduce) {
   check_indptr(indptr);
   check_features(src, "src");
+  check_csr_nnz(indptr, src.size(0), "src");
   return reduce_launch(indptr, c10::nullopt, c10::nullopt, src, parse_reduce(std::string(reduce)));
 }
 
