@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from graphloc.checks import check_int
 from graphloc.distributed import rank_and_world
 from graphloc.graph import Graph
 from graphloc.ops._library import kernels
@@ -93,7 +94,7 @@ def _seeds(num_nodes: int, num_samples, nodes, seed, allow_empty: bool = False) 
             raise ValueError(f"node {int(nodes[bad][0])} is out of range for {num_nodes} nodes")
         return nodes
     if num_samples is not None:
-        _check_int(num_samples, "num_samples", 1)
+        check_int(num_samples, "num_samples", 1)
     count = num_nodes if num_samples is None else num_samples
     gen = None if seed is None else torch.Generator().manual_seed(seed)
     return torch.randperm(num_nodes, generator=gen)[:count]  # seed=None: PyG's draw
@@ -114,8 +115,8 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
     (:func:`graphloc.nn.from_pyg`, checked on a ball of the graph) is measured as its
     graphloc twin (fused kernels; a ``BasicGNN`` also gets the layer pruning); the same
     numbers. ``measure`` records what was measured."""
-    _check_int(max_hops, "max_hops", 0)
-    _check_int(batch_size, "batch_size", 1)
+    check_int(max_hops, "max_hops", 0)
+    check_int(batch_size, "batch_size", 1)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     whole_graph = getattr(model, "node_batched", False)
@@ -169,15 +170,10 @@ def as_graphloc_model(model: torch.nn.Module, x: Tensor, graph: Graph):
                        "measured": type(converted).__name__}
 
 
-def _check_int(value, name: str, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-
-
 def _locality(model, locality) -> int:
     """The L of an L-local model: the argument, else ``model.graphloc_hops``. A locality
     below the one the model declares would cut its receptive field: refused."""
-    if getattr(model, "graphloc_global", False) or getattr(model, "node_batched", False):
+    if getattr(model, "graphloc_global", False):
         raise ValueError(f"method='full_graph' needs a message-passing model whose outputs "
                          f"reach a fixed number of hops; {type(model).__name__} is global")
     declared = getattr(model, "graphloc_hops", None)
@@ -187,7 +183,7 @@ def _locality(model, locality) -> int:
         raise ValueError(f"method='full_graph' needs the model's locality L (how many hops "
                          f"its outputs reach): pass locality=L or set graphloc_hops on "
                          f"{type(model).__name__}")
-    _check_int(locality, "locality", 0)
+    check_int(locality, "locality", 0)
     if declared is not None and locality < declared:
         raise ValueError(f"locality={locality} is below the {declared} hops that "
                          f"{type(model).__name__} declares (graphloc_hops): its outputs read "
@@ -567,7 +563,7 @@ def measure(model: torch.nn.Module, data, max_hops: int, num_samples=None, *, no
     times). ``method``, ``locality``, ``prune_layers`` and ``convert`` as in
     ``influence_per_hop``; ``settings["model"]`` records what was measured (a PyG model's
     graphloc twin, or the model as given and why)."""
-    _check_int(bootstrap, "bootstrap", 1)
+    check_int(bootstrap, "bootstrap", 1)
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) \
             or not 0 < confidence < 1:
         raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")

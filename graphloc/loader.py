@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from graphloc.checks import check_int, is_int_at_least
 from graphloc.graph import Graph
 from graphloc.ops._library import kernels
 
@@ -31,16 +32,10 @@ class SampledBatch:
     num_sampled_edges: list[int]
 
 
-def _check_count(value, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-
-
 def _checked_fanouts(num_neighbors) -> list[int]:
     """Fan-outs per hop: a non-empty list of integers >= 0, or -1 for all neighbours."""
     fanouts = list(num_neighbors) if isinstance(num_neighbors, (list, tuple)) else None
-    if not fanouts or any(isinstance(k, bool) or not isinstance(k, int) or k < -1
-                          for k in fanouts):
+    if not fanouts or not all(is_int_at_least(k, -1) for k in fanouts):
         raise ValueError(f"num_neighbors must be a non-empty list of integer fan-outs >= 0 "
                          f"(or -1 for all neighbours), got {num_neighbors!r}")
     return fanouts
@@ -97,7 +92,7 @@ class NeighborLoader:
         if not isinstance(graph, Graph):
             raise TypeError(f"graph must be a graphloc.Graph, got {type(graph).__name__}")
         graph._require_one_node_set("NeighborLoader")
-        _check_count(batch_size, "batch_size")
+        check_int(batch_size, "batch_size", 1)
         self.num_neighbors = _checked_fanouts(num_neighbors)
         for name, t in (("features", features), ("labels", labels)):
             if t is not None and (not isinstance(t, Tensor) or t.dim() == 0

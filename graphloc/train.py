@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.nn.functional as F
 
+from graphloc.checks import is_int_at_least
 from graphloc.datasets.base import NodeDataset, as_node_dataset
 from graphloc.distributed import rank_and_world
 from graphloc.io import atomic_save, load_file
@@ -104,7 +105,7 @@ def check_config(config: TrainConfig) -> None:
         value = getattr(config, name)
         if allow_none and value is None:
             return
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        if not is_int_at_least(value, low):
             none = " (or None)" if allow_none else ""
             raise ValueError(f"TrainConfig.{name} must be an integer >= {low}{none}, "
                              f"got {value!r}")

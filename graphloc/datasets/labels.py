@@ -8,6 +8,7 @@ from collections import deque
 import torch
 from torch import Tensor
 
+from graphloc.checks import check_int
 from graphloc.graph import Graph
 
 
@@ -25,8 +26,7 @@ def local_eccentricity(graph: Graph, lengths: Tensor, hops: int = 16,
     if not isinstance(graph, Graph):
         raise TypeError(f"graph must be a graphloc.Graph, got {type(graph).__name__}")
     graph._require_one_node_set("local_eccentricity")
-    if isinstance(hops, bool) or not isinstance(hops, int) or hops < 0:
-        raise ValueError(f"hops must be an integer >= 0, got {hops!r}")
+    check_int(hops, "hops", 0)
     if not isinstance(lengths, Tensor) or lengths.shape != (graph.num_edges,):
         raise ValueError(f"lengths must be a tensor of shape [{graph.num_edges}] (one per "
                          f"edge), got {getattr(lengths, 'shape', type(lengths).__name__)}")

@@ -43,6 +43,7 @@ from collections import Counter, defaultdict
 import numpy as np
 import torch
 
+from graphloc.checks import check_int
 from graphloc.datasets.base import city_split
 from graphloc.datasets.labels import eccentricity_classes, local_eccentricity
 from graphloc.graph import Graph
@@ -378,9 +379,8 @@ def build_city_network(source, out_dir: str, name: str | None = None, hops: int 
     archive path. See the module docstring for the pipeline; ``progress`` shows a bar
     over its stages."""
     from tqdm.auto import tqdm
-    for value, what, low in ((hops, "hops", 0), (num_classes, "num_classes", 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{what} must be an integer >= {low}, got {value!r}")
+    check_int(hops, "hops", 0)
+    check_int(num_classes, "num_classes", 1)
     bar = tqdm(total=5, disable=not progress, desc="build")
 
     def stage(text):

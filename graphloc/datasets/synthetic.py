@@ -9,6 +9,7 @@ import scipy.sparse as sp
 import torch
 from scipy.sparse import csgraph
 
+from graphloc.checks import check_int
 from graphloc.datasets.base import NodeDataset, city_split
 from graphloc.datasets.labels import eccentricity_classes, local_eccentricity
 from graphloc.graph import Graph
@@ -46,8 +47,7 @@ def synthetic_city(num_nodes: int, seed: int = 0, hops: int = 16, num_classes: i
     counterpart). ``pos`` holds the coordinates, ``edge_attr`` the 9 edge columns (float32;
     the labels were computed from the float64 lengths).
     """
-    if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 2:
-        raise ValueError(f"num_nodes must be an integer >= 2, got {num_nodes!r}")
+    check_int(num_nodes, "num_nodes", 2)
     rng = np.random.default_rng(seed)
     side = math.isqrt(int(num_nodes / 0.7)) + 3
     while True:

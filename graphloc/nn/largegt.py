@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.checks import check_int
 from graphloc.graph import Graph
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
 from graphloc.ops._library import kernels
@@ -29,8 +30,7 @@ def hop2_tokens(graph: Graph, K: int, seed: int = 0) -> Tensor:
     is there twice). Shorter lists repeat in their order; nodes with no 2-hop
     neighbourhood get distinct random nodes. Deterministic for a ``seed`` (C++, parallel
     over nodes)."""
-    if isinstance(K, bool) or not isinstance(K, int) or K < 1:
-        raise ValueError(f"K (tokens per node) must be an integer >= 1, got {K!r}")
+    check_int(K, "K (tokens per node)", 1)
     graph._require_one_node_set("hop2_tokens")
     csr = graph.csr
     return kernels.hop2_sample(csr.indptr, csr.indices, K, seed)
@@ -42,8 +42,7 @@ def fastrp_encoding(graph: Graph, dim: int, seed: int = 0, hops: int = 3) -> Ten
     ``hops`` hops (random-walk normalised), each hop L2-normalised, then standardised per
     column. Stands in for LargeGT's node2vec: no random walks, no skip-gram training,
     ``hops`` sparse products."""
-    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-        raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
+    check_int(dim, "dim", 1)
     gen = torch.Generator().manual_seed(seed)
     e = torch.randn(graph.num_nodes, dim, generator=gen).to(graph.device) / math.sqrt(dim)
     out = torch.zeros_like(e)

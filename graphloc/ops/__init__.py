@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from graphloc.checks import check_int
 from graphloc.ops._library import HAS_EXTENSION, csr_transpose, kernels
 from graphloc.ops.reference import as_rows, canonical_reduce
 from graphloc.ops.scatter import _check_index, _check_indptr, gather, scatter
@@ -195,7 +196,6 @@ def segment_reduce(src: Tensor, indptr: Tensor, reduce: str = "sum") -> Tensor:
 def coo_to_csr(index: Tensor, num_rows: int) -> tuple[Tensor, Tensor]:
     """Stable counting sort of ``index`` (values in ``[0, num_rows)``) into ``(indptr, perm)``:
     ``index[perm]`` is sorted and row ``r`` owns ``perm[indptr[r]:indptr[r+1]]``."""
-    if isinstance(num_rows, bool) or not isinstance(num_rows, int) or num_rows < 0:
-        raise ValueError(f"num_rows must be an integer >= 0, got {num_rows!r}")
+    check_int(num_rows, "num_rows", 0)
     _check_index(index, num_rows, "index")
     return kernels.coo_to_csr(index, num_rows)

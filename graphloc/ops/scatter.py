@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from graphloc.checks import check_int
 from graphloc.ops._library import kernels
 from graphloc.ops.reference import _is_winner, as_rows, canonical_reduce
 
@@ -69,9 +70,7 @@ def _checked_dim(dim, src: Tensor) -> int:
 def _checked_dim_size(dim_size, index: Tensor) -> int:
     if dim_size is None:
         return int(index.max()) + 1 if index.numel() else 0
-    if isinstance(dim_size, bool) or not isinstance(dim_size, int) or dim_size < 0:
-        raise ValueError(f"dim_size must be an integer >= 0, got {dim_size!r}")
-    return dim_size
+    return check_int(dim_size, "dim_size", 0)
 
 
 def _check_out(out: Tensor, src: Tensor, dim: int, name: str = "out") -> None:

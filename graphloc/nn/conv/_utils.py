@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.checks import is_int_at_least
 from graphloc.graph import Graph
 
 
@@ -82,7 +83,7 @@ def check_sizes(owner: str, **sizes) -> None:
         if value is None:
             continue
         if len(values) != 1 and len(values) != 2 or any(
-                isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
+                not is_int_at_least(v, 1) for v in values):
             raise ValueError(f"{owner}: {name} must be an integer >= 1, got {value!r}")
 
 
