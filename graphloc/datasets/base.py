@@ -98,10 +98,7 @@ class NodeDataset:
                 raise ValueError(f"the PyG Data has no {key!r}: a NodeDataset needs x, "
                                  "edge_index and y")
         graph = Graph(data.edge_index, num_nodes=data.num_nodes)
-        masks = [getattr(data, k, None) for k in ("train_mask", "val_mask", "test_mask")]
-        split = city_split(graph.num_nodes) if any(m is None for m in masks) else \
-            tuple(_as_ids(m, k, graph.num_nodes) for m, k in
-                  zip(masks, ("train_mask", "val_mask", "test_mask"), strict=True))
+        split = pyg_split(data, graph.num_nodes) or city_split(graph.num_nodes)
         return cls(name, graph, _as_features(data.x), _class_labels(data.y, name), *split,
                    pos=getattr(data, "pos", None), edge_attr=getattr(data, "edge_attr", None))
 
@@ -130,6 +127,16 @@ class NodeDataset:
                     edge_attr=self.edge_attr,
                     train_mask=self.train_mask, val_mask=self.val_mask,
                     test_mask=self.test_mask)
+
+
+def pyg_split(data, num_nodes: int) -> tuple[Tensor, Tensor, Tensor] | None:
+    """The split a PyG ``Data`` carries in ``train_mask``/``val_mask``/``test_mask``
+    (boolean masks or node ids), or None when any of the three is missing."""
+    keys = ("train_mask", "val_mask", "test_mask")
+    masks = [getattr(data, k, None) for k in keys]
+    if any(m is None for m in masks):
+        return None
+    return tuple(_as_ids(m, k, num_nodes) for m, k in zip(masks, keys, strict=True))
 
 
 def city_split(num_nodes: int) -> tuple[Tensor, Tensor, Tensor]:

@@ -16,7 +16,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from graphloc.datasets.base import NodeDataset, _class_labels, as_node_dataset, city_split
+from graphloc.datasets.base import (
+    NodeDataset,
+    _as_features,
+    _class_labels,
+    city_split,
+    pyg_split,
+)
 from graphloc.graph import Graph
 
 GRAPH_SUFFIXES = (".pt", ".graphml", ".gml", ".csv", ".tsv", ".txt", ".edges")
@@ -33,10 +39,12 @@ def load_graph_file(path: str, features: str | None = None,
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no graph file at {path}")
     lower = path.lower()
+    split = None
     if lower.endswith(".pt"):
         data = _torch_file(path)
         x, y = getattr(data, "x", None), getattr(data, "y", None)
         graph = Graph(data.edge_index, num_nodes=data.num_nodes)
+        split = pyg_split(data, graph.num_nodes)
     elif lower.endswith((".graphml", ".gml")):
         graph, x, y = _networkx_file(path)
     else:
@@ -47,15 +55,10 @@ def load_graph_file(path: str, features: str | None = None,
     if x is None:
         x = default_features(graph)
     labelled = y is not None
-    if lower.endswith(".pt") and labelled and hasattr(data, "train_mask"):
-        dataset = as_node_dataset(data)
-        dataset.name = name
-        if features:
-            dataset.x = x
-        return dataset
-    return NodeDataset(name, graph, x.float(), _class_labels(y, name) if labelled else
+    # the files given override the Data's own x and y; its masks are kept
+    return NodeDataset(name, graph, _as_features(x), _class_labels(y, name) if labelled else
                        torch.zeros(graph.num_nodes, dtype=torch.long),
-                       *city_split(graph.num_nodes), labelled=labelled)
+                       *(split or city_split(graph.num_nodes)), labelled=labelled)
 
 
 def default_features(graph: Graph) -> Tensor:
@@ -89,20 +92,20 @@ def _networkx_file(path: str):
     if g.number_of_nodes() == 0:
         raise ValueError(f"{path} has no nodes")
     graph = Graph.from_networkx(g)
-    return graph, None, _node_labels(g)
+    return graph, None, _node_labels(g, path)
 
 
-def _node_labels(g) -> Tensor | None:
+def _node_labels(g, path: str) -> Tensor | None:
     """A ``label`` (or ``y``) node attribute present on every node, as class ids (strings
     are numbered in sorted order)."""
     for key in ("y", "label"):
         values = [d.get(key) for _, d in g.nodes(data=True)]
         if all(v is not None for v in values):
-            try:
-                return torch.tensor([int(v) for v in values])
-            except (TypeError, ValueError):
-                classes = {v: i for i, v in enumerate(sorted(set(map(str, values))))}
-                return torch.tensor([classes[str(v)] for v in values])
+            if all(_is_number(v) for v in values):  # 2.7 is refused (int() would give 2)
+                numbers = torch.tensor([float(v) for v in values], dtype=torch.float64)
+                return _class_labels(numbers, f"{path} (node attribute {key!r})")
+            classes = {v: i for i, v in enumerate(sorted(set(map(str, values))))}
+            return torch.tensor([classes[str(v)] for v in values])
     return None
 
 
@@ -186,9 +189,9 @@ def _has_header(path: str) -> int:
     return int(bool(first) and not all(_is_number(v) for v in first))
 
 
-def _is_number(text: str) -> bool:
+def _is_number(text) -> bool:
     try:
         float(text)
-    except ValueError:
+    except (TypeError, ValueError):
         return False
     return True

@@ -69,3 +69,32 @@ def test_graphml_gml_and_a_saved_pyg_data(tmp_path):
     torch.save({"not": "data"}, tmp_path / "other.pt")
     with pytest.raises(ValueError, match="holds a dict, not a PyG Data"):
         load_graph_file(str(tmp_path / "other.pt"))
+
+
+def test_label_and_feature_files_override_a_saved_data_and_its_masks_stay(tmp_path):
+    """--labels with a .pt that has masks used to be ignored (the Data's own y was kept)."""
+    from torch_geometric.data import Data
+    mask = torch.tensor([True, True, False, False, False])
+    torch.save(Data(x=torch.randn(5, 2), edge_index=torch.tensor([[0, 1], [1, 2]]),
+                    y=torch.zeros(5, dtype=torch.long), train_mask=mask, val_mask=~mask,
+                    test_mask=~mask), tmp_path / "d.pt")
+    (tmp_path / "y.csv").write_text("1\n0\n1\n2\n0\n")
+    np.save(tmp_path / "x.npy", np.arange(15.0).reshape(5, 3))
+    ds = load_graph_file(str(tmp_path / "d.pt"), str(tmp_path / "x.npy"),
+                         str(tmp_path / "y.csv"))
+    assert ds.y.tolist() == [1, 0, 1, 2, 0]
+    assert torch.equal(ds.x, torch.arange(15.0).view(5, 3))
+    assert ds.train_index.tolist() == [0, 1] and ds.val_index.tolist() == [2, 3, 4]
+
+
+def test_fractional_node_labels_in_graphml_are_refused(tmp_path):
+    g = nx.path_graph(3)
+    for v, label in zip(g.nodes, (0.0, 2.7, 1.0), strict=True):
+        g.nodes[v]["y"] = label
+    nx.write_graphml(g, tmp_path / "frac.graphml")
+    with pytest.raises(ValueError, match=r"frac.graphml \(node attribute 'y'\): y must hold "
+                                         "whole numbers .* entry 1 is 2.7"):
+        load_graph_file(str(tmp_path / "frac.graphml"))
+    g.nodes[1]["y"] = 2.0  # whole floats are class ids
+    nx.write_graphml(g, tmp_path / "whole.graphml")
+    assert load_graph_file(str(tmp_path / "whole.graphml")).y.tolist() == [0, 2, 1]
