@@ -204,10 +204,10 @@ def _verify_locality(model, x: Tensor, graph: Graph, seed: int, locality: int,
         return  # the seed's component lies within L hops: nothing beyond to perturb
     edge_index = torch.stack([src, dst]).to(device)
     x_ball = x[nodes].detach().to(device)
-    moved = x_ball.clone()
+    moved, far = x_ball.clone(), far.to(device)
     gen = torch.Generator().manual_seed(0)
-    moved[far.to(device)] += torch.randn(moved[far.to(device)].shape, generator=gen,
-                                         dtype=x.dtype).to(device) * (1 + x_ball.abs().max())
+    noise = torch.randn((int(far.sum()), x.size(1)), generator=gen, dtype=x.dtype)
+    moved[far] += noise.to(device) * (1 + x_ball.abs().max())
     was_training = model.training
     model.eval()
     try:
@@ -251,10 +251,11 @@ def _whole_graph_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int,
     ptr, read = model.reads(graph, seeds)
     batches = _disjoint_rounds(ptr, read, graph.num_nodes, step)
     on_device, csr = graph.to(device), graph.csr
+    # one leaf for every round: torch.autograd.grad leaves no gradient behind on it
+    packed = x.detach().to(device).requires_grad_()
     owner = torch.full((graph.num_nodes,), -1, dtype=torch.long)
     T = torch.zeros(len(seeds), max_hops + 1, dtype=torch.float64)
     for members in tqdm(batches, disable=not progress, desc="influence rounds"):
-        packed = x.to(device).detach().requires_grad_()
         out = model(packed, on_device, index=seeds[members].to(device))
         total = _root_jacobian_l1(out, packed).cpu()
         positions, counts = _row_positions(ptr, members)
