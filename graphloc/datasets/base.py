@@ -99,7 +99,7 @@ class NodeDataset:
                                  "edge_index and y")
         graph = Graph(data.edge_index, num_nodes=data.num_nodes)
         split = pyg_split(data, graph.num_nodes) or city_split(graph.num_nodes)
-        return cls(name, graph, _as_features(data.x), _class_labels(data.y, name), *split,
+        return cls(name, graph, float_features(data.x), class_labels(data.y, name), *split,
                    pos=getattr(data, "pos", None), edge_attr=getattr(data, "edge_attr", None))
 
     @classmethod
@@ -110,9 +110,9 @@ class NodeDataset:
         masks, else :func:`city_split`."""
         graph = Graph.from_networkx(g)
         split = city_split(graph.num_nodes) if split is None else \
-            tuple(_as_ids(s, k, graph.num_nodes) for s, k in
+            tuple(split_ids(s, k, graph.num_nodes) for s, k in
                   zip(split, ("train", "val", "test"), strict=True))
-        return cls(name, graph, _as_features(x), _class_labels(y, name), *split)
+        return cls(name, graph, float_features(x), class_labels(y, name), *split)
 
     def __repr__(self) -> str:
         return (f"NodeDataset({self.name!r}, nodes={self.num_nodes}, "
@@ -136,7 +136,7 @@ def pyg_split(data, num_nodes: int) -> tuple[Tensor, Tensor, Tensor] | None:
     masks = [getattr(data, k, None) for k in keys]
     if any(m is None for m in masks):
         return None
-    return tuple(_as_ids(m, k, num_nodes) for m, k in zip(masks, keys, strict=True))
+    return tuple(split_ids(m, k, num_nodes) for m, k in zip(masks, keys, strict=True))
 
 
 def city_split(num_nodes: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -147,13 +147,13 @@ def city_split(num_nodes: int) -> tuple[Tensor, Tensor, Tensor]:
     return perm[:tenth], perm[tenth:2 * tenth], perm[2 * tenth:]
 
 
-def _as_features(x) -> Tensor:
+def float_features(x) -> Tensor:
     """Integer or boolean features (counts, one-hot) as float32, exactly."""
     x = torch.as_tensor(x)
     return x if x.is_floating_point() else x.float()
 
 
-def _class_labels(y, name: str) -> Tensor:
+def class_labels(y, name: str) -> Tensor:
     """Labels as int64, flattened."""
     return _whole_numbers(torch.as_tensor(y).reshape(-1), f"{name}: y")
 
@@ -170,7 +170,7 @@ def _whole_numbers(t: Tensor, what: str) -> Tensor:
     return t.long()
 
 
-def _as_ids(split: Tensor, name: str, num_nodes: int) -> Tensor:
+def split_ids(split: Tensor, name: str, num_nodes: int) -> Tensor:
     """Node ids from a boolean mask of ``num_nodes`` or from ids."""
     split = torch.as_tensor(split)
     if split.dtype == torch.bool:
@@ -191,9 +191,9 @@ def as_node_dataset(data) -> NodeDataset:
         x, structure, y = data[:3]
         graph = structure if isinstance(structure, Graph) else Graph(structure, x.size(0))
         split = city_split(graph.num_nodes) if len(data) == 3 else tuple(
-            _as_ids(s, k, graph.num_nodes) for s, k in
+            split_ids(s, k, graph.num_nodes) for s, k in
             zip(data[3], ("train", "val", "test"), strict=True))
-        return NodeDataset("data", graph, _as_features(x), _class_labels(y, "data"), *split)
+        return NodeDataset("data", graph, float_features(x), class_labels(y, "data"), *split)
     if hasattr(data, "edge_index") and hasattr(data, "x"):
         return NodeDataset.from_pyg(data)
     raise TypeError(f"fit trains on a NodeDataset, a PyG Data or (x, edge_index, y[, split]), "

@@ -23,7 +23,7 @@ import warnings
 
 import torch
 
-from graphloc.datasets.base import NodeDataset, _as_ids, _class_labels
+from graphloc.datasets.base import NodeDataset, class_labels, split_ids
 from graphloc.datasets.osm import BUILDER_VERSION
 from graphloc.graph import Graph
 from graphloc.io import atomic_file, atomic_save, load_file
@@ -152,9 +152,9 @@ def read_release(archive: str, augmented: bool = True, name: str | None = None) 
         if len(labels) == 1:  # a built city may use other hops or classes
             label_file = os.path.basename(labels[0])
         def split(file):  # ids as the release stores them; a boolean mask is read as one
-            return _as_ids(load(file), f"{archive}: {file}", x.size(0))
+            return split_ids(load(file), f"{archive}: {file}", x.size(0))
         return dict(x=x, edge_index=load("edge_indices.pt").long(),
-                    y=_class_labels(load(label_file), f"{archive}: {label_file}"),
+                    y=class_labels(load(label_file), f"{archive}: {label_file}"),
                     train_index=split("train_mask.pt"), val_index=split("valid_mask.pt"),
                     test_index=split("test_mask.pt"))
 

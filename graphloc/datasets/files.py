@@ -18,9 +18,9 @@ from torch import Tensor
 
 from graphloc.datasets.base import (
     NodeDataset,
-    _as_features,
-    _class_labels,
     city_split,
+    class_labels,
+    float_features,
     pyg_split,
 )
 from graphloc.graph import Graph
@@ -56,7 +56,7 @@ def load_graph_file(path: str, features: str | None = None,
         x = default_features(graph)
     labelled = y is not None
     # the files given override the Data's own x and y; its masks are kept
-    return NodeDataset(name, graph, _as_features(x), _class_labels(y, name) if labelled else
+    return NodeDataset(name, graph, float_features(x), class_labels(y, name) if labelled else
                        torch.zeros(graph.num_nodes, dtype=torch.long),
                        *(split or city_split(graph.num_nodes)), labelled=labelled)
 
@@ -103,7 +103,7 @@ def _node_labels(g, path: str) -> Tensor | None:
         if all(v is not None for v in values):
             if all(_is_number(v) for v in values):  # 2.7 is refused (int() would give 2)
                 numbers = torch.tensor([float(v) for v in values], dtype=torch.float64)
-                return _class_labels(numbers, f"{path} (node attribute {key!r})")
+                return class_labels(numbers, f"{path} (node attribute {key!r})")
             classes = {v: i for i, v in enumerate(sorted(set(map(str, values))))}
             return torch.tensor([classes[str(v)] for v in values])
     return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from graphloc.datasets.base import NodeDataset
+from graphloc.datasets.base import NodeDataset, class_labels, split_ids
 from graphloc.graph import Graph
 
 
@@ -30,10 +30,12 @@ def ogb_node(name: str, root: str = "data/ogb") -> NodeDataset:
     num_nodes = int(graph["num_nodes"])
     return NodeDataset(
         name=name, graph=Graph(torch.as_tensor(graph["edge_index"]).long(), num_nodes),
-        x=torch.as_tensor(graph["node_feat"]).float(), y=label.view(-1).long(),
-        train_index=torch.as_tensor(split["train"]).long(),
-        val_index=torch.as_tensor(split["valid"]).long(),
-        test_index=torch.as_tensor(split["test"]).long())
+        x=torch.as_tensor(graph["node_feat"]).float(),
+        # papers100M-style NaN labels (unlabelled nodes) are named, not cast to -2**63
+        y=class_labels(label, name),
+        train_index=split_ids(split["train"], "train", num_nodes),
+        val_index=split_ids(split["valid"], "valid", num_nodes),
+        test_index=split_ids(split["test"], "test", num_nodes))
 
 
 def _offline_message(name: str, root: str, err: Exception) -> str:

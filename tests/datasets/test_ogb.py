@@ -55,3 +55,10 @@ def test_offline_says_what_to_fetch_and_where(monkeypatch, tmp_path):
                                               r"'ogbn-arxiv' \(URLError.* files lie under "
                                               r".*ogbn_arxiv/ \(raw/ and split/\)"):
         ogb_node("ogbn-arxiv", str(tmp_path))
+
+
+def test_nan_labels_are_named_not_cast(monkeypatch):
+    """papers100M marks unlabelled nodes with NaN: .long() made them -2**63."""
+    fake_ogb(monkeypatch, np.array([[1.0], [np.nan], [2.0], [1.0], [0.0]]))
+    with pytest.raises(ValueError, match="ogbn-fake: y must hold whole numbers .* entry 1 is nan"):
+        ogb_node("ogbn-fake", "/tmp")
