@@ -72,8 +72,9 @@ def test_segment_and_gather_csr():
     indptr = torch.tensor([0, 3, 3, 7])
     torch.testing.assert_close(gs.segment_csr(src, indptr, reduce="sum"),
                                torch.stack([src[:3].sum(0), src.new_zeros(2), src[3:].sum(0)]))
-    out, arg = gs.segment_csr(src, indptr, reduce="max")
+    out, arg = gs.segment_max_csr(src, indptr)
     torch.testing.assert_close(out[2], src[3:].max(0).values)
+    torch.testing.assert_close(gs.segment_csr(src, indptr, reduce="max"), out)  # values only
     assert arg[1].tolist() == [7, 7]
     rows = torch.randn(3, 2)
     torch.testing.assert_close(gs.gather_csr(rows, indptr), rows[[0, 0, 0, 2, 2, 2, 2]])
@@ -120,7 +121,7 @@ def test_scatter_bad_input():
         gs.scatter(src, torch.tensor([0, 1, 1, 0]), 0, reduce="median")
     with pytest.raises(ValueError, match="non-decreasing"):
         gs.segment_csr(src, torch.tensor([0, 3, 1, 4]))
-    with pytest.raises(ValueError, match="run from 0 to src.size"):
+    with pytest.raises(ValueError, match=r"runs from 0 to 5, outside src's 0 \.\. 4"):
         gs.segment_csr(src, torch.tensor([0, 2, 5]))
 
 

@@ -18,7 +18,9 @@ inline Reduce parse_reduce(const std::string& name) {
   if (name == "mean") return Reduce::Mean;
   if (name == "max" || name == "amax") return Reduce::Max;
   if (name == "min" || name == "amin") return Reduce::Min;
-  TORCH_CHECK(false, "reduce must be one of 'sum', 'mean', 'max', 'min', got '", name, "'");
+  if (name == "mul") return Reduce::Mul;
+  TORCH_CHECK(false, "reduce must be one of 'sum', 'mean', 'max', 'min', 'mul', got '", name,
+              "'");
 }
 
 inline bool has_arg(Reduce r) { return r == Reduce::Max || r == Reduce::Min; }
@@ -30,7 +32,8 @@ decltype(auto) dispatch_reduce(Reduce r, F&& f) {
     case Reduce::Sum: return f(std::integral_constant<Reduce, Reduce::Sum>{});
     case Reduce::Mean: return f(std::integral_constant<Reduce, Reduce::Mean>{});
     case Reduce::Max: return f(std::integral_constant<Reduce, Reduce::Max>{});
-    default: return f(std::integral_constant<Reduce, Reduce::Min>{});
+    case Reduce::Min: return f(std::integral_constant<Reduce, Reduce::Min>{});
+    default: return f(std::integral_constant<Reduce, Reduce::Mul>{});
   }
 }
 
@@ -46,6 +49,15 @@ decltype(auto) dispatch_reduce(Reduce r, F&& f) {
 
 #define GL_DISPATCH_FLOAT(TYPE, NAME, ...) \
   AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, TYPE, NAME, __VA_ARGS__)
+
+// The value types of the CPU reductions (torch_scatter's dtypes): the float types, half,
+// int32 and int64.
+#define GL_DISPATCH_VALUES(TYPE, NAME, ...)                                       \
+  AT_DISPATCH_SWITCH(TYPE, NAME,                                                  \
+                     AT_DISPATCH_CASE_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, \
+                                                          __VA_ARGS__)            \
+                     AT_DISPATCH_CASE(at::kInt, __VA_ARGS__)                      \
+                     AT_DISPATCH_CASE(at::kLong, __VA_ARGS__))
 
 inline void check_index(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.scalar_type() == at::kInt || t.scalar_type() == at::kLong, name,
@@ -69,6 +81,15 @@ inline void check_features(const at::Tensor& x, const char* name) {
   TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble ||
                   x.scalar_type() == at::kBFloat16,
               name, " must be float32, float64 or bfloat16, got ", x.scalar_type());
+}
+
+// The CPU reductions (spmm, segment_reduce, gather_csr) also take half, int32 and int64.
+inline void check_reducible(const at::Tensor& x, const char* name) {
+  TORCH_CHECK(x.dim() == 2, name, " must be 2-D [rows, channels], got shape ", x.sizes());
+  const auto t = x.scalar_type();
+  TORCH_CHECK(t == at::kFloat || t == at::kDouble || t == at::kBFloat16 || t == at::kHalf ||
+                  t == at::kInt || t == at::kLong,
+              name, " must be float32, float64, bfloat16, float16, int32 or int64, got ", t);
 }
 
 // Edge values are [E] or [E, H]; H heads split the K channels into H equal blocks.
@@ -157,12 +178,14 @@ inline void check_sddmm_args(const at::Tensor& indptr, const at::Tensor& indices
   check_index_range(indices, a.size(0), "indices", "a");
 }
 
-// spmm: a CSR whose two arrays share one index dtype, and float features.
+// spmm: a CSR whose two arrays share one index dtype, and float features (any reducible
+// type where the kernel dispatches them: `reducible`).
 inline void check_spmm_args(const at::Tensor& indptr, const at::Tensor& indices,
-                            const at::Tensor& x) {
+                            const at::Tensor& x, bool reducible = false) {
   check_indptr(indptr);
   check_index(indices, "indices");
-  check_features(x, "x");
+  if (reducible) check_reducible(x, "x");
+  else check_features(x, "x");
   TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(), "indices (", indices.scalar_type(),
               ") and indptr (", indptr.scalar_type(), ") must share one index dtype");
   check_csr_nnz(indptr, indices.numel(), "indices");

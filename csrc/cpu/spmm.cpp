@@ -103,11 +103,14 @@ void reduce_rows(const index_t* indptr, Src src, const scalar_t* value, int64_t 
   using Red = Reducer<acc_t, R>;
   const int64_t F = K / heads;
   const int64_t num_edges = indptr[num_rows];
-  // max/min of inputs with NaN or infinities take the scalar path and its exact rule
-  const int tile = Red::kHasArg && !finite ? 0 : tile_width(F);
+  // max/min of inputs with NaN or infinities take the scalar path and its exact rule; so
+  // do products and the types torch_scatter adds (half, integers), where speed matters less
+  constexpr bool kTiled = R != Reduce::Mul && (std::is_same_v<scalar_t, float> ||
+      std::is_same_v<scalar_t, double> || std::is_same_v<scalar_t, c10::BFloat16>);
+  const int tile = !kTiled || (Red::kHasArg && !finite) ? 0 : tile_width(F);
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     const int64_t chunk_end = indptr[r1];
-    if (tile > 0) {
+    if constexpr (kTiled) if (tile > 0) {
       auto run_tiled = [&](auto width) {
         constexpr int T = decltype(width)::value;
         for (int64_t row = r0; row < r1; ++row) {
@@ -145,6 +148,8 @@ void reduce_rows(const index_t* indptr, Src src, const scalar_t* value, int64_t 
             int64_t* b = best.data() + h * F;
             for (int64_t f = 0; f < F; ++f)
               Red::update(a[f], w * static_cast<acc_t>(xh[f]), b[f], e, e == begin);
+          } else if constexpr (R == Reduce::Mul) {
+            for (int64_t f = 0; f < F; ++f) a[f] *= w * static_cast<acc_t>(xh[f]);
           } else {
             for (int64_t f = 0; f < F; ++f) a[f] += w * static_cast<acc_t>(xh[f]);
           }
@@ -176,7 +181,7 @@ std::tuple<at::Tensor, at::Tensor> reduce_launch(const at::Tensor& indptr,
   // which ignores NaN, gives the exact answer (an overflowing sum only costs speed).
   const bool finite = !has_arg(reduce) ||
       (at::isfinite(xc.sum()).item<bool>() && (!vc.defined() || at::isfinite(vc.sum()).item<bool>()));
-  GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::spmm", [&] {
+  GL_DISPATCH_VALUES(x.scalar_type(), "graphloc::spmm", [&] {
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
       dispatch_reduce(reduce, [&](auto R) {
         const index_t* ip = indptr.data_ptr<index_t>();
@@ -202,7 +207,7 @@ std::tuple<at::Tensor, at::Tensor> spmm_cpu(
     const at::Tensor& indptr, const at::Tensor& indices, const c10::optional<at::Tensor>& value,
     const at::Tensor& x, c10::string_view reduce, const c10::optional<at::Tensor>& /*csc_indptr*/,
     const c10::optional<at::Tensor>& /*csc_indices*/, const c10::optional<at::Tensor>& /*csc_perm*/) {
-  check_spmm_args(indptr, indices, x);
+  check_spmm_args(indptr, indices, x, /*reducible=*/true);
   return reduce_launch(indptr, indices, value, x, parse_reduce(std::string(reduce)));
 }
 
@@ -210,7 +215,7 @@ std::tuple<at::Tensor, at::Tensor> segment_reduce_cpu(const at::Tensor& src,
                                                       const at::Tensor& indptr,
                                                       c10::string_view reduce) {
   check_indptr(indptr);
-  check_features(src, "src");
+  check_reducible(src, "src");
   check_csr_nnz(indptr, src.size(0), "src");
   return reduce_launch(indptr, c10::nullopt, c10::nullopt, src, parse_reduce(std::string(reduce)));
 }
@@ -286,14 +291,14 @@ std::tuple<at::Tensor, at::Tensor> spmm_arg_backward_cpu(
 // Thread mapping: a thread owns a block of rows and copies src[row] to each of its edges.
 at::Tensor gather_csr_cpu(const at::Tensor& src, const at::Tensor& indptr, int64_t E) {
   check_indptr(indptr);
-  check_features(src, "src");
+  check_reducible(src, "src");
   const int64_t num_rows = indptr.numel() - 1, K = src.size(1);
   TORCH_CHECK(src.size(0) == num_rows, "src has ", src.size(0), " rows but indptr describes ",
               num_rows);
   check_csr_nnz(indptr, E, "the output");
   auto sc = src.contiguous();
   auto out = empty_output({E, K}, src.options());
-  GL_DISPATCH_FLOAT(src.scalar_type(), "graphloc::gather_csr", [&] {
+  GL_DISPATCH_VALUES(src.scalar_type(), "graphloc::gather_csr", [&] {
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
       const index_t* ip = indptr.data_ptr<index_t>();
       const scalar_t* s = sc.data_ptr<scalar_t>();

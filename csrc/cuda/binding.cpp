@@ -35,6 +35,8 @@ std::tuple<at::Tensor, at::Tensor> reduce_cuda(const at::Tensor& indptr,
                                                const c10::optional<at::Tensor>& value,
                                                const at::Tensor& x, Reduce reduce) {
   const c10::cuda::CUDAGuard guard(x.device());
+  TORCH_CHECK(reduce != Reduce::Mul, "reduce='mul' has no CUDA kernel (graphloc.scatter runs it "
+              "through the pure-torch reference on GPUs)");
   const int64_t num_rows = indptr.numel() - 1, K = x.size(1);
   const int64_t num_edges = indices ? indices->numel() : x.size(0);
   check_same_device(indptr, "indptr", x, "x");

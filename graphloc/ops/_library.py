@@ -82,18 +82,45 @@ def _spmm_fake(indptr, indices, value, x, reduce, csc_indptr=None, csc_indices=N
 
 def _spmm_setup(ctx, inputs, output):
     indptr, indices, value, x, reduce, ci, cx, cp = inputs
-    ctx.reduce = reference.canonical_reduce(reduce)
+    ctx.reduce = reference.canonical_reduce(reduce, allow_mul=True)
     ctx.num_src = x.size(0)
-    # x is only read back for edge-value gradients and max/min routing: otherwise the op
-    # keeps no reference to it (deep GCNs then hold one activation per layer, not two).
-    keep_x = (value is not None and value.requires_grad) or ctx.reduce in ("max", "min")
+    # x is only read back for edge-value gradients, max/min routing and products: otherwise
+    # the op keeps no reference to it (deep GCNs then hold one activation per layer, not two).
+    keep_x = (value is not None and value.requires_grad) or ctx.reduce in ("max", "min", "mul")
     ctx.save_for_backward(indptr, indices, value, x if keep_x else None, ci, cx, cp, output[1])
+
+
+def _product_of_others(msgs, indptr):
+    """Per entry, the product of the other entries of its CSR row: the gradient of a row
+    product. Exact with zeros (no division by a zero entry), as torch's prod backward."""
+    zero = msgs == 0
+    nonzero_product = kernels.segment_reduce(torch.where(zero, 1, msgs).contiguous(), indptr,
+                                             "mul")[0]
+    zeros = kernels.segment_reduce(zero.to(msgs.dtype), indptr, "sum")[0]
+    num = msgs.size(0)
+    row_product = kernels.gather_csr(nonzero_product, indptr, num)
+    row_zeros = kernels.gather_csr(zeros, indptr, num)
+    return torch.where(zero, torch.where(row_zeros == 1, row_product, 0),
+                       torch.where(row_zeros == 0, row_product / torch.where(zero, 1, msgs), 0))
+
+
+def _spmm_mul_backward(ctx, grad_out, indptr, indices, value, x, ci, cx, cp):
+    if value is not None:
+        raise NotImplementedError("reduce='mul' with edge values has no gradient")
+    msgs = x.index_select(0, indices.long())
+    per_edge = kernels.gather_csr(grad_out.contiguous(), indptr, msgs.size(0)) * \
+        _product_of_others(msgs, indptr)
+    ci, _, cp = _transpose_of(indptr, indices, ctx.num_src, ci, cx, cp)
+    return kernels.spmm(ci, cp, None, per_edge.contiguous(), "sum")[0]
 
 
 def _spmm_backward(ctx, grad_out, _grad_arg):
     indptr, indices, value, x, ci, cx, cp, arg = ctx.saved_tensors
     need_value, need_x = ctx.needs_input_grad[2], ctx.needs_input_grad[3]
     grad_value = grad_x = None
+    if ctx.reduce == "mul":
+        grad_x = _spmm_mul_backward(ctx, grad_out, indptr, indices, value, x, ci, cx, cp)
+        return None, None, None, grad_x, None, None, None, None
     if ctx.reduce in ("max", "min"):
         ci, cx, cp = _transpose_of(indptr, indices, ctx.num_src, ci, cx, cp)
         grad_x, grad_value = kernels.spmm_arg_backward(ci, cx, cp, value, x, arg,
@@ -124,13 +151,16 @@ def _segment_reduce_fake(src, indptr, reduce):
 
 def _segment_reduce_setup(ctx, inputs, output):
     src, indptr, reduce = inputs
-    ctx.reduce = reference.canonical_reduce(reduce)
+    ctx.reduce = reference.canonical_reduce(reduce, allow_mul=True)
     ctx.num_edges = src.shape[0]
-    ctx.save_for_backward(indptr, output[1])
+    ctx.save_for_backward(indptr, output[1], src if ctx.reduce == "mul" else None)
 
 
 def _segment_reduce_backward(ctx, grad_out, _grad_arg):
-    indptr, arg = ctx.saved_tensors
+    indptr, arg, src = ctx.saved_tensors
+    if ctx.reduce == "mul":
+        grad = kernels.gather_csr(grad_out.contiguous(), indptr, ctx.num_edges)
+        return grad * _product_of_others(src, indptr), None, None
     if ctx.reduce in ("max", "min"):
         # Each position wins at most once per channel: a plain scatter into E + 1 rows,
         # the last absorbing empty rows (arg == E).

@@ -19,12 +19,15 @@ _REDUCE_ALIASES = {"sum": "sum", "add": "sum", "mean": "mean", "max": "max", "am
                    "min": "min", "amin": "min"}
 
 
-def canonical_reduce(reduce: str) -> str:
+def canonical_reduce(reduce: str, allow_mul: bool = False) -> str:
+    """The reduction's canonical name; ``mul`` (a product) only where ``allow_mul``."""
+    if allow_mul and reduce == "mul":
+        return "mul"
     try:
         return _REDUCE_ALIASES[reduce]
     except (KeyError, TypeError):
-        raise ValueError(
-            f"reduce must be one of 'sum', 'mean', 'max', 'min', got {reduce!r}") from None
+        names = "'sum', 'mean', 'max', 'min'" + (", 'mul'" if allow_mul else "")
+        raise ValueError(f"reduce must be one of {names}, got {reduce!r}") from None
 
 
 def as_rows(t: Tensor) -> Tensor:
@@ -48,16 +51,22 @@ def _head_scale(msgs: Tensor, value: Tensor | None) -> Tensor:
 
 
 def _segment(msgs: Tensor, rows: Tensor, num_rows: int, reduce: str) -> tuple[Tensor, Tensor]:
-    reduce = canonical_reduce(reduce)
+    reduce = canonical_reduce(reduce, allow_mul=True)
     E, K = msgs.shape
     out = msgs.new_zeros(num_rows, K)
     long_rows = rows.long()
+    no_arg = msgs.new_empty(0, K, dtype=rows.dtype)
+    if reduce == "mul":  # an empty product is 1
+        idx = long_rows.unsqueeze(1).expand(E, K)
+        return msgs.new_ones(num_rows, K).scatter_reduce(0, idx, msgs, "prod"), no_arg
     if reduce in ("sum", "mean"):
         out = out.index_add(0, long_rows, msgs)
-        if reduce == "mean":
-            count = torch.bincount(long_rows, minlength=num_rows).clamp(min=1)
-            out = out / count.to(msgs.dtype).unsqueeze(1)
-        return out, msgs.new_empty(0, K, dtype=rows.dtype)
+        if reduce == "mean":  # integer means truncate, as the kernels' C++ division
+            count = torch.bincount(long_rows, minlength=num_rows).clamp(min=1).unsqueeze(1)
+            count = count.to(msgs.dtype)
+            out = out / count if msgs.is_floating_point() else \
+                torch.div(out, count, rounding_mode="trunc")
+        return out, no_arg
     amode = "amax" if reduce == "max" else "amin"
     idx = long_rows.unsqueeze(1).expand(E, K)
     out = out.scatter_reduce(0, idx, msgs, amode, include_self=False)

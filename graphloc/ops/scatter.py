@@ -7,12 +7,15 @@ row (``spmm`` gathering ``src`` through the sort permutation): no atomics, deter
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
 from graphloc.checks import check_int
+from graphloc.ops import reference
 from graphloc.ops._library import kernels
-from graphloc.ops.reference import _is_winner, as_rows, canonical_reduce
+from graphloc.ops.reference import canonical_reduce
 
 _INDEX_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 
@@ -48,13 +51,34 @@ def _check_indptr(indptr: Tensor, src: Tensor) -> None:
                          f"{int(indptr[pos + 1])} < indptr[{pos}] = {int(indptr[pos])}")
 
 
-def _check_src(src: Tensor) -> None:
-    if not isinstance(src, Tensor) or not src.dtype.is_floating_point:
+_VALUE_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32,
+                 torch.int64)
+_CUDA_KERNEL_DTYPES = (torch.float32, torch.float64, torch.bfloat16)
+
+
+def _check_src(src: Tensor, name: str = "src") -> None:
+    if not isinstance(src, Tensor) or src.dtype not in _VALUE_DTYPES:
         got = src.dtype if isinstance(src, Tensor) else type(src).__name__
-        raise TypeError(f"src must be a floating-point tensor, got {got}")
+        raise TypeError(f"{name} must be a float32, float64, bfloat16, float16, int32 or int64 "
+                        f"tensor, got {got}")
     if src.dim() == 0:
-        raise ValueError("src is a 0-d tensor (a scalar): scatter needs at least one "
+        raise ValueError(f"{name} is a 0-d tensor (a scalar): scatter needs at least one "
                          "dimension to reduce along")
+
+
+def _check_floating(src: Tensor, what: str) -> None:
+    _check_src(src)
+    if not src.is_floating_point():
+        raise ValueError(f"{what} can only be computed over floating-point tensors, got "
+                         f"src of dtype {src.dtype}")
+
+
+def _engine(src: Tensor, reduce: str):
+    """The kernels, or their pure-torch twins where a GPU has no kernel for the call (the
+    CUDA reductions take float32, float64 and bfloat16, and no products)."""
+    if src.device.type != "cuda" or (src.dtype in _CUDA_KERNEL_DTYPES and reduce != "mul"):
+        return kernels
+    return reference
 
 
 def _checked_dim(dim, src: Tensor) -> int:
@@ -87,102 +111,142 @@ def _check_out(out: Tensor, src: Tensor, dim: int, name: str = "out") -> None:
                         f"{src.device}")
 
 
-def _index_along(index: Tensor, src: Tensor, dim: int) -> Tensor | None:
-    """The 1-D index along ``dim`` if ``index`` is one (or a broadcast of one), else None."""
+def _broadcast_index(index: Tensor, src: Tensor, dim: int) -> Tensor:
+    """torch_scatter's broadcasting, as a view: a 1-D index runs along ``dim``; an N-D index
+    gains trailing dimensions of size 1; sizes of 1 stand for any size of src."""
+    if index.device != src.device:
+        raise ValueError(f"index is on {index.device} but src is on {src.device}")
     if index.dim() == 1:
         if index.numel() != src.size(dim):
             raise ValueError(f"index has {index.numel()} entries but src has {src.size(dim)} "
                              f"along dim {dim}")
-        return index
-    if index.shape != src.shape:
-        raise ValueError(f"index must be 1-D or have src's shape {list(src.shape)}, got "
-                         f"{list(index.shape)}")
-    rows = as_rows(index.movedim(dim, 0))
-    return rows[:, 0] if bool((rows == rows[:, :1]).all()) else None
+        return index.reshape([-1 if d == dim else 1 for d in range(src.dim())])
+    if index.dim() > src.dim():
+        raise ValueError(f"index has {index.dim()} dimensions but src only {src.dim()}")
+    shaped = index.reshape(*index.shape, *[1] * (src.dim() - index.dim()))
+    for d, (i, n) in enumerate(zip(shaped.shape, src.shape, strict=True)):
+        if i not in (1, n):
+            raise ValueError(f"index of shape {list(index.shape)} does not broadcast against "
+                             f"src of shape {list(src.shape)} (dimension {d}: {i} vs {n})")
+    return shaped
 
 
-def _scatter_csr(src2: Tensor, index: Tensor, dim_size: int, reduce: str):
-    """Reduces rows of ``src2 [M, K]`` into ``dim_size`` rows: (out, arg as source rows)."""
-    M = src2.size(0)
-    dtype = torch.int32 if max(M, dim_size) < 2**31 - 1 else torch.int64
-    index = index.to(dtype)
-    indptr, perm = kernels.coo_to_csr(index, dim_size)
+def _index_dtype(*sizes: int) -> torch.dtype:
+    return torch.int32 if max(sizes, default=0) < 2**31 - 1 else torch.int64
+
+
+def _empty_result(src: Tensor, shape, reduce: str) -> Tensor:
+    """The result over no elements (0, or 1 for products), still connected to src's graph."""
+    out = src.new_ones(shape) if reduce == "mul" else src.new_zeros(shape)
+    return out + src.sum() * 0 if src.requires_grad else out
+
+
+def _divide_by_count(total: Tensor, count: Tensor) -> Tensor:
+    """torch_scatter's means: true division for floats, floor division for integers."""
+    count = count.clamp(min=1)
+    if total.is_floating_point():
+        return total / count.to(total.dtype)
+    return torch.div(total, count.to(total.dtype), rounding_mode="floor")
+
+
+def _reduce_slots(rows: Tensor, slot: Tensor, num_slots: int, reduce: str):
+    """Reduces ``rows [M, K]`` into ``num_slots`` rows by ``slot [M]``: a stable counting
+    sort to a CSR, then one row-parallel kernel pass. Returns (out, arg as source rows, M
+    where a slot is empty)."""
+    M = rows.size(0)
+    dtype = _index_dtype(M, num_slots)
+    slot = slot.to(dtype)
+    engine = _engine(rows, reduce)
+    indptr, perm = kernels.coo_to_csr(slot, num_slots)
     csc = (None, None, None)
-    if torch.is_grad_enabled() and src2.requires_grad:
-        # The transpose has one entry per source row m: destination index[m], at CSR
+    if torch.is_grad_enabled() and rows.requires_grad:
+        # The transpose has one entry per source row m: destination slot[m], at CSR
         # position inv[m].
         inv = torch.empty_like(perm).index_copy_(0, perm.long(), torch.arange(
-            M, dtype=dtype, device=src2.device))
-        csc = (torch.arange(M + 1, dtype=dtype, device=src2.device), index, inv)
-    out, arg = kernels.spmm(indptr, perm, None, src2, reduce, *csc)
+            M, dtype=dtype, device=rows.device))
+        csc = (torch.arange(M + 1, dtype=dtype, device=rows.device), slot, inv)
+    out, arg = engine.spmm(indptr, perm, None, rows, reduce, *csc)
     if arg.numel():  # CSR positions -> source rows; the sentinel M stays M
         arg = torch.cat([perm.long(), perm.new_full((1,), M).long()])[arg.long()]
-    return out, arg
+    return out, (arg if arg.numel() else None)
 
 
 def _scatter(src, index, dim, dim_size, reduce):
+    """(out, arg) of reducing ``src`` along ``dim`` into ``dim_size`` slots. arg (max/min)
+    is the winner's position along ``dim``, ``src.size(dim)`` for an empty slot.
+
+    Every call is one kernel pass: the dimensions before ``dim`` become batches of slots
+    (slot = batch * dim_size + index). An index that also varies along the dimensions after
+    ``dim`` makes every (batch, channel) pair a batch of one channel.
+    """
     _check_src(src)
-    reduce = canonical_reduce(reduce)
     dim = _checked_dim(dim, src)
     _check_index(index, 2**63 - 1, "index")
+    shaped = _broadcast_index(index, src, dim)
     dim_size = _checked_dim_size(dim_size, index)
     _check_index(index, dim_size, "index")
-    if index.device != src.device:
-        raise ValueError(f"index is on {index.device} but src is on {src.device}")
-    flat = _index_along(index, src, dim)
-    if flat is None:
-        return _scatter_elementwise(src, index, dim, dim_size, reduce)
-    moved = src.movedim(dim, 0)
-    out, arg = _scatter_csr(as_rows(moved), flat, dim_size,
-                            reduce)
-    shape = (dim_size, *moved.shape[1:])
-    out = out.view(shape).movedim(0, dim)
-    return out, (arg.view(shape).movedim(0, dim) if arg.numel() else None)
+    lead, trail = src.shape[:dim], src.shape[dim + 1:]
+    B, L, K = math.prod(lead), src.size(dim), math.prod(trail)
+    shape = (*lead, dim_size, *trail)
+    if src.numel() == 0 or B * dim_size * K == 0:
+        arg = torch.full(shape, L, dtype=torch.long, device=src.device)
+        return _empty_result(src, shape, reduce), arg
+    per_channel = any(shaped.size(d) > 1 for d in range(dim + 1, src.dim()))
+    if per_channel:
+        idx = shaped.expand(src.shape).reshape(B, L, K).transpose(1, 2).reshape(B * K, L)
+        rows = src.reshape(B, L, K).transpose(1, 2).reshape(B * K * L, 1)
+    else:
+        idx = shaped.expand(*lead, L, *[1] * len(trail)).reshape(B, L)
+        rows = src.reshape(B * L, K)
+    batches, channels = idx.size(0), rows.size(1)
+    slot = idx.long() + torch.arange(batches, device=src.device).unsqueeze(1) * dim_size
+    integer_mean = reduce == "mean" and not src.is_floating_point()
+    out, arg = _reduce_slots(rows, slot.reshape(-1), batches * dim_size,
+                             "sum" if integer_mean else reduce)
+    if integer_mean:
+        count = torch.bincount(slot.reshape(-1), minlength=batches * dim_size).unsqueeze(1)
+        out = _divide_by_count(out, count)
+    if arg is not None:  # source rows -> positions along dim
+        arg = torch.where(arg == rows.size(0), L, arg % L)
 
-
-def _scatter_elementwise(src, index, dim, dim_size, reduce):
-    # A different index per element: torch's scatter_reduce, with the arg found afterwards.
-    shape = list(src.shape)
-    shape[dim] = dim_size
-    index = index.long()
-    if reduce in ("sum", "mean"):
-        out = src.new_zeros(shape).scatter_reduce(dim, index, src, reduce, include_self=False)
-        return out, None
-    mode = "amax" if reduce == "max" else "amin"
-    out = src.new_zeros(shape).scatter_reduce(dim, index, src, mode, include_self=False)
-    pos = torch.arange(src.size(dim), device=src.device).view(
-        [-1 if d == dim else 1 for d in range(src.dim())]).expand_as(src)
-    won = torch.where(_is_winner(src, out.detach().gather(dim, index)), pos, src.size(dim))
-    arg = torch.full(shape, src.size(dim), dtype=torch.long, device=src.device)
-    return out, arg.scatter_reduce(dim, index, won, "amin", include_self=True)
+    def restore(t):
+        t = t.view(batches, dim_size, channels)
+        if per_channel:
+            t = t.view(B, K, dim_size).transpose(1, 2)
+        return t.reshape(shape)
+    return restore(out), (restore(arg) if arg is not None else None)
 
 
 # --- torch_scatter's API ------------------------------------------------------------------
 
 def _reduce_into(out: Tensor, src, index, dim, reduce):
-    """torch_scatter's ``out=`` contract: the existing values of ``out`` take part."""
+    """torch_scatter's ``out=`` contract: the existing values of ``out`` take part (sum adds,
+    mul multiplies, mean divides out + sum by the group sizes, max/min keep out's values
+    where they win)."""
     _check_src(src)
     dim = _checked_dim(dim, src)
     _check_out(out, src, dim)
-    result, arg = _scatter(src, index, dim, out.size(dim), reduce)
-    if reduce in ("sum", "mean"):
-        out.add_(result if reduce == "sum" else _scatter(src, index, dim, out.size(dim),
-                                                         "sum")[0])
+    size = out.size(dim)
+    if reduce in ("sum", "mean", "mul"):
+        result = _scatter(src, index, dim, size, "mul" if reduce == "mul" else "sum")[0]
+        if reduce == "mul":
+            return out.mul_(result), None
+        out.add_(result)
         if reduce == "mean":
-            flat = index if index.dim() == 1 else index.movedim(dim, 0)[(slice(None),) +
-                                                                         (0,) * (src.dim() - 1)]
-            count = torch.bincount(flat.long(), minlength=out.size(dim)).clamp(min=1)
-            out.div_(count.view([-1 if d == dim else 1 for d in range(out.dim())]).to(out.dtype))
+            count = _scatter(torch.ones_like(src), index, dim, size, "sum")[0]
+            out.copy_(_divide_by_count(out, count))
         return out, None
+    result, arg = _scatter(src, index, dim, size, reduce)
     better = result > out if reduce == "max" else result < out
-    better |= result.isnan() & ~out.isnan()  # NaN propagates, as torch.amax
+    if result.is_floating_point():
+        better |= result.isnan() & ~out.isnan()  # NaN propagates, as torch.amax
     wins = better & (arg < src.size(dim))  # empty groups and ties keep out's value
     out.copy_(torch.where(wins, result, out))
     return out, torch.where(wins, arg, src.size(dim))
 
 
 def _scatter_api(src, index, dim, out, dim_size, reduce):
-    reduce = canonical_reduce(reduce)
+    reduce = canonical_reduce(reduce, allow_mul=True)
     if out is None:
         return _scatter(src, index, dim, dim_size, reduce)
     return _reduce_into(out, src, index, dim, reduce)
@@ -192,10 +256,11 @@ def scatter(src: Tensor, index: Tensor, dim: int = -1, out: Tensor | None = None
             dim_size: int | None = None, reduce: str = "sum") -> Tensor:
     """``out[..., index[i], ...] = reduce(src[..., i, ...])`` along ``dim``.
 
-    ``index`` is 1-D (along ``dim``) or src's shape. ``reduce`` is sum/add, mean, max or min;
-    empty outputs are 0. With ``out``, the result is reduced into it as torch_scatter does:
-    sum adds to it, max/min keep its values where they win, mean divides (out + sum) by
-    the group sizes.
+    ``index`` broadcasts against ``src`` as in torch_scatter (1-D along ``dim``, or N-D with
+    sizes equal to src's or 1). ``reduce`` is sum/add, mul, mean, max or min; empty outputs
+    are 0 (1 for mul). Integer means round down, as torch_scatter's. With ``out``, the result
+    is reduced into it as torch_scatter does: sum adds to it, mul multiplies it, max/min
+    keep its values where they win, mean divides (out + sum) by the group sizes.
     """
     return _scatter_api(src, index, dim, out, dim_size, reduce)[0]
 
@@ -205,6 +270,11 @@ def scatter_sum(src, index, dim=-1, out=None, dim_size=None):
 
 
 scatter_add = scatter_sum
+
+
+def scatter_mul(src, index, dim=-1, out=None, dim_size=None):
+    """Products of the groups (1 for an empty group); the gradient is exact with zeros."""
+    return scatter(src, index, dim, out, dim_size, "mul")
 
 
 def scatter_mean(src, index, dim=-1, out=None, dim_size=None):
@@ -221,55 +291,271 @@ def scatter_min(src, index, dim=-1, out=None, dim_size=None):
     return _scatter_api(src, index, dim, out, dim_size, "min")
 
 
-def segment_csr(src: Tensor, indptr: Tensor, out: Tensor | None = None,
-                reduce: str = "sum"):
-    """Reduces ``src`` rows ``indptr[i]:indptr[i+1]`` (along dim 0); max/min also return the
-    arg (``src.size(0)`` for empty segments), like torch_scatter's ``segment_csr``."""
-    _check_src(src)
-    _check_indptr(indptr, src)
-    reduce = canonical_reduce(reduce)
-    result, arg = kernels.segment_reduce(as_rows(src), indptr,
-                                         reduce)
-    shape = (indptr.numel() - 1, *src.shape[1:])
+def scatter_std(src: Tensor, index: Tensor, dim: int = -1, out: Tensor | None = None,
+                dim_size: int | None = None, unbiased: bool = True) -> Tensor:
+    """Standard deviation of each group. A group of one element gets 0 (torch gives NaN);
+    unlike torch_scatter, no 1e-6 is added to the divisor. With ``out``, the squared
+    deviations are added to it before the division, as torch_scatter does."""
+    _check_floating(src, "scatter_std")
+    dim = _checked_dim(dim, src)
     if out is not None:
-        _check_out(out, result.view(shape), 0)
-        if out.size(0) != shape[0]:
-            raise ValueError(f"out has {out.size(0)} rows but indptr describes {shape[0]}")
-    result = result.view(shape) if out is None else out.copy_(result.view(shape))
-    return (result, arg.long().view(shape)) if arg.numel() else result
+        _check_out(out, src, dim)
+        dim_size = out.size(dim)
+    total, count = _scatter(src, index, dim, dim_size, "sum")[0], \
+        _scatter(torch.ones_like(src), index, dim, dim_size, "sum")[0]
+    full_index = _broadcast_index(index, src, dim).expand_as(src).long()
+    mean = total / count.clamp(min=1)
+    deviation = src - mean.gather(dim, full_index)
+    squares = scatter(deviation * deviation, index, dim, out, dim_size, "sum")
+    divisor = (count - 1 if unbiased else count).clamp(min=1)
+    result = (squares / divisor).sqrt()
+    return out.copy_(result) if out is not None else result
+
+
+def scatter_logsumexp(src: Tensor, index: Tensor, dim: int = -1, out: Tensor | None = None,
+                      dim_size: int | None = None, eps: float = 1e-12) -> Tensor:
+    """``log(sum(exp(src)))`` of each group, computed from the group max (no overflow).
+
+    An empty group gives 0 (as torch_scatter), a group of only -inf gives -inf (as
+    torch.logsumexp; torch_scatter gives 0). With ``out``, its values join their groups
+    (``logaddexp(out, group)``), and empty groups keep them.
+    """
+    _check_floating(src, "scatter_logsumexp")
+    dim = _checked_dim(dim, src)
+    if out is not None:
+        _check_out(out, src, dim)
+        dim_size = out.size(dim)
+    shifted, full_index, group_max = _group_shift(src, index, dim, dim_size)
+    total = scatter(shifted.exp(), index, dim, dim_size=group_max.size(dim), reduce="sum")
+    count = _scatter(torch.ones_like(src), index, dim, group_max.size(dim), "sum")[0]
+    result = torch.where(count > 0, (total + eps).log() + group_max, 0.0)
+    if out is None:
+        return result
+    return out.copy_(torch.where(count > 0, torch.logaddexp(out, result), out))
+
+
+def _expanded_indptr(src: Tensor, indptr: Tensor, name: str = "indptr"):
+    """torch_scatter's N-D indptr: ``[*src.shape[:dim], R + 1]`` with ``dim =
+    indptr.dim() - 1`` (leading sizes of 1 broadcast). Returns (dim, indptr as [B, R + 1])."""
+    if not isinstance(indptr, Tensor) or indptr.dtype not in (torch.int32, torch.int64):
+        got = indptr.dtype if isinstance(indptr, Tensor) else type(indptr).__name__
+        raise TypeError(f"{name} must be an int32 or int64 tensor, got {got}")
+    if indptr.dim() == 0 or indptr.dim() > src.dim():
+        raise ValueError(f"{name} must have 1 to src.dim() = {src.dim()} dimensions, got "
+                         f"shape {list(indptr.shape)}")
+    if indptr.device != src.device:
+        raise ValueError(f"{name} is on {indptr.device} but src is on {src.device}")
+    dim = indptr.dim() - 1
+    for d in range(dim):
+        if indptr.size(d) not in (1, src.size(d)):
+            raise ValueError(f"{name} of shape {list(indptr.shape)} does not broadcast against "
+                             f"src of shape {list(src.shape)} (dimension {d})")
+    B = math.prod(src.shape[:dim])
+    return dim, indptr.expand(*src.shape[:dim], indptr.size(-1)).reshape(B, indptr.size(-1))
+
+
+def _check_segment_bounds(indptr: Tensor, low_end: int | None, high: int, name: str) -> None:
+    """Every row of ``indptr [B, R + 1]`` is non-decreasing within [0, high]; with
+    ``low_end``, rows start at 0 and end exactly at ``low_end``."""
+    if indptr.numel() == 0:
+        return
+    first, last = indptr[:, 0], indptr[:, -1]
+    if low_end is not None and bool(((first != 0) | (last != low_end)).any()):
+        b = int(((first != 0) | (last != low_end)).nonzero()[0])
+        raise ValueError(f"{name} must run from 0 to {low_end} in every segment row, but row "
+                         f"{b} runs from {int(first[b])} to {int(last[b])}")
+    if bool((first < 0).any()) or bool((last > high).any()):
+        b = int(((first < 0) | (last > high)).nonzero()[0])
+        raise ValueError(f"{name} row {b} runs from {int(first[b])} to {int(last[b])}, "
+                         f"outside src's 0 .. {high} along the segment dimension")
+    step = indptr[:, 1:] - indptr[:, :-1]
+    if step.numel() and bool((step < 0).any()):
+        b, r = (int(v) for v in (step < 0).nonzero()[0])
+        raise ValueError(f"{name} must be non-decreasing, but in row {b} {name}[{r + 1}] = "
+                         f"{int(indptr[b, r + 1])} < {name}[{r}] = {int(indptr[b, r])}")
+
+
+def _segment_csr(src: Tensor, indptr: Tensor, reduce: str):
+    """(out, arg) of reducing src's segments along ``dim = indptr.dim() - 1``; arg is the
+    winner's position along dim, ``src.size(dim)`` for an empty segment."""
+    _check_src(src)
+    reduce = canonical_reduce(reduce)
+    dim, ip = _expanded_indptr(src, indptr)
+    lead, trail = src.shape[:dim], src.shape[dim + 1:]
+    B, L, K, R = ip.size(0), src.size(dim), math.prod(trail), max(ip.size(1) - 1, 0)
+    _check_segment_bounds(ip, None, L, "indptr")
+    shape = (*lead, R, *trail)
+    if src.numel() == 0 or B * R * K == 0:
+        arg = torch.full(shape, L, dtype=torch.long, device=src.device)
+        return _empty_result(src, shape, reduce), arg
+    rows, engine = src.reshape(B * L, K), _engine(src, reduce)
+    if B == 1 and int(ip[0, 0]) == 0 and int(ip[0, -1]) == L:  # one segment list over src
+        out, arg = engine.segment_reduce(rows, ip[0], reduce)
+        positions = None
+    else:  # gather each segment's rows by position: one spmm over all batches
+        dtype = _index_dtype(B * L, rows.size(0))
+        starts = (ip[:, :-1] + torch.arange(B, device=src.device).unsqueeze(1) * L).reshape(-1)
+        counts = (ip[:, 1:] - ip[:, :-1]).reshape(-1)
+        gptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+        total = int(gptr[-1])
+        positions = (torch.repeat_interleave(starts - gptr[:-1], counts, output_size=total) +
+                     torch.arange(total, device=src.device)).to(dtype)
+        out, arg = engine.spmm(gptr.to(dtype), positions, None, rows, reduce)
+    if arg.numel():
+        arg = arg.long()
+        if positions is not None:
+            sentinel = positions.numel()
+            rows_won = torch.cat([positions.long(), positions.new_full((1,), -1).long()])[arg]
+            arg = torch.where(arg == sentinel, L, rows_won % max(L, 1))
+        return out.view(shape), arg.view(shape)
+    return out.view(shape), None
+
+
+def _into(out: Tensor | None, result: Tensor, name: str = "out") -> Tensor:
+    """torch_scatter's segment ``out=``: overwritten by the result."""
+    if out is None:
+        return result
+    if not isinstance(out, Tensor) or out.shape != result.shape or out.dtype != result.dtype:
+        got = (list(out.shape), out.dtype) if isinstance(out, Tensor) else type(out).__name__
+        raise ValueError(f"{name} must be a {result.dtype} tensor of shape "
+                         f"{list(result.shape)}, got {got}")
+    return out.copy_(result)
+
+
+def segment_csr(src: Tensor, indptr: Tensor, out: Tensor | None = None,
+                reduce: str = "sum") -> Tensor:
+    """Reduces the segments ``indptr[..., i] : indptr[..., i + 1]`` of ``src`` along
+    ``dim = indptr.dim() - 1`` (torch_scatter's ``segment_csr``: values only; see
+    ``segment_max_csr`` for the arg). Empty segments give 0; ``out`` is overwritten."""
+    return _into(out, _segment_csr(src, indptr, reduce)[0])
+
+
+def _segment_csr_with_arg(src, indptr, out, reduce):
+    result, arg = _segment_csr(src, indptr, reduce)
+    return _into(out, result), arg
+
+
+def segment_sum_csr(src, indptr, out=None):
+    return segment_csr(src, indptr, out, "sum")
+
+
+segment_add_csr = segment_sum_csr
+
+
+def segment_mean_csr(src, indptr, out=None):
+    """Segment means (integer means truncate toward zero, as torch_scatter's)."""
+    return segment_csr(src, indptr, out, "mean")
+
+
+def segment_max_csr(src, indptr, out=None):
+    """Returns ``(out, argmax)``; argmax is ``src.size(dim)`` for an empty segment."""
+    return _segment_csr_with_arg(src, indptr, out, "max")
+
+
+def segment_min_csr(src, indptr, out=None):
+    """Returns ``(out, argmin)``; argmin is ``src.size(dim)`` for an empty segment."""
+    return _segment_csr_with_arg(src, indptr, out, "min")
 
 
 def gather_csr(src: Tensor, indptr: Tensor, out: Tensor | None = None) -> Tensor:
-    """Repeats ``src[i]`` for every position of segment ``i``: the inverse of segment_csr."""
+    """Repeats ``src[..., i, ...]`` over segment ``i`` along ``dim = indptr.dim() - 1``: the
+    inverse of segment_csr. Every row of ``indptr`` runs from 0 to the output's size."""
     _check_src(src)
-    if not isinstance(indptr, Tensor) or indptr.dim() != 1 or indptr.numel() != src.size(0) + 1:
-        raise ValueError(f"indptr must be 1-D with src.size(0) + 1 = {src.size(0) + 1} entries")
-    num_edges = int(indptr[-1])
-    _check_indptr(indptr, src.new_empty(num_edges, 0))
-    result = kernels.gather_csr(as_rows(src), indptr, num_edges)
-    result = result.view(num_edges, *src.shape[1:])
-    return result if out is None else out.copy_(result)
+    dim, ip = _expanded_indptr(src, indptr)
+    lead, trail = src.shape[:dim], src.shape[dim + 1:]
+    B, R, K = ip.size(0), max(ip.size(1) - 1, 0), math.prod(trail)
+    if src.size(dim) != R:
+        raise ValueError(f"src has {src.size(dim)} entries along dim {dim} but indptr "
+                         f"describes {R} segments")
+    E = out.size(dim) if isinstance(out, Tensor) and out.dim() == src.dim() else \
+        (int(ip[0, -1]) if ip.numel() else 0)
+    _check_segment_bounds(ip, E, E, "indptr")
+    shape = (*lead, E, *trail)
+    if B * E * K == 0:
+        return _into(out, _empty_result(src, shape, "sum"))
+    dtype = _index_dtype(B * E)
+    starts = ip[:, :-1] + torch.arange(B, device=src.device).unsqueeze(1) * E
+    gptr = torch.cat([starts.reshape(-1), starts.new_full((1,), B * E)]).to(dtype)
+    result = _engine(src, "sum").gather_csr(src.reshape(B * R, K), gptr, B * E)
+    return _into(out, result.view(shape))
 
 
-def _group_shift(src: Tensor, index: Tensor, dim: int, dim_size) -> tuple[Tensor, Tensor]:
-    """``src`` minus its group's max, and the expanded index. A group of only -inf shifts by
-    0 (its exponentials are then 0, not exp(nan)); NaN and +inf propagate, as torch."""
-    dim = _checked_dim(dim, src)
-    idx = index if index.dim() != 1 else index.view(
-        [-1 if d == dim else 1 for d in range(src.dim())]).expand_as(src)
+def _coo_dim(index: Tensor, src: Tensor) -> int:
+    _check_src(src)
+    _check_index(index, 2**63 - 1, "index")
+    if index.dim() == 0 or index.dim() > src.dim():
+        raise ValueError(f"index must have 1 to src.dim() = {src.dim()} dimensions, got shape "
+                         f"{list(index.shape)}")
+    return index.dim() - 1
+
+
+def segment_coo(src: Tensor, index: Tensor, out: Tensor | None = None,
+                dim_size: int | None = None, reduce: str = "sum") -> Tensor:
+    """torch_scatter's ``segment_coo``: reduces along ``dim = index.dim() - 1`` by a
+    (sorted) index. Computed as ``scatter``, so an unsorted index gives the scatter result."""
+    return scatter(src, index, _coo_dim(index, src), out, dim_size, reduce)
+
+
+def segment_sum_coo(src, index, out=None, dim_size=None):
+    return segment_coo(src, index, out, dim_size, "sum")
+
+
+segment_add_coo = segment_sum_coo
+
+
+def segment_mean_coo(src, index, out=None, dim_size=None):
+    return segment_coo(src, index, out, dim_size, "mean")
+
+
+def segment_max_coo(src, index, out=None, dim_size=None):
+    """Returns ``(out, argmax)``; argmax is ``src.size(dim)`` for an empty slot."""
+    return _scatter_api(src, index, _coo_dim(index, src), out, dim_size, "max")
+
+
+def segment_min_coo(src, index, out=None, dim_size=None):
+    """Returns ``(out, argmin)``; argmin is ``src.size(dim)`` for an empty slot."""
+    return _scatter_api(src, index, _coo_dim(index, src), out, dim_size, "min")
+
+
+def gather_coo(src: Tensor, index: Tensor, out: Tensor | None = None) -> Tensor:
+    """``out[..., e, ...] = src[..., index[..., e], ...]`` along ``dim = index.dim() - 1``:
+    the inverse of segment_coo."""
+    dim = _coo_dim(index, src)
+    lead, trail = src.shape[:dim], src.shape[dim + 1:]
+    if index.device != src.device:
+        raise ValueError(f"index is on {index.device} but src is on {src.device}")
+    for d in range(dim):
+        if index.size(d) not in (1, src.size(d)):
+            raise ValueError(f"index of shape {list(index.shape)} does not broadcast against "
+                             f"src of shape {list(src.shape)} (dimension {d})")
+    L, E = src.size(dim), index.size(-1)
+    _check_index(index, L, "index")
+    B, K = math.prod(lead), math.prod(trail)
+    idx = index.expand(*lead, E).reshape(B, E).long() + \
+        torch.arange(B, device=src.device).unsqueeze(1) * L
+    result = src.reshape(B * L, K).index_select(0, idx.reshape(-1))
+    return _into(out, result.view(*lead, E, *trail))
+
+
+def _group_shift(src: Tensor, index: Tensor, dim: int, dim_size):
+    """``src`` minus its group's max, the broadcast index, and the group max. A group of
+    only -inf shifts by 0 (its exponentials are then 0, not exp(nan)); NaN and +inf
+    propagate, as torch."""
+    full_index = _broadcast_index(index, src, dim).expand_as(src).long()
     group_max = scatter(src.detach(), index, dim, dim_size=dim_size, reduce="max")
-    group_max = group_max.masked_fill(group_max == float("-inf"), 0.0)
-    return src - group_max.gather(dim, idx.long()), idx
+    shift = group_max.masked_fill(group_max == float("-inf"), 0.0)
+    return src - shift.gather(dim, full_index), full_index, group_max
 
 
 def scatter_softmax(src: Tensor, index: Tensor, dim: int = -1,
                     dim_size: int | None = None) -> Tensor:
     """Softmax of ``src`` over the groups of equal ``index`` along ``dim``. A group whose
     entries are all -inf (fully masked) gets weights 0; NaN or +inf make the group NaN."""
-    shifted, idx = _group_shift(src, index, dim, dim_size)
-    dim = dim % src.dim()
+    _check_floating(src, "scatter_softmax")
+    dim = _checked_dim(dim, src)
+    shifted, full_index, _ = _group_shift(src, index, dim, dim_size)
     exp = shifted.exp()
-    total = scatter(exp, index, dim, dim_size=dim_size, reduce="sum").gather(dim, idx.long())
+    total = scatter(exp, index, dim, dim_size=dim_size, reduce="sum").gather(dim, full_index)
     return torch.where(total == 0, 0.0, exp / total)
 
 
@@ -277,10 +563,11 @@ def scatter_log_softmax(src: Tensor, index: Tensor, dim: int = -1, eps: float = 
                         dim_size: int | None = None) -> Tensor:
     """Log-softmax of ``src`` over the groups of equal ``index`` along ``dim`` (-inf
     entries give -inf)."""
-    shifted, idx = _group_shift(src, index, dim, dim_size)
-    dim = dim % src.dim()
+    _check_floating(src, "scatter_log_softmax")
+    dim = _checked_dim(dim, src)
+    shifted, full_index, _ = _group_shift(src, index, dim, dim_size)
     total = scatter(shifted.exp(), index, dim, dim_size=dim_size, reduce="sum")
-    return shifted - (total + eps).log().gather(dim, idx.long())
+    return shifted - (total + eps).log().gather(dim, full_index)
 
 
 def gather(x: Tensor, index: Tensor) -> Tensor:
