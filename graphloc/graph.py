@@ -66,6 +66,16 @@ def _edge_number(attrs: dict, key: str, u, v) -> float:
                          f"{attrs[key]!r}") from None
 
 
+def _check_traced_edge_index(edge_index) -> None:
+    """The checks of ``_validated_edge_index`` that read no values (dtype and shape)."""
+    if not isinstance(edge_index, Tensor) or edge_index.dtype.is_floating_point or \
+            edge_index.dtype.is_complex or edge_index.dtype == torch.bool:
+        got = edge_index.dtype if isinstance(edge_index, Tensor) else type(edge_index).__name__
+        raise TypeError(f"edge_index must be an integer tensor, got {got}")
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
+
+
 def _validated_edge_index(edge_index, num_nodes, num_src_nodes=None):
     if not isinstance(edge_index, Tensor):
         raise TypeError(f"edge_index must be a torch.Tensor, got {type(edge_index).__name__}")
@@ -75,11 +85,13 @@ def _validated_edge_index(edge_index, num_nodes, num_src_nodes=None):
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
     edge_index = edge_index.long()
-    if num_nodes is None:
+    inferred = num_nodes is None
+    if inferred:
         num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0
     num_nodes = _node_count(num_nodes, "num_nodes")
-    if num_nodes <= 0:
-        raise ValueError(f"a graph needs at least one node, got num_nodes={num_nodes}")
+    if num_nodes < 0 or (num_nodes == 0 and inferred):
+        hint = " (edge_index is empty: pass num_nodes=0 for an empty graph)" if inferred else ""
+        raise ValueError(f"a graph needs at least one node, got num_nodes={num_nodes}{hint}")
     sizes = (num_nodes if num_src_nodes is None else num_src_nodes, num_nodes)
     if edge_index.numel():
         low, high = torch.aminmax(edge_index, dim=1)
@@ -120,8 +132,8 @@ class Graph:
         edge_attr: optional tensor with ``E`` rows, kept in the same order as ``edge_index``.
 
     Raises ``TypeError``/``ValueError`` naming the offending value for a non-integer or
-    misshapen ``edge_index``, an index outside ``[0, num_nodes)``, ``num_nodes <= 0`` or a
-    mismatched ``edge_attr``.
+    misshapen ``edge_index``, an index outside ``[0, num_nodes)``, a negative ``num_nodes`` (0
+    only when given: an empty graph, as PyG's) or a mismatched ``edge_attr``.
 
     A bipartite graph (messages from one node set to another, as PyG's ``size=(num_src,
     num_dst)``) comes from :meth:`bipartite`; there ``num_nodes`` is the number of
@@ -142,8 +154,8 @@ class Graph:
         if not isinstance(size, (tuple, list)) or len(size) != 2:
             raise ValueError(f"size must be (num_src_nodes, num_dst_nodes), got {size!r}")
         num_src, num_dst = (_node_count(n, "size") for n in size)
-        if num_src <= 0 or num_dst <= 0:
-            raise ValueError(f"size must be (num_src_nodes, num_dst_nodes) > 0, got {size}")
+        if num_src < 0 or num_dst < 0:
+            raise ValueError(f"size must be (num_src_nodes, num_dst_nodes) >= 0, got {size}")
         graph = cls.__new__(cls)
         graph._build(edge_index, num_dst, num_src, edge_attr)
         return graph
@@ -167,6 +179,15 @@ class Graph:
         return graph
 
     def _build(self, edge_index, num_nodes, num_src_nodes, edge_attr):
+        if torch.compiler.is_compiling() and num_nodes is not None:
+            # Traced by torch.compile: the data-dependent checks would break the graph. The
+            # kernels check every index they read at run time, so nothing goes unchecked.
+            _check_traced_edge_index(edge_index)
+            derived = Graph._derived(edge_index, _node_count(num_nodes, "num_nodes"),
+                                     num_src_nodes, edge_attr)
+            self._init(derived.edge_index, derived.num_nodes, derived.edge_attr, derived.csr,
+                       {}, num_src_nodes)
+            return
         edge_index, num_nodes = _validated_edge_index(edge_index, num_nodes, num_src_nodes)
         edge_attr = _validated_edge_attr(edge_attr, edge_index.size(1), edge_index.device)
         largest = max(num_nodes, num_src_nodes or 0, edge_index.size(1))

@@ -35,7 +35,9 @@ def as_graph(graph_or_edge_index, x: Tensor | tuple[Tensor, Tensor]) -> Graph:
 
 def check_input(layer: torch.nn.Module, x: Tensor, in_channels: int | None,
                 name: str = "x") -> None:
-    """Floating-point ``[N, in_channels]`` features (any width when ``in_channels`` is None)."""
+    """Floating-point ``[N, in_channels]`` features (any width when ``in_channels`` is None
+    or -1, a lazy width)."""
+    in_channels = None if in_channels == -1 else in_channels
     if not isinstance(x, Tensor) or not x.is_floating_point():
         got = x.dtype if isinstance(x, Tensor) else type(x).__name__
         raise TypeError(f"{layer.__class__.__name__} expects floating-point node features "
@@ -55,36 +57,58 @@ def split_widths(in_channels) -> tuple:
     return in_channels, in_channels
 
 
-def node_pair(layer: torch.nn.Module, x, in_channels) -> tuple[Tensor, Tensor]:
-    """``(x_src, x_dst)`` from a pair (bipartite message passing, PyG's convention) or from
-    one tensor used on both sides, each checked against its width (``in_channels`` an int
-    for both, a pair, or None for any)."""
-    if isinstance(x, (tuple, list)):
-        if len(x) != 2 or any(not isinstance(t, Tensor) for t in x):
-            raise TypeError(f"{layer.__class__.__name__} expects x as a tensor or a pair "
-                            f"(x_src, x_dst) of tensors, got {[type(t).__name__ for t in x]}")
-        x_src, x_dst = x
-    else:
-        x_src = x_dst = x
-    src_width, dst_width = split_widths(in_channels)
-    check_input(layer, x_src, src_width, "x_src" if x_src is not x_dst else "x")
-    if x_dst is not x_src:
+def checked_features(layer: torch.nn.Module, inputs, in_channels) -> tuple[Tensor, Tensor | None]:
+    """A call's ``(x_src, x_dst)`` (``x_dst`` None for a pair ``(x_src, None)``), each
+    checked against its width: ``in_channels`` an int for both, a pair, -1 (lazy: any), or
+    None (any source width, the destination of the same width)."""
+    x_src, x_dst = inputs.x_src, inputs.x_dst
+    src_width, dst_width = split_widths(-1 if in_channels is None else in_channels)
+    check_input(layer, x_src, src_width, "x_src" if x_dst is not x_src else "x")
+    if in_channels is None:
+        dst_width = x_src.size(1)
+    if x_dst is not None and x_dst is not x_src:
         check_input(layer, x_dst, dst_width, "x_dst")
     return x_src, x_dst
 
 
-def check_sizes(owner: str, **sizes) -> None:
-    """Each size is an integer >= 1 (``in_channels`` may be a pair of them; None means
-    unset): a width, head count or depth of 0 would build a layer that outputs zeros and
-    still trains, and a negative one fails deep inside torch."""
+def check_sizes(owner: str, lazy: bool = False, **sizes) -> None:
+    """Each size is an integer >= 1 (``in_channels`` may be a pair of them, and with
+    ``lazy`` -1: PyG's lazy width, inferred at the first call; None means unset): a width,
+    head count or depth of 0 would build a layer that outputs zeros and still trains, and a
+    negative one fails deep inside torch."""
     for name, value in sizes.items():
         values = value if name == "in_channels" and isinstance(value, (tuple, list)) \
             else (value,)
         if value is None:
             continue
+        may_wait = lazy and name == "in_channels"
         if len(values) != 1 and len(values) != 2 or any(
-                not is_int_at_least(v, 1) for v in values):
-            raise ValueError(f"{owner}: {name} must be an integer >= 1, got {value!r}")
+                not is_int_at_least(v, 1) and not (may_wait and is_int_at_least(v, -1) and v == -1)
+                for v in values):
+            hint = " (or -1, inferred at the first call)" if may_wait else ""
+            raise ValueError(f"{owner}: {name} must be an integer >= 1, got {value!r}{hint}")
+
+
+def linear(in_channels: int, out_channels: int, bias: bool = True,
+           glorot: bool = False) -> torch.nn.Module:
+    """A Linear with torch's default initialisation or PyG's ``'glorot'``; lazy (its input
+    width taken from the first call) when ``in_channels`` is -1, as PyG's ``Linear``."""
+    if in_channels == -1:
+        return _LazyGlorotLinear(out_channels, bias) if glorot else \
+            torch.nn.LazyLinear(out_channels, bias=bias)
+    lin = torch.nn.Linear(in_channels, out_channels, bias=bias)
+    if glorot:
+        reset_glorot(lin)
+    return lin
+
+
+class _LazyGlorotLinear(torch.nn.LazyLinear):
+    """A lazy Linear whose weight takes glorot once its width is known (and a zero bias)."""
+
+    def reset_parameters(self) -> None:
+        if self.has_uninitialized_params() or self.in_features == 0:
+            return
+        reset_glorot(self)
 
 
 def check_dropouts(owner: str, **probabilities) -> None:
@@ -94,15 +118,19 @@ def check_dropouts(owner: str, **probabilities) -> None:
             raise ValueError(f"{owner}: {name} must be a probability in [0, 1), got {p!r}")
 
 
-def glorot_linear(in_channels: int, out_channels: int) -> torch.nn.Linear:
-    """A bias-free Linear initialised like PyG's ``weight_initializer='glorot'``."""
-    lin = torch.nn.Linear(in_channels, out_channels, bias=False)
-    torch.nn.init.xavier_uniform_(lin.weight)
-    return lin
+def glorot_linear(in_channels: int, out_channels: int) -> torch.nn.Module:
+    """A bias-free Linear initialised like PyG's ``weight_initializer='glorot'`` (lazy for
+    ``in_channels=-1``)."""
+    return linear(in_channels, out_channels, bias=False, glorot=True)
 
 
-def reset_glorot(lin: torch.nn.Linear) -> None:
+def reset_glorot(lin: torch.nn.Module) -> None:
+    """Glorot weights and a zero bias; a lazy Linear not yet called keeps waiting."""
+    if isinstance(lin.weight, torch.nn.parameter.UninitializedParameter):
+        return
     torch.nn.init.xavier_uniform_(lin.weight)
+    if lin.bias is not None:
+        torch.nn.init.zeros_(lin.bias)
 
 
 def check_ball_sizes(ball_sizes, num_nodes: int) -> None:

@@ -7,13 +7,17 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.graph import Graph
-from graphloc.nn.conv._utils import as_graph, check_input, check_sizes, glorot_linear, reset_glorot
+from graphloc.nn.conv._inputs import read_inputs, weights_from
+from graphloc.nn.conv._utils import check_input, check_sizes, glorot_linear, reset_glorot
 
 
 def scaled_laplacian(graph: Graph, normalization: str | None, edge_weight: Tensor | None,
-                     lambda_max: float | None, dtype: torch.dtype) -> tuple[Graph, Tensor]:
+                     lambda_max: float | Tensor | None, dtype: torch.dtype,
+                     batch: Tensor | None = None) -> tuple[Graph, Tensor]:
     """:math:`\\hat{L} = 2L / \\lambda_{max} - I` on the loop-free graph plus one loop per
-    node, as PyG's ``get_laplacian`` and ``ChebConv.__norm__`` build it."""
+    node, as PyG's ``get_laplacian`` and ``ChebConv.__norm__`` build it. ``lambda_max`` is
+    one value (default 2, exact for "sym"), or one per graph of a mini-batch whose node
+    assignment is ``batch``."""
     keep = graph.edge_index[0] != graph.edge_index[1]
     edge_index = graph.edge_index[:, keep]
     n = graph.num_nodes
@@ -30,12 +34,13 @@ def scaled_laplacian(graph: Graph, normalization: str | None, edge_weight: Tenso
         inv = (1.0 / deg).masked_fill(deg == 0, 0.0)
         off, diag = -inv[src] * w, torch.ones_like(deg)
     weight = torch.cat([off, diag])
-    if lambda_max is None:
-        lambda_max = 2.0 * weight.max()
+    loops = torch.arange(n, device=graph.device).expand(2, -1)
+    lambda_max = 2.0 if lambda_max is None else lambda_max
+    if isinstance(lambda_max, Tensor) and lambda_max.numel() > 1:
+        lambda_max = lambda_max.to(dtype)[batch[torch.cat([src, loops[0]])]]
     weight = 2.0 * weight / lambda_max
     weight = weight.masked_fill(torch.isinf(weight), 0.0)
     weight[edge_index.size(1):] -= 1.0
-    loops = torch.arange(n, device=graph.device).expand(2, -1)
     return Graph(torch.cat([edge_index, loops], dim=1), num_nodes=n), weight
 
 
@@ -65,15 +70,17 @@ class ChebConv(torch.nn.Module):
         bias (bool, default True): learn the additive bias.
 
     Shapes:
-        input: ``[N, in_channels]``, a ``Graph`` or ``edge_index [2, E]``, optional
-        ``edge_weight [E]``, ``lambda_max`` (required unless "sym").
-        output: ``[N, out_channels]``.
+        input: ``[N, in_channels]`` (or a static batch ``[B, N, in_channels]``), the graph
+        (a ``Graph``, ``edge_index [2, E]`` or a ``torch.sparse`` ``adj_t`` whose values are
+        the weights), optional ``edge_weight [E]``, ``batch [N]`` (the graph of each node
+        in a mini-batch) and ``lambda_max`` (required unless "sym"): a number, or one per
+        graph with ``batch``. PyG's argument order. output: ``[N, out_channels]``.
     """
 
     def __init__(self, in_channels: int, out_channels: int, K: int,
                  normalization: str | None = "sym", bias: bool = True):
         super().__init__()
-        check_sizes("ChebConv", in_channels=in_channels, out_channels=out_channels, K=K)
+        check_sizes("ChebConv", lazy=True, in_channels=in_channels, out_channels=out_channels, K=K)
         if K < 1:
             raise ValueError(f"ChebConv needs K >= 1, got {K}")
         if normalization not in (None, "sym", "rw"):
@@ -91,16 +98,19 @@ class ChebConv(torch.nn.Module):
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
 
-    def forward(self, x: Tensor, graph, edge_weight: Tensor | None = None,
-                lambda_max: float | None = None) -> Tensor:
+    def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None,
+                batch: Tensor | None = None, lambda_max: float | Tensor | None = None) -> Tensor:
+        inputs = read_inputs(self, x, edge_index)
+        x, graph = inputs.x_src, inputs.graph
         check_input(self, x, self.in_channels)
-        graph = as_graph(graph, x)
         graph._require_one_node_set("ChebConv (a Laplacian of one node set)")
+        edge_weight = weights_from(self, inputs, edge_weight)
         if self.normalization != "sym" and lambda_max is None:
             raise ValueError("ChebConv needs lambda_max unless normalization='sym'")
+        lambda_max = _checked_lambda_max(lambda_max, batch, graph.num_nodes, inputs.batch)
         build = lambda: scaled_laplacian(graph, self.normalization, edge_weight,  # noqa: E731
-                                         lambda_max, x.dtype)
-        if edge_weight is None:
+                                         lambda_max, x.dtype, batch)
+        if edge_weight is None and not isinstance(lambda_max, Tensor):
             lap, weight = graph.cached(("cheb", self.normalization, lambda_max, x.dtype), build)
         else:
             lap, weight = build()
@@ -111,8 +121,35 @@ class ChebConv(torch.nn.Module):
             for lin in self.lins[2:]:
                 tx0, tx1 = tx1, ops.spmm(lap, tx1, weight).mul_(2.0).sub_(tx0)
                 out.add_(lin(tx1))
-        return out if self.bias is None else out.add_(self.bias)
+        return inputs.node_output(out if self.bias is None else out.add_(self.bias))
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
                 f"K={len(self.lins)}, normalization={self.normalization})")
+
+
+def _checked_lambda_max(lambda_max, batch, num_nodes: int, static):
+    """A positive finite float, 0-d tensor (as a float) or one value per graph of
+    ``batch``; per-graph values need ``batch``."""
+    if lambda_max is None:
+        return None
+    if isinstance(lambda_max, Tensor) and lambda_max.numel() == 1:
+        lambda_max = float(lambda_max)
+    values = lambda_max if isinstance(lambda_max, Tensor) else torch.tensor([lambda_max])
+    if isinstance(lambda_max, bool) or not isinstance(lambda_max, (int, float, Tensor)) or \
+            values.numel() == 0 or not bool(torch.isfinite(values).all() & (values > 0).all()):
+        raise ValueError(f"ChebConv: lambda_max must be a positive finite number (or one per "
+                         f"graph), got {lambda_max!r}")
+    if isinstance(lambda_max, Tensor):
+        if batch is None or static is not None:
+            raise ValueError("ChebConv: one lambda_max per graph needs the batch vector "
+                             "(and a [N, F] input)")
+        if not isinstance(batch, Tensor) or batch.shape != (num_nodes,) or \
+                batch.is_floating_point():
+            raise ValueError(f"ChebConv: batch must be an integer tensor of shape "
+                             f"[{num_nodes}], got {batch!r}")
+        if int(batch.min()) < 0 or int(batch.max()) >= lambda_max.numel():
+            raise ValueError(f"ChebConv: batch holds graph ids {int(batch.min())} .. "
+                             f"{int(batch.max())} but lambda_max has {lambda_max.numel()} "
+                             "values")
+    return lambda_max

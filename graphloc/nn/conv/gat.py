@@ -10,12 +10,12 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.graph import Graph
+from graphloc.nn.conv._inputs import edge_features_from, read_inputs
 from graphloc.nn.conv._utils import (
-    as_graph,
     check_dropouts,
     check_sizes,
+    checked_features,
     glorot_linear,
-    node_pair,
     reset_glorot,
     split_widths,
 )
@@ -118,8 +118,8 @@ class GATConv(torch.nn.Module):
                  add_self_loops: bool = True, edge_dim: int | None = None,
                  fill_value: float | str = "mean", bias: bool = True, residual: bool = False):
         super().__init__()
-        check_sizes("GATConv", in_channels=in_channels, out_channels=out_channels, heads=heads,
-                    edge_dim=edge_dim)
+        check_sizes("GATConv", lazy=True, in_channels=in_channels, out_channels=out_channels,
+                    heads=heads, edge_dim=edge_dim)
         check_dropouts("GATConv", dropout=dropout)
         self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
         self.concat, self.negative_slope, self.dropout = concat, negative_slope, dropout
@@ -160,15 +160,21 @@ class GATConv(torch.nn.Module):
             fill = kept.new_full((_num_loops(graph), *kept.shape[1:]), float(self.fill_value))
         return torch.cat([kept, fill])
 
-    def forward(self, x: Tensor | tuple[Tensor, Tensor], graph,
-                edge_attr: Tensor | None = None, return_attention_weights: bool = False):
-        x_src, x_dst = node_pair(self, x, self.in_channels)
-        graph = as_graph(graph, x)
+    def forward(self, x: Tensor | tuple[Tensor, Tensor | None], edge_index,
+                edge_attr: Tensor | None = None, size: tuple[int, int] | None = None,
+                return_attention_weights: bool | None = None):
+        inputs = read_inputs(self, x, edge_index, size)
+        x_src, x_dst = checked_features(self, inputs, self.in_channels)
+        graph = inputs.graph
         H, C = self.heads, self.out_channels
-        if edge_attr is None and self.edge_dim is not None:
-            edge_attr = graph.edge_attr
+        # PyG's rule: the weights are returned whenever the argument is given, even False
+        return_attention_weights = return_attention_weights is not None
+        if self.edge_dim is not None:
+            edge_attr = edge_features_from(self, inputs, edge_attr)
             if edge_attr is None:
                 raise ValueError("GATConv was built with edge_dim but got no edge_attr")
+        else:
+            edge_attr = inputs.edge_input(edge_attr)
         if edge_attr is not None and edge_attr.dim() == 1:
             edge_attr = edge_attr.view(-1, 1)
         if edge_attr is not None and edge_attr.size(0) != graph.num_edges:
@@ -185,7 +191,7 @@ class GATConv(torch.nn.Module):
             if edge_attr is not None:
                 edge_attr = self._loop_edge_attr(graph, keep, edge_attr)[order]
             graph = loops
-        h, a_src, a_dst = self._project(x_src, x_dst)
+        h, a_src, a_dst = self._project(x_src, x_dst, graph.num_nodes)
         score = ops.sddmm(graph, a_src, a_dst, "add")
         if self.lin_edge is not None and edge_attr is not None:
             e = self.lin_edge(edge_attr.to(x_src.dtype)).view(-1, H, C)
@@ -200,22 +206,29 @@ class GATConv(torch.nn.Module):
             out = ops.segment_attention(graph, score, h, return_weights=return_attention_weights)
             out, alpha = out if return_attention_weights else (out, None)
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
-        if self.res is not None:
+        if self.res is not None and x_dst is not None:
             out = out + self.res(x_dst)
         if self.bias is not None:
             out = out + self.bias
+        out = inputs.node_output(out)
         if not return_attention_weights:
             return out
         if loops is None:
-            return out, (graph.edge_index, alpha)
-        return out, (pyg_edge_index, torch.empty_like(alpha).index_copy(0, order, alpha))
+            return out, inputs.attention_output(graph.edge_index, alpha)
+        return out, inputs.attention_output(
+            pyg_edge_index, torch.empty_like(alpha).index_copy(0, order, alpha))
 
-    def _project(self, x_src: Tensor, x_dst: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def _project(self, x_src: Tensor, x_dst: Tensor | None,
+                 num_dst: int) -> tuple[Tensor, Tensor, Tensor]:
         """Source messages ``[N_src, H, C]`` and the per-node score halves ``[N, H]``, from
         thin matmuls against block-diagonal ``[H*C, H]`` attention vectors (no
-        ``[N, H, C]`` products, forward or backward)."""
+        ``[N, H, C]`` products, forward or backward). Without destination features the
+        destination half is 0, as PyG's."""
         H, C = self.heads, self.out_channels
         att_src, att_dst = _block_diagonal(self.att_src), _block_diagonal(self.att_dst)
+        if x_dst is None:
+            h = (self.lin if self.lin is not None else self.lin_src)(x_src)
+            return h.view(-1, H, C), h @ att_src, h.new_zeros(num_dst, H)
         if self.lin is not None and x_src is x_dst:  # both halves in one matmul
             h = self.lin(x_src)
             a_src, a_dst = (h @ torch.cat([att_src, att_dst], dim=1)).split(H, dim=1)

@@ -6,8 +6,8 @@ import torch
 from torch import Tensor
 
 from graphloc.graph import Graph
+from graphloc.nn.conv._inputs import read_inputs, weights_from
 from graphloc.nn.conv._utils import (
-    as_graph,
     check_input,
     check_sizes,
     glorot_linear,
@@ -41,39 +41,49 @@ class GCNConv(torch.nn.Module):
             :math:`\hat{\mathbf{A}}` (existing loops keep their weight).
         normalize (bool, default True): apply the symmetric normalisation.
         bias (bool, default True): learn the additive bias :math:`\mathbf{b}`.
+        flow (str, default "source_to_target"): PyG's edge direction;
+            ``"target_to_source"`` reads ``edge_index[0]`` as the destinations.
 
     Shapes:
-        input: node features ``[N, in_channels]``, a ``Graph`` or ``edge_index [2, E]``,
-        optional ``edge_weight [E]``. output: ``[N, out_channels]``.
+        input: node features ``[N, in_channels]`` (dense or ``torch.sparse``; or a static
+        batch ``[B, N, in_channels]`` on one graph), the graph (a ``Graph``, an
+        ``edge_index [2, E]`` or a ``torch.sparse`` ``adj_t`` whose values are the edge
+        weights), optional ``edge_weight [E]``. output: ``[N, out_channels]``
+        (``[B, N, out_channels]``). ``in_channels=-1`` infers the width at the first call.
     """
 
     def __init__(self, in_channels: int, out_channels: int, improved: bool = False,
                  cached: bool = False, add_self_loops: bool | None = None,
-                 normalize: bool = True, bias: bool = True):
+                 normalize: bool = True, bias: bool = True, flow: str = "source_to_target"):
         super().__init__()
-        check_sizes("GCNConv", in_channels=in_channels, out_channels=out_channels)
+        check_sizes("GCNConv", lazy=True, in_channels=in_channels, out_channels=out_channels)
         if add_self_loops is None:
             add_self_loops = normalize
         if add_self_loops and not normalize:
-            raise ValueError("GCNConv cannot add self-loops without normalize=True")
+            raise ValueError("GCNConv does not support adding self-loops without normalize=True "
+                             "(the loops belong to the normalised adjacency)")
         self.in_channels, self.out_channels = in_channels, out_channels
         self.improved, self.cached = improved, cached
-        self.add_self_loops, self.normalize = add_self_loops, normalize
+        self.add_self_loops, self.normalize, self.flow = add_self_loops, normalize, flow
         self.lin = glorot_linear(in_channels, out_channels)
         self.bias = torch.nn.Parameter(torch.empty(out_channels)) if bias else None
-        self._cached_norm = None
+        # PyG's name: models clear the cache by setting it to None
+        self._cached_edge_index = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         reset_glorot(self.lin)
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
-        self._cached_norm = None
+        self._cached_edge_index = None
 
-    def forward(self, x: Tensor, graph, edge_weight: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None) -> Tensor:
+        inputs = read_inputs(self, x, edge_index, flow=self.flow)
+        x = inputs.x_src
         check_input(self, x, self.in_channels)
-        graph, edge_weight = self._normalized(as_graph(graph, x), edge_weight, x.dtype)
-        return self._propagate(x, graph, edge_weight, None)
+        edge_weight = weights_from(self, inputs, edge_weight)
+        graph, edge_weight = self._normalized(inputs.graph, edge_weight, x.dtype)
+        return inputs.node_output(self._propagate(x, graph, edge_weight, None))
 
     def forward_prefix(self, x: Tensor, graph: Graph, num_dst: int) -> Tensor:
         """``forward(x_all, graph)[:num_dst]`` where ``x`` holds the first rows of
@@ -85,19 +95,20 @@ class GCNConv(torch.nn.Module):
 
     def _normalized(self, graph: Graph, edge_weight: Tensor | None, dtype):
         if self.normalize:
-            if self.cached and self._cached_norm is not None:
-                return self._cached_norm
+            if self.cached and self._cached_edge_index is not None:
+                return self._cached_edge_index
             graph, edge_weight = graph.gcn_norm(self.add_self_loops, self.improved,
                                                 edge_weight, dtype=dtype)
             if self.cached:
-                self._cached_norm = (graph, edge_weight)
+                self._cached_edge_index = (graph, edge_weight)
         return graph, edge_weight
 
     def _propagate(self, x: Tensor, graph: Graph, edge_weight: Tensor | None,
                    num_dst: int | None) -> Tensor:
         if edge_weight is not None:
             edge_weight = edge_weight.to(x.dtype)
-        out = propagate_prefix(graph, edge_weight, self.lin(x), num_dst)
+        h = torch.sparse.mm(x, self.lin.weight.t()) if x.layout != torch.strided else self.lin(x)
+        out = propagate_prefix(graph, edge_weight, h, num_dst)
         # In place: spmm's backward does not read its output, and a second N x F buffer
         # would cost as much as the product itself.
         return out if self.bias is None else out.add_(self.bias)

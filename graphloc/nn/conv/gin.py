@@ -6,7 +6,8 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.nn.conv._utils import as_graph, check_sizes, node_pair
+from graphloc.nn.conv._inputs import edge_features_from, read_inputs, weights_from
+from graphloc.nn.conv._utils import check_sizes, checked_features
 
 
 def _reset(module: torch.nn.Module) -> None:
@@ -51,20 +52,26 @@ class GINConv(_GINBase):
         train_eps (bool, default False): learn :math:`\epsilon`.
 
     Shapes:
-        input: ``[N, F_in]`` or a pair ``(x_src, x_dst)`` (neighbours from ``x_src``, the
-        root from ``x_dst``, same width), and a ``Graph`` or ``edge_index [2, E]``.
-        output: ``[N, F_out]`` (``[N_dst, F_out]``) as ``nn`` maps it.
+        input: ``[N, F_in]``, a static batch ``[B, N, F_in]``, or a pair ``(x_src, x_dst)``
+        (neighbours from ``x_src``, the root from ``x_dst``, same width; ``x_dst`` None
+        drops the root term), the graph (a ``Graph``, ``edge_index [2, E]`` or a
+        ``torch.sparse`` ``adj_t`` whose values weight the sum), optionally
+        ``size=(N_src, N_dst)``. output: ``[N, F_out]`` (``[N_dst, F_out]``) as ``nn`` maps it.
     """
 
     def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False):
         super().__init__(nn, eps, train_eps)
         self.reset_parameters()
 
-    def forward(self, x: Tensor | tuple[Tensor, Tensor], graph) -> Tensor:
-        x_src, x_dst = node_pair(self, x, None)
-        graph = as_graph(graph, x)
-        # In place on spmm's fresh output (its backward does not read it): one [N, F] buffer.
-        return self.nn(ops.spmm(graph, x_src).addcmul_(x_dst, 1 + self.eps))
+    def forward(self, x: Tensor | tuple[Tensor, Tensor | None], edge_index,
+                size: tuple[int, int] | None = None) -> Tensor:
+        inputs = read_inputs(self, x, edge_index, size)
+        x_src, x_dst = checked_features(self, inputs, None)
+        out = ops.spmm(inputs.graph, x_src, weights_from(self, inputs, None))
+        if x_dst is not None:
+            # In place on spmm's fresh output (its backward does not read it): one buffer.
+            out = out.addcmul_(x_dst, 1 + self.eps)
+        return inputs.node_output(self.nn(out))
 
 
 class GINEConv(_GINBase):
@@ -88,9 +95,9 @@ class GINEConv(_GINBase):
             the node width, else they must already have it.
 
     Shapes:
-        input: ``[N, F_in]`` or a pair ``(x_src, x_dst)`` as for :class:`GINConv`, a
-        ``Graph`` or ``edge_index [2, E]``, ``edge_attr [E, D]`` (``edge_attr`` may also come
-        from the ``Graph``). output: ``[N, F_out]`` (``[N_dst, F_out]``).
+        input: features and graph as for :class:`GINConv`, ``edge_attr [E, D]`` (or the
+        ``Graph``'s, or a sparse ``adj_t``'s values), optionally ``size=(N_src, N_dst)``.
+        output: ``[N, F_out]`` (``[N_dst, F_out]``).
     """
 
     def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False,
@@ -112,11 +119,12 @@ class GINEConv(_GINBase):
         if self.lin is not None:
             self.lin.reset_parameters()
 
-    def forward(self, x: Tensor | tuple[Tensor, Tensor], graph,
-                edge_attr: Tensor | None = None) -> Tensor:
-        x_src, x_dst = node_pair(self, x, None)
-        graph = as_graph(graph, x)
-        edge_attr = graph.edge_attr if edge_attr is None else edge_attr
+    def forward(self, x: Tensor | tuple[Tensor, Tensor | None], edge_index,
+                edge_attr: Tensor | None = None, size: tuple[int, int] | None = None) -> Tensor:
+        inputs = read_inputs(self, x, edge_index, size)
+        x_src, x_dst = checked_features(self, inputs, None)
+        graph = inputs.graph
+        edge_attr = edge_features_from(self, inputs, edge_attr)
         if edge_attr is None:
             raise ValueError("GINEConv needs edge features: pass edge_attr or a Graph "
                              "that carries them")
@@ -133,4 +141,7 @@ class GINEConv(_GINBase):
         messages = torch.relu(x_src.index_select(0, graph.csr.indices.long())
                               + graph.to_csr_order(edge_attr))
         out = ops.segment_reduce(messages, graph.csr.indptr, "sum")
-        return self.nn(out + (1 + self.eps) * x_dst)
+        if x_dst is not None:
+            out = out + (1 + self.eps) * x_dst
+        return inputs.node_output(self.nn(out))
+

@@ -6,8 +6,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from graphloc import ops
-from graphloc.nn.conv._utils import as_graph, check_sizes, node_pair, split_widths
+from graphloc.nn import aggr as aggregations
+from graphloc.nn.conv._inputs import read_inputs, weights_from
+from graphloc.nn.conv._utils import check_sizes, checked_features, linear, split_widths
 
 
 class SAGEConv(torch.nn.Module):
@@ -19,50 +20,80 @@ class SAGEConv(torch.nn.Module):
         \mathrm{aggr}_{j \in \mathcal{N}(i)} \mathbf{x}_j
 
     A drop-in for PyG's ``SAGEConv`` (``lin_l`` acts on the aggregate and carries the bias,
-    ``lin_r`` on the root); the aggregation is one fused sparse reduce.
+    ``lin_r`` on the root, ``lin`` is the projection, ``aggr_module`` the aggregation); the
+    plain aggregations are one fused sparse reduce.
 
     Args:
         in_channels (int or (int, int)): input feature width, or the source and destination
-            widths of a bipartite input.
+            widths of a bipartite input; -1 infers them at the first call.
         out_channels (int): output feature width.
-        aggr (str, default "mean"): "mean", "max" or "sum" (alias "add"); nodes without
-            neighbours aggregate to 0.
+        aggr (str, list or module, default "mean"): "mean", "max", "min", "sum" (alias
+            "add"), "var", "std", "softmax" or "lstm" (see ``graphloc.nn.aggr``), a list of
+            them (combined by ``aggr_kwargs["mode"]``, default concatenation), or an
+            aggregation module (graphloc's, or PyG's such as ``MLPAggregation``). Nodes
+            without neighbours aggregate to 0.
         normalize (bool, default False): L2-normalise the output rows.
         root_weight (bool, default True): add the root term :math:`\mathbf{W}_1 \mathbf{x}_i`.
+        project (bool, default False): first map the neighbours through
+            ``ReLU(lin(x_j))`` (PyG's ``project``).
         bias (bool, default True): bias of ``lin_l``.
+        aggr_kwargs (dict, optional): keyword arguments of the aggregation (for a list: of
+            the ``MultiAggregation``, e.g. ``mode``, ``mode_kwargs``, ``aggrs_kwargs``).
 
     Shapes:
-        input: ``[N, in_channels]`` or a pair ``(x_src [N_src, F_src], x_dst [N_dst, F_dst])``
-        (aggregated over ``x_src``, root term from ``x_dst``), and a ``Graph`` or
-        ``edge_index [2, E]``. output: ``[N, out_channels]`` (``[N_dst, out_channels]``).
+        input: ``[N, in_channels]``, a static batch ``[B, N, in_channels]``, or a pair
+        ``(x_src, x_dst)`` (aggregated over ``x_src``, root term from ``x_dst``; ``x_dst``
+        may be None, then no root term), the graph (a ``Graph``, ``edge_index [2, E]`` or a
+        ``torch.sparse`` ``adj_t``, whose values weight the plain aggregations), and
+        optionally ``size=(N_src, N_dst)``. output: ``[N, out_channels]``
+        (``[N_dst, out_channels]``).
     """
 
-    def __init__(self, in_channels: int | tuple[int, int], out_channels: int, aggr: str = "mean",
-                 normalize: bool = False, root_weight: bool = True, bias: bool = True):
+    def __init__(self, in_channels: int | tuple[int, int], out_channels: int, aggr="mean",
+                 normalize: bool = False, root_weight: bool = True, project: bool = False,
+                 bias: bool = True, aggr_kwargs: dict | None = None):
         super().__init__()
-        check_sizes("SAGEConv", in_channels=in_channels, out_channels=out_channels)
-        if aggr not in ("mean", "max", "sum", "add"):
-            raise ValueError(f"SAGEConv aggr must be 'mean', 'max' or 'sum', got {aggr!r}")
+        check_sizes("SAGEConv", lazy=True, in_channels=in_channels, out_channels=out_channels)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.aggr, self.normalize, self.root_weight = aggr, normalize, root_weight
+        self.project = project
         src_width, dst_width = split_widths(in_channels)
-        self.lin_l = torch.nn.Linear(src_width, out_channels, bias=bias)
-        self.lin_r = torch.nn.Linear(dst_width, out_channels, bias=False) if root_weight \
-            else None
+        aggr_kwargs = dict(aggr_kwargs or {})
+        if aggr == "lstm":  # PyG's default: an LSTM of the input width
+            aggr_kwargs.setdefault("in_channels", src_width)
+            aggr_kwargs.setdefault("out_channels", src_width)
+        self.aggr_module = aggregations.resolve(aggr, **aggr_kwargs)
+        if project and src_width == -1:
+            raise ValueError("SAGEConv does not support lazy initialization (in_channels=-1) "
+                             "with project=True")
+        self.lin = linear(src_width, src_width) if project else None
+        aggregated = src_width if src_width == -1 else \
+            self.aggr_module.out_channels_for(src_width)
+        self.lin_l = linear(aggregated, out_channels, bias=bias)
+        self.lin_r = linear(dst_width, out_channels, bias=False) if root_weight else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        self.lin_l.reset_parameters()
-        if self.lin_r is not None:
-            self.lin_r.reset_parameters()
+        for module in (self.aggr_module, self.lin, self.lin_l, self.lin_r):
+            if module is not None:
+                module.reset_parameters()
 
-    def forward(self, x: Tensor | tuple[Tensor, Tensor], graph) -> Tensor:
-        x_src, x_dst = node_pair(self, x, self.in_channels)
-        graph = as_graph(graph, x)
-        out = self.lin_l(ops.spmm(graph, x_src, reduce=self.aggr))
-        if self.lin_r is not None:  # accumulated in place: one [N, out] tensor, not three
+    def forward(self, x: Tensor | tuple[Tensor, Tensor | None], edge_index,
+                size: tuple[int, int] | None = None) -> Tensor:
+        inputs = read_inputs(self, x, edge_index, size)
+        x_src, x_dst = checked_features(self, inputs, self.in_channels)
+        if self.lin is not None:
+            x_src = self.lin(x_src).relu()
+        weight = weights_from(self, inputs, None)
+        out = self.lin_l(self.aggr_module(inputs.graph, x_src, weight))
+        if self.lin_r is not None and x_dst is not None:
+            if isinstance(self.lin_r.weight, torch.nn.parameter.UninitializedParameter):
+                self.lin_r(x_dst)  # a lazy width: the first call sets it
+            # accumulated in place: one [N, out] tensor, not three
             out = out.addmm_(x_dst, self.lin_r.weight.t())
-        return F.normalize(out, p=2.0, dim=-1) if self.normalize else out
+        if self.normalize:
+            out = F.normalize(out, p=2.0, dim=-1)
+        return inputs.node_output(out)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "

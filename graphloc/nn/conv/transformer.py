@@ -9,7 +9,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.nn.conv._utils import as_graph, check_dropouts, check_sizes, node_pair, split_widths
+from graphloc.nn.conv._inputs import edge_features_from, read_inputs
+from graphloc.nn.conv._utils import (
+    check_dropouts,
+    check_sizes,
+    checked_features,
+    linear,
+    split_widths,
+)
 
 
 class TransformerConv(torch.nn.Module):
@@ -29,7 +36,7 @@ class TransformerConv(torch.nn.Module):
     ``TransformerConv`` (same arguments, parameter names, outputs and attention weights; no
     self-loops are added). Without edge features and attention dropout the softmax and the
     weighted sum run fused per node (``ops.segment_attention``): no ``[E, H, C]`` keys,
-    values or messages. Not supported: bipartite ``(x_src, x_dst)`` inputs.
+    values or messages.
 
     Args:
         in_channels (int or (int, int)): input feature width, or the source (key, value)
@@ -45,19 +52,24 @@ class TransformerConv(torch.nn.Module):
         root_weight (bool, default True): add the projected root features.
 
     Shapes:
-        input: ``[N, in_channels]`` or a pair ``(x_src, x_dst)`` (keys and values from
-        ``x_src``, queries, skip and output rows from ``x_dst``), a ``Graph`` or
-        ``edge_index [2, E]``, optional
-        ``edge_attr [E, edge_dim]``. output: ``[N, H * C]`` (``[N, C]`` if not concat);
-        with ``return_attention_weights=True`` also ``(edge_index, alpha [E, H])``.
+        input: ``[N, in_channels]``, a static batch ``[B, N, in_channels]``, or a pair
+        ``(x_src, x_dst)`` (keys and values from ``x_src``, queries, skip and output rows
+        from ``x_dst``), the graph (a ``Graph``, ``edge_index [2, E]`` or a ``torch.sparse``
+        ``adj_t``), optional ``edge_attr [E, edge_dim]``. output: ``[N, H * C]`` (``[N, C]``
+        if not concat); with ``return_attention_weights`` given (PyG's rule: even False)
+        also ``(edge_index, alpha [E, H])``, or for a sparse ``adj_t`` the weights as a
+        sparse tensor of its layout. ``in_channels=-1`` infers the widths at the first call.
     """
+
+    # PyG keeps the attention weights there between calls; graphloc never stores them.
+    _alpha = None
 
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int, heads: int = 1,
                  concat: bool = True, beta: bool = False, dropout: float = 0.0,
                  edge_dim: int | None = None, bias: bool = True, root_weight: bool = True):
         super().__init__()
-        check_sizes("TransformerConv", in_channels=in_channels, out_channels=out_channels,
-                    heads=heads, edge_dim=edge_dim)
+        check_sizes("TransformerConv", lazy=True, in_channels=in_channels,
+                    out_channels=out_channels, heads=heads, edge_dim=edge_dim)
         check_dropouts("TransformerConv", dropout=dropout)
         self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
         self.concat, self.beta, self.root_weight = concat, beta and root_weight, root_weight
@@ -65,13 +77,13 @@ class TransformerConv(torch.nn.Module):
         H, C = heads, out_channels
         total = H * C if concat else C
         src_width, dst_width = split_widths(in_channels)
-        self.lin_key = torch.nn.Linear(src_width, H * C, bias=bias)
-        self.lin_query = torch.nn.Linear(dst_width, H * C, bias=bias)
-        self.lin_value = torch.nn.Linear(src_width, H * C, bias=bias)
+        self.lin_key = linear(src_width, H * C, bias=bias)
+        self.lin_query = linear(dst_width, H * C, bias=bias)
+        self.lin_value = linear(src_width, H * C, bias=bias)
         self.lin_edge = torch.nn.Linear(edge_dim, H * C, bias=False) \
             if edge_dim is not None else None
         # Built even without root_weight (unused then), as PyG does: state dicts load both ways.
-        self.lin_skip = torch.nn.Linear(dst_width, total, bias=bias)
+        self.lin_skip = linear(dst_width, total, bias=bias)
         self.lin_beta = torch.nn.Linear(3 * total, 1, bias=False) if self.beta else None
 
     def reset_parameters(self) -> None:
@@ -83,8 +95,6 @@ class TransformerConv(torch.nn.Module):
     def _edge_features(self, graph, edge_attr: Tensor | None) -> Tensor | None:
         if self.lin_edge is None:
             return None
-        if edge_attr is None:
-            edge_attr = graph.edge_attr
         if edge_attr is None:
             raise ValueError("TransformerConv was built with edge_dim but got no edge_attr")
         edge_attr = edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
@@ -111,10 +121,17 @@ class TransformerConv(torch.nn.Module):
                                     dim_size=graph.num_nodes, reduce="sum")
         return out, alpha
 
-    def forward(self, x: Tensor | tuple[Tensor, Tensor], graph,
-                edge_attr: Tensor | None = None, return_attention_weights: bool = False):
-        x_src, x_dst = node_pair(self, x, self.in_channels)
-        graph = as_graph(graph, x)
+    def forward(self, x: Tensor | tuple[Tensor, Tensor], edge_index,
+                edge_attr: Tensor | None = None, return_attention_weights: bool | None = None):
+        inputs = read_inputs(self, x, edge_index)
+        x_src, x_dst = checked_features(self, inputs, self.in_channels)
+        graph = inputs.graph
+        if x_dst is None:
+            raise ValueError("TransformerConv needs destination features (the queries): got "
+                             "x = (x_src, None)")
+        edge_attr = edge_features_from(self, inputs, edge_attr) if self.lin_edge is not None \
+            else None
+        return_attention_weights = return_attention_weights is not None
         H, C = self.heads, self.out_channels
         query = (self.lin_query(x_dst) / math.sqrt(C)).view(-1, H, C)
         key = self.lin_key(x_src).view(-1, H, C)
@@ -130,8 +147,9 @@ class TransformerConv(torch.nn.Module):
                 out = gate * root + (1 - gate) * out
             else:
                 out = out + root
+        out = inputs.node_output(out)
         if return_attention_weights:
-            return out, (graph.edge_index, alpha)
+            return out, inputs.attention_output(graph.edge_index, alpha)
         return out
 
     def __repr__(self) -> str:

@@ -123,7 +123,9 @@ def test_bipartite_graph_and_bad_input():
                                          "has 7 destination nodes"):
         Graph.bipartite(torch.tensor([[0], [7]]), (12, 7))
     with pytest.raises(ValueError, match="size must be \\(num_src_nodes, num_dst_nodes\\)"):
-        Graph.bipartite(edge_index, (12, 0))
+        Graph.bipartite(edge_index, (12, -1))
+    with pytest.raises(ValueError, match="holds 4 at column 0 but the graph has 0 destination"):
+        Graph.bipartite(edge_index, (12, 0))  # an empty side is allowed, edges into it not
     with pytest.raises(TypeError, match="edge_index must have an integer dtype"):
         Graph.bipartite(edge_index.float(), (12, 7))
     with pytest.raises(ValueError, match="edge_index\\[0\\] holds -1"):
@@ -132,15 +134,15 @@ def test_bipartite_graph_and_bad_input():
         Graph.bipartite(edge_index, (12, 7), edge_attr=torch.ones(1, 2))
     conv = SAGEConv((8, 5), 6)
     x_src, x_dst = torch.randn(12, 8), torch.randn(7, 5)
-    with pytest.raises(ValueError, match="x_src and x_dst have 12 and 6 rows but the graph has "
-                                         "12 source and 7 destination nodes"):
+    with pytest.raises(ValueError, match="SAGEConv: x_dst has 6 rows but the graph has 7 "
+                                         "destination nodes"):
         conv((x_src, x_dst[:6]), graph)
     with pytest.raises(ValueError, match="expects x_dst of shape \\[N, 5\\], got \\[7, 4\\]"):
         conv((x_src, x_dst[:, :4]), graph)
     with pytest.raises(TypeError, match="expects floating-point node features x_src"):
         conv((x_src.long(), x_dst), graph)
     with pytest.raises(TypeError, match="a pair \\(x_src, x_dst\\) of tensors"):
-        conv((x_src, None), graph)
+        conv((x_src, "x_dst"), graph)
     with pytest.raises(ValueError, match="x has 7 rows but the graph has 12 source nodes"):
         from graphloc import ops
         ops.spmm(graph, x_dst)

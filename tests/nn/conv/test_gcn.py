@@ -44,9 +44,9 @@ def test_gcn_cached_and_raw_edge_index_agree():
     x = torch.randn(n, 4)
     first = conv(x, edge_index)
     torch.testing.assert_close(conv(x, Graph(edge_index, num_nodes=n)), first)
-    assert conv._cached_norm is not None
+    assert conv._cached_edge_index is not None
     conv.reset_parameters()
-    assert conv._cached_norm is None
+    assert conv._cached_edge_index is None
 
 
 def test_gcn_permutation_equivariant():
@@ -67,7 +67,7 @@ def test_gcn_bad_input_and_repr():
         conv(torch.randn(2, 3), edge_index)
     with pytest.raises(TypeError, match="floating-point node features"):
         conv(torch.ones(2, 4, dtype=torch.long), edge_index)
-    with pytest.raises(ValueError, match="cannot add self-loops without normalize"):
+    with pytest.raises(ValueError, match="does not support adding self-loops without normalize"):
         GCNConv(4, 2, add_self_loops=True, normalize=False)
-    with pytest.raises(TypeError, match="Graph or an edge_index"):
+    with pytest.raises(TypeError, match="an edge_index tensor, a graphloc.Graph"):
         conv(torch.randn(2, 4), [[0, 1], [1, 0]])

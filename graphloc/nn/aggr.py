@@ -1,0 +1,342 @@
+"""Neighbourhood aggregations, chosen by name as in PyG (``aggr="mean"``, ``"lstm"``, a list
+of names, or a module), run on the engine's kernels.
+
+An aggregation reduces the neighbours of every destination node:
+``forward(graph, x_src, edge_weight=None) -> [N_dst, out_channels]``. The plain reductions,
+variance and standard deviation are fused sparse products over the node features (no
+``[E, F]`` messages); the softmax aggregation runs on the fused attention kernel; LSTM and
+PyG aggregation modules read the messages in CSR order (sorted by destination).
+
+Parameter names follow PyG's ``torch_geometric.nn.aggr`` so that weights load.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+from torch import Tensor
+
+from graphloc import ops
+from graphloc.graph import Graph
+
+
+class Aggregation(torch.nn.Module):
+    """Base class: ``forward(graph, x_src, edge_weight=None)``; ``edge_weight`` (an
+    adjacency's values) scales the neighbours where the aggregation defines it."""
+
+    takes_weights = False
+
+    def out_channels_for(self, in_channels: int) -> int:
+        return in_channels
+
+    def reset_parameters(self) -> None:
+        pass
+
+    def _unweighted(self, edge_weight: Tensor | None) -> None:
+        if edge_weight is not None and not bool((edge_weight == 1).all()):
+            raise ValueError(f"{self.__class__.__name__} does not weight neighbours; the "
+                             "graph carries edge weights other than 1 (a weighted sparse "
+                             "adjacency): pass its structure only")
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}()"
+
+
+class _Reduce(Aggregation):
+    reduce = "sum"
+    takes_weights = True
+
+    def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        return ops.spmm(graph, x, edge_weight, reduce=self.reduce)
+
+
+class SumAggregation(_Reduce):
+    reduce = "sum"
+
+
+class MeanAggregation(_Reduce):
+    reduce = "mean"
+
+
+class MaxAggregation(_Reduce):
+    reduce = "max"
+
+
+class MinAggregation(_Reduce):
+    reduce = "min"
+
+
+class VarAggregation(Aggregation):
+    """``mean(x^2) - mean(x)^2`` over the neighbours (PyG's formula; ``semi_grad`` computes
+    the second moment without gradient)."""
+
+    def __init__(self, semi_grad: bool = False):
+        super().__init__()
+        self.semi_grad = semi_grad
+
+    def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        self._unweighted(edge_weight)
+        mean = ops.spmm(graph, x, reduce="mean")
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.semi_grad):
+            mean2 = ops.spmm(graph, x * x, reduce="mean")
+        return mean2 - mean * mean
+
+
+class StdAggregation(Aggregation):
+    """``sqrt(var)`` with PyG's guard: variances below 1e-5 give 0 (no infinite gradient at
+    sqrt(0))."""
+
+    def __init__(self, semi_grad: bool = False):
+        super().__init__()
+        self.var_aggr = VarAggregation(semi_grad)
+
+    def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        out = self.var_aggr(graph, x, edge_weight).clamp(min=1e-5).sqrt()
+        return out.masked_fill(out <= math.sqrt(1e-5), 0.0)
+
+
+class SoftmaxAggregation(Aggregation):
+    r"""Per channel, :math:`\sum_j \mathrm{softmax}_j(t \cdot x_j) \, x_j` over the neighbours
+    (Li et al., "DeeperGCN"); ``learn`` makes the temperature ``t`` a parameter (one per
+    channel with ``channels``), ``semi_grad`` stops the gradient through the weights. Runs
+    on the fused attention kernel, one head per channel."""
+
+    def __init__(self, t: float = 1.0, learn: bool = False, semi_grad: bool = False,
+                 channels: int = 1):
+        super().__init__()
+        if learn and semi_grad:
+            raise ValueError("SoftmaxAggregation: semi_grad cannot be used with learn=True")
+        self.learn, self.semi_grad, self.channels, self._init_t = learn, semi_grad, channels, t
+        self.t = torch.nn.Parameter(torch.empty(channels)) if learn else t
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if isinstance(self.t, Tensor):
+            torch.nn.init.constant_(self.t, self._init_t)
+
+    def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        self._unweighted(edge_weight)
+        x_j = x.index_select(0, graph.edge_index[0])
+        scores = x_j * self.t if isinstance(self.t, Tensor) or self.t != 1 else x_j
+        if self.semi_grad:
+            scores = scores.detach()
+        return ops.segment_attention(graph, scores, x.unsqueeze(-1)).squeeze(-1)
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(learn={self.learn})"
+
+
+class LSTMAggregation(Aggregation):
+    """An LSTM over each node's neighbours in edge order (GraphSAGE's LSTM aggregator); the
+    output is its last hidden state. Not permutation-invariant, so the edges must be sorted
+    by destination (PyG's rule: the order is then explicit).
+
+    ``padded=True`` (default) is PyG's convention: every sequence is padded with zeros to
+    the largest degree of the graph and the state read after the padding, so a node's
+    output also depends on the largest degree. ``padded=False`` stops each node's LSTM at
+    its last neighbour (packed sequences, ``O(E F)`` memory, no ``N x max-degree`` batch).
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, padded: bool = True, **kwargs):
+        super().__init__()
+        self.in_channels, self.out_channels, self.padded = in_channels, out_channels, padded
+        self.lstm = torch.nn.LSTM(in_channels, out_channels, batch_first=True, **kwargs)
+
+    def out_channels_for(self, in_channels: int) -> int:
+        return self.out_channels
+
+    def reset_parameters(self) -> None:
+        self.lstm.reset_parameters()
+
+    def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        self._unweighted(edge_weight)
+        _require_sorted(graph, self)
+        messages = x.index_select(0, graph.csr.indices.long())
+        degree = graph.csr.degree().long()
+        out = x.new_zeros(graph.num_nodes, self.out_channels)
+        if messages.size(0) == 0:
+            return out
+        rows = torch.repeat_interleave(torch.arange(graph.num_nodes, device=x.device), degree)
+        position = torch.arange(messages.size(0), device=x.device) - \
+            graph.csr.indptr.long()[rows]
+        if self.padded:
+            dense = x.new_zeros(graph.num_nodes, int(degree.max()), x.size(1))
+            dense = dense.index_put((rows, position), messages)
+            return self.lstm(dense)[0][:, -1]
+        return self._packed(messages, rows, position, degree, out)
+
+    def _packed(self, messages, rows, position, degree, out):
+        """Sequences of their own lengths: nodes by decreasing degree, time-major data."""
+        order = torch.sort(degree, descending=True, stable=True).indices
+        busy = int((degree > 0).sum())
+        rank = torch.empty_like(order).index_copy_(0, order, torch.arange(
+            order.numel(), device=order.device))
+        steps = torch.arange(int(degree.max()), device=degree.device)
+        batch_sizes = (degree.unsqueeze(0) > steps.unsqueeze(1)).sum(1)
+        start = torch.cat([batch_sizes.new_zeros(1), batch_sizes.cumsum(0)[:-1]])
+        data = torch.empty_like(messages).index_copy_(0, start[position] + rank[rows],
+                                                       messages)
+        packed = torch.nn.utils.rnn.PackedSequence(data, batch_sizes.cpu())
+        last = self.lstm(packed)[1][0][-1]  # h_n of the last layer, nodes in `order`
+        return out.index_copy(0, order[:busy], last.to(out.dtype))
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"
+
+
+def _require_sorted(graph: Graph, owner: Aggregation) -> None:
+    dst = graph.edge_index[1]
+    if dst.numel() > 1 and bool((dst[1:] < dst[:-1]).any()):
+        raise ValueError(f"{owner.__class__.__name__} reads neighbours in edge order, but the "
+                         "'index' tensor is not sorted: sort edge_index by destination "
+                         "(torch_geometric.utils.sort_edge_index) so that the order is explicit")
+
+
+class ModuleAggregation(Aggregation):
+    """A PyG aggregation module (``torch_geometric.nn.aggr.*``, e.g. ``MLPAggregation``)
+    called on the messages in CSR order with PyG's ``(x, index, ptr, dim_size)``."""
+
+    def __init__(self, module: torch.nn.Module):
+        super().__init__()
+        self.module = module
+
+    def out_channels_for(self, in_channels: int) -> int:
+        if hasattr(self.module, "get_out_channels"):
+            return self.module.get_out_channels(in_channels)
+        return getattr(self.module, "out_channels", None) or in_channels
+
+    def reset_parameters(self) -> None:
+        if hasattr(self.module, "reset_parameters"):
+            self.module.reset_parameters()
+
+    def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        self._unweighted(edge_weight)
+        messages = x.index_select(0, graph.csr.indices.long())
+        index = torch.repeat_interleave(torch.arange(graph.num_nodes, device=x.device),
+                                        graph.csr.degree().long())
+        return self.module(messages, index=index, ptr=graph.csr.indptr.long(),
+                           dim_size=graph.num_nodes)
+
+    def __repr__(self) -> str:
+        return repr(self.module)
+
+
+class MultiAggregation(Aggregation):
+    """Several aggregations combined, as PyG's ``MultiAggregation``: ``mode`` is "cat"
+    (concatenate), "proj" (a Linear over the concatenation), "attn" (multi-head attention
+    across the aggregations, then their mean) or a reduction over them ("sum", "mean",
+    "max", "min", "logsumexp", "std", "var"). ``mode_kwargs`` holds ``in_channels`` and
+    ``out_channels`` for "proj"/"attn" (and ``num_heads`` for "attn")."""
+
+    _DENSE_MODES = ("sum", "mean", "max", "min", "logsumexp", "std", "var")
+
+    def __init__(self, aggrs, aggrs_kwargs=None, mode: str = "cat", mode_kwargs=None):
+        super().__init__()
+        if not isinstance(aggrs, (list, tuple)) or not aggrs:
+            raise ValueError(f"MultiAggregation: aggrs must be a non-empty list, got {aggrs!r}")
+        aggrs_kwargs = aggrs_kwargs or [{}] * len(aggrs)
+        if len(aggrs_kwargs) != len(aggrs):
+            raise ValueError(f"MultiAggregation: {len(aggrs_kwargs)} aggrs_kwargs for "
+                             f"{len(aggrs)} aggrs")
+        self.aggrs = torch.nn.ModuleList([resolve(a, **kw) for a, kw in
+                                          zip(aggrs, aggrs_kwargs, strict=True)])
+        if mode not in ("cat", "proj", "attn", *self._DENSE_MODES):
+            raise ValueError(f"MultiAggregation: unknown mode {mode!r}")
+        self.mode = mode
+        mode_kwargs = copy.copy(mode_kwargs) or {}
+        self.in_channels = mode_kwargs.pop("in_channels", None)
+        self.out_channels = mode_kwargs.pop("out_channels", None)
+        if mode in ("proj", "attn"):
+            self._build_combiner(mode, mode_kwargs)
+        self.takes_weights = all(a.takes_weights for a in self.aggrs)
+
+    def _build_combiner(self, mode: str, mode_kwargs: dict) -> None:
+        if len(self.aggrs) == 1:
+            raise ValueError(f"MultiAggregation: mode {mode!r} needs several aggregations")
+        if self.in_channels is None or self.out_channels is None:
+            raise ValueError(f"MultiAggregation: mode {mode!r} needs in_channels and "
+                             "out_channels in mode_kwargs")
+        widths = [self.in_channels] * len(self.aggrs) if isinstance(self.in_channels, int) \
+            else list(self.in_channels)
+        if mode == "proj":
+            self.lin = torch.nn.Linear(sum(widths), self.out_channels, **mode_kwargs)
+            return
+        num_heads = mode_kwargs.pop("num_heads", 1)
+        self.lin_heads = _DictLinear(widths, self.out_channels)
+        self.multihead_attn = torch.nn.MultiheadAttention(self.out_channels, num_heads,
+                                                          **mode_kwargs)
+
+    def out_channels_for(self, in_channels: int) -> int:
+        if self.out_channels is not None:
+            return self.out_channels
+        return in_channels * len(self.aggrs) if self.mode == "cat" else in_channels
+
+    def reset_parameters(self) -> None:
+        for aggr in self.aggrs:
+            aggr.reset_parameters()
+        if self.mode == "proj":
+            self.lin.reset_parameters()
+        if self.mode == "attn":
+            self.lin_heads.reset_parameters()
+            self.multihead_attn._reset_parameters()
+
+    def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        outs = [aggr(graph, x, edge_weight) for aggr in self.aggrs]
+        if len(outs) == 1:
+            return outs[0]
+        if self.mode == "cat":
+            return torch.cat(outs, dim=-1)
+        if self.mode == "proj":
+            return self.lin(torch.cat(outs, dim=-1))
+        if self.mode == "attn":
+            stacked = torch.stack(self.lin_heads(outs), dim=0)  # [aggrs, N, out]
+            return self.multihead_attn(stacked, stacked, stacked)[0].mean(dim=0)
+        out = getattr(torch, self.mode)(torch.stack(outs, dim=0), dim=0)
+        return out if isinstance(out, Tensor) else out[0]
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({list(self.aggrs)}, mode={self.mode})"
+
+
+class _DictLinear(torch.nn.Module):
+    """One Linear per aggregation (PyG's ``HeteroDictLinear`` layout: ``lins.<i>``)."""
+
+    def __init__(self, widths: list[int], out_channels: int):
+        super().__init__()
+        self.lins = torch.nn.ModuleDict({str(i): torch.nn.Linear(w, out_channels)
+                                         for i, w in enumerate(widths)})
+
+    def reset_parameters(self) -> None:
+        for lin in self.lins.values():
+            lin.reset_parameters()
+
+    def forward(self, xs: list[Tensor]) -> list[Tensor]:
+        return [self.lins[str(i)](x) for i, x in enumerate(xs)]
+
+
+_BY_NAME = {"sum": SumAggregation, "add": SumAggregation, "mean": MeanAggregation,
+            "max": MaxAggregation, "min": MinAggregation, "var": VarAggregation,
+            "std": StdAggregation, "softmax": SoftmaxAggregation, "lstm": LSTMAggregation}
+
+
+def resolve(aggr, **kwargs) -> Aggregation:
+    """An ``Aggregation`` from a name (``"mean"``, ``"lstm"``, ...; kwargs go to its class),
+    a list of them (a ``MultiAggregation``; kwargs go to it), one of ours, or a PyG
+    aggregation module."""
+    if isinstance(aggr, Aggregation):
+        return aggr
+    if isinstance(aggr, (list, tuple)):
+        return MultiAggregation(aggr, **kwargs)
+    if isinstance(aggr, str):
+        key = aggr.lower().removesuffix("aggregation") if aggr.lower() not in _BY_NAME \
+            else aggr.lower()
+        if key not in _BY_NAME:
+            raise ValueError(f"unknown aggregation {aggr!r}; expected one of "
+                             f"{sorted(_BY_NAME)}, a list of them, or an aggregation module")
+        return _BY_NAME[key](**kwargs)
+    if isinstance(aggr, torch.nn.Module):
+        return ModuleAggregation(aggr)
+    raise TypeError(f"aggr must be a name, a list of names or an aggregation module, got "
+                    f"{type(aggr).__name__}")

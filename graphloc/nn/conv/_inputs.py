@@ -1,0 +1,267 @@
+"""PyG's calling conventions for the conv layers, read once into a ``ConvInputs``.
+
+A PyG model calls a conv as ``conv(x, edge_index, ..., size=None)`` where
+
+- the graph argument is an ``edge_index [2, E]``, a ``graphloc.Graph``, or a ``torch.sparse``
+  adjacency ``adj_t`` of shape ``[N_dst, N_src]`` (COO, CSR or CSC; entry ``(i, j)`` is the
+  edge ``j -> i`` and its value the edge weight),
+- ``x`` is ``[N, F]``, a pair ``(x_src, x_dst)`` whose ``x_dst`` may be None, or a *static*
+  batch ``[B, N, F]`` of feature sets on one graph,
+- ``size=(N_src, N_dst)`` fixes the node counts, and ``flow="target_to_source"`` reads
+  ``edge_index[0]`` as the destinations.
+
+``read_inputs`` validates all of it and returns the node features and one ``Graph``: a static
+batch becomes ``B`` disjoint copies of the graph over ``B * N`` nodes (so every layer handles
+it with its ordinary code), undone by ``ConvInputs.node_output``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from graphloc.graph import Graph
+
+_SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc)
+_FLOWS = ("source_to_target", "target_to_source")
+
+
+@dataclass
+class ConvInputs:
+    """What a conv computes on: the features and one validated ``Graph``."""
+
+    x_src: Tensor
+    x_dst: Tensor | None  # None: a pair (x_src, None), no destination features
+    graph: Graph
+    adj_values: Tensor | None  # a sparse adjacency's values, in the graph's edge order
+    adj_layout: torch.layout | None  # that adjacency's layout (attention is returned in it)
+    batch: int | None  # B of a static [B, N, F] input, folded into the nodes
+
+    def edge_input(self, t: Tensor | None) -> Tensor | None:
+        """A per-edge tensor of the user's graph, repeated for each static copy."""
+        if t is None or self.batch is None:
+            return t
+        return t.repeat(self.batch, *[1] * (t.dim() - 1))
+
+    def node_output(self, out: Tensor) -> Tensor:
+        """``[B * N, F]`` back to the static batch's ``[B, N, F]``."""
+        return out if self.batch is None else out.view(self.batch, -1, *out.shape[1:])
+
+    def attention_output(self, edge_index: Tensor, alpha: Tensor):
+        """``(edge_index, alpha)``, or for a sparse adjacency input PyG's ``(adj, alpha)``: the
+        weights as a sparse ``[N_dst, N_src, H]`` tensor in the input's layout, and alpha in
+        that tensor's storage order."""
+        if self.batch is not None:
+            raise ValueError("attention weights are not returned for a static [B, N, F] "
+                             "input; call the layer on each feature set")
+        if self.adj_layout is None:
+            return edge_index, alpha
+        size = (self.graph.num_nodes, self.graph.num_src_nodes, *alpha.shape[1:])
+        adj = torch.sparse_coo_tensor(edge_index.flip(0), alpha, size).coalesce()
+        if self.adj_layout == torch.sparse_csr:
+            adj = adj.to_sparse_csr()
+        elif self.adj_layout == torch.sparse_csc:
+            adj = adj.to_sparse_csc()
+        return adj, adj.values()
+
+
+def weights_from(layer: torch.nn.Module, inputs: ConvInputs,
+                 edge_weight: Tensor | None) -> Tensor | None:
+    """The edge weights of a call: ``edge_weight`` or a sparse adjacency's values (not both,
+    which would leave one silently unused), repeated for static copies."""
+    if inputs.adj_values is not None:
+        if edge_weight is not None:
+            raise ValueError(f"{layer.__class__.__name__}: the sparse adjacency carries the "
+                             "edge weights as its values; do not pass edge_weight as well")
+        if inputs.adj_values.dim() != 1:
+            raise ValueError(f"{layer.__class__.__name__} takes one weight per edge, but the "
+                             "sparse adjacency has values of shape "
+                             f"{list(inputs.adj_values.shape)}")
+        return inputs.adj_values
+    return inputs.edge_input(edge_weight)
+
+
+def edge_features_from(layer: torch.nn.Module, inputs: ConvInputs,
+                       edge_attr: Tensor | None) -> Tensor | None:
+    """A call's edge features: ``edge_attr`` (rows in the edge order of the graph argument:
+    a sparse adjacency's storage order), else a sparse adjacency's values ([E] or [E, D]),
+    else the Graph's own; repeated for static copies."""
+    if edge_attr is not None:
+        return inputs.edge_input(edge_attr)
+    if inputs.adj_values is not None:
+        return inputs.adj_values
+    return inputs.graph.edge_attr
+
+
+def read_inputs(layer: torch.nn.Module, x, edge_index, size=None,
+                flow: str = "source_to_target") -> ConvInputs:
+    """Reads one call of ``layer`` in PyG's conventions (module docstring); errors name the
+    layer and the offending argument."""
+    name = layer.__class__.__name__
+    x_src, x_dst, pair = _features(name, x)
+    batch = None
+    if x_src.dim() == 3:  # static graph: [B, N, F] feature sets on one graph
+        batch = x_src.size(0)
+        x_src = x_src.reshape(-1, x_src.size(-1))
+        if x_dst is not None:
+            x_dst = x_src if not pair else _fold_static(name, x_dst, batch)
+    if flow not in _FLOWS:
+        raise ValueError(f"{name}: flow must be one of {_FLOWS}, got {flow!r}")
+    if isinstance(edge_index, Graph):
+        graph, values, layout = _given_graph(name, edge_index, flow, size), None, None
+        if batch is not None:
+            graph = _static_copies(graph.edge_index, batch, graph.num_src_nodes,
+                                   graph.num_nodes, graph.is_bipartite, graph.edge_attr)
+        _check_rows(name, graph, x_src, x_dst, batch)
+        return ConvInputs(x_src, x_dst, graph, None, None, batch)
+    edges, values, layout, adj_size = _edges(name, edge_index, flow)
+    n_src = x_src.size(0) // (batch or 1)
+    n_dst = _num_destinations(name, edges, n_src, x_dst, pair, size, adj_size, batch)
+    if batch is not None:
+        graph = _static_copies(edges, batch, n_src, n_dst, pair, None)
+        values = None if values is None else values.repeat(batch)
+    elif pair:
+        graph = Graph.bipartite(edges, (n_src, n_dst))
+    else:
+        graph = Graph(edges, num_nodes=n_src)
+    return ConvInputs(x_src, x_dst, graph, values, layout, batch)
+
+
+def _features(name: str, x) -> tuple[Tensor, Tensor | None, bool]:
+    if isinstance(x, (tuple, list)):
+        if len(x) != 2 or not isinstance(x[0], Tensor) or not (
+                x[1] is None or isinstance(x[1], Tensor)):
+            raise TypeError(f"{name} expects x as a tensor or a pair (x_src, x_dst) of "
+                            f"tensors (x_dst may be None), got "
+                            f"{[type(t).__name__ for t in x]}")
+        x_src, x_dst = x
+        if x_dst is not None and x_dst.dim() != x_src.dim():
+            raise ValueError(f"{name}: x_src has shape {list(x_src.shape)} but x_dst has "
+                             f"{list(x_dst.shape)}")
+        pair = True
+    elif isinstance(x, Tensor):
+        x_src = x_dst = x
+        pair = False
+    else:
+        raise TypeError(f"{name} expects node features x as a tensor, got {type(x).__name__}")
+    if x_src.dim() not in (2, 3):
+        raise ValueError(f"{name} expects x of shape [N, F] (or a static batch [B, N, F]), "
+                         f"got {list(x_src.shape)}")
+    return x_src, x_dst, pair
+
+
+def _fold_static(name: str, x: Tensor, batch: int) -> Tensor:
+    if x.dim() != 3 or x.size(0) != batch:
+        raise ValueError(f"{name}: static inputs need x_src and x_dst of shape [B, N, F] with "
+                         f"one B, got B = {batch} and {list(x.shape)}")
+    return x.reshape(-1, x.size(-1))
+
+
+def _given_graph(name: str, graph: Graph, flow: str, size) -> Graph:
+    if flow != "source_to_target":
+        raise ValueError(f"{name}: flow={flow!r} applies to an edge_index; a Graph has its "
+                         "direction already (reverse it with Graph.reverse())")
+    if size is not None and tuple(size) != (graph.num_src_nodes, graph.num_nodes):
+        raise ValueError(f"{name}: size={tuple(size)} but the Graph has "
+                         f"{graph.num_src_nodes} source and {graph.num_nodes} destination "
+                         "nodes")
+    return graph
+
+
+def _check_rows(name: str, graph: Graph, x_src: Tensor, x_dst: Tensor | None, batch) -> None:
+    copies = "" if batch is None else f" ({batch} static copies)"
+    if x_src.size(0) != graph.num_src_nodes:
+        raise ValueError(f"{name}: x has {x_src.size(0)} rows but the graph{copies} has "
+                         f"{graph.num_src_nodes} source nodes")
+    if x_dst is not None and x_dst is not x_src and x_dst.size(0) != graph.num_nodes:
+        raise ValueError(f"{name}: x_dst has {x_dst.size(0)} rows but the graph{copies} has "
+                         f"{graph.num_nodes} destination nodes")
+
+
+def _edges(name: str, edge_index, flow: str):
+    """(edge_index [2, E] source -> destination, sparse values or None, sparse layout or
+    None, the adjacency's (N_src, N_dst) or None)."""
+    if not isinstance(edge_index, Tensor):
+        raise TypeError(f"{name} expects the graph as an edge_index tensor, a graphloc.Graph "
+                        f"or a torch.sparse adjacency, got {type(edge_index).__name__}")
+    if edge_index.layout in _SPARSE_LAYOUTS:
+        if flow != "source_to_target":
+            raise ValueError(f"{name}: flow={flow!r} is not defined for a sparse adjacency "
+                             "(adj_t's rows are the destinations)")
+        dst, src, values = _sparse_entries(name, edge_index)
+        n_dst, n_src = edge_index.shape[:2]
+        return torch.stack([src, dst]), values, edge_index.layout, (n_src, n_dst)
+    if edge_index.layout != torch.strided:
+        raise TypeError(f"{name}: unsupported graph layout {edge_index.layout}")
+    if flow == "target_to_source" and edge_index.dim() == 2 and edge_index.size(0) == 2:
+        edge_index = edge_index.flip(0)
+    return edge_index, None, None, None
+
+
+def _sparse_entries(name: str, adj: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(rows, cols, values) of a 2-D torch.sparse adjacency, in its storage order."""
+    if adj.sparse_dim() != 2:
+        raise ValueError(f"{name}: a sparse adjacency must be a matrix [N_dst, N_src] (with "
+                         f"optional dense value dimensions), got shape {list(adj.shape)} with "
+                         f"{adj.sparse_dim()} sparse dimensions")
+    if adj.layout == torch.sparse_coo:
+        adj = adj.coalesce()
+        rows, cols = adj.indices()
+        return rows, cols, adj.values()
+    if adj.layout == torch.sparse_csr:
+        ptr, cols = adj.crow_indices(), adj.col_indices()
+        rows = torch.repeat_interleave(torch.arange(ptr.numel() - 1, device=ptr.device),
+                                       ptr.diff())
+        return rows, cols, adj.values()
+    ptr, rows = adj.ccol_indices(), adj.row_indices()
+    cols = torch.repeat_interleave(torch.arange(ptr.numel() - 1, device=ptr.device), ptr.diff())
+    return rows, cols, adj.values()
+
+
+def _num_destinations(name, edges, n_src, x_dst, pair, size, adj_size, batch) -> int:
+    """The destination count from x_dst, size= or the adjacency, checked for agreement; for
+    a pair without x_dst and no size, PyG's largest destination index + 1."""
+    if size is not None:
+        if not isinstance(size, (tuple, list)) or len(size) != 2:
+            raise ValueError(f"{name}: size must be (num_src_nodes, num_dst_nodes), got "
+                             f"{size!r}")
+        if size[0] is not None and size[0] != n_src:
+            raise ValueError(f"{name}: size[0] = {size[0]} but x has {n_src} source rows")
+    known = []  # (where it comes from, count)
+    if adj_size is not None:
+        if adj_size[0] != n_src:
+            raise ValueError(f"{name}: the sparse adjacency has {adj_size[0]} columns (source "
+                             f"nodes) but x has {n_src} rows")
+        known.append(("the sparse adjacency", adj_size[1]))
+    if size is not None and size[1] is not None:
+        known.append(("size[1]", size[1]))
+    if x_dst is not None:
+        known.append(("x_dst" if pair else "x", x_dst.size(0) // (batch or 1)))
+    for (where, n), (other, m) in zip(known, known[1:], strict=False):
+        if n != m:
+            raise ValueError(f"{name}: {where} gives {n} destination nodes but {other} "
+                             f"gives {m}")
+    if known:
+        n_dst = known[0][1]
+    else:  # (x_src, None) without a size: as PyG, up to the largest destination index
+        n_dst = int(edges[1].max()) + 1 if edges.numel() else 0
+    if not pair and n_dst != n_src:
+        raise ValueError(f"{name}: size={tuple(size)} describes a bipartite graph; pass x as "
+                         "a pair (x_src, x_dst)")
+    return n_dst
+
+
+def _static_copies(edges: Tensor, batch: int, n_src: int, n_dst: int, bipartite: bool,
+                   edge_attr: Tensor | None) -> Graph:
+    """``batch`` disjoint copies of a graph: copy b's nodes are offset by ``b * n``."""
+    if not isinstance(edges, Tensor) or edges.dim() != 2 or edges.size(0) != 2:
+        shape = list(edges.shape) if isinstance(edges, Tensor) else type(edges).__name__
+        raise ValueError(f"edge_index must have shape [2, E], got {shape}")
+    step = torch.tensor([[n_src], [n_dst]], device=edges.device)
+    copies = torch.cat([edges.long() + b * step for b in range(batch)], dim=1)
+    attr = None if edge_attr is None else edge_attr.repeat(batch, *[1] * (edge_attr.dim() - 1))
+    if bipartite:
+        return Graph.bipartite(copies, (batch * n_src, batch * n_dst), edge_attr=attr)
+    return Graph(copies, num_nodes=batch * n_src, edge_attr=attr)
