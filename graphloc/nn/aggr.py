@@ -201,6 +201,9 @@ class ModuleAggregation(Aggregation):
     def __init__(self, module: torch.nn.Module):
         super().__init__()
         self.module = module
+        # State dicts carry the module's own names (PyG's layout), not ``module.<name>``.
+        self.register_state_dict_post_hook(_drop_wrapper_prefix)
+        self.register_load_state_dict_pre_hook(_add_wrapper_prefix)
 
     def out_channels_for(self, in_channels: int) -> int:
         if hasattr(self.module, "get_out_channels"):
@@ -221,6 +224,18 @@ class ModuleAggregation(Aggregation):
 
     def __repr__(self) -> str:
         return repr(self.module)
+
+
+def _drop_wrapper_prefix(module, state_dict, prefix, local_metadata) -> None:
+    inner = prefix + "module."
+    for key in [k for k in state_dict if k.startswith(inner)]:
+        state_dict[prefix + key[len(inner):]] = state_dict.pop(key)
+
+
+def _add_wrapper_prefix(module, state_dict, prefix, *args) -> None:
+    for key in [k for k in state_dict if k.startswith(prefix) and
+                not k.startswith(prefix + "module.")]:
+        state_dict[prefix + "module." + key[len(prefix):]] = state_dict.pop(key)
 
 
 class MultiAggregation(Aggregation):

@@ -244,13 +244,9 @@ def _num_destinations(name, edges, n_src, x_dst, pair, size, adj_size, batch) ->
             raise ValueError(f"{name}: {where} gives {n} destination nodes but {other} "
                              f"gives {m}")
     if known:
-        n_dst = known[0][1]
-    else:  # (x_src, None) without a size: as PyG, up to the largest destination index
-        n_dst = int(edges[1].max()) + 1 if edges.numel() else 0
-    if not pair and n_dst != n_src:
-        raise ValueError(f"{name}: size={tuple(size)} describes a bipartite graph; pass x as "
-                         "a pair (x_src, x_dst)")
-    return n_dst
+        return known[0][1]
+    # (x_src, None) without a size: as PyG, up to the largest destination index
+    return int(edges[1].max()) + 1 if edges.numel() else 0
 
 
 def _static_copies(edges: Tensor, batch: int, n_src: int, n_dst: int, bipartite: bool,

@@ -55,7 +55,9 @@ class SAGEConv(torch.nn.Module):
         super().__init__()
         check_sizes("SAGEConv", lazy=True, in_channels=in_channels, out_channels=out_channels)
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.aggr, self.normalize, self.root_weight = aggr, normalize, root_weight
+        # a module is kept once, as aggr_module (PyG's state dict layout)
+        self.aggr = str(aggr) if isinstance(aggr, torch.nn.Module) else aggr
+        self.normalize, self.root_weight = normalize, root_weight
         self.project = project
         src_width, dst_width = split_widths(in_channels)
         aggr_kwargs = dict(aggr_kwargs or {})

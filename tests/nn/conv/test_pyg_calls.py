@@ -1,0 +1,220 @@
+"""PyG's calling conventions, each against PyG itself with the same weights: sparse adj_t in
+three layouts, size=, keyword edge_index, flow, (x_src, None), static [B, N, F] inputs,
+empty graphs, lazy widths, ChebConv's batch and per-graph lambda_max, attention weights in
+the adjacency's layout."""
+
+import pytest
+import torch
+import torch_geometric.nn as pyg
+from parity import assert_parity, parity_graph
+from torch_geometric.utils import to_torch_coo_tensor
+
+import graphloc.nn as gl
+
+LAYOUTS = [torch.sparse_coo, torch.sparse_csr, torch.sparse_csc]
+
+
+def mlp(width=8):
+    return torch.nn.Sequential(torch.nn.Linear(width, 6), torch.nn.ReLU(),
+                               torch.nn.Linear(6, 6))
+
+
+# (name, graphloc factory, PyG factory, whether the adjacency's values weight the edges)
+CONVS = [
+    ("gcn", lambda: gl.GCNConv(8, 6), lambda: pyg.GCNConv(8, 6), True),
+    ("sage", lambda: gl.SAGEConv(8, 6, aggr="sum"), lambda: pyg.SAGEConv(8, 6, aggr="sum"),
+     True),
+    ("gin", lambda: gl.GINConv(mlp(), train_eps=True),
+     lambda: pyg.GINConv(mlp(), train_eps=True), True),
+    ("gat", lambda: gl.GATConv(8, 3, heads=2), lambda: pyg.GATConv(8, 3, heads=2), False),
+    ("transformer", lambda: gl.TransformerConv(8, 3, heads=2),
+     lambda: pyg.TransformerConv(8, 3, heads=2), False),
+    ("cheb", lambda: gl.ChebConv(8, 6, K=3), lambda: pyg.ChebConv(8, 6, K=3), True),
+]
+
+
+def adjacency(edge_index, n, layout, values=None, size=None):
+    """PyG's adj_t: [N_dst, N_src], entry (i, j) for the edge j -> i."""
+    size = size or (n, n)
+    adj = to_torch_coo_tensor(edge_index.flip(0), values, size=(size[1], size[0]))
+    return {torch.sparse_coo: adj, torch.sparse_csr: adj.to_sparse_csr(),
+            torch.sparse_csc: adj.to_sparse_csc()}[layout]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("name,ours,theirs,weighted", CONVS, ids=[c[0] for c in CONVS])
+def test_sparse_adjacency_input(name, ours, theirs, weighted, layout):
+    edge_index, n = parity_graph(11)
+    edge_index = torch.unique(edge_index, dim=1)  # a sparse matrix holds each edge once
+    if name == "cheb":  # PyG's ChebConv takes the adjacency as COO edges only
+        edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+    values = torch.rand(edge_index.size(1), dtype=torch.float64) + 0.5 if weighted else None
+    adj = adjacency(edge_index, n, layout, values).double()
+    coo = adj.to_sparse_coo().coalesce()
+    dst, src = coo.indices()  # PyG's own computation, on the same edges in the same order
+    pyg_edges = torch.stack([src, dst])
+    pyg_weight = coo.values() if weighted else None
+    run_theirs = (lambda m, x: m(x, pyg_edges, pyg_weight)) if name in ("gcn", "cheb") \
+        else (lambda m, x: m(x, pyg_edges, size=(n, n))) if name in ("sage", "gin") \
+        else (lambda m, x: m(x, pyg_edges))
+    if name in ("sage", "gin"):  # PyG's sum aggregation of a weighted adj_t multiplies
+        run_theirs = lambda m, x: m(x, adj)  # noqa: E731
+    assert_parity(ours(), theirs(), lambda m, x: m(x, adj), run_theirs,
+                  torch.randn(n, 8))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("cls", [gl.GATConv, gl.TransformerConv])
+def test_attention_weights_come_back_in_the_adjacency_layout(cls, layout):
+    edge_index, n = parity_graph(12)
+    edge_index = torch.unique(edge_index, dim=1)
+    adj = adjacency(edge_index, n, layout)
+    conv = cls(8, 3, heads=2)
+    x = torch.randn(n, 8)
+    out, (weights, alpha) = conv(x, adj, return_attention_weights=True)
+    ref_out, (ref_index, ref_alpha) = conv(x, edge_index, return_attention_weights=True)
+    torch.testing.assert_close(out, ref_out)
+    assert weights.layout == layout and weights.shape == (n, n, 2)
+    torch.testing.assert_close(alpha, weights.values())
+    dense = torch.zeros(n, n, 2).index_put((ref_index[1], ref_index[0]), ref_alpha,
+                                           accumulate=True)
+    torch.testing.assert_close(weights.to_dense(), dense)
+
+
+def test_edge_weight_and_a_weighted_adjacency_are_not_both_taken():
+    edge_index, n = parity_graph(13)
+    adj = adjacency(torch.unique(edge_index, dim=1), n, torch.sparse_csr)
+    with pytest.raises(ValueError, match="carries the edge weights as its values"):
+        gl.GCNConv(8, 6)(torch.randn(n, 8), adj, torch.ones(adj._nnz()))
+
+
+@pytest.mark.parametrize("name", ["sage", "gin", "gat", "gine"])
+def test_size_keyword_and_missing_destination_features(name):
+    edge_index = torch.tensor([[0, 1, 2, 3, 3], [0, 0, 1, 1, 2]])
+    x_src, x_dst = torch.randn(4, 8), torch.randn(3, 8)
+    edge_attr = torch.randn(5, 8)
+    ours, theirs = {
+        "sage": (gl.SAGEConv((8, 8), 6), pyg.SAGEConv((8, 8), 6)),
+        "gin": (gl.GINConv(mlp(), train_eps=True), pyg.GINConv(mlp(), train_eps=True)),
+        "gat": (gl.GATConv((8, 8), 3, heads=2), pyg.GATConv((8, 8), 3, heads=2)),
+        "gine": (gl.GINEConv(mlp(), train_eps=True), pyg.GINEConv(mlp(), train_eps=True)),
+    }[name]
+    extra = {"edge_attr": edge_attr} if name == "gine" else {}
+    extra = {k: v.double() for k, v in extra.items()}
+    for dst in (x_dst.double(), None):
+        assert_parity(ours, theirs,
+                      lambda m, xs, d=dst: m((xs, d), edge_index=edge_index, size=(4, 3),
+                                             **extra),
+                      lambda m, xs, d=dst: m((xs, d), edge_index, size=(4, 3), **extra),
+                      x_src)
+    with pytest.raises(ValueError, match="size\\[1\\] gives 2 destination nodes but x_dst"):
+        ours((x_src.double(), x_dst.double()), edge_index, size=(4, 2), **extra)
+
+
+def test_gin_takes_size_positionally_as_pyg():
+    edge_index, n = parity_graph(14)
+    ours, theirs = gl.GINConv(mlp(), train_eps=True), pyg.GINConv(mlp(), train_eps=True)
+    assert_parity(ours, theirs, lambda m, x: m(x, edge_index, (n, n)),
+                  lambda m, x: m(x, edge_index, (n, n)), torch.randn(n, 8))
+
+
+def test_gcn_flow_reads_edge_index_backwards():
+    edge_index, n = parity_graph(15)
+    for flow in ("source_to_target", "target_to_source"):
+        assert_parity(gl.GCNConv(8, 6, flow=flow), pyg.GCNConv(8, 6, flow=flow),
+                      lambda m, x: m(x, edge_index), lambda m, x: m(x, edge_index),
+                      torch.randn(n, 8))
+    with pytest.raises(ValueError, match="flow must be one of"):
+        gl.GCNConv(8, 6, flow="both")(torch.randn(n, 8), edge_index)
+
+
+@pytest.mark.parametrize("name", ["gcn", "gin", "gine"])
+def test_static_graphs_match_pyg(name):
+    edge_index, n = parity_graph(16)
+    x = torch.randn(3, n, 8)
+    edge_attr = torch.randn(edge_index.size(1), 8)
+    ours, theirs = {
+        "gcn": (gl.GCNConv(8, 6), pyg.GCNConv(8, 6)),
+        "gin": (gl.GINConv(mlp(), train_eps=True), pyg.GINConv(mlp(), train_eps=True)),
+        "gine": (gl.GINEConv(mlp(), train_eps=True), pyg.GINEConv(mlp(), train_eps=True)),
+    }[name]
+    extra = (edge_attr,) if name == "gine" else ()
+    assert_parity(ours, theirs, lambda m, xs: m(xs, edge_index, *extra),
+                  lambda m, xs: m(xs, edge_index, *extra), x)
+
+
+@pytest.mark.parametrize("name", ["sage", "gat", "transformer", "cheb"])
+def test_static_graphs_are_each_feature_set_on_its_own(name):
+    """Layers PyG runs on [N, F] only: a static batch equals one call per feature set."""
+    edge_index, n = parity_graph(17)
+    conv = {"sage": lambda: gl.SAGEConv(8, 6), "gat": lambda: gl.GATConv(8, 3, heads=2),
+            "transformer": lambda: gl.TransformerConv(8, 3, heads=2),
+            "cheb": lambda: gl.ChebConv(8, 6, K=3)}[name]()
+    x = torch.randn(3, n, 8)
+    expected = torch.stack([conv(x[b], edge_index) for b in range(3)])
+    torch.testing.assert_close(conv(x, edge_index), expected)
+
+
+@pytest.mark.parametrize("name,ours,theirs,weighted", CONVS, ids=[c[0] for c in CONVS])
+def test_empty_graph_gives_empty_output(name, ours, theirs, weighted):
+    conv = ours()
+    out = conv(torch.randn(0, 8), torch.empty(2, 0, dtype=torch.long))
+    assert out.shape == (0, theirs()(torch.randn(1, 8), torch.tensor([[0], [0]])).size(1))
+
+
+@pytest.mark.parametrize("name", ["gcn", "sage", "gat", "transformer", "cheb"])
+def test_lazy_widths_match_pyg(name):
+    edge_index, n = parity_graph(18)
+    make = {"gcn": lambda m: m.GCNConv(-1, 6), "sage": lambda m: m.SAGEConv(-1, 6),
+            "gat": lambda m: m.GATConv(-1, 3, heads=2),
+            "transformer": lambda m: m.TransformerConv(-1, 3, heads=2),
+            "cheb": lambda m: m.ChebConv(-1, 6, K=2)}[name]
+    ours, theirs = make(gl), make(pyg)
+    x = torch.randn(n, 8)
+    assert ours(x, edge_index).shape == theirs(x, edge_index).shape  # widths now known
+    assert_parity(ours, theirs, lambda m, xs: m(xs, edge_index),
+                  lambda m, xs: m(xs, edge_index), x)
+    with pytest.raises(ValueError, match="does not support lazy initialization"):
+        gl.SAGEConv(-1, 6, project=True)
+
+
+def test_cheb_batch_and_per_graph_lambda_max_match_pyg():
+    edge_index = torch.tensor([[0, 1, 1, 2, 3, 4, 4, 5], [1, 0, 2, 1, 4, 3, 5, 4]])
+    weight = torch.rand(8, dtype=torch.float64) + 0.1
+    batch = torch.tensor([0, 0, 0, 1, 1, 1])
+    lambda_max = torch.tensor([1.5, 3.0], dtype=torch.float64)
+    for normalization in ("sym", "rw", None):
+        assert_parity(gl.ChebConv(8, 6, K=3, normalization=normalization),
+                      pyg.ChebConv(8, 6, K=3, normalization=normalization),
+                      lambda m, x: m(x, edge_index, weight, batch, lambda_max),
+                      lambda m, x: m(x, edge_index, weight, batch, lambda_max),
+                      torch.randn(6, 8))
+    conv = gl.ChebConv(8, 6, K=2)
+    with pytest.raises(ValueError, match="lambda_max must be a positive finite number"):
+        conv(torch.randn(6, 8), edge_index, lambda_max=0.0)
+    with pytest.raises(ValueError, match="one lambda_max per graph needs the batch vector"):
+        conv(torch.randn(6, 8), edge_index, lambda_max=lambda_max)
+    with pytest.raises(ValueError, match="batch holds graph ids 0 .. 2 but lambda_max has 2"):
+        conv(torch.randn(6, 8), edge_index, None, torch.tensor([0, 0, 1, 1, 2, 2]), lambda_max)
+
+
+def test_sparse_node_features_in_gcn():
+    edge_index, n = parity_graph(19)
+    x = torch.randn(n, 8)
+    x[x.abs() < 1] = 0
+    conv = gl.GCNConv(8, 6)
+    torch.testing.assert_close(conv(x.to_sparse(), edge_index), conv(x, edge_index))
+
+
+def test_graph_arguments_that_cannot_be_read_are_named():
+    conv = gl.SAGEConv(8, 6)
+    x = torch.randn(4, 8)
+    with pytest.raises(TypeError, match="SAGEConv expects the graph as an edge_index tensor"):
+        conv(x, [[0, 1], [1, 0]])
+    with pytest.raises(ValueError, match="the sparse adjacency has 5 columns \\(source nodes\\) "
+                                         "but x has 4 rows"):
+        conv(x, torch.eye(5).to_sparse())
+    with pytest.raises(ValueError, match="flow='target_to_source' is not defined for a sparse"):
+        gl.GCNConv(8, 6, flow="target_to_source")(x, torch.eye(4).to_sparse())
+    with pytest.raises(ValueError, match="size\\[1\\] gives 3 destination nodes but x gives 4"):
+        conv(x, torch.tensor([[0, 1], [1, 0]]), size=(4, 3))

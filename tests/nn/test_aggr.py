@@ -1,0 +1,94 @@
+"""graphloc.nn.aggr against PyG's aggregations (same weights, through SAGEConv, whose
+parameter names they share) and, for the packed LSTM, a per-node LSTM oracle."""
+
+import pytest
+import torch
+import torch_geometric.nn as pyg
+from parity import assert_parity, parity_graph
+from torch_geometric.utils import sort_edge_index
+
+import graphloc.nn as gl
+from graphloc import Graph
+from graphloc.nn import aggr
+
+
+def sorted_graph(seed):
+    edge_index, n = parity_graph(seed)
+    return sort_edge_index(edge_index, sort_by_row=False), n
+
+
+@pytest.mark.parametrize("name,kwargs", [
+    ("var", {}), ("std", {}), ("softmax", {}), ("softmax", {"learn": True, "t": 0.5}),
+    ("lstm", {}), ("min", {}), ("max", {}),
+])
+def test_single_aggregations_match_pyg(name, kwargs):
+    edge_index, n = sorted_graph(21)
+    extra = {"aggr_kwargs": kwargs} if kwargs else {}  # PyG's lstm path needs a dict or none
+    ours = gl.SAGEConv(8, 6, aggr=name, **extra)
+    theirs = pyg.SAGEConv(8, 6, aggr=name, **extra)
+    assert_parity(ours, theirs, lambda m, x: m(x, edge_index), lambda m, x: m(x, edge_index),
+                  torch.randn(n, 8))
+
+
+@pytest.mark.parametrize("mode,mode_kwargs", [
+    ("cat", None), ("proj", {"in_channels": 8, "out_channels": 16}),
+    ("attn", {"in_channels": 8, "out_channels": 16, "num_heads": 4}),
+    ("sum", None), ("max", None), ("std", None),
+])
+def test_multi_aggregation_matches_pyg(mode, mode_kwargs):
+    edge_index, n = sorted_graph(22)
+    aggr_kwargs = {"mode": mode, "mode_kwargs": mode_kwargs,
+                   "aggrs_kwargs": [{}, {}, {}, {"learn": True, "t": 1}]}
+    names = ["mean", "max", "sum", "softmax"]
+    ours = gl.SAGEConv(8, 6, aggr=names, aggr_kwargs=dict(aggr_kwargs))
+    theirs = pyg.SAGEConv(8, 6, aggr=names, aggr_kwargs=dict(aggr_kwargs))
+    assert_parity(ours, theirs, lambda m, x: m(x, edge_index), lambda m, x: m(x, edge_index),
+                  torch.randn(n, 8))
+
+
+def test_a_pyg_aggregation_module_runs_inside_graphloc():
+    edge_index = torch.tensor([[0, 1, 2, 3], [0, 0, 1, 1]])
+    module = pyg.MLPAggregation(8, 8, max_num_elements=2, num_layers=1)
+    ours = gl.SAGEConv(8, 6, aggr=module)
+    theirs = pyg.SAGEConv(8, 6, aggr=pyg.MLPAggregation(8, 8, max_num_elements=2,
+                                                        num_layers=1))
+    assert_parity(ours, theirs, lambda m, x: m(x, edge_index), lambda m, x: m(x, edge_index),
+                  torch.randn(4, 8))
+
+
+def test_project_matches_pyg():
+    edge_index, n = sorted_graph(23)
+    assert_parity(gl.SAGEConv(8, 6, project=True), pyg.SAGEConv(8, 6, project=True),
+                  lambda m, x: m(x, edge_index), lambda m, x: m(x, edge_index),
+                  torch.randn(n, 8))
+
+
+def test_packed_lstm_stops_at_each_nodes_last_neighbour():
+    edge_index, n = sorted_graph(24)
+    graph = Graph(edge_index, num_nodes=n)
+    lstm_aggr = aggr.LSTMAggregation(5, 7, padded=False).double()
+    x = torch.randn(n, 5, dtype=torch.float64)
+    out = lstm_aggr(graph, x)
+    for node in range(n):
+        neighbours = edge_index[0][edge_index[1] == node]
+        if neighbours.numel() == 0:
+            assert out[node].abs().max() == 0
+            continue
+        expected = lstm_aggr.lstm(x[neighbours].unsqueeze(0))[0][0, -1]
+        torch.testing.assert_close(out[node], expected)
+    assert torch.autograd.gradcheck(
+        lambda t: lstm_aggr(graph, t), (x[:, :].clone().requires_grad_(),), atol=1e-6)
+
+
+def test_order_dependent_and_unweighted_aggregations_refuse_what_they_cannot_honour():
+    x = torch.randn(4, 8)
+    with pytest.raises(ValueError, match="'index' tensor is not sorted"):
+        gl.SAGEConv(8, 6, aggr="lstm")(x, torch.tensor([[0, 1, 2, 3], [1, 0, 1, 0]]))
+    adj = torch.sparse_coo_tensor(torch.tensor([[0, 1], [1, 2]]), torch.tensor([2.0, 1.0]),
+                                  (4, 4))
+    with pytest.raises(ValueError, match="VarAggregation does not weight neighbours"):
+        gl.SAGEConv(8, 6, aggr="var")(x, adj)
+    with pytest.raises(ValueError, match="unknown aggregation 'median'"):
+        aggr.resolve("median")
+    with pytest.raises(ValueError, match="mode 'proj' needs in_channels and out_channels"):
+        aggr.MultiAggregation(["mean", "max"], mode="proj")
