@@ -149,7 +149,8 @@ def _divide_by_count(total: Tensor, count: Tensor) -> Tensor:
     return torch.div(total, count.to(total.dtype), rounding_mode="floor")
 
 
-def _reduce_slots(rows: Tensor, slot: Tensor, num_slots: int, reduce: str):
+def _reduce_slots(rows: Tensor, slot: Tensor, num_slots: int, reduce: str,
+                  with_arg: bool = True):
     """Reduces ``rows [M, K]`` into ``num_slots`` rows by ``slot [M]``: a stable counting
     sort to a CSR, then one row-parallel kernel pass. Returns (out, arg as source rows, M
     where a slot is empty)."""
@@ -166,12 +167,15 @@ def _reduce_slots(rows: Tensor, slot: Tensor, num_slots: int, reduce: str):
             M, dtype=dtype, device=rows.device))
         csc = (torch.arange(M + 1, dtype=dtype, device=rows.device), slot, inv)
     out, arg = engine.spmm(indptr, perm, None, rows, reduce, *csc)
-    if arg.numel():  # CSR positions -> source rows; the sentinel M stays M
-        arg = torch.cat([perm.long(), perm.new_full((1,), M).long()])[arg.long()]
-    return out, (arg if arg.numel() else None)
+    if not arg.numel() or not with_arg:
+        return out, None
+    # CSR positions -> source rows (the sentinel M stays M); gathered in the index dtype,
+    # then widened once: the [N, F] int64 result dominates the cost of max/min
+    table = torch.cat([perm, perm.new_full((1,), M)])
+    return out, table.index_select(0, arg.reshape(-1)).view(arg.shape).long()
 
 
-def _scatter(src, index, dim, dim_size, reduce):
+def _scatter(src, index, dim, dim_size, reduce, with_arg: bool = True):
     """(out, arg) of reducing ``src`` along ``dim`` into ``dim_size`` slots. arg (max/min)
     is the winner's position along ``dim``, ``src.size(dim)`` for an empty slot.
 
@@ -202,11 +206,11 @@ def _scatter(src, index, dim, dim_size, reduce):
     slot = idx.long() + torch.arange(batches, device=src.device).unsqueeze(1) * dim_size
     integer_mean = reduce == "mean" and not src.is_floating_point()
     out, arg = _reduce_slots(rows, slot.reshape(-1), batches * dim_size,
-                             "sum" if integer_mean else reduce)
+                             "sum" if integer_mean else reduce, with_arg)
     if integer_mean:
         count = torch.bincount(slot.reshape(-1), minlength=batches * dim_size).unsqueeze(1)
         out = _divide_by_count(out, count)
-    if arg is not None:  # source rows -> positions along dim
+    if arg is not None and batches > 1:  # source rows -> positions along dim
         arg = torch.where(arg == rows.size(0), L, arg % L)
 
     def restore(t):
@@ -215,6 +219,15 @@ def _scatter(src, index, dim, dim_size, reduce):
             t = t.view(B, K, dim_size).transpose(1, 2)
         return t.reshape(shape)
     return restore(out), (restore(arg) if arg is not None else None)
+
+
+def _group_sizes(src: Tensor, index: Tensor, dim: int, dim_size: int) -> Tensor:
+    """How many elements of ``src`` each output element reduces, broadcastable to the
+    output: a bincount for a 1-D index, else a scatter of ones."""
+    if index.dim() == 1:
+        count = torch.bincount(index.long(), minlength=dim_size).to(src.dtype)
+        return count.view([-1 if d == dim else 1 for d in range(src.dim())])
+    return _scatter(torch.ones_like(src), index, dim, dim_size, "sum", with_arg=False)[0]
 
 
 # --- torch_scatter's API ------------------------------------------------------------------
@@ -228,13 +241,13 @@ def _reduce_into(out: Tensor, src, index, dim, reduce):
     _check_out(out, src, dim)
     size = out.size(dim)
     if reduce in ("sum", "mean", "mul"):
-        result = _scatter(src, index, dim, size, "mul" if reduce == "mul" else "sum")[0]
+        result = _scatter(src, index, dim, size, "mul" if reduce == "mul" else "sum",
+                          with_arg=False)[0]
         if reduce == "mul":
             return out.mul_(result), None
         out.add_(result)
         if reduce == "mean":
-            count = _scatter(torch.ones_like(src), index, dim, size, "sum")[0]
-            out.copy_(_divide_by_count(out, count))
+            out.copy_(_divide_by_count(out, _group_sizes(src, index, dim, size)))
         return out, None
     result, arg = _scatter(src, index, dim, size, reduce)
     better = result > out if reduce == "max" else result < out
@@ -245,10 +258,10 @@ def _reduce_into(out: Tensor, src, index, dim, reduce):
     return out, torch.where(wins, arg, src.size(dim))
 
 
-def _scatter_api(src, index, dim, out, dim_size, reduce):
+def _scatter_api(src, index, dim, out, dim_size, reduce, with_arg: bool = True):
     reduce = canonical_reduce(reduce, allow_mul=True)
     if out is None:
-        return _scatter(src, index, dim, dim_size, reduce)
+        return _scatter(src, index, dim, dim_size, reduce, with_arg)
     return _reduce_into(out, src, index, dim, reduce)
 
 
@@ -262,7 +275,7 @@ def scatter(src: Tensor, index: Tensor, dim: int = -1, out: Tensor | None = None
     is reduced into it as torch_scatter does: sum adds to it, mul multiplies it, max/min
     keep its values where they win, mean divides (out + sum) by the group sizes.
     """
-    return _scatter_api(src, index, dim, out, dim_size, reduce)[0]
+    return _scatter_api(src, index, dim, out, dim_size, reduce, with_arg=False)[0]
 
 
 def scatter_sum(src, index, dim=-1, out=None, dim_size=None):
@@ -301,8 +314,8 @@ def scatter_std(src: Tensor, index: Tensor, dim: int = -1, out: Tensor | None = 
     if out is not None:
         _check_out(out, src, dim)
         dim_size = out.size(dim)
-    total, count = _scatter(src, index, dim, dim_size, "sum")[0], \
-        _scatter(torch.ones_like(src), index, dim, dim_size, "sum")[0]
+    total = scatter(src, index, dim, dim_size=dim_size)
+    count = _group_sizes(src, index, dim, total.size(dim))
     full_index = _broadcast_index(index, src, dim).expand_as(src).long()
     mean = total / count.clamp(min=1)
     deviation = src - mean.gather(dim, full_index)
@@ -327,7 +340,7 @@ def scatter_logsumexp(src: Tensor, index: Tensor, dim: int = -1, out: Tensor | N
         dim_size = out.size(dim)
     shifted, full_index, group_max = _group_shift(src, index, dim, dim_size)
     total = scatter(shifted.exp(), index, dim, dim_size=group_max.size(dim), reduce="sum")
-    count = _scatter(torch.ones_like(src), index, dim, group_max.size(dim), "sum")[0]
+    count = _group_sizes(src, index, dim, group_max.size(dim))
     result = torch.where(count > 0, (total + eps).log() + group_max, 0.0)
     if out is None:
         return result
