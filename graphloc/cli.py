@@ -9,7 +9,7 @@ import sys
 import torch
 
 import graphloc
-from graphloc.distributed import rank_and_world, relaunch
+from graphloc.distributed import process_group, rank_and_world, relaunch
 from graphloc.influence import METHODS, plot_influence, require_matplotlib
 
 
@@ -51,7 +51,7 @@ def dataset_stats(args) -> int:
 def train(args) -> int:
     """Trains a node classifier; writes best.pt, last.pt, metrics.json, curve.png."""
     if args.nproc > 1:
-        return relaunch(args.argv[1:], args.nproc, "graphloc.train")
+        return relaunch(args.argv, args.nproc)
     from graphloc.datasets import load_dataset
     from graphloc.train import TrainConfig, fit
     dataset = load_dataset(args.dataset, args.root, args.seed, args.features, args.labels)
@@ -134,7 +134,7 @@ def influence(args) -> int:
     if args.plot:
         require_matplotlib()  # an ImportError naming the extra now, not after the measurement
     if args.nproc > 1:
-        return relaunch(args.argv[1:], args.nproc, "graphloc.influence")
+        return relaunch(args.argv, args.nproc)
     from graphloc.datasets import load_dataset
     graph, features = args.graph, args.features
     if graph is None:  # the dataset (and feature file) the checkpoint was trained on
@@ -248,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.argv = argv
     try:
-        return args.run(args)
+        with process_group():  # a no-op unless started by torchrun
+            return args.run(args)
     except USER_ERRORS as err:
         print(f"graphloc {args.command}: error: {err}", file=sys.stderr)
         return 2

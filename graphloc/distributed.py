@@ -1,7 +1,12 @@
-"""torch.distributed plumbing shared by ``graphloc train`` and ``graphloc influence``."""
+"""torch.distributed plumbing shared by ``graphloc train`` and ``graphloc influence``.
+
+The command line is the only entry point: ``--nproc N`` relaunches it under torchrun, and
+each process joins the group around its command (``process_group``).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -17,25 +22,27 @@ def rank_and_world() -> tuple[int, int]:
     return 0, 1
 
 
-def run(command: str, argv: list[str] | None = None) -> int:
-    """Runs ``graphloc <command> argv`` in a process started by torchrun: joins the
-    process group (gloo on CPU, nccl on GPU) first and leaves it after."""
+@contextlib.contextmanager
+def process_group():
+    """Inside a process started by torchrun (``WORLD_SIZE`` set), joins the process group
+    (gloo on CPU, nccl on GPU) for the body and leaves it after; elsewhere does nothing."""
     import torch.distributed as dist
 
-    from graphloc.cli import main
-    if "WORLD_SIZE" in os.environ and not dist.is_initialized():
+    joined = "WORLD_SIZE" in os.environ and not dist.is_initialized()
+    if joined:
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     try:
-        return main([command, *(sys.argv[1:] if argv is None else argv)])
+        yield
     finally:
-        if dist.is_initialized():
+        if joined and dist.is_initialized():
             dist.destroy_process_group()
 
 
-def relaunch(argv: list[str], nproc: int, module: str) -> int:
-    """``torchrun --nproc_per_node=nproc -m module argv``, ``--nproc N`` removed from argv."""
+def relaunch(argv: list[str], nproc: int) -> int:
+    """``torchrun --nproc_per_node=nproc -m graphloc.cli argv`` (the whole command line,
+    ``--nproc N`` removed): every process runs the same command in one process group."""
     if "--nproc" in argv:
         at = argv.index("--nproc")
         argv = argv[:at] + argv[at + 2:]
     return subprocess.call([sys.executable, "-m", "torch.distributed.run",
-                            f"--nproc_per_node={nproc}", "-m", module, *argv])
+                            f"--nproc_per_node={nproc}", "-m", "graphloc.cli", *argv])

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import warnings
 from dataclasses import dataclass, field
 
@@ -351,14 +350,6 @@ def _gather_shards(T: Tensor, total: int, rank: int, world: int) -> Tensor:
     return out
 
 
-def main(argv=None) -> int:
-    """``torchrun --nproc_per_node=N -m graphloc.influence ...``: the ``graphloc influence``
-    command with its seeds sharded over the processes (gloo on CPU, nccl on GPU); rank 0
-    writes the outputs."""
-    from graphloc.distributed import run
-    return run("influence", argv)
-
-
 def _batch_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, device,
                      prune: bool) -> Tensor:
     """Balls of ``seeds`` packed as disjoint components; one forward, C backwards."""
@@ -591,7 +582,3 @@ def measure(model: torch.nn.Module, data, max_hops: int, num_samples=None, *, no
         settings={"max_hops": max_hops, "num_seeds": len(seeds), "seed": seed,
                   "method": method, "locality": locality, "bootstrap": bootstrap,
                   "confidence": confidence, "model": conversion})
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -252,7 +252,7 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
     (optimizer and random state too, for ``resume``), ``metrics.json`` and, when
     matplotlib is installed, ``curve.png``.
 
-    Under torch.distributed (``torchrun ... -m graphloc.train``) every process trains a
+    Under torch.distributed (``graphloc train --nproc N``) every process trains a
     DistributedDataParallel copy on its share of the training nodes (its METIS part when
     pymetis is installed, else a random split; each samples mini-batches around its own
     seeds over the whole graph); process 0 writes the files."""
@@ -363,14 +363,3 @@ def load_checkpoint(path: str) -> tuple[torch.nn.Module, dict]:
     model = _build(config, state["num_features"], state["num_classes"])
     model.load_state_dict(state["state_dict"])
     return model.eval(), {k: v for k, v in state.items() if k != "state_dict"}
-
-
-def main(argv=None) -> int:
-    """``torchrun --nproc_per_node=N -m graphloc.train ...``: ``graphloc train`` with
-    data-parallel processes (gloo on CPU, nccl on GPU)."""
-    from graphloc.distributed import run
-    return run("train", argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
