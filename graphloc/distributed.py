@@ -44,5 +44,6 @@ def relaunch(argv: list[str], nproc: int) -> int:
     if "--nproc" in argv:
         at = argv.index("--nproc")
         argv = argv[:at] + argv[at + 2:]
-    return subprocess.call([sys.executable, "-m", "torch.distributed.run",
+    # --standalone: a free rendezvous port each time, so two runs never collide on one
+    return subprocess.call([sys.executable, "-m", "torch.distributed.run", "--standalone",
                             f"--nproc_per_node={nproc}", "-m", "graphloc.cli", *argv])
