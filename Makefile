@@ -52,6 +52,7 @@ bench-layers: setup
 
 lint: $(VENV)/.deps
 	$(VENV)/bin/ruff check graphloc tests benchmarks examples
+	$(VENV)/bin/clang-format --dry-run --Werror $(CSRC)
 
 # With nvcc but a CPU torch, the CUDA build is skipped: still compile every kernel file, and
 # syntax-check the ATen binding (a stub stands in for a header CPU wheels lack).

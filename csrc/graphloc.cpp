@@ -15,55 +15,63 @@ PyObject* PyInit__C(void) {
 
 TORCH_LIBRARY(graphloc, m) {
   // out[i] = reduce_{e in row i} value[e] * x[indices[e]]; arg (index dtype) holds the winning
-  // CSR position for max/min (E for empty rows) and is empty otherwise. The csc_* arguments (the cached
-  // transpose) are only read by the backward.
-  m.def("spmm(Tensor indptr, Tensor indices, Tensor? value, Tensor x, str reduce, "
-        "Tensor? csc_indptr=None, Tensor? csc_indices=None, Tensor? csc_perm=None) "
-        "-> (Tensor, Tensor)");
+  // CSR position for max/min (E for empty rows) and is empty otherwise. The csc_* arguments (the
+  // cached transpose) are only read by the backward.
+  m.def(
+      "spmm(Tensor indptr, Tensor indices, Tensor? value, Tensor x, str reduce, "
+      "Tensor? csc_indptr=None, Tensor? csc_indices=None, Tensor? csc_perm=None) "
+      "-> (Tensor, Tensor)");
   // out[i] = reduce_{e in row i} src[e]: spmm with the rows read in place.
   m.def("segment_reduce(Tensor src, Tensor indptr, str reduce) -> (Tensor, Tensor)");
   // Backward of max/min spmm over the transpose: (grad_x, grad_value or empty).
-  m.def("spmm_arg_backward(Tensor csc_indptr, Tensor csc_indices, Tensor csc_perm, "
-        "Tensor? value, Tensor x, Tensor arg, Tensor grad_out, bool need_value_grad) "
-        "-> (Tensor, Tensor)");
+  m.def(
+      "spmm_arg_backward(Tensor csc_indptr, Tensor csc_indices, Tensor csc_perm, "
+      "Tensor? value, Tensor x, Tensor arg, Tensor grad_out, bool need_value_grad) "
+      "-> (Tensor, Tensor)");
   // out[e] = src[row of e]: the inverse of segment_reduce(sum).
   m.def("gather_csr(Tensor src, Tensor indptr, int num_edges) -> Tensor");
   // Per-edge op(a[indices[e]], b[row of e]): dot -> [E, heads], add / mul -> [E, K].
-  m.def("sddmm(Tensor indptr, Tensor indices, Tensor a, Tensor b, str op, int heads, "
-        "Tensor? csc_indptr=None, Tensor? csc_indices=None, Tensor? csc_perm=None) -> Tensor");
+  m.def(
+      "sddmm(Tensor indptr, Tensor indices, Tensor a, Tensor b, str op, int heads, "
+      "Tensor? csc_indptr=None, Tensor? csc_indices=None, Tensor? csc_perm=None) -> Tensor");
   // Softmax of score [E, H] over each row's edges, and its backward.
   m.def("segment_softmax(Tensor score, Tensor indptr) -> Tensor");
   m.def("segment_softmax_backward(Tensor out, Tensor grad, Tensor indptr) -> Tensor");
   // out[i] = sum_{e in row i} softmax_row(score)[e, h] * x[indices[e], h-th channel block],
   // in one online pass; lse [N, H] is the log-sum-exp of each row's scores (for backward).
-  m.def("segment_attention(Tensor score, Tensor indptr, Tensor indices, Tensor x, "
-        "Tensor? csc_indptr=None, Tensor? csc_indices=None, Tensor? csc_perm=None) "
-        "-> (Tensor, Tensor)");
+  m.def(
+      "segment_attention(Tensor score, Tensor indptr, Tensor indices, Tensor x, "
+      "Tensor? csc_indptr=None, Tensor? csc_indices=None, Tensor? csc_perm=None) "
+      "-> (Tensor, Tensor)");
   // Both gradients of segment_attention (CPU): d score [E, H] over the CSR rows and d x
   // [N, heads * C] over the transpose, the weights recomputed from lse. Empty tensors for
   // the gradients not asked for.
-  m.def("segment_attention_backward(Tensor score, Tensor lse, Tensor out, Tensor grad_out, "
-        "Tensor? grad_lse, Tensor indptr, Tensor indices, Tensor x, Tensor csc_indptr, "
-        "Tensor csc_indices, Tensor csc_perm, bool need_score, bool need_x) "
-        "-> (Tensor, Tensor)");
+  m.def(
+      "segment_attention_backward(Tensor score, Tensor lse, Tensor out, Tensor grad_out, "
+      "Tensor? grad_lse, Tensor indptr, Tensor indices, Tensor x, Tensor csc_indptr, "
+      "Tensor csc_indices, Tensor csc_perm, bool need_score, bool need_x) "
+      "-> (Tensor, Tensor)");
   // Per node: the largest length-weighted distance to a node of its hops-hop ball, inside
   // the ball's induced subgraph (City-Networks' local eccentricity); float64 [N]. CPU.
   m.def("local_eccentricity(Tensor indptr, Tensor indices, Tensor weight, int hops) -> Tensor");
   // Per seed, the k-hop ball over in-edges (BFS order, seed first, with hop distances) and
   // its induced edges in ball-local ids, packed: (node_ptr [S+1], nodes, hops, edge_ptr
   // [S+1], edge_src, edge_dst, edge_pos = the edge's CSR position). CPU.
-  m.def("khop_subgraphs(Tensor indptr, Tensor indices, Tensor seeds, int hops) -> "
-        "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+  m.def(
+      "khop_subgraphs(Tensor indptr, Tensor indices, Tensor seeds, int hops) -> "
+      "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   // Greedy round per seed (int64 [S], from 0) such that the in-balls of radius hops of the
   // seeds of one round are pairwise disjoint; (t_indptr, t_indices) is the transpose CSR
   // (out-edges). Seeds must be distinct. CPU.
-  m.def("separated_rounds(Tensor indptr, Tensor indices, Tensor t_indptr, Tensor t_indices, "
-        "Tensor seeds, int hops) -> Tensor");
+  m.def(
+      "separated_rounds(Tensor indptr, Tensor indices, Tensor t_indptr, Tensor t_indices, "
+      "Tensor seeds, int hops) -> Tensor");
   // Layer-wise uniform in-neighbour sampling without replacement around seeds (-1: all):
   // (nodes, seeds first; edge_src, edge_dst local ids; edge CSR positions; cumulative node
   // and edge counts per hop). Deterministic for a given seed. CPU.
-  m.def("neighbor_sample(Tensor indptr, Tensor indices, Tensor seeds, int[] fanouts, "
-        "int seed) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+  m.def(
+      "neighbor_sample(Tensor indptr, Tensor indices, Tensor seeds, int[] fanouts, "
+      "int seed) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   // Per node v, K tokens: v, then K - 1 draws without replacement from the list of its
   // distinct in-neighbours followed by the distinct nodes two in-steps away (v included
   // when reached), as LargeGT's official code; shorter lists repeat in list order, empty

@@ -13,38 +13,22 @@
 
 namespace graphloc {
 
+// The reduction named by an op's `reduce` argument (reduce.h's table), or an error naming it.
 inline Reduce parse_reduce(const std::string& name) {
-  if (name == "sum" || name == "add") return Reduce::Sum;
-  if (name == "mean") return Reduce::Mean;
-  if (name == "max" || name == "amax") return Reduce::Max;
-  if (name == "min" || name == "amin") return Reduce::Min;
-  if (name == "mul") return Reduce::Mul;
-  TORCH_CHECK(false, "reduce must be one of 'sum', 'mean', 'max', 'min', 'mul', got '", name,
-              "'");
+  Reduce r;
+  TORCH_CHECK(parse_reduce(name, &r), "reduce must be one of 'sum', 'mean', 'max', 'min', 'mul', ",
+              "got '", name, "'");
+  return r;
 }
 
-inline bool has_arg(Reduce r) { return r == Reduce::Max || r == Reduce::Min; }
-
-// Calls f(std::integral_constant<Reduce, R>{}) so each reduction is its own instantiation.
-template <typename F>
-decltype(auto) dispatch_reduce(Reduce r, F&& f) {
-  switch (r) {
-    case Reduce::Sum: return f(std::integral_constant<Reduce, Reduce::Sum>{});
-    case Reduce::Mean: return f(std::integral_constant<Reduce, Reduce::Mean>{});
-    case Reduce::Max: return f(std::integral_constant<Reduce, Reduce::Max>{});
-    case Reduce::Min: return f(std::integral_constant<Reduce, Reduce::Min>{});
-    default: return f(std::integral_constant<Reduce, Reduce::Mul>{});
-  }
-}
-
-#define GL_DISPATCH_INDEX(TYPE, ...)                                         \
-  [&] {                                                                      \
-    if ((TYPE) == at::kInt) {                                                \
-      using index_t = int32_t;                                               \
-      return __VA_ARGS__();                                                  \
-    }                                                                        \
-    using index_t = int64_t;                                                 \
-    return __VA_ARGS__();                                                    \
+#define GL_DISPATCH_INDEX(TYPE, ...) \
+  [&] {                              \
+    if ((TYPE) == at::kInt) {        \
+      using index_t = int32_t;       \
+      return __VA_ARGS__();          \
+    }                                \
+    using index_t = int64_t;         \
+    return __VA_ARGS__();            \
   }()
 
 #define GL_DISPATCH_FLOAT(TYPE, NAME, ...) \
@@ -52,12 +36,13 @@ decltype(auto) dispatch_reduce(Reduce r, F&& f) {
 
 // The value types of the CPU reductions (torch_scatter's dtypes): the float types, half,
 // int32 and int64.
-#define GL_DISPATCH_VALUES(TYPE, NAME, ...)                                       \
-  AT_DISPATCH_SWITCH(TYPE, NAME,                                                  \
-                     AT_DISPATCH_CASE_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, \
-                                                          __VA_ARGS__)            \
-                     AT_DISPATCH_CASE(at::kInt, __VA_ARGS__)                      \
-                     AT_DISPATCH_CASE(at::kLong, __VA_ARGS__))
+// clang-format off
+#define GL_DISPATCH_VALUES(TYPE, NAME, ...)                                                     \
+  AT_DISPATCH_SWITCH(TYPE, NAME,                                                                \
+      AT_DISPATCH_CASE_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, __VA_ARGS__)               \
+      AT_DISPATCH_CASE(at::kInt, __VA_ARGS__)                                                   \
+      AT_DISPATCH_CASE(at::kLong, __VA_ARGS__))
+// clang-format on
 
 inline void check_index(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.scalar_type() == at::kInt || t.scalar_type() == at::kLong, name,
@@ -121,8 +106,9 @@ inline void check_csr_nnz(const at::Tensor& indptr, int64_t num_edges, const cha
   const auto step = indptr.slice(0, 1) - indptr.slice(0, 0, -1);
   if (step.min().item<int64_t>() >= 0) return;
   const int64_t r = (step < 0).nonzero()[0][0].item<int64_t>();
-  TORCH_CHECK(false, "indptr must be non-decreasing, but indptr[", r + 1, "] = ",
-              indptr[r + 1].item<int64_t>(), " < indptr[", r, "] = ", indptr[r].item<int64_t>());
+  TORCH_CHECK(false, "indptr must be non-decreasing, but indptr[", r + 1,
+              "] = ", indptr[r + 1].item<int64_t>(), " < indptr[", r,
+              "] = ", indptr[r].item<int64_t>());
 }
 
 // Every entry of `index` lies in [0, bound), the rows of the array `what` it indexes.
@@ -158,8 +144,8 @@ inline EdgeOp parse_edge_op(const std::string& name) {
   TORCH_CHECK(false, "sddmm op must be one of 'dot', 'add', 'mul', got '", name, "'");
 }
 
-inline void check_sddmm_args(const at::Tensor& indptr, const at::Tensor& indices, const at::Tensor& a,
-                      const at::Tensor& b, int64_t heads) {
+inline void check_sddmm_args(const at::Tensor& indptr, const at::Tensor& indices,
+                             const at::Tensor& a, const at::Tensor& b, int64_t heads) {
   check_indptr(indptr);
   check_index(indices, "indices");
   check_features(a, "a (source features)");
@@ -168,8 +154,8 @@ inline void check_sddmm_args(const at::Tensor& indptr, const at::Tensor& indices
               b.scalar_type());
   check_same_device(a, "a", b, "b");
   TORCH_CHECK(a.size(1) == b.size(1), "a has ", a.size(1), " channels but b has ", b.size(1));
-  TORCH_CHECK(b.size(0) == indptr.numel() - 1, "b has ", b.size(0),
-              " rows but the graph has ", indptr.numel() - 1, " destination nodes");
+  TORCH_CHECK(b.size(0) == indptr.numel() - 1, "b has ", b.size(0), " rows but the graph has ",
+              indptr.numel() - 1, " destination nodes");
   TORCH_CHECK(heads >= 1 && a.size(1) % heads == 0, "heads must divide the ", a.size(1),
               " channels, got ", heads);
   TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(), "indices and indptr must share ",
@@ -184,8 +170,10 @@ inline void check_spmm_args(const at::Tensor& indptr, const at::Tensor& indices,
                             const at::Tensor& x, bool reducible = false) {
   check_indptr(indptr);
   check_index(indices, "indices");
-  if (reducible) check_reducible(x, "x");
-  else check_features(x, "x");
+  if (reducible)
+    check_reducible(x, "x");
+  else
+    check_features(x, "x");
   TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(), "indices (", indices.scalar_type(),
               ") and indptr (", indptr.scalar_type(), ") must share one index dtype");
   check_csr_nnz(indptr, indices.numel(), "indices");
@@ -228,22 +216,24 @@ inline void check_attention_args(const at::Tensor& score, const at::Tensor& indp
               " but x is ", x.scalar_type());
   TORCH_CHECK(score.size(0) == indices.numel(), "score has ", score.size(0),
               " rows but the graph has ", indices.numel(), " edges");
-  TORCH_CHECK(x.size(1) % score.size(1) == 0, "x has ", x.size(1),
-              " channels, not divisible into ", score.size(1), " heads");
+  TORCH_CHECK(x.size(1) % score.size(1) == 0, "x has ", x.size(1), " channels, not divisible into ",
+              score.size(1), " heads");
 }
 
 // segment_attention_backward: the forward's outputs and their gradients, and a transpose
 // whose columns are the CSR rows.
-inline void check_attention_backward_args(
-    const at::Tensor& score, const at::Tensor& lse, const at::Tensor& out,
-    const at::Tensor& grad_out, const c10::optional<at::Tensor>& grad_lse,
-    const at::Tensor& indptr, const at::Tensor& x, const at::Tensor& csc_indptr,
-    const at::Tensor& csc_indices, const at::Tensor& csc_perm) {
+inline void check_attention_backward_args(const at::Tensor& score, const at::Tensor& lse,
+                                          const at::Tensor& out, const at::Tensor& grad_out,
+                                          const c10::optional<at::Tensor>& grad_lse,
+                                          const at::Tensor& indptr, const at::Tensor& x,
+                                          const at::Tensor& csc_indptr,
+                                          const at::Tensor& csc_indices,
+                                          const at::Tensor& csc_perm) {
   const int64_t rows = indptr.numel() - 1;
   for (const at::Tensor* t : {&lse, &out, &grad_out})
     TORCH_CHECK(t->dim() == 2 && t->size(0) == rows && t->scalar_type() == x.scalar_type(),
-                "lse, out and grad_out must be ", x.scalar_type(), " with ", rows,
-                " rows, got ", t->scalar_type(), " of shape ", t->sizes());
+                "lse, out and grad_out must be ", x.scalar_type(), " with ", rows, " rows, got ",
+                t->scalar_type(), " of shape ", t->sizes());
   TORCH_CHECK(lse.size(1) == score.size(1), "lse has ", lse.size(1), " heads, score ",
               score.size(1));
   TORCH_CHECK(out.size(1) == x.size(1) && grad_out.size(1) == x.size(1), "out and grad_out ",
@@ -259,8 +249,8 @@ inline void check_attention_backward_args(
   TORCH_CHECK(csc_perm.numel() == csc_indices.numel() && csc_indices.numel() == score.size(0),
               "the transpose must hold the ", score.size(0), " edges");
   check_csr_nnz(csc_indptr, score.size(0), "csc_indices");
-  TORCH_CHECK(csc_indptr.numel() - 1 == x.size(0), "the transpose has ",
-              csc_indptr.numel() - 1, " rows but x has ", x.size(0));
+  TORCH_CHECK(csc_indptr.numel() - 1 == x.size(0), "the transpose has ", csc_indptr.numel() - 1,
+              " rows but x has ", x.size(0));
 }
 
 }  // namespace graphloc

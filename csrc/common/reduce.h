@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #ifdef __CUDACC__
@@ -16,27 +17,84 @@ namespace graphloc {
 
 enum class Reduce : int { Sum = 0, Mean = 1, Max = 2, Min = 3, Mul = 4 };
 
+// The reduction a name stands for ("add" is "sum"; "amax"/"amin" are max/min, torch's
+// names). False for an unknown name: the binding raises, naming it.
+inline bool parse_reduce(const std::string& name, Reduce* out) {
+  if (name == "sum" || name == "add")
+    *out = Reduce::Sum;
+  else if (name == "mean")
+    *out = Reduce::Mean;
+  else if (name == "max" || name == "amax")
+    *out = Reduce::Max;
+  else if (name == "min" || name == "amin")
+    *out = Reduce::Min;
+  else if (name == "mul")
+    *out = Reduce::Mul;
+  else
+    return false;
+  return true;
+}
+
+inline bool has_arg(Reduce r) { return r == Reduce::Max || r == Reduce::Min; }
+
+// Calls f(std::integral_constant<Reduce, R>{}) so each reduction is its own instantiation.
+template <typename F>
+decltype(auto) dispatch_reduce(Reduce r, F&& f) {
+  switch (r) {
+    case Reduce::Sum:
+      return f(std::integral_constant<Reduce, Reduce::Sum>{});
+    case Reduce::Mean:
+      return f(std::integral_constant<Reduce, Reduce::Mean>{});
+    case Reduce::Max:
+      return f(std::integral_constant<Reduce, Reduce::Max>{});
+    case Reduce::Min:
+      return f(std::integral_constant<Reduce, Reduce::Min>{});
+    default:
+      return f(std::integral_constant<Reduce, Reduce::Mul>{});
+  }
+}
+
 // Accumulators: float for float, half and bfloat16 inputs, double for double, int64 for
 // the integer types (sums wrap as torch's do when cast back; integer means truncate).
-template <typename scalar_t> struct AccType { using type = float; };
-template <> struct AccType<double> { using type = double; };
-template <> struct AccType<int32_t> { using type = int64_t; };
-template <> struct AccType<int64_t> { using type = int64_t; };
+template <typename scalar_t>
+struct AccType {
+  using type = float;
+};
+template <>
+struct AccType<double> {
+  using type = double;
+};
+template <>
+struct AccType<int32_t> {
+  using type = int64_t;
+};
+template <>
+struct AccType<int64_t> {
+  using type = int64_t;
+};
 
 // The identity of max (lowest) and min (highest): infinities for floats, the int64 limits
 // for the integer accumulators.
-template <typename acc_t> GL_HD acc_t lowest_value() {
-  if constexpr (std::is_floating_point<acc_t>::value) return -static_cast<acc_t>(INFINITY);
-  else return static_cast<acc_t>(INT64_MIN);
+template <typename acc_t>
+GL_HD acc_t lowest_value() {
+  if constexpr (std::is_floating_point<acc_t>::value)
+    return -static_cast<acc_t>(INFINITY);
+  else
+    return static_cast<acc_t>(INT64_MIN);
 }
-template <typename acc_t> GL_HD acc_t highest_value() {
-  if constexpr (std::is_floating_point<acc_t>::value) return static_cast<acc_t>(INFINITY);
-  else return static_cast<acc_t>(INT64_MAX);
+template <typename acc_t>
+GL_HD acc_t highest_value() {
+  if constexpr (std::is_floating_point<acc_t>::value)
+    return static_cast<acc_t>(INFINITY);
+  else
+    return static_cast<acc_t>(INT64_MAX);
 }
 
-// init: the empty accumulator (Mul: only on the CPU kernels). takes / update: fold one value in, tracking the winning edge
-// for max/min. finish: the value written out; empty rows give 0 for every reduction.
-template <typename acc_t, Reduce R> struct Reducer {
+// init: the empty accumulator (Mul: only on the CPU kernels). takes / update: fold one value in,
+// tracking the winning edge for max/min. finish: the value written out; empty rows give 0 for every
+// reduction.
+template <typename acc_t, Reduce R>
+struct Reducer {
   static constexpr bool kHasArg = R == Reduce::Max || R == Reduce::Min;
 
   static GL_HD acc_t init() {
@@ -55,7 +113,10 @@ template <typename acc_t, Reduce R> struct Reducer {
   }
   static GL_HD void update(acc_t& acc, acc_t v, int64_t& arg, int64_t e, bool first) {
     if (kHasArg) {
-      if (takes(v, acc, first)) { acc = v; arg = e; }
+      if (takes(v, acc, first)) {
+        acc = v;
+        arg = e;
+      }
     } else if (R == Reduce::Mul) {
       acc *= v;
     } else {

@@ -14,8 +14,6 @@
 namespace graphloc {
 namespace {
 
-constexpr int64_t kPrefetchDistance = 16;
-
 // Thread mapping: a thread owns a block of destination rows. Per row and head: the max m of
 // the scores, then p = exp(score - m) for the row's edges in one vectorised pass (a
 // thread-local buffer of degree x H), then the normaliser and the p-weighted sum of the
@@ -82,9 +80,8 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_cpu(
   GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::segment_attention", [&] {
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
       attention_rows<scalar_t, index_t>(indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(),
-                                        sc.data_ptr<scalar_t>(), xc.data_ptr<scalar_t>(),
-                                        num_rows, H, C, out.data_ptr<scalar_t>(),
-                                        lse.data_ptr<scalar_t>());
+                                        sc.data_ptr<scalar_t>(), xc.data_ptr<scalar_t>(), num_rows,
+                                        H, C, out.data_ptr<scalar_t>(), lse.data_ptr<scalar_t>());
     });
   });
   return {out, lse};
@@ -104,8 +101,7 @@ inline acc_t head_dot(const scalar_t* a, const scalar_t* b, int64_t C) {
 // buffer when that is asked for: nothing [E, H] is kept between forward and backward.
 template <typename scalar_t, typename index_t>
 void attention_weights(const index_t* indptr, const scalar_t* score, const scalar_t* lse,
-                       int64_t num_rows, int64_t H,
-                       typename AccType<scalar_t>::type* alpha) {
+                       int64_t num_rows, int64_t H, typename AccType<scalar_t>::type* alpha) {
   using acc_t = typename AccType<scalar_t>::type;
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     std::vector<acc_t> shift(H);
@@ -175,10 +171,9 @@ void attention_score_grad(const index_t* indptr, const index_t* indices, const s
 
 std::tuple<at::Tensor, at::Tensor> segment_attention_backward_cpu(
     const at::Tensor& score, const at::Tensor& lse, const at::Tensor& out,
-    const at::Tensor& grad_out, const c10::optional<at::Tensor>& grad_lse,
-    const at::Tensor& indptr, const at::Tensor& indices, const at::Tensor& x,
-    const at::Tensor& csc_indptr, const at::Tensor& csc_indices, const at::Tensor& csc_perm,
-    bool need_score, bool need_x) {
+    const at::Tensor& grad_out, const c10::optional<at::Tensor>& grad_lse, const at::Tensor& indptr,
+    const at::Tensor& indices, const at::Tensor& x, const at::Tensor& csc_indptr,
+    const at::Tensor& csc_indices, const at::Tensor& csc_perm, bool need_score, bool need_x) {
   check_attention_args(score, indptr, indices, x);
   check_attention_backward_args(score, lse, out, grad_out, grad_lse, indptr, x, csc_indptr,
                                 csc_indices, csc_perm);
@@ -198,8 +193,8 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_backward_cpu(
       if (need_x) {
         auto cic = csc_indices.contiguous(), cpc = csc_perm.contiguous();
         attention_x_grad<scalar_t, index_t, acc_t>(
-            csc_indptr.data_ptr<index_t>(), cic.data_ptr<index_t>(), cpc.data_ptr<index_t>(),
-            a, g.data_ptr<scalar_t>(), x.size(0), H, C, grad_x.data_ptr<scalar_t>());
+            csc_indptr.data_ptr<index_t>(), cic.data_ptr<index_t>(), cpc.data_ptr<index_t>(), a,
+            g.data_ptr<scalar_t>(), x.size(0), H, C, grad_x.data_ptr<scalar_t>());
       }
       if (need_score) {
         auto oc = out.contiguous(), xc = x.contiguous(), ic = indices.contiguous();
@@ -211,8 +206,8 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_backward_cpu(
       }
     });
   });
-  at::Tensor grad_score = need_score ? alpha.to(score.scalar_type())
-                                     : at::empty({0}, score.options());
+  at::Tensor grad_score =
+      need_score ? alpha.to(score.scalar_type()) : at::empty({0}, score.options());
   return {grad_score, grad_x};
 }
 

@@ -27,7 +27,10 @@ void counting_sort(const index_t* index, int64_t E, int64_t num_rows, index_t* i
       int64_t* c = counts[t].data();
       for (int64_t e = chunk_begin(t); e < chunk_begin(t + 1); ++e) {
         const int64_t r = index[e];
-        if (r < 0 || r >= num_rows) { bad = e; return; }
+        if (r < 0 || r >= num_rows) {
+          bad = e;
+          return;
+        }
         ++c[r];
       }
     }
@@ -61,8 +64,8 @@ std::tuple<at::Tensor, at::Tensor> coo_to_csr_cpu(const at::Tensor& index, int64
   auto indptr = at::empty({num_rows + 1}, index.options());
   auto perm = at::empty({index.numel()}, index.options());
   GL_DISPATCH_INDEX(index.scalar_type(), [&] {
-    counting_sort<index_t>(ic.data_ptr<index_t>(), ic.numel(), num_rows,
-                           indptr.data_ptr<index_t>(), perm.data_ptr<index_t>());
+    counting_sort<index_t>(ic.data_ptr<index_t>(), ic.numel(), num_rows, indptr.data_ptr<index_t>(),
+                           perm.data_ptr<index_t>());
   });
   return {indptr, perm};
 }

@@ -86,8 +86,8 @@ at::Tensor local_eccentricity_cpu(const at::Tensor& indptr, const at::Tensor& in
       // ball sizes (and so costs) vary across the graph.
       constexpr int64_t kBlock = 64;
       std::atomic<int64_t> next{0};
-      const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(),
-                                                                     n / kBlock));
+      const int64_t threads =
+          std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), n / kBlock));
       at::parallel_for(0, threads, 1, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
           DijkstraScratch scratch(n);

@@ -20,8 +20,8 @@ struct Ball {
 };
 
 template <typename index_t>
-void extract_ball(const index_t* indptr, const index_t* indices, int64_t seed_pos,
-                  int64_t seed, int64_t k, BallScratch& s, Ball& b) {
+void extract_ball(const index_t* indptr, const index_t* indices, int64_t seed_pos, int64_t seed,
+                  int64_t k, BallScratch& s, Ball& b) {
   bfs_ball(indptr, indices, seed, k, seed_pos, s);
   b.nodes = s.nodes;
   b.hops = s.hops;
@@ -40,7 +40,7 @@ void extract_ball(const index_t* indptr, const index_t* indices, int64_t seed_po
   }
 }
 
-at::Tensor concat(const std::vector<Ball>& balls, std::vector<int64_t> Ball::*field,
+at::Tensor concat(const std::vector<Ball>& balls, std::vector<int64_t> Ball::* field,
                   const std::vector<int64_t>& offsets) {
   auto out = at::empty({offsets.back()}, at::kLong);
   int64_t* o = out.data_ptr<int64_t>();
@@ -52,7 +52,7 @@ at::Tensor concat(const std::vector<Ball>& balls, std::vector<int64_t> Ball::*fi
 }
 
 std::vector<int64_t> offsets_of(const std::vector<Ball>& balls,
-                                std::vector<int64_t> Ball::*field) {
+                                std::vector<int64_t> Ball::* field) {
   std::vector<int64_t> off(balls.size() + 1, 0);
   for (size_t b = 0; b < balls.size(); ++b) off[b + 1] = off[b] + (balls[b].*field).size();
   return off;
@@ -83,9 +83,9 @@ khop_subgraphs_cpu(const at::Tensor& indptr, const at::Tensor& indices, const at
   });
   const auto node_off = offsets_of(balls, &Ball::nodes);
   const auto edge_off = offsets_of(balls, &Ball::src);
-  return {at::tensor(node_off, at::kLong), concat(balls, &Ball::nodes, node_off),
+  return {at::tensor(node_off, at::kLong),      concat(balls, &Ball::nodes, node_off),
           concat(balls, &Ball::hops, node_off), at::tensor(edge_off, at::kLong),
-          concat(balls, &Ball::src, edge_off), concat(balls, &Ball::dst, edge_off),
+          concat(balls, &Ball::src, edge_off),  concat(balls, &Ball::dst, edge_off),
           concat(balls, &Ball::edge, edge_off)};
 }
 
@@ -95,8 +95,8 @@ khop_subgraphs_cpu(const at::Tensor& indptr, const at::Tensor& indices, const at
 // on the earlier ones); the cost per seed is the size of its 2k-hop neighbourhood.
 template <typename index_t>
 void assign_rounds(const index_t* indptr, const index_t* indices, const index_t* t_indptr,
-                   const index_t* t_indices, const int64_t* seed, int64_t S, int64_t k,
-                   int64_t n, int64_t* round) {
+                   const index_t* t_indices, const int64_t* seed, int64_t S, int64_t k, int64_t n,
+                   int64_t* round) {
   BallScratch ball(n);
   std::vector<int64_t> reach_stamp(n, -1), reach, depth, held(S + 1, -1);
   std::vector<int64_t> round_at(n, -1);  // the round of the seed at a node, -1 if none
@@ -148,8 +148,8 @@ at::Tensor separated_rounds_cpu(const at::Tensor& indptr, const at::Tensor& indi
   auto ic = indices.contiguous(), tc = t_indices.contiguous();
   GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
     assign_rounds<index_t>(indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(),
-                           t_indptr.data_ptr<index_t>(), tc.data_ptr<index_t>(), seed, S, hops,
-                           n, round.data_ptr<int64_t>());
+                           t_indptr.data_ptr<index_t>(), tc.data_ptr<index_t>(), seed, S, hops, n,
+                           round.data_ptr<int64_t>());
   });
   return round;
 }

@@ -15,20 +15,27 @@
 
 namespace graphloc {
 
+// Edges (or transpose entries) ahead whose source rows are prefetched: hides the DRAM
+// latency of rows gathered at random (best of 4-32 measured on spmm).
+constexpr int64_t kPrefetchDistance = 16;
+
 template <typename index_t, typename F>
 void parallel_rows(const index_t* indptr, int64_t num_rows, F&& body) {
   if (num_rows == 0) return;
   const int64_t total = static_cast<int64_t>(indptr[num_rows]) + num_rows;
   constexpr int64_t kMinCost = 1 << 14;  // below this a chunk is not worth a thread
-  const int64_t chunks = std::max<int64_t>(
-      1, std::min<int64_t>(at::get_num_threads() * 4, total / kMinCost));
+  const int64_t chunks =
+      std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads() * 4, total / kMinCost));
   auto boundary = [&](int64_t c) -> int64_t {
     if (c >= chunks) return num_rows;
     const int64_t target = total * c / chunks;
     int64_t lo = 0, hi = num_rows;  // first row r with indptr[r] + r >= target
     while (lo < hi) {
       const int64_t mid = (lo + hi) / 2;
-      if (static_cast<int64_t>(indptr[mid]) + mid < target) lo = mid + 1; else hi = mid;
+      if (static_cast<int64_t>(indptr[mid]) + mid < target)
+        lo = mid + 1;
+      else
+        hi = mid;
     }
     return lo;
   };

@@ -46,12 +46,12 @@ void sample_offsets(int64_t deg, int64_t k, Stream& rng, std::vector<int64_t>& o
 
 template <typename index_t>
 std::vector<at::Tensor> sample(const index_t* indptr, const index_t* indices, int64_t n,
-                               const int64_t* seeds, int64_t S,
-                               const std::vector<int64_t>& fanouts, uint64_t seed) {
+                               const int64_t* seeds, int64_t S, const std::vector<int64_t>& fanouts,
+                               uint64_t seed) {
   std::vector<int64_t> nodes(seeds, seeds + S), local(n, -1);
   for (int64_t i = 0; i < S; ++i) {
-    TORCH_CHECK(seeds[i] >= 0 && seeds[i] < n, "seed node ", seeds[i], " is out of range for ",
-                n, " nodes");
+    TORCH_CHECK(seeds[i] >= 0 && seeds[i] < n, "seed node ", seeds[i], " is out of range for ", n,
+                " nodes");
     TORCH_CHECK(local[seeds[i]] < 0, "seed node ", seeds[i], " appears twice in the batch");
     local[seeds[i]] = i;
   }
@@ -65,8 +65,8 @@ std::vector<at::Tensor> sample(const index_t* indptr, const index_t* indices, in
       std::vector<int64_t> offsets;
       for (int64_t f = f0; f < f1; ++f) {
         const int64_t w = nodes[f], row = indptr[w], deg = indptr[w + 1] - row;
-        Stream rng{mix(seed ^ mix(static_cast<uint64_t>(hop) * 0x100000001b3ULL +
-                                  static_cast<uint64_t>(w)))};
+        Stream rng{mix(
+            seed ^ mix(static_cast<uint64_t>(hop) * 0x100000001b3ULL + static_cast<uint64_t>(w)))};
         sample_offsets(deg, k, rng, offsets);
         auto& mine = picked[f - begin];
         for (int64_t o : offsets) mine.push_back(row + o);
@@ -92,8 +92,8 @@ std::vector<at::Tensor> sample(const index_t* indptr, const index_t* indices, in
   auto as_tensor = [](const std::vector<int64_t>& v) {
     return at::tensor(v, at::TensorOptions().dtype(at::kLong));
   };
-  return {as_tensor(nodes), as_tensor(src), as_tensor(dst), as_tensor(pos),
-          as_tensor(hop_nodes), as_tensor(hop_edges)};
+  return {as_tensor(nodes), as_tensor(src),       as_tensor(dst),
+          as_tensor(pos),   as_tensor(hop_nodes), as_tensor(hop_edges)};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
@@ -106,8 +106,8 @@ neighbor_sample_cpu(const at::Tensor& indptr, const at::Tensor& indices, const a
   auto sc = seeds.contiguous(), ic = indices.contiguous();
   std::vector<at::Tensor> out;
   GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
-    out = sample<index_t>(indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(),
-                          indptr.numel() - 1, sc.data_ptr<int64_t>(), sc.numel(),
+    out = sample<index_t>(indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(), indptr.numel() - 1,
+                          sc.data_ptr<int64_t>(), sc.numel(),
                           std::vector<int64_t>(fanouts.begin(), fanouts.end()),
                           static_cast<uint64_t>(seed));
   });
@@ -120,14 +120,13 @@ neighbor_sample_cpu(const at::Tensor& indptr, const at::Tensor& indices, const a
 // in-neighbours of v (the CSR row of A), then the distinct nodes two in-steps away (the row
 // of A·A, v itself included when a neighbour points back), each list in increasing id.
 template <typename index_t>
-void hop2_pool(const index_t* indptr, const index_t* indices, int64_t v,
-               std::vector<int64_t>& pool, std::vector<int64_t>& two) {
+void hop2_pool(const index_t* indptr, const index_t* indices, int64_t v, std::vector<int64_t>& pool,
+               std::vector<int64_t>& two) {
   pool.assign(indices + indptr[v], indices + indptr[v + 1]);
   std::sort(pool.begin(), pool.end());
   pool.erase(std::unique(pool.begin(), pool.end()), pool.end());
   two.clear();
-  for (const int64_t u : pool)
-    two.insert(two.end(), indices + indptr[u], indices + indptr[u + 1]);
+  for (const int64_t u : pool) two.insert(two.end(), indices + indptr[u], indices + indptr[u + 1]);
   std::sort(two.begin(), two.end());
   two.erase(std::unique(two.begin(), two.end()), two.end());
   pool.insert(pool.end(), two.begin(), two.end());
@@ -136,8 +135,7 @@ void hop2_pool(const index_t* indptr, const index_t* indices, int64_t v,
 // k draws as the official code: without replacement from the pool when it has k entries
 // (a partial Fisher-Yates), else the pool repeated in list order, else (an empty pool) k
 // distinct random nodes (with repetition only when the graph has fewer than k nodes).
-void draw_tokens(std::vector<int64_t>& pool, int64_t k, int64_t n, Stream& rng,
-                 int64_t* out) {
+void draw_tokens(std::vector<int64_t>& pool, int64_t k, int64_t n, Stream& rng, int64_t* out) {
   const int64_t m = static_cast<int64_t>(pool.size());
   if (m >= k) {
     for (int64_t j = 0; j < k; ++j) std::swap(pool[j], pool[j + rng.below(m - j)]);

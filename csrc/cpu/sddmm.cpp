@@ -9,13 +9,11 @@ namespace graphloc {
 
 namespace {
 
-constexpr int64_t kPrefetchDistance = 16;  // source rows are gathered at random, as in spmm
-
 // Thread mapping: a thread owns a block of destination rows; b[row] stays in L1 while the
 // row's source rows a[src] stream past.
 template <typename scalar_t, typename index_t, EdgeOp Op>
-void sddmm_rows(const index_t* indptr, const index_t* indices, const scalar_t* a,
-                const scalar_t* b, int64_t num_rows, int64_t K, int64_t heads, scalar_t* out) {
+void sddmm_rows(const index_t* indptr, const index_t* indices, const scalar_t* a, const scalar_t* b,
+                int64_t num_rows, int64_t K, int64_t heads, scalar_t* out) {
   using acc_t = typename AccType<scalar_t>::type;
   const int64_t F = K / heads;
   const int64_t width = Op == EdgeOp::Dot ? heads : K;
@@ -63,9 +61,12 @@ at::Tensor sddmm_cpu(const at::Tensor& indptr, const at::Tensor& indices, const 
             indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(), ac.data_ptr<scalar_t>(),
             bc.data_ptr<scalar_t>(), num_rows, K, heads, out.data_ptr<scalar_t>());
       };
-      if (edge_op == EdgeOp::Dot) run(std::integral_constant<EdgeOp, EdgeOp::Dot>{});
-      else if (edge_op == EdgeOp::Add) run(std::integral_constant<EdgeOp, EdgeOp::Add>{});
-      else run(std::integral_constant<EdgeOp, EdgeOp::Mul>{});
+      if (edge_op == EdgeOp::Dot)
+        run(std::integral_constant<EdgeOp, EdgeOp::Dot>{});
+      else if (edge_op == EdgeOp::Add)
+        run(std::integral_constant<EdgeOp, EdgeOp::Add>{});
+      else
+        run(std::integral_constant<EdgeOp, EdgeOp::Mul>{});
     });
   });
   return out;

@@ -40,8 +40,11 @@ at::Tensor segment_softmax_cpu(const at::Tensor& score, const at::Tensor& indptr
             acc_t m = -static_cast<acc_t>(INFINITY), s = 0;
             for (int64_t e = ip[r]; e < ip[r + 1]; ++e) {
               const acc_t v = static_cast<acc_t>(x[e * H + h]);
-              if (v > m) { s = s * std::exp(m - v) + 1; m = v; }
-              else if (v != -kInf) s += std::exp(v - m);  // -inf adds 0 (m may be -inf)
+              if (v > m) {
+                s = s * std::exp(m - v) + 1;
+                m = v;
+              } else if (v != -kInf)
+                s += std::exp(v - m);  // -inf adds 0 (m may be -inf)
             }
             if (m == kInf) s = std::numeric_limits<acc_t>::quiet_NaN();  // as torch.softmax
             for (int64_t e = ip[r]; e < ip[r + 1]; ++e)
@@ -78,8 +81,8 @@ at::Tensor segment_softmax_backward_cpu(const at::Tensor& out, const at::Tensor&
             for (int64_t e = ip[r]; e < ip[r + 1]; ++e)
               dot += static_cast<acc_t>(g[e * H + h]) * static_cast<acc_t>(y[e * H + h]);
             for (int64_t e = ip[r]; e < ip[r + 1]; ++e)
-              gi[e * H + h] = static_cast<scalar_t>(
-                  static_cast<acc_t>(y[e * H + h]) * (static_cast<acc_t>(g[e * H + h]) - dot));
+              gi[e * H + h] = static_cast<scalar_t>(static_cast<acc_t>(y[e * H + h]) *
+                                                    (static_cast<acc_t>(g[e * H + h]) - dot));
           }
         }
       });

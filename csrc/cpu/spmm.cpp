@@ -12,15 +12,14 @@
 namespace graphloc {
 namespace {
 
-constexpr int64_t kPrefetchDistance = 16;  // edges ahead: hides DRAM latency of random rows (best of 4-32 measured)
-
 // Sum/mean over one block of T channels that lies inside one head: the T accumulators
 // stay in vector registers while the row's neighbours stream past.
-template <int T, typename scalar_t, typename index_t, bool kMean, typename Src>
+template <int T, typename scalar_t, typename index_t, Reduce R, typename Src>
 inline void sum_row_tiled(const index_t* indptr, Src src, const scalar_t* value, int64_t heads,
-                          const scalar_t* x, int64_t row, int64_t K, int64_t F,
-                          int64_t chunk_end, scalar_t* out) {
+                          const scalar_t* x, int64_t row, int64_t K, int64_t F, int64_t chunk_end,
+                          scalar_t* out) {
   using acc_t = typename AccType<scalar_t>::type;
+  using Red = Reducer<acc_t, R>;
   const int64_t begin = indptr[row], end = indptr[row + 1];
   for (int64_t t0 = 0; t0 < K; t0 += T) {
     const int64_t h = t0 / F;
@@ -34,9 +33,8 @@ inline void sum_row_tiled(const index_t* indptr, Src src, const scalar_t* value,
       for (int f = 0; f < T; ++f) a[f] += w * static_cast<acc_t>(xr[f]);
     }
     scalar_t* __restrict__ o = out + row * K + t0;
-    const acc_t count = static_cast<acc_t>(end > begin ? end - begin : 1);
 #pragma GCC unroll 64
-    for (int f = 0; f < T; ++f) o[f] = static_cast<scalar_t>(kMean ? a[f] / count : a[f]);
+    for (int f = 0; f < T; ++f) o[f] = static_cast<scalar_t>(Red::finish(a[f], end - begin));
   }
 }
 
@@ -46,8 +44,8 @@ inline void sum_row_tiled(const index_t* indptr, Src src, const scalar_t* value,
 // reduce_launch): a NaN-aware compare here cost 2x-5x. A row of -inf names its first edge.
 template <int T, typename scalar_t, typename index_t, Reduce R, typename Src>
 inline void arg_row_tiled(const index_t* indptr, Src src, const scalar_t* value, int64_t heads,
-                          const scalar_t* x, int64_t row, int64_t K, int64_t F,
-                          int64_t chunk_end, int64_t num_edges, scalar_t* out, index_t* arg) {
+                          const scalar_t* x, int64_t row, int64_t K, int64_t F, int64_t chunk_end,
+                          int64_t num_edges, scalar_t* out, index_t* arg) {
   using acc_t = typename AccType<scalar_t>::type;
   using Red = Reducer<acc_t, R>;
   const int64_t begin = indptr[row], end = indptr[row + 1];
@@ -55,7 +53,10 @@ inline void arg_row_tiled(const index_t* indptr, Src src, const scalar_t* value,
     const int64_t h = t0 / F;
     acc_t a[T];
     index_t b[T];
-    for (int f = 0; f < T; ++f) { a[f] = Red::init(); b[f] = static_cast<index_t>(num_edges); }
+    for (int f = 0; f < T; ++f) {
+      a[f] = Red::init();
+      b[f] = static_cast<index_t>(num_edges);
+    }
     for (int64_t e = begin; e < end; ++e) {
       if (t0 == 0 && e + kPrefetchDistance < chunk_end)
         prefetch_row(x + src(e + kPrefetchDistance) * K, K);
@@ -69,9 +70,8 @@ inline void arg_row_tiled(const index_t* indptr, Src src, const scalar_t* value,
         b[f] = better ? pos : b[f];
       }
     }
-    const bool empty = end == begin;
     for (int f = 0; f < T; ++f) {
-      out[row * K + t0 + f] = static_cast<scalar_t>(empty ? acc_t(0) : a[f]);
+      out[row * K + t0 + f] = static_cast<scalar_t>(Red::finish(a[f], end - begin));
       arg[row * K + t0 + f] = b[f];
     }
   }
@@ -80,8 +80,8 @@ inline void arg_row_tiled(const index_t* indptr, Src src, const scalar_t* value,
   // separate pass over the stored row: folded into the loop above it cost 2x at F = 16.
   index_t* row_arg = arg + row * K;
   for (int64_t k = 0; k < K; ++k)
-    row_arg[k] = row_arg[k] == static_cast<index_t>(num_edges) ? static_cast<index_t>(begin)
-                                                               : row_arg[k];
+    row_arg[k] =
+        row_arg[k] == static_cast<index_t>(num_edges) ? static_cast<index_t>(begin) : row_arg[k];
 }
 
 // The widest register tile that divides the channels of one head (0: none fits).
@@ -97,39 +97,48 @@ inline int tile_width(int64_t F) {
 // by 8 take the register-tiled paths instead.
 template <typename scalar_t, typename index_t, Reduce R, typename Src>
 void reduce_rows(const index_t* indptr, Src src, const scalar_t* value, int64_t heads,
-                 const scalar_t* x, int64_t num_rows, int64_t K, scalar_t* out,
-                 index_t* arg, bool finite) {
+                 const scalar_t* x, int64_t num_rows, int64_t K, scalar_t* out, index_t* arg,
+                 bool finite) {
   using acc_t = typename AccType<scalar_t>::type;
   using Red = Reducer<acc_t, R>;
   const int64_t F = K / heads;
   const int64_t num_edges = indptr[num_rows];
   // max/min of inputs with NaN or infinities take the scalar path and its exact rule; so
   // do products and the types torch_scatter adds (half, integers), where speed matters less
-  constexpr bool kTiled = R != Reduce::Mul && (std::is_same_v<scalar_t, float> ||
-      std::is_same_v<scalar_t, double> || std::is_same_v<scalar_t, c10::BFloat16>);
+  constexpr bool kTiled =
+      R != Reduce::Mul && (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double> ||
+                           std::is_same_v<scalar_t, c10::BFloat16>);
   const int tile = !kTiled || (Red::kHasArg && !finite) ? 0 : tile_width(F);
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     const int64_t chunk_end = indptr[r1];
-    if constexpr (kTiled) if (tile > 0) {
-      auto run_tiled = [&](auto width) {
-        constexpr int T = decltype(width)::value;
-        for (int64_t row = r0; row < r1; ++row) {
-          if constexpr (Red::kHasArg)
-            arg_row_tiled<T, scalar_t, index_t, R>(indptr, src, value, heads, x, row, K, F,
-                                                   chunk_end, num_edges, out, arg);
-          else
-            sum_row_tiled<T, scalar_t, index_t, R == Reduce::Mean>(indptr, src, value, heads, x,
-                                                                   row, K, F, chunk_end, out);
+    if constexpr (kTiled)
+      if (tile > 0) {
+        auto run_tiled = [&](auto width) {
+          constexpr int T = decltype(width)::value;
+          for (int64_t row = r0; row < r1; ++row) {
+            if constexpr (Red::kHasArg)
+              arg_row_tiled<T, scalar_t, index_t, R>(indptr, src, value, heads, x, row, K, F,
+                                                     chunk_end, num_edges, out, arg);
+            else
+              sum_row_tiled<T, scalar_t, index_t, R>(indptr, src, value, heads, x, row, K, F,
+                                                     chunk_end, out);
+          }
+        };
+        switch (tile) {
+          case 64:
+            run_tiled(std::integral_constant<int, 64>{});
+            break;
+          case 32:
+            run_tiled(std::integral_constant<int, 32>{});
+            break;
+          case 16:
+            run_tiled(std::integral_constant<int, 16>{});
+            break;
+          default:
+            run_tiled(std::integral_constant<int, 8>{});
         }
-      };
-      switch (tile) {
-        case 64: run_tiled(std::integral_constant<int, 64>{}); break;
-        case 32: run_tiled(std::integral_constant<int, 32>{}); break;
-        case 16: run_tiled(std::integral_constant<int, 16>{}); break;
-        default: run_tiled(std::integral_constant<int, 8>{});
+        return;
       }
-      return;
-    }
     std::vector<acc_t> acc(K);
     std::vector<int64_t> best(Red::kHasArg ? K : 0);
     for (int64_t row = r0; row < r1; ++row) {
@@ -137,8 +146,7 @@ void reduce_rows(const index_t* indptr, Src src, const scalar_t* value, int64_t 
       std::fill(acc.begin(), acc.end(), Red::init());
       std::fill(best.begin(), best.end(), num_edges);
       for (int64_t e = begin; e < end; ++e) {
-        if (e + kPrefetchDistance < chunk_end)
-          prefetch_row(x + src(e + kPrefetchDistance) * K, K);
+        if (e + kPrefetchDistance < chunk_end) prefetch_row(x + src(e + kPrefetchDistance) * K, K);
         const scalar_t* __restrict__ xr = x + src(e) * K;
         for (int64_t h = 0; h < heads; ++h) {
           acc_t* __restrict__ a = acc.data() + h * F;
@@ -156,7 +164,8 @@ void reduce_rows(const index_t* indptr, Src src, const scalar_t* value, int64_t 
         }
       }
       scalar_t* o = out + row * K;
-      for (int64_t k = 0; k < K; ++k) o[k] = static_cast<scalar_t>(Red::finish(acc[k], end - begin));
+      for (int64_t k = 0; k < K; ++k)
+        o[k] = static_cast<scalar_t>(Red::finish(acc[k], end - begin));
       if constexpr (Red::kHasArg)
         for (int64_t k = 0; k < K; ++k) arg[row * K + k] = static_cast<index_t>(best[k]);
     }
@@ -175,12 +184,12 @@ std::tuple<at::Tensor, at::Tensor> reduce_launch(const at::Tensor& indptr,
   auto ic = indices ? indices->contiguous() : at::Tensor();
   auto out = empty_output({num_rows, K}, x.options());
   // The winning positions fit the index dtype: int32 halves their memory and traffic.
-  auto arg = empty_output({has_arg(reduce) ? num_rows : 0, K},
-                          x.options().dtype(indptr.scalar_type()));
+  auto arg =
+      empty_output({has_arg(reduce) ? num_rows : 0, K}, x.options().dtype(indptr.scalar_type()));
   // One vectorised pass: a finite sum means no NaN or infinity, so the fast max/min loop,
   // which ignores NaN, gives the exact answer (an overflowing sum only costs speed).
-  const bool finite = !has_arg(reduce) ||
-      (at::isfinite(xc.sum()).item<bool>() && (!vc.defined() || at::isfinite(vc.sum()).item<bool>()));
+  const bool finite = !has_arg(reduce) || (at::isfinite(xc.sum()).item<bool>() &&
+                                           (!vc.defined() || at::isfinite(vc.sum()).item<bool>()));
   GL_DISPATCH_VALUES(x.scalar_type(), "graphloc::spmm", [&] {
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
       dispatch_reduce(reduce, [&](auto R) {
@@ -194,8 +203,8 @@ std::tuple<at::Tensor, at::Tensor> reduce_launch(const at::Tensor& indptr,
               xc.data_ptr<scalar_t>(), num_rows, K, out.data_ptr<scalar_t>(), a, finite);
         } else {
           reduce_rows<scalar_t, index_t, decltype(R)::value>(
-              ip, [](int64_t e) { return e; }, v, heads, xc.data_ptr<scalar_t>(), num_rows,
-              K, out.data_ptr<scalar_t>(), a, finite);
+              ip, [](int64_t e) { return e; }, v, heads, xc.data_ptr<scalar_t>(), num_rows, K,
+              out.data_ptr<scalar_t>(), a, finite);
         }
       });
     });
@@ -203,10 +212,12 @@ std::tuple<at::Tensor, at::Tensor> reduce_launch(const at::Tensor& indptr,
   return {out, arg};
 }
 
-std::tuple<at::Tensor, at::Tensor> spmm_cpu(
-    const at::Tensor& indptr, const at::Tensor& indices, const c10::optional<at::Tensor>& value,
-    const at::Tensor& x, c10::string_view reduce, const c10::optional<at::Tensor>& /*csc_indptr*/,
-    const c10::optional<at::Tensor>& /*csc_indices*/, const c10::optional<at::Tensor>& /*csc_perm*/) {
+std::tuple<at::Tensor, at::Tensor> spmm_cpu(const at::Tensor& indptr, const at::Tensor& indices,
+                                            const c10::optional<at::Tensor>& value,
+                                            const at::Tensor& x, c10::string_view reduce,
+                                            const c10::optional<at::Tensor>& /*csc_indptr*/,
+                                            const c10::optional<at::Tensor>& /*csc_indices*/,
+                                            const c10::optional<at::Tensor>& /*csc_perm*/) {
   check_spmm_args(indptr, indices, x, /*reducible=*/true);
   return reduce_launch(indptr, indices, value, x, parse_reduce(std::string(reduce)));
 }
@@ -225,9 +236,9 @@ std::tuple<at::Tensor, at::Tensor> segment_reduce_cpu(const at::Tensor& src,
 // e. Each edge is visited once, so its value gradient is written without atomics.
 template <typename scalar_t, typename index_t>
 void arg_backward_rows(const index_t* cptr, const index_t* cidx, const index_t* cperm,
-                       const scalar_t* value, int64_t heads, const scalar_t* x,
-                       const index_t* arg, const scalar_t* grad, int64_t num_src, int64_t K,
-                       scalar_t* grad_x, scalar_t* grad_value) {
+                       const scalar_t* value, int64_t heads, const scalar_t* x, const index_t* arg,
+                       const scalar_t* grad, int64_t num_src, int64_t K, scalar_t* grad_x,
+                       scalar_t* grad_value) {
   using acc_t = typename AccType<scalar_t>::type;
   const int64_t F = K / heads;
   parallel_rows(cptr, num_src, [&](int64_t j0, int64_t j1) {
@@ -280,8 +291,7 @@ std::tuple<at::Tensor, at::Tensor> spmm_arg_backward_cpu(
           csc_indptr.data_ptr<index_t>(), csc_indices.contiguous().data_ptr<index_t>(),
           csc_perm.contiguous().data_ptr<index_t>(),
           vc.defined() ? vc.data_ptr<scalar_t>() : nullptr, heads, xc.data_ptr<scalar_t>(),
-          ac.data_ptr<index_t>(), gc.data_ptr<scalar_t>(), num_src, K,
-          grad_x.data_ptr<scalar_t>(),
+          ac.data_ptr<index_t>(), gc.data_ptr<scalar_t>(), num_src, K, grad_x.data_ptr<scalar_t>(),
           grad_value.defined() ? grad_value.data_ptr<scalar_t>() : nullptr);
     });
   });
@@ -305,7 +315,8 @@ at::Tensor gather_csr_cpu(const at::Tensor& src, const at::Tensor& indptr, int64
       scalar_t* o = out.data_ptr<scalar_t>();
       parallel_rows(ip, num_rows, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r)
-          for (int64_t e = ip[r]; e < ip[r + 1]; ++e) std::copy(s + r * K, s + (r + 1) * K, o + e * K);
+          for (int64_t e = ip[r]; e < ip[r + 1]; ++e)
+            std::copy(s + r * K, s + (r + 1) * K, o + e * K);
       });
     });
   });

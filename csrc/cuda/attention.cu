@@ -13,9 +13,8 @@ namespace {
 template <typename scalar_t, typename index_t>
 __global__ void attention_kernel(const index_t* __restrict__ indptr,
                                  const index_t* __restrict__ indices,
-                                 const scalar_t* __restrict__ score,
-                                 const scalar_t* __restrict__ x, int64_t num_rows, int64_t H,
-                                 int64_t C, scalar_t* __restrict__ out,
+                                 const scalar_t* __restrict__ score, const scalar_t* __restrict__ x,
+                                 int64_t num_rows, int64_t H, int64_t C, scalar_t* __restrict__ out,
                                  scalar_t* __restrict__ lse) {
   using acc_t = typename AccType<scalar_t>::type;
   const int lane = threadIdx.x;
@@ -58,10 +57,9 @@ __global__ void attention_kernel(const index_t* __restrict__ indptr,
 }  // namespace
 
 template <typename scalar_t, typename index_t>
-cudaError_t segment_attention(const index_t* indptr, const index_t* indices,
-                              const scalar_t* score, const scalar_t* x, int64_t num_rows,
-                              int64_t heads, int64_t channels, scalar_t* out, scalar_t* lse,
-                              cudaStream_t stream) {
+cudaError_t segment_attention(const index_t* indptr, const index_t* indices, const scalar_t* score,
+                              const scalar_t* x, int64_t num_rows, int64_t heads, int64_t channels,
+                              scalar_t* out, scalar_t* lse, cudaStream_t stream) {
   if (num_rows == 0 || heads * channels == 0) return cudaSuccess;
   attention_kernel<scalar_t, index_t>
       <<<row_channel_grid(num_rows, heads * channels), dim3(kWarp, kRowsPerBlock), 0, stream>>>(
@@ -69,10 +67,10 @@ cudaError_t segment_attention(const index_t* indptr, const index_t* indices,
   return cudaGetLastError();
 }
 
-#define GL_INSTANTIATE_ATTENTION(scalar_t, index_t)                                         \
-  template cudaError_t segment_attention<scalar_t, index_t>(                                \
-      const index_t*, const index_t*, const scalar_t*, const scalar_t*, int64_t, int64_t, \
-      int64_t, scalar_t*, scalar_t*, cudaStream_t);
+#define GL_INSTANTIATE_ATTENTION(scalar_t, index_t)                                                \
+  template cudaError_t segment_attention<scalar_t, index_t>(                                       \
+      const index_t*, const index_t*, const scalar_t*, const scalar_t*, int64_t, int64_t, int64_t, \
+      scalar_t*, scalar_t*, cudaStream_t);
 GL_INSTANTIATE_FOR_TYPES(GL_INSTANTIATE_ATTENTION)
 
 }  // namespace cuda

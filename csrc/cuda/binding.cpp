@@ -3,8 +3,8 @@
 // No host reads of device data here (Graph validated the CSR once), except coo_to_csr's
 // range check.
 #include <ATen/ATen.h>
-#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_bf16.h>
 #include <torch/library.h>
 
@@ -14,8 +14,14 @@
 namespace graphloc {
 namespace {
 
-template <typename T> struct CudaType { using type = T; };
-template <> struct CudaType<at::BFloat16> { using type = __nv_bfloat16; };
+template <typename T>
+struct CudaType {
+  using type = T;
+};
+template <>
+struct CudaType<at::BFloat16> {
+  using type = __nv_bfloat16;
+};
 
 template <typename T>
 auto ptr(const at::Tensor& t) {
@@ -24,8 +30,8 @@ auto ptr(const at::Tensor& t) {
 }
 
 void check_launch(cudaError_t err, const char* op) {
-  TORCH_CHECK(err == cudaSuccess, "graphloc::", op, " CUDA kernel failed: ",
-              cudaGetErrorString(err));
+  TORCH_CHECK(err == cudaSuccess, "graphloc::", op,
+              " CUDA kernel failed: ", cudaGetErrorString(err));
 }
 
 cudaStream_t stream() { return c10::cuda::getCurrentCUDAStream(); }
@@ -35,7 +41,8 @@ std::tuple<at::Tensor, at::Tensor> reduce_cuda(const at::Tensor& indptr,
                                                const c10::optional<at::Tensor>& value,
                                                const at::Tensor& x, Reduce reduce) {
   const c10::cuda::CUDAGuard guard(x.device());
-  TORCH_CHECK(reduce != Reduce::Mul, "reduce='mul' has no CUDA kernel (graphloc.scatter runs it "
+  TORCH_CHECK(reduce != Reduce::Mul,
+              "reduce='mul' has no CUDA kernel (graphloc.scatter runs it "
               "through the pure-torch reference on GPUs)");
   const int64_t num_rows = indptr.numel() - 1, K = x.size(1);
   const int64_t num_edges = indices ? indices->numel() : x.size(0);
@@ -45,24 +52,27 @@ std::tuple<at::Tensor, at::Tensor> reduce_cuda(const at::Tensor& indptr,
   auto vc = value ? value->contiguous() : at::Tensor();
   auto ic = indices ? indices->contiguous() : at::Tensor();
   auto out = at::empty({num_rows, K}, x.options());
-  auto arg = at::empty({has_arg(reduce) ? num_rows : 0, K}, x.options().dtype(indptr.scalar_type()));
+  auto arg =
+      at::empty({has_arg(reduce) ? num_rows : 0, K}, x.options().dtype(indptr.scalar_type()));
   GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::spmm", [&] {
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
-      check_launch(cuda::spmm(indptr.data_ptr<index_t>(),
-                              ic.defined() ? ic.data_ptr<index_t>() : nullptr,
-                              ptr<scalar_t>(vc), heads, ptr<scalar_t>(xc), num_rows, num_edges,
-                              K, reduce, ptr<scalar_t>(out),
-                              has_arg(reduce) ? arg.data_ptr<index_t>() : nullptr, stream()),
-                   "spmm");
+      check_launch(
+          cuda::spmm(indptr.data_ptr<index_t>(), ic.defined() ? ic.data_ptr<index_t>() : nullptr,
+                     ptr<scalar_t>(vc), heads, ptr<scalar_t>(xc), num_rows, num_edges, K, reduce,
+                     ptr<scalar_t>(out), has_arg(reduce) ? arg.data_ptr<index_t>() : nullptr,
+                     stream()),
+          "spmm");
     });
   });
   return {out, arg};
 }
 
-std::tuple<at::Tensor, at::Tensor> spmm_cuda(
-    const at::Tensor& indptr, const at::Tensor& indices, const c10::optional<at::Tensor>& value,
-    const at::Tensor& x, c10::string_view reduce, const c10::optional<at::Tensor>&,
-    const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>&) {
+std::tuple<at::Tensor, at::Tensor> spmm_cuda(const at::Tensor& indptr, const at::Tensor& indices,
+                                             const c10::optional<at::Tensor>& value,
+                                             const at::Tensor& x, c10::string_view reduce,
+                                             const c10::optional<at::Tensor>&,
+                                             const c10::optional<at::Tensor>&,
+                                             const c10::optional<at::Tensor>&) {
   check_spmm_args(indptr, indices, x);
   return reduce_cuda(indptr, indices, value, x, parse_reduce(std::string(reduce)));
 }
@@ -133,10 +143,10 @@ at::Tensor sddmm_cuda(const at::Tensor& indptr, const at::Tensor& indices, const
   auto out = at::empty({E, edge_op == EdgeOp::Dot ? heads : K}, a.options());
   GL_DISPATCH_FLOAT(a.scalar_type(), "graphloc::sddmm", [&] {
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
-      check_launch(cuda::sddmm(indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(),
-                               ptr<scalar_t>(ac), ptr<scalar_t>(bc), num_rows, K, heads, edge_op,
-                               ptr<scalar_t>(out), stream()),
-                   "sddmm");
+      check_launch(
+          cuda::sddmm(indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(), ptr<scalar_t>(ac),
+                      ptr<scalar_t>(bc), num_rows, K, heads, edge_op, ptr<scalar_t>(out), stream()),
+          "sddmm");
     });
   });
   return out;
@@ -151,10 +161,10 @@ at::Tensor segment_softmax_cuda(const at::Tensor& score, const at::Tensor& indpt
   auto out = at::empty_like(sc);
   GL_DISPATCH_FLOAT(sc.scalar_type(), "graphloc::segment_softmax", [&] {
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
-      check_launch(cuda::segment_softmax(indptr.data_ptr<index_t>(), ptr<scalar_t>(sc),
-                                         indptr.numel() - 1, sc.size(1), ptr<scalar_t>(out),
-                                         stream()),
-                   "segment_softmax");
+      check_launch(
+          cuda::segment_softmax(indptr.data_ptr<index_t>(), ptr<scalar_t>(sc), indptr.numel() - 1,
+                                sc.size(1), ptr<scalar_t>(out), stream()),
+          "segment_softmax");
     });
   });
   return out;
@@ -173,8 +183,8 @@ at::Tensor segment_softmax_backward_cuda(const at::Tensor& out, const at::Tensor
   GL_DISPATCH_FLOAT(yc.scalar_type(), "graphloc::segment_softmax_backward", [&] {
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
       check_launch(cuda::segment_softmax_backward(indptr.data_ptr<index_t>(), ptr<scalar_t>(yc),
-                                                  ptr<scalar_t>(gc), indptr.numel() - 1,
-                                                  yc.size(1), ptr<scalar_t>(gin), stream()),
+                                                  ptr<scalar_t>(gc), indptr.numel() - 1, yc.size(1),
+                                                  ptr<scalar_t>(gin), stream()),
                    "segment_softmax_backward");
     });
   });
@@ -217,8 +227,8 @@ std::tuple<at::Tensor, at::Tensor> coo_to_csr_cuda(const at::Tensor& index, int6
   auto [sorted, perm] = at::sort(index, /*stable=*/true, /*dim=*/0, /*descending=*/false);
   auto indptr = at::empty({num_rows + 1}, index.options());
   GL_DISPATCH_INDEX(index.scalar_type(), [&] {
-    check_launch(cuda::csr_indptr_from_sorted(sorted.data_ptr<index_t>(), index.numel(),
-                                              num_rows, indptr.data_ptr<index_t>(), stream()),
+    check_launch(cuda::csr_indptr_from_sorted(sorted.data_ptr<index_t>(), index.numel(), num_rows,
+                                              indptr.data_ptr<index_t>(), stream()),
                  "coo_to_csr");
   });
   return {indptr, perm.to(index.scalar_type())};

@@ -17,7 +17,10 @@ __global__ void indptr_kernel(const index_t* __restrict__ sorted, int64_t num_ed
   int64_t lo = 0, hi = num_edges;
   while (lo < hi) {
     const int64_t mid = (lo + hi) / 2;
-    if (static_cast<int64_t>(sorted[mid]) < r) lo = mid + 1; else hi = mid;
+    if (static_cast<int64_t>(sorted[mid]) < r)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   indptr[r] = static_cast<index_t>(lo);
 }
@@ -27,8 +30,8 @@ __global__ void indptr_kernel(const index_t* __restrict__ sorted, int64_t num_ed
 template <typename index_t>
 cudaError_t csr_indptr_from_sorted(const index_t* sorted, int64_t num_edges, int64_t num_rows,
                                    index_t* indptr, cudaStream_t stream) {
-  indptr_kernel<index_t><<<blocks_for(num_rows + 1, 256), 256, 0, stream>>>(sorted, num_edges,
-                                                                            num_rows, indptr);
+  indptr_kernel<index_t>
+      <<<blocks_for(num_rows + 1, 256), 256, 0, stream>>>(sorted, num_edges, num_rows, indptr);
   return cudaGetLastError();
 }
 

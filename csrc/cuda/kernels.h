@@ -18,16 +18,16 @@ namespace cuda {
 // indices is null (segment_reduce). arg (max/min only) gets the winning position or E.
 template <typename scalar_t, typename index_t>
 cudaError_t spmm(const index_t* indptr, const index_t* indices, const scalar_t* value,
-                 int64_t heads, const scalar_t* x, int64_t num_rows, int64_t num_edges,
-                 int64_t K, Reduce reduce, scalar_t* out, index_t* arg, cudaStream_t stream);
+                 int64_t heads, const scalar_t* x, int64_t num_rows, int64_t num_edges, int64_t K,
+                 Reduce reduce, scalar_t* out, index_t* arg, cudaStream_t stream);
 
 // Backward of max/min spmm over the transpose; grad_value (may be null) must be zeroed.
 template <typename scalar_t, typename index_t>
 cudaError_t spmm_arg_backward(const index_t* csc_indptr, const index_t* csc_indices,
                               const index_t* csc_perm, const scalar_t* value, int64_t heads,
                               const scalar_t* x, const index_t* arg, const scalar_t* grad,
-                              int64_t num_src, int64_t K, scalar_t* grad_x,
-                              scalar_t* grad_value, cudaStream_t stream);
+                              int64_t num_src, int64_t K, scalar_t* grad_x, scalar_t* grad_value,
+                              cudaStream_t stream);
 
 template <typename scalar_t, typename index_t>
 cudaError_t gather_csr(const index_t* indptr, const scalar_t* src, int64_t num_rows, int64_t K,
@@ -50,10 +50,9 @@ cudaError_t segment_softmax_backward(const index_t* indptr, const scalar_t* out,
 // out[i] = softmax over row i of score [E, heads], weighting x [N, heads * channels];
 // lse [N, heads] gets each row's log-sum-exp (0 for empty rows).
 template <typename scalar_t, typename index_t>
-cudaError_t segment_attention(const index_t* indptr, const index_t* indices,
-                              const scalar_t* score, const scalar_t* x, int64_t num_rows,
-                              int64_t heads, int64_t channels, scalar_t* out, scalar_t* lse,
-                              cudaStream_t stream);
+cudaError_t segment_attention(const index_t* indptr, const index_t* indices, const scalar_t* score,
+                              const scalar_t* x, int64_t num_rows, int64_t heads, int64_t channels,
+                              scalar_t* out, scalar_t* lse, cudaStream_t stream);
 
 // indptr[r] = first position of sorted (ascending) holding a value >= r, r in [0, num_rows].
 template <typename index_t>

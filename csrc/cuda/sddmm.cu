@@ -11,10 +11,9 @@ namespace {
 // channels directly (coalesced).
 template <typename scalar_t, typename index_t, EdgeOp Op>
 __global__ void sddmm_kernel(const index_t* __restrict__ indptr,
-                             const index_t* __restrict__ indices,
-                             const scalar_t* __restrict__ a, const scalar_t* __restrict__ b,
-                             int64_t num_rows, int64_t K, int64_t heads,
-                             scalar_t* __restrict__ out) {
+                             const index_t* __restrict__ indices, const scalar_t* __restrict__ a,
+                             const scalar_t* __restrict__ b, int64_t num_rows, int64_t K,
+                             int64_t heads, scalar_t* __restrict__ out) {
   using acc_t = typename AccType<scalar_t>::type;
   const int lane = threadIdx.x;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -48,17 +47,20 @@ cudaError_t sddmm(const index_t* indptr, const index_t* indices, const scalar_t*
   if (num_rows == 0) return cudaSuccess;
   const dim3 block(kWarp, kRowsPerBlock), grid(blocks_for(num_rows, kRowsPerBlock));
   if (op == EdgeOp::Dot)
-    sddmm_kernel<scalar_t, index_t, EdgeOp::Dot><<<grid, block, 0, stream>>>(indptr, indices, a, b, num_rows, K, heads, out);
+    sddmm_kernel<scalar_t, index_t, EdgeOp::Dot>
+        <<<grid, block, 0, stream>>>(indptr, indices, a, b, num_rows, K, heads, out);
   else if (op == EdgeOp::Add)
-    sddmm_kernel<scalar_t, index_t, EdgeOp::Add><<<grid, block, 0, stream>>>(indptr, indices, a, b, num_rows, K, heads, out);
+    sddmm_kernel<scalar_t, index_t, EdgeOp::Add>
+        <<<grid, block, 0, stream>>>(indptr, indices, a, b, num_rows, K, heads, out);
   else
-    sddmm_kernel<scalar_t, index_t, EdgeOp::Mul><<<grid, block, 0, stream>>>(indptr, indices, a, b, num_rows, K, heads, out);
+    sddmm_kernel<scalar_t, index_t, EdgeOp::Mul>
+        <<<grid, block, 0, stream>>>(indptr, indices, a, b, num_rows, K, heads, out);
   return cudaGetLastError();
 }
 
-#define GL_INSTANTIATE_SDDMM(scalar_t, index_t)                                               \
+#define GL_INSTANTIATE_SDDMM(scalar_t, index_t)                                                  \
   template cudaError_t sddmm<scalar_t, index_t>(const index_t*, const index_t*, const scalar_t*, \
-                                                const scalar_t*, int64_t, int64_t, int64_t,     \
+                                                const scalar_t*, int64_t, int64_t, int64_t,      \
                                                 EdgeOp, scalar_t*, cudaStream_t);
 GL_INSTANTIATE_FOR_TYPES(GL_INSTANTIATE_SDDMM)
 

@@ -10,8 +10,7 @@ namespace {
 // Thread mapping: one warp per (destination row, tile of 32 channels), a lane per channel
 // (coalesced reads of x). The warp loads 32 source ids at once and broadcasts them by shuffle.
 template <typename scalar_t, typename index_t, Reduce R, bool kGather>
-__global__ void spmm_kernel(const index_t* __restrict__ indptr,
-                            const index_t* __restrict__ indices,
+__global__ void spmm_kernel(const index_t* __restrict__ indptr, const index_t* __restrict__ indices,
                             const scalar_t* __restrict__ value, int64_t heads,
                             const scalar_t* __restrict__ x, int64_t num_rows, int64_t num_edges,
                             int64_t K, scalar_t* __restrict__ out, index_t* __restrict__ arg) {
@@ -27,7 +26,8 @@ __global__ void spmm_kernel(const index_t* __restrict__ indptr,
   int64_t best = num_edges;
   for (int64_t base = begin; base < end; base += kWarp) {
     const int64_t mine = base + lane;
-    const int64_t src_mine = mine < end ? (kGather ? static_cast<int64_t>(indices[mine]) : mine) : 0;
+    const int64_t src_mine =
+        mine < end ? (kGather ? static_cast<int64_t>(indices[mine]) : mine) : 0;
     const int n = static_cast<int>(end - base < kWarp ? end - base : kWarp);
     for (int t = 0; t < n; ++t) {
       const int64_t j = __shfl_sync(kFullMask, src_mine, t);
@@ -52,10 +52,9 @@ __global__ void arg_backward_kernel(const index_t* __restrict__ cptr,
                                     const index_t* __restrict__ cidx,
                                     const index_t* __restrict__ cperm,
                                     const scalar_t* __restrict__ value, int64_t heads,
-                                    const scalar_t* __restrict__ x,
-                                    const index_t* __restrict__ arg,
-                                    const scalar_t* __restrict__ grad, int64_t num_src,
-                                    int64_t K, scalar_t* __restrict__ grad_x,
+                                    const scalar_t* __restrict__ x, const index_t* __restrict__ arg,
+                                    const scalar_t* __restrict__ grad, int64_t num_src, int64_t K,
+                                    scalar_t* __restrict__ grad_x,
                                     scalar_t* __restrict__ grad_value) {
   using acc_t = typename AccType<scalar_t>::type;
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -90,8 +89,8 @@ __global__ void gather_csr_kernel(const index_t* __restrict__ indptr,
 
 template <typename scalar_t, typename index_t, Reduce R>
 void launch_spmm(const index_t* indptr, const index_t* indices, const scalar_t* value,
-                 int64_t heads, const scalar_t* x, int64_t num_rows, int64_t num_edges,
-                 int64_t K, scalar_t* out, index_t* arg, cudaStream_t stream) {
+                 int64_t heads, const scalar_t* x, int64_t num_rows, int64_t num_edges, int64_t K,
+                 scalar_t* out, index_t* arg, cudaStream_t stream) {
   const dim3 block(kWarp, kRowsPerBlock), grid = row_channel_grid(num_rows, K);
   if (indices)
     spmm_kernel<scalar_t, index_t, R, true><<<grid, block, 0, stream>>>(
@@ -105,22 +104,14 @@ void launch_spmm(const index_t* indptr, const index_t* indices, const scalar_t* 
 
 template <typename scalar_t, typename index_t>
 cudaError_t spmm(const index_t* indptr, const index_t* indices, const scalar_t* value,
-                 int64_t heads, const scalar_t* x, int64_t num_rows, int64_t num_edges,
-                 int64_t K, Reduce reduce, scalar_t* out, index_t* arg, cudaStream_t stream) {
+                 int64_t heads, const scalar_t* x, int64_t num_rows, int64_t num_edges, int64_t K,
+                 Reduce reduce, scalar_t* out, index_t* arg, cudaStream_t stream) {
   if (num_rows == 0 || K == 0) return cudaSuccess;
-  switch (reduce) {
-    case Reduce::Sum:
-      launch_spmm<scalar_t, index_t, Reduce::Sum>(indptr, indices, value, heads, x, num_rows, num_edges, K, out, arg, stream);
-      break;
-    case Reduce::Mean:
-      launch_spmm<scalar_t, index_t, Reduce::Mean>(indptr, indices, value, heads, x, num_rows, num_edges, K, out, arg, stream);
-      break;
-    case Reduce::Max:
-      launch_spmm<scalar_t, index_t, Reduce::Max>(indptr, indices, value, heads, x, num_rows, num_edges, K, out, arg, stream);
-      break;
-    default:
-      launch_spmm<scalar_t, index_t, Reduce::Min>(indptr, indices, value, heads, x, num_rows, num_edges, K, out, arg, stream);
-  }
+  // Mul is refused by the binding before it gets here (CPU only); its instantiation is inert.
+  dispatch_reduce(reduce, [&](auto R) {
+    launch_spmm<scalar_t, index_t, decltype(R)::value>(indptr, indices, value, heads, x, num_rows,
+                                                       num_edges, K, out, arg, stream);
+  });
   return cudaGetLastError();
 }
 
@@ -128,8 +119,8 @@ template <typename scalar_t, typename index_t>
 cudaError_t spmm_arg_backward(const index_t* csc_indptr, const index_t* csc_indices,
                               const index_t* csc_perm, const scalar_t* value, int64_t heads,
                               const scalar_t* x, const index_t* arg, const scalar_t* grad,
-                              int64_t num_src, int64_t K, scalar_t* grad_x,
-                              scalar_t* grad_value, cudaStream_t stream) {
+                              int64_t num_src, int64_t K, scalar_t* grad_x, scalar_t* grad_value,
+                              cudaStream_t stream) {
   if (num_src == 0 || K == 0) return cudaSuccess;
   arg_backward_kernel<scalar_t, index_t>
       <<<row_channel_grid(num_src, K), dim3(kWarp, kRowsPerBlock), 0, stream>>>(
@@ -143,21 +134,19 @@ cudaError_t gather_csr(const index_t* indptr, const scalar_t* src, int64_t num_r
                        scalar_t* out, cudaStream_t stream) {
   if (num_rows == 0 || K == 0) return cudaSuccess;
   gather_csr_kernel<scalar_t, index_t>
-      <<<row_channel_grid(num_rows, K), dim3(kWarp, kRowsPerBlock), 0, stream>>>(
-          indptr, src, num_rows, K, out);
+      <<<row_channel_grid(num_rows, K), dim3(kWarp, kRowsPerBlock), 0, stream>>>(indptr, src,
+                                                                                 num_rows, K, out);
   return cudaGetLastError();
 }
 
-#define GL_INSTANTIATE_SPMM(scalar_t, index_t)                                                 \
-  template cudaError_t spmm<scalar_t, index_t>(const index_t*, const index_t*, const scalar_t*, \
-                                               int64_t, const scalar_t*, int64_t, int64_t,      \
-                                               int64_t, Reduce, scalar_t*, index_t*,            \
-                                               cudaStream_t);                                   \
-  template cudaError_t spmm_arg_backward<scalar_t, index_t>(                                   \
-      const index_t*, const index_t*, const index_t*, const scalar_t*, int64_t,               \
-      const scalar_t*, const index_t*, const scalar_t*, int64_t, int64_t, scalar_t*,         \
-      scalar_t*, cudaStream_t);                                                                \
-  template cudaError_t gather_csr<scalar_t, index_t>(const index_t*, const scalar_t*, int64_t, \
+#define GL_INSTANTIATE_SPMM(scalar_t, index_t)                                                     \
+  template cudaError_t spmm<scalar_t, index_t>(                                                    \
+      const index_t*, const index_t*, const scalar_t*, int64_t, const scalar_t*, int64_t, int64_t, \
+      int64_t, Reduce, scalar_t*, index_t*, cudaStream_t);                                         \
+  template cudaError_t spmm_arg_backward<scalar_t, index_t>(                                       \
+      const index_t*, const index_t*, const index_t*, const scalar_t*, int64_t, const scalar_t*,   \
+      const index_t*, const scalar_t*, int64_t, int64_t, scalar_t*, scalar_t*, cudaStream_t);      \
+  template cudaError_t gather_csr<scalar_t, index_t>(const index_t*, const scalar_t*, int64_t,     \
                                                      int64_t, scalar_t*, cudaStream_t);
 GL_INSTANTIATE_FOR_TYPES(GL_INSTANTIATE_SPMM)
 

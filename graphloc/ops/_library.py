@@ -17,7 +17,10 @@ import torch
 
 from graphloc.ops import reference
 
-_ARG_REDUCES = ("max", "amax", "min", "amin")
+
+def _has_arg(reduce: str) -> bool:
+    """Whether the reduction also returns the winning positions (max and min)."""
+    return reference.canonical_reduce(reduce, allow_mul=True) in ("max", "min")
 
 
 def _load_extension() -> bool:
@@ -76,7 +79,7 @@ def _heads(value):
 def _spmm_fake(indptr, indices, value, x, reduce, csc_indptr=None, csc_indices=None,
                csc_perm=None):
     rows = indptr.shape[0] - 1
-    arg_rows = rows if reduce in _ARG_REDUCES else 0
+    arg_rows = rows if _has_arg(reduce) else 0
     return x.new_empty(rows, x.shape[1]), x.new_empty(arg_rows, x.shape[1], dtype=indptr.dtype)
 
 
@@ -144,7 +147,7 @@ def _spmm_backward(ctx, grad_out, _grad_arg):
 
 def _segment_reduce_fake(src, indptr, reduce):
     rows = indptr.shape[0] - 1
-    arg_rows = rows if reduce in _ARG_REDUCES else 0
+    arg_rows = rows if _has_arg(reduce) else 0
     return src.new_empty(rows, src.shape[1]), src.new_empty(arg_rows, src.shape[1],
                                                              dtype=indptr.dtype)
 
