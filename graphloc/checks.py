@@ -3,6 +3,8 @@ of graphloc's, so ops and csrc wrappers can use it too)."""
 
 from __future__ import annotations
 
+import torch
+
 
 def is_int_at_least(value, low: int) -> bool:
     """A Python int ``>= low``. Booleans, floats (3.9) and tensors are not counts: taking
@@ -15,3 +17,21 @@ def check_int(value, name: str, low: int) -> int:
     if not is_int_at_least(value, low):
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     return value
+
+
+_INDEX_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
+
+
+def check_index(index, dim_size: int, name: str) -> None:
+    """An integer tensor whose values lie in ``[0, dim_size)``; errors name ``name`` and the
+    offending value. Reads the values, so not called while torch.compile traces."""
+    if not isinstance(index, torch.Tensor) or index.dtype not in _INDEX_DTYPES:
+        got = index.dtype if isinstance(index, torch.Tensor) else type(index).__name__
+        raise TypeError(f"{name} must be an integer tensor, got {got}")
+    if index.numel() == 0:
+        return
+    low, high = torch.aminmax(index)
+    if low < 0:
+        raise ValueError(f"{name} holds {int(low)}; indices must be >= 0")
+    if high >= dim_size:
+        raise ValueError(f"{name} holds {int(high)} but dim_size is {dim_size}")

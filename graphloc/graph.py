@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from graphloc import ops
 from graphloc.ops import scatter
-from graphloc.ops._library import csr_transpose, kernels
 
 _INT32_MAX = 2**31 - 1
 
@@ -172,7 +172,7 @@ class Graph:
         largest = max(num_nodes, num_src_nodes or 0, edge_index.size(1))
         index_dtype = torch.int32 if largest <= _INT32_MAX else torch.int64
         src, dst = edge_index.to(index_dtype)
-        indptr, perm = kernels.coo_to_csr(dst, num_nodes)
+        indptr, perm = ops.coo_to_csr(dst, num_nodes)
         csr = CSR(indptr, src, None) if dst_sorted else \
             CSR(indptr, src.index_select(0, perm.long()), perm)
         graph._init(edge_index.long(), num_nodes, edge_attr, csr, {}, num_src_nodes)
@@ -193,7 +193,7 @@ class Graph:
         largest = max(num_nodes, num_src_nodes or 0, edge_index.size(1))
         index_dtype = torch.int32 if largest <= _INT32_MAX else torch.int64
         src, dst = edge_index.to(index_dtype)
-        indptr, perm = kernels.coo_to_csr(dst, num_nodes)
+        indptr, perm = ops.coo_to_csr(dst, num_nodes)
         already_sorted = bool((dst[1:] >= dst[:-1]).all()) if dst.numel() > 1 else True
         csr = CSR(indptr, src if already_sorted else src.index_select(0, perm.long()),
                   None if already_sorted else perm)
@@ -291,7 +291,7 @@ class Graph:
     def csc(self) -> CSR:
         """The source-major transpose: row ``j`` lists the edges out of ``j`` by destination;
         ``perm`` maps each entry to its position in ``csr`` (not the user's edge id)."""
-        return self.cached("csc", lambda: CSR(*csr_transpose(
+        return self.cached("csc", lambda: CSR(*ops.csr_transpose(
             self.csr.indptr, self.csr.indices, self.num_src_nodes)))
 
     def in_degree(self) -> Tensor:

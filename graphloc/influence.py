@@ -43,10 +43,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from graphloc import ops
 from graphloc.checks import check_int
 from graphloc.distributed import rank_and_world
 from graphloc.graph import Graph
-from graphloc.ops._library import kernels
 
 
 def _inputs(data) -> tuple[Tensor, Graph]:
@@ -156,8 +156,8 @@ def as_graphloc_model(model: torch.nn.Module, x: Tensor, graph: Graph):
     from graphloc.nn.convert import Unconvertible, from_pyg, has_pyg_message_passing
     if not has_pyg_message_passing(model):
         return model, {"converted": False, "reason": "no PyG message passing"}
-    node_ptr, nodes, _, _, src, dst, _ = kernels.khop_subgraphs(
-        graph.csr.indptr, graph.csr.indices, torch.zeros(1, dtype=torch.long), 2)
+    node_ptr, nodes, _, _, src, dst, _ = ops.khop_subgraphs(
+        graph, torch.zeros(1, dtype=torch.long), 2)
     probe = (x[nodes].detach(), torch.stack([src, dst]).to(x.device))
     try:
         with warnings.catch_warnings():
@@ -196,8 +196,8 @@ def _verify_locality(model, x: Tensor, graph: Graph, seed: int, locality: int,
     (L + 2)-ball, new random features on the nodes beyond L hops must leave the seed's
     output unchanged. A model that reads farther (a deeper stack, global pooling or
     attention) fails it, and full_graph would otherwise return wrong totals quietly."""
-    node_ptr, nodes, hops, _, src, dst, _ = kernels.khop_subgraphs(
-        graph.csr.indptr, graph.csr.indices, torch.tensor([seed]), locality + 2)
+    node_ptr, nodes, hops, _, src, dst, _ = ops.khop_subgraphs(
+        graph, torch.tensor([seed]), locality + 2)
     far = hops > locality
     if not far.any():
         return  # the seed's component lies within L hops: nothing beyond to perturb
@@ -249,7 +249,7 @@ def _whole_graph_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int,
     seeds, inverse = nodes.unique(return_inverse=True)
     ptr, read = model.reads(graph, seeds)
     batches = _disjoint_rounds(ptr, read, graph.num_nodes, step)
-    on_device, csr = graph.to(device), graph.csr
+    on_device = graph.to(device)
     # one leaf for every round: torch.autograd.grad leaves no gradient behind on it
     packed = x.detach().to(device).requires_grad_()
     owner = torch.full((graph.num_nodes,), -1, dtype=torch.long)
@@ -259,8 +259,7 @@ def _whole_graph_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int,
         total = _root_jacobian_l1(out, packed).cpu()
         positions, counts = _row_positions(ptr, members)
         owner[read[positions]] = torch.repeat_interleave(torch.arange(len(members)), counts)
-        node_ptr, ball, hops, *_ = kernels.khop_subgraphs(csr.indptr, csr.indices,
-                                                           seeds[members], max_hops)
+        node_ptr, ball, hops, *_ = ops.khop_subgraphs(graph, seeds[members], max_hops)
         mine = owner[ball] == torch.repeat_interleave(torch.arange(len(members)),
                                                       node_ptr.diff())
         T[members] = _per_hop(node_ptr, hops, total[ball] * mine, max_hops)
@@ -293,9 +292,7 @@ def _full_graph_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int,
     """Rounds of seeds with disjoint ``locality``-balls, one forward and C backwards each."""
     from tqdm.auto import tqdm
     seeds, inverse = nodes.unique(return_inverse=True)
-    csr, csc = graph.csr, graph.csc
-    rounds = kernels.separated_rounds(csr.indptr, csr.indices, csc.indptr, csc.indices,
-                                      seeds, locality)
+    rounds = ops.separated_rounds(graph, seeds, locality)
     T = torch.zeros(len(seeds), max_hops + 1, dtype=torch.float64)
     order = rounds.argsort(stable=True)
     sizes = torch.bincount(rounds).tolist() if len(seeds) else []
@@ -313,8 +310,7 @@ def _round_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, local
     exact), where their outputs equal the full graph's; each node's gradient belongs to
     the one seed whose ball holds it. ``local``: an all -1 node-to-region map, left so
     (O(region) per round, not O(N))."""
-    node_ptr, nodes, hops, *_ = kernels.khop_subgraphs(
-        graph.csr.indptr, graph.csr.indices, seeds, locality + 1)
+    node_ptr, nodes, hops, *_ = ops.khop_subgraphs(graph, seeds, locality + 1)
     out_edges, _ = _row_positions(graph.csc.indptr, nodes[hops <= locality])
     region = torch.cat([nodes, graph.csc.indices[out_edges].long()]).unique()
     local[region] = torch.arange(len(region))
@@ -353,8 +349,7 @@ def _gather_shards(T: Tensor, total: int, rank: int, world: int) -> Tensor:
 def _batch_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, device,
                      prune: bool) -> Tensor:
     """Balls of ``seeds`` packed as disjoint components; one forward, C backwards."""
-    node_ptr, nodes, hops, edge_ptr, src, dst, _ = kernels.khop_subgraphs(
-        graph.csr.indptr, graph.csr.indices, seeds.cpu(), max_hops)
+    node_ptr, nodes, hops, edge_ptr, src, dst, _ = ops.khop_subgraphs(graph, seeds, max_hops)
     edge_offset = torch.repeat_interleave(node_ptr[:-1], edge_ptr.diff())
     edge_index = torch.stack([src + edge_offset, dst + edge_offset])
     roots = node_ptr[:-1]

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from graphloc import ops
 from graphloc.checks import check_int, is_int_at_least
 from graphloc.graph import Graph
-from graphloc.ops._library import kernels
 
 
 @dataclass
@@ -127,8 +127,8 @@ class NeighborLoader:
                             f"{getattr(seeds, 'dtype', type(seeds).__name__)} "
                             f"{list(getattr(seeds, 'shape', []))}")
         csr = self.graph.csr
-        n_id, src, dst, pos, hop_nodes, hop_edges = kernels.neighbor_sample(
-            csr.indptr, csr.indices, seeds.long(), self.num_neighbors, seed)
+        n_id, src, dst, pos, hop_nodes, hop_edges = ops.neighbor_sample(
+            self.graph, seeds, self.num_neighbors, seed)
         e_id = csr.perm[pos].long() if csr.perm is not None else pos
         graph = Graph(torch.stack([src, dst]), num_nodes=n_id.numel())
         return SampledBatch(

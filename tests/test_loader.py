@@ -100,7 +100,7 @@ def test_bad_input():
     with pytest.raises(TypeError, match="must be a graphloc.Graph"):
         NeighborLoader(graph.edge_index, x, y, [5])
     loader = NeighborLoader(graph, x, y, [5])
-    with pytest.raises(RuntimeError, match="appears twice"):
+    with pytest.raises(ValueError, match="seed 1 appears twice"):
         loader.sample(torch.tensor([1, 1]))
 
 

@@ -15,11 +15,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_int
+from graphloc.checks import check_index, check_int
 from graphloc.graph import Graph
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
-from graphloc.ops._library import kernels
-from graphloc.ops.scatter import _check_index
 
 
 def hop2_tokens(graph: Graph, K: int, seed: int = 0) -> Tensor:
@@ -32,8 +30,7 @@ def hop2_tokens(graph: Graph, K: int, seed: int = 0) -> Tensor:
     over nodes)."""
     check_int(K, "K (tokens per node)", 1)
     graph._require_one_node_set("hop2_tokens")
-    csr = graph.csr
-    return kernels.hop2_sample(csr.indptr, csr.indices, K, seed)
+    return ops.hop2_sample(graph, K, seed)
 
 
 def fastrp_encoding(graph: Graph, dim: int, seed: int = 0, hops: int = 3) -> Tensor:
@@ -282,9 +279,8 @@ class LargeGT(torch.nn.Module):
         ``(ptr [S + 1], ids)``: the node itself (the global query), its tokens, and the
         2-hop in-balls of the tokens (their propagated features)."""
         samples = self.tokens(graph)[nodes]  # [S, K], the node first
-        csr = graph.csr
         flat = samples.reshape(-1)
-        ptr, members, *_ = kernels.khop_subgraphs(csr.indptr, csr.indices, flat.cpu(), 2)
+        ptr, members, *_ = ops.khop_subgraphs(graph, flat, 2)
         owner = torch.repeat_interleave(torch.arange(flat.numel()), ptr.diff())
         seed_of = owner // samples.size(1)
         pairs = torch.unique(seed_of * graph.num_nodes + members)  # sorted by seed
@@ -345,7 +341,7 @@ class LargeGT(torch.nn.Module):
         if self.conv_type == "full" and self.training:
             self.codebook.bind(graph.num_nodes)
         if index is not None:
-            _check_index(index, graph.num_nodes, "index")
+            check_index(index, graph.num_nodes, "index")
             return self._score(x, hops, samples, pos, index.long())
         chunks = torch.arange(graph.num_nodes, device=x.device).split(self.chunk_size)
         return torch.cat([self._score(x, hops, samples, pos, c) for c in chunks])

@@ -13,10 +13,10 @@ from torch import Tensor
 from torch.nn.utils.rnn import PackedSequence
 
 from graphloc import ops
+from graphloc.checks import check_index
 from graphloc.graph import Graph
 from graphloc.nn.conv._utils import check_dropouts, check_input, check_sizes
 from graphloc.nn.conv.gin import GINEConv
-from graphloc.ops.scatter import _check_index
 
 EDGE_AGGREGATORS = ("sum", "mean", "max", "gin", "pna", "gru")
 
@@ -370,7 +370,7 @@ class MEGAGNN(torch.nn.Module):
             raise ValueError(f"edge_attr must have shape [{graph.num_edges}, "
                              f"{self.edge_emb.in_features}], got {list(edge_attr.shape)}")
         if edges is not None:
-            _check_index(edges, graph.num_edges, "edges")
+            check_index(edges, graph.num_edges, "edges")
         x, e = self.node_emb(x), self.edge_emb(edge_attr)
         if self.edge_emb_reverse is not None:
             e = (e, self.edge_emb_reverse(edge_attr))

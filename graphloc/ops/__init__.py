@@ -11,13 +11,24 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_int
+from graphloc.checks import check_index, check_int
 from graphloc.ops._library import HAS_EXTENSION, csr_transpose, kernels
 from graphloc.ops.reference import as_rows, canonical_reduce
-from graphloc.ops.scatter import _check_index, _check_indptr, gather, scatter
+from graphloc.ops.scatter import _check_indptr, gather, scatter
+from graphloc.ops.traversal import (
+    KHopBalls,
+    SampledNeighbourhood,
+    hop2_sample,
+    khop_subgraphs,
+    local_eccentricity,
+    neighbor_sample,
+    separated_rounds,
+)
 
 __all__ = ["HAS_EXTENSION", "spmm", "sddmm", "segment_softmax", "segment_attention",
-           "segment_reduce", "gather", "scatter", "coo_to_csr", "csr_transpose"]
+           "segment_reduce", "gather", "scatter", "coo_to_csr", "csr_transpose",
+           "khop_subgraphs", "separated_rounds", "neighbor_sample", "hop2_sample",
+           "local_eccentricity", "KHopBalls", "SampledNeighbourhood"]
 
 _FLOATS = (torch.float32, torch.float64, torch.bfloat16)
 
@@ -197,5 +208,6 @@ def coo_to_csr(index: Tensor, num_rows: int) -> tuple[Tensor, Tensor]:
     """Stable counting sort of ``index`` (values in ``[0, num_rows)``) into ``(indptr, perm)``:
     ``index[perm]`` is sorted and row ``r`` owns ``perm[indptr[r]:indptr[r+1]]``."""
     check_int(num_rows, "num_rows", 0)
-    _check_index(index, num_rows, "index")
+    if not torch.compiler.is_compiling():  # traced: the kernel checks the range itself
+        check_index(index, num_rows, "index")
     return kernels.coo_to_csr(index, num_rows)

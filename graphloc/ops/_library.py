@@ -76,8 +76,28 @@ def _heads(value):
 
 # --- spmm ------------------------------------------------------------------------------
 
+def _check_csr_fake(indptr, indices=None, num_edges=None) -> None:
+    """The shape checks of the kernels' argument checks, on fake tensors (no values)."""
+    torch._check(indptr.dim() == 1 and indptr.shape[0] >= 1,
+                 lambda: f"indptr must be 1-D with at least one entry, got {list(indptr.shape)}")
+    if indices is not None:
+        torch._check(indices.dim() == 1, lambda: f"indices must be 1-D, got {list(indices.shape)}")
+        torch._check(indices.dtype == indptr.dtype, lambda: "indices and indptr must share one "
+                     "index dtype")
+    if num_edges is not None and indices is not None:
+        torch._check(indices.shape[0] == num_edges,
+                     lambda: f"indices has {indices.shape[0]} entries, expected {num_edges}")
+
+
+def _check_rows_fake(t, name: str) -> None:
+    torch._check(t.dim() == 2, lambda: f"{name} must be 2-D [rows, channels], got "
+                 f"{list(t.shape)}")
+
+
 def _spmm_fake(indptr, indices, value, x, reduce, csc_indptr=None, csc_indices=None,
                csc_perm=None):
+    _check_csr_fake(indptr, indices)
+    _check_rows_fake(x, "x")
     rows = indptr.shape[0] - 1
     arg_rows = rows if _has_arg(reduce) else 0
     return x.new_empty(rows, x.shape[1]), x.new_empty(arg_rows, x.shape[1], dtype=indptr.dtype)
@@ -146,6 +166,8 @@ def _spmm_backward(ctx, grad_out, _grad_arg):
 # --- segment_reduce and gather_csr -----------------------------------------------------
 
 def _segment_reduce_fake(src, indptr, reduce):
+    _check_csr_fake(indptr)
+    _check_rows_fake(src, "src")
     rows = indptr.shape[0] - 1
     arg_rows = rows if _has_arg(reduce) else 0
     return src.new_empty(rows, src.shape[1]), src.new_empty(arg_rows, src.shape[1],
@@ -174,6 +196,10 @@ def _segment_reduce_backward(ctx, grad_out, _grad_arg):
 
 
 def _gather_csr_fake(src, indptr, num_edges):
+    _check_csr_fake(indptr)
+    _check_rows_fake(src, "src")
+    torch._check(src.shape[0] == indptr.shape[0] - 1, lambda: f"src has {src.shape[0]} rows "
+                 f"but indptr describes {indptr.shape[0] - 1}")
     return src.new_empty(num_edges, src.shape[1])
 
 
@@ -190,6 +216,13 @@ def _gather_csr_backward(ctx, grad):
 
 def _sddmm_fake(indptr, indices, a, b, op, heads, csc_indptr=None, csc_indices=None,
                 csc_perm=None):
+    _check_csr_fake(indptr, indices)
+    _check_rows_fake(a, "a")
+    _check_rows_fake(b, "b")
+    torch._check(a.shape[1] == b.shape[1], lambda: f"a has {a.shape[1]} channels but b has "
+                 f"{b.shape[1]}")
+    torch._check(heads >= 1 and a.shape[1] % heads == 0,
+                 lambda: f"heads must divide the {a.shape[1]} channels, got {heads}")
     return a.new_empty(indices.shape[0], heads if op == "dot" else a.shape[1])
 
 
@@ -223,6 +256,12 @@ def _sddmm_backward(ctx, grad):
 
 # --- segment_softmax, coo_to_csr, spmm_arg_backward ------------------------------------
 
+def _softmax_fake(score, indptr):
+    _check_csr_fake(indptr)
+    _check_rows_fake(score, "score")
+    return torch.empty_like(score)
+
+
 def _softmax_setup(ctx, inputs, output):
     ctx.save_for_backward(output, inputs[1])
 
@@ -234,6 +273,9 @@ def _softmax_backward(ctx, grad):
 
 def _attention_fake(score, indptr, indices, x, csc_indptr=None, csc_indices=None,
                     csc_perm=None):
+    _check_csr_fake(indptr, indices, score.shape[0])
+    _check_rows_fake(score, "score")
+    _check_rows_fake(x, "x")
     rows = indptr.shape[0] - 1
     return x.new_empty(rows, x.shape[1]), x.new_empty(rows, score.shape[1])
 
@@ -284,6 +326,8 @@ def _attention_backward_fake(score, lse, out, grad_out, grad_lse, indptr, indice
 
 
 def _coo_to_csr_fake(index, num_rows):
+    torch._check(index.dim() == 1, lambda: f"index must be 1-D, got {list(index.shape)}")
+    torch._check(num_rows >= 0, lambda: f"num_rows must be >= 0, got {num_rows}")
     return index.new_empty(num_rows + 1), index.new_empty(index.shape[0])
 
 
@@ -302,18 +346,11 @@ def _register() -> None:
     fake(lib + "gather_csr")(_gather_csr_fake)
     fake(lib + "sddmm")(_sddmm_fake)
     fake(lib + "segment_attention_backward")(_attention_backward_fake)
-    fake(lib + "segment_softmax")(lambda score, indptr: torch.empty_like(score))
-    fake(lib + "segment_softmax_backward")(lambda out, grad, indptr: torch.empty_like(out))
+    fake(lib + "segment_softmax")(_softmax_fake)
+    fake(lib + "segment_softmax_backward")(lambda out, grad, indptr: _softmax_fake(out, indptr))
     fake(lib + "segment_attention")(_attention_fake)
     fake(lib + "coo_to_csr")(_coo_to_csr_fake)
-    fake(lib + "local_eccentricity")(
-        lambda indptr, indices, weight, hops: weight.new_empty(indptr.shape[0] - 1,
-                                                               dtype=torch.float64))
     fake(lib + "spmm_arg_backward")(_arg_backward_fake)
-    fake(lib + "hop2_sample")(lambda indptr, indices, K, seed: indptr.new_empty(
-        indptr.shape[0] - 1, K, dtype=torch.long))
-    fake(lib + "separated_rounds")(lambda indptr, indices, t_indptr, t_indices, seeds, hops:
-                                   seeds.new_empty(seeds.shape))
     autograd = torch.library.register_autograd
     autograd(lib + "spmm", _spmm_backward, setup_context=_spmm_setup)
     autograd(lib + "segment_reduce", _segment_reduce_backward, setup_context=_segment_reduce_setup)

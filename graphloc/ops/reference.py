@@ -10,7 +10,9 @@ source of edge ``e``; empty rows reduce to 0; max/min ``arg`` holds the winning 
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections import deque
 
 import torch
 from torch import Tensor
@@ -357,3 +359,39 @@ def hop2_sample(indptr, indices, K, seed):
                                _Stream(_mix((seed & _U64) ^ _mix(v))))
             for v in range(n)]
     return torch.tensor(rows, dtype=torch.long).view(n, K)
+
+
+# --- local eccentricity (City-Networks labels) -------------------------------------------
+
+def local_eccentricity(indptr: Tensor, indices: Tensor, weight: Tensor, hops: int) -> Tensor:
+    """Per node, the BFS ball of radius ``hops`` and a Dijkstra restricted to it (``weight``
+    in CSR order): the kernel's computation, in plain Python."""
+    ptr, idx, w = indptr.tolist(), indices.tolist(), weight.tolist()
+    n = len(ptr) - 1
+    out = torch.zeros(n, dtype=torch.float64)
+    for v in range(n):
+        depth = {v: 0}
+        queue = deque([v])
+        while queue:
+            u = queue.popleft()
+            if depth[u] == hops:
+                continue
+            for e in range(ptr[u], ptr[u + 1]):
+                if idx[e] not in depth:
+                    depth[idx[e]] = depth[u] + 1
+                    queue.append(idx[e])
+        dist, heap, farthest = {v: 0.0}, [(0.0, v)], 0.0
+        done = set()
+        while heap:
+            d, u = heapq.heappop(heap)
+            if u in done:
+                continue
+            done.add(u)
+            farthest = d
+            for e in range(ptr[u], ptr[u + 1]):
+                t = idx[e]
+                if t in depth and t not in done and d + w[e] < dist.get(t, float("inf")):
+                    dist[t] = d + w[e]
+                    heapq.heappush(heap, (d + w[e], t))
+        out[v] = farthest
+    return out

@@ -12,25 +12,10 @@ import math
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_int
+from graphloc.checks import check_index, check_int
 from graphloc.ops import reference
 from graphloc.ops._library import kernels
 from graphloc.ops.reference import canonical_reduce
-
-_INDEX_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
-
-
-def _check_index(index: Tensor, dim_size: int, name: str) -> None:
-    if not isinstance(index, Tensor) or index.dtype not in _INDEX_DTYPES:
-        got = index.dtype if isinstance(index, Tensor) else type(index).__name__
-        raise TypeError(f"{name} must be an integer tensor, got {got}")
-    if index.numel() == 0:
-        return
-    low, high = torch.aminmax(index)
-    if low < 0:
-        raise ValueError(f"{name} holds {int(low)}; indices must be >= 0")
-    if high >= dim_size:
-        raise ValueError(f"{name} holds {int(high)} but dim_size is {dim_size}")
 
 
 def _check_indptr(indptr: Tensor, src: Tensor) -> None:
@@ -185,10 +170,10 @@ def _scatter(src, index, dim, dim_size, reduce, with_arg: bool = True):
     """
     _check_src(src)
     dim = _checked_dim(dim, src)
-    _check_index(index, 2**63 - 1, "index")
+    check_index(index, 2**63 - 1, "index")
     shaped = _broadcast_index(index, src, dim)
     dim_size = _checked_dim_size(dim_size, index)
-    _check_index(index, dim_size, "index")
+    check_index(index, dim_size, "index")
     lead, trail = src.shape[:dim], src.shape[dim + 1:]
     B, L, K = math.prod(lead), src.size(dim), math.prod(trail)
     shape = (*lead, dim_size, *trail)
@@ -495,7 +480,7 @@ def gather_csr(src: Tensor, indptr: Tensor, out: Tensor | None = None) -> Tensor
 
 def _coo_dim(index: Tensor, src: Tensor) -> int:
     _check_src(src)
-    _check_index(index, 2**63 - 1, "index")
+    check_index(index, 2**63 - 1, "index")
     if index.dim() == 0 or index.dim() > src.dim():
         raise ValueError(f"index must have 1 to src.dim() = {src.dim()} dimensions, got shape "
                          f"{list(index.shape)}")
@@ -542,7 +527,7 @@ def gather_coo(src: Tensor, index: Tensor, out: Tensor | None = None) -> Tensor:
             raise ValueError(f"index of shape {list(index.shape)} does not broadcast against "
                              f"src of shape {list(src.shape)} (dimension {d})")
     L, E = src.size(dim), index.size(-1)
-    _check_index(index, L, "index")
+    check_index(index, L, "index")
     B, K = math.prod(lead), math.prod(trail)
     idx = index.expand(*lead, E).reshape(B, E).long() + \
         torch.arange(B, device=src.device).unsqueeze(1) * L
@@ -587,7 +572,7 @@ def gather(x: Tensor, index: Tensor) -> Tensor:
     """``x[index]`` along dim 0, with the index range checked."""
     if not isinstance(x, Tensor) or x.dim() == 0:
         raise ValueError("x must be a tensor with at least one dimension")
-    _check_index(index, x.size(0), "index")
+    check_index(index, x.size(0), "index")
     if index.dim() != 1:
         raise ValueError(f"index must be 1-D, got shape {list(index.shape)}")
     return x.index_select(0, index.long())
