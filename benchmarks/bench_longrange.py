@@ -91,7 +91,7 @@ def measure(graph_file: str, lib: str, name: str) -> dict:
 
 def recall_rows(num_nodes: int, queries: int = 2000) -> list[str]:
     """Recall of the approximate top-16 against exact search for sampled query nodes."""
-    from graphloc.nn.tangnn import top_m_similar
+    from graphloc.nn.conv.tangnn import top_m_similar
 
     gen = torch.Generator().manual_seed(0)
     centers = torch.randn(200, F, generator=gen)

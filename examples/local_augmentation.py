@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from graphloc import Graph
 from graphloc.nn import build_model
-from graphloc.nn.aug import LAModel, pretrain_augmenter
+from graphloc.nn.models.aug import LAModel, pretrain_augmenter
 
 
 def block_graph(num_nodes: int, classes: int, mean_degree: float, homophily: float,

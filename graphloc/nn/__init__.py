@@ -1,26 +1,50 @@
-"""Neural-network layers and models on the graphloc engine."""
+"""Neural-network layers and models on the graphloc engine.
 
-from graphloc.nn import aug, models
+``nn.conv``: every layer a user composes; ``nn.models``: whole models; ``nn.aggr``:
+neighbourhood aggregations; ``nn.registry``: ``build_model`` and the model registry;
+``nn.convert``: PyG models to their graphloc twins.
+"""
+
+from graphloc.nn import aggr, conv, models
 from graphloc.nn.conv import (
+    CONVS,
     ChebConv,
     GATConv,
     GCNConv,
     GINConv,
     GINEConv,
+    LiftConv,
+    MultiEdgeConv,
     SAGEConv,
+    SGFormerAttention,
+    TANGNNLayer,
+    TopMAttention,
     TransformerConv,
+    register_conv,
 )
+from graphloc.nn.conv.multi_edge import group_size_histogram
+from graphloc.nn.conv.tangnn import top_m_similar
 from graphloc.nn.convert import Unconvertible, from_pyg
-from graphloc.nn.largegt import EMACodebook, LargeGT, fastrp_encoding, hop2_tokens
-from graphloc.nn.lift import LiftBlock, LiftConv, LiftGCN
-from graphloc.nn.mega import MEGAGNN, MultiEdgeConv, group_size_histogram
-from graphloc.nn.models import CONVS, DAGNN, GNN, MODELS, build_model, register_conv, register_model
-from graphloc.nn.sgformer import SGFormer, SGFormerAttention
-from graphloc.nn.tangnn import TANGNN, TANGNNLayer, TopMAttention, top_m_similar
+from graphloc.nn.models import (
+    DAGNN,
+    GNN,
+    MEGAGNN,
+    TANGNN,
+    EMACodebook,
+    LAModel,
+    LargeGT,
+    LiftBlock,
+    LiftGCN,
+    SGFormer,
+    fastrp_encoding,
+    hop2_tokens,
+)
+from graphloc.nn.registry import MODELS, build_model, register_model
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv",
            "TransformerConv", "GNN", "DAGNN", "LiftConv", "LiftBlock", "LiftGCN",
            "TopMAttention", "TANGNNLayer", "TANGNN", "top_m_similar", "LargeGT",
            "EMACodebook", "hop2_tokens", "fastrp_encoding", "SGFormer", "SGFormerAttention",
-           "MultiEdgeConv", "MEGAGNN", "group_size_histogram", "from_pyg", "Unconvertible",
-           "CONVS", "MODELS", "build_model", "register_conv", "register_model", "models", "aug"]
+           "MultiEdgeConv", "MEGAGNN", "group_size_histogram", "LAModel", "from_pyg",
+           "Unconvertible", "CONVS", "MODELS", "build_model", "register_conv",
+           "register_model", "aggr", "conv", "models"]

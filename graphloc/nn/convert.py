@@ -1,7 +1,7 @@
 """PyG modules to graphloc: ``from_pyg``.
 
 A PyG ``BasicGNN`` (``GCN``, ``GraphSAGE``, ``GIN``, ``GAT``) whose options graphloc's
-:class:`~graphloc.nn.models.GNN` has becomes a ``GNN`` with the same weights, so it gets
+:class:`~graphloc.nn.models.gnn.GNN` has becomes a ``GNN`` with the same weights, so it gets
 the fused kernels and, in influence measurements, the layer pruning. Any other module gets
 its PyG convs (GCNConv, SAGEConv, GATConv, GINConv, GINEConv, ChebConv, TransformerConv)
 replaced in place by graphloc's, weights copied. Every conversion is checked on a probe
@@ -195,7 +195,7 @@ def _convert_conv(conv) -> torch.nn.Module:
 # --- a BasicGNN as a GNN ------------------------------------------------------------------
 
 def _basic_gnn(model) -> torch.nn.Module:
-    from graphloc.nn.models import GNN
+    from graphloc.nn.models.gnn import GNN
     _require(getattr(model, "jk_mode", None) is None and not hasattr(model, "lin"),
              "jumping knowledge (graphloc's GNN has none)")
     _require(not model.act_first or model.act is None, "act_first=True")

@@ -78,7 +78,7 @@ import sys, torch
 import graphloc
 from graphloc import Graph
 from graphloc.loader import NeighborLoader
-from graphloc.nn.largegt import hop2_tokens
+from graphloc.nn.models.largegt import hop2_tokens
 assert not graphloc.HAS_EXTENSION
 edge_index = torch.load(sys.argv[1])
 graph = Graph(edge_index, num_nodes=40)
@@ -91,7 +91,7 @@ torch.save((batches, hop2_tokens(graph, 5, seed=3)), sys.argv[2])
 @requires_ext
 def test_sampling_without_the_extension_draws_the_same_batches(tmp_path):
     from graphloc.loader import NeighborLoader
-    from graphloc.nn.largegt import hop2_tokens
+    from graphloc.nn.models.largegt import hop2_tokens
     edge_index = random_edge_index(40, 160, seed=31)
     torch.save(edge_index, tmp_path / "in.pt")
     subprocess.run([sys.executable, "-c", SAMPLING_SCRIPT, str(tmp_path / "in.pt"),

@@ -19,7 +19,7 @@ from graphloc.datasets.labels import local_eccentricity
 from graphloc.influence import measure
 from graphloc.loader import NeighborLoader
 from graphloc.nn import GNN, ChebConv
-from graphloc.nn.largegt import hop2_tokens
+from graphloc.nn.models.largegt import hop2_tokens
 
 CHILD = textwrap.dedent("""
     import torch, graphloc

@@ -1,10 +1,19 @@
-"""Message-passing layers, one per file, each a drop-in for PyG's layer of the same name."""
+"""Every layer a user composes, one per file: the message-passing convs (each a drop-in for
+PyG's layer of the same name) and the long-range layers of the seed papers; the conv
+registry (``CONVS``, ``register_conv``) lives in ``registry.py``."""
 
 from graphloc.nn.conv.cheb import ChebConv
 from graphloc.nn.conv.gat import GATConv
 from graphloc.nn.conv.gcn import GCNConv
 from graphloc.nn.conv.gin import GINConv, GINEConv
+from graphloc.nn.conv.lift import LiftConv
+from graphloc.nn.conv.multi_edge import MultiEdgeConv
+from graphloc.nn.conv.registry import CONVS, register_conv
 from graphloc.nn.conv.sage import SAGEConv
+from graphloc.nn.conv.sgformer import SGFormerAttention
+from graphloc.nn.conv.tangnn import TANGNNLayer, TopMAttention
 from graphloc.nn.conv.transformer import TransformerConv
 
-__all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv", "TransformerConv"]
+__all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv",
+           "TransformerConv", "LiftConv", "MultiEdgeConv", "TopMAttention", "TANGNNLayer",
+           "SGFormerAttention", "CONVS", "register_conv"]

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 from torch import Tensor
 
 from graphloc.graph import Graph
-from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, SAGEConv, TransformerConv
+from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, SAGEConv
 from graphloc.nn.conv._utils import (
     as_graph,
     check_ball_sizes,
@@ -17,54 +15,11 @@ from graphloc.nn.conv._utils import (
     propagate_prefix,
     rows_within,
 )
-from graphloc.nn.largegt import LargeGT
-from graphloc.nn.lift import LiftGCN
-from graphloc.nn.sgformer import SGFormer
-from graphloc.nn.tangnn import TANGNN
-
-#: conv name -> factory(in_channels, out_channels, **kwargs) -> module called as conv(x, graph)
-CONVS: dict[str, Callable[..., torch.nn.Module]] = {}
-
-
-def register_conv(name: str):
-    """Registers a conv factory under ``name`` for ``GNN``, the CLI and the examples."""
-    def decorate(factory):
-        if name in CONVS:
-            raise ValueError(f"a conv named {name!r} is already registered")
-        CONVS[name] = factory
-        return factory
-    return decorate
-
-
-register_conv("gcn")(GCNConv)
-register_conv("sage")(SAGEConv)
-register_conv("cheb")(lambda i, o, K=3, **kw: ChebConv(i, o, K=K, **kw))
-
-
-def _multi_head(layer):
-    """A factory for an attention layer with ``heads`` heads: concatenated to
-    ``out_channels`` in total when ``heads`` divides it, else averaged (each head
-    ``out_channels`` wide), as GAT's own output layer does."""
-    def factory(in_channels: int, out_channels: int, heads: int = 4, **kwargs):
-        if out_channels % heads == 0:
-            return layer(in_channels, out_channels // heads, heads=heads, **kwargs)
-        return layer(in_channels, out_channels, heads=heads, concat=False, **kwargs)
-    return factory
-
-
-register_conv("gat")(_multi_head(GATConv))
-register_conv("transformer")(_multi_head(TransformerConv))
-
-
-@register_conv("gin")
-def _gin(in_channels: int, out_channels: int, **kwargs) -> GINConv:
-    mlp = torch.nn.Sequential(torch.nn.Linear(in_channels, out_channels), torch.nn.ReLU(),
-                              torch.nn.Linear(out_channels, out_channels))
-    return GINConv(mlp, **kwargs)
-
+from graphloc.nn.conv.registry import CONVS
 
 _PRUNABLE = (GCNConv, SAGEConv, GATConv, GINConv)
-_ACTS = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "elu": torch.nn.ELU,
+#: activation name -> module class, for ``act=`` arguments
+ACTIVATIONS = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "elu": torch.nn.ELU,
          "tanh": torch.nn.Tanh, "identity": torch.nn.Identity}
 
 
@@ -99,8 +54,8 @@ class GNN(torch.nn.Module):
             raise ValueError(f"unknown conv {conv!r}; registered: {sorted(CONVS)}")
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-        if act not in _ACTS:
-            raise ValueError(f"act must be one of {sorted(_ACTS)}, got {act!r}")
+        if act not in ACTIVATIONS:
+            raise ValueError(f"act must be one of {sorted(ACTIVATIONS)}, got {act!r}")
         if norm not in (None, "batch", "layer"):
             raise ValueError(f"norm must be None, 'batch' or 'layer', got {norm!r}")
         widths = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
@@ -110,7 +65,7 @@ class GNN(torch.nn.Module):
         make_norm = {None: lambda w: torch.nn.Identity(), "batch": torch.nn.BatchNorm1d,
                      "layer": torch.nn.LayerNorm}[norm]
         self.norms = torch.nn.ModuleList(make_norm(w) for w in widths[1:-1])
-        self.act = _ACTS[act]()
+        self.act = ACTIVATIONS[act]()
         self.dropout = torch.nn.Dropout(dropout)
 
     def reset_parameters(self) -> None:
@@ -240,58 +195,3 @@ class DAGNN(torch.nn.Module):
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.lin1.in_features}, "
                 f"{self.lin2.out_features}, K={self.K})")
-
-
-#: model name -> factory(in_channels, hidden_channels, out_channels, num_layers, **kwargs):
-#: every registered conv as a ``GNN`` stack, plus whole models such as "dagnn".
-MODELS: dict[str, Callable[..., torch.nn.Module]] = {}
-
-
-def register_model(name: str):
-    """Registers a model factory under ``name`` for ``build_model``, the CLI and examples."""
-    def decorate(factory):
-        if name in MODELS or name in CONVS:
-            raise ValueError(f"a model or conv named {name!r} is already registered")
-        MODELS[name] = factory
-        return factory
-    return decorate
-
-
-register_model("dagnn")(lambda in_channels, hidden_channels, out_channels, num_layers,
-                        dropout=0.0, **kw: DAGNN(in_channels, hidden_channels, out_channels,
-                                                 K=num_layers, dropout=dropout))
-
-
-register_model("liftgcn")(LiftGCN)
-register_model("tangnn")(TANGNN)
-register_model("tangnn-lc")(lambda *args, **kw: TANGNN(*args, variant="lc", **kw))
-register_model("largegt")(lambda in_channels, hidden_channels, out_channels, num_layers, **kw:
-                          LargeGT(in_channels, hidden_channels, out_channels, **kw))
-register_model("sgformer")(lambda in_channels, hidden_channels, out_channels, num_layers,
-                           dropout=0.5, **kw: SGFormer(
-                               in_channels, hidden_channels, out_channels,
-                               gnn_num_layers=num_layers, trans_dropout=dropout,
-                               gnn_dropout=dropout, **kw))
-# The City-Networks baseline as its benchmark runs it: depth and dropout go to the GCN
-# branch; the attention keeps its own dropout (0.5), one layer and one head.
-register_model("sgformer-citynetworks")(
-    lambda in_channels, hidden_channels, out_channels, num_layers, dropout=0.2, **kw:
-    SGFormer(in_channels, hidden_channels, out_channels, gnn_num_layers=num_layers,
-             gnn_dropout=dropout, variant="citynetworks", **kw))
-
-
-def build_model(name: str, in_channels: int, hidden_channels: int, out_channels: int,
-                num_layers: int, **kwargs) -> torch.nn.Module:
-    """A registered model, a ``GNN`` of a registered conv, or ``"la-<conv>"``: that conv
-    with local augmentation (:class:`graphloc.nn.aug.LAModel`, pass ``augmenter=``).
-    ``num_layers`` is the depth: the number of convs or layers, the propagation steps of
-    DAGNN and LiftGCN, SGFormer's GCN layers; LargeGT has one layer and ignores it."""
-    if name.startswith("la-") and name[3:] in CONVS:
-        from graphloc.nn.aug import LAModel
-        return LAModel(name[3:], in_channels, hidden_channels, out_channels, num_layers,
-                       **kwargs)
-    if name in MODELS:
-        return MODELS[name](in_channels, hidden_channels, out_channels, num_layers, **kwargs)
-    if name in CONVS:
-        return GNN(name, in_channels, hidden_channels, out_channels, num_layers, **kwargs)
-    raise ValueError(f"unknown model {name!r}; registered: {sorted([*MODELS, *CONVS])}")

@@ -5,8 +5,8 @@ from helpers import random_edge_index, train_losses
 
 from graphloc import Graph
 from graphloc.nn import TANGNN, TopMAttention, build_model
-from graphloc.nn import tangnn as tangnn_module
-from graphloc.nn.tangnn import sample_in_edges, top_m_similar
+from graphloc.nn.conv import tangnn as tangnn_module
+from graphloc.nn.conv.tangnn import sample_in_edges, top_m_similar
 
 
 def _brute_force(z, m, exclude_self=True):

@@ -95,7 +95,7 @@ def test_dagnn_equals_dense_implementation_and_gates_are_in_unit_interval():
 
 def test_build_model_covers_models_convs_and_augmented_convs():
     from graphloc.nn import DAGNN, MODELS, build_model
-    from graphloc.nn.aug import LAModel
+    from graphloc.nn.models.aug import LAModel
     assert "dagnn" in MODELS
     assert isinstance(build_model("dagnn", 4, 8, 3, 5), DAGNN)
     assert build_model("dagnn", 4, 8, 3, 5).K == 5
@@ -162,10 +162,14 @@ def test_dagnn_forward_within_equals_the_full_forward_on_the_nearest_nodes(K, ra
 def _layer_cases():
     """(class, valid arguments) for every public layer with sizes or dropouts."""
     import graphloc.nn as gl
-    from graphloc.nn.lift import LiftBlock, LiftConv
-    from graphloc.nn.mega import MultiEdgeConv
-    from graphloc.nn.sgformer import SGFormerAttention
-    from graphloc.nn.tangnn import TANGNNLayer, TopMAttention
+    from graphloc.nn import (
+        LiftBlock,
+        LiftConv,
+        MultiEdgeConv,
+        SGFormerAttention,
+        TANGNNLayer,
+        TopMAttention,
+    )
     return [
         (gl.GCNConv, {"in_channels": 4, "out_channels": 3}),
         (gl.SAGEConv, {"in_channels": 4, "out_channels": 3}),

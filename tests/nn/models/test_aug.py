@@ -6,7 +6,7 @@ from helpers import random_edge_index
 
 from graphloc import Graph
 from graphloc.nn import GNN
-from graphloc.nn.aug import (
+from graphloc.nn.models.aug import (
     LAModel,
     LocalAugmenter,
     consistency_loss,

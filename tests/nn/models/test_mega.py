@@ -6,7 +6,7 @@ from helpers import random_edge_index
 
 from graphloc import Graph
 from graphloc.nn import MEGAGNN, GINEConv, MultiEdgeConv
-from graphloc.nn.mega import EDGE_AGGREGATORS, Aggregation, group_size_histogram
+from graphloc.nn.conv.multi_edge import EDGE_AGGREGATORS, Aggregation, group_size_histogram
 
 
 def _multigraph(n=12, seed=0):

@@ -24,7 +24,8 @@ from torch import Tensor
 
 from graphloc.graph import Graph
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_sizes
-from graphloc.nn.models import _ACTS, CONVS, GNN
+from graphloc.nn.conv.registry import CONVS
+from graphloc.nn.models.gnn import ACTIVATIONS, GNN
 
 LIKELIHOODS = ("bernoulli", "gaussian")
 
@@ -243,7 +244,7 @@ def consistency_loss(logits: list[Tensor], temperature: float = 0.5) -> Tensor:
 class LAModel(torch.nn.Module):
     """Any registered conv with local augmentation: one first-layer branch per generated
     feature matrix plus one for the original features, concatenated, then the remaining
-    ``num_layers - 1`` layers as a :class:`~graphloc.nn.models.GNN`.
+    ``num_layers - 1`` layers as a :class:`~graphloc.nn.models.gnn.GNN`.
 
     Each branch is ``dropout(act(norm(conv(input_dropout(X_k), graph))))``, so with
     ``num_generated=0`` and ``input_dropout=0`` the model is exactly ``GNN(conv, ...)``
@@ -258,7 +259,7 @@ class LAModel(torch.nn.Module):
             ``num_generated > 0``); it is frozen.
         num_generated (int, default 1): generated branches (the paper's ``concat``).
         in_channels, hidden_channels, out_channels, num_layers, dropout, act, norm,
-        residual, **conv_kwargs: as for :class:`~graphloc.nn.models.GNN`
+        residual, **conv_kwargs: as for :class:`~graphloc.nn.models.gnn.GNN`
         (``num_layers >= 2``).
         inference (str, default "mean"), eval_draws (int, default 4): see above.
         input_dropout (float, optional): dropout on each branch's input before its conv,
@@ -308,7 +309,7 @@ class LAModel(torch.nn.Module):
                      "layer": torch.nn.LayerNorm}[norm]
         self.branch_norms = torch.nn.ModuleList(make_norm(hidden_channels)
                                                 for _ in range(num_generated + 1))
-        self.act = _ACTS[act]()
+        self.act = ACTIVATIONS[act]()
         self.dropout = torch.nn.Dropout(dropout)
         self.input_dropout = torch.nn.Dropout(input_dropout)
         if normalize_generated == "auto":

@@ -1,0 +1,14 @@
+"""Whole models, one family per file: ``GNN`` and ``DAGNN``, local augmentation (LAGNN),
+LiftGCN, MEGA-GNN, TANGNN, LargeGT and SGFormer. They compose the layers of ``nn.conv``."""
+
+from graphloc.nn.models.aug import LAModel, LocalAugmenter, pretrain_augmenter
+from graphloc.nn.models.gnn import ACTIVATIONS, DAGNN, GNN
+from graphloc.nn.models.largegt import EMACodebook, LargeGT, fastrp_encoding, hop2_tokens
+from graphloc.nn.models.lift import LiftBlock, LiftGCN
+from graphloc.nn.models.mega import MEGAGNN
+from graphloc.nn.models.sgformer import SGFormer
+from graphloc.nn.models.tangnn import TANGNN
+
+__all__ = ["GNN", "DAGNN", "ACTIVATIONS", "LAModel", "LocalAugmenter", "pretrain_augmenter",
+           "LiftBlock", "LiftGCN", "MEGAGNN", "TANGNN", "LargeGT", "EMACodebook",
+           "hop2_tokens", "fastrp_encoding", "SGFormer"]

@@ -1,0 +1,70 @@
+"""The model registry and ``build_model``: every registered conv as a ``GNN`` stack, whole
+models by name, and ``"la-<conv>"`` for local augmentation. Above both ``nn.conv`` and
+``nn.models``, so neither imports it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from graphloc.nn.conv.registry import CONVS
+from graphloc.nn.models.aug import LAModel
+from graphloc.nn.models.gnn import DAGNN, GNN
+from graphloc.nn.models.largegt import LargeGT
+from graphloc.nn.models.lift import LiftGCN
+from graphloc.nn.models.sgformer import SGFormer
+from graphloc.nn.models.tangnn import TANGNN
+
+#: model name -> factory(in_channels, hidden_channels, out_channels, num_layers, **kwargs):
+#: every registered conv as a ``GNN`` stack, plus whole models such as "dagnn".
+MODELS: dict[str, Callable[..., torch.nn.Module]] = {}
+
+
+def register_model(name: str):
+    """Registers a model factory under ``name`` for ``build_model``, the CLI and examples."""
+    def decorate(factory):
+        if name in MODELS or name in CONVS:
+            raise ValueError(f"a model or conv named {name!r} is already registered")
+        MODELS[name] = factory
+        return factory
+    return decorate
+
+
+register_model("dagnn")(lambda in_channels, hidden_channels, out_channels, num_layers,
+                        dropout=0.0, **kw: DAGNN(in_channels, hidden_channels, out_channels,
+                                                 K=num_layers, dropout=dropout))
+
+
+register_model("liftgcn")(LiftGCN)
+register_model("tangnn")(TANGNN)
+register_model("tangnn-lc")(lambda *args, **kw: TANGNN(*args, variant="lc", **kw))
+register_model("largegt")(lambda in_channels, hidden_channels, out_channels, num_layers, **kw:
+                          LargeGT(in_channels, hidden_channels, out_channels, **kw))
+register_model("sgformer")(lambda in_channels, hidden_channels, out_channels, num_layers,
+                           dropout=0.5, **kw: SGFormer(
+                               in_channels, hidden_channels, out_channels,
+                               gnn_num_layers=num_layers, trans_dropout=dropout,
+                               gnn_dropout=dropout, **kw))
+# The City-Networks baseline as its benchmark runs it: depth and dropout go to the GCN
+# branch; the attention keeps its own dropout (0.5), one layer and one head.
+register_model("sgformer-citynetworks")(
+    lambda in_channels, hidden_channels, out_channels, num_layers, dropout=0.2, **kw:
+    SGFormer(in_channels, hidden_channels, out_channels, gnn_num_layers=num_layers,
+             gnn_dropout=dropout, variant="citynetworks", **kw))
+
+
+def build_model(name: str, in_channels: int, hidden_channels: int, out_channels: int,
+                num_layers: int, **kwargs) -> torch.nn.Module:
+    """A registered model, a ``GNN`` of a registered conv, or ``"la-<conv>"``: that conv
+    with local augmentation (:class:`graphloc.nn.models.aug.LAModel`, pass ``augmenter=``).
+    ``num_layers`` is the depth: the number of convs or layers, the propagation steps of
+    DAGNN and LiftGCN, SGFormer's GCN layers; LargeGT has one layer and ignores it."""
+    if name.startswith("la-") and name[3:] in CONVS:
+        return LAModel(name[3:], in_channels, hidden_channels, out_channels, num_layers,
+                       **kwargs)
+    if name in MODELS:
+        return MODELS[name](in_channels, hidden_channels, out_channels, num_layers, **kwargs)
+    if name in CONVS:
+        return GNN(name, in_channels, hidden_channels, out_channels, num_layers, **kwargs)
+    raise ValueError(f"unknown model {name!r}; registered: {sorted([*MODELS, *CONVS])}")
