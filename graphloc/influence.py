@@ -1,36 +1,43 @@
 """Long-range dependency measurement: Jacobian total influence per hop and the
-influence-weighted receptive field R (Liang et al., City-Networks, ICLR 2026).
+influence-weighted receptive field R (Liang et al., City-Networks, ICLR 2026), for any
+model on any graph, with the arguments and numbers of PyG's
+``torch_geometric.utils.total_influence``.
 
 For a seed node v and a model with outputs H, ``I(v, u) = sum_{c, f} |dH[v, c] / dX[u, f]|``
 and ``T_h(v)`` is the sum of ``I(v, u)`` over the nodes u exactly h hops from v; the
-Jacobian is taken on the subgraph induced by v's ``max_hops`` ball, as PyG's
-``torch_geometric.utils.total_influence`` does, so the numbers are the same.
+Jacobian is taken on the subgraph induced by v's ``max_hops`` ball, as PyG does, so the
+numbers are the same. ``R(v) = sum_h h T_h(v) / sum_h T_h(v)``.
 
-How it is faster: balls and hop shells come from one C++ breadth-first search per seed
-(PyG: about 2 * max_hops passes over the whole edge list, Python sets and an N-long
-vector per seed); the balls of ``batch_size`` seeds are packed as disjoint components of
-one graph, so one forward and one backward per output channel serve the whole batch (their
-gradients never mix). This needs a model whose output at a node depends only on its
-connected component (message passing, eval-mode BatchNorm); a model that mixes components
-(global attention, pooling, train-mode batch statistics) must be measured per seed:
-``method="per_seed"``, or set ``model.graphloc_global = True`` for ``method="auto"``.
-For a model that ``prunes_layers`` (graphloc's ``GNN`` of gcn, sage, gat or gin convs,
-``DAGNN``, ``LiftGCN``) the packed nodes are ordered by hop distance, and each layer runs
-only on the nodes the seeds' outputs still read (``forward_within``): a fraction of the
-work for a deep model, the same numbers. Without the compiled extension the balls come
-from the Python twins in ``graphloc.ops.reference`` (same numbers, slower).
+Public functions: :func:`total_influence` (PyG's), :func:`measure` (with bootstrap
+intervals, an :class:`InfluenceResult`), :func:`influence_per_hop` (the raw ``T``),
+:func:`receptive_field`, :func:`plot_influence`.
 
-``method="full_graph"`` drops PyG's truncation for strictly L-local models (the output at
-v depends only on the features of the nodes within L hops and on the edges into and out
-of them, degrees included; L from ``locality=`` or ``model.graphloc_hops``): the seeds are
-put in rounds whose L-balls are pairwise disjoint (greedy, C++), and each round gets one
-forward and C backward passes over the subgraph induced by the round's (L + 1)-balls and
-the out-neighbours of their L-balls, which holds everything their outputs depend on.
-The Jacobians are then those of the full graph, exact, for every seed including all N
-nodes; T_h is zero beyond L. They equal PyG's numbers when max_hops > L
-and the model reads in-degrees only (GCN) or the graph is undirected, and differ where
-PyG's ball truncates: the outermost degrees and neighbours when max_hops <= L, out-degrees
-(Cheb) on a directed graph.
+Notes:
+    How it is fast: balls and hop shells come from one C++ breadth-first search per seed
+    (PyG: about 2 * max_hops passes over the whole edge list, Python sets and an N-long
+    vector per seed); the balls of ``batch_size`` seeds are packed as disjoint components of
+    one graph, so one forward and one backward per output channel serve the whole batch (their
+    gradients never mix). This needs a model whose output at a node depends only on its
+    connected component (message passing, eval-mode BatchNorm); a model that mixes components
+    (global attention, pooling, train-mode batch statistics) must be measured per seed:
+    ``method="per_seed"``, or set ``model.graphloc_global = True`` for ``method="auto"``.
+    For a model that ``prunes_layers`` (graphloc's ``GNN`` of gcn, sage, gat or gin convs,
+    ``DAGNN``, ``LiftGCN``) the packed nodes are ordered by hop distance, and each layer runs
+    only on the nodes the seeds' outputs still read (``forward_within``): a fraction of the
+    work for a deep model, the same numbers. Without the compiled extension the balls come
+    from the Python twins in ``graphloc.ops.reference`` (same numbers, slower).
+
+    ``method="full_graph"`` drops PyG's truncation for strictly L-local models (the output at
+    v depends only on the features of the nodes within L hops and on the edges into and out
+    of them, degrees included; L from ``locality=`` or ``model.graphloc_hops``): the seeds are
+    put in rounds whose L-balls are pairwise disjoint (greedy, C++), and each round gets one
+    forward and C backward passes over the subgraph induced by the round's (L + 1)-balls and
+    the out-neighbours of their L-balls, which holds everything their outputs depend on.
+    The Jacobians are then those of the full graph, exact, for every seed including all N
+    nodes; T_h is zero beyond L. They equal PyG's numbers when max_hops > L
+    and the model reads in-degrees only (GCN) or the graph is undirected, and differ where
+    PyG's ball truncates: the outermost degrees and neighbours when max_hops <= L, out-degrees
+    (Cheb) on a directed graph.
 """
 
 from __future__ import annotations
@@ -47,7 +54,295 @@ from graphloc import ops
 from graphloc.checks import check_int
 from graphloc.distributed import rank_and_world
 from graphloc.graph import Graph
+from graphloc.nn.capabilities import capabilities_of
 
+METHODS = ("auto", "batched", "per_seed", "full_graph")
+
+
+def total_influence(model: torch.nn.Module, data, max_hops: int, num_samples=None,
+                    normalize: bool = True, average: bool = True, device="cpu",
+                    vectorize: bool = True, *, nodes=None, seed: int | None = None,
+                    batch_size: int = 256, method: str = "auto", locality: int | None = None,
+                    prune_layers: bool = True, progress: bool = False,
+                    convert: bool = True) -> tuple[Tensor, float]:
+    """PyG's ``total_influence``: the same arguments, the same results.
+
+    Args:
+        model: a ``torch.nn.Module`` called as ``model(x, edge_index)`` (or on a ``Graph``).
+        data: a PyG ``Data``, a graphloc ``NodeDataset``, or a pair ``(x, graph)``.
+        max_hops: K, the largest hop distance measured.
+        num_samples: how many seed nodes (all when None), drawn as PyG draws them
+            (``torch.randperm`` on the global generator) when ``seed`` is None, else from a
+            generator seeded with ``seed``.
+        normalize: divide the mean curve by its hop-0 value.
+        average: return the mean curve; False returns the per-seed matrix.
+        device: where the model runs.
+        vectorize: accepted for compatibility (the batched backward makes it moot).
+        nodes: explicit seed node ids, instead of ``num_samples``.
+        seed: see ``num_samples``.
+        batch_size: seeds whose balls share one forward and backward pass.
+        method: "auto" (PyG's numbers; per seed for models marked ``graphloc_global``),
+            "batched", "per_seed", or "full_graph" (exact full-graph Jacobians of an L-local
+            model, see the module's Notes).
+        locality: L for "full_graph" (default: the model's ``graphloc_hops``).
+        prune_layers: skip the layer work on nodes that no output reads any more (same numbers).
+        progress: show a progress bar.
+        convert: measure a PyG model whose message passing converts as its graphloc twin.
+
+    Returns:
+        ``(curve, R)``: the mean ``T_h`` per hop ``[K + 1]`` (divided by hop 0 if
+        ``normalize``), or with ``average=False`` the ``[S, K + 1]`` matrix; and R averaged
+        over the seeds. Seeds whose influence is zero at every hop are left out of R with a
+        warning (PyG returns NaN).
+
+    Example::
+
+        from graphloc.influence import total_influence
+        curve, R = total_influence(model, data, max_hops=16, num_samples=1000)
+    """
+    x, graph = _inputs(data)
+    seeds = _seeds(graph.num_nodes, num_samples, nodes, seed)
+    T = influence_per_hop(model, (x, graph), max_hops, seeds, batch_size=batch_size,
+                          device=device, method=method, locality=locality,
+                          prune_layers=prune_layers, progress=progress,
+                          convert=convert).float()
+    R = _mean_r(T)
+    if not average:
+        return T, R
+    mean = T.mean(0)
+    return (mean / mean[0] if normalize else mean), R
+
+
+def measure(model: torch.nn.Module, data, max_hops: int, num_samples=None, *, nodes=None,
+            seed: int | None = 0, batch_size: int = 256, device="cpu", method: str = "auto",
+            locality: int | None = None, prune_layers: bool = True, bootstrap: int = 1000,
+            confidence: float = 0.95, progress: bool = False,
+            convert: bool = True) -> InfluenceResult:
+    """Total influence per hop of the seeds, its normalised curve, R, and bootstrap
+    percentile intervals for both (seeds resampled ``bootstrap`` times).
+
+    Args:
+        model, data, max_hops, num_samples, nodes, batch_size, device, method, locality,
+            prune_layers, progress, convert: as for :func:`total_influence` (``seed``
+            defaults to 0 here: the same seeds every run).
+        bootstrap: resamples of the seeds for the intervals.
+        confidence: the intervals' coverage, strictly between 0 and 1.
+
+    Returns:
+        An :class:`InfluenceResult`; ``settings["model"]`` records what was measured (a PyG
+        model's graphloc twin, or the model as given and why).
+
+    Example::
+
+        result = measure(model, data, max_hops=16, num_samples=500)
+        print(result.R, result.R_ci)
+        result.plot("influence.png")
+    """
+    check_int(bootstrap, "bootstrap", 1)
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) \
+            or not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
+    x, graph = _inputs(data)
+    seeds = _seeds(graph.num_nodes, num_samples, nodes, seed)
+    model, conversion = as_graphloc_model(model, x, graph) if convert else \
+        (model, {"converted": False, "reason": "convert=False"})
+    T = influence_per_hop(model, (x, graph), max_hops, seeds, batch_size=batch_size,
+                          device=device, method=method, locality=locality,
+                          prune_layers=prune_layers, progress=progress, convert=False)
+    r = receptive_field(T)
+    curve = T.mean(0) / T.mean(0)[0]
+    gen = torch.Generator().manual_seed(0 if seed is None else seed)
+    draws = torch.randint(0, len(seeds), (bootstrap, len(seeds)), generator=gen)
+    means = T[draws].mean(1)  # [B, K + 1]
+    curves = means / means[:, :1]
+    valid = ~r.isnan()
+    r_boot = torch.stack([r[d][valid[d]].mean() for d in draws])
+    lo, hi = (1 - confidence) / 2, (1 + confidence) / 2
+    return InfluenceResult(
+        nodes=seeds, totals=T, curve=curve, R=_mean_r(T), R_per_node=r,
+        curve_ci=torch.stack([curves.nanquantile(lo, 0), curves.nanquantile(hi, 0)]),
+        R_ci=(float(r_boot.nanquantile(lo)), float(r_boot.nanquantile(hi))),
+        settings={"max_hops": max_hops, "num_seeds": len(seeds), "seed": seed,
+                  "method": method, "locality": locality, "bootstrap": bootstrap,
+                  "confidence": confidence, "model": conversion})
+
+
+@dataclass
+class InfluenceResult:
+    """Everything ``measure`` found: per-seed totals, the curve, R, confidence intervals."""
+
+    nodes: Tensor  # [S] seed node ids
+    totals: Tensor  # [S, K + 1] T_h(v), float64
+    curve: Tensor  # [K + 1] mean T_h / mean T_0
+    R: float
+    R_per_node: Tensor  # [S] (NaN where a seed has zero influence)
+    curve_ci: Tensor  # [2, K + 1] bootstrap percentile interval
+    R_ci: tuple[float, float]
+    settings: dict = field(default_factory=dict)
+
+    def plot(self, path: str | None = None, label: str = "model", ax=None):
+        """The curve (mean T_h / mean T_0 per hop, log scale) with its interval; R in the
+        legend. Draws on ``ax`` (a new figure when None), saves to ``path`` if given, and
+        returns the axes. Needs matplotlib (``pip install 'graphloc[plot]'``)."""
+        return plot_influence({label: self}, path, ax)
+
+    def to_dict(self) -> dict:
+        return {"nodes": self.nodes.tolist(), "totals": self.totals.tolist(),
+                "curve": self.curve.tolist(), "R": self.R,
+                "R_per_node": [None if math.isnan(r) else r for r in self.R_per_node.tolist()],
+                "curve_ci": self.curve_ci.tolist(), "R_ci": list(self.R_ci),
+                "settings": self.settings}
+
+
+def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
+                      batch_size: int = 256, device="cpu", method: str = "auto",
+                      locality: int | None = None, prune_layers: bool = True,
+                      progress: bool = False, convert: bool = True) -> Tensor:
+    """The per-seed totals ``T``: the engine under :func:`total_influence` and
+    :func:`measure`. The model runs in eval mode (its mode is restored).
+
+    Args:
+        model, data, max_hops, batch_size, device, method, locality, progress, convert: as
+            for :func:`total_influence`.
+        nodes: the seed node ids.
+        prune_layers: False runs every layer on every node even for a model that
+            ``prunes_layers`` (same numbers, about three times the work of a deep one).
+
+    Returns:
+        ``T [S, max_hops + 1]`` (float64): ``T[s, h]`` is the total influence on ``nodes[s]``
+        of the nodes exactly h hops away.
+
+    Example::
+
+        T = influence_per_hop(model, data, max_hops=8, nodes=torch.tensor([0, 5]))
+    """
+    check_int(max_hops, "max_hops", 0)
+    check_int(batch_size, "batch_size", 1)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    declared = capabilities_of(model)
+    whole_graph = declared.node_batched
+    if method == "auto":
+        method = "per_seed" if declared.graphloc_global else "batched"
+    if method == "full_graph" and not whole_graph:
+        locality = _locality(model, locality)
+    x, graph = _inputs(data)
+    if convert:
+        model = as_graphloc_model(model, x, graph)[0]
+    all_nodes = _seeds(graph.num_nodes, None, nodes, None, allow_empty=True)
+    if method == "full_graph" and len(all_nodes) and not whole_graph:
+        _verify_locality(model, x, graph, int(all_nodes[0]), locality, device)
+    rank, world = rank_and_world()
+    nodes = all_nodes[rank::world]  # a shard per process; gathered below
+    was_training = model.training
+    model.eval()
+    try:
+        prune = prune_layers and capabilities_of(model).prunes_layers
+        if whole_graph:
+            T = _whole_graph_influence(model, x, graph, nodes, max_hops, device, progress,
+                                       1 if method == "per_seed" else batch_size)
+        elif method == "full_graph":
+            T = _full_graph_influence(model, x, graph, nodes, max_hops, locality, device,
+                                      prune, progress)
+        else:
+            T = _batched_influence(model, x, graph, nodes, max_hops, device, prune, progress,
+                                   1 if method == "per_seed" else batch_size)
+    finally:
+        model.train(was_training)
+    return _gather_shards(T, len(all_nodes), rank, world) if world > 1 else T
+
+
+def receptive_field(T: Tensor) -> Tensor:
+    """Per seed, ``R = sum_h h T_h / sum_h T_h``.
+
+    Args:
+        T: per-seed totals ``[S, K + 1]``, as :func:`influence_per_hop` returns them.
+
+    Returns:
+        ``[S]``; a row with no influence at all is NaN.
+
+    Example::
+
+        R = receptive_field(influence_per_hop(model, data, 8, nodes))
+    """
+    hops = torch.arange(T.size(1), dtype=T.dtype)
+    return (T @ hops) / T.sum(1)
+
+
+def plot_influence(results, path: str | None = None, ax=None):
+    """Several :class:`InfluenceResult` s on one figure: one line per model, T_h / T_0
+    per hop on a log scale with the bootstrap interval shaded, R in the legend.
+
+    Args:
+        results: a dict of labels to results, or a list of results.
+        path: save the figure there, if given.
+        ax: draw on these axes (a new figure when None).
+
+    Returns:
+        The axes. Needs matplotlib (``pip install 'graphloc[plot]'``).
+
+    Example::
+
+        plot_influence({"gcn": measure(gcn, data, 16), "gat": measure(gat, data, 16)}, "r.png")
+    """
+    plt = require_matplotlib()
+    if not isinstance(results, dict):
+        results = {f"model {i}": r for i, r in enumerate(results)}
+    if not results:
+        raise ValueError("plot_influence: results is empty (nothing to plot)")
+    for label, result in results.items():
+        if not isinstance(result, InfluenceResult):
+            raise TypeError(f"plot_influence: results[{label!r}] must be an InfluenceResult "
+                            f"(from measure), got {type(result).__name__}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    for label, result in results.items():
+        hops = range(len(result.curve))
+        ax.plot(hops, result.curve.numpy(), marker="o", label=f"{label} (R = {result.R:.2f})")
+        ax.fill_between(hops, *result.curve_ci.numpy(), alpha=0.2)
+    ax.set(yscale="log", xlabel="hop h", ylabel="mean T_h / mean T_0")
+    ax.legend()
+    if path:
+        ax.figure.tight_layout()
+        ax.figure.savefig(path, dpi=120)
+    return ax
+
+
+def require_matplotlib():
+    """matplotlib's pyplot (headless backend when no display), or an ImportError naming
+    the extra to install."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError("plotting influence needs matplotlib: pip install "
+                          "'graphloc[plot]'") from None
+    if not os.environ.get("DISPLAY"):
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def as_graphloc_model(model: torch.nn.Module, x: Tensor, graph: Graph):
+    """``(model to measure, report)``: the graphloc twin of a PyG model whose message
+    passing all converts, checked against it on the 2-hop ball of node 0; else the model
+    as given (the report says why)."""
+    from graphloc.nn.convert import Unconvertible, from_pyg, has_pyg_message_passing
+    if not has_pyg_message_passing(model):
+        return model, {"converted": False, "reason": "no PyG message passing"}
+    node_ptr, nodes, _, _, src, dst, _ = ops.khop_subgraphs(
+        graph, torch.zeros(1, dtype=torch.long), 2)
+    probe = (x[nodes].detach(), torch.stack([src, dst]).to(x.device))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            converted = from_pyg(model, example=probe, strict=True)
+    except Unconvertible as err:
+        return model, {"converted": False, "reason": str(err)}
+    return converted, {"converted": True, **converted.pyg_conversion,
+                       "measured": type(converted).__name__}
+
+
+# --- how it is computed ------------------------------------------------------------------
 
 def _inputs(data) -> tuple[Tensor, Graph]:
     """(x, Graph) from a PyG Data, a NodeDataset, or an (x, edge_index | Graph) pair."""
@@ -99,83 +394,13 @@ def _seeds(num_nodes: int, num_samples, nodes, seed, allow_empty: bool = False) 
     return torch.randperm(num_nodes, generator=gen)[:count]  # seed=None: PyG's draw
 
 
-METHODS = ("auto", "batched", "per_seed", "full_graph")
-
-
-def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
-                      batch_size: int = 256, device="cpu", method: str = "auto",
-                      locality: int | None = None, prune_layers: bool = True,
-                      progress: bool = False, convert: bool = True) -> Tensor:
-    """``T [S, max_hops + 1]``: ``T[s, h]`` = total influence on ``nodes[s]`` of the nodes
-    exactly h hops away (float64). The model runs in eval mode (its mode is restored).
-    ``prune_layers=False`` runs every layer on every node even for a model that
-    ``prunes_layers`` (same numbers, about three times the work of a deep one).
-    ``convert`` (default True): a PyG model whose message passing all converts
-    (:func:`graphloc.nn.from_pyg`, checked on a ball of the graph) is measured as its
-    graphloc twin (fused kernels; a ``BasicGNN`` also gets the layer pruning); the same
-    numbers. ``measure`` records what was measured."""
-    check_int(max_hops, "max_hops", 0)
-    check_int(batch_size, "batch_size", 1)
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    whole_graph = getattr(model, "node_batched", False)
-    if method == "auto":
-        method = "per_seed" if getattr(model, "graphloc_global", False) else "batched"
-    if method == "full_graph" and not whole_graph:
-        locality = _locality(model, locality)
-    x, graph = _inputs(data)
-    if convert:
-        model = as_graphloc_model(model, x, graph)[0]
-    all_nodes = _seeds(graph.num_nodes, None, nodes, None, allow_empty=True)
-    if method == "full_graph" and len(all_nodes) and not whole_graph:
-        _verify_locality(model, x, graph, int(all_nodes[0]), locality, device)
-    rank, world = rank_and_world()
-    nodes = all_nodes[rank::world]  # a shard per process; gathered below
-    was_training = model.training
-    model.eval()
-    try:
-        prune = prune_layers and getattr(model, "prunes_layers", False)
-        if whole_graph:
-            T = _whole_graph_influence(model, x, graph, nodes, max_hops, device, progress,
-                                       1 if method == "per_seed" else batch_size)
-        elif method == "full_graph":
-            T = _full_graph_influence(model, x, graph, nodes, max_hops, locality, device,
-                                      prune, progress)
-        else:
-            T = _batched_influence(model, x, graph, nodes, max_hops, device, prune, progress,
-                                   1 if method == "per_seed" else batch_size)
-    finally:
-        model.train(was_training)
-    return _gather_shards(T, len(all_nodes), rank, world) if world > 1 else T
-
-
-def as_graphloc_model(model: torch.nn.Module, x: Tensor, graph: Graph):
-    """``(model to measure, report)``: the graphloc twin of a PyG model whose message
-    passing all converts, checked against it on the 2-hop ball of node 0; else the model
-    as given (the report says why)."""
-    from graphloc.nn.convert import Unconvertible, from_pyg, has_pyg_message_passing
-    if not has_pyg_message_passing(model):
-        return model, {"converted": False, "reason": "no PyG message passing"}
-    node_ptr, nodes, _, _, src, dst, _ = ops.khop_subgraphs(
-        graph, torch.zeros(1, dtype=torch.long), 2)
-    probe = (x[nodes].detach(), torch.stack([src, dst]).to(x.device))
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            converted = from_pyg(model, example=probe, strict=True)
-    except Unconvertible as err:
-        return model, {"converted": False, "reason": str(err)}
-    return converted, {"converted": True, **converted.pyg_conversion,
-                       "measured": type(converted).__name__}
-
-
 def _locality(model, locality) -> int:
     """The L of an L-local model: the argument, else ``model.graphloc_hops``. A locality
     below the one the model declares would cut its receptive field: refused."""
-    if getattr(model, "graphloc_global", False):
+    if capabilities_of(model).graphloc_global:
         raise ValueError(f"method='full_graph' needs a message-passing model whose outputs "
                          f"reach a fixed number of hops; {type(model).__name__} is global")
-    declared = getattr(model, "graphloc_hops", None)
+    declared = capabilities_of(model).graphloc_hops
     if locality is None:
         locality = declared
     if locality is None:
@@ -423,12 +648,6 @@ def _row_positions(indptr: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
     return first + torch.arange(int(counts.sum())), counts
 
 
-def receptive_field(T: Tensor) -> Tensor:
-    """Per-row R = sum_h h T_h / sum_h T_h; rows with no influence at all are NaN."""
-    hops = torch.arange(T.size(1), dtype=T.dtype)
-    return (T @ hops) / T.sum(1)
-
-
 def _mean_r(T: Tensor) -> float:
     r = receptive_field(T)
     zero = T.sum(1) == 0
@@ -437,143 +656,3 @@ def _mean_r(T: Tensor) -> float:
                       "every hop (a zero output Jacobian): they are left out of R",
                       stacklevel=3)
     return float(r[~zero].mean()) if (~zero).any() else float("nan")
-
-
-def total_influence(model: torch.nn.Module, data, max_hops: int, num_samples=None,
-                    normalize: bool = True, average: bool = True, device="cpu",
-                    vectorize: bool = True, *, nodes=None, seed: int | None = None,
-                    batch_size: int = 256, method: str = "auto", locality: int | None = None,
-                    prune_layers: bool = True, progress: bool = False,
-                    convert: bool = True) -> tuple[Tensor, float]:
-    """PyG's ``total_influence`` with the same arguments and results: the hop-wise mean
-    influence (``[max_hops + 1]``, divided by hop 0 if ``normalize``) or, with
-    ``average=False``, the ``[S, max_hops + 1]`` matrix; and R averaged over the seeds.
-
-    Seeds: ``nodes`` if given, else ``num_samples`` nodes (all if None) drawn as PyG draws
-    them (``torch.randperm`` on the global generator) when ``seed`` is None, or from a
-    generator seeded with ``seed``. ``vectorize`` is accepted for compatibility (the
-    batched backward makes it moot). Seeds whose influence is zero at every hop are left
-    out of R with a warning (PyG returns NaN). ``method``: "auto" (PyG's numbers; per seed
-    for models marked ``graphloc_global``), "batched", "per_seed", or "full_graph" (exact
-    full-graph Jacobians of an L-local model, ``locality=L``; see the module docstring).
-    ``prune_layers`` and ``convert`` as in ``influence_per_hop``.
-    """
-    x, graph = _inputs(data)
-    seeds = _seeds(graph.num_nodes, num_samples, nodes, seed)
-    T = influence_per_hop(model, (x, graph), max_hops, seeds, batch_size=batch_size,
-                          device=device, method=method, locality=locality,
-                          prune_layers=prune_layers, progress=progress,
-                          convert=convert).float()
-    R = _mean_r(T)
-    if not average:
-        return T, R
-    mean = T.mean(0)
-    return (mean / mean[0] if normalize else mean), R
-
-
-@dataclass
-class InfluenceResult:
-    """Everything ``measure`` found: per-seed totals, the curve, R, confidence intervals."""
-
-    nodes: Tensor  # [S] seed node ids
-    totals: Tensor  # [S, K + 1] T_h(v), float64
-    curve: Tensor  # [K + 1] mean T_h / mean T_0
-    R: float
-    R_per_node: Tensor  # [S] (NaN where a seed has zero influence)
-    curve_ci: Tensor  # [2, K + 1] bootstrap percentile interval
-    R_ci: tuple[float, float]
-    settings: dict = field(default_factory=dict)
-
-    def plot(self, path: str | None = None, label: str = "model", ax=None):
-        """The curve (mean T_h / mean T_0 per hop, log scale) with its interval; R in the
-        legend. Draws on ``ax`` (a new figure when None), saves to ``path`` if given, and
-        returns the axes. Needs matplotlib (``pip install 'graphloc[plot]'``)."""
-        return plot_influence({label: self}, path, ax)
-
-    def to_dict(self) -> dict:
-        return {"nodes": self.nodes.tolist(), "totals": self.totals.tolist(),
-                "curve": self.curve.tolist(), "R": self.R,
-                "R_per_node": [None if math.isnan(r) else r for r in self.R_per_node.tolist()],
-                "curve_ci": self.curve_ci.tolist(), "R_ci": list(self.R_ci),
-                "settings": self.settings}
-
-
-def require_matplotlib():
-    """matplotlib's pyplot (headless backend when no display), or an ImportError naming
-    the extra to install."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise ImportError("plotting influence needs matplotlib: pip install "
-                          "'graphloc[plot]'") from None
-    if not os.environ.get("DISPLAY"):
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
-def plot_influence(results, path: str | None = None, ax=None):
-    """Several :class:`InfluenceResult` s on one figure: ``results`` maps labels to results
-    (or is a list of them). One line per model, T_h / T_0 per hop on a log scale with the
-    bootstrap interval shaded, R in the legend. Saves to ``path`` if given; returns the
-    axes. Needs matplotlib (``pip install 'graphloc[plot]'``)."""
-    plt = require_matplotlib()
-    if not isinstance(results, dict):
-        results = {f"model {i}": r for i, r in enumerate(results)}
-    if not results:
-        raise ValueError("plot_influence: results is empty (nothing to plot)")
-    for label, result in results.items():
-        if not isinstance(result, InfluenceResult):
-            raise TypeError(f"plot_influence: results[{label!r}] must be an InfluenceResult "
-                            f"(from measure), got {type(result).__name__}")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4))
-    for label, result in results.items():
-        hops = range(len(result.curve))
-        ax.plot(hops, result.curve.numpy(), marker="o", label=f"{label} (R = {result.R:.2f})")
-        ax.fill_between(hops, *result.curve_ci.numpy(), alpha=0.2)
-    ax.set(yscale="log", xlabel="hop h", ylabel="mean T_h / mean T_0")
-    ax.legend()
-    if path:
-        ax.figure.tight_layout()
-        ax.figure.savefig(path, dpi=120)
-    return ax
-
-
-def measure(model: torch.nn.Module, data, max_hops: int, num_samples=None, *, nodes=None,
-            seed: int | None = 0, batch_size: int = 256, device="cpu", method: str = "auto",
-            locality: int | None = None, prune_layers: bool = True, bootstrap: int = 1000,
-            confidence: float = 0.95, progress: bool = False,
-            convert: bool = True) -> InfluenceResult:
-    """Total influence per hop of ``num_samples`` seeds (or ``nodes``), the normalised
-    curve, R, and bootstrap percentile intervals for both (seeds resampled ``bootstrap``
-    times). ``method``, ``locality``, ``prune_layers`` and ``convert`` as in
-    ``influence_per_hop``; ``settings["model"]`` records what was measured (a PyG model's
-    graphloc twin, or the model as given and why)."""
-    check_int(bootstrap, "bootstrap", 1)
-    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) \
-            or not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
-    x, graph = _inputs(data)
-    seeds = _seeds(graph.num_nodes, num_samples, nodes, seed)
-    model, conversion = as_graphloc_model(model, x, graph) if convert else \
-        (model, {"converted": False, "reason": "convert=False"})
-    T = influence_per_hop(model, (x, graph), max_hops, seeds, batch_size=batch_size,
-                          device=device, method=method, locality=locality,
-                          prune_layers=prune_layers, progress=progress, convert=False)
-    r = receptive_field(T)
-    curve = T.mean(0) / T.mean(0)[0]
-    gen = torch.Generator().manual_seed(0 if seed is None else seed)
-    draws = torch.randint(0, len(seeds), (bootstrap, len(seeds)), generator=gen)
-    means = T[draws].mean(1)  # [B, K + 1]
-    curves = means / means[:, :1]
-    valid = ~r.isnan()
-    r_boot = torch.stack([r[d][valid[d]].mean() for d in draws])
-    lo, hi = (1 - confidence) / 2, (1 + confidence) / 2
-    return InfluenceResult(
-        nodes=seeds, totals=T, curve=curve, R=_mean_r(T), R_per_node=r,
-        curve_ci=torch.stack([curves.nanquantile(lo, 0), curves.nanquantile(hi, 0)]),
-        R_ci=(float(r_boot.nanquantile(lo)), float(r_boot.nanquantile(hi))),
-        settings={"max_hops": max_hops, "num_seeds": len(seeds), "seed": seed,
-                  "method": method, "locality": locality, "bootstrap": bootstrap,
-                  "confidence": confidence, "model": conversion})

@@ -109,6 +109,11 @@ class NeighborLoader:
     def __len__(self) -> int:
         return -(-self.input_nodes.numel() // self.batch_size)
 
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next iteration counts as (its shuffled order); each iteration
+        advances it by one. Resuming a run sets the epoch it stopped at."""
+        self._epoch = check_int(epoch, "epoch", 0)
+
     def __iter__(self) -> Iterator[SampledBatch]:
         epoch, self._epoch = self._epoch, self._epoch + 1
         order = self.input_nodes

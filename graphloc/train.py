@@ -22,6 +22,7 @@ from graphloc.datasets.base import NodeDataset, as_node_dataset
 from graphloc.distributed import rank_and_world
 from graphloc.io import atomic_save, load_file
 from graphloc.nn import build_model
+from graphloc.nn.capabilities import ModelCapabilities, capabilities_of
 
 
 @dataclass
@@ -44,7 +45,7 @@ class TrainConfig:
     model_kwargs: dict = field(default_factory=dict)
 
 
-class Standardized(torch.nn.Module):
+class Standardized(ModelCapabilities, torch.nn.Module):
     """``model((x - mean) / std, graph)``: raw features in, the statistics kept as buffers
     (so checkpoints and influence measurements see the same inputs as training)."""
 
@@ -54,21 +55,22 @@ class Standardized(torch.nn.Module):
         self.register_buffer("mean", torch.zeros(num_features))
         self.register_buffer("std", torch.ones(num_features))
 
+    # The wrapped model's capabilities are this wrapper's (fit and influence ask it).
     @property
-    def node_batched(self) -> bool:  # what fit and influence ask the wrapped model
-        return getattr(self.model, "node_batched", False)
+    def node_batched(self) -> bool:
+        return capabilities_of(self.model).node_batched
 
     @property
     def graphloc_global(self) -> bool:
-        return getattr(self.model, "graphloc_global", False)
+        return capabilities_of(self.model).graphloc_global
 
     @property
     def graphloc_hops(self) -> int | None:
-        return getattr(self.model, "graphloc_hops", None)
+        return capabilities_of(self.model).graphloc_hops
 
     @property
     def prunes_layers(self) -> bool:
-        return getattr(self.model, "prunes_layers", False)
+        return capabilities_of(self.model).prunes_layers
 
     @property
     def reads(self):
@@ -212,6 +214,10 @@ class _NodeBatches:
     def __init__(self, nodes: torch.Tensor, batch_size: int, seed: int):
         self.nodes, self.batch_size, self.seed, self._epoch = nodes, batch_size, seed, 0
 
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next iteration counts as (as ``NeighborLoader.set_epoch``)."""
+        self._epoch = epoch
+
     def __iter__(self):
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self._epoch)
         self._epoch += 1
@@ -219,7 +225,7 @@ class _NodeBatches:
             .split(self.batch_size)
 
 
-def _epoch(model, opt, dataset: NodeDataset, shard, loader) -> float:
+def _train_one_epoch(model, opt, dataset: NodeDataset, shard, loader) -> float:
     model.train()
     if loader is None:
         opt.zero_grad()
@@ -278,7 +284,7 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
         net = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     loader = None
-    if config.batch_size and getattr(model, "node_batched", False):
+    if config.batch_size and capabilities_of(model).node_batched:
         loader = _NodeBatches(shard, config.batch_size, config.seed + rank)
     elif config.batch_size:
         fanout = [10] * config.layers if config.fanout is None else config.fanout
@@ -302,10 +308,10 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
         torch.set_rng_state(state["rng"])
         history, start, best = state["history"], state["epoch"], state["best_val"]
         if loader is not None:
-            loader._epoch = start
+            loader.set_epoch(start)
     bar = tqdm(range(start, config.epochs), disable=not progress, desc=config.model)
     for epoch in bar:
-        loss = _epoch(net, opt, dataset, shard, loader)
+        loss = _train_one_epoch(net, opt, dataset, shard, loader)
         if (epoch + 1) % config.eval_every and epoch + 1 < config.epochs:
             continue
         history.append({"epoch": epoch + 1, "loss": loss, **evaluate(model, dataset)})

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc.graph import Graph
+from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_sizes
 from graphloc.nn.conv.registry import CONVS
 from graphloc.nn.models.gnn import ACTIVATIONS, GNN
@@ -241,7 +242,7 @@ def consistency_loss(logits: list[Tensor], temperature: float = 0.5) -> Tensor:
     return torch.stack([(p - sharp).pow(2).sum(1).mean() for p in probs]).mean()
 
 
-class LAModel(torch.nn.Module):
+class LAModel(ModelCapabilities, torch.nn.Module):
     """Any registered conv with local augmentation: one first-layer branch per generated
     feature matrix plus one for the original features, concatenated, then the remaining
     ``num_layers - 1`` layers as a :class:`~graphloc.nn.models.gnn.GNN`.

@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 
 from graphloc.graph import Graph
+from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, SAGEConv
 from graphloc.nn.conv._utils import (
     as_graph,
@@ -23,7 +24,7 @@ ACTIVATIONS = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "elu": torch.nn.ELU
          "tanh": torch.nn.Tanh, "identity": torch.nn.Identity}
 
 
-class GNN(torch.nn.Module):
+class GNN(ModelCapabilities, torch.nn.Module):
     """``num_layers`` convs of one registered kind with norm, activation, dropout and
     optional residual connections between them.
 
@@ -122,7 +123,7 @@ class GNN(torch.nn.Module):
                 f"{self.convs[0].__repr__()} ... {self.convs[-1].__repr__()})")
 
 
-class DAGNN(torch.nn.Module):
+class DAGNN(ModelCapabilities, torch.nn.Module):
     r"""Deep Adaptive Graph Neural Network of `Liu et al., "Towards Deeper Graph Neural
     Networks" (KDD 2020) <https://arxiv.org/abs/2007.09296>`_: transformation decoupled
     from propagation.

@@ -17,6 +17,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_index, check_int
 from graphloc.graph import Graph
+from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
 
 
@@ -134,7 +135,7 @@ class EMACodebook(torch.nn.Module):
         self._assign(index, self.nearest(z))
 
 
-class LargeGT(torch.nn.Module):
+class LargeGT(ModelCapabilities, torch.nn.Module):
     r"""LargeGT for node classification, trained on mini-batches of nodes.
 
     Local module (the official ``fc_in_seq`` and ``LocalModule``): for node ``v`` with fixed

@@ -8,6 +8,7 @@ import torch.utils.checkpoint
 from torch import Tensor
 
 from graphloc.graph import Graph
+from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import (
     as_graph,
     check_ball_sizes,
@@ -42,7 +43,7 @@ class LiftBlock(torch.nn.Module):
         return h + self.scale * self.dropout(torch.nn.functional.gelu(self.lin(self.norm(h))))
 
 
-class LiftGCN(torch.nn.Module):
+class LiftGCN(ModelCapabilities, torch.nn.Module):
     r"""LiftGCN: an input embedding :math:`H_0 = \mathrm{Dropout}(\mathrm{GELU}(
     \mathrm{LayerNorm}(X W_{in} + b)))`, ``num_layers`` :class:`LiftConv` steps sharing one
     :math:`\rho`, each followed by its own :class:`LiftBlock` (``residual=True``), and a

@@ -8,13 +8,12 @@ from torch import Tensor
 
 from graphloc.checks import check_index
 from graphloc.graph import Graph
+from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import check_dropouts, check_input, check_sizes
-from graphloc.nn.conv.multi_edge import (
-    MultiEdgeConv,
-)
+from graphloc.nn.conv.multi_edge import MultiEdgeConv
 
 
-class MEGAGNN(torch.nn.Module):
+class MEGAGNN(ModelCapabilities, torch.nn.Module):
     """MEGA-GNN: node and edge embeddings, ``num_layers`` :class:`MultiEdgeConv` each
     followed by the node update ``x = (x + ReLU(BN(c))) / 2`` and then the edge update from
     the updated ``x``, and a readout, for edge classification (readout MLP on

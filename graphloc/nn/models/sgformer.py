@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
 from graphloc.nn.conv.gcn import GCNConv
 from graphloc.nn.conv.sgformer import SGFormerAttention
@@ -37,7 +38,7 @@ _VARIANTS = {  # the defaults each variant gives the arguments left at None
 }
 
 
-class SGFormer(torch.nn.Module):
+class SGFormer(ModelCapabilities, torch.nn.Module):
     r"""SGFormer for node classification on one graph: a global branch (linear, LayerNorm,
     ReLU, dropout, then ``trans_num_layers`` :class:`SGFormerAttention` layers, each
     averaged with its input, LayerNorm, (ReLU,) dropout) and a GCN branch (linear,

@@ -6,11 +6,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_sizes
 from graphloc.nn.conv.tangnn import TANGNNLayer
 
 
-class TANGNN(torch.nn.Module):
+class TANGNN(ModelCapabilities, torch.nn.Module):
     """TANGNN: ``num_layers`` :class:`TANGNNLayer` s and a linear classifier on the last
     layer's output (``variant="base"``) or on all layers' outputs concatenated
     (``variant="lc"``, the paper's layer-concatenation variant, often its best).
