@@ -10,7 +10,8 @@ import torch
 
 import graphloc
 from graphloc.distributed import process_group, rank_and_world, relaunch
-from graphloc.influence import METHODS, plot_influence, require_matplotlib
+from graphloc.influence import METHODS, plot_influence
+from graphloc.plotting import require_matplotlib
 
 
 def info(_args) -> int:

@@ -43,7 +43,6 @@ Notes:
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from dataclasses import dataclass, field
 
@@ -55,6 +54,7 @@ from graphloc.checks import check_int
 from graphloc.distributed import rank_and_world
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import capabilities_of
+from graphloc.plotting import require_matplotlib
 
 METHODS = ("auto", "batched", "per_seed", "full_graph")
 
@@ -306,20 +306,6 @@ def plot_influence(results, path: str | None = None, ax=None):
         ax.figure.tight_layout()
         ax.figure.savefig(path, dpi=120)
     return ax
-
-
-def require_matplotlib():
-    """matplotlib's pyplot (headless backend when no display), or an ImportError naming
-    the extra to install."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise ImportError("plotting influence needs matplotlib: pip install "
-                          "'graphloc[plot]'") from None
-    if not os.environ.get("DISPLAY"):
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
 
 
 def as_graphloc_model(model: torch.nn.Module, x: Tensor, graph: Graph):

@@ -23,6 +23,7 @@ from graphloc.distributed import rank_and_world
 from graphloc.io import atomic_save, load_file
 from graphloc.nn import build_model
 from graphloc.nn.capabilities import ModelCapabilities, capabilities_of
+from graphloc.plotting import require_matplotlib
 
 
 @dataclass
@@ -344,10 +345,8 @@ def _write_metrics(history: list[dict], out_dir: str) -> None:
     with open(os.path.join(out_dir, "metrics.json"), "w") as f:
         json.dump(history, f, indent=1)
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+        plt = require_matplotlib()
+    except ImportError:  # the curve is optional; metrics.json has the numbers
         return
     fig, ax = plt.subplots(figsize=(6, 4))
     epochs = [h["epoch"] for h in history]

@@ -195,16 +195,16 @@ std::tuple<at::Tensor, at::Tensor> reduce_launch(const at::Tensor& indptr,
       dispatch_reduce(reduce, [&](auto R) {
         const index_t* ip = indptr.data_ptr<index_t>();
         const scalar_t* v = vc.defined() ? vc.data_ptr<scalar_t>() : nullptr;
-        index_t* a = has_arg(reduce) ? arg.data_ptr<index_t>() : nullptr;
+        index_t* arg_out = has_arg(reduce) ? arg.data_ptr<index_t>() : nullptr;
         if (ic.defined()) {
           const index_t* idx = ic.data_ptr<index_t>();
           reduce_rows<scalar_t, index_t, decltype(R)::value>(
               ip, [idx](int64_t e) { return static_cast<int64_t>(idx[e]); }, v, heads,
-              xc.data_ptr<scalar_t>(), num_rows, K, out.data_ptr<scalar_t>(), a, finite);
+              xc.data_ptr<scalar_t>(), num_rows, K, out.data_ptr<scalar_t>(), arg_out, finite);
         } else {
           reduce_rows<scalar_t, index_t, decltype(R)::value>(
               ip, [](int64_t e) { return e; }, v, heads, xc.data_ptr<scalar_t>(), num_rows, K,
-              out.data_ptr<scalar_t>(), a, finite);
+              out.data_ptr<scalar_t>(), arg_out, finite);
         }
       });
     });

@@ -56,9 +56,10 @@ def csr_transpose(indptr, indices, num_cols):
     return t_indptr, rows.index_select(0, perm.long()), perm
 
 
-def _transpose_of(indptr, indices, num_cols, csc_indptr, csc_indices, csc_perm):
-    if csc_indptr is not None and csc_indices is not None and csc_perm is not None:
-        return csc_indptr, csc_indices, csc_perm
+def _transpose_of(indptr, indices, num_cols, t_indptr, t_indices, t_perm):
+    """The transpose (t_indptr, t_indices, t_perm) passed to the op, or built now."""
+    if t_indptr is not None and t_indices is not None and t_perm is not None:
+        return t_indptr, t_indices, t_perm
     return csr_transpose(indptr, indices, num_cols)
 
 
@@ -104,13 +105,14 @@ def _spmm_fake(indptr, indices, value, x, reduce, csc_indptr=None, csc_indices=N
 
 
 def _spmm_setup(ctx, inputs, output):
-    indptr, indices, value, x, reduce, ci, cx, cp = inputs
+    indptr, indices, value, x, reduce, t_indptr, t_indices, t_perm = inputs
     ctx.reduce = reference.canonical_reduce(reduce, allow_mul=True)
     ctx.num_src = x.size(0)
     # x is only read back for edge-value gradients, max/min routing and products: otherwise
     # the op keeps no reference to it (deep GCNs then hold one activation per layer, not two).
     keep_x = (value is not None and value.requires_grad) or ctx.reduce in ("max", "min", "mul")
-    ctx.save_for_backward(indptr, indices, value, x if keep_x else None, ci, cx, cp, output[1])
+    ctx.save_for_backward(indptr, indices, value, x if keep_x else None, t_indptr, t_indices,
+                          t_perm, output[1])
 
 
 def _product_of_others(msgs, indptr):
@@ -127,36 +129,39 @@ def _product_of_others(msgs, indptr):
                        torch.where(row_zeros == 0, row_product / torch.where(zero, 1, msgs), 0))
 
 
-def _spmm_mul_backward(ctx, grad_out, indptr, indices, value, x, ci, cx, cp):
+def _spmm_mul_backward(ctx, grad_out, indptr, indices, value, x, t_indptr, t_indices, t_perm):
     if value is not None:
         raise NotImplementedError("reduce='mul' with edge values has no gradient")
     msgs = x.index_select(0, indices.long())
     per_edge = kernels.gather_csr(grad_out.contiguous(), indptr, msgs.size(0)) * \
         _product_of_others(msgs, indptr)
-    ci, _, cp = _transpose_of(indptr, indices, ctx.num_src, ci, cx, cp)
-    return kernels.spmm(ci, cp, None, per_edge.contiguous(), "sum")[0]
+    t_indptr, _, t_perm = _transpose_of(indptr, indices, ctx.num_src, t_indptr, t_indices, t_perm)
+    return kernels.spmm(t_indptr, t_perm, None, per_edge.contiguous(), "sum")[0]
 
 
 def _spmm_backward(ctx, grad_out, _grad_arg):
-    indptr, indices, value, x, ci, cx, cp, arg = ctx.saved_tensors
+    indptr, indices, value, x, t_indptr, t_indices, t_perm, arg = ctx.saved_tensors
     need_value, need_x = ctx.needs_input_grad[2], ctx.needs_input_grad[3]
     grad_value = grad_x = None
     if ctx.reduce == "mul":
-        grad_x = _spmm_mul_backward(ctx, grad_out, indptr, indices, value, x, ci, cx, cp)
+        grad_x = _spmm_mul_backward(ctx, grad_out, indptr, indices, value, x, t_indptr,
+                                    t_indices, t_perm)
         return None, None, None, grad_x, None, None, None, None
     if ctx.reduce in ("max", "min"):
-        ci, cx, cp = _transpose_of(indptr, indices, ctx.num_src, ci, cx, cp)
-        grad_x, grad_value = kernels.spmm_arg_backward(ci, cx, cp, value, x, arg,
+        t_indptr, t_indices, t_perm = _transpose_of(indptr, indices, ctx.num_src, t_indptr,
+                                                    t_indices, t_perm)
+        grad_x, grad_value = kernels.spmm_arg_backward(t_indptr, t_indices, t_perm, value, x, arg,
                                                        grad_out.contiguous(), need_value)
         return None, None, grad_value if need_value else None, grad_x, None, None, None, None
     if need_x:
-        ci, cx, cp = _transpose_of(indptr, indices, ctx.num_src, ci, cx, cp)
-        value_t = value.index_select(0, cp.long()) if value is not None else None
+        t_indptr, t_indices, t_perm = _transpose_of(indptr, indices, ctx.num_src, t_indptr,
+                                                    t_indices, t_perm)
+        value_t = value.index_select(0, t_perm.long()) if value is not None else None
         if ctx.reduce == "mean":  # 1 / deg(destination) as a transpose edge weight
-            inv_deg = _inverse_degree(indptr, grad_out.dtype).index_select(0, cx.long())
+            inv_deg = _inverse_degree(indptr, grad_out.dtype).index_select(0, t_indices.long())
             value_t = inv_deg if value_t is None else \
                 value_t * inv_deg.view(-1, *[1] * (value_t.dim() - 1))
-        grad_x = kernels.spmm(ci, cx, value_t, grad_out, "sum")[0]
+        grad_x = kernels.spmm(t_indptr, t_indices, value_t, grad_out, "sum")[0]
     if need_value:
         g = _degree_scale(grad_out, indptr) if ctx.reduce == "mean" else grad_out
         grad_value = kernels.sddmm(indptr, indices, x, g, "dot", _heads(value)).view(value.shape)
@@ -227,24 +232,26 @@ def _sddmm_fake(indptr, indices, a, b, op, heads, csc_indptr=None, csc_indices=N
 
 
 def _sddmm_setup(ctx, inputs, output):
-    indptr, indices, a, b, op, heads, ci, cx, cp = inputs
+    indptr, indices, a, b, op, heads, t_indptr, t_indices, t_perm = inputs
     ctx.op, ctx.heads = op, heads
-    ctx.save_for_backward(indptr, indices, a, b, ci, cx, cp)
+    ctx.save_for_backward(indptr, indices, a, b, t_indptr, t_indices, t_perm)
 
 
 def _sddmm_backward(ctx, grad):
-    indptr, indices, a, b, ci, cx, cp = ctx.saved_tensors
+    indptr, indices, a, b, t_indptr, t_indices, t_perm = ctx.saved_tensors
     need_a, need_b = ctx.needs_input_grad[2], ctx.needs_input_grad[3]
     grad = grad.contiguous()
     grad_a = grad_b = None
     if need_a:
-        ci, cx, cp = _transpose_of(indptr, indices, a.size(0), ci, cx, cp)
+        t_indptr, t_indices, t_perm = _transpose_of(indptr, indices, a.size(0), t_indptr,
+                                                    t_indices, t_perm)
         if ctx.op == "dot":  # grad_a[j] = sum over out-edges e of grad[e] * b[dst(e)]
-            grad_a = kernels.spmm(ci, cx, grad.index_select(0, cp.long()), b, "sum")[0]
+            weight = grad.index_select(0, t_perm.long())
+            grad_a = kernels.spmm(t_indptr, t_indices, weight, b, "sum")[0]
         else:  # gather the per-edge gradient rows of each source through the transpose
             per_edge = grad if ctx.op == "add" else \
                 grad * kernels.gather_csr(b, indptr, indices.numel())
-            grad_a = kernels.spmm(ci, cp, None, per_edge.contiguous(), "sum")[0]
+            grad_a = kernels.spmm(t_indptr, t_perm, None, per_edge.contiguous(), "sum")[0]
     if need_b:
         if ctx.op == "dot":
             grad_b = kernels.spmm(indptr, indices, grad, a, "sum")[0]
@@ -281,32 +288,35 @@ def _attention_fake(score, indptr, indices, x, csc_indptr=None, csc_indices=None
 
 
 def _attention_setup(ctx, inputs, output):
-    score, indptr, indices, x, ci, cx, cp = inputs
-    ctx.save_for_backward(score, indptr, indices, x, ci, cx, cp, *output)
+    score, indptr, indices, x, t_indptr, t_indices, t_perm = inputs
+    ctx.save_for_backward(score, indptr, indices, x, t_indptr, t_indices, t_perm, *output)
 
 
 def _attention_backward(ctx, grad_out, grad_lse):
     # The attention weights are recomputed from the saved log-sum-exp ([E, H], never the
     # [E, H, C] messages). With g = grad_out: d score = alpha * (<g_i, x_j> - <g_i, out_i>),
     # d x = the transpose spmm of g weighted by alpha. On the CPU one fused kernel does both.
-    score, indptr, indices, x, ci, cx, cp, out, lse = ctx.saved_tensors
+    score, indptr, indices, x, t_indptr, t_indices, t_perm, out, lse = ctx.saved_tensors
     need_score, need_x = ctx.needs_input_grad[0], ctx.needs_input_grad[3]
     if grad_out is None:
         grad_out = torch.zeros_like(out)
-    ci, cx, cp = _transpose_of(indptr, indices, x.size(0), ci, cx, cp)
+    t_indptr, t_indices, t_perm = _transpose_of(indptr, indices, x.size(0), t_indptr, t_indices,
+                                                t_perm)
     if score.device.type == "cpu":
         grad_score, grad_x = kernels.segment_attention_backward(
-            score, lse, out, grad_out.contiguous(), grad_lse, indptr, indices, x, ci, cx, cp,
+            score, lse, out, grad_out.contiguous(), grad_lse, indptr, indices, x, t_indptr,
+            t_indices, t_perm,
             need_score, need_x)
     else:
         grad_score, grad_x = _attention_backward_composed(
-            score, lse, out, grad_out.contiguous(), grad_lse, indptr, indices, x, ci, cx, cp)
+            score, lse, out, grad_out.contiguous(), grad_lse, indptr, indices, x, t_indptr,
+            t_indices, t_perm)
     return (grad_score if need_score else None), None, None, \
         (grad_x if need_x else None), None, None, None
 
 
 def _attention_backward_composed(score, lse, out, grad_out, grad_lse, indptr, indices, x,
-                                 ci, cx, cp):
+                                 t_indptr, t_indices, t_perm):
     """The backward from graphloc ops (devices without the fused kernel)."""
     num_edges, heads = score.shape
     alpha = (score - kernels.gather_csr(lse.contiguous(), indptr, num_edges)).exp()
@@ -315,11 +325,13 @@ def _attention_backward_composed(score, lse, out, grad_out, grad_lse, indptr, in
     if grad_lse is not None:
         per_row = per_row - grad_lse
     grad_score = alpha * (per_edge - kernels.gather_csr(per_row.contiguous(), indptr, num_edges))
-    grad_x = kernels.spmm(ci, cx, alpha.index_select(0, cp.long()), grad_out, "sum")[0]
+    grad_x = kernels.spmm(t_indptr, t_indices, alpha.index_select(0, t_perm.long()), grad_out,
+                          "sum")[0]
     return grad_score, grad_x
 
 
-def _attention_backward_fake(score, lse, out, grad_out, grad_lse, indptr, indices, x, ci, cx, cp,
+def _attention_backward_fake(score, lse, out, grad_out, grad_lse, indptr, indices, x,
+                             csc_indptr, csc_indices, csc_perm,
                              need_score, need_x):
     return (score.new_empty(score.shape if need_score else (0,)),
             x.new_empty(x.shape if need_x else (0,)))

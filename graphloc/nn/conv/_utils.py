@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -122,6 +124,13 @@ def glorot_linear(in_channels: int, out_channels: int) -> torch.nn.Module:
     """A bias-free Linear initialised like PyG's ``weight_initializer='glorot'`` (lazy for
     ``in_channels=-1``)."""
     return linear(in_channels, out_channels, bias=False, glorot=True)
+
+
+def glorot(param: Tensor) -> None:
+    """PyG's glorot on any tensor: uniform in +-sqrt(6 / (fan_in + fan_out)), the fans
+    being its last two sizes (so a ``[1, heads, C]`` attention vector gets PyG's bound)."""
+    bound = math.sqrt(6.0 / (param.size(-2) + param.size(-1)))
+    torch.nn.init.uniform_(param, -bound, bound)
 
 
 def reset_glorot(lin: torch.nn.Module) -> None:

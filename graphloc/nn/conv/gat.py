@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -15,15 +13,11 @@ from graphloc.nn.conv._utils import (
     check_dropouts,
     check_sizes,
     checked_features,
+    glorot,
     glorot_linear,
     reset_glorot,
     split_widths,
 )
-
-
-def _glorot(param: torch.Tensor) -> None:
-    bound = math.sqrt(6.0 / (param.size(-2) + param.size(-1)))
-    torch.nn.init.uniform_(param, -bound, bound)
 
 
 def _block_diagonal(att: Tensor) -> Tensor:
@@ -147,7 +141,7 @@ class GATConv(torch.nn.Module):
                 reset_glorot(lin)
         for att in (self.att_src, self.att_dst, self.att_edge):
             if att is not None:
-                _glorot(att)
+                glorot(att)
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
 
