@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_layers import peak_and_median  # noqa: E402
-from bench_ops import machine  # noqa: E402
+from bench_ops import machine, publish  # noqa: E402
 from graphs import road_like  # noqa: E402
 
 F, CLASSES = 64, 10
@@ -149,10 +149,7 @@ def main(argv=None) -> None:
             f"{graph.num_edges:,} edges), {header}\n\n" + "\n".join(lines)
             + "\n\nApproximate top-16 search (inverted file over ~sqrt(N) k-means clusters)"
             " against exact search, 2,000 sampled queries:\n\n" + "\n".join(recall) + "\n")
-    print(text)
-    if args.write:
-        with open(args.write, "a") as f:
-            f.write(text)
+    publish(text, args.write)
 
 
 if __name__ == "__main__":

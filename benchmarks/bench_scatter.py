@@ -19,7 +19,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_ops import HAS_TORCH_SCATTER, blocked_medians, machine  # noqa: E402
+from bench_ops import HAS_TORCH_SCATTER, blocked_medians, machine, publish  # noqa: E402
 from graphs import road_like  # noqa: E402
 
 import graphloc.scatter as gs  # noqa: E402
@@ -112,11 +112,7 @@ def main(argv=None) -> None:
     header = (f"torch_scatter API (`benchmarks/bench_scatter.py`, E = {num_edges:,} messages "
               f"into N = {num_nodes:,} rows, F = {channels}), {datetime.date.today()}, "
               f"{machine()}")
-    text = f"\n## {header}\n\n" + "\n".join(lines) + "\n"
-    print(text)
-    if args.write:
-        with open(args.write, "a") as f:
-            f.write(text)
+    publish(f"\n## {header}\n\n" + "\n".join(lines) + "\n", args.write)
 
 
 if __name__ == "__main__":
