@@ -27,6 +27,7 @@ class Aggregation(torch.nn.Module):
     adjacency's values) scales the neighbours where the aggregation defines it."""
 
     takes_weights = False
+    fresh_output = False  # the output is a new tensor no backward reads (safe in place)
 
     def out_channels_for(self, in_channels: int) -> int:
         return in_channels
@@ -47,6 +48,7 @@ class Aggregation(torch.nn.Module):
 class _Reduce(Aggregation):
     reduce = "sum"
     takes_weights = True
+    fresh_output = True
 
     def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
         return ops.spmm(graph, x, edge_weight, reduce=self.reduce)
@@ -184,6 +186,118 @@ class LSTMAggregation(Aggregation):
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"
+
+
+class LCMAggregation(Aggregation):
+    r"""Learnable commutative monoid aggregation (`Ong and Veličković, "Learnable Commutative
+    Monoids for Graph Neural Networks", LoG 2022 <https://arxiv.org/abs/2212.08541>`_):
+    each neighbourhood is reduced as a balanced binary tree of
+    :math:`a \oplus b = \tfrac12 (\mathrm{GRU}(a, b) + \mathrm{GRU}(b, a))` (commutative by
+    symmetry), ``O(log degree)`` deep; an odd element at a level is carried up unchanged.
+    With ``project`` the neighbours first pass through ``ReLU(lin(x))``. Parameter names
+    are PyG's (``lin``, ``gru_cell``), so its weights load.
+
+    Not exactly permutation-invariant: the operator is not associative, so the result
+    depends on the order of each node's neighbours (the edge order; the edges must be
+    sorted by destination, as PyG requires).
+
+    ``padded=True`` (default) gives PyG's numbers: PyG pads every neighbourhood with zeros
+    to the largest degree and reduces the padded rows, so the zeros take part in the tree
+    (and a node without neighbours gets the tree of zeros, not 0). graphloc computes the
+    same values without the padding: a slot that no neighbour reaches holds the same value
+    in every row, so one tree over an all-zero row gives them all, and each row keeps only
+    the entries its own neighbours reach (memory ``O(E d)``, not PyG's ``O(N Δ d)``).
+    ``padded=False`` reduces each node's own neighbours only (PyG's tree applied to that
+    node alone): a row leaves once its tree is done, and a node without neighbours gets 0.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, project: bool = True,
+                 padded: bool = True):
+        super().__init__()
+        if in_channels != out_channels and not project:
+            raise ValueError(f"LCMAggregation: in_channels ({in_channels}) and out_channels "
+                             f"({out_channels}) differ, which needs project=True")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.project, self.padded = project, padded
+        self.lin = torch.nn.Linear(in_channels, out_channels) if project else None
+        self.gru_cell = torch.nn.GRUCell(out_channels, out_channels)
+
+    def out_channels_for(self, in_channels: int) -> int:
+        return self.out_channels
+
+    def reset_parameters(self) -> None:
+        if self.lin is not None:
+            self.lin.reset_parameters()
+        self.gru_cell.reset_parameters()
+
+    def combine(self, left: Tensor, right: Tensor) -> Tensor:
+        """``left ⊕ right`` row by row, both orders in one GRU call (as PyG's)."""
+        out = self.gru_cell(torch.cat([left, right]), torch.cat([right, left]))
+        return out.view(2, -1, out.size(-1)).mean(dim=0)
+
+    def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        self._unweighted(edge_weight)
+        _require_sorted(graph, self)
+        if self.lin is not None:
+            x = self.lin(x).relu()
+        entries = x.index_select(0, graph.csr.indices.long())  # CSR order: row by row
+        degree = graph.csr.degree().long()
+        rows = torch.repeat_interleave(torch.arange(graph.num_nodes, device=x.device), degree)
+        position = torch.arange(entries.size(0), device=x.device) - graph.csr.indptr.long()[rows]
+        if self.padded:
+            return self._padded_tree(entries, rows, position, degree, graph.num_nodes)
+        return self._own_tree(entries, rows, position, degree, graph.num_nodes)
+
+    def _level(self, entries, rows, position, count, width, pad):
+        """One tree level: entries at even positions pair with their right neighbour (an
+        entry of the row, else the padding value ``pad[position + 1]`` where the level is
+        ``width`` long); the last entry of an odd ``width`` is carried. Returns the next
+        level's (entries, rows, positions)."""
+        even = position % 2 == 0
+        left, row, pos = entries[even], rows[even], position[even]
+        has_right = pos + 1 < count[row]  # the row's own next entry
+        right = torch.empty_like(left)
+        right[has_right] = entries[torch.nonzero(even).squeeze(1)[has_right] + 1]
+        paired = has_right | (pos + 1 < width[row])
+        from_pad = paired & ~has_right
+        if from_pad.any():
+            right[from_pad] = pad[pos[from_pad] + 1]
+        out = left.clone()
+        if paired.any():
+            out[paired] = self.combine(left[paired], right[paired])
+        return out, row, pos // 2
+
+    def _padded_tree(self, entries, rows, position, degree, num_nodes):
+        """PyG's padded tree, padding never stored: ``pad`` is the all-zero row's level."""
+        width = int(degree.max()) if degree.numel() else 0
+        pad = entries.new_zeros(max(width, 1), self.out_channels)
+        count = degree
+        while width > 1:
+            widths = torch.full_like(count, width)
+            entries, rows, position = self._level(entries, rows, position, count, widths, pad)
+            pad_rows = torch.zeros(width, dtype=torch.long, device=pad.device)
+            pad_pos = torch.arange(width, device=pad.device)
+            no_entries = torch.zeros_like(pad_rows[:1])
+            pad = self._level(pad, pad_rows, pad_pos, no_entries, widths[:1], pad)[0]
+            count, width = (count + 1) // 2, (width + 1) // 2
+        out = pad[:1].expand(num_nodes, -1).clone()  # rows no neighbour reaches
+        return out.index_copy(0, rows, entries) if entries.numel() else out
+
+    def _own_tree(self, entries, rows, position, degree, num_nodes):
+        """Each row's own tree; a row leaves as soon as one entry is left."""
+        out = entries.new_zeros(num_nodes, self.out_channels)
+        count = degree
+        while entries.size(0):
+            done = count[rows] == 1
+            out = out.index_copy(0, rows[done], entries[done])
+            entries, rows, position = entries[~done], rows[~done], position[~done]
+            entries, rows, position = self._level(entries, rows, position, count, count, None)
+            count = (count + 1) // 2
+        return out
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
+                f"project={self.project})")
 
 
 def _require_sorted(graph: Graph, owner: Aggregation) -> None:
@@ -333,7 +447,8 @@ class _DictLinear(torch.nn.Module):
 
 _BY_NAME = {"sum": SumAggregation, "add": SumAggregation, "mean": MeanAggregation,
             "max": MaxAggregation, "min": MinAggregation, "var": VarAggregation,
-            "std": StdAggregation, "softmax": SoftmaxAggregation, "lstm": LSTMAggregation}
+            "std": StdAggregation, "softmax": SoftmaxAggregation, "lstm": LSTMAggregation,
+            "lcm": LCMAggregation}
 
 
 def resolve(aggr, **kwargs) -> Aggregation:

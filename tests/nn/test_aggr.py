@@ -1,6 +1,8 @@
 """graphloc.nn.aggr against PyG's aggregations (same weights, through SAGEConv, whose
 parameter names they share) and, for the packed LSTM, a per-node LSTM oracle."""
 
+import copy
+
 import pytest
 import torch
 import torch_geometric.nn as pyg
@@ -10,6 +12,15 @@ from torch_geometric.utils import sort_edge_index
 import graphloc.nn as gl
 from graphloc import Graph
 from graphloc.nn import aggr
+
+
+class _PygSAGE(pyg.SAGEConv):
+    """PyG's SAGEConv under its own class: PyG keeps state per class (its fused-propagate
+    decision), which an LCM instance would change for every later SAGEConv of the run."""
+
+
+class _PygGIN(pyg.GINConv):
+    """PyG's GINConv, likewise."""
 
 
 def sorted_graph(seed):
@@ -25,7 +36,7 @@ def test_single_aggregations_match_pyg(name, kwargs):
     edge_index, n = sorted_graph(21)
     extra = {"aggr_kwargs": kwargs} if kwargs else {}  # PyG's lstm path needs a dict or none
     ours = gl.SAGEConv(8, 6, aggr=name, **extra)
-    theirs = pyg.SAGEConv(8, 6, aggr=name, **extra)
+    theirs = _PygSAGE(8, 6, aggr=name, **extra)
     assert_parity(ours, theirs, lambda m, x: m(x, edge_index), lambda m, x: m(x, edge_index),
                   torch.randn(n, 8))
 
@@ -41,7 +52,7 @@ def test_multi_aggregation_matches_pyg(mode, mode_kwargs):
                    "aggrs_kwargs": [{}, {}, {}, {"learn": True, "t": 1}]}
     names = ["mean", "max", "sum", "softmax"]
     ours = gl.SAGEConv(8, 6, aggr=names, aggr_kwargs=dict(aggr_kwargs))
-    theirs = pyg.SAGEConv(8, 6, aggr=names, aggr_kwargs=dict(aggr_kwargs))
+    theirs = _PygSAGE(8, 6, aggr=names, aggr_kwargs=dict(aggr_kwargs))
     assert_parity(ours, theirs, lambda m, x: m(x, edge_index), lambda m, x: m(x, edge_index),
                   torch.randn(n, 8))
 
@@ -50,7 +61,7 @@ def test_a_pyg_aggregation_module_runs_inside_graphloc():
     edge_index = torch.tensor([[0, 1, 2, 3], [0, 0, 1, 1]])
     module = pyg.MLPAggregation(8, 8, max_num_elements=2, num_layers=1)
     ours = gl.SAGEConv(8, 6, aggr=module)
-    theirs = pyg.SAGEConv(8, 6, aggr=pyg.MLPAggregation(8, 8, max_num_elements=2,
+    theirs = _PygSAGE(8, 6, aggr=pyg.MLPAggregation(8, 8, max_num_elements=2,
                                                         num_layers=1))
     assert_parity(ours, theirs, lambda m, x: m(x, edge_index), lambda m, x: m(x, edge_index),
                   torch.randn(4, 8))
@@ -58,7 +69,7 @@ def test_a_pyg_aggregation_module_runs_inside_graphloc():
 
 def test_project_matches_pyg():
     edge_index, n = sorted_graph(23)
-    assert_parity(gl.SAGEConv(8, 6, project=True), pyg.SAGEConv(8, 6, project=True),
+    assert_parity(gl.SAGEConv(8, 6, project=True), _PygSAGE(8, 6, project=True),
                   lambda m, x: m(x, edge_index), lambda m, x: m(x, edge_index),
                   torch.randn(n, 8))
 
@@ -92,3 +103,63 @@ def test_order_dependent_and_unweighted_aggregations_refuse_what_they_cannot_hon
         aggr.resolve("median")
     with pytest.raises(ValueError, match="mode 'proj' needs in_channels and out_channels"):
         aggr.MultiAggregation(["mean", "max"], mode="proj")
+
+
+def lcm_graph(seed, hub=0):
+    """Sorted edges with isolated nodes, degree-1 rows and optionally a hub (node 0)."""
+    from helpers import random_edge_index
+    edge_index = random_edge_index(40, 150, seed=seed, hub_degree=hub)
+    return sort_edge_index(edge_index, sort_by_row=False), 48
+
+
+@pytest.mark.parametrize("project", [True, False])
+@pytest.mark.parametrize("hub", [0, 300])
+def test_lcm_matches_pyg_with_its_padding(project, hub):
+    edge_index, n = lcm_graph(31, hub)
+    graph = Graph(edge_index, num_nodes=n)
+    ours = aggr.LCMAggregation(6 if project else 5, 5, project=project)
+    theirs = pyg.LCMAggregation(6 if project else 5, 5, project=project)
+    assert_parity(ours, theirs, lambda m, x: m(graph, x),
+                  lambda m, x: m(x[edge_index[0]], edge_index[1], dim_size=n),
+                  torch.randn(n, 6 if project else 5))
+
+
+def test_lcm_unpadded_is_pyg_on_each_node_alone():
+    edge_index, n = lcm_graph(32, hub=70)
+    graph = Graph(edge_index, num_nodes=n)
+    ours = aggr.LCMAggregation(4, 4, project=False, padded=False).double()
+    theirs = pyg.LCMAggregation(4, 4, project=False).double()
+    theirs.load_state_dict(ours.state_dict())
+    x = torch.randn(n, 4, dtype=torch.float64)
+    out = ours(graph, x)
+    for node in range(n):
+        neighbours = edge_index[0][edge_index[1] == node]
+        if neighbours.numel() == 0:
+            assert out[node].abs().max() == 0
+            continue
+        alone = theirs(x[neighbours], torch.zeros(neighbours.numel(), dtype=torch.long),
+                       dim_size=1)
+        torch.testing.assert_close(out[node], alone[0])
+
+
+def test_lcm_wherever_an_aggregation_is_chosen():
+    edge_index, n = lcm_graph(33)
+    kwargs = {"in_channels": 8, "out_channels": 8}
+    assert_parity(gl.SAGEConv(8, 6, aggr="lcm"),
+                  _PygSAGE(8, 6, aggr="lcm", aggr_kwargs=dict(kwargs)),
+                  lambda m, x: m(x, edge_index), lambda m, x: m(x, edge_index),
+                  torch.randn(n, 8))
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.ReLU(), torch.nn.Linear(6, 6))
+    assert_parity(gl.GINConv(mlp, aggr="lcm", aggr_kwargs=dict(kwargs)),
+                  _PygGIN(copy.deepcopy(mlp), aggr="lcm", aggr_kwargs=dict(kwargs)),
+                  lambda m, x: m(x, edge_index), lambda m, x: m(x, edge_index),
+                  torch.randn(n, 8))
+    model = gl.GNN("sage", 8, 16, 3, num_layers=2, aggr="lcm")
+    assert model(torch.randn(n, 8), edge_index).shape == (n, 3)
+
+
+def test_lcm_refuses_what_pyg_refuses():
+    with pytest.raises(ValueError, match="differ, which needs project=True"):
+        aggr.LCMAggregation(4, 5, project=False)
+    with pytest.raises(ValueError, match="'index' tensor is not sorted"):
+        aggr.LCMAggregation(4, 4)(Graph(torch.tensor([[0, 1], [1, 0]])), torch.randn(2, 4))

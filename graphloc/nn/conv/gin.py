@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import edge_features_from, read_inputs, weights_from
 from graphloc.nn.conv._utils import check_sizes, checked_features
 
@@ -19,8 +20,11 @@ def _reset(module: torch.nn.Module) -> None:
 
 
 class _GINBase(torch.nn.Module):
-    def __init__(self, nn: torch.nn.Module, eps: float, train_eps: bool):
+    def __init__(self, nn: torch.nn.Module, eps: float, train_eps: bool,
+                 aggr_module: torch.nn.Module | None = None):
         super().__init__()
+        if aggr_module is not None:  # registered first, as PyG's MessagePassing does
+            self.aggr_module = aggr_module
         self.nn = nn
         self.initial_eps = eps
         if train_eps:
@@ -50,6 +54,9 @@ class GINConv(_GINBase):
         nn (torch.nn.Module): :math:`h_{\mathbf{\Theta}}`, e.g. an MLP.
         eps (float, default 0.0): initial :math:`\epsilon`.
         train_eps (bool, default False): learn :math:`\epsilon`.
+        aggr (str or module, default "sum"): the neighbour aggregation, as PyG's ``aggr``
+            (any of ``graphloc.nn.aggr``, e.g. "lcm"; the sum is GIN's and the default).
+        aggr_kwargs (dict, optional): keyword arguments of the aggregation.
 
     Shapes:
         input: ``[N, F_in]``, a static batch ``[B, N, F_in]``, or a pair ``(x_src, x_dst)``
@@ -59,18 +66,27 @@ class GINConv(_GINBase):
         ``size=(N_src, N_dst)``. output: ``[N, F_out]`` (``[N_dst, F_out]``) as ``nn`` maps it.
     """
 
-    def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False):
-        super().__init__(nn, eps, train_eps)
+    def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False,
+                 aggr="sum", aggr_kwargs: dict | None = None):
+        super().__init__(nn, eps, train_eps, aggregations.resolve(aggr, **(aggr_kwargs or {})))
+        # a module is kept once, as aggr_module (PyG's state dict layout)
+        self.aggr = str(aggr) if isinstance(aggr, torch.nn.Module) else aggr
         self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        super().reset_parameters()
+        if hasattr(self, "aggr_module"):
+            self.aggr_module.reset_parameters()
 
     def forward(self, x: Tensor | tuple[Tensor, Tensor | None], edge_index,
                 size: tuple[int, int] | None = None) -> Tensor:
         inputs = read_inputs(self, x, edge_index, size)
         x_src, x_dst = checked_features(self, inputs, None)
-        out = ops.spmm(inputs.graph, x_src, weights_from(self, inputs, None))
+        out = self.aggr_module(inputs.graph, x_src, weights_from(self, inputs, None))
         if x_dst is not None:
-            # In place on spmm's fresh output (its backward does not read it): one buffer.
-            out = out.addcmul_(x_dst, 1 + self.eps)
+            # In place on a fused reduce's fresh output (no backward reads it): one buffer.
+            out = out.addcmul_(x_dst, 1 + self.eps) if self.aggr_module.fresh_output \
+                else out + (1 + self.eps) * x_dst
         return inputs.node_output(self.nn(out))
 
 

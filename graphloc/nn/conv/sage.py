@@ -28,7 +28,7 @@ class SAGEConv(torch.nn.Module):
             widths of a bipartite input; -1 infers them at the first call.
         out_channels (int): output feature width.
         aggr (str, list or module, default "mean"): "mean", "max", "min", "sum" (alias
-            "add"), "var", "std", "softmax" or "lstm" (see ``graphloc.nn.aggr``), a list of
+            "add"), "var", "std", "softmax", "lstm" or "lcm" (see ``graphloc.nn.aggr``), a list of
             them (combined by ``aggr_kwargs["mode"]``, default concatenation), or an
             aggregation module (graphloc's, or PyG's such as ``MLPAggregation``). Nodes
             without neighbours aggregate to 0.
@@ -61,7 +61,7 @@ class SAGEConv(torch.nn.Module):
         self.project = project
         src_width, dst_width = split_widths(in_channels)
         aggr_kwargs = dict(aggr_kwargs or {})
-        if aggr == "lstm":  # PyG's default: an LSTM of the input width
+        if aggr in ("lstm", "lcm"):  # learned aggregations of the input width by default
             aggr_kwargs.setdefault("in_channels", src_width)
             aggr_kwargs.setdefault("out_channels", src_width)
         self.aggr_module = aggregations.resolve(aggr, **aggr_kwargs)
