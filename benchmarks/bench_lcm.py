@@ -37,10 +37,9 @@ def peak_rss_mb() -> float:
 
 
 def measure_one(graph_name: str, method: str, channels: int) -> dict:
-    """Forward + backward once after a warm-up, in this process."""
-    from graphloc.nn.aggr import LCMAggregation
-
+    """Forward + backward once, in this process (whose peak memory is measured)."""
     from graphloc import Graph
+    from graphloc.nn.aggr import LCMAggregation
 
     torch.manual_seed(0)
     built = GRAPHS[graph_name]()
