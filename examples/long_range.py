@@ -1,5 +1,5 @@
 """Long-range models on the bundled Helsinki road network: train each (GCN as the local
-baseline, LiftGCN, DAGNN, SGFormer, TANGNN, LargeGT), then measure its total influence per
+baseline, LiftGCN, DAGNN, SGFormer, TANGNN, LargeGT, UGT), then measure its total influence per
 hop and R on the trained weights, and print one table.
 
     python examples/long_range.py [--epochs 200] [--samples 200] [--out runs/long_range]
@@ -26,6 +26,7 @@ MODELS = {
     "tangnn-lc": (2, {"model_kwargs": {"m": 16}}),
     "largegt": (1, {"batch_size": 512, "model_kwargs": {"num_tokens": 30,
                                                          "num_centroids": 256}}),
+    "ugt": (2, {}),  # 2 layers then the last one, as the official
 }
 
 

@@ -20,6 +20,7 @@ from graphloc.nn.conv import (
     TANGNNLayer,
     TopMAttention,
     TransformerConv,
+    UGTLayer,
     register_conv,
 )
 from graphloc.nn.conv.multi_edge import group_size_histogram
@@ -30,6 +31,7 @@ from graphloc.nn.models import (
     GNN,
     MEGAGNN,
     TANGNN,
+    UGT,
     EMACodebook,
     LAModel,
     LargeGT,
@@ -47,4 +49,4 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv",
            "EMACodebook", "hop2_tokens", "fastrp_encoding", "SGFormer", "SGFormerAttention",
            "MultiEdgeConv", "MEGAGNN", "group_size_histogram", "LAModel", "from_pyg",
            "Unconvertible", "CONVS", "MODELS", "build_model", "register_conv",
-           "register_model", "aggr", "conv", "models"]
+           "register_model", "UGT", "UGTLayer", "aggr", "conv", "models"]

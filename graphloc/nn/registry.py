@@ -15,6 +15,7 @@ from graphloc.nn.models.largegt import LargeGT
 from graphloc.nn.models.lift import LiftGCN
 from graphloc.nn.models.sgformer import SGFormer
 from graphloc.nn.models.tangnn import TANGNN
+from graphloc.nn.models.ugt import UGT
 
 #: model name -> factory(in_channels, hidden_channels, out_channels, num_layers, **kwargs):
 #: every registered conv as a ``GNN`` stack, plus whole models such as "dagnn".
@@ -52,6 +53,11 @@ register_model("sgformer-citynetworks")(
     lambda in_channels, hidden_channels, out_channels, num_layers, dropout=0.2, **kw:
     SGFormer(in_channels, hidden_channels, out_channels, gnn_num_layers=num_layers,
              gnn_dropout=dropout, variant="citynetworks", **kw))
+
+
+register_model("ugt")(lambda in_channels, hidden_channels, out_channels, num_layers,
+                     dropout=0.5, **kw: UGT(in_channels, hidden_channels, out_channels,
+                                            num_layers=num_layers, dropout=dropout, **kw))
 
 
 def build_model(name: str, in_channels: int, hidden_channels: int, out_channels: int,

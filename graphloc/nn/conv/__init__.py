@@ -13,7 +13,8 @@ from graphloc.nn.conv.sage import SAGEConv
 from graphloc.nn.conv.sgformer import SGFormerAttention
 from graphloc.nn.conv.tangnn import TANGNNLayer, TopMAttention
 from graphloc.nn.conv.transformer import TransformerConv
+from graphloc.nn.conv.ugt import UGTLayer
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv",
            "TransformerConv", "LiftConv", "MultiEdgeConv", "TopMAttention", "TANGNNLayer",
-           "SGFormerAttention", "CONVS", "register_conv"]
+           "SGFormerAttention", "UGTLayer", "CONVS", "register_conv"]

@@ -1,5 +1,5 @@
 """Whole models, one family per file: ``GNN`` and ``DAGNN``, local augmentation (LAGNN),
-LiftGCN, MEGA-GNN, TANGNN, LargeGT and SGFormer. They compose the layers of ``nn.conv``."""
+LiftGCN, MEGA-GNN, TANGNN, LargeGT, SGFormer and UGT. They compose the layers of ``nn.conv``."""
 
 from graphloc.nn.models.aug import LAModel, LocalAugmenter, pretrain_augmenter
 from graphloc.nn.models.gnn import ACTIVATIONS, DAGNN, GNN
@@ -8,7 +8,8 @@ from graphloc.nn.models.lift import LiftBlock, LiftGCN
 from graphloc.nn.models.mega import MEGAGNN
 from graphloc.nn.models.sgformer import SGFormer
 from graphloc.nn.models.tangnn import TANGNN
+from graphloc.nn.models.ugt import UGT, ugt_inputs
 
 __all__ = ["GNN", "DAGNN", "ACTIVATIONS", "LAModel", "LocalAugmenter", "pretrain_augmenter",
            "LiftBlock", "LiftGCN", "MEGAGNN", "TANGNN", "LargeGT", "EMACodebook",
-           "hop2_tokens", "fastrp_encoding", "SGFormer"]
+           "hop2_tokens", "fastrp_encoding", "SGFormer", "UGT", "ugt_inputs"]

@@ -1,0 +1,350 @@
+"""UGT, the whole model (`Hoang et al., AAAI 2024`; official code
+``NSLab-CUK/Unified-Graph-Transformer``): the preprocessing that builds the attention graph
+and its encodings (:func:`ugt_inputs`), a stack of ``nn.conv.ugt.UGTLayer``, the
+self-supervised pre-training loss and a classification head.
+
+What the official code computes, and what graphloc does (also in ``docs/models.md``):
+
+* Structural vector ``I`` per node (``4k + 1`` numbers): its degree, then for each ring
+  ``r = 1..k`` (the nodes exactly r hops away) the min, max, mean and standard deviation of
+  their degrees; 0 for an empty ring. The same (the official rounds to 3 decimals; graphloc
+  keeps full precision). Normalised by each column's maximum, as the official.
+* Virtual edges between structurally similar nodes that are not adjacent, 10% of ``|E|``.
+  **Differs**: the official ranks all pairs by struc2vec distances (quadratic, DTW over
+  degree sequences) and keeps weights above a threshold; graphloc ranks candidate pairs by
+  the official structural similarity of their ``I`` vectors (the sum over columns of
+  ``1 / ((I_i - I_j)^2 + 0.5)``, the same function as the edge encoding ``d``), the
+  candidates being each node and its ``window`` successors in the order that sorts the
+  ``I`` vectors (nodes of equal or close signatures meet there): ``O(N window)``, not
+  ``O(N^2)``.
+* The attention graph: all pairs within ``k`` hops of the graph with the virtual edges,
+  both directions, no self-loops. The same.
+* Edge encodings: ``d_ij = 1 / ((I_i - I_j)^2 + 0.5)`` per column and ``m_ij`` the
+  transition probabilities ``(P^t)_{ij}``, ``t = 1..8``, ``P = D^{-1} A``; each column
+  normalised by its maximum over the edges. The same (the official rounds ``1/deg`` to 3
+  decimals; graphloc does not). Computed from sparse matrix powers, only at the edges.
+* Positions: the 10 Laplacian eigenvectors (``I - D^{-1/2} A D^{-1/2}``) after the first,
+  zero-padded, normalised by column maximum, their signs flipped at random in training.
+  The same.
+* Pre-training: ``alpha * mean_t ||cos(H_i, H_j) - logT^t_ij||^2 + beta * MSE(X_hat, X)``
+  with ``logT^t = max(0, log(P^t_ij / sum_i P^t_ij) - log(1/N))``, ``t = 1..6``.
+  **Differs**: the official sums over all ``N^2`` pairs; graphloc over the attention
+  graph's pairs (``O(E)``; pairs farther apart have target 0 in the official loss).
+* Fine-tuning: the official freezes all but the last layer(s) and adds an MLP (16 hidden);
+  graphloc trains every parameter with the same head (``freeze`` is not offered).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+import torch
+from torch import Tensor
+
+from graphloc import ops
+from graphloc.checks import check_int
+from graphloc.graph import Graph
+from graphloc.nn.capabilities import ModelCapabilities
+from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
+from graphloc.nn.conv.ugt import UGTLayer
+
+TRANSITION_STEPS = 8  # the official m_ij: P^1 .. P^8
+
+
+@dataclass
+class UGTInputs:
+    """The attention graph and its encodings, in the attention graph's edge order."""
+
+    attention: Graph
+    virtual: Tensor  # [2, V] virtual edges (i < j; both directions are in ``attention``)
+    structure: Tensor  # I [N, 4k + 1], column-max normalised
+    positions: Tensor  # [N, num_eigvecs] Laplacian eigenvectors, column-max normalised
+    distance: Tensor  # d [E_a, 4k + 1]
+    transition: Tensor  # m [E_a, 8]
+    log_transition: Tensor  # [E_a, 8], the pre-training targets logT^t
+
+
+def ugt_inputs(graph: Graph, k_hop: int = 1, num_eigvecs: int = 10,
+               virtual_ratio: float = 0.1, window: int = 8) -> UGTInputs:
+    """UGT's preprocessing of ``graph`` (read as undirected and simple), deterministic.
+
+    Args:
+        graph: the graph (one node set).
+        k_hop: the attention graph's radius and the number of rings in ``I``.
+        num_eigvecs: Laplacian eigenvectors for the positions.
+        virtual_ratio: virtual edges as a fraction of ``graph.num_edges`` (official 0.1).
+        window: candidates per node for the virtual edges (see the module docstring).
+
+    Example::
+
+        inputs = ugt_inputs(Graph(edge_index, num_nodes=n))
+        inputs.attention.num_edges, inputs.virtual.shape
+    """
+    check_int(k_hop, "k_hop", 1)
+    check_int(num_eigvecs, "num_eigvecs", 1)
+    check_int(window, "window", 1)
+    if isinstance(virtual_ratio, bool) or not isinstance(virtual_ratio, (int, float)) or \
+            not 0 <= virtual_ratio <= 1:
+        raise ValueError(f"virtual_ratio must lie in [0, 1], got {virtual_ratio!r}")
+    graph._require_one_node_set("ugt_inputs")
+    simple = _simple_undirected(graph.to("cpu"))
+    raw = structural_vectors(simple, k_hop)
+    virtual = virtual_edges(simple, raw, int(virtual_ratio * graph.num_edges), window)
+    attention = _attention_graph(simple, virtual, k_hop)
+    src, dst = attention.edge_index
+    distance = _column_max_normalised(structural_distance(raw[src], raw[dst]))
+    transition, log_transition = transitions(simple, src, dst)
+    return UGTInputs(attention=attention, virtual=virtual,
+                     structure=_column_max_normalised(raw),
+                     positions=_column_max_normalised(laplacian_eigenvectors(simple,
+                                                                             num_eigvecs)),
+                     distance=distance, transition=_column_max_normalised(transition),
+                     log_transition=log_transition)
+
+
+def _simple_undirected(graph: Graph) -> Graph:
+    """Both directions of every edge, once each, without self-loops."""
+    src, dst = graph.edge_index
+    keep = src != dst
+    pairs = torch.cat([torch.stack([src[keep], dst[keep]]),
+                       torch.stack([dst[keep], src[keep]])], dim=1)
+    pairs = torch.unique(pairs, dim=1)
+    return Graph(pairs, num_nodes=graph.num_nodes)
+
+
+def structural_vectors(simple: Graph, k_hop: int) -> Tensor:
+    """``I [N, 4k + 1]`` (float64): the degree, then min, max, mean and standard deviation
+    (population) of the degrees of each ring ``r = 1..k``; 0 for an empty ring."""
+    n = simple.num_nodes
+    degree = simple.csr.degree().double()
+    balls = ops.khop_subgraphs(simple, torch.arange(n), k_hop)
+    seed = torch.repeat_interleave(torch.arange(n), balls.node_ptr.diff())
+    ring = balls.hops
+    keep = ring > 0
+    group = (seed * k_hop + ring - 1)[keep]
+    values = degree[balls.nodes[keep]]
+    size = n * k_hop
+    count = torch.bincount(group, minlength=size).double()
+    stats = [ops.scatter(values, group, 0, dim_size=size, reduce=r) for r in ("min", "max")]
+    mean = ops.scatter(values, group, 0, dim_size=size, reduce="sum") / count.clamp(min=1)
+    square = ops.scatter(values * values, group, 0, dim_size=size, reduce="sum") / \
+        count.clamp(min=1)
+    std = (square - mean * mean).clamp(min=0).sqrt()
+    rings = torch.stack([stats[0], stats[1], mean, std], dim=1).view(n, 4 * k_hop)
+    return torch.cat([degree.unsqueeze(1), rings], dim=1)
+
+
+def structural_distance(a: Tensor, b: Tensor) -> Tensor:
+    """The official encoding of two structural vectors: ``1 / ((a - b)^2 + 0.5)`` per
+    column (2 where they agree)."""
+    return 1.0 / ((a - b) ** 2 + 0.5)
+
+
+def virtual_edges(simple: Graph, structure: Tensor, count: int, window: int) -> Tensor:
+    """The ``count`` most similar non-adjacent pairs among each node and its ``window``
+    successors in the order sorting the structural vectors; ``[2, V]`` with ``i < j``,
+    ties broken by node ids."""
+    n = simple.num_nodes
+    if count == 0 or n < 2:
+        return torch.empty(2, 0, dtype=torch.long)
+    order = torch.arange(n)
+    for column in reversed(range(structure.size(1))):  # lexicographic: stable sorts
+        order = order[torch.sort(structure[order, column], stable=True).indices]
+    steps = torch.arange(1, min(window, n - 1) + 1)
+    first = order[:, None].expand(-1, steps.numel())[: n - 1]
+    position = torch.arange(n - 1)[:, None] + steps[None, :]
+    valid = position < n
+    a, b = first[valid], order[position[valid]]
+    i, j = torch.minimum(a, b), torch.maximum(a, b)
+    key = torch.unique(i * n + j)
+    i, j = key // n, key % n
+    adjacent = torch.sort(simple.edge_index[0] * n + simple.edge_index[1]).values
+    if adjacent.numel():
+        at = torch.searchsorted(adjacent, key).clamp(max=adjacent.numel() - 1)
+        i, j = i[adjacent[at] != key], j[adjacent[at] != key]
+    score = structural_distance(structure[i], structure[j]).sum(1)
+    # most similar first; ties by (i, j) ascending: sort by ids, then stably by score
+    ranked = torch.sort(-score, stable=True).indices[:count]
+    return torch.stack([i[ranked], j[ranked]])
+
+
+def _attention_graph(simple: Graph, virtual: Tensor, k_hop: int) -> Graph:
+    """All pairs within ``k_hop`` hops of the graph plus the virtual edges, both
+    directions, no loops, sorted by destination."""
+    both = torch.cat([simple.edge_index, virtual, virtual.flip(0)], dim=1)
+    union = Graph(torch.unique(both, dim=1), num_nodes=simple.num_nodes)
+    if k_hop == 1:
+        pairs = union.edge_index
+    else:
+        balls = ops.khop_subgraphs(union, torch.arange(union.num_nodes), k_hop)
+        seed = torch.repeat_interleave(torch.arange(union.num_nodes), balls.node_ptr.diff())
+        far = balls.hops > 0
+        pairs = torch.stack([balls.nodes[far], seed[far]])
+    order = torch.argsort(pairs[1] * simple.num_nodes + pairs[0])
+    return Graph(pairs[:, order], num_nodes=simple.num_nodes)
+
+
+def transitions(simple: Graph, src: Tensor, dst: Tensor) -> tuple[Tensor, Tensor]:
+    """``((P^t)_{src, dst}, logT^t_{src, dst})`` for ``t = 1..8``, ``[E, 8]`` each (float64),
+    from sparse powers of ``P = D^{-1} A``; ``logT^t = max(0, log(P^t_ij / sum_i P^t_ij)
+    - log(1/N))`` (0 where undefined), the official pre-training target."""
+    n = simple.num_nodes
+    row, col = simple.edge_index.numpy().copy()
+    degree = np.bincount(row, minlength=n).astype(np.float64)
+    inv = np.divide(1.0, degree, out=np.zeros(n), where=degree > 0)
+    P = sp.csr_matrix((inv[row], (row, col)), shape=(n, n))
+    power = sp.identity(n, format="csr")
+    s, d = src.numpy().copy(), dst.numpy().copy()
+    probabilities, logs = [], []
+    for _ in range(TRANSITION_STEPS):
+        power = (power @ P).tocsr()
+        value = np.asarray(power[s, d]).ravel()
+        column = np.asarray(power.sum(axis=0)).ravel()[d]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log = np.log(value / column) - np.log(1.0 / n)
+        probabilities.append(value)
+        logs.append(np.nan_to_num(np.maximum(log, 0), nan=0.0, posinf=0.0))
+    as_tensor = lambda cols: torch.from_numpy(np.stack(cols, axis=1))  # noqa: E731
+    return as_tensor(probabilities), as_tensor(logs)
+
+
+def laplacian_eigenvectors(simple: Graph, k: int) -> Tensor:
+    """The eigenvectors 2..k+1 of ``I - D^{-1/2} A D^{-1/2}`` by ascending eigenvalue
+    (DGL's ``lap_pe``), zero-padded when the graph is smaller; each column's sign fixed so
+    its largest entry in absolute value is positive. ``[N, k]`` float64."""
+    n = simple.num_nodes
+    row, col = simple.edge_index.numpy().copy()
+    degree = np.bincount(row, minlength=n).astype(np.float64)
+    inv_sqrt = np.divide(1.0, np.sqrt(degree), out=np.zeros(n), where=degree > 0)
+    lap = sp.identity(n) - sp.csr_matrix((inv_sqrt[row] * inv_sqrt[col], (row, col)),
+                                         shape=(n, n))
+    wanted = min(k + 1, n)
+    if n <= 2000:
+        values, vectors = np.linalg.eigh(lap.toarray())
+    else:  # shift-invert around 0 with one sparse LU (COLAMD): seconds at 200,000 nodes
+        shift = 1e-3  # below the spectrum (>= 0): the shifted matrix is positive definite
+        lu = spla.splu((lap + shift * sp.identity(n)).tocsc(), permc_spec="COLAMD")
+        solve = spla.LinearOperator((n, n), matvec=lu.solve, dtype=np.float64)
+        # a few more than wanted: Lanczos can miss one copy of a repeated eigenvalue
+        values, vectors = spla.eigsh(lap.tocsc(), k=min(wanted + 8, n - 2), sigma=-shift,
+                                     which="LM", OPinv=solve, tol=1e-8)
+        order = np.argsort(values)
+        values, vectors = values[order], vectors[:, order]
+    vectors = vectors[:, 1:wanted]
+    sign = np.sign(vectors[np.abs(vectors).argmax(0), np.arange(vectors.shape[1])])
+    vectors = vectors * np.where(sign == 0, 1, sign)
+    out = torch.zeros(n, k, dtype=torch.float64)
+    out[:, :vectors.shape[1]] = torch.from_numpy(np.ascontiguousarray(vectors))
+    return out
+
+
+def _column_max_normalised(t: Tensor) -> Tensor:
+    """Each column divided by its largest absolute value (all-zero columns stay 0)."""
+    scale = t.abs().amax(0, keepdim=True) if t.numel() else t.new_ones(1, t.size(1))
+    return (t / torch.where(scale == 0, 1, scale)).float()
+
+
+class UGT(ModelCapabilities, torch.nn.Module):
+    r"""UGT: the official ``Transformer`` (``h = X W_h + PE W_pe``; ``num_layers``
+    :class:`UGTLayer` of width ``hidden_channels``, then one more; the edge encodings
+    embedded once) with the official fine-tuning head (an MLP with 16 hidden units) giving
+    ``out_channels`` logits, and :meth:`pretrain_loss`, the official self-supervised loss.
+    Its inputs come from :func:`ugt_inputs`, cached on the ``Graph``. See the module
+    docstring for every difference from the official code.
+
+    Args:
+        in_channels (int): input feature width.
+        hidden_channels (int): width of every layer (official 16).
+        out_channels (int): classes.
+        num_layers (int, default 2): layers before the last one (official 2, so 3 in all).
+        heads (int, default 4): attention heads (official 4).
+        k_hop (int, default 1): the attention graph's radius (official 1).
+        dropout (float, default 0.5): the layers' dropouts (official 0.5).
+        attention (str, default "official"): :class:`UGTLayer`'s ``attention``.
+        num_eigvecs (int, default 10), virtual_ratio (float, default 0.1), window (int,
+            default 8): :func:`ugt_inputs`.
+    """
+
+    graphloc_global = True  # virtual edges join far nodes: influence measures per seed
+
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
+                 num_layers: int = 2, heads: int = 4, k_hop: int = 1, dropout: float = 0.5,
+                 attention: str = "official", num_eigvecs: int = 10,
+                 virtual_ratio: float = 0.1, window: int = 8):
+        super().__init__()
+        check_sizes("UGT", in_channels=in_channels, hidden_channels=hidden_channels,
+                    out_channels=out_channels, num_layers=num_layers, heads=heads,
+                    k_hop=k_hop, num_eigvecs=num_eigvecs)
+        check_dropouts("UGT", dropout=dropout)
+        self.in_channels, self.k_hop = in_channels, k_hop
+        self.preprocessing = dict(k_hop=k_hop, num_eigvecs=num_eigvecs,
+                                  virtual_ratio=virtual_ratio, window=window)
+        structure = 4 * k_hop + 1
+        self.embedding_h = torch.nn.Linear(in_channels, hidden_channels, bias=False)
+        self.lap_pos_enc = torch.nn.Linear(num_eigvecs, hidden_channels)
+        self.embedding_de = torch.nn.Linear(structure, hidden_channels)
+        self.embedding_m = torch.nn.Linear(TRANSITION_STEPS, hidden_channels)
+        self.layers = torch.nn.ModuleList(
+            UGTLayer(hidden_channels, hidden_channels, heads, hidden_channels, structure,
+                     dropout, attention) for _ in range(num_layers + 1))
+        self.MLP_layer_x = torch.nn.Sequential(torch.nn.Linear(hidden_channels, 128),
+                                               torch.nn.SELU(), torch.nn.Linear(128, in_channels))
+        self.head = torch.nn.Sequential(torch.nn.Linear(hidden_channels, 16), torch.nn.ReLU(),
+                                        torch.nn.Linear(16, out_channels))
+
+    def reset_parameters(self) -> None:
+        for module in self.modules():
+            if module is not self and hasattr(module, "reset_parameters"):
+                module.reset_parameters()
+
+    def inputs(self, graph: Graph) -> UGTInputs:
+        """:func:`ugt_inputs` of ``graph`` with this model's settings (cached on it)."""
+        key = ("ugt", *sorted(self.preprocessing.items()))
+        inputs = graph.cached(key, lambda: ugt_inputs(graph, **self.preprocessing))
+        return _to_device(inputs, graph.device)
+
+    def embed(self, x: Tensor, graph) -> tuple[Tensor, UGTInputs]:
+        """The representations ``H [N, hidden]`` before the head, and the inputs used."""
+        check_input(self, x, self.in_channels)
+        graph = as_graph(graph, x)
+        inputs = self.inputs(graph)
+        positions = inputs.positions.to(x.dtype)
+        if self.training:  # the official random sign flips, one per eigenvector
+            flip = torch.randint(0, 2, (positions.size(1),), device=x.device) * 2 - 1
+            positions = positions * flip.to(x.dtype)
+        h = self.embedding_h(x) + self.lap_pos_enc(positions)
+        d = self.embedding_de(inputs.distance.to(x.dtype))
+        m = self.embedding_m(inputs.transition.to(x.dtype))
+        structure = inputs.structure.to(x.dtype)
+        for layer in self.layers:
+            h = layer(h, inputs.attention, d, m, structure)
+        return h, inputs
+
+    def forward(self, x: Tensor, graph) -> Tensor:
+        return self.head(self.embed(x, graph)[0])
+
+    def pretrain_loss(self, x: Tensor, graph, steps: int = 6, alpha: float = 0.5,
+                      beta: float = 0.5) -> Tensor:
+        """The official self-supervised loss on the attention graph's pairs:
+        ``alpha * mean_t (cos(H_i, H_j) - logT^t_ij)^2 + beta * MSE(X_hat, X)``,
+        ``t = 1..steps``."""
+        check_int(steps, "steps", 1)
+        if steps > TRANSITION_STEPS:
+            raise ValueError(f"steps must be at most {TRANSITION_STEPS}, got {steps}")
+        h, inputs = self.embed(x, graph)
+        src, dst = inputs.attention.edge_index
+        cosine = torch.nn.functional.cosine_similarity(h[src], h[dst], dim=1, eps=1e-12)
+        target = inputs.log_transition[:, :steps].to(h.dtype)
+        structure_loss = ((cosine.unsqueeze(1) - target) ** 2).mean()
+        feature_loss = torch.nn.functional.mse_loss(self.MLP_layer_x(h), x)
+        return alpha * structure_loss + beta * feature_loss
+
+
+def _to_device(inputs: UGTInputs, device) -> UGTInputs:
+    if inputs.structure.device == torch.device(device):
+        return inputs
+    return UGTInputs(**{name: getattr(inputs, name).to(device)
+                        for name in UGTInputs.__dataclass_fields__})

@@ -1,0 +1,203 @@
+"""UGT against dense re-implementations of the official code's formulas (networkx BFS
+rings, numpy matrix powers, per-edge loops), on small graphs."""
+
+import itertools
+import math
+
+import networkx as nx
+import numpy as np
+import pytest
+import torch
+from helpers import random_edge_index
+
+from graphloc import Graph
+from graphloc.nn import build_model
+from graphloc.nn.conv.ugt import UGTLayer
+from graphloc.nn.models.ugt import (
+    UGT,
+    laplacian_eigenvectors,
+    structural_vectors,
+    transitions,
+    ugt_inputs,
+    virtual_edges,
+)
+
+
+def small_graph(seed=0, n=30, e=70):
+    """Directed random edges with loops and duplicates; UGT reads them undirected."""
+    return Graph(random_edge_index(n - 4, e, seed=seed), num_nodes=n)
+
+
+def networkx_of(graph):
+    g = nx.Graph()
+    g.add_nodes_from(range(graph.num_nodes))
+    g.add_edges_from((int(a), int(b)) for a, b in graph.edge_index.t() if a != b)
+    return g
+
+
+def official_structure(g, k):
+    """The official getI: degree, then per ring min, max, mean, std of degrees."""
+    out = np.zeros((g.number_of_nodes(), 4 * k + 1))
+    for v in g.nodes:
+        out[v, 0] = g.degree(v)
+        dist = nx.single_source_shortest_path_length(g, v, cutoff=k)
+        for r in range(1, k + 1):
+            ring = [g.degree(u) for u, d in dist.items() if d == r]
+            if ring:
+                out[v, 4 * r - 3: 4 * r + 1] = [min(ring), max(ring), np.mean(ring),
+                                                np.std(ring)]
+    return out
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_structural_vectors_are_the_official_ones(k):
+    graph = small_graph(1)
+    simple = ugt_simple(graph)
+    np.testing.assert_allclose(structural_vectors(simple, k).numpy(),
+                               official_structure(networkx_of(graph), k), atol=1e-12)
+
+
+def ugt_simple(graph):
+    from graphloc.nn.models.ugt import _simple_undirected
+    return _simple_undirected(graph)
+
+
+def test_transitions_are_dense_matrix_powers():
+    graph = small_graph(2)
+    g = networkx_of(graph)
+    A = nx.to_numpy_array(g, nodelist=range(graph.num_nodes))
+    degree = A.sum(1)
+    P = np.divide(A, degree[:, None], out=np.zeros_like(A), where=degree[:, None] > 0)
+    simple = ugt_simple(graph)
+    src, dst = simple.edge_index
+    probabilities, logs = transitions(simple, src, dst)
+    n = graph.num_nodes
+    for t in range(8):
+        Pt = np.linalg.matrix_power(P, t + 1)
+        np.testing.assert_allclose(probabilities[:, t].numpy(), Pt[src, dst], atol=1e-12)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log = np.log(Pt / Pt.sum(0, keepdims=True)) - np.log(1.0 / n)
+        log[~np.isfinite(log) | (log < 0)] = 0
+        np.testing.assert_allclose(logs[:, t].numpy(), log[src, dst], atol=1e-9)
+
+
+def test_attention_graph_is_every_pair_within_k_hops_plus_virtual_edges():
+    graph = small_graph(3)
+    for k in (1, 2):
+        inputs = ugt_inputs(graph, k_hop=k, virtual_ratio=0.1)
+        g = networkx_of(graph)
+        g.add_edges_from(inputs.virtual.t().tolist())
+        expected = {(u, v) for v in g.nodes for u, d in
+                    nx.single_source_shortest_path_length(g, v, cutoff=k).items() if d > 0}
+        got = set(map(tuple, inputs.attention.edge_index.t().tolist()))
+        assert got == expected
+        dst = inputs.attention.edge_index[1]
+        assert bool((dst[1:] >= dst[:-1]).all())  # sorted by destination
+
+
+def test_virtual_edges_are_the_most_similar_non_adjacent_pairs():
+    """With a window covering every node, the candidates are all pairs: the result must be
+    the brute-force top pairs by the official similarity (ties by node ids)."""
+    graph = small_graph(4, n=24, e=40)
+    simple = ugt_simple(graph)
+    structure = structural_vectors(simple, 1)
+    count = 9
+    chosen = virtual_edges(simple, structure, count, window=100)
+    adjacent = set(map(tuple, simple.edge_index.t().tolist()))
+    scored = []
+    for i, j in itertools.combinations(range(graph.num_nodes), 2):
+        if (i, j) not in adjacent:
+            score = float((1 / ((structure[i] - structure[j]) ** 2 + 0.5)).sum())
+            scored.append((-score, i, j))
+    best = sorted(scored)[:count]
+    assert chosen.t().tolist() == [[i, j] for _, i, j in best]
+
+
+def test_laplacian_eigenvectors_dense_and_sparse():
+    for n in (40, 2600):  # the dense solver, then shift-invert
+        ring = torch.arange(n)
+        graph = Graph(torch.stack([ring, (ring + 1) % n]), num_nodes=n)
+        simple = ugt_simple(graph)
+        vectors = laplacian_eigenvectors(simple, 4).numpy()
+        A = nx.to_scipy_sparse_array(networkx_of(graph), nodelist=range(n)).toarray()
+        d = A.sum(1)
+        L = np.eye(n) - A / np.sqrt(np.outer(d, d))
+        expected = np.sort(np.linalg.eigvalsh(L))[1:5]
+        for c in range(4):
+            v = vectors[:, c]
+            lam = v @ L @ v / (v @ v)
+            assert lam == pytest.approx(expected[c], abs=1e-6)
+            np.testing.assert_allclose(L @ v, lam * v, atol=1e-6)
+    tiny = laplacian_eigenvectors(ugt_simple(Graph(torch.tensor([[0], [1]]), 3)), 10)
+    assert tiny.shape == (3, 10) and tiny[:, 2:].abs().max() == 0  # zero-padded
+
+
+def official_attention(layer, h, graph, d, m):
+    """The official propagate_attention, edge by edge (per-channel biases summed, clamped
+    exp, / 2, weighted mean with 1e-6)."""
+    H, C = layer.heads, layer.out_channels // layer.heads
+    q, k, v = (lin(h).view(-1, H, C) for lin in (layer.Q, layer.K, layer.V))
+    pd, pm = layer.proj_d(d).view(-1, H, C), layer.proj_m(m).view(-1, H, C)
+    wv = torch.zeros(h.size(0), H, C, dtype=h.dtype)
+    z = torch.zeros(h.size(0), H, 1, dtype=h.dtype)
+    for e, (j, i) in enumerate(graph.edge_index.t().tolist()):
+        qk = (k[j] * q[i]).sum(-1, keepdim=True) / math.sqrt(C)  # [H, 1]
+        score = torch.exp((qk + pd[e] + pm[e]).sum(-1, keepdim=True).clamp(-10, 10)) / 2
+        wv[i] += v[j] * score
+        z[i] += score
+    return (wv / (z + 1e-6)).view(-1, H * C)
+
+
+def test_layer_attention_is_the_official_formula():
+    torch.manual_seed(0)
+    inputs = ugt_inputs(small_graph(5))
+    layer = UGTLayer(8, 8, heads=2, edge_channels=6, structure_channels=5).double()
+    n, e = inputs.attention.num_nodes, inputs.attention.num_edges
+    h = torch.randn(n, 8, dtype=torch.float64)
+    d, m = torch.randn(e, 6, dtype=torch.float64), torch.randn(e, 6, dtype=torch.float64)
+    torch.testing.assert_close(layer.aggregate(h, inputs.attention, d, m),
+                               official_attention(layer, h, inputs.attention, d, m))
+    layer.attention = "softmax"  # the fix: q.k / sqrt(C) plus biases, a true softmax
+    H, C = 2, 4
+    q, k, v = (lin(h).view(-1, H, C) for lin in (layer.Q, layer.K, layer.V))
+    bias = layer.proj_d(d).view(-1, H, C).sum(-1) + layer.proj_m(m).view(-1, H, C).sum(-1)
+    src, dst = inputs.attention.edge_index
+    score = (k[src] * q[dst]).sum(-1) / math.sqrt(C) + bias
+    expected = torch.zeros(n, H, C, dtype=torch.float64)
+    for i in range(n):
+        rows = dst == i
+        if rows.any():
+            weight = torch.softmax(score[rows], 0)
+            expected[i] = (weight.unsqueeze(-1) * v[src[rows]]).sum(0)
+    torch.testing.assert_close(layer.aggregate(h, inputs.attention, d, m),
+                               expected.view(n, -1))
+
+
+def test_model_trains_pretrains_and_is_registered():
+    torch.manual_seed(0)
+    graph = small_graph(6)
+    x = torch.randn(graph.num_nodes, 7)
+    model = build_model("ugt", 7, 16, 3, 2)
+    assert isinstance(model, UGT) and model.graphloc_global
+    assert model(x, graph).shape == (graph.num_nodes, 3)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    first = float(model.pretrain_loss(x, graph))
+    for _ in range(30):
+        opt.zero_grad()
+        model.pretrain_loss(x, graph).backward()
+        opt.step()
+    assert float(model.pretrain_loss(x, graph)) < first
+
+
+def test_bad_input_is_named():
+    graph = small_graph(7)
+    with pytest.raises(ValueError, match="k_hop must be an integer >= 1, got 0"):
+        ugt_inputs(graph, k_hop=0)
+    with pytest.raises(ValueError, match=r"virtual_ratio must lie in \[0, 1\], got 2"):
+        ugt_inputs(graph, virtual_ratio=2)
+    with pytest.raises(ValueError, match="bipartite"):
+        ugt_inputs(Graph.bipartite(torch.tensor([[0], [1]]), (3, 2)))
+    with pytest.raises(ValueError, match="must be a multiple of heads"):
+        UGTLayer(6, 6, heads=4)
+    with pytest.raises(ValueError, match="attention must be one of"):
+        UGTLayer(8, 8, attention="linear")
