@@ -8,8 +8,8 @@ from graphloc.nn.models.lift import LiftBlock, LiftGCN
 from graphloc.nn.models.mega import MEGAGNN
 from graphloc.nn.models.sgformer import SGFormer
 from graphloc.nn.models.tangnn import TANGNN
-from graphloc.nn.models.ugt import UGT, ugt_inputs
+from graphloc.nn.models.ugt import UGT, pretrain_ugt, ugt_inputs
 
 __all__ = ["GNN", "DAGNN", "ACTIVATIONS", "LAModel", "LocalAugmenter", "pretrain_augmenter",
            "LiftBlock", "LiftGCN", "MEGAGNN", "TANGNN", "LargeGT", "EMACodebook",
-           "hop2_tokens", "fastrp_encoding", "SGFormer", "UGT", "ugt_inputs"]
+           "hop2_tokens", "fastrp_encoding", "SGFormer", "UGT", "ugt_inputs", "pretrain_ugt"]

@@ -343,6 +343,32 @@ class UGT(ModelCapabilities, torch.nn.Module):
         return alpha * structure_loss + beta * feature_loss
 
 
+def pretrain_ugt(model: UGT, x: Tensor, graph, epochs: int = 100, lr: float = 1e-3,
+             steps: int = 6, alpha: float = 0.5, beta: float = 0.5) -> list[float]:
+    """The official self-supervised stage: Adam (lr 1e-3, as the official) on
+    :meth:`UGT.pretrain_loss` for ``epochs`` full-graph steps, the model left in eval mode.
+    Fine-tune afterwards (``graphloc.train`` or your loop; the head starts untrained).
+    Returns the loss per epoch.
+
+    Example::
+
+        model = UGT(x.size(1), 16, num_classes)
+        pretrain_ugt(model, x, graph, epochs=200)
+    """
+    check_int(epochs, "epochs", 1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in range(epochs):
+        optimizer.zero_grad()
+        loss = model.pretrain_loss(x, graph, steps, alpha, beta)
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss))
+    model.eval()
+    return losses
+
+
 def _to_device(inputs: UGTInputs, device) -> UGTInputs:
     if inputs.structure.device == torch.device(device):
         return inputs
