@@ -192,6 +192,9 @@ def transitions(simple: Graph, src: Tensor, dst: Tensor) -> tuple[Tensor, Tensor
     from sparse powers of ``P = D^{-1} A``; ``logT^t = max(0, log(P^t_ij / sum_i P^t_ij)
     - log(1/N))`` (0 where undefined), the official pre-training target."""
     n = simple.num_nodes
+    if src.numel() == 0:
+        empty = torch.zeros(0, TRANSITION_STEPS, dtype=torch.float64)
+        return empty, empty.clone()
     row, col = simple.edge_index.numpy().copy()
     degree = np.bincount(row, minlength=n).astype(np.float64)
     inv = np.divide(1.0, degree, out=np.zeros(n), where=degree > 0)

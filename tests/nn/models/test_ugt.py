@@ -197,3 +197,11 @@ def test_bad_input_is_named():
         UGTLayer(6, 6, heads=4)
     with pytest.raises(ValueError, match="attention must be one of"):
         UGTLayer(8, 8, attention="linear")
+
+
+def test_graphs_without_edges_and_tiny_graphs():
+    model = UGT(3, 8, 2, heads=2)
+    for n, edges in ((1, torch.empty(2, 0, dtype=torch.long)), (2, torch.tensor([[0], [1]])),
+                     (4, torch.empty(2, 0, dtype=torch.long))):
+        out = model(torch.randn(n, 3), Graph(edges, num_nodes=n))
+        assert out.shape == (n, 2) and bool(torch.isfinite(out).all())
