@@ -155,14 +155,10 @@ class LSTMAggregation(Aggregation):
     def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
         self._unweighted(edge_weight)
         _require_sorted(graph, self)
-        messages = x.index_select(0, graph.csr.indices.long())
-        degree = graph.csr.degree().long()
+        messages, rows, position, degree = _csr_messages(graph, x)
         out = x.new_zeros(graph.num_nodes, self.out_channels)
         if messages.size(0) == 0:
             return out
-        rows = torch.repeat_interleave(torch.arange(graph.num_nodes, device=x.device), degree)
-        position = torch.arange(messages.size(0), device=x.device) - \
-            graph.csr.indptr.long()[rows]
         if self.padded:
             dense = x.new_zeros(graph.num_nodes, int(degree.max()), x.size(1))
             dense = dense.index_put((rows, position), messages)
@@ -240,10 +236,7 @@ class LCMAggregation(Aggregation):
         _require_sorted(graph, self)
         if self.lin is not None:
             x = self.lin(x).relu()
-        entries = x.index_select(0, graph.csr.indices.long())  # CSR order: row by row
-        degree = graph.csr.degree().long()
-        rows = torch.repeat_interleave(torch.arange(graph.num_nodes, device=x.device), degree)
-        position = torch.arange(entries.size(0), device=x.device) - graph.csr.indptr.long()[rows]
+        entries, rows, position, degree = _csr_messages(graph, x)
         if self.padded:
             return self._padded_tree(entries, rows, position, degree, graph.num_nodes)
         return self._own_tree(entries, rows, position, degree, graph.num_nodes)
@@ -300,6 +293,16 @@ class LCMAggregation(Aggregation):
                 f"project={self.project})")
 
 
+def _csr_messages(graph: Graph, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The neighbours' rows in CSR order (row by row), with each one's row, its position in
+    the row, and the row degrees: what the sequence aggregations read."""
+    messages = x.index_select(0, graph.csr.indices.long())
+    degree = graph.csr.degree().long()
+    rows = torch.repeat_interleave(torch.arange(graph.num_nodes, device=x.device), degree)
+    position = torch.arange(messages.size(0), device=x.device) - graph.csr.indptr.long()[rows]
+    return messages, rows, position, degree
+
+
 def _require_sorted(graph: Graph, owner: Aggregation) -> None:
     dst = graph.edge_index[1]
     if dst.numel() > 1 and bool((dst[1:] < dst[:-1]).any()):
@@ -330,9 +333,7 @@ class ModuleAggregation(Aggregation):
 
     def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
         self._unweighted(edge_weight)
-        messages = x.index_select(0, graph.csr.indices.long())
-        index = torch.repeat_interleave(torch.arange(graph.num_nodes, device=x.device),
-                                        graph.csr.degree().long())
+        messages, index, _, _ = _csr_messages(graph, x)
         return self.module(messages, index=index, ptr=graph.csr.indptr.long(),
                            dim_size=graph.num_nodes)
 
