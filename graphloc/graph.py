@@ -172,7 +172,7 @@ class Graph:
         largest = max(num_nodes, num_src_nodes or 0, edge_index.size(1))
         index_dtype = torch.int32 if largest <= _INT32_MAX else torch.int64
         src, dst = edge_index.to(index_dtype)
-        indptr, perm = ops.coo_to_csr(dst, num_nodes)
+        indptr, perm = ops.coo_to_csr(dst, num_nodes, validated=True)
         csr = CSR(indptr, src, None) if dst_sorted else \
             CSR(indptr, src.index_select(0, perm.long()), perm)
         graph._init(edge_index.long(), num_nodes, edge_attr, csr, {}, num_src_nodes)
@@ -193,7 +193,7 @@ class Graph:
         largest = max(num_nodes, num_src_nodes or 0, edge_index.size(1))
         index_dtype = torch.int32 if largest <= _INT32_MAX else torch.int64
         src, dst = edge_index.to(index_dtype)
-        indptr, perm = ops.coo_to_csr(dst, num_nodes)
+        indptr, perm = ops.coo_to_csr(dst, num_nodes, validated=True)
         already_sorted = bool((dst[1:] >= dst[:-1]).all()) if dst.numel() > 1 else True
         csr = CSR(indptr, src if already_sorted else src.index_select(0, perm.long()),
                   None if already_sorted else perm)

@@ -204,10 +204,12 @@ def segment_reduce(src: Tensor, indptr: Tensor, reduce: str = "sum") -> Tensor:
     return out.view(indptr.numel() - 1, *src.shape[1:])
 
 
-def coo_to_csr(index: Tensor, num_rows: int) -> tuple[Tensor, Tensor]:
+def coo_to_csr(index: Tensor, num_rows: int, validated: bool = False) -> tuple[Tensor, Tensor]:
     """Stable counting sort of ``index`` (values in ``[0, num_rows)``) into ``(indptr, perm)``:
-    ``index[perm]`` is sorted and row ``r`` owns ``perm[indptr[r]:indptr[r+1]]``."""
+    ``index[perm]`` is sorted and row ``r`` owns ``perm[indptr[r]:indptr[r+1]]``.
+    ``validated=True`` skips the Python range check for a caller that has made it already
+    (``Graph``); the kernel still checks every index it reads."""
     check_int(num_rows, "num_rows", 0)
-    if not torch.compiler.is_compiling():  # traced: the kernel checks the range itself
+    if not validated and not torch.compiler.is_compiling():  # traced: the kernel checks
         check_index(index, num_rows, "index")
     return kernels.coo_to_csr(index, num_rows)
