@@ -11,6 +11,7 @@ import torch
 import graphloc
 from graphloc.distributed import process_group, rank_and_world, relaunch
 from graphloc.influence import METHODS, plot_influence
+from graphloc.nn.models.forward import PROCEDURES
 from graphloc.plotting import require_matplotlib
 
 
@@ -67,9 +68,14 @@ def train(args) -> int:
     config = TrainConfig(model=args.model, layers=args.layers, hidden=args.hidden,
                          dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay,
                          epochs=args.epochs, eval_every=args.eval_every,
-                         batch_size=args.batch_size, fanout=args.fanout, seed=args.seed)
+                         batch_size=args.batch_size, fanout=args.fanout, seed=args.seed,
+                         procedure=args.procedure, patience=args.patience)
     history = fit(dataset, config, out_dir=args.out, resume=args.resume)
     if rank_and_world()[0] != 0:
+        return 0
+    if history[-1].get("final"):  # layer-wise: each layer kept its best
+        print(f"final model: validation accuracy {history[-1]['val']:.4f} (test "
+              f"{history[-1]['test']:.4f}); checkpoint {args.out}/best.pt")
         return 0
     best = max(history, key=lambda h: h["val"])
     print(f"best validation accuracy {best['val']:.4f} at epoch {best['epoch']} "
@@ -99,6 +105,14 @@ def _add_train_command(commands) -> None:
                      help="mini-batches of this many seed nodes (sampled neighbourhoods; "
                           "largegt uses its own fixed tokens)")
     cmd.add_argument("--fanout", type=int, nargs="+", help="neighbours per layer (-1: all)")
+    cmd.add_argument("--procedure", default="backprop", choices=("backprop", *PROCEDURES),
+                     help="backprop, or forward learning of the --model conv stack "
+                          "(ForwardGNN: ff, ff-vn, sf, sf-top2input, sf-top2loss): each "
+                          "layer trained on its own loss, --epochs per layer for ff, ff-vn "
+                          "and sf")
+    cmd.add_argument("--patience", type=count(1),
+                     help="stop after this many evaluations without a better validation "
+                          "accuracy (default: run every epoch)")
     cmd.add_argument("--seed", type=int, default=0)
     cmd.add_argument("--root", default="data")
     cmd.add_argument("--out", required=True, help="run folder")

@@ -23,6 +23,7 @@ from graphloc.distributed import rank_and_world
 from graphloc.io import atomic_save, load_file
 from graphloc.nn import build_model
 from graphloc.nn.capabilities import ModelCapabilities, capabilities_of
+from graphloc.nn.models.forward import GREEDY, PROCEDURES
 from graphloc.plotting import require_matplotlib
 
 
@@ -44,6 +45,11 @@ class TrainConfig:
     seed: int = 0
     standardize: bool = True  # inputs scaled by the training nodes' mean and std
     model_kwargs: dict = field(default_factory=dict)
+    # "backprop", or a ForwardGNN procedure ("ff", "ff-vn", "sf", "sf-top2input",
+    # "sf-top2loss"): model then names the conv, trained layer by layer without
+    # backpropagation across layers (graphloc.nn.models.forward)
+    procedure: str = "backprop"
+    patience: int | None = None  # stop after this many evaluations without a better val
 
 
 class Standardized(ModelCapabilities, torch.nn.Module):
@@ -79,8 +85,11 @@ class Standardized(ModelCapabilities, torch.nn.Module):
         has none): which nodes each output depends on, for influence."""
         return self.model.reads
 
+    def standardize(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.mean) / self.std
+
     def forward_within(self, x, graph, ball_sizes):
-        return self.model.forward_within((x - self.mean) / self.std, graph, ball_sizes)
+        return self.model.forward_within(self.standardize(x), graph, ball_sizes)
 
     def fit(self, x: torch.Tensor) -> Standardized:
         """Mean and std of each column over ``x`` (the training nodes). A column constant
@@ -98,7 +107,7 @@ class Standardized(ModelCapabilities, torch.nn.Module):
         return self
 
     def forward(self, x, graph, **kwargs):
-        return self.model((x - self.mean) / self.std, graph, **kwargs)
+        return self.model(self.standardize(x), graph, **kwargs)
 
 
 def check_config(config: TrainConfig) -> None:
@@ -125,6 +134,13 @@ def check_config(config: TrainConfig) -> None:
     for name in ("layers", "hidden", "epochs", "eval_every"):
         integer(name, 1)
     integer("batch_size", 1, allow_none=True)
+    integer("patience", 1, allow_none=True)
+    if config.procedure not in ("backprop", *PROCEDURES):
+        raise ValueError(f"TrainConfig.procedure must be one of "
+                         f"{('backprop', *PROCEDURES)}, got {config.procedure!r}")
+    if config.procedure != "backprop" and config.batch_size is not None:
+        raise ValueError(f"TrainConfig.procedure={config.procedure!r} trains full batch: "
+                         f"batch_size must be None, got {config.batch_size!r}")
     real("dropout", 0, 1)
     real("lr", 0, include_low=False)
     real("weight_decay", 0)
@@ -158,8 +174,13 @@ def _check_splits(dataset: NodeDataset) -> None:
 
 
 def _build(config: TrainConfig, num_features: int, num_classes: int) -> torch.nn.Module:
-    model = build_model(config.model, num_features, config.hidden, num_classes,
-                        config.layers, dropout=config.dropout, **config.model_kwargs)
+    if config.procedure == "backprop":
+        model = build_model(config.model, num_features, config.hidden, num_classes,
+                            config.layers, dropout=config.dropout, **config.model_kwargs)
+    else:
+        model = build_model("forwardgnn", num_features, config.hidden, num_classes,
+                            config.layers, conv=config.model, procedure=config.procedure,
+                            dropout=config.dropout, seed=config.seed, **config.model_kwargs)
     return Standardized(model, num_features) if config.standardize else model
 
 
@@ -275,6 +296,9 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
     model = _build(config, dataset.num_features, dataset.num_classes)
     if config.standardize:
         model.fit(dataset.x[dataset.train_index])
+    if config.procedure != "backprop":
+        _check_layerwise_run(config, world, resume)
+        return _fit_layerwise(model, dataset, config, out_dir, progress)
     shard = _shard(dataset.train_index, dataset.graph, rank, world, config.seed)
     if shard.numel() == 0:
         raise ValueError(f"process {rank} of {world} has no training nodes: "
@@ -292,7 +316,7 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
         loader = NeighborLoader(dataset.graph, dataset.x, dataset.y, fanout,
                                 batch_size=config.batch_size, shuffle=True,
                                 seed=config.seed + rank, input_nodes=shard)
-    history, start, best = [], 0, -1.0
+    history, start, best, stale = [], 0, -1.0, 0
     last = os.path.join(out_dir, "last.pt") if out_dir else None  # every process resumes
     out_dir = out_dir if rank == 0 else None  # one process writes
     if resume:
@@ -301,13 +325,14 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
         state = load_file(last, "training checkpoint", weights_only=False,
                           keys=("config", "state_dict", "optimizer", "rng", "epoch",
                                 "best_val", "history"), rebuild=_NO_REBUILD)
-        if state["config"] != asdict(config):
+        if asdict(TrainConfig(**state["config"])) != asdict(config):
             raise ValueError("the checkpoint was trained with another configuration: "
                              f"{state['config']}")
         model.load_state_dict(state["state_dict"])
         opt.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"])
         history, start, best = state["history"], state["epoch"], state["best_val"]
+        stale = state.get("stale", 0)  # older checkpoints: counted from the resume
         if loader is not None:
             loader.set_epoch(start)
     bar = tqdm(range(start, config.epochs), disable=not progress, desc=config.model)
@@ -318,17 +343,158 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
         history.append({"epoch": epoch + 1, "loss": loss, **evaluate(model, dataset)})
         bar.set_postfix(loss=f"{loss:.3f}", val=f"{history[-1]['val']:.3f}")
         if history[-1]["val"] > best:
-            best = history[-1]["val"]
+            best, stale = history[-1]["val"], 0
             if out_dir:
                 atomic_save(_checkpoint(model, config, dataset, history),
                             os.path.join(out_dir, "best.pt"))
+        else:
+            stale += 1
         if out_dir:
             atomic_save({**_checkpoint(model, config, dataset, history),
                          "optimizer": opt.state_dict(), "rng": torch.get_rng_state(),
-                         "epoch": epoch + 1, "best_val": best, "history": history}, last)
+                         "epoch": epoch + 1, "best_val": best, "stale": stale,
+                         "history": history}, last)
+        if config.patience is not None and stale >= config.patience:
+            break
     if out_dir:
         _write_metrics(history, out_dir)
     return history
+
+
+def _check_layerwise_run(config: TrainConfig, world: int, resume: bool) -> None:
+    if world > 1:
+        raise ValueError(f"procedure={config.procedure!r} trains in one process; run it "
+                         f"without --nproc ({world} processes here)")
+    if resume:
+        raise ValueError(f"procedure={config.procedure!r} cannot resume (each layer's "
+                         "training runs to its end); train again")
+
+
+def _fit_layerwise(model, dataset: NodeDataset, config: TrainConfig, out_dir, progress):
+    """Forward learning: every layer has its own Adam (the official optimiser) and its own
+    local loss. ff, ff-vn and sf train layer 1 to its best validation accuracy (with the
+    layers below it), freeze it and push its inputs through it, then layer 2...;
+    sf-top2input and sf-top2loss step every layer at every epoch (the whole model keeps
+    its best). Writes best.pt and metrics.json; a record per evaluation (with ``layer``)."""
+    from tqdm.auto import tqdm
+    net = model.model if isinstance(model, Standardized) else model
+    x = model.standardize(dataset.x) if isinstance(model, Standardized) else dataset.x
+    net.set_context(dataset.num_nodes, dataset.train_index, dataset.y[dataset.train_index])
+    opts = [torch.optim.Adam(conv.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+            for conv in net.convs]
+    history: list[dict] = []
+    schedule = _greedy_layers if config.procedure in GREEDY else _all_layers
+    bar = tqdm(total=config.epochs * (net.num_layers if config.procedure in GREEDY else 1),
+               disable=not progress, desc=f"{config.model} {config.procedure}")
+    schedule(model, net, opts, x, dataset, config, history, bar)
+    bar.close()
+    net.depth = net.num_layers
+    history.append({"epoch": history[-1]["epoch"], "layer": net.num_layers, "loss": None,
+                    "final": True, **_layerwise_accuracy(model, net, dataset)})
+    if out_dir:
+        atomic_save(_checkpoint(model, config, dataset, history),
+                    os.path.join(out_dir, "best.pt"))
+        _write_metrics(history, out_dir)
+    return history
+
+
+@torch.no_grad()
+def _layerwise_accuracy(model, net, dataset: NodeDataset) -> dict:
+    """``evaluate``'s accuracies; for ff and ff-vn the training nodes are scored as the
+    evaluated ones (claiming each class in turn), not with their own labels as input."""
+    accuracy = evaluate(model, dataset)
+    if net.procedure in ("ff", "ff-vn"):
+        model.eval()
+        pred = model(dataset.x, dataset.graph, evaluated=dataset.train_index).argmax(1)
+        index = dataset.train_index
+        accuracy["train"] = (pred[index] == dataset.y[index]).float().mean().item()
+    return accuracy
+
+
+class _Records:
+    """The history of a layer-wise run: ``add`` records an evaluation (and the progress
+    bar) and answers whether to stop: ``patience`` evaluations without a better val."""
+
+    def __init__(self, config: TrainConfig, history: list, bar):
+        self.patience, self.history, self.bar = config.patience, history, bar
+        self.best, self.stale = -1.0, 0
+
+    def add(self, record: dict) -> bool:
+        self.history.append(record)
+        self.bar.set_postfix(loss=f"{record['loss']:.3f}", val=f"{record['val']:.3f}")
+        improved = record["val"] > self.best
+        self.best, self.stale = (record["val"], 0) if improved else (self.best, self.stale + 1)
+        return self.patience is not None and self.stale >= self.patience
+
+
+def _due(epoch: int, config: TrainConfig) -> bool:
+    return (epoch + 1) % config.eval_every == 0 or epoch + 1 == config.epochs
+
+
+def _greedy_layers(model, net, opts, x, dataset, config, history, bar) -> None:
+    streams = net.streams(x, dataset.graph)
+    step = 0
+    for j in range(net.num_layers):
+        net.depth = j + 1  # validation reads the layers trained so far
+        best, best_state, records = -1.0, None, _Records(config, history, bar)
+        for epoch in range(config.epochs):
+            bar.update()
+            model.train()
+            opts[j].zero_grad()
+            loss = net.greedy_loss(j, streams)
+            loss.backward()
+            opts[j].step()
+            step += 1
+            if not _due(epoch, config):
+                continue
+            record = {"epoch": step, "layer": j + 1, "loss": loss.item(),
+                      **_layerwise_accuracy(model, net, dataset)}
+            if record["val"] > best:
+                best, best_state = record["val"], _copy_state(net.convs[j])
+            if records.add(record):
+                break
+        net.convs[j].load_state_dict(best_state)
+        model.eval()  # the frozen layer's outputs without dropout
+        streams = net.advance(j, streams)
+
+
+def _all_layers(model, net, opts, x, dataset, config, history, bar) -> None:
+    with torch.no_grad():
+        states, graph = net.top_states(x, dataset.graph)
+    best, best_state, records = -1.0, None, _Records(config, history, bar)
+    # sf-top2input: even layers, then odd ones on the fresh states; sf-top2loss: all
+    # layers read the previous step's states (the official orders)
+    layers = range(net.num_layers)
+    groups = [layers[0::2], layers[1::2]] if config.procedure == "sf-top2input" else [layers]
+    for epoch in range(config.epochs):
+        bar.update()
+        model.train()
+        losses = []
+        for group in groups:
+            fresh = {}
+            for j in group:
+                opts[j].zero_grad()
+                loss, fresh[j] = net.top_loss(j, states, graph)
+                loss.backward()
+                if config.procedure == "sf-top2loss":  # the official clip, this variant only
+                    torch.nn.utils.clip_grad_norm_(net.convs[j].parameters(), 1.0)
+                opts[j].step()
+                losses.append(loss.item())
+            for j, state in fresh.items():
+                states[j + 1] = state
+        if not _due(epoch, config):
+            continue
+        record = {"epoch": epoch + 1, "layer": net.num_layers,
+                  "loss": sum(losses) / len(losses), **_layerwise_accuracy(model, net, dataset)}
+        if record["val"] > best:
+            best, best_state = record["val"], _copy_state(net)
+        if records.add(record):
+            break
+    net.load_state_dict(best_state)
+
+
+def _copy_state(module: torch.nn.Module) -> dict:
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
 
 
 _NO_REBUILD = "A checkpoint cannot be rebuilt: restore a copy or train again."

@@ -149,3 +149,19 @@ def test_the_cli_takes_a_users_graph_files(tmp_path, capsys):
     assert main(["dataset", "stats", "nowhere"]) == 2
     err = capsys.readouterr().err
     assert "unknown dataset 'nowhere'" in err and "edge list" in err and "dataset build" in err
+
+
+def test_train_with_a_forward_procedure_then_measure_it(tmp_path, capsys):
+    import json
+    import math
+    run = tmp_path / "run"
+    assert main(["train", "--dataset", "synthetic:200", "--model", "gcn", "--layers", "2",
+                 "--hidden", "8", "--epochs", "3", "--procedure", "sf-top2loss",
+                 "--patience", "2", "--out", str(run)]) == 0
+    assert "final model: validation accuracy" in capsys.readouterr().out
+    out = tmp_path / "i.json"
+    assert main(["influence", "--graph", "synthetic:200", "--checkpoint", str(run / "best.pt"),
+                 "--max-hops", "3", "--samples", "4", "--out", str(out)]) == 0
+    (result,) = json.loads(out.read_text()).values()
+    assert len(result["totals"]) == 4
+    assert all(math.isfinite(v) for row in result["totals"] for v in row)

@@ -429,3 +429,26 @@ def test_results_plot_on_one_figure_and_the_extra_is_named(tmp_path, monkeypatch
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
     with pytest.raises(ImportError, match=r"pip install 'graphloc\[plot\]'"):
         plot_influence(results)
+
+
+@pytest.mark.parametrize("procedure", ["ff", "sf", "sf-top2input"])
+def test_forward_learned_models_are_measured_on_the_whole_graph(procedure):
+    """ForwardGNN reads labelled nodes across the graph (class nodes, label blocks): its
+    per-hop totals are those of the whole-graph Jacobian, not of a ball's subgraph."""
+    from graphloc.nn.models.forward import ForwardGNN
+    edge_index = random_edge_index(16, 40, seed=5)
+    x = torch.randn(16, 4, dtype=torch.float64)
+    torch.manual_seed(3)
+    model = ForwardGNN("gcn", 4, 6, 3, 2, procedure=procedure, test_time_steps=3).double()
+    model.set_context(16, torch.tensor([0, 3, 4, 9]), torch.tensor([0, 1, 2, 1]))
+    model.eval()
+    graph = Graph(edge_index, num_nodes=16)
+    pair = torch.autograd.functional.jacobian(lambda inp: model(inp, graph), x).abs().sum((1, 3))
+    ours = influence_per_hop(model, (x, graph), 6, torch.arange(16), batch_size=4)
+    expected = torch.zeros(16, 7, dtype=torch.float64)
+    for v, ball in _in_balls(edge_index, 16, 6).items():
+        for u, h in ball.items():
+            expected[v, h] += pair[v, u]
+    torch.testing.assert_close(ours, expected)
+    if procedure != "ff":  # class nodes: beyond the ball too (not counted, as PyG's hops)
+        assert pair.sum() > expected.sum()

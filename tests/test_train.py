@@ -193,3 +193,92 @@ def test_node_dataset_from_networkx():
     ds = NodeDataset.from_networkx(g, torch.eye(34), y, name="karate")
     assert ds.graph.num_edges == 2 * g.number_of_edges() and ds.num_classes == 2
     assert ds.train_index.numel() == 3 and ds.test_index.numel() == 28
+
+
+# -- forward learning (ForwardGNN procedures) --------------------------------------------
+
+@pytest.fixture(scope="module")
+def separable():
+    """Features that carry the class (one-hot plus noise) on a random graph whose edges
+    mostly join nodes of one class: every procedure can learn it."""
+    from graphloc.datasets.base import NodeDataset
+    from graphloc.graph import Graph
+    gen = torch.Generator().manual_seed(0)
+    n, c = 300, 4
+    y = torch.randint(0, c, (n,), generator=gen)
+    x = torch.nn.functional.one_hot(y, c).float() + 0.8 * torch.randn(n, c, generator=gen)
+    src = torch.randint(0, n, (1500,), generator=gen)
+    same = y[src][:, None] == y[None, :]  # a random node of the same class
+    dst = torch.multinomial(same.float(), 1, generator=gen).flatten()
+    edge_index = torch.cat([torch.stack([src, dst]), torch.stack([dst, src])], 1)
+    perm = torch.randperm(n, generator=gen)
+    return NodeDataset("separable", Graph(edge_index, n), x, y, perm[:120], perm[120:180],
+                       perm[180:])
+
+
+@pytest.mark.parametrize("procedure", ["ff", "ff-vn", "sf", "sf-top2input", "sf-top2loss"])
+def test_each_procedure_learns_and_its_checkpoint_reloads(separable, procedure, tmp_path):
+    config = TrainConfig(model="sage", layers=2, hidden=32, lr=0.01, epochs=40, eval_every=5,
+                         dropout=0.0, procedure=procedure)
+    history = fit(separable, config, out_dir=str(tmp_path), progress=False)
+    final = history[-1]
+    assert final["final"] and final["test"] > 0.55  # four classes: chance is 0.25
+    assert {h["layer"] for h in history} == ({1, 2} if procedure in ("ff", "ff-vn", "sf")
+                                             else {2})
+    model, info = load_checkpoint(str(tmp_path / "best.pt"))
+    assert evaluate(model, separable)["test"] == pytest.approx(final["test"])
+    assert info["config"]["procedure"] == procedure
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix != ".png") == [
+        "best.pt", "metrics.json"]
+
+
+def test_greedy_layers_keep_their_best_and_freeze(separable):
+    """Layer 1's weights after the run are those of its best validation check (restored),
+    and training layer 2 leaves them untouched."""
+    config = TrainConfig(model="sage", layers=2, hidden=16, lr=0.05, epochs=12, eval_every=3,
+                         procedure="sf", standardize=False)
+    seen = []
+    import graphloc.train as train
+    original = train._layerwise_accuracy
+
+    def spy(model, net, dataset):
+        out = original(model, net, dataset)
+        seen.append((net.depth, out["val"],
+                     {k: v.clone() for k, v in net.convs[0].state_dict().items()}))
+        return out
+    train._layerwise_accuracy = spy
+    try:
+        fit(separable, config, progress=False)
+    finally:
+        train._layerwise_accuracy = original
+    first = [s for s in seen if s[0] == 1]
+    best = max(first, key=lambda s: s[1])[2]  # the first of the best, as > keeps it
+    later = [s for s in seen if s[0] == 2]
+    assert later and all(all(torch.equal(s[2][k], best[k]) for k in best) for s in later)
+
+
+def test_patience_stops_a_run_early(separable):
+    config = TrainConfig(model="gcn", layers=1, hidden=8, lr=1e-6, epochs=50, patience=2,
+                         procedure="sf")
+    history = fit(separable, config, progress=False)
+    assert len([h for h in history if not h.get("final")]) == 3  # best at 1, two stale
+    backprop = fit(separable, TrainConfig(model="gcn", layers=1, hidden=8, lr=1e-6, epochs=50,
+                                          patience=2), progress=False)
+    assert len(backprop) == 3
+
+
+@pytest.mark.parametrize("changes,match", [
+    ({"procedure": "forward"}, "procedure must be one of"),
+    ({"procedure": "sf", "batch_size": 32}, "trains full batch: batch_size must be None"),
+    ({"patience": 0}, "patience must be an integer >= 1"),
+    ({"procedure": "sf", "model": "dagnn"}, "unknown conv 'dagnn'"),
+])
+def test_bad_forward_configurations(separable, changes, match):
+    with pytest.raises(ValueError, match=match):
+        fit(separable, TrainConfig(epochs=1, **changes), progress=False)
+
+
+def test_forward_procedures_refuse_resume(separable, tmp_path):
+    with pytest.raises(ValueError, match="procedure='sf' cannot resume"):
+        fit(separable, TrainConfig(epochs=1, procedure="sf"), out_dir=str(tmp_path),
+            resume=True, progress=False)

@@ -32,6 +32,7 @@ from graphloc.nn.models import (
     MEGAGNN,
     TANGNN,
     UGT,
+    ForwardGNN,
     EMACodebook,
     LAModel,
     LargeGT,
@@ -49,4 +50,4 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv",
            "EMACodebook", "hop2_tokens", "fastrp_encoding", "SGFormer", "SGFormerAttention",
            "MultiEdgeConv", "MEGAGNN", "group_size_histogram", "LAModel", "from_pyg",
            "Unconvertible", "CONVS", "MODELS", "build_model", "register_conv",
-           "register_model", "UGT", "UGTLayer", "aggr", "conv", "models"]
+           "register_model", "UGT", "UGTLayer", "ForwardGNN", "aggr", "conv", "models"]

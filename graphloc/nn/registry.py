@@ -10,6 +10,7 @@ import torch
 
 from graphloc.nn.conv.registry import CONVS
 from graphloc.nn.models.aug import LAModel
+from graphloc.nn.models.forward import ForwardGNN
 from graphloc.nn.models.gnn import DAGNN, GNN
 from graphloc.nn.models.largegt import LargeGT
 from graphloc.nn.models.lift import LiftGCN
@@ -58,6 +59,13 @@ register_model("sgformer-citynetworks")(
 register_model("ugt")(lambda in_channels, hidden_channels, out_channels, num_layers,
                      dropout=0.5, **kw: UGT(in_channels, hidden_channels, out_channels,
                                             num_layers=num_layers, dropout=dropout, **kw))
+
+
+# Forward learning of any registered conv stack; graphloc.train's TrainConfig(procedure=...)
+# trains it layer by layer.
+register_model("forwardgnn")(lambda in_channels, hidden_channels, out_channels, num_layers,
+                             conv="gcn", **kw: ForwardGNN(conv, in_channels, hidden_channels,
+                                                          out_channels, num_layers, **kw))
 
 
 def build_model(name: str, in_channels: int, hidden_channels: int, out_channels: int,
