@@ -1,5 +1,6 @@
 """Whole models, one family per file: ``GNN`` and ``DAGNN``, local augmentation (LAGNN),
-LiftGCN, MEGA-GNN, TANGNN, LargeGT, SGFormer, UGT and ForwardGNN. They compose the layers of ``nn.conv``."""
+LiftGCN, MEGA-GNN, TANGNN, LargeGT, SGFormer, UGT and ForwardGNN. They compose the layers
+of ``nn.conv``."""
 
 from graphloc.nn.models.aug import LAModel, LocalAugmenter, pretrain_augmenter
 from graphloc.nn.models.forward import ForwardGNN
@@ -13,4 +14,5 @@ from graphloc.nn.models.ugt import UGT, pretrain_ugt, ugt_inputs
 
 __all__ = ["GNN", "DAGNN", "ACTIVATIONS", "LAModel", "LocalAugmenter", "pretrain_augmenter",
            "LiftBlock", "LiftGCN", "MEGAGNN", "TANGNN", "LargeGT", "EMACodebook",
-           "hop2_tokens", "fastrp_encoding", "SGFormer", "UGT", "ugt_inputs", "pretrain_ugt", "ForwardGNN"]
+           "hop2_tokens", "fastrp_encoding", "SGFormer", "UGT", "ugt_inputs", "pretrain_ugt",
+           "ForwardGNN"]

@@ -217,7 +217,7 @@ class ForwardGNN(ModelCapabilities, torch.nn.Module):
         """The first layer's inputs, positive first: (features, graph) pairs. ff: the label
         block of the truth, then of each negative class; ff-vn: class-node links to the
         truth, then to each negative; sf and the top-down variants: one augmented graph."""
-        n, context = x.size(0), self._labelled(x.size(0))
+        context = self._labelled(x.size(0))
         if self.procedure == "ff":
             wrong = self.wrong_classes()
             labels = [context] + [wrong[:, k] for k in range(self.num_negs)]
