@@ -18,12 +18,14 @@ import torch
 import torch.nn.functional as F
 
 from graphloc.checks import is_int_at_least
-from graphloc.datasets.base import NodeDataset, as_node_dataset
+from graphloc.datasets.base import NodeDataset
+from graphloc.datasets.hetero import HeteroNodeDataset, as_dataset
 from graphloc.distributed import rank_and_world
 from graphloc.io import atomic_save, load_file
 from graphloc.nn import build_model
 from graphloc.nn.capabilities import ModelCapabilities, capabilities_of
 from graphloc.nn.models.forward import GREEDY, PROCEDURES
+from graphloc.nn.registry import HETERO_MODELS
 from graphloc.plotting import require_matplotlib
 
 
@@ -54,13 +56,24 @@ class TrainConfig:
 
 class Standardized(ModelCapabilities, torch.nn.Module):
     """``model((x - mean) / std, graph)``: raw features in, the statistics kept as buffers
-    (so checkpoints and influence measurements see the same inputs as training)."""
+    (so checkpoints and influence measurements see the same inputs as training). For a
+    heterogeneous model ``num_features`` and ``x`` are dicts per node type, with
+    statistics per type."""
 
-    def __init__(self, model: torch.nn.Module, num_features: int):
+    def __init__(self, model: torch.nn.Module, num_features: int | dict):
         super().__init__()
         self.model = model
-        self.register_buffer("mean", torch.zeros(num_features))
-        self.register_buffer("std", torch.ones(num_features))
+        self.node_types = list(num_features) if isinstance(num_features, dict) else None
+        widths = num_features if self.node_types else {None: num_features}
+        for i, width in enumerate(widths.values()):
+            self.register_buffer(self._key("mean", i), torch.zeros(width))
+            self.register_buffer(self._key("std", i), torch.ones(width))
+
+    def _key(self, stat: str, i: int) -> str:
+        return f"{stat}_{i}" if self.node_types else stat
+
+    def _stats(self, i: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        return getattr(self, self._key("mean", i)), getattr(self, self._key("std", i))
 
     # The wrapped model's capabilities are this wrapper's (fit and influence ask it).
     @property
@@ -85,26 +98,39 @@ class Standardized(ModelCapabilities, torch.nn.Module):
         has none): which nodes each output depends on, for influence."""
         return self.model.reads
 
-    def standardize(self, x: torch.Tensor) -> torch.Tensor:
-        return (x - self.mean) / self.std
+    def standardize(self, x):
+        if self.node_types:
+            return {t: (x[t] - self._stats(i)[0]) / self._stats(i)[1]
+                    for i, t in enumerate(self.node_types)}
+        mean, std = self._stats()
+        return (x - mean) / std
 
     def forward_within(self, x, graph, ball_sizes):
         return self.model.forward_within(self.standardize(x), graph, ball_sizes)
 
-    def fit(self, x: torch.Tensor) -> Standardized:
-        """Mean and std of each column over ``x`` (the training nodes). A column constant
-        there carries no information the model could learn from, and dividing by a std
-        clamped near 0 would blow other nodes' values up to ~1e6: it gets std = inf, so
-        its standardised value is 0, and a warning names it."""
+    def fit(self, x) -> Standardized:
+        """Mean and std of each column over ``x`` (the training nodes; a dict per node
+        type for a heterogeneous model). A column constant there carries no information
+        the model could learn from, and dividing by a std clamped near 0 would blow other
+        nodes' values up to ~1e6: it gets std = inf, so its standardised value is 0, and
+        a warning names it."""
+        if self.node_types:
+            for i, t in enumerate(self.node_types):
+                self._fit_columns(x[t], i, f"{t} ")
+        else:
+            self._fit_columns(x, 0, "")
+        return self
+
+    def _fit_columns(self, x: torch.Tensor, i: int, what: str) -> None:
         mean, std = x.mean(0), x.std(0) if x.size(0) > 1 else torch.zeros_like(x[0])
         constant = std <= 1e-6 * mean.abs()  # also std == 0, and a single training node
         if constant.any():
             columns = constant.nonzero().flatten().tolist()
-            warnings.warn(f"feature columns {columns} are constant over the {x.size(0)} "
-                          "training nodes: they are standardised to 0", stacklevel=3)
-        self.mean.copy_(mean)
-        self.std.copy_(std.masked_fill(constant, float("inf")))
-        return self
+            warnings.warn(f"{what}feature columns {columns} are constant over the "
+                          f"{x.size(0)} training nodes: they are standardised to 0",
+                          stacklevel=4)
+        self._stats(i)[0].copy_(mean)
+        self._stats(i)[1].copy_(std.masked_fill(constant, float("inf")))
 
     def forward(self, x, graph, **kwargs):
         return self.model(self.standardize(x), graph, **kwargs)
@@ -152,14 +178,18 @@ def check_config(config: TrainConfig) -> None:
                          f"list of integers >= 0 (-1: all neighbours), got {config.fanout!r}")
 
 
-def _check_features(dataset: NodeDataset) -> None:
+def _check_features(dataset) -> None:
     """NaN or infinite inputs would train on NaN losses and report accuracies of argmaxes
     of NaN logits: refused, naming the first one."""
-    bad = ~torch.isfinite(dataset.x)
-    if bad.any():
-        node, column = bad.nonzero()[0].tolist()
-        raise ValueError(f"{dataset.name}: x[{node}, {column}] = {dataset.x[node, column].item()}"
-                         "; fit needs finite features (impute or drop the missing values)")
+    blocks = dataset.x.items() if isinstance(dataset.x, dict) else [(None, dataset.x)]
+    for node_type, x in blocks:
+        bad = ~torch.isfinite(x)
+        if bad.any():
+            node, column = bad.nonzero()[0].tolist()
+            where = f"x[{node_type!r}]" if node_type else "x"
+            raise ValueError(f"{dataset.name}: {where}[{node}, {column}] = "
+                             f"{x[node, column].item()}; fit needs finite features (impute "
+                             "or drop the missing values)")
 
 
 def _check_splits(dataset: NodeDataset) -> None:
@@ -173,10 +203,19 @@ def _check_splits(dataset: NodeDataset) -> None:
                       stacklevel=3)
 
 
-def _build(config: TrainConfig, num_features: int, num_classes: int) -> torch.nn.Module:
+def _build(config: TrainConfig, num_features, num_classes: int,
+           hetero: dict | None = None) -> torch.nn.Module:
+    """The model of ``config``; ``hetero``: a heterogeneous dataset's ``metadata`` and
+    ``target`` (for the models in ``HETERO_MODELS``)."""
+    if (hetero is not None) != (config.model in HETERO_MODELS):
+        raise ValueError(f"model {config.model!r} " + (
+            f"takes a homogeneous graph; this dataset is heterogeneous (node types "
+            f"{hetero['metadata'][0]}): use one of {sorted(HETERO_MODELS)}" if hetero else
+            "takes a heterogeneous dataset (a HeteroNodeDataset or PyG HeteroData)"))
     if config.procedure == "backprop":
         model = build_model(config.model, num_features, config.hidden, num_classes,
-                            config.layers, dropout=config.dropout, **config.model_kwargs)
+                            config.layers, dropout=config.dropout, **(hetero or {}),
+                            **config.model_kwargs)
     else:
         model = build_model("forwardgnn", num_features, config.hidden, num_classes,
                             config.layers, conv=config.model, procedure=config.procedure,
@@ -194,6 +233,21 @@ def evaluate(model: torch.nn.Module, dataset: NodeDataset) -> dict:
     return {split: (pred[index] == dataset.y[index]).float().mean().item()
             for split, index in (("train", dataset.train_index), ("val", dataset.val_index),
                                  ("test", dataset.test_index))}
+
+
+def _hetero_spec(dataset) -> dict | None:
+    if not isinstance(dataset, HeteroNodeDataset):
+        return None
+    return {"metadata": dataset.graph.metadata(), "target": dataset.target}
+
+
+def _training_rows(dataset):
+    """The rows standardisation is fitted on: the training nodes; in a heterogeneous
+    dataset, all nodes of the unlabelled types (their features are inputs only)."""
+    if not isinstance(dataset.x, dict):
+        return dataset.x[dataset.train_index]
+    return {t: x[dataset.train_index] if t == dataset.target else x
+            for t, x in dataset.x.items()}
 
 
 def _shard(train_index, graph, rank: int, world: int, seed: int):
@@ -275,7 +329,8 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
         resume: bool = False, progress: bool = True) -> list[dict]:
     """Trains ``config.model`` on ``dataset`` (a ``NodeDataset``, a PyG ``Data`` with its
     masks, or ``(x, edge_index or Graph, y)`` with an optional ``(train, val, test)`` split;
-    see :func:`graphloc.datasets.base.as_node_dataset`); returns the history (one dict per
+    a ``HeteroNodeDataset`` or PyG ``HeteroData`` for LATTE; see
+    :func:`graphloc.datasets.hetero.as_dataset`); returns the history (one dict per
     evaluation). With ``out_dir``: ``best.pt`` (best validation accuracy), ``last.pt``
     (optimizer and random state too, for ``resume``), ``metrics.json`` and, when
     matplotlib is installed, ``curve.png``.
@@ -287,15 +342,19 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
     from tqdm.auto import tqdm
 
     from graphloc.loader import NeighborLoader
-    dataset = as_node_dataset(dataset)
+    dataset = as_dataset(dataset)
     check_config(config)
     _check_features(dataset)
     _check_splits(dataset)
     rank, world = rank_and_world()
     torch.manual_seed(config.seed)  # the same initial weights on every process
-    model = _build(config, dataset.num_features, dataset.num_classes)
+    hetero = _hetero_spec(dataset)
+    if hetero and (world > 1 or config.batch_size):
+        raise ValueError(f"{dataset.name} is heterogeneous: it trains full batch in one "
+                         "process (no batch_size, no --nproc)")
+    model = _build(config, dataset.num_features, dataset.num_classes, hetero)
     if config.standardize:
-        model.fit(dataset.x[dataset.train_index])
+        model.fit(_training_rows(dataset))
     if config.procedure != "backprop":
         _check_layerwise_run(config, world, resume)
         return _fit_layerwise(model, dataset, config, out_dir, progress)
@@ -504,7 +563,7 @@ def _checkpoint(model, config, dataset, history) -> dict:
     return {"config": asdict(config), "state_dict": model.state_dict(),
             "num_features": dataset.num_features, "num_classes": dataset.num_classes,
             "dataset": dataset.name, "dataset_files": getattr(dataset, "files", {}),
-            "metrics": history[-1]}
+            "hetero": _hetero_spec(dataset), "metrics": history[-1]}
 
 
 def _write_metrics(history: list[dict], out_dir: str) -> None:
@@ -531,6 +590,6 @@ def load_checkpoint(path: str) -> tuple[torch.nn.Module, dict]:
                       keys=("config", "state_dict", "num_features", "num_classes"),
                       rebuild=_NO_REBUILD)
     config = TrainConfig(**state["config"])
-    model = _build(config, state["num_features"], state["num_classes"])
+    model = _build(config, state["num_features"], state["num_classes"], state.get("hetero"))
     model.load_state_dict(state["state_dict"])
     return model.eval(), {k: v for k, v in state.items() if k != "state_dict"}

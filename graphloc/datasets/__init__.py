@@ -1,5 +1,6 @@
 """Datasets: City-Networks road graphs, their labels, and synthetic cities; transaction
-multigraphs (IBM AML format) and their generator."""
+multigraphs (IBM AML format) and their generator; heterogeneous graphs (ACM, DBLP, IMDB of
+the GTN release; AML accounts, banks and currencies)."""
 
 from graphloc.datasets.aml import (
     AMLTransactions,
@@ -10,6 +11,13 @@ from graphloc.datasets.aml import (
 from graphloc.datasets.base import NodeDataset, city_split
 from graphloc.datasets.city import CityNetwork, load_built_city
 from graphloc.datasets.files import is_graph_file, load_graph_file
+from graphloc.datasets.hetero import (
+    GTN_LAYOUT,
+    HeteroNodeDataset,
+    aml_accounts,
+    gtn_dataset,
+    read_gtn,
+)
 from graphloc.datasets.labels import eccentricity_classes, local_eccentricity
 from graphloc.datasets.ogb import ogb_node
 from graphloc.datasets.osm import build_city_network
@@ -17,7 +25,9 @@ from graphloc.datasets.stats import road_statistics
 from graphloc.datasets.synthetic import synthetic_city, write_osm_xml
 
 ACCEPTED = ("a City-Networks city (paris, shanghai, la, london) or helsinki; synthetic:N; "
-            "ogb:NAME; a city built by `graphloc dataset build` (.tar.gz); or your own graph "
+            "ogb:NAME; heterogeneous: acm, dblp, imdb (GTN release), aml-accounts (synthetic "
+            "transactions) or aml-accounts:NAME (ROOT/aml/NAME_Trans.csv); a city built by "
+            "`graphloc dataset build` (.tar.gz); or your own graph "
             "file: a saved PyG Data (.pt), GraphML or GML, an edge list (.csv, .tsv, .txt, "
             ".edges), with --features / --labels files")
 
@@ -42,6 +52,10 @@ def load_dataset(spec: str, root: str = "data", seed: int = 0, features: str | N
         return _cached_synthetic(int(count), seed, root)
     if spec.startswith("ogb:"):
         return ogb_node(spec.split(":", 1)[1], root)
+    if spec in GTN_LAYOUT:
+        return gtn_dataset(spec, root)
+    if spec == "aml-accounts" or spec.startswith("aml-accounts:"):
+        return _aml_accounts(spec.partition(":")[2], root, seed)
     from graphloc.datasets.city import REGISTRY
     if spec not in REGISTRY:
         raise ValueError(f"unknown dataset {spec!r}: expected {ACCEPTED}. A street network "
@@ -53,7 +67,20 @@ def load_dataset(spec: str, root: str = "data", seed: int = 0, features: str | N
 __all__ = ["load_dataset", "NodeDataset", "CityNetwork", "build_city_network", "city_split",
            "local_eccentricity", "eccentricity_classes", "road_statistics", "synthetic_city",
            "ogb_node", "AMLTransactions", "EdgeDataset", "synthetic_transactions",
-           "temporal_split", "write_osm_xml"]
+           "temporal_split", "write_osm_xml", "HeteroNodeDataset", "gtn_dataset", "read_gtn",
+           "aml_accounts"]
+
+
+def _aml_accounts(name: str, root: str, seed: int) -> HeteroNodeDataset:
+    """aml-accounts: the IBM file ``root/aml/<name>_Trans.csv``, or (no name) synthetic
+    transactions generated there once (seeded)."""
+    import os
+    folder = os.path.join(root, "aml")
+    if not name:
+        name = f"Synthetic-{seed}"
+        if not os.path.exists(os.path.join(folder, f"{name}_Trans.csv")):
+            synthetic_transactions(root=folder, name=name, seed=seed)
+    return aml_accounts(AMLTransactions(folder, name), seed=seed)
 
 
 def _cached_synthetic(num_nodes: int, seed: int, root: str) -> NodeDataset:

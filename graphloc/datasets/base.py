@@ -41,23 +41,7 @@ class NodeDataset:
                              f"{list(getattr(self.x, 'shape', []))}")
         if not self.x.is_floating_point():
             raise TypeError(f"{self.name}: x must be floating point, got {self.x.dtype}")
-        if not isinstance(self.y, Tensor) or self.y.shape != (n,) or \
-                self.y.is_floating_point() or self.y.dtype == torch.bool:
-            raise ValueError(f"{self.name}: y must be integer class labels of shape [{n}], "
-                             f"got {getattr(self.y, 'dtype', None)} "
-                             f"{list(getattr(self.y, 'shape', []))}")
-        if n and int(self.y.min()) < 0:
-            raise ValueError(f"{self.name}: y holds the negative label {int(self.y.min())}")
-        for split in ("train_index", "val_index", "test_index"):
-            index = getattr(self, split)
-            if not isinstance(index, Tensor) or index.dim() != 1 or index.is_floating_point() \
-                    or index.dtype == torch.bool:
-                raise ValueError(f"{self.name}: {split} must be 1-D integer node ids, got "
-                                 f"{getattr(index, 'dtype', None)} "
-                                 f"{list(getattr(index, 'shape', []))}")
-            if index.numel() and (int(index.min()) < 0 or int(index.max()) >= n):
-                bad = int(index.min()) if int(index.min()) < 0 else int(index.max())
-                raise ValueError(f"{self.name}: {split} holds node {bad}, outside [0, {n})")
+        check_labels_and_splits(self, n)
 
     @property
     def num_nodes(self) -> int:
@@ -127,6 +111,28 @@ class NodeDataset:
                     edge_attr=self.edge_attr,
                     train_mask=self.train_mask, val_mask=self.val_mask,
                     test_mask=self.test_mask)
+
+
+def check_labels_and_splits(dataset, n: int) -> None:
+    """``dataset.y`` holds an integer class label >= 0 for each of the ``n`` labelled
+    nodes, and its ``train_index``, ``val_index``, ``test_index`` are ids in [0, n)."""
+    y, name = dataset.y, dataset.name
+    if not isinstance(y, Tensor) or y.shape != (n,) or y.is_floating_point() or \
+            y.dtype == torch.bool:
+        raise ValueError(f"{name}: y must be integer class labels of shape [{n}], got "
+                         f"{getattr(y, 'dtype', None)} {list(getattr(y, 'shape', []))}")
+    if n and int(y.min()) < 0:
+        raise ValueError(f"{name}: y holds the negative label {int(y.min())}")
+    for split in ("train_index", "val_index", "test_index"):
+        index = getattr(dataset, split)
+        if not isinstance(index, Tensor) or index.dim() != 1 or index.is_floating_point() \
+                or index.dtype == torch.bool:
+            raise ValueError(f"{name}: {split} must be 1-D integer node ids, got "
+                             f"{getattr(index, 'dtype', None)} "
+                             f"{list(getattr(index, 'shape', []))}")
+        if index.numel() and (int(index.min()) < 0 or int(index.max()) >= n):
+            bad = int(index.min()) if int(index.min()) < 0 else int(index.max())
+            raise ValueError(f"{name}: {split} holds node {bad}, outside [0, {n})")
 
 
 def pyg_split(data, num_nodes: int) -> tuple[Tensor, Tensor, Tensor] | None:

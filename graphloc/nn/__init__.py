@@ -13,6 +13,7 @@ from graphloc.nn.conv import (
     GCNConv,
     GINConv,
     GINEConv,
+    LATTEConv,
     LiftConv,
     MultiEdgeConv,
     SAGEConv,
@@ -29,6 +30,7 @@ from graphloc.nn.convert import Unconvertible, from_pyg
 from graphloc.nn.models import (
     DAGNN,
     GNN,
+    LATTE,
     MEGAGNN,
     TANGNN,
     UGT,
@@ -50,4 +52,5 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv",
            "EMACodebook", "hop2_tokens", "fastrp_encoding", "SGFormer", "SGFormerAttention",
            "MultiEdgeConv", "MEGAGNN", "group_size_histogram", "LAModel", "from_pyg",
            "Unconvertible", "CONVS", "MODELS", "build_model", "register_conv",
-           "register_model", "UGT", "UGTLayer", "ForwardGNN", "aggr", "conv", "models"]
+           "register_model", "UGT", "UGTLayer", "ForwardGNN", "LATTE", "LATTEConv", "aggr",
+           "conv", "models"]

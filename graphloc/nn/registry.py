@@ -13,6 +13,7 @@ from graphloc.nn.models.aug import LAModel
 from graphloc.nn.models.forward import ForwardGNN
 from graphloc.nn.models.gnn import DAGNN, GNN
 from graphloc.nn.models.largegt import LargeGT
+from graphloc.nn.models.latte import LATTE
 from graphloc.nn.models.lift import LiftGCN
 from graphloc.nn.models.sgformer import SGFormer
 from graphloc.nn.models.tangnn import TANGNN
@@ -59,6 +60,14 @@ register_model("sgformer-citynetworks")(
 register_model("ugt")(lambda in_channels, hidden_channels, out_channels, num_layers,
                      dropout=0.5, **kw: UGT(in_channels, hidden_channels, out_channels,
                                             num_layers=num_layers, dropout=dropout, **kw))
+
+
+# Heterogeneous: in_channels is a dict per node type; graphloc.train passes the dataset's
+# metadata and target type.
+register_model("latte")(lambda in_channels, hidden_channels, out_channels, num_layers, **kw:
+                        LATTE(in_channels, hidden_channels, out_channels, num_layers, **kw))
+#: models that take a HeteroGraph (and x as a dict per node type)
+HETERO_MODELS = {"latte"}
 
 
 # Forward learning of any registered conv stack; graphloc.train's TrainConfig(procedure=...)

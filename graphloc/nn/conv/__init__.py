@@ -6,6 +6,7 @@ from graphloc.nn.conv.cheb import ChebConv
 from graphloc.nn.conv.gat import GATConv
 from graphloc.nn.conv.gcn import GCNConv
 from graphloc.nn.conv.gin import GINConv, GINEConv
+from graphloc.nn.conv.latte import LATTEConv
 from graphloc.nn.conv.lift import LiftConv
 from graphloc.nn.conv.multi_edge import MultiEdgeConv
 from graphloc.nn.conv.registry import CONVS, register_conv
@@ -17,4 +18,4 @@ from graphloc.nn.conv.ugt import UGTLayer
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv",
            "TransformerConv", "LiftConv", "MultiEdgeConv", "TopMAttention", "TANGNNLayer",
-           "SGFormerAttention", "UGTLayer", "CONVS", "register_conv"]
+           "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS", "register_conv"]

@@ -1,11 +1,12 @@
 """Whole models, one family per file: ``GNN`` and ``DAGNN``, local augmentation (LAGNN),
-LiftGCN, MEGA-GNN, TANGNN, LargeGT, SGFormer, UGT and ForwardGNN. They compose the layers
+LiftGCN, MEGA-GNN, TANGNN, LargeGT, SGFormer, UGT, ForwardGNN and LATTE. They compose the layers
 of ``nn.conv``."""
 
 from graphloc.nn.models.aug import LAModel, LocalAugmenter, pretrain_augmenter
 from graphloc.nn.models.forward import ForwardGNN
 from graphloc.nn.models.gnn import ACTIVATIONS, DAGNN, GNN
 from graphloc.nn.models.largegt import EMACodebook, LargeGT, fastrp_encoding, hop2_tokens
+from graphloc.nn.models.latte import LATTE
 from graphloc.nn.models.lift import LiftBlock, LiftGCN
 from graphloc.nn.models.mega import MEGAGNN
 from graphloc.nn.models.sgformer import SGFormer
@@ -15,4 +16,4 @@ from graphloc.nn.models.ugt import UGT, pretrain_ugt, ugt_inputs
 __all__ = ["GNN", "DAGNN", "ACTIVATIONS", "LAModel", "LocalAugmenter", "pretrain_augmenter",
            "LiftBlock", "LiftGCN", "MEGAGNN", "TANGNN", "LargeGT", "EMACodebook",
            "hop2_tokens", "fastrp_encoding", "SGFormer", "UGT", "ugt_inputs", "pretrain_ugt",
-           "ForwardGNN"]
+           "ForwardGNN", "LATTE"]

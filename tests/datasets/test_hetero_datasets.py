@@ -1,0 +1,225 @@
+"""Heterogeneous datasets: the GTN release format served from 127.0.0.1 (types, ids,
+features, labels against the global-id file), the unpickler's refusals, AML accounts
+against a loop over the transactions, and fit on them."""
+
+import http.server
+import io
+import os
+import pickle
+import threading
+import zipfile
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from graphloc.datasets import (
+    AMLTransactions,
+    HeteroNodeDataset,
+    aml_accounts,
+    gtn_dataset,
+    read_gtn,
+    synthetic_transactions,
+)
+from graphloc.hetero import HeteroGraph
+
+# a small ACM-like release: papers 0-4, authors 5-8, subjects 9-10, one global id space
+PA = [(0, 5), (0, 6), (1, 6), (2, 7), (3, 8), (4, 5)]
+PS = [(0, 9), (1, 9), (2, 10), (3, 10), (4, 9)]
+N, F = 11, 3
+LABELS = [[[0, 1], [2, 0]], [[1, 1]], [[3, 0], [4, 1]]]
+
+
+def _matrix(pairs, transpose=False):
+    rows, cols = zip(*pairs, strict=True)
+    if transpose:
+        rows, cols = cols, rows
+    return sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(N, N))
+
+
+def _features():
+    return np.arange(N * F, dtype=np.float64).reshape(N, F)
+
+
+def gtn_zip(edges=None, labels=None, folder="gtn-acm/"):
+    edges = edges if edges is not None else [_matrix(PA), _matrix(PA, True), _matrix(PS),
+                                             _matrix(PS, True)]
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, obj in (("edges.pkl", edges), ("labels.pkl", labels or LABELS),
+                          ("node_features.pkl", _features())):
+            z.writestr(folder + name, pickle.dumps(obj))
+    return buf.getvalue()
+
+
+@pytest.fixture
+def served(tmp_path):
+    folder = tmp_path / "served"
+    folder.mkdir()
+    requests = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(folder), **kwargs)
+
+        def do_GET(self):
+            requests.append(self.path)
+            super().do_GET()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield folder, f"http://127.0.0.1:{httpd.server_address[1]}", requests
+    httpd.shutdown()
+
+
+def test_gtn_download_read_and_cache(served, tmp_path):
+    folder, url, requests = served
+    (folder / "gtn-acm.zip").write_bytes(gtn_zip())
+    root = str(tmp_path / "data")
+    ds = gtn_dataset("acm", root, url=url)
+    assert requests == ["/gtn-acm.zip"]
+    assert ds.graph.num_nodes == {"paper": 5, "author": 4, "subject": 2}
+    # per-type ids keep the global order: author 5 -> 0, subject 9 -> 0
+    writes = ds.graph[("author", "to", "paper")].edge_index
+    assert sorted(map(tuple, writes.T.tolist())) == sorted((a - 5, p) for p, a in PA)
+    into_subject = ds.graph[("paper", "to", "subject")].edge_index
+    assert sorted(map(tuple, into_subject.T.tolist())) == sorted((p, s - 9) for p, s in PS)
+    feats = torch.tensor(_features(), dtype=torch.float32)
+    torch.testing.assert_close(ds.x["author"], feats[5:9])
+    torch.testing.assert_close(ds.x["subject"], feats[9:])
+    assert ds.target == "paper" and ds.y.tolist() == [1, 1, 0, 0, 1]
+    assert [s.tolist() for s in (ds.train_index, ds.val_index, ds.test_index)] == \
+        [[0, 2], [1], [3, 4]]
+    again = gtn_dataset("acm", root, url=url)  # from processed/, no request
+    assert requests == ["/gtn-acm.zip"] and torch.equal(again.y, ds.y)
+    assert again.graph.metadata() == ds.graph.metadata()
+
+
+def test_gtn_offline_error_names_the_place(tmp_path):
+    with pytest.raises(RuntimeError, match=r"could not download http://127.0.0.1:9/gtn-imdb"
+                                           r".zip .*place it at .*gtn-imdb.zip"):
+        gtn_dataset("imdb", str(tmp_path), url="http://127.0.0.1:9")
+    assert not os.path.exists(tmp_path / "gtn-imdb" / "raw" / "gtn-imdb.zip")
+    with pytest.raises(ValueError, match="unknown GTN dataset 'cora'"):
+        gtn_dataset("cora", str(tmp_path))
+
+
+class _Evil:
+    def __reduce__(self):
+        return (os.system, ("echo pwned",))
+
+
+def test_unpickling_refuses_anything_but_arrays(tmp_path):
+    path = tmp_path / "evil.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("edges.pkl", pickle.dumps([_Evil()]))
+        z.writestr("labels.pkl", pickle.dumps(LABELS))
+        z.writestr("node_features.pkl", pickle.dumps(_features()))
+    with pytest.raises(ValueError, match=r"refused to unpickle (posix|os)\.system"):
+        read_gtn(str(path), "acm")
+
+
+@pytest.mark.parametrize("change,match", [
+    ({"labels": [[[6, 1]], [], []]}, "train labels node 6, which is not a paper"),
+    ({"edges": [_matrix(PA)]}, "edges.pkl must hold 4 11 x 11 matrices"),
+    ({"edges": [_matrix(PA), _matrix(PA), _matrix(PS), _matrix(PS, True)]},
+     "node 0 is type 0 in one matrix and type 1 in matrix 1"),
+])
+def test_gtn_bad_files(tmp_path, change, match):
+    path = tmp_path / "bad.zip"
+    path.write_bytes(gtn_zip(**change))
+    with pytest.raises(ValueError, match=match):
+        read_gtn(str(path), "acm")
+
+
+def test_unlabelled_nodes_stay_out_of_the_splits():
+    graph = HeteroGraph({"movie": 3}, {("movie", "to", "movie"): torch.tensor([[0], [1]])})
+    x = {"movie": torch.randn(3, 2)}
+    ok = HeteroNodeDataset("m", graph, x, torch.tensor([1, -1, 0]), "movie",
+                           torch.tensor([0]), torch.tensor([2]), torch.tensor([], dtype=torch.long))
+    assert ok.num_classes == 2
+    with pytest.raises(ValueError, match="val_index holds movie 1, which has no label"):
+        HeteroNodeDataset("m", graph, x, torch.tensor([1, -1, 0]), "movie", torch.tensor([0]),
+                          torch.tensor([1]), torch.tensor([2]))
+    with pytest.raises(ValueError, match="y holds -2"):
+        HeteroNodeDataset("m", graph, x, torch.tensor([1, -2, 0]), "movie", torch.tensor([0]),
+                          torch.tensor([2]), torch.tensor([2]))
+    with pytest.raises(ValueError, match="target 'actor' is not a node type"):
+        HeteroNodeDataset("m", graph, x, torch.tensor([1, 0, 0]), "actor", torch.tensor([0]),
+                          torch.tensor([2]), torch.tensor([2]))
+
+
+@pytest.fixture(scope="module")
+def transactions(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("aml"))
+    synthetic_transactions(num_accounts=200, num_transactions=3000, root=root, seed=1)
+    return AMLTransactions(root, "Synthetic")
+
+
+def test_aml_accounts_against_the_transactions(transactions):
+    ds = aml_accounts(transactions)
+    n = transactions.num_nodes
+    src, dst = transactions.graph.edge_index.tolist()
+    laundering = transactions.y.tolist()
+    expected_y = [0] * n
+    sent = [0] * n
+    for s, d, bad in zip(src, dst, laundering, strict=True):
+        sent[s] += 1
+        if bad:
+            expected_y[s] = expected_y[d] = 1
+    assert ds.y.tolist() == expected_y
+    torch.testing.assert_close(ds.x["account"][:, 0], torch.log1p(torch.tensor(sent).float()))
+    banks = sorted({a.split(":")[0] for a in transactions.accounts})
+    held = ds.graph[("account", "held_at", "bank")].edge_index
+    assert [banks[b] for b in held[1].tolist()] == \
+        [a.split(":")[0] for a in transactions.accounts]
+    names = transactions.feature_names
+    cur = [i for i, f in enumerate(names) if f.startswith("payment currency=")]
+    pairs = {(s, int(transactions.edge_attr[e, cur].argmax())) for e, s in enumerate(src)}
+    pays_in = ds.graph[("account", "pays_in", "currency")].edge_index
+    assert set(map(tuple, pays_in.T.tolist())) == pairs
+    assert ds.graph[("account", "pays", "account")].num_edges == len(src)
+    assert sorted(torch.cat([ds.train_index, ds.val_index, ds.test_index]).tolist()) == \
+        list(range(n))
+
+
+def test_latte_trains_on_aml_accounts_and_reloads(transactions, tmp_path):
+    from graphloc.train import TrainConfig, evaluate, fit, load_checkpoint
+    ds = aml_accounts(transactions)
+    config = TrainConfig(model="latte", layers=2, hidden=16, lr=0.01, epochs=15,
+                         eval_every=5)
+    history = fit(ds, config, out_dir=str(tmp_path), progress=False)
+    majority = max(ds.y.float().mean().item(), 1 - ds.y.float().mean().item())
+    assert history[-1]["loss"] < history[0]["loss"]
+    assert max(h["val"] for h in history) >= majority - 0.05
+    model, info = load_checkpoint(str(tmp_path / "best.pt"))
+    best = max(history, key=lambda h: h["val"])
+    assert evaluate(model, ds) == pytest.approx({k: best[k] for k in ("train", "val", "test")})
+    assert info["hetero"]["target"] == "account"
+
+
+def test_fit_matches_models_to_graph_kinds(transactions):
+    from graphloc.datasets import synthetic_city
+    from graphloc.train import TrainConfig, fit
+    with pytest.raises(ValueError, match="model 'gcn' takes a homogeneous graph; this "
+                                         "dataset is heterogeneous"):
+        fit(aml_accounts(transactions), TrainConfig(model="gcn", epochs=1), progress=False)
+    with pytest.raises(ValueError, match="model 'latte' takes a heterogeneous dataset"):
+        fit(synthetic_city(200, hops=3), TrainConfig(model="latte", epochs=1), progress=False)
+    with pytest.raises(ValueError, match="trains full batch in one process"):
+        fit(aml_accounts(transactions), TrainConfig(model="latte", epochs=1, batch_size=8),
+            progress=False)
+
+
+def test_fit_takes_pyg_heterodata(transactions):
+    pytest.importorskip("torch_geometric")
+    from graphloc.datasets.hetero import as_dataset
+    ds = aml_accounts(transactions)
+    back = as_dataset(ds.to_pyg())
+    assert back.target == "account" and torch.equal(back.y, ds.y)
+    assert torch.equal(back.val_index, ds.val_index.sort().values)
+    assert back.graph.metadata() == ds.graph.metadata()
