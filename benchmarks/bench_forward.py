@@ -1,7 +1,7 @@
 """ForwardGNN against backpropagation: peak training memory by depth, and accuracy.
 
     python benchmarks/bench_forward.py memory [--nodes 100000] [--depths 2 8 16]
-    python benchmarks/bench_forward.py accuracy [--seeds 0 1 2] [--epochs 300]
+    python benchmarks/bench_forward.py accuracy [--seeds 0 1 2] [--epochs 200]
 
 memory: each (procedure, depth) trains one epoch (per layer, for the greedy procedures) of
 a GCN stack (hidden 64) on a synthetic road graph in a fresh process; the number is the
@@ -10,8 +10,8 @@ before it: data and model are loaded first), so every activation the run keeps a
 counts.
 
 accuracy: GCN, hidden 128, 4 layers, Adam lr 1e-3 and weight decay 5e-4 for every
-procedure (the paper's settings), validation every 2 epochs, patience 50 checks, on the
-bundled Helsinki city and a 20,000-node synthetic city; test accuracy at the best
+procedure (the paper's settings), validation every 2 epochs, patience 25 checks, on the
+bundled Helsinki city and a 10,000-node synthetic city; test accuracy at the best
 validation (backprop) or of the final model (each layer kept its best).
 """
 
@@ -75,7 +75,7 @@ def accuracy(args) -> None:
     from graphloc.train import TrainConfig, fit
     torch.set_num_threads(2)
     datasets = {"helsinki": load_dataset("helsinki", args.root, 0),
-                "synthetic-20k": synthetic_city(20_000, seed=0)}
+                "synthetic-10k": synthetic_city(10_000, seed=0)}
     table = {}
     for name, data in datasets.items():
         for procedure in args.procedures:
@@ -83,7 +83,7 @@ def accuracy(args) -> None:
             for seed in args.seeds:
                 config = TrainConfig(model="gcn", layers=4, hidden=128, dropout=0.0,
                                      lr=1e-3, weight_decay=5e-4, epochs=args.epochs,
-                                     eval_every=2, patience=50, seed=seed,
+                                     eval_every=2, patience=25, seed=seed,
                                      procedure=procedure)
                 start = time.perf_counter()
                 history = fit(data, config, progress=False)
@@ -111,7 +111,7 @@ def main() -> None:
     mem.add_argument("--procedures", nargs="+", default=PROCEDURES)
     acc = sub.add_parser("accuracy")
     acc.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    acc.add_argument("--epochs", type=int, default=300)
+    acc.add_argument("--epochs", type=int, default=200)
     acc.add_argument("--root", default="data")
     acc.add_argument("--procedures", nargs="+", default=PROCEDURES)
     args = parser.parse_args()

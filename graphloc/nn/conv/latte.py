@@ -113,19 +113,20 @@ class LATTEConv(torch.nn.Module):
         raw = s_left[graph.edge_index[1]] + s_right[graph.edge_index[0]]
         return self.sharpening[name] * F.leaky_relu(raw, 0.2)
 
-    def forward(self, h: dict, graphs: dict) -> tuple[dict, dict]:
+    def forward(self, h: dict, graphs: dict) -> tuple[dict, dict, dict]:
         """``h``: node type -> [N_tau, in]; ``graphs``: meta-path -> Graph (source type's
         nodes to destination type's). Returns (node type -> [N_tau, out], meta-path ->
-        attention [E, heads] before dropout, in the graph's edge order)."""
+        attention [E, heads] before dropout in the graph's edge order, node type -> beta
+        [N_tau, len(paths_into(tau)) + 1], "self" last)."""
         for path in self.paths:
             if path not in graphs:
                 raise ValueError(f"no graph for the meta-path {path!r}")
         left = {t: self.left[t](h[t]) for t in self.node_types}
         right = {t: self.right[t](h[t]) for t in self.node_types}
-        attention, out = {}, {}
+        attention, out, betas = {}, {}, {}
         for t in self.node_types:
             into = self.paths_into(t)
-            beta = self.beta[t](h[t]).softmax(-1)
+            beta = betas[t] = self.beta[t](h[t]).softmax(-1)
             total = beta[:, -1:] * left[t]  # the self term reads the left projection
             for i, path in enumerate(into):
                 graph = graphs[path]
@@ -137,7 +138,7 @@ class LATTEConv(torch.nn.Module):
                                                                            self.out_channels)
                 total = total + beta[:, i:i + 1] * z
             out[t] = self.dropout(F.relu(total))
-        return out, attention
+        return out, attention, betas
 
     def link_logits(self, path: MetaPath, h: dict, src: Tensor, dst: Tensor) -> Tensor:
         """The proximity loss's link scores kappa_m * LeakyReLU(max_k [<a^L, l_u> +

@@ -13,6 +13,8 @@ target type from every layer are concatenated and classified.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -23,6 +25,15 @@ from graphloc.nn.conv._utils import check_dropouts, check_sizes
 from graphloc.nn.conv.latte import LATTEConv, MetaPath, check_heads, path_dst, path_src
 
 _POOLING = ("concat", "last", "max", "mean")
+
+
+class LayerAttention(NamedTuple):
+    """One layer's attention. ``edges``: meta-path -> (edge_index, alpha [E, heads]),
+    alpha a softmax over each destination node's edges; ``relations``: node type ->
+    (its meta-paths then "self", beta [N_type, len(paths)]), a softmax per node."""
+
+    edges: dict
+    relations: dict
 
 
 def meta_paths(relations: list, order: int) -> list[MetaPath]:
@@ -82,8 +93,8 @@ class LATTE(ModelCapabilities, torch.nn.Module):
 
     ``forward(x, graph, return_attention=False)``: ``x`` node type -> features, ``graph``
     a ``HeteroGraph``; returns the target nodes' logits and, with ``return_attention``, a
-    list per layer of meta-path -> (edge_index, attention [E, heads]), the interpretable
-    weights the paper reports.
+    :class:`LayerAttention` per layer: the neighbour-level weights of each meta-path and
+    the relation-level weights of each node, the interpretable weights the paper reports.
 
     Differences from the official code (docs/models.md): full-batch (the official trains
     on sampled 2-hop neighbourhoods of 2,048 target nodes), so the joins run on the whole
@@ -149,21 +160,24 @@ class LATTE(ModelCapabilities, torch.nn.Module):
         h = {t: self.dropout(F.relu(self.project[t](x[t]))) for t in self.node_types}
         graphs = {(r,): graph[r] for r in self.relations}
         first_order = dict(graph.edges)
-        layers, outputs, self._proximity_terms = [], [], []
+        layers, betas, outputs, self._proximity_terms = [], [], [], []
         for t, conv in enumerate(self.convs):
             if t:
                 graphs = self._stack(conv, layers[-1], first_order)
             inputs = h
-            h, attention = conv(inputs, graphs)
+            h, attention, beta = conv(inputs, graphs)
             outputs.append(h[self.target])
             layers.append({p: (graphs[p], attention[p]) for p in attention})
+            betas.append(beta)
             if self.proximity and self.training:
                 self._proximity_terms.append((conv, inputs, layers[-1]))
         logits = self.classifier(self._pool(outputs))
         if not return_attention:
             return logits
-        return logits, [{p: (g.edge_index, a) for p, (g, a) in layer.items()}
-                        for layer in layers]
+        return logits, [LayerAttention(
+            {p: (g.edge_index, a) for p, (g, a) in layer.items()},
+            {t: (conv.paths_into(t) + ["self"], b) for t, b in beta.items()})
+            for conv, layer, beta in zip(self.convs, layers, betas, strict=True)]
 
     def _stack(self, conv, previous, first_order) -> dict:
         """The graphs of ``conv``'s meta-paths from the previous layer's attention."""

@@ -65,7 +65,7 @@ def _dense(conv, graph, paths, h, heads, width):
 def test_latte_conv_matches_the_loop_reference(heads):
     conv, graph, paths, h = _setup(heads)
     graphs = {p: graph[p[0]] for p in paths}
-    out, attention = conv(h, graphs)
+    out, attention, _ = conv(h, graphs)
     expected, expected_attention = _dense(conv, graph, paths, h, heads, 8)
     for t in TYPES:
         torch.testing.assert_close(out[t], expected[t], atol=1e-5, rtol=1e-5)
@@ -78,7 +78,7 @@ def test_latte_conv_matches_the_loop_reference(heads):
 
 def test_gradients_reach_every_parameter_used():
     conv, graph, paths, h = _setup()
-    out, _ = conv(h, {p: graph[p[0]] for p in paths})
+    out, _, _ = conv(h, {p: graph[p[0]] for p in paths})
     sum(o.sum() for o in out.values()).backward()
     unused = [n for n, p in conv.named_parameters() if p.grad is None]
     assert unused == []

@@ -70,15 +70,19 @@ def test_stacked_layers_use_the_joined_graphs_and_concatenate():
     # the same numbers from the layers by hand
     h = {t: F.relu(model.project[t](x[t])) for t in graph.node_types}
     graphs1 = {(r,): graph[r] for r in graph.relations}
-    h1, att1 = model.convs[0](h, graphs1)
+    h1, att1, _ = model.convs[0](h, graphs1)
     graphs2 = {p: join(graph[p[0]], kept_edges(att1[p[:-1]], 0.5), graph[p[-1]],
                        one_node_set=p[0][2] == p[-1][0])
                for p in model.convs[1].paths}
-    h2, att2 = model.convs[1](h1, graphs2)
+    h2, att2, beta2 = model.convs[1](h1, graphs2)
     expected = model.classifier(torch.cat([h1["paper"], h2["paper"]], 1))
     torch.testing.assert_close(logits, expected)
-    assert set(attention[1]) == set(graphs2)
-    for path, (edge_index, weights) in attention[1].items():
+    assert set(attention[1].edges) == set(graphs2)
+    paths, beta = attention[1].relations["paper"]
+    assert paths == model.convs[1].paths_into("paper") + ["self"]
+    torch.testing.assert_close(beta, beta2["paper"])
+    torch.testing.assert_close(beta.sum(1), torch.ones(30))
+    for path, (edge_index, weights) in attention[1].edges.items():
         assert torch.equal(edge_index, graphs2[path].edge_index)
         torch.testing.assert_close(weights, att2[path])
         # a softmax over each head node's edges
@@ -105,7 +109,7 @@ def test_proximity_loss_formula(monkeypatch):
     loss = model.auxiliary_loss()
     conv, terms = model.convs[0], []
     h = {t: F.relu(model.project[t](x[t])) for t in graph.node_types}
-    for path, (edge_index, att) in attention[0].items():
+    for path, (edge_index, att) in attention[0].edges.items():
         g = graph[path[0]]
         src, dst = negatives[id(g)]
 
