@@ -521,10 +521,12 @@ def _all_layers(model, net, opts, x, dataset, config, history, bar) -> None:
     with torch.no_grad():
         states, graph = net.top_states(x, dataset.graph)
     best, best_state, records = -1.0, None, _Records(config, history, bar)
-    # sf-top2input: even layers, then odd ones on the fresh states; sf-top2loss: all
-    # layers read the previous step's states (the official orders)
+    # sf-top2input: even layers, then odd ones on the fresh states (a layer of one parity
+    # reads states the other parity writes, so each new state replaces its old one at
+    # once); sf-top2loss: every layer reads the previous step's states (the official orders)
     layers = range(net.num_layers)
-    groups = [layers[0::2], layers[1::2]] if config.procedure == "sf-top2input" else [layers]
+    red_black = config.procedure == "sf-top2input"
+    groups = [layers[0::2], layers[1::2]] if red_black else [layers]
     for epoch in range(config.epochs):
         bar.update()
         model.train()
@@ -539,6 +541,8 @@ def _all_layers(model, net, opts, x, dataset, config, history, bar) -> None:
                     torch.nn.utils.clip_grad_norm_(net.convs[j].parameters(), 1.0)
                 opts[j].step()
                 losses.append(loss.item())
+                if red_black:
+                    states[j + 1] = fresh.pop(j)
             for j, state in fresh.items():
                 states[j + 1] = state
         if not _due(epoch, config):

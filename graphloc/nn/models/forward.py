@@ -294,7 +294,13 @@ class ForwardGNN(ModelCapabilities, torch.nn.Module):
         """Layer j of sf-top2loss: its output O_j on S_j (already normalised) and the mean
         E_j of O_j with the states of the layers above it, on which its loss is taken."""
         out = self.dropout(F.relu(self.convs[j](states[j], graph)))
-        return out, torch.stack([out, *states[j + 2:self.depth + 1]]).mean(0)
+        above = states[j + 2:self.depth + 1]
+        if not above:
+            return out, out
+        total = above[0].clone()  # summed in place: no [L, N, F] stack of the states
+        for state in above[1:]:
+            total += state
+        return out, (out + total) / (len(above) + 1)
 
     def top_loss(self, j: int, states: list[Tensor], graph: Graph) -> tuple[Tensor, Tensor]:
         """(layer j's loss, its new state) for the top-down variants; every state is read
