@@ -306,7 +306,7 @@ def _train_one_epoch(model, opt, dataset: NodeDataset, shard, loader) -> float:
     if loader is None:
         opt.zero_grad()
         out = model(dataset.x, dataset.graph)
-        loss = F.cross_entropy(out[shard], dataset.y[shard])
+        loss = F.cross_entropy(out[shard], dataset.y[shard]) + _auxiliary_loss(model)
         loss.backward()
         opt.step()
         return loss.item()
@@ -323,6 +323,14 @@ def _train_one_epoch(model, opt, dataset: NodeDataset, shard, loader) -> float:
         opt.step()
         total, count = total + loss.item() * y.numel(), count + y.numel()
     return total / count
+
+
+def _auxiliary_loss(model) -> torch.Tensor | float:
+    """The model's own extra loss for its last forward (LATTE's proximity term), else 0."""
+    inner = getattr(model, "module", model)  # DistributedDataParallel
+    inner = inner.model if isinstance(inner, Standardized) else inner
+    extra = inner.auxiliary_loss() if hasattr(inner, "auxiliary_loss") else None
+    return 0.0 if extra is None else extra
 
 
 def fit(dataset, config: TrainConfig, out_dir: str | None = None,

@@ -223,3 +223,16 @@ def test_fit_takes_pyg_heterodata(transactions):
     assert back.target == "account" and torch.equal(back.y, ds.y)
     assert torch.equal(back.val_index, ds.val_index.sort().values)
     assert back.graph.metadata() == ds.graph.metadata()
+
+
+def test_fit_adds_latte_proximity_loss(transactions, monkeypatch):
+    """With proximity=True the training loss is cross-entropy plus the model's
+    auxiliary_loss(): the first epoch's loss exceeds the same run's without it."""
+    from graphloc.train import TrainConfig, fit
+    ds = aml_accounts(transactions)
+    losses = {}
+    for proximity in (False, True):
+        config = TrainConfig(model="latte", layers=1, hidden=8, epochs=1, dropout=0.0,
+                             model_kwargs={"proximity": proximity})
+        losses[proximity] = fit(ds, config, progress=False)[0]["loss"]
+    assert losses[True] > losses[False] + 0.1  # the same weights (seed): the extra term
