@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import http.server
+import threading
+
 import pytest
 import torch
 from hypothesis import strategies as st
@@ -74,3 +78,28 @@ def ball_ordered(edge_index, num_nodes, roots, radius):
     keep = (new[edge_index[0]] >= 0) & (new[edge_index[1]] >= 0)
     sizes = torch.bincount(hop[order], minlength=radius + 1).cumsum(0).tolist()
     return order, new[edge_index[:, keep]], sizes
+
+
+@contextlib.contextmanager
+def served_folder(folder):
+    """Serves ``folder`` over HTTP on 127.0.0.1 (the download tests' stand-in for the
+    internet): yields the base URL and the list of requested paths."""
+    requests = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(folder), **kwargs)
+
+        def do_GET(self):
+            requests.append(self.path)
+            super().do_GET()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", requests
+    finally:
+        httpd.shutdown()

@@ -2,14 +2,13 @@
 
 import glob
 import hashlib
-import http.server
 import io
 import os
 import tarfile
-import threading
 
 import pytest
 import torch
+from helpers import served_folder
 
 from graphloc.datasets import city
 from graphloc.datasets.city import CityNetwork
@@ -51,24 +50,9 @@ def server(tmp_path, monkeypatch):
     """Serves tmp_path/served over HTTP on 127.0.0.1; counts the requests."""
     served = tmp_path / "served"
     served.mkdir()
-    requests = []
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, directory=str(served), **kwargs)
-
-        def do_GET(self):
-            requests.append(self.path)
-            super().do_GET()
-
-        def log_message(self, *args):
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
     monkeypatch.setitem(city.REGISTRY, "paris", {"nodes": N, "edges": E, "sha256": None})
-    yield served, f"http://127.0.0.1:{httpd.server_address[1]}", requests
-    httpd.shutdown()
+    with served_folder(served) as (url, requests):
+        yield served, url, requests
 
 
 def test_download_process_cache_and_reload(server, tmp_path):

@@ -2,17 +2,16 @@
 features, labels against the global-id file), the unpickler's refusals, AML accounts
 against a loop over the transactions, and fit on them."""
 
-import http.server
 import io
 import os
 import pickle
-import threading
 import zipfile
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from helpers import served_folder
 
 from graphloc.datasets import (
     AMLTransactions,
@@ -57,23 +56,8 @@ def gtn_zip(edges=None, labels=None, folder="gtn-acm/"):
 def served(tmp_path):
     folder = tmp_path / "served"
     folder.mkdir()
-    requests = []
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, directory=str(folder), **kwargs)
-
-        def do_GET(self):
-            requests.append(self.path)
-            super().do_GET()
-
-        def log_message(self, *args):
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield folder, f"http://127.0.0.1:{httpd.server_address[1]}", requests
-    httpd.shutdown()
+    with served_folder(folder) as (url, requests):
+        yield folder, url, requests
 
 
 def test_gtn_download_read_and_cache(served, tmp_path):

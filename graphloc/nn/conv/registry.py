@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import torch
 
+from graphloc.nn.conv._utils import check_dropouts, check_sizes
 from graphloc.nn.conv.cheb import ChebConv
 from graphloc.nn.conv.gat import GATConv
 from graphloc.nn.conv.gcn import GCNConv
@@ -31,6 +32,15 @@ def register_conv(name: str):
 register_conv("gcn")(GCNConv)
 register_conv("sage")(SAGEConv)
 register_conv("cheb")(lambda i, o, K=3, **kw: ChebConv(i, o, K=K, **kw))
+
+
+def check_stack(owner: str, conv: str, dropout: float, **sizes) -> None:
+    """The arguments of a stack of registered convs (``GNN``, ``ForwardGNN``): widths and
+    depth >= 1, a dropout in [0, 1), a registered conv name."""
+    check_sizes(owner, **sizes)
+    check_dropouts(owner, dropout=dropout)
+    if conv not in CONVS:
+        raise ValueError(f"unknown conv {conv!r}; registered: {sorted(CONVS)}")
 
 
 def _multi_head(layer):

@@ -30,8 +30,8 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
-from graphloc.nn.conv._utils import as_graph, check_dropouts, check_sizes
-from graphloc.nn.conv.registry import CONVS
+from graphloc.nn.conv._utils import as_graph
+from graphloc.nn.conv.registry import CONVS, check_stack
 
 PROCEDURES = ("ff", "ff-vn", "sf", "sf-top2input", "sf-top2loss")
 GREEDY = ("ff", "ff-vn", "sf")  # trained one layer after another; the others all at once
@@ -93,11 +93,9 @@ class ForwardGNN(ModelCapabilities, torch.nn.Module):
                  temperature: float = 1.0, num_negs: int = 100, test_time_steps: int = 10,
                  dropout: float = 0.0, seed: int = 0, **conv_kwargs):
         super().__init__()
-        check_sizes("ForwardGNN", in_channels=in_channels, hidden_channels=hidden_channels,
-                    out_channels=out_channels, num_layers=num_layers)
-        check_dropouts("ForwardGNN", dropout=dropout)
-        if conv not in CONVS:
-            raise ValueError(f"unknown conv {conv!r}; registered: {sorted(CONVS)}")
+        check_stack("ForwardGNN", conv, dropout, in_channels=in_channels,
+                    hidden_channels=hidden_channels, out_channels=out_channels,
+                    num_layers=num_layers)
         if procedure not in PROCEDURES:
             raise ValueError(f"procedure must be one of {PROCEDURES}, got {procedure!r}")
         if out_channels < 2:

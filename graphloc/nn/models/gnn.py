@@ -16,7 +16,7 @@ from graphloc.nn.conv._utils import (
     propagate_prefix,
     rows_within,
 )
-from graphloc.nn.conv.registry import CONVS
+from graphloc.nn.conv.registry import CONVS, check_stack
 
 _PRUNABLE = (GCNConv, SAGEConv, GATConv, GINConv)
 #: activation name -> module class, for ``act=`` arguments
@@ -48,11 +48,9 @@ class GNN(ModelCapabilities, torch.nn.Module):
                  num_layers: int, dropout: float = 0.0, act: str = "relu",
                  norm: str | None = None, residual: bool = False, **conv_kwargs):
         super().__init__()
-        check_sizes("GNN", in_channels=in_channels, hidden_channels=hidden_channels,
-                    out_channels=out_channels, num_layers=num_layers)
-        check_dropouts("GNN", dropout=dropout)
-        if conv not in CONVS:
-            raise ValueError(f"unknown conv {conv!r}; registered: {sorted(CONVS)}")
+        check_stack("GNN", conv, dropout, in_channels=in_channels,
+                    hidden_channels=hidden_channels, out_channels=out_channels,
+                    num_layers=num_layers)
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         if act not in ACTIVATIONS:
