@@ -10,6 +10,7 @@ import torch
 
 import graphloc
 from graphloc.distributed import process_group, rank_and_world, relaunch
+from graphloc.hetero import HeteroGraph
 from graphloc.influence import METHODS, plot_influence
 from graphloc.nn.models.forward import PROCEDURES
 from graphloc.plotting import require_matplotlib
@@ -43,11 +44,21 @@ def dataset_build(args) -> int:
 def dataset_stats(args) -> int:
     """Road statistics of a dataset: a city name or synthetic:N."""
     from graphloc.datasets import load_dataset, road_statistics
-    dataset = load_dataset(args.dataset, args.root, args.seed, args.features, args.labels)
+    dataset = _homogeneous(load_dataset(args.dataset, args.root, args.seed, args.features,
+                                        args.labels), "road statistics")
     for key, value in road_statistics(dataset.graph).items():
         print(f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}")
     print(f"features: {dataset.num_features}, classes: {dataset.num_classes}")
     return 0
+
+
+def _homogeneous(dataset, what: str):
+    """``dataset``, or a ValueError when it is heterogeneous (node types): ``what`` reads
+    one node set."""
+    if isinstance(dataset.graph, HeteroGraph):
+        raise ValueError(f"{what} reads a graph on one node set; {dataset.name} is "
+                         f"heterogeneous (node types {dataset.graph.node_types})")
+    return dataset
 
 
 def train(args) -> int:
@@ -155,7 +166,8 @@ def influence(args) -> int:
     if graph is None:  # the dataset (and feature file) the checkpoint was trained on
         graph, files = _checkpoint_dataset(args.checkpoint)
         features = features or files.get("features")
-    dataset = load_dataset(graph, args.root, args.seed, features)
+    dataset = _homogeneous(load_dataset(graph, args.root, args.seed, features),
+                           "total influence")
     results = {}
     rank = rank_and_world()[0]
     for label, model in _models_to_measure(args, dataset):

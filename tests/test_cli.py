@@ -165,3 +165,15 @@ def test_train_with_a_forward_procedure_then_measure_it(tmp_path, capsys):
     (result,) = json.loads(out.read_text()).values()
     assert len(result["totals"]) == 4
     assert all(math.isfinite(v) for row in result["totals"] for v in row)
+
+
+def test_train_latte_on_the_offline_heterogeneous_dataset(tmp_path, capsys):
+    root, run = str(tmp_path / "data"), tmp_path / "run"
+    assert main(["train", "--dataset", "aml-accounts", "--model", "latte", "--layers", "1",
+                 "--hidden", "8", "--epochs", "2", "--root", root, "--out", str(run)]) == 0
+    assert "best validation accuracy" in capsys.readouterr().out
+    assert (run / "best.pt").exists()
+    assert main(["influence", "--checkpoint", str(run / "best.pt"), "--root", root,
+                 "--out", str(tmp_path / "i.json")]) == 2
+    assert "heterogeneous (node types ['account', 'bank', 'currency'])" in \
+        capsys.readouterr().err
