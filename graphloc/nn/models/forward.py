@@ -341,8 +341,12 @@ class ForwardGNN(ModelCapabilities, torch.nn.Module):
         context = self._labelled(num_nodes)
         if evaluated is None:
             return context < 0
+        evaluated = torch.as_tensor(evaluated, device=context.device).long()
+        if evaluated.numel() and (evaluated.min() < 0 or evaluated.max() >= num_nodes):
+            bad = int(evaluated.min()) if evaluated.min() < 0 else int(evaluated.max())
+            raise ValueError(f"evaluated holds node {bad}, outside [0, {num_nodes})")
         claims = torch.zeros(num_nodes, dtype=torch.bool, device=context.device)
-        claims[torch.as_tensor(evaluated, device=context.device).long()] = True
+        claims[evaluated] = True
         return claims
 
     def _candidate_streams(self, x: Tensor, graph: Graph, claims: Tensor, c: int):

@@ -257,6 +257,15 @@ def test_bad_arguments(kwargs, match):
         ForwardGNN(**args)
 
 
+def test_empty_relations_and_graphs_without_labels_are_handled():
+    """A graph whose labelled nodes are none still predicts (uniform labels, no class
+    links): a score per class, finite."""
+    model, x, graph, y, train = _model("sf")
+    model.set_context(N, torch.tensor([], dtype=torch.long), torch.tensor([], dtype=torch.long))
+    out = model.eval()(x, graph)
+    assert out.shape == (N, C) and torch.isfinite(out).all()
+
+
 def test_bad_context_and_graphs():
     model, x, graph, y, train = _model("sf")
     with pytest.raises(ValueError, match=r"labels must lie in \[0, 3\), got values in \[7, 7\]"):
@@ -272,3 +281,6 @@ def test_bad_context_and_graphs():
         model(torch.randn(5, FEAT), graph)
     with pytest.raises(ValueError, match="evaluated= applies to the forward-forward"):
         model(x, graph, evaluated=train)
+    ff = _model("ff")[0]
+    with pytest.raises(ValueError, match=r"evaluated holds node 12, outside \[0, 12\)"):
+        ff(x, graph, evaluated=torch.tensor([0, 12]))
