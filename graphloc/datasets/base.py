@@ -113,16 +113,21 @@ class NodeDataset:
                     test_mask=self.test_mask)
 
 
-def check_labels_and_splits(dataset, n: int) -> None:
-    """``dataset.y`` holds an integer class label >= 0 for each of the ``n`` labelled
-    nodes, and its ``train_index``, ``val_index``, ``test_index`` are ids in [0, n)."""
+def check_labels_and_splits(dataset, n: int, unlabelled: bool = False,
+                            node: str = "node") -> None:
+    """``dataset.y`` holds an integer class label >= 0 for each of the ``n`` nodes (with
+    ``unlabelled``, -1 marks a node without one, which no split may hold), and its
+    ``train_index``, ``val_index``, ``test_index`` are ids in [0, n). ``node`` names the
+    nodes in the messages."""
     y, name = dataset.y, dataset.name
     if not isinstance(y, Tensor) or y.shape != (n,) or y.is_floating_point() or \
             y.dtype == torch.bool:
         raise ValueError(f"{name}: y must be integer class labels of shape [{n}], got "
                          f"{getattr(y, 'dtype', None)} {list(getattr(y, 'shape', []))}")
-    if n and int(y.min()) < 0:
-        raise ValueError(f"{name}: y holds the negative label {int(y.min())}")
+    if n and int(y.min()) < (-1 if unlabelled else 0):
+        raise ValueError(f"{name}: y holds {int(y.min())}; labels are >= 0, or -1 for a node "
+                         "without one" if unlabelled else
+                         f"{name}: y holds the negative label {int(y.min())}")
     for split in ("train_index", "val_index", "test_index"):
         index = getattr(dataset, split)
         if not isinstance(index, Tensor) or index.dim() != 1 or index.is_floating_point() \
@@ -133,6 +138,9 @@ def check_labels_and_splits(dataset, n: int) -> None:
         if index.numel() and (int(index.min()) < 0 or int(index.max()) >= n):
             bad = int(index.min()) if int(index.min()) < 0 else int(index.max())
             raise ValueError(f"{name}: {split} holds node {bad}, outside [0, {n})")
+        if unlabelled and (y[index] < 0).any():
+            bad = int(index[y[index] < 0][0])
+            raise ValueError(f"{name}: {split} holds {node} {bad}, which has no label (-1)")
 
 
 def pyg_split(data, num_nodes: int) -> tuple[Tensor, Tensor, Tensor] | None:

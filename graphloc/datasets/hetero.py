@@ -60,19 +60,7 @@ class HeteroNodeDataset:
             raise ValueError(f"{self.name}: target {self.target!r} is not a node type "
                              f"({self.graph.node_types})")
         self.graph.check_features(self.x, f"{self.name}: x")
-        known = self.y.clamp(min=0) if isinstance(self.y, Tensor) and \
-            not self.y.is_floating_point() else self.y
-        check_labels_and_splits(_Labels(self.name, known, self.train_index, self.val_index,
-                                        self.test_index), self.num_nodes)
-        if int(self.y.min()) < -1:
-            raise ValueError(f"{self.name}: y holds {int(self.y.min())}; labels are >= 0, "
-                             "or -1 for a node without one")
-        for split in ("train_index", "val_index", "test_index"):
-            index = getattr(self, split)
-            if (self.y[index] < 0).any():
-                node = int(index[self.y[index] < 0][0])
-                raise ValueError(f"{self.name}: {split} holds {self.target} {node}, which "
-                                 "has no label (-1)")
+        check_labels_and_splits(self, self.num_nodes, unlabelled=True, node=self.target)
 
     @property
     def num_nodes(self) -> int:
@@ -126,15 +114,6 @@ def as_dataset(data):
     if hasattr(data, "node_types") and hasattr(data, "edge_types"):  # PyG HeteroData
         return HeteroNodeDataset.from_pyg(data)
     return as_node_dataset(data)
-
-
-@dataclass
-class _Labels:  # what check_labels_and_splits reads
-    name: str
-    y: Tensor
-    train_index: Tensor
-    val_index: Tensor
-    test_index: Tensor
 
 
 # --- the GTN release: ACM, DBLP, IMDB ---------------------------------------------------
