@@ -72,3 +72,12 @@ def test_pyg_heterodata_both_ways():
     assert back.metadata() == data.metadata()
     assert torch.equal(back[CITES].edge_index, data[CITES].edge_index)
     assert torch.equal(back["paper"].x, data["paper"].x) and back["author"].num_nodes == 3
+
+
+def test_wrong_dtypes_and_shapes_are_named():
+    with pytest.raises((ValueError, TypeError), match=r"relation \('author', 'writes', 'paper'\)"):
+        HeteroGraph({"paper": 4, "author": 3}, {WRITES: torch.tensor([[0.0], [1.0]])})
+    with pytest.raises((ValueError, TypeError), match=r"relation \('author', 'writes', 'paper'\)"):
+        HeteroGraph({"paper": 4, "author": 3}, {WRITES: torch.tensor([0, 1, 2])})
+    empty = HeteroGraph({"paper": 0, "author": 0}, {WRITES: torch.zeros(2, 0, dtype=torch.long)})
+    assert empty[WRITES].num_edges == 0

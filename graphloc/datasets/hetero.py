@@ -262,6 +262,9 @@ def aml_accounts(edges: EdgeDataset, seed: int = 0) -> HeteroNodeDataset:
     counts and mean log1p amounts, and the share of each payment format in what it sends;
     banks: log1p of their account counts; currencies: one-hot. Split: seeded random
     60/20/20 of the accounts."""
+    if not isinstance(edges, EdgeDataset):
+        raise TypeError(f"aml_accounts takes the EdgeDataset of AMLTransactions, got "
+                        f"{type(edges).__name__}")
     n = edges.num_nodes
     src, dst = edges.graph.edge_index
     names = edges.feature_names

@@ -220,3 +220,35 @@ def test_fit_adds_latte_proximity_loss(transactions, monkeypatch):
                              model_kwargs={"proximity": proximity})
         losses[proximity] = fit(ds, config, progress=False)[0]["loss"]
     assert losses[True] > losses[False] + 0.1  # the same weights (seed): the extra term
+
+
+def test_missing_and_corrupt_files(tmp_path):
+    not_zip = tmp_path / "gtn-acm.zip"
+    not_zip.write_bytes(b"not an archive")
+    with pytest.raises(ValueError, match="is not a zip archive"):
+        read_gtn(str(not_zip), "acm")
+    partial = tmp_path / "partial.zip"
+    with zipfile.ZipFile(partial, "w") as z:
+        z.writestr("edges.pkl", pickle.dumps([]))
+    with pytest.raises(ValueError, match=r"no \['labels.pkl', 'node_features.pkl'\]"):
+        read_gtn(str(partial), "acm")
+    truncated = tmp_path / "truncated.zip"
+    with zipfile.ZipFile(truncated, "w") as z:
+        for name in ("edges.pkl", "labels.pkl", "node_features.pkl"):
+            z.writestr(name, pickle.dumps(_features())[:20])
+    with pytest.raises(ValueError, match="edges.pkl: not a GTN pickle"):
+        read_gtn(str(truncated), "acm")
+    with pytest.raises(TypeError, match="aml_accounts takes the EdgeDataset"):
+        aml_accounts("HI-Small")
+
+
+def test_a_corrupt_processed_file_is_named(served, tmp_path):
+    folder, url, _ = served
+    (folder / "gtn-acm.zip").write_bytes(gtn_zip())
+    root = str(tmp_path / "data")
+    gtn_dataset("acm", root, url=url)
+    processed = tmp_path / "data" / "gtn-acm" / "processed" / "gtn-acm.pt"
+    processed.write_bytes(processed.read_bytes()[:-10])
+    with pytest.raises(ValueError, match=r"gtn-acm.pt is not a readable processed GTN file"):
+        gtn_dataset("acm", root, url=url)
+    assert gtn_dataset("acm", root, url=url, force_reload=True).num_nodes == 5

@@ -156,3 +156,34 @@ def test_bad_input():
     other = HeteroGraph(graph.num_nodes, {PA: graph[PA]})
     with pytest.raises(ValueError, match="differs from the model's"):
         model(x, other)
+
+
+def test_nan_reaches_exactly_the_nodes_that_read_it_and_empty_relations_give_zero():
+    """One author's NaN features: the papers that author writes become NaN (torch's
+    propagation), the others stay finite; a relation without edges contributes nothing."""
+    graph, x, _ = _acm_like()
+    torch.manual_seed(0)
+    model = LATTE({t: 6 for t in graph.node_types}, 8, 3, 1, graph.metadata(), "paper").eval()
+    x = {**x, "author": x["author"].clone()}
+    x["author"][4] = float("nan")
+    out = model(x, graph)
+    writes = graph[PA].edge_index
+    reached = torch.zeros(30, dtype=torch.bool)
+    reached[writes[1][writes[0] == 4]] = True
+    assert reached.any() and torch.isnan(out[reached]).all(1).all()
+    assert torch.isfinite(out[~reached]).all()
+    empty = HeteroGraph(graph.num_nodes, {**graph.edges, PA: torch.zeros(2, 0, dtype=torch.long)})
+    conv = model.convs[0]
+    h = {t: F.relu(model.project[t](v)) for t, v in _acm_like()[1].items()}
+    graphs = {(r,): empty[r] for r in empty.relations}
+    out_h, attention, beta = conv(h, graphs)
+    assert attention[(PA,)].shape == (0, 2)
+    # paper: beta_SP * z_SP + beta_self * l (the empty PA term is zero)
+    subject = conv.right["subject"](h["subject"]).view(-1, 2, 4)
+    alpha = attention[(SP,)]
+    z = torch.zeros(30, 2, 4).index_add_(0, graph[SP].edge_index[1],
+                                         alpha[:, :, None] * subject[graph[SP].edge_index[0]])
+    paths = conv.paths_into("paper")
+    expected = F.relu(beta["paper"][:, paths.index((SP,)), None] * z.reshape(30, 8)
+                      + beta["paper"][:, -1:] * conv.left["paper"](h["paper"]))
+    torch.testing.assert_close(out_h["paper"], expected)
