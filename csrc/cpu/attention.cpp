@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "common/ops.h"
@@ -14,57 +15,145 @@
 namespace graphloc {
 namespace {
 
-// Thread mapping: a thread owns a block of destination rows. Per row and head: the max m of
-// the scores, then p = exp(score - m) for the row's edges in one vectorised pass (a
-// thread-local buffer of degree x H), then the normaliser and the p-weighted sum of the
-// source rows. Two passes over the (contiguous) scores instead of the online rescaling:
-// the exponentials vectorise, and no accumulator is rescaled.
+// The p-weighted sum of one head's source rows, T channels at a time in registers (T = 0:
+// any width, through the L1-resident `acc`), divided by the head's normaliser s.
+template <int T, typename acc_t, typename scalar_t, typename index_t>
+inline void weighted_head_sum(const index_t* row_indices, const acc_t* p, int64_t degree, int64_t H,
+                              int64_t h, int64_t C, const scalar_t* x, acc_t s, acc_t* acc,
+                              scalar_t* out) {
+  const int64_t K = H * C;
+  const acc_t scale = s == acc_t(0) ? acc_t(0) : acc_t(1) / s;  // empty or fully masked: 0
+  if constexpr (T == 0) {
+    std::fill(acc, acc + C, acc_t(0));
+    for (int64_t e = 0; e < degree; ++e) {
+      const acc_t w = p[e * H + h];
+      const scalar_t* __restrict__ xh = x + static_cast<int64_t>(row_indices[e]) * K + h * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) acc[c] += w * static_cast<acc_t>(xh[c]);
+    }
+    for (int64_t c = 0; c < C; ++c) out[h * C + c] = static_cast<scalar_t>(acc[c] * scale);
+  } else {
+    for (int64_t t0 = 0; t0 < C; t0 += T) {
+      acc_t a[T] = {};
+      for (int64_t e = 0; e < degree; ++e) {
+        const acc_t w = p[e * H + h];
+        const scalar_t* __restrict__ xr = x + static_cast<int64_t>(row_indices[e]) * K + h * C + t0;
+#pragma GCC unroll 64
+        for (int f = 0; f < T; ++f) a[f] += w * static_cast<acc_t>(xr[f]);
+      }
+#pragma GCC unroll 64
+      for (int f = 0; f < T; ++f) out[h * C + t0 + f] = static_cast<scalar_t>(a[f] * scale);
+    }
+  }
+}
+
+// Calls body(std::integral_constant<int, HT>) with HT = H for the usual head counts, else
+// HT = 0 (any H): per-head running values then live in registers, not in memory that the
+// row's scores might alias.
+template <typename F>
+inline void with_heads(int64_t H, F&& body) {
+  switch (H) {
+    case 1:
+      return body(std::integral_constant<int, 1>{});
+    case 2:
+      return body(std::integral_constant<int, 2>{});
+    case 4:
+      return body(std::integral_constant<int, 4>{});
+    case 8:
+      return body(std::integral_constant<int, 8>{});
+    default:
+      return body(std::integral_constant<int, 0>{});
+  }
+}
+
+// Per head of a row's scores [degree, H]: m = the max (NaN never wins, as in the reference;
+// a head of only -inf, masked, shifts by 0, so its weights are exp(-inf) = 0 and it
+// aggregates to 0 as an empty row; NaN or +inf scores give a NaN row), then scores -= m.
+template <int HT, typename acc_t>
+inline void shift_by_row_max(acc_t* __restrict__ row, int64_t degree, int64_t H,
+                             acc_t* __restrict__ m_out) {
+  constexpr acc_t kNegInf = -std::numeric_limits<acc_t>::infinity();
+  const int64_t n = HT > 0 ? HT : H;
+  acc_t local[HT > 0 ? HT : 1];
+  acc_t* __restrict__ m = HT > 0 ? local : m_out;
+  for (int64_t h = 0; h < n; ++h) m[h] = kNegInf;
+  for (int64_t e = 0; e < degree; ++e)
+    for (int64_t h = 0; h < n; ++h) m[h] = row[e * n + h] > m[h] ? row[e * n + h] : m[h];
+  for (int64_t h = 0; h < n; ++h) m[h] = m[h] == kNegInf ? acc_t(0) : m[h];
+  for (int64_t e = 0; e < degree; ++e)
+    for (int64_t h = 0; h < n; ++h) row[e * n + h] -= m[h];
+  if constexpr (HT > 0)
+    for (int64_t h = 0; h < n; ++h) m_out[h] = m[h];
+}
+
+// Per head of a row's weights [degree, H]: their sum.
+template <int HT, typename acc_t>
+inline void row_sums(const acc_t* __restrict__ row, int64_t degree, int64_t H,
+                     acc_t* __restrict__ s_out) {
+  const int64_t n = HT > 0 ? HT : H;
+  acc_t s[HT > 0 ? HT : 1];
+  acc_t* __restrict__ acc = HT > 0 ? s : s_out;
+  for (int64_t h = 0; h < n; ++h) acc[h] = acc_t(0);
+  for (int64_t e = 0; e < degree; ++e)
+    for (int64_t h = 0; h < n; ++h) acc[h] += row[e * n + h];
+  if constexpr (HT > 0)
+    for (int64_t h = 0; h < n; ++h) s_out[h] = acc[h];
+}
+
+// Rows are taken in blocks of up to kBlockEdges edges (kBlockRows rows), so that the
+// exponentials of many short rows run as one vectorised loop: per row of a road graph
+// (degree ~4, 4 heads) a loop of its own would run almost only its scalar remainder.
+constexpr int64_t kBlockEdges = 256, kBlockRows = 128;
+
+// Thread mapping: a thread owns a block of destination rows. Per block of rows: the scores
+// [edges, H] copied into the accumulation type, each row's max m per head subtracted, one
+// vectorised exp over the block; then per row the normaliser and the p-weighted sum of the source
+// rows (prefetched ahead). Two passes over the scores instead of the online rescaling: the
+// exponentials vectorise, and no accumulator is rescaled. Writes out [rows, H * C] and the
+// log-sum-exp lse [rows, H].
 template <typename scalar_t, typename index_t>
-void attention_rows(const index_t* indptr, const index_t* indices, const scalar_t* score,
-                    const scalar_t* x, int64_t num_rows, int64_t H, int64_t C, scalar_t* out,
-                    scalar_t* lse) {
+void attend_rows(const index_t* indptr, const index_t* indices, const scalar_t* score,
+                 const scalar_t* x, int64_t num_rows, int64_t H, int64_t C, scalar_t* out,
+                 scalar_t* lse) {
   using acc_t = typename AccType<scalar_t>::type;
   const int64_t K = H * C;
-  parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
-    std::vector<acc_t> acc(K), m(H), s(H), p;
-    const int64_t chunk_end = indptr[r1];
-    for (int64_t i = r0; i < r1; ++i) {
-      const int64_t begin = indptr[i], degree = indptr[i + 1] - begin;
-      const scalar_t* __restrict__ row_score = score + begin * H;
-      std::fill(acc.begin(), acc.end(), acc_t(0));
-      std::fill(m.begin(), m.end(), -static_cast<acc_t>(INFINITY));
-      std::fill(s.begin(), s.end(), acc_t(0));
-      for (int64_t e = 0; e < degree; ++e)
-        for (int64_t h = 0; h < H; ++h) {
-          const acc_t v = static_cast<acc_t>(row_score[e * H + h]);
-          m[h] = v > m[h] ? v : m[h];  // NaN scores never win, as in the reference
+  with_tile(C, [&](auto width) {
+    constexpr int T = decltype(width)::value;
+    parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
+      std::vector<acc_t> acc(C), m(kBlockRows * H), s(H), p(kBlockEdges * H);
+      const int64_t chunk_end = indptr[r1];
+      for (int64_t b0 = r0, b1; b0 < r1; b0 = b1) {
+        b1 = b0 + 1;
+        while (b1 < r1 && b1 - b0 < kBlockRows && indptr[b1 + 1] - indptr[b0] <= kBlockEdges) ++b1;
+        const int64_t e0 = indptr[b0], block_edges = indptr[b1] - e0;
+        if (static_cast<int64_t>(p.size()) < block_edges * H) p.resize(block_edges * H);
+        for (int64_t i = b0; i < b1; ++i) {
+          const int64_t begin = indptr[i], degree = indptr[i + 1] - begin;
+          acc_t* row = p.data() + (begin - e0) * H;
+          for (int64_t k = 0; k < degree * H; ++k)
+            row[k] = static_cast<acc_t>(score[begin * H + k]);
+          with_heads(H, [&](auto heads) {
+            shift_by_row_max<decltype(heads)::value>(row, degree, H, m.data() + (i - b0) * H);
+          });
         }
-      // A head whose scores are all -inf (masked) shifts by 0: its weights are exp(-inf) = 0
-      // and the row aggregates to 0, as an empty one. NaN or +inf scores give a NaN row.
-      for (int64_t h = 0; h < H; ++h)
-        if (m[h] == -static_cast<acc_t>(INFINITY)) m[h] = acc_t(0);
-      p.resize(degree * H);
-      shifted_exp(row_score, m.data(), degree, H, p.data());
-      for (int64_t e = 0; e < degree; ++e) {
-        if (begin + e + kPrefetchDistance < chunk_end)
-          prefetch_row(x + static_cast<int64_t>(indices[begin + e + kPrefetchDistance]) * K, K);
-        const scalar_t* __restrict__ xj = x + static_cast<int64_t>(indices[begin + e]) * K;
-        for (int64_t h = 0; h < H; ++h) {
-          const acc_t w = p[e * H + h];
-          acc_t* __restrict__ a = acc.data() + h * C;
-          const scalar_t* __restrict__ xh = xj + h * C;
-          s[h] += w;
-#pragma omp simd
-          for (int64_t c = 0; c < C; ++c) a[c] += w * static_cast<acc_t>(xh[c]);
+        exp_in_place(p.data(), block_edges * H);
+        for (int64_t i = b0; i < b1; ++i) {
+          const int64_t begin = indptr[i], degree = indptr[i + 1] - begin;
+          for (int64_t e = 0; e < degree && begin + e + kPrefetchDistance < chunk_end; ++e)
+            prefetch_row(x + static_cast<int64_t>(indices[begin + e + kPrefetchDistance]) * K, K);
+          const acc_t* row = p.data() + (begin - e0) * H;
+          with_heads(
+              H, [&](auto heads) { row_sums<decltype(heads)::value>(row, degree, H, s.data()); });
+          for (int64_t h = 0; h < H; ++h) {
+            weighted_head_sum<T>(indices + begin, row, degree, H, h, C, x, s[h], acc.data(),
+                                 out + i * K);
+            const acc_t mh = m[(i - b0) * H + h];
+            lse[i * H + h] =
+                static_cast<scalar_t>(s[h] == acc_t(0) ? acc_t(0) : mh + std::log(s[h]));
+          }
         }
       }
-      for (int64_t h = 0; h < H; ++h) {
-        const bool empty = s[h] == acc_t(0);
-        for (int64_t c = 0; c < C; ++c)
-          out[i * K + h * C + c] = static_cast<scalar_t>(empty ? acc_t(0) : acc[h * C + c] / s[h]);
-        lse[i * H + h] = static_cast<scalar_t>(empty ? acc_t(0) : m[h] + std::log(s[h]));
-      }
-    }
+    });
   });
 }
 
@@ -79,37 +168,53 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_cpu(
   auto lse = at::empty({num_rows, H}, x.options());
   GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::segment_attention", [&] {
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
-      attention_rows<scalar_t, index_t>(indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(),
-                                        sc.data_ptr<scalar_t>(), xc.data_ptr<scalar_t>(), num_rows,
-                                        H, C, out.data_ptr<scalar_t>(), lse.data_ptr<scalar_t>());
+      attend_rows<scalar_t, index_t>(indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(),
+                                     sc.data_ptr<scalar_t>(), xc.data_ptr<scalar_t>(), num_rows, H,
+                                     C, out.data_ptr<scalar_t>(), lse.data_ptr<scalar_t>());
     });
   });
   return {out, lse};
 }
 
 // <a, b> over one head's C channels, vectorised (the reduction may be reassociated).
-template <typename acc_t, typename scalar_t>
-inline acc_t head_dot(const scalar_t* a, const scalar_t* b, int64_t C) {
-  acc_t dot = 0;
+// T > 0 (a tile width dividing C, known at compile time): T lanes of partial sums in
+// registers; with C only known at run time GCC spilled the simd reduction to the stack.
+template <typename acc_t, int T = 0, typename a_t, typename b_t>
+inline acc_t head_dot(const a_t* a, const b_t* b, int64_t C) {
+  if constexpr (T == 0) {
+    acc_t dot = 0;
 #pragma omp simd reduction(+ : dot)
-  for (int64_t c = 0; c < C; ++c) dot += static_cast<acc_t>(a[c]) * static_cast<acc_t>(b[c]);
-  return dot;
+    for (int64_t c = 0; c < C; ++c) dot += static_cast<acc_t>(a[c]) * static_cast<acc_t>(b[c]);
+    return dot;
+  } else {
+    acc_t v[T] = {};
+    for (int64_t t0 = 0; t0 < C; t0 += T)
+#pragma GCC unroll 64
+      for (int f = 0; f < T; ++f)
+        v[f] += static_cast<acc_t>(a[t0 + f]) * static_cast<acc_t>(b[t0 + f]);
+    for (int width = T / 2; width > 0; width /= 2)  // pairwise, in registers
+#pragma GCC unroll 64
+      for (int f = 0; f < width; ++f) v[f] += v[f + width];
+    return v[0];
+  }
 }
 
 // Backward, pass 1 (rows of the CSR): the attention weights alpha_e = exp(score_e - lse_i),
-// recomputed from lse (vectorised) into `alpha` [E, H], which is the score gradient's own
-// buffer when that is asked for: nothing [E, H] is kept between forward and backward.
+// recomputed from lse into `alpha` [E, H], which is the score gradient's own buffer when
+// that is asked for: nothing [E, H] is kept between forward and backward. One vectorised
+// exp per chunk of rows (a chunk's edges are contiguous).
 template <typename scalar_t, typename index_t>
 void attention_weights(const index_t* indptr, const scalar_t* score, const scalar_t* lse,
                        int64_t num_rows, int64_t H, typename AccType<scalar_t>::type* alpha) {
   using acc_t = typename AccType<scalar_t>::type;
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
-    std::vector<acc_t> shift(H);
-    for (int64_t i = r0; i < r1; ++i) {
-      for (int64_t h = 0; h < H; ++h) shift[h] = static_cast<acc_t>(lse[i * H + h]);
-      shifted_exp(score + indptr[i] * H, shift.data(), indptr[i + 1] - indptr[i], H,
-                  alpha + indptr[i] * H);
-    }
+    for (int64_t i = r0; i < r1; ++i)
+      for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e)
+        for (int64_t h = 0; h < H; ++h)
+          alpha[e * H + h] =
+              static_cast<acc_t>(score[e * H + h]) - static_cast<acc_t>(lse[i * H + h]);
+    exp_in_place(alpha + static_cast<int64_t>(indptr[r0]) * H,
+                 static_cast<int64_t>(indptr[r1] - indptr[r0]) * H);
   });
 }
 
@@ -150,22 +255,25 @@ void attention_score_grad(const index_t* indptr, const index_t* indices, const s
                           const scalar_t* grad, const scalar_t* grad_lse, const scalar_t* x,
                           int64_t num_rows, int64_t H, int64_t C, acc_t* alpha_to_grad) {
   const int64_t K = H * C;
-  parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
-    std::vector<acc_t> base(H);
-    const int64_t chunk_end = indptr[r1];
-    for (int64_t i = r0; i < r1; ++i) {
-      const scalar_t* __restrict__ gi = grad + i * K;
-      for (int64_t h = 0; h < H; ++h)
-        base[h] = (grad_lse ? static_cast<acc_t>(grad_lse[i * H + h]) : acc_t(0)) -
-                  head_dot<acc_t>(gi + h * C, out + i * K + h * C, C);
-      for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-        if (e + kPrefetchDistance < chunk_end)
-          prefetch_row(x + static_cast<int64_t>(indices[e + kPrefetchDistance]) * K, K);
-        const scalar_t* __restrict__ xj = x + static_cast<int64_t>(indices[e]) * K;
+  with_tile(C, [&](auto width) {
+    constexpr int T = decltype(width)::value;
+    parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
+      std::vector<acc_t> base(H);
+      const int64_t chunk_end = indptr[r1];
+      for (int64_t i = r0; i < r1; ++i) {
+        const scalar_t* __restrict__ gi = grad + i * K;
         for (int64_t h = 0; h < H; ++h)
-          alpha_to_grad[e * H + h] *= head_dot<acc_t>(gi + h * C, xj + h * C, C) + base[h];
+          base[h] = (grad_lse ? static_cast<acc_t>(grad_lse[i * H + h]) : acc_t(0)) -
+                    head_dot<acc_t, T>(gi + h * C, out + i * K + h * C, C);
+        for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+          if (e + kPrefetchDistance < chunk_end)
+            prefetch_row(x + static_cast<int64_t>(indices[e + kPrefetchDistance]) * K, K);
+          const scalar_t* __restrict__ xj = x + static_cast<int64_t>(indices[e]) * K;
+          for (int64_t h = 0; h < H; ++h)
+            alpha_to_grad[e * H + h] *= head_dot<acc_t, T>(gi + h * C, xj + h * C, C) + base[h];
+        }
       }
-    }
+    });
   });
 }
 

@@ -13,7 +13,10 @@ inline float exp_vec(float x) {
   const float lo = -87.33654f, hi = 88.72283f;
   const bool nan = x != x;
   const float v = nan ? 0.0f : (x < lo ? lo : (x > hi ? hi : x));
-  const float n = std::floor(v * 1.44269504088896341f + 0.5f);
+  // n = round(v / ln 2) by the 1.5 * 2^23 shift (exact for |v / ln 2| < 2^22): std::floor
+  // here kept GCC 12 from vectorising any loop that calls exp_vec
+  constexpr float kShift = 12582912.0f;
+  const float n = (v * 1.44269504088896341f + kShift) - kShift;
   const float r = v - n * 0.693359375f + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -30,14 +33,11 @@ inline float exp_vec(float x) {
 
 inline double exp_vec(double x) { return std::exp(x); }
 
-// out[k] = exp(in[k] - shift[k % H]) for the H heads of `rows` consecutive edges.
-template <typename acc_t, typename scalar_t>
-inline void shifted_exp(const scalar_t* in, const acc_t* shift, int64_t rows, int64_t H,
-                        acc_t* out) {
-  for (int64_t e = 0; e < rows; ++e)
-    for (int64_t h = 0; h < H; ++h) out[e * H + h] = static_cast<acc_t>(in[e * H + h]) - shift[h];
+// v[k] = exp(v[k]) for n consecutive values.
+template <typename acc_t>
+inline void exp_in_place(acc_t* v, int64_t n) {
 #pragma omp simd
-  for (int64_t k = 0; k < rows * H; ++k) out[k] = exp_vec(out[k]);
+  for (int64_t k = 0; k < n; ++k) v[k] = exp_vec(v[k]);
 }
 
 }  // namespace graphloc

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #ifdef __linux__
 #include <sys/mman.h>
@@ -54,6 +55,31 @@ inline void prefetch_row(const scalar_t* row, int64_t channels) {
   const char* p = reinterpret_cast<const char*>(row);
   const int64_t bytes = channels * static_cast<int64_t>(sizeof(scalar_t));
   for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 1);
+}
+
+// The widest register tile that divides the channels of one head (0: none fits).
+inline int tile_width(int64_t F) {
+  for (int t : {64, 32, 16, 8})
+    if (F % t == 0) return t;
+  return 0;
+}
+
+// Calls body(std::integral_constant<int, T>) with T = tile_width(F), or T = 0 when no tile
+// fits: kernels keep a T-wide accumulator in registers and need T at compile time.
+template <typename F>
+inline void with_tile(int64_t channels, F&& body) {
+  switch (tile_width(channels)) {
+    case 64:
+      return body(std::integral_constant<int, 64>{});
+    case 32:
+      return body(std::integral_constant<int, 32>{});
+    case 16:
+      return body(std::integral_constant<int, 16>{});
+    case 8:
+      return body(std::integral_constant<int, 8>{});
+    default:
+      return body(std::integral_constant<int, 0>{});
+  }
 }
 
 // A fresh output tensor whose large interior is backed by transparent huge pages. Outputs of

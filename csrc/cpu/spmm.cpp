@@ -84,13 +84,6 @@ inline void arg_row_tiled(const index_t* indptr, Src src, const scalar_t* value,
         row_arg[k] == static_cast<index_t>(num_edges) ? static_cast<index_t>(begin) : row_arg[k];
 }
 
-// The widest register tile that divides the channels of one head (0: none fits).
-inline int tile_width(int64_t F) {
-  for (int t : {64, 32, 16, 8})
-    if (F % t == 0) return t;
-  return 0;
-}
-
 // Thread mapping: a thread owns a block of destination rows and reduces each row's
 // neighbour features (x[src(e)], scaled by the edge value of their head) into an
 // L1-resident accumulator of K channels, then writes the row once. Head widths divisible

@@ -94,3 +94,52 @@ def test_fused_backward_rejects_inconsistent_inputs():
     bad_perm[10] = csc.perm[:-1]
     with pytest.raises(RuntimeError, match=f"the transpose must hold the {graph.num_edges} edges"):
         kernels.segment_attention_backward(*bad_perm)
+
+
+def _blocked_layout_graph() -> Graph:
+    """Rows the CPU kernel cuts differently: a row of 600 edges (longer than a block of
+    256), 300 consecutive empty rows (more than a block's 128 rows), and many short rows."""
+    gen = torch.Generator().manual_seed(7)
+    hub = torch.stack([torch.randint(0, 1000, (600,), generator=gen), torch.zeros(600).long()])
+    degrees = torch.randint(1, 6, (699,), generator=gen)
+    short_dst = torch.arange(301, 1000).repeat_interleave(degrees)
+    short = torch.stack([torch.randint(0, 1000, (short_dst.numel(),), generator=gen), short_dst])
+    return Graph(torch.cat([hub, short], dim=1), num_nodes=1000)  # rows 1..300 empty
+
+
+@pytest.mark.parametrize("heads, channels", [(1, 16), (2, 8), (4, 16), (8, 32), (5, 24),
+                                             (4, 64), (3, 3)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_attention_blocks_and_tiles_match_dense_softmax(heads, channels, dtype):
+    """Every head count (the compile-time ones and others) and register tile width, over
+    rows that span blocks, against a per-node torch.softmax in float64."""
+    graph = _blocked_layout_graph()
+    gen = torch.Generator().manual_seed(heads * 100 + channels)
+    score = (torch.randn(graph.num_edges, heads, generator=gen) * 20).to(dtype)
+    x = torch.randn(graph.num_nodes, heads, channels, generator=gen).to(dtype)
+    out = ops.segment_attention(graph, score, x)
+    src, dst = graph.edge_index
+    expected = torch.zeros(graph.num_nodes, heads, channels, dtype=torch.float64)
+    for node in dst.unique().tolist():
+        into = dst == node
+        weights = torch.softmax(score[into].double(), dim=0)  # [deg, H]
+        expected[node] = (weights.unsqueeze(-1) * x[src[into]].double()).sum(0)
+    tol = {torch.float32: 1e-5, torch.float64: 1e-12, torch.bfloat16: 2e-2}[dtype]
+    torch.testing.assert_close(out.double(), expected, rtol=tol, atol=tol)
+    assert (out[1:301] == 0).all()
+
+
+@pytest.mark.parametrize("heads, channels", [(4, 16), (2, 8), (5, 24)])
+def test_attention_backward_over_blocks_matches_reference(heads, channels):
+    graph = _blocked_layout_graph()
+    gen = torch.Generator().manual_seed(3)
+    score = (torch.randn(graph.num_edges, heads, generator=gen) * 5).double().requires_grad_()
+    x = torch.randn(graph.num_nodes, heads * channels, generator=gen).double().requires_grad_()
+    grad = torch.randn(graph.num_nodes, heads * channels, generator=gen).double()
+    out = ops.segment_attention(graph, score, x)
+    got = torch.autograd.grad(out, [score, x], grad)
+    s = graph.to_csr_order(score)
+    ref_out, _ = reference.segment_attention(s, graph.csr.indptr, graph.csr.indices, x)
+    want = torch.autograd.grad(ref_out, [score, x], grad)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-10)
