@@ -47,23 +47,11 @@ inline void weighted_head_sum(const index_t* row_indices, const acc_t* p, int64_
   }
 }
 
-// Calls body(std::integral_constant<int, HT>) with HT = H for the usual head counts, else
-// HT = 0 (any H): per-head running values then live in registers, not in memory that the
-// row's scores might alias.
+// Per-head running values live in registers for the usual head counts (HT = H), not in
+// memory that the row's scores might alias; HT = 0 for any other H.
 template <typename F>
 inline void with_heads(int64_t H, F&& body) {
-  switch (H) {
-    case 1:
-      return body(std::integral_constant<int, 1>{});
-    case 2:
-      return body(std::integral_constant<int, 2>{});
-    case 4:
-      return body(std::integral_constant<int, 4>{});
-    case 8:
-      return body(std::integral_constant<int, 8>{});
-    default:
-      return body(std::integral_constant<int, 0>{});
-  }
+  with_constant<1, 2, 4, 8>(H, body);
 }
 
 // Per head of a row's scores [degree, H]: m = the max (NaN never wins, as in the reference;

@@ -64,22 +64,20 @@ inline int tile_width(int64_t F) {
   return 0;
 }
 
-// Calls body(std::integral_constant<int, T>) with T = tile_width(F), or T = 0 when no tile
-// fits: kernels keep a T-wide accumulator in registers and need T at compile time.
+// Calls body(std::integral_constant<int, V>) with V = value when value is one of Values,
+// else with V = 0: kernels that keep per-lane or per-head values in registers need their
+// count at compile time, and fall back to a run-time loop for the others.
+template <int... Values, typename F>
+inline void with_constant(int64_t value, F&& body) {
+  const bool matched =
+      ((value == Values ? (body(std::integral_constant<int, Values>{}), true) : false) || ...);
+  if (!matched) body(std::integral_constant<int, 0>{});
+}
+
+// body(std::integral_constant<int, T>) with T = tile_width(F) (0 when no tile fits).
 template <typename F>
 inline void with_tile(int64_t channels, F&& body) {
-  switch (tile_width(channels)) {
-    case 64:
-      return body(std::integral_constant<int, 64>{});
-    case 32:
-      return body(std::integral_constant<int, 32>{});
-    case 16:
-      return body(std::integral_constant<int, 16>{});
-    case 8:
-      return body(std::integral_constant<int, 8>{});
-    default:
-      return body(std::integral_constant<int, 0>{});
-  }
+  with_constant<64, 32, 16, 8>(tile_width(channels), body);
 }
 
 // A fresh output tensor whose large interior is backed by transparent huge pages. Outputs of
