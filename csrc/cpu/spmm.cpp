@@ -106,30 +106,18 @@ void reduce_rows(const index_t* indptr, Src src, const scalar_t* value, int64_t 
     const int64_t chunk_end = indptr[r1];
     if constexpr (kTiled)
       if (tile > 0) {
-        auto run_tiled = [&](auto width) {
+        with_constant<64, 32, 16, 8>(tile, [&](auto width) {
           constexpr int T = decltype(width)::value;
-          for (int64_t row = r0; row < r1; ++row) {
-            if constexpr (Red::kHasArg)
-              arg_row_tiled<T, scalar_t, index_t, R>(indptr, src, value, heads, x, row, K, F,
-                                                     chunk_end, num_edges, out, arg);
-            else
-              sum_row_tiled<T, scalar_t, index_t, R>(indptr, src, value, heads, x, row, K, F,
-                                                     chunk_end, out);
-          }
-        };
-        switch (tile) {
-          case 64:
-            run_tiled(std::integral_constant<int, 64>{});
-            break;
-          case 32:
-            run_tiled(std::integral_constant<int, 32>{});
-            break;
-          case 16:
-            run_tiled(std::integral_constant<int, 16>{});
-            break;
-          default:
-            run_tiled(std::integral_constant<int, 8>{});
-        }
+          if constexpr (T > 0)  // tile > 0 here: the 0 case is never taken
+            for (int64_t row = r0; row < r1; ++row) {
+              if constexpr (Red::kHasArg)
+                arg_row_tiled<T, scalar_t, index_t, R>(indptr, src, value, heads, x, row, K, F,
+                                                       chunk_end, num_edges, out, arg);
+              else
+                sum_row_tiled<T, scalar_t, index_t, R>(indptr, src, value, heads, x, row, K, F,
+                                                       chunk_end, out);
+            }
+        });
         return;
       }
     std::vector<acc_t> acc(K);
