@@ -109,6 +109,21 @@ def test_softmax_and_attention_mask_and_propagate(impl, graph, heads, seed):
     _assert_same(out, oracle.view(graph.num_nodes, -1))
 
 
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_attention_of_nan_features_under_a_full_mask_is_nan(impl):
+    """A head whose scores are all -inf gives its edges weight 0; a NaN source row then
+    contributes 0 * NaN = NaN (torch's product), and only to that head's channels. A row
+    without edges stays 0."""
+    indptr, indices = torch.tensor([0, 2, 3, 3]), torch.tensor([0, 1, 1])
+    x = torch.tensor([[float("nan"), 1.0], [2.0, 3.0]]).repeat_interleave(2, dim=1)  # 2 heads
+    scores = torch.tensor([[float("-inf"), 0.0], [float("-inf"), 0.0], [0.5, 0.5]])
+    out, _ = _raw(impl).segment_attention(scores, indptr, indices, x)
+    assert out[0, :2].isnan().all()  # head 0 masked: 0 * NaN
+    torch.testing.assert_close(out[0, 2:], torch.tensor([2.0, 2.0]))  # head 1: mean of 1, 3
+    torch.testing.assert_close(out[1], torch.tensor([2.0, 2.0, 3.0, 3.0]))
+    assert out[2].eq(0).all()
+
+
 def test_masked_first_edge_gives_weight_zero_in_any_order():
     graph = graphloc.Graph(torch.tensor([[0, 1], [2, 2]]), num_nodes=3)
     for scores, expected in ((torch.tensor([float("-inf"), 1.0]), [0.0, 1.0]),
