@@ -103,3 +103,15 @@ def served_folder(folder):
         yield f"http://127.0.0.1:{httpd.server_address[1]}", requests
     finally:
         httpd.shutdown()
+
+
+def blocked_layout_graph() -> Graph:
+    """Rows that the CPU softmax and attention kernels cut into blocks in each way: a row of
+    600 edges (longer than a block of 256), 300 consecutive empty rows (more than a block's
+    128 rows), and many short rows."""
+    gen = torch.Generator().manual_seed(7)
+    hub = torch.stack([torch.randint(0, 1000, (600,), generator=gen), torch.zeros(600).long()])
+    degrees = torch.randint(1, 6, (699,), generator=gen)
+    short_dst = torch.arange(301, 1000).repeat_interleave(degrees)
+    short = torch.stack([torch.randint(0, 1000, (short_dst.numel(),), generator=gen), short_dst])
+    return Graph(torch.cat([hub, short], dim=1), num_nodes=1000)  # rows 1..300 empty

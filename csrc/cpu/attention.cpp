@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/ops.h"
+#include "cpu/block_softmax.h"
 #include "cpu/fast_exp.h"
 #include "cpu/rows.h"
 
@@ -47,52 +48,6 @@ inline void weighted_head_sum(const index_t* row_indices, const acc_t* p, int64_
   }
 }
 
-// Per-head running values live in registers for the usual head counts (HT = H), not in
-// memory that the row's scores might alias; HT = 0 for any other H.
-template <typename F>
-inline void with_heads(int64_t H, F&& body) {
-  with_constant<1, 2, 4, 8>(H, body);
-}
-
-// Per head of a row's scores [degree, H]: m = the max (NaN never wins, as in the reference;
-// a head of only -inf, masked, shifts by 0, so its weights are exp(-inf) = 0 and it
-// aggregates to 0 as an empty row; NaN or +inf scores give a NaN row), then scores -= m.
-template <int HT, typename acc_t>
-inline void shift_by_row_max(acc_t* __restrict__ row, int64_t degree, int64_t H,
-                             acc_t* __restrict__ m_out) {
-  constexpr acc_t kNegInf = -std::numeric_limits<acc_t>::infinity();
-  const int64_t n = HT > 0 ? HT : H;
-  acc_t local[HT > 0 ? HT : 1];
-  acc_t* __restrict__ m = HT > 0 ? local : m_out;
-  for (int64_t h = 0; h < n; ++h) m[h] = kNegInf;
-  for (int64_t e = 0; e < degree; ++e)
-    for (int64_t h = 0; h < n; ++h) m[h] = row[e * n + h] > m[h] ? row[e * n + h] : m[h];
-  for (int64_t h = 0; h < n; ++h) m[h] = m[h] == kNegInf ? acc_t(0) : m[h];
-  for (int64_t e = 0; e < degree; ++e)
-    for (int64_t h = 0; h < n; ++h) row[e * n + h] -= m[h];
-  if constexpr (HT > 0)
-    for (int64_t h = 0; h < n; ++h) m_out[h] = m[h];
-}
-
-// Per head of a row's weights [degree, H]: their sum.
-template <int HT, typename acc_t>
-inline void row_sums(const acc_t* __restrict__ row, int64_t degree, int64_t H,
-                     acc_t* __restrict__ s_out) {
-  const int64_t n = HT > 0 ? HT : H;
-  acc_t s[HT > 0 ? HT : 1];
-  acc_t* __restrict__ acc = HT > 0 ? s : s_out;
-  for (int64_t h = 0; h < n; ++h) acc[h] = acc_t(0);
-  for (int64_t e = 0; e < degree; ++e)
-    for (int64_t h = 0; h < n; ++h) acc[h] += row[e * n + h];
-  if constexpr (HT > 0)
-    for (int64_t h = 0; h < n; ++h) s_out[h] = acc[h];
-}
-
-// Rows are taken in blocks of up to kBlockEdges edges (kBlockRows rows), so that the
-// exponentials of many short rows run as one vectorised loop: per row of a road graph
-// (degree ~4, 4 heads) a loop of its own would run almost only its scalar remainder.
-constexpr int64_t kBlockEdges = 256, kBlockRows = 128;
-
 // Thread mapping: a thread owns a block of destination rows. Per block of rows: the scores
 // [edges, H] copied into the accumulation type, each row's max m per head subtracted, one
 // vectorised exp over the block; then per row the normaliser and the p-weighted sum of the source
@@ -108,23 +63,11 @@ void attend_rows(const index_t* indptr, const index_t* indices, const scalar_t* 
   with_tile(C, [&](auto width) {
     constexpr int T = decltype(width)::value;
     parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
-      std::vector<acc_t> acc(C), m(kBlockRows * H), s(H), p(kBlockEdges * H);
+      std::vector<acc_t> acc(C), m, s(H), p;
       const int64_t chunk_end = indptr[r1];
-      for (int64_t b0 = r0, b1; b0 < r1; b0 = b1) {
-        b1 = b0 + 1;
-        while (b1 < r1 && b1 - b0 < kBlockRows && indptr[b1 + 1] - indptr[b0] <= kBlockEdges) ++b1;
-        const int64_t e0 = indptr[b0], block_edges = indptr[b1] - e0;
-        if (static_cast<int64_t>(p.size()) < block_edges * H) p.resize(block_edges * H);
-        for (int64_t i = b0; i < b1; ++i) {
-          const int64_t begin = indptr[i], degree = indptr[i + 1] - begin;
-          acc_t* row = p.data() + (begin - e0) * H;
-          for (int64_t k = 0; k < degree * H; ++k)
-            row[k] = static_cast<acc_t>(score[begin * H + k]);
-          with_heads(H, [&](auto heads) {
-            shift_by_row_max<decltype(heads)::value>(row, degree, H, m.data() + (i - b0) * H);
-          });
-        }
-        exp_in_place(p.data(), block_edges * H);
+      for_row_blocks(indptr, r0, r1, [&](int64_t b0, int64_t b1) {
+        const int64_t e0 = indptr[b0];
+        block_softmax_numerators(indptr, b0, b1, H, score + e0 * H, p, m);
         for (int64_t i = b0; i < b1; ++i) {
           const int64_t begin = indptr[i], degree = indptr[i + 1] - begin;
           for (int64_t e = 0; e < degree && begin + e + kPrefetchDistance < chunk_end; ++e)
@@ -140,7 +83,7 @@ void attend_rows(const index_t* indptr, const index_t* indices, const scalar_t* 
                 static_cast<scalar_t>(s[h] == acc_t(0) ? acc_t(0) : mh + std::log(s[h]));
           }
         }
-      }
+      });
     });
   });
 }

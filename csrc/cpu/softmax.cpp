@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "common/ops.h"
+#include "cpu/block_softmax.h"
 #include "cpu/rows.h"
 
 namespace graphloc {
@@ -18,10 +20,10 @@ void check_softmax_args(const at::Tensor& t, const at::Tensor& indptr, const cha
   check_csr_nnz(indptr, t.size(0), name);
 }
 
-// Thread mapping: a thread owns a block of rows; per row and head, one pass keeps the
-// running max m and sum s (rescaling s when m grows), a second writes exp(x - m) / s. A row
-// of only -inf (fully masked) gets weights 0; a NaN or +inf score makes its row NaN, as
-// torch.softmax does.
+// Thread mapping: a thread owns a block of rows, taken in blocks of short rows
+// (block_softmax.h): each row's scores shifted by their max per head, one vectorised exp
+// over the block, then each row divided by its sum. A row of only -inf (fully masked) gets
+// weights 0; a NaN or +inf score makes its row NaN, as torch.softmax does.
 at::Tensor segment_softmax_cpu(const at::Tensor& score, const at::Tensor& indptr) {
   check_softmax_args(score, indptr, "score");
   const int64_t num_rows = indptr.numel() - 1, H = score.size(1);
@@ -30,28 +32,25 @@ at::Tensor segment_softmax_cpu(const at::Tensor& score, const at::Tensor& indptr
   GL_DISPATCH_FLOAT(sc.scalar_type(), "graphloc::segment_softmax", [&] {
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
       using acc_t = typename AccType<scalar_t>::type;
-      constexpr acc_t kInf = std::numeric_limits<acc_t>::infinity();
       const index_t* ip = indptr.data_ptr<index_t>();
       const scalar_t* x = sc.data_ptr<scalar_t>();
       scalar_t* y = out.data_ptr<scalar_t>();
       parallel_rows(ip, num_rows, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          for (int64_t h = 0; h < H; ++h) {
-            acc_t m = -static_cast<acc_t>(INFINITY), s = 0;
-            for (int64_t e = ip[r]; e < ip[r + 1]; ++e) {
-              const acc_t v = static_cast<acc_t>(x[e * H + h]);
-              if (v > m) {
-                s = s * std::exp(m - v) + 1;
-                m = v;
-              } else if (v != -kInf)
-                s += std::exp(v - m);  // -inf adds 0 (m may be -inf)
-            }
-            if (m == kInf) s = std::numeric_limits<acc_t>::quiet_NaN();  // as torch.softmax
-            for (int64_t e = ip[r]; e < ip[r + 1]; ++e)
-              y[e * H + h] = static_cast<scalar_t>(
-                  s == acc_t(0) ? acc_t(0) : std::exp(static_cast<acc_t>(x[e * H + h]) - m) / s);
+        std::vector<acc_t> p, m, s(H);
+        for_row_blocks(ip, r0, r1, [&](int64_t b0, int64_t b1) {
+          const int64_t e0 = ip[b0];
+          block_softmax_numerators(ip, b0, b1, H, x + e0 * H, p, m);
+          for (int64_t i = b0; i < b1; ++i) {
+            const int64_t degree = ip[i + 1] - ip[i];
+            const acc_t* row = p.data() + (ip[i] - e0) * H;
+            with_heads(
+                H, [&](auto heads) { row_sums<decltype(heads)::value>(row, degree, H, s.data()); });
+            for (int64_t h = 0; h < H; ++h) s[h] = s[h] == acc_t(0) ? acc_t(0) : 1 / s[h];
+            for (int64_t e = 0; e < degree; ++e)
+              for (int64_t h = 0; h < H; ++h)
+                y[ip[i] * H + e * H + h] = static_cast<scalar_t>(row[e * H + h] * s[h]);
           }
-        }
+        });
       });
     });
   });

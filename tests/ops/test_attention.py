@@ -3,7 +3,7 @@ per-node computation; gradients."""
 
 import pytest
 import torch
-from helpers import graphs, random_edge_index, requires_ext, to_int64
+from helpers import blocked_layout_graph, graphs, random_edge_index, requires_ext, to_int64
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -96,24 +96,13 @@ def test_fused_backward_rejects_inconsistent_inputs():
         kernels.segment_attention_backward(*bad_perm)
 
 
-def _blocked_layout_graph() -> Graph:
-    """Rows the CPU kernel cuts differently: a row of 600 edges (longer than a block of
-    256), 300 consecutive empty rows (more than a block's 128 rows), and many short rows."""
-    gen = torch.Generator().manual_seed(7)
-    hub = torch.stack([torch.randint(0, 1000, (600,), generator=gen), torch.zeros(600).long()])
-    degrees = torch.randint(1, 6, (699,), generator=gen)
-    short_dst = torch.arange(301, 1000).repeat_interleave(degrees)
-    short = torch.stack([torch.randint(0, 1000, (short_dst.numel(),), generator=gen), short_dst])
-    return Graph(torch.cat([hub, short], dim=1), num_nodes=1000)  # rows 1..300 empty
-
-
 @pytest.mark.parametrize("heads, channels", [(1, 16), (2, 8), (4, 16), (8, 32), (5, 24),
                                              (4, 64), (3, 3)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_attention_blocks_and_tiles_match_dense_softmax(heads, channels, dtype):
     """Every head count (the compile-time ones and others) and register tile width, over
     rows that span blocks, against a per-node torch.softmax in float64."""
-    graph = _blocked_layout_graph()
+    graph = blocked_layout_graph()
     gen = torch.Generator().manual_seed(heads * 100 + channels)
     score = (torch.randn(graph.num_edges, heads, generator=gen) * 20).to(dtype)
     x = torch.randn(graph.num_nodes, heads, channels, generator=gen).to(dtype)
@@ -131,7 +120,7 @@ def test_attention_blocks_and_tiles_match_dense_softmax(heads, channels, dtype):
 
 @pytest.mark.parametrize("heads, channels", [(4, 16), (2, 8), (5, 24)])
 def test_attention_backward_over_blocks_matches_reference(heads, channels):
-    graph = _blocked_layout_graph()
+    graph = blocked_layout_graph()
     gen = torch.Generator().manual_seed(3)
     score = (torch.randn(graph.num_edges, heads, generator=gen) * 5).double().requires_grad_()
     x = torch.randn(graph.num_nodes, heads * channels, generator=gen).double().requires_grad_()

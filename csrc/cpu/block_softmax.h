@@ -1,0 +1,90 @@
+// Softmax numerators of many short rows at once, for the CPU softmax and attention kernels:
+// rows go in blocks, each row's scores are shifted by their max per head, and one vectorised
+// exp runs over the whole block (a row of a road graph, 4 heads x degree ~4, alone would run
+// almost only the scalar remainder of a vector loop).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "cpu/fast_exp.h"
+#include "cpu/rows.h"
+
+namespace graphloc {
+
+// Per-head running values live in registers for the usual head counts (HT = H), not in
+// memory that the row's scores might alias; HT = 0 for any other H.
+template <typename F>
+inline void with_heads(int64_t H, F&& body) {
+  with_constant<1, 2, 4, 8>(H, body);
+}
+
+// Per head of a row's scores [degree, H]: m = the max (NaN never wins, as in the reference;
+// a head of only -inf, masked, shifts by 0, so its weights are exp(-inf) = 0 and it
+// aggregates to 0 as an empty row; NaN or +inf scores give a NaN row), then scores -= m.
+template <int HT, typename acc_t>
+inline void shift_by_row_max(acc_t* __restrict__ row, int64_t degree, int64_t H,
+                             acc_t* __restrict__ m_out) {
+  constexpr acc_t kNegInf = -std::numeric_limits<acc_t>::infinity();
+  const int64_t n = HT > 0 ? HT : H;
+  acc_t local[HT > 0 ? HT : 1];
+  acc_t* __restrict__ m = HT > 0 ? local : m_out;
+  for (int64_t h = 0; h < n; ++h) m[h] = kNegInf;
+  for (int64_t e = 0; e < degree; ++e)
+    for (int64_t h = 0; h < n; ++h) m[h] = row[e * n + h] > m[h] ? row[e * n + h] : m[h];
+  for (int64_t h = 0; h < n; ++h) m[h] = m[h] == kNegInf ? acc_t(0) : m[h];
+  for (int64_t e = 0; e < degree; ++e)
+    for (int64_t h = 0; h < n; ++h) row[e * n + h] -= m[h];
+  if constexpr (HT > 0)
+    for (int64_t h = 0; h < n; ++h) m_out[h] = m[h];
+}
+
+// Per head of a row's weights [degree, H]: their sum.
+template <int HT, typename acc_t>
+inline void row_sums(const acc_t* __restrict__ row, int64_t degree, int64_t H,
+                     acc_t* __restrict__ s_out) {
+  const int64_t n = HT > 0 ? HT : H;
+  acc_t s[HT > 0 ? HT : 1];
+  acc_t* __restrict__ acc = HT > 0 ? s : s_out;
+  for (int64_t h = 0; h < n; ++h) acc[h] = acc_t(0);
+  for (int64_t e = 0; e < degree; ++e)
+    for (int64_t h = 0; h < n; ++h) acc[h] += row[e * n + h];
+  if constexpr (HT > 0)
+    for (int64_t h = 0; h < n; ++h) s_out[h] = acc[h];
+}
+
+// A block holds at most kBlockEdges edges and kBlockRows rows (a longer row is a block alone).
+constexpr int64_t kBlockEdges = 256, kBlockRows = 128;
+
+// Calls body(b0, b1) for consecutive blocks of the rows [r0, r1).
+template <typename index_t, typename F>
+inline void for_row_blocks(const index_t* indptr, int64_t r0, int64_t r1, F&& body) {
+  for (int64_t b0 = r0, b1; b0 < r1; b0 = b1) {
+    b1 = b0 + 1;
+    while (b1 < r1 && b1 - b0 < kBlockRows && indptr[b1 + 1] - indptr[b0] <= kBlockEdges) ++b1;
+    body(b0, b1);
+  }
+}
+
+// For the rows [b0, b1) whose scores [edges, H] start at `score`: p = exp(score - m) per
+// row and head (p[(e - indptr[b0]) * H + h]), with m each row's max (m[(i - b0) * H + h]).
+// The buffers grow to the block's size.
+template <typename scalar_t, typename index_t, typename acc_t>
+inline void block_softmax_numerators(const index_t* indptr, int64_t b0, int64_t b1, int64_t H,
+                                     const scalar_t* score, std::vector<acc_t>& p,
+                                     std::vector<acc_t>& m) {
+  const int64_t e0 = indptr[b0], n = (indptr[b1] - e0) * H;
+  if (static_cast<int64_t>(p.size()) < n) p.resize(n);
+  if (static_cast<int64_t>(m.size()) < (b1 - b0) * H) m.resize((b1 - b0) * H);
+  for (int64_t k = 0; k < n; ++k) p[k] = static_cast<acc_t>(score[k]);
+  with_heads(H, [&](auto heads) {
+    for (int64_t i = b0; i < b1; ++i)
+      shift_by_row_max<decltype(heads)::value>(
+          p.data() + (indptr[i] - e0) * H, indptr[i + 1] - indptr[i], H, m.data() + (i - b0) * H);
+  });
+  exp_in_place(p.data(), n);
+}
+
+}  // namespace graphloc
