@@ -10,6 +10,12 @@ copies of their input, so only the dense work is left (linear maps, biases, acti
 one write per sparse output), which PyG's layer does too: PyG ms / floor ms bounds the
 speed-up that faster sparse kernels can give.
 
+"Gather floor" (attention layers): graphloc's layer with its attention replaced by a
+plain unweighted spmm over the same edges. Any attention kernel gathers each edge's
+source row in the forward and each destination's gradient row in the backward, which is
+all that spmm does (one gather pass each way), so PyG ms / gather floor ms bounds the
+speed-up of an attention layer whose kernels are as fast as spmm.
+
     python benchmarks/bench_layers.py [--quick] [--write benchmarks/RESULTS.md]
 """
 
@@ -70,6 +76,8 @@ def run_one(graph_file: str, lib: str, layer: str, reps: int) -> dict:
     ours, theirs = LAYERS[layer]
     if lib == "dense floor":
         without_sparse_ops()
+    if lib == "gather floor":
+        attention_as_spmm()
     namespace = {**vars(pyg_nn if lib == "PyG" else gl_nn), "F": F, "mlp": mlp}
     model = eval(theirs if lib == "PyG" else ours, namespace)  # noqa: S307 (fixed table)
     graph = edge_index if lib == "PyG" else Graph(edge_index, num_nodes=num_nodes)
@@ -92,6 +100,15 @@ def without_sparse_ops() -> None:
         graph.num_edges, *(b.shape[1:-1] if op == "dot" and b.dim() == 3 else
                            () if op == "dot" else b.shape[1:]))
     ops.segment_attention = lambda graph, scores, x, return_weights=False: x.clone()
+
+
+def attention_as_spmm() -> None:
+    """Attention scores become a zero write and the attention a plain spmm (this process
+    only): the gathers any attention kernel makes, without the attention's own work."""
+    from graphloc import ops
+    spmm = ops.spmm
+    without_sparse_ops()
+    ops.segment_attention = lambda graph, scores, x, return_weights=False: spmm(graph, x)
 
 
 WARMUP = 5  # untimed calls after the first: see peak_and_median
@@ -148,6 +165,8 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="road graph only")
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--layers", nargs="+", metavar="NAME",
+                        help="only the layers whose name starts with one of these")
     parser.add_argument("--write", metavar="PATH")
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -167,8 +186,12 @@ def main(argv=None) -> None:
             for layer in [*LAYERS, "GCN x16 epoch"]:
                 if layer == "GCN x16 epoch" and gname != "road":
                     continue
+                if args.layers and not layer.startswith(tuple(args.layers)):
+                    continue
                 libs = ("graphloc", "PyG") if layer == "GCN x16 epoch" \
                     else ("graphloc", "PyG", "dense floor")
+                if layer.startswith("GATConv"):
+                    libs += ("gather floor",)
                 res = {lib: measure(path, lib, layer, args.reps) for lib in libs}
                 rows.append((gname, layer, res))
                 print(f"  {gname:>9} {layer:<24} " + "  ".join(
@@ -186,6 +209,15 @@ def main(argv=None) -> None:
         lines.append(f"| {gname} | {layer} | {ours['ms']:.0f} | {theirs['ms']:.0f} | "
                      f"{theirs['ms'] / ours['ms']:.1f}x | {bound[0]} | {bound[1]} | "
                      f"{ours['peak_mb']:.0f} | {theirs['peak_mb']:.0f} | {ratio:.1f}x |")
+    gathers = [(gname, layer, res) for gname, layer, res in rows if "gather floor" in res]
+    if gathers:
+        lines += ["", "| graph | layer | graphloc ms | PyG ms | speed-up | gather floor ms | "
+                  "PyG / gather floor (bound) |", "|---|---|---:|---:|---:|---:|---:|"]
+        for gname, layer, res in gathers:
+            ours, theirs, gather = res["graphloc"], res["PyG"], res["gather floor"]
+            lines.append(f"| {gname} | {layer} | {ours['ms']:.0f} | {theirs['ms']:.0f} | "
+                         f"{theirs['ms'] / ours['ms']:.1f}x | {gather['ms']:.0f} | "
+                         f"{theirs['ms'] / gather['ms']:.1f}x |")
     header = f"{datetime.date.today().isoformat()}, {machine()}"
     print(f"\n{header}\n\n" + "\n".join(lines))
     if args.write:
