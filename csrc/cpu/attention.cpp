@@ -123,10 +123,14 @@ inline acc_t head_dot(const a_t* a, const b_t* b, int64_t C) {
 #pragma GCC unroll 64
       for (int f = 0; f < T; ++f)
         v[f] += static_cast<acc_t>(a[t0 + f]) * static_cast<acc_t>(b[t0 + f]);
-    for (int width = T / 2; width > 0; width /= 2)  // pairwise, in registers
+    // halves added into a fresh array, then a plain sum: an in-place halving loop over v
+    // made GCC 12 spill v to the stack
+    acc_t half[T / 2], dot = 0;
 #pragma GCC unroll 64
-      for (int f = 0; f < width; ++f) v[f] += v[f + width];
-    return v[0];
+    for (int f = 0; f < T / 2; ++f) half[f] = v[f] + v[f + T / 2];
+#pragma GCC unroll 64
+    for (int f = 0; f < T / 2; ++f) dot += half[f];
+    return dot;
   }
 }
 
