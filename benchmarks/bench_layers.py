@@ -16,7 +16,8 @@ source row in the forward and each destination's gradient row in the backward, w
 all that spmm does (one gather pass each way), so PyG ms / gather floor ms bounds the
 speed-up of an attention layer whose kernels are as fast as spmm.
 
-    python benchmarks/bench_layers.py [--quick] [--write benchmarks/RESULTS.md]
+    python benchmarks/bench_layers.py [--quick] [--layers GATConv ...] [--retain-memory]
+        [--write benchmarks/RESULTS.md]
 """
 
 from __future__ import annotations
@@ -117,10 +118,11 @@ WARMUP = 5  # untimed calls after the first: see peak_and_median
 def peak_and_median(step, reps: int) -> dict:
     """Peak memory growth of the first call (graphloc also builds its cached layouts
     there), then ``WARMUP`` untimed calls, then the median time of ``reps`` more. The
-    warm-up matters: glibc serves each fresh [N, 64] buffer (51 MB here) by mmap, with
-    its page faults, until its dynamic mmap threshold has risen past that size; measured
-    on SAGEConv, the first calls of a process take 1.6x the steady state's time, for
-    either library."""
+    warm-up matters: glibc's mmap threshold rises to the size of the blocks freed, so
+    after it buffers up to its 32 MB cap come from the heap; measured on SAGEConv, the
+    first calls of a process take 1.6x the steady state's time, for either library.
+    Larger buffers (a [N, 64] one is 51 MB here) are mmapped and faulted in at every
+    call unless ``--retain-memory`` is given."""
     before = rss_mb()
     step()
     peak = peak_rss_mb() - before
@@ -155,9 +157,17 @@ def run_epoch(lib, edge_index, num_nodes, x, reps):
     return peak_and_median(epoch, reps)
 
 
-def measure(graph_file, lib, layer, reps):
+# glibc returns every freed block above its mmap threshold (at most 32 MB) to the OS, so
+# each fresh [N, 64] buffer (51 MB here) is faulted in and zeroed again at every step;
+# these settings keep freed memory in the process instead (what a long training run with
+# a caching allocator sees), so that the kernels, not the page faults, are timed.
+RETAIN_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(2**32), "MALLOC_TRIM_THRESHOLD_": str(2**32)}
+
+
+def measure(graph_file, lib, layer, reps, retain_memory=False):
     cmd = [sys.executable, __file__, "--one", graph_file, lib, layer, str(reps)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    env = {**os.environ, **RETAIN_MEMORY} if retain_memory else None
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -167,6 +177,8 @@ def main(argv=None) -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--layers", nargs="+", metavar="NAME",
                         help="only the layers whose name starts with one of these")
+    parser.add_argument("--retain-memory", action="store_true",
+                        help="glibc keeps freed memory (no page faults on reused buffers)")
     parser.add_argument("--write", metavar="PATH")
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -192,7 +204,8 @@ def main(argv=None) -> None:
                     else ("graphloc", "PyG", "dense floor")
                 if layer.startswith("GATConv"):
                     libs += ("gather floor",)
-                res = {lib: measure(path, lib, layer, args.reps) for lib in libs}
+                res = {lib: measure(path, lib, layer, args.reps, args.retain_memory)
+                       for lib in libs}
                 rows.append((gname, layer, res))
                 print(f"  {gname:>9} {layer:<24} " + "  ".join(
                     f"{lib}={r['ms']:.0f}ms/{r['peak_mb']:.0f}MB" for lib, r in res.items()),
@@ -218,7 +231,8 @@ def main(argv=None) -> None:
             lines.append(f"| {gname} | {layer} | {ours['ms']:.0f} | {theirs['ms']:.0f} | "
                          f"{theirs['ms'] / ours['ms']:.1f}x | {gather['ms']:.0f} | "
                          f"{theirs['ms'] / gather['ms']:.1f}x |")
-    header = f"{datetime.date.today().isoformat()}, {machine()}"
+    header = f"{datetime.date.today().isoformat()}, {machine()}" + \
+        (", freed memory retained (--retain-memory)" if args.retain_memory else "")
     print(f"\n{header}\n\n" + "\n".join(lines))
     if args.write:
         with open(args.write, "a") as f:
