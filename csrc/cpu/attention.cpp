@@ -1,6 +1,7 @@
 // CPU kernel of segment_attention: per destination row and head, the softmax of the edge
-// scores and the attention-weighted sum of the source rows in one online pass, without any
-// per-edge message tensor. Also returns the log-sum-exp per (row, head) for the backward.
+// scores and the attention-weighted sum of the source rows in one pass over the rows,
+// without any per-edge message tensor. Also returns the log-sum-exp per (row, head) for the
+// backward.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 

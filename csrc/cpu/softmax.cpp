@@ -1,5 +1,5 @@
 // CPU kernels of segment_softmax: softmax of edge scores over each destination's incoming
-// edges, per head, with the max and the normaliser found in one online pass.
+// edges, per head, the exponentials of many short rows in one vectorised loop.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 

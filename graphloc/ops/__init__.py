@@ -162,7 +162,7 @@ def segment_attention(graph, scores: Tensor, x: Tensor,
                       return_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """Attention aggregation: ``out[i] = sum_{(j -> i)} softmax_i(scores)_{ji} * x[j]``.
 
-    The softmax over each node's incoming edges and the weighted sum run in one online pass
+    The softmax over each node's incoming edges and the weighted sum run in one pass
     per node (no ``[E, H, C]`` messages, no stored ``[E, H]`` weights: the backward
     recomputes them from a per-node log-sum-exp).
 
