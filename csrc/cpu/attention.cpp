@@ -17,36 +17,61 @@
 namespace graphloc {
 namespace {
 
-// The p-weighted sum of one head's source rows, T channels at a time in registers (T = 0:
-// any width, through the L1-resident `acc`), divided by the head's normaliser s.
-template <int T, typename acc_t, typename scalar_t, typename index_t>
-inline void weighted_head_sum(const index_t* row_indices, const acc_t* p, int64_t degree, int64_t H,
-                              int64_t h, int64_t C, const scalar_t* x, acc_t s, acc_t* acc,
-                              scalar_t* out) {
+// The p-weighted sums of the source rows for the G heads h0 .. h0 + G - 1, each divided by
+// its head's normaliser s[h]. T > 0: T channels of each of the G heads at a time in
+// registers, so one sweep over the row's edges serves G heads (G * T <= 64: 4 heads of 16
+// channels take one sweep, not four). T = 0 (any width, G = 1): through the L1-resident
+// `acc`. The first sweep prefetches the source rows of the edges before `ahead`.
+template <int T, int G, typename acc_t, typename scalar_t, typename index_t>
+inline void weighted_head_sum(const index_t* row_indices, const acc_t* p, int64_t degree,
+                              int64_t ahead, int64_t H, int64_t h0, int64_t C, const scalar_t* x,
+                              const acc_t* s, acc_t* acc, scalar_t* out) {
   const int64_t K = H * C;
-  const acc_t scale = s == acc_t(0) ? acc_t(0) : acc_t(1) / s;  // empty or fully masked: 0
+  acc_t scale[G];
+  for (int g = 0; g < G; ++g)  // empty row or fully masked head: 0
+    scale[g] = s[h0 + g] == acc_t(0) ? acc_t(0) : acc_t(1) / s[h0 + g];
   if constexpr (T == 0) {
+    static_assert(G == 1, "run-time widths take one head per sweep");
     std::fill(acc, acc + C, acc_t(0));
     for (int64_t e = 0; e < degree; ++e) {
-      const acc_t w = p[e * H + h];
-      const scalar_t* __restrict__ xh = x + static_cast<int64_t>(row_indices[e]) * K + h * C;
+      if (h0 == 0 && e < ahead)
+        prefetch_row(x + static_cast<int64_t>(row_indices[e + kPrefetchDistance]) * K, K);
+      const acc_t w = p[e * H + h0];
+      const scalar_t* __restrict__ xh = x + static_cast<int64_t>(row_indices[e]) * K + h0 * C;
 #pragma omp simd
       for (int64_t c = 0; c < C; ++c) acc[c] += w * static_cast<acc_t>(xh[c]);
     }
-    for (int64_t c = 0; c < C; ++c) out[h * C + c] = static_cast<scalar_t>(acc[c] * scale);
+    for (int64_t c = 0; c < C; ++c) out[h0 * C + c] = static_cast<scalar_t>(acc[c] * scale[0]);
   } else {
     for (int64_t t0 = 0; t0 < C; t0 += T) {
-      acc_t a[T] = {};
+      acc_t a[G][T] = {};
       for (int64_t e = 0; e < degree; ++e) {
-        const acc_t w = p[e * H + h];
-        const scalar_t* __restrict__ xr = x + static_cast<int64_t>(row_indices[e]) * K + h * C + t0;
+        if (h0 == 0 && t0 == 0 && e < ahead)
+          prefetch_row(x + static_cast<int64_t>(row_indices[e + kPrefetchDistance]) * K, K);
+        const scalar_t* __restrict__ xr =
+            x + static_cast<int64_t>(row_indices[e]) * K + h0 * C + t0;
+#pragma GCC unroll 8
+        for (int g = 0; g < G; ++g) {
+          const acc_t w = p[e * H + h0 + g];
 #pragma GCC unroll 64
-        for (int f = 0; f < T; ++f) a[f] += w * static_cast<acc_t>(xr[f]);
+          for (int f = 0; f < T; ++f) a[g][f] += w * static_cast<acc_t>(xr[g * C + f]);
+        }
       }
+#pragma GCC unroll 8
+      for (int g = 0; g < G; ++g)
 #pragma GCC unroll 64
-      for (int f = 0; f < T; ++f) out[h * C + t0 + f] = static_cast<scalar_t>(a[f] * scale);
+        for (int f = 0; f < T; ++f)
+          out[(h0 + g) * C + t0 + f] = static_cast<scalar_t>(a[g][f] * scale[g]);
     }
   }
+}
+
+// Heads per sweep of weighted_head_sum: the most of 8, 4, 2 that divides H and fits 64
+// register lanes of T channels each; 1 otherwise.
+inline int heads_per_sweep(int64_t H, int T) {
+  for (int g : {8, 4, 2})
+    if (T > 0 && H % g == 0 && g * T <= 64) return g;
+  return 1;
 }
 
 // Thread mapping: a thread owns a block of destination rows. Per block of rows: the scores
@@ -63,6 +88,7 @@ void attend_rows(const index_t* indptr, const index_t* indices, const scalar_t* 
   const int64_t K = H * C;
   with_tile(C, [&](auto width) {
     constexpr int T = decltype(width)::value;
+    const int group = heads_per_sweep(H, T);
     parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
       std::vector<acc_t> acc(C), m, s(H), p;
       const int64_t chunk_end = indptr[r1];
@@ -71,14 +97,19 @@ void attend_rows(const index_t* indptr, const index_t* indices, const scalar_t* 
         block_softmax_numerators(indptr, b0, b1, H, score + e0 * H, p, m);
         for (int64_t i = b0; i < b1; ++i) {
           const int64_t begin = indptr[i], degree = indptr[i + 1] - begin;
-          for (int64_t e = 0; e < degree && begin + e + kPrefetchDistance < chunk_end; ++e)
-            prefetch_row(x + static_cast<int64_t>(indices[begin + e + kPrefetchDistance]) * K, K);
+          // edges e < ahead prefetch the source row kPrefetchDistance edges on, within the chunk
+          const int64_t ahead = chunk_end - kPrefetchDistance - begin;
           const acc_t* row = p.data() + (begin - e0) * H;
           with_heads(
               H, [&](auto heads) { row_sums<decltype(heads)::value>(row, degree, H, s.data()); });
+          with_constant<8, 4, 2>(group, [&](auto heads_per_sweep) {
+            constexpr int G = std::max(decltype(heads_per_sweep)::value, 1);
+            if constexpr (G == 1 || (T > 0 && G * T <= 64))
+              for (int64_t h = 0; h < H; h += G)
+                weighted_head_sum<T, G>(indices + begin, row, degree, ahead, H, h, C, x, s.data(),
+                                        acc.data(), out + i * K);
+          });
           for (int64_t h = 0; h < H; ++h) {
-            weighted_head_sum<T>(indices + begin, row, degree, H, h, C, x, s[h], acc.data(),
-                                 out + i * K);
             const acc_t mh = m[(i - b0) * H + h];
             lse[i * H + h] =
                 static_cast<scalar_t>(s[h] == acc_t(0) ? acc_t(0) : mh + std::log(s[h]));
@@ -138,78 +169,73 @@ inline acc_t head_dot(const a_t* a, const b_t* b, int64_t C) {
 // Backward, pass 1 (rows of the CSR): the attention weights alpha_e = exp(score_e - lse_i),
 // recomputed from lse into `alpha` [E, H], which is the score gradient's own buffer when
 // that is asked for: nothing [E, H] is kept between forward and backward. One vectorised
-// exp per chunk of rows (a chunk's edges are contiguous).
-template <typename scalar_t, typename index_t>
+// exp per chunk of rows (a chunk's edges are contiguous). With `base` (the score gradient
+// asked for), also base_i = grad_lse_i - <g_i, out_i> per head: rows of g and out are read
+// in order here, so pass 2 gathers H values per edge instead of the row of out.
+template <int T, typename scalar_t, typename index_t, typename acc_t>
 void attention_weights(const index_t* indptr, const scalar_t* score, const scalar_t* lse,
-                       int64_t num_rows, int64_t H, typename AccType<scalar_t>::type* alpha) {
-  using acc_t = typename AccType<scalar_t>::type;
+                       const scalar_t* out, const scalar_t* grad, const scalar_t* grad_lse,
+                       int64_t num_rows, int64_t H, int64_t C, acc_t* alpha, acc_t* base) {
+  const int64_t K = H * C;
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
-    for (int64_t i = r0; i < r1; ++i)
+    for (int64_t i = r0; i < r1; ++i) {
       for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e)
         for (int64_t h = 0; h < H; ++h)
           alpha[e * H + h] =
               static_cast<acc_t>(score[e * H + h]) - static_cast<acc_t>(lse[i * H + h]);
+      if (base)
+        for (int64_t h = 0; h < H; ++h)
+          base[i * H + h] = (grad_lse ? static_cast<acc_t>(grad_lse[i * H + h]) : acc_t(0)) -
+                            head_dot<acc_t, T>(grad + i * K + h * C, out + i * K + h * C, C);
+    }
     exp_in_place(alpha + static_cast<int64_t>(indptr[r0]) * H,
                  static_cast<int64_t>(indptr[r1] - indptr[r0]) * H);
   });
 }
 
-// Backward, pass 2 (rows of the transpose): d x_j = sum over edges j -> i of alpha_e * g_i.
-template <typename scalar_t, typename index_t, typename acc_t>
-void attention_x_grad(const index_t* csc_indptr, const index_t* csc_indices,
-                      const index_t* csc_perm, const acc_t* alpha, const scalar_t* grad,
-                      int64_t num_src, int64_t H, int64_t C, scalar_t* grad_x) {
+// Backward, pass 2 (rows of the transpose), both gradients from one gather of g = grad_out:
+// for each source j and each edge e = (j -> i), with x_j staying in L1 across j's edges,
+//   d x_j += alpha_e * g_i                         (NeedX)
+//   d score_e = alpha_e * (<g_i, x_j> + base_i)   per head, over alpha_e (NeedScore).
+// Each edge is visited once, so the in-place write is safe. Computing the score gradient
+// here rather than over the CSR rows saves a second gather pass (of the rows of x).
+template <bool NeedScore, bool NeedX, int T, typename scalar_t, typename index_t, typename acc_t>
+void attention_transpose_grads(const index_t* csc_indptr, const index_t* csc_indices,
+                               const index_t* csc_perm, const scalar_t* grad, const scalar_t* x,
+                               const acc_t* base, int64_t num_src, int64_t H, int64_t C,
+                               acc_t* alpha_to_grad, scalar_t* grad_x) {
   const int64_t K = H * C;
   parallel_rows(csc_indptr, num_src, [&](int64_t r0, int64_t r1) {
     std::vector<acc_t> acc(K);
     const int64_t chunk_end = csc_indptr[r1];
     for (int64_t j = r0; j < r1; ++j) {
-      std::fill(acc.begin(), acc.end(), acc_t(0));
+      if constexpr (NeedX) std::fill(acc.begin(), acc.end(), acc_t(0));
+      const scalar_t* __restrict__ xj = x + j * K;
       for (int64_t c = csc_indptr[j]; c < csc_indptr[j + 1]; ++c) {
         if (c + kPrefetchDistance < chunk_end) {
-          prefetch_row(grad + static_cast<int64_t>(csc_indices[c + kPrefetchDistance]) * K, K);
-          prefetch_row(alpha + static_cast<int64_t>(csc_perm[c + kPrefetchDistance]) * H, H);
+          const int64_t ahead = csc_indices[c + kPrefetchDistance];
+          prefetch_row(grad + ahead * K, K);
+          prefetch_row(alpha_to_grad + static_cast<int64_t>(csc_perm[c + kPrefetchDistance]) * H,
+                       H);
+          if constexpr (NeedScore) prefetch_row(base + ahead * H, H);
         }
         const int64_t i = csc_indices[c], e = csc_perm[c];
         const scalar_t* __restrict__ gi = grad + i * K;
         for (int64_t h = 0; h < H; ++h) {
-          const acc_t w = alpha[e * H + h];
-          acc_t* __restrict__ a = acc.data() + h * C;
+          const acc_t w = alpha_to_grad[e * H + h];
+          if constexpr (NeedX) {
+            acc_t* __restrict__ a = acc.data() + h * C;
 #pragma omp simd
-          for (int64_t k = 0; k < C; ++k) a[k] += w * static_cast<acc_t>(gi[h * C + k]);
+            for (int64_t k = 0; k < C; ++k) a[k] += w * static_cast<acc_t>(gi[h * C + k]);
+          }
+          if constexpr (NeedScore)
+            alpha_to_grad[e * H + h] =
+                w * (head_dot<acc_t, T>(gi + h * C, xj + h * C, C) + base[i * H + h]);
         }
       }
-      for (int64_t k = 0; k < K; ++k) grad_x[j * K + k] = static_cast<scalar_t>(acc[k]);
+      if constexpr (NeedX)
+        for (int64_t k = 0; k < K; ++k) grad_x[j * K + k] = static_cast<scalar_t>(acc[k]);
     }
-  });
-}
-
-// Backward, pass 3 (rows of the CSR): with g = grad_out, d score_e = alpha_e * (<g_i, x_j> -
-// <g_i, out_i> + grad_lse_i) per head, written over alpha in place.
-template <typename scalar_t, typename index_t, typename acc_t>
-void attention_score_grad(const index_t* indptr, const index_t* indices, const scalar_t* out,
-                          const scalar_t* grad, const scalar_t* grad_lse, const scalar_t* x,
-                          int64_t num_rows, int64_t H, int64_t C, acc_t* alpha_to_grad) {
-  const int64_t K = H * C;
-  with_tile(C, [&](auto width) {
-    constexpr int T = decltype(width)::value;
-    parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
-      std::vector<acc_t> base(H);
-      const int64_t chunk_end = indptr[r1];
-      for (int64_t i = r0; i < r1; ++i) {
-        const scalar_t* __restrict__ gi = grad + i * K;
-        for (int64_t h = 0; h < H; ++h)
-          base[h] = (grad_lse ? static_cast<acc_t>(grad_lse[i * H + h]) : acc_t(0)) -
-                    head_dot<acc_t, T>(gi + h * C, out + i * K + h * C, C);
-        for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-          if (e + kPrefetchDistance < chunk_end)
-            prefetch_row(x + static_cast<int64_t>(indices[e + kPrefetchDistance]) * K, K);
-          const scalar_t* __restrict__ xj = x + static_cast<int64_t>(indices[e]) * K;
-          for (int64_t h = 0; h < H; ++h)
-            alpha_to_grad[e * H + h] *= head_dot<acc_t, T>(gi + h * C, xj + h * C, C) + base[h];
-        }
-      }
-    });
   });
 }
 
@@ -228,26 +254,33 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_backward_cpu(
   // for bfloat16 scores)
   const auto acc_type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   at::Tensor alpha = at::empty(sc.sizes(), sc.options().dtype(acc_type));
+  at::Tensor base = need_score ? at::empty(lc.sizes(), lc.options().dtype(acc_type)) : at::Tensor();
+  auto oc = out.contiguous(), xc = x.contiguous(), cic = csc_indices.contiguous(),
+       cpc = csc_perm.contiguous();
+  const at::Tensor gl = grad_lse ? grad_lse->contiguous() : at::Tensor();
   GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::segment_attention_backward", [&] {
     using acc_t = typename AccType<scalar_t>::type;
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
       acc_t* a = alpha.data_ptr<acc_t>();
-      attention_weights<scalar_t, index_t>(indptr.data_ptr<index_t>(), sc.data_ptr<scalar_t>(),
-                                           lc.data_ptr<scalar_t>(), num_rows, H, a);
-      if (need_x) {
-        auto cic = csc_indices.contiguous(), cpc = csc_perm.contiguous();
-        attention_x_grad<scalar_t, index_t, acc_t>(
-            csc_indptr.data_ptr<index_t>(), cic.data_ptr<index_t>(), cpc.data_ptr<index_t>(), a,
-            g.data_ptr<scalar_t>(), x.size(0), H, C, grad_x.data_ptr<scalar_t>());
-      }
-      if (need_score) {
-        auto oc = out.contiguous(), xc = x.contiguous(), ic = indices.contiguous();
-        const at::Tensor gl = grad_lse ? grad_lse->contiguous() : at::Tensor();
-        attention_score_grad<scalar_t, index_t, acc_t>(
-            indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(), oc.data_ptr<scalar_t>(),
-            g.data_ptr<scalar_t>(), gl.defined() ? gl.data_ptr<scalar_t>() : nullptr,
-            xc.data_ptr<scalar_t>(), num_rows, H, C, a);
-      }
+      acc_t* b = need_score ? base.data_ptr<acc_t>() : nullptr;
+      with_tile(C, [&](auto width) {
+        constexpr int T = decltype(width)::value;
+        attention_weights<T>(
+            indptr.data_ptr<index_t>(), sc.data_ptr<scalar_t>(), lc.data_ptr<scalar_t>(),
+            oc.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(),
+            gl.defined() ? gl.data_ptr<scalar_t>() : nullptr, num_rows, H, C, a, b);
+        // both flags as compile-time constants (with_constant<1>: 1 if set, else 0)
+        with_constant<1>(need_score, [&](auto score_flag) {
+          with_constant<1>(need_x, [&](auto x_flag) {
+            constexpr bool kScore = decltype(score_flag)::value, kX = decltype(x_flag)::value;
+            if constexpr (kScore || kX)
+              attention_transpose_grads<kScore, kX, T>(
+                  csc_indptr.data_ptr<index_t>(), cic.data_ptr<index_t>(), cpc.data_ptr<index_t>(),
+                  g.data_ptr<scalar_t>(), xc.data_ptr<scalar_t>(), b, x.size(0), H, C, a,
+                  kX ? grad_x.data_ptr<scalar_t>() : nullptr);
+          });
+        });
+      });
     });
   });
   at::Tensor grad_score =
