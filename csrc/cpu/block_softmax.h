@@ -21,6 +21,28 @@ inline void with_heads(int64_t H, F&& body) {
   with_constant<1, 2, 4, 8>(H, body);
 }
 
+// Per-head running values over a row [degree, HT] (HT > 0) go in kLanes lanes, lane l
+// holding head l % HT (kLanes is a multiple of every compile-time head count), so that a long
+// row runs whole vectors instead of HT scalar chains; the lanes are folded per head at the end.
+constexpr int kLanes = 16;
+
+template <int HT, typename acc_t, typename Step>
+inline void fold_lanes(const acc_t* __restrict__ row, int64_t degree, acc_t init, Step step,
+                       acc_t* __restrict__ out) {
+  static_assert(HT > 0 && kLanes % HT == 0);
+  const int64_t n = degree * HT, full = n / kLanes * kLanes;
+  acc_t lane[kLanes];
+  for (int l = 0; l < kLanes; ++l) lane[l] = init;
+  for (int64_t q0 = 0; q0 < full; q0 += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] = step(lane[l], row[q0 + l]);
+  for (int64_t q = full; q < n; ++q) lane[q - full] = step(lane[q - full], row[q]);
+  for (int h = 0; h < HT; ++h) {
+    acc_t v = lane[h];
+    for (int l = h + HT; l < kLanes; l += HT) v = step(v, lane[l]);
+    out[h] = v;
+  }
+}
+
 // Per head of a row's scores [degree, H]: m = the max (NaN never wins, as in the reference;
 // a head of only -inf, masked, shifts by 0, so its weights are exp(-inf) = 0 and it
 // aggregates to 0 as an empty row; NaN or +inf scores give a NaN row), then scores -= m.
@@ -28,31 +50,39 @@ template <int HT, typename acc_t>
 inline void shift_by_row_max(acc_t* __restrict__ row, int64_t degree, int64_t H,
                              acc_t* __restrict__ m_out) {
   constexpr acc_t kNegInf = -std::numeric_limits<acc_t>::infinity();
-  const int64_t n = HT > 0 ? HT : H;
-  acc_t local[HT > 0 ? HT : 1];
-  acc_t* __restrict__ m = HT > 0 ? local : m_out;
-  for (int64_t h = 0; h < n; ++h) m[h] = kNegInf;
-  for (int64_t e = 0; e < degree; ++e)
-    for (int64_t h = 0; h < n; ++h) m[h] = row[e * n + h] > m[h] ? row[e * n + h] : m[h];
-  for (int64_t h = 0; h < n; ++h) m[h] = m[h] == kNegInf ? acc_t(0) : m[h];
-  for (int64_t e = 0; e < degree; ++e)
-    for (int64_t h = 0; h < n; ++h) row[e * n + h] -= m[h];
-  if constexpr (HT > 0)
-    for (int64_t h = 0; h < n; ++h) m_out[h] = m[h];
+  const auto larger = [](acc_t m, acc_t v) { return v > m ? v : m; };
+  if constexpr (HT > 0) {
+    acc_t m[HT], pattern[kLanes];
+    fold_lanes<HT>(row, degree, kNegInf, larger, m);
+    for (int h = 0; h < HT; ++h) m[h] = m[h] == kNegInf ? acc_t(0) : m[h];
+    for (int l = 0; l < kLanes; ++l) pattern[l] = m[l % HT];
+    const int64_t n = degree * HT, full = n / kLanes * kLanes;
+    for (int64_t q0 = 0; q0 < full; q0 += kLanes)
+      for (int l = 0; l < kLanes; ++l) row[q0 + l] -= pattern[l];
+    for (int64_t q = full; q < n; ++q) row[q] -= pattern[q - full];
+    for (int h = 0; h < HT; ++h) m_out[h] = m[h];
+  } else {
+    for (int64_t h = 0; h < H; ++h) m_out[h] = kNegInf;
+    for (int64_t e = 0; e < degree; ++e)
+      for (int64_t h = 0; h < H; ++h) m_out[h] = larger(m_out[h], row[e * H + h]);
+    for (int64_t h = 0; h < H; ++h) m_out[h] = m_out[h] == kNegInf ? acc_t(0) : m_out[h];
+    for (int64_t e = 0; e < degree; ++e)
+      for (int64_t h = 0; h < H; ++h) row[e * H + h] -= m_out[h];
+  }
 }
 
 // Per head of a row's weights [degree, H]: their sum.
 template <int HT, typename acc_t>
 inline void row_sums(const acc_t* __restrict__ row, int64_t degree, int64_t H,
                      acc_t* __restrict__ s_out) {
-  const int64_t n = HT > 0 ? HT : H;
-  acc_t s[HT > 0 ? HT : 1];
-  acc_t* __restrict__ acc = HT > 0 ? s : s_out;
-  for (int64_t h = 0; h < n; ++h) acc[h] = acc_t(0);
-  for (int64_t e = 0; e < degree; ++e)
-    for (int64_t h = 0; h < n; ++h) acc[h] += row[e * n + h];
-  if constexpr (HT > 0)
-    for (int64_t h = 0; h < n; ++h) s_out[h] = acc[h];
+  const auto plus = [](acc_t a, acc_t b) { return a + b; };
+  if constexpr (HT > 0) {
+    fold_lanes<HT>(row, degree, acc_t(0), plus, s_out);
+  } else {
+    for (int64_t h = 0; h < H; ++h) s_out[h] = acc_t(0);
+    for (int64_t e = 0; e < degree; ++e)
+      for (int64_t h = 0; h < H; ++h) s_out[h] += row[e * H + h];
+  }
 }
 
 // A block holds at most kBlockEdges edges and kBlockRows rows (a longer row is a block alone).
