@@ -253,7 +253,7 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_backward_cpu(
   // alpha in the accumulation type, becoming the score gradient in place (cast at the end
   // for bfloat16 scores)
   const auto acc_type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  at::Tensor alpha = at::empty(sc.sizes(), sc.options().dtype(acc_type));
+  at::Tensor alpha = empty_output(sc.sizes(), sc.options().dtype(acc_type));
   at::Tensor base = need_score ? at::empty(lc.sizes(), lc.options().dtype(acc_type)) : at::Tensor();
   auto oc = out.contiguous(), xc = x.contiguous(), cic = csc_indices.contiguous(),
        cpc = csc_perm.contiguous();

@@ -28,7 +28,7 @@ at::Tensor segment_softmax_cpu(const at::Tensor& score, const at::Tensor& indptr
   check_softmax_args(score, indptr, "score");
   const int64_t num_rows = indptr.numel() - 1, H = score.size(1);
   auto sc = score.contiguous();
-  auto out = at::empty_like(sc);
+  auto out = empty_output(sc.sizes(), sc.options());
   GL_DISPATCH_FLOAT(sc.scalar_type(), "graphloc::segment_softmax", [&] {
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
       using acc_t = typename AccType<scalar_t>::type;
@@ -65,7 +65,7 @@ at::Tensor segment_softmax_backward_cpu(const at::Tensor& out, const at::Tensor&
               out.sizes());
   const int64_t num_rows = indptr.numel() - 1, H = out.size(1);
   auto yc = out.contiguous(), gc = grad.contiguous();
-  auto gin = at::empty_like(yc);
+  auto gin = empty_output(yc.sizes(), yc.options());
   GL_DISPATCH_FLOAT(yc.scalar_type(), "graphloc::segment_softmax_backward", [&] {
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
       using acc_t = typename AccType<scalar_t>::type;
