@@ -166,3 +166,27 @@ def propagate_prefix(graph: Graph, weight: Tensor | None, x: Tensor,
     if weight is not None:
         weight = graph.to_csr_order(weight)[:prefix.num_edges]
     return ops.spmm(prefix, x, weight)
+
+
+class _NarrowMatmul(torch.autograd.Function):
+    """``x @ w`` for a tall ``x [N, K]`` and a narrow ``w [K, M]``, whose gradient for ``w`` is
+    computed as ``(g^T @ x)^T``. torch's own backward computes ``x^T @ g``, which MKL runs
+    several times slower at these shapes (N = 200,000, K = 64, M = 8: 34 ms against 6 ms on
+    2 threads). Differentiable twice: the backward is made of differentiable ops."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, w: Tensor) -> Tensor:
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        x, w = ctx.saved_tensors
+        grad_x = grad @ w.t() if ctx.needs_input_grad[0] else None
+        grad_w = (grad.t() @ x).t() if ctx.needs_input_grad[1] else None
+        return grad_x, grad_w
+
+
+def narrow_matmul(x: Tensor, w: Tensor) -> Tensor:
+    """``x @ w`` (2-D) with a fast gradient for a narrow ``w`` (see ``_NarrowMatmul``)."""
+    return _NarrowMatmul.apply(x, w)
