@@ -15,6 +15,7 @@ from graphloc.nn.conv._utils import (
     checked_features,
     glorot,
     glorot_linear,
+    narrow_matmul,
     reset_glorot,
     split_widths,
 )
@@ -46,10 +47,11 @@ def _with_fresh_self_loops(graph: Graph) -> Graph:
     return graph.with_edges(pyg_edge_index[:, order])
 
 
-def _with_masked_loops(graph: Graph) -> tuple[Graph, Tensor]:
+def _with_masked_loops(graph: Graph) -> tuple[Graph, Tensor | None]:
     """PyG's GAT edge list in a fixed shape (so it traces under ``torch.compile``): every
     edge kept and a fresh loop appended per node, with the mask of the old loops, whose
-    scores are set to -inf (weight 0): the same attention as removing them."""
+    scores are set to -inf (weight 0): the same attention as removing them. The mask is
+    None when there are no old loops (decided eagerly only)."""
     src, dst = graph.edge_index
     count = _num_loops(graph)
     loops = torch.arange(count, device=graph.device).expand(2, -1)
@@ -59,6 +61,10 @@ def _with_masked_loops(graph: Graph) -> tuple[Graph, Tensor]:
     derived = Graph._derived(edge_index[:, order], graph.num_nodes,
                              graph.num_src_nodes if graph.is_bipartite else None,
                              dst_sorted=True)
+    # Eagerly, a graph without loops (most) gets no mask, saving the [E, H] masked_fill
+    # forward and backward; a compiled trace keeps its fixed shape and no data-dependent branch.
+    if not torch.compiler.is_compiling() and not bool(stale.any()):
+        return derived, None
     return derived, stale[order]
 
 
@@ -222,15 +228,15 @@ class GATConv(torch.nn.Module):
         att_src, att_dst = _block_diagonal(self.att_src), _block_diagonal(self.att_dst)
         if x_dst is None:
             h = (self.lin if self.lin is not None else self.lin_src)(x_src)
-            return h.view(-1, H, C), h @ att_src, h.new_zeros(num_dst, H)
+            return h.view(-1, H, C), narrow_matmul(h, att_src), h.new_zeros(num_dst, H)
         if self.lin is not None and x_src is x_dst:  # both halves in one matmul
             h = self.lin(x_src)
-            a_src, a_dst = (h @ torch.cat([att_src, att_dst], dim=1)).split(H, dim=1)
+            a_src, a_dst = narrow_matmul(h, torch.cat([att_src, att_dst], dim=1)).split(H, dim=1)
             return h.view(-1, H, C), a_src.contiguous(), a_dst.contiguous()
         lin_src, lin_dst = (self.lin, self.lin) if self.lin is not None \
             else (self.lin_src, self.lin_dst)
         h = lin_src(x_src)
-        return h.view(-1, H, C), h @ att_src, lin_dst(x_dst) @ att_dst
+        return h.view(-1, H, C), narrow_matmul(h, att_src), narrow_matmul(lin_dst(x_dst), att_dst)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "

@@ -19,6 +19,16 @@ def test_gat_matches_pyg(heads, concat, add_self_loops, bias, residual):
                   lambda m, x: m(x, graph), lambda m, x: m(x, edge_index), torch.randn(n, 8))
 
 
+@pytest.mark.parametrize("heads", [1, 4])
+def test_gat_on_a_loop_free_graph_matches_pyg(heads):
+    """No old loops to mask: the layer skips the mask (eager), with PyG's numbers."""
+    edge_index, n = parity_graph(13)
+    edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+    graph = Graph(edge_index, num_nodes=n)
+    assert_parity(GATConv(8, 5, heads=heads), pyg.GATConv(8, 5, heads=heads),
+                  lambda m, x: m(x, graph), lambda m, x: m(x, edge_index), torch.randn(n, 8))
+
+
 @pytest.mark.parametrize("fill_value", ["mean", "max", 0.5])
 def test_gat_with_edge_features_matches_pyg(fill_value):
     edge_index, n = parity_graph(10)
