@@ -422,7 +422,9 @@ class Graph:
         a graph and ``D^-1/2 (A + I) D^-1/2`` edge weights in its edge order, degrees taken
         at the destination: the same operator as PyG's; the edge list keeps every edge and
         appends one loop per node, with weight 0 where PyG drops an edge (so its shape does
-        not depend on the data, and it traces under ``torch.compile``). Weights have
+        not depend on the data, and it traces under ``torch.compile``), sorted by
+        destination (stable; the kernels then read the weights without a permutation).
+        Without ``add_self_loops`` the graph is this one, weights in its edge order. Weights have
         ``edge_weight``'s dtype, else ``dtype``. Cached when
         ``edge_weight`` is None. Unlike PyG, ``improved`` also applies without edge weights
         (PyG then gives the new loops weight 1, not 2).
@@ -449,7 +451,14 @@ class Graph:
         src, dst = graph.edge_index  # in range by construction: no checked scatter needed
         deg = edge_weight.new_zeros(self.num_nodes).index_add(0, dst, edge_weight)
         inv_sqrt = deg.pow(-0.5).masked_fill(deg == 0, 0.0)
-        return graph, inv_sqrt[src] * edge_weight * inv_sqrt[dst]
+        weight = inv_sqrt[src] * edge_weight * inv_sqrt[dst]
+        if graph is self or graph.csr.perm is None:  # the caller's own edge order stays
+            return graph, weight
+        # the new graph sorted by destination, so that every spmm reads the weights in place
+        # instead of permuting them into CSR order at each call
+        order = torch.sort(dst, stable=True).indices
+        return Graph._derived(graph.edge_index[:, order], self.num_nodes,
+                              dst_sorted=True), weight[order]
 
     def _with_remaining_loops(self, edge_weight: Tensor, fill: float) -> tuple[Graph, Tensor]:
         """PyG's ``add_remaining_self_loops`` in a fixed shape (so it traces under

@@ -15,7 +15,8 @@ def scaled_laplacian(graph: Graph, normalization: str | None, edge_weight: Tenso
                      lambda_max: float | Tensor | None, dtype: torch.dtype,
                      batch: Tensor | None = None) -> tuple[Graph, Tensor]:
     """:math:`\\hat{L} = 2L / \\lambda_{max} - I` on the loop-free graph plus one loop per
-    node, as PyG's ``get_laplacian`` and ``ChebConv.__norm__`` build it. ``lambda_max`` is
+    node, as PyG's ``get_laplacian`` and ``ChebConv.__norm__`` build it (edges sorted by
+    destination, the weights in that order). ``lambda_max`` is
     one value (default 2, exact for "sym"), or one per graph of a mini-batch whose node
     assignment is ``batch``."""
     keep = graph.edge_index[0] != graph.edge_index[1]
@@ -41,7 +42,11 @@ def scaled_laplacian(graph: Graph, normalization: str | None, edge_weight: Tenso
     weight = 2.0 * weight / lambda_max
     weight = weight.masked_fill(torch.isinf(weight), 0.0)
     weight[edge_index.size(1):] -= 1.0
-    return Graph(torch.cat([edge_index, loops], dim=1), num_nodes=n), weight
+    # sorted by destination: each of the K - 1 products reads the weights in place instead
+    # of permuting them into CSR order
+    edge_index = torch.cat([edge_index, loops], dim=1)
+    order = torch.sort(edge_index[1], stable=True).indices
+    return Graph._derived(edge_index[:, order], n, dst_sorted=True), weight[order]
 
 
 class ChebConv(torch.nn.Module):
