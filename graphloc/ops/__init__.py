@@ -15,6 +15,7 @@ from graphloc.checks import check_index, check_int
 from graphloc.ops._library import HAS_EXTENSION, csr_transpose, kernels
 from graphloc.ops.reference import as_rows, canonical_reduce
 from graphloc.ops.scatter import _check_indptr, gather, scatter
+from graphloc.ops.sparse_library import library_spmm, set_spmm_backend, uses_sparse_library
 from graphloc.ops.traversal import (
     KHopBalls,
     SampledNeighbourhood,
@@ -25,9 +26,9 @@ from graphloc.ops.traversal import (
     separated_rounds,
 )
 
-__all__ = ["HAS_EXTENSION", "spmm", "sddmm", "segment_softmax", "segment_attention",
-           "segment_reduce", "gather", "scatter", "coo_to_csr", "csr_transpose",
-           "khop_subgraphs", "separated_rounds", "neighbor_sample", "hop2_sample",
+__all__ = ["HAS_EXTENSION", "spmm", "set_spmm_backend", "sddmm", "segment_softmax",
+           "segment_attention", "segment_reduce", "gather", "scatter", "coo_to_csr",
+           "csr_transpose", "khop_subgraphs", "separated_rounds", "neighbor_sample", "hop2_sample",
            "local_eccentricity", "KHopBalls", "SampledNeighbourhood"]
 
 _FLOATS = (torch.float32, torch.float64, torch.bfloat16)
@@ -104,10 +105,13 @@ def spmm(graph, x: Tensor, edge_weight: Tensor | None = None, reduce: str = "sum
         if value.dim() == 2 and as_rows(x).size(1) % value.size(1):
             raise ValueError(f"x has {as_rows(x).size(1)} channels, not divisible into "
                              f"{value.size(1)} heads of edge_weight")
-    needs_grad = torch.is_grad_enabled() and x.requires_grad
-    csc = _transpose_args(graph, needs_grad)
-    out, _ = kernels.spmm(graph.csr.indptr, graph.csr.indices, value, as_rows(x),
-                          reduce, *csc)
+    rows = as_rows(x)
+    if uses_sparse_library(rows, value, reduce):  # cuSPARSE on CUDA: set_spmm_backend
+        out = library_spmm(graph, rows, value, reduce)
+    else:
+        needs_grad = torch.is_grad_enabled() and x.requires_grad
+        out, _ = kernels.spmm(graph.csr.indptr, graph.csr.indices, value, rows, reduce,
+                              *_transpose_args(graph, needs_grad))
     return out.view(-1, *x.shape[1:]) if x.dim() != 2 else out
 
 

@@ -20,7 +20,16 @@ def _pair(seed=60, hub=2000):
 
 @pytest.mark.parametrize("reduce", REDUCES)
 @pytest.mark.parametrize("channels", [1, 3, 64, 130])
-def test_spmm_forward_and_backward(reduce, channels):
+@pytest.mark.parametrize("backend", ["auto", "graphloc"])  # auto: cuSPARSE for sum and mean
+def test_spmm_forward_and_backward(reduce, channels, backend):
+    previous = ops.set_spmm_backend(backend)
+    try:
+        _check_spmm_forward_and_backward(reduce, channels)
+    finally:
+        ops.set_spmm_backend(previous)
+
+
+def _check_spmm_forward_and_backward(reduce, channels):
     cpu, gpu = _pair()
     x = torch.randn(310, channels, dtype=torch.float64)
     w = torch.rand(cpu.num_edges, dtype=torch.float64)
@@ -33,6 +42,14 @@ def test_spmm_forward_and_backward(reduce, channels):
     torch.testing.assert_close(
         [t.cpu() for t in run(gpu, x.cuda(), w.cuda(), g.cuda())], list(run(cpu, x, w, g)),
         rtol=1e-9, atol=1e-9)
+
+
+def test_auto_backend_sends_sum_and_mean_to_cusparse():
+    from graphloc.ops.sparse_library import uses_sparse_library
+    rows = torch.randn(4, 3, device="cuda")
+    assert uses_sparse_library(rows, None, "sum") and uses_sparse_library(rows, None, "mean")
+    assert not uses_sparse_library(rows, None, "max")
+    assert not uses_sparse_library(rows.cpu(), None, "sum")
 
 
 @pytest.mark.parametrize("op", ["dot", "add", "mul"])
