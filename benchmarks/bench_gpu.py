@@ -85,11 +85,30 @@ def op_peers(graph: Graph, x: torch.Tensor) -> dict:
             0, dst.view(-1, 1).expand(-1, F), xg.index_select(0, src), "amax", include_self=False)
         torch.autograd.grad(out, xg, grad)
 
+    def with_backend(backend, fn):
+        def run():
+            previous = ops.set_spmm_backend(backend)
+            try:
+                return fn()
+            finally:
+                ops.set_spmm_backend(previous)
+        return run
+
+    def spmm_step():
+        return torch.autograd.grad(ops.spmm(graph, xg), xg, grad)
+
+    # "graphloc" is ops.spmm as shipped (auto: cuSPARSE for sum on CUDA); "graphloc kernel"
+    # forces graphloc's own CUDA kernel, whose ratio to cuSPARSE decides the auto rule
     return {
         "spmm sum": {
             "graphloc": lambda: ops.spmm(graph, x),
+            "graphloc kernel": with_backend("graphloc", lambda: ops.spmm(graph, x)),
             "torch.sparse (cuSPARSE)": lambda: torch.sparse.mm(csr, x),
             "index_add_": lambda: torch.zeros_like(x).index_add_(0, dst, x.index_select(0, src)),
+        },
+        "spmm sum fwd+bwd": {
+            "graphloc": spmm_step,
+            "graphloc kernel": with_backend("graphloc", spmm_step),
         },
         "spmm max fwd+bwd": {
             "graphloc": lambda: torch.autograd.grad(ops.spmm(graph, xg, reduce="max"), xg, grad),
