@@ -101,12 +101,15 @@ void reduce_rows(const index_t* indptr, Src src, const scalar_t* value, int64_t 
   constexpr bool kTiled =
       R != Reduce::Mul && (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double> ||
                            std::is_same_v<scalar_t, c10::BFloat16>);
-  const int tile = !kTiled || (Red::kHasArg && !finite) ? 0 : tile_width(F);
+  // rows narrower than 8 channels (edge scores [E, H], 1-D scatters) take one whole-row tile
+  // too: the generic loop's per-row fill and per-channel loop cost more than their work
+  const bool narrow = heads == 1 && (K == 1 || K == 2 || K == 4);
+  const int tile = !kTiled || (Red::kHasArg && !finite) ? 0 : (narrow ? K : tile_width(F));
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     const int64_t chunk_end = indptr[r1];
     if constexpr (kTiled)
       if (tile > 0) {
-        with_constant<64, 32, 16, 8>(tile, [&](auto width) {
+        with_constant<64, 32, 16, 8, 4, 2, 1>(tile, [&](auto width) {
           constexpr int T = decltype(width)::value;
           if constexpr (T > 0)  // tile > 0 here: the 0 case is never taken
             for (int64_t row = r0; row < r1; ++row) {
