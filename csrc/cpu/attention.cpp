@@ -13,6 +13,7 @@
 #include "cpu/block_softmax.h"
 #include "cpu/fast_exp.h"
 #include "cpu/rows.h"
+#include "cpu/vec.h"
 
 namespace graphloc {
 namespace {
@@ -102,8 +103,8 @@ void attend_rows(const index_t* indptr, const index_t* indices, const scalar_t* 
           const acc_t* row = p.data() + (begin - e0) * H;
           with_heads(
               H, [&](auto heads) { row_sums<decltype(heads)::value>(row, degree, H, s.data()); });
-          with_constant<8, 4, 2>(group, [&](auto heads_per_sweep) {
-            constexpr int G = std::max(decltype(heads_per_sweep)::value, 1);
+          with_constant<8, 4, 2>(group, [&](auto per_sweep) {
+            constexpr int G = std::max(decltype(per_sweep)::value, 1);
             if constexpr (G == 1 || (T > 0 && G * T <= 64))
               for (int64_t h = 0; h < H; h += G)
                 weighted_head_sum<T, G>(indices + begin, row, degree, ahead, H, h, C, x, s.data(),
@@ -139,6 +140,22 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_cpu(
   return {out, lse};
 }
 
+// The sum of N lanes (a power of 2) as a tree of halvings, each into a fresh array: log2(N)
+// dependent adds instead of N (a plain sum is one serial chain, which held the backward's
+// per-edge dots to about one per 36 cycles), and no in-place halving, which made GCC 12
+// spill the lanes to the stack.
+template <int N, typename acc_t>
+inline acc_t tree_sum(const acc_t* v) {
+  if constexpr (N == 1) {
+    return v[0];
+  } else {
+    acc_t half[N / 2];
+#pragma GCC unroll 64
+    for (int f = 0; f < N / 2; ++f) half[f] = v[f] + v[f + N / 2];
+    return tree_sum<N / 2>(half);
+  }
+}
+
 // <a, b> over one head's C channels, vectorised (the reduction may be reassociated).
 // T > 0 (a tile width dividing C, known at compile time): T lanes of partial sums in
 // registers; with C only known at run time GCC spilled the simd reduction to the stack.
@@ -155,14 +172,7 @@ inline acc_t head_dot(const a_t* a, const b_t* b, int64_t C) {
 #pragma GCC unroll 64
       for (int f = 0; f < T; ++f)
         v[f] += static_cast<acc_t>(a[t0 + f]) * static_cast<acc_t>(b[t0 + f]);
-    // halves added into a fresh array, then a plain sum: an in-place halving loop over v
-    // made GCC 12 spill v to the stack
-    acc_t half[T / 2], dot = 0;
-#pragma GCC unroll 64
-    for (int f = 0; f < T / 2; ++f) half[f] = v[f] + v[f + T / 2];
-#pragma GCC unroll 64
-    for (int f = 0; f < T / 2; ++f) dot += half[f];
-    return dot;
+    return tree_sum<T>(v);
   }
 }
 
@@ -199,42 +209,101 @@ void attention_weights(const index_t* indptr, const scalar_t* score, const scala
 //   d score_e = alpha_e * (<g_i, x_j> + base_i)   per head, over alpha_e (NeedScore).
 // Each edge is visited once, so the in-place write is safe. Computing the score gradient
 // here rather than over the CSR rows saves a second gather pass (of the rows of x).
+
+// One sweep over source j's transpose entries [c0, c1) for the G heads h0 .. h0 + G - 1,
+// each head exactly one tile of T channels (float or double): x_j and the heads' d x stay in
+// registers. Entries before `ahead_end` prefetch kPrefetchDistance entries on (first sweep
+// only). Explicit vectors: GCC left the plain loops scalar, 64 accumulators on the stack.
+template <bool NeedScore, bool NeedX, int T, int G, typename acc_t, typename index_t>
+inline void transpose_sweep(const index_t* csc_indices, const index_t* csc_perm, int64_t c0,
+                            int64_t c1, int64_t ahead_end, const acc_t* __restrict__ grad,
+                            const acc_t* __restrict__ xj, const acc_t* __restrict__ base, int64_t H,
+                            int64_t h0, acc_t* __restrict__ alpha_to_grad,
+                            acc_t* __restrict__ grad_xj) {
+  using V = typename Vec<acc_t, T>::type;
+  const int64_t K = H * T;
+  V a[G] = {}, xv[G];
+  for (int g = 0; g < G; ++g) xv[g] = load_vec<acc_t, T>(xj + (h0 + g) * T);
+  for (int64_t c = c0; c < c1; ++c) {
+    if (h0 == 0 && c < ahead_end) {
+      const int64_t ahead = csc_indices[c + kPrefetchDistance];
+      prefetch_row(grad + ahead * K, K);
+      prefetch_row(alpha_to_grad + static_cast<int64_t>(csc_perm[c + kPrefetchDistance]) * H, H);
+      if constexpr (NeedScore) prefetch_row(base + ahead * H, H);
+    }
+    const int64_t i = csc_indices[c], e = csc_perm[c];
+    const acc_t* gi = grad + i * K + h0 * T;
+    acc_t* we = alpha_to_grad + e * H + h0;
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) {
+      const V gv = load_vec<acc_t, T>(gi + g * T);
+      const acc_t w = we[g];
+      if constexpr (NeedX) a[g] += w * gv;
+      if constexpr (NeedScore) we[g] = w * (lane_sum<T, acc_t>(gv * xv[g]) + base[i * H + h0 + g]);
+    }
+  }
+  if constexpr (NeedX)
+    for (int g = 0; g < G; ++g) store_vec<acc_t, T>(grad_xj + (h0 + g) * T, a[g]);
+}
+
+// All heads of any width in one sweep over j's entries, d x through the L1-resident `acc`.
 template <bool NeedScore, bool NeedX, int T, typename scalar_t, typename index_t, typename acc_t>
+inline void transpose_sweep_any(const index_t* csc_indices, const index_t* csc_perm, int64_t c0,
+                                int64_t c1, int64_t ahead_end, const scalar_t* grad,
+                                const scalar_t* xj, const acc_t* base, int64_t H, int64_t C,
+                                acc_t* alpha_to_grad, acc_t* acc, scalar_t* grad_xj) {
+  const int64_t K = H * C;
+  if constexpr (NeedX) std::fill(acc, acc + K, acc_t(0));
+  for (int64_t c = c0; c < c1; ++c) {
+    if (c < ahead_end) {
+      const int64_t ahead = csc_indices[c + kPrefetchDistance];
+      prefetch_row(grad + ahead * K, K);
+      prefetch_row(alpha_to_grad + static_cast<int64_t>(csc_perm[c + kPrefetchDistance]) * H, H);
+      if constexpr (NeedScore) prefetch_row(base + ahead * H, H);
+    }
+    const int64_t i = csc_indices[c], e = csc_perm[c];
+    const scalar_t* __restrict__ gi = grad + i * K;
+    for (int64_t h = 0; h < H; ++h) {
+      const acc_t w = alpha_to_grad[e * H + h];
+      if constexpr (NeedX) {
+        acc_t* __restrict__ a = acc + h * C;
+#pragma omp simd
+        for (int64_t k = 0; k < C; ++k) a[k] += w * static_cast<acc_t>(gi[h * C + k]);
+      }
+      if constexpr (NeedScore)
+        alpha_to_grad[e * H + h] =
+            w * (head_dot<acc_t, T>(gi + h * C, xj + h * C, C) + base[i * H + h]);
+    }
+  }
+  if constexpr (NeedX)
+    for (int64_t k = 0; k < K; ++k) grad_xj[k] = static_cast<scalar_t>(acc[k]);
+}
+
+// Thread mapping: a thread owns a block of source rows j of the transpose. G > 0 (float or
+// double, head width C == T): G heads per register sweep; G = 0: transpose_sweep_any.
+template <bool NeedScore, bool NeedX, int T, int G, typename scalar_t, typename index_t,
+          typename acc_t>
 void attention_transpose_grads(const index_t* csc_indptr, const index_t* csc_indices,
                                const index_t* csc_perm, const scalar_t* grad, const scalar_t* x,
                                const acc_t* base, int64_t num_src, int64_t H, int64_t C,
                                acc_t* alpha_to_grad, scalar_t* grad_x) {
   const int64_t K = H * C;
+  constexpr bool kSweeps = G > 0 && std::is_same_v<scalar_t, acc_t>;
   parallel_rows(csc_indptr, num_src, [&](int64_t r0, int64_t r1) {
-    std::vector<acc_t> acc(K);
-    const int64_t chunk_end = csc_indptr[r1];
+    std::vector<acc_t> acc(kSweeps ? 0 : K);
+    const int64_t ahead_end = static_cast<int64_t>(csc_indptr[r1]) - kPrefetchDistance;
     for (int64_t j = r0; j < r1; ++j) {
-      if constexpr (NeedX) std::fill(acc.begin(), acc.end(), acc_t(0));
-      const scalar_t* __restrict__ xj = x + j * K;
-      for (int64_t c = csc_indptr[j]; c < csc_indptr[j + 1]; ++c) {
-        if (c + kPrefetchDistance < chunk_end) {
-          const int64_t ahead = csc_indices[c + kPrefetchDistance];
-          prefetch_row(grad + ahead * K, K);
-          prefetch_row(alpha_to_grad + static_cast<int64_t>(csc_perm[c + kPrefetchDistance]) * H,
-                       H);
-          if constexpr (NeedScore) prefetch_row(base + ahead * H, H);
-        }
-        const int64_t i = csc_indices[c], e = csc_perm[c];
-        const scalar_t* __restrict__ gi = grad + i * K;
-        for (int64_t h = 0; h < H; ++h) {
-          const acc_t w = alpha_to_grad[e * H + h];
-          if constexpr (NeedX) {
-            acc_t* __restrict__ a = acc.data() + h * C;
-#pragma omp simd
-            for (int64_t k = 0; k < C; ++k) a[k] += w * static_cast<acc_t>(gi[h * C + k]);
-          }
-          if constexpr (NeedScore)
-            alpha_to_grad[e * H + h] =
-                w * (head_dot<acc_t, T>(gi + h * C, xj + h * C, C) + base[i * H + h]);
-        }
+      const int64_t c0 = csc_indptr[j], c1 = csc_indptr[j + 1];
+      scalar_t* grad_xj = NeedX ? grad_x + j * K : nullptr;
+      if constexpr (kSweeps) {
+        for (int64_t h0 = 0; h0 < H; h0 += G)
+          transpose_sweep<NeedScore, NeedX, T, G>(csc_indices, csc_perm, c0, c1, ahead_end, grad,
+                                                  x + j * K, base, H, h0, alpha_to_grad, grad_xj);
+      } else {
+        transpose_sweep_any<NeedScore, NeedX, T>(csc_indices, csc_perm, c0, c1, ahead_end, grad,
+                                                 x + j * K, base, H, C, alpha_to_grad, acc.data(),
+                                                 grad_xj);
       }
-      if constexpr (NeedX)
-        for (int64_t k = 0; k < K; ++k) grad_x[j * K + k] = static_cast<scalar_t>(acc[k]);
     }
   });
 }
@@ -269,16 +338,23 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_backward_cpu(
             indptr.data_ptr<index_t>(), sc.data_ptr<scalar_t>(), lc.data_ptr<scalar_t>(),
             oc.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(),
             gl.defined() ? gl.data_ptr<scalar_t>() : nullptr, num_rows, H, C, a, b);
-        // both flags as compile-time constants (with_constant<1>: 1 if set, else 0)
-        with_constant<1>(need_score, [&](auto score_flag) {
-          with_constant<1>(need_x, [&](auto x_flag) {
-            constexpr bool kScore = decltype(score_flag)::value, kX = decltype(x_flag)::value;
-            if constexpr (kScore || kX)
-              attention_transpose_grads<kScore, kX, T>(
-                  csc_indptr.data_ptr<index_t>(), cic.data_ptr<index_t>(), cpc.data_ptr<index_t>(),
-                  g.data_ptr<scalar_t>(), xc.data_ptr<scalar_t>(), b, x.size(0), H, C, a,
-                  kX ? grad_x.data_ptr<scalar_t>() : nullptr);
-          });
+        // heads per register sweep when a head is one tile (0: the L1 path); both flags as
+        // compile-time constants (with_constant<1>: 1 if set, else 0)
+        constexpr bool kVectors = std::is_same_v<scalar_t, acc_t>;  // not bfloat16
+        const int group = kVectors && T > 0 && C == T ? heads_per_sweep(H, T) : 0;
+        with_constant<8, 4, 2, 1>(group, [&](auto per_sweep) {
+          constexpr int G = decltype(per_sweep)::value;
+          if constexpr (G == 0 || (kVectors && T > 0 && G * T <= 64))
+            with_constant<1>(need_score, [&](auto score_flag) {
+              with_constant<1>(need_x, [&](auto x_flag) {
+                constexpr bool kScore = decltype(score_flag)::value, kX = decltype(x_flag)::value;
+                if constexpr (kScore || kX)
+                  attention_transpose_grads<kScore, kX, T, G>(
+                      csc_indptr.data_ptr<index_t>(), cic.data_ptr<index_t>(),
+                      cpc.data_ptr<index_t>(), g.data_ptr<scalar_t>(), xc.data_ptr<scalar_t>(), b,
+                      x.size(0), H, C, a, kX ? grad_x.data_ptr<scalar_t>() : nullptr);
+              });
+            });
         });
       });
     });
