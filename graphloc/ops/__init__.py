@@ -90,7 +90,8 @@ def spmm(graph, x: Tensor, edge_weight: Tensor | None = None, reduce: str = "sum
             ties), like torch_scatter.
 
     Returns ``[N, ...]`` with the shape of ``x`` (bipartite graphs: ``x`` has a row per
-    source node, the output one per destination node).
+    source node, the output one per destination node). On CUDA, sum and mean run through
+    cuSPARSE by default (``set_spmm_backend``).
     """
     _check_graph(graph)
     _check_node_features(graph, x, "x")

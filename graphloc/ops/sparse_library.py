@@ -14,6 +14,8 @@ transpose, and the weight gradient the per-edge ``<x_j, grad_i>`` (graphloc's sd
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import Tensor
 
@@ -74,7 +76,9 @@ def _csr_values(graph, value: Tensor | None, scale: Tensor | None, x: Tensor) ->
 
 
 def _matrix(indptr: Tensor, indices: Tensor, values: Tensor, shape: tuple[int, int]) -> Tensor:
-    return torch.sparse_csr_tensor(indptr, indices, values, shape, check_invariants=False)
+    with warnings.catch_warnings():  # torch's "CSR support is in beta" notice, at every first use
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(indptr, indices, values, shape, check_invariants=False)
 
 
 def _transpose_product(graph, values: Tensor, grad: Tensor, num_src: int) -> Tensor:
