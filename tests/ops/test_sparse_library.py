@@ -124,3 +124,17 @@ def test_compiled_spmm_takes_the_kernel(backend):
     x = torch.randn(34, 4)
     compiled = torch.compile(lambda x: ops.spmm(graph, x, reduce="mean"), fullgraph=True)
     torch.testing.assert_close(compiled(x), ops.spmm(graph, x, reduce="mean"))
+
+
+def test_bad_input_gets_the_same_errors_on_the_library_path(backend):
+    """spmm checks its arguments before choosing a backend: torch.sparse never sees them."""
+    backend("sparse")
+    graph = Graph(torch.tensor([[0, 1, 2], [1, 2, 3]]), num_nodes=4)
+    with pytest.raises(ValueError, match="x has 3 rows but the graph has 4 nodes"):
+        ops.spmm(graph, torch.randn(3, 2))
+    with pytest.raises(TypeError, match="edge_weight has dtype torch.float64"):
+        ops.spmm(graph, torch.randn(4, 2), torch.rand(3, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"edge_weight must have shape \[E\] or \[E, heads\]"):
+        ops.spmm(graph, torch.randn(4, 2), torch.rand(5))
+    with pytest.raises(ValueError, match="reduce must be one of .* got 'median'"):
+        ops.spmm(graph, torch.randn(4, 2), reduce="median")
