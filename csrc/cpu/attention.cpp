@@ -75,6 +75,16 @@ inline int heads_per_sweep(int64_t H, int T) {
   return 1;
 }
 
+// body(std::integral_constant<int, G>) with G = group (8, 4, 2, 1, or 0 for none), compiled
+// only for the groups whose registers fit (G * T <= 64 lanes).
+template <int T, typename F>
+inline void with_heads_per_sweep(int group, F&& body) {
+  with_constant<8, 4, 2, 1>(group, [&](auto per_sweep) {
+    constexpr int G = decltype(per_sweep)::value;
+    if constexpr (G <= 1 || (T > 0 && G * T <= 64)) body(per_sweep);
+  });
+}
+
 // Thread mapping: a thread owns a block of destination rows. Per block of rows: the scores
 // [edges, H] copied into the accumulation type, each row's max m per head subtracted, one
 // vectorised exp over the block; then per row the normaliser and the p-weighted sum of the source
@@ -103,9 +113,9 @@ void attend_rows(const index_t* indptr, const index_t* indices, const scalar_t* 
           const acc_t* row = p.data() + (begin - e0) * H;
           with_heads(
               H, [&](auto heads) { row_sums<decltype(heads)::value>(row, degree, H, s.data()); });
-          with_constant<8, 4, 2>(group, [&](auto per_sweep) {
-            constexpr int G = std::max(decltype(per_sweep)::value, 1);
-            if constexpr (G == 1 || (T > 0 && G * T <= 64))
+          with_heads_per_sweep<T>(group, [&](auto per_sweep) {
+            constexpr int G = decltype(per_sweep)::value;
+            if constexpr (G > 0)  // group >= 1 here
               for (int64_t h = 0; h < H; h += G)
                 weighted_head_sum<T, G>(indices + begin, row, degree, ahead, H, h, C, x, s.data(),
                                         acc.data(), out + i * K);
@@ -140,10 +150,9 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_cpu(
   return {out, lse};
 }
 
-// The sum of N lanes (a power of 2) as a tree of halvings, each into a fresh array: log2(N)
-// dependent adds instead of N (a plain sum is one serial chain, which held the backward's
-// per-edge dots to about one per 36 cycles), and no in-place halving, which made GCC 12
-// spill the lanes to the stack.
+// The sum of N lanes (a power of 2) as a tree of halvings, each into a fresh array: a chain
+// of log2(N) dependent adds instead of N / 2, and no in-place halving, which made GCC 12
+// spill the lanes to the stack. (The float/double hot path uses vec.h's lane_sum instead.)
 template <int N, typename acc_t>
 inline acc_t tree_sum(const acc_t* v) {
   if constexpr (N == 1) {
@@ -210,6 +219,21 @@ void attention_weights(const index_t* indptr, const scalar_t* score, const scala
 // Each edge is visited once, so the in-place write is safe. Computing the score gradient
 // here rather than over the CSR rows saves a second gather pass (of the rows of x).
 
+// The rows transpose entry c will read: its destination's gradient (and base) row and its
+// edge's weights. Always inlined: a call inside the sweeps would spill their vector
+// registers (the score-only backward ran 3x slower, 48 against 15-18 ms).
+template <bool NeedScore, typename scalar_t, typename index_t, typename acc_t>
+__attribute__((always_inline)) inline void prefetch_entry(const index_t* csc_indices,
+                                                          const index_t* csc_perm, int64_t c,
+                                                          const scalar_t* grad, const acc_t* base,
+                                                          int64_t H, int64_t K,
+                                                          const acc_t* alpha_to_grad) {
+  const int64_t i = csc_indices[c];
+  prefetch_row(grad + i * K, K);
+  prefetch_row(alpha_to_grad + static_cast<int64_t>(csc_perm[c]) * H, H);
+  if constexpr (NeedScore) prefetch_row(base + i * H, H);
+}
+
 // One sweep over source j's transpose entries [c0, c1) for the G heads h0 .. h0 + G - 1,
 // each head exactly one tile of T channels (float or double): x_j and the heads' d x stay in
 // registers. Entries before `ahead_end` prefetch kPrefetchDistance entries on (first sweep
@@ -225,12 +249,9 @@ inline void transpose_sweep(const index_t* csc_indices, const index_t* csc_perm,
   V a[G] = {}, xv[G];
   for (int g = 0; g < G; ++g) xv[g] = load_vec<acc_t, T>(xj + (h0 + g) * T);
   for (int64_t c = c0; c < c1; ++c) {
-    if (h0 == 0 && c < ahead_end) {
-      const int64_t ahead = csc_indices[c + kPrefetchDistance];
-      prefetch_row(grad + ahead * K, K);
-      prefetch_row(alpha_to_grad + static_cast<int64_t>(csc_perm[c + kPrefetchDistance]) * H, H);
-      if constexpr (NeedScore) prefetch_row(base + ahead * H, H);
-    }
+    if (h0 == 0 && c < ahead_end)
+      prefetch_entry<NeedScore>(csc_indices, csc_perm, c + kPrefetchDistance, grad, base, H, K,
+                                alpha_to_grad);
     const int64_t i = csc_indices[c], e = csc_perm[c];
     const acc_t* gi = grad + i * K + h0 * T;
     acc_t* we = alpha_to_grad + e * H + h0;
@@ -255,12 +276,9 @@ inline void transpose_sweep_any(const index_t* csc_indices, const index_t* csc_p
   const int64_t K = H * C;
   if constexpr (NeedX) std::fill(acc, acc + K, acc_t(0));
   for (int64_t c = c0; c < c1; ++c) {
-    if (c < ahead_end) {
-      const int64_t ahead = csc_indices[c + kPrefetchDistance];
-      prefetch_row(grad + ahead * K, K);
-      prefetch_row(alpha_to_grad + static_cast<int64_t>(csc_perm[c + kPrefetchDistance]) * H, H);
-      if constexpr (NeedScore) prefetch_row(base + ahead * H, H);
-    }
+    if (c < ahead_end)
+      prefetch_entry<NeedScore>(csc_indices, csc_perm, c + kPrefetchDistance, grad, base, H, K,
+                                alpha_to_grad);
     const int64_t i = csc_indices[c], e = csc_perm[c];
     const scalar_t* __restrict__ gi = grad + i * K;
     for (int64_t h = 0; h < H; ++h) {
@@ -342,9 +360,9 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_backward_cpu(
         // compile-time constants (with_constant<1>: 1 if set, else 0)
         constexpr bool kVectors = std::is_same_v<scalar_t, acc_t>;  // not bfloat16
         const int group = kVectors && T > 0 && C == T ? heads_per_sweep(H, T) : 0;
-        with_constant<8, 4, 2, 1>(group, [&](auto per_sweep) {
+        with_heads_per_sweep<T>(group, [&](auto per_sweep) {
           constexpr int G = decltype(per_sweep)::value;
-          if constexpr (G == 0 || (kVectors && T > 0 && G * T <= 64))
+          if constexpr (G == 0 || (kVectors && T > 0))  // G > 0: a head is one tile
             with_constant<1>(need_score, [&](auto score_flag) {
               with_constant<1>(need_x, [&](auto x_flag) {
                 constexpr bool kScore = decltype(score_flag)::value, kX = decltype(x_flag)::value;
