@@ -115,3 +115,16 @@ def blocked_layout_graph() -> Graph:
     short_dst = torch.arange(301, 1000).repeat_interleave(degrees)
     short = torch.stack([torch.randint(0, 1000, (short_dst.numel(),), generator=gen), short_dst])
     return Graph(torch.cat([hub, short], dim=1), num_nodes=1000)  # rows 1..300 empty
+
+
+def out_of_place_gradient_sums(output: torch.Tensor, inputs, shape) -> int:
+    """How many out-of-place ``aten::add`` of two ``shape`` tensors the backward of
+    ``output`` makes. Autograd sums the gradients of a tensor with several consumers in
+    place unless the first one is a view (or otherwise still referenced): each
+    out-of-place sum allocates a fresh tensor, which glibc faults in page by page."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        torch.autograd.grad(output, inputs, torch.ones_like(output))
+    shape = list(shape)
+    return sum(1 for e in prof.events()
+               if e.name == "aten::add" and e.input_shapes[:2] == [shape, shape])

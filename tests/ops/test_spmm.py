@@ -2,7 +2,13 @@
 
 import pytest
 import torch
-from helpers import graphs, random_edge_index, requires_ext, to_int64
+from helpers import (
+    graphs,
+    out_of_place_gradient_sums,
+    random_edge_index,
+    requires_ext,
+    to_int64,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -137,6 +143,56 @@ def test_results_do_not_depend_on_thread_count(reduce):
     finally:
         torch.set_num_threads(threads)
     assert torch.equal(one, two)  # bitwise: one thread owns each row
+
+
+@pytest.mark.parametrize("op", ["spmm", "sddmm"])
+def test_weighted_backward_second_order(op):
+    """The backward of a weighted spmm (and of sddmm's dot) is itself a weighted spmm over
+    the transpose: its gradients (double backward) against finite differences."""
+    graph = Graph(random_edge_index(9, 30, seed=22), num_nodes=9)
+    x = torch.randn(9, 4, dtype=torch.float64, requires_grad=True)
+    if op == "spmm":
+        w = torch.rand(graph.num_edges, 2, dtype=torch.float64, requires_grad=True)
+        inputs, fn = (x, w), lambda x, w: ops.spmm(graph, x, w)
+    else:
+        b = torch.randn(9, 4, dtype=torch.float64, requires_grad=True)
+        inputs, fn = (x, b), lambda a, b: ops.sddmm(graph, a, b)
+    assert torch.autograd.gradgradcheck(fn, inputs)
+
+
+@pytest.mark.parametrize("op", ["spmm", "sddmm", "segment_attention", "spmm 3-D"])
+def test_gradients_of_a_shared_input_sum_in_place(op):
+    """x feeds a matmul and a graph op: the graph op's gradient for x must not be a view
+    of another tensor (as a reshape of x would make it), so that autograd adds the two
+    gradients in place. Oracle: the same graph with torch's own ops in place of the graph
+    op, which sums in place; and the gradient itself against that graph's."""
+    graph = Graph(random_edge_index(60, 400, seed=23), num_nodes=60)
+    x = torch.randn(60, 8, requires_grad=True)
+    w = torch.randn(8, 8)
+    src, dst = graph.edge_index.long()
+    graph_ops = {
+        "spmm": lambda x: ops.spmm(graph, x),
+        "sddmm": lambda x: ops.segment_reduce(ops.sddmm(graph, x, x, "mul"),
+                                              graph.csr.indptr),
+        "segment_attention": lambda x: ops.segment_attention(
+            graph, torch.zeros(graph.num_edges), x),
+        "spmm 3-D": lambda x: ops.spmm(graph, x.view(60, 2, 4)).view(60, 8),
+    }
+    dense_ops = {
+        "spmm": lambda x: torch.zeros_like(x).index_add(0, dst, x[src]),
+        "sddmm": None,
+        "segment_attention": None,
+        "spmm 3-D": None,
+    }
+    out = x @ w + graph_ops[op](x)
+    # a 3-D input is a view of x by construction: there the sum cannot be in place
+    assert out_of_place_gradient_sums(out, [x], (60, 8)) == (1 if op == "spmm 3-D" else 0)
+    if dense_ops[op] is not None:
+        got = torch.autograd.grad(x @ w + graph_ops[op](x), x, torch.ones(60, 8))[0]
+        reference_out = x @ w + dense_ops[op](x)
+        assert out_of_place_gradient_sums(reference_out, [x], (60, 8)) == 0
+        expected = torch.autograd.grad(x @ w + dense_ops[op](x), x, torch.ones(60, 8))[0]
+        torch.testing.assert_close(got, expected)
 
 
 @settings(max_examples=30, deadline=None)
