@@ -205,7 +205,7 @@ class GATConv(torch.nn.Module):
         else:
             out = ops.segment_attention(graph, score, h, return_weights=return_attention_weights)
             out, alpha = out if return_attention_weights else (out, None)
-        out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
+        out = out if self.concat else out.view(-1, H, C).mean(dim=1)
         if self.res is not None and x_dst is not None:
             out = out + self.res(x_dst)
         if self.bias is not None:
@@ -220,23 +220,25 @@ class GATConv(torch.nn.Module):
 
     def _project(self, x_src: Tensor, x_dst: Tensor | None,
                  num_dst: int) -> tuple[Tensor, Tensor, Tensor]:
-        """Source messages ``[N_src, H, C]`` and the per-node score halves ``[N, H]``, from
-        thin matmuls against block-diagonal ``[H*C, H]`` attention vectors (no
-        ``[N, H, C]`` products, forward or backward). Without destination features the
-        destination half is 0, as PyG's."""
-        H, C = self.heads, self.out_channels
+        """Source messages ``[N_src, H * C]`` (head h in channels h*C to (h+1)*C) and the
+        per-node score halves ``[N, H]``, from thin matmuls against block-diagonal
+        ``[H*C, H]`` attention vectors (no ``[N, H, C]`` products, forward or backward).
+        Without destination features the destination half is 0, as PyG's. The messages
+        stay 2-D: the gradient of a ``view`` is a view, which autograd cannot add the score
+        projection's gradient to in place (a fresh [N, H*C] tensor at every step)."""
+        H = self.heads
         att_src, att_dst = _block_diagonal(self.att_src), _block_diagonal(self.att_dst)
         if x_dst is None:
             h = (self.lin if self.lin is not None else self.lin_src)(x_src)
-            return h.view(-1, H, C), narrow_matmul(h, att_src), h.new_zeros(num_dst, H)
+            return h, narrow_matmul(h, att_src), h.new_zeros(num_dst, H)
         if self.lin is not None and x_src is x_dst:  # both halves in one matmul
             h = self.lin(x_src)
             a_src, a_dst = narrow_matmul(h, torch.cat([att_src, att_dst], dim=1)).split(H, dim=1)
-            return h.view(-1, H, C), a_src.contiguous(), a_dst.contiguous()
+            return h, a_src.contiguous(), a_dst.contiguous()
         lin_src, lin_dst = (self.lin, self.lin) if self.lin is not None \
             else (self.lin_src, self.lin_dst)
         h = lin_src(x_src)
-        return h.view(-1, H, C), narrow_matmul(h, att_src), narrow_matmul(lin_dst(x_dst), att_dst)
+        return h, narrow_matmul(h, att_src), narrow_matmul(lin_dst(x_dst), att_dst)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "

@@ -1,6 +1,7 @@
 import pytest
 import torch
 import torch_geometric.nn as pyg
+from helpers import out_of_place_gradient_sums, random_edge_index, requires_ext
 from parity import assert_parity, parity_graph
 
 from graphloc import Graph
@@ -74,3 +75,16 @@ def test_gat_bad_input():
         conv(torch.randn(2, 4), edge_index, torch.randn(3, 3))
     with pytest.raises(ValueError, match=r"\[N, 4\]"):
         conv(torch.randn(2, 5), edge_index)
+
+
+@requires_ext
+@pytest.mark.parametrize("concat", [True, False])
+def test_message_gradients_sum_in_place(concat):
+    """The messages h = lin(x) feed the attention and the score projection; their two
+    gradients must be summed in place (no fresh [N, H * C] tensor per step), which needs
+    the attention's gradient not to be a view (GATConv keeps h 2-D)."""
+    graph = Graph(random_edge_index(40, 200, seed=31), num_nodes=40)
+    conv = GATConv(6, 4, heads=2, concat=concat)
+    x = torch.randn(40, 6, requires_grad=True)
+    out = conv(x, graph)
+    assert out_of_place_gradient_sums(out, [x, *conv.parameters()], (40, 8)) == 0
