@@ -47,8 +47,11 @@ test: setup lint cuda-check
 bench: setup
 	$(PY) benchmarks/bench_ops.py --write benchmarks/RESULTS.md
 
+# Freed memory retained (glibc would fault every 51 MB buffer in again at each step, a cost
+# that varied 1.5x between runs of the same code) and three rounds of every process, with
+# graphloc and its floors also timed side by side in one process (bench_layers.py).
 bench-layers: setup
-	$(PY) benchmarks/bench_layers.py --write benchmarks/RESULTS.md
+	$(PY) benchmarks/bench_layers.py --retain-memory --rounds 3 --write benchmarks/RESULTS.md
 
 lint: $(VENV)/.deps
 	$(VENV)/bin/ruff check graphloc tests benchmarks examples

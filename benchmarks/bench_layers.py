@@ -7,8 +7,10 @@ training epoch (forward, backward, Adam step) of a 16-layer GCN.
 
 "Dense floor": graphloc's layer with its sparse ops (spmm, sddmm, attention) replaced by
 copies of their input, so only the dense work is left (linear maps, biases, activations,
-one write per sparse output), which PyG's layer does too: PyG ms / floor ms bounds the
-speed-up that faster sparse kernels can give.
+one write per sparse output each way: the output forward, the gradient of the op's input
+backward), which PyG's layer does too: PyG ms / floor ms bounds the speed-up that faster
+sparse kernels can give. (Until 2026-12-02 the copies handed the gradient through
+unwritten, which set the floor lower than any implementation can go.)
 
 "Gather floor" (attention layers): graphloc's layer with its attention replaced by a
 plain unweighted spmm over the same edges. Any attention kernel gathers each edge's
@@ -22,8 +24,20 @@ bytes, nor move them faster than a streaming read, so PyG ms / stream floor ms b
 speed-up on this machine (up to cache reuse of repeated rows, which on these graphs is
 small: spmm takes about the streaming time of its bytes).
 
+"Share of the bound" (paired): graphloc's layer and both floors in one more process, a
+step of each in turn with the sparse ops swapped between steps; per floor, the median of
+floor ms / graphloc ms over the turns. This machine's speed drifts by 10% to 30% over
+minutes (other tenants), which separate processes turn into errors of the ratios; steps
+side by side share the machine's state.
+
+"Reachable share": dense floor ms / stream floor ms (paired), the largest share of the
+dense bound that any kernel reaches on this machine (cache reuse aside).
+
+"Rounds": each row's processes run ``--rounds`` times, in a rotated order each round;
+times and shares are medians over the rounds.
+
     python benchmarks/bench_layers.py [--quick] [--layers GATConv ...] [--retain-memory]
-        [--write benchmarks/RESULTS.md]
+        [--rounds 3] [--write benchmarks/RESULTS.md]
 """
 
 from __future__ import annotations
@@ -81,6 +95,8 @@ def run_one(graph_file: str, lib: str, layer: str, reps: int) -> dict:
     if layer == "GCN x16 epoch":
         return run_epoch(lib, edge_index, num_nodes, x.detach(), reps)
     ours, theirs = LAYERS[layer]
+    if lib == "paired":
+        return run_paired(ours, edge_index, num_nodes, x, reps)
     if lib == "dense floor":
         without_sparse_ops()
     if lib == "gather floor":
@@ -99,16 +115,85 @@ def run_one(graph_file: str, lib: str, layer: str, reps: int) -> dict:
     return peak_and_median(step, reps)
 
 
+_SPARSE_OPS = ("spmm", "sddmm", "segment_attention")
+
+
+def sparse_op_sets() -> dict:
+    """graphloc's sparse ops as shipped and as each floor replaces them (this process
+    keeps the shipped ones installed)."""
+    from graphloc import ops
+    shipped = {name: getattr(ops, name) for name in _SPARSE_OPS}
+    sets = {"graphloc": shipped}
+    for lib, patch in (("dense floor", without_sparse_ops),
+                       ("stream floor", sparse_ops_as_streams)):
+        patch()
+        sets[lib] = {name: getattr(ops, name) for name in _SPARSE_OPS}
+        for name, op in shipped.items():
+            setattr(ops, name, op)
+    return sets
+
+
+def run_paired(ours: str, edge_index, num_nodes, x, reps: int) -> dict:
+    """graphloc's layer and its two floors in one process, a step of each in turn (the
+    first of each turn rotating) with the sparse ops swapped between steps: each floor's
+    share of the layer's time from steps that share the machine's state, where separate
+    processes (the other rows) see the machine's drift. Per floor, the median over the
+    turns of floor ms / graphloc ms."""
+    import graphloc.nn as gl_nn
+    from graphloc import Graph, ops
+
+    sets = sparse_op_sets()
+    model = eval(ours, {**vars(gl_nn), "F": F, "mlp": mlp})  # noqa: S307 (fixed table)
+    graph = Graph(edge_index, num_nodes=num_nodes)
+
+    def step(lib):
+        for name, op in sets[lib].items():
+            setattr(ops, name, op)
+        out = model(x, graph)
+        torch.autograd.grad(out, [x, *model.parameters()], torch.ones_like(out),
+                            allow_unused=True)
+
+    libs = list(sets)
+    for _ in range(WARMUP):
+        for lib in libs:
+            step(lib)
+    times = {lib: [] for lib in libs}
+    for turn in range(reps):
+        for lib in libs[turn % 3:] + libs[:turn % 3]:
+            t = time.perf_counter()
+            step(lib)
+            times[lib].append(time.perf_counter() - t)
+    def share(floor, of):
+        return statistics.median(f / o for f, o in zip(times[floor], times[of], strict=True))
+    return {"dense floor share": share("dense floor", "graphloc"),
+            "stream floor share": share("stream floor", "graphloc"),
+            "reachable share": share("dense floor", "stream floor")}
+
+
+class _Copy(torch.autograd.Function):
+    """A copy of ``x``, and of the gradient in the backward: a sparse op's one write of
+    its output each way (``x.clone()`` alone would hand the gradient through unwritten,
+    though every implementation writes the gradient of the op's input)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.clone()
+
+
 def without_sparse_ops() -> None:
     """graphloc's sparse ops become copies of their node input (this process only): what
-    is left is the dense work plus one write of each sparse output, which any
-    implementation pays."""
+    is left is the dense work plus one write of each sparse output (forward, and the
+    gradient of its input in the backward), which any implementation pays."""
     from graphloc import ops
-    ops.spmm = lambda graph, x, edge_weight=None, reduce="sum": x.clone()
+    ops.spmm = lambda graph, x, edge_weight=None, reduce="sum": _Copy.apply(x)
     ops.sddmm = lambda graph, a, b, op="dot": b.new_zeros(  # one write of its [E, ...]
         graph.num_edges, *(b.shape[1:-1] if op == "dot" and b.dim() == 3 else
                            () if op == "dot" else b.shape[1:]))
-    ops.segment_attention = lambda graph, scores, x, return_weights=False: x.clone()
+    ops.segment_attention = lambda graph, scores, x, return_weights=False: _Copy.apply(x)
 
 
 def attention_as_spmm() -> None:
@@ -121,7 +206,7 @@ def attention_as_spmm() -> None:
 
 
 class _Stream(torch.autograd.Function):
-    """A copy of ``x`` that also reads ``buffer`` (contiguous) in the forward and, when a
+    """``_Copy`` that also reads ``buffer`` (contiguous) in the forward and, when a
     gradient is asked for, again in the backward."""
 
     @staticmethod
@@ -154,15 +239,15 @@ def sparse_ops_as_streams() -> None:
     the speed-up on this machine, cache reuse of repeated rows aside."""
     from graphloc import ops
     without_sparse_ops()
-    copy_spmm, copy_sddmm, copy_attention = ops.spmm, ops.sddmm, ops.segment_attention
+    copy_sddmm = ops.sddmm
 
     def row_values(graph, x):
         return graph.num_edges * (x[0].numel() if x.dim() > 1 else 1)
 
     ops.spmm = lambda graph, x, edge_weight=None, reduce="sum": _Stream.apply(
-        copy_spmm(graph, x), _stream_of(row_values(graph, x)))
+        x, _stream_of(row_values(graph, x)))
     ops.segment_attention = lambda graph, scores, x, return_weights=False: _Stream.apply(
-        copy_attention(graph, scores, x), _stream_of(row_values(graph, x)))
+        x, _stream_of(row_values(graph, x)))
 
     def sddmm(graph, a, b, op="dot"):
         _stream_of(2 * row_values(graph, a)).sum()
@@ -229,6 +314,30 @@ def measure(graph_file, lib, layer, reps, retain_memory=False):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def measure_rounds(graph_file, libs, layer, reps, retain_memory, rounds) -> dict:
+    """Per library, the median time and peak over ``rounds`` processes; round r starts at
+    the r-th library, so that a slow spell of the machine does not fall on one library."""
+    runs = {lib: [] for lib in libs}
+    for r in range(rounds):
+        for lib in libs[r % len(libs):] + libs[:r % len(libs)]:
+            runs[lib].append(measure(graph_file, lib, layer, reps, retain_memory))
+    out = {lib: {"ms": statistics.median(run["ms"] for run in results),
+                 "peak_mb": statistics.median(run["peak_mb"] for run in results),
+                 "rounds_ms": [run["ms"] for run in results]}
+           for lib, results in runs.items() if lib != "paired"}
+    if "paired" in runs:
+        out["paired"] = {name: [run[f"{name} share"] for run in runs["paired"]]
+                         for name in ("dense floor", "stream floor", "reachable")}
+    return out
+
+
+def _shares(shares: list[float]) -> str:
+    """The median share and, with several rounds, each round's."""
+    median = f"{statistics.median(shares):.0%}"
+    return median if len(shares) == 1 else \
+        f"{median} ({', '.join(f'{share:.0%}' for share in shares)})"
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="road graph only")
@@ -237,6 +346,8 @@ def main(argv=None) -> None:
                         help="only the layers whose name starts with one of these")
     parser.add_argument("--retain-memory", action="store_true",
                         help="glibc keeps freed memory (no page faults on reused buffers)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="processes per library and row, in rotated order (median)")
     parser.add_argument("--write", metavar="PATH")
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -259,38 +370,43 @@ def main(argv=None) -> None:
                 if args.layers and not layer.startswith(tuple(args.layers)):
                     continue
                 libs = ("graphloc", "PyG") if layer == "GCN x16 epoch" \
-                    else ("graphloc", "PyG", "dense floor", "stream floor")
+                    else ("graphloc", "PyG", "dense floor", "stream floor", "paired")
                 if layer.startswith("GATConv"):
                     libs += ("gather floor",)
-                res = {lib: measure(path, lib, layer, args.reps, args.retain_memory)
-                       for lib in libs}
+                res = measure_rounds(path, libs, layer, args.reps, args.retain_memory,
+                                     args.rounds)
                 rows.append((gname, layer, res))
                 print(f"  {gname:>9} {layer:<24} " + "  ".join(
-                    f"{lib}={r['ms']:.0f}ms/{r['peak_mb']:.0f}MB" for lib, r in res.items()),
-                    flush=True)
+                    f"{lib}={r['ms']:.0f}ms/{r['peak_mb']:.0f}MB "
+                    f"({'/'.join(f'{t:.0f}' for t in r['rounds_ms'])})"
+                    for lib, r in res.items() if lib != "paired") + "".join(
+                    f"  {floor} share (paired)={_shares(shares)}"
+                    for floor, shares in res.get("paired", {}).items()), flush=True)
     lines = ["| graph | layer (F=64, fwd+bwd) | graphloc ms | PyG ms | speed-up | "
-             "dense floor ms | PyG / floor (bound) | graphloc peak MB | PyG peak MB | "
-             "PyG / graphloc memory |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "dense floor ms | PyG / floor (bound) | share of the bound, paired (per round) | "
+             "reachable share (stream floor) | graphloc peak MB | PyG peak MB | "
+             "PyG / graphloc memory |", "|---|---|" + "---:|" * 10]
     for gname, layer, res in rows:
         ours, theirs = res["graphloc"], res["PyG"]
         ratio = theirs["peak_mb"] / max(ours["peak_mb"], 1)
         floor = res.get("dense floor")
-        bound = ("", "") if floor is None else \
-            (f"{floor['ms']:.0f}", f"{theirs['ms'] / floor['ms']:.1f}x")
+        bound = ("", "", "", "") if floor is None else \
+            (f"{floor['ms']:.0f}", f"{theirs['ms'] / floor['ms']:.1f}x",
+             _shares(res["paired"]["dense floor"]), _shares(res["paired"]["reachable"]))
         lines.append(f"| {gname} | {layer} | {ours['ms']:.0f} | {theirs['ms']:.0f} | "
-                     f"{theirs['ms'] / ours['ms']:.1f}x | {bound[0]} | {bound[1]} | "
+                     f"{theirs['ms'] / ours['ms']:.1f}x | {' | '.join(bound)} | "
                      f"{ours['peak_mb']:.0f} | {theirs['peak_mb']:.0f} | {ratio:.1f}x |")
     streams = [(gname, layer, res) for gname, layer, res in rows if "stream floor" in res]
     if streams:
         lines += ["", "| graph | layer | graphloc ms | PyG ms | speed-up | stream floor ms | "
-                  "PyG / stream floor (bound) | share of the bound |",
+                  "PyG / stream floor (bound) | share of the bound, paired (per round) |",
                   "|---|---|---:|---:|---:|---:|---:|---:|"]
         for gname, layer, res in streams:
             ours, theirs, stream = res["graphloc"], res["PyG"], res["stream floor"]
             lines.append(f"| {gname} | {layer} | {ours['ms']:.0f} | {theirs['ms']:.0f} | "
                          f"{theirs['ms'] / ours['ms']:.1f}x | {stream['ms']:.0f} | "
                          f"{theirs['ms'] / stream['ms']:.1f}x | "
-                         f"{stream['ms'] / ours['ms']:.0%} |")
+                         f"{_shares(res['paired']['stream floor'])} |")
     gathers = [(gname, layer, res) for gname, layer, res in rows if "gather floor" in res]
     if gathers:
         lines += ["", "| graph | layer | graphloc ms | PyG ms | speed-up | gather floor ms | "
@@ -301,7 +417,8 @@ def main(argv=None) -> None:
                          f"{theirs['ms'] / ours['ms']:.1f}x | {gather['ms']:.0f} | "
                          f"{theirs['ms'] / gather['ms']:.1f}x |")
     header = f"{datetime.date.today().isoformat()}, {machine()}" + \
-        (", freed memory retained (--retain-memory)" if args.retain_memory else "")
+        (", freed memory retained (--retain-memory)" if args.retain_memory else "") + \
+        (f", median of {args.rounds} rounds" if args.rounds > 1 else "")
     print(f"\n{header}\n\n" + "\n".join(lines))
     if args.write:
         with open(args.write, "a") as f:

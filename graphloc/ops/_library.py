@@ -156,9 +156,10 @@ def _spmm_backward(ctx, grad_out, _grad_arg):
     if need_x:
         t_indptr, t_indices, t_perm = _transpose_of(indptr, indices, ctx.num_src, t_indptr,
                                                     t_indices, t_perm)
-        value_t = value.index_select(0, t_perm.long()) if value is not None else None
+        # index_select takes the int32 index as it is (.long() would be one more pass)
+        value_t = value.index_select(0, t_perm) if value is not None else None
         if ctx.reduce == "mean":  # 1 / deg(destination) as a transpose edge weight
-            inv_deg = _inverse_degree(indptr, grad_out.dtype).index_select(0, t_indices.long())
+            inv_deg = _inverse_degree(indptr, grad_out.dtype).index_select(0, t_indices)
             value_t = inv_deg if value_t is None else \
                 value_t * inv_deg.view(-1, *[1] * (value_t.dim() - 1))
         grad_x = kernels.spmm(t_indptr, t_indices, value_t, grad_out, "sum")[0]
@@ -246,7 +247,7 @@ def _sddmm_backward(ctx, grad):
         t_indptr, t_indices, t_perm = _transpose_of(indptr, indices, a.size(0), t_indptr,
                                                     t_indices, t_perm)
         if ctx.op == "dot":  # grad_a[j] = sum over out-edges e of grad[e] * b[dst(e)]
-            weight = grad.index_select(0, t_perm.long())
+            weight = grad.index_select(0, t_perm)
             grad_a = kernels.spmm(t_indptr, t_indices, weight, b, "sum")[0]
         else:  # gather the per-edge gradient rows of each source through the transpose
             per_edge = grad if ctx.op == "add" else \
@@ -325,7 +326,7 @@ def _attention_backward_composed(score, lse, out, grad_out, grad_lse, indptr, in
     if grad_lse is not None:
         per_row = per_row - grad_lse
     grad_score = alpha * (per_edge - kernels.gather_csr(per_row.contiguous(), indptr, num_edges))
-    grad_x = kernels.spmm(t_indptr, t_indices, alpha.index_select(0, t_perm.long()), grad_out,
+    grad_x = kernels.spmm(t_indptr, t_indices, alpha.index_select(0, t_perm), grad_out,
                           "sum")[0]
     return grad_score, grad_x
 
