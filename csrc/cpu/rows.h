@@ -17,8 +17,10 @@
 namespace graphloc {
 
 // Edges (or transpose entries) ahead whose source rows are prefetched: hides the DRAM
-// latency of rows gathered at random (best of 4-32 measured on spmm).
-constexpr int64_t kPrefetchDistance = 16;
+// latency of rows gathered at random. 32 (measured 2026-12-02, spmm at F = 64: the
+// power-law graph 15-16 ms at 16, 10-11 ms at 32 to 64, 21-22 ms at 8; the road graph
+// within noise).
+constexpr int64_t kPrefetchDistance = 32;
 
 template <typename index_t, typename F>
 void parallel_rows(const index_t* indptr, int64_t num_rows, F&& body) {
