@@ -315,8 +315,9 @@ def measure(graph_file, lib, layer, reps, retain_memory=False):
 
 
 def measure_rounds(graph_file, libs, layer, reps, retain_memory, rounds) -> dict:
-    """Per library, the median time and peak over ``rounds`` processes; round r starts at
-    the r-th library, so that a slow spell of the machine does not fall on one library."""
+    """Per library, the median time and peak over ``rounds`` processes, and each round's
+    shares from the paired process; round r starts at the r-th library, so that a slow
+    spell of the machine does not fall on one library."""
     runs = {lib: [] for lib in libs}
     for r in range(rounds):
         for lib in libs[r % len(libs):] + libs[:r % len(libs)]:

@@ -18,7 +18,7 @@ namespace graphloc {
 
 // Edges (or transpose entries) ahead whose source rows are prefetched: hides the DRAM
 // latency of rows gathered at random. 32 (measured 2026-12-02, spmm at F = 64: the
-// power-law graph 15-16 ms at 16, 10-11 ms at 32 to 64, 21-22 ms at 8; the road graph
+// power-law graph 16.0-16.4 ms at 16, 9.9-13.2 ms at 32 to 64, 21-22 ms at 8; the road graph
 // within noise).
 constexpr int64_t kPrefetchDistance = 32;
 

@@ -36,7 +36,8 @@ def as_rows(t: Tensor) -> Tensor:
     """``t`` as a contiguous 2-D ``[t.size(0), rest]`` (also when ``t`` has no elements).
     A 2-D contiguous ``t`` comes back itself, not as a view: the gradient of a view is a
     view, which autograd cannot accumulate in place, so every other gradient of ``t``
-    would cost a fresh [N, F] tensor and a pass over it (measured: ChebConv, SAGEConv)."""
+    would cost a fresh [N, F] tensor (ChebConv with glibc's default allocator: 456 -> 404
+    ms per step, measured)."""
     if t.dim() == 2 and t.is_contiguous():
         return t
     return t.reshape(t.size(0), math.prod(t.shape[1:])).contiguous()
