@@ -107,12 +107,20 @@ def run_one(graph_file: str, lib: str, layer: str, reps: int) -> dict:
     model = eval(theirs if lib == "PyG" else ours, namespace)  # noqa: S307 (fixed table)
     graph = edge_index if lib == "PyG" else Graph(edge_index, num_nodes=num_nodes)
 
-    def step():
-        out = model(x, graph)
-        torch.autograd.grad(out, [x, *model.parameters()], torch.ones_like(out),
-                            allow_unused=True)  # the floor leaves GAT's attention unused
+    return peak_and_median(lambda: forward_backward(model, x, graph), reps)
 
-    return peak_and_median(step, reps)
+
+def forward_backward(model, x, graph) -> None:
+    out = model(x, graph)
+    torch.autograd.grad(out, [x, *model.parameters()], torch.ones_like(out),
+                        allow_unused=True)  # the floor leaves GAT's attention unused
+
+
+def rotated(libs, r: int) -> list:
+    """``libs`` starting at its r-th entry (cyclically): each round or turn starts at
+    another library, so that a slow spell of the machine does not fall on one of them."""
+    r %= len(libs)
+    return [*libs[r:], *libs[:r]]
 
 
 _SPARSE_OPS = ("spmm", "sddmm", "segment_attention")
@@ -149,9 +157,7 @@ def run_paired(ours: str, edge_index, num_nodes, x, reps: int) -> dict:
     def step(lib):
         for name, op in sets[lib].items():
             setattr(ops, name, op)
-        out = model(x, graph)
-        torch.autograd.grad(out, [x, *model.parameters()], torch.ones_like(out),
-                            allow_unused=True)
+        forward_backward(model, x, graph)
 
     libs = list(sets)
     for _ in range(WARMUP):
@@ -159,10 +165,11 @@ def run_paired(ours: str, edge_index, num_nodes, x, reps: int) -> dict:
             step(lib)
     times = {lib: [] for lib in libs}
     for turn in range(reps):
-        for lib in libs[turn % 3:] + libs[:turn % 3]:
+        for lib in rotated(libs, turn):
             t = time.perf_counter()
             step(lib)
             times[lib].append(time.perf_counter() - t)
+
     def share(floor, of):
         return statistics.median(f / o for f, o in zip(times[floor], times[of], strict=True))
     return {"dense floor share": share("dense floor", "graphloc"),
@@ -315,12 +322,11 @@ def measure(graph_file, lib, layer, reps, retain_memory=False):
 
 
 def measure_rounds(graph_file, libs, layer, reps, retain_memory, rounds) -> dict:
-    """Per library, the median time and peak over ``rounds`` processes, and each round's
-    shares from the paired process; round r starts at the r-th library, so that a slow
-    spell of the machine does not fall on one library."""
+    """Per library, the median time and peak over ``rounds`` processes (``rotated``), and
+    each round's shares from the paired process."""
     runs = {lib: [] for lib in libs}
     for r in range(rounds):
-        for lib in libs[r % len(libs):] + libs[:r % len(libs)]:
+        for lib in rotated(libs, r):
             runs[lib].append(measure(graph_file, lib, layer, reps, retain_memory))
     out = {lib: {"ms": statistics.median(run["ms"] for run in results),
                  "peak_mb": statistics.median(run["peak_mb"] for run in results),

@@ -97,16 +97,16 @@ def spmm(graph, x: Tensor, edge_weight: Tensor | None = None, reduce: str = "sum
     _check_node_features(graph, x, "x")
     reduce = canonical_reduce(reduce)
     value = None
+    rows = as_rows(x)
     if edge_weight is not None:
         _check_edge_values(graph, edge_weight, x, "edge_weight")
         value = graph.to_csr_order(edge_weight).contiguous()
         if value.dim() == 2 and x.dim() == 3 and x.size(1) != value.size(1):
             raise ValueError(f"x has {x.size(1)} heads ({list(x.shape)}) but edge_weight "
                              f"has {value.size(1)}")
-        if value.dim() == 2 and as_rows(x).size(1) % value.size(1):
-            raise ValueError(f"x has {as_rows(x).size(1)} channels, not divisible into "
+        if value.dim() == 2 and rows.size(1) % value.size(1):
+            raise ValueError(f"x has {rows.size(1)} channels, not divisible into "
                              f"{value.size(1)} heads of edge_weight")
-    rows = as_rows(x)
     if uses_sparse_library(rows, value, reduce):  # cuSPARSE on CUDA: set_spmm_backend
         out = library_spmm(graph, rows, value, reduce)
     else:
