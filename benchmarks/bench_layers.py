@@ -177,39 +177,86 @@ def run_paired(ours: str, edge_index, num_nodes, x, reps: int) -> dict:
             "reachable share": share("dense floor", "stream floor")}
 
 
+def _zero_gradients(like, needs) -> tuple:
+    """A written zero gradient for each input (a tensor of ``like``) whose ``needs`` is
+    set, None for the others."""
+    return tuple(torch.zeros_like(t) if need else None for t, need in zip(like, needs,
+                                                                          strict=True))
+
+
 class _Copy(torch.autograd.Function):
     """A copy of ``x``, and of the gradient in the backward: a sparse op's one write of
     its output each way (``x.clone()`` alone would hand the gradient through unwritten,
-    though every implementation writes the gradient of the op's input)."""
+    though every implementation writes the gradient of the op's input). The op's per-edge
+    ``values`` (an attention's scores, an edge weight; None: absent) get a written zero
+    gradient, as every implementation writes theirs, so the dense work that made them
+    runs its backward."""
 
     @staticmethod
-    def forward(ctx, x):
+    def forward(ctx, x, *values):
+        ctx.values = values
         return x.clone()
 
     @staticmethod
     def backward(ctx, grad):
-        return grad.clone()
+        return grad.clone(), *_zero_gradients(ctx.values, ctx.needs_input_grad[1:])
+
+
+class _ZeroGradientFor(torch.autograd.Function):
+    """``out`` itself (as a view: not for outputs modified in place), and a written zero
+    gradient for ``values``, as ``_Copy`` gives them, for an op whose own output stands."""
+
+    @staticmethod
+    def forward(ctx, out, values):
+        ctx.values = values
+        return out.view_as(out)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, *_zero_gradients([ctx.values], ctx.needs_input_grad[1:])
+
+
+class _Zeros(torch.autograd.Function):
+    """A zero tensor of ``shape`` for a sparse op that makes new values from its inputs
+    (sddmm's [E, ...] scores): one write of its output forward and of each input's
+    gradient backward, so that the dense work that feeds the inputs (GAT's score
+    projection) and the work on the output (its LeakyReLU) run their backward as in the
+    layer. Before 2026-12-02 the floor's sddmm returned a tensor without a gradient, which
+    left that dense backward out of the floor."""
+
+    @staticmethod
+    def forward(ctx, shape, *inputs):
+        ctx.inputs = inputs
+        return inputs[0].new_zeros(shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None, *_zero_gradients(ctx.inputs, ctx.needs_input_grad[1:])
 
 
 def without_sparse_ops() -> None:
     """graphloc's sparse ops become copies of their node input (this process only): what
-    is left is the dense work plus one write of each sparse output (forward, and the
-    gradient of its input in the backward), which any implementation pays."""
+    is left is the dense work plus one write of each sparse output (forward) and of the
+    gradient of each of its inputs (backward), which any implementation pays."""
     from graphloc import ops
-    ops.spmm = lambda graph, x, edge_weight=None, reduce="sum": _Copy.apply(x)
-    ops.sddmm = lambda graph, a, b, op="dot": b.new_zeros(  # one write of its [E, ...]
-        graph.num_edges, *(b.shape[1:-1] if op == "dot" and b.dim() == 3 else
-                           () if op == "dot" else b.shape[1:]))
-    ops.segment_attention = lambda graph, scores, x, return_weights=False: _Copy.apply(x)
+    ops.spmm = lambda graph, x, edge_weight=None, reduce="sum": _Copy.apply(
+        x, edge_weight)
+    ops.sddmm = lambda graph, a, b, op="dot": _Zeros.apply(
+        (graph.num_edges, *(b.shape[1:-1] if op == "dot" and b.dim() == 3 else
+                            () if op == "dot" else b.shape[1:])), a, b)
+    ops.segment_attention = lambda graph, scores, x, return_weights=False: \
+        _Copy.apply(x, scores)
 
 
 def attention_as_spmm() -> None:
-    """Attention scores become a zero write and the attention a plain spmm (this process
-    only): the gathers any attention kernel makes, without the attention's own work."""
+    """Attention scores become zero writes (forward, and their gradients backward) and the
+    attention a plain spmm (this process only): the gathers any attention kernel makes,
+    without the attention's own work."""
     from graphloc import ops
     spmm = ops.spmm
     without_sparse_ops()
-    ops.segment_attention = lambda graph, scores, x, return_weights=False: spmm(graph, x)
+    ops.segment_attention = lambda graph, scores, x, return_weights=False: \
+        _ZeroGradientFor.apply(spmm(graph, x), scores)
 
 
 class _Stream(torch.autograd.Function):
@@ -217,15 +264,15 @@ class _Stream(torch.autograd.Function):
     gradient is asked for, again in the backward."""
 
     @staticmethod
-    def forward(ctx, x, buffer):
-        ctx.buffer = buffer
+    def forward(ctx, x, buffer, *values):
+        ctx.buffer, ctx.values = buffer, values
         buffer.sum()
         return x.clone()
 
     @staticmethod
     def backward(ctx, grad):
         ctx.buffer.sum()
-        return grad.clone(), None
+        return grad.clone(), None, *_zero_gradients(ctx.values, ctx.needs_input_grad[2:])
 
 
 _BUFFER = []
@@ -252,9 +299,9 @@ def sparse_ops_as_streams() -> None:
         return graph.num_edges * (x[0].numel() if x.dim() > 1 else 1)
 
     ops.spmm = lambda graph, x, edge_weight=None, reduce="sum": _Stream.apply(
-        x, _stream_of(row_values(graph, x)))
-    ops.segment_attention = lambda graph, scores, x, return_weights=False: _Stream.apply(
-        x, _stream_of(row_values(graph, x)))
+        x, _stream_of(row_values(graph, x)), edge_weight)
+    ops.segment_attention = lambda graph, scores, x, return_weights=False: \
+        _Stream.apply(x, _stream_of(row_values(graph, x)), scores)
 
     def sddmm(graph, a, b, op="dot"):
         _stream_of(2 * row_values(graph, a)).sum()
