@@ -185,6 +185,26 @@ inline acc_t head_dot(const a_t* a, const b_t* b, int64_t C) {
   }
 }
 
+// alpha_e = score_e - lse_i for the edges of the rows [r0, r1), before the exp. HT > 1
+// (float or double): one [HT] vector per edge, H a run-time loop otherwise.
+template <int HT, typename scalar_t, typename index_t, typename acc_t>
+inline void shift_by_lse(const index_t* indptr, int64_t r0, int64_t r1, const scalar_t* score,
+                         const scalar_t* lse, int64_t H, acc_t* alpha) {
+  if constexpr (short_row_vectors<HT, acc_t>() && std::is_same_v<scalar_t, acc_t>) {
+    for (int64_t i = r0; i < r1; ++i) {
+      const HeadVec<HT, acc_t> l = load_vec<acc_t, HT>(lse + i * HT);
+      for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e)
+        store_vec<acc_t, HT>(alpha + e * HT, load_vec<acc_t, HT>(score + e * HT) - l);
+    }
+  } else {
+    for (int64_t i = r0; i < r1; ++i)
+      for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e)
+        for (int64_t h = 0; h < H; ++h)
+          alpha[e * H + h] =
+              static_cast<acc_t>(score[e * H + h]) - static_cast<acc_t>(lse[i * H + h]);
+  }
+}
+
 // Backward, pass 1 (rows of the CSR): the attention weights alpha_e = exp(score_e - lse_i),
 // recomputed from lse into `alpha` [E, H], which is the score gradient's own buffer when
 // that is asked for: nothing [E, H] is kept between forward and backward. One vectorised
@@ -197,11 +217,10 @@ void attention_weights(const index_t* indptr, const scalar_t* score, const scala
                        int64_t num_rows, int64_t H, int64_t C, acc_t* alpha, acc_t* base) {
   const int64_t K = H * C;
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
+    with_heads(H, [&](auto heads) {
+      shift_by_lse<decltype(heads)::value>(indptr, r0, r1, score, lse, H, alpha);
+    });
     for (int64_t i = r0; i < r1; ++i) {
-      for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e)
-        for (int64_t h = 0; h < H; ++h)
-          alpha[e * H + h] =
-              static_cast<acc_t>(score[e * H + h]) - static_cast<acc_t>(lse[i * H + h]);
       if (base)
         for (int64_t h = 0; h < H; ++h)
           base[i * H + h] = (grad_lse ? static_cast<acc_t>(grad_lse[i * H + h]) : acc_t(0)) -

@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/fast_exp.h"
 #include "cpu/rows.h"
+#include "cpu/vec.h"
 
 namespace graphloc {
 
@@ -43,6 +45,19 @@ inline void fold_lanes(const acc_t* __restrict__ row, int64_t degree, acc_t init
   }
 }
 
+// A short row (at most kShortRow values, degree * HT, HT > 1) runs one [HT] vector per
+// edge: on a road graph's rows (4 heads x degree ~4) fold_lanes runs only its scalar
+// remainder and fold, about 40 scalar steps per row.
+constexpr int64_t kShortRow = 2 * kLanes;
+
+template <int HT, typename acc_t>
+constexpr bool short_row_vectors() {
+  return HT > 1 && std::is_floating_point_v<acc_t>;
+}
+
+template <int HT, typename acc_t>
+using HeadVec = typename Vec<acc_t, HT>::type;
+
 // Per head of a row's scores [degree, H]: m = the max (NaN never wins, as in the reference;
 // a head of only -inf, masked, shifts by 0, so its weights are exp(-inf) = 0 and it
 // aggregates to 0 as an empty row; NaN or +inf scores give a NaN row), then scores -= m.
@@ -51,6 +66,21 @@ inline void shift_by_row_max(acc_t* __restrict__ row, int64_t degree, int64_t H,
                              acc_t* __restrict__ m_out) {
   constexpr acc_t kNegInf = -std::numeric_limits<acc_t>::infinity();
   const auto larger = [](acc_t m, acc_t v) { return v > m ? v : m; };
+  if constexpr (short_row_vectors<HT, acc_t>()) {
+    if (degree * HT <= kShortRow) {
+      using V = HeadVec<HT, acc_t>;
+      V m = V{} + kNegInf;
+      for (int64_t e = 0; e < degree; ++e) {
+        const V v = load_vec<acc_t, HT>(row + e * HT);
+        m = v > m ? v : m;  // lane-wise, NaN never wins as in `larger`
+      }
+      m = m == kNegInf ? V{} : m;
+      for (int64_t e = 0; e < degree; ++e)
+        store_vec<acc_t, HT>(row + e * HT, load_vec<acc_t, HT>(row + e * HT) - m);
+      for (int h = 0; h < HT; ++h) m_out[h] = m[h];
+      return;
+    }
+  }
   if constexpr (HT > 0) {
     acc_t m[HT], pattern[kLanes];
     fold_lanes<HT>(row, degree, kNegInf, larger, m);
@@ -76,6 +106,14 @@ template <int HT, typename acc_t>
 inline void row_sums(const acc_t* __restrict__ row, int64_t degree, int64_t H,
                      acc_t* __restrict__ s_out) {
   const auto plus = [](acc_t a, acc_t b) { return a + b; };
+  if constexpr (short_row_vectors<HT, acc_t>()) {
+    if (degree * HT <= kShortRow) {
+      HeadVec<HT, acc_t> sum = {};
+      for (int64_t e = 0; e < degree; ++e) sum += load_vec<acc_t, HT>(row + e * HT);
+      for (int h = 0; h < HT; ++h) s_out[h] = sum[h];
+      return;
+    }
+  }
   if constexpr (HT > 0) {
     fold_lanes<HT>(row, degree, acc_t(0), plus, s_out);
   } else {

@@ -61,3 +61,32 @@ def test_softmax_over_blocks_matches_per_node_softmax(heads, dtype):
         expected[into] = torch.softmax(scores[into].double(), dim=0)
     tol = {torch.float32: 1e-6, torch.float64: 1e-12, torch.bfloat16: 1e-2}[dtype]
     torch.testing.assert_close(out.double(), expected, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("heads", [2, 4, 8])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_softmax_rows_around_the_short_row_length(heads, dtype):
+    """Row i has i + 1 edges (1 to 24), so with 2, 4 or 8 heads rows fall on both sides of
+    the kernels' short-row path (32 values per row), with masked (-inf), NaN and +inf
+    scores; against torch.softmax per node, a fully masked head giving 0."""
+    gen = torch.Generator().manual_seed(heads)
+    dst = torch.arange(24).repeat_interleave(torch.arange(1, 25))
+    src = torch.randint(0, 24, (dst.numel(),), generator=gen)
+    graph = Graph(torch.stack([src, dst]), num_nodes=24)
+    scores = torch.randn(graph.num_edges, heads, generator=gen, dtype=dtype) * 10
+    special = torch.rand(graph.num_edges, heads, generator=gen)
+    scores[special < 0.2] = float("-inf")
+    scores[dst == 3] = float("-inf")  # a fully masked row
+    scores[(special > 0.99) & (dst != 3).unsqueeze(1)] = float("nan")
+    scores[(special > 0.98) & (special <= 0.99) & (dst != 3).unsqueeze(1)] = float("inf")
+    expected = torch.empty_like(scores)
+    for node in range(24):
+        into = dst == node
+        block = scores[into]
+        masked = (block == float("-inf")).all(0)
+        expected[into] = torch.where(masked, 0.0, torch.softmax(block, dim=0))
+    torch.testing.assert_close(ops.segment_softmax(graph, scores), expected, equal_nan=True)
+    x = torch.randn(24, heads, 3, generator=gen, dtype=dtype)
+    oracle = torch.zeros(24, heads, 3, dtype=dtype).index_add(
+        0, dst, x[src] * expected.unsqueeze(-1))
+    torch.testing.assert_close(ops.segment_attention(graph, scores, x), oracle, equal_nan=True)
