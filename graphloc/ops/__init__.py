@@ -110,9 +110,12 @@ def spmm(graph, x: Tensor, edge_weight: Tensor | None = None, reduce: str = "sum
     if uses_sparse_library(rows, value, reduce):  # cuSPARSE on CUDA: set_spmm_backend
         out = library_spmm(graph, rows, value, reduce)
     else:
-        needs_grad = torch.is_grad_enabled() and x.requires_grad
+        # the backward reads the transpose for x's gradient, and with max / min for the
+        # weights' too (else it would rebuild the transpose at every call)
+        needs_transpose = torch.is_grad_enabled() and (x.requires_grad or (
+            value is not None and value.requires_grad and reduce in ("max", "min")))
         out, _ = kernels.spmm(graph.csr.indptr, graph.csr.indices, value, rows, reduce,
-                              *_transpose_args(graph, needs_grad))
+                              *_transpose_args(graph, needs_transpose))
     return out.view(-1, *x.shape[1:]) if x.dim() != 2 else out
 
 
@@ -189,9 +192,11 @@ def segment_attention(graph, scores: Tensor, x: Tensor,
     if x2.size(1) % heads:
         raise ValueError(f"x has {x2.size(1)} channels, not divisible into {heads} heads")
     s = as_rows(graph.to_csr_order(scores))
-    needs_grad = torch.is_grad_enabled() and x.requires_grad
+    # the backward reads the transpose for either gradient (on the CPU the scores' comes
+    # from the same pass over it as x's)
+    needs_transpose = torch.is_grad_enabled() and (x.requires_grad or scores.requires_grad)
     out, lse = kernels.segment_attention(s, graph.csr.indptr, graph.csr.indices, x2,
-                                         *_transpose_args(graph, needs_grad))
+                                         *_transpose_args(graph, needs_transpose))
     out = out.view(-1, *x.shape[1:])
     if not return_weights:
         return out

@@ -101,3 +101,43 @@ def test_two_layer_model_compiles_fullgraph_and_matches_eager():
     grads = torch.autograd.grad(out.sum(), (x, model.att))
     for got, expected in zip(grads, eager_grad, strict=True):
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", ["attention scores", "spmm max weights", "spmm x"])
+def test_backward_reads_the_graphs_transpose_not_a_new_one(monkeypatch, case):
+    """A backward that needs the transpose gets the graph's cached one from the forward,
+    also when only the per-edge values need a gradient (the scores of an attention, the
+    weights of a max product): building it again costs a sort of the edges at every call.
+    The gradients are checked against torch's own ops on dense copies."""
+    from graphloc.ops import _library
+    built = []
+    real = _library.csr_transpose
+    monkeypatch.setattr(_library, "csr_transpose", lambda *a: built.append(1) or real(*a))
+    graph = _graph()
+    src, dst = graph.edge_index
+    x = torch.randn(graph.num_nodes, 3, dtype=torch.float64)
+    values = torch.randn(graph.num_edges, dtype=torch.float64, requires_grad=True)
+    if case == "attention scores":
+        out = ops.segment_attention(graph, values, x)
+        weights = torch.zeros(graph.num_nodes, graph.num_edges, dtype=torch.float64)
+        weights[dst, torch.arange(graph.num_edges)] = 1.0
+        scores = values.masked_fill(weights == 0, float("-inf"))  # [N, E]: row i's edges
+        expected = torch.nan_to_num(scores.softmax(1)) @ x[src]
+    elif case == "spmm max weights":
+        out = ops.spmm(graph, x, values, reduce="max")
+        messages = values.unsqueeze(1) * x[src]
+        expected = torch.zeros(graph.num_nodes, 3, dtype=torch.float64).scatter_reduce(
+            0, dst.unsqueeze(1).expand(-1, 3), messages, "amax", include_self=False)
+    else:
+        x.requires_grad_()
+        values = values.detach()
+        out = ops.spmm(graph, x, values)
+        expected = torch.zeros(graph.num_nodes, 3, dtype=torch.float64).index_add(
+            0, dst, values.unsqueeze(1) * x[src])
+    leaf = x if case == "spmm x" else values
+    grad = torch.randn_like(out)
+    (got,) = torch.autograd.grad(out, leaf, grad)
+    (want,) = torch.autograd.grad(expected, leaf, grad)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(got, want)
+    assert built == []
