@@ -123,7 +123,7 @@ def rotated(libs, r: int) -> list:
     return [*libs[r:], *libs[:r]]
 
 
-_SPARSE_OPS = ("spmm", "sddmm", "segment_attention")
+_SPARSE_OPS = ("spmm", "sddmm", "segment_attention", "additive_attention")
 
 
 def sparse_op_sets() -> dict:
@@ -188,9 +188,9 @@ class _Copy(torch.autograd.Function):
     """A copy of ``x``, and of the gradient in the backward: a sparse op's one write of
     its output each way (``x.clone()`` alone would hand the gradient through unwritten,
     though every implementation writes the gradient of the op's input). The op's per-edge
-    ``values`` (an attention's scores, an edge weight; None: absent) get a written zero
-    gradient, as every implementation writes theirs, so the dense work that made them
-    runs its backward."""
+    ``values`` (an attention's scores or GAT's per-node score halves, an edge weight; None:
+    absent) get a written zero gradient, as every implementation writes theirs, so the
+    dense work that made them runs its backward."""
 
     @staticmethod
     def forward(ctx, x, *values):
@@ -207,13 +207,13 @@ class _ZeroGradientFor(torch.autograd.Function):
     gradient for ``values``, as ``_Copy`` gives them, for an op whose own output stands."""
 
     @staticmethod
-    def forward(ctx, out, values):
+    def forward(ctx, out, *values):
         ctx.values = values
         return out.view_as(out)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad, *_zero_gradients([ctx.values], ctx.needs_input_grad[1:])
+        return grad, *_zero_gradients(ctx.values, ctx.needs_input_grad[1:])
 
 
 class _Zeros(torch.autograd.Function):
@@ -246,6 +246,8 @@ def without_sparse_ops() -> None:
                             () if op == "dot" else b.shape[1:])), a, b)
     ops.segment_attention = lambda graph, scores, x, return_weights=False: \
         _Copy.apply(x, scores)
+    ops.additive_attention = lambda graph, src_scores, dst_scores, x, negative_slope=0.2: \
+        _Copy.apply(x, src_scores, dst_scores)
 
 
 def attention_as_spmm() -> None:
@@ -257,6 +259,8 @@ def attention_as_spmm() -> None:
     without_sparse_ops()
     ops.segment_attention = lambda graph, scores, x, return_weights=False: \
         _ZeroGradientFor.apply(spmm(graph, x), scores)
+    ops.additive_attention = lambda graph, src_scores, dst_scores, x, negative_slope=0.2: \
+        _ZeroGradientFor.apply(spmm(graph, x), src_scores, dst_scores)
 
 
 class _Stream(torch.autograd.Function):
@@ -302,6 +306,8 @@ def sparse_ops_as_streams() -> None:
         x, _stream_of(row_values(graph, x)), edge_weight)
     ops.segment_attention = lambda graph, scores, x, return_weights=False: \
         _Stream.apply(x, _stream_of(row_values(graph, x)), scores)
+    ops.additive_attention = lambda graph, src_scores, dst_scores, x, negative_slope=0.2: \
+        _Stream.apply(x, _stream_of(row_values(graph, x)), src_scores, dst_scores)
 
     def sddmm(graph, a, b, op="dot"):
         _stream_of(2 * row_values(graph, a)).sum()

@@ -51,6 +51,19 @@ TORCH_LIBRARY(graphloc, m) {
       "Tensor? grad_lse, Tensor indptr, Tensor indices, Tensor x, Tensor csc_indptr, "
       "Tensor csc_indices, Tensor csc_perm, bool need_score, bool need_x) "
       "-> (Tensor, Tensor)");
+  // GAT's attention: segment_attention with the scores leaky_relu(a_src[indices[e]] + a_dst[i])
+  // per edge of row i and head, computed inside the kernel (CPU; other devices compose
+  // sddmm, leaky_relu and segment_attention).
+  m.def(
+      "additive_attention(Tensor a_src, Tensor a_dst, float negative_slope, Tensor indptr, "
+      "Tensor indices, Tensor x, Tensor? csc_indptr=None, Tensor? csc_indices=None, "
+      "Tensor? csc_perm=None) -> (Tensor, Tensor)");
+  // Its gradients (d a_src, d a_dst, d x), empty tensors for those not asked for.
+  m.def(
+      "additive_attention_backward(Tensor a_src, Tensor a_dst, float negative_slope, Tensor lse, "
+      "Tensor out, Tensor grad_out, Tensor? grad_lse, Tensor indptr, Tensor indices, Tensor x, "
+      "Tensor csc_indptr, Tensor csc_indices, Tensor csc_perm, bool need_scores, bool need_x) "
+      "-> (Tensor, Tensor, Tensor)");
   // Per node: the largest length-weighted distance to a node of its hops-hop ball, inside
   // the ball's induced subgraph (City-Networks' local eccentricity); float64 [N]. CPU.
   m.def("local_eccentricity(Tensor indptr, Tensor indices, Tensor weight, int hops) -> Tensor");

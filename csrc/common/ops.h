@@ -220,9 +220,33 @@ inline void check_attention_args(const at::Tensor& score, const at::Tensor& indp
               score.size(1), " heads");
 }
 
-// segment_attention_backward: the forward's outputs and their gradients, and a transpose
-// whose columns are the CSR rows.
-inline void check_attention_backward_args(const at::Tensor& score, const at::Tensor& lse,
+// additive_attention: per-node score halves a_src [N_src, heads] and a_dst [rows, heads],
+// features [N_src, heads * C] over one CSR, a LeakyReLU slope >= 0 (the backward reads the
+// side of the LeakyReLU off the sign of its output).
+inline void check_additive_attention_args(const at::Tensor& a_src, const at::Tensor& a_dst,
+                                          double negative_slope, const at::Tensor& indptr,
+                                          const at::Tensor& indices, const at::Tensor& x) {
+  TORCH_CHECK(negative_slope >= 0, "negative_slope must be >= 0, got ", negative_slope);
+  check_spmm_args(indptr, indices, x);
+  check_scores(a_src, "a_src");
+  check_scores(a_dst, "a_dst");
+  TORCH_CHECK(a_src.scalar_type() == x.scalar_type() && a_dst.scalar_type() == x.scalar_type(),
+              "a_src (", a_src.scalar_type(), ") and a_dst (", a_dst.scalar_type(),
+              ") must have x's dtype ", x.scalar_type());
+  TORCH_CHECK(a_src.size(0) == x.size(0), "a_src has ", a_src.size(0), " rows but x has ",
+              x.size(0));
+  TORCH_CHECK(a_dst.size(0) == indptr.numel() - 1, "a_dst has ", a_dst.size(0),
+              " rows but the graph has ", indptr.numel() - 1);
+  TORCH_CHECK(a_dst.size(1) == a_src.size(1) && a_src.size(1) > 0, "a_src has ", a_src.size(1),
+              " heads and a_dst ", a_dst.size(1), "; they must be equal and at least 1");
+  TORCH_CHECK(x.size(1) % a_src.size(1) == 0, "x has ", x.size(1), " channels, not divisible into ",
+              a_src.size(1), " heads");
+}
+
+// segment_attention_backward and additive_attention_backward: the forward's outputs and their
+// gradients, and a transpose whose columns are the CSR rows, for num_edges edges of `heads`
+// scores each.
+inline void check_attention_backward_args(int64_t num_edges, int64_t heads, const at::Tensor& lse,
                                           const at::Tensor& out, const at::Tensor& grad_out,
                                           const c10::optional<at::Tensor>& grad_lse,
                                           const at::Tensor& indptr, const at::Tensor& x,
@@ -234,8 +258,7 @@ inline void check_attention_backward_args(const at::Tensor& score, const at::Ten
     TORCH_CHECK(t->dim() == 2 && t->size(0) == rows && t->scalar_type() == x.scalar_type(),
                 "lse, out and grad_out must be ", x.scalar_type(), " with ", rows, " rows, got ",
                 t->scalar_type(), " of shape ", t->sizes());
-  TORCH_CHECK(lse.size(1) == score.size(1), "lse has ", lse.size(1), " heads, score ",
-              score.size(1));
+  TORCH_CHECK(lse.size(1) == heads, "lse has ", lse.size(1), " heads, the scores ", heads);
   TORCH_CHECK(out.size(1) == x.size(1) && grad_out.size(1) == x.size(1), "out and grad_out ",
               "must have ", x.size(1), " channels like x");
   if (grad_lse) TORCH_CHECK(grad_lse->sizes() == lse.sizes(), "grad_lse must be shaped like lse");
@@ -243,12 +266,12 @@ inline void check_attention_backward_args(const at::Tensor& score, const at::Ten
   check_index(csc_indices, "csc_indices");
   check_index(csc_perm, "csc_perm");
   check_index_range(csc_indices, rows, "csc_indices", "out");
-  check_index_range(csc_perm, score.size(0), "csc_perm", "score");
+  check_index_range(csc_perm, num_edges, "csc_perm", "the edge list");
   TORCH_CHECK(csc_perm.scalar_type() == csc_indptr.scalar_type(), "csc_perm must have the ",
               "index dtype ", csc_indptr.scalar_type());
-  TORCH_CHECK(csc_perm.numel() == csc_indices.numel() && csc_indices.numel() == score.size(0),
-              "the transpose must hold the ", score.size(0), " edges");
-  check_csr_nnz(csc_indptr, score.size(0), "csc_indices");
+  TORCH_CHECK(csc_perm.numel() == csc_indices.numel() && csc_indices.numel() == num_edges,
+              "the transpose must hold the ", num_edges, " edges");
+  check_csr_nnz(csc_indptr, num_edges, "csc_indices");
   TORCH_CHECK(csc_indptr.numel() - 1 == x.size(0), "the transpose has ", csc_indptr.numel() - 1,
               " rows but x has ", x.size(0));
 }

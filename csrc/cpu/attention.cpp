@@ -1,12 +1,14 @@
-// CPU kernel of segment_attention: per destination row and head, the softmax of the edge
-// scores and the attention-weighted sum of the source rows in one pass over the rows,
-// without any per-edge message tensor. Also returns the log-sum-exp per (row, head) for the
-// backward.
+// CPU kernels of segment_attention and additive_attention: per destination row and head, the
+// softmax of the edge scores and the attention-weighted sum of the source rows in one pass
+// over the rows, without any per-edge message tensor. Also returns the log-sum-exp per
+// (row, head) for the backward. additive_attention (GAT's) computes its scores
+// leaky_relu(a_src[j] + a_dst[i]) where they are needed: no [E, H] scores forward or backward.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "common/ops.h"
@@ -17,6 +19,74 @@
 
 namespace graphloc {
 namespace {
+
+// Where the scores come from: rows(...) writes the scores [edges, H] of the edges of the rows
+// [b0, b1) into out (the accumulation type), the block's first edge at out[0].
+
+// An [E, H] tensor of scores (segment_attention).
+template <typename scalar_t>
+struct StoredScores {
+  static constexpr bool kAdditive = false;
+  const scalar_t* score;
+
+  template <int HT, typename index_t, typename acc_t>
+  void rows(const index_t* indptr, const index_t*, int64_t b0, int64_t b1, int64_t H,
+            acc_t* out) const {
+    const int64_t e0 = indptr[b0], n = (indptr[b1] - e0) * H;
+    const scalar_t* block = score + e0 * H;
+    for (int64_t k = 0; k < n; ++k) out[k] = static_cast<acc_t>(block[k]);
+  }
+};
+
+// GAT's scores, leaky_relu(a_src[j] + a_dst[i]) per edge (j -> i) and head, computed in the
+// accumulation type (additive_attention).
+template <typename scalar_t, typename acc_t>
+struct AdditiveScores {
+  static constexpr bool kAdditive = true;
+  const scalar_t* a_src;
+  const scalar_t* a_dst;
+  acc_t slope;
+
+  template <int HT, typename index_t>
+  void rows(const index_t* indptr, const index_t* indices, int64_t b0, int64_t b1, int64_t H,
+            acc_t* out) const {
+    const int64_t e0 = indptr[b0];
+    for (int64_t i = b0; i < b1; ++i) {
+      if constexpr (short_row_vectors<HT, acc_t>() && std::is_same_v<scalar_t, acc_t>) {
+        using V = HeadVec<HT, acc_t>;
+        const V d = load_vec<acc_t, HT>(a_dst + i * HT);
+        for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+          if (e + kPrefetchDistance < indptr[b1])  // random rows of a table beyond L2
+            __builtin_prefetch(a_src + static_cast<int64_t>(indices[e + kPrefetchDistance]) * HT);
+          const V v = load_vec<acc_t, HT>(a_src + static_cast<int64_t>(indices[e]) * HT) + d;
+          store_vec<acc_t, HT>(out + (e - e0) * HT, v > acc_t(0) ? v : v * slope);
+        }
+      } else {
+        for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e)
+          for (int64_t h = 0; h < H; ++h)
+            out[(e - e0) * H + h] =
+                activation(static_cast<acc_t>(a_src[static_cast<int64_t>(indices[e]) * H + h]) +
+                           static_cast<acc_t>(a_dst[i * H + h]));
+      }
+    }
+  }
+
+  acc_t activation(acc_t v) const { return v > acc_t(0) ? v : v * slope; }
+  // d leaky_relu(v) / dv as torch's leaky_relu_backward takes it (1 where v > 0, else the
+  // slope), from a weight that carries the sign of v (attention_weights)
+  acc_t derivative_of_signed(acc_t signed_weight) const {
+    return std::signbit(signed_weight) ? slope : acc_t(1);
+  }
+};
+
+// The scores of the rows [b0, b1) into the block buffer, for each head count.
+template <typename Scores, typename index_t, typename acc_t>
+inline void scores_of_rows(const Scores& scores, const index_t* indptr, const index_t* indices,
+                           int64_t b0, int64_t b1, int64_t H, acc_t* out) {
+  with_heads(H, [&](auto heads) {
+    scores.template rows<decltype(heads)::value>(indptr, indices, b0, b1, H, out);
+  });
+}
 
 // The p-weighted sums of the source rows for the G heads h0 .. h0 + G - 1, each divided by
 // its head's normaliser s[h]. T > 0: T channels of each of the G heads at a time in
@@ -91,8 +161,8 @@ inline void with_heads_per_sweep(int group, F&& body) {
 // rows (prefetched ahead). Two passes over the scores instead of the online rescaling: the
 // exponentials vectorise, and no accumulator is rescaled. Writes out [rows, H * C] and the
 // log-sum-exp lse [rows, H].
-template <typename scalar_t, typename index_t>
-void attend_rows(const index_t* indptr, const index_t* indices, const scalar_t* score,
+template <typename scalar_t, typename index_t, typename Scores>
+void attend_rows(const index_t* indptr, const index_t* indices, const Scores& scores,
                  const scalar_t* x, int64_t num_rows, int64_t H, int64_t C, scalar_t* out,
                  scalar_t* lse) {
   using acc_t = typename AccType<scalar_t>::type;
@@ -105,7 +175,9 @@ void attend_rows(const index_t* indptr, const index_t* indices, const scalar_t* 
       const int64_t chunk_end = indptr[r1];
       for_row_blocks(indptr, r0, r1, [&](int64_t b0, int64_t b1) {
         const int64_t e0 = indptr[b0];
-        block_softmax_numerators(indptr, b0, b1, H, score + e0 * H, p, m);
+        block_softmax_numerators_of(
+            indptr, b0, b1, H,
+            [&](acc_t* block) { scores_of_rows(scores, indptr, indices, b0, b1, H, block); }, p, m);
         for (int64_t i = b0; i < b1; ++i) {
           const int64_t begin = indptr[i], degree = indptr[i + 1] - begin;
           // edges e < ahead prefetch the source row kPrefetchDistance edges on, within the chunk
@@ -142,9 +214,33 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_cpu(
   auto lse = at::empty({num_rows, H}, x.options());
   GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::segment_attention", [&] {
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
-      attend_rows<scalar_t, index_t>(indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(),
-                                     sc.data_ptr<scalar_t>(), xc.data_ptr<scalar_t>(), num_rows, H,
-                                     C, out.data_ptr<scalar_t>(), lse.data_ptr<scalar_t>());
+      attend_rows(indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(),
+                  StoredScores<scalar_t>{sc.data_ptr<scalar_t>()}, xc.data_ptr<scalar_t>(),
+                  num_rows, H, C, out.data_ptr<scalar_t>(), lse.data_ptr<scalar_t>());
+    });
+  });
+  return {out, lse};
+}
+
+std::tuple<at::Tensor, at::Tensor> additive_attention_cpu(
+    const at::Tensor& a_src, const at::Tensor& a_dst, double negative_slope,
+    const at::Tensor& indptr, const at::Tensor& indices, const at::Tensor& x,
+    const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>&,
+    const c10::optional<at::Tensor>&) {
+  check_additive_attention_args(a_src, a_dst, negative_slope, indptr, indices, x);
+  const int64_t num_rows = indptr.numel() - 1, H = a_src.size(1), C = x.size(1) / H;
+  auto sc = a_src.contiguous(), dc = a_dst.contiguous(), xc = x.contiguous(),
+       ic = indices.contiguous();
+  auto out = empty_output({num_rows, H * C}, x.options());
+  auto lse = at::empty({num_rows, H}, x.options());
+  GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::additive_attention", [&] {
+    using acc_t = typename AccType<scalar_t>::type;
+    GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+      const AdditiveScores<scalar_t, acc_t> scores{sc.data_ptr<scalar_t>(), dc.data_ptr<scalar_t>(),
+                                                   static_cast<acc_t>(negative_slope)};
+      attend_rows(indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(), scores,
+                  xc.data_ptr<scalar_t>(), num_rows, H, C, out.data_ptr<scalar_t>(),
+                  lse.data_ptr<scalar_t>());
     });
   });
   return {out, lse};
@@ -185,40 +281,57 @@ inline acc_t head_dot(const a_t* a, const b_t* b, int64_t C) {
   }
 }
 
-// alpha_e = score_e - lse_i for the edges of the rows [r0, r1), before the exp. HT > 1
-// (float or double): one [HT] vector per edge, H a run-time loop otherwise.
+// alpha_e -= lse_i for the edges of the rows [b0, b1) (alpha at the block's first edge).
+// HT > 1 (float or double): one [HT] vector per edge, H a run-time loop otherwise.
 template <int HT, typename scalar_t, typename index_t, typename acc_t>
-inline void shift_by_lse(const index_t* indptr, int64_t r0, int64_t r1, const scalar_t* score,
-                         const scalar_t* lse, int64_t H, acc_t* alpha) {
-  if constexpr (short_row_vectors<HT, acc_t>() && std::is_same_v<scalar_t, acc_t>) {
-    for (int64_t i = r0; i < r1; ++i) {
+inline void subtract_lse(const index_t* indptr, int64_t b0, int64_t b1, const scalar_t* lse,
+                         int64_t H, acc_t* alpha) {
+  const int64_t e0 = indptr[b0];
+  for (int64_t i = b0; i < b1; ++i) {
+    if constexpr (short_row_vectors<HT, acc_t>() && std::is_same_v<scalar_t, acc_t>) {
       const HeadVec<HT, acc_t> l = load_vec<acc_t, HT>(lse + i * HT);
       for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e)
-        store_vec<acc_t, HT>(alpha + e * HT, load_vec<acc_t, HT>(score + e * HT) - l);
-    }
-  } else {
-    for (int64_t i = r0; i < r1; ++i)
+        store_vec<acc_t, HT>(alpha + (e - e0) * HT, load_vec<acc_t, HT>(alpha + (e - e0) * HT) - l);
+    } else {
       for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e)
         for (int64_t h = 0; h < H; ++h)
-          alpha[e * H + h] =
-              static_cast<acc_t>(score[e * H + h]) - static_cast<acc_t>(lse[i * H + h]);
+          alpha[(e - e0) * H + h] -= static_cast<acc_t>(lse[i * H + h]);
+    }
   }
 }
 
 // Backward, pass 1 (rows of the CSR): the attention weights alpha_e = exp(score_e - lse_i),
 // recomputed from lse into `alpha` [E, H], which is the score gradient's own buffer when
-// that is asked for: nothing [E, H] is kept between forward and backward. One vectorised
-// exp per chunk of rows (a chunk's edges are contiguous). With `base` (the score gradient
-// asked for), also base_i = grad_lse_i - <g_i, out_i> per head: rows of g and out are read
-// in order here, so pass 2 gathers H values per edge instead of the row of out.
-template <int T, typename scalar_t, typename index_t, typename acc_t>
-void attention_weights(const index_t* indptr, const scalar_t* score, const scalar_t* lse,
-                       const scalar_t* out, const scalar_t* grad, const scalar_t* grad_lse,
-                       int64_t num_rows, int64_t H, int64_t C, acc_t* alpha, acc_t* base) {
+// that is asked for: nothing [E, H] is kept between forward and backward. Per block of rows
+// (in L1) the scores, minus lse, one vectorised exp. With `base` (the score gradient asked
+// for), also base_i = grad_lse_i - <g_i, out_i> per head: rows of g and out are read in
+// order here, so pass 2 gathers H values per edge instead of the row of out. Additive scores
+// with `base`: alpha carries the sign of its score (-alpha where score <= 0, a free bit as
+// alpha >= 0), the side of the LeakyReLU that pass 2 needs, read there instead of a_dst[i].
+// The sign of leaky_relu(v) is that of v for a slope >= 0 (additive_attention's domain).
+template <int T, typename Scores, typename scalar_t, typename index_t, typename acc_t>
+void attention_weights(const index_t* indptr, const index_t* indices, const Scores& scores,
+                       const scalar_t* lse, const scalar_t* out, const scalar_t* grad,
+                       const scalar_t* grad_lse, int64_t num_rows, int64_t H, int64_t C,
+                       acc_t* alpha, acc_t* base) {
   const int64_t K = H * C;
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
-    with_heads(H, [&](auto heads) {
-      shift_by_lse<decltype(heads)::value>(indptr, r0, r1, score, lse, H, alpha);
+    std::vector<acc_t> sign;
+    for_row_blocks(indptr, r0, r1, [&](int64_t b0, int64_t b1) {
+      acc_t* block = alpha + static_cast<int64_t>(indptr[b0]) * H;
+      const int64_t n = static_cast<int64_t>(indptr[b1] - indptr[b0]) * H;
+      scores_of_rows(scores, indptr, indices, b0, b1, H, block);
+      constexpr bool kSigned = Scores::kAdditive;
+      if (kSigned && base) {
+        sign.resize(std::max<size_t>(sign.size(), n));
+        for (int64_t k = 0; k < n; ++k) sign[k] = block[k] > acc_t(0) ? acc_t(1) : acc_t(-1);
+      }
+      with_heads(H, [&](auto heads) {
+        subtract_lse<decltype(heads)::value>(indptr, b0, b1, lse, H, block);
+      });
+      exp_in_place(block, n);
+      if (kSigned && base)
+        for (int64_t k = 0; k < n; ++k) block[k] *= sign[k];
     });
     for (int64_t i = r0; i < r1; ++i) {
       if (base)
@@ -226,8 +339,6 @@ void attention_weights(const index_t* indptr, const scalar_t* score, const scala
           base[i * H + h] = (grad_lse ? static_cast<acc_t>(grad_lse[i * H + h]) : acc_t(0)) -
                             head_dot<acc_t, T>(grad + i * K + h * C, out + i * K + h * C, C);
     }
-    exp_in_place(alpha + static_cast<int64_t>(indptr[r0]) * H,
-                 static_cast<int64_t>(indptr[r1] - indptr[r0]) * H);
   });
 }
 
@@ -237,6 +348,9 @@ void attention_weights(const index_t* indptr, const scalar_t* score, const scala
 //   d score_e = alpha_e * (<g_i, x_j> + base_i)   per head, over alpha_e (NeedScore).
 // Each edge is visited once, so the in-place write is safe. Computing the score gradient
 // here rather than over the CSR rows saves a second gather pass (of the rows of x).
+// Additive scores: d score_e is taken through the LeakyReLU (d pre_e, pre_e = a_src[j] +
+// a_dst[i]), and d a_src[j], the sum of j's d pre_e, accumulates in registers on the way;
+// pass 3 sums d a_dst over the CSR rows.
 
 // The rows transpose entry c will read: its destination's gradient (and base) row and its
 // edge's weights. Always inlined: a call inside the sweeps would spill their vector
@@ -257,15 +371,19 @@ __attribute__((always_inline)) inline void prefetch_entry(const index_t* csc_ind
 // each head exactly one tile of T channels (float or double): x_j and the heads' d x stay in
 // registers. Entries before `ahead_end` prefetch kPrefetchDistance entries on (first sweep
 // only). Explicit vectors: GCC left the plain loops scalar, 64 accumulators on the stack.
-template <bool NeedScore, bool NeedX, int T, int G, typename acc_t, typename index_t>
+template <bool NeedScore, bool NeedX, int T, int G, typename Scores, typename acc_t,
+          typename index_t>
 inline void transpose_sweep(const index_t* csc_indices, const index_t* csc_perm, int64_t c0,
                             int64_t c1, int64_t ahead_end, const acc_t* __restrict__ grad,
                             const acc_t* __restrict__ xj, const acc_t* __restrict__ base, int64_t H,
-                            int64_t h0, acc_t* __restrict__ alpha_to_grad,
-                            acc_t* __restrict__ grad_xj) {
+                            int64_t h0, const Scores& scores, int64_t j,
+                            acc_t* __restrict__ alpha_to_grad, acc_t* __restrict__ grad_xj,
+                            acc_t* __restrict__ grad_a_src) {
   using V = typename Vec<acc_t, T>::type;
+  constexpr bool kAdditive = NeedScore && Scores::kAdditive;
   const int64_t K = H * T;
   V a[G] = {}, xv[G];
+  acc_t da[G] = {};
   for (int g = 0; g < G; ++g) xv[g] = load_vec<acc_t, T>(xj + (h0 + g) * T);
   for (int64_t c = c0; c < c1; ++c) {
     if (h0 == 0 && c < ahead_end)
@@ -277,23 +395,37 @@ inline void transpose_sweep(const index_t* csc_indices, const index_t* csc_perm,
 #pragma GCC unroll 8
     for (int g = 0; g < G; ++g) {
       const V gv = load_vec<acc_t, T>(gi + g * T);
-      const acc_t w = we[g];
+      const acc_t signed_w = we[g], w = kAdditive ? std::abs(signed_w) : signed_w;
       if constexpr (NeedX) a[g] += w * gv;
-      if constexpr (NeedScore) we[g] = w * (lane_sum<T, acc_t>(gv * xv[g]) + base[i * H + h0 + g]);
+      if constexpr (NeedScore) {
+        acc_t d = w * (lane_sum<T, acc_t>(gv * xv[g]) + base[i * H + h0 + g]);
+        if constexpr (kAdditive) {
+          d *= scores.derivative_of_signed(signed_w);
+          da[g] += d;
+        }
+        we[g] = d;
+      }
     }
   }
   if constexpr (NeedX)
     for (int g = 0; g < G; ++g) store_vec<acc_t, T>(grad_xj + (h0 + g) * T, a[g]);
+  if constexpr (kAdditive)
+    for (int g = 0; g < G; ++g) grad_a_src[j * H + h0 + g] = da[g];
 }
 
 // All heads of any width in one sweep over j's entries, d x through the L1-resident `acc`.
-template <bool NeedScore, bool NeedX, int T, typename scalar_t, typename index_t, typename acc_t>
+// Additive scores: d a_src[j] accumulates in `da` (L1, H values).
+template <bool NeedScore, bool NeedX, int T, typename Scores, typename scalar_t, typename index_t,
+          typename acc_t>
 inline void transpose_sweep_any(const index_t* csc_indices, const index_t* csc_perm, int64_t c0,
                                 int64_t c1, int64_t ahead_end, const scalar_t* grad,
                                 const scalar_t* xj, const acc_t* base, int64_t H, int64_t C,
-                                acc_t* alpha_to_grad, acc_t* acc, scalar_t* grad_xj) {
+                                const Scores& scores, int64_t j, acc_t* alpha_to_grad, acc_t* acc,
+                                acc_t* da, scalar_t* grad_xj, scalar_t* grad_a_src) {
+  constexpr bool kAdditive = NeedScore && Scores::kAdditive;
   const int64_t K = H * C;
   if constexpr (NeedX) std::fill(acc, acc + K, acc_t(0));
+  if constexpr (kAdditive) std::fill(da, da + H, acc_t(0));
   for (int64_t c = c0; c < c1; ++c) {
     if (c < ahead_end)
       prefetch_entry<NeedScore>(csc_indices, csc_perm, c + kPrefetchDistance, grad, base, H, K,
@@ -301,33 +433,42 @@ inline void transpose_sweep_any(const index_t* csc_indices, const index_t* csc_p
     const int64_t i = csc_indices[c], e = csc_perm[c];
     const scalar_t* __restrict__ gi = grad + i * K;
     for (int64_t h = 0; h < H; ++h) {
-      const acc_t w = alpha_to_grad[e * H + h];
+      const acc_t signed_w = alpha_to_grad[e * H + h];
+      const acc_t w = kAdditive ? std::abs(signed_w) : signed_w;
       if constexpr (NeedX) {
         acc_t* __restrict__ a = acc + h * C;
 #pragma omp simd
         for (int64_t k = 0; k < C; ++k) a[k] += w * static_cast<acc_t>(gi[h * C + k]);
       }
-      if constexpr (NeedScore)
-        alpha_to_grad[e * H + h] =
-            w * (head_dot<acc_t, T>(gi + h * C, xj + h * C, C) + base[i * H + h]);
+      if constexpr (NeedScore) {
+        acc_t d = w * (head_dot<acc_t, T>(gi + h * C, xj + h * C, C) + base[i * H + h]);
+        if constexpr (kAdditive) {
+          d *= scores.derivative_of_signed(signed_w);
+          da[h] += d;
+        }
+        alpha_to_grad[e * H + h] = d;
+      }
     }
   }
   if constexpr (NeedX)
     for (int64_t k = 0; k < K; ++k) grad_xj[k] = static_cast<scalar_t>(acc[k]);
+  if constexpr (kAdditive)
+    for (int64_t h = 0; h < H; ++h) grad_a_src[j * H + h] = static_cast<scalar_t>(da[h]);
 }
 
 // Thread mapping: a thread owns a block of source rows j of the transpose. G > 0 (float or
 // double, head width C == T): G heads per register sweep; G = 0: transpose_sweep_any.
-template <bool NeedScore, bool NeedX, int T, int G, typename scalar_t, typename index_t,
-          typename acc_t>
+template <bool NeedScore, bool NeedX, int T, int G, typename Scores, typename scalar_t,
+          typename index_t, typename acc_t>
 void attention_transpose_grads(const index_t* csc_indptr, const index_t* csc_indices,
                                const index_t* csc_perm, const scalar_t* grad, const scalar_t* x,
                                const acc_t* base, int64_t num_src, int64_t H, int64_t C,
-                               acc_t* alpha_to_grad, scalar_t* grad_x) {
+                               const Scores& scores, acc_t* alpha_to_grad, scalar_t* grad_x,
+                               scalar_t* grad_a_src) {
   const int64_t K = H * C;
   constexpr bool kSweeps = G > 0 && std::is_same_v<scalar_t, acc_t>;
   parallel_rows(csc_indptr, num_src, [&](int64_t r0, int64_t r1) {
-    std::vector<acc_t> acc(kSweeps ? 0 : K);
+    std::vector<acc_t> acc(kSweeps ? 0 : K), da(kSweeps ? 0 : H);
     const int64_t ahead_end = static_cast<int64_t>(csc_indptr[r1]) - kPrefetchDistance;
     for (int64_t j = r0; j < r1; ++j) {
       const int64_t c0 = csc_indptr[j], c1 = csc_indptr[j + 1];
@@ -335,13 +476,107 @@ void attention_transpose_grads(const index_t* csc_indptr, const index_t* csc_ind
       if constexpr (kSweeps) {
         for (int64_t h0 = 0; h0 < H; h0 += G)
           transpose_sweep<NeedScore, NeedX, T, G>(csc_indices, csc_perm, c0, c1, ahead_end, grad,
-                                                  x + j * K, base, H, h0, alpha_to_grad, grad_xj);
+                                                  x + j * K, base, H, h0, scores, j, alpha_to_grad,
+                                                  grad_xj, grad_a_src);
       } else {
         transpose_sweep_any<NeedScore, NeedX, T>(csc_indices, csc_perm, c0, c1, ahead_end, grad,
-                                                 x + j * K, base, H, C, alpha_to_grad, acc.data(),
-                                                 grad_xj);
+                                                 x + j * K, base, H, C, scores, j, alpha_to_grad,
+                                                 acc.data(), da.data(), grad_xj, grad_a_src);
       }
     }
+  });
+}
+
+// Backward, pass 3 (additive scores): d a_dst[i] = the sum of d pre_e over row i's edges.
+template <typename scalar_t, typename index_t, typename acc_t>
+void dst_score_grads(const index_t* indptr, int64_t num_rows, int64_t H, const acc_t* d_pre,
+                     scalar_t* grad_a_dst) {
+  parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
+    std::vector<acc_t> s(H);
+    with_heads(H, [&](auto heads) {
+      for (int64_t i = r0; i < r1; ++i) {
+        row_sums<decltype(heads)::value>(d_pre + static_cast<int64_t>(indptr[i]) * H,
+                                         indptr[i + 1] - indptr[i], H, s.data());
+        for (int64_t h = 0; h < H; ++h) grad_a_dst[i * H + h] = static_cast<scalar_t>(s[h]);
+      }
+    });
+  });
+}
+
+// The tensors of one backward call, contiguous, and its outputs.
+struct BackwardArgs {
+  at::Tensor lse, out, grad, grad_lse, indptr, indices, x, csc_indptr, csc_indices, csc_perm;
+  at::Tensor alpha;               // [E, H] accumulation type: the weights, then d score
+  at::Tensor grad_x, grad_a_src;  // empty when not asked for
+  bool need_score, need_x;
+};
+
+BackwardArgs backward_args(int64_t num_edges, int64_t H, const at::Tensor& lse,
+                           const at::Tensor& out, const at::Tensor& grad_out,
+                           const c10::optional<at::Tensor>& grad_lse, const at::Tensor& indptr,
+                           const at::Tensor& indices, const at::Tensor& x,
+                           const at::Tensor& csc_indptr, const at::Tensor& csc_indices,
+                           const at::Tensor& csc_perm, bool need_score, bool need_x) {
+  check_attention_backward_args(num_edges, H, lse, out, grad_out, grad_lse, indptr, x, csc_indptr,
+                                csc_indices, csc_perm);
+  // alpha in the accumulation type, becoming the score gradient in place (cast at the end
+  // for bfloat16 scores)
+  const auto acc_type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  return {lse.contiguous(),
+          out.contiguous(),
+          grad_out.contiguous(),
+          grad_lse ? grad_lse->contiguous() : at::Tensor(),
+          indptr,
+          indices.contiguous(),
+          x.contiguous(),
+          csc_indptr,
+          csc_indices.contiguous(),
+          csc_perm.contiguous(),
+          empty_output({num_edges, H}, x.options().dtype(acc_type)),
+          need_x ? empty_output(x.sizes(), x.options()) : at::empty({0}, x.options()),
+          at::empty({0}, x.options()),
+          need_score,
+          need_x};
+}
+
+// Passes 1 and 2 for one score source: d score in args.alpha (through the LeakyReLU for
+// additive scores), d x in args.grad_x, d a_src in args.grad_a_src (additive scores).
+template <typename Scores, typename scalar_t, typename index_t>
+void attention_backward(const Scores& scores, BackwardArgs& args, int64_t H) {
+  using acc_t = typename AccType<scalar_t>::type;
+  const int64_t num_rows = args.indptr.numel() - 1, C = args.x.size(1) / H;
+  at::Tensor base;
+  if (args.need_score) base = at::empty({num_rows, H}, args.alpha.options());
+  acc_t* a = args.alpha.data_ptr<acc_t>();
+  acc_t* b = args.need_score ? base.data_ptr<acc_t>() : nullptr;
+  const index_t* indptr = args.indptr.data_ptr<index_t>();
+  with_tile(C, [&](auto width) {
+    constexpr int T = decltype(width)::value;
+    attention_weights<T>(indptr, args.indices.data_ptr<index_t>(), scores,
+                         args.lse.data_ptr<scalar_t>(), args.out.data_ptr<scalar_t>(),
+                         args.grad.data_ptr<scalar_t>(),
+                         args.grad_lse.defined() ? args.grad_lse.data_ptr<scalar_t>() : nullptr,
+                         num_rows, H, C, a, b);
+    // heads per register sweep when a head is one tile (0: the L1 path); both flags as
+    // compile-time constants (with_constant<1>: 1 if set, else 0)
+    constexpr bool kVectors = std::is_same_v<scalar_t, acc_t>;  // not bfloat16
+    const int group = kVectors && T > 0 && C == T ? heads_per_sweep(H, T) : 0;
+    with_heads_per_sweep<T>(group, [&](auto per_sweep) {
+      constexpr int G = decltype(per_sweep)::value;
+      if constexpr (G == 0 || (kVectors && T > 0))  // G > 0: a head is one tile
+        with_constant<1>(args.need_score, [&](auto score_flag) {
+          with_constant<1>(args.need_x, [&](auto x_flag) {
+            constexpr bool kScore = decltype(score_flag)::value, kX = decltype(x_flag)::value;
+            if constexpr (kScore || kX)
+              attention_transpose_grads<kScore, kX, T, G>(
+                  args.csc_indptr.data_ptr<index_t>(), args.csc_indices.data_ptr<index_t>(),
+                  args.csc_perm.data_ptr<index_t>(), args.grad.data_ptr<scalar_t>(),
+                  args.x.data_ptr<scalar_t>(), b, args.x.size(0), H, C, scores, a,
+                  kX ? args.grad_x.data_ptr<scalar_t>() : nullptr,
+                  args.grad_a_src.numel() ? args.grad_a_src.data_ptr<scalar_t>() : nullptr);
+          });
+        });
+    });
   });
 }
 
@@ -351,54 +586,48 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_backward_cpu(
     const at::Tensor& indices, const at::Tensor& x, const at::Tensor& csc_indptr,
     const at::Tensor& csc_indices, const at::Tensor& csc_perm, bool need_score, bool need_x) {
   check_attention_args(score, indptr, indices, x);
-  check_attention_backward_args(score, lse, out, grad_out, grad_lse, indptr, x, csc_indptr,
-                                csc_indices, csc_perm);
-  const int64_t num_rows = indptr.numel() - 1, H = score.size(1), C = x.size(1) / H;
-  auto sc = score.contiguous(), lc = lse.contiguous(), g = grad_out.contiguous();
-  at::Tensor grad_x = need_x ? empty_output(x.sizes(), x.options()) : at::empty({0}, x.options());
-  // alpha in the accumulation type, becoming the score gradient in place (cast at the end
-  // for bfloat16 scores)
-  const auto acc_type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  at::Tensor alpha = empty_output(sc.sizes(), sc.options().dtype(acc_type));
-  at::Tensor base = need_score ? at::empty(lc.sizes(), lc.options().dtype(acc_type)) : at::Tensor();
-  auto oc = out.contiguous(), xc = x.contiguous(), cic = csc_indices.contiguous(),
-       cpc = csc_perm.contiguous();
-  const at::Tensor gl = grad_lse ? grad_lse->contiguous() : at::Tensor();
+  const int64_t H = score.size(1);
+  BackwardArgs args = backward_args(score.size(0), H, lse, out, grad_out, grad_lse, indptr, indices,
+                                    x, csc_indptr, csc_indices, csc_perm, need_score, need_x);
+  auto sc = score.contiguous();
   GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::segment_attention_backward", [&] {
-    using acc_t = typename AccType<scalar_t>::type;
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
-      acc_t* a = alpha.data_ptr<acc_t>();
-      acc_t* b = need_score ? base.data_ptr<acc_t>() : nullptr;
-      with_tile(C, [&](auto width) {
-        constexpr int T = decltype(width)::value;
-        attention_weights<T>(
-            indptr.data_ptr<index_t>(), sc.data_ptr<scalar_t>(), lc.data_ptr<scalar_t>(),
-            oc.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(),
-            gl.defined() ? gl.data_ptr<scalar_t>() : nullptr, num_rows, H, C, a, b);
-        // heads per register sweep when a head is one tile (0: the L1 path); both flags as
-        // compile-time constants (with_constant<1>: 1 if set, else 0)
-        constexpr bool kVectors = std::is_same_v<scalar_t, acc_t>;  // not bfloat16
-        const int group = kVectors && T > 0 && C == T ? heads_per_sweep(H, T) : 0;
-        with_heads_per_sweep<T>(group, [&](auto per_sweep) {
-          constexpr int G = decltype(per_sweep)::value;
-          if constexpr (G == 0 || (kVectors && T > 0))  // G > 0: a head is one tile
-            with_constant<1>(need_score, [&](auto score_flag) {
-              with_constant<1>(need_x, [&](auto x_flag) {
-                constexpr bool kScore = decltype(score_flag)::value, kX = decltype(x_flag)::value;
-                if constexpr (kScore || kX)
-                  attention_transpose_grads<kScore, kX, T, G>(
-                      csc_indptr.data_ptr<index_t>(), cic.data_ptr<index_t>(),
-                      cpc.data_ptr<index_t>(), g.data_ptr<scalar_t>(), xc.data_ptr<scalar_t>(), b,
-                      x.size(0), H, C, a, kX ? grad_x.data_ptr<scalar_t>() : nullptr);
-              });
-            });
-        });
-      });
+      attention_backward<StoredScores<scalar_t>, scalar_t, index_t>(
+          StoredScores<scalar_t>{sc.data_ptr<scalar_t>()}, args, H);
     });
   });
   at::Tensor grad_score =
-      need_score ? alpha.to(score.scalar_type()) : at::empty({0}, score.options());
-  return {grad_score, grad_x};
+      need_score ? args.alpha.to(score.scalar_type()) : at::empty({0}, score.options());
+  return {grad_score, args.grad_x};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> additive_attention_backward_cpu(
+    const at::Tensor& a_src, const at::Tensor& a_dst, double negative_slope, const at::Tensor& lse,
+    const at::Tensor& out, const at::Tensor& grad_out, const c10::optional<at::Tensor>& grad_lse,
+    const at::Tensor& indptr, const at::Tensor& indices, const at::Tensor& x,
+    const at::Tensor& csc_indptr, const at::Tensor& csc_indices, const at::Tensor& csc_perm,
+    bool need_scores, bool need_x) {
+  check_additive_attention_args(a_src, a_dst, negative_slope, indptr, indices, x);
+  const int64_t H = a_src.size(1), num_rows = indptr.numel() - 1;
+  BackwardArgs args =
+      backward_args(indices.numel(), H, lse, out, grad_out, grad_lse, indptr, indices, x,
+                    csc_indptr, csc_indices, csc_perm, need_scores, need_x);
+  auto sc = a_src.contiguous(), dc = a_dst.contiguous();
+  if (need_scores) args.grad_a_src = at::empty(sc.sizes(), sc.options());
+  at::Tensor grad_a_dst =
+      need_scores ? at::empty(dc.sizes(), dc.options()) : at::empty({0}, dc.options());
+  GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::additive_attention_backward", [&] {
+    using acc_t = typename AccType<scalar_t>::type;
+    GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+      const AdditiveScores<scalar_t, acc_t> scores{sc.data_ptr<scalar_t>(), dc.data_ptr<scalar_t>(),
+                                                   static_cast<acc_t>(negative_slope)};
+      attention_backward<AdditiveScores<scalar_t, acc_t>, scalar_t, index_t>(scores, args, H);
+      if (need_scores)
+        dst_score_grads(indptr.data_ptr<index_t>(), num_rows, H, args.alpha.data_ptr<acc_t>(),
+                        grad_a_dst.data_ptr<scalar_t>());
+    });
+  });
+  return {args.grad_a_src, grad_a_dst, args.grad_x};
 }
 
 }  // namespace
@@ -406,6 +635,8 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_backward_cpu(
 TORCH_LIBRARY_IMPL(graphloc, CPU, m) {
   m.impl("segment_attention", &segment_attention_cpu);
   m.impl("segment_attention_backward", &segment_attention_backward_cpu);
+  m.impl("additive_attention", &additive_attention_cpu);
+  m.impl("additive_attention_backward", &additive_attention_backward_cpu);
 }
 
 }  // namespace graphloc

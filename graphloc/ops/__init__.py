@@ -27,9 +27,9 @@ from graphloc.ops.traversal import (
 )
 
 __all__ = ["HAS_EXTENSION", "spmm", "set_spmm_backend", "sddmm", "segment_softmax",
-           "segment_attention", "segment_reduce", "gather", "scatter", "coo_to_csr",
-           "csr_transpose", "khop_subgraphs", "separated_rounds", "neighbor_sample", "hop2_sample",
-           "local_eccentricity", "KHopBalls", "SampledNeighbourhood"]
+           "segment_attention", "additive_attention", "segment_reduce", "gather", "scatter",
+           "coo_to_csr", "csr_transpose", "khop_subgraphs", "separated_rounds", "neighbor_sample",
+           "hop2_sample", "local_eccentricity", "KHopBalls", "SampledNeighbourhood"]
 
 _FLOATS = (torch.float32, torch.float64, torch.bfloat16)
 
@@ -202,6 +202,56 @@ def segment_attention(graph, scores: Tensor, x: Tensor,
         return out
     weights = (s - kernels.gather_csr(lse, graph.csr.indptr, s.size(0))).exp()
     return out, graph.from_csr_order(weights.view(scores.shape))
+
+
+def additive_attention(graph, src_scores: Tensor, dst_scores: Tensor, x: Tensor,
+                       negative_slope: float = 0.2) -> Tensor:
+    """GAT's attention: ``segment_attention`` with the scores
+    ``leaky_relu(src_scores[j] + dst_scores[i], negative_slope)`` per edge ``(j -> i)`` and
+    head. On the CPU the kernel computes the scores where it needs them: no ``[E, H]``
+    score tensor forward or backward, and the gradients of both halves come out of the
+    attention's own passes. Elsewhere, and for a negative slope, it runs as ``sddmm``,
+    ``leaky_relu`` and ``segment_attention``, which is also its definition.
+
+    Args:
+        src_scores: ``[N_src]`` or ``[N_src, H]``, a score half per source node and head.
+        dst_scores: ``[N]`` or ``[N, H]``, a score half per destination node and head.
+        x: ``[N_src, C]`` for one head, or ``[N_src, H, C]`` / ``[N_src, H * C]``.
+        negative_slope: the LeakyReLU's slope for negative scores.
+
+    Returns ``out`` with ``x``'s shape (nodes without incoming edges get 0).
+    """
+    _check_graph(graph)
+    _check_node_features(graph, x, "x")
+    _check_node_features(graph, src_scores, "src_scores")
+    _check_node_features(graph, dst_scores, "dst_scores", side="destination")
+    if src_scores.dim() > 2 or src_scores.shape[1:] != dst_scores.shape[1:]:
+        raise ValueError(f"src_scores and dst_scores must be [N] or [N, heads] with the same "
+                         f"heads, got {list(src_scores.shape)} and {list(dst_scores.shape)}")
+    if src_scores.dtype != x.dtype or dst_scores.dtype != x.dtype:
+        raise TypeError(f"src_scores ({src_scores.dtype}) and dst_scores ({dst_scores.dtype}) "
+                        f"must have x's dtype {x.dtype}")
+    if not isinstance(negative_slope, (int, float)) or isinstance(negative_slope, bool):
+        raise TypeError(f"negative_slope must be a number, got {negative_slope!r}")
+    # the kernel reads the LeakyReLU's side off the sign of its output: a slope >= 0
+    if x.device.type != "cpu" or not HAS_EXTENSION or not negative_slope >= 0:
+        score = torch.nn.functional.leaky_relu(sddmm(graph, src_scores, dst_scores, "add"),
+                                               negative_slope)
+        return segment_attention(graph, score, x)
+    heads = 1 if src_scores.dim() == 1 else src_scores.size(1)
+    if heads == 0:
+        raise ValueError(f"src_scores has shape {list(src_scores.shape)}: 0 heads")
+    if x.dim() == 3 and x.size(1) != heads:
+        raise ValueError(f"x has {x.size(1)} heads ({list(x.shape)}) but the scores have {heads}")
+    x2 = as_rows(x)
+    if x2.size(1) % heads:
+        raise ValueError(f"x has {x2.size(1)} channels, not divisible into {heads} heads")
+    needs_transpose = torch.is_grad_enabled() and (
+        x.requires_grad or src_scores.requires_grad or dst_scores.requires_grad)
+    out, _ = kernels.additive_attention(
+        as_rows(src_scores), as_rows(dst_scores), float(negative_slope), graph.csr.indptr,
+        graph.csr.indices, x2, *_transpose_args(graph, needs_transpose))
+    return out.view(-1, *x.shape[1:])
 
 
 def segment_reduce(src: Tensor, indptr: Tensor, reduce: str = "sum") -> Tensor:

@@ -331,6 +331,47 @@ def _attention_backward_composed(score, lse, out, grad_out, grad_lse, indptr, in
     return grad_score, grad_x
 
 
+def _additive_fake(a_src, a_dst, negative_slope, indptr, indices, x, csc_indptr=None,
+                   csc_indices=None, csc_perm=None):
+    _check_csr_fake(indptr, indices)
+    for t, name in ((a_src, "a_src"), (a_dst, "a_dst"), (x, "x")):
+        _check_rows_fake(t, name)
+    rows = indptr.shape[0] - 1
+    return x.new_empty(rows, x.shape[1]), x.new_empty(rows, a_src.shape[1])
+
+
+def _additive_backward_fake(a_src, a_dst, negative_slope, lse, out, grad_out, grad_lse, indptr,
+                            indices, x, csc_indptr, csc_indices, csc_perm, need_scores, need_x):
+    return (a_src.new_empty(a_src.shape if need_scores else (0,)),
+            a_dst.new_empty(a_dst.shape if need_scores else (0,)),
+            x.new_empty(x.shape if need_x else (0,)))
+
+
+def _additive_setup(ctx, inputs, output):
+    a_src, a_dst, ctx.negative_slope, indptr, indices, x, t_indptr, t_indices, t_perm = inputs
+    ctx.save_for_backward(a_src, a_dst, indptr, indices, x, t_indptr, t_indices, t_perm,
+                          *output)
+
+
+def _additive_backward(ctx, grad_out, grad_lse):
+    # As segment_attention's fused backward, the scores recomputed from a_src and a_dst and
+    # taken through the LeakyReLU; the op only runs on the CPU (ops.additive_attention
+    # composes it from sddmm and segment_attention elsewhere).
+    a_src, a_dst, indptr, indices, x, t_indptr, t_indices, t_perm, out, lse = ctx.saved_tensors
+    need_scores = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+    need_x = ctx.needs_input_grad[5]
+    if grad_out is None:
+        grad_out = torch.zeros_like(out)
+    t_indptr, t_indices, t_perm = _transpose_of(indptr, indices, x.size(0), t_indptr, t_indices,
+                                                t_perm)
+    grad_src, grad_dst, grad_x = kernels.additive_attention_backward(
+        a_src, a_dst, ctx.negative_slope, lse, out, grad_out.contiguous(), grad_lse, indptr,
+        indices, x, t_indptr, t_indices, t_perm, need_scores, need_x)
+    return (grad_src if ctx.needs_input_grad[0] else None,
+            grad_dst if ctx.needs_input_grad[1] else None, None, None, None,
+            grad_x if need_x else None, None, None, None)
+
+
 def _attention_backward_fake(score, lse, out, grad_out, grad_lse, indptr, indices, x,
                              csc_indptr, csc_indices, csc_perm,
                              need_score, need_x):
@@ -362,6 +403,8 @@ def _register() -> None:
     fake(lib + "segment_softmax")(_softmax_fake)
     fake(lib + "segment_softmax_backward")(lambda out, grad, indptr: _softmax_fake(out, indptr))
     fake(lib + "segment_attention")(_attention_fake)
+    fake(lib + "additive_attention")(_additive_fake)
+    fake(lib + "additive_attention_backward")(_additive_backward_fake)
     fake(lib + "coo_to_csr")(_coo_to_csr_fake)
     fake(lib + "spmm_arg_backward")(_arg_backward_fake)
     autograd = torch.library.register_autograd
@@ -371,6 +414,7 @@ def _register() -> None:
     autograd(lib + "sddmm", _sddmm_backward, setup_context=_sddmm_setup)
     autograd(lib + "segment_softmax", _softmax_backward, setup_context=_softmax_setup)
     autograd(lib + "segment_attention", _attention_backward, setup_context=_attention_setup)
+    autograd(lib + "additive_attention", _additive_backward, setup_context=_additive_setup)
 
 
 if HAS_EXTENSION:

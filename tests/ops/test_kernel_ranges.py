@@ -43,6 +43,8 @@ CHILD = textwrap.dedent("""
             "spmm max": lambda: k.spmm(ptr, idx, None, x, "max"),
             "sddmm": lambda: k.sddmm(ptr, idx, x, x, "dot", 1),
             "segment_attention": lambda: k.segment_attention(s, ptr, idx, x),
+            "additive_attention": lambda: k.additive_attention(
+                torch.randn(3, 2), torch.randn(3, 2), 0.2, ptr, idx, x),
             "local_eccentricity": lambda: k.local_eccentricity(ptr, idx, w.double(), 2),
             "khop_subgraphs": lambda: k.khop_subgraphs(ptr, idx, L(0), 2),
             "separated_rounds": lambda: k.separated_rounds(ptr, idx, good_ptr, good_idx, L(0), 1),
@@ -81,6 +83,9 @@ CHILD = textwrap.dedent("""
         "segment_attention_backward": lambda: k.segment_attention_backward(
             torch.randn(3, 1), torch.randn(3, 1), torch.randn(3, 4), torch.randn(3, 4), None,
             good_ptr, good_idx, x, ci, cx, cp, True, True),
+        "additive_attention_backward": lambda: k.additive_attention_backward(
+            torch.randn(3, 1), torch.randn(3, 1), 0.2, torch.randn(3, 1), torch.randn(3, 4),
+            torch.randn(3, 4), None, good_ptr, good_idx, x, ci, cx, cp, True, True),
     }.items():
         try:
             call()

@@ -54,6 +54,14 @@ def _samples():
     yield kernels.segment_attention_backward, (score.detach(), lse, out, torch.randn_like(out),
                                                torch.randn_like(lse), csr.indptr, csr.indices,
                                                x.detach(), *transpose, True, True)
+    a_src = torch.randn(N, 2, **f64, requires_grad=True)
+    a_dst = torch.randn(N, 2, **f64, requires_grad=True)
+    yield kernels.additive_attention, (a_src, a_dst, 0.2, csr.indptr, csr.indices, x, *transpose)
+    out, lse = kernels.additive_attention(a_src.detach(), a_dst.detach(), 0.2, csr.indptr,
+                                          csr.indices, x.detach())
+    yield kernels.additive_attention_backward, (a_src.detach(), a_dst.detach(), 0.2, lse, out,
+                                                torch.randn_like(out), None, csr.indptr,
+                                                csr.indices, x.detach(), *transpose, True, True)
     yield kernels.coo_to_csr, (g.edge_index[1].int(), N)
     yield kernels.local_eccentricity, (csr.indptr, csr.indices, torch.rand(E, **f64), 3)
     yield kernels.hop2_sample, (csr.indptr, csr.indices, 5, 7)
@@ -103,7 +111,8 @@ def test_two_layer_model_compiles_fullgraph_and_matches_eager():
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("case", ["attention scores", "spmm max weights", "spmm x"])
+@pytest.mark.parametrize("case", ["attention scores", "additive scores", "spmm max weights",
+                                  "spmm x"])
 def test_backward_reads_the_graphs_transpose_not_a_new_one(monkeypatch, case):
     """A backward that needs the transpose gets the graph's cached one from the forward,
     also when only the per-edge values need a gradient (the scores of an attention, the
@@ -122,6 +131,13 @@ def test_backward_reads_the_graphs_transpose_not_a_new_one(monkeypatch, case):
         weights = torch.zeros(graph.num_nodes, graph.num_edges, dtype=torch.float64)
         weights[dst, torch.arange(graph.num_edges)] = 1.0
         scores = values.masked_fill(weights == 0, float("-inf"))  # [N, E]: row i's edges
+        expected = torch.nan_to_num(scores.softmax(1)) @ x[src]
+    elif case == "additive scores":  # the halves of GAT's scores need the transpose too
+        values = torch.randn(graph.num_nodes, dtype=torch.float64, requires_grad=True)
+        out = ops.additive_attention(graph, values, values.detach() * 0.5, x)
+        scores = torch.full((graph.num_nodes, graph.num_edges), float("-inf"), dtype=x.dtype)
+        scores[dst, torch.arange(graph.num_edges)] = torch.nn.functional.leaky_relu(
+            values[src] + values.detach()[dst] * 0.5, 0.2)
         expected = torch.nan_to_num(scores.softmax(1)) @ x[src]
     elif case == "spmm max weights":
         out = ops.spmm(graph, x, values, reduce="max")

@@ -182,7 +182,13 @@ class GATConv(torch.nn.Module):
                              f"{graph.num_edges} edges")
         loops = stale = None
         if self.add_self_loops and edge_attr is None and not return_attention_weights:
-            graph, stale = graph.cached("gat_masked_loops", lambda: _with_masked_loops(graph))
+            masked, stale = graph.cached("gat_masked_loops", lambda: _with_masked_loops(graph))
+            if stale is not None and not torch.compiler.is_compiling():
+                # eagerly, old loops are dropped rather than masked (the same attention), so
+                # that additive_attention, which takes no mask, serves this graph too
+                masked = graph.cached("gat_self_loops", lambda: _with_fresh_self_loops(graph))
+                stale = None
+            graph = masked
         elif self.add_self_loops:  # PyG's edge list itself: edge features, weights returned
             loops = graph.cached("gat_self_loops", lambda: _with_fresh_self_loops(graph))
             if edge_attr is not None or return_attention_weights:  # cached on first need
@@ -192,6 +198,10 @@ class GATConv(torch.nn.Module):
                 edge_attr = self._loop_edge_attr(graph, keep, edge_attr)[order]
             graph = loops
         h, a_src, a_dst = self._project(x_src, x_dst, graph.num_nodes)
+        dropping = self.dropout > 0 and self.training
+        if stale is None and edge_attr is None and not dropping and not return_attention_weights:
+            out = ops.additive_attention(graph, a_src, a_dst, h, self.negative_slope)
+            return self._finish(inputs, out, x_dst)
         score = ops.sddmm(graph, a_src, a_dst, "add")
         if self.lin_edge is not None and edge_attr is not None:
             e = self.lin_edge(edge_attr.to(x_src.dtype)).view(-1, H, C)
@@ -199,24 +209,29 @@ class GATConv(torch.nn.Module):
         score = F.leaky_relu(score, self.negative_slope)
         if stale is not None:
             score = score.masked_fill(stale.view(-1, *[1] * (score.dim() - 1)), float("-inf"))
-        if self.dropout > 0 and self.training:
+        if dropping:
             alpha = F.dropout(ops.segment_softmax(graph, score), p=self.dropout)
             out = ops.spmm(graph, h, alpha)
         else:
             out = ops.segment_attention(graph, score, h, return_weights=return_attention_weights)
             out, alpha = out if return_attention_weights else (out, None)
-        out = out if self.concat else out.view(-1, H, C).mean(dim=1)
-        if self.res is not None and x_dst is not None:
-            out = out + self.res(x_dst)
-        if self.bias is not None:
-            out = out + self.bias
-        out = inputs.node_output(out)
+        out = self._finish(inputs, out, x_dst)
         if not return_attention_weights:
             return out
         if loops is None:
             return out, inputs.attention_output(graph.edge_index, alpha)
         return out, inputs.attention_output(
             pyg_edge_index, torch.empty_like(alpha).index_copy(0, order, alpha))
+
+    def _finish(self, inputs, out: Tensor, x_dst: Tensor | None) -> Tensor:
+        """The heads' outputs ``[N, H * C]`` concatenated or averaged, plus the residual
+        and the bias, in the caller's layout."""
+        out = out if self.concat else out.view(-1, self.heads, self.out_channels).mean(dim=1)
+        if self.res is not None and x_dst is not None:
+            out = out + self.res(x_dst)
+        if self.bias is not None:
+            out = out + self.bias
+        return inputs.node_output(out)
 
     def _project(self, x_src: Tensor, x_dst: Tensor | None,
                  num_dst: int) -> tuple[Tensor, Tensor, Tensor]:
