@@ -116,7 +116,8 @@ def spmm(graph, x: Tensor, edge_weight: Tensor | None = None, reduce: str = "sum
             value is not None and value.requires_grad and reduce in ("max", "min")))
         out, _ = kernels.spmm(graph.csr.indptr, graph.csr.indices, value, rows, reduce,
                               *_transpose_args(graph, needs_transpose))
-    return out.view(-1, *x.shape[1:]) if x.dim() != 2 else out
+    # explicit row counts: view(-1, ...) cannot size a tensor without elements
+    return out.view(out.size(0), *x.shape[1:]) if x.dim() != 2 else out
 
 
 def sddmm(graph, a: Tensor, b: Tensor, op: str = "dot") -> Tensor:
@@ -145,7 +146,7 @@ def sddmm(graph, a: Tensor, b: Tensor, op: str = "dot") -> Tensor:
     if op == "dot":
         out = out.view(-1, heads) if a.dim() == 3 else out.view(-1)
     else:
-        out = out.view(-1, *a.shape[1:])
+        out = out.view(out.size(0), *a.shape[1:])
     return graph.from_csr_order(out)
 
 
@@ -197,7 +198,7 @@ def segment_attention(graph, scores: Tensor, x: Tensor,
     needs_transpose = torch.is_grad_enabled() and (x.requires_grad or scores.requires_grad)
     out, lse = kernels.segment_attention(s, graph.csr.indptr, graph.csr.indices, x2,
                                          *_transpose_args(graph, needs_transpose))
-    out = out.view(-1, *x.shape[1:])
+    out = out.view(out.size(0), *x.shape[1:])
     if not return_weights:
         return out
     weights = (s - kernels.gather_csr(lse, graph.csr.indptr, s.size(0))).exp()
@@ -251,7 +252,7 @@ def additive_attention(graph, src_scores: Tensor, dst_scores: Tensor, x: Tensor,
     out, _ = kernels.additive_attention(
         as_rows(src_scores), as_rows(dst_scores), float(negative_slope), graph.csr.indptr,
         graph.csr.indices, x2, *_transpose_args(graph, needs_transpose))
-    return out.view(-1, *x.shape[1:])
+    return out.view(out.size(0), *x.shape[1:])
 
 
 def segment_reduce(src: Tensor, indptr: Tensor, reduce: str = "sum") -> Tensor:

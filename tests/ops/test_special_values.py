@@ -158,3 +158,30 @@ def test_max_gradient_reaches_an_all_minus_inf_row():
     x = torch.tensor([[float("-inf")], [float("-inf")], [0.0]], requires_grad=True)
     ops.spmm(graph, x, reduce="max").sum().backward()
     assert x.grad.flatten().tolist() == [1.0, 0.0, 0.0]  # the first edge wins (torch.max(dim))
+
+
+@pytest.mark.parametrize("shape", [(0,), (2, 0)])
+def test_features_without_channels_keep_their_shape(shape):
+    """Zero-width features (x [N, 0] or [N, H, 0]) give zero-width outputs, as torch's
+    index_add would, and zero gradients for the edge values (a sum over no channels);
+    reshaping such outputs by view(-1, ...) used to raise."""
+    graph = graphloc.Graph(torch.tensor([[0, 1, 2, 2], [1, 2, 0, 1]]), num_nodes=3)
+    x = torch.randn(3, *shape, requires_grad=True)
+    heads = shape[0] if len(shape) == 2 else 1
+    scores = torch.randn(4, heads, requires_grad=True)
+    half = torch.randn(3, heads, requires_grad=True)
+    outs = {
+        "spmm": ops.spmm(graph, x),
+        "sddmm add": ops.sddmm(graph, x, x.detach(), "add"),
+        "segment_attention": ops.segment_attention(graph, scores, x),
+        "additive_attention": ops.additive_attention(graph, half, half.detach(), x),
+    }
+    for name, out in outs.items():
+        rows = 4 if name.startswith("sddmm") else 3
+        assert out.shape == (rows, *shape), name
+        grads = torch.autograd.grad(out.sum(), [x, scores, half], allow_unused=True)
+        assert grads[0].shape == x.shape, name
+        for g in grads[1:]:
+            assert g is None or g.eq(0).all(), name
+    dot = ops.sddmm(graph, x, x.detach())  # a dot over no channels is 0
+    assert dot.shape == ((4, heads) if len(shape) == 2 else (4,)) and dot.eq(0).all()
