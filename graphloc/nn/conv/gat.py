@@ -86,9 +86,12 @@ class GATConv(torch.nn.Module):
 
     (heads averaged instead of concatenated when ``concat=False``). A drop-in for PyG's
     ``GATConv`` (same arguments, parameter names, outputs and attention weights). The
-    softmax and the weighted sum run fused per node (``ops.segment_attention``): no
-    ``[E, H, C]`` message tensor and no stored ``[E, H]`` weights. With attention dropout in
-    training the weights are materialised (``[E, H]``) to be dropped, still without messages.
+    softmax and the weighted sum run fused per node: no ``[E, H, C]`` message tensor and no
+    stored ``[E, H]`` weights. Without edge features, attention dropout or returned weights
+    the kernel also computes the scores itself (``ops.additive_attention``: no ``[E, H]``
+    tensor at all); otherwise they come from ``ops.sddmm`` into ``ops.segment_attention``.
+    With attention dropout in training the weights are materialised (``[E, H]``) to be
+    dropped, still without messages.
 
     Args:
         in_channels (int or (int, int)): input feature width; a pair gives sources and
