@@ -234,11 +234,6 @@ def additive_attention(graph, src_scores: Tensor, dst_scores: Tensor, x: Tensor,
                         f"must have x's dtype {x.dtype}")
     if not isinstance(negative_slope, (int, float)) or isinstance(negative_slope, bool):
         raise TypeError(f"negative_slope must be a number, got {negative_slope!r}")
-    # the kernel reads the LeakyReLU's side off the sign of its output: a slope >= 0
-    if x.device.type != "cpu" or not HAS_EXTENSION or not negative_slope >= 0:
-        score = torch.nn.functional.leaky_relu(sddmm(graph, src_scores, dst_scores, "add"),
-                                               negative_slope)
-        return segment_attention(graph, score, x)
     heads = 1 if src_scores.dim() == 1 else src_scores.size(1)
     if heads == 0:
         raise ValueError(f"src_scores has shape {list(src_scores.shape)}: 0 heads")
@@ -247,6 +242,11 @@ def additive_attention(graph, src_scores: Tensor, dst_scores: Tensor, x: Tensor,
     x2 = as_rows(x)
     if x2.size(1) % heads:
         raise ValueError(f"x has {x2.size(1)} channels, not divisible into {heads} heads")
+    # the kernel reads the LeakyReLU's side off the sign of its output: a slope >= 0
+    if x.device.type != "cpu" or not HAS_EXTENSION or not negative_slope >= 0:
+        score = torch.nn.functional.leaky_relu(sddmm(graph, src_scores, dst_scores, "add"),
+                                               negative_slope)
+        return segment_attention(graph, score, x)
     needs_transpose = torch.is_grad_enabled() and (
         x.requires_grad or src_scores.requires_grad or dst_scores.requires_grad)
     out, _ = kernels.additive_attention(

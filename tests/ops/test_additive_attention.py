@@ -155,8 +155,11 @@ def test_bad_inputs_name_the_argument():
         ((torch.randn(6, 2, 1), dst, x), ValueError, "must be \\[N\\] or \\[N, heads\\]"),
     ]
     for args, error, message in cases:
-        with pytest.raises(error, match=message):
-            ops.additive_attention(graph, *args)
+        for slope in (0.2, -0.2):  # the kernel's path and the composed one
+            with pytest.raises(error, match=message):
+                ops.additive_attention(graph, *args, negative_slope=slope)
+    with pytest.raises(ValueError, match="0 heads"):
+        ops.additive_attention(graph, torch.randn(6, 0), torch.randn(6, 0), x)
     with pytest.raises(TypeError, match="negative_slope must be a number, got '0.2'"):
         ops.additive_attention(graph, src, dst, x, negative_slope="0.2")
     csr = graph.csr
