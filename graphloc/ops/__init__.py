@@ -220,7 +220,9 @@ def additive_attention(graph, src_scores: Tensor, dst_scores: Tensor, x: Tensor,
         x: ``[N_src, C]`` for one head, or ``[N_src, H, C]`` / ``[N_src, H * C]``.
         negative_slope: the LeakyReLU's slope for negative scores.
 
-    Returns ``out`` with ``x``'s shape (nodes without incoming edges get 0).
+    Returns ``out`` with ``x``'s shape (nodes without incoming edges get 0). With bfloat16
+    inputs the kernel computes the scores in float32, where the composed ops round them
+    to bfloat16 first (outputs agree to bfloat16's precision, tested).
     """
     _check_graph(graph)
     _check_node_features(graph, x, "x")
