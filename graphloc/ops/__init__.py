@@ -167,6 +167,17 @@ def segment_softmax(graph, scores: Tensor) -> Tensor:
     return graph.from_csr_order(out.view(scores.shape))
 
 
+def _attention_rows(x: Tensor, heads: int, scores_name: str) -> Tensor:
+    """``x`` as ``[N, heads * C]`` rows, after checking that it splits into ``heads``."""
+    if x.dim() == 3 and x.size(1) != heads:
+        raise ValueError(f"x has {x.size(1)} heads ({list(x.shape)}) but {scores_name} have "
+                         f"{heads}")
+    rows = as_rows(x)
+    if rows.size(1) % heads:
+        raise ValueError(f"x has {rows.size(1)} channels, not divisible into {heads} heads")
+    return rows
+
+
 def segment_attention(graph, scores: Tensor, x: Tensor,
                       return_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """Attention aggregation: ``out[i] = sum_{(j -> i)} softmax_i(scores)_{ji} * x[j]``.
@@ -186,12 +197,7 @@ def segment_attention(graph, scores: Tensor, x: Tensor,
     _check_graph(graph)
     _check_node_features(graph, x, "x")
     _check_edge_values(graph, scores, x, "scores")
-    heads = 1 if scores.dim() == 1 else scores.size(1)
-    if x.dim() == 3 and x.size(1) != heads:
-        raise ValueError(f"x has {x.size(1)} heads ({list(x.shape)}) but scores have {heads}")
-    x2 = as_rows(x)
-    if x2.size(1) % heads:
-        raise ValueError(f"x has {x2.size(1)} channels, not divisible into {heads} heads")
+    x2 = _attention_rows(x, 1 if scores.dim() == 1 else scores.size(1), "scores")
     s = as_rows(graph.to_csr_order(scores))
     # the backward reads the transpose for either gradient (on the CPU the scores' comes
     # from the same pass over it as x's)
@@ -239,11 +245,7 @@ def additive_attention(graph, src_scores: Tensor, dst_scores: Tensor, x: Tensor,
     heads = 1 if src_scores.dim() == 1 else src_scores.size(1)
     if heads == 0:
         raise ValueError(f"src_scores has shape {list(src_scores.shape)}: 0 heads")
-    if x.dim() == 3 and x.size(1) != heads:
-        raise ValueError(f"x has {x.size(1)} heads ({list(x.shape)}) but the scores have {heads}")
-    x2 = as_rows(x)
-    if x2.size(1) % heads:
-        raise ValueError(f"x has {x2.size(1)} channels, not divisible into {heads} heads")
+    x2 = _attention_rows(x, heads, "the scores")
     # the kernel reads the LeakyReLU's side off the sign of its output: a slope >= 0
     if x.device.type != "cpu" or not HAS_EXTENSION or not negative_slope >= 0:
         score = torch.nn.functional.leaky_relu(sddmm(graph, src_scores, dst_scores, "add"),

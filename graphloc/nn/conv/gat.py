@@ -47,11 +47,11 @@ def _with_fresh_self_loops(graph: Graph) -> Graph:
     return graph.with_edges(pyg_edge_index[:, order])
 
 
-def _with_masked_loops(graph: Graph) -> tuple[Graph, Tensor | None]:
-    """PyG's GAT edge list in a fixed shape (so it traces under ``torch.compile``): every
-    edge kept and a fresh loop appended per node, with the mask of the old loops, whose
-    scores are set to -inf (weight 0): the same attention as removing them. The mask is
-    None when there are no old loops (decided eagerly only)."""
+def _with_masked_loops(graph: Graph) -> tuple[Graph, Tensor]:
+    """PyG's GAT edge list in a fixed shape, for ``torch.compile`` (no data-dependent
+    branch): every edge kept and a fresh loop appended per node, with the mask of the old
+    loops, whose scores are set to -inf (weight 0): the same attention as removing them,
+    which the eager forward does (``_with_fresh_self_loops``)."""
     src, dst = graph.edge_index
     count = _num_loops(graph)
     loops = torch.arange(count, device=graph.device).expand(2, -1)
@@ -61,10 +61,6 @@ def _with_masked_loops(graph: Graph) -> tuple[Graph, Tensor | None]:
     derived = Graph._derived(edge_index[:, order], graph.num_nodes,
                              graph.num_src_nodes if graph.is_bipartite else None,
                              dst_sorted=True)
-    # Eagerly, a graph without loops (most) gets no mask, saving the [E, H] masked_fill
-    # forward and backward; a compiled trace keeps its fixed shape and no data-dependent branch.
-    if not torch.compiler.is_compiling() and not bool(stale.any()):
-        return derived, None
     return derived, stale[order]
 
 
@@ -184,15 +180,10 @@ class GATConv(torch.nn.Module):
             raise ValueError(f"edge_attr has {edge_attr.size(0)} rows but the graph has "
                              f"{graph.num_edges} edges")
         loops = stale = None
-        if self.add_self_loops and edge_attr is None and not return_attention_weights:
-            masked, stale = graph.cached("gat_masked_loops", lambda: _with_masked_loops(graph))
-            if stale is not None and not torch.compiler.is_compiling():
-                # eagerly, old loops are dropped rather than masked (the same attention), so
-                # that additive_attention, which takes no mask, serves this graph too
-                masked = graph.cached("gat_self_loops", lambda: _with_fresh_self_loops(graph))
-                stale = None
-            graph = masked
-        elif self.add_self_loops:  # PyG's edge list itself: edge features, weights returned
+        if self.add_self_loops and edge_attr is None and not return_attention_weights \
+                and torch.compiler.is_compiling():
+            graph, stale = graph.cached("gat_masked_loops", lambda: _with_masked_loops(graph))
+        elif self.add_self_loops:  # PyG's edge list itself (eagerly, old loops dropped)
             loops = graph.cached("gat_self_loops", lambda: _with_fresh_self_loops(graph))
             if edge_attr is not None or return_attention_weights:  # cached on first need
                 pyg_edge_index, order, keep = graph.cached(
