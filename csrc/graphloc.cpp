@@ -16,11 +16,14 @@ PyObject* PyInit__C(void) {
 TORCH_LIBRARY(graphloc, m) {
   // out[i] = reduce_{e in row i} value[e] * x[indices[e]]; arg (index dtype) holds the winning
   // CSR position for max/min (E for empty rows) and is empty otherwise. The csc_* arguments (the
-  // cached transpose) are only read by the backward.
+  // cached transpose) are only read by the backward. With value_index (sum only), entry e's
+  // value is value[value_index[e]]: the backward's product over the transpose reads the edge
+  // weights through csc_perm (or a mean's 1 / degree through csc_indices) without a permuted
+  // copy of them.
   m.def(
       "spmm(Tensor indptr, Tensor indices, Tensor? value, Tensor x, str reduce, "
-      "Tensor? csc_indptr=None, Tensor? csc_indices=None, Tensor? csc_perm=None) "
-      "-> (Tensor, Tensor)");
+      "Tensor? csc_indptr=None, Tensor? csc_indices=None, Tensor? csc_perm=None, "
+      "Tensor? value_index=None) -> (Tensor, Tensor)");
   // out[i] = reduce_{e in row i} src[e]: spmm with the rows read in place.
   m.def("segment_reduce(Tensor src, Tensor indptr, str reduce) -> (Tensor, Tensor)");
   // Backward of max/min spmm over the transpose: (grad_x, grad_value or empty).

@@ -180,6 +180,23 @@ inline void check_spmm_args(const at::Tensor& indptr, const at::Tensor& indices,
   check_index_range(indices, x.size(0), "indices", "x");
 }
 
+// spmm's value_index: sum only, with values, one index per edge of the CSR's index dtype,
+// each a row of the values.
+inline void check_value_index(const at::Tensor& value_index, const c10::optional<at::Tensor>& value,
+                              const at::Tensor& indptr, int64_t num_edges,
+                              c10::string_view reduce) {
+  TORCH_CHECK(reduce == "sum", "value_index takes reduce 'sum', got '", std::string(reduce), "'");
+  TORCH_CHECK(value.has_value(), "value_index needs edge values (value is None)");
+  check_index(value_index, "value_index");
+  TORCH_CHECK(value_index.scalar_type() == indptr.scalar_type(), "value_index (",
+              value_index.scalar_type(), ") and indptr (", indptr.scalar_type(),
+              ") must share one index dtype");
+  TORCH_CHECK(value_index.dim() == 1 && value_index.numel() == num_edges, "value_index must be [",
+              num_edges, "] (one per edge), got shape ", value_index.sizes());
+  check_same_device(value_index, "value_index", *value, "edge values");
+  check_index_range(value_index, value->size(0), "value_index", "the edge values");
+}
+
 // spmm_arg_backward: the transpose, and arg / grad_out shaped like the forward output.
 inline void check_arg_backward_args(const at::Tensor& csc_indptr, const at::Tensor& csc_indices,
                                     const at::Tensor& csc_perm, const at::Tensor& x,

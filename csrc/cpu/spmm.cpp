@@ -12,12 +12,17 @@
 namespace graphloc {
 namespace {
 
+// The row of the edge values that edge e reads: its own (EdgeRow), or value_index[e].
+struct EdgeRow {
+  int64_t operator()(int64_t e) const { return e; }
+};
+
 // Sum/mean over one block of T channels that lies inside one head: the T accumulators
 // stay in vector registers while the row's neighbours stream past.
-template <int T, typename scalar_t, typename index_t, Reduce R, typename Src>
-inline void sum_row_tiled(const index_t* indptr, Src src, const scalar_t* value, int64_t heads,
-                          const scalar_t* x, int64_t row, int64_t K, int64_t F, int64_t chunk_end,
-                          scalar_t* out) {
+template <int T, typename scalar_t, typename index_t, Reduce R, typename Src, typename ValueRow>
+inline void sum_row_tiled(const index_t* indptr, Src src, ValueRow value_row, const scalar_t* value,
+                          int64_t heads, const scalar_t* x, int64_t row, int64_t K, int64_t F,
+                          int64_t chunk_end, scalar_t* out) {
   using acc_t = typename AccType<scalar_t>::type;
   using Red = Reducer<acc_t, R>;
   const int64_t begin = indptr[row], end = indptr[row + 1];
@@ -25,10 +30,13 @@ inline void sum_row_tiled(const index_t* indptr, Src src, const scalar_t* value,
     const int64_t h = t0 / F;
     acc_t a[T] = {};
     for (int64_t e = begin; e < end; ++e) {
-      if (t0 == 0 && e + kPrefetchDistance < chunk_end)
+      if (t0 == 0 && e + kPrefetchDistance < chunk_end) {
         prefetch_row(x + src(e + kPrefetchDistance) * K, K);
+        if constexpr (!std::is_same_v<ValueRow, EdgeRow>)  // values read at random too
+          if (value) __builtin_prefetch(value + value_row(e + kPrefetchDistance) * heads);
+      }
       const scalar_t* __restrict__ xr = x + src(e) * K + t0;
-      const acc_t w = value ? static_cast<acc_t>(value[e * heads + h]) : acc_t(1);
+      const acc_t w = value ? static_cast<acc_t>(value[value_row(e) * heads + h]) : acc_t(1);
 #pragma GCC unroll 64
       for (int f = 0; f < T; ++f) a[f] += w * static_cast<acc_t>(xr[f]);
     }
@@ -88,10 +96,10 @@ inline void arg_row_tiled(const index_t* indptr, Src src, const scalar_t* value,
 // neighbour features (x[src(e)], scaled by the edge value of their head) into an
 // L1-resident accumulator of K channels, then writes the row once. Head widths divisible
 // by 8 take the register-tiled paths instead.
-template <typename scalar_t, typename index_t, Reduce R, typename Src>
-void reduce_rows(const index_t* indptr, Src src, const scalar_t* value, int64_t heads,
-                 const scalar_t* x, int64_t num_rows, int64_t K, scalar_t* out, index_t* arg,
-                 bool finite) {
+template <typename scalar_t, typename index_t, Reduce R, typename Src, typename ValueRow = EdgeRow>
+void reduce_rows(const index_t* indptr, Src src, ValueRow value_row, const scalar_t* value,
+                 int64_t heads, const scalar_t* x, int64_t num_rows, int64_t K, scalar_t* out,
+                 index_t* arg, bool finite) {
   using acc_t = typename AccType<scalar_t>::type;
   using Red = Reducer<acc_t, R>;
   const int64_t F = K / heads;
@@ -117,8 +125,8 @@ void reduce_rows(const index_t* indptr, Src src, const scalar_t* value, int64_t 
                 arg_row_tiled<T, scalar_t, index_t, R>(indptr, src, value, heads, x, row, K, F,
                                                        chunk_end, num_edges, out, arg);
               else
-                sum_row_tiled<T, scalar_t, index_t, R>(indptr, src, value, heads, x, row, K, F,
-                                                       chunk_end, out);
+                sum_row_tiled<T, scalar_t, index_t, R>(indptr, src, value_row, value, heads, x, row,
+                                                       K, F, chunk_end, out);
             }
         });
         return;
@@ -135,7 +143,7 @@ void reduce_rows(const index_t* indptr, Src src, const scalar_t* value, int64_t 
         for (int64_t h = 0; h < heads; ++h) {
           acc_t* __restrict__ a = acc.data() + h * F;
           const scalar_t* __restrict__ xh = xr + h * F;
-          const acc_t w = value ? static_cast<acc_t>(value[e * heads + h]) : acc_t(1);
+          const acc_t w = value ? static_cast<acc_t>(value[value_row(e) * heads + h]) : acc_t(1);
           if constexpr (Red::kHasArg) {
             int64_t* b = best.data() + h * F;
             for (int64_t f = 0; f < F; ++f)
@@ -156,16 +164,19 @@ void reduce_rows(const index_t* indptr, Src src, const scalar_t* value, int64_t 
   });
 }
 
-std::tuple<at::Tensor, at::Tensor> reduce_launch(const at::Tensor& indptr,
-                                                 const c10::optional<at::Tensor>& indices,
-                                                 const c10::optional<at::Tensor>& value,
-                                                 const at::Tensor& x, Reduce reduce) {
+std::tuple<at::Tensor, at::Tensor> reduce_launch(
+    const at::Tensor& indptr, const c10::optional<at::Tensor>& indices,
+    const c10::optional<at::Tensor>& value, const at::Tensor& x, Reduce reduce,
+    const c10::optional<at::Tensor>& value_index = c10::nullopt) {
   const int64_t num_rows = indptr.numel() - 1, K = x.size(1);
   const int64_t num_edges = indices ? indices->numel() : x.size(0);
-  const int64_t heads = value ? check_value(*value, x, num_edges) : 1;
+  // through value_index the values have a row per index value, not per edge
+  const int64_t heads =
+      value ? check_value(*value, x, value_index ? value->size(0) : num_edges) : 1;
   auto xc = x.contiguous();
   auto vc = value ? value->contiguous() : at::Tensor();
   auto ic = indices ? indices->contiguous() : at::Tensor();
+  auto vic = value_index ? value_index->contiguous() : at::Tensor();
   auto out = empty_output({num_rows, K}, x.options());
   // The winning positions fit the index dtype: int32 halves their memory and traffic.
   auto arg =
@@ -180,15 +191,25 @@ std::tuple<at::Tensor, at::Tensor> reduce_launch(const at::Tensor& indptr,
         const index_t* ip = indptr.data_ptr<index_t>();
         const scalar_t* v = vc.defined() ? vc.data_ptr<scalar_t>() : nullptr;
         index_t* arg_out = has_arg(reduce) ? arg.data_ptr<index_t>() : nullptr;
+        constexpr Reduce kR = decltype(R)::value;
         if (ic.defined()) {
           const index_t* idx = ic.data_ptr<index_t>();
-          reduce_rows<scalar_t, index_t, decltype(R)::value>(
-              ip, [idx](int64_t e) { return static_cast<int64_t>(idx[e]); }, v, heads,
-              xc.data_ptr<scalar_t>(), num_rows, K, out.data_ptr<scalar_t>(), arg_out, finite);
+          const auto src = [idx](int64_t e) { return static_cast<int64_t>(idx[e]); };
+          if constexpr (kR == Reduce::Sum)  // check_value_index: sum only
+            if (vic.defined()) {
+              const index_t* vi = vic.data_ptr<index_t>();
+              reduce_rows<scalar_t, index_t, kR>(
+                  ip, src, [vi](int64_t e) { return static_cast<int64_t>(vi[e]); }, v, heads,
+                  xc.data_ptr<scalar_t>(), num_rows, K, out.data_ptr<scalar_t>(), arg_out, finite);
+              return;
+            }
+          reduce_rows<scalar_t, index_t, kR>(ip, src, EdgeRow{}, v, heads, xc.data_ptr<scalar_t>(),
+                                             num_rows, K, out.data_ptr<scalar_t>(), arg_out,
+                                             finite);
         } else {
-          reduce_rows<scalar_t, index_t, decltype(R)::value>(
-              ip, [](int64_t e) { return e; }, v, heads, xc.data_ptr<scalar_t>(), num_rows, K,
-              out.data_ptr<scalar_t>(), arg_out, finite);
+          reduce_rows<scalar_t, index_t, kR>(
+              ip, [](int64_t e) { return e; }, EdgeRow{}, v, heads, xc.data_ptr<scalar_t>(),
+              num_rows, K, out.data_ptr<scalar_t>(), arg_out, finite);
         }
       });
     });
@@ -201,9 +222,11 @@ std::tuple<at::Tensor, at::Tensor> spmm_cpu(const at::Tensor& indptr, const at::
                                             const at::Tensor& x, c10::string_view reduce,
                                             const c10::optional<at::Tensor>& /*csc_indptr*/,
                                             const c10::optional<at::Tensor>& /*csc_indices*/,
-                                            const c10::optional<at::Tensor>& /*csc_perm*/) {
+                                            const c10::optional<at::Tensor>& /*csc_perm*/,
+                                            const c10::optional<at::Tensor>& value_index) {
   check_spmm_args(indptr, indices, x, /*reducible=*/true);
-  return reduce_launch(indptr, indices, value, x, parse_reduce(std::string(reduce)));
+  if (value_index) check_value_index(*value_index, value, indptr, indices.numel(), reduce);
+  return reduce_launch(indptr, indices, value, x, parse_reduce(std::string(reduce)), value_index);
 }
 
 std::tuple<at::Tensor, at::Tensor> segment_reduce_cpu(const at::Tensor& src,

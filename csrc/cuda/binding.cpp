@@ -72,9 +72,14 @@ std::tuple<at::Tensor, at::Tensor> spmm_cuda(const at::Tensor& indptr, const at:
                                              const at::Tensor& x, c10::string_view reduce,
                                              const c10::optional<at::Tensor>&,
                                              const c10::optional<at::Tensor>&,
-                                             const c10::optional<at::Tensor>&) {
+                                             const c10::optional<at::Tensor>&,
+                                             const c10::optional<at::Tensor>& value_index) {
   check_spmm_args(indptr, indices, x);
-  return reduce_cuda(indptr, indices, value, x, parse_reduce(std::string(reduce)));
+  if (!value_index)
+    return reduce_cuda(indptr, indices, value, x, parse_reduce(std::string(reduce)));
+  // no kernel of its own on the GPU: the values are gathered into edge order first
+  check_value_index(*value_index, value, indptr, indices.numel(), reduce);
+  return reduce_cuda(indptr, indices, value->index_select(0, *value_index), x, Reduce::Sum);
 }
 
 std::tuple<at::Tensor, at::Tensor> segment_reduce_cuda(const at::Tensor& src,

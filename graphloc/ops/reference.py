@@ -17,6 +17,8 @@ from collections import deque
 import torch
 from torch import Tensor
 
+from graphloc.checks import check_index
+
 _REDUCE_ALIASES = {"sum": "sum", "add": "sum", "mean": "mean", "max": "max", "amax": "max",
                    "min": "min", "amin": "min"}
 
@@ -91,9 +93,25 @@ def _is_winner(values: Tensor, extreme: Tensor) -> Tensor:
     return (values == extreme) | (values.isnan() & extreme.isnan())
 
 
-def spmm(indptr, indices, value, x, reduce, csc_indptr=None, csc_indices=None, csc_perm=None):
+def spmm(indptr, indices, value, x, reduce, csc_indptr=None, csc_indices=None, csc_perm=None,
+         value_index=None):
+    if value_index is not None:
+        value = _values_through(value_index, value, reduce, indices.numel())
     msgs = _head_scale(x.index_select(0, indices.long()), value)
     return _segment(msgs, csr_rows(indptr, indices.numel()), indptr.numel() - 1, reduce)
+
+
+def _values_through(value_index, value, reduce, num_edges):
+    """``value[value_index]``: the edge values of spmm's ``value_index`` (sum only)."""
+    if canonical_reduce(reduce) != "sum":
+        raise ValueError(f"value_index takes reduce 'sum', got {reduce!r}")
+    if value is None:
+        raise ValueError("value_index needs edge values (value is None)")
+    if value_index.shape != (num_edges,):
+        raise ValueError(f"value_index must be [{num_edges}] (one per edge), got shape "
+                         f"{list(value_index.shape)}")
+    check_index(value_index, value.size(0), "value_index")
+    return value.index_select(0, value_index.long())
 
 
 def segment_reduce(src, indptr, reduce):

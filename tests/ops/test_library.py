@@ -36,6 +36,9 @@ def _samples():
         yield kernels.spmm, (csr.indptr, csr.indices, None, x, reduce)
         yield kernels.segment_reduce, (torch.randn(E, 3, **f64, requires_grad=True),
                                        csr.indptr, reduce)
+    node_values = torch.rand(N, 2, **f64, requires_grad=True)  # read through an index
+    yield kernels.spmm, (csr.indptr, csr.indices, node_values, x, "sum", *transpose,
+                         csc.indices[:E].clone())
     arg = kernels.spmm(csr.indptr, csr.indices, w, x, "max")[1]
     yield kernels.spmm_arg_backward, (*transpose, w.detach(), x.detach(), arg,
                                       torch.randn(N, 4, **f64), True)
