@@ -191,8 +191,8 @@ inline void check_value_index(const at::Tensor& value_index, const c10::optional
   TORCH_CHECK(value_index.scalar_type() == indptr.scalar_type(), "value_index (",
               value_index.scalar_type(), ") and indptr (", indptr.scalar_type(),
               ") must share one index dtype");
-  TORCH_CHECK(value_index.dim() == 1 && value_index.numel() == num_edges, "value_index must be [",
-              num_edges, "] (one per edge), got shape ", value_index.sizes());
+  TORCH_CHECK(value_index.numel() == num_edges, "value_index must be [", num_edges,
+              "] (one per edge), got shape ", value_index.sizes());
   check_same_device(value_index, "value_index", *value, "edge values");
   check_index_range(value_index, value->size(0), "value_index", "the edge values");
 }

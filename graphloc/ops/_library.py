@@ -139,30 +139,33 @@ def _spmm_mul_backward(ctx, grad_out, indptr, indices, value, x, t_indptr, t_ind
     return kernels.spmm(t_indptr, t_perm, None, per_edge.contiguous(), "sum")[0]
 
 
+def _spmm_grads(grad_value, grad_x):
+    """spmm's gradients in its argument order: only value and x have one."""
+    return None, None, grad_value, grad_x, None, None, None, None, None
+
+
 def _spmm_backward(ctx, grad_out, _grad_arg):
     indptr, indices, value, x, t_indptr, t_indices, t_perm, arg, value_index = ctx.saved_tensors
     need_value, need_x = ctx.needs_input_grad[2], ctx.needs_input_grad[3]
-    none = (None,) * 5  # indptr, indices; the transpose and value_index have no gradient
     if value_index is not None:  # the values in edge order; their gradient summed back below
         grad_value, grad_x = _spmm_sum_backward(ctx, grad_out, indptr, indices,
                                                 value.index_select(0, value_index), x, t_indptr,
                                                 t_indices, t_perm, need_value, need_x)
         if grad_value is not None:
             grad_value = value.new_zeros(value.shape).index_add(0, value_index, grad_value)
-        return *none[:2], grad_value, grad_x, *none
+        return _spmm_grads(grad_value, grad_x)
     if ctx.reduce == "mul":
         grad_x = _spmm_mul_backward(ctx, grad_out, indptr, indices, value, x, t_indptr,
                                     t_indices, t_perm)
-        return *none[:2], None, grad_x, *none
+        return _spmm_grads(None, grad_x)
     if ctx.reduce in ("max", "min"):
         t_indptr, t_indices, t_perm = _transpose_of(indptr, indices, ctx.num_src, t_indptr,
                                                     t_indices, t_perm)
         grad_x, grad_value = kernels.spmm_arg_backward(t_indptr, t_indices, t_perm, value, x, arg,
                                                        grad_out.contiguous(), need_value)
-        return *none[:2], grad_value if need_value else None, grad_x, *none
-    grad_value, grad_x = _spmm_sum_backward(ctx, grad_out, indptr, indices, value, x, t_indptr,
-                                            t_indices, t_perm, need_value, need_x)
-    return *none[:2], grad_value, grad_x, *none
+        return _spmm_grads(grad_value if need_value else None, grad_x)
+    return _spmm_grads(*_spmm_sum_backward(ctx, grad_out, indptr, indices, value, x, t_indptr,
+                                           t_indices, t_perm, need_value, need_x))
 
 
 def _spmm_sum_backward(ctx, grad_out, indptr, indices, value, x, t_indptr, t_indices, t_perm,
