@@ -326,3 +326,35 @@ def test_value_index_bad_arguments(impl):
             spmm(indptr, indices, v, features, reduce, value_index=vi)
         if vi is bad:
             assert "5" in str(info.value)
+
+
+@pytest.mark.parametrize("impl", ["kernel", "reference"])
+def test_value_index_wrong_index_dtype(impl):
+    graph = Graph(random_edge_index(8, 20, seed=34), num_nodes=8)
+    indptr, indices, value, index, x = _value_index_case(graph, 5, 0, torch.float32, False)
+    spmm = kernels.spmm if impl == "kernel" else reference.spmm
+    with pytest.raises((RuntimeError, TypeError), match="value_index must be"):
+        spmm(indptr, indices, value, x, "sum", value_index=index.float())
+    if impl == "kernel":  # the fallback indexes with either integer dtype
+        with pytest.raises(RuntimeError, match="value_index .* must share one index dtype"):
+            spmm(indptr, indices, value, x, "sum", value_index=index.long())
+
+
+@pytest.mark.parametrize("impl", ["kernel", "reference"])
+def test_value_index_special_values_and_empty_graphs(impl):
+    """NaN and infinite values propagate as through the values gathered beforehand; a graph
+    without edges (and rows without edges) sums to 0."""
+    spmm = kernels.spmm if impl == "kernel" else reference.spmm
+    graph = Graph(random_edge_index(12, 40, seed=35), num_nodes=15)  # 3 nodes without edges
+    indptr, indices, value, index, x = _value_index_case(graph, 6, 2, torch.float64, False)
+    value[1, 0], value[2, 1], value[4] = float("nan"), float("inf"), float("-inf")
+    out = spmm(indptr, indices, value, x, "sum", value_index=index)[0]
+    expected = reference.spmm(indptr, indices, value.index_select(0, index.long()), x, "sum")[0]
+    torch.testing.assert_close(out, expected, equal_nan=True)
+    assert out.isnan().any() and torch.equal(out[12:], torch.zeros(3, x.size(1),
+                                                                   dtype=torch.float64))
+    empty = Graph(torch.empty(2, 0, dtype=torch.long), num_nodes=4)
+    e_ptr, e_idx = empty.csr.indptr, empty.csr.indices
+    out = spmm(e_ptr, e_idx, torch.ones(3), torch.randn(4, 2), "sum",
+               value_index=torch.empty(0, dtype=e_ptr.dtype))[0]
+    assert torch.equal(out, torch.zeros(4, 2))
