@@ -96,7 +96,7 @@ inline void scores_of_rows(const Scores& scores, const index_t* indptr, const in
 template <int T, int G, typename acc_t, typename scalar_t, typename index_t>
 inline void weighted_head_sum(const index_t* row_indices, const acc_t* p, int64_t degree,
                               int64_t ahead, int64_t H, int64_t h0, int64_t C, const scalar_t* x,
-                              const acc_t* s, acc_t* acc, scalar_t* out) {
+                              const acc_t* s, bool stream, acc_t* acc, scalar_t* out) {
   const int64_t K = H * C;
   acc_t scale[G];
   for (int g = 0; g < G; ++g)  // empty row or fully masked head: 0
@@ -129,10 +129,18 @@ inline void weighted_head_sum(const index_t* row_indices, const acc_t* p, int64_
         }
       }
 #pragma GCC unroll 8
-      for (int g = 0; g < G; ++g)
+      for (int g = 0; g < G; ++g) {
+        if constexpr (std::is_same_v<scalar_t, acc_t>) {
+          alignas(64) acc_t head_out[T];  // a's own address would keep a out of the registers
 #pragma GCC unroll 64
-        for (int f = 0; f < T; ++f)
-          out[(h0 + g) * C + t0 + f] = static_cast<scalar_t>(a[g][f] * scale[g]);
+          for (int f = 0; f < T; ++f) head_out[f] = a[g][f] * scale[g];
+          store_row(out + (h0 + g) * C + t0, head_out, T, stream);
+        } else {
+#pragma GCC unroll 64
+          for (int f = 0; f < T; ++f)
+            out[(h0 + g) * C + t0 + f] = static_cast<scalar_t>(a[g][f] * scale[g]);
+        }
+      }
     }
   }
 }
@@ -170,6 +178,7 @@ void attend_rows(const index_t* indptr, const index_t* indices, const Scores& sc
   with_tile(C, [&](auto width) {
     constexpr int T = decltype(width)::value;
     const int group = heads_per_sweep(H, T);
+    const bool stream = streams_output(num_rows * K * static_cast<int64_t>(sizeof(scalar_t)));
     parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
       std::vector<acc_t> acc(C), m, s(H), p;
       const int64_t chunk_end = indptr[r1];
@@ -190,7 +199,7 @@ void attend_rows(const index_t* indptr, const index_t* indices, const Scores& sc
             if constexpr (G > 0)  // group >= 1 here
               for (int64_t h = 0; h < H; h += G)
                 weighted_head_sum<T, G>(indices + begin, row, degree, ahead, H, h, C, x, s.data(),
-                                        acc.data(), out + i * K);
+                                        stream, acc.data(), out + i * K);
           });
           for (int64_t h = 0; h < H; ++h) {
             const acc_t mh = m[(i - b0) * H + h];
@@ -377,8 +386,8 @@ inline void transpose_sweep(const index_t* csc_indices, const index_t* csc_perm,
                             int64_t c1, int64_t ahead_end, const acc_t* __restrict__ grad,
                             const acc_t* __restrict__ xj, const acc_t* __restrict__ base, int64_t H,
                             int64_t h0, const Scores& scores, int64_t j,
-                            acc_t* __restrict__ alpha_to_grad, acc_t* __restrict__ grad_xj,
-                            acc_t* __restrict__ grad_a_src) {
+                            acc_t* __restrict__ alpha_to_grad, bool stream,
+                            acc_t* __restrict__ grad_xj, acc_t* __restrict__ grad_a_src) {
   using V = typename Vec<acc_t, T>::type;
   constexpr bool kAdditive = NeedScore && Scores::kAdditive;
   const int64_t K = H * T;
@@ -408,7 +417,11 @@ inline void transpose_sweep(const index_t* csc_indices, const index_t* csc_perm,
     }
   }
   if constexpr (NeedX)
-    for (int g = 0; g < G; ++g) store_vec<acc_t, T>(grad_xj + (h0 + g) * T, a[g]);
+    for (int g = 0; g < G; ++g) {
+      alignas(64) acc_t head_grad[T];  // a's own address would keep a out of the registers
+      store_vec<acc_t, T>(head_grad, a[g]);
+      store_row(grad_xj + (h0 + g) * T, head_grad, T, stream);
+    }
   if constexpr (kAdditive)
     for (int g = 0; g < G; ++g) grad_a_src[j * H + h0 + g] = da[g];
 }
@@ -467,6 +480,7 @@ void attention_transpose_grads(const index_t* csc_indptr, const index_t* csc_ind
                                scalar_t* grad_a_src) {
   const int64_t K = H * C;
   constexpr bool kSweeps = G > 0 && std::is_same_v<scalar_t, acc_t>;
+  const bool stream = streams_output(num_src * K * static_cast<int64_t>(sizeof(scalar_t)));
   parallel_rows(csc_indptr, num_src, [&](int64_t r0, int64_t r1) {
     std::vector<acc_t> acc(kSweeps ? 0 : K), da(kSweeps ? 0 : H);
     const int64_t ahead_end = static_cast<int64_t>(csc_indptr[r1]) - kPrefetchDistance;
@@ -477,7 +491,7 @@ void attention_transpose_grads(const index_t* csc_indptr, const index_t* csc_ind
         for (int64_t h0 = 0; h0 < H; h0 += G)
           transpose_sweep<NeedScore, NeedX, T, G>(csc_indices, csc_perm, c0, c1, ahead_end, grad,
                                                   x + j * K, base, H, h0, scores, j, alpha_to_grad,
-                                                  grad_xj, grad_a_src);
+                                                  stream, grad_xj, grad_a_src);
       } else {
         transpose_sweep_any<NeedScore, NeedX, T>(csc_indices, csc_perm, c0, c1, ahead_end, grad,
                                                  x + j * K, base, H, C, scores, j, alpha_to_grad,

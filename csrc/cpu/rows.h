@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cpu/stream.h"
+
 #ifdef __linux__
 #include <sys/mman.h>
 #endif
@@ -55,6 +57,7 @@ void parallel_rows(const index_t* indptr, int64_t num_rows, F&& body) {
       const int64_t r0 = boundary(c), r1 = boundary(c + 1);
       if (r0 < r1) body(r0, r1);
     }
+    fence_streaming_stores();  // bodies may write through store_row
   });
 }
 

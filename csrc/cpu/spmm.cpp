@@ -22,7 +22,7 @@ struct EdgeRow {
 template <int T, typename scalar_t, typename index_t, Reduce R, typename Src, typename ValueRow>
 inline void sum_row_tiled(const index_t* indptr, Src src, ValueRow value_row, const scalar_t* value,
                           int64_t heads, const scalar_t* x, int64_t row, int64_t K, int64_t F,
-                          int64_t chunk_end, scalar_t* out) {
+                          int64_t chunk_end, bool stream, scalar_t* out) {
   using acc_t = typename AccType<scalar_t>::type;
   using Red = Reducer<acc_t, R>;
   const int64_t begin = indptr[row], end = indptr[row + 1];
@@ -41,8 +41,15 @@ inline void sum_row_tiled(const index_t* indptr, Src src, ValueRow value_row, co
       for (int f = 0; f < T; ++f) a[f] += w * static_cast<acc_t>(xr[f]);
     }
     scalar_t* __restrict__ o = out + row * K + t0;
+    if constexpr (std::is_same_v<scalar_t, acc_t>) {
+      alignas(64) acc_t row_out[T];  // a's own address would keep a out of the registers
 #pragma GCC unroll 64
-    for (int f = 0; f < T; ++f) o[f] = static_cast<scalar_t>(Red::finish(a[f], end - begin));
+      for (int f = 0; f < T; ++f) row_out[f] = Red::finish(a[f], end - begin);
+      store_row(o, row_out, T, stream);
+    } else {
+#pragma GCC unroll 64
+      for (int f = 0; f < T; ++f) o[f] = static_cast<scalar_t>(Red::finish(a[f], end - begin));
+    }
   }
 }
 
@@ -113,6 +120,7 @@ void reduce_rows(const index_t* indptr, Src src, ValueRow value_row, const scala
   // too: the generic loop's per-row fill and per-channel loop cost more than their work
   const bool narrow = heads == 1 && (K == 1 || K == 2 || K == 4);
   const int tile = !kTiled || (Red::kHasArg && !finite) ? 0 : (narrow ? K : tile_width(F));
+  const bool stream = streams_output(num_rows * K * static_cast<int64_t>(sizeof(scalar_t)));
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     const int64_t chunk_end = indptr[r1];
     if constexpr (kTiled)
@@ -126,7 +134,7 @@ void reduce_rows(const index_t* indptr, Src src, ValueRow value_row, const scala
                                                        chunk_end, num_edges, out, arg);
               else
                 sum_row_tiled<T, scalar_t, index_t, R>(indptr, src, value_row, value, heads, x, row,
-                                                       K, F, chunk_end, out);
+                                                       K, F, chunk_end, stream, out);
             }
         });
         return;
