@@ -6,6 +6,7 @@
 // op finds them there.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -23,37 +24,47 @@ constexpr int64_t kStreamBytes = int64_t(16) << 20;
 
 inline bool streams_output(int64_t bytes) { return bytes >= kStreamBytes; }
 
-// to[0, n) = from[0, n): through streaming stores when `stream` is set, A is float or double,
-// and `to` starts a cache line (n * sizeof(A) a multiple of 64, checked by the callers'
-// tiles); a plain copy otherwise. The stores are weakly ordered: parallel_rows fences each
-// chunk before its threads join.
+// One cache line (64 bytes, `to` aligned to it) from `from` with streaming stores.
+#if defined(__SSE2__)
+inline void stream_line(float* to, const float* from) {
+#if defined(__AVX512F__)
+  _mm512_stream_ps(to, _mm512_loadu_ps(from));
+#elif defined(__AVX__)
+  _mm256_stream_ps(to, _mm256_loadu_ps(from));
+  _mm256_stream_ps(to + 8, _mm256_loadu_ps(from + 8));
+#else
+  for (int q = 0; q < 16; q += 4) _mm_stream_ps(to + q, _mm_loadu_ps(from + q));
+#endif
+}
+
+inline void stream_line(double* to, const double* from) {
+#if defined(__AVX512F__)
+  _mm512_stream_pd(to, _mm512_loadu_pd(from));
+#elif defined(__AVX__)
+  _mm256_stream_pd(to, _mm256_loadu_pd(from));
+  _mm256_stream_pd(to + 4, _mm256_loadu_pd(from + 4));
+#else
+  for (int q = 0; q < 8; q += 2) _mm_stream_pd(to + q, _mm_loadu_pd(from + q));
+#endif
+}
+#endif
+
+// to[0, n) = from[0, n), through streaming stores when `stream` is set and A is float or
+// double: whole cache lines are streamed, a partial line at either end is copied plainly.
+// The stores are weakly ordered: parallel_rows fences each chunk before its threads join.
 template <typename A>
 inline void store_row(A* to, const A* from, int64_t n, bool stream) {
-#if defined(__AVX512F__) || defined(__AVX__) || defined(__SSE2__)
-  constexpr bool kStreamable = std::is_same_v<A, float> || std::is_same_v<A, double>;
-  if constexpr (kStreamable) {
-    if (stream && reinterpret_cast<uintptr_t>(to) % 64 == 0 && (n * sizeof(A)) % 64 == 0) {
-      for (int64_t k = 0; k < n; k += 64 / sizeof(A)) {
-        if constexpr (std::is_same_v<A, float>) {
-#if defined(__AVX512F__)
-          _mm512_stream_ps(to + k, _mm512_loadu_ps(from + k));
-#elif defined(__AVX__)
-          _mm256_stream_ps(to + k, _mm256_loadu_ps(from + k));
-          _mm256_stream_ps(to + k + 8, _mm256_loadu_ps(from + k + 8));
-#else
-          for (int q = 0; q < 16; q += 4) _mm_stream_ps(to + k + q, _mm_loadu_ps(from + k + q));
-#endif
-        } else {
-#if defined(__AVX512F__)
-          _mm512_stream_pd(to + k, _mm512_loadu_pd(from + k));
-#elif defined(__AVX__)
-          _mm256_stream_pd(to + k, _mm256_loadu_pd(from + k));
-          _mm256_stream_pd(to + k + 4, _mm256_loadu_pd(from + k + 4));
-#else
-          for (int q = 0; q < 8; q += 2) _mm_stream_pd(to + k + q, _mm_loadu_pd(from + k + q));
-#endif
-        }
-      }
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<A, float> || std::is_same_v<A, double>) {
+    constexpr int64_t kLine = 64 / sizeof(A);  // values per cache line
+    const uintptr_t address = reinterpret_cast<uintptr_t>(to);
+    if (stream && n >= kLine && address % sizeof(A) == 0) {
+      // the values before the first line boundary
+      const int64_t k0 = std::min<int64_t>(n, (kLine - (address % 64) / sizeof(A)) % kLine);
+      std::memcpy(to, from, k0 * sizeof(A));
+      int64_t k = k0;
+      for (; k + kLine <= n; k += kLine) stream_line(to + k, from + k);
+      if (k < n) std::memcpy(to + k, from + k, (n - k) * sizeof(A));
       return;
     }
   }
