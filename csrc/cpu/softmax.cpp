@@ -82,6 +82,32 @@ at::Tensor segment_softmax_cpu(const at::Tensor& score, const at::Tensor& indptr
   return out;
 }
 
+// One row [degree, H] of grad_in = y * (g - sum_row(g * y)), per head: one [HT] vector per
+// edge when the head count is known at compile time (HT > 1, float or double), the same sums
+// in the same order as the run-time loop over heads.
+template <int HT, typename acc_t, typename scalar_t>
+inline void softmax_backward_row(const scalar_t* y, const scalar_t* g, int64_t degree, int64_t H,
+                                 scalar_t* grad_in) {
+  if constexpr (short_row_vectors<HT, acc_t>() && std::is_same_v<scalar_t, acc_t>) {
+    using V = HeadVec<HT, acc_t>;
+    V dot = {};
+    for (int64_t e = 0; e < degree; ++e)
+      dot += load_vec<acc_t, HT>(g + e * HT) * load_vec<acc_t, HT>(y + e * HT);
+    for (int64_t e = 0; e < degree; ++e)
+      store_vec<acc_t, HT>(grad_in + e * HT, load_vec<acc_t, HT>(y + e * HT) *
+                                                 (load_vec<acc_t, HT>(g + e * HT) - dot));
+  } else {
+    for (int64_t h = 0; h < H; ++h) {
+      acc_t dot = 0;
+      for (int64_t e = 0; e < degree; ++e)
+        dot += static_cast<acc_t>(g[e * H + h]) * static_cast<acc_t>(y[e * H + h]);
+      for (int64_t e = 0; e < degree; ++e)
+        grad_in[e * H + h] = static_cast<scalar_t>(static_cast<acc_t>(y[e * H + h]) *
+                                                   (static_cast<acc_t>(g[e * H + h]) - dot));
+    }
+  }
+}
+
 // Thread mapping as above; grad_in = y * (g - sum_row(g * y)).
 at::Tensor segment_softmax_backward_cpu(const at::Tensor& out, const at::Tensor& grad,
                                         const at::Tensor& indptr) {
@@ -99,16 +125,11 @@ at::Tensor segment_softmax_backward_cpu(const at::Tensor& out, const at::Tensor&
       const scalar_t* g = gc.data_ptr<scalar_t>();
       scalar_t* gi = gin.data_ptr<scalar_t>();
       parallel_rows(ip, num_rows, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          for (int64_t h = 0; h < H; ++h) {
-            acc_t dot = 0;
-            for (int64_t e = ip[r]; e < ip[r + 1]; ++e)
-              dot += static_cast<acc_t>(g[e * H + h]) * static_cast<acc_t>(y[e * H + h]);
-            for (int64_t e = ip[r]; e < ip[r + 1]; ++e)
-              gi[e * H + h] = static_cast<scalar_t>(static_cast<acc_t>(y[e * H + h]) *
-                                                    (static_cast<acc_t>(g[e * H + h]) - dot));
-          }
-        }
+        with_heads(H, [&](auto heads) {
+          for (int64_t r = r0; r < r1; ++r)
+            softmax_backward_row<decltype(heads)::value, acc_t>(
+                y + ip[r] * H, g + ip[r] * H, ip[r + 1] - ip[r], H, gi + ip[r] * H);
+        });
       });
     });
   });
