@@ -1,8 +1,9 @@
-// Streaming (non-temporal) stores for [N, K] outputs too large to stay in the cache. A plain
-// store first reads the line it writes (read for ownership): for an output written once,
-// row by row, that read is wasted bandwidth, which the gathers of the same kernel need.
-// Measured 2026-12-02 (spmm at F = 64, 2 threads): the road graph's product 14% faster, the
-// power-law graph's 5%. Outputs that fit in the cache are stored plainly, so that the next
+// Streaming (non-temporal) stores for outputs too large to stay in the cache ([N, K] rows,
+// [E, H] weights). A plain store first reads the line it writes (read for ownership): for an
+// output written once, that read is wasted bandwidth, which the gathers of the same kernel need.
+// Measured 2026-12-02 (F = 64, 2 threads, toggled in one process): spmm on the road graph
+// 10% to 16% faster, forward and backward; on the power-law graph, whose gathers hit the
+// cache more, within 1%. Outputs that fit in the cache are stored plainly, so that the next
 // op finds them there.
 #pragma once
 
@@ -11,7 +12,7 @@
 #include <cstring>
 #include <type_traits>
 
-#if defined(__x86_64__)
+#if defined(__SSE2__)
 #include <immintrin.h>
 #endif
 
