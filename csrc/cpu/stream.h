@@ -27,25 +27,17 @@ inline bool streams_output(int64_t bytes) { return bytes >= kStreamBytes; }
 
 // One cache line (64 bytes, `to` aligned to it) from `from` with streaming stores.
 #if defined(__SSE2__)
-inline void stream_line(float* to, const float* from) {
+inline void stream_line(void* to, const void* from) {
 #if defined(__AVX512F__)
-  _mm512_stream_ps(to, _mm512_loadu_ps(from));
+  _mm512_stream_si512(static_cast<__m512i*>(to), _mm512_loadu_si512(from));
 #elif defined(__AVX__)
-  _mm256_stream_ps(to, _mm256_loadu_ps(from));
-  _mm256_stream_ps(to + 8, _mm256_loadu_ps(from + 8));
+  for (int q = 0; q < 2; ++q)
+    _mm256_stream_si256(static_cast<__m256i*>(to) + q,
+                        _mm256_loadu_si256(static_cast<const __m256i*>(from) + q));
 #else
-  for (int q = 0; q < 16; q += 4) _mm_stream_ps(to + q, _mm_loadu_ps(from + q));
-#endif
-}
-
-inline void stream_line(double* to, const double* from) {
-#if defined(__AVX512F__)
-  _mm512_stream_pd(to, _mm512_loadu_pd(from));
-#elif defined(__AVX__)
-  _mm256_stream_pd(to, _mm256_loadu_pd(from));
-  _mm256_stream_pd(to + 4, _mm256_loadu_pd(from + 4));
-#else
-  for (int q = 0; q < 8; q += 2) _mm_stream_pd(to + q, _mm_loadu_pd(from + q));
+  for (int q = 0; q < 4; ++q)
+    _mm_stream_si128(static_cast<__m128i*>(to) + q,
+                     _mm_loadu_si128(static_cast<const __m128i*>(from) + q));
 #endif
 }
 #endif
