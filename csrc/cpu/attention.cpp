@@ -130,16 +130,10 @@ inline void weighted_head_sum(const index_t* row_indices, const acc_t* p, int64_
       }
 #pragma GCC unroll 8
       for (int g = 0; g < G; ++g) {
-        if constexpr (std::is_same_v<scalar_t, acc_t>) {
-          alignas(64) acc_t head_out[T];  // a's own address would keep a out of the registers
+        alignas(64) acc_t head_out[T];  // a's own address would keep a out of the registers
 #pragma GCC unroll 64
-          for (int f = 0; f < T; ++f) head_out[f] = a[g][f] * scale[g];
-          store_row(out + (h0 + g) * C + t0, head_out, T, stream);
-        } else {
-#pragma GCC unroll 64
-          for (int f = 0; f < T; ++f)
-            out[(h0 + g) * C + t0 + f] = static_cast<scalar_t>(a[g][f] * scale[g]);
-        }
+        for (int f = 0; f < T; ++f) head_out[f] = a[g][f] * scale[g];
+        store_row(out + (h0 + g) * C + t0, head_out, T, stream);
       }
     }
   }

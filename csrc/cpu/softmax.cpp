@@ -34,15 +34,6 @@ inline void scale_heads(acc_t* row, int64_t degree, int64_t H, const acc_t* s) {
   }
 }
 
-// A block's weights leave in one contiguous store, streamed when the output is large.
-template <typename scalar_t, typename acc_t>
-inline void store_block(scalar_t* to, const acc_t* from, int64_t n, bool stream) {
-  if constexpr (std::is_same_v<scalar_t, acc_t>)
-    store_row(to, from, n, stream);
-  else
-    for (int64_t k = 0; k < n; ++k) to[k] = static_cast<scalar_t>(from[k]);
-}
-
 // Thread mapping: a thread owns a block of rows, taken in blocks of short rows
 // (block_softmax.h): each row's scores shifted by their max per head, one vectorised exp
 // over the block, then each row divided by its sum. A row of only -inf (fully masked) gets
@@ -74,7 +65,7 @@ at::Tensor segment_softmax_cpu(const at::Tensor& score, const at::Tensor& indptr
               scale_heads<HT>(row, degree, H, s.data());
             }
           });
-          store_block(y + e0 * H, p.data(), n, stream);
+          store_row(y + e0 * H, p.data(), n, stream);  // the block at once
         });
       });
     });

@@ -41,15 +41,10 @@ inline void sum_row_tiled(const index_t* indptr, Src src, ValueRow value_row, co
       for (int f = 0; f < T; ++f) a[f] += w * static_cast<acc_t>(xr[f]);
     }
     scalar_t* __restrict__ o = out + row * K + t0;
-    if constexpr (std::is_same_v<scalar_t, acc_t>) {
-      alignas(64) acc_t row_out[T];  // a's own address would keep a out of the registers
+    alignas(64) acc_t row_out[T];  // a's own address would keep a out of the registers
 #pragma GCC unroll 64
-      for (int f = 0; f < T; ++f) row_out[f] = Red::finish(a[f], end - begin);
-      store_row(o, row_out, T, stream);
-    } else {
-#pragma GCC unroll 64
-      for (int f = 0; f < T; ++f) o[f] = static_cast<scalar_t>(Red::finish(a[f], end - begin));
-    }
+    for (int f = 0; f < T; ++f) row_out[f] = Red::finish(a[f], end - begin);
+    store_row(o, row_out, T, stream);
   }
 }
 

@@ -42,13 +42,18 @@ inline void stream_line(void* to, const void* from) {
 }
 #endif
 
-// to[0, n) = from[0, n), through streaming stores when `stream` is set and A is float or
-// double: whole cache lines are streamed, a partial line at either end is copied plainly.
-// The stores are weakly ordered: parallel_rows fences each chunk before its threads join.
-template <typename A>
-inline void store_row(A* to, const A* from, int64_t n, bool stream) {
+// to[0, n) = from[0, n) (cast to the output type, e.g. bfloat16, where they differ), through
+// streaming stores when `stream` is set and both are float or both double: whole cache lines
+// are streamed, a partial line at either end is copied plainly. The stores are weakly
+// ordered: parallel_rows fences each chunk before its threads join.
+template <typename To, typename A>
+inline void store_row(To* to, const A* from, int64_t n, bool stream) {
+  if constexpr (!std::is_same_v<To, A>) {
+    for (int64_t k = 0; k < n; ++k) to[k] = static_cast<To>(from[k]);
+    return;
+  }
 #if defined(__SSE2__)
-  if constexpr (std::is_same_v<A, float> || std::is_same_v<A, double>) {
+  if constexpr (std::is_same_v<To, A> && (std::is_same_v<A, float> || std::is_same_v<A, double>)) {
     constexpr int64_t kLine = 64 / sizeof(A);  // values per cache line
     const uintptr_t address = reinterpret_cast<uintptr_t>(to);
     if (stream && n >= kLine && address % sizeof(A) == 0) {
@@ -62,7 +67,7 @@ inline void store_row(A* to, const A* from, int64_t n, bool stream) {
     }
   }
 #endif
-  std::memcpy(to, from, n * sizeof(A));
+  if constexpr (std::is_same_v<To, A>) std::memcpy(to, from, n * sizeof(A));
 }
 
 // Orders this thread's streaming stores before what follows (the join of its threads).
