@@ -90,6 +90,25 @@ def test_max_min_propagate_nan_like_torch(impl, reduce, graph, channels, seed):
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 @settings(max_examples=40, deadline=None)
+@given(graph=graphs(max_nodes=25, max_edges=80), heads=st.sampled_from([1, 2, 3, 4, 8]),
+       seed=st.integers(0, 2**31 - 1))
+def test_softmax_backward_propagates_nan_and_inf(impl, graph, heads, seed):
+    """The softmax's backward with NaN and infinite gradients and masked (all-zero) rows:
+    per row and head, y * (g - sum(g * y)) in float64, NaN wherever torch's would be."""
+    csr = graph.csr
+    scores = _with_specials((graph.num_edges, heads), seed, share=0.4,
+                            only=torch.tensor([float("-inf")] * 4))
+    y = _oracle_softmax(graph.to_csr_order(scores), _rows(graph))
+    grad = _with_specials((graph.num_edges, heads), seed + 1, share=0.2)
+    expected = torch.empty_like(y)
+    for rows in _rows(graph):
+        block_y, block_g = y[rows], grad[rows]
+        expected[rows] = block_y * (block_g - (block_g * block_y).sum(0))
+    _assert_same(_raw(impl).segment_softmax_backward(y, grad, csr.indptr), expected)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+@settings(max_examples=40, deadline=None)
 @given(graph=graphs(max_nodes=25, max_edges=80), heads=st.sampled_from([1, 2, 4, 8]),
        seed=st.integers(0, 2**31 - 1))
 def test_softmax_and_attention_mask_and_propagate(impl, graph, heads, seed):
