@@ -120,6 +120,33 @@ def test_masks_and_special_values_follow_the_composed_ops(heads):
         torch.testing.assert_close(g, w, equal_nan=True)
 
 
+@pytest.mark.parametrize("heads", [1, 4])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("slope", [0.0, 0.2, 3.0])
+def test_scores_at_the_kink_take_torchs_side(heads, dtype, slope):
+    """Scores of exactly +0, -0 and tiny values of both signs, mixed at random per edge and
+    head: the LeakyReLU and its gradient take the side torch takes (1 only where the score
+    is > 0, the slope at 0), through both the per-head vectors (4 heads, float32/64) and the
+    scalar path (1 head, bfloat16), as the composed ops do."""
+    graph = Graph(random_edge_index(40, 300, seed=heads), num_nodes=40)
+    gen = torch.Generator().manual_seed(int(slope * 10) + heads)
+    values = torch.tensor([0.0, -0.0, 1e-30, -1e-30, 0.5, -0.5], dtype=torch.float64)
+    src = values[torch.randint(0, 6, (40, heads), generator=gen)].to(dtype)
+    dst = values[torch.randint(0, 6, (40, heads), generator=gen)].to(dtype)
+    x = torch.randn(40, heads * 8, generator=gen, dtype=torch.float64).to(dtype)
+    inputs = [t.clone().requires_grad_() for t in (src, dst, x)]
+    composed = [t.clone().requires_grad_() for t in (src, dst, x)]
+    out = ops.additive_attention(graph, *inputs, negative_slope=slope)
+    want = ops.segment_attention(graph, F.leaky_relu(
+        ops.sddmm(graph, composed[0], composed[1], "add"), slope), composed[2])
+    tol = {torch.float64: 1e-12, torch.float32: 1e-5, torch.bfloat16: 2e-2}[dtype]
+    torch.testing.assert_close(out, want, rtol=tol, atol=tol)
+    grad = torch.randn(out.shape, generator=gen, dtype=torch.float64).to(dtype)
+    for g, w in zip(torch.autograd.grad(out, inputs, grad),
+                    torch.autograd.grad(want, composed, grad), strict=True):
+        torch.testing.assert_close(g, w, rtol=tol, atol=tol)
+
+
 def test_gradcheck():
     graph = Graph(random_edge_index(9, 35, seed=51), num_nodes=10)
     gen = torch.Generator().manual_seed(2)
