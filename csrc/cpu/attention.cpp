@@ -40,6 +40,32 @@ inline acc_t select(bool condition, acc_t if_true, acc_t if_false) {
   return out;
 }
 
+// Lane-wise bit operations on G lanes of acc_t: |v| by clearing the sign bits, and a select
+// on the sign bits (both without a jump, as `select`).
+template <int G, typename acc_t>
+struct SignBits {
+  using W = typename Vec<acc_t, G>::type;
+  using bits_t = std::conditional_t<sizeof(acc_t) == 4, int32_t, int64_t>;
+  using B = typename Vec<bits_t, G>::type;
+
+  static B bits(W v) {
+    B b;
+    std::memcpy(&b, &v, sizeof b);
+    return b;
+  }
+  static W from(B b) {
+    W v;
+    std::memcpy(&v, &b, sizeof v);
+    return v;
+  }
+  static W abs(W v) { return from(bits(v) & std::numeric_limits<bits_t>::max()); }
+  // if_negative where sign_of's sign bit is set, else otherwise
+  static W where_negative(W sign_of, acc_t if_negative, acc_t otherwise) {
+    const B negative = bits(sign_of) >> (8 * sizeof(bits_t) - 1);  // all ones where set
+    return from((bits(W{} + if_negative) & negative) | (bits(W{} + otherwise) & ~negative));
+  }
+};
+
 // Where the scores come from: rows(...) writes the scores [edges, H] of the edges of the rows
 // [b0, b1) into out (the accumulation type), the block's first edge at out[0].
 
@@ -407,6 +433,10 @@ inline void transpose_sweep(const index_t* csc_indices, const index_t* csc_perm,
   const int64_t K = H * T;
   V a[G] = {}, xv[G];
   acc_t da[G] = {};
+  // G > 1 with the score gradient: the G heads' dot products summed jointly (lane_sums) and
+  // their per-head arithmetic as one vector of G lanes, instead of G scalar chains
+  using Signs = SignBits<G, acc_t>;
+  typename Signs::W da_heads = {};
   for (int g = 0; g < G; ++g) xv[g] = load_vec<acc_t, T>(xj + (h0 + g) * T);
   for (int64_t c = c0; c < c1; ++c) {
     if (h0 == 0 && c < ahead_end)
@@ -415,21 +445,45 @@ inline void transpose_sweep(const index_t* csc_indices, const index_t* csc_perm,
     const int64_t i = csc_indices[c], e = csc_perm[c];
     const acc_t* gi = grad + i * K + h0 * T;
     acc_t* we = alpha_to_grad + e * H + h0;
+    if constexpr (NeedScore && G > 1) {
+      using W = typename Signs::W;
+      V gv[G], products[G];
 #pragma GCC unroll 8
-    for (int g = 0; g < G; ++g) {
-      const V gv = load_vec<acc_t, T>(gi + g * T);
-      const acc_t signed_w = we[g], w = kAdditive ? std::abs(signed_w) : signed_w;
-      if constexpr (NeedX) a[g] += w * gv;
-      if constexpr (NeedScore) {
-        acc_t d = w * (lane_sum<T, acc_t>(gv * xv[g]) + base[i * H + h0 + g]);
-        if constexpr (kAdditive) {
-          d *= scores.derivative_of_signed(signed_w);
-          da[g] += d;
+      for (int g = 0; g < G; ++g) {
+        gv[g] = load_vec<acc_t, T>(gi + g * T);
+        products[g] = gv[g] * xv[g];
+      }
+      const W signed_w = load_vec<acc_t, G>(we);
+      const W w = kAdditive ? Signs::abs(signed_w) : signed_w;
+      if constexpr (NeedX) {
+#pragma GCC unroll 8
+        for (int g = 0; g < G; ++g) a[g] += w[g] * gv[g];
+      }
+      W d = w * (lane_sums<G, T, acc_t>(products) + load_vec<acc_t, G>(base + i * H + h0));
+      if constexpr (kAdditive) {
+        d *= Signs::where_negative(signed_w, scores.slope, acc_t(1));
+        da_heads += d;
+      }
+      store_vec<acc_t, G>(we, d);
+    } else {
+#pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) {
+        const V gv = load_vec<acc_t, T>(gi + g * T);
+        const acc_t signed_w = we[g], w = kAdditive ? std::abs(signed_w) : signed_w;
+        if constexpr (NeedX) a[g] += w * gv;
+        if constexpr (NeedScore) {
+          acc_t d = w * (lane_sum<T, acc_t>(gv * xv[g]) + base[i * H + h0 + g]);
+          if constexpr (kAdditive) {
+            d *= scores.derivative_of_signed(signed_w);
+            da[g] += d;
+          }
+          we[g] = d;
         }
-        we[g] = d;
       }
     }
   }
+  if constexpr (kAdditive && G > 1)
+    for (int g = 0; g < G; ++g) da[g] = da_heads[g];
   if constexpr (NeedX)
     for (int g = 0; g < G; ++g) {
       alignas(64) acc_t head_grad[T];  // a's own address would keep a out of the registers

@@ -47,4 +47,56 @@ inline A lane_sum(V v) {
   }
 }
 
+// Lane I of the sum of two vectors' blocks folded in half: a's Count blocks of B lanes (N in
+// all) become the first N / 2 lanes, b's the last, each block now B / 2 lanes (high: the
+// index of the block's second half).
+constexpr int folded_pair_lane(int I, int N, int B, bool high) {
+  const int half = B / 2, from_b = I >= N / 2 ? 1 : 0, lane = I - from_b * (N / 2);
+  return from_b * N + lane / half * B + (high ? half : 0) + lane % half;
+}
+
+template <int N, int B, typename V, std::size_t... I>
+inline V fold_pair(V a, V b, std::index_sequence<I...>) {
+  return __builtin_shufflevector(a, b, folded_pair_lane(I, N, B, false)...) +
+         __builtin_shufflevector(a, b, folded_pair_lane(I, N, B, true)...);
+}
+
+// One vector of N lanes in which v[g]'s partial sums hold lanes [g * N / G, (g + 1) * N / G).
+template <int G, int N, typename V>
+inline V head_blocks(const V* v) {
+  if constexpr (G == 1) {
+    return v[0];
+  } else {
+    return fold_pair<N, 2 * N / G>(head_blocks<G / 2, N>(v), head_blocks<G / 2, N>(v + G / 2),
+                                   std::make_index_sequence<N>{});
+  }
+}
+
+// Blocks of B lanes folded to blocks of B / 2 (a vector half as long).
+template <int B, typename V, std::size_t... I>
+inline auto fold_blocks(V v, std::index_sequence<I...>) {
+  constexpr int half = B / 2;
+  return __builtin_shufflevector(v, v,
+                                 (static_cast<int>(I) / half * B + static_cast<int>(I) % half)...) +
+         __builtin_shufflevector(
+             v, v, (static_cast<int>(I) / half * B + half + static_cast<int>(I) % half)...);
+}
+
+template <int G, int B, typename V>
+inline auto blocks_to_lanes(V v) {
+  if constexpr (B == 1) {
+    return v;
+  } else {
+    return blocks_to_lanes<G, B / 2>(fold_blocks<B>(v, std::make_index_sequence<G * B / 2>{}));
+  }
+}
+
+// The lane sums of G vectors of N lanes each (G, N powers of 2, G <= N) as one vector of G
+// lanes: the vectors folded pairwise by halves, log2(N) shuffle-adds on each level, instead of
+// G separate lane_sum chains and G scalars to gather afterwards.
+template <int G, int N, typename A, typename V>
+inline typename Vec<A, G>::type lane_sums(const V* v) {
+  return blocks_to_lanes<G, N / G>(head_blocks<G, N>(v));
+}
+
 }  // namespace graphloc
