@@ -47,9 +47,9 @@ inline A lane_sum(V v) {
   }
 }
 
-// Lane I of the sum of two vectors' blocks folded in half: a's Count blocks of B lanes (N in
-// all) become the first N / 2 lanes, b's the last, each block now B / 2 lanes (high: the
-// index of the block's second half).
+// The source lane of lane I when two vectors of N lanes, each in blocks of B lanes, are
+// folded into one: each block summed with itself halved (the first half's lane, or with
+// `high` the second half's), a's blocks in the first N / 2 lanes, b's in the last.
 constexpr int folded_pair_lane(int I, int N, int B, bool high) {
   const int half = B / 2, from_b = I >= N / 2 ? 1 : 0, lane = I - from_b * (N / 2);
   return from_b * N + lane / half * B + (high ? half : 0) + lane % half;
@@ -92,8 +92,8 @@ inline auto blocks_to_lanes(V v) {
 }
 
 // The lane sums of G vectors of N lanes each (G, N powers of 2, G <= N) as one vector of G
-// lanes: the vectors folded pairwise by halves, log2(N) shuffle-adds on each level, instead of
-// G separate lane_sum chains and G scalars to gather afterwards.
+// lanes: G - 1 pairwise folds and log2(N / G) folds of the blocks, each two shuffles and an
+// add, instead of G separate log2(N)-step lane_sum chains and G scalars to gather after.
 template <int G, int N, typename A, typename V>
 inline typename Vec<A, G>::type lane_sums(const V* v) {
   return blocks_to_lanes<G, N / G>(head_blocks<G, N>(v));

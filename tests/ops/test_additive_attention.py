@@ -65,12 +65,13 @@ def test_matches_the_definition(graph, heads, channels, slope, seed):
 
 
 @pytest.mark.parametrize("heads, channels", [(4, 16), (2, 8), (5, 24), (8, 8), (1, 64),
-                                             (3, 3), (2, 48)])
+                                             (3, 3), (2, 48), (4, 8), (2, 16), (2, 32)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 @pytest.mark.parametrize("wanted", [(0, 1, 2), (0, 1), (2,), (0,)])
 def test_blocks_tiles_and_each_gradient(heads, channels, dtype, wanted):
     """Rows that span the kernels' blocks (a 600-edge row, 300 empty rows, short rows),
-    every register tile width, each gradient alone and all of them."""
+    every register tile width, each gradient alone and all of them; every group of heads
+    that the backward sums jointly (2, 4 or 8 heads of 8, 16 or 32 channels)."""
     graph = blocked_layout_graph()
     gen = torch.Generator().manual_seed(heads * 10 + channels)
     tol = {torch.float64: 1e-10, torch.float32: 1e-4, torch.bfloat16: 5e-2}[dtype]
