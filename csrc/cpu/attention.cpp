@@ -123,6 +123,11 @@ struct AdditiveScores {
   acc_t derivative_of_signed(acc_t signed_weight) const {
     return select(std::signbit(signed_weight), slope, acc_t(1));
   }
+  // the same for the G heads of one edge, lane by lane
+  template <int G>
+  typename Vec<acc_t, G>::type derivatives_of_signed(typename Vec<acc_t, G>::type signed_w) const {
+    return SignBits<G, acc_t>::where_negative(signed_w, slope, acc_t(1));
+  }
 };
 
 // The scores of the rows [b0, b1) into the block buffer, for each head count.
@@ -461,7 +466,7 @@ inline void transpose_sweep(const index_t* csc_indices, const index_t* csc_perm,
       }
       W d = w * (lane_sums<G, T, acc_t>(products) + load_vec<acc_t, G>(base + i * H + h0));
       if constexpr (kAdditive) {
-        d *= Signs::where_negative(signed_w, scores.slope, acc_t(1));
+        d *= scores.template derivatives_of_signed<G>(signed_w);
         da_heads += d;
       }
       store_vec<acc_t, G>(we, d);
