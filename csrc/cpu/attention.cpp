@@ -76,7 +76,7 @@ struct StoredScores {
   const scalar_t* score;
 
   template <int HT, typename index_t, typename acc_t>
-  void rows(const index_t* indptr, const index_t*, int64_t b0, int64_t b1, int64_t H,
+  void rows(const index_t* indptr, const index_t*, int64_t b0, int64_t b1, int64_t, int64_t H,
             acc_t* out) const {
     const int64_t e0 = indptr[b0], n = (indptr[b1] - e0) * H;
     const scalar_t* block = score + e0 * H;
@@ -94,25 +94,31 @@ struct AdditiveScores {
   acc_t slope;
 
   template <int HT, typename index_t>
-  void rows(const index_t* indptr, const index_t* indices, int64_t b0, int64_t b1, int64_t H,
-            acc_t* out) const {
+  void rows(const index_t* indptr, const index_t* indices, int64_t b0, int64_t b1,
+            int64_t prefetch_end, int64_t H, acc_t* out) const {
     const int64_t e0 = indptr[b0];
+    // random rows of a table beyond L2, prefetched across blocks (up to prefetch_end)
+    const int64_t distance = prefetch_distance(H * static_cast<int64_t>(sizeof(scalar_t)));
+    const int64_t ahead_end = prefetch_end - distance;
     for (int64_t i = b0; i < b1; ++i) {
       if constexpr (short_row_vectors<HT, acc_t>() && std::is_same_v<scalar_t, acc_t>) {
         using V = HeadVec<HT, acc_t>;
         const V d = load_vec<acc_t, HT>(a_dst + i * HT);
         for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-          if (e + kPrefetchDistance < indptr[b1])  // random rows of a table beyond L2
-            __builtin_prefetch(a_src + static_cast<int64_t>(indices[e + kPrefetchDistance]) * HT);
+          if (e < ahead_end)
+            prefetch_row(a_src + static_cast<int64_t>(indices[e + distance]) * HT, HT);
           const V v = load_vec<acc_t, HT>(a_src + static_cast<int64_t>(indices[e]) * HT) + d;
           store_vec<acc_t, HT>(out + (e - e0) * HT, v > acc_t(0) ? v : v * slope);
         }
       } else {
-        for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e)
+        for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+          if (e < ahead_end)
+            prefetch_row(a_src + static_cast<int64_t>(indices[e + distance]) * H, H);
           for (int64_t h = 0; h < H; ++h)
             out[(e - e0) * H + h] =
                 activation(static_cast<acc_t>(a_src[static_cast<int64_t>(indices[e]) * H + h]) +
                            static_cast<acc_t>(a_dst[i * H + h]));
+        }
       }
     }
   }
@@ -130,12 +136,13 @@ struct AdditiveScores {
   }
 };
 
-// The scores of the rows [b0, b1) into the block buffer, for each head count.
+// The scores of the rows [b0, b1) into the block buffer, for each head count; gathered
+// rows are prefetched for the edges before prefetch_end (the thread's chunk's end).
 template <typename Scores, typename index_t, typename acc_t>
 inline void scores_of_rows(const Scores& scores, const index_t* indptr, const index_t* indices,
-                           int64_t b0, int64_t b1, int64_t H, acc_t* out) {
+                           int64_t b0, int64_t b1, int64_t prefetch_end, int64_t H, acc_t* out) {
   with_heads(H, [&](auto heads) {
-    scores.template rows<decltype(heads)::value>(indptr, indices, b0, b1, H, out);
+    scores.template rows<decltype(heads)::value>(indptr, indices, b0, b1, prefetch_end, H, out);
   });
 }
 
@@ -231,7 +238,10 @@ void attend_rows(const index_t* indptr, const index_t* indices, const Scores& sc
         const int64_t e0 = indptr[b0];
         block_softmax_numerators_of(
             indptr, b0, b1, H,
-            [&](acc_t* block) { scores_of_rows(scores, indptr, indices, b0, b1, H, block); }, p, m);
+            [&](acc_t* block) {
+              scores_of_rows(scores, indptr, indices, b0, b1, chunk_end, H, block);
+            },
+            p, m);
         for (int64_t i = b0; i < b1; ++i) {
           const int64_t begin = indptr[i], degree = indptr[i + 1] - begin;
           // edges e < ahead prefetch the source row kPrefetchDistance edges on, within the chunk
@@ -371,10 +381,11 @@ void attention_weights(const index_t* indptr, const index_t* indices, const Scor
   const int64_t K = H * C;
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     std::vector<acc_t> sign;
+    const int64_t chunk_end = indptr[r1];
     for_row_blocks(indptr, r0, r1, [&](int64_t b0, int64_t b1) {
       acc_t* block = alpha + static_cast<int64_t>(indptr[b0]) * H;
       const int64_t n = static_cast<int64_t>(indptr[b1] - indptr[b0]) * H;
-      scores_of_rows(scores, indptr, indices, b0, b1, H, block);
+      scores_of_rows(scores, indptr, indices, b0, b1, chunk_end, H, block);
       constexpr bool kSigned = Scores::kAdditive;
       if (kSigned && base) {
         sign.resize(std::max<size_t>(sign.size(), n));
