@@ -146,34 +146,44 @@ inline void scores_of_rows(const Scores& scores, const index_t* indptr, const in
   });
 }
 
+// 1 / s for a head's weight sum s, or 0 for an empty row or a fully masked head (s = 0).
+template <typename acc_t>
+inline acc_t inverse_or_zero(acc_t s) {
+  return s == acc_t(0) ? acc_t(0) : acc_t(1) / s;
+}
+
 // The p-weighted sums of the source rows for the G heads h0 .. h0 + G - 1, each divided by
-// its head's normaliser s[h]. T > 0: T channels of each of the G heads at a time in
-// registers, so one sweep over the row's edges serves G heads (G * T <= 64: 4 heads of 16
-// channels take one sweep, not four). T = 0 (any width, G = 1): through the L1-resident
-// `acc`. The first sweep prefetches the source rows of the edges before `ahead`.
+// its head's normaliser, the sum of its weights: summed on the way, as the sweep loads each
+// weight anyway (a separate pass over the row cost the road graph's forward a seventh of
+// its time), and written to s[h0 + g]. T > 0: T channels of each of the G heads at a time
+// in registers, so one sweep over the row's edges serves G heads (G * T <= 64: 4 heads of 16
+// channels take one sweep, not four); each tile sums the weights again, in the same order.
+// T = 0 (any width, G = 1): through the L1-resident `acc`. The first sweep prefetches the
+// source rows of the edges before `ahead`.
 template <int T, int G, typename acc_t, typename scalar_t, typename index_t>
 inline void weighted_head_sum(const index_t* row_indices, const acc_t* p, int64_t degree,
                               int64_t ahead, int64_t H, int64_t h0, int64_t C, const scalar_t* x,
-                              const acc_t* s, bool stream, acc_t* acc, scalar_t* out) {
+                              bool stream, acc_t* acc, acc_t* s, scalar_t* out) {
   const int64_t K = H * C;
-  acc_t scale[G];
-  for (int g = 0; g < G; ++g)  // empty row or fully masked head: 0
-    scale[g] = s[h0 + g] == acc_t(0) ? acc_t(0) : acc_t(1) / s[h0 + g];
   if constexpr (T == 0) {
     static_assert(G == 1, "run-time widths take one head per sweep");
     std::fill(acc, acc + C, acc_t(0));
+    acc_t sum = 0;
     for (int64_t e = 0; e < degree; ++e) {
       if (h0 == 0 && e < ahead)
         prefetch_row(x + static_cast<int64_t>(row_indices[e + kPrefetchDistance]) * K, K);
       const acc_t w = p[e * H + h0];
+      sum += w;
       const scalar_t* __restrict__ xh = x + static_cast<int64_t>(row_indices[e]) * K + h0 * C;
 #pragma omp simd
       for (int64_t c = 0; c < C; ++c) acc[c] += w * static_cast<acc_t>(xh[c]);
     }
-    for (int64_t c = 0; c < C; ++c) out[h0 * C + c] = static_cast<scalar_t>(acc[c] * scale[0]);
+    s[h0] = sum;
+    const acc_t scale = inverse_or_zero(sum);
+    for (int64_t c = 0; c < C; ++c) out[h0 * C + c] = static_cast<scalar_t>(acc[c] * scale);
   } else {
     for (int64_t t0 = 0; t0 < C; t0 += T) {
-      acc_t a[G][T] = {};
+      acc_t a[G][T] = {}, sum[G] = {};
       for (int64_t e = 0; e < degree; ++e) {
         if (h0 == 0 && t0 == 0 && e < ahead)
           prefetch_row(x + static_cast<int64_t>(row_indices[e + kPrefetchDistance]) * K, K);
@@ -182,15 +192,18 @@ inline void weighted_head_sum(const index_t* row_indices, const acc_t* p, int64_
 #pragma GCC unroll 8
         for (int g = 0; g < G; ++g) {
           const acc_t w = p[e * H + h0 + g];
+          sum[g] += w;
 #pragma GCC unroll 64
           for (int f = 0; f < T; ++f) a[g][f] += w * static_cast<acc_t>(xr[g * C + f]);
         }
       }
 #pragma GCC unroll 8
       for (int g = 0; g < G; ++g) {
+        s[h0 + g] = sum[g];
+        const acc_t scale = inverse_or_zero(sum[g]);
         alignas(64) acc_t head_out[T];  // a's own address would keep a out of the registers
 #pragma GCC unroll 64
-        for (int f = 0; f < T; ++f) head_out[f] = a[g][f] * scale[g];
+        for (int f = 0; f < T; ++f) head_out[f] = a[g][f] * scale;
         store_row(out + (h0 + g) * C + t0, head_out, T, stream);
       }
     }
@@ -215,12 +228,25 @@ inline void with_heads_per_sweep(int group, F&& body) {
   });
 }
 
+// lse[k] = m[k] + log(s[k]) for n (row, head) pairs, 0 where s[k] = 0 (an empty row or a
+// fully masked head), vectorised: four scalar logs per row took an eighth of the road graph's
+// forward.
+template <typename scalar_t, typename acc_t>
+inline void log_sum_exp(const acc_t* m, const acc_t* s, int64_t n, scalar_t* lse) {
+#pragma omp simd
+  for (int64_t k = 0; k < n; ++k) {
+    const acc_t log_s = log_vec(s[k]);  // taken unconditionally: GCC vectorises no jump
+    lse[k] = static_cast<scalar_t>(s[k] == acc_t(0) ? acc_t(0) : m[k] + log_s);
+  }
+}
+
 // Thread mapping: a thread owns a block of destination rows. Per block of rows: the scores
 // [edges, H] copied into the accumulation type, each row's max m per head subtracted, one
-// vectorised exp over the block; then per row the normaliser and the p-weighted sum of the source
-// rows (prefetched ahead). Two passes over the scores instead of the online rescaling: the
-// exponentials vectorise, and no accumulator is rescaled. Writes out [rows, H * C] and the
-// log-sum-exp lse [rows, H].
+// vectorised exp over the block; then per row the p-weighted sum of the source rows
+// (prefetched ahead) and the normaliser s; last, one vectorised log-sum-exp m + log(s) over
+// the block. Two passes over the scores instead of the online rescaling: the exponentials
+// vectorise, and no accumulator is rescaled. Writes out [rows, H * C] and the log-sum-exp
+// lse [rows, H].
 template <typename scalar_t, typename index_t, typename Scores>
 void attend_rows(const index_t* indptr, const index_t* indices, const Scores& scores,
                  const scalar_t* x, int64_t num_rows, int64_t H, int64_t C, scalar_t* out,
@@ -232,7 +258,7 @@ void attend_rows(const index_t* indptr, const index_t* indices, const Scores& sc
     const int group = heads_per_sweep(H, T);
     const bool stream = streams_output(num_rows * K * static_cast<int64_t>(sizeof(scalar_t)));
     parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
-      std::vector<acc_t> acc(C), m, s(H), p;
+      std::vector<acc_t> acc(C), m, s, p;
       const int64_t chunk_end = indptr[r1];
       for_row_blocks(indptr, r0, r1, [&](int64_t b0, int64_t b1) {
         const int64_t e0 = indptr[b0];
@@ -242,26 +268,21 @@ void attend_rows(const index_t* indptr, const index_t* indices, const Scores& sc
               scores_of_rows(scores, indptr, indices, b0, b1, chunk_end, H, block);
             },
             p, m);
+        s.resize(std::max<size_t>(s.size(), (b1 - b0) * H));
         for (int64_t i = b0; i < b1; ++i) {
           const int64_t begin = indptr[i], degree = indptr[i + 1] - begin;
           // edges e < ahead prefetch the source row kPrefetchDistance edges on, within the chunk
           const int64_t ahead = chunk_end - kPrefetchDistance - begin;
           const acc_t* row = p.data() + (begin - e0) * H;
-          with_heads(
-              H, [&](auto heads) { row_sums<decltype(heads)::value>(row, degree, H, s.data()); });
           with_heads_per_sweep<T>(group, [&](auto per_sweep) {
             constexpr int G = decltype(per_sweep)::value;
             if constexpr (G > 0)  // group >= 1 here
               for (int64_t h = 0; h < H; h += G)
-                weighted_head_sum<T, G>(indices + begin, row, degree, ahead, H, h, C, x, s.data(),
-                                        stream, acc.data(), out + i * K);
+                weighted_head_sum<T, G>(indices + begin, row, degree, ahead, H, h, C, x, stream,
+                                        acc.data(), s.data() + (i - b0) * H, out + i * K);
           });
-          for (int64_t h = 0; h < H; ++h) {
-            const acc_t mh = m[(i - b0) * H + h];
-            lse[i * H + h] =
-                static_cast<scalar_t>(s[h] == acc_t(0) ? acc_t(0) : mh + std::log(s[h]));
-          }
         }
+        log_sum_exp(m.data(), s.data(), (b1 - b0) * H, lse + b0 * H);
       });
     });
   });

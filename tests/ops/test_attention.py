@@ -123,6 +123,43 @@ def test_attention_blocks_and_tiles_match_dense_softmax(heads, channels, dtype):
     assert (out[1:301] == 0).all()
 
 
+def _rows_of_degrees(degrees: list[int], seed: int) -> Graph:
+    """A graph whose node i has degrees[i] in-edges from random sources."""
+    gen = torch.Generator().manual_seed(seed)
+    dst = torch.repeat_interleave(torch.arange(len(degrees)), torch.tensor(degrees))
+    src = torch.randint(0, len(degrees), (dst.numel(),), generator=gen)
+    return Graph(torch.stack([src, dst]), num_nodes=len(degrees))
+
+
+@pytest.mark.parametrize("heads, channels", [(4, 16), (1, 8), (3, 5), (8, 8)])
+def test_lse_is_float64_log_sum_exp_to_a_few_ulp(heads, channels):
+    """The forward's log-sum-exp (the backward's and the returned weights' normaliser)
+    against float64: rows of equal scores, whose float32 sums are exact (s = degree), so
+    the error is the log's and the final add's alone; and rows of random scores."""
+    degrees = [0, *range(1, 300), 1000, 4097, 5000] * 2
+    graph = _rows_of_degrees(degrees, seed=heads)
+    indptr = graph.csr.indptr
+    row_of_edge = torch.repeat_interleave(torch.arange(len(degrees)), indptr.diff())
+    gen = torch.Generator().manual_seed(channels)
+    level = torch.randn(len(degrees), heads, generator=gen) * 10
+    x = torch.randn(graph.num_nodes, heads * channels, generator=gen)
+    _, lse = kernels.segment_attention(level[row_of_edge], indptr, graph.csr.indices, x)
+    log_degree = indptr.diff().double().clamp(min=1).log().unsqueeze(1)
+    want = torch.where(indptr.diff().unsqueeze(1) > 0, level.double() + log_degree, 0.0)
+    # float32's rounding of the add (half an ulp of the result) and of the log (an ulp),
+    # twice over
+    ulp = 2.0 ** -23
+    bound = ulp * (want.abs() + 2 * log_degree) + 1e-12
+    assert ((lse.double() - want).abs() <= bound).all(), (lse.double() - want).abs().max()
+
+    score = torch.randn(graph.num_edges, heads, generator=gen) * 3
+    _, lse = kernels.segment_attention(score, indptr, graph.csr.indices, x)
+    _, ref = reference.segment_attention(score.double(), indptr, graph.csr.indices, x.double())
+    short = indptr.diff() <= 8
+    torch.testing.assert_close(lse[short].double(), ref[short], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(lse.double(), ref, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("heads, channels", [(4, 16), (2, 8), (5, 24), (8, 8), (1, 64),
                                              (3, 3), (2, 48)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
