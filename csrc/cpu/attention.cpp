@@ -366,6 +366,29 @@ inline acc_t head_dot(const a_t* a, const b_t* b, int64_t C) {
   }
 }
 
+// <a_h, b_h> per head h of one row of H heads of C channels, into dots. group > 1 (float or
+// double, a head one tile of T channels: heads_per_sweep): `group` heads' dot products
+// summed jointly (lane_sums), as in the transpose sweep; else head by head.
+template <int T, typename scalar_t, typename acc_t>
+inline void head_dots(const scalar_t* a, const scalar_t* b, int64_t H, int64_t C, int group,
+                      acc_t* dots) {
+  with_heads_per_sweep<T>(group, [&](auto per_sweep) {
+    constexpr int G = decltype(per_sweep)::value;
+    if constexpr (G > 1 && T > 0 && std::is_same_v<scalar_t, acc_t>) {
+      using V = typename Vec<acc_t, T>::type;
+      for (int64_t h0 = 0; h0 < H; h0 += G) {
+        V products[G];
+#pragma GCC unroll 8
+        for (int g = 0; g < G; ++g)
+          products[g] = load_vec<acc_t, T>(a + (h0 + g) * T) * load_vec<acc_t, T>(b + (h0 + g) * T);
+        store_vec<acc_t, G>(dots + h0, lane_sums<G, T, acc_t>(products));
+      }
+    } else {
+      for (int64_t h = 0; h < H; ++h) dots[h] = head_dot<acc_t, T>(a + h * C, b + h * C, C);
+    }
+  });
+}
+
 // alpha_e -= lse_i for the edges of the rows [b0, b1) (alpha at the block's first edge).
 // HT > 1 (float or double): one [HT] vector per edge, H a run-time loop otherwise.
 template <int HT, typename scalar_t, typename index_t, typename acc_t>
@@ -397,7 +420,7 @@ inline void subtract_lse(const index_t* indptr, int64_t b0, int64_t b1, const sc
 template <int T, typename Scores, typename scalar_t, typename index_t, typename acc_t>
 void attention_weights(const index_t* indptr, const index_t* indices, const Scores& scores,
                        const scalar_t* lse, const scalar_t* out, const scalar_t* grad,
-                       const scalar_t* grad_lse, int64_t num_rows, int64_t H, int64_t C,
+                       const scalar_t* grad_lse, int64_t num_rows, int64_t H, int64_t C, int group,
                        acc_t* alpha, acc_t* base) {
   const int64_t K = H * C;
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
@@ -419,11 +442,12 @@ void attention_weights(const index_t* indptr, const index_t* indices, const Scor
       if (kSigned && base)
         for (int64_t k = 0; k < n; ++k) block[k] *= sign[k];
     });
+    if (!base) return;
+    std::vector<acc_t> dots(H);
     for (int64_t i = r0; i < r1; ++i) {
-      if (base)
-        for (int64_t h = 0; h < H; ++h)
-          base[i * H + h] = (grad_lse ? static_cast<acc_t>(grad_lse[i * H + h]) : acc_t(0)) -
-                            head_dot<acc_t, T>(grad + i * K + h * C, out + i * K + h * C, C);
+      head_dots<T>(grad + i * K, out + i * K, H, C, group, dots.data());
+      for (int64_t h = 0; h < H; ++h)
+        base[i * H + h] = (grad_lse ? static_cast<acc_t>(grad_lse[i * H + h]) : acc_t(0)) - dots[h];
     }
   });
 }
@@ -613,9 +637,19 @@ void dst_score_grads(const index_t* indptr, int64_t num_rows, int64_t H, const a
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     std::vector<acc_t> s(H);
     with_heads(H, [&](auto heads) {
+      constexpr int HT = decltype(heads)::value;
       for (int64_t i = r0; i < r1; ++i) {
-        row_sums<decltype(heads)::value>(d_pre + static_cast<int64_t>(indptr[i]) * H,
-                                         indptr[i + 1] - indptr[i], H, s.data());
+        const int64_t begin = indptr[i], degree = indptr[i + 1] - begin;
+        if constexpr (short_row_vectors<HT, acc_t>() && std::is_same_v<scalar_t, acc_t>) {
+          if (degree * HT <= kShortRow) {  // inline: a call per short row cost more than its sum
+            HeadVec<HT, acc_t> sum = {};
+            for (int64_t e = begin; e < begin + degree; ++e)
+              sum += load_vec<acc_t, HT>(d_pre + e * HT);
+            store_vec<acc_t, HT>(grad_a_dst + i * HT, sum);
+            continue;
+          }
+        }
+        row_sums<HT>(d_pre + begin * H, degree, H, s.data());
         for (int64_t h = 0; h < H; ++h) grad_a_dst[i * H + h] = static_cast<scalar_t>(s[h]);
       }
     });
@@ -671,15 +705,15 @@ void attention_backward(const Scores& scores, BackwardArgs& args, int64_t H) {
   const index_t* indptr = args.indptr.data_ptr<index_t>();
   with_tile(C, [&](auto width) {
     constexpr int T = decltype(width)::value;
-    attention_weights<T>(indptr, args.indices.data_ptr<index_t>(), scores,
-                         args.lse.data_ptr<scalar_t>(), args.out.data_ptr<scalar_t>(),
-                         args.grad.data_ptr<scalar_t>(),
-                         args.grad_lse.defined() ? args.grad_lse.data_ptr<scalar_t>() : nullptr,
-                         num_rows, H, C, a, b);
     // heads per register sweep when a head is one tile (0: the L1 path); both flags as
     // compile-time constants (with_constant<1>: 1 if set, else 0)
     constexpr bool kVectors = std::is_same_v<scalar_t, acc_t>;  // not bfloat16
     const int group = kVectors && T > 0 && C == T ? heads_per_sweep(H, T) : 0;
+    attention_weights<T>(indptr, args.indices.data_ptr<index_t>(), scores,
+                         args.lse.data_ptr<scalar_t>(), args.out.data_ptr<scalar_t>(),
+                         args.grad.data_ptr<scalar_t>(),
+                         args.grad_lse.defined() ? args.grad_lse.data_ptr<scalar_t>() : nullptr,
+                         num_rows, H, C, group, a, b);
     with_heads_per_sweep<T>(group, [&](auto per_sweep) {
       constexpr int G = decltype(per_sweep)::value;
       if constexpr (G == 0 || (kVectors && T > 0))  // G > 0: a head is one tile
