@@ -67,7 +67,11 @@ struct SignBits {
 };
 
 // Where the scores come from: rows(...) writes the scores [edges, H] of the edges of the rows
-// [b0, b1) into out (the accumulation type), the block's first edge at out[0].
+// [b0, b1) into out (the accumulation type), the block's first edge at out[0]. With a
+// `shift` ([rows, H], the backward's log-sum-exp), each row's shift is subtracted from its
+// scores on the way; additive scores with a `sign` buffer also write +-1 per value there,
+// the side of its LeakyReLU (the score's sign before the shift). Both on the way, not as
+// passes of their own over the block.
 
 // An [E, H] tensor of scores (segment_attention).
 template <typename scalar_t>
@@ -75,12 +79,20 @@ struct StoredScores {
   static constexpr bool kAdditive = false;
   const scalar_t* score;
 
-  template <int HT, typename index_t, typename acc_t>
+  template <int HT, bool kShift, typename index_t, typename acc_t>
   void rows(const index_t* indptr, const index_t*, int64_t b0, int64_t b1, int64_t, int64_t H,
-            acc_t* out) const {
-    const int64_t e0 = indptr[b0], n = (indptr[b1] - e0) * H;
-    const scalar_t* block = score + e0 * H;
-    for (int64_t k = 0; k < n; ++k) out[k] = static_cast<acc_t>(block[k]);
+            const scalar_t* shift, acc_t* out, acc_t*) const {
+    const int64_t e0 = indptr[b0];
+    if constexpr (!kShift) {
+      const int64_t n = (indptr[b1] - e0) * H;
+      for (int64_t k = 0; k < n; ++k) out[k] = static_cast<acc_t>(score[e0 * H + k]);
+    } else {
+      for (int64_t i = b0; i < b1; ++i)
+        for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e)
+          for (int64_t h = 0; h < H; ++h)
+            out[(e - e0) * H + h] =
+                static_cast<acc_t>(score[e * H + h]) - static_cast<acc_t>(shift[i * H + h]);
+    }
   }
 };
 
@@ -93,9 +105,9 @@ struct AdditiveScores {
   const scalar_t* a_dst;
   acc_t slope;
 
-  template <int HT, typename index_t>
+  template <int HT, bool kShift, typename index_t>
   void rows(const index_t* indptr, const index_t* indices, int64_t b0, int64_t b1,
-            int64_t prefetch_end, int64_t H, acc_t* out) const {
+            int64_t prefetch_end, int64_t H, const scalar_t* shift, acc_t* out, acc_t* sign) const {
     const int64_t e0 = indptr[b0];
     // random rows of a table beyond L2, prefetched across blocks (up to prefetch_end)
     const int64_t distance = prefetch_distance(H * static_cast<int64_t>(sizeof(scalar_t)));
@@ -104,20 +116,27 @@ struct AdditiveScores {
       if constexpr (short_row_vectors<HT, acc_t>() && std::is_same_v<scalar_t, acc_t>) {
         using V = HeadVec<HT, acc_t>;
         const V d = load_vec<acc_t, HT>(a_dst + i * HT);
+        const V l = kShift ? load_vec<acc_t, HT>(shift + i * HT) : V{};
         for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
           if (e < ahead_end)
             prefetch_row(a_src + static_cast<int64_t>(indices[e + distance]) * HT, HT);
           const V v = load_vec<acc_t, HT>(a_src + static_cast<int64_t>(indices[e]) * HT) + d;
-          store_vec<acc_t, HT>(out + (e - e0) * HT, v > acc_t(0) ? v : v * slope);
+          const V score = v > acc_t(0) ? v : v * slope;
+          store_vec<acc_t, HT>(out + (e - e0) * HT, kShift ? score - l : score);
+          if (sign)
+            store_vec<acc_t, HT>(sign + (e - e0) * HT, score > acc_t(0) ? V{} + 1 : V{} - 1);
         }
       } else {
         for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
           if (e < ahead_end)
             prefetch_row(a_src + static_cast<int64_t>(indices[e + distance]) * H, H);
-          for (int64_t h = 0; h < H; ++h)
-            out[(e - e0) * H + h] =
+          for (int64_t h = 0; h < H; ++h) {
+            const acc_t score =
                 activation(static_cast<acc_t>(a_src[static_cast<int64_t>(indices[e]) * H + h]) +
                            static_cast<acc_t>(a_dst[i * H + h]));
+            out[(e - e0) * H + h] = kShift ? score - static_cast<acc_t>(shift[i * H + h]) : score;
+            if (sign) sign[(e - e0) * H + h] = score > acc_t(0) ? acc_t(1) : acc_t(-1);
+          }
         }
       }
     }
@@ -136,13 +155,18 @@ struct AdditiveScores {
   }
 };
 
-// The scores of the rows [b0, b1) into the block buffer, for each head count; gathered
-// rows are prefetched for the edges before prefetch_end (the thread's chunk's end).
-template <typename Scores, typename index_t, typename acc_t>
+// The scores of the rows [b0, b1) into the block buffer, for each head count, less each
+// row's `shift` where one is given (sign: as Scores::rows); gathered rows are prefetched for
+// the edges before prefetch_end (the thread's chunk's end).
+template <typename Scores, typename scalar_t, typename index_t, typename acc_t>
 inline void scores_of_rows(const Scores& scores, const index_t* indptr, const index_t* indices,
-                           int64_t b0, int64_t b1, int64_t prefetch_end, int64_t H, acc_t* out) {
+                           int64_t b0, int64_t b1, int64_t prefetch_end, int64_t H,
+                           const scalar_t* shift, acc_t* out, acc_t* sign = nullptr) {
   with_heads(H, [&](auto heads) {
-    scores.template rows<decltype(heads)::value>(indptr, indices, b0, b1, prefetch_end, H, out);
+    with_constant<1>(shift != nullptr, [&](auto shifted) {
+      scores.template rows<decltype(heads)::value, decltype(shifted)::value == 1>(
+          indptr, indices, b0, b1, prefetch_end, H, shift, out, sign);
+    });
   });
 }
 
@@ -265,7 +289,8 @@ void attend_rows(const index_t* indptr, const index_t* indices, const Scores& sc
         block_softmax_numerators_of(
             indptr, b0, b1, H,
             [&](acc_t* block) {
-              scores_of_rows(scores, indptr, indices, b0, b1, chunk_end, H, block);
+              scores_of_rows(scores, indptr, indices, b0, b1, chunk_end, H,
+                             static_cast<const scalar_t*>(nullptr), block);
             },
             p, m);
         s.resize(std::max<size_t>(s.size(), (b1 - b0) * H));
@@ -389,31 +414,12 @@ inline void head_dots(const scalar_t* a, const scalar_t* b, int64_t H, int64_t C
   });
 }
 
-// alpha_e -= lse_i for the edges of the rows [b0, b1) (alpha at the block's first edge).
-// HT > 1 (float or double): one [HT] vector per edge, H a run-time loop otherwise.
-template <int HT, typename scalar_t, typename index_t, typename acc_t>
-inline void subtract_lse(const index_t* indptr, int64_t b0, int64_t b1, const scalar_t* lse,
-                         int64_t H, acc_t* alpha) {
-  const int64_t e0 = indptr[b0];
-  for (int64_t i = b0; i < b1; ++i) {
-    if constexpr (short_row_vectors<HT, acc_t>() && std::is_same_v<scalar_t, acc_t>) {
-      const HeadVec<HT, acc_t> l = load_vec<acc_t, HT>(lse + i * HT);
-      for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e)
-        store_vec<acc_t, HT>(alpha + (e - e0) * HT, load_vec<acc_t, HT>(alpha + (e - e0) * HT) - l);
-    } else {
-      for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e)
-        for (int64_t h = 0; h < H; ++h)
-          alpha[(e - e0) * H + h] -= static_cast<acc_t>(lse[i * H + h]);
-    }
-  }
-}
-
 // Backward, pass 1 (rows of the CSR): the attention weights alpha_e = exp(score_e - lse_i),
 // recomputed from lse into `alpha` [E, H], which is the score gradient's own buffer when
 // that is asked for: nothing [E, H] is kept between forward and backward. Per block of rows
-// (in L1) the scores, minus lse, one vectorised exp. With `base` (the score gradient asked
-// for), also base_i = grad_lse_i - <g_i, out_i> per head: rows of g and out are read in
-// order here, so pass 2 gathers H values per edge instead of the row of out. Additive scores
+// (in L1) the scores less lse (in the scores' own loop), one vectorised exp. With `base` (the score
+// gradient asked for), also base_i = grad_lse_i - <g_i, out_i> per head: rows of g and out are read
+// in order here, so pass 2 gathers H values per edge instead of the row of out. Additive scores
 // with `base`: alpha carries the sign of its score (-alpha where score <= 0, a free bit as
 // alpha >= 0), the side of the LeakyReLU that pass 2 needs, read there instead of a_dst[i].
 // The sign of leaky_relu(v) is that of v for a slope >= 0 (additive_attention's domain).
@@ -429,18 +435,16 @@ void attention_weights(const index_t* indptr, const index_t* indices, const Scor
     for_row_blocks(indptr, r0, r1, [&](int64_t b0, int64_t b1) {
       acc_t* block = alpha + static_cast<int64_t>(indptr[b0]) * H;
       const int64_t n = static_cast<int64_t>(indptr[b1] - indptr[b0]) * H;
-      scores_of_rows(scores, indptr, indices, b0, b1, chunk_end, H, block);
-      constexpr bool kSigned = Scores::kAdditive;
-      if (kSigned && base) {
-        sign.resize(std::max<size_t>(sign.size(), n));
-        for (int64_t k = 0; k < n; ++k) sign[k] = block[k] > acc_t(0) ? acc_t(1) : acc_t(-1);
+      const bool signed_weights = Scores::kAdditive && base;
+      if (signed_weights) sign.resize(std::max<size_t>(sign.size(), n));
+      scores_of_rows(scores, indptr, indices, b0, b1, chunk_end, H, lse, block,
+                     signed_weights ? sign.data() : nullptr);
+      if (signed_weights) {
+#pragma omp simd
+        for (int64_t k = 0; k < n; ++k) block[k] = exp_vec(block[k]) * sign[k];
+      } else {
+        exp_in_place(block, n);
       }
-      with_heads(H, [&](auto heads) {
-        subtract_lse<decltype(heads)::value>(indptr, b0, b1, lse, H, block);
-      });
-      exp_in_place(block, n);
-      if (kSigned && base)
-        for (int64_t k = 0; k < n; ++k) block[k] *= sign[k];
     });
     if (!base) return;
     std::vector<acc_t> dots(H);
