@@ -71,7 +71,9 @@ struct SignBits {
 // `shift` ([rows, H], the backward's log-sum-exp), each row's shift is subtracted from its
 // scores on the way; additive scores with a `sign` buffer also write +-1 per value there,
 // the side of its LeakyReLU (the score's sign before the shift). Both on the way, not as
-// passes of their own over the block.
+// passes of their own over the block. With `row_max` (the forward, no shift), rows(...)
+// may shift each row by its max per head itself, as shift_by_row_max does, writing the
+// maxima to row_max[(i - b0) * H + h]; it returns whether it did.
 
 // An [E, H] tensor of scores (segment_attention).
 template <typename scalar_t>
@@ -80,8 +82,8 @@ struct StoredScores {
   const scalar_t* score;
 
   template <int HT, bool kShift, typename index_t, typename acc_t>
-  void rows(const index_t* indptr, const index_t*, int64_t b0, int64_t b1, int64_t, int64_t H,
-            const scalar_t* shift, acc_t* out, acc_t*) const {
+  bool rows(const index_t* indptr, const index_t*, int64_t b0, int64_t b1, int64_t, int64_t H,
+            const scalar_t* shift, acc_t* out, acc_t*, acc_t*) const {
     const int64_t e0 = indptr[b0];
     if constexpr (!kShift) {
       const int64_t n = (indptr[b1] - e0) * H;
@@ -93,6 +95,7 @@ struct StoredScores {
             out[(e - e0) * H + h] =
                 static_cast<acc_t>(score[e * H + h]) - static_cast<acc_t>(shift[i * H + h]);
     }
+    return false;
   }
 };
 
@@ -106,8 +109,9 @@ struct AdditiveScores {
   acc_t slope;
 
   template <int HT, bool kShift, typename index_t>
-  void rows(const index_t* indptr, const index_t* indices, int64_t b0, int64_t b1,
-            int64_t prefetch_end, int64_t H, const scalar_t* shift, acc_t* out, acc_t* sign) const {
+  bool rows(const index_t* indptr, const index_t* indices, int64_t b0, int64_t b1,
+            int64_t prefetch_end, int64_t H, const scalar_t* shift, acc_t* out, acc_t* sign,
+            acc_t* row_max) const {
     const int64_t e0 = indptr[b0];
     // random rows of a table beyond L2, prefetched across blocks (up to prefetch_end)
     const int64_t distance = prefetch_distance(H * static_cast<int64_t>(sizeof(scalar_t)));
@@ -117,6 +121,8 @@ struct AdditiveScores {
         using V = HeadVec<HT, acc_t>;
         const V d = load_vec<acc_t, HT>(a_dst + i * HT);
         const V l = kShift ? load_vec<acc_t, HT>(shift + i * HT) : V{};
+        constexpr acc_t kNegInf = -std::numeric_limits<acc_t>::infinity();
+        V m = V{} + kNegInf;
         for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
           if (e < ahead_end)
             prefetch_row(a_src + static_cast<int64_t>(indices[e + distance]) * HT, HT);
@@ -125,7 +131,13 @@ struct AdditiveScores {
           store_vec<acc_t, HT>(out + (e - e0) * HT, kShift ? score - l : score);
           if (sign)
             store_vec<acc_t, HT>(sign + (e - e0) * HT, score > acc_t(0) ? V{} + 1 : V{} - 1);
+          m = score > m ? score : m;  // lane-wise, NaN never wins (shift_by_row_max's rule)
         }
+        if (!row_max) continue;
+        m = m == kNegInf ? V{} : m;  // a fully masked head shifts by 0
+        store_vec<acc_t, HT>(row_max + (i - b0) * HT, m);
+        for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e)  // the row's scores, still in L1
+          store_vec<acc_t, HT>(out + (e - e0) * HT, load_vec<acc_t, HT>(out + (e - e0) * HT) - m);
       } else {
         for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
           if (e < ahead_end)
@@ -140,6 +152,7 @@ struct AdditiveScores {
         }
       }
     }
+    return row_max && short_row_vectors<HT, acc_t>() && std::is_same_v<scalar_t, acc_t>;
   }
 
   acc_t activation(acc_t v) const { return select(v > acc_t(0), v, v * slope); }
@@ -159,15 +172,18 @@ struct AdditiveScores {
 // row's `shift` where one is given (sign: as Scores::rows); gathered rows are prefetched for
 // the edges before prefetch_end (the thread's chunk's end).
 template <typename Scores, typename scalar_t, typename index_t, typename acc_t>
-inline void scores_of_rows(const Scores& scores, const index_t* indptr, const index_t* indices,
+inline bool scores_of_rows(const Scores& scores, const index_t* indptr, const index_t* indices,
                            int64_t b0, int64_t b1, int64_t prefetch_end, int64_t H,
-                           const scalar_t* shift, acc_t* out, acc_t* sign = nullptr) {
+                           const scalar_t* shift, acc_t* out, acc_t* sign = nullptr,
+                           acc_t* row_max = nullptr) {
+  bool shifted_by_max = false;
   with_heads(H, [&](auto heads) {
     with_constant<1>(shift != nullptr, [&](auto shifted) {
-      scores.template rows<decltype(heads)::value, decltype(shifted)::value == 1>(
-          indptr, indices, b0, b1, prefetch_end, H, shift, out, sign);
+      shifted_by_max = scores.template rows<decltype(heads)::value, decltype(shifted)::value == 1>(
+          indptr, indices, b0, b1, prefetch_end, H, shift, out, sign, row_max);
     });
   });
+  return shifted_by_max;
 }
 
 // 1 / s for a head's weight sum s, or 0 for an empty row or a fully masked head (s = 0).
@@ -288,9 +304,10 @@ void attend_rows(const index_t* indptr, const index_t* indices, const Scores& sc
         const int64_t e0 = indptr[b0];
         block_softmax_numerators_of(
             indptr, b0, b1, H,
-            [&](acc_t* block) {
-              scores_of_rows(scores, indptr, indices, b0, b1, chunk_end, H,
-                             static_cast<const scalar_t*>(nullptr), block);
+            [&](acc_t* block, acc_t* row_max) {
+              return scores_of_rows(scores, indptr, indices, b0, b1, chunk_end, H,
+                                    static_cast<const scalar_t*>(nullptr), block,
+                                    static_cast<acc_t*>(nullptr), row_max);
             },
             p, m);
         s.resize(std::max<size_t>(s.size(), (b1 - b0) * H));

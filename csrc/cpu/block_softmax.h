@@ -137,8 +137,10 @@ inline void for_row_blocks(const index_t* indptr, int64_t r0, int64_t r1, F&& bo
 }
 
 // For the rows [b0, b1): p = exp(score - m) per row and head (p[(e - indptr[b0]) * H + h]),
-// with m each row's max (m[(i - b0) * H + h]). `scores(p)` writes the block's scores
-// [edges, H] into p in the accumulation type. The buffers grow to the block's size.
+// with m each row's max (m[(i - b0) * H + h]). `scores(p, m)` writes the block's scores
+// [edges, H] into p in the accumulation type, and returns true where it has also shifted
+// them by their row maxima into m itself (as shift_by_row_max does) on the way, false where
+// that is left to here. The buffers grow to the block's size.
 template <typename index_t, typename acc_t, typename Scores>
 inline void block_softmax_numerators_of(const index_t* indptr, int64_t b0, int64_t b1, int64_t H,
                                         Scores&& scores, std::vector<acc_t>& p,
@@ -146,12 +148,12 @@ inline void block_softmax_numerators_of(const index_t* indptr, int64_t b0, int64
   const int64_t e0 = indptr[b0], n = (indptr[b1] - e0) * H;
   if (static_cast<int64_t>(p.size()) < n) p.resize(n);
   if (static_cast<int64_t>(m.size()) < (b1 - b0) * H) m.resize((b1 - b0) * H);
-  scores(p.data());
-  with_heads(H, [&](auto heads) {
-    for (int64_t i = b0; i < b1; ++i)
-      shift_by_row_max<decltype(heads)::value>(
-          p.data() + (indptr[i] - e0) * H, indptr[i + 1] - indptr[i], H, m.data() + (i - b0) * H);
-  });
+  if (!scores(p.data(), m.data()))
+    with_heads(H, [&](auto heads) {
+      for (int64_t i = b0; i < b1; ++i)
+        shift_by_row_max<decltype(heads)::value>(
+            p.data() + (indptr[i] - e0) * H, indptr[i + 1] - indptr[i], H, m.data() + (i - b0) * H);
+    });
   exp_in_place(p.data(), n);
 }
 
@@ -163,8 +165,9 @@ inline void block_softmax_numerators(const index_t* indptr, int64_t b0, int64_t 
   const int64_t n = (indptr[b1] - indptr[b0]) * H;
   block_softmax_numerators_of(
       indptr, b0, b1, H,
-      [&](acc_t* out) {
+      [&](acc_t* out, acc_t*) {
         for (int64_t k = 0; k < n; ++k) out[k] = static_cast<acc_t>(score[k]);
+        return false;
       },
       p, m);
 }
