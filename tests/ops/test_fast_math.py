@@ -22,7 +22,12 @@ PROGRAM = r"""
 #include "cpu/fast_exp.h"
 
 static float from_bits(uint32_t b) { float f; std::memcpy(&f, &b, 4); return f; }
-static int64_t ordered(float f) { int32_t b; std::memcpy(&b, &f, 4); return b < 0 ? -(int64_t)(b & 0x7fffffff) : b; }
+// floats as integers in their order, so that the distance between two is their ulps apart
+static int64_t ordered(float f) {
+  int32_t b;
+  std::memcpy(&b, &f, 4);
+  return b < 0 ? -static_cast<int64_t>(b & 0x7fffffff) : b;
+}
 
 int main() {
   // log over every 61st positive finite float (subnormals included): the largest distance
