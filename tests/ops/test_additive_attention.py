@@ -98,6 +98,19 @@ def test_three_dimensional_features_keep_their_shape():
     torch.testing.assert_close(out.view(8, 8), _definition(graph, src, dst, x, 0.2))
 
 
+@pytest.mark.parametrize("heads, channels", [(4, 16), (8, 8), (3, 5), (1, 16)])
+def test_scores_far_beyond_exps_range_are_shifted_by_their_row_max(heads, channels):
+    """Score halves of a few hundred, whose exp overflows float32 unless each row is
+    shifted by its own max first (the forward takes the maxima inside its score loop on
+    the vector path, 4 and 8 heads; elsewhere in a pass of its own): forward and every
+    gradient against the float64 definition, over rows that span the kernels' blocks."""
+    graph = blocked_layout_graph()
+    gen = torch.Generator().manual_seed(heads + channels)
+    src, dst, x = _inputs(graph, heads, channels, torch.float32, gen, scale=200.0)
+    assert (F.leaky_relu(src[graph.edge_index[0]] + dst[graph.edge_index[1]]) > 89).any()
+    _check(graph, src, dst, x, 0.2, 1e-4)
+
+
 @pytest.mark.parametrize("heads", [1, 4])
 def test_masks_and_special_values_follow_the_composed_ops(heads):
     """-inf halves mask their edges (weight 0, a fully masked row gives 0), NaN and +inf
