@@ -133,11 +133,9 @@ struct AdditiveScores {
             store_vec<acc_t, HT>(sign + (e - e0) * HT, score > acc_t(0) ? V{} + 1 : V{} - 1);
           m = score > m ? score : m;  // lane-wise, NaN never wins (shift_by_row_max's rule)
         }
-        if (!row_max) continue;
-        m = m == kNegInf ? V{} : m;  // a fully masked head shifts by 0
-        store_vec<acc_t, HT>(row_max + (i - b0) * HT, m);
-        for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e)  // the row's scores, still in L1
-          store_vec<acc_t, HT>(out + (e - e0) * HT, load_vec<acc_t, HT>(out + (e - e0) * HT) - m);
+        if (row_max)  // the row's scores, still in L1
+          shift_row_by_max<HT>(out + (indptr[i] - e0) * HT, indptr[i + 1] - indptr[i], m,
+                               row_max + (i - b0) * HT);
       } else {
         for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
           if (e < ahead_end)
@@ -661,17 +659,12 @@ void dst_score_grads(const index_t* indptr, int64_t num_rows, int64_t H, const a
       constexpr int HT = decltype(heads)::value;
       for (int64_t i = r0; i < r1; ++i) {
         const int64_t begin = indptr[i], degree = indptr[i + 1] - begin;
-        if constexpr (short_row_vectors<HT, acc_t>() && std::is_same_v<scalar_t, acc_t>) {
-          if (degree * HT <= kShortRow) {  // inline: a call per short row cost more than its sum
-            HeadVec<HT, acc_t> sum = {};
-            for (int64_t e = begin; e < begin + degree; ++e)
-              sum += load_vec<acc_t, HT>(d_pre + e * HT);
-            store_vec<acc_t, HT>(grad_a_dst + i * HT, sum);
-            continue;
-          }
+        if constexpr (std::is_same_v<scalar_t, acc_t>) {  // straight into the output
+          row_sums<HT>(d_pre + begin * H, degree, H, grad_a_dst + i * H);
+        } else {
+          row_sums<HT>(d_pre + begin * H, degree, H, s.data());
+          for (int64_t h = 0; h < H; ++h) grad_a_dst[i * H + h] = static_cast<scalar_t>(s[h]);
         }
-        row_sums<HT>(d_pre + begin * H, degree, H, s.data());
-        for (int64_t h = 0; h < H; ++h) grad_a_dst[i * H + h] = static_cast<scalar_t>(s[h]);
       }
     });
   });

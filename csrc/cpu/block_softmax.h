@@ -58,6 +58,19 @@ constexpr bool short_row_vectors() {
 template <int HT, typename acc_t>
 using HeadVec = typename Vec<acc_t, HT>::type;
 
+// A row's scores [degree, HT] shifted by m, its running max per head (lanes still at -inf:
+// a fully masked head, shifted by 0), which is written to m_out. Shared by shift_by_row_max
+// and the kernels that take the max on their own way through the row.
+template <int HT, typename acc_t>
+__attribute__((always_inline)) inline void shift_row_by_max(acc_t* __restrict__ row, int64_t degree,
+                                                            HeadVec<HT, acc_t> m,
+                                                            acc_t* __restrict__ m_out) {
+  m = m == -std::numeric_limits<acc_t>::infinity() ? HeadVec<HT, acc_t>{} : m;
+  for (int64_t e = 0; e < degree; ++e)
+    store_vec<acc_t, HT>(row + e * HT, load_vec<acc_t, HT>(row + e * HT) - m);
+  store_vec<acc_t, HT>(m_out, m);
+}
+
 // Per head of a row's scores [degree, H]: m = the max (NaN never wins, as in the reference;
 // a head of only -inf, masked, shifts by 0, so its weights are exp(-inf) = 0 and it
 // aggregates to 0 as an empty row; NaN or +inf scores give a NaN row), then scores -= m.
@@ -74,10 +87,7 @@ inline void shift_by_row_max(acc_t* __restrict__ row, int64_t degree, int64_t H,
         const V v = load_vec<acc_t, HT>(row + e * HT);
         m = v > m ? v : m;  // lane-wise, NaN never wins as in `larger`
       }
-      m = m == kNegInf ? V{} : m;
-      for (int64_t e = 0; e < degree; ++e)
-        store_vec<acc_t, HT>(row + e * HT, load_vec<acc_t, HT>(row + e * HT) - m);
-      for (int h = 0; h < HT; ++h) m_out[h] = m[h];
+      shift_row_by_max<HT>(row, degree, m, m_out);
       return;
     }
   }
@@ -101,10 +111,11 @@ inline void shift_by_row_max(acc_t* __restrict__ row, int64_t degree, int64_t H,
   }
 }
 
-// Per head of a row's weights [degree, H]: their sum.
+// Per head of a row's weights [degree, H]: their sum. Always inlined: on short rows a call
+// cost more than the sum (d a_dst's pass over GAT's road-graph rows).
 template <int HT, typename acc_t>
-inline void row_sums(const acc_t* __restrict__ row, int64_t degree, int64_t H,
-                     acc_t* __restrict__ s_out) {
+__attribute__((always_inline)) inline void row_sums(const acc_t* __restrict__ row, int64_t degree,
+                                                    int64_t H, acc_t* __restrict__ s_out) {
   const auto plus = [](acc_t a, acc_t b) { return a + b; };
   if constexpr (short_row_vectors<HT, acc_t>()) {
     if (degree * HT <= kShortRow) {
