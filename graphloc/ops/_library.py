@@ -322,6 +322,13 @@ def _attention_fake(score, indptr, indices, x, csc_indptr=None, csc_indices=None
 def _attention_setup(ctx, inputs, output):
     score, indptr, indices, x, t_indptr, t_indices, t_perm = inputs
     ctx.save_for_backward(score, indptr, indices, x, t_indptr, t_indices, t_perm, *output)
+    _unmaterialized_grads(ctx)
+
+
+def _unmaterialized_grads(ctx) -> None:
+    # An attention's log-sum-exp output is rarely used: its gradient then comes as None,
+    # not as a zero [rows, H] tensor filled on every backward and read by the kernel.
+    ctx.set_materialize_grads(False)
 
 
 def _attention_backward(ctx, grad_out, grad_lse):
@@ -381,6 +388,7 @@ def _additive_setup(ctx, inputs, output):
     a_src, a_dst, ctx.negative_slope, indptr, indices, x, t_indptr, t_indices, t_perm = inputs
     ctx.save_for_backward(a_src, a_dst, indptr, indices, x, t_indptr, t_indices, t_perm,
                           *output)
+    _unmaterialized_grads(ctx)
 
 
 def _additive_backward(ctx, grad_out, grad_lse):

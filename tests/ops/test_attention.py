@@ -83,6 +83,36 @@ def test_fused_backward_matches_composed(graph, heads, channels, with_lse_grad):
     torch.testing.assert_close(grad_score, composed_score)
 
 
+@pytest.mark.parametrize("op", ["segment_attention", "additive_attention"])
+def test_backward_fills_no_zero_gradient_for_the_unused_log_sum_exp(op):
+    """The attention ops return the log-sum-exp too, which a layer rarely uses: its gradient
+    reaches the backward as None, not as a zero [rows, heads] tensor filled on each call
+    (a fill and a read of rows x heads values per layer and step); the gradients stay the
+    composed ops' ones."""
+    from torch.profiler import ProfilerActivity, profile
+    graph = Graph(random_edge_index(30, 120, seed=5), num_nodes=30)
+    x = torch.randn(30, 12, dtype=torch.float64, requires_grad=True)
+    halves = [torch.randn(30, 3, dtype=torch.float64, requires_grad=True) for _ in range(2)]
+    score = torch.nn.functional.leaky_relu(ops.sddmm(graph, *halves, "add"), 0.2)
+    out = ops.segment_attention(graph, score, x) if op == "segment_attention" else \
+        ops.additive_attention(graph, *halves, x, negative_slope=0.2)
+    grad = torch.randn_like(out)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        got = torch.autograd.grad(out, [x, *halves], grad)
+    zeroed = [e.input_shapes[0] for e in prof.events() if e.name == "aten::zero_"]
+    assert [30, 3] not in zeroed
+    exact = [t.detach().requires_grad_() for t in (x, *halves)]
+    src, dst = graph.edge_index
+    edge_score = torch.nn.functional.leaky_relu(exact[1][src] + exact[2][dst], 0.2)  # [E, 3]
+    dense = torch.full((3, 30, graph.num_edges), float("-inf"), dtype=torch.float64)
+    dense[:, dst, torch.arange(graph.num_edges)] = edge_score.t()
+    weights = dense.softmax(-1).nan_to_num(0.0)  # rows without edges: 0
+    want_out = torch.einsum("hne,ehc->nhc", weights, exact[0][src].view(-1, 3, 4))
+    want = torch.autograd.grad(want_out.reshape(30, 12), exact, grad)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w)
+
+
 def test_fused_backward_rejects_inconsistent_inputs():
     graph = Graph(random_edge_index(6, 20, seed=52), num_nodes=6)
     csr, csc = graph.csr, graph.csc
