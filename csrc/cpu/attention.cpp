@@ -653,16 +653,18 @@ void attention_transpose_grads(const index_t* csc_indptr, const index_t* csc_ind
 template <typename scalar_t, typename index_t, typename acc_t>
 void dst_score_grads(const index_t* indptr, int64_t num_rows, int64_t H, const acc_t* d_pre,
                      scalar_t* grad_a_dst) {
+  const int64_t num_edges = indptr[num_rows];
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     std::vector<acc_t> s(H);
     with_heads(H, [&](auto heads) {
       constexpr int HT = decltype(heads)::value;
       for (int64_t i = r0; i < r1; ++i) {
         const int64_t begin = indptr[i], degree = indptr[i + 1] - begin;
+        const int64_t readable = num_edges - begin;  // d_pre holds every edge: read-only here
         if constexpr (std::is_same_v<scalar_t, acc_t>) {  // straight into the output
-          row_sums<HT>(d_pre + begin * H, degree, H, grad_a_dst + i * H);
+          row_sums<HT>(d_pre + begin * H, degree, H, grad_a_dst + i * H, readable);
         } else {
-          row_sums<HT>(d_pre + begin * H, degree, H, s.data());
+          row_sums<HT>(d_pre + begin * H, degree, H, s.data(), readable);
           for (int64_t h = 0; h < H; ++h) grad_a_dst[i * H + h] = static_cast<scalar_t>(s[h]);
         }
       }

@@ -50,6 +50,10 @@ inline void fold_lanes(const acc_t* __restrict__ row, int64_t degree, acc_t init
 // remainder and fold, about 40 scalar steps per row.
 constexpr int64_t kShortRow = 2 * kLanes;
 
+// Edges in row_sums' fixed window: a row that short, with that many edges readable from its
+// start, is summed in a loop of this many steps whatever its degree.
+constexpr int64_t kWindowEdges = 8;
+
 template <int HT, typename acc_t>
 constexpr bool short_row_vectors() {
   return HT > 1 && std::is_floating_point_v<acc_t>;
@@ -112,12 +116,33 @@ inline void shift_by_row_max(acc_t* __restrict__ row, int64_t degree, int64_t H,
 }
 
 // Per head of a row's weights [degree, H]: their sum. Always inlined: on short rows a call
-// cost more than the sum (d a_dst's pass over GAT's road-graph rows).
+// cost more than the sum (d a_dst's pass over GAT's road-graph rows). `readable`: how many
+// edges' values may be read from `row` on (the row's own and those after it in the buffer).
+// With kWindowEdges of them, a row of at most that many edges is summed over the whole
+// window, the edges past its end selected away: a loop whose length does not depend on the
+// degree. (GAT's d a_dst pass on the road graph, rows of a few edges each in no order of
+// length, ran 2% to 4% of the whole backward longer with the degree-dependent exit.) The
+// same adds in the same order as the plain loop, plus zeros: the same sums bit for bit.
 template <int HT, typename acc_t>
 __attribute__((always_inline)) inline void row_sums(const acc_t* __restrict__ row, int64_t degree,
-                                                    int64_t H, acc_t* __restrict__ s_out) {
+                                                    int64_t H, acc_t* __restrict__ s_out,
+                                                    int64_t readable = 0) {
   const auto plus = [](acc_t a, acc_t b) { return a + b; };
   if constexpr (short_row_vectors<HT, acc_t>()) {
+    if (degree <= kWindowEdges && readable >= kWindowEdges) {
+      using V = HeadVec<HT, acc_t>;
+      V sum = {};
+      const acc_t edges = static_cast<acc_t>(degree);
+#pragma GCC unroll 8
+      for (int e = 0; e < kWindowEdges; ++e) {
+        const V v = load_vec<acc_t, HT>(row + e * HT);
+        // a lane-wise select (a scalar condition compiles to the jump this avoids): a NaN
+        // past the row's end never enters the sum
+        sum += V{} + static_cast<acc_t>(e) < edges ? v : V{};
+      }
+      for (int h = 0; h < HT; ++h) s_out[h] = sum[h];
+      return;
+    }
     if (degree * HT <= kShortRow) {
       HeadVec<HT, acc_t> sum = {};
       for (int64_t e = 0; e < degree; ++e) sum += load_vec<acc_t, HT>(row + e * HT);

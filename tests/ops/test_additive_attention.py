@@ -161,6 +161,35 @@ def test_scores_at_the_kink_take_torchs_side(heads, dtype, slope):
         torch.testing.assert_close(g, w, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("heads", [2, 4, 8])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_short_rows_beside_nan_rows_keep_their_own_dst_gradient(heads, dtype):
+    """Rows of 1 to 9 edges in turn, every other one NaN through its destination half:
+    d dst of each finite row is its own edges' sum alone (the pass that sums a short row
+    over a fixed window of the edges after it must not let the next row's NaN in), and
+    matches the float64 definition; the NaN rows' gradients are NaN there too."""
+    degrees = torch.arange(40) % 9 + 1
+    dst_of_edge = torch.arange(40).repeat_interleave(degrees)
+    src_of_edge = torch.randint(0, 40, (dst_of_edge.numel(),),
+                                generator=torch.Generator().manual_seed(heads))
+    graph = Graph(torch.stack([src_of_edge, dst_of_edge]), num_nodes=40)
+    gen = torch.Generator().manual_seed(heads + 1)
+    src, dst, x = _inputs(graph, heads, 8, dtype, gen, scale=1.0)
+    nan_rows = torch.arange(1, 40, 2)
+    dst[nan_rows] = float("nan")
+    inputs = [t.clone().requires_grad_() for t in (src, dst, x)]
+    exact = [t.detach().double().requires_grad_() for t in inputs]
+    out = ops.additive_attention(graph, *inputs)
+    grad = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    got = torch.autograd.grad(out, inputs[1], grad.to(dtype))[0].double()
+    want = torch.autograd.grad(_definition(graph, *exact, 0.2), exact[1], grad)[0]
+    finite_rows = torch.arange(0, 40, 2)
+    assert got[finite_rows].isfinite().all() and got[nan_rows].isnan().all()
+    tol = {torch.float64: 1e-10, torch.float32: 1e-4, torch.bfloat16: 5e-2}[dtype]
+    torch.testing.assert_close(got[finite_rows], want[finite_rows], rtol=tol,
+                               atol=tol * max(1.0, want[finite_rows].abs().max()))
+
+
 def test_gradcheck():
     graph = Graph(random_edge_index(9, 35, seed=51), num_nodes=10)
     gen = torch.Generator().manual_seed(2)
