@@ -660,7 +660,8 @@ void dst_score_grads(const index_t* indptr, int64_t num_rows, int64_t H, const a
       constexpr int HT = decltype(heads)::value;
       for (int64_t i = r0; i < r1; ++i) {
         const int64_t begin = indptr[i], degree = indptr[i + 1] - begin;
-        const int64_t readable = num_edges - begin;  // d_pre holds every edge: read-only here
+        // d_pre holds every edge, only read here: the window may run into the next rows
+        const int64_t readable = num_edges - begin;
         if constexpr (std::is_same_v<scalar_t, acc_t>) {  // straight into the output
           row_sums<HT>(d_pre + begin * H, degree, H, grad_a_dst + i * H, readable);
         } else {
