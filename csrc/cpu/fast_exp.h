@@ -1,8 +1,10 @@
 // exp and log in forms the compiler vectorises, for the softmax kernels (std::exp and
 // std::log are scalar calls).
 // exp, float: range reduction by ln 2 and a degree-6 Cephes polynomial, relative error below
-// 2e-7 on [-87.3, 88.7] (tested against float64), 0 below that range (exp(-inf) = 0), +inf
-// above, NaN kept. double: std::exp.
+// 2e-7 on [-87.3, 88.7] (tested against float64); subnormal results below that down to
+// -150 ln 2, within one subnormal step of the float64 exp (torch's exp gives them too: a
+// weight flushed to 0 turned an infinite feature's product into NaN where torch's is
+// infinite); 0 below (exp(-inf) = 0), +inf above, NaN kept. double: std::exp.
 #pragma once
 
 #include <cmath>
@@ -21,7 +23,8 @@ inline float power_of_two(int32_t k) {
 }
 
 inline float exp_vec(float x) {
-  const float lo = -87.33654f, hi = 88.72283f;
+  // lo = -150 ln 2: n >= -150 below, whose 2^n1 * 2^n2 rounds once, in the last product
+  const float lo = -103.97208f, hi = 88.72283f;
   const bool nan = x != x;
   const float v = nan ? 0.0f : (x < lo ? lo : (x > hi ? hi : x));
   // n = round(v / ln 2) by the 1.5 * 2^23 shift (exact for |v / ln 2| < 2^22): std::floor
@@ -35,7 +38,8 @@ inline float exp_vec(float x) {
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  // 2^n as 2^n1 * 2^n2, each a normal float for n in [-126, 128] (2^128 alone is not)
+  // 2^n as 2^n1 * 2^n2, each a normal float for n in [-150, 128] (neither 2^-150 nor
+  // 2^128 is one alone)
   const int32_t n1 = static_cast<int32_t>(n) >> 1, n2 = static_cast<int32_t>(n) - n1;
   const float y = (p * r * r + r + 1.0f) * power_of_two(n1) * power_of_two(n2);
   const float above = std::numeric_limits<float>::infinity();

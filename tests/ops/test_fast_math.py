@@ -46,13 +46,21 @@ int main() {
     const double want = std::exp(static_cast<double>(x));
     worst_exp = std::fmax(worst_exp, std::fabs(graphloc::exp_vec(x) - want) / want);
   }
+  // below it, down to -150 ln 2: subnormal results, in steps of 2^-149 from the float64 exp
+  double worst_subnormal = 0;
+  for (float x = -103.97f; x < -87.3f; x += 0.000131f) {
+    const double want = std::exp(static_cast<double>(x));
+    worst_subnormal = std::fmax(worst_subnormal, std::fabs(graphloc::exp_vec(x) - want));
+  }
   const float inf = std::numeric_limits<float>::infinity();
   std::printf("%lld %.9g %.3g\n", (long long)worst_log, worst_log_at, worst_exp);
   std::printf("%g %g %g %g %g %g\n", graphloc::log_vec(0.0f), graphloc::log_vec(-0.0f),
               graphloc::log_vec(inf), graphloc::log_vec(-1.0f), graphloc::log_vec(-inf),
               graphloc::log_vec(std::nanf("")));
-  std::printf("%g %g %g %g\n", graphloc::exp_vec(-inf), graphloc::exp_vec(-100.0f),
+  std::printf("%g %g %g %g\n", graphloc::exp_vec(-inf), graphloc::exp_vec(-104.0f),
               graphloc::exp_vec(0.0f), graphloc::exp_vec(std::nanf("")));
+  std::printf("%.9g %.9g\n", worst_subnormal * std::ldexp(1.0, 149),
+              graphloc::exp_vec(-100.0f) * std::ldexp(1.0, 149));
   return 0;
 }
 """
@@ -88,3 +96,11 @@ def test_exp_relative_error_as_documented(report):
 
 def test_exp_special_values(report):
     assert report[2][:3] == ["0", "0", "1"] and report[2][3].lstrip("-") == "nan"
+
+
+def test_exp_gives_subnormals_as_float64_exp_rounded(report):
+    """Between -150 ln 2 and the smallest normal result, within one subnormal step
+    (2^-149) of float64's exp; exp(-100) = 3.72e-44 is 26.6 such steps, not 0."""
+    worst_steps, at_minus_100 = (float(v) for v in report[3])
+    assert worst_steps <= 1.0
+    assert at_minus_100 == pytest.approx(26.55, abs=1.0)
