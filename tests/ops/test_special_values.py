@@ -204,3 +204,27 @@ def test_features_without_channels_keep_their_shape(shape):
             assert g is None or g.eq(0).all(), name
     dot = ops.sddmm(graph, x, x.detach())  # a dot over no channels is 0
     assert dot.shape == ((4, heads) if len(shape) == 2 else (4,)) and dot.eq(0).all()
+
+
+def test_float32_weights_in_exps_subnormal_range_keep_infinite_features_infinite():
+    """A float32 softmax weight between exp(-103.9) and exp(-87.3) is a subnormal in
+    torch (exp(-95) = 5.5e-42), not 0: an edge of that weight whose feature is +-inf makes
+    the sum +-inf, as torch's product, where a weight flushed to 0 gave 0 * inf = NaN.
+    Every attention path against torch's own float32 softmax and products."""
+    graph = graphloc.Graph(torch.tensor([[0, 1, 2], [2, 2, 2]]), num_nodes=3)
+    x = torch.tensor([[1.0, 2.0, 3.0], [float("inf"), float("-inf"), 5.0], [0.5, 0.5, 0.5]])
+    scores = torch.tensor([0.0, -95.0, -200.0])  # weights 1, 5.5e-42 (subnormal) and 0
+    weights = scores.softmax(0)
+    assert 0 < weights[1] < torch.finfo(torch.float32).tiny and weights[2] == 0
+    expected = (weights.unsqueeze(1) * x).sum(0)
+    assert expected[:2].tolist() == [float("inf"), float("-inf")]
+
+    def third_row(out):
+        return out.view(3, -1)[2]
+    _assert_same(ops.segment_softmax(graph, scores), weights)
+    _assert_same(third_row(ops.segment_attention(graph, scores.view(-1, 1), x)), expected)
+    # leaky_relu(a_src[j] + 0) with slope 0.2: the same three scores
+    src = torch.tensor([0.0, -475.0, -1000.0]).view(-1, 1)
+    _assert_same(third_row(ops.additive_attention(graph, src, torch.zeros(3, 1), x, 0.2)),
+                 expected)
+
