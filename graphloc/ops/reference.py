@@ -145,7 +145,11 @@ def _row_logsumexp(score, indptr):
     # log-sum-exp is 0, as an empty row's. NaN or +inf make the row NaN, as torch.softmax.
     row_max = row_max.masked_fill(row_max == float("-inf"), 0.0)
     total = score.new_zeros(num_rows, H).index_add(0, rows, (score - row_max[rows]).exp())
-    return torch.where(total == 0, 0.0, row_max + total.log()), rows
+    # log(1), not log(0), under the rows where() discards: its gradient 1 / 0 = inf times
+    # the where()'s 0 made every score of a fully masked row NaN in the backward, where the
+    # kernels give 0 (weights that are the constant 0 whatever the scores)
+    empty = total == 0
+    return torch.where(empty, 0.0, row_max + torch.where(empty, 1.0, total).log()), rows
 
 
 def segment_softmax(score, indptr):

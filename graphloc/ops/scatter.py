@@ -548,13 +548,17 @@ def _group_shift(src: Tensor, index: Tensor, dim: int, dim_size):
 def scatter_softmax(src: Tensor, index: Tensor, dim: int = -1,
                     dim_size: int | None = None) -> Tensor:
     """Softmax of ``src`` over the groups of equal ``index`` along ``dim``. A group whose
-    entries are all -inf (fully masked) gets weights 0; NaN or +inf make the group NaN."""
+    entries are all -inf (fully masked) gets weights 0, and its entries the gradient 0;
+    NaN or +inf make the group NaN."""
     _check_floating(src, "scatter_softmax")
     dim = _checked_dim(dim, src)
     shifted, full_index, _ = _group_shift(src, index, dim, dim_size)
     exp = shifted.exp()
     total = scatter(exp, index, dim, dim_size=dim_size, reduce="sum").gather(dim, full_index)
-    return torch.where(total == 0, 0.0, exp / total)
+    # A zero total means every exp of the group is 0: dividing them by 1 gives the weights 0
+    # with the gradient 0. where(total == 0, 0, exp / total) gave the same weights, but its
+    # discarded 0 / 0 made the backward NaN.
+    return exp / torch.where(total == 0, 1.0, total)
 
 
 def scatter_log_softmax(src: Tensor, index: Tensor, dim: int = -1, eps: float = 1e-12,

@@ -228,3 +228,69 @@ def test_float32_weights_in_exps_subnormal_range_keep_infinite_features_infinite
     _assert_same(third_row(ops.additive_attention(graph, src, torch.zeros(3, 1), x, 0.2)),
                  expected)
 
+
+def _oracle_softmax_grad(scores: torch.Tensor, rows, upstream: torch.Tensor) -> torch.Tensor:
+    """d <softmax(scores), upstream> / d scores per row and head: torch.softmax's own
+    autograd on each row that keeps a finite score, 0 on a fully masked row (its weights are
+    the constant 0)."""
+    grad = torch.zeros_like(scores)
+    for positions in rows:
+        block = scores[positions.start:positions.stop].clone().requires_grad_()
+        if not positions:
+            continue
+        weights = block.softmax(0)
+        masked = (block == float("-inf")).all(0)
+        weights = torch.where(masked, 0.0, weights)
+        (g,) = torch.autograd.grad((weights * upstream[positions.start:positions.stop]).sum(),
+                                   block)
+        grad[positions.start:positions.stop] = torch.where(masked, 0.0, g)
+    return grad
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+@settings(max_examples=30, deadline=None)
+@given(graph=graphs(max_nodes=12, max_edges=40, allow_hub=False),
+       heads=st.sampled_from([1, 2, 4]), seed=st.integers(0, 2**31 - 1))
+def test_fully_masked_rows_give_their_scores_gradient_zero(impl, graph, heads, seed):
+    """Mostly -inf scores, so that rows and heads without a finite score occur: the
+    softmax's and the attention's score gradients match torch's autograd row by row, and
+    are 0 on the fully masked ones in the compiled kernels and the pure-torch twins alike
+    (the twins' where() over log(0) and 0 / 0 once made them NaN there)."""
+    csr = graph.csr
+    scores = _with_specials((graph.num_edges, heads), seed, share=0.7,
+                            only=torch.tensor([float("-inf")]))
+    upstream = torch.randn(graph.num_edges, heads, dtype=torch.float64,
+                           generator=torch.Generator().manual_seed(seed))
+    expected = _oracle_softmax_grad(scores, _rows(graph), upstream)
+    s = scores.clone().requires_grad_()
+    (got,) = torch.autograd.grad((_raw(impl).segment_softmax(s, csr.indptr) * upstream).sum(),
+                                 s)
+    _assert_same(got, expected)
+    # the attention's output is sum_e w_e x_e: its gradient is the softmax's with the
+    # upstream <grad_out_i, x_e> per edge and head
+    x = torch.randn(graph.num_nodes, heads * 3, dtype=torch.float64)
+    grad_out = torch.randn(graph.num_nodes, heads * 3, dtype=torch.float64)
+    rows = torch.repeat_interleave(torch.arange(graph.num_nodes), csr.degree().long())
+    per_edge = (x[csr.indices.long()] * grad_out[rows]).view(-1, heads, 3).sum(-1)
+    s = scores.clone().requires_grad_()
+    out, _ = _raw(impl).segment_attention(s, csr.indptr, csr.indices, x)
+    (got,) = torch.autograd.grad(out, s, grad_out)
+    _assert_same(got, _oracle_softmax_grad(scores, _rows(graph), per_edge))
+
+
+@pytest.mark.parametrize("public", [True, False], ids=["graphloc.scatter", "ops"])
+def test_masked_group_gradient_is_zero_through_the_public_softmaxes(public):
+    """scatter_softmax and ops.segment_softmax / additive_attention: a group or row of only
+    -inf has weights 0 and score gradient 0, its neighbours torch's softmax gradient."""
+    scores = torch.tensor([float("-inf"), float("-inf"), 0.3, 1.0], dtype=torch.float64)
+    upstream = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
+    s = scores.clone().requires_grad_()
+    if public:
+        weights = scatter_softmax(s, torch.tensor([0, 0, 1, 1]))
+    else:
+        graph = graphloc.Graph(torch.tensor([[0, 1, 2, 3], [4, 4, 5, 5]]), num_nodes=6)
+        weights = ops.segment_softmax(graph, s)
+    (got,) = torch.autograd.grad((weights * upstream).sum(), s)
+    tail = scores[2:].clone().requires_grad_()
+    (want,) = torch.autograd.grad((tail.softmax(0) * upstream[2:]).sum(), tail)
+    _assert_same(got, torch.cat([torch.zeros(2, dtype=torch.float64), want]))
