@@ -79,11 +79,16 @@ def _segment(msgs: Tensor, rows: Tensor, num_rows: int, reduce: str) -> tuple[Te
         return out, no_arg
     amode = "amax" if reduce == "max" else "amin"
     idx = long_rows.unsqueeze(1).expand(E, K)
-    out = out.scatter_reduce(0, idx, msgs, amode, include_self=False)
+    extreme = out.scatter_reduce(0, idx, msgs.detach(), amode, include_self=False)
     position = torch.arange(E, device=msgs.device).unsqueeze(1).expand(E, K)
-    winner = torch.where(_is_winner(msgs, out.detach().gather(0, idx)), position, E)
+    winner = torch.where(_is_winner(msgs.detach(), extreme.gather(0, idx)), position, E)
     arg = torch.full((num_rows, K), E, dtype=torch.long, device=msgs.device)
     arg = arg.scatter_reduce(0, idx, winner, "amin", include_self=True)
+    # The output is the winning message itself (an empty row's arg E reads the zero row
+    # appended), so autograd routes the gradient to the first winner alone, as the kernels.
+    # scatter_reduce's own backward splits it among ties, and counted the zeros it starts
+    # from as a tie of a message 0 (a single edge got half its gradient).
+    out = torch.cat([msgs, msgs.new_zeros(1, K)]).gather(0, arg)
     return out, arg.to(rows.dtype)
 
 
@@ -145,11 +150,11 @@ def _row_logsumexp(score, indptr):
     # log-sum-exp is 0, as an empty row's. NaN or +inf make the row NaN, as torch.softmax.
     row_max = row_max.masked_fill(row_max == float("-inf"), 0.0)
     total = score.new_zeros(num_rows, H).index_add(0, rows, (score - row_max[rows]).exp())
-    # log(1), not log(0), under the rows where() discards: its gradient 1 / 0 = inf times
-    # the where()'s 0 made every score of a fully masked row NaN in the backward, where the
-    # kernels give 0 (weights that are the constant 0 whatever the scores)
-    empty = total == 0
-    return torch.where(empty, 0.0, row_max + torch.where(empty, 1.0, total).log()), rows
+    # A fully masked (or empty) row's total is 0 and its shift 0: log(0 + 1) makes its
+    # log-sum-exp 0. where(total == 0, 0, log(total)) gave the same value, but the backward
+    # of its discarded log(0) made the row's score gradients NaN (inf times 0); here they
+    # are the kernels' 0 * (d weight - <g, out>): 0, or NaN where a product is.
+    return row_max + (total + (total == 0).to(total.dtype)).log(), rows
 
 
 def segment_softmax(score, indptr):

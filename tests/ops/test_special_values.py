@@ -294,3 +294,57 @@ def test_masked_group_gradient_is_zero_through_the_public_softmaxes(public):
     tail = scores[2:].clone().requires_grad_()
     (want,) = torch.autograd.grad((tail.softmax(0) * upstream[2:]).sum(), tail)
     _assert_same(got, torch.cat([torch.zeros(2, dtype=torch.float64), want]))
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+@pytest.mark.parametrize("reduce", ["max", "min"])
+@settings(max_examples=30, deadline=None)
+@given(graph=graphs(max_nodes=12, max_edges=50, allow_hub=False),
+       channels=st.sampled_from([1, 3]), seed=st.integers(0, 2**31 - 1))
+def test_max_min_gradient_reaches_the_first_winner_alone(impl, reduce, graph, channels, seed):
+    """Features drawn from {0, 1, -1, NaN, +-inf}, so that ties, rows of one edge valued 0
+    and NaN rows abound: d x and d w go to the first winner of each row and channel only,
+    as torch's autograd of ``out[i] = messages[arg[i]]`` (the other edges' d w is
+    0 * x, NaN where x is not finite). The pure-torch twin's scatter_reduce once split the
+    gradient among ties and gave a lone edge valued 0 half of it."""
+    gen = torch.Generator().manual_seed(seed)
+    palette = torch.tensor([0.0, 1.0, -1.0, float("nan"), float("inf"), float("-inf")],
+                           dtype=torch.float64)
+    x = palette[torch.randint(0, 6, (graph.num_nodes, channels), generator=gen)]
+    w = torch.rand(graph.num_edges, generator=gen, dtype=torch.float64) + 0.5
+    grad_out = torch.randn(graph.num_nodes, channels, generator=gen, dtype=torch.float64)
+    csr = graph.csr
+    src = csr.indices.long()
+    messages = x[src] * w.unsqueeze(1)
+    _, arg = _oracle_extreme(messages, _rows(graph), reduce)
+    rows = torch.repeat_interleave(torch.arange(graph.num_nodes), csr.degree().long())
+    routed = grad_out[rows] * (arg[rows] == torch.arange(graph.num_edges).unsqueeze(1))
+    want_x = torch.zeros_like(x).index_add(0, src, routed * w.unsqueeze(1))
+    want_w = (routed * x[src]).sum(1)
+
+    xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+    out, _ = _raw(impl).spmm(csr.indptr, csr.indices, wg, xg, reduce)
+    got_x, got_w = torch.autograd.grad(out, [xg, wg], grad_out)
+    _assert_same(got_x, want_x)
+    _assert_same(got_w, want_w)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_masked_edge_of_an_infinite_feature_makes_its_rows_score_gradients_nan(impl):
+    """Weight 0 on a source row holding inf makes the output 0 * inf = NaN, and the score
+    gradients of that row NaN: in a partly masked row as torch.softmax's own backward
+    (w * (d w - <g, out>), the sum NaN), and in a fully masked row the same way (every
+    score's 0 * NaN), in the kernels and the pure-torch twins alike. Rows without such a
+    feature keep their gradients."""
+    indptr, indices = torch.tensor([0, 2, 4, 6]), torch.tensor([0, 1, 0, 1, 0, 2])
+    x = torch.tensor([[1.0], [float("inf")], [2.0]], dtype=torch.float64)
+    inf = float("-inf")
+    scores = torch.tensor([[inf], [inf], [0.5], [inf], [0.5], [1.5]], dtype=torch.float64)
+    s = scores.clone().requires_grad_()
+    out, _ = _raw(impl).segment_attention(s, indptr, indices, x)
+    (got,) = torch.autograd.grad(out, s, torch.ones(3, 1, dtype=torch.float64))
+    assert out[:2].isnan().all() and got[:4].isnan().all()
+    # the third row: torch's softmax gradient of its two finite scores
+    tail = scores[4:].clone().requires_grad_()
+    (want,) = torch.autograd.grad((tail.softmax(0) * x[[0, 2]]).sum(), tail)
+    _assert_same(got[4:], want)
