@@ -555,10 +555,10 @@ def scatter_softmax(src: Tensor, index: Tensor, dim: int = -1,
     shifted, full_index, _ = _group_shift(src, index, dim, dim_size)
     exp = shifted.exp()
     total = scatter(exp, index, dim, dim_size=dim_size, reduce="sum").gather(dim, full_index)
-    # A zero total means every exp of the group is 0: dividing them by 1 gives the weights 0
-    # with the gradient 0. where(total == 0, 0, exp / total) gave the same weights, but its
-    # discarded 0 / 0 made the backward NaN.
-    return exp / torch.where(total == 0, 1.0, total)
+    # A zero total means every exp of the group is 0: dividing them by 0 + 1 gives the
+    # weights 0, and the gradient 0 (NaN only where an upstream gradient is). where(total ==
+    # 0, 0, exp / total) gave the same weights, but its discarded 0 / 0 made it NaN always.
+    return exp / (total + (total == 0).to(total.dtype))
 
 
 def scatter_log_softmax(src: Tensor, index: Tensor, dim: int = -1, eps: float = 1e-12,
