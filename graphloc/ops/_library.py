@@ -115,26 +115,12 @@ def _spmm_setup(ctx, inputs, output):
                           t_perm, output[1], value_index)
 
 
-def _product_of_others(msgs, indptr):
-    """Per entry, the product of the other entries of its CSR row: the gradient of a row
-    product. Exact with zeros (no division by a zero entry), as torch's prod backward."""
-    zero = msgs == 0
-    nonzero_product = kernels.segment_reduce(torch.where(zero, 1, msgs).contiguous(), indptr,
-                                             "mul")[0]
-    zeros = kernels.segment_reduce(zero.to(msgs.dtype), indptr, "sum")[0]
-    num = msgs.size(0)
-    row_product = kernels.gather_csr(nonzero_product, indptr, num)
-    row_zeros = kernels.gather_csr(zeros, indptr, num)
-    return torch.where(zero, torch.where(row_zeros == 1, row_product, 0),
-                       torch.where(row_zeros == 0, row_product / torch.where(zero, 1, msgs), 0))
-
-
 def _spmm_mul_backward(ctx, grad_out, indptr, indices, value, x, t_indptr, t_indices, t_perm):
     if value is not None:
         raise NotImplementedError("reduce='mul' with edge values has no gradient")
     msgs = x.index_select(0, indices.long())
-    per_edge = kernels.gather_csr(grad_out.contiguous(), indptr, msgs.size(0)) * \
-        _product_of_others(msgs, indptr)
+    others = reference.products_of_others(msgs, reference.csr_rows(indptr, msgs.size(0)).long())
+    per_edge = kernels.gather_csr(grad_out.contiguous(), indptr, msgs.size(0)) * others
     t_indptr, _, t_perm = _transpose_of(indptr, indices, ctx.num_src, t_indptr, t_indices, t_perm)
     return kernels.spmm(t_indptr, t_perm, None, per_edge.contiguous(), "sum")[0]
 
@@ -223,7 +209,8 @@ def _segment_reduce_backward(ctx, grad_out, _grad_arg):
     indptr, arg, src = ctx.saved_tensors
     if ctx.reduce == "mul":
         grad = kernels.gather_csr(grad_out.contiguous(), indptr, ctx.num_edges)
-        return grad * _product_of_others(src, indptr), None, None
+        rows = reference.csr_rows(indptr, ctx.num_edges).long()
+        return grad * reference.products_of_others(src, rows), None, None
     if ctx.reduce in ("max", "min"):
         # Each position wins at most once per channel: a plain scatter into E + 1 rows,
         # the last absorbing empty rows (arg == E).

@@ -67,8 +67,7 @@ def _segment(msgs: Tensor, rows: Tensor, num_rows: int, reduce: str) -> tuple[Te
     long_rows = rows.long()
     no_arg = msgs.new_empty(0, K, dtype=rows.dtype)
     if reduce == "mul":  # an empty product is 1
-        idx = long_rows.unsqueeze(1).expand(E, K)
-        return msgs.new_ones(num_rows, K).scatter_reduce(0, idx, msgs, "prod"), no_arg
+        return _RowProducts.apply(msgs, long_rows, num_rows), no_arg
     if reduce in ("sum", "mean"):
         out = out.index_add(0, long_rows, msgs)
         if reduce == "mean":  # integer means truncate, as the kernels' C++ division
@@ -90,6 +89,60 @@ def _segment(msgs: Tensor, rows: Tensor, num_rows: int, reduce: str) -> tuple[Te
     # from as a tie of a message 0 (a single edge got half its gradient).
     out = torch.cat([msgs, msgs.new_zeros(1, K)]).gather(0, arg)
     return out, arg.to(rows.dtype)
+
+
+def _row_places(rows: Tensor) -> tuple[Tensor, Tensor]:
+    """Per entry of a sorted row index: how many entries of its row come before it, and
+    how many after."""
+    positions = torch.arange(rows.numel(), device=rows.device)
+    return (positions - torch.searchsorted(rows, rows),
+            torch.searchsorted(rows, rows, right=True) - 1 - positions)
+
+
+def _running_products(values: Tensor, ahead: Tensor) -> Tensor:
+    """Inclusive products along each row of ``values [E, K]`` (rows in sequence, ``ahead``
+    from ``_row_places``): log2(longest row) doubling passes, each multiplying an entry by
+    the running product ``shift`` places back, or by 1 past its row's start (exact for every
+    value, NaN and infinities included)."""
+    running, shift = values, 1
+    longest = int(ahead.max()) + 1 if ahead.numel() else 0
+    while shift < longest:
+        back = torch.cat([values.new_ones(shift, values.size(1)), running[:-shift]])
+        running = running * torch.where((ahead >= shift).unsqueeze(1), back, 1)
+        shift *= 2
+    return running
+
+
+def products_of_others(values: Tensor, rows: Tensor) -> Tensor:
+    """Per entry of ``values [E, K]`` (``rows``: the sorted row of each), the product of
+    the other entries of its row: the gradient of a row product, as torch.prod's backward
+    computes it for rows holding a zero (IEEE products: 0 * inf is NaN). Without a zero torch
+    divides the row's product by the entry, which makes a NaN or infinite entry's row NaN
+    or inf / inf = NaN; here the others' product stands (finite when they are)."""
+    ahead, behind = _row_places(rows)
+    one = values.new_ones(1, values.size(1))
+    before = torch.cat([one, _running_products(values, ahead)[:-1]])
+    after = torch.cat([_running_products(values.flip(0), behind.flip(0)).flip(0)[1:], one])
+    return torch.where((ahead > 0).unsqueeze(1), before, 1) * \
+        torch.where((behind > 0).unsqueeze(1), after, 1)
+
+
+class _RowProducts(torch.autograd.Function):
+    """Each row's product of ``msgs [E, K]`` (``rows`` sorted), whose gradient is the
+    product of the other entries (``products_of_others``), as the kernels'. Autograd of
+    scatter_reduce("prod") divides by the entry, and autograd of a product scan multiplies
+    unused partial products by a zero gradient (0 * inf = NaN in another entry's sum)."""
+
+    @staticmethod
+    def forward(ctx, msgs: Tensor, rows: Tensor, num_rows: int) -> Tensor:
+        ctx.save_for_backward(msgs, rows)
+        index = rows.unsqueeze(1).expand_as(msgs)
+        return msgs.new_ones(num_rows, msgs.size(1)).scatter_reduce(0, index, msgs, "prod")
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        msgs, rows = ctx.saved_tensors
+        return grad.index_select(0, rows) * products_of_others(msgs, rows), None, None
 
 
 def _is_winner(values: Tensor, extreme: Tensor) -> Tensor:

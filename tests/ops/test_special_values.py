@@ -348,3 +348,37 @@ def test_masked_edge_of_an_infinite_feature_makes_its_rows_score_gradients_nan(i
     tail = scores[4:].clone().requires_grad_()
     (want,) = torch.autograd.grad((tail.softmax(0) * x[[0, 2]]).sum(), tail)
     _assert_same(got[4:], want)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+@settings(max_examples=30, deadline=None)
+@given(graph=graphs(max_nodes=10, max_edges=40, allow_hub=False),
+       channels=st.sampled_from([1, 2]), seed=st.integers(0, 2**31 - 1))
+def test_row_product_gradient_is_the_product_of_the_others(impl, graph, channels, seed):
+    """segment_reduce and spmm with reduce "mul" on values from {0, +-1, 2, NaN, +-inf}:
+    each entry's gradient is its row's upstream gradient times torch.prod of the row's
+    other entries (order-free for these values), in the kernels and the twins alike. The
+    twin's scatter_reduce("prod") backward divided by the entry (inf / inf = NaN)."""
+    gen = torch.Generator().manual_seed(seed)
+    palette = torch.tensor([0.0, 1.0, -1.0, 2.0, float("nan"), float("inf"), float("-inf")],
+                           dtype=torch.float64)
+    x = palette[torch.randint(0, 7, (graph.num_nodes, channels), generator=gen)]
+    grad_out = torch.randn(graph.num_nodes, channels, generator=gen, dtype=torch.float64)
+    csr = graph.csr
+    messages = x[csr.indices.long()]
+    others = torch.empty_like(messages)
+    upstream = torch.empty_like(messages)
+    for r, positions in enumerate(_rows(graph)):
+        for e in positions:
+            rest = [p for p in positions if p != e]
+            others[e] = messages[rest].prod(0)
+            upstream[e] = grad_out[r]
+    want_messages = upstream * others
+
+    m = messages.clone().requires_grad_()
+    out, _ = _raw(impl).segment_reduce(m, csr.indptr, "mul")
+    _assert_same(torch.autograd.grad(out, m, grad_out)[0], want_messages)
+    xg = x.clone().requires_grad_()
+    out, _ = _raw(impl).spmm(csr.indptr, csr.indices, None, xg, "mul")
+    want_x = torch.zeros_like(x).index_add(0, csr.indices.long(), want_messages)
+    _assert_same(torch.autograd.grad(out, xg, grad_out)[0], want_x)
