@@ -111,8 +111,8 @@ def _node_labels(g, path: str) -> Tensor | None:
 
 def _edge_list(path: str) -> Graph:
     """Two columns (source, destination) per line, comma, tab or space separated; a
-    header line is skipped; ids that are all integers are used as they are, others are
-    numbered in order of appearance."""
+    header line is skipped; ids that are all integers (also written as "7.0") are used as
+    they are, others are numbered in order of appearance."""
     with open(path, newline="") as f:
         sample = f.read(4096)
         f.seek(0)
@@ -127,7 +127,7 @@ def _edge_list(path: str) -> Graph:
                          f"line{'' if bad is None else f'; line {bad + 1} has {len(rows[bad])}'}")
     ends = [(row[0], row[1]) for row in rows]
     if all(_all_ints(pair) for pair in ends):
-        edge_index = torch.tensor([[int(a), int(b)] for a, b in ends]).t()
+        edge_index = torch.tensor([[_integer_id(a), _integer_id(b)] for a, b in ends]).t()
         if int(edge_index.min()) < 0:
             raise ValueError(f"{path}: node ids must be >= 0, found {int(edge_index.min())}")
         return Graph(edge_index)
@@ -136,22 +136,42 @@ def _edge_list(path: str) -> Graph:
     return Graph(torch.tensor(pairs).t(), num_nodes=len(ids))
 
 
-_HEADER_WORDS = {"source", "src", "from", "u", "node1", "id1", "head", "sender"}
+# column names of the first and of the second column; only words unlikely as node names
+# (a header of names above names is told apart by them alone)
+_HEADER_WORDS = ({"source", "src", "from", "u", "node1", "id1", "head", "sender", "origin",
+                  "source_id", "src_id", "from_id", "node_1"},
+                 {"target", "tgt", "dst", "destination", "node2", "id2", "receiver",
+                  "target_id", "dst_id", "to_id", "node_2"})
 
 
 def _is_header(rows: list) -> bool:
-    """A first line of column names: a known word, or text above integer ids."""
+    """A first line of column names: a known word in either column, or text above integer
+    ids (names above names are only told apart by the words)."""
     first = rows[0][:2]
-    if first and first[0].strip().lower() in _HEADER_WORDS:
+    named = zip(first, _HEADER_WORDS, strict=False)  # a line may hold one column
+    if any(word.strip().lower() in words for word, words in named):
         return True
     return not _all_ints(first) and len(rows) > 1 and _all_ints(rows[1][:2])
 
 
-def _all_ints(values) -> bool:
+def _integer_id(text) -> int | None:
+    """``text`` as an integer node id: "7", or an integral number written as a float
+    ("7.0", as pandas writes an id column that held a NaN), exact below 2^53; else None.
+    Read as names, "7.0" ids were numbered in order of appearance, which silently
+    misaligned the rows of a feature or label file indexed by id."""
     try:
-        return all(float(v) == int(v) for v in values)
+        return int(text)
     except (TypeError, ValueError):
-        return False
+        pass
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return int(value) if value.is_integer() and abs(value) < 2**53 else None
+
+
+def _all_ints(values) -> bool:
+    return all(_integer_id(v) is not None for v in values)
 
 
 def _matrix(path: str, rows: int, what: str) -> Tensor:

@@ -22,6 +22,28 @@ def test_edge_lists_with_ids_names_headers_and_delimiters(tmp_path):
         load_graph_file(str(tmp_path / "bad.csv"))
 
 
+def test_integral_ids_written_as_floats_keep_their_value(tmp_path):
+    """pandas writes an id column that held a NaN as "3.0": those ids are the integers,
+    so that a label file indexed by id lines up, not names numbered by appearance (which
+    made "3.0" node 0). Non-integral ids stay names."""
+    (tmp_path / "floats.csv").write_text("source,target\n3.0,1.0\n1.0,0.0\n2.0,3e0\n")
+    (tmp_path / "y.csv").write_text("0\n1\n2\n3\n")
+    ds = load_graph_file(str(tmp_path / "floats.csv"), labels=str(tmp_path / "y.csv"))
+    assert ds.graph.edge_index.tolist() == [[3, 1, 2], [1, 0, 3]]
+    assert ds.y.tolist() == [0, 1, 2, 3]
+    (tmp_path / "halves.csv").write_text("0.5,1.5\n1.5,2\n")
+    assert load_graph_file(str(tmp_path / "halves.csv")).graph.edge_index.tolist() == \
+        [[0, 1], [1, 2]]
+
+
+def test_a_header_of_names_above_names_is_known_by_either_column(tmp_path):
+    (tmp_path / "names.csv").write_text("origin,destination\nb,a\na,c\n")
+    ds = load_graph_file(str(tmp_path / "names.csv"))
+    assert ds.num_nodes == 3 and ds.graph.edge_index.tolist() == [[0, 1], [1, 2]]
+    (tmp_path / "first.csv").write_text("alice,bob\nbob,carol\n")  # no header: kept
+    assert load_graph_file(str(tmp_path / "first.csv")).graph.num_edges == 2
+
+
 def test_default_features_are_one_and_log_degrees(tmp_path):
     (tmp_path / "e.csv").write_text("0,1\n0,2\n1,2\n")
     ds = load_graph_file(str(tmp_path / "e.csv"))
