@@ -191,6 +191,9 @@ def _matrix(path: str, rows: int, what: str) -> Tensor:
     except Exception as err:
         raise ValueError(f"{path}: not a readable {what} file ({type(err).__name__}: "
                          f"{err})") from err
+    if what == "labels" and value.dim() > 1 and value[0].numel() > 1:
+        raise ValueError(f"{path}: a labels file holds one class id per line, in node order "
+                         f"(line i: node i), got {value[0].numel()} columns")
     value = value if value.dim() > 1 or what == "labels" else value.view(-1, 1)
     if value.size(0) != rows:
         raise ValueError(f"{path} has {value.size(0)} rows of {what} but the graph has "
