@@ -16,9 +16,9 @@ def scaled_laplacian(graph: Graph, normalization: str | None, edge_weight: Tenso
                      batch: Tensor | None = None) -> tuple[Graph, Tensor]:
     """:math:`\\hat{L} = 2L / \\lambda_{max} - I` on the loop-free graph plus one loop per
     node, as PyG's ``get_laplacian`` and ``ChebConv.__norm__`` build it (edges sorted by
-    destination, the weights in that order). ``lambda_max`` is
-    one value (default 2, exact for "sym"), or one per graph of a mini-batch whose node
-    assignment is ``batch``."""
+    destination, the weights in that order). ``lambda_max`` is one value, or one per graph
+    of a mini-batch whose node assignment is ``batch``; None takes PyG's default, twice the
+    largest weight of L (2 for "sym" and "rw" with non-negative weights)."""
     keep = graph.edge_index[0] != graph.edge_index[1]
     edge_index = graph.edge_index[:, keep]
     n = graph.num_nodes
@@ -36,10 +36,16 @@ def scaled_laplacian(graph: Graph, normalization: str | None, edge_weight: Tenso
         off, diag = -inv[src] * w, torch.ones_like(deg)
     weight = torch.cat([off, diag])
     loops = torch.arange(n, device=graph.device).expand(2, -1)
-    lambda_max = 2.0 if lambda_max is None else lambda_max
+    if lambda_max is None and weight.numel():  # (a graph without nodes scales nothing)
+        lambda_max = 2.0 * weight.max()
+        if normalization is None and not bool(lambda_max > 0):
+            # PyG divides by it anyway: every weight NaN (0 / 0) or inf
+            raise ValueError(f"ChebConv: the Laplacian D - A has no positive weight (largest "
+                             f"{float(weight.max())}), so PyG's default lambda_max = 2 max(L) "
+                             f"is {float(lambda_max)}; pass lambda_max")
     if isinstance(lambda_max, Tensor) and lambda_max.numel() > 1:
         lambda_max = lambda_max.to(dtype)[batch[torch.cat([src, loops[0]])]]
-    weight = 2.0 * weight / lambda_max
+    weight = 2.0 * weight / (2.0 if lambda_max is None else lambda_max)
     weight = weight.masked_fill(torch.isinf(weight), 0.0)
     weight[edge_index.size(1):] -= 1.0
     # sorted by destination: each of the K - 1 products reads the weights in place instead
@@ -78,8 +84,9 @@ class ChebConv(torch.nn.Module):
         input: ``[N, in_channels]`` (or a static batch ``[B, N, in_channels]``), the graph
         (a ``Graph``, ``edge_index [2, E]`` or a ``torch.sparse`` ``adj_t`` whose values are
         the weights), optional ``edge_weight [E]``, ``batch [N]`` (the graph of each node
-        in a mini-batch) and ``lambda_max`` (required unless "sym"): a number, or one per
-        graph with ``batch``. PyG's argument order. output: ``[N, out_channels]``.
+        in a mini-batch) and ``lambda_max``: a number, or one per graph with ``batch``
+        (default, as PyG: twice the largest weight of L, 2 for "sym" and "rw" with
+        non-negative weights). PyG's argument order. output: ``[N, out_channels]``.
     """
 
     def __init__(self, in_channels: int, out_channels: int, K: int,
@@ -110,8 +117,6 @@ class ChebConv(torch.nn.Module):
         check_input(self, x, self.in_channels)
         graph._require_one_node_set("ChebConv (a Laplacian of one node set)")
         edge_weight = weights_from(self, inputs, edge_weight)
-        if self.normalization != "sym" and lambda_max is None:
-            raise ValueError("ChebConv needs lambda_max unless normalization='sym'")
         lambda_max = _checked_lambda_max(lambda_max, batch, graph.num_nodes, inputs.batch)
         def build():
             lap, weight = scaled_laplacian(graph, self.normalization, edge_weight, lambda_max,
