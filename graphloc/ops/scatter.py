@@ -271,7 +271,8 @@ scatter_add = scatter_sum
 
 
 def scatter_mul(src, index, dim=-1, out=None, dim_size=None):
-    """Products of the groups (1 for an empty group); the gradient is exact with zeros."""
+    """Products of the groups (1 for an empty group); each entry's gradient is the product
+    of its group's other entries (no division: exact with zeros, NaN or infinities)."""
     return scatter(src, index, dim, out, dim_size, "mul")
 
 
