@@ -420,10 +420,10 @@ class Graph:
         With ``add_self_loops``, a node keeps its existing loop (the last, if several, as
         PyG) and every node without one gets a loop of weight 1 (2 if ``improved``). Returns
         a graph and ``D^-1/2 (A + I) D^-1/2`` edge weights in its edge order, degrees taken
-        at the destination: the same operator as PyG's; the edge list keeps every edge and
-        appends one loop per node, with weight 0 where PyG drops an edge (so its shape does
-        not depend on the data, and it traces under ``torch.compile``), sorted by
-        destination (stable; the kernels then read the weights without a permutation).
+        at the destination: PyG's edges and weights, sorted by destination (stable; the
+        kernels then read the weights without a permutation). Under ``torch.compile`` the
+        edge list keeps every edge and appends one loop per node, with weight 0 where PyG
+        drops a loop (a shape that does not depend on the data).
         Without ``add_self_loops`` the graph is this one, weights in its edge order. Weights have
         ``edge_weight``'s dtype, else ``dtype``. Cached when
         ``edge_weight`` is None. Unlike PyG, ``improved`` also applies without edge weights
@@ -461,21 +461,26 @@ class Graph:
                               dst_sorted=True), weight[order]
 
     def _with_remaining_loops(self, edge_weight: Tensor, fill: float) -> tuple[Graph, Tensor]:
-        """PyG's ``add_remaining_self_loops`` in a fixed shape (so it traces under
-        ``torch.compile``): every edge stays and a loop is appended for every node. A node
-        that had loops keeps the last one's weight (as PyG, which drops the others): its
-        other loops and its appended one weigh 0; a node without one gets ``fill``. The
-        same normalised operator as PyG's, with zero-weight edges where PyG has none."""
+        """PyG's ``add_remaining_self_loops``: a node that had loops keeps the last one
+        (with its weight), a node without one gets a loop of weight ``fill``. Under
+        ``torch.compile`` in a fixed shape instead: every edge stays and a loop is appended
+        for every node, the loops PyG drops weighing 0 (the same operator, except that
+        such a loop's 0 times a source feature of +-inf is NaN where PyG has none)."""
         n, positions = self.num_nodes, torch.arange(self.num_edges, device=self.device)
         src, dst = self.edge_index
         is_loop = src == dst
         last = positions.new_full((n,), -1).scatter_reduce(  # each node's last loop, or -1
             0, dst, torch.where(is_loop, positions, -1), "amax", include_self=True)
-        kept = torch.where(is_loop & (positions != last[dst]), 0.0, edge_weight)
+        dropped = is_loop & (positions != last[dst])
+        kept = torch.where(dropped, 0.0, edge_weight)
         loop_weight = torch.where(last >= 0, 0.0, edge_weight.new_full((n,), fill))
         loops = torch.arange(n, device=self.device).expand(2, -1)
-        graph = Graph._derived(torch.cat([self.edge_index, loops], dim=1), n)
-        return graph, torch.cat([kept.to(edge_weight.dtype), loop_weight])
+        edge_index = torch.cat([self.edge_index, loops], dim=1)
+        weight = torch.cat([kept.to(edge_weight.dtype), loop_weight])
+        if not torch.compiler.is_compiling():  # a data-dependent shape is fine eagerly
+            keep = torch.cat([~dropped, last < 0])
+            edge_index, weight = edge_index[:, keep], weight[keep]
+        return Graph._derived(edge_index, n), weight
 
     def reorder(self, method: str = "rcm") -> tuple[Graph, Tensor]:
         """Renumbers nodes for memory locality; returns ``(graph, perm)`` with

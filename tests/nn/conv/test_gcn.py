@@ -71,3 +71,20 @@ def test_gcn_bad_input_and_repr():
         GCNConv(4, 2, add_self_loops=True, normalize=False)
     with pytest.raises(TypeError, match="an edge_index tensor, a graphloc.Graph"):
         conv(torch.randn(2, 4), [[0, 1], [1, 0]])
+
+
+def test_infinite_features_of_nodes_with_their_own_loops_stay_infinite_as_pyg():
+    """PyG drops the loops add_remaining_self_loops replaces (a node keeps its last loop):
+    a node with loops of its own and an infinite feature gives +-inf, as PyG, not the
+    0 * inf = NaN of a dropped loop kept with weight 0."""
+    edge_index = torch.tensor([[0, 1, 1, 1, 2, 2], [1, 1, 1, 2, 2, 0]])  # two loops at 1
+    x = torch.randn(3, 4, dtype=torch.float64)
+    x[1, 0] = float("inf")
+    theirs = pyg.GCNConv(4, 3).double()
+    ours = GCNConv(4, 3).double()
+    ours.load_state_dict(theirs.state_dict())
+    for weight in (None, torch.rand(6, dtype=torch.float64) + 0.5):
+        expected = theirs(x, edge_index, weight)
+        got = ours(x, Graph(edge_index, num_nodes=3), weight)
+        assert expected[1:].isinf().all() and not expected.isnan().any()
+        torch.testing.assert_close(got, expected, equal_nan=True)
