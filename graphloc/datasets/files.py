@@ -126,8 +126,9 @@ def _edge_list(path: str) -> Graph:
         raise ValueError(f"{path}: an edge list needs two columns (source, destination) per "
                          f"line{'' if bad is None else f'; line {bad + 1} has {len(rows[bad])}'}")
     ends = [(row[0], row[1]) for row in rows]
-    if all(_all_ints(pair) for pair in ends):
-        edge_index = torch.tensor([[_integer_id(a), _integer_id(b)] for a, b in ends]).t()
+    numbers = [[_integer_id(a), _integer_id(b)] for a, b in ends]  # each id parsed once
+    if all(None not in pair for pair in numbers):
+        edge_index = torch.tensor(numbers).t()
         if int(edge_index.min()) < 0:
             raise ValueError(f"{path}: node ids must be >= 0, found {int(edge_index.min())}")
         return Graph(edge_index)

@@ -36,16 +36,16 @@ def scaled_laplacian(graph: Graph, normalization: str | None, edge_weight: Tenso
         off, diag = -inv[src] * w, torch.ones_like(deg)
     weight = torch.cat([off, diag])
     loops = torch.arange(n, device=graph.device).expand(2, -1)
-    if lambda_max is None and weight.numel():  # (a graph without nodes scales nothing)
-        lambda_max = 2.0 * weight.max()
+    if lambda_max is None:  # PyG's default (a graph without nodes scales nothing)
+        lambda_max = 2.0 * weight.max() if weight.numel() else 2.0
         if normalization is None and not bool(lambda_max > 0):
             # PyG divides by it anyway: every weight NaN (0 / 0) or inf
             raise ValueError(f"ChebConv: the Laplacian D - A has no positive weight (largest "
-                             f"{float(weight.max())}), so PyG's default lambda_max = 2 max(L) "
-                             f"is {float(lambda_max)}; pass lambda_max")
+                             f"{float(lambda_max) / 2}), so PyG's default lambda_max = 2 "
+                             f"max(L) is {float(lambda_max)}; pass lambda_max")
     if isinstance(lambda_max, Tensor) and lambda_max.numel() > 1:
         lambda_max = lambda_max.to(dtype)[batch[torch.cat([src, loops[0]])]]
-    weight = 2.0 * weight / (2.0 if lambda_max is None else lambda_max)
+    weight = 2.0 * weight / lambda_max
     weight = weight.masked_fill(torch.isinf(weight), 0.0)
     weight[edge_index.size(1):] -= 1.0
     # sorted by destination: each of the K - 1 products reads the weights in place instead
