@@ -82,6 +82,23 @@ inline void prefetch_row(const scalar_t* row, int64_t channels) {
   for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 1);
 }
 
+// prefetch_row in straight-line code for rows of up to four cache lines (64 floats), a loop
+// after. For kernels with explicit vector accumulators: there the loop of prefetch_row cost
+// 8% to 15% of spmm at F = 64 (measured 2026-12-03). Where GCC vectorises scalar
+// accumulators itself, these branches made it give up, so those keep prefetch_row.
+template <typename scalar_t>
+__attribute__((always_inline)) inline void prefetch_row_unrolled(const scalar_t* row,
+                                                                 int64_t channels) {
+  const char* p = reinterpret_cast<const char*>(row);
+  const int64_t bytes = channels * static_cast<int64_t>(sizeof(scalar_t));
+  __builtin_prefetch(p, 0, 1);
+  if (bytes > 64) __builtin_prefetch(p + 64, 0, 1);
+  if (bytes > 128) __builtin_prefetch(p + 128, 0, 1);
+  if (bytes > 192) __builtin_prefetch(p + 192, 0, 1);
+  if (__builtin_expect(bytes > 256, 0))
+    for (int64_t off = 256; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 1);
+}
+
 // The widest register tile that divides the channels of one head (0: none fits).
 inline int tile_width(int64_t F) {
   for (int t : {64, 32, 16, 8})

@@ -8,6 +8,7 @@
 
 #include "common/ops.h"
 #include "cpu/rows.h"
+#include "cpu/vec.h"
 
 namespace graphloc {
 namespace {
@@ -17,8 +18,8 @@ struct EdgeRow {
   int64_t operator()(int64_t e) const { return e; }
 };
 
-// Sum/mean over one block of T channels that lies inside one head: the T accumulators
-// stay in vector registers while the row's neighbours stream past.
+// Sum/mean of bfloat16 rows over one block of T channels that lies inside one head: the T
+// float accumulators stay in vector registers while the row's neighbours stream past.
 template <int T, typename scalar_t, typename index_t, Reduce R, typename Src, typename ValueRow>
 inline void sum_row_tiled(const index_t* indptr, Src src, ValueRow value_row, const scalar_t* value,
                           int64_t heads, const scalar_t* x, int64_t row, int64_t K, int64_t F,
@@ -45,6 +46,71 @@ inline void sum_row_tiled(const index_t* indptr, Src src, ValueRow value_row, co
 #pragma GCC unroll 64
     for (int f = 0; f < T; ++f) row_out[f] = Red::finish(a[f], end - begin);
     store_row(o, row_out, T, stream);
+  }
+}
+
+// Sum/mean over the edges [begin, end) of one block of Q * L channels (L per vector
+// register) that lies inside head h: the accumulators stay in native-width registers.
+// kPrefetch: the first block of a row fetches the rows kPrefetchDistance edges on.
+template <int Q, int L, bool kWeighted, bool kPrefetch, typename A, typename Src, typename ValueRow>
+__attribute__((always_inline)) inline void sum_block_edges(int64_t begin, int64_t end, Src src,
+                                                           ValueRow value_row, const A* value,
+                                                           int64_t heads, int64_t h, const A* x,
+                                                           int64_t K, int64_t t0, int64_t chunk_end,
+                                                           typename Vec<A, L>::type* a) {
+  for (int64_t e = begin; e < end; ++e) {
+    if (kPrefetch && e + kPrefetchDistance < chunk_end) {
+      prefetch_row_unrolled(x + src(e + kPrefetchDistance) * K, K);
+      if constexpr (kWeighted && !std::is_same_v<ValueRow, EdgeRow>)  // values read at random
+        __builtin_prefetch(value + value_row(e + kPrefetchDistance) * heads);
+    }
+    const A* xr = x + src(e) * K + t0;
+    if constexpr (kWeighted) {
+      const A w = value[value_row(e) * heads + h];
+#pragma GCC unroll 16
+      for (int q = 0; q < Q; ++q) a[q] += w * load_vec<A, L>(xr + q * L);
+    } else {
+#pragma GCC unroll 16
+      for (int q = 0; q < Q; ++q) a[q] += load_vec<A, L>(xr + q * L);
+    }
+  }
+}
+
+// Sum/mean of float or double rows r0..r1, in blocks of T channels that each lie inside one
+// head. Written with explicit vectors of the register width, weighted or not at compile
+// time, and the prefetch unrolled: GCC's own vectorisation of sum_row_tiled's T scalar
+// accumulators fell back to scalar code and stack spills as soon as the loop held any more
+// branches (3x slower). Measured 2026-12-03 against sum_row_tiled, F = 64, paired calls:
+// 0.85-0.89x the time on the power-law graph, 0.85-0.92x on the road graph.
+template <int T, bool kWeighted, typename A, typename index_t, Reduce R, typename Src,
+          typename ValueRow>
+__attribute__((noinline)) void sum_rows_vectorised(const index_t* indptr, Src src,
+                                                   ValueRow value_row, const A* value,
+                                                   int64_t heads, const A* x, int64_t r0,
+                                                   int64_t r1, int64_t K, int64_t F,
+                                                   int64_t chunk_end, bool stream, A* out) {
+  using Red = Reducer<A, R>;
+  constexpr int L = std::min<int>(T, kVectorBytes / sizeof(A));
+  constexpr int Q = T / L;
+  using V = typename Vec<A, L>::type;
+  for (int64_t row = r0; row < r1; ++row) {
+    const int64_t begin = indptr[row], end = indptr[row + 1];
+    for (int64_t t0 = 0; t0 < K; t0 += T) {
+      const int64_t h = t0 / F;
+      V a[Q] = {};
+      if (t0 == 0)
+        sum_block_edges<Q, L, kWeighted, true>(begin, end, src, value_row, value, heads, h, x, K,
+                                               t0, chunk_end, a);
+      else
+        sum_block_edges<Q, L, kWeighted, false>(begin, end, src, value_row, value, heads, h, x, K,
+                                                t0, chunk_end, a);
+      alignas(64) A row_out[T];
+#pragma GCC unroll 16
+      for (int q = 0; q < Q; ++q) store_vec<A, L>(row_out + q * L, a[q]);
+#pragma GCC unroll 64
+      for (int f = 0; f < T; ++f) row_out[f] = Red::finish(row_out[f], end - begin);
+      store_row(out + row * K + t0, row_out, T, stream);
+    }
   }
 }
 
@@ -122,7 +188,14 @@ void reduce_rows(const index_t* indptr, Src src, ValueRow value_row, const scala
       if (tile > 0) {
         with_constant<64, 32, 16, 8, 4, 2, 1>(tile, [&](auto width) {
           constexpr int T = decltype(width)::value;
-          if constexpr (T > 0)  // tile > 0 here: the 0 case is never taken
+          if constexpr (T > 0 && !Red::kHasArg && std::is_same_v<scalar_t, acc_t>) {
+            if (value)
+              sum_rows_vectorised<T, true, scalar_t, index_t, R>(
+                  indptr, src, value_row, value, heads, x, r0, r1, K, F, chunk_end, stream, out);
+            else
+              sum_rows_vectorised<T, false, scalar_t, index_t, R>(
+                  indptr, src, value_row, value, heads, x, r0, r1, K, F, chunk_end, stream, out);
+          } else if constexpr (T > 0)  // tile > 0 here: the 0 case is never taken
             for (int64_t row = r0; row < r1; ++row) {
               if constexpr (Red::kHasArg)
                 arg_row_tiled<T, scalar_t, index_t, R>(indptr, src, value, heads, x, row, K, F,

@@ -8,6 +8,15 @@
 
 namespace graphloc {
 
+// The widest vector register's bytes on the target.
+#if defined(__AVX512F__)
+constexpr int kVectorBytes = 64;
+#elif defined(__AVX__)
+constexpr int kVectorBytes = 32;
+#else
+constexpr int kVectorBytes = 16;
+#endif
+
 // T lanes of A.
 template <typename A, int T>
 struct Vec {

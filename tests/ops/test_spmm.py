@@ -35,6 +35,22 @@ def test_spmm_matches_reference(graph, channels, reduce, weighted, int64, dtype)
     torch.testing.assert_close(arg, ref_arg)
 
 
+@pytest.mark.parametrize("channels,heads", [(24, 1), (40, 5), (128, 1), (128, 2), (192, 3)])
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sum_rows_of_several_blocks_match_reference(channels, heads, reduce, dtype):
+    """Rows wider than one register block (the later blocks skip the prefetch), per-head
+    weights, a hub longer than the prefetch distance and empty rows, against the reference."""
+    graph = Graph(random_edge_index(40, 600, seed=3, hub_degree=300), num_nodes=45)
+    gen = torch.Generator().manual_seed(channels)
+    x = torch.randn(45, channels, generator=gen, dtype=dtype)
+    per_head = torch.rand(graph.num_edges, heads, generator=gen, dtype=dtype) + 0.5
+    for weights in (None, per_head):
+        out, _ = kernels.spmm(graph.csr.indptr, graph.csr.indices, weights, x, reduce)
+        ref_out, _ = reference.spmm(graph.csr.indptr, graph.csr.indices, weights, x, reduce)
+        torch.testing.assert_close(out, ref_out, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("channels", [1, 2, 4, 8])
 @pytest.mark.parametrize("reduce", REDUCES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
