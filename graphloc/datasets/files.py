@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import os
+import warnings
 
 import numpy as np
 import torch
@@ -112,19 +113,28 @@ def _node_labels(g, path: str) -> Tensor | None:
 def _edge_list(path: str) -> Graph:
     """Two columns (source, destination) per line, comma, tab or space separated; a
     header line is skipped; ids that are all integers (also written as "7.0") are used as
-    they are, others are numbered in order of appearance."""
+    they are, others are numbered in order of appearance. Further columns (edge weights,
+    timestamps) are ignored with a warning: the datasets carry no edge attributes."""
     with open(path, newline="") as f:
         sample = f.read(4096)
         f.seek(0)
         delimiter = "\t" if "\t" in sample else ("," if "," in sample else " ")
-        rows = [row for row in csv.reader(f, delimiter=delimiter, skipinitialspace=True)
-                if row and not row[0].startswith("#")]
-    if rows and _is_header(rows):
-        rows = rows[1:]
-    bad = next((i for i, row in enumerate(rows) if len(row) < 2), None)
-    if bad is not None or not rows:
+        reader = csv.reader(f, delimiter=delimiter, skipinitialspace=True)
+        # (line number in the file, fields): errors name the file's own line
+        lines = [(reader.line_num, row) for row in reader if row and not row[0].startswith("#")]
+    if lines and _is_header([row for _, row in lines[:2]]):
+        lines = lines[1:]
+    bad = next(((number, row) for number, row in lines if len(row) < 2), None)
+    if bad is not None or not lines:
         raise ValueError(f"{path}: an edge list needs two columns (source, destination) per "
-                         f"line{'' if bad is None else f'; line {bad + 1} has {len(rows[bad])}'}")
+                         f"line{'' if bad is None else f'; line {bad[0]} has {len(bad[1])}'}")
+    wide = next(((number, row) for number, row in lines if any(field.strip()
+                                                                for field in row[2:])), None)
+    if wide is not None:
+        warnings.warn(f"{path}: line {wide[0]} has {len(wide[1])} columns; only the first two "
+                      "(source, destination) are read, the others (edge weights?) are "
+                      "ignored: graphloc's datasets carry no edge attributes", stacklevel=3)
+    rows = [row for _, row in lines]
     ends = [(row[0], row[1]) for row in rows]
     numbers = [[_integer_id(a), _integer_id(b)] for a, b in ends]  # each id parsed once
     if all(None not in pair for pair in numbers):

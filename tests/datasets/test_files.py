@@ -1,5 +1,7 @@
 """A user's graph files as NodeDatasets: edge lists, GraphML/GML, saved PyG Data."""
 
+import warnings
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -20,6 +22,26 @@ def test_edge_lists_with_ids_names_headers_and_delimiters(tmp_path):
     (tmp_path / "bad.csv").write_text("0,1\n2\n")
     with pytest.raises(ValueError, match="two columns .* line 2 has 1"):
         load_graph_file(str(tmp_path / "bad.csv"))
+
+
+def test_edge_list_errors_name_the_files_own_line(tmp_path):
+    """Comments, blank lines and the header are skipped, but the message counts them."""
+    (tmp_path / "bad.csv").write_text("source,target\n# comment\n\n0,1\n2\n")
+    with pytest.raises(ValueError, match=r"bad.csv.* line 5 has 1"):
+        load_graph_file(str(tmp_path / "bad.csv"))
+
+
+def test_extra_edge_list_columns_are_ignored_with_a_warning(tmp_path):
+    """A weight column cannot be used (the datasets carry no edge attributes): the graph is
+    its first two columns, and the warning names the file, the line and its width."""
+    (tmp_path / "weighted.tsv").write_text("src\tdst\tweight\n0\t1\t0.5\n1\t2\t2.0\n")
+    with pytest.warns(UserWarning, match=r"weighted.tsv: line 2 has 3 columns.*ignored"):
+        ds = load_graph_file(str(tmp_path / "weighted.tsv"))
+    assert ds.graph.edge_index.tolist() == [[0, 1], [1, 2]]
+    (tmp_path / "trailing.csv").write_text("0,1,\n1,2,\n")  # empty trailing fields: quiet
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_graph_file(str(tmp_path / "trailing.csv")).num_nodes == 3
 
 
 def test_integral_ids_written_as_floats_keep_their_value(tmp_path):
