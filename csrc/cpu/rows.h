@@ -83,9 +83,10 @@ inline void prefetch_row(const scalar_t* row, int64_t channels) {
 }
 
 // prefetch_row in straight-line code for rows of up to four cache lines (64 floats), a loop
-// after. For kernels with explicit vector accumulators: there the loop of prefetch_row cost
-// 8% to 15% of spmm at F = 64 (measured 2026-12-03). Where GCC vectorises scalar
-// accumulators itself, these branches made it give up, so those keep prefetch_row.
+// after: in spmm's vectorised sum the loop of prefetch_row cost 8% to 15% at F = 64
+// (measured 2026-12-03). The other kernels keep prefetch_row: where GCC vectorises scalar
+// accumulators itself these branches made it give up, and in the attention kernels the
+// unrolled form measured no gain above the noise (RESULTS.md, 2026-12-03).
 template <typename scalar_t>
 __attribute__((always_inline)) inline void prefetch_row_unrolled(const scalar_t* row,
                                                                  int64_t channels) {
