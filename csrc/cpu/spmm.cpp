@@ -188,6 +188,7 @@ void reduce_rows(const index_t* indptr, Src src, ValueRow value_row, const scala
       if (tile > 0) {
         with_constant<64, 32, 16, 8, 4, 2, 1>(tile, [&](auto width) {
           constexpr int T = decltype(width)::value;
+          // float and double sums: explicit vectors; bfloat16 sums and max/min: the tiles
           if constexpr (T > 0 && !Red::kHasArg && std::is_same_v<scalar_t, acc_t>) {
             if (value)
               sum_rows_vectorised<T, true, scalar_t, index_t, R>(

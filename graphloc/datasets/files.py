@@ -134,8 +134,7 @@ def _edge_list(path: str) -> Graph:
         warnings.warn(f"{path}: line {wide[0]} has {len(wide[1])} columns; only the first two "
                       "(source, destination) are read, the others (edge weights?) are "
                       "ignored: graphloc's datasets carry no edge attributes", stacklevel=3)
-    rows = [row for _, row in lines]
-    ends = [(row[0], row[1]) for row in rows]
+    ends = [(row[0], row[1]) for _, row in lines]
     numbers = [[_integer_id(a), _integer_id(b)] for a, b in ends]  # each id parsed once
     if all(None not in pair for pair in numbers):
         edge_index = torch.tensor(numbers).t()
