@@ -19,11 +19,14 @@ TORCH_LIBRARY(graphloc, m) {
   // cached transpose) are only read by the backward. With value_index (sum only), entry e's
   // value is value[value_index[e]]: the backward's product over the transpose reads the edge
   // weights through csc_perm (or a mean's 1 / degree through csc_indices) without a permuted
-  // copy of them.
+  // copy of them. csc_value (sum only, with value and the transpose): value[csc_perm], a copy
+  // the caller keeps for weights it reuses; the backward then reads it in order instead of
+  // through csc_perm. Like the csc_* arguments, it is trusted to match them (checking it
+  // would cost the gather it saves).
   m.def(
       "spmm(Tensor indptr, Tensor indices, Tensor? value, Tensor x, str reduce, "
       "Tensor? csc_indptr=None, Tensor? csc_indices=None, Tensor? csc_perm=None, "
-      "Tensor? value_index=None) -> (Tensor, Tensor)");
+      "Tensor? value_index=None, Tensor? csc_value=None) -> (Tensor, Tensor)");
   // out[i] = reduce_{e in row i} src[e]: spmm with the rows read in place.
   m.def("segment_reduce(Tensor src, Tensor indptr, str reduce) -> (Tensor, Tensor)");
   // Backward of max/min spmm over the transpose: (grad_x, grad_value or empty).

@@ -128,3 +128,28 @@ def out_of_place_gradient_sums(output: torch.Tensor, inputs, shape) -> int:
     shape = list(shape)
     return sum(1 for e in prof.events()
                if e.name == "aten::add" and e.input_shapes[:2] == [shape, shape])
+
+
+@contextlib.contextmanager
+def transpose_products():
+    """Records the transpose products spmm's backward runs: for each call of the
+    ``graphloc::spmm`` kernel without the transpose's arguments (the backward's form),
+    whether it read its edge values through ``value_index`` (True) or in order (False)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Products(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.through_index = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is torch.ops.graphloc.spmm.default:
+                names = ("csc_indptr", "csc_indices", "csc_perm", "value_index")
+                given = dict(zip(names, args[5:], strict=False)) | kwargs
+                if given.get("csc_indptr") is None and args[2] is not None:
+                    self.through_index.append(given.get("value_index") is not None)
+            return func(*args, **kwargs)
+
+    with Products() as products:
+        yield products.through_index

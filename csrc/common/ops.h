@@ -197,6 +197,19 @@ inline void check_value_index(const at::Tensor& value_index, const c10::optional
   check_index_range(value_index, value->size(0), "value_index", "the edge values");
 }
 
+// spmm's csc_value: the edge values in the transpose's order, so shaped like them (sum only).
+inline void check_csc_value(const at::Tensor& csc_value, const c10::optional<at::Tensor>& value,
+                            const c10::optional<at::Tensor>& csc_perm, c10::string_view reduce) {
+  TORCH_CHECK(reduce == "sum", "csc_value takes reduce 'sum', got '", std::string(reduce), "'");
+  TORCH_CHECK(csc_perm.has_value(), "csc_value needs the transpose (csc_perm is None)");
+  TORCH_CHECK(value.has_value(), "csc_value needs edge values (value is None)");
+  TORCH_CHECK(
+      csc_value.sizes() == value->sizes() && csc_value.scalar_type() == value->scalar_type(),
+      "csc_value must have the shape and dtype of the edge values ", value->sizes(), " ",
+      value->scalar_type(), ", got ", csc_value.sizes(), " ", csc_value.scalar_type());
+  check_same_device(csc_value, "csc_value", *value, "edge values");
+}
+
 // spmm_arg_backward: the transpose, and arg / grad_out shaped like the forward output.
 inline void check_arg_backward_args(const at::Tensor& csc_indptr, const at::Tensor& csc_indices,
                                     const at::Tensor& csc_perm, const at::Tensor& x,

@@ -294,15 +294,14 @@ std::tuple<at::Tensor, at::Tensor> reduce_launch(
   return {out, arg};
 }
 
-std::tuple<at::Tensor, at::Tensor> spmm_cpu(const at::Tensor& indptr, const at::Tensor& indices,
-                                            const c10::optional<at::Tensor>& value,
-                                            const at::Tensor& x, c10::string_view reduce,
-                                            const c10::optional<at::Tensor>& /*csc_indptr*/,
-                                            const c10::optional<at::Tensor>& /*csc_indices*/,
-                                            const c10::optional<at::Tensor>& /*csc_perm*/,
-                                            const c10::optional<at::Tensor>& value_index) {
+std::tuple<at::Tensor, at::Tensor> spmm_cpu(
+    const at::Tensor& indptr, const at::Tensor& indices, const c10::optional<at::Tensor>& value,
+    const at::Tensor& x, c10::string_view reduce, const c10::optional<at::Tensor>& /*csc_indptr*/,
+    const c10::optional<at::Tensor>& /*csc_indices*/, const c10::optional<at::Tensor>& csc_perm,
+    const c10::optional<at::Tensor>& value_index, const c10::optional<at::Tensor>& csc_value) {
   check_spmm_args(indptr, indices, x, /*reducible=*/true);
   if (value_index) check_value_index(*value_index, value, indptr, indices.numel(), reduce);
+  if (csc_value) check_csc_value(*csc_value, value, csc_perm, reduce);  // read by the backward only
   return reduce_launch(indptr, indices, value, x, parse_reduce(std::string(reduce)), value_index);
 }
 

@@ -67,14 +67,13 @@ std::tuple<at::Tensor, at::Tensor> reduce_cuda(const at::Tensor& indptr,
   return {out, arg};
 }
 
-std::tuple<at::Tensor, at::Tensor> spmm_cuda(const at::Tensor& indptr, const at::Tensor& indices,
-                                             const c10::optional<at::Tensor>& value,
-                                             const at::Tensor& x, c10::string_view reduce,
-                                             const c10::optional<at::Tensor>&,
-                                             const c10::optional<at::Tensor>&,
-                                             const c10::optional<at::Tensor>&,
-                                             const c10::optional<at::Tensor>& value_index) {
+std::tuple<at::Tensor, at::Tensor> spmm_cuda(
+    const at::Tensor& indptr, const at::Tensor& indices, const c10::optional<at::Tensor>& value,
+    const at::Tensor& x, c10::string_view reduce, const c10::optional<at::Tensor>&,
+    const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>& csc_perm,
+    const c10::optional<at::Tensor>& value_index, const c10::optional<at::Tensor>& csc_value) {
   check_spmm_args(indptr, indices, x);
+  if (csc_value) check_csc_value(*csc_value, value, csc_perm, reduce);  // read by the backward only
   if (!value_index)
     return reduce_cuda(indptr, indices, value, x, parse_reduce(std::string(reduce)));
   // no kernel of its own on the GPU: the values are gathered into edge order first

@@ -114,8 +114,10 @@ def spmm(graph, x: Tensor, edge_weight: Tensor | None = None, reduce: str = "sum
         # weights' too (else it would rebuild the transpose at every call)
         needs_transpose = torch.is_grad_enabled() and (x.requires_grad or (
             value is not None and value.requires_grad and reduce in ("max", "min")))
+        transposed = (graph.transposed_values(value) if needs_transpose and x.requires_grad
+                      and value is not None and reduce == "sum" else None)
         out, _ = kernels.spmm(graph.csr.indptr, graph.csr.indices, value, rows, reduce,
-                              *_transpose_args(graph, needs_transpose))
+                              *_transpose_args(graph, needs_transpose), None, transposed)
     # explicit row counts: view(-1, ...) cannot size a tensor without elements
     return out.view(out.size(0), *x.shape[1:]) if x.dim() != 2 else out
 

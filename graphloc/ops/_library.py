@@ -96,7 +96,7 @@ def _check_rows_fake(t, name: str) -> None:
 
 
 def _spmm_fake(indptr, indices, value, x, reduce, csc_indptr=None, csc_indices=None,
-               csc_perm=None, value_index=None):
+               csc_perm=None, value_index=None, csc_value=None):
     _check_csr_fake(indptr, indices)
     _check_rows_fake(x, "x")
     rows = indptr.shape[0] - 1
@@ -105,14 +105,14 @@ def _spmm_fake(indptr, indices, value, x, reduce, csc_indptr=None, csc_indices=N
 
 
 def _spmm_setup(ctx, inputs, output):
-    indptr, indices, value, x, reduce, t_indptr, t_indices, t_perm, value_index = inputs
+    indptr, indices, value, x, reduce, t_indptr, t_indices, t_perm, value_index, t_value = inputs
     ctx.reduce = reference.canonical_reduce(reduce, allow_mul=True)
     ctx.num_src = x.size(0)
     # x is only read back for edge-value gradients, max/min routing and products: otherwise
     # the op keeps no reference to it (deep GCNs then hold one activation per layer, not two).
     keep_x = (value is not None and value.requires_grad) or ctx.reduce in ("max", "min", "mul")
     ctx.save_for_backward(indptr, indices, value, x if keep_x else None, t_indptr, t_indices,
-                          t_perm, output[1], value_index)
+                          t_perm, output[1], value_index, t_value)
 
 
 def _spmm_mul_backward(ctx, grad_out, indptr, indices, value, x, t_indptr, t_indices, t_perm):
@@ -127,11 +127,12 @@ def _spmm_mul_backward(ctx, grad_out, indptr, indices, value, x, t_indptr, t_ind
 
 def _spmm_grads(grad_value, grad_x):
     """spmm's gradients in its argument order: only value and x have one."""
-    return None, None, grad_value, grad_x, None, None, None, None, None
+    return None, None, grad_value, grad_x, None, None, None, None, None, None
 
 
 def _spmm_backward(ctx, grad_out, _grad_arg):
-    indptr, indices, value, x, t_indptr, t_indices, t_perm, arg, value_index = ctx.saved_tensors
+    (indptr, indices, value, x, t_indptr, t_indices, t_perm, arg, value_index,
+     t_value) = ctx.saved_tensors
     need_value, need_x = ctx.needs_input_grad[2], ctx.needs_input_grad[3]
     if value_index is not None:  # the values in edge order; their gradient summed back below
         grad_value, grad_x = _spmm_sum_backward(ctx, grad_out, indptr, indices,
@@ -151,18 +152,22 @@ def _spmm_backward(ctx, grad_out, _grad_arg):
                                                        grad_out.contiguous(), need_value)
         return _spmm_grads(grad_value if need_value else None, grad_x)
     return _spmm_grads(*_spmm_sum_backward(ctx, grad_out, indptr, indices, value, x, t_indptr,
-                                           t_indices, t_perm, need_value, need_x))
+                                           t_indices, t_perm, need_value, need_x, t_value))
 
 
 def _spmm_sum_backward(ctx, grad_out, indptr, indices, value, x, t_indptr, t_indices, t_perm,
-                       need_value, need_x):
-    """(grad_value, grad_x) of a sum or mean spmm whose values are in edge order."""
+                       need_value, need_x, t_value=None):
+    """(grad_value, grad_x) of a sum or mean spmm whose values are in edge order (and, with
+    t_value, also in the transpose's order: a sum's d x then reads them in place)."""
     grad_value = grad_x = None
     if need_x:
         t_indptr, t_indices, t_perm = _transpose_of(indptr, indices, ctx.num_src, t_indptr,
                                                     t_indices, t_perm)
-        grad_x = _transpose_product(ctx.reduce, indptr, t_indptr, t_indices, t_perm, value,
-                                    grad_out)
+        if t_value is not None and ctx.reduce == "sum":
+            grad_x = kernels.spmm(t_indptr, t_indices, t_value, grad_out, "sum")[0]
+        else:
+            grad_x = _transpose_product(ctx.reduce, indptr, t_indptr, t_indices, t_perm, value,
+                                        grad_out)
     if need_value:
         g = _degree_scale(grad_out, indptr) if ctx.reduce == "mean" else grad_out
         grad_value = kernels.sddmm(indptr, indices, x, g, "dot", _heads(value)).view(value.shape)

@@ -152,11 +152,26 @@ def _is_winner(values: Tensor, extreme: Tensor) -> Tensor:
 
 
 def spmm(indptr, indices, value, x, reduce, csc_indptr=None, csc_indices=None, csc_perm=None,
-         value_index=None):
+         value_index=None, csc_value=None):
+    if csc_value is not None:  # read by the extension's backward only; checked as there
+        _check_csc_value(csc_value, value, csc_perm, reduce)
     if value_index is not None:
         value = _values_through(value_index, value, reduce, indices.numel())
     msgs = _head_scale(x.index_select(0, indices.long()), value)
     return _segment(msgs, csr_rows(indptr, indices.numel()), indptr.numel() - 1, reduce)
+
+
+def _check_csc_value(csc_value, value, csc_perm, reduce):
+    if canonical_reduce(reduce) != "sum":
+        raise ValueError(f"csc_value takes reduce 'sum', got {reduce!r}")
+    if csc_perm is None:
+        raise ValueError("csc_value needs the transpose (csc_perm is None)")
+    if value is None:
+        raise ValueError("csc_value needs edge values (value is None)")
+    if csc_value.shape != value.shape or csc_value.dtype != value.dtype:
+        raise ValueError(f"csc_value must have the shape and dtype of the edge values "
+                         f"{list(value.shape)} {value.dtype}, got {list(csc_value.shape)} "
+                         f"{csc_value.dtype}")
 
 
 def _values_through(value_index, value, reduce, num_edges):

@@ -85,7 +85,9 @@ def _transpose_product(graph, values: Tensor, grad: Tensor, num_src: int) -> Ten
     """``A^T @ grad``. Under create_graph (double backward) graphloc's differentiable
     kernel runs instead, so the product stays differentiable in ``grad`` and ``values``."""
     csc = graph.csc
-    transposed = values.index_select(0, csc.perm.long())
+    transposed = graph.transposed_values(values)
+    if transposed is None:
+        transposed = values.index_select(0, csc.perm.long())
     if torch.is_grad_enabled():
         return kernels.spmm(csc.indptr, csc.indices, transposed, grad, "sum")[0]
     matrix = _matrix(csc.indptr, csc.indices, transposed, (num_src, graph.num_nodes))

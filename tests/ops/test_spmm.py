@@ -374,3 +374,81 @@ def test_value_index_special_values_and_empty_graphs(impl):
     out = spmm(e_ptr, e_idx, torch.ones(3), torch.randn(4, 2), "sum",
                value_index=torch.empty(0, dtype=e_ptr.dtype))[0]
     assert torch.equal(out, torch.zeros(4, 2))
+
+
+# --- csc_value: the edge values kept in the transpose's order for the backward ----------
+
+def _dst_sorted_graph(num_nodes, num_edges, seed):
+    """A graph whose edges are sorted by destination: its CSR order is its edge order, so
+    spmm receives the very weight tensor the graph keeps."""
+    edge_index = random_edge_index(num_nodes, num_edges, seed=seed, hub_degree=15)
+    edge_index = edge_index[:, torch.sort(edge_index[1], stable=True).indices]
+    graph = Graph(edge_index, num_nodes=num_nodes)
+    assert graph.csr.perm is None
+    return graph
+
+
+def _dense_transpose_product(graph, w, g):
+    """A^T g for A[i, j] = the sum of w over the edges j -> i (heads as in spmm)."""
+    src, dst = graph.edge_index
+    n = graph.num_nodes
+    dense = torch.zeros(n, n, *w.shape[1:], dtype=w.dtype).index_put_((dst, src), w,
+                                                                      accumulate=True)
+    if w.dim() == 1:
+        return dense.t() @ g
+    return torch.einsum("ijh,ihc->jhc", dense, g)
+
+
+@pytest.mark.parametrize("heads", [0, 2])
+def test_kept_transposed_values_give_the_dense_gradient(heads):
+    """With the weights kept (Graph.keep_transposed) the backward reads their copy in the
+    transpose's order: the gradient against the dense definition, and once the weights
+    change in place, against the new ones (the copy is made again)."""
+    graph = _dst_sorted_graph(25, 160, seed=34)
+    shape = (graph.num_edges, heads) if heads else (graph.num_edges,)
+    w = graph.keep_transposed(torch.rand(*shape, dtype=torch.float64) + 0.5)
+    x = torch.randn(25, *([heads] if heads else []), 3, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(25, *([heads] if heads else []), 3, dtype=torch.float64)
+    for scale in (1.0, 2.0):
+        if scale != 1.0:
+            w.mul_(scale)  # in place: the kept copy no longer matches
+        (grad_x,) = torch.autograd.grad(ops.spmm(graph, x, w), x, g)
+        torch.testing.assert_close(grad_x, _dense_transpose_product(graph, w, g))
+        copy = graph.transposed_values(w)
+        torch.testing.assert_close(copy, w.index_select(0, graph.csc.perm.long()), rtol=0,
+                                   atol=0)
+
+
+def test_transposed_values_only_for_kept_unchanged_tensors():
+    graph = _dst_sorted_graph(10, 40, seed=35)
+    kept, other = torch.rand(graph.num_edges), torch.rand(graph.num_edges)
+    graph.keep_transposed(kept)
+    assert graph.transposed_values(other) is None
+    copy = graph.transposed_values(kept)
+    assert copy is not None and graph.transposed_values(kept) is copy  # made once
+    kept.add_(1.0)  # in place: copied again
+    torch.testing.assert_close(graph.transposed_values(kept),
+                               kept.index_select(0, graph.csc.perm.long()), rtol=0, atol=0)
+    assert graph.transposed_values(kept.clone()) is None
+
+
+@pytest.mark.parametrize("impl", ["kernel", "reference"])
+def test_csc_value_bad_arguments(impl):
+    graph = Graph(random_edge_index(8, 20, seed=36), num_nodes=8)
+    csc = graph.csc
+    value = torch.rand(graph.num_edges)
+    x = torch.randn(8, 3)
+    spmm = kernels.spmm if impl == "kernel" else reference.spmm
+    transpose = (csc.indptr, csc.indices, csc.perm)
+    cases = {
+        "csc_value takes reduce 'sum', got 'mean'": (value, "mean", transpose, value),
+        "csc_value needs edge values": (None, "sum", transpose, value),
+        "csc_value needs the transpose": (value, "sum", (None, None, None), value),
+        "csc_value must have the shape and dtype": (value, "sum", transpose, value[:-1]),
+        rf"csc_value must have the shape and dtype of the edge values \[{graph.num_edges}\] "
+        r"(torch\.)?(Float|float32)": (value, "sum", transpose, value.double()),
+    }
+    for message, (v, reduce, (t_indptr, t_indices, t_perm), t_value) in cases.items():
+        with pytest.raises((RuntimeError, ValueError), match=message):
+            spmm(graph.csr.indptr, graph.csr.indices, v, x, reduce, t_indptr, t_indices, t_perm,
+                 None, t_value)

@@ -124,9 +124,12 @@ class ChebConv(torch.nn.Module):
             # 2 L x as one product with doubled weights: bit for bit 2 * (L x) (doubling is
             # exact), without a pass over [N, F] forward and backward
             return lap, weight, weight * 2.0
+        def build_kept():  # reused at every call: kept in the transpose's order too
+            lap, weight, doubled = build()
+            return lap, lap.keep_transposed(weight), lap.keep_transposed(doubled)
         if edge_weight is None and not isinstance(lambda_max, Tensor):
             lap, weight, doubled = graph.cached(
-                ("cheb", self.normalization, lambda_max, x.dtype), build)
+                ("cheb", self.normalization, lambda_max, x.dtype), build_kept)
         else:
             lap, weight, doubled = build()
         tx0, out = x, self.lins[0](x)  # accumulated in place: no backward reads it

@@ -1,6 +1,7 @@
 import pytest
 import torch
 import torch_geometric.nn as pyg
+from helpers import transpose_products
 from parity import assert_parity, parity_graph
 
 from graphloc import Graph
@@ -43,3 +44,17 @@ def test_cheb_bad_input():
         ChebConv(2, 2, K=2, normalization=None)(torch.randn(3, 2),
                                                 torch.zeros(2, 0, dtype=torch.long))
     assert repr(ChebConv(2, 3, 4)) == "ChebConv(2, 3, K=4, normalization=sym)"
+
+
+def test_cheb_backward_reads_its_weights_in_transpose_order():
+    """The Laplacian's weights cached on the graph (and their doubles) are kept in the
+    transpose's order too: every backward product reads them in order, not through
+    value_index, and the gradients are still PyG's."""
+    edge_index, n = parity_graph(8)
+    graph = Graph(edge_index, num_nodes=n)
+    for _ in range(2):
+        with transpose_products() as through_index:
+            assert_parity(ChebConv(8, 6, 3), pyg.ChebConv(8, 6, 3),
+                          lambda m, x: m(x, graph), lambda m, x: m(x, edge_index),
+                          torch.randn(n, 8))
+        assert through_index == [False, False]

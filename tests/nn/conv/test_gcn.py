@@ -1,6 +1,7 @@
 import pytest
 import torch
 import torch_geometric.nn as pyg
+from helpers import transpose_products
 from parity import assert_parity, parity_graph
 
 from graphloc import Graph
@@ -88,3 +89,16 @@ def test_infinite_features_of_nodes_with_their_own_loops_stay_infinite_as_pyg():
         got = ours(x, Graph(edge_index, num_nodes=3), weight)
         assert expected[1:].isinf().all() and not expected.isnan().any()
         torch.testing.assert_close(got, expected, equal_nan=True)
+
+
+def test_gcn_backward_reads_its_weights_in_transpose_order():
+    """The normalised weights cached on the graph are kept in the transpose's order too
+    (Graph.keep_transposed): each backward product reads them in order, not through
+    value_index, and the gradients are still PyG's."""
+    edge_index, n = parity_graph(1)
+    graph = Graph(edge_index, num_nodes=n)
+    for _ in range(2):  # the first call makes the copy, the second reuses it
+        with transpose_products() as through_index:
+            assert_parity(GCNConv(8, 6), pyg.GCNConv(8, 6), lambda m, x: m(x, graph),
+                          lambda m, x: m(x, edge_index), torch.randn(n, 8))
+        assert through_index == [False]
