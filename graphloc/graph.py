@@ -315,25 +315,27 @@ class Graph:
 
     def keep_transposed(self, values: Tensor) -> Tensor:
         """Marks per-edge ``values`` in CSR order that this graph's layers reuse (normalised
-        weights cached on the graph) for a copy in the transpose's order, made at the first
-        backward that needs it: spmm's backward then reads them in order instead of through
-        the transpose's permutation (0.85x the time of that product on the power-law
-        benchmark graph, 2026-12-03). The copy holds ``values`` and is made again after
-        they are modified in place. Returns ``values``."""
+        weights cached on the graph) for a copy in the transpose's order, made by the first
+        spmm whose backward will read them: that backward then reads them in order instead
+        of through the transpose's permutation (0.85x the time of the product on the
+        power-law benchmark graph, 2026-12-03). The copy holds ``values`` and is made again
+        after they are modified in place. Values that require grad are not copied (the
+        backward would not reach them through a copy). Returns ``values``."""
         if not torch.compiler.is_compiling():
             self._cache[_TransposedKey(id(values))] = _Transposed(values)
         return values
 
     def transposed_values(self, values: Tensor) -> Tensor | None:
-        """``values[csc.perm]`` where ``values`` were marked by ``keep_transposed``, else
-        None."""
-        if torch.compiler.is_compiling():
+        """``values[csc.perm]`` where ``values`` were marked by ``keep_transposed`` and do not
+        require grad, else None."""
+        if torch.compiler.is_compiling() or values.requires_grad:
             return None
         kept = self._cache.get(_TransposedKey(id(values)))
         if kept is None or kept.values is not values:
             return None
         if kept.copy is None or kept.version != values._version:  # new, or values changed
-            kept.copy = values.index_select(0, self.csc.perm.long())
+            with torch.no_grad():
+                kept.copy = values.index_select(0, self.csc.perm.long())
             kept.version = values._version
         return kept.copy
 

@@ -430,6 +430,28 @@ def test_transposed_values_only_for_kept_unchanged_tensors():
     torch.testing.assert_close(graph.transposed_values(kept),
                                kept.index_select(0, graph.csc.perm.long()), rtol=0, atol=0)
     assert graph.transposed_values(kept.clone()) is None
+    learned = graph.keep_transposed(torch.rand(graph.num_edges, requires_grad=True))
+    assert graph.transposed_values(learned) is None  # its gradient would bypass a copy
+
+
+def test_kept_values_that_require_grad_keep_second_order_gradients():
+    """Weights that require grad are read through value_index, not a copy, so that d x
+    stays differentiable in them: the mixed second derivative d/dw <d x, v> = <g_i, v_j>
+    per edge j -> i, and gradients of both against finite differences; the backward
+    through a kept copy is itself differentiable."""
+    graph = _dst_sorted_graph(10, 40, seed=37)
+    w = graph.keep_transposed(torch.rand(graph.num_edges, dtype=torch.float64,
+                                         requires_grad=True))
+    x = torch.randn(10, 3, dtype=torch.float64, requires_grad=True)
+    g, v = torch.randn(10, 3, dtype=torch.float64), torch.randn(10, 3, dtype=torch.float64)
+    (grad_x,) = torch.autograd.grad(ops.spmm(graph, x, w), x, g, create_graph=True)
+    (mixed,) = torch.autograd.grad((grad_x * v).sum(), w)
+    src, dst = graph.edge_index
+    torch.testing.assert_close(mixed, (g[dst] * v[src]).sum(1))
+    assert torch.autograd.gradgradcheck(lambda w, x: ops.spmm(graph, x, w), (w, x))
+    fixed = graph.keep_transposed(torch.rand(graph.num_edges, dtype=torch.float64))
+    assert torch.autograd.gradgradcheck(lambda x: ops.spmm(graph, x, fixed), (x,))
+    assert graph.transposed_values(fixed) is not None  # the copy served that backward
 
 
 @pytest.mark.parametrize("impl", ["kernel", "reference"])
