@@ -308,9 +308,17 @@ class Graph:
 
     def cached(self, key, build):
         """Memoises ``build()`` on this graph under ``key``: layers keep structures derived
-        from the graph (normalised weights, Laplacians) here, built once per graph."""
+        from the graph (normalised weights, Laplacians) here, built once per graph. Built
+        outside ``torch.inference_mode`` even when called inside it: an inference tensor in
+        the cache would break every later backward that saves it (a graph evaluated under
+        inference mode before its first training step)."""
         if key not in self._cache:
-            self._cache[key] = build()
+            # (not traced: torch.compile runs no inference mode, and breaks on the query)
+            if not torch.compiler.is_compiling() and torch.is_inference_mode_enabled():
+                with torch.inference_mode(False):
+                    self._cache[key] = build()
+            else:
+                self._cache[key] = build()
         return self._cache[key]
 
     def keep_transposed(self, values: Tensor) -> Tensor:

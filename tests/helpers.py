@@ -12,6 +12,16 @@ from hypothesis import strategies as st
 
 import graphloc
 from graphloc import Graph
+from graphloc.nn import (
+    ChebConv,
+    GATConv,
+    GCNConv,
+    GINConv,
+    GINEConv,
+    LiftConv,
+    SAGEConv,
+    TransformerConv,
+)
 
 requires_ext = pytest.mark.skipif(not graphloc.HAS_EXTENSION, reason="graphloc._C is not built")
 
@@ -153,3 +163,17 @@ def transpose_products():
 
     with Products() as products:
         yield products.through_index
+
+
+# One of each conv, 5 input channels; the edge_dim=3 ones read the graph's edge_attr [E, 3].
+CONV_LAYERS = {
+    "gcn": lambda: GCNConv(5, 4),
+    "sage-max": lambda: SAGEConv(5, 4, aggr="max"),
+    "gat": lambda: GATConv(5, 2, heads=2, edge_dim=3),
+    "gin": lambda: GINConv(torch.nn.Linear(5, 4)),
+    "gine": lambda: GINEConv(torch.nn.Linear(5, 4), edge_dim=3),
+    "cheb": lambda: ChebConv(5, 4, K=3),
+    "transformer": lambda: TransformerConv(5, 2, heads=2, edge_dim=3, beta=True),
+    "transformer-fused": lambda: TransformerConv(5, 4, heads=2, concat=False),
+    "lift": lambda: LiftConv(5),
+}

@@ -4,7 +4,8 @@ import networkx as nx
 import pytest
 import scipy.sparse as sp
 import torch
-from helpers import random_edge_index
+from helpers import CONV_LAYERS, random_edge_index
+from parity import parity_graph
 
 from graphloc import Graph, ops
 
@@ -214,3 +215,24 @@ def test_networkx_edge_attributes_that_are_not_numbers_name_the_edge():
         Graph.from_networkx(g, edge_attrs=["w"])
     with pytest.raises(ValueError, match=r"edge 0 -> 1 has no attribute 'length'"):
         Graph.from_networkx(g, edge_attrs=["length"])
+
+
+@pytest.mark.parametrize("name", sorted(CONV_LAYERS))
+def test_caches_built_under_inference_mode_serve_training(name):
+    """A graph evaluated under torch.inference_mode before its first training step: the
+    caches the layers build on it (normalised weights, transposes, loops) hold normal
+    tensors, so the backward runs, with the gradients it has on a fresh graph."""
+    edge_index, n = parity_graph(14)
+    edge_attr = torch.randn(edge_index.size(1), 3, dtype=torch.float64)
+    conv = CONV_LAYERS[name]().double()
+    x = torch.randn(n, 5, dtype=torch.float64)
+    evaluated = Graph(edge_index, num_nodes=n, edge_attr=edge_attr)
+    with torch.inference_mode():
+        conv(x, evaluated)
+    grads = []
+    for graph in (evaluated, Graph(edge_index, num_nodes=n, edge_attr=edge_attr)):
+        xg = x.clone().requires_grad_()
+        out = conv(xg, graph)
+        grads.append(torch.autograd.grad(out, [xg, *conv.parameters()], torch.ones_like(out)))
+    for ours, fresh in zip(*grads, strict=True):
+        torch.testing.assert_close(ours, fresh)

@@ -2,31 +2,10 @@
 
 import pytest
 import torch
+from helpers import CONV_LAYERS as LAYERS
 from parity import parity_graph
 
 from graphloc import Graph
-from graphloc.nn import (
-    ChebConv,
-    GATConv,
-    GCNConv,
-    GINConv,
-    GINEConv,
-    LiftConv,
-    SAGEConv,
-    TransformerConv,
-)
-
-LAYERS = {
-    "gcn": lambda: GCNConv(5, 4),
-    "sage-max": lambda: SAGEConv(5, 4, aggr="max"),
-    "gat": lambda: GATConv(5, 2, heads=2, edge_dim=3),
-    "gin": lambda: GINConv(torch.nn.Linear(5, 4)),
-    "gine": lambda: GINEConv(torch.nn.Linear(5, 4), edge_dim=3),
-    "cheb": lambda: ChebConv(5, 4, K=3),
-    "transformer": lambda: TransformerConv(5, 2, heads=2, edge_dim=3, beta=True),
-    "transformer-fused": lambda: TransformerConv(5, 4, heads=2, concat=False),
-    "lift": lambda: LiftConv(5),
-}
 
 
 @pytest.mark.parametrize("name", sorted(LAYERS))
