@@ -8,6 +8,8 @@ accumulation) and compile with ``torch.compile(fullgraph=True)``.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor
 
@@ -71,6 +73,21 @@ def _check_edge_values(graph, values: Tensor, like: Tensor, name: str) -> None:
         raise ValueError(f"{name} is on {values.device} but the features are on {like.device}")
 
 
+def _promoted_under_autocast(*tensors: Tensor | None) -> tuple:
+    """Under ``torch.autocast`` the floating inputs of mixed dtypes in their promoted dtype
+    (autocast's "promote" policy, as for ``torch.cat`` or ``scatter_add``): a layer's linear
+    maps then give low-precision features while its edge weights or attention parameters
+    stay float32, whose products PyG's layers take in float32. Outside autocast, unchanged:
+    mixed dtypes are an error there, as for ``torch.mm``."""
+    present = [t for t in tensors if isinstance(t, Tensor) and t.is_floating_point()]
+    if len({t.dtype for t in present}) < 2 or not torch.is_autocast_enabled(
+            present[0].device.type):
+        return tensors
+    dtype = functools.reduce(torch.promote_types, (t.dtype for t in present))
+    return tuple(t.to(dtype) if isinstance(t, Tensor) and t.is_floating_point() else t
+                 for t in tensors)
+
+
 def _transpose_args(graph, needed: bool):
     if not needed:
         return None, None, None
@@ -94,6 +111,7 @@ def spmm(graph, x: Tensor, edge_weight: Tensor | None = None, reduce: str = "sum
     cuSPARSE by default (``set_spmm_backend``).
     """
     _check_graph(graph)
+    x, edge_weight = _promoted_under_autocast(x, edge_weight)
     _check_node_features(graph, x, "x")
     reduce = canonical_reduce(reduce)
     value = None
@@ -131,6 +149,7 @@ def sddmm(graph, a: Tensor, b: Tensor, op: str = "dot") -> Tensor:
     Output is in the graph's edge order.
     """
     _check_graph(graph)
+    a, b = _promoted_under_autocast(a, b)
     _check_node_features(graph, a, "a")
     _check_node_features(graph, b, "b", side="destination")
     if a.shape[1:] != b.shape[1:] or a.dtype != b.dtype:
@@ -197,6 +216,7 @@ def segment_attention(graph, scores: Tensor, x: Tensor,
     if asked.
     """
     _check_graph(graph)
+    scores, x = _promoted_under_autocast(scores, x)
     _check_node_features(graph, x, "x")
     _check_edge_values(graph, scores, x, "scores")
     x2 = _attention_rows(x, 1 if scores.dim() == 1 else scores.size(1), "scores")
@@ -233,6 +253,7 @@ def additive_attention(graph, src_scores: Tensor, dst_scores: Tensor, x: Tensor,
     to bfloat16 first (outputs agree to bfloat16's precision, tested).
     """
     _check_graph(graph)
+    src_scores, dst_scores, x = _promoted_under_autocast(src_scores, dst_scores, x)
     _check_node_features(graph, x, "x")
     _check_node_features(graph, src_scores, "src_scores")
     _check_node_features(graph, dst_scores, "dst_scores", side="destination")

@@ -29,6 +29,25 @@ def test_wrong_dtypes(graph):
         ops.spmm(EDGES, torch.randn(4, 2))
 
 
+def test_mixed_dtypes_promote_under_autocast(graph):
+    """Under torch.autocast the ops take mixed floating inputs in their promoted dtype (as
+    autocast's promote policy for torch.cat): the float32 results of the float32 inputs."""
+    x = torch.randn(4, 2, 3).bfloat16()
+    w, scores = torch.rand(3), torch.randn(3, 2)
+    halves, b = (torch.randn(4, 2), torch.randn(4, 2)), torch.randn(4, 6)
+    wide = x.float()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        results = (ops.spmm(graph, x, w), ops.segment_attention(graph, scores, x),
+                   ops.additive_attention(graph, *halves, x),
+                   ops.sddmm(graph, x.view(4, 6), b, "add"))
+    expected = (ops.spmm(graph, wide, w), ops.segment_attention(graph, scores, wide),
+                ops.additive_attention(graph, *halves, wide),
+                ops.sddmm(graph, wide.view(4, 6), b, "add"))
+    for got, want in zip(results, expected, strict=True):
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got, want)
+
+
 def test_edge_value_shapes(graph):
     with pytest.raises(ValueError, match=r"edge_weight must have shape \[E\] or \[E, heads\] "
                                          r"with E = 3, got \[4\]"):

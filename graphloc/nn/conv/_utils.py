@@ -177,11 +177,18 @@ class _NarrowMatmul(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, w: Tensor) -> Tensor:
         ctx.save_for_backward(x, w)
-        return x @ w
+        # in the promoted dtype even under autocast, as the sum of products it stands for
+        # (GAT's (h * att).sum(-1), which PyG takes in float32 for float32 att): scores
+        # rounded to bfloat16 made its attention weights ten times less accurate
+        dtype = torch.promote_types(x.dtype, w.dtype)
+        with torch.autocast(x.device.type, enabled=False):
+            return x.to(dtype) @ w.to(dtype)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         x, w = ctx.saved_tensors
+        # in the product's dtype (autograd casts the gradients back to x's and w's)
+        x, w = x.to(grad.dtype), w.to(grad.dtype)
         grad_x = grad @ w.t() if ctx.needs_input_grad[0] else None
         grad_w = (grad.t() @ x).t() if ctx.needs_input_grad[1] else None
         return grad_x, grad_w
