@@ -74,16 +74,19 @@ def _check_edge_values(graph, values: Tensor, like: Tensor, name: str) -> None:
 
 
 def _promoted_under_autocast(*tensors: Tensor | None) -> tuple:
-    """Under ``torch.autocast`` the floating inputs of mixed dtypes in their promoted dtype
-    (autocast's "promote" policy, as for ``torch.cat`` or ``scatter_add``): a layer's linear
-    maps then give low-precision features while its edge weights or attention parameters
-    stay float32, whose products PyG's layers take in float32. Outside autocast, unchanged:
-    mixed dtypes are an error there, as for ``torch.mm``."""
+    """Under ``torch.autocast`` the floating inputs in their promoted dtype (autocast's
+    "promote" policy, as for ``torch.cat`` or ``scatter_add``), float16 as float32 (the
+    kernels have no float16: autocast's fp32 policy): a layer's linear maps then give
+    low-precision features while its edge weights or attention parameters stay float32,
+    whose products PyG's layers take in float32. Outside autocast, unchanged: mixed dtypes
+    are an error there, as for ``torch.mm``, and so is float16."""
     present = [t for t in tensors if isinstance(t, Tensor) and t.is_floating_point()]
-    if len({t.dtype for t in present}) < 2 or not torch.is_autocast_enabled(
-            present[0].device.type):
+    device = present[0].device.type if present else None
+    if device is None or not torch.amp.is_autocast_available(device) or \
+            not torch.is_autocast_enabled(device):
         return tensors
     dtype = functools.reduce(torch.promote_types, (t.dtype for t in present))
+    dtype = torch.float32 if dtype == torch.float16 else dtype
     return tuple(t.to(dtype) if isinstance(t, Tensor) and t.is_floating_point() else t
                  for t in tensors)
 
@@ -174,6 +177,7 @@ def sddmm(graph, a: Tensor, b: Tensor, op: str = "dot") -> Tensor:
 def segment_softmax(graph, scores: Tensor) -> Tensor:
     """Softmax of edge scores ``[E]`` or ``[E, H]`` over the incoming edges of each node."""
     _check_graph(graph)
+    (scores,) = _promoted_under_autocast(scores)
     if not isinstance(scores, Tensor) or scores.dtype not in _FLOATS:
         raise TypeError("scores must be a float32, float64 or bfloat16 tensor")
     if scores.dim() not in (1, 2) or scores.size(0) != graph.num_edges:

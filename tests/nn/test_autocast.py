@@ -1,6 +1,7 @@
-"""Every conv and model trains under torch.autocast (bfloat16 on the CPU): the sparse ops
-promote mixed inputs, as autocast does for torch.cat or scatter_add, so float32 edge
-weights and attention halves meet low-precision features without an error; outputs and
+"""Every conv and model trains under torch.autocast, bfloat16 and float16 (CUDA's default):
+the sparse ops promote mixed inputs, as autocast does for torch.cat or scatter_add, and
+take float16 as float32 (they have no float16 kernels), so float32 edge weights and
+attention halves meet low-precision features without an error; outputs and
 input gradients within bfloat16's precision of the float32 run (PyG's own GATConv under
 autocast is up to 5% off its float32 run on such graphs), and GATConv as PyG's under
 autocast."""
@@ -19,12 +20,15 @@ MODEL_NAMES = sorted(set(MODELS) - {"latte", "forwardgnn"})
 GNN_CONVS = ["gcn", "sage", "gat", "gin", "cheb", "transformer"]
 
 
-def _assert_autocast_close(run, x: torch.Tensor, tolerance: float = 0.06) -> None:
+DTYPES = [torch.bfloat16, torch.float16]
+
+
+def _assert_autocast_close(run, x: torch.Tensor, dtype, tolerance: float = 0.06) -> None:
     x32 = x.clone().requires_grad_()
     out32 = run(x32)
     (grad32,) = torch.autograd.grad(out32.sum(), x32)
     x16 = x.clone().requires_grad_()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast("cpu", dtype=dtype):
         out16 = run(x16)
     (grad16,) = torch.autograd.grad(out16.float().sum(), x16)
     assert grad16.dtype == torch.float32
@@ -34,31 +38,34 @@ def _assert_autocast_close(run, x: torch.Tensor, tolerance: float = 0.06) -> Non
         assert (low - full).abs().max() <= tolerance * full.abs().max()
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", sorted(CONV_LAYERS))
-def test_convs_under_autocast(name):
+def test_convs_under_autocast(name, dtype):
     edge_index, n = parity_graph(15)
     torch.manual_seed(0)
     graph = Graph(edge_index, num_nodes=n, edge_attr=torch.randn(edge_index.size(1), 3))
     conv = CONV_LAYERS[name]()
-    _assert_autocast_close(lambda x: conv(x, graph), torch.randn(n, 5))
+    _assert_autocast_close(lambda x: conv(x, graph), torch.randn(n, 5), dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", MODEL_NAMES)
-def test_models_under_autocast(name):
+def test_models_under_autocast(name, dtype):
     graph = Graph(random_edge_index(60, 300, seed=1), num_nodes=60).to_undirected()
     torch.manual_seed(0)
     model = build_model(name, 6, 16, 3, 2).eval()  # eval: no dropout between the two runs
     # stacks of attention whose q . k autocast takes in bfloat16 (as for PyG's
     # TransformerConv): up to 23% off the float32 run here, so only a coarse bound
-    _assert_autocast_close(lambda x: model(x, graph), torch.randn(60, 6), tolerance=0.3)
+    _assert_autocast_close(lambda x: model(x, graph), torch.randn(60, 6), dtype, tolerance=0.3)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("conv", GNN_CONVS)
-def test_gnn_under_autocast(conv):
+def test_gnn_under_autocast(conv, dtype):
     graph = Graph(random_edge_index(60, 300, seed=2), num_nodes=60).to_undirected()
     torch.manual_seed(0)
     model = GNN(conv, 6, 16, 3, num_layers=2).eval()
-    _assert_autocast_close(lambda x: model(x, graph), torch.randn(60, 6),
+    _assert_autocast_close(lambda x: model(x, graph), torch.randn(60, 6), dtype,
                            tolerance=0.3 if conv == "transformer" else 0.06)
 
 

@@ -48,6 +48,18 @@ def test_mixed_dtypes_promote_under_autocast(graph):
         torch.testing.assert_close(got, want)
 
 
+def test_float16_runs_as_float32_under_autocast(graph):
+    """No float16 kernels: float16 inputs are an error, except under autocast (CUDA's
+    default dtype there), which runs them in float32."""
+    x = torch.randn(4, 3).half()
+    with pytest.raises(TypeError, match="x must be float32, float64 or bfloat16"):
+        ops.spmm(graph, x)
+    with torch.autocast("cpu", dtype=torch.float16):
+        out, weights = ops.spmm(graph, x), ops.segment_softmax(graph, torch.randn(3).half())
+    torch.testing.assert_close(out, ops.spmm(graph, x.float()))
+    assert weights.dtype == torch.float32
+
+
 def test_edge_value_shapes(graph):
     with pytest.raises(ValueError, match=r"edge_weight must have shape \[E\] or \[E, heads\] "
                                          r"with E = 3, got \[4\]"):
