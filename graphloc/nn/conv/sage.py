@@ -91,9 +91,13 @@ class SAGEConv(torch.nn.Module):
         if self.lin_r is not None and x_dst is not None:
             if isinstance(self.lin_r.weight, torch.nn.parameter.UninitializedParameter):
                 self.lin_r(x_dst)  # a lazy width: the first call sets it
-            # accumulated in place: one [N, out] tensor, not three (in out's dtype, which
-            # autocast gives lin_l's product: it does not cast an in-place product itself)
-            out = out.addmm_(x_dst.to(out.dtype), self.lin_r.weight.t().to(out.dtype))
+            # accumulated in place: one [N, out] tensor, not three
+            root, weight = x_dst, self.lin_r.weight.t()
+            device = out.device.type
+            if torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device):
+                # in out's dtype, autocast's for lin_l: it casts no in-place product itself
+                root, weight = root.to(out.dtype), weight.to(out.dtype)
+            out = out.addmm_(root, weight)
         if self.normalize:
             out = F.normalize(out, p=2.0, dim=-1)
         return inputs.node_output(out)
