@@ -284,3 +284,19 @@ def test_bad_context_and_graphs():
     ff = _model("ff")[0]
     with pytest.raises(ValueError, match=r"evaluated holds node 12, outside \[0, 12\)"):
         ff(x, graph, evaluated=torch.tensor([0, 12]))
+
+
+@pytest.mark.parametrize("procedure", ["sf", "ff"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_layer_losses_under_autocast(procedure, dtype):
+    """A layer's local loss and step under torch.autocast: within low precision's rounding
+    of the float32 loss, with finite gradients."""
+    model, x, graph, _, _ = _model(procedure)
+    full = model.greedy_loss(0, model.streams(x, graph))
+    with torch.autocast("cpu", dtype=dtype):
+        streams = model.streams(x, graph)
+        low = model.greedy_loss(0, streams)
+        model.advance(0, streams)
+    low.backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    torch.testing.assert_close(low.float(), full, rtol=1e-2, atol=1e-3)

@@ -187,3 +187,18 @@ def test_nan_reaches_exactly_the_nodes_that_read_it_and_empty_relations_give_zer
     expected = F.relu(beta["paper"][:, paths.index((SP,)), None] * z.reshape(30, 8)
                       + beta["paper"][:, -1:] * conv.left["paper"](h["paper"]))
     torch.testing.assert_close(out_h["paper"], expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_latte_under_autocast(dtype):
+    """Trains under torch.autocast (its sparse ops promote mixed inputs): logits within
+    low precision's rounding of the float32 run, and a finite backward."""
+    graph, x, _ = _acm_like()
+    torch.manual_seed(0)
+    model = LATTE({t: 6 for t in graph.node_types}, 8, 3, 2, graph.metadata(), "paper").eval()
+    full = model(x, graph)
+    with torch.autocast("cpu", dtype=dtype):
+        low = model(x, graph)
+    low.float().sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    assert (low.float() - full).abs().max() <= 0.05 * full.abs().max()
