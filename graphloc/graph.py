@@ -329,13 +329,26 @@ class Graph:
         power-law benchmark graph, 2026-12-03). The copy holds ``values`` and is made again
         after they are modified in place. Values that require grad are not copied (the
         backward would not reach them through a copy). Returns ``values``."""
+        self._check_edge_values(values)
         if not torch.compiler.is_compiling():
             self._cache[_TransposedKey(id(values))] = _Transposed(values)
         return values
 
+    def _check_edge_values(self, values) -> None:
+        """``values`` is a floating tensor with a row per edge, on this graph's device."""
+        if not isinstance(values, Tensor) or not values.is_floating_point():
+            got = values.dtype if isinstance(values, Tensor) else type(values).__name__
+            raise TypeError(f"values must be a floating-point tensor, got {got}")
+        if values.dim() == 0 or values.size(0) != self.num_edges:
+            raise ValueError(f"values must have one row per edge ([{self.num_edges}, ...]), "
+                             f"got shape {list(values.shape)}")
+        if values.device != self.device:
+            raise ValueError(f"values are on {values.device} but the graph is on {self.device}")
+
     def transposed_values(self, values: Tensor) -> Tensor | None:
         """``values[csc.perm]`` where ``values`` were marked by ``keep_transposed`` and do not
         require grad, else None."""
+        self._check_edge_values(values)
         if torch.compiler.is_compiling() or values.requires_grad:
             return None
         kept = self._cache.get(_TransposedKey(id(values)))

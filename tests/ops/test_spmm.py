@@ -454,6 +454,26 @@ def test_kept_values_that_require_grad_keep_second_order_gradients():
     assert graph.transposed_values(fixed) is not None  # the copy served that backward
 
 
+def test_keep_transposed_bad_values():
+    graph = _dst_sorted_graph(10, 40, seed=38)
+    cases = {
+        "values must be a floating-point tensor, got torch.int64":
+            torch.ones(graph.num_edges, dtype=torch.long),
+        "values must be a floating-point tensor, got list": [1.0] * graph.num_edges,
+        rf"one row per edge \(\[{graph.num_edges}, \.\.\.\]\), got shape "
+        rf"\[{graph.num_edges - 1}\]": torch.rand(graph.num_edges - 1),
+        r"got shape \[\]": torch.tensor(1.0),
+        "values are on meta but the graph is on cpu": torch.rand(graph.num_edges, device="meta"),
+    }
+    for message, values in cases.items():
+        for method in (graph.keep_transposed, graph.transposed_values):
+            with pytest.raises((TypeError, ValueError), match=message):
+                method(values)
+    empty = Graph(torch.zeros(2, 0, dtype=torch.long), num_nodes=3)
+    kept = empty.keep_transposed(torch.zeros(0))
+    assert empty.transposed_values(kept).shape == (0,)
+
+
 @pytest.mark.parametrize("impl", ["kernel", "reference"])
 def test_csc_value_bad_arguments(impl):
     graph = Graph(random_edge_index(8, 20, seed=36), num_nodes=8)
