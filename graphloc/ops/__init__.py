@@ -73,6 +73,13 @@ def _check_edge_values(graph, values: Tensor, like: Tensor, name: str) -> None:
         raise ValueError(f"{name} is on {values.device} but the features are on {like.device}")
 
 
+def autocast_enabled(device_type: str) -> bool:
+    """Whether ``torch.autocast`` is on for ``device_type`` (False for devices it does not
+    know, such as meta, where torch's own query raises)."""
+    return torch.amp.is_autocast_available(device_type) and \
+        torch.is_autocast_enabled(device_type)
+
+
 def _promoted_under_autocast(*tensors: Tensor | None) -> tuple:
     """Under ``torch.autocast`` the floating inputs in their promoted dtype (autocast's
     "promote" policy, as for ``torch.cat`` or ``scatter_add``), float16 as float32 (the
@@ -81,9 +88,7 @@ def _promoted_under_autocast(*tensors: Tensor | None) -> tuple:
     whose products PyG's layers take in float32. Outside autocast, unchanged: mixed dtypes
     are an error there, as for ``torch.mm``, and so is float16."""
     present = [t for t in tensors if isinstance(t, Tensor) and t.is_floating_point()]
-    device = present[0].device.type if present else None
-    if device is None or not torch.amp.is_autocast_available(device) or \
-            not torch.is_autocast_enabled(device):
+    if not present or not autocast_enabled(present[0].device.type):
         return tensors
     dtype = functools.reduce(torch.promote_types, (t.dtype for t in present))
     dtype = torch.float32 if dtype == torch.float16 else dtype

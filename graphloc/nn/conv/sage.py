@@ -9,6 +9,7 @@ from torch import Tensor
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import read_inputs, weights_from
 from graphloc.nn.conv._utils import check_sizes, checked_features, linear, split_widths
+from graphloc.ops import autocast_enabled
 
 
 class SAGEConv(torch.nn.Module):
@@ -93,8 +94,7 @@ class SAGEConv(torch.nn.Module):
                 self.lin_r(x_dst)  # a lazy width: the first call sets it
             # accumulated in place: one [N, out] tensor, not three
             root, weight = x_dst, self.lin_r.weight.t()
-            device = out.device.type
-            if torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device):
+            if autocast_enabled(out.device.type):
                 # in out's dtype, autocast's for lin_l: it casts no in-place product itself
                 root, weight = root.to(out.dtype), weight.to(out.dtype)
             out = out.addmm_(root, weight)
