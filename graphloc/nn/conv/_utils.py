@@ -181,8 +181,11 @@ class _NarrowMatmul(torch.autograd.Function):
         # (GAT's (h * att).sum(-1), which PyG takes in float32 for float32 att): scores
         # rounded to bfloat16 made its attention weights ten times less accurate
         dtype = torch.promote_types(x.dtype, w.dtype)
+        x, w = x.to(dtype), w.to(dtype)
+        if not ops.autocast_enabled(x.device.type):
+            return x @ w
         with torch.autocast(x.device.type, enabled=False):
-            return x.to(dtype) @ w.to(dtype)
+            return x @ w
 
     @staticmethod
     def backward(ctx, grad: Tensor):
