@@ -98,4 +98,8 @@ TORCH_LIBRARY(graphloc, m) {
   m.def("hop2_sample(Tensor indptr, Tensor indices, int K, int seed) -> Tensor");
   // Stable counting sort of index into (indptr [num_rows + 1], perm [E]).
   m.def("coo_to_csr(Tensor index, int num_rows) -> (Tensor, Tensor)");
+  // The max/min winners' CSR positions (spmm's or segment_reduce's arg; num_edges for an
+  // empty row) as int64 source rows: perm[arg] (arg itself without perm), where num_edges
+  // stays num_edges.
+  m.def("arg_sources(Tensor arg, Tensor? perm, int num_edges) -> Tensor");
 }

@@ -238,6 +238,34 @@ std::tuple<at::Tensor, at::Tensor> coo_to_csr_cuda(const at::Tensor& index, int6
   return {indptr, perm.to(index.scalar_type())};
 }
 
+// ATen ops (a gather of int64 entries): the positions are checked first, one host read as
+// coo_to_csr's, so a bad one is an error rather than a device-side assert.
+at::Tensor arg_sources_cuda(const at::Tensor& arg, const c10::optional<at::Tensor>& perm,
+                            int64_t num_edges) {
+  TORCH_CHECK(arg.scalar_type() == at::kInt || arg.scalar_type() == at::kLong,
+              "arg must be int32 or int64, got ", arg.scalar_type());
+  TORCH_CHECK(num_edges >= 0, "num_edges must be >= 0, got ", num_edges);
+  const c10::cuda::CUDAGuard guard(arg.device());
+  const auto flat = arg.reshape({-1});
+  if (flat.numel()) {
+    const auto [low, high] = at::aminmax(flat);
+    const int64_t lo = low.item<int64_t>(), hi = high.item<int64_t>();
+    const int64_t bad = lo < 0 ? lo : hi;
+    TORCH_CHECK(lo >= 0 && hi <= num_edges, "arg (flattened)[",
+                (flat == bad).nonzero()[0][0].item<int64_t>(), "] = ", bad,
+                " is not a CSR position in [0, ", num_edges, "]");
+  }
+  if (!perm.has_value() || !perm->defined())
+    return flat.to(at::kLong, false, true).view(arg.sizes());
+  check_index(*perm, "perm");
+  TORCH_CHECK(perm->numel() == num_edges, "perm has ", perm->numel(), " entries but num_edges is ",
+              num_edges);
+  check_same_device(*perm, "perm", arg, "arg");
+  const auto table =
+      at::cat({perm->to(at::kLong), at::full({1}, num_edges, perm->options().dtype(at::kLong))});
+  return table.index_select(0, flat).view(arg.sizes());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(graphloc, CUDA, m) {
@@ -250,6 +278,7 @@ TORCH_LIBRARY_IMPL(graphloc, CUDA, m) {
   m.impl("segment_softmax_backward", &segment_softmax_backward_cuda);
   m.impl("segment_attention", &segment_attention_cuda);
   m.impl("coo_to_csr", &coo_to_csr_cuda);
+  m.impl("arg_sources", &arg_sources_cuda);
 }
 
 }  // namespace graphloc

@@ -436,6 +436,8 @@ def _register() -> None:
     fake(lib + "additive_attention")(_additive_fake)
     fake(lib + "additive_attention_backward")(_additive_backward_fake)
     fake(lib + "coo_to_csr")(_coo_to_csr_fake)
+    fake(lib + "arg_sources")(lambda arg, perm, num_edges: arg.new_empty(arg.shape,
+                                                                          dtype=torch.long))
     fake(lib + "spmm_arg_backward")(_arg_backward_fake)
     autograd = torch.library.register_autograd
     autograd(lib + "spmm", _spmm_backward, setup_context=_spmm_setup)

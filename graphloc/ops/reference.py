@@ -252,6 +252,19 @@ def coo_to_csr(index, num_rows):
     return indptr, perm
 
 
+def arg_sources(arg, perm, num_edges):
+    if arg.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"arg must be int32 or int64, got {arg.dtype}")
+    if arg.numel() and (int(arg.min()) < 0 or int(arg.max()) > num_edges):
+        raise ValueError(f"arg holds values outside [0, {num_edges}]")
+    if perm is None:
+        return arg.long().clone() if arg.dtype == torch.long else arg.long()
+    if perm.numel() != num_edges:
+        raise ValueError(f"perm has {perm.numel()} entries but num_edges is {num_edges}")
+    table = torch.cat([perm.long(), perm.new_full((1,), num_edges, dtype=torch.long)])
+    return table[arg.long()]
+
+
 def spmm_arg_backward(csc_indptr, csc_indices, csc_perm, value, x, arg, grad_out,
                       need_value_grad):
     # Route grad_out[i, k] to (indices[arg[i, k]], k) through the CSC: entry c of source j

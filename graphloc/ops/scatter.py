@@ -154,10 +154,7 @@ def _reduce_slots(rows: Tensor, slot: Tensor, num_slots: int, reduce: str,
     out, arg = engine.spmm(indptr, perm, None, rows, reduce, *csc)
     if not arg.numel() or not with_arg:
         return out, None
-    # CSR positions -> source rows (the sentinel M stays M); gathered in the index dtype,
-    # then widened once: the [N, F] int64 result dominates the cost of max/min
-    table = torch.cat([perm, perm.new_full((1,), M)])
-    return out, table.index_select(0, arg.reshape(-1)).view(arg.shape).long()
+    return out, engine.arg_sources(arg, perm, M)  # CSR positions -> rows (M stays M)
 
 
 def _scatter(src, index, dim, dim_size, reduce, with_arg: bool = True):
@@ -401,9 +398,10 @@ def _segment_csr(src: Tensor, indptr: Tensor, reduce: str):
                      torch.arange(total, device=src.device)).to(dtype)
         out, arg = engine.spmm(gptr.to(dtype), positions, None, rows, reduce)
     if arg.numel():
-        arg = arg.long()
-        if positions is not None:
-            sentinel = positions.numel()
+        if positions is None:  # positions along dim already (L for an empty segment)
+            arg = engine.arg_sources(arg, None, L)
+        else:
+            sentinel, arg = positions.numel(), arg.long()
             rows_won = torch.cat([positions.long(), positions.new_full((1,), -1).long()])[arg]
             arg = torch.where(arg == sentinel, L, rows_won % max(L, 1))
         return out.view(shape), arg.view(shape)

@@ -99,6 +99,17 @@ def test_attention_and_softmax_backward():
                                list(run(cpu, s, x, g, gs)))
 
 
+def test_arg_sources_agree():
+    arg = torch.randint(0, 501, (300, 8))
+    perm = torch.randperm(500)
+    sources = torch.ops.graphloc.arg_sources
+    for p in (perm, None):
+        on_gpu = sources(arg.cuda(), None if p is None else p.cuda(), 500)
+        assert torch.equal(on_gpu.cpu(), sources(arg, p, 500))
+    with pytest.raises(RuntimeError, match=r"\] = 501 is not a CSR position in \[0, 500\]"):
+        torch.ops.graphloc.arg_sources(arg.cuda() + 1, perm.cuda(), 500)
+
+
 def test_coo_to_csr_and_segment_reduce():
     index = torch.randint(0, 70, (5000,))
     indptr, perm = ops.coo_to_csr(index, 80)

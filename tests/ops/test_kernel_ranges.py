@@ -93,6 +93,16 @@ CHILD = textwrap.dedent("""
         except RuntimeError as err:
             if "csc_perm[2] = 7 is out of range" not in str(err):
                 failures.append(f"{op}: {str(err).splitlines()[0]}")
+    # arg_sources reads perm at each position it is given
+    perm = L(2, 0, 1)
+    far = 8367752087222772008
+    for case, bad in {"negative": -1, "past num_edges": 4, "from the heap": far}.items():
+        try:
+            k.arg_sources(L(0, 3, bad, 1).view(2, 2), perm, 3)
+            failures.append(f"arg_sources accepted a position {case}")
+        except RuntimeError as err:
+            if f"arg (flattened)[2] = {bad} is not a CSR position in [0, 3]" not in str(err):
+                failures.append(f"arg_sources, {case}: {str(err).splitlines()[0]}")
     print("FAILURES", failures)
 """)
 

@@ -66,6 +66,9 @@ def _samples():
                                                 torch.randn_like(out), None, csr.indptr,
                                                 csr.indices, x.detach(), *transpose, True, True)
     yield kernels.coo_to_csr, (g.edge_index[1].int(), N)
+    _, perm = kernels.coo_to_csr(g.edge_index[1], N)
+    yield kernels.arg_sources, (arg, perm.to(arg.dtype), E)
+    yield kernels.arg_sources, (arg.long(), None, E)
     yield kernels.local_eccentricity, (csr.indptr, csr.indices, torch.rand(E, **f64), 3)
     yield kernels.hop2_sample, (csr.indptr, csr.indices, 5, 7)
     yield kernels.separated_rounds, (csr.indptr, csr.indices, *transpose[:2],
