@@ -102,4 +102,8 @@ TORCH_LIBRARY(graphloc, m) {
   // empty row) as int64 source rows: perm[arg] (arg itself without perm), where num_edges
   // stays num_edges.
   m.def("arg_sources(Tensor arg, Tensor? perm, int num_edges) -> Tensor");
+  // Per CSR row and channel: log(eps + sum exp(x[indices[e]] - s)) + max over the row's edges
+  // (x's rows in order without indices), s the max or 0 for a row of only -inf; rows without
+  // edges give 0. CPU.
+  m.def("segment_logsumexp(Tensor x, Tensor indptr, Tensor? indices, float eps) -> Tensor");
 }

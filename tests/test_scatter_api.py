@@ -225,3 +225,78 @@ def test_kernels_and_reference_agree_on_every_dtype(dtype, reduce):
     theirs = reference.segment_reduce(src, indptr, reduce)
     torch.testing.assert_close(ours[0], theirs[0])
     torch.testing.assert_close(ours[1].long(), theirs[1].long())
+
+
+def _softmax_oracle(src, index, dim, eps, log):
+    """Per (group, remaining position), in float64: exp(x - s) / sum, or x - (log(eps +
+    sum(exp(x - s))) + s), s the group max; the index broadcast as torch_scatter's."""
+    x = src.double().movedim(dim, -1)
+    idx = index.reshape(*index.shape, *[1] * (src.dim() - index.dim())) if index.dim() > 1 \
+        else index.reshape([-1 if d == dim else 1 for d in range(src.dim())])
+    idx = idx.expand_as(src).movedim(dim, -1)
+    out = torch.empty_like(x)
+    for pos in itertools.product(*[range(n) for n in x.shape[:-1]]):
+        for group in idx[pos].unique():
+            mask = idx[pos] == group
+            v = x[pos][mask]
+            s = v.max()
+            norm = torch.log(eps + (v - s).exp().sum()) + s
+            out[pos + (mask,)] = v - norm if log else (v - norm).exp()
+    return out.movedim(-1, dim)
+
+
+@pytest.mark.parametrize("case", ["1-D index", "broadcast N-D index", "per-channel index"])
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_family_against_groups(case, log):
+    """Values against the per-group oracle, the gradient against autograd of torch's own
+    (log_)softmax per group, and second derivatives by finite differences (gradgradcheck),
+    on the row-gather path (an index along dim only) and the per-element gather path."""
+    gen = torch.Generator().manual_seed(7)
+    src = (torch.randn(3, 40, 5, generator=gen, dtype=torch.float64) * 5).requires_grad_()
+    index = {"1-D index": torch.randint(0, 9, (40,), generator=gen),
+             "broadcast N-D index": torch.randint(0, 9, (3, 40), generator=gen),
+             "per-channel index": torch.randint(0, 9, (3, 40, 5), generator=gen)}[case]
+    fn = gs.scatter_log_softmax if log else gs.scatter_softmax
+    call = (lambda s: fn(s, index, dim=1, eps=0.0)) if log else (lambda s: fn(s, index, dim=1))
+    out = call(src)
+    torch.testing.assert_close(out, _softmax_oracle(src.detach(), index, 1, 0.0, log))
+    g = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    (grad,) = torch.autograd.grad(out, src, g)
+    expand = index.reshape(*index.shape, *[1] * (3 - index.dim())) if index.dim() > 1 \
+        else index.view(1, -1, 1)
+    expand = expand.expand_as(src)
+    want = torch.zeros_like(src)
+    torch_fn = torch.log_softmax if log else torch.softmax
+    for a, c in itertools.product(range(3), range(5)):
+        for group in expand[a, :, c].unique():
+            mask = expand[a, :, c] == group
+            leaf = src.detach()[a, mask, c].requires_grad_()
+            (want[a, mask, c],) = torch.autograd.grad(torch_fn(leaf, 0), leaf, g[a, mask, c])
+    torch.testing.assert_close(grad, want)
+    small = src.detach()[:, :12, :2].requires_grad_()
+    if index.dim() == 1:
+        small_index = index[:12]
+    else:
+        small_index = index[:, :12] if index.dim() == 2 else index[:, :12, :2]
+    assert torch.autograd.gradgradcheck(
+        lambda s: (fn(s, small_index, dim=1, eps=0.0) if log else fn(s, small_index, dim=1)),
+        (small,))
+
+
+def test_log_softmax_eps_and_masked_groups():
+    """eps joins the sum after the shift, as torch_scatter's; a group of only -inf gives
+    -inf (eps > 0) with the gradient passed through, and the softmax 0 with gradient 0."""
+    src = torch.tensor([0.0, 1.0, float("-inf"), float("-inf"), 2.0],
+                       dtype=torch.float64, requires_grad=True)
+    index = torch.tensor([0, 0, 1, 1, 0])
+    out = gs.scatter_log_softmax(src, index, eps=0.25)
+    torch.testing.assert_close(out[[0, 1, 4]], _softmax_oracle(src.detach()[[0, 1, 4]],
+                                                               torch.zeros(3, dtype=torch.long),
+                                                               0, 0.25, True))
+    assert out[2] == out[3] == float("-inf")
+    (grad,) = torch.autograd.grad(out, src, torch.ones(5, dtype=torch.float64))
+    assert grad[2] == grad[3] == 1.0
+    soft = gs.scatter_softmax(src, index)
+    assert soft[2] == soft[3] == 0.0
+    (grad,) = torch.autograd.grad(soft, src, torch.randn(5, dtype=torch.float64))
+    assert grad[2] == grad[3] == 0.0

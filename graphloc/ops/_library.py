@@ -422,6 +422,30 @@ def _arg_backward_fake(csc_indptr, csc_indices, csc_perm, value, x, arg, grad_ou
     return x.new_empty(x.shape), grad_value
 
 
+def _logsumexp_setup(ctx, inputs, output):
+    x, indptr, indices, ctx.eps = inputs
+    ctx.save_for_backward(x, indptr, indices, output)
+
+
+def _logsumexp_backward(ctx, grad_out):
+    """d out[i] / d x[j] = exp(x[j] - out[i]) for each edge j -> i: the row's softmax, scaled
+    by sum / (sum + eps). The max is held constant, as in torch_scatter's formula, so for
+    eps > 0 the slope of its eps * exp(max) term is left out. A row of only -inf (out =
+    -inf) normalises by log(eps) instead, as its shift is 0: its weights are exp(-inf) = 0
+    (NaN for eps = 0, where the forward's autograd divides 0 by 0 too)."""
+    x, indptr, indices, out = ctx.saved_tensors
+    if torch.is_grad_enabled():  # create_graph: the saved output has no history, recompute
+        out = kernels.segment_logsumexp(x, indptr, indices, ctx.eps)
+    E = indices.numel() if indices is not None else x.size(0)
+    norm = torch.where(out == float("-inf"), out.new_tensor(ctx.eps).log(), out)
+    per_edge = kernels.gather_csr(norm.contiguous(), indptr, E)
+    vals = x.index_select(0, indices.long()) if indices is not None else x
+    per_edge = (vals - per_edge).exp() * kernels.gather_csr(grad_out.contiguous(), indptr, E)
+    if indices is None:
+        return per_edge, None, None, None
+    return torch.zeros_like(x).index_add(0, indices.long(), per_edge), None, None, None
+
+
 def _register() -> None:
     lib = "graphloc::"
     fake = torch.library.register_fake
@@ -436,6 +460,8 @@ def _register() -> None:
     fake(lib + "additive_attention")(_additive_fake)
     fake(lib + "additive_attention_backward")(_additive_backward_fake)
     fake(lib + "coo_to_csr")(_coo_to_csr_fake)
+    fake(lib + "segment_logsumexp")(
+        lambda x, indptr, indices, eps: x.new_empty(indptr.shape[0] - 1, x.shape[1]))
     fake(lib + "arg_sources")(lambda arg, perm, num_edges: arg.new_empty(arg.shape,
                                                                           dtype=torch.long))
     fake(lib + "spmm_arg_backward")(_arg_backward_fake)
@@ -443,6 +469,7 @@ def _register() -> None:
     autograd(lib + "spmm", _spmm_backward, setup_context=_spmm_setup)
     autograd(lib + "segment_reduce", _segment_reduce_backward, setup_context=_segment_reduce_setup)
     autograd(lib + "gather_csr", _gather_csr_backward, setup_context=_gather_csr_setup)
+    autograd(lib + "segment_logsumexp", _logsumexp_backward, setup_context=_logsumexp_setup)
     autograd(lib + "sddmm", _sddmm_backward, setup_context=_sddmm_setup)
     autograd(lib + "segment_softmax", _softmax_backward, setup_context=_softmax_setup)
     autograd(lib + "segment_attention", _attention_backward, setup_context=_attention_setup)

@@ -265,6 +265,22 @@ def arg_sources(arg, perm, num_edges):
     return table[arg.long()]
 
 
+def segment_logsumexp(x, indptr, indices, eps):
+    E = indices.numel() if indices is not None else x.size(0)
+    if indptr.numel() == 0 or int(indptr[0]) != 0 or int(indptr[-1]) != E:
+        raise ValueError(f"indptr must run from 0 to {E}")
+    rows = csr_rows(indptr, E).long()
+    vals = x.index_select(0, indices.long()) if indices is not None else x
+    acc = vals.float() if vals.dtype in (torch.float16, torch.bfloat16) else vals
+    num_rows, K = indptr.numel() - 1, x.size(1)
+    top = acc.new_full((num_rows, K), float("-inf")).scatter_reduce(
+        0, rows.unsqueeze(1).expand(-1, K), acc.detach(), "amax", include_self=True)
+    shift = top.masked_fill(top == float("-inf"), 0.0)
+    total = acc.new_zeros(num_rows, K).index_add(0, rows, (acc - shift[rows]).exp())
+    empty = (indptr[1:] == indptr[:-1]).unsqueeze(1)
+    return torch.where(empty, 0.0, (total + eps).log() + top).to(x.dtype)
+
+
 def spmm_arg_backward(csc_indptr, csc_indices, csc_perm, value, x, arg, grad_out,
                       need_value_grad):
     # Route grad_out[i, k] to (indices[arg[i, k]], k) through the CSC: entry c of source j

@@ -69,6 +69,9 @@ def _samples():
     _, perm = kernels.coo_to_csr(g.edge_index[1], N)
     yield kernels.arg_sources, (arg, perm.to(arg.dtype), E)
     yield kernels.arg_sources, (arg.long(), None, E)
+    rows = torch.randn(E, 3, **f64, requires_grad=True)
+    yield kernels.segment_logsumexp, (rows, csr.indptr, None, 1e-12)
+    yield kernels.segment_logsumexp, (x, csr.indptr, csr.indices, 0.0)
     yield kernels.local_eccentricity, (csr.indptr, csr.indices, torch.rand(E, **f64), 3)
     yield kernels.hop2_sample, (csr.indptr, csr.indices, 5, 7)
     yield kernels.separated_rounds, (csr.indptr, csr.indices, *transpose[:2],

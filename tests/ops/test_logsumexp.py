@@ -1,0 +1,134 @@
+"""segment_logsumexp (kernel and reference) against a row-by-row float64 oracle: special
+values, empty rows, eps, gathered and in-order rows, every dtype; its gradient."""
+
+import math
+
+import pytest
+import torch
+from helpers import requires_ext
+
+from graphloc.ops import reference
+
+pytestmark = requires_ext
+kernels = torch.ops.graphloc
+INF = float("inf")
+
+
+def oracle(x, indptr, indices, eps):
+    """torch_scatter's formula per row in float64: log(eps + sum exp(x - s)) + max, s the max
+    (0 when it is -inf); empty rows 0."""
+    x = x.double()
+    out = torch.zeros(indptr.numel() - 1, x.size(1), dtype=torch.float64)
+    for row in range(indptr.numel() - 1):
+        positions = range(int(indptr[row]), int(indptr[row + 1]))
+        if not positions:
+            continue
+        vals = x[[int(indices[e]) if indices is not None else e for e in positions]]
+        top = torch.where(vals.isnan(), -INF, vals).max(0).values  # NaN: from the sum
+        shift = top.masked_fill(top == -INF, 0.0)
+        out[row] = ((vals - shift).exp().sum(0) + eps).log() + top
+    return out
+
+
+def random_csr(num_rows, num_edges, seed, empty_every=5):
+    gen = torch.Generator().manual_seed(seed)
+    rows = torch.randint(0, num_rows, (num_edges,), generator=gen)
+    rows = rows[rows % empty_every != 1]  # some rows without edges
+    counts = torch.bincount(rows, minlength=num_rows)
+    return torch.cat([counts.new_zeros(1), counts.cumsum(0)]), rows.numel(), gen
+
+
+@pytest.mark.parametrize("engine", [kernels, reference], ids=["kernel", "reference"])
+@pytest.mark.parametrize("gathered", [True, False])
+@pytest.mark.parametrize("eps", [0.0, 1e-12, 0.5])
+@pytest.mark.parametrize("size", [(30, 90), (3000, 40000)])  # the second: several chunks
+def test_matches_the_oracle(engine, gathered, eps, size):
+    indptr, E, gen = random_csr(*size, seed=size[0] + int(gathered))
+    x = torch.randn(E if not gathered else E // 2 + 1, 7, generator=gen, dtype=torch.float64) * 30
+    indices = torch.randint(0, x.size(0), (E,), generator=gen) if gathered else None
+    got = engine.segment_logsumexp(x, indptr, indices, eps)
+    torch.testing.assert_close(got, oracle(x, indptr, indices, eps), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("engine", [kernels, reference], ids=["kernel", "reference"])
+@pytest.mark.parametrize("eps", [0.0, 1e-12])
+def test_special_values(engine, eps):
+    """Channels: a -inf among finite values; only -inf (-inf, as torch.logsumexp); a NaN
+    (NaN); +inf (NaN: inf - inf, as torch_scatter); very large values (no overflow)."""
+    x = torch.tensor([[1.0, -INF, math.nan, INF, 1e30],
+                      [-INF, -INF, 2.0, 1.0, 1e30],
+                      [3.0, -INF, 1.0, 0.0, 1e30]])
+    indptr = torch.tensor([0, 3, 3])
+    got = engine.segment_logsumexp(x, indptr, torch.tensor([0, 1, 2]), eps)
+    want = oracle(x, indptr, torch.tensor([0, 1, 2]), eps).float()
+    torch.testing.assert_close(got, want, equal_nan=True)
+    assert got[0, 1] == -INF and got[0, 2].isnan() and got[0, 3].isnan()
+    assert got[0, 4] == pytest.approx(1e30 + math.log(3), rel=1e-6)
+    assert got[1].tolist() == [0.0] * 5  # no edges
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_reduced_precision_accumulates_in_float32(dtype):
+    indptr, E, gen = random_csr(200, 3000, seed=3)
+    x = (torch.randn(E, 16, generator=gen) * 4).to(dtype)
+    got = kernels.segment_logsumexp(x, indptr, None, 1e-12)
+    assert got.dtype == dtype
+    tol = {torch.float32: 1e-6, torch.bfloat16: 1e-2, torch.float16: 1e-3}[dtype]
+    torch.testing.assert_close(got.double(), oracle(x, indptr, None, 1e-12), rtol=tol, atol=tol)
+    torch.testing.assert_close(got, reference.segment_logsumexp(x, indptr, None, 1e-12))
+
+
+def test_gradient():
+    """eps = 0: the exact function's first and second derivatives. eps > 0: the max is held
+    constant, as torch_scatter's formula (its scatter_max writes into a tensor without
+    history), so the gradient is the row's softmax scaled by sum / (sum + eps): compared
+    with the composite formula's autograd (the reference)."""
+    indptr, E, gen = random_csr(40, 300, seed=5)
+    x = torch.randn(E // 3, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    indices = torch.randint(0, x.size(0), (E,), generator=gen)  # rows read several times
+    assert torch.autograd.gradcheck(
+        lambda t: kernels.segment_logsumexp(t, indptr, indices, 0.0), (x,))
+    assert torch.autograd.gradgradcheck(
+        lambda t: kernels.segment_logsumexp(t, indptr, indices, 0.0), (x,))
+    g = torch.randn(40, 4, dtype=torch.float64)
+    for engine in (kernels, reference):
+        out = engine.segment_logsumexp(x, indptr, indices, 0.5)
+        (grad,) = torch.autograd.grad(out, x, g, create_graph=True)
+        (second,) = torch.autograd.grad(grad, x, torch.ones_like(grad))
+        if engine is kernels:
+            want = (grad.detach(), second)
+        else:
+            torch.testing.assert_close((grad.detach(), second), want)
+
+
+def test_gradient_of_masked_entries_and_rows():
+    """A -inf entry gets 0; a row of only -inf gets 0 for eps > 0 (its exps are 0 / eps) and
+    NaN for eps = 0 (0 / 0), as the composite formula's autograd; the others the row's
+    softmax."""
+    x = torch.tensor([[1.0], [-INF], [2.0], [-INF], [-INF]], dtype=torch.float64,
+                     requires_grad=True)
+    indptr = torch.tensor([0, 3, 5])
+    for eps, masked_row in ((1e-12, [0.0, 0.0]), (0.0, [math.nan, math.nan])):
+        for engine in (kernels, reference):
+            (grad,) = torch.autograd.grad(engine.segment_logsumexp(x, indptr, None, eps).sum(), x)
+            soft = torch.softmax(torch.tensor([1.0, 2.0], dtype=torch.float64), 0)
+            torch.testing.assert_close(grad[[0, 2], 0], soft)
+            assert grad[1, 0] == 0.0
+            torch.testing.assert_close(grad[3:, 0], torch.tensor(masked_row, dtype=torch.float64),
+                                       equal_nan=True)
+
+
+def test_rejects_bad_arguments():
+    x, indptr = torch.randn(4, 2), torch.tensor([0, 2, 4])
+    with pytest.raises(RuntimeError, match=r"indices\[1\] = 9 is out of range"):
+        kernels.segment_logsumexp(x, indptr, torch.tensor([0, 9, 1, 2]), 0.0)
+    with pytest.raises(RuntimeError, match="indptr ends at 4 but indices has 3 rows"):
+        kernels.segment_logsumexp(x, indptr, torch.tensor([0, 1, 2]), 0.0)
+    with pytest.raises(RuntimeError, match="indptr ends at 4 but x has 5 rows"):
+        kernels.segment_logsumexp(torch.randn(5, 2), indptr, None, 0.0)
+    with pytest.raises(RuntimeError, match="x must be float32, float64, bfloat16 or float16"):
+        kernels.segment_logsumexp(torch.ones(4, 2, dtype=torch.long), indptr, None, 0.0)
+    with pytest.raises(RuntimeError, match="x must be 2-D"):
+        kernels.segment_logsumexp(torch.randn(4), indptr, None, 0.0)
+    with pytest.raises(RuntimeError, match="must share one index dtype"):
+        kernels.segment_logsumexp(x, indptr, torch.tensor([0, 1, 2, 3], dtype=torch.int32), 0.0)
