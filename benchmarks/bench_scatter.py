@@ -4,7 +4,8 @@ Per case: graphloc.scatter's function and torch's equivalent (``scatter_reduce``
 ``index_add_`` on the same inputs; torch_scatter too when installed), median ms over
 alternating blocks, and graphloc's speed-up (max/min compute the argmax too, which
 torch's scatter_reduce does not). The cases cover what the drop-in added: the
-dtypes torch_scatter takes, a broadcast N-D index, N-D indptr, products, std and logsumexp.
+dtypes torch_scatter takes, a broadcast N-D index, N-D indptr, products, logsumexp and the
+two softmaxes (forward only).
 
     python benchmarks/bench_scatter.py [--write benchmarks/RESULTS.md]
 """
@@ -68,6 +69,11 @@ def cases(num_edges: int, num_nodes: int, channels: int):
              x, "mean", offsets=indptr, unsafe=True)}),
         ("scatter_logsumexp", lambda: gs.scatter_logsumexp(x, index, 0, dim_size=num_nodes),
          {"torch (max, exp, index_add_, log)": lambda: logsumexp_torch(x, index, num_nodes)}),
+        ("scatter_softmax", lambda: gs.scatter_softmax(x, index, 0, dim_size=num_nodes),
+         {"torch (max, exp, index_add_, div)": lambda: softmax_torch(x, index, num_nodes)}),
+        ("scatter_log_softmax", lambda: gs.scatter_log_softmax(x, index, 0, dim_size=num_nodes),
+         {"torch (max, exp, index_add_, log)": lambda: softmax_torch(x, index, num_nodes,
+                                                                    log=True)}),
     ]
     if HAS_TORCH_SCATTER:
         import torch_scatter
@@ -79,6 +85,9 @@ def cases(num_edges: int, num_nodes: int, channels: int):
             if name == "max float32":
                 peers["torch_scatter"] = lambda: torch_scatter.scatter_max(
                     x, index, 0, dim_size=num_nodes)
+            if name in ("scatter_logsumexp", "scatter_softmax", "scatter_log_softmax"):
+                composite = getattr(torch_scatter, name)
+                peers["torch_scatter"] = lambda fn=composite: fn(x, index, 0, dim_size=num_nodes)
     return out
 
 
@@ -87,6 +96,14 @@ def logsumexp_torch(x, index, num_nodes):
     shifted = (x - group_max[index]).exp()
     total = x.new_zeros(num_nodes, x.size(1)).index_add_(0, index, shifted)
     return total.log() + group_max
+
+
+def softmax_torch(x, index, num_nodes, log=False):
+    group_max = torch_scatter_like(x, index, num_nodes, "amax")
+    shifted = x - group_max[index]
+    exp = shifted.exp()
+    total = x.new_zeros(num_nodes, x.size(1)).index_add_(0, index, exp)
+    return shifted - total.log()[index] if log else exp / total[index]
 
 
 def main(argv=None) -> None:
