@@ -106,4 +106,9 @@ TORCH_LIBRARY(graphloc, m) {
   // (x's rows in order without indices), s the max or 0 for a row of only -inf; rows without
   // edges give 0. CPU.
   m.def("segment_logsumexp(Tensor x, Tensor indptr, Tensor? indices, float eps) -> Tensor");
+  // segment_logsumexp's per-edge gradient [E, K]: exp(x[indices[e]] - norm[i]) * grad[i] for
+  // each CSR position e of row i (norm: the output, log(eps) where it is -inf). CPU.
+  m.def(
+      "logsumexp_edge_grad(Tensor x, Tensor indptr, Tensor? indices, Tensor norm, Tensor grad) "
+      "-> Tensor");
 }

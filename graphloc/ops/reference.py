@@ -281,6 +281,13 @@ def segment_logsumexp(x, indptr, indices, eps):
     return torch.where(empty, 0.0, (total + eps).log() + top).to(x.dtype)
 
 
+def logsumexp_edge_grad(x, indptr, indices, norm, grad):
+    E = indices.numel() if indices is not None else x.size(0)
+    rows = csr_rows(indptr, E).long()
+    vals = x.index_select(0, indices.long()) if indices is not None else x
+    return (vals - norm[rows]).exp() * grad[rows]
+
+
 def spmm_arg_backward(csc_indptr, csc_indices, csc_perm, value, x, arg, grad_out,
                       need_value_grad):
     # Route grad_out[i, k] to (indices[arg[i, k]], k) through the CSC: entry c of source j

@@ -575,7 +575,8 @@ class _GroupSoftmax(torch.autograd.Function):
         y, index = ctx.saved_tensors
         gy = grad * y
         group = scatter(gy, index, ctx.dim, dim_size=ctx.dim_size, reduce="sum")
-        return gy - y * _per_element(group, index, ctx.dim, y), None, None, None
+        return torch.addcmul(gy, y, _per_element(group, index, ctx.dim, y), value=-1), None, \
+            None, None
 
 
 class _GroupLogSoftmax(torch.autograd.Function):
@@ -594,8 +595,8 @@ class _GroupLogSoftmax(torch.autograd.Function):
     def backward(ctx, grad):
         out, index = ctx.saved_tensors
         group = scatter(grad, index, ctx.dim, dim_size=ctx.dim_size, reduce="sum")
-        return grad - out.exp() * _per_element(group, index, ctx.dim, out), None, None, None, \
-            None
+        return torch.addcmul(grad, out.exp(), _per_element(group, index, ctx.dim, out),
+                             value=-1), None, None, None, None
 
 
 def scatter_softmax(src: Tensor, index: Tensor, dim: int = -1,

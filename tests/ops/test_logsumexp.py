@@ -132,3 +132,38 @@ def test_rejects_bad_arguments():
         kernels.segment_logsumexp(torch.randn(4), indptr, None, 0.0)
     with pytest.raises(RuntimeError, match="must share one index dtype"):
         kernels.segment_logsumexp(x, indptr, torch.tensor([0, 1, 2, 3], dtype=torch.int32), 0.0)
+
+
+@pytest.mark.parametrize("gathered", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_edge_grad_matches_its_formula(gathered, dtype):
+    """logsumexp_edge_grad (the backward's per-edge pass): exp(x[indices[e]] - norm[i]) *
+    grad[i] at each CSR position e of row i, written out position by position."""
+    indptr, E, gen = random_csr(300, 5000, seed=11 + gathered)
+    x = torch.randn(E // 2 + 1 if gathered else E, 6, generator=gen, dtype=torch.float64)
+    x[0, 0], x[1, 1] = -INF, math.nan
+    indices = torch.randint(0, x.size(0), (E,), generator=gen) if gathered else None
+    norm = torch.randn(300, 6, generator=gen, dtype=torch.float64)
+    grad = torch.randn(300, 6, generator=gen, dtype=torch.float64)
+    x, norm, grad = (t.to(dtype) for t in (x, norm, grad))
+    got = kernels.logsumexp_edge_grad(x, indptr, indices, norm, grad)
+    x, norm, grad = (t.double() for t in (x, norm, grad))  # the oracle on the rounded inputs
+    rows = torch.repeat_interleave(torch.arange(300), indptr[1:] - indptr[:-1])
+    src = indices if gathered else torch.arange(E)
+    want = torch.stack([(x[src[e]] - norm[rows[e]]).exp() * grad[rows[e]] for e in range(E)])
+    tol = 1e-2 if dtype == torch.bfloat16 else 1e-6
+    torch.testing.assert_close(got.double(), want, rtol=tol, atol=tol, equal_nan=True)
+    if dtype != torch.bfloat16:  # (the reference rounds each bfloat16 step, the kernel once)
+        torch.testing.assert_close(got, reference.logsumexp_edge_grad(
+            x.to(dtype), indptr, indices, norm.to(dtype), grad.to(dtype)), equal_nan=True)
+
+
+def test_edge_grad_rejects_bad_arguments():
+    x, indptr = torch.randn(4, 2), torch.tensor([0, 2, 4])
+    norm, grad = torch.randn(2, 2), torch.randn(2, 2)
+    with pytest.raises(RuntimeError, match=r"norm must be \[2, 2\], got shape \[3, 2\]"):
+        kernels.logsumexp_edge_grad(x, indptr, None, torch.randn(3, 2), grad)
+    with pytest.raises(RuntimeError, match="grad is Double but x is Float"):
+        kernels.logsumexp_edge_grad(x, indptr, None, norm, grad.double())
+    with pytest.raises(RuntimeError, match=r"indices\[0\] = -1 is out of range"):
+        kernels.logsumexp_edge_grad(x, indptr, torch.tensor([-1, 0, 1, 2]), norm, grad)
