@@ -5,7 +5,7 @@ Per case: graphloc.scatter's function and torch's equivalent (``scatter_reduce``
 alternating blocks, and graphloc's speed-up (max/min compute the argmax too, which
 torch's scatter_reduce does not). The cases cover what the drop-in added: the
 dtypes torch_scatter takes, a broadcast N-D index, N-D indptr, products, logsumexp and the
-two softmaxes (forward only).
+two softmaxes (forward; the softmax with its backward too).
 
     python benchmarks/bench_scatter.py [--write benchmarks/RESULTS.md]
 """
@@ -74,6 +74,11 @@ def cases(num_edges: int, num_nodes: int, channels: int):
         ("scatter_log_softmax", lambda: gs.scatter_log_softmax(x, index, 0, dim_size=num_nodes),
          {"torch (max, exp, index_add_, log)": lambda: softmax_torch(x, index, num_nodes,
                                                                     log=True)}),
+        ("scatter_softmax forward + backward",
+         lambda: with_backward(gs.scatter_softmax, x, index, num_nodes),
+         {"torch (max, exp, index_add_, div)": lambda: with_backward(
+             lambda src, idx, _, dim_size: softmax_torch(src, idx, dim_size), x, index,
+             num_nodes)}),
     ]
     if HAS_TORCH_SCATTER:
         import torch_scatter
@@ -88,6 +93,9 @@ def cases(num_edges: int, num_nodes: int, channels: int):
             if name in ("scatter_logsumexp", "scatter_softmax", "scatter_log_softmax"):
                 composite = getattr(torch_scatter, name)
                 peers["torch_scatter"] = lambda fn=composite: fn(x, index, 0, dim_size=num_nodes)
+            if name == "scatter_softmax forward + backward":
+                peers["torch_scatter"] = lambda: with_backward(torch_scatter.scatter_softmax, x,
+                                                               index, num_nodes)
     return out
 
 
@@ -96,6 +104,13 @@ def logsumexp_torch(x, index, num_nodes):
     shifted = (x - group_max[index]).exp()
     total = x.new_zeros(num_nodes, x.size(1)).index_add_(0, index, shifted)
     return total.log() + group_max
+
+
+def with_backward(fn, x, index, num_nodes):
+    """fn's forward and the gradient of src, for a fixed upstream gradient."""
+    src = x.detach().requires_grad_()
+    out = fn(src, index, 0, dim_size=num_nodes)
+    torch.autograd.grad(out, src, torch.ones_like(out))
 
 
 def softmax_torch(x, index, num_nodes, log=False):
