@@ -106,6 +106,12 @@ TORCH_LIBRARY(graphloc, m) {
   // (x's rows in order without indices), s the max or 0 for a row of only -inf; rows without
   // edges give 0. CPU.
   m.def("segment_logsumexp(Tensor x, Tensor indptr, Tensor? indices, float eps) -> Tensor");
+  // The softmax (log: log-softmax, log(eps + sum) as segment_logsumexp's) of each CSR row's
+  // rows of x, per channel, computed in float32 or float64 and written at each row's own
+  // position: x-shaped. indices, when given, must list every row of x once. CPU.
+  m.def(
+      "segment_softmax_rows(Tensor x, Tensor indptr, Tensor? indices, float eps, bool log) -> "
+      "Tensor");
   // segment_logsumexp's per-edge gradient [E, K]: exp(x[indices[e]] - norm[i]) * grad[i] for
   // each CSR position e of row i (norm: the output, log(eps) where it is -inf). CPU.
   m.def(

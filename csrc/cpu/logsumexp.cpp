@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <cstdint>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -34,6 +35,31 @@ inline void add_shifted_exp(acc_t* __restrict__ total, const scalar_t* __restric
   for (int64_t k = 0; k < K; ++k) total[k] += exp_vec(static_cast<acc_t>(row[k]) - shift[k]);
 }
 
+// total[k] becomes what write_normalised needs: log(eps + total) (log), or the divisor of
+// the weights (softmax: 1 for a total of 0, whose weights exp(-inf) = 0 stay 0).
+template <bool kLog, typename acc_t>
+inline void normalisers(acc_t* __restrict__ total, acc_t eps, int64_t K) {
+#pragma omp simd
+  for (int64_t k = 0; k < K; ++k) {
+    const acc_t t = total[k], shifted = t + eps;
+    const acc_t log_t = log_vec(shifted);  // unconditional: GCC vectorises no jump
+    // the select of log(0) = -inf as in log_plus: without it the loop stayed scalar (2x)
+    const acc_t log_total = shifted == acc_t(0) ? -std::numeric_limits<acc_t>::infinity() : log_t;
+    total[k] = kLog ? log_total : (t == acc_t(0) ? acc_t(1) : t);
+  }
+}
+
+template <bool kLog, typename acc_t, typename scalar_t>
+inline void write_normalised(scalar_t* __restrict__ out, const scalar_t* __restrict__ row,
+                             const acc_t* __restrict__ shift, const acc_t* __restrict__ norm,
+                             int64_t K) {
+#pragma omp simd
+  for (int64_t k = 0; k < K; ++k) {
+    const acc_t centred = static_cast<acc_t>(row[k]) - shift[k];
+    out[k] = static_cast<scalar_t>(kLog ? centred - norm[k] : exp_vec(centred) / norm[k]);
+  }
+}
+
 // out[k] = log(total[k] + eps) + top[k], vectorised (a scalar log took 60% of the time). The
 // select of log(0) = -inf is the same value written out; without it GCC 12 left the loop
 // scalar ("control flow in loop").
@@ -49,10 +75,25 @@ inline void log_plus(scalar_t* __restrict__ out, const acc_t* __restrict__ total
   }
 }
 
-// out[row, k] = log(eps + sum_e exp(x[src(e), k] - s)) + m over the row's edges e, with m
-// the row's max and s = m, or s = 0 for a row of only -inf (its result is then -inf, and no
-// exp(-inf + inf) = NaN). NaN and +inf give NaN (inf - inf), as torch_scatter's formula;
-// rows without edges give 0. The max ignores NaN: the sum propagates it.
+// Per channel over the row's edges e: top = the max of x[src(e)] (NaN ignored: the sum
+// propagates it), shift = top, or 0 where top is -inf (a row of only -inf: no
+// exp(-inf + inf) = NaN), total = the sum of exp(x[src(e)] - shift).
+template <typename acc_t, typename scalar_t, typename Src>
+inline void row_max_and_sum(int64_t begin, int64_t end, int64_t chunk_end, Src src,
+                            const scalar_t* x, int64_t K, acc_t* top, acc_t* shift, acc_t* total) {
+  std::fill(top, top + K, -std::numeric_limits<acc_t>::infinity());
+  for (int64_t e = begin; e < end; ++e) {
+    if (e + kPrefetchDistance < chunk_end) prefetch_row(x + src(e + kPrefetchDistance) * K, K);
+    max_into(top, x + src(e) * K, K);
+  }
+  for (int64_t k = 0; k < K; ++k)
+    shift[k] = top[k] == -std::numeric_limits<acc_t>::infinity() ? acc_t(0) : top[k];
+  std::fill(total, total + K, acc_t(0));
+  for (int64_t e = begin; e < end; ++e) add_shifted_exp(total, x + src(e) * K, shift, K);
+}
+
+// out[row, k] = log(eps + total) + top over the row's edges (row_max_and_sum): NaN and +inf
+// give NaN (inf - inf), as torch_scatter's formula; rows without edges give 0.
 template <typename scalar_t, typename index_t, typename Src>
 void logsumexp_rows(const index_t* indptr, Src src, const scalar_t* x, int64_t num_rows, int64_t K,
                     double eps, scalar_t* out) {
@@ -67,17 +108,31 @@ void logsumexp_rows(const index_t* indptr, Src src, const scalar_t* x, int64_t n
         for (int64_t k = 0; k < K; ++k) o[k] = scalar_t(0);
         continue;
       }
-      std::fill(top.begin(), top.end(), -std::numeric_limits<acc_t>::infinity());
-      for (int64_t e = begin; e < end; ++e) {
-        if (e + kPrefetchDistance < chunk_end) prefetch_row(x + src(e + kPrefetchDistance) * K, K);
-        max_into(top.data(), x + src(e) * K, K);
-      }
-      for (int64_t k = 0; k < K; ++k)
-        shift[k] = top[k] == -std::numeric_limits<acc_t>::infinity() ? acc_t(0) : top[k];
-      std::fill(total.begin(), total.end(), acc_t(0));
-      for (int64_t e = begin; e < end; ++e)
-        add_shifted_exp(total.data(), x + src(e) * K, shift.data(), K);
+      row_max_and_sum(begin, end, chunk_end, src, x, K, top.data(), shift.data(), total.data());
       log_plus(o, total.data(), static_cast<acc_t>(eps), top.data(), K);
+    }
+  });
+}
+
+// The softmax (log: the log-softmax, with eps) of each row's gathered x rows, per channel,
+// written at each x row's own position, all in the accumulation type and rounded once:
+// (x - shift) - log(eps + total), or exp(x - shift) / total with a total of 0 (a row of
+// only -inf) giving weights 0. x - shift first keeps the result's precision where the max
+// is large (a bfloat16 log-sum-exp rounded before the subtraction lost up to 0.5 at 100).
+template <bool kLog, typename scalar_t, typename index_t, typename Src>
+void softmax_rows(const index_t* indptr, Src src, const scalar_t* x, int64_t num_rows, int64_t K,
+                  double eps, scalar_t* out) {
+  using acc_t = typename AccType<scalar_t>::type;
+  parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
+    std::vector<acc_t> top(K), shift(K), total(K);
+    const int64_t chunk_end = indptr[r1];
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t begin = indptr[row], end = indptr[row + 1];
+      if (begin == end) continue;
+      row_max_and_sum(begin, end, chunk_end, src, x, K, top.data(), shift.data(), total.data());
+      normalisers<kLog>(total.data(), static_cast<acc_t>(eps), K);
+      for (int64_t e = begin; e < end; ++e)
+        write_normalised<kLog>(out + src(e) * K, x + src(e) * K, shift.data(), total.data(), K);
     }
   });
 }
@@ -193,9 +248,57 @@ at::Tensor logsumexp_edge_grad_cpu(const at::Tensor& x, const at::Tensor& indptr
   return out;
 }
 
+// Each row of x read once: the softmax writes each row at its own position.
+template <typename index_t>
+void check_permutation(const index_t* indices, int64_t n) {
+  std::vector<uint8_t> seen(n, 0);  // (the range is checked before)
+  for (int64_t e = 0; e < n; ++e) {
+    const int64_t row = indices[e];
+    TORCH_CHECK(!seen[row], "indices[", e, "] = ", row, " repeats a row of x: each row of x ",
+                "is written at its own position, so indices must list every row once");
+    seen[row] = 1;
+  }
+}
+
+at::Tensor segment_softmax_rows_cpu(const at::Tensor& x, const at::Tensor& indptr,
+                                    const c10::optional<at::Tensor>& indices, double eps,
+                                    bool log) {
+  check_logsumexp_args(x, indptr, indices);
+  const bool gathered = indices.has_value() && indices->defined();
+  TORCH_CHECK(!gathered || indices->numel() == x.size(0), "indices has ", indices->numel(),
+              " entries but x has ", x.size(0), " rows: it must list every row once");
+  const int64_t num_rows = indptr.numel() - 1, K = x.size(1);
+  const auto xc = x.contiguous();
+  const auto ic = gathered ? indices->contiguous() : at::Tensor();
+  auto out = empty_output(x.sizes(), x.options());
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, x.scalar_type(), "graphloc::segment_softmax_rows", [&] {
+        GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+          const index_t* ip = indptr.data_ptr<index_t>();
+          const auto run = [&](auto src) {
+            const scalar_t* xs = xc.data_ptr<scalar_t>();
+            scalar_t* o = out.data_ptr<scalar_t>();
+            if (log)
+              softmax_rows<true, scalar_t, index_t>(ip, src, xs, num_rows, K, eps, o);
+            else
+              softmax_rows<false, scalar_t, index_t>(ip, src, xs, num_rows, K, eps, o);
+          };
+          if (gathered) {
+            const index_t* idx = ic.data_ptr<index_t>();
+            check_permutation(idx, ic.numel());
+            run([idx](int64_t e) { return static_cast<int64_t>(idx[e]); });
+          } else {
+            run([](int64_t e) { return e; });
+          }
+        });
+      });
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(graphloc, CPU, m) {
+  m.impl("segment_softmax_rows", &segment_softmax_rows_cpu);
   m.impl("segment_logsumexp", &segment_logsumexp_cpu);
   m.impl("logsumexp_edge_grad", &logsumexp_edge_grad_cpu);
 }

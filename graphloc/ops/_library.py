@@ -468,6 +468,8 @@ def _register() -> None:
     fake(lib + "coo_to_csr")(_coo_to_csr_fake)
     fake(lib + "segment_logsumexp")(
         lambda x, indptr, indices, eps: x.new_empty(indptr.shape[0] - 1, x.shape[1]))
+    fake(lib + "segment_softmax_rows")(
+        lambda x, indptr, indices, eps, log: x.new_empty(x.shape))
     fake(lib + "logsumexp_edge_grad")(
         lambda x, indptr, indices, norm, grad: x.new_empty(
             indices.shape[0] if indices is not None else x.shape[0], x.shape[1]))

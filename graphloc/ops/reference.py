@@ -281,6 +281,28 @@ def segment_logsumexp(x, indptr, indices, eps):
     return torch.where(empty, 0.0, (total + eps).log() + top).to(x.dtype)
 
 
+def segment_softmax_rows(x, indptr, indices, eps, log):
+    E = indices.numel() if indices is not None else x.size(0)
+    if E != x.size(0) or (indices is not None and
+                          indices.unique().numel() != indices.numel()):
+        raise ValueError("indices must list every row of x once")
+    rows = csr_rows(indptr, E).long()
+    vals = x.index_select(0, indices.long()) if indices is not None else x
+    acc = vals.float() if vals.dtype in (torch.float16, torch.bfloat16) else vals
+    num_rows, K = indptr.numel() - 1, x.size(1)
+    top = acc.new_full((num_rows, K), float("-inf")).scatter_reduce(
+        0, rows.unsqueeze(1).expand(-1, K), acc, "amax", include_self=True)
+    centred = acc - top.masked_fill(top == float("-inf"), 0.0)[rows]
+    total = acc.new_zeros(num_rows, K).index_add(0, rows, centred.exp())
+    if log:
+        result = centred - (total + eps).log()[rows]
+    else:
+        result = centred.exp() / (total + (total == 0).to(total.dtype))[rows]
+    if indices is None:
+        return result.to(x.dtype)
+    return torch.empty_like(x).index_copy(0, indices.long(), result.to(x.dtype))
+
+
 def logsumexp_edge_grad(x, indptr, indices, norm, grad):
     E = indices.numel() if indices is not None else x.size(0)
     rows = csr_rows(indptr, E).long()

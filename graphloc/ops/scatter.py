@@ -8,6 +8,8 @@ row (``spmm`` gathering ``src`` through the sort permutation): no atomics, deter
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -60,9 +62,10 @@ def _check_floating(src: Tensor, what: str) -> None:
 
 def _engine(src: Tensor, reduce: str):
     """The kernels, or their pure-torch twins where a GPU has no kernel for the call (the
-    CUDA reductions take float32, float64 and bfloat16, and no products or log-sum-exps)."""
+    CUDA reductions take float32, float64 and bfloat16, and no products, log-sum-exps or
+    softmaxes)."""
     if src.device.type != "cuda" or (src.dtype in _CUDA_KERNEL_DTYPES and
-                                     reduce not in ("mul", "logsumexp")):
+                                     reduce not in ("mul", "logsumexp", "softmax")):
         return kernels
     return reference
 
@@ -161,14 +164,23 @@ def _reduce_slots(rows: Tensor, slot: Tensor, num_slots: int, reduce: str,
     return out, engine.arg_sources(arg, perm, M)  # CSR positions -> rows (M stays M)
 
 
-def _scatter(src, index, dim, dim_size, reduce, with_arg: bool = True, eps: float = 0.0):
-    """(out, arg) of reducing ``src`` along ``dim`` into ``dim_size`` slots. arg (max/min)
-    is the winner's position along ``dim``, ``src.size(dim)`` for an empty slot.
+class _Slots(NamedTuple):
+    """src's elements as rows [M, channels] with their output slot [M]: the dimensions
+    before ``dim`` become batches of slots (slot = batch * dim_size + index), and an index
+    that also varies along the dimensions after ``dim`` makes every (batch, channel) pair a
+    batch of one channel."""
+    rows: Tensor
+    slot: Tensor
+    num_slots: int
+    batches: int
+    shape: tuple  # of the reduced result
+    length: int  # src.size(dim)
+    restore: Callable  # [num_slots, channels] -> shape
+    restore_rows: Callable  # [M, channels] -> src.shape
 
-    Every call is one kernel pass: the dimensions before ``dim`` become batches of slots
-    (slot = batch * dim_size + index). An index that also varies along the dimensions after
-    ``dim`` makes every (batch, channel) pair a batch of one channel.
-    """
+
+def _slots(src, index, dim, dim_size) -> _Slots:
+    """The checked arguments as ``_Slots``; rows and slot are None for an empty result."""
     _check_src(src)
     dim = _checked_dim(dim, src)
     check_index(index, 2**63 - 1, "index")
@@ -179,8 +191,7 @@ def _scatter(src, index, dim, dim_size, reduce, with_arg: bool = True, eps: floa
     B, L, K = math.prod(lead), src.size(dim), math.prod(trail)
     shape = (*lead, dim_size, *trail)
     if src.numel() == 0 or B * dim_size * K == 0:
-        arg = torch.full(shape, L, dtype=torch.long, device=src.device)
-        return _empty_result(src, shape, reduce), arg
+        return _Slots(None, None, 0, 0, shape, L, None, None)
     per_channel = any(shaped.size(d) > 1 for d in range(dim + 1, src.dim()))
     if per_channel:
         idx = shaped.expand(src.shape).reshape(B, L, K).transpose(1, 2).reshape(B * K, L)
@@ -190,21 +201,49 @@ def _scatter(src, index, dim, dim_size, reduce, with_arg: bool = True, eps: floa
         rows = src.reshape(B * L, K)
     batches, channels = idx.size(0), rows.size(1)
     slot = idx.long() + torch.arange(batches, device=src.device).unsqueeze(1) * dim_size
-    integer_mean = reduce == "mean" and not src.is_floating_point()
-    out, arg = _reduce_slots(rows, slot.reshape(-1), batches * dim_size,
-                             "sum" if integer_mean else reduce, with_arg, eps)
-    if integer_mean:
-        count = torch.bincount(slot.reshape(-1), minlength=batches * dim_size).unsqueeze(1)
-        out = _divide_by_count(out, count)
-    if arg is not None and batches > 1:  # source rows -> positions along dim
-        arg = torch.where(arg == rows.size(0), L, arg % L)
 
     def restore(t):
         t = t.view(batches, dim_size, channels)
         if per_channel:
             t = t.view(B, K, dim_size).transpose(1, 2)
         return t.reshape(shape)
-    return restore(out), (restore(arg) if arg is not None else None)
+
+    def restore_rows(t):
+        return t.view(B, K, L).transpose(1, 2).reshape(src.shape) if per_channel else \
+            t.view(src.shape)
+    return _Slots(rows, slot.reshape(-1), batches * dim_size, batches, shape, L, restore,
+                  restore_rows)
+
+
+def _scatter(src, index, dim, dim_size, reduce, with_arg: bool = True, eps: float = 0.0):
+    """(out, arg) of reducing ``src`` along ``dim`` into ``dim_size`` slots (``_Slots``), in
+    one kernel pass. arg (max/min) is the winner's position along ``dim``,
+    ``src.size(dim)`` for an empty slot."""
+    slots = _slots(src, index, dim, dim_size)
+    if slots.rows is None:
+        arg = torch.full(slots.shape, slots.length, dtype=torch.long, device=src.device)
+        return _empty_result(src, slots.shape, reduce), arg
+    integer_mean = reduce == "mean" and not src.is_floating_point()
+    out, arg = _reduce_slots(slots.rows, slots.slot, slots.num_slots,
+                             "sum" if integer_mean else reduce, with_arg, eps)
+    if integer_mean:
+        count = torch.bincount(slots.slot, minlength=slots.num_slots).unsqueeze(1)
+        out = _divide_by_count(out, count)
+    if arg is not None and slots.batches > 1:  # source rows -> positions along dim
+        arg = torch.where(arg == slots.rows.size(0), slots.length, arg % slots.length)
+    return slots.restore(out), (slots.restore(arg) if arg is not None else None)
+
+
+def _group_softmax(src, index, dim, dim_size, eps: float, log: bool) -> Tensor:
+    """The (log-)softmax of ``src`` over its groups (``_Slots``), in one kernel pass that
+    writes each element at its own position: ``segment_softmax_rows``."""
+    slots = _slots(src, index, dim, dim_size)
+    if slots.rows is None:
+        return torch.empty_like(src)
+    engine = _engine(slots.rows, "softmax")
+    slot = slots.slot.to(_index_dtype(slots.rows.size(0), slots.num_slots))
+    indptr, perm = kernels.coo_to_csr(slot, slots.num_slots)
+    return slots.restore_rows(engine.segment_softmax_rows(slots.rows, indptr, perm, eps, log))
 
 
 def _group_sizes(src: Tensor, index: Tensor, dim: int, dim_size: int) -> Tensor:
@@ -545,27 +584,13 @@ def _per_element(values: Tensor, index: Tensor, dim: int, src: Tensor) -> Tensor
     return values.gather(dim, shaped.expand_as(src).long())
 
 
-def _minus_group_normaliser(src: Tensor, index: Tensor, dim: int, dim_size, eps: float,
-                            masked: float) -> Tensor:
-    """``src`` minus, per element, its group's ``log(eps + sum(exp(src - s))) + s`` (s: the
-    group max), or minus ``masked`` in a group of only -inf (s = 0 there, and no
-    exp(inf - inf)). A new tensor without gradient: the softmax Functions give theirs."""
-    with torch.no_grad():
-        lse = _scatter(src.detach(), index, dim, dim_size, "logsumexp", eps=eps)[0]
-        # in place, one pass (NaN and +inf kept): eq and masked_fill took two, 13 ms here
-        lse.nan_to_num_(nan=math.nan, posinf=math.inf, neginf=masked)
-        norm = _per_element(lse, index, dim, src)
-        # into the gathered buffer: a fresh [E, K] result cost its page faults, 4x the sub
-        return torch.sub(src, norm, out=norm)
-
-
 class _GroupSoftmax(torch.autograd.Function):
     """y = exp(src - log-sum-exp of its group); d src = y * (g - sum over the group of g * y).
     A group of only -inf has y = 0, and so the gradient 0."""
 
     @staticmethod
     def forward(ctx, src, index, dim, dim_size):
-        y = _minus_group_normaliser(src, index, dim, dim_size, 0.0, 0.0).exp_()
+        y = _group_softmax(src, index, dim, dim_size, 0.0, log=False)
         ctx.save_for_backward(y, index)
         ctx.dim, ctx.dim_size = dim, dim_size
         return y
@@ -585,8 +610,7 @@ class _GroupLogSoftmax(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, src, index, dim, dim_size, eps):
-        masked = math.log(eps) if eps > 0 else float("-inf") if eps == 0 else float("nan")
-        out = _minus_group_normaliser(src, index, dim, dim_size, eps, masked)
+        out = _group_softmax(src, index, dim, dim_size, eps, log=True)
         ctx.save_for_backward(out, index)
         ctx.dim, ctx.dim_size = dim, dim_size
         return out

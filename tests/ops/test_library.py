@@ -72,6 +72,9 @@ def _samples():
     rows = torch.randn(E, 3, **f64, requires_grad=True)
     yield kernels.segment_logsumexp, (rows, csr.indptr, None, 1e-12)
     yield kernels.segment_logsumexp, (x, csr.indptr, csr.indices, 0.0)
+    yield kernels.segment_softmax_rows, (rows.detach(), csr.indptr,
+                                         torch.randperm(E, dtype=csr.indptr.dtype), 0.5, True)
+    yield kernels.segment_softmax_rows, (rows.detach(), csr.indptr, None, 0.0, False)
     yield kernels.logsumexp_edge_grad, (x, csr.indptr, csr.indices, torch.randn(N, 4, **f64),
                                         torch.randn(N, 4, **f64))
     yield kernels.local_eccentricity, (csr.indptr, csr.indices, torch.rand(E, **f64), 3)

@@ -167,3 +167,74 @@ def test_edge_grad_rejects_bad_arguments():
         kernels.logsumexp_edge_grad(x, indptr, None, norm, grad.double())
     with pytest.raises(RuntimeError, match=r"indices\[0\] = -1 is out of range"):
         kernels.logsumexp_edge_grad(x, indptr, torch.tensor([-1, 0, 1, 2]), norm, grad)
+
+
+def softmax_oracle(x, indptr, indices, eps, log):
+    """Row by row in float64, each x row's result at its own position."""
+    x = x.double()
+    out = torch.empty_like(x)
+    for row in range(indptr.numel() - 1):
+        pos = [int(indices[e]) if indices is not None else e
+               for e in range(int(indptr[row]), int(indptr[row + 1]))]
+        if not pos:
+            continue
+        vals = x[pos]
+        top = torch.where(vals.isnan(), -INF, vals).max(0).values
+        centred = vals - top.masked_fill(top == -INF, 0.0)
+        total = centred.exp().sum(0)
+        out[pos] = centred - (total + eps).log() if log else \
+            centred.exp() / torch.where(total == 0, 1.0, total)
+    return out
+
+
+@pytest.mark.parametrize("engine", [kernels, reference], ids=["kernel", "reference"])
+@pytest.mark.parametrize("gathered", [True, False])
+@pytest.mark.parametrize("log,eps", [(False, 0.0), (True, 0.0), (True, 1e-12), (True, 0.5)])
+@pytest.mark.parametrize("size", [(30, 90), (3000, 40000)])
+def test_softmax_rows_match_the_oracle(engine, gathered, log, eps, size):
+    indptr, E, gen = random_csr(*size, seed=size[0] + 3 * int(gathered))
+    x = torch.randn(E, 5, generator=gen, dtype=torch.float64) * 30
+    x[::7, 1] = -INF
+    x[:40, 2] = -INF  # (some rows of only -inf)
+    indices = torch.randperm(E, generator=gen) if gathered else None
+    got = engine.segment_softmax_rows(x, indptr, indices, eps, log)
+    torch.testing.assert_close(got, softmax_oracle(x, indptr, indices, eps, log), rtol=1e-12,
+                               atol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_softmax_rows_round_once(dtype):
+    """Computed in float32 and rounded once, x minus the row max first: at values near 100
+    (where bfloat16's spacing is 0.5) the log-softmax keeps the precision of its own
+    magnitude, not of the max's."""
+    indptr, E, gen = random_csr(200, 2000, seed=4)
+    x = (torch.randn(E, 8, generator=gen) + 100).to(dtype)
+    for log in (True, False):
+        got = kernels.segment_softmax_rows(x, indptr, None, 1e-12, log)
+        want = softmax_oracle(x, indptr, None, 1e-12, log)  # on the rounded inputs
+        torch.testing.assert_close(got.double(), want, rtol=2 ** -7, atol=2 ** -7 if log else 0)
+
+
+def test_softmax_rows_special_values():
+    """NaN or +inf make the row NaN; a row of only -inf gets weights 0 (softmax) and -inf
+    (log-softmax with eps > 0), NaN with eps = 0 (log 0 - log 0)."""
+    x = torch.tensor([[1.0, math.nan, INF, -INF], [2.0, 0.0, 1.0, -INF]])
+    indptr = torch.tensor([0, 2])
+    soft = kernels.segment_softmax_rows(x, indptr, None, 0.0, False)
+    assert soft[:, 1].isnan().all() and soft[:, 2].isnan().all() and soft[:, 3].eq(0).all()
+    log_soft = kernels.segment_softmax_rows(x, indptr, None, 0.5, True)
+    assert log_soft[:, 3].eq(-INF).all()
+    assert kernels.segment_softmax_rows(x, indptr, None, 0.0, True)[:, 3].isnan().all()
+
+
+def test_softmax_rows_reject_indices_that_are_not_a_permutation():
+    x, indptr = torch.randn(4, 2), torch.tensor([0, 2, 4])
+    with pytest.raises(RuntimeError, match=r"indices\[3\] = 1 repeats a row of x"):
+        kernels.segment_softmax_rows(x, indptr, torch.tensor([0, 1, 2, 1]), 0.0, False)
+    with pytest.raises(RuntimeError, match="indices has 3 entries but x has 4 rows"):
+        kernels.segment_softmax_rows(x, torch.tensor([0, 1, 3]), torch.tensor([0, 1, 2]), 0.0,
+                                     True)
+    with pytest.raises(RuntimeError, match=r"indices\[1\] = 4 is out of range"):
+        kernels.segment_softmax_rows(x, indptr, torch.tensor([0, 4, 2, 1]), 0.0, False)
+    with pytest.raises(ValueError, match="must list every row of x once"):
+        reference.segment_softmax_rows(x, indptr, torch.tensor([0, 1, 2, 1]), 0.0, False)
