@@ -352,11 +352,14 @@ def scatter_std(src: Tensor, index: Tensor, dim: int = -1, out: Tensor | None = 
 
 def scatter_logsumexp(src: Tensor, index: Tensor, dim: int = -1, out: Tensor | None = None,
                       dim_size: int | None = None, eps: float = 1e-12) -> Tensor:
-    """``log(sum(exp(src)))`` of each group, computed from the group max (no overflow).
+    """``log(eps + sum(exp(src - m))) + m`` of each group, m its max (no overflow), as
+    torch_scatter's formula, in one kernel pass (``segment_logsumexp``).
 
     An empty group gives 0 (as torch_scatter), a group of only -inf gives -inf (as
     torch.logsumexp; torch_scatter gives 0). With ``out``, its values join their groups
-    (``logaddexp(out, group)``), and empty groups keep them.
+    (``logaddexp(out, group)``), and empty groups keep them. The gradient holds m
+    constant, as torch_scatter's autograd does (its max is written into a tensor without
+    history): the group's softmax scaled by sum / (sum + eps).
     """
     _check_floating(src, "scatter_logsumexp")
     dim = _checked_dim(dim, src)
@@ -577,7 +580,8 @@ def gather_coo(src: Tensor, index: Tensor, out: Tensor | None = None) -> Tensor:
 def _per_element(values: Tensor, index: Tensor, dim: int, src: Tensor) -> Tensor:
     """``values [..., dim_size, ...]`` (one per group) read at each element of ``src``: a
     row gather (``index_select``) where the index runs along ``dim`` only, else ``gather``
-    with the broadcast index (an int64 entry per element: 5x slower at [659,868, 64])."""
+    with the broadcast index (an int64 entry per element: 40 ms against index_select's 16
+    at [659,868, 64])."""
     shaped = _broadcast_index(index, src, dim)
     if all(shaped.size(d) == 1 for d in range(src.dim()) if d != dim):
         return values.index_select(dim, shaped.reshape(-1))
@@ -585,8 +589,8 @@ def _per_element(values: Tensor, index: Tensor, dim: int, src: Tensor) -> Tensor
 
 
 class _GroupSoftmax(torch.autograd.Function):
-    """y = exp(src - log-sum-exp of its group); d src = y * (g - sum over the group of g * y).
-    A group of only -inf has y = 0, and so the gradient 0."""
+    """y = exp(src - m) / sum(exp(src - m)) over its group, m the group max; d src = y * (g -
+    the group's sum of g * y). A group of only -inf has y = 0, and so the gradient 0."""
 
     @staticmethod
     def forward(ctx, src, index, dim, dim_size):
@@ -605,8 +609,8 @@ class _GroupSoftmax(torch.autograd.Function):
 
 
 class _GroupLogSoftmax(torch.autograd.Function):
-    """out = src - log(eps + sum(exp(src))) of its group; d src = g - exp(out) * (the group's
-    sum of g)."""
+    """out = src - m - log(eps + sum(exp(src - m))) over its group, m the group max (torch_
+    scatter's formula); d src = g - exp(out) * (the group's sum of g)."""
 
     @staticmethod
     def forward(ctx, src, index, dim, dim_size, eps):
@@ -636,7 +640,8 @@ def scatter_softmax(src: Tensor, index: Tensor, dim: int = -1,
 def scatter_log_softmax(src: Tensor, index: Tensor, dim: int = -1, eps: float = 1e-12,
                         dim_size: int | None = None) -> Tensor:
     """Log-softmax of ``src`` over the groups of equal ``index`` along ``dim``:
-    ``src - log(eps + sum(exp(src)))`` of its group (-inf entries give -inf)."""
+    ``src - m - log(eps + sum(exp(src - m)))``, m the group max, as torch_scatter's formula
+    (-inf entries give -inf)."""
     _check_floating(src, "scatter_log_softmax")
     dim = _checked_dim(dim, src)
     return _GroupLogSoftmax.apply(src, index, dim, dim_size, eps)
