@@ -199,7 +199,9 @@ class Graph:
         index_dtype = torch.int32 if largest <= _INT32_MAX else torch.int64
         src, dst = edge_index.to(index_dtype)
         indptr, perm = ops.coo_to_csr(dst, num_nodes, validated=True)
-        csr = CSR(indptr, src, None) if dst_sorted else \
+        # contiguous: a row of a transposed edge_index is a strided view, and the kernels
+        # read the indices through their data pointer (they refuse a view)
+        csr = CSR(indptr, src.contiguous(), None) if dst_sorted else \
             CSR(indptr, src.index_select(0, perm.long()), perm)
         graph._init(edge_index.long(), num_nodes, edge_attr, csr, {}, num_src_nodes)
         return graph
@@ -221,8 +223,8 @@ class Graph:
         src, dst = edge_index.to(index_dtype)
         indptr, perm = ops.coo_to_csr(dst, num_nodes, validated=True)
         already_sorted = bool((dst[1:] >= dst[:-1]).all()) if dst.numel() > 1 else True
-        csr = CSR(indptr, src if already_sorted else src.index_select(0, perm.long()),
-                  None if already_sorted else perm)
+        csr = CSR(indptr, src.contiguous() if already_sorted else  # (see _derived)
+                  src.index_select(0, perm.long()), None if already_sorted else perm)
         self._init(edge_index, num_nodes, edge_attr, csr, {}, num_src_nodes)
 
     def _init(self, edge_index, num_nodes, edge_attr, csr, cache, num_src_nodes=None):

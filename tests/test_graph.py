@@ -236,3 +236,26 @@ def test_caches_built_under_inference_mode_serve_training(name):
         grads.append(torch.autograd.grad(out, [xg, *conv.parameters()], torch.ones_like(out)))
     for ours, fresh in zip(*grads, strict=True):
         torch.testing.assert_close(ours, fresh)
+
+
+def test_a_transposed_edge_index_gives_contiguous_csr_arrays():
+    """A row of ``edges.t()`` is a strided view, and with the edges already sorted by
+    destination the CSR kept it as its indices. The kernels read index arrays through their
+    data pointer and so refuse a strided one; the graph hands them contiguous arrays, and
+    every sparse op, forward and backward, agrees with the contiguous graph's."""
+    edges = torch.tensor([[1, 0], [2, 0], [0, 1], [2, 1], [0, 2], [1, 2], [1, 3]])
+    strided, plain = Graph(edges.t(), num_nodes=4), Graph(edges.t().contiguous(), num_nodes=4)
+    assert strided.csr.indices.is_contiguous() and strided.csr.indptr.is_contiguous()
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 6, generator=gen, dtype=torch.float64, requires_grad=True)
+    s = torch.randn(7, 2, generator=gen, dtype=torch.float64, requires_grad=True)
+    half = torch.randn(4, 2, generator=gen, dtype=torch.float64, requires_grad=True)
+    for op in (lambda g: ops.spmm(g, x), lambda g: ops.spmm(g, x, reduce="max"),
+               lambda g: ops.sddmm(g, x, x), lambda g: ops.segment_softmax(g, s),
+               lambda g: ops.segment_attention(g, s, x),
+               lambda g: ops.additive_attention(g, half, half, x)):
+        outs = [op(g) for g in (strided, plain)]
+        torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)
+        grads = [torch.autograd.grad(out.sum(), (x, s, half), allow_unused=True) for out in outs]
+        for a, b in zip(*grads, strict=True):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)

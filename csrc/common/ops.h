@@ -44,10 +44,15 @@ inline Reduce parse_reduce(const std::string& name) {
       AT_DISPATCH_CASE(at::kLong, __VA_ARGS__))
 // clang-format on
 
+// The kernels read index arrays through their data pointer, so a strided view (indptr[::2])
+// would be read as other values than the ones checked: refused, not copied behind the
+// caller's back (the Python API passes contiguous arrays).
 inline void check_index(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.scalar_type() == at::kInt || t.scalar_type() == at::kLong, name,
               " must be int32 or int64, got ", t.scalar_type());
   TORCH_CHECK(t.dim() == 1, name, " must be 1-D, got shape ", t.sizes());
+  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous, got a view with stride ", t.stride(0),
+              " (call .contiguous() on it)");
 }
 
 inline void check_indptr(const at::Tensor& indptr) {

@@ -60,9 +60,9 @@ void counting_sort(const index_t* index, int64_t E, int64_t num_rows, index_t* i
 }
 
 std::tuple<at::Tensor, at::Tensor> coo_to_csr_cpu(const at::Tensor& index, int64_t num_rows) {
-  check_index(index, "index");
+  auto ic = index.contiguous();  // a row of a transposed edge_index is a strided view
+  check_index(ic, "index");
   TORCH_CHECK(num_rows >= 0, "num_rows must be >= 0, got ", num_rows);
-  auto ic = index.contiguous();
   auto indptr = at::empty({num_rows + 1}, index.options());
   auto perm = at::empty({index.numel()}, index.options());
   GL_DISPATCH_INDEX(index.scalar_type(), [&] {

@@ -218,7 +218,8 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_cuda(
 
 // A stable radix sort (ATen's, CUB underneath) gives the permutation; a kernel finds the
 // row pointers in the sorted keys.
-std::tuple<at::Tensor, at::Tensor> coo_to_csr_cuda(const at::Tensor& index, int64_t num_rows) {
+std::tuple<at::Tensor, at::Tensor> coo_to_csr_cuda(const at::Tensor& index_arg, int64_t num_rows) {
+  const auto index = index_arg.contiguous();  // a row of a transposed edge_index is strided
   check_index(index, "index");
   TORCH_CHECK(num_rows >= 0, "num_rows must be >= 0, got ", num_rows);
   const c10::cuda::CUDAGuard guard(index.device());

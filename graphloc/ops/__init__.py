@@ -297,7 +297,7 @@ def segment_reduce(src: Tensor, indptr: Tensor, reduce: str = "sum") -> Tensor:
     ``indptr`` must start at 0, be non-decreasing and end at ``src.size(0)``.
     """
     _check_indptr(indptr, src)
-    out, _ = kernels.segment_reduce(as_rows(src), indptr, canonical_reduce(reduce))
+    out, _ = kernels.segment_reduce(as_rows(src), indptr.contiguous(), canonical_reduce(reduce))
     return out.view(indptr.numel() - 1, *src.shape[1:])
 
 

@@ -429,7 +429,7 @@ def _segment_csr(src: Tensor, indptr: Tensor, reduce: str):
         return _empty_result(src, shape, reduce), arg
     rows, engine = src.reshape(B * L, K), _engine(src, reduce)
     if B == 1 and int(ip[0, 0]) == 0 and int(ip[0, -1]) == L:  # one segment list over src
-        out, arg = engine.segment_reduce(rows, ip[0], reduce)
+        out, arg = engine.segment_reduce(rows, ip[0].contiguous(), reduce)  # (a user's view)
         positions = None
     else:  # gather each segment's rows by position: one spmm over all batches
         dtype = _index_dtype(B * L, rows.size(0))

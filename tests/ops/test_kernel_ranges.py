@@ -1,7 +1,8 @@
 """Every compiled kernel checks the indices it reads, whatever the Python wrappers did:
-an indptr that does not start at 0, decreases or ends elsewhere than E, and an index
-outside the rows it addresses (negative, one past the end, a heap-sized value) are
-RuntimeErrors naming the array and the value. Run in a child process, so that a crash
+an indptr that does not start at 0, decreases or ends elsewhere than E, an index outside
+the rows it addresses (negative, one past the end, a heap-sized value), and a strided view
+of either (whose memory holds other values than the view) are RuntimeErrors naming the
+array and the value. Run in a child process, so that a crash
 (SIGSEGV) fails the test instead of killing the run."""
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ CHILD = textwrap.dedent("""
         "index too large": (good_ptr, L(1, 3, 0), "indices\\\\[1\\\\] = 3 is out of range"),
         "index negative": (good_ptr, L(1, -1, 0), "indices\\\\[1\\\\] = -1 is out of range"),
         "index from the heap": (good_ptr, L(1, 8367752087222772008, 0), "is out of range"),
+        # strided views: the kernels read raw memory, so the values checked must be those read
+        "indptr strided": (L(0, 9, 1, 9, 2, 9, 3)[::2], L(1, 2, 0), "indptr must be contiguous"),
+        "indices strided": (good_ptr, L(1, 9, 2, 9, 0)[::2], "indices must be contiguous"),
     }
     def calls(ptr, idx):
         w = torch.ones(idx.numel())
