@@ -93,26 +93,39 @@ inline void row_max_and_sum(int64_t begin, int64_t end, int64_t chunk_end, Src s
   for (int64_t e = begin; e < end; ++e) add_shifted_exp(total, x + src(e) * K, shift, K);
 }
 
+// body(row, begin, end, top, shift, total) for each row with edges, after row_max_and_sum
+// filled its per-thread buffers; empty(row) for the rows without.
+template <typename acc_t, typename index_t, typename scalar_t, typename Src, typename Body,
+          typename Empty>
+void for_each_row_stats(const index_t* indptr, Src src, const scalar_t* x, int64_t num_rows,
+                        int64_t K, Body&& body, Empty&& empty) {
+  parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
+    std::vector<acc_t> top(K), shift(K), total(K);
+    const int64_t chunk_end = indptr[r1];
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t begin = indptr[row], end = indptr[row + 1];
+      if (begin == end) {
+        empty(row);
+        continue;
+      }
+      row_max_and_sum(begin, end, chunk_end, src, x, K, top.data(), shift.data(), total.data());
+      body(row, begin, end, top.data(), shift.data(), total.data());
+    }
+  });
+}
+
 // out[row, k] = log(eps + total) + top over the row's edges (row_max_and_sum): NaN and +inf
 // give NaN (inf - inf), as torch_scatter's formula; rows without edges give 0.
 template <typename scalar_t, typename index_t, typename Src>
 void logsumexp_rows(const index_t* indptr, Src src, const scalar_t* x, int64_t num_rows, int64_t K,
                     double eps, scalar_t* out) {
   using acc_t = typename AccType<scalar_t>::type;
-  parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
-    std::vector<acc_t> top(K), shift(K), total(K);
-    const int64_t chunk_end = indptr[r1];
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t begin = indptr[row], end = indptr[row + 1];
-      scalar_t* o = out + row * K;
-      if (begin == end) {
-        for (int64_t k = 0; k < K; ++k) o[k] = scalar_t(0);
-        continue;
-      }
-      row_max_and_sum(begin, end, chunk_end, src, x, K, top.data(), shift.data(), total.data());
-      log_plus(o, total.data(), static_cast<acc_t>(eps), top.data(), K);
-    }
-  });
+  for_each_row_stats<acc_t>(
+      indptr, src, x, num_rows, K,
+      [&](int64_t row, int64_t, int64_t, const acc_t* top, const acc_t*, const acc_t* total) {
+        log_plus(out + row * K, total, static_cast<acc_t>(eps), top, K);
+      },
+      [&](int64_t row) { std::fill(out + row * K, out + (row + 1) * K, scalar_t(0)); });
 }
 
 // The softmax (log: the log-softmax, with eps) of each row's gathered x rows, per channel,
@@ -124,18 +137,14 @@ template <bool kLog, typename scalar_t, typename index_t, typename Src>
 void softmax_rows(const index_t* indptr, Src src, const scalar_t* x, int64_t num_rows, int64_t K,
                   double eps, scalar_t* out) {
   using acc_t = typename AccType<scalar_t>::type;
-  parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
-    std::vector<acc_t> top(K), shift(K), total(K);
-    const int64_t chunk_end = indptr[r1];
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t begin = indptr[row], end = indptr[row + 1];
-      if (begin == end) continue;
-      row_max_and_sum(begin, end, chunk_end, src, x, K, top.data(), shift.data(), total.data());
-      normalisers<kLog>(total.data(), static_cast<acc_t>(eps), K);
-      for (int64_t e = begin; e < end; ++e)
-        write_normalised<kLog>(out + src(e) * K, x + src(e) * K, shift.data(), total.data(), K);
-    }
-  });
+  for_each_row_stats<acc_t>(
+      indptr, src, x, num_rows, K,
+      [&](int64_t, int64_t begin, int64_t end, const acc_t*, const acc_t* shift, acc_t* total) {
+        normalisers<kLog>(total, static_cast<acc_t>(eps), K);
+        for (int64_t e = begin; e < end; ++e)
+          write_normalised<kLog>(out + src(e) * K, x + src(e) * K, shift, total, K);
+      },
+      [](int64_t) {});  // (no positions to write)
 }
 
 // x [rows, K] of a float type, read through indices (one per CSR position) or in order.

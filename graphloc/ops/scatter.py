@@ -589,42 +589,27 @@ def _per_element(values: Tensor, index: Tensor, dim: int, src: Tensor) -> Tensor
 
 
 class _GroupSoftmax(torch.autograd.Function):
-    """y = exp(src - m) / sum(exp(src - m)) over its group, m the group max; d src = y * (g -
-    the group's sum of g * y). A group of only -inf has y = 0, and so the gradient 0."""
+    """Over each group, m its max: the softmax y = exp(src - m) / sum(exp(src - m)), with
+    d src = y * (g - the group's sum of g * y), a group of only -inf giving y = 0 and the
+    gradient 0; or (log) out = src - m - log(eps + sum(exp(src - m))), torch_scatter's
+    formula, with d src = g - exp(out) * (the group's sum of g)."""
 
     @staticmethod
-    def forward(ctx, src, index, dim, dim_size):
-        y = _group_softmax(src, index, dim, dim_size, 0.0, log=False)
-        ctx.save_for_backward(y, index)
-        ctx.dim, ctx.dim_size = dim, dim_size
-        return y
-
-    @staticmethod
-    def backward(ctx, grad):
-        y, index = ctx.saved_tensors
-        gy = grad * y
-        group = scatter(gy, index, ctx.dim, dim_size=ctx.dim_size, reduce="sum")
-        return torch.addcmul(gy, y, _per_element(group, index, ctx.dim, y), value=-1), None, \
-            None, None
-
-
-class _GroupLogSoftmax(torch.autograd.Function):
-    """out = src - m - log(eps + sum(exp(src - m))) over its group, m the group max (torch_
-    scatter's formula); d src = g - exp(out) * (the group's sum of g)."""
-
-    @staticmethod
-    def forward(ctx, src, index, dim, dim_size, eps):
-        out = _group_softmax(src, index, dim, dim_size, eps, log=True)
+    def forward(ctx, src, index, dim, dim_size, eps, log):
+        out = _group_softmax(src, index, dim, dim_size, eps, log)
         ctx.save_for_backward(out, index)
-        ctx.dim, ctx.dim_size = dim, dim_size
+        ctx.dim, ctx.dim_size, ctx.log = dim, dim_size, log
         return out
 
     @staticmethod
     def backward(ctx, grad):
         out, index = ctx.saved_tensors
-        group = scatter(grad, index, ctx.dim, dim_size=ctx.dim_size, reduce="sum")
-        return torch.addcmul(grad, out.exp(), _per_element(group, index, ctx.dim, out),
-                             value=-1), None, None, None, None
+        weights = out.exp() if ctx.log else out
+        summed = grad if ctx.log else grad * out
+        group = scatter(summed, index, ctx.dim, dim_size=ctx.dim_size, reduce="sum")
+        d_src = torch.addcmul(summed, weights, _per_element(group, index, ctx.dim, out),
+                              value=-1)
+        return d_src, None, None, None, None, None
 
 
 def scatter_softmax(src: Tensor, index: Tensor, dim: int = -1,
@@ -634,7 +619,7 @@ def scatter_softmax(src: Tensor, index: Tensor, dim: int = -1,
     NaN or +inf make the group NaN."""
     _check_floating(src, "scatter_softmax")
     dim = _checked_dim(dim, src)
-    return _GroupSoftmax.apply(src, index, dim, dim_size)
+    return _GroupSoftmax.apply(src, index, dim, dim_size, 0.0, False)
 
 
 def scatter_log_softmax(src: Tensor, index: Tensor, dim: int = -1, eps: float = 1e-12,
@@ -644,7 +629,7 @@ def scatter_log_softmax(src: Tensor, index: Tensor, dim: int = -1, eps: float = 
     (-inf entries give -inf)."""
     _check_floating(src, "scatter_log_softmax")
     dim = _checked_dim(dim, src)
-    return _GroupLogSoftmax.apply(src, index, dim, dim_size, eps)
+    return _GroupSoftmax.apply(src, index, dim, dim_size, eps, True)
 
 
 def gather(x: Tensor, index: Tensor) -> Tensor:
