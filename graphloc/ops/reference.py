@@ -265,7 +265,10 @@ def arg_sources(arg, perm, num_edges):
     return table[arg.long()]
 
 
-def segment_logsumexp(x, indptr, indices, eps):
+def _row_stats(x, indptr, indices):
+    """The kernels' two sweeps: per CSR row and channel of the gathered rows (in float32
+    for half types), the max (held constant), the rows minus it (0 where it is -inf), the
+    sum of their exponentials; and each position's row."""
     E = indices.numel() if indices is not None else x.size(0)
     if indptr.numel() == 0 or int(indptr[0]) != 0 or int(indptr[-1]) != E:
         raise ValueError(f"indptr must run from 0 to {E}")
@@ -275,25 +278,21 @@ def segment_logsumexp(x, indptr, indices, eps):
     num_rows, K = indptr.numel() - 1, x.size(1)
     top = acc.new_full((num_rows, K), float("-inf")).scatter_reduce(
         0, rows.unsqueeze(1).expand(-1, K), acc.detach(), "amax", include_self=True)
-    shift = top.masked_fill(top == float("-inf"), 0.0)
-    total = acc.new_zeros(num_rows, K).index_add(0, rows, (acc - shift[rows]).exp())
+    centred = acc - top.masked_fill(top == float("-inf"), 0.0)[rows]
+    return top, centred, acc.new_zeros(num_rows, K).index_add(0, rows, centred.exp()), rows
+
+
+def segment_logsumexp(x, indptr, indices, eps):
+    top, _, total, _ = _row_stats(x, indptr, indices)
     empty = (indptr[1:] == indptr[:-1]).unsqueeze(1)
     return torch.where(empty, 0.0, (total + eps).log() + top).to(x.dtype)
 
 
 def segment_softmax_rows(x, indptr, indices, eps, log):
-    E = indices.numel() if indices is not None else x.size(0)
-    if E != x.size(0) or (indices is not None and
-                          indices.unique().numel() != indices.numel()):
+    if indices is not None and (indices.numel() != x.size(0) or
+                                indices.unique().numel() != indices.numel()):
         raise ValueError("indices must list every row of x once")
-    rows = csr_rows(indptr, E).long()
-    vals = x.index_select(0, indices.long()) if indices is not None else x
-    acc = vals.float() if vals.dtype in (torch.float16, torch.bfloat16) else vals
-    num_rows, K = indptr.numel() - 1, x.size(1)
-    top = acc.new_full((num_rows, K), float("-inf")).scatter_reduce(
-        0, rows.unsqueeze(1).expand(-1, K), acc, "amax", include_self=True)
-    centred = acc - top.masked_fill(top == float("-inf"), 0.0)[rows]
-    total = acc.new_zeros(num_rows, K).index_add(0, rows, centred.exp())
+    _, centred, total, rows = _row_stats(x, indptr, indices)
     if log:
         result = centred - (total + eps).log()[rows]
     else:
