@@ -167,6 +167,17 @@ void check_logsumexp_args(const at::Tensor& x, const at::Tensor& indptr,
   }
 }
 
+// run(src) with src(e) the row of x at CSR position e: indices[e] (ic defined), or e.
+template <typename index_t, typename F>
+void with_source_rows(const at::Tensor& ic, F&& run) {
+  if (ic.defined()) {
+    const index_t* idx = ic.data_ptr<index_t>();
+    run([idx](int64_t e) { return static_cast<int64_t>(idx[e]); });
+  } else {
+    run([](int64_t e) { return e; });
+  }
+}
+
 at::Tensor segment_logsumexp_cpu(const at::Tensor& x, const at::Tensor& indptr,
                                  const c10::optional<at::Tensor>& indices, double eps) {
   check_logsumexp_args(x, indptr, indices);
@@ -181,15 +192,9 @@ at::Tensor segment_logsumexp_cpu(const at::Tensor& x, const at::Tensor& indptr,
           const index_t* ip = indptr.data_ptr<index_t>();
           const scalar_t* xs = xc.data_ptr<scalar_t>();
           scalar_t* o = out.data_ptr<scalar_t>();
-          if (gathered) {
-            const index_t* idx = ic.data_ptr<index_t>();
-            logsumexp_rows<scalar_t, index_t>(
-                ip, [idx](int64_t e) { return static_cast<int64_t>(idx[e]); }, xs, num_rows, K, eps,
-                o);
-          } else {
-            logsumexp_rows<scalar_t, index_t>(
-                ip, [](int64_t e) { return e; }, xs, num_rows, K, eps, o);
-          }
+          with_source_rows<index_t>(ic, [&](auto src) {
+            logsumexp_rows<scalar_t, index_t>(ip, src, xs, num_rows, K, eps, o);
+          });
         });
       });
   return out;
@@ -247,12 +252,7 @@ at::Tensor logsumexp_edge_grad_cpu(const at::Tensor& x, const at::Tensor& indptr
                                               nc.data_ptr<scalar_t>(), gc.data_ptr<scalar_t>(),
                                               num_rows, K, out.data_ptr<scalar_t>());
           };
-          if (gathered) {
-            const index_t* idx = ic.data_ptr<index_t>();
-            run([idx](int64_t e) { return static_cast<int64_t>(idx[e]); });
-          } else {
-            run([](int64_t e) { return e; });
-          }
+          with_source_rows<index_t>(ic, run);
         });
       });
   return out;
@@ -293,13 +293,8 @@ at::Tensor segment_softmax_rows_cpu(const at::Tensor& x, const at::Tensor& indpt
             else
               softmax_rows<false, scalar_t, index_t>(ip, src, xs, num_rows, K, eps, o);
           };
-          if (gathered) {
-            const index_t* idx = ic.data_ptr<index_t>();
-            check_permutation(idx, ic.numel());
-            run([idx](int64_t e) { return static_cast<int64_t>(idx[e]); });
-          } else {
-            run([](int64_t e) { return e; });
-          }
+          if (gathered) check_permutation(ic.data_ptr<index_t>(), ic.numel());
+          with_source_rows<index_t>(ic, run);
         });
       });
   return out;

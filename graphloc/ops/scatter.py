@@ -138,6 +138,13 @@ def _divide_by_count(total: Tensor, count: Tensor) -> Tensor:
     return torch.div(total, count.to(total.dtype), rounding_mode="floor")
 
 
+def _slot_csr(slot: Tensor, num_slots: int, num_rows: int):
+    """``slot`` in the smallest index dtype, and its CSR (indptr, perm) by a stable counting
+    sort: the rows of each slot in their order."""
+    slot = slot.to(_index_dtype(num_rows, num_slots))
+    return (slot, *kernels.coo_to_csr(slot, num_slots))
+
+
 def _reduce_slots(rows: Tensor, slot: Tensor, num_slots: int, reduce: str,
                   with_arg: bool = True, eps: float = 0.0):
     """Reduces ``rows [M, K]`` into ``num_slots`` rows by ``slot [M]``: a stable counting
@@ -145,10 +152,8 @@ def _reduce_slots(rows: Tensor, slot: Tensor, num_slots: int, reduce: str,
     where a slot is empty). ``reduce`` "logsumexp" adds ``eps`` inside the log (see
     ``segment_logsumexp``)."""
     M = rows.size(0)
-    dtype = _index_dtype(M, num_slots)
-    slot = slot.to(dtype)
     engine = _engine(rows, reduce)
-    indptr, perm = kernels.coo_to_csr(slot, num_slots)
+    slot, indptr, perm = _slot_csr(slot, num_slots, M)
     if reduce == "logsumexp":  # its autograd is the op's own
         return engine.segment_logsumexp(rows, indptr, perm, eps), None
     csc = (None, None, None)
@@ -156,8 +161,8 @@ def _reduce_slots(rows: Tensor, slot: Tensor, num_slots: int, reduce: str,
         # The transpose has one entry per source row m: destination slot[m], at CSR
         # position inv[m].
         inv = torch.empty_like(perm).index_copy_(0, perm.long(), torch.arange(
-            M, dtype=dtype, device=rows.device))
-        csc = (torch.arange(M + 1, dtype=dtype, device=rows.device), slot, inv)
+            M, dtype=slot.dtype, device=rows.device))
+        csc = (torch.arange(M + 1, dtype=slot.dtype, device=rows.device), slot, inv)
     out, arg = engine.spmm(indptr, perm, None, rows, reduce, *csc)
     if not arg.numel() or not with_arg:
         return out, None
@@ -241,8 +246,7 @@ def _group_softmax(src, index, dim, dim_size, eps: float, log: bool) -> Tensor:
     if slots.rows is None:
         return torch.empty_like(src)
     engine = _engine(slots.rows, "softmax")
-    slot = slots.slot.to(_index_dtype(slots.rows.size(0), slots.num_slots))
-    indptr, perm = kernels.coo_to_csr(slot, slots.num_slots)
+    _, indptr, perm = _slot_csr(slots.slot, slots.num_slots, slots.rows.size(0))
     return slots.restore_rows(engine.segment_softmax_rows(slots.rows, indptr, perm, eps, log))
 
 
