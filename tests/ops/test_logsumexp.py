@@ -215,16 +215,51 @@ def test_softmax_rows_round_once(dtype):
         torch.testing.assert_close(got.double(), want, rtol=2 ** -7, atol=2 ** -7 if log else 0)
 
 
-def test_softmax_rows_special_values():
+@pytest.mark.parametrize("engine", [kernels, reference], ids=["kernel", "reference"])
+def test_softmax_rows_special_values(engine):
     """NaN or +inf make the row NaN; a row of only -inf gets weights 0 (softmax) and -inf
     (log-softmax with eps > 0), NaN with eps = 0 (log 0 - log 0)."""
     x = torch.tensor([[1.0, math.nan, INF, -INF], [2.0, 0.0, 1.0, -INF]])
     indptr = torch.tensor([0, 2])
-    soft = kernels.segment_softmax_rows(x, indptr, None, 0.0, False)
+    soft = engine.segment_softmax_rows(x, indptr, None, 0.0, False)
     assert soft[:, 1].isnan().all() and soft[:, 2].isnan().all() and soft[:, 3].eq(0).all()
-    log_soft = kernels.segment_softmax_rows(x, indptr, None, 0.5, True)
+    torch.testing.assert_close(soft[:, 0], torch.softmax(x[:, 0], 0))
+    log_soft = engine.segment_softmax_rows(x, indptr, None, 0.5, True)
     assert log_soft[:, 3].eq(-INF).all()
-    assert kernels.segment_softmax_rows(x, indptr, None, 0.0, True)[:, 3].isnan().all()
+    assert engine.segment_softmax_rows(x, indptr, None, 0.0, True)[:, 3].isnan().all()
+
+
+@pytest.mark.parametrize("engine", [kernels, reference], ids=["kernel", "reference"])
+def test_empty_inputs(engine):
+    """No edges at all, and rows without edges: shapes kept, log-sum-exp 0 per row."""
+    for num_rows in (0, 3):
+        indptr = torch.zeros(num_rows + 1, dtype=torch.long)
+        x = torch.randn(0, 4)
+        assert engine.segment_logsumexp(x, indptr, None, 1e-12).tolist() == [[0.0] * 4] * num_rows
+        assert engine.segment_softmax_rows(x, indptr, None, 0.0, True).shape == (0, 4)
+        gathered = engine.segment_logsumexp(torch.randn(5, 4), indptr,
+                                            torch.zeros(0, dtype=torch.long), 0.0)
+        assert gathered.tolist() == [[0.0] * 4] * num_rows
+    grad = kernels.logsumexp_edge_grad(torch.randn(0, 4), torch.zeros(3, dtype=torch.long), None,
+                                       torch.randn(2, 4), torch.randn(2, 4))
+    assert grad.shape == (0, 4)
+
+
+@pytest.mark.parametrize("engine", [kernels, reference], ids=["kernel", "reference"])
+def test_hub_rows(engine):
+    """One row holding most edges (it spans the kernels' work chunks) among rows of one."""
+    gen = torch.Generator().manual_seed(9)
+    counts = torch.ones(500, dtype=torch.long)
+    counts[7] = 30000
+    indptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+    E = int(indptr[-1])
+    x = torch.randn(E, 3, generator=gen, dtype=torch.float64) * 20
+    indices = torch.randperm(E, generator=gen)
+    torch.testing.assert_close(engine.segment_logsumexp(x, indptr, indices, 1e-12),
+                               oracle(x, indptr, indices, 1e-12), rtol=1e-12, atol=1e-12)
+    hub = indices[int(indptr[7]):int(indptr[8])]
+    soft = engine.segment_softmax_rows(x, indptr, indices, 0.0, False)
+    torch.testing.assert_close(soft[hub], torch.softmax(x[hub], 0), rtol=1e-12, atol=1e-15)
 
 
 def test_softmax_rows_reject_indices_that_are_not_a_permutation():
