@@ -11,6 +11,7 @@ structure return a new Graph.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -59,6 +60,25 @@ class CSR:
 
     def degree(self) -> Tensor:
         return self.indptr[1:] - self.indptr[:-1]
+
+
+def _outside_inference_mode():
+    """A context that makes tensors outside ``torch.inference_mode`` even when entered inside
+    it: a graph's arrays and caches outlive the call that made them, and an inference tensor
+    among them breaks every later backward that saves it (a graph built or first evaluated
+    under inference mode, then trained on). (Not traced: torch.compile runs no inference
+    mode, and breaks on the query.)"""
+    if not torch.compiler.is_compiling() and torch.is_inference_mode_enabled():
+        return torch.inference_mode(False)
+    return contextlib.nullcontext()
+
+
+def _normal_tensor(t: Tensor | None) -> Tensor | None:
+    """``t``, or a normal copy of an inference tensor (one made under inference mode) that a
+    graph would keep; called outside inference mode."""
+    if t is None or torch.compiler.is_compiling() or not t.is_inference():
+        return t
+    return t.clone()
 
 
 def _node_count(value, name: str) -> int:
@@ -195,15 +215,17 @@ class Graph:
         ``dst_sorted``: the caller sorted the edges by destination (stable), so the CSR
         needs no permutation."""
         graph = cls.__new__(cls)
-        largest = max(num_nodes, num_src_nodes or 0, edge_index.size(1))
-        index_dtype = torch.int32 if largest <= _INT32_MAX else torch.int64
-        src, dst = edge_index.to(index_dtype)
-        indptr, perm = ops.coo_to_csr(dst, num_nodes, validated=True)
-        # contiguous: a row of a transposed edge_index is a strided view, and the kernels
-        # read the indices through their data pointer (they refuse a view)
-        csr = CSR(indptr, src.contiguous(), None) if dst_sorted else \
-            CSR(indptr, src.index_select(0, perm.long()), perm)
-        graph._init(edge_index.long(), num_nodes, edge_attr, csr, {}, num_src_nodes)
+        with _outside_inference_mode():
+            edge_index, edge_attr = _normal_tensor(edge_index), _normal_tensor(edge_attr)
+            largest = max(num_nodes, num_src_nodes or 0, edge_index.size(1))
+            index_dtype = torch.int32 if largest <= _INT32_MAX else torch.int64
+            src, dst = edge_index.to(index_dtype)
+            indptr, perm = ops.coo_to_csr(dst, num_nodes, validated=True)
+            # contiguous: a row of a transposed edge_index is a strided view, and the kernels
+            # read the indices through their data pointer (they refuse a view)
+            csr = CSR(indptr, src.contiguous(), None) if dst_sorted else \
+                CSR(indptr, src.index_select(0, perm.long()), perm)
+            graph._init(edge_index.long(), num_nodes, edge_attr, csr, {}, num_src_nodes)
         return graph
 
     def _build(self, edge_index, num_nodes, num_src_nodes, edge_attr):
@@ -216,8 +238,13 @@ class Graph:
             self._init(derived.edge_index, derived.num_nodes, derived.edge_attr, derived.csr,
                        {}, num_src_nodes)
             return
+        with _outside_inference_mode():
+            self._build_checked(edge_index, num_nodes, num_src_nodes, edge_attr)
+
+    def _build_checked(self, edge_index, num_nodes, num_src_nodes, edge_attr):
         edge_index, num_nodes = _validated_edge_index(edge_index, num_nodes, num_src_nodes)
         edge_attr = _validated_edge_attr(edge_attr, edge_index.size(1), edge_index.device)
+        edge_index, edge_attr = _normal_tensor(edge_index), _normal_tensor(edge_attr)
         largest = max(num_nodes, num_src_nodes or 0, edge_index.size(1))
         index_dtype = torch.int32 if largest <= _INT32_MAX else torch.int64
         src, dst = edge_index.to(index_dtype)
@@ -315,11 +342,7 @@ class Graph:
         the cache would break every later backward that saves it (a graph evaluated under
         inference mode before its first training step)."""
         if key not in self._cache:
-            # (not traced: torch.compile runs no inference mode, and breaks on the query)
-            if not torch.compiler.is_compiling() and torch.is_inference_mode_enabled():
-                with torch.inference_mode(False):
-                    self._cache[key] = build()
-            else:
+            with _outside_inference_mode():
                 self._cache[key] = build()
         return self._cache[key]
 

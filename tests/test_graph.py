@@ -217,25 +217,59 @@ def test_networkx_edge_attributes_that_are_not_numbers_name_the_edge():
         Graph.from_networkx(g, edge_attrs=["length"])
 
 
+def _inference_made_graphs(edge_index, n, edge_attr):
+    """The ways a graph can come out of ``torch.inference_mode``: built there from inputs
+    made there, built there from normal inputs, built outside from inputs made there, and
+    derived there (loops added) from a normal graph."""
+    with torch.inference_mode():
+        inner_edges, inner_attr = edge_index.clone(), edge_attr.clone()
+        built_inside = Graph(inner_edges, num_nodes=n, edge_attr=inner_attr)
+        built_from_normal = Graph(edge_index, num_nodes=n, edge_attr=edge_attr)
+    built_outside = Graph(inner_edges, num_nodes=n, edge_attr=inner_attr)
+    plain = Graph(edge_index, num_nodes=n, edge_attr=edge_attr)
+    with torch.inference_mode():
+        derived = plain.add_self_loops()
+    return {"built inside": built_inside, "built inside from normal inputs": built_from_normal,
+            "built from inference inputs": built_outside}, derived
+
+
 @pytest.mark.parametrize("name", sorted(CONV_LAYERS))
-def test_caches_built_under_inference_mode_serve_training(name):
-    """A graph evaluated under torch.inference_mode before its first training step: the
-    caches the layers build on it (normalised weights, transposes, loops) hold normal
-    tensors, so the backward runs, with the gradients it has on a fresh graph."""
+def test_graphs_and_caches_made_under_inference_mode_serve_training(name):
+    """A graph built, or first evaluated, under torch.inference_mode before its first
+    training step: its arrays and the caches the layers build on it (normalised weights,
+    transposes, loops) hold normal tensors, so the backward runs, with the gradients it has
+    on a fresh graph. (Inference tensors cannot be saved for backward: SAGEConv's backward
+    failed on a graph built under inference mode.)"""
     edge_index, n = parity_graph(14)
     edge_attr = torch.randn(edge_index.size(1), 3, dtype=torch.float64)
     conv = CONV_LAYERS[name]().double()
     x = torch.randn(n, 5, dtype=torch.float64)
+    graphs, _ = _inference_made_graphs(edge_index, n, edge_attr)
     evaluated = Graph(edge_index, num_nodes=n, edge_attr=edge_attr)
     with torch.inference_mode():
         conv(x, evaluated)
-    grads = []
-    for graph in (evaluated, Graph(edge_index, num_nodes=n, edge_attr=edge_attr)):
+        conv(x, graphs["built inside"])
+    graphs["evaluated inside"] = evaluated
+
+    def gradients(graph):
         xg = x.clone().requires_grad_()
         out = conv(xg, graph)
-        grads.append(torch.autograd.grad(out, [xg, *conv.parameters()], torch.ones_like(out)))
-    for ours, fresh in zip(*grads, strict=True):
-        torch.testing.assert_close(ours, fresh)
+        return torch.autograd.grad(out, [xg, *conv.parameters()], torch.ones_like(out))
+
+    fresh = gradients(Graph(edge_index, num_nodes=n, edge_attr=edge_attr))
+    for how, graph in graphs.items():
+        for ours, expected in zip(gradients(graph), fresh, strict=True):
+            torch.testing.assert_close(ours, expected, msg=lambda m, how=how: f"{how}: {m}")
+
+
+def test_a_graph_derived_under_inference_mode_holds_normal_tensors():
+    edge_index, n = parity_graph(14)
+    graphs, derived = _inference_made_graphs(edge_index, n, torch.randn(edge_index.size(1), 3))
+    for graph in (*graphs.values(), derived):
+        tensors = (graph.edge_index, graph.edge_attr, graph.csr.indptr, graph.csr.indices)
+        assert not any(t.is_inference() for t in tensors)
+    loops = derived.edge_index[:, derived.edge_index[0] == derived.edge_index[1]]
+    assert set(loops[0].tolist()) == set(range(n))
 
 
 def test_a_transposed_edge_index_gives_contiguous_csr_arrays():
