@@ -80,7 +80,23 @@ def weights_from(layer: torch.nn.Module, inputs: ConvInputs,
                              "sparse adjacency has values of shape "
                              f"{list(inputs.adj_values.shape)}")
         return inputs.adj_values
+    if edge_weight is not None:
+        check_edge_rows(layer, "edge_weight", edge_weight,
+                         inputs.graph.num_edges // (inputs.batch or 1))
     return inputs.edge_input(edge_weight)
+
+
+def check_edge_rows(layer: torch.nn.Module, name: str, t, num_edges: int) -> None:
+    """A per-edge tensor of a call: a tensor with one row per edge (checked as soon as the
+    call is read, so that no path of the layer reads a mismatched one, even a path that
+    needs no weights, as ChebConv's K = 1)."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{layer.__class__.__name__}: {name} must be a torch.Tensor, got "
+                        f"{type(t).__name__}")
+    rows = t.size(0) if t.dim() else 0
+    if t.dim() == 0 or rows != num_edges:
+        raise ValueError(f"{layer.__class__.__name__}: {name} has {rows} rows but the graph "
+                         f"has {num_edges} edges ({name} has shape {list(t.shape)})")
 
 
 def edge_features_from(layer: torch.nn.Module, inputs: ConvInputs,
@@ -89,6 +105,8 @@ def edge_features_from(layer: torch.nn.Module, inputs: ConvInputs,
     a sparse adjacency's storage order), else a sparse adjacency's values ([E] or [E, D]),
     else the Graph's own; repeated for static copies."""
     if edge_attr is not None:
+        check_edge_rows(layer, "edge_attr", edge_attr,
+                         inputs.graph.num_edges // (inputs.batch or 1))
         return inputs.edge_input(edge_attr)
     if inputs.adj_values is not None:
         return inputs.adj_values

@@ -118,6 +118,14 @@ class ChebConv(torch.nn.Module):
         graph._require_one_node_set("ChebConv (a Laplacian of one node set)")
         edge_weight = weights_from(self, inputs, edge_weight)
         lambda_max = _checked_lambda_max(lambda_max, batch, graph.num_nodes, inputs.batch)
+        out = self.lins[0](x)  # accumulated in place: no backward reads it
+        if len(self.lins) > 1:  # K = 1 reads no Laplacian (which may be undefined: below)
+            out = self._add_laplacian_terms(out, x, graph, edge_weight, lambda_max, batch)
+        return inputs.node_output(out if self.bias is None else out.add_(self.bias))
+
+    def _add_laplacian_terms(self, out: Tensor, x: Tensor, graph: Graph,
+                             edge_weight: Tensor | None, lambda_max, batch) -> Tensor:
+        """``out`` plus the terms k = 1 .. K-1 of the Chebyshev sum."""
         def build():
             lap, weight = scaled_laplacian(graph, self.normalization, edge_weight, lambda_max,
                                            x.dtype, batch)
@@ -132,14 +140,12 @@ class ChebConv(torch.nn.Module):
                 ("cheb", self.normalization, lambda_max, x.dtype), build_kept)
         else:
             lap, weight, doubled = build()
-        tx0, out = x, self.lins[0](x)  # accumulated in place: no backward reads it
-        if len(self.lins) > 1:
-            tx1 = ops.spmm(lap, x, weight)
-            out.add_(self.lins[1](tx1))
-            for lin in self.lins[2:]:
-                tx0, tx1 = tx1, ops.spmm(lap, tx1, doubled).sub_(tx0)
-                out.add_(lin(tx1))
-        return inputs.node_output(out if self.bias is None else out.add_(self.bias))
+        tx0, tx1 = x, ops.spmm(lap, x, weight)
+        out.add_(self.lins[1](tx1))
+        for lin in self.lins[2:]:
+            tx0, tx1 = tx1, ops.spmm(lap, tx1, doubled).sub_(tx0)
+            out.add_(lin(tx1))
+        return out
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "

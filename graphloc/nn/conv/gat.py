@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.graph import Graph
-from graphloc.nn.conv._inputs import edge_features_from, read_inputs
+from graphloc.nn.conv._inputs import check_edge_rows, edge_features_from, read_inputs
 from graphloc.nn.conv._utils import (
     check_dropouts,
     check_sizes,
@@ -176,9 +176,8 @@ class GATConv(torch.nn.Module):
             edge_attr = inputs.edge_input(edge_attr)
         if edge_attr is not None and edge_attr.dim() == 1:
             edge_attr = edge_attr.view(-1, 1)
-        if edge_attr is not None and edge_attr.size(0) != graph.num_edges:
-            raise ValueError(f"edge_attr has {edge_attr.size(0)} rows but the graph has "
-                             f"{graph.num_edges} edges")
+        if edge_attr is not None:
+            check_edge_rows(self, "edge_attr", edge_attr, graph.num_edges)
         loops = stale = None
         if self.add_self_loops and edge_attr is None and not return_attention_weights \
                 and torch.compiler.is_compiling():

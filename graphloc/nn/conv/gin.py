@@ -7,7 +7,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._inputs import edge_features_from, read_inputs, weights_from
+from graphloc.nn.conv._inputs import check_edge_rows, edge_features_from, read_inputs, weights_from
 from graphloc.nn.conv._utils import check_sizes, checked_features
 
 
@@ -146,9 +146,7 @@ class GINEConv(_GINBase):
                              "that carries them")
         if edge_attr.dim() == 1:
             edge_attr = edge_attr.unsqueeze(-1)
-        if edge_attr.size(0) != graph.num_edges:
-            raise ValueError(f"edge_attr has {edge_attr.size(0)} rows but the graph has "
-                             f"{graph.num_edges} edges")
+        check_edge_rows(self, "edge_attr", edge_attr, graph.num_edges)
         if self.lin is not None:
             edge_attr = self.lin(edge_attr)
         elif edge_attr.size(-1) != x_src.size(-1):

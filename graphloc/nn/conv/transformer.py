@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.nn.conv._inputs import edge_features_from, read_inputs
+from graphloc.nn.conv._inputs import check_edge_rows, edge_features_from, read_inputs
 from graphloc.nn.conv._utils import (
     check_dropouts,
     check_sizes,
@@ -98,9 +98,7 @@ class TransformerConv(torch.nn.Module):
         if edge_attr is None:
             raise ValueError("TransformerConv was built with edge_dim but got no edge_attr")
         edge_attr = edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
-        if edge_attr.size(0) != graph.num_edges:
-            raise ValueError(f"edge_attr has {edge_attr.size(0)} rows but the graph has "
-                             f"{graph.num_edges} edges")
+        check_edge_rows(self, "edge_attr", edge_attr, graph.num_edges)
         return self.lin_edge(edge_attr.to(self.lin_edge.weight.dtype)) \
             .view(-1, self.heads, self.out_channels)
 

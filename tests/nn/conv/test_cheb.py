@@ -58,3 +58,19 @@ def test_cheb_backward_reads_its_weights_in_transpose_order():
                           lambda m, x: m(x, graph), lambda m, x: m(x, edge_index),
                           torch.randn(n, 8))
         assert through_index == [False, False]
+
+
+@pytest.mark.parametrize("normalization", ["sym", "rw", None])
+@pytest.mark.parametrize("edges", [[[], []], [[0, 1, 1], [0, 1, 1]]], ids=["no edges", "loops"])
+def test_k1_needs_no_laplacian(normalization, edges):
+    """K = 1 is x Theta_0 + b, which reads no Laplacian: on graphs where PyG's default
+    lambda_max of D - A is 0 (no edges, or only self-loops) it is still PyG's output, not
+    the refusal that K >= 2 gets there."""
+    edge_index = torch.tensor(edges, dtype=torch.long).view(2, -1)
+    assert_parity(ChebConv(3, 2, K=1, normalization=normalization),
+                  pyg.ChebConv(3, 2, K=1, normalization=normalization),
+                  lambda m, x: m(x, edge_index), lambda m, x: m(x, edge_index),
+                  torch.randn(4, 3))
+    if normalization is None:
+        with pytest.raises(ValueError, match="D - A has no positive weight"):
+            ChebConv(3, 2, K=2, normalization=None)(torch.randn(4, 3), edge_index)

@@ -235,3 +235,35 @@ def test_raw_edge_index_compiles_without_graph_breaks():
     # the value checks Graph skips while traced are the kernels' own at run time
     with pytest.raises(RuntimeError, match="out of range"):
         compiled(x, torch.tensor([[0, 1, 2, 9], [0, 0, 1, 1]]))
+
+
+EDGE_INPUT_LAYERS = {  # layer, and the keyword of its per-edge input
+    "gcn": (lambda: gl.GCNConv(5, 4), "edge_weight"),
+    "gcn-unnormalised": (lambda: gl.GCNConv(5, 4, normalize=False), "edge_weight"),
+    "cheb-k1": (lambda: gl.ChebConv(5, 4, K=1), "edge_weight"),
+    "cheb": (lambda: gl.ChebConv(5, 4, K=3), "edge_weight"),
+    "gat": (lambda: gl.GATConv(5, 2, heads=2, edge_dim=3), "edge_attr"),
+    "gine": (lambda: gl.GINEConv(torch.nn.Linear(5, 4), edge_dim=3), "edge_attr"),
+    "transformer": (lambda: gl.TransformerConv(5, 2, heads=2, edge_dim=3), "edge_attr"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_INPUT_LAYERS))
+def test_per_edge_inputs_need_one_row_per_edge(name):
+    """Every per-edge input is checked when the call is read, on every path of the layer
+    (ChebConv with K = 1, which reads no weights, took any tensor), with an error naming
+    the layer, the argument and both counts."""
+    build, keyword = EDGE_INPUT_LAYERS[name]
+    conv = build()
+    layer = type(conv).__name__
+    edge_index, x = torch.tensor([[0, 1, 2], [1, 2, 0]]), torch.randn(4, 5)
+    width = () if keyword == "edge_weight" else (3,)
+    for rows in (2, 4):
+        with pytest.raises(ValueError, match=rf"{layer}: {keyword} has {rows} rows but the "
+                                             r"graph has 3 edges"):
+            conv(x, edge_index, **{keyword: torch.rand(rows, *width)})
+    with pytest.raises(ValueError, match=rf"{layer}: {keyword} has 0 rows .* shape \[\]"):
+        conv(x, edge_index, **{keyword: torch.tensor(1.0)})
+    with pytest.raises(TypeError, match=rf"{layer}: {keyword} must be a torch.Tensor, got list"):
+        conv(x, edge_index, **{keyword: [1.0] * 3})
+    conv(x, edge_index, **{keyword: torch.rand(3, *width)})  # the right count runs
