@@ -38,7 +38,9 @@ class GCNConv(torch.nn.Module):
             and reuse it (transductive training on one graph). With a ``Graph`` input the
             normalisation is cached on the graph anyway.
         add_self_loops (bool, default: ``normalize``): add the self-loops of
-            :math:`\hat{\mathbf{A}}` (existing loops keep their weight).
+            :math:`\hat{\mathbf{A}}`. As in PyG, a loop already in an ``edge_index`` or
+            ``Graph`` keeps its weight, while a ``torch.sparse`` adjacency gets
+            :math:`\mathbf{A} + \mathbf{I}` (its loops gain 1, or 2 if ``improved``).
         normalize (bool, default True): apply the symmetric normalisation.
         bias (bool, default True): learn the additive bias :math:`\mathbf{b}`.
         flow (str, default "source_to_target"): PyG's edge direction;
@@ -82,8 +84,20 @@ class GCNConv(torch.nn.Module):
         x = inputs.x_src
         check_input(self, x, self.in_channels)
         edge_weight = weights_from(self, inputs, edge_weight)
-        graph, edge_weight = self._normalized(inputs.graph, edge_weight, x.dtype)
+        graph, add_loops = inputs.graph, self.add_self_loops
+        if inputs.adj_layout is not None and self.normalize and self.add_self_loops:
+            graph, edge_weight = self._with_loops_added(graph, edge_weight)
+            add_loops = False
+        graph, edge_weight = self._normalized(graph, edge_weight, x.dtype, add_loops)
         return inputs.node_output(self._propagate(x, graph, edge_weight, None))
+
+    def _with_loops_added(self, graph: Graph, edge_weight: Tensor) -> tuple[Graph, Tensor]:
+        """A + I (2I if ``improved``) for a ``torch.sparse`` adjacency, as PyG's
+        ``gcn_norm`` builds it there: a loop already in the adjacency gains the fill,
+        where an ``edge_index`` input keeps its loop's weight instead."""
+        fill = 2.0 if self.improved else 1.0
+        loops = edge_weight.new_full((graph.num_nodes,), fill)
+        return graph.add_self_loops(), torch.cat([edge_weight, loops])
 
     def forward_prefix(self, x: Tensor, graph: Graph, num_dst: int) -> Tensor:
         """``forward(x_all, graph)[:num_dst]`` where ``x`` holds the first rows of
@@ -93,12 +107,16 @@ class GCNConv(torch.nn.Module):
         graph, edge_weight = self._normalized(graph, None, x.dtype)
         return self._propagate(x, graph, edge_weight, num_dst)
 
-    def _normalized(self, graph: Graph, edge_weight: Tensor | None, dtype):
+    def _normalized(self, graph: Graph, edge_weight: Tensor | None, dtype,
+                    add_loops: bool | None = None):
+        """Kipf & Welling's weights (``add_loops``: ``gcn_norm``'s remaining self-loops,
+        by default ``add_self_loops``), from the cache where ``cached``."""
         if self.normalize:
             if self.cached and self._cached_edge_index is not None:
                 return self._cached_edge_index
-            graph, edge_weight = graph.gcn_norm(self.add_self_loops, self.improved,
-                                                edge_weight, dtype=dtype)
+            add_loops = self.add_self_loops if add_loops is None else add_loops
+            graph, edge_weight = graph.gcn_norm(add_loops, self.improved, edge_weight,
+                                                dtype=dtype)
             if self.cached:
                 self._cached_edge_index = (graph, edge_weight)
         return graph, edge_weight

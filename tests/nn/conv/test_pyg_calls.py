@@ -22,6 +22,8 @@ def mlp(width=8):
 # (name, graphloc factory, PyG factory, whether the adjacency's values weight the edges)
 CONVS = [
     ("gcn", lambda: gl.GCNConv(8, 6), lambda: pyg.GCNConv(8, 6), True),
+    ("gcn-improved", lambda: gl.GCNConv(8, 6, improved=True),
+     lambda: pyg.GCNConv(8, 6, improved=True), True),
     ("sage", lambda: gl.SAGEConv(8, 6, aggr="sum"), lambda: pyg.SAGEConv(8, 6, aggr="sum"),
      True),
     ("gin", lambda: gl.GINConv(mlp(), train_eps=True),
@@ -59,6 +61,11 @@ def test_sparse_adjacency_input(name, ours, theirs, weighted, layout):
         else (lambda m, x: m(x, pyg_edges))
     if name in ("sage", "gin"):  # PyG's sum aggregation of a weighted adj_t multiplies
         run_theirs = lambda m, x: m(x, adj)  # noqa: E731
+    if name.startswith("gcn"):  # PyG's gcn_norm of a sparse adj_t adds I to loops it holds (its
+        # edge_index path keeps their weight instead); it refuses CSC, which is the same matrix
+        csr_or_coo = adj.to_sparse_csr() if layout == torch.sparse_csc else adj
+        run_theirs = lambda m, x: m(x, csr_or_coo)  # noqa: E731
+        assert bool((edge_index[0] == edge_index[1]).any())  # loops there to add I to
     assert_parity(ours(), theirs(), lambda m, x: m(x, adj), run_theirs,
                   torch.randn(n, 8))
 
