@@ -115,13 +115,7 @@ def _edge_list(path: str) -> Graph:
     header line is skipped; ids that are all integers (also written as "7.0") are used as
     they are, others are numbered in order of appearance. Further columns (edge weights,
     timestamps) are ignored with a warning: the datasets carry no edge attributes."""
-    with open(path, newline="") as f:
-        sample = f.read(4096)
-        f.seek(0)
-        delimiter = "\t" if "\t" in sample else ("," if "," in sample else " ")
-        reader = csv.reader(f, delimiter=delimiter, skipinitialspace=True)
-        # (line number in the file, fields): errors name the file's own line
-        lines = [(reader.line_num, row) for row in reader if row and not row[0].startswith("#")]
+    lines = _edge_list_rows(path)
     if lines and _is_header([row for _, row in lines[:2]]):
         lines = lines[1:]
     bad = next(((number, row) for number, row in lines if len(row) < 2), None)
@@ -134,16 +128,78 @@ def _edge_list(path: str) -> Graph:
         warnings.warn(f"{path}: line {wide[0]} has {len(wide[1])} columns; only the first two "
                       "(source, destination) are read, the others (edge weights?) are "
                       "ignored: graphloc's datasets carry no edge attributes", stacklevel=3)
-    ends = [(row[0], row[1]) for _, row in lines]
+    _refuse_missing_ids(path, lines)
+    ends = [(row[0].strip(), row[1].strip()) for _, row in lines]
     numbers = [[_integer_id(a), _integer_id(b)] for a, b in ends]  # each id parsed once
     if all(None not in pair for pair in numbers):
-        edge_index = torch.tensor(numbers).t()
-        if int(edge_index.min()) < 0:
-            raise ValueError(f"{path}: node ids must be >= 0, found {int(edge_index.min())}")
-        return Graph(edge_index)
+        return Graph(_integer_edge_index(path, lines, numbers))
+    _warn_if_mixed_ids(path, lines, numbers)
     ids: dict[str, int] = {}
     pairs = [[ids.setdefault(a, len(ids)), ids.setdefault(b, len(ids))] for a, b in ends]
     return Graph(torch.tensor(pairs).t(), num_nodes=len(ids))
+
+
+def _edge_list_rows(path: str) -> list:
+    """(line number in the file, fields) of each line that is not blank or a comment:
+    errors name the file's own line."""
+    try:
+        with open(path, newline="") as f:
+            sample = f.read(4096)
+            f.seek(0)
+            delimiter = "\t" if "\t" in sample else ("," if "," in sample else " ")
+            reader = csv.reader(f, delimiter=delimiter, skipinitialspace=True)
+            return [(reader.line_num, row) for row in reader
+                    if row and not row[0].startswith("#")]
+    except (UnicodeDecodeError, csv.Error) as err:
+        raise ValueError(f"{path}: not a text edge list ({type(err).__name__}: {err})") \
+            from err
+
+
+# what spreadsheets and pandas write for a missing value: never a node's name
+_MISSING = {"", "nan", "na", "n/a", "null", "none", "<na>"}
+
+
+def _refuse_missing_ids(path: str, lines: list) -> None:
+    """A missing source or destination (an empty field, "nan", "NA") is an error naming the
+    line: read as a name it became one node that every incomplete line pointed at, and it
+    turned integer ids into names numbered by appearance (misaligning feature files)."""
+    for number, row in lines:
+        for column, field in ((0, row[0]), (1, row[1])):
+            if field.strip().lower() in _MISSING:
+                side = ("source", "destination")[column]
+                raise ValueError(f"{path}: line {number} has no {side} node id "
+                                 f"({field!r})")
+
+
+# ids are node numbers, so the largest id sets the node count; past this the graph's arrays
+# (and a default feature matrix) cannot be allocated, and sparse ids need renumbering
+_MAX_INTEGER_ID = 2**31 - 2
+
+
+def _integer_edge_index(path: str, lines: list, numbers: list) -> Tensor:
+    edge_index = torch.tensor(numbers).t()
+    low, high = int(edge_index.min()), int(edge_index.max())
+    if low < 0 or high > _MAX_INTEGER_ID:
+        bad = low if low < 0 else high
+        row = next(i for i, pair in enumerate(numbers) if bad in pair)
+        why = "node ids must be >= 0" if low < 0 else \
+            (f"node ids are node numbers (a graph of {bad + 1} nodes); renumber them "
+             f"0 .. N-1, or write them as names")
+        raise ValueError(f"{path}: line {lines[row][0]} has the node id {bad}: {why}")
+    return edge_index
+
+
+def _warn_if_mixed_ids(path: str, lines: list, numbers: list) -> None:
+    """Ids read as names because some are not integers: say which, when others are (a
+    stray token in an integer column renumbers every node by appearance)."""
+    if not any(a is not None or b is not None for a, b in numbers):
+        return
+    row = next(i for i, pair in enumerate(numbers) if None in pair)
+    number, fields = lines[row]
+    name = fields[0] if numbers[row][0] is None else fields[1]
+    warnings.warn(f"{path}: line {number} has the node id {name!r}, not an integer, so all "
+                  "ids are read as names and numbered in order of appearance (integer ids "
+                  "elsewhere in the file do not keep their value)", stacklevel=4)
 
 
 # column names of the first and of the second column; only words unlikely as node names

@@ -54,8 +54,9 @@ def test_integral_ids_written_as_floats_keep_their_value(tmp_path):
     assert ds.graph.edge_index.tolist() == [[3, 1, 2], [1, 0, 3]]
     assert ds.y.tolist() == [0, 1, 2, 3]
     (tmp_path / "halves.csv").write_text("0.5,1.5\n1.5,2\n")
-    assert load_graph_file(str(tmp_path / "halves.csv")).graph.edge_index.tolist() == \
-        [[0, 1], [1, 2]]
+    with pytest.warns(UserWarning, match="line 1 has the node id '0.5', not an integer"):
+        halves = load_graph_file(str(tmp_path / "halves.csv"))
+    assert halves.graph.edge_index.tolist() == [[0, 1], [1, 2]]
 
 
 def test_a_header_of_names_above_names_is_known_by_either_column(tmp_path):
@@ -146,3 +147,45 @@ def test_fractional_node_labels_in_graphml_are_refused(tmp_path):
     g.nodes[1]["y"] = 2.0  # whole floats are class ids
     nx.write_graphml(g, tmp_path / "whole.graphml")
     assert load_graph_file(str(tmp_path / "whole.graphml")).y.tolist() == [0, 2, 1]
+
+
+def test_edge_list_missing_ids_are_errors_naming_the_line(tmp_path):
+    """An empty field, "nan" or "NA" where a node id belongs is refused: read as a name it
+    was one node that every incomplete line pointed at, and it turned the file's integer
+    ids into names numbered by appearance (a label file indexed by id then misaligned)."""
+    for text, line, side, token in (("src,dst\n0,1\n2,nan\n", 3, "destination", "nan"),
+                                     ("0,1\n,2\n", 2, "source", ""),
+                                     ("a\tb\nNA\tc\n", 2, "source", "NA")):
+        (tmp_path / "missing.csv").write_text(text)
+        with pytest.raises(ValueError, match=rf"missing.csv: line {line} has no {side} node "
+                                             rf"id \('{token}'\)"):
+            load_graph_file(str(tmp_path / "missing.csv"))
+
+
+def test_edge_list_ids_too_large_for_node_numbers_are_errors(tmp_path):
+    """Integer ids are node numbers, so an id of 10^12 asked for a graph of 10^12 nodes
+    and failed in the allocator without naming the file; now the line is named."""
+    (tmp_path / "osm.txt").write_text("0 1\n1 1000000000000\n")
+    with pytest.raises(ValueError, match=r"osm.txt: line 2 has the node id 1000000000000: "
+                                         r"node ids are node numbers .* renumber"):
+        load_graph_file(str(tmp_path / "osm.txt"))
+    (tmp_path / "negative.txt").write_text("0 1\n\n-3 1\n")
+    with pytest.raises(ValueError, match=r"negative.txt: line 3 has the node id -3: node ids "
+                                         r"must be >= 0"):
+        load_graph_file(str(tmp_path / "negative.txt"))
+
+
+def test_edge_list_of_mixed_ids_warns_that_all_are_names(tmp_path):
+    """One non-integer id makes every id a name, numbered by appearance: the warning says
+    which id did it, and the graph is the names' (here 7 is node 0, 3 node 1, x node 2)."""
+    (tmp_path / "mixed.csv").write_text("7,3\n3,x\n")
+    with pytest.warns(UserWarning, match=r"mixed.csv: line 2 has the node id 'x', not an "
+                                         r"integer"):
+        ds = load_graph_file(str(tmp_path / "mixed.csv"))
+    assert ds.graph.edge_index.tolist() == [[0, 1], [1, 2]]
+
+
+def test_binary_files_are_not_edge_lists(tmp_path):
+    (tmp_path / "graph.txt").write_bytes(b"\xff\xfe\x00\x01 2\n")
+    with pytest.raises(ValueError, match=r"graph.txt: not a text edge list \(UnicodeDecode"):
+        load_graph_file(str(tmp_path / "graph.txt"))
