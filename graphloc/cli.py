@@ -12,6 +12,7 @@ import graphloc
 from graphloc.distributed import process_group, rank_and_world, relaunch
 from graphloc.hetero import HeteroGraph
 from graphloc.influence import METHODS, plot_influence
+from graphloc.io import check_writable, write_json
 from graphloc.nn.models.forward import PROCEDURES
 from graphloc.plotting import require_matplotlib
 
@@ -154,11 +155,12 @@ def _models_to_measure(args, dataset):
 
 def influence(args) -> int:
     """Measures total influence per hop and R of trained checkpoints or untrained models."""
-    import json
-
     from graphloc.influence import measure
+    # what would fail after the measurement fails before it: the extra, the output paths
     if args.plot:
-        require_matplotlib()  # an ImportError naming the extra now, not after the measurement
+        require_matplotlib()
+        check_writable(args.plot, "--plot")
+    check_writable(args.out, "--out")
     if args.nproc > 1:
         return relaunch(args.argv, args.nproc)
     from graphloc.datasets import load_dataset
@@ -180,8 +182,7 @@ def influence(args) -> int:
                   f"({result.R_ci[0]:.3f} to {result.R_ci[1]:.3f})")
     if rank != 0:
         return 0
-    with open(args.out, "w") as f:
-        json.dump({k: r.to_dict() for k, r in results.items()}, f)
+    write_json({k: r.to_dict() for k, r in results.items()}, args.out)
     if args.plot:
         plot_influence(results, args.plot)
         require_matplotlib().close("all")

@@ -54,7 +54,7 @@ from graphloc.checks import check_int
 from graphloc.distributed import rank_and_world
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import capabilities_of
-from graphloc.plotting import require_matplotlib
+from graphloc.plotting import require_matplotlib, save_figure
 
 METHODS = ("auto", "batched", "per_seed", "full_graph")
 
@@ -304,7 +304,7 @@ def plot_influence(results, path: str | None = None, ax=None):
     ax.legend()
     if path:
         ax.figure.tight_layout()
-        ax.figure.savefig(path, dpi=120)
+        save_figure(ax.figure, path)
     return ax
 
 

@@ -10,6 +10,7 @@ files (``torch.load`` reads them; the checksum is one more string entry).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 from contextlib import contextmanager
@@ -109,3 +110,26 @@ def atomic_file(path: str, suffix: str = ".tmp"):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_json(obj, path: str, indent: int | None = None) -> None:
+    """``json.dump`` that never leaves a half-written file at ``path`` (an object that
+    does not serialise raises before anything is there)."""
+    with atomic_file(path) as tmp, open(tmp, "w") as f:
+        json.dump(obj, f, indent=indent)
+
+
+def check_writable(path: str, what: str) -> None:
+    """Raises ``ValueError`` naming ``what`` if no file can be written at ``path`` (its
+    folder cannot be made or written to, or ``path`` is a folder): for outputs written
+    after a long computation, checked before it starts."""
+    if os.path.isdir(path):
+        raise ValueError(f"{what} {path} is a folder; give a file name")
+    try:
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ValueError(f"{what} {path} cannot be written ({err.strerror or err})") from err

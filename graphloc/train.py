@@ -8,7 +8,6 @@ every k epochs, best-on-validation checkpoints (weights + full configuration), r
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import warnings
@@ -21,12 +20,12 @@ from graphloc.checks import is_int_at_least
 from graphloc.datasets.base import NodeDataset
 from graphloc.datasets.hetero import HeteroNodeDataset, as_dataset
 from graphloc.distributed import rank_and_world
-from graphloc.io import atomic_save, load_file
+from graphloc.io import atomic_save, load_file, write_json
 from graphloc.nn import build_model
 from graphloc.nn.capabilities import ModelCapabilities, capabilities_of
 from graphloc.nn.models.forward import GREEDY, PROCEDURES
 from graphloc.nn.registry import HETERO_MODELS
-from graphloc.plotting import require_matplotlib
+from graphloc.plotting import require_matplotlib, save_figure
 
 
 @dataclass
@@ -579,8 +578,7 @@ def _checkpoint(model, config, dataset, history) -> dict:
 
 
 def _write_metrics(history: list[dict], out_dir: str) -> None:
-    with open(os.path.join(out_dir, "metrics.json"), "w") as f:
-        json.dump(history, f, indent=1)
+    write_json(history, os.path.join(out_dir, "metrics.json"), indent=1)
     try:
         plt = require_matplotlib()
     except ImportError:  # the curve is optional; metrics.json has the numbers
@@ -592,7 +590,7 @@ def _write_metrics(history: list[dict], out_dir: str) -> None:
     ax.set(xlabel="epoch", ylabel="accuracy")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "curve.png"), dpi=100)
+    save_figure(fig, os.path.join(out_dir, "curve.png"), dpi=100)
     plt.close(fig)
 
 

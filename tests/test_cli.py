@@ -177,3 +177,21 @@ def test_train_latte_on_the_offline_heterogeneous_dataset(tmp_path, capsys):
                  "--out", str(tmp_path / "i.json")]) == 2
     assert "heterogeneous (node types ['account', 'bank', 'currency'])" in \
         capsys.readouterr().err
+
+
+def test_influence_outputs_that_cannot_be_written_fail_before_the_measurement(
+        tmp_path, capsys, monkeypatch):
+    """--out or --plot that is a folder, or under a path that cannot be a folder, is an
+    error before any model is measured (it was an OSError after the measurement)."""
+    import graphloc.influence
+    measured = []
+    monkeypatch.setattr(graphloc.influence, "measure", lambda *a, **k: measured.append(1))
+    (tmp_path / "file").write_text("")
+    for flag, value, why in (("--out", str(tmp_path), "is a folder"),
+                             ("--out", str(tmp_path / "file" / "r.json"), "cannot be written"),
+                             ("--plot", str(tmp_path / "file" / "r.png"), "cannot be written")):
+        args = ["influence", "--graph", "synthetic:50", "--out", str(tmp_path / "r.json"),
+                flag, value]
+        assert main(args) == 2
+        assert f"graphloc influence: error: {flag} {value} {why}" in capsys.readouterr().err
+    assert measured == [] and not (tmp_path / "r.json").exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from graphloc.io import CHECKSUM_KEY, atomic_save, load_file
+from graphloc.io import CHECKSUM_KEY, atomic_save, load_file, write_json
 
 
 def _flip_byte_of(path, tensor: torch.Tensor) -> None:
@@ -59,3 +59,29 @@ def test_not_a_dict_and_missing_keys_name_the_file(tmp_path):
     (tmp_path / "junk.pt").write_bytes(b"not a zip")
     with pytest.raises(ValueError, match="junk.pt is not a readable cache"):
         load_file(str(tmp_path / "junk.pt"), "cache")
+
+
+def test_json_that_fails_to_serialise_leaves_the_old_file(tmp_path):
+    """write_json writes through a temporary file: an object json cannot encode raises
+    and leaves the file that was there, whole (a plain open(path, "w") had emptied it)."""
+    import json
+    path = tmp_path / "metrics.json"
+    write_json({"R": 1.5}, str(path))
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        write_json({"R": 2.0, "bad": object()}, str(path))
+    assert json.loads(path.read_text()) == {"R": 1.5}
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]
+
+
+def test_figures_are_saved_in_the_format_of_their_extension(tmp_path):
+    pytest.importorskip("matplotlib")
+    from graphloc.plotting import require_matplotlib, save_figure
+    fig = require_matplotlib().figure()
+    save_figure(fig, str(tmp_path / "a.png"))
+    save_figure(fig, str(tmp_path / "b.pdf"))
+    save_figure(fig, str(tmp_path / "c"))  # no extension: PNG
+    assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "b.pdf").read_bytes()[:4] == b"%PDF"
+    assert (tmp_path / "c").read_bytes()[:4] == b"\x89PNG"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.png", "b.pdf", "c"]
+
