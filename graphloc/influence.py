@@ -53,8 +53,9 @@ from graphloc import ops
 from graphloc.checks import check_int
 from graphloc.distributed import rank_and_world
 from graphloc.graph import Graph
+from graphloc.io import save_figure
 from graphloc.nn.capabilities import capabilities_of
-from graphloc.plotting import require_matplotlib, save_figure
+from graphloc.plotting import require_matplotlib
 
 METHODS = ("auto", "batched", "per_seed", "full_graph")
 

@@ -133,3 +133,12 @@ def check_writable(path: str, what: str) -> None:
         os.unlink(probe)
     except OSError as err:
         raise ValueError(f"{what} {path} cannot be written ({err.strerror or err})") from err
+
+
+def save_figure(fig, path: str, dpi: int = 120) -> None:
+    """``fig.savefig(path)`` (a matplotlib figure) that never leaves a half-written image at
+    ``path``; the format follows ``path``'s extension (PNG without one)."""
+    extension = os.path.splitext(path)[1]
+    with atomic_file(path, suffix=extension or ".png") as tmp:
+        fig.savefig(tmp, dpi=dpi, format=extension[1:] or "png")
+

@@ -20,12 +20,12 @@ from graphloc.checks import is_int_at_least
 from graphloc.datasets.base import NodeDataset
 from graphloc.datasets.hetero import HeteroNodeDataset, as_dataset
 from graphloc.distributed import rank_and_world
-from graphloc.io import atomic_save, load_file, write_json
+from graphloc.io import atomic_save, load_file, save_figure, write_json
 from graphloc.nn import build_model
 from graphloc.nn.capabilities import ModelCapabilities, capabilities_of
 from graphloc.nn.models.forward import GREEDY, PROCEDURES
 from graphloc.nn.registry import HETERO_MODELS
-from graphloc.plotting import require_matplotlib, save_figure
+from graphloc.plotting import require_matplotlib
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from graphloc.io import CHECKSUM_KEY, atomic_save, load_file, write_json
+from graphloc.io import CHECKSUM_KEY, atomic_save, load_file, save_figure, write_json
 
 
 def _flip_byte_of(path, tensor: torch.Tensor) -> None:
@@ -75,7 +75,7 @@ def test_json_that_fails_to_serialise_leaves_the_old_file(tmp_path):
 
 def test_figures_are_saved_in_the_format_of_their_extension(tmp_path):
     pytest.importorskip("matplotlib")
-    from graphloc.plotting import require_matplotlib, save_figure
+    from graphloc.plotting import require_matplotlib
     fig = require_matplotlib().figure()
     save_figure(fig, str(tmp_path / "a.png"))
     save_figure(fig, str(tmp_path / "b.pdf"))
