@@ -12,6 +12,7 @@ from graphloc.nn.conv._utils import (
     as_graph,
     check_ball_sizes,
     check_dropouts,
+    check_input,
     check_sizes,
     propagate_prefix,
     rows_within,
@@ -59,6 +60,7 @@ class GNN(ModelCapabilities, torch.nn.Module):
             raise ValueError(f"norm must be None, 'batch' or 'layer', got {norm!r}")
         widths = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
         self.conv_name, self.residual = conv, residual
+        self.in_channels = in_channels
         self.convs = torch.nn.ModuleList(CONVS[conv](i, o, **conv_kwargs)
                                          for i, o in zip(widths[:-1], widths[1:], strict=True))
         make_norm = {None: lambda w: torch.nn.Identity(), "batch": torch.nn.BatchNorm1d,
@@ -73,11 +75,20 @@ class GNN(ModelCapabilities, torch.nn.Module):
                 module.reset_parameters()
 
     def forward(self, x: Tensor, graph) -> Tensor:
+        self._check_width(x)
         graph = as_graph(graph, x)  # wrap a raw edge_index once for all layers
         for conv, norm in zip(self.convs[:-1], self.norms, strict=True):
             h = self.dropout(self.act(norm(conv(x, graph))))
             x = x + h if self.residual and h.shape == x.shape else h
         return self.convs[-1](x, graph)
+
+    def _check_width(self, x: Tensor) -> None:
+        """The input width, checked here for every conv kind (a GINConv's network is the
+        user's, so the conv cannot check it); the convs check the rest."""
+        if isinstance(x, Tensor) and x.dim() >= 2 and self.in_channels != -1 \
+                and x.size(-1) != self.in_channels:
+            raise ValueError(f"GNN expects x of shape [N, {self.in_channels}], got "
+                             f"{list(x.shape)}")
 
     def forward_within(self, x: Tensor, graph: Graph, ball_sizes: list[int]) -> Tensor:
         """``forward(x, graph)[:ball_sizes[0]]`` computing each layer only where the
@@ -178,6 +189,7 @@ class DAGNN(ModelCapabilities, torch.nn.Module):
         return self._forward(x, as_graph(graph, x), ball_sizes)
 
     def _forward(self, x: Tensor, graph: Graph, ball_sizes) -> Tensor:
+        check_input(self, x, self.lin1.in_features)
         h = self.lin2(self.dropout(torch.relu(self.lin1(self.dropout(x)))))
         norm_graph, weight = graph.gcn_norm(add_self_loops=True, dtype=x.dtype)  # cached
         roots = rows_within(ball_sizes, 0)  # None: every node

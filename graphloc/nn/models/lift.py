@@ -13,6 +13,7 @@ from graphloc.nn.conv._utils import (
     as_graph,
     check_ball_sizes,
     check_dropouts,
+    check_input,
     check_sizes,
     rows_within,
 )
@@ -92,6 +93,7 @@ class LiftGCN(ModelCapabilities, torch.nn.Module):
             module.reset_parameters()
 
     def embed(self, x: Tensor) -> Tensor:
+        check_input(self, x, self.lin_in.in_features)
         return self.dropout(torch.nn.functional.gelu(self.norm_in(self.lin_in(x))))
 
     def propagate(self, h0: Tensor, graph, ball_sizes=None) -> tuple[Tensor, Tensor]:

@@ -313,6 +313,9 @@ class UGT(ModelCapabilities, torch.nn.Module):
         """The representations ``H [N, hidden]`` before the head, and the inputs used."""
         check_input(self, x, self.in_channels)
         graph = as_graph(graph, x)
+        if x.size(0) != graph.num_nodes:  # the inputs below are per node of the graph
+            raise ValueError(f"x has {x.size(0)} rows but the graph has {graph.num_nodes} "
+                             "nodes")
         inputs = self.inputs(graph)
         positions = inputs.positions.to(x.dtype)
         if self.training:  # the official random sign flips, one per eigenvector

@@ -264,3 +264,19 @@ def test_models_train_on_a_graph_built_and_evaluated_under_inference_mode(name, 
         assert (ours is None) == (expected is None)
         if ours is not None:
             torch.testing.assert_close(ours, expected)
+
+
+@pytest.mark.parametrize("name,build", _whole_models(), ids=[n for n, _ in _whole_models()])
+def test_models_name_x_when_its_shape_does_not_fit(name, build):
+    """A feature width other than the model's, or a row count other than the graph's, is a
+    ValueError naming x (DAGNN and LiftGCN raised torch's matmul error, UGT a broadcast
+    error), and integer features a TypeError."""
+    graph = Graph(random_edge_index(30, 120, seed=3), num_nodes=30).to_undirected()
+    model = build().eval()
+    with pytest.raises(ValueError, match=r"expects x of shape \[N, 6\], got \[30, 5\]"):
+        model(torch.randn(30, 5), graph)
+    for rows in (29, 31):
+        with pytest.raises(ValueError, match=rf"x has {rows} rows but the graph has 30 "):
+            model(torch.randn(rows, 6), graph)
+    with pytest.raises(TypeError, match="floating-point node features x, got torch.int64"):
+        model(torch.ones(30, 6, dtype=torch.long), graph)
