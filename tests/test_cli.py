@@ -195,3 +195,20 @@ def test_influence_outputs_that_cannot_be_written_fail_before_the_measurement(
         assert main(args) == 2
         assert f"graphloc influence: error: {flag} {value} {why}" in capsys.readouterr().err
     assert measured == [] and not (tmp_path / "r.json").exists()
+
+
+def test_a_failed_download_is_one_line_naming_the_url_and_the_place(tmp_path, capsys,
+                                                                     monkeypatch):
+    """Without network access a City-Networks city is a ConnectionError, which the CLI
+    prints as one line (it was a RuntimeError: a traceback)."""
+    import urllib.error
+    import urllib.request
+
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("Name or service not known")
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    assert main(["dataset", "stats", "paris", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("graphloc dataset: error: could not download https://")
+    assert err.endswith("raw/paris.tar.gz") and "\n" not in err
+

@@ -95,7 +95,7 @@ class CityNetwork(NodeDataset):
                                      f"the recorded {expected}: corrupt or changed download")
                 self._read_arrays(tmp)  # the published counts, before it is kept
         except (urllib.error.URLError, OSError) as err:
-            raise RuntimeError(
+            raise ConnectionError(
                 f"could not download {self.url} ({err}). Without network access, fetch it "
                 f"elsewhere and place it at {self.archive}") from err
         if not expected:

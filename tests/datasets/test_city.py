@@ -142,7 +142,7 @@ def test_built_city_and_processed_file_errors(server, tmp_path):
 
 
 def test_offline_error_names_url_and_path(tmp_path):
-    with pytest.raises(RuntimeError, match=r"could not download http://127.0.0.1:9/paris"
+    with pytest.raises(ConnectionError, match=r"could not download http://127.0.0.1:9/paris"
                                            r".tar.gz .*place it at .*raw/paris.tar.gz"):
         CityNetwork(str(tmp_path), "paris", url="http://127.0.0.1:9")
     with pytest.raises(ValueError, match="unknown city 'atlantis'"):

@@ -84,7 +84,7 @@ def test_gtn_download_read_and_cache(served, tmp_path):
 
 
 def test_gtn_offline_error_names_the_place(tmp_path):
-    with pytest.raises(RuntimeError, match=r"could not download http://127.0.0.1:9/gtn-imdb"
+    with pytest.raises(ConnectionError, match=r"could not download http://127.0.0.1:9/gtn-imdb"
                                            r".zip .*place it at .*gtn-imdb.zip"):
         gtn_dataset("imdb", str(tmp_path), url="http://127.0.0.1:9")
     assert not os.path.exists(tmp_path / "gtn-imdb" / "raw" / "gtn-imdb.zip")
