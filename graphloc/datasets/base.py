@@ -17,6 +17,8 @@ class NodeDataset:
 
     Splits are node-id tensors (``train_index``...) and, as properties, boolean masks
     (``train_mask``...): the City-Networks release stores ids in files named ``*_mask.pt``.
+    A label of -1 marks a node without one (PyG's convention for unlabelled nodes); no
+    split may hold such a node.
     """
 
     name: str
@@ -41,7 +43,8 @@ class NodeDataset:
                              f"{list(getattr(self.x, 'shape', []))}")
         if not self.x.is_floating_point():
             raise TypeError(f"{self.name}: x must be floating point, got {self.x.dtype}")
-        check_labels_and_splits(self, n)
+        # -1: a node without a label (PyG's convention), which no split may hold
+        check_labels_and_splits(self, n, unlabelled=True)
 
     @property
     def num_nodes(self) -> int:
@@ -82,8 +85,9 @@ class NodeDataset:
                 raise ValueError(f"the PyG Data has no {key!r}: a NodeDataset needs x, "
                                  "edge_index and y")
         graph = Graph(data.edge_index, num_nodes=data.num_nodes)
-        split = pyg_split(data, graph.num_nodes) or city_split(graph.num_nodes)
-        return cls(name, graph, float_features(data.x), class_labels(data.y, name), *split,
+        y = class_labels(data.y, name)
+        split = pyg_split(data, graph.num_nodes) or labelled_split(y)
+        return cls(name, graph, float_features(data.x), y, *split,
                    pos=getattr(data, "pos", None), edge_attr=getattr(data, "edge_attr", None))
 
     @classmethod
@@ -93,10 +97,11 @@ class NodeDataset:
         with features ``x [N, F]`` and labels ``y [N]``; ``split`` as three id tensors or
         masks, else :func:`city_split`."""
         graph = Graph.from_networkx(g)
-        split = city_split(graph.num_nodes) if split is None else \
+        y = class_labels(y, name)
+        split = labelled_split(y) if split is None else \
             tuple(split_ids(s, k, graph.num_nodes) for s, k in
                   zip(split, ("train", "val", "test"), strict=True))
-        return cls(name, graph, float_features(x), class_labels(y, name), *split)
+        return cls(name, graph, float_features(x), y, *split)
 
     def __repr__(self) -> str:
         return (f"NodeDataset({self.name!r}, nodes={self.num_nodes}, "
@@ -161,6 +166,16 @@ def city_split(num_nodes: int) -> tuple[Tensor, Tensor, Tensor]:
     return perm[:tenth], perm[tenth:2 * tenth], perm[2 * tenth:]
 
 
+def labelled_split(y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`city_split` of the labelled nodes (``y >= 0``; -1 marks a node without a
+    label): the default split of a dataset that brings none. With every node labelled it
+    is ``city_split(N)`` itself."""
+    labelled = (y >= 0).nonzero().flatten()
+    if labelled.numel() == y.numel():
+        return city_split(y.numel())
+    return tuple(labelled[part] for part in city_split(labelled.numel()))
+
+
 def float_features(x) -> Tensor:
     """Integer or boolean features (counts, one-hot) as float32, exactly."""
     x = torch.as_tensor(x)
@@ -204,10 +219,11 @@ def as_node_dataset(data) -> NodeDataset:
     if isinstance(data, tuple) and len(data) in (3, 4):
         x, structure, y = data[:3]
         graph = structure if isinstance(structure, Graph) else Graph(structure, x.size(0))
-        split = city_split(graph.num_nodes) if len(data) == 3 else tuple(
+        y = class_labels(y, "data")
+        split = labelled_split(y) if len(data) == 3 else tuple(
             split_ids(s, k, graph.num_nodes) for s, k in
             zip(data[3], ("train", "val", "test"), strict=True))
-        return NodeDataset("data", graph, float_features(x), class_labels(y, "data"), *split)
+        return NodeDataset("data", graph, float_features(x), y, *split)
     if hasattr(data, "edge_index") and hasattr(data, "x"):
         return NodeDataset.from_pyg(data)
     raise TypeError(f"fit trains on a NodeDataset, a PyG Data or (x, edge_index, y[, split]), "

@@ -19,9 +19,9 @@ from torch import Tensor
 
 from graphloc.datasets.base import (
     NodeDataset,
-    city_split,
     class_labels,
     float_features,
+    labelled_split,
     pyg_split,
 )
 from graphloc.graph import Graph
@@ -56,10 +56,10 @@ def load_graph_file(path: str, features: str | None = None,
     if x is None:
         x = default_features(graph)
     labelled = y is not None
+    y = class_labels(y, name) if labelled else torch.zeros(graph.num_nodes, dtype=torch.long)
     # the files given override the Data's own x and y; its masks are kept
-    return NodeDataset(name, graph, float_features(x), class_labels(y, name) if labelled else
-                       torch.zeros(graph.num_nodes, dtype=torch.long),
-                       *(split or city_split(graph.num_nodes)), labelled=labelled)
+    return NodeDataset(name, graph, float_features(x), y, *(split or labelled_split(y)),
+                       labelled=labelled)
 
 
 def default_features(graph: Graph) -> Tensor:

@@ -19,7 +19,8 @@ def _dataset(**change):
     ({"x": torch.randn(3)}, r"x must be \[3, F\]"),
     ({"y": torch.tensor([0.0, 1.0, 0.0])}, "y must be integer class labels"),
     ({"y": torch.tensor([0, 1])}, r"y must be integer class labels of shape \[3\]"),
-    ({"y": torch.tensor([0, -1, 0])}, "y holds the negative label -1"),
+    ({"y": torch.tensor([0, -1, 0])}, "val_index holds node 1, which has no label"),
+    ({"y": torch.tensor([0, -2, 0])}, "y holds -2; labels are >= 0, or -1 for a node"),
     ({"train_index": torch.tensor([5])}, r"train_index holds node 5, outside \[0, 3\)"),
     ({"val_index": torch.tensor([-1])}, "val_index holds node -1"),
     ({"test_index": torch.tensor([[2]])}, "test_index must be 1-D integer node ids"),
@@ -56,3 +57,29 @@ def test_constructors_refuse_fractional_labels_and_ids_and_cast_integer_features
         NodeDataset.from_networkx(g, x, torch.zeros(4, dtype=torch.long), split=split)
     with pytest.raises(TypeError, match="x must be floating point, got torch.int64"):
         _dataset(x=torch.ones(3, 2, dtype=torch.long))
+
+
+def test_unlabelled_nodes_outside_the_splits_train():
+    """PyG marks unlabelled nodes with y = -1 and leaves them out of its masks: such a Data
+    trains (it was refused for the -1), and a -1 inside a split is an error naming the
+    split and the node."""
+    from torch_geometric.data import Data
+
+    from graphloc.train import TrainConfig, fit
+    gen = torch.Generator().manual_seed(0)
+    n = 30
+    edge_index = torch.randint(0, n, (2, 90), generator=gen)
+    y = torch.randint(0, 3, (n,), generator=gen)
+    y[20:] = -1
+    ids = torch.arange(n)
+    data = Data(x=torch.randn(n, 4, generator=gen), edge_index=edge_index, y=y,
+                train_mask=ids < 12, val_mask=(ids >= 12) & (ids < 16),
+                test_mask=(ids >= 16) & (ids < 20))
+    history = fit(data, TrainConfig(model="gcn", epochs=2, hidden=8), progress=False)
+    assert len(history) == 2 and 0.0 <= history[-1]["test"] <= 1.0
+    dataset = NodeDataset.from_pyg(data)
+    assert dataset.num_classes == int(y.max()) + 1
+    data.test_mask = ids >= 16
+    with pytest.raises(ValueError, match="test_index holds node 20, which has no label"):
+        NodeDataset.from_pyg(data)
+

@@ -189,3 +189,22 @@ def test_binary_files_are_not_edge_lists(tmp_path):
     (tmp_path / "graph.txt").write_bytes(b"\xff\xfe\x00\x01 2\n")
     with pytest.raises(ValueError, match=r"graph.txt: not a text edge list \(UnicodeDecode"):
         load_graph_file(str(tmp_path / "graph.txt"))
+
+
+def test_a_labels_file_with_unlabelled_nodes_splits_the_labelled_ones(tmp_path):
+    """-1 in a labels file marks a node without a label: the default split (City-Networks'
+    RandomState(0) permutation, tenths) is drawn over the labelled nodes only, so that
+    training runs (the split over all nodes put unlabelled nodes in it)."""
+    edges = "\n".join(f"{i} {(i + 1) % 50}" for i in range(50))
+    (tmp_path / "ring.txt").write_text(edges + "\n")
+    labels = [i % 3 if i % 5 else -1 for i in range(50)]
+    (tmp_path / "y.csv").write_text("\n".join(map(str, labels)) + "\n")
+    ds = load_graph_file(str(tmp_path / "ring.txt"), labels=str(tmp_path / "y.csv"))
+    labelled = [i for i, label in enumerate(labels) if label >= 0]
+    perm = np.random.RandomState(0).permutation(len(labelled))
+    expected = [labelled[j] for j in perm]
+    tenth = len(labelled) // 10
+    assert ds.train_index.tolist() == expected[:tenth]
+    assert ds.val_index.tolist() == expected[tenth:2 * tenth]
+    assert ds.test_index.tolist() == expected[2 * tenth:]
+    assert ds.num_classes == 3 and ds.labelled
