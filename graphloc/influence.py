@@ -593,6 +593,10 @@ def _subgraph_jacobian_l1(model, x: Tensor, edge_index: Tensor, hop: Tensor, roo
 
 def _node_outputs(model, x: Tensor, edge_index: Tensor) -> Tensor:
     out = model(x, edge_index)
+    if not isinstance(out, Tensor):
+        raise TypeError(f"the model returned a {type(out).__name__}: influence needs one "
+                        "tensor with an output row per node (wrap a model that returns "
+                        "several values)")
     if out.dim() != 2 or out.size(0) != x.size(0):
         raise ValueError(f"the model returned shape {list(out.shape)} for {x.size(0)} "
                          "nodes: influence needs one output row per node")

@@ -158,6 +158,13 @@ def test_zero_influence_warns_and_bad_input():
             return x.sum(0, keepdim=True)
     with pytest.raises(ValueError, match="one output row per node"):
         total_influence(Pooled(), data, 2, nodes=[0])
+
+    class TwoOutputs(torch.nn.Module):  # an AttributeError on tuple.dim before
+        def forward(self, x, edge_index):
+            return x, x
+    with pytest.raises(TypeError, match="the model returned a tuple: influence needs one "
+                                        "tensor"):
+        total_influence(TwoOutputs(), data, 2, nodes=[0])
     with pytest.raises(ValueError, match="no node features"):
         total_influence(model, Data(edge_index=data.edge_index, num_nodes=50), 2)
     with pytest.raises(TypeError, match="x must be floating point"):
