@@ -46,15 +46,23 @@ def from_pyg(module: torch.nn.Module, example: tuple | None = None, atol: float 
 
     Returns the converted module; ``module.pyg_conversion`` (a dict) lists what was
     ``converted``, what was ``kept`` (with the reason) and whether it was ``checked``.
+    The global random state is left as it was (building the twins and the random probe
+    draw from it), so a seeded script runs the same with or without the conversion.
     """
     _check_arguments(module, example, atol)
+    cuda = sorted({t.device.index or 0 for t in module.parameters() if t.device.type == "cuda"})
+    with torch.random.fork_rng(devices=cuda):
+        return _from_pyg(module, example, atol, strict)
+
+
+def _from_pyg(module: torch.nn.Module, example, atol: float, strict: bool) -> torch.nn.Module:
     kind = type(module).__name__
     if _is_pyg(module) and kind in _BASIC_GNNS and hasattr(module, "convs"):
         try:
             return _checked(module, _basic_gnn(module), example, atol, [kind], [])
         except Unconvertible as err:  # e.g. jumping knowledge: convert conv by conv
             warnings.warn(f"from_pyg: {kind} stays a PyG model with graphloc convs ({err}): "
-                          "no layer pruning in influence", stacklevel=2)
+                          "no layer pruning in influence", stacklevel=3)
     if _is_pyg_conv(module):
         converted, done, kept = _top_level_conv(module)
     else:
@@ -65,7 +73,7 @@ def from_pyg(module: torch.nn.Module, example: tuple | None = None, atol: float 
         message = "; ".join(f"{name}: {why}" for name, why in kept)
         if strict:
             raise Unconvertible(f"could not convert {message}")
-        warnings.warn(f"from_pyg kept these PyG modules: {message}", stacklevel=2)
+        warnings.warn(f"from_pyg kept these PyG modules: {message}", stacklevel=3)
     return result
 
 

@@ -1,5 +1,7 @@
 """from_pyg: PyG models and convs become graphloc ones with PyG's outputs."""
 
+import warnings
+
 import pytest
 import torch
 import torch_geometric.nn as pyg
@@ -152,3 +154,26 @@ def test_bad_arguments_are_named():
     for bad in ((x[:, :5], edge_index), (x, out_of_range)):  # wrong width, index
         with pytest.raises(ValueError, match="the original module fails on example"):
             from_pyg(model, example=bad)
+
+
+CONVERTED = [*BASIC, ("user model", _UserModel),
+             ("jumping knowledge", lambda: pyg.GCN(6, 8, 3, 4, jk="cat"))]
+
+
+@pytest.mark.parametrize("name, build", CONVERTED, ids=[c[0] for c in CONVERTED])
+def test_conversion_leaves_the_global_random_state_as_it_was(name, build):
+    """Building the twins (their initialisation) and the random probe drew from the global
+    generator, so a seeded script's later draws (dropout, sampling, the next model's
+    weights) changed with the conversion; its warnings still point at the caller."""
+    torch.manual_seed(0)
+    theirs = build().eval()
+    for example in (_probe(), None):
+        if example is None and name == "user model":
+            continue  # a module of the user's own is only checked on the user's probe
+        state = torch.get_rng_state()
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            from_pyg(theirs, example=example)
+        assert torch.equal(torch.get_rng_state(), state)
+        assert all(w.filename == __file__ for w in record)
+        assert (name == "jumping knowledge") == bool(record)
