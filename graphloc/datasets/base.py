@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -146,6 +147,29 @@ def check_labels_and_splits(dataset, n: int, unlabelled: bool = False,
         if unlabelled and (y[index] < 0).any():
             bad = int(index[y[index] < 0][0])
             raise ValueError(f"{name}: {split} holds {node} {bad}, which has no label (-1)")
+    _warn_on_shared_split_nodes(dataset, n, node)
+
+
+def _warn_on_shared_split_nodes(dataset, n: int, node: str) -> None:
+    """A node twice in a split (counted twice in its accuracy), or in two splits (a
+    validation or test accuracy measured on training nodes), is almost always a mistake
+    in building the split: warned, naming the first such node."""
+    splits = {s: getattr(dataset, s) for s in ("train_index", "val_index", "test_index")}
+    for split, index in splits.items():
+        if index.numel() and torch.bincount(index, minlength=n).max() > 1:
+            twice = int(torch.bincount(index, minlength=n).argmax())
+            warnings.warn(f"{dataset.name}: {split} holds {node} {twice} more than once, so it "
+                          "counts more than once in that split's accuracy", stacklevel=5)
+    names = list(splits)
+    for a, b in ((0, 1), (0, 2), (1, 2)):
+        first, second = splits[names[a]], splits[names[b]]
+        if first.numel() and second.numel():
+            shared = torch.isin(second, first)
+            if shared.any():
+                warnings.warn(f"{dataset.name}: {names[a]} and {names[b]} share "
+                              f"{int(shared.sum())} {node}s (the first: "
+                              f"{int(second[shared][0])}), so {names[b]}'s accuracy is "
+                              f"measured on nodes {names[a]} also holds", stacklevel=5)
 
 
 def pyg_split(data, num_nodes: int) -> tuple[Tensor, Tensor, Tensor] | None:

@@ -83,3 +83,19 @@ def test_unlabelled_nodes_outside_the_splits_train():
     with pytest.raises(ValueError, match="test_index holds node 20, which has no label"):
         NodeDataset.from_pyg(data)
 
+
+
+def test_nodes_shared_between_or_repeated_in_splits_warn():
+    """A test accuracy measured partly on training nodes, or a node counted twice, is a
+    silently inflated number: the dataset warns, naming the splits and the first node
+    (from this file: the warning points at the caller)."""
+    with pytest.warns(UserWarning, match=r"train_index and test_index share 1 nodes \(the "
+                                         r"first: 0\)") as record:
+        _dataset(test_index=torch.tensor([2, 0]))
+    assert record[0].filename == __file__
+    with pytest.warns(UserWarning, match="val_index holds node 1 more than once"):
+        _dataset(val_index=torch.tensor([1, 1]))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _dataset()  # disjoint splits: quiet

@@ -108,11 +108,10 @@ def test_graphml_gml_and_a_saved_pyg_data(tmp_path):
     (tmp_path / "broken.graphml").write_text("<graphml><node")
     with pytest.raises(ValueError, match="broken.graphml is not a readable GraphML file"):
         load_graph_file(str(tmp_path / "broken.graphml"))
-    mask = torch.zeros(10, dtype=torch.bool)
-    mask[:4] = True
+    ids = torch.arange(10)
     torch.save(Data(x=torch.randn(10, 2), edge_index=torch.tensor([[0, 1], [1, 2]]),
-                    y=torch.arange(10) % 2, train_mask=mask, val_mask=~mask,
-                    test_mask=~mask), tmp_path / "d.pt")
+                    y=torch.arange(10) % 2, train_mask=ids < 4, val_mask=(ids >= 4) & (ids < 7),
+                    test_mask=ids >= 7), tmp_path / "d.pt")
     ds = load_graph_file(str(tmp_path / "d.pt"))
     assert ds.train_index.tolist() == [0, 1, 2, 3] and ds.labelled  # its own masks
     torch.save({"not": "data"}, tmp_path / "other.pt")
@@ -123,17 +122,17 @@ def test_graphml_gml_and_a_saved_pyg_data(tmp_path):
 def test_label_and_feature_files_override_a_saved_data_and_its_masks_stay(tmp_path):
     """--labels with a .pt that has masks used to be ignored (the Data's own y was kept)."""
     from torch_geometric.data import Data
-    mask = torch.tensor([True, True, False, False, False])
+    ids = torch.arange(5)
     torch.save(Data(x=torch.randn(5, 2), edge_index=torch.tensor([[0, 1], [1, 2]]),
-                    y=torch.zeros(5, dtype=torch.long), train_mask=mask, val_mask=~mask,
-                    test_mask=~mask), tmp_path / "d.pt")
+                    y=torch.zeros(5, dtype=torch.long), train_mask=ids < 2, val_mask=ids == 2,
+                    test_mask=ids > 2), tmp_path / "d.pt")
     (tmp_path / "y.csv").write_text("1\n0\n1\n2\n0\n")
     np.save(tmp_path / "x.npy", np.arange(15.0).reshape(5, 3))
     ds = load_graph_file(str(tmp_path / "d.pt"), str(tmp_path / "x.npy"),
                          str(tmp_path / "y.csv"))
     assert ds.y.tolist() == [1, 0, 1, 2, 0]
     assert torch.equal(ds.x, torch.arange(15.0).view(5, 3))
-    assert ds.train_index.tolist() == [0, 1] and ds.val_index.tolist() == [2, 3, 4]
+    assert ds.train_index.tolist() == [0, 1] and ds.val_index.tolist() == [2]
 
 
 def test_fractional_node_labels_in_graphml_are_refused(tmp_path):
