@@ -81,6 +81,15 @@ def _normal_tensor(t: Tensor | None) -> Tensor | None:
     return t.clone()
 
 
+def degree_power(deg: Tensor, exponent: float) -> Tensor:
+    """``deg ** exponent`` (a negative exponent), 0 where the degree is 0, as PyG's
+    normalisations. The power is taken of 1 there, not of 0: ``pow(0, -0.5)`` is inf, whose
+    gradient, masked to 0, became 0 * inf = NaN for learnable edge weights summing to 0 at
+    a node (PyG's ``gcn_norm`` has that trap)."""
+    empty = deg == 0
+    return deg.masked_fill(empty, 1.0).pow(exponent).masked_fill(empty, 0.0)
+
+
 def _node_count(value, name: str) -> int:
     """An integer node count (a 0-d integer tensor or numpy integer too); a float such as
     3.9 or a bool is refused rather than truncated."""
@@ -552,7 +561,7 @@ class Graph:
             graph, edge_weight = self._with_remaining_loops(edge_weight, 2.0 if improved else 1.0)
         src, dst = graph.edge_index  # in range by construction: no checked scatter needed
         deg = edge_weight.new_zeros(self.num_nodes).index_add(0, dst, edge_weight)
-        inv_sqrt = deg.pow(-0.5).masked_fill(deg == 0, 0.0)
+        inv_sqrt = degree_power(deg, -0.5)
         weight = inv_sqrt[src] * edge_weight * inv_sqrt[dst]
         if graph is self or graph.csr.perm is None:  # the caller's own edge order stays
             return graph, weight

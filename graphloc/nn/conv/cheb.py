@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.graph import Graph
+from graphloc.graph import Graph, degree_power
 from graphloc.nn.conv._inputs import read_inputs, weights_from
 from graphloc.nn.conv._utils import check_input, check_sizes, glorot_linear, reset_glorot
 
@@ -29,10 +29,10 @@ def scaled_laplacian(graph: Graph, normalization: str | None, edge_weight: Tenso
     if normalization is None:
         off, diag = -w, deg
     elif normalization == "sym":
-        inv_sqrt = deg.pow(-0.5).masked_fill(deg == 0, 0.0)
+        inv_sqrt = degree_power(deg, -0.5)
         off, diag = -inv_sqrt[src] * w * inv_sqrt[dst], torch.ones_like(deg)
     else:
-        inv = (1.0 / deg).masked_fill(deg == 0, 0.0)
+        inv = degree_power(deg, -1.0)
         off, diag = -inv[src] * w, torch.ones_like(deg)
     weight = torch.cat([off, diag])
     loops = torch.arange(n, device=graph.device).expand(2, -1)

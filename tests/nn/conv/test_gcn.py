@@ -102,3 +102,23 @@ def test_gcn_backward_reads_its_weights_in_transpose_order():
             assert_parity(GCNConv(8, 6), pyg.GCNConv(8, 6), lambda m, x: m(x, graph),
                           lambda m, x: m(x, edge_index), torch.randn(n, 8))
         assert through_index == [False]
+
+
+def test_learnable_weights_summing_to_zero_at_a_node_keep_finite_gradients():
+    """A node whose in-weights sum to 0 gets normalisation 0, as in PyG; PyG's gradient
+    there is NaN (pow(0, -0.5) = inf, masked to 0, times the masked zero gradient), which
+    spreads through any optimiser step. graphloc's gradients are finite, and PyG's wherever
+    PyG's are."""
+    torch.manual_seed(0)
+    edge_index = torch.tensor([[0, 1, 2, 3, 2], [2, 2, 3, 0, 1]])  # into node 2: w0 + w1 = 0
+    ours, theirs = GCNConv(3, 2, add_self_loops=False), pyg.GCNConv(3, 2, add_self_loops=False)
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(4, 3)
+    grads = []
+    for conv in (ours, theirs):
+        weight = torch.tensor([1.0, -1.0, 0.5, 0.7, 0.3], requires_grad=True)
+        out = conv(x, edge_index, weight)
+        grads.append(torch.autograd.grad(out.sum(), weight)[0])
+    ours_grad, pyg_grad = grads
+    assert torch.isnan(pyg_grad[:2]).all() and torch.isfinite(ours_grad).all()
+    torch.testing.assert_close(ours_grad[2:], pyg_grad[2:])
