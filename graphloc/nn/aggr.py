@@ -463,11 +463,30 @@ def resolve(aggr, **kwargs) -> Aggregation:
     if isinstance(aggr, str):
         key = aggr.lower().removesuffix("aggregation") if aggr.lower() not in _BY_NAME \
             else aggr.lower()
-        if key not in _BY_NAME:
+        if key in _BY_NAME:
+            return _BY_NAME[key](**kwargs)
+        module = _pyg_aggregation(aggr, kwargs)
+        if module is None:
             raise ValueError(f"unknown aggregation {aggr!r}; expected one of "
-                             f"{sorted(_BY_NAME)}, a list of them, or an aggregation module")
-        return _BY_NAME[key](**kwargs)
+                             f"{sorted(_BY_NAME)}, a list of them, an aggregation module, or "
+                             "a name PyG's aggregation_resolver knows (with PyG installed)")
+        return ModuleAggregation(module)
     if isinstance(aggr, torch.nn.Module):
         return ModuleAggregation(aggr)
     raise TypeError(f"aggr must be a name, a list of names or an aggregation module, got "
                     f"{type(aggr).__name__}")
+
+
+def _pyg_aggregation(name: str, kwargs: dict):
+    """PyG's aggregation module of that name ("median", "powermean", ...) for the names
+    graphloc has no kernel of its own for, as PyG's convs accept them; None without PyG or
+    for a name PyG does not know either."""
+    try:
+        from torch_geometric.nn.resolver import aggregation_resolver
+    except ImportError:
+        return None
+    try:
+        return aggregation_resolver(name, **kwargs)
+    except ValueError:  # PyG's "Could not resolve"
+        return None
+

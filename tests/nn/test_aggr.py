@@ -99,8 +99,8 @@ def test_order_dependent_and_unweighted_aggregations_refuse_what_they_cannot_hon
                                   (4, 4))
     with pytest.raises(ValueError, match="VarAggregation does not weight neighbours"):
         gl.SAGEConv(8, 6, aggr="var")(x, adj)
-    with pytest.raises(ValueError, match="unknown aggregation 'median'"):
-        aggr.resolve("median")
+    with pytest.raises(ValueError, match="unknown aggregation 'nope'"):
+        aggr.resolve("nope")
     with pytest.raises(ValueError, match="mode 'proj' needs in_channels and out_channels"):
         aggr.MultiAggregation(["mean", "max"], mode="proj")
 
@@ -163,3 +163,18 @@ def test_lcm_refuses_what_pyg_refuses():
         aggr.LCMAggregation(4, 5, project=False)
     with pytest.raises(ValueError, match="'index' tensor is not sorted"):
         aggr.LCMAggregation(4, 4)(Graph(torch.tensor([[0, 1], [1, 0]])), torch.randn(2, 4))
+
+
+@pytest.mark.parametrize("name, kwargs", [("median", {}), ("powermean", {"learn": True}),
+                                          ("quantile", {"q": 0.3}), ("MinAggregation", {})])
+def test_aggregation_names_pyg_resolves_are_pygs(name, kwargs):
+    """PyG's convs take any aggregation name its resolver knows; graphloc's took only the
+    ones it has kernels for and refused "median": the others are PyG's modules, with
+    PyG's outputs, gradients and parameter names."""
+    edge_index, n = parity_graph(21)
+    assert_parity(gl.SAGEConv(5, 4, aggr=name, aggr_kwargs=kwargs),
+                  pyg.SAGEConv(5, 4, aggr=name, aggr_kwargs=kwargs),
+                  lambda m, x: m(x, edge_index), lambda m, x: m(x, edge_index),
+                  torch.randn(n, 5))
+    with pytest.raises(ValueError, match="unknown aggregation 'nope'; expected one of"):
+        gl.SAGEConv(5, 4, aggr="nope")

@@ -21,7 +21,7 @@ def test_sage_matches_pyg(aggr, root_weight, normalize, bias):
 
 def test_sage_repr_and_bad_input():
     assert repr(SAGEConv(3, 4, aggr="max")) == "SAGEConv(3, 4, aggr=max)"
-    with pytest.raises(ValueError, match="unknown aggregation 'median'"):
-        SAGEConv(3, 4, aggr="median")
+    with pytest.raises(ValueError, match="unknown aggregation 'middle'"):
+        SAGEConv(3, 4, aggr="middle")
     with pytest.raises(ValueError, match=r"\[N, 3\]"):
         SAGEConv(3, 4)(torch.randn(2, 5), torch.tensor([[0], [1]]))
