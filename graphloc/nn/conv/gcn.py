@@ -85,7 +85,9 @@ class GCNConv(torch.nn.Module):
         check_input(self, x, self.in_channels)
         edge_weight = weights_from(self, inputs, edge_weight)
         graph, add_loops = inputs.graph, self.add_self_loops
-        if inputs.adj_layout is not None and self.normalize and self.add_self_loops:
+        reused = self.cached and self._cached_edge_index is not None
+        if inputs.adj_layout is not None and self.normalize and self.add_self_loops \
+                and not reused:
             graph, edge_weight = self._with_loops_added(graph, edge_weight)
             add_loops = False
         graph, edge_weight = self._normalized(graph, edge_weight, x.dtype, add_loops)
