@@ -137,11 +137,13 @@ def _gcn(conv):
 
 def _sage(conv):
     _simple_flow(conv)
-    _require(isinstance(conv.aggr, str) and conv.aggr in ("mean", "max", "sum", "add"),
-             f"aggr={conv.aggr!r} (graphloc's SAGEConv: mean, max, sum)")
-    _require(not getattr(conv, "project", False), "project=True")
-    return gl_conv.SAGEConv(conv.in_channels, conv.out_channels, aggr=conv.aggr,
+    # a plain name builds graphloc's kernel; any other aggregation (learnable, a list with
+    # its mode, PyG's own) is PyG's module itself, copied: same parameters, same numbers
+    plain = isinstance(conv.aggr, str) and conv.aggr in ("mean", "max", "min", "sum", "add")
+    return gl_conv.SAGEConv(conv.in_channels, conv.out_channels,
+                            aggr=conv.aggr if plain else copy.deepcopy(conv.aggr_module),
                             normalize=conv.normalize, root_weight=conv.root_weight,
+                            project=getattr(conv, "project", False),
                             bias=conv.lin_l.bias is not None)
 
 

@@ -67,10 +67,10 @@ def test_what_gnn_lacks_keeps_pyg_container_with_graphloc_convs():
 
 
 class _UserModel(torch.nn.Module):
-    def __init__(self, aggr="mean"):
+    def __init__(self, aggr="mean", flow="source_to_target"):
         super().__init__()
         self.first = pyg.GCNConv(6, 8)
-        self.second = pyg.SAGEConv(8, 4, aggr=aggr)
+        self.second = pyg.SAGEConv(8, 4, aggr=aggr, flow=flow)
 
     def forward(self, x, edge_index):
         return self.second(torch.relu(self.first(x, edge_index)), edge_index)
@@ -84,13 +84,12 @@ def test_convs_inside_a_users_module_are_replaced_in_place():
     assert ours.pyg_conversion["converted"] == ["first", "second"]
     assert type(ours.first).__module__ == "graphloc.nn.conv.gcn"
     torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
-    edge_index = edge_index[:, edge_index[1].argsort(stable=True)]  # PyG's LSTM needs it
-    lstm = _UserModel(aggr="lstm").eval()
-    with pytest.warns(UserWarning, match="second: aggr='lstm'"):
-        partly = from_pyg(lstm, example=(x, edge_index))
+    reversed_flow = _UserModel(flow="target_to_source").eval()
+    with pytest.warns(UserWarning, match="second: flow='target_to_source'"):
+        partly = from_pyg(reversed_flow, example=(x, edge_index))
     assert partly.pyg_conversion["kept"][0][0] == "second"
-    with pytest.raises(Unconvertible, match="aggr='lstm'"):
-        from_pyg(lstm, example=(x, edge_index), strict=True)
+    with pytest.raises(Unconvertible, match="flow='target_to_source'"):
+        from_pyg(reversed_flow, example=(x, edge_index), strict=True)
     with pytest.warns(UserWarning, match="no probe"):
         from_pyg(theirs)
 
@@ -101,6 +100,31 @@ CONVS = [
     pyg.GINConv(torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.ReLU()), train_eps=True),
     pyg.ChebConv(6, 4, K=3), pyg.TransformerConv(6, 4, heads=2, beta=True),
 ]
+
+
+SAGE_AGGREGATIONS = [
+    {"aggr": "max", "project": True}, {"aggr": "min"}, {"aggr": "softmax"}, {"aggr": "std"},
+    {"aggr": "lstm"}, {"aggr": "median"}, {"aggr": ["mean", "max"]},
+    {"aggr": ["mean", "max"], "aggr_kwargs": {"mode": "proj",
+                                              "mode_kwargs": {"in_channels": 6,
+                                                              "out_channels": 6}}},
+    {"aggr": "softmax", "aggr_kwargs": {"t": 0.5}},
+]
+
+
+@pytest.mark.parametrize("kwargs", SAGE_AGGREGATIONS, ids=str)
+def test_sage_converts_with_any_aggregation(kwargs):
+    """SAGEConv converted only for mean, max and sum without project: a user model with
+    any other aggregation kept PyG's conv. A plain one now runs on graphloc's kernel, any
+    other is PyG's own module, copied (hyperparameters such as t = 0.5 included), with
+    PyG's outputs."""
+    torch.manual_seed(0)
+    x, edge_index = _probe()
+    edge_index = edge_index[:, edge_index[1].argsort(stable=True)]  # PyG's LSTM needs it
+    theirs = pyg.SAGEConv(6, 4, **kwargs).eval()
+    ours = from_pyg(theirs, example=(x, edge_index), strict=True)
+    assert type(ours).__module__ == "graphloc.nn.conv.sage"
+    torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
 
 
 @pytest.mark.parametrize("conv", CONVS, ids=lambda c: type(c).__name__)
