@@ -18,6 +18,7 @@ from graphloc.nn import (
     GCNConv,
     GINConv,
     GINEConv,
+    GraphConv,
     LiftConv,
     SAGEConv,
     TransformerConv,
@@ -176,4 +177,5 @@ CONV_LAYERS = {
     "transformer": lambda: TransformerConv(5, 2, heads=2, edge_dim=3, beta=True),
     "transformer-fused": lambda: TransformerConv(5, 4, heads=2, concat=False),
     "lift": lambda: LiftConv(5),
+    "graphconv": lambda: GraphConv(5, 4, aggr="mean"),
 }

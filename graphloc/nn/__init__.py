@@ -13,6 +13,7 @@ from graphloc.nn.conv import (
     GCNConv,
     GINConv,
     GINEConv,
+    GraphConv,
     LATTEConv,
     LiftConv,
     MultiEdgeConv,
@@ -46,7 +47,7 @@ from graphloc.nn.models import (
 )
 from graphloc.nn.registry import MODELS, build_model, register_model
 
-__all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv",
+__all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv", "GraphConv",
            "TransformerConv", "GNN", "DAGNN", "LiftConv", "LiftBlock", "LiftGCN",
            "TopMAttention", "TANGNNLayer", "TANGNN", "top_m_similar", "LargeGT",
            "EMACodebook", "hop2_tokens", "fastrp_encoding", "SGFormer", "SGFormerAttention",

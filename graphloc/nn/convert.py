@@ -3,10 +3,10 @@
 A PyG ``BasicGNN`` (``GCN``, ``GraphSAGE``, ``GIN``, ``GAT``) whose options graphloc's
 :class:`~graphloc.nn.models.gnn.GNN` has becomes a ``GNN`` with the same weights, so it gets
 the fused kernels and, in influence measurements, the layer pruning. Any other module gets
-its PyG convs (GCNConv, SAGEConv, GATConv, GINConv, GINEConv, ChebConv, TransformerConv)
-replaced in place by graphloc's, weights copied. Every conversion is checked on a probe
-against the original, and what did not convert (or did not give the same outputs) is left
-as it was and reported.
+its PyG convs (GCNConv, SAGEConv, GATConv, GINConv, GINEConv, ChebConv, TransformerConv,
+GraphConv) replaced in place by graphloc's, weights copied. Every conversion is checked on
+a probe against the original, and what did not convert (or did not give the same outputs)
+is left as it was and reported.
 """
 
 from __future__ import annotations
@@ -185,8 +185,18 @@ def _transformer(conv):
                                    root_weight=conv.root_weight)
 
 
+def _graph_conv(conv):
+    _simple_flow(conv)
+    # PyG weights the messages of any aggregation; graphloc those of the plain ones only
+    _require(isinstance(conv.aggr, str) and conv.aggr in ("add", "sum", "mean", "max", "min"),
+             f"aggr={conv.aggr!r} (graphloc's GraphConv weights add, mean, max and min)")
+    return gl_conv.GraphConv(conv.in_channels, conv.out_channels, aggr=conv.aggr,
+                             bias=conv.lin_rel.bias is not None)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GINConv": _gin,
-               "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer}
+               "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
+               "GraphConv": _graph_conv}
 
 
 def _convert_conv(conv) -> torch.nn.Module:

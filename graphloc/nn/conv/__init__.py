@@ -6,6 +6,7 @@ from graphloc.nn.conv.cheb import ChebConv
 from graphloc.nn.conv.gat import GATConv
 from graphloc.nn.conv.gcn import GCNConv
 from graphloc.nn.conv.gin import GINConv, GINEConv
+from graphloc.nn.conv.graph_conv import GraphConv
 from graphloc.nn.conv.latte import LATTEConv
 from graphloc.nn.conv.lift import LiftConv
 from graphloc.nn.conv.multi_edge import MultiEdgeConv
@@ -16,6 +17,6 @@ from graphloc.nn.conv.tangnn import TANGNNLayer, TopMAttention
 from graphloc.nn.conv.transformer import TransformerConv
 from graphloc.nn.conv.ugt import UGTLayer
 
-__all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv",
+__all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv", "GraphConv",
            "TransformerConv", "LiftConv", "MultiEdgeConv", "TopMAttention", "TANGNNLayer",
            "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS", "register_conv"]

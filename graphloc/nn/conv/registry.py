@@ -12,6 +12,7 @@ from graphloc.nn.conv.cheb import ChebConv
 from graphloc.nn.conv.gat import GATConv
 from graphloc.nn.conv.gcn import GCNConv
 from graphloc.nn.conv.gin import GINConv
+from graphloc.nn.conv.graph_conv import GraphConv
 from graphloc.nn.conv.sage import SAGEConv
 from graphloc.nn.conv.transformer import TransformerConv
 
@@ -31,6 +32,7 @@ def register_conv(name: str):
 
 register_conv("gcn")(GCNConv)
 register_conv("sage")(SAGEConv)
+register_conv("graphconv")(GraphConv)
 register_conv("cheb")(lambda i, o, K=3, **kw: ChebConv(i, o, K=K, **kw))
 
 

@@ -1,0 +1,78 @@
+"""GraphConv against PyG's, with the same weights: every aggregation, edge weights, sparse
+adjacencies, bipartite inputs and conversion."""
+
+import pytest
+import torch
+import torch_geometric.nn as pyg
+from parity import assert_parity, parity_graph
+from torch_geometric.utils import to_torch_coo_tensor
+
+from graphloc import Graph
+from graphloc.nn import GNN, GraphConv, from_pyg
+
+
+@pytest.mark.parametrize("aggr", ["add", "mean", "max", "min"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("bias", [True, False])
+def test_graph_conv_is_pygs(aggr, weighted, bias):
+    edge_index, n = parity_graph(31)  # loops, parallel edges, isolated nodes
+    weight = torch.randn(edge_index.size(1), dtype=torch.float64) if weighted else None
+    graph = Graph(edge_index, num_nodes=n)
+    for ours_graph in (edge_index, graph):
+        assert_parity(GraphConv(5, 4, aggr=aggr, bias=bias),
+                      pyg.GraphConv(5, 4, aggr=aggr, bias=bias),
+                      lambda m, x, g=ours_graph: m(x, g, weight),
+                      lambda m, x: m(x, edge_index, weight), torch.randn(n, 5))
+
+
+def test_graph_conv_other_aggregations_and_inputs_are_pygs():
+    """Unweighted aggregations (softmax, and median from PyG), a torch.sparse adjacency
+    whose values weight the neighbours, and a bipartite pair with x_dst None (no root)."""
+    edge_index, n = parity_graph(32)
+    for aggr in ("softmax", "median"):
+        assert_parity(GraphConv(5, 4, aggr=aggr), pyg.GraphConv(5, 4, aggr=aggr),
+                      lambda m, x: m(x, edge_index), lambda m, x: m(x, edge_index),
+                      torch.randn(n, 5))
+    unique = torch.unique(edge_index, dim=1)  # a sparse matrix holds each edge once
+    values = torch.rand(unique.size(1), dtype=torch.float64) + 0.5
+    adj = to_torch_coo_tensor(unique.flip(0), values, size=(n, n))
+    assert_parity(GraphConv(5, 4), pyg.GraphConv(5, 4), lambda m, x: m(x, adj),
+                  lambda m, x: m(x, unique, values), torch.randn(n, 5))
+    src, dst = torch.randint(0, 7, (20,)), torch.randint(0, 4, (20,))
+    pair = torch.stack([src, dst])
+    x_dst = torch.randn(4, 3, dtype=torch.float64)
+    assert_parity(GraphConv((5, 3), 4), pyg.GraphConv((5, 3), 4),
+                  lambda m, x: m((x, x_dst), pair), lambda m, x: m((x, x_dst), pair),
+                  torch.randn(7, 5))
+    assert_parity(GraphConv((5, 3), 4), pyg.GraphConv((5, 3), 4),
+                  lambda m, x: m((x, None), pair, size=(7, 4)),
+                  lambda m, x: m((x, None), pair, size=(7, 4)), torch.randn(7, 5))
+
+
+def test_graph_conv_refuses_what_it_cannot_weight_and_bad_input():
+    edge_index, n = parity_graph(33)
+    x = torch.randn(n, 5)
+    with pytest.raises(ValueError, match="does not weight neighbours"):
+        GraphConv(5, 4, aggr="softmax")(x, edge_index, torch.rand(edge_index.size(1)) + 2)
+    with pytest.raises(ValueError, match=r"GraphConv: edge_weight has 3 rows but the graph "
+                                         r"has \d+ edges"):
+        GraphConv(5, 4)(x, edge_index, torch.ones(3))
+    with pytest.raises(ValueError, match=r"GraphConv expects x of shape \[N, 5\]"):
+        GraphConv(5, 4)(torch.randn(n, 6), edge_index)
+    assert repr(GraphConv(5, 4, aggr="mean")) == repr(pyg.GraphConv(5, 4, aggr="mean"))
+
+
+def test_graph_conv_converts_and_stacks():
+    torch.manual_seed(0)
+    edge_index, n = parity_graph(34)
+    x = torch.randn(n, 5)
+    theirs = pyg.GraphConv(5, 4, aggr="max").eval()
+    ours = from_pyg(theirs, example=(x, edge_index), strict=True)
+    assert isinstance(ours, GraphConv)
+    weight = torch.rand(edge_index.size(1))
+    torch.testing.assert_close(ours(x, edge_index, weight), theirs(x, edge_index, weight))
+    with pytest.warns(UserWarning, match="aggr='softmax'"):
+        kept = from_pyg(pyg.GraphConv(5, 4, aggr="softmax").eval(), example=(x, edge_index))
+    assert type(kept).__module__.startswith("torch_geometric")
+    model = GNN("graphconv", 5, 8, 3, num_layers=2)
+    assert model(x, edge_index).shape == (n, 3)
