@@ -141,4 +141,3 @@ def save_figure(fig, path: str, dpi: int = 120) -> None:
     extension = os.path.splitext(path)[1]
     with atomic_file(path, suffix=extension or ".png") as tmp:
         fig.savefig(tmp, dpi=dpi, format=extension[1:] or "png")
-

@@ -156,8 +156,9 @@ def _warn_on_shared_split_nodes(dataset, n: int, node: str) -> None:
     in building the split: warned, naming the first such node."""
     splits = {s: getattr(dataset, s) for s in ("train_index", "val_index", "test_index")}
     for split, index in splits.items():
-        if index.numel() and torch.bincount(index, minlength=n).max() > 1:
-            twice = int(torch.bincount(index, minlength=n).argmax())
+        counts = torch.bincount(index, minlength=n) if index.numel() else None
+        if counts is not None and counts.max() > 1:
+            twice = int(counts.argmax())
             warnings.warn(f"{dataset.name}: {split} holds {node} {twice} more than once, so it "
                           "counts more than once in that split's accuracy", stacklevel=5)
     names = list(splits)

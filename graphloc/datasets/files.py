@@ -155,12 +155,13 @@ def _edge_list_rows(path: str) -> list:
             from err
 
 
-# what spreadsheets and pandas write for a missing value: never a node's name
-_MISSING = {"", "nan", "na", "n/a", "null", "none", "<na>"}
+# what pandas, Python and database exports write for a missing value (not "NA", which
+# also names things: Namibia, North America)
+_MISSING = {"", "nan", "null", "none", "<na>"}
 
 
 def _refuse_missing_ids(path: str, lines: list) -> None:
-    """A missing source or destination (an empty field, "nan", "NA") is an error naming the
+    """A missing source or destination (an empty field, "nan", "None") is an error naming the
     line: read as a name it became one node that every incomplete line pointed at, and it
     turned integer ids into names numbered by appearance (misaligning feature files)."""
     for number, row in lines:

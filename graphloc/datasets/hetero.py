@@ -236,8 +236,8 @@ def _download(source: str, path: str) -> None:
                     out.write(chunk)
             zipfile.ZipFile(tmp).close()  # a whole archive, before it is kept
     except (urllib.error.URLError, OSError, zipfile.BadZipFile) as err:
-        raise ConnectionError(f"could not download {source} ({err}). Without network access, "
-                           f"fetch it elsewhere and place it at {path}") from err
+        raise ConnectionError(f"could not download {source} ({err}). Without network "
+                              f"access, fetch it elsewhere and place it at {path}") from err
 
 
 def _to_blob(d: HeteroNodeDataset) -> dict:

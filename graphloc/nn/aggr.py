@@ -489,4 +489,3 @@ def _pyg_aggregation(name: str, kwargs: dict):
         return aggregation_resolver(name, **kwargs)
     except ValueError:  # PyG's "Could not resolve"
         return None
-

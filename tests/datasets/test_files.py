@@ -149,12 +149,12 @@ def test_fractional_node_labels_in_graphml_are_refused(tmp_path):
 
 
 def test_edge_list_missing_ids_are_errors_naming_the_line(tmp_path):
-    """An empty field, "nan" or "NA" where a node id belongs is refused: read as a name it
+    """An empty field, "nan" or "None" where a node id belongs is refused: read as a name it
     was one node that every incomplete line pointed at, and it turned the file's integer
     ids into names numbered by appearance (a label file indexed by id then misaligned)."""
     for text, line, side, token in (("src,dst\n0,1\n2,nan\n", 3, "destination", "nan"),
                                      ("0,1\n,2\n", 2, "source", ""),
-                                     ("a\tb\nNA\tc\n", 2, "source", "NA")):
+                                     ("a\tb\nNone\tc\n", 2, "source", "None")):
         (tmp_path / "missing.csv").write_text(text)
         with pytest.raises(ValueError, match=rf"missing.csv: line {line} has no {side} node "
                                              rf"id \('{token}'\)"):
