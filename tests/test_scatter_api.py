@@ -300,3 +300,15 @@ def test_log_softmax_eps_and_masked_groups():
     assert soft[2] == soft[3] == 0.0
     (grad,) = torch.autograd.grad(soft, src, torch.randn(5, dtype=torch.float64))
     assert grad[2] == grad[3] == 0.0
+
+
+@pytest.mark.parametrize("fn", [gs.scatter_sum, gs.scatter_mean, gs.scatter_mul, gs.scatter_max,
+                                gs.scatter_min, gs.scatter_std, gs.scatter_logsumexp],
+                         ids=lambda f: f.__name__)
+def test_an_index_past_out_names_out(fn):
+    """With out=, out's size bounds the index; the error said "dim_size is 2", a size the
+    caller never passed."""
+    src, index = torch.ones(2, 3), torch.tensor([0, 2, 1])
+    with pytest.raises(ValueError, match=r"index holds 2 but out has 2 entries along dim=1"):
+        fn(src, index, dim=1, out=torch.zeros(2, 2))
+    fn(src, index, dim=1, out=torch.zeros(2, 3))  # in range: runs

@@ -100,6 +100,15 @@ def _check_out(out: Tensor, src: Tensor, dim: int, name: str = "out") -> None:
                         f"{src.device}")
 
 
+def _check_index_fits_out(index: Tensor, out: Tensor, dim: int) -> None:
+    """With ``out=``, out's size along ``dim`` bounds the index: an error that names out
+    (the dim_size the user never passed)."""
+    check_index(index, 2**63 - 1, "index")
+    if index.numel() and int(index.max()) >= out.size(dim):
+        raise ValueError(f"index holds {int(index.max())} but out has {out.size(dim)} "
+                         f"entries along dim={dim}")
+
+
 def _broadcast_index(index: Tensor, src: Tensor, dim: int) -> Tensor:
     """torch_scatter's broadcasting, as a view: a 1-D index runs along ``dim``; an N-D index
     gains trailing dimensions of size 1; sizes of 1 stand for any size of src."""
@@ -268,6 +277,7 @@ def _reduce_into(out: Tensor, src, index, dim, reduce):
     _check_src(src)
     dim = _checked_dim(dim, src)
     _check_out(out, src, dim)
+    _check_index_fits_out(index, out, dim)
     size = out.size(dim)
     if reduce in ("sum", "mean", "mul"):
         result = _scatter(src, index, dim, size, "mul" if reduce == "mul" else "sum",
@@ -343,6 +353,7 @@ def scatter_std(src: Tensor, index: Tensor, dim: int = -1, out: Tensor | None = 
     dim = _checked_dim(dim, src)
     if out is not None:
         _check_out(out, src, dim)
+        _check_index_fits_out(index, out, dim)
         dim_size = out.size(dim)
     total = scatter(src, index, dim, dim_size=dim_size)
     count = _group_sizes(src, index, dim, total.size(dim))
@@ -369,6 +380,7 @@ def scatter_logsumexp(src: Tensor, index: Tensor, dim: int = -1, out: Tensor | N
     dim = _checked_dim(dim, src)
     if out is not None:
         _check_out(out, src, dim)
+        _check_index_fits_out(index, out, dim)
         dim_size = out.size(dim)
     result = _scatter(src, index, dim, dim_size, "logsumexp", eps=eps)[0]
     if out is None:
