@@ -76,3 +76,17 @@ def test_graph_conv_converts_and_stacks():
     assert type(kept).__module__.startswith("torch_geometric")
     model = GNN("graphconv", 5, 8, 3, num_layers=2)
     assert model(x, edge_index).shape == (n, 3)
+
+
+def test_graph_conv_empty_graphs_and_special_values_are_pygs():
+    """No edges, no nodes, and NaN / -inf features: PyG's outputs (NaN propagated)."""
+    torch.manual_seed(0)
+    ours, theirs = GraphConv(3, 2, aggr="max"), pyg.GraphConv(3, 2, aggr="max")
+    ours.load_state_dict(theirs.state_dict())
+    no_edges = torch.empty(2, 0, dtype=torch.long)
+    for x in (torch.randn(4, 3), torch.randn(0, 3)):
+        torch.testing.assert_close(ours(x, no_edges), theirs(x, no_edges))
+    edge_index, n = parity_graph(35)
+    x = torch.randn(n, 3)
+    x[3, 0], x[7, 1] = float("nan"), float("-inf")
+    torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index), equal_nan=True)
