@@ -200,8 +200,8 @@ inline acc_t inverse_or_zero(acc_t s) {
 // source rows of the edges before `ahead`.
 template <int T, int G, typename acc_t, typename scalar_t, typename index_t>
 inline void weighted_head_sum(const index_t* row_indices, const acc_t* p, int64_t degree,
-                              int64_t ahead, int64_t H, int64_t h0, int64_t C, const scalar_t* x,
-                              bool stream, acc_t* acc, acc_t* s, scalar_t* out) {
+                              int64_t ahead, int64_t distance, int64_t H, int64_t h0, int64_t C,
+                              const scalar_t* x, bool stream, acc_t* acc, acc_t* s, scalar_t* out) {
   const int64_t K = H * C;
   if constexpr (T == 0) {
     static_assert(G == 1, "run-time widths take one head per sweep");
@@ -209,7 +209,7 @@ inline void weighted_head_sum(const index_t* row_indices, const acc_t* p, int64_
     acc_t sum = 0;
     for (int64_t e = 0; e < degree; ++e) {
       if (h0 == 0 && e < ahead)
-        prefetch_row(x + static_cast<int64_t>(row_indices[e + kPrefetchDistance]) * K, K);
+        prefetch_row(x + static_cast<int64_t>(row_indices[e + distance]) * K, K);
       const acc_t w = p[e * H + h0];
       sum += w;
       const scalar_t* __restrict__ xh = x + static_cast<int64_t>(row_indices[e]) * K + h0 * C;
@@ -224,7 +224,7 @@ inline void weighted_head_sum(const index_t* row_indices, const acc_t* p, int64_
       acc_t a[G][T] = {}, sum[G] = {};
       for (int64_t e = 0; e < degree; ++e) {
         if (h0 == 0 && t0 == 0 && e < ahead)
-          prefetch_row(x + static_cast<int64_t>(row_indices[e + kPrefetchDistance]) * K, K);
+          prefetch_row(x + static_cast<int64_t>(row_indices[e + distance]) * K, K);
         const scalar_t* __restrict__ xr =
             x + static_cast<int64_t>(row_indices[e]) * K + h0 * C + t0;
 #pragma GCC unroll 8
@@ -298,6 +298,7 @@ void attend_rows(const index_t* indptr, const index_t* indices, const Scores& sc
     parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
       std::vector<acc_t> acc(C), m, s, p;
       const int64_t chunk_end = indptr[r1];
+      const int64_t distance = prefetch_distance(K * static_cast<int64_t>(sizeof(scalar_t)));
       for_row_blocks(indptr, r0, r1, [&](int64_t b0, int64_t b1) {
         const int64_t e0 = indptr[b0];
         block_softmax_numerators_of(
@@ -311,15 +312,15 @@ void attend_rows(const index_t* indptr, const index_t* indices, const Scores& sc
         s.resize(std::max<size_t>(s.size(), (b1 - b0) * H));
         for (int64_t i = b0; i < b1; ++i) {
           const int64_t begin = indptr[i], degree = indptr[i + 1] - begin;
-          // edges e < ahead prefetch the source row kPrefetchDistance edges on, within the chunk
-          const int64_t ahead = chunk_end - kPrefetchDistance - begin;
+          // edges e < ahead prefetch the source row `distance` edges on, within the chunk
+          const int64_t ahead = chunk_end - distance - begin;
           const acc_t* row = p.data() + (begin - e0) * H;
           with_heads_per_sweep<T>(group, [&](auto per_sweep) {
             constexpr int G = decltype(per_sweep)::value;
             if constexpr (G > 0)  // group >= 1 here
               for (int64_t h = 0; h < H; h += G)
-                weighted_head_sum<T, G>(indices + begin, row, degree, ahead, H, h, C, x, stream,
-                                        acc.data(), s.data() + (i - b0) * H, out + i * K);
+                weighted_head_sum<T, G>(indices + begin, row, degree, ahead, distance, H, h, C, x,
+                                        stream, acc.data(), s.data() + (i - b0) * H, out + i * K);
           });
         }
         log_sum_exp(m.data(), s.data(), (b1 - b0) * H, lse + b0 * H);
@@ -498,16 +499,17 @@ __attribute__((always_inline)) inline void prefetch_entry(const index_t* csc_ind
 
 // One sweep over source j's transpose entries [c0, c1) for the G heads h0 .. h0 + G - 1,
 // each head exactly one tile of T channels (float or double): x_j and the heads' d x stay in
-// registers. Entries before `ahead_end` prefetch kPrefetchDistance entries on (first sweep
+// registers. Entries before `ahead_end` prefetch `distance` entries on (first sweep
 // only). Explicit vectors: GCC left the plain loops scalar, 64 accumulators on the stack.
 template <bool NeedScore, bool NeedX, int T, int G, typename Scores, typename acc_t,
           typename index_t>
 inline void transpose_sweep(const index_t* csc_indices, const index_t* csc_perm, int64_t c0,
-                            int64_t c1, int64_t ahead_end, const acc_t* __restrict__ grad,
-                            const acc_t* __restrict__ xj, const acc_t* __restrict__ base, int64_t H,
-                            int64_t h0, const Scores& scores, int64_t j,
-                            acc_t* __restrict__ alpha_to_grad, bool stream,
-                            acc_t* __restrict__ grad_xj, acc_t* __restrict__ grad_a_src) {
+                            int64_t c1, int64_t ahead_end, int64_t distance,
+                            const acc_t* __restrict__ grad, const acc_t* __restrict__ xj,
+                            const acc_t* __restrict__ base, int64_t H, int64_t h0,
+                            const Scores& scores, int64_t j, acc_t* __restrict__ alpha_to_grad,
+                            bool stream, acc_t* __restrict__ grad_xj,
+                            acc_t* __restrict__ grad_a_src) {
   using V = typename Vec<acc_t, T>::type;
   constexpr bool kAdditive = NeedScore && Scores::kAdditive;
   const int64_t K = H * T;
@@ -520,7 +522,7 @@ inline void transpose_sweep(const index_t* csc_indices, const index_t* csc_perm,
   for (int g = 0; g < G; ++g) xv[g] = load_vec<acc_t, T>(xj + (h0 + g) * T);
   for (int64_t c = c0; c < c1; ++c) {
     if (h0 == 0 && c < ahead_end)
-      prefetch_entry<NeedScore>(csc_indices, csc_perm, c + kPrefetchDistance, grad, base, H, K,
+      prefetch_entry<NeedScore>(csc_indices, csc_perm, c + distance, grad, base, H, K,
                                 alpha_to_grad);
     const int64_t i = csc_indices[c], e = csc_perm[c];
     const acc_t* gi = grad + i * K + h0 * T;
@@ -579,17 +581,18 @@ inline void transpose_sweep(const index_t* csc_indices, const index_t* csc_perm,
 template <bool NeedScore, bool NeedX, int T, typename Scores, typename scalar_t, typename index_t,
           typename acc_t>
 inline void transpose_sweep_any(const index_t* csc_indices, const index_t* csc_perm, int64_t c0,
-                                int64_t c1, int64_t ahead_end, const scalar_t* grad,
-                                const scalar_t* xj, const acc_t* base, int64_t H, int64_t C,
-                                const Scores& scores, int64_t j, acc_t* alpha_to_grad, acc_t* acc,
-                                acc_t* da, scalar_t* grad_xj, scalar_t* grad_a_src) {
+                                int64_t c1, int64_t ahead_end, int64_t distance,
+                                const scalar_t* grad, const scalar_t* xj, const acc_t* base,
+                                int64_t H, int64_t C, const Scores& scores, int64_t j,
+                                acc_t* alpha_to_grad, acc_t* acc, acc_t* da, scalar_t* grad_xj,
+                                scalar_t* grad_a_src) {
   constexpr bool kAdditive = NeedScore && Scores::kAdditive;
   const int64_t K = H * C;
   if constexpr (NeedX) std::fill(acc, acc + K, acc_t(0));
   if constexpr (kAdditive) std::fill(da, da + H, acc_t(0));
   for (int64_t c = c0; c < c1; ++c) {
     if (c < ahead_end)
-      prefetch_entry<NeedScore>(csc_indices, csc_perm, c + kPrefetchDistance, grad, base, H, K,
+      prefetch_entry<NeedScore>(csc_indices, csc_perm, c + distance, grad, base, H, K,
                                 alpha_to_grad);
     const int64_t i = csc_indices[c], e = csc_perm[c];
     const scalar_t* __restrict__ gi = grad + i * K;
@@ -631,19 +634,20 @@ void attention_transpose_grads(const index_t* csc_indptr, const index_t* csc_ind
   const bool stream = streams_output(num_src * K * static_cast<int64_t>(sizeof(scalar_t)));
   parallel_rows(csc_indptr, num_src, [&](int64_t r0, int64_t r1) {
     std::vector<acc_t> acc(kSweeps ? 0 : K), da(kSweeps ? 0 : H);
-    const int64_t ahead_end = static_cast<int64_t>(csc_indptr[r1]) - kPrefetchDistance;
+    const int64_t distance = prefetch_distance(K * static_cast<int64_t>(sizeof(scalar_t)));
+    const int64_t ahead_end = static_cast<int64_t>(csc_indptr[r1]) - distance;
     for (int64_t j = r0; j < r1; ++j) {
       const int64_t c0 = csc_indptr[j], c1 = csc_indptr[j + 1];
       scalar_t* grad_xj = NeedX ? grad_x + j * K : nullptr;
       if constexpr (kSweeps) {
         for (int64_t h0 = 0; h0 < H; h0 += G)
-          transpose_sweep<NeedScore, NeedX, T, G>(csc_indices, csc_perm, c0, c1, ahead_end, grad,
-                                                  x + j * K, base, H, h0, scores, j, alpha_to_grad,
-                                                  stream, grad_xj, grad_a_src);
+          transpose_sweep<NeedScore, NeedX, T, G>(csc_indices, csc_perm, c0, c1, ahead_end,
+                                                  distance, grad, x + j * K, base, H, h0, scores, j,
+                                                  alpha_to_grad, stream, grad_xj, grad_a_src);
       } else {
-        transpose_sweep_any<NeedScore, NeedX, T>(csc_indices, csc_perm, c0, c1, ahead_end, grad,
-                                                 x + j * K, base, H, C, scores, j, alpha_to_grad,
-                                                 acc.data(), da.data(), grad_xj, grad_a_src);
+        transpose_sweep_any<NeedScore, NeedX, T>(
+            csc_indices, csc_perm, c0, c1, ahead_end, distance, grad, x + j * K, base, H, C, scores,
+            j, alpha_to_grad, acc.data(), da.data(), grad_xj, grad_a_src);
       }
     }
   });

@@ -80,11 +80,12 @@ inline void log_plus(scalar_t* __restrict__ out, const acc_t* __restrict__ total
 // propagates it), shift = top, or 0 where top is -inf (a row of only -inf: no
 // exp(-inf + inf) = NaN), total = the sum of exp(x[src(e)] - shift).
 template <typename acc_t, typename scalar_t, typename Src>
-inline void row_max_and_sum(int64_t begin, int64_t end, int64_t chunk_end, Src src,
-                            const scalar_t* x, int64_t K, acc_t* top, acc_t* shift, acc_t* total) {
+inline void row_max_and_sum(int64_t begin, int64_t end, int64_t chunk_end, int64_t distance,
+                            Src src, const scalar_t* x, int64_t K, acc_t* top, acc_t* shift,
+                            acc_t* total) {
   std::fill(top, top + K, -std::numeric_limits<acc_t>::infinity());
   for (int64_t e = begin; e < end; ++e) {
-    if (e + kPrefetchDistance < chunk_end) prefetch_row(x + src(e + kPrefetchDistance) * K, K);
+    if (e + distance < chunk_end) prefetch_row(x + src(e + distance) * K, K);
     max_into(top, x + src(e) * K, K);
   }
   for (int64_t k = 0; k < K; ++k)
@@ -102,13 +103,15 @@ void for_each_row_stats(const index_t* indptr, Src src, const scalar_t* x, int64
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     std::vector<acc_t> top(K), shift(K), total(K);
     const int64_t chunk_end = indptr[r1];
+    const int64_t distance = prefetch_distance(K * static_cast<int64_t>(sizeof(scalar_t)));
     for (int64_t row = r0; row < r1; ++row) {
       const int64_t begin = indptr[row], end = indptr[row + 1];
       if (begin == end) {
         empty(row);
         continue;
       }
-      row_max_and_sum(begin, end, chunk_end, src, x, K, top.data(), shift.data(), total.data());
+      row_max_and_sum(begin, end, chunk_end, distance, src, x, K, top.data(), shift.data(),
+                      total.data());
       body(row, begin, end, top.data(), shift.data(), total.data());
     }
   });
@@ -209,11 +212,12 @@ void edge_grad_rows(const index_t* indptr, Src src, const scalar_t* x, const sca
   using acc_t = typename AccType<scalar_t>::type;
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     const int64_t chunk_end = indptr[r1];
+    const int64_t distance = prefetch_distance(K * static_cast<int64_t>(sizeof(scalar_t)));
     for (int64_t row = r0; row < r1; ++row) {
       const scalar_t* __restrict__ n = norm + row * K;
       const scalar_t* __restrict__ g = grad + row * K;
       for (int64_t e = indptr[row]; e < indptr[row + 1]; ++e) {
-        if (e + kPrefetchDistance < chunk_end) prefetch_row(x + src(e + kPrefetchDistance) * K, K);
+        if (e + distance < chunk_end) prefetch_row(x + src(e + distance) * K, K);
         const scalar_t* __restrict__ xr = x + src(e) * K;
         scalar_t* __restrict__ o = out + e * K;
 #pragma omp simd

@@ -23,22 +23,20 @@
 
 namespace graphloc {
 
-// Edges (or transpose entries) ahead whose source rows are prefetched: hides the DRAM
-// latency of rows gathered at random. 32 (measured 2026-12-02, spmm at F = 64: the
-// power-law graph 16.0-16.4 ms at 16, 9.9-13.2 ms at 32 to 64, 21-22 ms at 8; the road graph
-// within noise).
-constexpr int64_t kPrefetchDistance = 32;
+// Bytes of gathered rows in flight ahead of use: the rows of the edges (or transpose
+// entries) that many bytes on are prefetched, which hides the DRAM latency of rows gathered
+// at random. A budget in bytes rather than a fixed count of edges: the best count measured
+// fell as the rows widened (spmm sum, 2026-12-03, paired in one process: at 64-byte rows
+// 128 to 192 edges, at 256-byte rows 64 to 96, at 1 KiB rows 16 to 32; about 16 KiB each
+// time, a third of the 48 KiB L1). The fixed 32 edges used before cost 15% to 25% of the
+// power-law spmm at F = 64 (RESULTS.md, 2026-12-03).
+constexpr int64_t kPrefetchBytes = int64_t(16) << 10;
 
-// Edges ahead for gathered rows of at most one cache line (GAT's per-node score halves,
-// [N, heads]): the work per edge is then a few instructions, and 32 edges ahead come sooner
-// than the memory does. 128 (measured 2026-12-02, additive_attention's forward at 4 heads:
-// 0.88x to 0.94x the time of 32 on the road graph, 0.85x on the power-law graph; 256 the
-// same; the backward, which recomputes the scores, 0.94x to 0.96x).
-constexpr int64_t kNarrowPrefetchDistance = 128;
-
-// The prefetch distance for gathered rows of row_bytes bytes.
+// The prefetch distance in edges for gathered rows of row_bytes bytes: kPrefetchBytes of
+// rows, at least 16 edges (wide rows: enough to cover the latency) and at most 256 (narrow
+// rows: the index reads ahead stay in L1).
 inline int64_t prefetch_distance(int64_t row_bytes) {
-  return row_bytes <= 64 ? kNarrowPrefetchDistance : kPrefetchDistance;
+  return std::clamp<int64_t>(kPrefetchBytes / std::max<int64_t>(row_bytes, 1), 16, 256);
 }
 
 template <typename index_t, typename F>
@@ -75,11 +73,17 @@ void parallel_rows(const index_t* indptr, int64_t num_rows, F&& body) {
 
 // Prefetch a whole feature row (all its cache lines) ahead of use: gathers of random
 // neighbour rows are latency-bound, the hardware prefetcher only helps within a row.
+// Gathered rows are prefetched non-temporally (prefetchnta): they are read once or a few
+// times, and lines fetched so skip the outer caches on eviction instead of pushing out the
+// rows that are reused (the hubs of a power-law graph). Measured 2026-12-03 against
+// prefetcht2, paired in one process at the distance above: the power-law GCNConv step
+// 0.95x, the power-law sddmm forward + backward 0.37x, the road graph within noise
+// (RESULTS.md).
 template <typename scalar_t>
 inline void prefetch_row(const scalar_t* row, int64_t channels) {
   const char* p = reinterpret_cast<const char*>(row);
   const int64_t bytes = channels * static_cast<int64_t>(sizeof(scalar_t));
-  for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 1);
+  for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 0);
 }
 
 // prefetch_row in straight-line code for rows of up to four cache lines (64 floats), a loop
@@ -92,12 +96,12 @@ __attribute__((always_inline)) inline void prefetch_row_unrolled(const scalar_t*
                                                                  int64_t channels) {
   const char* p = reinterpret_cast<const char*>(row);
   const int64_t bytes = channels * static_cast<int64_t>(sizeof(scalar_t));
-  __builtin_prefetch(p, 0, 1);
-  if (bytes > 64) __builtin_prefetch(p + 64, 0, 1);
-  if (bytes > 128) __builtin_prefetch(p + 128, 0, 1);
-  if (bytes > 192) __builtin_prefetch(p + 192, 0, 1);
+  __builtin_prefetch(p, 0, 0);
+  if (bytes > 64) __builtin_prefetch(p + 64, 0, 0);
+  if (bytes > 128) __builtin_prefetch(p + 128, 0, 0);
+  if (bytes > 192) __builtin_prefetch(p + 192, 0, 0);
   if (__builtin_expect(bytes > 256, 0))
-    for (int64_t off = 256; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 1);
+    for (int64_t off = 256; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 0);
 }
 
 // The widest register tile that divides the channels of one head (0: none fits).

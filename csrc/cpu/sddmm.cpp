@@ -19,11 +19,12 @@ void sddmm_rows(const index_t* indptr, const index_t* indices, const scalar_t* a
   const int64_t width = Op == EdgeOp::Dot ? heads : K;
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     const int64_t chunk_end = indptr[r1];
+    const int64_t distance = prefetch_distance(K * static_cast<int64_t>(sizeof(scalar_t)));
     for (int64_t i = r0; i < r1; ++i) {
       const scalar_t* __restrict__ bi = b + i * K;
       for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-        if (e + kPrefetchDistance < chunk_end)
-          prefetch_row(a + static_cast<int64_t>(indices[e + kPrefetchDistance]) * K, K);
+        if (e + distance < chunk_end)
+          prefetch_row(a + static_cast<int64_t>(indices[e + distance]) * K, K);
         const scalar_t* __restrict__ aj = a + static_cast<int64_t>(indices[e]) * K;
         scalar_t* __restrict__ o = out + e * width;
         if constexpr (Op == EdgeOp::Dot) {

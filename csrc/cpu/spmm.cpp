@@ -23,7 +23,7 @@ struct EdgeRow {
 template <int T, typename scalar_t, typename index_t, Reduce R, typename Src, typename ValueRow>
 inline void sum_row_tiled(const index_t* indptr, Src src, ValueRow value_row, const scalar_t* value,
                           int64_t heads, const scalar_t* x, int64_t row, int64_t K, int64_t F,
-                          int64_t chunk_end, bool stream, scalar_t* out) {
+                          int64_t chunk_end, int64_t distance, bool stream, scalar_t* out) {
   using acc_t = typename AccType<scalar_t>::type;
   using Red = Reducer<acc_t, R>;
   const int64_t begin = indptr[row], end = indptr[row + 1];
@@ -31,10 +31,10 @@ inline void sum_row_tiled(const index_t* indptr, Src src, ValueRow value_row, co
     const int64_t h = t0 / F;
     acc_t a[T] = {};
     for (int64_t e = begin; e < end; ++e) {
-      if (t0 == 0 && e + kPrefetchDistance < chunk_end) {
-        prefetch_row(x + src(e + kPrefetchDistance) * K, K);
+      if (t0 == 0 && e + distance < chunk_end) {
+        prefetch_row(x + src(e + distance) * K, K);
         if constexpr (!std::is_same_v<ValueRow, EdgeRow>)  // values read at random too
-          if (value) __builtin_prefetch(value + value_row(e + kPrefetchDistance) * heads);
+          if (value) __builtin_prefetch(value + value_row(e + distance) * heads);
       }
       const scalar_t* __restrict__ xr = x + src(e) * K + t0;
       const acc_t w = value ? static_cast<acc_t>(value[value_row(e) * heads + h]) : acc_t(1);
@@ -51,18 +51,19 @@ inline void sum_row_tiled(const index_t* indptr, Src src, ValueRow value_row, co
 
 // Sum/mean over the edges [begin, end) of one block of Q * L channels (L per vector
 // register) that lies inside head h: the accumulators stay in native-width registers.
-// kPrefetch: the first block of a row fetches the rows kPrefetchDistance edges on.
+// kPrefetch: the first block of a row fetches the rows `distance` edges on.
 template <int Q, int L, bool kWeighted, bool kPrefetch, typename A, typename Src, typename ValueRow>
 __attribute__((always_inline)) inline void sum_block_edges(int64_t begin, int64_t end, Src src,
                                                            ValueRow value_row, const A* value,
                                                            int64_t heads, int64_t h, const A* x,
                                                            int64_t K, int64_t t0, int64_t chunk_end,
+                                                           int64_t distance,
                                                            typename Vec<A, L>::type* a) {
   for (int64_t e = begin; e < end; ++e) {
-    if (kPrefetch && e + kPrefetchDistance < chunk_end) {
-      prefetch_row_unrolled(x + src(e + kPrefetchDistance) * K, K);
+    if (kPrefetch && e + distance < chunk_end) {
+      prefetch_row_unrolled(x + src(e + distance) * K, K);
       if constexpr (kWeighted && !std::is_same_v<ValueRow, EdgeRow>)  // values read at random
-        __builtin_prefetch(value + value_row(e + kPrefetchDistance) * heads);
+        __builtin_prefetch(value + value_row(e + distance) * heads);
     }
     const A* xr = x + src(e) * K + t0;
     if constexpr (kWeighted) {
@@ -81,18 +82,22 @@ __attribute__((always_inline)) inline void sum_block_edges(int64_t begin, int64_
 // time, and the prefetch unrolled: GCC's own vectorisation of sum_row_tiled's T scalar
 // accumulators fell back to scalar code and stack spills as soon as the loop held any more
 // branches (3x slower). Measured 2026-12-03 against sum_row_tiled, F = 64, paired calls:
-// 0.85-0.89x the time on the power-law graph, 0.85-0.92x on the road graph.
+// 0.85-0.89x the time on the power-law graph, 0.85-0.92x on the road graph. `k` is the row
+// width K: an int64_t, or std::integral_constant<int64_t, T> for rows of one block, whose
+// address arithmetic and prefetch then fold to constants.
 template <int T, bool kWeighted, typename A, typename index_t, Reduce R, typename Src,
-          typename ValueRow>
-__attribute__((noinline)) void sum_rows_vectorised(const index_t* indptr, Src src,
-                                                   ValueRow value_row, const A* value,
-                                                   int64_t heads, const A* x, int64_t r0,
-                                                   int64_t r1, int64_t K, int64_t F,
-                                                   int64_t chunk_end, bool stream, A* out) {
+          typename ValueRow, typename Width>
+__attribute__((always_inline)) inline void sum_row_blocks(const index_t* indptr, Src src,
+                                                          ValueRow value_row, const A* value,
+                                                          int64_t heads, const A* x, int64_t r0,
+                                                          int64_t r1, Width k, int64_t F,
+                                                          int64_t chunk_end, int64_t distance,
+                                                          bool stream, A* out) {
   using Red = Reducer<A, R>;
   constexpr int L = std::min<int>(T, kVectorBytes / sizeof(A));
   constexpr int Q = T / L;
   using V = typename Vec<A, L>::type;
+  const int64_t K = k;
   for (int64_t row = r0; row < r1; ++row) {
     const int64_t begin = indptr[row], end = indptr[row + 1];
     for (int64_t t0 = 0; t0 < K; t0 += T) {
@@ -100,10 +105,10 @@ __attribute__((noinline)) void sum_rows_vectorised(const index_t* indptr, Src sr
       V a[Q] = {};
       if (t0 == 0)
         sum_block_edges<Q, L, kWeighted, true>(begin, end, src, value_row, value, heads, h, x, K,
-                                               t0, chunk_end, a);
+                                               t0, chunk_end, distance, a);
       else
         sum_block_edges<Q, L, kWeighted, false>(begin, end, src, value_row, value, heads, h, x, K,
-                                                t0, chunk_end, a);
+                                                t0, chunk_end, distance, a);
       alignas(64) A row_out[T];
 #pragma GCC unroll 16
       for (int q = 0; q < Q; ++q) store_vec<A, L>(row_out + q * L, a[q]);
@@ -114,6 +119,37 @@ __attribute__((noinline)) void sum_rows_vectorised(const index_t* indptr, Src sr
   }
 }
 
+// sum_row_blocks with the row width known at compile time when a row is one block (K == T,
+// one head). Against the run-time width (spmm sum, paired, 2026-12-03): 0.87x to 0.94x the
+// time at F = 16, 0.93x to 1.02x at F = 64.
+template <int T, bool kWeighted, typename A, typename index_t, Reduce R, typename Src,
+          typename ValueRow>
+__attribute__((noinline)) void sum_rows_vectorised(const index_t* indptr, Src src,
+                                                   ValueRow value_row, const A* value,
+                                                   int64_t heads, const A* x, int64_t r0,
+                                                   int64_t r1, int64_t K, int64_t F,
+                                                   int64_t chunk_end, int64_t distance, bool stream,
+                                                   A* out) {
+  if (K == T)
+    sum_row_blocks<T, kWeighted, A, index_t, R>(indptr, src, value_row, value, heads, x, r0, r1,
+                                                std::integral_constant<int64_t, T>{}, F, chunk_end,
+                                                distance, stream, out);
+  else
+    sum_row_blocks<T, kWeighted, A, index_t, R>(indptr, src, value_row, value, heads, x, r0, r1, K,
+                                                F, chunk_end, distance, stream, out);
+}
+
+// The channels of one register block of spmm's float and double sums: a one-head row of up to
+// eight vector registers is one block (one pass over the row's edges instead of K / 64), else
+// tile_width. Measured 2026-12-03 (AVX-512, K = 128 floats, paired): 0.74x to 0.85x the time
+// of two 64-channel blocks on the power-law graph, 0.92x to 0.95x on the road graph.
+template <typename A>
+inline int sum_tile_width(int64_t K, int64_t heads) {
+  constexpr int64_t kMaxBlockBytes = 8 * kVectorBytes;
+  if (heads == 1 && K == 128 && K * static_cast<int64_t>(sizeof(A)) <= kMaxBlockBytes) return 128;
+  return tile_width(K / heads);
+}
+
 // Max/min over one block of T channels inside one head, branch-free so it vectorises: the
 // running extreme and its CSR position (as index_t, the same lane width for int32) stay in
 // registers. Strict comparison keeps the first winner on ties. Only for finite inputs (see
@@ -121,7 +157,7 @@ __attribute__((noinline)) void sum_rows_vectorised(const index_t* indptr, Src sr
 template <int T, typename scalar_t, typename index_t, Reduce R, typename Src>
 inline void arg_row_tiled(const index_t* indptr, Src src, const scalar_t* value, int64_t heads,
                           const scalar_t* x, int64_t row, int64_t K, int64_t F, int64_t chunk_end,
-                          int64_t num_edges, scalar_t* out, index_t* arg) {
+                          int64_t distance, int64_t num_edges, scalar_t* out, index_t* arg) {
   using acc_t = typename AccType<scalar_t>::type;
   using Red = Reducer<acc_t, R>;
   const int64_t begin = indptr[row], end = indptr[row + 1];
@@ -134,8 +170,7 @@ inline void arg_row_tiled(const index_t* indptr, Src src, const scalar_t* value,
       b[f] = static_cast<index_t>(num_edges);
     }
     for (int64_t e = begin; e < end; ++e) {
-      if (t0 == 0 && e + kPrefetchDistance < chunk_end)
-        prefetch_row(x + src(e + kPrefetchDistance) * K, K);
+      if (t0 == 0 && e + distance < chunk_end) prefetch_row(x + src(e + distance) * K, K);
       const scalar_t* __restrict__ xr = x + src(e) * K + t0;
       const acc_t w = value ? static_cast<acc_t>(value[e * heads + h]) : acc_t(1);
       const index_t pos = static_cast<index_t>(e);
@@ -180,30 +215,38 @@ void reduce_rows(const index_t* indptr, Src src, ValueRow value_row, const scala
   // rows narrower than 8 channels (edge scores [E, H], 1-D scatters) take one whole-row tile
   // too: the generic loop's per-row fill and per-channel loop cost more than their work
   const bool narrow = heads == 1 && (K == 1 || K == 2 || K == 4);
-  const int tile = !kTiled || (Red::kHasArg && !finite) ? 0 : (narrow ? K : tile_width(F));
+  // float and double sums: explicit vectors (sum_rows_vectorised); bfloat16 sums and
+  // max/min: the tiles
+  constexpr bool kVectorised = !Red::kHasArg && std::is_same_v<scalar_t, acc_t>;
+  const int tile = !kTiled || (Red::kHasArg && !finite) ? 0
+                   : narrow                             ? K
+                   : kVectorised                        ? sum_tile_width<scalar_t>(K, heads)
+                                                        : tile_width(F);
   const bool stream = streams_output(num_rows * K * static_cast<int64_t>(sizeof(scalar_t)));
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     const int64_t chunk_end = indptr[r1];
+    const int64_t distance = prefetch_distance(K * static_cast<int64_t>(sizeof(scalar_t)));
     if constexpr (kTiled)
       if (tile > 0) {
-        with_constant<64, 32, 16, 8, 4, 2, 1>(tile, [&](auto width) {
+        with_constant<128, 64, 32, 16, 8, 4, 2, 1>(tile, [&](auto width) {
           constexpr int T = decltype(width)::value;
-          // float and double sums: explicit vectors; bfloat16 sums and max/min: the tiles
-          if constexpr (T > 0 && !Red::kHasArg && std::is_same_v<scalar_t, acc_t>) {
+          if constexpr (T > 0 && kVectorised) {
             if (value)
-              sum_rows_vectorised<T, true, scalar_t, index_t, R>(
-                  indptr, src, value_row, value, heads, x, r0, r1, K, F, chunk_end, stream, out);
+              sum_rows_vectorised<T, true, scalar_t, index_t, R>(indptr, src, value_row, value,
+                                                                 heads, x, r0, r1, K, F, chunk_end,
+                                                                 distance, stream, out);
             else
-              sum_rows_vectorised<T, false, scalar_t, index_t, R>(
-                  indptr, src, value_row, value, heads, x, r0, r1, K, F, chunk_end, stream, out);
-          } else if constexpr (T > 0)  // tile > 0 here: the 0 case is never taken
+              sum_rows_vectorised<T, false, scalar_t, index_t, R>(indptr, src, value_row, value,
+                                                                  heads, x, r0, r1, K, F, chunk_end,
+                                                                  distance, stream, out);
+          } else if constexpr (T > 0 && T <= 64)  // the generic tiles stop at 64 channels
             for (int64_t row = r0; row < r1; ++row) {
               if constexpr (Red::kHasArg)
                 arg_row_tiled<T, scalar_t, index_t, R>(indptr, src, value, heads, x, row, K, F,
-                                                       chunk_end, num_edges, out, arg);
+                                                       chunk_end, distance, num_edges, out, arg);
               else
                 sum_row_tiled<T, scalar_t, index_t, R>(indptr, src, value_row, value, heads, x, row,
-                                                       K, F, chunk_end, stream, out);
+                                                       K, F, chunk_end, distance, stream, out);
             }
         });
         return;
@@ -215,7 +258,7 @@ void reduce_rows(const index_t* indptr, Src src, ValueRow value_row, const scala
       std::fill(acc.begin(), acc.end(), Red::init());
       std::fill(best.begin(), best.end(), num_edges);
       for (int64_t e = begin; e < end; ++e) {
-        if (e + kPrefetchDistance < chunk_end) prefetch_row(x + src(e + kPrefetchDistance) * K, K);
+        if (e + distance < chunk_end) prefetch_row(x + src(e + distance) * K, K);
         const scalar_t* __restrict__ xr = x + src(e) * K;
         for (int64_t h = 0; h < heads; ++h) {
           acc_t* __restrict__ a = acc.data() + h * F;
@@ -327,11 +370,12 @@ void arg_backward_rows(const index_t* cptr, const index_t* cidx, const index_t* 
   parallel_rows(cptr, num_src, [&](int64_t j0, int64_t j1) {
     std::vector<acc_t> acc(K);
     const int64_t chunk_end = cptr[j1];
+    const int64_t distance = prefetch_distance(K * static_cast<int64_t>(sizeof(scalar_t)));
     for (int64_t j = j0; j < j1; ++j) {
       std::fill(acc.begin(), acc.end(), acc_t(0));
       for (int64_t c = cptr[j]; c < cptr[j + 1]; ++c) {
-        if (c + kPrefetchDistance < chunk_end) {
-          const int64_t ahead = cidx[c + kPrefetchDistance];
+        if (c + distance < chunk_end) {
+          const int64_t ahead = cidx[c + distance];
           prefetch_row(arg + ahead * K, K);
           prefetch_row(grad + ahead * K, K);
         }

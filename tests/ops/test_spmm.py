@@ -35,12 +35,15 @@ def test_spmm_matches_reference(graph, channels, reduce, weighted, int64, dtype)
     torch.testing.assert_close(arg, ref_arg)
 
 
-@pytest.mark.parametrize("channels,heads", [(24, 1), (40, 5), (128, 1), (128, 2), (192, 3)])
+@pytest.mark.parametrize("channels,heads", [(24, 1), (40, 5), (16, 1), (64, 1), (128, 1),
+                                            (128, 2), (192, 3), (256, 1)])
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_sum_rows_of_several_blocks_match_reference(channels, heads, reduce, dtype):
-    """Rows wider than one register block (the later blocks skip the prefetch), per-head
-    weights, a hub longer than the prefetch distance and empty rows, against the reference."""
+    """Rows of one register block (16 and 64 channels, and 128 float channels of one head:
+    the width known at compile time), rows wider than one block (the later blocks skip the
+    prefetch), per-head weights, a hub longer than the longest prefetch distance (256 edges)
+    and empty rows, against the reference."""
     graph = Graph(random_edge_index(40, 600, seed=3, hub_degree=300), num_nodes=45)
     gen = torch.Generator().manual_seed(channels)
     x = torch.randn(45, channels, generator=gen, dtype=dtype)
@@ -49,6 +52,24 @@ def test_sum_rows_of_several_blocks_match_reference(channels, heads, reduce, dty
         out, _ = kernels.spmm(graph.csr.indptr, graph.csr.indices, weights, x, reduce)
         ref_out, _ = reference.spmm(graph.csr.indptr, graph.csr.indices, weights, x, reduce)
         torch.testing.assert_close(out, ref_out, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("channels", [16, 64, 128, 256])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_sum_gradients_of_one_and_several_blocks_match_reference(channels, weighted):
+    """The backward's transposed product takes the same block paths as the forward: x's and
+    the weights' gradients against the reference's autograd, a hub of 300 edges."""
+    graph = Graph(random_edge_index(40, 600, seed=5, hub_degree=300), num_nodes=45)
+    gen = torch.Generator().manual_seed(channels)
+    x = torch.randn(45, channels, generator=gen, requires_grad=True)
+    w = (torch.rand(graph.num_edges, generator=gen) + 0.5).requires_grad_(weighted)
+    grad_out = torch.randn(45, channels, generator=gen)
+    ours = torch.autograd.grad(ops.spmm(graph, x, w), [x, w][:1 + weighted], grad_out)
+    csr_w = graph.to_csr_order(w)
+    ref = reference.spmm(graph.csr.indptr, graph.csr.indices, csr_w, x, "sum")[0]
+    theirs = torch.autograd.grad(ref, [x, w][:1 + weighted], grad_out)
+    for a, b in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("channels", [1, 2, 4, 8])
