@@ -2,7 +2,11 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <type_traits>
+#include <vector>
+
 #include "common/ops.h"
+#include "cpu/head_dots.h"
 #include "cpu/rows.h"
 
 namespace graphloc {
@@ -10,16 +14,23 @@ namespace graphloc {
 namespace {
 
 // Thread mapping: a thread owns a block of destination rows; b[row] stays in L1 while the
-// row's source rows a[src] stream past.
-template <typename scalar_t, typename index_t, EdgeOp Op>
-void sddmm_rows(const index_t* indptr, const index_t* indices, const scalar_t* a, const scalar_t* b,
-                int64_t num_rows, int64_t K, int64_t heads, scalar_t* out) {
+// row's source rows a[src] stream past. Dot products go through head_dots: lane-wise partial
+// sums, several heads at a time (a chain of F dependent scalar adds per edge and head was
+// latency-bound: the power-law graph's F = 64 forward 41.7 ms, 2026-12-03; RESULTS.md).
+template <int T, typename scalar_t, typename index_t, EdgeOp Op>
+void sddmm_rows_tiled(const index_t* indptr, const index_t* indices, const scalar_t* a,
+                      const scalar_t* b, int64_t num_rows, int64_t K, int64_t heads,
+                      scalar_t* out) {
   using acc_t = typename AccType<scalar_t>::type;
   const int64_t F = K / heads;
   const int64_t width = Op == EdgeOp::Dot ? heads : K;
+  // several heads per sweep only where a head is one tile of float or double (head_dots)
+  const int group =
+      std::is_same_v<scalar_t, acc_t> && T > 0 && F == T ? heads_per_sweep(heads, T) : 0;
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     const int64_t chunk_end = indptr[r1];
     const int64_t distance = prefetch_distance(K * static_cast<int64_t>(sizeof(scalar_t)));
+    std::vector<acc_t> dots(Op == EdgeOp::Dot ? heads : 0);
     for (int64_t i = r0; i < r1; ++i) {
       const scalar_t* __restrict__ bi = b + i * K;
       for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
@@ -28,12 +39,8 @@ void sddmm_rows(const index_t* indptr, const index_t* indices, const scalar_t* a
         const scalar_t* __restrict__ aj = a + static_cast<int64_t>(indices[e]) * K;
         scalar_t* __restrict__ o = out + e * width;
         if constexpr (Op == EdgeOp::Dot) {
-          for (int64_t h = 0; h < heads; ++h) {
-            acc_t s = 0;
-            for (int64_t f = h * F; f < (h + 1) * F; ++f)
-              s += static_cast<acc_t>(aj[f]) * static_cast<acc_t>(bi[f]);
-            o[h] = static_cast<scalar_t>(s);
-          }
+          head_dots<T>(aj, bi, heads, F, group, dots.data());
+          for (int64_t h = 0; h < heads; ++h) o[h] = static_cast<scalar_t>(dots[h]);
         } else if constexpr (Op == EdgeOp::Add) {
           for (int64_t k = 0; k < K; ++k)
             o[k] = static_cast<scalar_t>(static_cast<acc_t>(aj[k]) + static_cast<acc_t>(bi[k]));
@@ -44,6 +51,19 @@ void sddmm_rows(const index_t* indptr, const index_t* indices, const scalar_t* a
       }
     }
   });
+}
+
+// sddmm_rows_tiled with the widest register tile dividing a head (dot products), or none.
+template <typename scalar_t, typename index_t, EdgeOp Op>
+void sddmm_rows(const index_t* indptr, const index_t* indices, const scalar_t* a, const scalar_t* b,
+                int64_t num_rows, int64_t K, int64_t heads, scalar_t* out) {
+  if constexpr (Op == EdgeOp::Dot)
+    with_tile(K / heads, [&](auto width) {
+      constexpr int T = decltype(width)::value;
+      sddmm_rows_tiled<T, scalar_t, index_t, Op>(indptr, indices, a, b, num_rows, K, heads, out);
+    });
+  else
+    sddmm_rows_tiled<0, scalar_t, index_t, Op>(indptr, indices, a, b, num_rows, K, heads, out);
 }
 
 at::Tensor sddmm_cpu(const at::Tensor& indptr, const at::Tensor& indices, const at::Tensor& a,

@@ -37,6 +37,28 @@ def test_sddmm_brute_force_in_user_edge_order():
     torch.testing.assert_close(ops.sddmm(graph, a1, b1), (a1[src] * b1[dst]).sum(-1))
 
 
+@pytest.mark.parametrize("heads", [1, 2, 4])
+@pytest.mark.parametrize("channels", [8, 16, 24, 64, 128])
+def test_float_dot_products_of_every_tile_match_brute_force(heads, channels):
+    """float32 dot products in register lanes (one register of partial sums, or several heads
+    summed together) against float64 brute force; a NaN and an infinity in the inputs reach
+    exactly the edges that read them (inf * 0 is NaN, as in torch)."""
+    edge_index = random_edge_index(30, 400, seed=channels, hub_degree=300)
+    graph = Graph(edge_index, num_nodes=30)
+    gen = torch.Generator().manual_seed(heads)
+    a = torch.randn(30, heads, channels, generator=gen)
+    b = torch.randn(30, heads, channels, generator=gen)
+    a[3, 0, 1], b[5, -1, 0], a[7, -1, -1], b[7, -1, -1] = float("nan"), float("inf"), 0.0, 0.0
+    b[9, 0, 2] = float("inf")
+    a[9, 0, 2] = 0.0
+    src, dst = edge_index
+    expected = (a.double()[src] * b.double()[dst]).sum(-1).float()
+    out = ops.sddmm(graph, a, b)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-4, equal_nan=True)
+    assert torch.equal(out.isnan(), expected.isnan()) and out.isnan().any()
+    assert torch.equal(out.isinf(), expected.isinf()) and out.isinf().any()
+
+
 @pytest.mark.parametrize("op", ["dot", "add", "mul"])
 @pytest.mark.parametrize("heads", [1, 2])
 def test_sddmm_gradcheck(op, heads):
