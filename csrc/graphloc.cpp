@@ -36,6 +36,9 @@ TORCH_LIBRARY(graphloc, m) {
       "-> (Tensor, Tensor)");
   // out[e] = src[row of e]: the inverse of segment_reduce(sum).
   m.def("gather_csr(Tensor src, Tensor indptr, int num_edges) -> Tensor");
+  // out[k] = src[index[k]]: index_select(0) of rows, for the edge tensors moved between the
+  // user's edge order and CSR order.
+  m.def("gather_rows(Tensor src, Tensor index) -> Tensor");
   // Per-edge op(a[indices[e]], b[row of e]): dot -> [E, heads], add / mul -> [E, K].
   m.def(
       "sddmm(Tensor indptr, Tensor indices, Tensor a, Tensor b, str op, int heads, "

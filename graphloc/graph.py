@@ -429,14 +429,24 @@ class Graph:
     def to_csr_order(self, edge_values: Tensor) -> Tensor:
         """Reorders a per-edge tensor from the user's edge order into CSR order."""
         perm = self.csr.perm
-        return edge_values if perm is None else edge_values.index_select(0, perm.long())
+        if perm is None:
+            return edge_values
+        return ops.permute_rows(edge_values, perm, self._csr_inverse_perm())
 
     def from_csr_order(self, edge_values: Tensor) -> Tensor:
         """Reorders a per-edge tensor from CSR order back into the user's edge order."""
         perm = self.csr.perm
         if perm is None:
             return edge_values
-        return torch.empty_like(edge_values).index_copy(0, perm.long(), edge_values)
+        return ops.permute_rows(edge_values, self._csr_inverse_perm(), perm)
+
+    def _csr_inverse_perm(self) -> Tensor:
+        """The user's edge e's position in CSR order: from_csr_order gathers through it."""
+        def build():
+            perm = self.csr.perm
+            positions = torch.arange(perm.numel(), dtype=perm.dtype, device=perm.device)
+            return torch.empty_like(perm).scatter_(0, perm.long(), positions)
+        return self.cached("csr_inverse_perm", build)
 
     # --- structure: each returns a new Graph -------------------------------------------
 

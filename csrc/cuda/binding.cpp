@@ -135,6 +135,17 @@ at::Tensor gather_csr_cuda(const at::Tensor& src, const at::Tensor& indptr, int6
   return out;
 }
 
+// gather_rows on CUDA: ATen's index_select after the same checks (the per-row overhead that
+// the CPU kernel avoids is the CPU's).
+at::Tensor gather_rows_cuda(const at::Tensor& src, const at::Tensor& index) {
+  check_reducible(src, "src");
+  check_index(index, "index");
+  check_same_device(index, "index", src, "src");
+  check_index_range(index, src.size(0), "index", "src");
+  const c10::cuda::CUDAGuard guard(src.device());
+  return src.index_select(0, index);
+}
+
 at::Tensor sddmm_cuda(const at::Tensor& indptr, const at::Tensor& indices, const at::Tensor& a,
                       const at::Tensor& b, c10::string_view op, int64_t heads,
                       const c10::optional<at::Tensor>&, const c10::optional<at::Tensor>&,
@@ -274,6 +285,7 @@ TORCH_LIBRARY_IMPL(graphloc, CUDA, m) {
   m.impl("segment_reduce", &segment_reduce_cuda);
   m.impl("spmm_arg_backward", &spmm_arg_backward_cuda);
   m.impl("gather_csr", &gather_csr_cuda);
+  m.impl("gather_rows", &gather_rows_cuda);
   m.impl("sddmm", &sddmm_cuda);
   m.impl("segment_softmax", &segment_softmax_cuda);
   m.impl("segment_softmax_backward", &segment_softmax_backward_cuda);

@@ -243,6 +243,63 @@ def _gather_csr_backward(ctx, grad):
     return kernels.segment_reduce(grad.contiguous(), indptr, "sum")[0], None, None
 
 
+def _gather_rows_fake(src, index):
+    _check_rows_fake(src, "src")
+    torch._check(index.dim() == 1, lambda: f"index must be 1-D, got shape {list(index.shape)}")
+    return src.new_empty(index.shape[0], src.shape[1])
+
+
+def _gather_rows_setup(ctx, inputs, output):
+    src, index = inputs
+    ctx.num_rows = src.shape[0]
+    ctx.save_for_backward(index)
+
+
+def _gather_rows_backward(ctx, grad):
+    (index,) = ctx.saved_tensors
+    grad_src = grad.new_zeros(ctx.num_rows, grad.shape[1])
+    return grad_src.index_add_(0, index.long(), grad), None
+
+
+def permute_rows(values, index, inverse):
+    """``values[index]`` along dim 0 for a permutation ``index`` whose inverse is ``inverse``
+    (``inverse[index[k]] = k``, not checked): the gradient is ``grad[inverse]``, another
+    permutation, where a general index would need a scatter-add. The edge tensors that
+    ``Graph.to_csr_order`` and ``from_csr_order`` move take this path."""
+    return _PermutedRows.apply(values, index, inverse)
+
+
+_GATHERABLE = (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32,
+               torch.int64)
+
+
+def _permuted(values, index, inverse):
+    """``values[index]``. Rows of two values or more on the CPU: graphloc's row-gather kernel
+    (ATen's index_select and index_copy pay more per narrow row than the copy: [E, 4]
+    float32 on the power-law graph 19 to 47 ms, the kernel 8.4). Single values: ATen's
+    index_copy through the inverse, its fastest 1-D form (1.9 to 3.0 ms against 4.8 to 5.8
+    for index_select, [E] float32 on the power-law graph); other devices: index_select."""
+    width = values[0].numel() if values.dim() >= 1 and values.size(0) else 0
+    if values.device.type != "cpu" or width == 0:
+        return values.index_select(0, index.long())
+    if width == 1 or not HAS_EXTENSION or values.dtype not in _GATHERABLE:
+        return torch.empty_like(values).index_copy_(0, inverse.long(), values)
+    rows = values.reshape(values.size(0), width)
+    return kernels.gather_rows(rows, index).view(index.numel(), *values.shape[1:])
+
+
+class _PermutedRows(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, values, index, inverse):
+        ctx.save_for_backward(index, inverse)
+        return _permuted(values, index, inverse)
+
+    @staticmethod
+    def backward(ctx, grad):
+        index, inverse = ctx.saved_tensors
+        return _permuted(grad.contiguous(), inverse, index), None, None
+
+
 # --- sddmm -----------------------------------------------------------------------------
 
 def _sddmm_fake(indptr, indices, a, b, op, heads, csc_indptr=None, csc_indices=None,
@@ -458,6 +515,7 @@ def _register() -> None:
     fake(lib + "spmm")(_spmm_fake)
     fake(lib + "segment_reduce")(_segment_reduce_fake)
     fake(lib + "gather_csr")(_gather_csr_fake)
+    fake(lib + "gather_rows")(_gather_rows_fake)
     fake(lib + "sddmm")(_sddmm_fake)
     fake(lib + "segment_attention_backward")(_attention_backward_fake)
     fake(lib + "segment_softmax")(_softmax_fake)
@@ -480,6 +538,7 @@ def _register() -> None:
     autograd(lib + "spmm", _spmm_backward, setup_context=_spmm_setup)
     autograd(lib + "segment_reduce", _segment_reduce_backward, setup_context=_segment_reduce_setup)
     autograd(lib + "gather_csr", _gather_csr_backward, setup_context=_gather_csr_setup)
+    autograd(lib + "gather_rows", _gather_rows_backward, setup_context=_gather_rows_setup)
     autograd(lib + "segment_logsumexp", _logsumexp_backward, setup_context=_logsumexp_setup)
     autograd(lib + "sddmm", _sddmm_backward, setup_context=_sddmm_setup)
     autograd(lib + "segment_softmax", _softmax_backward, setup_context=_softmax_setup)

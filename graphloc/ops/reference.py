@@ -195,6 +195,10 @@ def gather_csr(src, indptr, num_edges):
     return src.index_select(0, csr_rows(indptr, num_edges).long())
 
 
+def gather_rows(src, index):
+    return src.index_select(0, index.long())
+
+
 def sddmm(indptr, indices, a, b, op, heads, csc_indptr=None, csc_indices=None, csc_perm=None):
     a_e = a.index_select(0, indices.long())
     b_e = b.index_select(0, csr_rows(indptr, indices.numel()).long())

@@ -119,3 +119,16 @@ def test_coo_to_csr_and_segment_reduce():
     for reduce in REDUCES:
         torch.testing.assert_close(ops.segment_reduce(src.cuda(), indptr_gpu, reduce).cpu(),
                                    ops.segment_reduce(src, indptr, reduce))
+
+
+def test_gather_rows_and_edge_order_agree():
+    src = torch.randn(400, 4)
+    index = torch.randint(0, 400, (3000,))
+    gather = torch.ops.graphloc.gather_rows
+    assert torch.equal(gather(src.cuda(), index.cuda()).cpu(), gather(src, index))
+    with pytest.raises(RuntimeError, match=r"index\[0\] = 400 is out of range: src has 400"):
+        gather(src.cuda(), torch.tensor([400, 1]).cuda())
+    cpu, gpu = _pair()
+    scores = torch.randn(cpu.num_edges, 4)
+    assert torch.equal(gpu.to_csr_order(scores.cuda()).cpu(), cpu.to_csr_order(scores))
+    assert torch.equal(gpu.from_csr_order(scores.cuda()).cpu(), cpu.from_csr_order(scores))

@@ -43,6 +43,9 @@ def _samples():
     yield kernels.spmm_arg_backward, (*transpose, w.detach(), x.detach(), arg,
                                       torch.randn(N, 4, **f64), True)
     yield kernels.gather_csr, (torch.randn(N, 3, **f64, requires_grad=True), csr.indptr, E)
+    yield kernels.gather_rows, (torch.randn(E, 3, **f64, requires_grad=True), csr.perm)
+    yield kernels.gather_rows, (torch.randn(N, 2, **f64, requires_grad=True),
+                                csr.indices.long())  # repeats: the backward adds them
     for op in ("dot", "add", "mul"):
         a = torch.randn(N, 4, **f64, requires_grad=True)
         b = torch.randn(N, 4, **f64, requires_grad=True)
