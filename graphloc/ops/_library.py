@@ -279,12 +279,20 @@ def _permuted(values, index, inverse):
     float32 on the power-law graph 19 to 47 ms, the kernel 8.4). Single values: ATen's
     index_copy through the inverse, its fastest 1-D form (1.9 to 3.0 ms against 4.8 to 5.8
     for index_select, [E] float32 on the power-law graph); other devices: index_select."""
-    width = values[0].numel() if values.dim() >= 1 and values.size(0) else 0
-    if values.device.type != "cpu" or width == 0:
-        return values.index_select(0, index.long())
-    if width == 1 or not HAS_EXTENSION or values.dtype not in _GATHERABLE:
+    if values.device.type == "cpu" and values.dim() >= 1 and values[0].numel() == 1:
         return torch.empty_like(values).index_copy_(0, inverse.long(), values)
+    return gather_rows(values, index)
+
+
+def gather_rows(values, index):
+    """``values[index]`` along dim 0 (``index`` 1-D, in range): graphloc's row-gather kernel
+    for rows of two values or more on the CPU, ATen's ``index_select`` otherwise."""
+    width = values[0].numel() if values.dim() >= 1 and values.size(0) else 0
+    if not (HAS_EXTENSION and values.device.type == "cpu" and width >= 2
+            and values.dtype in _GATHERABLE):
+        return values.index_select(0, index.long())
     rows = values.reshape(values.size(0), width)
+    index = index.contiguous() if index.dtype in (torch.int32, torch.int64) else index.long()
     return kernels.gather_rows(rows, index).view(index.numel(), *values.shape[1:])
 
 

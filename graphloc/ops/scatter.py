@@ -16,7 +16,7 @@ from torch import Tensor
 
 from graphloc.checks import check_index, check_int
 from graphloc.ops import reference
-from graphloc.ops._library import kernels
+from graphloc.ops._library import gather_rows, kernels
 from graphloc.ops.reference import canonical_reduce
 
 
@@ -655,4 +655,4 @@ def gather(x: Tensor, index: Tensor) -> Tensor:
     check_index(index, x.size(0), "index")
     if index.dim() != 1:
         raise ValueError(f"index must be 1-D, got shape {list(index.shape)}")
-    return x.index_select(0, index.long())
+    return gather_rows(x, index)

@@ -96,3 +96,17 @@ def test_permute_rows_matches_indexing():
     values = torch.randn(1000, 4, generator=gen)
     assert torch.equal(ops.permute_rows(values, index, inverse), values[index])
     assert torch.equal(ops.permute_rows(values[:, 0], index, inverse), values[index, 0])
+
+
+@pytest.mark.parametrize("index_dtype", [torch.uint8, torch.int16, torch.int32, torch.int64])
+def test_ops_gather_takes_the_kernel_with_any_integer_index(index_dtype):
+    """ops.gather of [N, 3, 2] rows (the kernel's path) with every integer index dtype and a
+    strided index: values and the gradient (repeats added) against indexing."""
+    x = torch.randn(40, 3, 2, dtype=torch.float64, requires_grad=True)
+    index = torch.randint(0, 40, (300,)).to(index_dtype)[::3]
+    out = ops.gather(x, index)
+    assert torch.equal(out, x[index.long()])
+    grad = torch.randn_like(out)
+    (ours,) = torch.autograd.grad(out, x, grad)
+    (theirs,) = torch.autograd.grad(x[index.long()], x, grad)
+    torch.testing.assert_close(ours, theirs)
