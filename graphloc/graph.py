@@ -431,14 +431,14 @@ class Graph:
         perm = self.csr.perm
         if perm is None:
             return edge_values
-        return ops.permute_rows(edge_values, perm, self._csr_inverse_perm())
+        return ops.permute_rows(edge_values, perm, self._csr_inverse_perm(), validated=True)
 
     def from_csr_order(self, edge_values: Tensor) -> Tensor:
         """Reorders a per-edge tensor from CSR order back into the user's edge order."""
         perm = self.csr.perm
         if perm is None:
             return edge_values
-        return ops.permute_rows(edge_values, self._csr_inverse_perm(), perm)
+        return ops.permute_rows(edge_values, self._csr_inverse_perm(), perm, validated=True)
 
     def _csr_inverse_perm(self) -> Tensor:
         """The user's edge e's position in CSR order: from_csr_order gathers through it."""

@@ -261,12 +261,33 @@ def _gather_rows_backward(ctx, grad):
     return grad_src.index_add_(0, index.long(), grad), None
 
 
-def permute_rows(values, index, inverse):
+def permute_rows(values, index, inverse, validated=False):
     """``values[index]`` along dim 0 for a permutation ``index`` whose inverse is ``inverse``
-    (``inverse[index[k]] = k``, not checked): the gradient is ``grad[inverse]``, another
-    permutation, where a general index would need a scatter-add. The edge tensors that
-    ``Graph.to_csr_order`` and ``from_csr_order`` move take this path."""
+    (``inverse[index[k]] = k``): the gradient is ``grad[inverse]``, another permutation,
+    where a general index would need a scatter-add. The edge tensors that
+    ``Graph.to_csr_order`` and ``from_csr_order`` move take this path. ``validated=True``
+    skips the check that ``inverse`` inverts ``index`` (one pass over them), for a caller
+    that built the pair (``Graph``): a wrong inverse would give wrong gradients silently."""
+    if not validated and not torch.compiler.is_compiling():
+        _check_permutation_pair(values, index, inverse)
     return _PermutedRows.apply(values, index, inverse)
+
+
+def _check_permutation_pair(values, index, inverse):
+    for name, t in (("index", index), ("inverse", inverse)):
+        if t.dtype not in (torch.int32, torch.int64) or t.dim() != 1:
+            raise ValueError(f"{name} must be a 1-D int32 or int64 tensor, got "
+                             f"{t.dtype} of shape {list(t.shape)}")
+        if t.numel() != values.size(0):
+            raise ValueError(f"{name} has {t.numel()} entries but values have "
+                             f"{values.size(0)} rows")
+    n = values.size(0)
+    if n and (int(index.min()) < 0 or int(index.max()) >= n):
+        raise ValueError(f"index holds values outside [0, {n})")
+    if n and not torch.equal(inverse.long().index_select(0, index.long()),
+                             torch.arange(n, device=index.device)):
+        raise ValueError("inverse is not the inverse of index (inverse[index[k]] != k), or "
+                         "index is not a permutation")
 
 
 _GATHERABLE = (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32,

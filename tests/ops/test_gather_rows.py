@@ -110,3 +110,21 @@ def test_ops_gather_takes_the_kernel_with_any_integer_index(index_dtype):
     (ours,) = torch.autograd.grad(out, x, grad)
     (theirs,) = torch.autograd.grad(x[index.long()], x, grad)
     torch.testing.assert_close(ours, theirs)
+
+
+def test_permute_rows_refuses_a_wrong_inverse_or_a_non_permutation():
+    """A wrong inverse would give wrong gradients quietly: refused, named."""
+    index = torch.tensor([2, 0, 1, 3])
+    inverse = torch.tensor([1, 2, 0, 3])
+    values = torch.randn(4, 2)
+    assert torch.equal(ops.permute_rows(values, index, inverse), values[index])
+    with pytest.raises(ValueError, match="inverse is not the inverse of index"):
+        ops.permute_rows(values, index, torch.tensor([0, 1, 2, 3]))
+    with pytest.raises(ValueError, match="inverse is not the inverse of index"):
+        ops.permute_rows(values, torch.tensor([0, 0, 1, 3]), inverse)
+    with pytest.raises(ValueError, match=r"index holds values outside \[0, 4\)"):
+        ops.permute_rows(values, torch.tensor([0, 4, 1, 3]), inverse)
+    with pytest.raises(ValueError, match="inverse has 3 entries but values have 4 rows"):
+        ops.permute_rows(values, index, inverse[:3])
+    with pytest.raises(ValueError, match="index must be a 1-D int32 or int64 tensor"):
+        ops.permute_rows(values, index.float(), inverse)
