@@ -297,18 +297,24 @@ _GATHERABLE = (torch.float32, torch.float64, torch.bfloat16, torch.float16, torc
 def _permuted(values, index, inverse):
     """``values[index]``. Rows of two values or more on the CPU: graphloc's row-gather kernel
     (ATen's index_select and index_copy pay more per narrow row than the copy: [E, 4]
-    float32 on the power-law graph 19 to 47 ms, the kernel 8.4). Single values: ATen's
-    index_copy through the inverse, its fastest 1-D form (1.9 to 3.0 ms against 4.8 to 5.8
-    for index_select, [E] float32 on the power-law graph); other devices: index_select."""
-    if values.device.type == "cpu" and values.dim() >= 1 and values[0].numel() == 1:
+    float32 on the power-law graph 19 to 47 ms, the kernel 5.3 to 8.4). Single values:
+    ATen's index_copy through the inverse, its fastest 1-D form (1.9 to 3.0 ms against 4.8
+    to 5.8 for index_select, [E] float32 on the power-law graph); other devices:
+    index_select."""
+    if values.device.type == "cpu" and values.dim() >= 1 and _row_width(values) == 1:
         return torch.empty_like(values).index_copy_(0, inverse.long(), values)
     return gather_rows(values, index)
+
+
+def _row_width(values):
+    """The values in one row along dim 0 (0-row tensors included)."""
+    return math.prod(values.shape[1:])
 
 
 def gather_rows(values, index):
     """``values[index]`` along dim 0 (``index`` 1-D, in range): graphloc's row-gather kernel
     for rows of two values or more on the CPU, ATen's ``index_select`` otherwise."""
-    width = values[0].numel() if values.dim() >= 1 and values.size(0) else 0
+    width = _row_width(values) if values.dim() >= 1 else 0
     if not (HAS_EXTENSION and values.device.type == "cpu" and width >= 2
             and values.dtype in _GATHERABLE):
         return values.index_select(0, index.long())

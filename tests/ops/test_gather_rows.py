@@ -128,3 +128,15 @@ def test_permute_rows_refuses_a_wrong_inverse_or_a_non_permutation():
         ops.permute_rows(values, index, inverse[:3])
     with pytest.raises(ValueError, match="index must be a 1-D int32 or int64 tensor"):
         ops.permute_rows(values, index.float(), inverse)
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (4,)])
+def test_edge_order_of_a_graph_without_edges(shape):
+    graph = Graph(torch.empty(2, 0, dtype=torch.long), num_nodes=5)
+    values = torch.randn(0, *shape, requires_grad=True)
+    for moved in (graph.to_csr_order(values), graph.from_csr_order(values)):
+        assert moved.shape == values.shape
+    assert ops.gather(torch.randn(5, 3), torch.empty(0, dtype=torch.long)).shape == (0, 3)
+    empty = torch.empty(0, dtype=torch.long)
+    for values in (torch.randn(0), torch.randn(0, 4), torch.randn(0, 2, 3)):
+        assert ops.permute_rows(values, empty, empty).shape == values.shape
