@@ -139,10 +139,11 @@ __attribute__((noinline)) void sum_rows_vectorised(const index_t* indptr, Src sr
                                                 F, chunk_end, distance, stream, out);
 }
 
-// The channels of one register block of spmm's float and double sums: a one-head row of up to
-// eight vector registers is one block (one pass over the row's edges instead of K / 64), else
-// tile_width. Measured 2026-12-03 (AVX-512, K = 128 floats, paired): 0.74x to 0.85x the time
-// of two 64-channel blocks on the power-law graph, 0.92x to 0.95x on the road graph.
+// The channels of one register block of spmm's float and double sums: a one-head row of 128
+// channels that fits eight vector registers (float with AVX-512) is one block, one pass over
+// the row's edges instead of two; else tile_width. Measured 2026-12-03 (AVX-512, K = 128 floats,
+// paired): 0.74x to 0.85x the time of two 64-channel blocks on the power-law graph, 0.92x to 0.95x
+// on the road graph.
 template <typename A>
 inline int sum_tile_width(int64_t K, int64_t heads) {
   constexpr int64_t kMaxBlockBytes = 8 * kVectorBytes;
