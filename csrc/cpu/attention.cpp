@@ -115,7 +115,7 @@ struct AdditiveScores {
             acc_t* row_max) const {
     const int64_t e0 = indptr[b0];
     // random rows of a table beyond L2, prefetched across blocks (up to prefetch_end)
-    const int64_t distance = prefetch_distance(H * static_cast<int64_t>(sizeof(scalar_t)));
+    const int64_t distance = prefetch_distance_of<scalar_t>(H);
     const int64_t ahead_end = prefetch_end - distance;
     for (int64_t i = b0; i < b1; ++i) {
       if constexpr (short_row_vectors<HT, acc_t>() && std::is_same_v<scalar_t, acc_t>) {
@@ -281,7 +281,7 @@ void attend_rows(const index_t* indptr, const index_t* indices, const Scores& sc
     parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
       std::vector<acc_t> acc(C), m, s, p;
       const int64_t chunk_end = indptr[r1];
-      const int64_t distance = prefetch_distance(K * static_cast<int64_t>(sizeof(scalar_t)));
+      const int64_t distance = prefetch_distance_of<scalar_t>(K);
       for_row_blocks(indptr, r0, r1, [&](int64_t b0, int64_t b1) {
         const int64_t e0 = indptr[b0];
         block_softmax_numerators_of(
@@ -559,7 +559,7 @@ void attention_transpose_grads(const index_t* csc_indptr, const index_t* csc_ind
   const bool stream = streams_output(num_src * K * static_cast<int64_t>(sizeof(scalar_t)));
   parallel_rows(csc_indptr, num_src, [&](int64_t r0, int64_t r1) {
     std::vector<acc_t> acc(kSweeps ? 0 : K), da(kSweeps ? 0 : H);
-    const int64_t distance = prefetch_distance(K * static_cast<int64_t>(sizeof(scalar_t)));
+    const int64_t distance = prefetch_distance_of<scalar_t>(K);
     const int64_t ahead_end = static_cast<int64_t>(csc_indptr[r1]) - distance;
     for (int64_t j = r0; j < r1; ++j) {
       const int64_t c0 = csc_indptr[j], c1 = csc_indptr[j + 1];

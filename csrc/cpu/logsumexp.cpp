@@ -103,7 +103,7 @@ void for_each_row_stats(const index_t* indptr, Src src, const scalar_t* x, int64
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     std::vector<acc_t> top(K), shift(K), total(K);
     const int64_t chunk_end = indptr[r1];
-    const int64_t distance = prefetch_distance(K * static_cast<int64_t>(sizeof(scalar_t)));
+    const int64_t distance = prefetch_distance_of<scalar_t>(K);
     for (int64_t row = r0; row < r1; ++row) {
       const int64_t begin = indptr[row], end = indptr[row + 1];
       if (begin == end) {
@@ -212,7 +212,7 @@ void edge_grad_rows(const index_t* indptr, Src src, const scalar_t* x, const sca
   using acc_t = typename AccType<scalar_t>::type;
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     const int64_t chunk_end = indptr[r1];
-    const int64_t distance = prefetch_distance(K * static_cast<int64_t>(sizeof(scalar_t)));
+    const int64_t distance = prefetch_distance_of<scalar_t>(K);
     for (int64_t row = r0; row < r1; ++row) {
       const scalar_t* __restrict__ n = norm + row * K;
       const scalar_t* __restrict__ g = grad + row * K;

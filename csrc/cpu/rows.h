@@ -39,6 +39,12 @@ inline int64_t prefetch_distance(int64_t row_bytes) {
   return std::clamp<int64_t>(kPrefetchBytes / std::max<int64_t>(row_bytes, 1), 16, 256);
 }
 
+// prefetch_distance for gathered rows of `channels` values of scalar_t.
+template <typename scalar_t>
+inline int64_t prefetch_distance_of(int64_t channels) {
+  return prefetch_distance(channels * static_cast<int64_t>(sizeof(scalar_t)));
+}
+
 template <typename index_t, typename F>
 void parallel_rows(const index_t* indptr, int64_t num_rows, F&& body) {
   if (num_rows == 0) return;

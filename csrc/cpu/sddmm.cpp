@@ -29,7 +29,7 @@ void sddmm_rows_tiled(const index_t* indptr, const index_t* indices, const scala
       std::is_same_v<scalar_t, acc_t> && T > 0 && F == T ? heads_per_sweep(heads, T) : 0;
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     const int64_t chunk_end = indptr[r1];
-    const int64_t distance = prefetch_distance(K * static_cast<int64_t>(sizeof(scalar_t)));
+    const int64_t distance = prefetch_distance_of<scalar_t>(K);
     std::vector<acc_t> dots(Op == EdgeOp::Dot ? heads : 0);
     for (int64_t i = r0; i < r1; ++i) {
       const scalar_t* __restrict__ bi = b + i * K;

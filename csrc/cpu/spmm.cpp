@@ -226,7 +226,7 @@ void reduce_rows(const index_t* indptr, Src src, ValueRow value_row, const scala
   const bool stream = streams_output(num_rows * K * static_cast<int64_t>(sizeof(scalar_t)));
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     const int64_t chunk_end = indptr[r1];
-    const int64_t distance = prefetch_distance(K * static_cast<int64_t>(sizeof(scalar_t)));
+    const int64_t distance = prefetch_distance_of<scalar_t>(K);
     if constexpr (kTiled)
       if (tile > 0) {
         with_constant<128, 64, 32, 16, 8, 4, 2, 1>(tile, [&](auto width) {
@@ -371,7 +371,7 @@ void arg_backward_rows(const index_t* cptr, const index_t* cidx, const index_t* 
   parallel_rows(cptr, num_src, [&](int64_t j0, int64_t j1) {
     std::vector<acc_t> acc(K);
     const int64_t chunk_end = cptr[j1];
-    const int64_t distance = prefetch_distance(K * static_cast<int64_t>(sizeof(scalar_t)));
+    const int64_t distance = prefetch_distance_of<scalar_t>(K);
     for (int64_t j = j0; j < j1; ++j) {
       std::fill(acc.begin(), acc.end(), acc_t(0));
       for (int64_t c = cptr[j]; c < cptr[j + 1]; ++c) {
@@ -469,7 +469,7 @@ at::Tensor gather_rows_cpu(const at::Tensor& src, const at::Tensor& index) {
       const index_t* ix = index.data_ptr<index_t>();
       const scalar_t* s = sc.data_ptr<scalar_t>();
       scalar_t* o = out.data_ptr<scalar_t>();
-      const int64_t distance = prefetch_distance(K * static_cast<int64_t>(sizeof(scalar_t)));
+      const int64_t distance = prefetch_distance_of<scalar_t>(K);
       at::parallel_for(0, n, 1 << 14, [&](int64_t k0, int64_t k1) {
         for (int64_t k = k0; k < k1; ++k) {
           if (k + distance < k1) prefetch_row(s + static_cast<int64_t>(ix[k + distance]) * K, K);
