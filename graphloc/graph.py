@@ -448,6 +448,28 @@ class Graph:
             return torch.empty_like(perm).scatter_(0, perm.long(), positions)
         return self.cached("csr_inverse_perm", build)
 
+    def in_csr_order(self) -> Graph:
+        """This graph with its edges listed in CSR order (by destination, stably), cached;
+        itself when they are listed so already. Per-edge values that one op makes and
+        another consumes (an attention's scores from ``sddmm`` into ``segment_attention``)
+        then stay in the kernels' order, where on this graph each op would move them into
+        the user's edge order and back (``to_csr_order`` / ``from_csr_order``). Shares this
+        graph's CSR arrays and, once built, its transpose."""
+        perm = self.csr.perm
+        if perm is None:
+            return self
+
+        def build():
+            index = perm.long()
+            graph = Graph.__new__(Graph)
+            cache = {"csc": self._cache["csc"]} if "csc" in self._cache else {}
+            graph._init(self.edge_index.index_select(1, index), self.num_nodes,
+                        None if self.edge_attr is None else self.edge_attr.index_select(0, index),
+                        CSR(self.csr.indptr, self.csr.indices, None), cache,
+                        self.num_src_nodes if self.is_bipartite else None)
+            return graph
+        return self.cached("in_csr_order", build)
+
     # --- structure: each returns a new Graph -------------------------------------------
 
     def with_edges(self, edge_index: Tensor, edge_attr: Tensor | None = None) -> Graph:

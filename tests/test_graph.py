@@ -293,3 +293,28 @@ def test_a_transposed_edge_index_gives_contiguous_csr_arrays():
         grads = [torch.autograd.grad(out.sum(), (x, s, half), allow_unused=True) for out in outs]
         for a, b in zip(*grads, strict=True):
             torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("bipartite", [False, True])
+def test_in_csr_order_lists_the_edges_sorted_by_destination(bipartite):
+    """The same edges (and edge features) stably sorted by destination, the same CSR
+    arrays with no permutation, and the transpose shared once built; a graph listed so
+    already is its own."""
+    edge_index = random_edge_index(15, 70, seed=33)
+    attr = torch.randn(edge_index.size(1), 2)
+    graph = Graph.bipartite(edge_index, (15, 15), attr) if bipartite \
+        else Graph(edge_index, num_nodes=15, edge_attr=attr)
+    _ = graph.csc
+    ordered = graph.in_csr_order()
+    order = torch.sort(edge_index[1], stable=True).indices
+    assert torch.equal(ordered.edge_index, edge_index[:, order])
+    assert torch.equal(ordered.edge_attr, attr[order])
+    assert ordered.csr.perm is None and ordered.is_bipartite == bipartite
+    assert ordered.csr.indices is graph.csr.indices and ordered.csc is graph.csc
+    assert graph.in_csr_order() is ordered and ordered.in_csr_order() is ordered
+    values = torch.randn(edge_index.size(1), 3)
+    assert torch.equal(ordered.to_csr_order(graph.to_csr_order(values)),
+                       graph.to_csr_order(values))
+    x = torch.randn(15, 3)
+    torch.testing.assert_close(ops.spmm(ordered, x, graph.to_csr_order(values[:, 0])),
+                               ops.spmm(graph, x, values[:, 0]))

@@ -104,6 +104,16 @@ class TransformerConv(torch.nn.Module):
 
     def _attend(self, graph, query: Tensor, key: Tensor, value: Tensor, edge: Tensor | None,
                 need_weights: bool) -> tuple[Tensor, Tensor | None]:
+        """The attention over ``graph`` (``out``, and where asked for the weights ``[E, H]``
+        in its edge order), run on its edges in CSR order: the scores go from sddmm to the
+        softmax without two permutations each way."""
+        ordered = graph.in_csr_order()
+        if edge is not None:
+            edge = graph.to_csr_order(edge)
+        out, alpha = self._attend_in_order(ordered, query, key, value, edge, need_weights)
+        return out, graph.from_csr_order(alpha) if need_weights else None
+
+    def _attend_in_order(self, graph, query, key, value, edge, need_weights):
         score = ops.sddmm(graph, key, query, "dot")  # [E, H], query pre-scaled by 1/sqrt(C)
         if edge is None and not (self.dropout > 0 and self.training):
             out = ops.segment_attention(graph, score, value, return_weights=need_weights)
