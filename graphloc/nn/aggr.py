@@ -5,7 +5,10 @@ An aggregation reduces the neighbours of every destination node:
 ``forward(graph, x_src, edge_weight=None) -> [N_dst, out_channels]``. The plain reductions,
 variance and standard deviation are fused sparse products over the node features (no
 ``[E, F]`` messages); the softmax aggregation runs on the fused attention kernel; LSTM and
-PyG aggregation modules read the messages in CSR order (sorted by destination).
+PyG aggregation modules read the messages in CSR order (sorted by destination). Edge weights
+(GraphConv's, or a weighted sparse adjacency's values) scale the neighbours inside the sum,
+mean, max and min products; the other aggregations reduce the weighted messages
+``w_e * x_j`` (``[E, F]``), as PyG's GraphConv does.
 
 Parameter names follow PyG's ``torch_geometric.nn.aggr`` so that weights load.
 """
@@ -35,14 +38,33 @@ class Aggregation(torch.nn.Module):
     def reset_parameters(self) -> None:
         pass
 
-    def _unweighted(self, edge_weight: Tensor | None) -> None:
-        if edge_weight is not None and not bool((edge_weight == 1).all()):
-            raise ValueError(f"{self.__class__.__name__} does not weight neighbours; the "
-                             "graph carries edge weights other than 1 (a weighted sparse "
-                             "adjacency): pass its structure only")
+    def _weighted_messages(self, graph: Graph, x: Tensor,
+                           edge_weight: Tensor | None) -> tuple[Graph, Tensor]:
+        """``(graph, x)`` for an aggregation that cannot weight neighbours inside its own
+        products: as given without weights (or weights all 1); otherwise the weighted
+        messages ``w_e * x[src_e]`` (``[E, ...]``, those PyG's ``GraphConv`` aggregates) on
+        the graph whose edge e comes from message e, listed by destination as ``graph``'s
+        CSR lists them."""
+        if edge_weight is None or bool((edge_weight == 1).all()):
+            return graph, x
+        ordered = graph.in_csr_order()
+        weight = graph.to_csr_order(edge_weight)
+        messages = x.index_select(0, ordered.edge_index[0]) * \
+            weight.view(-1, *[1] * (x.dim() - 1))
+        return ordered.cached("one_source_per_edge", lambda: _one_source_per_edge(ordered)), \
+            messages
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}()"
+
+
+def _one_source_per_edge(graph: Graph) -> Graph:
+    """The bipartite graph from ``graph``'s E edges (as sources, in ``graph``'s edge order)
+    to its destinations: edge e goes from source e to e's destination. ``graph``'s edges
+    must be in CSR order (``in_csr_order``)."""
+    sources = torch.arange(graph.num_edges, device=graph.device)
+    return Graph._derived(torch.stack([sources, graph.edge_index[1]]), graph.num_nodes,
+                          graph.num_edges, dst_sorted=True)
 
 
 class _Reduce(Aggregation):
@@ -79,7 +101,7 @@ class VarAggregation(Aggregation):
         self.semi_grad = semi_grad
 
     def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
-        self._unweighted(edge_weight)
+        graph, x = self._weighted_messages(graph, x, edge_weight)
         mean = ops.spmm(graph, x, reduce="mean")
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.semi_grad):
             mean2 = ops.spmm(graph, x * x, reduce="mean")
@@ -119,7 +141,7 @@ class SoftmaxAggregation(Aggregation):
             torch.nn.init.constant_(self.t, self._init_t)
 
     def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
-        self._unweighted(edge_weight)
+        graph, x = self._weighted_messages(graph, x, edge_weight)
         x_j = x.index_select(0, graph.edge_index[0])
         scores = x_j * self.t if isinstance(self.t, Tensor) or self.t != 1 else x_j
         if self.semi_grad:
@@ -153,8 +175,8 @@ class LSTMAggregation(Aggregation):
         self.lstm.reset_parameters()
 
     def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
-        self._unweighted(edge_weight)
         _require_sorted(graph, self)
+        graph, x = self._weighted_messages(graph, x, edge_weight)
         messages, rows, position, degree = _csr_messages(graph, x)
         out = x.new_zeros(graph.num_nodes, self.out_channels)
         if messages.size(0) == 0:
@@ -232,8 +254,8 @@ class LCMAggregation(Aggregation):
         return out.view(2, -1, out.size(-1)).mean(dim=0)
 
     def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
-        self._unweighted(edge_weight)
         _require_sorted(graph, self)
+        graph, x = self._weighted_messages(graph, x, edge_weight)
         if self.lin is not None:
             x = self.lin(x).relu()
         entries, rows, position, degree = _csr_messages(graph, x)
@@ -332,7 +354,7 @@ class ModuleAggregation(Aggregation):
             self.module.reset_parameters()
 
     def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
-        self._unweighted(edge_weight)
+        graph, x = self._weighted_messages(graph, x, edge_weight)
         messages, index, _, _ = _csr_messages(graph, x)
         return self.module(messages, index=index, ptr=graph.csr.indptr.long(),
                            dim_size=graph.num_nodes)

@@ -187,9 +187,10 @@ def _transformer(conv):
 
 def _graph_conv(conv):
     _simple_flow(conv)
-    # PyG weights the messages of any aggregation; graphloc those of the plain ones only
+    # graphloc weights the plain aggregations inside one fused product; the others reduce
+    # [E, F] weighted messages as PyG's conv does, so converting them would gain nothing
     _require(isinstance(conv.aggr, str) and conv.aggr in ("add", "sum", "mean", "max", "min"),
-             f"aggr={conv.aggr!r} (graphloc's GraphConv weights add, mean, max and min)")
+             f"aggr={conv.aggr!r} (graphloc's GraphConv fuses add, mean, max and min)")
     return gl_conv.GraphConv(conv.in_channels, conv.out_channels, aggr=conv.aggr,
                              bias=conv.lin_rel.bias is not None)
 

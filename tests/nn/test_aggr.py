@@ -91,14 +91,10 @@ def test_packed_lstm_stops_at_each_nodes_last_neighbour():
         lambda t: lstm_aggr(graph, t), (x[:, :].clone().requires_grad_(),), atol=1e-6)
 
 
-def test_order_dependent_and_unweighted_aggregations_refuse_what_they_cannot_honour():
+def test_order_dependent_aggregations_and_bad_names_are_refused():
     x = torch.randn(4, 8)
     with pytest.raises(ValueError, match="'index' tensor is not sorted"):
         gl.SAGEConv(8, 6, aggr="lstm")(x, torch.tensor([[0, 1, 2, 3], [1, 0, 1, 0]]))
-    adj = torch.sparse_coo_tensor(torch.tensor([[0, 1], [1, 2]]), torch.tensor([2.0, 1.0]),
-                                  (4, 4))
-    with pytest.raises(ValueError, match="VarAggregation does not weight neighbours"):
-        gl.SAGEConv(8, 6, aggr="var")(x, adj)
     with pytest.raises(ValueError, match="unknown aggregation 'nope'"):
         aggr.resolve("nope")
     with pytest.raises(ValueError, match="mode 'proj' needs in_channels and out_channels"):
@@ -178,3 +174,35 @@ def test_aggregation_names_pyg_resolves_are_pygs(name, kwargs):
                   torch.randn(n, 5))
     with pytest.raises(ValueError, match="unknown aggregation 'nope'; expected one of"):
         gl.SAGEConv(5, 4, aggr="nope")
+
+
+def test_weighted_adjacency_weights_the_messages_of_var_and_std():
+    """A weighted sparse adjacency under an aggregation without a weighted fused product
+    (variance, standard deviation): the variance over each node's weighted messages
+    w * x_j, against a per-node loop in float64, gradients of x and the weights
+    included."""
+    gen = torch.Generator().manual_seed(3)
+    n, e = 9, 30
+    src, dst = torch.randint(0, n, (e,), generator=gen), torch.randint(0, n - 2, (e,),
+                                                                       generator=gen)
+    weight = (torch.rand(e, generator=gen, dtype=torch.float64) + 0.5).requires_grad_()
+    x = torch.randn(n, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    graph = Graph(torch.stack([src, dst]), num_nodes=n)
+    for name, module in (("var", aggr.VarAggregation()), ("std", aggr.StdAggregation())):
+        got = module(graph, x, weight)
+        rows = []
+        for i in range(n):
+            messages = x[src[dst == i]] * weight[dst == i].unsqueeze(1)
+            if messages.size(0) == 0:
+                rows.append(x.new_zeros(4))
+                continue
+            var = (messages * messages).mean(0) - messages.mean(0) ** 2
+            rows.append(var if name == "var" else
+                        var.clamp(min=1e-5).sqrt().masked_fill(var.clamp(min=1e-5).sqrt()
+                                                               <= 1e-5 ** 0.5, 0.0))
+        want = torch.stack(rows)
+        torch.testing.assert_close(got, want)
+        g = torch.randn(n, 4, generator=gen, dtype=torch.float64)
+        for a, b in zip(torch.autograd.grad(got, [x, weight], g),
+                        torch.autograd.grad(want, [x, weight], g), strict=True):
+            torch.testing.assert_close(a, b)

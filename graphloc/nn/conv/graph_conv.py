@@ -27,8 +27,9 @@ class GraphConv(torch.nn.Module):
             widths of a bipartite input; -1 infers them at the first call.
         out_channels (int): output feature width.
         aggr (str, list or module, default "add"): the aggregation, as ``SAGEConv``'s.
-            Edge weights scale the neighbours of "add" ("sum"), "mean", "max" and "min"; an
-            aggregation that cannot weight them refuses weights other than 1.
+            Edge weights scale the neighbours of "add" ("sum"), "mean", "max" and "min" in
+            the fused products; any other aggregation reduces the weighted messages
+            ``e_ji * x_j`` (``[E, F]``), as PyG's does.
         bias (bool, default True): bias of ``lin_rel``.
         aggr_kwargs (dict, optional): keyword arguments of the aggregation.
 
