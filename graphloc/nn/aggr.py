@@ -47,6 +47,9 @@ class Aggregation(torch.nn.Module):
         CSR lists them."""
         if edge_weight is None or bool((edge_weight == 1).all()):
             return graph, x
+        if edge_weight.dtype != x.dtype:  # as the fused products refuse it
+            raise TypeError(f"edge_weight has dtype {edge_weight.dtype} but the features have "
+                            f"{x.dtype}")
         ordered = graph.in_csr_order()
         weight = graph.to_csr_order(edge_weight)
         messages = x.index_select(0, ordered.edge_index[0]) * \

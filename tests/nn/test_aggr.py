@@ -206,3 +206,6 @@ def test_weighted_adjacency_weights_the_messages_of_var_and_std():
         for a, b in zip(torch.autograd.grad(got, [x, weight], g),
                         torch.autograd.grad(want, [x, weight], g), strict=True):
             torch.testing.assert_close(a, b)
+    with pytest.raises(TypeError, match="edge_weight has dtype torch.float32 but the "
+                                        "features have torch.float64"):
+        aggr.VarAggregation()(graph, x, weight.detach().float())
