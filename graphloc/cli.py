@@ -13,6 +13,7 @@ from graphloc.distributed import process_group, rank_and_world, relaunch
 from graphloc.hetero import HeteroGraph
 from graphloc.influence import METHODS, plot_influence
 from graphloc.io import check_writable, write_json
+from graphloc.memory import retain_freed_memory
 from graphloc.nn.models.forward import PROCEDURES
 from graphloc.plotting import require_matplotlib
 
@@ -275,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     args.argv = argv
+    retain_freed_memory()  # full-graph steps reuse their freed activations (graphloc.memory)
     try:
         with process_group():  # a no-op unless started by torchrun
             return args.run(args)

@@ -14,7 +14,7 @@ ROOT = os.path.dirname(graphloc.__file__)
 # group or lower layers, never a higher one or another group of its layer.
 LAYERS = {
     "graphloc.checks": 0, "graphloc.io": 0, "graphloc.distributed": 0,
-    "graphloc.plotting": 0,
+    "graphloc.plotting": 0, "graphloc.memory": 0,
     "graphloc.ops": 1,
     "graphloc.graph": 2, "graphloc.scatter": 2, "graphloc.hetero": 2.5,
     "graphloc.loader": 3, "graphloc.nn": 3, "graphloc.datasets": 3,
