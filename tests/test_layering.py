@@ -24,7 +24,7 @@ LAYERS = {
 }
 # Inside nn: layers and aggregations below whole models, the registry and conversion on top.
 NN_LAYERS = {
-    "graphloc.nn.capabilities": 0, "graphloc.nn.aggr": 0,
+    "graphloc.nn.capabilities": 0, "graphloc.nn.aggr": 0, "graphloc.nn.dropout": 0,
     "graphloc.nn.conv": 1, "graphloc.nn.models": 2,
     "graphloc.nn.registry": 3, "graphloc.nn.convert": 3, "graphloc.nn": 4,
 }

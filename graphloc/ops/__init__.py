@@ -15,6 +15,7 @@ from torch import Tensor
 
 from graphloc.checks import check_index, check_int
 from graphloc.ops._library import HAS_EXTENSION, csr_transpose, kernels, permute_rows
+from graphloc.ops.dropout import dropout
 from graphloc.ops.reference import as_rows, canonical_reduce
 from graphloc.ops.scatter import _check_indptr, gather, scatter
 from graphloc.ops.sparse_library import library_spmm, set_spmm_backend, uses_sparse_library
@@ -31,7 +32,7 @@ from graphloc.ops.traversal import (
 __all__ = ["HAS_EXTENSION", "spmm", "set_spmm_backend", "sddmm", "segment_softmax",
            "segment_attention", "additive_attention", "segment_reduce", "gather", "scatter",
            "coo_to_csr", "csr_transpose", "permute_rows", "khop_subgraphs", "separated_rounds",
-           "neighbor_sample", "hop2_sample", "local_eccentricity", "KHopBalls",
+           "neighbor_sample", "hop2_sample", "local_eccentricity", "dropout", "KHopBalls",
            "SampledNeighbourhood"]
 
 _FLOATS = (torch.float32, torch.float64, torch.bfloat16)

@@ -544,9 +544,23 @@ def _logsumexp_backward(ctx, grad_out):
     return grad_x, None, None, None
 
 
+def _dropout_fake(x, p, seed):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+def _dropout_setup(ctx, inputs, output):
+    _, ctx.p, ctx.seed = inputs
+
+
+def _dropout_backward(ctx, grad):
+    # the same mask from the same seed: nothing was kept for the backward
+    return kernels.dropout(grad.contiguous(), ctx.p, ctx.seed), None, None
+
+
 def _register() -> None:
     lib = "graphloc::"
     fake = torch.library.register_fake
+    fake(lib + "dropout")(_dropout_fake)
     fake(lib + "spmm")(_spmm_fake)
     fake(lib + "segment_reduce")(_segment_reduce_fake)
     fake(lib + "gather_csr")(_gather_csr_fake)
@@ -570,6 +584,7 @@ def _register() -> None:
                                                                           dtype=torch.long))
     fake(lib + "spmm_arg_backward")(_arg_backward_fake)
     autograd = torch.library.register_autograd
+    autograd(lib + "dropout", _dropout_backward, setup_context=_dropout_setup)
     autograd(lib + "spmm", _spmm_backward, setup_context=_spmm_setup)
     autograd(lib + "segment_reduce", _segment_reduce_backward, setup_context=_segment_reduce_setup)
     autograd(lib + "gather_csr", _gather_csr_backward, setup_context=_gather_csr_setup)

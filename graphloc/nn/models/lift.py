@@ -18,6 +18,7 @@ from graphloc.nn.conv._utils import (
     rows_within,
 )
 from graphloc.nn.conv.lift import LiftConv
+from graphloc.nn.dropout import Dropout
 
 
 class LiftBlock(torch.nn.Module):
@@ -31,7 +32,7 @@ class LiftBlock(torch.nn.Module):
         check_dropouts("LiftBlock", dropout=dropout)
         self.norm = torch.nn.LayerNorm(channels)
         self.lin = torch.nn.Linear(channels, channels)
-        self.dropout = torch.nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.scale_init = scale_init
         self.scale = torch.nn.Parameter(torch.tensor(float(scale_init)))
 
@@ -51,8 +52,11 @@ class LiftGCN(ModelCapabilities, torch.nn.Module):
     linear readout on :math:`[H_L \Vert H_{L-1}]` (:math:`H_{L-1} = H_0` when L = 1).
 
     Follows the official code (``ChenZeng001/LiftGCN``); deviations: the normalisation is
-    configurable (default as the paper: no self-loops), and the residual blocks can be
-    switched off to get the exact linear Chebyshev backbone.
+    configurable (default as the paper: no self-loops), the residual blocks can be
+    switched off to get the exact linear Chebyshev backbone, and the dropout masks come from
+    graphloc's counter-based dropout (``graphloc.nn.dropout.Dropout``: the official
+    ``nn.Dropout``'s distribution and scaling, another mask for a given seed, several times
+    faster on the CPU).
 
     Args:
         in_channels, hidden_channels, out_channels (int): widths.
@@ -80,7 +84,7 @@ class LiftGCN(ModelCapabilities, torch.nn.Module):
         self.num_layers, self.checkpoint = num_layers, checkpoint
         self.lin_in = torch.nn.Linear(in_channels, hidden_channels)
         self.norm_in = torch.nn.LayerNorm(hidden_channels)
-        self.dropout = torch.nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.conv = LiftConv(hidden_channels, rho_init, rho_max, add_self_loops)
         self.blocks = torch.nn.ModuleList(
             LiftBlock(hidden_channels, dropout) for _ in range(num_layers)) if residual \

@@ -1,0 +1,61 @@
+// CPU kernel of graphloc's dropout: out = x * (keep ? s : 0) per element, s = 1 / (1 - p)
+// rounded to x's dtype (as torch's), the keep decision a hash of (seed, element index):
+// the mask needs no storage (the backward draws it again from the seed) and does not depend
+// on the thread count. torch's dropout draws its mask from a sequential Mersenne twister:
+// 72 to 80 ms for a [200,000, 64] float32 tensor on 2 threads against 16 ms here
+// (2026-12-03); dropout was 42% of a 16-layer LiftGCN training step. graphloc.ops.dropout's
+// pure-torch path computes the same hash.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "common/ops.h"
+#include "common/reduce.h"
+
+namespace graphloc {
+namespace {
+
+// splitmix64's finaliser of seed + (k + 1) * golden ratio: 64 well-mixed bits per element.
+inline uint64_t element_hash(uint64_t seed, uint64_t k) {
+  uint64_t z = seed + (k + 1) * 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+at::Tensor dropout_cpu(const at::Tensor& x, double p, int64_t seed) {
+  TORCH_CHECK(p >= 0 && p <= 1, "dropout probability p must lie in [0, 1], got ", p);
+  TORCH_CHECK(at::isFloatingType(x.scalar_type()), "x must be a floating-point tensor, got ",
+              x.scalar_type());
+  auto xc = x.contiguous();
+  auto out = at::empty_like(xc);
+  const int64_t n = xc.numel();
+  // an element is dropped where the hash's top 32 bits fall below p * 2^32 (all for p = 1)
+  const uint64_t threshold = static_cast<uint64_t>(std::ceil(p * 4294967296.0));
+  const double scale = p < 1 ? 1.0 / (1.0 - p) : 0.0;
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, x.scalar_type(), "graphloc::dropout", [&] {
+        using acc_t = typename AccType<scalar_t>::type;
+        const acc_t s = static_cast<acc_t>(static_cast<scalar_t>(scale));
+        const scalar_t* in = xc.data_ptr<scalar_t>();
+        scalar_t* o = out.data_ptr<scalar_t>();
+        const uint64_t base = static_cast<uint64_t>(seed);
+        at::parallel_for(0, n, 1 << 16, [&](int64_t k0, int64_t k1) {
+          for (int64_t k = k0; k < k1; ++k) {
+            const bool keep = (element_hash(base, static_cast<uint64_t>(k)) >> 32) >= threshold;
+            // a product even where dropped: NaN * 0 stays NaN, as torch's dropout gives
+            o[k] = static_cast<scalar_t>(static_cast<acc_t>(in[k]) * (keep ? s : acc_t(0)));
+          }
+        });
+      });
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(graphloc, CPU, m) { m.impl("dropout", &dropout_cpu); }
+
+}  // namespace graphloc
