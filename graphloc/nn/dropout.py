@@ -1,5 +1,5 @@
 """``torch.nn.Dropout`` on graphloc's counter-based mask (``graphloc.ops.dropout``): the same
-distribution and scaling, another mask for a given seed, 2.5 to 5 times faster on the CPU
+distribution and scaling, another mask for a given seed, 10 to 20 times faster on the CPU
 for full-graph activations (RESULTS.md)."""
 
 from __future__ import annotations

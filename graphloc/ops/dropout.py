@@ -2,8 +2,8 @@
 says so, with probability 1 - p, the seed drawn from torch's random generator. The mask is
 never stored (the backward hashes again), is the same whatever the thread count, and costs
 a hash per element where torch's CPU dropout draws from a sequential Mersenne twister (a
-[200,000, 64] float32 tensor on 2 threads: 16 ms against torch's 72 to 80 ms forward, 32 ms
-against 80 to 84 ms forward + backward; RESULTS.md, 2026-12-03). The same
+[200,000, 64] float32 tensor on 2 threads: 4 ms against torch's 62 to 83 ms forward, 7 ms
+against 67 to 75 ms forward + backward; RESULTS.md, 2026-12-03). The same
 seed gives the same mask on every device: the C++ kernel (CPU) and the pure-torch path below
 (other devices, or no extension) compute the same bits (tested)."""
 
