@@ -40,8 +40,9 @@ TORCH_LIBRARY(graphloc, m) {
   // user's edge order and CSR order.
   m.def("gather_rows(Tensor src, Tensor index) -> Tensor");
   // x * (keep ? 1 / (1 - p) : 0) per element, keep a hash of (seed, element index) with
-  // probability 1 - p (CPU; graphloc.ops.dropout computes the same mask elsewhere).
-  m.def("dropout(Tensor x, float p, int seed) -> Tensor");
+  // probability 1 - p (CPU; graphloc.ops.dropout computes the same mask elsewhere). The seed
+  // is a one-element int64 tensor, drawn by a traced random op under torch.compile.
+  m.def("dropout(Tensor x, float p, Tensor seed) -> Tensor");
   // Per-edge op(a[indices[e]], b[row of e]): dot -> [E, heads], add / mul -> [E, K].
   m.def(
       "sddmm(Tensor indptr, Tensor indices, Tensor a, Tensor b, str op, int heads, "

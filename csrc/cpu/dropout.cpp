@@ -47,8 +47,11 @@ void apply_mask(const scalar_t* in, scalar_t* out, int64_t k0, int64_t k1, uint6
   }
 }
 
-at::Tensor dropout_cpu(const at::Tensor& x, double p, int64_t seed) {
+at::Tensor dropout_cpu(const at::Tensor& x, double p, const at::Tensor& seed) {
   TORCH_CHECK(p >= 0 && p <= 1, "dropout probability p must lie in [0, 1], got ", p);
+  TORCH_CHECK(seed.numel() == 1 && seed.scalar_type() == at::kLong && seed.device().is_cpu(),
+              "seed must be a one-element int64 CPU tensor, got ", seed.scalar_type(), " of shape ",
+              seed.sizes(), " on ", seed.device());
   TORCH_CHECK(at::isFloatingType(x.scalar_type()), "x must be a floating-point tensor, got ",
               x.scalar_type());
   auto xc = x.contiguous();
@@ -63,7 +66,7 @@ at::Tensor dropout_cpu(const at::Tensor& x, double p, int64_t seed) {
         const acc_t s = static_cast<acc_t>(static_cast<scalar_t>(scale));
         const scalar_t* in = xc.data_ptr<scalar_t>();
         scalar_t* o = out.data_ptr<scalar_t>();
-        const uint64_t base = static_cast<uint64_t>(seed);
+        const uint64_t base = static_cast<uint64_t>(seed.item<int64_t>());
         at::parallel_for(0, n, 1 << 16, [&](int64_t k0, int64_t k1) {
           apply_mask(in, o, k0, k1, base, threshold, s);
         });

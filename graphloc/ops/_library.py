@@ -549,12 +549,14 @@ def _dropout_fake(x, p, seed):
 
 
 def _dropout_setup(ctx, inputs, output):
-    _, ctx.p, ctx.seed = inputs
+    _, ctx.p, seed = inputs
+    ctx.save_for_backward(seed)
 
 
 def _dropout_backward(ctx, grad):
-    # the same mask from the same seed: nothing was kept for the backward
-    return kernels.dropout(grad.contiguous(), ctx.p, ctx.seed), None, None
+    # the same mask from the same seed: no mask was kept for the backward
+    (seed,) = ctx.saved_tensors
+    return kernels.dropout(grad.contiguous(), ctx.p, seed), None, None
 
 
 def _register() -> None:

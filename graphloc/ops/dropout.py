@@ -36,7 +36,8 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True,
         raise TypeError(f"x must be a floating-point tensor, got {got}")
     if not training or p == 0:
         return x
-    seed = int(torch.randint(-2**63, 2**63 - 1, (), generator=generator, dtype=torch.int64))
+    # a tensor, not a Python int: under torch.compile the draw stays in the graph
+    seed = torch.randint(-2**63, 2**63 - 1, (), generator=generator, dtype=torch.int64)
     if HAS_EXTENSION and x.device.type == "cpu":
         return kernels.dropout(x, float(p), seed)
     return x * kept_scale(x.numel(), float(p), seed, x.dtype, x.device).view(x.shape)
@@ -47,11 +48,12 @@ def _shift_right(z: Tensor, bits: int) -> Tensor:
     return (z >> bits) & ((1 << (64 - bits)) - 1)
 
 
-def kept_scale(numel: int, p: float, seed: int, dtype: torch.dtype,
+def kept_scale(numel: int, p: float, seed: int | Tensor, dtype: torch.dtype,
                device: torch.device | str = "cpu") -> Tensor:
-    """The multiplier of each of ``numel`` elements under ``seed``: ``1 / (1 - p)`` (in
-    ``dtype``) where kept, 0 where dropped; the kernel's hash in int64 arithmetic (products
-    wrap around as the kernel's unsigned ones)."""
+    """The multiplier of each of ``numel`` elements under ``seed`` (an int64, or a
+    one-element int64 tensor): ``1 / (1 - p)`` (in ``dtype``) where kept, 0 where dropped;
+    the kernel's hash in int64 arithmetic (products wrap around as the kernel's unsigned
+    ones)."""
     k = torch.arange(1, numel + 1, dtype=torch.int64, device=device)
     z = k * _GOLDEN + seed
     z = (z ^ _shift_right(z, 30)) * _MIX1

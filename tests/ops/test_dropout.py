@@ -23,12 +23,17 @@ kernels = torch.ops.graphloc
 def test_kernel_matches_the_pure_torch_hash(dtype, p):
     x = torch.randn(37, 53).to(dtype)
     for seed in (0, 1, -5, 2**62 + 3, -2**63):
-        got = kernels.dropout(x, p, seed)
+        got = kernels.dropout(x, p, torch.tensor(seed))
         want = x * kept_scale(x.numel(), p, seed, dtype).view(x.shape)
         assert torch.equal(got, want)
+        assert torch.equal(kept_scale(x.numel(), p, torch.tensor(seed), dtype),
+                           kept_scale(x.numel(), p, seed, dtype))
     strided = x.t()  # the kernel reads it contiguously: element k of the contiguous copy
-    assert torch.equal(kernels.dropout(strided, 0.3, 7),
+    assert torch.equal(kernels.dropout(strided, 0.3, torch.tensor(7)),
                        strided.contiguous() * kept_scale(x.numel(), 0.3, 7, dtype).view(53, 37))
+    for bad in (torch.tensor([1, 2]), torch.tensor(1.0), torch.tensor(1, dtype=torch.int32)):
+        with pytest.raises(RuntimeError, match="seed must be a one-element int64 CPU tensor"):
+            kernels.dropout(x, 0.3, bad)
 
 
 def test_semantics_of_torch_dropout():
@@ -101,7 +106,20 @@ def test_gradient_is_the_same_mask():
 @requires_ext
 def test_opcheck():
     x = torch.randn(8, 5, dtype=torch.float64, requires_grad=True)
-    torch.library.opcheck(kernels.dropout, (x, 0.3, 12))
+    torch.library.opcheck(kernels.dropout, (x, 0.3, torch.tensor(12)))
+
+
+def test_compiles_without_graph_breaks():
+    """The seed is drawn by a traced random op: training-mode dropout compiles with
+    fullgraph=True, and its backward applies the forward's mask."""
+    x = torch.randn(500, 8, requires_grad=True)
+    compiled = torch.compile(lambda t: ops.dropout(t, 0.4), fullgraph=True)
+    out = compiled(x)
+    kept = out != 0
+    assert 0.45 < kept.float().mean().item() < 0.75
+    torch.testing.assert_close(out[kept], x[kept] / 0.6)
+    (grad,) = torch.autograd.grad(out, x, torch.ones_like(out))
+    assert torch.equal(grad != 0, kept)
 
 
 def test_module_is_a_drop_in_for_torch_dropout():
