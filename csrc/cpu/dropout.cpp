@@ -1,10 +1,10 @@
 // CPU kernel of graphloc's dropout: out = x * (keep ? s : 0) per element, s = 1 / (1 - p)
-// rounded to x's dtype (as torch's), the keep decision a hash of (seed, element index):
-// the mask needs no storage (the backward draws it again from the seed) and does not depend
-// on the thread count. torch's dropout draws its mask from a sequential Mersenne twister:
-// 62 to 83 ms for a [200,000, 64] float32 tensor on 2 threads against 4 ms here
-// (2026-12-03); dropout was 42% of a 16-layer LiftGCN training step. graphloc.ops.dropout's
-// pure-torch path computes the same hash.
+// rounded to x's dtype (as torch's), the keep decision from mix(seed + k * golden ratio), a
+// SplitMix64 draw per element k: the mask needs no storage (the backward draws it again from
+// the seed) and does not depend on the thread count. torch's dropout draws its mask from a
+// sequential Mersenne twister: 62 to 83 ms for a [200,000, 64] float32 tensor on 2 threads
+// against 4 ms here (2026-12-03); dropout was 42% of a 16-layer LiftGCN training step.
+// reference.dropout (the pure-torch twin) computes the same bits.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -15,17 +15,10 @@
 
 #include "common/ops.h"
 #include "common/reduce.h"
+#include "cpu/splitmix.h"
 
 namespace graphloc {
 namespace {
-
-// splitmix64's finaliser of seed + (k + 1) * golden ratio: 64 well-mixed bits per element.
-inline uint64_t element_hash(uint64_t seed, uint64_t k) {
-  uint64_t z = seed + (k + 1) * 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
 
 // out[k] = in[k] * (keep(k) ? s : 0) for k in [k0, k1): the factors of a block first, in a
 // loop of integer arithmetic alone, which the compiler vectorises (one loop over both ran
@@ -39,7 +32,7 @@ void apply_mask(const scalar_t* in, scalar_t* out, int64_t k0, int64_t k1, uint6
     const int64_t m = std::min(kBlock, k1 - b);
 #pragma omp simd
     for (int64_t j = 0; j < m; ++j)
-      factor[j] = (element_hash(seed, static_cast<uint64_t>(b + j)) >> 32) >= threshold ? s : 0;
+      factor[j] = (mix(seed + static_cast<uint64_t>(b + j) * kGolden) >> 32) >= threshold ? s : 0;
     // a product even where dropped: NaN * 0 stays NaN, as torch's dropout gives
 #pragma omp simd
     for (int64_t j = 0; j < m; ++j)

@@ -12,17 +12,10 @@
 #include <vector>
 
 #include "common/ops.h"
+#include "cpu/splitmix.h"
 
 namespace graphloc {
 namespace {
-
-// SplitMix64: a counter-based generator, so streams need no shared state.
-inline uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 struct Stream {
   uint64_t state;

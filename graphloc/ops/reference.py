@@ -415,14 +415,47 @@ def separated_rounds(indptr, indices, t_indptr, t_indices, seeds, hops):
 # --- sampling: the kernels' counter-based streams, so the twins draw the same samples ----
 
 _U64 = (1 << 64) - 1
+# SplitMix64's increment (the golden ratio) and multipliers (csrc/cpu/splitmix.h)
+_GOLDEN, _MIX1, _MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 
 
 def _mix(z: int) -> int:
     """SplitMix64's finaliser, in Python integers wrapped to 64 bits."""
-    z = (z + 0x9E3779B97F4A7C15) & _U64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _U64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _U64
+    z = (z + _GOLDEN) & _U64
+    z = ((z ^ (z >> 30)) * _MIX1) & _U64
+    z = ((z ^ (z >> 27)) * _MIX2) & _U64
     return z ^ (z >> 31)
+
+
+def _as_int64(v: int) -> int:
+    """A 64-bit pattern as the int64 holding it."""
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _shift_right(z: Tensor, bits: int) -> Tensor:
+    """A logical shift of int64 bit patterns (torch's ``>>`` is arithmetic)."""
+    return (z >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def _mix_tensor(z: Tensor) -> Tensor:
+    """``_mix`` of every element of an int64 tensor of 64-bit patterns (torch's int64
+    products wrap around as the kernels' unsigned ones)."""
+    z = z + _as_int64(_GOLDEN)
+    z = (z ^ _shift_right(z, 30)) * _as_int64(_MIX1)
+    z = (z ^ _shift_right(z, 27)) * _as_int64(_MIX2)
+    return z ^ _shift_right(z, 31)
+
+
+def dropout(x, p, seed):
+    """Element k of ``x`` (row-major) kept where the top 32 bits of
+    ``mix(seed + k * golden)`` reach ``ceil(p * 2^32)``, scaled by ``1 / (1 - p)`` rounded to
+    ``x``'s dtype; dropped ones multiplied by 0 (NaN stays NaN). ``seed``: a one-element
+    int64 tensor."""
+    k = torch.arange(x.numel(), dtype=torch.int64, device=x.device)
+    z = _mix_tensor(k * _as_int64(_GOLDEN) + seed.to(x.device).reshape(()))
+    keep = _shift_right(z, 32) >= math.ceil(p * 2**32)
+    scale = torch.tensor(1 / (1 - p) if p < 1 else 0.0, dtype=x.dtype, device=x.device)
+    return x * torch.where(keep, scale, torch.zeros_like(scale)).view(x.shape)
 
 
 class _Stream:
