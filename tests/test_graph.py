@@ -318,3 +318,11 @@ def test_in_csr_order_lists_the_edges_sorted_by_destination(bipartite):
     x = torch.randn(15, 3)
     torch.testing.assert_close(ops.spmm(ordered, x, graph.to_csr_order(values[:, 0])),
                                ops.spmm(graph, x, values[:, 0]))
+
+
+def test_in_csr_order_of_a_graph_without_edges_or_already_sorted():
+    empty = Graph(torch.empty(2, 0, dtype=torch.long), num_nodes=4)
+    assert empty.in_csr_order().num_edges == 0
+    assert torch.equal(ops.spmm(empty.in_csr_order(), torch.ones(4, 2)), torch.zeros(4, 2))
+    sorted_graph = Graph(torch.tensor([[2, 0, 1], [0, 1, 1]]))
+    assert sorted_graph.in_csr_order() is sorted_graph

@@ -131,3 +131,23 @@ def test_module_is_a_drop_in_for_torch_dropout():
     y = x.clone()
     out = inplace(y)
     assert out is y and (y == 0).any()
+
+
+def test_special_values_and_empty_inputs():
+    """inf, -inf and NaN through the kernel and its twin bit for bit, and as torch's
+    product gives them (a kept inf scaled, a dropped one NaN: inf * 0); tensors with no
+    elements come back empty."""
+    x = torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0, -0.0, 1.0] * 50)
+    seed = torch.tensor(3)
+    want = reference.dropout(x, 0.5, seed)
+    if ops.HAS_EXTENSION:
+        got = kernels.dropout(x, 0.5, seed)
+        assert torch.equal(got.isnan(), want.isnan())
+        assert torch.equal(got.nan_to_num(), want.nan_to_num())
+    kept = reference.dropout(torch.ones(300), 0.5, seed) != 0
+    infinite = x.isinf()
+    assert torch.equal(want[infinite & kept], x[infinite & kept])
+    assert want[infinite & ~kept].isnan().all() and want[x.isnan()].isnan().all()
+    for empty in (torch.empty(0), torch.empty(0, 5), torch.empty(3, 0)):
+        out = ops.dropout(empty, 0.3)
+        assert out.shape == empty.shape and out.dtype == empty.dtype

@@ -118,3 +118,26 @@ def test_graph_conv_empty_graphs_and_special_values_are_pygs():
     x = torch.randn(n, 3)
     x[3, 0], x[7, 1] = float("nan"), float("-inf")
     torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index), equal_nan=True)
+
+
+def test_graph_conv_weighted_messages_on_pairs_and_special_weights_as_pyg():
+    """The weighted-message path on a bipartite pair (x_src, x_dst) with a hub and isolated
+    destinations, and with NaN and inf weights: PyG's outputs, NaN where PyG's are."""
+    gen = torch.Generator().manual_seed(5)
+    src = torch.cat([torch.randint(0, 7, (20,), generator=gen), torch.arange(7)])
+    dst = torch.cat([torch.randint(0, 3, (20,), generator=gen), torch.zeros(7, dtype=torch.long)])
+    pair = torch.stack([src, dst])  # destination 0 a hub, 3 isolated
+    x_dst = torch.randn(4, 3, dtype=torch.float64)
+    weight = (torch.rand(27, dtype=torch.float64, generator=gen) + 0.5).requires_grad_()
+    assert_parity(GraphConv((5, 3), 4, aggr="std"), pyg.GraphConv((5, 3), 4, aggr="std"),
+                  lambda m, x: m((x, x_dst), pair, weight),
+                  lambda m, x: m((x, x_dst), pair, weight), torch.randn(7, 5), extra=(weight,))
+    special = weight.detach().clone()
+    special[3], special[8] = float("nan"), float("inf")
+    ours, theirs = GraphConv((5, 3), 4, aggr="var").double(), pyg.GraphConv((5, 3), 4,
+                                                                          aggr="var").double()
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(7, 5, dtype=torch.float64)
+    got, want = ours((x, x_dst), pair, special), theirs((x, x_dst), pair, special)
+    assert torch.equal(got.isnan(), want.isnan())
+    torch.testing.assert_close(got.nan_to_num(), want.nan_to_num())
