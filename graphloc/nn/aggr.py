@@ -4,8 +4,9 @@ of names, or a module), run on the engine's kernels.
 An aggregation reduces the neighbours of every destination node:
 ``forward(graph, x_src, edge_weight=None) -> [N_dst, out_channels]``. The plain reductions,
 variance and standard deviation are fused sparse products over the node features (no
-``[E, F]`` messages); the softmax aggregation runs on the fused attention kernel; LSTM and
-PyG aggregation modules read the messages in CSR order (sorted by destination). Edge weights
+``[E, F]`` messages); the softmax aggregation runs on the fused attention kernel; LSTM,
+median and quantiles and PyG aggregation modules read the messages in CSR order (sorted by
+destination). Edge weights
 (GraphConv's, or a weighted sparse adjacency's values) scale the neighbours inside the sum,
 mean, max and min products; the other aggregations reduce the weighted messages
 ``w_e * x_j`` (``[E, F]``), as PyG's GraphConv does.
@@ -122,6 +123,112 @@ class StdAggregation(Aggregation):
     def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
         out = self.var_aggr(graph, x, edge_weight).clamp(min=1e-5).sqrt()
         return out.masked_fill(out <= math.sqrt(1e-5), 0.0)
+
+
+class QuantileAggregation(Aggregation):
+    r"""Per channel, the ``q``-th quantile of the neighbours (several ``q``: concatenated,
+    ``[N, len(q) * F]``), between the two nearest order statistics as ``interpolation``
+    says ("linear", "lower", "higher", "midpoint", "nearest"); ``fill_value`` for a node
+    without neighbours. PyG's ``QuantileAggregation``: its arguments, its ``q`` buffer (so
+    weights load) and its numbers, except where PyG's are not torch.quantile's:
+
+    - a node whose neighbourhood holds a NaN gets NaN in that channel, as torch.quantile
+      (PyG sorts the NaN last and may return a number);
+    - the first node without neighbours gets ``fill_value`` (PyG raises an IndexError);
+    - "nearest" rounds the position within the node's neighbours, half to even as
+      torch.quantile (PyG rounds the position in the whole edge list, so the same
+      neighbourhood can give either neighbour depending on where its edges start);
+    - the positions are exact at any edge count (PyG's float32 positions go wrong past
+      2^24 edges).
+    """
+
+    interpolations = ("linear", "lower", "higher", "midpoint", "nearest")
+
+    def __init__(self, q: float | list[float], interpolation: str = "linear",
+                 fill_value: float = 0.0):
+        super().__init__()
+        qs = [float(v) for v in q] if isinstance(q, (list, tuple)) else [float(q)]
+        if not qs:
+            raise ValueError("q: give at least one quantile")
+        outside = [v for v in qs if not 0.0 <= v <= 1.0]  # NaN is outside too
+        if outside:
+            raise ValueError(f"q must lie in [0, 1], got {outside[0]!r}")
+        if interpolation not in self.interpolations:
+            raise ValueError(f"interpolation must be one of {list(self.interpolations)}, got "
+                             f"{interpolation!r}")
+        self._q = q
+        self.quantiles = qs  # exact: the float32 buffer can put q * (n - 1) below an integer
+        self.register_buffer("q", torch.tensor(qs).view(-1, 1))  # PyG's state-dict entry
+        self.interpolation = interpolation
+        self.fill_value = fill_value
+
+    def out_channels_for(self, in_channels: int) -> int:
+        return in_channels * len(self.quantiles)
+
+    def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        graph, x = self._weighted_messages(graph, x, edge_weight)
+        messages, rows, _, degree = _csr_messages(graph, x)
+        start = graph.csr.indptr.long()[:-1]
+        flat = messages.reshape(messages.size(0), math.prod(x.shape[1:]))
+        out = self._quantiles(_sorted_within_rows(flat, rows), start, degree)
+        trailing = list(x.shape[1:])
+        if len(self.quantiles) == 1:
+            return out.view(-1, *trailing)
+        return out.view(-1, len(self.quantiles) * trailing[0], *trailing[1:]) if trailing \
+            else out.view(-1, len(self.quantiles))
+
+    def _quantiles(self, ordered: Tensor, start: Tensor, degree: Tensor) -> Tensor:
+        """``[N, Q * F]`` from each row's values sorted in place (``ordered`` ``[E, F]``,
+        rows in CSR order)."""
+        num_nodes, width = degree.numel(), ordered.size(1)
+        if ordered.size(0) == 0:
+            return ordered.new_full((num_nodes, len(self.quantiles) * width), self.fill_value)
+        q = torch.tensor(self.quantiles, dtype=torch.float64, device=ordered.device)
+        rank = q.view(1, -1) * (degree.view(-1, 1) - 1).clamp(min=0)  # [N, Q], in the row
+        below, above = rank.floor(), rank.ceil()
+        last = ordered.size(0) - 1
+
+        def pick(position: Tensor) -> Tensor:  # [N, Q] row positions -> [N, Q, F]
+            index = (start.view(-1, 1) + position.long()).clamp(max=last).view(-1)
+            return ordered.index_select(0, index).view(num_nodes, -1, width)
+
+        if self.interpolation in ("lower", "higher", "nearest"):
+            out = pick({"lower": below, "higher": above, "nearest": rank.round()}
+                       [self.interpolation])
+        else:
+            weight = 0.5 if self.interpolation == "midpoint" else \
+                (rank - below).to(ordered.dtype).unsqueeze(-1)
+            out = torch.lerp(pick(below), pick(above), weight)
+        # NaN sorts last: a row holds one where its last value is NaN (torch.quantile's NaN)
+        ends = (start + degree - 1).clamp(min=0, max=last)
+        has_nan = torch.isnan(ordered.index_select(0, ends)).unsqueeze(1)
+        out = out.masked_fill(has_nan, float("nan"))
+        out = out.masked_fill((degree == 0).view(-1, 1, 1), self.fill_value)
+        return out.reshape(num_nodes, -1)
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(q={self._q})"
+
+
+class MedianAggregation(QuantileAggregation):
+    """The lower median per channel (PyG's ``MedianAggregation``: ``q = 0.5``, "lower"),
+    with ``QuantileAggregation``'s rules for NaN and nodes without neighbours."""
+
+    def __init__(self, fill_value: float = 0.0):
+        super().__init__(0.5, "lower", fill_value)
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}()"
+
+
+def _sorted_within_rows(flat: Tensor, rows: Tensor) -> Tensor:
+    """Each channel of ``flat`` ``[E, F]`` sorted ascending within each row's run (``rows``
+    non-decreasing, CSR order), NaN last: a sort on the values, then a stable one on the
+    rows, gradients through both."""
+    values, order = torch.sort(flat, dim=0, stable=True)
+    by_row = torch.sort(rows.index_select(0, order.view(-1)).view_as(order), dim=0,
+                        stable=True).indices
+    return values.gather(0, by_row)
 
 
 class SoftmaxAggregation(Aggregation):
@@ -474,7 +581,7 @@ class _DictLinear(torch.nn.Module):
 _BY_NAME = {"sum": SumAggregation, "add": SumAggregation, "mean": MeanAggregation,
             "max": MaxAggregation, "min": MinAggregation, "var": VarAggregation,
             "std": StdAggregation, "softmax": SoftmaxAggregation, "lstm": LSTMAggregation,
-            "lcm": LCMAggregation}
+            "lcm": LCMAggregation, "median": MedianAggregation, "quantile": QuantileAggregation}
 
 
 def resolve(aggr, **kwargs) -> Aggregation:
@@ -497,9 +604,24 @@ def resolve(aggr, **kwargs) -> Aggregation:
                              "a name PyG's aggregation_resolver knows (with PyG installed)")
         return ModuleAggregation(module)
     if isinstance(aggr, torch.nn.Module):
-        return ModuleAggregation(aggr)
+        return _quantile_twin(aggr) or ModuleAggregation(aggr)
     raise TypeError(f"aggr must be a name, a list of names or an aggregation module, got "
                     f"{type(aggr).__name__}")
+
+
+def _quantile_twin(module: torch.nn.Module) -> QuantileAggregation | None:
+    """graphloc's twin of a PyG ``QuantileAggregation`` or ``MedianAggregation`` module
+    (PyG's raises on a first node without neighbours; see ``QuantileAggregation``), None
+    for any other module (a subclass included: it may compute something else)."""
+    kind = type(module)
+    if not kind.__module__.startswith("torch_geometric."):
+        return None
+    if kind.__name__ == "MedianAggregation":
+        return MedianAggregation(module.fill_value).to(module.q.device)
+    if kind.__name__ == "QuantileAggregation":
+        return QuantileAggregation(module._q, module.interpolation,
+                                   module.fill_value).to(module.q.device)
+    return None
 
 
 def _pyg_aggregation(name: str, kwargs: dict):

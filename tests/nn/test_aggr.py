@@ -165,8 +165,8 @@ def test_lcm_refuses_what_pyg_refuses():
                                           ("quantile", {"q": 0.3}), ("MinAggregation", {})])
 def test_aggregation_names_pyg_resolves_are_pygs(name, kwargs):
     """PyG's convs take any aggregation name its resolver knows; graphloc's took only the
-    ones it has kernels for and refused "median": the others are PyG's modules, with
-    PyG's outputs, gradients and parameter names."""
+    ones it has kernels for and refused "median": the others are PyG's modules (median
+    and quantile graphloc's own), with PyG's outputs, gradients and parameter names."""
     edge_index, n = parity_graph(21)
     assert_parity(gl.SAGEConv(5, 4, aggr=name, aggr_kwargs=kwargs),
                   pyg.SAGEConv(5, 4, aggr=name, aggr_kwargs=kwargs),
@@ -209,3 +209,90 @@ def test_weighted_adjacency_weights_the_messages_of_var_and_std():
     with pytest.raises(TypeError, match="edge_weight has dtype torch.float32 but the "
                                         "features have torch.float64"):
         aggr.VarAggregation()(graph, x, weight.detach().float())
+
+
+def _quantile_oracle(x, src, dst, num_nodes, qs, interpolation, fill_value):
+    """torch.quantile over each node's neighbours alone (fill_value without any)."""
+    rows = []
+    q = torch.tensor(qs, dtype=x.dtype)
+    for i in range(num_nodes):
+        messages = x[src[dst == i]]
+        if messages.size(0) == 0:
+            rows.append(x.new_full((len(qs) * x.size(1),), fill_value))
+            continue
+        rows.append(torch.quantile(messages, q, dim=0, interpolation=interpolation).reshape(-1))
+    return torch.stack(rows)
+
+
+@pytest.mark.parametrize("interpolation", aggr.QuantileAggregation.interpolations)
+@pytest.mark.parametrize("qs", [[0.5], [0.0, 0.3, 1.0], [0.25, 0.75]])
+def test_quantile_aggregation_is_torch_quantile_per_node(interpolation, qs):
+    """Values and gradients against torch.quantile on each node's neighbours alone, on a
+    graph whose first nodes have no neighbours (PyG raises there), with parallel edges and
+    odd and even degrees."""
+    gen = torch.Generator().manual_seed(len(qs))
+    n, e = 12, 60
+    src = torch.randint(0, n, (e,), generator=gen)
+    dst = torch.randint(2, n, (e,), generator=gen)
+    x = torch.randn(n, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+    module = aggr.QuantileAggregation(qs if len(qs) > 1 else qs[0], interpolation,
+                                      fill_value=-2.0)
+    got = module(Graph(torch.stack([src, dst]), num_nodes=n), x)
+    want = _quantile_oracle(x, src, dst, n, qs, interpolation, -2.0)
+    torch.testing.assert_close(got, want)
+    grad = torch.randn_like(want)
+    torch.testing.assert_close(torch.autograd.grad(got, x, grad)[0],
+                               torch.autograd.grad(want, x, grad)[0])
+
+
+def test_quantile_aggregation_propagates_nan_and_fills_empty_graphs():
+    """A NaN among a node's neighbours gives NaN in that channel only (torch.quantile's
+    rule; PyG sorts it last and returns a number); no edges at all gives fill_value."""
+    x = torch.tensor([[1.0, 2.0], [float("nan"), 3.0], [5.0, -1.0], [0.0, 0.0]])
+    graph = Graph(torch.tensor([[0, 1, 2, 0, 2], [3, 3, 3, 2, 1]]), num_nodes=4)
+    for module in (aggr.MedianAggregation(), aggr.QuantileAggregation(0.9)):
+        out = module(graph, x)
+        assert torch.isnan(out[3, 0]) and not torch.isnan(out[3, 1])
+        assert not torch.isnan(out[:3]).any()
+    empty = Graph(torch.empty(2, 0, dtype=torch.long), num_nodes=3)
+    out = aggr.QuantileAggregation([0.1, 0.6], fill_value=7.0)(empty, torch.randn(3, 2))
+    torch.testing.assert_close(out, torch.full((3, 4), 7.0))
+
+
+def test_quantile_aggregation_matches_pyg_and_takes_its_modules():
+    """Where PyG's module runs (its first node has neighbours; "nearest" aside, which PyG
+    rounds on the position in the whole edge list), PyG's numbers and gradients through
+    SAGEConv; PyG's module passed as aggr runs as graphloc's, also on a graph PyG's
+    raises on, with the same state dict."""
+    edge_index, n = sorted_graph(23)
+    edge_index = torch.cat([torch.tensor([[3], [0]]), edge_index], dim=1)
+    for kwargs in ({"q": 0.3}, {"q": [0.2, 0.9], "interpolation": "midpoint"},
+                   {"q": 0.7, "interpolation": "higher"}, {"q": 0.5, "interpolation": "lower"}):
+        ours = gl.SAGEConv(5, 4, aggr="quantile", aggr_kwargs=dict(kwargs))
+        if isinstance(kwargs["q"], list):  # PyG's SAGEConv does not widen its lin_l
+            continue
+        assert_parity(ours, pyg.SAGEConv(5, 4, aggr="quantile", aggr_kwargs=dict(kwargs)),
+                      lambda m, x: m(x, edge_index), lambda m, x: m(x, edge_index),
+                      torch.randn(n, 5))
+    module = pyg.MedianAggregation(fill_value=1.5)
+    ours = gl.SAGEConv(5, 4, aggr=module)
+    assert isinstance(ours.aggr_module, aggr.MedianAggregation)
+    assert ours.aggr_module.fill_value == 1.5
+    ours.load_state_dict(pyg.SAGEConv(5, 4, aggr="median").state_dict())
+    first_alone = torch.tensor([[0, 1, 2], [1, 2, 3]])
+    with pytest.raises(IndexError):
+        pyg.SAGEConv(5, 4, aggr="median")(torch.randn(4, 5), first_alone)
+    assert ours(torch.randn(4, 5), first_alone).shape == (4, 4)
+    widened = gl.SAGEConv(5, 4, aggr="quantile", aggr_kwargs={"q": [0.2, 0.9]})
+    assert widened.lin_l.in_features == 10
+
+
+def test_quantile_aggregation_refuses_bad_arguments():
+    with pytest.raises(ValueError, match=r"q must lie in \[0, 1\], got 1.5"):
+        aggr.QuantileAggregation([0.5, 1.5])
+    with pytest.raises(ValueError, match="q must lie"):
+        aggr.QuantileAggregation(float("nan"))
+    with pytest.raises(ValueError, match="q: give at least one quantile"):
+        aggr.QuantileAggregation([])
+    with pytest.raises(ValueError, match="interpolation must be one of .* got 'cubic'"):
+        aggr.QuantileAggregation(0.5, "cubic")
