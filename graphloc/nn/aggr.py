@@ -584,7 +584,7 @@ _BY_NAME = {"sum": SumAggregation, "add": SumAggregation, "mean": MeanAggregatio
             "lcm": LCMAggregation, "median": MedianAggregation, "quantile": QuantileAggregation}
 
 
-def resolve(aggr, **kwargs) -> Aggregation:
+def resolve(aggr, /, **kwargs) -> Aggregation:
     """An ``Aggregation`` from a name (``"mean"``, ``"lstm"``, ...; kwargs go to its class),
     a list of them (a ``MultiAggregation``; kwargs go to it), one of ours, or a PyG
     aggregation module."""

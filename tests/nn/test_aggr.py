@@ -162,11 +162,15 @@ def test_lcm_refuses_what_pyg_refuses():
 
 
 @pytest.mark.parametrize("name, kwargs", [("median", {}), ("powermean", {"learn": True}),
-                                          ("quantile", {"q": 0.3}), ("MinAggregation", {})])
+                                          ("quantile", {"q": 0.3}), ("MinAggregation", {}),
+                                          ("degreescaler", {"aggr": "mean",
+                                                            "scaler": "amplification",
+                                                            "deg": torch.tensor([2, 5, 3])})])
 def test_aggregation_names_pyg_resolves_are_pygs(name, kwargs):
     """PyG's convs take any aggregation name its resolver knows; graphloc's took only the
     ones it has kernels for and refused "median": the others are PyG's modules (median
-    and quantile graphloc's own), with PyG's outputs, gradients and parameter names."""
+    and quantile graphloc's own), with PyG's outputs, gradients and parameter names; an
+    aggregation that takes an ``aggr`` argument itself (degree scaler) gets it."""
     edge_index, n = parity_graph(21)
     assert_parity(gl.SAGEConv(5, 4, aggr=name, aggr_kwargs=kwargs),
                   pyg.SAGEConv(5, 4, aggr=name, aggr_kwargs=kwargs),
