@@ -548,8 +548,6 @@ def hop2_sample(indptr, indices, K, seed):
     if K < 1:
         raise ValueError(f"K (tokens per node) must be >= 1, got {K}")
     ip, ix, n = indptr.tolist(), indices.tolist(), indptr.numel() - 1
-    if n < 1:
-        raise ValueError("hop2_sample needs at least one node")
     rows = [[v] + _draw_tokens(_hop2_pool(ip, ix, v), K - 1, n,
                                _Stream(_mix((seed & _U64) ^ _mix(v))))
             for v in range(n)]

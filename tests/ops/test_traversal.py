@@ -7,6 +7,7 @@ import torch
 from helpers import random_edge_index
 
 from graphloc import Graph, ops
+from graphloc.ops import reference
 
 
 def graph_and_nx(seed=0, n=40):
@@ -80,5 +81,8 @@ def test_bad_arguments_are_named():
                            torch.tensor([0]), 1)
     with pytest.raises(TypeError, match="expects a graphloc.Graph"):
         ops.hop2_sample(graph.edge_index, 2)
+    nodeless = Graph(torch.empty(2, 0, dtype=torch.long), num_nodes=0)  # raised before
+    assert ops.hop2_sample(nodeless, 3).shape == (0, 3)
+    assert reference.hop2_sample(nodeless.csr.indptr, nodeless.csr.indices, 3, 0).shape == (0, 3)
     empty = ops.khop_subgraphs(graph, torch.tensor([], dtype=torch.long), 2)
     assert empty.node_ptr.tolist() == [0] and empty.nodes.numel() == 0

@@ -47,8 +47,8 @@ def fastrp_encoding(graph: Graph, dim: int, seed: int = 0, hops: int = 3) -> Ten
     for _ in range(hops):
         e = ops.spmm(graph, e, reduce="mean")
         out += F.normalize(e, dim=1)
-    # a single node has no spread (torch's unbiased std would be NaN): it standardises to 0
-    std = out.std(0) if out.size(0) > 1 else torch.zeros_like(out[0])
+    # one node (or none) has no spread (torch's unbiased std would be NaN): it standardises to 0
+    std = out.std(0) if out.size(0) > 1 else out.new_zeros(dim)
     return (out - out.mean(0)) / std.clamp_min(1e-6)
 
 
@@ -115,7 +115,10 @@ class EMACodebook(torch.nn.Module):
     def update(self, inputs: Tensor, index: Tensor) -> None:
         """One EMA k-means step on the inputs of a training batch of nodes ``index``: the
         batch updates the running statistics, which then normalise it (the scale that
-        evaluation and the denormalised centroids use too)."""
+        evaluation and the denormalised centroids use too). An empty batch changes
+        nothing."""
+        if inputs.size(0) == 0:
+            return
         self.norm.train()(inputs)
         z = self.normalise(inputs)
         if not bool(self.initialised):
@@ -297,7 +300,7 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
     def local_module(self, hops: Tensor, samples: Tensor) -> Tensor:
         B, K = samples.shape
         H, h = self.heads, self.hidden
-        tokens = hops[samples].transpose(1, 2).reshape(B, 3 * K, -1)  # all raw, then hop 1, 2
+        tokens = hops[samples].transpose(1, 2).reshape(B, 3 * K, hops.size(-1))  # raw, hop 1, 2
         t = self.local_embed(self.token_mlp(tokens))
         q, k, v = self.local_qkv(self.local_norm(t)).view(B, 3 * K, 3, H, h) \
             .permute(2, 0, 3, 1, 4)

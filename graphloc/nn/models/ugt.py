@@ -237,8 +237,9 @@ def laplacian_eigenvectors(simple: Graph, k: int) -> Tensor:
         order = np.argsort(values)
         values, vectors = values[order], vectors[:, order]
     vectors = vectors[:, 1:wanted]
-    sign = np.sign(vectors[np.abs(vectors).argmax(0), np.arange(vectors.shape[1])])
-    vectors = vectors * np.where(sign == 0, 1, sign)
+    if vectors.size:  # no rows: argmax over them raises (a graph without nodes)
+        sign = np.sign(vectors[np.abs(vectors).argmax(0), np.arange(vectors.shape[1])])
+        vectors = vectors * np.where(sign == 0, 1, sign)
     out = torch.zeros(n, k, dtype=torch.float64)
     out[:, :vectors.shape[1]] = torch.from_numpy(np.ascontiguousarray(vectors))
     return out

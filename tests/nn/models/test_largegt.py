@@ -210,6 +210,27 @@ def test_one_node_graph_gives_finite_outputs():
     assert torch.isfinite(model(torch.randn(1, 4), graph)).all()
 
 
+def test_graph_without_nodes_and_empty_batches():
+    """LargeGT raised on a graph without nodes (from the token sampler, FastRP and the
+    token reshape) and on an empty training batch (the codebook's first draw): now an
+    empty output, gradients included, and an empty batch leaves the codebook as it was."""
+    for mode in (False, True):
+        model = LargeGT(4, 8, 3, num_tokens=4, num_centroids=4).train(mode)
+        x = torch.randn(0, 4, requires_grad=True)
+        out = model(x, Graph(torch.zeros(2, 0, dtype=torch.long), num_nodes=0))
+        assert out.shape == (0, 3)
+        out.sum().backward()
+    graph = Graph(random_edge_index(6, 20, seed=1), num_nodes=6)
+    model = LargeGT(4, 8, 3, num_tokens=4, num_centroids=4).train()
+    x = torch.randn(6, 4)
+    model(x, graph, index=torch.tensor([0, 2, 3]))  # binds and initialises the codebook
+    before = {k: v.clone() for k, v in model.codebook.state_dict().items()}
+    out = model(x, graph, index=torch.empty(0, dtype=torch.long))
+    assert out.shape == (0, 3)
+    for key, value in model.codebook.state_dict().items():
+        assert torch.equal(value, before[key]), key
+
+
 def _hop_distances(edge_index: torch.Tensor, num_nodes: int, source: int) -> dict:
     """BFS over in-edges (a message u -> v brings u into v's ball): node -> hops."""
     into = {v: [] for v in range(num_nodes)}

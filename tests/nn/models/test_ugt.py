@@ -202,6 +202,11 @@ def test_bad_input_is_named():
 def test_graphs_without_edges_and_tiny_graphs():
     model = UGT(3, 8, 2, heads=2)
     for n, edges in ((1, torch.empty(2, 0, dtype=torch.long)), (2, torch.tensor([[0], [1]])),
-                     (4, torch.empty(2, 0, dtype=torch.long))):
-        out = model(torch.randn(n, 3), Graph(edges, num_nodes=n))
+                     (4, torch.empty(2, 0, dtype=torch.long)),
+                     (0, torch.empty(2, 0, dtype=torch.long))):  # raised in the eigenvectors
+        x = torch.randn(n, 3, requires_grad=True)
+        out = model(x, Graph(edges, num_nodes=n))
         assert out.shape == (n, 2) and bool(torch.isfinite(out).all())
+        out.sum().backward()
+    assert laplacian_eigenvectors(Graph(torch.empty(2, 0, dtype=torch.long), num_nodes=0),
+                                  3).shape == (0, 3)
