@@ -84,6 +84,10 @@ class Aggregation(torch.nn.Module):
                 raise RuntimeError("the PNA aggregator has no degree statistics yet: pass "
                                    "deg= (a histogram of the training graph's group sizes) "
                                    "or run a forward in training mode first")
+            if not bool(seen.any()):
+                raise ValueError("the PNA aggregator takes its degree statistics from its "
+                                 "first training forward, but this graph has no edges: pass "
+                                 "deg= (a histogram of the training graph's group sizes)")
             self.pna_delta.fill_(pna_delta(torch.bincount(count[seen])))
         delta = self.pna_delta.to(values.dtype)
         scale = log_count.unsqueeze(1)
@@ -93,6 +97,8 @@ class Aggregation(torch.nn.Module):
     def _gru(self, values: Tensor, index: Tensor, size: int, order: Tensor) -> Tensor:
         # A PackedSequence built directly: time step t holds the t-th row of every group
         # longer than t, groups by decreasing length; no padding to the longest group.
+        if values.size(0) == 0:  # no groups: every output the empty mean, 0
+            return values.new_zeros(size, self.gru.hidden_size)
         by_group = torch.sort(order, stable=True).indices
         by_group = by_group[torch.sort(index[by_group], stable=True).indices]
         group = index[by_group]

@@ -52,6 +52,25 @@ def test_gru_aggregator_follows_time_order():
     torch.testing.assert_close(agg(values[shuffled], index[shuffled], 4, time[shuffled]), out)
     reversed_time = agg(values, index, 4, -time)
     assert not torch.allclose(reversed_time[:2], out[:2])  # the order matters
+    nothing = agg(values[:0], index[:0], 3, time[:0])  # raised (max of no lengths)
+    torch.testing.assert_close(nothing, torch.zeros(3, 4, dtype=torch.float64))
+
+
+def test_graphs_without_edges():
+    """Every group empty: the GRU aggregator gives the empty mean (it raised); PNA with a
+    histogram runs, and without one, in training, names what is missing."""
+    empty = Graph(torch.empty(2, 0, dtype=torch.long), num_nodes=4)
+    for edge_agg, deg in (("gru", None), ("pna", torch.tensor([0.0, 3.0, 1.0]))):
+        for task in ("edge", "node"):
+            model = MEGAGNN(3, 2, 8, 2, edge_agg=edge_agg, node_agg="sum", task=task,
+                            pna_deg=deg)
+            x = torch.randn(4, 3, requires_grad=True)
+            out = model(x, empty, torch.randn(0, 2), torch.randn(0))
+            assert out.shape == ((0, 2) if task == "edge" else (4, 2))
+            assert bool(torch.isfinite(out).all())
+            out.sum().backward()
+    with pytest.raises(ValueError, match="this graph has no edges: pass deg="):
+        MEGAGNN(3, 2, 8, 2, edge_agg="pna")(torch.randn(4, 3), empty, torch.randn(0, 2))
 
 
 def test_pna_aggregator_matches_its_definition_with_a_fixed_histogram():
