@@ -19,8 +19,11 @@ Notes:
     one graph, so one forward and one backward per output channel serve the whole batch (their
     gradients never mix). This needs a model whose output at a node depends only on its
     connected component (message passing, eval-mode BatchNorm); a model that mixes components
-    (global attention, pooling, train-mode batch statistics) must be measured per seed:
-    ``method="per_seed"``, or set ``model.graphloc_global = True`` for ``method="auto"``.
+    (global attention, pooling, a graph-level normalisation) must be measured per seed.
+    ``method="auto"`` checks it on the first two seeds' packed balls (new features on one
+    must leave the other's outputs unchanged) and otherwise measures per seed with a
+    warning; ``model.graphloc_global = True`` declares it (no check), and models that
+    declare ``graphloc_hops`` or prune their layers are local and skip the check.
     For a model that ``prunes_layers`` (graphloc's ``GNN`` of gcn, sage, gat or gin convs,
     ``DAGNN``, ``LiftGCN``) the packed nodes are ordered by hop distance, and each layer runs
     only on the nodes the seeds' outputs still read (``forward_within``): a fraction of the
@@ -223,6 +226,7 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     declared = capabilities_of(model)
     whole_graph = declared.node_batched
+    asked = method
     if method == "auto":
         method = "per_seed" if declared.graphloc_global else "batched"
     if method == "full_graph" and not whole_graph:
@@ -233,6 +237,9 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
     all_nodes = _seeds(graph.num_nodes, None, nodes, None, allow_empty=True)
     if method == "full_graph" and len(all_nodes) and not whole_graph:
         _verify_locality(model, x, graph, int(all_nodes[0]), locality, device)
+    if method == "batched" and not whole_graph and batch_size > 1 and len(all_nodes) > 1:
+        method = _batched_if_components_stay_apart(model, x, graph, all_nodes, max_hops,
+                                                   device, asked)
     rank, world = rank_and_world()
     nodes = all_nodes[rank::world]  # a shard per process; gathered below
     was_training = model.training
@@ -434,6 +441,53 @@ def _verify_locality(model, x: Tensor, graph: Graph, seed: int, locality: int,
             f"beyond {locality} hops of node {seed} changed its output by {change:.3g}. "
             f"method='full_graph' would return wrong totals; pass the model's true locality "
             f"(at least its number of message-passing layers) or use method='batched'")
+
+
+def _batched_if_components_stay_apart(model, x: Tensor, graph: Graph, nodes: Tensor,
+                                      max_hops: int, device, asked: str) -> str:
+    """"batched" when the model keeps the packed balls apart, else "per_seed" (with a
+    warning) for ``asked="auto"``, or a ValueError for ``asked="batched"``.
+
+    Packing balls as components of one graph assumes each output depends on its own
+    component only. A model with a graph-level operation (PyG's GraphNorm, PairNorm,
+    InstanceNorm or LayerNorm(mode="graph") without a batch vector, global pooling or
+    attention) mixes them, and the totals would depend on which seeds share a batch. The
+    check: the first two seeds' balls packed, new random features on the second, the first
+    one's outputs must not move. Models that declare a locality (``graphloc_hops``) or prune
+    their layers (graphloc's local stacks) are local by construction and skip it."""
+    declared = capabilities_of(model)
+    if declared.graphloc_hops is not None or declared.prunes_layers:
+        return "batched"
+    node_ptr, ball, _, edge_ptr, src, dst, _ = ops.khop_subgraphs(graph, nodes[:2], max_hops)
+    edge_offset = torch.repeat_interleave(node_ptr[:-1], edge_ptr.diff())
+    edge_index = torch.stack([src + edge_offset, dst + edge_offset]).to(device)
+    first = int(node_ptr[1])
+    packed = x[ball].detach().to(device)
+    moved = packed.clone()
+    gen = torch.Generator().manual_seed(0)
+    noise = torch.randn(moved[first:].shape, generator=gen, dtype=moved.dtype)
+    moved[first:] += noise.to(device) * (1 + packed.abs().max())
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            before = _node_outputs(model, packed, edge_index)[:first]
+            after = _node_outputs(model, moved, edge_index)[:first]
+    finally:
+        model.train(was_training)
+    tolerance = 1e-6 * (1 + float(before.abs().nan_to_num().max())) if first else 0.0
+    if torch.allclose(before, after, rtol=1e-5, atol=tolerance, equal_nan=True):
+        return "batched"
+    change = float((before - after).abs().nan_to_num(nan=float("inf")).max())
+    why = (f"{type(model).__name__} mixes the balls packed in one batch: new features on "
+           f"one ball changed the outputs of another by {change:.3g} (a graph-level "
+           f"normalisation, pooling or attention?)")
+    if asked == "batched":
+        raise ValueError(f"{why}; method='batched' would return totals that depend on the "
+                         f"batching. Use method='per_seed' (PyG's numbers)")
+    warnings.warn(f"{why}: measured one seed at a time (method='per_seed'), as PyG does. "
+                  f"Set model.graphloc_global = True to skip this check", stacklevel=3)
+    return "per_seed"
 
 
 def _batched_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int, device,

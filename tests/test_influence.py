@@ -76,6 +76,55 @@ def test_batched_and_per_seed_paths_agree():
     torch.testing.assert_close(batched, single, rtol=1e-6, atol=1e-12)
 
 
+class _NormedGCN(torch.nn.Module):
+    """A user's PyG model with a graph-level operation between its convs."""
+
+    def __init__(self, norm):
+        super().__init__()
+        import torch_geometric.nn as pyg_nn
+        self.conv1, self.conv2 = pyg_nn.GCNConv(6, 8), pyg_nn.GCNConv(8, 3)
+        self.norm = norm
+
+    def forward(self, x, edge_index):
+        return self.conv2(self.norm(self.conv1(x, edge_index)).tanh(), edge_index)
+
+
+@pytest.mark.parametrize("norm", ["graph_norm", "pair_norm", "layer_norm_graph",
+                                  "instance_norm"])
+def test_models_that_mix_packed_balls_are_measured_per_seed(norm):
+    """Packed balls share a graph-level normalisation: "auto" gave totals that depended on
+    the batching (GraphNorm: 2x off PyG's). Now such a model is detected, warned about and
+    measured per seed: PyG's numbers at every batch size; method="batched" refuses it."""
+    import torch_geometric.nn as pyg_nn
+    torch.manual_seed(0)
+    layer = {"graph_norm": lambda: pyg_nn.GraphNorm(8), "pair_norm": pyg_nn.PairNorm,
+             "layer_norm_graph": lambda: pyg_nn.LayerNorm(8, mode="graph"),
+             "instance_norm": lambda: pyg_nn.InstanceNorm(8, affine=True)}[norm]()
+    model = _NormedGCN(layer)
+    data = hub_data()
+    nodes = torch.arange(0, 120, 9)
+    torch.manual_seed(5)
+    theirs, _ = pyg_total_influence(model, data, 3, num_samples=12, average=False)
+    for batch_size in (4, 256):
+        torch.manual_seed(5)
+        with pytest.warns(UserWarning, match="mixes the balls packed in one batch"):
+            ours, _ = total_influence(model, data, 3, num_samples=12, average=False,
+                                      batch_size=batch_size)
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-12)
+    with pytest.raises(ValueError, match="method='batched' would return totals that depend"):
+        influence_per_hop(model, data, 3, nodes, method="batched")
+    model.graphloc_global = True  # declared: per seed without the check
+    torch.manual_seed(5)
+    ours, _ = total_influence(model, data, 3, num_samples=12, average=False)
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-12)
+
+
+def test_local_models_are_not_reported_as_mixing(recwarn):
+    for name in ("pyg-gcn", "pyg-gat", "pyg-cheb"):
+        influence_per_hop(models()[name], hub_data(), 3, torch.arange(0, 120, 11))
+    assert not [w for w in recwarn if "mixes the balls" in str(w.message)]
+
+
 @pytest.mark.parametrize("name", ["gcn", "sage", "gat", "gin", "dagnn", "liftgcn"])
 def test_layer_pruning_gives_the_unpruned_numbers(name, monkeypatch):
     import graphloc.nn as gl
