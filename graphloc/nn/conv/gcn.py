@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import Tensor
 
@@ -71,6 +73,7 @@ class GCNConv(torch.nn.Module):
         self.bias = torch.nn.Parameter(torch.empty(out_channels)) if bias else None
         # PyG's name: models clear the cache by setting it to None
         self._cached_edge_index = None
+        self._cached_input = (None, None)  # the graph and weights it was built from
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -86,12 +89,38 @@ class GCNConv(torch.nn.Module):
         edge_weight = weights_from(self, inputs, edge_weight)
         graph, add_loops = inputs.graph, self.add_self_loops
         reused = self.cached and self._cached_edge_index is not None
+        if reused and self.normalize:
+            self._check_cached_input(graph, edge_weight)
+        elif self.cached and self.normalize:
+            self._cached_input = (graph, edge_weight)
         if inputs.adj_layout is not None and self.normalize and self.add_self_loops \
                 and not reused:
             graph, edge_weight = self._with_loops_added(graph, edge_weight)
             add_loops = False
         graph, edge_weight = self._normalized(graph, edge_weight, x.dtype, add_loops)
         return inputs.node_output(self._propagate(x, graph, edge_weight, None))
+
+    def _check_cached_input(self, graph: Graph, edge_weight: Tensor | None) -> None:
+        """``cached=True`` reuses the first graph's normalisation, as PyG's: on another
+        graph of the same size that gives the first graph's output, which PyG returns
+        without a word. Said here: a warning (PyG's numbers kept), or an error when the
+        node counts differ (the cached adjacency cannot take these features)."""
+        source, weight = getattr(self, "_cached_input", (None, None))
+        if source is None or (graph is source and edge_weight is weight):
+            return  # cache set by hand, or the very same input
+        if graph.num_nodes != source.num_nodes:
+            raise ValueError(f"GCNConv(cached=True) normalised a graph of {source.num_nodes} "
+                             f"nodes on its first call and reuses it, but this call's graph "
+                             f"has {graph.num_nodes}: build it with cached=False to run on "
+                             f"several graphs, or clear conv._cached_edge_index")
+        if not (_same_tensor(graph.edge_index, source.edge_index)
+                and _same_tensor(edge_weight, weight)):
+            warnings.warn(f"GCNConv(cached=True) reuses the normalised adjacency of the first "
+                          f"graph it saw ({source.num_edges} edges), but this call's graph or "
+                          f"edge weights differ ({graph.num_edges} edges): the output is the "
+                          f"first graph's, as PyG's. Build it with cached=False to run on "
+                          f"several graphs (a Graph input caches its own normalisation)",
+                          stacklevel=2)
 
     def _with_loops_added(self, graph: Graph, edge_weight: Tensor) -> tuple[Graph, Tensor]:
         """A + I (2I if ``improved``) for a ``torch.sparse`` adjacency, as PyG's
@@ -135,3 +164,10 @@ class GCNConv(torch.nn.Module):
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"
+
+
+def _same_tensor(a: Tensor | None, b: Tensor | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a is b or (a.shape == b.shape and a.dtype == b.dtype and a.device == b.device
+                      and bool(torch.equal(a, b)))

@@ -1,3 +1,5 @@
+import warnings
+
 import pytest
 import torch
 import torch_geometric.nn as pyg
@@ -48,6 +50,38 @@ def test_gcn_cached_and_raw_edge_index_agree():
     assert conv._cached_edge_index is not None
     conv.reset_parameters()
     assert conv._cached_edge_index is None
+
+
+def test_gcn_cached_on_another_graph_says_so():
+    """cached=True on a second graph silently gave the first graph's output (as PyG's
+    does). Now PyG's output (checked) with a warning; the same graph in another tensor or
+    as a Graph stays quiet; another node count is an error; clearing the cache re-caches."""
+    edge_index, n = parity_graph(4)
+    other = torch.stack([edge_index[1], edge_index[0]])  # the reversed graph
+    x = torch.randn(n, 4)
+    ours, theirs = GCNConv(4, 3, cached=True), pyg.GCNConv(4, 3, cached=True)
+    ours.load_state_dict(theirs.state_dict())
+    torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ours(x, edge_index.clone())
+        ours(x, Graph(edge_index, num_nodes=n))
+    with pytest.warns(UserWarning, match="reuses the normalised adjacency of the first graph"):
+        stale = ours(x, other)
+    torch.testing.assert_close(stale, theirs(x, other))  # PyG's (stale) numbers
+    with pytest.warns(UserWarning, match="edge weights differ"):
+        ours(x, edge_index, torch.rand(edge_index.size(1)))
+    with pytest.raises(ValueError, match="normalised a graph of 30 nodes .* this call's graph "
+                                         "has 31"):
+        ours(torch.randn(n + 1, 4), edge_index)
+    ours._cached_edge_index = None  # PyG's way to clear it
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ours(x, other)
+        ours(x, other)
+    fresh = GCNConv(4, 3)
+    fresh.load_state_dict(ours.state_dict())
+    torch.testing.assert_close(ours(x, other), fresh(x, other))  # the new graph's own
 
 
 def test_gcn_permutation_equivariant():
