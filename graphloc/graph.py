@@ -188,7 +188,9 @@ class Graph:
 
     Raises ``TypeError``/``ValueError`` naming the offending value for a non-integer or
     misshapen ``edge_index``, an index outside ``[0, num_nodes)``, a negative ``num_nodes`` (0
-    only when given: an empty graph, as PyG's) or a mismatched ``edge_attr``.
+    only when given: an empty graph, as PyG's) or a mismatched ``edge_attr``. The Graph keeps
+    ``edge_index`` itself, not a copy: changing that tensor in place afterwards makes every
+    op on the Graph raise (its CSR would describe the old edges); build a new Graph instead.
 
     A bipartite graph (messages from one node set to another, as PyG's ``size=(num_src,
     num_dst)``) comes from :meth:`bipartite`; there ``num_nodes`` is the number of
@@ -267,11 +269,27 @@ class Graph:
         object.__setattr__(self, "edge_index", edge_index)
         object.__setattr__(self, "num_nodes", num_nodes)
         object.__setattr__(self, "edge_attr", edge_attr)
-        object.__setattr__(self, "csr", csr)
+        object.__setattr__(self, "_csr", csr)
+        # the caller's tensor is kept, not copied: an in-place change to it afterwards would
+        # leave the CSR and the caches describing other edges (see ``csr``)
+        object.__setattr__(self, "_edge_version", edge_index._version)
         object.__setattr__(self, "_cache", cache)
         object.__setattr__(self, "is_bipartite", num_src_nodes is not None)
         object.__setattr__(self, "num_src_nodes",
                            num_nodes if num_src_nodes is None else num_src_nodes)
+
+    @property
+    def csr(self) -> CSR:
+        """The edges by destination (``indptr``, ``indices``, ``perm``), built once.
+        Raises if ``edge_index`` was modified in place since (not checked under
+        ``torch.compile``, which cannot read a tensor's version)."""
+        if not torch.compiler.is_compiling() and \
+                self.edge_index._version != self._edge_version:
+            raise RuntimeError(
+                "this Graph's edge_index was modified in place after the Graph was built: "
+                "its CSR and cached layouts still describe the old edges. Build a new "
+                "Graph from the modified tensor (or pass a copy: Graph(edge_index.clone()))")
+        return self._csr
 
     def _require_one_node_set(self, what: str) -> None:
         if self.is_bipartite:

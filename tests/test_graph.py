@@ -69,6 +69,23 @@ def test_immutable_and_to_moves_caches():
     assert g.to("cpu") is g
 
 
+def test_an_edge_index_changed_in_place_after_the_build_is_refused():
+    """The Graph keeps the caller's edge_index tensor (no copy): changed in place, the
+    Graph showed the new edges while its CSR (and every op) still used the old ones."""
+    edge_index = torch.tensor([[0, 1], [1, 2]])
+    graph = Graph(edge_index, num_nodes=3)
+    before = ops.spmm(graph, torch.eye(3))
+    edge_index[0, 0] = 2
+    with pytest.raises(RuntimeError, match="edge_index was modified in place after the Graph"):
+        ops.spmm(graph, torch.eye(3))
+    rebuilt = Graph(edge_index, num_nodes=3)
+    assert not torch.equal(ops.spmm(rebuilt, torch.eye(3)), before)
+    copied = Graph(edge_index.clone(), num_nodes=3)
+    edge_index.zero_()  # the copy is the Graph's own
+    torch.testing.assert_close(ops.spmm(copied, torch.eye(3)), ops.spmm(Graph(
+        torch.tensor([[2, 1], [1, 2]]), num_nodes=3), torch.eye(3)))
+
+
 def test_undirected_and_structure_match_pyg():
     edge_index = random_edge_index(20, 60, seed=21)
     attr = torch.randn(edge_index.size(1), 3)
