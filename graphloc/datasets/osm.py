@@ -50,8 +50,9 @@ from graphloc.graph import Graph
 from graphloc.io import atomic_file
 
 #: raised whenever the builder's output changes, so cities built by an older one are rebuilt
-#: (1: landuse from closed-way centroids; 2: the nearest landuse area or point)
-BUILDER_VERSION = 2
+#: (1: landuse from closed-way centroids; 2: the nearest landuse area or point; 3: ways cut
+#: at nodes missing from a clipped extract instead of joined across them)
+BUILDER_VERSION = 3
 EXCLUDED_HIGHWAYS = {"abandoned", "construction", "no", "planned", "platform", "proposed",
                      "raceway", "razed"}
 ONEWAY_FORWARD, ONEWAY_REVERSE = {"yes", "true", "1"}, {"-1", "reverse"}
@@ -99,11 +100,19 @@ class OsmRoads:
                 if "highway" not in w.tags:  # most ways: skip before copying their tags
                     return
                 tags = dict(w.tags)
-                if _is_public_road(tags):
-                    nodes = [n for n in w.nodes if n.location.valid()]
-                    for n in nodes:
+                if not _is_public_road(tags):
+                    return
+                # A node missing from the file (a way leaving a clipped extract) ends the
+                # run: joining its neighbours would invent a straight road across the gap.
+                run: list[int] = []
+                for n in w.nodes:
+                    if n.location.valid():
                         roads.coords[n.ref] = (n.lon, n.lat)
-                    roads._add_way(w.id, [n.ref for n in nodes], tags)
+                        run.append(n.ref)
+                    else:
+                        roads._add_way(w.id, run, tags)
+                        run = []
+                roads._add_way(w.id, run, tags)
         try:
             Handler().apply_file(path, locations=True)
         except RuntimeError as err:

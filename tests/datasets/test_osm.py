@@ -175,6 +175,21 @@ def _osm_xml(nodes: dict, ways: list, relations: list) -> str:
     return "".join(out) + "</osm>"
 
 
+def test_a_way_leaving_a_clipped_extract_is_split_at_the_missing_nodes(tmp_path):
+    """Extracts clipped without complete ways reference nodes they do not hold. Those
+    nodes were dropped and their neighbours joined: a straight road 2 <-> 4 across the
+    gap. Now the way is cut there (oneway reversal kept per piece)."""
+    from graphloc.datasets.osm import OsmRoads
+    nodes = {1: (0, 0, {}), 2: (1, 0, {}), 4: (3, 0, {}), 5: (4, 0, {}), 6: (0, 2, {}),
+             7: (1, 2, {}), 9: (5, 5, {})}
+    ways = [(100, [1, 2, 3, 4, 5], {"highway": "residential"}),
+            (101, [6, 7, 8, 9, 10], {"highway": "residential", "oneway": "-1"})]
+    path = tmp_path / "clipped.osm"
+    path.write_text(_osm_xml(nodes, ways, []))
+    edges = sorted((u, v) for u, v, _ in OsmRoads(str(path)).edges)
+    assert edges == [(1, 2), (2, 1), (4, 5), (5, 4), (7, 6)]
+
+
 def test_landuse_is_the_nearest_area_or_point_as_in_the_release(tmp_path):
     # a plus of two streets: ends W, E, N, S around the junction C; a third from E to F
     roads = {1: (-3, 0, {}), 2: (0, 0, {}), 3: (3, 0, {}), 4: (0, 3, {}), 5: (0, -3, {}),
