@@ -51,11 +51,13 @@ from graphloc.io import atomic_file
 
 #: raised whenever the builder's output changes, so cities built by an older one are rebuilt
 #: (1: landuse from closed-way centroids; 2: the nearest landuse area or point; 3: ways cut
-#: at nodes missing from a clipped extract instead of joined across them)
+#: at nodes missing from a clipped extract instead of joined across them, and osmnx's
+#: oneway values "T" and "F")
 BUILDER_VERSION = 3
 EXCLUDED_HIGHWAYS = {"abandoned", "construction", "no", "planned", "platform", "proposed",
                      "raceway", "razed"}
-ONEWAY_FORWARD, ONEWAY_REVERSE = {"yes", "true", "1"}, {"-1", "reverse"}
+# osmnx 1.x's oneway values, "F" (forward) and "T" (against the node order) included
+ONEWAY_FORWARD, ONEWAY_REVERSE = {"yes", "true", "1", "F"}, {"-1", "reverse", "T"}
 # fixed vocabularies and widths (top-k then "others") so every city has 37 features
 WIDTHS = {"landuse": 9, "lanes": 9, "highway": 9}
 FIXED = {"oneway": ["False", "True"], "reversed": ["False", "True", "[False, True]"]}

@@ -190,6 +190,20 @@ def test_a_way_leaving_a_clipped_extract_is_split_at_the_missing_nodes(tmp_path)
     assert edges == [(1, 2), (2, 1), (4, 5), (5, 4), (7, 6)]
 
 
+def test_oneway_values_are_osmnx_ones(tmp_path):
+    """osmnx 1.x (the published pipeline) reads oneway "F" as one-way along the nodes and
+    "T" as one-way against them; both were two-way here."""
+    from graphloc.datasets.osm import OsmRoads
+    nodes = {i: (i, 0, {}) for i in range(1, 7)}
+    street = {"highway": "residential"}
+    ways = [(100, [1, 2], {**street, "oneway": "F"}), (101, [3, 4], {**street, "oneway": "T"}),
+            (102, [5, 6], {**street, "oneway": "reversible"})]
+    path = tmp_path / "oneway.osm"
+    path.write_text(_osm_xml(nodes, ways, []))
+    edges = sorted((u, v) for u, v, _ in OsmRoads(str(path)).edges)
+    assert edges == [(1, 2), (4, 3), (5, 6), (6, 5)]
+
+
 def test_landuse_is_the_nearest_area_or_point_as_in_the_release(tmp_path):
     # a plus of two streets: ends W, E, N, S around the junction C; a third from E to F
     roads = {1: (-3, 0, {}), 2: (0, 0, {}), 3: (3, 0, {}), 4: (0, 3, {}), 5: (0, -3, {}),
