@@ -6,8 +6,9 @@ The published pipeline (osmnx 1.x, ``network_type="all"``), reproduced step by s
 1. public road ways: ``highway`` set, not an area, not abandoned / construction / no /
    planned / platform / proposed / raceway / razed, no ``service=private`` nor
    ``access=private``; one directed edge per consecutive node pair, both directions
-   unless the way is one-way (``oneway=yes|true|1|-1|reverse``, roundabouts), the
-   reverse direction marked ``reversed``;
+   unless the way is one-way (``oneway=yes|true|1|F``, against the nodes for
+   ``-1|reverse|T``, roundabouts), the reverse direction marked ``reversed``; a way is
+   cut at nodes missing from the file (an extract clipped without complete ways);
 2. the largest weakly connected component;
 3. osmnx's strict simplification: interstitial nodes (exactly two neighbours, degree 2 or
    4, one way) are merged away, so nodes are intersections and dead ends and an edge is
