@@ -44,12 +44,20 @@ def _check_graph(graph) -> None:
                         "edge_index with graphloc.Graph(edge_index, num_nodes)")
 
 
+def _check_float_dtype(t: Tensor, name: str) -> None:
+    if t.dtype == torch.float16:  # alone it runs in float32 (_float16_in_float32)
+        raise TypeError(f"{name} is float16 but another floating input is not: float16 runs "
+                        f"only when every floating input is float16 (mixed dtypes are an "
+                        f"error, as for torch.mm, outside torch.autocast)")
+    if t.dtype not in _FLOATS:
+        raise TypeError(f"{name} must be float16, float32, float64 or bfloat16, got {t.dtype}")
+
+
 def _check_node_features(graph, x: Tensor, name: str, side: str = "source") -> None:
     """``x`` holds a row per source node (or destination node, ``side="destination"``)."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.dtype not in _FLOATS:
-        raise TypeError(f"{name} must be float32, float64 or bfloat16, got {x.dtype}")
+    _check_float_dtype(x, name)
     bipartite = getattr(graph, "is_bipartite", False)
     expected = graph.num_src_nodes if bipartite and side == "source" else graph.num_nodes
     if x.dim() == 0 or x.size(0) != expected:
@@ -98,6 +106,34 @@ def _promoted_under_autocast(*tensors: Tensor | None) -> tuple:
                  for t in tensors)
 
 
+def _float16_in_float32(op):
+    """``op`` with float16 inputs (outside autocast, which has its own rule above) computed
+    in float32 and its floating outputs rounded back to float16, as torch's CPU float16
+    ops accumulate in float32: the kernels have no float16, and a model cast with
+    ``.half()`` runs as PyG's does. Inputs mixing float16 with another dtype go through
+    unchanged, so the checks refuse them as ``torch.mm`` does."""
+    @functools.wraps(op)
+    def run(*args, **kwargs):
+        floats = [t for t in (*args, *kwargs.values())
+                  if isinstance(t, Tensor) and t.is_floating_point()]
+        if not floats or any(t.dtype != torch.float16 for t in floats) \
+                or autocast_enabled(floats[0].device.type):
+            return op(*args, **kwargs)
+        out = op(*map(_as_float32, args), **{k: _as_float32(v) for k, v in kwargs.items()})
+        return tuple(map(_as_float16, out)) if isinstance(out, tuple) else _as_float16(out)
+    return run
+
+
+def _as_float32(value):
+    return value.float() if isinstance(value, Tensor) and value.dtype == torch.float16 \
+        else value
+
+
+def _as_float16(value):
+    return value.half() if isinstance(value, Tensor) and value.dtype == torch.float32 \
+        else value
+
+
 def _transpose_args(graph, needed: bool):
     if not needed:
         return None, None, None
@@ -105,6 +141,7 @@ def _transpose_args(graph, needed: bool):
     return csc.indptr, csc.indices, csc.perm
 
 
+@_float16_in_float32
 def spmm(graph, x: Tensor, edge_weight: Tensor | None = None, reduce: str = "sum") -> Tensor:
     """``out[i] = reduce_{(j -> i)} w_ji * x[j]``: fused gather and reduce, no per-edge tensor.
 
@@ -150,6 +187,7 @@ def spmm(graph, x: Tensor, edge_weight: Tensor | None = None, reduce: str = "sum
     return out.view(out.size(0), *x.shape[1:]) if x.dim() != 2 else out
 
 
+@_float16_in_float32
 def sddmm(graph, a: Tensor, b: Tensor, op: str = "dot") -> Tensor:
     """Per-edge values from source features ``a`` and destination features ``b``.
 
@@ -181,12 +219,14 @@ def sddmm(graph, a: Tensor, b: Tensor, op: str = "dot") -> Tensor:
     return graph.from_csr_order(out)
 
 
+@_float16_in_float32
 def segment_softmax(graph, scores: Tensor) -> Tensor:
     """Softmax of edge scores ``[E]`` or ``[E, H]`` over the incoming edges of each node."""
     _check_graph(graph)
     (scores,) = _promoted_under_autocast(scores)
-    if not isinstance(scores, Tensor) or scores.dtype not in _FLOATS:
-        raise TypeError("scores must be a float32, float64 or bfloat16 tensor")
+    if not isinstance(scores, Tensor):
+        raise TypeError(f"scores must be a torch.Tensor, got {type(scores).__name__}")
+    _check_float_dtype(scores, "scores")
     if scores.dim() not in (1, 2) or scores.size(0) != graph.num_edges:
         raise ValueError(f"scores must have shape [E] or [E, H] with E = {graph.num_edges}, "
                          f"got {list(scores.shape)}")
@@ -210,6 +250,7 @@ def _attention_rows(x: Tensor, heads: int, scores_name: str) -> Tensor:
     return rows
 
 
+@_float16_in_float32
 def segment_attention(graph, scores: Tensor, x: Tensor,
                       return_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """Attention aggregation: ``out[i] = sum_{(j -> i)} softmax_i(scores)_{ji} * x[j]``.
@@ -244,6 +285,7 @@ def segment_attention(graph, scores: Tensor, x: Tensor,
     return out, graph.from_csr_order(weights.view(scores.shape))
 
 
+@_float16_in_float32
 def additive_attention(graph, src_scores: Tensor, dst_scores: Tensor, x: Tensor,
                        negative_slope: float = 0.2) -> Tensor:
     """GAT's attention: ``segment_attention`` with the scores

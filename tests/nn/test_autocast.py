@@ -92,3 +92,58 @@ def test_gat_under_autocast_is_pygs(edge_dim):
     assert out.dtype == pyg_out.dtype
     torch.testing.assert_close(out, pyg_out, rtol=1e-5, atol=1e-6)
     assert (grad - pyg_grad).abs().max() <= 2e-2 * pyg_grad.abs().max()
+
+
+def _assert_half_close(module, run, x: torch.Tensor, tolerance: float) -> None:
+    """``module.half()`` on float16 inputs against the float32 run: float16 outputs and
+    input gradients within ``tolerance`` of the largest float32 value."""
+    x32 = x.clone().requires_grad_()
+    out32 = run(module, x32)
+    (grad32,) = torch.autograd.grad(out32.sum(), x32)
+    x16 = x.half().requires_grad_()
+    out16 = run(module.half(), x16)
+    (grad16,) = torch.autograd.grad(out16.float().sum(), x16)
+    assert out16.dtype == torch.float16 and grad16.dtype == torch.float16
+    for low, full in ((out16.float(), out32), (grad16.float(), grad32)):
+        assert torch.isfinite(low).all()
+        assert (low - full).abs().max() <= tolerance * full.abs().max()
+
+
+@pytest.mark.parametrize("name", sorted(CONV_LAYERS))
+def test_convs_cast_to_half(name):
+    """A layer cast with .half() on float16 features raised ("x must be float32, float64
+    or bfloat16"); PyG's run. Now the sparse ops take float16 in float32."""
+    edge_index, n = parity_graph(16)
+    torch.manual_seed(0)
+    attr = torch.randn(edge_index.size(1), 3)
+    graphs = {dtype: Graph(edge_index, num_nodes=n, edge_attr=attr.to(dtype))
+              for dtype in (torch.float32, torch.float16)}  # edge features in the model's dtype
+    _assert_half_close(CONV_LAYERS[name](), lambda m, x: m(x, graphs[x.dtype]),
+                       torch.randn(n, 5), 0.02)
+
+
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_models_cast_to_half(name):
+    graph = Graph(random_edge_index(60, 300, seed=1), num_nodes=60).to_undirected()
+    torch.manual_seed(0)
+    model = build_model(name, 6, 16, 3, 2).eval()
+    # float16 keeps 11 bits; attention stacks amplify the roundings (TANGNN: 6% here)
+    _assert_half_close(model, lambda m, x: m(x, graph), torch.randn(60, 6), 0.1)
+
+
+@pytest.mark.parametrize("name", ["GCNConv", "SAGEConv", "GATConv", "ChebConv",
+                                  "TransformerConv"])
+def test_half_convs_match_pygs_half_convs(name):
+    import graphloc.nn as gl
+    edge_index, n = parity_graph(17)
+    args = (5, 2) if name in ("GATConv", "TransformerConv") else (5, 4)
+    kwargs = {"K": 3} if name == "ChebConv" else \
+        {"heads": 2} if name in ("GATConv", "TransformerConv") else {}
+    theirs = getattr(pyg, name)(*args, **kwargs)
+    ours = getattr(gl, name)(*args, **kwargs)
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(n, 5).half()
+    got, want = ours.half()(x, edge_index), theirs.half()(x, edge_index)
+    assert got.dtype == want.dtype == torch.float16
+    torch.testing.assert_close(got.float(), want.float(), rtol=0.01, atol=0.01 *
+                               float(want.float().abs().max()))

@@ -21,7 +21,8 @@ def test_wrong_number_of_rows(graph):
 
 
 def test_wrong_dtypes(graph):
-    with pytest.raises(TypeError, match="x must be float32, float64 or bfloat16, got torch.int64"):
+    with pytest.raises(TypeError, match="x must be float16, float32, float64 or bfloat16, got "
+                                        "torch.int64"):
         ops.spmm(graph, torch.ones(4, 2, dtype=torch.long))
     with pytest.raises(TypeError, match="edge_weight has dtype torch.float64"):
         ops.spmm(graph, torch.randn(4, 2), torch.rand(3, dtype=torch.float64))
@@ -49,15 +50,47 @@ def test_mixed_dtypes_promote_under_autocast(graph):
 
 
 def test_float16_runs_as_float32_under_autocast(graph):
-    """No float16 kernels: float16 inputs are an error, except under autocast (CUDA's
-    default dtype there), which runs them in float32."""
+    """No float16 kernels: under autocast (CUDA's default dtype there) float16 inputs run
+    in float32 and stay float32; float16 mixed with another dtype is refused outside it."""
     x = torch.randn(4, 3).half()
-    with pytest.raises(TypeError, match="x must be float32, float64 or bfloat16"):
-        ops.spmm(graph, x)
+    with pytest.raises(TypeError, match="x is float16 but another floating input is not"):
+        ops.spmm(graph, x, torch.rand(3))
+    with pytest.raises(TypeError, match="x is float16 but another floating input is not"):
+        ops.segment_attention(graph, torch.randn(3), x)
     with torch.autocast("cpu", dtype=torch.float16):
         out, weights = ops.spmm(graph, x), ops.segment_softmax(graph, torch.randn(3).half())
     torch.testing.assert_close(out, ops.spmm(graph, x.float()))
     assert weights.dtype == torch.float32
+
+
+def _float16_cases(graph):
+    """(op, float16 inputs) for each op that has kernels of its own dtypes only."""
+    gen = torch.Generator().manual_seed(0)
+    r = lambda *shape: torch.randn(*shape, generator=gen).half()  # noqa: E731
+    return [(lambda x, w: ops.spmm(graph, x, w), (r(4, 3), r(3).abs())),
+            (lambda x, w: ops.spmm(graph, x, w, reduce="max"), (r(4, 3), r(3))),
+            (lambda a, b: ops.sddmm(graph, a, b), (r(4, 6), r(4, 6))),
+            (lambda s: ops.segment_softmax(graph, s), (r(3, 2),)),
+            (lambda s, x: ops.segment_attention(graph, s, x), (r(3, 2), r(4, 6))),
+            (lambda s, x: ops.segment_attention(graph, s, x, return_weights=True)[1],
+             (r(3, 2), r(4, 6))),
+            (lambda a, b, x: ops.additive_attention(graph, a, b, x), (r(4, 2), r(4, 2),
+                                                                     r(4, 6)))]
+
+
+def test_float16_runs_in_float32_and_rounds_back(graph):
+    """A model cast with .half() ran under PyG and raised here. Float16 inputs now give the
+    float32 results of the same values rounded to float16, gradients likewise."""
+    for op, inputs in _float16_cases(graph):
+        leaves = [t.clone().requires_grad_() for t in inputs]
+        wide = [t.float().requires_grad_() for t in inputs]
+        got, want = op(*leaves), op(*wide)
+        assert got.dtype == torch.float16
+        assert torch.equal(got, want.half())
+        grad = torch.randn(got.shape).half()
+        for g16, g32 in zip(torch.autograd.grad(got, leaves, grad),
+                            torch.autograd.grad(want, wide, grad.float()), strict=True):
+            assert g16.dtype == torch.float16 and torch.equal(g16, g32.half())
 
 
 def test_edge_value_shapes(graph):
@@ -128,7 +161,8 @@ def test_sddmm_and_softmax_bad_input(graph):
         ops.sddmm(graph, torch.randn(4, 2), torch.randn(4, 3))
     with pytest.raises(ValueError, match="scores are on meta"):
         ops.segment_softmax(graph, torch.randn(3, device="meta"))
-    with pytest.raises(TypeError, match="scores must be a float32"):
+    with pytest.raises(TypeError, match="scores must be float16, float32, float64 or "
+                                        "bfloat16, got torch.int64"):
         ops.segment_softmax(graph, torch.ones(3, dtype=torch.long))
 
 

@@ -312,7 +312,7 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
         return root.squeeze(1) + (weights * rest).sum(1)
 
     def _global_query(self, x: Tensor, pos: Tensor) -> Tensor:
-        return torch.cat([self.lin_global(self.fc_in(x)), pos], dim=1)
+        return torch.cat([self.lin_global(self.fc_in(x)), pos.to(x.dtype)], dim=1)  # float32 cache
 
     def global_module(self, q_tilde: Tensor) -> Tensor:
         H, h = self.heads, self.hidden
