@@ -73,6 +73,16 @@ def _outside_inference_mode():
     return contextlib.nullcontext()
 
 
+def _outside_functorch():
+    """A context without torch.func's transforms: a graph's caches hold structure only
+    (nothing of the features being differentiated), and built inside ``grad`` or ``vmap``
+    they would hold the transform's wrapper tensors, unusable after it (and unreadable by
+    the NumPy preprocessing of some models)."""
+    if not torch.compiler.is_compiling() and torch._C._are_functorch_transforms_active():
+        return torch._C._DisableFuncTorch()
+    return contextlib.nullcontext()
+
+
 def _normal_tensor(t: Tensor | None) -> Tensor | None:
     """``t``, or a normal copy of an inference tensor (one made under inference mode) that a
     graph would keep; called outside inference mode."""
@@ -369,7 +379,7 @@ class Graph:
         the cache would break every later backward that saves it (a graph evaluated under
         inference mode before its first training step)."""
         if key not in self._cache:
-            with _outside_inference_mode():
+            with _outside_inference_mode(), _outside_functorch():
                 self._cache[key] = build()
         return self._cache[key]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import sys
 import threading
 
 import pytest
@@ -179,3 +180,25 @@ CONV_LAYERS = {
     "lift": lambda: LiftConv(5),
     "graphconv": lambda: GraphConv(5, 4, aggr="mean"),
 }
+
+
+@contextlib.contextmanager
+def reference_ops():
+    """graphloc as it runs without the extension: every kernel its pure-torch twin in
+    ``graphloc.ops.reference``, differentiated by torch's autograd (an independent oracle
+    for the kernels' hand-written backward formulas)."""
+    from graphloc.ops import reference
+    # by name: graphloc.ops's functions shadow some of these modules as attributes
+    ops_module, library, scatter_module = (sys.modules[f"graphloc.ops{suffix}"] for suffix
+                                           in ("", "._library", ".scatter"))
+    modules = (library, ops_module, scatter_module)
+    saved = [m.kernels for m in modules], ops_module.HAS_EXTENSION
+    try:
+        for m in modules:
+            m.kernels = reference
+        ops_module.HAS_EXTENSION = False
+        yield
+    finally:
+        for m, kept in zip(modules, saved[0], strict=True):
+            m.kernels = kept
+        ops_module.HAS_EXTENSION = saved[1]

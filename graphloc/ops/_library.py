@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import math
 import os
+import types
 import warnings
 
 import torch
@@ -43,6 +44,7 @@ def _load_extension() -> bool:
 
 
 HAS_EXTENSION = _load_extension()
+# replaced below by the ops with their functorch adapters (``_kernels_namespace``)
 kernels = torch.ops.graphloc if HAS_EXTENSION else reference
 
 
@@ -77,6 +79,13 @@ def _heads(value):
 
 
 # --- spmm ------------------------------------------------------------------------------
+
+def _backward_kernel(name: str):
+    """A backward kernel, or under ``create_graph`` (grad mode on inside a backward) its
+    pure-torch twin: the kernels have no derivative of their own, and torch would treat
+    their outputs as constants (a second derivative silently missing their terms)."""
+    return getattr(reference, name) if torch.is_grad_enabled() else getattr(kernels, name)
+
 
 def _check_csr_fake(indptr, indices=None, num_edges=None) -> None:
     """The shape checks of the kernels' argument checks, on fake tensors (no values)."""
@@ -149,8 +158,8 @@ def _spmm_backward(ctx, grad_out, _grad_arg):
     if ctx.reduce in ("max", "min"):
         t_indptr, t_indices, t_perm = _transpose_of(indptr, indices, ctx.num_src, t_indptr,
                                                     t_indices, t_perm)
-        grad_x, grad_value = kernels.spmm_arg_backward(t_indptr, t_indices, t_perm, value, x, arg,
-                                                       grad_out.contiguous(), need_value)
+        grad_x, grad_value = _backward_kernel("spmm_arg_backward")(
+            t_indptr, t_indices, t_perm, value, x, arg, grad_out.contiguous(), need_value)
         return _spmm_grads(grad_value if need_value else None, grad_x)
     return _spmm_grads(*_spmm_sum_backward(ctx, grad_out, indptr, indices, value, x, t_indptr,
                                            t_indices, t_perm, need_value, need_x, t_value))
@@ -324,10 +333,16 @@ def gather_rows(values, index):
 
 
 class _PermutedRows(torch.autograd.Function):
+    generate_vmap_rule = True  # setup_context style: torch.func takes it
+
     @staticmethod
-    def forward(ctx, values, index, inverse):
-        ctx.save_for_backward(index, inverse)
+    def forward(values, index, inverse):
         return _permuted(values, index, inverse)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        _, index, inverse = inputs
+        ctx.save_for_backward(index, inverse)
 
     @staticmethod
     def backward(ctx, grad):
@@ -392,7 +407,7 @@ def _softmax_setup(ctx, inputs, output):
 
 def _softmax_backward(ctx, grad):
     out, indptr = ctx.saved_tensors
-    return kernels.segment_softmax_backward(out, grad.contiguous(), indptr), None
+    return _backward_kernel("segment_softmax_backward")(out, grad.contiguous(), indptr), None
 
 
 def _attention_fake(score, indptr, indices, x, csc_indptr=None, csc_indices=None,
@@ -426,12 +441,12 @@ def _attention_backward(ctx, grad_out, grad_lse):
         grad_out = torch.zeros_like(out)
     t_indptr, t_indices, t_perm = _transpose_of(indptr, indices, x.size(0), t_indptr, t_indices,
                                                 t_perm)
-    if score.device.type == "cpu":
+    if score.device.type == "cpu" and not torch.is_grad_enabled():
         grad_score, grad_x = kernels.segment_attention_backward(
             score, lse, out, grad_out.contiguous(), grad_lse, indptr, indices, x, t_indptr,
             t_indices, t_perm,
             need_score, need_x)
-    else:
+    else:  # other devices, and differentiable for a backward of the backward
         grad_score, grad_x = _attention_backward_composed(
             score, lse, out, grad_out.contiguous(), grad_lse, indptr, indices, x, t_indptr,
             t_indices, t_perm)
@@ -441,7 +456,8 @@ def _attention_backward(ctx, grad_out, grad_lse):
 
 def _attention_backward_composed(score, lse, out, grad_out, grad_lse, indptr, indices, x,
                                  t_indptr, t_indices, t_perm):
-    """The backward from graphloc ops (devices without the fused kernel)."""
+    """The backward from graphloc ops (devices without the fused kernel, and under
+    ``create_graph``: the fused kernel has no derivative of its own)."""
     num_edges, heads = score.shape
     alpha = (score - kernels.gather_csr(lse.contiguous(), indptr, num_edges)).exp()
     per_edge = kernels.sddmm(indptr, indices, x, grad_out, "dot", heads)
@@ -487,12 +503,33 @@ def _additive_backward(ctx, grad_out, grad_lse):
         grad_out = torch.zeros_like(out)
     t_indptr, t_indices, t_perm = _transpose_of(indptr, indices, x.size(0), t_indptr, t_indices,
                                                 t_perm)
-    grad_src, grad_dst, grad_x = kernels.additive_attention_backward(
-        a_src, a_dst, ctx.negative_slope, lse, out, grad_out.contiguous(), grad_lse, indptr,
-        indices, x, t_indptr, t_indices, t_perm, need_scores, need_x)
+    if torch.is_grad_enabled():  # create_graph: the backward itself differentiable
+        grad_src, grad_dst, grad_x = _additive_backward_composed(
+            a_src, a_dst, ctx.negative_slope, lse, out, grad_out.contiguous(), grad_lse,
+            indptr, indices, x, t_indptr, t_indices, t_perm)
+    else:
+        grad_src, grad_dst, grad_x = kernels.additive_attention_backward(
+            a_src, a_dst, ctx.negative_slope, lse, out, grad_out.contiguous(), grad_lse,
+            indptr, indices, x, t_indptr, t_indices, t_perm, need_scores, need_x)
     return (grad_src if ctx.needs_input_grad[0] else None,
             grad_dst if ctx.needs_input_grad[1] else None, None, None, None,
             grad_x if need_x else None, None, None, None)
+
+
+def _additive_backward_composed(a_src, a_dst, negative_slope, lse, out, grad_out, grad_lse,
+                                indptr, indices, x, t_indptr, t_indices, t_perm):
+    """additive_attention's backward from differentiable ops (under ``create_graph``): the
+    scores leaky_relu(a_src[j] + a_dst[i]) gathered again, the attention's composed backward,
+    and d pre = d score * (1 or the slope) summed per source (a_src) and per row (a_dst)."""
+    sources, rows = indices.long(), reference.csr_rows(indptr, indices.numel()).long()
+    pre = a_src.index_select(0, sources) + a_dst.index_select(0, rows)
+    score = torch.nn.functional.leaky_relu(pre, negative_slope)
+    grad_score, grad_x = _attention_backward_composed(
+        score, lse, out, grad_out, grad_lse, indptr, indices, x, t_indptr, t_indices, t_perm)
+    d_pre = grad_score * torch.where(pre > 0, 1.0, negative_slope).to(grad_score.dtype)
+    grad_src = a_src.new_zeros(a_src.shape).index_add(0, sources, d_pre)
+    grad_dst = a_dst.new_zeros(a_dst.shape).index_add(0, rows, d_pre)
+    return grad_src, grad_dst, grad_x
 
 
 def _attention_backward_fake(score, lse, out, grad_out, grad_lse, indptr, indices, x,
@@ -559,6 +596,19 @@ def _dropout_backward(ctx, grad):
     return kernels.dropout(grad.contiguous(), ctx.p, seed), None, None
 
 
+#: op -> (setup_context, backward): the autograd formulas of the differentiable ops
+_AUTOGRAD = {"dropout": (_dropout_setup, _dropout_backward),
+             "spmm": (_spmm_setup, _spmm_backward),
+             "segment_reduce": (_segment_reduce_setup, _segment_reduce_backward),
+             "gather_csr": (_gather_csr_setup, _gather_csr_backward),
+             "gather_rows": (_gather_rows_setup, _gather_rows_backward),
+             "segment_logsumexp": (_logsumexp_setup, _logsumexp_backward),
+             "sddmm": (_sddmm_setup, _sddmm_backward),
+             "segment_softmax": (_softmax_setup, _softmax_backward),
+             "segment_attention": (_attention_setup, _attention_backward),
+             "additive_attention": (_additive_setup, _additive_backward)}
+
+
 def _register() -> None:
     lib = "graphloc::"
     fake = torch.library.register_fake
@@ -585,18 +635,95 @@ def _register() -> None:
     fake(lib + "arg_sources")(lambda arg, perm, num_edges: arg.new_empty(arg.shape,
                                                                           dtype=torch.long))
     fake(lib + "spmm_arg_backward")(_arg_backward_fake)
-    autograd = torch.library.register_autograd
-    autograd(lib + "dropout", _dropout_backward, setup_context=_dropout_setup)
-    autograd(lib + "spmm", _spmm_backward, setup_context=_spmm_setup)
-    autograd(lib + "segment_reduce", _segment_reduce_backward, setup_context=_segment_reduce_setup)
-    autograd(lib + "gather_csr", _gather_csr_backward, setup_context=_gather_csr_setup)
-    autograd(lib + "gather_rows", _gather_rows_backward, setup_context=_gather_rows_setup)
-    autograd(lib + "segment_logsumexp", _logsumexp_backward, setup_context=_logsumexp_setup)
-    autograd(lib + "sddmm", _sddmm_backward, setup_context=_sddmm_setup)
-    autograd(lib + "segment_softmax", _softmax_backward, setup_context=_softmax_setup)
-    autograd(lib + "segment_attention", _attention_backward, setup_context=_attention_setup)
-    autograd(lib + "additive_attention", _additive_backward, setup_context=_additive_setup)
+    for name, (setup, backward) in _AUTOGRAD.items():
+        torch.library.register_autograd(lib + name, backward, setup_context=setup)
+
+
+# --- torch.func ---------------------------------------------------------------------------
+# torch.library's autograd registration builds an autograd.Function without setup_context,
+# which torch.func (grad, vjp, jacrev, vmap of a backward) refuses. Under a functorch
+# transform the differentiable ops go through a Function of their own with the same setup and
+# backward; everywhere else (and under torch.compile) they are called directly.
+
+def _functorch_capable(op, setup, backward):
+    schema = op.default._schema
+    name = schema.name.split("::")[1]
+
+    class Function(torch.autograd.Function):
+        @staticmethod
+        def forward(*args):
+            return op(*args)
+
+        @staticmethod
+        def vmap(info, in_dims, *args):
+            # one call per batch entry, stacked: fresh outputs (the layers add to them in
+            # place, which a generated rule's view outputs refuse)
+            return _per_entry(Function.apply, info, in_dims, args)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            setup(ctx, inputs, output)
+
+        @staticmethod
+        def backward(ctx, *grads):
+            return backward(ctx, *grads)
+
+        @staticmethod
+        def jvp(ctx, *tangents):
+            raise NotImplementedError(
+                f"graphloc.{name} has no forward-mode derivative (torch.func.jvp, jacfwd, "
+                f"hessian): use reverse mode (grad, vjp, jacrev; a Hessian as "
+                f"jacrev(jacrev(f)))")
+
+    def call(*args, **kwargs):
+        if torch.compiler.is_compiling() or not torch._C._are_functorch_transforms_active() \
+                or not any(map(_is_transformed, (*args, *kwargs.values()))):
+            return op(*args, **kwargs)  # (no transformed input: also under _DisableFuncTorch)
+        return Function.apply(*_bound(schema, args, kwargs))
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+def _per_entry(run, info, in_dims, args):
+    """A vmap rule: ``run`` on each batch entry, the outputs stacked (graphloc's kernels
+    take one feature set at a time)."""
+    entries = [run(*(a if d is None else a.select(d, b)
+                     for a, d in zip(args, in_dims, strict=True)))
+               for b in range(info.batch_size)]
+    if isinstance(entries[0], tuple):
+        return tuple(torch.stack(parts) for parts in zip(*entries, strict=True)), \
+            (0,) * len(entries[0])
+    return torch.stack(entries), 0
+
+
+def _is_transformed(value) -> bool:
+    return isinstance(value, torch.Tensor) and \
+        torch._C._functorch.is_functorch_wrapped_tensor(value)
+
+
+def _bound(schema, args: tuple, kwargs: dict) -> tuple:
+    """Every argument of ``schema`` positionally: those given by name, then the defaults
+    (torch's ``fill_defaults`` drops positional arguments given by name)."""
+    return tuple(args[i] if i < len(args) else kwargs.get(info.name, info.default_value)
+                 for i, info in enumerate(schema.arguments))
+
+
+def _kernels_namespace():
+    """``torch.ops.graphloc``'s ops by name, the differentiable ones functorch-capable."""
+    names = {schema.name.split("::")[1] for schema in torch._C._jit_get_all_schemas()
+             if schema.name.startswith("graphloc::")}
+    ops = {name: getattr(torch.ops.graphloc, name) for name in names}
+    for name, op in ops.items():  # the others (backward kernels): the same loop, no warning
+        if name not in _AUTOGRAD:
+            torch.library.register_vmap(f"graphloc::{name}",
+                                        lambda info, in_dims, *args, op=op:
+                                        _per_entry(op, info, in_dims, args))
+    return types.SimpleNamespace(**{
+        name: _functorch_capable(op, *_AUTOGRAD[name]) if name in _AUTOGRAD else op
+        for name, op in ops.items()})
 
 
 if HAS_EXTENSION:
     _register()
+    kernels = _kernels_namespace()

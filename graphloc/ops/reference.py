@@ -133,11 +133,17 @@ class _RowProducts(torch.autograd.Function):
     scatter_reduce("prod") divides by the entry, and autograd of a product scan multiplies
     unused partial products by a zero gradient (0 * inf = NaN in another entry's sum)."""
 
+    generate_vmap_rule = True  # setup_context style: torch.func takes it
+
     @staticmethod
-    def forward(ctx, msgs: Tensor, rows: Tensor, num_rows: int) -> Tensor:
-        ctx.save_for_backward(msgs, rows)
+    def forward(msgs: Tensor, rows: Tensor, num_rows: int) -> Tensor:
         index = rows.unsqueeze(1).expand_as(msgs)
         return msgs.new_ones(num_rows, msgs.size(1)).scatter_reduce(0, index, msgs, "prod")
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        msgs, rows, _ = inputs
+        ctx.save_for_backward(msgs, rows)
 
     @staticmethod
     def backward(ctx, grad: Tensor):

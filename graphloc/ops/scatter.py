@@ -610,12 +610,17 @@ class _GroupSoftmax(torch.autograd.Function):
     gradient 0; or (log) out = src - m - log(eps + sum(exp(src - m))), torch_scatter's
     formula, with d src = g - exp(out) * (the group's sum of g)."""
 
+    generate_vmap_rule = True  # setup_context style: torch.func takes it
+
     @staticmethod
-    def forward(ctx, src, index, dim, dim_size, eps, log):
-        out = _group_softmax(src, index, dim, dim_size, eps, log)
-        ctx.save_for_backward(out, index)
+    def forward(src, index, dim, dim_size, eps, log):
+        return _group_softmax(src, index, dim, dim_size, eps, log)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        _, index, dim, dim_size, _, log = inputs
+        ctx.save_for_backward(output, index)
         ctx.dim, ctx.dim_size, ctx.log = dim, dim_size, log
-        return out
 
     @staticmethod
     def backward(ctx, grad):

@@ -95,15 +95,20 @@ def _transpose_product(graph, values: Tensor, grad: Tensor, num_src: int) -> Ten
 
 
 class _LibrarySpmm(torch.autograd.Function):
+    generate_vmap_rule = True  # setup_context style: torch.func takes it
+
     @staticmethod
-    def forward(ctx, x: Tensor, value: Tensor | None, graph, reduce: str) -> Tensor:
+    def forward(x: Tensor, value: Tensor | None, graph, reduce: str) -> Tensor:
         values = _csr_values(graph, value, _edge_scale(graph, reduce, x.dtype), x)
         csr = graph.csr
-        out = torch.sparse.mm(_matrix(csr.indptr, csr.indices, values,
-                                      (graph.num_nodes, x.size(0))), x)
+        return torch.sparse.mm(_matrix(csr.indptr, csr.indices, values,
+                                       (graph.num_nodes, x.size(0))), x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        x, value, graph, reduce = inputs
         ctx.graph, ctx.reduce = graph, reduce
         ctx.save_for_backward(x, value)
-        return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):

@@ -174,9 +174,14 @@ class _NarrowMatmul(torch.autograd.Function):
     several times slower at these shapes (N = 200,000, K = 64, M = 8: 34 ms against 6 ms on
     2 threads). Differentiable twice: the backward is made of differentiable ops."""
 
+    generate_vmap_rule = True  # setup_context style: torch.func takes it
+
     @staticmethod
-    def forward(ctx, x: Tensor, w: Tensor) -> Tensor:
-        ctx.save_for_backward(x, w)
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def forward(x: Tensor, w: Tensor) -> Tensor:
         # in the promoted dtype even under autocast, as the sum of products it stands for
         # (GAT's (h * att).sum(-1), which PyG takes in float32 for float32 att): scores
         # rounded to bfloat16 made its attention weights ten times less accurate
