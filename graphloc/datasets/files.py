@@ -1,6 +1,7 @@
 """A user's own graph from a file, as a NodeDataset: a saved PyG ``Data`` (.pt), GraphML or
-GML of any graph, or an edge list (.csv, .tsv, .txt, .edges), with optional feature and
-label files (.npy, .pt, .csv). What the command line takes wherever it takes a dataset.
+GML of any graph, a MatrixMarket adjacency (.mtx), or an edge list (.csv, .tsv, .txt,
+.edges; "#" and "%" comment lines), with optional feature and label files (.npy, .pt,
+.csv). What the command line takes wherever it takes a dataset.
 
 Without features every node gets ``[1, log(1 + in-degree), log(1 + out-degree)]``, so
 influence can be measured on the structure alone; without labels the dataset is marked
@@ -26,7 +27,7 @@ from graphloc.datasets.base import (
 )
 from graphloc.graph import Graph
 
-GRAPH_SUFFIXES = (".pt", ".graphml", ".gml", ".csv", ".tsv", ".txt", ".edges")
+GRAPH_SUFFIXES = (".pt", ".graphml", ".gml", ".mtx", ".csv", ".tsv", ".txt", ".edges")
 
 
 def is_graph_file(spec: str) -> bool:
@@ -48,6 +49,8 @@ def load_graph_file(path: str, features: str | None = None,
         split = pyg_split(data, graph.num_nodes)
     elif lower.endswith((".graphml", ".gml")):
         graph, x, y = _networkx_file(path)
+    elif lower.endswith(".mtx"):
+        graph, x, y = _matrix_market(path), None, None
     else:
         graph, x, y = _edge_list(path), None, None
     x = _matrix(features, graph.num_nodes, "features") if features else x
@@ -139,6 +142,25 @@ def _edge_list(path: str) -> Graph:
     return Graph(torch.tensor(pairs).t(), num_nodes=len(ids))
 
 
+def _matrix_market(path: str) -> Graph:
+    """A MatrixMarket adjacency (SuiteSparse, network repositories): entry (i, j) is the
+    edge i -> j, a symmetric file both directions (scipy expands it), ids 1-based in the
+    file. Read as an edge list, its size line became an edge and its ids were off by one."""
+    import scipy.io
+    try:
+        matrix = scipy.io.mmread(path)
+    except (ValueError, OSError) as err:
+        raise ValueError(f"{path}: not a MatrixMarket file ({err})") from err
+    if not hasattr(matrix, "tocoo"):
+        raise ValueError(f"{path}: a dense MatrixMarket array, not a sparse adjacency")
+    coo = matrix.tocoo()
+    if coo.shape[0] != coo.shape[1]:
+        raise ValueError(f"{path}: the adjacency must be square, got {coo.shape[0]} x "
+                         f"{coo.shape[1]}")
+    return Graph(torch.stack([torch.from_numpy(coo.row).long(),
+                              torch.from_numpy(coo.col).long()]), num_nodes=coo.shape[0])
+
+
 def _edge_list_rows(path: str) -> list:
     """(line number in the file, fields) of each line that is not blank or a comment:
     errors name the file's own line."""
@@ -148,8 +170,9 @@ def _edge_list_rows(path: str) -> list:
             f.seek(0)
             delimiter = "\t" if "\t" in sample else ("," if "," in sample else " ")
             reader = csv.reader(f, delimiter=delimiter, skipinitialspace=True)
+            # "#" (SNAP) and "%" (KONECT, MatrixMarket) start comment lines
             return [(reader.line_num, row) for row in reader
-                    if row and not row[0].startswith("#")]
+                    if row and not row[0].startswith(("#", "%"))]
     except (UnicodeDecodeError, csv.Error) as err:
         raise ValueError(f"{path}: not a text edge list ({type(err).__name__}: {err})") \
             from err

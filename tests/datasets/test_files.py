@@ -207,3 +207,36 @@ def test_a_labels_file_with_unlabelled_nodes_splits_the_labelled_ones(tmp_path):
     assert ds.val_index.tolist() == expected[tenth:2 * tenth]
     assert ds.test_index.tolist() == expected[2 * tenth:]
     assert ds.num_classes == 3 and ds.labelled
+
+
+def test_percent_comment_lines_are_comments(tmp_path):
+    """KONECT's .tsv files (and MatrixMarket) start with "%" lines; they were read as edges
+    between nodes named "%" and "sym", renumbering every id by appearance."""
+    path = tmp_path / "out.konect.tsv"
+    path.write_text("% sym unweighted\n% 3 4 4\n1\t2\n2\t3\n3\t4\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "ids read as names" warning
+        graph = load_graph_file(str(path)).graph
+    assert graph.num_nodes == 5 and graph.edge_index.tolist() == [[1, 2, 3], [2, 3, 4]]
+
+
+def test_matrix_market_adjacency(tmp_path):
+    """.mtx: entry (i, j) is the edge i -> j, 1-based in the file; a symmetric file gives
+    both directions. Read as an edge list before, the size line was an edge."""
+    import scipy.io
+    import scipy.sparse as sp
+    a = sp.coo_matrix((np.ones(3), ([0, 1, 3], [1, 2, 0])), shape=(5, 5))
+    scipy.io.mmwrite(str(tmp_path / "g.mtx"), a)
+    scipy.io.mmwrite(str(tmp_path / "s.mtx"), (a + a.T).tocoo(), symmetry="symmetric")
+    graph = load_graph_file(str(tmp_path / "g.mtx")).graph
+    assert graph.num_nodes == 5
+    assert sorted(map(tuple, graph.edge_index.t().tolist())) == [(0, 1), (1, 2), (3, 0)]
+    both = load_graph_file(str(tmp_path / "s.mtx")).graph
+    assert sorted(map(tuple, both.edge_index.t().tolist())) == sorted(
+        [(0, 1), (1, 0), (1, 2), (2, 1), (3, 0), (0, 3)])
+    (tmp_path / "bad.mtx").write_text("not a matrix\n")
+    with pytest.raises(ValueError, match="bad.mtx: not a MatrixMarket file"):
+        load_graph_file(str(tmp_path / "bad.mtx"))
+    scipy.io.mmwrite(str(tmp_path / "wide.mtx"), sp.coo_matrix(np.ones((2, 3))))
+    with pytest.raises(ValueError, match="the adjacency must be square, got 2 x 3"):
+        load_graph_file(str(tmp_path / "wide.mtx"))
