@@ -82,7 +82,25 @@ def _torch_file(path: str):
     if not hasattr(data, "edge_index"):
         raise ValueError(f"{path} holds a {type(data).__name__}, not a PyG Data with an "
                          "edge_index")
+    if data.edge_index is None:
+        return _with_edges_of_adjacency(path, data)
     return data
+
+
+def _with_edges_of_adjacency(path: str, data):
+    """A Data whose edges are a sparse ``adj_t`` (PyG's ``ToSparseTensor``: entry (i, j)
+    is the edge j -> i) or ``adj`` (entry (i, j) the edge i -> j), as torch sparse tensors:
+    its edge_index from them."""
+    for key, transposed in (("adj_t", True), ("adj", False)):
+        adj = getattr(data, key, None)
+        if isinstance(adj, torch.Tensor) and adj.layout != torch.strided:
+            rows, cols = adj.to_sparse_coo().coalesce().indices()
+            data = data.clone()
+            data.edge_index = torch.stack([cols, rows] if transposed else [rows, cols])
+            del data[key]
+            return data
+    raise ValueError(f"{path} holds a Data without edges: no edge_index, and no sparse adj_t "
+                     f"or adj (a torch.sparse tensor) to take them from")
 
 
 def _networkx_file(path: str):

@@ -240,3 +240,25 @@ def test_matrix_market_adjacency(tmp_path):
     scipy.io.mmwrite(str(tmp_path / "wide.mtx"), sp.coo_matrix(np.ones((2, 3))))
     with pytest.raises(ValueError, match="the adjacency must be square, got 2 x 3"):
         load_graph_file(str(tmp_path / "wide.mtx"))
+
+
+def test_a_saved_data_with_a_sparse_adjacency_instead_of_edge_index(tmp_path):
+    """PyG's ToSparseTensor stores adj_t (entry (i, j): the edge j -> i) and drops
+    edge_index; such a file raised "edge_index must be a torch.Tensor, got NoneType"."""
+    import torch_geometric.transforms as T
+    from torch_geometric.data import Data
+    edge_index = torch.tensor([[0, 1, 3, 3], [1, 2, 0, 2]])
+    data = Data(x=torch.randn(5, 2), edge_index=edge_index)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's "sparse CSR is in beta"
+        torch.save(T.ToSparseTensor(layout=torch.sparse_csr)(data.clone()), tmp_path / "t.pt")
+    torch.save(Data(x=torch.randn(5, 2), adj=torch.sparse_coo_tensor(
+        edge_index, torch.ones(4), (5, 5))), tmp_path / "a.pt")
+    for name in ("t.pt", "a.pt"):
+        graph = load_graph_file(str(tmp_path / name)).graph
+        assert graph.num_nodes == 5
+        assert sorted(map(tuple, graph.edge_index.t().tolist())) == \
+            sorted(map(tuple, edge_index.t().tolist()))
+    torch.save(Data(x=torch.randn(3, 2)), tmp_path / "none.pt")
+    with pytest.raises(ValueError, match="none.pt holds a Data without edges"):
+        load_graph_file(str(tmp_path / "none.pt"))
