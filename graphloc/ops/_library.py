@@ -1,7 +1,9 @@
 """Loads the compiled kernels and registers their fake kernels and autograd formulas.
 
-``kernels`` is ``torch.ops.graphloc`` when the extension loads, else the pure-torch
-``reference`` module with the same signatures; everything above calls ``kernels.<op>``.
+``kernels`` holds ``torch.ops.graphloc``'s ops when the extension loads (the differentiable
+ones routed through torch.func-capable Functions under a transform, see the end), else the
+pure-torch ``reference`` module with the same signatures; everything above calls
+``kernels.<op>``.
 Backward passes are made of graphloc ops themselves (spmm on the cached transpose, sddmm
 for edge-value gradients), so they are fast, run on every backend and trace under compile.
 """
