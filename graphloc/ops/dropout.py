@@ -26,11 +26,12 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True,
     one by default). Not in place."""
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
         raise ValueError(f"dropout probability p must lie in [0, 1], got {p!r}")
-    if not isinstance(x, Tensor) or not x.is_floating_point():
-        got = x.dtype if isinstance(x, Tensor) else type(x).__name__
-        raise TypeError(f"x must be a floating-point tensor, got {got}")
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a floating-point tensor, got {type(x).__name__}")
     if not training or p == 0:
-        return x
+        return x  # any dtype, as torch.nn.Dropout in eval (the layer after it checks)
+    if not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point tensor, got {x.dtype}")
     # a tensor, not a Python int: under torch.compile the draw stays in the graph
     seed = torch.randint(-2**63, 2**63 - 1, (), generator=generator, dtype=torch.int64)
     return (kernels if x.device.type == "cpu" else reference).dropout(x, float(p), seed)

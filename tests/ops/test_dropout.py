@@ -52,6 +52,9 @@ def test_semantics_of_torch_dropout():
             ops.dropout(x, bad)
     with pytest.raises(TypeError, match="x must be a floating-point tensor, got torch.int64"):
         ops.dropout(torch.ones(3, dtype=torch.long), 0.5)
+    ints = torch.ones(3, dtype=torch.long)  # not dropping: any dtype passes, as torch's
+    assert ops.dropout(ints, 0.5, training=False) is ints and ops.dropout(ints, 0.0) is ints
+    assert F.dropout(ints, 0.5, training=False) is ints
 
 
 def test_keep_rate_and_independent_masks():

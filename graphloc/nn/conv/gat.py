@@ -203,7 +203,7 @@ class GATConv(torch.nn.Module):
         if stale is not None:
             score = score.masked_fill(stale.view(-1, *[1] * (score.dim() - 1)), float("-inf"))
         if dropping:
-            alpha = F.dropout(ops.segment_softmax(graph, score), p=self.dropout)
+            alpha = ops.dropout(ops.segment_softmax(graph, score), p=self.dropout)
             out = ops.spmm(graph, h, alpha)
         else:
             out = ops.segment_attention(graph, score, h, return_weights=return_attention_weights)

@@ -16,6 +16,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.graph import Graph
+from graphloc.nn.dropout import Dropout
 
 MetaPath = tuple[tuple[str, str, str], ...]
 
@@ -97,8 +98,8 @@ class LATTEConv(torch.nn.Module):
             _xavier(p, leaky)
         for p in self.att_right.values():
             _xavier(p, leaky)
-        self.attn_dropout = torch.nn.Dropout(attn_dropout)
-        self.dropout = torch.nn.Dropout(dropout)
+        self.attn_dropout = Dropout(attn_dropout)
+        self.dropout = Dropout(dropout)
 
     def paths_into(self, node_type: str) -> list[MetaPath]:
         return [p for p in self.paths if path_dst(p) == node_type]

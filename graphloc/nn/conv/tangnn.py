@@ -28,6 +28,7 @@ from graphloc import ops
 from graphloc.graph import Graph
 from graphloc.nn.conv._utils import check_dropouts, check_input, check_sizes
 from graphloc.nn.conv.sage import SAGEConv
+from graphloc.nn.dropout import Dropout
 
 #: query rows x nodes held at once by the exact search (float32: 64 MB)
 _EXACT_BLOCK_ENTRIES = 1 << 24
@@ -241,7 +242,7 @@ class TopMAttention(torch.nn.Module):
             score = ops.sddmm(graph, z, z * self.log_scale.exp(), "dot")  # [E, H]
             value = self.lin_value(x).view(-1, H, C)
             if self.dropout > 0 and self.training:
-                alpha = F.dropout(ops.segment_softmax(graph, score), p=self.dropout)
+                alpha = ops.dropout(ops.segment_softmax(graph, score), p=self.dropout)
                 out = ops.spmm(graph, value, alpha)
             else:
                 out = ops.segment_attention(graph, score, value)
@@ -281,7 +282,7 @@ class TANGNNLayer(torch.nn.Module):
         self.attention = TopMAttention(in_channels, out_channels, heads=heads, m=m,
                                        concat=False, **search)
         self.lin = torch.nn.Linear(2 * out_channels, out_channels)
-        self.dropout = torch.nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def reset_parameters(self) -> None:
         for module in (self.sage, self.attention, self.lin):

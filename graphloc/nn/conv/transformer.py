@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
@@ -122,7 +121,7 @@ class TransformerConv(torch.nn.Module):
         if edge is not None:
             score = score + (query[dst] * edge).sum(-1)
         alpha = ops.segment_softmax(graph, score)
-        dropped = F.dropout(alpha, p=self.dropout, training=self.training)
+        dropped = ops.dropout(alpha, p=self.dropout, training=self.training)
         out = ops.spmm(graph, value, dropped)
         if edge is not None:
             out = out + ops.scatter(dropped.unsqueeze(-1) * edge, dst, 0,

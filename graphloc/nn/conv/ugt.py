@@ -121,9 +121,9 @@ class UGTLayer(torch.nn.Module):
         return out.reshape(-1, H * C)
 
     def forward(self, h: Tensor, graph: Graph, d: Tensor, m: Tensor, structure: Tensor) -> Tensor:
-        out = F.dropout(self.aggregate(h, graph, d, m), self.dropout, self.training)
+        out = ops.dropout(self.aggregate(h, graph, d, m), self.dropout, self.training)
         out = self.layer_norm1(h + self.O(out + self.proj_i(structure)))
-        ffn = F.dropout(F.relu(self.FFN_layer1(out)), self.dropout, self.training)
+        ffn = ops.dropout(F.relu(self.FFN_layer1(out)), self.dropout, self.training)
         return self.layer_norm2(out + self.FFN_layer2(ffn))
 
     def __repr__(self) -> str:

@@ -26,6 +26,7 @@ from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_sizes
 from graphloc.nn.conv.registry import CONVS
+from graphloc.nn.dropout import Dropout
 from graphloc.nn.models.gnn import ACTIVATIONS, GNN
 
 LIKELIHOODS = ("bernoulli", "gaussian")
@@ -311,8 +312,8 @@ class LAModel(ModelCapabilities, torch.nn.Module):
         self.branch_norms = torch.nn.ModuleList(make_norm(hidden_channels)
                                                 for _ in range(num_generated + 1))
         self.act = ACTIVATIONS[act]()
-        self.dropout = torch.nn.Dropout(dropout)
-        self.input_dropout = torch.nn.Dropout(input_dropout)
+        self.dropout = Dropout(dropout)
+        self.input_dropout = Dropout(input_dropout)
         if normalize_generated == "auto":
             normalize_generated = augmenter is not None and augmenter.likelihood == "bernoulli"
         self.normalize_generated = normalize_generated

@@ -32,6 +32,7 @@ from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph
 from graphloc.nn.conv.registry import CONVS, check_stack
+from graphloc.nn.dropout import Dropout
 
 PROCEDURES = ("ff", "ff-vn", "sf", "sf-top2input", "sf-top2loss")
 GREEDY = ("ff", "ff-vn", "sf")  # trained one layer after another; the others all at once
@@ -112,7 +113,7 @@ class ForwardGNN(ModelCapabilities, torch.nn.Module):
         widths = self._input_widths(in_channels, hidden_channels, out_channels, num_layers)
         self.convs = torch.nn.ModuleList(CONVS[conv](w, hidden_channels, **conv_kwargs)
                                          for w in widths)
-        self.dropout = torch.nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         gen = torch.Generator().manual_seed(seed)
         self.register_buffer("class_x", torch.randn(out_channels, in_channels, generator=gen)
                              if procedure in _VIRTUAL else torch.zeros(0, in_channels))

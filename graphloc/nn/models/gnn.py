@@ -18,6 +18,7 @@ from graphloc.nn.conv._utils import (
     rows_within,
 )
 from graphloc.nn.conv.registry import CONVS, check_stack
+from graphloc.nn.dropout import Dropout
 
 _PRUNABLE = (GCNConv, SAGEConv, GATConv, GINConv)
 #: activation name -> module class, for ``act=`` arguments
@@ -67,7 +68,7 @@ class GNN(ModelCapabilities, torch.nn.Module):
                      "layer": torch.nn.LayerNorm}[norm]
         self.norms = torch.nn.ModuleList(make_norm(w) for w in widths[1:-1])
         self.act = ACTIVATIONS[act]()
-        self.dropout = torch.nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def reset_parameters(self) -> None:
         for module in [*self.convs, *self.norms]:
@@ -169,7 +170,7 @@ class DAGNN(ModelCapabilities, torch.nn.Module):
         self.lin1 = torch.nn.Linear(in_channels, hidden_channels)
         self.lin2 = torch.nn.Linear(hidden_channels, out_channels)
         self.gate = torch.nn.Linear(out_channels, 1)
-        self.dropout = torch.nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def reset_parameters(self) -> None:
         for lin in (self.lin1, self.lin2, self.gate):

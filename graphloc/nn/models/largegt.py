@@ -19,6 +19,7 @@ from graphloc.checks import check_index, check_int
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
+from graphloc.nn.dropout import Dropout
 
 
 def hop2_tokens(graph: Graph, K: int, seed: int = 0) -> Tensor:
@@ -218,14 +219,14 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
         self.num_tokens, self.global_dim, self.conv_type = num_tokens, g, conv_type
         self.attn_dropout, self.seed, self.chunk_size = attn_dropout, seed, chunk_size
         self.token_mlp = torch.nn.Sequential(  # the official fc_in_seq
-            torch.nn.Linear(in_channels, h), torch.nn.ReLU(), torch.nn.Dropout(token_dropout),
+            torch.nn.Linear(in_channels, h), torch.nn.ReLU(), Dropout(token_dropout),
             torch.nn.Linear(h, h))
         self.local_embed = torch.nn.Linear(h, h)  # LocalModule.att_embeddings_nope
         self.local_norm = torch.nn.LayerNorm(h)
         self.local_qkv = torch.nn.Linear(h, 3 * H * h)
         self.local_out = torch.nn.Linear(H * h, H * h)  # the attention's output projection
         self.local_res = torch.nn.Linear(h, H * h)
-        self.local_dropout = torch.nn.Dropout(local_dropout)
+        self.local_dropout = Dropout(local_dropout)
         self.out_norm = torch.nn.LayerNorm(H * h)
         self.readout = torch.nn.Linear(2 * H * h, 1)
         for lin in (self.local_embed, self.local_qkv, self.local_out, self.local_res,
@@ -236,7 +237,7 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
         if conv_type == "full":
             self.fc_in = torch.nn.Sequential(  # the node's own features, for the query
                 torch.nn.Linear(in_channels, h), torch.nn.BatchNorm1d(h), torch.nn.ReLU(),
-                torch.nn.Dropout(dropout), torch.nn.Linear(h, h))
+                Dropout(dropout), torch.nn.Linear(h, h))
             self.lin_global = torch.nn.Linear(h, g)
             self.codebook = EMACodebook(num_centroids, 2 * g, decay)
             self.global_q = torch.nn.Linear(2 * g, H * h)
@@ -245,8 +246,8 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
             width = 2 * H * h
         self.ffn = torch.nn.Sequential(
             torch.nn.Linear(width, H * h), torch.nn.BatchNorm1d(H * h), torch.nn.ReLU(),
-            torch.nn.Dropout(dropout), torch.nn.Linear(H * h, h), torch.nn.BatchNorm1d(h),
-            torch.nn.ReLU(), torch.nn.Dropout(dropout))
+            Dropout(dropout), torch.nn.Linear(H * h, h), torch.nn.BatchNorm1d(h),
+            torch.nn.ReLU(), Dropout(dropout))
         self.classifier = torch.nn.Linear(h, out_channels)
 
     # --- precomputation, once per graph (and feature tensor) --------------------------
@@ -324,7 +325,7 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
         bias = counts.log().masked_fill(counts == 0, float("-inf")) if counts.any() \
             else torch.zeros_like(counts)  # nothing assigned yet (untrained): uniform
         logits = q @ k.transpose(1, 2) / math.sqrt(h) + bias
-        attn = F.dropout(logits.softmax(-1), self.attn_dropout, self.training)
+        attn = ops.dropout(logits.softmax(-1), self.attn_dropout, self.training)
         return (attn @ v).transpose(0, 1).reshape(-1, H * h)
 
     def _score(self, x: Tensor, hops: Tensor, samples: Tensor, pos: Tensor,

@@ -23,6 +23,7 @@ from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import check_dropouts, check_sizes
 from graphloc.nn.conv.latte import LATTEConv, MetaPath, check_heads, path_dst, path_src
+from graphloc.nn.dropout import Dropout
 
 _POOLING = ("concat", "last", "max", "mean")
 
@@ -129,9 +130,9 @@ class LATTE(ModelCapabilities, torch.nn.Module):
             LATTEConv(hidden_channels, hidden_channels, node_types,
                       meta_paths(relations, t + 1), heads=heads, attn_dropout=attn_dropout,
                       dropout=dropout) for t in range(num_layers))
-        self.dropout = torch.nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         width = hidden_channels * (num_layers if layer_pooling == "concat" else 1)
-        self.classifier = torch.nn.Sequential(torch.nn.Dropout(classifier_dropout),
+        self.classifier = torch.nn.Sequential(Dropout(classifier_dropout),
                                               torch.nn.Linear(width, out_channels))
         self._proximity_terms: list = []
 

@@ -11,6 +11,7 @@ from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import check_dropouts, check_input, check_sizes
 from graphloc.nn.conv.multi_edge import MultiEdgeConv
+from graphloc.nn.dropout import Dropout
 
 
 class MEGAGNN(ModelCapabilities, torch.nn.Module):
@@ -73,11 +74,11 @@ class MEGAGNN(ModelCapabilities, torch.nn.Module):
             for _ in range(num_layers))
         self.norms = torch.nn.ModuleList(torch.nn.BatchNorm1d(hidden)
                                          for _ in range(num_layers))
-        self.dropout = torch.nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         width = 3 * hidden if task == "edge" else hidden
         self.readout = torch.nn.Sequential(
-            torch.nn.Linear(width, 50), torch.nn.ReLU(), torch.nn.Dropout(final_dropout),
-            torch.nn.Linear(50, 25), torch.nn.ReLU(), torch.nn.Dropout(final_dropout),
+            torch.nn.Linear(width, 50), torch.nn.ReLU(), Dropout(final_dropout),
+            torch.nn.Linear(50, 25), torch.nn.ReLU(), Dropout(final_dropout),
             torch.nn.Linear(25, out_channels))
 
     def forward(self, x: Tensor, graph: Graph, edge_attr: Tensor, time: Tensor | None = None,

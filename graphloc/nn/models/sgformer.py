@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from graphloc import ops
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
 from graphloc.nn.conv.gcn import GCNConv
@@ -123,9 +124,9 @@ class _GlobalBranch(torch.nn.Module):
         _reset_all(self.fcs, self.attns, self.bns)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = F.dropout(F.relu(self.bns[0](self.fcs[0](x))), self.dropout, self.training)
+        x = ops.dropout(F.relu(self.bns[0](self.fcs[0](x))), self.dropout, self.training)
         for attn, norm in zip(self.attns, self.bns[1:], strict=True):
-            x = F.dropout(self.act(norm((attn(x) + x) / 2)), self.dropout, self.training)
+            x = ops.dropout(self.act(norm((attn(x) + x) / 2)), self.dropout, self.training)
         return x
 
 
@@ -144,8 +145,8 @@ class _GCNBranch(torch.nn.Module):
         _reset_all(self.fcs, self.convs, self.bns)
 
     def forward(self, x: Tensor, graph) -> Tensor:
-        x = F.dropout(F.relu(self.bns[0](self.fcs[0](x))), self.dropout, self.training)
+        x = ops.dropout(F.relu(self.bns[0](self.fcs[0](x))), self.dropout, self.training)
         first = x
         for conv, norm in zip(self.convs, self.bns[1:], strict=True):
-            x = F.dropout(F.relu(norm(conv(x, graph))), self.dropout, self.training) + first
+            x = ops.dropout(F.relu(norm(conv(x, graph))), self.dropout, self.training) + first
         return x

@@ -337,7 +337,9 @@ def _official_largegt_eval(model: LargeGT, x, edge_index, index):
 
 
 def test_largegt_equals_the_official_forward():
-    edge_index, graph, x, model = _trained_largegt(30, 70, seed=6, num_tokens=5,
+    # seed 8: a training run after which every centroid holds nodes (seed 6 did with
+    # torch's dropout masks, and left one empty with graphloc's)
+    edge_index, graph, x, model = _trained_largegt(30, 70, seed=8, num_tokens=5,
                                                    num_centroids=6)
     assert (model.codebook.counts > 0).all()  # log counts finite: no masked centroid
     index = torch.tensor([0, 7, 29, 13])
