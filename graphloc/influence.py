@@ -458,9 +458,8 @@ def _batched_if_components_stay_apart(model, x: Tensor, graph: Graph, nodes: Ten
     declared = capabilities_of(model)
     if declared.graphloc_hops is not None or declared.prunes_layers:
         return "batched"
-    node_ptr, ball, _, edge_ptr, src, dst, _ = ops.khop_subgraphs(graph, nodes[:2], max_hops)
-    edge_offset = torch.repeat_interleave(node_ptr[:-1], edge_ptr.diff())
-    edge_index = torch.stack([src + edge_offset, dst + edge_offset]).to(device)
+    node_ptr, ball, _, edge_index = _packed_balls(graph, nodes[:2], max_hops)
+    edge_index = edge_index.to(device)
     first = int(node_ptr[1])
     packed = x[ball].detach().to(device)
     moved = packed.clone()
@@ -615,12 +614,19 @@ def _gather_shards(T: Tensor, total: int, rank: int, world: int) -> Tensor:
 def _batch_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, device,
                      prune: bool) -> Tensor:
     """Balls of ``seeds`` packed as disjoint components; one forward, C backwards."""
-    node_ptr, nodes, hops, edge_ptr, src, dst, _ = ops.khop_subgraphs(graph, seeds, max_hops)
-    edge_offset = torch.repeat_interleave(node_ptr[:-1], edge_ptr.diff())
-    edge_index = torch.stack([src + edge_offset, dst + edge_offset])
+    node_ptr, nodes, hops, edge_index = _packed_balls(graph, seeds, max_hops)
     roots = node_ptr[:-1]
     total = _subgraph_jacobian_l1(model, x[nodes], edge_index, hops, roots, device, prune)
     return _per_hop(node_ptr, hops, total, max_hops)
+
+
+def _packed_balls(graph: Graph, seeds: Tensor, max_hops: int):
+    """The seeds' ``max_hops`` balls as disjoint components of one graph: ``(node_ptr,
+    nodes, hops, edge_index)``, ball s holding the packed rows ``node_ptr[s]:node_ptr[s+1]``
+    (global ids ``nodes``, hop distances ``hops``)."""
+    node_ptr, nodes, hops, edge_ptr, src, dst, _ = ops.khop_subgraphs(graph, seeds, max_hops)
+    edge_offset = torch.repeat_interleave(node_ptr[:-1], edge_ptr.diff())
+    return node_ptr, nodes, hops, torch.stack([src + edge_offset, dst + edge_offset])
 
 
 def _subgraph_jacobian_l1(model, x: Tensor, edge_index: Tensor, hop: Tensor, roots: Tensor,
