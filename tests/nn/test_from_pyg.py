@@ -201,3 +201,61 @@ def test_conversion_leaves_the_global_random_state_as_it_was(name, build):
         assert torch.equal(torch.get_rng_state(), state)
         assert all(w.filename == __file__ for w in record)
         assert (name == "jumping knowledge") == bool(record)
+
+
+def test_converted_gnns_take_pyg_basic_gnn_arguments():
+    """PyG's BasicGNN call (edge_weight, edge_attr, batch) on the converted model gives
+    PyG's outputs; a kind whose convs ignore an argument says so."""
+    torch.manual_seed(0)
+    x, edge_index = _probe()
+    gen = torch.Generator().manual_seed(3)
+    weight = torch.rand(edge_index.size(1), generator=gen)
+    attr = torch.randn(edge_index.size(1), 3, generator=gen)
+    batch = torch.zeros(x.size(0), dtype=torch.long)
+    cases = [(pyg.GCN(6, 8, 3, 4), {"edge_weight": weight}),
+             (pyg.GAT(6, 8, 2, 4, heads=2, edge_dim=3), {"edge_attr": attr}),
+             (pyg.GAT(6, 8, 2, 4, edge_dim=3), {}),  # PyG's: no edge term without them
+             (pyg.GIN(6, 8, 2, 4), {"batch": batch, "batch_size": 1})]
+    for theirs, kwargs in cases:
+        theirs.eval()
+        ours = from_pyg(theirs).eval()
+        assert isinstance(ours, GNN)
+        torch.testing.assert_close(ours(x, edge_index, **kwargs), theirs(x, edge_index, **kwargs))
+    theirs = pyg.GraphSAGE(6, 8, 2, 4).eval()
+    ours = from_pyg(theirs).eval()
+    with pytest.warns(UserWarning, match="take no edge_weight; ignored"):
+        got = ours(x, edge_index, edge_weight=weight)
+    torch.testing.assert_close(got, theirs(x, edge_index, edge_weight=weight))
+
+
+def _hop_ordered_batch(n=60, seeds=5, hops=2, seed=0):
+    """A NeighborLoader-style batch from graphloc's loader: nodes and edges listed by the
+    hop that added them, with the counts PyG's trim_to_layer reads."""
+    from graphloc import Graph
+    from graphloc.loader import NeighborLoader
+    x, edge_index = _probe(n=n, seed=seed)
+    graph = Graph(edge_index, num_nodes=n)
+    loader = NeighborLoader(graph, x, None, [3] * hops, batch_size=seeds)
+    return next(iter(loader))
+
+
+@pytest.mark.parametrize("kind", ["GCN", "GraphSAGE", "GAT", "GIN"])
+def test_trimmed_layers_give_pyg_trim_to_layer_outputs(kind):
+    torch.manual_seed(0)
+    theirs = getattr(pyg, kind)(6, 8, 2, 4).eval()
+    ours = from_pyg(theirs).eval()
+    batch = _hop_ordered_batch()
+    counts = {"num_sampled_nodes_per_hop": batch.num_sampled_nodes,
+              "num_sampled_edges_per_hop": batch.num_sampled_edges}
+    edge_index = batch.graph.edge_index
+    want = theirs(batch.x, edge_index, **counts)
+    got = ours(batch.x, edge_index, **counts)
+    torch.testing.assert_close(got, want)
+    assert got.size(0) < batch.x.size(0)
+    if kind != "GCN":  # GCN's normalisation reads the trimmed degrees (PyG's too)
+        torch.testing.assert_close(got[:batch.batch_size],
+                                   ours(batch.x, edge_index)[:batch.batch_size])
+    with pytest.raises(ValueError, match="go together"):
+        ours(batch.x, edge_index, num_sampled_nodes_per_hop=batch.num_sampled_nodes)
+    with pytest.raises(TypeError, match="edge_index tensor"):
+        ours(batch.x, batch.graph, **counts)

@@ -98,7 +98,8 @@ class GATConv(torch.nn.Module):
         negative_slope (float, default 0.2): LeakyReLU slope.
         dropout (float, default 0.0): dropout on the attention weights in training.
         add_self_loops (bool, default True): replace self-loops by one loop per node.
-        edge_dim (int, optional): edge feature width; edge features then enter the scores.
+        edge_dim (int, optional): edge feature width; edge features then enter the scores
+            (a call without them has no edge term, as in PyG).
         fill_value (float or str, default "mean"): edge features of the added loops: a
             constant, or "mean" / "sum" / "max" / "min" of the node's incoming edge features.
         bias (bool, default True): learn an additive bias.
@@ -168,10 +169,8 @@ class GATConv(torch.nn.Module):
         H, C = self.heads, self.out_channels
         # PyG's rule: the weights are returned whenever the argument is given, even False
         return_attention_weights = return_attention_weights is not None
-        if self.edge_dim is not None:
+        if self.edge_dim is not None:  # without edge features: no edge term, as PyG's
             edge_attr = edge_features_from(self, inputs, edge_attr)
-            if edge_attr is None:
-                raise ValueError("GATConv was built with edge_dim but got no edge_attr")
         else:
             edge_attr = inputs.edge_input(edge_attr)
         if edge_attr is not None and edge_attr.dim() == 1:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+import warnings
+
 import torch
 from torch import Tensor
 
@@ -75,13 +79,45 @@ class GNN(ModelCapabilities, torch.nn.Module):
             if hasattr(module, "reset_parameters"):
                 module.reset_parameters()
 
-    def forward(self, x: Tensor, graph) -> Tensor:
+    def forward(self, x: Tensor, graph, edge_weight: Tensor | None = None,
+                edge_attr: Tensor | None = None, batch: Tensor | None = None,
+                batch_size: int | None = None,
+                num_sampled_nodes_per_hop: list[int] | None = None,
+                num_sampled_edges_per_hop: list[int] | None = None) -> Tensor:
+        """PyG's ``BasicGNN`` call: ``edge_weight`` goes to convs that take edge weights
+        (gcn, cheb, graph), ``edge_attr`` to convs with edge features (gat, gine, ...);
+        a conv kind without them ignores them with a warning (PyG's ignores them
+        silently). ``batch`` and ``batch_size`` are accepted: graphloc's norms are per
+        node and do not read them. ``num_sampled_*_per_hop`` (a NeighborLoader's
+        counts, with ``graph`` an ``edge_index``) trim each layer's input to the nodes
+        and edges it still needs, as PyG's ``trim_to_layer``: the output has the
+        rows of the last layer's trimmed input."""
         self._check_width(x)
-        graph = as_graph(graph, x)  # wrap a raw edge_index once for all layers
-        for conv, norm in zip(self.convs[:-1], self.norms, strict=True):
-            h = self.dropout(self.act(norm(conv(x, graph))))
+        edge_values = self._edge_values(edge_weight, edge_attr)
+        trim = _LayerTrim.of(graph, num_sampled_nodes_per_hop, num_sampled_edges_per_hop,
+                             edge_weight, edge_attr)
+        if trim is None:
+            graph = as_graph(graph, x)  # wrap a raw edge_index once for all layers
+        for i, conv in enumerate(self.convs):
+            if trim is not None:
+                x, graph, edge_values = trim.to_layer(i, x, edge_values)
+            h = conv(x, graph, **edge_values)
+            if i == len(self.convs) - 1:
+                return h
+            h = self.dropout(self.act(self.norms[i](h)))
             x = x + h if self.residual and h.shape == x.shape else h
-        return self.convs[-1](x, graph)
+
+    def _edge_values(self, edge_weight: Tensor | None, edge_attr: Tensor | None) -> dict:
+        """The keyword arguments of each conv call: those of ``edge_weight`` and
+        ``edge_attr`` its kind takes."""
+        given = {"edge_weight": edge_weight, "edge_attr": edge_attr}
+        takes = _edge_arguments(type(self.convs[0]))
+        for name, value in given.items():
+            if value is not None and name not in takes:
+                warnings.warn(f"GNN({self.conv_name!r}): its convs take no {name}; ignored "
+                              "(as PyG's BasicGNN ignores it)", stacklevel=3)
+        return {name: value for name, value in given.items()
+                if name in takes and value is not None}
 
     def _check_width(self, x: Tensor) -> None:
         """The input width, checked here for every conv kind (a GINConv's network is the
@@ -207,3 +243,50 @@ class DAGNN(ModelCapabilities, torch.nn.Module):
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.lin1.in_features}, "
                 f"{self.lin2.out_features}, K={self.K})")
+
+
+@functools.cache
+def _edge_arguments(conv_class: type) -> frozenset[str]:
+    """Which of ``edge_weight`` and ``edge_attr`` a conv class's ``forward`` takes."""
+    parameters = inspect.signature(conv_class.forward).parameters
+    return frozenset(name for name in ("edge_weight", "edge_attr") if name in parameters)
+
+
+class _LayerTrim:
+    """PyG's ``trim_to_layer`` for a NeighborLoader batch: layer i drops the nodes and
+    edges sampled at the last i hops (listed last by the loader), which no output of
+    the remaining layers reads."""
+
+    def __init__(self, edge_index: Tensor, nodes_per_hop: list[int],
+                 edges_per_hop: list[int]):
+        self.edge_index, self.nodes, self.edges = edge_index, nodes_per_hop, edges_per_hop
+
+    @classmethod
+    def of(cls, graph, nodes_per_hop, edges_per_hop, edge_weight, edge_attr):
+        if nodes_per_hop is None and edges_per_hop is None:
+            return None
+        if nodes_per_hop is None or edges_per_hop is None:
+            raise ValueError("num_sampled_nodes_per_hop and num_sampled_edges_per_hop go "
+                             "together; got only one of them")
+        if not isinstance(graph, Tensor) or graph.is_sparse or graph.dim() != 2:
+            raise TypeError("trimming by num_sampled_*_per_hop needs the graph as an "
+                            f"edge_index tensor, got {type(graph).__name__}")
+        if edge_weight is not None and edge_attr is not None:
+            raise NotImplementedError("trimming both edge_weight and edge_attr is not "
+                                      "supported (nor by PyG's trim_to_layer)")
+        if len(nodes_per_hop) != len(edges_per_hop) + 1:
+            raise ValueError(f"num_sampled_nodes_per_hop has {len(nodes_per_hop)} entries, "
+                             f"num_sampled_edges_per_hop {len(edges_per_hop)}: a loader "
+                             "gives one more node count (the seeds) than edge counts")
+        return cls(graph, list(nodes_per_hop), list(edges_per_hop))
+
+    def to_layer(self, layer: int, x: Tensor, edge_values: dict):
+        """Layer ``layer``'s input: ``x`` (the previous layer's output) and the edge values
+        cut to the nodes and edges still needed, and the graph on them."""
+        if layer > 0 and layer < len(self.nodes):
+            x = x.narrow(0, 0, x.size(0) - self.nodes[-layer])
+            self.edge_index = self.edge_index.narrow(
+                1, 0, self.edge_index.size(1) - self.edges[-layer])
+            edge_values = {name: value.narrow(0, 0, self.edge_index.size(1))
+                           for name, value in edge_values.items()}
+        return x, Graph(self.edge_index, num_nodes=x.size(0)), edge_values

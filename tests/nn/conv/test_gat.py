@@ -65,12 +65,18 @@ def test_gat_attention_dropout_only_in_training():
     assert not torch.allclose(first, conv(x, edge_index))
 
 
+def test_gat_built_with_edge_dim_runs_without_edge_features_as_pyg():
+    """PyG's GATConv(edge_dim=...) called without edge_attr leaves the edge term out."""
+    edge_index, n = parity_graph(10)
+    graph = Graph(edge_index, num_nodes=n)
+    assert_parity(GATConv(8, 4, heads=2, edge_dim=3), pyg.GATConv(8, 4, heads=2, edge_dim=3),
+                  lambda m, x: m(x, graph), lambda m, x: m(x, edge_index), torch.randn(n, 8))
+
+
 def test_gat_bad_input():
     conv = GATConv(4, 2, heads=2, edge_dim=3)
     edge_index = torch.tensor([[0, 1], [1, 0]])
     assert repr(conv) == "GATConv(4, 2, heads=2)"
-    with pytest.raises(ValueError, match="built with edge_dim but got no edge_attr"):
-        conv(torch.randn(2, 4), edge_index)
     with pytest.raises(ValueError, match="edge_attr has 3 rows but the graph has 2 edges"):
         conv(torch.randn(2, 4), edge_index, torch.randn(3, 3))
     with pytest.raises(ValueError, match=r"\[N, 4\]"):
