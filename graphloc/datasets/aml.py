@@ -86,7 +86,7 @@ def _text_lines(path: str):
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
             try:
-                yield raw.decode("utf-8")
+                yield raw.decode("utf-8-sig" if number == 1 else "utf-8")  # a BOM
             except UnicodeDecodeError as err:
                 raise ValueError(f"{path}, line {number}: byte {raw[err.start]:#04x} at "
                                  f"column {err.start + 1} is not UTF-8 text") from None

@@ -132,10 +132,11 @@ def _node_labels(g, path: str) -> Tensor | None:
 
 
 def _edge_list(path: str) -> Graph:
-    """Two columns (source, destination) per line, comma, tab or space separated; a
-    header line is skipped; ids that are all integers (also written as "7.0") are used as
-    they are, others are numbered in order of appearance. Further columns (edge weights,
-    timestamps) are ignored with a warning: the datasets carry no edge attributes."""
+    """Two columns (source, destination) per line, tab, comma, semicolon or space
+    separated (UTF-8, a byte-order mark allowed); a header line is skipped; ids that are
+    all integers (also written as "7.0") are used as they are, others are numbered in
+    order of appearance. Further columns (edge weights, timestamps) are ignored with a
+    warning: the datasets carry no edge attributes."""
     lines = _edge_list_rows(path)
     if lines and _is_header([row for _, row in lines[:2]]):
         lines = lines[1:]
@@ -183,10 +184,12 @@ def _edge_list_rows(path: str) -> list:
     """(line number in the file, fields) of each line that is not blank or a comment:
     errors name the file's own line."""
     try:
-        with open(path, newline="") as f:
+        # utf-8-sig: a spreadsheet's byte-order mark otherwise glued itself to the first
+        # id, which made the first edge read as a header and dropped it
+        with open(path, newline="", encoding="utf-8-sig") as f:
             sample = f.read(4096)
             f.seek(0)
-            delimiter = "\t" if "\t" in sample else ("," if "," in sample else " ")
+            delimiter = next((d for d in ("\t", ",", ";") if d in sample), " ")
             reader = csv.reader(f, delimiter=delimiter, skipinitialspace=True)
             # "#" (SNAP) and "%" (KONECT, MatrixMarket) start comment lines
             return [(reader.line_num, row) for row in reader
@@ -295,7 +298,7 @@ def _matrix(path: str, rows: int, what: str) -> Tensor:
         else:
             value = torch.from_numpy(np.atleast_1d(np.genfromtxt(
                 path, delimiter="," if lower.endswith(".csv") else None,
-                skip_header=_has_header(path))))
+                skip_header=_has_header(path), encoding="utf-8-sig")))
     except Exception as err:
         raise ValueError(f"{path}: not a readable {what} file ({type(err).__name__}: "
                          f"{err})") from err
@@ -315,7 +318,7 @@ def _matrix(path: str, rows: int, what: str) -> Tensor:
 
 
 def _has_header(path: str) -> int:
-    with open(path) as f:
+    with open(path, encoding="utf-8-sig") as f:
         first = f.readline().replace(",", " ").split()
     return int(bool(first) and not all(_is_number(v) for v in first))
 

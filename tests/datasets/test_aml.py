@@ -151,3 +151,15 @@ def test_a_non_utf8_byte_names_its_line_and_column(tmp_path):
 def test_split_fractions_are_checked(fractions):
     with pytest.raises(ValueError, match="fractions must be"):
         temporal_split(torch.arange(10.0), fractions)
+
+
+def test_a_byte_order_mark_before_the_header_is_read_past(tmp_path):
+    _write(tmp_path / "Tiny_Trans.csv", COLUMNS, ROWS)
+    canonical = AMLTransactions(str(tmp_path), "Tiny")
+    other = tmp_path / "bom"
+    other.mkdir()
+    (other / "Tiny_Trans.csv").write_bytes(b"\xef\xbb\xbf" +
+                                           (tmp_path / "Tiny_Trans.csv").read_bytes())
+    marked = AMLTransactions(str(other), "Tiny")
+    assert marked.accounts == canonical.accounts
+    assert torch.equal(marked.edge_attr, canonical.edge_attr)

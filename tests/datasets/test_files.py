@@ -262,3 +262,26 @@ def test_a_saved_data_with_a_sparse_adjacency_instead_of_edge_index(tmp_path):
     torch.save(Data(x=torch.randn(3, 2)), tmp_path / "none.pt")
     with pytest.raises(ValueError, match="none.pt holds a Data without edges"):
         load_graph_file(str(tmp_path / "none.pt"))
+
+
+def test_a_byte_order_mark_keeps_the_first_edge_and_row(tmp_path):
+    """Spreadsheets save UTF-8 with a byte-order mark; glued to the first id it made the
+    first edge look like a header, which was dropped."""
+    edges, x, y = tmp_path / "e.csv", tmp_path / "x.csv", tmp_path / "y.csv"
+    bom = "\ufeff"
+    edges.write_text(bom + "0,1\n1,2\n2,3\n", encoding="utf-8")
+    x.write_text(bom + "0.5,1\n1,2\n0,0\n1,1\n", encoding="utf-8")
+    y.write_text(bom + "2\n1\n0\n1\n", encoding="utf-8")
+    data = load_graph_file(str(edges), features=str(x), labels=str(y))
+    assert data.graph.edge_index.tolist() == [[0, 1, 2], [1, 2, 3]]
+    assert data.x.tolist() == [[0.5, 1.0], [1.0, 2.0], [0.0, 0.0], [1.0, 1.0]]
+    assert data.y.tolist() == [2, 1, 0, 1]
+    edges.write_text(bom + "source,target\n0,1\n1,2\n", encoding="utf-8")
+    assert load_graph_file(str(edges)).graph.edge_index.tolist() == [[0, 1], [1, 2]]
+
+
+def test_semicolon_separated_edge_lists(tmp_path):
+    """What spreadsheets write where the decimal separator is a comma."""
+    path = tmp_path / "e.csv"
+    path.write_text("source;target\na;b\nb;c\n")
+    assert load_graph_file(str(path)).graph.edge_index.tolist() == [[0, 1], [1, 2]]
