@@ -79,17 +79,36 @@ void parallel_rows(const index_t* indptr, int64_t num_rows, F&& body) {
 
 // Prefetch a whole feature row (all its cache lines) ahead of use: gathers of random
 // neighbour rows are latency-bound, the hardware prefetcher only helps within a row.
-// Gathered rows are prefetched non-temporally (prefetchnta): they are read once or a few
-// times, and lines fetched so skip the outer caches on eviction instead of pushing out the
-// rows that are reused (the hubs of a power-law graph). Measured 2026-12-03 against
-// prefetcht2, paired in one process at the distance above: the power-law GCNConv step
-// 0.95x, the power-law sddmm forward + backward 0.37x, the road graph within noise
-// (RESULTS.md).
+//
+// The hint depends on the processor. On AMD's Zen, rows are prefetched non-temporally
+// (prefetchnta): lines fetched so skip the outer caches on eviction, so rows read once do not
+// push out the rows that are reused (the hubs of a power-law graph); measured 2026-12-03 on
+// an EPYC against prefetcht2, paired in one process: the power-law GCNConv step 0.95x, the
+// power-law sddmm forward + backward 0.37x, the road graph within noise (RESULTS.md). On an
+// Intel Xeon the same hint left the rows out of reach: the power-law spmm took 41 ms with
+// prefetchnta and 15 ms with prefetcht0, the road graph's 23 and 5.4 ms (F = 64,
+// 2026-12-03, RESULTS.md), so elsewhere rows are prefetched into every cache level (t0).
+inline const bool kNonTemporalPrefetch = [] {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd") != 0;
+#else
+  return false;
+#endif
+}();
+
+// The hint is chosen outside the loops: a trial that chose it per line (a switch inside the
+// loop) compiled to no prefetch at all, which GCC does not warn about (count the prefetch
+// instructions in the objects after changing these).
 template <typename scalar_t>
 inline void prefetch_row(const scalar_t* row, int64_t channels) {
   const char* p = reinterpret_cast<const char*>(row);
   const int64_t bytes = channels * static_cast<int64_t>(sizeof(scalar_t));
-  for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 0);
+  if (kNonTemporalPrefetch) {
+    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 0);
+  } else {
+    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
+  }
 }
 
 // prefetch_row in straight-line code for rows of up to four cache lines (64 floats), a loop
@@ -97,17 +116,25 @@ inline void prefetch_row(const scalar_t* row, int64_t channels) {
 // (measured 2026-12-03). The other kernels keep prefetch_row: where GCC vectorises scalar
 // accumulators itself these branches made it give up, and in the attention kernels the
 // unrolled form measured no gain above the noise (RESULTS.md, 2026-12-03).
+template <int locality>
+__attribute__((always_inline)) inline void prefetch_lines(const char* p, int64_t bytes) {
+  __builtin_prefetch(p, 0, locality);
+  if (bytes > 64) __builtin_prefetch(p + 64, 0, locality);
+  if (bytes > 128) __builtin_prefetch(p + 128, 0, locality);
+  if (bytes > 192) __builtin_prefetch(p + 192, 0, locality);
+  if (__builtin_expect(bytes > 256, 0))
+    for (int64_t off = 256; off < bytes; off += 64) __builtin_prefetch(p + off, 0, locality);
+}
+
 template <typename scalar_t>
 __attribute__((always_inline)) inline void prefetch_row_unrolled(const scalar_t* row,
                                                                  int64_t channels) {
   const char* p = reinterpret_cast<const char*>(row);
   const int64_t bytes = channels * static_cast<int64_t>(sizeof(scalar_t));
-  __builtin_prefetch(p, 0, 0);
-  if (bytes > 64) __builtin_prefetch(p + 64, 0, 0);
-  if (bytes > 128) __builtin_prefetch(p + 128, 0, 0);
-  if (bytes > 192) __builtin_prefetch(p + 192, 0, 0);
-  if (__builtin_expect(bytes > 256, 0))
-    for (int64_t off = 256; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 0);
+  if (kNonTemporalPrefetch)
+    prefetch_lines<0>(p, bytes);
+  else
+    prefetch_lines<3>(p, bytes);
 }
 
 // The widest register tile that divides the channels of one head (0: none fits).
