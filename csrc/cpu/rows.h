@@ -85,9 +85,10 @@ void parallel_rows(const index_t* indptr, int64_t num_rows, F&& body) {
 // push out the rows that are reused (the hubs of a power-law graph); measured 2026-12-03 on
 // an EPYC against prefetcht2, paired in one process: the power-law GCNConv step 0.95x, the
 // power-law sddmm forward + backward 0.37x, the road graph within noise (RESULTS.md). On an
-// Intel Xeon the same hint left the rows out of reach: the power-law spmm took 41 ms with
-// prefetchnta and 15 ms with prefetcht0, the road graph's 23 and 5.4 ms (F = 64,
-// 2026-12-03, RESULTS.md), so elsewhere rows are prefetched into every cache level (t0).
+// Intel Xeon the same hint left the rows out of reach: the power-law spmm forward took 41 ms
+// with prefetchnta and 13 to 15 ms with prefetcht0, the road graph's 21 and 5 to 6 ms, GAT's
+// attention forward + backward 180 and 87 ms (F = 64, 2026-12-03, RESULTS.md), so elsewhere
+// rows are prefetched into every cache level (t0).
 inline const bool kNonTemporalPrefetch = [] {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
