@@ -113,8 +113,24 @@ def _networkx_file(path: str):
                          f"{err})") from err
     if g.number_of_nodes() == 0:
         raise ValueError(f"{path} has no nodes")
+    _warn_of_unread_attributes(g, path)
     graph = Graph.from_networkx(g)
     return graph, None, _node_labels(g, path)
+
+
+def _warn_of_unread_attributes(g, path: str) -> None:
+    """Names the node and edge attributes the dataset leaves out, as the edge list does for
+    its extra columns: a street graph's lengths or a graph's weights were dropped
+    without a word."""
+    edge_keys = sorted({str(key) for *_, data in g.edges(data=True) for key in data})
+    node_keys = sorted({str(key) for _, data in g.nodes(data=True) for key in data}
+                       - {"y", "label"})
+    unread = ([f"edge attributes {edge_keys}"] if edge_keys else []) + \
+        ([f"node attributes {node_keys}"] if node_keys else [])
+    if unread:
+        warnings.warn(f"{path}: {' and '.join(unread)} are not read: the datasets carry no "
+                      "edge attributes, and node features come from a features file "
+                      "(default: degree features)", stacklevel=4)
 
 
 def _node_labels(g, path: str) -> Tensor | None:

@@ -285,3 +285,20 @@ def test_semicolon_separated_edge_lists(tmp_path):
     path = tmp_path / "e.csv"
     path.write_text("source;target\na;b\nb;c\n")
     assert load_graph_file(str(path)).graph.edge_index.tolist() == [[0, 1], [1, 2]]
+
+
+def test_graphml_attributes_left_out_are_named(tmp_path):
+    g = nx.Graph()
+    g.add_edge(0, 1, weight=2.5, length=10.0)
+    g.add_edge(1, 2, weight=1.0)
+    g.nodes[0]["population"] = 3
+    g.nodes[1]["label"] = "a"
+    nx.write_graphml(g, tmp_path / "w.graphml")
+    with pytest.warns(UserWarning, match=r"edge attributes \['length', 'weight'\] and node "
+                                         r"attributes \['population'\] are not read"):
+        ds = load_graph_file(str(tmp_path / "w.graphml"))
+    assert ds.graph.num_edges == 4
+    nx.write_graphml(nx.path_graph(3), tmp_path / "plain.graphml")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_graph_file(str(tmp_path / "plain.graphml"))
