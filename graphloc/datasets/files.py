@@ -203,7 +203,9 @@ def _edge_list_rows(path: str) -> list:
         # utf-8-sig: a spreadsheet's byte-order mark otherwise glued itself to the first
         # id, which made the first edge read as a header and dropped it
         with open(path, newline="", encoding="utf-8-sig") as f:
-            sample = f.read(4096)
+            # the delimiter is sniffed from the edges: a comma in a comment is no delimiter
+            sample = "\n".join(line for line in f.read(4096).splitlines()
+                               if not line.startswith(("#", "%")))
             f.seek(0)
             delimiter = next((d for d in ("\t", ",", ";") if d in sample), " ")
             reader = csv.reader(f, delimiter=delimiter, skipinitialspace=True)

@@ -302,3 +302,9 @@ def test_graphml_attributes_left_out_are_named(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_graph_file(str(tmp_path / "plain.graphml"))
+
+
+def test_the_delimiter_is_read_from_the_edges_not_the_comments(tmp_path):
+    path = tmp_path / "snap.txt"
+    path.write_text("# Citations, 1993-2003; from arXiv\n% another, comment\n0 1\n1 2\n")
+    assert load_graph_file(str(path)).graph.edge_index.tolist() == [[0, 1], [1, 2]]
