@@ -259,3 +259,18 @@ def test_trimmed_layers_give_pyg_trim_to_layer_outputs(kind):
         ours(batch.x, edge_index, num_sampled_nodes_per_hop=batch.num_sampled_nodes)
     with pytest.raises(TypeError, match="edge_index tensor"):
         ours(batch.x, batch.graph, **counts)
+    nodes, edges = batch.num_sampled_nodes, batch.num_sampled_edges
+    with pytest.raises(ValueError, match=rf"num_sampled_nodes_per_hop must be counts >= 0 "
+                                         rf"summing to the batch's {batch.x.size(0)} nodes"):
+        ours(batch.x, edge_index, num_sampled_nodes_per_hop=[nodes[0] + 1, *nodes[1:]],
+             num_sampled_edges_per_hop=edges)
+    with pytest.raises(ValueError, match="num_sampled_edges_per_hop must be counts >= 0"):
+        ours(batch.x, edge_index, num_sampled_nodes_per_hop=nodes,
+             num_sampled_edges_per_hop=[-1, *edges[1:]])
+    with pytest.raises(ValueError, match="one more node count"):
+        ours(batch.x, edge_index, num_sampled_nodes_per_hop=nodes,
+             num_sampled_edges_per_hop=edges[:-1])
+    if kind == "GCN":
+        with pytest.raises(NotImplementedError, match="both edge_weight and edge_attr"):
+            ours(batch.x, edge_index, edge_weight=torch.ones(edge_index.size(1)),
+                 edge_attr=torch.ones(edge_index.size(1), 2), **counts)

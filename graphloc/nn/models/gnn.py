@@ -9,6 +9,7 @@ import warnings
 import torch
 from torch import Tensor
 
+from graphloc.checks import is_int_at_least
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, SAGEConv
@@ -94,8 +95,8 @@ class GNN(ModelCapabilities, torch.nn.Module):
         rows of the last layer's trimmed input."""
         self._check_width(x)
         edge_values = self._edge_values(edge_weight, edge_attr)
-        trim = _LayerTrim.of(graph, num_sampled_nodes_per_hop, num_sampled_edges_per_hop,
-                             edge_weight, edge_attr)
+        trim = _LayerTrim.of(graph, x.size(0), num_sampled_nodes_per_hop,
+                             num_sampled_edges_per_hop, edge_weight, edge_attr)
         if trim is None:
             graph = as_graph(graph, x)  # wrap a raw edge_index once for all layers
         for i, conv in enumerate(self.convs):
@@ -262,7 +263,7 @@ class _LayerTrim:
         self.edge_index, self.nodes, self.edges = edge_index, nodes_per_hop, edges_per_hop
 
     @classmethod
-    def of(cls, graph, nodes_per_hop, edges_per_hop, edge_weight, edge_attr):
+    def of(cls, graph, num_nodes: int, nodes_per_hop, edges_per_hop, edge_weight, edge_attr):
         if nodes_per_hop is None and edges_per_hop is None:
             return None
         if nodes_per_hop is None or edges_per_hop is None:
@@ -278,6 +279,13 @@ class _LayerTrim:
             raise ValueError(f"num_sampled_nodes_per_hop has {len(nodes_per_hop)} entries, "
                              f"num_sampled_edges_per_hop {len(edges_per_hop)}: a loader "
                              "gives one more node count (the seeds) than edge counts")
+        for name, counts, total in (("num_sampled_nodes_per_hop", nodes_per_hop, num_nodes),
+                                    ("num_sampled_edges_per_hop", edges_per_hop,
+                                     graph.size(1))):
+            if any(not is_int_at_least(c, 0) for c in counts) or sum(counts) != total:
+                raise ValueError(f"{name} must be counts >= 0 summing to the batch's "
+                                 f"{total} {name.split('_')[2]} (as a loader gives them), "
+                                 f"got {list(counts)}")
         return cls(graph, list(nodes_per_hop), list(edges_per_hop))
 
     def to_layer(self, layer: int, x: Tensor, edge_values: dict):
