@@ -23,28 +23,6 @@
 
 namespace graphloc {
 
-// Bytes of gathered rows in flight ahead of use: the rows of the edges (or transpose
-// entries) that many bytes on are prefetched, which hides the DRAM latency of rows gathered
-// at random. A budget in bytes rather than a fixed count of edges: the best count measured
-// fell as the rows widened (spmm sum, 2026-12-03, paired in one process: at 64-byte rows
-// 128 to 192 edges, at 256-byte rows 64 to 96, at 1 KiB rows 16 to 32; about 16 KiB each
-// time, a third of the 48 KiB L1). The fixed 32 edges used before cost 15% to 25% of the
-// power-law spmm at F = 64 (RESULTS.md, 2026-12-03).
-constexpr int64_t kPrefetchBytes = int64_t(16) << 10;
-
-// The prefetch distance in edges for gathered rows of row_bytes bytes: kPrefetchBytes of
-// rows, at least 16 edges (wide rows: enough to cover the latency) and at most 256 (narrow
-// rows: the index reads ahead stay in L1).
-inline int64_t prefetch_distance(int64_t row_bytes) {
-  return std::clamp<int64_t>(kPrefetchBytes / std::max<int64_t>(row_bytes, 1), 16, 256);
-}
-
-// prefetch_distance for gathered rows of `channels` values of scalar_t.
-template <typename scalar_t>
-inline int64_t prefetch_distance_of(int64_t channels) {
-  return prefetch_distance(channels * static_cast<int64_t>(sizeof(scalar_t)));
-}
-
 template <typename index_t, typename F>
 void parallel_rows(const index_t* indptr, int64_t num_rows, F&& body) {
   if (num_rows == 0) return;
@@ -97,6 +75,35 @@ inline const bool kNonTemporalPrefetch = [] {
   return false;
 #endif
 }();
+
+// Bytes of gathered rows in flight ahead of use: the rows of the edges (or transpose
+// entries) that many bytes on are prefetched, which hides the latency of rows gathered at
+// random. A budget in bytes rather than a fixed count of edges: the best count measured
+// fell as the rows widened (spmm sum, 2026-12-03 on an EPYC, paired in one process: at
+// 64-byte rows 128 to 192 edges, at 256-byte rows 64 to 96, at 1 KiB rows 16 to 32; about
+// 16 KiB each time, a third of the 48 KiB L1). The fixed 32 edges used before cost 15% to 25%
+// of the power-law spmm at F = 64 there. With prefetcht0 (every processor but AMD's, above)
+// half of that: on an Intel Xeon, paired in one process at 256-byte rows, 8 KiB against
+// 16 KiB took the power-law spmm forward 0.82x to 0.84x, its forward + backward 0.97x to
+// 0.99x and GAT's attention forward + backward 0.96x to 0.97x, the road graph's 0.96x to
+// 0.99x; 4 KiB gave the attention 0.94x to 0.95x but the spmm forward + backward 1.00x to
+// 1.02x (RESULTS.md, 2026-12-03).
+inline int64_t prefetch_bytes() {
+  return kNonTemporalPrefetch ? int64_t(16) << 10 : int64_t(8) << 10;
+}
+
+// The prefetch distance in edges for gathered rows of row_bytes bytes: prefetch_bytes() of
+// rows, at least 16 edges (wide rows: enough to cover the latency) and at most 256 (narrow
+// rows: the index reads ahead stay in L1).
+inline int64_t prefetch_distance(int64_t row_bytes) {
+  return std::clamp<int64_t>(prefetch_bytes() / std::max<int64_t>(row_bytes, 1), 16, 256);
+}
+
+// prefetch_distance for gathered rows of `channels` values of scalar_t.
+template <typename scalar_t>
+inline int64_t prefetch_distance_of(int64_t channels) {
+  return prefetch_distance(channels * static_cast<int64_t>(sizeof(scalar_t)));
+}
 
 // The hint is chosen outside the loops: a trial that chose it per line (a switch inside the
 // loop) compiled to no prefetch at all, which GCC does not warn about (count the prefetch
