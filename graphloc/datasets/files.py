@@ -47,6 +47,7 @@ def load_graph_file(path: str, features: str | None = None,
         x, y = getattr(data, "x", None), getattr(data, "y", None)
         graph = Graph(data.edge_index, num_nodes=data.num_nodes)
         split = pyg_split(data, graph.num_nodes)
+        _warn_of_unread_keys(data, path, split is not None)
     elif lower.endswith((".graphml", ".gml")):
         graph, x, y = _networkx_file(path)
     elif lower.endswith(".mtx"):
@@ -85,6 +86,23 @@ def _torch_file(path: str):
     if data.edge_index is None:
         return _with_edges_of_adjacency(path, data)
     return data
+
+
+def _warn_of_unread_keys(data, path: str, split_read: bool) -> None:
+    """Names the attributes of a PyG Data that the dataset leaves out (its edge_weight or
+    edge_attr, pos, ...), as GraphML files and edge lists do: they were dropped without a
+    word."""
+    keys = getattr(data, "keys", None)
+    if keys is None:
+        return
+    read = {"edge_index", "x", "y", "num_nodes"}
+    if split_read:
+        read |= {"train_mask", "val_mask", "test_mask"}
+    unread = sorted(map(str, set(keys() if callable(keys) else keys) - read))
+    if unread:
+        warnings.warn(f"{path}: Data attributes {unread} are not read: the datasets carry no "
+                      "edge attributes, and only x, y and a complete train/val/test_mask "
+                      "split are taken from a Data", stacklevel=3)
 
 
 def _with_edges_of_adjacency(path: str, data):

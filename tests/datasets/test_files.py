@@ -304,6 +304,28 @@ def test_graphml_attributes_left_out_are_named(tmp_path):
         load_graph_file(str(tmp_path / "plain.graphml"))
 
 
+def test_saved_data_attributes_left_out_are_named(tmp_path):
+    """A PyG Data's edge weights, edge features and positions were dropped without a word;
+    an incomplete split's masks too (the default split is used then)."""
+    from torch_geometric.data import Data
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 3]])
+    torch.save(Data(x=torch.randn(4, 2), edge_index=edge_index, y=torch.tensor([0, 1, 0, 1]),
+                    edge_weight=torch.rand(3), edge_attr=torch.randn(3, 2),
+                    pos=torch.randn(4, 2), train_mask=torch.ones(4, dtype=torch.bool)),
+               tmp_path / "w.pt")
+    with pytest.warns(UserWarning, match=r"w.pt: Data attributes \['edge_attr', 'edge_weight', "
+                                         r"'pos', 'train_mask'\] are not read"):
+        ds = load_graph_file(str(tmp_path / "w.pt"))
+    assert ds.graph.edge_index.tolist() == edge_index.tolist()
+    ids = torch.arange(4)
+    torch.save(Data(x=torch.randn(4, 2), edge_index=edge_index, y=ids % 2, num_nodes=4,
+                    train_mask=ids < 2, val_mask=ids == 2, test_mask=ids == 3),
+               tmp_path / "plain.pt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_graph_file(str(tmp_path / "plain.pt"))
+
+
 def test_the_delimiter_is_read_from_the_edges_not_the_comments(tmp_path):
     path = tmp_path / "snap.txt"
     path.write_text("# Citations, 1993-2003; from arXiv\n% another, comment\n0 1\n1 2\n")
