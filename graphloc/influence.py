@@ -346,6 +346,7 @@ def _inputs(data) -> tuple[Tensor, Graph]:
         x, structure = data.x, data.graph
     elif hasattr(data, "edge_index"):  # PyG Data
         x, structure = getattr(data, "x", None), data.edge_index
+        _warn_of_edge_values_left_out(data)
         if structure is not None and x is not None and not isinstance(structure, Graph):
             structure = Graph(structure, num_nodes=data.num_nodes)
     else:
@@ -361,6 +362,21 @@ def _inputs(data) -> tuple[Tensor, Graph]:
     if x.dim() != 2 or x.size(0) != graph.num_nodes:
         raise ValueError(f"x must be [{graph.num_nodes}, F], got {list(x.shape)}")
     return x, graph
+
+
+def _warn_of_edge_values_left_out(data) -> None:
+    """The model is called as ``model(x, edge_index)`` (as PyG's total_influence calls it):
+    a Data's edge weights or features would be left out of the measured model without a
+    word, so they are named."""
+    keys = getattr(data, "keys", None)
+    if keys is None:
+        return
+    edge_values = sorted(str(k) for k in (keys() if callable(keys) else keys)
+                         if str(k).startswith("edge_") and k != "edge_index")
+    if edge_values:
+        warnings.warn(f"data has {edge_values}, which the model does not get: influence calls "
+                      "model(x, edge_index), as PyG's total_influence does. To measure a model "
+                      "that uses them, wrap it so that it reads them itself", stacklevel=4)
 
 
 def _seeds(num_nodes: int, num_samples, nodes, seed, allow_empty: bool = False) -> Tensor:

@@ -1,6 +1,7 @@
 """Total influence against PyG's implementation, a dense Jacobian oracle, and bad input."""
 
 import json
+import warnings
 
 import pytest
 import torch
@@ -65,6 +66,31 @@ def test_same_numbers_as_pyg(name, max_hops, graph):
                                        normalize=normalize, average=average, batch_size=5)
         torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-12)
         assert r_ours == pytest.approx(r_theirs, rel=1e-5)
+
+
+def test_edge_values_of_a_data_that_the_model_does_not_get_are_named():
+    """influence calls model(x, edge_index), as PyG's total_influence does: a Data's edge
+    weights were left out of the measured model without a word. The numbers stay PyG's."""
+    import torch_geometric.nn as pyg_nn
+    data = road_data(num_nodes=120)
+    weighted = data.clone()
+    weighted.edge_weight = torch.rand(data.num_edges, generator=torch.Generator().manual_seed(2))
+    weighted.edge_attr = torch.randn(data.num_edges, 2)
+    torch.manual_seed(0)
+    model = pyg_nn.GCN(6, 8, 2, 3)
+    for run in (total_influence, measure):
+        with pytest.warns(UserWarning, match=r"data has \['edge_attr', 'edge_weight'\], which "
+                                             r"the model does not get"):
+            run(model, weighted, max_hops=2, num_samples=8)
+    torch.manual_seed(5)
+    theirs, r_theirs = pyg_total_influence(model, weighted, 2, num_samples=8)
+    torch.manual_seed(5)
+    with pytest.warns(UserWarning, match="does not get"):
+        ours, r_ours = total_influence(model, weighted, 2, num_samples=8)
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        total_influence(model, data, max_hops=2, num_samples=8)
 
 
 def test_batched_and_per_seed_paths_agree():
