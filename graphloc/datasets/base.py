@@ -44,6 +44,12 @@ class NodeDataset:
                              f"{list(getattr(self.x, 'shape', []))}")
         if not self.x.is_floating_point():
             raise TypeError(f"{self.name}: x must be floating point, got {self.x.dtype}")
+        for field, rows, what in (("pos", n, "node"), ("edge_attr", self.graph.num_edges, "edge")):
+            value = getattr(self, field)
+            if value is not None and (not isinstance(value, Tensor) or value.dim() == 0
+                                      or value.size(0) != rows):
+                raise ValueError(f"{self.name}: {field} must have a row per {what} ({rows}), "
+                                 f"got {list(getattr(value, 'shape', []))}")
         # -1: a node without a label (PyG's convention), which no split may hold
         check_labels_and_splits(self, n, unlabelled=True)
 

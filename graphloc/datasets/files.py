@@ -41,12 +41,13 @@ def load_graph_file(path: str, features: str | None = None,
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no graph file at {path}")
     lower = path.lower()
-    split = None
+    split, extra = None, {}
     if lower.endswith(".pt"):
         data = _torch_file(path)
         x, y = getattr(data, "x", None), getattr(data, "y", None)
         graph = Graph(data.edge_index, num_nodes=data.num_nodes)
         split = pyg_split(data, graph.num_nodes)
+        extra = {key: getattr(data, key, None) for key in ("pos", "edge_attr")}  # as from_pyg
         _warn_of_unread_keys(data, path, split is not None)
     elif lower.endswith((".graphml", ".gml")):
         graph, x, y = _networkx_file(path)
@@ -63,7 +64,7 @@ def load_graph_file(path: str, features: str | None = None,
     y = class_labels(y, name) if labelled else torch.zeros(graph.num_nodes, dtype=torch.long)
     # the files given override the Data's own x and y; its masks are kept
     return NodeDataset(name, graph, float_features(x), y, *(split or labelled_split(y)),
-                       labelled=labelled)
+                       labelled=labelled, **extra)
 
 
 def default_features(graph: Graph) -> Tensor:
@@ -89,20 +90,20 @@ def _torch_file(path: str):
 
 
 def _warn_of_unread_keys(data, path: str, split_read: bool) -> None:
-    """Names the attributes of a PyG Data that the dataset leaves out (its edge_weight or
-    edge_attr, pos, ...), as GraphML files and edge lists do: they were dropped without a
-    word."""
+    """Names the attributes of a PyG Data that the dataset leaves out (its edge_weight, an
+    incomplete split's masks, ...), as GraphML files and edge lists do: they were dropped
+    without a word."""
     keys = getattr(data, "keys", None)
     if keys is None:
         return
-    read = {"edge_index", "x", "y", "num_nodes"}
+    read = {"edge_index", "x", "y", "num_nodes", "pos", "edge_attr"}
     if split_read:
         read |= {"train_mask", "val_mask", "test_mask"}
     unread = sorted(map(str, set(keys() if callable(keys) else keys) - read))
     if unread:
-        warnings.warn(f"{path}: Data attributes {unread} are not read: the datasets carry no "
-                      "edge attributes, and only x, y and a complete train/val/test_mask "
-                      "split are taken from a Data", stacklevel=3)
+        warnings.warn(f"{path}: Data attributes {unread} are not read: a dataset takes x, y, "
+                      "edge_index, pos, edge_attr and a complete train/val/test_mask split "
+                      "from a Data", stacklevel=3)
 
 
 def _with_edges_of_adjacency(path: str, data):

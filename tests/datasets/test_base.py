@@ -84,6 +84,21 @@ def test_unlabelled_nodes_outside_the_splits_train():
         NodeDataset.from_pyg(data)
 
 
+def test_positions_and_edge_features_of_another_size_are_refused():
+    """A Data's pos or edge_attr with a row count other than the graph's was kept as it
+    was, to be read against the wrong nodes or edges later."""
+    from torch_geometric.data import Data
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 3]])
+    base = {"x": torch.randn(4, 2), "edge_index": edge_index, "y": torch.tensor([0, 1, 0, 1])}
+    with pytest.raises(ValueError, match=r"pyg: edge_attr must have a row per edge \(3\), got "
+                                         r"\[2, 2\]"):
+        NodeDataset.from_pyg(Data(**base, edge_attr=torch.randn(2, 2)))
+    with pytest.raises(ValueError, match=r"pyg: pos must have a row per node \(4\), got "
+                                         r"\[5, 2\]"):
+        NodeDataset.from_pyg(Data(**base, pos=torch.randn(5, 2)))
+    kept = NodeDataset.from_pyg(Data(**base, pos=torch.randn(4, 2), edge_attr=torch.randn(3)))
+    assert kept.pos.shape == (4, 2) and kept.edge_attr.shape == (3,)
+
 
 def test_nodes_shared_between_or_repeated_in_splits_warn():
     """A test accuracy measured partly on training nodes, or a node counted twice, is a

@@ -305,18 +305,21 @@ def test_graphml_attributes_left_out_are_named(tmp_path):
 
 
 def test_saved_data_attributes_left_out_are_named(tmp_path):
-    """A PyG Data's edge weights, edge features and positions were dropped without a word;
-    an incomplete split's masks too (the default split is used then)."""
+    """A PyG Data's edge weights were dropped without a word, and an incomplete split's
+    masks (the default split is used then). Its positions and edge features are kept, as
+    NodeDataset.from_pyg keeps them."""
     from torch_geometric.data import Data
     edge_index = torch.tensor([[0, 1, 2], [1, 2, 3]])
     torch.save(Data(x=torch.randn(4, 2), edge_index=edge_index, y=torch.tensor([0, 1, 0, 1]),
                     edge_weight=torch.rand(3), edge_attr=torch.randn(3, 2),
                     pos=torch.randn(4, 2), train_mask=torch.ones(4, dtype=torch.bool)),
                tmp_path / "w.pt")
-    with pytest.warns(UserWarning, match=r"w.pt: Data attributes \['edge_attr', 'edge_weight', "
-                                         r"'pos', 'train_mask'\] are not read"):
+    with pytest.warns(UserWarning, match=r"w.pt: Data attributes \['edge_weight', "
+                                         r"'train_mask'\] are not read"):
         ds = load_graph_file(str(tmp_path / "w.pt"))
+    saved = torch.load(tmp_path / "w.pt", weights_only=False)
     assert ds.graph.edge_index.tolist() == edge_index.tolist()
+    assert torch.equal(ds.edge_attr, saved.edge_attr) and torch.equal(ds.pos, saved.pos)
     ids = torch.arange(4)
     torch.save(Data(x=torch.randn(4, 2), edge_index=edge_index, y=ids % 2, num_nodes=4,
                     train_mask=ids < 2, val_mask=ids == 2, test_mask=ids == 3),
