@@ -86,14 +86,17 @@ class NodeDataset:
     def from_pyg(cls, data, name: str = "pyg") -> NodeDataset:
         """From a PyG ``Data`` with ``x``, ``edge_index`` and ``y``; the split from
         ``train_mask``/``val_mask``/``test_mask`` (boolean masks or node ids), else
-        :func:`city_split`."""
+        :func:`city_split`. ``pos`` and ``edge_attr`` are kept; the Data's other
+        attributes (``edge_weight``, say) are named in a warning."""
         for key in ("x", "edge_index", "y"):
             if getattr(data, key, None) is None:
                 raise ValueError(f"the PyG Data has no {key!r}: a NodeDataset needs x, "
                                  "edge_index and y")
         graph = Graph(data.edge_index, num_nodes=data.num_nodes)
         y = class_labels(data.y, name)
-        split = pyg_split(data, graph.num_nodes) or labelled_split(y)
+        split = pyg_split(data, graph.num_nodes)
+        warn_of_unread_keys(data, name, split is not None, stacklevel=3)
+        split = split or labelled_split(y)
         return cls(name, graph, float_features(data.x), y, *split,
                    pos=getattr(data, "pos", None), edge_attr=getattr(data, "edge_attr", None))
 
@@ -177,6 +180,23 @@ def _warn_on_shared_split_nodes(dataset, n: int, node: str) -> None:
                               f"{int(shared.sum())} {node}s (the first: "
                               f"{int(second[shared][0])}), so {names[b]}'s accuracy is "
                               f"measured on nodes {names[a]} also holds", stacklevel=5)
+
+
+def warn_of_unread_keys(data, where: str, split_read: bool, stacklevel: int) -> None:
+    """Names the attributes of a PyG Data that a NodeDataset leaves out (its edge_weight,
+    an incomplete split's masks, ...), as GraphML files and edge lists do: they were
+    dropped without a word."""
+    keys = getattr(data, "keys", None)
+    if keys is None:
+        return
+    read = {"edge_index", "x", "y", "num_nodes", "pos", "edge_attr"}
+    if split_read:
+        read |= {"train_mask", "val_mask", "test_mask"}
+    unread = sorted(map(str, set(keys() if callable(keys) else keys) - read))
+    if unread:
+        warnings.warn(f"{where}: Data attributes {unread} are not read: a dataset takes x, y, "
+                      "edge_index, pos, edge_attr and a complete train/val/test_mask split "
+                      "from a Data", stacklevel=stacklevel)
 
 
 def pyg_split(data, num_nodes: int) -> tuple[Tensor, Tensor, Tensor] | None:

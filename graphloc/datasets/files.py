@@ -24,6 +24,7 @@ from graphloc.datasets.base import (
     float_features,
     labelled_split,
     pyg_split,
+    warn_of_unread_keys,
 )
 from graphloc.graph import Graph
 
@@ -48,7 +49,7 @@ def load_graph_file(path: str, features: str | None = None,
         graph = Graph(data.edge_index, num_nodes=data.num_nodes)
         split = pyg_split(data, graph.num_nodes)
         extra = {key: getattr(data, key, None) for key in ("pos", "edge_attr")}  # as from_pyg
-        _warn_of_unread_keys(data, path, split is not None)
+        warn_of_unread_keys(data, path, split is not None, stacklevel=3)
     elif lower.endswith((".graphml", ".gml")):
         graph, x, y = _networkx_file(path)
     elif lower.endswith(".mtx"):
@@ -87,23 +88,6 @@ def _torch_file(path: str):
     if data.edge_index is None:
         return _with_edges_of_adjacency(path, data)
     return data
-
-
-def _warn_of_unread_keys(data, path: str, split_read: bool) -> None:
-    """Names the attributes of a PyG Data that the dataset leaves out (its edge_weight, an
-    incomplete split's masks, ...), as GraphML files and edge lists do: they were dropped
-    without a word."""
-    keys = getattr(data, "keys", None)
-    if keys is None:
-        return
-    read = {"edge_index", "x", "y", "num_nodes", "pos", "edge_attr"}
-    if split_read:
-        read |= {"train_mask", "val_mask", "test_mask"}
-    unread = sorted(map(str, set(keys() if callable(keys) else keys) - read))
-    if unread:
-        warnings.warn(f"{path}: Data attributes {unread} are not read: a dataset takes x, y, "
-                      "edge_index, pos, edge_attr and a complete train/val/test_mask split "
-                      "from a Data", stacklevel=3)
 
 
 def _with_edges_of_adjacency(path: str, data):

@@ -1,5 +1,7 @@
 """NodeDataset: every tensor must agree with the graph, or the field is named."""
 
+import warnings
+
 import pytest
 import torch
 
@@ -98,6 +100,21 @@ def test_positions_and_edge_features_of_another_size_are_refused():
         NodeDataset.from_pyg(Data(**base, pos=torch.randn(5, 2)))
     kept = NodeDataset.from_pyg(Data(**base, pos=torch.randn(4, 2), edge_attr=torch.randn(3)))
     assert kept.pos.shape == (4, 2) and kept.edge_attr.shape == (3,)
+
+
+def test_data_attributes_a_dataset_leaves_out_are_named():
+    """fit(data) on a Data with edge weights trained without them, without a word."""
+    from torch_geometric.data import Data
+    data = Data(x=torch.randn(4, 2), edge_index=torch.tensor([[0, 1, 2], [1, 2, 3]]),
+                y=torch.tensor([0, 1, 0, 1]), edge_weight=torch.rand(3))
+    with pytest.warns(UserWarning, match=r"pyg: Data attributes \['edge_weight'\] are not "
+                                         r"read") as record:
+        NodeDataset.from_pyg(data)
+    assert record[0].filename == __file__
+    del data.edge_weight
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        NodeDataset.from_pyg(data)
 
 
 def test_nodes_shared_between_or_repeated_in_splits_warn():
