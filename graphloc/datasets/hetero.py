@@ -10,6 +10,7 @@ import os
 import pickle
 import urllib.error
 import urllib.request
+import warnings
 import zipfile
 from dataclasses import dataclass
 
@@ -88,7 +89,9 @@ class HeteroNodeDataset:
     @classmethod
     def from_pyg(cls, data, name: str = "data") -> HeteroNodeDataset:
         """From a PyG ``HeteroData`` whose one labelled node type (``y``) carries
-        ``train_mask``, ``val_mask`` and ``test_mask`` (boolean or ids)."""
+        ``train_mask``, ``val_mask`` and ``test_mask`` (boolean or ids). Each node type's
+        ``x`` and each relation's ``edge_index`` are read; other attributes (a relation's
+        ``edge_attr``, say) are named in a warning."""
         labelled = [t for t in data.node_types if "y" in data[t]]
         if len(labelled) != 1:
             raise ValueError(f"HeteroData needs exactly one node type with labels y, got "
@@ -102,7 +105,25 @@ class HeteroNodeDataset:
             mask = store[split]
             splits.append(mask.nonzero().flatten() if mask.dtype == torch.bool else mask.long())
         x = {t: data[t].x for t in data.node_types if "x" in data[t]}
+        _warn_of_unread_attributes(data, target, name)
         return cls(name, HeteroGraph.from_pyg(data), x, store.y.long(), target, *splits)
+
+
+def _warn_of_unread_attributes(data, target: str, name: str) -> None:
+    """Names what a HeteroNodeDataset leaves out of a HeteroData (a relation's edge_attr or
+    edge_weight, a node type's pos, ...), as for a Data: it was dropped without a word."""
+    unread = []
+    for node_type in data.node_types:
+        read = {"x", "num_nodes"} | ({"y", "train_mask", "val_mask", "test_mask"}
+                                     if node_type == target else set())
+        unread += [f"{node_type}.{key}" for key in sorted(set(data[node_type].keys()) - read)]
+    for relation in data.edge_types:
+        unread += [f"{'__'.join(relation)}.{key}"
+                   for key in sorted(set(data[relation].keys()) - {"edge_index"})]
+    if unread:
+        warnings.warn(f"{name}: HeteroData attributes {unread} are not read: a dataset takes "
+                      "each node type's x, each relation's edge_index, and the target's y and "
+                      "masks", stacklevel=3)
 
 
 def as_dataset(data):

@@ -5,6 +5,7 @@ against a loop over the transactions, and fit on them."""
 import io
 import os
 import pickle
+import warnings
 import zipfile
 
 import numpy as np
@@ -203,10 +204,25 @@ def test_fit_takes_pyg_heterodata(transactions):
     pytest.importorskip("torch_geometric")
     from graphloc.datasets.hetero import as_dataset
     ds = aml_accounts(transactions)
-    back = as_dataset(ds.to_pyg())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the round trip leaves nothing out
+        back = as_dataset(ds.to_pyg())
     assert back.target == "account" and torch.equal(back.y, ds.y)
     assert torch.equal(back.val_index, ds.val_index.sort().values)
     assert back.graph.metadata() == ds.graph.metadata()
+
+
+def test_heterodata_attributes_left_out_are_named(transactions):
+    """A relation's edge features or a node type's positions were dropped without a word."""
+    pytest.importorskip("torch_geometric")
+    from graphloc.datasets.hetero import as_dataset
+    data = aml_accounts(transactions).to_pyg()
+    relation = data.edge_types[0]
+    data[relation].edge_attr = torch.randn(data[relation].edge_index.size(1), 2)
+    data["account"].pos = torch.randn(data["account"].num_nodes, 2)
+    with pytest.warns(UserWarning, match=rf"HeteroData attributes \['account.pos', "
+                                         rf"'{'__'.join(relation)}.edge_attr'\] are not read"):
+        as_dataset(data)
 
 
 def test_fit_adds_latte_proximity_loss(transactions, monkeypatch):
