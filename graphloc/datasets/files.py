@@ -195,6 +195,9 @@ def _matrix_market(path: str) -> Graph:
     if coo.shape[0] != coo.shape[1]:
         raise ValueError(f"{path}: the adjacency must be square, got {coo.shape[0]} x "
                          f"{coo.shape[1]}")
+    if coo.nnz and not np.all(coo.data == 1):  # a weighted adjacency: the weights are dropped
+        warnings.warn(f"{path}: the entries' values (edge weights) are not read: the datasets "
+                      "carry no edge attributes; every stored entry is an edge", stacklevel=3)
     return Graph(torch.stack([torch.from_numpy(coo.row).long(),
                               torch.from_numpy(coo.col).long()]), num_nodes=coo.shape[0])
 

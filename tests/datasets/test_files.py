@@ -242,6 +242,28 @@ def test_matrix_market_adjacency(tmp_path):
         load_graph_file(str(tmp_path / "wide.mtx"))
 
 
+def test_matrix_market_weights_left_out_are_named(tmp_path):
+    """A weighted .mtx lost its entries' values without a word; a pattern or 0/1 file
+    stays quiet."""
+    import scipy.io
+    import scipy.sparse as sp
+    weighted = sp.coo_matrix((np.array([0.5, 2.0]), ([0, 1], [1, 2])), shape=(3, 3))
+    scipy.io.mmwrite(str(tmp_path / "w.mtx"), weighted)
+    with pytest.warns(UserWarning, match=r"w.mtx: the entries' values \(edge weights\) are "
+                                         r"not read") as record:
+        graph = load_graph_file(str(tmp_path / "w.mtx")).graph
+    assert record[0].filename == __file__
+    assert graph.edge_index.tolist() == [[0, 1], [1, 2]]
+    (tmp_path / "p.mtx").write_text("%%MatrixMarket matrix coordinate pattern general\n"
+                                    "3 3 2\n1 2\n2 3\n")
+    scipy.io.mmwrite(str(tmp_path / "ones.mtx"), sp.coo_matrix(
+        (np.ones(2), ([0, 1], [1, 2])), shape=(3, 3)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name in ("p.mtx", "ones.mtx"):
+            assert load_graph_file(str(tmp_path / name)).graph.num_edges == 2
+
+
 def test_a_saved_data_with_a_sparse_adjacency_instead_of_edge_index(tmp_path):
     """PyG's ToSparseTensor stores adj_t (entry (i, j): the edge j -> i) and drops
     edge_index; such a file raised "edge_index must be a torch.Tensor, got NoneType"."""
