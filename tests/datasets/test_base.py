@@ -100,6 +100,11 @@ def test_positions_and_edge_features_of_another_size_are_refused():
         NodeDataset.from_pyg(Data(**base, pos=torch.randn(5, 2)))
     kept = NodeDataset.from_pyg(Data(**base, pos=torch.randn(4, 2), edge_attr=torch.randn(3)))
     assert kept.pos.shape == (4, 2) and kept.edge_attr.shape == (3,)
+    graph = Graph(edge_index, num_nodes=4)
+    for field, value in (("pos", [[0.0, 1.0]] * 4), ("edge_attr", torch.tensor(1.0))):
+        with pytest.raises(ValueError, match=rf"d: {field} must have a row per"):
+            NodeDataset("d", graph, base["x"], base["y"], torch.tensor([0]), torch.tensor([1]),
+                        torch.tensor([2]), **{field: value})
 
 
 def test_data_attributes_a_dataset_leaves_out_are_named():
