@@ -35,3 +35,12 @@ def check_index(index, dim_size: int, name: str) -> None:
         raise ValueError(f"{name} holds {int(low)}; indices must be >= 0")
     if high >= dim_size:
         raise ValueError(f"{name} holds {int(high)} but dim_size is {dim_size}")
+
+
+def pyg_keys(store) -> set[str]:
+    """The attribute names of a PyG Data or storage (``keys`` is a method since PyG 2.4,
+    an attribute before), or none for an object without them."""
+    keys = getattr(store, "keys", None)
+    if keys is None:
+        return set()
+    return set(map(str, keys() if callable(keys) else keys))

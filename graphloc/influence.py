@@ -53,7 +53,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_int
+from graphloc.checks import check_int, pyg_keys
 from graphloc.distributed import rank_and_world
 from graphloc.graph import Graph
 from graphloc.io import save_figure
@@ -368,11 +368,8 @@ def _warn_of_edge_values_left_out(data) -> None:
     """The model is called as ``model(x, edge_index)`` (as PyG's total_influence calls it):
     a Data's edge weights or features would be left out of the measured model without a
     word, so they are named."""
-    keys = getattr(data, "keys", None)
-    if keys is None:
-        return
-    edge_values = sorted(str(k) for k in (keys() if callable(keys) else keys)
-                         if str(k).startswith("edge_") and k != "edge_index")
+    edge_values = sorted(k for k in pyg_keys(data)
+                         if k.startswith("edge_") and k != "edge_index")
     if edge_values:
         warnings.warn(f"data has {edge_values}, which the model does not get: influence calls "
                       "model(x, edge_index), as PyG's total_influence does. To measure a model "

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from graphloc.checks import pyg_keys
 from graphloc.graph import Graph
 
 
@@ -97,8 +98,7 @@ class NodeDataset:
         split = pyg_split(data, graph.num_nodes)
         warn_of_unread_keys(data, name, split is not None, stacklevel=3)
         split = split or labelled_split(y)
-        return cls(name, graph, float_features(data.x), y, *split,
-                   pos=getattr(data, "pos", None), edge_attr=getattr(data, "edge_attr", None))
+        return cls(name, graph, float_features(data.x), y, *split, **kept_extras(data))
 
     @classmethod
     def from_networkx(cls, g, x: Tensor, y: Tensor, name: str = "networkx",
@@ -182,17 +182,23 @@ def _warn_on_shared_split_nodes(dataset, n: int, node: str) -> None:
                               f"measured on nodes {names[a]} also holds", stacklevel=5)
 
 
+#: what a NodeDataset keeps of a PyG Data besides x, y and the structure
+KEPT_EXTRAS = ("pos", "edge_attr")
+
+
+def kept_extras(data) -> dict:
+    """The Data's ``KEPT_EXTRAS`` (None where absent), as NodeDataset keyword arguments."""
+    return {key: getattr(data, key, None) for key in KEPT_EXTRAS}
+
+
 def warn_of_unread_keys(data, where: str, split_read: bool, stacklevel: int) -> None:
     """Names the attributes of a PyG Data that a NodeDataset leaves out (its edge_weight,
     an incomplete split's masks, ...), as GraphML files and edge lists do: they were
     dropped without a word."""
-    keys = getattr(data, "keys", None)
-    if keys is None:
-        return
-    read = {"edge_index", "x", "y", "num_nodes", "pos", "edge_attr"}
+    read = {"edge_index", "x", "y", "num_nodes", *KEPT_EXTRAS}
     if split_read:
         read |= {"train_mask", "val_mask", "test_mask"}
-    unread = sorted(map(str, set(keys() if callable(keys) else keys) - read))
+    unread = sorted(pyg_keys(data) - read)
     if unread:
         warnings.warn(f"{where}: Data attributes {unread} are not read: a dataset takes x, y, "
                       "edge_index, pos, edge_attr and a complete train/val/test_mask split "

@@ -22,6 +22,7 @@ from graphloc.datasets.base import (
     NodeDataset,
     class_labels,
     float_features,
+    kept_extras,
     labelled_split,
     pyg_split,
     warn_of_unread_keys,
@@ -48,7 +49,7 @@ def load_graph_file(path: str, features: str | None = None,
         x, y = getattr(data, "x", None), getattr(data, "y", None)
         graph = Graph(data.edge_index, num_nodes=data.num_nodes)
         split = pyg_split(data, graph.num_nodes)
-        extra = {key: getattr(data, key, None) for key in ("pos", "edge_attr")}  # as from_pyg
+        extra = kept_extras(data)  # as NodeDataset.from_pyg
         warn_of_unread_keys(data, path, split is not None, stacklevel=3)
     elif lower.endswith((".graphml", ".gml")):
         graph, x, y = _networkx_file(path)

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from graphloc.checks import pyg_keys
 from graphloc.datasets.aml import EdgeDataset
 from graphloc.datasets.base import as_node_dataset, check_labels_and_splits
 from graphloc.hetero import HeteroGraph
@@ -105,21 +106,21 @@ class HeteroNodeDataset:
             mask = store[split]
             splits.append(mask.nonzero().flatten() if mask.dtype == torch.bool else mask.long())
         x = {t: data[t].x for t in data.node_types if "x" in data[t]}
-        _warn_of_unread_attributes(data, target, name)
+        _warn_of_unread_hetero_keys(data, target, name)
         return cls(name, HeteroGraph.from_pyg(data), x, store.y.long(), target, *splits)
 
 
-def _warn_of_unread_attributes(data, target: str, name: str) -> None:
+def _warn_of_unread_hetero_keys(data, target: str, name: str) -> None:
     """Names what a HeteroNodeDataset leaves out of a HeteroData (a relation's edge_attr or
     edge_weight, a node type's pos, ...), as for a Data: it was dropped without a word."""
     unread = []
     for node_type in data.node_types:
         read = {"x", "num_nodes"} | ({"y", "train_mask", "val_mask", "test_mask"}
                                      if node_type == target else set())
-        unread += [f"{node_type}.{key}" for key in sorted(set(data[node_type].keys()) - read)]
+        unread += [f"{node_type}.{key}" for key in sorted(pyg_keys(data[node_type]) - read)]
     for relation in data.edge_types:
         unread += [f"{'__'.join(relation)}.{key}"
-                   for key in sorted(set(data[relation].keys()) - {"edge_index"})]
+                   for key in sorted(pyg_keys(data[relation]) - {"edge_index"})]
     if unread:
         warnings.warn(f"{name}: HeteroData attributes {unread} are not read: a dataset takes "
                       "each node type's x, each relation's edge_index, and the target's y and "
