@@ -37,6 +37,31 @@ def check_index(index, dim_size: int, name: str) -> None:
         raise ValueError(f"{name} holds {int(high)} but dim_size is {dim_size}")
 
 
+def refuse_integer_mask(ids: torch.Tensor, name: str, num_nodes: int,
+                        masks_accepted: bool = False) -> None:
+    """Node ids that are exactly ``num_nodes`` zeros and ones (at least 3 nodes) are a mask
+    held in an integer dtype (uint8 was torch's mask type, and a mask of 0/1 integers is a
+    common export): read as ids they would name nodes 0 and 1 over and over, a quietly
+    different set of nodes. Refused, saying how to pass it."""
+    if ids.dtype == torch.bool or ids.dim() != 1 or ids.numel() != num_nodes or num_nodes < 3:
+        return
+    if bool(((ids == 0) | (ids == 1)).all()):
+        also = " or the mask as a bool tensor" if masks_accepted else ""
+        raise ValueError(f"{name} holds only 0s and 1s, one per node of the {num_nodes}: a "
+                         f"mask stored as {ids.dtype}. Read as node ids it would name nodes 0 "
+                         f"and 1 over and over; pass the ids of its 1s "
+                         f"(mask.nonzero().flatten()){also}")
+
+
+def first_repeated(ids: torch.Tensor) -> int | None:
+    """The smallest id that ``ids`` (1-D) holds more than once, or None."""
+    if ids.numel() < 2:
+        return None
+    ordered = ids.sort().values
+    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+    return int(repeated[0]) if repeated.numel() else None
+
+
 def pyg_keys(store) -> set[str]:
     """The attribute names of a PyG Data or storage (``keys`` is a method since PyG 2.4,
     an attribute before), or none for an object without them."""

@@ -53,7 +53,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_int, pyg_keys
+from graphloc.checks import check_int, pyg_keys, refuse_integer_mask
 from graphloc.distributed import rank_and_world
 from graphloc.graph import Graph
 from graphloc.io import save_figure
@@ -393,6 +393,9 @@ def _seeds(num_nodes: int, num_samples, nodes, seed, allow_empty: bool = False) 
         bad = (nodes < 0) | (nodes >= num_nodes)
         if bad.any():
             raise ValueError(f"node {int(nodes[bad][0])} is out of range for {num_nodes} nodes")
+        # (a repeated seed is allowed: its row repeats, and an average weighs it again, as
+        # a resampling of the seeds needs)
+        refuse_integer_mask(nodes, "nodes", num_nodes)
         return nodes
     if num_samples is not None:
         check_int(num_samples, "num_samples", 1)

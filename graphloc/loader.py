@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_int, is_int_at_least
+from graphloc.checks import check_int, first_repeated, is_int_at_least, refuse_integer_mask
 from graphloc.graph import Graph
 
 
@@ -66,6 +66,11 @@ def _checked_input_nodes(input_nodes, num_nodes: int) -> Tensor:
     if low < 0 or high >= num_nodes:
         raise ValueError(f"input_nodes holds {low if low < 0 else high}; node ids must lie "
                          f"in [0, {num_nodes})")
+    refuse_integer_mask(input_nodes, "input_nodes", num_nodes, masks_accepted=True)
+    twice = first_repeated(input_nodes)
+    if twice is not None:  # in two batches it would be a seed twice an epoch, unrefused
+        raise ValueError(f"input_nodes holds node {twice} more than once: seeds must be "
+                         f"distinct")
     return input_nodes
 
 
@@ -82,7 +87,9 @@ class NeighborLoader:
     Args:
         graph: a ``Graph``; features: ``[N, F]`` or None; labels: ``[N]`` or None.
         num_neighbors: fan-out per hop, e.g. ``[15, 10, 5]``.
-        input_nodes: seed node ids (default: all nodes), or a boolean mask.
+        input_nodes: distinct seed node ids (default: all nodes), or a boolean mask. A
+            mask held in another dtype (0s and 1s, one per node) is refused, not read as
+            the ids 0 and 1.
         batch_size, shuffle, seed: as usual.
     """
 

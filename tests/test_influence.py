@@ -246,6 +246,10 @@ def test_zero_influence_warns_and_bad_input():
         total_influence(model, (data.x.long(), data.edge_index), 2, nodes=[0])
     with pytest.raises(TypeError, match="nodes must be integer node ids, got torch.float32"):
         total_influence(model, data, 2, nodes=torch.tensor([0.5]))
+    # a 0/1 mask read as ids would measure nodes 0 and 1 only (repeated seeds are allowed:
+    # a resampling of the seeds repeats them)
+    with pytest.raises(ValueError, match="nodes holds only 0s and 1s, one per node of the 50"):
+        total_influence(model, data, 2, nodes=(torch.arange(50) < 5).to(torch.uint8))
     with pytest.raises(ValueError, match="method must be"):
         influence_per_hop(model, data, 2, [0], method="magic")
 

@@ -102,6 +102,16 @@ def test_bad_input():
     loader = NeighborLoader(graph, x, y, [5])
     with pytest.raises(ValueError, match="seed 1 appears twice"):
         loader.sample(torch.tensor([1, 1]))
+    # repeats in different batches: each batch alone has distinct seeds
+    with pytest.raises(ValueError, match="input_nodes holds node 7 more than once"):
+        NeighborLoader(graph, x, y, [5], batch_size=1, input_nodes=torch.tensor([7, 3, 7]))
+    mask = (torch.arange(300) % 3 == 0).long()  # as ids: nodes 0 and 1, 300 times
+    with pytest.raises(ValueError, match="input_nodes holds only 0s and 1s, one per node of "
+                                         "the 300: a mask stored as torch.int64"):
+        NeighborLoader(graph, x, y, [5], input_nodes=mask)
+    seeds = torch.cat([b.n_id[:b.batch_size] for b in NeighborLoader(
+        graph, x, y, [5], batch_size=64, input_nodes=mask.bool())])
+    assert seeds.tolist() == list(range(0, 300, 3))  # the fix the message names
 
 
 def test_sample_refuses_float_seeds():

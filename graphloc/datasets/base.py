@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from graphloc.checks import pyg_keys
+from graphloc.checks import pyg_keys, refuse_integer_mask
 from graphloc.graph import Graph
 
 
@@ -153,6 +153,7 @@ def check_labels_and_splits(dataset, n: int, unlabelled: bool = False,
         if index.numel() and (int(index.min()) < 0 or int(index.max()) >= n):
             bad = int(index.min()) if int(index.min()) < 0 else int(index.max())
             raise ValueError(f"{name}: {split} holds node {bad}, outside [0, {n})")
+        refuse_integer_mask(index, f"{name}: {split}", n)
         if unlabelled and (y[index] < 0).any():
             bad = int(index[y[index] < 0][0])
             raise ValueError(f"{name}: {split} holds {node} {bad}, which has no label (-1)")
@@ -264,6 +265,7 @@ def split_ids(split: Tensor, name: str, num_nodes: int) -> Tensor:
             raise ValueError(f"{name} has {split.numel()} entries but the graph has "
                              f"{num_nodes} nodes")
         return split.nonzero().flatten()
+    refuse_integer_mask(split.reshape(-1), name, num_nodes, masks_accepted=True)
     return _whole_numbers(split, name).view(-1)
 
 

@@ -27,6 +27,8 @@ def _dataset(**change):
     ({"val_index": torch.tensor([-1])}, "val_index holds node -1"),
     ({"test_index": torch.tensor([[2]])}, "test_index must be 1-D integer node ids"),
     ({"test_index": torch.tensor([True, False, True])}, "test_index must be 1-D integer"),
+    ({"train_index": torch.tensor([1, 0, 1])}, "d: train_index holds only 0s and 1s, one per "
+                                               "node of the 3: a mask stored as torch.int64"),
     ({"graph": torch.tensor([[0], [1]])}, "graph must be a graphloc.Graph"),
 ])
 def test_inconsistent_fields_are_named(change, message):
@@ -136,3 +138,25 @@ def test_nodes_shared_between_or_repeated_in_splits_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _dataset()  # disjoint splits: quiet
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int64, torch.float32])
+def test_a_split_given_as_a_zero_one_mask_of_another_dtype_is_refused(dtype):
+    """Read as node ids, a 0/1 mask trains on nodes 0 and 1 over and over (uint8 masks
+    come from older PyG datasets): refused by the tuple and PyG paths alike, naming it."""
+    from torch_geometric.data import Data
+
+    from graphloc.datasets.base import as_node_dataset
+    x, y = torch.randn(6, 3), torch.tensor([0, 1, 0, 1, 0, 1])
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 0]])
+    masks = [torch.tensor(m, dtype=dtype) for m in
+             ([1, 1, 0, 0, 0, 0], [0, 0, 1, 1, 0, 0], [0, 0, 0, 0, 1, 1])]
+    with pytest.raises(ValueError, match=f"train holds only 0s and 1s, one per node of the "
+                                         f"6: a mask stored as {dtype}"):
+        as_node_dataset((x, edge_index, y, masks))
+    data = Data(x=x, edge_index=edge_index, y=y, train_mask=masks[0], val_mask=masks[1],
+                test_mask=masks[2])
+    with pytest.raises(ValueError, match="train_mask holds only 0s and 1s"):
+        NodeDataset.from_pyg(data)
+    as_bool = as_node_dataset((x, edge_index, y, [m.bool() for m in masks]))  # the fix named
+    assert as_bool.train_index.tolist() == [0, 1] and as_bool.test_index.tolist() == [4, 5]

@@ -1,0 +1,39 @@
+"""graphloc.checks: the shared argument checks, against brute-force oracles."""
+
+import collections
+
+import pytest
+import torch
+
+from graphloc.checks import first_repeated, refuse_integer_mask
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int32, torch.int64, torch.float32])
+def test_a_zero_one_vector_with_one_entry_per_node_is_refused_as_ids(dtype):
+    mask = torch.tensor([1, 0, 1, 1, 0], dtype=dtype)
+    with pytest.raises(ValueError, match=f"seeds holds only 0s and 1s, one per node of the 5: "
+                                         f"a mask stored as {dtype}"):
+        refuse_integer_mask(mask, "seeds", 5)
+    with pytest.raises(ValueError, match="or the mask as a bool tensor"):
+        refuse_integer_mask(torch.zeros(5, dtype=dtype), "seeds", 5, masks_accepted=True)
+
+
+@pytest.mark.parametrize("ids, num_nodes", [
+    (torch.tensor([True, False, True]), 3),  # a real mask
+    (torch.tensor([1, 0]), 2),  # both nodes of a 2-node graph: a valid id list
+    (torch.tensor([1, 0, 1]), 5),  # not one entry per node: ids (repeats are checked apart)
+    (torch.tensor([2, 0, 1, 4, 3]), 5),  # every node once
+    (torch.tensor([0, 1, 1, 2]), 4),  # a value other than 0 and 1
+])
+def test_ids_that_are_not_a_mask_pass(ids, num_nodes):
+    refuse_integer_mask(ids, "ids", num_nodes)
+
+
+def test_first_repeated_against_counting():
+    gen = torch.Generator().manual_seed(0)
+    for size in [0, 1, 2, 5, 40]:
+        for _ in range(20):
+            ids = torch.randint(0, 30, (size,), generator=gen)
+            counts = collections.Counter(ids.tolist())
+            repeated = sorted(v for v, c in counts.items() if c > 1)
+            assert first_repeated(ids) == (repeated[0] if repeated else None)
