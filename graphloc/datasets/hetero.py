@@ -20,7 +20,7 @@ from torch import Tensor
 
 from graphloc.checks import pyg_keys
 from graphloc.datasets.aml import EdgeDataset
-from graphloc.datasets.base import as_node_dataset, check_labels_and_splits
+from graphloc.datasets.base import as_node_dataset, check_labels_and_splits, class_labels, split_ids
 from graphloc.hetero import HeteroGraph
 from graphloc.io import atomic_file, atomic_save, load_file
 
@@ -103,11 +103,12 @@ class HeteroNodeDataset:
         for split in ("train_mask", "val_mask", "test_mask"):
             if split not in store:
                 raise ValueError(f"HeteroData[{target!r}] has no {split}")
-            mask = store[split]
-            splits.append(mask.nonzero().flatten() if mask.dtype == torch.bool else mask.long())
+            # as a Data's masks: a bool mask of the target's nodes, or whole-number ids
+            splits.append(split_ids(store[split], f"{target}.{split}", store.num_nodes))
         x = {t: data[t].x for t in data.node_types if "x" in data[t]}
         _warn_of_unread_hetero_keys(data, target, name)
-        return cls(name, HeteroGraph.from_pyg(data), x, store.y.long(), target, *splits)
+        y = class_labels(store.y, f"{name}: {target}")
+        return cls(name, HeteroGraph.from_pyg(data), x, y, target, *splits)
 
 
 def _warn_of_unread_hetero_keys(data, target: str, name: str) -> None:

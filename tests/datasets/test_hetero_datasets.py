@@ -212,6 +212,25 @@ def test_fit_takes_pyg_heterodata(transactions):
     assert back.graph.metadata() == ds.graph.metadata()
 
 
+@pytest.mark.parametrize("field, value, message", [
+    ("train_mask", lambda m: m.to(torch.uint8), "account.train_mask holds only 0s and 1s"),
+    ("train_mask", lambda m: m[:-1], "account.train_mask has .* entries but the graph has"),
+    ("val_mask", lambda m: m.nonzero().flatten() + 0.5,
+     "account.val_mask must hold whole numbers"),
+    ("y", lambda y: y.double() + 0.5, "account: y must hold whole numbers"),
+])
+def test_heterodata_masks_and_labels_are_read_as_a_datas_are(transactions, field, value,
+                                                             message):
+    """HeteroData masks went through .long(): a uint8 mask became the ids 0 and 1, a short
+    boolean mask a subset, an id 2.5 became 2, and a label 0.5 class 0, all silently."""
+    pytest.importorskip("torch_geometric")
+    from graphloc.datasets.hetero import as_dataset
+    data = aml_accounts(transactions).to_pyg()
+    data["account"][field] = value(data["account"][field])
+    with pytest.raises(ValueError, match=message):
+        as_dataset(data)
+
+
 def test_heterodata_attributes_left_out_are_named(transactions):
     """A relation's edge features or a node type's positions were dropped without a word."""
     pytest.importorskip("torch_geometric")
