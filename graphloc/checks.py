@@ -37,6 +37,18 @@ def check_index(index, dim_size: int, name: str) -> None:
         raise ValueError(f"{name} holds {int(high)} but dim_size is {dim_size}")
 
 
+def whole_numbers(t: torch.Tensor, what: str) -> torch.Tensor:
+    """``t`` as int64; floats only when they are whole numbers (a cast would silently
+    truncate 0.5 to 0)."""
+    if t.is_floating_point():
+        fractional = ~torch.isfinite(t) | (t != t.round())
+        if fractional.any():
+            at = int(fractional.view(-1).nonzero()[0])
+            raise ValueError(f"{what} must hold whole numbers (class or node ids), but entry "
+                             f"{at} is {float(t.view(-1)[at])}")
+    return t.long()
+
+
 def refuse_integer_mask(ids: torch.Tensor, name: str, num_nodes: int,
                         masks_accepted: bool = False) -> None:
     """Node ids that are exactly ``num_nodes`` zeros and ones (at least 3 nodes) are a mask

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from graphloc.checks import pyg_keys, refuse_integer_mask
+from graphloc.checks import pyg_keys, refuse_integer_mask, whole_numbers
 from graphloc.graph import Graph
 
 
@@ -242,19 +242,7 @@ def float_features(x) -> Tensor:
 
 def class_labels(y, name: str) -> Tensor:
     """Labels as int64, flattened."""
-    return _whole_numbers(torch.as_tensor(y).reshape(-1), f"{name}: y")
-
-
-def _whole_numbers(t: Tensor, what: str) -> Tensor:
-    """``t`` as int64; floats only when they are whole numbers (a cast would silently
-    truncate 0.5 to 0)."""
-    if t.is_floating_point():
-        fractional = ~torch.isfinite(t) | (t != t.round())
-        if fractional.any():
-            at = int(fractional.view(-1).nonzero()[0])
-            raise ValueError(f"{what} must hold whole numbers (class or node ids), but entry "
-                             f"{at} is {float(t.view(-1)[at])}")
-    return t.long()
+    return whole_numbers(torch.as_tensor(y).reshape(-1), f"{name}: y")
 
 
 def split_ids(split: Tensor, name: str, num_nodes: int) -> Tensor:
@@ -266,7 +254,7 @@ def split_ids(split: Tensor, name: str, num_nodes: int) -> Tensor:
                              f"{num_nodes} nodes")
         return split.nonzero().flatten()
     refuse_integer_mask(split.reshape(-1), name, num_nodes, masks_accepted=True)
-    return _whole_numbers(split, name).view(-1)
+    return whole_numbers(split, name).view(-1)
 
 
 def as_node_dataset(data) -> NodeDataset:

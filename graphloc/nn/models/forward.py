@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.checks import whole_numbers
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph
@@ -150,7 +151,8 @@ class ForwardGNN(ModelCapabilities, torch.nn.Module):
 
     def set_context(self, num_nodes: int, index: Tensor, labels: Tensor) -> None:
         """The labelled nodes ``index`` of a graph of ``num_nodes`` nodes and their labels."""
-        index, labels = torch.as_tensor(index).long(), torch.as_tensor(labels).long()
+        index = whole_numbers(torch.as_tensor(index), "index")
+        labels = whole_numbers(torch.as_tensor(labels), "labels")
         if index.shape != labels.shape or index.dim() != 1:
             raise ValueError(f"index and labels must be 1-D and the same length, got "
                              f"{list(index.shape)} and {list(labels.shape)}")
@@ -342,7 +344,7 @@ class ForwardGNN(ModelCapabilities, torch.nn.Module):
         context = self._labelled(num_nodes)
         if evaluated is None:
             return context < 0
-        evaluated = torch.as_tensor(evaluated, device=context.device).long()
+        evaluated = whole_numbers(torch.as_tensor(evaluated, device=context.device), "evaluated")
         if evaluated.numel() and (evaluated.min() < 0 or evaluated.max() >= num_nodes):
             bad = int(evaluated.min()) if evaluated.min() < 0 else int(evaluated.max())
             raise ValueError(f"evaluated holds node {bad}, outside [0, {num_nodes})")

@@ -284,6 +284,13 @@ def test_bad_context_and_graphs():
     ff = _model("ff")[0]
     with pytest.raises(ValueError, match=r"evaluated holds node 12, outside \[0, 12\)"):
         ff(x, graph, evaluated=torch.tensor([0, 12]))
+    # fractional ids and labels were cast with .long(): 2.5 became node 2, 1.5 class 1
+    with pytest.raises(ValueError, match="labels must hold whole numbers .* entry 0 is 1.5"):
+        model.set_context(N, train, torch.full(train.shape, 1.5))
+    with pytest.raises(ValueError, match="index must hold whole numbers .* entry 1 is 2.5"):
+        model.set_context(N, torch.tensor([0.0, 2.5]), torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match="evaluated must hold whole numbers .* entry 0 is 0.5"):
+        ff(x, graph, evaluated=torch.tensor([0.5]))
 
 
 @pytest.mark.parametrize("procedure", ["sf", "ff"])
