@@ -293,13 +293,18 @@ class Graph:
         """The edges by destination (``indptr``, ``indices``, ``perm``), built once.
         Raises if ``edge_index`` was modified in place since (not checked under
         ``torch.compile``, which cannot read a tensor's version)."""
+        self._check_edges_unchanged()
+        return self._csr
+
+    def _check_edges_unchanged(self) -> None:
+        """Raises if ``edge_index`` was modified in place since the Graph was built (not
+        checked under ``torch.compile``, which cannot read a tensor's version)."""
         if not torch.compiler.is_compiling() and \
                 self.edge_index._version != self._edge_version:
             raise RuntimeError(
                 "this Graph's edge_index was modified in place after the Graph was built: "
                 "its CSR and cached layouts still describe the old edges. Build a new "
                 "Graph from the modified tensor (or pass a copy: Graph(edge_index.clone()))")
-        return self._csr
 
     def _require_one_node_set(self, what: str) -> None:
         if self.is_bipartite:
@@ -377,7 +382,10 @@ class Graph:
         from the graph (normalised weights, Laplacians) here, built once per graph. Built
         outside ``torch.inference_mode`` even when called inside it: an inference tensor in
         the cache would break every later backward that saves it (a graph evaluated under
-        inference mode before its first training step)."""
+        inference mode before its first training step). Raises, as ``csr`` does, once
+        ``edge_index`` was modified in place: a structure built before would describe the
+        old edges (a layer reading only its cached normalised graph went on silently)."""
+        self._check_edges_unchanged()
         if key not in self._cache:
             with _outside_inference_mode(), _outside_functorch():
                 self._cache[key] = build()

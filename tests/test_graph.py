@@ -86,6 +86,25 @@ def test_an_edge_index_changed_in_place_after_the_build_is_refused():
         torch.tensor([[2, 1], [1, 2]]), num_nodes=3), torch.eye(3)))
 
 
+@pytest.mark.parametrize("conv", ["GCNConv", "ChebConv", "GATConv", "SAGEConv"])
+def test_layers_reading_only_cached_structures_refuse_a_changed_edge_index(conv):
+    """GCNConv (and the other layers that keep a derived graph in ``Graph.cached``) read
+    only that cache on their second call, never ``csr``: after an in-place change of the
+    edge list they returned the old graph's outputs without a word."""
+    import graphloc.nn as gl
+    edge_index = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])
+    graph = Graph(edge_index, num_nodes=4)
+    layer = {"GCNConv": lambda: gl.GCNConv(3, 2), "ChebConv": lambda: gl.ChebConv(3, 2, K=2),
+             "GATConv": lambda: gl.GATConv(3, 2), "SAGEConv": lambda: gl.SAGEConv(3, 2)}[conv]()
+    x = torch.randn(4, 3)
+    layer(x, graph)  # builds the cached structures
+    edge_index[1, 0] = 3
+    with pytest.raises(RuntimeError, match="edge_index was modified in place after the Graph"):
+        layer(x, graph)
+    with pytest.raises(RuntimeError, match="edge_index was modified in place"):
+        graph.cached("anything", lambda: 0)
+
+
 def test_undirected_and_structure_match_pyg():
     edge_index = random_edge_index(20, 60, seed=21)
     attr = torch.randn(edge_index.size(1), 3)
