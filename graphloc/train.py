@@ -388,7 +388,7 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
     if resume:
         if not last or not os.path.exists(last):
             raise FileNotFoundError(f"nothing to resume: no {last}")
-        state = load_file(last, "training checkpoint", weights_only=False,
+        state = load_file(last, "training checkpoint",
                           keys=("config", "state_dict", "optimizer", "rng", "epoch",
                                 "best_val", "history"), rebuild=_NO_REBUILD)
         if asdict(TrainConfig(**state["config"])) != asdict(config):
@@ -596,7 +596,7 @@ def _write_metrics(history: list[dict], out_dir: str) -> None:
 
 def load_checkpoint(path: str) -> tuple[torch.nn.Module, dict]:
     """The model of a ``fit`` checkpoint (in eval mode) and the checkpoint's metadata."""
-    state = load_file(path, "checkpoint", weights_only=False,
+    state = load_file(path, "checkpoint",
                       keys=("config", "state_dict", "num_features", "num_classes"),
                       rebuild=_NO_REBUILD)
     config = TrainConfig(**state["config"])

@@ -71,6 +71,35 @@ def test_bad_input(city, tmp_path):
         load_checkpoint(str(tmp_path / "bad.pt"))
 
 
+class _Payload:
+    """A pickle that runs code when unpickled: here it would create ``path``."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+@pytest.mark.parametrize("name", ["best.pt", "last.pt"])
+def test_a_checkpoint_that_would_run_code_is_refused_unrun(city, tmp_path, name):
+    """Checkpoints were unpickled with weights_only=False: loading one from elsewhere
+    (graphloc influence --checkpoint, load_checkpoint, resume) ran whatever it held. They
+    hold only tensors and plain values, so they load with torch's safe unpickler."""
+    out = tmp_path / "run"
+    fit(city, TrainConfig(epochs=1, hidden=8), out_dir=str(out), progress=False)
+    state = torch.load(out / name, weights_only=True)  # graphloc's own: loads safely
+    marker = tmp_path / "ran"
+    torch.save({**state, "metrics": _Payload(str(marker))}, out / name)
+    with pytest.raises(ValueError, match=f"{name} is not a readable"):
+        if name == "best.pt":
+            load_checkpoint(str(out / name))
+        else:
+            fit(city, TrainConfig(epochs=1, hidden=8), out_dir=str(out), resume=True,
+                progress=False)
+    assert not marker.exists()
+
+
 def test_two_processes_learn_like_one(tmp_path):
     """graphloc train --nproc 2: DistributedDataParallel over gloo, the training nodes split
     between the processes; one process writes the run."""
