@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 from contextlib import contextmanager
@@ -114,9 +115,23 @@ def atomic_file(path: str, suffix: str = ".tmp"):
 
 def write_json(obj, path: str, indent: int | None = None) -> None:
     """``json.dump`` that never leaves a half-written file at ``path`` (an object that
-    does not serialise raises before anything is there)."""
+    does not serialise raises before anything is there). A NaN or infinite number (an R
+    of seeds without influence, the accuracy of an empty split) is written as ``null``:
+    Python's ``NaN`` and ``Infinity`` are not JSON, and strict readers (JavaScript, jq)
+    refuse the whole file."""
     with atomic_file(path) as tmp, open(tmp, "w") as f:
-        json.dump(obj, f, indent=indent)
+        json.dump(_finite_or_null(obj), f, indent=indent, allow_nan=False)
+
+
+def _finite_or_null(obj):
+    """``obj`` with every non-finite float in its dicts, lists and tuples replaced by None."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite_or_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_or_null(v) for v in obj]
+    return obj
 
 
 def check_writable(path: str, what: str) -> None:

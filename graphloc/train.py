@@ -198,8 +198,8 @@ def _check_splits(dataset: NodeDataset) -> None:
             raise ValueError(f"{dataset.name} has no {split} nodes ({dataset.num_nodes} "
                              f"nodes in all): nothing to {purpose}")
     if dataset.test_index.numel() == 0:
-        warnings.warn(f"{dataset.name} has no test nodes: test accuracy is reported as NaN",
-                      stacklevel=3)
+        warnings.warn(f"{dataset.name} has no test nodes: test accuracy is reported as NaN "
+                      "(null in metrics.json)", stacklevel=3)
 
 
 def _build(config: TrainConfig, num_features, num_classes: int,

@@ -73,6 +73,24 @@ def test_json_that_fails_to_serialise_leaves_the_old_file(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]
 
 
+def test_json_holds_null_for_non_finite_numbers_and_parses_strictly(tmp_path):
+    """An R of seeds without influence (NaN) was written as NaN, which is not JSON: strict
+    readers refused the whole file. Non-finite numbers are null now, everywhere in it."""
+    import json
+    import math
+    path = tmp_path / "r.json"
+    nan, inf = float("nan"), float("inf")
+    write_json({"R": nan, "curve": [1.0, inf, -inf], "nested": {"ci": (nan, 2.5)}, "n": 3,
+                "ok": True, "name": "nan"}, str(path))
+
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+    parsed = json.loads(path.read_text(), parse_constant=refuse)
+    assert parsed == {"R": None, "curve": [1.0, None, None], "nested": {"ci": [None, 2.5]},
+                      "n": 3, "ok": True, "name": "nan"}
+    assert not math.isnan(json.loads(path.read_text())["curve"][0])
+
+
 def test_figures_are_saved_in_the_format_of_their_extension(tmp_path):
     pytest.importorskip("matplotlib")
     from graphloc.plotting import require_matplotlib
