@@ -12,6 +12,8 @@ structure return a new Graph.
 from __future__ import annotations
 
 import contextlib
+import math
+import os
 from dataclasses import dataclass
 
 import torch
@@ -166,6 +168,28 @@ def _validated_edge_index(edge_index, num_nodes, num_src_nodes=None):
     return edge_index, num_nodes
 
 
+def _csr_of(dst: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
+    """``ops.coo_to_csr`` of validated destinations. Its row pointer has num_nodes + 1
+    entries: raw ids (OpenStreetMap's node ids reach 10^10) make num_nodes the largest id
+    plus one, and building it failed with torch's bare out-of-memory or size-overflow
+    message. Refused first where the row pointer alone outgrows the machine's memory."""
+    need = dst.element_size() * (num_nodes + 1)
+    if need > _physical_memory():
+        raise ValueError(
+            f"a graph of num_nodes={num_nodes} needs {need / 1e9:.3g} GB for its row pointer "
+            f"alone, more than this machine's memory. Node ids must be 0 .. N-1: relabel raw "
+            f"ids first (ids, edge_index = torch.unique(edge_index, return_inverse=True))")
+    return ops.coo_to_csr(dst, num_nodes, validated=True)
+
+
+def _physical_memory() -> float:
+    """Bytes of physical memory (infinite where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return math.inf
+
+
 def _kept_transposed(graph: Graph, weight: Tensor) -> tuple[Graph, Tensor]:
     """(graph, weight), the weights marked for ``graph.keep_transposed`` where they are in
     its CSR order (spmm then reads the very tensor)."""
@@ -269,7 +293,7 @@ class Graph:
         largest = max(num_nodes, num_src_nodes or 0, edge_index.size(1))
         index_dtype = torch.int32 if largest <= _INT32_MAX else torch.int64
         src, dst = edge_index.to(index_dtype)
-        indptr, perm = ops.coo_to_csr(dst, num_nodes, validated=True)
+        indptr, perm = _csr_of(dst, num_nodes)
         already_sorted = bool((dst[1:] >= dst[:-1]).all()) if dst.numel() > 1 else True
         csr = CSR(indptr, src.contiguous() if already_sorted else  # (see _derived)
                   src.index_select(0, perm.long()), None if already_sorted else perm)

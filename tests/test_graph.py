@@ -105,6 +105,18 @@ def test_layers_reading_only_cached_structures_refuse_a_changed_edge_index(conv)
         graph.cached("anything", lambda: 0)
 
 
+@pytest.mark.parametrize("largest", [2**40, 2**62, 2**63 - 2])
+def test_raw_ids_too_large_for_memory_are_named(largest):
+    """Raw ids (OpenStreetMap's reach 10^10) make num_nodes the largest id plus one; the
+    row pointer's allocation failed with torch's bare out-of-memory or size-overflow
+    message, which named neither the argument nor the fix."""
+    with pytest.raises(ValueError, match=rf"num_nodes={largest + 1} needs .* GB for its row "
+                                         r"pointer alone.*relabel raw ids"):
+        Graph(torch.tensor([[0, largest], [1, 0]]))
+    with pytest.raises(ValueError, match=r"num_nodes=1000000000000000 needs 8e\+06 GB"):
+        Graph(torch.tensor([[0, 1], [1, 0]]), num_nodes=10**15)
+
+
 def test_undirected_and_structure_match_pyg():
     edge_index = random_edge_index(20, 60, seed=21)
     attr = torch.randn(edge_index.size(1), 3)
