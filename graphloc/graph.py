@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -190,6 +191,31 @@ def _physical_memory() -> float:
         return math.inf
 
 
+def networkx_node_order(g, nodes) -> list:
+    """``nodes`` as a list, checked to hold each of ``g``'s nodes once; ``g.nodes`` order
+    when None."""
+    if nodes is None:
+        return list(g.nodes)
+    order = list(nodes)
+    if len(order) != g.number_of_nodes() or set(order) != set(g.nodes):
+        missing = [n for n in g.nodes if n not in set(order)]
+        extra = [n for n in order if n not in g]
+        what = f"lacks node {missing[0]!r}" if missing else f"holds {extra[0]!r}, not a node " \
+            "of the graph" if extra else "holds a node more than once"
+        raise ValueError(f"nodes must list each of the graph's {g.number_of_nodes()} nodes "
+                         f"once; it {what}")
+    return order
+
+
+def labels_out_of_order(order: list) -> tuple[int, object] | None:
+    """(row, node) of the first node that is not its own row, where the nodes are exactly
+    the integer labels 0 .. N-1; None otherwise (in order, or labels of any other kind)."""
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in order) or \
+            set(order) != set(range(len(order))):
+        return None
+    return next(((row, n) for row, n in enumerate(order) if n != row), None)
+
+
 def _kept_transposed(graph: Graph, weight: Tensor) -> tuple[Graph, Tensor]:
     """(graph, weight), the weights marked for ``graph.keep_transposed`` where they are in
     its CSR order (spmm then reads the very tensor)."""
@@ -348,13 +374,28 @@ class Graph:
                    edge_attr=getattr(data, "edge_attr", None))
 
     @classmethod
-    def from_networkx(cls, g, edge_attrs: list[str] | None = None) -> Graph:
-        """From a networkx graph; nodes are numbered in ``g.nodes`` order. Undirected graphs
-        get both directions of every edge. ``edge_attrs`` names numeric edge attributes to
-        stack into ``edge_attr`` ``[E, len(edge_attrs)]``."""
+    def from_networkx(cls, g, edge_attrs: list[str] | None = None, nodes=None) -> Graph:
+        """From a networkx graph: node i is ``nodes[i]`` (default: ``g.nodes`` order, as
+        PyG's ``from_networkx``). Undirected graphs get both directions of every edge.
+        ``edge_attrs`` names numeric edge attributes to stack into ``edge_attr``
+        ``[E, len(edge_attrs)]``.
+
+        Nodes labelled 0 .. N-1 that ``g.nodes`` lists in another order (networkx lists the
+        nodes of an edge list as they first appear) are numbered in that order, so node 3
+        may be row 0 and features indexed by label would not match: without ``nodes`` this
+        warns. ``nodes=sorted(g.nodes)`` numbers each node by its label, and
+        ``nodes=list(g.nodes)`` keeps ``g.nodes`` order without the warning."""
         if g.number_of_nodes() == 0:
             raise ValueError("the networkx graph has no nodes")
-        ids = {node: i for i, node in enumerate(g.nodes)}
+        order = networkx_node_order(g, nodes)
+        moved = None if nodes is not None else labels_out_of_order(order)
+        if moved is not None:
+            warnings.warn(f"the networkx graph's nodes are the labels 0 .. {len(order) - 1}, "
+                          f"but g.nodes lists them in another order (row {moved[0]} is node "
+                          f"{moved[1]!r}): rows follow g.nodes. Pass nodes=sorted(g.nodes) to "
+                          f"number each node by its label, or nodes=list(g.nodes) to keep "
+                          f"this order", stacklevel=2)
+        ids = {node: i for i, node in enumerate(order)}
         keys = edge_attrs or []
         rows = [(ids[u], ids[v], [_edge_number(d, k, u, v) for k in keys])
                 for u, v, d in g.edges(data=True)]

@@ -117,6 +117,36 @@ def test_raw_ids_too_large_for_memory_are_named(largest):
         Graph(torch.tensor([[0, 1], [1, 0]]), num_nodes=10**15)
 
 
+def _edges(graph, labels):
+    """The graph's edges as (label, label) pairs, row r being node labels[r]."""
+    return sorted((labels[u], labels[v]) for u, v in graph.edge_index.t().tolist())
+
+
+def test_networkx_nodes_labelled_out_of_order_warn_and_nodes_chooses_the_rows():
+    """networkx lists an edge list's nodes as they first appear: labels 0..N-1 in another
+    order became rows in that order, so node 3 was row 0 and features indexed by label
+    described other nodes, without a word."""
+    g = nx.DiGraph([(3, 1), (1, 0), (0, 2), (2, 3)])  # g.nodes: [3, 1, 0, 2]
+    expected = sorted(g.edges)
+    with pytest.warns(UserWarning, match=r"row 0 is node 3\): rows follow g.nodes. Pass "
+                                         r"nodes=sorted\(g.nodes\)") as record:
+        graph = Graph.from_networkx(g)
+    assert record[0].filename == __file__
+    assert _edges(graph, list(g.nodes)) == expected  # rows in g.nodes order
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        by_label = Graph.from_networkx(g, nodes=sorted(g.nodes))
+        assert sorted(map(tuple, by_label.edge_index.t().tolist())) == expected  # row i: node i
+        Graph.from_networkx(nx.path_graph(4))  # labels in order: quiet
+        Graph.from_networkx(nx.relabel_nodes(g, {0: "a", 1: "b", 2: "c", 3: "d"}))  # not ids
+    with pytest.raises(ValueError, match="nodes must list each of the graph's 4 nodes once; "
+                                         "it lacks node 2"):
+        Graph.from_networkx(g, nodes=[0, 1, 3, 3])
+    with pytest.raises(ValueError, match="it holds 7, not a node of the graph"):
+        Graph.from_networkx(g, nodes=[0, 1, 2, 3, 7])
+
+
 def test_undirected_and_structure_match_pyg():
     edge_index = random_edge_index(20, 60, seed=21)
     attr = torch.randn(edge_index.size(1), 3)

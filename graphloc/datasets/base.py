@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from graphloc.checks import pyg_keys, refuse_integer_mask, whole_numbers
-from graphloc.graph import Graph
+from graphloc.graph import Graph, labels_out_of_order, networkx_node_order
 
 
 @dataclass
@@ -102,11 +102,23 @@ class NodeDataset:
 
     @classmethod
     def from_networkx(cls, g, x: Tensor, y: Tensor, name: str = "networkx",
-                      split: tuple | None = None) -> NodeDataset:
-        """From a networkx graph (nodes in ``g.nodes`` order, undirected edges both ways)
-        with features ``x [N, F]`` and labels ``y [N]``; ``split`` as three id tensors or
-        masks, else :func:`city_split`."""
-        graph = Graph.from_networkx(g)
+                      split: tuple | None = None, nodes=None) -> NodeDataset:
+        """From a networkx graph (undirected edges both ways) with features ``x [N, F]``
+        and labels ``y [N]``, row i for node ``nodes[i]`` (default: ``g.nodes`` order);
+        ``split`` as three id tensors or masks, else :func:`city_split`.
+
+        Nodes labelled 0 .. N-1 that ``g.nodes`` lists in another order (an edge list read
+        by networkx) are refused without ``nodes``: rows indexed by label would silently
+        describe other nodes. ``nodes=sorted(g.nodes)`` matches row i to node i;
+        ``nodes=list(g.nodes)`` keeps ``g.nodes`` order."""
+        order = networkx_node_order(g, nodes)
+        moved = None if nodes is not None else labels_out_of_order(order)
+        if moved is not None:
+            raise ValueError(f"{name}: the graph's nodes are the labels 0 .. {len(order) - 1}, "
+                             f"but g.nodes lists them in another order (row {moved[0]} would be "
+                             f"node {moved[1]!r}). Pass nodes=sorted(g.nodes) if row i of x and "
+                             f"y is node i, or nodes=list(g.nodes) if the rows follow g.nodes")
+        graph = Graph.from_networkx(g, nodes=order)
         y = class_labels(y, name)
         split = labelled_split(y) if split is None else \
             tuple(split_ids(s, k, graph.num_nodes) for s, k in

@@ -27,7 +27,7 @@ from graphloc.datasets.base import (
     pyg_split,
     warn_of_unread_keys,
 )
-from graphloc.graph import Graph
+from graphloc.graph import Graph, labels_out_of_order
 
 GRAPH_SUFFIXES = (".pt", ".graphml", ".gml", ".mtx", ".csv", ".tsv", ".txt", ".edges")
 
@@ -118,8 +118,11 @@ def _networkx_file(path: str):
     if g.number_of_nodes() == 0:
         raise ValueError(f"{path} has no nodes")
     _warn_of_unread_attributes(g, path)
-    graph = Graph.from_networkx(g)
-    return graph, None, _node_labels(g, path)
+    # row i is node i where the file's ids are 0 .. N-1 (in any order in the file), as a
+    # features or labels file reads them ("line i: node i"); else the file's node order
+    order = sorted(g.nodes) if labels_out_of_order(list(g.nodes)) else list(g.nodes)
+    graph = Graph.from_networkx(g, nodes=order)
+    return graph, None, _node_labels(g, order, path)
 
 
 def _warn_of_unread_attributes(g, path: str) -> None:
@@ -137,11 +140,11 @@ def _warn_of_unread_attributes(g, path: str) -> None:
                       "(default: degree features)", stacklevel=4)
 
 
-def _node_labels(g, path: str) -> Tensor | None:
+def _node_labels(g, order: list, path: str) -> Tensor | None:
     """A ``label`` (or ``y``) node attribute present on every node, as class ids (strings
-    are numbered in sorted order)."""
+    are numbered in sorted order), for the nodes in ``order``."""
     for key in ("y", "label"):
-        values = [d.get(key) for _, d in g.nodes(data=True)]
+        values = [g.nodes[node].get(key) for node in order]
         if all(v is not None for v in values):
             if all(_is_number(v) for v in values):  # 2.7 is refused (int() would give 2)
                 numbers = torch.tensor([float(v) for v in values], dtype=torch.float64)

@@ -160,3 +160,21 @@ def test_a_split_given_as_a_zero_one_mask_of_another_dtype_is_refused(dtype):
         NodeDataset.from_pyg(data)
     as_bool = as_node_dataset((x, edge_index, y, [m.bool() for m in masks]))  # the fix named
     assert as_bool.train_index.tolist() == [0, 1] and as_bool.test_index.tolist() == [4, 5]
+
+
+def test_from_networkx_refuses_labels_out_of_order_unless_nodes_says_which_rows():
+    """Rows of x and y indexed by label would describe other nodes when g.nodes lists the
+    labels 0..N-1 in another order (an edge list read by networkx): refused, and nodes=
+    picks the rows either way."""
+    import networkx as nx
+    g = nx.Graph([(2, 0), (0, 1), (1, 3)])  # g.nodes: [2, 0, 1, 3]
+    x, y = torch.arange(8.0).view(4, 2), torch.tensor([0, 1, 0, 1])
+    with pytest.raises(ValueError, match=r"row 0 would be node 2\). Pass nodes=sorted"):
+        NodeDataset.from_networkx(g, x, y)
+    by_label = NodeDataset.from_networkx(g, x, y, nodes=sorted(g.nodes))
+    edges = {tuple(e) for e in by_label.graph.edge_index.t().tolist()}
+    assert edges == {(u, v) for a, b in g.edges for u, v in ((a, b), (b, a))}  # row i: node i
+    as_listed = NodeDataset.from_networkx(g, x, y, nodes=list(g.nodes))
+    order = list(g.nodes)
+    edges = {(order[u], order[v]) for u, v in as_listed.graph.edge_index.t().tolist()}
+    assert edges == {(u, v) for a, b in g.edges for u, v in ((a, b), (b, a))}

@@ -119,6 +119,22 @@ def test_graphml_gml_and_a_saved_pyg_data(tmp_path):
         load_graph_file(str(tmp_path / "other.pt"))
 
 
+def test_a_gml_file_with_ids_out_of_order_numbers_node_i_as_row_i(tmp_path):
+    """A features or labels file is read as "line i: node i"; a GML file listing the ids
+    0..N-1 in another order made its rows follow the file's order, so line i described
+    another node. Its own labels follow the same rows."""
+    nodes = "".join(f"  node [ id {v} y {10 * v} ]\n" for v in (2, 0, 3, 1))
+    edges = "".join(f"  edge [ source {u} target {v} ]\n" for u, v in ((2, 0), (0, 3), (3, 1)))
+    (tmp_path / "shuffled.gml").write_text(f"graph [\n  directed 1\n{nodes}{edges}]\n")
+    (tmp_path / "x.csv").write_text("0\n1\n2\n3\n")  # line i: node i's feature, i
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = load_graph_file(str(tmp_path / "shuffled.gml"), features=str(tmp_path / "x.csv"))
+    assert sorted(map(tuple, ds.graph.edge_index.t().tolist())) == [(0, 3), (2, 0), (3, 1)]
+    assert ds.x.view(-1).tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert ds.y.tolist() == [0, 10, 20, 30]
+
+
 def test_label_and_feature_files_override_a_saved_data_and_its_masks_stay(tmp_path):
     """--labels with a .pt that has masks used to be ignored (the Data's own y was kept)."""
     from torch_geometric.data import Data
