@@ -197,8 +197,9 @@ def networkx_node_order(g, nodes) -> list:
     if nodes is None:
         return list(g.nodes)
     order = list(nodes)
-    if len(order) != g.number_of_nodes() or set(order) != set(g.nodes):
-        missing = [n for n in g.nodes if n not in set(order)]
+    listed = set(order)
+    if len(order) != g.number_of_nodes() or listed != set(g.nodes):
+        missing = [n for n in g.nodes if n not in listed]
         extra = [n for n in order if n not in g]
         what = f"lacks node {missing[0]!r}" if missing else f"holds {extra[0]!r}, not a node " \
             "of the graph" if extra else "holds a node more than once"
