@@ -12,6 +12,7 @@ structure return a new Graph.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import warnings
@@ -183,6 +184,7 @@ def _csr_of(dst: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
     return ops.coo_to_csr(dst, num_nodes, validated=True)
 
 
+@functools.cache
 def _physical_memory() -> float:
     """Bytes of physical memory (infinite where the system does not say)."""
     try:
@@ -191,11 +193,14 @@ def _physical_memory() -> float:
         return math.inf
 
 
-def networkx_node_order(g, nodes) -> list:
-    """``nodes`` as a list, checked to hold each of ``g``'s nodes once; ``g.nodes`` order
-    when None."""
+def networkx_node_order(g, nodes) -> tuple[list, tuple[int, object] | None]:
+    """``(order, moved)``: ``nodes`` as a list, checked to hold each of ``g``'s nodes once,
+    or ``g.nodes`` order when None. ``moved``: for ``g.nodes`` order (nodes None), the
+    (row, node) of the first node that is not its own row where the nodes are exactly the
+    integer labels 0 .. N-1; None otherwise (given, in order, or labels of another kind)."""
     if nodes is None:
-        return list(g.nodes)
+        order = list(g.nodes)
+        return order, _first_label_out_of_place(order)
     order = list(nodes)
     listed = set(order)
     if len(order) != g.number_of_nodes() or listed != set(g.nodes):
@@ -205,12 +210,10 @@ def networkx_node_order(g, nodes) -> list:
             "of the graph" if extra else "holds a node more than once"
         raise ValueError(f"nodes must list each of the graph's {g.number_of_nodes()} nodes "
                          f"once; it {what}")
-    return order
+    return order, None
 
 
-def labels_out_of_order(order: list) -> tuple[int, object] | None:
-    """(row, node) of the first node that is not its own row, where the nodes are exactly
-    the integer labels 0 .. N-1; None otherwise (in order, or labels of any other kind)."""
+def _first_label_out_of_place(order: list) -> tuple[int, object] | None:
     if not all(isinstance(n, int) and not isinstance(n, bool) for n in order) or \
             set(order) != set(range(len(order))):
         return None
@@ -388,8 +391,7 @@ class Graph:
         ``nodes=list(g.nodes)`` keeps ``g.nodes`` order without the warning."""
         if g.number_of_nodes() == 0:
             raise ValueError("the networkx graph has no nodes")
-        order = networkx_node_order(g, nodes)
-        moved = None if nodes is not None else labels_out_of_order(order)
+        order, moved = networkx_node_order(g, nodes)
         if moved is not None:
             warnings.warn(f"the networkx graph's nodes are the labels 0 .. {len(order) - 1}, "
                           f"but g.nodes lists them in another order (row {moved[0]} is node "

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from graphloc.checks import pyg_keys, refuse_integer_mask, whole_numbers
-from graphloc.graph import Graph, labels_out_of_order, networkx_node_order
+from graphloc.graph import Graph, networkx_node_order
 
 
 @dataclass
@@ -111,8 +111,7 @@ class NodeDataset:
         by networkx) are refused without ``nodes``: rows indexed by label would silently
         describe other nodes. ``nodes=sorted(g.nodes)`` matches row i to node i;
         ``nodes=list(g.nodes)`` keeps ``g.nodes`` order."""
-        order = networkx_node_order(g, nodes)
-        moved = None if nodes is not None else labels_out_of_order(order)
+        order, moved = networkx_node_order(g, nodes)
         if moved is not None:
             raise ValueError(f"{name}: the graph's nodes are the labels 0 .. {len(order) - 1}, "
                              f"but g.nodes lists them in another order (row {moved[0]} would be "

@@ -27,7 +27,7 @@ from graphloc.datasets.base import (
     pyg_split,
     warn_of_unread_keys,
 )
-from graphloc.graph import Graph, labels_out_of_order
+from graphloc.graph import Graph, networkx_node_order
 
 GRAPH_SUFFIXES = (".pt", ".graphml", ".gml", ".mtx", ".csv", ".tsv", ".txt", ".edges")
 
@@ -120,7 +120,8 @@ def _networkx_file(path: str):
     _warn_of_unread_attributes(g, path)
     # row i is node i where the file's ids are 0 .. N-1 (in any order in the file), as a
     # features or labels file reads them ("line i: node i"); else the file's node order
-    order = sorted(g.nodes) if labels_out_of_order(list(g.nodes)) else list(g.nodes)
+    order, moved = networkx_node_order(g, None)
+    order = sorted(order) if moved else order
     graph = Graph.from_networkx(g, nodes=order)
     return graph, None, _node_labels(g, order, path)
 

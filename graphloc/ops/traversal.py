@@ -13,7 +13,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_int
+from graphloc.checks import check_int, first_repeated
 from graphloc.ops._library import HAS_EXTENSION, kernels
 from graphloc.ops.reference import local_eccentricity as _eccentricity_twin
 
@@ -67,9 +67,9 @@ def _checked_seeds(seeds, num_nodes: int, distinct: bool = False) -> Tensor:
         if low < 0 or high >= num_nodes:
             bad = low if low < 0 else high
             raise ValueError(f"seed {bad} is out of range for {num_nodes} nodes")
-    if distinct and seeds.unique().numel() != seeds.numel():
-        values, counts = seeds.unique(return_counts=True)
-        raise ValueError(f"seed {int(values[counts > 1][0])} appears twice")
+    twice = first_repeated(seeds) if distinct else None
+    if twice is not None:
+        raise ValueError(f"seed {twice} appears twice")
     return seeds
 
 
