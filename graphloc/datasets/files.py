@@ -10,8 +10,12 @@ influence can be measured on the structure alone; without labels the dataset is 
 
 from __future__ import annotations
 
+import _compat_pickle
+import collections
 import csv
 import os
+import pickle
+import types
 import warnings
 
 import numpy as np
@@ -76,8 +80,23 @@ def default_features(graph: Graph) -> Tensor:
 
 
 def _torch_file(path: str):
-    try:  # a PyG Data is a pickled object: the user's own file, so weights_only=False
-        data = torch.load(path, map_location="cpu", weights_only=False)
+    """The PyG ``Data`` saved in ``path``. A .pt file is a pickle, and unpickling runs any
+    function the file names, so this one only finds the names a saved Data needs: torch's
+    own weights-only set, the globals registered with
+    ``torch.serialization.add_safe_globals`` (PyG registers its own), and PyG's data
+    containers. Anything else is refused, with its names. (torch's ``weights_only=True``
+    itself refuses the defaultdict that PyG's sparse layouts keep.) Until 2026-12-04 every
+    .pt was unpickled in full, including one the command line was pointed at from
+    elsewhere."""
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=False,
+                          pickle_module=_data_pickle(_loadable_globals()))
+    except _RefusedGlobal as err:
+        raise ValueError(
+            f"{path} names {err}, which graphloc does not unpickle: only tensors, plain "
+            f"containers and PyG's data classes load here, since unpickling runs what a file "
+            f"names. If you trust this file, load it yourself and pass the Data on: "
+            f"NodeDataset.from_pyg(torch.load(path, weights_only=False))") from None
     except Exception as err:
         raise ValueError(f"{path} is not a readable torch file ({type(err).__name__}: "
                          f"{err})") from err
@@ -89,6 +108,52 @@ def _torch_file(path: str):
     if data.edge_index is None:
         return _with_edges_of_adjacency(path, data)
     return data
+
+
+class _RefusedGlobal(pickle.UnpicklingError):
+    """A name outside the set a saved Data may use."""
+
+
+def _data_pickle(allowed: set[str]) -> types.SimpleNamespace:
+    """A pickle module for torch.load whose Unpickler finds only the names in ``allowed``;
+    its ``load`` too, through which the legacy format reads its header records."""
+
+    class DataUnpickler(pickle.Unpickler):
+        def find_class(self, module, name):
+            # the names a Python 2 protocol writes (__builtin__.set), as pickle maps them
+            where = _compat_pickle.NAME_MAPPING.get((module, name)) or \
+                (_compat_pickle.IMPORT_MAPPING.get(module, module), name)
+            if ".".join(where) not in allowed:
+                raise _RefusedGlobal(f"{module}.{name}")
+            return super().find_class(module, name)
+
+    return types.SimpleNamespace(__name__="graphloc_data_pickle", Unpickler=DataUnpickler,
+                                 load=lambda file, **kw: DataUnpickler(file, **kw).load())
+
+
+def _loadable_globals() -> set[str]:
+    """Names a saved Data or HeteroData may use: torch's weights-only set, the registered
+    safe globals, and PyG's data containers (none where PyG is not installed: such a file
+    cannot be read without it)."""
+    allowed = [collections.OrderedDict, collections.defaultdict]
+    try:
+        from torch_geometric.data import Data, HeteroData
+        from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
+        from torch_geometric.data.storage import (
+            AttrType,
+            EdgeStorage,
+            GlobalStorage,
+            NodeStorage,
+        )
+        allowed += [Data, HeteroData, DataEdgeAttr, DataTensorAttr, GlobalStorage,
+                    NodeStorage, EdgeStorage, AttrType]
+    except ImportError:
+        pass
+    names = {f"{g.__module__}.{g.__qualname__}" for g in allowed}
+    for g in torch.serialization.get_safe_globals():
+        names.add(g[1] if isinstance(g, tuple) else f"{g.__module__}.{g.__qualname__}")
+    weights_only = getattr(torch._weights_only_unpickler, "_get_allowed_globals", dict)
+    return names | set(weights_only())
 
 
 def _with_edges_of_adjacency(path: str, data):

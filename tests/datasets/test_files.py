@@ -371,3 +371,62 @@ def test_the_delimiter_is_read_from_the_edges_not_the_comments(tmp_path):
     path = tmp_path / "snap.txt"
     path.write_text("# Citations, 1993-2003; from arXiv\n% another, comment\n0 1\n1 2\n")
     assert load_graph_file(str(path)).graph.edge_index.tolist() == [[0, 1], [1, 2]]
+
+
+class _MakesADirectory:
+    """A pickled object that runs os.mkdir when unpickled: what a .pt from elsewhere can do."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        import os
+        return os.mkdir, (self.path,)
+
+
+@pytest.mark.parametrize("zipped", [True, False], ids=["zip format", "legacy format"])
+def test_a_torch_file_that_names_other_code_is_refused_before_it_runs(tmp_path, zipped):
+    """Every .pt was unpickled with weights_only=False, so a file the command line was
+    pointed at could run any function it named. Now only tensors, containers and PyG's
+    data classes load; the payload does not run, and the error names what it asked for."""
+    from torch_geometric.data import Data
+    target = tmp_path / "made_by_the_file"
+    payload = Data(edge_index=torch.tensor([[0, 1], [1, 2]]), note=_MakesADirectory(str(target)))
+    torch.save(payload, tmp_path / "bad.pt", _use_new_zipfile_serialization=zipped)
+    with pytest.raises(ValueError, match=r"bad.pt names (posix|nt).mkdir, which graphloc "
+                                         r"does not unpickle.*NodeDataset.from_pyg"):
+        load_graph_file(str(tmp_path / "bad.pt"))
+    assert not target.exists()
+    torch.save({"edge_index": _MakesADirectory(str(target))}, tmp_path / "dict.pt",
+               _use_new_zipfile_serialization=zipped)
+    with pytest.raises(ValueError, match=r"(posix|nt).mkdir"):
+        load_graph_file(str(tmp_path / "dict.pt"))
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("zipped", [True, False], ids=["zip format", "legacy format"])
+def test_saved_pyg_data_of_every_kind_still_loads(tmp_path, zipped):
+    """The restricted unpickler finds what PyG's own files name: a Data with tensors,
+    strings and numbers, an InMemoryDataset's (data, slices) pair, and ToSparseTensor's
+    CSR layout (whose defaultdict torch's weights_only=True refuses)."""
+    import torch_geometric.transforms as T
+    from torch_geometric.data import Data
+    from torch_geometric.datasets import FakeDataset
+    edge_index = torch.tensor([[0, 1, 3, 3], [1, 2, 0, 2]])
+    x = torch.randn(5, 2)
+    data = Data(x=x, edge_index=edge_index, y=torch.tensor([0, 1, 0, 1, 1]), name="five",
+                scale=2.5, sizes=[1, 2], flags={"a": True})
+    torch.save(data, tmp_path / "d.pt", _use_new_zipfile_serialization=zipped)
+    ds = load_graph_file(str(tmp_path / "d.pt"))
+    assert torch.equal(ds.x, x) and torch.equal(ds.graph.edge_index, edge_index)
+    pair = FakeDataset(num_graphs=1, avg_num_nodes=12, num_channels=3)
+    torch.save((pair._data, pair.slices), tmp_path / "pair.pt",
+               _use_new_zipfile_serialization=zipped)
+    assert load_graph_file(str(tmp_path / "pair.pt")).graph.num_nodes == pair._data.num_nodes
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's "sparse CSR is in beta"
+        torch.save(T.ToSparseTensor(layout=torch.sparse_csr)(data.clone()), tmp_path / "t.pt",
+                   _use_new_zipfile_serialization=zipped)
+    graph = load_graph_file(str(tmp_path / "t.pt")).graph
+    assert sorted(map(tuple, graph.edge_index.t().tolist())) == \
+        sorted(map(tuple, edge_index.t().tolist()))
