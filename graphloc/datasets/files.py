@@ -87,10 +87,16 @@ def _torch_file(path: str):
     containers. Anything else is refused, with its names. (torch's ``weights_only=True``
     itself refuses the defaultdict that PyG's sparse layouts keep.) Until 2026-12-04 every
     .pt was unpickled in full, including one the command line was pointed at from
-    elsewhere."""
+    elsewhere. Under TORCH_FORCE_WEIGHTS_ONLY_LOAD, torch's weights-only unpickler reads
+    it, with PyG's data classes allowed (it refuses the defaultdict of PyG's sparse
+    layouts)."""
     try:
-        data = torch.load(path, map_location="cpu", weights_only=False,
-                          pickle_module=_data_pickle(_loadable_globals()))
+        if _weights_only_forced():
+            with torch.serialization.safe_globals(_pyg_data_classes()):
+                data = torch.load(path, map_location="cpu", weights_only=True)
+        else:
+            data = torch.load(path, map_location="cpu", weights_only=False,
+                              pickle_module=_data_pickle(_loadable_globals()))
     except _RefusedGlobal as err:
         raise ValueError(
             f"{path} names {err}, which graphloc does not unpickle: only tensors, plain "
@@ -131,11 +137,10 @@ def _data_pickle(allowed: set[str]) -> types.SimpleNamespace:
                                  load=lambda file, **kw: DataUnpickler(file, **kw).load())
 
 
-def _loadable_globals() -> set[str]:
-    """Names a saved Data or HeteroData may use: torch's weights-only set, the registered
-    safe globals, and PyG's data containers (none where PyG is not installed: such a file
-    cannot be read without it)."""
-    allowed = [collections.OrderedDict, collections.defaultdict]
+def _pyg_data_classes() -> list:
+    """PyG's data containers and the containers its storages use (PyG's own where PyG is
+    not installed: none, and such a file cannot be read without it)."""
+    classes = [collections.OrderedDict, collections.defaultdict]
     try:
         from torch_geometric.data import Data, HeteroData
         from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
@@ -145,15 +150,26 @@ def _loadable_globals() -> set[str]:
             GlobalStorage,
             NodeStorage,
         )
-        allowed += [Data, HeteroData, DataEdgeAttr, DataTensorAttr, GlobalStorage,
-                    NodeStorage, EdgeStorage, AttrType]
     except ImportError:
-        pass
-    names = {f"{g.__module__}.{g.__qualname__}" for g in allowed}
+        return classes
+    return classes + [Data, HeteroData, DataEdgeAttr, DataTensorAttr, GlobalStorage,
+                      NodeStorage, EdgeStorage, AttrType]
+
+
+def _loadable_globals() -> set[str]:
+    """Names a saved Data or HeteroData may use: torch's weights-only set, the registered
+    safe globals, and PyG's data containers."""
+    names = {f"{g.__module__}.{g.__qualname__}" for g in _pyg_data_classes()}
     for g in torch.serialization.get_safe_globals():
         names.add(g[1] if isinstance(g, tuple) else f"{g.__module__}.{g.__qualname__}")
     weights_only = getattr(torch._weights_only_unpickler, "_get_allowed_globals", dict)
     return names | set(weights_only())
+
+
+def _weights_only_forced() -> bool:
+    """torch's TORCH_FORCE_WEIGHTS_ONLY_LOAD is set: torch.load then refuses any pickle
+    module of its own, and the user asked for its weights-only unpickler."""
+    return os.getenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "0").lower() in ("1", "y", "yes", "true")
 
 
 def _with_edges_of_adjacency(path: str, data):

@@ -430,3 +430,22 @@ def test_saved_pyg_data_of_every_kind_still_loads(tmp_path, zipped):
     graph = load_graph_file(str(tmp_path / "t.pt")).graph
     assert sorted(map(tuple, graph.edge_index.t().tolist())) == \
         sorted(map(tuple, edge_index.t().tolist()))
+
+
+def test_torch_files_under_torch_s_forced_weights_only_mode(tmp_path, monkeypatch):
+    """TORCH_FORCE_WEIGHTS_ONLY_LOAD makes torch.load refuse graphloc's own pickle module
+    ("Can not safely load weights when explicit pickle_module is specified", reported as an
+    unreadable file): then torch's weights-only unpickler reads the file, PyG's data
+    classes allowed, and a payload is still refused without running."""
+    from torch_geometric.data import Data
+    monkeypatch.setenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "1")
+    x, edge_index = torch.randn(3, 2), torch.tensor([[0, 1], [1, 2]])
+    torch.save(Data(x=x, edge_index=edge_index), tmp_path / "d.pt")
+    ds = load_graph_file(str(tmp_path / "d.pt"))
+    assert torch.equal(ds.x, x) and torch.equal(ds.graph.edge_index, edge_index)
+    target = tmp_path / "made_by_the_file"
+    torch.save(Data(edge_index=edge_index, note=_MakesADirectory(str(target))),
+               tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match=r"(?s)bad.pt is not a readable torch file.*mkdir"):
+        load_graph_file(str(tmp_path / "bad.pt"))
+    assert not target.exists()
