@@ -81,15 +81,13 @@ def default_features(graph: Graph) -> Tensor:
 
 def _torch_file(path: str):
     """The PyG ``Data`` saved in ``path``. A .pt file is a pickle, and unpickling runs any
-    function the file names, so this one only finds the names a saved Data needs: torch's
-    own weights-only set, the globals registered with
-    ``torch.serialization.add_safe_globals`` (PyG registers its own), and PyG's data
-    containers. Anything else is refused, with its names. (torch's ``weights_only=True``
-    itself refuses the defaultdict that PyG's sparse layouts keep.) Until 2026-12-04 every
-    .pt was unpickled in full, including one the command line was pointed at from
-    elsewhere. Under TORCH_FORCE_WEIGHTS_ONLY_LOAD, torch's weights-only unpickler reads
-    it, with PyG's data classes allowed (it refuses the defaultdict of PyG's sparse
-    layouts)."""
+    function the file names, so only the names a saved Data needs are found: torch's own
+    weights-only set, the globals registered with ``torch.serialization.add_safe_globals``
+    (PyG registers its own), and PyG's data containers. Anything else is refused, with its
+    names. (Not torch's ``weights_only=True`` itself: it refuses the defaultdict that PyG's
+    sparse layouts keep. Under TORCH_FORCE_WEIGHTS_ONLY_LOAD it is used, as the user asked.)
+    Until 2026-12-04 every .pt was unpickled in full, including one the command line was
+    pointed at from elsewhere."""
     try:
         if _weights_only_forced():
             with torch.serialization.safe_globals(_pyg_data_classes()):
@@ -138,8 +136,8 @@ def _data_pickle(allowed: set[str]) -> types.SimpleNamespace:
 
 
 def _pyg_data_classes() -> list:
-    """PyG's data containers and the containers its storages use (PyG's own where PyG is
-    not installed: none, and such a file cannot be read without it)."""
+    """PyG's data containers and the containers its storages use (only the latter where
+    PyG is not installed: a saved Data cannot be read without it anyway)."""
     classes = [collections.OrderedDict, collections.defaultdict]
     try:
         from torch_geometric.data import Data, HeteroData
