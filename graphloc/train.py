@@ -202,6 +202,27 @@ def _check_splits(dataset: NodeDataset) -> None:
                       "(null in metrics.json)", stacklevel=3)
 
 
+# A label space this wide, of which under a quarter is used, is taken for labels that are
+# not class ids (raw category codes, node ids): the classifier gets an output per id.
+_WIDE_LABEL_SPACE = 1024
+_USED_SHARE = 4
+
+
+def _check_classes(dataset) -> None:
+    """The classifier has one output per class id up to the largest label. Labels that are
+    not class ids made torch fail to allocate its output layer (labels up to 3 * 10^9: "you
+    tried to allocate 768000000256 bytes") or left most of its outputs to classes no node
+    has: refused, naming the largest label and how to renumber."""
+    used = torch.unique(dataset.y[dataset.y >= 0])
+    classes = dataset.num_classes
+    if classes > _WIDE_LABEL_SPACE and classes > _USED_SHARE * used.numel():
+        raise ValueError(
+            f"{dataset.name}: the labels reach {classes - 1}, so the classifier would have "
+            f"{classes} outputs, but only {used.numel()} distinct labels are used. Are these "
+            f"class ids? Renumber them 0 .. {used.numel() - 1} first: "
+            f"y[y >= 0] = torch.unique(y[y >= 0], return_inverse=True)[1]")
+
+
 def _build(config: TrainConfig, num_features, num_classes: int,
            hetero: dict | None = None) -> torch.nn.Module:
     """The model of ``config``; ``hetero``: a heterogeneous dataset's ``metadata`` and
@@ -353,6 +374,7 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
     check_config(config)
     _check_features(dataset)
     _check_splits(dataset)
+    _check_classes(dataset)
     rank, world = rank_and_world()
     torch.manual_seed(config.seed)  # the same initial weights on every process
     hetero = _hetero_spec(dataset)

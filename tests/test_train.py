@@ -311,3 +311,26 @@ def test_forward_procedures_refuse_resume(separable, tmp_path):
     with pytest.raises(ValueError, match="procedure='sf' cannot resume"):
         fit(separable, TrainConfig(epochs=1, procedure="sf"), out_dir=str(tmp_path),
             resume=True, progress=False)
+
+
+def test_labels_that_are_not_class_ids_are_refused_with_the_renumbering(city):
+    """The classifier gets one output per class id up to the largest label: labels up to
+    3 * 10^9 (raw codes, node ids) made torch fail to allocate the output layer with a bare
+    allocator error. A wide label space that is mostly unused is refused, naming the
+    largest label and the fix; a wide one that is used trains."""
+    from graphloc.datasets.base import NodeDataset
+    codes = torch.tensor([0, 7, 3_000_000_000])[city.y % 3]
+    coded = NodeDataset("coded", city.graph, city.x, codes, city.train_index,
+                        city.val_index, city.test_index)
+    with pytest.raises(ValueError, match=r"coded: the labels reach 3000000000, so the "
+                                         r"classifier would have 3000000001 outputs, but only "
+                                         r"3 distinct labels are used.*0 \.\. 2"):
+        fit(coded, TrainConfig(epochs=1, hidden=8), progress=False)
+    renumbered = codes.clone()
+    renumbered[renumbered >= 0] = torch.unique(codes, return_inverse=True)[1]
+    assert torch.equal(renumbered, city.y % 3)  # the fix the message gives
+    wide = torch.arange(city.num_nodes) % 1100  # 1,100 classes, all used
+    used = NodeDataset("wide", city.graph, city.x, wide, city.train_index, city.val_index,
+                       city.test_index)
+    history = fit(used, TrainConfig(epochs=1, hidden=8), progress=False)
+    assert len(history) == 1
