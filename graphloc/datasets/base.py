@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 
@@ -252,8 +253,15 @@ def float_features(x) -> Tensor:
 
 
 def class_labels(y, name: str) -> Tensor:
-    """Labels as int64, flattened."""
-    return whole_numbers(torch.as_tensor(y).reshape(-1), f"{name}: y")
+    """Labels as int64, flattened from ``[N]`` or ``[N, 1]``. Several columns (multi-label
+    or multi-task targets, as ogbn-proteins') are refused with their shape: flattened, they
+    were reported as one column of N * k labels."""
+    y = torch.as_tensor(y)
+    if y.dim() > 1 and math.prod(y.shape[1:]) != 1:
+        raise ValueError(f"{name}: y has shape {list(y.shape)}, several labels per node "
+                         f"(multi-label or multi-task targets); graphloc's datasets hold one "
+                         f"class label per node ([N] or [N, 1])")
+    return whole_numbers(y.reshape(-1), f"{name}: y")
 
 
 def split_ids(split: Tensor, name: str, num_nodes: int) -> Tensor:

@@ -178,3 +178,20 @@ def test_from_networkx_refuses_labels_out_of_order_unless_nodes_says_which_rows(
     order = list(g.nodes)
     edges = {(order[u], order[v]) for u, v in as_listed.graph.edge_index.t().tolist()}
     assert edges == {(u, v) for a, b in g.edges for u, v in ((a, b), (b, a))}
+
+
+def test_several_labels_per_node_are_refused_with_their_shape():
+    """A [N, k] target (multi-label or multi-task, as ogbn-proteins') was flattened into
+    N * k labels and reported as "y must be ... of shape [N], got [N * k]"; [N, 1] (OGB's
+    layout) is one label per node and is read as [N]."""
+    from torch_geometric.data import Data
+
+    data = Data(x=torch.randn(4, 2), edge_index=torch.tensor([[0, 1], [1, 2]]),
+                y=torch.tensor([[0, 1, 1], [1, 0, 0], [1, 1, 0], [0, 0, 1]]))
+    with pytest.raises(ValueError, match=r"y has shape \[4, 3\], several labels per node"):
+        NodeDataset.from_pyg(data)
+    from graphloc.datasets.base import as_node_dataset
+    with pytest.raises(ValueError, match=r"data: y has shape \[4, 3\]"):
+        as_node_dataset((data.x, data.edge_index, data.y))  # what fit reads a tuple with
+    data.y = torch.tensor([[0], [1], [1], [0]])
+    assert NodeDataset.from_pyg(data).y.tolist() == [0, 1, 1, 0]
