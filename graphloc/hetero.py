@@ -127,10 +127,12 @@ class HeteroGraph:
         for node_type, n in self.num_nodes.items():
             value = x[node_type]
             if not isinstance(value, Tensor) or value.dim() != 2 or value.size(0) != n or \
-                    not value.is_floating_point():
-                raise ValueError(f"{what}[{node_type!r}] must be floating [{n}, F] (a row per "
-                                 f"{node_type} node), got {getattr(value, 'dtype', None)} "
-                                 f"{list(getattr(value, 'shape', []))}")
+                    not value.is_floating_point() or value.layout != torch.strided:
+                layout = "" if getattr(value, "layout", torch.strided) == torch.strided \
+                    else f" {value.layout} (pass .to_dense())"
+                raise ValueError(f"{what}[{node_type!r}] must be dense floating [{n}, F] (a row "
+                                 f"per {node_type} node), got {getattr(value, 'dtype', None)} "
+                                 f"{list(getattr(value, 'shape', []))}{layout}")
 
     @classmethod
     def from_pyg(cls, data) -> HeteroGraph:

@@ -51,7 +51,7 @@ def test_bad_input_names_the_relation(num_nodes, edges, match):
 def test_features_are_checked_per_type():
     g = _graph()
     g.check_features({"paper": torch.randn(4, 2), "author": torch.randn(3, 5)})
-    with pytest.raises(ValueError, match=r"x\['author'\] must be floating \[3, F\]"):
+    with pytest.raises(ValueError, match=r"x\['author'\] must be dense floating \[3, F\]"):
         g.check_features({"paper": torch.randn(4, 2), "author": torch.ones(3, 5).long()})
     with pytest.raises(TypeError, match="x must be a dict"):
         g.check_features(torch.randn(4, 2))

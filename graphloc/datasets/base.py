@@ -44,6 +44,9 @@ class NodeDataset:
         if not isinstance(self.x, Tensor) or self.x.dim() != 2 or self.x.size(0) != n:
             raise ValueError(f"{self.name}: x must be [{n}, F] (a row per node), got "
                              f"{list(getattr(self.x, 'shape', []))}")
+        if self.x.layout != torch.strided:  # fit's checks and the layers read dense rows
+            raise ValueError(f"{self.name}: x must be a dense tensor, got layout "
+                             f"{self.x.layout} (pass x.to_dense())")
         if not self.x.is_floating_point():
             raise TypeError(f"{self.name}: x must be floating point, got {self.x.dtype}")
         for field, rows, what in (("pos", n, "node"), ("edge_attr", self.graph.num_edges, "edge")):
@@ -247,9 +250,13 @@ def labelled_split(y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 
 
 def float_features(x) -> Tensor:
-    """Integer or boolean features (counts, one-hot) as float32, exactly."""
+    """Features as the layers take them: integer or boolean ones (counts, one-hot) as
+    float32, sparse ones dense. Complex features are left for NodeDataset to refuse: cast,
+    they lost their imaginary part with only torch's warning."""
     x = torch.as_tensor(x)
-    return x if x.is_floating_point() else x.float()
+    if x.layout != torch.strided:
+        x = x.to_dense()
+    return x if x.is_floating_point() or x.is_complex() else x.float()
 
 
 def class_labels(y, name: str) -> Tensor:

@@ -20,7 +20,13 @@ from torch import Tensor
 
 from graphloc.checks import pyg_keys
 from graphloc.datasets.aml import EdgeDataset
-from graphloc.datasets.base import as_node_dataset, check_labels_and_splits, class_labels, split_ids
+from graphloc.datasets.base import (
+    as_node_dataset,
+    check_labels_and_splits,
+    class_labels,
+    float_features,
+    split_ids,
+)
 from graphloc.hetero import HeteroGraph
 from graphloc.io import atomic_file, atomic_save, load_file
 
@@ -105,7 +111,7 @@ class HeteroNodeDataset:
                 raise ValueError(f"HeteroData[{target!r}] has no {split}")
             # as a Data's masks: a bool mask of the target's nodes, or whole-number ids
             splits.append(split_ids(store[split], f"{target}.{split}", store.num_nodes))
-        x = {t: data[t].x for t in data.node_types if "x" in data[t]}
+        x = {t: float_features(data[t].x) for t in data.node_types if "x" in data[t]}
         _warn_of_unread_hetero_keys(data, target, name)
         y = class_labels(store.y, f"{name}: {target}")
         return cls(name, HeteroGraph.from_pyg(data), x, y, target, *splits)

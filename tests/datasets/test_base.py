@@ -195,3 +195,21 @@ def test_several_labels_per_node_are_refused_with_their_shape():
         as_node_dataset((data.x, data.edge_index, data.y))  # what fit reads a tuple with
     data.y = torch.tensor([[0], [1], [1], [0]])
     assert NodeDataset.from_pyg(data).y.tolist() == [0, 1, 1, 0]
+
+
+def test_sparse_features_are_made_dense_and_complex_ones_refused():
+    """Sparse features passed every check and crashed inside fit ("Could not run
+    'aten::ne.Scalar' ... 'SparseCPU'"); complex ones were cast to real, their imaginary
+    part dropped with only torch's warning."""
+    from torch_geometric.data import Data
+
+    x = torch.tensor([[0.0, 1.5], [0.0, 0.0], [2.0, 0.0], [0.0, -1.0]])
+    edge_index, y = torch.tensor([[0, 1], [1, 2]]), torch.tensor([0, 1, 1, 0])
+    ds = NodeDataset.from_pyg(Data(x=x.to_sparse(), edge_index=edge_index, y=y))
+    assert ds.x.layout == torch.strided and torch.equal(ds.x, x)
+    with pytest.raises(TypeError, match="x must be floating point, got torch.complex64"):
+        NodeDataset.from_pyg(Data(x=x.to(torch.complex64), edge_index=edge_index, y=y))
+    graph, split = Graph(edge_index, num_nodes=4), torch.tensor([0])
+    with pytest.raises(ValueError, match=r"direct: x must be a dense tensor, got layout "
+                                         r"torch.sparse_coo \(pass x.to_dense\(\)\)"):
+        NodeDataset("direct", graph, x.to_sparse(), y, split, split + 1, split + 2)

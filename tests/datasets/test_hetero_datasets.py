@@ -287,3 +287,26 @@ def test_a_corrupt_processed_file_is_named(served, tmp_path):
     with pytest.raises(ValueError, match=r"gtn-acm.pt is not a readable processed GTN file"):
         gtn_dataset("acm", root, url=url)
     assert gtn_dataset("acm", root, url=url, force_reload=True).num_nodes == 5
+
+
+def test_heterodata_features_are_read_as_a_datas_are(transactions):
+    """Integer features were refused where a Data's are cast, sparse ones passed the checks
+    (and crashed in training), complex ones are refused: as for a Data."""
+    pytest.importorskip("torch_geometric")
+    from graphloc.datasets.hetero import HeteroNodeDataset, as_dataset
+    data = aml_accounts(transactions).to_pyg()
+    x = data["account"].x
+    counts = (x.abs() * 10).round().long()
+    data["account"].x = counts
+    assert torch.equal(as_dataset(data).x["account"], counts.float())
+    data["account"].x = x.to_sparse()
+    assert torch.equal(as_dataset(data).x["account"], x)
+    data["account"].x = x.to(torch.complex64)
+    with pytest.raises(ValueError, match=r"x\['account'\] must be dense floating .* got "
+                                         r"torch.complex64"):
+        as_dataset(data)
+    ds = aml_accounts(transactions)
+    sparse = {**ds.x, "account": ds.x["account"].to_sparse()}
+    with pytest.raises(ValueError, match=r"torch.sparse_coo \(pass .to_dense\(\)\)"):
+        HeteroNodeDataset(ds.name, ds.graph, sparse, ds.y, ds.target, ds.train_index,
+                          ds.val_index, ds.test_index)

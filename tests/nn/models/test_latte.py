@@ -149,7 +149,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="no relation arrives at the target type 'subject'"):
         LATTE(widths, 8, 3, 1, (graph.node_types, [PA, AP]), "subject")
     model = LATTE(widths, 8, 3, 1, graph.metadata(), "paper")
-    with pytest.raises(ValueError, match=r"x\['author'\] must be floating \[20, F\]"):
+    with pytest.raises(ValueError, match=r"x\['author'\] must be dense floating \[20, F\]"):
         model({**x, "author": torch.randn(19, 6)}, graph)
     with pytest.raises(ValueError, match="no features for the node types"):
         model({"paper": x["paper"]}, graph)
