@@ -233,7 +233,7 @@ def _add_dataset_commands(commands) -> None:
     build.add_argument("source", help=".osm.pbf, .osm or .graphml file")
     build.add_argument("--out", required=True, help="folder for <name>.tar.gz")
     build.add_argument("--name", help="dataset name (default: from the file name)")
-    build.add_argument("--hops", type=count(0), default=16)
+    build.add_argument("--hops", type=count(1), default=16)
     build.add_argument("--classes", type=count(2), default=10)
     build.set_defaults(run=dataset_build)
     stats = sub.add_parser("stats", help=dataset_stats.__doc__)

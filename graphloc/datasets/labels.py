@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import Tensor
 
@@ -29,10 +31,16 @@ def local_eccentricity(graph: Graph, lengths: Tensor, hops: int = 16,
     return ops.local_eccentricity(graph, lengths, hops, twin=method == "python")
 
 
-def eccentricity_classes(values: Tensor, num_classes: int = 10) -> Tensor:
+def eccentricity_classes(values: Tensor, num_classes: int = 10, *,
+                         stacklevel: int = 2) -> Tensor:
     """Near-equal quantile classes of ``values`` as City-Networks cuts them: rank in
     ascending order, ``chunk = N // num_classes + 1``, ``class = rank // chunk`` (class 0
-    the smallest values). Ties are ranked by node id (the release used an unstable sort)."""
+    the smallest values). Ties are ranked by node id (the release used an unstable sort).
+
+    Warns (at ``stacklevel``) where the cut makes fewer classes than ``num_classes`` (few
+    nodes: 6 values make 6 classes of one node, 36 make 9 of four), and where the values
+    take fewer distinct values than the classes made: equal values (every eccentricity is 0
+    at 0 hops) are then told apart by node id alone."""
     if num_classes < 1:
         raise ValueError(f"num_classes must be >= 1, got {num_classes}")
     if values.dim() != 1 or values.numel() == 0:
@@ -40,7 +48,18 @@ def eccentricity_classes(values: Tensor, num_classes: int = 10) -> Tensor:
     if values.is_floating_point() and values.isnan().any():
         node = int(values.isnan().nonzero()[0])
         raise ValueError(f"values holds NaN (node {node}): a NaN eccentricity has no rank")
+    n = values.numel()
+    chunk = n // num_classes + 1
+    made = -(-n // chunk)
+    if made < num_classes:  # the release's cut: few nodes (or many classes) give fewer
+        warnings.warn(f"{n} values in chunks of {chunk} make {made} classes, not "
+                      f"{num_classes}", stacklevel=stacklevel)
+    distinct = torch.unique(values).numel()
+    if distinct < made:
+        warnings.warn(f"the values take {distinct} distinct values for {made} classes: nodes "
+                      f"of equal value are split between classes by node id alone",
+                      stacklevel=stacklevel)
     order = torch.sort(values, stable=True).indices
     rank = torch.empty_like(order)
-    rank[order] = torch.arange(values.numel())
-    return rank // (values.numel() // num_classes + 1)
+    rank[order] = torch.arange(n)
+    return rank // chunk

@@ -391,8 +391,10 @@ def build_city_network(source, out_dir: str, name: str | None = None, hops: int 
     archive path. See the module docstring for the pipeline; ``progress`` shows a bar
     over its stages."""
     from tqdm.auto import tqdm
-    check_int(hops, "hops", 0)
+    check_int(hops, "hops", 1)  # at 0 every eccentricity is 0: classes by node id alone
     check_int(num_classes, "num_classes", 1)
+    if name is not None:
+        _check_plain_name(name)
     bar = tqdm(total=5, disable=not progress, desc="build")
 
     def stage(text):
@@ -429,13 +431,23 @@ def build_city_network(source, out_dir: str, name: str | None = None, hops: int 
     lengths = arrays.pop("lengths")
     stage(f"{hops}-hop labels")
     graph = Graph(arrays["edge_indices"], num_nodes=len(order))
-    labels = eccentricity_classes(local_eccentricity(graph, lengths, hops), num_classes)
+    labels = eccentricity_classes(local_eccentricity(graph, lengths, hops), num_classes,
+                                  stacklevel=3)
     train, val, test = city_split(len(order))
     arrays.update({f"{num_classes}-chunk_{hops}-hop_node_labels.pt": labels,
                    "train_mask.pt": train, "valid_mask.pt": val, "test_mask.pt": test})
     stage("writing")
     bar.close()
     return _write_release(arrays, out_dir, name)
+
+
+def _check_plain_name(name) -> None:
+    """The archive is ``out_dir/<name>.tar.gz``: a name with a folder in it ("../x") wrote
+    it elsewhere."""
+    if not isinstance(name, str) or not name or name in (".", "..") or \
+            os.path.basename(name) != name or (os.altsep and os.altsep in name):
+        raise ValueError(f"name must be a plain file name (the archive is "
+                         f"<out_dir>/<name>.tar.gz), got {name!r}")
 
 
 def _encode(merged, order, index, roads, streets) -> dict:

@@ -48,6 +48,7 @@ def synthetic_city(num_nodes: int, seed: int = 0, hops: int = 16, num_classes: i
     the labels were computed from the float64 lengths).
     """
     check_int(num_nodes, "num_nodes", 2)
+    check_int(hops, "hops", 1)  # at 0 every eccentricity is 0: classes by node id alone
     rng = np.random.default_rng(seed)
     side = math.isqrt(int(num_nodes / 0.7)) + 3
     while True:
@@ -72,7 +73,8 @@ def synthetic_city(num_nodes: int, seed: int = 0, hops: int = 16, num_classes: i
     kinds = torch.from_numpy(np.concatenate([kind, kind]))
     edge_attr = _edge_features(lengths, kinds)
     x = _node_features(graph, torch.from_numpy(pos), edge_attr)
-    y = eccentricity_classes(local_eccentricity(graph, lengths, hops), num_classes)
+    y = eccentricity_classes(local_eccentricity(graph, lengths, hops), num_classes,
+                                  stacklevel=3)
     train, val, test = city_split(num_nodes)
     return NodeDataset(name=f"synthetic-{num_nodes}-{seed}", graph=graph, x=x, y=y,
                        train_index=train, val_index=val, test_index=test,

@@ -1,5 +1,7 @@
 """Local eccentricity labels against a networkx brute force, and their quantile classes."""
 
+import warnings
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -116,3 +118,26 @@ def test_classes_are_near_equal_quantiles_with_ties_by_node_id():
 def test_nan_eccentricities_have_no_class():
     with pytest.raises(ValueError, match=r"values holds NaN \(node 1\)"):
         eccentricity_classes(torch.tensor([0.1, float("nan"), 0.3], dtype=torch.float64), 2)
+
+
+def test_classes_the_cut_cannot_make_or_ties_cannot_tell_apart_warn_at_the_caller():
+    """At 0 hops every eccentricity is 0 and the classes split the nodes by id alone; with
+    few nodes the release's cut makes fewer classes than asked (6 nodes: 6 classes of one).
+    Both were silent. The counts are the release formula's: chunk = N // C + 1."""
+    with pytest.warns(UserWarning, match="take 1 distinct values for 9 classes") as record:
+        classes = eccentricity_classes(torch.zeros(36, dtype=torch.float64), 10)
+    assert record[0].filename == __file__
+    assert classes.tolist() == [k // 4 for k in range(36)]  # ranks by node id, chunks of 4
+    with pytest.warns(UserWarning, match="36 values in chunks of 4 make 9 classes, not 10"):
+        eccentricity_classes(torch.arange(36.0), 10)
+    with pytest.warns(UserWarning, match="6 values in chunks of 1 make 6 classes, not 10"):
+        eccentricity_classes(torch.arange(6.0), 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # distinct values, a full cut: silent
+        eccentricity_classes(torch.rand(1003, generator=torch.Generator().manual_seed(0)), 10)
+
+
+def test_synthetic_city_refuses_zero_hops():
+    from graphloc.datasets import synthetic_city
+    with pytest.raises(ValueError, match="hops must be an integer >= 1"):
+        synthetic_city(100, hops=0)

@@ -226,8 +226,11 @@ def test_landuse_is_the_nearest_area_or_point_as_in_the_release(tmp_path):
                {"type": "multipolygon", "landuse": "forest"})]
     path = tmp_path / "plus.osm"
     path.write_text(_osm_xml(nodes, ways, forest))
-    x = read_release(build_city_network(str(path), str(tmp_path), hops=2))[
-        "node_features.pt"]
+    with pytest.warns(UserWarning) as record:  # 6 intersections: 6 classes, not 10
+        archive = build_city_network(str(path), str(tmp_path), hops=2)
+    made = [w for w in record if "make 6 classes, not 10" in str(w.message)]
+    assert len(made) == 1 and made[0].filename == __file__  # at the builder's caller
+    x = read_release(archive)["node_features.pt"]
     # E in the forest's hole: the farmland point (0.1) beats the inner ring (0.2); F in
     # the forest; S inside grass and meadow (both 0): the first read wins
     expected = {1: "park", 2: "park", 3: "farmland", 4: "retail", 5: "grass", 6: "forest"}
@@ -351,8 +354,13 @@ def test_a_missing_extra_is_named(tmp_path, monkeypatch):
         build_city_network(HELSINKI, str(tmp_path))
 
 
-@pytest.mark.parametrize("kwargs, message", [({"hops": -1}, "hops must be an integer >= 0"),
-                                             ({"num_classes": 0}, "num_classes must be")])
+@pytest.mark.parametrize("kwargs, message", [
+    ({"hops": 0}, "hops must be an integer >= 1"),  # 0 hops: classes by node id alone
+    ({"num_classes": 0}, "num_classes must be"),
+    ({"name": "../elsewhere"}, r"name must be a plain file name .* got '\.\./elsewhere'"),
+    ({"name": "a/b"}, "name must be a plain file name"),
+    ({"name": ".."}, "name must be a plain file name"),
+])
 def test_build_arguments_are_checked_before_any_work(tmp_path, kwargs, message):
     with pytest.raises(ValueError, match=message):
         build_city_network(HELSINKI, str(tmp_path), **kwargs)
