@@ -449,3 +449,17 @@ def test_torch_files_under_torch_s_forced_weights_only_mode(tmp_path, monkeypatc
     with pytest.raises(ValueError, match=r"(?s)bad.pt is not a readable torch file.*mkdir"):
         load_graph_file(str(tmp_path / "bad.pt"))
     assert not target.exists()
+
+
+@pytest.mark.parametrize("zipped", [True, False], ids=["zip format", "legacy format"])
+def test_a_truncated_or_empty_torch_file_is_named_as_unreadable(tmp_path, zipped):
+    """Through the restricted unpickler too, a damaged file is a ValueError naming it."""
+    from torch_geometric.data import Data
+    torch.save(Data(x=torch.randn(3, 2), edge_index=torch.tensor([[0, 1], [1, 2]])),
+               tmp_path / "full.pt", _use_new_zipfile_serialization=zipped)
+    whole = (tmp_path / "full.pt").read_bytes()
+    (tmp_path / "cut.pt").write_bytes(whole[:len(whole) // 2])
+    (tmp_path / "empty.pt").write_bytes(b"")
+    for name in ("cut.pt", "empty.pt"):
+        with pytest.raises(ValueError, match=rf"{name} is not a readable torch file"):
+            load_graph_file(str(tmp_path / name))
