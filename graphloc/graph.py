@@ -213,6 +213,38 @@ def networkx_node_order(g, nodes) -> tuple[list, tuple[int, object] | None]:
     return order, None
 
 
+def adjacency_entries(adj: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """``(rows, cols, values)`` of a 2-D torch.sparse matrix (COO, CSR or CSC; values may
+    have dense dimensions), one entry per matrix position: duplicate positions summed, as
+    torch's own ``to_dense`` and ``@`` read them. Neither the COO's coalesced flag nor a
+    compressed layout's order is taken on trust, since neither is checked by torch (PyG's
+    GATConv marks a caller's uncoalesced adjacency coalesced in place, duplicates and all),
+    and a duplicate read as two edges changes what attention and max aggregations compute.
+    Entries already unique keep their storage order."""
+    if adj.layout == torch.sparse_coo:
+        (rows, cols), values = adj._indices(), adj._values()
+    elif adj.layout == torch.sparse_csr:
+        ptr, cols, values = adj.crow_indices(), adj.col_indices(), adj.values()
+        rows = torch.repeat_interleave(torch.arange(ptr.numel() - 1, device=ptr.device),
+                                       ptr.diff())
+    elif adj.layout == torch.sparse_csc:
+        ptr, rows, values = adj.ccol_indices(), adj.row_indices(), adj.values()
+        cols = torch.repeat_interleave(torch.arange(ptr.numel() - 1, device=ptr.device),
+                                       ptr.diff())
+    else:
+        raise TypeError(f"expected a torch.sparse COO, CSR or CSC matrix, got layout "
+                        f"{adj.layout}")
+    rows, cols = rows.long(), cols.long()
+    major, minor, span = (cols, rows, adj.size(0)) if adj.layout == torch.sparse_csc \
+        else (rows, cols, adj.size(1))
+    key = major * span + minor
+    if key.numel() < 2 or bool((key[1:] > key[:-1]).all()):
+        return rows, cols, values
+    merged = torch.sparse_coo_tensor(torch.stack([rows, cols]), values, adj.shape).coalesce()
+    rows, cols = merged.indices()
+    return rows, cols, merged.values()
+
+
 def _first_label_out_of_place(order: list) -> tuple[int, object] | None:
     if not all(isinstance(n, int) and not isinstance(n, bool) for n in order) or \
             set(order) != set(range(len(order))):

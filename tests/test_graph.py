@@ -404,3 +404,52 @@ def test_in_csr_order_of_a_graph_without_edges_or_already_sorted():
     assert torch.equal(ops.spmm(empty.in_csr_order(), torch.ones(4, 2)), torch.zeros(4, 2))
     sorted_graph = Graph(torch.tensor([[2, 0, 1], [0, 1, 1]]))
     assert sorted_graph.in_csr_order() is sorted_graph
+
+
+def _dense_of_entries(rows, cols, values, shape):
+    """The matrix that a list of entries describes, duplicates added (torch's reading)."""
+    return torch.zeros(*shape, *values.shape[1:], dtype=values.dtype).index_put(
+        (rows, cols), values, accumulate=True)
+
+
+@pytest.mark.parametrize("value_shape", [(), (3,)])
+@pytest.mark.parametrize("kind", ["coo", "coo flagged coalesced", "csr", "csc"])
+def test_adjacency_entries_lists_each_matrix_position_once(kind, value_shape):
+    """Duplicated positions (and positions out of order) come back once, values summed,
+    whatever the layout claims: PyG's GATConv marks a caller's uncoalesced COO coalesced in
+    place, and torch does not check a compressed layout's columns."""
+    from graphloc.graph import adjacency_entries
+    rows = torch.tensor([0, 0, 0, 2, 2, 3, 3, 3])  # row-major, with repeats and disorder
+    cols = torch.tensor([3, 1, 3, 0, 0, 4, 2, 4])
+    values = torch.rand(8, *value_shape, dtype=torch.float64) + 0.5
+    shape = (4, 5)
+    full = (*shape, *value_shape)
+    if kind.startswith("coo"):
+        adj = torch.sparse_coo_tensor(torch.stack([rows, cols]), values, full)
+        if kind == "coo flagged coalesced":
+            adj._coalesced_(True)
+    elif kind == "csr":
+        adj = torch.sparse_csr_tensor(torch.tensor([0, 3, 3, 5, 8]), cols, values, full)
+    else:  # the same entries column-major
+        order = torch.argsort(cols * 4 + rows, stable=True)
+        adj = torch.sparse_csc_tensor(torch.tensor([0, 2, 3, 4, 6, 8]), rows[order],
+                                      values[order], full)
+        rows, cols, values = rows[order], cols[order], values[order]
+    r, c, v = adjacency_entries(adj)
+    assert len(set(zip(r.tolist(), c.tolist(), strict=True))) == r.numel() == 5
+    torch.testing.assert_close(_dense_of_entries(r, c, v, shape),
+                               _dense_of_entries(rows, cols, values, shape))
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr, torch.sparse_csc])
+def test_adjacency_entries_keep_the_order_of_unique_entries(layout):
+    edge_index = torch.unique(random_edge_index(20, 60, seed=3), dim=1)
+    values = torch.rand(edge_index.size(1))
+    adj = torch.sparse_coo_tensor(edge_index, values, (20, 20)).coalesce()
+    adj = {torch.sparse_coo: adj, torch.sparse_csr: adj.to_sparse_csr(),
+           torch.sparse_csc: adj.to_sparse_csc()}[layout]
+    from graphloc.graph import adjacency_entries
+    r, c, v = adjacency_entries(adj)
+    stored = adj.values()
+    assert torch.equal(v, stored)  # storage order, no copy through a coalesce
+    torch.testing.assert_close(_dense_of_entries(r, c, v, (20, 20)), adj.to_dense())

@@ -31,7 +31,7 @@ from graphloc.datasets.base import (
     pyg_split,
     warn_of_unread_keys,
 )
-from graphloc.graph import Graph, networkx_node_order
+from graphloc.graph import Graph, adjacency_entries, networkx_node_order
 
 GRAPH_SUFFIXES = (".pt", ".graphml", ".gml", ".mtx", ".csv", ".tsv", ".txt", ".edges")
 
@@ -173,13 +173,23 @@ def _weights_only_forced() -> bool:
 def _with_edges_of_adjacency(path: str, data):
     """A Data whose edges are a sparse ``adj_t`` (PyG's ``ToSparseTensor``: entry (i, j)
     is the edge j -> i) or ``adj`` (entry (i, j) the edge i -> j), as torch sparse tensors:
-    its edge_index from them."""
+    its edge_index from them, one edge per matrix entry (``adjacency_entries``). The values
+    go back where ``ToSparseTensor`` took them from: one per edge to ``edge_weight`` (unless
+    all 1, its fill where the Data had none), rows of several to ``edge_attr``."""
     for key, transposed in (("adj_t", True), ("adj", False)):
         adj = getattr(data, key, None)
         if isinstance(adj, torch.Tensor) and adj.layout != torch.strided:
-            rows, cols = adj.to_sparse_coo().coalesce().indices()
+            if adj.dim() < 2 or adj.sparse_dim() != 2:
+                raise ValueError(f"{path}: {key} must be a sparse matrix [N, N], got shape "
+                                 f"{list(adj.shape)} with {adj.sparse_dim()} sparse "
+                                 f"dimensions")
+            rows, cols, values = adjacency_entries(adj)
             data = data.clone()
             data.edge_index = torch.stack([cols, rows] if transposed else [rows, cols])
+            if values.dim() > 1:
+                data.edge_attr = values
+            elif not bool((values == 1).all()):
+                data.edge_weight = values
             del data[key]
             return data
     raise ValueError(f"{path} holds a Data without edges: no edge_index, and no sparse adj_t "

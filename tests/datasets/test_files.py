@@ -463,3 +463,31 @@ def test_a_truncated_or_empty_torch_file_is_named_as_unreadable(tmp_path, zipped
     for name in ("cut.pt", "empty.pt"):
         with pytest.raises(ValueError, match=rf"{name} is not a readable torch file"):
             load_graph_file(str(tmp_path / name))
+
+
+def test_the_values_of_a_saved_sparse_adjacency_are_kept(tmp_path):
+    """ToSparseTensor moves edge_weight (or edge_attr) into adj_t's values; they were
+    dropped on loading without a word. Rows of several values come back as edge_attr (kept,
+    in the loaded graph's edge order), one value per edge as edge_weight (which a NodeDataset
+    names as left out), each repeated entry of the matrix as one edge."""
+    import torch_geometric.transforms as T
+    from torch_geometric.data import Data
+    edge_index = torch.tensor([[0, 1, 3, 3], [1, 2, 0, 2]])
+    attr = torch.rand(4, 3)
+    data = Data(x=torch.randn(5, 2), edge_index=edge_index, edge_attr=attr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's "sparse CSR is in beta"
+        torch.save(T.ToSparseTensor(attr="edge_attr", layout=torch.sparse_csr)(data.clone()),
+                   tmp_path / "attr.pt")
+    loaded = load_graph_file(str(tmp_path / "attr.pt"))
+    by_edge = dict(zip(map(tuple, edge_index.t().tolist()), attr, strict=True))
+    got = loaded.graph.edge_index.t().tolist()
+    assert sorted(map(tuple, got)) == sorted(by_edge)
+    torch.testing.assert_close(loaded.edge_attr, torch.stack([by_edge[tuple(e)] for e in got]))
+
+    repeated = torch.sparse_coo_tensor(torch.tensor([[1, 1, 2], [0, 0, 1]]),
+                                       torch.tensor([0.5, 0.25, 2.0]), (3, 3))
+    torch.save(Data(x=torch.randn(3, 2), adj_t=repeated), tmp_path / "w.pt")
+    with pytest.warns(UserWarning, match="edge_weight"):
+        loaded = load_graph_file(str(tmp_path / "w.pt"))
+    assert loaded.graph.edge_index.tolist() == [[0, 1], [1, 2]]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from graphloc.graph import Graph
+from graphloc.graph import Graph, adjacency_entries
 
 _SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc)
 _FLOWS = ("source_to_target", "target_to_source")
@@ -219,23 +219,13 @@ def _edges(name: str, edge_index, flow: str):
 
 
 def _sparse_entries(name: str, adj: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """(rows, cols, values) of a 2-D torch.sparse adjacency, in its storage order."""
+    """(rows, cols, values) of a 2-D torch.sparse adjacency, one per matrix entry
+    (``adjacency_entries``)."""
     if adj.sparse_dim() != 2:
         raise ValueError(f"{name}: a sparse adjacency must be a matrix [N_dst, N_src] (with "
                          f"optional dense value dimensions), got shape {list(adj.shape)} with "
                          f"{adj.sparse_dim()} sparse dimensions")
-    if adj.layout == torch.sparse_coo:
-        adj = adj.coalesce()
-        rows, cols = adj.indices()
-        return rows, cols, adj.values()
-    if adj.layout == torch.sparse_csr:
-        ptr, cols = adj.crow_indices(), adj.col_indices()
-        rows = torch.repeat_interleave(torch.arange(ptr.numel() - 1, device=ptr.device),
-                                       ptr.diff())
-        return rows, cols, adj.values()
-    ptr, rows = adj.ccol_indices(), adj.row_indices()
-    cols = torch.repeat_interleave(torch.arange(ptr.numel() - 1, device=ptr.device), ptr.diff())
-    return rows, cols, adj.values()
+    return adjacency_entries(adj)
 
 
 def _num_destinations(name, edges, n_src, x_dst, pair, size, adj_size, batch) -> int:

@@ -274,3 +274,63 @@ def test_per_edge_inputs_need_one_row_per_edge(name):
     with pytest.raises(TypeError, match=rf"{layer}: {keyword} must be a torch.Tensor, got list"):
         conv(x, edge_index, **{keyword: [1.0] * 3})
     conv(x, edge_index, **{keyword: torch.rand(3, *width)})  # the right count runs
+
+
+def _pointers(sorted_ids, n):
+    return torch.cat([torch.zeros(1, dtype=torch.long),
+                      torch.bincount(sorted_ids, minlength=n).cumsum(0)])
+
+
+def _adjacency_with_repeats(edge_index, values, n, kind):
+    """adj_t holding each of the first three entries twice, in ``kind``'s storage."""
+    repeated = torch.cat([edge_index, edge_index[:, :3]], dim=1)
+    halves = torch.cat([values[:3] / 2, values[3:], values[:3] / 2])
+    order = torch.argsort(repeated[1] * n + repeated[0], stable=True)  # row-major adj_t
+    dst, src, halves = repeated[1][order], repeated[0][order], halves[order]
+    if kind == "csr":
+        return torch.sparse_csr_tensor(_pointers(dst, n), src, halves, (n, n))
+    if kind == "csc":
+        order = torch.argsort(src * n + dst, stable=True)
+        return torch.sparse_csc_tensor(_pointers(src, n), dst[order], halves[order], (n, n))
+    adj = torch.sparse_coo_tensor(torch.stack([dst, src]), halves, (n, n))
+    if kind == "coo flagged coalesced":  # as PyG's GATConv leaves a caller's adj_t
+        adj._coalesced_(True)
+    return adj
+
+
+@pytest.mark.parametrize("kind", ["coo", "coo flagged coalesced", "csr", "csc"])
+@pytest.mark.parametrize("name,make", [
+    ("gat", lambda: gl.GATConv(8, 3, heads=2)),
+    ("transformer", lambda: gl.TransformerConv(8, 3, heads=2)),
+    ("sage-max", lambda: gl.SAGEConv(8, 6, aggr="max")),
+    ("graph-mean", lambda: gl.GraphConv(8, 6, aggr="mean")),
+    ("gcn", lambda: gl.GCNConv(8, 6)),
+])
+def test_a_repeated_adjacency_entry_is_one_edge(name, make, kind):
+    """A sparse matrix's repeated entry is one entry, its values added (torch's to_dense and
+    @). Read as two edges it changed the attention and the mean and max aggregations: the
+    case of an adj_t that PyG's GATConv had marked coalesced, duplicates and all."""
+    edge_index, n = parity_graph(14)
+    edge_index = torch.unique(edge_index, dim=1)
+    values = torch.rand(edge_index.size(1), dtype=torch.float64) + 0.5
+    conv = make().double()
+    x = torch.randn(n, 8, dtype=torch.float64)
+    adj = _adjacency_with_repeats(edge_index, values, n, kind)
+    once = torch.sparse_coo_tensor(edge_index.flip(0), values, (n, n)).coalesce()
+    torch.testing.assert_close(conv(x, adj), conv(x, once))
+    if name in ("gat", "transformer"):  # and the matrix's pattern as edges
+        torch.testing.assert_close(conv(x, adj), conv(x, once.indices().flip(0)))
+
+
+def test_an_adjacency_that_pyg_gatconv_saw_first():
+    edge_index, n = parity_graph(15)
+    edge_index = torch.unique(edge_index, dim=1)
+    adj = to_torch_coo_tensor(torch.cat([edge_index, edge_index[:, :4]], 1).flip(0),
+                              size=(n, n))  # uncoalesced: four entries given twice
+    theirs, ours = pyg.GATConv(8, 3, heads=2), gl.GATConv(8, 3, heads=2)
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(n, 8)
+    expected = theirs(x, adj.coalesce())
+    theirs(x, adj)
+    assert adj.is_coalesced()  # PyG's call marked it so
+    torch.testing.assert_close(ours(x, adj), expected)
