@@ -221,7 +221,7 @@ def _edges(name: str, edge_index, flow: str):
 def _sparse_entries(name: str, adj: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """(rows, cols, values) of a 2-D torch.sparse adjacency, one per matrix entry
     (``adjacency_entries``)."""
-    if adj.sparse_dim() != 2:
+    if adj.sparse_dim() != 2 or adj.dim() - adj.dense_dim() != 2:  # batch dims of a CSR
         raise ValueError(f"{name}: a sparse adjacency must be a matrix [N_dst, N_src] (with "
                          f"optional dense value dimensions), got shape {list(adj.shape)} with "
                          f"{adj.sparse_dim()} sparse dimensions")

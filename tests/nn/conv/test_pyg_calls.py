@@ -334,3 +334,9 @@ def test_an_adjacency_that_pyg_gatconv_saw_first():
     theirs(x, adj)
     assert adj.is_coalesced()  # PyG's call marked it so
     torch.testing.assert_close(ours(x, adj), expected)
+
+
+def test_a_batched_compressed_adjacency_is_refused_by_name():
+    batched = torch.eye(4).expand(2, 4, 4).contiguous().to_sparse_csr()
+    with pytest.raises(ValueError, match=r"must be a matrix \[N_dst, N_src\].*shape \[2, 4, 4\]"):
+        gl.GCNConv(3, 2)(torch.randn(4, 3), batched)
