@@ -72,7 +72,8 @@ def train(args) -> int:
     dataset = load_dataset(args.dataset, args.root, args.seed, args.features, args.labels)
     if not dataset.labelled:
         raise ValueError(f"{args.dataset} has no labels: training needs them (pass "
-                         "--labels FILE, or a node attribute 'label' in GraphML/GML)")
+                         "--labels FILE, or a node attribute 'y' in GraphML/GML or 'label' in "
+                         "GraphML)")
     # the checkpoint records how to load the dataset again (influence --checkpoint uses it)
     dataset.name = os.path.abspath(args.dataset) if os.path.isfile(args.dataset) \
         else args.dataset

@@ -43,7 +43,8 @@ def is_graph_file(spec: str) -> bool:
 def load_graph_file(path: str, features: str | None = None,
                     labels: str | None = None) -> NodeDataset:
     """The graph in ``path`` with optional ``features`` [N, F] and ``labels`` [N] files
-    (rows in the graph's node order: file order for edge lists and GraphML/GML)."""
+    (rows in the graph's node order: the node ids where a GraphML's or GML's ids are
+    exactly 0 .. N-1 and for an edge list's integer ids, else the order of the file)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no graph file at {path}")
     lower = path.lower()
@@ -206,22 +207,52 @@ def _networkx_file(path: str):
                          f"{err})") from err
     if g.number_of_nodes() == 0:
         raise ValueError(f"{path} has no nodes")
-    _warn_of_unread_attributes(g, path)
+    g = _integer_ids(_named_by_gml_label(g) if kind == "GML" else g)
+    _warn_of_unread_attributes(g, path, kind)
     # row i is node i where the file's ids are 0 .. N-1 (in any order in the file), as a
     # features or labels file reads them ("line i: node i"); else the file's node order
     order, moved = networkx_node_order(g, None)
     order = sorted(order) if moved else order
     graph = Graph.from_networkx(g, nodes=order)
-    return graph, None, _node_labels(g, order, path)
+    return graph, None, _node_labels(g, order, path, kind)
 
 
-def _warn_of_unread_attributes(g, path: str) -> None:
+def _named_by_gml_label(g):
+    """A GML graph's nodes named by their ``label`` where every node has its own (GML's
+    name field: networkx writes each node's name there and numbers the ids 0, 1, ... in
+    its node order, and reads the labels back as the names), else by their ids. By the ids,
+    an integer-named graph written in another order than its names had its rows shuffled
+    against a features file by name."""
+    import networkx as nx
+    labels = [g.nodes[v].get("label") for v in g.nodes]
+    if any(label is None for label in labels) or len(set(labels)) != len(labels):
+        return g
+    named = nx.relabel_nodes(g, dict(zip(g.nodes, labels, strict=True)), copy=True)
+    for v in named.nodes:
+        del named.nodes[v]["label"]
+    return named
+
+
+def _integer_ids(g):
+    """A graph whose ids are all integers written out ("0", "17", as GraphML holds an
+    integer-named graph's ids and GML its labels) relabelled with those integers, so that
+    they number the rows. Kept as strings they were numbered in file order: node "0"
+    listed second became row 1, and a features file by node id was read against the wrong
+    nodes without a word."""
+    import networkx as nx
+    ids = list(g.nodes)
+    if all(isinstance(v, str) and v.lstrip("-").isdecimal() and v == str(int(v)) for v in ids):
+        return nx.relabel_nodes(g, {v: int(v) for v in ids}, copy=True)
+    return g
+
+
+def _warn_of_unread_attributes(g, path: str, kind: str) -> None:
     """Names the node and edge attributes the dataset leaves out, as the edge list does for
     its extra columns: a street graph's lengths or a graph's weights were dropped
-    without a word."""
+    without a word. (A GML ``label`` left here is not every node's own name, and no class.)"""
     edge_keys = sorted({str(key) for *_, data in g.edges(data=True) for key in data})
     node_keys = sorted({str(key) for _, data in g.nodes(data=True) for key in data}
-                       - {"y", "label"})
+                       - ({"y"} if kind == "GML" else {"y", "label"}))
     unread = ([f"edge attributes {edge_keys}"] if edge_keys else []) + \
         ([f"node attributes {node_keys}"] if node_keys else [])
     if unread:
@@ -230,17 +261,29 @@ def _warn_of_unread_attributes(g, path: str) -> None:
                       "(default: degree features)", stacklevel=4)
 
 
-def _node_labels(g, order: list, path: str) -> Tensor | None:
-    """A ``label`` (or ``y``) node attribute present on every node, as class ids (strings
-    are numbered in sorted order), for the nodes in ``order``."""
-    for key in ("y", "label"):
+def _node_labels(g, order: list, path: str, kind: str) -> Tensor | None:
+    """Class ids from a ``y`` node attribute, or in GraphML a ``label`` one (strings are
+    numbered in sorted order), for the nodes in ``order``; -1 (no label) where a node lacks
+    it. A GML's ``label`` is the node's name (GML's own field, which networkx writes for
+    every node), not a class: read as one, every node was its own class. A GraphML
+    ``label`` that differs on every node holding one (yEd's names, which networkx reads as
+    ``label``) is taken as names too, with a warning."""
+    for key in ("y",) if kind == "GML" else ("y", "label"):
         values = [g.nodes[node].get(key) for node in order]
-        if all(v is not None for v in values):
-            if all(_is_number(v) for v in values):  # 2.7 is refused (int() would give 2)
-                numbers = torch.tensor([float(v) for v in values], dtype=torch.float64)
-                return class_labels(numbers, f"{path} (node attribute {key!r})")
-            classes = {v: i for i, v in enumerate(sorted(set(map(str, values))))}
-            return torch.tensor([classes[str(v)] for v in values])
+        present = [v for v in values if v is not None]
+        if not present:
+            continue
+        if key == "label" and len(present) > 1 and len(set(map(str, present))) == len(present):
+            warnings.warn(f"{path}: node attribute 'label' differs on every node that has one "
+                          "(no class would hold two nodes), so it is read as names, not "
+                          "classes: store classes as a 'y' attribute", stacklevel=4)
+            return None
+        if all(_is_number(v) for v in present):  # 2.7 is refused (int() would give 2)
+            numbers = torch.tensor([-1.0 if v is None else float(v) for v in values],
+                                   dtype=torch.float64)
+            return class_labels(numbers, f"{path} (node attribute {key!r})")
+        classes = {v: i for i, v in enumerate(sorted(set(map(str, present))))}
+        return torch.tensor([-1 if v is None else classes[str(v)] for v in values])
     return None
 
 

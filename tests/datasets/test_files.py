@@ -491,3 +491,79 @@ def test_the_values_of_a_saved_sparse_adjacency_are_kept(tmp_path):
     with pytest.warns(UserWarning, match="edge_weight"):
         loaded = load_graph_file(str(tmp_path / "w.pt"))
     assert loaded.graph.edge_index.tolist() == [[0, 1], [1, 2]]
+
+
+def test_graphml_integer_ids_number_the_rows_as_gml_ids_do(tmp_path):
+    """networkx writes an integer-labelled graph's ids as "0", "1", ... in its node order
+    (the order of first appearance, for a graph read from an edge list); the ids were
+    numbered in file order, so line i of a features file went to another node than i."""
+    import networkx as nx
+    g = nx.DiGraph([(2, 0), (0, 1), (1, 3), (3, 2)])  # nodes listed 2, 0, 1, 3
+    g.nodes[2]["y"] = 1
+    for v in (0, 1, 3):
+        g.nodes[v]["y"] = 0
+    nx.write_graphml(g, tmp_path / "g.graphml")
+    nx.write_gml(g, tmp_path / "g.gml")
+    features = tmp_path / "x.csv"
+    features.write_text("".join(f"{v},{10 * v}\n" for v in range(4)))  # line v: node v
+    for name in ("g.graphml", "g.gml"):
+        data = load_graph_file(str(tmp_path / name), features=str(features))
+        assert sorted(map(tuple, data.graph.edge_index.t().tolist())) == sorted(g.edges)
+        assert data.x[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0]
+        assert data.y.tolist() == [0, 0, 1, 0]
+
+
+def test_a_gml_label_is_the_node_name_not_a_class(tmp_path):
+    """networkx writes every GML node's name as its ``label`` (GML's own field): the karate
+    club read as 34 classes, one per node, and trained on them."""
+    g = nx.karate_club_graph()
+    nx.write_gml(g, tmp_path / "k.gml")
+    with pytest.warns(UserWarning, match=r"node attributes \['club'\] are not read"):
+        assert not load_graph_file(str(tmp_path / "k.gml")).labelled
+    for v in g.nodes:
+        g.nodes[v]["y"] = g.nodes[v]["club"]
+    nx.write_gml(g, tmp_path / "ky.gml")
+    data = load_graph_file(str(tmp_path / "ky.gml"))
+    clubs = sorted({g.nodes[v]["club"] for v in g})
+    assert data.y.tolist() == [clubs.index(g.nodes[v]["club"]) for v in range(34)]
+
+
+def test_graphml_labels_that_name_each_node_are_names(tmp_path):
+    g = nx.path_graph(4)
+    for v in g.nodes:
+        g.nodes[v]["label"] = f"station {v}"
+    nx.write_graphml(g, tmp_path / "names.graphml")
+    with pytest.warns(UserWarning, match="'label' differs on every node that has one"):
+        assert not load_graph_file(str(tmp_path / "names.graphml")).labelled
+    g.nodes[3]["label"] = "station 0"  # two nodes share a class: classes
+    nx.write_graphml(g, tmp_path / "classes.graphml")
+    assert load_graph_file(str(tmp_path / "classes.graphml")).y.tolist() == [0, 1, 2, 0]
+
+
+def test_a_class_attribute_on_some_nodes_marks_the_others_unlabelled(tmp_path):
+    """A y on some nodes only was dropped whole (the graph read as unlabelled)."""
+    g = nx.path_graph(5)
+    g.nodes[0]["y"], g.nodes[3]["y"], g.nodes[4]["y"] = 2, 0, 2
+    nx.write_graphml(g, tmp_path / "some.graphml")
+    nx.write_gml(g, tmp_path / "some.gml")
+    for name in ("some.graphml", "some.gml"):
+        data = load_graph_file(str(tmp_path / name))
+        assert data.labelled and data.y.tolist() == [2, -1, -1, 0, 2]
+
+
+def test_gml_nodes_take_their_labels_as_names_where_each_has_its_own(tmp_path):
+    """networkx numbers GML ids in its node order and writes each node's name as the label,
+    so an integer-named graph came back with its rows in file order, not by name. A label
+    shared by nodes names none of them: the ids stay, and the label is named as unread."""
+    g = nx.DiGraph([(2, 0), (0, 1), (1, 3), (3, 2)])  # nodes listed 2, 0, 1, 3
+    nx.write_gml(g, tmp_path / "g.gml")
+    (tmp_path / "x.csv").write_text("0\n1\n2\n3\n")  # line v: node v
+    data = load_graph_file(str(tmp_path / "g.gml"), features=str(tmp_path / "x.csv"))
+    assert sorted(map(tuple, data.graph.edge_index.t().tolist())) == sorted(g.edges)
+    assert data.x.view(-1).tolist() == [0.0, 1.0, 2.0, 3.0]
+    nodes = "".join(f'  node [ id {v} label "{"ab"[v % 2]}" ]\n' for v in range(3))
+    (tmp_path / "shared.gml").write_text(
+        f"graph [\n  directed 1\n{nodes}  edge [ source 2 target 0 ]\n]\n")
+    with pytest.warns(UserWarning, match=r"node attributes \['label'\] are not read"):
+        data = load_graph_file(str(tmp_path / "shared.gml"))
+    assert data.graph.edge_index.tolist() == [[2], [0]] and not data.labelled
