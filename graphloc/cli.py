@@ -262,7 +262,8 @@ def count(low: int):
 
 # Errors that describe the user's input (a file, a value, a missing extra): printed as one
 # line naming the command, not a traceback. Anything else is a bug and keeps its traceback.
-USER_ERRORS = (ValueError, TypeError, FileNotFoundError, ImportError, ConnectionError)
+USER_ERRORS = (ValueError, TypeError, FileNotFoundError, ImportError, ConnectionError,
+               FloatingPointError)  # a diverged training run: lower lr
 
 
 def main(argv: list[str] | None = None) -> int:

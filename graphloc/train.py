@@ -426,6 +426,7 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
     bar = tqdm(range(start, config.epochs), disable=not progress, desc=config.model)
     for epoch in bar:
         loss = _train_one_epoch(net, opt, dataset, shard, loader)
+        _check_loss(loss, epoch + 1, config)
         if (epoch + 1) % config.eval_every and epoch + 1 < config.epochs:
             continue
         history.append({"epoch": epoch + 1, "loss": loss, **evaluate(model, dataset)})
@@ -447,6 +448,16 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
     if out_dir:
         _write_metrics(history, out_dir)
     return history
+
+
+def _check_loss(loss: float, step: int, config: TrainConfig) -> None:
+    """Stops a run whose loss is no longer finite: its weights are then NaN or inf, and
+    the accuracies of later evaluations (argmax of NaN logits) would be numbers about
+    nothing. best.pt keeps the best model before."""
+    if not math.isfinite(loss):
+        raise FloatingPointError(
+            f"the training loss is {loss} at epoch {step} (lr={config.lr}): the weights "
+            f"diverged; lower lr. best.pt, if written, holds the best model before")
 
 
 def _check_layerwise_run(config: TrainConfig, world: int, resume: bool) -> None:
@@ -533,6 +544,7 @@ def _greedy_layers(model, net, opts, x, dataset, config, history, bar) -> None:
             loss.backward()
             opts[j].step()
             step += 1
+            _check_loss(loss.item(), step, config)
             if not _due(epoch, config):
                 continue
             record = {"epoch": step, "layer": j + 1, "loss": loss.item(),
@@ -574,6 +586,7 @@ def _all_layers(model, net, opts, x, dataset, config, history, bar) -> None:
                     states[j + 1] = fresh.pop(j)
             for j, state in fresh.items():
                 states[j + 1] = state
+        _check_loss(sum(losses), epoch + 1, config)
         if not _due(epoch, config):
             continue
         record = {"epoch": epoch + 1, "layer": net.num_layers,

@@ -212,3 +212,10 @@ def test_a_failed_download_is_one_line_naming_the_url_and_the_place(tmp_path, ca
     assert err.startswith("graphloc dataset: error: could not download https://")
     assert err.endswith("raw/paris.tar.gz") and "\n" not in err
 
+
+
+def test_a_diverged_training_run_is_one_line_naming_the_lr(tmp_path, capsys):
+    assert main(["train", "--dataset", "synthetic:300", "--epochs", "40", "--lr", "1e8",
+                 "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "training loss is" in err and "(lr=100000000.0)" in err and "Traceback" not in err

@@ -334,3 +334,32 @@ def test_labels_that_are_not_class_ids_are_refused_with_the_renumbering(city):
                        city.test_index)
     history = fit(used, TrainConfig(epochs=1, hidden=8), progress=False)
     assert len(history) == 1
+
+
+def test_a_diverging_run_stops_at_its_first_non_finite_loss(city, tmp_path):
+    """At lr 1e8 the loss overflows to inf, then NaN; training went on and reported the
+    accuracies of NaN logits (argmax picks a NaN) as if they meant something."""
+    config = TrainConfig(model="gcn", epochs=60, lr=1e8, standardize=False)
+    with pytest.raises(FloatingPointError, match=r"training loss is (nan|inf) at epoch \d+ "
+                                                 r"\(lr=100000000.0\)"):
+        fit(city, config, out_dir=str(tmp_path), progress=False)
+
+
+@pytest.mark.parametrize("procedure,loss,epoch", [("ff", "greedy_loss", 3),
+                                                 ("sf-top2loss", "top_loss", 2)])
+def test_a_layerwise_run_stops_at_a_non_finite_loss(city, monkeypatch, procedure, loss, epoch):
+    """The forward-learning losses saturate rather than overflow; a NaN one (here made so
+    at the third layer step: epoch 3 of layer 1, or epoch 2 of two layers) stops the run
+    as in backprop."""
+    from graphloc.nn.models.forward import ForwardGNN
+    original, calls = getattr(ForwardGNN, loss), []
+
+    def failing(self, *args):
+        out = original(self, *args)
+        calls.append(1)
+        nan = float("nan") if len(calls) >= 3 else 1.0
+        return (out[0] * nan, *out[1:]) if isinstance(out, tuple) else out * nan
+    monkeypatch.setattr(ForwardGNN, loss, failing)
+    config = TrainConfig(model="gcn", epochs=10, procedure=procedure)
+    with pytest.raises(FloatingPointError, match=f"training loss is nan at epoch {epoch} "):
+        fit(city, config, progress=False)
