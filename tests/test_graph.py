@@ -453,3 +453,23 @@ def test_adjacency_entries_keep_the_order_of_unique_entries(layout):
     stored = adj.values()
     assert torch.equal(v, stored)  # storage order, no copy through a coalesce
     torch.testing.assert_close(_dense_of_entries(r, c, v, (20, 20)), adj.to_dense())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gcn_norm_in_half_precision_sums_a_hubs_degree_exactly(dtype, weighted):
+    """Degrees were summed in the weights' dtype: bfloat16 stops counting at 256, so a node
+    with 3,000 in-edges got weights 3.4x too large (float16 stops at 2,048)."""
+    gen = torch.Generator().manual_seed(0)
+    edge_index = torch.cat([torch.randint(0, 50, (2, 400), generator=gen),
+                            torch.stack([torch.randint(0, 50, (3000,), generator=gen),
+                                         torch.zeros(3000, dtype=torch.long)])], dim=1)
+    graph = Graph(edge_index, num_nodes=50)
+    weight = (torch.rand(edge_index.size(1), generator=gen) + 0.5).to(dtype) if weighted \
+        else None
+    _, low = graph.gcn_norm(edge_weight=weight, dtype=dtype)
+    _, exact = graph.gcn_norm(edge_weight=None if weight is None else weight.double(),
+                              dtype=torch.float64)
+    assert low.dtype == dtype
+    eps = torch.finfo(dtype).eps
+    torch.testing.assert_close(low.double(), exact, rtol=2 * eps, atol=0)
