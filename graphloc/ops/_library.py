@@ -160,8 +160,16 @@ def _spmm_backward(ctx, grad_out, _grad_arg):
     if ctx.reduce in ("max", "min"):
         t_indptr, t_indices, t_perm = _transpose_of(indptr, indices, ctx.num_src, t_indptr,
                                                     t_indices, t_perm)
+        # the reductions take float16 (scatter's, torch_scatter's dtypes) but the routing
+        # kernel does not: it runs in float32, and a source that wins many rows sums its
+        # gradients there, not in float16
+        half = x.dtype == torch.float16
+        widen = (lambda t: t.float() if t is not None else None) if half else (lambda t: t)
         grad_x, grad_value = _backward_kernel("spmm_arg_backward")(
-            t_indptr, t_indices, t_perm, value, x, arg, grad_out.contiguous(), need_value)
+            t_indptr, t_indices, t_perm, widen(value), widen(x), arg,
+            widen(grad_out).contiguous(), need_value)
+        if half:
+            grad_x, grad_value = grad_x.half(), grad_value.half()
         return _spmm_grads(grad_value if need_value else None, grad_x)
     return _spmm_grads(*_spmm_sum_backward(ctx, grad_out, indptr, indices, value, x, t_indptr,
                                            t_indices, t_perm, need_value, need_x, t_value))
