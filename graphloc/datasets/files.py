@@ -456,6 +456,8 @@ def _matrix(path: str, rows: int, what: str) -> Tensor:
             value = torch.from_numpy(np.load(path))
         elif lower.endswith(".pt"):
             value = torch.as_tensor(torch.load(path, map_location="cpu", weights_only=True))
+        elif what == "labels" and (names := _class_names(path, rows)) is not None:
+            return names
         else:
             value = torch.from_numpy(np.atleast_1d(np.genfromtxt(
                 path, delimiter="," if lower.endswith(".csv") else None,
@@ -476,6 +478,30 @@ def _matrix(path: str, rows: int, what: str) -> Tensor:
             not bool((value == value.round()).all()):
         raise ValueError(f"{path}: labels must be integer class ids")
     return value.float() if what == "features" else value
+
+
+def _class_names(path: str, rows: int) -> Tensor | None:
+    """Labels written as class names ("cat", "dog"; one per line, in node order) as class
+    ids in sorted order of the names, as a GraphML's string labels; a missing one (an
+    empty line, "nan", "None") is -1. A first line more than the nodes is a header. None
+    where every label is a number (the numeric reader takes those). Names were read as a
+    header and then as NaN, and the file refused with a wrong count."""
+    with open(path, encoding="utf-8-sig") as f:
+        lines = [line.strip() for line in f.read().splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    if any("," in line or "\t" in line for line in lines):
+        return None  # the numeric reader names the columns
+    if len(lines) == rows + 1:
+        lines = lines[1:]
+    given = [line for line in lines if line.lower() not in _MISSING]
+    if all(_is_number(v) for v in given[1:]):
+        return None  # numbers, with or without a header
+    if len(lines) != rows:
+        raise ValueError(f"{path} has {len(lines)} labels (class names, one per line) but "
+                         f"the graph has {rows} nodes")
+    classes = {name: i for i, name in enumerate(sorted(set(given)))}
+    return torch.tensor([classes.get(line, -1) for line in lines])
 
 
 def _has_header(path: str) -> int:

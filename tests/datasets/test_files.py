@@ -567,3 +567,19 @@ def test_gml_nodes_take_their_labels_as_names_where_each_has_its_own(tmp_path):
     with pytest.warns(UserWarning, match=r"node attributes \['label'\] are not read"):
         data = load_graph_file(str(tmp_path / "shared.gml"))
     assert data.graph.edge_index.tolist() == [[2], [0]] and not data.labelled
+
+
+def test_a_labels_file_of_class_names(tmp_path):
+    """Names were taken for a header, then read as NaN: the file was refused with a wrong
+    row count. They are classes numbered in sorted order (as GraphML's string labels), a
+    missing one -1, and a line more than the nodes a header."""
+    edges = tmp_path / "e.csv"
+    edges.write_text("0,1\n1,2\n2,3\n")
+    for text in ("dog\ncat\n\ndog\n", "species\ndog\ncat\nnan\ndog\n"):
+        (tmp_path / "y.csv").write_text(text)
+        data = load_graph_file(str(edges), labels=str(tmp_path / "y.csv"))
+        assert data.y.tolist() == [1, 0, -1, 1]
+    (tmp_path / "y.csv").write_text("dog\ncat\n")
+    with pytest.raises(ValueError, match=r"has 2 labels \(class names, one per line\) but the "
+                                         "graph has 4 nodes"):
+        load_graph_file(str(edges), labels=str(tmp_path / "y.csv"))
