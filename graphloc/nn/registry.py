@@ -4,6 +4,7 @@ models by name, and ``"la-<conv>"`` for local augmentation. Above both ``nn.conv
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -34,16 +35,22 @@ def register_model(name: str):
     return decorate
 
 
-register_model("dagnn")(lambda in_channels, hidden_channels, out_channels, num_layers,
-                        dropout=0.0, **kw: DAGNN(in_channels, hidden_channels, out_channels,
-                                                 K=num_layers, dropout=dropout))
+register_model("dagnn")(lambda in_channels, hidden_channels, out_channels, num_layers, **kw:
+                        DAGNN(in_channels, hidden_channels, out_channels, K=num_layers, **kw))
 
 
 register_model("liftgcn")(LiftGCN)
 register_model("tangnn")(TANGNN)
 register_model("tangnn-lc")(lambda *args, **kw: TANGNN(*args, variant="lc", **kw))
-register_model("largegt")(lambda in_channels, hidden_channels, out_channels, num_layers, **kw:
-                          LargeGT(in_channels, hidden_channels, out_channels, **kw))
+def _largegt(in_channels, hidden_channels, out_channels, num_layers, **kw):
+    if num_layers != 1:  # a run labelled "largegt x4" would claim a depth it does not have
+        warnings.warn(f"largegt has one local and one global attention module (the official "
+                      f"model, no depth to set): num_layers={num_layers} is not used",
+                      stacklevel=3)
+    return LargeGT(in_channels, hidden_channels, out_channels, **kw)
+
+
+register_model("largegt")(_largegt)
 register_model("sgformer")(lambda in_channels, hidden_channels, out_channels, num_layers,
                            dropout=0.5, **kw: SGFormer(
                                in_channels, hidden_channels, out_channels,
@@ -82,7 +89,7 @@ def build_model(name: str, in_channels: int, hidden_channels: int, out_channels:
     """A registered model, a ``GNN`` of a registered conv, or ``"la-<conv>"``: that conv
     with local augmentation (:class:`graphloc.nn.models.aug.LAModel`, pass ``augmenter=``).
     ``num_layers`` is the depth: the number of convs or layers, the propagation steps of
-    DAGNN and LiftGCN, SGFormer's GCN layers; LargeGT has one layer and ignores it."""
+    DAGNN and LiftGCN, SGFormer's GCN layers; LargeGT has one layer and warns of any other."""
     if name.startswith("la-") and name[3:] in CONVS:
         return LAModel(name[3:], in_channels, hidden_channels, out_channels, num_layers,
                        **kwargs)

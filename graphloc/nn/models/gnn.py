@@ -187,16 +187,16 @@ class DAGNN(ModelCapabilities, torch.nn.Module):
 
     Args:
         in_channels, hidden_channels, out_channels (int): MLP widths (out = classes C).
-        K (int): propagation steps, at least 0.
-        dropout (float, default 0.0): dropout before each MLP layer. The official scripts
-            set it per dataset (0.2 to 0.8), so there is no official default to copy: pass
-            the paper's value (``docs/models.md``).
+        K (int, default 10): propagation steps, at least 0 (the official default; its
+            scripts pass 5 to 20 per dataset).
+        dropout (float, default 0.5): dropout before each MLP layer (the official default;
+            its scripts pass 0.5 or 0.8 per dataset, ``docs/models.md``).
     """
 
     prunes_layers = True  # forward_within: influence runs each step only where it is read
 
-    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, K: int,
-                 dropout: float = 0.0):
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, K: int = 10,
+                 dropout: float = 0.5):
         super().__init__()
         check_sizes("DAGNN", in_channels=in_channels, hidden_channels=hidden_channels,
                     out_channels=out_channels)

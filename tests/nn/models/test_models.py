@@ -1,3 +1,5 @@
+import warnings
+
 import pytest
 import torch
 from helpers import ball_ordered, random_edge_index, train_losses
@@ -105,6 +107,28 @@ def test_build_model_covers_models_convs_and_augmented_convs():
         build_model("nope", 4, 8, 3, 2)
     with pytest.raises(ValueError, match="K must be >= 0"):
         DAGNN(4, 8, 3, K=-1)
+
+
+def test_dagnn_defaults_are_the_official_ones():
+    """mengliu1998/DeeperGNN, dagnn.py's argparse: --K 10, --dropout 0.5 (the default was
+    0.0, described as having no official value). A keyword the model lacks is an error
+    through build_model too (the registry's factory dropped it without a word)."""
+    from graphloc.nn import build_model
+    model = DAGNN(4, 64, 3)
+    assert model.K == 10 and model.dropout.p == 0.5
+    assert build_model("dagnn", 4, 8, 3, 5).dropout.p == 0.5
+    with pytest.raises(TypeError, match="unexpected keyword argument 'dropuot'"):
+        build_model("dagnn", 4, 8, 3, 5, dropuot=0.2)
+
+
+def test_largegt_through_build_model_warns_of_a_depth_it_has_not():
+    from graphloc.nn import build_model
+    with pytest.warns(UserWarning, match="num_layers=4 is not used") as record:
+        build_model("largegt", 4, 8, 3, 4, num_centroids=8)
+    assert record[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        build_model("largegt", 4, 8, 3, 1, num_centroids=8)
 
 
 @pytest.mark.parametrize("conv,kwargs", [
