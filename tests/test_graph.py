@@ -473,3 +473,55 @@ def test_gcn_norm_in_half_precision_sums_a_hubs_degree_exactly(dtype, weighted):
     assert low.dtype == dtype
     eps = torch.finfo(dtype).eps
     torch.testing.assert_close(low.double(), exact, rtol=2 * eps, atol=0)
+
+
+def test_graph_of_edges_is_built_once_per_unchanged_tensor():
+    """A layer called as PyG's (conv(x, edge_index)) rebuilt, re-validated and re-normalised
+    its graph at every call; the Graph is now reused, but only for the same tensor, unchanged
+    since, with the same node counts and flow."""
+    from graphloc.graph import graph_of_edges
+    edge_index = random_edge_index(30, 90, seed=5)
+    first = graph_of_edges(edge_index, 30)
+    assert graph_of_edges(edge_index, 30) is first
+    assert torch.equal(first.edge_index, edge_index) and first.edge_index is not edge_index
+    assert graph_of_edges(edge_index.clone(), 30) is not first  # another tensor
+    other_count = graph_of_edges(edge_index, 31)
+    assert other_count is not first and other_count.num_nodes == 31
+    bipartite = graph_of_edges(edge_index, 30, 30)
+    assert bipartite.is_bipartite and bipartite is not first
+    flipped = graph_of_edges(edge_index, 30, flip=True)
+    assert torch.equal(flipped.edge_index, edge_index.flip(0))
+    edge_index[0, 0] = (edge_index[0, 0] + 1) % 30  # in place: a new Graph of the new edges
+    changed = graph_of_edges(edge_index, 30)
+    assert changed is not first and torch.equal(changed.edge_index, edge_index)
+    swapped = edge_index.clone()
+    swapped.data = random_edge_index(30, 90, seed=6)  # .data swaps storage, not the version
+    assert torch.equal(graph_of_edges(swapped, 30).edge_index, swapped)
+    with pytest.raises(ValueError, match=r"edge_index\[1\] holds 40"):
+        graph_of_edges(torch.tensor([[0, 1], [2, 40]]), 30)
+
+
+def test_graph_of_edges_keeps_no_tensor_alive_and_few_entries():
+    import gc
+    import weakref
+
+    from graphloc.graph import _EDGE_GRAPHS, graph_of_edges
+    edge_index = random_edge_index(30, 90, seed=7)
+    graph_of_edges(edge_index, 30)
+    ref = weakref.ref(edge_index)
+    del edge_index
+    gc.collect()
+    assert ref() is None
+    kept = [random_edge_index(10, 20, seed=s) for s in range(20)]
+    for t in kept:
+        graph_of_edges(t, 10)
+    assert len(_EDGE_GRAPHS.entries) <= _EDGE_GRAPHS.capacity
+
+
+def test_graph_of_edges_under_inference_mode_builds_each_time():
+    from graphloc.graph import graph_of_edges
+    with torch.inference_mode():
+        edge_index = random_edge_index(30, 90, seed=8)
+        graph = graph_of_edges(edge_index, 30)
+    assert torch.equal(graph.edge_index, edge_index)
+    assert graph_of_edges(edge_index, 30) is not graph

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from graphloc.graph import Graph, adjacency_entries
+from graphloc.graph import Graph, adjacency_entries, graph_of_edges
 
 _SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc)
 _FLOWS = ("source_to_target", "target_to_source")
@@ -140,10 +140,11 @@ def read_inputs(layer: torch.nn.Module, x, edge_index, size=None,
     if batch is not None:
         graph = _static_copies(edges, batch, n_src, n_dst, pair, None)
         values = None if values is None else values.repeat(batch)
-    elif pair:
-        graph = Graph.bipartite(edges, (n_src, n_dst))
-    else:
-        graph = Graph(edges, num_nodes=n_src)
+    elif layout is not None:  # the entries of a sparse adjacency, read at each call
+        graph = Graph.bipartite(edges, (n_src, n_dst)) if pair else Graph(edges, num_nodes=n_src)
+    else:  # the caller's edge_index: its Graph built once while it stays unchanged
+        graph = graph_of_edges(edge_index, n_dst if pair else n_src, n_src if pair else None,
+                               flip=flow == "target_to_source")
     return ConvInputs(x_src, x_dst, graph, values, layout, batch)
 
 

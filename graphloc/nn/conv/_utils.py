@@ -9,22 +9,23 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import is_int_at_least
-from graphloc.graph import Graph
+from graphloc.graph import Graph, graph_of_edges
 
 
 def as_graph(graph_or_edge_index, x: Tensor | tuple[Tensor, Tensor]) -> Graph:
     """A ``Graph`` as given, or one built around a raw ``edge_index`` on ``x.size(0)`` nodes
     (bipartite, ``size=(x_src.size(0), x_dst.size(0))``, for a pair ``x = (x_src, x_dst)``).
 
-    Building validates and sorts the edges on every call; pass a ``Graph`` to do it once.
+    The Graph of an ``edge_index`` is built once while the same tensor, unchanged, comes
+    back (``graph_of_edges``).
     """
     pair = isinstance(x, (tuple, list))
     if isinstance(graph_or_edge_index, Graph):
         graph = graph_or_edge_index
     elif isinstance(graph_or_edge_index, Tensor):
         if not pair:
-            return Graph(graph_or_edge_index, num_nodes=x.size(0))
-        graph = Graph.bipartite(graph_or_edge_index, (x[0].size(0), x[1].size(0)))
+            return graph_of_edges(graph_or_edge_index, x.size(0))
+        graph = graph_of_edges(graph_or_edge_index, x[1].size(0), x[0].size(0))
     else:
         raise TypeError("expected a graphloc.Graph or an edge_index tensor, got "
                         f"{type(graph_or_edge_index).__name__}")

@@ -340,3 +340,23 @@ def test_a_batched_compressed_adjacency_is_refused_by_name():
     batched = torch.eye(4).expand(2, 4, 4).contiguous().to_sparse_csr()
     with pytest.raises(ValueError, match=r"must be a matrix \[N_dst, N_src\].*shape \[2, 4, 4\]"):
         gl.GCNConv(3, 2)(torch.randn(4, 3), batched)
+
+
+@pytest.mark.parametrize("name,ours,theirs", [
+    ("gcn", lambda: gl.GCNConv(8, 6), lambda: pyg.GCNConv(8, 6)),
+    ("gat", lambda: gl.GATConv(8, 3, heads=2), lambda: pyg.GATConv(8, 3, heads=2)),
+    ("sage", lambda: gl.SAGEConv(8, 6), lambda: pyg.SAGEConv(8, 6)),
+])
+def test_one_edge_index_across_calls_changed_in_between(name, ours, theirs):
+    """The Graph of a raw edge_index is reused across calls: every call must still see the
+    tensor as it is then (changed in place, another node count, the other flow)."""
+    edge_index, n = parity_graph(16)
+    mine, ref = ours(), theirs()
+    mine.load_state_dict(ref.state_dict())
+    flows = ["source_to_target"] + (["target_to_source"] if name == "gcn" else [])
+    for step in range(4):
+        x = torch.randn(n + step, 8)
+        for flow in flows:
+            mine.flow = ref.flow = flow
+            torch.testing.assert_close(mine(x, edge_index), ref(x, edge_index))
+        edge_index[1, step] = (edge_index[1, step] + 3) % n
