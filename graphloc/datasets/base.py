@@ -88,21 +88,22 @@ class NodeDataset:
         return self._mask(self.test_index)
 
     @classmethod
-    def from_pyg(cls, data, name: str = "pyg") -> NodeDataset:
+    def from_pyg(cls, data, name: str = "pyg", split: int | None = None) -> NodeDataset:
         """From a PyG ``Data`` with ``x``, ``edge_index`` and ``y``; the split from
-        ``train_mask``/``val_mask``/``test_mask`` (boolean masks or node ids), else
-        :func:`city_split`. ``pos`` and ``edge_attr`` are kept; the Data's other
-        attributes (``edge_weight``, say) are named in a warning."""
+        ``train_mask``/``val_mask``/``test_mask`` (boolean masks or node ids; for masks of
+        shape ``[N, k]``, k splits, column ``split``), else :func:`city_split`. ``pos`` and
+        ``edge_attr`` are kept; the Data's other attributes (``edge_weight``, say) are
+        named in a warning."""
         for key in ("x", "edge_index", "y"):
             if getattr(data, key, None) is None:
                 raise ValueError(f"the PyG Data has no {key!r}: a NodeDataset needs x, "
                                  "edge_index and y")
         graph = Graph(data.edge_index, num_nodes=data.num_nodes)
         y = class_labels(data.y, name)
-        split = pyg_split(data, graph.num_nodes)
-        warn_of_unread_keys(data, name, split is not None, stacklevel=3)
-        split = split or labelled_split(y)
-        return cls(name, graph, float_features(data.x), y, *split, **kept_extras(data))
+        given = pyg_split(data, graph.num_nodes, split)
+        warn_of_unread_keys(data, name, given is not None, stacklevel=3)
+        given = given or labelled_split(y)
+        return cls(name, graph, float_features(data.x), y, *given, **kept_extras(data))
 
     @classmethod
     def from_networkx(cls, g, x: Tensor, y: Tensor, name: str = "networkx",
@@ -221,14 +222,42 @@ def warn_of_unread_keys(data, where: str, split_read: bool, stacklevel: int) -> 
                       "from a Data", stacklevel=stacklevel)
 
 
-def pyg_split(data, num_nodes: int) -> tuple[Tensor, Tensor, Tensor] | None:
+def pyg_split(data, num_nodes: int, split: int | None = None
+              ) -> tuple[Tensor, Tensor, Tensor] | None:
     """The split a PyG ``Data`` carries in ``train_mask``/``val_mask``/``test_mask``
-    (boolean masks or node ids), or None when any of the three is missing."""
+    (boolean masks or node ids), or None when any of the three is missing. Masks of shape
+    ``[N, k]`` hold k splits, one per column (PyG's WikipediaNetwork, WebKB, Actor):
+    ``split`` picks one."""
     keys = ("train_mask", "val_mask", "test_mask")
     masks = [getattr(data, k, None) for k in keys]
     if any(m is None for m in masks):
+        if split is not None:
+            missing = [k for k, m in zip(keys, masks, strict=True) if m is None]
+            raise ValueError(f"split={split} picks a column of the Data's masks, but it has "
+                             f"no {' / '.join(missing)}")
         return None
+    masks = [_split_column(torch.as_tensor(m), k, num_nodes, split)
+             for m, k in zip(masks, keys, strict=True)]
     return tuple(split_ids(m, k, num_nodes) for m, k in zip(masks, keys, strict=True))
+
+
+def _split_column(mask: Tensor, name: str, num_nodes: int, split: int | None) -> Tensor:
+    """Column ``split`` of a ``[N, k]`` boolean mask; a 1-D mask (or ids) as it is."""
+    several = mask.dtype == torch.bool and mask.dim() == 2 and mask.size(0) == num_nodes
+    if split is None:
+        if several:
+            raise ValueError(f"{name} has shape {list(mask.shape)}: {mask.size(1)} splits, one "
+                             f"per column; pick one with split=i (NodeDataset.from_pyg(data, "
+                             f"split=i)), i in [0, {mask.size(1)})")
+        return mask
+    if not several:
+        raise ValueError(f"split={split} picks a column of [N, k] masks, but {name} has shape "
+                         f"{list(mask.shape)}")
+    if isinstance(split, bool) or not isinstance(split, int) or \
+            not 0 <= split < mask.size(1):
+        raise ValueError(f"split must be an int in [0, {mask.size(1)}) ({name} holds "
+                         f"{mask.size(1)} splits), got {split!r}")
+    return mask[:, split]
 
 
 def city_split(num_nodes: int) -> tuple[Tensor, Tensor, Tensor]:

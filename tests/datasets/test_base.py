@@ -213,3 +213,32 @@ def test_sparse_features_are_made_dense_and_complex_ones_refused():
     with pytest.raises(ValueError, match=r"direct: x must be a dense tensor, got layout "
                                          r"torch.sparse_coo \(pass x.to_dense\(\)\)"):
         NodeDataset("direct", graph, x.to_sparse(), y, split, split + 1, split + 2)
+
+
+def test_masks_holding_several_splits_take_one_by_its_column():
+    """PyG's WikipediaNetwork, WebKB and Actor give masks of shape [N, 10], one split per
+    column. They were refused as "train_mask has 200 entries but the graph has 20 nodes";
+    split=i now picks column i, and without it the error says how."""
+    from torch_geometric.data import Data
+    n, k = 20, 4
+    gen = torch.Generator().manual_seed(0)
+    order = torch.stack([torch.randperm(n, generator=gen) for _ in range(k)], dim=1)
+    train, val, test = order < 10, (order >= 10) & (order < 14), order >= 14
+    data = Data(x=torch.randn(n, 3), edge_index=torch.randint(0, n, (2, 40), generator=gen),
+                y=torch.randint(0, 3, (n,), generator=gen), train_mask=train, val_mask=val,
+                test_mask=test)
+    for i in range(k):
+        ds = NodeDataset.from_pyg(data, split=i)
+        assert ds.train_index.tolist() == train[:, i].nonzero().flatten().tolist()
+        assert ds.val_index.tolist() == val[:, i].nonzero().flatten().tolist()
+        assert ds.test_index.tolist() == test[:, i].nonzero().flatten().tolist()
+    with pytest.raises(ValueError, match=r"train_mask has shape \[20, 4\]: 4 splits, one per "
+                                         r"column; pick one with split=i"):
+        NodeDataset.from_pyg(data)
+    with pytest.raises(ValueError, match=r"split must be an int in \[0, 4\).* got 4"):
+        NodeDataset.from_pyg(data, split=4)
+    one = Data(x=data.x, edge_index=data.edge_index, y=data.y, train_mask=train[:, 0],
+               val_mask=val[:, 0], test_mask=test[:, 0])
+    with pytest.raises(ValueError, match=r"split=1 picks a column of \[N, k\] masks, but "
+                                         r"train_mask has shape \[20\]"):
+        NodeDataset.from_pyg(one, split=1)
