@@ -222,9 +222,11 @@ def adjacency_entries(adj: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     compressed layout's order is taken on trust, since neither is checked by torch (PyG's
     GATConv marks a caller's uncoalesced adjacency coalesced in place, duplicates and all),
     and a duplicate read as two edges changes what attention and max aggregations compute.
-    Entries already unique keep their storage order."""
+    Entries already unique keep their storage order. Values that require grad keep their
+    gradient (every step here is differentiable in them)."""
     if adj.layout == torch.sparse_coo:
-        (rows, cols), values = adj._indices(), adj._values()
+        adj = adj if adj.is_coalesced() else adj.coalesce()
+        (rows, cols), values = adj.indices(), adj.values()
     elif adj.layout == torch.sparse_csr:
         ptr, cols, values = adj.crow_indices(), adj.col_indices(), adj.values()
         rows = torch.repeat_interleave(torch.arange(ptr.numel() - 1, device=ptr.device),

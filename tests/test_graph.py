@@ -441,6 +441,22 @@ def test_adjacency_entries_lists_each_matrix_position_once(kind, value_shape):
                                _dense_of_entries(rows, cols, values, shape))
 
 
+def test_adjacency_entries_keep_the_values_gradient():
+    """Learnable values of a COO adjacency, repeated entries included, get the gradient of
+    the matrix they describe (a first version read them with _values(), which autograd
+    does not follow: no gradient at all)."""
+    from graphloc.graph import adjacency_entries
+    rows, cols = torch.tensor([0, 0, 2, 2, 3]), torch.tensor([1, 1, 0, 3, 3])
+    values = (torch.rand(5, dtype=torch.float64) + 0.5).requires_grad_()
+    adj = torch.sparse_coo_tensor(torch.stack([rows, cols]), values, (4, 4))
+    weight = torch.randn(4, 4, dtype=torch.float64)
+    r, c, v = adjacency_entries(adj)
+    got, = torch.autograd.grad((_dense_of_entries(r, c, v, (4, 4)) * weight).sum(), values)
+    want, = torch.autograd.grad(
+        (_dense_of_entries(rows, cols, values, (4, 4)) * weight).sum(), values)
+    torch.testing.assert_close(got, want)
+
+
 @pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr, torch.sparse_csc])
 def test_adjacency_entries_keep_the_order_of_unique_entries(layout):
     edge_index = torch.unique(random_edge_index(20, 60, seed=3), dim=1)

@@ -360,3 +360,22 @@ def test_one_edge_index_across_calls_changed_in_between(name, ours, theirs):
             mine.flow = ref.flow = flow
             torch.testing.assert_close(mine(x, edge_index), ref(x, edge_index))
         edge_index[1, step] = (edge_index[1, step] + 3) % n
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_learnable_adjacency_values_get_their_gradient(layout):
+    """The adjacency's values as learnable edge weights: their gradient is the one of the
+    same weights passed as edge_weight with the edge_index (no loops, which PyG's GCN
+    normalises differently in the two forms)."""
+    edge_index, n = parity_graph(17)
+    edge_index = torch.unique(edge_index, dim=1)
+    edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+    base = torch.rand(edge_index.size(1), dtype=torch.float64) + 0.5
+    conv = gl.GCNConv(8, 6).double()
+    x = torch.randn(n, 8, dtype=torch.float64)
+    weight = base.clone().requires_grad_()
+    got, = torch.autograd.grad(
+        conv(x, adjacency(edge_index, n, layout, weight)).square().sum(), weight)
+    weight = base.clone().requires_grad_()
+    want, = torch.autograd.grad(conv(x, edge_index, weight).square().sum(), weight)
+    torch.testing.assert_close(got, want)
