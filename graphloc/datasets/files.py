@@ -15,6 +15,7 @@ import collections
 import csv
 import os
 import pickle
+import re
 import types
 import warnings
 
@@ -241,7 +242,8 @@ def _integer_ids(g):
     nodes without a word."""
     import networkx as nx
     ids = list(g.nodes)
-    if all(isinstance(v, str) and v.lstrip("-").isdecimal() and v == str(int(v)) for v in ids):
+    if all(isinstance(v, str) and re.fullmatch(r"-?[0-9]+", v) and v == str(int(v))
+           for v in ids):
         return nx.relabel_nodes(g, {v: int(v) for v in ids}, copy=True)
     return g
 

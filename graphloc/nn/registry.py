@@ -42,6 +42,8 @@ register_model("dagnn")(lambda in_channels, hidden_channels, out_channels, num_l
 register_model("liftgcn")(LiftGCN)
 register_model("tangnn")(TANGNN)
 register_model("tangnn-lc")(lambda *args, **kw: TANGNN(*args, variant="lc", **kw))
+
+
 def _largegt(in_channels, hidden_channels, out_channels, num_layers, **kw):
     if num_layers != 1:  # a run labelled "largegt x4" would claim a depth it does not have
         warnings.warn(f"largegt has one local and one global attention module (the official "
