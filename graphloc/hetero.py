@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from graphloc.graph import Graph
+from graphloc.graph import Graph, adjacency_entries
 
 Relation = tuple[str, str, str]
 
@@ -137,7 +137,9 @@ class HeteroGraph:
     @classmethod
     def from_pyg(cls, data) -> HeteroGraph:
         """The node types and relations of a PyG ``HeteroData`` (node counts from
-        ``num_nodes`` or the feature rows; every edge type's ``edge_index``)."""
+        ``num_nodes`` or the feature rows; every edge type's ``edge_index``, or its
+        ``adj_t`` as ``ToSparseTensor`` leaves it: entry (i, j) the edge j -> i, a repeated
+        entry one edge)."""
         num_nodes = {}
         for node_type in data.node_types:
             count = data[node_type].num_nodes
@@ -148,10 +150,15 @@ class HeteroGraph:
         edges = {}
         for relation in data.edge_types:
             store = data[relation]
-            if "edge_index" not in store:
-                raise ValueError(f"HeteroData relation {relation!r} has no edge_index (an "
-                                 "adj_t-only store is not read)")
-            edges[tuple(relation)] = store.edge_index
+            adj_t = store.get("adj_t") if "edge_index" not in store else None
+            if isinstance(adj_t, Tensor) and adj_t.layout != torch.strided:
+                dst, src, _ = adjacency_entries(adj_t)
+                edges[tuple(relation)] = torch.stack([src, dst])
+            elif "edge_index" in store:
+                edges[tuple(relation)] = store.edge_index
+            else:
+                raise ValueError(f"HeteroData relation {relation!r} has no edge_index and no "
+                                 "torch.sparse adj_t")
         return cls(num_nodes, edges)
 
     def to_pyg(self, x: dict | None = None):

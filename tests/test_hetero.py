@@ -81,3 +81,20 @@ def test_wrong_dtypes_and_shapes_are_named():
         HeteroGraph({"paper": 4, "author": 3}, {WRITES: torch.tensor([0, 1, 2])})
     empty = HeteroGraph({"paper": 0, "author": 0}, {WRITES: torch.zeros(2, 0, dtype=torch.long)})
     assert empty[WRITES].num_edges == 0
+
+
+def test_from_pyg_reads_the_adj_t_that_to_sparse_tensor_leaves():
+    """ToSparseTensor replaces each edge type's edge_index by adj_t ([N_dst, N_src]); such a
+    HeteroData was refused. Its edges are the matrix's entries (a repeated edge once)."""
+    import torch_geometric.transforms as T
+    from torch_geometric.data import HeteroData
+    data = HeteroData()
+    data["a"].x, data["b"].x = torch.randn(4, 2), torch.randn(3, 2)
+    data["a", "to", "b"].edge_index = torch.tensor([[0, 1, 3, 3], [0, 2, 1, 1]])
+    data["b", "rev", "a"].edge_index = torch.tensor([[0, 2], [1, 3]])
+    graph = HeteroGraph.from_pyg(T.ToSparseTensor()(data.clone()))
+    for relation in data.edge_types:
+        want = sorted(set(map(tuple, data[relation].edge_index.t().tolist())))
+        got = sorted(map(tuple, graph[relation].edge_index.t().tolist()))
+        assert got == want
+    assert graph["a", "to", "b"].num_src_nodes == 4 and graph["a", "to", "b"].num_nodes == 3
