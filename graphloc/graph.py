@@ -249,6 +249,35 @@ def adjacency_entries(adj: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return rows, cols, merged.values()
 
 
+def pyg_data_with_edges(data, where: str = "the PyG Data"):
+    """``data`` itself where it has an ``edge_index``; a Data whose edges are a sparse
+    ``adj_t`` (PyG's ``ToSparseTensor``: entry (i, j) is the edge j -> i) or ``adj`` (entry
+    (i, j) the edge i -> j), as torch sparse tensors, as a copy with the edge_index of their
+    entries (``adjacency_entries``: a repeated entry is one edge). The values go back where
+    ``ToSparseTensor`` took them from: one per edge to ``edge_weight`` (unless all 1, its
+    fill where the Data had none), rows of several to ``edge_attr``."""
+    if isinstance(getattr(data, "edge_index", None), Tensor):
+        return data
+    for key, transposed in (("adj_t", True), ("adj", False)):
+        adj = getattr(data, key, None)
+        if isinstance(adj, Tensor) and adj.layout != torch.strided:
+            if adj.dim() < 2 or adj.sparse_dim() != 2:
+                raise ValueError(f"{where}: {key} must be a sparse matrix [N, N], got shape "
+                                 f"{list(adj.shape)} with {adj.sparse_dim()} sparse "
+                                 f"dimensions")
+            rows, cols, values = adjacency_entries(adj)
+            data = data.clone()
+            data.edge_index = torch.stack([cols, rows] if transposed else [rows, cols])
+            if values.dim() > 1:
+                data.edge_attr = values
+            elif not bool((values == 1).all()):
+                data.edge_weight = values
+            del data[key]
+            return data
+    raise ValueError(f"{where} holds a Data without edges: no edge_index, and no sparse adj_t "
+                     f"or adj (a torch.sparse tensor) to take them from")
+
+
 def _first_label_out_of_place(order: list) -> tuple[int, object] | None:
     if not all(isinstance(n, int) and not isinstance(n, bool) for n in order) or \
             set(order) != set(range(len(order))):
@@ -479,7 +508,9 @@ class Graph:
 
     @classmethod
     def from_pyg(cls, data) -> Graph:
-        """From a PyG ``Data``: its ``edge_index``, ``num_nodes`` and ``edge_attr``."""
+        """From a PyG ``Data``: its ``edge_index`` (or ``ToSparseTensor``'s ``adj_t``,
+        ``pyg_data_with_edges``), ``num_nodes`` and ``edge_attr``."""
+        data = pyg_data_with_edges(data)
         return cls(data.edge_index, num_nodes=data.num_nodes,
                    edge_attr=getattr(data, "edge_attr", None))
 

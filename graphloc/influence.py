@@ -55,7 +55,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_int, pyg_keys, refuse_integer_mask
 from graphloc.distributed import rank_and_world
-from graphloc.graph import Graph
+from graphloc.graph import Graph, pyg_data_with_edges
 from graphloc.io import save_figure
 from graphloc.nn.capabilities import capabilities_of
 from graphloc.plotting import require_matplotlib
@@ -344,7 +344,8 @@ def _inputs(data) -> tuple[Tensor, Graph]:
         x, structure = data
     elif hasattr(data, "graph") and hasattr(data, "x"):  # NodeDataset
         x, structure = data.x, data.graph
-    elif hasattr(data, "edge_index"):  # PyG Data
+    elif hasattr(data, "edge_index"):  # PyG Data (with ToSparseTensor's adj_t, its entries)
+        data = pyg_data_with_edges(data)
         x, structure = getattr(data, "x", None), data.edge_index
         _warn_of_edge_values_left_out(data)
         if structure is not None and x is not None and not isinstance(structure, Graph):

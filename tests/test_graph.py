@@ -541,3 +541,17 @@ def test_graph_of_edges_under_inference_mode_builds_each_time():
         graph = graph_of_edges(edge_index, 30)
     assert torch.equal(graph.edge_index, edge_index)
     assert graph_of_edges(edge_index, 30) is not graph
+
+
+def test_from_pyg_takes_the_adj_t_of_to_sparse_tensor():
+    """ToSparseTensor leaves adj_t and no edge_index; Graph.from_pyg raised "edge_index
+    must be a torch.Tensor, got NoneType"."""
+    import torch_geometric.transforms as T
+    from torch_geometric.data import Data
+    edge_index = torch.unique(random_edge_index(12, 40, seed=9), dim=1)
+    weight = torch.rand(edge_index.size(1)) + 0.5
+    data = Data(x=torch.randn(12, 3), edge_index=edge_index, edge_weight=weight)
+    graph = Graph.from_pyg(T.ToSparseTensor()(data.clone()))
+    assert graph.num_nodes == 12
+    assert sorted(map(tuple, graph.edge_index.t().tolist())) == \
+        sorted(map(tuple, edge_index.t().tolist()))

@@ -538,3 +538,16 @@ def test_forward_learned_models_are_measured_on_the_whole_graph(procedure):
     torch.testing.assert_close(ours, expected)
     if procedure != "ff":  # class nodes: beyond the ball too (not counted, as PyG's hops)
         assert pair.sum() > expected.sum()
+
+
+def test_a_data_with_the_adj_t_of_to_sparse_tensor():
+    """A Data after ToSparseTensor (adj_t, no edge_index) gives the numbers of the Data
+    before it; it raised "edge_index must be a torch.Tensor, got NoneType"."""
+    import torch_geometric.transforms as T
+    data = road_data(200)
+    model = models()["gl-gcn"].eval()
+    want = total_influence(model, data, max_hops=3, nodes=torch.arange(0, 200, 7))
+    got = total_influence(model, T.ToSparseTensor()(data.clone()), max_hops=3,
+                          nodes=torch.arange(0, 200, 7))
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1] == pytest.approx(want[1])

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from graphloc.checks import pyg_keys, refuse_integer_mask, whole_numbers
-from graphloc.graph import Graph, networkx_node_order
+from graphloc.graph import Graph, networkx_node_order, pyg_data_with_edges
 
 
 @dataclass
@@ -94,10 +94,11 @@ class NodeDataset:
         shape ``[N, k]``, k splits, column ``split``), else :func:`city_split`. ``pos`` and
         ``edge_attr`` are kept; the Data's other attributes (``edge_weight``, say) are
         named in a warning."""
-        for key in ("x", "edge_index", "y"):
+        for key in ("x", "y"):
             if getattr(data, key, None) is None:
                 raise ValueError(f"the PyG Data has no {key!r}: a NodeDataset needs x, "
-                                 "edge_index and y")
+                                 "edge_index (or adj_t) and y")
+        data = pyg_data_with_edges(data)
         graph = Graph(data.edge_index, num_nodes=data.num_nodes)
         y = class_labels(data.y, name)
         given = pyg_split(data, graph.num_nodes, split)

@@ -32,7 +32,7 @@ from graphloc.datasets.base import (
     pyg_split,
     warn_of_unread_keys,
 )
-from graphloc.graph import Graph, adjacency_entries, networkx_node_order
+from graphloc.graph import Graph, networkx_node_order, pyg_data_with_edges
 
 GRAPH_SUFFIXES = (".pt", ".graphml", ".gml", ".mtx", ".csv", ".tsv", ".txt", ".edges")
 
@@ -111,9 +111,7 @@ def _torch_file(path: str):
     if not hasattr(data, "edge_index"):
         raise ValueError(f"{path} holds a {type(data).__name__}, not a PyG Data with an "
                          "edge_index")
-    if data.edge_index is None:
-        return _with_edges_of_adjacency(path, data)
-    return data
+    return pyg_data_with_edges(data, path)
 
 
 class _RefusedGlobal(pickle.UnpicklingError):
@@ -170,32 +168,6 @@ def _weights_only_forced() -> bool:
     """torch's TORCH_FORCE_WEIGHTS_ONLY_LOAD is set: torch.load then refuses any pickle
     module of its own, and the user asked for its weights-only unpickler."""
     return os.getenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "0").lower() in ("1", "y", "yes", "true")
-
-
-def _with_edges_of_adjacency(path: str, data):
-    """A Data whose edges are a sparse ``adj_t`` (PyG's ``ToSparseTensor``: entry (i, j)
-    is the edge j -> i) or ``adj`` (entry (i, j) the edge i -> j), as torch sparse tensors:
-    its edge_index from them, one edge per matrix entry (``adjacency_entries``). The values
-    go back where ``ToSparseTensor`` took them from: one per edge to ``edge_weight`` (unless
-    all 1, its fill where the Data had none), rows of several to ``edge_attr``."""
-    for key, transposed in (("adj_t", True), ("adj", False)):
-        adj = getattr(data, key, None)
-        if isinstance(adj, torch.Tensor) and adj.layout != torch.strided:
-            if adj.dim() < 2 or adj.sparse_dim() != 2:
-                raise ValueError(f"{path}: {key} must be a sparse matrix [N, N], got shape "
-                                 f"{list(adj.shape)} with {adj.sparse_dim()} sparse "
-                                 f"dimensions")
-            rows, cols, values = adjacency_entries(adj)
-            data = data.clone()
-            data.edge_index = torch.stack([cols, rows] if transposed else [rows, cols])
-            if values.dim() > 1:
-                data.edge_attr = values
-            elif not bool((values == 1).all()):
-                data.edge_weight = values
-            del data[key]
-            return data
-    raise ValueError(f"{path} holds a Data without edges: no edge_index, and no sparse adj_t "
-                     f"or adj (a torch.sparse tensor) to take them from")
 
 
 def _networkx_file(path: str):

@@ -242,3 +242,13 @@ def test_masks_holding_several_splits_take_one_by_its_column():
     with pytest.raises(ValueError, match=r"split=1 picks a column of \[N, k\] masks, but "
                                          r"train_mask has shape \[20\]"):
         NodeDataset.from_pyg(one, split=1)
+
+
+def test_from_pyg_takes_the_adj_t_of_to_sparse_tensor():
+    import torch_geometric.transforms as T
+    from torch_geometric.data import Data
+    edge_index = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])
+    data = Data(x=torch.randn(4, 2), edge_index=edge_index, y=torch.tensor([0, 1, 0, 1]))
+    ds = NodeDataset.from_pyg(T.ToSparseTensor()(data.clone()))
+    assert sorted(map(tuple, ds.graph.edge_index.t().tolist())) == \
+        sorted(map(tuple, edge_index.t().tolist()))
