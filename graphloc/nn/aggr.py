@@ -23,15 +23,27 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.checks import check_index
 from graphloc.graph import Graph
 
 
 class Aggregation(torch.nn.Module):
     """Base class: ``forward(graph, x_src, edge_weight=None)``; ``edge_weight`` (an
-    adjacency's values) scales the neighbours where the aggregation defines it."""
+    adjacency's values) scales the neighbours where the aggregation defines it.
+
+    Also called as PyG's aggregations are, ``aggr(x, index, ptr=None, dim_size=None,
+    dim=-2)``: the rows of ``x`` reduced by ``index`` (or by the segments of ``ptr``) into
+    ``dim_size`` rows (PyG's default: ``index.max() + 1``), each row of x one neighbour, so
+    code written against PyG's aggregation modules (a custom ``MessagePassing.aggregate``,
+    say) can call graphloc's. (PyG's own convs accept only PyG's modules as ``aggr``.)"""
 
     takes_weights = False
     fresh_output = False  # the output is a new tensor no backward reads (safe in place)
+
+    def __call__(self, *args, **kwargs):
+        if args and isinstance(args[0], Tensor):  # PyG's call: the rows of x by index
+            return super().__call__(*_rows_as_graph(self, *args, **kwargs))
+        return super().__call__(*args, **kwargs)
 
     def out_channels_for(self, in_channels: int) -> int:
         return in_channels
@@ -60,6 +72,36 @@ class Aggregation(torch.nn.Module):
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}()"
+
+
+def _rows_as_graph(aggr: Aggregation, x: Tensor, index: Tensor | None = None,
+                   ptr: Tensor | None = None, dim_size: int | None = None,
+                   dim: int = -2, max_num_elements: int | None = None) -> tuple[Graph, Tensor]:
+    """PyG's aggregation call as ``(graph, x)``: row e of x is the only source of edge e,
+    into row ``index[e]`` (or into the segment of ``ptr`` holding e) of the output, which
+    has ``dim_size`` rows (PyG's default: ``index.max() + 1``, or a row per segment)."""
+    name = type(aggr).__name__
+    if x.dim() != 2 or dim not in (-2, 0):
+        raise ValueError(f"{name} reduces the rows of a 2-D x (dim=-2), got x of shape "
+                         f"{list(x.shape)} and dim={dim}")
+    if max_num_elements is not None:
+        raise ValueError(f"{name}: max_num_elements is not taken; sequences are padded to "
+                         f"the largest group")
+    if ptr is not None:
+        ops._check_indptr(ptr, x)  # 1-D, from 0 to the rows of x, non-decreasing
+        index = torch.repeat_interleave(torch.arange(ptr.numel() - 1, device=ptr.device),
+                                        ptr.diff())
+        dim_size = ptr.numel() - 1 if dim_size is None else dim_size
+    if index is None:
+        raise ValueError(f"{name} needs index or ptr to know which rows of x go together")
+    if index.dim() != 1 or index.numel() != x.size(0):
+        raise ValueError(f"{name}: index must hold one entry per row of x ({x.size(0)}), got "
+                         f"shape {list(index.shape)}")
+    if dim_size is None:
+        dim_size = int(index.max()) + 1 if index.numel() else 0
+    check_index(index, dim_size, "index")
+    rows = torch.arange(x.size(0), device=x.device)
+    return Graph.bipartite(torch.stack([rows, index.long()]), (x.size(0), dim_size)), x
 
 
 def _one_source_per_edge(graph: Graph) -> Graph:

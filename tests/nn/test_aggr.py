@@ -300,3 +300,54 @@ def test_quantile_aggregation_refuses_bad_arguments():
         aggr.QuantileAggregation([])
     with pytest.raises(ValueError, match="interpolation must be one of .* got 'cubic'"):
         aggr.QuantileAggregation(0.5, "cubic")
+
+
+PYG_CALL_CASES = [("SumAggregation", {}), ("MeanAggregation", {}), ("MaxAggregation", {}),
+                  ("MinAggregation", {}), ("VarAggregation", {}), ("StdAggregation", {}),
+                  ("SoftmaxAggregation", {"learn": True}), ("MedianAggregation", {}),
+                  ("QuantileAggregation", {"q": [0.25, 0.5]}),  # positions exact in PyG's float32
+                  ("LSTMAggregation", {"in_channels": 4, "out_channels": 3}),
+                  ("LCMAggregation", {"in_channels": 4, "out_channels": 3})]
+
+
+@pytest.mark.parametrize("name,kwargs", PYG_CALL_CASES, ids=[c[0] for c in PYG_CALL_CASES])
+def test_called_as_pyg_calls_its_aggregations(name, kwargs):
+    """aggr(x, index, dim_size=...) as PyG's modules take it (it failed on the graph
+    argument), against PyG's module with the same weights, values and gradients; ptr for
+    the reductions PyG itself runs on ptr."""
+    import torch_geometric.nn.aggr as pyg_aggr
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(40, 4, dtype=torch.float64, generator=gen)
+    index = torch.sort(torch.randint(0, 9, (40,), generator=gen)).values
+    ptr = torch.cat([torch.zeros(1, dtype=torch.long),
+                     torch.bincount(index, minlength=11).cumsum(0)])
+    torch.manual_seed(1)
+    theirs = getattr(pyg_aggr, name)(**kwargs).double()
+    ours = getattr(aggr, name)(**kwargs).double()
+    ours.load_state_dict(theirs.state_dict())
+    calls = [dict(index=index), dict(index=index, dim_size=11)]
+    if name not in ("MedianAggregation", "QuantileAggregation", "LSTMAggregation",
+                    "LCMAggregation"):  # PyG's need index
+        calls.append(dict(ptr=ptr))
+    for call in calls:
+        mine, ref = x.clone().requires_grad_(), x.clone().requires_grad_()
+        out, want = ours(mine, **call), theirs(ref, **call)
+        torch.testing.assert_close(out, want)
+        grad = torch.randn_like(want)
+        torch.testing.assert_close(torch.autograd.grad(out, mine, grad)[0],
+                                   torch.autograd.grad(want, ref, grad)[0])
+
+
+def test_the_pyg_call_names_what_is_wrong():
+    mean = aggr.MeanAggregation()
+    x = torch.randn(6, 3)
+    with pytest.raises(ValueError, match="needs index or ptr"):
+        mean(x)
+    with pytest.raises(ValueError, match=r"index must hold one entry per row of x \(6\)"):
+        mean(x, torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match="index holds 5 but dim_size is 3"):
+        mean(x, torch.tensor([0, 1, 2, 5, 0, 1]), dim_size=3)
+    with pytest.raises(ValueError, match=r"reduces the rows of a 2-D x \(dim=-2\)"):
+        mean(x, torch.zeros(6, dtype=torch.long), dim=1)
+    with pytest.raises(ValueError, match="indptr must run from 0 to src.size"):
+        mean(x, ptr=torch.tensor([0, 2, 5]))
