@@ -842,10 +842,9 @@ class Graph:
         if graph is self or graph.csr.perm is None:  # the caller's own edge order stays
             return graph, weight
         # the new graph sorted by destination, so that every spmm reads the weights in place
-        # instead of permuting them into CSR order at each call
-        order = torch.sort(dst, stable=True).indices
-        return Graph._derived(graph.edge_index[:, order], self.num_nodes,
-                              dst_sorted=True), weight[order]
+        # instead of permuting them into CSR order at each call: its CSR's own stable order
+        # (a torch.sort and a second CSR build took a third of the normalisation's time)
+        return graph.in_csr_order(), weight.index_select(0, graph.csr.perm.long())
 
     def _with_remaining_loops(self, edge_weight: Tensor, fill: float) -> tuple[Graph, Tensor]:
         """PyG's ``add_remaining_self_loops``: a node that had loops keeps the last one
