@@ -52,12 +52,13 @@ class ConvInputs:
     def attention_output(self, edge_index: Tensor, alpha: Tensor):
         """``(edge_index, alpha)``, or for a sparse adjacency input PyG's ``(adj, alpha)``: the
         weights as a sparse ``[N_dst, N_src, H]`` tensor in the input's layout, and alpha in
-        that tensor's storage order."""
+        that tensor's storage order. The edge_index is the caller's own copy: the graph's
+        (cached across calls for the same input) must not change when the caller edits it."""
         if self.batch is not None:
             raise ValueError("attention weights are not returned for a static [B, N, F] "
                              "input; call the layer on each feature set")
         if self.adj_layout is None:
-            return edge_index, alpha
+            return edge_index.clone(), alpha
         size = (self.graph.num_nodes, self.graph.num_src_nodes, *alpha.shape[1:])
         adj = torch.sparse_coo_tensor(edge_index.flip(0), alpha, size).coalesce()
         if self.adj_layout == torch.sparse_csr:

@@ -379,3 +379,25 @@ def test_learnable_adjacency_values_get_their_gradient(layout):
     weight = base.clone().requires_grad_()
     want, = torch.autograd.grad(conv(x, edge_index, weight).square().sum(), weight)
     torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("make", [lambda: gl.GATConv(8, 3, heads=2),
+                                  lambda: gl.GATConv(8, 3, heads=2, add_self_loops=False),
+                                  lambda: gl.TransformerConv(8, 3, heads=2)])
+def test_returned_attention_edges_are_the_callers_to_edit(make):
+    """The Graph of an edge_index is reused across calls, and the attention's edge_index
+    was its cached tensor: edited by the caller, the next call returned the edited edges
+    (GAT with self-loops) or refused the graph as changed. Compared with PyG's edges."""
+    edge_index, n = parity_graph(18)
+    conv = make()
+    ref = (pyg.GATConv if isinstance(conv, gl.GATConv) else pyg.TransformerConv)(
+        8, 3, heads=2, **({"add_self_loops": conv.add_self_loops}
+                          if isinstance(conv, gl.GATConv) else {}))
+    ref.load_state_dict(conv.state_dict())
+    x = torch.randn(n, 8)
+    _, (edges, _) = conv(x, edge_index, return_attention_weights=True)
+    edges[0] = 0  # the caller's to change
+    _, (again, alpha) = conv(x, edge_index, return_attention_weights=True)
+    _, (want, want_alpha) = ref(x, edge_index, return_attention_weights=True)
+    assert torch.equal(again, want)
+    torch.testing.assert_close(alpha, want_alpha)
