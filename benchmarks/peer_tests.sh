@@ -44,4 +44,42 @@ sed -i -E \
   "$work"/pyg/test/nn/conv/*.py "$work"/pyg/test/utils/*.py
 echo "== PyG's conv and total_influence tests"
 (cd "$work/pyg" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
-  | grep -E "^FAILED|[0-9]+ (passed|failed)")
+  | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
+
+# PyG's aggregation tests: the modules graphloc.nn.aggr has come from graphloc (called as
+# PyG calls them, aggr(x, index, ptr, dim_size, dim)); the others (MulAggregation,
+# PowerMeanAggregation) stay PyG's.
+mkdir -p "$work/pyg_aggr/test"
+for name in basic lcm quantile lstm multi; do
+  cp "$pyg/test/nn/aggr/test_${name}.py" "$work/pyg_aggr/test/"
+done
+cp "$pyg/test/conftest.py" "$work/pyg_aggr/test/" 2>/dev/null || true
+"$python" - "$work"/pyg_aggr/test/test_*.py <<'PY'
+import re
+import sys
+
+import graphloc.nn.aggr as ours
+
+names = {n for n in dir(ours) if n.endswith("Aggregation")}
+grouped = re.compile(r"^from torch_geometric\.nn import \(([^)]*)\)", re.M)
+single = re.compile(r"^from torch_geometric\.nn import ([A-Za-z_, ]+)$", re.M)
+
+
+def swap(match):
+    items = [i.strip() for i in match.group(1).split(",") if i.strip()]
+    lines = []
+    if [i for i in items if i not in names]:
+        lines.append("from torch_geometric.nn import " +
+                     ", ".join(i for i in items if i not in names))
+    if [i for i in items if i in names]:
+        lines.append("from graphloc.nn.aggr import " + ", ".join(i for i in items if i in names))
+    return "\n".join(lines)
+
+
+for path in sys.argv[1:]:
+    text = open(path).read()
+    open(path, "w").write(single.sub(swap, grouped.sub(swap, text)))
+PY
+echo "== PyG's aggregation tests (basic, lcm, quantile, lstm, multi)"
+(cd "$work/pyg_aggr" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
+  | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")

@@ -39,10 +39,14 @@ class Aggregation(torch.nn.Module):
 
     takes_weights = False
     fresh_output = False  # the output is a new tensor no backward reads (safe in place)
+    # each channel reduced on its own, with nothing learnt per channel: PyG's call may then
+    # reduce any dimension of any x (the others become channels and come back after)
+    channelwise = False
 
     def __call__(self, *args, **kwargs):
         if args and isinstance(args[0], Tensor):  # PyG's call: the rows of x by index
-            return super().__call__(*_rows_as_graph(self, *args, **kwargs))
+            graph, rows, restore = _rows_as_graph(self, *args, **kwargs)
+            return restore(super().__call__(graph, rows))
         return super().__call__(*args, **kwargs)
 
     def out_channels_for(self, in_channels: int) -> int:
@@ -76,32 +80,62 @@ class Aggregation(torch.nn.Module):
 
 def _rows_as_graph(aggr: Aggregation, x: Tensor, index: Tensor | None = None,
                    ptr: Tensor | None = None, dim_size: int | None = None,
-                   dim: int = -2, max_num_elements: int | None = None) -> tuple[Graph, Tensor]:
-    """PyG's aggregation call as ``(graph, x)``: row e of x is the only source of edge e,
-    into row ``index[e]`` (or into the segment of ``ptr`` holding e) of the output, which
-    has ``dim_size`` rows (PyG's default: ``index.max() + 1``, or a row per segment)."""
+                   dim: int = -2, max_num_elements: int | None = None):
+    """PyG's aggregation call as ``(graph, rows, restore)``: the slices of ``x`` along
+    ``dim`` as the rows of a 2-D ``rows`` (the other dimensions as channels, for a
+    ``channelwise`` aggregation), row e the only source of edge e into row ``index[e]`` (or
+    the segment of ``ptr`` holding e) of an output of ``dim_size`` rows (PyG's default:
+    ``index.max() + 1``, or a row per segment); ``restore`` puts the output's dimensions
+    back in ``x``'s order. Errors carry PyG's phrases ("invalid dimension", "invalid
+    'dim_size'")."""
     name = type(aggr).__name__
-    if x.dim() != 2 or dim not in (-2, 0):
-        raise ValueError(f"{name} reduces the rows of a 2-D x (dim=-2), got x of shape "
-                         f"{list(x.shape)} and dim={dim}")
+    axis = dim + x.dim() if dim < 0 else dim
+    if not 0 <= axis < x.dim():
+        raise ValueError(f"{name}: invalid dimension {dim} for x of shape {list(x.shape)}")
+    if (x.dim() != 2 or axis != 0) and not aggr.channelwise:
+        raise ValueError(f"{name} reduces the rows of a 2-D x (dim=-2, it learns per "
+                         f"channel), got x of shape {list(x.shape)} and dim={dim}")
     if max_num_elements is not None:
         raise ValueError(f"{name}: max_num_elements is not taken; sequences are padded to "
                          f"the largest group")
+    moved = x.movedim(axis, 0)
+    rows = moved.reshape(moved.size(0), math.prod(moved.shape[1:]))  # 0 rows: no -1
+    index, dim_size = _groups(name, rows, index, ptr, dim_size)
+    positions = torch.arange(rows.size(0), device=x.device)
+    graph = Graph.bipartite(torch.stack([positions, index.long()]), (rows.size(0), dim_size))
+
+    def restore(out: Tensor) -> Tensor:
+        if x.dim() == 2 and axis == 0:  # the rows as given (the width may change)
+            return out
+        return out.reshape(dim_size, *moved.shape[1:]).movedim(0, axis)
+    return graph, rows, restore
+
+
+def _groups(name: str, rows: Tensor, index: Tensor | None, ptr: Tensor | None,
+            dim_size: int | None) -> tuple[Tensor, int]:
+    """Each row's output row, and the output's row count, from index or ptr (PyG's rules:
+    with ptr, ``dim_size`` is the segment count; with index, above its largest entry)."""
     if ptr is not None:
-        ops._check_indptr(ptr, x)  # 1-D, from 0 to the rows of x, non-decreasing
+        ops._check_indptr(ptr, rows)  # 1-D, from 0 to the rows of x, non-decreasing
+        if dim_size is not None and dim_size != ptr.numel() - 1:
+            raise ValueError(f"{name}: invalid 'dim_size' (got {dim_size}, but ptr holds "
+                             f"{ptr.numel() - 1} segments)")
         index = torch.repeat_interleave(torch.arange(ptr.numel() - 1, device=ptr.device),
                                         ptr.diff())
-        dim_size = ptr.numel() - 1 if dim_size is None else dim_size
+        return index, ptr.numel() - 1
     if index is None:
         raise ValueError(f"{name} needs index or ptr to know which rows of x go together")
-    if index.dim() != 1 or index.numel() != x.size(0):
-        raise ValueError(f"{name}: index must hold one entry per row of x ({x.size(0)}), got "
-                         f"shape {list(index.shape)}")
+    if index.dim() != 1 or index.numel() != rows.size(0):
+        raise ValueError(f"{name}: index must hold one entry per row of x ({rows.size(0)}), "
+                         f"got shape {list(index.shape)}")
+    largest = int(index.max()) if index.numel() else -1
     if dim_size is None:
-        dim_size = int(index.max()) + 1 if index.numel() else 0
+        dim_size = largest + 1
+    elif dim_size <= largest:
+        raise ValueError(f"{name}: invalid 'dim_size' (got {dim_size}, but index holds "
+                         f"{largest})")
     check_index(index, dim_size, "index")
-    rows = torch.arange(x.size(0), device=x.device)
-    return Graph.bipartite(torch.stack([rows, index.long()]), (x.size(0), dim_size)), x
+    return index, dim_size
 
 
 def _one_source_per_edge(graph: Graph) -> Graph:
@@ -117,6 +151,7 @@ class _Reduce(Aggregation):
     reduce = "sum"
     takes_weights = True
     fresh_output = True
+    channelwise = True
 
     def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
         return ops.spmm(graph, x, edge_weight, reduce=self.reduce)
@@ -142,6 +177,8 @@ class VarAggregation(Aggregation):
     """``mean(x^2) - mean(x)^2`` over the neighbours (PyG's formula; ``semi_grad`` computes
     the second moment without gradient)."""
 
+    channelwise = True
+
     def __init__(self, semi_grad: bool = False):
         super().__init__()
         self.semi_grad = semi_grad
@@ -157,6 +194,8 @@ class VarAggregation(Aggregation):
 class StdAggregation(Aggregation):
     """``sqrt(var)`` with PyG's guard: variances below 1e-5 give 0 (no infinite gradient at
     sqrt(0))."""
+
+    channelwise = True
 
     def __init__(self, semi_grad: bool = False):
         super().__init__()
@@ -184,6 +223,10 @@ class QuantileAggregation(Aggregation):
       2^24 edges).
     """
 
+    @property
+    def channelwise(self) -> bool:  # several q widen the channels
+        return len(self.quantiles) == 1
+
     interpolations = ("linear", "lower", "higher", "midpoint", "nearest")
 
     def __init__(self, q: float | list[float], interpolation: str = "linear",
@@ -194,10 +237,10 @@ class QuantileAggregation(Aggregation):
             raise ValueError("q: give at least one quantile")
         outside = [v for v in qs if not 0.0 <= v <= 1.0]  # NaN is outside too
         if outside:
-            raise ValueError(f"q must lie in [0, 1], got {outside[0]!r}")
+            raise ValueError(f"q must be in the range [0, 1], got {outside[0]!r}")
         if interpolation not in self.interpolations:
-            raise ValueError(f"interpolation must be one of {list(self.interpolations)}, got "
-                             f"{interpolation!r}")
+            raise ValueError(f"Invalid interpolation method: interpolation must be one of "
+                             f"{list(self.interpolations)}, got {interpolation!r}")
         self._q = q
         self.quantiles = qs  # exact: the float32 buffer can put q * (n - 1) below an integer
         self.register_buffer("q", torch.tensor(qs).view(-1, 1))  # PyG's state-dict entry
@@ -287,6 +330,10 @@ class SoftmaxAggregation(Aggregation):
         self.learn, self.semi_grad, self.channels, self._init_t = learn, semi_grad, channels, t
         self.t = torch.nn.Parameter(torch.empty(channels)) if learn else t
         self.reset_parameters()
+
+    @property
+    def channelwise(self) -> bool:  # one temperature for every channel
+        return not isinstance(self.t, Tensor) or self.t.numel() == 1
 
     def reset_parameters(self) -> None:
         if isinstance(self.t, Tensor):
@@ -386,7 +433,8 @@ class LCMAggregation(Aggregation):
         super().__init__()
         if in_channels != out_channels and not project:
             raise ValueError(f"LCMAggregation: in_channels ({in_channels}) and out_channels "
-                             f"({out_channels}) differ, which needs project=True")
+                             f"({out_channels}) differ, so the neighbours must be projected "
+                             f"(project=True)")
         self.in_channels, self.out_channels = in_channels, out_channels
         self.project, self.padded = project, padded
         self.lin = torch.nn.Linear(in_channels, out_channels) if project else None
@@ -600,8 +648,9 @@ class MultiAggregation(Aggregation):
         out = getattr(torch, self.mode)(torch.stack(outs, dim=0), dim=0)
         return out if isinstance(out, Tensor) else out[0]
 
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__}({list(self.aggrs)}, mode={self.mode})"
+    def __repr__(self) -> str:  # PyG's layout
+        inner = "".join(f"  {aggr},\n" for aggr in self.aggrs)
+        return f"{self.__class__.__name__}([\n{inner}], mode={self.mode})"
 
 
 class _DictLinear(torch.nn.Module):

@@ -155,7 +155,7 @@ def test_lcm_wherever_an_aggregation_is_chosen():
 
 
 def test_lcm_refuses_what_pyg_refuses():
-    with pytest.raises(ValueError, match="differ, which needs project=True"):
+    with pytest.raises(ValueError, match="differ, so the neighbours must be projected"):
         aggr.LCMAggregation(4, 5, project=False)
     with pytest.raises(ValueError, match="'index' tensor is not sorted"):
         aggr.LCMAggregation(4, 4)(Graph(torch.tensor([[0, 1], [1, 0]])), torch.randn(2, 4))
@@ -292,9 +292,9 @@ def test_quantile_aggregation_matches_pyg_and_takes_its_modules():
 
 
 def test_quantile_aggregation_refuses_bad_arguments():
-    with pytest.raises(ValueError, match=r"q must lie in \[0, 1\], got 1.5"):
+    with pytest.raises(ValueError, match=r"q must be in the range \[0, 1\], got 1.5"):
         aggr.QuantileAggregation([0.5, 1.5])
-    with pytest.raises(ValueError, match="q must lie"):
+    with pytest.raises(ValueError, match="q must be in the range"):
         aggr.QuantileAggregation(float("nan"))
     with pytest.raises(ValueError, match="q: give at least one quantile"):
         aggr.QuantileAggregation([])
@@ -345,9 +345,27 @@ def test_the_pyg_call_names_what_is_wrong():
         mean(x)
     with pytest.raises(ValueError, match=r"index must hold one entry per row of x \(6\)"):
         mean(x, torch.tensor([0, 1]))
-    with pytest.raises(ValueError, match="index holds 5 but dim_size is 3"):
+    with pytest.raises(ValueError, match=r"invalid 'dim_size' \(got 3, but index holds 5\)"):
         mean(x, torch.tensor([0, 1, 2, 5, 0, 1]), dim_size=3)
-    with pytest.raises(ValueError, match=r"reduces the rows of a 2-D x \(dim=-2\)"):
-        mean(x, torch.zeros(6, dtype=torch.long), dim=1)
+    with pytest.raises(ValueError, match=r"invalid 'dim_size' \(got 3, but ptr holds 2"):
+        mean(x, ptr=torch.tensor([0, 2, 6]), dim_size=3)
+    with pytest.raises(ValueError, match="invalid dimension 2 for x of shape"):
+        mean(x, torch.zeros(3, dtype=torch.long), dim=2)
+    with pytest.raises(ValueError, match=r"reduces the rows of a 2-D x \(dim=-2, it learns"):
+        aggr.LSTMAggregation(3, 3)(x, torch.zeros(3, dtype=torch.long), dim=1)
     with pytest.raises(ValueError, match="indptr must run from 0 to src.size"):
         mean(x, ptr=torch.tensor([0, 2, 5]))
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+@pytest.mark.parametrize("name", ["SumAggregation", "MaxAggregation", "StdAggregation",
+                                  "MedianAggregation", "SoftmaxAggregation"])
+def test_the_pyg_call_reduces_any_dimension_of_a_channelwise_aggregation(name, dim):
+    """PyG's modules reduce x along any dim; graphloc's channel-wise ones do the same by
+    taking the other dimensions as channels. Against PyG's module."""
+    import torch_geometric.nn.aggr as pyg_aggr
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(5, 6, 7, dtype=torch.float64, generator=gen)
+    index = torch.randint(0, 3, (x.size(dim),), generator=gen)
+    out = getattr(aggr, name)()(x, index, dim=dim, dim_size=4)
+    torch.testing.assert_close(out, getattr(pyg_aggr, name)()(x, index, dim=dim, dim_size=4))
