@@ -215,7 +215,8 @@ def networkx_node_order(g, nodes) -> tuple[list, tuple[int, object] | None]:
     return order, None
 
 
-def adjacency_entries(adj: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def adjacency_entries(adj: Tensor, what: str = "the sparse adjacency"
+                      ) -> tuple[Tensor, Tensor, Tensor]:
     """``(rows, cols, values)`` of a 2-D torch.sparse matrix (COO, CSR or CSC; values may
     have dense dimensions), one entry per matrix position: duplicate positions summed, as
     torch's own ``to_dense`` and ``@`` read them. Neither the COO's coalesced flag nor a
@@ -223,7 +224,13 @@ def adjacency_entries(adj: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     GATConv marks a caller's uncoalesced adjacency coalesced in place, duplicates and all),
     and a duplicate read as two edges changes what attention and max aggregations compute.
     Entries already unique keep their storage order. Values that require grad keep their
-    gradient (every step here is differentiable in them)."""
+    gradient (every step here is differentiable in them). ``what`` names ``adj`` in the
+    error for anything but a matrix (a batched CSR, a 1-D sparse tensor)."""
+    if adj.layout in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc) and (
+            adj.sparse_dim() != 2 or adj.dim() - adj.dense_dim() != 2):  # batch dims of a CSR
+        raise ValueError(f"{what} must be a matrix [N_dst, N_src] (with optional dense value "
+                         f"dimensions), got shape {list(adj.shape)} with {adj.sparse_dim()} "
+                         f"sparse dimensions")
     if adj.layout == torch.sparse_coo:
         adj = adj if adj.is_coalesced() else adj.coalesce()
         (rows, cols), values = adj.indices(), adj.values()
@@ -261,11 +268,7 @@ def pyg_data_with_edges(data, where: str = "the PyG Data"):
     for key, transposed in (("adj_t", True), ("adj", False)):
         adj = getattr(data, key, None)
         if isinstance(adj, Tensor) and adj.layout != torch.strided:
-            if adj.dim() < 2 or adj.sparse_dim() != 2:
-                raise ValueError(f"{where}: {key} must be a sparse matrix [N, N], got shape "
-                                 f"{list(adj.shape)} with {adj.sparse_dim()} sparse "
-                                 f"dimensions")
-            rows, cols, values = adjacency_entries(adj)
+            rows, cols, values = adjacency_entries(adj, f"{where}: {key}")
             data = data.clone()
             data.edge_index = torch.stack([cols, rows] if transposed else [rows, cols])
             if values.dim() > 1:

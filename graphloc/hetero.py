@@ -150,12 +150,12 @@ class HeteroGraph:
         edges = {}
         for relation in data.edge_types:
             store = data[relation]
-            adj_t = store.get("adj_t") if "edge_index" not in store else None
-            if isinstance(adj_t, Tensor) and adj_t.layout != torch.strided:
-                dst, src, _ = adjacency_entries(adj_t)
-                edges[tuple(relation)] = torch.stack([src, dst])
-            elif "edge_index" in store:
+            adj_t = store.get("adj_t")
+            if "edge_index" in store:
                 edges[tuple(relation)] = store.edge_index
+            elif isinstance(adj_t, Tensor) and adj_t.layout != torch.strided:
+                dst, src, _ = adjacency_entries(adj_t, f"HeteroData relation {relation!r}: adj_t")
+                edges[tuple(relation)] = torch.stack([src, dst])
             else:
                 raise ValueError(f"HeteroData relation {relation!r} has no edge_index and no "
                                  "torch.sparse adj_t")

@@ -74,7 +74,7 @@ def synthetic_city(num_nodes: int, seed: int = 0, hops: int = 16, num_classes: i
     edge_attr = _edge_features(lengths, kinds)
     x = _node_features(graph, torch.from_numpy(pos), edge_attr)
     y = eccentricity_classes(local_eccentricity(graph, lengths, hops), num_classes,
-                                  stacklevel=3)
+                             stacklevel=3)
     train, val, test = city_split(num_nodes)
     return NodeDataset(name=f"synthetic-{num_nodes}-{seed}", graph=graph, x=x, y=y,
                        train_index=train, val_index=val, test_index=test,

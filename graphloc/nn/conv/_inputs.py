@@ -210,7 +210,7 @@ def _edges(name: str, edge_index, flow: str):
         if flow != "source_to_target":
             raise ValueError(f"{name}: flow={flow!r} is not defined for a sparse adjacency "
                              "(adj_t's rows are the destinations)")
-        dst, src, values = _sparse_entries(name, edge_index)
+        dst, src, values = adjacency_entries(edge_index, f"{name}: a sparse adjacency")
         n_dst, n_src = edge_index.shape[:2]
         return torch.stack([src, dst]), values, edge_index.layout, (n_src, n_dst)
     if edge_index.layout != torch.strided:
@@ -218,16 +218,6 @@ def _edges(name: str, edge_index, flow: str):
     if flow == "target_to_source" and edge_index.dim() == 2 and edge_index.size(0) == 2:
         edge_index = edge_index.flip(0)
     return edge_index, None, None, None
-
-
-def _sparse_entries(name: str, adj: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """(rows, cols, values) of a 2-D torch.sparse adjacency, one per matrix entry
-    (``adjacency_entries``)."""
-    if adj.sparse_dim() != 2 or adj.dim() - adj.dense_dim() != 2:  # batch dims of a CSR
-        raise ValueError(f"{name}: a sparse adjacency must be a matrix [N_dst, N_src] (with "
-                         f"optional dense value dimensions), got shape {list(adj.shape)} with "
-                         f"{adj.sparse_dim()} sparse dimensions")
-    return adjacency_entries(adj)
 
 
 def _num_destinations(name, edges, n_src, x_dst, pair, size, adj_size, batch) -> int:
