@@ -85,20 +85,8 @@ class OsmRoads:
         self.edges: list[tuple[int, int, dict]] = []
         self.landuse: list[tuple[str, str]] = []  # (hex WKB geometry in degrees, value)
         roads = self
-        wkb = osmium.geom.WKBFactory()
 
-        class Handler(osmium.SimpleHandler):  # with area(): two passes, multipolygons built
-            def node(self, n):
-                if "landuse" in n.tags and n.location.valid():
-                    roads.landuse.append((wkb.create_point(n), n.tags["landuse"]))
-
-            def area(self, a):
-                if "landuse" in a.tags:
-                    try:
-                        roads.landuse.append((wkb.create_multipolygon(a), a.tags["landuse"]))
-                    except RuntimeError:  # broken ring at the extract's edge: no geometry
-                        pass
-
+        class Handler(_landuse_handler(osmium, self.landuse)):
             def way(self, w):
                 if "highway" not in w.tags:  # most ways: skip before copying their tags
                     return
@@ -135,6 +123,75 @@ class OsmRoads:
             self.edges.append((u, v, forward))
             if not oneway:
                 self.edges.append((v, u, backward))
+
+
+def _landuse_handler(osmium, sink: list):
+    """A pyosmium handler class that appends ``(hex WKB in degrees, value)`` to ``sink`` for
+    every ``landuse=*`` point and area (closed ways, multipolygon relations), in file order.
+    With its area() method pyosmium reads the file twice and builds the multipolygons."""
+    wkb = osmium.geom.WKBFactory()
+
+    class LanduseHandler(osmium.SimpleHandler):
+        def node(self, n):
+            if "landuse" in n.tags and n.location.valid():
+                sink.append((wkb.create_point(n), n.tags["landuse"]))
+
+        def area(self, a):
+            if "landuse" in a.tags:
+                try:
+                    sink.append((wkb.create_multipolygon(a), a.tags["landuse"]))
+                except RuntimeError:  # broken ring at the extract's edge: no geometry
+                    pass
+    return LanduseHandler
+
+
+def _osm_landuse(path: str) -> list[tuple[str, str]]:
+    """The landuse points and areas of an OSM file, as the extract's own are read."""
+    osmium = _extra("osmium")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"landuse: no OSM file at {path}")
+    found: list[tuple[str, str]] = []
+    try:
+        _landuse_handler(osmium, found)().apply_file(path, locations=True)
+    except RuntimeError as err:
+        raise ValueError(f"landuse: {path} is not a readable OSM file: {err}") from err
+    return found
+
+
+def _landuse_features(landuse) -> list[tuple[str, str]]:
+    """``(hex WKB in degrees, value)`` pairs from what ``build_city_network`` takes as
+    ``landuse``: an OSM file, a GeoDataFrame with a ``landuse`` column (osmnx's
+    ``features_from_*(..., tags={"landuse": True})``; rows without a value skipped), or
+    ``(shapely geometry, value)`` pairs. Geometries must be in longitude/latitude degrees,
+    as the release's join; a GeoDataFrame in another CRS is converted."""
+    if isinstance(landuse, (str, os.PathLike)):
+        return _osm_landuse(str(landuse))
+    shapely = _extra("shapely")
+    if hasattr(landuse, "geometry") and hasattr(landuse, "columns"):  # a GeoDataFrame
+        if "landuse" not in landuse.columns:
+            raise ValueError("landuse: the GeoDataFrame has no 'landuse' column (osmnx: "
+                             "features_from_place(place, tags={'landuse': True}))")
+        crs = getattr(landuse, "crs", None)
+        if crs is not None and not crs.is_geographic:
+            landuse = landuse.to_crs("EPSG:4326")
+        landuse = [(g, v) for g, v in zip(landuse.geometry, landuse["landuse"], strict=True)
+                   if isinstance(v, str)]  # NaN: a feature without landuse
+    pairs = []
+    for k, pair in enumerate(landuse):
+        geometry, value = pair if isinstance(pair, tuple) and len(pair) == 2 else (pair, None)
+        if not isinstance(geometry, shapely.Geometry) or geometry.is_empty:
+            raise TypeError(f"landuse[{k}]: expected a (shapely geometry, value) pair, got "
+                            f"{pair!r:.80}")
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"landuse[{k}]: the landuse value must be a non-empty string, "
+                             f"got {value!r}")
+        x0, y0, x1, y1 = geometry.bounds
+        if min(x0, x1) < -180 or max(x0, x1) > 180 or min(y0, y1) < -90 or max(y0, y1) > 90:
+            raise ValueError(f"landuse[{k}] ({value!r}) has bounds {geometry.bounds}, outside "
+                             "longitude and latitude degrees: give the geometries in "
+                             "EPSG:4326, as the street graph")
+        pairs.append((shapely.to_wkb(geometry, hex=True), value))
+    return pairs
 
 
 def _is_public_road(tags: dict) -> bool:
@@ -291,6 +348,7 @@ class _NetworkxRoads:
         self.coords = _lonlat(graph, where)
         self.landuse = []
         self.simplified = _as_bool(graph.graph.get("simplified", False))  # "True" in GraphML
+        self.created_with = str(graph.graph.get("created_with", ""))  # "OSMnx 2.1.1"
         self.edges = []
         for i, (u, v, d) in enumerate(graph.edges(data=True)):
             attrs = {"osmid": d.get("osmid", i), "highway": d.get("highway"),
@@ -384,12 +442,18 @@ def _endpoints(edges, nodes: list) -> tuple[np.ndarray, np.ndarray]:
 
 
 def build_city_network(source, out_dir: str, name: str | None = None, hops: int = 16,
-                       num_classes: int = 10, progress: bool = False) -> str:
+                       num_classes: int = 10, progress: bool = False, landuse=None) -> str:
     """Builds a dataset from ``source`` (an .osm.pbf / .osm path, a networkx street graph
     or a GraphML path) and writes it as ``out_dir/<name>.tar.gz`` in the City-Networks
     release layout (readable by :class:`CityNetwork` and by PyG's loader). Returns the
     archive path. See the module docstring for the pipeline; ``progress`` shows a bar
-    over its stages."""
+    over its stages.
+
+    ``landuse``: where the nodes' landuse comes from, in place of the source's own: an
+    .osm.pbf / .osm file, a GeoDataFrame with a ``landuse`` column (osmnx's
+    ``features_from_place(place, tags={"landuse": True})``), or ``(shapely geometry,
+    value)`` pairs in longitude/latitude degrees. A street graph carries none, so without
+    it the 9 landuse columns are the same for every node (with a warning)."""
     from tqdm.auto import tqdm
     check_int(hops, "hops", 1)  # at 0 every eccentricity is 0: classes by node id alone
     check_int(num_classes, "num_classes", 1)
@@ -408,6 +472,15 @@ def build_city_network(source, out_dir: str, name: str | None = None, hops: int 
         roads = _NetworkxRoads(source)
         named = isinstance(source, (str, os.PathLike))
         name = name or (os.path.basename(str(source)).split(".")[0] if named else "city")
+        _warn_of_loose_simplification(roads)
+    if landuse is not None:
+        roads.landuse = _landuse_features(landuse)
+    if not roads.landuse:
+        warnings.warn(f"{name}: no landuse points or areas "
+                      + ("in the OSM file" if isinstance(roads, OsmRoads) or landuse is not None
+                         else "(a street graph carries none; pass landuse=, an OSM file or "
+                         "osmnx's landuse features)")
+                      + ": the 9 landuse columns are the same for every node", stacklevel=2)
     stage("largest component")
     nodes = sorted(roads.coords, key=str)
     edges = _largest_component(roads.edges, nodes)
@@ -439,6 +512,19 @@ def build_city_network(source, out_dir: str, name: str | None = None, hops: int 
     stage("writing")
     bar.close()
     return _write_release(arrays, out_dir, name)
+
+
+def _warn_of_loose_simplification(roads) -> None:
+    """osmnx 2 simplifies without 1.x's strict rule (a node where two OSM ways meet stays),
+    and drops isolated rings: a graph it simplified has fewer nodes than the published
+    pipeline's (Helsinki's extract: 2,515 against 3,441), which the builder cannot undo."""
+    made_with = re.fullmatch(r"OSMnx (\d+)\..*", roads.created_with)
+    if roads.simplified and made_with and int(made_with.group(1)) >= 2:
+        warnings.warn(f"the street graph was simplified by {roads.created_with}, without the "
+                      "strict rule of the published pipeline (osmnx 1.x: nodes where two "
+                      "OSM ways meet stay), so it keeps fewer intersections; it is built as "
+                      "given. For the published pipeline pass the graph unsimplified "
+                      "(osmnx: simplify=False)", stacklevel=3)
 
 
 def _check_plain_name(name) -> None:

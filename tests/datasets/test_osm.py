@@ -4,6 +4,7 @@ import hashlib
 import io
 import os
 import tarfile
+import warnings
 
 import networkx as nx
 import pytest
@@ -364,3 +365,118 @@ def test_a_missing_extra_is_named(tmp_path, monkeypatch):
 def test_build_arguments_are_checked_before_any_work(tmp_path, kwargs, message):
     with pytest.raises(ValueError, match=message):
         build_city_network(HELSINKI, str(tmp_path), **kwargs)
+
+
+def _street_graph_of(path, **graph_attrs):
+    """The extract's public road edges, unsimplified, as an osmnx-style networkx graph."""
+    from graphloc.datasets.osm import OsmRoads
+    roads = OsmRoads(path)
+    g = nx.MultiDiGraph(**graph_attrs)
+    for n, (lon, lat) in roads.coords.items():
+        g.add_node(n, x=lon, y=lat)
+    for u, v, attrs in roads.edges:
+        g.add_edge(u, v, **attrs)
+    return g
+
+
+def test_a_street_graph_with_the_extracts_landuse_builds_the_extracts_dataset(helsinki,
+                                                                              tmp_path):
+    expected = read_release(helsinki)
+    street_graph = _street_graph_of(HELSINKI)
+    got = read_release(build_city_network(street_graph, str(tmp_path), name="helsinki",
+                                          landuse=HELSINKI))
+    assert got.keys() == expected.keys()
+    for key, value in expected.items():
+        if value.is_floating_point():  # speeds are means over another edge order
+            torch.testing.assert_close(got[key], value, rtol=1e-6, atol=1e-6, msg=key)
+        else:
+            assert torch.equal(got[key], value), key
+    landuse = expected["node_features.pt"][:, 3:12]
+    assert (landuse.sum(0) > 0).sum() > 1  # the check is not of a constant column
+    # without it: the same streets, a landuse column constant over the nodes, and a warning
+    with pytest.warns(UserWarning, match="no landuse points or areas .*pass landuse=") as rec:
+        bare = read_release(build_city_network(street_graph, str(tmp_path / "bare")))
+    assert [w.filename for w in rec if "landuse" in str(w.message)] == [__file__]
+    assert torch.equal(bare["edge_indices.pt"], expected["edge_indices.pt"])
+    assert (bare["node_features.pt"][:, 3:12].sum(0) > 0).sum() == 1
+
+
+def test_landuse_pairs_give_each_node_the_nearest_feature(tmp_path):
+    shapely = pytest.importorskip("shapely")
+    g = nx.MultiDiGraph()
+    grid = nx.grid_2d_graph(5, 5)
+    xy = {(r, c): (24.9 + 0.001 * c, 60.1 + 0.001 * r) for r, c in grid.nodes}
+    for n, (x, y) in xy.items():
+        g.add_node(n, x=x, y=y)
+    for u, v in grid.edges:
+        for a, b, rev in ((u, v, False), (v, u, True)):
+            g.add_edge(a, b, highway="residential", oneway=False, reversed=rev, osmid=(a, b))
+    features = [(shapely.box(24.8995, 60.0995, 24.9015, 60.1015), "park"),  # holds 9 nodes
+                (shapely.Point(24.9042, 60.1041), "retail"),
+                (shapely.box(24.9025, 60.0990, 24.9050, 60.1005), "industrial"),
+                (shapely.box(24.9025, 60.0990, 24.9050, 60.1005), "farmland")]  # a tie: first
+    with pytest.warns(UserWarning, match="classes"):
+        x = read_release(build_city_network(g, str(tmp_path), name="grid", hops=2,
+                                            landuse=features))["node_features.pt"]
+    # the oracle: shapely's distance from every node to every feature, ties to the first
+    nodes = sorted(xy, key=str)
+    values = []
+    for n in nodes:
+        point = shapely.Point(*xy[n])
+        distances = [point.distance(geometry) for geometry, _ in features]
+        values.append(features[distances.index(min(distances))][1])
+    counts = {v: values.count(v) for v in set(values)}
+    vocabulary = sorted(counts, key=lambda v: (-counts[v], v))
+    assert set(values) == {"park", "retail", "industrial"}
+    for row, value in enumerate(values):
+        assert torch.equal(x[row, 3:12].nonzero().flatten(),
+                           torch.tensor([vocabulary.index(value)])), nodes[row]
+
+
+def test_bad_landuse_names_the_entry(tmp_path):
+    shapely = pytest.importorskip("shapely")
+    g = _street_graph_of(HELSINKI)
+    with pytest.raises(TypeError, match=r"landuse\[1\]: expected a \(shapely geometry, value\)"):
+        build_city_network(g, str(tmp_path), landuse=[(shapely.Point(24.9, 60.1), "park"),
+                                                      ("POINT (1 2)", "park")])
+    with pytest.raises(ValueError, match=r"landuse\[0\]: the landuse value must be a "
+                                         r"non-empty string, got None"):
+        build_city_network(g, str(tmp_path), landuse=[(shapely.Point(24.9, 60.1), None)])
+    with pytest.raises(ValueError, match=r"landuse\[0\] \('park'\) has bounds .* outside "
+                                         r"longitude and latitude degrees"):
+        build_city_network(g, str(tmp_path), landuse=[(shapely.Point(385000, 6672000),
+                                                       "park")])
+    with pytest.raises(FileNotFoundError, match="landuse: no OSM file at"):
+        build_city_network(g, str(tmp_path), landuse=str(tmp_path / "missing.osm.pbf"))
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_landuse_from_a_geodataframe_in_any_crs(helsinki, tmp_path):
+    geopandas = pytest.importorskip("geopandas")
+    import shapely
+
+    from graphloc.datasets.osm import _landuse_features, _osm_landuse
+    found = _osm_landuse(HELSINKI)
+    frame = geopandas.GeoDataFrame(
+        {"landuse": [v for _, v in found] + [float("nan")]},  # a feature without a value
+        geometry=[shapely.from_wkb(w) for w, _ in found] + [shapely.Point(24.94, 60.17)],
+        crs="EPSG:4326")
+    got = read_release(build_city_network(_street_graph_of(HELSINKI), str(tmp_path),
+                                          name="helsinki", landuse=frame))
+    assert torch.equal(got["node_features.pt"], read_release(helsinki)["node_features.pt"])
+    # in metres (Finland's EPSG:3067): converted back to degrees
+    back = _landuse_features(frame.to_crs("EPSG:3067"))
+    assert [v for _, v in back] == [v for _, v in found]
+    assert max(shapely.hausdorff_distance(shapely.from_wkb(a), shapely.from_wkb(b))
+               for (a, _), (b, _) in zip(back, found, strict=True)) < 1e-7
+
+
+@pytest.mark.parametrize("made_with, warned", [("OSMnx 2.1.1", True), ("OSMnx 1.9.4", False),
+                                               ("", False)])
+def test_a_graph_osmnx_2_simplified_is_built_with_a_warning(tmp_path, made_with, warned):
+    g = _street_graph_of(HELSINKI, simplified=True, created_with=made_with)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        build_city_network(g, str(tmp_path), landuse=HELSINKI)
+    loose = [w for w in record if "without the strict rule" in str(w.message)]
+    assert len(loose) == warned and all(w.filename == __file__ for w in loose)
