@@ -38,7 +38,7 @@ def dataset_build(args) -> int:
     from graphloc.datasets.osm import build_city_network
     start = time.perf_counter()
     path = build_city_network(args.source, args.out, name=args.name, hops=args.hops,
-                              num_classes=args.classes, progress=True)
+                              num_classes=args.classes, progress=True, landuse=args.landuse)
     print(f"wrote {path} in {time.perf_counter() - start:.1f} s")
     return 0
 
@@ -236,6 +236,8 @@ def _add_dataset_commands(commands) -> None:
     build.add_argument("--name", help="dataset name (default: from the file name)")
     build.add_argument("--hops", type=count(1), default=16)
     build.add_argument("--classes", type=count(2), default=10)
+    build.add_argument("--landuse", help=".osm.pbf or .osm file whose landuse areas and "
+                       "points the nodes take (a GraphML street graph has none)")
     build.set_defaults(run=dataset_build)
     stats = sub.add_parser("stats", help=dataset_stats.__doc__)
     stats.add_argument("dataset", help="a dataset name or your graph file (as for train)")

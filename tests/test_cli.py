@@ -219,3 +219,37 @@ def test_a_diverged_training_run_is_one_line_naming_the_lr(tmp_path, capsys):
                  "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert "training loss is" in err and "(lr=100000000.0)" in err and "Traceback" not in err
+
+
+def test_dataset_build_of_a_graphml_takes_landuse_from_an_osm_file(tmp_path):
+    import io
+    import os
+    import tarfile
+
+    import networkx as nx
+    import pytest
+    import torch
+    pytest.importorskip("osmium")
+    from graphloc.datasets.osm import OsmRoads
+    source = os.path.join(os.path.dirname(__file__), "..", "graphloc", "datasets", "samples",
+                          "helsinki.osm.pbf")
+    roads = OsmRoads(source)  # the extract's streets, saved as osmnx saves GraphML
+    g = nx.MultiDiGraph()
+    for n, (lon, lat) in roads.coords.items():
+        g.add_node(str(n), x=str(lon), y=str(lat))
+    for u, v, attrs in roads.edges:
+        g.add_edge(str(u), str(v), **{k: str(a) for k, a in attrs.items() if a is not None})
+    nx.write_graphml(g, tmp_path / "helsinki.graphml")
+
+    def tensors(archive):
+        with tarfile.open(archive) as tar:
+            return {m.name: torch.load(io.BytesIO(tar.extractfile(m).read()))
+                    for m in tar.getmembers() if m.isfile()}
+    assert main(["dataset", "build", source, "--out", str(tmp_path / "osm"), "--hops", "4"]) == 0
+    assert main(["dataset", "build", str(tmp_path / "helsinki.graphml"), "--out",
+                 str(tmp_path / "graphml"), "--hops", "4", "--landuse", source]) == 0
+    expected = tensors(tmp_path / "osm" / "helsinki.tar.gz")
+    got = tensors(tmp_path / "graphml" / "helsinki.tar.gz")
+    assert got.keys() == expected.keys()
+    for key, value in expected.items():
+        torch.testing.assert_close(got[key], value, rtol=1e-6, atol=1e-6, msg=key)
