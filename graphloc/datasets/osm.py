@@ -32,6 +32,7 @@ to the feature read first. Deviations: fixed one-hot widths so every city has 37
 
 from __future__ import annotations
 
+import ast
 import gzip
 import io
 import math
@@ -235,7 +236,8 @@ def _simplify(edges, coords):
             return True
         if not (len(nbrs) == 2 and degree in (2, 4)):
             return True
-        return len({edges[i][2]["osmid"] for i in succ[n] + pred[n]}) > 1
+        # a street simplified before holds a list of ways: compared as its text
+        return len({_stringified(edges[i][2]["osmid"]) for i in succ[n] + pred[n]}) > 1
     endpoints = {n for n in nodes if is_endpoint(n)}
     merged, used = [], set()
 
@@ -275,7 +277,11 @@ def _merge_attrs(chain: list[dict], length: float) -> dict:
         return {**chain[0], "length": length}
     attrs = {}
     for key in ("osmid", "highway", "oneway", "lanes", "maxspeed", "reversed"):
-        values = sorted({a[key] for a in chain}, key=str)
+        values = []  # distinct by ==, as a set, but lists (streets simplified before) too
+        for a in chain:
+            if a[key] not in values:
+                values.append(a[key])
+        values.sort(key=str)
         attrs[key] = values[0] if len(values) == 1 else values
     return {**attrs, "length": length}
 
@@ -351,6 +357,7 @@ class _NetworkxRoads:
         self.created_with = str(graph.graph.get("created_with", ""))  # "OSMnx 2.1.1"
         self.edges = []
         for i, (u, v, d) in enumerate(graph.edges(data=True)):
+            d = {key: _listed(value) for key, value in d.items()}
             attrs = {"osmid": d.get("osmid", i), "highway": d.get("highway"),
                      "oneway": _as_bool(d.get("oneway", False)), "lanes": d.get("lanes"),
                      "maxspeed": d.get("maxspeed"),
@@ -421,7 +428,24 @@ def _lonlat(graph, where: str) -> dict:
 
 
 def _as_bool(value):
-    return value if isinstance(value, (bool, list)) else str(value).lower() == "true"
+    if isinstance(value, list):  # a simplified street's values, as osmnx merges them
+        return [_as_bool(v) for v in value]
+    return value if isinstance(value, bool) else str(value).lower() == "true"
+
+
+def _listed(value):
+    """A list that GraphML holds as its text (osmnx's save_graphml writes a simplified
+    street's merged values as ``str(list)``: "[False, True]", "['30', '50']"), back as the
+    list; anything else as it is. Read as text, such values became one odd category, a
+    "reversed" of False and an unparsed speed."""
+    if isinstance(value, str) and value.startswith("[") and value.endswith("]"):
+        try:
+            parsed = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return value
+        if isinstance(parsed, list):
+            return parsed
+    return value
 
 
 def _street_counts(edges, nodes: list) -> dict:
@@ -476,11 +500,11 @@ def build_city_network(source, out_dir: str, name: str | None = None, hops: int 
     if landuse is not None:
         roads.landuse = _landuse_features(landuse)
     if not roads.landuse:
-        warnings.warn(f"{name}: no landuse points or areas "
-                      + ("in the OSM file" if isinstance(roads, OsmRoads) or landuse is not None
-                         else "(a street graph carries none; pass landuse=, an OSM file or "
-                         "osmnx's landuse features)")
-                      + ": the 9 landuse columns are the same for every node", stacklevel=2)
+        where = ("in the given landuse" if landuse is not None else "in the OSM file"
+                 if isinstance(roads, OsmRoads) else "(a street graph carries none; pass "
+                 "landuse=, an OSM file or osmnx's landuse features)")
+        warnings.warn(f"{name}: no landuse points or areas {where}: the 9 landuse columns "
+                      "are the same for every node", stacklevel=2)
     stage("largest component")
     nodes = sorted(roads.coords, key=str)
     edges = _largest_component(roads.edges, nodes)

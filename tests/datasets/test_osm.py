@@ -480,3 +480,54 @@ def test_a_graph_osmnx_2_simplified_is_built_with_a_warning(tmp_path, made_with,
         build_city_network(g, str(tmp_path), landuse=HELSINKI)
     loose = [w for w in record if "without the strict rule" in str(w.message)]
     assert len(loose) == warned and all(w.filename == __file__ for w in loose)
+
+
+def _simplified_street_graph():
+    """A grid of simplified streets as osmnx 1.x leaves them: some streets merged from
+    several ways, their differing values as lists."""
+    g = nx.MultiDiGraph(simplified=True, created_with="OSMnx 1.9.4")
+    grid = nx.grid_2d_graph(6, 6)
+    for r, c in grid.nodes:
+        g.add_node(f"{r}-{c}", x=24.9 + 0.001 * c, y=60.1 + 0.0005 * r)
+    for k, (u, v) in enumerate(grid.edges):
+        merged = k % 3 == 0
+        attrs = {"osmid": [k, k + 100] if merged else k, "length": 50.0 + k,
+                 "highway": ["residential", "tertiary"] if merged else "residential",
+                 "maxspeed": ["30", "60"] if merged else ("40" if k % 3 == 1 else None),
+                 "lanes": ["1", "2"] if k % 5 == 0 else "2"}
+        ends = (f"{u[0]}-{u[1]}", f"{v[0]}-{v[1]}")
+        if k % 4 == 0:  # one way, from both directions' pieces: reversed is a list
+            g.add_edge(*ends, **attrs, oneway=True, reversed=[False, True])
+        else:
+            g.add_edge(*ends, **attrs, oneway=False, reversed=False)
+            g.add_edge(*ends[::-1], **attrs, oneway=False, reversed=True)
+    return g
+
+
+def test_a_graphml_that_osmnx_saved_builds_as_the_graph_in_memory(tmp_path):
+    g = _simplified_street_graph()
+    expected = read_release(build_city_network(g, str(tmp_path / "memory"), name="grid",
+                                               hops=4, landuse=[]))
+    saved = g.copy()  # as osmnx's save_graphml: every value its str(), lists included
+    saved.graph = {k: str(v) for k, v in saved.graph.items()}
+    for _, d in saved.nodes(data=True):
+        d.update({k: str(v) for k, v in d.items()})
+    for _, _, d in saved.edges(data=True):
+        for k in [k for k, v in d.items() if v is None]:  # osmnx writes no missing value
+            del d[k]
+        d.update({k: str(v) for k, v in d.items()})
+    nx.write_graphml(saved, tmp_path / "grid.graphml")
+    got = read_release(build_city_network(str(tmp_path / "grid.graphml"), str(tmp_path / "file"),
+                                          name="grid", hops=4, landuse=[]))
+    x = expected["node_features_augmented.pt"]
+    assert (x[:, 12 + 15] > 0).any() and (x[:, 12 + 1] != x[0, 12 + 1]).any()  # "[False,
+    for key, value in expected.items():  # True]" reversed streets, and speeds that differ
+        assert torch.equal(got[key], value), key
+
+
+def test_simplifying_streets_simplified_before_keeps_them(tmp_path):
+    g = _simplified_street_graph()  # the flag lost: the lists reach the simplification
+    flagged = read_release(build_city_network(g, str(tmp_path / "a"), hops=4, landuse=[]))
+    g.graph.pop("simplified")
+    again = read_release(build_city_network(g, str(tmp_path / "b"), hops=4, landuse=[]))
+    assert torch.equal(again["edge_indices.pt"], flagged["edge_indices.pt"])
