@@ -253,12 +253,28 @@ def _node_labels(g, order: list, path: str, kind: str) -> Tensor | None:
                           "classes: store classes as a 'y' attribute", stacklevel=4)
             return None
         if all(_is_number(v) for v in present):  # 2.7 is refused (int() would give 2)
+            if key == "y" and _coordinates(g, order, values):
+                warnings.warn(f"{path}: node attributes 'x' and 'y' are coordinates (not "
+                              "whole numbers), as in a street graph: 'y' is not read as "
+                              "classes (give a labels file; for a City-Networks dataset of a "
+                              "street graph: graphloc dataset build)", stacklevel=4)
+                return None
             numbers = torch.tensor([-1.0 if v is None else float(v) for v in values],
                                    dtype=torch.float64)
             return class_labels(numbers, f"{path} (node attribute {key!r})")
         classes = {v: i for i, v in enumerate(sorted(set(map(str, present))))}
         return torch.tensor([-1 if v is None else classes[str(v)] for v in values])
     return None
+
+
+def _coordinates(g, order: list, y_values: list) -> bool:
+    """Whether numeric ``x`` and ``y`` node attributes are positions (an osmnx street
+    graph's longitude and latitude), not features and classes: every node has both and
+    some ``y`` is not a whole number, which no class id is."""
+    x_values = [g.nodes[node].get("x") for node in order]
+    if any(v is None or not _is_number(v) for v in x_values + y_values):
+        return False
+    return any(not float(v).is_integer() for v in y_values)
 
 
 def _edge_list(path: str) -> Graph:

@@ -164,6 +164,23 @@ def test_fractional_node_labels_in_graphml_are_refused(tmp_path):
     assert load_graph_file(str(tmp_path / "whole.graphml")).y.tolist() == [0, 2, 1]
 
 
+def test_a_street_graphmls_coordinates_are_not_classes(tmp_path):
+    g = nx.MultiDiGraph(nx.path_graph(4))  # as osmnx saves one: x, y in degrees
+    for v in g.nodes:
+        g.nodes[v].update(x=24.9 + 0.001 * v, y=60.17 + 0.0005 * v, street_count=2)
+    nx.write_graphml(g, tmp_path / "streets.graphml")
+    with pytest.warns(UserWarning, match="'x' and 'y' are coordinates .* not read as "
+                                         "classes") as record:
+        data = load_graph_file(str(tmp_path / "streets.graphml"))
+    assert not data.labelled and data.graph.num_nodes == 4
+    assert [w.filename for w in record if "coordinates" in str(w.message)] == [__file__]
+    # whole-number y beside a numeric x stays the classes; so does y without x
+    for v in g.nodes:
+        g.nodes[v]["y"] = v % 2
+    nx.write_graphml(g, tmp_path / "classes.graphml")
+    assert load_graph_file(str(tmp_path / "classes.graphml")).y.tolist() == [0, 1, 0, 1]
+
+
 def test_edge_list_missing_ids_are_errors_naming_the_line(tmp_path):
     """An empty field, "nan" or "None" where a node id belongs is refused: read as a name it
     was one node that every incomplete line pointed at, and it turned the file's integer
