@@ -193,6 +193,44 @@ inline void block_softmax_numerators_of(const index_t* indptr, int64_t b0, int64
   exp_in_place(p.data(), n);
 }
 
+// row[e, h] *= s[h] over a row's weights [degree, H], and by sign[e, h] where a sign row is
+// given (the same layout): one [HT] vector per edge when the head count is known at compile
+// time (HT > 1), GCC left the run-time loop scalar.
+template <int HT, typename acc_t>
+inline void scale_heads(acc_t* row, int64_t degree, int64_t H, const acc_t* s,
+                        const acc_t* sign = nullptr) {
+  if constexpr (short_row_vectors<HT, acc_t>()) {
+    const HeadVec<HT, acc_t> scale = load_vec<acc_t, HT>(s);
+    for (int64_t e = 0; e < degree; ++e) {
+      const auto v = load_vec<acc_t, HT>(row + e * HT) * scale;
+      store_vec<acc_t, HT>(row + e * HT, sign ? v * load_vec<acc_t, HT>(sign + e * HT) : v);
+    }
+  } else {
+    for (int64_t e = 0; e < degree; ++e)
+      for (int64_t h = 0; h < H; ++h) row[e * H + h] *= sign ? s[h] * sign[e * H + h] : s[h];
+  }
+}
+
+// The numerators p of the rows [b0, b1) (exp of their shifted scores) divided by their
+// row's sum per head: the softmax weights, as torch.softmax computes them. A sum of 0 (an
+// empty row, or a head of only -inf) leaves its weights 0; a NaN sum makes them NaN. `s`
+// holds H values. With `sign` (the block's layout), each weight also takes its sign (+-1).
+template <typename index_t, typename acc_t>
+inline void normalise_block_rows(const index_t* indptr, int64_t b0, int64_t b1, int64_t H, acc_t* p,
+                                 acc_t* s, const acc_t* sign = nullptr) {
+  const int64_t e0 = indptr[b0];
+  with_heads(H, [&](auto heads) {
+    constexpr int HT = decltype(heads)::value;
+    for (int64_t i = b0; i < b1; ++i) {
+      const int64_t degree = indptr[i + 1] - indptr[i], offset = (indptr[i] - e0) * H;
+      // the block's later rows may be read past this one's end (row_sums' fixed window)
+      row_sums<HT>(p + offset, degree, H, s, indptr[b1] - indptr[i]);
+      for (int64_t h = 0; h < H; ++h) s[h] = s[h] == acc_t(0) ? acc_t(0) : 1 / s[h];
+      scale_heads<HT>(p + offset, degree, H, s, sign ? sign + offset : nullptr);
+    }
+  });
+}
+
 // block_softmax_numerators_of for scores read from `score` (the block's first edge).
 template <typename scalar_t, typename index_t, typename acc_t>
 inline void block_softmax_numerators(const index_t* indptr, int64_t b0, int64_t b1, int64_t H,

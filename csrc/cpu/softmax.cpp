@@ -20,20 +20,6 @@ void check_softmax_args(const at::Tensor& t, const at::Tensor& indptr, const cha
   check_csr_nnz(indptr, t.size(0), name);
 }
 
-// row[e, h] *= s[h] over a row's weights [degree, H]: one [HT] vector per edge when the head
-// count is known at compile time (HT > 1), GCC left the run-time loop scalar.
-template <int HT, typename acc_t>
-inline void scale_heads(acc_t* row, int64_t degree, int64_t H, const acc_t* s) {
-  if constexpr (short_row_vectors<HT, acc_t>()) {
-    const HeadVec<HT, acc_t> scale = load_vec<acc_t, HT>(s);
-    for (int64_t e = 0; e < degree; ++e)
-      store_vec<acc_t, HT>(row + e * HT, load_vec<acc_t, HT>(row + e * HT) * scale);
-  } else {
-    for (int64_t e = 0; e < degree; ++e)
-      for (int64_t h = 0; h < H; ++h) row[e * H + h] *= s[h];
-  }
-}
-
 // Thread mapping: a thread owns a block of rows, taken in blocks of short rows
 // (block_softmax.h): each row's scores shifted by their max per head, one vectorised exp
 // over the block, then each row divided by its sum. A row of only -inf (fully masked) gets
@@ -55,16 +41,7 @@ at::Tensor segment_softmax_cpu(const at::Tensor& score, const at::Tensor& indptr
         for_row_blocks(ip, r0, r1, [&](int64_t b0, int64_t b1) {
           const int64_t e0 = ip[b0], n = (ip[b1] - e0) * H;
           block_softmax_numerators(ip, b0, b1, H, x + e0 * H, p, m);
-          with_heads(H, [&](auto heads) {
-            constexpr int HT = decltype(heads)::value;
-            for (int64_t i = b0; i < b1; ++i) {
-              const int64_t degree = ip[i + 1] - ip[i];
-              acc_t* row = p.data() + (ip[i] - e0) * H;
-              row_sums<HT>(row, degree, H, s.data());
-              for (int64_t h = 0; h < H; ++h) s[h] = s[h] == acc_t(0) ? acc_t(0) : 1 / s[h];
-              scale_heads<HT>(row, degree, H, s.data());
-            }
-          });
+          normalise_block_rows(ip, b0, b1, H, p.data(), s.data());
           store_row(y + e0 * H, p.data(), n, stream);  // the block at once
         });
       });

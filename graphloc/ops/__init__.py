@@ -257,7 +257,8 @@ def segment_attention(graph, scores: Tensor, x: Tensor,
 
     The softmax over each node's incoming edges and the weighted sum run in one pass
     per node (no ``[E, H, C]`` messages, no stored ``[E, H]`` weights: the backward
-    recomputes them from a per-node log-sum-exp).
+    recomputes them from a per-node log-sum-exp, each row divided by its sum, so they are
+    the softmax at any score magnitude).
 
     Args:
         scores: ``[E]`` or ``[E, H]`` edge scores in the graph's edge order.
@@ -281,7 +282,9 @@ def segment_attention(graph, scores: Tensor, x: Tensor,
     out = out.view(out.size(0), *x.shape[1:])
     if not return_weights:
         return out
-    weights = (s - kernels.gather_csr(lse, graph.csr.indptr, s.size(0))).exp()
+    # the rows' softmax itself, not exp(s - lse): lse = max + log(sum) rounds at the
+    # scores' scale (tied scores of 1e30 weighed 1 each)
+    weights = kernels.segment_softmax(s, graph.csr.indptr)
     return out, graph.from_csr_order(weights.view(scores.shape))
 
 

@@ -469,7 +469,8 @@ def _attention_backward_composed(score, lse, out, grad_out, grad_lse, indptr, in
     """The backward from graphloc ops (devices without the fused kernel, and under
     ``create_graph``: the fused kernel has no derivative of its own)."""
     num_edges, heads = score.shape
-    alpha = (score - kernels.gather_csr(lse.contiguous(), indptr, num_edges)).exp()
+    # the softmax itself: exp(score - lse) is off where lse rounds at the scores' scale
+    alpha = kernels.segment_softmax(score.contiguous(), indptr)
     per_edge = kernels.sddmm(indptr, indices, x, grad_out, "dot", heads)
     per_row = (grad_out * out).view(out.size(0), heads, -1).sum(-1)
     if grad_lse is not None:

@@ -220,3 +220,80 @@ def test_attention_backward_over_blocks_matches_reference(heads, channels, dtype
     # bfloat16: 8 bits of the gradient's scale, less where d score cancels (<g, x_j> - <g, out>)
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g.double(), w, rtol=tol, atol=tol * max(1.0, w.abs().max()))
+
+
+def _large_score_case(magnitude, heads=2, channels=4, seed=7):
+    """A graph whose rows hold tied and near-tied scores of the given magnitude (float32):
+    where the log-sum-exp m + log(s) rounds at m's scale, exp(score - lse) is not the
+    softmax (two tied maxima at 1e30 weighed 1 each instead of 0.5)."""
+    gen = torch.Generator().manual_seed(seed)
+    edge_index = random_edge_index(12, 60, seed=seed)
+    graph = Graph(edge_index, num_nodes=14)  # isolated nodes too
+    offsets = torch.randint(0, 4, (edge_index.size(1), heads), generator=gen).float()
+    score = magnitude - offsets  # ties (offset 0 twice) and neighbours 1, 2, 3 below
+    x = torch.randn(14, heads * channels, generator=gen)
+    return graph, edge_index, score, x
+
+
+def _dense_softmax_attention(edge_index, score, x, num_nodes):
+    """out and weights (edge order) from torch.softmax per destination, in float64
+    (differentiable in score and x)."""
+    heads = score.size(1)
+    weights = torch.zeros_like(score)
+    out = x.new_zeros(num_nodes, x.size(1))
+    for node in range(num_nodes):
+        into = (edge_index[1] == node).nonzero().flatten()
+        if into.numel():
+            alpha = torch.softmax(score[into], dim=0)
+            weights = weights.index_put((into,), alpha)
+            messages = x[edge_index[0][into]].view(len(into), heads, -1) * alpha.unsqueeze(-1)
+            out = out.index_put((torch.tensor([node]),), messages.sum(0).view(1, -1))
+    return out, weights
+
+
+@pytest.mark.parametrize("magnitude", [1e4, 1e6, 1e30])
+@pytest.mark.parametrize("path", ["kernel", "reference", "composed"])
+def test_attention_weights_are_the_softmax_at_any_score_magnitude(magnitude, path):
+    graph, edge_index, score, x = _large_score_case(magnitude)
+    s64, x64 = (t.double().requires_grad_() for t in (score, x))
+    want_out, want_w = _dense_softmax_attention(edge_index, s64, x64, 14)
+    g = torch.randn(want_out.shape, generator=torch.Generator().manual_seed(3))
+    gw = torch.randn(want_w.shape, generator=torch.Generator().manual_seed(4))
+    want_ds, want_dx = torch.autograd.grad((want_out * g).sum() + (want_w * gw).sum(),
+                                           (s64, x64))
+    s = score.clone().requires_grad_()
+    xs = x.clone().requires_grad_()
+    if path == "reference":  # the extension-less fallback, in CSR order
+        csr_score = graph.to_csr_order(s)
+        out, lse = reference.segment_attention(csr_score, graph.csr.indptr, graph.csr.indices, xs)
+        weights = graph.from_csr_order(reference.segment_softmax(csr_score, graph.csr.indptr))
+    else:
+        out, weights = ops.segment_attention(graph, s, xs, return_weights=True)
+    loss = (out * g).sum() + (weights * gw).sum()
+    ds, dx = torch.autograd.grad(loss, (s, xs), create_graph=path == "composed")
+    tol = dict(rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(weights.double(), want_w, **tol)
+    torch.testing.assert_close(out.double(), want_out, **tol)
+    torch.testing.assert_close(dx.double(), want_dx, **tol)
+    torch.testing.assert_close(ds.double(), want_ds, **tol)
+
+
+@pytest.mark.parametrize("magnitude", [1e4, 1e6, 1e30])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_additive_attention_gradients_at_any_score_magnitude(magnitude, create_graph):
+    graph, edge_index, _, x = _large_score_case(magnitude)
+    gen = torch.Generator().manual_seed(5)
+    a_src = (magnitude - torch.randint(0, 3, (14, 2), generator=gen).float()).requires_grad_()
+    a_dst = torch.randint(-2, 2, (14, 2), generator=gen).float().requires_grad_()
+    xs = x.clone().requires_grad_()
+    out = ops.additive_attention(graph, a_src, a_dst, xs)
+    g = torch.randn(out.shape, generator=gen)
+    got = torch.autograd.grad((out * g).sum(), (a_src, a_dst, xs), create_graph=create_graph)
+    src, dst = edge_index
+    a64, d64, x64 = (t.detach().double().requires_grad_() for t in (a_src, a_dst, x))
+    score = torch.nn.functional.leaky_relu(a64[src] + d64[dst], 0.2)
+    want_out = _dense_softmax_attention(edge_index, score, x64, 14)[0]
+    want = torch.autograd.grad((want_out * g.double()).sum(), (a64, d64, x64))
+    torch.testing.assert_close(out.double(), want_out.detach(), rtol=1e-5, atol=1e-5)
+    for name, mine, theirs in zip(("a_src", "a_dst", "x"), got, want, strict=True):
+        torch.testing.assert_close(mine.double(), theirs, rtol=1e-5, atol=1e-4, msg=name)
