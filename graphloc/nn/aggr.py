@@ -174,8 +174,12 @@ class MinAggregation(_Reduce):
 
 
 class VarAggregation(Aggregation):
-    """``mean(x^2) - mean(x)^2`` over the neighbours (PyG's formula; ``semi_grad`` computes
-    the second moment without gradient)."""
+    """The variance (biased) of the neighbours: the mean of ``(x_j - mean_i)^2``, PyG's
+    ``mean(x^2) - mean(x)^2`` computed without its cancellation. PyG's formula loses the
+    variance where it is small beside the mean: at features of 1e3 with a standard deviation
+    of 1 its float32 value is 33% off, at 1e4 a few times too large or negative; here it
+    is torch.var's to float32 rounding. ``semi_grad``: PyG's gradient, that of
+    ``-mean(x)^2`` alone (the second moment taken without gradient), on the exact value."""
 
     channelwise = True
 
@@ -186,9 +190,17 @@ class VarAggregation(Aggregation):
     def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
         graph, x = self._weighted_messages(graph, x, edge_weight)
         mean = ops.spmm(graph, x, reduce="mean")
+        src, dst = graph.edge_index
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.semi_grad):
-            mean2 = ops.spmm(graph, x * x, reduce="mean")
-        return mean2 - mean * mean
+            # the deviations of each edge's message from its destination's mean ([E, ...],
+            # as PyG's own x_j): no large second moment to subtract
+            deviation = x.index_select(0, src) - mean.index_select(0, dst)
+            var = ops.scatter(deviation * deviation, dst, 0, dim_size=mean.size(0),
+                              reduce="mean")
+        if self.semi_grad:
+            square = mean * mean  # + (0 with -mean^2's gradient): var's value exactly
+            return var + (square.detach() - square)
+        return var
 
 
 class StdAggregation(Aggregation):

@@ -215,6 +215,43 @@ def test_weighted_adjacency_weights_the_messages_of_var_and_std():
         aggr.VarAggregation()(graph, x, weight.detach().float())
 
 
+@pytest.mark.parametrize("offset", [1e3, 1e4])
+@pytest.mark.parametrize("semi_grad", [False, True])
+def test_variance_is_torch_var_where_the_mean_dwarfs_it(offset, semi_grad):
+    """float32 features of 1e3 to 1e4 with a standard deviation of 1 (timestamps, raw
+    coordinates): PyG's mean(x^2) - mean(x)^2 cancels to noise (33% off at 1e3); the
+    variance against torch.var per node in float64, the gradient against the float64
+    formula's (semi_grad: PyG's, through -mean(x)^2 alone)."""
+    gen = torch.Generator().manual_seed(8)
+    n, e = 12, 90
+    src, dst = torch.randint(0, n, (e,), generator=gen), torch.randint(0, n - 2, (e,),
+                                                                       generator=gen)
+    graph = Graph(torch.stack([src, dst]), num_nodes=n)
+    x = (offset + torch.randn(n, 3, generator=gen)).requires_grad_()
+    x64 = x.detach().double().requires_grad_()
+    for module in (aggr.VarAggregation(semi_grad), aggr.StdAggregation(semi_grad)):
+        got = module(graph, x)
+        rows = []
+        for i in range(n):
+            messages = x64[src[dst == i]]
+            if messages.size(0) == 0:
+                rows.append(x64.new_zeros(3))
+                continue
+            mean = messages.mean(0)
+            var = messages.var(0, unbiased=False)
+            if semi_grad:  # the value of var, the gradient of -mean^2
+                var = var.detach() - mean * mean + (mean * mean).detach()
+            rows.append(var if isinstance(module, aggr.VarAggregation) else
+                        var.clamp(min=1e-5).sqrt().masked_fill(var <= 1e-5, 0.0))
+        want = torch.stack(rows)
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+        g = torch.randn(n, 3, generator=gen)
+        (mine,) = torch.autograd.grad(got, x, g)
+        (theirs,) = torch.autograd.grad(want, x64, g.double())
+        torch.testing.assert_close(mine.double(), theirs, rtol=1e-4, atol=1e-3 * offset
+                                   if semi_grad else 1e-4)
+
+
 def _quantile_oracle(x, src, dst, num_nodes, qs, interpolation, fill_value):
     """torch.quantile over each node's neighbours alone (fill_value without any)."""
     rows = []
