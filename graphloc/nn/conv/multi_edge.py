@@ -71,8 +71,12 @@ class Aggregation(torch.nn.Module):
 
     def _pna(self, values: Tensor, index: Tensor, size: int) -> Tensor:
         mean = ops.scatter(values, index, 0, dim_size=size, reduce="mean")
-        square = ops.scatter(values * values, index, 0, dim_size=size, reduce="mean")
-        std = (square - mean * mean).clamp_min(0).add(1e-5).sqrt()
+        # PNA's std, sqrt(var + 1e-5), with var the mean squared deviation: the same value
+        # as PyG's mean(x^2) - mean(x)^2, without its cancellation where the mean dwarfs
+        # the spread (graphloc.nn.aggr.VarAggregation)
+        deviation = values - mean.index_select(0, index)
+        variance = ops.scatter(deviation * deviation, index, 0, dim_size=size, reduce="mean")
+        std = variance.add(1e-5).sqrt()
         stats = torch.cat([mean, ops.scatter(values, index, 0, dim_size=size, reduce="min"),
                            ops.scatter(values, index, 0, dim_size=size, reduce="max"), std], 1)
         count = torch.bincount(index, minlength=size)

@@ -91,6 +91,19 @@ def test_pna_aggregator_matches_its_definition_with_a_fixed_histogram():
     assert stats[3].abs().sum() == 0
 
 
+def test_pna_std_does_not_cancel_where_the_mean_dwarfs_the_spread():
+    """float32 edge states of 1e3 +- 1 (a timestamp, an amount): PyG's
+    mean(x^2) - mean(x)^2 cancels to noise; the std against torch.std in float64."""
+    agg = Aggregation("pna", 2, deg=torch.tensor([0, 0, 0, 1]))
+    gen = torch.Generator().manual_seed(2)
+    values = 1e3 + torch.randn(30, 2, generator=gen)
+    index = torch.arange(3).repeat_interleave(10)
+    std = agg._pna(values, index, 3)[:, 6:8]  # [mean, min, max, std] x 2 channels first
+    want = torch.stack([(values[index == g].double().var(0, unbiased=False) + 1e-5).sqrt()
+                        for g in range(3)])
+    torch.testing.assert_close(std.double(), want, rtol=1e-5, atol=1e-6)
+
+
 def test_pna_state_of_a_pair_does_not_depend_on_unrelated_pairs():
     """The review measured pair 0's state moving by 0.29 when 40 unrelated single-edge pairs
     were added: delta was recomputed from whatever graph was passed."""
