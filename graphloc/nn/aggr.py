@@ -190,13 +190,15 @@ class VarAggregation(Aggregation):
     def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
         graph, x = self._weighted_messages(graph, x, edge_weight)
         mean = ops.spmm(graph, x, reduce="mean")
-        src, dst = graph.edge_index
+        ordered = graph.in_csr_order()
+        src, dst = ordered.edge_index
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.semi_grad):
             # the deviations of each edge's message from its destination's mean ([E, ...],
             # as PyG's own x_j): no large second moment to subtract
             deviation = x.index_select(0, src) - mean.index_select(0, dst)
-            var = ops.scatter(deviation * deviation, dst, 0, dim_size=mean.size(0),
-                              reduce="mean")
+            per_edge = ordered.cached("one_source_per_edge",
+                                      lambda: _one_source_per_edge(ordered))
+            var = ops.spmm(per_edge, deviation * deviation, reduce="mean")
         if self.semi_grad:
             square = mean * mean  # + (0 with -mean^2's gradient): var's value exactly
             return var + (square.detach() - square)
