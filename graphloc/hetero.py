@@ -141,11 +141,13 @@ class HeteroGraph:
         ``adj_t`` as ``ToSparseTensor`` leaves it: entry (i, j) the edge j -> i, a repeated
         entry one edge)."""
         num_nodes = {}
-        for node_type in data.node_types:
-            count = data[node_type].num_nodes
+        # a type only named by an edge type is no node type of PyG's (it has no store)
+        named = [t for relation in data.edge_types for t in (relation[0], relation[2])]
+        for node_type in dict.fromkeys([*data.node_types, *named]):
+            count = data[node_type].num_nodes if node_type in data.node_types else None
             if count is None:
                 raise ValueError(f"HeteroData node type {node_type!r} has no num_nodes and "
-                                 "no features to count")
+                                 f"no features to count: set data[{node_type!r}].num_nodes")
             num_nodes[node_type] = int(count)
         edges = {}
         for relation in data.edge_types:

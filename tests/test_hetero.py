@@ -98,3 +98,16 @@ def test_from_pyg_reads_the_adj_t_that_to_sparse_tensor_leaves():
         got = sorted(map(tuple, graph[relation].edge_index.t().tolist()))
         assert got == want
     assert graph["a", "to", "b"].num_src_nodes == 4 and graph["a", "to", "b"].num_nodes == 3
+
+
+def test_from_pyg_names_a_node_type_without_a_count():
+    from torch_geometric.data import HeteroData
+    data = HeteroData()  # node types named only by an edge type: PyG keeps no store for them
+    data["a", "r", "b"].edge_index = torch.tensor([[0, 1], [2, 0]])
+    with pytest.raises(ValueError, match=r"node type 'a' has no num_nodes .* set "
+                                         r"data\['a'\].num_nodes"):
+        HeteroGraph.from_pyg(data)
+    data["a"].num_nodes, data["b"].num_nodes = 2, 3
+    graph = HeteroGraph.from_pyg(data)
+    assert (graph.num_nodes, graph["a", "r", "b"].edge_index.tolist()) == \
+        ({"a": 2, "b": 3}, [[0, 1], [2, 0]])
