@@ -270,20 +270,19 @@ def _training_rows(dataset):
             for t, x in dataset.x.items()}
 
 
-def _shard(train_index, graph, rank: int, world: int, seed: int):
-    """This process's training nodes: those in its METIS part of the graph (pymetis, when
-    installed: neighbouring seeds share their samples), else a seeded random split. Every
-    process computes the same split, so no communication is needed."""
+def _shards(train_index, graph, world: int, seed: int) -> list[torch.Tensor]:
+    """Every process's training nodes, by rank: those in its METIS part of the graph
+    (pymetis, when installed: neighbouring seeds share their samples), else a seeded random
+    split. Every process computes the same split, so no communication is needed."""
     if world == 1:
-        return train_index
+        return [train_index]
     part = _metis_parts(graph, world)
     if part is not None:
-        mine = train_index[part[train_index] == rank]
         counts = torch.bincount(part[train_index], minlength=world)
         if (counts > 0).all():
-            return mine
+            return [train_index[part[train_index] == rank] for rank in range(world)]
     perm = torch.randperm(len(train_index), generator=torch.Generator().manual_seed(seed))
-    return train_index[perm[rank::world]]
+    return [train_index[perm[rank::world]] for rank in range(world)]
 
 
 def _metis_parts(graph, parts: int):
@@ -321,17 +320,23 @@ class _NodeBatches:
             .split(self.batch_size)
 
 
-def _train_one_epoch(model, opt, dataset: NodeDataset, shard, loader) -> float:
+def _train_one_epoch(model, opt, dataset: NodeDataset, shard, loader, share: float = 1.0,
+                     steps: int | None = None) -> float:
+    """One epoch; returns its mean training loss. Full batch: the loss of this process's
+    ``shard`` is weighted by ``share`` (its nodes' share of the training nodes, times the
+    process count), so that the processes' averaged gradients are the gradient of the mean
+    over all training nodes, as in one process. Mini-batches: ``steps`` of them (see
+    ``_batches``)."""
     model.train()
     if loader is None:
         opt.zero_grad()
         out = model(dataset.x, dataset.graph)
-        loss = F.cross_entropy(out[shard], dataset.y[shard]) + _auxiliary_loss(model)
-        loss.backward()
+        loss, auxiliary = F.cross_entropy(out[shard], dataset.y[shard]), _auxiliary_loss(model)
+        (loss * share + auxiliary).backward()
         opt.step()
-        return loss.item()
+        return float(loss + auxiliary)
     total, count = 0.0, 0
-    for batch in loader:
+    for batch in _batches(loader, steps):
         opt.zero_grad()
         if isinstance(batch, torch.Tensor):  # node ids, for models that batch over nodes
             out, y = model(dataset.x, dataset.graph, index=batch), dataset.y[batch]
@@ -343,6 +348,24 @@ def _train_one_epoch(model, opt, dataset: NodeDataset, shard, loader) -> float:
         opt.step()
         total, count = total + loss.item() * y.numel(), count + y.numel()
     return total / count
+
+
+def _batches(loader, steps: int | None):
+    """``steps`` batches of ``loader`` (all of one pass when None), starting another pass (a
+    new order) when it runs out: under DistributedDataParallel every process takes as many
+    optimiser steps as the one with the most training nodes. With fewer, a process left
+    its epoch early: its next gradient was averaged with another process's step of an
+    earlier epoch, and the run ended in a crash ("Connection closed by peer")."""
+    if steps is None:
+        yield from loader
+        return
+    taken = 0
+    while taken < steps:
+        for batch in loader:
+            yield batch
+            taken += 1
+            if taken == steps:
+                return
 
 
 def _auxiliary_loss(model) -> torch.Tensor | float:
@@ -387,7 +410,8 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
     if config.procedure != "backprop":
         _check_layerwise_run(config, world, resume)
         return _fit_layerwise(model, dataset, config, out_dir, progress)
-    shard = _shard(dataset.train_index, dataset.graph, rank, world, config.seed)
+    shards = _shards(dataset.train_index, dataset.graph, world, config.seed)
+    shard = shards[rank]
     if shard.numel() == 0:
         raise ValueError(f"process {rank} of {world} has no training nodes: "
                          f"{dataset.name} has {dataset.train_index.numel()} training nodes, "
@@ -404,6 +428,9 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
         loader = NeighborLoader(dataset.graph, dataset.x, dataset.y, fanout,
                                 batch_size=config.batch_size, shuffle=True,
                                 seed=config.seed + rank, input_nodes=shard)
+    share = world * shard.numel() / dataset.train_index.numel()
+    steps = None if loader is None or world == 1 else \
+        max(-(-len(nodes) // config.batch_size) for nodes in shards)
     history, start, best, stale = [], 0, -1.0, 0
     last = os.path.join(out_dir, "last.pt") if out_dir else None  # every process resumes
     out_dir = out_dir if rank == 0 else None  # one process writes
@@ -421,11 +448,11 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
         torch.set_rng_state(state["rng"])
         history, start, best = state["history"], state["epoch"], state["best_val"]
         stale = state.get("stale", 0)  # older checkpoints: counted from the resume
-        if loader is not None:
-            loader.set_epoch(start)
     bar = tqdm(range(start, config.epochs), disable=not progress, desc=config.model)
     for epoch in bar:
-        loss = _train_one_epoch(net, opt, dataset, shard, loader)
+        if loader is not None:  # the epoch's order, also after a pass begun by _batches
+            loader.set_epoch(epoch)
+        loss = _train_one_epoch(net, opt, dataset, shard, loader, share, steps)
         _check_loss(loss, epoch + 1, config)
         if (epoch + 1) % config.eval_every and epoch + 1 < config.epochs:
             continue

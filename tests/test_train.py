@@ -116,6 +116,33 @@ def test_two_processes_learn_like_one(tmp_path):
     load_checkpoint(str(tmp_path / "two" / "best.pt"))  # plain weights, no DDP prefix
 
 
+def test_two_processes_train_full_batch_as_one_and_take_equal_steps(tmp_path):
+    """Full batch: each process's loss weighted by its share of the training nodes, so the
+    averaged gradient is the one-process gradient (the METIS shards here hold 33 and 47 of
+    the 80 training nodes; unweighted, the 33 counted 1.4 times as much). Mini-batches:
+    both processes take as many steps as the larger shard needs (the smaller one left its
+    epoch early and the run crashed at its end)."""
+    from graphloc.cli import main
+    from graphloc.datasets import load_dataset
+    from graphloc.train import _shards
+    data = load_dataset("synthetic:800")
+    sizes = sorted(len(s) for s in _shards(data.train_index, data.graph, 2, 0))
+    assert sizes[0] < sizes[1]
+    common = ["train", "--dataset", "synthetic:800", "--model", "gcn", "--layers", "2",
+              "--hidden", "16", "--lr", "0.01", "--epochs", "12", "--eval-every", "4",
+              "--dropout", "0"]
+    assert main([*common, "--out", str(tmp_path / "one")]) == 0
+    assert main([*common, "--nproc", "2", "--out", str(tmp_path / "two")]) == 0
+    one = torch.load(tmp_path / "one" / "last.pt", weights_only=False)["state_dict"]
+    two = torch.load(tmp_path / "two" / "last.pt", weights_only=False)["state_dict"]
+    for name, value in one.items():
+        torch.testing.assert_close(two[name], value, rtol=1e-4, atol=1e-5, msg=name)
+    # a batch the smaller shard fills once and the larger one needs two or more of
+    assert main([*common, "--epochs", "3", "--batch-size", str(sizes[0]), "--nproc", "2",
+                 "--out", str(tmp_path / "batches")]) == 0
+    assert len(json.loads((tmp_path / "batches" / "metrics.json").read_text())) == 1
+
+
 def test_a_failing_rank_stops_the_others():
     import os
     import subprocess
@@ -130,9 +157,9 @@ def test_a_failing_rank_stops_the_others():
 
 def test_metis_split_gives_each_process_its_own_region(city):
     pytest.importorskip("pymetis")
-    from graphloc.train import _metis_parts, _shard
+    from graphloc.train import _metis_parts, _shards
     part = _metis_parts(city.graph, 2)
-    shards = [_shard(city.train_index, city.graph, r, 2, 0) for r in range(2)]
+    shards = _shards(city.train_index, city.graph, 2, 0)
     assert sorted(torch.cat(shards).tolist()) == sorted(city.train_index.tolist())
     assert (part[shards[0]] == 0).all() and (part[shards[1]] == 1).all()
     src, dst = city.graph.edge_index
