@@ -468,10 +468,12 @@ def _batched_if_components_stay_apart(model, x: Tensor, graph: Graph, nodes: Ten
     Packing balls as components of one graph assumes each output depends on its own
     component only. A model with a graph-level operation (PyG's GraphNorm, PairNorm,
     InstanceNorm or LayerNorm(mode="graph") without a batch vector, global pooling or
-    attention) mixes them, and the totals would depend on which seeds share a batch. The
-    check: the first two seeds' balls packed, new random features on the second, the first
-    one's outputs must not move. Models that declare a locality (``graphloc_hops``) or prune
-    their layers (graphloc's local stacks) are local by construction and skip it."""
+    attention) mixes them, and the totals would depend on which seeds share a batch. So does
+    one that reads the batch's size (PyG's GraphSizeNorm without a batch vector: x /
+    sqrt(N)), which new features alone do not reveal. The check: the first seed's ball
+    alone, then packed with the second seed's ball under new random features; the first
+    ball's outputs must be the same. Models that declare a locality (``graphloc_hops``) or
+    prune their layers (graphloc's local stacks) are local by construction and skip it."""
     declared = capabilities_of(model)
     if declared.graphloc_hops is not None or declared.prunes_layers:
         return "batched"
@@ -483,11 +485,12 @@ def _batched_if_components_stay_apart(model, x: Tensor, graph: Graph, nodes: Ten
     gen = torch.Generator().manual_seed(0)
     noise = torch.randn(moved[first:].shape, generator=gen, dtype=moved.dtype)
     moved[first:] += noise.to(device) * (1 + packed.abs().max())
+    alone = edge_index[:, edge_index[1] < first]  # the first ball's own edges
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            before = _node_outputs(model, packed, edge_index)[:first]
+            before = _node_outputs(model, packed[:first], alone)
             after = _node_outputs(model, moved, edge_index)[:first]
     finally:
         model.train(was_training)
@@ -495,9 +498,9 @@ def _batched_if_components_stay_apart(model, x: Tensor, graph: Graph, nodes: Ten
     if torch.allclose(before, after, rtol=1e-5, atol=tolerance, equal_nan=True):
         return "batched"
     change = float((before - after).abs().nan_to_num(nan=float("inf")).max())
-    why = (f"{type(model).__name__} mixes the balls packed in one batch: new features on "
-           f"one ball changed the outputs of another by {change:.3g} (a graph-level "
-           f"normalisation, pooling or attention?)")
+    why = (f"{type(model).__name__} mixes the balls packed in one batch: packed with another "
+           f"ball under new features, a ball's outputs changed by {change:.3g} (a graph-level "
+           f"normalisation, pooling, attention or size?)")
     if asked == "batched":
         raise ValueError(f"{why}; method='batched' would return totals that depend on the "
                          f"batching. Use method='per_seed' (PyG's numbers)")

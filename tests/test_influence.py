@@ -116,7 +116,7 @@ class _NormedGCN(torch.nn.Module):
 
 
 @pytest.mark.parametrize("norm", ["graph_norm", "pair_norm", "layer_norm_graph",
-                                  "instance_norm"])
+                                  "instance_norm", "graph_size_norm"])
 def test_models_that_mix_packed_balls_are_measured_per_seed(norm):
     """Packed balls share a graph-level normalisation: "auto" gave totals that depended on
     the batching (GraphNorm: 2x off PyG's). Now such a model is detected, warned about and
@@ -125,7 +125,10 @@ def test_models_that_mix_packed_balls_are_measured_per_seed(norm):
     torch.manual_seed(0)
     layer = {"graph_norm": lambda: pyg_nn.GraphNorm(8), "pair_norm": pyg_nn.PairNorm,
              "layer_norm_graph": lambda: pyg_nn.LayerNorm(8, mode="graph"),
-             "instance_norm": lambda: pyg_nn.InstanceNorm(8, affine=True)}[norm]()
+             "instance_norm": lambda: pyg_nn.InstanceNorm(8, affine=True),
+             # x / sqrt(N): the batch's size, not its features (batched: 0.23x to 0.32x
+             # PyG's totals)
+             "graph_size_norm": pyg_nn.GraphSizeNorm}[norm]()
     model = _NormedGCN(layer)
     data = hub_data()
     nodes = torch.arange(0, 120, 9)
