@@ -84,6 +84,13 @@ def weights_from(layer: torch.nn.Module, inputs: ConvInputs,
     if edge_weight is not None:
         check_edge_rows(layer, "edge_weight", edge_weight,
                          inputs.graph.num_edges // (inputs.batch or 1))
+        # one weight per edge; [E, 1] as PyG reads it (edge_attr passed as the weight). A
+        # wider one was read as weights per channel group, a number PyG refuses to give
+        if edge_weight.dim() > 1 and edge_weight[0].numel() == 1:
+            edge_weight = edge_weight.reshape(-1)
+        if edge_weight.dim() != 1:
+            raise ValueError(f"{layer.__class__.__name__}: edge_weight must hold one weight per "
+                             f"edge, [E] or [E, 1], got shape {list(edge_weight.shape)}")
     return inputs.edge_input(edge_weight)
 
 

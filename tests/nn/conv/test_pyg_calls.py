@@ -276,6 +276,33 @@ def test_per_edge_inputs_need_one_row_per_edge(name):
     conv(x, edge_index, **{keyword: torch.rand(3, *width)})  # the right count runs
 
 
+WEIGHTED_LAYERS = {"GCNConv": {}, "GraphConv": {}, "ChebConv": {"K": 2}}
+
+
+@pytest.mark.parametrize("name", sorted(WEIGHTED_LAYERS))
+def test_one_weight_per_edge_in_any_shape_pyg_reads(name):
+    """edge_weight of [E, 1] (edge_attr passed as the weight) is read as PyG reads it,
+    [E]; a wider one is refused, as PyG fails on it (GraphConv and ChebConv took [E, 2]
+    and gave a number; GCNConv refused [E, 1])."""
+    import torch_geometric.nn as pyg_nn
+    torch.manual_seed(0)
+    theirs = getattr(pyg_nn, name)(4, 3, **WEIGHTED_LAYERS[name])
+    ours = getattr(gl, name)(4, 3, **WEIGHTED_LAYERS[name])
+    ours.load_state_dict(theirs.state_dict())
+    x, edge_index = torch.randn(6, 4), torch.randint(0, 6, (2, 15))
+    weight = torch.rand(15)
+    for shape in ((15, 1), (15, 1, 1)):
+        torch.testing.assert_close(ours(x, edge_index, weight.view(shape)),
+                                   theirs(x, edge_index, weight.view(shape)))
+        torch.testing.assert_close(ours(x, edge_index, weight.view(shape)),
+                                   ours(x, edge_index, weight))
+    with pytest.raises(ValueError, match=rf"{name}: edge_weight must hold one weight per "
+                                         r"edge, \[E\] or \[E, 1\], got shape \[15, 2\]"):
+        ours(x, edge_index, torch.rand(15, 2))
+    with pytest.raises(RuntimeError):  # PyG fails too
+        theirs(x, edge_index, torch.rand(15, 2))
+
+
 def _pointers(sorted_ids, n):
     return torch.cat([torch.zeros(1, dtype=torch.long),
                       torch.bincount(sorted_ids, minlength=n).cumsum(0)])
