@@ -53,7 +53,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_int, pyg_keys, refuse_integer_mask
+from graphloc.checks import check_int, is_int_at_least, pyg_keys, refuse_integer_mask
 from graphloc.distributed import rank_and_world
 from graphloc.graph import Graph, pyg_data_with_edges
 from graphloc.io import save_figure
@@ -222,6 +222,7 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
     """
     check_int(max_hops, "max_hops", 0)
     check_int(batch_size, "batch_size", 1)
+    _check_device(device)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     declared = capabilities_of(model)
@@ -400,9 +401,24 @@ def _seeds(num_nodes: int, num_samples, nodes, seed, allow_empty: bool = False) 
         return nodes
     if num_samples is not None:
         check_int(num_samples, "num_samples", 1)
+    if seed is not None and not is_int_at_least(seed, -2**63):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
     count = num_nodes if num_samples is None else num_samples
     gen = None if seed is None else torch.Generator().manual_seed(seed)
     return torch.randperm(num_nodes, generator=gen)[:count]  # seed=None: PyG's draw
+
+
+def _check_device(device) -> None:
+    """A device the model can run on here, or a ValueError naming it (torch said "Torch
+    not compiled with CUDA enabled" from deep inside the measurement)."""
+    try:
+        where = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device must be a torch device such as 'cpu' or 'cuda', got "
+                         f"{device!r}") from err
+    if where.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r}, but CUDA is not available here "
+                         "(torch.cuda.is_available() is False)")
 
 
 def _locality(model, locality) -> int:

@@ -492,6 +492,10 @@ def test_full_graph_refuses_a_locality_the_model_does_not_have():
     ({"nodes": [[0, 1]]}, "nodes must be 1-D"),
     ({"num_samples": 0}, "num_samples must be an integer >= 1, got 0"),
     ({"batch_size": 0}, "batch_size must be an integer >= 1, got 0"),
+    ({"seed": "a"}, "seed must be an integer, got 'a'"),
+    ({"device": "tpu9"}, "device must be a torch device such as 'cpu' or 'cuda', got 'tpu9'"),
+    pytest.param({"device": "cuda"}, "device='cuda', but CUDA is not available here",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is here")),
 ])
 def test_measure_arguments_are_checked(kwargs, message):
     data = road_data(40)
