@@ -99,6 +99,27 @@ def test_attention_and_softmax_backward():
                                list(run(cpu, s, x, g, gs)))
 
 
+@pytest.mark.parametrize("magnitude", [1e6, 1e30])
+def test_attention_backward_at_large_scores_is_the_cpu_softmaxs(magnitude):
+    """float32 scores whose log-sum-exp rounds at their scale (tied maxima): the composed
+    CUDA backward takes the softmax itself, as the CPU kernel renormalises its rows
+    (exp(score - lse) weighed two tied 1e30 scores 1 each)."""
+    cpu, gpu = _pair(seed=62)
+    gen = torch.Generator().manual_seed(62)
+    s = magnitude - torch.randint(0, 3, (cpu.num_edges, 2), generator=gen).float()
+    x = torch.randn(310, 2, 8, generator=gen)
+    g = torch.randn(310, 2, 8, generator=gen)
+
+    def run(graph, s, x, g):
+        s, x = s.clone().requires_grad_(), x.clone().requires_grad_()
+        out, weights = ops.segment_attention(graph, s, x, return_weights=True)
+        return (weights, *torch.autograd.grad(out, (s, x), g))
+    got = [t.cpu() for t in run(gpu, s.cuda(), x.cuda(), g.cuda())]
+    want = list(run(cpu, s, x, g))
+    for mine, theirs in zip(got, want, strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-5)
+
+
 def test_arg_sources_agree():
     arg = torch.randint(0, 501, (300, 8))
     perm = torch.randperm(500)
