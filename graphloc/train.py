@@ -334,7 +334,7 @@ def _train_one_epoch(model, opt, dataset: NodeDataset, shard, loader, share: flo
         loss, auxiliary = F.cross_entropy(out[shard], dataset.y[shard]), _auxiliary_loss(model)
         (loss * share + auxiliary).backward()
         opt.step()
-        return float(loss + auxiliary)
+        return (loss + auxiliary).item()
     total, count = 0.0, 0
     for batch in _batches(loader, steps):
         opt.zero_grad()
