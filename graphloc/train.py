@@ -361,11 +361,14 @@ def _batches(loader, steps: int | None):
         return
     taken = 0
     while taken < steps:
+        before = taken
         for batch in loader:
             yield batch
             taken += 1
             if taken == steps:
                 return
+        if taken == before:  # a pass with no batch would start passes forever
+            raise RuntimeError("the training loader yielded no batch")
 
 
 def _auxiliary_loss(model) -> torch.Tensor | float:

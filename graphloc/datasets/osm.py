@@ -179,7 +179,8 @@ def _landuse_features(landuse) -> list[tuple[str, str]]:
                    if isinstance(v, str)]  # NaN: a feature without landuse
     pairs = []
     for k, pair in enumerate(landuse):
-        geometry, value = pair if isinstance(pair, tuple) and len(pair) == 2 else (pair, None)
+        geometry, value = pair if isinstance(pair, (tuple, list)) and len(pair) == 2 \
+            else (pair, None)
         if not isinstance(geometry, shapely.Geometry) or geometry.is_empty:
             raise TypeError(f"landuse[{k}]: expected a (shapely geometry, value) pair, got "
                             f"{pair!r:.80}")
