@@ -7,6 +7,7 @@ each process joins the group around its command (``process_group``).
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import subprocess
 import sys
@@ -31,10 +32,18 @@ def process_group():
     joined = "WORLD_SIZE" in os.environ and not dist.is_initialized()
     if joined:
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    done = False
     try:
         yield
+        done = True
     finally:
         if joined and dist.is_initialized():
+            if done:  # no process leaves while another still communicates (a failed one
+                dist.barrier()  # is stopped by torchrun instead)
+            # DistributedDataParallel wrappers and their pending work freed while the group
+            # lives: a rank once aborted at exit ("terminate called without an active
+            # exception") after a mini-batch run, with Gloo's work outliving the group
+            gc.collect()
             dist.destroy_process_group()
 
 
