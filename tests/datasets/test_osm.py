@@ -448,6 +448,11 @@ def test_bad_landuse_names_the_entry(tmp_path):
                                                        "park")])
     with pytest.raises(FileNotFoundError, match="landuse: no OSM file at"):
         build_city_network(g, str(tmp_path), landuse=str(tmp_path / "missing.osm.pbf"))
+    corrupt = tmp_path / "corrupt.osm.pbf"
+    corrupt.write_bytes(b"not protobuf at all")
+    with pytest.raises(ValueError, match=r"landuse: .*corrupt.osm.pbf is not a readable OSM"):
+        build_city_network(g, str(tmp_path / "out"), landuse=str(corrupt))
+    corrupt.unlink()
     assert not list(tmp_path.iterdir())  # nothing written
 
 

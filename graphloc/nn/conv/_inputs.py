@@ -17,6 +17,7 @@ it with its ordinary code), undone by ``ConvInputs.node_output``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -86,7 +87,7 @@ def weights_from(layer: torch.nn.Module, inputs: ConvInputs,
                          inputs.graph.num_edges // (inputs.batch or 1))
         # one weight per edge; [E, 1] as PyG reads it (edge_attr passed as the weight). A
         # wider one was read as weights per channel group, a number PyG refuses to give
-        if edge_weight.dim() > 1 and edge_weight[0].numel() == 1:
+        if edge_weight.dim() > 1 and math.prod(edge_weight.shape[1:]) == 1:
             edge_weight = edge_weight.reshape(-1)
         if edge_weight.dim() != 1:
             raise ValueError(f"{layer.__class__.__name__}: edge_weight must hold one weight per "

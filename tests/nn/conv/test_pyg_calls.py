@@ -301,6 +301,9 @@ def test_one_weight_per_edge_in_any_shape_pyg_reads(name):
         ours(x, edge_index, torch.rand(15, 2))
     with pytest.raises(RuntimeError):  # PyG fails too
         theirs(x, edge_index, torch.rand(15, 2))
+    empty = torch.zeros(2, 0, dtype=torch.long)  # no edges: [0, 1] is [0], as PyG reads it
+    torch.testing.assert_close(ours(x, empty, torch.zeros(0, 1)),
+                               theirs(x, empty, torch.zeros(0, 1)))
 
 
 def _pointers(sorted_ids, n):
