@@ -458,14 +458,14 @@ def _attention_backward(ctx, grad_out, grad_lse):
             need_score, need_x)
     else:  # other devices, and differentiable for a backward of the backward
         grad_score, grad_x = _attention_backward_composed(
-            score, lse, out, grad_out.contiguous(), grad_lse, indptr, indices, x, t_indptr,
+            score, out, grad_out.contiguous(), grad_lse, indptr, indices, x, t_indptr,
             t_indices, t_perm)
     return (grad_score if need_score else None), None, None, \
         (grad_x if need_x else None), None, None, None
 
 
-def _attention_backward_composed(score, lse, out, grad_out, grad_lse, indptr, indices, x,
-                                 t_indptr, t_indices, t_perm):
+def _attention_backward_composed(score, out, grad_out, grad_lse, indptr, indices, x, t_indptr,
+                                 t_indices, t_perm):
     """The backward from graphloc ops (devices without the fused kernel, and under
     ``create_graph``: the fused kernel has no derivative of its own)."""
     num_edges, heads = score.shape
@@ -516,8 +516,8 @@ def _additive_backward(ctx, grad_out, grad_lse):
                                                 t_perm)
     if torch.is_grad_enabled():  # create_graph: the backward itself differentiable
         grad_src, grad_dst, grad_x = _additive_backward_composed(
-            a_src, a_dst, ctx.negative_slope, lse, out, grad_out.contiguous(), grad_lse,
-            indptr, indices, x, t_indptr, t_indices, t_perm)
+            a_src, a_dst, ctx.negative_slope, out, grad_out.contiguous(), grad_lse, indptr,
+            indices, x, t_indptr, t_indices, t_perm)
     else:
         grad_src, grad_dst, grad_x = kernels.additive_attention_backward(
             a_src, a_dst, ctx.negative_slope, lse, out, grad_out.contiguous(), grad_lse,
@@ -527,8 +527,8 @@ def _additive_backward(ctx, grad_out, grad_lse):
             grad_x if need_x else None, None, None, None)
 
 
-def _additive_backward_composed(a_src, a_dst, negative_slope, lse, out, grad_out, grad_lse,
-                                indptr, indices, x, t_indptr, t_indices, t_perm):
+def _additive_backward_composed(a_src, a_dst, negative_slope, out, grad_out, grad_lse, indptr,
+                                indices, x, t_indptr, t_indices, t_perm):
     """additive_attention's backward from differentiable ops (under ``create_graph``): the
     scores leaky_relu(a_src[j] + a_dst[i]) gathered again, the attention's composed backward,
     and d pre = d score * (1 or the slope) summed per source (a_src) and per row (a_dst)."""
@@ -536,7 +536,7 @@ def _additive_backward_composed(a_src, a_dst, negative_slope, lse, out, grad_out
     pre = a_src.index_select(0, sources) + a_dst.index_select(0, rows)
     score = torch.nn.functional.leaky_relu(pre, negative_slope)
     grad_score, grad_x = _attention_backward_composed(
-        score, lse, out, grad_out, grad_lse, indptr, indices, x, t_indptr, t_indices, t_perm)
+        score, out, grad_out, grad_lse, indptr, indices, x, t_indptr, t_indices, t_perm)
     d_pre = grad_score * torch.where(pre > 0, 1.0, negative_slope).to(grad_score.dtype)
     grad_src = a_src.new_zeros(a_src.shape).index_add(0, sources, d_pre)
     grad_dst = a_dst.new_zeros(a_dst.shape).index_add(0, rows, d_pre)

@@ -72,9 +72,10 @@ def test_fused_backward_matches_composed(graph, heads, channels, with_lse_grad):
     grad_lse = torch.randn_like(lse) if with_lse_grad else None
     args = (score, lse, out, grad_out, grad_lse, csr.indptr, csr.indices, x,
             csc.indptr, csc.indices, csc.perm)
+    composed = (score, *args[2:])  # the composed backward takes the softmax, not lse
     torch.testing.assert_close(kernels.segment_attention_backward(*args, True, True),
-                               _attention_backward_composed(*args))
-    composed_score, composed_x = _attention_backward_composed(*args)
+                               _attention_backward_composed(*composed))
+    composed_score, composed_x = _attention_backward_composed(*composed)
     grad_score, grad_x = kernels.segment_attention_backward(*args, False, True)
     assert grad_score.numel() == 0
     torch.testing.assert_close(grad_x, composed_x)
