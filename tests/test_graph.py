@@ -517,6 +517,26 @@ def test_graph_of_edges_is_built_once_per_unchanged_tensor():
         graph_of_edges(torch.tensor([[0, 1], [2, 40]]), 30)
 
 
+@pytest.mark.parametrize("write", ["data", "numpy"])
+def test_graph_of_edges_sees_writes_that_bypass_the_version_counter(write):
+    """A write through ``.data`` or a NumPy view changes the edges but not the tensor's
+    version, so the cache reused the old Graph: the conv returned the old graph's output,
+    where PyG's reads the tensor afresh at every call."""
+    import torch_geometric.nn as pyg
+
+    import graphloc.nn as gl
+    edge_index = random_edge_index(30, 90, seed=10)
+    x = torch.randn(30, 5)
+    ours, theirs = gl.GCNConv(5, 4), pyg.GCNConv(5, 4)
+    ours.load_state_dict(theirs.state_dict())
+    ours(x, edge_index)  # cached
+    version = edge_index._version
+    rows = edge_index.data if write == "data" else edge_index.numpy()
+    rows[1, :45] = (rows[1, :45] + 7) % 30
+    assert edge_index._version == version  # the stamp alone cannot see it
+    torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
+
+
 def test_graph_of_edges_keeps_no_tensor_alive_and_few_entries():
     import gc
     import weakref
