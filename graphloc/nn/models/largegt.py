@@ -139,6 +139,17 @@ class EMACodebook(torch.nn.Module):
         self._assign(index, self.nearest(z))
 
 
+def _same_bits(a: Tensor, b: Tensor) -> bool:
+    """``a`` and ``b`` hold the same bits (NaN payloads equal to themselves, unlike
+    ``torch.equal``, so features with NaN stay cached)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point():
+        bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+        a, b = a.view(bits), b.view(bits)  # same element size: any strides
+    return torch.equal(a, b)
+
+
 class LargeGT(ModelCapabilities, torch.nn.Module):
     r"""LargeGT for node classification, trained on mini-batches of nodes.
 
@@ -260,12 +271,15 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
     def hop_features(self, x: Tensor, graph: Graph) -> Tensor:
         """``[N, 3, F]``: ``x``, ``Â x`` and ``Â² x``, cached on the graph while ``x`` is the
         same tensor, unmodified (computed with autograd, uncached, when ``x`` requires
-        grad)."""
+        grad). Unmodified means the same version and the same values as the cached
+        ``hops[:, 0]``: writes through ``x.data`` or a NumPy view leave the version as it
+        was, and served the old features' hops."""
         if x.requires_grad:  # differentiable (e.g. for influence), not cached
             return self._propagate(x, graph)
         holder = graph.cached("largegt_hops", dict)
         ref = holder.get("x")
-        if ref is None or ref() is not x or holder["version"] != x._version:
+        if ref is None or ref() is not x or holder["version"] != x._version or \
+                not _same_bits(x, holder["hops"][:, 0]):
             holder.update(x=weakref.ref(x), version=x._version,
                           hops=self._propagate(x, graph))
         return holder["hops"]

@@ -166,6 +166,25 @@ def test_largegt_hop_features_cache_and_gradients():
     assert 3 in reach.tolist() and set(reach.tolist()) <= two_hops | tokens
 
 
+@pytest.mark.parametrize("write", ["data", "numpy"])
+def test_largegt_hop_features_see_writes_that_bypass_the_version_counter(write):
+    """x changed through ``.data`` or a NumPy view keeps its version: the cache served the
+    old features' hops. Checked against the uncached propagation of the new features, with
+    a NaN feature (which must not defeat the cache's comparison)."""
+    graph, x, _ = _data()
+    torch.manual_seed(0)
+    model = _small_largegt().eval()
+    x[7, 0] = float("nan")
+    first = model.hop_features(x, graph)
+    assert model.hop_features(x, graph) is first  # NaN: still a hit
+    version = x._version
+    rows = x.data if write == "data" else x.numpy()
+    rows[:50] *= -3
+    assert x._version == version
+    torch.testing.assert_close(model.hop_features(x, graph), model._propagate(x.clone(), graph),
+                               equal_nan=True)
+
+
 def test_largegt_with_fit(tmp_path):
     from graphloc.datasets import synthetic_city
     from graphloc.train import TrainConfig, fit, load_checkpoint
