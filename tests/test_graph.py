@@ -63,8 +63,8 @@ def test_immutable_and_to_moves_caches():
     g.gcn_norm()
     moved = g.to("meta")
     assert moved.csr.indptr.device.type == "meta"
-    assert moved._cache["csc"].indptr.device.type == "meta"
-    graph_with_loops, weight = moved._cache[("gcn_norm", True, False, torch.float32)]
+    assert moved._cache["csc"].value.indptr.device.type == "meta"
+    graph_with_loops, weight = moved._cache[("gcn_norm", True, False, torch.float32)].value
     assert weight.device.type == "meta" and graph_with_loops.device.type == "meta"
     assert g.to("cpu") is g
 
@@ -84,6 +84,50 @@ def test_an_edge_index_changed_in_place_after_the_build_is_refused():
     edge_index.zero_()  # the copy is the Graph's own
     torch.testing.assert_close(ops.spmm(copied, torch.eye(3)), ops.spmm(Graph(
         torch.tensor([[2, 1], [1, 2]]), num_nodes=3), torch.eye(3)))
+
+
+def _brute_inverse_sqrt_degrees(edge_index, n):
+    """D^-1/2 of A + I (old loops dropped, one per node), from a dense matrix."""
+    a = torch.zeros(n, n)
+    keep = edge_index[0] != edge_index[1]
+    a.index_put_((edge_index[1][keep], edge_index[0][keep]), torch.ones(int(keep.sum())),
+                 accumulate=True)
+    return (a + torch.eye(n)).sum(1).rsqrt()
+
+
+@pytest.mark.parametrize("handed_out", ["in_degree", "out_degree", "gcn_norm", "csc"])
+def test_a_cached_value_changed_by_its_caller_is_not_served_again(handed_out):
+    """Graph methods hand out the tensors they cache. A caller who changed one in place
+    (``deg += 1``, ``weight *= 2``) changed it for every later call and every layer on the
+    graph: GCNConv then used the scaled weights without a word."""
+    import torch_geometric.nn as pyg
+
+    import graphloc.nn as gl
+    edge_index = random_edge_index(20, 70, seed=11)
+    graph = Graph(edge_index, num_nodes=20)
+    if handed_out == "gcn_norm":
+        looped, weight = graph.gcn_norm()
+        weight.mul_(2)
+        x = torch.randn(20, 4)
+        ours, theirs = gl.GCNConv(4, 3), pyg.GCNConv(4, 3)
+        ours.load_state_dict(theirs.state_dict())
+        torch.testing.assert_close(ours(x, graph), theirs(x, edge_index))
+        looped, weight = graph.gcn_norm()
+        d = _brute_inverse_sqrt_degrees(edge_index, 20)
+        src, dst = looped.edge_index  # each edge (parallel ones too) weighs 1 / sqrt(d_i d_j)
+        torch.testing.assert_close(weight, d[dst] * d[src])
+        return
+    if handed_out == "csc":
+        graph.csc.indices.zero_()
+        src, dst = edge_index
+        csc = graph.csc
+        rows = torch.repeat_interleave(torch.arange(20), csc.indptr.diff())
+        assert sorted(zip(rows.tolist(), csc.indices.tolist(), strict=True)) == \
+            sorted(zip(src.tolist(), dst.tolist(), strict=True))
+        return
+    getattr(graph, handed_out)().add_(1)
+    ends = edge_index[1] if handed_out == "in_degree" else edge_index[0]
+    assert torch.equal(getattr(graph, handed_out)(), torch.bincount(ends, minlength=20))
 
 
 @pytest.mark.parametrize("conv", ["GCNConv", "ChebConv", "GATConv", "SAGEConv"])
