@@ -5,10 +5,13 @@ The published pipeline (osmnx 1.x, ``network_type="all"``), reproduced step by s
 
 1. public road ways: ``highway`` set, not an area, not abandoned / construction / no /
    planned / platform / proposed / raceway / razed, no ``service=private`` nor
-   ``access=private``; one directed edge per consecutive node pair, both directions
-   unless the way is one-way (``oneway=yes|true|1|F``, against the nodes for
-   ``-1|reverse|T``, roundabouts), the reverse direction marked ``reversed``; a way is
-   cut at nodes missing from the file (an extract clipped without complete ways);
+   ``access=private`` (osmnx 1.x's Overpass filter, regular expressions matched anywhere
+   in the value, ``NOT_LOADED``; a street graph's edges that it matches are dropped too,
+   with a warning: osmnx 2's network_type="all" keeps private ways); one directed edge
+   per consecutive node pair, both directions unless the way is one-way
+   (``oneway=yes|true|1|F``, against the nodes for ``-1|reverse|T``, roundabouts), the
+   reverse direction marked ``reversed``; a way is cut at nodes missing from the file (an
+   extract clipped without complete ways);
 2. the largest weakly connected component;
 3. osmnx's strict simplification: interstitial nodes (exactly two neighbours, degree 2 or
    4, one way) are merged away, so nodes are intersections and dead ends and an edge is
@@ -54,10 +57,14 @@ from graphloc.io import atomic_file
 #: raised whenever the builder's output changes, so cities built by an older one are rebuilt
 #: (1: landuse from closed-way centroids; 2: the nearest landuse area or point; 3: ways cut
 #: at nodes missing from a clipped extract instead of joined across them, and osmnx's
-#: oneway values "T" and "F")
-BUILDER_VERSION = 3
-EXCLUDED_HIGHWAYS = {"abandoned", "construction", "no", "planned", "platform", "proposed",
-                     "raceway", "razed"}
+#: oneway values "T" and "F"; 4: osmnx 1.x's way filter as Overpass matched it, anywhere in
+#: a value, and street graphs filtered too)
+BUILDER_VERSION = 4
+# osmnx 1.x's Overpass filter for network_type="all": a way is loaded unless one of these
+# unanchored, case-sensitive regular expressions matches its tag (Overpass's `!~`), so
+# "private;delivery" is private and highway "construction;residential" is excluded
+NOT_LOADED = {"area": "yes", "access": "private", "service": "private",
+              "highway": "abandoned|construction|no|planned|platform|proposed|raceway|razed"}
 # osmnx 1.x's oneway values, "F" (forward) and "T" (against the node order) included
 ONEWAY_FORWARD, ONEWAY_REVERSE = {"yes", "true", "1", "F"}, {"-1", "reverse", "T"}
 # fixed vocabularies and widths (top-k then "others") so every city has 37 features
@@ -197,9 +204,18 @@ def _landuse_features(landuse) -> list[tuple[str, str]]:
 
 
 def _is_public_road(tags: dict) -> bool:
-    return ("highway" in tags and tags.get("area") != "yes"
-            and tags["highway"] not in EXCLUDED_HIGHWAYS
-            and tags.get("service") != "private" and tags.get("access") != "private")
+    """A way osmnx 1.x loads for network_type="all": a highway that no ``NOT_LOADED``
+    expression matches (on any of its values, where a street graph's edge lists several)."""
+    return "highway" in tags and not _matches_not_loaded(tags)
+
+
+def _matches_not_loaded(tags: dict) -> bool:
+    for key, pattern in NOT_LOADED.items():
+        values = tags.get(key)
+        for value in values if isinstance(values, list) else [values]:
+            if value is not None and re.search(pattern, str(value)):
+                return True
+    return False
 
 
 def haversine_m(lon1, lat1, lon2, lat2):
@@ -357,8 +373,12 @@ class _NetworkxRoads:
         self.simplified = _as_bool(graph.graph.get("simplified", False))  # "True" in GraphML
         self.created_with = str(graph.graph.get("created_with", ""))  # "OSMnx 2.1.1"
         self.edges = []
+        dropped = 0
         for i, (u, v, d) in enumerate(graph.edges(data=True)):
             d = {key: _listed(value) for key, value in d.items()}
+            if _matches_not_loaded(d):
+                dropped += 1
+                continue
             attrs = {"osmid": d.get("osmid", i), "highway": d.get("highway"),
                      "oneway": _as_bool(d.get("oneway", False)), "lanes": d.get("lanes"),
                      "maxspeed": d.get("maxspeed"),
@@ -367,8 +387,15 @@ class _NetworkxRoads:
                 attrs["length"] = _number(d["length"], f"{where}edge {u!r} -> {v!r}",
                                           "length", low=0.0)
             self.edges.append((u, v, attrs))
+        if dropped:
+            warnings.warn(f"{where}{dropped} of {graph.number_of_edges()} street edges are "
+                          "private (access or service), areas or abandoned / construction / "
+                          "proposed ... highways, which the published pipeline (osmnx 1.x, "
+                          "network_type='all') does not load (osmnx 2's 'all' does): they "
+                          "were dropped", stacklevel=3)
         if not self.edges:
-            raise ValueError(f"{where}the street graph has no edges")
+            raise ValueError(f"{where}the street graph has no edges"
+                             + (" left after dropping those" if dropped else ""))
 
 
 def _read_graphml(path):

@@ -401,6 +401,49 @@ def test_a_street_graph_with_the_extracts_landuse_builds_the_extracts_dataset(he
     assert (bare["node_features.pt"][:, 3:12].sum(0) > 0).sum() == 1
 
 
+def test_a_street_graph_loses_the_edges_the_published_pipeline_never_loads(helsinki,
+                                                                           tmp_path):
+    """osmnx 2's network_type="all" keeps private ways, which osmnx 1.x (the published
+    pipeline) did not load: a street graph's private, area and disused-highway edges went
+    into the dataset. They are dropped with a warning, and the build is the extract's."""
+    street_graph = _street_graph_of(HELSINKI)
+    nodes = list(street_graph.nodes)
+    extra = [({"access": "private"}, nodes[0], nodes[500]),
+             ({"service": ["driveway", "private"]}, nodes[10], nodes[700]),
+             ({"highway": "construction"}, nodes[20], "new"),
+             ({"area": "yes"}, nodes[30], nodes[900])]
+    street_graph.add_node("new", x=24.95, y=60.17)
+    for tags, u, v in extra:
+        for a, b in ((u, v), (v, u)):
+            street_graph.add_edge(a, b, **{"highway": "service", "oneway": False, **tags})
+    with pytest.warns(UserWarning, match="8 of .* street edges are private") as rec:
+        got = read_release(build_city_network(street_graph, str(tmp_path), name="helsinki",
+                                              landuse=HELSINKI))
+    assert [w.filename for w in rec if "private" in str(w.message)] == [__file__]
+    expected = read_release(helsinki)
+    assert torch.equal(got["edge_indices.pt"], expected["edge_indices.pt"])
+    torch.testing.assert_close(got["node_features.pt"], expected["node_features.pt"])
+
+
+def test_the_way_filter_matches_anywhere_in_a_value_as_overpass_does(tmp_path):
+    """osmnx 1.x asked Overpass for ways whose tags do not match ``"private"`` (access,
+    service), ``"yes"`` (area) or the disused highway kinds, as unanchored regular
+    expressions: ``access=private;delivery`` was not loaded; an exact comparison loaded it."""
+    from graphloc.datasets.osm import OsmRoads
+    nodes = {i: (i, 0, {}) for i in range(1, 21)}
+    kinds = [({}, True), ({"access": "private;delivery"}, False),
+             ({"access": "permissive"}, True), ({"service": "private_drive"}, False),
+             ({"service": "driveway"}, True), ({"area": "yes;no"}, False),
+             ({"area": "no"}, True), ({"highway": "construction;residential"}, False),
+             ({"highway": "razed:residential"}, False), ({"highway": "living_street"}, True)]
+    ways = [(100 + k, [2 * k + 1, 2 * k + 2], {"highway": "residential", **tags})
+            for k, (tags, _) in enumerate(kinds)]
+    path = tmp_path / "filters.osm"
+    path.write_text(_osm_xml(nodes, ways, []))
+    loaded = {a["osmid"] for _, _, a in OsmRoads(str(path)).edges}
+    assert loaded == {100 + k for k, (_, kept) in enumerate(kinds) if kept}
+
+
 def test_landuse_pairs_give_each_node_the_nearest_feature(tmp_path):
     shapely = pytest.importorskip("shapely")
     g = nx.MultiDiGraph()
