@@ -74,15 +74,17 @@ def checked_features(layer: torch.nn.Module, inputs, in_channels) -> tuple[Tenso
     return x_src, x_dst
 
 
-def check_sizes(owner: str, lazy: bool = False, **sizes) -> None:
+def check_sizes(owner: str, lazy: bool = False, optional: tuple[str, ...] = (),
+                **sizes) -> None:
     """Each size is an integer >= 1 (``in_channels`` may be a pair of them, and with
-    ``lazy`` -1: PyG's lazy width, inferred at the first call; None means unset): a width,
-    head count or depth of 0 would build a layer that outputs zeros and still trains, and a
-    negative one fails deep inside torch."""
+    ``lazy`` -1: PyG's lazy width, inferred at the first call; None only for the sizes
+    named in ``optional``, where it means unset): a width, head count or depth of 0 would
+    build a layer that outputs zeros and still trains, and a negative one or None fails
+    deep inside torch, in words that name no argument."""
     for name, value in sizes.items():
         values = value if name == "in_channels" and isinstance(value, (tuple, list)) \
             else (value,)
-        if value is None:
+        if value is None and name in optional:
             continue
         may_wait = lazy and name == "in_channels"
         if len(values) != 1 and len(values) != 2 or any(

@@ -118,8 +118,8 @@ class GATConv(torch.nn.Module):
                  add_self_loops: bool = True, edge_dim: int | None = None,
                  fill_value: float | str = "mean", bias: bool = True, residual: bool = False):
         super().__init__()
-        check_sizes("GATConv", lazy=True, in_channels=in_channels, out_channels=out_channels,
-                    heads=heads, edge_dim=edge_dim)
+        check_sizes("GATConv", lazy=True, optional=("edge_dim",), in_channels=in_channels,
+                    out_channels=out_channels, heads=heads, edge_dim=edge_dim)
         check_dropouts("GATConv", dropout=dropout)
         self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
         self.concat, self.negative_slope, self.dropout = concat, negative_slope, dropout

@@ -119,7 +119,7 @@ class GINEConv(_GINBase):
     def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False,
                  edge_dim: int | None = None):
         super().__init__(nn, eps, train_eps)
-        check_sizes("GINEConv", edge_dim=edge_dim)
+        check_sizes("GINEConv", optional=("edge_dim",), edge_dim=edge_dim)
         self.lin = None
         if edge_dim is not None:
             first = nn[0] if isinstance(nn, torch.nn.Sequential) else nn

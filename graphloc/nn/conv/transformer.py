@@ -67,7 +67,7 @@ class TransformerConv(torch.nn.Module):
                  concat: bool = True, beta: bool = False, dropout: float = 0.0,
                  edge_dim: int | None = None, bias: bool = True, root_weight: bool = True):
         super().__init__()
-        check_sizes("TransformerConv", lazy=True, in_channels=in_channels,
+        check_sizes("TransformerConv", lazy=True, optional=("edge_dim",), in_channels=in_channels,
                     out_channels=out_channels, heads=heads, edge_dim=edge_dim)
         check_dropouts("TransformerConv", dropout=dropout)
         self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads

@@ -224,11 +224,13 @@ SIZE_NAMES = ("in_channels", "out_channels", "hidden_channels", "channels", "hea
 
 @pytest.mark.parametrize("cls, kwargs", _layer_cases(), ids=lambda c: getattr(c, "__name__", ""))
 def test_every_layer_refuses_zero_sizes_and_bad_dropouts(cls, kwargs):
+    """None too: it failed inside torch (``empty(): argument 'size' ... NoneType``), in
+    words that name no argument."""
     cls(**kwargs)  # the valid arguments build
     for name in [n for n in SIZE_NAMES if n in kwargs] + ["heads", "m"]:
         if name not in kwargs and name not in cls.__init__.__code__.co_varnames:
             continue
-        for bad in (0, -2, 2.5):
+        for bad in (0, -2, 2.5, None):
             with pytest.raises(ValueError, match=rf"{cls.__name__}: {name} must be an "
                                                  rf"integer >= 1, got {bad}"):
                 cls(**{**kwargs, name: bad})
