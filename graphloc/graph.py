@@ -549,6 +549,30 @@ class Graph:
     def __setattr__(self, name, value):
         raise AttributeError(f"Graph is immutable; cannot set {name!r}")
 
+    # A copy (copy.deepcopy, pickle: torch.save, a DataLoader worker, a spawned process)
+    # rebuilds each tensor with a version of its own (1, not the 0 recorded): the copy
+    # refused every op as if its edges had been changed in place. The versions recorded
+    # are those of the copy's tensors, read when it is made; what was stale stays stale.
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_edge_version"] = self.edge_index._version != self._edge_version  # changed?
+        state["_cache"] = {key: entry for key, entry in self._cache.items()
+                           if isinstance(key, _TransposedKey)
+                           or _versions_of(entry.value) == entry.versions}
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        changed = state.pop("_edge_version")
+        self.__dict__.update(state)
+        object.__setattr__(self, "_edge_version", -1 if changed else self.edge_index._version)
+        cache = {}
+        for key, entry in self._cache.items():
+            if isinstance(key, _TransposedKey):  # found by the id of the copied tensor
+                cache[_TransposedKey(id(entry.values))] = _Transposed(entry.values)
+            else:
+                cache[key] = _Cached(entry.value, _versions_of(entry.value))
+        object.__setattr__(self, "_cache", cache)
+
     # --- constructors ------------------------------------------------------------------
 
     @classmethod

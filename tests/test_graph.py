@@ -69,6 +69,41 @@ def test_immutable_and_to_moves_caches():
     assert g.to("cpu") is g
 
 
+@pytest.mark.parametrize("copy_of", ["deepcopy", "torch.save"])
+def test_a_copied_graph_works_and_keeps_what_was_refused(copy_of, tmp_path):
+    """A copy rebuilds each tensor at version 1 where the Graph recorded 0: every op on a
+    deep-copied, pickled or saved Graph (a dataset copied for early stopping, a Graph
+    sent to another process) raised "edge_index was modified in place"."""
+    import copy
+    edge_index = random_edge_index(20, 70, seed=12)
+    graph = Graph(edge_index, num_nodes=20)
+    graph.gcn_norm()  # caches copied along: a normalised graph with its transposed weights
+    x = torch.randn(20, 4, requires_grad=True)
+
+    def copied(g):
+        if copy_of == "deepcopy":
+            return copy.deepcopy(g)
+        torch.save(g, tmp_path / "graph.pt")
+        return torch.load(tmp_path / "graph.pt", weights_only=False)
+    twin = copied(graph)
+    dense = torch.zeros(20, 20).index_put_((edge_index[1], edge_index[0]),
+                                           torch.ones(graph.num_edges), accumulate=True)
+    torch.testing.assert_close(ops.spmm(twin, x), dense @ x)
+    looped, weight = twin.gcn_norm()
+    d = _brute_inverse_sqrt_degrees(edge_index, 20)
+    torch.testing.assert_close(weight, d[looped.edge_index[1]] * d[looped.edge_index[0]])
+    out = ops.spmm(looped, x, weight)
+    grad, = torch.autograd.grad(out.sum(), x)  # the backward reads the transposed copy
+    src, dst = looped.edge_index
+    a = torch.zeros(20, 20).index_put_((dst, src), weight.detach(), accumulate=True)
+    torch.testing.assert_close(grad, a.t() @ torch.ones(20, 4))
+    weight.mul_(3)  # a copy's cache is guarded as the original's
+    torch.testing.assert_close(twin.gcn_norm()[1], weight / 3)
+    edge_index[0, 0] = (edge_index[0, 0] + 1) % 20  # the original goes stale: so do copies
+    with pytest.raises(RuntimeError, match="modified in place"):
+        ops.spmm(copied(graph), x)
+
+
 def test_an_edge_index_changed_in_place_after_the_build_is_refused():
     """The Graph keeps the caller's edge_index tensor (no copy): changed in place, the
     Graph showed the new edges while its CSR (and every op) still used the old ones."""
