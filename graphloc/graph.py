@@ -553,12 +553,15 @@ class Graph:
     # rebuilds each tensor with a version of its own (1, not the 0 recorded): the copy
     # refused every op as if its edges had been changed in place. The versions recorded
     # are those of the copy's tensors, read when it is made; what was stale stays stale.
+    # A dict in the cache is a model's memo keyed by the identity of a tensor (LargeGT's
+    # propagated features, with a weak reference that pickle refuses): left out of copies.
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_edge_version"] = self.edge_index._version != self._edge_version  # changed?
         state["_cache"] = {key: entry for key, entry in self._cache.items()
                            if isinstance(key, _TransposedKey)
-                           or _versions_of(entry.value) == entry.versions}
+                           or (not isinstance(entry.value, dict)
+                               and _versions_of(entry.value) == entry.versions)}
         return state
 
     def __setstate__(self, state: dict) -> None:

@@ -185,6 +185,20 @@ def test_largegt_hop_features_see_writes_that_bypass_the_version_counter(write):
                                equal_nan=True)
 
 
+def test_a_graph_largegt_ran_on_pickles(tmp_path):
+    """LargeGT memoises its propagated features on the graph with a weak reference to x,
+    which pickle refuses: torch.save of such a Graph raised TypeError."""
+    graph, x, _ = _data()
+    torch.manual_seed(0)
+    model = _small_largegt().eval()
+    out = model(x, graph)
+    torch.save(graph, tmp_path / "graph.pt")
+    copied = torch.load(tmp_path / "graph.pt", weights_only=False)
+    fresh = Graph(graph.edge_index.clone(), num_nodes=graph.num_nodes)
+    torch.testing.assert_close(model(x, copied), model(x, fresh))
+    torch.testing.assert_close(model(x, copied), out)
+
+
 def test_largegt_with_fit(tmp_path):
     from graphloc.datasets import synthetic_city
     from graphloc.train import TrainConfig, fit, load_checkpoint
