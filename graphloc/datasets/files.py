@@ -63,6 +63,8 @@ def load_graph_file(path: str, features: str | None = None,
         graph, x, y = _matrix_market(path), None, None
     else:
         graph, x, y = _edge_list(path), None, None
+        if not features and not labels:
+            _warn_of_unused_ids(path, graph)
     x = _matrix(features, graph.num_nodes, "features") if features else x
     y = _matrix(labels, graph.num_nodes, "labels").view(-1).long() if labels else y
     name = os.path.abspath(path)
@@ -383,6 +385,22 @@ def _integer_edge_index(path: str, lines: list, numbers: list) -> Tensor:
              f"0 .. N-1, or write them as names")
         raise ValueError(f"{path}: line {lines[row][0]} has the node id {bad}: {why}")
     return edge_index
+
+
+def _warn_of_unused_ids(path: str, graph: Graph) -> None:
+    """Integer ids are node numbers, so an id below the largest that no edge names is an
+    isolated node: a 1-based file gains node 0, a sparse numbering (SNAP's com-Amazon:
+    334,863 ids up to 548,551) gains hundreds of thousands. They count in every average
+    over nodes (an influence R, a split's accuracy) without a word; with features or labels
+    given in id order they are the user's own nodes, and nothing is said."""
+    unused = (graph.in_degree() + graph.out_degree()) == 0
+    count = int(unused.sum())
+    if count:
+        warnings.warn(f"{path}: node ids are node numbers 0 .. {graph.num_nodes - 1}, and "
+                      f"{count:,} of those ids are in no edge (the first: "
+                      f"{int(unused.nonzero()[0])}); they are isolated nodes of the graph, "
+                      "counted in averages over nodes. A 1-based or sparse numbering: "
+                      "renumber the ids 0 .. N-1", stacklevel=3)
 
 
 def _warn_if_mixed_ids(path: str, lines: list, numbers: list) -> None:

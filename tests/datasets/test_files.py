@@ -247,10 +247,39 @@ def test_percent_comment_lines_are_comments(tmp_path):
     between nodes named "%" and "sym", renumbering every id by appearance."""
     path = tmp_path / "out.konect.tsv"
     path.write_text("% sym unweighted\n% 3 4 4\n1\t2\n2\t3\n3\t4\n")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # no "ids read as names" warning
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         graph = load_graph_file(str(path)).graph
     assert graph.num_nodes == 5 and graph.edge_index.tolist() == [[1, 2, 3], [2, 3, 4]]
+    # no "ids read as names" warning; KONECT's ids are 1-based, so node 0 is in no edge
+    assert [str(w.message).split(": ", 1)[1] for w in caught] == [
+        "node ids are node numbers 0 .. 4, and 1 of those ids are in no edge (the first: 0); "
+        "they are isolated nodes of the graph, counted in averages over nodes. A 1-based or "
+        "sparse numbering: renumber the ids 0 .. N-1"]
+
+
+@pytest.mark.parametrize("given", [None, "features", "labels"])
+def test_ids_that_no_edge_names_are_counted_and_said(tmp_path, given):
+    """Integer ids are node numbers: a sparse numbering made hundreds of thousands of
+    isolated nodes (SNAP's com-Amazon: 334,863 ids up to 548,551), each counted in an
+    influence R or a split, without a word. Said now, unless features or labels in id
+    order make them the user's own nodes."""
+    path = tmp_path / "sparse.txt"
+    path.write_text("0 10\n10 20\n20 0\n")
+    files = {}
+    if given:
+        files[given] = str(tmp_path / "rows.txt")
+        (tmp_path / "rows.txt").write_text("".join(f"{i % 2}\n" for i in range(21)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dataset = load_graph_file(str(path), **files)
+    assert dataset.num_nodes == 21
+    unused = [w for w in caught if "in no edge" in str(w.message)]
+    if given:
+        assert unused == []
+        return
+    assert len(unused) == 1 and unused[0].filename == __file__
+    assert "18 of those ids are in no edge (the first: 1)" in str(unused[0].message)
 
 
 def test_matrix_market_adjacency(tmp_path):
