@@ -279,14 +279,30 @@ def labelled_split(y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return tuple(labelled[part] for part in city_split(labelled.numel()))
 
 
-def float_features(x) -> Tensor:
+# float32 holds every integer up to 2^24 exactly, and no odd one above it
+_FLOAT32_EXACT = 2**24
+
+
+def float_features(x, stacklevel: int = 3) -> Tensor:
     """Features as the layers take them: integer or boolean ones (counts, one-hot) as
     float32, sparse ones dense. Complex features are left for NodeDataset to refuse: cast,
-    they lost their imaginary part with only torch's warning."""
+    they lost their imaginary part with only torch's warning. Integers beyond 2^24 in
+    magnitude (timestamps, ids) are rounded by the cast: a warning names the largest."""
     x = torch.as_tensor(x)
     if x.layout != torch.strided:
         x = x.to_dense()
-    return x if x.is_floating_point() or x.is_complex() else x.float()
+    if x.is_floating_point() or x.is_complex():
+        return x
+    if x.dtype != torch.bool and x.numel():
+        largest = int(x.abs().max()) if x.dtype != torch.int64 else \
+            max(int(x.max()), -int(x.min()))  # |int64 min| overflows abs
+        if largest > _FLOAT32_EXACT:
+            warnings.warn(f"integer features as large as {largest:,} are not exact in float32 "
+                          f"(exact up to 2^24 = {_FLOAT32_EXACT:,}): the cast rounds them "
+                          f"(to a multiple of {2 ** max(0, largest.bit_length() - 24):,} "
+                          "there); scale or shift them first if their low digits matter",
+                          stacklevel=stacklevel)
+    return x.float()
 
 
 def class_labels(y, name: str) -> Tensor:

@@ -485,7 +485,13 @@ def _matrix(path: str, rows: int, what: str) -> Tensor:
     if what == "labels" and value.is_floating_point() and \
             not bool((value == value.round()).all()):
         raise ValueError(f"{path}: labels must be integer class ids")
-    return value.float() if what == "features" else value
+    if what == "labels":
+        return value
+    # whole numbers (a text file's are float64) go to float_features as integers, which
+    # says where float32 rounds them; fractions are cast here, as every float is
+    whole = value.is_floating_point() and bool((value == value.round()).all()) and \
+        (value.numel() == 0 or float(value.abs().max()) < 2.0**63)
+    return value.long() if whole else value.float() if value.is_floating_point() else value
 
 
 def _class_names(path: str, rows: int) -> Tensor | None:

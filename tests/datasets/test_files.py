@@ -629,3 +629,33 @@ def test_a_labels_file_of_class_names(tmp_path):
     with pytest.raises(ValueError, match=r"has 2 labels \(class names, one per line\) but the "
                                          "graph has 4 nodes"):
         load_graph_file(str(edges), labels=str(tmp_path / "y.csv"))
+
+
+@pytest.mark.parametrize("largest, warned", [(2**24, False), (2**24 + 1, True),
+                                             (1_700_000_001, True)])
+def test_integer_features_that_float32_rounds_are_said(tmp_path, largest, warned):
+    """Integer features (a timestamp, an id) were cast to float32 without a word, which
+    rounds every odd integer above 2^24 (1,700,000,001 to a multiple of 128)."""
+    from torch_geometric.data import Data
+
+    from graphloc.datasets import NodeDataset
+    (tmp_path / "g.txt").write_text("0 1\n1 2\n2 0\n")
+    (tmp_path / "x.txt").write_text(f"3\n{-largest}\n5\n")
+    data = Data(x=torch.tensor([[3], [-largest], [5]]), edge_index=torch.tensor([[0, 1, 2],
+                                                                                 [1, 2, 0]]),
+                y=torch.tensor([0, 1, 0]))
+    for load in (lambda: load_graph_file(str(tmp_path / "g.txt"), features=str(tmp_path /
+                                                                                  "x.txt")),
+                 lambda: NodeDataset.from_pyg(data)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            dataset = load()
+        said = [w for w in caught if "not exact in float32" in str(w.message)]
+        assert dataset.x[1, 0].item() == float(torch.tensor(-largest).float())
+        assert len(said) == int(warned)
+        if warned:
+            spacing = 2 ** (largest.bit_length() - 24)
+            assert said[0].filename == __file__
+            assert f"as large as {largest:,}" in str(said[0].message)
+            assert f"multiple of {spacing:,}" in str(said[0].message)
+            assert float(torch.tensor(-largest).float()) % spacing == 0
