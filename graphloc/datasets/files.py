@@ -13,6 +13,7 @@ from __future__ import annotations
 import _compat_pickle
 import collections
 import csv
+import math
 import os
 import pickle
 import re
@@ -467,9 +468,9 @@ def _matrix(path: str, rows: int, what: str) -> Tensor:
         elif what == "labels" and (names := _class_names(path, rows)) is not None:
             return names
         else:
-            value = torch.from_numpy(np.atleast_1d(np.genfromtxt(
-                path, delimiter="," if lower.endswith(".csv") else None,
-                skip_header=_has_header(path), encoding="utf-8-sig")))
+            value = torch.from_numpy(_text_matrix(path, what, rows))
+    except _TextError as err:
+        raise ValueError(str(err)) from None
     except Exception as err:
         raise ValueError(f"{path}: not a readable {what} file ({type(err).__name__}: "
                          f"{err})") from err
@@ -518,10 +519,75 @@ def _class_names(path: str, rows: int) -> Tensor | None:
     return torch.tensor([classes.get(line, -1) for line in lines])
 
 
-def _has_header(path: str) -> int:
-    with open(path, encoding="utf-8-sig") as f:
-        first = f.readline().replace(",", " ").split()
-    return int(bool(first) and not all(_is_number(v) for v in first))
+class _TextError(ValueError):
+    """A text matrix's own error, naming the file, line and column: raised as it is."""
+
+
+def _text_matrix(path: str, what: str, rows: int) -> np.ndarray:
+    """A text file of numbers, one row per line: tab, comma, semicolon or space separated
+    (sniffed as an edge list's delimiter: a semicolon file, as spreadsheets in many locales
+    write it, was read as one column of NaN), a first line of names skipped as a header,
+    ``#`` and ``%`` lines comments. Features: blank lines skipped, every value a finite
+    number. Labels: a blank line or a missing value (``nan``, ``None``) is -1, no label, as
+    documented (a blank line was skipped, which shifted every later label by a row, and
+    the file was refused with a wrong count), up to ``rows`` lines. Any other value that
+    is not a number is an error naming the file's line and column."""
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        lines = f.read().splitlines()
+    numbered = [(number, line) for number, line in enumerate(lines, 1)
+                if not line.lstrip().startswith(("#", "%"))]
+    sample = [line for _, line in numbered[:64] if line.strip()]
+    delimiter = next((d for d in ("\t", ",", ";") if any(d in line for line in sample)), None)
+    split = (lambda line: line.split()) if delimiter is None else \
+        (lambda line: [field.strip() for field in line.split(delimiter)])  # noqa: E731
+    first = next(((n, split(line)) for n, line in numbered if line.strip()), None)
+    if first is not None and not all(_is_number(v) for v in first[1]):
+        numbered = [(n, line) for n, line in numbered if n != first[0]]  # a header
+    if what == "labels":  # blank lines past the nodes' count: the file's trailing newlines
+        while len(numbered) > rows and not numbered[-1][1].strip():
+            numbered.pop()
+        return np.array([_label(path, n, split(line)) for n, line in numbered],
+                        dtype=np.float64)
+    rows = [(n, line) for n, line in numbered if line.strip()]
+    if not rows:
+        return np.empty((0, 0))
+    try:  # numpy's parser first; the lines again one by one only to name what is wrong
+        values = np.loadtxt([line for _, line in rows], delimiter=delimiter, comments=None,
+                            ndmin=2)
+        if np.isfinite(values).all():
+            return values
+    except ValueError:
+        pass
+    _refuse_bad_row(path, rows, split)
+    raise _TextError(f"{path}: not a readable matrix of numbers")
+
+
+def _refuse_bad_row(path: str, rows: list, split) -> None:
+    """Raises naming the first line with another column count than the first, or the first
+    value that is not a finite number."""
+    width = len(split(rows[0][1]))
+    for number, line in rows:
+        fields = split(line)
+        if len(fields) != width:
+            raise _TextError(f"{path}: line {number} has {len(fields)} columns, line "
+                             f"{rows[0][0]} has {width}")
+        for column, field in enumerate(fields, 1):
+            if not _is_number(field) or not math.isfinite(float(field)):
+                raise _TextError(f"{path}: line {number}, column {column} holds {field!r}, "
+                                 "not a finite number")
+
+
+def _label(path: str, number: int, fields: list) -> float:
+    """One line's class id: -1 where it is blank or missing."""
+    fields = [f for f in fields if f != ""]
+    if not fields or (len(fields) == 1 and fields[0].lower() in _MISSING):
+        return -1.0
+    if len(fields) > 1:
+        raise _TextError(f"{path}: line {number} holds {len(fields)} values; a labels file "
+                         "holds one class id per line, in node order (line i: node i)")
+    if not _is_number(fields[0]) or not math.isfinite(float(fields[0])):
+        raise _TextError(f"{path}: line {number} holds {fields[0]!r}, not a class id")
+    return float(fields[0])
 
 
 def _is_number(text) -> bool:

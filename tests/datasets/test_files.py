@@ -90,8 +90,8 @@ def test_feature_and_label_files_are_checked(tmp_path):
     with pytest.raises(ValueError, match="labels must be integer class ids"):
         load_graph_file(str(tmp_path / "e.csv"), labels=str(tmp_path / "frac.csv"))
     (tmp_path / "pairs.csv").write_text("node,label\n0,1\n1,0\n2,1\n")  # id, label
-    with pytest.raises(ValueError, match="pairs.csv: a labels file holds one class id per "
-                       "line.*got 2 columns"):
+    with pytest.raises(ValueError, match="pairs.csv: line 2 holds 2 values; a labels file "
+                       "holds one class id per line"):
         load_graph_file(str(tmp_path / "e.csv"), labels=str(tmp_path / "pairs.csv"))
     with pytest.raises(FileNotFoundError, match="no graph file at"):
         load_graph_file(str(tmp_path / "missing.csv"))
@@ -659,3 +659,25 @@ def test_integer_features_that_float32_rounds_are_said(tmp_path, largest, warned
             assert f"as large as {largest:,}" in str(said[0].message)
             assert f"multiple of {spacing:,}" in str(said[0].message)
             assert float(torch.tensor(-largest).float()) % spacing == 0
+
+
+def test_text_matrices_name_the_line_and_read_semicolons_and_blank_labels(tmp_path):
+    """Features: a semicolon-separated file (spreadsheets in many locales) was read as one
+    column of NaN and refused with a wrong row count; a word or a NaN was refused as
+    "non-finite values" with no line. Labels: the documented blank line for a node without
+    a label was skipped, which moved every later label up a row."""
+    (tmp_path / "g.txt").write_text("0 1\n1 2\n2 3\n")
+    (tmp_path / "semi.csv").write_text("a;b\n1;2\n3;4.5\n5;6\n7;8\n")
+    x = load_graph_file(str(tmp_path / "g.txt"), features=str(tmp_path / "semi.csv")).x
+    assert x.tolist() == [[1, 2], [3, 4.5], [5, 6], [7, 8]]
+    for text, where in (("1,2\n# note\n3,x\n5,6\n7,8\n", "line 3, column 2 holds 'x'"),
+                        ("1 2\n3 nan\n5 6\n7 8\n", "line 2, column 2 holds 'nan'"),
+                        ("1\t2\n3\t4\n5\n7\t8\n", "line 3 has 1 columns, line 1 has 2")):
+        (tmp_path / "bad.txt").write_text(text)
+        with pytest.raises(ValueError, match=f"bad.txt: {where}"):
+            load_graph_file(str(tmp_path / "g.txt"), features=str(tmp_path / "bad.txt"))
+    for text, labels in (("0\n\n1\n2\n", [0, -1, 1, 2]), ("0\nnan\n1\n\n", [0, -1, 1, -1]),
+                         ("label\n3\n\n\n1\n\n\n", [3, -1, -1, 1])):
+        (tmp_path / "y.txt").write_text(text)
+        y = load_graph_file(str(tmp_path / "g.txt"), labels=str(tmp_path / "y.txt")).y
+        assert y.tolist() == labels
