@@ -481,8 +481,14 @@ def _matrix(path: str, rows: int, what: str) -> Tensor:
     if value.size(0) != rows:
         raise ValueError(f"{path} has {value.size(0)} rows of {what} but the graph has "
                          f"{rows} nodes")
+    if what == "features" and value.dim() > 2:
+        raise ValueError(f"{path}: features must be [N, F], a row per node, got shape "
+                         f"{list(value.shape)}")
     if value.is_floating_point() and not torch.isfinite(value).all():
-        raise ValueError(f"{path}: {what} hold non-finite values")
+        at = (~torch.isfinite(value)).nonzero()[0].tolist()
+        raise ValueError(f"{path}: {what} hold non-finite values (the first, "
+                         f"{value[tuple(at)].item()}, at row {at[0]}"
+                         f"{f', column {at[1]}' if len(at) > 1 else ''}, counted from 0)")
     if what == "labels" and value.is_floating_point() and \
             not bool((value == value.round()).all()):
         raise ValueError(f"{path}: labels must be integer class ids")

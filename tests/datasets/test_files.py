@@ -681,3 +681,17 @@ def test_text_matrices_name_the_line_and_read_semicolons_and_blank_labels(tmp_pa
         (tmp_path / "y.txt").write_text(text)
         y = load_graph_file(str(tmp_path / "g.txt"), labels=str(tmp_path / "y.txt")).y
         assert y.tolist() == labels
+
+
+def test_binary_feature_files_name_themselves_and_the_bad_entry(tmp_path):
+    """A 3-D .npy was refused naming the graph file; a NaN in a .npy named no entry."""
+    (tmp_path / "g.txt").write_text("0 1\n1 2\n")
+    np.save(tmp_path / "cube.npy", np.ones((3, 2, 2)))
+    with pytest.raises(ValueError, match=r"cube.npy: features must be \[N, F\].*\[3, 2, 2\]"):
+        load_graph_file(str(tmp_path / "g.txt"), features=str(tmp_path / "cube.npy"))
+    holes = np.ones((3, 2))
+    holes[2, 1] = -np.inf
+    np.save(tmp_path / "holes.npy", holes)
+    with pytest.raises(ValueError, match="holes.npy: features hold non-finite values "
+                                         r"\(the first, -inf, at row 2, column 1"):
+        load_graph_file(str(tmp_path / "g.txt"), features=str(tmp_path / "holes.npy"))
