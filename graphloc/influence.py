@@ -319,13 +319,13 @@ def plot_influence(results, path: str | None = None, ax=None):
 
 def as_graphloc_model(model: torch.nn.Module, x: Tensor, graph: Graph):
     """``(model to measure, report)``: the graphloc twin of a PyG model whose message
-    passing all converts, checked against it on the 2-hop ball of node 0; else the model
-    as given (the report says why)."""
+    passing all converts, checked against it on the 2-hop ball of ``_probe_node``; else
+    the model as given (the report says why)."""
     from graphloc.nn.convert import Unconvertible, from_pyg, has_pyg_message_passing
     if not has_pyg_message_passing(model):
         return model, {"converted": False, "reason": "no PyG message passing"}
     node_ptr, nodes, _, _, src, dst, _ = ops.khop_subgraphs(
-        graph, torch.zeros(1, dtype=torch.long), 2)
+        graph, _probe_node(graph).view(1), 2)
     probe = (x[nodes].detach(), torch.stack([src, dst]).to(x.device))
     try:
         with warnings.catch_warnings():
@@ -335,6 +335,19 @@ def as_graphloc_model(model: torch.nn.Module, x: Tensor, graph: Graph):
         return model, {"converted": False, "reason": str(err)}
     return converted, {"converted": True, **converted.pyg_conversion,
                        "measured": type(converted).__name__}
+
+
+def _probe_node(graph: Graph) -> Tensor:
+    """A node whose 2-hop ball has edges, for the conversion's check: among the nodes with
+    in-edges, one of median in-degree (a hub's ball can be most of the graph). Node 0 was
+    the probe: where it has no in-edge (an isolated node, a source) the check compared the
+    two models on one node and no edge, and saw nothing of their message passing."""
+    degree = graph.in_degree()
+    reached = degree.nonzero().flatten()
+    if reached.numel() == 0:
+        return torch.zeros((), dtype=torch.long)
+    order = degree[reached].argsort(stable=True)
+    return reached[order[order.numel() // 2]]
 
 
 # --- how it is computed ------------------------------------------------------------------

@@ -558,3 +558,26 @@ def test_a_data_with_the_adj_t_of_to_sparse_tensor():
                           nodes=torch.arange(0, 200, 7))
     torch.testing.assert_close(got[0], want[0])
     assert got[1] == pytest.approx(want[1])
+
+
+def test_the_conversion_check_probes_a_ball_with_edges(monkeypatch):
+    """The converted twin of a PyG model was checked on the 2-hop ball of node 0. Where node
+    0 has no in-edge, that compared the models on one node and no edge: a twin whose message
+    passing differed passed. Here a twin is made wrong on every edge (spmm 1% high) and must
+    be refused on a graph whose node 0 is isolated."""
+    import torch_geometric.nn as pyg
+
+    from graphloc import ops
+    from graphloc.influence import _probe_node, as_graphloc_model
+    edge_index = random_edge_index(30, 120, seed=3) + 1  # node 0 isolated, ids 1 .. 30
+    graph = Graph(edge_index, num_nodes=31)
+    model = pyg.GraphSAGE(4, 8, 2, out_channels=3).eval()
+    x = torch.randn(31, 4)
+    probe = int(_probe_node(graph))
+    degree = graph.in_degree()
+    assert degree[probe] > 0 and degree[probe] < degree.max()
+    assert as_graphloc_model(model, x, graph)[1]["converted"]
+    spmm = ops.spmm
+    monkeypatch.setattr(ops, "spmm", lambda *a, **k: spmm(*a, **k) * 1.01)
+    converted, report = as_graphloc_model(model, x, graph)
+    assert not report["converted"] and converted is model
