@@ -294,8 +294,7 @@ def float_features(x, stacklevel: int = 3) -> Tensor:
     if x.is_floating_point() or x.is_complex():
         return x
     if x.dtype != torch.bool and x.numel():
-        largest = int(x.abs().max()) if x.dtype != torch.int64 else \
-            max(int(x.max()), -int(x.min()))  # |int64 min| overflows abs
+        largest = max(int(x.max()), -int(x.min()))  # abs() overflows at the dtype's min
         if largest > _FLOAT32_EXACT:
             warnings.warn(f"integer features as large as {largest:,} are not exact in float32 "
                           f"(exact up to 2^24 = {_FLOAT32_EXACT:,}): the cast rounds them "

@@ -554,17 +554,17 @@ def _text_matrix(path: str, what: str, rows: int) -> np.ndarray:
             numbered.pop()
         return np.array([_label(path, n, split(line)) for n, line in numbered],
                         dtype=np.float64)
-    rows = [(n, line) for n, line in numbered if line.strip()]
-    if not rows:
+    data = [(n, line) for n, line in numbered if line.strip()]
+    if not data:
         return np.empty((0, 0))
     try:  # numpy's parser first; the lines again one by one only to name what is wrong
-        values = np.loadtxt([line for _, line in rows], delimiter=delimiter, comments=None,
+        values = np.loadtxt([line for _, line in data], delimiter=delimiter, comments=None,
                             ndmin=2)
         if np.isfinite(values).all():
             return values
     except ValueError:
         pass
-    _refuse_bad_row(path, rows, split)
+    _refuse_bad_row(path, data, split)
     raise _TextError(f"{path}: not a readable matrix of numbers")
 
 
