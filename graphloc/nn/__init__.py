@@ -7,6 +7,7 @@ neighbourhood aggregations; ``nn.registry``: ``build_model`` and the model regis
 
 from graphloc.nn import aggr, conv, models
 from graphloc.nn.conv import (
+    APPNP,
     CONVS,
     ChebConv,
     GATConv,
@@ -18,6 +19,7 @@ from graphloc.nn.conv import (
     LiftConv,
     MultiEdgeConv,
     SAGEConv,
+    SGConv,
     SGFormerAttention,
     TANGNNLayer,
     TopMAttention,
@@ -48,7 +50,7 @@ from graphloc.nn.models import (
 from graphloc.nn.registry import MODELS, build_model, register_model
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv", "GraphConv",
-           "TransformerConv", "GNN", "DAGNN", "LiftConv", "LiftBlock", "LiftGCN",
+           "TransformerConv", "SGConv", "APPNP", "GNN", "DAGNN", "LiftConv", "LiftBlock", "LiftGCN",
            "TopMAttention", "TANGNNLayer", "TANGNN", "top_m_similar", "LargeGT",
            "EMACodebook", "hop2_tokens", "fastrp_encoding", "SGFormer", "SGFormerAttention",
            "MultiEdgeConv", "MEGAGNN", "group_size_histogram", "LAModel", "from_pyg",

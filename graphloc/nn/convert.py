@@ -195,9 +195,21 @@ def _graph_conv(conv):
                              bias=conv.lin_rel.bias is not None)
 
 
+def _sg_conv(conv):
+    _simple_flow(conv)
+    return gl_conv.SGConv(conv.in_channels, conv.out_channels, K=conv.K, cached=conv.cached,
+                          add_self_loops=conv.add_self_loops, bias=conv.lin.bias is not None)
+
+
+def _appnp(conv):
+    _simple_flow(conv)
+    return gl_conv.APPNP(conv.K, conv.alpha, dropout=conv.dropout, cached=conv.cached,
+                         add_self_loops=conv.add_self_loops, normalize=conv.normalize)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
-               "GraphConv": _graph_conv}
+               "GraphConv": _graph_conv, "SGConv": _sg_conv, "APPNP": _appnp}
 
 
 def _convert_conv(conv) -> torch.nn.Module:

@@ -2,6 +2,7 @@
 PyG's layer of the same name) and the long-range layers of the seed papers; the conv
 registry (``CONVS``, ``register_conv``) lives in ``registry.py``."""
 
+from graphloc.nn.conv.appnp import APPNP
 from graphloc.nn.conv.cheb import ChebConv
 from graphloc.nn.conv.gat import GATConv
 from graphloc.nn.conv.gcn import GCNConv
@@ -12,11 +13,12 @@ from graphloc.nn.conv.lift import LiftConv
 from graphloc.nn.conv.multi_edge import MultiEdgeConv
 from graphloc.nn.conv.registry import CONVS, register_conv
 from graphloc.nn.conv.sage import SAGEConv
+from graphloc.nn.conv.sg_conv import SGConv
 from graphloc.nn.conv.sgformer import SGFormerAttention
 from graphloc.nn.conv.tangnn import TANGNNLayer, TopMAttention
 from graphloc.nn.conv.transformer import TransformerConv
 from graphloc.nn.conv.ugt import UGTLayer
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv", "GraphConv",
-           "TransformerConv", "LiftConv", "MultiEdgeConv", "TopMAttention", "TANGNNLayer",
-           "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS", "register_conv"]
+           "TransformerConv", "SGConv", "APPNP", "LiftConv", "MultiEdgeConv", "TopMAttention",
+           "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS", "register_conv"]

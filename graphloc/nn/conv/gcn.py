@@ -95,7 +95,8 @@ class GCNConv(torch.nn.Module):
             self._cached_input = (graph, edge_weight)
         if inputs.adj_layout is not None and self.normalize and self.add_self_loops \
                 and not reused:
-            graph, edge_weight = self._with_loops_added(graph, edge_weight)
+            graph, edge_weight = with_sparse_adjacency_loops(
+                graph, edge_weight, 2.0 if self.improved else 1.0)
             add_loops = False
         graph, edge_weight = self._normalized(graph, edge_weight, x.dtype, add_loops)
         return inputs.node_output(self._propagate(x, graph, edge_weight, None))
@@ -122,13 +123,6 @@ class GCNConv(torch.nn.Module):
                           f"several graphs (a Graph input caches its own normalisation)",
                           stacklevel=2)
 
-    def _with_loops_added(self, graph: Graph, edge_weight: Tensor) -> tuple[Graph, Tensor]:
-        """A + I (2I if ``improved``) for a ``torch.sparse`` adjacency, as PyG's
-        ``gcn_norm`` builds it there: a loop already in the adjacency gains the fill,
-        where an ``edge_index`` input keeps its loop's weight instead."""
-        fill = 2.0 if self.improved else 1.0
-        loops = edge_weight.new_full((graph.num_nodes,), fill)
-        return graph.add_self_loops(), torch.cat([edge_weight, loops])
 
     def forward_prefix(self, x: Tensor, graph: Graph, num_dst: int) -> Tensor:
         """``forward(x_all, graph)[:num_dst]`` where ``x`` holds the first rows of
@@ -164,6 +158,27 @@ class GCNConv(torch.nn.Module):
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"
+
+
+def with_sparse_adjacency_loops(graph: Graph, edge_weight: Tensor,
+                                fill: float) -> tuple[Graph, Tensor]:
+    """A + fill I for a ``torch.sparse`` adjacency, as PyG's ``gcn_norm`` builds it there: a
+    loop already in the adjacency gains the fill, where an ``edge_index`` input keeps its
+    loop's weight instead."""
+    loops = edge_weight.new_full((graph.num_nodes,), fill)
+    return graph.add_self_loops(), torch.cat([edge_weight, loops])
+
+
+def normalized_call_graph(inputs, edge_weight: Tensor | None, add_self_loops: bool,
+                          dtype) -> tuple[Graph, Tensor]:
+    """``D^-1/2 (A + I) D^-1/2`` of a call's graph (``read_inputs``), as PyG's ``gcn_norm``
+    without ``improved``: the propagation of SGConv and APPNP."""
+    graph = inputs.graph
+    if inputs.adj_layout is not None and add_self_loops:
+        graph, edge_weight = with_sparse_adjacency_loops(graph, edge_weight, 1.0)
+        add_self_loops = False
+    graph, weight = graph.gcn_norm(add_self_loops, False, edge_weight, dtype=dtype)
+    return graph, weight.to(dtype)
 
 
 def _same_tensor(a: Tensor | None, b: Tensor | None) -> bool:

@@ -32,7 +32,10 @@ CONVS = [
     ("transformer", lambda: gl.TransformerConv(8, 3, heads=2),
      lambda: pyg.TransformerConv(8, 3, heads=2), False),
     ("cheb", lambda: gl.ChebConv(8, 6, K=3), lambda: pyg.ChebConv(8, 6, K=3), True),
+    ("sgc", lambda: gl.SGConv(8, 6, K=2), lambda: pyg.SGConv(8, 6, K=2), True),
+    ("appnp", lambda: gl.APPNP(3, 0.2), lambda: pyg.APPNP(3, 0.2), True),
 ]
+GCN_NORMALISED = ("gcn", "gcn-improved", "sgc", "appnp")  # PyG's gcn_norm inside
 
 
 def adjacency(edge_index, n, layout, values=None, size=None):
@@ -56,12 +59,13 @@ def test_sparse_adjacency_input(name, ours, theirs, weighted, layout):
     dst, src = coo.indices()  # PyG's own computation, on the same edges in the same order
     pyg_edges = torch.stack([src, dst])
     pyg_weight = coo.values() if weighted else None
-    run_theirs = (lambda m, x: m(x, pyg_edges, pyg_weight)) if name in ("gcn", "cheb") \
+    run_theirs = (lambda m, x: m(x, pyg_edges, pyg_weight)) \
+        if name in ("gcn", "cheb", "sgc", "appnp") \
         else (lambda m, x: m(x, pyg_edges, size=(n, n))) if name in ("sage", "gin") \
         else (lambda m, x: m(x, pyg_edges))
     if name in ("sage", "gin"):  # PyG's sum aggregation of a weighted adj_t multiplies
         run_theirs = lambda m, x: m(x, adj)  # noqa: E731
-    if name.startswith("gcn"):  # PyG's gcn_norm of a sparse adj_t adds I to loops it holds (its
+    if name in GCN_NORMALISED:  # PyG's gcn_norm of a sparse adj_t adds I to loops it holds (its
         # edge_index path keeps their weight instead); it refuses CSC, which is the same matrix
         csr_or_coo = adj.to_sparse_csr() if layout == torch.sparse_csc else adj
         run_theirs = lambda m, x: m(x, csr_or_coo)  # noqa: E731

@@ -1,0 +1,87 @@
+"""APPNP: personalised PageRank propagation with Kipf & Welling's normalised adjacency."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from graphloc import ops
+from graphloc.checks import check_int
+from graphloc.nn.conv._inputs import read_inputs, weights_from
+from graphloc.nn.conv._utils import check_dropouts, check_input
+from graphloc.nn.conv.gcn import normalized_call_graph
+
+
+class APPNP(torch.nn.Module):
+    r"""The approximate personalised propagation of neural predictions of `Gasteiger et al.,
+    "Predict then Propagate: Graph Neural Networks meet Personalized PageRank" (ICLR 2019)
+    <https://arxiv.org/abs/1810.05997>`_: K steps of
+
+    .. math::
+        \mathbf{X}^{(k)} = (1 - \alpha) \hat{\mathbf{D}}^{-1/2} \hat{\mathbf{A}}
+        \hat{\mathbf{D}}^{-1/2} \mathbf{X}^{(k-1)} + \alpha \mathbf{X}^{(0)},
+
+    without parameters. A drop-in for PyG's ``APPNP`` (same arguments and outputs), each
+    step one sparse product over the graph's cached normalisation.
+
+    Args:
+        K (int): number of steps (0: the input itself).
+        alpha (float): teleport probability, in [0, 1].
+        dropout (float, default 0): dropout on the normalised edge weights at each step in
+            training, as PyG's (graphloc's dropout: another mask than torch's for a seed).
+        cached (bool, default False): PyG's flag for reusing the normalisation; the
+            normalisation of a ``Graph`` or an unchanged ``edge_index`` is cached on the
+            graph anyway, and edge weights given are normalised at each call (PyG's cache
+            kept the first call's weights).
+        add_self_loops (bool, default True): add the self-loops of :math:`\hat{\mathbf{A}}`.
+        normalize (bool, default True): apply the symmetric normalisation (else the edge
+            weights, or 1, as they are).
+        flow (str, default "source_to_target"): PyG's edge direction.
+
+    Shapes:
+        input: node features ``[N, F]`` (or ``[B, N, F]`` on one graph), a ``Graph``, an
+        ``edge_index [2, E]`` or a ``torch.sparse`` ``adj_t``, optional ``edge_weight [E]``.
+        output: ``[N, F]``.
+    """
+
+    def __init__(self, K: int, alpha: float, dropout: float = 0.0, cached: bool = False,
+                 add_self_loops: bool = True, normalize: bool = True,
+                 flow: str = "source_to_target"):
+        super().__init__()
+        self.K = check_int(K, "APPNP: K", 0)
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or \
+                not 0.0 <= float(alpha) <= 1.0:
+            raise ValueError(f"APPNP: alpha must be a number in [0, 1], got {alpha!r}")
+        check_dropouts("APPNP", dropout=dropout)
+        self.alpha, self.dropout, self.cached = float(alpha), dropout, cached
+        self.add_self_loops, self.normalize, self.flow = add_self_loops, normalize, flow
+
+    def reset_parameters(self) -> None:
+        pass  # nothing learned; PyG's cache lives on the graph here
+
+    @property
+    def graphloc_hops(self) -> int:
+        return self.K
+
+    def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None) -> Tensor:
+        inputs = read_inputs(self, x, edge_index, flow=self.flow)
+        x = inputs.x_src
+        check_input(self, x, None)
+        edge_weight = weights_from(self, inputs, edge_weight)
+        if self.normalize:
+            graph, weight = normalized_call_graph(inputs, edge_weight, self.add_self_loops, x.dtype)
+        else:
+            graph = inputs.graph
+            weight = None if edge_weight is None else edge_weight.to(x.dtype)
+        h = x
+        for _ in range(self.K):
+            step_weight = weight
+            if self.dropout > 0 and self.training:
+                if step_weight is None:  # PyG asserts there are weights; here they are 1
+                    step_weight = x.new_ones(graph.num_edges)
+                step_weight = ops.dropout(step_weight, p=self.dropout)
+            x = ops.spmm(graph, x, step_weight) * (1 - self.alpha) + self.alpha * h
+        return inputs.node_output(x)
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(K={self.K}, alpha={self.alpha})"

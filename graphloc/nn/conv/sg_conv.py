@@ -1,0 +1,110 @@
+"""The simple graph convolution (SGC): K products with Kipf & Welling's normalised
+adjacency, then one linear map."""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch import Tensor
+
+from graphloc import ops
+from graphloc.checks import check_int
+from graphloc.graph import Graph
+from graphloc.nn.conv._inputs import read_inputs, weights_from
+from graphloc.nn.conv._utils import check_input, check_sizes, linear
+from graphloc.nn.conv.gcn import normalized_call_graph
+
+
+class SGConv(torch.nn.Module):
+    r"""The simple graph convolution of `Wu et al., "Simplifying Graph Convolutional
+    Networks" (ICML 2019) <https://arxiv.org/abs/1902.07153>`_:
+
+    .. math::
+        \mathbf{X}' = \left(\hat{\mathbf{D}}^{-1/2} \hat{\mathbf{A}}
+        \hat{\mathbf{D}}^{-1/2}\right)^K \mathbf{X} \mathbf{\Theta} + \mathbf{b},
+        \qquad \hat{\mathbf{A}} = \mathbf{A} + \mathbf{I}.
+
+    A drop-in for PyG's ``SGConv`` (same arguments, parameter names and outputs): K sparse
+    products over the graph's cached normalisation, then one linear map.
+
+    Args:
+        in_channels (int): input feature width (-1: inferred at the first call).
+        out_channels (int): output feature width.
+        K (int, default 1): number of hops (0: the linear map alone).
+        cached (bool, default False): keep :math:`\hat{\mathbf{A}}^K \mathbf{X}` of the
+            first call and reuse it (transductive training on one graph and fixed
+            features), as PyG's. Unlike PyG's, a later call with other features or another
+            graph is said: a warning (the first call's product kept, PyG's numbers), or an
+            error where the node count differs.
+        add_self_loops (bool, default True): add the self-loops of :math:`\hat{\mathbf{A}}`.
+        bias (bool, default True): learn the additive bias :math:`\mathbf{b}`.
+        flow (str, default "source_to_target"): PyG's edge direction.
+
+    Shapes:
+        input: node features ``[N, in_channels]`` (or ``[B, N, in_channels]`` on one graph),
+        a ``Graph``, an ``edge_index [2, E]`` or a ``torch.sparse`` ``adj_t``, optional
+        ``edge_weight [E]``. output: ``[N, out_channels]``.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, K: int = 1, cached: bool = False,
+                 add_self_loops: bool = True, bias: bool = True,
+                 flow: str = "source_to_target"):
+        super().__init__()
+        check_sizes("SGConv", lazy=True, in_channels=in_channels, out_channels=out_channels)
+        check_int(K, "SGConv: K", 0)  # 0, as PyG's: the linear map alone
+        self.in_channels, self.out_channels, self.K = in_channels, out_channels, K
+        self.cached, self.add_self_loops, self.flow = cached, add_self_loops, flow
+        self.lin = linear(in_channels, out_channels, bias=bias)
+        self._cached_x = None  # PyG's name: models clear the cache by setting it to None
+        self._cached_input = (None, None, None)  # the graph, weights and features of it
+
+    def reset_parameters(self) -> None:
+        self.lin.reset_parameters()
+        self._cached_x = None
+
+    @property
+    def graphloc_hops(self) -> int:
+        return self.K
+
+    def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None) -> Tensor:
+        inputs = read_inputs(self, x, edge_index, flow=self.flow)
+        x = inputs.x_src
+        check_input(self, x, self.in_channels)
+        edge_weight = weights_from(self, inputs, edge_weight)
+        if self.cached and self._cached_x is not None:
+            self._check_cached_input(inputs.graph, edge_weight, x)
+            return inputs.node_output(self.lin(self._cached_x.detach()))
+        graph, weight = normalized_call_graph(inputs, edge_weight, self.add_self_loops, x.dtype)
+        h = x
+        for _ in range(self.K):
+            h = ops.spmm(graph, h, weight)
+        if self.cached:
+            self._cached_x = h
+            self._cached_input = (inputs.graph, edge_weight, x.detach().clone())
+        return inputs.node_output(self.lin(h))
+
+    def _check_cached_input(self, graph: Graph, edge_weight: Tensor | None, x: Tensor) -> None:
+        """PyG's cached SGConv returns the first call's product for any later input without
+        a word; here a differing input is said (GCNConv's rule)."""
+        source, weight, features = self._cached_input
+        if source is None:
+            return  # a cache set by hand
+        if x.size(0) != features.size(0):
+            raise ValueError(f"SGConv(cached=True) propagated {features.size(0)} nodes' "
+                             f"features on its first call and reuses them, but this call has "
+                             f"{x.size(0)} nodes: build it with cached=False to run on other "
+                             f"graphs, or clear conv._cached_x")
+        same_graph = graph is source or torch.equal(graph.edge_index, source.edge_index)
+        same_weight = (edge_weight is None and weight is None) or (
+            edge_weight is not None and weight is not None and edge_weight.shape == weight.shape
+            and torch.equal(edge_weight, weight))
+        same_x = x.shape == features.shape and torch.equal(x.detach(), features)
+        if not (same_graph and same_weight and same_x):
+            warnings.warn("SGConv(cached=True) reuses the propagated features of its first "
+                          "call, but this call's features, graph or edge weights differ: the "
+                          "output is the first call's, as PyG's. Build it with cached=False "
+                          "(or clear conv._cached_x) for new inputs", stacklevel=3)
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, K={self.K})"
