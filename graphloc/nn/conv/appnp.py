@@ -73,14 +73,21 @@ class APPNP(torch.nn.Module):
         else:
             graph = inputs.graph
             weight = None if edge_weight is None else edge_weight.to(x.dtype)
+        if weight is None and (self.alpha != 0 or self.dropout > 0):
+            weight = x.new_ones(graph.num_edges)  # (PyG's dropout asserts there are weights)
         h = x
         for _ in range(self.K):
             step_weight = weight
             if self.dropout > 0 and self.training:
-                if step_weight is None:  # PyG asserts there are weights; here they are 1
-                    step_weight = x.new_ones(graph.num_edges)
                 step_weight = ops.dropout(step_weight, p=self.dropout)
-            x = ops.spmm(graph, x, step_weight) * (1 - self.alpha) + self.alpha * h
+            # (1 - alpha) folded into the E weights and alpha h added in place: one pass over
+            # [N, F] per step besides the product, where (S x) (1 - alpha) + alpha h made
+            # three (spmm's backward does not read its output, so the in-place add is safe)
+            if step_weight is not None:
+                step_weight = step_weight * (1 - self.alpha)
+            x = ops.spmm(graph, x, step_weight)
+            if self.alpha != 0:
+                x = x.add_(h, alpha=self.alpha)
         return inputs.node_output(x)
 
     def __repr__(self) -> str:
