@@ -1,8 +1,10 @@
-"""SGConv and APPNP against PyG's, forward + backward, on the two benchmark graphs.
+"""SGConv, APPNP and GCN2Conv against PyG's, forward + backward, on the two benchmark
+graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
-cancels. The layers are called as PyG's, ``layer(x, edge_index)``, with F = 64 features.
+cancels. The layers are called as PyG's, ``layer(x, edge_index)`` (GCN2Conv:
+``layer(x, x_0, edge_index)``, x_0 = x), with F = 64 features.
 
     python benchmarks/bench_propagation.py [--turns 7]
 """
@@ -26,7 +28,8 @@ F = 64
 
 def step(layer, x, edge_index) -> float:
     start = time.perf_counter()
-    layer(x, edge_index).sum().backward()
+    takes_x_0 = type(layer).__name__ == "GCN2Conv"
+    (layer(x, x, edge_index) if takes_x_0 else layer(x, edge_index)).sum().backward()
     return time.perf_counter() - start
 
 
@@ -63,7 +66,10 @@ def main() -> None:
         x = torch.randn(graph.num_nodes, F, requires_grad=True)
         for label, ours, theirs in (
                 ("APPNP(K=10, alpha=0.1)", gl.APPNP(10, 0.1), pyg.APPNP(10, 0.1)),
-                ("SGConv(64, 64, K=2)", gl.SGConv(F, F, K=2), pyg.SGConv(F, F, K=2))):
+                ("SGConv(64, 64, K=2)", gl.SGConv(F, F, K=2), pyg.SGConv(F, F, K=2)),
+                ("GCN2Conv(64, alpha=0.1, theta=0.5, layer=1)",
+                 gl.GCN2Conv(F, 0.1, theta=0.5, layer=1),
+                 pyg.GCN2Conv(F, 0.1, theta=0.5, layer=1))):
             mine, peer, ratio = compare(ours, theirs, x, edge_index, args.turns)
             print(f"| {name} | {label} | {mine * 1e3:.0f} | {peer * 1e3:.0f} | {ratio:.1f}x |",
                   flush=True)

@@ -11,6 +11,7 @@ from graphloc.nn.conv import (
     CONVS,
     ChebConv,
     GATConv,
+    GCN2Conv,
     GCNConv,
     GINConv,
     GINEConv,
@@ -50,7 +51,8 @@ from graphloc.nn.models import (
 from graphloc.nn.registry import MODELS, build_model, register_model
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv", "GraphConv",
-           "TransformerConv", "SGConv", "APPNP", "GNN", "DAGNN", "LiftConv", "LiftBlock", "LiftGCN",
+           "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "GNN", "DAGNN", "LiftConv",
+           "LiftBlock", "LiftGCN",
            "TopMAttention", "TANGNNLayer", "TANGNN", "top_m_similar", "LargeGT",
            "EMACodebook", "hop2_tokens", "fastrp_encoding", "SGFormer", "SGFormerAttention",
            "MultiEdgeConv", "MEGAGNN", "group_size_histogram", "LAModel", "from_pyg",

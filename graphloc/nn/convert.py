@@ -207,9 +207,19 @@ def _appnp(conv):
                          add_self_loops=conv.add_self_loops, normalize=conv.normalize)
 
 
+def _gcn2(conv):
+    _simple_flow(conv)
+    ours = gl_conv.GCN2Conv(conv.channels, conv.alpha, shared_weights=conv.weight2 is None,
+                            cached=conv.cached, add_self_loops=conv.add_self_loops,
+                            normalize=conv.normalize)
+    ours.beta = conv.beta  # PyG keeps beta = log(theta / layer + 1), not theta and layer
+    return ours
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
-               "GraphConv": _graph_conv, "SGConv": _sg_conv, "APPNP": _appnp}
+               "GraphConv": _graph_conv, "SGConv": _sg_conv, "APPNP": _appnp,
+               "GCN2Conv": _gcn2}
 
 
 def _convert_conv(conv) -> torch.nn.Module:

@@ -6,6 +6,7 @@ from graphloc.nn.conv.appnp import APPNP
 from graphloc.nn.conv.cheb import ChebConv
 from graphloc.nn.conv.gat import GATConv
 from graphloc.nn.conv.gcn import GCNConv
+from graphloc.nn.conv.gcn2 import GCN2Conv
 from graphloc.nn.conv.gin import GINConv, GINEConv
 from graphloc.nn.conv.graph_conv import GraphConv
 from graphloc.nn.conv.latte import LATTEConv
@@ -20,5 +21,6 @@ from graphloc.nn.conv.transformer import TransformerConv
 from graphloc.nn.conv.ugt import UGTLayer
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv", "GraphConv",
-           "TransformerConv", "SGConv", "APPNP", "LiftConv", "MultiEdgeConv", "TopMAttention",
-           "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS", "register_conv"]
+           "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LiftConv", "MultiEdgeConv",
+           "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
+           "register_conv"]
