@@ -118,3 +118,11 @@ def test_a_pyg_gcnii_converts_and_a_graphloc_one_is_pygs():
     ours = _GCNII(gl)
     ours.load_state_dict(model.state_dict())
     torch.testing.assert_close(ours(x, Graph(edge_index, num_nodes=n)), model(x, edge_index))
+
+
+def test_gcn2_on_a_static_batch_is_each_feature_set_on_its_own():
+    edge_index, n = parity_graph(17)
+    conv = GCN2Conv(8, 0.2, theta=0.5, layer=2)
+    x, x_0 = torch.randn(3, n, 8), torch.randn(3, n, 8)
+    expected = torch.stack([conv(x[b], x_0[b], edge_index) for b in range(3)])
+    torch.testing.assert_close(conv(x, x_0, edge_index), expected)

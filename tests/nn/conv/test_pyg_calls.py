@@ -154,13 +154,14 @@ def test_static_graphs_match_pyg(name):
                   lambda m, xs: m(xs, edge_index, *extra), x)
 
 
-@pytest.mark.parametrize("name", ["sage", "gat", "transformer", "cheb"])
+@pytest.mark.parametrize("name", ["sage", "gat", "transformer", "cheb", "sgc", "appnp"])
 def test_static_graphs_are_each_feature_set_on_its_own(name):
     """Layers PyG runs on [N, F] only: a static batch equals one call per feature set."""
     edge_index, n = parity_graph(17)
     conv = {"sage": lambda: gl.SAGEConv(8, 6), "gat": lambda: gl.GATConv(8, 3, heads=2),
             "transformer": lambda: gl.TransformerConv(8, 3, heads=2),
-            "cheb": lambda: gl.ChebConv(8, 6, K=3)}[name]()
+            "cheb": lambda: gl.ChebConv(8, 6, K=3), "sgc": lambda: gl.SGConv(8, 6, K=2),
+            "appnp": lambda: gl.APPNP(3, 0.2)}[name]()
     x = torch.randn(3, n, 8)
     expected = torch.stack([conv(x[b], edge_index) for b in range(3)])
     torch.testing.assert_close(conv(x, edge_index), expected)
