@@ -7,9 +7,8 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_int
-from graphloc.nn.conv._inputs import read_inputs, weights_from
-from graphloc.nn.conv._utils import check_dropouts, check_input
-from graphloc.nn.conv.gcn import normalized_call_graph
+from graphloc.nn.conv._utils import check_dropouts
+from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
 
 
 class APPNP(torch.nn.Module):
@@ -64,10 +63,7 @@ class APPNP(torch.nn.Module):
         return self.K
 
     def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None) -> Tensor:
-        inputs = read_inputs(self, x, edge_index, flow=self.flow)
-        x = inputs.x_src
-        check_input(self, x, None)
-        edge_weight = weights_from(self, inputs, edge_weight)
+        inputs, x, edge_weight = read_weighted_call(self, x, edge_index, edge_weight, None)
         if self.normalize:
             graph, weight = normalized_call_graph(inputs, edge_weight, self.add_self_loops, x.dtype)
         else:

@@ -83,10 +83,8 @@ class GCNConv(torch.nn.Module):
         self._cached_edge_index = None
 
     def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None) -> Tensor:
-        inputs = read_inputs(self, x, edge_index, flow=self.flow)
-        x = inputs.x_src
-        check_input(self, x, self.in_channels)
-        edge_weight = weights_from(self, inputs, edge_weight)
+        inputs, x, edge_weight = read_weighted_call(self, x, edge_index, edge_weight,
+                                                    self.in_channels)
         graph, add_loops = inputs.graph, self.add_self_loops
         reused = self.cached and self._cached_edge_index is not None
         if reused and self.normalize:
@@ -167,6 +165,15 @@ def with_sparse_adjacency_loops(graph: Graph, edge_weight: Tensor,
     loop's weight instead."""
     loops = edge_weight.new_full((graph.num_nodes,), fill)
     return graph.add_self_loops(), torch.cat([edge_weight, loops])
+
+
+def read_weighted_call(layer: torch.nn.Module, x, edge_index, edge_weight: Tensor | None,
+                       width: int | None) -> tuple:
+    """``(inputs, x, edge_weight)`` of a call on one node set with optional edge weights
+    (``read_inputs`` in the layer's flow; x checked against ``width``, None: any)."""
+    inputs = read_inputs(layer, x, edge_index, flow=layer.flow)
+    check_input(layer, inputs.x_src, width)
+    return inputs, inputs.x_src, weights_from(layer, inputs, edge_weight)
 
 
 def normalized_call_graph(inputs, edge_weight: Tensor | None, add_self_loops: bool,

@@ -9,9 +9,8 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_int
-from graphloc.nn.conv._inputs import read_inputs, weights_from
 from graphloc.nn.conv._utils import check_input, check_sizes, glorot
-from graphloc.nn.conv.gcn import normalized_call_graph
+from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
 
 
 class GCN2Conv(torch.nn.Module):
@@ -88,16 +87,14 @@ class GCN2Conv(torch.nn.Module):
 
     def forward(self, x: Tensor, x_0: Tensor, edge_index,
                 edge_weight: Tensor | None = None) -> Tensor:
-        inputs = read_inputs(self, x, edge_index, flow=self.flow)
-        x = inputs.x_src
-        check_input(self, x, self.channels)
+        inputs, x, edge_weight = read_weighted_call(self, x, edge_index, edge_weight,
+                                                    self.channels)
         if isinstance(x_0, Tensor) and inputs.batch is not None and x_0.dim() == 3:
             x_0 = x_0.reshape(-1, x_0.size(-1))  # the static batch, folded as x is
         check_input(self, x_0, self.channels, "x_0")
         if x_0.size(0) < x.size(0):
             raise ValueError(f"GCN2Conv: x_0 has {x_0.size(0)} rows but x has {x.size(0)}: "
                              "the initial features need a row per node")
-        edge_weight = weights_from(self, inputs, edge_weight)
         if self.normalize:
             graph, weight = normalized_call_graph(inputs, edge_weight, self.add_self_loops,
                                                   x.dtype)

@@ -11,9 +11,8 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_int
 from graphloc.graph import Graph
-from graphloc.nn.conv._inputs import read_inputs, weights_from
-from graphloc.nn.conv._utils import check_input, check_sizes, linear
-from graphloc.nn.conv.gcn import normalized_call_graph
+from graphloc.nn.conv._utils import check_sizes, linear
+from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
 
 
 class SGConv(torch.nn.Module):
@@ -68,10 +67,8 @@ class SGConv(torch.nn.Module):
         return self.K
 
     def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None) -> Tensor:
-        inputs = read_inputs(self, x, edge_index, flow=self.flow)
-        x = inputs.x_src
-        check_input(self, x, self.in_channels)
-        edge_weight = weights_from(self, inputs, edge_weight)
+        inputs, x, edge_weight = read_weighted_call(self, x, edge_index, edge_weight,
+                                                    self.in_channels)
         if self.cached and self._cached_x is not None:
             self._check_cached_input(inputs.graph, edge_weight, x)
             return inputs.node_output(self.lin(self._cached_x.detach()))
