@@ -390,8 +390,8 @@ def _integer_edge_index(path: str, lines: list, numbers: list) -> Tensor:
 
 def _warn_of_unused_ids(path: str, graph: Graph) -> None:
     """Integer ids are node numbers, so an id below the largest that no edge names is an
-    isolated node: a 1-based file gains node 0, a sparse numbering (SNAP's com-Amazon:
-    334,863 ids up to 548,551) gains hundreds of thousands. They count in every average
+    isolated node: a 1-based file gains node 0, a sparse numbering (ids kept from a larger
+    graph a file was cut from) gains one per gap. They count in every average
     over nodes (an influence R, a split's accuracy) without a word; with features or labels
     given in id order they are the user's own nodes, and nothing is said."""
     unused = (graph.in_degree() + graph.out_degree()) == 0

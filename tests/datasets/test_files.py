@@ -260,10 +260,9 @@ def test_percent_comment_lines_are_comments(tmp_path):
 
 @pytest.mark.parametrize("given", [None, "features", "labels"])
 def test_ids_that_no_edge_names_are_counted_and_said(tmp_path, given):
-    """Integer ids are node numbers: a sparse numbering made hundreds of thousands of
-    isolated nodes (SNAP's com-Amazon: 334,863 ids up to 548,551), each counted in an
-    influence R or a split, without a word. Said now, unless features or labels in id
-    order make them the user's own nodes."""
+    """Integer ids are node numbers: a sparse numbering made an isolated node of every
+    unused id below the largest, each counted in an influence R or a split, without a word.
+    Said now, unless features or labels in id order make them the user's own nodes."""
     path = tmp_path / "sparse.txt"
     path.write_text("0 10\n10 20\n20 0\n")
     files = {}
