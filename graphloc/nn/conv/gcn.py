@@ -121,7 +121,6 @@ class GCNConv(torch.nn.Module):
                           f"several graphs (a Graph input caches its own normalisation)",
                           stacklevel=2)
 
-
     def forward_prefix(self, x: Tensor, graph: Graph, num_dst: int) -> Tensor:
         """``forward(x_all, graph)[:num_dst]`` where ``x`` holds the first rows of
         ``x_all``, all that those outputs read (see ``Graph.dst_prefix``); the degrees
@@ -179,7 +178,7 @@ def read_weighted_call(layer: torch.nn.Module, x, edge_index, edge_weight: Tenso
 def normalized_call_graph(inputs, edge_weight: Tensor | None, add_self_loops: bool,
                           dtype) -> tuple[Graph, Tensor]:
     """``D^-1/2 (A + I) D^-1/2`` of a call's graph (``read_inputs``), as PyG's ``gcn_norm``
-    without ``improved``: the propagation of SGConv and APPNP."""
+    without ``improved``: the propagation of SGConv, APPNP and GCN2Conv."""
     graph = inputs.graph
     if inputs.adj_layout is not None and add_self_loops:
         graph, edge_weight = with_sparse_adjacency_loops(graph, edge_weight, 1.0)
