@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import graphloc
 from graphloc import Graph
 from graphloc.nn import (
+    APPNP,
     ChebConv,
     GATConv,
     GCNConv,
@@ -22,6 +23,7 @@ from graphloc.nn import (
     GraphConv,
     LiftConv,
     SAGEConv,
+    SGConv,
     TransformerConv,
 )
 
@@ -179,6 +181,8 @@ CONV_LAYERS = {
     "transformer-fused": lambda: TransformerConv(5, 4, heads=2, concat=False),
     "lift": lambda: LiftConv(5),
     "graphconv": lambda: GraphConv(5, 4, aggr="mean"),
+    "sgc": lambda: SGConv(5, 4, K=2),
+    "appnp": lambda: APPNP(3, 0.2),
 }
 
 

@@ -37,6 +37,10 @@ class APPNP(torch.nn.Module):
             weights, or 1, as they are).
         flow (str, default "source_to_target"): PyG's edge direction.
 
+    Differences from PyG's (docs/models.md): with two or more self-loops at a node and
+    learnable ``edge_weight``, the gradient reaches only the loop whose weight is used
+    (PyG's reaches every one).
+
     Shapes:
         input: node features ``[N, F]`` (or ``[B, N, F]`` on one graph), a ``Graph``, an
         ``edge_index [2, E]`` or a ``torch.sparse`` ``adj_t``, optional ``edge_weight [E]``.

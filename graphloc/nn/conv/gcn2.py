@@ -42,6 +42,12 @@ class GCN2Conv(torch.nn.Module):
         normalize (bool, default True): apply the symmetric normalisation.
         flow (str, default "source_to_target"): PyG's edge direction.
 
+    Differences from PyG's (docs/models.md): with two or more self-loops at a node and
+    learnable ``edge_weight``, the gradient reaches only the loop whose weight is used
+    (PyG's reaches every one); a row holding +-inf gives
+    +-inf as the formula does, where PyG's ``(1 - beta) h + beta h W`` can give
+    inf - inf = NaN.
+
     Shapes:
         input: ``x [N, channels]``, the initial features ``x_0 [N', channels]`` (N' >= N:
         its first N rows are read), a ``Graph``, an ``edge_index [2, E]`` or a

@@ -40,6 +40,10 @@ class SGConv(torch.nn.Module):
         bias (bool, default True): learn the additive bias :math:`\mathbf{b}`.
         flow (str, default "source_to_target"): PyG's edge direction.
 
+    Differences from PyG's (docs/models.md): with two or more self-loops at a node and
+    learnable ``edge_weight``, the gradient reaches only the loop whose weight is used
+    (PyG's reaches every one).
+
     Shapes:
         input: node features ``[N, in_channels]`` (or ``[B, N, in_channels]`` on one graph),
         a ``Graph``, an ``edge_index [2, E]`` or a ``torch.sparse`` ``adj_t``, optional

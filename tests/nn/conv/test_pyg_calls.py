@@ -436,3 +436,64 @@ def test_returned_attention_edges_are_the_callers_to_edit(make):
     _, (want, want_alpha) = ref(x, edge_index, return_attention_weights=True)
     assert torch.equal(again, want)
     torch.testing.assert_close(alpha, want_alpha)
+
+
+# the layers added on 2026-12-04, each with how PyG calls it
+PROPAGATIONS = {
+    "sgc": (lambda m: m.SGConv(4, 3, K=2), lambda layer, x, e, w=None: layer(x, e, w)),
+    "appnp": (lambda m: m.APPNP(3, 0.2), lambda layer, x, e, w=None: layer(x, e, w)),
+    "gcn2": (lambda m: m.GCN2Conv(4, 0.2, theta=0.5, layer=2),
+             lambda layer, x, e, w=None: layer(x, x, e, w)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROPAGATIONS))
+def test_propagation_layers_refuse_bad_input_by_name(name):
+    make, call = PROPAGATIONS[name]
+    layer = make(gl)
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    x = torch.randn(3, 4)
+    cases = [
+        (torch.ones(3, 4, dtype=torch.long), edge_index, None, TypeError,
+         "expects floating-point node features x, got torch.int64"),
+        (x, edge_index.float(), None, TypeError, "edge_index must have an integer dtype"),
+        (x, torch.tensor([[0, 1, 5], [1, 2, 0]]), None, ValueError,
+         r"edge_index\[0\] holds 5 .* 3"),
+        (x, edge_index, torch.rand(2), ValueError, "edge_weight has 2 rows but the graph has 3"),
+        (x, edge_index, torch.ones(3, dtype=torch.long), TypeError, "edge_weight"),
+    ]
+    if name != "appnp":  # APPNP takes any width
+        cases.append((torch.randn(3, 5), edge_index, None, ValueError, r"x of shape \[N, 4\]"))
+    for xs, edges, weight, error, match in cases:
+        with pytest.raises(error, match=match):
+            call(layer, xs, edges, weight)
+    empty = call(layer, torch.randn(0, 4), torch.empty(2, 0, dtype=torch.long))
+    assert empty.shape[0] == 0
+
+
+@pytest.mark.parametrize("name", sorted(PROPAGATIONS))
+def test_propagation_layers_on_special_values_hubs_and_empty_rows(name):
+    """NaN and -inf features, a hub, isolated nodes: PyG's output (NaN where PyG's is NaN),
+    with the kernels and with their pure-torch twins. GCN2Conv: PyG's propagation, then
+    the paper's h ((1 - beta) I + beta W) as one product; PyG's (1 - beta) h + beta h W
+    makes -inf - inf = NaN where a row holds -inf and W's diagonal entry is negative
+    (docs/models.md)."""
+    from helpers import random_edge_index, reference_ops
+    make, call = PROPAGATIONS[name]
+    edge_index = random_edge_index(40, 200, seed=21, hub_degree=60)
+    n = int(edge_index.max()) + 3  # two isolated nodes
+    x = torch.randn(n, 4, dtype=torch.float64)
+    x[3, 1], x[7, 2] = float("nan"), float("-inf")
+    torch.manual_seed(0)
+    theirs = make(pyg).double()
+    ours = make(gl).double()
+    if list(theirs.parameters()):
+        ours.load_state_dict(theirs.state_dict())
+    expected = call(theirs, x, edge_index)
+    if name == "gcn2":  # beta = log(0 / 1 + 1) = 0: PyG's (1 - alpha) P x + alpha x_0 alone
+        h = pyg.GCN2Conv(4, 0.2, theta=0.0, layer=1).double()(x, x, edge_index)
+        eye = torch.eye(4, dtype=torch.float64)
+        expected = h @ ((1 - theirs.beta) * eye + theirs.beta * theirs.weight1.detach())
+    torch.testing.assert_close(call(ours, x, edge_index), expected, equal_nan=True)
+    with reference_ops():
+        torch.testing.assert_close(call(ours, x, edge_index), expected, equal_nan=True)
