@@ -283,7 +283,7 @@ def labelled_split(y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 _FLOAT32_EXACT = 2**24
 
 
-def float_features(x, stacklevel: int = 3) -> Tensor:
+def float_features(x) -> Tensor:
     """Features as the layers take them: integer or boolean ones (counts, one-hot) as
     float32, sparse ones dense. Complex features are left for NodeDataset to refuse: cast,
     they lost their imaginary part with only torch's warning. Integers beyond 2^24 in
@@ -300,7 +300,7 @@ def float_features(x, stacklevel: int = 3) -> Tensor:
                           f"(exact up to 2^24 = {_FLOAT32_EXACT:,}): the cast rounds them "
                           f"(to a multiple of {2 ** max(0, largest.bit_length() - 24):,} "
                           "there); scale or shift them first if their low digits matter",
-                          stacklevel=stacklevel)
+                          stacklevel=3)  # from_pyg's or load_graph_file's caller
     return x.float()
 
 

@@ -75,16 +75,16 @@ class APPNP(torch.nn.Module):
             weight = None if edge_weight is None else edge_weight.to(x.dtype)
         if weight is None and (self.alpha != 0 or self.dropout > 0):
             weight = x.new_ones(graph.num_edges)  # (PyG's dropout asserts there are weights)
+        # (1 - alpha) folded into the E weights and alpha h added in place: one pass over
+        # [N, F] per step besides the product, where (S x) (1 - alpha) + alpha h made three
+        # (spmm's backward does not read its output, so the in-place add is safe)
+        dropping = self.dropout > 0 and self.training
+        scaled = None if weight is None or dropping else weight * (1 - self.alpha)
         h = x
         for _ in range(self.K):
-            step_weight = weight
-            if self.dropout > 0 and self.training:
-                step_weight = ops.dropout(step_weight, p=self.dropout)
-            # (1 - alpha) folded into the E weights and alpha h added in place: one pass over
-            # [N, F] per step besides the product, where (S x) (1 - alpha) + alpha h made
-            # three (spmm's backward does not read its output, so the in-place add is safe)
-            if step_weight is not None:
-                step_weight = step_weight * (1 - self.alpha)
+            step_weight = scaled
+            if dropping:  # a new mask at each step, as PyG's
+                step_weight = ops.dropout(weight, p=self.dropout) * (1 - self.alpha)
             x = ops.spmm(graph, x, step_weight)
             if self.alpha != 0:
                 x = x.add_(h, alpha=self.alpha)
