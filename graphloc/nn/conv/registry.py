@@ -46,13 +46,23 @@ def check_stack(owner: str, conv: str, dropout: float, **sizes) -> None:
 
 
 def _multi_head(layer):
-    """A factory for an attention layer with ``heads`` heads: concatenated to
-    ``out_channels`` in total when ``heads`` divides it, else averaged (each head
-    ``out_channels`` wide), as GAT's own output layer does."""
-    def factory(in_channels: int, out_channels: int, heads: int = 4, **kwargs):
-        if out_channels % heads == 0:
-            return layer(in_channels, out_channels // heads, heads=heads, **kwargs)
-        return layer(in_channels, out_channels, heads=heads, concat=False, **kwargs)
+    """A factory for an attention layer with ``heads`` heads, as PyG's ``GAT`` model builds
+    them: concatenated to ``out_channels`` in total (``heads`` must divide it), or, with
+    ``concat=False``, averaged, each head ``out_channels`` wide (GAT's output layer: the
+    last layer of a ``GNN``). Until 2026-12-04 a width that ``heads`` did not divide
+    switched to averaging silently (three times the work of the width asked for)."""
+    def factory(in_channels: int, out_channels: int, heads: int = 4, concat: bool = True,
+                **kwargs):
+        check_sizes(layer.__name__, heads=heads, out_channels=out_channels)
+        if not concat:
+            return layer(in_channels, out_channels, heads=heads, concat=False, **kwargs)
+        if isinstance(out_channels, int) and out_channels % heads:
+            raise ValueError(f"{layer.__name__}: heads={heads} does not divide the width "
+                             f"{out_channels} its concatenated heads must add up to; pick "
+                             "heads that divide it, or pass concat=False to average heads "
+                             f"{out_channels} wide each")
+        return layer(in_channels, out_channels // heads, heads=heads, **kwargs)
+    factory.averages_last_layer = True
     return factory
 
 

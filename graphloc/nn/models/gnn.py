@@ -31,6 +31,15 @@ ACTIVATIONS = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "elu": torch.nn.ELU
          "tanh": torch.nn.Tanh, "identity": torch.nn.Identity}
 
 
+def _last_layer_kwargs(conv: str, conv_kwargs: dict) -> dict:
+    """The output conv's arguments: a multi-head attention conv averages its heads there
+    (``concat=False``, each head ``out_channels`` wide), as GAT's output layer and PyG's
+    ``GAT`` model (which overrides a ``concat`` given for the stack there too)."""
+    if getattr(CONVS[conv], "averages_last_layer", False):
+        return {**conv_kwargs, "concat": False}
+    return conv_kwargs
+
+
 class GNN(ModelCapabilities, torch.nn.Module):
     """``num_layers`` convs of one registered kind with norm, activation, dropout and
     optional residual connections between them.
@@ -45,6 +54,9 @@ class GNN(ModelCapabilities, torch.nn.Module):
         norm (None, "batch" or "layer"): normalisation after each hidden conv.
         residual (bool, default False): add the layer input to each hidden -> hidden conv.
         **conv_kwargs: passed to every conv (e.g. ``K=3`` for cheb, ``aggr="max"``).
+            Multi-head convs (gat, transformer; ``heads``, default 4) as PyG's ``GAT``
+            model: the hidden convs concatenate their heads (``heads`` must divide
+            ``hidden_channels``), the last one averages them.
 
     Shapes:
         input: ``[N, in_channels]`` and a ``Graph`` or ``edge_index``.
@@ -67,8 +79,10 @@ class GNN(ModelCapabilities, torch.nn.Module):
         widths = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
         self.conv_name, self.residual = conv, residual
         self.in_channels = in_channels
-        self.convs = torch.nn.ModuleList(CONVS[conv](i, o, **conv_kwargs)
-                                         for i, o in zip(widths[:-1], widths[1:], strict=True))
+        layer_kwargs = [conv_kwargs] * (num_layers - 1) + [_last_layer_kwargs(conv, conv_kwargs)]
+        self.convs = torch.nn.ModuleList(
+            CONVS[conv](i, o, **kwargs)
+            for i, o, kwargs in zip(widths[:-1], widths[1:], layer_kwargs, strict=True))
         make_norm = {None: lambda w: torch.nn.Identity(), "batch": torch.nn.BatchNorm1d,
                      "layer": torch.nn.LayerNorm}[norm]
         self.norms = torch.nn.ModuleList(make_norm(w) for w in widths[1:-1])

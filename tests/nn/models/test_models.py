@@ -32,6 +32,32 @@ def test_gnn_equals_the_layers_composed_by_hand():
     torch.testing.assert_close(model(x, edge_index), c2(h, graph))
 
 
+@pytest.mark.parametrize("heads, hidden, out, layers", [(4, 16, 4, 3), (3, 12, 5, 2),
+                                                         (2, 8, 6, 1), (1, 5, 3, 2)])
+def test_gat_stack_is_pygs_gat_model(heads, hidden, out, layers):
+    """Hidden convs concatenate their heads, the output conv averages them: PyG's ``GAT``
+    model's parameters load as they are and give its outputs (an output width divisible
+    by the heads used to concatenate one-channel heads)."""
+    pyg_nn = pytest.importorskip("torch_geometric.nn")
+    torch.manual_seed(0)
+    theirs = pyg_nn.GAT(7, hidden, layers, out, heads=heads).eval()
+    ours = GNN("gat", 7, hidden, out, layers, heads=heads).eval()
+    ours.load_state_dict(theirs.state_dict(), strict=True)
+    edge_index = random_edge_index(25, 90, seed=43)
+    x = torch.randn(25, 7)
+    torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
+
+
+@pytest.mark.parametrize("conv", ["gat", "transformer"])
+def test_multi_head_stack_refuses_heads_that_do_not_divide_the_width(conv):
+    with pytest.raises(ValueError, match="heads=3 does not divide the width 16"):
+        GNN(conv, 4, 16, 2, num_layers=2, heads=3)
+    with pytest.raises(ValueError, match="heads must be an integer >= 1, got 0"):
+        GNN(conv, 4, 16, 2, num_layers=2, heads=0)
+    averaged = CONVS[conv](4, 16, heads=3, concat=False)
+    assert (averaged.heads, averaged.out_channels, averaged.concat) == (3, 16, False)
+
+
 @pytest.mark.parametrize("conv", ["gcn", "sage", "gat", "gin", "cheb", "transformer"])
 def test_gnn_compiles_without_graph_breaks(conv):
     torch._dynamo.reset()
