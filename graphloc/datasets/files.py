@@ -346,11 +346,26 @@ def _edge_list_rows(path: str) -> list:
             delimiter = next((d for d in ("\t", ",", ";") if d in sample), " ")
             reader = csv.reader(f, delimiter=delimiter, skipinitialspace=True)
             # "#" (SNAP) and "%" (KONECT, MatrixMarket) start comment lines
-            return [(reader.line_num, row) for row in reader
+            rows = [(reader.line_num, row) for row in reader
                     if row and not row[0].startswith(("#", "%"))]
     except (UnicodeDecodeError, csv.Error) as err:
         raise ValueError(f"{path}: not a text edge list ({type(err).__name__}: {err})") \
             from err
+    return _space_separated_lines_split(rows) if delimiter == "\t" else rows
+
+
+def _space_separated_lines_split(rows: list) -> list:
+    """A tab-separated file's lines that hold no tab, split at spaces: files edited by hand
+    or joined from several sources mix the two, and such a line was one field: the error
+    "line N has 1" column, or, as the first line, a header, and that edge was dropped
+    without a word. Unless some tab-separated field holds a space (names such as "New
+    York"), where a line without a tab is not told apart from one name."""
+    if any(" " in field.strip() for _, row in rows if len(row) > 1 for field in row):
+        return rows
+    return [(number, next(csv.reader([row[0].strip()], delimiter=" ",
+                                        skipinitialspace=True)))
+            if len(row) == 1 and " " in row[0].strip() else (number, row)
+            for number, row in rows]
 
 
 # what pandas, Python and database exports write for a missing value (not "NA", which

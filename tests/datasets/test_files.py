@@ -418,6 +418,20 @@ def test_the_delimiter_is_read_from_the_edges_not_the_comments(tmp_path):
     assert load_graph_file(str(path)).graph.edge_index.tolist() == [[0, 1], [1, 2]]
 
 
+def test_tab_separated_lines_mixed_with_space_separated_ones(tmp_path):
+    """A line without a tab in a tab-separated file was one field: as the first line a
+    header (its edge dropped without a word), elsewhere an error."""
+    path = tmp_path / "mixed.txt"
+    path.write_text("0  1\n1\t2\n 2 3\n3 \t0\n")
+    assert load_graph_file(str(path)).graph.edge_index.tolist() == [[0, 1, 2, 3], [1, 2, 3, 0]]
+    path.write_text("source target\n0\t1\n1\t2\n")
+    assert load_graph_file(str(path)).graph.edge_index.tolist() == [[0, 1], [1, 2]]
+    # names holding spaces: a line without a tab is one name, not an edge
+    path.write_text("0\tNew York\nNew York\tBoston\nBoston 0\n")
+    with pytest.raises(ValueError, match="line 3 has 1"):
+        load_graph_file(str(path))
+
+
 class _MakesADirectory:
     """A pickled object that runs os.mkdir when unpickled: what a .pt from elsewhere can do."""
 
