@@ -3,6 +3,8 @@ of graphloc's, so ops and csrc wrappers can use it too)."""
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 
@@ -20,6 +22,28 @@ def check_int(value, name: str, low: int) -> int:
 
 
 _INDEX_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
+
+
+def physical_memory_bytes() -> int | None:
+    """This machine's physical memory, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_fits_in_memory(shape: tuple[int, ...], dtype: torch.dtype, argument: str) -> None:
+    """An output of ``shape`` that ``argument`` sizes, refused by name when it exceeds the
+    machine's memory: the allocator's own error names a byte count and no argument."""
+    numel = 1
+    for size in shape:
+        numel *= int(size)
+    needed = numel * torch.empty((), dtype=dtype).element_size()
+    memory = physical_memory_bytes()
+    if memory is not None and needed > memory:
+        raise ValueError(f"{argument} asks for a {list(shape)} {dtype} output of "
+                         f"{needed / 2**30:,.1f} GiB, more than this machine's memory "
+                         f"({memory / 2**30:,.1f} GiB)")
 
 
 def check_index(index, dim_size: int, name: str) -> None:

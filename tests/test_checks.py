@@ -5,6 +5,7 @@ import collections
 import pytest
 import torch
 
+from graphloc import checks
 from graphloc.checks import first_repeated, refuse_integer_mask
 
 
@@ -37,3 +38,16 @@ def test_first_repeated_against_counting():
             counts = collections.Counter(ids.tolist())
             repeated = sorted(v for v, c in counts.items() if c > 1)
             assert first_repeated(ids) == (repeated[0] if repeated else None)
+
+
+def test_outputs_beyond_the_machines_memory_are_refused_by_argument(monkeypatch):
+    """The byte count is the shape's product times the element size (2^20 x 2^10 float64
+    is exactly 8 GiB): refused below that memory, allowed at it."""
+    monkeypatch.setattr(checks, "physical_memory_bytes", lambda: 8 * 2**30 - 1)
+    with pytest.raises(ValueError, match=r"K=1024 asks for a \[1048576, 1024\] torch.float64 "
+                                         r"output of 8.0 GiB"):
+        checks.check_fits_in_memory((2**20, 2**10), torch.float64, "K=1024")
+    monkeypatch.setattr(checks, "physical_memory_bytes", lambda: 8 * 2**30)
+    checks.check_fits_in_memory((2**20, 2**10), torch.float64, "K=1024")
+    monkeypatch.setattr(checks, "physical_memory_bytes", lambda: None)  # unknown: no check
+    checks.check_fits_in_memory((2**40, 2**20), torch.float64, "K")

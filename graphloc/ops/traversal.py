@@ -13,7 +13,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_int, first_repeated
+from graphloc.checks import check_fits_in_memory, check_int, first_repeated
 from graphloc.ops._library import HAS_EXTENSION, kernels
 from graphloc.ops.reference import local_eccentricity as _eccentricity_twin
 
@@ -121,6 +121,7 @@ def hop2_sample(graph, K: int, seed: int = 0) -> Tensor:
     check_int(K, "K (tokens per node)", 1)
     check_int(seed, "seed", 0)
     indptr, indices = _csr_on_cpu(graph, "hop2_sample")
+    check_fits_in_memory((indptr.numel() - 1, K), torch.long, f"K={K} (tokens per node)")
     return kernels.hop2_sample(indptr, indices, K, seed)
 
 

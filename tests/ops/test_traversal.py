@@ -72,6 +72,10 @@ def test_bad_arguments_are_named():
         ops.neighbor_sample(graph, torch.tensor([0]), [-2])
     with pytest.raises(ValueError, match="K \\(tokens per node\\) must be an integer >= 1"):
         ops.hop2_sample(graph, 0)
+    # [40, 10^12] tokens: 320 TB, beyond any machine (the allocator named only bytes)
+    with pytest.raises(ValueError, match=r"K=1000000000000 \(tokens per node\) asks for a "
+                                         r"\[40, 1000000000000\] torch.int64 output of"):
+        ops.hop2_sample(graph, 10**12)
     with pytest.raises(ValueError, match="lengths must be a tensor of shape"):
         ops.local_eccentricity(graph, torch.rand(3), 2)
     with pytest.raises(ValueError, match="lengths must be non-negative"):
