@@ -171,6 +171,9 @@ def read_weighted_call(layer: torch.nn.Module, x, edge_index, edge_weight: Tenso
     """``(inputs, x, edge_weight)`` of a call on one node set with optional edge weights
     (``read_inputs`` in the layer's flow; x checked against ``width``, None: any)."""
     inputs = read_inputs(layer, x, edge_index, flow=layer.flow)
+    if getattr(layer, "normalize", True):  # gcn_norm's error named no layer
+        inputs.graph._require_one_node_set(
+            f"{type(layer).__name__} (D^-1/2 (A + I) D^-1/2 of one node set)")
     check_input(layer, inputs.x_src, width)
     return inputs, inputs.x_src, weights_from(layer, inputs, edge_weight)
 

@@ -156,3 +156,20 @@ def test_learnable_weights_summing_to_zero_at_a_node_keep_finite_gradients():
     ours_grad, pyg_grad = grads
     assert torch.isnan(pyg_grad[:2]).all() and torch.isfinite(ours_grad).all()
     torch.testing.assert_close(ours_grad[2:], pyg_grad[2:])
+
+
+@pytest.mark.parametrize("name", ["GCNConv", "SGConv", "APPNP", "GCN2Conv"])
+def test_normalising_convs_refuse_a_bipartite_graph_by_name(name):
+    """D^-1/2 (A + I) D^-1/2 needs one node set; the error named gcn_norm, not the layer.
+    Without the normalisation a bipartite graph is a plain weighted product."""
+    import graphloc.nn as gl
+    conv = {"GCNConv": lambda: gl.GCNConv(4, 2), "SGConv": lambda: gl.SGConv(4, 2),
+            "APPNP": lambda: gl.APPNP(2, 0.1), "GCN2Conv": lambda: gl.GCN2Conv(4, 0.1)}[name]()
+    graph = Graph.bipartite(torch.tensor([[0, 2], [1, 0]]), (3, 2))
+    x = torch.randn(3, 4)
+    args = (x, x, graph) if name == "GCN2Conv" else (x, graph)
+    with pytest.raises(ValueError, match=rf"^{name} \(D\^-1/2 .* bipartite \(3 source, 2 dest"):
+        conv(*args)
+    plain = GCNConv(4, 2, normalize=False)
+    expected = torch.zeros(2, 2).index_add_(0, torch.tensor([1, 0]), plain.lin(x)[[0, 2]])
+    torch.testing.assert_close(plain(x, graph), expected + plain.bias)
