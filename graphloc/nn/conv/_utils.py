@@ -49,6 +49,19 @@ def check_input(layer: torch.nn.Module, x: Tensor, in_channels: int | None,
         width = "F" if in_channels is None else in_channels
         raise ValueError(f"{layer.__class__.__name__} expects {name} of shape [N, {width}], "
                          f"got {list(x.shape)}")
+    _check_dtype(layer, x, name)
+
+
+def _check_dtype(layer: torch.nn.Module, x: Tensor, name: str) -> None:
+    """Features in the layer's parameter dtype (outside autocast, which converts both):
+    torch's own error ("mat1 and mat2 must have the same dtype") names no argument."""
+    if torch.is_autocast_enabled(x.device.type):
+        return
+    weight = next((p for p in layer.parameters() if p.is_floating_point()), None)
+    if weight is not None and weight.dtype != x.dtype:
+        raise TypeError(f"{layer.__class__.__name__} has {weight.dtype} parameters, but "
+                        f"{name} is {x.dtype}: convert one to the other "
+                        f"({name}.to({weight.dtype}) or layer.to({x.dtype}))")
 
 
 def split_widths(in_channels) -> tuple:

@@ -2,7 +2,10 @@
 
 import pytest
 import torch
+from helpers import CONV_LAYERS
+from parity import parity_graph
 
+from graphloc import Graph
 from graphloc.nn.conv._utils import narrow_matmul
 
 
@@ -33,3 +36,24 @@ def test_narrow_matmul_gradcheck():
     w = torch.randn(5, 2, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(narrow_matmul, (x, w))
     assert torch.autograd.gradgradcheck(narrow_matmul, (x, w))
+
+
+@pytest.mark.parametrize("name", sorted(CONV_LAYERS))
+def test_features_in_another_dtype_than_the_parameters_are_refused_by_name(name):
+    """float64 features into a float32 layer: a TypeError naming x and both dtypes (torch's
+    own error named neither). The same layer converted runs, and its float64 output is the
+    float32 run's to float32 precision."""
+    edge_index, n = parity_graph(15)
+    torch.manual_seed(0)
+    graph = Graph(edge_index, num_nodes=n, edge_attr=torch.randn(edge_index.size(1), 3))
+    conv, x = CONV_LAYERS[name](), torch.randn(n, 5)
+    if not any(p.is_floating_point() for p in conv.parameters()):  # APPNP: nothing to meet
+        assert conv(x.double(), graph).dtype == torch.float64
+        return
+    with pytest.raises(TypeError, match=rf"^{type(conv).__name__} has torch.float32 "
+                                        r"parameters, but x is torch.float64"):
+        conv(x.double(), graph)
+    want = conv(x, graph)
+    graph64 = Graph(edge_index, num_nodes=n, edge_attr=graph.edge_attr.double())
+    got = conv.double()(x.double(), graph64)
+    torch.testing.assert_close(got, want.double(), rtol=1e-4, atol=1e-5)
