@@ -68,6 +68,68 @@ def _num_loops(graph: Graph) -> int:
     return min(graph.num_nodes, graph.num_src_nodes)
 
 
+def loop_edge_attr(graph: Graph, keep: Tensor, edge_attr: Tensor,
+                   fill_value: float | str) -> Tensor:
+    """PyG's ``add_self_loops`` on edge features: the kept edges' rows, then one row per
+    added loop, a constant or the node's "mean" / "sum" / "max" / "min" of its kept
+    incoming rows."""
+    kept = edge_attr[keep]
+    if isinstance(fill_value, str):
+        fill = ops.scatter(kept, graph.edge_index[1][keep], 0, dim_size=graph.num_nodes,
+                           reduce=fill_value)[:_num_loops(graph)]
+    else:
+        fill = kept.new_full((_num_loops(graph), *kept.shape[1:]), float(fill_value))
+    return torch.cat([kept, fill])
+
+
+def attention_edge_features(layer: torch.nn.Module, inputs, edge_attr: Tensor | None):
+    """A GAT-like layer's edge features ``[E, D]``: the call's, an adjacency's or the
+    Graph's when the layer has ``edge_dim`` (without it, a call's own are still checked,
+    and enter no score, as PyG's)."""
+    if layer.edge_dim is not None:
+        edge_attr = edge_features_from(layer, inputs, edge_attr)
+    else:
+        edge_attr = inputs.edge_input(edge_attr)
+    if edge_attr is not None and edge_attr.dim() == 1:
+        edge_attr = edge_attr.view(-1, 1)
+    if edge_attr is not None:
+        check_edge_rows(layer, "edge_attr", edge_attr, inputs.graph.num_edges)
+    return edge_attr
+
+
+def with_pyg_loops(graph: Graph, add_self_loops: bool, edge_attr: Tensor | None,
+                   fill_value: float | str, weights_returned: bool):
+    """GAT's graph as PyG's builds it: ``(graph, edge_attr, stale, pyg_order)``. Eagerly,
+    old loops dropped and one loop per node added, the edges sorted by destination
+    (``pyg_order``: PyG's edge list and the order mapping it to the graph's, when edge
+    features or returned weights need them); under ``torch.compile`` without either, every
+    edge kept and the old loops masked (``stale``)."""
+    if add_self_loops and edge_attr is None and not weights_returned \
+            and torch.compiler.is_compiling():
+        graph, stale = graph.cached("gat_masked_loops", lambda: _with_masked_loops(graph))
+        return graph, None, stale, None
+    if not add_self_loops:
+        return graph, edge_attr, None, None
+    loops = graph.cached("gat_self_loops", lambda: _with_fresh_self_loops(graph))
+    pyg_order = None
+    if edge_attr is not None or weights_returned:  # cached on first need
+        pyg_order = graph.cached("gat_pyg_edge_order", lambda: _pyg_edge_order(graph))
+    if edge_attr is not None:
+        pyg_edge_index, order, keep = pyg_order
+        edge_attr = loop_edge_attr(graph, keep, edge_attr, fill_value)[order]
+    return loops, edge_attr, None, pyg_order
+
+
+def returned_weights(inputs, graph: Graph, pyg_order, alpha: Tensor):
+    """``(edge_index, alpha)`` in PyG's edge order (the layer's graph's, without added
+    loops), or PyG's sparse adjacency form."""
+    if pyg_order is None:
+        return inputs.attention_output(graph.edge_index, alpha)
+    pyg_edge_index, order, _ = pyg_order
+    return inputs.attention_output(pyg_edge_index,
+                                   torch.empty_like(alpha).index_copy(0, order, alpha))
+
+
 class GATConv(torch.nn.Module):
     r"""The graph attention operator of `Veličković et al., "Graph Attention Networks"
     (ICLR 2018) <https://arxiv.org/abs/1710.10903>`_:
@@ -151,15 +213,6 @@ class GATConv(torch.nn.Module):
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
 
-    def _loop_edge_attr(self, graph: Graph, keep: Tensor, edge_attr: Tensor) -> Tensor:
-        kept = edge_attr[keep]
-        if isinstance(self.fill_value, str):
-            fill = ops.scatter(kept, graph.edge_index[1][keep], 0, dim_size=graph.num_nodes,
-                               reduce=self.fill_value)[:_num_loops(graph)]
-        else:
-            fill = kept.new_full((_num_loops(graph), *kept.shape[1:]), float(self.fill_value))
-        return torch.cat([kept, fill])
-
     def forward(self, x: Tensor | tuple[Tensor, Tensor | None], edge_index,
                 edge_attr: Tensor | None = None, size: tuple[int, int] | None = None,
                 return_attention_weights: bool | None = None):
@@ -169,26 +222,9 @@ class GATConv(torch.nn.Module):
         H, C = self.heads, self.out_channels
         # PyG's rule: the weights are returned whenever the argument is given, even False
         return_attention_weights = return_attention_weights is not None
-        if self.edge_dim is not None:  # without edge features: no edge term, as PyG's
-            edge_attr = edge_features_from(self, inputs, edge_attr)
-        else:
-            edge_attr = inputs.edge_input(edge_attr)
-        if edge_attr is not None and edge_attr.dim() == 1:
-            edge_attr = edge_attr.view(-1, 1)
-        if edge_attr is not None:
-            check_edge_rows(self, "edge_attr", edge_attr, graph.num_edges)
-        loops = stale = None
-        if self.add_self_loops and edge_attr is None and not return_attention_weights \
-                and torch.compiler.is_compiling():
-            graph, stale = graph.cached("gat_masked_loops", lambda: _with_masked_loops(graph))
-        elif self.add_self_loops:  # PyG's edge list itself (eagerly, old loops dropped)
-            loops = graph.cached("gat_self_loops", lambda: _with_fresh_self_loops(graph))
-            if edge_attr is not None or return_attention_weights:  # cached on first need
-                pyg_edge_index, order, keep = graph.cached(
-                    "gat_pyg_edge_order", lambda: _pyg_edge_order(graph))
-            if edge_attr is not None:
-                edge_attr = self._loop_edge_attr(graph, keep, edge_attr)[order]
-            graph = loops
+        edge_attr = attention_edge_features(self, inputs, edge_attr)
+        graph, edge_attr, stale, pyg_order = with_pyg_loops(
+            graph, self.add_self_loops, edge_attr, self.fill_value, return_attention_weights)
         h, a_src, a_dst = self._project(x_src, x_dst, graph.num_nodes)
         dropping = self.dropout > 0 and self.training
         if stale is None and edge_attr is None and not dropping and not return_attention_weights:
@@ -210,10 +246,7 @@ class GATConv(torch.nn.Module):
         out = self._finish(inputs, out, x_dst)
         if not return_attention_weights:
             return out
-        if loops is None:
-            return out, inputs.attention_output(graph.edge_index, alpha)
-        return out, inputs.attention_output(
-            pyg_edge_index, torch.empty_like(alpha).index_copy(0, order, alpha))
+        return out, returned_weights(inputs, graph, pyg_order, alpha)
 
     def _finish(self, inputs, out: Tensor, x_dst: Tensor | None) -> Tensor:
         """The heads' outputs ``[N, H * C]`` concatenated or averaged, plus the residual
