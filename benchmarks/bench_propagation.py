@@ -1,12 +1,12 @@
-"""SGConv, APPNP and GCN2Conv against PyG's, forward + backward, on the two benchmark
-graphs.
+"""The drop-ins added after the layer benchmark's table (SGConv, APPNP, GCN2Conv,
+GATv2Conv) against PyG's, forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
 cancels. The layers are called as PyG's, ``layer(x, edge_index)`` (GCN2Conv:
 ``layer(x, x_0, edge_index)``, x_0 = x), with F = 64 features.
 
-    python benchmarks/bench_propagation.py [--turns 7]
+    python benchmarks/bench_propagation.py [--turns 7] [--layers GATv2Conv ...]
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ def compare(ours, theirs, x, edge_index, turns: int) -> tuple[float, float, floa
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=7)
+    parser.add_argument("--layers", nargs="+", metavar="NAME",
+                        help="only the layers whose label starts with one of these")
     args = parser.parse_args()
     import torch_geometric.nn as pyg
 
@@ -69,7 +71,11 @@ def main() -> None:
                 ("SGConv(64, 64, K=2)", gl.SGConv(F, F, K=2), pyg.SGConv(F, F, K=2)),
                 ("GCN2Conv(64, alpha=0.1, theta=0.5, layer=1)",
                  gl.GCN2Conv(F, 0.1, theta=0.5, layer=1),
-                 pyg.GCN2Conv(F, 0.1, theta=0.5, layer=1))):
+                 pyg.GCN2Conv(F, 0.1, theta=0.5, layer=1)),
+                ("GATv2Conv(64, 16, heads=4)", gl.GATv2Conv(F, 16, heads=4),
+                 pyg.GATv2Conv(F, 16, heads=4))):
+            if args.layers and not label.startswith(tuple(args.layers)):
+                continue
             mine, peer, ratio = compare(ours, theirs, x, edge_index, args.turns)
             print(f"| {name} | {label} | {mine * 1e3:.0f} | {peer * 1e3:.0f} | {ratio:.1f}x |",
                   flush=True)

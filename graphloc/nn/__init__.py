@@ -11,6 +11,7 @@ from graphloc.nn.conv import (
     CONVS,
     ChebConv,
     GATConv,
+    GATv2Conv,
     GCN2Conv,
     GCNConv,
     GINConv,
@@ -50,7 +51,8 @@ from graphloc.nn.models import (
 )
 from graphloc.nn.registry import MODELS, build_model, register_model
 
-__all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv", "GraphConv",
+__all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
+           "GraphConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "GNN", "DAGNN", "LiftConv",
            "LiftBlock", "LiftGCN",
            "TopMAttention", "TANGNNLayer", "TANGNN", "top_m_similar", "LargeGT",

@@ -3,8 +3,9 @@
 A PyG ``BasicGNN`` (``GCN``, ``GraphSAGE``, ``GIN``, ``GAT``) whose options graphloc's
 :class:`~graphloc.nn.models.gnn.GNN` has becomes a ``GNN`` with the same weights, so it gets
 the fused kernels and, in influence measurements, the layer pruning. Any other module gets
-its PyG convs (GCNConv, SAGEConv, GATConv, GINConv, GINEConv, ChebConv, TransformerConv,
-GraphConv) replaced in place by graphloc's, weights copied. Every conversion is checked on
+its PyG convs (GCNConv, SAGEConv, GATConv, GATv2Conv, GINConv, GINEConv, ChebConv,
+TransformerConv, GraphConv, SGConv, APPNP, GCN2Conv) replaced in place by graphloc's,
+weights copied. Every conversion is checked on
 a probe against the original, and what did not convert (or did not give the same outputs)
 is left as it was and reported.
 """
@@ -157,6 +158,16 @@ def _gat(conv):
                            residual=getattr(conv, "res", None) is not None)
 
 
+def _gatv2(conv):
+    _simple_flow(conv)
+    return gl_conv.GATv2Conv(conv.in_channels, conv.out_channels, heads=conv.heads,
+                             concat=conv.concat, negative_slope=conv.negative_slope,
+                             dropout=conv.dropout, add_self_loops=conv.add_self_loops,
+                             edge_dim=conv.edge_dim, fill_value=conv.fill_value,
+                             bias=conv.bias is not None, share_weights=conv.share_weights,
+                             residual=getattr(conv, "res", None) is not None)
+
+
 def _gin(conv):
     _simple_flow(conv)
     return gl_conv.GINConv(copy.deepcopy(conv.nn), eps=conv.initial_eps,
@@ -216,7 +227,8 @@ def _gcn2(conv):
     return ours
 
 
-_CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GINConv": _gin,
+_CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
+               "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
                "GraphConv": _graph_conv, "SGConv": _sg_conv, "APPNP": _appnp,
                "GCN2Conv": _gcn2}

@@ -5,6 +5,7 @@ registry (``CONVS``, ``register_conv``) lives in ``registry.py``."""
 from graphloc.nn.conv.appnp import APPNP
 from graphloc.nn.conv.cheb import ChebConv
 from graphloc.nn.conv.gat import GATConv
+from graphloc.nn.conv.gatv2 import GATv2Conv
 from graphloc.nn.conv.gcn import GCNConv
 from graphloc.nn.conv.gcn2 import GCN2Conv
 from graphloc.nn.conv.gin import GINConv, GINEConv
@@ -20,7 +21,8 @@ from graphloc.nn.conv.tangnn import TANGNNLayer, TopMAttention
 from graphloc.nn.conv.transformer import TransformerConv
 from graphloc.nn.conv.ugt import UGTLayer
 
-__all__ = ["GCNConv", "SAGEConv", "GATConv", "GINConv", "GINEConv", "ChebConv", "GraphConv",
+__all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
+           "GraphConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LiftConv", "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
            "register_conv"]

@@ -10,6 +10,7 @@ import torch
 from graphloc.nn.conv._utils import check_dropouts, check_sizes
 from graphloc.nn.conv.cheb import ChebConv
 from graphloc.nn.conv.gat import GATConv
+from graphloc.nn.conv.gatv2 import GATv2Conv
 from graphloc.nn.conv.gcn import GCNConv
 from graphloc.nn.conv.gin import GINConv
 from graphloc.nn.conv.graph_conv import GraphConv
@@ -67,6 +68,7 @@ def _multi_head(layer):
 
 
 register_conv("gat")(_multi_head(GATConv))
+register_conv("gatv2")(_multi_head(GATv2Conv))
 register_conv("transformer")(_multi_head(TransformerConv))
 
 

@@ -29,6 +29,7 @@ CONVS = [
     ("gin", lambda: gl.GINConv(mlp(), train_eps=True),
      lambda: pyg.GINConv(mlp(), train_eps=True), True),
     ("gat", lambda: gl.GATConv(8, 3, heads=2), lambda: pyg.GATConv(8, 3, heads=2), False),
+    ("gatv2", lambda: gl.GATv2Conv(8, 3, heads=2), lambda: pyg.GATv2Conv(8, 3, heads=2), False),
     ("transformer", lambda: gl.TransformerConv(8, 3, heads=2),
      lambda: pyg.TransformerConv(8, 3, heads=2), False),
     ("cheb", lambda: gl.ChebConv(8, 6, K=3), lambda: pyg.ChebConv(8, 6, K=3), True),
@@ -75,7 +76,7 @@ def test_sparse_adjacency_input(name, ours, theirs, weighted, layout):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("cls", [gl.GATConv, gl.TransformerConv])
+@pytest.mark.parametrize("cls", [gl.GATConv, gl.GATv2Conv, gl.TransformerConv])
 def test_attention_weights_come_back_in_the_adjacency_layout(cls, layout):
     edge_index, n = parity_graph(12)
     edge_index = torch.unique(edge_index, dim=1)
@@ -154,11 +155,12 @@ def test_static_graphs_match_pyg(name):
                   lambda m, xs: m(xs, edge_index, *extra), x)
 
 
-@pytest.mark.parametrize("name", ["sage", "gat", "transformer", "cheb", "sgc", "appnp"])
+@pytest.mark.parametrize("name", ["sage", "gat", "gatv2", "transformer", "cheb", "sgc", "appnp"])
 def test_static_graphs_are_each_feature_set_on_its_own(name):
     """Layers PyG runs on [N, F] only: a static batch equals one call per feature set."""
     edge_index, n = parity_graph(17)
     conv = {"sage": lambda: gl.SAGEConv(8, 6), "gat": lambda: gl.GATConv(8, 3, heads=2),
+            "gatv2": lambda: gl.GATv2Conv(8, 3, heads=2),
             "transformer": lambda: gl.TransformerConv(8, 3, heads=2),
             "cheb": lambda: gl.ChebConv(8, 6, K=3), "sgc": lambda: gl.SGConv(8, 6, K=2),
             "appnp": lambda: gl.APPNP(3, 0.2)}[name]()
@@ -174,11 +176,12 @@ def test_empty_graph_gives_empty_output(name, ours, theirs, weighted):
     assert out.shape == (0, theirs()(torch.randn(1, 8), torch.tensor([[0], [0]])).size(1))
 
 
-@pytest.mark.parametrize("name", ["gcn", "sage", "gat", "transformer", "cheb"])
+@pytest.mark.parametrize("name", ["gcn", "sage", "gat", "gatv2", "transformer", "cheb"])
 def test_lazy_widths_match_pyg(name):
     edge_index, n = parity_graph(18)
     make = {"gcn": lambda m: m.GCNConv(-1, 6), "sage": lambda m: m.SAGEConv(-1, 6),
             "gat": lambda m: m.GATConv(-1, 3, heads=2),
+            "gatv2": lambda m: m.GATv2Conv(-1, 3, heads=2),
             "transformer": lambda m: m.TransformerConv(-1, 3, heads=2),
             "cheb": lambda m: m.ChebConv(-1, 6, K=2)}[name]
     ours, theirs = make(gl), make(pyg)
@@ -336,6 +339,7 @@ def _adjacency_with_repeats(edge_index, values, n, kind):
 @pytest.mark.parametrize("kind", ["coo", "coo flagged coalesced", "csr", "csc"])
 @pytest.mark.parametrize("name,make", [
     ("gat", lambda: gl.GATConv(8, 3, heads=2)),
+    ("gatv2", lambda: gl.GATv2Conv(8, 3, heads=2)),
     ("transformer", lambda: gl.TransformerConv(8, 3, heads=2)),
     ("sage-max", lambda: gl.SAGEConv(8, 6, aggr="max")),
     ("graph-mean", lambda: gl.GraphConv(8, 6, aggr="mean")),
@@ -353,7 +357,7 @@ def test_a_repeated_adjacency_entry_is_one_edge(name, make, kind):
     adj = _adjacency_with_repeats(edge_index, values, n, kind)
     once = torch.sparse_coo_tensor(edge_index.flip(0), values, (n, n)).coalesce()
     torch.testing.assert_close(conv(x, adj), conv(x, once))
-    if name in ("gat", "transformer"):  # and the matrix's pattern as edges
+    if name in ("gat", "gatv2", "transformer"):  # and the matrix's pattern as edges
         torch.testing.assert_close(conv(x, adj), conv(x, once.indices().flip(0)))
 
 
@@ -380,6 +384,7 @@ def test_a_batched_compressed_adjacency_is_refused_by_name():
 @pytest.mark.parametrize("name,ours,theirs", [
     ("gcn", lambda: gl.GCNConv(8, 6), lambda: pyg.GCNConv(8, 6)),
     ("gat", lambda: gl.GATConv(8, 3, heads=2), lambda: pyg.GATConv(8, 3, heads=2)),
+    ("gatv2", lambda: gl.GATv2Conv(8, 3, heads=2), lambda: pyg.GATv2Conv(8, 3, heads=2)),
     ("sage", lambda: gl.SAGEConv(8, 6), lambda: pyg.SAGEConv(8, 6)),
 ])
 def test_one_edge_index_across_calls_changed_in_between(name, ours, theirs):

@@ -34,21 +34,22 @@ def test_gnn_equals_the_layers_composed_by_hand():
 
 @pytest.mark.parametrize("heads, hidden, out, layers", [(4, 16, 4, 3), (3, 12, 5, 2),
                                                          (2, 8, 6, 1), (1, 5, 3, 2)])
-def test_gat_stack_is_pygs_gat_model(heads, hidden, out, layers):
+@pytest.mark.parametrize("v2", [False, True])
+def test_gat_stack_is_pygs_gat_model(heads, hidden, out, layers, v2):
     """Hidden convs concatenate their heads, the output conv averages them: PyG's ``GAT``
     model's parameters load as they are and give its outputs (an output width divisible
     by the heads used to concatenate one-channel heads)."""
     pyg_nn = pytest.importorskip("torch_geometric.nn")
     torch.manual_seed(0)
-    theirs = pyg_nn.GAT(7, hidden, layers, out, heads=heads).eval()
-    ours = GNN("gat", 7, hidden, out, layers, heads=heads).eval()
+    theirs = pyg_nn.GAT(7, hidden, layers, out, heads=heads, v2=v2).eval()
+    ours = GNN("gatv2" if v2 else "gat", 7, hidden, out, layers, heads=heads).eval()
     ours.load_state_dict(theirs.state_dict(), strict=True)
     edge_index = random_edge_index(25, 90, seed=43)
     x = torch.randn(25, 7)
     torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
 
 
-@pytest.mark.parametrize("conv", ["gat", "transformer"])
+@pytest.mark.parametrize("conv", ["gat", "gatv2", "transformer"])
 def test_multi_head_stack_refuses_heads_that_do_not_divide_the_width(conv):
     with pytest.raises(ValueError, match="heads=3 does not divide the width 16"):
         GNN(conv, 4, 16, 2, num_layers=2, heads=3)
@@ -224,6 +225,7 @@ def _layer_cases():
         (gl.GCNConv, {"in_channels": 4, "out_channels": 3}),
         (gl.SAGEConv, {"in_channels": 4, "out_channels": 3}),
         (gl.GATConv, {"in_channels": 4, "out_channels": 3, "heads": 2, "dropout": 0.1}),
+        (gl.GATv2Conv, {"in_channels": 4, "out_channels": 3, "heads": 2, "dropout": 0.1}),
         (gl.TransformerConv, {"in_channels": 4, "out_channels": 3, "heads": 2}),
         (gl.ChebConv, {"in_channels": 4, "out_channels": 3, "K": 2}),
         (gl.SGConv, {"in_channels": 4, "out_channels": 3, "K": 2}),

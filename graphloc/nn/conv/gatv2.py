@@ -1,0 +1,203 @@
+"""GATv2's dynamic attention (Brody, Alon and Yahav, ICLR 2022)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from graphloc import ops
+from graphloc.graph import Graph
+from graphloc.nn.conv._inputs import read_inputs
+from graphloc.nn.conv._utils import (
+    check_dropouts,
+    check_sizes,
+    checked_features,
+    glorot,
+    glorot_linear,
+    narrow_matmul,
+    split_widths,
+)
+from graphloc.nn.conv.gat import (
+    _block_diagonal,
+    attention_edge_features,
+    returned_weights,
+    with_pyg_loops,
+)
+
+
+class GATv2Conv(torch.nn.Module):
+    r"""The dynamic graph attention operator of `Brody et al., "How Attentive are Graph
+    Attention Networks?" (ICLR 2022) <https://arxiv.org/abs/2105.14491>`_:
+
+    .. math::
+        \mathbf{x}'_i = \Big\Vert_{h=1}^{H} \sum_{j \in \mathcal{N}(i) \cup \{i\}}
+        \alpha^{h}_{ij} \mathbf{\Theta}^{h}_{s} \mathbf{x}_j, \qquad
+        \alpha^{h}_{ij} = \mathrm{softmax}_j\Big(\mathbf{a}^{h\top} \mathrm{LeakyReLU}\big(
+        \mathbf{\Theta}^{h}_{s} \mathbf{x}_j + \mathbf{\Theta}^{h}_{t} \mathbf{x}_i +
+        \mathbf{\Theta}^{h}_{e} \mathbf{e}_{ji}\big)\Big)
+
+    (heads averaged instead of concatenated when ``concat=False``). A drop-in for PyG's
+    ``GATv2Conv`` (same arguments, parameter names ``lin_l``, ``lin_r``, ``att``,
+    ``lin_edge``, ``res``, ``bias``, outputs and attention weights). The LeakyReLU sits
+    inside the score, so the scores need each edge's ``[H, C]`` sum (``ops.sddmm``), as
+    PyG's; the softmax and the weighted sum of the sources then run fused per node
+    (``ops.segment_attention``): no ``[E, H, C]`` messages and no stored ``[E, H]``
+    weights, where PyG's keeps both for its backward.
+
+    Differences from PyG's, each for a reason:
+
+    - A destination whose scores are all -inf gets weights 0 (output 0 plus bias), where
+      PyG's softmax gives NaN: graphloc's rule for a fully masked row (README, "Special
+      values"), shared with GATConv.
+    - Attention dropout draws graphloc's counter-based masks (same distribution and
+      scaling as torch's, other draws).
+
+    Args:
+        in_channels (int or (int, int)): input width; a pair gives sources and
+            destinations their own widths (``lin_l`` reads sources, ``lin_r``
+            destinations).
+        out_channels (int): width per head, C.
+        heads (int, default 1): number of heads, H.
+        concat (bool, default True): concatenate heads (``H * C`` outputs), else average.
+        negative_slope (float, default 0.2): LeakyReLU slope.
+        dropout (float, default 0.0): dropout on the attention weights in training.
+        add_self_loops (bool, default True): replace self-loops by one loop per node.
+        edge_dim (int, optional): edge feature width; edge features then enter the scores.
+        fill_value (float or str, default "mean"): edge features of the added loops: a
+            constant, or "mean" / "sum" / "max" / "min" of the node's incoming edge features.
+        bias (bool, default True): biases in ``lin_l``, ``lin_r`` and on the output.
+        share_weights (bool, default False): one projection for both ends (``lin_r`` is
+            ``lin_l``).
+        residual (bool, default False): add a linear projection of the destination input.
+
+    Shapes:
+        input: ``[N, in_channels]`` or a pair ``(x_src, x_dst)``, a ``Graph`` or
+        ``edge_index [2, E]``, optional ``edge_attr [E, edge_dim]``. output:
+        ``[N, H * C]`` (``[N, C]`` if not concat); with ``return_attention_weights`` also
+        ``(edge_index, alpha [E', H])`` over the edges used (self-loops included).
+    """
+
+    def __init__(self, in_channels: int | tuple[int, int], out_channels: int, heads: int = 1,
+                 concat: bool = True, negative_slope: float = 0.2, dropout: float = 0.0,
+                 add_self_loops: bool = True, edge_dim: int | None = None,
+                 fill_value: float | str = "mean", bias: bool = True,
+                 share_weights: bool = False, residual: bool = False):
+        super().__init__()
+        check_sizes("GATv2Conv", lazy=True, optional=("edge_dim",), in_channels=in_channels,
+                    out_channels=out_channels, heads=heads, edge_dim=edge_dim)
+        check_dropouts("GATv2Conv", dropout=dropout)
+        self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
+        self.concat, self.negative_slope, self.dropout = concat, negative_slope, dropout
+        self.add_self_loops, self.edge_dim, self.fill_value = add_self_loops, edge_dim, fill_value
+        self.share_weights = share_weights
+        H, C = heads, out_channels
+        total = H * C if concat else C
+        src_width, dst_width = split_widths(in_channels)
+        self.lin_l = _pyg_linear(src_width, H * C, bias)
+        self.lin_r = self.lin_l if share_weights else _pyg_linear(dst_width, H * C, bias)
+        self.att = torch.nn.Parameter(torch.empty(1, H, C))
+        self.lin_edge = glorot_linear(edge_dim, H * C) if edge_dim is not None else None
+        self.res = glorot_linear(dst_width, total) if residual else None
+        self.bias = torch.nn.Parameter(torch.empty(total)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for lin in (self.lin_l, self.lin_r):
+            _reset_pyg_linear(lin)
+        for lin in (self.lin_edge, self.res):
+            if lin is not None:
+                _reset_pyg_linear(lin)
+        glorot(self.att)
+        if self.bias is not None:
+            torch.nn.init.zeros_(self.bias)
+
+    def forward(self, x: Tensor | tuple[Tensor, Tensor], edge_index,
+                edge_attr: Tensor | None = None, size: tuple[int, int] | None = None,
+                return_attention_weights: bool | None = None):
+        inputs = read_inputs(self, x, edge_index, size)
+        x_src, x_dst = checked_features(self, inputs, self.in_channels)
+        if x_dst is None:
+            raise ValueError("GATv2Conv needs destination features: its scores read both "
+                             "ends of each edge (got a pair (x_src, None))")
+        # PyG's rule: the weights are returned whenever the argument is given, even False
+        return_attention_weights = return_attention_weights is not None
+        edge_attr = attention_edge_features(self, inputs, edge_attr)
+        graph, edge_attr, stale, pyg_order = with_pyg_loops(
+            inputs.graph, self.add_self_loops, edge_attr, self.fill_value,
+            return_attention_weights)
+        h_src = self.lin_l(x_src)
+        h_dst = h_src if self.share_weights and x_dst is x_src else self.lin_r(x_dst)
+        score = self._scores(graph, h_src, h_dst, edge_attr, stale)
+        if self.dropout > 0 and self.training:
+            alpha = ops.dropout(ops.segment_softmax(graph, score), p=self.dropout)
+            out = ops.spmm(graph, h_src, alpha)
+        else:
+            out = ops.segment_attention(graph, score, h_src,
+                                        return_weights=return_attention_weights)
+            out, alpha = out if return_attention_weights else (out, None)
+        out = self._finish(out, x_dst)
+        out = inputs.node_output(out)
+        if not return_attention_weights:
+            return out
+        return out, returned_weights(inputs, graph, pyg_order, alpha)
+
+    def _scores(self, graph: Graph, h_src: Tensor, h_dst: Tensor, edge_attr: Tensor | None,
+                stale: Tensor | None) -> Tensor:
+        """``a . LeakyReLU(h_src[j] + h_dst[i] + e_ji)`` per edge and head, ``[E, H]``;
+        -inf on the masked old loops (``stale``, under ``torch.compile``)."""
+        # [E, H * C] tensors: the sums (with edge features, a second) and their LeakyReLU;
+        # the attention vector's products and their sum as one thin matmul. sddmm's output
+        # may be a view of its CSR-order rows, which autograd does not let change in place
+        pre = ops.sddmm(graph, h_src, h_dst, "add")
+        if self.lin_edge is not None and edge_attr is not None:
+            pre = pre + self.lin_edge(edge_attr.to(h_src.dtype))
+        score = narrow_matmul(F.leaky_relu(pre, self.negative_slope),
+                              _block_diagonal(self.att))  # no [E, H, C] product
+        if stale is not None:
+            score = score.masked_fill(stale.view(-1, 1), float("-inf"))
+        return score
+
+    def _finish(self, out: Tensor, x_dst: Tensor) -> Tensor:
+        """The heads concatenated or averaged, plus the residual and the bias."""
+        out = out if self.concat else out.view(-1, self.heads, self.out_channels).mean(dim=1)
+        if self.res is not None:
+            out = out + self.res(x_dst)
+        if self.bias is not None:
+            out = out + self.bias
+        return out
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
+                f"heads={self.heads})")
+
+
+def _pyg_linear(in_channels: int, out_channels: int, bias: bool) -> torch.nn.Module:
+    """PyG's ``Linear(weight_initializer='glorot')`` with its default bias; lazy (the width
+    read at the first call, then initialised) for ``in_channels=-1``."""
+    lin = _LazyPygLinear(out_channels, bias=bias) if in_channels == -1 else \
+        torch.nn.Linear(in_channels, out_channels, bias=bias)
+    _reset_pyg_linear(lin)
+    return lin
+
+
+class _LazyPygLinear(torch.nn.LazyLinear):
+    """A lazy Linear initialised as PyG's glorot Linear once its width is known."""
+
+    def reset_parameters(self) -> None:
+        if self.has_uninitialized_params() or self.in_features == 0:
+            return
+        _reset_pyg_linear(self)
+
+
+def _reset_pyg_linear(lin: torch.nn.Module) -> None:
+    """PyG's ``Linear(weight_initializer='glorot')``: glorot weights, a bias uniform in
+    +-1/sqrt(in_features); a lazy Linear not yet called keeps waiting."""
+    if isinstance(lin.weight, torch.nn.parameter.UninitializedParameter):
+        return
+    torch.nn.init.xavier_uniform_(lin.weight)
+    if lin.bias is not None:
+        bound = 1.0 / math.sqrt(lin.in_features) if lin.in_features else 0.0
+        torch.nn.init.uniform_(lin.bias, -bound, bound)
