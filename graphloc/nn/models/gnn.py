@@ -54,7 +54,7 @@ class GNN(ModelCapabilities, torch.nn.Module):
         norm (None, "batch" or "layer"): normalisation after each hidden conv.
         residual (bool, default False): add the layer input to each hidden -> hidden conv.
         **conv_kwargs: passed to every conv (e.g. ``K=3`` for cheb, ``aggr="max"``).
-            Multi-head convs (gat, transformer; ``heads``, default 4) as PyG's ``GAT``
+            Multi-head convs (gat, gatv2, transformer; ``heads``, default 4) as PyG's ``GAT``
             model: the hidden convs concatenate their heads (``heads`` must divide
             ``hidden_channels``), the last one averages them.
 
