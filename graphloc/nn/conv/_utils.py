@@ -108,25 +108,31 @@ def check_sizes(owner: str, lazy: bool = False, optional: tuple[str, ...] = (),
 
 
 def linear(in_channels: int, out_channels: int, bias: bool = True,
-           glorot: bool = False) -> torch.nn.Module:
-    """A Linear with torch's default initialisation or PyG's ``'glorot'``; lazy (its input
-    width taken from the first call) when ``in_channels`` is -1, as PyG's ``Linear``."""
+           glorot: bool = False, uniform_bias: bool = False) -> torch.nn.Module:
+    """A Linear with torch's default initialisation or PyG's ``'glorot'`` (a zero bias, or
+    with ``uniform_bias`` PyG's default one); lazy (its input width taken from the first
+    call) when ``in_channels`` is -1, as PyG's ``Linear``."""
     if in_channels == -1:
-        return _LazyGlorotLinear(out_channels, bias) if glorot else \
+        return _LazyGlorotLinear(out_channels, bias, uniform_bias) if glorot else \
             torch.nn.LazyLinear(out_channels, bias=bias)
     lin = torch.nn.Linear(in_channels, out_channels, bias=bias)
     if glorot:
-        reset_glorot(lin)
+        reset_glorot(lin, uniform_bias)
     return lin
 
 
 class _LazyGlorotLinear(torch.nn.LazyLinear):
-    """A lazy Linear whose weight takes glorot once its width is known (and a zero bias)."""
+    """A lazy Linear whose weight takes glorot once its width is known (and a zero bias, or
+    PyG's uniform one)."""
+
+    def __init__(self, out_features: int, bias: bool, uniform_bias: bool = False):
+        self.uniform_bias = uniform_bias  # read by reset_parameters, which super() calls
+        super().__init__(out_features, bias=bias)
 
     def reset_parameters(self) -> None:
         if self.has_uninitialized_params() or self.in_features == 0:
             return
-        reset_glorot(self)
+        reset_glorot(self, self.uniform_bias)
 
 
 def check_dropouts(owner: str, **probabilities) -> None:
@@ -149,12 +155,18 @@ def glorot(param: Tensor) -> None:
     torch.nn.init.uniform_(param, -bound, bound)
 
 
-def reset_glorot(lin: torch.nn.Module) -> None:
-    """Glorot weights and a zero bias; a lazy Linear not yet called keeps waiting."""
+def reset_glorot(lin: torch.nn.Module, uniform_bias: bool = False) -> None:
+    """Glorot weights and a zero bias (``uniform_bias``: PyG's default bias, uniform in
+    +-1/sqrt(in_features)); a lazy Linear not yet called keeps waiting."""
     if isinstance(lin.weight, torch.nn.parameter.UninitializedParameter):
         return
     torch.nn.init.xavier_uniform_(lin.weight)
-    if lin.bias is not None:
+    if lin.bias is None:
+        return
+    if uniform_bias and lin.in_features:
+        bound = 1.0 / math.sqrt(lin.in_features)
+        torch.nn.init.uniform_(lin.bias, -bound, bound)
+    else:
         torch.nn.init.zeros_(lin.bias)
 
 

@@ -82,6 +82,20 @@ def loop_edge_attr(graph: Graph, keep: Tensor, edge_attr: Tensor,
     return torch.cat([kept, fill])
 
 
+def set_attention_options(layer: torch.nn.Module, in_channels, out_channels: int, heads: int,
+                          concat: bool, negative_slope: float, dropout: float,
+                          add_self_loops: bool, edge_dim: int | None,
+                          fill_value: float | str) -> None:
+    """A GAT-like layer's shared arguments, checked by name and kept as PyG's attributes."""
+    owner = type(layer).__name__
+    check_sizes(owner, lazy=True, optional=("edge_dim",), in_channels=in_channels,
+                out_channels=out_channels, heads=heads, edge_dim=edge_dim)
+    check_dropouts(owner, dropout=dropout)
+    layer.in_channels, layer.out_channels, layer.heads = in_channels, out_channels, heads
+    layer.concat, layer.negative_slope, layer.dropout = concat, negative_slope, dropout
+    layer.add_self_loops, layer.edge_dim, layer.fill_value = add_self_loops, edge_dim, fill_value
+
+
 def attention_edge_features(layer: torch.nn.Module, inputs, edge_attr: Tensor | None):
     """A GAT-like layer's edge features ``[E, D]``: the call's, an adjacency's or the
     Graph's when the layer has ``edge_dim`` (without it, a call's own are still checked,
@@ -180,12 +194,8 @@ class GATConv(torch.nn.Module):
                  add_self_loops: bool = True, edge_dim: int | None = None,
                  fill_value: float | str = "mean", bias: bool = True, residual: bool = False):
         super().__init__()
-        check_sizes("GATConv", lazy=True, optional=("edge_dim",), in_channels=in_channels,
-                    out_channels=out_channels, heads=heads, edge_dim=edge_dim)
-        check_dropouts("GATConv", dropout=dropout)
-        self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
-        self.concat, self.negative_slope, self.dropout = concat, negative_slope, dropout
-        self.add_self_loops, self.edge_dim, self.fill_value = add_self_loops, edge_dim, fill_value
+        set_attention_options(self, in_channels, out_channels, heads, concat, negative_slope,
+                              dropout, add_self_loops, edge_dim, fill_value)
         H, C = heads, out_channels
         total = H * C if concat else C
         # PyG's layout: one shared projection, or one per side for a pair of widths.

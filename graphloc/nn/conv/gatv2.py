@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -12,18 +10,19 @@ from graphloc import ops
 from graphloc.graph import Graph
 from graphloc.nn.conv._inputs import read_inputs
 from graphloc.nn.conv._utils import (
-    check_dropouts,
-    check_sizes,
     checked_features,
     glorot,
     glorot_linear,
+    linear,
     narrow_matmul,
+    reset_glorot,
     split_widths,
 )
 from graphloc.nn.conv.gat import (
     _block_diagonal,
     attention_edge_features,
     returned_weights,
+    set_attention_options,
     with_pyg_loops,
 )
 
@@ -86,18 +85,15 @@ class GATv2Conv(torch.nn.Module):
                  fill_value: float | str = "mean", bias: bool = True,
                  share_weights: bool = False, residual: bool = False):
         super().__init__()
-        check_sizes("GATv2Conv", lazy=True, optional=("edge_dim",), in_channels=in_channels,
-                    out_channels=out_channels, heads=heads, edge_dim=edge_dim)
-        check_dropouts("GATv2Conv", dropout=dropout)
-        self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
-        self.concat, self.negative_slope, self.dropout = concat, negative_slope, dropout
-        self.add_self_loops, self.edge_dim, self.fill_value = add_self_loops, edge_dim, fill_value
+        set_attention_options(self, in_channels, out_channels, heads, concat, negative_slope,
+                              dropout, add_self_loops, edge_dim, fill_value)
         self.share_weights = share_weights
         H, C = heads, out_channels
         total = H * C if concat else C
         src_width, dst_width = split_widths(in_channels)
-        self.lin_l = _pyg_linear(src_width, H * C, bias)
-        self.lin_r = self.lin_l if share_weights else _pyg_linear(dst_width, H * C, bias)
+        self.lin_l = linear(src_width, H * C, bias, glorot=True, uniform_bias=True)
+        self.lin_r = self.lin_l if share_weights else \
+            linear(dst_width, H * C, bias, glorot=True, uniform_bias=True)
         self.att = torch.nn.Parameter(torch.empty(1, H, C))
         self.lin_edge = glorot_linear(edge_dim, H * C) if edge_dim is not None else None
         self.res = glorot_linear(dst_width, total) if residual else None
@@ -105,11 +101,9 @@ class GATv2Conv(torch.nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        for lin in (self.lin_l, self.lin_r):
-            _reset_pyg_linear(lin)
-        for lin in (self.lin_edge, self.res):
-            if lin is not None:
-                _reset_pyg_linear(lin)
+        for lin in (self.lin_l, self.lin_r, self.lin_edge, self.res):
+            if lin is not None:  # PyG's Linear: glorot, and its default bias where one is
+                reset_glorot(lin, uniform_bias=True)
         glorot(self.att)
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
@@ -172,32 +166,3 @@ class GATv2Conv(torch.nn.Module):
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
                 f"heads={self.heads})")
-
-
-def _pyg_linear(in_channels: int, out_channels: int, bias: bool) -> torch.nn.Module:
-    """PyG's ``Linear(weight_initializer='glorot')`` with its default bias; lazy (the width
-    read at the first call, then initialised) for ``in_channels=-1``."""
-    lin = _LazyPygLinear(out_channels, bias=bias) if in_channels == -1 else \
-        torch.nn.Linear(in_channels, out_channels, bias=bias)
-    _reset_pyg_linear(lin)
-    return lin
-
-
-class _LazyPygLinear(torch.nn.LazyLinear):
-    """A lazy Linear initialised as PyG's glorot Linear once its width is known."""
-
-    def reset_parameters(self) -> None:
-        if self.has_uninitialized_params() or self.in_features == 0:
-            return
-        _reset_pyg_linear(self)
-
-
-def _reset_pyg_linear(lin: torch.nn.Module) -> None:
-    """PyG's ``Linear(weight_initializer='glorot')``: glorot weights, a bias uniform in
-    +-1/sqrt(in_features); a lazy Linear not yet called keeps waiting."""
-    if isinstance(lin.weight, torch.nn.parameter.UninitializedParameter):
-        return
-    torch.nn.init.xavier_uniform_(lin.weight)
-    if lin.bias is not None:
-        bound = 1.0 / math.sqrt(lin.in_features) if lin.in_features else 0.0
-        torch.nn.init.uniform_(lin.bias, -bound, bound)
