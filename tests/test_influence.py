@@ -43,9 +43,11 @@ def models(depth=3):
     return {
         "pyg-gcn": pyg_nn.GCN(6, 8, depth, 3), "pyg-sage": pyg_nn.GraphSAGE(6, 8, depth, 3),
         "pyg-gat": pyg_nn.GAT(6, 8, depth, 3, heads=2),
+        "pyg-gatv2": pyg_nn.GAT(6, 8, depth, 3, heads=2, v2=True),
         "pyg-cheb": pyg_nn.ChebConv(6, 3, K=3),
         "gl-gcn": gl.GNN("gcn", 6, 8, 3, depth), "gl-sage": gl.GNN("sage", 6, 8, 3, depth),
         "gl-gat": gl.GNN("gat", 6, 8, 3, depth, heads=2),
+        "gl-gatv2": gl.GNN("gatv2", 6, 8, 3, depth, heads=2),
         "gl-cheb": gl.GNN("cheb", 6, 8, 3, 2, K=3), "gl-gin": gl.GNN("gin", 6, 8, 3, depth),
         "gl-sage-res": gl.GNN("sage", 6, 8, 3, depth, residual=True, norm="layer"),
     }
