@@ -4,8 +4,13 @@ of graphloc's, so ops and csrc wrappers can use it too)."""
 from __future__ import annotations
 
 import os
+import sys
 
 import torch
+
+# frames of graphloc and torch: a layer's warning skips them to name the caller's line
+_INTERNAL = (os.path.dirname(os.path.abspath(__file__)) + os.sep,
+             os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
 
 
 def is_int_at_least(value, low: int) -> bool:
@@ -22,6 +27,16 @@ def check_int(value, name: str, low: int) -> int:
 
 
 _INDEX_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` at which ``warnings.warn``, called by the function that calls
+    this, names the first frame outside graphloc and torch: a layer's warning then points
+    at the user's call, through ``Module.__call__`` and any helpers."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def physical_memory_bytes() -> int | None:

@@ -108,6 +108,17 @@ def check_edge_rows(layer: torch.nn.Module, name: str, t, num_edges: int) -> Non
                          f"has {num_edges} edges ({name} has shape {list(t.shape)})")
 
 
+def refuse_edge_attr_without_edge_dim(layer: torch.nn.Module, edge_attr) -> None:
+    """A call's ``edge_attr`` to a layer built without ``edge_dim`` would enter no score:
+    an error naming ``edge_dim`` (PyG's GATv2Conv fails an assert there, its
+    TransformerConv on shapes). A Graph's own edge features are not the call's."""
+    if edge_attr is not None and layer.edge_dim is None:
+        shape = list(getattr(edge_attr, "shape", ()))
+        raise ValueError(f"{type(layer).__name__} was built without edge_dim, so the "
+                         f"edge_attr of shape {shape} would be ignored; build it with "
+                         f"edge_dim={shape[-1] if len(shape) > 1 else 1}")
+
+
 def edge_features_from(layer: torch.nn.Module, inputs: ConvInputs,
                        edge_attr: Tensor | None) -> Tensor | None:
     """A call's edge features: ``edge_attr`` (rows in the edge order of the graph argument:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.checks import caller_stacklevel
 from graphloc.graph import Graph
 from graphloc.nn.conv._inputs import check_edge_rows, edge_features_from, read_inputs
 from graphloc.nn.conv._utils import (
@@ -102,8 +105,12 @@ def attention_edge_features(layer: torch.nn.Module, inputs, edge_attr: Tensor | 
     and enter no score, as PyG's)."""
     if layer.edge_dim is not None:
         edge_attr = edge_features_from(layer, inputs, edge_attr)
-    else:
-        edge_attr = inputs.edge_input(edge_attr)
+    elif edge_attr is not None:  # PyG's GATConv runs on, ignoring it: said, and dropped
+        warnings.warn(f"{type(layer).__name__} was built without edge_dim: the edge_attr "
+                      f"of shape {list(edge_attr.shape)} enters no score and is ignored, as "
+                      "PyG's ignores it; build the layer with edge_dim to use it",
+                      stacklevel=caller_stacklevel())
+        return None
     if edge_attr is not None and edge_attr.dim() == 1:
         edge_attr = edge_attr.view(-1, 1)
     if edge_attr is not None:

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.graph import Graph
-from graphloc.nn.conv._inputs import read_inputs
+from graphloc.nn.conv._inputs import read_inputs, refuse_edge_attr_without_edge_dim
 from graphloc.nn.conv._utils import (
     checked_features,
     glorot,
@@ -118,6 +118,7 @@ class GATv2Conv(torch.nn.Module):
                              "ends of each edge (got a pair (x_src, None))")
         # PyG's rule: the weights are returned whenever the argument is given, even False
         return_attention_weights = return_attention_weights is not None
+        refuse_edge_attr_without_edge_dim(self, edge_attr)
         edge_attr = attention_edge_features(self, inputs, edge_attr)
         graph, edge_attr, stale, pyg_order = with_pyg_loops(
             inputs.graph, self.add_self_loops, edge_attr, self.fill_value,

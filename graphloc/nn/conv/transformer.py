@@ -8,7 +8,12 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.nn.conv._inputs import check_edge_rows, edge_features_from, read_inputs
+from graphloc.nn.conv._inputs import (
+    check_edge_rows,
+    edge_features_from,
+    read_inputs,
+    refuse_edge_attr_without_edge_dim,
+)
 from graphloc.nn.conv._utils import (
     check_dropouts,
     check_sizes,
@@ -136,6 +141,7 @@ class TransformerConv(torch.nn.Module):
         if x_dst is None:
             raise ValueError("TransformerConv needs destination features (the queries): got "
                              "x = (x_src, None)")
+        refuse_edge_attr_without_edge_dim(self, edge_attr)
         edge_attr = edge_features_from(self, inputs, edge_attr) if self.lin_edge is not None \
             else None
         return_attention_weights = return_attention_weights is not None

@@ -94,3 +94,18 @@ def test_message_gradients_sum_in_place(concat):
     x = torch.randn(40, 6, requires_grad=True)
     out = conv(x, graph)
     assert out_of_place_gradient_sums(out, [x, *conv.parameters()], (40, 8)) == 0
+
+
+def test_edge_features_to_a_gat_without_edge_dim_are_ignored_with_a_warning():
+    """PyG's GATConv ignores them without a word; graphloc's says so at the caller's line,
+    and gives PyG's output (that of the call without them)."""
+    edge_index, n = parity_graph(21)
+    ours, theirs = GATConv(6, 4, heads=2), pyg.GATConv(6, 4, heads=2)
+    ours.load_state_dict(theirs.state_dict())
+    x, edge_attr = torch.randn(n, 6), torch.randn(edge_index.size(1), 3)
+    with pytest.warns(UserWarning, match=r"GATConv was built without edge_dim: the edge_attr "
+                                         r"of shape \[\d+, 3\] enters no score") as caught:
+        out = ours(x, edge_index, edge_attr)
+    assert caught[0].filename == __file__
+    torch.testing.assert_close(out, theirs(x, edge_index, edge_attr))
+    torch.testing.assert_close(out, ours(x, edge_index))
