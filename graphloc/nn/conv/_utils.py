@@ -135,11 +135,14 @@ class _LazyGlorotLinear(torch.nn.LazyLinear):
         reset_glorot(self, self.uniform_bias)
 
 
-def check_dropouts(owner: str, **probabilities) -> None:
-    """Each dropout probability lies in [0, 1)."""
+def check_dropouts(owner: str, upto_one: bool = False, **probabilities) -> None:
+    """Each dropout probability lies in [0, 1), or with ``upto_one`` in [0, 1] (the PyG
+    twins: torch's and PyG's dropout take 1, which drops everything)."""
     for name, p in probabilities.items():
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
-            raise ValueError(f"{owner}: {name} must be a probability in [0, 1), got {p!r}")
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1 \
+                or (p == 1 and not upto_one):
+            interval = "[0, 1]" if upto_one else "[0, 1)"
+            raise ValueError(f"{owner}: {name} must be a probability in {interval}, got {p!r}")
 
 
 def glorot_linear(in_channels: int, out_channels: int) -> torch.nn.Module:

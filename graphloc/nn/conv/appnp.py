@@ -8,7 +8,11 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_int
 from graphloc.nn.conv._utils import check_dropouts
-from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
+from graphloc.nn.conv.gcn import (
+    cached_normalisation,
+    clear_normalisation_cache,
+    read_weighted_call,
+)
 
 
 class APPNP(torch.nn.Module):
@@ -28,10 +32,11 @@ class APPNP(torch.nn.Module):
         alpha (float): teleport probability, in [0, 1].
         dropout (float, default 0): dropout on the normalised edge weights at each step in
             training, as PyG's (graphloc's dropout: another mask than torch's for a seed).
-        cached (bool, default False): PyG's flag for reusing the normalisation; the
-            normalisation of a ``Graph`` or an unchanged ``edge_index`` is cached on the
-            graph anyway, and edge weights given are normalised at each call (PyG's cache
-            kept the first call's weights).
+        cached (bool, default False): as PyG's, the first call's normalised graph and
+            weights are kept (``_cached_edge_index``) and reused by every later call; a
+            later call on another graph or with other edge weights gets the first one's,
+            as PyG's, with a warning (an error for another node count). The normalisation
+            of a ``Graph`` or an unchanged ``edge_index`` is cached on the graph anyway.
         add_self_loops (bool, default True): add the self-loops of :math:`\hat{\mathbf{A}}`.
         normalize (bool, default True): apply the symmetric normalisation (else the edge
             weights, or 1, as they are).
@@ -55,12 +60,13 @@ class APPNP(torch.nn.Module):
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or \
                 not 0.0 <= float(alpha) <= 1.0:
             raise ValueError(f"APPNP: alpha must be a number in [0, 1], got {alpha!r}")
-        check_dropouts("APPNP", dropout=dropout)
+        check_dropouts("APPNP", upto_one=True, dropout=dropout)
         self.alpha, self.dropout, self.cached = float(alpha), dropout, cached
         self.add_self_loops, self.normalize, self.flow = add_self_loops, normalize, flow
+        clear_normalisation_cache(self)
 
     def reset_parameters(self) -> None:
-        pass  # nothing learned; PyG's cache lives on the graph here
+        clear_normalisation_cache(self)  # nothing learned
 
     @property
     def graphloc_hops(self) -> int:
@@ -69,7 +75,7 @@ class APPNP(torch.nn.Module):
     def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None) -> Tensor:
         inputs, x, edge_weight = read_weighted_call(self, x, edge_index, edge_weight, None)
         if self.normalize:
-            graph, weight = normalized_call_graph(inputs, edge_weight, self.add_self_loops, x.dtype)
+            graph, weight = cached_normalisation(self, inputs, edge_weight, x.dtype)
         else:
             graph = inputs.graph
             weight = None if edge_weight is None else edge_weight.to(x.dtype)

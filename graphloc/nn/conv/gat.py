@@ -93,7 +93,7 @@ def set_attention_options(layer: torch.nn.Module, in_channels, out_channels: int
     owner = type(layer).__name__
     check_sizes(owner, lazy=True, optional=("edge_dim",), in_channels=in_channels,
                 out_channels=out_channels, heads=heads, edge_dim=edge_dim)
-    check_dropouts(owner, dropout=dropout)
+    check_dropouts(owner, upto_one=True, dropout=dropout)
     layer.in_channels, layer.out_channels, layer.heads = in_channels, out_channels, heads
     layer.concat, layer.negative_slope, layer.dropout = concat, negative_slope, dropout
     layer.add_self_loops, layer.edge_dim, layer.fill_value = add_self_loops, edge_dim, fill_value

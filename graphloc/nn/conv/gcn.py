@@ -7,6 +7,7 @@ import warnings
 import torch
 from torch import Tensor
 
+from graphloc.checks import caller_stacklevel
 from graphloc.graph import Graph
 from graphloc.nn.conv._inputs import read_inputs, weights_from
 from graphloc.nn.conv._utils import (
@@ -71,16 +72,14 @@ class GCNConv(torch.nn.Module):
         self.add_self_loops, self.normalize, self.flow = add_self_loops, normalize, flow
         self.lin = glorot_linear(in_channels, out_channels)
         self.bias = torch.nn.Parameter(torch.empty(out_channels)) if bias else None
-        # PyG's name: models clear the cache by setting it to None
-        self._cached_edge_index = None
-        self._cached_input = (None, None)  # the graph and weights it was built from
+        clear_normalisation_cache(self)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         reset_glorot(self.lin)
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
-        self._cached_edge_index = None
+        clear_normalisation_cache(self)
 
     def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None) -> Tensor:
         inputs, x, edge_weight = read_weighted_call(self, x, edge_index, edge_weight,
@@ -88,7 +87,7 @@ class GCNConv(torch.nn.Module):
         graph, add_loops = inputs.graph, self.add_self_loops
         reused = self.cached and self._cached_edge_index is not None
         if reused and self.normalize:
-            self._check_cached_input(graph, edge_weight)
+            check_cached_input(self, graph, edge_weight)
         elif self.cached and self.normalize:
             self._cached_input = (graph, edge_weight)
         if inputs.adj_layout is not None and self.normalize and self.add_self_loops \
@@ -98,28 +97,6 @@ class GCNConv(torch.nn.Module):
             add_loops = False
         graph, edge_weight = self._normalized(graph, edge_weight, x.dtype, add_loops)
         return inputs.node_output(self._propagate(x, graph, edge_weight, None))
-
-    def _check_cached_input(self, graph: Graph, edge_weight: Tensor | None) -> None:
-        """``cached=True`` reuses the first graph's normalisation, as PyG's: on another
-        graph of the same size that gives the first graph's output, which PyG returns
-        without a word. Said here: a warning (PyG's numbers kept), or an error when the
-        node counts differ (the cached adjacency cannot take these features)."""
-        source, weight = getattr(self, "_cached_input", (None, None))
-        if source is None or (graph is source and edge_weight is weight):
-            return  # cache set by hand, or the very same input
-        if graph.num_nodes != source.num_nodes:
-            raise ValueError(f"GCNConv(cached=True) normalised a graph of {source.num_nodes} "
-                             f"nodes on its first call and reuses it, but this call's graph "
-                             f"has {graph.num_nodes}: build it with cached=False to run on "
-                             f"several graphs, or clear conv._cached_edge_index")
-        if not (_same_tensor(graph.edge_index, source.edge_index)
-                and _same_tensor(edge_weight, weight)):
-            warnings.warn(f"GCNConv(cached=True) reuses the normalised adjacency of the first "
-                          f"graph it saw ({source.num_edges} edges), but this call's graph or "
-                          f"edge weights differ ({graph.num_edges} edges): the output is the "
-                          f"first graph's, as PyG's. Build it with cached=False to run on "
-                          f"several graphs (a Graph input caches its own normalisation)",
-                          stacklevel=2)
 
     def forward_prefix(self, x: Tensor, graph: Graph, num_dst: int) -> Tensor:
         """``forward(x_all, graph)[:num_dst]`` where ``x`` holds the first rows of
@@ -188,6 +165,56 @@ def normalized_call_graph(inputs, edge_weight: Tensor | None, add_self_loops: bo
         add_self_loops = False
     graph, weight = graph.gcn_norm(add_self_loops, False, edge_weight, dtype=dtype)
     return graph, weight.to(dtype)
+
+
+def clear_normalisation_cache(layer: torch.nn.Module) -> None:
+    """PyG's cache attributes, emptied: ``_cached_edge_index`` (the first call's
+    normalised graph and weights, with ``cached=True``; models clear it by setting it to
+    None) and ``_cached_adj_t`` (PyG's torch_sparse cache; graphloc keeps none)."""
+    layer._cached_edge_index = None
+    layer._cached_adj_t = None
+    layer._cached_input = (None, None)  # the graph and weights it was built from
+
+
+def cached_normalisation(layer: torch.nn.Module, inputs, edge_weight: Tensor | None,
+                         dtype) -> tuple[Graph, Tensor]:
+    """``normalized_call_graph`` of a call, or with ``cached=True`` the first call's, which
+    PyG keeps in ``_cached_edge_index`` and reuses for any later graph (said here:
+    ``check_cached_input``)."""
+    if layer.cached and layer._cached_edge_index is not None:
+        check_cached_input(layer, inputs.graph, edge_weight)
+        graph, weight = layer._cached_edge_index
+        return graph, weight.to(dtype)
+    graph, weight = normalized_call_graph(inputs, edge_weight, layer.add_self_loops, dtype)
+    if layer.cached:
+        layer._cached_edge_index = (graph, weight)
+        layer._cached_input = (inputs.graph, edge_weight)
+    return graph, weight
+
+
+def check_cached_input(layer: torch.nn.Module, graph: Graph,
+                       edge_weight: Tensor | None) -> None:
+    """``cached=True`` reuses the first graph's normalisation, as PyG's: on another
+    graph of the same size that gives the first graph's output, which PyG returns
+    without a word. Said here: a warning (PyG's numbers kept), or an error when the
+    node counts differ (the cached adjacency cannot take these features)."""
+    name = type(layer).__name__
+    source, weight = getattr(layer, "_cached_input", (None, None))
+    if source is None or (graph is source and edge_weight is weight):
+        return  # cache set by hand, or the very same input
+    if graph.num_nodes != source.num_nodes:
+        raise ValueError(f"{name}(cached=True) normalised a graph of {source.num_nodes} "
+                         f"nodes on its first call and reuses it, but this call's graph "
+                         f"has {graph.num_nodes}: build it with cached=False to run on "
+                         f"several graphs, or clear conv._cached_edge_index")
+    if not (_same_tensor(graph.edge_index, source.edge_index)
+            and _same_tensor(edge_weight, weight)):
+        warnings.warn(f"{name}(cached=True) reuses the normalised adjacency of the first "
+                      f"graph it saw ({source.num_edges} edges), but this call's graph or "
+                      f"edge weights differ ({graph.num_edges} edges): the output is the "
+                      f"first graph's, as PyG's. Build it with cached=False to run on "
+                      f"several graphs (a Graph input caches its own normalisation)",
+                      stacklevel=caller_stacklevel())
 
 
 def _same_tensor(a: Tensor | None, b: Tensor | None) -> bool:

@@ -10,7 +10,11 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_int
 from graphloc.nn.conv._utils import check_input, check_sizes, glorot
-from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
+from graphloc.nn.conv.gcn import (
+    cached_normalisation,
+    clear_normalisation_cache,
+    read_weighted_call,
+)
 
 
 class GCN2Conv(torch.nn.Module):
@@ -36,8 +40,11 @@ class GCN2Conv(torch.nn.Module):
         theta (float, optional) and layer (int, optional): :math:`\theta` and the layer's
             depth :math:`\ell` (both or neither).
         shared_weights (bool, default True): one :math:`\mathbf{\Theta}` for both terms.
-        cached (bool, default False): PyG's flag; the normalisation of a ``Graph`` or an
-            unchanged ``edge_index`` without weights is cached on the graph anyway.
+        cached (bool, default False): as PyG's, the first call's normalised graph and
+            weights are kept (``_cached_edge_index``) and reused by every later call (on
+            another graph or with other edge weights: a warning, or an error for another
+            node count). The normalisation of a ``Graph`` or an unchanged ``edge_index``
+            without weights is cached on the graph anyway.
         add_self_loops (bool, default True): add the self-loops of :math:`\hat{\mathbf{P}}`.
         normalize (bool, default True): apply the symmetric normalisation.
         flow (str, default "source_to_target"): PyG's edge direction.
@@ -83,6 +90,7 @@ class GCN2Conv(torch.nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        clear_normalisation_cache(self)
         glorot(self.weight1)
         if self.weight2 is not None:
             glorot(self.weight2)
@@ -102,8 +110,7 @@ class GCN2Conv(torch.nn.Module):
             raise ValueError(f"GCN2Conv: x_0 has {x_0.size(0)} rows but x has {x.size(0)}: "
                              "the initial features need a row per node")
         if self.normalize:
-            graph, weight = normalized_call_graph(inputs, edge_weight, self.add_self_loops,
-                                                  x.dtype)
+            graph, weight = cached_normalisation(self, inputs, edge_weight, x.dtype)
         else:
             graph = inputs.graph
             weight = x.new_ones(graph.num_edges) if edge_weight is None else \

@@ -74,7 +74,7 @@ class TransformerConv(torch.nn.Module):
         super().__init__()
         check_sizes("TransformerConv", lazy=True, optional=("edge_dim",), in_channels=in_channels,
                     out_channels=out_channels, heads=heads, edge_dim=edge_dim)
-        check_dropouts("TransformerConv", dropout=dropout)
+        check_dropouts("TransformerConv", upto_one=True, dropout=dropout)
         self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
         self.concat, self.beta, self.root_weight = concat, beta and root_weight, root_weight
         self.dropout, self.edge_dim = dropout, edge_dim

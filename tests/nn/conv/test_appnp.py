@@ -67,9 +67,12 @@ def test_appnp_edge_dropout_only_in_training_and_its_arguments():
     torch.testing.assert_close(mean, one_plain(x, edge_index), atol=0.1, rtol=0.05)
     for bad, match in ((dict(K=-1, alpha=0.1), "K must be an integer >= 0"),
                        (dict(K=2, alpha=1.5), "alpha must be a number in"),
-                       (dict(K=2, alpha=0.1, dropout=1.0), "dropout must be a probability")):
+                       (dict(K=2, alpha=0.1, dropout=1.5), r"dropout must be a probability "
+                                                             r"in \[0, 1\], got 1.5")):
         with pytest.raises(ValueError, match=match):
             APPNP(**bad)
+    # p = 1 (torch's and PyG's dropout take it): every edge dropped at every step, alpha x
+    torch.testing.assert_close(APPNP(2, 0.2, dropout=1.0).train()(x, edge_index), 0.2 * x)
 
 
 def test_a_pyg_model_with_appnp_converts():

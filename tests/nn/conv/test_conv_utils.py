@@ -2,9 +2,11 @@
 
 import pytest
 import torch
+import torch_geometric.nn as pyg
 from helpers import CONV_LAYERS
 from parity import parity_graph
 
+import graphloc.nn as gl
 from graphloc import Graph
 from graphloc.nn.conv._utils import narrow_matmul
 
@@ -57,3 +59,17 @@ def test_features_in_another_dtype_than_the_parameters_are_refused_by_name(name)
     graph64 = Graph(edge_index, num_nodes=n, edge_attr=graph.edge_attr.double())
     got = conv.double()(x.double(), graph64)
     torch.testing.assert_close(got, want.double(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["GATConv", "GATv2Conv", "TransformerConv"])
+def test_attention_dropout_of_one_drops_every_weight_as_pygs(name):
+    """torch's and PyG's dropout take p = 1: every attention weight 0 in training, so the
+    output is the layer's bias and root terms alone, as PyG's."""
+    edge_index, n = parity_graph(38)
+    ours = getattr(gl, name)(4, 3, heads=2, dropout=1.0).train()
+    theirs = getattr(pyg, name)(4, 3, heads=2, dropout=1.0).train()
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(n, 4)
+    torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
+    if name != "TransformerConv":  # no root term: the bias alone
+        torch.testing.assert_close(ours(x, edge_index), ours.bias.expand(n, 6))

@@ -88,8 +88,9 @@ def test_gatv2_dropout_only_in_training_and_bad_arguments():
     assert not torch.allclose(conv(x, edge_index), conv.eval()(x, edge_index))
     with pytest.raises(ValueError, match="GATv2Conv: heads must be an integer >= 1, got 0"):
         GATv2Conv(4, 4, heads=0)
-    with pytest.raises(ValueError, match="GATv2Conv: dropout must be a probability"):
-        GATv2Conv(4, 4, dropout=1.0)
+    with pytest.raises(ValueError, match=r"GATv2Conv: dropout must be a probability in "
+                                         r"\[0, 1\], got 1.5"):
+        GATv2Conv(4, 4, dropout=1.5)
     with pytest.raises(ValueError, match="GATv2Conv expects x of shape \\[N, 4\\]"):
         GATv2Conv(4, 4)(torch.randn(n, 5), edge_index)
 

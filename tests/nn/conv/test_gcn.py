@@ -173,3 +173,36 @@ def test_normalising_convs_refuse_a_bipartite_graph_by_name(name):
     plain = GCNConv(4, 2, normalize=False)
     expected = torch.zeros(2, 2).index_add_(0, torch.tensor([1, 0]), plain.lin(x)[[0, 2]])
     torch.testing.assert_close(plain(x, graph), expected + plain.bias)
+
+
+@pytest.mark.parametrize("name", ["APPNP", "GCN2Conv"])
+def test_cached_keeps_the_first_normalisation_as_pyg_and_says_so(name):
+    """cached=True reuses the first call's normalised adjacency (PyG's
+    ``_cached_edge_index``, cleared by reset_parameters): on another graph PyG's numbers
+    (the first graph's), with a warning at the caller's line; another node count is an
+    error; the same graph stays quiet."""
+    import graphloc.nn as gl
+    make = {"APPNP": lambda m, **kw: m.APPNP(2, 0.2, **kw),
+            "GCN2Conv": lambda m, **kw: m.GCN2Conv(4, 0.2, **kw)}[name]
+    call = (lambda layer, x, e: layer(x, x, e)) if name == "GCN2Conv" else \
+        (lambda layer, x, e: layer(x, e))
+    first, n = parity_graph(11)
+    other = first[:, torch.randperm(first.size(1))[: first.size(1) // 2]]
+    ours, theirs = make(gl, cached=True), make(pyg, cached=True)
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(n, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(call(ours, x, first), call(theirs, x, first))
+        torch.testing.assert_close(call(ours, x, first), call(theirs, x, first))
+    assert ours._cached_edge_index is not None and ours._cached_adj_t is None
+    with pytest.warns(UserWarning, match=rf"{name}\(cached=True\) reuses the normalised "
+                                         r"adjacency of the first graph") as caught:
+        got = call(ours, x, other)
+    assert caught[0].filename == __file__
+    torch.testing.assert_close(got, call(theirs, x, other))
+    with pytest.raises(ValueError, match=rf"{name}\(cached=True\) normalised a graph of {n} "
+                                         rf"nodes .* has {n + 1}"):
+        call(ours, torch.randn(n + 1, 4), torch.tensor([[0, n], [n, 0]]))
+    ours.reset_parameters()
+    assert ours._cached_edge_index is None
