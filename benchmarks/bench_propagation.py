@@ -6,7 +6,11 @@ times are medians, the speed-up the median of the per-turn ratios, so the machin
 cancels. The layers are called as PyG's, ``layer(x, edge_index)`` (GCN2Conv:
 ``layer(x, x_0, edge_index)``, x_0 = x), with F = 64 features.
 
-    python benchmarks/bench_propagation.py [--turns 7] [--layers GATv2Conv ...]
+    python benchmarks/bench_propagation.py [--turns 7] [--layers GATv2Conv ...] [--memory]
+
+``--memory``: instead of times, each layer's peak memory for one forward + backward, the
+growth of a fresh process's peak resident set over its size just before the step (one
+process per graph, layer and library, as ``bench_layers.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,52 @@ from bench_ops import machine  # noqa: E402
 from graphs import power_law, road_like  # noqa: E402
 
 F = 64
+
+
+GRAPHS = {"road": road_like, "power-law": power_law}
+LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
+    "APPNP(K=10, alpha=0.1)": "APPNP(10, 0.1)",
+    "SGConv(64, 64, K=2)": "SGConv(64, 64, K=2)",
+    "GCN2Conv(64, alpha=0.1, theta=0.5, layer=1)": "GCN2Conv(64, 0.1, theta=0.5, layer=1)",
+    "GATv2Conv(64, 16, heads=4)": "GATv2Conv(64, 16, heads=4)",
+}
+
+
+def _chosen(prefixes) -> list[str]:
+    return [label for label in LAYERS if not prefixes or label.startswith(tuple(prefixes))]
+
+
+def peak_step(graph_name: str, label: str, lib: str) -> float:
+    """MB that one forward + backward adds to this process's peak resident set."""
+    import resource
+
+    import torch_geometric.nn as pyg
+
+    import graphloc.nn as gl
+    torch.set_num_threads(2)
+    graph = GRAPHS[graph_name]()
+    edge_index = graph.edge_index.clone()
+    x = torch.randn(graph.num_nodes, F, requires_grad=True)
+    layer = eval(LAYERS[label], vars(gl if lib == "graphloc" else pyg))  # noqa: S307
+    with open("/proc/self/statm") as f:
+        before = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    step(layer, x, edge_index)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before
+
+
+def memory_table(prefixes) -> None:
+    import subprocess
+    print(machine())
+    print("| graph | layer | graphloc peak MB | PyG peak MB | PyG / graphloc |")
+    print("|---|---|---:|---:|---:|")
+    for name in GRAPHS:
+        for label in _chosen(prefixes):
+            peaks = [float(subprocess.run(
+                [sys.executable, __file__, "--one", name, label, lib], check=True,
+                capture_output=True, text=True).stdout.split()[-1])
+                for lib in ("graphloc", "PyG")]
+            print(f"| {name} | {label} | {peaks[0]:.0f} | {peaks[1]:.0f} | "
+                  f"{peaks[1] / peaks[0]:.1f}x |", flush=True)
 
 
 def step(layer, x, edge_index) -> float:
@@ -52,7 +102,14 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=7)
     parser.add_argument("--layers", nargs="+", metavar="NAME",
                         help="only the layers whose label starts with one of these")
+    parser.add_argument("--memory", action="store_true", help="peak memory, not time")
+    parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one:
+        print(peak_step(*args.one))
+        return
+    if args.memory:
+        return memory_table(args.layers)
     import torch_geometric.nn as pyg
 
     import graphloc.nn as gl
@@ -62,20 +119,13 @@ def main() -> None:
     print(machine())
     print("| graph | layer | graphloc ms | PyG ms | PyG / graphloc |")
     print("|---|---|---:|---:|---:|")
-    for name, make in (("road", road_like), ("power-law", power_law)):
+    for name, make in GRAPHS.items():
         graph = make()
         edge_index = graph.edge_index.clone()
         x = torch.randn(graph.num_nodes, F, requires_grad=True)
-        for label, ours, theirs in (
-                ("APPNP(K=10, alpha=0.1)", gl.APPNP(10, 0.1), pyg.APPNP(10, 0.1)),
-                ("SGConv(64, 64, K=2)", gl.SGConv(F, F, K=2), pyg.SGConv(F, F, K=2)),
-                ("GCN2Conv(64, alpha=0.1, theta=0.5, layer=1)",
-                 gl.GCN2Conv(F, 0.1, theta=0.5, layer=1),
-                 pyg.GCN2Conv(F, 0.1, theta=0.5, layer=1)),
-                ("GATv2Conv(64, 16, heads=4)", gl.GATv2Conv(F, 16, heads=4),
-                 pyg.GATv2Conv(F, 16, heads=4))):
-            if args.layers and not label.startswith(tuple(args.layers)):
-                continue
+        for label in _chosen(args.layers):
+            ours, theirs = (eval(LAYERS[label], vars(lib))  # noqa: S307 (fixed table)
+                            for lib in (gl, pyg))
             mine, peer, ratio = compare(ours, theirs, x, edge_index, args.turns)
             print(f"| {name} | {label} | {mine * 1e3:.0f} | {peer * 1e3:.0f} | {ratio:.1f}x |",
                   flush=True)

@@ -77,6 +77,18 @@ TORCH_LIBRARY(graphloc, m) {
       "Tensor out, Tensor grad_out, Tensor? grad_lse, Tensor indptr, Tensor indices, Tensor x, "
       "Tensor csc_indptr, Tensor csc_indices, Tensor csc_perm, bool need_scores, bool need_x) "
       "-> (Tensor, Tensor, Tensor)");
+  // GATv2's scores: per edge (j -> i) of row i and head h, sum_c att[h, c] *
+  // leaky_relu(src[j, h*C + c] + dst[i, h*C + c]), [E, heads] (CPU; other devices compose
+  // sddmm, leaky_relu and a product with att).
+  m.def(
+      "gatv2_scores(Tensor indptr, Tensor indices, Tensor src, Tensor dst, Tensor att, "
+      "float negative_slope, Tensor? csc_indptr=None, Tensor? csc_indices=None, "
+      "Tensor? csc_perm=None) -> Tensor");
+  // Its gradients (d src, d dst, d att), empty tensors for those not asked for.
+  m.def(
+      "gatv2_scores_backward(Tensor indptr, Tensor indices, Tensor src, Tensor dst, Tensor att, "
+      "float negative_slope, Tensor grad, Tensor csc_indptr, Tensor csc_indices, "
+      "Tensor csc_perm, bool need_src, bool need_dst, bool need_att) -> (Tensor, Tensor, Tensor)");
   // Per node: the largest length-weighted distance to a node of its hops-hop ball, inside
   // the ball's induced subgraph (City-Networks' local eccentricity); float64 [N]. CPU.
   m.def("local_eccentricity(Tensor indptr, Tensor indices, Tensor weight, int hops) -> Tensor");

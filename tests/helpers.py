@@ -176,6 +176,7 @@ CONV_LAYERS = {
     "sage-max": lambda: SAGEConv(5, 4, aggr="max"),
     "gat": lambda: GATConv(5, 2, heads=2, edge_dim=3),
     "gatv2": lambda: GATv2Conv(5, 2, heads=2, edge_dim=3),
+    "gatv2-fused": lambda: GATv2Conv(5, 2, heads=2, negative_slope=0.1),
     "gin": lambda: GINConv(torch.nn.Linear(5, 4)),
     "gine": lambda: GINEConv(torch.nn.Linear(5, 4), edge_dim=3),
     "cheb": lambda: ChebConv(5, 4, K=3),

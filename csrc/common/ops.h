@@ -3,6 +3,8 @@
 // rank, sizes) that catch a wrong call before any kernel reads memory.
 #pragma once
 
+#include <cmath>
+
 #include <ATen/ATen.h>
 
 #include <string>
@@ -276,6 +278,43 @@ inline void check_additive_attention_args(const at::Tensor& a_src, const at::Ten
               " heads and a_dst ", a_dst.size(1), "; they must be equal and at least 1");
   TORCH_CHECK(x.size(1) % a_src.size(1) == 0, "x has ", x.size(1), " channels, not divisible into ",
               a_src.size(1), " heads");
+}
+
+// gatv2_scores: source rows src [N_src, H * C] and destination rows dst [rows, H * C] of
+// one dtype over one CSR, the attention vectors att [H, C], a finite LeakyReLU slope.
+inline void check_gatv2_args(const at::Tensor& indptr, const at::Tensor& indices,
+                             const at::Tensor& src, const at::Tensor& dst, const at::Tensor& att,
+                             double negative_slope) {
+  TORCH_CHECK(std::isfinite(negative_slope), "negative_slope must be finite, got ",
+              negative_slope);
+  TORCH_CHECK(att.dim() == 2 && att.size(0) >= 1, "att must be [heads, C] with heads >= 1, got ",
+              "shape ", att.sizes());
+  TORCH_CHECK(att.scalar_type() == src.scalar_type(), "att is ", att.scalar_type(),
+              " but src is ", src.scalar_type());
+  check_sddmm_args(indptr, indices, src, dst, 1);
+  TORCH_CHECK(src.size(1) == att.numel(), "src and dst have ", src.size(1), " channels but att ",
+              "holds ", att.size(0), " heads of ", att.size(1));
+}
+
+// A transpose of a CSR over num_edges edges: its rows the num_cols columns of the CSR,
+// t_indices the CSR's rows, t_perm the edge positions.
+inline void check_transpose_args(const at::Tensor& t_indptr, const at::Tensor& t_indices,
+                                 const at::Tensor& t_perm, const at::Tensor& indptr,
+                                 int64_t num_cols, int64_t num_rows, int64_t num_edges) {
+  check_indptr(t_indptr);
+  check_index(t_indices, "csc_indices");
+  check_index(t_perm, "csc_perm");
+  TORCH_CHECK(t_indptr.scalar_type() == indptr.scalar_type() &&
+                  t_indices.scalar_type() == indptr.scalar_type() &&
+                  t_perm.scalar_type() == indptr.scalar_type(),
+              "the transpose must have the index dtype ", indptr.scalar_type());
+  TORCH_CHECK(t_indptr.numel() - 1 == num_cols, "the transpose has ", t_indptr.numel() - 1,
+              " rows but the sources are ", num_cols);
+  TORCH_CHECK(t_perm.numel() == num_edges && t_indices.numel() == num_edges,
+              "the transpose must hold the ", num_edges, " edges");
+  check_csr_nnz(t_indptr, num_edges, "csc_indices");
+  check_index_range(t_indices, num_rows, "csc_indices", "dst");
+  check_index_range(t_perm, num_edges, "csc_perm", "the edge list");
 }
 
 // segment_attention_backward and additive_attention_backward: the forward's outputs and their

@@ -9,6 +9,7 @@ accumulation) and compile with ``torch.compile(fullgraph=True)``.
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 from torch import Tensor
@@ -30,7 +31,8 @@ from graphloc.ops.traversal import (
 )
 
 __all__ = ["HAS_EXTENSION", "spmm", "set_spmm_backend", "sddmm", "segment_softmax",
-           "segment_attention", "additive_attention", "segment_reduce", "gather", "scatter",
+           "segment_attention", "additive_attention", "gatv2_scores", "segment_reduce", "gather",
+           "scatter",
            "coo_to_csr", "csr_transpose", "permute_rows", "khop_subgraphs", "separated_rounds",
            "neighbor_sample", "hop2_sample", "local_eccentricity", "dropout", "KHopBalls",
            "SampledNeighbourhood"]
@@ -336,6 +338,58 @@ def additive_attention(graph, src_scores: Tensor, dst_scores: Tensor, x: Tensor,
         as_rows(src_scores), as_rows(dst_scores), float(negative_slope), graph.csr.indptr,
         graph.csr.indices, x2, *_transpose_args(graph, needs_transpose))
     return out.view(out.size(0), *x.shape[1:])
+
+
+@_float16_in_float32
+def gatv2_scores(graph, src: Tensor, dst: Tensor, att: Tensor,
+                 negative_slope: float = 0.2) -> Tensor:
+    """GATv2's attention scores: per edge ``(j -> i)`` and head ``h``,
+    ``sum_c att[h, c] * leaky_relu(src[j, h, c] + dst[i, h, c], negative_slope)``.
+
+    On the CPU (float32, float64) one kernel computes them, and its backward recomputes the
+    per-edge sums where it needs them: no ``[E, H, C]`` tensor forward or backward.
+    Elsewhere ``sddmm``, ``leaky_relu`` and a product with ``att``, which is also its
+    definition (the pure-torch twin, ``graphloc.ops.reference.gatv2_scores``).
+
+    Args:
+        src: ``[N_src, H, C]`` or ``[N_src, H * C]``, the source side per node.
+        dst: ``[N, H, C]`` or ``[N, H * C]``, the destination side per node.
+        att: ``[H, C]`` or ``[1, H, C]`` (PyG's parameter), the attention vectors.
+        negative_slope: the LeakyReLU's slope for negative sums.
+
+    Returns ``[E, H]`` in the graph's edge order.
+    """
+    _check_graph(graph)
+    src, dst, att = _promoted_under_autocast(src, dst, att)
+    _check_node_features(graph, src, "src")
+    _check_node_features(graph, dst, "dst", side="destination")
+    if not isinstance(att, Tensor) or att.dim() not in (2, 3) or att.size(-2) < 1 or (
+            att.dim() == 3 and att.size(0) != 1):
+        raise ValueError(f"att must be [heads, C] or [1, heads, C], got "
+                         f"{list(att.shape) if isinstance(att, Tensor) else type(att).__name__}")
+    att = att.reshape(att.shape[-2:])
+    width = att.numel()
+    for name, t in (("src", src), ("dst", dst)):
+        if t.dim() not in (2, 3) or math.prod(t.shape[1:]) != width:
+            raise ValueError(f"{name} must be [N, {att.size(0)}, {att.size(1)}] or "
+                             f"[N, {width}] for att of shape {list(att.shape)}, got "
+                             f"{list(t.shape)}")
+    if src.dtype != dst.dtype or att.dtype != src.dtype:
+        raise TypeError(f"src ({src.dtype}), dst ({dst.dtype}) and att ({att.dtype}) must "
+                        "have one dtype")
+    if not isinstance(negative_slope, (int, float)) or isinstance(negative_slope, bool) \
+            or not math.isfinite(negative_slope):
+        raise TypeError(f"negative_slope must be a finite number, got {negative_slope!r}")
+    src2, dst2 = src.reshape(src.size(0), width), dst.reshape(dst.size(0), width)
+    if src.device.type != "cpu" or not HAS_EXTENSION or \
+            src.dtype not in (torch.float32, torch.float64):
+        pre = sddmm(graph, src2, dst2, "add").view(-1, *att.shape)
+        return (torch.nn.functional.leaky_relu(pre, negative_slope) * att).sum(-1)
+    needs_transpose = torch.is_grad_enabled() and src.requires_grad
+    score = kernels.gatv2_scores(graph.csr.indptr, graph.csr.indices, src2.contiguous(),
+                                 dst2.contiguous(), att.contiguous(), float(negative_slope),
+                                 *_transpose_args(graph, needs_transpose))
+    return graph.from_csr_order(score)
 
 
 def segment_reduce(src: Tensor, indptr: Tensor, reduce: str = "sum") -> Tensor:

@@ -543,6 +543,46 @@ def _additive_backward_composed(a_src, a_dst, negative_slope, out, grad_out, gra
     return grad_src, grad_dst, grad_x
 
 
+# --- gatv2_scores --------------------------------------------------------------------------
+
+def _gatv2_fake(indptr, indices, src, dst, att, negative_slope, csc_indptr=None,
+                csc_indices=None, csc_perm=None):
+    _check_csr_fake(indptr, indices)
+    for t, name in ((src, "src"), (dst, "dst"), (att, "att")):
+        _check_rows_fake(t, name)
+    torch._check(src.shape[1] == att.shape[0] * att.shape[1],
+                 lambda: f"src has {src.shape[1]} channels but att is {list(att.shape)}")
+    return src.new_empty(indices.shape[0], att.shape[0])
+
+
+def _gatv2_backward_fake(indptr, indices, src, dst, att, negative_slope, grad, csc_indptr,
+                         csc_indices, csc_perm, need_src, need_dst, need_att):
+    return (src.new_empty(src.shape if need_src else (0,)),
+            dst.new_empty(dst.shape if need_dst else (0,)),
+            att.new_empty(att.shape if need_att else (0,)))
+
+
+def _gatv2_setup(ctx, inputs, output):
+    indptr, indices, src, dst, att, ctx.negative_slope, t_indptr, t_indices, t_perm = inputs
+    ctx.save_for_backward(indptr, indices, src, dst, att, t_indptr, t_indices, t_perm)
+
+
+def _gatv2_backward(ctx, grad):
+    indptr, indices, src, dst, att, t_indptr, t_indices, t_perm = ctx.saved_tensors
+    need_src, need_dst, need_att = ctx.needs_input_grad[2:5]
+    # under create_graph the backward itself differentiable: the same formula, composed
+    backward = reference.gatv2_scores_backward if torch.is_grad_enabled() else \
+        kernels.gatv2_scores_backward
+    if backward is kernels.gatv2_scores_backward:
+        t_indptr, t_indices, t_perm = _transpose_of(indptr, indices, src.size(0), t_indptr,
+                                                    t_indices, t_perm)
+    grads = backward(indptr, indices, src, dst, att, ctx.negative_slope, grad.contiguous(),
+                     t_indptr, t_indices, t_perm, need_src, need_dst, need_att)
+    return (None, None, *(g if need else None for g, need in
+                          zip(grads, (need_src, need_dst, need_att), strict=True)),
+            None, None, None, None)
+
+
 def _attention_backward_fake(score, lse, out, grad_out, grad_lse, indptr, indices, x,
                              csc_indptr, csc_indices, csc_perm,
                              need_score, need_x):
@@ -617,7 +657,8 @@ _AUTOGRAD = {"dropout": (_dropout_setup, _dropout_backward),
              "sddmm": (_sddmm_setup, _sddmm_backward),
              "segment_softmax": (_softmax_setup, _softmax_backward),
              "segment_attention": (_attention_setup, _attention_backward),
-             "additive_attention": (_additive_setup, _additive_backward)}
+             "additive_attention": (_additive_setup, _additive_backward),
+             "gatv2_scores": (_gatv2_setup, _gatv2_backward)}
 
 
 def _register() -> None:
@@ -635,6 +676,8 @@ def _register() -> None:
     fake(lib + "segment_attention")(_attention_fake)
     fake(lib + "additive_attention")(_additive_fake)
     fake(lib + "additive_attention_backward")(_additive_backward_fake)
+    fake(lib + "gatv2_scores")(_gatv2_fake)
+    fake(lib + "gatv2_scores_backward")(_gatv2_backward_fake)
     fake(lib + "coo_to_csr")(_coo_to_csr_fake)
     fake(lib + "segment_logsumexp")(
         lambda x, indptr, indices, eps: x.new_empty(indptr.shape[0] - 1, x.shape[1]))

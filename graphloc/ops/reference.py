@@ -218,6 +218,32 @@ def sddmm(indptr, indices, a, b, op, heads, csc_indptr=None, csc_indices=None, c
     raise ValueError(f"sddmm op must be one of 'dot', 'add', 'mul', got {op!r}")
 
 
+def gatv2_scores(indptr, indices, src, dst, att, negative_slope, csc_indptr=None,
+                 csc_indices=None, csc_perm=None):
+    """GATv2's scores ``[E, H]``: per edge, ``att . leaky_relu(src[j] + dst[i])`` per head."""
+    H, C = att.shape
+    pre = sddmm(indptr, indices, src, dst, "add", 1).view(-1, H, C)
+    return (torch.nn.functional.leaky_relu(pre, negative_slope) * att).sum(-1)
+
+
+def gatv2_scores_backward(indptr, indices, src, dst, att, negative_slope, grad, csc_indptr,
+                          csc_indices, csc_perm, need_src, need_dst, need_att):
+    """The three gradients of gatv2_scores from differentiable ops (empty where not asked
+    for): d pre = grad * att * the LeakyReLU's slope at each edge's sum, summed per source
+    and per destination, and d att = the sum over the edges of grad * leaky_relu(pre)."""
+    H, C = att.shape
+    pre = sddmm(indptr, indices, src, dst, "add", 1).view(-1, H, C)
+    g = grad.unsqueeze(-1)
+    d_pre = (g * att * torch.where(pre > 0, 1.0, negative_slope).to(pre.dtype)).flatten(1)
+    none = src.new_empty(0)
+    d_src = src.new_zeros(src.shape).index_add(0, indices.long(), d_pre) if need_src else none
+    d_dst = dst.new_zeros(dst.shape).index_add(
+        0, csr_rows(indptr, indices.numel()).long(), d_pre) if need_dst else none
+    d_att = (g * torch.nn.functional.leaky_relu(pre, negative_slope)).sum(0) if need_att \
+        else none
+    return d_src, d_dst, d_att
+
+
 def _row_softmax(score, indptr):
     """Per CSR row and head of ``score [E, H]``: the softmax weights (edge order), as
     torch.softmax computes them, exp(score - row max) / their sum, and the log-sum-exp

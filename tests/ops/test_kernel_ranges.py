@@ -49,6 +49,7 @@ CHILD = textwrap.dedent("""
             "segment_attention": lambda: k.segment_attention(s, ptr, idx, x),
             "additive_attention": lambda: k.additive_attention(
                 torch.randn(3, 2), torch.randn(3, 2), 0.2, ptr, idx, x),
+            "gatv2_scores": lambda: k.gatv2_scores(ptr, idx, x, x, torch.randn(2, 2), 0.2),
             "local_eccentricity": lambda: k.local_eccentricity(ptr, idx, w.double(), 2),
             "khop_subgraphs": lambda: k.khop_subgraphs(ptr, idx, L(0), 2),
             "separated_rounds": lambda: k.separated_rounds(ptr, idx, good_ptr, good_idx, L(0), 1),
@@ -90,6 +91,9 @@ CHILD = textwrap.dedent("""
         "additive_attention_backward": lambda: k.additive_attention_backward(
             torch.randn(3, 1), torch.randn(3, 1), 0.2, torch.randn(3, 1), torch.randn(3, 4),
             torch.randn(3, 4), None, good_ptr, good_idx, x, ci, cx, cp, True, True),
+        "gatv2_scores_backward": lambda: k.gatv2_scores_backward(
+            good_ptr, good_idx, x, x, torch.randn(2, 2), 0.2, torch.randn(3, 2), ci, cx, cp,
+            True, True, True),
     }.items():
         try:
             call()

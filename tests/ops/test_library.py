@@ -68,6 +68,12 @@ def _samples():
     yield kernels.additive_attention_backward, (a_src.detach(), a_dst.detach(), 0.2, lse, out,
                                                 torch.randn_like(out), None, csr.indptr,
                                                 csr.indices, x.detach(), *transpose, True, True)
+    src, dst = (torch.randn(N, 6, **f64, requires_grad=True) for _ in range(2))
+    att = torch.randn(2, 3, **f64, requires_grad=True)
+    yield kernels.gatv2_scores, (csr.indptr, csr.indices, src, dst, att, 0.2, *transpose)
+    yield kernels.gatv2_scores_backward, (csr.indptr, csr.indices, src.detach(), dst.detach(),
+                                          att.detach(), 0.2, torch.randn(E, 2, **f64),
+                                          *transpose, True, False, True)
     yield kernels.coo_to_csr, (g.edge_index[1].int(), N)
     _, perm = kernels.coo_to_csr(g.edge_index[1], N)
     yield kernels.arg_sources, (arg, perm.to(arg.dtype), E)

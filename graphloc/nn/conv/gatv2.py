@@ -41,10 +41,12 @@ class GATv2Conv(torch.nn.Module):
     (heads averaged instead of concatenated when ``concat=False``). A drop-in for PyG's
     ``GATv2Conv`` (same arguments, parameter names ``lin_l``, ``lin_r``, ``att``,
     ``lin_edge``, ``res``, ``bias``, outputs and attention weights). The LeakyReLU sits
-    inside the score, so the scores need each edge's ``[H, C]`` sum (``ops.sddmm``), as
-    PyG's; the softmax and the weighted sum of the sources then run fused per node
+    inside the score, on each edge's ``[H, C]`` sum; ``ops.gatv2_scores`` forms those sums
+    where it needs them, forward and backward (one CPU kernel: no ``[E, H, C]`` tensor), and
+    the softmax and the weighted sum of the sources run fused per node
     (``ops.segment_attention``): no ``[E, H, C]`` messages and no stored ``[E, H]``
-    weights, where PyG's keeps both for its backward.
+    weights, where PyG's keeps both for its backward. With edge features the sums are
+    formed as ``[E, H * C]`` tensors (``ops.sddmm``), the edge term added to them.
 
     Differences from PyG's, each for a reason:
 
@@ -143,14 +145,14 @@ class GATv2Conv(torch.nn.Module):
                 stale: Tensor | None) -> Tensor:
         """``a . LeakyReLU(h_src[j] + h_dst[i] + e_ji)`` per edge and head, ``[E, H]``;
         -inf on the masked old loops (``stale``, under ``torch.compile``)."""
-        # [E, H * C] tensors: the sums (with edge features, a second) and their LeakyReLU;
-        # the attention vector's products and their sum as one thin matmul. sddmm's output
-        # may be a view of its CSR-order rows, which autograd does not let change in place
-        pre = ops.sddmm(graph, h_src, h_dst, "add")
-        if self.lin_edge is not None and edge_attr is not None:
-            pre = pre + self.lin_edge(edge_attr.to(h_src.dtype))
-        score = narrow_matmul(F.leaky_relu(pre, self.negative_slope),
-                              _block_diagonal(self.att))  # no [E, H, C] product
+        if self.lin_edge is None or edge_attr is None:  # one kernel: no [E, H * C] tensor
+            score = ops.gatv2_scores(graph, h_src, h_dst, self.att, self.negative_slope)
+        else:  # the edge term enters each edge's sum: [E, H * C] tensors, the sums (twice)
+            # and their LeakyReLU, the attention vectors' products as one thin matmul
+            pre = ops.sddmm(graph, h_src, h_dst, "add") + \
+                self.lin_edge(edge_attr.to(h_src.dtype))
+            score = narrow_matmul(F.leaky_relu(pre, self.negative_slope),
+                                  _block_diagonal(self.att))
         if stale is not None:
             score = score.masked_fill(stale.view(-1, 1), float("-inf"))
         return score
