@@ -2,8 +2,7 @@
 //   score[e, h] = sum_c att[h, c] * leaky_relu(src[j, h*C + c] + dst[i, h*C + c]),
 // without the [E, H * C] sums the composed ops (sddmm, leaky_relu, a product with att)
 // write and read back forward and backward. The backward recomputes the sums where it needs
-// them: d dst and d att over the CSR rows (dst[i] stays in L1 while the source rows stream
-// past), d src over the transpose (src[j] stays while the destination rows stream past).
+// them: d dst and d att over the CSR rows, d src over the transpose (grad_rows).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -96,72 +95,45 @@ void scores_rows(const index_t* indptr, const index_t* indices, const scalar_t* 
   });
 }
 
-// d dst[i] = sum over the row's edges of grad[e, h] * att * leaky'(sum), and, with
-// `att_rows`, the row's share of d att: sum over its edges of grad[e, h] * leaky(sum), one
-// [H * C] row per destination (summed over the rows afterwards: the same order for any
-// thread count).
+// One side's gradient, row by row over a CSR of that side: row r's entries k hold the
+// other end idx[k] and the edge perm[k] (or k itself without perm), and
+//   d own[r] = sum over the row's entries of grad[e, h] * att * leaky'(own[r] + other[idx[k]]).
+// The CSR gives d dst (own = dst), the transpose d src (own = src): the sum is symmetric. With
+// `att_rows`, the row's share of d att too: sum over its entries of grad[e, h] * leaky(sum),
+// one [H * C] row per own row (summed over the rows afterwards: the same order for any
+// thread count). own[r] stays in L1 while the other rows stream past, prefetched.
 template <int CT, typename scalar_t, typename index_t>
-void dst_grad_rows(const index_t* indptr, const index_t* indices, const scalar_t* src,
-                   const scalar_t* dst, const scalar_t* att_in, const scalar_t* grad,
-                   int64_t num_rows, int64_t H, int64_t C, double slope_in, scalar_t* grad_dst,
-                   scalar_t* att_rows) {
+void grad_rows(const index_t* ptr, const index_t* idx, const index_t* perm, const scalar_t* own,
+               const scalar_t* other, const scalar_t* att_in, const scalar_t* grad,
+               int64_t num_rows, int64_t H, int64_t C, double slope_in, scalar_t* grad_own,
+               scalar_t* att_rows) {
   using acc_t = typename AccType<scalar_t>::type;
   const int64_t K = H * C;
   const acc_t slope = static_cast<acc_t>(slope_in);
   std::vector<acc_t> att(att_in, att_in + K);
-  parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
-    const int64_t chunk_end = indptr[r1];
+  parallel_rows(ptr, num_rows, [&](int64_t r0, int64_t r1) {
+    const int64_t chunk_end = ptr[r1];
     const int64_t distance = prefetch_distance_of<scalar_t>(K);
     std::vector<acc_t> d_row(K), a_row(K);
-    for (int64_t i = r0; i < r1; ++i) {
+    for (int64_t r = r0; r < r1; ++r) {
       std::fill(d_row.begin(), d_row.end(), acc_t(0));
       std::fill(a_row.begin(), a_row.end(), acc_t(0));
-      const scalar_t* __restrict__ di = dst + i * K;
-      for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-        if (e + distance < chunk_end)
-          prefetch_row(src + static_cast<int64_t>(indices[e + distance]) * K, K);
-        const scalar_t* __restrict__ sj = src + static_cast<int64_t>(indices[e]) * K;
+      const scalar_t* __restrict__ mine = own + r * K;
+      for (int64_t k = ptr[r]; k < ptr[r + 1]; ++k) {
+        if (k + distance < chunk_end)
+          prefetch_row(other + static_cast<int64_t>(idx[k + distance]) * K, K);
+        const scalar_t* __restrict__ theirs = other + static_cast<int64_t>(idx[k]) * K;
+        const scalar_t* g_e = grad + (perm != nullptr ? static_cast<int64_t>(perm[k]) : k) * H;
         if (att_rows != nullptr)
-          edge_grads<CT, true>(sj, di, att.data(), grad + e * H, H, C, slope, d_row.data(),
+          edge_grads<CT, true>(theirs, mine, att.data(), g_e, H, C, slope, d_row.data(),
                                a_row.data());
         else
-          edge_grads<CT, false>(sj, di, att.data(), grad + e * H, H, C, slope, d_row.data(),
+          edge_grads<CT, false>(theirs, mine, att.data(), g_e, H, C, slope, d_row.data(),
                                 a_row.data());
       }
-      for (int64_t k = 0; k < K; ++k) grad_dst[i * K + k] = static_cast<scalar_t>(d_row[k]);
+      for (int64_t c = 0; c < K; ++c) grad_own[r * K + c] = static_cast<scalar_t>(d_row[c]);
       if (att_rows != nullptr)
-        for (int64_t k = 0; k < K; ++k) att_rows[i * K + k] = static_cast<scalar_t>(a_row[k]);
-    }
-  });
-}
-
-// d src[j] = sum over j's out-edges (the transpose's row j: destination t_indices[k], edge
-// t_perm[k]) of grad[e, h] * att * leaky'(sum).
-template <int CT, typename scalar_t, typename index_t>
-void src_grad_rows(const index_t* t_indptr, const index_t* t_indices, const index_t* t_perm,
-                   const scalar_t* src, const scalar_t* dst, const scalar_t* att_in,
-                   const scalar_t* grad, int64_t num_src, int64_t H, int64_t C, double slope_in,
-                   scalar_t* grad_src) {
-  using acc_t = typename AccType<scalar_t>::type;
-  const int64_t K = H * C;
-  const acc_t slope = static_cast<acc_t>(slope_in);
-  std::vector<acc_t> att(att_in, att_in + K);
-  parallel_rows(t_indptr, num_src, [&](int64_t r0, int64_t r1) {
-    const int64_t chunk_end = t_indptr[r1];
-    const int64_t distance = prefetch_distance_of<scalar_t>(K);
-    std::vector<acc_t> d_row(K);
-    for (int64_t j = r0; j < r1; ++j) {
-      std::fill(d_row.begin(), d_row.end(), acc_t(0));
-      const scalar_t* __restrict__ sj = src + j * K;
-      for (int64_t k = t_indptr[j]; k < t_indptr[j + 1]; ++k) {
-        if (k + distance < chunk_end)
-          prefetch_row(dst + static_cast<int64_t>(t_indices[k + distance]) * K, K);
-        const scalar_t* __restrict__ di = dst + static_cast<int64_t>(t_indices[k]) * K;
-        const int64_t e = static_cast<int64_t>(t_perm[k]);
-        edge_grads<CT, false>(sj, di, att.data(), grad + e * H, H, C, slope, d_row.data(),
-                              static_cast<acc_t*>(nullptr));
-      }
-      for (int64_t c = 0; c < K; ++c) grad_src[j * K + c] = static_cast<scalar_t>(d_row[c]);
+        for (int64_t c = 0; c < K; ++c) att_rows[r * K + c] = static_cast<scalar_t>(a_row[c]);
     }
   });
 }
@@ -210,17 +182,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> gatv2_scores_backward_cpu(
       with_constant<8, 16, 32, 64>(C, [&](auto width) {
         constexpr int CT = decltype(width)::value;
         if (need_dst || need_att)
-          dst_grad_rows<CT, scalar_t, index_t>(
-              indptr.data_ptr<index_t>(), indices.data_ptr<index_t>(), sc.data_ptr<scalar_t>(),
-              dc.data_ptr<scalar_t>(), ac.data_ptr<scalar_t>(), gc.data_ptr<scalar_t>(),
-              indptr.numel() - 1, H, C, negative_slope, grad_dst.data_ptr<scalar_t>(),
-              need_att ? att_rows.data_ptr<scalar_t>() : nullptr);
+          grad_rows<CT, scalar_t, index_t>(
+              indptr.data_ptr<index_t>(), indices.data_ptr<index_t>(), nullptr,
+              dc.data_ptr<scalar_t>(), sc.data_ptr<scalar_t>(), ac.data_ptr<scalar_t>(),
+              gc.data_ptr<scalar_t>(), indptr.numel() - 1, H, C, negative_slope,
+              grad_dst.data_ptr<scalar_t>(), need_att ? att_rows.data_ptr<scalar_t>() : nullptr);
         if (need_src)
-          src_grad_rows<CT, scalar_t, index_t>(
+          grad_rows<CT, scalar_t, index_t>(
               csc_indptr.data_ptr<index_t>(), csc_indices.data_ptr<index_t>(),
               csc_perm.data_ptr<index_t>(), sc.data_ptr<scalar_t>(), dc.data_ptr<scalar_t>(),
               ac.data_ptr<scalar_t>(), gc.data_ptr<scalar_t>(), src.size(0), H, C, negative_slope,
-              grad_src.data_ptr<scalar_t>());
+              grad_src.data_ptr<scalar_t>(), nullptr);
       });
     });
   });

@@ -73,3 +73,17 @@ def test_attention_dropout_of_one_drops_every_weight_as_pygs(name):
     torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
     if name != "TransformerConv":  # no root term: the bias alone
         torch.testing.assert_close(ours(x, edge_index), ours.bias.expand(n, 6))
+
+
+@pytest.mark.parametrize("name", ["GATv2Conv", "TransformerConv"])
+def test_edge_features_without_edge_dim_are_refused_by_name(name):
+    """They would enter no score: PyG's GATv2Conv fails an empty assert there, its
+    TransformerConv on mismatched shapes. A Graph's own edge features are not the call's."""
+    edge_index, n = parity_graph(37)
+    conv = getattr(gl, name)(6, 4)
+    with pytest.raises(ValueError, match=rf"{name} was built without edge_dim, so the "
+                                         r"edge_attr of shape \[\d+, 5\] would be ignored; "
+                                         r"build it with edge_dim=5"):
+        conv(torch.randn(n, 6), edge_index, torch.randn(edge_index.size(1), 5))
+    graph = Graph(edge_index, num_nodes=n, edge_attr=torch.randn(edge_index.size(1), 5))
+    conv(torch.randn(n, 6), graph)

@@ -117,12 +117,3 @@ def test_from_pyg_converts_gatv2_and_pygs_gat_model_with_v2():
         ours = from_pyg(theirs.eval(), (x, edge_index), strict=True)
         assert any(isinstance(m, GATv2Conv) for m in ours.modules())
         torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
-
-
-def test_edge_features_without_edge_dim_are_refused_by_name():
-    """PyG's GATv2Conv fails an empty assert there; the features would enter no score."""
-    edge_index, n = parity_graph(36)
-    with pytest.raises(ValueError, match=r"GATv2Conv was built without edge_dim, so the "
-                                         r"edge_attr of shape \[\d+, 3\] would be ignored; "
-                                         r"build it with edge_dim=3"):
-        GATv2Conv(6, 4)(torch.randn(n, 6), edge_index, torch.randn(edge_index.size(1), 3))

@@ -73,14 +73,3 @@ def test_transformer_conv_bad_input():
         conv(torch.randn(n, 5), edge_index)
     with pytest.raises(TypeError, match="floating-point"):
         conv(torch.ones(n, 4, dtype=torch.long), edge_index)
-
-
-def test_edge_features_without_edge_dim_are_refused_by_name():
-    """They would enter no score; PyG's fails on mismatched shapes, naming no argument."""
-    edge_index, n = parity_graph(37)
-    with pytest.raises(ValueError, match=r"TransformerConv was built without edge_dim, so the "
-                                         r"edge_attr of shape \[\d+, 5\] would be ignored; "
-                                         r"build it with edge_dim=5"):
-        TransformerConv(6, 4)(torch.randn(n, 6), edge_index, torch.randn(edge_index.size(1), 5))
-    graph = Graph(edge_index, num_nodes=n, edge_attr=torch.randn(edge_index.size(1), 5))
-    TransformerConv(6, 4)(torch.randn(n, 6), graph)  # a Graph's own features: not the call's
