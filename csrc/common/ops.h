@@ -285,12 +285,11 @@ inline void check_additive_attention_args(const at::Tensor& a_src, const at::Ten
 inline void check_gatv2_args(const at::Tensor& indptr, const at::Tensor& indices,
                              const at::Tensor& src, const at::Tensor& dst, const at::Tensor& att,
                              double negative_slope) {
-  TORCH_CHECK(std::isfinite(negative_slope), "negative_slope must be finite, got ",
-              negative_slope);
+  TORCH_CHECK(std::isfinite(negative_slope), "negative_slope must be finite, got ", negative_slope);
   TORCH_CHECK(att.dim() == 2 && att.size(0) >= 1, "att must be [heads, C] with heads >= 1, got ",
               "shape ", att.sizes());
-  TORCH_CHECK(att.scalar_type() == src.scalar_type(), "att is ", att.scalar_type(),
-              " but src is ", src.scalar_type());
+  TORCH_CHECK(att.scalar_type() == src.scalar_type(), "att is ", att.scalar_type(), " but src is ",
+              src.scalar_type());
   check_sddmm_args(indptr, indices, src, dst, 1);
   TORCH_CHECK(src.size(1) == att.numel(), "src and dst have ", src.size(1), " channels but att ",
               "holds ", att.size(0), " heads of ", att.size(1));
