@@ -164,8 +164,15 @@ def _check_traced_edge_index(edge_index) -> None:
             edge_index.dtype.is_complex or edge_index.dtype == torch.bool:
         got = edge_index.dtype if isinstance(edge_index, Tensor) else type(edge_index).__name__
         raise TypeError(f"edge_index must be an integer tensor, got {got}")
-    if edge_index.dim() != 2 or edge_index.size(0) != 2:
-        raise ValueError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
+    _check_edge_index_shape(edge_index)
+
+
+def _check_edge_index_shape(edge_index: Tensor) -> None:
+    if edge_index.dim() == 2 and edge_index.size(0) == 2:
+        return
+    pairs = edge_index.dim() == 2 and edge_index.size(1) == 2
+    hint = " (an [E, 2] list of pairs: pass edge_index.t())" if pairs else ""
+    raise ValueError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}{hint}")
 
 
 def _validated_edge_index(edge_index, num_nodes, num_src_nodes=None):
@@ -174,8 +181,7 @@ def _validated_edge_index(edge_index, num_nodes, num_src_nodes=None):
     if edge_index.dtype.is_floating_point or edge_index.dtype.is_complex \
             or edge_index.dtype == torch.bool:
         raise TypeError(f"edge_index must have an integer dtype, got {edge_index.dtype}")
-    if edge_index.dim() != 2 or edge_index.size(0) != 2:
-        raise ValueError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
+    _check_edge_index_shape(edge_index)
     edge_index = edge_index.long()
     inferred = num_nodes is None
     if inferred:

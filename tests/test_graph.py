@@ -654,3 +654,15 @@ def test_from_pyg_takes_the_adj_t_of_to_sparse_tensor():
     assert graph.num_nodes == 12
     assert sorted(map(tuple, graph.edge_index.t().tolist())) == \
         sorted(map(tuple, edge_index.t().tolist()))
+
+
+def test_edge_index_of_the_wrong_shape_is_refused_with_a_hint_for_pairs():
+    """A [E, 2] list of pairs (as np.argwhere or a CSV read gives) is the likeliest wrong
+    shape: the error says to transpose it; other shapes get no hint."""
+    pairs = torch.tensor([[0, 1], [1, 2], [2, 0]])
+    with pytest.raises(ValueError, match=r"got \[3, 2\] \(an \[E, 2\] list of pairs: pass "
+                                         r"edge_index.t\(\)\)"):
+        Graph(pairs)
+    assert Graph(pairs.t()).edge_index.tolist() == [[0, 1, 2], [1, 2, 0]]
+    with pytest.raises(ValueError, match=r"must have shape \[2, E\], got \[3, 4\]$"):
+        Graph(torch.zeros(3, 4, dtype=torch.long))
