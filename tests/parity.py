@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from helpers import random_edge_index
 
+from graphloc import Graph
+
 
 def parity_graph(seed: int = 0):
     """30 nodes, ids drawn from the first 25 (so isolated nodes), with self-loops and
@@ -43,3 +45,28 @@ def assert_parity(ours: torch.nn.Module, theirs: torch.nn.Module, run_ours, run_
             assert a is None and b is None
             continue
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-8)
+
+
+def assert_attention_weights_parity(ours: torch.nn.Module, theirs: torch.nn.Module,
+                                    x: torch.Tensor, edge_index: torch.Tensor) -> None:
+    """Same initial weights, then PyG's outputs, edge list (loops included, in its order) and
+    attention weights from ``return_attention_weights=True``."""
+    ours.load_state_dict(theirs.state_dict())
+    out, (index, alpha) = ours(x, edge_index, return_attention_weights=True)
+    ref_out, (ref_index, ref_alpha) = theirs(x, edge_index, return_attention_weights=True)
+    torch.testing.assert_close(out, ref_out)
+    assert torch.equal(index, ref_index)
+    torch.testing.assert_close(alpha, ref_alpha)
+
+
+def assert_edge_feature_parity(ours_cls, theirs_cls, fill_value, seed: int) -> None:
+    """An attention conv with ``edge_dim=3`` (2 heads of 4) against PyG's, its edge features
+    given with a Graph (ours) and with the edge_index (PyG's): outputs and gradients, the
+    edge features' included, the added loops' features filled by ``fill_value``."""
+    edge_index, n = parity_graph(seed)
+    edge_attr = torch.randn(edge_index.size(1), 3, dtype=torch.float64, requires_grad=True)
+    kwargs = dict(heads=2, edge_dim=3, fill_value=fill_value)
+    graph = Graph(edge_index, num_nodes=n)
+    assert_parity(ours_cls(8, 4, **kwargs), theirs_cls(8, 4, **kwargs),
+                  lambda m, x: m(x, graph, edge_attr), lambda m, x: m(x, edge_index, edge_attr),
+                  torch.randn(n, 8), extra=(edge_attr,))

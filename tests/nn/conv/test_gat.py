@@ -2,7 +2,12 @@ import pytest
 import torch
 import torch_geometric.nn as pyg
 from helpers import out_of_place_gradient_sums, random_edge_index, requires_ext
-from parity import assert_parity, parity_graph
+from parity import (
+    assert_attention_weights_parity,
+    assert_edge_feature_parity,
+    assert_parity,
+    parity_graph,
+)
 
 from graphloc import Graph
 from graphloc.nn import GATConv
@@ -32,25 +37,13 @@ def test_gat_on_a_loop_free_graph_matches_pyg(heads):
 
 @pytest.mark.parametrize("fill_value", ["mean", "max", 0.5])
 def test_gat_with_edge_features_matches_pyg(fill_value):
-    edge_index, n = parity_graph(10)
-    edge_attr = torch.randn(edge_index.size(1), 3, dtype=torch.float64, requires_grad=True)
-    kwargs = dict(heads=2, edge_dim=3, fill_value=fill_value)
-    graph = Graph(edge_index, num_nodes=n)
-    assert_parity(GATConv(8, 4, **kwargs), pyg.GATConv(8, 4, **kwargs),
-                  lambda m, x: m(x, graph, edge_attr), lambda m, x: m(x, edge_index, edge_attr),
-                  torch.randn(n, 8), extra=(edge_attr,))
+    assert_edge_feature_parity(GATConv, pyg.GATConv, fill_value, seed=10)
 
 
 def test_gat_attention_weights_match_pyg():
     edge_index, n = parity_graph(11)
-    ours, theirs = GATConv(6, 4, heads=2), pyg.GATConv(6, 4, heads=2)
-    ours.load_state_dict(theirs.state_dict())
-    x = torch.randn(n, 6)
-    out, (index, alpha) = ours(x, edge_index, return_attention_weights=True)
-    ref_out, (ref_index, ref_alpha) = theirs(x, edge_index, return_attention_weights=True)
-    torch.testing.assert_close(out, ref_out)
-    assert torch.equal(index, ref_index)
-    torch.testing.assert_close(alpha, ref_alpha)
+    assert_attention_weights_parity(GATConv(6, 4, heads=2), pyg.GATConv(6, 4, heads=2),
+                                    torch.randn(n, 6), edge_index)
 
 
 def test_gat_attention_dropout_only_in_training():

@@ -5,7 +5,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 import torch_geometric.nn as pyg
-from parity import assert_parity, parity_graph
+from parity import (
+    assert_attention_weights_parity,
+    assert_edge_feature_parity,
+    assert_parity,
+    parity_graph,
+)
 
 from graphloc import Graph
 from graphloc.nn import GATv2Conv, from_pyg
@@ -26,13 +31,7 @@ def test_gatv2_matches_pyg(heads, concat, add_self_loops, bias, residual, share_
 
 @pytest.mark.parametrize("fill_value", ["mean", "max", 0.5])
 def test_gatv2_with_edge_features_matches_pyg(fill_value):
-    edge_index, n = parity_graph(32)
-    edge_attr = torch.randn(edge_index.size(1), 3, dtype=torch.float64, requires_grad=True)
-    kwargs = dict(heads=2, edge_dim=3, fill_value=fill_value)
-    graph = Graph(edge_index, num_nodes=n)
-    assert_parity(GATv2Conv(8, 4, **kwargs), pyg.GATv2Conv(8, 4, **kwargs),
-                  lambda m, x: m(x, graph, edge_attr), lambda m, x: m(x, edge_index, edge_attr),
-                  torch.randn(n, 8), extra=(edge_attr,))
+    assert_edge_feature_parity(GATv2Conv, pyg.GATv2Conv, fill_value, seed=32)
 
 
 @pytest.mark.parametrize("share_weights", [False, True])
@@ -50,14 +49,8 @@ def test_gatv2_bipartite_matches_pyg(share_weights):
 
 def test_gatv2_attention_weights_match_pyg():
     edge_index, n = parity_graph(33)
-    ours, theirs = GATv2Conv(6, 4, heads=2), pyg.GATv2Conv(6, 4, heads=2)
-    ours.load_state_dict(theirs.state_dict())
-    x = torch.randn(n, 6)
-    out, (index, alpha) = ours(x, edge_index, return_attention_weights=True)
-    ref_out, (ref_index, ref_alpha) = theirs(x, edge_index, return_attention_weights=True)
-    torch.testing.assert_close(out, ref_out)
-    assert torch.equal(index, ref_index)
-    torch.testing.assert_close(alpha, ref_alpha)
+    assert_attention_weights_parity(GATv2Conv(6, 4, heads=2), pyg.GATv2Conv(6, 4, heads=2),
+                                    torch.randn(n, 6), edge_index)
 
 
 def test_gatv2_is_the_papers_formula():
