@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import torch
@@ -94,6 +95,10 @@ def set_attention_options(layer: torch.nn.Module, in_channels, out_channels: int
     check_sizes(owner, lazy=True, optional=("edge_dim",), in_channels=in_channels,
                 out_channels=out_channels, heads=heads, edge_dim=edge_dim)
     check_dropouts(owner, upto_one=True, dropout=dropout)
+    if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)) \
+            or not math.isfinite(negative_slope):  # NaN would make every score NaN
+        raise ValueError(f"{owner}: negative_slope must be a finite number, got "
+                         f"{negative_slope!r}")
     layer.in_channels, layer.out_channels, layer.heads = in_channels, out_channels, heads
     layer.concat, layer.negative_slope, layer.dropout = concat, negative_slope, dropout
     layer.add_self_loops, layer.edge_dim, layer.fill_value = add_self_loops, edge_dim, fill_value

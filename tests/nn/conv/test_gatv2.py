@@ -13,7 +13,7 @@ from parity import (
 )
 
 from graphloc import Graph
-from graphloc.nn import GATv2Conv, from_pyg
+from graphloc.nn import GATConv, GATv2Conv, from_pyg
 
 
 @pytest.mark.parametrize("heads,concat", [(1, True), (3, True), (3, False)])
@@ -84,6 +84,11 @@ def test_gatv2_dropout_only_in_training_and_bad_arguments():
     with pytest.raises(ValueError, match=r"GATv2Conv: dropout must be a probability in "
                                          r"\[0, 1\], got 1.5"):
         GATv2Conv(4, 4, dropout=1.5)
+    for slope in (float("nan"), float("inf"), "0.2"):
+        for cls in (GATv2Conv, GATConv):
+            with pytest.raises(ValueError, match=rf"{cls.__name__}: negative_slope must be a "
+                                                 r"finite number"):
+                cls(4, 4, negative_slope=slope)
     with pytest.raises(ValueError, match="GATv2Conv expects x of shape \\[N, 4\\]"):
         GATv2Conv(4, 4)(torch.randn(n, 5), edge_index)
 
