@@ -3,6 +3,7 @@ of graphloc's, so ops and csrc wrappers can use it too)."""
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -50,10 +51,7 @@ def physical_memory_bytes() -> int | None:
 def check_fits_in_memory(shape: tuple[int, ...], dtype: torch.dtype, argument: str) -> None:
     """An output of ``shape`` that ``argument`` sizes, refused by name when it exceeds the
     machine's memory: the allocator's own error names a byte count and no argument."""
-    numel = 1
-    for size in shape:
-        numel *= int(size)
-    needed = numel * torch.empty((), dtype=dtype).element_size()
+    needed = math.prod(int(size) for size in shape) * dtype.itemsize
     memory = physical_memory_bytes()
     if memory is not None and needed > memory:
         raise ValueError(f"{argument} asks for a {list(shape)} {dtype} output of "

@@ -25,7 +25,7 @@ from graphloc.nn.conv._utils import (
 )
 
 
-def _block_diagonal(att: Tensor) -> Tensor:
+def block_diagonal(att: Tensor) -> Tensor:
     """``[1, H, C]`` attention vectors as a ``[H * C, H]`` matrix, head h in column h."""
     _, H, C = att.shape
     eye = torch.eye(H, dtype=att.dtype, device=att.device)
@@ -289,7 +289,7 @@ class GATConv(torch.nn.Module):
         stay 2-D: the gradient of a ``view`` is a view, which autograd cannot add the score
         projection's gradient to in place (a fresh [N, H*C] tensor at every step)."""
         H = self.heads
-        att_src, att_dst = _block_diagonal(self.att_src), _block_diagonal(self.att_dst)
+        att_src, att_dst = block_diagonal(self.att_src), block_diagonal(self.att_dst)
         if x_dst is None:
             h = (self.lin if self.lin is not None else self.lin_src)(x_src)
             return h, narrow_matmul(h, att_src), h.new_zeros(num_dst, H)

@@ -19,8 +19,8 @@ from graphloc.nn.conv._utils import (
     split_widths,
 )
 from graphloc.nn.conv.gat import (
-    _block_diagonal,
     attention_edge_features,
+    block_diagonal,
     returned_weights,
     set_attention_options,
     with_pyg_loops,
@@ -152,7 +152,7 @@ class GATv2Conv(torch.nn.Module):
             pre = ops.sddmm(graph, h_src, h_dst, "add") + \
                 self.lin_edge(edge_attr.to(h_src.dtype))
             score = narrow_matmul(F.leaky_relu(pre, self.negative_slope),
-                                  _block_diagonal(self.att))
+                                  block_diagonal(self.att))
         if stale is not None:
             score = score.masked_fill(stale.view(-1, 1), float("-inf"))
         return score
