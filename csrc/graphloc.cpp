@@ -89,6 +89,17 @@ TORCH_LIBRARY(graphloc, m) {
       "gatv2_scores_backward(Tensor indptr, Tensor indices, Tensor src, Tensor dst, Tensor att, "
       "float negative_slope, Tensor grad, Tensor csc_indptr, Tensor csc_indices, "
       "Tensor csc_perm, bool need_src, bool need_dst, bool need_att) -> (Tensor, Tensor, Tensor)");
+  // The residual gated graph conv's aggregation: per edge (j -> i) of row i and channel c,
+  // out[i, c] = sum of sigmoid(key[i, c] + query[j, c]) * value[j, c], [rows, C] (CPU; other
+  // devices compose sddmm, sigmoid and a weighted spmm).
+  m.def(
+      "gated_sum(Tensor indptr, Tensor indices, Tensor key, Tensor query, Tensor value, "
+      "Tensor? csc_indptr=None, Tensor? csc_indices=None, Tensor? csc_perm=None) -> Tensor");
+  // Its gradients (d key, d query, d value), empty tensors for those not asked for.
+  m.def(
+      "gated_sum_backward(Tensor indptr, Tensor indices, Tensor key, Tensor query, Tensor value, "
+      "Tensor grad, Tensor csc_indptr, Tensor csc_indices, Tensor csc_perm, bool need_key, "
+      "bool need_query, bool need_value) -> (Tensor, Tensor, Tensor)");
   // Per node: the largest length-weighted distance to a node of its hops-hop ball, inside
   // the ball's induced subgraph (City-Networks' local eccentricity); float64 [N]. CPU.
   m.def("local_eccentricity(Tensor indptr, Tensor indices, Tensor weight, int hops) -> Tensor");

@@ -295,6 +295,20 @@ inline void check_gatv2_args(const at::Tensor& indptr, const at::Tensor& indices
               "holds ", att.size(0), " heads of ", att.size(1));
 }
 
+// gated_sum: destination rows key [rows, C], source rows query and value [N_src, C], all of
+// one dtype, over one CSR.
+inline void check_gated_sum_args(const at::Tensor& indptr, const at::Tensor& indices,
+                                 const at::Tensor& key, const at::Tensor& query,
+                                 const at::Tensor& value) {
+  check_sddmm_args(indptr, indices, query, key, 1);
+  check_features(value, "value");
+  TORCH_CHECK(value.scalar_type() == query.scalar_type(), "value is ", value.scalar_type(),
+              " but query is ", query.scalar_type());
+  check_same_device(value, "value", query, "query");
+  TORCH_CHECK(value.sizes() == query.sizes(), "value has shape ", value.sizes(),
+              " but query has shape ", query.sizes());
+}
+
 // A transpose of a CSR over num_edges edges: its rows the num_cols columns of the CSR,
 // t_indices the CSR's rows, t_perm the edge positions.
 inline void check_transpose_args(const at::Tensor& t_indptr, const at::Tensor& t_indices,

@@ -31,7 +31,8 @@ from graphloc.ops.traversal import (
 )
 
 __all__ = ["HAS_EXTENSION", "spmm", "set_spmm_backend", "sddmm", "segment_softmax",
-           "segment_attention", "additive_attention", "gatv2_scores", "segment_reduce", "gather",
+           "segment_attention", "additive_attention", "gatv2_scores", "gated_sum", "segment_reduce",
+           "gather",
            "scatter",
            "coo_to_csr", "csr_transpose", "permute_rows", "khop_subgraphs", "separated_rounds",
            "neighbor_sample", "hop2_sample", "local_eccentricity", "dropout", "KHopBalls",
@@ -390,6 +391,45 @@ def gatv2_scores(graph, src: Tensor, dst: Tensor, att: Tensor,
                                  dst2.contiguous(), att.contiguous(), float(negative_slope),
                                  *_transpose_args(graph, needs_transpose))
     return graph.from_csr_order(score)
+
+
+@_float16_in_float32
+def gated_sum(graph, key: Tensor, query: Tensor, value: Tensor) -> Tensor:
+    """The residual gated graph conv's aggregation (Bresson and Laurent, 2017): per edge
+    ``(j -> i)`` and channel ``c``, ``sigmoid(key[i, c] + query[j, c]) * value[j, c]``, summed
+    into row ``i``.
+
+    On the CPU (float32, float64) one kernel computes it, and its backward recomputes the
+    gates where it needs them: no ``[E, C]`` tensor forward or backward. Elsewhere
+    ``sddmm``, ``sigmoid`` and a weighted ``spmm``, which is also its definition (the
+    pure-torch twin, ``graphloc.ops.reference.gated_sum``).
+
+    Args:
+        key: ``[N, C]``, the destination side per node.
+        query: ``[N_src, C]``, the source side of the gates per node.
+        value: ``[N_src, C]``, the gated source rows.
+
+    Returns ``[N, C]`` (0 for nodes without incoming edges).
+    """
+    _check_graph(graph)
+    key, query, value = _promoted_under_autocast(key, query, value)
+    _check_node_features(graph, key, "key", side="destination")
+    _check_node_features(graph, query, "query")
+    _check_node_features(graph, value, "value")
+    if key.dim() != 2 or query.shape != value.shape or query.shape[1:] != key.shape[1:]:
+        raise ValueError(f"key [N, C], query and value [N_src, C] must share C, got "
+                         f"{list(key.shape)}, {list(query.shape)} and {list(value.shape)}")
+    if not key.dtype == query.dtype == value.dtype:
+        raise TypeError(f"key ({key.dtype}), query ({query.dtype}) and value ({value.dtype}) "
+                        "must have one dtype")
+    if key.device.type != "cpu" or not HAS_EXTENSION or \
+            key.dtype not in (torch.float32, torch.float64):
+        gate = torch.sigmoid(sddmm(graph, query, key, "add"))
+        return spmm(graph, value.unsqueeze(-1), gate).squeeze(-1)
+    needs_transpose = torch.is_grad_enabled() and (query.requires_grad or value.requires_grad)
+    return kernels.gated_sum(graph.csr.indptr, graph.csr.indices, key.contiguous(),
+                             query.contiguous(), value.contiguous(),
+                             *_transpose_args(graph, needs_transpose))
 
 
 def segment_reduce(src: Tensor, indptr: Tensor, reduce: str = "sum") -> Tensor:

@@ -583,6 +583,47 @@ def _gatv2_backward(ctx, grad):
             None, None, None, None)
 
 
+# --- gated_sum -----------------------------------------------------------------------------
+
+def _gated_fake(indptr, indices, key, query, value, csc_indptr=None, csc_indices=None,
+                csc_perm=None):
+    _check_csr_fake(indptr, indices)
+    for t, name in ((key, "key"), (query, "query"), (value, "value")):
+        _check_rows_fake(t, name)
+    torch._check(query.shape == value.shape, lambda: f"value has shape {list(value.shape)} "
+                 f"but query has shape {list(query.shape)}")
+    torch._check(key.shape[1] == query.shape[1], lambda: f"key has {key.shape[1]} channels "
+                 f"but query has {query.shape[1]}")
+    return key.new_empty(key.shape)
+
+
+def _gated_backward_fake(indptr, indices, key, query, value, grad, csc_indptr, csc_indices,
+                         csc_perm, need_key, need_query, need_value):
+    return (key.new_empty(key.shape if need_key else (0,)),
+            query.new_empty(query.shape if need_query else (0,)),
+            value.new_empty(value.shape if need_value else (0,)))
+
+
+def _gated_setup(ctx, inputs, output):
+    indptr, indices, key, query, value, t_indptr, t_indices, t_perm = inputs
+    ctx.save_for_backward(indptr, indices, key, query, value, t_indptr, t_indices, t_perm)
+
+
+def _gated_backward(ctx, grad):
+    indptr, indices, key, query, value, t_indptr, t_indices, t_perm = ctx.saved_tensors
+    needs = ctx.needs_input_grad[2:5]
+    # under create_graph the backward itself differentiable: the same formula, composed
+    backward = reference.gated_sum_backward if torch.is_grad_enabled() else \
+        kernels.gated_sum_backward
+    if backward is kernels.gated_sum_backward:
+        t_indptr, t_indices, t_perm = _transpose_of(indptr, indices, query.size(0), t_indptr,
+                                                    t_indices, t_perm)
+    grads = backward(indptr, indices, key, query, value, grad.contiguous(), t_indptr,
+                     t_indices, t_perm, *needs)
+    return (None, None, *(g if need else None for g, need in zip(grads, needs, strict=True)),
+            None, None, None)
+
+
 def _attention_backward_fake(score, lse, out, grad_out, grad_lse, indptr, indices, x,
                              csc_indptr, csc_indices, csc_perm,
                              need_score, need_x):
@@ -658,7 +699,8 @@ _AUTOGRAD = {"dropout": (_dropout_setup, _dropout_backward),
              "segment_softmax": (_softmax_setup, _softmax_backward),
              "segment_attention": (_attention_setup, _attention_backward),
              "additive_attention": (_additive_setup, _additive_backward),
-             "gatv2_scores": (_gatv2_setup, _gatv2_backward)}
+             "gatv2_scores": (_gatv2_setup, _gatv2_backward),
+             "gated_sum": (_gated_setup, _gated_backward)}
 
 
 def _register() -> None:
@@ -678,6 +720,8 @@ def _register() -> None:
     fake(lib + "additive_attention_backward")(_additive_backward_fake)
     fake(lib + "gatv2_scores")(_gatv2_fake)
     fake(lib + "gatv2_scores_backward")(_gatv2_backward_fake)
+    fake(lib + "gated_sum")(_gated_fake)
+    fake(lib + "gated_sum_backward")(_gated_backward_fake)
     fake(lib + "coo_to_csr")(_coo_to_csr_fake)
     fake(lib + "segment_logsumexp")(
         lambda x, indptr, indices, eps: x.new_empty(indptr.shape[0] - 1, x.shape[1]))

@@ -244,6 +244,34 @@ def gatv2_scores_backward(indptr, indices, src, dst, att, negative_slope, grad, 
     return d_src, d_dst, d_att
 
 
+def gated_sum(indptr, indices, key, query, value, csc_indptr=None, csc_indices=None,
+              csc_perm=None):
+    """The residual gated conv's aggregation ``[rows, C]``: per edge (j -> i),
+    ``sigmoid(key[i] + query[j]) * value[j]`` summed into row i."""
+    sources = indices.long()
+    rows = csr_rows(indptr, indices.numel()).long()
+    gate = torch.sigmoid(key.index_select(0, rows) + query.index_select(0, sources))
+    return key.new_zeros(key.shape).index_add(0, rows, gate * value.index_select(0, sources))
+
+
+def gated_sum_backward(indptr, indices, key, query, value, grad, csc_indptr, csc_indices,
+                       csc_perm, need_key, need_query, need_value):
+    """The three gradients of gated_sum from differentiable ops (empty where not asked for):
+    d value = the gates times grad[i] summed per source, and d pre = grad[i] * value[j] *
+    gate * (1 - gate) summed per destination (d key) and per source (d query)."""
+    sources = indices.long()
+    rows = csr_rows(indptr, indices.numel()).long()
+    gate = torch.sigmoid(key.index_select(0, rows) + query.index_select(0, sources))
+    g = grad.index_select(0, rows)
+    d_pre = g * value.index_select(0, sources) * (1 - gate) * gate
+    none = key.new_empty(0)
+    d_key = key.new_zeros(key.shape).index_add(0, rows, d_pre) if need_key else none
+    d_query = query.new_zeros(query.shape).index_add(0, sources, d_pre) if need_query else none
+    d_value = value.new_zeros(value.shape).index_add(0, sources, gate * g) if need_value \
+        else none
+    return d_key, d_query, d_value
+
+
 def _row_softmax(score, indptr):
     """Per CSR row and head of ``score [E, H]``: the softmax weights (edge order), as
     torch.softmax computes them, exp(score - row max) / their sum, and the log-sum-exp

@@ -39,6 +39,7 @@ def _op_cases(graph):
         ("segment_attention", lambda x: ops.segment_attention(graph, scores, x)),
         ("additive_attention",
          lambda x: ops.additive_attention(graph, x[:, :2], x[:, 2:], x)),
+        ("gated_sum", lambda x: ops.gated_sum(graph, x, x.flip(1), x.sin())),
         ("scatter sum", lambda x: ops.scatter(x, index, 0, dim_size=5, reduce="sum")),
         ("scatter max", lambda x: ops.scatter(x, index, 0, dim_size=5, reduce="max")),
         ("gather", lambda x: ops.gather(x, index)),

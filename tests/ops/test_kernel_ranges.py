@@ -50,6 +50,7 @@ CHILD = textwrap.dedent("""
             "additive_attention": lambda: k.additive_attention(
                 torch.randn(3, 2), torch.randn(3, 2), 0.2, ptr, idx, x),
             "gatv2_scores": lambda: k.gatv2_scores(ptr, idx, x, x, torch.randn(2, 2), 0.2),
+            "gated_sum": lambda: k.gated_sum(ptr, idx, x, x, x),
             "local_eccentricity": lambda: k.local_eccentricity(ptr, idx, w.double(), 2),
             "khop_subgraphs": lambda: k.khop_subgraphs(ptr, idx, L(0), 2),
             "separated_rounds": lambda: k.separated_rounds(ptr, idx, good_ptr, good_idx, L(0), 1),
@@ -94,6 +95,8 @@ CHILD = textwrap.dedent("""
         "gatv2_scores_backward": lambda: k.gatv2_scores_backward(
             good_ptr, good_idx, x, x, torch.randn(2, 2), 0.2, torch.randn(3, 2), ci, cx, cp,
             True, True, True),
+        "gated_sum_backward": lambda: k.gated_sum_backward(
+            good_ptr, good_idx, x, x, x, x, ci, cx, cp, True, True, True),
     }.items():
         try:
             call()

@@ -74,6 +74,11 @@ def _samples():
     yield kernels.gatv2_scores_backward, (csr.indptr, csr.indices, src.detach(), dst.detach(),
                                           att.detach(), 0.2, torch.randn(E, 2, **f64),
                                           *transpose, True, False, True)
+    key, query, value = (torch.randn(N, 4, **f64, requires_grad=True) for _ in range(3))
+    yield kernels.gated_sum, (csr.indptr, csr.indices, key, query, value, *transpose)
+    yield kernels.gated_sum_backward, (csr.indptr, csr.indices, key.detach(), query.detach(),
+                                       value.detach(), torch.randn(N, 4, **f64), *transpose,
+                                       True, False, True)
     yield kernels.coo_to_csr, (g.edge_index[1].int(), N)
     _, perm = kernels.coo_to_csr(g.edge_index[1], N)
     yield kernels.arg_sources, (arg, perm.to(arg.dtype), E)
