@@ -23,6 +23,7 @@ from graphloc.nn import (
     GINEConv,
     GraphConv,
     LiftConv,
+    ResGatedGraphConv,
     SAGEConv,
     SGConv,
     TransformerConv,
@@ -186,6 +187,8 @@ CONV_LAYERS = {
     "graphconv": lambda: GraphConv(5, 4, aggr="mean"),
     "sgc": lambda: SGConv(5, 4, K=2),
     "appnp": lambda: APPNP(3, 0.2),
+    "resgated": lambda: ResGatedGraphConv(5, 4, edge_dim=3),
+    "resgated-fused": lambda: ResGatedGraphConv(5, 4),
 }
 
 

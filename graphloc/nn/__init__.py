@@ -20,6 +20,7 @@ from graphloc.nn.conv import (
     LATTEConv,
     LiftConv,
     MultiEdgeConv,
+    ResGatedGraphConv,
     SAGEConv,
     SGConv,
     SGFormerAttention,
@@ -52,7 +53,7 @@ from graphloc.nn.models import (
 from graphloc.nn.registry import MODELS, build_model, register_model
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
-           "GraphConv",
+           "GraphConv", "ResGatedGraphConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "GNN", "DAGNN", "LiftConv",
            "LiftBlock", "LiftGCN",
            "TopMAttention", "TANGNNLayer", "TANGNN", "top_m_similar", "LargeGT",

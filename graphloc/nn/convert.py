@@ -4,7 +4,8 @@ A PyG ``BasicGNN`` (``GCN``, ``GraphSAGE``, ``GIN``, ``GAT``) whose options grap
 :class:`~graphloc.nn.models.gnn.GNN` has becomes a ``GNN`` with the same weights, so it gets
 the fused kernels and, in influence measurements, the layer pruning. Any other module gets
 its PyG convs (GCNConv, SAGEConv, GATConv, GATv2Conv, GINConv, GINEConv, ChebConv,
-TransformerConv, GraphConv, SGConv, APPNP, GCN2Conv) replaced in place by graphloc's,
+TransformerConv, GraphConv, SGConv, APPNP, GCN2Conv, ResGatedGraphConv) replaced in place by
+graphloc's,
 weights copied. Every conversion is checked on
 a probe against the original, and what did not convert (or did not give the same outputs)
 is left as it was and reported.
@@ -227,11 +228,20 @@ def _gcn2(conv):
     return ours
 
 
+def _res_gated(conv):
+    _simple_flow(conv)
+    _require(conv.aggr in ("add", "sum"),
+             f"aggr={conv.aggr!r} (graphloc's ResGatedGraphConv sums the gated messages)")
+    return gl_conv.ResGatedGraphConv(conv.in_channels, conv.out_channels,
+                                     act=copy.deepcopy(conv.act), edge_dim=conv.edge_dim,
+                                     root_weight=conv.root_weight, bias=conv.bias is not None)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
                "GraphConv": _graph_conv, "SGConv": _sg_conv, "APPNP": _appnp,
-               "GCN2Conv": _gcn2}
+               "GCN2Conv": _gcn2, "ResGatedGraphConv": _res_gated}
 
 
 def _convert_conv(conv) -> torch.nn.Module:
@@ -358,7 +368,12 @@ def _probe(module, example):
     gen = torch.Generator().manual_seed(0)
     edge_index = torch.randint(0, 20, (2, 60), generator=gen)
     x = torch.randn(20, width, generator=gen, dtype=_dtype_of(module))
-    return x, edge_index
+    edge_dim = getattr(module, "edge_dim", None)
+    if not isinstance(edge_dim, int):
+        return x, edge_index
+    # a conv built with edge_dim is checked on its edge path (PyG's ResGatedGraphConv needs
+    # edge features then)
+    return x, edge_index, torch.randn(60, edge_dim, generator=gen, dtype=x.dtype)
 
 
 def _checked(original, converted, example, atol, done, kept):

@@ -14,6 +14,7 @@ from graphloc.nn.conv.latte import LATTEConv
 from graphloc.nn.conv.lift import LiftConv
 from graphloc.nn.conv.multi_edge import MultiEdgeConv
 from graphloc.nn.conv.registry import CONVS, register_conv
+from graphloc.nn.conv.res_gated import ResGatedGraphConv
 from graphloc.nn.conv.sage import SAGEConv
 from graphloc.nn.conv.sg_conv import SGConv
 from graphloc.nn.conv.sgformer import SGFormerAttention
@@ -22,7 +23,7 @@ from graphloc.nn.conv.transformer import TransformerConv
 from graphloc.nn.conv.ugt import UGTLayer
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
-           "GraphConv",
+           "GraphConv", "ResGatedGraphConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LiftConv", "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
            "register_conv"]

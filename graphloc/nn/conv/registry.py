@@ -14,6 +14,7 @@ from graphloc.nn.conv.gatv2 import GATv2Conv
 from graphloc.nn.conv.gcn import GCNConv
 from graphloc.nn.conv.gin import GINConv
 from graphloc.nn.conv.graph_conv import GraphConv
+from graphloc.nn.conv.res_gated import ResGatedGraphConv
 from graphloc.nn.conv.sage import SAGEConv
 from graphloc.nn.conv.transformer import TransformerConv
 
@@ -34,6 +35,7 @@ def register_conv(name: str):
 register_conv("gcn")(GCNConv)
 register_conv("sage")(SAGEConv)
 register_conv("graphconv")(GraphConv)
+register_conv("resgated")(ResGatedGraphConv)
 register_conv("cheb")(lambda i, o, K=3, **kw: ChebConv(i, o, K=K, **kw))
 
 

@@ -35,6 +35,7 @@ CONVS = [
     ("cheb", lambda: gl.ChebConv(8, 6, K=3), lambda: pyg.ChebConv(8, 6, K=3), True),
     ("sgc", lambda: gl.SGConv(8, 6, K=2), lambda: pyg.SGConv(8, 6, K=2), True),
     ("appnp", lambda: gl.APPNP(3, 0.2), lambda: pyg.APPNP(3, 0.2), True),
+    ("resgated", lambda: gl.ResGatedGraphConv(8, 6), lambda: pyg.ResGatedGraphConv(8, 6), False),
 ]
 GCN_NORMALISED = ("gcn", "gcn-improved", "sgc", "appnp")  # PyG's gcn_norm inside
 
@@ -155,7 +156,8 @@ def test_static_graphs_match_pyg(name):
                   lambda m, xs: m(xs, edge_index, *extra), x)
 
 
-@pytest.mark.parametrize("name", ["sage", "gat", "gatv2", "transformer", "cheb", "sgc", "appnp"])
+@pytest.mark.parametrize("name", ["sage", "gat", "gatv2", "transformer", "cheb", "sgc", "appnp",
+                                  "resgated"])
 def test_static_graphs_are_each_feature_set_on_its_own(name):
     """Layers PyG runs on [N, F] only: a static batch equals one call per feature set."""
     edge_index, n = parity_graph(17)
@@ -163,7 +165,8 @@ def test_static_graphs_are_each_feature_set_on_its_own(name):
             "gatv2": lambda: gl.GATv2Conv(8, 3, heads=2),
             "transformer": lambda: gl.TransformerConv(8, 3, heads=2),
             "cheb": lambda: gl.ChebConv(8, 6, K=3), "sgc": lambda: gl.SGConv(8, 6, K=2),
-            "appnp": lambda: gl.APPNP(3, 0.2)}[name]()
+            "appnp": lambda: gl.APPNP(3, 0.2),
+            "resgated": lambda: gl.ResGatedGraphConv(8, 6)}[name]()
     x = torch.randn(3, n, 8)
     expected = torch.stack([conv(x[b], edge_index) for b in range(3)])
     torch.testing.assert_close(conv(x, edge_index), expected)
@@ -176,14 +179,16 @@ def test_empty_graph_gives_empty_output(name, ours, theirs, weighted):
     assert out.shape == (0, theirs()(torch.randn(1, 8), torch.tensor([[0], [0]])).size(1))
 
 
-@pytest.mark.parametrize("name", ["gcn", "sage", "gat", "gatv2", "transformer", "cheb"])
+@pytest.mark.parametrize("name", ["gcn", "sage", "gat", "gatv2", "transformer", "cheb",
+                                  "resgated"])
 def test_lazy_widths_match_pyg(name):
     edge_index, n = parity_graph(18)
     make = {"gcn": lambda m: m.GCNConv(-1, 6), "sage": lambda m: m.SAGEConv(-1, 6),
             "gat": lambda m: m.GATConv(-1, 3, heads=2),
             "gatv2": lambda m: m.GATv2Conv(-1, 3, heads=2),
             "transformer": lambda m: m.TransformerConv(-1, 3, heads=2),
-            "cheb": lambda m: m.ChebConv(-1, 6, K=2)}[name]
+            "cheb": lambda m: m.ChebConv(-1, 6, K=2),
+            "resgated": lambda m: m.ResGatedGraphConv(-1, 6)}[name]
     ours, theirs = make(gl), make(pyg)
     x = torch.randn(n, 8)
     assert ours(x, edge_index).shape == theirs(x, edge_index).shape  # widths now known
