@@ -171,6 +171,25 @@ def transpose_products():
         yield products.through_index
 
 
+def assert_matches_definition(op, definition, tensors, dtype=torch.float64, tol=1e-10):
+    """``op`` on ``tensors`` cast to ``dtype`` against ``definition`` on them in float64: the
+    output and the gradient of each tensor, to ``tol`` relative to the largest value (a
+    definition that reads none of them, as on a graph without edges: zero gradients)."""
+    inputs = [t.to(dtype).requires_grad_() for t in tensors]
+    exact = [t.detach().double().requires_grad_() for t in inputs]
+    got, want = op(*inputs), definition(*exact)
+    scale = max(1.0, want.abs().max().item()) if want.numel() else 1.0
+    torch.testing.assert_close(got.double(), want, rtol=tol, atol=tol * scale)
+    grad = torch.randn(got.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    got_grads = torch.autograd.grad(got, inputs, grad.to(dtype), allow_unused=True)
+    want_grads = torch.autograd.grad(want, exact, grad, allow_unused=True) \
+        if want.requires_grad else (None,) * len(exact)
+    for g, w, t in zip(got_grads, want_grads, exact, strict=True):
+        g = torch.zeros_like(t) if g is None else g.double()
+        w = torch.zeros_like(t) if w is None else w
+        torch.testing.assert_close(g, w, rtol=tol, atol=tol * max(1.0, w.abs().max()))
+
+
 # One of each conv, 5 input channels; the edge_dim=3 ones read the graph's edge_attr [E, 3].
 CONV_LAYERS = {
     "gcn": lambda: GCNConv(5, 4),

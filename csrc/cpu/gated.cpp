@@ -52,50 +52,36 @@ Rows<scalar_t> rows_of(const at::Tensor& t) {
   return {t.data_ptr<scalar_t>(), t.size(1)};
 }
 
-// The rows [r0, r1) of the forward: out[i, c] = the sum over i's edges (j -> i) of
-// sigmoid(key[i, c] + query[j, c]) * value[j, c], the source rows of the edges ahead
-// prefetched. Not inlined into parallel_rows' loop, which is compiled without this file's
-// vector width.
-template <int CT, typename scalar_t, typename index_t>
-__attribute__((noinline)) void forward_rows(const index_t* indptr, const index_t* indices,
-                                            Rows<scalar_t> key, Rows<scalar_t> query,
-                                            Rows<scalar_t> value, int64_t r0, int64_t r1,
-                                            int64_t C_run, bool stream, scalar_t* out) {
-  using acc_t = typename AccType<scalar_t>::type;
-  const int64_t C = width_of<CT>(C_run);
-  const int64_t distance = prefetch_distance_of<scalar_t>(2 * C);
-  const int64_t ahead_end = static_cast<int64_t>(indptr[r1]) - distance;
-  std::vector<acc_t> acc(C);
-  acc_t* __restrict__ a = acc.data();
-  for (int64_t i = r0; i < r1; ++i) {
-    std::fill(a, a + C, acc_t(0));
-    const scalar_t* __restrict__ k_i = key[i];
-    for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-      if (e < ahead_end) {
-        const int64_t ahead = indices[e + distance];
-        prefetch_row(query[ahead], C);
-        prefetch_row(value[ahead], C);
-      }
-      const int64_t j = indices[e];
-      const scalar_t* __restrict__ q = query[j];
-      const scalar_t* __restrict__ v = value[j];
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c)
-        a[c] += sigmoid(static_cast<acc_t>(k_i[c]) + static_cast<acc_t>(q[c])) *
-                static_cast<acc_t>(v[c]);
+// Row r's entries k of a CSR (ptr, idx): edge(a[idx[k]], b[idx[k]]) for each, the two rows
+// of the entries `distance` ahead prefetched (up to ahead_end, the thread's chunk's end).
+template <typename scalar_t, typename index_t, typename Edge>
+__attribute__((always_inline)) inline void for_each_entry(const index_t* ptr, const index_t* idx,
+                                                          int64_t r, int64_t ahead_end,
+                                                          int64_t distance, Rows<scalar_t> a,
+                                                          Rows<scalar_t> b, int64_t C,
+                                                          Edge&& edge) {
+  for (int64_t k = ptr[r]; k < ptr[r + 1]; ++k) {
+    if (k < ahead_end) {
+      const int64_t ahead = idx[k + distance];
+      prefetch_row(a[ahead], C);
+      prefetch_row(b[ahead], C);
     }
-    store_row(out + i * C, a, C, stream);
+    const int64_t other = idx[k];
+    edge(a[other], b[other]);
   }
 }
 
-// The rows [r0, r1) of d key: d key[i, c] = the sum over i's edges of
-// grad[i, c] * value[j, c] * gate * (1 - gate), torch's sigmoid backward.
-template <int CT, typename scalar_t, typename index_t>
-__attribute__((noinline)) void key_grad_rows(const index_t* indptr, const index_t* indices,
-                                             Rows<scalar_t> key, Rows<scalar_t> query,
-                                             Rows<scalar_t> value, const scalar_t* grad, int64_t r0,
-                                             int64_t r1, int64_t C_run, bool stream,
-                                             scalar_t* grad_key) {
+// The rows [r0, r1) of a pass over the CSR rows, out[i] one of
+//   forward (kKeyGrad false): the sum over i's edges (j -> i) of
+//     sigmoid(key[i, c] + query[j, c]) * value[j, c];
+//   d key (kKeyGrad true): the sum of grad[i, c] * value[j, c] * gate * (1 - gate), torch's
+//     sigmoid backward.
+// Not inlined into parallel_rows' loop, which is compiled without this file's vector width.
+template <bool kKeyGrad, int CT, typename scalar_t, typename index_t>
+__attribute__((noinline)) void csr_rows(const index_t* indptr, const index_t* indices,
+                                        Rows<scalar_t> key, Rows<scalar_t> query,
+                                        Rows<scalar_t> value, Rows<scalar_t> grad, int64_t r0,
+                                        int64_t r1, int64_t C_run, bool stream, scalar_t* out) {
   using acc_t = typename AccType<scalar_t>::type;
   const int64_t C = width_of<CT>(C_run);
   const int64_t distance = prefetch_distance_of<scalar_t>(2 * C);
@@ -105,34 +91,31 @@ __attribute__((noinline)) void key_grad_rows(const index_t* indptr, const index_
   for (int64_t i = r0; i < r1; ++i) {
     std::fill(a, a + C, acc_t(0));
     const scalar_t* __restrict__ k_i = key[i];
-    const scalar_t* __restrict__ g_i = grad + i * C;
-    for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-      if (e < ahead_end) {
-        const int64_t ahead = indices[e + distance];
-        prefetch_row(query[ahead], C);
-        prefetch_row(value[ahead], C);
-      }
-      const int64_t j = indices[e];
-      const scalar_t* __restrict__ q = query[j];
-      const scalar_t* __restrict__ v = value[j];
+    const scalar_t* __restrict__ g_i = kKeyGrad ? grad[i] : nullptr;
+    for_each_entry(
+        indptr, indices, i, ahead_end, distance, query, value, C,
+        [&](const scalar_t* __restrict__ q, const scalar_t* __restrict__ v) {
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c) {
-        const acc_t s = sigmoid(static_cast<acc_t>(k_i[c]) + static_cast<acc_t>(q[c]));
-        a[c] += static_cast<acc_t>(g_i[c]) * static_cast<acc_t>(v[c]) * ((acc_t(1) - s) * s);
-      }
-    }
-    store_row(grad_key + i * C, a, C, stream);
+          for (int64_t c = 0; c < C; ++c) {
+            const acc_t s = sigmoid(static_cast<acc_t>(k_i[c]) + static_cast<acc_t>(q[c]));
+            if constexpr (kKeyGrad)
+              a[c] += static_cast<acc_t>(g_i[c]) * static_cast<acc_t>(v[c]) * ((acc_t(1) - s) * s);
+            else
+              a[c] += s * static_cast<acc_t>(v[c]);
+          }
+        });
+    store_row(out + i * C, a, C, stream);
   }
 }
 
 // The source rows [r0, r1) of the transpose: d value[j, c] = the sum over j's edges (j -> i)
 // of gate * grad[i, c], and d query[j, c] = the sum of grad[i, c] * value[j, c] * gate *
-// (1 - gate). The destination rows key[i] and grad[i] of the entries ahead are prefetched.
+// (1 - gate).
 template <int CT, typename scalar_t, typename index_t>
 __attribute__((noinline)) void source_grad_rows(const index_t* csc_indptr,
                                                 const index_t* csc_indices, Rows<scalar_t> key,
                                                 Rows<scalar_t> query, Rows<scalar_t> value,
-                                                const scalar_t* grad, int64_t r0, int64_t r1,
+                                                Rows<scalar_t> grad, int64_t r0, int64_t r1,
                                                 int64_t C_run, bool stream, scalar_t* grad_query,
                                                 scalar_t* grad_value) {
   using acc_t = typename AccType<scalar_t>::type;
@@ -147,23 +130,17 @@ __attribute__((noinline)) void source_grad_rows(const index_t* csc_indptr,
     std::fill(b, b + C, acc_t(0));
     const scalar_t* __restrict__ q_j = query[j];
     const scalar_t* __restrict__ v_j = value[j];
-    for (int64_t k = csc_indptr[j]; k < csc_indptr[j + 1]; ++k) {
-      if (k < ahead_end) {
-        const int64_t ahead = csc_indices[k + distance];
-        prefetch_row(key[ahead], C);
-        prefetch_row(grad + ahead * C, C);
-      }
-      const int64_t i = csc_indices[k];
-      const scalar_t* __restrict__ k_i = key[i];
-      const scalar_t* __restrict__ g_i = grad + i * C;
+    for_each_entry(csc_indptr, csc_indices, j, ahead_end, distance, key, grad, C,
+                   [&](const scalar_t* __restrict__ k_i, const scalar_t* __restrict__ g_i) {
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c) {
-        const acc_t s = sigmoid(static_cast<acc_t>(k_i[c]) + static_cast<acc_t>(q_j[c]));
-        const acc_t g = static_cast<acc_t>(g_i[c]);
-        b[c] += s * g;
-        a[c] += g * static_cast<acc_t>(v_j[c]) * ((acc_t(1) - s) * s);
-      }
-    }
+                     for (int64_t c = 0; c < C; ++c) {
+                       const acc_t s =
+                           sigmoid(static_cast<acc_t>(k_i[c]) + static_cast<acc_t>(q_j[c]));
+                       const acc_t g = static_cast<acc_t>(g_i[c]);
+                       b[c] += s * g;
+                       a[c] += g * static_cast<acc_t>(v_j[c]) * ((acc_t(1) - s) * s);
+                     }
+                   });
     if (grad_query != nullptr) store_row(grad_query + j * C, a, C, stream);
     if (grad_value != nullptr) store_row(grad_value + j * C, b, C, stream);
   }
@@ -183,9 +160,9 @@ at::Tensor gated_sum_cpu(const at::Tensor& indptr, const at::Tensor& indices, co
         constexpr int CT = decltype(width)::value;
         const index_t* indptr_p = indptr.data_ptr<index_t>();
         parallel_rows(indptr_p, indptr.numel() - 1, [&](int64_t r0, int64_t r1) {
-          forward_rows<CT>(indptr_p, indices.data_ptr<index_t>(), rows_of<scalar_t>(kc),
-                           rows_of<scalar_t>(qc), rows_of<scalar_t>(vc), r0, r1, C,
-                           streams_output(out.nbytes()), out.data_ptr<scalar_t>());
+          csr_rows<false, CT>(indptr_p, indices.data_ptr<index_t>(), rows_of<scalar_t>(kc),
+                              rows_of<scalar_t>(qc), rows_of<scalar_t>(vc), Rows<scalar_t>{}, r0,
+                              r1, C, streams_output(out.nbytes()), out.data_ptr<scalar_t>());
         });
       });
     });
@@ -216,13 +193,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> gated_sum_backward_cpu(
       with_constant<8, 16, 32, 64>(C, [&](auto width) {
         constexpr int CT = decltype(width)::value;
         const auto k = rows_of<scalar_t>(kc), q = rows_of<scalar_t>(qc), v = rows_of<scalar_t>(vc);
-        const scalar_t* g = gc.data_ptr<scalar_t>();
+        const auto g = rows_of<scalar_t>(gc);
         const index_t* ptr = indptr.data_ptr<index_t>();
         const index_t* t_ptr = csc_indptr.data_ptr<index_t>();
         if (need_key)
           parallel_rows(ptr, indptr.numel() - 1, [&](int64_t r0, int64_t r1) {
-            key_grad_rows<CT>(ptr, indices.data_ptr<index_t>(), k, q, v, g, r0, r1, C,
-                              streams_output(grad_key.nbytes()), grad_key.data_ptr<scalar_t>());
+            csr_rows<true, CT>(ptr, indices.data_ptr<index_t>(), k, q, v, g, r0, r1, C,
+                               streams_output(grad_key.nbytes()), grad_key.data_ptr<scalar_t>());
           });
         if (need_query || need_value)
           parallel_rows(t_ptr, query.size(0), [&](int64_t r0, int64_t r1) {

@@ -6,7 +6,13 @@ refuse."""
 
 import pytest
 import torch
-from helpers import graphs, random_edge_index, requires_ext, to_int64
+from helpers import (
+    assert_matches_definition,
+    graphs,
+    random_edge_index,
+    requires_ext,
+    to_int64,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,20 +37,8 @@ def _inputs(graph, channels, gen, scale=1.0):
 
 
 def _check(graph, key, query, value, dtype=torch.float64, tol=1e-10):
-    inputs = [t.to(dtype).requires_grad_() for t in (key, query, value)]
-    exact = [t.detach().double().requires_grad_() for t in inputs]
-    got = ops.gated_sum(graph, *inputs)
-    want = _definition(graph, *exact)
-    scale = max(1.0, want.abs().max().item()) if want.numel() else 1.0
-    torch.testing.assert_close(got.double(), want, rtol=tol, atol=tol * scale)
-    grad = torch.randn(got.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
-    got_grads = torch.autograd.grad(got, inputs, grad.to(dtype), allow_unused=True)
-    want_grads = torch.autograd.grad(want, exact, grad, allow_unused=True) \
-        if want.requires_grad else (None,) * 3  # no edges: no term reads the inputs
-    for g, w, t in zip(got_grads, want_grads, exact, strict=True):
-        g = torch.zeros_like(t) if g is None else g.double()
-        w = torch.zeros_like(t) if w is None else w
-        torch.testing.assert_close(g, w, rtol=tol, atol=tol * max(1.0, w.abs().max()))
+    assert_matches_definition(lambda *t: ops.gated_sum(graph, *t),
+                              lambda *t: _definition(graph, *t), (key, query, value), dtype, tol)
 
 
 @settings(max_examples=40, deadline=None)
