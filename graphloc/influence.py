@@ -53,7 +53,13 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_int, is_int_at_least, pyg_keys, refuse_integer_mask
+from graphloc.checks import (
+    caller_stacklevel,
+    check_int,
+    is_int_at_least,
+    pyg_keys,
+    refuse_integer_mask,
+)
 from graphloc.distributed import rank_and_world
 from graphloc.graph import Graph, pyg_data_with_edges
 from graphloc.io import save_figure
@@ -414,6 +420,10 @@ def _seeds(num_nodes: int, num_samples, nodes, seed, allow_empty: bool = False) 
         return nodes
     if num_samples is not None:
         check_int(num_samples, "num_samples", 1)
+        if num_samples > num_nodes:  # PyG's total_influence does the same, without a word
+            warnings.warn(f"num_samples={num_samples} is more than the graph's {num_nodes} "
+                          f"nodes: each node is measured once ({num_nodes} seeds)",
+                          stacklevel=caller_stacklevel())
     if seed is not None and not is_int_at_least(seed, -2**63):
         raise ValueError(f"seed must be an integer, got {seed!r}")
     count = num_nodes if num_samples is None else num_samples

@@ -583,3 +583,19 @@ def test_the_conversion_check_probes_a_ball_with_edges(monkeypatch):
     monkeypatch.setattr(ops, "spmm", lambda *a, **k: spmm(*a, **k) * 1.01)
     converted, report = as_graphloc_model(model, x, graph)
     assert not report["converted"] and converted is model
+
+
+def test_more_samples_than_nodes_say_that_each_node_is_measured_once():
+    """PyG's total_influence draws min(num_samples, N) seeds without a word; graphloc's
+    measures the same seeds (every node once) and says so at the caller's line."""
+    data = road_data(30)
+    model = models()["gl-gcn"]
+    with pytest.warns(UserWarning, match="num_samples=50 is more than the graph's 30 nodes") \
+            as caught:
+        result = measure(model, data, 3, num_samples=50, seed=1)
+    assert caught[0].filename == __file__
+    every = measure(model, data, 3, seed=1)
+    assert sorted(result.nodes.tolist()) == list(range(30))
+    by_node = lambda r: r.totals[torch.argsort(r.nodes)]  # noqa: E731
+    torch.testing.assert_close(by_node(result), by_node(every))
+    assert result.R == pytest.approx(every.R)
