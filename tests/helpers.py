@@ -17,6 +17,7 @@ from graphloc.nn import (
     APPNP,
     ChebConv,
     GATConv,
+    GatedGraphConv,
     GATv2Conv,
     GCNConv,
     GINConv,
@@ -26,6 +27,7 @@ from graphloc.nn import (
     ResGatedGraphConv,
     SAGEConv,
     SGConv,
+    TAGConv,
     TransformerConv,
 )
 
@@ -208,6 +210,8 @@ CONV_LAYERS = {
     "appnp": lambda: APPNP(3, 0.2),
     "resgated": lambda: ResGatedGraphConv(5, 4, edge_dim=3),
     "resgated-fused": lambda: ResGatedGraphConv(5, 4),
+    "tag": lambda: TAGConv(5, 4, K=2),
+    "gated-graph": lambda: GatedGraphConv(6, 2),
 }
 
 

@@ -11,6 +11,7 @@ from graphloc.nn.conv import (
     CONVS,
     ChebConv,
     GATConv,
+    GatedGraphConv,
     GATv2Conv,
     GCN2Conv,
     GCNConv,
@@ -24,6 +25,7 @@ from graphloc.nn.conv import (
     SAGEConv,
     SGConv,
     SGFormerAttention,
+    TAGConv,
     TANGNNLayer,
     TopMAttention,
     TransformerConv,
@@ -53,7 +55,7 @@ from graphloc.nn.models import (
 from graphloc.nn.registry import MODELS, build_model, register_model
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
-           "GraphConv", "ResGatedGraphConv",
+           "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "GNN", "DAGNN", "LiftConv",
            "LiftBlock", "LiftGCN",
            "TopMAttention", "TANGNNLayer", "TANGNN", "top_m_similar", "LargeGT",

@@ -4,8 +4,8 @@ A PyG ``BasicGNN`` (``GCN``, ``GraphSAGE``, ``GIN``, ``GAT``) whose options grap
 :class:`~graphloc.nn.models.gnn.GNN` has becomes a ``GNN`` with the same weights, so it gets
 the fused kernels and, in influence measurements, the layer pruning. Any other module gets
 its PyG convs (GCNConv, SAGEConv, GATConv, GATv2Conv, GINConv, GINEConv, ChebConv,
-TransformerConv, GraphConv, SGConv, APPNP, GCN2Conv, ResGatedGraphConv) replaced in place by
-graphloc's,
+TransformerConv, GraphConv, SGConv, APPNP, GCN2Conv, ResGatedGraphConv, TAGConv,
+GatedGraphConv) replaced in place by graphloc's,
 weights copied. Every conversion is checked on
 a probe against the original, and what did not convert (or did not give the same outputs)
 is left as it was and reported.
@@ -237,11 +237,25 @@ def _res_gated(conv):
                                      root_weight=conv.root_weight, bias=conv.bias is not None)
 
 
+def _tag(conv):
+    _require(conv.aggr in ("add", "sum"), f"aggr={conv.aggr!r} (graphloc's TAGConv sums)")
+    return gl_conv.TAGConv(conv.in_channels, conv.out_channels, K=conv.K,
+                           bias=conv.bias is not None, normalize=conv.normalize, flow=conv.flow)
+
+
+def _gated_graph(conv):
+    _require(isinstance(conv.aggr, str) and conv.aggr in ("add", "sum", "mean", "max", "min"),
+             f"aggr={conv.aggr!r} (graphloc's GatedGraphConv fuses add, mean, max and min)")
+    return gl_conv.GatedGraphConv(conv.out_channels, conv.num_layers, aggr=conv.aggr,
+                                  bias=conv.rnn.bias_ih is not None, flow=conv.flow)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
                "GraphConv": _graph_conv, "SGConv": _sg_conv, "APPNP": _appnp,
-               "GCN2Conv": _gcn2, "ResGatedGraphConv": _res_gated}
+               "GCN2Conv": _gcn2, "ResGatedGraphConv": _res_gated,
+               "TAGConv": _tag, "GatedGraphConv": _gated_graph}
 
 
 def _convert_conv(conv) -> torch.nn.Module:
@@ -361,8 +375,9 @@ def _probe(module, example):
     width = None
     if hasattr(module, "convs"):
         width = _width(module.convs[0], "in")
-    elif _is_pyg_conv(module):
-        width = module.in_channels if isinstance(module.in_channels, int) else None
+    elif _is_pyg_conv(module):  # (GatedGraphConv has no in_channels: its state width)
+        width = getattr(module, "in_channels", getattr(module, "out_channels", None))
+        width = width if isinstance(width, int) else None
     if not width or width < 0:
         return None
     gen = torch.Generator().manual_seed(0)

@@ -99,7 +99,8 @@ CONVS = [
     pyg.GATConv(6, 4, heads=3, concat=False, add_self_loops=False),
     pyg.GINConv(torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.ReLU()), train_eps=True),
     pyg.ChebConv(6, 4, K=3), pyg.TransformerConv(6, 4, heads=2, beta=True),
-    pyg.ResGatedGraphConv(6, 4, root_weight=False),
+    pyg.ResGatedGraphConv(6, 4, root_weight=False), pyg.TAGConv(6, 4, K=2, normalize=False),
+    pyg.GatedGraphConv(6, 2, aggr="max"),
 ]
 
 

@@ -16,6 +16,7 @@ from graphloc.nn.conv.gin import GINConv
 from graphloc.nn.conv.graph_conv import GraphConv
 from graphloc.nn.conv.res_gated import ResGatedGraphConv
 from graphloc.nn.conv.sage import SAGEConv
+from graphloc.nn.conv.tag_conv import TAGConv
 from graphloc.nn.conv.transformer import TransformerConv
 
 #: conv name -> factory(in_channels, out_channels, **kwargs) -> module called as conv(x, graph)
@@ -37,6 +38,7 @@ register_conv("sage")(SAGEConv)
 register_conv("graphconv")(GraphConv)
 register_conv("resgated")(ResGatedGraphConv)
 register_conv("cheb")(lambda i, o, K=3, **kw: ChebConv(i, o, K=K, **kw))
+register_conv("tag")(TAGConv)
 
 
 def check_stack(owner: str, conv: str, dropout: float, **sizes) -> None:

@@ -36,6 +36,8 @@ CONVS = [
     ("sgc", lambda: gl.SGConv(8, 6, K=2), lambda: pyg.SGConv(8, 6, K=2), True),
     ("appnp", lambda: gl.APPNP(3, 0.2), lambda: pyg.APPNP(3, 0.2), True),
     ("resgated", lambda: gl.ResGatedGraphConv(8, 6), lambda: pyg.ResGatedGraphConv(8, 6), False),
+    ("tag", lambda: gl.TAGConv(8, 6, K=2), lambda: pyg.TAGConv(8, 6, K=2), True),
+    ("gated-graph", lambda: gl.GatedGraphConv(8, 2), lambda: pyg.GatedGraphConv(8, 2), True),
 ]
 GCN_NORMALISED = ("gcn", "gcn-improved", "sgc", "appnp")  # PyG's gcn_norm inside
 
@@ -62,7 +64,7 @@ def test_sparse_adjacency_input(name, ours, theirs, weighted, layout):
     pyg_edges = torch.stack([src, dst])
     pyg_weight = coo.values() if weighted else None
     run_theirs = (lambda m, x: m(x, pyg_edges, pyg_weight)) \
-        if name in ("gcn", "cheb", "sgc", "appnp") \
+        if name in ("gcn", "cheb", "sgc", "appnp", "tag", "gated-graph") \
         else (lambda m, x: m(x, pyg_edges, size=(n, n))) if name in ("sage", "gin") \
         else (lambda m, x: m(x, pyg_edges))
     if name in ("sage", "gin"):  # PyG's sum aggregation of a weighted adj_t multiplies
@@ -157,7 +159,7 @@ def test_static_graphs_match_pyg(name):
 
 
 @pytest.mark.parametrize("name", ["sage", "gat", "gatv2", "transformer", "cheb", "sgc", "appnp",
-                                  "resgated"])
+                                  "resgated", "tag"])
 def test_static_graphs_are_each_feature_set_on_its_own(name):
     """Layers PyG runs on [N, F] only: a static batch equals one call per feature set."""
     edge_index, n = parity_graph(17)
@@ -166,7 +168,8 @@ def test_static_graphs_are_each_feature_set_on_its_own(name):
             "transformer": lambda: gl.TransformerConv(8, 3, heads=2),
             "cheb": lambda: gl.ChebConv(8, 6, K=3), "sgc": lambda: gl.SGConv(8, 6, K=2),
             "appnp": lambda: gl.APPNP(3, 0.2),
-            "resgated": lambda: gl.ResGatedGraphConv(8, 6)}[name]()
+            "resgated": lambda: gl.ResGatedGraphConv(8, 6),
+            "tag": lambda: gl.TAGConv(8, 6, K=2)}[name]()
     x = torch.randn(3, n, 8)
     expected = torch.stack([conv(x[b], edge_index) for b in range(3)])
     torch.testing.assert_close(conv(x, edge_index), expected)
