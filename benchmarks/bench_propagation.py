@@ -1,5 +1,6 @@
 """The drop-ins added after the layer benchmark's table (SGConv, APPNP, GCN2Conv,
-GATv2Conv, ResGatedGraphConv) against PyG's, forward + backward, on the two benchmark graphs.
+GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv) against PyG's, forward + backward, on the two
+benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
@@ -37,6 +38,8 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     "GCN2Conv(64, alpha=0.1, theta=0.5, layer=1)": "GCN2Conv(64, 0.1, theta=0.5, layer=1)",
     "GATv2Conv(64, 16, heads=4)": "GATv2Conv(64, 16, heads=4)",
     "ResGatedGraphConv(64, 64)": "ResGatedGraphConv(64, 64)",
+    "TAGConv(64, 64, K=3)": "TAGConv(64, 64, K=3)",
+    "GatedGraphConv(64, num_layers=3)": "GatedGraphConv(64, 3)",
 }
 
 
