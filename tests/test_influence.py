@@ -49,6 +49,7 @@ def models(depth=3):
         "gl-gat": gl.GNN("gat", 6, 8, 3, depth, heads=2),
         "gl-gatv2": gl.GNN("gatv2", 6, 8, 3, depth, heads=2),
         "gl-cheb": gl.GNN("cheb", 6, 8, 3, 2, K=3), "gl-gin": gl.GNN("gin", 6, 8, 3, depth),
+        "gl-tag": gl.GNN("tag", 6, 8, 3, 2, K=2),
         "gl-sage-res": gl.GNN("sage", 6, 8, 3, depth, residual=True, norm="layer"),
     }
 
@@ -336,7 +337,7 @@ def test_full_graph_equals_the_dense_full_graph_jacobian(conv, kwargs, max_hops)
 
 
 @pytest.mark.parametrize("graph", ["road", "hub"])
-@pytest.mark.parametrize("name", ["pyg-gcn", "pyg-sage", "gl-gat", "gl-cheb", "gl-gcn"])
+@pytest.mark.parametrize("name", ["pyg-gcn", "pyg-sage", "gl-gat", "gl-cheb", "gl-gcn", "gl-tag"])
 def test_full_graph_gives_pyg_numbers_once_max_hops_exceeds_the_depth(name, graph):
     """max_hops = L + 1: PyG's balls then hold every in-degree the model reads, so its
     truncated Jacobians are the full graph's. Cheb reads out-degrees, which PyG's in-balls
@@ -347,6 +348,7 @@ def test_full_graph_gives_pyg_numbers_once_max_hops_exceeds_the_depth(name, grap
     if name == "gl-cheb":
         data.edge_index = to_undirected(data.edge_index)
     locality = getattr(model, "graphloc_hops", 3)
+    assert name != "gl-tag" or locality == 4  # two TAGConvs of K = 2 (counted 2 before)
     nodes = torch.arange(0, data.num_nodes, 3)
     batched = influence_per_hop(model, data, locality + 1, nodes, batch_size=7)
     full = influence_per_hop(model, data, locality + 1, nodes, method="full_graph",

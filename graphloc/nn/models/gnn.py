@@ -26,6 +26,14 @@ from graphloc.nn.conv.registry import CONVS, check_stack
 from graphloc.nn.dropout import Dropout
 
 _PRUNABLE = (GCNConv, SAGEConv, GATConv, GINConv)
+
+
+def _conv_hops(conv: torch.nn.Module) -> int:
+    """How many hops one conv reaches: its ``graphloc_hops``, a ChebConv's K - 1, else 1."""
+    hops = getattr(conv, "graphloc_hops", None)
+    if hops is not None:
+        return hops
+    return len(conv.lins) - 1 if isinstance(conv, ChebConv) else 1
 #: activation name -> module class, for ``act=`` arguments
 ACTIVATIONS = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "elu": torch.nn.ELU,
          "tanh": torch.nn.Tanh, "identity": torch.nn.Identity}
@@ -176,8 +184,10 @@ class GNN(ModelCapabilities, torch.nn.Module):
     @property
     def graphloc_hops(self) -> int:
         """How far a node's output reaches (for ``graphloc.influence``'s full-graph mode): a
-        ChebConv with K terms reaches K - 1 hops, every other conv one."""
-        return sum(len(c.lins) - 1 if isinstance(c, ChebConv) else 1 for c in self.convs)
+        conv's own ``graphloc_hops`` where it has one (TAGConv and SGConv: K), a ChebConv
+        with K terms K - 1 hops, every other conv one. (A registered TAGConv counted one hop
+        until 2026-12-04: full_graph refused the stack as not being that local.)"""
+        return sum(map(_conv_hops, self.convs))
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.conv_name}, layers={len(self.convs)}, "
