@@ -32,8 +32,7 @@ from graphloc.ops.traversal import (
 
 __all__ = ["HAS_EXTENSION", "spmm", "set_spmm_backend", "sddmm", "segment_softmax",
            "segment_attention", "additive_attention", "gatv2_scores", "gated_sum", "segment_reduce",
-           "gather",
-           "scatter",
+           "gather", "scatter",
            "coo_to_csr", "csr_transpose", "permute_rows", "khop_subgraphs", "separated_rounds",
            "neighbor_sample", "hop2_sample", "local_eccentricity", "dropout", "KHopBalls",
            "SampledNeighbourhood"]

@@ -27,6 +27,10 @@ from graphloc.nn.dropout import Dropout
 
 _PRUNABLE = (GCNConv, SAGEConv, GATConv, GINConv)
 
+#: activation name -> module class, for ``act=`` arguments
+ACTIVATIONS = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "elu": torch.nn.ELU,
+         "tanh": torch.nn.Tanh, "identity": torch.nn.Identity}
+
 
 def _conv_hops(conv: torch.nn.Module) -> int:
     """How many hops one conv reaches: its ``graphloc_hops``, a ChebConv's K - 1, else 1."""
@@ -34,9 +38,6 @@ def _conv_hops(conv: torch.nn.Module) -> int:
     if hops is not None:
         return hops
     return len(conv.lins) - 1 if isinstance(conv, ChebConv) else 1
-#: activation name -> module class, for ``act=`` arguments
-ACTIVATIONS = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "elu": torch.nn.ELU,
-         "tanh": torch.nn.Tanh, "identity": torch.nn.Identity}
 
 
 def _last_layer_kwargs(conv: str, conv_kwargs: dict) -> dict:
