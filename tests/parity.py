@@ -47,6 +47,19 @@ def assert_parity(ours: torch.nn.Module, theirs: torch.nn.Module, run_ours, run_
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-8)
 
 
+def assert_weighted_parity(ours: torch.nn.Module, theirs: torch.nn.Module, seed: int,
+                           weighted: bool, width: int = 8) -> None:
+    """``assert_parity`` on ``parity_graph(seed)``, given to ours as a Graph and to PyG's as
+    the edge_index, with learnable edge weights in [0.1, 1.1) when ``weighted`` (their
+    gradients compared too)."""
+    edge_index, n = parity_graph(seed)
+    extra = () if not weighted else \
+        (torch.rand(edge_index.size(1), dtype=torch.float64).add_(0.1).requires_grad_(),)
+    graph = Graph(edge_index, num_nodes=n)
+    assert_parity(ours, theirs, lambda m, x: m(x, graph, *extra),
+                  lambda m, x: m(x, edge_index, *extra), torch.randn(n, width), extra=extra)
+
+
 def assert_attention_weights_parity(ours: torch.nn.Module, theirs: torch.nn.Module,
                                     x: torch.Tensor, edge_index: torch.Tensor) -> None:
     """Same initial weights, then PyG's outputs, edge list (loops included, in its order) and

@@ -4,7 +4,7 @@ weights) and the paper's recurrence written with a dense adjacency; its errors; 
 import pytest
 import torch
 import torch_geometric.nn as pyg
-from parity import assert_parity, parity_graph
+from parity import assert_weighted_parity, parity_graph
 
 from graphloc import Graph
 from graphloc.nn import GatedGraphConv, from_pyg
@@ -14,15 +14,9 @@ from graphloc.nn import GatedGraphConv, from_pyg
 @pytest.mark.parametrize("num_layers,bias", [(0, True), (3, True), (2, False)])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_matches_pyg(aggr, num_layers, bias, weighted):
-    edge_index, n = parity_graph(61)
-    weight = torch.rand(edge_index.size(1), dtype=torch.float64, requires_grad=True) + 0.1 \
-        if weighted else None
-    extra = () if weight is None else (weight,)
     kwargs = dict(num_layers=num_layers, aggr=aggr, bias=bias)
-    graph = Graph(edge_index, num_nodes=n)
-    assert_parity(GatedGraphConv(12, **kwargs), pyg.GatedGraphConv(12, **kwargs),
-                  lambda m, x: m(x, graph, *extra), lambda m, x: m(x, edge_index, *extra),
-                  torch.randn(n, 8), extra=extra)
+    assert_weighted_parity(GatedGraphConv(12, **kwargs), pyg.GatedGraphConv(12, **kwargs), 61,
+                           weighted)
 
 
 def test_the_recurrence_on_a_dense_adjacency():
