@@ -17,10 +17,19 @@
 #include "cpu/rows.h"
 #include "cpu/stream.h"
 
-// The per-channel loops below are bound by the gates' exp and division: 512-bit vectors where
-// the processor has them (GCC's tuning prefers 256-bit ones for its own vectorisation).
+// The gates' exp and division take much of the per-channel loops below (with the gathers):
+// 512-bit vectors where the processor has them, since GCC's tuning prefers 256-bit ones for
+// its own vectorisation (forward 29 -> 27 ms on the road graph, RESULTS.md). GCC on x86
+// only; other compilers and targets keep their default.
+#if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
+#define GL_WIDE_VECTORS 1
+#else
+#define GL_WIDE_VECTORS 0
+#endif
+#if GL_WIDE_VECTORS
 #pragma GCC push_options
 #pragma GCC target("prefer-vector-width=512")
+#endif
 
 namespace graphloc {
 
@@ -224,4 +233,6 @@ TORCH_LIBRARY_IMPL(graphloc, CPU, m) {
 
 }  // namespace graphloc
 
+#if GL_WIDE_VECTORS
 #pragma GCC pop_options
+#endif
