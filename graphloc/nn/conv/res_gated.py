@@ -41,6 +41,10 @@ class ResGatedGraphConv(torch.nn.Module):
     part (applied per edge): the same sums as PyG's per-edge maps of the concatenation, in
     another order.
 
+    Differences from PyG's (docs/models.md): the gated messages are summed (PyG's
+    ``MessagePassing`` keywords such as ``aggr`` are not taken; ``from_pyg`` keeps such a
+    conv), and ``act=None`` is refused at construction (PyG's fails at the first call).
+
     Args:
         in_channels (int or (int, int)): input width, -1 to take it from the first call; a
             pair gives sources and destinations their own widths.
@@ -126,22 +130,19 @@ class ResGatedGraphConv(torch.nn.Module):
         """PyG's per-edge maps of [x, e], each split into a node part and an edge part: the
         gate's edge part (key's and query's) is added to each edge's pre-activation, the
         value's to each message."""
-        node, edge = self._split(self.lin_key, x_dst.size(1))
-        key = F.linear(x_dst, node, self.lin_key.bias)
-        key_edge = F.linear(edge_attr, edge)
-        node, edge = self._split(self.lin_query, x_src.size(1))
-        query = F.linear(x_src, node, self.lin_query.bias)
-        query_edge = F.linear(edge_attr, edge)
-        node, edge = self._split(self.lin_value, x_src.size(1))
-        value = F.linear(x_src, node, self.lin_value.bias)
-        value_edge = F.linear(edge_attr, edge)
+        key, key_edge = self._split_map(self.lin_key, x_dst, edge_attr)
+        query, query_edge = self._split_map(self.lin_query, x_src, edge_attr)
+        value, value_edge = self._split_map(self.lin_value, x_src, edge_attr)
         gate = self.act(ops.sddmm(graph, query, key, "add") + key_edge + query_edge)
         out = ops.spmm(graph, value.unsqueeze(-1), gate).squeeze(-1)
         return out + ops.scatter(gate * value_edge, graph.edge_index[1], dim=0,
                                  dim_size=graph.num_nodes)
 
-    def _split(self, lin: torch.nn.Module, node_width: int) -> tuple[Tensor, Tensor]:
-        """A map of [x, e]'s weight as its node columns and its edge columns."""
+    def _split_map(self, lin: torch.nn.Module, x: Tensor,
+                   edge_attr: Tensor) -> tuple[Tensor, Tensor]:
+        """A map of [x, e] as its node part (with the bias, per node) and its edge part (per
+        edge)."""
+        node_width = x.size(1)
         if isinstance(lin, torch.nn.LazyLinear) and lin.has_uninitialized_params():
             lin(torch.zeros(1, node_width + self.edge_dim, dtype=lin.weight.dtype,
                             device=lin.weight.device))  # the width from this call
@@ -149,7 +150,8 @@ class ResGatedGraphConv(torch.nn.Module):
             raise ValueError(f"ResGatedGraphConv: the features are {node_width} wide and the "
                              f"edge features {self.edge_dim}, but the layer was built for "
                              f"{lin.in_features} together")
-        return lin.weight[:, :node_width], lin.weight[:, node_width:]
+        return (F.linear(x, lin.weight[:, :node_width], lin.bias),
+                F.linear(edge_attr, lin.weight[:, node_width:]))
 
     def _edge_features(self, inputs, edge_attr: Tensor | None) -> Tensor:
         edge_attr = edge_features_from(self, inputs, edge_attr)
