@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphloc import Graph, ops
+from graphloc.ops import reference
 
 pytestmark = requires_ext
 
@@ -88,6 +89,8 @@ def test_kernel_and_composed_path_agree_on_special_values():
     gate = torch.sigmoid(ops.sddmm(graph, twins[1], twins[0], "add"))
     composed = ops.spmm(graph, twins[2].unsqueeze(-1), gate).squeeze(-1)
     torch.testing.assert_close(kernel, composed, equal_nan=True)
+    twin = reference.gated_sum(graph.csr.indptr, graph.csr.indices, *twins)  # the raw-CSR twin
+    torch.testing.assert_close(kernel, twin, equal_nan=True)
     grad = torch.randn(kernel.shape, generator=gen, dtype=torch.float64).float()
     for a, b in zip(torch.autograd.grad(kernel, inputs, grad),
                     torch.autograd.grad(composed, twins, grad), strict=True):

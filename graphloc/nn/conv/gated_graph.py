@@ -32,6 +32,10 @@ class GatedGraphConv(torch.nn.Module):
     (``ops.spmm``: no ``[E, C]`` messages) and torch's ``GRUCell``, which takes most of a
     step's time and memory here as in PyG's layer.
 
+    Differences from PyG's (docs/models.md): ``aggr`` is one of the fused aggregations; PyG's
+    others (a list, a module, "mul", ...) are refused by name, and ``from_pyg`` keeps such a
+    conv.
+
     Args:
         out_channels (int): the state width C (the features are at most C wide).
         num_layers (int): the number of steps (0: the padded features).

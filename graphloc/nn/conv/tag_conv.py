@@ -25,6 +25,9 @@ class TAGConv(torch.nn.Module):
     and ``bias``, and outputs): K sparse products over the graph's cached normalisation,
     each followed by its linear map.
 
+    Differences from PyG's (docs/models.md): ``in_channels=-1`` takes its width at the first
+    call for any K (PyG's fails there for K >= 1).
+
     Args:
         in_channels (int): input feature width (-1: inferred at the first call).
         out_channels (int): output feature width.

@@ -87,3 +87,17 @@ def test_edge_features_without_edge_dim_are_refused_by_name(name):
         conv(torch.randn(n, 6), edge_index, torch.randn(edge_index.size(1), 5))
     graph = Graph(edge_index, num_nodes=n, edge_attr=torch.randn(edge_index.size(1), 5))
     conv(torch.randn(n, 6), graph)
+
+
+@pytest.mark.parametrize("cls", ["TAGConv", "GatedGraphConv"])
+def test_bad_features_weights_and_indices_are_refused_by_name(cls):
+    """The propagation convs added on 2026-12-04 read their calls through the shared checks."""
+    edge_index, n = parity_graph(56)
+    conv = getattr(gl, cls)(8, 2)
+    E = edge_index.size(1)
+    with pytest.raises(TypeError, match=f"{cls} expects floating-point node features x"):
+        conv(torch.ones(n, 8, dtype=torch.long), edge_index)
+    with pytest.raises(ValueError, match=f"{cls}: edge_weight has 3 rows but the graph has {E}"):
+        conv(torch.randn(n, 8), edge_index, torch.rand(3))
+    with pytest.raises(ValueError, match=r"edge_index\[0\] holds 99 at column 0"):
+        conv(torch.randn(n, 8), torch.tensor([[99], [0]]))

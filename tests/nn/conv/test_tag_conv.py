@@ -75,3 +75,4 @@ def test_registry_and_from_pyg():
     torch.testing.assert_close(ours(x, edge_index), model(x, edge_index))
     with pytest.raises(ValueError, match="TAGConv: K must be an integer >= 0, got -1"):
         TAGConv(8, 4, K=-1)
+
