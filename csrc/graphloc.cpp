@@ -56,7 +56,7 @@ TORCH_LIBRARY(graphloc, m) {
       "segment_attention(Tensor score, Tensor indptr, Tensor indices, Tensor x, "
       "Tensor? csc_indptr=None, Tensor? csc_indices=None, Tensor? csc_perm=None) "
       "-> (Tensor, Tensor)");
-  // Both gradients of segment_attention (CPU): d score [E, H] over the CSR rows and d x
+  // Both gradients of segment_attention (CPU and CUDA): d score [E, H] over the CSR rows and d x
   // [N, heads * C] over the transpose, the weights recomputed from lse. Empty tensors for
   // the gradients not asked for.
   m.def(
@@ -126,6 +126,10 @@ TORCH_LIBRARY(graphloc, m) {
   // when reached), as LargeGT's official code; shorter lists repeat in list order, empty
   // ones give distinct random nodes. [N, K] int64, deterministic for a given seed. CPU.
   m.def("hop2_sample(Tensor indptr, Tensor indices, int K, int seed) -> Tensor");
+  // What the argument checks read of a CSR's indptr and / or an index, as int64 on the CPU:
+  // [indptr[0], indptr[-1], smallest step (0 without steps), smallest and largest index
+  // (0 and -1 when empty)], read back in one copy on any device.
+  m.def("csr_facts(Tensor? indptr, Tensor? index) -> Tensor");
   // Stable counting sort of index into (indptr [num_rows + 1], perm [E]).
   m.def("coo_to_csr(Tensor index, int num_rows) -> (Tensor, Tensor)");
   // The max/min winners' CSR positions (spmm's or segment_reduce's arg; num_edges for an

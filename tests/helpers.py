@@ -235,3 +235,19 @@ def reference_ops():
         for m, kept in zip(modules, saved[0], strict=True):
             m.kernels = kept
         ops_module.HAS_EXTENSION = saved[1]
+
+
+def csr_fact_cases():
+    """Valid and broken CSR arrays: negative steps, bad ends, indices out of range both
+    ways, extreme int32 values, empty parts."""
+    gen = torch.Generator().manual_seed(7)
+    degrees = torch.randint(0, 5, (300,), generator=gen)
+    indptr = torch.cat([torch.zeros(1, dtype=torch.long), degrees.cumsum(0)])
+    index = torch.randint(0, 300, (int(indptr[-1]),), generator=gen)
+    broken = indptr.clone()
+    broken[150] += 7  # one step of -7 after it
+    big = torch.tensor([-2**31, 0, 2**31 - 1])
+    wraps = torch.tensor([0, 2**31 - 1, -2, 5])  # a step of -(2^31 + 1): +(2^31 - 1) in int32
+    return [(indptr, index), (broken, index), (indptr + 1, index - 5), (indptr, index * 1000),
+            (indptr, None), (None, index), (torch.zeros(1, dtype=torch.long), None),
+            (indptr[:1], index[:0]), (big, big), (None, big.flip(0)), (wraps, index[:5])]

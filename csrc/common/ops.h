@@ -1,6 +1,6 @@
 // Argument checks and compile-time dispatch shared by the CPU and CUDA bindings.
-// Graph validates index ranges once in Python; these checks are the cheap ones (dtype,
-// rank, sizes) that catch a wrong call before any kernel reads memory.
+// Dtypes, ranks and sizes, and the CSR arrays and index ranges the kernels read (Graph
+// validates its own in Python too): a wrong call fails before any kernel reads memory.
 #pragma once
 
 #include <cmath>
@@ -9,6 +9,7 @@
 
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "common/reduce.h"
 #include "common/sddmm.h"
@@ -101,34 +102,90 @@ inline int64_t check_value(const at::Tensor& value, const at::Tensor& x, int64_t
 
 // The values the kernels index with are checked here too, not only by Python's Graph: a
 // bad CSR or index is an error naming the op and the value, never a read out of bounds.
-// Each check is one pass of ATen ops (so it runs on any device) and one host read.
+// Each check is one pass over the arrays and one host read (CsrFacts).
 
-// indptr starts at 0, never decreases and ends at num_edges (the rows of `what`).
-inline void check_csr_nnz(const at::Tensor& indptr, int64_t num_edges, const char* what) {
-  const int64_t first = indptr[0].item<int64_t>(), last = indptr[-1].item<int64_t>();
-  TORCH_CHECK(first == 0, "indptr must start at 0, got ", first);
-  TORCH_CHECK(last == num_edges, "indptr ends at ", last, " but ", what, " has ", num_edges,
+// What the CSR checks read of indptr and an index, gathered in one pass and one read back
+// (on a GPU each read of device data waits for the device). The op csr_facts returns them.
+struct CsrFacts {
+  int64_t first = 0, last = 0, min_step = 0;  // of indptr (min_step 0 without steps)
+  int64_t min_index = 0, max_index = -1;      // of the index (0 and -1 when it is empty)
+};
+
+// indptr needs an entry: indptr[0] raises as for any tensor.
+inline CsrFacts csr_facts(const at::Tensor* indptr, const at::Tensor* index) {
+  std::vector<at::Tensor> parts;
+  const bool has_steps = indptr && indptr->numel() >= 2, has_index = index && index->numel();
+  if (indptr) parts.insert(parts.end(), {(*indptr)[0], (*indptr)[-1]});
+  if (has_steps) {  // in int64: an int32 difference wraps ([0, 2^31 - 1, -2, 5] looked sorted)
+    const auto ptr = indptr->to(at::kLong);
+    parts.push_back((ptr.slice(0, 1) - ptr.slice(0, 0, -1)).min());
+  }
+  if (has_index) {
+    const auto [lo, hi] = at::aminmax(*index);
+    parts.insert(parts.end(), {lo, hi});
+  }
+  CsrFacts f;
+  if (parts.empty()) return f;
+  const auto host = at::stack(parts).to(at::kLong).cpu();
+  const int64_t* v = host.data_ptr<int64_t>();
+  if (indptr) f.first = *v++, f.last = *v++;
+  if (has_steps) f.min_step = *v++;
+  if (has_index) f.min_index = v[0], f.max_index = v[1];
+  return f;
+}
+
+// The op csr_facts (the same ATen function on every device).
+inline at::Tensor csr_facts_op(const c10::optional<at::Tensor>& indptr,
+                               const c10::optional<at::Tensor>& index) {
+  TORCH_CHECK(indptr || index, "csr_facts needs indptr or index");
+  if (indptr) check_indptr(*indptr);
+  if (index) check_index(*index, "index");
+  if (indptr && index) check_same_device(*indptr, "indptr", *index, "index");
+  const CsrFacts f = csr_facts(indptr ? &*indptr : nullptr, index ? &*index : nullptr);
+  return at::tensor({f.first, f.last, f.min_step, f.min_index, f.max_index}, at::kLong);
+}
+
+// indptr starts at 0, never decreases and ends at num_edges (the rows of `what`), by its
+// facts; the failing step is looked up only for the message.
+inline void require_csr_nnz(const at::Tensor& indptr, const CsrFacts& f, int64_t num_edges,
+                            const char* what) {
+  TORCH_CHECK(f.first == 0, "indptr must start at 0, got ", f.first);
+  TORCH_CHECK(f.last == num_edges, "indptr ends at ", f.last, " but ", what, " has ", num_edges,
               " rows");
-  if (indptr.numel() < 2) return;
-  const auto step = indptr.slice(0, 1) - indptr.slice(0, 0, -1);
-  if (step.min().item<int64_t>() >= 0) return;
-  const int64_t r = (step < 0).nonzero()[0][0].item<int64_t>();
+  if (f.min_step >= 0) return;
+  const int64_t r = (indptr.slice(0, 1) < indptr.slice(0, 0, -1)).nonzero()[0][0].item<int64_t>();
   TORCH_CHECK(false, "indptr must be non-decreasing, but indptr[", r + 1,
               "] = ", indptr[r + 1].item<int64_t>(), " < indptr[", r,
               "] = ", indptr[r].item<int64_t>());
 }
 
 // Every entry of `index` lies in [0, bound), the rows of the array `what` it indexes.
-inline void check_index_range(const at::Tensor& index, int64_t bound, const char* name,
-                              const char* what, const char* hint = "") {
-  if (index.numel() == 0) return;
-  const auto [lo, hi] = at::aminmax(index);
-  const int64_t low = lo.item<int64_t>(), high = hi.item<int64_t>();
-  if (low >= 0 && high < bound) return;
-  const int64_t bad = low < 0 ? low : high;
+inline void require_in_range(const at::Tensor& index, const CsrFacts& f, int64_t bound,
+                             const char* name, const char* what, const char* hint) {
+  if (index.numel() == 0 || (f.min_index >= 0 && f.max_index < bound)) return;
+  const int64_t bad = f.min_index < 0 ? f.min_index : f.max_index;
   const int64_t pos = (index == bad).nonzero()[0][0].item<int64_t>();
   TORCH_CHECK(false, name, "[", pos, "] = ", bad, " is out of range: ", what, " has ", bound,
               " rows", hint);
+}
+
+inline void check_csr_nnz(const at::Tensor& indptr, int64_t num_edges, const char* what) {
+  require_csr_nnz(indptr, csr_facts(&indptr, nullptr), num_edges, what);
+}
+
+inline void check_index_range(const at::Tensor& index, int64_t bound, const char* name,
+                              const char* what, const char* hint = "") {
+  if (index.numel() == 0) return;
+  require_in_range(index, csr_facts(nullptr, &index), bound, name, what, hint);
+}
+
+// A CSR (indptr, indices) whose indices are rows of `what` (bound rows): both checks from
+// one gathering of facts.
+inline void check_csr_indices(const at::Tensor& indptr, const at::Tensor& indices, int64_t bound,
+                              const char* what, const char* hint = "") {
+  const CsrFacts f = csr_facts(&indptr, &indices);
+  require_csr_nnz(indptr, f, indices.numel(), "indices");
+  require_in_range(indices, f, bound, "indices", what, hint);
 }
 
 // A CSR of the graph itself (no features): indptr, indices of one index dtype, sizes
@@ -139,8 +196,7 @@ inline void check_csr(const at::Tensor& indptr, const at::Tensor& indices) {
   check_index(indices, "indices");
   TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(), "indices and indptr must share ",
               "one index dtype");
-  check_csr_nnz(indptr, indices.numel(), "indices");
-  check_index_range(indices, indptr.numel() - 1, "indices", "the CSR",
+  check_csr_indices(indptr, indices, indptr.numel() - 1, "the CSR",
                     " (the graph kernels walk one node set: a bipartite graph is refused)");
 }
 
@@ -167,8 +223,7 @@ inline void check_sddmm_args(const at::Tensor& indptr, const at::Tensor& indices
               " channels, got ", heads);
   TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(), "indices and indptr must share ",
               "one index dtype");
-  check_csr_nnz(indptr, indices.numel(), "indices");
-  check_index_range(indices, a.size(0), "indices", "a");
+  check_csr_indices(indptr, indices, a.size(0), "a");
 }
 
 // spmm: a CSR whose two arrays share one index dtype, and float features (any reducible
@@ -183,8 +238,7 @@ inline void check_spmm_args(const at::Tensor& indptr, const at::Tensor& indices,
     check_features(x, "x");
   TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(), "indices (", indices.scalar_type(),
               ") and indptr (", indptr.scalar_type(), ") must share one index dtype");
-  check_csr_nnz(indptr, indices.numel(), "indices");
-  check_index_range(indices, x.size(0), "indices", "x");
+  check_csr_indices(indptr, indices, x.size(0), "x");
 }
 
 // spmm's value_index: sum only, with values, one index per edge of the CSR's index dtype,

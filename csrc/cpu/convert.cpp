@@ -128,6 +128,7 @@ at::Tensor arg_sources_cpu(const at::Tensor& arg, const c10::optional<at::Tensor
 TORCH_LIBRARY_IMPL(graphloc, CPU, m) {
   m.impl("coo_to_csr", &coo_to_csr_cpu);
   m.impl("arg_sources", &arg_sources_cpu);
+  m.impl("csr_facts", &csr_facts_op);
 }
 
 }  // namespace graphloc

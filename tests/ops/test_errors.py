@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from helpers import requires_ext
+from helpers import csr_fact_cases, requires_ext
 
 from graphloc import Graph, ops
 
@@ -191,3 +191,36 @@ def test_heads_of_x_and_edge_weight_must_agree(graph):
     assert ops.spmm(graph, torch.randn(4, 2, 3), torch.rand(3, 2)).shape == (4, 2, 3)
     with pytest.raises(ValueError, match=r"x has 2 heads \(\[4, 2, 3\]\) but scores have 3"):
         ops.segment_attention(graph, torch.randn(3, 3), torch.randn(4, 2, 3))
+
+
+def _facts_oracle(indptr, index):
+    """csr_facts by Python loops over the entries."""
+    ptr = [] if indptr is None else indptr.tolist()
+    idx = [] if index is None else index.tolist()
+    steps = [b - a for a, b in zip(ptr, ptr[1:], strict=False)]
+    return [ptr[0] if ptr else 0, ptr[-1] if ptr else 0, min(steps) if steps else 0,
+            min(idx) if idx else 0, max(idx) if idx else -1]
+
+
+@requires_ext
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_csr_facts_are_the_arrays_extremes(dtype):
+    """What the CSR checks read (one pass, one host read) is each array's ends, smallest
+    step and index extremes."""
+    for indptr, index in csr_fact_cases():
+        indptr = None if indptr is None else indptr.to(dtype)
+        index = None if index is None else index.to(dtype)
+        facts = torch.ops.graphloc.csr_facts(indptr, index)
+        assert facts.tolist() == _facts_oracle(indptr, index)
+    with pytest.raises(RuntimeError, match="no tensor arguments"):
+        torch.ops.graphloc.csr_facts(None, None)
+
+
+@requires_ext
+def test_raw_kernels_see_a_decreasing_step_that_int32_wraps():
+    """indptr [0, 2^31 - 1, -2, 5] in int32: its second step, -(2^31 + 1), wraps to a
+    positive int32, and a check taking differences in int32 let the kernel read indices[-2]."""
+    indptr = torch.tensor([0, 2**31 - 1, -2, 5], dtype=torch.int32)
+    indices = torch.zeros(5, dtype=torch.int32)
+    with pytest.raises(RuntimeError, match=r"indptr must be non-decreasing, but indptr\[2\] = -2"):
+        torch.ops.graphloc.spmm(indptr, indices, None, torch.randn(1, 2), "sum")
