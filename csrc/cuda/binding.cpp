@@ -227,6 +227,91 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_cuda(
   return {out, lse};
 }
 
+// segment_attention's backward from the other kernels, for the row shapes the fused kernels
+// do not take: the softmax weights, the per-edge dot products <g_i, x_j> per head, and the
+// transpose spmm of g weighted by them.
+std::tuple<at::Tensor, at::Tensor> composed_attention_backward(
+    const at::Tensor& score, const at::Tensor& out, const at::Tensor& grad,
+    const c10::optional<at::Tensor>& grad_lse, const at::Tensor& indptr, const at::Tensor& indices,
+    const at::Tensor& x, const at::Tensor& csc_indptr, const at::Tensor& csc_indices,
+    const at::Tensor& csc_perm, bool need_score, bool need_x) {
+  const int64_t E = score.size(0), H = score.size(1);
+  const auto alpha = segment_softmax_cuda(score, indptr);
+  at::Tensor grad_score = at::empty({0}, score.options()), grad_x = at::empty({0}, x.options());
+  if (need_score) {
+    const auto per_edge = sddmm_cuda(indptr, indices, x, grad, "dot", H, {}, {}, {});
+    auto per_row = (grad * out).view({out.size(0), H, -1}).sum(-1);
+    if (grad_lse) per_row = per_row - *grad_lse;
+    grad_score = alpha * (per_edge - gather_csr_cuda(per_row.contiguous(), indptr, E));
+  }
+  if (need_x)
+    grad_x = std::get<0>(
+        reduce_cuda(csc_indptr, csc_indices, alpha.index_select(0, csc_perm), grad, Reduce::Sum));
+  return {grad_score, grad_x};
+}
+
+std::tuple<at::Tensor, at::Tensor> segment_attention_backward_cuda(
+    const at::Tensor& score, const at::Tensor& lse, const at::Tensor& out,
+    const at::Tensor& grad_out, const c10::optional<at::Tensor>& grad_lse, const at::Tensor& indptr,
+    const at::Tensor& indices, const at::Tensor& x, const at::Tensor& csc_indptr,
+    const at::Tensor& csc_indices, const at::Tensor& csc_perm, bool need_score, bool need_x) {
+  check_attention_args(score, indptr, indices, x);
+  const int64_t H = score.size(1), C = x.size(1) / H;
+  check_attention_backward_args(score.size(0), H, lse, out, grad_out, grad_lse, indptr, x,
+                                csc_indptr, csc_indices, csc_perm);
+  const c10::cuda::CUDAGuard guard(x.device());
+  auto sc = score.contiguous(), lc = lse.contiguous(), oc = out.contiguous();
+  auto gc = grad_out.contiguous(), xc = x.contiguous(), ic = indices.contiguous();
+  auto glc = grad_lse ? grad_lse->contiguous() : at::Tensor();
+  auto tc = csc_indices.contiguous(), pc = csc_perm.contiguous();
+  bool fits = false;
+  GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::segment_attention_backward", [&] {
+    fits = cuda::attention_backward_fits(H, C, ptr<scalar_t>(xc), ptr<scalar_t>(oc),
+                                         ptr<scalar_t>(gc));
+  });
+  if (!fits) {
+    // bfloat16 in float32, as the fused kernels accumulate (rounding each intermediate
+    // [E, H] tensor to bfloat16 moved gradients by up to 0.13)
+    const auto wide = x.scalar_type() == at::kBFloat16 ? at::kFloat : x.scalar_type();
+    auto [grad_score, grad_x] = composed_attention_backward(
+        sc.to(wide), oc.to(wide), gc.to(wide),
+        grad_lse ? c10::optional<at::Tensor>(glc.to(wide)) : c10::nullopt, indptr, ic, xc.to(wide),
+        csc_indptr, tc, pc, need_score, need_x);
+    return {grad_score.to(x.scalar_type()), grad_x.to(x.scalar_type())};
+  }
+  const int64_t rows = indptr.numel() - 1;
+  auto grad_score = at::empty({need_score ? score.size(0) : 0, H}, score.options());
+  auto grad_x = need_x ? at::empty_like(xc) : at::empty({0}, x.options());
+  const auto acc = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  auto norm = at::empty({rows, H, 2}, x.options().dtype(acc));
+  GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::segment_attention_backward", [&] {
+    using acc_t = typename AccType<typename CudaType<scalar_t>::type>::type;
+    GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+      cuda::AttentionBackward<typename CudaType<scalar_t>::type, index_t> args{
+          indptr.data_ptr<index_t>(),
+          ic.data_ptr<index_t>(),
+          csc_indptr.data_ptr<index_t>(),
+          tc.data_ptr<index_t>(),
+          pc.data_ptr<index_t>(),
+          ptr<scalar_t>(sc),
+          ptr<scalar_t>(lc),
+          ptr<scalar_t>(oc),
+          ptr<scalar_t>(gc),
+          ptr<scalar_t>(glc),
+          ptr<scalar_t>(xc),
+          rows,
+          xc.size(0),
+          H,
+          C,
+          need_score ? ptr<scalar_t>(grad_score) : nullptr,
+          need_x ? ptr<scalar_t>(grad_x) : nullptr,
+          rows ? norm.data_ptr<acc_t>() : nullptr};
+      check_launch(cuda::segment_attention_backward(args, stream()), "segment_attention_backward");
+    });
+  });
+  return {need_score ? grad_score : at::empty({0}, score.options()), grad_x};
+}
+
 // A stable radix sort (ATen's, CUB underneath) gives the permutation; a kernel finds the
 // row pointers in the sorted keys.
 std::tuple<at::Tensor, at::Tensor> coo_to_csr_cuda(const at::Tensor& index_arg, int64_t num_rows) {
@@ -290,8 +375,10 @@ TORCH_LIBRARY_IMPL(graphloc, CUDA, m) {
   m.impl("segment_softmax", &segment_softmax_cuda);
   m.impl("segment_softmax_backward", &segment_softmax_backward_cuda);
   m.impl("segment_attention", &segment_attention_cuda);
+  m.impl("segment_attention_backward", &segment_attention_backward_cuda);
   m.impl("coo_to_csr", &coo_to_csr_cuda);
   m.impl("arg_sources", &arg_sources_cuda);
+  m.impl("csr_facts", &csr_facts_op);
 }
 
 }  // namespace graphloc

@@ -54,6 +54,30 @@ cudaError_t segment_attention(const index_t* indptr, const index_t* indices, con
                               const scalar_t* x, int64_t num_rows, int64_t heads, int64_t channels,
                               scalar_t* out, scalar_t* lse, cudaStream_t stream);
 
+// segment_attention's backward over the CSR rows and the transpose (x has num_src rows).
+// grad_score [E, heads] and grad_x [num_src, heads * channels] are written where not null;
+// norm is scratch of [num_rows, heads, 2] accumulators. Returns cudaErrorNotSupported for
+// the shapes attention_backward_fits refuses.
+template <typename scalar_t, typename index_t>
+struct AttentionBackward {
+  const index_t *indptr, *indices, *csc_indptr, *csc_indices, *csc_perm;
+  const scalar_t *score, *lse, *out, *grad, *grad_lse, *x;  // grad_lse may be null
+  int64_t num_rows, num_src, heads, channels;
+  scalar_t *grad_score, *grad_x;
+  typename AccType<scalar_t>::type* norm;
+};
+
+template <typename scalar_t, typename index_t>
+cudaError_t segment_attention_backward(const AttentionBackward<scalar_t, index_t>& args,
+                                       cudaStream_t stream);
+
+// Whether the fused backward takes rows of `heads` x `channels` (at most a warp of 16-byte
+// packs or of elements per row, each head's packs a power of two): else the binding
+// composes the backward from the other kernels.
+template <typename scalar_t>
+bool attention_backward_fits(int64_t heads, int64_t channels, const scalar_t* x,
+                             const scalar_t* out, const scalar_t* grad);
+
 // indptr[r] = first position of sorted (ascending) holding a value >= r, r in [0, num_rows].
 template <typename index_t>
 cudaError_t csr_indptr_from_sorted(const index_t* sorted, int64_t num_edges, int64_t num_rows,

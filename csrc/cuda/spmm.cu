@@ -7,40 +7,81 @@ namespace graphloc {
 namespace cuda {
 namespace {
 
-// Thread mapping: one warp per (destination row, tile of 32 channels), a lane per channel
-// (coalesced reads of x). The warp loads 32 source ids at once and broadcasts them by shuffle.
-template <typename scalar_t, typename index_t, Reduce R, bool kGather>
-__global__ void spmm_kernel(const index_t* __restrict__ indptr, const index_t* __restrict__ indices,
-                            const scalar_t* __restrict__ value, int64_t heads,
-                            const scalar_t* __restrict__ x, int64_t num_rows, int64_t num_edges,
-                            int64_t K, scalar_t* __restrict__ out, index_t* __restrict__ arg) {
+constexpr int kUnroll = 4;  // edges whose source rows are loaded before any is summed
+
+// Folds edge e's source row (pack `xs` at channel k0, weight w) into lane's accumulators.
+template <typename acc_t, Reduce R, typename scalar_t, int V>
+__device__ __forceinline__ void fold_pack(acc_t* acc, int64_t* best, const Pack<scalar_t, V>& xs,
+                                          acc_t w, int64_t e, bool first) {
+#pragma unroll
+  for (int v = 0; v < V; ++v)
+    Reducer<acc_t, R>::update(acc[v], w * static_cast<acc_t>(xs.v[v]), best[v], e, first);
+}
+
+// Thread mapping: a row group (common.cuh) per destination row, each lane a pack of V
+// channels (coalesced 16-byte reads of x where V > 1); rows wider than the group take
+// several sweeps. The group loads G source ids at once and shares them by shuffle, and each
+// lane has kUnroll source rows in flight before it folds them in, in edge order (max / min
+// keep the first winner, as the CPU kernel).
+template <typename scalar_t, typename index_t, Reduce R, bool kGather, int V>
+__global__ void __launch_bounds__(kGroupBlock)
+    spmm_kernel(const index_t* __restrict__ indptr, const index_t* __restrict__ indices,
+                const scalar_t* __restrict__ value, int64_t heads, const scalar_t* __restrict__ x,
+                int64_t num_rows, int64_t num_edges, int64_t K, int group,
+                scalar_t* __restrict__ out, index_t* __restrict__ arg) {
   using acc_t = typename AccType<scalar_t>::type;
   using Red = Reducer<acc_t, R>;
-  const int lane = threadIdx.x;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  const int64_t k = static_cast<int64_t>(blockIdx.y) * kWarp + lane;
-  if (row >= num_rows) return;  // whole warp leaves together
-  const int64_t begin = indptr[row], end = indptr[row + 1];
-  const int64_t head = k < K ? k / (K / heads) : 0;
-  acc_t acc = Red::init();
-  int64_t best = num_edges;
-  for (int64_t base = begin; base < end; base += kWarp) {
-    const int64_t mine = base + lane;
-    const int64_t src_mine =
-        mine < end ? (kGather ? static_cast<int64_t>(indices[mine]) : mine) : 0;
-    const int n = static_cast<int>(end - base < kWarp ? end - base : kWarp);
-    for (int t = 0; t < n; ++t) {
-      const int64_t j = __shfl_sync(kFullMask, src_mine, t);
-      const int64_t e = base + t;
-      if (k < K) {
-        const acc_t w = value ? static_cast<acc_t>(value[e * heads + head]) : acc_t(1);
-        Red::update(acc, w * static_cast<acc_t>(x[j * K + k]), best, e, e == begin);
+  const RowGroup g = row_group(group);
+  if (g.row >= num_rows) return;  // the whole group leaves together
+  const int64_t begin = indptr[g.row], end = indptr[g.row + 1], packs = K / V;
+  for (int64_t c0 = 0; c0 < packs; c0 += g.size) {
+    const int64_t c = c0 + g.lane, k0 = c * V;
+    const bool active = c < packs;
+    const int64_t head = active && value ? k0 / (K / heads) : 0;
+    acc_t acc[V];
+    int64_t best[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[v] = Red::init(), best[v] = num_edges;
+    auto weight = [&](int64_t e) {
+      return value ? static_cast<acc_t>(value[e * heads + head]) : acc_t(1);
+    };
+    for (int64_t base = begin; base < end; base += g.size) {
+      const int64_t mine = base + g.lane;
+      const int64_t src_mine =
+          mine < end ? (kGather ? static_cast<int64_t>(indices[mine]) : mine) : 0;
+      const int n = static_cast<int>(end - base < g.size ? end - base : g.size);
+      int t = 0;
+      for (; t + kUnroll <= n; t += kUnroll) {
+        Pack<scalar_t, V> xs[kUnroll];
+        acc_t w[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int64_t j = from_lane(g, src_mine, t + u);
+          if (active) xs[u] = load_pack<scalar_t, V>(x + j * K + k0), w[u] = weight(base + t + u);
+        }
+        if (active) {
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u)
+            fold_pack<acc_t, R>(acc, best, xs[u], w[u], base + t + u, base + t + u == begin);
+        }
+      }
+      for (; t < n; ++t) {
+        const int64_t j = from_lane(g, src_mine, t);
+        if (active)
+          fold_pack<acc_t, R>(acc, best, load_pack<scalar_t, V>(x + j * K + k0), weight(base + t),
+                              base + t, base + t == begin);
       }
     }
-  }
-  if (k < K) {
-    out[row * K + k] = static_cast<scalar_t>(Red::finish(acc, end - begin));
-    if (Red::kHasArg) arg[row * K + k] = static_cast<index_t>(best);
+    if (!active) continue;
+    Pack<scalar_t, V> result;
+#pragma unroll
+    for (int v = 0; v < V; ++v)
+      result.v[v] = static_cast<scalar_t>(Red::finish(acc[v], end - begin));
+    store_pack<scalar_t, V>(out + g.row * K + k0, result);
+    if (Red::kHasArg) {
+#pragma unroll
+      for (int v = 0; v < V; ++v) arg[g.row * K + k0 + v] = static_cast<index_t>(best[v]);
+    }
   }
 }
 
@@ -91,13 +132,22 @@ template <typename scalar_t, typename index_t, Reduce R>
 void launch_spmm(const index_t* indptr, const index_t* indices, const scalar_t* value,
                  int64_t heads, const scalar_t* x, int64_t num_rows, int64_t num_edges, int64_t K,
                  scalar_t* out, index_t* arg, cudaStream_t stream) {
-  const dim3 block(kWarp, kRowsPerBlock), grid = row_channel_grid(num_rows, K);
+  const void* rows[] = {x, out};
+  const int V = pack_width<scalar_t>(K, value ? K / heads : K, rows, 2);
+  const int group = group_size(K / V);
+  const dim3 grid(group_blocks(num_rows, group)), block(kGroupBlock);
+  auto launch = [&](auto gather, auto width) {
+    spmm_kernel<scalar_t, index_t, R, decltype(gather)::value, decltype(width)::value>
+        <<<grid, block, 0, stream>>>(indptr, indices, value, heads, x, num_rows, num_edges, K,
+                                     group, out, arg);
+  };
+  constexpr int kWide = 16 / sizeof(scalar_t);
+  using Wide = std::integral_constant<int, kWide>;
+  using One = std::integral_constant<int, 1>;
   if (indices)
-    spmm_kernel<scalar_t, index_t, R, true><<<grid, block, 0, stream>>>(
-        indptr, indices, value, heads, x, num_rows, num_edges, K, out, arg);
+    V == kWide ? launch(std::true_type{}, Wide{}) : launch(std::true_type{}, One{});
   else
-    spmm_kernel<scalar_t, index_t, R, false><<<grid, block, 0, stream>>>(
-        indptr, indices, value, heads, x, num_rows, num_edges, K, out, arg);
+    V == kWide ? launch(std::false_type{}, Wide{}) : launch(std::false_type{}, One{});
 }
 
 }  // namespace

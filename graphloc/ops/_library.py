@@ -444,14 +444,15 @@ def _unmaterialized_grads(ctx) -> None:
 def _attention_backward(ctx, grad_out, grad_lse):
     # The attention weights are recomputed from the saved log-sum-exp ([E, H], never the
     # [E, H, C] messages). With g = grad_out: d score = alpha * (<g_i, x_j> - <g_i, out_i>),
-    # d x = the transpose spmm of g weighted by alpha. On the CPU one fused kernel does both.
+    # d x = the transpose spmm of g weighted by alpha. On the CPU one fused kernel does both;
+    # on CUDA two (the CSR rows, then the transpose).
     score, indptr, indices, x, t_indptr, t_indices, t_perm, out, lse = ctx.saved_tensors
     need_score, need_x = ctx.needs_input_grad[0], ctx.needs_input_grad[3]
     if grad_out is None:
         grad_out = torch.zeros_like(out)
     t_indptr, t_indices, t_perm = _transpose_of(indptr, indices, x.size(0), t_indptr, t_indices,
                                                 t_perm)
-    if score.device.type == "cpu" and not torch.is_grad_enabled():
+    if score.device.type in ("cpu", "cuda") and not torch.is_grad_enabled():
         grad_score, grad_x = kernels.segment_attention_backward(
             score, lse, out, grad_out.contiguous(), grad_lse, indptr, indices, x, t_indptr,
             t_indices, t_perm,

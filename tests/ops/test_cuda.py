@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from helpers import random_edge_index
+from helpers import csr_fact_cases, random_edge_index
 
 from graphloc import Graph, ops
 
@@ -101,9 +101,9 @@ def test_attention_and_softmax_backward():
 
 @pytest.mark.parametrize("magnitude", [1e6, 1e30])
 def test_attention_backward_at_large_scores_is_the_cpu_softmaxs(magnitude):
-    """float32 scores whose log-sum-exp rounds at their scale (tied maxima): the composed
-    CUDA backward takes the softmax itself, as the CPU kernel renormalises its rows
-    (exp(score - lse) weighed two tied 1e30 scores 1 each)."""
+    """float32 scores whose log-sum-exp rounds at their scale (tied maxima): the CUDA
+    backward divides exp(score - lse) by its row's sum, as the CPU kernel (exp(score - lse)
+    alone weighed two tied 1e30 scores 1 each)."""
     cpu, gpu = _pair(seed=62)
     gen = torch.Generator().manual_seed(62)
     s = magnitude - torch.randint(0, 3, (cpu.num_edges, 2), generator=gen).float()
@@ -153,3 +153,142 @@ def test_gather_rows_and_edge_order_agree():
     scores = torch.randn(cpu.num_edges, 4)
     assert torch.equal(gpu.to_csr_order(scores.cuda()).cpu(), cpu.to_csr_order(scores))
     assert torch.equal(gpu.from_csr_order(scores.cuda()).cpu(), cpu.from_csr_order(scores))
+
+
+def _unaligned(t):
+    """``t``'s values in a contiguous tensor starting one element past a 16-byte boundary
+    (the kernels' one-element path)."""
+    flat = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:]
+    return flat.view(t.shape).copy_(t)
+
+
+LAYOUT_TOLERANCE = {torch.float64: 1e-9, torch.float32: 1e-5, torch.bfloat16: 3e-2}
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("channels", [1, 2, 4, 8, 24, 64, 128, 130, 264])
+def test_spmm_kernel_row_layouts(dtype, channels):
+    """Every pack width and row-group size of the CUDA spmm kernel (wide rows take several
+    sweeps, unaligned rows one element per lane), each reduction, per-head weights, and the
+    edge-order reduction, against the CPU kernel."""
+    cpu, gpu = _pair(seed=63)
+    gen = torch.Generator().manual_seed(channels)
+    x = torch.randn(310, channels, generator=gen).to(dtype)
+    heads = 2 if channels % 2 == 0 else 1
+    w = torch.rand(cpu.num_edges, heads, generator=gen).to(dtype)
+    spmm = torch.ops.graphloc.spmm
+    tol = LAYOUT_TOLERANCE[dtype]
+    for reduce in REDUCES:
+        for xs in (x, _unaligned(x)):
+            for value in (None, w):
+                want = spmm(cpu.csr.indptr, cpu.csr.indices, value, xs, reduce)
+                got = spmm(gpu.csr.indptr, gpu.csr.indices, None if value is None else value.cuda(),
+                           xs.cuda() if xs is x else _unaligned(xs.cuda()), reduce)
+                torch.testing.assert_close(got[0].cpu(), want[0], rtol=tol, atol=tol)
+                if reduce in ("max", "min") and dtype == torch.float64:
+                    assert torch.equal(got[1].cpu(), want[1])
+        src = torch.randn(cpu.num_edges, channels, generator=gen).to(dtype)
+        torch.testing.assert_close(
+            ops.segment_reduce(src.cuda(), gpu.csr.indptr, reduce).cpu(),
+            ops.segment_reduce(src, cpu.csr.indptr, reduce), rtol=tol, atol=tol)
+
+
+def _attention_inputs(cpu, heads, channels, dtype, seed):
+    gen = torch.Generator().manual_seed(seed)
+    score = torch.randn(cpu.num_edges, heads, generator=gen) * 4
+    masked = torch.rand(cpu.num_edges, heads, generator=gen) < 0.2
+    score[masked] = -float("inf")  # weight 0; rows whose scores are all masked get 0
+    x = torch.randn(cpu.num_nodes, heads * channels, generator=gen)
+    grad = torch.randn(cpu.num_nodes, heads * channels, generator=gen)
+    grad_lse = torch.randn(cpu.num_nodes, heads, generator=gen)
+    return [t.to(dtype) for t in (score, x, grad, grad_lse)]
+
+
+def _attention_backward(graph, score, lse, out, grad, grad_lse, x, need_score, need_x):
+    csr, csc = graph.csr, graph.csc
+    return torch.ops.graphloc.segment_attention_backward(
+        score, lse, out, grad, grad_lse, csr.indptr, csr.indices, x, csc.indptr, csc.indices,
+        csc.perm, need_score, need_x)
+
+
+# fused on the GPU: (1, 64), (4, 16), (8, 8), (2, 4), (1, 3), (16, 2); composed: (3, 12)
+# (a head of 3 packs), (1, 130) and (2, 96) (wider than a warp of packs)
+ATTENTION_SHAPES = [(1, 64), (4, 16), (8, 8), (2, 4), (1, 3), (16, 2), (3, 12), (1, 130),
+                    (2, 96)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("heads", "channels"), ATTENTION_SHAPES)
+def test_attention_kernels_row_layouts(dtype, heads, channels):
+    """The attention forward (out and lse) and both gradients, with and without a
+    log-sum-exp gradient and each gradient alone, against the CPU kernels, for every row
+    layout of the CUDA kernels and the composed fallback, with masked scores."""
+    cpu, gpu = _pair(seed=64)
+    score, x, grad, grad_lse = _attention_inputs(cpu, heads, channels, dtype, heads * channels)
+    tol = LAYOUT_TOLERANCE[dtype]
+    attention = torch.ops.graphloc.segment_attention
+    out, lse = attention(score, cpu.csr.indptr, cpu.csr.indices, x)
+    gpu_inputs = [t.cuda() for t in (score, x, grad, grad_lse)]
+    for xs in (gpu_inputs[1], _unaligned(gpu_inputs[1])):
+        got = attention(gpu_inputs[0], gpu.csr.indptr, gpu.csr.indices, xs)
+        torch.testing.assert_close([t.cpu() for t in got], [out, lse], rtol=tol, atol=tol)
+    for lse_grad in (grad_lse, None):
+        for need in ((True, True), (True, False), (False, True)):
+            want = _attention_backward(cpu, score, lse, out, grad, lse_grad, x, *need)
+            got = _attention_backward(gpu, gpu_inputs[0], lse.cuda(), out.cuda(), gpu_inputs[2],
+                                      None if lse_grad is None else gpu_inputs[3],
+                                      gpu_inputs[1], *need)
+            for mine, theirs in zip(got, want, strict=True):
+                torch.testing.assert_close(mine.cpu(), theirs, rtol=tol, atol=tol)
+
+
+def test_attention_special_scores_agree():
+    """NaN and +inf scores make their rows NaN (as torch.softmax) on both devices, forward
+    and backward; fully masked rows give 0."""
+    cpu, gpu = _pair(seed=65)
+    score, x, grad, _ = _attention_inputs(cpu, 4, 16, torch.float32, 65)  # in CSR order
+    indptr = cpu.csr.indptr
+    nan_row, inf_row, masked_row = (indptr[1:] - indptr[:-1]).nonzero().flatten()[:3].tolist()
+    score[indptr[nan_row]] = float("nan")
+    score[indptr[inf_row]] = float("inf")
+    score[indptr[masked_row]:indptr[masked_row + 1]] = -float("inf")
+    score = cpu.from_csr_order(score)
+
+    def run(graph, score, x, grad):
+        s, xs = score.clone().requires_grad_(), x.clone().requires_grad_()
+        out = ops.segment_attention(graph, s, xs.view(-1, 4, 16))
+        return (out, *torch.autograd.grad(out, (s, xs), grad.view(-1, 4, 16)))
+    want = run(cpu, score, x, grad)
+    got = run(gpu, score.cuda(), x.cuda(), grad.cuda())
+    for mine, theirs in zip(got, want, strict=True):
+        torch.testing.assert_close(mine.cpu(), theirs, rtol=1e-5, atol=1e-5, equal_nan=True)
+    assert want[0][nan_row].isnan().all() and want[0][inf_row].isnan().all()
+    assert (want[0][masked_row] == 0).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16,
+                                   torch.int32, torch.int64])
+@pytest.mark.parametrize("width", [1, 3, 4, 17])
+def test_gather_rows_any_width_and_dtype(dtype, width):
+    """The CUDA row gather gives the indexed rows for every dtype and row width, from
+    unaligned sources too, with either index dtype; Graph's edge reordering goes through it."""
+    src = (torch.randn(500, width) * 100).to(dtype)
+    index = torch.randint(0, 500, (2000,))
+    gather = torch.ops.graphloc.gather_rows
+    for rows in (src.cuda(), _unaligned(src.cuda())):
+        for idx in (index.cuda(), index.int().cuda()):
+            assert torch.equal(gather(rows, idx).cpu(), src[index])
+    cpu, gpu = _pair(seed=66)
+    values = torch.randn(cpu.num_edges, width).to(dtype)
+    assert torch.equal(gpu.from_csr_order(gpu.to_csr_order(values.cuda())).cpu(), values)
+    assert torch.equal(gpu.to_csr_order(values.cuda()).cpu(), cpu.to_csr_order(values))
+
+
+def test_csr_facts_on_the_gpu_are_the_cpus():
+    """The facts behind every CUDA op's CSR and index checks (one read back) equal the
+    CPU's, for valid and broken arrays of both index dtypes (so a broken CSR fails)."""
+    for dtype in (torch.int32, torch.int64):
+        for indptr, index in csr_fact_cases():
+            args = [None if t is None else t.to(dtype) for t in (indptr, index)]
+            on_gpu = torch.ops.graphloc.csr_facts(*[None if t is None else t.cuda() for t in args])
+            assert on_gpu.tolist() == torch.ops.graphloc.csr_facts(*args).tolist()
