@@ -99,7 +99,11 @@ def op_peers(graph: Graph, x: torch.Tensor) -> dict:
 
     # "graphloc" is ops.spmm as shipped (auto: cuSPARSE for sum on CUDA); "graphloc kernel"
     # forces graphloc's own CUDA kernel, whose ratio to cuSPARSE decides the auto rule
+    no_features = x[:, :0]  # the argument checks alone: the kernel returns at once
     return {
+        "argument checks (F=0)": {
+            "graphloc": with_backend("graphloc", lambda: ops.spmm(graph, no_features)),
+        },
         "spmm sum": {
             "graphloc": lambda: ops.spmm(graph, x),
             "graphloc kernel": with_backend("graphloc", lambda: ops.spmm(graph, x)),
@@ -134,6 +138,31 @@ def bench_ops(graphs: dict, reps: int) -> list[str]:
                              f"{ms[name] / ms['graphloc']:.1f}x | {peak_mb(fn):.0f} |")
             print(f"  {gname} {op}: " + "  ".join(f"{n}={t:.2f}ms" for n, t in ms.items()),
                   flush=True)
+    return lines
+
+
+SWEEP_WIDTHS = (16, 32, 64, 128, 256)
+
+
+def bench_width_sweep(graphs: dict, reps: int) -> list[str]:
+    """Sum spmm by feature width: graphloc's kernel against cuSPARSE (the auto rule's data)."""
+    lines = ["| graph | F | graphloc kernel ms | cuSPARSE ms | kernel speed-up |",
+             "|---|---:|---:|---:|---:|"]
+    for gname, graph in graphs.items():
+        csr = torch.sparse_csr_tensor(graph.csr.indptr.long(), graph.csr.indices.long(),
+                                      torch.ones(graph.num_edges, device=DEVICE),
+                                      (graph.num_nodes, graph.num_nodes))
+        for width in SWEEP_WIDTHS:
+            x = torch.randn(graph.num_nodes, width, device=DEVICE)
+            previous = ops.set_spmm_backend("graphloc")
+            try:
+                ours = cuda_median_ms(lambda: ops.spmm(graph, x), reps)  # noqa: B023
+            finally:
+                ops.set_spmm_backend(previous)
+            theirs = cuda_median_ms(lambda: torch.sparse.mm(csr, x), reps)  # noqa: B023
+            lines.append(f"| {gname} | {width} | {ours:.2f} | {theirs:.2f} | "
+                         f"{theirs / ours:.2f}x |")
+            print("  " + lines[-1], flush=True)
     return lines
 
 
@@ -194,6 +223,28 @@ def bench_layers(graphs: dict, reps: int) -> list[str]:
     return lines
 
 
+def profile(graph: Graph) -> None:
+    """The CUDA kernels of one spmm, attention and GATConv step, by time (torch.profiler)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    x = torch.randn(graph.num_nodes, F, device=DEVICE)
+    peers = op_peers(graph, x)
+    steps = {"spmm (graphloc kernel)": peers["spmm sum"]["graphloc kernel"],
+             "attention fwd+bwd": peers["attention fwd+bwd (4x16)"]["graphloc"],
+             "GATConv fwd+bwd": layer_step("graphloc", "GATConv (4 heads x 16)", graph,
+                                           x.requires_grad_())}
+    for name, step in steps.items():
+        step()
+        sync()
+        with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+            step()
+            sync()
+        print(f"\n  profile: {name}")
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12,
+                                        max_name_column_width=70))
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, default=2_000_000, help="road graph size")
@@ -202,6 +253,9 @@ def main(argv=None) -> None:
                         metavar=("NODES", "EDGES"))
     parser.add_argument("--write", metavar="PATH")
     parser.add_argument("--dry-run-on-cpu", action="store_true", help="check the script")
+    parser.add_argument("--skip-layers", action="store_true", help="the op table alone")
+    parser.add_argument("--profile", action="store_true",
+                        help="also print the kernels of a few steps on the road graph")
     args = parser.parse_args(argv)
     global DEVICE
     DEVICE = "cpu" if args.dry_run_on_cpu else "cuda"
@@ -213,13 +267,16 @@ def main(argv=None) -> None:
                   power_law(*args.power_law).to(DEVICE)}
     for name, g in graphs.items():
         print(f"  {name}: {g.num_nodes} nodes, {g.num_edges} edges", flush=True)
-    op_lines = bench_ops(graphs, args.reps)
-    layer_lines = bench_layers(graphs, args.reps)
+    op_lines = bench_ops(graphs, args.reps) + [""] + bench_width_sweep(graphs, args.reps)
+    if args.profile and DEVICE == "cuda":
+        profile(next(iter(graphs.values())))
+    layer_lines = [] if args.skip_layers else bench_layers(graphs, args.reps)
     gpu = torch.cuda.get_device_name() if DEVICE == "cuda" else "CPU dry run"
     header = (f"{datetime.date.today().isoformat()}, {gpu}, "
               f"torch {torch.__version__}, graphloc {graphloc.__version__}")
-    text = (f"\n## GPU ops, {header}\n\n" + "\n".join(op_lines) +
-            f"\n\n## GPU layers vs PyG, {header}\n\n" + "\n".join(layer_lines) + "\n")
+    text = f"\n## GPU ops, {header}\n\n" + "\n".join(op_lines) + "\n"
+    if layer_lines:
+        text += f"\n## GPU layers vs PyG, {header}\n\n" + "\n".join(layer_lines) + "\n"
     publish(text, args.write)
 
 

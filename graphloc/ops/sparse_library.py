@@ -1,8 +1,9 @@
 """Sum and mean spmm through torch.sparse: cuSPARSE on CUDA, MKL on the CPU.
 
-On an H200 (benchmarks/RESULTS.md, 2026-11-29) cuSPARSE's CSR x dense product was 2.1x
-faster than graphloc's CUDA sum kernel on the 2,000,000-node road graph, so ``spmm`` sends
-sum and mean there on CUDA until graphloc's kernel wins (``set_spmm_backend``). The CPU
+On an H200 (benchmarks/RESULTS.md, 2026-12-04) cuSPARSE's CSR x dense product was 1.1x
+to 1.3x faster than graphloc's CUDA sum kernel at 64 channels on both benchmark graphs
+(2.1x before that kernel's rewrite), so ``spmm`` sends sum and mean there on CUDA until
+graphloc's kernel wins (``set_spmm_backend``), at twice the kernel's peak memory. The CPU
 keeps graphloc's kernels, which are faster there; the library path runs on the CPU too, so
 it is tested without a GPU.
 
