@@ -242,19 +242,6 @@ __global__ void __launch_bounds__(kGroupBlock)
   }
 }
 
-template <typename scalar_t>
-using Wide = std::integral_constant<int, 16 / sizeof(scalar_t)>;
-using Narrow = std::integral_constant<int, 1>;
-
-// Calls f(width) with the pack width (Wide or Narrow) for V.
-template <typename scalar_t, typename F>
-void with_pack_width(int V, F&& f) {
-  if (V == Wide<scalar_t>::value)
-    f(Wide<scalar_t>{});
-  else
-    f(Narrow{});
-}
-
 // Pass 1's layout for rows of H heads of C channels: the pack width, or 0 where the row
 // does not fit one sweep of a group or a head's lanes are no aligned power-of-two block.
 template <typename scalar_t>

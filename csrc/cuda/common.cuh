@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace graphloc {
 namespace cuda {
@@ -50,6 +51,19 @@ inline int pack_width(int64_t K, int64_t block, const void* const* rows, int num
   for (int r = 0; r < num_rows; ++r)
     if (rows[r] && reinterpret_cast<uintptr_t>(rows[r]) % 16 != 0) return 1;
   return wide;
+}
+
+template <typename scalar_t>
+using Wide = std::integral_constant<int, 16 / sizeof(scalar_t)>;
+using Narrow = std::integral_constant<int, 1>;
+
+// Calls f(width) with the pack width (Wide or Narrow) for V.
+template <typename scalar_t, typename F>
+void with_pack_width(int V, F&& f) {
+  if (V == Wide<scalar_t>::value)
+    f(Wide<scalar_t>{});
+  else
+    f(Narrow{});
 }
 
 // Row groups: G lanes (a power of two, 8 to 32) share one row of the CSR, so that a warp

@@ -136,18 +136,14 @@ void launch_spmm(const index_t* indptr, const index_t* indices, const scalar_t* 
   const int V = pack_width<scalar_t>(K, value ? K / heads : K, rows, 2);
   const int group = group_size(K / V);
   const dim3 grid(group_blocks(num_rows, group)), block(kGroupBlock);
-  auto launch = [&](auto gather, auto width) {
-    spmm_kernel<scalar_t, index_t, R, decltype(gather)::value, decltype(width)::value>
-        <<<grid, block, 0, stream>>>(indptr, indices, value, heads, x, num_rows, num_edges, K,
-                                     group, out, arg);
+  auto launch = [&](auto gather) {
+    with_pack_width<scalar_t>(V, [&](auto width) {
+      spmm_kernel<scalar_t, index_t, R, decltype(gather)::value, decltype(width)::value>
+          <<<grid, block, 0, stream>>>(indptr, indices, value, heads, x, num_rows, num_edges, K,
+                                       group, out, arg);
+    });
   };
-  constexpr int kWide = 16 / sizeof(scalar_t);
-  using Wide = std::integral_constant<int, kWide>;
-  using One = std::integral_constant<int, 1>;
-  if (indices)
-    V == kWide ? launch(std::true_type{}, Wide{}) : launch(std::true_type{}, One{});
-  else
-    V == kWide ? launch(std::false_type{}, Wide{}) : launch(std::false_type{}, One{});
+  indices ? launch(std::true_type{}) : launch(std::false_type{});
 }
 
 }  // namespace
