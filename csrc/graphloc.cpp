@@ -66,15 +66,16 @@ TORCH_LIBRARY(graphloc, m) {
       "-> (Tensor, Tensor)");
   // GAT's attention: segment_attention with the scores leaky_relu(a_src[indices[e]] + a_dst[i])
   // per edge of row i and head, computed inside the kernel (CPU; other devices compose
-  // sddmm, leaky_relu and segment_attention).
+  // sddmm, leaky_relu and segment_attention). Returns out and norm [2, rows, heads], each
+  // row's shift (its max score) and sum of exp(score - shift) per head, for the backward.
   m.def(
       "additive_attention(Tensor a_src, Tensor a_dst, float negative_slope, Tensor indptr, "
       "Tensor indices, Tensor x, Tensor? csc_indptr=None, Tensor? csc_indices=None, "
       "Tensor? csc_perm=None) -> (Tensor, Tensor)");
   // Its gradients (d a_src, d a_dst, d x), empty tensors for those not asked for.
   m.def(
-      "additive_attention_backward(Tensor a_src, Tensor a_dst, float negative_slope, Tensor lse, "
-      "Tensor out, Tensor grad_out, Tensor? grad_lse, Tensor indptr, Tensor indices, Tensor x, "
+      "additive_attention_backward(Tensor a_src, Tensor a_dst, float negative_slope, Tensor norm, "
+      "Tensor out, Tensor grad_out, Tensor indptr, Tensor indices, Tensor x, "
       "Tensor csc_indptr, Tensor csc_indices, Tensor csc_perm, bool need_scores, bool need_x) "
       "-> (Tensor, Tensor, Tensor)");
   // GATv2's scores: per edge (j -> i) of row i and head h, sum_c att[h, c] *

@@ -1,9 +1,11 @@
 // CPU kernels of segment_attention and additive_attention: per destination row and head, the
 // softmax of the edge scores and the attention-weighted sum of the source rows in one pass
-// over the rows, without any per-edge message tensor. Also returns the log-sum-exp per
-// (row, head) for the backward, which recomputes the weights from it and renormalises each
-// row. additive_attention (GAT's) computes its scores
-// leaky_relu(a_src[j] + a_dst[i]) where they are needed: no [E, H] scores forward or backward.
+// over the rows, without any per-edge message tensor. segment_attention also returns the
+// log-sum-exp per (row, head) for the backward, which recomputes the weights from it and
+// renormalises each row; additive_attention (GAT's) returns each row's shift and sum per
+// head (norm), and computes its scores leaky_relu(a_src[j] + a_dst[i]) where they are
+// needed: no [E, H] scores forward or backward. Its common layouts (2, 4 or 8 heads in one
+// register sweep, float or double) run the kernels of additive_sweeps.h.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "common/ops.h"
+#include "cpu/additive_sweeps.h"
 #include "cpu/block_softmax.h"
 #include "cpu/fast_exp.h"
 #include "cpu/head_dots.h"
@@ -265,14 +268,14 @@ inline void log_sum_exp(const acc_t* m, const acc_t* s, int64_t n, scalar_t* lse
 // Thread mapping: a thread owns a block of destination rows. Per block of rows: the scores
 // [edges, H] copied into the accumulation type, each row's max m per head subtracted, one
 // vectorised exp over the block; then per row the p-weighted sum of the source rows
-// (prefetched ahead) and the normaliser s; last, one vectorised log-sum-exp m + log(s) over
-// the block. Two passes over the scores instead of the online rescaling: the exponentials
-// vectorise, and no accumulator is rescaled. Writes out [rows, H * C] and the log-sum-exp
-// lse [rows, H].
-template <typename scalar_t, typename index_t, typename Scores>
+// (prefetched ahead) and the normaliser s; last, the block's row statistics from m and s
+// (`stats`: segment_attention's log-sum-exp m + log(s), additive_attention's m and s). Two
+// passes over the scores instead of the online rescaling: the exponentials vectorise, and
+// no accumulator is rescaled. Writes out [rows, H * C].
+template <typename scalar_t, typename index_t, typename Scores, typename Stats>
 void attend_rows(const index_t* indptr, const index_t* indices, const Scores& scores,
                  const scalar_t* x, int64_t num_rows, int64_t H, int64_t C, scalar_t* out,
-                 scalar_t* lse) {
+                 const Stats& stats) {
   using acc_t = typename AccType<scalar_t>::type;
   const int64_t K = H * C;
   with_tile(C, [&](auto width) {
@@ -307,7 +310,7 @@ void attend_rows(const index_t* indptr, const index_t* indices, const Scores& sc
                                         stream, acc.data(), s.data() + (i - b0) * H, out + i * K);
           });
         }
-        log_sum_exp(m.data(), s.data(), (b1 - b0) * H, lse + b0 * H);
+        stats(m.data(), s.data(), b0 * H, (b1 - b0) * H);
       });
     });
   });
@@ -324,14 +327,22 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_cpu(
   auto lse = at::empty({num_rows, H}, x.options());
   GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::segment_attention", [&] {
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+      using acc_t = typename AccType<scalar_t>::type;
+      scalar_t* l = lse.data_ptr<scalar_t>();
       attend_rows(indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(),
                   StoredScores<scalar_t>{sc.data_ptr<scalar_t>()}, xc.data_ptr<scalar_t>(),
-                  num_rows, H, C, out.data_ptr<scalar_t>(), lse.data_ptr<scalar_t>());
+                  num_rows, H, C, out.data_ptr<scalar_t>(),
+                  [&](const acc_t* m, const acc_t* s, int64_t at, int64_t n) {
+                    log_sum_exp(m, s, n, l + at);
+                  });
     });
   });
   return {out, lse};
 }
 
+// GAT's forward: out, and norm [2, rows, H], each row's shift (norm[0], its max score per
+// head) and sum of exp(score - shift) (norm[1]), from which the backward recomputes the
+// forward's weights.
 std::tuple<at::Tensor, at::Tensor> additive_attention_cpu(
     const at::Tensor& a_src, const at::Tensor& a_dst, double negative_slope,
     const at::Tensor& indptr, const at::Tensor& indices, const at::Tensor& x,
@@ -342,18 +353,36 @@ std::tuple<at::Tensor, at::Tensor> additive_attention_cpu(
   auto sc = a_src.contiguous(), dc = a_dst.contiguous(), xc = x.contiguous(),
        ic = indices.contiguous();
   auto out = empty_output({num_rows, H * C}, x.options());
-  auto lse = at::empty({num_rows, H}, x.options());
+  auto norm = at::empty({2, num_rows, H}, x.options());
   GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::additive_attention", [&] {
     using acc_t = typename AccType<scalar_t>::type;
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
+      scalar_t* shift = norm.data_ptr<scalar_t>();
+      scalar_t* sum = shift + num_rows * H;
+      if constexpr (std::is_same_v<scalar_t, acc_t>) {
+        if (additive_sweeps_fit<scalar_t>(H, C)) {
+          with_additive_layout(H, C, [&](auto heads, auto tile) {
+            additive_forward_sweeps<decltype(heads)::value, decltype(tile)::value>(
+                indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(), sc.data_ptr<scalar_t>(),
+                dc.data_ptr<scalar_t>(), static_cast<scalar_t>(negative_slope),
+                xc.data_ptr<scalar_t>(), num_rows, out.data_ptr<scalar_t>(), shift, sum);
+          });
+          return;
+        }
+      }
       const AdditiveScores<scalar_t, acc_t> scores{sc.data_ptr<scalar_t>(), dc.data_ptr<scalar_t>(),
                                                    static_cast<acc_t>(negative_slope)};
       attend_rows(indptr.data_ptr<index_t>(), ic.data_ptr<index_t>(), scores,
                   xc.data_ptr<scalar_t>(), num_rows, H, C, out.data_ptr<scalar_t>(),
-                  lse.data_ptr<scalar_t>());
+                  [&](const acc_t* m, const acc_t* s, int64_t at, int64_t n) {
+                    for (int64_t k = 0; k < n; ++k) {
+                      shift[at + k] = static_cast<scalar_t>(m[k]);
+                      sum[at + k] = static_cast<scalar_t>(s[k]);
+                    }
+                  });
     });
   });
-  return {out, lse};
+  return {out, norm};
 }
 
 // Backward, pass 1 (rows of the CSR): the attention weights recomputed into `alpha` [E, H],
@@ -681,6 +710,37 @@ void attention_backward(const Scores& scores, BackwardArgs& args, int64_t H) {
   });
 }
 
+// The register layouts' backward (additive_sweeps.h): records, then the transpose sweep,
+// d pre into args.alpha in CSR order for pass 3.
+template <typename scalar_t, typename index_t>
+void additive_sweeps_backward(const at::Tensor& a_src, const at::Tensor& a_dst,
+                              const at::Tensor& norm, double negative_slope, BackwardArgs& args,
+                              int64_t H, int64_t C) {
+  const int64_t num_rows = args.indptr.numel() - 1;
+  const scalar_t slope = static_cast<scalar_t>(negative_slope);
+  const scalar_t* shift = norm.data_ptr<scalar_t>();
+  at::Tensor records = at::empty({num_rows, 4 * H}, args.x.options());
+  with_additive_layout(H, C, [&](auto heads, auto tile) {
+    constexpr int HT = decltype(heads)::value, T = decltype(tile)::value;
+    additive_records<HT, T>(a_dst.data_ptr<scalar_t>(), shift, shift + num_rows * H,
+                            args.grad.data_ptr<scalar_t>(), args.out.data_ptr<scalar_t>(), num_rows,
+                            records.data_ptr<scalar_t>());
+    with_constant<1>(args.need_score, [&](auto score_flag) {
+      with_constant<1>(args.need_x, [&](auto x_flag) {
+        constexpr bool kScore = decltype(score_flag)::value, kX = decltype(x_flag)::value;
+        if constexpr (kScore || kX)
+          additive_transpose_sweeps<kScore, kX, HT, T>(
+              args.csc_indptr.data_ptr<index_t>(), args.csc_indices.data_ptr<index_t>(),
+              args.csc_perm.data_ptr<index_t>(), args.grad.data_ptr<scalar_t>(),
+              args.x.data_ptr<scalar_t>(), a_src.data_ptr<scalar_t>(), records.data_ptr<scalar_t>(),
+              slope, args.x.size(0), args.alpha.data_ptr<scalar_t>(),
+              kX ? args.grad_x.data_ptr<scalar_t>() : nullptr,
+              kScore ? args.grad_a_src.data_ptr<scalar_t>() : nullptr);
+      });
+    });
+  });
+}
+
 std::tuple<at::Tensor, at::Tensor> segment_attention_backward_cpu(
     const at::Tensor& score, const at::Tensor& lse, const at::Tensor& out,
     const at::Tensor& grad_out, const c10::optional<at::Tensor>& grad_lse, const at::Tensor& indptr,
@@ -702,17 +762,22 @@ std::tuple<at::Tensor, at::Tensor> segment_attention_backward_cpu(
   return {grad_score, args.grad_x};
 }
 
+// GAT's backward from the forward's norm ([2, rows, H]: shift and sum per row and head).
+// The register layouts: one pass over the rows for the records, one transpose sweep, and
+// pass 3; the others: passes 1 to 3 with norm[0] as the shift, each row renormalised.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> additive_attention_backward_cpu(
-    const at::Tensor& a_src, const at::Tensor& a_dst, double negative_slope, const at::Tensor& lse,
-    const at::Tensor& out, const at::Tensor& grad_out, const c10::optional<at::Tensor>& grad_lse,
-    const at::Tensor& indptr, const at::Tensor& indices, const at::Tensor& x,
-    const at::Tensor& csc_indptr, const at::Tensor& csc_indices, const at::Tensor& csc_perm,
-    bool need_scores, bool need_x) {
+    const at::Tensor& a_src, const at::Tensor& a_dst, double negative_slope, const at::Tensor& norm,
+    const at::Tensor& out, const at::Tensor& grad_out, const at::Tensor& indptr,
+    const at::Tensor& indices, const at::Tensor& x, const at::Tensor& csc_indptr,
+    const at::Tensor& csc_indices, const at::Tensor& csc_perm, bool need_scores, bool need_x) {
   check_additive_attention_args(a_src, a_dst, negative_slope, indptr, indices, x);
-  const int64_t H = a_src.size(1), num_rows = indptr.numel() - 1;
+  const int64_t H = a_src.size(1), num_rows = indptr.numel() - 1, C = x.size(1) / H;
+  TORCH_CHECK(norm.dim() == 3 && norm.size(0) == 2, "norm must be [2, rows, heads], got shape ",
+              norm.sizes());
+  const at::Tensor nc = norm.contiguous();
   BackwardArgs args =
-      backward_args(indices.numel(), H, lse, out, grad_out, grad_lse, indptr, indices, x,
-                    csc_indptr, csc_indices, csc_perm, need_scores, need_x);
+      backward_args(indices.numel(), H, nc.select(0, 0), out, grad_out, c10::nullopt, indptr,
+                    indices, x, csc_indptr, csc_indices, csc_perm, need_scores, need_x);
   auto sc = a_src.contiguous(), dc = a_dst.contiguous();
   if (need_scores) args.grad_a_src = at::empty(sc.sizes(), sc.options());
   at::Tensor grad_a_dst =
@@ -720,9 +785,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> additive_attention_backward_cpu(
   GL_DISPATCH_FLOAT(x.scalar_type(), "graphloc::additive_attention_backward", [&] {
     using acc_t = typename AccType<scalar_t>::type;
     GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
-      const AdditiveScores<scalar_t, acc_t> scores{sc.data_ptr<scalar_t>(), dc.data_ptr<scalar_t>(),
-                                                   static_cast<acc_t>(negative_slope)};
-      attention_backward<AdditiveScores<scalar_t, acc_t>, scalar_t, index_t>(scores, args, H);
+      bool swept = false;
+      if constexpr (std::is_same_v<scalar_t, acc_t>) {
+        if (additive_sweeps_fit<scalar_t>(H, C) && (need_scores || need_x)) {
+          additive_sweeps_backward<scalar_t, index_t>(sc, dc, nc, negative_slope, args, H, C);
+          swept = true;
+        }
+      }
+      if (!swept) {
+        const AdditiveScores<scalar_t, acc_t> scores{
+            sc.data_ptr<scalar_t>(), dc.data_ptr<scalar_t>(), static_cast<acc_t>(negative_slope)};
+        attention_backward<AdditiveScores<scalar_t, acc_t>, scalar_t, index_t>(scores, args, H);
+      }
       if (need_scores)
         dst_score_grads(indptr.data_ptr<index_t>(), num_rows, H, args.alpha.data_ptr<acc_t>(),
                         grad_a_dst.data_ptr<scalar_t>());

@@ -487,11 +487,11 @@ def _additive_fake(a_src, a_dst, negative_slope, indptr, indices, x, csc_indptr=
     for t, name in ((a_src, "a_src"), (a_dst, "a_dst"), (x, "x")):
         _check_rows_fake(t, name)
     rows = indptr.shape[0] - 1
-    return x.new_empty(rows, x.shape[1]), x.new_empty(rows, a_src.shape[1])
+    return x.new_empty(rows, x.shape[1]), x.new_empty(2, rows, a_src.shape[1])
 
 
-def _additive_backward_fake(a_src, a_dst, negative_slope, lse, out, grad_out, grad_lse, indptr,
-                            indices, x, csc_indptr, csc_indices, csc_perm, need_scores, need_x):
+def _additive_backward_fake(a_src, a_dst, negative_slope, norm, out, grad_out, indptr, indices,
+                            x, csc_indptr, csc_indices, csc_perm, need_scores, need_x):
     return (a_src.new_empty(a_src.shape if need_scores else (0,)),
             a_dst.new_empty(a_dst.shape if need_scores else (0,)),
             x.new_empty(x.shape if need_x else (0,)))
@@ -501,14 +501,16 @@ def _additive_setup(ctx, inputs, output):
     a_src, a_dst, ctx.negative_slope, indptr, indices, x, t_indptr, t_indices, t_perm = inputs
     ctx.save_for_backward(a_src, a_dst, indptr, indices, x, t_indptr, t_indices, t_perm,
                           *output)
+    ctx.mark_non_differentiable(output[1])  # norm: the backward's row statistics
     _unmaterialized_grads(ctx)
 
 
-def _additive_backward(ctx, grad_out, grad_lse):
+def _additive_backward(ctx, grad_out, _grad_norm):
     # As segment_attention's fused backward, the scores recomputed from a_src and a_dst and
-    # taken through the LeakyReLU; the op only runs on the CPU (ops.additive_attention
-    # composes it from sddmm and segment_attention elsewhere).
-    a_src, a_dst, indptr, indices, x, t_indptr, t_indices, t_perm, out, lse = ctx.saved_tensors
+    # taken through the LeakyReLU, the weights from the forward's norm (shift and sum per
+    # row); the op only runs on the CPU (ops.additive_attention composes it from sddmm and
+    # segment_attention elsewhere).
+    a_src, a_dst, indptr, indices, x, t_indptr, t_indices, t_perm, out, norm = ctx.saved_tensors
     need_scores = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
     need_x = ctx.needs_input_grad[5]
     if grad_out is None:
@@ -517,19 +519,19 @@ def _additive_backward(ctx, grad_out, grad_lse):
                                                 t_perm)
     if torch.is_grad_enabled():  # create_graph: the backward itself differentiable
         grad_src, grad_dst, grad_x = _additive_backward_composed(
-            a_src, a_dst, ctx.negative_slope, out, grad_out.contiguous(), grad_lse, indptr,
-            indices, x, t_indptr, t_indices, t_perm)
+            a_src, a_dst, ctx.negative_slope, out, grad_out.contiguous(), indptr, indices, x,
+            t_indptr, t_indices, t_perm)
     else:
         grad_src, grad_dst, grad_x = kernels.additive_attention_backward(
-            a_src, a_dst, ctx.negative_slope, lse, out, grad_out.contiguous(), grad_lse,
-            indptr, indices, x, t_indptr, t_indices, t_perm, need_scores, need_x)
+            a_src, a_dst, ctx.negative_slope, norm, out, grad_out.contiguous(), indptr, indices,
+            x, t_indptr, t_indices, t_perm, need_scores, need_x)
     return (grad_src if ctx.needs_input_grad[0] else None,
             grad_dst if ctx.needs_input_grad[1] else None, None, None, None,
             grad_x if need_x else None, None, None, None)
 
 
-def _additive_backward_composed(a_src, a_dst, negative_slope, out, grad_out, grad_lse, indptr,
-                                indices, x, t_indptr, t_indices, t_perm):
+def _additive_backward_composed(a_src, a_dst, negative_slope, out, grad_out, indptr, indices, x,
+                                t_indptr, t_indices, t_perm):
     """additive_attention's backward from differentiable ops (under ``create_graph``): the
     scores leaky_relu(a_src[j] + a_dst[i]) gathered again, the attention's composed backward,
     and d pre = d score * (1 or the slope) summed per source (a_src) and per row (a_dst)."""
@@ -537,7 +539,7 @@ def _additive_backward_composed(a_src, a_dst, negative_slope, out, grad_out, gra
     pre = a_src.index_select(0, sources) + a_dst.index_select(0, rows)
     score = torch.nn.functional.leaky_relu(pre, negative_slope)
     grad_score, grad_x = _attention_backward_composed(
-        score, out, grad_out, grad_lse, indptr, indices, x, t_indptr, t_indices, t_perm)
+        score, out, grad_out, None, indptr, indices, x, t_indptr, t_indices, t_perm)
     d_pre = grad_score * torch.where(pre > 0, 1.0, negative_slope).to(grad_score.dtype)
     grad_src = a_src.new_zeros(a_src.shape).index_add(0, sources, d_pre)
     grad_dst = a_dst.new_zeros(a_dst.shape).index_add(0, rows, d_pre)

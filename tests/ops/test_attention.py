@@ -281,11 +281,13 @@ def test_attention_weights_are_the_softmax_at_any_score_magnitude(magnitude, pat
 
 @pytest.mark.parametrize("magnitude", [1e4, 1e6, 1e30])
 @pytest.mark.parametrize("create_graph", [False, True])
-def test_additive_attention_gradients_at_any_score_magnitude(magnitude, create_graph):
-    graph, edge_index, _, x = _large_score_case(magnitude)
+@pytest.mark.parametrize("heads, channels", [(2, 4), (4, 16)])  # block kernels, register sweeps
+def test_additive_attention_gradients_at_any_score_magnitude(magnitude, create_graph, heads,
+                                                             channels):
+    graph, edge_index, _, x = _large_score_case(magnitude, heads, channels)
     gen = torch.Generator().manual_seed(5)
-    a_src = (magnitude - torch.randint(0, 3, (14, 2), generator=gen).float()).requires_grad_()
-    a_dst = torch.randint(-2, 2, (14, 2), generator=gen).float().requires_grad_()
+    a_src = (magnitude - torch.randint(0, 3, (14, heads), generator=gen).float()).requires_grad_()
+    a_dst = torch.randint(-2, 2, (14, heads), generator=gen).float().requires_grad_()
     xs = x.clone().requires_grad_()
     out = ops.additive_attention(graph, a_src, a_dst, xs)
     g = torch.randn(out.shape, generator=gen)

@@ -90,8 +90,8 @@ CHILD = textwrap.dedent("""
             torch.randn(3, 1), torch.randn(3, 1), torch.randn(3, 4), torch.randn(3, 4), None,
             good_ptr, good_idx, x, ci, cx, cp, True, True),
         "additive_attention_backward": lambda: k.additive_attention_backward(
-            torch.randn(3, 1), torch.randn(3, 1), 0.2, torch.randn(3, 1), torch.randn(3, 4),
-            torch.randn(3, 4), None, good_ptr, good_idx, x, ci, cx, cp, True, True),
+            torch.randn(3, 1), torch.randn(3, 1), 0.2, torch.randn(2, 3, 1), torch.randn(3, 4),
+            torch.randn(3, 4), good_ptr, good_idx, x, ci, cx, cp, True, True),
         "gatv2_scores_backward": lambda: k.gatv2_scores_backward(
             good_ptr, good_idx, x, x, torch.randn(2, 2), 0.2, torch.randn(3, 2), ci, cx, cp,
             True, True, True),

@@ -63,11 +63,11 @@ def _samples():
     a_src = torch.randn(N, 2, **f64, requires_grad=True)
     a_dst = torch.randn(N, 2, **f64, requires_grad=True)
     yield kernels.additive_attention, (a_src, a_dst, 0.2, csr.indptr, csr.indices, x, *transpose)
-    out, lse = kernels.additive_attention(a_src.detach(), a_dst.detach(), 0.2, csr.indptr,
-                                          csr.indices, x.detach())
-    yield kernels.additive_attention_backward, (a_src.detach(), a_dst.detach(), 0.2, lse, out,
-                                                torch.randn_like(out), None, csr.indptr,
-                                                csr.indices, x.detach(), *transpose, True, True)
+    out, norm = kernels.additive_attention(a_src.detach(), a_dst.detach(), 0.2, csr.indptr,
+                                           csr.indices, x.detach())
+    yield kernels.additive_attention_backward, (a_src.detach(), a_dst.detach(), 0.2, norm, out,
+                                                torch.randn_like(out), csr.indptr, csr.indices,
+                                                x.detach(), *transpose, True, True)
     src, dst = (torch.randn(N, 6, **f64, requires_grad=True) for _ in range(2))
     att = torch.randn(2, 3, **f64, requires_grad=True)
     yield kernels.gatv2_scores, (csr.indptr, csr.indices, src, dst, att, 0.2, *transpose)
