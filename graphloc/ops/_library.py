@@ -736,6 +736,8 @@ def _register() -> None:
     fake(lib + "arg_sources")(lambda arg, perm, num_edges: arg.new_empty(arg.shape,
                                                                           dtype=torch.long))
     fake(lib + "spmm_arg_backward")(_arg_backward_fake)
+    # five int64 facts on the CPU, whatever the inputs' device (the checks read them there)
+    fake(lib + "csr_facts")(lambda indptr, index: torch.empty(5, dtype=torch.long))
     for name, (setup, backward) in _AUTOGRAD.items():
         torch.library.register_autograd(lib + name, backward, setup_context=setup)
 

@@ -169,7 +169,28 @@ def _rounds_fake(indptr, indices, t_indptr, t_indices, seeds, hops):
     return seeds.new_empty(seeds.shape)
 
 
+def _khop_fake(indptr, indices, seeds, hops):
+    torch._check(seeds.dim() == 1, lambda: f"seeds must be 1-D, got {list(seeds.shape)}")
+    torch._check(hops >= 0, lambda: f"hops must be >= 0, got {hops}")
+    ctx = torch.library.get_ctx()  # the balls' sizes depend on the graph's values
+    nodes, edges = ctx.new_dynamic_size(), ctx.new_dynamic_size()
+    pointers = seeds.shape[0] + 1
+    return (seeds.new_empty(pointers), seeds.new_empty(nodes), seeds.new_empty(nodes),
+            seeds.new_empty(pointers), *(seeds.new_empty(edges) for _ in range(3)))
+
+
+def _sample_fake(indptr, indices, seeds, fanouts, seed):
+    torch._check(seeds.dim() == 1, lambda: f"seeds must be 1-D, got {list(seeds.shape)}")
+    ctx = torch.library.get_ctx()  # how many neighbours exist depends on the graph's values
+    nodes, edges = ctx.new_dynamic_size(), ctx.new_dynamic_size()
+    counts = len(fanouts) + 1
+    return (seeds.new_empty(nodes), *(seeds.new_empty(edges) for _ in range(3)),
+            seeds.new_empty(counts), seeds.new_empty(counts))
+
+
 if HAS_EXTENSION:
+    torch.library.register_fake("graphloc::khop_subgraphs")(_khop_fake)
+    torch.library.register_fake("graphloc::neighbor_sample")(_sample_fake)
     torch.library.register_fake("graphloc::local_eccentricity")(_eccentricity_fake)
     torch.library.register_fake("graphloc::hop2_sample")(_hop2_fake)
     torch.library.register_fake("graphloc::separated_rounds")(_rounds_fake)

@@ -95,12 +95,33 @@ def _samples():
     yield kernels.hop2_sample, (csr.indptr, csr.indices, 5, 7)
     yield kernels.separated_rounds, (csr.indptr, csr.indices, *transpose[:2],
                                      torch.randperm(N)[:N // 2], 2)
+    seeds = torch.tensor([0, 3, 5])
+    yield kernels.khop_subgraphs, (csr.indptr, csr.indices, seeds, 2)
+    yield kernels.neighbor_sample, (csr.indptr, csr.indices, seeds, [2, -1], 4)
+    yield kernels.csr_facts, (csr.indptr, csr.indices)
+    yield kernels.dropout, (torch.randn(N, 4, **f64, requires_grad=True), 0.3,
+                            torch.tensor(11, dtype=torch.int64))
+    yield kernels.csr_facts, (None, csr.indices)
 
 
 @pytest.mark.parametrize("op,args", list(_samples()),
                          ids=lambda v: getattr(v, "__name__", None) if callable(v) else "")
 def test_opcheck(op, args):
     torch.library.opcheck(op, args)
+
+
+def test_every_op_has_a_fake_kernel_and_an_opcheck_sample():
+    """torch.compile traces an op through its fake kernel: an op without one breaks any
+    compiled model that calls it. Each op must also be run by test_opcheck above."""
+    from torch._library.simple_registry import singleton
+    names = {n for n in dir(kernels) if isinstance(getattr(kernels, n),
+                                                    torch._ops.OpOverloadPacket)}
+    assert len(names) > 20
+    without_fake = sorted(n for n in names
+                          if singleton.find(f"graphloc::{n}").fake_impl.kernel is None)
+    assert without_fake == []
+    sampled = {op._qualified_op_name.split("::")[1] for op, _ in _samples()}
+    assert sorted(names - sampled) == []
 
 
 class TwoLayer(torch.nn.Module):
