@@ -89,6 +89,43 @@ def test_bipartite_graph_with_one_dimensional_scores():
     assert ops.additive_attention(graph, src, dst, x)[3].eq(0).all()
 
 
+@pytest.mark.parametrize("heads, channels", [(4, 16), (8, 8), (2, 32)])
+@pytest.mark.parametrize("sizes", [(30, 20), (20, 30)])
+def test_register_layouts_on_bipartite_graphs(heads, channels, sizes):
+    """The register sweeps (2, 4 or 8 heads filling one sweep) on graphs with more sources
+    than destinations and fewer, some destinations without edges: forward and all three
+    gradients against the float64 definition."""
+    num_src, num_dst = sizes
+    gen = torch.Generator().manual_seed(num_src + heads)
+    edge_index = torch.stack([torch.randint(0, num_src, (150,), generator=gen),
+                              torch.randint(0, num_dst - 3, (150,), generator=gen)])
+    graph = Graph.bipartite(edge_index, (num_src, num_dst))
+    for dtype, tol in ((torch.float64, 1e-10), (torch.float32, 1e-5)):
+        _check(graph, *_inputs(graph, heads, channels, dtype, gen), 0.2, tol)
+    assert ops.additive_attention(graph, *_inputs(graph, heads, channels, torch.float32,
+                                                  gen))[-3:].eq(0).all()
+
+
+@pytest.mark.parametrize("heads, channels", [(4, 16), (3, 5)])
+def test_int64_indices_give_the_int32_results(heads, channels):
+    """The kernels on int64 CSR and transpose arrays: bit for bit the int32 results, forward
+    and backward, in the register sweeps (4 heads of 16) and the block kernels."""
+    graph = Graph(random_edge_index(50, 400, seed=8), num_nodes=50)
+    gen = torch.Generator().manual_seed(heads)
+    src, dst, x = _inputs(graph, heads, channels, torch.float32, gen)
+    csr, csc = graph.csr, graph.csc
+    grad = torch.randn(50, heads * channels, generator=gen)
+    results = []
+    for cast in (lambda t: t, lambda t: t.long()):
+        ptr, idx = cast(csr.indptr), cast(csr.indices)
+        transpose = [cast(t) for t in (csc.indptr, csc.indices, csc.perm)]
+        out, norm = kernels.additive_attention(src, dst, 0.2, ptr, idx, x, *transpose)
+        results.append([out, norm, *kernels.additive_attention_backward(
+            src, dst, 0.2, norm, out, grad, ptr, idx, x, *transpose, True, True)])
+    for narrow, wide in zip(*results, strict=True):
+        assert torch.equal(narrow, wide)
+
+
 def test_three_dimensional_features_keep_their_shape():
     graph = Graph(random_edge_index(8, 30, seed=3), num_nodes=8)
     gen = torch.Generator().manual_seed(6)
