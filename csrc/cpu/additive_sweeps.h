@@ -1,4 +1,4 @@
-// GAT's additive attention on its common layouts, H in {2, 4, 8} heads of C channels that
+// GAT's additive attention on its common layouts, H in {1, 2, 4, 8} heads of C channels that
 // together fill one register sweep (C one tile, H * C <= 64 lanes; float or double): per
 // edge, the H heads' scores and weights as one vector of H lanes, the H heads' rows in
 // registers, and no pass over a block of scores. The forward keeps each row's shift (its
@@ -33,13 +33,13 @@ template <typename scalar_t>
 inline bool additive_sweeps_fit(int64_t H, int64_t C) {
   if (!std::is_same_v<scalar_t, float> && !std::is_same_v<scalar_t, double>) return false;
   const int T = tile_width(C);
-  return (H == 2 || H == 4 || H == 8) && T == C && heads_per_sweep(H, T) == H;
+  return (H == 1 || H == 2 || H == 4 || H == 8) && T == C && heads_per_sweep(H, T) == H;
 }
 
 // body(std::integral_constant<int, H>, std::integral_constant<int, C>) for a layout that fits.
 template <typename F>
 inline void with_additive_layout(int64_t H, int64_t C, F&& body) {
-  with_constant<2, 4, 8>(H, [&](auto heads) {
+  with_constant<1, 2, 4, 8>(H, [&](auto heads) {
     with_tile(C, [&](auto tile) {
       constexpr int HT = decltype(heads)::value, T = decltype(tile)::value;
       if constexpr (HT > 0 && T > 0 && HT * T <= 64) body(heads, tile);

@@ -4,7 +4,7 @@
 // log-sum-exp per (row, head) for the backward, which recomputes the weights from it and
 // renormalises each row; additive_attention (GAT's) returns each row's shift and sum per
 // head (norm), and computes its scores leaky_relu(a_src[j] + a_dst[i]) where they are
-// needed: no [E, H] scores forward or backward. Its common layouts (2, 4 or 8 heads in one
+// needed: no [E, H] scores forward or backward. Its common layouts (1, 2, 4 or 8 heads in one
 // register sweep, float or double) run the kernels of additive_sweeps.h.
 #include <ATen/ATen.h>
 #include <torch/library.h>

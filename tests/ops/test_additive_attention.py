@@ -92,7 +92,7 @@ def test_bipartite_graph_with_one_dimensional_scores():
 @pytest.mark.parametrize("heads, channels", [(4, 16), (8, 8), (2, 32)])
 @pytest.mark.parametrize("sizes", [(30, 20), (20, 30)])
 def test_register_layouts_on_bipartite_graphs(heads, channels, sizes):
-    """The register sweeps (2, 4 or 8 heads filling one sweep) on graphs with more sources
+    """The register sweeps (1, 2, 4 or 8 heads filling one sweep) on graphs with more sources
     than destinations and fewer, some destinations without edges: forward and all three
     gradients against the float64 definition."""
     num_src, num_dst = sizes
