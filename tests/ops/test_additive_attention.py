@@ -148,13 +148,13 @@ def test_scores_far_beyond_exps_range_are_shifted_by_their_row_max(heads, channe
     _check(graph, src, dst, x, 0.2, 1e-4)
 
 
-@pytest.mark.parametrize("heads, channels", [(1, 3), (4, 3), (4, 16), (8, 8)])
+@pytest.mark.parametrize("heads, channels", [(1, 3), (4, 3), (1, 16), (4, 16), (8, 8)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_masks_and_special_values_follow_the_composed_ops(heads, channels, dtype):
     """-inf halves mask their edges (weight 0, a fully masked row gives 0), NaN and +inf
     make their rows NaN: the same as sddmm + leaky_relu + segment_attention, forward and
-    backward, in the block kernels (1 head, or 3 channels) and the register sweeps (4
-    heads of 16, 8 of 8)."""
+    backward, in the block kernels (3 channels) and the register sweeps (1 head of 16, 4
+    of 16, 8 of 8)."""
     graph = Graph(random_edge_index(12, 60, seed=9), num_nodes=12)
     gen = torch.Generator().manual_seed(heads)
     src, dst, x = _inputs(graph, heads, channels, dtype, gen)
