@@ -669,6 +669,19 @@ BackwardArgs backward_args(int64_t num_edges, int64_t H, const at::Tensor& lse,
           need_x};
 }
 
+// body(score_flag, x_flag), each std::integral_constant<int, 0 or 1>: which of d score and d x
+// the call asks for, as compile-time constants; not called when it asks for neither.
+template <typename F>
+void with_gradients_asked(const BackwardArgs& args, F&& body) {
+  with_constant<1>(args.need_score, [&](auto score_flag) {
+    constexpr int kScore = decltype(score_flag)::value;
+    with_constant<1>(args.need_x, [&](auto x_flag) {
+      if constexpr (kScore || decltype(x_flag)::value)
+        body(std::integral_constant<int, kScore>{}, x_flag);
+    });
+  });
+}
+
 // Passes 1 and 2 for one score source: d score in args.alpha (through the LeakyReLU for
 // additive scores), d x in args.grad_x, d a_src in args.grad_a_src (additive scores).
 template <typename Scores, typename scalar_t, typename index_t>
@@ -694,17 +707,14 @@ void attention_backward(const Scores& scores, BackwardArgs& args, int64_t H) {
     with_heads_per_sweep<T>(group, [&](auto per_sweep) {
       constexpr int G = decltype(per_sweep)::value;
       if constexpr (G == 0 || (kVectors && T > 0))  // G > 0: a head is one tile
-        with_constant<1>(args.need_score, [&](auto score_flag) {
-          with_constant<1>(args.need_x, [&](auto x_flag) {
-            constexpr bool kScore = decltype(score_flag)::value, kX = decltype(x_flag)::value;
-            if constexpr (kScore || kX)
-              attention_transpose_grads<kScore, kX, T, G>(
-                  args.csc_indptr.data_ptr<index_t>(), args.csc_indices.data_ptr<index_t>(),
-                  args.csc_perm.data_ptr<index_t>(), args.grad.data_ptr<scalar_t>(),
-                  args.x.data_ptr<scalar_t>(), b, args.x.size(0), H, C, scores, a,
-                  kX ? args.grad_x.data_ptr<scalar_t>() : nullptr,
-                  args.grad_a_src.numel() ? args.grad_a_src.data_ptr<scalar_t>() : nullptr);
-          });
+        with_gradients_asked(args, [&](auto score_flag, auto x_flag) {
+          constexpr bool kScore = decltype(score_flag)::value, kX = decltype(x_flag)::value;
+          attention_transpose_grads<kScore, kX, T, G>(
+              args.csc_indptr.data_ptr<index_t>(), args.csc_indices.data_ptr<index_t>(),
+              args.csc_perm.data_ptr<index_t>(), args.grad.data_ptr<scalar_t>(),
+              args.x.data_ptr<scalar_t>(), b, args.x.size(0), H, C, scores, a,
+              kX ? args.grad_x.data_ptr<scalar_t>() : nullptr,
+              args.grad_a_src.numel() ? args.grad_a_src.data_ptr<scalar_t>() : nullptr);
         });
     });
   });
@@ -725,18 +735,15 @@ void additive_sweeps_backward(const at::Tensor& a_src, const at::Tensor& a_dst,
     additive_records<HT, T>(a_dst.data_ptr<scalar_t>(), shift, shift + num_rows * H,
                             args.grad.data_ptr<scalar_t>(), args.out.data_ptr<scalar_t>(), num_rows,
                             records.data_ptr<scalar_t>());
-    with_constant<1>(args.need_score, [&](auto score_flag) {
-      with_constant<1>(args.need_x, [&](auto x_flag) {
-        constexpr bool kScore = decltype(score_flag)::value, kX = decltype(x_flag)::value;
-        if constexpr (kScore || kX)
-          additive_transpose_sweeps<kScore, kX, HT, T>(
-              args.csc_indptr.data_ptr<index_t>(), args.csc_indices.data_ptr<index_t>(),
-              args.csc_perm.data_ptr<index_t>(), args.grad.data_ptr<scalar_t>(),
-              args.x.data_ptr<scalar_t>(), a_src.data_ptr<scalar_t>(), records.data_ptr<scalar_t>(),
-              slope, args.x.size(0), args.alpha.data_ptr<scalar_t>(),
-              kX ? args.grad_x.data_ptr<scalar_t>() : nullptr,
-              kScore ? args.grad_a_src.data_ptr<scalar_t>() : nullptr);
-      });
+    with_gradients_asked(args, [&](auto score_flag, auto x_flag) {
+      constexpr bool kScore = decltype(score_flag)::value, kX = decltype(x_flag)::value;
+      additive_transpose_sweeps<kScore, kX, HT, T>(
+          args.csc_indptr.data_ptr<index_t>(), args.csc_indices.data_ptr<index_t>(),
+          args.csc_perm.data_ptr<index_t>(), args.grad.data_ptr<scalar_t>(),
+          args.x.data_ptr<scalar_t>(), a_src.data_ptr<scalar_t>(), records.data_ptr<scalar_t>(),
+          slope, args.x.size(0), args.alpha.data_ptr<scalar_t>(),
+          kX ? args.grad_x.data_ptr<scalar_t>() : nullptr,
+          kScore ? args.grad_a_src.data_ptr<scalar_t>() : nullptr);
     });
   });
 }
