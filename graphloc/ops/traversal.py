@@ -169,8 +169,13 @@ def _rounds_fake(indptr, indices, t_indptr, t_indices, seeds, hops):
     return seeds.new_empty(seeds.shape)
 
 
+def _check_seeds_fake(seeds):
+    torch._check(seeds.dim() == 1 and seeds.dtype == torch.int64,
+                 lambda: f"seeds must be int64 [S], got {seeds.dtype} {list(seeds.shape)}")
+
+
 def _khop_fake(indptr, indices, seeds, hops):
-    torch._check(seeds.dim() == 1, lambda: f"seeds must be 1-D, got {list(seeds.shape)}")
+    _check_seeds_fake(seeds)
     torch._check(hops >= 0, lambda: f"hops must be >= 0, got {hops}")
     ctx = torch.library.get_ctx()  # the balls' sizes depend on the graph's values
     nodes, edges = ctx.new_dynamic_size(), ctx.new_dynamic_size()
@@ -180,7 +185,7 @@ def _khop_fake(indptr, indices, seeds, hops):
 
 
 def _sample_fake(indptr, indices, seeds, fanouts, seed):
-    torch._check(seeds.dim() == 1, lambda: f"seeds must be 1-D, got {list(seeds.shape)}")
+    _check_seeds_fake(seeds)
     ctx = torch.library.get_ctx()  # how many neighbours exist depends on the graph's values
     nodes, edges = ctx.new_dynamic_size(), ctx.new_dynamic_size()
     counts = len(fanouts) + 1

@@ -124,6 +124,21 @@ def test_every_op_has_a_fake_kernel_and_an_opcheck_sample():
     assert sorted(names - sampled) == []
 
 
+@pytest.mark.parametrize("sampler", ["khop_subgraphs", "neighbor_sample"])
+def test_sampler_fakes_reject_the_seeds_their_kernels_reject(sampler):
+    """Traced (fake tensors), the samplers' fakes refuse int32 seeds as their kernels do."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    csr = _graph().csr
+    extra = (2,) if sampler == "khop_subgraphs" else ([2], 0)
+    op = getattr(kernels, sampler)
+    with pytest.raises(RuntimeError, match="int64"):
+        op(csr.indptr, csr.indices, torch.tensor([0, 1], dtype=torch.int32), *extra)
+    with FakeTensorMode() as mode:
+        fake = [mode.from_tensor(t) for t in (csr.indptr, csr.indices)]
+        with pytest.raises(RuntimeError, match="int64"):
+            op(*fake, mode.from_tensor(torch.tensor([0, 1], dtype=torch.int32)), *extra)
+
+
 class TwoLayer(torch.nn.Module):
     """A GCN-like model made from the ops: mean aggregation, then attention-weighted sum."""
 
