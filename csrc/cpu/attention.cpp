@@ -132,7 +132,7 @@ struct AdditiveScores {
           if (e < ahead_end)
             prefetch_row(a_src + static_cast<int64_t>(indices[e + distance]) * HT, HT);
           const V v = load_vec<acc_t, HT>(a_src + static_cast<int64_t>(indices[e]) * HT) + d;
-          const V score = v > acc_t(0) ? v : v * slope;
+          const V score = leaky(v, slope);
           store_vec<acc_t, HT>(out + (e - e0) * HT, kShift ? score - l : score);
           if (sign)
             store_vec<acc_t, HT>(sign + (e - e0) * HT, score > acc_t(0) ? V{} + 1 : V{} - 1);

@@ -15,25 +15,38 @@
 
 namespace graphloc {
 
-// 2^k for k in [-126, 127], from its bits.
-inline float power_of_two(int32_t k) {
-  const int32_t bits = (k + 127) << 23;
-  float out;
+// The int32 lanes of n (whole numbers in float lanes): a float, or a GCC vector of floats.
+inline int32_t whole_lanes(float n) { return static_cast<int32_t>(n); }
+template <typename V>
+inline auto whole_lanes(V n) {
+  typedef int32_t I __attribute__((vector_size(sizeof(V))));
+  return __builtin_convertvector(n, I);
+}
+
+// 2^k for k in [-126, 127] (lane by lane), from its bits.
+template <typename F, typename I>
+inline F power_of_two(I k) {
+  const I bits = (k + 127) << 23;
+  F out;
+  static_assert(sizeof out == sizeof bits);
   std::memcpy(&out, &bits, sizeof out);
   return out;
 }
 
-inline float exp_vec(float x) {
+// exp_vec's steps on F, a float or a GCC vector of floats (exp_lanes): the same operations
+// on every lane, so both give the same values.
+template <typename F>
+inline F exp_steps(F x) {
   // lo = -150 ln 2: n >= -150 below, whose 2^n1 * 2^n2 rounds once, in the last product
   const float lo = -103.97208f, hi = 88.72283f;
-  const bool nan = x != x;
-  const float v = nan ? 0.0f : (x < lo ? lo : (x > hi ? hi : x));
+  const auto nan = x != x;
+  const F v = nan ? F{} : (x < lo ? F{} + lo : (x > hi ? F{} + hi : x));
   // n = round(v / ln 2) by the 1.5 * 2^23 shift (exact for |v / ln 2| < 2^22): std::floor
   // here kept GCC 12 from vectorising any loop that calls exp_vec
   constexpr float kShift = 12582912.0f;
-  const float n = (v * 1.44269504088896341f + kShift) - kShift;
-  const float r = v - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
+  const F n = (v * 1.44269504088896341f + kShift) - kShift;
+  const F r = v - n * 0.693359375f + n * 2.12194440e-4f;
+  F p = F{} + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
@@ -41,11 +54,14 @@ inline float exp_vec(float x) {
   p = p * r + 5.0000001201e-1f;
   // 2^n as 2^n1 * 2^n2, each a normal float for n in [-150, 128] (neither 2^-150 nor
   // 2^128 is one alone)
-  const int32_t n1 = static_cast<int32_t>(n) >> 1, n2 = static_cast<int32_t>(n) - n1;
-  const float y = (p * r * r + r + 1.0f) * power_of_two(n1) * power_of_two(n2);
-  const float above = std::numeric_limits<float>::infinity();
-  return nan ? x : (x < lo ? 0.0f : (x > hi ? above : y));
+  const auto whole = whole_lanes(n);
+  const auto n1 = whole >> 1, n2 = whole - n1;
+  const F y = (p * r * r + r + 1.0f) * power_of_two<F>(n1) * power_of_two<F>(n2);
+  const F above = F{} + std::numeric_limits<float>::infinity();
+  return nan ? x : (x < lo ? F{} : (x > hi ? above : y));
 }
+
+inline float exp_vec(float x) { return exp_steps(x); }
 
 inline double exp_vec(double x) { return std::exp(x); }
 
@@ -56,33 +72,12 @@ inline double exp_vec(double x) { return std::exp(x); }
 template <typename V>
 inline V exp_lanes(V x) {
   using A = std::remove_cv_t<std::remove_reference_t<decltype(x[0])>>;
-  constexpr int N = sizeof(V) / sizeof(A);
-  if constexpr (!std::is_same_v<A, float>) {
-    V out;
-    for (int k = 0; k < N; ++k) out[k] = exp_vec(x[k]);
-    return out;
+  if constexpr (std::is_same_v<A, float>) {
+    return exp_steps(x);
   } else {
-    typedef int32_t I __attribute__((vector_size(sizeof(V))));
-    const float lo = -103.97208f, hi = 88.72283f;
-    const auto nan = x != x;
-    const V v = nan ? V{} : (x < lo ? V{} + lo : (x > hi ? V{} + hi : x));
-    constexpr float kShift = 12582912.0f;
-    const V n = (v * 1.44269504088896341f + kShift) - kShift;
-    const V r = v - n * 0.693359375f + n * 2.12194440e-4f;
-    V p = V{} + 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    const I whole = __builtin_convertvector(n, I), n1 = whole >> 1, n2 = whole - n1;
-    const I bits1 = (n1 + 127) << 23, bits2 = (n2 + 127) << 23;
-    V two1, two2;
-    std::memcpy(&two1, &bits1, sizeof two1);
-    std::memcpy(&two2, &bits2, sizeof two2);
-    const V y = (p * r * r + r + 1.0f) * two1 * two2;
-    const V above = V{} + std::numeric_limits<float>::infinity();
-    return nan ? x : (x < lo ? V{} : (x > hi ? above : y));
+    V out;
+    for (int k = 0; k < static_cast<int>(sizeof(V) / sizeof(A)); ++k) out[k] = exp_vec(x[k]);
+    return out;
   }
 }
 
