@@ -779,8 +779,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> additive_attention_backward_cpu(
     const at::Tensor& csc_indices, const at::Tensor& csc_perm, bool need_scores, bool need_x) {
   check_additive_attention_args(a_src, a_dst, negative_slope, indptr, indices, x);
   const int64_t H = a_src.size(1), num_rows = indptr.numel() - 1, C = x.size(1) / H;
-  TORCH_CHECK(norm.dim() == 3 && norm.size(0) == 2, "norm must be [2, rows, heads], got shape ",
+  TORCH_CHECK(norm.dim() == 3 && norm.size(0) == 2 && norm.size(1) == num_rows && norm.size(2) == H,
+              "norm must be [2, rows, heads] = [2, ", num_rows, ", ", H, "], got shape ",
               norm.sizes());
+  TORCH_CHECK(norm.scalar_type() == x.scalar_type(), "norm must have x's dtype ", x.scalar_type(),
+              ", got ", norm.scalar_type());
   const at::Tensor nc = norm.contiguous();
   BackwardArgs args =
       backward_args(indices.numel(), H, nc.select(0, 0), out, grad_out, c10::nullopt, indptr,

@@ -126,6 +126,35 @@ def test_int64_indices_give_the_int32_results(heads, channels):
         assert torch.equal(narrow, wide)
 
 
+def test_backward_rejects_a_norm_of_the_wrong_shape_or_dtype():
+    """The backward kernel names its row statistics when they do not fit the graph."""
+    graph = Graph(random_edge_index(6, 20, seed=4), num_nodes=6)
+    gen = torch.Generator().manual_seed(4)
+    src, dst, x = _inputs(graph, 4, 16, torch.float32, gen)
+    csr, csc = graph.csr, graph.csc
+    out, norm = kernels.additive_attention(src, dst, 0.2, csr.indptr, csr.indices, x)
+    for bad, message in ((norm[0], r"norm must be \[2, rows, heads\] = \[2, 6, 4\]"),
+                         (norm[:, :5], r"got shape \[2, 5, 4\]"),
+                         (norm.double(), "norm must have x's dtype")):
+        with pytest.raises(RuntimeError, match=message):
+            kernels.additive_attention_backward(src, dst, 0.2, bad, out, torch.ones_like(out),
+                                                csr.indptr, csr.indices, x, csc.indptr,
+                                                csc.indices, csc.perm, True, True)
+
+
+@pytest.mark.parametrize("heads, channels", [(4, 16), (1, 8), (3, 5)])
+def test_a_hub_row_of_thousands_of_edges(heads, channels):
+    """One destination with 3,000 incoming edges beside rows of a few: the per-row score
+    buffer grows past its first size, in the register sweeps and the block kernels, forward
+    and every gradient against the float64 definition."""
+    gen = torch.Generator().manual_seed(heads)
+    hub = torch.stack([torch.randint(0, 40, (3000,), generator=gen), torch.zeros(3000).long()])
+    rest = random_edge_index(40, 200, seed=heads)
+    graph = Graph(torch.cat([hub, rest], dim=1), num_nodes=40)
+    _check(graph, *_inputs(graph, heads, channels, torch.float64, gen), 0.2, 1e-10)
+    _check(graph, *_inputs(graph, heads, channels, torch.float32, gen), 0.2, 1e-5)
+
+
 def test_three_dimensional_features_keep_their_shape():
     graph = Graph(random_edge_index(8, 30, seed=3), num_nodes=8)
     gen = torch.Generator().manual_seed(6)
