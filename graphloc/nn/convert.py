@@ -101,19 +101,35 @@ def _top_level_conv(module):
 
 
 def _replace_convs(root: torch.nn.Module) -> tuple[list[str], list[tuple[str, str]]]:
-    """Replaces every PyG conv below ``root`` in place; returns (converted, kept)."""
+    """Replaces every PyG conv below ``root`` in place; returns (converted, kept). kept
+    also lists the PyG message-passing modules graphloc has no equivalent for (PNAConv,
+    EdgeConv, ...): they stay, and the report must say so."""
     done, kept = [], []
     for name, child in list(root.named_modules()):
-        if not name or not _is_pyg_conv(child):
-            continue
-        parent_name, _, attr = name.rpartition(".")
-        parent = root.get_submodule(parent_name) if parent_name else root
-        try:
-            setattr(parent, attr, _convert_conv(child))
-            done.append(name)
-        except Unconvertible as err:
-            kept.append((name, str(err)))
+        if _is_pyg_conv(child) and name:
+            parent_name, _, attr = name.rpartition(".")
+            parent = root.get_submodule(parent_name) if parent_name else root
+            try:
+                setattr(parent, attr, _convert_conv(child))
+                done.append(name)
+            except Unconvertible as err:
+                kept.append((name, str(err)))
+        elif _is_pyg_message_passing(child) and not _inside(name, done):
+            kept.append((name or type(child).__name__,
+                         f"{type(child).__name__} has no graphloc equivalent"))
     return done, kept
+
+
+def _is_pyg_message_passing(module) -> bool:
+    """A PyG conv of any kind (a subclass of PyG's MessagePassing), converted or not."""
+    return any(base.__name__ == "MessagePassing" and base.__module__.startswith("torch_geometric")
+               for base in type(module).__mro__)
+
+
+def _inside(name: str, converted: list[str]) -> bool:
+    """Whether module ``name`` lies below one that was replaced (the walk still lists the
+    PyG original's children)."""
+    return any(name.startswith(f"{parent}.") for parent in converted)
 
 
 # --- one conv -----------------------------------------------------------------------------
@@ -373,7 +389,9 @@ def _probe(module, example):
     if example is not None:
         return example
     width = None
-    if hasattr(module, "convs"):
+    if isinstance(getattr(module, "in_channels", None), int) and hasattr(module, "convs"):
+        width = module.in_channels  # a BasicGNN (EdgeCNN's first MLP reads 2 x in)
+    elif hasattr(module, "convs"):
         width = _width(module.convs[0], "in")
     elif _is_pyg_conv(module):  # (GatedGraphConv has no in_channels: its state width)
         width = getattr(module, "in_channels", getattr(module, "out_channels", None))

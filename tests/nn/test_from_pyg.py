@@ -94,6 +94,50 @@ def test_convs_inside_a_users_module_are_replaced_in_place():
         from_pyg(theirs)
 
 
+class _MixedModel(torch.nn.Module):
+    """A PyG conv graphloc converts, then one it has no equivalent for (PNAConv)."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = pyg.GCNConv(6, 4)
+        self.second = pyg.PNAConv(4, 4, aggregators=["mean", "max"], scalers=["identity"],
+                                  deg=torch.tensor([0, 3, 5, 2]))
+
+    def forward(self, x, edge_index):
+        return self.second(torch.relu(self.first(x, edge_index)), edge_index)
+
+
+def test_pyg_convs_without_an_equivalent_are_reported_as_kept():
+    """A PNAConv or EdgeConv stays PyG's; the report lists it, with the warning (it said
+    kept: [] and left the user to believe nothing of PyG remained)."""
+    x, edge_index = _probe()
+    theirs = _MixedModel().eval()
+    with pytest.warns(UserWarning, match="second: PNAConv has no graphloc equivalent"):
+        ours = from_pyg(theirs, example=(x, edge_index))
+    assert ours.pyg_conversion["converted"] == ["first"]
+    assert ours.pyg_conversion["kept"] == [("second", "PNAConv has no graphloc equivalent")]
+    torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
+    with pytest.raises(Unconvertible, match="second: PNAConv"):
+        from_pyg(theirs, example=(x, edge_index), strict=True)
+    model = measure(theirs, (x, edge_index), 2, nodes=[0], bootstrap=10).settings["model"]
+    assert model == {"converted": False,
+                     "reason": "could not convert second: PNAConv has no graphloc equivalent"}
+    alone = pyg.EdgeConv(torch.nn.Linear(12, 4))
+    with pytest.warns(UserWarning, match="EdgeConv: EdgeConv has no graphloc equivalent"):
+        kept = from_pyg(alone, example=(x, edge_index))
+    assert kept.pyg_conversion["kept"] == [("EdgeConv", "EdgeConv has no graphloc equivalent")]
+
+
+def test_a_basic_gnn_is_probed_at_its_input_width():
+    """EdgeCNN's first MLP reads [x_i, x_j - x_i], twice the input width: the random probe
+    takes the model's in_channels (a probe of the MLP's width failed, blamed on the model)."""
+    model = pyg.EdgeCNN(6, 8, 2, 4).eval()
+    with pytest.warns(UserWarning, match="convs.0: EdgeConv has no graphloc equivalent"):
+        kept = from_pyg(model)
+    assert kept.pyg_conversion["checked"]
+    assert [name for name, _ in kept.pyg_conversion["kept"]] == ["convs.0", "convs.1"]
+
+
 CONVS = [
     pyg.GCNConv(6, 4, normalize=True), pyg.SAGEConv(6, 4, normalize=True, root_weight=False),
     pyg.GATConv(6, 4, heads=3, concat=False, add_self_loops=False),
