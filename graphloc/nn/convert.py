@@ -301,14 +301,27 @@ def _basic_gnn(model) -> torch.nn.Module:
                       else model.norms)
     convs = [_convert_conv(conv) for conv in model.convs]
     first = model.convs[0]
-    gnn = GNN(_BASIC_GNNS[type(model).__name__], _width(first, "in"), model.hidden_channels,
-              _width(model.convs[-1], "out"), model.num_layers, dropout=model.dropout.p,
-              act=act_name, norm=norm)
+    try:  # a layout GNN cannot build falls back to converting conv by conv
+        gnn = GNN(_BASIC_GNNS[type(model).__name__], _width(first, "in"),
+                  model.hidden_channels, _width(model.convs[-1], "out"), model.num_layers,
+                  dropout=model.dropout.p, act=act_name, norm=norm, **_head_layout(model))
+    except (ValueError, TypeError) as err:
+        raise Unconvertible(f"graphloc's GNN: {err}") from None
     gnn.convs = torch.nn.ModuleList(convs)
     for ours, theirs in zip(gnn.norms, model.norms, strict=False):
         inner = getattr(theirs, "module", theirs)  # PyG's BatchNorm wraps torch's
         ours.load_state_dict(inner.state_dict(), strict=True)
     return gnn.to(_dtype_of(model)).train(model.training)
+
+
+def _head_layout(model) -> dict:
+    """A GAT's heads and whether its hidden convs concatenate them, for the GNN built
+    around the converted convs: with GNN's default of 4 heads, a hidden width that 4 does
+    not divide (PyG's default is 1 head) raised about heads the user never chose."""
+    first = model.convs[0]
+    if not hasattr(first, "heads"):
+        return {}
+    return {"heads": first.heads, **({"concat": first.concat} if model.num_layers > 1 else {})}
 
 
 def _norm_kind(norms) -> str | None:

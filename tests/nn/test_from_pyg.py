@@ -22,6 +22,10 @@ BASIC = [
     ("GraphSAGE", lambda: pyg.GraphSAGE(6, 8, 3, 4, act="gelu", aggr="max")),
     ("GIN", lambda: pyg.GIN(6, 8, 2, 4, act="elu")),
     ("GAT", lambda: pyg.GAT(6, 8, 3, 4, heads=2)),
+    # PyG's default of one head, and heads averaged, at a width 4 does not divide (the GNN
+    # around the converted convs was built with 4 heads and raised)
+    ("GAT 1 head width 6", lambda: pyg.GAT(6, 6, 2, 4)),
+    ("GAT 3 heads averaged", lambda: pyg.GAT(6, 6, 3, 4, heads=3, concat=False)),
     ("GCN layer_norm node", lambda: pyg.GCN(6, 8, 3, 4, norm="layer_norm",
                                             norm_kwargs={"mode": "node"})),
 ]
