@@ -47,7 +47,7 @@ def dataset_stats(args) -> int:
     """Road statistics of a dataset: a city name or synthetic:N."""
     from graphloc.datasets import load_dataset, road_statistics
     dataset = _homogeneous(load_dataset(args.dataset, args.root, args.seed, args.features,
-                                        args.labels), "road statistics")
+                                        args.labels, args.undirected), "road statistics")
     for key, value in road_statistics(dataset.graph).items():
         print(f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}")
     print(f"features: {dataset.num_features}, classes: {dataset.num_classes}")
@@ -69,7 +69,8 @@ def train(args) -> int:
         return relaunch(args.argv, args.nproc)
     from graphloc.datasets import load_dataset
     from graphloc.train import TrainConfig, fit
-    dataset = load_dataset(args.dataset, args.root, args.seed, args.features, args.labels)
+    dataset = load_dataset(args.dataset, args.root, args.seed, args.features, args.labels,
+                           args.undirected)
     if not dataset.labelled:
         raise ValueError(f"{args.dataset} has no labels: training needs them (pass "
                          "--labels FILE, or a node attribute 'y' in GraphML/GML or 'label' in "
@@ -79,6 +80,8 @@ def train(args) -> int:
         else args.dataset
     dataset.files = {k: os.path.abspath(v) for k, v in
                      (("features", args.features), ("labels", args.labels)) if v}
+    if args.undirected:  # not a file, but how the graph file was read
+        dataset.files["undirected"] = True
     config = TrainConfig(model=args.model, layers=args.layers, hidden=args.hidden,
                          dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay,
                          epochs=args.epochs, eval_every=args.eval_every,
@@ -105,6 +108,7 @@ def _add_train_command(commands) -> None:
                           "file (.pt PyG Data, .graphml, .gml, .csv/.tsv edge list)")
     cmd.add_argument("--features", help="node features for a graph file (.npy, .pt, .csv)")
     cmd.add_argument("--labels", help="node labels for a graph file (.npy, .pt, .csv)")
+    _add_undirected_flag(cmd)
     cmd.add_argument("--model", default="gcn", help="a registered model name")
     cmd.add_argument("--layers", type=count(1), default=2)
     cmd.add_argument("--hidden", type=count(1), default=64)
@@ -166,12 +170,13 @@ def influence(args) -> int:
     if args.nproc > 1:
         return relaunch(args.argv, args.nproc)
     from graphloc.datasets import load_dataset
-    graph, features = args.graph, args.features
+    graph, features, undirected = args.graph, args.features, args.undirected
     if graph is None:  # the dataset (and feature file) the checkpoint was trained on
         graph, files = _checkpoint_dataset(args.checkpoint)
         features = features or files.get("features")
-    dataset = _homogeneous(load_dataset(graph, args.root, args.seed, features),
-                           "total influence")
+        undirected = undirected or files.get("undirected")
+    dataset = _homogeneous(load_dataset(graph, args.root, args.seed, features,
+                                        undirected=undirected), "total influence")
     results = {}
     rank = rank_and_world()[0]
     for label, model in _models_to_measure(args, dataset):
@@ -206,6 +211,7 @@ def _add_influence_command(commands) -> None:
     cmd.add_argument("--graph", help="a dataset (as for train) or your graph file; default "
                                       "with --checkpoint: the dataset it was trained on")
     cmd.add_argument("--features", help="node features for a graph file (.npy, .pt, .csv)")
+    _add_undirected_flag(cmd)
     cmd.add_argument("--model", nargs="+", default=["gcn"],
                      help="registered model names (untrained, seeded)")
     cmd.add_argument("--checkpoint", nargs="+", help="best.pt files written by graphloc train")
@@ -227,6 +233,14 @@ def _add_influence_command(commands) -> None:
     cmd.set_defaults(run=influence)
 
 
+def _add_undirected_flag(cmd) -> None:
+    cmd.add_argument("--undirected", action="store_true", default=None,
+                     help="a graph file of one line per undirected pair (an edge list or "
+                          ".mtx): each edge gets its reverse where the file has none "
+                          "(KONECT 'sym' and SNAP 'Undirected graph' files say so "
+                          "themselves)")
+
+
 def _add_dataset_commands(commands) -> None:
     dataset = commands.add_parser("dataset", help="build and inspect datasets")
     sub = dataset.add_subparsers(dest="action", required=True)
@@ -243,6 +257,7 @@ def _add_dataset_commands(commands) -> None:
     stats.add_argument("dataset", help="a dataset name or your graph file (as for train)")
     stats.add_argument("--features", help="node features for a graph file")
     stats.add_argument("--labels", help="node labels for a graph file")
+    _add_undirected_flag(stats)
     stats.add_argument("--root", default="data")
     stats.add_argument("--seed", type=int, default=0)
     stats.set_defaults(run=dataset_stats)

@@ -253,3 +253,34 @@ def test_dataset_build_of_a_graphml_takes_landuse_from_an_osm_file(tmp_path):
     assert got.keys() == expected.keys()
     for key, value in expected.items():
         torch.testing.assert_close(got[key], value, rtol=1e-6, atol=1e-6, msg=key)
+
+
+def test_undirected_reads_an_edge_list_of_one_line_per_pair_and_the_checkpoint_keeps_it(
+        tmp_path, capsys):
+    """--undirected for train, influence and dataset stats; a checkpoint trained with it
+    is measured on the same undirected graph by default; on a named dataset it is an
+    error."""
+    import json
+
+    import numpy as np
+    ring = tmp_path / "ring.csv"  # each pair once: one-way edges unless --undirected
+    ring.write_text("".join(f"{i},{(i + 1) % 40}\n" for i in range(40)))
+    (tmp_path / "y.csv").write_text("".join(f"{i % 3}\n" for i in range(40)))
+    np.save(tmp_path / "x.npy", np.random.default_rng(1).normal(size=(40, 4)))
+    assert main(["dataset", "stats", str(ring), "--undirected"]) == 0
+    run = tmp_path / "run"
+    assert main(["train", "--dataset", str(ring), "--undirected", "--features",
+                 str(tmp_path / "x.npy"), "--labels", str(tmp_path / "y.csv"), "--epochs", "2",
+                 "--out", str(run)]) == 0
+    curves = {}
+    given = ["--graph", str(ring), "--features", str(tmp_path / "x.npy")]
+    for name, extra in (("default", []), ("undirected", [*given, "--undirected"]),
+                        ("one-way", given)):
+        out = tmp_path / f"{name}.json"
+        assert main(["influence", "--checkpoint", str(run / "best.pt"), *extra,
+                     "--max-hops", "3", "--samples", "0", "--out", str(out)]) == 0
+        (curves[name],) = json.loads(out.read_text()).values()
+    assert curves["default"]["curve"] == curves["undirected"]["curve"]
+    assert curves["default"]["curve"] != curves["one-way"]["curve"]
+    assert main(["influence", "--graph", "synthetic:50", "--undirected"]) == 2
+    assert "--undirected go with a graph file" in capsys.readouterr().err

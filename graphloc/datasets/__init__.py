@@ -33,18 +33,20 @@ ACCEPTED = ("a City-Networks city (paris, shanghai, la, london) or helsinki; syn
 
 
 def load_dataset(spec: str, root: str = "data", seed: int = 0, features: str | None = None,
-                 labels: str | None = None) -> NodeDataset:
+                 labels: str | None = None, undirected: bool | None = None) -> NodeDataset:
     """A dataset named the way the command line names them: a City-Networks city
     ("helsinki", "paris", ...; files under ``root``), ``synthetic:N`` (seeded), ``ogb:NAME``,
     the ``.tar.gz`` of a city built by ``build_city_network``, or a graph file of the
     user's (:func:`graphloc.datasets.files.load_graph_file`, with optional ``features``
-    and ``labels`` files). An unknown name lists the accepted forms."""
-    if (features or labels) and not is_graph_file(spec):
-        raise ValueError(f"--features / --labels go with a graph file, not {spec!r}")
+    and ``labels`` files; ``undirected`` as there). An unknown name lists the accepted
+    forms."""
+    if (features or labels or undirected is not None) and not is_graph_file(spec):
+        raise ValueError(f"--features / --labels / --undirected go with a graph file, not "
+                         f"{spec!r}")
     if spec.endswith(".tar.gz"):
         return load_built_city(spec)
     if is_graph_file(spec):
-        return load_graph_file(spec, features, labels)
+        return load_graph_file(spec, features, labels, undirected)
     if spec.startswith("synthetic:"):
         count = spec.split(":", 1)[1]
         if not count.strip().isdigit():

@@ -42,11 +42,22 @@ def is_graph_file(spec: str) -> bool:
     return spec.lower().endswith(GRAPH_SUFFIXES)
 
 
-def load_graph_file(path: str, features: str | None = None,
-                    labels: str | None = None) -> NodeDataset:
+def load_graph_file(path: str, features: str | None = None, labels: str | None = None,
+                    undirected: bool | None = None) -> NodeDataset:
     """The graph in ``path`` with optional ``features`` [N, F] and ``labels`` [N] files
     (rows in the graph's node order: the node ids where a GraphML's or GML's ids are
-    exactly 0 .. N-1 and for an edge list's integer ids, else the order of the file)."""
+    exactly 0 .. N-1 and for an edge list's integer ids, else the order of the file).
+
+    An edge list's or MatrixMarket file's line ``u v`` is the edge u -> v.
+    ``undirected=True`` gives every edge u -> v whose file has no v -> u that reverse edge
+    (an undirected graph written one line per pair: networkx's ``write_edgelist``); edges
+    that have their reverse stay as they are. ``None`` (default) takes an edge list's own
+    word for it: KONECT's "% sym" and SNAP's "# Undirected graph" first lines declare one
+    line per undirected pair, KONECT's "% asym" and "% bip" directed edges; an undeclared
+    file of which no edge has its reverse warns (messages would flow one way only).
+    ``False`` reads every file as written."""
+    if undirected is not None and not isinstance(undirected, bool):
+        raise TypeError(f"undirected must be True, False or None, got {undirected!r}")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no graph file at {path}")
     lower = path.lower()
@@ -66,6 +77,11 @@ def load_graph_file(path: str, features: str | None = None,
         graph, x, y = _edge_list(path), None, None
         if not features and not labels:
             _warn_of_unused_ids(path, graph)
+        undirected = _declared_undirected(path) if undirected is None else undirected
+    if undirected:
+        graph = _with_missing_reverses(graph)
+    elif undirected is None and lower.endswith((".mtx", ".csv", ".tsv", ".txt", ".edges")):
+        _warn_if_one_way(path, graph)
     x = _matrix(features, graph.num_nodes, "features") if features else x
     y = _matrix(labels, graph.num_nodes, "labels").view(-1).long() if labels else y
     name = os.path.abspath(path)
@@ -308,6 +324,54 @@ def _edge_list(path: str) -> Graph:
     ids: dict[str, int] = {}
     pairs = [[ids.setdefault(a, len(ids)), ids.setdefault(b, len(ids))] for a, b in ends]
     return Graph(torch.tensor(pairs).t(), num_nodes=len(ids))
+
+
+def _declared_undirected(path: str) -> bool | None:
+    """What an edge list's leading comment lines say of its direction: KONECT's format line
+    ("% sym": undirected, each edge listed once; "% asym", "% bip": directed) or SNAP's
+    "# Undirected graph: ..." (each pair once); None where they say nothing. (SNAP's
+    "# Directed graph (each unordered pair of nodes is saved once)" heads files that hold
+    both directions, so it is not read as a declaration.)"""
+    with open(path, encoding="utf-8-sig", errors="replace") as f:
+        for line in f:
+            text = line.strip().lower()
+            if not text.startswith(("#", "%")):
+                return None
+            if re.match(r"%\s*sym\b", text) or re.match(r"#\s*undirected graph\b", text):
+                return True
+            if re.match(r"%\s*(asym|bip)\b", text):
+                return False
+    return None
+
+
+def _has_reverse(graph: Graph) -> Tensor:
+    """Per edge u -> v, whether the graph also holds v -> u (a loop is its own)."""
+    src, dst = graph.edge_index
+    n = graph.num_nodes
+    return torch.isin(dst * n + src, src * n + dst)
+
+
+def _with_missing_reverses(graph: Graph) -> Graph:
+    """``graph`` plus v -> u for each edge u -> v without it (once per such edge, so a pair
+    written twice one way gets two reverses, as the undirected multigraph it stands for)."""
+    missing = ~_has_reverse(graph)
+    return Graph(torch.cat([graph.edge_index, graph.edge_index[:, missing].flip(0)], dim=1),
+                 num_nodes=graph.num_nodes)
+
+
+def _warn_if_one_way(path: str, graph: Graph) -> None:
+    """A file of edges none of which has its reverse: most often an undirected graph
+    written one line per pair, read here as one-way edges (every message flows from the
+    first column to the second), which changes what a model computes and its influence."""
+    src, dst = graph.edge_index
+    between = src != dst
+    if not bool(between.any()) or bool((_has_reverse(graph) & between).any()):
+        return
+    warnings.warn(f"{path}: none of its {int(between.sum()):,} edges (loops aside) has its "
+                  "reverse, so every edge is one-way, from the first column to the second. "
+                  "If the graph is undirected (one line per pair, as networkx's "
+                  "write_edgelist and SNAP's 'ungraph' files write it), load it with "
+                  "undirected=True (command line: --undirected)", stacklevel=3)
 
 
 def _matrix_market(path: str) -> Graph:

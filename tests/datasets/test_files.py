@@ -38,7 +38,8 @@ def test_extra_edge_list_columns_are_ignored_with_a_warning(tmp_path):
     with pytest.warns(UserWarning, match=r"weighted.tsv: line 2 has 3 columns.*ignored"):
         ds = load_graph_file(str(tmp_path / "weighted.tsv"))
     assert ds.graph.edge_index.tolist() == [[0, 1], [1, 2]]
-    (tmp_path / "trailing.csv").write_text("0,1,\n1,2,\n")  # empty trailing fields: quiet
+    # empty trailing fields: quiet (with a reverse edge, as the one-way files warn)
+    (tmp_path / "trailing.csv").write_text("0,1,\n1,2,\n2,1,\n")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert load_graph_file(str(tmp_path / "trailing.csv")).num_nodes == 3
@@ -246,7 +247,7 @@ def test_percent_comment_lines_are_comments(tmp_path):
     """KONECT's .tsv files (and MatrixMarket) start with "%" lines; they were read as edges
     between nodes named "%" and "sym", renumbering every id by appearance."""
     path = tmp_path / "out.konect.tsv"
-    path.write_text("% sym unweighted\n% 3 4 4\n1\t2\n2\t3\n3\t4\n")
+    path.write_text("% asym unweighted\n% 3 4 4\n1\t2\n2\t3\n3\t4\n")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         graph = load_graph_file(str(path)).graph
@@ -321,8 +322,8 @@ def test_matrix_market_weights_left_out_are_named(tmp_path):
         (np.ones(2), ([0, 1], [1, 2])), shape=(3, 3)))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        for name in ("p.mtx", "ones.mtx"):
-            assert load_graph_file(str(tmp_path / name)).graph.num_edges == 2
+        for name in ("p.mtx", "ones.mtx"):  # directed as written: no one-way warning
+            assert load_graph_file(str(tmp_path / name), undirected=False).graph.num_edges == 2
 
 
 def test_a_saved_data_with_a_sparse_adjacency_instead_of_edge_index(tmp_path):
@@ -708,3 +709,80 @@ def test_binary_feature_files_name_themselves_and_the_bad_entry(tmp_path):
     with pytest.raises(ValueError, match="holes.npy: features hold non-finite values "
                                          r"\(the first, -inf, at row 2, column 1"):
         load_graph_file(str(tmp_path / "g.txt"), features=str(tmp_path / "holes.npy"))
+
+
+def _edge_set(graph):
+    return sorted(map(tuple, graph.edge_index.t().tolist()))
+
+
+def test_an_undirected_graph_written_one_line_per_pair_warns_and_reads_with_undirected(
+        tmp_path):
+    """networkx's write_edgelist writes each pair of an undirected graph once. Read as it
+    is, every edge is one-way (silently, before: karate's R read 0.83 against 1.61 from its
+    GraphML). It warns now, and undirected=True gives the graph networkx holds."""
+    g = nx.karate_club_graph()
+    nx.write_edgelist(g, tmp_path / "karate.txt", data=False)
+    with pytest.warns(UserWarning, match=r"none of its 78 edges \(loops aside\) has its "
+                                         r"reverse.*undirected=True"):
+        one_way = load_graph_file(str(tmp_path / "karate.txt")).graph
+    assert one_way.num_edges == 78
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        both = load_graph_file(str(tmp_path / "karate.txt"), undirected=True).graph
+    from graphloc import Graph
+    assert _edge_set(both) == _edge_set(Graph.from_networkx(g, nodes=sorted(g.nodes)))
+
+
+def test_undirected_adds_only_the_missing_reverses(tmp_path):
+    """A pair given both ways stays as given; a pair written twice one way gets two
+    reverses (an undirected multigraph); a loop is its own reverse."""
+    (tmp_path / "mixed.csv").write_text("0,1\n1,0\n1,2\n1,2\n3,3\n2,3\n")
+    graph = load_graph_file(str(tmp_path / "mixed.csv"), undirected=True).graph
+    assert _edge_set(graph) == sorted([(0, 1), (1, 0), (1, 2), (1, 2), (2, 1), (2, 1),
+                                       (3, 3), (2, 3), (3, 2)])
+    with warnings.catch_warnings():  # some edges have their reverse: no warning
+        warnings.simplefilter("error")
+        assert load_graph_file(str(tmp_path / "mixed.csv")).graph.num_edges == 6
+    (tmp_path / "loops.csv").write_text("0,0\n1,1\n")  # nothing one-way to speak of
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_graph_file(str(tmp_path / "loops.csv"))
+    with pytest.raises(TypeError, match="undirected must be True, False or None, got 'yes'"):
+        load_graph_file(str(tmp_path / "mixed.csv"), undirected="yes")
+
+
+def test_a_one_way_matrix_market_file_warns_and_reads_undirected(tmp_path):
+    import scipy.io
+    import scipy.sparse as sp
+    a = sp.coo_matrix((np.ones(3), ([0, 1, 3], [1, 2, 0])), shape=(4, 4))
+    scipy.io.mmwrite(str(tmp_path / "g.mtx"), a)
+    with pytest.warns(UserWarning, match="none of its 3 edges"):
+        load_graph_file(str(tmp_path / "g.mtx"))
+    graph = load_graph_file(str(tmp_path / "g.mtx"), undirected=True).graph
+    assert _edge_set(graph) == sorted([(0, 1), (1, 0), (1, 2), (2, 1), (3, 0), (0, 3)])
+
+
+@pytest.mark.parametrize("header, undirected", [
+    ("% sym unweighted", True), ("% sym positive", True), ("% asym unweighted", False),
+    ("% bip unweighted", False), ("# Undirected graph: ../../data/output/amazon.ungraph.txt",
+                                  True), ("# Directed graph: web.txt", None)])
+def test_konect_and_snap_headers_say_whether_each_pair_is_written_once(tmp_path, header,
+                                                                       undirected):
+    """KONECT's "sym" files and SNAP's "Undirected graph" files list each undirected pair
+    once: they were read as one-way edges without a word. "asym" and "bip" are directed as
+    written; a file that says nothing of it warns when no edge has its reverse."""
+    path = tmp_path / "out.net.tsv"
+    path.write_text(f"{header}\n% 4 3\n0\t1\n1\t2\n2\t3\n0\t3\n")
+    one_way = [(0, 1), (1, 2), (2, 3), (0, 3)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        graph = load_graph_file(str(path)).graph
+    one_way_warnings = [w for w in caught if "has its reverse" in str(w.message)]
+    if undirected:
+        assert _edge_set(graph) == sorted(one_way + [(b, a) for a, b in one_way])
+    else:
+        assert _edge_set(graph) == sorted(one_way)
+    assert len(one_way_warnings) == (1 if undirected is None else 0)
+    # the caller's word overrides the file's
+    assert load_graph_file(str(path), undirected=False).graph.num_edges == 4
+    assert load_graph_file(str(path), undirected=True).graph.num_edges == 8
