@@ -65,7 +65,11 @@ def cpu_arch() -> list[str]:
 def extension():
     debug = os.environ.get("GRAPHLOC_DEBUG") == "1"
     opt = ["-O0", "-g"] if debug else ["-O3"]
-    cxx = [*opt, "-std=c++20", *cpu_arch(), *abi_flags()]
+    # no FP contraction: a fused multiply-add keeps a product exact where torch rounds it
+    # (an overflowing product beside -inf gave -inf, torch NaN), and GCC fused differently
+    # per inlining site (int32 and int64 index kernels differed in the last bit on an AMD
+    # EPYC); the gather kernels are bound by memory, not by these multiplies (RESULTS.md)
+    cxx = [*opt, "-std=c++20", "-ffp-contract=off", *cpu_arch(), *abi_flags()]
     if torch.backends.openmp.is_available():
         cxx.append("-fopenmp")  # ATen's parallel_for is OpenMP-backed in this torch build
     sources = ["csrc/graphloc.cpp", *sorted(glob.glob("csrc/cpu/*.cpp"))]

@@ -382,3 +382,23 @@ def test_row_product_gradient_is_the_product_of_the_others(impl, graph, channels
     out, _ = _raw(impl).spmm(csr.indptr, csr.indices, None, xg, "mul")
     want_x = torch.zeros_like(x).index_add(0, csr.indices.long(), want_messages)
     _assert_same(torch.autograd.grad(out, xg, grad_out)[0], want_x)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_a_product_that_overflows_is_inf_before_it_is_summed(impl):
+    """torch multiplies, rounds, then adds: a float32 product past the range is inf, and inf
+    beside -inf sums to NaN. A fused multiply-add keeps the product exact (1e60) and gave
+    -inf: the compiled kernels differed from their twins and from torch on such rows until
+    the extension was built without FP contraction (setup.py, -ffp-contract=off)."""
+    ptr, idx = torch.tensor([0, 2]), torch.tensor([0, 1])
+    x = torch.tensor([[float("-inf")], [1e30]])
+    weight = torch.tensor([1.0, 1e30])
+    want = (x * weight.unsqueeze(1)).sum(0, keepdim=True)  # -inf + inf
+    assert want.isnan().all()
+    out = _raw(impl).spmm(ptr, idx, weight, x, "sum")[0]
+    assert out.isnan().all()
+    # GATv2's score: sum over channels of att * LeakyReLU(src + dst), the same overflow
+    src, dst = torch.tensor([[float("-inf"), -1e30]]), torch.zeros(1, 2)
+    att = torch.tensor([[2.0, -1e30]])
+    score = _raw(impl).gatv2_scores(torch.tensor([0, 1]), torch.tensor([0]), src, dst, att, 0.2)
+    assert score.isnan().all() and (att * torch.nn.functional.leaky_relu(src, 0.2)).sum().isnan()
