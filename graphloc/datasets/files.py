@@ -79,7 +79,7 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
             _warn_of_unused_ids(path, graph)
         undirected = _declared_undirected(path) if undirected is None else undirected
     if undirected:
-        graph = _with_missing_reverses(graph)
+        graph, extra = _with_missing_reverses(graph, extra)
     elif undirected is None and lower.endswith((".mtx", ".csv", ".tsv", ".txt", ".edges")):
         _warn_if_one_way(path, graph)
     x = _matrix(features, graph.num_nodes, "features") if features else x
@@ -351,12 +351,18 @@ def _has_reverse(graph: Graph) -> Tensor:
     return torch.isin(dst * n + src, src * n + dst)
 
 
-def _with_missing_reverses(graph: Graph) -> Graph:
+def _with_missing_reverses(graph: Graph, extra: dict) -> tuple[Graph, dict]:
     """``graph`` plus v -> u for each edge u -> v without it (once per such edge, so a pair
-    written twice one way gets two reverses, as the undirected multigraph it stands for)."""
+    written twice one way gets two reverses, as the undirected multigraph it stands for);
+    a saved Data's ``edge_attr`` gives each added edge the attributes of the one it
+    reverses."""
     missing = ~_has_reverse(graph)
-    return Graph(torch.cat([graph.edge_index, graph.edge_index[:, missing].flip(0)], dim=1),
-                 num_nodes=graph.num_nodes)
+    graph = Graph(torch.cat([graph.edge_index, graph.edge_index[:, missing].flip(0)], dim=1),
+                  num_nodes=graph.num_nodes)
+    edge_attr = extra.get("edge_attr")
+    if edge_attr is not None:
+        extra = {**extra, "edge_attr": torch.cat([edge_attr, edge_attr[missing]])}
+    return graph, extra
 
 
 def _warn_if_one_way(path: str, graph: Graph) -> None:

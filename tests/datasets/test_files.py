@@ -786,3 +786,13 @@ def test_konect_and_snap_headers_say_whether_each_pair_is_written_once(tmp_path,
     # the caller's word overrides the file's
     assert load_graph_file(str(path), undirected=False).graph.num_edges == 4
     assert load_graph_file(str(path), undirected=True).graph.num_edges == 8
+
+
+def test_undirected_gives_a_saved_datas_added_edges_the_attributes_they_reverse(tmp_path):
+    from torch_geometric.data import Data
+    data = Data(x=torch.randn(4, 2), edge_index=torch.tensor([[0, 1, 2], [1, 2, 1]]),
+                edge_attr=torch.tensor([[1.0], [2.0], [3.0]]), y=torch.tensor([0, 1, 0, 1]))
+    torch.save(data, tmp_path / "d.pt")
+    ds = load_graph_file(str(tmp_path / "d.pt"), undirected=True)
+    assert ds.graph.edge_index.tolist() == [[0, 1, 2, 1], [1, 2, 1, 0]]
+    assert ds.edge_attr.view(-1).tolist() == [1.0, 2.0, 3.0, 1.0]
