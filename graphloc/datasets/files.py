@@ -35,7 +35,9 @@ from graphloc.datasets.base import (
 )
 from graphloc.graph import Graph, networkx_node_order, pyg_data_with_edges
 
-GRAPH_SUFFIXES = (".pt", ".graphml", ".gml", ".mtx", ".csv", ".tsv", ".txt", ".edges")
+# files of bare edges, which say nothing of their direction (MatrixMarket, edge lists)
+EDGE_FILE_SUFFIXES = (".mtx", ".csv", ".tsv", ".txt", ".edges")
+GRAPH_SUFFIXES = (".pt", ".graphml", ".gml", *EDGE_FILE_SUFFIXES)
 
 
 def is_graph_file(spec: str) -> bool:
@@ -80,7 +82,7 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
         undirected = _declared_undirected(path) if undirected is None else undirected
     if undirected:
         graph, extra = _with_missing_reverses(graph, extra)
-    elif undirected is None and lower.endswith((".mtx", ".csv", ".tsv", ".txt", ".edges")):
+    elif undirected is None and lower.endswith(EDGE_FILE_SUFFIXES):
         _warn_if_one_way(path, graph)
     x = _matrix(features, graph.num_nodes, "features") if features else x
     y = _matrix(labels, graph.num_nodes, "labels").view(-1).long() if labels else y

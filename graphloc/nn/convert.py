@@ -86,7 +86,11 @@ def has_pyg_message_passing(module: torch.nn.Module) -> bool:
 
 
 def _is_pyg(module) -> bool:
-    return type(module).__module__.startswith("torch_geometric")
+    return _is_pyg_class(type(module))
+
+
+def _is_pyg_class(cls) -> bool:
+    return cls.__module__.startswith("torch_geometric")
 
 
 def _is_pyg_conv(module) -> bool:
@@ -122,7 +126,7 @@ def _replace_convs(root: torch.nn.Module) -> tuple[list[str], list[tuple[str, st
 
 def _is_pyg_message_passing(module) -> bool:
     """A PyG conv of any kind (a subclass of PyG's MessagePassing), converted or not."""
-    return any(base.__name__ == "MessagePassing" and base.__module__.startswith("torch_geometric")
+    return any(base.__name__ == "MessagePassing" and _is_pyg_class(base)
                for base in type(module).__mro__)
 
 
