@@ -73,8 +73,8 @@ def train(args) -> int:
                            args.undirected)
     if not dataset.labelled:
         raise ValueError(f"{args.dataset} has no labels: training needs them (pass "
-                         "--labels FILE, or a node attribute 'y' in GraphML/GML or 'label' in "
-                         "GraphML)")
+                         "--labels FILE, or a node attribute 'y' in GraphML/GML/GEXF/JSON or "
+                         "'label' in GraphML/JSON, or 'labels' in a .npz)")
     # the checkpoint records how to load the dataset again (influence --checkpoint uses it)
     dataset.name = os.path.abspath(args.dataset) if os.path.isfile(args.dataset) \
         else args.dataset
@@ -105,7 +105,9 @@ def _add_train_command(commands) -> None:
     cmd.add_argument("--dataset", required=True,
                      help="helsinki, paris, shanghai, la, london, synthetic:N, ogb:NAME, a "
                           "city built by graphloc dataset build (.tar.gz), or your graph "
-                          "file (.pt PyG Data, .graphml, .gml, .csv/.tsv edge list)")
+                          "file (.pt PyG Data, .npz, .graphml, .gml, .gexf, .json, .mtx, "
+                          ".csv/.tsv/.txt/.edgelist edge list, KONECT out.NAME, METIS "
+                          ".graph, DIMACS .gr/.col; text files also as .gz, .bz2, .xz)")
     cmd.add_argument("--features", help="node features for a graph file (.npy, .pt, .csv)")
     cmd.add_argument("--labels", help="node labels for a graph file (.npy, .pt, .csv)")
     _add_undirected_flag(cmd)
@@ -235,10 +237,10 @@ def _add_influence_command(commands) -> None:
 
 def _add_undirected_flag(cmd) -> None:
     cmd.add_argument("--undirected", action="store_true", default=None,
-                     help="a graph file of one line per undirected pair (an edge list or "
-                          ".mtx): each edge gets its reverse where the file has none "
-                          "(KONECT 'sym' and SNAP 'Undirected graph' files say so "
-                          "themselves)")
+                     help="a graph file of one line per undirected pair (an edge list, "
+                          ".mtx or .npz): each edge gets its reverse where the file has "
+                          "none (KONECT 'sym' and 'bip', SNAP 'Undirected graph' and "
+                          "DIMACS 'e' files say so themselves)")
 
 
 def _add_dataset_commands(commands) -> None:

@@ -108,6 +108,8 @@ def test_the_cli_takes_a_users_graph_files(tmp_path, capsys):
     on each; train needs labels; an unknown name lists the accepted forms."""
     import json
 
+    import gzip
+
     import networkx as nx
     import numpy as np
     import torch
@@ -121,9 +123,17 @@ def test_the_cli_takes_a_users_graph_files(tmp_path, capsys):
     np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(size=(4, 3)))
     torch.save(Data(x=torch.randn(30, 5), edge_index=torch.randint(0, 30, (2, 90)),
                     y=torch.randint(0, 3, (30,))), tmp_path / "data.pt")
+    # float64 features (numpy's default) failed against the float32 models
+    torch.save(Data(x=torch.randn(30, 5, dtype=torch.float64),
+                    edge_index=torch.randint(0, 30, (2, 90))), tmp_path / "data64.pt")
+    np.savez(tmp_path / "arrays.npz", edge_index=np.array([[0, 1, 2], [1, 2, 0]]),
+             x=np.random.default_rng(2).normal(size=(3, 2)))
+    with gzip.open(tmp_path / "road.gr.gz", "wt") as f:
+        f.write("p sp 3 4\na 1 2 5\na 2 1 5\na 2 3 7\na 3 2 7\n")
     for graph, extra in ((tmp_path / "karate.graphml", []),
                          (edges, ["--features", str(tmp_path / "x.npy")]),
-                         (tmp_path / "data.pt", [])):
+                         (tmp_path / "data.pt", []), (tmp_path / "data64.pt", []),
+                         (tmp_path / "arrays.npz", []), (tmp_path / "road.gr.gz", [])):
         out = tmp_path / f"{graph.stem}.json"
         assert main(["influence", "--graph", str(graph), *extra, "--layers", "2",
                      "--max-hops", "3", "--samples", "0", "--out", str(out)]) == 0, graph

@@ -28,8 +28,11 @@ ACCEPTED = ("a City-Networks city (paris, shanghai, la, london) or helsinki; syn
             "ogb:NAME; heterogeneous: acm, dblp, imdb (GTN release), aml-accounts (synthetic "
             "transactions) or aml-accounts:NAME (ROOT/aml/NAME_Trans.csv); a city built by "
             "`graphloc dataset build` (.tar.gz); or your own graph "
-            "file: a saved PyG Data (.pt), GraphML or GML, a MatrixMarket adjacency (.mtx), "
-            "an edge list (.csv, .tsv, .txt, .edges), with --features / --labels files")
+            "file: a saved PyG Data (.pt), a NumPy archive (.npz: a SciPy sparse adjacency, "
+            "the gnn-benchmark layout or an edge_index), GraphML, GML, GEXF or node-link "
+            "JSON, a MatrixMarket adjacency (.mtx), an edge list (.csv, .tsv, .txt, .edges, "
+            ".edgelist, KONECT's out.NAME), METIS (.graph) or DIMACS (.gr, .col); text "
+            "files also compressed (.gz, .bz2, .xz); with --features / --labels files")
 
 
 def load_dataset(spec: str, root: str = "data", seed: int = 0, features: str | None = None,

@@ -13,17 +13,20 @@ from __future__ import annotations
 import _compat_pickle
 import collections
 import csv
+import json
 import math
 import os
 import pickle
 import re
 import types
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from graphloc.checks import caller_stacklevel
 from graphloc.datasets.base import (
     NodeDataset,
     class_labels,
@@ -33,15 +36,52 @@ from graphloc.datasets.base import (
     pyg_split,
     warn_of_unread_keys,
 )
+from graphloc.datasets.readers import (
+    DECOMPRESSION_ERRORS,
+    compression_of,
+    open_binary,
+    open_text,
+    read_dimacs,
+    read_metis,
+    read_npz,
+    uncompressed_name,
+    warn_of_weights,
+)
 from graphloc.graph import Graph, networkx_node_order, pyg_data_with_edges
 
 # files of bare edges, which say nothing of their direction (MatrixMarket, edge lists)
-EDGE_FILE_SUFFIXES = (".mtx", ".csv", ".tsv", ".txt", ".edges")
-GRAPH_SUFFIXES = (".pt", ".graphml", ".gml", *EDGE_FILE_SUFFIXES)
+EDGE_FILE_SUFFIXES = (".mtx", ".csv", ".tsv", ".txt", ".edges", ".edgelist")
+# read through networkx, which keeps each file's own direction
+NETWORKX_SUFFIXES = (".graphml", ".gml", ".gexf", ".json")
+# adjacency lists with a size line: METIS (DIMACS10) and DIMACS
+SIZED_SUFFIXES = (".graph", ".metis", ".gr", ".col", ".dimacs")
+GRAPH_SUFFIXES = (".pt", ".npz", *NETWORKX_SUFFIXES, *EDGE_FILE_SUFFIXES, *SIZED_SUFFIXES)
+# NumPy and torch archives are compressed archives already
+_UNCOMPRESSED_ONLY = (".pt", ".npz")
 
 
 def is_graph_file(spec: str) -> bool:
-    return spec.lower().endswith(GRAPH_SUFFIXES)
+    return _format_of(spec) is not None
+
+
+def _format_of(path: str) -> str | None:
+    """The format suffix of ``path`` (past a ".gz", ".bz2" or ".xz"), ".edges" for KONECT's
+    "out.NAME" files, or None."""
+    name = os.path.basename(uncompressed_name(path)).lower()
+    suffix = next((suffix for suffix in GRAPH_SUFFIXES if name.endswith(suffix)), None)
+    return suffix or (".edges" if name.startswith("out.") else None)
+
+
+class _Read(NamedTuple):
+    """What a reader takes from a file: the graph, features, labels and split where the
+    format holds them, a saved Data's extras, and what the file says of its direction
+    (None: nothing, or it needs no reverse edges added)."""
+    graph: Graph
+    x: Tensor | None = None
+    y: Tensor | None = None
+    split: tuple | None = None
+    extra: dict = {}
+    undirected: bool | None = None
 
 
 def load_graph_file(path: str, features: str | None = None, labels: str | None = None,
@@ -50,50 +90,101 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
     (rows in the graph's node order: the node ids where a GraphML's or GML's ids are
     exactly 0 .. N-1 and for an edge list's integer ids, else the order of the file).
 
+    Formats, by suffix: a saved PyG ``Data`` (.pt); a NumPy archive (.npz) of a SciPy
+    sparse adjacency, of the gnn-benchmark layout (``adj_*``, ``attr_*``, ``labels``) or
+    of named arrays (``edge_index``, ``x``, ``y``, ``num_nodes``); GraphML, GML, GEXF or
+    node-link JSON (.json) through networkx; a MatrixMarket adjacency (.mtx); an edge list
+    (.csv, .tsv, .txt, .edges, .edgelist, KONECT's out.NAME); METIS (.graph, .metis) and
+    DIMACS (.gr, .col, .dimacs) graphs. Text formats may be compressed (.gz, .bz2, .xz).
+
     An edge list's or MatrixMarket file's line ``u v`` is the edge u -> v.
     ``undirected=True`` gives every edge u -> v whose file has no v -> u that reverse edge
     (an undirected graph written one line per pair: networkx's ``write_edgelist``); edges
-    that have their reverse stay as they are. ``None`` (default) takes an edge list's own
-    word for it: KONECT's "% sym" and SNAP's "# Undirected graph" first lines declare one
-    line per undirected pair, KONECT's "% asym" and "% bip" directed edges; an undeclared
-    file of which no edge has its reverse warns (messages would flow one way only).
+    that have their reverse stay as they are. ``None`` (default) takes the file's own
+    word for it: KONECT's "% sym" and "% bip" and SNAP's "# Undirected graph" first lines,
+    DIMACS "e" lines and the gnn-benchmark layout declare one line per undirected pair,
+    KONECT's "% asym" and DIMACS "a" lines directed edges; an undeclared edge file of
+    which no edge has its reverse warns (messages would flow one way only).
     ``False`` reads every file as written."""
     if undirected is not None and not isinstance(undirected, bool):
         raise TypeError(f"undirected must be True, False or None, got {undirected!r}")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no graph file at {path}")
-    lower = path.lower()
-    split, extra = None, {}
-    if lower.endswith(".pt"):
-        data = _torch_file(path)
-        x, y = getattr(data, "x", None), getattr(data, "y", None)
-        graph = Graph(data.edge_index, num_nodes=data.num_nodes)
-        split = pyg_split(data, graph.num_nodes)
-        extra = kept_extras(data)  # as NodeDataset.from_pyg
-        warn_of_unread_keys(data, path, split is not None, stacklevel=3)
-    elif lower.endswith((".graphml", ".gml")):
-        graph, x, y = _networkx_file(path)
-    elif lower.endswith(".mtx"):
-        graph, x, y = _matrix_market(path), None, None
-    else:
-        graph, x, y = _edge_list(path), None, None
-        if not features and not labels:
-            _warn_of_unused_ids(path, graph)
-        undirected = _declared_undirected(path) if undirected is None else undirected
+    read = _read_checked(path, warn_unused=not features and not labels)
+    graph, extra = read.graph, read.extra
+    undirected = read.undirected if undirected is None else undirected
     if undirected:
         graph, extra = _with_missing_reverses(graph, extra)
-    elif undirected is None and lower.endswith(EDGE_FILE_SUFFIXES):
+    elif undirected is None and _format_of(path) in EDGE_FILE_SUFFIXES + (".npz",):
         _warn_if_one_way(path, graph)
-    x = _matrix(features, graph.num_nodes, "features") if features else x
-    y = _matrix(labels, graph.num_nodes, "labels").view(-1).long() if labels else y
+    x = _matrix(features, graph.num_nodes, "features") if features else read.x
+    y = _matrix(labels, graph.num_nodes, "labels").view(-1).long() if labels else read.y
     name = os.path.abspath(path)
     if x is None:
         x = default_features(graph)
     labelled = y is not None
     y = class_labels(y, name) if labelled else torch.zeros(graph.num_nodes, dtype=torch.long)
-    # the files given override the Data's own x and y; its masks are kept
-    return NodeDataset(name, graph, float_features(x), y, *(split or labelled_split(y)),
-                       labelled=labelled, **extra)
+    # the files given override the file's own x and y; a Data's masks are kept
+    return NodeDataset(name, graph, _as_float32(float_features(x)), y,
+                       *(read.split or labelled_split(y)), labelled=labelled, **extra)
+
+
+def _read_checked(path: str, warn_unused: bool) -> _Read:
+    """The file's contents; a compressed file that cannot be decompressed is a ValueError
+    naming it."""
+    fmt = _format_of(path)
+    if fmt is None:
+        raise ValueError(f"{path}: not a graph file graphloc reads (by its suffix: "
+                         f"{', '.join(GRAPH_SUFFIXES)}, text ones optionally compressed as "
+                         f".gz, .bz2, .xz)")
+    compression = compression_of(path)
+    if compression and fmt in _UNCOMPRESSED_ONLY:
+        raise ValueError(f"{path}: a compressed {fmt} file is not read; a {fmt} file is "
+                         f"compressed itself, so decompress it ({compression})")
+    try:
+        return _read(path, fmt, warn_unused)
+    except DECOMPRESSION_ERRORS as err:
+        if not compression:
+            raise
+        raise ValueError(f"{path}: not a readable {compression} file "
+                         f"({type(err).__name__}: {err})") from err
+
+
+def _read(path: str, fmt: str, warn_unused: bool) -> _Read:
+    if fmt == ".pt":
+        return _saved_data(path)
+    if fmt == ".npz":
+        return _Read(*read_npz(path))
+    if fmt in NETWORKX_SUFFIXES:
+        return _Read(*_networkx_file(path, fmt))
+    if fmt == ".mtx":
+        return _Read(_matrix_market(path))
+    if fmt in (".graph", ".metis"):
+        return _Read(read_metis(path))
+    if fmt in SIZED_SUFFIXES:
+        graph, declared = read_dimacs(path)
+        return _Read(graph, undirected=declared)
+    comments = _leading_comments(path)
+    konect = _konect_layout(comments)
+    graph = _edge_list(path, konect, comments)
+    if warn_unused and konect is None:  # KONECT's size line counts its vertices
+        _warn_of_unused_ids(path, graph)
+    return _Read(graph, undirected=_declared_undirected(comments))
+
+
+def _saved_data(path: str) -> _Read:
+    data = _torch_file(path)
+    graph = Graph(data.edge_index, num_nodes=data.num_nodes)
+    split = pyg_split(data, graph.num_nodes)
+    warn_of_unread_keys(data, path, split is not None, stacklevel=caller_stacklevel() + 1)
+    return _Read(graph, getattr(data, "x", None), getattr(data, "y", None), split,
+                 kept_extras(data))  # as NodeDataset.from_pyg
+
+
+def _as_float32(x: Tensor) -> Tensor:
+    """Features in the layers' float32: a Data or archive of float64 features (NumPy's
+    default) failed in ``train`` and ``influence`` against the float32 models."""
+    return x.float() if x.is_floating_point() and x.dtype != torch.float32 else x
 
 
 def default_features(graph: Graph) -> Tensor:
@@ -191,30 +282,55 @@ def _weights_only_forced() -> bool:
     return os.getenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "0").lower() in ("1", "y", "yes", "true")
 
 
-def _networkx_file(path: str):
-    import networkx as nx
-    kind = "GraphML" if path.lower().endswith(".graphml") else "GML"
+_NETWORKX_KINDS = {".graphml": "GraphML", ".gml": "GML", ".gexf": "GEXF",
+                   ".json": "node-link JSON"}
+
+
+def _networkx_file(path: str, fmt: str):
+    kind = _NETWORKX_KINDS[fmt]
     try:
-        g = nx.read_graphml(path) if kind == "GraphML" else nx.read_gml(path, label="id")
-    except Exception as err:  # ParseError, NetworkXError
+        g = _networkx_graph(path, fmt)
+    except DECOMPRESSION_ERRORS:
+        raise
+    except Exception as err:  # ParseError, NetworkXError, JSONDecodeError, KeyError
         raise ValueError(f"{path} is not a readable {kind} file ({type(err).__name__}: "
                          f"{err})") from err
     if g.number_of_nodes() == 0:
         raise ValueError(f"{path} has no nodes")
-    g = _integer_ids(_named_by_gml_label(g) if kind == "GML" else g)
-    _warn_of_unread_attributes(g, path, kind)
+    # GML's and GEXF's label is each node's name (GraphML's and JSON's may be a class)
+    named = fmt in (".gml", ".gexf")
+    g = _integer_ids(_named_by_gml_label(g) if named else g)
+    _warn_of_unread_attributes(g, path, named)
     # row i is node i where the file's ids are 0 .. N-1 (in any order in the file), as a
     # features or labels file reads them ("line i: node i"); else the file's node order
     order, moved = networkx_node_order(g, None)
     order = sorted(order) if moved else order
     graph = Graph.from_networkx(g, nodes=order)
-    return graph, None, _node_labels(g, order, path, kind)
+    return graph, None, _node_labels(g, order, path, named)
+
+
+def _networkx_graph(path: str, fmt: str):
+    import networkx as nx
+    if fmt == ".json":
+        with open_text(path, encoding="utf-8-sig") as f:
+            data = json.load(f)
+        if not isinstance(data, dict) or "nodes" not in data:
+            raise ValueError("not networkx's node-link layout: a JSON object with 'nodes' "
+                             "and 'links' (or 'edges')")
+        return nx.node_link_graph(data, edges="edges" if "edges" in data else "links")
+    with open_binary(path) as f:
+        if fmt == ".graphml":
+            return nx.read_graphml(f)
+        if fmt == ".gexf":
+            return nx.read_gexf(f)
+        return nx.read_gml(f, label="id")
 
 
 def _named_by_gml_label(g):
-    """A GML graph's nodes named by their ``label`` where every node has its own (GML's
-    name field: networkx writes each node's name there and numbers the ids 0, 1, ... in
-    its node order, and reads the labels back as the names), else by their ids. By the ids,
+    """A GML or GEXF graph's nodes named by their ``label`` where every node has its own
+    (the formats' name field: networkx writes each node's name there and numbers GML's ids
+    0, 1, ... in its node order, and reads the labels back as the names; Gephi's ids are
+    "n0", "n1", ...), else by their ids. By the ids,
     an integer-named graph written in another order than its names had its rows shuffled
     against a features file by name."""
     import networkx as nx
@@ -241,29 +357,32 @@ def _integer_ids(g):
     return g
 
 
-def _warn_of_unread_attributes(g, path: str, kind: str) -> None:
+def _warn_of_unread_attributes(g, path: str, named: bool) -> None:
     """Names the node and edge attributes the dataset leaves out, as the edge list does for
     its extra columns: a street graph's lengths or a graph's weights were dropped
-    without a word. (A GML ``label`` left here is not every node's own name, and no class.)"""
-    edge_keys = sorted({str(key) for *_, data in g.edges(data=True) for key in data})
+    without a word. (A GML or GEXF ``label`` left here (``named``) is not every node's own
+    name, and no class; GEXF's ``viz`` is a drawing's position, colour and size.)"""
+    edge_keys = sorted({str(key) for *_, data in g.edges(data=True) for key in data}
+                       - ({"id"} if named else set()))  # GEXF's edge ids
     node_keys = sorted({str(key) for _, data in g.nodes(data=True) for key in data}
-                       - ({"y"} if kind == "GML" else {"y", "label"}))
+                       - ({"y", "viz"} if named else {"y", "label", "viz"}))
     unread = ([f"edge attributes {edge_keys}"] if edge_keys else []) + \
         ([f"node attributes {node_keys}"] if node_keys else [])
     if unread:
         warnings.warn(f"{path}: {' and '.join(unread)} are not read: the datasets carry no "
                       "edge attributes, and node features come from a features file "
-                      "(default: degree features)", stacklevel=4)
+                      "(default: degree features)", stacklevel=caller_stacklevel())
 
 
-def _node_labels(g, order: list, path: str, kind: str) -> Tensor | None:
-    """Class ids from a ``y`` node attribute, or in GraphML a ``label`` one (strings are
-    numbered in sorted order), for the nodes in ``order``; -1 (no label) where a node lacks
-    it. A GML's ``label`` is the node's name (GML's own field, which networkx writes for
-    every node), not a class: read as one, every node was its own class. A GraphML
+def _node_labels(g, order: list, path: str, named: bool) -> Tensor | None:
+    """Class ids from a ``y`` node attribute, or in GraphML and JSON a ``label`` one
+    (strings are numbered in sorted order), for the nodes in ``order``; -1 (no label) where
+    a node lacks it. A GML's or GEXF's ``label`` (``named``) is the node's name (the
+    format's own field, which networkx writes for every node), not a class: read as one,
+    every node was its own class. A GraphML
     ``label`` that differs on every node holding one (yEd's names, which networkx reads as
     ``label``) is taken as names too, with a warning."""
-    for key in ("y",) if kind == "GML" else ("y", "label"):
+    for key in ("y",) if named else ("y", "label"):
         values = [g.nodes[node].get(key) for node in order]
         present = [v for v in values if v is not None]
         if not present:
@@ -271,14 +390,16 @@ def _node_labels(g, order: list, path: str, kind: str) -> Tensor | None:
         if key == "label" and len(present) > 1 and len(set(map(str, present))) == len(present):
             warnings.warn(f"{path}: node attribute 'label' differs on every node that has one "
                           "(no class would hold two nodes), so it is read as names, not "
-                          "classes: store classes as a 'y' attribute", stacklevel=4)
+                          "classes: store classes as a 'y' attribute",
+                          stacklevel=caller_stacklevel())
             return None
         if all(_is_number(v) for v in present):  # 2.7 is refused (int() would give 2)
             if key == "y" and _coordinates(g, order, values):
                 warnings.warn(f"{path}: node attributes 'x' and 'y' are coordinates (not "
                               "whole numbers), as in a street graph: 'y' is not read as "
                               "classes (give a labels file; for a City-Networks dataset of a "
-                              "street graph: graphloc dataset build)", stacklevel=4)
+                              "street graph: graphloc dataset build)",
+                              stacklevel=caller_stacklevel())
                 return None
             numbers = torch.tensor([-1.0 if v is None else float(v) for v in values],
                                    dtype=torch.float64)
@@ -298,12 +419,13 @@ def _coordinates(g, order: list, y_values: list) -> bool:
     return any(not float(v).is_integer() for v in y_values)
 
 
-def _edge_list(path: str) -> Graph:
+def _edge_list(path: str, konect: str | None = None, comments: tuple = ()) -> Graph:
     """Two columns (source, destination) per line, tab, comma, semicolon or space
     separated (UTF-8, a byte-order mark allowed); a header line is skipped; ids that are
     all integers (also written as "7.0") are used as they are, others are numbered in
     order of appearance. Further columns (edge weights, timestamps) are ignored with a
-    warning: the datasets carry no edge attributes."""
+    warning: the datasets carry no edge attributes. A KONECT file (``konect``, its format
+    line's word) numbers its vertices from 1: see :func:`_konect_graph`."""
     lines = _edge_list_rows(path)
     if lines and _is_header([row for _, row in lines[:2]]):
         lines = lines[1:]
@@ -316,10 +438,13 @@ def _edge_list(path: str) -> Graph:
     if wide is not None:
         warnings.warn(f"{path}: line {wide[0]} has {len(wide[1])} columns; only the first two "
                       "(source, destination) are read, the others (edge weights?) are "
-                      "ignored: graphloc's datasets carry no edge attributes", stacklevel=3)
+                      "ignored: graphloc's datasets carry no edge attributes",
+                                    stacklevel=caller_stacklevel())
     _refuse_missing_ids(path, lines)
     ends = [(row[0].strip(), row[1].strip()) for _, row in lines]
     numbers = [[_integer_id(a), _integer_id(b)] for a, b in ends]  # each id parsed once
+    if konect is not None:
+        return _konect_graph(path, lines, numbers, konect, comments)
     if all(None not in pair for pair in numbers):
         return Graph(_integer_edge_index(path, lines, numbers))
     _warn_if_mixed_ids(path, lines, numbers)
@@ -328,21 +453,78 @@ def _edge_list(path: str) -> Graph:
     return Graph(torch.tensor(pairs).t(), num_nodes=len(ids))
 
 
-def _declared_undirected(path: str) -> bool | None:
-    """What an edge list's leading comment lines say of its direction: KONECT's format line
-    ("% sym": undirected, each edge listed once; "% asym", "% bip": directed) or SNAP's
-    "# Undirected graph: ..." (each pair once); None where they say nothing. (SNAP's
-    "# Directed graph (each unordered pair of nodes is saved once)" heads files that hold
-    both directions, so it is not read as a declaration.)"""
-    with open(path, encoding="utf-8-sig", errors="replace") as f:
+def _leading_comments(path: str) -> tuple[str, ...]:
+    """The lines before a file's first edge that are comments ("#", "%"), stripped and in
+    lower case: where KONECT and SNAP say what the file holds."""
+    comments = []
+    with open_text(path, encoding="utf-8-sig", errors="replace") as f:
         for line in f:
             text = line.strip().lower()
             if not text.startswith(("#", "%")):
-                return None
-            if re.match(r"%\s*sym\b", text) or re.match(r"#\s*undirected graph\b", text):
-                return True
-            if re.match(r"%\s*(asym|bip)\b", text):
-                return False
+                break
+            comments.append(text)
+    return tuple(comments)
+
+
+def _konect_layout(comments: tuple) -> str | None:
+    """KONECT's format word from its first line ("% sym unweighted"): "sym" (undirected,
+    each edge listed once), "asym" (directed) or "bip" (bipartite: undirected edges from a
+    left to a right vertex set), or None for a file that is not KONECT's."""
+    match = re.match(r"%\s*(sym|asym|bip)\b", comments[0]) if comments else None
+    return match.group(1) if match else None
+
+
+def _konect_graph(path: str, lines: list, numbers: list, layout: str, comments: tuple) -> Graph:
+    """A KONECT edge list's graph. KONECT numbers vertices from 1, so vertex v is node
+    v - 1 (read as given, every file gained an isolated node 0, counted in each average
+    over nodes); its size line ("% edges left right") gives the vertex count, isolated
+    vertices included. A bipartite ("bip") file numbers its left and right vertices
+    separately, both from 1: right vertex v is node left + v - 1. Read in one numbering,
+    left vertex 1 and right vertex 1 were one node, joining unrelated vertices without a
+    word."""
+    missing = next((i for i, pair in enumerate(numbers) if None in pair), None)
+    if missing is not None:
+        number, fields = lines[missing]
+        raise ValueError(f"{path}: a KONECT file ('% {layout}') numbers its vertices from 1, "
+                         f"but line {number} has {fields[0].strip()!r} -> "
+                         f"{fields[1].strip()!r}")
+    edge_index = _integer_edge_index(path, lines, numbers)
+    if int(edge_index.min()) < 1:
+        row = next(i for i, pair in enumerate(numbers) if min(pair) < 1)
+        raise ValueError(f"{path}: line {lines[row][0]} has the vertex id 0, but a KONECT file "
+                         f"('% {layout}') numbers its vertices from 1")
+    edge_index = edge_index - 1
+    sizes = _konect_sizes(comments)
+    left = max(sizes[0], int(edge_index[0].max()) + 1)
+    right = max(sizes[1], int(edge_index[1].max()) + 1)
+    if layout == "bip":
+        edge_index[1] += left
+        return Graph(edge_index, num_nodes=left + right)
+    return Graph(edge_index, num_nodes=max(left, right))
+
+
+def _konect_sizes(comments: tuple) -> tuple[int, int]:
+    """The left and right vertex counts of KONECT's size line ("% 58595 4893 6000": edges,
+    left, right; a unipartite file gives its count twice), (0, 0) where it has none."""
+    for text in comments[1:2]:
+        fields = text.lstrip("%").split()
+        if len(fields) >= 3 and all(field.isdigit() for field in fields[:3]):
+            return int(fields[1]), int(fields[2])
+    return 0, 0
+
+
+def _declared_undirected(comments: tuple) -> bool | None:
+    """What an edge list's leading comment lines say of its direction: KONECT's format line
+    ("% sym": undirected, each edge listed once; "% bip": bipartite, whose edges KONECT
+    takes as undirected, each listed once; "% asym": directed) or SNAP's "# Undirected
+    graph: ..." (each pair once); None where they say nothing. (SNAP's "# Directed graph
+    (each unordered pair of nodes is saved once)" heads files that hold both directions,
+    so it is not read as a declaration.)"""
+    konect = _konect_layout(comments)
+    if konect is not None:
+        return konect != "asym"
+    if any(re.match(r"#\s*undirected graph\b", text) for text in comments):
+        return True
     return None
 
 
@@ -379,7 +561,7 @@ def _warn_if_one_way(path: str, graph: Graph) -> None:
                   "reverse, so every edge is one-way, from the first column to the second. "
                   "If the graph is undirected (one line per pair, as networkx's "
                   "write_edgelist and SNAP's 'ungraph' files write it), load it with "
-                  "undirected=True (command line: --undirected)", stacklevel=3)
+                  "undirected=True (command line: --undirected)", stacklevel=caller_stacklevel())
 
 
 def _matrix_market(path: str) -> Graph:
@@ -388,8 +570,11 @@ def _matrix_market(path: str) -> Graph:
     file. Read as an edge list, its size line became an edge and its ids were off by one."""
     import scipy.io
     try:
-        matrix = scipy.io.mmread(path)
+        with open_binary(path) as f:
+            matrix = scipy.io.mmread(f)
     except (ValueError, OSError) as err:
+        if compression_of(path) and isinstance(err, DECOMPRESSION_ERRORS):
+            raise  # named as the compressed file's error
         raise ValueError(f"{path}: not a MatrixMarket file ({err})") from err
     if not hasattr(matrix, "tocoo"):
         raise ValueError(f"{path}: a dense MatrixMarket array, not a sparse adjacency")
@@ -397,9 +582,7 @@ def _matrix_market(path: str) -> Graph:
     if coo.shape[0] != coo.shape[1]:
         raise ValueError(f"{path}: the adjacency must be square, got {coo.shape[0]} x "
                          f"{coo.shape[1]}")
-    if coo.nnz and not np.all(coo.data == 1):  # a weighted adjacency: the weights are dropped
-        warnings.warn(f"{path}: the entries' values (edge weights) are not read: the datasets "
-                      "carry no edge attributes; every stored entry is an edge", stacklevel=3)
+    warn_of_weights(path, coo.data, "the entries' values")
     return Graph(torch.stack([torch.from_numpy(coo.row).long(),
                               torch.from_numpy(coo.col).long()]), num_nodes=coo.shape[0])
 
@@ -410,7 +593,7 @@ def _edge_list_rows(path: str) -> list:
     try:
         # utf-8-sig: a spreadsheet's byte-order mark otherwise glued itself to the first
         # id, which made the first edge read as a header and dropped it
-        with open(path, newline="", encoding="utf-8-sig") as f:
+        with open_text(path, newline="", encoding="utf-8-sig") as f:
             # the delimiter is sniffed from the edges: a comma in a comment is no delimiter
             sample = "\n".join(line for line in f.read(4096).splitlines()
                                if not line.startswith(("#", "%")))
@@ -488,7 +671,7 @@ def _warn_of_unused_ids(path: str, graph: Graph) -> None:
                       f"{count:,} of those ids are in no edge (the first: "
                       f"{int(unused.nonzero()[0])}); they are isolated nodes of the graph, "
                       "counted in averages over nodes. A 1-based or sparse numbering: "
-                      "renumber the ids 0 .. N-1", stacklevel=3)
+                      "renumber the ids 0 .. N-1", stacklevel=caller_stacklevel())
 
 
 def _warn_if_mixed_ids(path: str, lines: list, numbers: list) -> None:
@@ -501,7 +684,7 @@ def _warn_if_mixed_ids(path: str, lines: list, numbers: list) -> None:
     name = fields[0] if numbers[row][0] is None else fields[1]
     warnings.warn(f"{path}: line {number} has the node id {name!r}, not an integer, so all "
                   "ids are read as names and numbered in order of appearance (integer ids "
-                  "elsewhere in the file do not keep their value)", stacklevel=4)
+                  "elsewhere in the file do not keep their value)", stacklevel=caller_stacklevel())
 
 
 # column names of the first and of the second column; only words unlikely as node names

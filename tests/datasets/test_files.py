@@ -244,19 +244,55 @@ def test_a_labels_file_with_unlabelled_nodes_splits_the_labelled_ones(tmp_path):
 
 
 def test_percent_comment_lines_are_comments(tmp_path):
-    """KONECT's .tsv files (and MatrixMarket) start with "%" lines; they were read as edges
-    between nodes named "%" and "sym", renumbering every id by appearance."""
-    path = tmp_path / "out.konect.tsv"
-    path.write_text("% asym unweighted\n% 3 4 4\n1\t2\n2\t3\n3\t4\n")
+    """Files with "%" comment lines (MatrixMarket-style notes) were read as edges between
+    nodes named "%" and the words, renumbering every id by appearance."""
+    path = tmp_path / "edges.tsv"
+    path.write_text("% exported by hand\n% nodes 0 .. 4\n1\t2\n2\t3\n3\t4\n")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        graph = load_graph_file(str(path)).graph
+        graph = load_graph_file(str(path), undirected=False).graph
     assert graph.num_nodes == 5 and graph.edge_index.tolist() == [[1, 2, 3], [2, 3, 4]]
-    # no "ids read as names" warning; KONECT's ids are 1-based, so node 0 is in no edge
+    # no "ids read as names" warning; integer ids are node numbers, so node 0 is in no edge
     assert [str(w.message).split(": ", 1)[1] for w in caught] == [
         "node ids are node numbers 0 .. 4, and 1 of those ids are in no edge (the first: 0); "
         "they are isolated nodes of the graph, counted in averages over nodes. A 1-based or "
         "sparse numbering: renumber the ids 0 .. N-1"]
+
+
+def test_konect_vertices_count_from_one_and_the_size_line_counts_them(tmp_path):
+    """KONECT numbers vertices from 1 (its handbook): vertex v is node v - 1, and the size
+    line's count keeps isolated vertices. Read as 0-based ids, every KONECT graph gained an
+    isolated node 0, counted in each average over nodes."""
+    path = tmp_path / "out.konect"
+    path.write_text("% asym unweighted\n% 3 5 5\n1\t2\n2\t3\n3\t4\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        graph = load_graph_file(str(path)).graph
+    assert graph.num_nodes == 5 and graph.edge_index.tolist() == [[0, 1, 2], [1, 2, 3]]
+    assert caught == []  # node 4 is KONECT's isolated vertex 5, as its size line says
+    path.write_text("% asym unweighted\n1 2\n0 1\n")
+    with pytest.raises(ValueError, match=r"line 3 has the vertex id 0.*from 1"):
+        load_graph_file(str(path))
+    path.write_text("% sym unweighted\n1 2\nx 1\n")
+    with pytest.raises(ValueError, match=r"numbers its vertices from 1, but line 3 has 'x'"):
+        load_graph_file(str(path))
+
+
+def test_konect_bipartite_files_number_each_side_from_one(tmp_path):
+    """A KONECT "bip" file numbers its left and right vertices separately: left 1 and right
+    1 are two vertices, joined by the edge "1 1". Read in one numbering they were one node
+    (with a loop), merging unrelated vertices without a word; and its edges, which KONECT
+    takes as undirected, were one-way. Checked against networkx's bipartite graph."""
+    import networkx as nx
+    edges = [(1, 1), (1, 3), (2, 1), (4, 2)]  # (left, right)
+    path = tmp_path / "out.bip"
+    path.write_text("% bip unweighted\n% 4 4 3\n" + "".join(f"{u} {v}\n" for u, v in edges))
+    graph = load_graph_file(str(path)).graph
+    truth = nx.Graph()
+    truth.add_nodes_from(range(7))
+    truth.add_edges_from((u - 1, 4 + v - 1) for u, v in edges)  # 4 left vertices first
+    assert graph.num_nodes == 7
+    assert _edge_set(graph) == sorted(truth.to_directed().edges)
 
 
 @pytest.mark.parametrize("given", [None, "features", "labels"])
@@ -764,16 +800,19 @@ def test_a_one_way_matrix_market_file_warns_and_reads_undirected(tmp_path):
 
 @pytest.mark.parametrize("header, undirected", [
     ("% sym unweighted", True), ("% sym positive", True), ("% asym unweighted", False),
-    ("% bip unweighted", False), ("# Undirected graph: ../../data/output/amazon.ungraph.txt",
-                                  True), ("# Directed graph: web.txt", None)])
+    ("# Undirected graph: ../../data/output/amazon.ungraph.txt", True),
+    ("# Directed graph: web.txt", None)])
 def test_konect_and_snap_headers_say_whether_each_pair_is_written_once(tmp_path, header,
                                                                        undirected):
     """KONECT's "sym" files and SNAP's "Undirected graph" files list each undirected pair
-    once: they were read as one-way edges without a word. "asym" and "bip" are directed as
-    written; a file that says nothing of it warns when no edge has its reverse."""
+    once: they were read as one-way edges without a word. "asym" is directed as written; a
+    file that says nothing of it warns when no edge has its reverse. (KONECT's vertices
+    count from 1.)"""
     path = tmp_path / "out.net.tsv"
-    path.write_text(f"{header}\n% 4 3\n0\t1\n1\t2\n2\t3\n0\t3\n")
     one_way = [(0, 1), (1, 2), (2, 3), (0, 3)]
+    first = 1 if header.startswith("%") else 0
+    path.write_text(f"{header}\n% 4 3\n" + "".join(f"{u + first}\t{v + first}\n"
+                                                  for u, v in one_way))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         graph = load_graph_file(str(path)).graph

@@ -1,0 +1,307 @@
+"""Readers of graph file formats beyond edge lists (`graphloc.datasets.files` dispatches to
+them): compressed files, NumPy archives (a SciPy sparse adjacency, the gnn-benchmark
+layout of Shchur et al. that PyG's Amazon, Coauthor and CitationFull datasets read, or
+named arrays), METIS graphs (the DIMACS10 road networks) and DIMACS graphs (the 9th
+challenge's road networks, PACE and colouring instances)."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import re
+import warnings
+import zlib
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from graphloc.checks import caller_stacklevel, check_fits_in_memory
+from graphloc.graph import Graph
+
+# compressed files are read through these, named by their last suffix
+_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+# what a damaged or mislabelled compressed file raises while it is read
+DECOMPRESSION_ERRORS = (EOFError, zlib.error, lzma.LZMAError, gzip.BadGzipFile, OSError)
+
+
+def compression_of(path: str) -> str | None:
+    """The compression suffix of ``path`` (".gz", ".bz2", ".xz"), or None."""
+    lower = path.lower()
+    return next((suffix for suffix in _OPENERS if lower.endswith(suffix)), None)
+
+
+def uncompressed_name(path: str) -> str:
+    """``path`` without its compression suffix: its name names its format."""
+    suffix = compression_of(path)
+    return path[:-len(suffix)] if suffix else path
+
+
+def open_binary(path: str):
+    suffix = compression_of(path)
+    return _OPENERS[suffix](path, "rb") if suffix else open(path, "rb")
+
+
+def open_text(path: str, **kwargs):
+    """``path`` as text, decompressed where its name says it is compressed."""
+    suffix = compression_of(path)
+    return _OPENERS[suffix](path, "rt", **kwargs) if suffix else open(path, **kwargs)
+
+
+def warn_of_weights(path: str, values: np.ndarray, what: str) -> None:
+    """Edge weights are not read: said where a file holds any other than 1 (a weighted
+    adjacency read as bare edges)."""
+    if values.size and not np.all(values == 1):
+        warnings.warn(f"{path}: {what} (edge weights) are not read: the datasets carry no "
+                      "edge attributes; every stored entry is an edge",
+                      stacklevel=caller_stacklevel())
+
+
+# ---- NumPy archives ----------------------------------------------------------------------
+
+_GNN_BENCHMARK = ("adj_data", "adj_indices", "adj_indptr", "adj_shape")
+
+
+def read_npz(path: str) -> tuple:
+    """(graph, x, y, split, extra, undirected) of a ``.npz``, by its arrays:
+
+    - the gnn-benchmark layout (Shchur et al. 2018; PyG's ``Amazon``, ``Coauthor`` and
+      ``CitationFull`` files): ``adj_*`` a CSR adjacency, ``attr_*`` (CSR) or
+      ``attr_matrix`` the features, ``labels`` the classes. Read undirected, as PyG's
+      ``read_npz`` and the layout's authors read it; unlike PyG's, self-loops are kept and
+      features are the stored values (PyG's sets every positive value to 1);
+    - ``scipy.sparse.save_npz``'s: entry (i, j) is the edge i -> j (as a MatrixMarket file);
+    - named arrays: ``edge_index`` [2, E] (PyG's convention), optional ``x`` [N, F], ``y``
+      [N] and ``num_nodes``.
+
+    Arrays are read without pickle (an archive's object arrays, such as the gnn-benchmark
+    node names, are not loaded)."""
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except Exception as err:  # ValueError, OSError, zipfile.BadZipFile
+        raise ValueError(f"{path}: not a readable NumPy archive ({type(err).__name__}: "
+                         f"{err})") from err
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise ValueError(f"{path}: one array of shape {list(archive.shape)}, not an archive "
+                         "of named arrays (np.savez)")
+    with archive:
+        try:
+            return _archive_layout(path, archive)
+        except ValueError as err:  # numpy's own, such as an object array refused unpickled
+            if str(err).startswith(path):
+                raise
+            raise ValueError(f"{path}: {err}") from err
+
+
+def _archive_layout(path: str, archive) -> tuple:
+    keys = set(archive.files)
+    if set(_GNN_BENCHMARK) <= keys:
+        return _gnn_benchmark(path, archive)
+    if {"format", "shape"} <= keys:
+        return _scipy_adjacency(path), None, None, None, {}, None
+    if "edge_index" in keys:
+        return _named_arrays(path, archive)
+    raise ValueError(f"{path}: an archive of the arrays {sorted(keys)}; graphloc reads "
+                     f"the gnn-benchmark layout ({', '.join(_GNN_BENCHMARK)}), "
+                     "scipy.sparse.save_npz's, or an 'edge_index' [2, E] with optional "
+                     "'x', 'y' and 'num_nodes'")
+
+
+def _csr(archive, prefix: str):
+    import scipy.sparse as sp
+    return sp.csr_matrix((archive[f"{prefix}_data"], archive[f"{prefix}_indices"],
+                          archive[f"{prefix}_indptr"]), shape=tuple(archive[f"{prefix}_shape"]))
+
+
+def _edges_of(path: str, matrix) -> Graph:
+    if matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(f"{path}: the adjacency must be square, got {matrix.shape[0]} x "
+                         f"{matrix.shape[1]}")
+    coo = matrix.tocoo()
+    warn_of_weights(path, coo.data, "the adjacency's values")
+    return Graph(torch.stack([torch.from_numpy(coo.row.astype(np.int64)),
+                              torch.from_numpy(coo.col.astype(np.int64))]),
+                 num_nodes=matrix.shape[0])
+
+
+def _gnn_benchmark(path: str, archive) -> tuple:
+    try:
+        graph = _edges_of(path, _csr(archive, "adj"))
+        if "attr_matrix" in archive.files:
+            x = torch.from_numpy(np.asarray(archive["attr_matrix"]))
+        elif "attr_data" in archive.files:
+            attributes = _csr(archive, "attr")
+            check_fits_in_memory(attributes.shape, torch.float32, f"{path}'s attr_* features")
+            x = torch.from_numpy(attributes.toarray())
+        else:
+            x = None
+    except (ValueError, TypeError, KeyError) as err:
+        raise ValueError(f"{path}: a damaged gnn-benchmark archive ({err})") from err
+    if x is not None and x.size(0) != graph.num_nodes:
+        raise ValueError(f"{path}: {x.size(0)} rows of attributes for {graph.num_nodes} "
+                         "nodes")
+    y = _labels_of(path, archive, "labels", graph.num_nodes)
+    return graph, x, y, None, {}, True
+
+
+def _labels_of(path: str, archive, key: str, num_nodes: int) -> Tensor | None:
+    if key not in archive.files:
+        if "labels_data" in archive.files:
+            warnings.warn(f"{path}: its labels are a sparse matrix (several per node), which "
+                          "graphloc's datasets do not hold: read without labels",
+                          stacklevel=caller_stacklevel())
+        return None
+    y = torch.from_numpy(np.asarray(archive[key]))
+    if y.dim() == 0 or y.size(0) != num_nodes:
+        raise ValueError(f"{path}: '{key}' has shape {list(y.shape)} but the graph has "
+                         f"{num_nodes} nodes")
+    return y
+
+
+def _scipy_adjacency(path: str) -> Graph:
+    import scipy.sparse as sp
+    try:
+        matrix = sp.load_npz(path)
+    except (ValueError, KeyError) as err:
+        raise ValueError(f"{path}: a damaged scipy.sparse archive ({err})") from err
+    return _edges_of(path, matrix)
+
+
+def _named_arrays(path: str, archive) -> tuple:
+    edge_index = torch.from_numpy(np.asarray(archive["edge_index"]))
+    if edge_index.dim() != 2 or edge_index.size(0) != 2 or edge_index.is_floating_point():
+        raise ValueError(f"{path}: 'edge_index' must be integers of shape [2, E] (PyG's "
+                         f"layout), got {edge_index.dtype} {list(edge_index.shape)}")
+    x = torch.from_numpy(np.asarray(archive["x"])) if "x" in archive.files else None
+    num_nodes = None
+    if "num_nodes" in archive.files:
+        num_nodes = np.asarray(archive["num_nodes"])
+        if num_nodes.shape != () or not np.issubdtype(num_nodes.dtype, np.integer):
+            raise ValueError(f"{path}: 'num_nodes' must be one integer, got {num_nodes!r}")
+        num_nodes = int(num_nodes)
+    elif x is not None:
+        num_nodes = x.size(0)
+    try:
+        graph = Graph(edge_index.long(), num_nodes=num_nodes)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from err
+    if x is not None and x.size(0) != graph.num_nodes:
+        raise ValueError(f"{path}: 'x' has {x.size(0)} rows but the graph has "
+                         f"{graph.num_nodes} nodes")
+    return graph, x, _labels_of(path, archive, "y", graph.num_nodes), None, {}, None
+
+
+# ---- METIS and DIMACS -------------------------------------------------------------------
+
+def _integers(path: str, lines: list, what: str) -> np.ndarray:
+    """The whitespace-separated integers of ``lines``, in order, or a ValueError naming
+    the first line with another token."""
+    text = " ".join(lines)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # older numpy: stops early
+            values = np.fromstring(text, dtype=np.int64, sep=" ") if text.strip() else \
+                np.empty(0, dtype=np.int64)
+    except ValueError:  # numpy 2: "could not be read to its end"
+        values = None
+    if values is None or values.size != len(text.split()):
+        line = next(line for line in lines if not all(re.fullmatch(r"[+-]?[0-9]+", token)
+                                                          for token in line.split()))
+        raise ValueError(f"{path}: {what} must be integers, got the line {line.strip()!r}")
+    return values
+
+
+def _refuse_out_of_range(path: str, ids: np.ndarray, count: int, what: str) -> None:
+    bad = (ids < 1) | (ids > count)
+    if bad.any():
+        raise ValueError(f"{path}: {what} {int(ids[bad.argmax()])}, but the file numbers its "
+                         f"{count} vertices 1 .. {count}")
+
+
+def read_metis(path: str) -> Graph:
+    """A METIS (or Chaco) graph, as DIMACS10's road networks ("*.osm.graph") ship: "%"
+    comment lines, a header ``N M [fmt [ncon]]``, then the lines of vertices 1 .. N, each
+    listing its neighbours numbered from 1 (a blank line: none), after a size where fmt's
+    first digit is 1 and ncon weights where its second is 1, each neighbour followed by
+    the edge's weight where its last digit is 1. Every undirected edge is listed at both
+    its ends and counted once in M; vertex v is node v - 1. Weights and sizes are not
+    read. A list whose entries do not add up to 2 M (a truncated file, or another fmt) is
+    refused."""
+    with open_text(path, encoding="utf-8-sig") as f:
+        lines = [line for line in f.read().splitlines() if not line.startswith("%")]
+    if not lines or not lines[0].strip():
+        raise ValueError(f"{path}: a METIS graph starts with the line 'N M [fmt [ncon]]'")
+    header = lines[0].split()
+    if len(header) < 2 or len(header) > 4 or not all(t.isdigit() for t in header):
+        raise ValueError(f"{path}: a METIS header is 'N M [fmt [ncon]]', got {lines[0]!r}")
+    n, m = int(header[0]), int(header[1])
+    fmt = header[2].zfill(3) if len(header) > 2 else "000"
+    if len(fmt) != 3 or set(fmt) - {"0", "1"}:
+        raise ValueError(f"{path}: METIS's fmt has up to three digits of 0 or 1, got "
+                         f"{header[2]!r}")
+    ncon = int(header[3]) if len(header) > 3 else int(fmt[1])
+    vertices = lines[1:n + 1] + [""] * max(0, n + 1 - len(lines))  # trailing isolated ones
+    if any(line.strip() for line in lines[n + 1:]):
+        raise ValueError(f"{path}: more vertex lines than the header's {n} vertices")
+    counts = np.array([len(line.split()) for line in vertices], dtype=np.int64)
+    values = _integers(path, vertices, "METIS vertex lines")
+    position = np.arange(values.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    prefix = int(fmt[0]) + ncon
+    rows = np.repeat(np.arange(n), counts)
+    listed = position >= prefix
+    if fmt[2] == "1":
+        listed &= (position - prefix) % 2 == 0
+        if ((counts - prefix) % 2).any() or (counts < prefix).any():
+            raise ValueError(f"{path}: fmt {header[2]} pairs each neighbour with a weight; "
+                             "a vertex line holds an odd number of them")
+    neighbours, rows = values[listed], rows[listed]
+    _refuse_out_of_range(path, neighbours, n, "a neighbour is")
+    if neighbours.size != 2 * m:
+        raise ValueError(f"{path}: the header says {m} edges, listed at both ends ({2 * m} "
+                         f"entries), but the vertex lines hold {neighbours.size} (a truncated "
+                         f"file, or a header whose fmt does not match its lines)")
+    if fmt != "000":
+        warnings.warn(f"{path}: METIS fmt {fmt}: its weights and sizes are not read: the "
+                      "datasets carry no edge attributes", stacklevel=caller_stacklevel())
+    return Graph(torch.stack([torch.from_numpy(rows), torch.from_numpy(neighbours - 1)]),
+                 num_nodes=n)
+
+
+def read_dimacs(path: str) -> tuple[Graph, bool]:
+    """A DIMACS graph and whether its edges are undirected: "c" comment lines, a problem
+    line ``p KIND N M`` ("sp" for the 9th challenge's road networks, "edge" or "col" for
+    colouring, "tw" or "ds" for PACE), then one edge per line, numbered from 1: ``a u v
+    [w]``, the arc u -> v (directed: the road networks list both directions), ``e u v``
+    or a bare ``u v`` (PACE), an undirected edge listed once. Weights (an arc's length)
+    are not read; "n" lines (flow problems' sources and sinks) are skipped. Vertex v is
+    node v - 1. An edge count other than the problem line's M warns."""
+    with open_text(path, encoding="utf-8-sig") as f:
+        lines = [line for line in f.read().splitlines()
+                 if line.strip() and line.lstrip()[0] not in "cn"]
+    problem = [line for line in lines if line.lstrip().startswith("p")]
+    if len(problem) != 1 or len(problem[0].split()) < 4 or \
+            not all(t.isdigit() for t in problem[0].split()[2:4]):
+        raise ValueError(f"{path}: a DIMACS graph has one problem line 'p KIND N M', got "
+                         f"{problem[:2] or 'none'}")
+    n, m = (int(t) for t in problem[0].split()[2:4])
+    edges = [line for line in lines if not line.lstrip().startswith("p")]
+    kinds = {line.lstrip()[0] if line.lstrip()[0] in "ae" else "" for line in edges}
+    if len(kinds) > 1:
+        raise ValueError(f"{path}: mixes arcs ('a') and edges ('e' or bare pairs)")
+    kind = kinds.pop() if kinds else ""
+    bodies = [line.lstrip().lstrip("ae") for line in edges]
+    widths = {len(body.split()) for body in bodies} or {2}
+    if len(widths) > 1 or not widths <= {2, 3}:
+        raise ValueError(f"{path}: every edge line holds u v, and all or none a weight; got "
+                         f"{sorted(widths)} values per line")
+    width = widths.pop()
+    values = _integers(path, bodies, "DIMACS edges")
+    pairs = values.reshape(-1, width)[:, :2].T
+    _refuse_out_of_range(path, pairs.reshape(-1), n, "an edge names vertex")
+    if len(edges) != m:
+        warnings.warn(f"{path}: the problem line says {m} edges, the file holds "
+                      f"{len(edges)}", stacklevel=caller_stacklevel())
+    if width == 3:
+        warn_of_weights(path, values.reshape(-1, 3)[:, 2], "the edge lines' third values")
+    return Graph(torch.from_numpy(np.ascontiguousarray(pairs) - 1), num_nodes=n), kind != "a"

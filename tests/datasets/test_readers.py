@@ -1,0 +1,345 @@
+"""Graph files beyond edge lists: compressed text, NumPy archives, METIS, DIMACS, GEXF and
+node-link JSON. Each is checked against networkx's graph (or PyG's reader) of the same
+data, not against graphloc's own parsing."""
+
+import bz2
+import gzip
+import json
+import lzma
+import os
+import pickle
+import warnings
+
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from graphloc.datasets import load_dataset
+from graphloc.datasets.files import is_graph_file, load_graph_file
+
+COMPRESSORS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+
+
+def _edges(graph) -> list:
+    return sorted(map(tuple, graph.edge_index.t().tolist()))
+
+
+def _both_ways(g) -> list:
+    return sorted({(u, v) for u, v in g.edges} | {(v, u) for u, v in g.edges})
+
+
+def _quiet_load(path, **kwargs):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dataset = load_graph_file(str(path), **kwargs)
+    return dataset, [str(w.message) for w in caught]
+
+
+@pytest.fixture
+def karate():
+    return nx.karate_club_graph()
+
+
+def _compressed(path, suffix):
+    target = f"{path}{suffix}"
+    with open(path, "rb") as src, COMPRESSORS[suffix](target, "wb") as dst:
+        dst.write(src.read())
+    return target
+
+
+@pytest.mark.parametrize("suffix", list(COMPRESSORS))
+@pytest.mark.parametrize("writer", ["edgelist", "graphml", "gml", "gexf", "mtx"])
+def test_compressed_files_give_the_graph_of_the_plain_file(tmp_path, karate, writer, suffix):
+    """SNAP ships its graphs as .txt.gz and SuiteSparse as .mtx.gz: they were refused as
+    unknown datasets."""
+    path = str(tmp_path / f"karate.{writer}")
+    if writer == "mtx":
+        import scipy.io
+        scipy.io.mmwrite(path, nx.to_scipy_sparse_array(karate, weight=None))
+    else:
+        getattr(nx, f"write_{writer}")(karate, path, **({"data": False}
+                                                         if writer == "edgelist" else {}))
+    undirected = True if writer == "edgelist" else None
+    plain, _ = _quiet_load(path, undirected=undirected)
+    packed, _ = _quiet_load(_compressed(path, suffix), undirected=undirected)
+    assert _edges(packed.graph) == _edges(plain.graph) == _both_ways(karate)
+    assert packed.graph.num_nodes == 34
+
+
+def test_a_damaged_compressed_file_is_an_error_naming_it(tmp_path):
+    for suffix in COMPRESSORS:
+        path = tmp_path / f"edges.txt{suffix}"
+        path.write_text("0 1\n1 2\n")  # not compressed at all
+        with pytest.raises(ValueError, match=rf"edges.txt\{suffix}: not a readable "
+                                             rf"\{suffix} file"):
+            load_graph_file(str(path))
+    with gzip.open(tmp_path / "cut.txt.gz", "wb") as f:
+        f.write(b"".join(f"{i} {i + 1}\n".encode() for i in range(20000)))
+    data = (tmp_path / "cut.txt.gz").read_bytes()
+    (tmp_path / "cut.txt.gz").write_bytes(data[:len(data) // 2])  # a cut download
+    with pytest.raises(ValueError, match=r"cut.txt.gz: not a readable \.gz file"):
+        load_graph_file(str(tmp_path / "cut.txt.gz"))
+
+
+def test_archives_that_compress_themselves_are_not_taken_compressed(tmp_path):
+    (tmp_path / "g.pt.gz").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"g.pt.gz: a compressed \.pt file is not read"):
+        load_graph_file(str(tmp_path / "g.pt.gz"))
+
+
+def test_names_of_graph_files():
+    assert is_graph_file("roadNet-CA.txt.gz") and is_graph_file("g.graphml.bz2")
+    assert is_graph_file("data/out.ego-facebook")  # KONECT's own file name
+    assert is_graph_file("USA-road-d.NY.gr.gz") and is_graph_file("luxembourg.osm.graph")
+    assert is_graph_file("g.edgelist") and is_graph_file("g.npz") and is_graph_file("g.json")
+    assert not is_graph_file("city.tar.gz") and not is_graph_file("notes.md")
+
+
+def test_konect_out_files_load_by_their_name(tmp_path, karate):
+    path = tmp_path / "out.karate"
+    path.write_text(f"% sym unweighted\n% {karate.number_of_edges()} 34 34\n"
+                    + "".join(f"{u + 1} {v + 1}\n" for u, v in karate.edges))
+    dataset = load_dataset(str(path))
+    assert _edges(dataset.graph) == _both_ways(karate) and dataset.graph.num_nodes == 34
+
+
+# ---- NumPy archives ---------------------------------------------------------------------
+
+def _gnn_benchmark_arrays(adjacency, features, labels) -> dict:
+    adjacency, features = sp.csr_matrix(adjacency), sp.csr_matrix(features)
+    return dict(adj_data=adjacency.data, adj_indices=adjacency.indices,
+                adj_indptr=adjacency.indptr, adj_shape=adjacency.shape,
+                attr_data=features.data, attr_indices=features.indices,
+                attr_indptr=features.indptr, attr_shape=features.shape, labels=labels)
+
+
+def test_the_gnn_benchmark_layout_reads_as_pygs_read_npz(tmp_path):
+    """The layout of PyG's Amazon, Coauthor and CitationFull files, against PyG's own
+    reader: the same undirected edges, features and labels (a file without self-loops and
+    with 0/1 features, where PyG changes nothing)."""
+    from torch_geometric.io import read_npz
+    rng = np.random.default_rng(0)
+    n = 40
+    adjacency = (rng.random((n, n)) < 0.08).astype(np.float32)
+    np.fill_diagonal(adjacency, 0)  # one-way citations: PyG makes them undirected
+    features = (rng.random((n, 12)) < 0.3).astype(np.float32)
+    labels = rng.integers(0, 4, n)
+    path = tmp_path / "cora.npz"
+    np.savez(path, **_gnn_benchmark_arrays(adjacency, features, labels))
+    ours, said = _quiet_load(path)
+    pyg = read_npz(str(path))
+    assert said == []
+    assert _edges(ours.graph) == sorted(map(tuple, pyg.edge_index.t().tolist()))
+    assert torch.equal(ours.x, pyg.x) and torch.equal(ours.y, pyg.y)
+    assert ours.labelled and ours.num_classes == int(labels.max()) + 1
+
+
+def test_gnn_benchmark_features_are_the_stored_values_and_loops_stay(tmp_path):
+    """Unlike PyG's reader, the stored feature values (counts) and the file's self-loops
+    are kept: both are the file's data."""
+    adjacency = np.array([[1, 1, 0], [0, 0, 1], [0, 0, 0]], dtype=np.float32)
+    features = np.array([[0, 3], [2, 0], [0, 0]], dtype=np.float32)
+    np.savez(tmp_path / "g.npz", **_gnn_benchmark_arrays(adjacency, features,
+                                                         np.array([0, 1, 1])))
+    dataset, _ = _quiet_load(tmp_path / "g.npz")
+    assert _edges(dataset.graph) == [(0, 0), (0, 1), (1, 0), (1, 2), (2, 1)]
+    assert dataset.x.tolist() == features.tolist()
+    # a dense attr_matrix, and no labels
+    np.savez(tmp_path / "d.npz", adj_data=np.ones(1), adj_indices=np.array([1]),
+             adj_indptr=np.array([0, 1, 1]), adj_shape=np.array([2, 2]),
+             attr_matrix=np.array([[0.5], [1.5]]))
+    dataset, _ = _quiet_load(tmp_path / "d.npz")
+    assert dataset.x.view(-1).tolist() == [0.5, 1.5] and not dataset.labelled
+
+
+def test_a_scipy_sparse_archive_is_an_adjacency(tmp_path, karate):
+    directed = nx.gn_graph(30, seed=1)  # every edge one way
+    sp.save_npz(tmp_path / "d.npz", nx.to_scipy_sparse_array(directed, format="coo"))
+    dataset, said = _quiet_load(tmp_path / "d.npz")
+    assert _edges(dataset.graph) == sorted(directed.edges)
+    assert any("has its reverse" in message for message in said)
+    sp.save_npz(tmp_path / "k.npz", nx.to_scipy_sparse_array(karate, format="csc"))
+    dataset, said = _quiet_load(tmp_path / "k.npz")
+    assert _edges(dataset.graph) == _both_ways(karate)
+    assert any("edge weights" in message for message in said)  # karate's weights
+
+
+def test_named_arrays_in_an_archive(tmp_path):
+    edge_index = np.array([[0, 1, 2], [1, 2, 0]])
+    np.savez(tmp_path / "g.npz", edge_index=edge_index, x=np.ones((4, 2)), y=np.arange(4))
+    dataset, _ = _quiet_load(tmp_path / "g.npz", undirected=False)
+    assert dataset.graph.num_nodes == 4  # from x: node 3 has no edge
+    assert _edges(dataset.graph) == [(0, 1), (1, 2), (2, 0)]
+    assert dataset.y.tolist() == [0, 1, 2, 3]
+    np.savez(tmp_path / "n.npz", edge_index=edge_index, num_nodes=np.array(6))
+    assert load_graph_file(str(tmp_path / "n.npz"), undirected=False).graph.num_nodes == 6
+
+
+@pytest.mark.parametrize("arrays, match", [
+    (dict(edges=np.zeros((2, 3))), r"archive of the arrays \['edges'\]"),
+    (dict(edge_index=np.zeros((3, 2), dtype=np.int64)), r"'edge_index' must be integers "
+                                                        r"of shape \[2, E\]"),
+    (dict(edge_index=np.array([[0], [1]]), x=np.ones((1, 2))), r"g.npz: .*edge_index"),
+    (dict(edge_index=np.array([[0], [1]]), y=np.arange(3)), r"'y' has shape \[3\] but the "
+                                                            r"graph has 2 nodes"),
+    (dict(edge_index=np.array([[0], [1]]), num_nodes=np.array([2, 3])), r"'num_nodes' must "
+                                                                        r"be one integer"),
+])
+def test_bad_archives_name_the_file_and_the_array(tmp_path, arrays, match):
+    np.savez(tmp_path / "g.npz", **arrays)
+    with pytest.raises(ValueError, match=match):
+        load_graph_file(str(tmp_path / "g.npz"))
+
+
+def test_archives_are_read_without_unpickling(tmp_path):
+    """An archive's object arrays are pickles, which run code when loaded: never loaded."""
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    np.savez(tmp_path / "g.npz", edge_index=np.array([Payload()], dtype=object))
+    with pytest.raises(ValueError, match=r"g.npz: not a readable NumPy archive|g.npz:"):
+        load_graph_file(str(tmp_path / "g.npz"))
+    assert not marker.exists()
+    np.save(tmp_path / "one.npy", np.zeros(3))
+    os.rename(tmp_path / "one.npy", tmp_path / "one.npz")
+    with pytest.raises(ValueError, match=r"one.npz: one array of shape \[3\]"):
+        load_graph_file(str(tmp_path / "one.npz"))
+    (tmp_path / "junk.npz").write_bytes(pickle.dumps([1, 2]))
+    with pytest.raises(ValueError, match=r"junk.npz: not a readable NumPy archive"):
+        load_graph_file(str(tmp_path / "junk.npz"))
+
+
+# ---- METIS ------------------------------------------------------------------------------
+
+def _metis(g, fmt="", vertex_weights=0, sizes=False) -> str:
+    """g in METIS's format, written from its adjacency: edge weights 1 + u + v."""
+    header = f"{g.number_of_nodes()} {g.number_of_edges()}"
+    header += f" {fmt}" if fmt else ""
+    header += f" {vertex_weights}" if vertex_weights > 1 else ""
+    lines = ["% written by the test", header]
+    for v in sorted(g):
+        fields = (["9"] if sizes else []) + ["7"] * vertex_weights
+        for u in sorted(g[v]):
+            fields += [str(u + 1)] + ([str(1 + u + v)] if fmt.endswith("1") else [])
+        lines.append(" ".join(fields))
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("fmt, vertex_weights, sizes", [
+    ("", 0, False), ("0", 0, False), ("1", 0, False), ("001", 0, False), ("10", 1, False),
+    ("11", 1, False), ("11", 3, False), ("111", 2, True), ("100", 0, True)])
+def test_metis_graphs_match_networkx(tmp_path, fmt, vertex_weights, sizes):
+    g = nx.convert_node_labels_to_integers(nx.les_miserables_graph())
+    g.add_node(g.number_of_nodes())  # an isolated last vertex: an empty last line
+    path = tmp_path / "g.graph"
+    path.write_text(_metis(g, fmt, vertex_weights, sizes))
+    dataset, said = _quiet_load(path)
+    assert dataset.graph.num_nodes == g.number_of_nodes()
+    assert _edges(dataset.graph) == _both_ways(g)
+    assert any("weights and sizes are not read" in m for m in said) == (fmt.strip("0") != "")
+
+
+def test_metis_files_that_do_not_add_up_are_refused(tmp_path, karate):
+    text = _metis(karate)
+    (tmp_path / "cut.graph").write_text("\n".join(text.splitlines()[:20]) + "\n")
+    with pytest.raises(ValueError, match=r"cut.graph: the header says 78 edges, listed at "
+                                         r"both ends \(156 entries\)"):
+        load_graph_file(str(tmp_path / "cut.graph"))
+    (tmp_path / "fmt.graph").write_text(text.replace("34 78", "34 78 1", 1))
+    with pytest.raises(ValueError, match=r"fmt.graph: .*(odd number|header says)"):
+        load_graph_file(str(tmp_path / "fmt.graph"))
+    (tmp_path / "far.graph").write_text("2 1\n2\n3\n")
+    with pytest.raises(ValueError, match=r"far.graph: a neighbour is 3, but the file "
+                                         r"numbers its 2 vertices 1 \.\. 2"):
+        load_graph_file(str(tmp_path / "far.graph"))
+    (tmp_path / "word.graph").write_text("2 1\n2\n1 x\n")
+    with pytest.raises(ValueError, match=r"word.graph: METIS vertex lines must be "
+                                         r"integers, got the line '1 x'"):
+        load_graph_file(str(tmp_path / "word.graph"))
+    (tmp_path / "head.graph").write_text("two 1\n2\n1\n")
+    with pytest.raises(ValueError, match=r"head.graph: a METIS header is"):
+        load_graph_file(str(tmp_path / "head.graph"))
+
+
+# ---- DIMACS -----------------------------------------------------------------------------
+
+def test_dimacs_road_arcs_are_directed_as_listed(tmp_path):
+    """The 9th challenge's road networks ("p sp", "a u v length"): each arc one way, as
+    listed (a one-way street has one arc), vertices from 1."""
+    g = nx.gnp_random_graph(25, 0.15, seed=3, directed=True)
+    path = tmp_path / "road.gr"
+    path.write_text(f"c test\np sp 25 {g.number_of_edges()}\n"
+                    + "".join(f"a {u + 1} {v + 1} {10 + u}\n" for u, v in g.edges))
+    dataset, said = _quiet_load(path)
+    assert dataset.graph.num_nodes == 25 and _edges(dataset.graph) == sorted(g.edges)
+    assert any("edge weights" in message for message in said)
+    assert not any("has its reverse" in message for message in said)
+
+
+@pytest.mark.parametrize("kind, form", [("edge", "e {} {}"), ("tw", "{} {}"),
+                                        ("col", "e  {}  {}")])
+def test_dimacs_edges_are_undirected_and_listed_once(tmp_path, kind, form):
+    g = nx.gnm_random_graph(30, 60, seed=4)
+    path = tmp_path / "g.col"
+    path.write_text(f"c test\np {kind} 30 60\n"
+                    + "".join(form.format(u + 1, v + 1) + "\n" for u, v in g.edges))
+    dataset, said = _quiet_load(path)
+    assert _edges(dataset.graph) == _both_ways(g) and said == []
+    assert load_graph_file(str(path), undirected=False).graph.num_edges == 60
+
+
+@pytest.mark.parametrize("text, match", [
+    ("p sp 3 1\na 1 4\n", r"an edge names vertex 4, but the file numbers its 3 vertices"),
+    ("p sp 3 1\na 0 2\n", r"an edge names vertex 0"),
+    ("a 1 2\n", r"one problem line 'p KIND N M', got none"),
+    ("p sp 3 2\na 1 2\ne 2 3\n", r"mixes arcs"),
+    ("p sp 3 2\na 1 2 5\na 2 3\n", r"all or none a weight"),
+    ("p sp 3 1\na 1 2.5\n", r"must be integers, got the line"),
+])
+def test_bad_dimacs_files_name_the_problem(tmp_path, text, match):
+    (tmp_path / "g.gr").write_text(text)
+    with pytest.raises(ValueError, match=rf"g.gr: .*{match}"):
+        load_graph_file(str(tmp_path / "g.gr"))
+
+
+def test_a_dimacs_edge_count_other_than_the_problem_lines_warns(tmp_path):
+    (tmp_path / "g.gr").write_text("p sp 3 5\na 1 2\na 2 3\n")
+    _, said = _quiet_load(tmp_path / "g.gr")
+    assert any("says 5 edges, the file holds 2" in message for message in said)
+
+
+# ---- GEXF and node-link JSON ------------------------------------------------------------
+
+def test_gephi_gexf_names_nodes_by_label_and_keeps_direction(tmp_path):
+    """Gephi writes ids "n0", "n1", ... and each node's name as its label; a directed
+    graph's edges stay one way."""
+    text = """<?xml version="1.0" encoding="UTF-8"?>
+<gexf xmlns="http://gexf.net/1.3" version="1.3"><graph defaultedgetype="directed">
+<nodes><node id="n0" label="2"/><node id="n1" label="0"/><node id="n2" label="1"/></nodes>
+<edges><edge id="e0" source="n0" target="n1" weight="2.5"/>
+<edge id="e1" source="n1" target="n2"/></edges></graph></gexf>"""
+    (tmp_path / "g.gexf").write_text(text)
+    dataset, said = _quiet_load(tmp_path / "g.gexf")
+    # nodes named 0, 1, 2 by their labels: rows in that order
+    assert _edges(dataset.graph) == [(0, 1), (2, 0)]
+    assert any("['weight']" in message for message in said)  # not the edge ids
+
+
+def test_node_link_json_keeps_direction_and_reads_classes(tmp_path):
+    g = nx.gn_graph(20, seed=2)
+    for v in g:
+        g.nodes[v]["y"] = v % 3
+    for key in ("links", "edges"):
+        path = tmp_path / f"{key}.json"
+        path.write_text(json.dumps(nx.node_link_data(g, edges=key)))
+        dataset, _ = _quiet_load(path)
+        assert _edges(dataset.graph) == sorted(g.edges)
+        assert dataset.y.tolist() == [v % 3 for v in range(20)]
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"list.json is not a readable node-link JSON file"):
+        load_graph_file(str(tmp_path / "list.json"))
