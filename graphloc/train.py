@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
 import torch.nn.functional as F
@@ -175,6 +175,18 @@ def check_config(config: TrainConfig) -> None:
                 for k in config.fanout)):
         raise ValueError(f"TrainConfig.fanout must be None (10 per layer) or a non-empty "
                          f"list of integers >= 0 (-1: all neighbours), got {config.fanout!r}")
+
+
+def _features_in_float32(dataset):
+    """The dataset with float32 features, the dtype of the models ``fit`` builds: float64
+    ones (NumPy's default) failed at the first layer, which the caller of ``fit`` cannot
+    cast. The caller's dataset is left as it is."""
+    x = dataset.x
+    blocks = x.values() if isinstance(x, dict) else [x]
+    if all(block.dtype == torch.float32 for block in blocks):
+        return dataset
+    cast = {t: v.float() for t, v in x.items()} if isinstance(x, dict) else x.float()
+    return replace(dataset, x=cast)
 
 
 def _check_features(dataset) -> None:
@@ -396,7 +408,7 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
     from tqdm.auto import tqdm
 
     from graphloc.loader import NeighborLoader
-    dataset = as_dataset(dataset)
+    dataset = _features_in_float32(as_dataset(dataset))
     check_config(config)
     _check_features(dataset)
     _check_splits(dataset)

@@ -390,3 +390,13 @@ def test_a_layerwise_run_stops_at_a_non_finite_loss(city, monkeypatch, procedure
     config = TrainConfig(model="gcn", epochs=10, procedure=procedure)
     with pytest.raises(FloatingPointError, match=f"training loss is nan at epoch {epoch} "):
         fit(city, config, progress=False)
+
+
+def test_float64_features_train_as_their_float32_values(city):
+    """fit builds float32 models; float64 features (NumPy's default) failed at the first
+    layer, which fit's caller cannot cast. They train as their float32 values would."""
+    from dataclasses import replace
+    config = TrainConfig(model="sage", layers=2, hidden=8, epochs=3, seed=2)
+    wide = replace(city, x=city.x.double())
+    assert fit(wide, config, progress=False) == fit(city, config, progress=False)
+    assert wide.x.dtype == torch.float64  # the caller's dataset is left as it is
