@@ -106,9 +106,8 @@ def test_a_checkpoint_measured_on_a_graph_of_another_width_is_refused(tmp_path, 
 def test_the_cli_takes_a_users_graph_files(tmp_path, capsys):
     """GraphML of a non-road graph, an edge list with names, a saved PyG Data: influence
     on each; train needs labels; an unknown name lists the accepted forms."""
-    import json
-
     import gzip
+    import json
 
     import networkx as nx
     import numpy as np
