@@ -835,3 +835,41 @@ def test_undirected_gives_a_saved_datas_added_edges_the_attributes_they_reverse(
     ds = load_graph_file(str(tmp_path / "d.pt"), undirected=True)
     assert ds.graph.edge_index.tolist() == [[0, 1, 2, 1], [1, 2, 1, 0]]
     assert ds.edge_attr.view(-1).tolist() == [1.0, 2.0, 3.0, 1.0]
+
+
+@pytest.mark.parametrize("delimiter", [" ", "\t", ",", ";", "  ", ", "])
+@pytest.mark.parametrize("header", ["", "# SNAP: Nodes: 9\n", "% sym unweighted\n% 30 9 9\n",
+                                    "% bip unweighted\n", "\ufeff"])
+def test_integer_edge_lists_read_by_numpy_as_by_the_general_reader(tmp_path, monkeypatch,
+                                                                   delimiter, header):
+    """Files of two integer columns (SNAP's, KONECT's) are parsed by NumPy: the same graph
+    as the field-by-field reader gives, which reads every file."""
+    from graphloc.datasets import files
+    rng = torch.Generator().manual_seed(len(delimiter) + len(header))
+    ends = torch.randint(1, 10, (30, 2), generator=rng).tolist()
+    body = "".join(f"{u}{delimiter}{v}\n" + ("\n" if i % 7 == 3 else "")
+                   for i, (u, v) in enumerate(ends))
+    path = tmp_path / "edges.txt"
+    path.write_text(header + body, encoding="utf-8")
+    calls = []
+    fast = files._two_integer_columns
+    monkeypatch.setattr(files, "_two_integer_columns",
+                        lambda p: calls.append(p) or fast(p))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quick = load_graph_file(str(path), undirected=False).graph
+        assert fast(str(path)) is not None  # the NumPy path read it
+        monkeypatch.setattr(files, "_two_integer_columns", lambda p: None)
+        general = load_graph_file(str(path), undirected=False).graph
+    assert calls and quick.num_nodes == general.num_nodes
+    assert torch.equal(quick.edge_index, general.edge_index)
+
+
+@pytest.mark.parametrize("text", ["1 2\n2 3.5\n", "1 2 3\n4 5 6\n", "a b\n1 2\n",
+                                  "1 2\n-1 3\n", "1\t2 x\n", "1,,2\n"])
+def test_what_numpy_does_not_read_goes_to_the_general_reader(tmp_path, text):
+    from graphloc.datasets import files
+    path = tmp_path / "edges.txt"
+    path.write_text(text)
+    edges = files._two_integer_columns(str(path))
+    assert edges is None or int(edges.min()) < 0  # a negative id: refused by line below
