@@ -107,7 +107,8 @@ def _add_train_command(commands) -> None:
                           "city built by graphloc dataset build (.tar.gz), or your graph "
                           "file (.pt PyG Data, .npz, .graphml, .gml, .gexf, .json, .mtx, "
                           ".csv/.tsv/.txt/.edgelist edge list, KONECT out.NAME, METIS "
-                          ".graph, DIMACS .gr/.col; text files also as .gz, .bz2, .xz)")
+                          ".graph, DIMACS .gr/.col, Pajek .net; text files also as .gz, .bz2, "
+                          ".xz)")
     cmd.add_argument("--features", help="node features for a graph file (.npy, .pt, .csv)")
     cmd.add_argument("--labels", help="node labels for a graph file (.npy, .pt, .csv)")
     _add_undirected_flag(cmd)

@@ -31,7 +31,8 @@ ACCEPTED = ("a City-Networks city (paris, shanghai, la, london) or helsinki; syn
             "file: a saved PyG Data (.pt), a NumPy archive (.npz: a SciPy sparse adjacency, "
             "the gnn-benchmark layout or an edge_index), GraphML, GML, GEXF or node-link "
             "JSON, a MatrixMarket adjacency (.mtx), an edge list (.csv, .tsv, .txt, .edges, "
-            ".edgelist, KONECT's out.NAME), METIS (.graph) or DIMACS (.gr, .col); text "
+            ".edgelist, KONECT's out.NAME), METIS (.graph), DIMACS (.gr, .col) or Pajek "
+            "(.net); text "
             "files also compressed (.gz, .bz2, .xz); with --features / --labels files")
 
 

@@ -44,6 +44,7 @@ from graphloc.datasets.readers import (
     read_dimacs,
     read_metis,
     read_npz,
+    read_pajek,
     uncompressed_name,
     warn_of_weights,
 )
@@ -53,8 +54,8 @@ from graphloc.graph import Graph, networkx_node_order, pyg_data_with_edges
 EDGE_FILE_SUFFIXES = (".mtx", ".csv", ".tsv", ".txt", ".edges", ".edgelist")
 # read through networkx, which keeps each file's own direction
 NETWORKX_SUFFIXES = (".graphml", ".gml", ".gexf", ".json")
-# adjacency lists with a size line: METIS (DIMACS10) and DIMACS
-SIZED_SUFFIXES = (".graph", ".metis", ".gr", ".col", ".dimacs")
+# adjacency lists with a size line: METIS (DIMACS10), DIMACS and Pajek
+SIZED_SUFFIXES = (".graph", ".metis", ".gr", ".col", ".dimacs", ".net")
 GRAPH_SUFFIXES = (".pt", ".npz", *NETWORKX_SUFFIXES, *EDGE_FILE_SUFFIXES, *SIZED_SUFFIXES)
 # NumPy and torch archives are compressed archives already
 _UNCOMPRESSED_ONLY = (".pt", ".npz")
@@ -94,8 +95,9 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
     sparse adjacency, of the gnn-benchmark layout (``adj_*``, ``attr_*``, ``labels``) or
     of named arrays (``edge_index``, ``x``, ``y``, ``num_nodes``); GraphML, GML, GEXF or
     node-link JSON (.json) through networkx; a MatrixMarket adjacency (.mtx); an edge list
-    (.csv, .tsv, .txt, .edges, .edgelist, KONECT's out.NAME); METIS (.graph, .metis) and
-    DIMACS (.gr, .col, .dimacs) graphs. Text formats may be compressed (.gz, .bz2, .xz).
+    (.csv, .tsv, .txt, .edges, .edgelist, KONECT's out.NAME); METIS (.graph, .metis),
+    DIMACS (.gr, .col, .dimacs) and Pajek (.net) graphs. Text formats may be compressed
+    (.gz, .bz2, .xz).
 
     An edge list's or MatrixMarket file's line ``u v`` is the edge u -> v.
     ``undirected=True`` gives every edge u -> v whose file has no v -> u that reverse edge
@@ -161,6 +163,8 @@ def _read(path: str, fmt: str, warn_unused: bool) -> _Read:
         return _Read(_matrix_market(path))
     if fmt in (".graph", ".metis"):
         return _Read(read_metis(path))
+    if fmt == ".net":
+        return _Read(read_pajek(path))
     if fmt in SIZED_SUFFIXES:
         graph, declared = read_dimacs(path)
         return _Read(graph, undirected=declared)

@@ -1,8 +1,8 @@
 """Readers of graph file formats beyond edge lists (`graphloc.datasets.files` dispatches to
 them): compressed files, NumPy archives (a SciPy sparse adjacency, the gnn-benchmark
 layout of Shchur et al. that PyG's Amazon, Coauthor and CitationFull datasets read, or
-named arrays), METIS graphs (the DIMACS10 road networks) and DIMACS graphs (the 9th
-challenge's road networks, PACE and colouring instances)."""
+named arrays), METIS graphs (the DIMACS10 road networks), DIMACS graphs (the 9th
+challenge's road networks, PACE and colouring instances) and Pajek networks."""
 
 from __future__ import annotations
 
@@ -305,3 +305,91 @@ def read_dimacs(path: str) -> tuple[Graph, bool]:
     if width == 3:
         warn_of_weights(path, values.reshape(-1, 3)[:, 2], "the edge lines' third values")
     return Graph(torch.from_numpy(np.ascontiguousarray(pairs) - 1), num_nodes=n), kind != "a"
+
+
+# ---- Pajek ------------------------------------------------------------------------------
+
+def read_pajek(path: str) -> Graph:
+    """A Pajek network (.net): ``*Vertices N`` (optional vertex lines ``id "name" ...``;
+    the ids 1 .. N, not the names, number the nodes: vertex v is node v - 1, so two
+    vertices of one name stay two nodes), then any of ``*Arcs`` (u -> v), ``*Edges``
+    (undirected: both directions), ``*Arcslist`` / ``*Edgeslist`` (a vertex and its
+    neighbours per line) and ``*Matrix`` (N rows; a nonzero entry (i, j) is the arc
+    i -> j). Weights and drawing attributes are not read; "%" lines are comments.
+    networkx's ``read_pajek`` names nodes by their names, merging vertices that share
+    one, and reads an ``*Edges`` section after ``*Arcs`` as undirected throughout."""
+    with open_text(path, encoding="utf-8-sig", errors="replace") as f:
+        lines = [(number, line.strip()) for number, line in enumerate(f, 1)
+                 if line.strip() and not line.lstrip().startswith("%")]
+    count, section, pairs, weights, row = None, None, [], [], 0
+    for number, line in lines:
+        if line.startswith("*"):
+            section, count, row = _pajek_section(path, number, line, count)
+            continue
+        fields = line.split()
+        if section in ("arcs", "edges"):
+            ends = _pajek_ids(path, number, fields[:2], count)
+            weights += [float(fields[2])] if len(fields) > 2 and _is_float(fields[2]) else []
+            pairs += [tuple(ends)] + ([tuple(ends[::-1])] if section == "edges" else [])
+        elif section in ("arcslist", "edgeslist"):
+            ends = _pajek_ids(path, number, fields, count)
+            for v in ends[1:]:
+                pairs += [(ends[0], v)] + ([(v, ends[0])] if section == "edgeslist" else [])
+        elif section == "matrix":
+            values = _pajek_matrix_row(path, number, fields, row, count)
+            pairs += [(row, j) for j in np.flatnonzero(values).tolist()]
+            weights += values[values != 0].tolist()
+            row += 1
+        elif section != "vertices":
+            raise ValueError(f"{path}: line {number} ({line[:40]!r}) is outside a section "
+                             "('*Vertices N', '*Arcs', '*Edges', ...)")
+    if count is None:
+        raise ValueError(f"{path}: a Pajek network starts with '*Vertices N'")
+    warn_of_weights(path, np.array(weights), "the arcs' and edges' values")
+    edges = torch.tensor(pairs, dtype=torch.long).reshape(-1, 2).T
+    return Graph(edges.contiguous(), num_nodes=count)
+
+
+def _pajek_section(path: str, number: int, line: str, count: int | None) -> tuple:
+    """(section, vertex count, matrix row) after a ``*`` line."""
+    words = line[1:].split()
+    name = words[0].lower() if words else ""
+    if name == "vertices":
+        if len(words) < 2 or not words[1].isdigit():
+            raise ValueError(f"{path}: line {number}: '*Vertices N' needs the vertex count")
+        return "vertices", int(words[1]), 0
+    if name == "network":
+        return "network", count, 0
+    if name in ("arcs", "edges", "arcslist", "edgeslist", "matrix"):
+        if count is None:
+            raise ValueError(f"{path}: line {number}: '*{words[0]}' before '*Vertices N'")
+        return name, count, 0
+    raise ValueError(f"{path}: line {number}: unknown Pajek section {line.split()[0]!r} "
+                     "(graphloc reads *Vertices, *Arcs, *Edges, *Arcslist, *Edgeslist, "
+                     "*Matrix)")
+
+
+def _pajek_ids(path: str, number: int, fields: list, count: int) -> list:
+    if len(fields) < 2 or not all(f.isdigit() for f in fields):
+        raise ValueError(f"{path}: line {number} must hold vertex numbers, got {fields!r}")
+    ids = [int(f) for f in fields]
+    bad = next((v for v in ids if not 1 <= v <= count), None)
+    if bad is not None:
+        raise ValueError(f"{path}: line {number} names vertex {bad}, but the network numbers "
+                         f"its {count} vertices 1 .. {count}")
+    return [v - 1 for v in ids]
+
+
+def _pajek_matrix_row(path: str, number: int, fields: list, row: int, count: int) -> np.ndarray:
+    if row >= count or len(fields) != count or not all(map(_is_float, fields)):
+        raise ValueError(f"{path}: line {number}: a '*Matrix' of {count} vertices has {count} "
+                         f"rows of {count} numbers; this is row {row + 1} with {fields[:4]!r}")
+    return np.array([float(value) for value in fields])
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

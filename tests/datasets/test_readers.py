@@ -343,3 +343,47 @@ def test_node_link_json_keeps_direction_and_reads_classes(tmp_path):
     (tmp_path / "list.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match=r"list.json is not a readable node-link JSON file"):
         load_graph_file(str(tmp_path / "list.json"))
+
+
+# ---- Pajek ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("make", [nx.karate_club_graph, lambda: nx.gn_graph(25, seed=5)])
+def test_pajek_files_networkx_writes(tmp_path, make):
+    g = make()
+    nx.write_pajek(g, tmp_path / "g.net")
+    dataset, _ = _quiet_load(tmp_path / "g.net")
+    assert dataset.graph.num_nodes == g.number_of_nodes()
+    assert _edges(dataset.graph) == (sorted(g.edges) if g.is_directed() else _both_ways(g))
+
+
+def test_pajek_sections_and_vertices_of_one_name(tmp_path):
+    """Every section kind in one file, and two vertices named alike (networkx's reader
+    merges them into one node and reads the arcs as undirected after an *Edges section)."""
+    (tmp_path / "g.net").write_text(
+        "% a comment\n*Network test\n*Vertices 6\n1 \"Smith\" 0.1 0.2 0.5\n2 \"Smith\"\n"
+        "3 \"Jones\"\n*Arcs\n1 2 1\n2 3\n*Edges\n3 4 1.0\n*Arcslist\n5 1 2\n*Edgeslist\n"
+        "6 5\n")
+    truth = nx.MultiDiGraph()
+    truth.add_nodes_from(range(6))
+    truth.add_edges_from([(0, 1), (1, 2), (2, 3), (3, 2), (4, 0), (4, 1), (5, 4), (4, 5)])
+    dataset, said = _quiet_load(tmp_path / "g.net")
+    assert dataset.graph.num_nodes == 6 and _edges(dataset.graph) == sorted(truth.edges())
+    assert said == []  # weights of 1 only
+    (tmp_path / "m.net").write_text("*Vertices 3\n*Matrix\n0 1 0\n0 0 2\n1 0 0\n")
+    dataset, said = _quiet_load(tmp_path / "m.net")
+    assert _edges(dataset.graph) == [(0, 1), (1, 2), (2, 0)]
+    assert any("edge weights" in message for message in said)
+
+
+@pytest.mark.parametrize("text, match", [
+    ("*Vertices 3\n*Arcs\n1 4\n", r"line 3 names vertex 4, but the network numbers its 3"),
+    ("*Arcs\n1 2\n", r"line 1: '\*Arcs' before '\*Vertices N'"),
+    ("*Vertices 3\n*Hyperedges\n1 2 3\n", r"line 2: unknown Pajek section '\*Hyperedges'"),
+    ("1 2\n", r"line 1 \('1 2'\) is outside a section"),
+    ("*Vertices 2\n*Matrix\n0 1\n1\n", r"line 4: a '\*Matrix' of 2 vertices"),
+    ("*Vertices two\n", r"line 1: '\*Vertices N' needs the vertex count"),
+])
+def test_bad_pajek_files_name_the_line(tmp_path, text, match):
+    (tmp_path / "g.net").write_text(text)
+    with pytest.raises(ValueError, match=rf"g.net: {match}"):
+        load_graph_file(str(tmp_path / "g.net"))
