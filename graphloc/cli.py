@@ -109,8 +109,10 @@ def _add_train_command(commands) -> None:
                           ".csv/.tsv/.txt/.edgelist edge list, KONECT out.NAME, METIS "
                           ".graph, DIMACS .gr/.col, Pajek .net; text files also as .gz, .bz2, "
                           ".xz)")
-    cmd.add_argument("--features", help="node features for a graph file (.npy, .pt, .csv)")
-    cmd.add_argument("--labels", help="node labels for a graph file (.npy, .pt, .csv)")
+    cmd.add_argument("--features", help="node features for a graph file (.npy, .pt, .csv; "
+                     "also .gz, .bz2, .xz)")
+    cmd.add_argument("--labels", help="node labels for a graph file (.npy, .pt, .csv; "
+                     "also .gz, .bz2, .xz)")
     _add_undirected_flag(cmd)
     cmd.add_argument("--model", default="gcn", help="a registered model name")
     cmd.add_argument("--layers", type=count(1), default=2)
@@ -213,7 +215,8 @@ def _add_influence_command(commands) -> None:
     cmd = commands.add_parser("influence", help=influence.__doc__)
     cmd.add_argument("--graph", help="a dataset (as for train) or your graph file; default "
                                       "with --checkpoint: the dataset it was trained on")
-    cmd.add_argument("--features", help="node features for a graph file (.npy, .pt, .csv)")
+    cmd.add_argument("--features", help="node features for a graph file (.npy, .pt, .csv; "
+                     "also .gz, .bz2, .xz)")
     _add_undirected_flag(cmd)
     cmd.add_argument("--model", nargs="+", default=["gcn"],
                      help="registered model names (untrained, seeded)")

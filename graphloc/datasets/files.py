@@ -780,15 +780,18 @@ def _all_ints(values) -> bool:
 
 
 def _matrix(path: str, rows: int, what: str) -> Tensor:
-    """A .npy, .pt or .csv (no header, or a header of names) matrix with ``rows`` rows."""
+    """A .npy, .pt or .csv (no header, or a header of names) matrix with ``rows`` rows,
+    also compressed (.gz, .bz2, .xz)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no {what} file at {path}")
-    lower = path.lower()
+    lower = uncompressed_name(path).lower()
     try:
         if lower.endswith(".npy"):
-            value = torch.from_numpy(np.load(path))
+            with open_binary(path) as f:
+                value = torch.from_numpy(np.load(f))
         elif lower.endswith(".pt"):
-            value = torch.as_tensor(torch.load(path, map_location="cpu", weights_only=True))
+            with open_binary(path) as f:
+                value = torch.as_tensor(torch.load(f, map_location="cpu", weights_only=True))
         elif what == "labels" and (names := _class_names(path, rows)) is not None:
             return names
         else:
@@ -831,7 +834,7 @@ def _class_names(path: str, rows: int) -> Tensor | None:
     empty line, "nan", "None") is -1. A first line more than the nodes is a header. None
     where every label is a number (the numeric reader takes those). Names were read as a
     header and then as NaN, and the file refused with a wrong count."""
-    with open(path, encoding="utf-8-sig") as f:
+    with open_text(path, encoding="utf-8-sig") as f:
         lines = [line.strip() for line in f.read().splitlines()]
     while lines and not lines[-1]:
         lines.pop()
@@ -862,7 +865,7 @@ def _text_matrix(path: str, what: str, rows: int) -> np.ndarray:
     documented (a blank line was skipped, which shifted every later label by a row, and
     the file was refused with a wrong count), up to ``rows`` lines. Any other value that
     is not a number is an error naming the file's line and column."""
-    with open(path, newline="", encoding="utf-8-sig") as f:
+    with open_text(path, newline="", encoding="utf-8-sig") as f:
         lines = f.read().splitlines()
     numbered = [(number, line) for number, line in enumerate(lines, 1)
                 if not line.lstrip().startswith(("#", "%"))]

@@ -387,3 +387,23 @@ def test_bad_pajek_files_name_the_line(tmp_path, text, match):
     (tmp_path / "g.net").write_text(text)
     with pytest.raises(ValueError, match=rf"g.net: {match}"):
         load_graph_file(str(tmp_path / "g.net"))
+
+
+@pytest.mark.parametrize("suffix", list(COMPRESSORS))
+def test_compressed_features_and_labels_files(tmp_path, karate, suffix):
+    nx.write_graphml(karate, tmp_path / "k.graphml")
+    x = np.random.default_rng(0).normal(size=(34, 3))
+    np.save(tmp_path / "x.npy", x)
+    np.savetxt(tmp_path / "x.csv", x, delimiter=",")
+    (tmp_path / "y.csv").write_text("".join(f"{v % 3}\n" for v in range(34)))
+    for name in ("x.npy", "x.csv", "y.csv"):
+        _compressed(str(tmp_path / name), suffix)
+    for features in ("x.npy", "x.csv"):
+        dataset, _ = _quiet_load(tmp_path / "k.graphml",
+                                 features=str(tmp_path / f"{features}{suffix}"),
+                                 labels=str(tmp_path / f"y.csv{suffix}"))
+        assert torch.equal(dataset.x, torch.from_numpy(x).float())
+        assert dataset.y.tolist() == [v % 3 for v in range(34)]
+    (tmp_path / f"bad.csv{suffix}").write_text("1\n2\n")
+    with pytest.raises(ValueError, match=rf"bad.csv\{suffix}: not a readable features file"):
+        load_graph_file(str(tmp_path / "k.graphml"), features=str(tmp_path / f"bad.csv{suffix}"))
