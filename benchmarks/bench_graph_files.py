@@ -1,0 +1,108 @@
+"""Reading a user's graph file: the road-like graph (``graphs.road_like``) written in each
+format graphloc reads, and ``load_graph_file``'s time per format, median of ``--turns``
+reads in turns in one process. For an edge list of two integer columns the NumPy path and
+the field-by-field reader (which every other edge list takes) are both timed, and their
+ratio is the median of the per-turn ratios.
+
+    python benchmarks/bench_graph_files.py [--nodes 1000000] [--turns 3] [--write FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gzip
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_ops import machine, publish  # noqa: E402
+from graphs import road_like  # noqa: E402
+
+from graphloc.datasets import files  # noqa: E402
+
+
+def write_formats(edges: np.ndarray, num_nodes: int, folder: str) -> dict:
+    """The graph's edges (both directions of each pair) in each format; path by name."""
+    text = "".join(f"{u} {v}\n" for u, v in edges.T.tolist())
+    paths = {"edge list (.txt)": os.path.join(folder, "g.txt")}
+    with open(paths["edge list (.txt)"], "w") as f:
+        f.write(text)
+    paths["edge list, gzip (.txt.gz)"] = paths["edge list (.txt)"] + ".gz"
+    with open(paths["edge list (.txt)"], "rb") as src, \
+            gzip.open(paths["edge list, gzip (.txt.gz)"], "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    paths["DIMACS arcs (.gr)"] = os.path.join(folder, "g.gr")
+    with open(paths["DIMACS arcs (.gr)"], "w") as f:
+        f.write(f"p sp {num_nodes} {edges.shape[1]}\n")
+        f.write("".join(f"a {u + 1} {v + 1} 1\n" for u, v in edges.T.tolist()))
+    paths["METIS (.graph)"] = os.path.join(folder, "g.graph")
+    order = np.lexsort((edges[1], edges[0]))
+    starts = np.searchsorted(edges[0][order], np.arange(num_nodes + 1))
+    neighbours = (edges[1][order] + 1).tolist()
+    with open(paths["METIS (.graph)"], "w") as f:
+        f.write(f"{num_nodes} {edges.shape[1] // 2}\n")
+        f.write("\n".join(" ".join(map(str, neighbours[starts[i]:starts[i + 1]]))
+                          for i in range(num_nodes)) + "\n")
+    paths["NumPy archive (.npz)"] = os.path.join(folder, "g.npz")
+    np.savez(paths["NumPy archive (.npz)"], edge_index=edges)
+    return paths
+
+
+def timed(path: str) -> float:
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        files.load_graph_file(path)
+    return time.perf_counter() - start
+
+
+def timed_general(path: str) -> float:
+    """The field-by-field reader alone: the NumPy path turned off."""
+    fast = files._two_integer_columns
+    files._two_integer_columns = lambda p: None
+    try:
+        return timed(path)
+    finally:
+        files._two_integer_columns = fast
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--nodes", type=int, default=1_000_000)
+    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--write", help="append the table to this file (RESULTS.md)")
+    args = parser.parse_args(argv)
+    graph = road_like(args.nodes)
+    edges = graph.edge_index.numpy()
+    with tempfile.TemporaryDirectory() as folder:
+        paths = write_formats(edges, graph.num_nodes, folder)
+        times = {name: [] for name in paths}
+        general = []
+        for _ in range(args.turns):
+            for name, path in paths.items():
+                times[name].append(timed(path))
+            general.append(timed_general(paths["edge list (.txt)"]))
+    ratios = [g / t for g, t in zip(general, times["edge list (.txt)"], strict=True)]
+    lines = [f"## Reading graph files (`benchmarks/bench_graph_files.py --nodes {args.nodes} "
+             f"--turns {args.turns}`), {datetime.date.today()}, {machine()}", "",
+             f"The road-like graph: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges "
+             "(both directions of each pair). Median seconds of `load_graph_file`.", "",
+             "| file | seconds |", "|---|---:|"]
+    lines += [f"| {name} | {statistics.median(t):.2f} |" for name, t in times.items()]
+    lines += [f"| edge list (.txt), field by field (the reader before the NumPy path) | "
+              f"{statistics.median(general):.2f} |", "",
+              f"The NumPy path reads the edge list {statistics.median(ratios):.1f}x faster "
+              "(median of the per-turn ratios).", ""]
+    publish("\n".join(lines), args.write)
+
+
+if __name__ == "__main__":
+    main()
