@@ -251,7 +251,8 @@ def _add_dataset_commands(commands) -> None:
     dataset = commands.add_parser("dataset", help="build and inspect datasets")
     sub = dataset.add_subparsers(dest="action", required=True)
     build = sub.add_parser("build", help=dataset_build.__doc__)
-    build.add_argument("source", help=".osm.pbf, .osm or .graphml file")
+    build.add_argument("source", help=".osm.pbf, .osm, .osm.bz2, .osm.gz, .o5m or "
+                       ".graphml file")
     build.add_argument("--out", required=True, help="folder for <name>.tar.gz")
     build.add_argument("--name", help="dataset name (default: from the file name)")
     build.add_argument("--hops", type=count(1), default=16)

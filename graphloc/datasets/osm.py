@@ -1,5 +1,5 @@
-"""Build a City-Networks-style dataset offline from an OpenStreetMap extract (.osm.pbf /
-.osm, read with pyosmium) or an osmnx-style networkx graph.
+"""Build a City-Networks-style dataset offline from an OpenStreetMap extract (.osm.pbf,
+.osm, .osm.bz2, .osm.gz, .o5m, read with pyosmium) or an osmnx-style networkx graph.
 
 The published pipeline (osmnx 1.x, ``network_type="all"``), reproduced step by step:
 
@@ -80,6 +80,11 @@ def _extra(module: str):
     except ImportError:
         raise ImportError(f"building a city from OpenStreetMap needs {module}: pip install "
                           "'graphloc[osm]'") from None
+
+
+# what pyosmium reads, by name: Geofabrik's and BBBike's extracts come as .osm.pbf, .osm.bz2
+# and .osm.gz (a compressed one was taken for a GraphML street graph and refused as such)
+OSM_SUFFIXES = (".pbf", ".osm", ".osm.bz2", ".osm.gz", ".o5m")
 
 
 class OsmRoads:
@@ -495,9 +500,10 @@ def _endpoints(edges, nodes: list) -> tuple[np.ndarray, np.ndarray]:
 
 def build_city_network(source, out_dir: str, name: str | None = None, hops: int = 16,
                        num_classes: int = 10, progress: bool = False, landuse=None) -> str:
-    """Builds a dataset from ``source`` (an .osm.pbf / .osm path, a networkx street graph
-    or a GraphML path) and writes it as ``out_dir/<name>.tar.gz`` in the City-Networks
-    release layout (readable by :class:`CityNetwork` and by PyG's loader). Returns the
+    """Builds a dataset from ``source`` (an OSM path: .osm.pbf, .osm, .osm.bz2, .osm.gz or
+    .o5m; a networkx street graph or a GraphML path) and writes it as
+    ``out_dir/<name>.tar.gz`` in the City-Networks release layout (readable by
+    :class:`CityNetwork` and by PyG's loader). Returns the
     archive path. See the module docstring for the pipeline; ``progress`` shows a bar
     over its stages.
 
@@ -517,7 +523,7 @@ def build_city_network(source, out_dir: str, name: str | None = None, hops: int 
         bar.set_postfix_str(text)
         bar.update()
     bar.set_postfix_str("reading")
-    if isinstance(source, (str, os.PathLike)) and str(source).endswith((".pbf", ".osm")):
+    if isinstance(source, (str, os.PathLike)) and str(source).lower().endswith(OSM_SUFFIXES):
         roads = OsmRoads(str(source))
         name = name or os.path.basename(str(source)).split(".")[0]
     else:

@@ -579,3 +579,23 @@ def test_simplifying_streets_simplified_before_keeps_them(tmp_path):
     g.graph.pop("simplified")
     again = read_release(build_city_network(g, str(tmp_path / "b"), hops=4, landuse=[]))
     assert torch.equal(again["edge_indices.pt"], flagged["edge_indices.pt"])
+
+
+@pytest.mark.parametrize("suffix", [".bz2", ".gz"])
+def test_compressed_osm_extracts_build_as_the_plain_file(tmp_path, suffix):
+    """Geofabrik and BBBike ship .osm.bz2 and .osm.gz extracts: they were taken for GraphML
+    street graphs and refused ("not a readable GraphML file")."""
+    import bz2
+    import gzip
+
+    from graphloc.datasets import synthetic_city, write_osm_xml
+    write_osm_xml(synthetic_city(400, seed=2, hops=1), str(tmp_path / "city.osm"))
+    packed = tmp_path / f"packed.osm{suffix}"
+    with open(tmp_path / "city.osm", "rb") as src, \
+            {".bz2": bz2.open, ".gz": gzip.open}[suffix](packed, "wb") as dst:
+        dst.write(src.read())
+    plain = read_release(build_city_network(str(tmp_path / "city.osm"), str(tmp_path / "a"),
+                                            hops=2))
+    built = read_release(build_city_network(str(packed), str(tmp_path / "b"), hops=2))
+    assert built.keys() == plain.keys()
+    assert all(torch.equal(built[key], plain[key]) for key in plain)
