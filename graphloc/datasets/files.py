@@ -38,6 +38,7 @@ from graphloc.datasets.base import (
 )
 from graphloc.datasets.readers import (
     DECOMPRESSION_ERRORS,
+    MAX_NODES,
     compression_of,
     open_binary,
     open_text,
@@ -145,6 +146,10 @@ def _read_checked(path: str, warn_unused: bool) -> _Read:
                          f"compressed itself, so decompress it ({compression})")
     try:
         return _read(path, fmt, warn_unused)
+    except (ValueError, OverflowError) as err:  # every error names the file
+        if path in str(err):
+            raise
+        raise ValueError(f"{path}: {err}") from err
     except DECOMPRESSION_ERRORS as err:
         if not compression:
             raise
@@ -696,12 +701,12 @@ def _refuse_missing_ids(path: str, lines: list) -> None:
 
 # ids are node numbers, so the largest id sets the node count; past this the graph's arrays
 # (and a default feature matrix) cannot be allocated, and sparse ids need renumbering
-_MAX_INTEGER_ID = 2**31 - 2
+_MAX_INTEGER_ID = MAX_NODES - 1
 
 
 def _integer_edge_index(path: str, lines: list, numbers: list) -> Tensor:
-    edge_index = torch.tensor(numbers).t()
-    low, high = int(edge_index.min()), int(edge_index.max())
+    # Python's ints first: an id past int64 overflowed torch.tensor without naming a line
+    low, high = min(min(pair) for pair in numbers), max(max(pair) for pair in numbers)
     if low < 0 or high > _MAX_INTEGER_ID:
         bad = low if low < 0 else high
         row = next(i for i, pair in enumerate(numbers) if bad in pair)
@@ -709,7 +714,7 @@ def _integer_edge_index(path: str, lines: list, numbers: list) -> Tensor:
             (f"node ids are node numbers (a graph of {bad + 1} nodes); renumber them "
              f"0 .. N-1, or write them as names")
         raise ValueError(f"{path}: line {lines[row][0]} has the node id {bad}: {why}")
-    return edge_index
+    return torch.tensor(numbers).t()
 
 
 def _warn_of_unused_ids(path: str, graph: Graph) -> None:

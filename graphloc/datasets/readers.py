@@ -20,6 +20,9 @@ from torch import Tensor
 from graphloc.checks import caller_stacklevel, check_fits_in_memory
 from graphloc.graph import Graph
 
+# node ids are int32 in the kernels' CSR (the largest id that still leaves room for N)
+MAX_NODES = 2**31 - 1
+
 # compressed files are read through these, named by their last suffix
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 # what a damaged or mislabelled compressed file raises while it is read
@@ -212,6 +215,12 @@ def _integers(path: str, lines: list, what: str) -> np.ndarray:
     return values
 
 
+def _check_vertex_count(path: str, count: int, whose: str) -> None:
+    if count > MAX_NODES:
+        raise ValueError(f"{path}: {whose} {count} vertices are more than graphloc's graphs "
+                         f"hold ({MAX_NODES})")
+
+
 def _refuse_out_of_range(path: str, ids: np.ndarray, count: int, what: str) -> None:
     bad = (ids < 1) | (ids > count)
     if bad.any():
@@ -236,15 +245,17 @@ def read_metis(path: str) -> Graph:
     if len(header) < 2 or len(header) > 4 or not all(t.isdigit() for t in header):
         raise ValueError(f"{path}: a METIS header is 'N M [fmt [ncon]]', got {lines[0]!r}")
     n, m = int(header[0]), int(header[1])
+    _check_vertex_count(path, n, "the header's")
     fmt = header[2].zfill(3) if len(header) > 2 else "000"
     if len(fmt) != 3 or set(fmt) - {"0", "1"}:
         raise ValueError(f"{path}: METIS's fmt has up to three digits of 0 or 1, got "
                          f"{header[2]!r}")
     ncon = int(header[3]) if len(header) > 3 else int(fmt[1])
-    vertices = lines[1:n + 1] + [""] * max(0, n + 1 - len(lines))  # trailing isolated ones
+    vertices = lines[1:n + 1]  # the lines of trailing isolated vertices may be missing
     if any(line.strip() for line in lines[n + 1:]):
         raise ValueError(f"{path}: more vertex lines than the header's {n} vertices")
-    counts = np.array([len(line.split()) for line in vertices], dtype=np.int64)
+    counts = np.zeros(n, dtype=np.int64)
+    counts[:len(vertices)] = [len(line.split()) for line in vertices]
     values = _integers(path, vertices, "METIS vertex lines")
     position = np.arange(values.size) - np.repeat(np.cumsum(counts) - counts, counts)
     prefix = int(fmt[0]) + ncon
@@ -285,6 +296,7 @@ def read_dimacs(path: str) -> tuple[Graph, bool]:
         raise ValueError(f"{path}: a DIMACS graph has one problem line 'p KIND N M', got "
                          f"{problem[:2] or 'none'}")
     n, m = (int(t) for t in problem[0].split()[2:4])
+    _check_vertex_count(path, n, "the problem line's")
     edges = [line for line in lines if not line.lstrip().startswith("p")]
     kinds = {line.lstrip()[0] if line.lstrip()[0] in "ae" else "" for line in edges}
     if len(kinds) > 1:
@@ -355,8 +367,9 @@ def _pajek_section(path: str, number: int, line: str, count: int | None) -> tupl
     words = line[1:].split()
     name = words[0].lower() if words else ""
     if name == "vertices":
-        if len(words) < 2 or not words[1].isdigit():
-            raise ValueError(f"{path}: line {number}: '*Vertices N' needs the vertex count")
+        if len(words) < 2 or not words[1].isdigit() or int(words[1]) > MAX_NODES:
+            raise ValueError(f"{path}: line {number}: '*Vertices N' needs the vertex count "
+                             f"(at most {MAX_NODES}), got {line!r}")
         return "vertices", int(words[1]), 0
     if name == "network":
         return "network", count, 0

@@ -407,3 +407,20 @@ def test_compressed_features_and_labels_files(tmp_path, karate, suffix):
     (tmp_path / f"bad.csv{suffix}").write_text("1\n2\n")
     with pytest.raises(ValueError, match=rf"bad.csv\{suffix}: not a readable features file"):
         load_graph_file(str(tmp_path / "k.graphml"), features=str(tmp_path / f"bad.csv{suffix}"))
+
+
+@pytest.mark.parametrize("name, text, match", [
+    ("g.graph", "99999999999999999999 1\n", r"the header's 99999999999999999999 vertices are "
+                                            r"more than"),
+    ("g.net", "*Vertices 99999999999999999999\n", r"line 1: '\*Vertices N' needs the vertex "
+                                                  r"count \(at most 2147483647\)"),
+    ("g.txt", "1 2\n2 99999999999999999999\n", r"line 2 has the node id 99999999999999999999"),
+    ("out.g", "% sym unweighted\n1 2\n2 99999999999999999999\n", r"line 3 has the node id"),
+    ("g.gr", "p sp 99999999999999999999 1\na 1 2\n", r"the problem line's "
+                                                    r"99999999999999999999 vertices are more"),
+])
+def test_counts_and_ids_past_what_a_graph_holds_name_the_file(tmp_path, name, text, match):
+    """Each was an OverflowError, or an error that named no file."""
+    (tmp_path / name).write_text(text)
+    with pytest.raises(ValueError, match=rf"{name}: .*{match}|{name}: {match}"):
+        load_graph_file(str(tmp_path / name))
