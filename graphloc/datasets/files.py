@@ -13,6 +13,7 @@ from __future__ import annotations
 import _compat_pickle
 import collections
 import csv
+import io
 import json
 import math
 import os
@@ -628,12 +629,16 @@ def _matrix_market(path: str) -> Graph:
     edge i -> j, a symmetric file both directions (scipy expands it), ids 1-based in the
     file. Read as an edge list, its size line became an edge and its ids were off by one."""
     import scipy.io
-    try:
+    if compression_of(path):  # decompressed here, so that its errors are Python's own
         with open_binary(path) as f:
-            matrix = scipy.io.mmread(f)
+            source = io.BytesIO(f.read())
+    else:
+        # the path, not an open file: scipy's reader aborted the process (pybind11's
+        # terminate) on an open file that is not MatrixMarket, and raises for a path
+        source = path
+    try:
+        matrix = scipy.io.mmread(source)
     except (ValueError, OSError) as err:
-        if compression_of(path) and isinstance(err, DECOMPRESSION_ERRORS):
-            raise  # named as the compressed file's error
         raise ValueError(f"{path}: not a MatrixMarket file ({err})") from err
     if not hasattr(matrix, "tocoo"):
         raise ValueError(f"{path}: a dense MatrixMarket array, not a sparse adjacency")

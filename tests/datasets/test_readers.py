@@ -424,3 +424,14 @@ def test_counts_and_ids_past_what_a_graph_holds_name_the_file(tmp_path, name, te
     (tmp_path / name).write_text(text)
     with pytest.raises(ValueError, match=rf"{name}: .*{match}|{name}: {match}"):
         load_graph_file(str(tmp_path / name))
+
+
+@pytest.mark.parametrize("suffix", ["", *COMPRESSORS])
+def test_a_mtx_file_that_is_not_matrix_market_is_an_error_not_an_abort(tmp_path, suffix):
+    """scipy's reader, handed an open file that is not MatrixMarket, ended the process
+    (pybind11's terminate): the reader gets the path, or the decompressed bytes."""
+    path = tmp_path / "g.mtx"
+    path.write_text("*Vertices 3\n1 \"a\"\n2 \"b\"\n")
+    name = _compressed(str(path), suffix) if suffix else str(path)
+    with pytest.raises(ValueError, match=r"g.mtx.*: not a MatrixMarket file"):
+        load_graph_file(name)
