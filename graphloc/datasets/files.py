@@ -1,7 +1,9 @@
-"""A user's own graph from a file, as a NodeDataset: a saved PyG ``Data`` (.pt), GraphML or
-GML of any graph, a MatrixMarket adjacency (.mtx), or an edge list (.csv, .tsv, .txt,
-.edges; "#" and "%" comment lines), with optional feature and label files (.npy, .pt,
-.csv). What the command line takes wherever it takes a dataset.
+"""A user's own graph from a file, as a NodeDataset: a saved PyG ``Data`` (.pt), a NumPy
+archive (.npz), GraphML, GML, GEXF or node-link JSON of any graph, a MatrixMarket adjacency
+(.mtx), an edge list (.csv, .tsv, .txt, .edges, .edgelist, KONECT's out.NAME; "#" and "%"
+comment lines), a METIS, DIMACS or Pajek graph (`graphloc.datasets.readers`), text formats
+also compressed (.gz, .bz2, .xz), with optional feature and label files (.npy, .pt, .csv).
+What the command line takes wherever it takes a dataset.
 
 Without features every node gets ``[1, log(1 + in-degree), log(1 + out-degree)]``, so
 influence can be measured on the structure alone; without labels the dataset is marked
