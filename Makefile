@@ -12,7 +12,7 @@ NVCC := $(shell command -v nvcc 2>/dev/null)
 # setup.py's NVCC_CONVERSIONS undoing them.
 NO_CONVERSIONS := __CUDA_NO_HALF_OPERATORS__ __CUDA_NO_HALF_CONVERSIONS__ \
 	__CUDA_NO_BFLOAT16_CONVERSIONS__ __CUDA_NO_HALF2_OPERATORS__
-NVCC_FLAGS := -std=c++20 --expt-relaxed-constexpr -arch=sm_90 -Icsrc \
+NVCC_FLAGS := -std=c++20 --expt-relaxed-constexpr --fmad=false -arch=sm_90 -Icsrc \
 	$(addprefix -D,$(NO_CONVERSIONS)) $(addprefix -U,$(NO_CONVERSIONS))
 
 .PHONY: setup demo test bench bench-layers lint cuda-check clean

@@ -82,8 +82,10 @@ def extension():
     if not with_cuda():
         return CppExtension(sources=sources, extra_compile_args={"cxx": cxx}, **kwargs)
     sources += sorted(glob.glob("csrc/cuda/*.cu")) + sorted(glob.glob("csrc/cuda/*.cpp"))
-    nvcc = [*opt, "-std=c++20", "--expt-relaxed-constexpr", "-lineinfo", *NVCC_CONVERSIONS,
-            *abi_flags()]
+    # --fmad=false for the CUDA kernels, as -ffp-contract=off above: nvcc contracts a * b + c
+    # into an FMA by default, which gave -inf where torch (and the CPU kernels) give NaN
+    nvcc = [*opt, "-std=c++20", "--expt-relaxed-constexpr", "-lineinfo", "--fmad=false",
+            *NVCC_CONVERSIONS, *abi_flags()]
     cxx.append("-DGRAPHLOC_WITH_CUDA")
     return CUDAExtension(sources=sources, extra_compile_args={"cxx": cxx, "nvcc": nvcc}, **kwargs)
 

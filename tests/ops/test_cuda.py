@@ -292,3 +292,22 @@ def test_csr_facts_on_the_gpu_are_the_cpus():
             args = [None if t is None else t.to(dtype) for t in (indptr, index)]
             on_gpu = torch.ops.graphloc.csr_facts(*[None if t is None else t.cuda() for t in args])
             assert on_gpu.tolist() == torch.ops.graphloc.csr_facts(*args).tolist()
+
+
+def test_a_product_that_overflows_is_inf_before_it_is_summed_on_the_gpu():
+    """As on the CPU (test_special_values.py): torch rounds each product before the sum, so
+    1e30 * 1e30 is inf and inf beside -inf sums to NaN; an FMA keeps the product exact and
+    gives -inf. The CUDA kernels are built with --fmad=false (setup.py) for this."""
+    graph = Graph(torch.tensor([[0, 1], [0, 0]]), num_nodes=2).to("cuda")
+    x = torch.tensor([[float("-inf")], [1e30]], device="cuda")
+    weight = torch.tensor([1.0, 1e30], device="cuda")
+    previous = ops.set_spmm_backend("graphloc")
+    try:
+        out = ops.spmm(graph, x, weight)
+    finally:
+        ops.set_spmm_backend(previous)
+    assert (x * weight.unsqueeze(1)).sum(0).isnan().all() and out[0].isnan().all()
+    a = torch.tensor([[float("-inf"), 1e30]], device="cuda").expand(2, 2).contiguous()
+    b = torch.tensor([[1.0, 1e30]], device="cuda").expand(2, 2).contiguous()
+    scores = ops.sddmm(graph, a, b, "dot")
+    assert (a[0] * b[0]).sum().isnan() and scores.isnan().all()
