@@ -45,6 +45,7 @@ from graphloc.datasets.readers import (
     compression_of,
     open_binary,
     open_text,
+    parse_integers,
     read_dimacs,
     read_metis,
     read_npz,
@@ -466,13 +467,8 @@ def _two_integer_columns(path: str) -> Tensor | None:
         return None  # an empty field ("1,,2"), a third column, a one-column line
     if delimiter != " ":
         lines = [line.replace(delimiter, " ") for line in lines]
-    try:
-        values = np.fromstring(" ".join(lines), dtype=np.int64, sep=" ")
-    except ValueError:  # a token that is not an integer
-        return None
-    if values.size != 2 * len(lines):
-        return None
-    return torch.from_numpy(values.reshape(-1, 2).T.copy())
+    values = parse_integers(lines)  # two fields per line: 2 * len(lines) values
+    return None if values is None else torch.from_numpy(values.reshape(-1, 2).T.copy())
 
 
 def _delimiter(sample: str) -> str:

@@ -197,18 +197,25 @@ def _named_arrays(path: str, archive) -> tuple:
 
 # ---- METIS and DIMACS -------------------------------------------------------------------
 
-def _integers(path: str, lines: list, what: str) -> np.ndarray:
-    """The whitespace-separated integers of ``lines``, in order, or a ValueError naming
-    the first line with another token."""
+def parse_integers(lines: list) -> np.ndarray | None:
+    """The whitespace-separated integers of ``lines`` in order, parsed by NumPy (a Python
+    loop over millions of fields took seconds), or None where a token is not an integer."""
     text = " ".join(lines)
+    if not text.strip():
+        return np.empty(0, dtype=np.int64)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # older numpy: stops early
-            values = np.fromstring(text, dtype=np.int64, sep=" ") if text.strip() else \
-                np.empty(0, dtype=np.int64)
+            values = np.fromstring(text, dtype=np.int64, sep=" ")
     except ValueError:  # numpy 2: "could not be read to its end"
-        values = None
-    if values is None or values.size != len(text.split()):
+        return None
+    return values if values.size == len(text.split()) else None
+
+
+def _integers(path: str, lines: list, what: str) -> np.ndarray:
+    """:func:`parse_integers`, or a ValueError naming the first line with another token."""
+    values = parse_integers(lines)
+    if values is None:
         line = next(line for line in lines if not all(re.fullmatch(r"[+-]?[0-9]+", token)
                                                           for token in line.split()))
         raise ValueError(f"{path}: {what} must be integers, got the line {line.strip()!r}")
