@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import torch
 
+from graphloc.checks import check_int
 from graphloc.nn.conv.registry import CONVS
 from graphloc.nn.models.aug import LAModel
 from graphloc.nn.models.forward import ForwardGNN
@@ -45,6 +46,7 @@ register_model("tangnn-lc")(lambda *args, **kw: TANGNN(*args, variant="lc", **kw
 
 
 def _largegt(in_channels, hidden_channels, out_channels, num_layers, **kw):
+    check_int(num_layers, "num_layers", 1)  # unused, but "x" or -1 is still a caller's error
     if num_layers != 1:  # a run labelled "largegt x4" would claim a depth it does not have
         warnings.warn(f"largegt has one local and one global attention module (the official "
                       f"model, no depth to set): num_layers={num_layers} is not used",

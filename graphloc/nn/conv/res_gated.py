@@ -13,7 +13,7 @@ from graphloc.nn.conv._inputs import (
     read_inputs,
     refuse_edge_attr_without_edge_dim,
 )
-from graphloc.nn.conv._utils import checked_features, linear, split_widths
+from graphloc.nn.conv._utils import check_sizes, checked_features, linear, split_widths
 
 #: the default gate, one instance shared by the layers that take it (as PyG's default)
 _SIGMOID = torch.nn.Sigmoid()
@@ -68,10 +68,9 @@ class ResGatedGraphConv(torch.nn.Module):
         if not callable(act):
             raise TypeError(f"ResGatedGraphConv: act must be a callable gate function, got "
                             f"{act!r}")
-        if edge_dim is not None and (isinstance(edge_dim, bool) or not isinstance(edge_dim, int)
-                                     or edge_dim < 1):
-            raise ValueError(f"ResGatedGraphConv: edge_dim must be a positive int or None, got "
-                             f"{edge_dim!r}")
+        # widths checked by name (a width of 1.5, None or -2 failed inside torch.empty)
+        check_sizes("ResGatedGraphConv", lazy=True, optional=("edge_dim",),
+                    in_channels=in_channels, out_channels=out_channels, edge_dim=edge_dim)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.act = act  # before the linear maps: PyG's parameter order
         self.edge_dim, self.root_weight = edge_dim, root_weight

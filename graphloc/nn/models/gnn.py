@@ -9,7 +9,7 @@ import warnings
 import torch
 from torch import Tensor
 
-from graphloc.checks import is_int_at_least
+from graphloc.checks import check_int, is_int_at_least
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, SAGEConv
@@ -226,9 +226,7 @@ class DAGNN(ModelCapabilities, torch.nn.Module):
         check_sizes("DAGNN", in_channels=in_channels, hidden_channels=hidden_channels,
                     out_channels=out_channels)
         check_dropouts("DAGNN", dropout=dropout)
-        if K < 0:
-            raise ValueError(f"K must be >= 0, got {K}")
-        self.K = K
+        self.K = check_int(K, "K", 0)  # 1.5 or None failed in range(), naming nothing
         self.lin1 = torch.nn.Linear(in_channels, hidden_channels)
         self.lin2 = torch.nn.Linear(hidden_channels, out_channels)
         self.gate = torch.nn.Linear(out_channels, 1)

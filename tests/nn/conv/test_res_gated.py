@@ -96,8 +96,16 @@ def test_bad_calls_are_refused_by_name():
         ResGatedGraphConv(8, 6)((x, None), edge_index)
     with pytest.raises(TypeError, match="act must be a callable gate function, got None"):
         ResGatedGraphConv(8, 6, act=None)
-    with pytest.raises(ValueError, match="edge_dim must be a positive int or None, got 0"):
+    with pytest.raises(ValueError, match="edge_dim must be an integer >= 1, got 0"):
         ResGatedGraphConv(8, 6, edge_dim=0)
+    # widths named (1.5, None and -2 failed inside torch.empty; 0 built a zero-width layer)
+    for width, given in ((0, "0"), (1.5, "1.5"), (None, "None"), (-2, "-2")):
+        with pytest.raises(ValueError, match=f"out_channels must be an integer >= 1, got "
+                                             f"{given}"):
+            ResGatedGraphConv(8, width)
+        with pytest.raises(ValueError, match=f"in_channels must be an integer >= 1, got "
+                                             f"{given}"):
+            ResGatedGraphConv(width, 6)
 
 
 def test_from_pyg_converts_it_inside_a_model():

@@ -132,8 +132,9 @@ def test_build_model_covers_models_convs_and_augmented_convs():
     assert isinstance(build_model("la-gcn", 4, 8, 3, 2, num_generated=0), LAModel)
     with pytest.raises(ValueError, match="unknown model 'nope'"):
         build_model("nope", 4, 8, 3, 2)
-    with pytest.raises(ValueError, match="K must be >= 0"):
-        DAGNN(4, 8, 3, K=-1)
+    for K in (-1, 1.5, None, "3"):  # 1.5 and None failed in range(), naming nothing
+        with pytest.raises(ValueError, match=f"K must be an integer >= 0, got {K!r}"):
+            DAGNN(4, 8, 3, K=K)
 
 
 def test_dagnn_defaults_are_the_official_ones():
@@ -156,6 +157,10 @@ def test_largegt_through_build_model_warns_of_a_depth_it_has_not():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         build_model("largegt", 4, 8, 3, 1, num_centroids=8)
+    for depth in (0, -1, "x"):  # unused, still the caller's error: it was only warned of
+        with pytest.raises(ValueError, match=f"num_layers must be an integer >= 1, got "
+                                             f"{depth!r}"):
+            build_model("largegt", 4, 8, 3, depth, num_centroids=8)
 
 
 @pytest.mark.parametrize("conv,kwargs", [
