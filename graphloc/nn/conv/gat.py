@@ -73,27 +73,47 @@ def _num_loops(graph: Graph) -> int:
 
 
 def loop_edge_attr(graph: Graph, keep: Tensor, edge_attr: Tensor,
-                   fill_value: float | str) -> Tensor:
+                   fill_value: float | Tensor | str | None) -> Tensor:
     """PyG's ``add_self_loops`` on edge features: the kept edges' rows, then one row per
-    added loop, a constant or the node's "mean" / "sum" / "max" / "min" of its kept
-    incoming rows."""
+    added loop: ones (None), a constant, a tensor broadcast to each row, or the node's
+    "mean" / "sum" / "max" / "min" / "mul" of its kept incoming rows."""
     kept = edge_attr[keep]
+    shape = (_num_loops(graph), *kept.shape[1:])
     if isinstance(fill_value, str):
         fill = ops.scatter(kept, graph.edge_index[1][keep], 0, dim_size=graph.num_nodes,
                            reduce=fill_value)[:_num_loops(graph)]
+    elif isinstance(fill_value, Tensor):
+        fill = fill_value.to(kept.device, kept.dtype)
+        fill = (fill if fill.dim() == kept.dim() else fill.unsqueeze(0)).expand(shape)
     else:
-        fill = kept.new_full((_num_loops(graph), *kept.shape[1:]), float(fill_value))
+        fill = kept.new_full(shape, 1.0 if fill_value is None else float(fill_value))
     return torch.cat([kept, fill])
+
+
+_LOOP_REDUCTIONS = ("mean", "add", "sum", "max", "min", "mul")
+
+
+def _check_fill_value(owner: str, fill_value) -> None:
+    """PyG's forms of ``fill_value``; another (a misspelt reduction, a list) was refused
+    only at the first call with edge features, as a ``reduce`` error."""
+    if fill_value is None or isinstance(fill_value, Tensor) or (
+            isinstance(fill_value, (int, float)) and not isinstance(fill_value, bool)):
+        return
+    if isinstance(fill_value, str) and fill_value in _LOOP_REDUCTIONS:
+        return
+    raise ValueError(f"{owner}: fill_value must be a number, a tensor, None (ones) or one of "
+                     f"{list(_LOOP_REDUCTIONS)}, got {fill_value!r}")
 
 
 def set_attention_options(layer: torch.nn.Module, in_channels, out_channels: int, heads: int,
                           concat: bool, negative_slope: float, dropout: float,
                           add_self_loops: bool, edge_dim: int | None,
-                          fill_value: float | str) -> None:
+                          fill_value: float | Tensor | str | None) -> None:
     """A GAT-like layer's shared arguments, checked by name and kept as PyG's attributes."""
     owner = type(layer).__name__
     check_sizes(owner, lazy=True, optional=("edge_dim",), in_channels=in_channels,
                 out_channels=out_channels, heads=heads, edge_dim=edge_dim)
+    _check_fill_value(owner, fill_value)
     check_dropouts(owner, upto_one=True, dropout=dropout)
     if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)) \
             or not math.isfinite(negative_slope):  # NaN would make every score NaN
@@ -124,7 +144,7 @@ def attention_edge_features(layer: torch.nn.Module, inputs, edge_attr: Tensor | 
 
 
 def with_pyg_loops(graph: Graph, add_self_loops: bool, edge_attr: Tensor | None,
-                   fill_value: float | str, weights_returned: bool):
+                   fill_value: float | Tensor | str | None, weights_returned: bool):
     """GAT's graph as PyG's builds it: ``(graph, edge_attr, stale, pyg_order)``. Eagerly,
     old loops dropped and one loop per node added, the edges sorted by destination
     (``pyg_order``: PyG's edge list and the order mapping it to the graph's, when edge
@@ -188,8 +208,9 @@ class GATConv(torch.nn.Module):
         add_self_loops (bool, default True): replace self-loops by one loop per node.
         edge_dim (int, optional): edge feature width; edge features then enter the scores
             (a call without them has no edge term, as in PyG).
-        fill_value (float or str, default "mean"): edge features of the added loops: a
-            constant, or "mean" / "sum" / "max" / "min" of the node's incoming edge features.
+        fill_value (float, Tensor, str or None, default "mean"): edge features of the added
+            loops: a constant, a tensor broadcast to each loop's row, ones (None), or "mean"
+            / "add" / "max" / "min" / "mul" of the node's incoming edge features (PyG's).
         bias (bool, default True): learn an additive bias.
         residual (bool, default False): add a linear projection of the input.
 
@@ -204,7 +225,8 @@ class GATConv(torch.nn.Module):
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int, heads: int = 1,
                  concat: bool = True, negative_slope: float = 0.2, dropout: float = 0.0,
                  add_self_loops: bool = True, edge_dim: int | None = None,
-                 fill_value: float | str = "mean", bias: bool = True, residual: bool = False):
+                 fill_value: float | Tensor | str | None = "mean", bias: bool = True,
+                 residual: bool = False):
         super().__init__()
         set_attention_options(self, in_channels, out_channels, heads, concat, negative_slope,
                               dropout, add_self_loops, edge_dim, fill_value)

@@ -67,8 +67,9 @@ class GATv2Conv(torch.nn.Module):
         dropout (float, default 0.0): dropout on the attention weights in training.
         add_self_loops (bool, default True): replace self-loops by one loop per node.
         edge_dim (int, optional): edge feature width; edge features then enter the scores.
-        fill_value (float or str, default "mean"): edge features of the added loops: a
-            constant, or "mean" / "sum" / "max" / "min" of the node's incoming edge features.
+        fill_value (float, Tensor, str or None, default "mean"): edge features of the added
+            loops: a constant, a tensor broadcast to each loop's row, ones (None), or "mean"
+            / "add" / "max" / "min" / "mul" of the node's incoming edge features (PyG's).
         bias (bool, default True): biases in ``lin_l``, ``lin_r`` and on the output.
         share_weights (bool, default False): one projection for both ends (``lin_r`` is
             ``lin_l``).
@@ -84,7 +85,7 @@ class GATv2Conv(torch.nn.Module):
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int, heads: int = 1,
                  concat: bool = True, negative_slope: float = 0.2, dropout: float = 0.0,
                  add_self_loops: bool = True, edge_dim: int | None = None,
-                 fill_value: float | str = "mean", bias: bool = True,
+                 fill_value: float | Tensor | str | None = "mean", bias: bool = True,
                  share_weights: bool = False, residual: bool = False):
         super().__init__()
         set_attention_options(self, in_channels, out_channels, heads, concat, negative_slope,

@@ -35,7 +35,9 @@ def test_gat_on_a_loop_free_graph_matches_pyg(heads):
                   lambda m, x: m(x, graph), lambda m, x: m(x, edge_index), torch.randn(n, 8))
 
 
-@pytest.mark.parametrize("fill_value", ["mean", "max", 0.5])
+@pytest.mark.parametrize("fill_value", ["mean", "max", "mul", 0.5, None,  # None: ones
+                                        torch.tensor([0.5, -1.0, 2.0]),  # one per feature
+                                        torch.tensor(0.25)])
 def test_gat_with_edge_features_matches_pyg(fill_value):
     assert_edge_feature_parity(GATConv, pyg.GATConv, fill_value, seed=10)
 
@@ -74,6 +76,14 @@ def test_gat_bad_input():
         conv(torch.randn(2, 4), edge_index, torch.randn(3, 3))
     with pytest.raises(ValueError, match=r"\[N, 4\]"):
         conv(torch.randn(2, 5), edge_index)
+    # a fill_value PyG does not take was refused only at the first call with edge features,
+    # as a "reduce" error
+    from graphloc.nn import GATv2Conv
+    for cls in (GATConv, GATv2Conv):
+        for fill_value in ("avg", [1.0], True):
+            with pytest.raises(ValueError, match=rf"{cls.__name__}: fill_value must be a "
+                                                 rf"number, a tensor, None .*got"):
+                cls(4, 2, edge_dim=3, fill_value=fill_value)
 
 
 @requires_ext

@@ -29,7 +29,9 @@ def test_gatv2_matches_pyg(heads, concat, add_self_loops, bias, residual, share_
                   lambda m, x: m(x, graph), lambda m, x: m(x, edge_index), torch.randn(n, 8))
 
 
-@pytest.mark.parametrize("fill_value", ["mean", "max", 0.5])
+@pytest.mark.parametrize("fill_value", ["mean", "max", "mul", 0.5, None,  # None: ones
+                                        torch.tensor([0.5, -1.0, 2.0]),  # one per feature
+                                        torch.tensor(0.25)])
 def test_gatv2_with_edge_features_matches_pyg(fill_value):
     assert_edge_feature_parity(GATv2Conv, pyg.GATv2Conv, fill_value, seed=32)
 
