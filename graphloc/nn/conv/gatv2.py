@@ -112,8 +112,10 @@ class GATv2Conv(torch.nn.Module):
             torch.nn.init.zeros_(self.bias)
 
     def forward(self, x: Tensor | tuple[Tensor, Tensor], edge_index,
-                edge_attr: Tensor | None = None, size: tuple[int, int] | None = None,
-                return_attention_weights: bool | None = None):
+                edge_attr: Tensor | None = None, return_attention_weights: bool | None = None,
+                size: tuple[int, int] | None = None):
+        # PyG's positional order (its GATv2Conv has no size; it comes last here, where a
+        # PyG call's fourth argument, return_attention_weights, was read as the size)
         inputs = read_inputs(self, x, edge_index, size)
         x_src, x_dst = checked_features(self, inputs, self.in_channels)
         if x_dst is None:

@@ -510,3 +510,31 @@ def test_propagation_layers_on_special_values_hubs_and_empty_rows(name):
     torch.testing.assert_close(call(ours, x, edge_index), expected, equal_nan=True)
     with reference_ops():
         torch.testing.assert_close(call(ours, x, edge_index), expected, equal_nan=True)
+
+
+CONV_NAMES = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
+              "TransformerConv", "GraphConv", "SGConv", "APPNP", "GCN2Conv",
+              "ResGatedGraphConv", "TAGConv", "GatedGraphConv"]
+
+
+def test_forward_arguments_come_in_pygs_positional_order():
+    """PyG code passes arguments by position (``conv(x, edge_index, edge_attr, True)``):
+    each conv's forward starts with PyG's parameters in PyG's order (GATv2Conv's took
+    ``size`` fourth, where PyG's takes ``return_attention_weights``)."""
+    import inspect
+    for name in CONV_NAMES:
+        ours = list(inspect.signature(getattr(gl, name).forward).parameters)[1:]
+        theirs = list(inspect.signature(getattr(pyg, name).forward).parameters)[1:]
+        assert ours[:len(theirs)] == theirs, name
+
+
+def test_gatv2_returns_attention_weights_asked_for_by_position():
+    edge_index, n = parity_graph(16)
+    ours, theirs = gl.GATv2Conv(8, 4, heads=2).double(), pyg.GATv2Conv(8, 4, heads=2).double()
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(n, 8, dtype=torch.float64)
+    out, (edges, alpha) = ours(x, edge_index, None, True)
+    want, (want_edges, want_alpha) = theirs(x, edge_index, None, True)
+    torch.testing.assert_close(out, want)
+    assert torch.equal(edges, want_edges)
+    torch.testing.assert_close(alpha, want_alpha)
