@@ -10,6 +10,7 @@ import bz2
 import gzip
 import lzma
 import re
+import types
 import warnings
 import zlib
 
@@ -18,6 +19,7 @@ import torch
 from torch import Tensor
 
 from graphloc.checks import caller_stacklevel, check_fits_in_memory
+from graphloc.datasets.base import pyg_split
 from graphloc.graph import Graph
 
 # node ids are int32 in the kernels' CSR (the largest id that still leaves room for N)
@@ -76,7 +78,8 @@ def read_npz(path: str) -> tuple:
       features are the stored values (PyG's sets every positive value to 1);
     - ``scipy.sparse.save_npz``'s: entry (i, j) is the edge i -> j (as a MatrixMarket file);
     - named arrays: ``edge_index`` [2, E] (PyG's convention), optional ``x`` [N, F], ``y``
-      [N] and ``num_nodes``.
+      [N], ``num_nodes`` and a ``train_mask`` / ``val_mask`` / ``test_mask`` split (masks
+      or node ids); other arrays are named in a warning.
 
     Arrays are read without pickle (an archive's object arrays, such as the gnn-benchmark
     node names, are not loaded)."""
@@ -171,6 +174,9 @@ def _scipy_adjacency(path: str) -> Graph:
     return _edges_of(path, matrix)
 
 
+_SPLIT_KEYS = ("train_mask", "val_mask", "test_mask")
+
+
 def _named_arrays(path: str, archive) -> tuple:
     edge_index = torch.from_numpy(np.asarray(archive["edge_index"]))
     if edge_index.dim() != 2 or edge_index.size(0) != 2 or edge_index.is_floating_point():
@@ -192,7 +198,17 @@ def _named_arrays(path: str, archive) -> tuple:
     if x is not None and x.size(0) != graph.num_nodes:
         raise ValueError(f"{path}: 'x' has {x.size(0)} rows but the graph has "
                          f"{graph.num_nodes} nodes")
-    return graph, x, _labels_of(path, archive, "y", graph.num_nodes), None, {}, None
+    y = _labels_of(path, archive, "y", graph.num_nodes)
+    masks = {key: torch.from_numpy(np.asarray(archive[key]))
+             for key in _SPLIT_KEYS if key in archive.files}
+    split = pyg_split(types.SimpleNamespace(**masks), graph.num_nodes)
+    unread = sorted(set(archive.files) - {"edge_index", "x", "y", "num_nodes", *_SPLIT_KEYS})
+    if unread or (masks and split is None):
+        warnings.warn(f"{path}: arrays {unread + ([] if split else sorted(masks))} are not "
+                      "read: an archive's dataset takes edge_index, x, y, num_nodes and a "
+                      "complete train_mask / val_mask / test_mask split",
+                      stacklevel=caller_stacklevel())
+    return graph, x, y, split, {}, None
 
 
 # ---- METIS and DIMACS -------------------------------------------------------------------

@@ -420,3 +420,20 @@ def test_bad_files_name_the_file_and_the_problem(tmp_path, name, text, match):
     (tmp_path / name).write_text(text)
     with pytest.raises(ValueError, match=rf"{name}: (.*)?{match}"):
         load_graph_file(str(tmp_path / name))
+
+
+def test_named_arrays_carry_their_split_and_name_what_is_not_read(tmp_path):
+    train, val, test = np.zeros(6, bool), np.zeros(6, bool), np.zeros(6, bool)
+    train[:2], val[2:4], test[4:] = True, True, True
+    np.savez(tmp_path / "g.npz", edge_index=np.array([[0, 1, 2, 3, 4], [1, 2, 3, 4, 5]]),
+             y=np.arange(6) % 2, train_mask=train, val_mask=np.array([2, 3]), test_mask=test,
+             edge_attr=np.ones((5, 2)))
+    dataset, said = _quiet_load(tmp_path / "g.npz", undirected=True)
+    assert dataset.train_index.tolist() == [0, 1] and dataset.val_index.tolist() == [2, 3]
+    assert dataset.test_index.tolist() == [4, 5]
+    assert [m for m in said if "are not read" in m] == [
+        f"{tmp_path / 'g.npz'}: arrays ['edge_attr'] are not read: an archive's dataset takes "
+        "edge_index, x, y, num_nodes and a complete train_mask / val_mask / test_mask split"]
+    np.savez(tmp_path / "half.npz", edge_index=np.array([[0], [1]]), train_mask=train[:2])
+    _, said = _quiet_load(tmp_path / "half.npz", undirected=True)
+    assert any("arrays ['train_mask'] are not read" in m for m in said)
