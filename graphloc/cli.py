@@ -244,7 +244,8 @@ def _add_undirected_flag(cmd) -> None:
                      help="a graph file of one line per undirected pair (an edge list, "
                           ".mtx or .npz): each edge gets its reverse where the file has "
                           "none (KONECT 'sym' and 'bip', SNAP 'Undirected graph' and "
-                          "DIMACS 'e' files say so themselves)")
+                          "DIMACS 'e' files say so themselves); a named dataset's edges "
+                          "too (ogb:ogbn-arxiv is directed as OGB ships it)")
 
 
 def _add_dataset_commands(commands) -> None:

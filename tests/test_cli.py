@@ -291,5 +291,11 @@ def test_undirected_reads_an_edge_list_of_one_line_per_pair_and_the_checkpoint_k
         (curves[name],) = json.loads(out.read_text()).values()
     assert curves["default"]["curve"] == curves["undirected"]["curve"]
     assert curves["default"]["curve"] != curves["one-way"]["curve"]
-    assert main(["influence", "--graph", "synthetic:50", "--undirected"]) == 2
-    assert "--undirected go with a graph file" in capsys.readouterr().err
+    # a named dataset takes it too (a synthetic city is undirected already: the same curve)
+    for name, extra in (("city", []), ("city-undirected", ["--undirected"])):
+        assert main(["influence", "--graph", "synthetic:50", *extra, "--max-hops", "3",
+                     "--samples", "0", "--out", str(tmp_path / f"{name}.json")]) == 0
+    assert json.loads((tmp_path / "city.json").read_text()) == \
+        json.loads((tmp_path / "city-undirected.json").read_text())
+    assert main(["influence", "--graph", "synthetic:50", "--features", "x.npy"]) == 2
+    assert "--features / --labels go with a graph file" in capsys.readouterr().err

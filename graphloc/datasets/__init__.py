@@ -2,13 +2,15 @@
 multigraphs (IBM AML format) and their generator; heterogeneous graphs (ACM, DBLP, IMDB of
 the GTN release; AML accounts, banks and currencies)."""
 
+from dataclasses import replace
+
 from graphloc.datasets.aml import (
     AMLTransactions,
     EdgeDataset,
     synthetic_transactions,
     temporal_split,
 )
-from graphloc.datasets.base import NodeDataset, city_split
+from graphloc.datasets.base import NodeDataset, city_split, with_missing_reverses
 from graphloc.datasets.city import CityNetwork, load_built_city
 from graphloc.datasets.files import is_graph_file, load_graph_file
 from graphloc.datasets.hetero import (
@@ -32,8 +34,8 @@ ACCEPTED = ("a City-Networks city (paris, shanghai, la, london) or helsinki; syn
             "the gnn-benchmark layout or an edge_index), GraphML, GML, GEXF or node-link "
             "JSON, a MatrixMarket adjacency (.mtx), an edge list (.csv, .tsv, .txt, .edges, "
             ".edgelist, KONECT's out.NAME), METIS (.graph), DIMACS (.gr, .col) or Pajek "
-            "(.net); text "
-            "files also compressed (.gz, .bz2, .xz); with --features / --labels files")
+            "(.net); text files also compressed (.gz, .bz2, .xz); with --features / --labels "
+            "files")
 
 
 def load_dataset(spec: str, root: str = "data", seed: int = 0, features: str | None = None,
@@ -42,15 +44,27 @@ def load_dataset(spec: str, root: str = "data", seed: int = 0, features: str | N
     ("helsinki", "paris", ...; files under ``root``), ``synthetic:N`` (seeded), ``ogb:NAME``,
     the ``.tar.gz`` of a city built by ``build_city_network``, or a graph file of the
     user's (:func:`graphloc.datasets.files.load_graph_file`, with optional ``features``
-    and ``labels`` files; ``undirected`` as there). An unknown name lists the accepted
-    forms."""
-    if (features or labels or undirected is not None) and not is_graph_file(spec):
-        raise ValueError(f"--features / --labels / --undirected go with a graph file, not "
-                         f"{spec!r}")
-    if spec.endswith(".tar.gz"):
-        return load_built_city(spec)
+    and ``labels`` files; ``undirected`` as there). ``undirected=True`` gives any other
+    homogeneous dataset each edge's missing reverse too (OGB's ogbn-arxiv is directed as
+    OGB ships it; OGB's own baselines make it undirected). An unknown name lists the
+    accepted forms."""
+    if (features or labels) and not is_graph_file(spec):
+        raise ValueError(f"--features / --labels go with a graph file, not {spec!r}")
     if is_graph_file(spec):
         return load_graph_file(spec, features, labels, undirected)
+    dataset = _named_dataset(spec, root, seed)
+    if not undirected:
+        return dataset
+    if not isinstance(dataset, NodeDataset):
+        raise ValueError(f"--undirected takes a homogeneous graph; {spec} is heterogeneous")
+    # a directed dataset (OGB's arxiv, as OGB ships it) with each edge's missing reverse
+    graph, edge_attr = with_missing_reverses(dataset.graph, dataset.edge_attr)
+    return replace(dataset, graph=graph, edge_attr=edge_attr)
+
+
+def _named_dataset(spec: str, root: str, seed: int):
+    if spec.endswith(".tar.gz"):
+        return load_built_city(spec)
     if spec.startswith("synthetic:"):
         count = spec.split(":", 1)[1]
         if not count.strip().isdigit():

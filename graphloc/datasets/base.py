@@ -346,3 +346,21 @@ def as_node_dataset(data) -> NodeDataset:
         return NodeDataset.from_pyg(data)
     raise TypeError(f"fit trains on a NodeDataset, a PyG Data or (x, edge_index, y[, split]), "
                     f"got {type(data).__name__}")
+
+
+def has_reverse(graph: Graph) -> Tensor:
+    """Per edge u -> v, whether the graph also holds v -> u (a loop is its own)."""
+    src, dst = graph.edge_index
+    n = graph.num_nodes
+    return torch.isin(dst * n + src, src * n + dst)
+
+
+def with_missing_reverses(graph: Graph, edge_attr: Tensor | None = None
+                          ) -> tuple[Graph, Tensor | None]:
+    """``graph`` plus v -> u for each edge u -> v without it (once per such edge, so a pair
+    written twice one way gets two reverses, as the undirected multigraph it stands for);
+    ``edge_attr`` gives each added edge the attributes of the one it reverses."""
+    missing = ~has_reverse(graph)
+    graph = Graph(torch.cat([graph.edge_index, graph.edge_index[:, missing].flip(0)], dim=1),
+                  num_nodes=graph.num_nodes)
+    return graph, None if edge_attr is None else torch.cat([edge_attr, edge_attr[missing]])

@@ -34,10 +34,12 @@ from graphloc.datasets.base import (
     NodeDataset,
     class_labels,
     float_features,
+    has_reverse,
     kept_extras,
     labelled_split,
     pyg_split,
     warn_of_unread_keys,
+    with_missing_reverses,
 )
 from graphloc.datasets.readers import (
     DECOMPRESSION_ERRORS,
@@ -121,7 +123,8 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
     graph, extra = read.graph, read.extra
     undirected = read.undirected if undirected is None else undirected
     if undirected:
-        graph, extra = _with_missing_reverses(graph, extra)
+        graph, edge_attr = with_missing_reverses(graph, extra.get("edge_attr"))
+        extra = {**extra, "edge_attr": edge_attr} if edge_attr is not None else extra
     elif undirected is None and _format_of(path) in EDGE_FILE_SUFFIXES + (".npz",):
         _warn_if_one_way(path, graph)
     x = _matrix(features, graph.num_nodes, "features") if features else read.x
@@ -586,34 +589,13 @@ def _declared_undirected(comments: tuple) -> bool | None:
     return None
 
 
-def _has_reverse(graph: Graph) -> Tensor:
-    """Per edge u -> v, whether the graph also holds v -> u (a loop is its own)."""
-    src, dst = graph.edge_index
-    n = graph.num_nodes
-    return torch.isin(dst * n + src, src * n + dst)
-
-
-def _with_missing_reverses(graph: Graph, extra: dict) -> tuple[Graph, dict]:
-    """``graph`` plus v -> u for each edge u -> v without it (once per such edge, so a pair
-    written twice one way gets two reverses, as the undirected multigraph it stands for);
-    a saved Data's ``edge_attr`` gives each added edge the attributes of the one it
-    reverses."""
-    missing = ~_has_reverse(graph)
-    graph = Graph(torch.cat([graph.edge_index, graph.edge_index[:, missing].flip(0)], dim=1),
-                  num_nodes=graph.num_nodes)
-    edge_attr = extra.get("edge_attr")
-    if edge_attr is not None:
-        extra = {**extra, "edge_attr": torch.cat([edge_attr, edge_attr[missing]])}
-    return graph, extra
-
-
 def _warn_if_one_way(path: str, graph: Graph) -> None:
     """A file of edges none of which has its reverse: most often an undirected graph
     written one line per pair, read here as one-way edges (every message flows from the
     first column to the second), which changes what a model computes and its influence."""
     src, dst = graph.edge_index
     between = src != dst
-    if not bool(between.any()) or bool((_has_reverse(graph) & between).any()):
+    if not bool(between.any()) or bool((has_reverse(graph) & between).any()):
         return
     warnings.warn(f"{path}: none of its {int(between.sum()):,} edges (loops aside) has its "
                   "reverse, so every edge is one-way, from the first column to the second. "

@@ -62,3 +62,19 @@ def test_nan_labels_are_named_not_cast(monkeypatch):
     fake_ogb(monkeypatch, np.array([[1.0], [np.nan], [2.0], [1.0], [0.0]]))
     with pytest.raises(ValueError, match="ogbn-fake: y must hold whole numbers .* entry 1 is nan"):
         ogb_node("ogbn-fake", "/tmp")
+
+
+def test_undirected_gives_an_ogb_graph_its_missing_reverses(monkeypatch, tmp_path):
+    """ogbn-arxiv is directed as OGB ships it (OGB's own baselines make it undirected):
+    load_dataset(..., undirected=True) and --undirected add each edge's missing reverse,
+    as for a graph file. Checked against networkx's undirected view of the edges."""
+    import networkx as nx
+
+    from graphloc.datasets import load_dataset
+    fake_ogb(monkeypatch, np.array([[1], [0], [2], [1], [0]]))
+    directed = load_dataset("ogb:ogbn-fake", str(tmp_path))
+    both = load_dataset("ogb:ogbn-fake", str(tmp_path), undirected=True)
+    truth = nx.DiGraph(directed.graph.edge_index.t().tolist()).to_undirected().to_directed()
+    assert sorted(map(tuple, both.graph.edge_index.t().tolist())) == sorted(truth.edges)
+    assert torch.equal(both.x, directed.x) and torch.equal(both.y, directed.y)
+    assert torch.equal(both.train_index, directed.train_index)
