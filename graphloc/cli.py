@@ -108,7 +108,8 @@ def _add_train_command(commands) -> None:
                           "file (.pt PyG Data, .npz, .graphml, .gml, .gexf, .json, .mtx, "
                           ".csv/.tsv/.txt/.edgelist edge list, KONECT out.NAME, METIS "
                           ".graph, DIMACS .gr/.col, Pajek .net; text files also as .gz, .bz2, "
-                          ".xz)")
+                          ".xz; or a KONECT, SuiteSparse or Network Repository archive: "
+                          ".tar.bz2, .tar.gz, .zip)")
     cmd.add_argument("--features", help="node features for a graph file (.npy, .pt, .csv; "
                      "also .gz, .bz2, .xz)")
     cmd.add_argument("--labels", help="node labels for a graph file (.npy, .pt, .csv; "

@@ -21,6 +21,7 @@ import math
 import os
 import pickle
 import re
+import tempfile
 import types
 import warnings
 from typing import NamedTuple
@@ -44,7 +45,9 @@ from graphloc.datasets.base import (
 from graphloc.datasets.readers import (
     DECOMPRESSION_ERRORS,
     MAX_NODES,
+    archive_members,
     compression_of,
+    extract_member,
     open_binary,
     open_text,
     parse_integers,
@@ -137,6 +140,47 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
     # the files given override the file's own x and y; a Data's masks are kept
     return NodeDataset(name, graph, _as_float32(float_features(x)), y,
                        *(read.split or labelled_split(y)), labelled=labelled, **extra)
+
+
+def load_graph_archive(path: str, features: str | None = None, labels: str | None = None,
+                       undirected: bool | None = None) -> NodeDataset:
+    """The graph file inside a downloaded archive (.tar.gz, .tar.bz2, .tar.xz, .tar, .zip),
+    read as :func:`load_graph_file` reads it: KONECT's (its ``out.NAME``), SuiteSparse's
+    (``NAME/NAME.mtx``, beside auxiliary matrices), Network Repository's, or any archive
+    that holds one graph file. An archive of several is refused, naming them."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no graph archive at {path}")
+    member = _graph_member(path, archive_members(path))
+    with tempfile.TemporaryDirectory() as folder:
+        file = extract_member(path, member, folder)
+        named = f"{path} ({member})"  # what errors and warnings name, not the copy
+        try:
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                dataset = load_graph_file(file, features, labels, undirected)
+        except ValueError as err:
+            raise ValueError(str(err).replace(file, named)) from err
+        finally:
+            for warning in said:
+                warnings.warn(str(warning.message).replace(file, named), warning.category,
+                              stacklevel=caller_stacklevel())
+    dataset.name = os.path.abspath(path)
+    return dataset
+
+
+def _graph_member(path: str, members: list[str]) -> str:
+    graphs = [m for m in members if _format_of(m) is not None]
+    konect = [m for m in graphs if os.path.basename(m).lower().startswith("out.")]
+    suitesparse = [m for m in graphs if m.lower().endswith(".mtx") and
+                   os.path.basename(m)[:-4] == os.path.basename(os.path.dirname(m))]
+    for found in (konect, suitesparse, graphs):
+        if len(found) == 1:
+            return found[0]
+    if not graphs:
+        raise ValueError(f"{path}: holds no graph file graphloc reads (its files: "
+                         f"{members[:8]}{' ...' if len(members) > 8 else ''})")
+    raise ValueError(f"{path}: holds {len(graphs)} graph files ({graphs[:8]}"
+                     f"{' ...' if len(graphs) > 8 else ''}); extract the one to read")
 
 
 def _read_checked(path: str, warn_unused: bool) -> _Read:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import bz2
 import gzip
 import lzma
+import os
 import re
+import shutil
 import types
 import warnings
 import zlib
@@ -429,3 +431,45 @@ def _is_float(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+# ---- archives of graph files (KONECT, SuiteSparse, Network Repository downloads) ---------
+
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar", ".zip")
+
+
+def is_archive(path: str) -> bool:
+    return path.lower().endswith(ARCHIVE_SUFFIXES)
+
+
+def archive_members(path: str) -> list[str]:
+    """The names of the regular files in a tar or zip archive."""
+    import tarfile
+    import zipfile
+    try:
+        if path.lower().endswith(".zip"):
+            with zipfile.ZipFile(path) as archive:
+                return [info.filename for info in archive.infolist() if not info.is_dir()]
+        with tarfile.open(path) as archive:
+            return [member.name for member in archive.getmembers() if member.isfile()]
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError, zlib.error,
+            lzma.LZMAError) as err:
+        raise ValueError(f"{path}: not a readable archive ({type(err).__name__}: {err})") \
+            from err
+
+
+def extract_member(path: str, member: str, folder: str) -> str:
+    """``member`` of the archive written to ``folder`` under its base name (never a path
+    the archive chooses); returns where."""
+    import tarfile
+    import zipfile
+    target = os.path.join(folder, os.path.basename(member))
+    if path.lower().endswith(".zip"):
+        with zipfile.ZipFile(path) as archive, archive.open(member) as src, \
+                open(target, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    else:
+        with tarfile.open(path) as archive, archive.extractfile(member) as src, \
+                open(target, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    return target

@@ -437,3 +437,85 @@ def test_named_arrays_carry_their_split_and_name_what_is_not_read(tmp_path):
     np.savez(tmp_path / "half.npz", edge_index=np.array([[0], [1]]), train_mask=train[:2])
     _, said = _quiet_load(tmp_path / "half.npz", undirected=True)
     assert any("arrays ['train_mask'] are not read" in m for m in said)
+
+
+# ---- archives ---------------------------------------------------------------------------
+
+def _tar(path, files: dict, mode: str) -> None:
+    import io
+    import tarfile
+    with tarfile.open(path, mode) as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_a_konect_download_loads_from_its_archive(tmp_path, karate):
+    """KONECT ships download.tsv.NAME.tar.bz2: NAME/out.NAME beside README and meta files."""
+    edges = "".join(f"{u + 1} {v + 1}\n" for u, v in karate.edges)
+    _tar(tmp_path / "download.tsv.karate.tar.bz2",
+         {"karate/README.karate": "Zachary", "karate/meta.karate": "name: karate",
+          "karate/out.karate": f"% sym unweighted\n% 78 34 34\n{edges}"}, "w:bz2")
+    dataset = load_dataset(str(tmp_path / "download.tsv.karate.tar.bz2"))
+    assert _edges(dataset.graph) == _both_ways(karate) and dataset.graph.num_nodes == 34
+    assert dataset.name == str(tmp_path / "download.tsv.karate.tar.bz2")
+
+
+def test_a_suitesparse_archive_reads_its_main_matrix(tmp_path, karate):
+    """SuiteSparse's NAME.tar.gz holds NAME/NAME.mtx and auxiliary NAME_*.mtx matrices;
+    a .tar.gz that is no City-Networks release is a graph archive."""
+    import io
+
+    import scipy.io
+    main, aux = io.BytesIO(), io.BytesIO()
+    scipy.io.mmwrite(main, nx.to_scipy_sparse_array(karate, weight=None))
+    scipy.io.mmwrite(aux, np.ones((34, 2)))
+    _tar(tmp_path / "karate.tar.gz", {"karate/karate.mtx": main.getvalue().decode(),
+                                      "karate/karate_coord.mtx": aux.getvalue().decode()},
+         "w:gz")
+    dataset = load_dataset(str(tmp_path / "karate.tar.gz"))
+    assert _edges(dataset.graph) == _both_ways(karate)
+
+
+def test_a_zip_of_one_edge_list_and_archives_of_several(tmp_path, karate):
+    import zipfile
+    with zipfile.ZipFile(tmp_path / "karate.zip", "w") as z:
+        z.writestr("karate/karate.edges", "".join(f"{u} {v}\n{v} {u}\n" for u, v in karate.edges))
+        z.writestr("karate/readme.html", "<p>karate</p>")
+    assert _edges(load_dataset(str(tmp_path / "karate.zip")).graph) == _both_ways(karate)
+    with zipfile.ZipFile(tmp_path / "two.zip", "w") as z:
+        z.writestr("a.txt", "0 1\n")
+        z.writestr("b.txt", "1 2\n")
+    with pytest.raises(ValueError, match=r"two.zip: holds 2 graph files \(\['a.txt', "
+                                         r"'b.txt'\]\); extract the one to read"):
+        load_dataset(str(tmp_path / "two.zip"))
+    with zipfile.ZipFile(tmp_path / "none.zip", "w") as z:
+        z.writestr("notes.md", "nothing")
+    with pytest.raises(ValueError, match=r"none.zip: holds no graph file .*\['notes.md'\]"):
+        load_dataset(str(tmp_path / "none.zip"))
+    (tmp_path / "junk.tar.bz2").write_bytes(b"junk")
+    with pytest.raises(ValueError, match=r"junk.tar.bz2: not a readable archive"):
+        load_dataset(str(tmp_path / "junk.tar.bz2"))
+
+
+def test_archive_members_are_written_under_their_base_name_and_errors_name_the_archive(
+        tmp_path):
+    """A member named ../../x is extracted inside the temporary folder, never beside it;
+    an error in it names the archive and the member."""
+    _tar(tmp_path / "evil.tar", {"../../escaped.txt": "0 1\n1\n"}, "w")
+    with pytest.raises(ValueError, match=r"evil.tar \(../../escaped.txt\): an edge list needs "
+                                         r"two columns .* line 2 has 1"):
+        load_dataset(str(tmp_path / "evil.tar"))
+    assert not (tmp_path.parent.parent / "escaped.txt").exists()
+    _tar(tmp_path / "one-way.tar", {"g/edges.txt": "0 1\n1 2\n"}, "w")
+    _, said = _quiet_load_dataset(tmp_path / "one-way.tar")
+    assert [m.split(":")[0] for m in said] == [f"{tmp_path / 'one-way.tar'} (g/edges.txt)"]
+
+
+def _quiet_load_dataset(path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dataset = load_dataset(str(path))
+    return dataset, [str(w.message) for w in caught]
