@@ -278,12 +278,28 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "TAGConv": _tag, "GatedGraphConv": _gated_graph}
 
 
+# the root maps PyG's forward skips when root_weight is False: a conv built with it and
+# then switched off (PyG's DirGNNConv does so to its two copies) still holds them
+_ROOT_MAPS = ("lin_r.", "lin_skip.")
+
+
+def _used_state(conv, ours: torch.nn.Module) -> dict:
+    """The PyG conv's parameters and buffers that its forward reads: all of them, less
+    the root maps when ``root_weight`` is False and graphloc's conv has none."""
+    state = conv.state_dict()
+    if getattr(conv, "root_weight", True) is False:
+        wanted = ours.state_dict()
+        state = {key: value for key, value in state.items()
+                 if key in wanted or not key.startswith(_ROOT_MAPS)}
+    return state
+
+
 def _convert_conv(conv) -> torch.nn.Module:
     name = type(conv).__name__
     _require(name in _CONVERTERS, f"{name} has no graphloc equivalent")
     try:
         ours = _CONVERTERS[name](conv)
-        ours.load_state_dict(conv.state_dict(), strict=True)
+        ours.load_state_dict(_used_state(conv, ours), strict=True)
     except Unconvertible:
         raise
     except Exception as err:  # an option graphloc's conv lacks shows up here

@@ -98,6 +98,26 @@ def test_convs_inside_a_users_module_are_replaced_in_place():
         from_pyg(theirs)
 
 
+@pytest.mark.parametrize("inner", [lambda: pyg.SAGEConv(6, 6), lambda: pyg.TransformerConv(6, 6),
+                                   lambda: pyg.ResGatedGraphConv(6, 6),
+                                   lambda: pyg.GCNConv(6, 6), lambda: pyg.GATConv(6, 6)])
+def test_directed_wrappers_convert_the_copies_whose_root_weight_they_switch_off(inner):
+    """PyG's DirGNNConv copies its conv twice and sets root_weight = False on the copies,
+    which still hold the root map their forward no longer reads: they were kept as PyG's
+    (a state-dict mismatch). Converted, the wrapper gives PyG's outputs and gradients."""
+    torch.manual_seed(3)
+    x, edge_index = _probe()
+    x = x.double().requires_grad_()
+    theirs = pyg.DirGNNConv(inner()).double().eval()
+    ours = from_pyg(theirs, example=(x.detach(), edge_index), strict=True)
+    assert ours.pyg_conversion["converted"] == ["conv_in", "conv_out"]
+    assert type(ours.conv_in).__module__.startswith("graphloc.")
+    want, got = theirs(x, edge_index), ours(x, edge_index)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(torch.autograd.grad(got.sum(), x)[0],
+                               torch.autograd.grad(want.sum(), x)[0])
+
+
 class _MixedModel(torch.nn.Module):
     """A PyG conv graphloc converts, then one it has no equivalent for (PNAConv)."""
 
