@@ -118,6 +118,25 @@ def test_directed_wrappers_convert_the_copies_whose_root_weight_they_switch_off(
                                torch.autograd.grad(want.sum(), x)[0])
 
 
+@pytest.mark.parametrize("wrapper", [
+    lambda: pyg.AntiSymmetricConv(6, num_iters=3),
+    lambda: pyg.AntiSymmetricConv(6, phi=pyg.GATConv(6, 6), num_iters=2),
+    lambda: pyg.GPSConv(6, pyg.ResGatedGraphConv(6, 6), heads=2)])
+def test_convs_inside_pyg_wrappers_convert(wrapper):
+    """The long-range wrappers (A-DGN's AntiSymmetricConv, GraphGPS's GPSConv) keep their
+    own code and get graphloc's convs inside: PyG's outputs and gradients."""
+    torch.manual_seed(4)
+    x, edge_index = _probe()
+    x = x.double().requires_grad_()
+    theirs = wrapper().double().eval()
+    ours = from_pyg(theirs, example=(x.detach(), edge_index), strict=True)
+    assert ours.pyg_conversion["converted"] and not ours.pyg_conversion["kept"]
+    want, got = theirs(x, edge_index), ours(x, edge_index)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(torch.autograd.grad(got.sum(), x)[0],
+                               torch.autograd.grad(want.sum(), x)[0])
+
+
 class _MixedModel(torch.nn.Module):
     """A PyG conv graphloc converts, then one it has no equivalent for (PNAConv)."""
 
