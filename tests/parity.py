@@ -38,8 +38,10 @@ def assert_parity(ours: torch.nn.Module, theirs: torch.nn.Module, run_ours, run_
     out1, out2 = run_ours(ours, x1), run_theirs(theirs, x2)
     torch.testing.assert_close(out1, out2, rtol=1e-5, atol=1e-8)
     grad = torch.randn_like(out1)
-    g1 = torch.autograd.grad(out1, [x1, *ours.parameters(), *extra], grad, allow_unused=True)
-    g2 = torch.autograd.grad(out2, [x2, *theirs.parameters(), *extra], grad, allow_unused=True)
+    learnt = [p for p in ours.parameters() if p.requires_grad]  # not a frozen scale
+    theirs_learnt = [p for p in theirs.parameters() if p.requires_grad]
+    g1 = torch.autograd.grad(out1, [x1, *learnt, *extra], grad, allow_unused=True)
+    g2 = torch.autograd.grad(out2, [x2, *theirs_learnt, *extra], grad, allow_unused=True)
     for a, b in zip(g1, g2, strict=True):
         if a is None or b is None:
             assert a is None and b is None

@@ -15,6 +15,7 @@ from graphloc.nn.conv import (
     GATv2Conv,
     GCN2Conv,
     GCNConv,
+    GENConv,
     GINConv,
     GINEConv,
     GraphConv,
@@ -55,7 +56,7 @@ from graphloc.nn.models import (
 from graphloc.nn.registry import MODELS, build_model, register_model
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
-           "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv",
+           "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "GNN", "DAGNN", "LiftConv",
            "LiftBlock", "LiftGCN",
            "TopMAttention", "TANGNNLayer", "TANGNN", "top_m_similar", "LargeGT",

@@ -71,8 +71,7 @@ class Aggregation(torch.nn.Module):
         weight = graph.to_csr_order(edge_weight)
         messages = x.index_select(0, ordered.edge_index[0]) * \
             weight.view(-1, *[1] * (x.dim() - 1))
-        return ordered.cached("one_source_per_edge", lambda: _one_source_per_edge(ordered)), \
-            messages
+        return per_edge(graph), messages
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}()"
@@ -136,6 +135,14 @@ def _groups(name: str, rows: Tensor, index: Tensor | None, ptr: Tensor | None,
                          f"{largest})")
     check_index(index, dim_size, "index")
     return index, dim_size
+
+
+def per_edge(graph: Graph) -> Graph:
+    """The graph over which an aggregation reduces per-edge messages: message e (rows
+    ``[E, ...]`` in ``graph``'s CSR order) is the only source of an edge into edge e's
+    destination (cached on ``graph``)."""
+    ordered = graph.in_csr_order()
+    return ordered.cached("one_source_per_edge", lambda: _one_source_per_edge(ordered))
 
 
 def _one_source_per_edge(graph: Graph) -> Graph:

@@ -5,7 +5,7 @@ A PyG ``BasicGNN`` (``GCN``, ``GraphSAGE``, ``GIN``, ``GAT``) whose options grap
 the fused kernels and, in influence measurements, the layer pruning. Any other module gets
 its PyG convs (GCNConv, SAGEConv, GATConv, GATv2Conv, GINConv, GINEConv, ChebConv,
 TransformerConv, GraphConv, SGConv, APPNP, GCN2Conv, ResGatedGraphConv, TAGConv,
-GatedGraphConv) replaced in place by graphloc's,
+GatedGraphConv, GENConv) replaced in place by graphloc's,
 weights copied. Every conversion is checked on
 a probe against the original, and what did not convert (or did not give the same outputs)
 is left as it was and reported.
@@ -270,12 +270,52 @@ def _gated_graph(conv):
                                   bias=conv.rnn.bias_ih is not None, flow=conv.flow)
 
 
+def _gen(conv):
+    _simple_flow(conv)
+    mlp = list(conv.mlp)
+    lins = [m for m in mlp if type(m).__name__ == "Linear"]  # PyG's Linear, or torch's
+    norms = {torch.nn.BatchNorm1d: "batch", torch.nn.LayerNorm: "layer",
+             torch.nn.InstanceNorm1d: "instance"}
+    found = [norms[type(m)] for m in mlp if type(m) in norms]
+    _require(len(mlp) == len(lins) + (len(lins) - 1) * (2 + bool(found)) and
+             all(m in lins or type(m) in (torch.nn.ReLU, torch.nn.Dropout, *norms)
+                 for m in mlp) and
+             all(m.p == 0 for m in mlp if isinstance(m, torch.nn.Dropout)),
+             "an MLP other than GENConv's own")
+    hidden = getattr(lins[0], "out_features", getattr(lins[0], "out_channels", None))
+    aggr, kwargs = _gen_aggregation(conv.aggr_module)
+    return gl_conv.GENConv(conv.in_channels, conv.out_channels, aggr=aggr, aggr_kwargs=kwargs,
+                           msg_norm=hasattr(conv, "msg_norm"),
+                           learn_msg_scale=hasattr(conv, "msg_norm") and
+                           conv.msg_norm.scale.requires_grad,
+                           norm=found[0] if found else None, num_layers=len(lins),
+                           expansion=hidden // conv.out_channels if len(lins) > 1 else 2,
+                           eps=conv.eps, bias=lins[0].bias is not None,
+                           edge_dim=conv.lin_edge.in_channels if hasattr(conv, "lin_edge")
+                           else None)
+
+
+def _gen_aggregation(module) -> tuple:
+    """GENConv's aggregation: the softmax as graphloc's (the fused kernel; its temperature
+    comes with the state dict), the plain reductions by name, any other PyG's own module."""
+    name = type(module).__name__
+    if name == "SoftmaxAggregation" and type(module).__module__.startswith("torch_geometric"):
+        learn = isinstance(module.t, torch.nn.Parameter)
+        return "softmax", dict(t=1.0 if learn else module.t, learn=learn,
+                               semi_grad=module.semi_grad, channels=module.channels)
+    plain = {"SumAggregation": "sum", "MeanAggregation": "mean", "MaxAggregation": "max",
+             "MinAggregation": "min"}
+    if name in plain:
+        return plain[name], {}
+    return copy.deepcopy(module), {}
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
                "GraphConv": _graph_conv, "SGConv": _sg_conv, "APPNP": _appnp,
                "GCN2Conv": _gcn2, "ResGatedGraphConv": _res_gated,
-               "TAGConv": _tag, "GatedGraphConv": _gated_graph}
+               "TAGConv": _tag, "GatedGraphConv": _gated_graph, "GENConv": _gen}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and

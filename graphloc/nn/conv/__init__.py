@@ -9,6 +9,7 @@ from graphloc.nn.conv.gated_graph import GatedGraphConv
 from graphloc.nn.conv.gatv2 import GATv2Conv
 from graphloc.nn.conv.gcn import GCNConv
 from graphloc.nn.conv.gcn2 import GCN2Conv
+from graphloc.nn.conv.gen_conv import GENConv
 from graphloc.nn.conv.gin import GINConv, GINEConv
 from graphloc.nn.conv.graph_conv import GraphConv
 from graphloc.nn.conv.latte import LATTEConv
@@ -25,7 +26,7 @@ from graphloc.nn.conv.transformer import TransformerConv
 from graphloc.nn.conv.ugt import UGTLayer
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
-           "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv",
+           "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LiftConv", "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
            "register_conv"]
