@@ -2,7 +2,8 @@
 them): compressed files, NumPy archives (a SciPy sparse adjacency, the gnn-benchmark
 layout of Shchur et al. that PyG's Amazon, Coauthor and CitationFull datasets read, or
 named arrays), METIS graphs (the DIMACS10 road networks), DIMACS graphs (the 9th
-challenge's road networks, PACE and colouring instances) and Pajek networks."""
+challenge's road networks, PACE and colouring instances), Pajek networks, and the archives
+graph collections ship (KONECT, SuiteSparse, Network Repository)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from graphloc.checks import caller_stacklevel, check_fits_in_memory
 from graphloc.datasets.base import pyg_split
 from graphloc.graph import Graph
 
-# node ids are int32 in the kernels' CSR (the largest id that still leaves room for N)
+# the most nodes a file may declare or number (2^31 - 1): a count or id past it is a sparse
+# numbering or a damaged file, whose graph arrays would not be allocated
 MAX_NODES = 2**31 - 1
 
 # compressed files are read through these, named by their last suffix
