@@ -169,6 +169,9 @@ def load_graph_archive(path: str, features: str | None = None, labels: str | Non
 
 
 def _graph_member(path: str, members: list[str]) -> str:
+    # a zip made on macOS holds a "__MACOSX/._NAME" resource fork beside each file
+    members = [m for m in members if not m.startswith("__MACOSX/") and
+               not os.path.basename(m).startswith("._")]
     graphs = [m for m in members if _format_of(m) is not None]
     konect = [m for m in graphs if os.path.basename(m).lower().startswith("out.")]
     suitesparse = [m for m in graphs if m.lower().endswith(".mtx") and

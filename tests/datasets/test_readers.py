@@ -484,6 +484,7 @@ def test_a_zip_of_one_edge_list_and_archives_of_several(tmp_path, karate):
     with zipfile.ZipFile(tmp_path / "karate.zip", "w") as z:
         z.writestr("karate/karate.edges", "".join(f"{u} {v}\n{v} {u}\n" for u, v in karate.edges))
         z.writestr("karate/readme.html", "<p>karate</p>")
+        z.writestr("__MACOSX/karate/._karate.edges", "\x00\x05\x16\x07")  # macOS's zip
     assert _edges(load_dataset(str(tmp_path / "karate.zip")).graph) == _both_ways(karate)
     with zipfile.ZipFile(tmp_path / "two.zip", "w") as z:
         z.writestr("a.txt", "0 1\n")
