@@ -12,6 +12,7 @@ from graphloc.nn.conv.cheb import ChebConv
 from graphloc.nn.conv.gat import GATConv
 from graphloc.nn.conv.gatv2 import GATv2Conv
 from graphloc.nn.conv.gcn import GCNConv
+from graphloc.nn.conv.gen_conv import GENConv
 from graphloc.nn.conv.gin import GINConv
 from graphloc.nn.conv.graph_conv import GraphConv
 from graphloc.nn.conv.res_gated import ResGatedGraphConv
@@ -39,6 +40,7 @@ register_conv("graphconv")(GraphConv)
 register_conv("resgated")(ResGatedGraphConv)
 register_conv("cheb")(lambda i, o, K=3, **kw: ChebConv(i, o, K=K, **kw))
 register_conv("tag")(TAGConv)
+register_conv("gen")(GENConv)  # DeeperGCN's conv, its own MLP inside
 
 
 def check_stack(owner: str, conv: str, dropout: float, **sizes) -> None:

@@ -282,11 +282,13 @@ def test_every_layer_refuses_zero_sizes_and_bad_dropouts(cls, kwargs):
             cls(**{**kwargs, name: 1.0})
 
 
-@pytest.mark.parametrize("conv", ["gcn", "sage", "gin", "gat", "gatv2", "resgated", "tag"])
+@pytest.mark.parametrize("conv", ["gcn", "sage", "gin", "gat", "gatv2", "resgated", "tag",
+                                  "gen"])
 def test_compiles_fullgraph_on_a_freshly_built_graph(conv):
     """No eager call first: the layouts a conv derives inside forward (GCN's normalised
     graph with its loops, GAT's fresh loops with the old ones masked) are built without
     data-dependent branches."""
+    torch._dynamo.reset()  # each conv compiles GNN.forward anew: dynamo stops at 8 per code
     torch.manual_seed(0)
     edge_index = torch.cat([torch.randint(0, 40, (2, 150)), torch.tensor([[3, 3], [3, 3]])],
                            1)  # duplicate self-loops too
@@ -303,7 +305,7 @@ def _whole_models():
     names = sorted(set(MODELS) - {"latte", "forwardgnn"})
     cases = [(name, lambda name=name: build_model(name, 6, 16, 3, 2)) for name in names]
     cases += [(f"gnn-{conv}", lambda conv=conv: GNN(conv, 6, 16, 3, num_layers=2))
-              for conv in ("gcn", "sage", "gat", "gin", "cheb", "transformer")]
+              for conv in ("gcn", "sage", "gat", "gin", "cheb", "transformer", "gen")]
     cases.append(("la-gcn", lambda: build_model("la-gcn", 6, 16, 3, 2, num_generated=0)))
     return cases
 
