@@ -133,6 +133,23 @@ def edge_features_from(layer: torch.nn.Module, inputs: ConvInputs,
     return inputs.graph.edge_attr
 
 
+def relu_edge_messages(layer: torch.nn.Module, graph: Graph, x_src: Tensor,
+                       edge_attr: Tensor, lin: torch.nn.Module | None) -> Tensor:
+    """``ReLU(x_j + lin(e_ji))`` per edge, ``[E, C]`` in the graph's CSR order (GINE's and
+    GENConv's messages): edge features ``[E]`` or ``[E, D]``, their rows checked, mapped by
+    ``lin`` where given, else of ``x_src``'s width."""
+    if edge_attr.dim() == 1:
+        edge_attr = edge_attr.unsqueeze(-1)
+    check_edge_rows(layer, "edge_attr", edge_attr, graph.num_edges)
+    if lin is not None:
+        edge_attr = lin(edge_attr)
+    elif edge_attr.size(-1) != x_src.size(-1):
+        raise ValueError(f"{type(layer).__name__}: edge_attr has {edge_attr.size(-1)} "
+                         f"features but x has {x_src.size(-1)}; set edge_dim to map them")
+    return torch.relu(x_src.index_select(0, graph.csr.indices.long())
+                      + graph.to_csr_order(edge_attr))
+
+
 def read_inputs(layer: torch.nn.Module, x, edge_index, size=None,
                 flow: str = "source_to_target") -> ConvInputs:
     """Reads one call of ``layer`` in PyG's conventions (module docstring); errors name the

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._inputs import check_edge_rows, edge_features_from, read_inputs
+from graphloc.nn.conv._inputs import edge_features_from, read_inputs, relu_edge_messages
 from graphloc.nn.conv._utils import check_sizes, checked_features, linear, split_widths
 
 # the norms of GENConv's MLP, as PyG builds them
@@ -122,16 +122,7 @@ class GENConv(torch.nn.Module):
         message on every edge out of j), per edge with them."""
         if edge_attr is None:
             return self.aggr_module(graph, torch.relu(x_src) + self.eps)
-        if edge_attr.dim() == 1:
-            edge_attr = edge_attr.unsqueeze(-1)
-        check_edge_rows(self, "edge_attr", edge_attr, graph.num_edges)
-        if self.lin_edge is not None:
-            edge_attr = self.lin_edge(edge_attr)
-        if edge_attr.size(-1) != x_src.size(-1):
-            raise ValueError(f"GENConv: edge_attr has {edge_attr.size(-1)} features but the "
-                             f"messages have {x_src.size(-1)}; set edge_dim to map them")
-        messages = torch.relu(x_src.index_select(0, graph.csr.indices.long())
-                              + graph.to_csr_order(edge_attr)) + self.eps
+        messages = relu_edge_messages(self, graph, x_src, edge_attr, self.lin_edge) + self.eps
         return self.aggr_module(aggregations.per_edge(graph), messages)
 
     def __repr__(self) -> str:

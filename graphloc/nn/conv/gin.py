@@ -7,7 +7,12 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._inputs import check_edge_rows, edge_features_from, read_inputs, weights_from
+from graphloc.nn.conv._inputs import (
+    edge_features_from,
+    read_inputs,
+    relu_edge_messages,
+    weights_from,
+)
 from graphloc.nn.conv._utils import check_sizes, checked_features
 
 
@@ -144,16 +149,7 @@ class GINEConv(_GINBase):
         if edge_attr is None:
             raise ValueError("GINEConv needs edge features: pass edge_attr or a Graph "
                              "that carries them")
-        if edge_attr.dim() == 1:
-            edge_attr = edge_attr.unsqueeze(-1)
-        check_edge_rows(self, "edge_attr", edge_attr, graph.num_edges)
-        if self.lin is not None:
-            edge_attr = self.lin(edge_attr)
-        elif edge_attr.size(-1) != x_src.size(-1):
-            raise ValueError(f"edge_attr has {edge_attr.size(-1)} features but x has "
-                             f"{x_src.size(-1)}; set edge_dim to map them")
-        messages = torch.relu(x_src.index_select(0, graph.csr.indices.long())
-                              + graph.to_csr_order(edge_attr))
+        messages = relu_edge_messages(self, graph, x_src, edge_attr, self.lin)
         out = ops.segment_reduce(messages, graph.csr.indptr, "sum")
         if x_dst is not None:
             out = out + (1 + self.eps) * x_dst

@@ -113,5 +113,5 @@ def test_gen_bad_arguments_are_named():
         with pytest.raises(ValueError, match=f"GENConv: {name} must be an integer >= 1"):
             GENConv(8, **{"out_channels": 8, name: value})
     edge_index, n = parity_graph(45)
-    with pytest.raises(ValueError, match="edge_attr has 3 features but the messages have 8"):
+    with pytest.raises(ValueError, match="GENConv: edge_attr has 3 features but x has 8"):
         GENConv(8, 8)(torch.randn(n, 8), edge_index, torch.randn(edge_index.size(1), 3))
