@@ -840,14 +840,17 @@ def test_undirected_gives_a_saved_datas_added_edges_the_attributes_they_reverse(
 @pytest.mark.parametrize("delimiter", [" ", "\t", ",", ";", "  ", ", "])
 @pytest.mark.parametrize("header", ["", "# SNAP: Nodes: 9\n", "% sym unweighted\n% 30 9 9\n",
                                     "% bip unweighted\n", "\ufeff"])
+@pytest.mark.parametrize("block", [1 << 24, 40])  # 40 characters: a block of a few lines
 def test_integer_edge_lists_read_by_numpy_as_by_the_general_reader(tmp_path, monkeypatch,
-                                                                   delimiter, header):
-    """Files of two integer columns (SNAP's, KONECT's) are parsed by NumPy: the same graph
-    as the field-by-field reader gives, which reads every file."""
+                                                                   delimiter, header, block):
+    """Files of two integer columns (SNAP's, KONECT's) are parsed by NumPy, a block of
+    lines at a time: the same graph as the field-by-field reader gives, which reads every
+    file."""
     from graphloc.datasets import files
+    monkeypatch.setattr(files, "_BLOCK_CHARS", block)
     rng = torch.Generator().manual_seed(len(delimiter) + len(header))
     ends = torch.randint(1, 10, (30, 2), generator=rng).tolist()
-    body = "".join(f"{u}{delimiter}{v}\n" + ("\n" if i % 7 == 3 else "")
+    body = "".join(f"{u}{delimiter}{v}\n" + ("\n# a comment\n" if i % 7 == 3 else "")
                    for i, (u, v) in enumerate(ends))
     path = tmp_path / "edges.txt"
     path.write_text(header + body, encoding="utf-8")
@@ -866,9 +869,11 @@ def test_integer_edge_lists_read_by_numpy_as_by_the_general_reader(tmp_path, mon
 
 
 @pytest.mark.parametrize("text", ["1 2\n2 3.5\n", "1 2 3\n4 5 6\n", "a b\n1 2\n",
-                                  "1 2\n-1 3\n", "1\t2 x\n", "1,,2\n"])
-def test_what_numpy_does_not_read_goes_to_the_general_reader(tmp_path, text):
+                                  "1 2\n-1 3\n", "1\t2 x\n", "1,,2\n",
+                                  "1 2\n" * 30 + "3 x\n"])  # past the first block
+def test_what_numpy_does_not_read_goes_to_the_general_reader(tmp_path, monkeypatch, text):
     from graphloc.datasets import files
+    monkeypatch.setattr(files, "_BLOCK_CHARS", 40)
     path = tmp_path / "edges.txt"
     path.write_text(text)
     edges = files._two_integer_columns(str(path))
