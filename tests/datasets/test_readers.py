@@ -520,3 +520,20 @@ def _quiet_load_dataset(path):
         warnings.simplefilter("always")
         dataset = load_dataset(str(path))
     return dataset, [str(w.message) for w in caught]
+
+
+@pytest.mark.parametrize("name, match", [
+    ("e.graph", r"a METIS graph starts with"), ("e.gr", r"one problem line 'p KIND N M'"),
+    ("e.net", r"starts with '\*Vertices N'"), ("e.json", r"not a readable node-link JSON"),
+    ("e.gexf", r"not a readable GEXF"), ("e.npz", r"not a readable NumPy archive"),
+    ("e.edgelist", r"needs two columns")])
+def test_empty_files_of_every_format_are_errors_naming_them(tmp_path, name, match):
+    (tmp_path / name).write_bytes(b"")
+    with pytest.raises(ValueError, match=rf"{name}.*{match}|{match}"):
+        load_graph_file(str(tmp_path / name))
+
+
+def test_a_missing_archive_is_named():
+    from graphloc.datasets.files import load_graph_archive
+    with pytest.raises(FileNotFoundError, match="no graph archive at nowhere.tar.bz2"):
+        load_graph_archive("nowhere.tar.bz2")

@@ -115,3 +115,28 @@ def test_gen_bad_arguments_are_named():
     edge_index, n = parity_graph(45)
     with pytest.raises(ValueError, match="GENConv: edge_attr has 3 features but x has 8"):
         GENConv(8, 8)(torch.randn(n, 8), edge_index, torch.randn(edge_index.size(1), 3))
+
+
+@pytest.mark.parametrize("special", [float("nan"), float("inf"), -float("inf"), 1e30])
+def test_gen_special_values_as_pyg(special):
+    """NaN and infinities in a neighbour's features: PyG's outputs, NaN where PyG's are."""
+    edge_index = torch.tensor([[0, 1, 2, 3, 1], [1, 2, 3, 0, 0]])
+    x = torch.randn(5, 4)
+    x[1, 2] = special
+    torch.manual_seed(7)
+    theirs = pyg.GENConv(4, 4, norm=None).eval()
+    ours = GENConv(4, 4, norm=None).eval()
+    ours.load_state_dict(theirs.state_dict())
+    want, got = theirs(x, edge_index), ours(x, edge_index)
+    assert torch.equal(got.isnan(), want.isnan())
+    torch.testing.assert_close(got.nan_to_num(0, 1e9, -1e9), want.nan_to_num(0, 1e9, -1e9),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_gen_wrong_dtype_and_indices_are_named():
+    conv = GENConv(8, 8)
+    with pytest.raises(TypeError, match="GENConv has torch.float32 parameters, but x is "
+                                        "torch.float64"):
+        conv(torch.randn(5, 8, dtype=torch.float64), torch.tensor([[0], [1]]))
+    with pytest.raises(ValueError, match=r"edge_index\[1\] holds 7 .* the graph has 5 nodes"):
+        conv(torch.randn(5, 8), torch.tensor([[0], [7]]))
