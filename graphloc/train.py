@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from graphloc.checks import is_int_at_least
-from graphloc.datasets.base import NodeDataset
+from graphloc.datasets.base import NodeDataset, float32_features
 from graphloc.datasets.hetero import HeteroNodeDataset, as_dataset
 from graphloc.distributed import rank_and_world
 from graphloc.io import atomic_save, load_file, save_figure, write_json
@@ -182,11 +182,13 @@ def _features_in_float32(dataset):
     ones (NumPy's default) failed at the first layer, which the caller of ``fit`` cannot
     cast. The caller's dataset is left as it is."""
     x = dataset.x
-    blocks = x.values() if isinstance(x, dict) else [x]
-    if all(block.dtype == torch.float32 for block in blocks):
-        return dataset
-    cast = {t: v.float() for t, v in x.items()} if isinstance(x, dict) else x.float()
-    return replace(dataset, x=cast)
+    if isinstance(x, dict):
+        cast = {t: float32_features(v) for t, v in x.items()}
+        unchanged = all(cast[t] is v for t, v in x.items())
+    else:
+        cast = float32_features(x)
+        unchanged = cast is x
+    return dataset if unchanged else replace(dataset, x=cast)
 
 
 def _check_features(dataset) -> None:

@@ -304,6 +304,12 @@ def float_features(x) -> Tensor:
     return x.float()
 
 
+def float32_features(x: Tensor) -> Tensor:
+    """Features in the layers' float32: float64 ones (NumPy's default) failed in ``train``
+    and ``influence`` against the float32 models. Float32 features come back as they are."""
+    return x.float() if x.is_floating_point() and x.dtype != torch.float32 else x
+
+
 def class_labels(y, name: str) -> Tensor:
     """Labels as int64, flattened from ``[N]`` or ``[N, 1]``. Several columns (multi-label
     or multi-task targets, as ogbn-proteins') are refused with their shape: flattened, they

@@ -34,6 +34,7 @@ from graphloc.checks import caller_stacklevel
 from graphloc.datasets.base import (
     NodeDataset,
     class_labels,
+    float32_features,
     float_features,
     has_reverse,
     kept_extras,
@@ -91,7 +92,7 @@ class _Read(NamedTuple):
     x: Tensor | None = None
     y: Tensor | None = None
     split: tuple | None = None
-    extra: dict = {}
+    extra: dict | None = None
     undirected: bool | None = None
 
 
@@ -123,7 +124,7 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no graph file at {path}")
     read = _read_checked(path, warn_unused=not features and not labels)
-    graph, extra = read.graph, read.extra
+    graph, extra = read.graph, read.extra or {}
     undirected = read.undirected if undirected is None else undirected
     if undirected:
         graph, edge_attr = with_missing_reverses(graph, extra.get("edge_attr"))
@@ -138,7 +139,7 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
     labelled = y is not None
     y = class_labels(y, name) if labelled else torch.zeros(graph.num_nodes, dtype=torch.long)
     # the files given override the file's own x and y; a Data's masks are kept
-    return NodeDataset(name, graph, _as_float32(float_features(x)), y,
+    return NodeDataset(name, graph, float32_features(float_features(x)), y,
                        *(read.split or labelled_split(y)), labelled=labelled, **extra)
 
 
@@ -242,12 +243,6 @@ def _saved_data(path: str) -> _Read:
     warn_of_unread_keys(data, path, split is not None, stacklevel=caller_stacklevel() + 1)
     return _Read(graph, getattr(data, "x", None), getattr(data, "y", None), split,
                  kept_extras(data))  # as NodeDataset.from_pyg
-
-
-def _as_float32(x: Tensor) -> Tensor:
-    """Features in the layers' float32: a Data or archive of float64 features (NumPy's
-    default) failed in ``train`` and ``influence`` against the float32 models."""
-    return x.float() if x.is_floating_point() and x.dtype != torch.float32 else x
 
 
 def default_features(graph: Graph) -> Tensor:
