@@ -101,6 +101,21 @@ TORCH_LIBRARY(graphloc, m) {
       "gated_sum_backward(Tensor indptr, Tensor indices, Tensor key, Tensor query, Tensor value, "
       "Tensor grad, Tensor csc_indptr, Tensor csc_indices, Tensor csc_perm, bool need_key, "
       "bool need_query, bool need_value) -> (Tensor, Tensor, Tensor)");
+  // DeeperGCN's softmax aggregation: per CSR row i and channel k, the sum over i's edges of
+  // softmax_e(t[k] * x[indices[e], k]) * x[indices[e], k] (t [K], one dtype with x), and
+  // norm [2, rows, K] in float32 (float64 for float64 x): each row's shift and softmax sum
+  // per channel, which the backward reads. detach_scores and the csc_* arguments (the
+  // cached transpose) are only read by the backward. CPU.
+  m.def(
+      "softmax_sum(Tensor x, Tensor t, Tensor indptr, Tensor indices, bool detach_scores, "
+      "Tensor? csc_indptr=None, Tensor? csc_indices=None, Tensor? csc_perm=None) -> "
+      "(Tensor, Tensor)");
+  // softmax_sum's gradients over the transpose: (grad_x or empty, grad_t or empty); with
+  // detach_scores, x's only through the values and none for t. CPU.
+  m.def(
+      "softmax_sum_backward(Tensor x, Tensor t, Tensor out, Tensor norm, Tensor grad, "
+      "Tensor indptr, Tensor indices, Tensor csc_indptr, Tensor csc_indices, Tensor csc_perm, "
+      "bool detach_scores, bool need_x, bool need_t) -> (Tensor, Tensor)");
   // Per node: the largest length-weighted distance to a node of its hops-hop ball, inside
   // the ball's induced subgraph (City-Networks' local eccentricity); float64 [N]. CPU.
   m.def("local_eccentricity(Tensor indptr, Tensor indices, Tensor weight, int hops) -> Tensor");

@@ -341,7 +341,8 @@ class SoftmaxAggregation(Aggregation):
     r"""Per channel, :math:`\sum_j \mathrm{softmax}_j(t \cdot x_j) \, x_j` over the neighbours
     (Li et al., "DeeperGCN"); ``learn`` makes the temperature ``t`` a parameter (one per
     channel with ``channels``), ``semi_grad`` stops the gradient through the weights. Runs
-    on the fused attention kernel, one head per channel."""
+    as ``ops.softmax_sum`` (on the CPU one kernel, without the ``[E, F]`` neighbour rows);
+    a temperature of another dtype than the features is cast to theirs."""
 
     def __init__(self, t: float = 1.0, learn: bool = False, semi_grad: bool = False,
                  channels: int = 1):
@@ -362,11 +363,14 @@ class SoftmaxAggregation(Aggregation):
 
     def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
         graph, x = self._weighted_messages(graph, x, edge_weight)
-        x_j = x.index_select(0, graph.edge_index[0])
-        scores = x_j * self.t if isinstance(self.t, Tensor) or self.t != 1 else x_j
-        if self.semi_grad:
-            scores = scores.detach()
-        return ops.segment_attention(graph, scores, x.unsqueeze(-1)).squeeze(-1)
+        channels = x.shape[1:]  # [N, ...]: the softmax per entry of a row, t broadcast to it
+        if isinstance(self.t, Tensor) and self.t.numel() not in (1, x.size(-1)):
+            raise ValueError(f"SoftmaxAggregation has {self.t.numel()} temperatures (channels="
+                             f"{self.t.numel()}) but the messages have {x.size(-1)} channels")
+        t = self.t.to(x.dtype).expand(channels).reshape(-1) if isinstance(self.t, Tensor) \
+            else self.t
+        rows = x.reshape(x.size(0), math.prod(channels))
+        return ops.softmax_sum(graph, rows, t, self.semi_grad).view(-1, *channels)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(learn={self.learn})"

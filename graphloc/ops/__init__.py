@@ -31,11 +31,10 @@ from graphloc.ops.traversal import (
 )
 
 __all__ = ["HAS_EXTENSION", "spmm", "set_spmm_backend", "sddmm", "segment_softmax",
-           "segment_attention", "additive_attention", "gatv2_scores", "gated_sum", "segment_reduce",
-           "gather", "scatter",
-           "coo_to_csr", "csr_transpose", "permute_rows", "khop_subgraphs", "separated_rounds",
-           "neighbor_sample", "hop2_sample", "local_eccentricity", "dropout", "KHopBalls",
-           "SampledNeighbourhood"]
+           "segment_attention", "additive_attention", "gatv2_scores", "gated_sum", "softmax_sum",
+           "segment_reduce", "gather", "scatter", "coo_to_csr", "csr_transpose", "permute_rows",
+           "khop_subgraphs", "separated_rounds", "neighbor_sample", "hop2_sample",
+           "local_eccentricity", "dropout", "KHopBalls", "SampledNeighbourhood"]
 
 _FLOATS = (torch.float32, torch.float64, torch.bfloat16)
 
@@ -429,6 +428,61 @@ def gated_sum(graph, key: Tensor, query: Tensor, value: Tensor) -> Tensor:
     return kernels.gated_sum(graph.csr.indptr, graph.csr.indices, key.contiguous(),
                              query.contiguous(), value.contiguous(),
                              *_transpose_args(graph, needs_transpose))
+
+
+@_float16_in_float32
+def softmax_sum(graph, x: Tensor, t: float | Tensor = 1.0, detach_scores: bool = False) -> Tensor:
+    """DeeperGCN's softmax aggregation (Li et al., 2020): per node ``i`` and channel ``k``,
+    ``out[i, k] = sum_{(j -> i)} softmax_j(t[k] * x[j, k]) * x[j, k]``, the softmax over
+    ``i``'s incoming edges (a duplicate edge counts twice).
+
+    On the CPU (float32, float64, bfloat16) one kernel computes it without the ``[E, K]``
+    neighbour rows, scores or weights, forward or backward. Elsewhere the scores
+    ``t * x[j]`` are gathered and ``segment_attention`` runs with one head per channel,
+    which is also its definition.
+
+    Args:
+        x: ``[N_src, K]`` source features.
+        t: the temperature: a number, or a tensor of 1 or ``K`` values (one per channel) of
+            ``x``'s dtype; differentiable.
+        detach_scores: no gradient through the scores ``t * x[j]`` (DeeperGCN's
+            ``semi_grad``): ``x``'s gradient comes only through the values, ``t`` gets none.
+
+    Returns ``[N, K]`` (0 for nodes without incoming edges; a node whose scores are all
+    -inf gets weights 0, so 0 unless a value is infinite; NaN or a +inf score makes the
+    node's channel NaN, as ``torch.softmax``).
+    """
+    _check_graph(graph)
+    x, t = _promoted_under_autocast(x, t)
+    _check_node_features(graph, x, "x")
+    if x.dim() != 2:
+        raise ValueError(f"x must be [N, K], got shape {list(x.shape)}")
+    t = _temperatures(t, x)
+    csr = graph.csr
+    if x.device.type != "cpu" or not HAS_EXTENSION:
+        scores = gather(x, graph.edge_index[0]) * t
+        return segment_attention(graph, scores.detach() if detach_scores else scores,
+                                 x.unsqueeze(-1)).squeeze(-1)
+    needs_transpose = torch.is_grad_enabled() and (x.requires_grad or t.requires_grad)
+    return kernels.softmax_sum(x.contiguous(), t, csr.indptr, csr.indices, bool(detach_scores),
+                               *_transpose_args(graph, needs_transpose))[0]
+
+
+def _temperatures(t, x: Tensor) -> Tensor:
+    """softmax_sum's ``t`` as ``[K]`` of x's dtype (a number or 1 value: each channel's)."""
+    K = x.size(1)
+    if isinstance(t, bool) or not isinstance(t, (int, float, Tensor)):
+        raise TypeError(f"t must be a number or a tensor, got {type(t).__name__}")
+    if not isinstance(t, Tensor):
+        return torch.full((K,), float(t), dtype=x.dtype, device=x.device)
+    if t.numel() not in (1, K):
+        raise ValueError(f"t has {t.numel()} values ({list(t.shape)}) but x has {K} channels: "
+                         f"t needs 1 or {K}")
+    if t.dtype != x.dtype:
+        raise TypeError(f"t is {t.dtype} but x is {x.dtype}")
+    if t.device != x.device:
+        raise ValueError(f"t is on {t.device} but x is on {x.device}")
+    return t.reshape(-1).expand(K).contiguous()
 
 
 def segment_reduce(src: Tensor, indptr: Tensor, reduce: str = "sum") -> Tensor:

@@ -586,6 +586,51 @@ def _gatv2_backward(ctx, grad):
             None, None, None, None)
 
 
+# --- softmax_sum ---------------------------------------------------------------------------
+
+def _accumulation_dtype(x):
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def _softmax_sum_fake(x, t, indptr, indices, detach_scores, csc_indptr=None, csc_indices=None,
+                      csc_perm=None):
+    _check_csr_fake(indptr, indices)
+    _check_rows_fake(x, "x")
+    torch._check(t.dim() == 1 and t.shape[0] == x.shape[1], lambda: f"t must be 1-D with one "
+                 f"value per channel ({x.shape[1]}), got {list(t.shape)}")
+    rows, channels = indptr.shape[0] - 1, x.shape[1]
+    return (x.new_empty(rows, channels),
+            x.new_empty(2, rows, channels, dtype=_accumulation_dtype(x)))
+
+
+def _softmax_sum_backward_fake(x, t, out, norm, grad, indptr, indices, csc_indptr,
+                               csc_indices, csc_perm, detach_scores, need_x, need_t):
+    return x.new_empty(x.shape if need_x else (0,)), t.new_empty(t.shape if need_t else (0,))
+
+
+def _softmax_sum_setup(ctx, inputs, output):
+    x, t, indptr, indices, ctx.detach_scores, t_indptr, t_indices, t_perm = inputs
+    ctx.save_for_backward(x, t, indptr, indices, t_indptr, t_indices, t_perm, *output)
+    ctx.mark_non_differentiable(output[1])  # norm: the backward's row statistics
+    _unmaterialized_grads(ctx)  # (no zero [2, rows, K] gradient for norm on every backward)
+
+
+def _softmax_sum_backward(ctx, grad, _grad_norm):
+    if grad is None:  # only norm was used
+        return None, None, None, None, None, None, None, None
+    x, t, indptr, indices, t_indptr, t_indices, t_perm, out, norm = ctx.saved_tensors
+    need_x = ctx.needs_input_grad[0]
+    need_t = ctx.needs_input_grad[1] and not ctx.detach_scores
+    backward = _backward_kernel("softmax_sum_backward")
+    if backward is kernels.softmax_sum_backward:
+        t_indptr, t_indices, t_perm = _transpose_of(indptr, indices, x.size(0), t_indptr,
+                                                    t_indices, t_perm)
+    grad_x, grad_t = backward(x, t, out, norm, grad.contiguous(), indptr, indices, t_indptr,
+                              t_indices, t_perm, ctx.detach_scores, need_x, need_t)
+    return (grad_x if need_x else None, grad_t if need_t else None,
+            None, None, None, None, None, None)
+
+
 # --- gated_sum -----------------------------------------------------------------------------
 
 def _gated_fake(indptr, indices, key, query, value, csc_indptr=None, csc_indices=None,
@@ -703,7 +748,8 @@ _AUTOGRAD = {"dropout": (_dropout_setup, _dropout_backward),
              "segment_attention": (_attention_setup, _attention_backward),
              "additive_attention": (_additive_setup, _additive_backward),
              "gatv2_scores": (_gatv2_setup, _gatv2_backward),
-             "gated_sum": (_gated_setup, _gated_backward)}
+             "gated_sum": (_gated_setup, _gated_backward),
+             "softmax_sum": (_softmax_sum_setup, _softmax_sum_backward)}
 
 
 def _register() -> None:
@@ -725,6 +771,8 @@ def _register() -> None:
     fake(lib + "gatv2_scores_backward")(_gatv2_backward_fake)
     fake(lib + "gated_sum")(_gated_fake)
     fake(lib + "gated_sum_backward")(_gated_backward_fake)
+    fake(lib + "softmax_sum")(_softmax_sum_fake)
+    fake(lib + "softmax_sum_backward")(_softmax_sum_backward_fake)
     fake(lib + "coo_to_csr")(_coo_to_csr_fake)
     fake(lib + "segment_logsumexp")(
         lambda x, indptr, indices, eps: x.new_empty(indptr.shape[0] - 1, x.shape[1]))

@@ -278,6 +278,14 @@ def _row_softmax(score, indptr):
     [rows, H] (0 for empty rows). The weights are never exp(score - lse): where the scores
     are large, lse = max + log(sum) rounds at the max's scale, and two tied scores of 1e30
     weighed 1 each (0.05% off at 1e4, 3% at 1e6)."""
+    rows, numerators, shift, total = _row_normalisers(score, indptr)
+    return numerators / total[rows], shift + total.log()
+
+
+def _row_normalisers(score, indptr):
+    """``(rows, numerators, shift, total)`` of the row softmax of ``score [E, H]``: each
+    edge's row, exp(score - shift), and per row and head the shift (the max, held constant)
+    and the sum of the numerators (1 where it is 0)."""
     rows = csr_rows(indptr, score.size(0)).long()
     num_rows, H = indptr.numel() - 1, score.size(1)
     row_max = score.new_full((num_rows, H), float("-inf")).scatter_reduce(
@@ -292,8 +300,47 @@ def _row_softmax(score, indptr):
     # value, but the backward of its discarded log(0) made the row's score gradients NaN
     # (inf times 0); here they are the kernels' 0 * (d weight - <g, out>): 0, or NaN where
     # a product is.
-    total = total + (total == 0).to(total.dtype)
-    return numerators / total[rows], row_max + total.log()
+    return rows, numerators, row_max, total + (total == 0).to(total.dtype)
+
+
+def _softmax_sum_parts(x, t, indptr, indices, detach_scores):
+    """softmax_sum's pieces in the accumulation type, differentiable: each edge's row, its
+    source's values, its weight, and the shift and total per row."""
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+    values = x.index_select(0, indices.long())
+    scores = (values * t).to(acc)  # rounded to x's dtype first, as the product of the two
+    if detach_scores:
+        scores = scores.detach()
+    rows, numerators, shift, total = _row_normalisers(scores, indptr)
+    return rows, values.to(acc), numerators / total[rows], shift, total
+
+
+def softmax_sum(x, t, indptr, indices, detach_scores, csc_indptr=None, csc_indices=None,
+                csc_perm=None):
+    """DeeperGCN's softmax aggregation: per row i and channel k, the sum over i's edges of
+    softmax(t[k] * x[src, k]) * x[src, k]; and the shift and total per row (norm)."""
+    rows, values, weights, shift, total = _softmax_sum_parts(x, t, indptr, indices,
+                                                             detach_scores)
+    out = values.new_zeros(indptr.numel() - 1, x.size(1)).index_add(0, rows, weights * values)
+    return out.to(x.dtype), torch.stack([shift, total]).detach()
+
+
+def softmax_sum_backward(x, t, out, norm, grad, indptr, indices, csc_indptr, csc_indices,
+                         csc_perm, detach_scores, need_x, need_t):
+    """softmax_sum's gradients, differentiable in x, t and grad (a backward of the backward):
+    the output and weights are recomputed from x and t, not read from out and norm, which
+    have no history. With g = grad[i], a weight a and ds = a * (g * x[j] - g * out[i]) (the
+    softmax's backward), x's gradient sums a * g and t * ds over j's edges (a * g alone for
+    detached scores), t's sums ds * x[j]."""
+    rows, values, weights, _, _ = _softmax_sum_parts(x, t, indptr, indices, detach_scores)
+    out = values.new_zeros(indptr.numel() - 1, x.size(1)).index_add(0, rows, weights * values)
+    g = grad.to(values.dtype).index_select(0, rows)
+    ds = weights * (g * values - g * out.index_select(0, rows))
+    per_edge = weights * g if detach_scores else weights * g + t.to(values.dtype) * ds
+    grad_x = per_edge.new_zeros(x.shape).index_add(0, indices.long(), per_edge).to(x.dtype) \
+        if need_x else x.new_empty(0)
+    grad_t = (ds * values).sum(0).to(t.dtype) if need_t else t.new_empty(0)
+    return grad_x, grad_t
 
 
 def segment_softmax(score, indptr):

@@ -51,6 +51,7 @@ CHILD = textwrap.dedent("""
                 torch.randn(3, 2), torch.randn(3, 2), 0.2, ptr, idx, x),
             "gatv2_scores": lambda: k.gatv2_scores(ptr, idx, x, x, torch.randn(2, 2), 0.2),
             "gated_sum": lambda: k.gated_sum(ptr, idx, x, x, x),
+            "softmax_sum": lambda: k.softmax_sum(x, torch.ones(4), ptr, idx, False),
             "local_eccentricity": lambda: k.local_eccentricity(ptr, idx, w.double(), 2),
             "khop_subgraphs": lambda: k.khop_subgraphs(ptr, idx, L(0), 2),
             "separated_rounds": lambda: k.separated_rounds(ptr, idx, good_ptr, good_idx, L(0), 1),
@@ -97,6 +98,9 @@ CHILD = textwrap.dedent("""
             True, True, True),
         "gated_sum_backward": lambda: k.gated_sum_backward(
             good_ptr, good_idx, x, x, x, x, ci, cx, cp, True, True, True),
+        "softmax_sum_backward": lambda: k.softmax_sum_backward(
+            x, torch.ones(4), x, torch.ones(2, 3, 4), x, good_ptr, good_idx, ci, cx, cp, False,
+            True, True),
     }.items():
         try:
             call()

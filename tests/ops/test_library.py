@@ -79,6 +79,12 @@ def _samples():
     yield kernels.gated_sum_backward, (csr.indptr, csr.indices, key.detach(), query.detach(),
                                        value.detach(), torch.randn(N, 4, **f64), *transpose,
                                        True, False, True)
+    t = torch.randn(4, **f64, requires_grad=True)
+    for detach in (False, True):
+        yield kernels.softmax_sum, (x, t, csr.indptr, csr.indices, detach, *transpose)
+    out, norm = kernels.softmax_sum(x.detach(), t.detach(), csr.indptr, csr.indices, False)
+    yield kernels.softmax_sum_backward, (x.detach(), t.detach(), out, norm, torch.randn_like(out),
+                                         csr.indptr, csr.indices, *transpose, False, True, True)
     yield kernels.coo_to_csr, (g.edge_index[1].int(), N)
     _, perm = kernels.coo_to_csr(g.edge_index[1], N)
     yield kernels.arg_sources, (arg, perm.to(arg.dtype), E)
