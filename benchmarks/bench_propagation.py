@@ -1,6 +1,6 @@
 """The drop-ins added after the layer benchmark's table (SGConv, APPNP, GCN2Conv,
-GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv) against PyG's, forward +
-backward, on the two benchmark graphs.
+GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, and SAGEConv with the
+softmax aggregation) against PyG's, forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
@@ -41,6 +41,8 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     "TAGConv(64, 64, K=3)": "TAGConv(64, 64, K=3)",
     "GatedGraphConv(64, num_layers=3)": "GatedGraphConv(64, 3)",
     "GENConv(64, 64)": "GENConv(64, 64)",  # softmax aggregation, BatchNorm MLP: PyG's defaults
+    # the softmax aggregation with little around it (ops.softmax_sum against PyG's softmax)
+    "SAGEConv(64, 64, aggr='softmax')": "SAGEConv(64, 64, aggr='softmax')",
 }
 
 

@@ -29,9 +29,9 @@ class GENConv(torch.nn.Module):
     ``lin_src``, ``lin_edge``, ``lin_dst`` where a width differs from ``out_channels``,
     ``aggr_module``, the ``mlp`` Sequential, ``msg_norm.scale``). Without edge
     features the messages ``ReLU(x_j) + eps`` are a node's own, so they are formed per node
-    and aggregated over the graph (the softmax aggregation on the fused attention kernel)
-    with no ``[E, C]`` message tensor beside the aggregation's own; with edge features the
-    ``[E, C]`` messages are formed, as PyG's.
+    and aggregated over the graph (the softmax aggregation in one kernel,
+    ``ops.softmax_sum``) with no ``[E, C]`` tensor at all; with edge features the ``[E, C]``
+    messages are formed, as PyG's.
 
     Args:
         in_channels (int or (int, int)): input width, -1 to take it from the first call; a
