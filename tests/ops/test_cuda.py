@@ -99,6 +99,22 @@ def test_attention_and_softmax_backward():
                                list(run(cpu, s, x, g, gs)))
 
 
+@pytest.mark.parametrize("detach", [False, True])
+def test_softmax_sum_composed_on_the_gpu_is_the_cpu_kernels(detach):
+    cpu, gpu = _pair(seed=62)
+    x = torch.randn(310, 16, dtype=torch.float64) * 3
+    t = torch.randn(16, dtype=torch.float64)
+    g = torch.randn(310, 16, dtype=torch.float64)
+
+    def run(graph, x, t, g):
+        x, t = x.clone().requires_grad_(), t.clone().requires_grad_()
+        out = ops.softmax_sum(graph, x, t, detach)
+        return out, *torch.autograd.grad(out, (x, t), g, allow_unused=True)
+    got = run(gpu, x.cuda(), t.cuda(), g.cuda())
+    torch.testing.assert_close([None if v is None else v.cpu() for v in got],
+                               list(run(cpu, x, t, g)))
+
+
 @pytest.mark.parametrize("magnitude", [1e6, 1e30])
 def test_attention_backward_at_large_scores_is_the_cpu_softmaxs(magnitude):
     """float32 scores whose log-sum-exp rounds at their scale (tied maxima): the CUDA
