@@ -44,12 +44,21 @@ def dataset_build(args) -> int:
 
 
 def dataset_stats(args) -> int:
-    """Road statistics of a dataset: a city name or synthetic:N."""
+    """Road statistics of a dataset (a name, synthetic:N or your graph file): those of its
+    undirected simple graph."""
     from graphloc.datasets import load_dataset, road_statistics
     dataset = _homogeneous(load_dataset(args.dataset, args.root, args.seed, args.features,
                                         args.labels, args.undirected), "road statistics")
-    for key, value in road_statistics(dataset.graph).items():
-        print(f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}")
+    if not dataset.graph.is_undirected:
+        print(f"note: {dataset.name} is directed ({dataset.graph.num_edges} edges); these are "
+              "the statistics of its undirected graph (each edge read both ways)")
+    stats = road_statistics(dataset.graph)
+    exact = stats.pop("hop_diameter_exact")
+    for key, value in stats.items():
+        text = f"{value:.3f}" if isinstance(value, float) else str(value)
+        if key == "hop_diameter":
+            text += " (exact)" if exact else " (a lower bound: double sweeps)"
+        print(f"{key}: {text}")
     print(f"features: {dataset.num_features}, classes: {dataset.num_classes}")
     return 0
 

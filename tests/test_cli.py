@@ -264,6 +264,20 @@ def test_dataset_build_of_a_graphml_takes_landuse_from_an_osm_file(tmp_path):
         torch.testing.assert_close(got[key], value, rtol=1e-6, atol=1e-6, msg=key)
 
 
+def test_dataset_stats_says_what_its_numbers_are(tmp_path, capsys):
+    """A directed graph's statistics are its undirected graph's, and the hop diameter says
+    whether it is exact: a ring of 40 one-way edges has the undirected ring's diameter 20."""
+    ring = tmp_path / "ring.csv"
+    ring.write_text("".join(f"{i},{(i + 1) % 40}\n" for i in range(40)))
+    assert main(["dataset", "stats", str(ring)]) == 0
+    out = capsys.readouterr().out
+    assert "is directed (40 edges); these are the statistics of its undirected graph" in out
+    assert "edges: 40\n" in out and "hop_diameter: 20 (exact)" in out
+    assert "components: 1" in out
+    assert main(["dataset", "stats", str(ring), "--undirected"]) == 0
+    assert "directed" not in capsys.readouterr().out
+
+
 def test_undirected_reads_an_edge_list_of_one_line_per_pair_and_the_checkpoint_keeps_it(
         tmp_path, capsys):
     """--undirected for train, influence and dataset stats; a checkpoint trained with it
