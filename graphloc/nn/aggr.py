@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_index
+from graphloc.checks import check_index, check_int
 from graphloc.graph import Graph
 
 
@@ -376,6 +376,53 @@ class SoftmaxAggregation(Aggregation):
         return f"{self.__class__.__name__}(learn={self.learn})"
 
 
+class PowerMeanAggregation(Aggregation):
+    r"""Per channel, :math:`(\mathrm{mean}_j \, x_j^p)^{1/p}` over the neighbours (Li et al.,
+    "DeeperGCN"), PyG's module: the messages and the mean are clamped to ``[clamp_min,
+    clamp_max]`` (``None``: no bound) before each power, so a node without neighbours gets
+    ``clamp_min ** (1 / p)``, as PyG's; ``p = 1`` (a number) is the plain mean, unclamped.
+    ``learn`` makes ``p`` a parameter (one per channel with ``channels``). The powers are
+    taken per message row (per node for node features, without an ``[E, F]`` tensor), the
+    mean is ``spmm``'s."""
+
+    def __init__(self, p: float = 1.0, learn: bool = False, channels: int = 1,
+                 clamp_min: float | None = 1e-4, clamp_max: float | None = 100.0):
+        super().__init__()
+        channels = check_int(channels, "channels", 1)
+        if not learn and channels != 1:
+            raise ValueError(f"PowerMeanAggregation: channels={channels} needs learn=True (a "
+                             "fixed p is one number)")
+        self.learn, self.channels, self._init_p = learn, channels, p
+        self.min_value, self.max_value = clamp_min, clamp_max
+        self.p = torch.nn.Parameter(torch.empty(channels)) if learn else p
+        self.reset_parameters()
+
+    @property
+    def channelwise(self) -> bool:  # one power for every channel
+        return not isinstance(self.p, Tensor) or self.p.numel() == 1
+
+    def reset_parameters(self) -> None:
+        if isinstance(self.p, Tensor):
+            torch.nn.init.constant_(self.p, self._init_p)
+
+    def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        graph, x = self._weighted_messages(graph, x, edge_weight)
+        p = self.p
+        plain = not isinstance(p, Tensor) and p == 1
+        if isinstance(p, Tensor) and p.numel() != 1 and p.numel() != x.size(-1):
+            raise ValueError(f"PowerMeanAggregation has {p.numel()} powers (channels="
+                             f"{p.numel()}) but the messages have {x.size(-1)} channels")
+        if not plain:
+            x = x.clamp(min=self.min_value, max=self.max_value).pow(p)
+        out = ops.spmm(graph, x, reduce="mean")
+        if plain:
+            return out
+        return out.clamp(min=self.min_value, max=self.max_value).pow(1.0 / p)
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(learn={self.learn})"
+
+
 class LSTMAggregation(Aggregation):
     """An LSTM over each node's neighbours in edge order (GraphSAGE's LSTM aggregator); the
     output is its last hidden state. Not permutation-invariant, so the edges must be sorted
@@ -697,7 +744,8 @@ class _DictLinear(torch.nn.Module):
 _BY_NAME = {"sum": SumAggregation, "add": SumAggregation, "mean": MeanAggregation,
             "max": MaxAggregation, "min": MinAggregation, "var": VarAggregation,
             "std": StdAggregation, "softmax": SoftmaxAggregation, "lstm": LSTMAggregation,
-            "lcm": LCMAggregation, "median": MedianAggregation, "quantile": QuantileAggregation}
+            "lcm": LCMAggregation, "median": MedianAggregation, "quantile": QuantileAggregation,
+            "powermean": PowerMeanAggregation}
 
 
 def resolve(aggr, /, **kwargs) -> Aggregation:

@@ -296,13 +296,19 @@ def _gen(conv):
 
 
 def _gen_aggregation(module) -> tuple:
-    """GENConv's aggregation: the softmax as graphloc's (the fused kernel; its temperature
-    comes with the state dict), the plain reductions by name, any other PyG's own module."""
+    """GENConv's aggregation: the softmax and the power mean as graphloc's (the temperature
+    or power comes with the state dict), the plain reductions by name, any other PyG's own
+    module."""
     name = type(module).__name__
     if name == "SoftmaxAggregation" and type(module).__module__.startswith("torch_geometric"):
         learn = isinstance(module.t, torch.nn.Parameter)
         return "softmax", dict(t=1.0 if learn else module.t, learn=learn,
                                semi_grad=module.semi_grad, channels=module.channels)
+    if name == "PowerMeanAggregation" and type(module).__module__.startswith("torch_geometric"):
+        learn = isinstance(module.p, torch.nn.Parameter)
+        return "powermean", dict(p=1.0 if learn else module.p, learn=learn,
+                                 channels=module.channels, clamp_min=module.min_value,
+                                 clamp_max=module.max_value)
     plain = {"SumAggregation": "sum", "MeanAggregation": "mean", "MaxAggregation": "max",
              "MinAggregation": "min"}
     if name in plain:

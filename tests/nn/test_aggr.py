@@ -30,7 +30,8 @@ def sorted_graph(seed):
 
 @pytest.mark.parametrize("name,kwargs", [
     ("var", {}), ("std", {}), ("softmax", {}), ("softmax", {"learn": True, "t": 0.5}),
-    ("lstm", {}), ("min", {}), ("max", {}),
+    ("lstm", {}), ("min", {}), ("max", {}), ("powermean", {"p": 2.5}),
+    ("powermean", {"learn": True, "p": 0.7, "clamp_max": None}),
 ])
 def test_single_aggregations_match_pyg(name, kwargs):
     edge_index, n = sorted_graph(21)
@@ -168,8 +169,9 @@ def test_lcm_refuses_what_pyg_refuses():
                                                             "deg": torch.tensor([2, 5, 3])})])
 def test_aggregation_names_pyg_resolves_are_pygs(name, kwargs):
     """PyG's convs take any aggregation name its resolver knows; graphloc's took only the
-    ones it has kernels for and refused "median": the others are PyG's modules (median
-    and quantile graphloc's own), with PyG's outputs, gradients and parameter names; an
+    ones it has kernels for and refused "median": the others are PyG's modules (median,
+    quantile and powermean graphloc's own), with PyG's outputs, gradients and parameter
+    names; an
     aggregation that takes an ``aggr`` argument itself (degree scaler) gets it."""
     edge_index, n = parity_graph(21)
     assert_parity(gl.SAGEConv(5, 4, aggr=name, aggr_kwargs=kwargs),
@@ -343,6 +345,8 @@ PYG_CALL_CASES = [("SumAggregation", {}), ("MeanAggregation", {}), ("MaxAggregat
                   ("MinAggregation", {}), ("VarAggregation", {}), ("StdAggregation", {}),
                   ("SoftmaxAggregation", {"learn": True}), ("MedianAggregation", {}),
                   ("QuantileAggregation", {"q": [0.25, 0.5]}),  # positions exact in PyG's float32
+                  ("PowerMeanAggregation", {"p": 2.0}),
+                  ("PowerMeanAggregation", {"learn": True, "channels": 4, "p": 1.5}),
                   ("LSTMAggregation", {"in_channels": 4, "out_channels": 3}),
                   ("LCMAggregation", {"in_channels": 4, "out_channels": 3})]
 
@@ -396,7 +400,8 @@ def test_the_pyg_call_names_what_is_wrong():
 
 @pytest.mark.parametrize("dim", [0, 1, 2, -1])
 @pytest.mark.parametrize("name", ["SumAggregation", "MaxAggregation", "StdAggregation",
-                                  "MedianAggregation", "SoftmaxAggregation"])
+                                  "MedianAggregation", "SoftmaxAggregation",
+                                  "PowerMeanAggregation"])
 def test_the_pyg_call_reduces_any_dimension_of_a_channelwise_aggregation(name, dim):
     """PyG's modules reduce x along any dim; graphloc's channel-wise ones do the same by
     taking the other dimensions as channels. Against PyG's module."""
@@ -406,3 +411,26 @@ def test_the_pyg_call_reduces_any_dimension_of_a_channelwise_aggregation(name, d
     index = torch.randint(0, 3, (x.size(dim),), generator=gen)
     out = getattr(aggr, name)()(x, index, dim=dim, dim_size=4)
     torch.testing.assert_close(out, getattr(pyg_aggr, name)()(x, index, dim=dim, dim_size=4))
+
+
+def test_power_mean_is_the_clamped_power_mean_per_node():
+    """Per node and channel, (mean of clamp(x_j)^p)^(1/p) clamped, by a loop over the nodes
+    (torch ops on each neighbourhood); a node without neighbours gets clamp_min^(1/p), as
+    PyG's; per-channel powers; the bad arguments PyG refuses, refused by name."""
+    gen = torch.Generator().manual_seed(5)
+    graph = Graph(torch.randint(0, 12, (2, 40), generator=gen), num_nodes=14)
+    x = torch.rand(14, 3, dtype=torch.float64, generator=gen) * 3
+    p = torch.tensor([0.5, 2.0, 3.0], dtype=torch.float64)
+    module = aggr.PowerMeanAggregation(learn=True, channels=3).double()
+    with torch.no_grad():
+        module.p.copy_(p)
+    src, dst = graph.edge_index
+    want = torch.stack([
+        (x[src[dst == i]].clamp(1e-4, 100).pow(p).mean(0) if (dst == i).any()
+         else torch.zeros(3, dtype=x.dtype)).clamp(1e-4, 100).pow(1 / p) for i in range(14)])
+    torch.testing.assert_close(module(graph, x), want)
+    assert (dst != 13).all() and torch.allclose(want[13], 1e-4 ** (1 / p))
+    with pytest.raises(ValueError, match="channels=3 needs learn=True"):
+        aggr.PowerMeanAggregation(channels=3)
+    with pytest.raises(ValueError, match=r"has 3 powers \(channels=3\) but the messages have 5"):
+        module(graph, torch.rand(14, 5, dtype=torch.float64))

@@ -38,7 +38,7 @@ class GENConv(torch.nn.Module):
             pair for bipartite graphs.
         out_channels (int): output width.
         aggr (str, list or module, default "softmax"): "softmax", "softmax_sg" (the
-            weights' gradient stopped), "power" / "powermean" (PyG's module), or any
+            weights' gradient stopped), "power" / "powermean", or any
             aggregation ``SAGEConv`` takes.
         t, learn_t: the softmax temperature and whether it is learnt; p, learn_p: the
             power mean's exponent and whether it is learnt.

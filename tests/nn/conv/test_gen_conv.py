@@ -10,6 +10,7 @@ from torch_geometric.utils import to_torch_coo_tensor
 
 from graphloc import Graph
 from graphloc.nn import GENConv, from_pyg
+from graphloc.nn.aggr import PowerMeanAggregation
 
 OPTIONS = [dict(), dict(aggr="softmax_sg"), dict(learn_t=True, t=0.5), dict(t=3.0),
            dict(aggr="mean"), dict(aggr="max"), dict(aggr="add"),
@@ -89,7 +90,9 @@ def test_gen_float32_agrees_with_pyg():
 
 
 @pytest.mark.parametrize("kwargs", [dict(), dict(learn_t=True), dict(aggr="softmax_sg"),
-                                    dict(aggr="power"), dict(aggr=["mean", "max"]),
+                                    dict(aggr="power"), dict(aggr="power", learn_p=True,
+                                                             p=2.0),
+                                    dict(aggr=["mean", "max"]),
                                     dict(edge_dim=5, msg_norm=True, learn_msg_scale=True),
                                     dict(norm="layer", num_layers=3, bias=True)])
 def test_from_pyg_converts_gen(kwargs):
@@ -101,6 +104,8 @@ def test_from_pyg_converts_gen(kwargs):
         if "edge_dim" in kwargs else None
     ours = from_pyg(copy.deepcopy(theirs), example=(x, edge_index), strict=True)
     assert isinstance(ours, GENConv)
+    if kwargs.get("aggr") == "power":  # graphloc's power mean, not PyG's module kept
+        assert isinstance(ours.aggr_module, PowerMeanAggregation)
     torch.testing.assert_close(ours(x, edge_index, edge_attr), theirs(x, edge_index, edge_attr))
 
 
