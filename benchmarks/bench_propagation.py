@@ -1,6 +1,6 @@
 """The drop-ins added after the layer benchmark's table (SGConv, APPNP, GCN2Conv,
-GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, and SAGEConv with the
-softmax aggregation) against PyG's, forward + backward, on the two benchmark graphs.
+GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with the
+softmax aggregation, PNAConv) against PyG's, forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
@@ -43,7 +43,16 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     "GENConv(64, 64)": "GENConv(64, 64)",  # softmax aggregation, BatchNorm MLP: PyG's defaults
     # the softmax aggregation with little around it (ops.softmax_sum against PyG's softmax)
     "SAGEConv(64, 64, aggr='softmax')": "SAGEConv(64, 64, aggr='softmax')",
+    # PyG's examples/pna.py aggregators and scalers; deg: the graph's in-degree histogram
+    "PNAConv(64, 64)": "PNAConv(64, 64, ['mean', 'min', 'max', 'std'], "
+                       "['identity', 'amplification', 'attenuation'], deg)",
 }
+
+
+def _namespace(lib, edge_index, num_nodes: int) -> dict:
+    """The library's names, and ``deg`` (the graph's in-degree histogram, for PNA)."""
+    deg = torch.bincount(torch.bincount(edge_index[1], minlength=num_nodes))
+    return {**vars(lib), "deg": deg}
 
 
 def _chosen(prefixes) -> list[str]:
@@ -61,7 +70,8 @@ def peak_step(graph_name: str, label: str, lib: str) -> float:
     graph = GRAPHS[graph_name]()
     edge_index = graph.edge_index.clone()
     x = torch.randn(graph.num_nodes, F, requires_grad=True)
-    layer = eval(LAYERS[label], vars(gl if lib == "graphloc" else pyg))  # noqa: S307
+    layer = eval(LAYERS[label], _namespace(gl if lib == "graphloc" else pyg,  # noqa: S307
+                                           edge_index, graph.num_nodes))
     with open("/proc/self/statm") as f:
         before = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
     step(layer, x, edge_index)
@@ -131,7 +141,8 @@ def main() -> None:
         edge_index = graph.edge_index.clone()
         x = torch.randn(graph.num_nodes, F, requires_grad=True)
         for label in _chosen(args.layers):
-            ours, theirs = (eval(LAYERS[label], vars(lib))  # noqa: S307 (fixed table)
+            ours, theirs = (eval(LAYERS[label],  # noqa: S307 (fixed table)
+                                 _namespace(lib, edge_index, graph.num_nodes))
                             for lib in (gl, pyg))
             mine, peer, ratio = compare(ours, theirs, x, edge_index, args.turns)
             print(f"| {name} | {label} | {mine * 1e3:.0f} | {peer * 1e3:.0f} | {ratio:.1f}x |",

@@ -22,6 +22,7 @@ from graphloc.nn.conv import (
     LATTEConv,
     LiftConv,
     MultiEdgeConv,
+    PNAConv,
     ResGatedGraphConv,
     SAGEConv,
     SGConv,
@@ -56,7 +57,7 @@ from graphloc.nn.models import (
 from graphloc.nn.registry import MODELS, build_model, register_model
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
-           "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv",
+           "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "GNN", "DAGNN", "LiftConv",
            "LiftBlock", "LiftGCN",
            "TopMAttention", "TANGNNLayer", "TANGNN", "top_m_similar", "LargeGT",

@@ -725,6 +725,89 @@ class MultiAggregation(Aggregation):
         return f"{self.__class__.__name__}([\n{inner}], mode={self.mode})"
 
 
+SCALERS = ("identity", "amplification", "attenuation", "linear", "inverse_linear")
+
+
+class DegreeScalerAggregation(Aggregation):
+    """PNA's aggregators times its degree scalers (Corso et al., "Principal Neighbourhood
+    Aggregation for Graph Nets", 2020), PyG's module: ``aggr`` (a name, a module, or a list
+    of them, concatenated) scaled by each of ``scaler`` ("identity", "amplification"
+    ``log(d + 1) / delta``, "attenuation" ``delta / log(max(d, 1) + 1)``, "linear"
+    ``d / avg_d``, "inverse_linear" ``avg_d / max(d, 1)``), the results concatenated,
+    scaler by scaler. ``d`` is each node's in-degree; ``delta`` (``avg_deg_log``) and
+    ``avg_d`` (``avg_deg_lin``) are the means of ``log(d + 1)`` and ``d`` over the histogram
+    ``deg`` of the training graph's in-degrees (``deg[i]`` nodes of degree ``i``), learnt
+    with ``train_norm``. A single scaler name is taken as one (PyG's module iterates over
+    its characters when ``aggr`` is a list, and fails)."""
+
+    def __init__(self, aggr, scaler, deg: Tensor, train_norm: bool = False,
+                 aggr_kwargs=None):
+        super().__init__()
+        self.aggr = MultiAggregation(list(aggr), aggr_kwargs) \
+            if isinstance(aggr, (list, tuple)) else resolve(aggr, **(aggr_kwargs or {}))
+        self.scaler = [scaler] if isinstance(scaler, str) else list(scaler)
+        unknown = [s for s in self.scaler if s not in SCALERS]
+        if unknown or not self.scaler:
+            raise ValueError(f"DegreeScalerAggregation: scalers must be among {SCALERS}, got "
+                             f"{self.scaler!r}")
+        self.init_avg_deg_lin, self.init_avg_deg_log = _degree_averages(deg)
+        if train_norm:
+            self.avg_deg_lin = torch.nn.Parameter(torch.empty(1))
+            self.avg_deg_log = torch.nn.Parameter(torch.empty(1))
+        else:
+            self.register_buffer("avg_deg_lin", torch.empty(1))
+            self.register_buffer("avg_deg_log", torch.empty(1))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        self.aggr.reset_parameters()
+        with torch.no_grad():
+            self.avg_deg_lin.fill_(self.init_avg_deg_lin)
+            self.avg_deg_log.fill_(self.init_avg_deg_log)
+
+    def out_channels_for(self, in_channels: int) -> int:
+        return self.aggr.out_channels_for(in_channels) * len(self.scaler)
+
+    def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        return self.scale(self.aggr(graph, x, edge_weight), graph.in_degree())
+
+    def scale(self, out: Tensor, degree: Tensor) -> Tensor:
+        """``out [N, ...]`` times each scaler of the nodes' in-degrees ``degree [N]``,
+        concatenated along the last dimension (PyG's formulas and dtypes)."""
+        shape = (-1, *[1] * (out.dim() - 1))
+        outs = [out if f is None else out * f.view(shape)
+                for f in self.factors(degree, out.dtype)]
+        return torch.cat(outs, dim=-1) if len(outs) > 1 else outs[0]
+
+    def factors(self, degree: Tensor, dtype: torch.dtype) -> list:
+        """Each scaler's factor per node ``[N]`` (None for the identity), PyG's formulas."""
+        d = degree.to(dtype)
+        formulas = {"identity": lambda: None,
+                    "amplification": lambda: torch.log(d + 1) / self.avg_deg_log,
+                    "attenuation": lambda: self.avg_deg_log / torch.log(d.clamp(min=1) + 1),
+                    "linear": lambda: d / self.avg_deg_lin,
+                    "inverse_linear": lambda: self.avg_deg_lin / d.clamp(min=1)}
+        return [formulas[s]() for s in self.scaler]
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({self.aggr}, scaler={self.scaler})"
+
+
+def _degree_averages(deg: Tensor) -> tuple[float, float]:
+    """The mean in-degree and mean log(in-degree + 1) over a histogram (``deg[i]`` nodes of
+    degree ``i``), as PyG's ``DegreeScalerAggregation`` computes them."""
+    if not isinstance(deg, Tensor) or deg.dim() != 1 or deg.is_floating_point() and \
+            not bool(torch.isfinite(deg).all()):
+        raise ValueError("deg must be a 1-D histogram of in-degrees (deg[i]: the number of "
+                         f"nodes of degree i), got {deg!r}")
+    deg = deg.to(torch.float)
+    if bool((deg < 0).any()) or float(deg.sum()) <= 0:
+        raise ValueError(f"deg must count nodes (non-negative, not all 0), got {deg.tolist()}")
+    total = float(deg.sum())
+    bins = torch.arange(deg.numel(), device=deg.device)
+    return float((bins * deg).sum()) / total, float(((bins + 1).log() * deg).sum()) / total
+
+
 class _DictLinear(torch.nn.Module):
     """One Linear per aggregation (PyG's ``HeteroDictLinear`` layout: ``lins.<i>``)."""
 
@@ -745,7 +828,7 @@ _BY_NAME = {"sum": SumAggregation, "add": SumAggregation, "mean": MeanAggregatio
             "max": MaxAggregation, "min": MinAggregation, "var": VarAggregation,
             "std": StdAggregation, "softmax": SoftmaxAggregation, "lstm": LSTMAggregation,
             "lcm": LCMAggregation, "median": MedianAggregation, "quantile": QuantileAggregation,
-            "powermean": PowerMeanAggregation}
+            "powermean": PowerMeanAggregation, "degreescaler": DegreeScalerAggregation}
 
 
 def resolve(aggr, /, **kwargs) -> Aggregation:

@@ -316,12 +316,45 @@ def _gen_aggregation(module) -> tuple:
     return copy.deepcopy(module), {}
 
 
+_PNA_AGGREGATORS = {"SumAggregation": "sum", "MeanAggregation": "mean",
+                    "MinAggregation": "min", "MaxAggregation": "max",
+                    "VarAggregation": "var", "StdAggregation": "std"}
+
+
+def _pna(conv):
+    _simple_flow(conv)
+    scaler = conv.aggr_module
+    inner = scaler.aggr
+    modules = list(inner.aggrs) if type(inner).__name__ == "MultiAggregation" else [inner]
+    _require(type(inner).__name__ != "MultiAggregation" or inner.mode == "cat",
+             "aggregators combined other than by concatenation")
+    _require(all(type(m).__name__ in _PNA_AGGREGATORS for m in modules),
+             "aggregators other than sum, mean, min, max, var and std")
+    _require(all(not getattr(m, "semi_grad", False) for m in modules),
+             "a var or std aggregator with semi_grad")
+    pre = list(conv.pre_nns[0])
+    post = list(conv.post_nns[0])
+    acts = [m for m in pre[1::2] + post[1::2]]
+    ours = gl_conv.PNAConv(
+        conv.in_channels, conv.out_channels, [_PNA_AGGREGATORS[type(m).__name__]
+                                              for m in modules],
+        list(scaler.scaler), torch.ones(1), edge_dim=conv.edge_dim, towers=conv.towers,
+        pre_layers=(len(pre) + 1) // 2, post_layers=(len(post) + 1) // 2,
+        divide_input=conv.divide_input, act=copy.deepcopy(acts[0]) if acts else "relu",
+        train_norm=isinstance(scaler.avg_deg_lin, torch.nn.Parameter))
+    # the averages of the training graph's degrees (PyG keeps them, not the histogram)
+    ours.aggr_module.init_avg_deg_lin = scaler.init_avg_deg_lin
+    ours.aggr_module.init_avg_deg_log = scaler.init_avg_deg_log
+    return ours
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
                "GraphConv": _graph_conv, "SGConv": _sg_conv, "APPNP": _appnp,
                "GCN2Conv": _gcn2, "ResGatedGraphConv": _res_gated,
-               "TAGConv": _tag, "GatedGraphConv": _gated_graph, "GENConv": _gen}
+               "TAGConv": _tag, "GatedGraphConv": _gated_graph, "GENConv": _gen,
+               "PNAConv": _pna}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and

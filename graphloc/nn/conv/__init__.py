@@ -15,6 +15,7 @@ from graphloc.nn.conv.graph_conv import GraphConv
 from graphloc.nn.conv.latte import LATTEConv
 from graphloc.nn.conv.lift import LiftConv
 from graphloc.nn.conv.multi_edge import MultiEdgeConv
+from graphloc.nn.conv.pna import PNAConv
 from graphloc.nn.conv.registry import CONVS, register_conv
 from graphloc.nn.conv.res_gated import ResGatedGraphConv
 from graphloc.nn.conv.sage import SAGEConv
@@ -26,7 +27,7 @@ from graphloc.nn.conv.transformer import TransformerConv
 from graphloc.nn.conv.ugt import UGTLayer
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
-           "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv",
+           "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LiftConv", "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
            "register_conv"]
