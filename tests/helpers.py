@@ -24,6 +24,7 @@ from graphloc.nn import (
     GINEConv,
     GraphConv,
     LiftConv,
+    PNAConv,
     ResGatedGraphConv,
     SAGEConv,
     SGConv,
@@ -212,6 +213,10 @@ CONV_LAYERS = {
     "resgated-fused": lambda: ResGatedGraphConv(5, 4),
     "tag": lambda: TAGConv(5, 4, K=2),
     "gated-graph": lambda: GatedGraphConv(6, 2),
+    "pna": lambda: PNAConv(5, 4, ["mean", "min", "max", "std"], ["identity", "attenuation"],
+                           torch.tensor([1, 2, 3]), edge_dim=3, towers=2),
+    "pna-split": lambda: PNAConv(5, 4, ["sum", "max", "var"], ["identity", "linear"],
+                                 torch.tensor([1, 2, 3])),
 }
 
 

@@ -6,7 +6,12 @@ import torch
 from torch import Tensor
 
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._inputs import check_edge_rows, read_inputs
+from graphloc.nn.conv._inputs import (
+    check_edge_rows,
+    edge_features_from,
+    read_inputs,
+    refuse_edge_attr_without_edge_dim,
+)
 from graphloc.nn.conv._utils import check_input, check_sizes
 
 # the aggregators whose value on messages a_i + b_j the split path forms from b_j alone
@@ -137,16 +142,16 @@ class PNAConv(torch.nn.Module):
         return out
 
     def _edge_features(self, inputs, edge_attr: Tensor | None) -> Tensor | None:
-        """The encoded edge features ``[E, F_in]`` (None without them); PyG's rule: the
-        encoder runs where ``edge_dim`` is set and ``edge_attr`` given."""
-        edge_attr = inputs.edge_input(edge_attr)
-        if (edge_attr is None) != (self.edge_dim is None):
-            raise ValueError("PNAConv: edge_attr given but the layer has no edge_dim (build "
-                             "it with edge_dim=D)" if self.edge_dim is None else
-                             f"PNAConv: the layer has edge_dim={self.edge_dim} (its pre-nets "
-                             "read [x_i, x_j, e]) but no edge_attr was given")
-        if edge_attr is None:
+        """The encoded edge features ``[E, F_in]``: the call's ``edge_attr``, else a sparse
+        adjacency's values or the Graph's own, where the layer has ``edge_dim`` (None
+        without it; a call's ``edge_attr`` is then an error, as it would be ignored)."""
+        if self.edge_dim is None:
+            refuse_edge_attr_without_edge_dim(self, edge_attr)
             return None
+        edge_attr = edge_features_from(self, inputs, edge_attr)
+        if edge_attr is None:
+            raise ValueError(f"PNAConv: the layer has edge_dim={self.edge_dim} (its pre-nets "
+                             "read [x_i, x_j, e]) but no edge_attr was given")
         check_edge_rows(self, "edge_attr", edge_attr, inputs.graph.num_edges)
         if edge_attr.dim() == 1:
             edge_attr = edge_attr.unsqueeze(-1)

@@ -114,6 +114,9 @@ def test_bad_arguments_are_named():
         conv(torch.randn(n, 8), edge_index)
     with pytest.raises(ValueError, match="edge_attr has 5 rows but the graph has"):
         conv(torch.randn(n, 8), edge_index, torch.randn(5, 3))
+    plain = PNAConv(8, 8, ["mean"], ["identity"], deg)
+    with pytest.raises(ValueError, match="built without edge_dim, so the edge_attr of shape"):
+        plain(torch.randn(n, 8), edge_index, torch.randn(edge_index.size(1), 3))
     with pytest.raises(TypeError, match="x must be one tensor"):
         conv((torch.randn(n, 8), torch.randn(n, 8)), edge_index)
     with pytest.raises(ValueError, match=r"expects x of shape \[N, 8\]"):

@@ -19,6 +19,7 @@ def mlp(width=8):
                                torch.nn.Linear(6, 6))
 
 
+PNA_ARGS = (["mean", "min", "max", "std"], ["identity", "amplification"], torch.tensor([2, 5, 4]))
 # (name, graphloc factory, PyG factory, whether the adjacency's values weight the edges)
 CONVS = [
     ("gcn", lambda: gl.GCNConv(8, 6), lambda: pyg.GCNConv(8, 6), True),
@@ -39,6 +40,7 @@ CONVS = [
     ("tag", lambda: gl.TAGConv(8, 6, K=2), lambda: pyg.TAGConv(8, 6, K=2), True),
     ("gated-graph", lambda: gl.GatedGraphConv(8, 2), lambda: pyg.GatedGraphConv(8, 2), True),
     ("gen", lambda: gl.GENConv(8, 6), lambda: pyg.GENConv(8, 6), False),
+    ("pna", lambda: gl.PNAConv(8, 6, *PNA_ARGS), lambda: pyg.PNAConv(8, 6, *PNA_ARGS), False),
 ]
 GCN_NORMALISED = ("gcn", "gcn-improved", "sgc", "appnp")  # PyG's gcn_norm inside
 
