@@ -347,6 +347,11 @@ PYG_CALL_CASES = [("SumAggregation", {}), ("MeanAggregation", {}), ("MaxAggregat
                   ("QuantileAggregation", {"q": [0.25, 0.5]}),  # positions exact in PyG's float32
                   ("PowerMeanAggregation", {"p": 2.0}),
                   ("PowerMeanAggregation", {"learn": True, "channels": 4, "p": 1.5}),
+                  ("DegreeScalerAggregation", {"aggr": ["mean", "max", "std"],
+                                               "scaler": ["identity", "amplification",
+                                                          "attenuation", "linear",
+                                                          "inverse_linear"],
+                                               "deg": torch.tensor([1, 4, 2, 2])}),
                   ("LSTMAggregation", {"in_channels": 4, "out_channels": 3}),
                   ("LCMAggregation", {"in_channels": 4, "out_channels": 3})]
 
@@ -368,7 +373,7 @@ def test_called_as_pyg_calls_its_aggregations(name, kwargs):
     ours.load_state_dict(theirs.state_dict())
     calls = [dict(index=index), dict(index=index, dim_size=11)]
     if name not in ("MedianAggregation", "QuantileAggregation", "LSTMAggregation",
-                    "LCMAggregation"):  # PyG's need index
+                    "LCMAggregation", "DegreeScalerAggregation"):  # PyG's need index
         calls.append(dict(ptr=ptr))
     for call in calls:
         mine, ref = x.clone().requires_grad_(), x.clone().requires_grad_()
