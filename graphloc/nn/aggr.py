@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 
 import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_index, check_int
+from graphloc.checks import caller_stacklevel, check_index, check_int
 from graphloc.graph import Graph
 
 
@@ -751,6 +752,12 @@ class DegreeScalerAggregation(Aggregation):
             raise ValueError(f"DegreeScalerAggregation: scalers must be among {SCALERS}, got "
                              f"{self.scaler!r}")
         self.init_avg_deg_lin, self.init_avg_deg_log = _degree_averages(deg)
+        dividing = sorted({"amplification", "linear"} & set(self.scaler))
+        if dividing and self.init_avg_deg_lin == 0:
+            warnings.warn(f"DegreeScalerAggregation: deg counts only nodes of in-degree 0, so "
+                          f"the scalers {dividing} divide by a mean degree of 0 (infinite or "
+                          f"NaN outputs, as PyG's); pass the training graph's in-degree "
+                          f"histogram", stacklevel=caller_stacklevel())
         if train_norm:
             self.avg_deg_lin = torch.nn.Parameter(torch.empty(1))
             self.avg_deg_log = torch.nn.Parameter(torch.empty(1))

@@ -130,11 +130,18 @@ class PNAConv(torch.nn.Module):
         concatenates: the scalers are factors per node, so the Linear of the scaled
         blocks is the sum of each scaler's factor times the Linear of the unscaled
         aggregates ``aggregated [N, T, A * F_in]`` by that scaler's columns."""
+        factors = self.aggr_module.factors(degree, aggregated.dtype)
+        if not all(f is None or bool(torch.isfinite(f).all()) for f in factors):
+            # an infinite factor (a mean degree of 0): inf times each scaled entry, as
+            # PyG's order gives it (NaN where entries of both signs meet), not inf times
+            # their sum
+            full = torch.cat([towers, self.aggr_module.scale(aggregated, degree)], dim=-1)
+            return torch.stack([nn[0](h) for nn, h in zip(self.post_nns, full.unbind(1),
+                                                          strict=True)], dim=1)
         F, width = self.F_in, aggregated.size(-1)
         weight = torch.stack([nn[0].weight for nn in self.post_nns])  # [T, F_out, (S A + 1) F]
         bias = torch.stack([nn[0].bias for nn in self.post_nns])  # [T, F_out]
         out = torch.einsum("ntf,tof->nto", towers, weight[:, :, :F]) + bias
-        factors = self.aggr_module.factors(degree, aggregated.dtype)
         for s, factor in enumerate(factors):
             block = weight[:, :, F + s * width:F + (s + 1) * width]
             term = torch.einsum("ntk,tok->nto", aggregated, block)

@@ -144,3 +144,23 @@ def test_split_aggregates_are_the_per_edge_messages_aggregates(special, edge_dim
         split = conv._split_aggregate(graph, towers, edge_attr)
         per_edge = conv._edge_aggregate(graph, towers, edge_attr)
     torch.testing.assert_close(split, per_edge, equal_nan=True)
+
+
+def test_a_histogram_of_degree_zero_nodes_gives_pygs_non_finite_outputs():
+    """A training graph without edges has mean degree 0, so the amplification and linear
+    scalers divide by 0: infinite factors, whose products with the scaled entries PyG's
+    Linear sums (NaN where signs meet). graphloc's first post-layer then takes PyG's order
+    (its own, factor times the sum, gave inf where PyG's gives NaN)."""
+    edge_index, n = parity_graph(55)
+    torch.manual_seed(4)
+    args = (["mean", "max"], ["amplification", "linear", "identity"], torch.tensor([7]))
+    theirs = pyg.PNAConv(8, 4, *args).double()
+    with pytest.warns(UserWarning, match=r"only nodes of in-degree 0, so the scalers "
+                                         r"\['amplification', 'linear'\] divide by"):
+        ours = PNAConv(8, 4, *args).double()
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(n, 8, dtype=torch.float64)
+    got, want = ours(x, edge_index), theirs(x, edge_index)
+    assert not want.isfinite().all()
+    assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.isinf(), want.isinf())
+    torch.testing.assert_close(got, want, equal_nan=True)
