@@ -112,6 +112,10 @@ class PNAConv(torch.nn.Module):
                             f"{type(x).__name__}")
         inputs = read_inputs(self, x, edge_index)
         graph = inputs.graph
+        if graph.is_bipartite:
+            raise ValueError(f"PNAConv: its messages read x_i and x_j of one node set, but the "
+                             f"graph is bipartite ({graph.num_src_nodes} sources, "
+                             f"{graph.num_nodes} destinations)")
         check_input(self, inputs.x_src, self.in_channels, "x")
         edge_attr = self._edge_features(inputs, edge_attr)
         towers = self._tower_inputs(inputs.x_src)  # [N, T, F_in]

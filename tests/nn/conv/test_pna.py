@@ -117,6 +117,9 @@ def test_bad_arguments_are_named():
     plain = PNAConv(8, 8, ["mean"], ["identity"], deg)
     with pytest.raises(ValueError, match="built without edge_dim, so the edge_attr of shape"):
         plain(torch.randn(n, 8), edge_index, torch.randn(edge_index.size(1), 3))
+    bipartite = Graph.bipartite(torch.tensor([[0, 1, 2, 3], [0, 0, 1, 1]]), (4, 2))
+    with pytest.raises(ValueError, match=r"graph is bipartite \(4 sources, 2 destinations\)"):
+        PNAConv(8, 8, ["mean"], ["identity"], deg)(torch.randn(4, 8), bipartite)
     with pytest.raises(TypeError, match="x must be one tensor"):
         conv((torch.randn(n, 8), torch.randn(n, 8)), edge_index)
     with pytest.raises(ValueError, match=r"expects x of shape \[N, 8\]"):
