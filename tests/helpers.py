@@ -51,6 +51,15 @@ def random_edge_index(num_nodes: int, num_edges: int, seed: int,
     return edge_index[:, torch.randperm(edge_index.size(1), generator=gen)]
 
 
+def hub_graph() -> Graph:
+    """60 nodes: a hub of in-degree 3,000 (node 0), extra self-loops and a parallel loop on
+    node 7, and nodes 50..59 without edges (the fused kernels' hub, loop and empty-row
+    cases)."""
+    edge_index = random_edge_index(50, 300, 4, 3000)
+    edge_index = torch.cat([edge_index, torch.tensor([[7, 7, 7], [7, 7, 9]])], 1)
+    return Graph(edge_index, num_nodes=60)
+
+
 @st.composite
 def graphs(draw, max_nodes: int = 40, max_edges: int = 150, allow_hub: bool = True):
     """A Graph with random structure; sometimes one hub of in-degree 10^4."""

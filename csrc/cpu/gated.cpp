@@ -41,13 +41,6 @@ inline acc_t sigmoid(acc_t v) {
   return acc_t(1) / (acc_t(1) + exp_vec(-v));
 }
 
-// The channel count as a compile-time constant where it is one of the common widths (the
-// loops then have a fixed trip count), else the run-time value.
-template <int CT>
-inline int64_t width_of(int64_t C) {
-  return CT > 0 ? CT : C;
-}
-
 // Rows of a contiguous [rows, C] tensor.
 template <typename scalar_t>
 struct Rows {

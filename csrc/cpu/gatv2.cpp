@@ -37,7 +37,7 @@ template <int CT, typename scalar_t, typename acc_t>
 inline void edge_scores(const scalar_t* __restrict__ sj, const scalar_t* __restrict__ di,
                         const acc_t* __restrict__ att, int64_t H, int64_t C_run, acc_t slope,
                         acc_t* __restrict__ buf, scalar_t* __restrict__ out) {
-  const int64_t C = CT > 0 ? CT : C_run;  // a constant trip count: no loop overhead per head
+  const int64_t C = width_of<CT>(C_run);  // a constant trip count: no loop overhead per head
   const int64_t K = H * C;
 #pragma omp simd
   for (int64_t k = 0; k < K; ++k)
@@ -58,7 +58,7 @@ template <int CT, bool kAtt, typename scalar_t, typename acc_t>
 inline void edge_grads(const scalar_t* __restrict__ sj, const scalar_t* __restrict__ di,
                        const acc_t* __restrict__ att, const scalar_t* __restrict__ g_e, int64_t H,
                        int64_t C_run, acc_t slope, acc_t* __restrict__ d, acc_t* __restrict__ a) {
-  const int64_t C = CT > 0 ? CT : C_run;
+  const int64_t C = width_of<CT>(C_run);
   for (int64_t h = 0; h < H; ++h) {
     const acc_t g = static_cast<acc_t>(g_e[h]);
     const int64_t c0 = h * C;

@@ -162,6 +162,13 @@ inline void with_constant(int64_t value, F&& body) {
   if (!matched) body(std::integral_constant<int, 0>{});
 }
 
+// The width a kernel instantiated by with_constant loops over: its constant CT where one
+// matched (a fixed trip count), else the run-time value.
+template <int CT>
+inline int64_t width_of(int64_t width) {
+  return CT > 0 ? CT : width;
+}
+
 // body(std::integral_constant<int, T>) with T = tile_width(F) (0 when no tile fits).
 template <typename F>
 inline void with_tile(int64_t channels, F&& body) {

@@ -26,13 +26,6 @@ namespace graphloc {
 
 namespace {
 
-// The channel count as a compile-time constant where it is a common width (fixed trip
-// counts for the vector loops), else the run-time value.
-template <int CT>
-inline int64_t channels_of(int64_t K) {
-  return CT > 0 ? CT : K;
-}
-
 // The score t * x rounded to scalar_t, as torch's product of the two tensors is (for
 // bfloat16 a float product rounded once), then widened for the softmax.
 template <typename scalar_t, typename acc_t>
@@ -51,7 +44,7 @@ __attribute__((noinline)) void forward_rows(const index_t* indptr, const index_t
                                             const scalar_t* x, const acc_t* t, int64_t r0,
                                             int64_t r1, int64_t K_run, scalar_t* out,
                                             acc_t* shift_out, acc_t* total_out) {
-  const int64_t K = channels_of<CT>(K_run);
+  const int64_t K = width_of<CT>(K_run);
   const int64_t distance = prefetch_distance_of<scalar_t>(K);
   const int64_t ahead_end = static_cast<int64_t>(indptr[r1]) - distance;
   std::vector<acc_t> top_v(K), total_v(K), sum_v(K);
@@ -109,7 +102,7 @@ __attribute__((noinline)) void source_rows(const index_t* csc_indptr, const inde
                                            const acc_t* shift, const acc_t* total,
                                            const scalar_t* grad, int64_t r0, int64_t r1,
                                            int64_t K_run, scalar_t* grad_x, double* t_sum) {
-  const int64_t K = channels_of<CT>(K_run);
+  const int64_t K = width_of<CT>(K_run);
   const int64_t distance = prefetch_distance_of<acc_t>(4 * K);
   const int64_t ahead_end = static_cast<int64_t>(csc_indptr[r1]) - distance;
   std::vector<acc_t> dx_v(K), dt_v(K);

@@ -9,6 +9,7 @@ import torch
 from helpers import (
     assert_matches_definition,
     graphs,
+    hub_graph,
     random_edge_index,
     requires_ext,
     to_int64,
@@ -63,9 +64,7 @@ def test_softmax_sum_matches_its_definition(graph, channels, scale, detach, seed
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.float64, 1e-10)])
 def test_hubs_empty_rows_loops_and_int64_indices(dtype, tol):
-    edge_index = random_edge_index(50, 300, 4, 3000)
-    edge_index = torch.cat([edge_index, torch.tensor([[7, 7, 7], [7, 7, 9]])], 1)  # loops
-    graph = Graph(edge_index, num_nodes=60)  # nodes 50..59 have no edges
+    graph = hub_graph()
     gen = torch.Generator().manual_seed(5)
     x = torch.randn(60, 16, dtype=torch.float64, generator=gen)
     t = torch.rand(16, dtype=torch.float64, generator=gen) * 4 - 2
