@@ -24,6 +24,12 @@ def road_statistics(graph: Graph, sweeps: int = 4) -> dict:
     from every node. Otherwise it is a lower bound from ``sweeps`` double sweeps (a BFS
     from the farthest node found so far) in each such larger component; a component whose
     size cannot beat the bound so far is skipped, since its diameter is below its size."""
+    if not isinstance(graph, Graph):
+        raise TypeError(f"road_statistics takes a graphloc.Graph, got {type(graph).__name__} "
+                        "(wrap an edge_index with Graph(edge_index, num_nodes))")
+    if graph.is_bipartite:
+        raise ValueError(f"road_statistics reads one node set; the graph is bipartite "
+                         f"({graph.num_src_nodes} sources, {graph.num_nodes} destinations)")
     n = graph.num_nodes
     adj = _simple_undirected(graph)
     degree = np.asarray(adj.sum(1)).ravel()

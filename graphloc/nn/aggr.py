@@ -155,6 +155,12 @@ def _one_source_per_edge(graph: Graph) -> Graph:
                           graph.num_edges, dst_sorted=True)
 
 
+def _check_number(owner: str, name: str, value) -> None:
+    """A real number (the initial value of a temperature or power), not a bool or tensor."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{owner}: {name} must be a number, got {type(value).__name__}")
+
+
 class _Reduce(Aggregation):
     reduce = "sum"
     takes_weights = True
@@ -350,6 +356,7 @@ class SoftmaxAggregation(Aggregation):
         super().__init__()
         if learn and semi_grad:
             raise ValueError("SoftmaxAggregation: semi_grad cannot be used with learn=True")
+        _check_number("SoftmaxAggregation", "t", t)
         self.learn, self.semi_grad, self.channels, self._init_t = learn, semi_grad, channels, t
         self.t = torch.nn.Parameter(torch.empty(channels)) if learn else t
         self.reset_parameters()
@@ -393,6 +400,10 @@ class PowerMeanAggregation(Aggregation):
         if not learn and channels != 1:
             raise ValueError(f"PowerMeanAggregation: channels={channels} needs learn=True (a "
                              "fixed p is one number)")
+        _check_number("PowerMeanAggregation", "p", p)
+        if p == 0:
+            raise ValueError("PowerMeanAggregation: p = 0 has no power mean (the output's "
+                             "power is 1 / p)")
         self.learn, self.channels, self._init_p = learn, channels, p
         self.min_value, self.max_value = clamp_min, clamp_max
         self.p = torch.nn.Parameter(torch.empty(channels)) if learn else p

@@ -68,3 +68,11 @@ def test_graphs_without_nodes_or_edges():
     assert none["nodes"] == 0 and none["hop_diameter"] == 0 and none["components"] == 0
     loops = road_statistics(Graph(torch.tensor([[0, 1], [0, 1]]), num_nodes=3))
     assert loops["edges"] == 0 and loops["components"] == 3 and loops["largest_component"] == 1
+
+
+def test_what_is_not_one_node_set_is_refused_by_name():
+    with pytest.raises(TypeError, match="takes a graphloc.Graph, got Tensor"):
+        road_statistics(torch.tensor([[0, 1], [1, 0]]))
+    bipartite = Graph.bipartite(torch.tensor([[0, 1, 5], [0, 1, 1]]), (6, 2))
+    with pytest.raises(ValueError, match=r"bipartite \(6 sources, 2 destinations\)"):
+        road_statistics(bipartite)

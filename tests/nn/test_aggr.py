@@ -439,3 +439,15 @@ def test_power_mean_is_the_clamped_power_mean_per_node():
         aggr.PowerMeanAggregation(channels=3)
     with pytest.raises(ValueError, match=r"has 3 powers \(channels=3\) but the messages have 5"):
         module(graph, torch.rand(14, 5, dtype=torch.float64))
+
+
+def test_temperatures_and_powers_are_numbers():
+    """A tensor or bool as the initial t or p failed in a fill deep inside torch; p = 0
+    divided by zero (PyG's too)."""
+    for bad in (torch.tensor([1.0, 2.0]), True, "1"):
+        with pytest.raises(TypeError, match="t must be a number"):
+            aggr.SoftmaxAggregation(t=bad)
+        with pytest.raises(TypeError, match="p must be a number"):
+            aggr.PowerMeanAggregation(p=bad)
+    with pytest.raises(ValueError, match="p = 0 has no power mean"):
+        aggr.PowerMeanAggregation(p=0)

@@ -68,13 +68,16 @@ class PNAConv(torch.nn.Module):
         check_sizes("PNAConv", optional=("edge_dim",), in_channels=in_channels,
                     out_channels=out_channels, towers=towers, pre_layers=pre_layers,
                     post_layers=post_layers, edge_dim=edge_dim)
+        for name, flag in (("divide_input", divide_input), ("train_norm", train_norm)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"PNAConv: {name} must be True or False, got {flag!r}")
         if divide_input and in_channels % towers:
             raise ValueError(f"PNAConv: divide_input needs in_channels ({in_channels}) "
                              f"divisible by towers ({towers})")
         if out_channels % towers:
             raise ValueError(f"PNAConv: out_channels ({out_channels}) must be divisible by "
                              f"towers ({towers})")
-        if isinstance(aggregators, str) or not aggregators:
+        if not isinstance(aggregators, (list, tuple)) or not aggregators:
             raise ValueError(f"PNAConv: aggregators must be a non-empty list of names, got "
                              f"{aggregators!r}")
         self.in_channels, self.out_channels, self.edge_dim = in_channels, out_channels, edge_dim

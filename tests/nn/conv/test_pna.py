@@ -106,6 +106,10 @@ def test_bad_arguments_are_named():
         PNAConv(8, 8, ["mean"], ["identiti"], deg)
     with pytest.raises(ValueError, match="deg must count nodes"):
         PNAConv(8, 8, ["mean"], ["identity"], torch.zeros(3))
+    with pytest.raises(ValueError, match="aggregators must be a non-empty list of names"):
+        PNAConv(8, 8, torch.tensor([1, 2]), ["identity"], deg)
+    with pytest.raises(TypeError, match="divide_input must be True or False"):
+        PNAConv(8, 8, ["mean"], ["identity"], deg, divide_input=torch.tensor([1, 0]))
     with pytest.raises(ValueError, match="PNAConv: towers must be an integer >= 1"):
         PNAConv(8, 8, ["mean"], ["identity"], deg, towers=0)
     edge_index, n = parity_graph(53)
