@@ -749,10 +749,13 @@ class DegreeScalerAggregation(Aggregation):
     scaler by scaler. ``d`` is each node's in-degree; ``delta`` (``avg_deg_log``) and
     ``avg_d`` (``avg_deg_lin``) are the means of ``log(d + 1)`` and ``d`` over the histogram
     ``deg`` of the training graph's in-degrees (``deg[i]`` nodes of degree ``i``), learnt
-    with ``train_norm``. A single scaler name is taken as one (PyG's module iterates over
-    its characters when ``aggr`` is a list, and fails)."""
+    with ``train_norm``. ``deg=None`` (graphloc's option; PyG's needs ``deg``) takes them
+    from the graph of the first forward in training mode and keeps them (a buffer, saved
+    with the model); a forward in eval mode before that is an error. A single scaler name
+    is taken as one (PyG's module iterates over its characters when ``aggr`` is a list, and
+    fails)."""
 
-    def __init__(self, aggr, scaler, deg: Tensor, train_norm: bool = False,
+    def __init__(self, aggr, scaler, deg: Tensor | None, train_norm: bool = False,
                  aggr_kwargs=None):
         super().__init__()
         self.aggr = MultiAggregation(list(aggr), aggr_kwargs) \
@@ -762,13 +765,8 @@ class DegreeScalerAggregation(Aggregation):
         if unknown or not self.scaler:
             raise ValueError(f"DegreeScalerAggregation: scalers must be among {SCALERS}, got "
                              f"{self.scaler!r}")
-        self.init_avg_deg_lin, self.init_avg_deg_log = _degree_averages(deg)
-        dividing = sorted({"amplification", "linear"} & set(self.scaler))
-        if dividing and self.init_avg_deg_lin == 0:
-            warnings.warn(f"DegreeScalerAggregation: deg counts only nodes of in-degree 0, so "
-                          f"the scalers {dividing} divide by a mean degree of 0 (infinite or "
-                          f"NaN outputs, as PyG's); pass the training graph's in-degree "
-                          f"histogram", stacklevel=caller_stacklevel())
+        self.init_avg_deg_lin, self.init_avg_deg_log = (math.nan, math.nan) if deg is None \
+            else self._averages_of(deg)
         if train_norm:
             self.avg_deg_lin = torch.nn.Parameter(torch.empty(1))
             self.avg_deg_log = torch.nn.Parameter(torch.empty(1))
@@ -797,8 +795,34 @@ class DegreeScalerAggregation(Aggregation):
                 for f in self.factors(degree, out.dtype)]
         return torch.cat(outs, dim=-1) if len(outs) > 1 else outs[0]
 
+    def _averages_of(self, deg: Tensor) -> tuple[float, float]:
+        averages = _degree_averages(deg)
+        dividing = sorted({"amplification", "linear"} & set(self.scaler))
+        if dividing and averages[0] == 0:
+            warnings.warn(f"DegreeScalerAggregation: deg counts only nodes of in-degree 0, so "
+                          f"the scalers {dividing} divide by a mean degree of 0 (infinite or "
+                          f"NaN outputs, as PyG's); pass the training graph's in-degree "
+                          f"histogram", stacklevel=caller_stacklevel())
+        return averages
+
+    def _ensure_statistics(self, degree: Tensor) -> None:
+        """Built with ``deg=None``: the averages of the first training forward's graph."""
+        if not bool(torch.isnan(self.avg_deg_lin).any()):
+            return
+        if not self.training:
+            raise RuntimeError("DegreeScalerAggregation was built without deg and has not "
+                               "run a training forward yet: pass deg (the training graph's "
+                               "in-degree histogram) or train it first")
+        self.init_avg_deg_lin, self.init_avg_deg_log = self._averages_of(
+            torch.bincount(degree.long().cpu()))
+        with torch.no_grad():  # (the inner aggregations keep their state)
+            self.avg_deg_lin.fill_(self.init_avg_deg_lin)
+            self.avg_deg_log.fill_(self.init_avg_deg_log)
+
     def factors(self, degree: Tensor, dtype: torch.dtype) -> list:
         """Each scaler's factor per node ``[N]`` (None for the identity), PyG's formulas."""
+        if any(s != "identity" for s in self.scaler):
+            self._ensure_statistics(degree)
         d = degree.to(dtype)
         formulas = {"identity": lambda: None,
                     "amplification": lambda: torch.log(d + 1) / self.avg_deg_log,

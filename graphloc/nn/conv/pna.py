@@ -51,8 +51,11 @@ class PNAConv(torch.nn.Module):
             ``aggr.resolve`` knows).
         scalers (list of str): "identity", "amplification", "attenuation", "linear",
             "inverse_linear".
-        deg (Tensor): the training graph's in-degree histogram (``deg[i]``: the number of
-            nodes of in-degree ``i``; ``PNAConv.get_degree_histogram``).
+        deg (Tensor or None): the training graph's in-degree histogram (``deg[i]``: the
+            number of nodes of in-degree ``i``; ``PNAConv.get_degree_histogram``). None
+            (graphloc's option, for ``GNN("pna", ...)`` and the command line): taken from
+            the graph of the first forward in training mode and kept with the model (the
+            whole graph in full-batch training; with sampled batches pass ``deg``).
         edge_dim (int, optional): edge feature width.
         towers, pre_layers, post_layers, divide_input, act, act_kwargs, train_norm: as PyG's.
 
@@ -61,7 +64,8 @@ class PNAConv(torch.nn.Module):
     """
 
     def __init__(self, in_channels: int, out_channels: int, aggregators: list[str],
-                 scalers: list[str], deg: Tensor, edge_dim: int | None = None, towers: int = 1,
+                 scalers: list[str], deg: Tensor | None, edge_dim: int | None = None,
+                 towers: int = 1,
                  pre_layers: int = 1, post_layers: int = 1, divide_input: bool = False,
                  act="relu", act_kwargs: dict | None = None, train_norm: bool = False):
         super().__init__()

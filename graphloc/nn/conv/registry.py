@@ -15,6 +15,7 @@ from graphloc.nn.conv.gcn import GCNConv
 from graphloc.nn.conv.gen_conv import GENConv
 from graphloc.nn.conv.gin import GINConv
 from graphloc.nn.conv.graph_conv import GraphConv
+from graphloc.nn.conv.pna import PNAConv
 from graphloc.nn.conv.res_gated import ResGatedGraphConv
 from graphloc.nn.conv.sage import SAGEConv
 from graphloc.nn.conv.tag_conv import TAGConv
@@ -41,6 +42,15 @@ register_conv("resgated")(ResGatedGraphConv)
 register_conv("cheb")(lambda i, o, K=3, **kw: ChebConv(i, o, K=K, **kw))
 register_conv("tag")(TAGConv)
 register_conv("gen")(GENConv)  # DeeperGCN's conv, its own MLP inside
+
+
+@register_conv("pna")
+def _pna(in_channels: int, out_channels: int,
+         aggregators=("mean", "min", "max", "std"),
+         scalers=("identity", "amplification", "attenuation"), deg=None, **kwargs):
+    """PNA with PyG's example aggregators and scalers; without ``deg`` its degree averages
+    come from the first training forward's graph."""
+    return PNAConv(in_channels, out_channels, list(aggregators), list(scalers), deg, **kwargs)
 
 
 def check_stack(owner: str, conv: str, dropout: float, **sizes) -> None:

@@ -171,3 +171,34 @@ def test_a_histogram_of_degree_zero_nodes_gives_pygs_non_finite_outputs():
     assert not want.isfinite().all()
     assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.isinf(), want.isinf())
     torch.testing.assert_close(got, want, equal_nan=True)
+
+
+def test_without_deg_the_first_training_forward_sets_the_degree_averages(tmp_path):
+    """GNN("pna", ...) and the command line build PNA without deg: the averages are the
+    first training forward's graph's (those of PyG's PNAConv given that graph's histogram),
+    kept in the state dict; an eval forward before any training is an error."""
+    from graphloc.cli import main
+    from graphloc.nn import build_model
+    edge_index, n = parity_graph(56)
+    graph = Graph(edge_index, num_nodes=n)
+    torch.manual_seed(5)
+    model = build_model("pna", 8, 8, 3, 2).eval()
+    x = torch.randn(n, 8)
+    with pytest.raises(RuntimeError, match="built without deg and has not run a training"):
+        model(x, graph)
+    model.train()
+    model(x, graph)
+    given = pyg.PNAConv(8, 8, ["mean", "min", "max", "std"],
+                        ["identity", "amplification", "attenuation"], _histogram(edge_index, n))
+    for conv in model.convs:
+        torch.testing.assert_close(conv.aggr_module.avg_deg_log, given.aggr_module.avg_deg_log)
+        torch.testing.assert_close(conv.aggr_module.avg_deg_lin, given.aggr_module.avg_deg_lin)
+    again = build_model("pna", 8, 8, 3, 2)
+    again.load_state_dict(model.state_dict())
+    model.eval(), again.eval()
+    torch.testing.assert_close(again(x, graph), model(x, graph))
+    run = tmp_path / "run"
+    assert main(["train", "--dataset", "synthetic:300", "--model", "pna", "--epochs", "2",
+                 "--hidden", "8", "--out", str(run)]) == 0
+    assert main(["influence", "--checkpoint", str(run / "best.pt"), "--max-hops", "2",
+                 "--samples", "3", "--out", str(tmp_path / "r.json")]) == 0

@@ -307,6 +307,8 @@ def _whole_models():
     cases += [(f"gnn-{conv}", lambda conv=conv: GNN(conv, 6, 16, 3, num_layers=2))
               for conv in ("gcn", "sage", "gat", "gin", "cheb", "transformer", "gen")]
     cases.append(("la-gcn", lambda: build_model("la-gcn", 6, 16, 3, 2, num_generated=0)))
+    cases.append(("gnn-pna", lambda: GNN("pna", 6, 16, 3, num_layers=2,
+                                         deg=torch.tensor([1, 3, 4, 2]))))
     return cases
 
 
