@@ -796,7 +796,7 @@ class DegreeScalerAggregation(Aggregation):
         return torch.cat(outs, dim=-1) if len(outs) > 1 else outs[0]
 
     def _averages_of(self, deg: Tensor) -> tuple[float, float]:
-        averages = _degree_averages(deg)
+        averages = degree_averages(deg)
         dividing = sorted({"amplification", "linear"} & set(self.scaler))
         if dividing and averages[0] == 0:
             warnings.warn(f"DegreeScalerAggregation: deg counts only nodes of in-degree 0, so "
@@ -835,18 +835,20 @@ class DegreeScalerAggregation(Aggregation):
         return f"{self.__class__.__name__}({self.aggr}, scaler={self.scaler})"
 
 
-def _degree_averages(deg: Tensor) -> tuple[float, float]:
-    """The mean in-degree and mean log(in-degree + 1) over a histogram (``deg[i]`` nodes of
-    degree ``i``), as PyG's ``DegreeScalerAggregation`` computes them."""
-    if not isinstance(deg, Tensor) or deg.dim() != 1 or deg.is_floating_point() and \
-            not bool(torch.isfinite(deg).all()):
-        raise ValueError("deg must be a 1-D histogram of in-degrees (deg[i]: the number of "
-                         f"nodes of degree i), got {deg!r}")
-    deg = deg.to(torch.float)
+def degree_averages(deg, dtype: torch.dtype = torch.float32) -> tuple[float, float]:
+    """PNA's degree statistics of a histogram (``deg[i]`` nodes, or groups, of size ``i``):
+    the mean size and the mean ``log(size + 1)``, computed in ``dtype`` (float32: PyG's
+    ``DegreeScalerAggregation``)."""
+    deg = torch.as_tensor(deg)
+    if deg.dim() != 1 or deg.is_floating_point() and not bool(torch.isfinite(deg).all()):
+        raise ValueError("deg must be a non-empty histogram, 1-D and finite (deg[i]: the "
+                         f"number of nodes, or groups, of size i), got {deg!r}")
+    deg = deg.to(dtype)
     if bool((deg < 0).any()) or float(deg.sum()) <= 0:
-        raise ValueError(f"deg must count nodes (non-negative, not all 0), got {deg.tolist()}")
+        raise ValueError(f"deg must be a non-empty histogram: deg must count nodes "
+                         f"(non-negative, not all 0), got {deg.tolist()}")
     total = float(deg.sum())
-    bins = torch.arange(deg.numel(), device=deg.device)
+    bins = torch.arange(deg.numel(), dtype=dtype, device=deg.device)
     return float((bins * deg).sum()) / total, float(((bins + 1).log() * deg).sum()) / total
 
 

@@ -14,6 +14,7 @@ from torch.nn.utils.rnn import PackedSequence
 
 from graphloc import ops
 from graphloc.graph import Graph
+from graphloc.nn.aggr import degree_averages
 from graphloc.nn.conv._utils import check_input, check_sizes
 from graphloc.nn.conv.gin import GINEConv
 
@@ -123,12 +124,8 @@ class Aggregation(torch.nn.Module):
 
 def pna_delta(deg: Tensor) -> float:
     """PNA's ``delta`` from a histogram of group sizes (``deg[i]`` groups of size ``i``, as
-    PyG's ``PNAConv(deg=...)``): the mean of ``log(i + 1)`` over the groups."""
-    deg = torch.as_tensor(deg, dtype=torch.float64)
-    if deg.dim() != 1 or deg.numel() == 0 or (deg < 0).any() or deg.sum() <= 0:
-        raise ValueError(f"deg must be a non-empty histogram of group counts, got {deg}")
-    sizes = torch.arange(deg.numel(), dtype=torch.float64)
-    return float((deg * sizes.add(1).log()).sum() / deg.sum())
+    PyG's ``PNAConv(deg=...)``): the mean of ``log(i + 1)`` over the groups, in float64."""
+    return degree_averages(deg, torch.float64)[1]
 
 
 def group_size_histogram(graph: Graph) -> Tensor:

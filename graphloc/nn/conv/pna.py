@@ -201,7 +201,9 @@ class PNAConv(torch.nn.Module):
         names = set(self.aggregators) | ({"min", "max"} if {"min", "max"} &
                                           set(self.aggregators) else set())
         of_sources = {name: self._aggregator(name)(graph, b).view(-1, T, F) for name in names}
-        outs = [_with_destination(name, of_sources, a, degree) for name in self.aggregators]
+        has_edges = (degree > 0).view(-1, 1, 1)
+        outs = [_with_destination(name, of_sources, a, degree, has_edges)
+                for name in self.aggregators]
         return torch.cat(outs, dim=-1)
 
     def _aggregator(self, name: str):
@@ -243,7 +245,8 @@ class PNAConv(torch.nn.Module):
                 f"towers={self.towers}, edge_dim={self.edge_dim})")
 
 
-def _with_destination(name: str, of_sources: dict, a: Tensor, degree: Tensor) -> Tensor:
+def _with_destination(name: str, of_sources: dict, a: Tensor, degree: Tensor,
+                      has_edges: Tensor) -> Tensor:
     """An aggregator's value on the messages a_i + b_j from the aggregates of b_j
     (``of_sources`` by name), as the messages' own aggregate would be, special values
     included: the sum adds deg * a_i; the variance does not move, but is NaN where a_i is
@@ -261,7 +264,6 @@ def _with_destination(name: str, of_sources: dict, a: Tensor, degree: Tensor) ->
         sign = -1.0 if name == "min" else 1.0  # the a_i that a finite extreme hides
         lost = (a == sign * float("inf")) & (opposite == -sign * float("inf"))
         out = out.masked_fill(lost, float("nan"))
-    has_edges = (degree > 0).view(-1, 1, 1)
     return torch.where(has_edges, out, torch.zeros_like(out))
 
 
