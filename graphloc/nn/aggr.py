@@ -418,6 +418,9 @@ class PowerMeanAggregation(Aggregation):
             torch.nn.init.constant_(self.p, self._init_p)
 
     def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        if not x.is_floating_point():  # (a clamp to 1e-4 made integer messages float)
+            raise TypeError(f"PowerMeanAggregation: the messages must be floating point, got "
+                            f"{x.dtype}")
         graph, x = self._weighted_messages(graph, x, edge_weight)
         p = self.p
         plain = not isinstance(p, Tensor) and p == 1

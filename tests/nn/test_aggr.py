@@ -451,3 +451,7 @@ def test_temperatures_and_powers_are_numbers():
             aggr.PowerMeanAggregation(p=bad)
     with pytest.raises(ValueError, match="p = 0 has no power mean"):
         aggr.PowerMeanAggregation(p=0)
+    graph = Graph(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_nodes=3)
+    for p in (1.0, 2.0):  # p = 2 made integer messages float without a word
+        with pytest.raises(TypeError, match="messages must be floating point, got torch.int64"):
+            aggr.PowerMeanAggregation(p=p)(graph, torch.ones(3, 2, dtype=torch.long))

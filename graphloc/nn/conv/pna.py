@@ -42,7 +42,9 @@ class PNAConv(torch.nn.Module):
     message tensor unless there are edge features. PyG forms the messages ``[x_i, x_j]``
     per edge and tower, then their images. Deeper pre-nets and other aggregators take the
     messages per edge, as PyG's. "var" and "std" are graphloc's (the mean squared
-    deviation), not PyG's ``mean(x^2) - mean(x)^2``, which cancels (``docs/models.md``).
+    deviation), not PyG's ``mean(x^2) - mean(x)^2``, which cancels; the std is PyG's
+    (clamped at 1e-5 and masked to 0), not the official dense layers'
+    ``sqrt(relu(var) + 1e-5)`` (``docs/models.md`` lists the differences).
 
     Args:
         in_channels (int): input width.

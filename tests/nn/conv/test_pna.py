@@ -7,6 +7,7 @@ import copy
 import pytest
 import torch
 import torch_geometric.nn as pyg
+from helpers import hub_graph
 from parity import assert_parity, parity_graph
 
 from graphloc import Graph
@@ -202,3 +203,16 @@ def test_without_deg_the_first_training_forward_sets_the_degree_averages(tmp_pat
                  "--hidden", "8", "--out", str(run)]) == 0
     assert main(["influence", "--checkpoint", str(run / "best.pt"), "--max-hops", "2",
                  "--samples", "3", "--out", str(tmp_path / "r.json")]) == 0
+
+
+@pytest.mark.parametrize("pre_layers", [1, 2])
+def test_a_hub_loops_and_empty_rows_match_pyg(pre_layers):
+    """A node of in-degree 3,000 beside loops, a parallel loop and nodes without edges."""
+    graph = hub_graph()
+    edge_index, n = graph.edge_index, graph.num_nodes
+    torch.manual_seed(6)
+    args = (AGGREGATORS, SCALERS, _histogram(edge_index, n))
+    theirs = pyg.PNAConv(8, 8, *args, pre_layers=pre_layers)
+    ours = PNAConv(8, 8, *args, pre_layers=pre_layers)
+    assert_parity(ours, theirs, lambda m, x: m(x, graph), lambda m, x: m(x, edge_index),
+                  torch.randn(n, 8))
