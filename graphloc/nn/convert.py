@@ -143,13 +143,7 @@ def _require(condition: bool, reason: str) -> None:
         raise Unconvertible(reason)
 
 
-def _simple_flow(conv) -> None:
-    _require(getattr(conv, "flow", "source_to_target") == "source_to_target",
-             f"flow={conv.flow!r} (graphloc passes messages source -> target only)")
-
-
 def _gcn(conv):
-    _simple_flow(conv)
     _require(not conv.improved, "improved=True (PyG's added loops weigh 1 when no edge "
              "weights are passed, graphloc's 2)")
     return gl_conv.GCNConv(conv.in_channels, conv.out_channels, improved=conv.improved,
@@ -158,7 +152,6 @@ def _gcn(conv):
 
 
 def _sage(conv):
-    _simple_flow(conv)
     # a plain name builds graphloc's kernel; any other aggregation (learnable, a list with
     # its mode, PyG's own) is PyG's module itself, copied: same parameters, same numbers
     plain = isinstance(conv.aggr, str) and conv.aggr in ("mean", "max", "min", "sum", "add")
@@ -170,7 +163,6 @@ def _sage(conv):
 
 
 def _gat(conv):
-    _simple_flow(conv)
     return gl_conv.GATConv(conv.in_channels, conv.out_channels, heads=conv.heads,
                            concat=conv.concat,
                            negative_slope=conv.negative_slope, dropout=conv.dropout,
@@ -180,7 +172,6 @@ def _gat(conv):
 
 
 def _gatv2(conv):
-    _simple_flow(conv)
     return gl_conv.GATv2Conv(conv.in_channels, conv.out_channels, heads=conv.heads,
                              concat=conv.concat, negative_slope=conv.negative_slope,
                              dropout=conv.dropout, add_self_loops=conv.add_self_loops,
@@ -190,26 +181,22 @@ def _gatv2(conv):
 
 
 def _gin(conv):
-    _simple_flow(conv)
     return gl_conv.GINConv(copy.deepcopy(conv.nn), eps=conv.initial_eps,
                            train_eps=isinstance(conv.eps, torch.nn.Parameter))
 
 
 def _gine(conv):
-    _simple_flow(conv)
     edge_dim = conv.lin.in_features if getattr(conv, "lin", None) is not None else None
     return gl_conv.GINEConv(copy.deepcopy(conv.nn), eps=conv.initial_eps,
                             train_eps=isinstance(conv.eps, torch.nn.Parameter), edge_dim=edge_dim)
 
 
 def _cheb(conv):
-    _simple_flow(conv)
     return gl_conv.ChebConv(conv.in_channels, conv.out_channels, K=len(conv.lins),
                             normalization=conv.normalization, bias=conv.bias is not None)
 
 
 def _transformer(conv):
-    _simple_flow(conv)
     return gl_conv.TransformerConv(conv.in_channels, conv.out_channels, heads=conv.heads,
                                    concat=conv.concat, beta=conv.beta, dropout=conv.dropout,
                                    edge_dim=conv.edge_dim, bias=conv.lin_skip.bias is not None
@@ -218,7 +205,6 @@ def _transformer(conv):
 
 
 def _graph_conv(conv):
-    _simple_flow(conv)
     # graphloc weights the plain aggregations inside one fused product; the others reduce
     # [E, F] weighted messages as PyG's conv does, so converting them would gain nothing
     _require(isinstance(conv.aggr, str) and conv.aggr in ("add", "sum", "mean", "max", "min"),
@@ -228,19 +214,16 @@ def _graph_conv(conv):
 
 
 def _sg_conv(conv):
-    _simple_flow(conv)
     return gl_conv.SGConv(conv.in_channels, conv.out_channels, K=conv.K, cached=conv.cached,
                           add_self_loops=conv.add_self_loops, bias=conv.lin.bias is not None)
 
 
 def _appnp(conv):
-    _simple_flow(conv)
     return gl_conv.APPNP(conv.K, conv.alpha, dropout=conv.dropout, cached=conv.cached,
                          add_self_loops=conv.add_self_loops, normalize=conv.normalize)
 
 
 def _gcn2(conv):
-    _simple_flow(conv)
     ours = gl_conv.GCN2Conv(conv.channels, conv.alpha, shared_weights=conv.weight2 is None,
                             cached=conv.cached, add_self_loops=conv.add_self_loops,
                             normalize=conv.normalize)
@@ -249,7 +232,6 @@ def _gcn2(conv):
 
 
 def _res_gated(conv):
-    _simple_flow(conv)
     _require(conv.aggr in ("add", "sum"),
              f"aggr={conv.aggr!r} (graphloc's ResGatedGraphConv sums the gated messages)")
     return gl_conv.ResGatedGraphConv(conv.in_channels, conv.out_channels,
@@ -260,18 +242,17 @@ def _res_gated(conv):
 def _tag(conv):
     _require(conv.aggr in ("add", "sum"), f"aggr={conv.aggr!r} (graphloc's TAGConv sums)")
     return gl_conv.TAGConv(conv.in_channels, conv.out_channels, K=conv.K,
-                           bias=conv.bias is not None, normalize=conv.normalize, flow=conv.flow)
+                           bias=conv.bias is not None, normalize=conv.normalize)
 
 
 def _gated_graph(conv):
     _require(isinstance(conv.aggr, str) and conv.aggr in ("add", "sum", "mean", "max", "min"),
              f"aggr={conv.aggr!r} (graphloc's GatedGraphConv fuses add, mean, max and min)")
     return gl_conv.GatedGraphConv(conv.out_channels, conv.num_layers, aggr=conv.aggr,
-                                  bias=conv.rnn.bias_ih is not None, flow=conv.flow)
+                                  bias=conv.rnn.bias_ih is not None)
 
 
 def _gen(conv):
-    _simple_flow(conv)
     mlp = list(conv.mlp)
     lins = [m for m in mlp if type(m).__name__ == "Linear"]  # PyG's Linear, or torch's
     norms = {torch.nn.BatchNorm1d: "batch", torch.nn.LayerNorm: "layer",
@@ -322,7 +303,6 @@ _PNA_AGGREGATORS = {"SumAggregation": "sum", "MeanAggregation": "mean",
 
 
 def _pna(conv):
-    _simple_flow(conv)
     scaler = conv.aggr_module
     inner = scaler.aggr
     modules = list(inner.aggrs) if type(inner).__name__ == "MultiAggregation" else [inner]
@@ -378,6 +358,7 @@ def _convert_conv(conv) -> torch.nn.Module:
     _require(name in _CONVERTERS, f"{name} has no graphloc equivalent")
     try:
         ours = _CONVERTERS[name](conv)
+        ours.flow = conv.flow  # every converted conv reads its flow at each call
         ours.load_state_dict(_used_state(conv, ours), strict=True)
     except Unconvertible:
         raise

@@ -71,9 +71,9 @@ def test_what_gnn_lacks_keeps_pyg_container_with_graphloc_convs():
 
 
 class _UserModel(torch.nn.Module):
-    def __init__(self, aggr="mean", flow="source_to_target"):
+    def __init__(self, aggr="mean", flow="source_to_target", improved=False):
         super().__init__()
-        self.first = pyg.GCNConv(6, 8)
+        self.first = pyg.GCNConv(6, 8, improved=improved)
         self.second = pyg.SAGEConv(8, 4, aggr=aggr, flow=flow)
 
     def forward(self, x, edge_index):
@@ -89,11 +89,15 @@ def test_convs_inside_a_users_module_are_replaced_in_place():
     assert type(ours.first).__module__ == "graphloc.nn.conv.gcn"
     torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
     reversed_flow = _UserModel(flow="target_to_source").eval()
-    with pytest.warns(UserWarning, match="second: flow='target_to_source'"):
-        partly = from_pyg(reversed_flow, example=(x, edge_index))
-    assert partly.pyg_conversion["kept"][0][0] == "second"
-    with pytest.raises(Unconvertible, match="flow='target_to_source'"):
-        from_pyg(reversed_flow, example=(x, edge_index), strict=True)
+    converted = from_pyg(reversed_flow, example=(x, edge_index))
+    assert converted.second.flow == "target_to_source"
+    torch.testing.assert_close(converted(x, edge_index), reversed_flow(x, edge_index))
+    improved = _UserModel(improved=True).eval()
+    with pytest.warns(UserWarning, match="first: improved=True"):
+        partly = from_pyg(improved, example=(x, edge_index))
+    assert partly.pyg_conversion["kept"][0][0] == "first"
+    with pytest.raises(Unconvertible, match="improved=True"):
+        from_pyg(improved, example=(x, edge_index), strict=True)
     with pytest.warns(UserWarning, match="no probe"):
         from_pyg(theirs)
 

@@ -39,6 +39,8 @@ class ConvInputs:
     adj_values: Tensor | None  # a sparse adjacency's values, in the graph's edge order
     adj_layout: torch.layout | None  # that adjacency's layout (attention is returned in it)
     batch: int | None  # B of a static [B, N, F] input, folded into the nodes
+    # flow="target_to_source": the graph is the caller's edge_index reversed
+    reversed: bool = False
 
     def edge_input(self, t: Tensor | None) -> Tensor | None:
         """A per-edge tensor of the user's graph, repeated for each static copy."""
@@ -58,8 +60,8 @@ class ConvInputs:
         if self.batch is not None:
             raise ValueError("attention weights are not returned for a static [B, N, F] "
                              "input; call the layer on each feature set")
-        if self.adj_layout is None:
-            return edge_index.clone(), alpha
+        if self.adj_layout is None:  # in the caller's direction (flip copies)
+            return (edge_index.flip(0) if self.reversed else edge_index.clone()), alpha
         size = (self.graph.num_nodes, self.graph.num_src_nodes, *alpha.shape[1:])
         adj = torch.sparse_coo_tensor(edge_index.flip(0), alpha, size).coalesce()
         if self.adj_layout == torch.sparse_csr:
@@ -150,20 +152,30 @@ def relu_edge_messages(layer: torch.nn.Module, graph: Graph, x_src: Tensor,
                       + graph.to_csr_order(edge_attr))
 
 
-def read_inputs(layer: torch.nn.Module, x, edge_index, size=None,
-                flow: str = "source_to_target") -> ConvInputs:
-    """Reads one call of ``layer`` in PyG's conventions (module docstring); errors name the
-    layer and the offending argument."""
+def check_flow(owner: str, flow) -> str:
+    """``flow`` checked when a layer is built, as PyG's ``MessagePassing`` checks it."""
+    if not isinstance(flow, str) or flow not in _FLOWS:
+        raise ValueError(f"{owner}: flow must be one of {_FLOWS}, got {flow!r}")
+    return flow
+
+
+def read_inputs(layer: torch.nn.Module, x, edge_index, size=None) -> ConvInputs:
+    """Reads one call of ``layer`` in PyG's conventions (module docstring) and in the
+    layer's ``flow``; errors name the layer and the offending argument."""
     name = layer.__class__.__name__
+    flow = check_flow(name, layer.flow)  # an attribute, so also checked when set later
     x_src, x_dst, pair = _features(name, x)
+    if pair and flow != "source_to_target":
+        # PyG then reads messages from x[1] by edge_index[1] but still adds a root term
+        # from x[1] to outputs sized by x[0]: defined only for equal sizes, so refused.
+        raise ValueError(f"{name}: flow={flow!r} is not defined for a bipartite pair "
+                         "(x_src, x_dst); pass edge_index.flip(0) with the default flow")
     batch = None
     if x_src.dim() == 3:  # static graph: [B, N, F] feature sets on one graph
         batch = x_src.size(0)
         x_src = x_src.reshape(-1, x_src.size(-1))
         if x_dst is not None:
             x_dst = x_src if not pair else _fold_static(name, x_dst, batch)
-    if flow not in _FLOWS:
-        raise ValueError(f"{name}: flow must be one of {_FLOWS}, got {flow!r}")
     if isinstance(edge_index, Graph):
         graph, values, layout = _given_graph(name, edge_index, flow, size), None, None
         if batch is not None:
@@ -182,7 +194,8 @@ def read_inputs(layer: torch.nn.Module, x, edge_index, size=None,
     else:  # the caller's edge_index: its Graph built once while it stays unchanged
         graph = graph_of_edges(edge_index, n_dst if pair else n_src, n_src if pair else None,
                                flip=flow == "target_to_source")
-    return ConvInputs(x_src, x_dst, graph, values, layout, batch)
+    return ConvInputs(x_src, x_dst, graph, values, layout, batch,
+                      reversed=flow == "target_to_source")
 
 
 def _features(name: str, x) -> tuple[Tensor, Tensor | None, bool]:

@@ -7,6 +7,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_int
+from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_dropouts
 from graphloc.nn.conv.gcn import (
     cached_normalisation,
@@ -62,7 +63,8 @@ class APPNP(torch.nn.Module):
             raise ValueError(f"APPNP: alpha must be a number in [0, 1], got {alpha!r}")
         check_dropouts("APPNP", upto_one=True, dropout=dropout)
         self.alpha, self.dropout, self.cached = float(alpha), dropout, cached
-        self.add_self_loops, self.normalize, self.flow = add_self_loops, normalize, flow
+        self.add_self_loops, self.normalize = add_self_loops, normalize
+        self.flow = check_flow("APPNP", flow)
         clear_normalisation_cache(self)
 
     def reset_parameters(self) -> None:

@@ -7,25 +7,31 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.graph import Graph, degree_power
-from graphloc.nn.conv._inputs import read_inputs, weights_from
+from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import check_input, check_sizes, glorot_linear, reset_glorot
 
 
 def scaled_laplacian(graph: Graph, normalization: str | None, edge_weight: Tensor | None,
                      lambda_max: float | Tensor | None, dtype: torch.dtype,
-                     batch: Tensor | None = None) -> tuple[Graph, Tensor]:
+                     batch: Tensor | None = None,
+                     degree_at_destination: bool = False) -> tuple[Graph, Tensor]:
     """:math:`\\hat{L} = 2L / \\lambda_{max} - I` on the loop-free graph plus one loop per
     node, as PyG's ``get_laplacian`` and ``ChebConv.__norm__`` build it (edges sorted by
     destination, the weights in that order). ``lambda_max`` is one value, or one per graph
     of a mini-batch whose node assignment is ``batch``; None takes PyG's default, twice the
-    largest weight of L (2 for "sym" and "rw" with non-negative weights)."""
+    largest weight of L (2 for "sym" and "rw" with non-negative weights).
+
+    Degrees are summed at the sources, as PyG's are at ``edge_index[0]``; with
+    ``flow="target_to_source"`` the graph here is the reversed ``edge_index``, so PyG's
+    ``edge_index[0]`` are its destinations (``degree_at_destination``)."""
     keep = graph.edge_index[0] != graph.edge_index[1]
     edge_index = graph.edge_index[:, keep]
     n = graph.num_nodes
     w = (torch.ones(edge_index.size(1), dtype=dtype, device=graph.device)
          if edge_weight is None else edge_weight[keep].to(dtype))
     src, dst = edge_index
-    deg = ops.scatter(w, src, 0, dim_size=n, reduce="sum")
+    at = dst if degree_at_destination else src
+    deg = ops.scatter(w, at, 0, dim_size=n, reduce="sum")
     if normalization is None:
         off, diag = -w, deg
     elif normalization == "sym":
@@ -33,7 +39,7 @@ def scaled_laplacian(graph: Graph, normalization: str | None, edge_weight: Tenso
         off, diag = -inv_sqrt[src] * w * inv_sqrt[dst], torch.ones_like(deg)
     else:
         inv = degree_power(deg, -1.0)
-        off, diag = -inv[src] * w, torch.ones_like(deg)
+        off, diag = -inv[at] * w, torch.ones_like(deg)
     weight = torch.cat([off, diag])
     loops = torch.arange(n, device=graph.device).expand(2, -1)
     if lambda_max is None:  # PyG's default (a graph without nodes scales nothing)
@@ -79,6 +85,8 @@ class ChebConv(torch.nn.Module):
             \mathbf{D}^{-1/2}\mathbf{A}\mathbf{D}^{-1/2}`) or "rw"
             (:math:`\mathbf{I} - \mathbf{D}^{-1}\mathbf{A}`); degrees at the source, as PyG.
         bias (bool, default True): learn the additive bias.
+        flow (str, default "source_to_target"): PyG's edge direction;
+            ``"target_to_source"`` reads ``edge_index[0]`` as the destinations.
 
     Shapes:
         input: ``[N, in_channels]`` (or a static batch ``[B, N, in_channels]``), the graph
@@ -90,8 +98,10 @@ class ChebConv(torch.nn.Module):
     """
 
     def __init__(self, in_channels: int, out_channels: int, K: int,
-                 normalization: str | None = "sym", bias: bool = True):
+                 normalization: str | None = "sym", bias: bool = True,
+                 flow: str = "source_to_target"):
         super().__init__()
+        self.flow = check_flow("ChebConv", flow)
         check_sizes("ChebConv", lazy=True, in_channels=in_channels, out_channels=out_channels, K=K)
         if K < 1:
             raise ValueError(f"ChebConv needs K >= 1, got {K}")
@@ -128,7 +138,7 @@ class ChebConv(torch.nn.Module):
         """``out`` plus the terms k = 1 .. K-1 of the Chebyshev sum."""
         def build():
             lap, weight = scaled_laplacian(graph, self.normalization, edge_weight, lambda_max,
-                                           x.dtype, batch)
+                                           x.dtype, batch, self.flow == "target_to_source")
             # 2 L x as one product with doubled weights: bit for bit 2 * (L x) (doubling is
             # exact), without a pass over [N, F] forward and backward
             return lap, weight, weight * 2.0
@@ -137,7 +147,7 @@ class ChebConv(torch.nn.Module):
             return lap, lap.keep_transposed(weight), lap.keep_transposed(doubled)
         if edge_weight is None and not isinstance(lambda_max, Tensor):
             lap, weight, doubled = graph.cached(
-                ("cheb", self.normalization, lambda_max, x.dtype), build_kept)
+                ("cheb", self.normalization, lambda_max, x.dtype, self.flow), build_kept)
         else:
             lap, weight, doubled = build()
         tx0, tx1 = x, ops.spmm(lap, x, weight)

@@ -12,7 +12,12 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import caller_stacklevel
 from graphloc.graph import Graph
-from graphloc.nn.conv._inputs import check_edge_rows, edge_features_from, read_inputs
+from graphloc.nn.conv._inputs import (
+    check_edge_rows,
+    check_flow,
+    edge_features_from,
+    read_inputs,
+)
 from graphloc.nn.conv._utils import (
     check_dropouts,
     check_sizes,
@@ -73,14 +78,16 @@ def _num_loops(graph: Graph) -> int:
 
 
 def loop_edge_attr(graph: Graph, keep: Tensor, edge_attr: Tensor,
-                   fill_value: float | Tensor | str | None) -> Tensor:
+                   fill_value: float | Tensor | str | None, reversed: bool = False) -> Tensor:
     """PyG's ``add_self_loops`` on edge features: the kept edges' rows, then one row per
     added loop: ones (None), a constant, a tensor broadcast to each row, or the node's
-    "mean" / "sum" / "max" / "min" / "mul" of its kept incoming rows."""
+    "mean" / "sum" / "max" / "min" / "mul" of its kept rows at ``edge_index[1]`` (whatever
+    the flow: with ``reversed``, the graph's sources)."""
     kept = edge_attr[keep]
     shape = (_num_loops(graph), *kept.shape[1:])
     if isinstance(fill_value, str):
-        fill = ops.scatter(kept, graph.edge_index[1][keep], 0, dim_size=graph.num_nodes,
+        ends = graph.edge_index[0 if reversed else 1]
+        fill = ops.scatter(kept, ends[keep], 0, dim_size=graph.num_nodes,
                            reduce=fill_value)[:_num_loops(graph)]
     elif isinstance(fill_value, Tensor):
         fill = fill_value.to(kept.device, kept.dtype)
@@ -143,13 +150,15 @@ def attention_edge_features(layer: torch.nn.Module, inputs, edge_attr: Tensor | 
     return edge_attr
 
 
-def with_pyg_loops(graph: Graph, add_self_loops: bool, edge_attr: Tensor | None,
+def with_pyg_loops(inputs, add_self_loops: bool, edge_attr: Tensor | None,
                    fill_value: float | Tensor | str | None, weights_returned: bool):
-    """GAT's graph as PyG's builds it: ``(graph, edge_attr, stale, pyg_order)``. Eagerly,
+    """GAT's graph of a call's ``inputs`` as PyG's builds it: ``(graph, edge_attr, stale,
+    pyg_order)``. Eagerly,
     old loops dropped and one loop per node added, the edges sorted by destination
     (``pyg_order``: PyG's edge list and the order mapping it to the graph's, when edge
     features or returned weights need them); under ``torch.compile`` without either, every
     edge kept and the old loops masked (``stale``)."""
+    graph = inputs.graph
     if add_self_loops and edge_attr is None and not weights_returned \
             and torch.compiler.is_compiling():
         graph, stale = graph.cached("gat_masked_loops", lambda: _with_masked_loops(graph))
@@ -162,7 +171,7 @@ def with_pyg_loops(graph: Graph, add_self_loops: bool, edge_attr: Tensor | None,
         pyg_order = graph.cached("gat_pyg_edge_order", lambda: _pyg_edge_order(graph))
     if edge_attr is not None:
         pyg_edge_index, order, keep = pyg_order
-        edge_attr = loop_edge_attr(graph, keep, edge_attr, fill_value)[order]
+        edge_attr = loop_edge_attr(graph, keep, edge_attr, fill_value, inputs.reversed)[order]
     return loops, edge_attr, None, pyg_order
 
 
@@ -213,6 +222,8 @@ class GATConv(torch.nn.Module):
             / "add" / "max" / "min" / "mul" of the node's incoming edge features (PyG's).
         bias (bool, default True): learn an additive bias.
         residual (bool, default False): add a linear projection of the input.
+        flow (str, default "source_to_target"): PyG's edge direction;
+            ``"target_to_source"`` reads ``edge_index[0]`` as the destinations.
 
     Shapes:
         input: ``[N, in_channels]`` or a pair ``(x_src, x_dst)`` (bipartite: output rows
@@ -226,8 +237,9 @@ class GATConv(torch.nn.Module):
                  concat: bool = True, negative_slope: float = 0.2, dropout: float = 0.0,
                  add_self_loops: bool = True, edge_dim: int | None = None,
                  fill_value: float | Tensor | str | None = "mean", bias: bool = True,
-                 residual: bool = False):
+                 residual: bool = False, flow: str = "source_to_target"):
         super().__init__()
+        self.flow = check_flow("GATConv", flow)
         set_attention_options(self, in_channels, out_channels, heads, concat, negative_slope,
                               dropout, add_self_loops, edge_dim, fill_value)
         H, C = heads, out_channels
@@ -262,13 +274,12 @@ class GATConv(torch.nn.Module):
                 return_attention_weights: bool | None = None):
         inputs = read_inputs(self, x, edge_index, size)
         x_src, x_dst = checked_features(self, inputs, self.in_channels)
-        graph = inputs.graph
         H, C = self.heads, self.out_channels
         # PyG's rule: the weights are returned whenever the argument is given, even False
         return_attention_weights = return_attention_weights is not None
         edge_attr = attention_edge_features(self, inputs, edge_attr)
         graph, edge_attr, stale, pyg_order = with_pyg_loops(
-            graph, self.add_self_loops, edge_attr, self.fill_value, return_attention_weights)
+            inputs, self.add_self_loops, edge_attr, self.fill_value, return_attention_weights)
         h, a_src, a_dst = self._project(x_src, x_dst, graph.num_nodes)
         dropping = self.dropout > 0 and self.training
         if stale is None and edge_attr is None and not dropping and not return_attention_weights:

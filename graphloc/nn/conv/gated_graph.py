@@ -10,7 +10,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_int
-from graphloc.nn.conv._inputs import read_inputs, weights_from
+from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import check_input, check_sizes
 
 _AGGREGATIONS = ("add", "sum", "mean", "max", "min")
@@ -57,8 +57,8 @@ class GatedGraphConv(torch.nn.Module):
         if aggr not in _AGGREGATIONS:
             raise ValueError(f"GatedGraphConv: aggr must be one of {_AGGREGATIONS}, got "
                              f"{aggr!r}")
-        self.out_channels, self.num_layers, self.aggr, self.flow = \
-            out_channels, num_layers, aggr, flow
+        self.out_channels, self.num_layers, self.aggr = out_channels, num_layers, aggr
+        self.flow = check_flow("GatedGraphConv", flow)
         self.weight = torch.nn.Parameter(torch.empty(num_layers, out_channels, out_channels))
         self.rnn = torch.nn.GRUCell(out_channels, out_channels, bias=bias)
         self.reset_parameters()
@@ -73,7 +73,7 @@ class GatedGraphConv(torch.nn.Module):
         return self.num_layers
 
     def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None) -> Tensor:
-        inputs = read_inputs(self, x, edge_index, flow=self.flow)
+        inputs = read_inputs(self, x, edge_index)
         inputs.graph._require_one_node_set("GatedGraphConv (a GRU over each node's state)")
         x = inputs.x_src
         check_input(self, x, None)

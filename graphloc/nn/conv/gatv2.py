@@ -8,7 +8,11 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.graph import Graph
-from graphloc.nn.conv._inputs import read_inputs, refuse_edge_attr_without_edge_dim
+from graphloc.nn.conv._inputs import (
+    check_flow,
+    read_inputs,
+    refuse_edge_attr_without_edge_dim,
+)
 from graphloc.nn.conv._utils import (
     checked_features,
     glorot,
@@ -74,6 +78,8 @@ class GATv2Conv(torch.nn.Module):
         share_weights (bool, default False): one projection for both ends (``lin_r`` is
             ``lin_l``).
         residual (bool, default False): add a linear projection of the destination input.
+        flow (str, default "source_to_target"): PyG's edge direction;
+            ``"target_to_source"`` reads ``edge_index[0]`` as the destinations.
 
     Shapes:
         input: ``[N, in_channels]`` or a pair ``(x_src, x_dst)``, a ``Graph`` or
@@ -86,8 +92,10 @@ class GATv2Conv(torch.nn.Module):
                  concat: bool = True, negative_slope: float = 0.2, dropout: float = 0.0,
                  add_self_loops: bool = True, edge_dim: int | None = None,
                  fill_value: float | Tensor | str | None = "mean", bias: bool = True,
-                 share_weights: bool = False, residual: bool = False):
+                 share_weights: bool = False, residual: bool = False,
+                 flow: str = "source_to_target"):
         super().__init__()
+        self.flow = check_flow("GATv2Conv", flow)
         set_attention_options(self, in_channels, out_channels, heads, concat, negative_slope,
                               dropout, add_self_loops, edge_dim, fill_value)
         self.share_weights = share_weights
@@ -126,7 +134,7 @@ class GATv2Conv(torch.nn.Module):
         refuse_edge_attr_without_edge_dim(self, edge_attr)
         edge_attr = attention_edge_features(self, inputs, edge_attr)
         graph, edge_attr, stale, pyg_order = with_pyg_loops(
-            inputs.graph, self.add_self_loops, edge_attr, self.fill_value,
+            inputs, self.add_self_loops, edge_attr, self.fill_value,
             return_attention_weights)
         h_src = self.lin_l(x_src)
         h_dst = h_src if self.share_weights and x_dst is x_src else self.lin_r(x_dst)

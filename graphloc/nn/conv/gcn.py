@@ -9,7 +9,7 @@ from torch import Tensor
 
 from graphloc.checks import caller_stacklevel
 from graphloc.graph import Graph
-from graphloc.nn.conv._inputs import read_inputs, weights_from
+from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
     check_input,
     check_sizes,
@@ -69,7 +69,8 @@ class GCNConv(torch.nn.Module):
                              "(the loops belong to the normalised adjacency)")
         self.in_channels, self.out_channels = in_channels, out_channels
         self.improved, self.cached = improved, cached
-        self.add_self_loops, self.normalize, self.flow = add_self_loops, normalize, flow
+        self.add_self_loops, self.normalize = add_self_loops, normalize
+        self.flow = check_flow("GCNConv", flow)
         self.lin = glorot_linear(in_channels, out_channels)
         self.bias = torch.nn.Parameter(torch.empty(out_channels)) if bias else None
         clear_normalisation_cache(self)
@@ -147,7 +148,7 @@ def read_weighted_call(layer: torch.nn.Module, x, edge_index, edge_weight: Tenso
                        width: int | None) -> tuple:
     """``(inputs, x, edge_weight)`` of a call on one node set with optional edge weights
     (``read_inputs`` in the layer's flow; x checked against ``width``, None: any)."""
-    inputs = read_inputs(layer, x, edge_index, flow=layer.flow)
+    inputs = read_inputs(layer, x, edge_index)
     if getattr(layer, "normalize", True):  # gcn_norm's error named no layer
         inputs.graph._require_one_node_set(
             f"{type(layer).__name__} (D^-1/2 (A + I) D^-1/2 of one node set)")

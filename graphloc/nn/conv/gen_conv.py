@@ -7,7 +7,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._inputs import edge_features_from, read_inputs, relu_edge_messages
+from graphloc.nn.conv._inputs import (
+    check_flow,
+    edge_features_from,
+    read_inputs,
+    relu_edge_messages,
+)
 from graphloc.nn.conv._utils import check_sizes, checked_features, linear, split_widths
 
 # the norms of GENConv's MLP, as PyG builds them
@@ -54,6 +59,8 @@ class GENConv(torch.nn.Module):
             differs; -1 to take it from the first call).
         aggr_kwargs (dict, optional): keyword arguments of the aggregation, in place of
             those ``t``, ``learn_t``, ``p``, ``learn_p`` give.
+        flow (str, default "source_to_target"): PyG's edge direction;
+            ``"target_to_source"`` reads ``edge_index[0]`` as the destinations.
 
     Shapes:
         input: ``x [N, F]`` or a pair, a ``Graph`` / ``edge_index`` / sparse ``adj_t``,
@@ -65,8 +72,9 @@ class GENConv(torch.nn.Module):
                  learn_p: bool = False, msg_norm: bool = False, learn_msg_scale: bool = False,
                  norm: str | None = "batch", num_layers: int = 2, expansion: int = 2,
                  eps: float = 1e-7, bias: bool = False, edge_dim: int | None = None,
-                 aggr_kwargs: dict | None = None):
+                 aggr_kwargs: dict | None = None, flow: str = "source_to_target"):
         super().__init__()
+        self.flow = check_flow("GENConv", flow)
         check_sizes("GENConv", lazy=True, optional=("edge_dim",), in_channels=in_channels,
                     out_channels=out_channels, num_layers=num_layers, expansion=expansion,
                     edge_dim=None if edge_dim == -1 else edge_dim)  # -1: lazy, as PyG's

@@ -8,6 +8,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import (
+    check_flow,
     edge_features_from,
     read_inputs,
     relu_edge_messages,
@@ -26,8 +27,9 @@ def _reset(module: torch.nn.Module) -> None:
 
 class _GINBase(torch.nn.Module):
     def __init__(self, nn: torch.nn.Module, eps: float, train_eps: bool,
-                 aggr_module: torch.nn.Module | None = None):
+                 aggr_module: torch.nn.Module | None = None, flow: str = "source_to_target"):
         super().__init__()
+        self.flow = check_flow(type(self).__name__, flow)
         if aggr_module is not None:  # registered first, as PyG's MessagePassing does
             self.aggr_module = aggr_module
         self.nn = nn
@@ -62,6 +64,8 @@ class GINConv(_GINBase):
         aggr (str or module, default "sum"): the neighbour aggregation, as PyG's ``aggr``
             (any of ``graphloc.nn.aggr``, e.g. "lcm"; the sum is GIN's and the default).
         aggr_kwargs (dict, optional): keyword arguments of the aggregation.
+        flow (str, default "source_to_target"): PyG's edge direction;
+            ``"target_to_source"`` reads ``edge_index[0]`` as the destinations.
 
     Shapes:
         input: ``[N, F_in]``, a static batch ``[B, N, F_in]``, or a pair ``(x_src, x_dst)``
@@ -72,8 +76,9 @@ class GINConv(_GINBase):
     """
 
     def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False,
-                 aggr="sum", aggr_kwargs: dict | None = None):
-        super().__init__(nn, eps, train_eps, aggregations.resolve(aggr, **(aggr_kwargs or {})))
+                 aggr="sum", aggr_kwargs: dict | None = None, flow: str = "source_to_target"):
+        super().__init__(nn, eps, train_eps, aggregations.resolve(aggr, **(aggr_kwargs or {})),
+                         flow)
         # a module is kept once, as aggr_module (PyG's state dict layout)
         self.aggr = str(aggr) if isinstance(aggr, torch.nn.Module) else aggr
         self.reset_parameters()
@@ -114,6 +119,8 @@ class GINEConv(_GINBase):
         train_eps (bool, default False): learn :math:`\epsilon`.
         edge_dim (int, optional): edge feature width; if set, a Linear maps edge features to
             the node width, else they must already have it.
+        flow (str, default "source_to_target"): PyG's edge direction;
+            ``"target_to_source"`` reads ``edge_index[0]`` as the destinations.
 
     Shapes:
         input: features and graph as for :class:`GINConv`, ``edge_attr [E, D]`` (or the
@@ -122,8 +129,8 @@ class GINEConv(_GINBase):
     """
 
     def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False,
-                 edge_dim: int | None = None):
-        super().__init__(nn, eps, train_eps)
+                 edge_dim: int | None = None, flow: str = "source_to_target"):
+        super().__init__(nn, eps, train_eps, flow=flow)
         check_sizes("GINEConv", optional=("edge_dim",), edge_dim=edge_dim)
         self.lin = None
         if edge_dim is not None:

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._inputs import read_inputs, weights_from
+from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import check_sizes, checked_features, linear, split_widths
 
 
@@ -32,6 +32,8 @@ class GraphConv(torch.nn.Module):
             ``e_ji * x_j`` (``[E, F]``), as PyG's does.
         bias (bool, default True): bias of ``lin_rel``.
         aggr_kwargs (dict, optional): keyword arguments of the aggregation.
+        flow (str, default "source_to_target"): PyG's edge direction;
+            ``"target_to_source"`` reads ``edge_index[0]`` as the destinations.
 
     Shapes:
         input: ``[N, in_channels]``, a static batch ``[B, N, in_channels]``, or a pair
@@ -42,8 +44,10 @@ class GraphConv(torch.nn.Module):
     """
 
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int, aggr="add",
-                 bias: bool = True, aggr_kwargs: dict | None = None):
+                 bias: bool = True, aggr_kwargs: dict | None = None,
+                 flow: str = "source_to_target"):
         super().__init__()
+        self.flow = check_flow("GraphConv", flow)
         check_sizes("GraphConv", lazy=True, in_channels=in_channels, out_channels=out_channels)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.aggr = str(aggr) if isinstance(aggr, torch.nn.Module) else aggr

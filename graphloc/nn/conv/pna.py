@@ -8,6 +8,7 @@ from torch import Tensor
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import (
     check_edge_rows,
+    check_flow,
     edge_features_from,
     read_inputs,
     refuse_edge_attr_without_edge_dim,
@@ -60,6 +61,8 @@ class PNAConv(torch.nn.Module):
             whole graph in full-batch training; with sampled batches pass ``deg``).
         edge_dim (int, optional): edge feature width.
         towers, pre_layers, post_layers, divide_input, act, act_kwargs, train_norm: as PyG's.
+        flow (str, default "source_to_target"): PyG's edge direction;
+            ``"target_to_source"`` reads ``edge_index[0]`` as the destinations.
 
     Shapes: input ``x [N, in_channels]``, ``edge_index [2, E]`` (or a ``Graph`` or sparse
     adjacency), optionally ``edge_attr [E, edge_dim]``; output ``[N, out_channels]``.
@@ -69,8 +72,10 @@ class PNAConv(torch.nn.Module):
                  scalers: list[str], deg: Tensor | None, edge_dim: int | None = None,
                  towers: int = 1,
                  pre_layers: int = 1, post_layers: int = 1, divide_input: bool = False,
-                 act="relu", act_kwargs: dict | None = None, train_norm: bool = False):
+                 act="relu", act_kwargs: dict | None = None, train_norm: bool = False,
+                 flow: str = "source_to_target"):
         super().__init__()
+        self.flow = check_flow("PNAConv", flow)
         check_sizes("PNAConv", optional=("edge_dim",), in_channels=in_channels,
                     out_channels=out_channels, towers=towers, pre_layers=pre_layers,
                     post_layers=post_layers, edge_dim=edge_dim)

@@ -9,6 +9,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.graph import Graph
 from graphloc.nn.conv._inputs import (
+    check_flow,
     edge_features_from,
     read_inputs,
     refuse_edge_attr_without_edge_dim,
@@ -54,6 +55,8 @@ class ResGatedGraphConv(torch.nn.Module):
             queries and values.
         root_weight (bool, default True): add ``W_1 x_i`` (``lin_skip``, no bias).
         bias (bool, default True): learn an additive bias on the output.
+        flow (str, default "source_to_target"): PyG's edge direction;
+            ``"target_to_source"`` reads ``edge_index[0]`` as the destinations.
 
     Shapes:
         input: ``[N, in_channels]`` or a pair ``(x_src, x_dst)``, a ``Graph``, an
@@ -63,8 +66,9 @@ class ResGatedGraphConv(torch.nn.Module):
 
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int,
                  act=_SIGMOID, edge_dim: int | None = None, root_weight: bool = True,
-                 bias: bool = True):
+                 bias: bool = True, flow: str = "source_to_target"):
         super().__init__()
+        self.flow = check_flow("ResGatedGraphConv", flow)
         if not callable(act):
             raise TypeError(f"ResGatedGraphConv: act must be a callable gate function, got "
                             f"{act!r}")

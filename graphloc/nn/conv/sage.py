@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._inputs import read_inputs, weights_from
+from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import check_sizes, checked_features, linear, split_widths
 from graphloc.ops import autocast_enabled
 
@@ -40,6 +40,8 @@ class SAGEConv(torch.nn.Module):
         bias (bool, default True): bias of ``lin_l``.
         aggr_kwargs (dict, optional): keyword arguments of the aggregation (for a list: of
             the ``MultiAggregation``, e.g. ``mode``, ``mode_kwargs``, ``aggrs_kwargs``).
+        flow (str, default "source_to_target"): PyG's edge direction;
+            ``"target_to_source"`` reads ``edge_index[0]`` as the destinations.
 
     Shapes:
         input: ``[N, in_channels]``, a static batch ``[B, N, in_channels]``, or a pair
@@ -52,8 +54,10 @@ class SAGEConv(torch.nn.Module):
 
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int, aggr="mean",
                  normalize: bool = False, root_weight: bool = True, project: bool = False,
-                 bias: bool = True, aggr_kwargs: dict | None = None):
+                 bias: bool = True, aggr_kwargs: dict | None = None,
+                 flow: str = "source_to_target"):
         super().__init__()
+        self.flow = check_flow("SAGEConv", flow)
         check_sizes("SAGEConv", lazy=True, in_channels=in_channels, out_channels=out_channels)
         self.in_channels, self.out_channels = in_channels, out_channels
         # a module is kept once, as aggr_module (PyG's state dict layout)

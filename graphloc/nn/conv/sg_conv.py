@@ -11,6 +11,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_int
 from graphloc.graph import Graph
+from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_sizes, linear
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
 
@@ -57,7 +58,8 @@ class SGConv(torch.nn.Module):
         check_sizes("SGConv", lazy=True, in_channels=in_channels, out_channels=out_channels)
         check_int(K, "SGConv: K", 0)  # 0, as PyG's: the linear map alone
         self.in_channels, self.out_channels, self.K = in_channels, out_channels, K
-        self.cached, self.add_self_loops, self.flow = cached, add_self_loops, flow
+        self.cached, self.add_self_loops = cached, add_self_loops
+        self.flow = check_flow("SGConv", flow)
         self.lin = linear(in_channels, out_channels, bias=bias)
         self._cached_x = None  # PyG's name: models clear the cache by setting it to None
         self._cached_input = (None, None, None)  # the graph, weights and features of it

@@ -8,6 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_int
+from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_sizes, linear
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
 
@@ -49,7 +50,8 @@ class TAGConv(torch.nn.Module):
         check_sizes("TAGConv", lazy=True, in_channels=in_channels, out_channels=out_channels)
         check_int(K, "TAGConv: K", 0)  # 0, as PyG's: the linear map alone
         self.in_channels, self.out_channels, self.K = in_channels, out_channels, K
-        self.normalize, self.flow = normalize, flow
+        self.normalize = normalize
+        self.flow = check_flow("TAGConv", flow)
         self.lins = torch.nn.ModuleList(
             [linear(in_channels, out_channels, bias=False) for _ in range(K + 1)])
         self.bias = torch.nn.Parameter(torch.empty(out_channels)) if bias else None

@@ -10,6 +10,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.nn.conv._inputs import (
     check_edge_rows,
+    check_flow,
     edge_features_from,
     read_inputs,
     refuse_edge_attr_without_edge_dim,
@@ -54,6 +55,8 @@ class TransformerConv(torch.nn.Module):
             values.
         bias (bool, default True): biases of the query, key, value and root projections.
         root_weight (bool, default True): add the projected root features.
+        flow (str, default "source_to_target"): PyG's edge direction;
+            ``"target_to_source"`` reads ``edge_index[0]`` as the destinations.
 
     Shapes:
         input: ``[N, in_channels]``, a static batch ``[B, N, in_channels]``, or a pair
@@ -70,8 +73,10 @@ class TransformerConv(torch.nn.Module):
 
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int, heads: int = 1,
                  concat: bool = True, beta: bool = False, dropout: float = 0.0,
-                 edge_dim: int | None = None, bias: bool = True, root_weight: bool = True):
+                 edge_dim: int | None = None, bias: bool = True, root_weight: bool = True,
+                 flow: str = "source_to_target"):
         super().__init__()
+        self.flow = check_flow("TransformerConv", flow)
         check_sizes("TransformerConv", lazy=True, optional=("edge_dim",), in_channels=in_channels,
                     out_channels=out_channels, heads=heads, edge_dim=edge_dim)
         check_dropouts("TransformerConv", upto_one=True, dropout=dropout)

@@ -6,10 +6,11 @@ the adjacency's layout."""
 import pytest
 import torch
 import torch_geometric.nn as pyg
-from parity import assert_parity, parity_graph
+from parity import assert_attention_weights_parity, assert_parity, parity_graph
 from torch_geometric.utils import to_torch_coo_tensor
 
 import graphloc.nn as gl
+from graphloc import Graph
 
 LAYOUTS = [torch.sparse_coo, torch.sparse_csr, torch.sparse_csc]
 
@@ -136,14 +137,106 @@ def test_gin_takes_size_positionally_as_pyg():
                   lambda m, x: m(x, edge_index, (n, n)), torch.randn(n, 8))
 
 
-def test_gcn_flow_reads_edge_index_backwards():
+FLOW_CONVS = [  # (name, graphloc conv, PyG conv), each with flow=...
+    *[(name, lambda flow, ours=ours: _flowed(ours, flow),
+       lambda flow, theirs=theirs: _flowed(theirs, flow)) for name, ours, theirs, _ in CONVS],
+    ("gine", lambda flow: gl.GINEConv(mlp(), edge_dim=3, flow=flow),
+     lambda flow: pyg.GINEConv(mlp(), edge_dim=3, flow=flow)),
+    ("graph-max", lambda flow: gl.GraphConv(8, 6, aggr="max", flow=flow),
+     lambda flow: pyg.GraphConv(8, 6, aggr="max", flow=flow)),
+    ("sage-softmax", lambda flow: gl.SAGEConv(8, 6, aggr="softmax", flow=flow),
+     lambda flow: pyg.SAGEConv(8, 6, aggr="softmax", flow=flow)),
+    *[(f"cheb-{norm}", lambda flow, norm=norm: gl.ChebConv(8, 6, K=3, normalization=norm,
+                                                           flow=flow),
+       lambda flow, norm=norm: pyg.ChebConv(8, 6, K=3, normalization=norm, flow=flow))
+      for norm in ("rw", None)],
+    *[(f"{name}-edges-{fill}", lambda flow, cls=cls, fill=fill: getattr(gl, cls)(
+        8, 3, heads=2, edge_dim=3, fill_value=fill, flow=flow),
+       lambda flow, cls=cls, fill=fill: getattr(pyg, cls)(
+           8, 3, heads=2, edge_dim=3, fill_value=fill, flow=flow))
+      for name, cls in (("gat", "GATConv"), ("gatv2", "GATv2Conv"))
+      for fill in ("mean", "max", 0.5)],
+    ("transformer-edges", lambda flow: gl.TransformerConv(8, 3, heads=2, edge_dim=3, flow=flow),
+     lambda flow: pyg.TransformerConv(8, 3, heads=2, edge_dim=3, flow=flow)),
+    ("gen-edges", lambda flow: gl.GENConv(8, 6, edge_dim=3, flow=flow),
+     lambda flow: pyg.GENConv(8, 6, edge_dim=3, flow=flow)),
+]
+
+
+def _flowed(factory_or_module, flow):
+    """A conv of CONVS with ``flow`` set as PyG's constructors set it (PyG's reads the
+    attribute at each call, as graphloc's does)."""
+    module = factory_or_module()
+    module.flow = flow
+    return module
+
+
+_EDGE_FEATURES = ("gine", "-edges")
+
+
+@pytest.mark.parametrize("name,ours,theirs", FLOW_CONVS, ids=[c[0] for c in FLOW_CONVS])
+def test_flow_target_to_source_matches_pyg(name, ours, theirs):
+    """Every conv with flow="target_to_source": PyG's outputs and gradients (edge features,
+    edge weights and each lambda_max's Laplacian included) on a directed graph with loops,
+    parallel edges and isolated nodes, where reading the edges backwards changes each
+    node's neighbourhood, degrees and added loops' edge features."""
     edge_index, n = parity_graph(15)
+    args, extra = (), ()
+    if any(key in name for key in _EDGE_FEATURES):
+        attr = torch.randn(edge_index.size(1), 3, dtype=torch.float64, requires_grad=True)
+        args = extra = (attr,)
+    elif name.startswith("cheb-"):  # edge_weight, batch, lambda_max (PyG's needs one here)
+        weight = torch.rand(edge_index.size(1), dtype=torch.float64, requires_grad=True)
+        args, extra = (weight, None, 2.0), (weight,)
+    elif name == "gcn-improved":  # loops of weight 2 in PyG's only with weights (models.md)
+        weight = torch.rand(edge_index.size(1), dtype=torch.float64, requires_grad=True)
+        args = extra = (weight,)
     for flow in ("source_to_target", "target_to_source"):
-        assert_parity(gl.GCNConv(8, 6, flow=flow), pyg.GCNConv(8, 6, flow=flow),
-                      lambda m, x: m(x, edge_index), lambda m, x: m(x, edge_index),
-                      torch.randn(n, 8))
-    with pytest.raises(ValueError, match="flow must be one of"):
-        gl.GCNConv(8, 6, flow="both")(torch.randn(n, 8), edge_index)
+        assert_parity(ours(flow), theirs(flow), lambda m, x: m(x, edge_index, *args),
+                      lambda m, x: m(x, edge_index, *args), torch.randn(n, 8), extra=extra)
+
+
+def test_flow_is_checked_and_refused_where_pyg_has_no_meaning():
+    edge_index, n = parity_graph(15)
+    x = torch.randn(n, 8)
+    for make in (lambda: gl.SAGEConv(8, 6, flow="both"), lambda: gl.GATConv(8, 6, flow=None),
+                 lambda: gl.GCNConv(8, 6, flow="both")):
+        with pytest.raises(ValueError, match="flow must be one of"):
+            make()
+    conv = gl.SAGEConv(8, 6)
+    conv.flow = "backwards"  # set after construction: checked at the call
+    with pytest.raises(ValueError, match="SAGEConv: flow must be one of .* 'backwards'"):
+        conv(x, edge_index)
+    # PyG reads messages from x[1] by edge_index[1] but adds its root term from x[1] to
+    # outputs sized by x[0]: a shape error unless both sides have one size
+    conv = gl.SAGEConv(8, 6, flow="target_to_source")
+    with pytest.raises(ValueError, match="not defined for a bipartite pair"):
+        conv((x, x[:5]), edge_index)
+    with pytest.raises(ValueError, match="applies to an edge_index"):
+        conv(x, Graph(edge_index, num_nodes=n))
+
+
+@pytest.mark.parametrize("cls", ["GATConv", "GATv2Conv", "TransformerConv"])
+def test_attention_weights_come_back_on_the_callers_edges_under_either_flow(cls):
+    """With flow="target_to_source" the edge_index returned with the attention weights is
+    the caller's direction (PyG's list: loops replaced, in PyG's order), not the reversed
+    graph graphloc computes on."""
+    edge_index, n = parity_graph(18)
+    x = torch.randn(n, 8)
+    for flow in ("source_to_target", "target_to_source"):
+        assert_attention_weights_parity(getattr(gl, cls)(8, 3, heads=2, flow=flow),
+                                        getattr(pyg, cls)(8, 3, heads=2, flow=flow),
+                                        x, edge_index)
+
+
+def test_static_batch_under_target_to_source_is_each_copy_backwards():
+    edge_index, n = parity_graph(19)
+    x = torch.randn(3, n, 8)
+    ours = gl.GraphConv(8, 6, flow="target_to_source")
+    theirs = pyg.GraphConv(8, 6, flow="target_to_source")
+    ours.load_state_dict(theirs.state_dict())
+    torch.testing.assert_close(ours(x, edge_index),
+                               torch.stack([theirs(x[b], edge_index) for b in range(3)]))
 
 
 @pytest.mark.parametrize("name", ["gcn", "gin", "gine"])
@@ -405,7 +498,7 @@ def test_one_edge_index_across_calls_changed_in_between(name, ours, theirs):
     edge_index, n = parity_graph(16)
     mine, ref = ours(), theirs()
     mine.load_state_dict(ref.state_dict())
-    flows = ["source_to_target"] + (["target_to_source"] if name == "gcn" else [])
+    flows = ["source_to_target", "target_to_source"]
     for step in range(4):
         x = torch.randn(n + step, 8)
         for flow in flows:
