@@ -1,6 +1,7 @@
 """The drop-ins added after the layer benchmark's table (SGConv, APPNP, GCN2Conv,
 GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with the
-softmax aggregation, PNAConv) against PyG's, forward + backward, on the two benchmark graphs.
+softmax aggregation, PNAConv, LGConv, LEConv) against PyG's, forward + backward, on the
+two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
@@ -46,6 +47,8 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     # PyG's examples/pna.py aggregators and scalers; deg: the graph's in-degree histogram
     "PNAConv(64, 64)": "PNAConv(64, 64, ['mean', 'min', 'max', 'std'], "
                        "['identity', 'amplification', 'attenuation'], deg)",
+    "LGConv()": "LGConv()",  # LightGCN's propagation
+    "LEConv(64, 64)": "LEConv(64, 64)",
 }
 
 

@@ -23,6 +23,8 @@ from graphloc.nn import (
     GINConv,
     GINEConv,
     GraphConv,
+    LEConv,
+    LGConv,
     LiftConv,
     PNAConv,
     ResGatedGraphConv,
@@ -226,6 +228,8 @@ CONV_LAYERS = {
                            torch.tensor([1, 2, 3]), edge_dim=3, towers=2),
     "pna-split": lambda: PNAConv(5, 4, ["sum", "max", "var"], ["identity", "linear"],
                                  torch.tensor([1, 2, 3])),
+    "lg": lambda: LGConv(),
+    "le": lambda: LEConv(5, 4),
 }
 
 

@@ -328,13 +328,23 @@ def _pna(conv):
     return ours
 
 
+def _lg(conv):
+    _require(conv.aggr in ("add", "sum"), f"aggr={conv.aggr!r} (graphloc's LGConv sums)")
+    return gl_conv.LGConv(normalize=conv.normalize)
+
+
+def _le(conv):
+    _require(conv.aggr in ("add", "sum"), f"aggr={conv.aggr!r} (graphloc's LEConv sums)")
+    return gl_conv.LEConv(conv.in_channels, conv.out_channels, bias=conv.lin1.bias is not None)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
                "GraphConv": _graph_conv, "SGConv": _sg_conv, "APPNP": _appnp,
                "GCN2Conv": _gcn2, "ResGatedGraphConv": _res_gated,
                "TAGConv": _tag, "GatedGraphConv": _gated_graph, "GENConv": _gen,
-               "PNAConv": _pna}
+               "PNAConv": _pna, "LGConv": _lg, "LEConv": _le}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -427,15 +437,24 @@ def _width(conv, side: str) -> int:
     if side == "in":
         width = getattr(conv, "in_channels", None)
         if width is None:  # GIN: the MLP's first layer
-            width = _features(_linears(conv.nn)[0], "in")
+            width = _features(_mlp_linears(conv)[0], "in")
     else:
         width = getattr(conv, "out_channels", None)
         if width is None:
-            width = _features(_linears(conv.nn)[-1], "out")
+            width = _features(_mlp_linears(conv)[-1], "out")
         elif getattr(conv, "concat", False):
             width *= conv.heads
     _require(isinstance(width, int) and width > 0, f"lazy in_channels ({width})")
     return width
+
+
+def _mlp_linears(conv) -> list[torch.nn.Module]:
+    """The Linear layers of a conv's MLP ``nn`` (GIN's); a conv without widths or an MLP
+    (LGConv) has no width to read."""
+    linears = _linears(getattr(conv, "nn", torch.nn.Identity()))
+    _require(bool(linears), f"no width: {type(conv).__name__} has neither in_channels nor "
+             "an MLP")
+    return linears
 
 
 def _linears(module) -> list[torch.nn.Module]:
@@ -485,7 +504,10 @@ def _probe(module, example):
     if isinstance(getattr(module, "in_channels", None), int) and hasattr(module, "convs"):
         width = module.in_channels  # a BasicGNN (EdgeCNN's first MLP reads 2 x in)
     elif hasattr(module, "convs"):
-        width = _width(module.convs[0], "in")
+        try:
+            width = _width(module.convs[0], "in")
+        except Unconvertible:  # no width to probe at (LightGCN's LGConvs: no parameters)
+            return None
     elif _is_pyg_conv(module):  # (GatedGraphConv has no in_channels: its state width)
         width = getattr(module, "in_channels", getattr(module, "out_channels", None))
         width = width if isinstance(width, int) else None

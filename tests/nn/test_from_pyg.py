@@ -142,32 +142,33 @@ def test_convs_inside_pyg_wrappers_convert(wrapper):
 
 
 class _MixedModel(torch.nn.Module):
-    """A PyG conv graphloc converts, then one it has no equivalent for (LEConv)."""
+    """A PyG conv graphloc converts, then one it has no equivalent for (ClusterGCNConv)."""
 
     def __init__(self):
         super().__init__()
         self.first = pyg.GCNConv(6, 4)
-        self.second = pyg.LEConv(4, 4)
+        self.second = pyg.ClusterGCNConv(4, 4)
 
     def forward(self, x, edge_index):
         return self.second(torch.relu(self.first(x, edge_index)), edge_index)
 
 
 def test_pyg_convs_without_an_equivalent_are_reported_as_kept():
-    """A LEConv or EdgeConv stays PyG's; the report lists it, with the warning (it said
+    """A ClusterGCNConv or EdgeConv stays PyG's; the report lists it, with the warning (it said
     kept: [] and left the user to believe nothing of PyG remained)."""
     x, edge_index = _probe()
     theirs = _MixedModel().eval()
-    with pytest.warns(UserWarning, match="second: LEConv has no graphloc equivalent"):
+    with pytest.warns(UserWarning, match="second: ClusterGCNConv has no graphloc equivalent"):
         ours = from_pyg(theirs, example=(x, edge_index))
     assert ours.pyg_conversion["converted"] == ["first"]
-    assert ours.pyg_conversion["kept"] == [("second", "LEConv has no graphloc equivalent")]
+    assert ours.pyg_conversion["kept"] == [("second", "ClusterGCNConv has no graphloc equivalent")]
     torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
-    with pytest.raises(Unconvertible, match="second: LEConv"):
+    with pytest.raises(Unconvertible, match="second: ClusterGCNConv"):
         from_pyg(theirs, example=(x, edge_index), strict=True)
     model = measure(theirs, (x, edge_index), 2, nodes=[0], bootstrap=10).settings["model"]
     assert model == {"converted": False,
-                     "reason": "could not convert second: LEConv has no graphloc equivalent"}
+                     "reason": "could not convert second: ClusterGCNConv has no graphloc "
+                               "equivalent"}
     alone = pyg.EdgeConv(torch.nn.Linear(12, 4))
     with pytest.warns(UserWarning, match="EdgeConv: EdgeConv has no graphloc equivalent"):
         kept = from_pyg(alone, example=(x, edge_index))
@@ -190,7 +191,8 @@ CONVS = [
     pyg.GINConv(torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.ReLU()), train_eps=True),
     pyg.ChebConv(6, 4, K=3), pyg.TransformerConv(6, 4, heads=2, beta=True),
     pyg.ResGatedGraphConv(6, 4, root_weight=False), pyg.TAGConv(6, 4, K=2, normalize=False),
-    pyg.GatedGraphConv(6, 2, aggr="max"),
+    pyg.GatedGraphConv(6, 2, aggr="max"), pyg.LGConv(), pyg.LGConv(normalize=False),
+    pyg.LEConv(6, 4), pyg.LEConv(6, 4, bias=False),
 ]
 
 

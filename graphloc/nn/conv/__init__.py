@@ -13,6 +13,8 @@ from graphloc.nn.conv.gen_conv import GENConv
 from graphloc.nn.conv.gin import GINConv, GINEConv
 from graphloc.nn.conv.graph_conv import GraphConv
 from graphloc.nn.conv.latte import LATTEConv
+from graphloc.nn.conv.le_conv import LEConv
+from graphloc.nn.conv.lg_conv import LGConv
 from graphloc.nn.conv.lift import LiftConv
 from graphloc.nn.conv.multi_edge import MultiEdgeConv
 from graphloc.nn.conv.pna import PNAConv
@@ -28,6 +30,7 @@ from graphloc.nn.conv.ugt import UGTLayer
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
            "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv",
-           "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LiftConv", "MultiEdgeConv",
+           "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LGConv", "LEConv", "LiftConv",
+           "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
            "register_conv"]

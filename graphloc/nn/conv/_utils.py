@@ -64,6 +64,14 @@ def _check_dtype(layer: torch.nn.Module, x: Tensor, name: str) -> None:
                         f"({name}.to({weight.dtype}) or layer.to({x.dtype}))")
 
 
+def can_branch_on_values() -> bool:
+    """Whether a forward may choose its path by reading a tensor's values (a finiteness
+    check): not while ``torch.compile`` traces it, nor under ``torch.func``'s transforms
+    (``vmap`` refuses data-dependent control flow)."""
+    return not torch.compiler.is_compiling() and \
+        not torch._C._are_functorch_transforms_active()
+
+
 def split_widths(in_channels) -> tuple:
     """``(source width, destination width)`` from an int (both) or a pair."""
     if isinstance(in_channels, (tuple, list)):

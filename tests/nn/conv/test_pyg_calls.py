@@ -42,6 +42,9 @@ CONVS = [
     ("gated-graph", lambda: gl.GatedGraphConv(8, 2), lambda: pyg.GatedGraphConv(8, 2), True),
     ("gen", lambda: gl.GENConv(8, 6), lambda: pyg.GENConv(8, 6), False),
     ("pna", lambda: gl.PNAConv(8, 6, *PNA_ARGS), lambda: pyg.PNAConv(8, 6, *PNA_ARGS), False),
+    ("lg", lambda: gl.LGConv(), lambda: pyg.LGConv(), True),
+    ("lg-raw", lambda: gl.LGConv(normalize=False), lambda: pyg.LGConv(normalize=False), True),
+    ("le", lambda: gl.LEConv(8, 6), lambda: pyg.LEConv(8, 6), True),
 ]
 GCN_NORMALISED = ("gcn", "gcn-improved", "sgc", "appnp")  # PyG's gcn_norm inside
 
@@ -68,7 +71,7 @@ def test_sparse_adjacency_input(name, ours, theirs, weighted, layout):
     pyg_edges = torch.stack([src, dst])
     pyg_weight = coo.values() if weighted else None
     run_theirs = (lambda m, x: m(x, pyg_edges, pyg_weight)) \
-        if name in ("gcn", "cheb", "sgc", "appnp", "tag", "gated-graph") \
+        if name in ("gcn", "cheb", "sgc", "appnp", "tag", "gated-graph", "lg", "lg-raw", "le") \
         else (lambda m, x: m(x, pyg_edges, size=(n, n))) if name in ("sage", "gin") \
         else (lambda m, x: m(x, pyg_edges))
     if name in ("sage", "gin"):  # PyG's sum aggregation of a weighted adj_t multiplies
