@@ -19,6 +19,7 @@ from graphloc.nn.conv._inputs import (
     read_inputs,
 )
 from graphloc.nn.conv._utils import (
+    can_branch_on_values,
     check_dropouts,
     check_sizes,
     checked_features,
@@ -35,6 +36,29 @@ def block_diagonal(att: Tensor) -> Tensor:
     _, H, C = att.shape
     eye = torch.eye(H, dtype=att.dtype, device=att.device)
     return (att[0].unsqueeze(-1) * eye.unsqueeze(1)).reshape(H * C, H)
+
+
+def head_dots(h: Tensor, *atts: Tensor) -> Tensor:
+    """PyG's per-head scores ``(h.view(N, H, C) * att).sum(-1)`` for each ``[1, H, C]``
+    vector of ``atts``, side by side: ``[N, len(atts) * H]``.
+
+    Computed as one thin matmul with the vectors' block-diagonal matrices (no ``[N, H, C]``
+    products), whose zeros meet every head's channels: an infinite or NaN channel of one
+    head (or an infinite attention entry) made the other heads' scores NaN there (0 * inf),
+    where PyG's are the head's own. Such a product has a non-finite entry in every column
+    of that row, so a non-finite result is recomputed head by head; under ``torch.func``
+    and ``torch.compile``, which cannot branch on values, with more than one head always.
+    (An infinite gradient of one head's score still reaches the others' channels as NaN
+    in the matmul's backward.)"""
+    H, C = atts[0].shape[1:]
+    if H == 1 or can_branch_on_values():
+        out = narrow_matmul(h, torch.cat([block_diagonal(att) for att in atts], dim=1))
+        # a sum is finite only if every entry is (and overflows rarely: then the exact
+        # path, at its cost); 40 times faster than isfinite(out).all() at [200,000, 8]
+        if H == 1 or bool(torch.isfinite(out.sum())):
+            return out
+    per_head = (h.view(-1, 1, H, C) * torch.cat(atts, dim=0)).sum(-1)  # [N, len(atts), H]
+    return per_head.reshape(-1, len(atts) * H)
 
 
 def _pyg_edge_order(graph: Graph) -> tuple[Tensor, Tensor, Tensor]:
@@ -322,18 +346,17 @@ class GATConv(torch.nn.Module):
         stay 2-D: the gradient of a ``view`` is a view, which autograd cannot add the score
         projection's gradient to in place (a fresh [N, H*C] tensor at every step)."""
         H = self.heads
-        att_src, att_dst = block_diagonal(self.att_src), block_diagonal(self.att_dst)
         if x_dst is None:
             h = (self.lin if self.lin is not None else self.lin_src)(x_src)
-            return h, narrow_matmul(h, att_src), h.new_zeros(num_dst, H)
+            return h, head_dots(h, self.att_src), h.new_zeros(num_dst, H)
         if self.lin is not None and x_src is x_dst:  # both halves in one matmul
             h = self.lin(x_src)
-            a_src, a_dst = narrow_matmul(h, torch.cat([att_src, att_dst], dim=1)).split(H, dim=1)
+            a_src, a_dst = head_dots(h, self.att_src, self.att_dst).split(H, dim=1)
             return h, a_src.contiguous(), a_dst.contiguous()
         lin_src, lin_dst = (self.lin, self.lin) if self.lin is not None \
             else (self.lin_src, self.lin_dst)
         h = lin_src(x_src)
-        return h, narrow_matmul(h, att_src), narrow_matmul(lin_dst(x_dst), att_dst)
+        return h, head_dots(h, self.att_src), head_dots(lin_dst(x_dst), self.att_dst)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "

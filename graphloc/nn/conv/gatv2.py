@@ -18,13 +18,12 @@ from graphloc.nn.conv._utils import (
     glorot,
     glorot_linear,
     linear,
-    narrow_matmul,
     reset_glorot,
     split_widths,
 )
 from graphloc.nn.conv.gat import (
     attention_edge_features,
-    block_diagonal,
+    head_dots,
     returned_weights,
     set_attention_options,
     with_pyg_loops,
@@ -162,8 +161,7 @@ class GATv2Conv(torch.nn.Module):
             # and their LeakyReLU, the attention vectors' products as one thin matmul
             pre = ops.sddmm(graph, h_src, h_dst, "add") + \
                 self.lin_edge(edge_attr.to(h_src.dtype))
-            score = narrow_matmul(F.leaky_relu(pre, self.negative_slope),
-                                  block_diagonal(self.att))
+            score = head_dots(F.leaky_relu(pre, self.negative_slope), self.att)
         if stale is not None:
             score = score.masked_fill(stale.view(-1, 1), float("-inf"))
         return score

@@ -10,7 +10,7 @@ from parity import (
 )
 
 from graphloc import Graph
-from graphloc.nn import GATConv
+from graphloc.nn import GATConv, GATv2Conv
 
 
 @pytest.mark.parametrize("heads,concat", [(1, True), (3, True), (3, False)])
@@ -112,3 +112,54 @@ def test_edge_features_to_a_gat_without_edge_dim_are_ignored_with_a_warning():
     assert caught[0].filename == __file__
     torch.testing.assert_close(out, theirs(x, edge_index, edge_attr))
     torch.testing.assert_close(out, ours(x, edge_index))
+
+
+def _one_head_overflows(ours, theirs, lins):
+    """Head 0 of node 5's projections overflows to +-inf (a feature of 1e308 weighed 10),
+    head 1 does not read that feature: PyG's head 1 stays finite there."""
+    with torch.no_grad():
+        for lin in lins:
+            lin.weight[:, 0] = 0.0
+            lin.weight[: theirs.out_channels, 0] = 10.0
+    ours.load_state_dict(theirs.state_dict())
+
+
+@pytest.mark.parametrize("case", ["gat", "gat-edges", "gatv2-edges", "gat-inf-att"])
+def test_a_non_finite_head_leaves_the_other_heads_as_pyg(case):
+    """The per-head scores came from one matmul with block-diagonal attention vectors, whose
+    zeros met the overflowing head's channels: 0 * inf made every head's score NaN (twice
+    PyG's NaN outputs here). Outputs and attention weights as PyG's, NaN where PyG's."""
+    torch.manual_seed(1)
+    edge_index = torch.randint(0, 12, (2, 50))
+    x = torch.randn(12, 4, dtype=torch.float64)
+    edge_attr = torch.randn(50, 3, dtype=torch.float64) if "edges" in case else None
+    kwargs = {"edge_dim": 3} if edge_attr is not None else {}
+    if case.startswith("gatv2"):
+        theirs = pyg.GATv2Conv(4, 2, heads=2, **kwargs).double()
+        ours = GATv2Conv(4, 2, heads=2, **kwargs).double()
+        _one_head_overflows(ours, theirs, [theirs.lin_l, theirs.lin_r])
+    else:
+        theirs, ours = pyg.GATConv(4, 2, heads=2, **kwargs).double(), \
+            GATConv(4, 2, heads=2, **kwargs).double()
+        _one_head_overflows(ours, theirs, [theirs.lin])
+    if case == "gat-inf-att":  # an infinite attention entry of head 0 only
+        with torch.no_grad():
+            theirs.att_src[0, 0, 1] = float("inf")
+        ours.load_state_dict(theirs.state_dict())
+    else:
+        x[5, 0] = 1e308
+    args = () if edge_attr is None else (edge_attr,)
+    want, (_, want_alpha) = theirs(x, edge_index, *args, return_attention_weights=True)
+    got, (_, got_alpha) = ours(x, edge_index, *args, return_attention_weights=True)
+    assert bool(want.isnan().any()) and not bool(want.isnan().all())
+    # head 1 (the last two columns) untouched, as PyG's; head 0 too, but where its scores
+    # are all -inf (an infinite attention entry: every row) PyG's NaN is graphloc's 0
+    torch.testing.assert_close(got[:, 2:], want[:, 2:])
+    if case != "gat-inf-att":
+        assert torch.equal(got.isnan(), want.isnan())
+        torch.testing.assert_close(got, want, equal_nan=True)
+    # PyG's NaN where a row's scores are all -inf is graphloc's 0 (docs/models.md)
+    finite_rows = ~want_alpha.isnan()
+    torch.testing.assert_close(got_alpha[finite_rows], want_alpha[finite_rows])
+    assert bool(finite_rows[:, 1].all()) and torch.equal(got_alpha[:, 1].isnan(),
+                                                         want_alpha[:, 1].isnan())
