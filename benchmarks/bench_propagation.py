@@ -1,7 +1,7 @@
 """The drop-ins added after the layer benchmark's table (SGConv, APPNP, GCN2Conv,
 GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with the
-softmax aggregation, PNAConv, LGConv, LEConv) against PyG's, forward + backward, on the
-two benchmark graphs.
+softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv) against PyG's,
+forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
@@ -49,6 +49,8 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
                        "['identity', 'amplification', 'attenuation'], deg)",
     "LGConv()": "LGConv()",  # LightGCN's propagation
     "LEConv(64, 64)": "LEConv(64, 64)",
+    "SSGConv(64, 64, alpha=0.1, K=4)": "SSGConv(64, 64, 0.1, K=4)",
+    "MixHopConv(64, 32)": "MixHopConv(64, 32)",  # powers 0, 1, 2: 96 outputs
 }
 
 

@@ -26,10 +26,12 @@ from graphloc.nn import (
     LEConv,
     LGConv,
     LiftConv,
+    MixHopConv,
     PNAConv,
     ResGatedGraphConv,
     SAGEConv,
     SGConv,
+    SSGConv,
     TAGConv,
     TransformerConv,
 )
@@ -230,6 +232,8 @@ CONV_LAYERS = {
                                  torch.tensor([1, 2, 3])),
     "lg": lambda: LGConv(),
     "le": lambda: LEConv(5, 4),
+    "ssg": lambda: SSGConv(5, 4, alpha=0.1, K=2),
+    "mixhop": lambda: MixHopConv(5, 2, powers=[0, 2]),
 }
 
 

@@ -338,13 +338,25 @@ def _le(conv):
     return gl_conv.LEConv(conv.in_channels, conv.out_channels, bias=conv.lin1.bias is not None)
 
 
+def _ssg(conv):
+    return gl_conv.SSGConv(conv.in_channels, conv.out_channels, conv.alpha, K=conv.K,
+                           cached=conv.cached, add_self_loops=conv.add_self_loops,
+                           bias=conv.lin.bias is not None)
+
+
+def _mixhop(conv):
+    return gl_conv.MixHopConv(conv.in_channels, conv.out_channels, powers=conv.powers,
+                              add_self_loops=conv.add_self_loops, bias=conv.bias is not None)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
                "GraphConv": _graph_conv, "SGConv": _sg_conv, "APPNP": _appnp,
                "GCN2Conv": _gcn2, "ResGatedGraphConv": _res_gated,
                "TAGConv": _tag, "GatedGraphConv": _gated_graph, "GENConv": _gen,
-               "PNAConv": _pna, "LGConv": _lg, "LEConv": _le}
+               "PNAConv": _pna, "LGConv": _lg, "LEConv": _le,
+               "SSGConv": _ssg, "MixHopConv": _mixhop}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and

@@ -16,6 +16,7 @@ from graphloc.nn.conv.latte import LATTEConv
 from graphloc.nn.conv.le_conv import LEConv
 from graphloc.nn.conv.lg_conv import LGConv
 from graphloc.nn.conv.lift import LiftConv
+from graphloc.nn.conv.mixhop import MixHopConv
 from graphloc.nn.conv.multi_edge import MultiEdgeConv
 from graphloc.nn.conv.pna import PNAConv
 from graphloc.nn.conv.registry import CONVS, register_conv
@@ -23,6 +24,7 @@ from graphloc.nn.conv.res_gated import ResGatedGraphConv
 from graphloc.nn.conv.sage import SAGEConv
 from graphloc.nn.conv.sg_conv import SGConv
 from graphloc.nn.conv.sgformer import SGFormerAttention
+from graphloc.nn.conv.ssg_conv import SSGConv
 from graphloc.nn.conv.tag_conv import TAGConv
 from graphloc.nn.conv.tangnn import TANGNNLayer, TopMAttention
 from graphloc.nn.conv.transformer import TransformerConv
@@ -30,7 +32,8 @@ from graphloc.nn.conv.ugt import UGTLayer
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
            "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv",
-           "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LGConv", "LEConv", "LiftConv",
+           "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LGConv", "LEConv", "SSGConv",
+           "MixHopConv", "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
            "register_conv"]

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_int
+from graphloc.checks import caller_stacklevel, check_int
 from graphloc.graph import Graph
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_sizes, linear
@@ -76,7 +76,7 @@ class SGConv(torch.nn.Module):
         inputs, x, edge_weight = read_weighted_call(self, x, edge_index, edge_weight,
                                                     self.in_channels)
         if self.cached and self._cached_x is not None:
-            self._check_cached_input(inputs.graph, edge_weight, x)
+            check_cached_features(self, "_cached_x", inputs.graph, edge_weight, x)
             return inputs.node_output(self.lin(self._cached_x.detach()))
         graph, weight = normalized_call_graph(inputs, edge_weight, self.add_self_loops, x.dtype)
         h = x
@@ -87,27 +87,32 @@ class SGConv(torch.nn.Module):
             self._cached_input = (inputs.graph, edge_weight, x.detach().clone())
         return inputs.node_output(self.lin(h))
 
-    def _check_cached_input(self, graph: Graph, edge_weight: Tensor | None, x: Tensor) -> None:
-        """PyG's cached SGConv returns the first call's product for any later input without
-        a word; here a differing input is said (GCNConv's rule)."""
-        source, weight, features = self._cached_input
-        if source is None:
-            return  # a cache set by hand
-        if x.size(0) != features.size(0):
-            raise ValueError(f"SGConv(cached=True) propagated {features.size(0)} nodes' "
-                             f"features on its first call and reuses them, but this call has "
-                             f"{x.size(0)} nodes: build it with cached=False to run on other "
-                             f"graphs, or clear conv._cached_x")
-        same_graph = graph is source or torch.equal(graph.edge_index, source.edge_index)
-        same_weight = (edge_weight is None and weight is None) or (
-            edge_weight is not None and weight is not None and edge_weight.shape == weight.shape
-            and torch.equal(edge_weight, weight))
-        same_x = x.shape == features.shape and torch.equal(x.detach(), features)
-        if not (same_graph and same_weight and same_x):
-            warnings.warn("SGConv(cached=True) reuses the propagated features of its first "
-                          "call, but this call's features, graph or edge weights differ: the "
-                          "output is the first call's, as PyG's. Build it with cached=False "
-                          "(or clear conv._cached_x) for new inputs", stacklevel=3)
-
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, K={self.K})"
+
+
+def check_cached_features(layer: torch.nn.Module, attribute: str, graph: Graph,
+                          edge_weight: Tensor | None, x: Tensor) -> None:
+    """PyG's cached SGConv and SSGConv return the first call's propagated features (kept in
+    ``attribute``) for any later input without a word; here a differing input is said
+    (GCNConv's rule): a warning, or an error where the node count differs."""
+    name = type(layer).__name__
+    source, weight, features = layer._cached_input
+    if source is None:
+        return  # a cache set by hand
+    if x.size(0) != features.size(0):
+        raise ValueError(f"{name}(cached=True) propagated {features.size(0)} nodes' "
+                         f"features on its first call and reuses them, but this call has "
+                         f"{x.size(0)} nodes: build it with cached=False to run on other "
+                         f"graphs, or clear conv.{attribute}")
+    same_graph = graph is source or torch.equal(graph.edge_index, source.edge_index)
+    same_weight = (edge_weight is None and weight is None) or (
+        edge_weight is not None and weight is not None and edge_weight.shape == weight.shape
+        and torch.equal(edge_weight, weight))
+    same_x = x.shape == features.shape and torch.equal(x.detach(), features)
+    if not (same_graph and same_weight and same_x):
+        warnings.warn(f"{name}(cached=True) reuses the propagated features of its first "
+                      "call, but this call's features, graph or edge weights differ: the "
+                      f"output is the first call's, as PyG's. Build it with cached=False "
+                      f"(or clear conv.{attribute}) for new inputs",
+                      stacklevel=caller_stacklevel())

@@ -45,8 +45,10 @@ CONVS = [
     ("lg", lambda: gl.LGConv(), lambda: pyg.LGConv(), True),
     ("lg-raw", lambda: gl.LGConv(normalize=False), lambda: pyg.LGConv(normalize=False), True),
     ("le", lambda: gl.LEConv(8, 6), lambda: pyg.LEConv(8, 6), True),
+    ("ssg", lambda: gl.SSGConv(8, 6, 0.1, K=2), lambda: pyg.SSGConv(8, 6, 0.1, K=2), True),
+    ("mixhop", lambda: gl.MixHopConv(8, 3), lambda: pyg.MixHopConv(8, 3), True),
 ]
-GCN_NORMALISED = ("gcn", "gcn-improved", "sgc", "appnp")  # PyG's gcn_norm inside
+GCN_NORMALISED = ("gcn", "gcn-improved", "sgc", "appnp", "ssg", "mixhop")  # PyG's gcn_norm inside
 
 
 def adjacency(edge_index, n, layout, values=None, size=None):
@@ -71,7 +73,8 @@ def test_sparse_adjacency_input(name, ours, theirs, weighted, layout):
     pyg_edges = torch.stack([src, dst])
     pyg_weight = coo.values() if weighted else None
     run_theirs = (lambda m, x: m(x, pyg_edges, pyg_weight)) \
-        if name in ("gcn", "cheb", "sgc", "appnp", "tag", "gated-graph", "lg", "lg-raw", "le") \
+        if name in ("gcn", "cheb", "sgc", "appnp", "tag", "gated-graph", "lg", "lg-raw", "le",
+                    "ssg", "mixhop") \
         else (lambda m, x: m(x, pyg_edges, size=(n, n))) if name in ("sage", "gin") \
         else (lambda m, x: m(x, pyg_edges))
     if name in ("sage", "gin"):  # PyG's sum aggregation of a weighted adj_t multiplies
