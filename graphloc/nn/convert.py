@@ -151,12 +151,16 @@ def _gcn(conv):
                            normalize=conv.normalize, bias=conv.bias is not None)
 
 
-def _sage(conv):
-    # a plain name builds graphloc's kernel; any other aggregation (learnable, a list with
-    # its mode, PyG's own) is PyG's module itself, copied: same parameters, same numbers
+def _aggregation_of(conv):
+    """A conv's aggregation for graphloc's twin: a plain name builds graphloc's kernel; any
+    other (learnable, a list with its mode, PyG's own) is PyG's module itself, copied:
+    same parameters, same numbers."""
     plain = isinstance(conv.aggr, str) and conv.aggr in ("mean", "max", "min", "sum", "add")
-    return gl_conv.SAGEConv(conv.in_channels, conv.out_channels,
-                            aggr=conv.aggr if plain else copy.deepcopy(conv.aggr_module),
+    return conv.aggr if plain else copy.deepcopy(conv.aggr_module)
+
+
+def _sage(conv):
+    return gl_conv.SAGEConv(conv.in_channels, conv.out_channels, aggr=_aggregation_of(conv),
                             normalize=conv.normalize, root_weight=conv.root_weight,
                             project=getattr(conv, "project", False),
                             bias=conv.lin_l.bias is not None)
@@ -182,7 +186,8 @@ def _gatv2(conv):
 
 def _gin(conv):
     return gl_conv.GINConv(copy.deepcopy(conv.nn), eps=conv.initial_eps,
-                           train_eps=isinstance(conv.eps, torch.nn.Parameter))
+                           train_eps=isinstance(conv.eps, torch.nn.Parameter),
+                           aggr=_aggregation_of(conv))
 
 
 def _gine(conv):
@@ -232,15 +237,12 @@ def _gcn2(conv):
 
 
 def _res_gated(conv):
-    _require(conv.aggr in ("add", "sum"),
-             f"aggr={conv.aggr!r} (graphloc's ResGatedGraphConv sums the gated messages)")
     return gl_conv.ResGatedGraphConv(conv.in_channels, conv.out_channels,
                                      act=copy.deepcopy(conv.act), edge_dim=conv.edge_dim,
                                      root_weight=conv.root_weight, bias=conv.bias is not None)
 
 
 def _tag(conv):
-    _require(conv.aggr in ("add", "sum"), f"aggr={conv.aggr!r} (graphloc's TAGConv sums)")
     return gl_conv.TAGConv(conv.in_channels, conv.out_channels, K=conv.K,
                            bias=conv.bias is not None, normalize=conv.normalize)
 
@@ -329,12 +331,10 @@ def _pna(conv):
 
 
 def _lg(conv):
-    _require(conv.aggr in ("add", "sum"), f"aggr={conv.aggr!r} (graphloc's LGConv sums)")
     return gl_conv.LGConv(normalize=conv.normalize)
 
 
 def _le(conv):
-    _require(conv.aggr in ("add", "sum"), f"aggr={conv.aggr!r} (graphloc's LEConv sums)")
     return gl_conv.LEConv(conv.in_channels, conv.out_channels, bias=conv.lin1.bias is not None)
 
 
@@ -375,9 +375,17 @@ def _used_state(conv, ours: torch.nn.Module) -> dict:
     return state
 
 
+# the convs whose converters carry PyG's aggregation over; every other graphloc twin sums
+# its messages, as its PyG conv does by default (PyG's MessagePassing takes aggr= for any)
+_AGGREGATION_CARRIED = ("SAGEConv", "GINConv", "GraphConv", "GatedGraphConv", "GENConv",
+                        "PNAConv")
+
+
 def _convert_conv(conv) -> torch.nn.Module:
     name = type(conv).__name__
     _require(name in _CONVERTERS, f"{name} has no graphloc equivalent")
+    _require(name in _AGGREGATION_CARRIED or getattr(conv, "aggr", "add") in ("add", "sum"),
+             f"aggr={getattr(conv, 'aggr', None)!r} (graphloc's {name} sums its messages)")
     try:
         ours = _CONVERTERS[name](conv)
         ours.flow = conv.flow  # every converted conv reads its flow at each call

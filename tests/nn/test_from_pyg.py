@@ -368,3 +368,63 @@ def test_trimmed_layers_give_pyg_trim_to_layer_outputs(kind):
         with pytest.raises(NotImplementedError, match="both edge_weight and edge_attr"):
             ours(batch.x, edge_index, edge_weight=torch.ones(edge_index.size(1)),
                  edge_attr=torch.ones(edge_index.size(1), 2), **counts)
+
+
+def _gin_mlp():
+    return torch.nn.Sequential(torch.nn.Linear(6, 4))
+
+
+# one PyG conv of each class from_pyg converts, built with PyG's aggr= keyword
+AGGREGATED = {
+    "GCNConv": lambda a: pyg.GCNConv(6, 4, aggr=a),
+    "SAGEConv": lambda a: pyg.SAGEConv(6, 4, aggr=a),
+    "GATConv": lambda a: pyg.GATConv(6, 4, heads=2, aggr=a),
+    "GATv2Conv": lambda a: pyg.GATv2Conv(6, 4, aggr=a),
+    "GINConv": lambda a: pyg.GINConv(_gin_mlp(), aggr=a),
+    "GINEConv": lambda a: pyg.GINEConv(_gin_mlp(), aggr=a),
+    "ChebConv": lambda a: pyg.ChebConv(6, 4, 2, aggr=a),
+    "TransformerConv": lambda a: pyg.TransformerConv(6, 4, aggr=a),
+    "GraphConv": lambda a: pyg.GraphConv(6, 4, aggr=a),
+    "SGConv": lambda a: pyg.SGConv(6, 4, aggr=a),
+    "APPNP": lambda a: pyg.APPNP(2, 0.1, aggr=a),
+    "GCN2Conv": lambda a: pyg.GCN2Conv(6, 0.1, aggr=a),
+    "ResGatedGraphConv": lambda a: pyg.ResGatedGraphConv(6, 4, aggr=a),
+    "TAGConv": lambda a: pyg.TAGConv(6, 4, aggr=a),
+    "GatedGraphConv": lambda a: pyg.GatedGraphConv(6, 2, aggr=a),
+    "GENConv": lambda a: pyg.GENConv(6, 4, aggr=a),
+    "PNAConv": lambda a: pyg.PNAConv(6, 4, [a], ["identity"], torch.tensor([1, 2, 3])),
+    "LGConv": lambda a: pyg.LGConv(aggr=a),
+    "LEConv": lambda a: pyg.LEConv(6, 4, aggr=a),
+    "SSGConv": lambda a: pyg.SSGConv(6, 4, 0.1, aggr=a),
+    "MixHopConv": lambda a: pyg.MixHopConv(6, 4, aggr=a),
+}
+
+
+def test_every_converted_class_is_in_the_aggregation_sweep():
+    from graphloc.nn.convert import _CONVERTERS
+    assert set(AGGREGATED) == set(_CONVERTERS)
+
+
+@pytest.mark.parametrize("aggr", ["mean", "max"])
+@pytest.mark.parametrize("name", sorted(AGGREGATED))
+def test_a_conv_built_with_another_aggregation_is_kept_or_converted_with_it(name, aggr):
+    """PyG's MessagePassing takes aggr= for every conv. Converted without a probe (inside a
+    ModuleList: no example to check on), APPNP, GCN2Conv and GINEConv with aggr="mean"
+    became graphloc's summing twins, and GINConv dropped its aggregation: other outputs
+    without a word. Now a conv is converted with its aggregation or kept, said so."""
+    torch.manual_seed(0)
+    x, edge_index = _probe()
+    theirs = AGGREGATED[name](aggr).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        converted = from_pyg(torch.nn.ModuleList([theirs]))
+    ours, report = converted[0], converted.pyg_conversion
+    if type(ours).__module__.startswith("torch_geometric"):
+        [(where, reason)] = report["kept"]
+        assert where == "0" and f"aggr='{aggr}'" in reason
+    else:
+        assert report["converted"] == ["0"]
+    args = {"GCN2Conv": (x, x, edge_index),
+            "GINEConv": (x, edge_index, torch.randn(edge_index.size(1), 6))}.get(
+                name, (x, edge_index))
+    torch.testing.assert_close(ours(*args), theirs(*args), atol=1e-5, rtol=1e-5)
