@@ -55,18 +55,23 @@ class SGConv(torch.nn.Module):
                  add_self_loops: bool = True, bias: bool = True,
                  flow: str = "source_to_target"):
         super().__init__()
-        check_sizes("SGConv", lazy=True, in_channels=in_channels, out_channels=out_channels)
-        check_int(K, "SGConv: K", 0)  # 0, as PyG's: the linear map alone
+        name = type(self).__name__
+        check_sizes(name, lazy=True, in_channels=in_channels, out_channels=out_channels)
+        check_int(K, f"{name}: K", self._fewest_hops)
         self.in_channels, self.out_channels, self.K = in_channels, out_channels, K
         self.cached, self.add_self_loops = cached, add_self_loops
-        self.flow = check_flow("SGConv", flow)
+        self.flow = check_flow(name, flow)
         self.lin = linear(in_channels, out_channels, bias=bias)
-        self._cached_x = None  # PyG's name: models clear the cache by setting it to None
+        setattr(self, self._cache, None)  # models clear the cache by setting it to None
         self._cached_input = (None, None, None)  # the graph, weights and features of it
+
+    #: PyG's attribute for the propagated features kept with ``cached=True``
+    _cache = "_cached_x"
+    _fewest_hops = 0  # as PyG's: K = 0 is the linear map alone
 
     def reset_parameters(self) -> None:
         self.lin.reset_parameters()
-        self._cached_x = None
+        setattr(self, self._cache, None)
 
     @property
     def graphloc_hops(self) -> int:
@@ -75,44 +80,47 @@ class SGConv(torch.nn.Module):
     def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None) -> Tensor:
         inputs, x, edge_weight = read_weighted_call(self, x, edge_index, edge_weight,
                                                     self.in_channels)
-        if self.cached and self._cached_x is not None:
-            check_cached_features(self, "_cached_x", inputs.graph, edge_weight, x)
-            return inputs.node_output(self.lin(self._cached_x.detach()))
+        kept = getattr(self, self._cache)
+        if self.cached and kept is not None:
+            self._check_cached_input(inputs.graph, edge_weight, x)
+            return inputs.node_output(self.lin(kept.detach()))
         graph, weight = normalized_call_graph(inputs, edge_weight, self.add_self_loops, x.dtype)
-        h = x
-        for _ in range(self.K):
-            h = ops.spmm(graph, h, weight)
+        h = self._propagate(graph, weight, x)
         if self.cached:
-            self._cached_x = h
+            setattr(self, self._cache, h)
             self._cached_input = (inputs.graph, edge_weight, x.detach().clone())
         return inputs.node_output(self.lin(h))
 
+    def _propagate(self, graph: Graph, weight: Tensor, x: Tensor) -> Tensor:
+        """The features the linear map reads: ``S^K x``."""
+        for _ in range(self.K):
+            x = ops.spmm(graph, x, weight)
+        return x
+
+    def _check_cached_input(self, graph: Graph, edge_weight: Tensor | None, x: Tensor) -> None:
+        """PyG's cached SGConv (and SSGConv) returns the first call's propagated features
+        for any later input without a word; here a differing input is said (GCNConv's
+        rule): a warning, or an error where the node count differs."""
+        name, attribute = type(self).__name__, self._cache
+        source, weight, features = self._cached_input
+        if source is None:
+            return  # a cache set by hand
+        if x.size(0) != features.size(0):
+            raise ValueError(f"{name}(cached=True) propagated {features.size(0)} nodes' "
+                             f"features on its first call and reuses them, but this call has "
+                             f"{x.size(0)} nodes: build it with cached=False to run on other "
+                             f"graphs, or clear conv.{attribute}")
+        same_graph = graph is source or torch.equal(graph.edge_index, source.edge_index)
+        same_weight = (edge_weight is None and weight is None) or (
+            edge_weight is not None and weight is not None and edge_weight.shape == weight.shape
+            and torch.equal(edge_weight, weight))
+        same_x = x.shape == features.shape and torch.equal(x.detach(), features)
+        if not (same_graph and same_weight and same_x):
+            warnings.warn(f"{name}(cached=True) reuses the propagated features of its first "
+                          "call, but this call's features, graph or edge weights differ: the "
+                          f"output is the first call's, as PyG's. Build it with cached=False "
+                          f"(or clear conv.{attribute}) for new inputs",
+                          stacklevel=caller_stacklevel())
+
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, K={self.K})"
-
-
-def check_cached_features(layer: torch.nn.Module, attribute: str, graph: Graph,
-                          edge_weight: Tensor | None, x: Tensor) -> None:
-    """PyG's cached SGConv and SSGConv return the first call's propagated features (kept in
-    ``attribute``) for any later input without a word; here a differing input is said
-    (GCNConv's rule): a warning, or an error where the node count differs."""
-    name = type(layer).__name__
-    source, weight, features = layer._cached_input
-    if source is None:
-        return  # a cache set by hand
-    if x.size(0) != features.size(0):
-        raise ValueError(f"{name}(cached=True) propagated {features.size(0)} nodes' "
-                         f"features on its first call and reuses them, but this call has "
-                         f"{x.size(0)} nodes: build it with cached=False to run on other "
-                         f"graphs, or clear conv.{attribute}")
-    same_graph = graph is source or torch.equal(graph.edge_index, source.edge_index)
-    same_weight = (edge_weight is None and weight is None) or (
-        edge_weight is not None and weight is not None and edge_weight.shape == weight.shape
-        and torch.equal(edge_weight, weight))
-    same_x = x.shape == features.shape and torch.equal(x.detach(), features)
-    if not (same_graph and same_weight and same_x):
-        warnings.warn(f"{name}(cached=True) reuses the propagated features of its first "
-                      "call, but this call's features, graph or edge weights differ: the "
-                      f"output is the first call's, as PyG's. Build it with cached=False "
-                      f"(or clear conv.{attribute}) for new inputs",
-                      stacklevel=caller_stacklevel())

@@ -5,18 +5,14 @@ from __future__ import annotations
 
 import math
 
-import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_int
-from graphloc.nn.conv._inputs import check_flow
-from graphloc.nn.conv._utils import check_sizes, linear
-from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
-from graphloc.nn.conv.sg_conv import check_cached_features
+from graphloc.graph import Graph
+from graphloc.nn.conv.sg_conv import SGConv
 
 
-class SSGConv(torch.nn.Module):
+class SSGConv(SGConv):
     r"""The simple spectral graph convolution of `Zhu & Koniusz, "Simple Spectral Graph
     Convolution" (ICLR 2021) <https://openreview.net/forum?id=CYO5T-YjWZV>`_:
 
@@ -27,7 +23,8 @@ class SSGConv(torch.nn.Module):
         \hat{\mathbf{A}} = \mathbf{A} + \mathbf{I}.
 
     A drop-in for PyG's ``SSGConv`` (same arguments, parameter names and outputs): K sparse
-    products over the graph's cached normalisation, then one linear map.
+    products over the graph's cached normalisation, then one linear map (``SGConv``'s
+    call, cache and checks, with this mixture of the hops).
 
     Args:
         in_channels (int): input feature width (-1: inferred at the first call).
@@ -54,45 +51,25 @@ class SSGConv(torch.nn.Module):
         ``edge_weight [E]``. output: ``[N, out_channels]``.
     """
 
+    _cache = "_cached_h"  # PyG's name
+    _fewest_hops = 1  # PyG's divides by K
+
     def __init__(self, in_channels: int, out_channels: int, alpha: float, K: int = 1,
                  cached: bool = False, add_self_loops: bool = True, bias: bool = True,
                  flow: str = "source_to_target"):
-        super().__init__()
-        check_sizes("SSGConv", lazy=True, in_channels=in_channels, out_channels=out_channels)
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or \
                 not math.isfinite(alpha):
             raise ValueError(f"SSGConv: alpha must be a finite number, got {alpha!r}")
-        self.K = check_int(K, "SSGConv: K", 1)
-        self.in_channels, self.out_channels, self.alpha = in_channels, out_channels, alpha
-        self.cached, self.add_self_loops = cached, add_self_loops
-        self.flow = check_flow("SSGConv", flow)
-        self.lin = linear(in_channels, out_channels, bias=bias)
-        self._cached_h = None  # PyG's name: models clear the cache by setting it to None
-        self._cached_input = (None, None, None)  # the graph, weights and features of it
+        super().__init__(in_channels, out_channels, K, cached, add_self_loops, bias, flow)
+        self.alpha = alpha
 
-    def reset_parameters(self) -> None:
-        self.lin.reset_parameters()
-        self._cached_h = None
-
-    @property
-    def graphloc_hops(self) -> int:
-        return self.K
-
-    def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None) -> Tensor:
-        inputs, x, edge_weight = read_weighted_call(self, x, edge_index, edge_weight,
-                                                    self.in_channels)
-        if self.cached and self._cached_h is not None:
-            check_cached_features(self, "_cached_h", inputs.graph, edge_weight, x)
-            return inputs.node_output(self.lin(self._cached_h.detach()))
-        graph, weight = normalized_call_graph(inputs, edge_weight, self.add_self_loops, x.dtype)
+    def _propagate(self, graph: Graph, weight: Tensor, x: Tensor) -> Tensor:
+        """``alpha x + (1 - alpha) / K sum_k S^k x``."""
         h, step = x * self.alpha, (1 - self.alpha) / self.K
         for _ in range(self.K):
             x = ops.spmm(graph, x, weight)
             h = h.add_(x, alpha=step)  # in place on a fresh sum: its backward reads no input
-        if self.cached:
-            self._cached_h = h
-            self._cached_input = (inputs.graph, edge_weight, inputs.x_src.detach().clone())
-        return inputs.node_output(self.lin(h))
+        return h
 
     def __repr__(self) -> str:  # PyG's
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
