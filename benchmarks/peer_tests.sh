@@ -6,8 +6,9 @@
 #
 #   bash benchmarks/peer_tests.sh PYG_CHECKOUT SCATTER_CHECKOUT [--no-jit]
 #
-# --no-jit replaces torch.jit.script by the identity (graphloc's functions are Python, not
-# TorchScript), so the rest of each scripted test still runs.
+# --no-jit replaces torch.jit.script by the identity, so the rest of each scripted test still
+# runs: graphloc's convs are Python, not TorchScript (PyG scripts them only in its full
+# tests). graphloc.scatter's functions script as torch_scatter's do, and pass either way.
 set -uo pipefail
 pyg=${1:?PyG checkout}
 scatter=${2:?torch_scatter checkout}
