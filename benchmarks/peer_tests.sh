@@ -49,8 +49,7 @@ echo "== PyG's conv and total_influence tests"
   | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
 
 # PyG's aggregation tests: the modules graphloc.nn.aggr has come from graphloc (called as
-# PyG calls them, aggr(x, index, ptr, dim_size, dim)); the others (MulAggregation,
-# PowerMeanAggregation) stay PyG's.
+# PyG calls them, aggr(x, index, ptr, dim_size, dim)); any other stays PyG's.
 mkdir -p "$work/pyg_aggr/test"
 for name in basic lcm quantile lstm multi; do
   cp "$pyg/test/nn/aggr/test_${name}.py" "$work/pyg_aggr/test/"

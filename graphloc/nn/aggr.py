@@ -43,6 +43,7 @@ class Aggregation(torch.nn.Module):
     # each channel reduced on its own, with nothing learnt per channel: PyG's call may then
     # reduce any dimension of any x (the others become channels and come back after)
     channelwise = False
+    takes_ptr = True  # PyG's call with segments ``ptr`` instead of ``index``
 
     def __call__(self, *args, **kwargs):
         if args and isinstance(args[0], Tensor):  # PyG's call: the rows of x by index
@@ -95,6 +96,8 @@ def _rows_as_graph(aggr: Aggregation, x: Tensor, index: Tensor | None = None,
     if (x.dim() != 2 or axis != 0) and not aggr.channelwise:
         raise ValueError(f"{name} reduces the rows of a 2-D x (dim=-2, it learns per "
                          f"channel), got x of shape {list(x.shape)} and dim={dim}")
+    if ptr is not None and not aggr.takes_ptr:
+        raise RuntimeError(f"{name} requires 'index' (ptr is not taken, as in PyG)")
     if max_num_elements is not None:
         raise ValueError(f"{name}: max_num_elements is not taken; sequences are padded to "
                          f"the largest group")
@@ -185,6 +188,23 @@ class MaxAggregation(_Reduce):
 
 class MinAggregation(_Reduce):
     reduce = "min"
+
+
+class MulAggregation(Aggregation):
+    """The product of the neighbours, per channel (1 for a node without any, as PyG's);
+    each neighbour's gradient is the product of the others (no division: exact with zeros,
+    NaN and infinities). Edge weights scale the neighbours first, as ``GraphConv``'s. PyG's
+    call takes ``index``, not ``ptr`` (as PyG's: its own tests ask for the error)."""
+
+    channelwise = True
+    takes_ptr = False
+
+    def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        graph, x = self._weighted_messages(graph, x, edge_weight)
+        ordered = graph.in_csr_order()
+        src, dst = ordered.edge_index
+        return ops.scatter(x.index_select(0, src), dst, 0, dim_size=graph.num_nodes,
+                           reduce="mul")
 
 
 class VarAggregation(Aggregation):
@@ -875,7 +895,8 @@ _BY_NAME = {"sum": SumAggregation, "add": SumAggregation, "mean": MeanAggregatio
             "max": MaxAggregation, "min": MinAggregation, "var": VarAggregation,
             "std": StdAggregation, "softmax": SoftmaxAggregation, "lstm": LSTMAggregation,
             "lcm": LCMAggregation, "median": MedianAggregation, "quantile": QuantileAggregation,
-            "powermean": PowerMeanAggregation, "degreescaler": DegreeScalerAggregation}
+            "powermean": PowerMeanAggregation, "degreescaler": DegreeScalerAggregation,
+            "mul": MulAggregation}
 
 
 def resolve(aggr, /, **kwargs) -> Aggregation:

@@ -155,7 +155,8 @@ def _aggregation_of(conv):
     """A conv's aggregation for graphloc's twin: a plain name builds graphloc's kernel; any
     other (learnable, a list with its mode, PyG's own) is PyG's module itself, copied:
     same parameters, same numbers."""
-    plain = isinstance(conv.aggr, str) and conv.aggr in ("mean", "max", "min", "sum", "add")
+    plain = isinstance(conv.aggr, str) and conv.aggr in ("mean", "max", "min", "sum", "add",
+                                                          "mul")
     return conv.aggr if plain else copy.deepcopy(conv.aggr_module)
 
 

@@ -31,7 +31,7 @@ def sorted_graph(seed):
 @pytest.mark.parametrize("name,kwargs", [
     ("var", {}), ("std", {}), ("softmax", {}), ("softmax", {"learn": True, "t": 0.5}),
     ("lstm", {}), ("min", {}), ("max", {}), ("powermean", {"p": 2.5}),
-    ("powermean", {"learn": True, "p": 0.7, "clamp_max": None}),
+    ("powermean", {"learn": True, "p": 0.7, "clamp_max": None}), ("mul", {}),
 ])
 def test_single_aggregations_match_pyg(name, kwargs):
     edge_index, n = sorted_graph(21)
@@ -455,3 +455,39 @@ def test_temperatures_and_powers_are_numbers():
     for p in (1.0, 2.0):  # p = 2 made integer messages float without a word
         with pytest.raises(TypeError, match="messages must be floating point, got torch.int64"):
             aggr.PowerMeanAggregation(p=p)(graph, torch.ones(3, 2, dtype=torch.long))
+
+
+def test_mul_aggregation_is_the_product_per_node_with_exact_gradients():
+    """Per node and channel, the product of its neighbours (1 without any): against
+    torch.prod node by node, values and gradients, with zeros (one and two in a group: the
+    gradient is the product of the others, no division), NaN and infinities; the weights
+    scale the neighbours first; PyG's call takes index, and refuses ptr as PyG's."""
+    edge_index, n = parity_graph(31)
+    x = torch.randn(n, 4, dtype=torch.float64)
+    hub = int(torch.bincount(edge_index[1]).argmax())
+    into_hub = edge_index[0, edge_index[1] == hub]
+    x[into_hub[:2], 0] = 0.0  # two zeros in one group
+    x[into_hub[2], 3] = 0.0  # and one in another channel
+    x[int(edge_index[0, 2]), 1] = float("inf")
+    x[int(edge_index[0, 3]), 2] = float("nan")
+    weight = torch.rand(edge_index.size(1), dtype=torch.float64) + 0.5
+    for w in (None, weight):
+        x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
+        got = aggr.MulAggregation()(Graph(edge_index, num_nodes=n), x1, w)
+        rows = []
+        for node in range(n):
+            into = edge_index[1] == node
+            scale = 1.0 if w is None else w[into].unsqueeze(-1)
+            rows.append((x2[edge_index[0, into]] * scale).prod(0))
+        want = torch.stack(rows)
+        torch.testing.assert_close(got, want, equal_nan=True)
+        finite = torch.isfinite(want).all(1, keepdim=True).double().expand_as(want)
+        g1, = torch.autograd.grad(got, x1, finite)
+        g2, = torch.autograd.grad(want, x2, finite)
+        torch.testing.assert_close(g1, g2, equal_nan=True)
+    index = torch.tensor([0, 0, 2, 2, 2])
+    ours = aggr.MulAggregation()(x[:5], index)
+    torch.testing.assert_close(ours, pyg.MulAggregation()(x[:5], index), equal_nan=True)
+    assert bool((ours[1] == 1).all())
+    with pytest.raises(RuntimeError, match="requires 'index'"):
+        aggr.MulAggregation()(x[:5], ptr=torch.tensor([0, 2, 2, 5]))
