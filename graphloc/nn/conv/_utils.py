@@ -96,22 +96,25 @@ def checked_features(layer: torch.nn.Module, inputs, in_channels) -> tuple[Tenso
 
 
 def check_sizes(owner: str, lazy: bool = False, optional: tuple[str, ...] = (),
-                **sizes) -> None:
-    """Each size is an integer >= 1 (``in_channels`` may be a pair of them, and with
-    ``lazy`` -1: PyG's lazy width, inferred at the first call; None only for the sizes
-    named in ``optional``, where it means unset): a width, head count or depth of 0 would
-    build a layer that outputs zeros and still trains, and a negative one or None fails
-    deep inside torch, in words that name no argument."""
+                pair: bool = False, **sizes) -> None:
+    """Each size is an integer >= 1 (with ``pair``, ``in_channels`` may be a pair of them,
+    a bipartite layer's source and destination widths; with ``lazy`` -1: PyG's lazy width,
+    inferred at the first call; None only for the sizes named in ``optional``, where it
+    means unset): a width, head count or depth of 0 would build a layer that outputs zeros
+    and still trains, and a negative one, a list or None fails deep inside torch, in words
+    that name no argument."""
     for name, value in sizes.items():
-        values = value if name == "in_channels" and isinstance(value, (tuple, list)) \
-            else (value,)
+        is_pair = pair and name == "in_channels" and isinstance(value, (tuple, list))
+        values = value if is_pair else (value,)
         if value is None and name in optional:
             continue
         may_wait = lazy and name == "in_channels"
-        if len(values) != 1 and len(values) != 2 or any(
+        if len(values) != (2 if is_pair else 1) or any(
                 not is_int_at_least(v, 1) and not (may_wait and is_int_at_least(v, -1) and v == -1)
                 for v in values):
             hint = " (or -1, inferred at the first call)" if may_wait else ""
+            hint += " (or a pair of them, source and destination)" if pair and \
+                name == "in_channels" else ""
             raise ValueError(f"{owner}: {name} must be an integer >= 1, got {value!r}{hint}")
 
 

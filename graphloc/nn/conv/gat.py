@@ -142,7 +142,7 @@ def set_attention_options(layer: torch.nn.Module, in_channels, out_channels: int
                           fill_value: float | Tensor | str | None) -> None:
     """A GAT-like layer's shared arguments, checked by name and kept as PyG's attributes."""
     owner = type(layer).__name__
-    check_sizes(owner, lazy=True, optional=("edge_dim",), in_channels=in_channels,
+    check_sizes(owner, lazy=True, pair=True, optional=("edge_dim",), in_channels=in_channels,
                 out_channels=out_channels, heads=heads, edge_dim=edge_dim)
     _check_fill_value(owner, fill_value)
     check_dropouts(owner, upto_one=True, dropout=dropout)

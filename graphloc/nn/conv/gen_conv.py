@@ -75,8 +75,9 @@ class GENConv(torch.nn.Module):
                  aggr_kwargs: dict | None = None, flow: str = "source_to_target"):
         super().__init__()
         self.flow = check_flow("GENConv", flow)
-        check_sizes("GENConv", lazy=True, optional=("edge_dim",), in_channels=in_channels,
-                    out_channels=out_channels, num_layers=num_layers, expansion=expansion,
+        check_sizes("GENConv", lazy=True, pair=True, optional=("edge_dim",),
+                    in_channels=in_channels, out_channels=out_channels,
+                    num_layers=num_layers, expansion=expansion,
                     edge_dim=None if edge_dim == -1 else edge_dim)  # -1: lazy, as PyG's
         if norm is not None and norm not in _NORMS:
             raise ValueError(f"GENConv: norm must be one of {[*_NORMS, None]}, got {norm!r}")

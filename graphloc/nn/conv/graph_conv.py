@@ -48,7 +48,8 @@ class GraphConv(torch.nn.Module):
                  flow: str = "source_to_target"):
         super().__init__()
         self.flow = check_flow("GraphConv", flow)
-        check_sizes("GraphConv", lazy=True, in_channels=in_channels, out_channels=out_channels)
+        check_sizes("GraphConv", lazy=True, pair=True, in_channels=in_channels,
+                    out_channels=out_channels)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.aggr = str(aggr) if isinstance(aggr, torch.nn.Module) else aggr
         self.aggr_module = aggregations.resolve(aggr, **dict(aggr_kwargs or {}))

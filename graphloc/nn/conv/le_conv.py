@@ -54,7 +54,8 @@ class LEConv(torch.nn.Module):
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int,
                  bias: bool = True, flow: str = "source_to_target"):
         super().__init__()
-        check_sizes("LEConv", lazy=True, in_channels=in_channels, out_channels=out_channels)
+        check_sizes("LEConv", lazy=True, pair=True, in_channels=in_channels,
+                    out_channels=out_channels)
         self.flow = check_flow("LEConv", flow)
         self.in_channels, self.out_channels = in_channels, out_channels
         src_width, dst_width = split_widths(in_channels)

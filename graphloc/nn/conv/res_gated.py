@@ -73,7 +73,7 @@ class ResGatedGraphConv(torch.nn.Module):
             raise TypeError(f"ResGatedGraphConv: act must be a callable gate function, got "
                             f"{act!r}")
         # widths checked by name (a width of 1.5, None or -2 failed inside torch.empty)
-        check_sizes("ResGatedGraphConv", lazy=True, optional=("edge_dim",),
+        check_sizes("ResGatedGraphConv", lazy=True, pair=True, optional=("edge_dim",),
                     in_channels=in_channels, out_channels=out_channels, edge_dim=edge_dim)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.act = act  # before the linear maps: PyG's parameter order

@@ -58,7 +58,8 @@ class SAGEConv(torch.nn.Module):
                  flow: str = "source_to_target"):
         super().__init__()
         self.flow = check_flow("SAGEConv", flow)
-        check_sizes("SAGEConv", lazy=True, in_channels=in_channels, out_channels=out_channels)
+        check_sizes("SAGEConv", lazy=True, pair=True, in_channels=in_channels,
+                    out_channels=out_channels)
         self.in_channels, self.out_channels = in_channels, out_channels
         # a module is kept once, as aggr_module (PyG's state dict layout)
         self.aggr = str(aggr) if isinstance(aggr, torch.nn.Module) else aggr

@@ -77,8 +77,9 @@ class TransformerConv(torch.nn.Module):
                  flow: str = "source_to_target"):
         super().__init__()
         self.flow = check_flow("TransformerConv", flow)
-        check_sizes("TransformerConv", lazy=True, optional=("edge_dim",), in_channels=in_channels,
-                    out_channels=out_channels, heads=heads, edge_dim=edge_dim)
+        check_sizes("TransformerConv", lazy=True, pair=True, optional=("edge_dim",),
+                    in_channels=in_channels, out_channels=out_channels, heads=heads,
+                    edge_dim=edge_dim)
         check_dropouts("TransformerConv", upto_one=True, dropout=dropout)
         self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
         self.concat, self.beta, self.root_weight = concat, beta and root_weight, root_weight

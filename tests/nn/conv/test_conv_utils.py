@@ -101,3 +101,37 @@ def test_bad_features_weights_and_indices_are_refused_by_name(cls):
         conv(torch.randn(n, 8), edge_index, torch.rand(3))
     with pytest.raises(ValueError, match=r"edge_index\[0\] holds 99 at column 0"):
         conv(torch.randn(n, 8), torch.tensor([[99], [0]]))
+
+
+ONE_NODE_SET = {  # layers on one node set: in_channels is one integer
+    "GCNConv": lambda w: gl.GCNConv(w, 4), "SGConv": lambda w: gl.SGConv(w, 4),
+    "SSGConv": lambda w: gl.SSGConv(w, 4, 0.1), "TAGConv": lambda w: gl.TAGConv(w, 4),
+    "ChebConv": lambda w: gl.ChebConv(w, 4, 2), "MixHopConv": lambda w: gl.MixHopConv(w, 4),
+    "PNAConv": lambda w: gl.PNAConv(w, 4, ["sum"], ["identity"], torch.tensor([1, 1])),
+    "UGTLayer": lambda w: gl.UGTLayer(w, 4),
+    "TopMAttention": lambda w: gl.TopMAttention(w, 4),
+}
+BIPARTITE = {  # a pair (source, destination widths) is taken
+    "SAGEConv": lambda w: gl.SAGEConv(w, 4), "GraphConv": lambda w: gl.GraphConv(w, 4),
+    "GATConv": lambda w: gl.GATConv(w, 4), "GATv2Conv": lambda w: gl.GATv2Conv(w, 4),
+    "TransformerConv": lambda w: gl.TransformerConv(w, 4), "LEConv": lambda w: gl.LEConv(w, 4),
+    "ResGatedGraphConv": lambda w: gl.ResGatedGraphConv(w, 4),
+    "GENConv": lambda w: gl.GENConv(w, 4),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ONE_NODE_SET))
+def test_a_pair_of_widths_is_refused_by_name_on_one_node_set(name):
+    """A list or pair of widths passed the size check of the one-node-set layers and failed
+    in torch.empty ("argument 'size' failed to unpack"), naming no layer or argument."""
+    for widths in ([6], [6, 6], (6, 3)):
+        with pytest.raises(ValueError, match=f"{name}: in_channels must be an integer >= 1"):
+            ONE_NODE_SET[name](widths)
+
+
+@pytest.mark.parametrize("name", sorted(BIPARTITE))
+def test_bipartite_layers_take_exactly_a_pair(name):
+    BIPARTITE[name]((6, 3))
+    for widths in ([6], (6, 3, 2), (6, 0)):
+        with pytest.raises(ValueError, match=f"{name}: in_channels must be an integer >= 1"):
+            BIPARTITE[name](widths)
