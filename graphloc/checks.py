@@ -27,6 +27,23 @@ def check_int(value, name: str, low: int) -> int:
     return value
 
 
+def check_number(owner: str, name: str, value) -> None:
+    """A real number (an initial temperature, power or epsilon), not a bool or tensor: a
+    tensor or string failed later, in torch's words, naming no argument."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{owner}: {name} must be a number, got {type(value).__name__}")
+
+
+def keyword_arguments(owner: str, name: str, value) -> dict:
+    """A dict of keyword arguments (``aggr_kwargs``, ``act_kwargs``), None for none."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError(f"{owner}: {name} must be a dict of keyword arguments, got "
+                        f"{value!r}")
+    return dict(value)
+
+
 _INDEX_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 
 

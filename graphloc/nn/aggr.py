@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import caller_stacklevel, check_index, check_int
+from graphloc.checks import caller_stacklevel, check_index, check_int, check_number
 from graphloc.graph import Graph
 
 
@@ -156,12 +156,6 @@ def _one_source_per_edge(graph: Graph) -> Graph:
     sources = torch.arange(graph.num_edges, device=graph.device)
     return Graph._derived(torch.stack([sources, graph.edge_index[1]]), graph.num_nodes,
                           graph.num_edges, dst_sorted=True)
-
-
-def _check_number(owner: str, name: str, value) -> None:
-    """A real number (the initial value of a temperature or power), not a bool or tensor."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{owner}: {name} must be a number, got {type(value).__name__}")
 
 
 class _Reduce(Aggregation):
@@ -376,7 +370,7 @@ class SoftmaxAggregation(Aggregation):
         super().__init__()
         if learn and semi_grad:
             raise ValueError("SoftmaxAggregation: semi_grad cannot be used with learn=True")
-        _check_number("SoftmaxAggregation", "t", t)
+        check_number("SoftmaxAggregation", "t", t)
         self.learn, self.semi_grad, self.channels, self._init_t = learn, semi_grad, channels, t
         self.t = torch.nn.Parameter(torch.empty(channels)) if learn else t
         self.reset_parameters()
@@ -420,7 +414,7 @@ class PowerMeanAggregation(Aggregation):
         if not learn and channels != 1:
             raise ValueError(f"PowerMeanAggregation: channels={channels} needs learn=True (a "
                              "fixed p is one number)")
-        _check_number("PowerMeanAggregation", "p", p)
+        check_number("PowerMeanAggregation", "p", p)
         if p == 0:
             raise ValueError("PowerMeanAggregation: p = 0 has no power mean (the output's "
                              "power is 1 / p)")
@@ -783,8 +777,11 @@ class DegreeScalerAggregation(Aggregation):
         super().__init__()
         self.aggr = MultiAggregation(list(aggr), aggr_kwargs) \
             if isinstance(aggr, (list, tuple)) else resolve(aggr, **(aggr_kwargs or {}))
+        if not isinstance(scaler, (str, list, tuple)):
+            raise ValueError(f"DegreeScalerAggregation: scalers must be a name or a list of "
+                             f"names among {SCALERS}, got {scaler!r}")
         self.scaler = [scaler] if isinstance(scaler, str) else list(scaler)
-        unknown = [s for s in self.scaler if s not in SCALERS]
+        unknown = [s for s in self.scaler if not isinstance(s, str) or s not in SCALERS]
         if unknown or not self.scaler:
             raise ValueError(f"DegreeScalerAggregation: scalers must be among {SCALERS}, got "
                              f"{self.scaler!r}")
@@ -862,6 +859,10 @@ def degree_averages(deg, dtype: torch.dtype = torch.float32) -> tuple[float, flo
     """PNA's degree statistics of a histogram (``deg[i]`` nodes, or groups, of size ``i``):
     the mean size and the mean ``log(size + 1)``, computed in ``dtype`` (float32: PyG's
     ``DegreeScalerAggregation``)."""
+    if not isinstance(deg, (Tensor, list, tuple)) or isinstance(deg, Tensor) and (
+            deg.is_complex() or deg.dtype == torch.bool):
+        raise ValueError("deg must be a non-empty histogram, 1-D and finite (deg[i]: the "
+                         f"number of nodes, or groups, of size i), got {deg!r}")
     deg = torch.as_tensor(deg)
     if deg.dim() != 1 or deg.is_floating_point() and not bool(torch.isfinite(deg).all()):
         raise ValueError("deg must be a non-empty histogram, 1-D and finite (deg[i]: the "

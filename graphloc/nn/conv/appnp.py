@@ -8,7 +8,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_int
 from graphloc.nn.conv._inputs import check_flow
-from graphloc.nn.conv._utils import check_dropouts
+from graphloc.nn.conv._utils import check_dropouts, check_flags
 from graphloc.nn.conv.gcn import (
     cached_normalisation,
     clear_normalisation_cache,
@@ -65,6 +65,7 @@ class APPNP(torch.nn.Module):
         self.alpha, self.dropout, self.cached = float(alpha), dropout, cached
         self.add_self_loops, self.normalize = add_self_loops, normalize
         self.flow = check_flow("APPNP", flow)
+        check_flags("APPNP", cached=cached, add_self_loops=add_self_loops, normalize=normalize)
         clear_normalisation_cache(self)
 
     def reset_parameters(self) -> None:

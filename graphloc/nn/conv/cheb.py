@@ -8,7 +8,13 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.graph import Graph, degree_power
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
-from graphloc.nn.conv._utils import check_input, check_sizes, glorot_linear, reset_glorot
+from graphloc.nn.conv._utils import (
+    check_flags,
+    check_input,
+    check_sizes,
+    glorot_linear,
+    reset_glorot,
+)
 
 
 def scaled_laplacian(graph: Graph, normalization: str | None, edge_weight: Tensor | None,
@@ -102,6 +108,7 @@ class ChebConv(torch.nn.Module):
                  flow: str = "source_to_target"):
         super().__init__()
         self.flow = check_flow("ChebConv", flow)
+        check_flags("ChebConv", bias=bias)
         check_sizes("ChebConv", lazy=True, in_channels=in_channels, out_channels=out_channels, K=K)
         if K < 1:
             raise ValueError(f"ChebConv needs K >= 1, got {K}")

@@ -21,6 +21,7 @@ from graphloc.nn.conv._inputs import (
 from graphloc.nn.conv._utils import (
     can_branch_on_values,
     check_dropouts,
+    check_flags,
     check_sizes,
     checked_features,
     glorot,
@@ -264,6 +265,8 @@ class GATConv(torch.nn.Module):
                  residual: bool = False, flow: str = "source_to_target"):
         super().__init__()
         self.flow = check_flow("GATConv", flow)
+        check_flags("GATConv", concat=concat, add_self_loops=add_self_loops, bias=bias,
+                    residual=residual)
         set_attention_options(self, in_channels, out_channels, heads, concat, negative_slope,
                               dropout, add_self_loops, edge_dim, fill_value)
         H, C = heads, out_channels

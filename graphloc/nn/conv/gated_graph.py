@@ -11,7 +11,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_int
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
-from graphloc.nn.conv._utils import check_input, check_sizes
+from graphloc.nn.conv._utils import check_flags, check_input, check_sizes
 
 _AGGREGATIONS = ("add", "sum", "mean", "max", "min")
 
@@ -59,6 +59,7 @@ class GatedGraphConv(torch.nn.Module):
                              f"{aggr!r}")
         self.out_channels, self.num_layers, self.aggr = out_channels, num_layers, aggr
         self.flow = check_flow("GatedGraphConv", flow)
+        check_flags("GatedGraphConv", bias=bias)
         self.weight = torch.nn.Parameter(torch.empty(num_layers, out_channels, out_channels))
         self.rnn = torch.nn.GRUCell(out_channels, out_channels, bias=bias)
         self.reset_parameters()

@@ -14,6 +14,7 @@ from graphloc.nn.conv._inputs import (
     refuse_edge_attr_without_edge_dim,
 )
 from graphloc.nn.conv._utils import (
+    check_flags,
     checked_features,
     glorot,
     glorot_linear,
@@ -95,6 +96,8 @@ class GATv2Conv(torch.nn.Module):
                  flow: str = "source_to_target"):
         super().__init__()
         self.flow = check_flow("GATv2Conv", flow)
+        check_flags("GATv2Conv", concat=concat, add_self_loops=add_self_loops, bias=bias,
+                    share_weights=share_weights, residual=residual)
         set_attention_options(self, in_channels, out_channels, heads, concat, negative_slope,
                               dropout, add_self_loops, edge_dim, fill_value)
         self.share_weights = share_weights

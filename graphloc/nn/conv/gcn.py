@@ -11,6 +11,7 @@ from graphloc.checks import caller_stacklevel
 from graphloc.graph import Graph
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
+    check_flags,
     check_input,
     check_sizes,
     glorot_linear,
@@ -62,6 +63,8 @@ class GCNConv(torch.nn.Module):
                  normalize: bool = True, bias: bool = True, flow: str = "source_to_target"):
         super().__init__()
         check_sizes("GCNConv", lazy=True, in_channels=in_channels, out_channels=out_channels)
+        check_flags("GCNConv", improved=improved, cached=cached, normalize=normalize, bias=bias,
+                    add_self_loops=normalize if add_self_loops is None else add_self_loops)
         if add_self_loops is None:
             add_self_loops = normalize
         if add_self_loops and not normalize:

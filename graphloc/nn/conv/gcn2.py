@@ -10,7 +10,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_int
 from graphloc.nn.conv._inputs import check_flow
-from graphloc.nn.conv._utils import check_input, check_sizes, glorot
+from graphloc.nn.conv._utils import check_flags, check_input, check_sizes, glorot
 from graphloc.nn.conv.gcn import (
     cached_normalisation,
     clear_normalisation_cache,
@@ -85,6 +85,8 @@ class GCN2Conv(torch.nn.Module):
             self.beta = math.log(theta / layer + 1)
         self.cached, self.add_self_loops, self.normalize = cached, add_self_loops, normalize
         self.flow = check_flow("GCN2Conv", flow)
+        check_flags("GCN2Conv", shared_weights=shared_weights, cached=cached,
+                    add_self_loops=add_self_loops, normalize=normalize)
         self.weight1 = torch.nn.Parameter(torch.empty(channels, channels))
         self.weight2 = None if shared_weights else \
             torch.nn.Parameter(torch.empty(channels, channels))

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from graphloc.checks import check_number, keyword_arguments
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import (
     check_flow,
@@ -13,7 +14,7 @@ from graphloc.nn.conv._inputs import (
     read_inputs,
     relu_edge_messages,
 )
-from graphloc.nn.conv._utils import check_sizes, checked_features, linear, split_widths
+from graphloc.nn.conv._utils import check_flags, check_sizes, checked_features, linear, split_widths
 
 # the norms of GENConv's MLP, as PyG builds them
 _NORMS = {"batch": lambda width: torch.nn.BatchNorm1d(width, affine=True),
@@ -75,14 +76,18 @@ class GENConv(torch.nn.Module):
                  aggr_kwargs: dict | None = None, flow: str = "source_to_target"):
         super().__init__()
         self.flow = check_flow("GENConv", flow)
+        check_flags("GENConv", learn_t=learn_t, learn_p=learn_p, msg_norm=msg_norm,
+                    learn_msg_scale=learn_msg_scale, bias=bias)
         check_sizes("GENConv", lazy=True, pair=True, optional=("edge_dim",),
                     in_channels=in_channels, out_channels=out_channels,
-                    num_layers=num_layers, expansion=expansion,
-                    edge_dim=None if edge_dim == -1 else edge_dim)  # -1: lazy, as PyG's
-        if norm is not None and norm not in _NORMS:
+                    num_layers=num_layers, expansion=expansion,  # edge_dim -1: lazy, as PyG's
+                    edge_dim=None if type(edge_dim) is int and edge_dim == -1 else edge_dim)
+        check_number("GENConv", "eps", eps)
+        if norm is not None and (not isinstance(norm, str) or norm not in _NORMS):
             raise ValueError(f"GENConv: norm must be one of {[*_NORMS, None]}, got {norm!r}")
         self.in_channels, self.out_channels, self.eps = in_channels, out_channels, eps
-        name, kwargs = _aggregation(aggr, t, learn_t, p, learn_p, aggr_kwargs)
+        name, kwargs = _aggregation(aggr, t, learn_t, p, learn_p, None if aggr_kwargs is None
+                                    else keyword_arguments("GENConv", "aggr_kwargs", aggr_kwargs))
         self.aggr_module = aggregations.resolve(name, **kwargs)
         self.aggr = str(aggr) if isinstance(aggr, torch.nn.Module) else aggr
         src_width, dst_width = split_widths(in_channels)

@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.checks import check_number, keyword_arguments
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import (
     check_flow,
@@ -14,7 +15,7 @@ from graphloc.nn.conv._inputs import (
     relu_edge_messages,
     weights_from,
 )
-from graphloc.nn.conv._utils import check_sizes, checked_features
+from graphloc.nn.conv._utils import check_flags, check_sizes, checked_features
 
 
 def _reset(module: torch.nn.Module) -> None:
@@ -30,6 +31,11 @@ class _GINBase(torch.nn.Module):
                  aggr_module: torch.nn.Module | None = None, flow: str = "source_to_target"):
         super().__init__()
         self.flow = check_flow(type(self).__name__, flow)
+        check_flags(type(self).__name__, train_eps=train_eps)
+        check_number(type(self).__name__, "eps", eps)
+        if not isinstance(nn, torch.nn.Module):  # PyG's calls it as a module, later
+            raise TypeError(f"{type(self).__name__}: nn must be a torch.nn.Module, got "
+                            f"{type(nn).__name__}")
         if aggr_module is not None:  # registered first, as PyG's MessagePassing does
             self.aggr_module = aggr_module
         self.nn = nn
@@ -77,7 +83,8 @@ class GINConv(_GINBase):
 
     def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False,
                  aggr="sum", aggr_kwargs: dict | None = None, flow: str = "source_to_target"):
-        super().__init__(nn, eps, train_eps, aggregations.resolve(aggr, **(aggr_kwargs or {})),
+        super().__init__(nn, eps, train_eps, aggregations.resolve(
+            aggr, **keyword_arguments("GINConv", "aggr_kwargs", aggr_kwargs)),
                          flow)
         # a module is kept once, as aggr_module (PyG's state dict layout)
         self.aggr = str(aggr) if isinstance(aggr, torch.nn.Module) else aggr

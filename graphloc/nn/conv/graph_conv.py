@@ -5,9 +5,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from graphloc.checks import keyword_arguments
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
-from graphloc.nn.conv._utils import check_sizes, checked_features, linear, split_widths
+from graphloc.nn.conv._utils import check_flags, check_sizes, checked_features, linear, split_widths
 
 
 class GraphConv(torch.nn.Module):
@@ -48,11 +49,13 @@ class GraphConv(torch.nn.Module):
                  flow: str = "source_to_target"):
         super().__init__()
         self.flow = check_flow("GraphConv", flow)
+        check_flags("GraphConv", bias=bias)
         check_sizes("GraphConv", lazy=True, pair=True, in_channels=in_channels,
                     out_channels=out_channels)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.aggr = str(aggr) if isinstance(aggr, torch.nn.Module) else aggr
-        self.aggr_module = aggregations.resolve(aggr, **dict(aggr_kwargs or {}))
+        self.aggr_module = aggregations.resolve(
+            aggr, **keyword_arguments("GraphConv", "aggr_kwargs", aggr_kwargs))
         src_width, dst_width = split_widths(in_channels)
         aggregated = src_width if src_width == -1 else \
             self.aggr_module.out_channels_for(src_width)

@@ -10,6 +10,7 @@ from graphloc.graph import Graph
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
     can_branch_on_values,
+    check_flags,
     check_sizes,
     checked_features,
     linear,
@@ -57,6 +58,7 @@ class LEConv(torch.nn.Module):
         check_sizes("LEConv", lazy=True, pair=True, in_channels=in_channels,
                     out_channels=out_channels)
         self.flow = check_flow("LEConv", flow)
+        check_flags("LEConv", bias=bias)
         self.in_channels, self.out_channels = in_channels, out_channels
         src_width, dst_width = split_widths(in_channels)
         self.lin1 = linear(src_width, out_channels, bias=bias)

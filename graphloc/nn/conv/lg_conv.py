@@ -8,6 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.nn.conv._inputs import check_flow
+from graphloc.nn.conv._utils import check_flags
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
 
 
@@ -40,6 +41,7 @@ class LGConv(torch.nn.Module):
         super().__init__()
         self.normalize = normalize
         self.flow = check_flow("LGConv", flow)
+        check_flags("LGConv", normalize=normalize)
 
     def reset_parameters(self) -> None:
         pass  # nothing learned (PyG's models call it on every layer)

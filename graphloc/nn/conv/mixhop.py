@@ -9,7 +9,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import is_int_at_least
 from graphloc.nn.conv._inputs import check_flow
-from graphloc.nn.conv._utils import check_sizes, linear
+from graphloc.nn.conv._utils import check_flags, check_sizes, linear
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
 
 
@@ -61,6 +61,7 @@ class MixHopConv(torch.nn.Module):
         self.in_channels, self.out_channels = in_channels, out_channels
         self.powers, self.add_self_loops = list(powers), add_self_loops
         self.flow = check_flow("MixHopConv", flow)
+        check_flags("MixHopConv", add_self_loops=add_self_loops, bias=bias)
         # PyG's layout: one map per power up to the largest, Identity where unused
         self.lins = torch.nn.ModuleList([
             linear(in_channels, out_channels, bias=False) if p in self.powers

@@ -13,7 +13,7 @@ from graphloc.nn.conv._inputs import (
     read_inputs,
     refuse_edge_attr_without_edge_dim,
 )
-from graphloc.nn.conv._utils import check_input, check_sizes
+from graphloc.nn.conv._utils import check_flags, check_input, check_sizes
 
 # the aggregators whose value on messages a_i + b_j the split path forms from b_j alone
 _SPLIT_AGGREGATORS = ("sum", "mean", "min", "max", "var", "std")
@@ -79,16 +79,15 @@ class PNAConv(torch.nn.Module):
         check_sizes("PNAConv", optional=("edge_dim",), in_channels=in_channels,
                     out_channels=out_channels, towers=towers, pre_layers=pre_layers,
                     post_layers=post_layers, edge_dim=edge_dim)
-        for name, flag in (("divide_input", divide_input), ("train_norm", train_norm)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"PNAConv: {name} must be True or False, got {flag!r}")
+        check_flags("PNAConv", divide_input=divide_input, train_norm=train_norm)
         if divide_input and in_channels % towers:
             raise ValueError(f"PNAConv: divide_input needs in_channels ({in_channels}) "
                              f"divisible by towers ({towers})")
         if out_channels % towers:
             raise ValueError(f"PNAConv: out_channels ({out_channels}) must be divisible by "
                              f"towers ({towers})")
-        if not isinstance(aggregators, (list, tuple)) or not aggregators:
+        if not isinstance(aggregators, (list, tuple)) or not aggregators or \
+                not all(isinstance(name, str) for name in aggregators):
             raise ValueError(f"PNAConv: aggregators must be a non-empty list of names, got "
                              f"{aggregators!r}")
         self.in_channels, self.out_channels, self.edge_dim = in_channels, out_channels, edge_dim

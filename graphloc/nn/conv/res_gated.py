@@ -14,7 +14,7 @@ from graphloc.nn.conv._inputs import (
     read_inputs,
     refuse_edge_attr_without_edge_dim,
 )
-from graphloc.nn.conv._utils import check_sizes, checked_features, linear, split_widths
+from graphloc.nn.conv._utils import check_flags, check_sizes, checked_features, linear, split_widths
 
 #: the default gate, one instance shared by the layers that take it (as PyG's default)
 _SIGMOID = torch.nn.Sigmoid()
@@ -69,6 +69,7 @@ class ResGatedGraphConv(torch.nn.Module):
                  bias: bool = True, flow: str = "source_to_target"):
         super().__init__()
         self.flow = check_flow("ResGatedGraphConv", flow)
+        check_flags("ResGatedGraphConv", root_weight=root_weight, bias=bias)
         if not callable(act):
             raise TypeError(f"ResGatedGraphConv: act must be a callable gate function, got "
                             f"{act!r}")

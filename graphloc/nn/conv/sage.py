@@ -6,9 +6,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from graphloc.checks import keyword_arguments
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
-from graphloc.nn.conv._utils import check_sizes, checked_features, linear, split_widths
+from graphloc.nn.conv._utils import check_flags, check_sizes, checked_features, linear, split_widths
 from graphloc.ops import autocast_enabled
 
 
@@ -58,6 +59,8 @@ class SAGEConv(torch.nn.Module):
                  flow: str = "source_to_target"):
         super().__init__()
         self.flow = check_flow("SAGEConv", flow)
+        check_flags("SAGEConv",
+                    normalize=normalize, root_weight=root_weight, project=project, bias=bias)
         check_sizes("SAGEConv", lazy=True, pair=True, in_channels=in_channels,
                     out_channels=out_channels)
         self.in_channels, self.out_channels = in_channels, out_channels
@@ -66,7 +69,7 @@ class SAGEConv(torch.nn.Module):
         self.normalize, self.root_weight = normalize, root_weight
         self.project = project
         src_width, dst_width = split_widths(in_channels)
-        aggr_kwargs = dict(aggr_kwargs or {})
+        aggr_kwargs = keyword_arguments("SAGEConv", "aggr_kwargs", aggr_kwargs)
         if aggr in ("lstm", "lcm"):  # learned aggregations of the input width by default
             aggr_kwargs.setdefault("in_channels", src_width)
             aggr_kwargs.setdefault("out_channels", src_width)

@@ -12,7 +12,7 @@ from graphloc import ops
 from graphloc.checks import caller_stacklevel, check_int
 from graphloc.graph import Graph
 from graphloc.nn.conv._inputs import check_flow
-from graphloc.nn.conv._utils import check_sizes, linear
+from graphloc.nn.conv._utils import check_flags, check_sizes, linear
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
 
 
@@ -61,6 +61,7 @@ class SGConv(torch.nn.Module):
         self.in_channels, self.out_channels, self.K = in_channels, out_channels, K
         self.cached, self.add_self_loops = cached, add_self_loops
         self.flow = check_flow(name, flow)
+        check_flags(name, cached=cached, add_self_loops=add_self_loops, bias=bias)
         self.lin = linear(in_channels, out_channels, bias=bias)
         setattr(self, self._cache, None)  # models clear the cache by setting it to None
         self._cached_input = (None, None, None)  # the graph, weights and features of it

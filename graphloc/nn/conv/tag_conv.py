@@ -9,7 +9,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_int
 from graphloc.nn.conv._inputs import check_flow
-from graphloc.nn.conv._utils import check_sizes, linear
+from graphloc.nn.conv._utils import check_flags, check_sizes, linear
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
 
 
@@ -52,6 +52,7 @@ class TAGConv(torch.nn.Module):
         self.in_channels, self.out_channels, self.K = in_channels, out_channels, K
         self.normalize = normalize
         self.flow = check_flow("TAGConv", flow)
+        check_flags("TAGConv", bias=bias, normalize=normalize)
         self.lins = torch.nn.ModuleList(
             [linear(in_channels, out_channels, bias=False) for _ in range(K + 1)])
         self.bias = torch.nn.Parameter(torch.empty(out_channels)) if bias else None

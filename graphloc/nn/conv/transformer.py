@@ -17,6 +17,7 @@ from graphloc.nn.conv._inputs import (
 )
 from graphloc.nn.conv._utils import (
     check_dropouts,
+    check_flags,
     check_sizes,
     checked_features,
     linear,
@@ -77,6 +78,7 @@ class TransformerConv(torch.nn.Module):
                  flow: str = "source_to_target"):
         super().__init__()
         self.flow = check_flow("TransformerConv", flow)
+        check_flags("TransformerConv", concat=concat, beta=beta, bias=bias, root_weight=root_weight)
         check_sizes("TransformerConv", lazy=True, pair=True, optional=("edge_dim",),
                     in_channels=in_channels, out_channels=out_channels, heads=heads,
                     edge_dim=edge_dim)

@@ -1,5 +1,8 @@
 """Helpers shared by the convs (graphloc/nn/conv/_utils.py)."""
 
+import inspect
+
+import numpy as np
 import pytest
 import torch
 import torch_geometric.nn as pyg
@@ -135,3 +138,71 @@ def test_bipartite_layers_take_exactly_a_pair(name):
     for widths in ([6], (6, 3, 2), (6, 0)):
         with pytest.raises(ValueError, match=f"{name}: in_channels must be an integer >= 1"):
             BIPARTITE[name](widths)
+
+
+def _mlp():
+    return torch.nn.Linear(4, 4)
+
+
+# the drop-in convs with the least each needs; the sweep below varies one option at a time
+DROP_INS = {
+    "GCNConv": dict(in_channels=4, out_channels=4), "SAGEConv": dict(in_channels=4, out_channels=4),
+    "GATConv": dict(in_channels=4, out_channels=4),
+    "GATv2Conv": dict(in_channels=4, out_channels=4),
+    "GINConv": dict(nn=_mlp()), "GINEConv": dict(nn=_mlp()),
+    "ChebConv": dict(in_channels=4, out_channels=4, K=2),
+    "GraphConv": dict(in_channels=4, out_channels=4),
+    "ResGatedGraphConv": dict(in_channels=4, out_channels=4),
+    "TAGConv": dict(in_channels=4, out_channels=4),
+    "GatedGraphConv": dict(out_channels=4, num_layers=2),
+    "GENConv": dict(in_channels=4, out_channels=4),
+    "PNAConv": dict(in_channels=4, out_channels=4, aggregators=["sum"], scalers=["identity"],
+                    deg=torch.tensor([1, 1])),
+    "TransformerConv": dict(in_channels=4, out_channels=4),
+    "SGConv": dict(in_channels=4, out_channels=4), "APPNP": dict(K=2, alpha=0.1),
+    "GCN2Conv": dict(channels=4, alpha=0.1), "LGConv": dict(),
+    "LEConv": dict(in_channels=4, out_channels=4),
+    "SSGConv": dict(in_channels=4, out_channels=4, alpha=0.1),
+    "MixHopConv": dict(in_channels=4, out_channels=4),
+}
+
+
+def _flags_of(cls) -> list[str]:
+    return [name for name, p in inspect.signature(cls.__init__).parameters.items()
+            if isinstance(p.default, bool)]
+
+
+@pytest.mark.parametrize("name", sorted(DROP_INS))
+def test_every_true_false_option_refuses_anything_else_by_name(name):
+    """A string such as "False" read as true (PyG's do so), and a tensor or a list failed at
+    the first call ("unhashable type", "Boolean value of Tensor ... is ambiguous")."""
+    cls = getattr(gl, name)
+    flags = _flags_of(cls) + (["add_self_loops"] if name == "GCNConv" else [])
+    assert flags
+    for flag in flags:
+        for junk in ("False", torch.tensor([1.0, 2.0]), [1], None if flag != "add_self_loops"
+                     or name != "GCNConv" else "no"):
+            with pytest.raises(TypeError, match=f"{name}: {flag} must be True or False"):
+                cls(**{**DROP_INS[name], flag: junk})
+        cls(**{**DROP_INS[name], flag: 0})  # 0 and 1, and NumPy's bools, are taken
+        cls(**{**DROP_INS[name], flag: np.bool_(True)})
+
+
+@pytest.mark.parametrize("build,match", [
+    (lambda: gl.SAGEConv(4, 4, aggr_kwargs="t=2"), "SAGEConv: aggr_kwargs must be a dict"),
+    (lambda: gl.GraphConv(4, 4, aggr_kwargs=[1]), "GraphConv: aggr_kwargs must be a dict"),
+    (lambda: gl.GINConv(_mlp(), aggr_kwargs=1), "GINConv: aggr_kwargs must be a dict"),
+    (lambda: gl.GENConv(4, 4, aggr_kwargs="x"), "GENConv: aggr_kwargs must be a dict"),
+    (lambda: gl.GINConv(_mlp(), eps="0.1"), "GINConv: eps must be a number, got str"),
+    (lambda: gl.GINEConv(_mlp(), eps=None), "GINEConv: eps must be a number, got NoneType"),
+    (lambda: gl.GENConv(4, 4, eps=[1e-7]), "GENConv: eps must be a number, got list"),
+    (lambda: gl.GINConv(None), "GINConv: nn must be a torch.nn.Module, got NoneType"),
+    (lambda: gl.GENConv(4, 4, norm=["batch"]), "GENConv: norm must be one of"),
+    (lambda: gl.PNAConv(4, 4, [1], ["identity"], None), "PNAConv: aggregators must be"),
+    (lambda: gl.PNAConv(4, 4, ["sum"], None, None), "scalers must be a name or a list"),
+    (lambda: gl.PNAConv(4, 4, ["sum"], [3], None), "scalers must be among"),
+    (lambda: gl.PNAConv(4, 4, ["sum"], ["identity"], "1 2"), "deg must be a non-empty histogram"),
+])
+def test_other_options_are_refused_by_name(build, match):
+    with pytest.raises((TypeError, ValueError), match=match):
+        build()
