@@ -135,6 +135,22 @@ def edge_features_from(layer: torch.nn.Module, inputs: ConvInputs,
     return inputs.graph.edge_attr
 
 
+def mapped_edge_features(layer: torch.nn.Module, lin: torch.nn.Module,
+                         edge_attr: Tensor) -> Tensor:
+    """``lin(edge_attr)`` for edge features ``[E, D]``: ``D`` checked against the map's
+    input width (a mismatch failed in torch's matmul, naming no argument), integer features
+    (bond types, say) and those of another float dtype taken in the map's, as the
+    attention convs take them."""
+    width = getattr(lin, "in_features", 0)  # 0: a lazy map, its width set by this call
+    if width and edge_attr.size(-1) != width:
+        raise ValueError(f"{type(layer).__name__}: edge_attr has {edge_attr.size(-1)} "
+                         f"features per edge but the layer maps {width} (its edge_dim)")
+    if not edge_attr.is_floating_point() or not torch.is_autocast_enabled(
+            edge_attr.device.type):  # (autocast casts floats for the map itself)
+        edge_attr = edge_attr.to(lin.weight.dtype)
+    return lin(edge_attr)
+
+
 def relu_edge_messages(layer: torch.nn.Module, graph: Graph, x_src: Tensor,
                        edge_attr: Tensor, lin: torch.nn.Module | None) -> Tensor:
     """``ReLU(x_j + lin(e_ji))`` per edge, ``[E, C]`` in the graph's CSR order (GINE's and
@@ -144,10 +160,11 @@ def relu_edge_messages(layer: torch.nn.Module, graph: Graph, x_src: Tensor,
         edge_attr = edge_attr.unsqueeze(-1)
     check_edge_rows(layer, "edge_attr", edge_attr, graph.num_edges)
     if lin is not None:
-        edge_attr = lin(edge_attr)
-    elif edge_attr.size(-1) != x_src.size(-1):
+        edge_attr = mapped_edge_features(layer, lin, edge_attr)
+    if edge_attr.size(-1) != x_src.size(-1):
+        hint = "set edge_dim to map them" if lin is None else "the edge map's output width"
         raise ValueError(f"{type(layer).__name__}: edge_attr has {edge_attr.size(-1)} "
-                         f"features but x has {x_src.size(-1)}; set edge_dim to map them")
+                         f"features but x has {x_src.size(-1)} ({hint})")
     return torch.relu(x_src.index_select(0, graph.csr.indices.long())
                       + graph.to_csr_order(edge_attr))
 

@@ -16,6 +16,7 @@ from graphloc.nn.conv._inputs import (
     check_edge_rows,
     check_flow,
     edge_features_from,
+    mapped_edge_features,
     read_inputs,
 )
 from graphloc.nn.conv._utils import (
@@ -172,6 +173,8 @@ def attention_edge_features(layer: torch.nn.Module, inputs, edge_attr: Tensor | 
         edge_attr = edge_attr.view(-1, 1)
     if edge_attr is not None:
         check_edge_rows(layer, "edge_attr", edge_attr, inputs.graph.num_edges)
+        if not edge_attr.is_floating_point():  # as floats, before a loop's "mean" is taken
+            edge_attr = edge_attr.to(inputs.x_src.dtype)
     return edge_attr
 
 
@@ -314,7 +317,8 @@ class GATConv(torch.nn.Module):
             return self._finish(inputs, out, x_dst)
         score = ops.sddmm(graph, a_src, a_dst, "add")
         if self.lin_edge is not None and edge_attr is not None:
-            e = self.lin_edge(edge_attr.to(x_src.dtype)).view(-1, H, C)
+            e = mapped_edge_features(self, self.lin_edge, edge_attr.to(x_src.dtype))
+            e = e.view(-1, H, C)
             score = score + (e * self.att_edge).sum(-1)
         score = F.leaky_relu(score, self.negative_slope)
         if stale is not None:

@@ -10,6 +10,7 @@ from graphloc.nn.conv._inputs import (
     check_edge_rows,
     check_flow,
     edge_features_from,
+    mapped_edge_features,
     read_inputs,
     refuse_edge_attr_without_edge_dim,
 )
@@ -179,7 +180,7 @@ class PNAConv(torch.nn.Module):
         check_edge_rows(self, "edge_attr", edge_attr, inputs.graph.num_edges)
         if edge_attr.dim() == 1:
             edge_attr = edge_attr.unsqueeze(-1)
-        return self.edge_encoder(edge_attr)
+        return mapped_edge_features(self, self.edge_encoder, edge_attr)
 
     def _tower_inputs(self, x: Tensor) -> Tensor:
         if self.divide_input:

@@ -12,6 +12,7 @@ from graphloc.nn.conv._inputs import (
     check_edge_rows,
     check_flow,
     edge_features_from,
+    mapped_edge_features,
     read_inputs,
     refuse_edge_attr_without_edge_dim,
 )
@@ -111,7 +112,7 @@ class TransformerConv(torch.nn.Module):
             raise ValueError("TransformerConv was built with edge_dim but got no edge_attr")
         edge_attr = edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
         check_edge_rows(self, "edge_attr", edge_attr, graph.num_edges)
-        return self.lin_edge(edge_attr.to(self.lin_edge.weight.dtype)) \
+        return mapped_edge_features(self, self.lin_edge, edge_attr) \
             .view(-1, self.heads, self.out_channels)
 
     def _attend(self, graph, query: Tensor, key: Tensor, value: Tensor, edge: Tensor | None,
