@@ -34,6 +34,15 @@ def check_number(owner: str, name: str, value) -> None:
         raise TypeError(f"{owner}: {name} must be a number, got {type(value).__name__}")
 
 
+def check_choice(owner: str, name: str, value, choices) -> None:
+    """``value`` one of ``choices`` (names, or None where it is one): a list or dict failed
+    in the membership test ("unhashable type"), naming no argument."""
+    hashable = value is None or isinstance(value, (str, int, float))
+    if not hashable or value not in choices:
+        listed = sorted(choices, key=str)
+        raise ValueError(f"{owner}: {name} must be one of {listed}, got {value!r}")
+
+
 def keyword_arguments(owner: str, name: str, value) -> dict:
     """A dict of keyword arguments (``aggr_kwargs``, ``act_kwargs``), None for none."""
     if value is None:

@@ -14,8 +14,10 @@ import torch
 import torch.utils.checkpoint
 from torch import Tensor
 
+from graphloc.checks import check_number
 from graphloc.nn.conv._utils import (
     as_graph,
+    check_flags,
     check_input,
     check_sizes,
     propagate_prefix,
@@ -52,6 +54,9 @@ class LiftConv(torch.nn.Module):
                  add_self_loops: bool = False):
         super().__init__()
         check_sizes("LiftConv", channels=channels)
+        check_flags("LiftConv", add_self_loops=add_self_loops)
+        check_number("LiftConv", "rho_max", rho_max)
+        check_number("LiftConv", "rho_init", rho_init)
         if not 0 < rho_max < 1:
             raise ValueError(f"rho_max must lie in (0, 1), got {rho_max}")
         if not -rho_max < rho_init < rho_max:

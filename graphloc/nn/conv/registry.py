@@ -58,8 +58,13 @@ def check_stack(owner: str, conv: str, dropout: float, **sizes) -> None:
     depth >= 1, a dropout in [0, 1), a registered conv name."""
     check_sizes(owner, **sizes)
     check_dropouts(owner, dropout=dropout)
-    if conv not in CONVS:
-        raise ValueError(f"unknown conv {conv!r}; registered: {sorted(CONVS)}")
+    check_registered(owner, conv)
+
+
+def check_registered(owner: str, conv) -> None:
+    """``conv`` a registered conv's name (a list failed the lookup: "unhashable type")."""
+    if not isinstance(conv, str) or conv not in CONVS:
+        raise ValueError(f"{owner}: unknown conv {conv!r}; registered: {sorted(CONVS)}")
 
 
 def _multi_head(layer):

@@ -22,10 +22,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from graphloc.checks import check_choice
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_sizes
-from graphloc.nn.conv.registry import CONVS
+from graphloc.nn.conv.registry import CONVS, check_registered
 from graphloc.nn.dropout import Dropout
 from graphloc.nn.models.gnn import ACTIVATIONS, GNN
 
@@ -289,7 +290,8 @@ class LAModel(ModelCapabilities, torch.nn.Module):
                     out_channels=out_channels, num_layers=num_layers, eval_draws=eval_draws)
         input_dropout = dropout if input_dropout is None else input_dropout
         check_dropouts("LAModel", dropout=dropout, input_dropout=input_dropout)
-        if normalize_generated not in (True, False, "auto"):
+        if not isinstance(normalize_generated, (bool, str)) or \
+                normalize_generated not in (True, False, "auto"):
             raise ValueError(f"normalize_generated must be True, False or 'auto', got "
                              f"{normalize_generated!r}")
         if num_layers < 2:
@@ -298,10 +300,10 @@ class LAModel(ModelCapabilities, torch.nn.Module):
                 or num_generated < 0 or (num_generated > 0 and augmenter is None):
             raise ValueError(f"num_generated={num_generated} needs an augmenter "
                              "(and must be >= 0)")
-        if inference not in ("mean", "average"):
-            raise ValueError(f"inference must be 'mean' or 'average', got {inference!r}")
-        if conv not in CONVS:
-            raise ValueError(f"unknown conv {conv!r}; registered: {sorted(CONVS)}")
+        check_choice("LAModel", "inference", inference, ("mean", "average"))
+        check_registered("LAModel", conv)
+        check_choice("LAModel", "act", act, ACTIVATIONS)
+        check_choice("LAModel", "norm", norm, (None, "batch", "layer"))
         self.augmenter = augmenter.requires_grad_(False) if augmenter is not None else None
         self.num_generated, self.inference, self.eval_draws = num_generated, inference, eval_draws
         self.branches = torch.nn.ModuleList(CONVS[conv](in_channels, hidden_channels,

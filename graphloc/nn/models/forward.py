@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import whole_numbers
+from graphloc.checks import check_int, check_number, whole_numbers
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph
@@ -102,10 +102,12 @@ class ForwardGNN(ModelCapabilities, torch.nn.Module):
             raise ValueError(f"procedure must be one of {PROCEDURES}, got {procedure!r}")
         if out_channels < 2:
             raise ValueError(f"ForwardGNN needs out_channels (classes) >= 2, got {out_channels}")
-        for name, value in (("temperature", temperature), ("num_negs", num_negs),
-                            ("test_time_steps", test_time_steps)):
-            if isinstance(value, bool) or not value > 0:
-                raise ValueError(f"{name} must be > 0, got {value!r}")
+        check_number("ForwardGNN", "temperature", temperature)
+        if not temperature > 0:
+            raise ValueError(f"ForwardGNN: temperature must be > 0, got {temperature!r}")
+        check_int(num_negs, "ForwardGNN: num_negs", 1)
+        check_int(test_time_steps, "ForwardGNN: test_time_steps", 1)
+        check_int(seed, "ForwardGNN: seed", 0)
         self.procedure, self.num_classes, self.theta = procedure, out_channels, theta
         self.temperature, self.test_time_steps = temperature, int(test_time_steps)
         self.num_negs = min(int(num_negs), out_channels - 1)

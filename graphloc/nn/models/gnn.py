@@ -9,7 +9,7 @@ import warnings
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_int, is_int_at_least
+from graphloc.checks import check_choice, check_int, is_int_at_least
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, SAGEConv
@@ -17,6 +17,7 @@ from graphloc.nn.conv._utils import (
     as_graph,
     check_ball_sizes,
     check_dropouts,
+    check_flags,
     check_input,
     check_sizes,
     propagate_prefix,
@@ -81,10 +82,9 @@ class GNN(ModelCapabilities, torch.nn.Module):
                     num_layers=num_layers)
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-        if act not in ACTIVATIONS:
-            raise ValueError(f"act must be one of {sorted(ACTIVATIONS)}, got {act!r}")
-        if norm not in (None, "batch", "layer"):
-            raise ValueError(f"norm must be None, 'batch' or 'layer', got {norm!r}")
+        check_flags("GNN", residual=residual)
+        check_choice("GNN", "act", act, ACTIVATIONS)
+        check_choice("GNN", "norm", norm, (None, "batch", "layer"))
         widths = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
         self.conv_name, self.residual = conv, residual
         self.in_channels = in_channels

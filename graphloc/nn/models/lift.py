@@ -13,6 +13,7 @@ from graphloc.nn.conv._utils import (
     as_graph,
     check_ball_sizes,
     check_dropouts,
+    check_flags,
     check_input,
     check_sizes,
     rows_within,
@@ -79,6 +80,8 @@ class LiftGCN(ModelCapabilities, torch.nn.Module):
         check_sizes("LiftGCN", in_channels=in_channels, hidden_channels=hidden_channels,
                     out_channels=out_channels, num_layers=num_layers)
         check_dropouts("LiftGCN", dropout=dropout)
+        check_flags("LiftGCN", residual=residual, add_self_loops=add_self_loops,
+                    checkpoint=checkpoint)
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         self.num_layers, self.checkpoint = num_layers, checkpoint

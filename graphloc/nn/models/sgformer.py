@@ -21,11 +21,14 @@ Two variants, the same modules:
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.checks import check_choice, check_int, check_number
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
 from graphloc.nn.conv.gcn import GCNConv
@@ -64,8 +67,7 @@ class SGFormer(ModelCapabilities, torch.nn.Module):
                  gnn_dropout: float | None = None, graph_weight: float | None = None,
                  aggregate: str = "add", variant: str = "pyg"):
         super().__init__()
-        if variant not in _VARIANTS:
-            raise ValueError(f"variant must be one of {sorted(_VARIANTS)}, got {variant!r}")
+        check_choice("SGFormer", "variant", variant, _VARIANTS)
         given = dict(trans_num_layers=trans_num_layers, trans_num_heads=trans_num_heads,
                      trans_dropout=trans_dropout, gnn_num_layers=gnn_num_layers,
                      gnn_dropout=gnn_dropout, graph_weight=graph_weight)
@@ -74,6 +76,11 @@ class SGFormer(ModelCapabilities, torch.nn.Module):
                     out_channels=out_channels, trans_num_heads=args["trans_num_heads"])
         check_dropouts("SGFormer", trans_dropout=args["trans_dropout"],
                        gnn_dropout=args["gnn_dropout"])
+        for name in ("trans_num_layers", "gnn_num_layers"):
+            check_int(args[name], f"SGFormer: {name}", 0)
+        check_number("SGFormer", "graph_weight", args["graph_weight"])
+        if not math.isfinite(args["graph_weight"]):
+            raise ValueError(f"SGFormer: graph_weight must be finite, got {args['graph_weight']}")
         if aggregate not in ("add", "cat"):
             raise ValueError(f"aggregate must be 'add' or 'cat', got {aggregate!r}")
         self.in_channels, self.variant = in_channels, variant

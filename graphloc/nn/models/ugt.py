@@ -85,10 +85,7 @@ def ugt_inputs(graph: Graph, k_hop: int = 1, num_eigvecs: int = 10,
     """
     check_int(k_hop, "k_hop", 1)
     check_int(num_eigvecs, "num_eigvecs", 1)
-    check_int(window, "window", 1)
-    if isinstance(virtual_ratio, bool) or not isinstance(virtual_ratio, (int, float)) or \
-            not 0 <= virtual_ratio <= 1:
-        raise ValueError(f"virtual_ratio must lie in [0, 1], got {virtual_ratio!r}")
+    _check_virtual_edges(virtual_ratio, window)
     graph._require_one_node_set("ugt_inputs")
     simple = _simple_undirected(graph.to("cpu"))
     raw = structural_vectors(simple, k_hop)
@@ -141,6 +138,13 @@ def structural_distance(a: Tensor, b: Tensor) -> Tensor:
     """The official encoding of two structural vectors: ``1 / ((a - b)^2 + 0.5)`` per
     column (2 where they agree)."""
     return 1.0 / ((a - b) ** 2 + 0.5)
+
+
+def _check_virtual_edges(virtual_ratio, window) -> None:
+    check_int(window, "window", 1)
+    if isinstance(virtual_ratio, bool) or not isinstance(virtual_ratio, (int, float)) or \
+            not 0 <= virtual_ratio <= 1:
+        raise ValueError(f"virtual_ratio must lie in [0, 1], got {virtual_ratio!r}")
 
 
 def virtual_edges(simple: Graph, structure: Tensor, count: int, window: int) -> Tensor:
@@ -283,6 +287,7 @@ class UGT(ModelCapabilities, torch.nn.Module):
                     out_channels=out_channels, num_layers=num_layers, heads=heads,
                     k_hop=k_hop, num_eigvecs=num_eigvecs)
         check_dropouts("UGT", dropout=dropout)
+        _check_virtual_edges(virtual_ratio, window)  # (read at the first call otherwise)
         self.in_channels, self.k_hop = in_channels, k_hop
         self.preprocessing = dict(k_hop=k_hop, num_eigvecs=num_eigvecs,
                                   virtual_ratio=virtual_ratio, window=window)

@@ -248,12 +248,15 @@ def test_context_travels_with_the_state_dict():
     ({"conv": "nope"}, "unknown conv 'nope'"),
     ({"out_channels": 1}, "classes"),
     ({"temperature": 0.0}, "temperature must be > 0"),
-    ({"num_negs": 0}, "num_negs must be > 0"),
+    ({"num_negs": 0}, "num_negs must be an integer >= 1"),
+    ({"num_negs": [3]}, "num_negs must be an integer >= 1"),
+    ({"temperature": "1"}, "temperature must be a number"),
+    ({"seed": None}, "seed must be an integer >= 0"),
 ])
 def test_bad_arguments(kwargs, match):
     args = {"conv": "gcn", "in_channels": FEAT, "hidden_channels": H, "out_channels": C,
             "num_layers": 2, **kwargs}
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises((ValueError, TypeError), match=match):
         ForwardGNN(**args)
 
 

@@ -4,6 +4,7 @@ import pytest
 import torch
 from helpers import ball_ordered, random_edge_index, train_losses
 
+import graphloc.nn as gl
 from graphloc import Graph
 from graphloc.nn import CONVS, DAGNN, GNN, ChebConv, GCNConv, GINConv, SAGEConv, register_conv
 
@@ -351,3 +352,33 @@ def test_models_name_x_when_its_shape_does_not_fit(name, build):
             model(torch.randn(rows, 6), graph)
     with pytest.raises(TypeError, match="floating-point node features x, got torch.int64"):
         model(torch.ones(30, 6, dtype=torch.long), graph)
+
+
+@pytest.mark.parametrize("build,match", [
+    (lambda: gl.GNN("gcn", 4, 8, 3, 2, act=["relu"]), "GNN: act must be one of"),
+    (lambda: gl.GNN("gcn", 4, 8, 3, 2, norm={}), "GNN: norm must be one of"),
+    (lambda: gl.GNN(["gcn"], 4, 8, 3, 2), "GNN: unknown conv \\['gcn'\\]"),
+    (lambda: gl.GNN("gcn", 4, 8, 3, 2, residual="no"), "GNN: residual must be True or False"),
+    (lambda: gl.LAModel("gcn", 4, 8, 3, 2, num_generated=0, act="x"),
+     "LAModel: act must be one of"),
+    (lambda: gl.LAModel("gcn", 4, 8, 3, 2, num_generated=0, norm=1.5),
+     "LAModel: norm must be one of"),
+    (lambda: gl.LAModel("gcn", 4, 8, 3, 2, num_generated=0,
+                        normalize_generated=torch.tensor([1.0, 2.0])),
+     "normalize_generated must be True, False or 'auto'"),
+    (lambda: gl.LiftGCN(4, 8, 3, 2, rho_init=None), "LiftConv: rho_init must be a number"),
+    (lambda: gl.LiftGCN(4, 8, 3, 2, checkpoint=[1]), "LiftGCN: checkpoint must be True or"),
+    (lambda: gl.SGFormer(4, 8, 3, trans_num_layers="x"),
+     "SGFormer: trans_num_layers must be an integer"),
+    (lambda: gl.SGFormer(4, 8, 3, graph_weight=float("nan")), "SGFormer: graph_weight must be "
+     "finite"),
+    (lambda: gl.SGFormer(4, 8, 3, variant=["pyg"]), "SGFormer: variant must be one of"),
+    (lambda: gl.UGT(4, 8, 3, window=[1]), "window must be an integer"),
+])
+def test_models_name_a_bad_option_when_built(build, match):
+    """A sweep of junk values over the models' options: these failed in a membership test
+    ("unhashable type", a KeyError), a comparison ("'<' not supported"), torch's own words,
+    or, for UGT's window and SGFormer's NaN graph_weight, only at the first call (a NaN
+    output)."""
+    with pytest.raises((TypeError, ValueError), match=match):
+        build()
