@@ -27,6 +27,18 @@ def check_int(value, name: str, low: int) -> int:
     return value
 
 
+def check_flags(owner: str, **flags) -> None:
+    """Each option is True or False (a Python or NumPy bool, or the integers 0 and 1): a
+    string such as "False" would read as true, and a tensor or list failed at the first
+    call in words that name no argument."""
+    for name, value in flags.items():
+        numpy_bool = type(value).__module__ == "numpy" and type(value).__name__ in (
+            "bool", "bool_")
+        if not (isinstance(value, bool) or numpy_bool or (type(value) is int and
+                                                           value in (0, 1))):
+            raise TypeError(f"{owner}: {name} must be True or False, got {value!r}")
+
+
 def check_number(owner: str, name: str, value) -> None:
     """A real number (an initial temperature, power or epsilon), not a bool or tensor: a
     tensor or string failed later, in torch's words, naming no argument."""

@@ -55,6 +55,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import (
     caller_stacklevel,
+    check_flags,
     check_int,
     is_int_at_least,
     pyg_keys,
@@ -110,6 +111,7 @@ def total_influence(model: torch.nn.Module, data, max_hops: int, num_samples=Non
         from graphloc.influence import total_influence
         curve, R = total_influence(model, data, max_hops=16, num_samples=1000)
     """
+    check_flags("total_influence", normalize=normalize, average=average, vectorize=vectorize)
     x, graph = _inputs(data)
     seeds = _seeds(graph.num_nodes, num_samples, nodes, seed)
     T = influence_per_hop(model, (x, graph), max_hops, seeds, batch_size=batch_size,
@@ -152,6 +154,7 @@ def measure(model: torch.nn.Module, data, max_hops: int, num_samples=None, *, no
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) \
             or not 0 < confidence < 1:
         raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
+    check_flags("measure", prune_layers=prune_layers, progress=progress, convert=convert)
     x, graph = _inputs(data)
     seeds = _seeds(graph.num_nodes, num_samples, nodes, seed)
     model, conversion = as_graphloc_model(model, x, graph) if convert else \
@@ -228,6 +231,7 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
     """
     check_int(max_hops, "max_hops", 0)
     check_int(batch_size, "batch_size", 1)
+    check_flags("influence", prune_layers=prune_layers, progress=progress, convert=convert)
     _check_device(device)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -280,6 +284,10 @@ def receptive_field(T: Tensor) -> Tensor:
 
         R = receptive_field(influence_per_hop(model, data, 8, nodes))
     """
+    if not isinstance(T, Tensor) or T.dim() != 2 or not T.is_floating_point():
+        shape = list(T.shape) if isinstance(T, Tensor) else type(T).__name__
+        raise ValueError(f"T must be the per-seed totals, a floating [S, K + 1] tensor, got "
+                         f"{shape}")
     hops = torch.arange(T.size(1), dtype=T.dtype)
     return (T @ hops) / T.sum(1)
 
@@ -401,7 +409,11 @@ def _seeds(num_nodes: int, num_samples, nodes, seed, allow_empty: bool = False) 
     """Seed ids: ``nodes`` checked, else a draw. Per-hop totals of no seeds are an empty
     table (``allow_empty``); an R or a curve of no seeds is refused."""
     if nodes is not None:
-        nodes = torch.as_tensor(nodes)
+        try:
+            nodes = torch.as_tensor(nodes)
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"nodes must be integer node ids (a tensor or a list), got "
+                            f"{nodes!r}") from None
         if nodes.numel() == 0 and not allow_empty:
             raise ValueError("nodes is empty: R and the curve need at least one seed node")
         if nodes.numel() == 0:  # torch.as_tensor([]) is float32

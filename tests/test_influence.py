@@ -8,7 +8,8 @@ import torch
 from helpers import random_edge_index, requires_ext
 
 from graphloc import Graph
-from graphloc.influence import influence_per_hop, measure, total_influence
+from graphloc.influence import influence_per_hop, measure, receptive_field, total_influence
+from graphloc.nn import GNN
 
 pytestmark = requires_ext
 pyg = pytest.importorskip("torch_geometric")
@@ -601,3 +602,24 @@ def test_more_samples_than_nodes_say_that_each_node_is_measured_once():
     by_node = lambda r: r.totals[torch.argsort(r.nodes)]  # noqa: E731
     torch.testing.assert_close(by_node(result), by_node(every))
     assert result.R == pytest.approx(every.R)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda m, d: total_influence(m, d, 2, normalize="no"), "normalize must be True or False"),
+    (lambda m, d: total_influence(m, d, 2, average=torch.tensor([1.0, 0.0])),
+     "average must be True or False"),
+    (lambda m, d: measure(m, d, 2, convert=[1], bootstrap=5), "convert must be True or False"),
+    (lambda m, d: influence_per_hop(m, d, 2, [0], prune_layers="False"),
+     "prune_layers must be True or False"),
+    (lambda m, d: total_influence(m, d, 2, nodes="0 1"), "nodes must be integer node ids"),
+    (lambda m, d: receptive_field([[1.0, 2.0]]), "T must be the per-seed totals"),
+    (lambda m, d: receptive_field(torch.ones(3)), "T must be the per-seed totals"),
+])
+def test_bad_options_are_named(call, match):
+    """A string such as "no" read as true, a tensor failed in 'Boolean value of Tensor ...
+    ambiguous', nodes as a string in torch's tensor constructor, and receptive_field of
+    a list or a 1-D tensor in an AttributeError or IndexError."""
+    graph = Graph(random_edge_index(12, 40, seed=3), num_nodes=12)
+    model = GNN("gcn", 4, 8, 3, 2).eval()
+    with pytest.raises((TypeError, ValueError), match=match):
+        call(model, (torch.randn(12, 4), graph))

@@ -146,18 +146,6 @@ class _LazyGlorotLinear(torch.nn.LazyLinear):
         reset_glorot(self, self.uniform_bias)
 
 
-def check_flags(owner: str, **flags) -> None:
-    """Each option is True or False (a Python or NumPy bool, or the integers 0 and 1): a
-    string such as "False" would read as true, and a tensor or list failed at the first
-    call in words that name no argument."""
-    for name, value in flags.items():
-        numpy_bool = type(value).__module__ == "numpy" and type(value).__name__ in (
-            "bool", "bool_")
-        if not (isinstance(value, bool) or numpy_bool or (type(value) is int and
-                                                           value in (0, 1))):
-            raise TypeError(f"{owner}: {name} must be True or False, got {value!r}")
-
-
 def check_dropouts(owner: str, upto_one: bool = False, **probabilities) -> None:
     """Each dropout probability lies in [0, 1), or with ``upto_one`` in [0, 1] (the PyG
     twins: torch's and PyG's dropout take 1, which drops everything)."""

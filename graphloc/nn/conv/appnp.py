@@ -6,9 +6,9 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_int
+from graphloc.checks import check_flags, check_int
 from graphloc.nn.conv._inputs import check_flow
-from graphloc.nn.conv._utils import check_dropouts, check_flags
+from graphloc.nn.conv._utils import check_dropouts
 from graphloc.nn.conv.gcn import (
     cached_normalisation,
     clear_normalisation_cache,

@@ -6,10 +6,10 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.checks import check_flags
 from graphloc.graph import Graph, degree_power
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
-    check_flags,
     check_input,
     check_sizes,
     glorot_linear,

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import caller_stacklevel
+from graphloc.checks import caller_stacklevel, check_flags
 from graphloc.graph import Graph
 from graphloc.nn.conv._inputs import (
     check_edge_rows,
@@ -22,7 +22,6 @@ from graphloc.nn.conv._inputs import (
 from graphloc.nn.conv._utils import (
     can_branch_on_values,
     check_dropouts,
-    check_flags,
     check_sizes,
     checked_features,
     glorot,

@@ -9,9 +9,9 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_int
+from graphloc.checks import check_flags, check_int
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
-from graphloc.nn.conv._utils import check_flags, check_input, check_sizes
+from graphloc.nn.conv._utils import check_input, check_sizes
 
 _AGGREGATIONS = ("add", "sum", "mean", "max", "min")
 

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.checks import check_flags
 from graphloc.graph import Graph
 from graphloc.nn.conv._inputs import (
     check_flow,
@@ -15,7 +16,6 @@ from graphloc.nn.conv._inputs import (
     refuse_edge_attr_without_edge_dim,
 )
 from graphloc.nn.conv._utils import (
-    check_flags,
     checked_features,
     glorot,
     glorot_linear,

@@ -7,11 +7,10 @@ import warnings
 import torch
 from torch import Tensor
 
-from graphloc.checks import caller_stacklevel
+from graphloc.checks import caller_stacklevel, check_flags
 from graphloc.graph import Graph
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
-    check_flags,
     check_input,
     check_sizes,
     glorot_linear,

@@ -8,9 +8,9 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_int
+from graphloc.checks import check_flags, check_int
 from graphloc.nn.conv._inputs import check_flow
-from graphloc.nn.conv._utils import check_flags, check_input, check_sizes, glorot
+from graphloc.nn.conv._utils import check_input, check_sizes, glorot
 from graphloc.nn.conv.gcn import (
     cached_normalisation,
     clear_normalisation_cache,

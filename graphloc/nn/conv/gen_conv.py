@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from graphloc.checks import check_number, keyword_arguments
+from graphloc.checks import check_flags, check_number, keyword_arguments
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import (
     check_flow,
@@ -14,7 +14,7 @@ from graphloc.nn.conv._inputs import (
     read_inputs,
     relu_edge_messages,
 )
-from graphloc.nn.conv._utils import check_flags, check_sizes, checked_features, linear, split_widths
+from graphloc.nn.conv._utils import check_sizes, checked_features, linear, split_widths
 
 # the norms of GENConv's MLP, as PyG builds them
 _NORMS = {"batch": lambda width: torch.nn.BatchNorm1d(width, affine=True),

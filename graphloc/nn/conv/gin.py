@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_number, keyword_arguments
+from graphloc.checks import check_flags, check_number, keyword_arguments
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import (
     check_flow,
@@ -15,7 +15,7 @@ from graphloc.nn.conv._inputs import (
     relu_edge_messages,
     weights_from,
 )
-from graphloc.nn.conv._utils import check_flags, check_sizes, checked_features
+from graphloc.nn.conv._utils import check_sizes, checked_features
 
 
 def _reset(module: torch.nn.Module) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from graphloc.checks import keyword_arguments
+from graphloc.checks import check_flags, keyword_arguments
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
-from graphloc.nn.conv._utils import check_flags, check_sizes, checked_features, linear, split_widths
+from graphloc.nn.conv._utils import check_sizes, checked_features, linear, split_widths
 
 
 class GraphConv(torch.nn.Module):

@@ -6,11 +6,11 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.checks import check_flags
 from graphloc.graph import Graph
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
     can_branch_on_values,
-    check_flags,
     check_sizes,
     checked_features,
     linear,

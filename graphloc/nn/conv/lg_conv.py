@@ -7,8 +7,8 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.checks import check_flags
 from graphloc.nn.conv._inputs import check_flow
-from graphloc.nn.conv._utils import check_flags
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
 
 

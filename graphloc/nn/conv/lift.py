@@ -14,10 +14,9 @@ import torch
 import torch.utils.checkpoint
 from torch import Tensor
 
-from graphloc.checks import check_number
+from graphloc.checks import check_flags, check_number
 from graphloc.nn.conv._utils import (
     as_graph,
-    check_flags,
     check_input,
     check_sizes,
     propagate_prefix,

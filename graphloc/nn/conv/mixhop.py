@@ -7,9 +7,9 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import is_int_at_least
+from graphloc.checks import check_flags, is_int_at_least
 from graphloc.nn.conv._inputs import check_flow
-from graphloc.nn.conv._utils import check_flags, check_sizes, linear
+from graphloc.nn.conv._utils import check_sizes, linear
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
 
 

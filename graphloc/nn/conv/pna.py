@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from graphloc.checks import check_flags
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import (
     check_edge_rows,
@@ -14,7 +15,7 @@ from graphloc.nn.conv._inputs import (
     read_inputs,
     refuse_edge_attr_without_edge_dim,
 )
-from graphloc.nn.conv._utils import check_flags, check_input, check_sizes
+from graphloc.nn.conv._utils import check_input, check_sizes
 
 # the aggregators whose value on messages a_i + b_j the split path forms from b_j alone
 _SPLIT_AGGREGATORS = ("sum", "mean", "min", "max", "var", "std")

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.checks import check_flags
 from graphloc.graph import Graph
 from graphloc.nn.conv._inputs import (
     check_flow,
@@ -14,7 +15,7 @@ from graphloc.nn.conv._inputs import (
     read_inputs,
     refuse_edge_attr_without_edge_dim,
 )
-from graphloc.nn.conv._utils import check_flags, check_sizes, checked_features, linear, split_widths
+from graphloc.nn.conv._utils import check_sizes, checked_features, linear, split_widths
 
 #: the default gate, one instance shared by the layers that take it (as PyG's default)
 _SIGMOID = torch.nn.Sigmoid()

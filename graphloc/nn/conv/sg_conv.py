@@ -9,10 +9,10 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import caller_stacklevel, check_int
+from graphloc.checks import caller_stacklevel, check_flags, check_int
 from graphloc.graph import Graph
 from graphloc.nn.conv._inputs import check_flow
-from graphloc.nn.conv._utils import check_flags, check_sizes, linear
+from graphloc.nn.conv._utils import check_sizes, linear
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
 
 

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.checks import check_flags
 from graphloc.nn.conv._inputs import (
     check_edge_rows,
     check_flow,
@@ -18,7 +19,6 @@ from graphloc.nn.conv._inputs import (
 )
 from graphloc.nn.conv._utils import (
     check_dropouts,
-    check_flags,
     check_sizes,
     checked_features,
     linear,

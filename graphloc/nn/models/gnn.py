@@ -9,7 +9,7 @@ import warnings
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_choice, check_int, is_int_at_least
+from graphloc.checks import check_choice, check_flags, check_int, is_int_at_least
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, SAGEConv
@@ -17,7 +17,6 @@ from graphloc.nn.conv._utils import (
     as_graph,
     check_ball_sizes,
     check_dropouts,
-    check_flags,
     check_input,
     check_sizes,
     propagate_prefix,

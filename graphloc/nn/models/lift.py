@@ -7,13 +7,13 @@ import torch
 import torch.utils.checkpoint
 from torch import Tensor
 
+from graphloc.checks import check_flags
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import (
     as_graph,
     check_ball_sizes,
     check_dropouts,
-    check_flags,
     check_input,
     check_sizes,
     rows_within,
