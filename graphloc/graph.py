@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.checks import check_flags, is_int_at_least
 from graphloc.ops import scatter
 
 _INT32_MAX = 2**31 - 1
@@ -604,6 +605,9 @@ class Graph:
         may be row 0 and features indexed by label would not match: without ``nodes`` this
         warns. ``nodes=sorted(g.nodes)`` numbers each node by its label, and
         ``nodes=list(g.nodes)`` keeps ``g.nodes`` order without the warning."""
+        if not callable(getattr(g, "number_of_nodes", None)) or not hasattr(g, "edges"):
+            raise TypeError(f"Graph.from_networkx: g must be a networkx graph, got "
+                            f"{type(g).__name__}")
         if g.number_of_nodes() == 0:
             raise ValueError("the networkx graph has no nodes")
         order, moved = networkx_node_order(g, nodes)
@@ -629,6 +633,9 @@ class Graph:
     def from_scipy(cls, a) -> Graph:
         """From a square scipy sparse matrix: entry ``a[i, j]`` is the edge ``i -> j`` (PyG's
         ``from_scipy_sparse_matrix``), its value becomes ``edge_attr``."""
+        if not callable(getattr(a, "tocoo", None)):
+            raise TypeError(f"Graph.from_scipy: a must be a scipy sparse matrix or array, got "
+                            f"{type(a).__name__}")
         if a.ndim != 2 or a.shape[0] != a.shape[1]:
             raise ValueError(f"the adjacency matrix must be square, got shape {a.shape}")
         coo = a.tocoo()
@@ -817,7 +824,8 @@ class Graph:
         CSR order: a per-edge tensor ``w`` of this graph goes with it as
         ``to_csr_order(w)[:num_edges]``. On nodes ordered by hop distance, a layer's
         output for the nearest nodes reads only the next shell (influence's pruning)."""
-        if not 0 < num_dst <= self.num_nodes or not 0 < num_src <= self.num_src_nodes:
+        if not is_int_at_least(num_dst, 1) or not is_int_at_least(num_src, 1) or \
+                num_dst > self.num_nodes or num_src > self.num_src_nodes:
             raise ValueError(f"dst_prefix({num_dst}, {num_src}) is out of range for "
                              f"{self.num_src_nodes} source and {self.num_nodes} destination "
                              "nodes")
@@ -903,6 +911,7 @@ class Graph:
         ``keep_transposed``). Unlike PyG, ``improved`` also applies without edge weights
         (PyG then gives the new loops weight 1, not 2).
         """
+        check_flags("gcn_norm", add_self_loops=add_self_loops, improved=improved)
         if edge_weight is None:
             return self.cached(("gcn_norm", add_self_loops, improved, dtype),
                                lambda: _kept_transposed(*self._gcn_norm(add_self_loops,

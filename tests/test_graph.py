@@ -666,3 +666,19 @@ def test_edge_index_of_the_wrong_shape_is_refused_with_a_hint_for_pairs():
     assert Graph(pairs.t()).edge_index.tolist() == [[0, 1, 2], [1, 2, 0]]
     with pytest.raises(ValueError, match=r"must have shape \[2, E\], got \[3, 4\]$"):
         Graph(torch.zeros(3, 4, dtype=torch.long))
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda g: Graph.from_networkx([(0, 1)]), "from_networkx: g must be a networkx graph"),
+    (lambda g: Graph.from_scipy(torch.ones(3, 3)), "from_scipy: a must be a scipy sparse"),
+    (lambda g: g.gcn_norm([1]), "gcn_norm: add_self_loops must be True or False"),
+    (lambda g: g.gcn_norm(True, "no"), "gcn_norm: improved must be True or False"),
+    (lambda g: g.dst_prefix(1, {}), "dst_prefix\\(1, \\{\\}\\) is out of range"),
+    (lambda g: g.dst_prefix(torch.tensor([1, 2]), 3), "is out of range"),
+])
+def test_graph_methods_name_a_bad_argument(call, match):
+    """Junk values that failed in AttributeError ("'list' object has no attribute
+    'number_of_nodes'"), "unhashable type" or "Boolean value of Tensor ... ambiguous"."""
+    graph = Graph(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_nodes=3)
+    with pytest.raises((TypeError, ValueError), match=match):
+        call(graph)
