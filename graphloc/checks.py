@@ -46,6 +46,14 @@ def check_number(owner: str, name: str, value) -> None:
         raise TypeError(f"{owner}: {name} must be a number, got {type(value).__name__}")
 
 
+def check_text(owner: str, name: str, value, path: bool = False) -> None:
+    """A name (a ``str``), or with ``path`` a file path (``str`` or ``os.PathLike``): other
+    values failed later in ``.lower()`` or ``os.path.join``, naming no argument."""
+    if not isinstance(value, str) and not (path and isinstance(value, os.PathLike)):
+        kind = "a path" if path else "a name (str)"
+        raise TypeError(f"{owner}: {name} must be {kind}, got {type(value).__name__}")
+
+
 def check_choice(owner: str, name: str, value, choices) -> None:
     """``value`` one of ``choices`` (names, or None where it is one): a list or dict failed
     in the membership test ("unhashable type"), naming no argument."""

@@ -5,6 +5,7 @@ the GTN release; AML accounts, banks and currencies)."""
 import os
 from dataclasses import replace
 
+from graphloc.checks import check_text
 from graphloc.datasets.aml import (
     AMLTransactions,
     EdgeDataset,
@@ -51,6 +52,8 @@ def load_dataset(spec: str, root: str = "data", seed: int = 0, features: str | N
     homogeneous dataset each edge's missing reverse too (OGB's ogbn-arxiv is directed as
     OGB ships it; OGB's own baselines make it undirected). An unknown name lists the
     accepted forms."""
+    check_text("load_dataset", "spec", spec, path=True)
+    spec = os.fspath(spec)
     graph_archive = is_archive(spec) and not _is_city_release(spec)
     if (features or labels) and not (is_graph_file(spec) or graph_archive):
         raise ValueError(f"--features / --labels go with a graph file, not {spec!r}")

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from graphloc.checks import check_int, check_text
 from graphloc.graph import Graph
 from graphloc.io import atomic_save, load_file
 
@@ -199,6 +200,10 @@ def _build(cols, name: str) -> dict:
 def temporal_split(time: Tensor, fractions=(0.6, 0.2)) -> tuple[Tensor, Tensor, Tensor]:
     """Edge ids of sorted ``time`` cut at the 60% and 80% quantiles; edges sharing a
     timestamp stay in one split."""
+    if not isinstance(time, Tensor) or time.dim() != 1:
+        shape = list(time.shape) if isinstance(time, Tensor) else type(time).__name__
+        raise ValueError(f"temporal_split: time must be a 1-D tensor of sorted timestamps, "
+                         f"got {shape}")
     if len(fractions) != 2 or not all(0 < f < 1 for f in fractions) or sum(fractions) >= 1:
         raise ValueError(f"fractions must be (train, validation), each in (0, 1) and summing "
                          f"to less than 1 (the rest is test), got {fractions}")
@@ -217,6 +222,8 @@ def AMLTransactions(root: str, name: str = "HI-Small") -> EdgeDataset:  # noqa: 
     (features: log amounts, one-hot currencies and payment format; the time is kept apart
     in ``edge_time``), labels ``Is Laundering``, split 60/20/20 by time. The parsed result
     is cached in ``<root>/processed/``; a changed CSV is parsed again."""
+    check_text("AMLTransactions", "root", root, path=True)
+    check_text("AMLTransactions", "name", name)
     path = os.path.join(root, f"{name}_Trans.csv")
     if not os.path.isfile(path):
         raise FileNotFoundError(
@@ -322,9 +329,8 @@ def synthetic_transactions(num_accounts: int = 2000, num_transactions: int = 50_
     scatter-gather, bipartite, stack) making up about ``laundering_fraction`` of the
     transactions, each pattern a burst of structured transfers. Returns the transactions
     path; ``AMLTransactions(root, name)`` reads it. Deterministic for a seed."""
-    if num_accounts < 20 or num_transactions < 100:
-        raise ValueError(f"need at least 20 accounts and 100 transactions, got "
-                         f"{num_accounts} and {num_transactions}")
+    check_int(num_accounts, "synthetic_transactions: num_accounts", 20)
+    check_int(num_transactions, "synthetic_transactions: num_transactions", 100)
     if not 0 < laundering_fraction < 0.5:
         raise ValueError(f"laundering_fraction must lie in (0, 0.5), got {laundering_fraction}")
     rng = random.Random(seed)

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from graphloc.checks import pyg_keys, refuse_integer_mask, whole_numbers
+from graphloc.checks import check_int, pyg_keys, refuse_integer_mask, whole_numbers
 from graphloc.graph import Graph, networkx_node_order, pyg_data_with_edges
 
 
@@ -264,6 +264,7 @@ def _split_column(mask: Tensor, name: str, num_nodes: int, split: int | None) ->
 def city_split(num_nodes: int) -> tuple[Tensor, Tensor, Tensor]:
     """City-Networks' split: ``RandomState(0).permutation(N)``, the first ``N // 10`` nodes
     for training, the next ``N // 10`` for validation, the rest for testing."""
+    check_int(num_nodes, "city_split: num_nodes", 0)
     perm = torch.from_numpy(np.random.RandomState(0).permutation(num_nodes))
     tenth = num_nodes // 10
     return perm[:tenth], perm[tenth:2 * tenth], perm[2 * tenth:]

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from graphloc.checks import pyg_keys
+from graphloc.checks import check_text, pyg_keys
 from graphloc.datasets.aml import EdgeDataset
 from graphloc.datasets.base import (
     as_node_dataset,
@@ -237,6 +237,7 @@ def gtn_dataset(name: str, root: str = "data", url: str | None = None,
     """ACM, DBLP or IMDB of the GTN release: downloaded once to
     ``root/gtn-<name>/raw/gtn-<name>.zip`` (from ``url``/gtn-<name>.zip, default cogdl's
     address), read, cached in ``processed/``."""
+    check_text("gtn_dataset", "name", name)
     name = name.lower()
     if name not in GTN_LAYOUT:
         raise ValueError(f"unknown GTN dataset {name!r}; available: {sorted(GTN_LAYOUT)}")

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.checks import check_int
 from graphloc.graph import Graph
 
 
@@ -41,10 +42,10 @@ def eccentricity_classes(values: Tensor, num_classes: int = 10, *,
     nodes: 6 values make 6 classes of one node, 36 make 9 of four), and where the values
     take fewer distinct values than the classes made: equal values (every eccentricity is 0
     at 0 hops) are then told apart by node id alone."""
-    if num_classes < 1:
-        raise ValueError(f"num_classes must be >= 1, got {num_classes}")
-    if values.dim() != 1 or values.numel() == 0:
-        raise ValueError(f"values must be a non-empty 1-D tensor, got shape {list(values.shape)}")
+    check_int(num_classes, "num_classes", 1)
+    if not isinstance(values, Tensor) or values.dim() != 1 or values.numel() == 0:
+        shape = list(values.shape) if isinstance(values, Tensor) else type(values).__name__
+        raise ValueError(f"values must be a non-empty 1-D tensor, got {shape}")
     if values.is_floating_point() and values.isnan().any():
         node = int(values.isnan().nonzero()[0])
         raise ValueError(f"values holds NaN (node {node}): a NaN eccentricity has no rank")

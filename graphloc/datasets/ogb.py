@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from graphloc.checks import check_text
 from graphloc.datasets.base import NodeDataset, class_labels, split_ids
 from graphloc.graph import Graph
 
@@ -12,6 +13,7 @@ def ogb_node(name: str, root: str = "data/ogb") -> NodeDataset:
     """``ogbn-*`` through the ``ogb`` package (``pip install graphloc[ogb]``), which
     downloads and caches the files under ``root``. Labels become a flat ``[N]`` tensor
     (the first task for multi-task datasets is not supported: they raise)."""
+    check_text("ogb_node", "name", name)
     try:
         from ogb.nodeproppred import NodePropPredDataset
     except ImportError as err:

@@ -116,7 +116,7 @@ def test_unknown_account_and_missing_file(tmp_path):
     with pytest.raises(ValueError, match="split must be"):
         synthetic = synthetic_transactions(50, 200, root=str(tmp_path / "s"))
         AMLTransactions(os.path.dirname(synthetic), "Synthetic").split_graph("all")
-    with pytest.raises(ValueError, match="at least 20 accounts"):
+    with pytest.raises(ValueError, match="num_accounts must be an integer >= 20"):
         synthetic_transactions(5, 200, root=str(tmp_path))
 
 
@@ -163,3 +163,18 @@ def test_a_byte_order_mark_before_the_header_is_read_past(tmp_path):
     marked = AMLTransactions(str(other), "Tiny")
     assert marked.accounts == canonical.accounts
     assert torch.equal(marked.edge_attr, canonical.edge_attr)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: AMLTransactions(None), "AMLTransactions: root must be a path, got NoneType"),
+    (lambda: AMLTransactions("data", name=3), "AMLTransactions: name must be a name"),
+    (lambda: temporal_split([3, 1, 2]), "temporal_split: time must be a 1-D tensor"),
+    (lambda: synthetic_transactions(num_accounts="50"), "num_accounts must be an integer >= 20"),
+    (lambda: synthetic_transactions(num_transactions=None),
+     "num_transactions must be an integer >= 100"),
+])
+def test_bad_arguments_are_named(call, match):
+    """Junk that failed in os.path.join, in `.numel()` or in a comparison ("'<' not
+    supported"), naming no argument."""
+    with pytest.raises((TypeError, ValueError), match=match):
+        call()

@@ -252,3 +252,15 @@ def test_from_pyg_takes_the_adj_t_of_to_sparse_tensor():
     ds = NodeDataset.from_pyg(T.ToSparseTensor()(data.clone()))
     assert sorted(map(tuple, ds.graph.edge_index.t().tolist())) == \
         sorted(map(tuple, edge_index.t().tolist()))
+
+
+def test_city_split_names_a_bad_node_count():
+    from graphloc.datasets.base import city_split
+    with pytest.raises(ValueError, match="city_split: num_nodes must be an integer >= 0"):
+        city_split([10])
+
+
+def test_load_dataset_names_a_spec_that_is_not_a_path():
+    from graphloc.datasets import load_dataset
+    with pytest.raises(TypeError, match="load_dataset: spec must be a path, got int"):
+        load_dataset(3)

@@ -310,3 +310,8 @@ def test_heterodata_features_are_read_as_a_datas_are(transactions):
     with pytest.raises(ValueError, match=r"torch.sparse_coo \(pass .to_dense\(\)\)"):
         HeteroNodeDataset(ds.name, ds.graph, sparse, ds.y, ds.target, ds.train_index,
                           ds.val_index, ds.test_index)
+
+
+def test_gtn_dataset_names_a_name_that_is_not_a_string():
+    with pytest.raises(TypeError, match="gtn_dataset: name must be a name \\(str\\)"):
+        gtn_dataset(None)

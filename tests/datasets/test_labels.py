@@ -109,7 +109,7 @@ def test_classes_are_near_equal_quantiles_with_ties_by_node_id():
     big = torch.rand(1003, generator=torch.Generator().manual_seed(0))
     counts = torch.bincount(eccentricity_classes(big, 10))
     assert counts.tolist() == [101] * 9 + [94]
-    with pytest.raises(ValueError, match="num_classes must be >= 1"):
+    with pytest.raises(ValueError, match="num_classes must be an integer >= 1"):
         eccentricity_classes(big, 0)
     with pytest.raises(ValueError, match="non-empty 1-D"):
         eccentricity_classes(torch.zeros(0), 10)
@@ -141,3 +141,8 @@ def test_synthetic_city_refuses_zero_hops():
     from graphloc.datasets import synthetic_city
     with pytest.raises(ValueError, match="hops must be an integer >= 1"):
         synthetic_city(100, hops=0)
+
+
+def test_eccentricity_classes_of_a_list_are_named():
+    with pytest.raises(ValueError, match="values must be a non-empty 1-D tensor, got list"):
+        eccentricity_classes([3.0, 1.0], 2)

@@ -78,3 +78,8 @@ def test_undirected_gives_an_ogb_graph_its_missing_reverses(monkeypatch, tmp_pat
     assert sorted(map(tuple, both.graph.edge_index.t().tolist())) == sorted(truth.edges)
     assert torch.equal(both.x, directed.x) and torch.equal(both.y, directed.y)
     assert torch.equal(both.train_index, directed.train_index)
+
+
+def test_a_name_that_is_not_a_string_is_named():
+    with pytest.raises(TypeError, match="ogb_node: name must be a name \\(str\\), got int"):
+        ogb_node(5)
