@@ -14,7 +14,7 @@ import math
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_index, check_int
+from graphloc.checks import check_flags, check_index, check_int
 from graphloc.ops._library import HAS_EXTENSION, csr_transpose, kernels, permute_rows
 from graphloc.ops.dropout import dropout
 from graphloc.ops.reference import as_rows, canonical_reduce
@@ -270,6 +270,7 @@ def segment_attention(graph, scores: Tensor, x: Tensor,
     if asked.
     """
     _check_graph(graph)
+    check_flags("segment_attention", return_weights=return_weights)
     scores, x = _promoted_under_autocast(scores, x)
     _check_node_features(graph, x, "x")
     _check_edge_values(graph, scores, x, "scores")
@@ -453,6 +454,7 @@ def softmax_sum(graph, x: Tensor, t: float | Tensor = 1.0, detach_scores: bool =
     node's channel NaN, as ``torch.softmax``).
     """
     _check_graph(graph)
+    check_flags("softmax_sum", detach_scores=detach_scores)
     x, t = _promoted_under_autocast(x, t)
     _check_node_features(graph, x, "x")
     if x.dim() != 2:

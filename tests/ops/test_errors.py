@@ -224,3 +224,16 @@ def test_raw_kernels_see_a_decreasing_step_that_int32_wraps():
     indices = torch.zeros(5, dtype=torch.int32)
     with pytest.raises(RuntimeError, match=r"indptr must be non-decreasing, but indptr\[2\] = -2"):
         torch.ops.graphloc.spmm(indptr, indices, None, torch.randn(1, 2), "sum")
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda g, x: ops.softmax_sum(g, x, detach_scores="no"),
+     "softmax_sum: detach_scores must be True or False"),
+    (lambda g, x: ops.segment_attention(g, torch.randn(g.num_edges), x, return_weights=[1]),
+     "segment_attention: return_weights must be True or False"),
+])
+def test_true_false_arguments_of_the_ops_are_checked(call, match):
+    """A string read as true; a tensor failed in "Boolean value of Tensor ... ambiguous"."""
+    graph = Graph(torch.tensor([[0, 1, 2, 2], [1, 2, 0, 0]]), num_nodes=3)
+    with pytest.raises(TypeError, match=match):
+        call(graph, torch.randn(3, 4))
