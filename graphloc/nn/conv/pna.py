@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_flags
+from graphloc.checks import check_flags, keyword_arguments
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import (
     check_edge_rows,
@@ -82,6 +82,7 @@ class PNAConv(torch.nn.Module):
                     out_channels=out_channels, towers=towers, pre_layers=pre_layers,
                     post_layers=post_layers, edge_dim=edge_dim)
         check_flags("PNAConv", divide_input=divide_input, train_norm=train_norm)
+        act_kwargs = keyword_arguments("PNAConv", "act_kwargs", act_kwargs)
         if divide_input and in_channels % towers:
             raise ValueError(f"PNAConv: divide_input needs in_channels ({in_channels}) "
                              f"divisible by towers ({towers})")

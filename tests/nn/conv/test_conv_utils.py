@@ -202,6 +202,8 @@ def test_every_true_false_option_refuses_anything_else_by_name(name):
     (lambda: gl.PNAConv(4, 4, ["sum"], None, None), "scalers must be a name or a list"),
     (lambda: gl.PNAConv(4, 4, ["sum"], [3], None), "scalers must be among"),
     (lambda: gl.PNAConv(4, 4, ["sum"], ["identity"], "1 2"), "deg must be a non-empty histogram"),
+    (lambda: gl.PNAConv(4, 4, ["sum"], ["identity"], None, act_kwargs="slope"),
+     "PNAConv: act_kwargs must be a dict"),
 ])
 def test_other_options_are_refused_by_name(build, match):
     with pytest.raises((TypeError, ValueError), match=match):
