@@ -560,6 +560,10 @@ PROPAGATIONS = {
     "appnp": (lambda m: m.APPNP(3, 0.2), lambda layer, x, e, w=None: layer(x, e, w)),
     "gcn2": (lambda m: m.GCN2Conv(4, 0.2, theta=0.5, layer=2),
              lambda layer, x, e, w=None: layer(x, x, e, w)),
+    "lg": (lambda m: m.LGConv(), lambda layer, x, e, w=None: layer(x, e, w)),
+    "le": (lambda m: m.LEConv(4, 3), lambda layer, x, e, w=None: layer(x, e, w)),
+    "ssg": (lambda m: m.SSGConv(4, 3, 0.1, K=2), lambda layer, x, e, w=None: layer(x, e, w)),
+    "mixhop": (lambda m: m.MixHopConv(4, 3), lambda layer, x, e, w=None: layer(x, e, w)),
 }
 
 
@@ -576,9 +580,10 @@ def test_propagation_layers_refuse_bad_input_by_name(name):
         (x, torch.tensor([[0, 1, 5], [1, 2, 0]]), None, ValueError,
          r"edge_index\[0\] holds 5 .* 3"),
         (x, edge_index, torch.rand(2), ValueError, "edge_weight has 2 rows but the graph has 3"),
-        (x, edge_index, torch.ones(3, dtype=torch.long), TypeError, "edge_weight"),
     ]
-    if name != "appnp":  # APPNP takes any width
+    if name != "le":  # LEConv multiplies integer weights in, as PyG's does
+        cases.append((x, edge_index, torch.ones(3, dtype=torch.long), TypeError, "edge_weight"))
+    if name not in ("appnp", "lg"):  # APPNP and LGConv take any width
         cases.append((torch.randn(3, 5), edge_index, None, ValueError, r"x of shape \[N, 4\]"))
     for xs, edges, weight, error, match in cases:
         with pytest.raises(error, match=match):
