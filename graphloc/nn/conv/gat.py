@@ -316,8 +316,7 @@ class GATConv(torch.nn.Module):
             return self._finish(inputs, out, x_dst)
         score = ops.sddmm(graph, a_src, a_dst, "add")
         if self.lin_edge is not None and edge_attr is not None:
-            e = mapped_edge_features(self, self.lin_edge, edge_attr.to(x_src.dtype))
-            e = e.view(-1, H, C)
+            e = mapped_edge_features(self, self.lin_edge, edge_attr).view(-1, H, C)
             score = score + (e * self.att_edge).sum(-1)
         score = F.leaky_relu(score, self.negative_slope)
         if stale is not None:

@@ -164,7 +164,7 @@ class GATv2Conv(torch.nn.Module):
         else:  # the edge term enters each edge's sum: [E, H * C] tensors, the sums (twice)
             # and their LeakyReLU, the attention vectors' products as one thin matmul
             pre = ops.sddmm(graph, h_src, h_dst, "add") + \
-                mapped_edge_features(self, self.lin_edge, edge_attr.to(h_src.dtype))
+                mapped_edge_features(self, self.lin_edge, edge_attr)
             score = head_dots(F.leaky_relu(pre, self.negative_slope), self.att)
         if stale is not None:
             score = score.masked_fill(stale.view(-1, 1), float("-inf"))
