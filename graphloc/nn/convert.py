@@ -389,7 +389,8 @@ def _convert_conv(conv) -> torch.nn.Module:
              f"aggr={getattr(conv, 'aggr', None)!r} (graphloc's {name} sums its messages)")
     try:
         ours = _CONVERTERS[name](conv)
-        ours.flow = conv.flow  # every converted conv reads its flow at each call
+        ours.flow = conv.flow  # every converted conv reads its flow and node axis at each call
+        ours.node_dim = conv.node_dim
         ours.load_state_dict(_used_state(conv, ours), strict=True)
     except Unconvertible:
         raise

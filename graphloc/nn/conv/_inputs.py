@@ -8,7 +8,10 @@ A PyG model calls a conv as ``conv(x, edge_index, ..., size=None)`` where
 - ``x`` is ``[N, F]``, a pair ``(x_src, x_dst)`` whose ``x_dst`` may be None, or a *static*
   batch ``[B, N, F]`` of feature sets on one graph,
 - ``size=(N_src, N_dst)`` fixes the node counts, and ``flow="target_to_source"`` reads
-  ``edge_index[0]`` as the destinations.
+  ``edge_index[0]`` as the destinations,
+- a layer's ``node_dim`` attribute, where set (``from_pyg`` copies PyG's), names x's node
+  axis: ``-2`` (the default) or ``0``, which are one axis for ``[N, F]`` and for a static
+  batch read ``[N, B, F]`` as PyG's ``MessagePassing`` reads it.
 
 ``read_inputs`` validates all of it and returns the node features and one ``Graph``: a static
 batch becomes ``B`` disjoint copies of the graph over ``B * N`` nodes (so every layer handles
@@ -41,6 +44,8 @@ class ConvInputs:
     batch: int | None  # B of a static [B, N, F] input, folded into the nodes
     # flow="target_to_source": the graph is the caller's edge_index reversed
     reversed: bool = False
+    # node_dim=0 on a static batch: the caller's x is [N, B, F], computed on as [B, N, F]
+    nodes_first: bool = False
 
     def edge_input(self, t: Tensor | None) -> Tensor | None:
         """A per-edge tensor of the user's graph, repeated for each static copy."""
@@ -49,8 +54,12 @@ class ConvInputs:
         return t.repeat(self.batch, *[1] * (t.dim() - 1))
 
     def node_output(self, out: Tensor) -> Tensor:
-        """``[B * N, F]`` back to the static batch's ``[B, N, F]``."""
-        return out if self.batch is None else out.view(self.batch, -1, *out.shape[1:])
+        """``[B * N, F]`` back to the static batch's ``[B, N, F]`` (``[N, B, F]`` for
+        ``node_dim=0``)."""
+        if self.batch is None:
+            return out
+        out = out.view(self.batch, -1, *out.shape[1:])
+        return out.transpose(0, 1) if self.nodes_first else out
 
     def attention_output(self, edge_index: Tensor, alpha: Tensor):
         """``(edge_index, alpha)``, or for a sparse adjacency input PyG's ``(adj, alpha)``: the
@@ -182,6 +191,10 @@ def read_inputs(layer: torch.nn.Module, x, edge_index, size=None) -> ConvInputs:
     name = layer.__class__.__name__
     flow = check_flow(name, layer.flow)  # an attribute, so also checked when set later
     x_src, x_dst, pair = _features(name, x)
+    nodes_first = _nodes_first(name, getattr(layer, "node_dim", -2), x_src.dim())
+    if nodes_first:  # [N, B, F] -> [B, N, F]
+        x_src = x_src.transpose(0, 1)
+        x_dst = x_dst if x_dst is None else x_dst.transpose(0, 1)
     if pair and flow != "source_to_target":
         # PyG then reads messages from x[1] by edge_index[1] but still adds a root term
         # from x[1] to outputs sized by x[0]: defined only for equal sizes, so refused.
@@ -189,22 +202,23 @@ def read_inputs(layer: torch.nn.Module, x, edge_index, size=None) -> ConvInputs:
                          "(x_src, x_dst); pass edge_index.flip(0) with the default flow")
     batch = None
     if x_src.dim() == 3:  # static graph: [B, N, F] feature sets on one graph
-        batch = x_src.size(0)
+        batch, node_axis = x_src.size(0), 0 if nodes_first else 1
         x_src = x_src.reshape(-1, x_src.size(-1))
         if x_dst is not None:
             x_dst = x_src if not pair else _fold_static(name, x_dst, batch)
     if isinstance(edge_index, Graph):
         graph, values, layout = _given_graph(name, edge_index, flow, size), None, None
         if batch is not None:
-            graph = _static_copies(graph.edge_index, batch, graph.num_src_nodes,
-                                   graph.num_nodes, graph.is_bipartite, graph.edge_attr)
+            graph = _static_copies(name, graph.edge_index, batch, graph.num_src_nodes,
+                                   graph.num_nodes, graph.is_bipartite, graph.edge_attr,
+                                   node_axis)
         _check_rows(name, graph, x_src, x_dst, batch)
-        return ConvInputs(x_src, x_dst, graph, None, None, batch)
+        return ConvInputs(x_src, x_dst, graph, None, None, batch, nodes_first=nodes_first)
     edges, values, layout, adj_size = _edges(name, edge_index, flow)
     n_src = x_src.size(0) // (batch or 1)
     n_dst = _num_destinations(name, edges, n_src, x_dst, pair, size, adj_size, batch)
     if batch is not None:
-        graph = _static_copies(edges, batch, n_src, n_dst, pair, None)
+        graph = _static_copies(name, edges, batch, n_src, n_dst, pair, None, node_axis)
         values = None if values is None else values.repeat(batch)
     elif layout is not None:  # the entries of a sparse adjacency, read at each call
         graph = Graph.bipartite(edges, (n_src, n_dst)) if pair else Graph(edges, num_nodes=n_src)
@@ -212,7 +226,18 @@ def read_inputs(layer: torch.nn.Module, x, edge_index, size=None) -> ConvInputs:
         graph = graph_of_edges(edge_index, n_dst if pair else n_src, n_src if pair else None,
                                flip=flow == "target_to_source")
     return ConvInputs(x_src, x_dst, graph, values, layout, batch,
-                      reversed=flow == "target_to_source")
+                      reversed=flow == "target_to_source", nodes_first=nodes_first)
+
+
+def _nodes_first(name: str, node_dim, x_dims: int) -> bool:
+    """Whether ``node_dim`` puts the nodes first in a static batch (``[N, B, F]``); any
+    axis but the two that can hold x's nodes is refused by name (PyG would gather
+    features or batch entries as though they were nodes)."""
+    axes = {2: (0, -2), 3: (1, -2, 0, -3)}[x_dims]
+    if isinstance(node_dim, bool) or not isinstance(node_dim, int) or node_dim not in axes:
+        raise ValueError(f"{name}: node_dim={node_dim!r} does not name the node axis of x "
+                         f"with {x_dims} dimensions (one of {axes})")
+    return x_dims == 3 and node_dim in (0, -3)
 
 
 def _features(name: str, x) -> tuple[Tensor, Tensor | None, bool]:
@@ -315,15 +340,37 @@ def _num_destinations(name, edges, n_src, x_dst, pair, size, adj_size, batch) ->
     return int(edges[1].max()) + 1 if edges.numel() else 0
 
 
-def _static_copies(edges: Tensor, batch: int, n_src: int, n_dst: int, bipartite: bool,
-                   edge_attr: Tensor | None) -> Graph:
+def _static_copies(name: str, edges: Tensor, batch: int, n_src: int, n_dst: int,
+                   bipartite: bool, edge_attr: Tensor | None, node_axis: int) -> Graph:
     """``batch`` disjoint copies of a graph: copy b's nodes are offset by ``b * n``."""
     if not isinstance(edges, Tensor) or edges.dim() != 2 or edges.size(0) != 2:
         shape = list(edges.shape) if isinstance(edges, Tensor) else type(edges).__name__
         raise ValueError(f"edge_index must have shape [2, E], got {shape}")
+    _check_copy_edges(name, edges, (n_src, n_dst), node_axis)
     step = torch.tensor([[n_src], [n_dst]], device=edges.device)
     copies = torch.cat([edges.long() + b * step for b in range(batch)], dim=1)
     attr = None if edge_attr is None else edge_attr.repeat(batch, *[1] * (edge_attr.dim() - 1))
     if bipartite:
         return Graph.bipartite(copies, (batch * n_src, batch * n_dst), edge_attr=attr)
     return Graph(copies, num_nodes=batch * n_src, edge_attr=attr)
+
+
+def _check_copy_edges(name: str, edges: Tensor, counts: tuple[int, int], node_axis: int):
+    """The edges of one static copy: integers within its node counts, checked before the
+    copies are offset (``long()`` truncated float indices, and an out-of-range index in
+    the copies named no index the caller passed)."""
+    if edges.dtype.is_floating_point or edges.dtype.is_complex or edges.dtype == torch.bool:
+        raise TypeError(f"{name}: edge_index must have an integer dtype, got {edges.dtype}")
+    if not edges.numel():
+        return
+    low, high = torch.aminmax(edges, dim=1)
+    for side in (0, 1):
+        if low[side] < 0:
+            col = int((edges[side] < 0).nonzero()[0])
+            raise ValueError(f"{name}: edge_index[{side}] holds {int(low[side])} at column "
+                             f"{col}; indices must be >= 0")
+        if high[side] >= counts[side]:
+            col = int((edges[side] >= counts[side]).nonzero()[0])
+            raise ValueError(f"{name}: edge_index[{side}] holds {int(high[side])} at column "
+                             f"{col}, but each feature set of the static batch has "
+                             f"{counts[side]} nodes on x's axis {node_axis}")

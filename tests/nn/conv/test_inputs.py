@@ -1,5 +1,6 @@
-"""The edge features a conv maps (graphloc/nn/conv/_inputs.py: mapped_edge_features and
-relu_edge_messages): their width against the layer's edge_dim, and integer features."""
+"""The calls a conv reads (graphloc/nn/conv/_inputs.py): the edge features it maps
+(mapped_edge_features and relu_edge_messages, their width against the layer's edge_dim, and
+integer features), a static batch's edges, and the node axis a layer's node_dim names."""
 
 import pytest
 import torch
@@ -64,3 +65,49 @@ def test_matching_widths_still_give_pygs_outputs():
     ours, theirs = gl.GINEConv(_mlp(), edge_dim=3), pyg.GINEConv(_mlp(), edge_dim=3)
     ours.load_state_dict(theirs.state_dict())
     torch.testing.assert_close(ours(x, edge_index, edge_attr), theirs(x, edge_index, edge_attr))
+
+
+STATIC_CONVS = {"GCNConv": lambda: gl.GCNConv(8, 4), "SAGEConv": lambda: gl.SAGEConv(8, 4),
+                "GATConv": lambda: gl.GATConv(8, 4), "GINConv": lambda: gl.GINConv(_mlp())}
+
+
+@pytest.mark.parametrize("name", sorted(STATIC_CONVS))
+def test_a_static_batch_refuses_non_integer_edges(name):
+    """The static copies were offset from edge_index.long(): float indices were truncated
+    (0.5 read as node 0) and booleans read as 0 and 1, where an [N, F] call refuses both."""
+    conv = STATIC_CONVS[name]()
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    x = torch.randn(2, 3, 8)
+    for bad in (edge_index + 0.5, edge_index.float(), edge_index.bool()):
+        with pytest.raises(TypeError, match=f"{name}: edge_index must have an integer dtype"):
+            conv(x, bad)
+        with pytest.raises(TypeError, match="edge_index must have an integer dtype"):
+            conv(x[0], bad)
+
+
+@pytest.mark.parametrize("name", sorted(STATIC_CONVS))
+def test_a_static_batchs_out_of_range_edge_is_named_at_the_callers_column(name):
+    """Checked after the copies were offset, the error named an index and a column of the
+    copies (edge_index[0] holds 12 at column 7) that the caller never passed."""
+    conv = STATIC_CONVS[name]()
+    edge_index = torch.tensor([[0, 1, 2, 5], [1, 2, 0, 1]])
+    with pytest.raises(ValueError, match=r"edge_index\[0\] holds 5 at column 3, but each "
+                                         r"feature set of the static batch has 3 nodes"):
+        conv(torch.randn(2, 3, 8), edge_index)
+    with pytest.raises(ValueError, match=r"edge_index\[1\] holds -1 at column 0; indices"):
+        conv(torch.randn(2, 3, 8), torch.tensor([[0], [-1]]))
+
+
+@pytest.mark.parametrize("name", ["GCNConv", "SAGEConv", "GINConv"])
+def test_node_dim_zero_reads_a_static_batch_nodes_first(name):
+    """node_dim=0 (PyG's MessagePassing attribute) reads [N, B, F]: each x[:, b] is one
+    feature set, the oracle being the layer on that [N, F] alone."""
+    edge_index, n = parity_graph(21)
+    conv = STATIC_CONVS[name]()
+    x = torch.randn(n, n, 8)  # B = N: reading the wrong axis raises nothing
+    expected = torch.stack([conv(x[:, b], edge_index) for b in range(n)], dim=1)
+    conv.node_dim = 0
+    torch.testing.assert_close(conv(x, edge_index), expected)
+    conv.node_dim = -2  # [B, N, F]: each x[b]
+    torch.testing.assert_close(conv(x, edge_index),
+                               torch.stack([conv(x[b], edge_index) for b in range(n)]))
