@@ -6,7 +6,8 @@ the fused kernels and, in influence measurements, the layer pruning. Any other m
 its PyG convs (GCNConv, SAGEConv, GATConv, GATv2Conv, GINConv, GINEConv, ChebConv,
 TransformerConv, GraphConv, SGConv, APPNP, GCN2Conv, ResGatedGraphConv, TAGConv,
 GatedGraphConv, GENConv) replaced in place by graphloc's,
-weights copied. Every conversion is checked on
+weights copied, with the conv's own forward and backward hooks. Every conversion is
+checked on
 a probe against the original, and what did not convert (or did not give the same outputs)
 is left as it was and reported.
 """
@@ -387,6 +388,7 @@ def _convert_conv(conv) -> torch.nn.Module:
     _require(name in _CONVERTERS, f"{name} has no graphloc equivalent")
     _require(name in _AGGREGATION_CARRIED or getattr(conv, "aggr", "add") in ("add", "sum"),
              f"aggr={getattr(conv, 'aggr', None)!r} (graphloc's {name} sums its messages)")
+    _check_pyg_steps(conv)
     try:
         ours = _CONVERTERS[name](conv)
         ours.flow = conv.flow  # every converted conv reads its flow and node axis at each call
@@ -396,7 +398,54 @@ def _convert_conv(conv) -> torch.nn.Module:
         raise
     except Exception as err:  # an option graphloc's conv lacks shows up here
         raise Unconvertible(f"{name}: {type(err).__name__}: {err}") from None
+    _carry_call_hooks(conv, ours)
     return ours.to(_dtype_of(conv)).train(conv.training)
+
+
+# PyG's hooks on the steps of its propagate, which graphloc's fused convs do not take
+_STEP_HOOKS = tuple(f"_{step}_forward{kind}_hooks" for step in (
+    "propagate", "message", "aggregate", "message_and_aggregate", "edge_update")
+    for kind in ("_pre", ""))
+# torch's hooks around a module's call (register_forward_hook and its kin)
+_CALL_HOOKS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks",
+               "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+               "_backward_pre_hooks", "_backward_hooks")
+
+
+def _check_pyg_steps(conv) -> None:
+    """Refuses what graphloc's conv would drop without a word: hooks on PyG's message,
+    aggregate and propagate steps, and an explainer's edge mask."""
+    hooked = [attr.strip("_") for attr in _STEP_HOOKS if getattr(conv, attr, None)]
+    _require(not hooked, f"hooks on PyG's message-passing steps ({', '.join(hooked)}), "
+             "which graphloc's conv has no step for")
+    _require(not getattr(conv, "explain", False) and getattr(conv, "_edge_mask", None) is None,
+             "explain mode (an explainer's edge mask, which graphloc's conv does not apply)")
+
+
+def _has_call_hooks(module: torch.nn.Module) -> bool:
+    return any(getattr(module, attr, None) for attr in _CALL_HOOKS)
+
+
+def _carry_call_hooks(conv, ours: torch.nn.Module) -> None:
+    """The conv's own forward and backward hooks, on graphloc's conv (copies of torch's
+    hook tables: the caller's conv keeps its own). A hooked submodule must be in graphloc's
+    conv under its name with its hooks (GIN's network is a copy); a map graphloc's conv
+    reads as a weight (PyG's ``lin``) would not call its hooks, so such a conv is kept."""
+    for name, sub in conv.named_modules():
+        if not name or not _has_call_hooks(sub):
+            continue
+        try:
+            twin = ours.get_submodule(name)
+        except AttributeError:
+            twin = None
+        _require(twin is not None and all(
+            list(getattr(twin, attr).values()) == list(getattr(sub, attr).values())
+            for attr in _CALL_HOOKS if hasattr(sub, attr)),
+            f"hooks on its submodule {name!r}, which graphloc's conv does not call")
+    for attr in _CALL_HOOKS:
+        if hasattr(conv, attr):
+            setattr(ours, attr, copy.copy(getattr(conv, attr)))
+    ours._is_full_backward_hook = conv._is_full_backward_hook
 
 
 # --- a BasicGNN as a GNN ------------------------------------------------------------------
@@ -406,6 +455,9 @@ def _basic_gnn(model) -> torch.nn.Module:
     _require(getattr(model, "jk_mode", None) is None and not hasattr(model, "lin"),
              "jumping knowledge (graphloc's GNN has none)")
     _require(not model.act_first or model.act is None, "act_first=True")
+    hooked = [name or "the model" for name, m in model.named_modules()
+              if _has_call_hooks(m) and not name.startswith("convs.")]
+    _require(not hooked, f"hooks on {', '.join(hooked)} (GNN builds its own)")
     act = model.act
     act_name = "identity" if act is None else _ACT_NAMES.get(type(act))
     _require(act_name is not None, f"activation {type(act).__name__}")

@@ -480,3 +480,73 @@ def test_a_node_dim_naming_no_node_axis_is_refused_by_name():
     ours.node_dim = 1  # on [N, F]: the features
     with pytest.raises(ValueError, match=r"node_dim=1 .* 2 dimensions"):
         ours(x, edge_index)
+
+
+def _converted_quietly(module):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return from_pyg(module)
+
+
+def _is_graphlocs(module) -> bool:
+    return type(module).__module__.startswith("graphloc")
+
+
+def test_a_convs_forward_hooks_come_with_it():
+    """Hooks registered on a PyG conv (register_forward_hook and its kin) were dropped
+    with the conv they sat on: without a probe, another output and no word."""
+    x, edge_index = _probe()
+    theirs = pyg.GCNConv(6, 4)
+    theirs.register_forward_pre_hook(lambda m, args: (args[0] * 3, *args[1:]))
+    theirs.register_forward_hook(lambda m, args, out: out - 1)
+    theirs.register_forward_hook(lambda m, args, kwargs, out: out * 2, with_kwargs=True)
+    ours = _converted_quietly(torch.nn.ModuleList([theirs]))[0]
+    assert _is_graphlocs(ours)
+    torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
+    plain = pyg.GCNConv(6, 4)
+    plain.load_state_dict(theirs.state_dict())
+    torch.testing.assert_close(ours(x, edge_index), (plain(x * 3, edge_index) - 1) * 2)
+    seen = []
+    theirs.register_full_backward_hook(lambda m, grad_in, grad_out: seen.append(m))
+    ours = _converted_quietly(theirs)
+    ours(x.requires_grad_(), edge_index).sum().backward()
+    assert seen == [ours]
+    ours.register_forward_hook(lambda m, args, out: out * 0)  # the caller's conv keeps its own
+    assert len(theirs._forward_hooks) == 2 and len(ours._forward_hooks) == 3
+
+
+def test_hooks_graphlocs_conv_would_not_call_keep_the_pyg_conv():
+    x, edge_index = _probe()
+    on_message = pyg.GCNConv(6, 4)
+    on_message.register_message_forward_hook(lambda m, inputs, out: out * 2)
+    on_lin = pyg.SAGEConv(6, 4)  # graphloc's SAGEConv reads lin_l's weight, not the module
+    on_lin.lin_l.register_forward_hook(lambda m, args, out: out + 1)
+    for theirs, reason in ((on_message, "message_forward_hooks"),
+                           (on_lin, "submodule 'lin_l'")):
+        converted = _converted_quietly(torch.nn.ModuleList([theirs]))
+        assert not _is_graphlocs(converted[0])
+        [(where, why)] = converted.pyg_conversion["kept"]
+        assert reason in why
+        torch.testing.assert_close(converted[0](x, edge_index), theirs(x, edge_index))
+
+
+def test_hooks_on_a_network_graphlocs_conv_calls_are_kept_on_it():
+    x, edge_index = _probe()
+    theirs = pyg.GINConv(torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.ReLU()))
+    theirs.nn[0].register_forward_hook(lambda m, args, out: out * 5)
+    ours = _converted_quietly(torch.nn.ModuleList([theirs]))[0]
+    assert _is_graphlocs(ours)
+    torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
+
+
+def test_a_basic_gnn_with_hooks_outside_its_convs_keeps_its_container():
+    """GNN builds its own norms around the converted convs, so a hook on PyG's model or
+    on its norms would be lost: the model stays PyG's, with graphloc's convs."""
+    x, edge_index = _probe()
+    for hook_on in ("model", "norm"):
+        theirs = pyg.GCN(6, 8, 2, 4, norm="batch_norm").eval()
+        target = theirs if hook_on == "model" else theirs.norms[0]
+        target.register_forward_hook(lambda m, args, out: out * 0.5)
+        ours = _converted_quietly(theirs)
+        assert type(ours).__name__ == "GCN" and all(_is_graphlocs(c) for c in ours.convs)
+        torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
