@@ -100,7 +100,10 @@ def neighbour_differences(graph: Graph, a: Tensor, b: Tensor, weight: Tensor | N
         messages = a.index_select(0, src) - b.index_select(0, dst)
         if weight is not None:
             messages = messages * weight.unsqueeze(-1)
-        return ops.scatter(messages, dst, 0, dim_size=graph.num_nodes, reduce="sum")
+        # torch's index_add_ on the graph's checked indices: ops.scatter checks them again
+        # by reading their values, which torch.compile cannot trace
+        return messages.new_zeros(graph.num_nodes, messages.size(-1)).index_add_(
+            0, dst, messages)
     # In float64: the two sums nearly cancel where a_j is close to b_i, and each is the
     # degree times larger than the result; exact products of the float32 values summed in
     # float64 lose less than PyG's float32 sum of per-edge differences.
