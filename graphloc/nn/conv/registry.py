@@ -15,6 +15,7 @@ from graphloc.nn.conv.gcn import GCNConv
 from graphloc.nn.conv.gen_conv import GENConv
 from graphloc.nn.conv.gin import GINConv
 from graphloc.nn.conv.graph_conv import GraphConv
+from graphloc.nn.conv.le_conv import LEConv
 from graphloc.nn.conv.pna import PNAConv
 from graphloc.nn.conv.res_gated import ResGatedGraphConv
 from graphloc.nn.conv.sage import SAGEConv
@@ -42,6 +43,7 @@ register_conv("resgated")(ResGatedGraphConv)
 register_conv("cheb")(lambda i, o, K=3, **kw: ChebConv(i, o, K=K, **kw))
 register_conv("tag")(TAGConv)
 register_conv("gen")(GENConv)  # DeeperGCN's conv, its own MLP inside
+register_conv("le")(LEConv)
 
 
 @register_conv("pna")

@@ -22,6 +22,20 @@ def test_registry_builds_each_conv():
         register_conv("gcn")(GCNConv)
 
 
+def test_gnn_of_le_convs_is_pygs_le_convs_composed():
+    """GNN("le") (registered 2026-12-05) against PyG's LEConv layers with its weights."""
+    import torch_geometric.nn as pyg
+    edge_index = random_edge_index(20, 80, seed=41)
+    model = GNN("le", 4, 6, 3, num_layers=3).eval()
+    theirs = [pyg.LEConv(4, 6), pyg.LEConv(6, 6), pyg.LEConv(6, 3)]
+    for ours, conv in zip(model.convs, theirs, strict=True):
+        conv.load_state_dict(ours.state_dict())
+    x = torch.randn(20, 4)
+    h = torch.relu(theirs[0](x, edge_index))
+    h = torch.relu(theirs[1](h, edge_index))
+    torch.testing.assert_close(model(x, edge_index), theirs[2](h, edge_index))
+
+
 def test_gnn_equals_the_layers_composed_by_hand():
     edge_index = random_edge_index(20, 80, seed=40)
     graph = Graph(edge_index, num_nodes=20)
@@ -284,7 +298,7 @@ def test_every_layer_refuses_zero_sizes_and_bad_dropouts(cls, kwargs):
 
 
 @pytest.mark.parametrize("conv", ["gcn", "sage", "gin", "gat", "gatv2", "resgated", "tag",
-                                  "gen"])
+                                  "gen", "le"])
 def test_compiles_fullgraph_on_a_freshly_built_graph(conv):
     """No eager call first: the layouts a conv derives inside forward (GCN's normalised
     graph with its loops, GAT's fresh loops with the old ones masked) are built without
@@ -306,7 +320,7 @@ def _whole_models():
     names = sorted(set(MODELS) - {"latte", "forwardgnn"})
     cases = [(name, lambda name=name: build_model(name, 6, 16, 3, 2)) for name in names]
     cases += [(f"gnn-{conv}", lambda conv=conv: GNN(conv, 6, 16, 3, num_layers=2))
-              for conv in ("gcn", "sage", "gat", "gin", "cheb", "transformer", "gen")]
+              for conv in ("gcn", "sage", "gat", "gin", "cheb", "transformer", "gen", "le")]
     cases.append(("la-gcn", lambda: build_model("la-gcn", 6, 16, 3, 2, num_generated=0)))
     cases.append(("gnn-pna", lambda: GNN("pna", 6, 16, 3, num_layers=2,
                                          deg=torch.tensor([1, 3, 4, 2]))))
