@@ -1,12 +1,12 @@
 """The drop-ins added after the layer benchmark's table (SGConv, APPNP, GCN2Conv,
 GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with the
-softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv) against PyG's,
+softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv) against PyG's,
 forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
 cancels. The layers are called as PyG's, ``layer(x, edge_index)`` (GCN2Conv:
-``layer(x, x_0, edge_index)``, x_0 = x), with F = 64 features.
+and FAConv: ``layer(x, x_0, edge_index)``, x_0 = x), with F = 64 features.
 
     python benchmarks/bench_propagation.py [--turns 7] [--layers GATv2Conv ...] [--memory]
 
@@ -51,6 +51,7 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     "LEConv(64, 64)": "LEConv(64, 64)",
     "SSGConv(64, 64, alpha=0.1, K=4)": "SSGConv(64, 64, 0.1, K=4)",
     "MixHopConv(64, 32)": "MixHopConv(64, 32)",  # powers 0, 1, 2: 96 outputs
+    "FAConv(64)": "FAConv(64)",  # FAGCN's signed coefficients, eps = 0.1
 }
 
 
@@ -100,7 +101,7 @@ def memory_table(prefixes) -> None:
 
 def step(layer, x, edge_index) -> float:
     start = time.perf_counter()
-    takes_x_0 = type(layer).__name__ == "GCN2Conv"
+    takes_x_0 = type(layer).__name__ in ("GCN2Conv", "FAConv")
     (layer(x, x, edge_index) if takes_x_0 else layer(x, edge_index)).sum().backward()
     return time.perf_counter() - start
 

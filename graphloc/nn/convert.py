@@ -3,12 +3,9 @@
 A PyG ``BasicGNN`` (``GCN``, ``GraphSAGE``, ``GIN``, ``GAT``) whose options graphloc's
 :class:`~graphloc.nn.models.gnn.GNN` has becomes a ``GNN`` with the same weights, so it gets
 the fused kernels and, in influence measurements, the layer pruning. Any other module gets
-its PyG convs (GCNConv, SAGEConv, GATConv, GATv2Conv, GINConv, GINEConv, ChebConv,
-TransformerConv, GraphConv, SGConv, APPNP, GCN2Conv, ResGatedGraphConv, TAGConv,
-GatedGraphConv, GENConv) replaced in place by graphloc's,
-weights copied, with the conv's own forward and backward hooks. Every conversion is
-checked on
-a probe against the original, and what did not convert (or did not give the same outputs)
+its PyG convs (every class in ``_CONVERTERS``) replaced in place by graphloc's, weights
+copied, with the conv's own forward and backward hooks. Every conversion is checked on a
+probe against the original, and what did not convert (or did not give the same outputs)
 is left as it was and reported.
 """
 
@@ -351,6 +348,11 @@ def _mixhop(conv):
                               add_self_loops=conv.add_self_loops, bias=conv.bias is not None)
 
 
+def _fa(conv):
+    return gl_conv.FAConv(conv.channels, eps=conv.eps, dropout=conv.dropout, cached=conv.cached,
+                          add_self_loops=conv.add_self_loops, normalize=conv.normalize)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
@@ -358,7 +360,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "GCN2Conv": _gcn2, "ResGatedGraphConv": _res_gated,
                "TAGConv": _tag, "GatedGraphConv": _gated_graph, "GENConv": _gen,
                "PNAConv": _pna, "LGConv": _lg, "LEConv": _le,
-               "SSGConv": _ssg, "MixHopConv": _mixhop}
+               "SSGConv": _ssg, "MixHopConv": _mixhop, "FAConv": _fa}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -584,12 +586,17 @@ def _probe(module, example):
             return None
     elif _is_pyg_conv(module):  # (GatedGraphConv has no in_channels: its state width)
         width = getattr(module, "in_channels", getattr(module, "out_channels", None))
+        width = width if isinstance(width, int) else getattr(module, "channels", None)
         width = width if isinstance(width, int) else None
     if not width or width < 0:
         return None
     gen = torch.Generator().manual_seed(0)
     edge_index = torch.randint(0, 20, (2, 60), generator=gen)
     x = torch.randn(20, width, generator=gen, dtype=_dtype_of(module))
+    if type(module).__name__ in ("GCN2Conv", "FAConv"):  # (x, x_0, edge_index[, weights])
+        x_0 = torch.randn(20, width, generator=gen, dtype=x.dtype)
+        weights = () if module.normalize else (torch.rand(60, generator=gen, dtype=x.dtype),)
+        return x, x_0, edge_index, *weights
     edge_dim = getattr(module, "edge_dim", None)
     if not isinstance(edge_dim, int):
         return x, edge_index

@@ -397,6 +397,7 @@ AGGREGATED = {
     "LEConv": lambda a: pyg.LEConv(6, 4, aggr=a),
     "SSGConv": lambda a: pyg.SSGConv(6, 4, 0.1, aggr=a),
     "MixHopConv": lambda a: pyg.MixHopConv(6, 4, aggr=a),
+    "FAConv": lambda a: pyg.FAConv(6, aggr=a),
 }
 
 
@@ -424,7 +425,7 @@ def test_a_conv_built_with_another_aggregation_is_kept_or_converted_with_it(name
         assert where == "0" and f"aggr='{aggr}'" in reason
     else:
         assert report["converted"] == ["0"]
-    args = {"GCN2Conv": (x, x, edge_index),
+    args = {"GCN2Conv": (x, x, edge_index), "FAConv": (x, x, edge_index),
             "GINEConv": (x, edge_index, torch.randn(edge_index.size(1), 6))}.get(
                 name, (x, edge_index))
     torch.testing.assert_close(ours(*args), theirs(*args), atol=1e-5, rtol=1e-5)
@@ -451,7 +452,7 @@ def test_a_conv_reading_nodes_on_another_axis_keeps_pyg_outputs(name):
             ours = from_pyg(torch.nn.ModuleList([theirs]))[0]
         assert not type(ours).__module__.startswith("torch_geometric")
         for xs in inputs.values():
-            args = {"GCN2Conv": (xs, xs, edge_index),
+            args = {"GCN2Conv": (xs, xs, edge_index), "FAConv": (xs, xs, edge_index),
                     "GINEConv": (xs, edge_index, torch.randn(edge_index.size(1), 6))}.get(
                         name, (xs, edge_index))
             try:

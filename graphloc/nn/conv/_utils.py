@@ -108,7 +108,7 @@ def check_sizes(owner: str, lazy: bool = False, optional: tuple[str, ...] = (),
         values = value if is_pair else (value,)
         if value is None and name in optional:
             continue
-        may_wait = lazy and name == "in_channels"
+        may_wait = lazy and name in ("in_channels", "channels")
         if len(values) != (2 if is_pair else 1) or any(
                 not is_int_at_least(v, 1) and not (may_wait and is_int_at_least(v, -1) and v == -1)
                 for v in values):

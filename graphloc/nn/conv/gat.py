@@ -195,11 +195,18 @@ def with_pyg_loops(inputs, add_self_loops: bool, edge_attr: Tensor | None,
     loops = graph.cached("gat_self_loops", lambda: _with_fresh_self_loops(graph))
     pyg_order = None
     if edge_attr is not None or weights_returned:  # cached on first need
-        pyg_order = graph.cached("gat_pyg_edge_order", lambda: _pyg_edge_order(graph))
+        pyg_order = pyg_loop_order(graph)
     if edge_attr is not None:
         pyg_edge_index, order, keep = pyg_order
         edge_attr = loop_edge_attr(graph, keep, edge_attr, fill_value, inputs.reversed)[order]
     return loops, edge_attr, None, pyg_order
+
+
+def pyg_loop_order(graph: Graph) -> tuple[Tensor, Tensor, Tensor]:
+    """``_pyg_edge_order`` of ``graph``, cached on it: PyG's edge list with one fresh loop
+    per node, as PyG's ``add_self_loops`` after ``remove_self_loops`` and its
+    ``add_remaining_self_loops`` build it, and the order sorting it by destination."""
+    return graph.cached("gat_pyg_edge_order", lambda: _pyg_edge_order(graph))
 
 
 def returned_weights(inputs, graph: Graph, pyg_order, alpha: Tensor):

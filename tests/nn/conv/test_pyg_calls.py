@@ -564,6 +564,7 @@ PROPAGATIONS = {
     "le": (lambda m: m.LEConv(4, 3), lambda layer, x, e, w=None: layer(x, e, w)),
     "ssg": (lambda m: m.SSGConv(4, 3, 0.1, K=2), lambda layer, x, e, w=None: layer(x, e, w)),
     "mixhop": (lambda m: m.MixHopConv(4, 3), lambda layer, x, e, w=None: layer(x, e, w)),
+    "fa": (lambda m: m.FAConv(4, eps=0.3), lambda layer, x, e, w=None: layer(x, x, e, w)),
 }
 
 
@@ -581,7 +582,8 @@ def test_propagation_layers_refuse_bad_input_by_name(name):
          r"edge_index\[0\] holds 5 .* 3"),
         (x, edge_index, torch.rand(2), ValueError, "edge_weight has 2 rows but the graph has 3"),
     ]
-    if name != "le":  # LEConv multiplies integer weights in, as PyG's does
+    if name not in ("le", "fa"):  # LEConv multiplies integer weights in, as PyG's does;
+        # FAConv (normalised) takes no weights at all
         cases.append((x, edge_index, torch.ones(3, dtype=torch.long), TypeError, "edge_weight"))
     if name not in ("appnp", "lg"):  # APPNP and LGConv take any width
         cases.append((torch.randn(3, 5), edge_index, None, ValueError, r"x of shape \[N, 4\]"))
@@ -622,7 +624,8 @@ def test_propagation_layers_on_special_values_hubs_and_empty_rows(name):
 
 CONV_NAMES = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
               "TransformerConv", "GraphConv", "SGConv", "APPNP", "GCN2Conv",
-              "ResGatedGraphConv", "TAGConv", "GatedGraphConv"]
+              "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv", "LGConv",
+              "LEConv", "SSGConv", "MixHopConv", "FAConv"]
 
 
 def test_forward_arguments_come_in_pygs_positional_order():
