@@ -1,6 +1,6 @@
 """The drop-ins added after the layer benchmark's table (SGConv, APPNP, GCN2Conv,
 GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with the
-softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv) against PyG's,
+softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv, ClusterGCNConv) against PyG's,
 forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
@@ -52,6 +52,7 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     "SSGConv(64, 64, alpha=0.1, K=4)": "SSGConv(64, 64, 0.1, K=4)",
     "MixHopConv(64, 32)": "MixHopConv(64, 32)",  # powers 0, 1, 2: 96 outputs
     "FAConv(64)": "FAConv(64)",  # FAGCN's signed coefficients, eps = 0.1
+    "ClusterGCNConv(64, 64, diag_lambda=0.5)": "ClusterGCNConv(64, 64, diag_lambda=0.5)",
 }
 
 

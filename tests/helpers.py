@@ -16,6 +16,7 @@ from graphloc import Graph
 from graphloc.nn import (
     APPNP,
     ChebConv,
+    ClusterGCNConv,
     GATConv,
     GatedGraphConv,
     GATv2Conv,
@@ -234,6 +235,7 @@ CONV_LAYERS = {
     "le": lambda: LEConv(5, 4),
     "ssg": lambda: SSGConv(5, 4, alpha=0.1, K=2),
     "mixhop": lambda: MixHopConv(5, 2, powers=[0, 2]),
+    "cluster-gcn": lambda: ClusterGCNConv(5, 4, diag_lambda=0.5),
 }
 
 

@@ -353,6 +353,13 @@ def _fa(conv):
                           add_self_loops=conv.add_self_loops, normalize=conv.normalize)
 
 
+def _cluster_gcn(conv):
+    return gl_conv.ClusterGCNConv(conv.in_channels, conv.out_channels,
+                                  diag_lambda=conv.diag_lambda,
+                                  add_self_loops=conv.add_self_loops,
+                                  bias=conv.lin_out.bias is not None)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
@@ -360,7 +367,8 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "GCN2Conv": _gcn2, "ResGatedGraphConv": _res_gated,
                "TAGConv": _tag, "GatedGraphConv": _gated_graph, "GENConv": _gen,
                "PNAConv": _pna, "LGConv": _lg, "LEConv": _le,
-               "SSGConv": _ssg, "MixHopConv": _mixhop, "FAConv": _fa}
+               "SSGConv": _ssg, "MixHopConv": _mixhop, "FAConv": _fa,
+               "ClusterGCNConv": _cluster_gcn}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and

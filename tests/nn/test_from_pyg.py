@@ -142,32 +142,32 @@ def test_convs_inside_pyg_wrappers_convert(wrapper):
 
 
 class _MixedModel(torch.nn.Module):
-    """A PyG conv graphloc converts, then one it has no equivalent for (ClusterGCNConv)."""
+    """A PyG conv graphloc converts, then one it has no equivalent for (FiLMConv)."""
 
     def __init__(self):
         super().__init__()
         self.first = pyg.GCNConv(6, 4)
-        self.second = pyg.ClusterGCNConv(4, 4)
+        self.second = pyg.FiLMConv(4, 4)
 
     def forward(self, x, edge_index):
         return self.second(torch.relu(self.first(x, edge_index)), edge_index)
 
 
 def test_pyg_convs_without_an_equivalent_are_reported_as_kept():
-    """A ClusterGCNConv or EdgeConv stays PyG's; the report lists it, with the warning (it said
+    """A FiLMConv or EdgeConv stays PyG's; the report lists it, with the warning (it said
     kept: [] and left the user to believe nothing of PyG remained)."""
     x, edge_index = _probe()
     theirs = _MixedModel().eval()
-    with pytest.warns(UserWarning, match="second: ClusterGCNConv has no graphloc equivalent"):
+    with pytest.warns(UserWarning, match="second: FiLMConv has no graphloc equivalent"):
         ours = from_pyg(theirs, example=(x, edge_index))
     assert ours.pyg_conversion["converted"] == ["first"]
-    assert ours.pyg_conversion["kept"] == [("second", "ClusterGCNConv has no graphloc equivalent")]
+    assert ours.pyg_conversion["kept"] == [("second", "FiLMConv has no graphloc equivalent")]
     torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
-    with pytest.raises(Unconvertible, match="second: ClusterGCNConv"):
+    with pytest.raises(Unconvertible, match="second: FiLMConv"):
         from_pyg(theirs, example=(x, edge_index), strict=True)
     model = measure(theirs, (x, edge_index), 2, nodes=[0], bootstrap=10).settings["model"]
     assert model == {"converted": False,
-                     "reason": "could not convert second: ClusterGCNConv has no graphloc "
+                     "reason": "could not convert second: FiLMConv has no graphloc "
                                "equivalent"}
     alone = pyg.EdgeConv(torch.nn.Linear(12, 4))
     with pytest.warns(UserWarning, match="EdgeConv: EdgeConv has no graphloc equivalent"):
@@ -398,6 +398,7 @@ AGGREGATED = {
     "SSGConv": lambda a: pyg.SSGConv(6, 4, 0.1, aggr=a),
     "MixHopConv": lambda a: pyg.MixHopConv(6, 4, aggr=a),
     "FAConv": lambda a: pyg.FAConv(6, aggr=a),
+    "ClusterGCNConv": lambda a: pyg.ClusterGCNConv(6, 4, diag_lambda=0.5, aggr=a),
 }
 
 

@@ -4,6 +4,7 @@ registry (``CONVS``, ``register_conv``) lives in ``registry.py``."""
 
 from graphloc.nn.conv.appnp import APPNP
 from graphloc.nn.conv.cheb import ChebConv
+from graphloc.nn.conv.cluster_gcn import ClusterGCNConv
 from graphloc.nn.conv.fa_conv import FAConv
 from graphloc.nn.conv.gat import GATConv
 from graphloc.nn.conv.gated_graph import GatedGraphConv
@@ -34,7 +35,7 @@ from graphloc.nn.conv.ugt import UGTLayer
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
            "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LGConv", "LEConv", "SSGConv",
-           "MixHopConv", "FAConv", "LiftConv",
+           "MixHopConv", "FAConv", "ClusterGCNConv", "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
            "register_conv"]

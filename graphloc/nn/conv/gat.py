@@ -192,7 +192,7 @@ def with_pyg_loops(inputs, add_self_loops: bool, edge_attr: Tensor | None,
         return graph, None, stale, None
     if not add_self_loops:
         return graph, edge_attr, None, None
-    loops = graph.cached("gat_self_loops", lambda: _with_fresh_self_loops(graph))
+    loops = fresh_self_loops(graph)
     pyg_order = None
     if edge_attr is not None or weights_returned:  # cached on first need
         pyg_order = pyg_loop_order(graph)
@@ -200,6 +200,12 @@ def with_pyg_loops(inputs, add_self_loops: bool, edge_attr: Tensor | None,
         pyg_edge_index, order, keep = pyg_order
         edge_attr = loop_edge_attr(graph, keep, edge_attr, fill_value, inputs.reversed)[order]
     return loops, edge_attr, None, pyg_order
+
+
+def fresh_self_loops(graph: Graph) -> Graph:
+    """``graph`` with its self-loops replaced by one per node (PyG's ``remove_self_loops``
+    then ``add_self_loops``), sorted by destination; cached on it."""
+    return graph.cached("gat_self_loops", lambda: _with_fresh_self_loops(graph))
 
 
 def pyg_loop_order(graph: Graph) -> tuple[Tensor, Tensor, Tensor]:
