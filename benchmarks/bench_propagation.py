@@ -1,7 +1,7 @@
 """The drop-ins added after the layer benchmark's table (SGConv, APPNP, GCN2Conv,
 GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with the
-softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv, ClusterGCNConv) against PyG's,
-forward + backward, on the two benchmark graphs.
+softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
+ClusterGCNConv) against PyG's, forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
