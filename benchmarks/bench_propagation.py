@@ -1,7 +1,7 @@
 """The drop-ins added after the layer benchmark's table (SGConv, APPNP, GCN2Conv,
 GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with the
 softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
-ClusterGCNConv) against PyG's, forward + backward, on the two benchmark graphs.
+ClusterGCNConv, AGNNConv) against PyG's, forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
@@ -53,6 +53,7 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     "MixHopConv(64, 32)": "MixHopConv(64, 32)",  # powers 0, 1, 2: 96 outputs
     "FAConv(64)": "FAConv(64)",  # FAGCN's signed coefficients, eps = 0.1
     "ClusterGCNConv(64, 64, diag_lambda=0.5)": "ClusterGCNConv(64, 64, diag_lambda=0.5)",
+    "AGNNConv()": "AGNNConv()",  # a softmax of cosines, one learnt temperature
 }
 
 

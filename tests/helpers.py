@@ -15,6 +15,7 @@ import graphloc
 from graphloc import Graph
 from graphloc.nn import (
     APPNP,
+    AGNNConv,
     ChebConv,
     ClusterGCNConv,
     GATConv,
@@ -236,6 +237,7 @@ CONV_LAYERS = {
     "ssg": lambda: SSGConv(5, 4, alpha=0.1, K=2),
     "mixhop": lambda: MixHopConv(5, 2, powers=[0, 2]),
     "cluster-gcn": lambda: ClusterGCNConv(5, 4, diag_lambda=0.5),
+    "agnn": lambda: AGNNConv(),
 }
 
 

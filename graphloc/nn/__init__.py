@@ -9,6 +9,7 @@ from graphloc.nn import aggr, conv, models
 from graphloc.nn.conv import (
     APPNP,
     CONVS,
+    AGNNConv,
     ChebConv,
     ClusterGCNConv,
     FAConv,
@@ -65,7 +66,7 @@ from graphloc.nn.registry import MODELS, build_model, register_model
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
            "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LGConv", "LEConv", "SSGConv",
-           "MixHopConv", "FAConv", "ClusterGCNConv", "GNN", "DAGNN",
+           "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "GNN", "DAGNN",
            "LiftConv", "LiftBlock", "LiftGCN",
            "TopMAttention", "TANGNNLayer", "TANGNN", "top_m_similar", "LargeGT",
            "EMACodebook", "hop2_tokens", "fastrp_encoding", "SGFormer", "SGFormerAttention",

@@ -360,6 +360,11 @@ def _cluster_gcn(conv):
                                   bias=conv.lin_out.bias is not None)
 
 
+def _agnn(conv):
+    return gl_conv.AGNNConv(requires_grad=conv.requires_grad,
+                            add_self_loops=conv.add_self_loops)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
@@ -368,7 +373,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "TAGConv": _tag, "GatedGraphConv": _gated_graph, "GENConv": _gen,
                "PNAConv": _pna, "LGConv": _lg, "LEConv": _le,
                "SSGConv": _ssg, "MixHopConv": _mixhop, "FAConv": _fa,
-               "ClusterGCNConv": _cluster_gcn}
+               "ClusterGCNConv": _cluster_gcn, "AGNNConv": _agnn}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and

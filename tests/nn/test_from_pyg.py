@@ -399,6 +399,7 @@ AGGREGATED = {
     "MixHopConv": lambda a: pyg.MixHopConv(6, 4, aggr=a),
     "FAConv": lambda a: pyg.FAConv(6, aggr=a),
     "ClusterGCNConv": lambda a: pyg.ClusterGCNConv(6, 4, diag_lambda=0.5, aggr=a),
+    "AGNNConv": lambda a: pyg.AGNNConv(aggr=a),
 }
 
 

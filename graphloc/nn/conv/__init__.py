@@ -2,6 +2,7 @@
 PyG's layer of the same name) and the long-range layers of the seed papers; the conv
 registry (``CONVS``, ``register_conv``) lives in ``registry.py``."""
 
+from graphloc.nn.conv.agnn import AGNNConv
 from graphloc.nn.conv.appnp import APPNP
 from graphloc.nn.conv.cheb import ChebConv
 from graphloc.nn.conv.cluster_gcn import ClusterGCNConv
@@ -35,7 +36,7 @@ from graphloc.nn.conv.ugt import UGTLayer
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
            "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LGConv", "LEConv", "SSGConv",
-           "MixHopConv", "FAConv", "ClusterGCNConv", "LiftConv",
+           "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
            "register_conv"]

@@ -49,6 +49,7 @@ CONVS = [
     ("mixhop", lambda: gl.MixHopConv(8, 3), lambda: pyg.MixHopConv(8, 3), True),
     ("cluster-gcn", lambda: gl.ClusterGCNConv(8, 6, diag_lambda=0.5),
      lambda: pyg.ClusterGCNConv(8, 6, diag_lambda=0.5), False),
+    ("agnn", lambda: gl.AGNNConv(), lambda: pyg.AGNNConv(), False),
 ]
 GCN_NORMALISED = ("gcn", "gcn-improved", "sgc", "appnp", "ssg", "mixhop")  # PyG's gcn_norm inside
 
@@ -627,7 +628,7 @@ def test_propagation_layers_on_special_values_hubs_and_empty_rows(name):
 CONV_NAMES = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
               "TransformerConv", "GraphConv", "SGConv", "APPNP", "GCN2Conv",
               "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv", "LGConv",
-              "LEConv", "SSGConv", "MixHopConv", "FAConv", "ClusterGCNConv"]
+              "LEConv", "SSGConv", "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv"]
 
 
 def test_forward_arguments_come_in_pygs_positional_order():
