@@ -1,7 +1,7 @@
 """The drop-ins added after the layer benchmark's table (SGConv, APPNP, GCN2Conv,
 GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with the
 softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
-ClusterGCNConv, AGNNConv) against PyG's, forward + backward, on the two benchmark graphs.
+ClusterGCNConv, AGNNConv, EdgeConv) against PyG's, forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
@@ -54,13 +54,18 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     "FAConv(64)": "FAConv(64)",  # FAGCN's signed coefficients, eps = 0.1
     "ClusterGCNConv(64, 64, diag_lambda=0.5)": "ClusterGCNConv(64, 64, diag_lambda=0.5)",
     "AGNNConv()": "AGNNConv()",  # a softmax of cosines, one learnt temperature
+    # DGCNN's block: Linear(2F, 64), ReLU, Linear(64, 64) per edge, max aggregation
+    "EdgeConv(MLP 128-64-64, max)": "EdgeConv(Sequential(Linear(128, 64), ReLU(), "
+                                     "Linear(64, 64)))",
 }
 
 
 def _namespace(lib, edge_index, num_nodes: int) -> dict:
-    """The library's names, and ``deg`` (the graph's in-degree histogram, for PNA)."""
+    """The library's names, ``deg`` (the graph's in-degree histogram, for PNA) and the
+    torch modules an edge network is built of (EdgeConv's)."""
     deg = torch.bincount(torch.bincount(edge_index[1], minlength=num_nodes))
-    return {**vars(lib), "deg": deg}
+    modules = {name: getattr(torch.nn, name) for name in ("Sequential", "Linear", "ReLU")}
+    return {**vars(lib), **modules, "deg": deg}
 
 
 def _chosen(prefixes) -> list[str]:

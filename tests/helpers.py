@@ -18,6 +18,7 @@ from graphloc.nn import (
     AGNNConv,
     ChebConv,
     ClusterGCNConv,
+    EdgeConv,
     GATConv,
     GatedGraphConv,
     GATv2Conv,
@@ -238,6 +239,8 @@ CONV_LAYERS = {
     "mixhop": lambda: MixHopConv(5, 2, powers=[0, 2]),
     "cluster-gcn": lambda: ClusterGCNConv(5, 4, diag_lambda=0.5),
     "agnn": lambda: AGNNConv(),
+    "edge": lambda: EdgeConv(torch.nn.Sequential(torch.nn.Linear(10, 4), torch.nn.ReLU()),
+                             aggr="mean"),  # (max: near ties flip under bfloat16)
 }
 
 

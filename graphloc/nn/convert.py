@@ -365,6 +365,12 @@ def _agnn(conv):
                             add_self_loops=conv.add_self_loops)
 
 
+def _edge(conv):
+    _require(conv.aggr in ("max", "min", "mean", "add", "sum"),
+             f"aggr={conv.aggr!r} (graphloc's EdgeConv: max, min, mean, add or sum)")
+    return gl_conv.EdgeConv(copy.deepcopy(conv.nn), aggr=conv.aggr)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
@@ -373,7 +379,8 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "TAGConv": _tag, "GatedGraphConv": _gated_graph, "GENConv": _gen,
                "PNAConv": _pna, "LGConv": _lg, "LEConv": _le,
                "SSGConv": _ssg, "MixHopConv": _mixhop, "FAConv": _fa,
-               "ClusterGCNConv": _cluster_gcn, "AGNNConv": _agnn}
+               "ClusterGCNConv": _cluster_gcn, "AGNNConv": _agnn,
+               "EdgeConv": _edge}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -395,7 +402,7 @@ def _used_state(conv, ours: torch.nn.Module) -> dict:
 # the convs whose converters carry PyG's aggregation over; every other graphloc twin sums
 # its messages, as its PyG conv does by default (PyG's MessagePassing takes aggr= for any)
 _AGGREGATION_CARRIED = ("SAGEConv", "GINConv", "GraphConv", "GatedGraphConv", "GENConv",
-                        "PNAConv")
+                        "PNAConv", "EdgeConv")
 
 
 def _convert_conv(conv) -> torch.nn.Module:

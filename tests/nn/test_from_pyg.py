@@ -154,7 +154,7 @@ class _MixedModel(torch.nn.Module):
 
 
 def test_pyg_convs_without_an_equivalent_are_reported_as_kept():
-    """A FiLMConv or EdgeConv stays PyG's; the report lists it, with the warning (it said
+    """A FiLMConv or FeaStConv stays PyG's; the report lists it, with the warning (it said
     kept: [] and left the user to believe nothing of PyG remained)."""
     x, edge_index = _probe()
     theirs = _MixedModel().eval()
@@ -169,20 +169,22 @@ def test_pyg_convs_without_an_equivalent_are_reported_as_kept():
     assert model == {"converted": False,
                      "reason": "could not convert second: FiLMConv has no graphloc "
                                "equivalent"}
-    alone = pyg.EdgeConv(torch.nn.Linear(12, 4))
-    with pytest.warns(UserWarning, match="EdgeConv: EdgeConv has no graphloc equivalent"):
+    alone = pyg.FeaStConv(6, 4)
+    with pytest.warns(UserWarning, match="FeaStConv: FeaStConv has no graphloc equivalent"):
         kept = from_pyg(alone, example=(x, edge_index))
-    assert kept.pyg_conversion["kept"] == [("EdgeConv", "EdgeConv has no graphloc equivalent")]
+    assert kept.pyg_conversion["kept"] == [("FeaStConv",
+                                            "FeaStConv has no graphloc equivalent")]
 
 
 def test_a_basic_gnn_is_probed_at_its_input_width():
     """EdgeCNN's first MLP reads [x_i, x_j - x_i], twice the input width: the random probe
     takes the model's in_channels (a probe of the MLP's width failed, blamed on the model)."""
     model = pyg.EdgeCNN(6, 8, 2, 4).eval()
-    with pytest.warns(UserWarning, match="convs.0: EdgeConv has no graphloc equivalent"):
-        kept = from_pyg(model)
-    assert kept.pyg_conversion["checked"]
-    assert [name for name, _ in kept.pyg_conversion["kept"]] == ["convs.0", "convs.1"]
+    converted = from_pyg(model)  # its EdgeConvs become graphloc's (2026-12-05)
+    assert converted.pyg_conversion["checked"]
+    assert converted.pyg_conversion["converted"] == ["convs.0", "convs.1"]
+    x, edge_index = _probe()
+    torch.testing.assert_close(converted(x, edge_index), model(x, edge_index))
 
 
 CONVS = [
@@ -400,6 +402,7 @@ AGGREGATED = {
     "FAConv": lambda a: pyg.FAConv(6, aggr=a),
     "ClusterGCNConv": lambda a: pyg.ClusterGCNConv(6, 4, diag_lambda=0.5, aggr=a),
     "AGNNConv": lambda a: pyg.AGNNConv(aggr=a),
+    "EdgeConv": lambda a: pyg.EdgeConv(torch.nn.Linear(12, 4), aggr=a),
 }
 
 

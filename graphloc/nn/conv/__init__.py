@@ -6,6 +6,7 @@ from graphloc.nn.conv.agnn import AGNNConv
 from graphloc.nn.conv.appnp import APPNP
 from graphloc.nn.conv.cheb import ChebConv
 from graphloc.nn.conv.cluster_gcn import ClusterGCNConv
+from graphloc.nn.conv.edge_conv import EdgeConv
 from graphloc.nn.conv.fa_conv import FAConv
 from graphloc.nn.conv.gat import GATConv
 from graphloc.nn.conv.gated_graph import GatedGraphConv
@@ -36,7 +37,8 @@ from graphloc.nn.conv.ugt import UGTLayer
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
            "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LGConv", "LEConv", "SSGConv",
-           "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "LiftConv",
+           "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
+           "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
            "register_conv"]

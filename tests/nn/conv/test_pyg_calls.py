@@ -50,6 +50,8 @@ CONVS = [
     ("cluster-gcn", lambda: gl.ClusterGCNConv(8, 6, diag_lambda=0.5),
      lambda: pyg.ClusterGCNConv(8, 6, diag_lambda=0.5), False),
     ("agnn", lambda: gl.AGNNConv(), lambda: pyg.AGNNConv(), False),
+    ("edge", lambda: gl.EdgeConv(torch.nn.Linear(16, 6)),
+     lambda: pyg.EdgeConv(torch.nn.Linear(16, 6)), False),
 ]
 GCN_NORMALISED = ("gcn", "gcn-improved", "sgc", "appnp", "ssg", "mixhop")  # PyG's gcn_norm inside
 
@@ -628,7 +630,7 @@ def test_propagation_layers_on_special_values_hubs_and_empty_rows(name):
 CONV_NAMES = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
               "TransformerConv", "GraphConv", "SGConv", "APPNP", "GCN2Conv",
               "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv", "LGConv",
-              "LEConv", "SSGConv", "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv"]
+              "LEConv", "SSGConv", "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv"]
 
 
 def test_forward_arguments_come_in_pygs_positional_order():

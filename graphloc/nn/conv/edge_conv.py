@@ -1,0 +1,137 @@
+"""DGCNN's edge convolution: a network on each edge's ``[x_i, x_j - x_i]``, aggregated at
+the destination."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from graphloc import ops
+from graphloc.checks import check_choice
+from graphloc.nn.conv._inputs import check_flow, read_inputs
+from graphloc.nn.conv._utils import can_branch_on_values, check_input
+
+#: PyG's aggregation names this conv takes, as ops.segment_reduce names them
+_REDUCTIONS = {"max": "max", "min": "min", "mean": "mean", "add": "sum", "sum": "sum"}
+
+
+class EdgeConv(torch.nn.Module):
+    r"""The edge convolution of `Wang et al., "Dynamic Graph CNN for Learning on Point
+    Clouds" (ACM TOG 2019) <https://arxiv.org/abs/1801.07829>`_:
+
+    .. math::
+        \mathbf{x}'_i = \square_{j \in \mathcal{N}(i)} h_{\mathbf{\Theta}}(\mathbf{x}_i
+        \, \Vert \, \mathbf{x}_j - \mathbf{x}_i),
+
+    :math:`\square` the aggregation (max by default). A drop-in for PyG's ``EdgeConv`` (same
+    arguments, the network as ``nn``, and outputs). Where the network starts with a
+    ``torch.nn.Linear`` (alone or first in a ``torch.nn.Sequential``), its first product is
+    taken per node: :math:`W [\mathbf{x}_i, \mathbf{x}_j - \mathbf{x}_i] + b =
+    (W_1 - W_2) \mathbf{x}_i + b + W_2 \mathbf{x}_j`, two ``[N, F]`` products and a sum per
+    edge instead of an ``[E, 2F]`` one. The two are formed and added in float64 and rounded
+    once (for near points regrouped float32 sums would carry errors of the scale of
+    :math:`\mathbf{x}` where PyG's carry those of :math:`\mathbf{x}_j - \mathbf{x}_i`):
+    as close to the exact value as PyG's product, or closer. The network runs on each
+    edge's ``[x_i, x_j - x_i]``, as PyG's, where the features are not finite, under
+    ``torch.autocast``, ``torch.compile`` or ``torch.func``, or where that Linear has hooks.
+    The rest of the network runs per edge (on the edges in destination order), and the
+    messages are reduced per destination row.
+
+    Args:
+        nn (torch.nn.Module): the network, ``[*, 2 F] -> [*, C]``.
+        aggr (str, default "max"): "max", "min", "mean", "add" or "sum" (nodes without
+            incoming edges get 0; max and min send the gradient to one winner per channel).
+        flow (str, default "source_to_target"): PyG's edge direction.
+
+    Shapes:
+        input: ``x [N, F]`` or a pair ``(x_src, x_dst)`` (or ``[B, N, F]`` on one graph), a
+        ``Graph``, an ``edge_index [2, E]`` or a ``torch.sparse`` ``adj_t`` (its pattern).
+        output: ``[N_dst, C]``.
+    """
+
+    def __init__(self, nn: torch.nn.Module, aggr: str = "max",
+                 flow: str = "source_to_target"):
+        super().__init__()
+        if not callable(nn):
+            raise TypeError(f"EdgeConv: nn must be a module (the edge network), got "
+                            f"{type(nn).__name__}")
+        check_choice("EdgeConv", "aggr", aggr, tuple(_REDUCTIONS))
+        self.nn, self.aggr = nn, aggr
+        self.flow = check_flow("EdgeConv", flow)
+
+    def reset_parameters(self) -> None:
+        _reset(self.nn)
+
+    @property
+    def graphloc_hops(self) -> int:
+        return 1
+
+    def forward(self, x: Tensor | tuple[Tensor, Tensor], edge_index) -> Tensor:
+        inputs = read_inputs(self, x, edge_index)
+        x_src, x_dst = inputs.x_src, inputs.x_dst
+        if x_dst is None:
+            raise ValueError("EdgeConv: its messages read x_i, so a pair (x_src, None) "
+                             "has no destination features; pass (x_src, x_dst)")
+        check_input(self, x_src, None)
+        check_input(self, x_dst, x_src.size(1), "x_dst")
+        graph = inputs.graph
+        src, dst = graph.in_csr_order().edge_index
+        first, rest = _first_linear(self.nn)
+        if first is not None and _may_regroup(first, x_src, x_dst):
+            messages = rest(_first_product(first, x_src, x_dst, src, dst))
+        else:
+            x_i = x_dst.index_select(0, dst)
+            messages = self.nn(torch.cat([x_i, x_src.index_select(0, src) - x_i], dim=-1))
+        out = ops.segment_reduce(messages, graph.csr.indptr, _REDUCTIONS[self.aggr])
+        return inputs.node_output(out)
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(nn={self.nn})"
+
+
+def _reset(module) -> None:
+    """PyG's ``reset``: the module's own ``reset_parameters``, else its children's."""
+    if hasattr(module, "reset_parameters"):
+        module.reset_parameters()
+    else:
+        for child in getattr(module, "children", lambda: ())():
+            _reset(child)
+
+
+def _first_linear(nn: torch.nn.Module):
+    """``(the network's first Linear, the rest of it)``, or ``(None, None)`` where the
+    network does not start with a ``torch.nn.Linear`` graphloc can take apart."""
+    if type(nn) is torch.nn.Linear:
+        return nn, torch.nn.Identity()
+    if type(nn) is torch.nn.Sequential and len(nn) and type(nn[0]) is torch.nn.Linear:
+        return nn[0], nn[1:]
+    return None, None
+
+
+def _may_regroup(first: torch.nn.Linear, x_src: Tensor, x_dst: Tensor) -> bool:
+    """Whether the first product may be taken per node: the same numbers as PyG's only on
+    finite features (inf - inf is NaN per edge, where the regrouped sums can be finite),
+    branching on values is allowed, autocast is off (PyG's product runs in its dtype) and
+    no hook waits for the Linear's own call."""
+    if first.weight.size(1) != 2 * x_src.size(1) or first._forward_hooks or \
+            first._forward_pre_hooks or not can_branch_on_values():
+        return False
+    if torch.is_autocast_enabled(x_src.device.type):
+        return False
+    return bool(torch.isfinite(x_src.sum())) and bool(torch.isfinite(x_dst.sum()))
+
+
+def _first_product(first: torch.nn.Linear, x_src: Tensor, x_dst: Tensor, src: Tensor,
+                   dst: Tensor) -> Tensor:
+    """``W [x_i, x_j - x_i] + b`` per edge (in ``src``, ``dst`` order) as ``(W_1 - W_2) x_i
+    + b + W_2 x_j``, the node products and their sum in float64, rounded once."""
+    wide = torch.float64
+    width = x_src.size(1)
+    weight = first.weight.to(wide)
+    w_dst, w_src = weight[:, :width], weight[:, width:]
+    at_dst = x_dst.to(wide) @ (w_dst - w_src).t()
+    if first.bias is not None:
+        at_dst = at_dst + first.bias.to(wide)
+    at_src = x_src.to(wide) @ w_src.t()
+    out = at_dst.index_select(0, dst) + at_src.index_select(0, src)
+    return out.to(torch.promote_types(x_src.dtype, first.weight.dtype))
