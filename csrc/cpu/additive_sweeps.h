@@ -16,6 +16,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -56,6 +57,25 @@ inline W leaky(W v, A slope) {
 template <typename W, typename A>
 inline W leaky_slope(W v, A slope) {
   return v > A(0) ? W{} + A(1) : W{} + slope;
+}
+
+// A row of the forward as the sum of the normalised weights' products, sum_e (w_e / total)
+// x_e per head, into row [H * T]: where the sum of the w-weighted rows overflowed before its
+// division (w <= 1 per edge: values within a factor of the degree of the type's largest)
+// while the softmax-weighted sum is finite, as the pure-torch twin and PyG form it; also
+// where the inputs are not finite, whose normalised sum it gives.
+template <int H, int T, typename A, typename index_t, typename W>
+__attribute__((noinline)) void normalised_sweep(const index_t* indices, int64_t begin, int64_t end,
+                                                const W* scores, W m, W inverse, const A* x,
+                                                A* row) {
+  constexpr int64_t K = H * T;
+  std::fill(row, row + K, A(0));
+  for (int64_t e = begin; e < end; ++e) {
+    const W w = exp_lanes(scores[e - begin] - m) * inverse;
+    const A* xr = x + static_cast<int64_t>(indices[e]) * K;
+    for (int g = 0; g < H; ++g)
+      for (int f = 0; f < T; ++f) row[g * T + f] += w[g] * xr[g * T + f];
+  }
 }
 
 // Forward: out [rows, H * T], and per row and head its shift (the max score, 0 for a row
@@ -100,6 +120,8 @@ void additive_forward_sweeps(const index_t* indptr, const index_t* indices, cons
       alignas(64) A row[K];
 #pragma GCC unroll 8
       for (int g = 0; g < H; ++g) store_vec<A, T>(row + g * T, acc[g] * inverse[g]);
+      if (any_non_finite(row, K))  // the weighted sum overflowed, or the inputs are not finite
+        normalised_sweep<H, T>(indices, begin, end, scores.data(), m, inverse, x, row);
       store_row(out + i * K, row, K, stream);
       store_vec<A, H>(shift + i * H, m);
       store_vec<A, H>(sum + i * H, total);

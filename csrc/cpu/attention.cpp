@@ -195,6 +195,24 @@ inline acc_t inverse_or_zero(acc_t s) {
   return s == acc_t(0) ? acc_t(0) : acc_t(1) / s;
 }
 
+// A head's channels [c0, c0 + n) of the row as the sum of the normalised weights' products,
+// sum_e (p_e * scale) x_e, into out: where the p-weighted sum overflowed before its division
+// (p <= 1 per edge: values within a factor of the degree of the type's largest) while the
+// softmax-weighted sum is finite, as the pure-torch twin and PyG form it. Also taken where
+// the inputs hold inf or NaN, whose normalised sum it then gives.
+template <typename acc_t, typename scalar_t, typename index_t>
+__attribute__((noinline)) void normalised_head_sum(const index_t* row_indices, const acc_t* p,
+                                                   int64_t degree, int64_t H, int64_t h, int64_t K,
+                                                   int64_t c0, int64_t n, acc_t scale,
+                                                   const scalar_t* x, acc_t* out) {
+  std::fill(out, out + n, acc_t(0));
+  for (int64_t e = 0; e < degree; ++e) {
+    const acc_t w = p[e * H + h] * scale;
+    const scalar_t* __restrict__ xr = x + static_cast<int64_t>(row_indices[e]) * K + c0;
+    for (int64_t c = 0; c < n; ++c) out[c] += w * static_cast<acc_t>(xr[c]);
+  }
+}
+
 // The p-weighted sums of the source rows for the G heads h0 .. h0 + G - 1, each divided by
 // its head's normaliser, the sum of its weights: summed on the way, as the sweep loads each
 // weight anyway (a separate pass over the row cost the road graph's forward a seventh of
@@ -223,7 +241,10 @@ inline void weighted_head_sum(const index_t* row_indices, const acc_t* p, int64_
     }
     s[h0] = sum;
     const acc_t scale = inverse_or_zero(sum);
-    for (int64_t c = 0; c < C; ++c) out[h0 * C + c] = static_cast<scalar_t>(acc[c] * scale);
+    for (int64_t c = 0; c < C; ++c) acc[c] *= scale;
+    if (any_non_finite(acc, C))
+      normalised_head_sum(row_indices, p, degree, H, h0, K, h0 * C, C, scale, x, acc);
+    for (int64_t c = 0; c < C; ++c) out[h0 * C + c] = static_cast<scalar_t>(acc[c]);
   } else {
     for (int64_t t0 = 0; t0 < C; t0 += T) {
       acc_t a[G][T] = {}, sum[G] = {};
@@ -247,6 +268,9 @@ inline void weighted_head_sum(const index_t* row_indices, const acc_t* p, int64_
         alignas(64) acc_t head_out[T];  // a's own address would keep a out of the registers
 #pragma GCC unroll 64
         for (int f = 0; f < T; ++f) head_out[f] = a[g][f] * scale;
+        if (any_non_finite(head_out, T))
+          normalised_head_sum(row_indices, p, degree, H, h0 + g, K, (h0 + g) * C + t0, T, scale, x,
+                              head_out);
         store_row(out + (h0 + g) * C + t0, head_out, T, stream);
       }
     }

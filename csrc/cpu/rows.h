@@ -55,6 +55,17 @@ void parallel_rows(const index_t* indptr, int64_t num_rows, F&& body) {
   });
 }
 
+// Whether any of the n values is inf or NaN (v - v is 0 only for a finite v), vectorised:
+// the softmax-weighted kernels check their rows with it, as a p-weighted sum can overflow
+// before its division by the sum of the weights.
+template <typename acc_t>
+inline bool any_non_finite(const acc_t* v, int64_t n) {
+  bool bad = false;
+#pragma omp simd reduction(| : bad)
+  for (int64_t k = 0; k < n; ++k) bad |= (v[k] - v[k]) != acc_t(0);
+  return bad;
+}
+
 // Prefetch a whole feature row (all its cache lines) ahead of use: gathers of random
 // neighbour rows are latency-bound, the hardware prefetcher only helps within a row.
 //

@@ -33,6 +33,26 @@ inline acc_t score_of(scalar_t x, acc_t t) {
   return static_cast<acc_t>(static_cast<scalar_t>(static_cast<acc_t>(x) * t));
 }
 
+// Row i of the forward as the sum of the normalised weights' products, per channel
+// sum_e (exp(score - shift) / total) x_e, into out [K]: where the sum of the exp-weighted
+// values overflowed before its division (each weight <= 1: values within a factor of the
+// degree of the type's largest) while the softmax-weighted sum is finite, as the pure-torch
+// twin and PyG's softmax aggregation form it; also where the inputs are not finite.
+template <typename scalar_t, typename index_t, typename acc_t>
+__attribute__((noinline)) void normalised_row(const index_t* indptr, const index_t* indices,
+                                              const scalar_t* x, const acc_t* t, int64_t i,
+                                              int64_t K, const acc_t* shift, const acc_t* norm,
+                                              acc_t* out) {
+  std::fill(out, out + K, acc_t(0));
+  for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+    const scalar_t* __restrict__ xr = x + static_cast<int64_t>(indices[e]) * K;
+    for (int64_t k = 0; k < K; ++k) {
+      const acc_t w = exp_vec(score_of(xr[k], t[k]) - shift[k]) / norm[k];
+      out[k] += w * static_cast<acc_t>(xr[k]);
+    }
+  }
+}
+
 // Rows [r0, r1) of the forward. Per channel: top = the largest score of the row (NaN
 // skipped: its exponential makes the sum NaN, so the row is NaN as in torch.softmax), the
 // shift top, or 0 for a row of only -inf scores (their weights exp(-inf) = 0, no
@@ -85,8 +105,11 @@ __attribute__((noinline)) void forward_rows(const index_t* indptr, const index_t
 #pragma omp simd
     for (int64_t k = 0; k < K; ++k) {
       norm[k] = total[k] == acc_t(0) ? acc_t(1) : total[k];
-      o[k] = static_cast<scalar_t>(sum[k] / norm[k]);
+      sum[k] /= norm[k];
     }
+    if (any_non_finite(sum, K))  // overflowed before the division, or not finite inputs
+      normalised_row(indptr, indices, x, t, i, K, shift, norm, sum);
+    for (int64_t k = 0; k < K; ++k) o[k] = static_cast<scalar_t>(sum[k]);
   }
 }
 

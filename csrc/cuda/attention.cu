@@ -42,6 +42,32 @@ struct OnlineSoftmax {
   }
 };
 
+// A lane's pack as the sum of the normalised weights' products, sum_e exp(score - m) * scale
+// * x_e, into sums: where the running weighted sum overflowed before its division (each
+// weight <= 1: values within a factor of the degree of the type's largest) while the
+// softmax-weighted sum is finite, as the pure-torch twin and PyG form it; also where the
+// inputs are not finite. Reads the row's edges itself (no shuffle: other lanes of the group
+// may not take this path).
+template <typename scalar_t, typename index_t, typename acc_t, int V>
+__device__ __noinline__ void normalised_sum(const index_t* __restrict__ indptr,
+                                            const index_t* __restrict__ indices,
+                                            const scalar_t* __restrict__ score,
+                                            const scalar_t* __restrict__ x, int64_t row, int64_t H,
+                                            int64_t h, int64_t K, int64_t k0, acc_t m, acc_t scale,
+                                            acc_t (&sums)[V]) {
+#pragma unroll
+  for (int u = 0; u < V; ++u) sums[u] = 0;
+  for (int64_t e = indptr[row]; e < indptr[row + 1]; ++e) {
+    const acc_t v = static_cast<acc_t>(score[e * H + h]);
+    if (v == minus_infinity<acc_t>()) continue;  // masked: weight 0, as fold
+    const acc_t w = exp(v - m) * scale;
+    const Pack<scalar_t, V> xs =
+        load_pack<scalar_t, V>(x + static_cast<int64_t>(indices[e]) * K + k0);
+#pragma unroll
+    for (int u = 0; u < V; ++u) sums[u] += w * static_cast<acc_t>(xs.v[u]);
+  }
+}
+
 // Thread mapping: a row group (common.cuh) per destination row, each lane a pack of V
 // channels of one head (coalesced reads of x), running its head's online softmax; the
 // group shares the row's source ids by shuffle and each lane has kUnroll source rows in
@@ -93,9 +119,18 @@ __global__ void __launch_bounds__(kGroupBlock)
     if (state.m == static_cast<acc_t>(INFINITY)) state.s = static_cast<acc_t>(NAN);  // as torch
     const bool empty = state.s == acc_t(0);
     const acc_t scale = empty ? acc_t(0) : acc_t(1) / state.s;
+    acc_t sums[V];
+    bool overflowed = false;
+#pragma unroll
+    for (int u = 0; u < V; ++u) {
+      sums[u] = state.acc[u] * scale;
+      overflowed |= (sums[u] - sums[u]) != acc_t(0);  // inf or NaN
+    }
+    if (overflowed)
+      normalised_sum(indptr, indices, score, x, g.row, H, h, K, k0, state.m, scale, sums);
     Pack<scalar_t, V> result;
 #pragma unroll
-    for (int u = 0; u < V; ++u) result.v[u] = static_cast<scalar_t>(state.acc[u] * scale);
+    for (int u = 0; u < V; ++u) result.v[u] = static_cast<scalar_t>(sums[u]);
     store_pack<scalar_t, V>(out + g.row * K + k0, result);
     if (k0 % C == 0)
       lse[g.row * H + h] = static_cast<scalar_t>(empty ? acc_t(0) : state.m + log(state.s));

@@ -402,3 +402,45 @@ def test_a_product_that_overflows_is_inf_before_it_is_summed(impl):
     att = torch.tensor([[2.0, -1e30]])
     score = _raw(impl).gatv2_scores(torch.tensor([0, 1]), torch.tensor([0]), src, dst, att, 0.2)
     assert score.isnan().all() and (att * torch.nn.functional.leaky_relu(src, 0.2)).sum().isnan()
+
+
+def _hub_near_the_largest_value(dtype, width: int, degree: int = 45):
+    """One destination fed by ``degree`` edges from 3 sources whose features lie within a
+    factor of 10 of the dtype's largest value, with both signs."""
+    big = torch.finfo(dtype).max / 10
+    src = torch.arange(degree) % 3
+    graph = graphloc.Graph.bipartite(torch.stack([src, torch.zeros_like(src)]), (3, 1))
+    signs = torch.tensor([1.0, -1.0, 1.0], dtype=torch.float64).repeat_interleave(width)
+    x = (signs.view(3, width) * big * torch.linspace(0.5, 1.0, width,
+                                                     dtype=torch.float64)).to(dtype)
+    return graph, x, src
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("heads,channels", [(1, 16), (2, 16), (4, 16), (8, 8), (3, 5), (1, 3)])
+def test_attention_near_the_largest_value_does_not_overflow(dtype, heads, channels):
+    """out_i = sum_j softmax(s)_j x_j lies within x's range, but the kernels summed
+    exp(s_j - max) x_j first and divided by the weights' sum after: 45 tied edges into a
+    hub of values near the largest overflowed to inf (the pure-torch twin and PyG stay
+    finite). Every layout (the register sweeps of 1, 2, 4 and 8 heads, the block kernel's
+    tiles, a width with no tile), segment_attention and GAT's additive_attention."""
+    graph, x, src = _hub_near_the_largest_value(dtype, heads * channels)
+    scores = torch.zeros(graph.num_edges, heads, dtype=dtype)
+    halves = torch.zeros(3, heads, dtype=dtype), torch.zeros(1, heads, dtype=dtype)
+    weights = torch.bincount(src, minlength=3).to(torch.float64) / graph.num_edges
+    expected = (weights[:, None] * x.double()).sum(0, keepdim=True)  # equal scores
+    for out in (ops.segment_attention(graph, scores, x),
+                ops.additive_attention(graph, *halves, x)):
+        assert torch.isfinite(out).all()
+        torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_softmax_aggregation_near_the_largest_value_does_not_overflow(dtype):
+    graph, x, src = _hub_near_the_largest_value(dtype, 4)
+    t = torch.zeros(4, dtype=dtype)  # equal weights per channel
+    weights = torch.bincount(src, minlength=3).to(torch.float64) / graph.num_edges
+    out = ops.softmax_sum(graph, x, t)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out.double(), (weights[:, None] * x.double()).sum(0, keepdim=True),
+                               rtol=1e-5, atol=0)
