@@ -59,22 +59,34 @@ inline W leaky_slope(W v, A slope) {
   return v > A(0) ? W{} + A(1) : W{} + slope;
 }
 
-// A row of the forward as the sum of the normalised weights' products, sum_e (w_e / total)
-// x_e per head, into row [H * T]: where the sum of the w-weighted rows overflowed before its
-// division (w <= 1 per edge: values within a factor of the degree of the type's largest)
-// while the softmax-weighted sum is finite, as the pure-torch twin and PyG form it; also
-// where the inputs are not finite, whose normalised sum it gives.
-template <int H, int T, typename A, typename index_t, typename W>
-__attribute__((noinline)) void normalised_sweep(const index_t* indices, int64_t begin, int64_t end,
-                                                const W* scores, W m, W inverse, const A* x,
-                                                A* row) {
+// The rows [r0, r1) of the forward whose output holds inf or NaN, again as the sum of the
+// normalised weights' products, sum_e (exp(score - shift) / sum) x_e per head: where the sum
+// of the exp-weighted rows overflowed before its division (each weight <= 1: values within
+// a factor of the degree of the type's largest) while the softmax-weighted sum is finite, as
+// the pure-torch twin and PyG form it; also where the inputs are not finite, whose
+// normalised sum it gives. Taken for a chunk whose rows' probe fired (the forward checks a
+// chunk, not each row: a check per row cost the forward up to a tenth).
+template <int H, int T, typename A, typename index_t>
+__attribute__((noinline)) void renormalise_rows(const index_t* indptr, const index_t* indices,
+                                                const A* a_src, const A* a_dst, A slope, const A* x,
+                                                int64_t r0, int64_t r1, A* out, const A* shift,
+                                                const A* sum) {
+  using W = typename Vec<A, H>::type;
   constexpr int64_t K = H * T;
-  std::fill(row, row + K, A(0));
-  for (int64_t e = begin; e < end; ++e) {
-    const W w = exp_lanes(scores[e - begin] - m) * inverse;
-    const A* xr = x + static_cast<int64_t>(indices[e]) * K;
-    for (int g = 0; g < H; ++g)
-      for (int f = 0; f < T; ++f) row[g * T + f] += w[g] * xr[g * T + f];
+  for (int64_t i = r0; i < r1; ++i) {
+    A* row = out + i * K;
+    if (!any_non_finite(row, K)) continue;
+    const W d = load_vec<A, H>(a_dst + i * H), m = load_vec<A, H>(shift + i * H);
+    const W total = load_vec<A, H>(sum + i * H);
+    const W inverse = total == A(0) ? W{} : A(1) / total;
+    std::fill(row, row + K, A(0));
+    for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+      const A* xr = x + static_cast<int64_t>(indices[e]) * K;
+      const W s = leaky(load_vec<A, H>(a_src + static_cast<int64_t>(indices[e]) * H) + d, slope);
+      const W w = exp_lanes(s - m) * inverse;
+      for (int g = 0; g < H; ++g)
+        for (int f = 0; f < T; ++f) row[g * T + f] += w[g] * xr[g * T + f];
+    }
   }
 }
 
@@ -92,6 +104,7 @@ void additive_forward_sweeps(const index_t* indptr, const index_t* indices, cons
   const int64_t distance = prefetch_distance_of<A>(K);
   parallel_rows(indptr, num_rows, [&](int64_t r0, int64_t r1) {
     std::vector<W> scores;
+    V probe = {};  // NaN in a lane where some output of the chunk is inf or NaN (v - v)
     const int64_t ahead_end = static_cast<int64_t>(indptr[r1]) - distance;
     for (int64_t i = r0; i < r1; ++i) {
       const int64_t begin = indptr[i], end = indptr[i + 1];
@@ -119,13 +132,17 @@ void additive_forward_sweeps(const index_t* indptr, const index_t* indices, cons
       const W inverse = total == A(0) ? W{} : A(1) / total;
       alignas(64) A row[K];
 #pragma GCC unroll 8
-      for (int g = 0; g < H; ++g) store_vec<A, T>(row + g * T, acc[g] * inverse[g]);
-      if (any_non_finite(row, K))  // the weighted sum overflowed, or the inputs are not finite
-        normalised_sweep<H, T>(indices, begin, end, scores.data(), m, inverse, x, row);
+      for (int g = 0; g < H; ++g) {
+        const V v = acc[g] * inverse[g];
+        probe += v - v;
+        store_vec<A, T>(row + g * T, v);
+      }
       store_row(out + i * K, row, K, stream);
       store_vec<A, H>(shift + i * H, m);
       store_vec<A, H>(sum + i * H, total);
     }
+    if (lane_sum<T, A>(probe) != A(0))  // a sum overflowed, or the inputs are not finite
+      renormalise_rows<H, T>(indptr, indices, a_src, a_dst, slope, x, r0, r1, out, shift, sum);
   });
 }
 

@@ -261,6 +261,8 @@ inline void weighted_head_sum(const index_t* row_indices, const acc_t* p, int64_
           for (int f = 0; f < T; ++f) a[g][f] += w * static_cast<acc_t>(xr[g * C + f]);
         }
       }
+      using V = typename Vec<acc_t, T>::type;
+      V probe = {};  // NaN in a lane where some head's channel is inf or NaN (v - v), else 0
 #pragma GCC unroll 8
       for (int g = 0; g < G; ++g) {
         s[h0 + g] = sum[g];
@@ -268,11 +270,17 @@ inline void weighted_head_sum(const index_t* row_indices, const acc_t* p, int64_
         alignas(64) acc_t head_out[T];  // a's own address would keep a out of the registers
 #pragma GCC unroll 64
         for (int f = 0; f < T; ++f) head_out[f] = a[g][f] * scale;
-        if (any_non_finite(head_out, T))
-          normalised_head_sum(row_indices, p, degree, H, h0 + g, K, (h0 + g) * C + t0, T, scale, x,
-                              head_out);
+        const V v = load_vec<acc_t, T>(head_out);
+        probe += v - v;
         store_row(out + (h0 + g) * C + t0, head_out, T, stream);
       }
+      if (lane_sum<T, acc_t>(probe) != acc_t(0))  // overflowed, or inputs not finite
+        for (int g = 0; g < G; ++g) {
+          alignas(64) acc_t head_out[T];
+          normalised_head_sum(row_indices, p, degree, H, h0 + g, K, (h0 + g) * C + t0, T,
+                              inverse_or_zero(sum[g]), x, head_out);
+          store_row(out + (h0 + g) * C + t0, head_out, T, stream);
+        }
     }
   }
 }

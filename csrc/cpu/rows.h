@@ -55,15 +55,16 @@ void parallel_rows(const index_t* indptr, int64_t num_rows, F&& body) {
   });
 }
 
-// Whether any of the n values is inf or NaN (v - v is 0 only for a finite v), vectorised:
-// the softmax-weighted kernels check their rows with it, as a p-weighted sum can overflow
+// Whether any of the n values is inf or NaN: v - v is 0 for a finite v and NaN otherwise,
+// summed as a vectorised reduction (a bool or-reduction ran as a scalar loop). The
+// softmax-weighted kernels check their rows with it, as a p-weighted sum can overflow
 // before its division by the sum of the weights.
 template <typename acc_t>
 inline bool any_non_finite(const acc_t* v, int64_t n) {
-  bool bad = false;
-#pragma omp simd reduction(| : bad)
-  for (int64_t k = 0; k < n; ++k) bad |= (v[k] - v[k]) != acc_t(0);
-  return bad;
+  acc_t probe = 0;
+#pragma omp simd reduction(+ : probe)
+  for (int64_t k = 0; k < n; ++k) probe += v[k] - v[k];
+  return probe != acc_t(0);
 }
 
 // Prefetch a whole feature row (all its cache lines) ahead of use: gathers of random

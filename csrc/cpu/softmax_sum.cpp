@@ -67,10 +67,13 @@ __attribute__((noinline)) void forward_rows(const index_t* indptr, const index_t
   const int64_t K = width_of<CT>(K_run);
   const int64_t distance = prefetch_distance_of<scalar_t>(K);
   const int64_t ahead_end = static_cast<int64_t>(indptr[r1]) - distance;
-  std::vector<acc_t> top_v(K), total_v(K), sum_v(K);
+  // probe: NaN in a channel where some row's output is inf or NaN (v - v), else 0: the
+  // chunk is checked once (a check per row cost the forward up to a tenth)
+  std::vector<acc_t> top_v(K), total_v(K), sum_v(K), probe_v(K);
   acc_t* __restrict__ top = top_v.data();
   acc_t* __restrict__ total = total_v.data();
   acc_t* __restrict__ sum = sum_v.data();
+  acc_t* __restrict__ probe = probe_v.data();
   for (int64_t i = r0; i < r1; ++i) {
     const int64_t begin = indptr[i], end = indptr[i + 1];
     acc_t* __restrict__ shift = shift_out + i * K;
@@ -105,12 +108,19 @@ __attribute__((noinline)) void forward_rows(const index_t* indptr, const index_t
 #pragma omp simd
     for (int64_t k = 0; k < K; ++k) {
       norm[k] = total[k] == acc_t(0) ? acc_t(1) : total[k];
-      sum[k] /= norm[k];
+      const acc_t v = sum[k] / norm[k];
+      probe[k] += v - v;
+      o[k] = static_cast<scalar_t>(v);
     }
-    if (any_non_finite(sum, K))  // overflowed before the division, or not finite inputs
-      normalised_row(indptr, indices, x, t, i, K, shift, norm, sum);
-    for (int64_t k = 0; k < K; ++k) o[k] = static_cast<scalar_t>(sum[k]);
   }
+  if (any_non_finite(probe, K))  // a sum overflowed, or the inputs are not finite
+    for (int64_t i = r0; i < r1; ++i) {
+      scalar_t* __restrict__ o = out + i * K;
+      for (int64_t k = 0; k < K; ++k) sum[k] = static_cast<acc_t>(o[k]);
+      if (!any_non_finite(sum, K)) continue;
+      normalised_row(indptr, indices, x, t, i, K, shift_out + i * K, total_out + i * K, sum);
+      for (int64_t k = 0; k < K; ++k) o[k] = static_cast<scalar_t>(sum[k]);
+    }
 }
 
 // Rows [r0, r1) of the transpose (source rows j). With a = exp(score - shift[i]) / total[i]
