@@ -9,6 +9,8 @@ import torch
 
 from graphloc.nn.conv._utils import check_dropouts, check_sizes
 from graphloc.nn.conv.cheb import ChebConv
+from graphloc.nn.conv.cluster_gcn import ClusterGCNConv
+from graphloc.nn.conv.edge_conv import EdgeConv
 from graphloc.nn.conv.gat import GATConv
 from graphloc.nn.conv.gatv2 import GATv2Conv
 from graphloc.nn.conv.gcn import GCNConv
@@ -44,6 +46,16 @@ register_conv("cheb")(lambda i, o, K=3, **kw: ChebConv(i, o, K=K, **kw))
 register_conv("tag")(TAGConv)
 register_conv("gen")(GENConv)  # DeeperGCN's conv, its own MLP inside
 register_conv("le")(LEConv)
+register_conv("clustergcn")(ClusterGCNConv)
+
+
+@register_conv("edge")
+def _edge(in_channels: int, out_channels: int, aggr: str = "max", **kwargs) -> EdgeConv:
+    """DGCNN's edge block: Linear(2 in, out), ReLU, Linear(out, out) on [x_i, x_j - x_i]."""
+    check_sizes("EdgeConv", in_channels=in_channels, out_channels=out_channels)
+    mlp = torch.nn.Sequential(torch.nn.Linear(2 * in_channels, out_channels), torch.nn.ReLU(),
+                              torch.nn.Linear(out_channels, out_channels))
+    return EdgeConv(mlp, aggr=aggr, **kwargs)
 
 
 @register_conv("pna")

@@ -36,6 +36,28 @@ def test_gnn_of_le_convs_is_pygs_le_convs_composed():
     torch.testing.assert_close(model(x, edge_index), theirs[2](h, edge_index))
 
 
+def test_gnn_of_cluster_gcn_and_edge_convs_is_pygs_convs_composed():
+    """GNN("clustergcn") and GNN("edge") (registered 2026-12-05; "edge" DGCNN's block
+    Linear(2F, C), ReLU, Linear(C, C)) against PyG's convs with their weights."""
+    import torch_geometric.nn as pyg
+    edge_index = random_edge_index(20, 80, seed=42)
+    x = torch.randn(20, 4)
+    model = GNN("clustergcn", 4, 6, 3, num_layers=2, diag_lambda=0.5).eval()
+    theirs = [pyg.ClusterGCNConv(4, 6, diag_lambda=0.5), pyg.ClusterGCNConv(6, 3, diag_lambda=0.5)]
+    for ours, conv in zip(model.convs, theirs, strict=True):
+        conv.load_state_dict(ours.state_dict())
+    torch.testing.assert_close(model(x, edge_index),
+                               theirs[1](torch.relu(theirs[0](x, edge_index)), edge_index))
+    model = GNN("edge", 4, 6, 3, num_layers=2).eval()
+    mlps = [torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.ReLU(), torch.nn.Linear(6, 6)),
+            torch.nn.Sequential(torch.nn.Linear(12, 3), torch.nn.ReLU(), torch.nn.Linear(3, 3))]
+    theirs = [pyg.EdgeConv(mlp) for mlp in mlps]
+    for ours, conv in zip(model.convs, theirs, strict=True):
+        conv.load_state_dict(ours.state_dict())
+    torch.testing.assert_close(model(x, edge_index),
+                               theirs[1](torch.relu(theirs[0](x, edge_index)), edge_index))
+
+
 def test_gnn_equals_the_layers_composed_by_hand():
     edge_index = random_edge_index(20, 80, seed=40)
     graph = Graph(edge_index, num_nodes=20)
@@ -298,7 +320,7 @@ def test_every_layer_refuses_zero_sizes_and_bad_dropouts(cls, kwargs):
 
 
 @pytest.mark.parametrize("conv", ["gcn", "sage", "gin", "gat", "gatv2", "resgated", "tag",
-                                  "gen", "le"])
+                                  "gen", "le", "clustergcn"])
 def test_compiles_fullgraph_on_a_freshly_built_graph(conv):
     """No eager call first: the layouts a conv derives inside forward (GCN's normalised
     graph with its loops, GAT's fresh loops with the old ones masked) are built without
@@ -320,7 +342,8 @@ def _whole_models():
     names = sorted(set(MODELS) - {"latte", "forwardgnn"})
     cases = [(name, lambda name=name: build_model(name, 6, 16, 3, 2)) for name in names]
     cases += [(f"gnn-{conv}", lambda conv=conv: GNN(conv, 6, 16, 3, num_layers=2))
-              for conv in ("gcn", "sage", "gat", "gin", "cheb", "transformer", "gen", "le")]
+              for conv in ("gcn", "sage", "gat", "gin", "cheb", "transformer", "gen", "le",
+                           "clustergcn", "edge")]
     cases.append(("la-gcn", lambda: build_model("la-gcn", 6, 16, 3, 2, num_generated=0)))
     cases.append(("gnn-pna", lambda: GNN("pna", 6, 16, 3, num_layers=2,
                                          deg=torch.tensor([1, 3, 4, 2]))))
