@@ -77,6 +77,10 @@ class EdgeConv(torch.nn.Module):
         graph = inputs.graph
         src, dst = graph.in_csr_order().edge_index
         first, rest = _first_linear(self.nn)
+        if first is not None and first.in_features != 2 * x_src.size(1):
+            raise ValueError(f"EdgeConv: x has {x_src.size(1)} features, so each edge's "
+                             f"[x_i, x_j - x_i] has {2 * x_src.size(1)}, but nn's first Linear "
+                             f"takes {first.in_features}")
         if first is not None and _may_regroup(first, x_src, x_dst):
             messages = rest(_first_product(first, x_src, x_dst, src, dst))
         else:
@@ -113,8 +117,7 @@ def _may_regroup(first: torch.nn.Linear, x_src: Tensor, x_dst: Tensor) -> bool:
     finite features (inf - inf is NaN per edge, where the regrouped sums can be finite),
     branching on values is allowed, autocast is off (PyG's product runs in its dtype) and
     no hook waits for the Linear's own call."""
-    if first.weight.size(1) != 2 * x_src.size(1) or first._forward_hooks or \
-            first._forward_pre_hooks or not can_branch_on_values():
+    if first._forward_hooks or first._forward_pre_hooks or not can_branch_on_values():
         return False
     if torch.is_autocast_enabled(x_src.device.type):
         return False

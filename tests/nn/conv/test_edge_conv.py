@@ -129,6 +129,9 @@ def test_bad_arguments_are_named():
         EdgeConv(torch.nn.Linear(16, 4), aggr="lstm")
     with pytest.raises(ValueError, match=r"pair \(x_src, None\)"):
         EdgeConv(torch.nn.Linear(16, 4))((torch.randn(n, 8), None), edge_index)
+    with pytest.raises(ValueError, match="x has 5 features, so each edge's .* has 10, but "
+                                         "nn's first Linear takes 16"):
+        EdgeConv(torch.nn.Sequential(torch.nn.Linear(16, 4)))(torch.randn(n, 5), edge_index)
     with pytest.raises(ValueError, match=r"x_dst of shape \[N, 8\]"):
         EdgeConv(torch.nn.Linear(16, 4))((torch.randn(n, 8), torch.randn(n, 5)), edge_index)
 
