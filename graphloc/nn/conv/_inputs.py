@@ -240,6 +240,17 @@ def _nodes_first(name: str, node_dim, x_dims: int) -> bool:
     return x_dims == 3 and node_dim in (0, -3)
 
 
+def read_one_node_set(layer: torch.nn.Module, x, edge_index, why: str) -> ConvInputs:
+    """``read_inputs`` for a layer whose messages read ``x_i`` and ``x_j`` of one node set
+    (``why`` says how): a pair ``(x_src, x_dst)`` and a bipartite graph are refused by name."""
+    name = layer.__class__.__name__
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}: x must be one tensor [N, F] ({why}), got {type(x).__name__}")
+    inputs = read_inputs(layer, x, edge_index)
+    inputs.graph._require_one_node_set(f"{name} ({why})")
+    return inputs
+
+
 def _features(name: str, x) -> tuple[Tensor, Tensor | None, bool]:
     if isinstance(x, (tuple, list)):
         if len(x) != 2 or not isinstance(x[0], Tensor) or not (

@@ -9,7 +9,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
-from graphloc.nn.conv._inputs import check_flow, read_inputs
+from graphloc.nn.conv._inputs import check_flow, read_one_node_set
 from graphloc.nn.conv._utils import check_input
 from graphloc.nn.conv.gat import fresh_self_loops
 
@@ -59,11 +59,7 @@ class AGNNConv(torch.nn.Module):
         return 1
 
     def forward(self, x: Tensor, edge_index) -> Tensor:
-        if not isinstance(x, Tensor):
-            raise TypeError(f"AGNNConv: x must be one tensor [N, F] (its scores compare x_i "
-                            f"and x_j of one node set), got {type(x).__name__}")
-        inputs = read_inputs(self, x, edge_index)
-        inputs.graph._require_one_node_set("AGNNConv (cosines of x_i and x_j)")
+        inputs = read_one_node_set(self, x, edge_index, "its scores are cosines of x_i and x_j")
         x = inputs.x_src
         check_input(self, x, None)
         graph = fresh_self_loops(inputs.graph) if self.add_self_loops else inputs.graph

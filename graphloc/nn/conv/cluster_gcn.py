@@ -11,7 +11,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags, check_number
 from graphloc.graph import Graph
-from graphloc.nn.conv._inputs import check_flow, read_inputs
+from graphloc.nn.conv._inputs import check_flow, read_one_node_set
 from graphloc.nn.conv._utils import check_input, check_sizes, linear
 from graphloc.nn.conv.gat import fresh_self_loops
 
@@ -81,11 +81,7 @@ class ClusterGCNConv(torch.nn.Module):
         return 1
 
     def forward(self, x: Tensor, edge_index) -> Tensor:
-        if not isinstance(x, Tensor):
-            raise TypeError(f"ClusterGCNConv: x must be one tensor [N, F] (its mean includes "
-                            f"the node itself), got {type(x).__name__}")
-        inputs = read_inputs(self, x, edge_index)
-        inputs.graph._require_one_node_set("ClusterGCNConv (the mean over A + I)")
+        inputs = read_one_node_set(self, x, edge_index, "its mean includes the node itself")
         x = inputs.x_src
         check_input(self, x, self.in_channels)
         graph = fresh_self_loops(inputs.graph) if self.add_self_loops else inputs.graph
