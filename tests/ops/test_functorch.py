@@ -11,7 +11,7 @@ from torch.func import functional_call, grad, jacrev, vjp, vmap
 
 import graphloc.scatter as gs
 from graphloc import Graph, ops
-from graphloc.nn import build_model
+from graphloc.nn import FAConv, GCN2Conv, build_model
 
 pytestmark = requires_ext
 
@@ -84,6 +84,26 @@ def test_layers_under_jacrev_and_vmap(name):
     torch.manual_seed(0)
     conv = CONV_LAYERS[name]().double()
     f = lambda x: conv(x, graph)  # noqa: E731
+    x = torch.randn(8, 5, dtype=torch.float64)
+    torch.testing.assert_close(jacrev(f)(x), torch.autograd.functional.jacobian(f, x))
+    xs = torch.randn(2, 8, 5, dtype=torch.float64)
+    torch.testing.assert_close(vmap(f)(xs), torch.stack([f(x) for x in xs]))
+
+
+@pytest.mark.parametrize("make", [lambda: FAConv(5, eps=0.3), lambda: GCN2Conv(5, 0.2),
+                                  lambda: FAConv(5, normalize=False)],
+                         ids=["fa", "gcn2", "fa-weighted"])
+def test_layers_with_initial_features_under_jacrev_and_vmap(make):
+    """FAConv and GCN2Conv, called conv(x, x_0, graph[, edge_weight]) (not in CONV_LAYERS,
+    whose layers take conv(x, graph))."""
+    edge_index = random_edge_index(8, 30, seed=4)
+    graph = Graph(edge_index, num_nodes=8)
+    torch.manual_seed(0)
+    conv = make().double()
+    x_0 = torch.randn(8, 5, dtype=torch.float64)
+    weight = () if getattr(conv, "normalize", True) else \
+        (torch.rand(edge_index.size(1), dtype=torch.float64),)
+    f = lambda x: conv(x, x_0, graph, *weight)  # noqa: E731
     x = torch.randn(8, 5, dtype=torch.float64)
     torch.testing.assert_close(jacrev(f)(x), torch.autograd.functional.jacobian(f, x))
     xs = torch.randn(2, 8, 5, dtype=torch.float64)
