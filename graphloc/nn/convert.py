@@ -434,9 +434,19 @@ _CALL_HOOKS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward
                "_backward_pre_hooks", "_backward_hooks")
 
 
+# PyG's caches of cached=True convs (GCNConv, APPNP, GCN2Conv, FAConv; SGConv; SSGConv)
+_PYG_CACHES = ("_cached_edge_index", "_cached_adj_t", "_cached_x", "_cached_h")
+
+
 def _check_pyg_steps(conv) -> None:
     """Refuses what graphloc's conv would drop without a word: hooks on PyG's message,
-    aggregate and propagate steps, and an explainer's edge mask."""
+    aggregate and propagate steps, an explainer's edge mask, and a filled cache (PyG's
+    reuses the first graph's normalisation on any later graph; a fresh twin would
+    normalise the next one)."""
+    filled = [attr for attr in _PYG_CACHES if getattr(conv, attr, None) is not None]
+    _require(not filled, f"cached=True with a filled cache ({', '.join(filled)}): PyG's "
+             "reuses its first graph's normalisation on any later graph; clear it "
+             "(conv.reset_parameters() or conv._cached_edge_index = None) to convert")
     hooked = [attr.strip("_") for attr in _STEP_HOOKS if getattr(conv, attr, None)]
     _require(not hooked, f"hooks on PyG's message-passing steps ({', '.join(hooked)}), "
              "which graphloc's conv has no step for")

@@ -556,3 +556,31 @@ def test_a_basic_gnn_with_hooks_outside_its_convs_keeps_its_container():
         ours = _converted_quietly(theirs)
         assert type(ours).__name__ == "GCN" and all(_is_graphlocs(c) for c in ours.convs)
         torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
+
+
+@pytest.mark.parametrize("make", [lambda: pyg.GCNConv(6, 4, cached=True),
+                                  lambda: pyg.SGConv(6, 4, cached=True),
+                                  lambda: pyg.APPNP(2, 0.1, cached=True),
+                                  lambda: pyg.GCN2Conv(6, 0.1, cached=True),
+                                  lambda: pyg.FAConv(6, cached=True),
+                                  lambda: pyg.SSGConv(6, 4, 0.1, cached=True)],
+                         ids=["gcn", "sg", "appnp", "gcn2", "fa", "ssg"])
+def test_a_conv_whose_cache_is_filled_is_kept_with_pygs_numbers(make):
+    """A cached=True PyG conv that has run reuses its first graph's normalisation (or
+    propagated features) on any later graph. Its converted twin started with an empty cache
+    and normalised the next graph instead: other numbers, without a word. Now it is kept;
+    with the cache cleared it converts."""
+    x, edge_index = _probe()
+    other = random_edge_index(40, 160, seed=9)
+    theirs = make()
+    takes_x_0 = type(theirs).__name__ in ("GCN2Conv", "FAConv")
+    call = (lambda m, e: m(x, x, e)) if takes_x_0 else (lambda m, e: m(x, e))
+    call(theirs, edge_index)  # fills PyG's cache from the first graph
+    converted = _converted_quietly(torch.nn.ModuleList([theirs]))
+    [(_, reason)] = converted.pyg_conversion["kept"]
+    assert "filled cache" in reason
+    torch.testing.assert_close(call(converted[0], other), call(theirs, other))
+    theirs.reset_parameters()  # clears the cache (and draws new weights)
+    ours = _converted_quietly(torch.nn.ModuleList([theirs]))[0]
+    assert _is_graphlocs(ours)
+    torch.testing.assert_close(call(ours, other), call(theirs, other), atol=1e-5, rtol=1e-5)
