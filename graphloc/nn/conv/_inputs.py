@@ -361,9 +361,8 @@ def _static_copies(name: str, edges: Tensor, batch: int, n_src: int, n_dst: int,
     step = torch.tensor([[n_src], [n_dst]], device=edges.device)
     copies = torch.cat([edges.long() + b * step for b in range(batch)], dim=1)
     attr = None if edge_attr is None else edge_attr.repeat(batch, *[1] * (edge_attr.dim() - 1))
-    if bipartite:
-        return Graph.bipartite(copies, (batch * n_src, batch * n_dst), edge_attr=attr)
-    return Graph(copies, num_nodes=batch * n_src, edge_attr=attr)
+    # in range by construction from the checked copy: not validated again
+    return Graph._derived(copies, batch * n_dst, batch * n_src if bipartite else None, attr)
 
 
 def _check_copy_edges(name: str, edges: Tensor, counts: tuple[int, int], node_axis: int):
@@ -372,7 +371,7 @@ def _check_copy_edges(name: str, edges: Tensor, counts: tuple[int, int], node_ax
     the copies named no index the caller passed)."""
     if edges.dtype.is_floating_point or edges.dtype.is_complex or edges.dtype == torch.bool:
         raise TypeError(f"{name}: edge_index must have an integer dtype, got {edges.dtype}")
-    if not edges.numel():
+    if not edges.numel() or torch.compiler.is_compiling():  # traced: the kernels check them
         return
     low, high = torch.aminmax(edges, dim=1)
     for side in (0, 1):

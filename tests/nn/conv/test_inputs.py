@@ -111,3 +111,15 @@ def test_node_dim_zero_reads_a_static_batch_nodes_first(name):
     conv.node_dim = -2  # [B, N, F]: each x[b]
     torch.testing.assert_close(conv(x, edge_index),
                                torch.stack([conv(x[b], edge_index) for b in range(n)]))
+
+
+def test_a_static_batch_compiles_fullgraph():
+    """The static copy's edge check reads values, so it is skipped while torch.compile
+    traces (the kernels check every index they read); it broke fullgraph compiles of
+    [B, N, F] calls until it was (2026-12-05). Oracle: one eager call per feature set."""
+    torch._dynamo.reset()
+    edge_index, n = parity_graph(22)
+    conv = gl.GCNConv(8, 4)
+    x = torch.randn(2, n, 8)
+    expected = torch.stack([conv(x[b], edge_index) for b in range(2)])
+    torch.testing.assert_close(torch.compile(conv, fullgraph=True)(x, edge_index), expected)
