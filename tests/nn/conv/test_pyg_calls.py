@@ -599,6 +599,26 @@ def test_propagation_layers_refuse_bad_input_by_name(name):
     assert empty.shape[0] == 0
 
 
+@pytest.mark.parametrize("name", ["cluster-gcn", "agnn", "edge"])
+def test_the_2026_12_05_convs_refuse_bad_graphs_and_features_by_name(name):
+    """ClusterGCNConv, AGNNConv and EdgeConv (no edge weights) on bad input: a float or
+    out-of-range edge_index, integer or wrongly shaped features; an empty graph gives an
+    empty output (test_empty_graph_gives_empty_output)."""
+    conv = {c[0]: c[1] for c in CONVS}[name]()
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    x = torch.randn(3, 8)
+    cases = [
+        (x, edge_index.float(), TypeError, "edge_index must have an integer dtype"),
+        (x, torch.tensor([[0, 1, 5], [1, 2, 0]]), ValueError, r"edge_index\[0\] holds 5"),
+        (x, torch.tensor([[0, 1, 2], [1, -1, 0]]), ValueError, r"edge_index\[1\] holds -1"),
+        (torch.ones(3, 8, dtype=torch.long), edge_index, TypeError, "floating-point"),
+        (torch.randn(3), edge_index, ValueError, r"x of shape \[N, F\]"),
+    ]
+    for xs, edges, error, match in cases:
+        with pytest.raises(error, match=match):
+            conv(xs, edges)
+
+
 @pytest.mark.parametrize("name", sorted(PROPAGATIONS))
 def test_propagation_layers_on_special_values_hubs_and_empty_rows(name):
     """NaN and -inf features, a hub, isolated nodes: PyG's output (NaN where PyG's is NaN),
