@@ -13,9 +13,11 @@ influence can be measured on the structure alone; without labels the dataset is 
 from __future__ import annotations
 
 import _compat_pickle
+import array
 import collections
 import csv
 import io
+import itertools
 import json
 import math
 import os
@@ -56,6 +58,7 @@ from graphloc.datasets.readers import (
     read_metis,
     read_npz,
     read_pajek,
+    text_blocks,
     uncompressed_name,
     warn_of_weights,
 )
@@ -502,7 +505,7 @@ def _two_integer_columns(path: str) -> Tensor | None:
     blocks, delimiter = [], None
     try:
         with open_text(path, newline="", encoding="utf-8-sig") as f:
-            for text in _whole_lines(f):
+            for text in text_blocks(f):
                 lines = [line for line in text.splitlines()
                          if line and not line.startswith(("#", "%"))]
                 if not lines:
@@ -517,24 +520,6 @@ def _two_integer_columns(path: str) -> Tensor | None:
     if not blocks:
         return None
     return torch.from_numpy(np.concatenate(blocks).reshape(-1, 2).T.copy())
-
-
-# characters of text per block of the NumPy path (lines are read whole)
-_BLOCK_CHARS = 1 << 24
-
-
-def _whole_lines(f):
-    """The text of ``f`` in blocks of about ``_BLOCK_CHARS`` characters, each ending at a
-    line's end (the last at the file's)."""
-    rest = ""
-    while chunk := f.read(_BLOCK_CHARS):
-        text = rest + chunk
-        cut = max(text.rfind("\n"), text.rfind("\r")) + 1
-        text, rest = text[:cut], text[cut:]
-        if text:
-            yield text
-    if rest:
-        yield rest
 
 
 def _two_integers_per_line(lines: list, delimiter: str):
@@ -898,6 +883,8 @@ def _class_names(path: str, rows: int) -> Tensor | None:
     empty line, "nan", "None") is -1. A first line more than the nodes is a header. None
     where every label is a number (the numeric reader takes those). Names were read as a
     header and then as NaN, and the file refused with a wrong count."""
+    if _numbers_or_columns(path):
+        return None
     with open_text(path, encoding="utf-8-sig") as f:
         lines = [line.strip() for line in f.read().splitlines()]
     while lines and not lines[-1]:
@@ -916,6 +903,24 @@ def _class_names(path: str, rows: int) -> Tensor | None:
     return torch.tensor([classes.get(line, -1) for line in lines])
 
 
+def _numbers_or_columns(path: str) -> bool:
+    """Whether a labels file is the numeric reader's, read a block of lines at a time and
+    not kept: a line holds columns (a comma or a tab), or every label but the first given
+    is a number (where :func:`_class_names` reads the whole file, a header or not)."""
+    first, names = True, False
+    with open_text(path, encoding="utf-8-sig") as f:
+        for text in text_blocks(f):
+            for line in text.splitlines():
+                if "," in line or "\t" in line:
+                    return True
+                label = line.strip()
+                if label.lower() in _MISSING:
+                    continue
+                names |= not first and not _is_number(label)
+                first = False
+    return not names
+
+
 class _TextError(ValueError):
     """A text matrix's own error, naming the file, line and column: raised as it is."""
 
@@ -928,46 +933,91 @@ def _text_matrix(path: str, what: str, rows: int) -> np.ndarray:
     number. Labels: a blank line or a missing value (``nan``, ``None``) is -1, no label, as
     documented (a blank line was skipped, which shifted every later label by a row, and
     the file was refused with a wrong count), up to ``rows`` lines. Any other value that
-    is not a number is an error naming the file's line and column."""
-    with open_text(path, newline="", encoding="utf-8-sig") as f:
-        lines = f.read().splitlines()
-    numbered = [(number, line) for number, line in enumerate(lines, 1)
-                if not line.lstrip().startswith(("#", "%"))]
-    sample = [line for _, line in numbered[:64] if line.strip()]
+    is not a number is an error naming the file's line and column. Read a block of lines
+    at a time (a file's lines as Python strings took several times its size)."""
+    blocks = _numbered_blocks(path)
+    head = []  # the blocks that hold the first 64 lines, which the delimiter is sniffed from
+    for block in blocks:
+        head.append(block)
+        if sum(map(len, head)) >= 64:
+            break
+    sample = [line for _, line in [pair for block in head for pair in block][:64]
+              if line.strip()]
     delimiter = next((d for d in ("\t", ",", ";") if any(d in line for line in sample)), None)
     split = (lambda line: line.split()) if delimiter is None else \
         (lambda line: [field.strip() for field in line.split(delimiter)])  # noqa: E731
-    first = next(((n, split(line)) for n, line in numbered if line.strip()), None)
-    if first is not None and not all(_is_number(v) for v in first[1]):
-        numbered = [(n, line) for n, line in numbered if n != first[0]]  # a header
-    if what == "labels":  # blank lines past the nodes' count: the file's trailing newlines
-        while len(numbered) > rows and not numbered[-1][1].strip():
-            numbered.pop()
-        return np.array([_label(path, n, split(line)) for n, line in numbered],
-                        dtype=np.float64)
-    data = [(n, line) for n, line in numbered if line.strip()]
-    if not data:
-        return np.empty((0, 0))
+    blocks = _without_header(itertools.chain(head, blocks), split)
+    if what == "labels":
+        return _label_column(path, blocks, split, rows)
+    parts, first = [], None
+    for block in blocks:
+        data = [(n, line) for n, line in block if line.strip()]
+        if data:
+            first = first or (data[0][0], len(split(data[0][1])))
+            parts.append(_number_rows(path, data, delimiter, split, first))
+    return np.concatenate(parts) if parts else np.empty((0, 0))
+
+
+def _numbered_blocks(path: str):
+    """(line number, line) of each line of a text file that is not a comment ("#", "%"), a
+    block of lines at a time."""
+    number = 0
+    with open_text(path, newline="", encoding="utf-8-sig") as f:
+        for text in text_blocks(f):
+            lines = text.splitlines()
+            yield [(number + i, line) for i, line in enumerate(lines, 1)
+                   if not line.lstrip().startswith(("#", "%"))]
+            number += len(lines)
+
+
+def _without_header(blocks, split):
+    """The blocks without the first non-blank line where it is not all numbers (names)."""
+    looking = True
+    for block in blocks:
+        if looking:
+            first = next((i for i, (_, line) in enumerate(block) if line.strip()), None)
+            if first is not None:
+                looking = False
+                if not all(_is_number(v) for v in split(block[first][1])):
+                    block = block[:first] + block[first + 1:]
+        yield block
+
+
+def _label_column(path: str, blocks, split, rows: int) -> np.ndarray:
+    """One class id per line (-1 for a blank or missing one); blank lines past ``rows`` at
+    the file's end (its trailing newlines) dropped."""
+    labels, trailing_blanks = array.array("d"), 0
+    for block in blocks:
+        for number, line in block:
+            labels.append(_label(path, number, split(line)))
+            trailing_blanks = 0 if line.strip() else trailing_blanks + 1
+    labels = np.frombuffer(labels, dtype=np.float64)
+    return labels[:len(labels) - min(max(len(labels) - rows, 0), trailing_blanks)]
+
+
+def _number_rows(path: str, data: list, delimiter: str | None, split, first: tuple):
+    """The rows of numbers of one block of non-blank lines, each as wide as the file's
+    first row ``first`` (its line number and width)."""
     try:  # numpy's parser first; the lines again one by one only to name what is wrong
         values = np.loadtxt([line for _, line in data], delimiter=delimiter, comments=None,
                             ndmin=2)
-        if np.isfinite(values).all():
+        if values.shape[1] == first[1] and np.isfinite(values).all():
             return values
     except ValueError:
         pass
-    _refuse_bad_row(path, data, split)
+    _refuse_bad_row(path, data, split, first)
     raise _TextError(f"{path}: not a readable matrix of numbers")
 
 
-def _refuse_bad_row(path: str, rows: list, split) -> None:
-    """Raises naming the first line with another column count than the first, or the first
-    value that is not a finite number."""
-    width = len(split(rows[0][1]))
+def _refuse_bad_row(path: str, rows: list, split, first: tuple) -> None:
+    """Raises naming the first line with another column count than the file's first row
+    ``first`` (its line number and width), or the first value that is not a finite
+    number."""
     for number, line in rows:
         fields = split(line)
-        if len(fields) != width:
+        if len(fields) != first[1]:
             raise _TextError(f"{path}: line {number} has {len(fields)} columns, line "
-                             f"{rows[0][0]} has {width}")
+                             f"{first[0]} has {first[1]}")
         for column, field in enumerate(fields, 1):
             if not _is_number(field) or not math.isfinite(float(field)):
                 raise _TextError(f"{path}: line {number}, column {column} holds {field!r}, "

@@ -7,6 +7,7 @@ graph collections ship (KONECT, SuiteSparse, Network Repository)."""
 
 from __future__ import annotations
 
+import array
 import bz2
 import gzip
 import lzma
@@ -62,9 +63,12 @@ def warn_of_weights(path: str, values: np.ndarray, what: str) -> None:
     """Edge weights are not read: said where a file holds any other than 1 (a weighted
     adjacency read as bare edges)."""
     if values.size and not np.all(values == 1):
-        warnings.warn(f"{path}: {what} (edge weights) are not read: the datasets carry no "
-                      "edge attributes; every stored entry is an edge",
-                      stacklevel=caller_stacklevel())
+        warn_that_weights_are_not_read(path, what)
+
+
+def warn_that_weights_are_not_read(path: str, what: str) -> None:
+    warnings.warn(f"{path}: {what} (edge weights) are not read: the datasets carry no edge "
+                  "attributes; every stored entry is an edge", stacklevel=caller_stacklevel())
 
 
 # ---- NumPy archives ----------------------------------------------------------------------
@@ -255,6 +259,34 @@ def _refuse_out_of_range(path: str, ids: np.ndarray, count: int, what: str) -> N
                          f"{count} vertices 1 .. {count}")
 
 
+# characters of text a reader parses at once: a file's lines as Python strings take about
+# 15x its size (a 104 MB DIMACS file read whole peaked at 2.4 GB), so text readers hold one
+# block of lines at a time
+BLOCK_CHARS = 1 << 24
+
+
+def text_blocks(f):
+    """The text of ``f`` in blocks of about ``BLOCK_CHARS`` characters, each ending at a
+    line's end (the last at the file's). A block never ends between the two characters of
+    a "\\r\\n" (a file opened with ``newline=""``): its lines would gain a blank one."""
+    rest = ""
+    while chunk := f.read(BLOCK_CHARS):
+        text = rest + chunk
+        cut = max(text.rfind("\n"), text.rfind("\r", 0, len(text) - 1)) + 1
+        text, rest = text[:cut], text[cut:]
+        if text:
+            yield text
+    if rest:
+        yield rest
+
+
+def _line_blocks(path: str):
+    """The lines of a text file, a block of them at a time (universal newlines)."""
+    with open_text(path, encoding="utf-8-sig") as f:
+        for text in text_blocks(f):
+            yield text.splitlines()
+
+
 def read_metis(path: str) -> Graph:
     """A METIS (or Chaco) graph, as DIMACS10's road networks ("*.osm.graph") ship: "%"
     comment lines, a header ``N M [fmt [ncon]]``, then the lines of vertices 1 .. N, each
@@ -263,14 +295,55 @@ def read_metis(path: str) -> Graph:
     the edge's weight where its last digit is 1. Every undirected edge is listed at both
     its ends and counted once in M; vertex v is node v - 1. Weights and sizes are not
     read. A list whose entries do not add up to 2 M (a truncated file, or another fmt) is
-    refused."""
-    with open_text(path, encoding="utf-8-sig") as f:
-        lines = [line for line in f.read().splitlines() if not line.startswith("%")]
-    if not lines or not lines[0].strip():
+    refused. Read a block of lines at a time."""
+    header, rows, neighbours, done = None, [], [], 0
+    for lines in _line_blocks(path):
+        lines = [line for line in lines if not line.startswith("%")]
+        if header is None and lines:
+            header, lines = _metis_header(path, lines[0]), lines[1:]
+        if header is None:
+            continue
+        vertices = lines[:header.n - done]  # trailing isolated vertices' lines may be missing
+        if any(line.strip() for line in lines[len(vertices):]):
+            raise ValueError(f"{path}: more vertex lines than the header's {header.n} "
+                             "vertices")
+        if vertices:
+            block_rows, block_neighbours = _metis_vertices(path, vertices, done, header)
+            rows.append(block_rows)
+            neighbours.append(block_neighbours)
+            done += len(vertices)
+    if header is None:
         raise ValueError(f"{path}: a METIS graph starts with the line 'N M [fmt [ncon]]'")
-    header = lines[0].split()
+    listed = sum(block.size for block in neighbours)
+    if listed != 2 * header.m:
+        raise ValueError(f"{path}: the header says {header.m} edges, listed at both ends "
+                         f"({2 * header.m} entries), but the vertex lines hold {listed} (a "
+                         f"truncated file, or a header whose fmt does not match its lines)")
+    if header.fmt != "000":
+        warnings.warn(f"{path}: METIS fmt {header.fmt}: its weights and sizes are not read: "
+                      "the datasets carry no edge attributes", stacklevel=caller_stacklevel())
+    return Graph(torch.from_numpy(_joined(rows, neighbours)), num_nodes=header.n)
+
+
+def _joined(sources: list, targets: list) -> np.ndarray:
+    """The [2, E] edges of blocks of sources and targets, each block freed once copied."""
+    edges = np.empty((2, sum(block.size for block in sources)), dtype=np.int64)
+    for row, blocks in enumerate((sources, targets)):
+        start = 0
+        while blocks:
+            block = blocks.pop(0)
+            edges[row, start:start + block.size] = block
+            start += block.size
+    return edges
+
+
+def _metis_header(path: str, line: str) -> types.SimpleNamespace:
+    """The header line's vertex and edge counts, its fmt as three digits and ncon."""
+    header = line.split()
+    if not header:
+        raise ValueError(f"{path}: a METIS graph starts with the line 'N M [fmt [ncon]]'")
     if len(header) < 2 or len(header) > 4 or not all(t.isdigit() for t in header):
-        raise ValueError(f"{path}: a METIS header is 'N M [fmt [ncon]]', got {lines[0]!r}")
+        raise ValueError(f"{path}: a METIS header is 'N M [fmt [ncon]]', got {line!r}")
     n, m = int(header[0]), int(header[1])
     _check_vertex_count(path, n, "the header's")
     fmt = header[2].zfill(3) if len(header) > 2 else "000"
@@ -278,32 +351,26 @@ def read_metis(path: str) -> Graph:
         raise ValueError(f"{path}: METIS's fmt has up to three digits of 0 or 1, got "
                          f"{header[2]!r}")
     ncon = int(header[3]) if len(header) > 3 else int(fmt[1])
-    vertices = lines[1:n + 1]  # the lines of trailing isolated vertices may be missing
-    if any(line.strip() for line in lines[n + 1:]):
-        raise ValueError(f"{path}: more vertex lines than the header's {n} vertices")
-    counts = np.zeros(n, dtype=np.int64)
-    counts[:len(vertices)] = [len(line.split()) for line in vertices]
+    return types.SimpleNamespace(n=n, m=m, fmt=fmt, ncon=ncon)
+
+
+def _metis_vertices(path: str, vertices: list, first: int, header) -> tuple:
+    """The (vertex, neighbour) pairs, numbered from 0, of the lines of vertices ``first``,
+    ``first + 1``, ...; their sizes, weights and edge weights dropped."""
+    counts = np.array([len(line.split()) for line in vertices], dtype=np.int64)
     values = _integers(path, vertices, "METIS vertex lines")
     position = np.arange(values.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    prefix = int(fmt[0]) + ncon
-    rows = np.repeat(np.arange(n), counts)
+    prefix = int(header.fmt[0]) + header.ncon
+    rows = np.repeat(np.arange(first, first + len(vertices)), counts)
     listed = position >= prefix
-    if fmt[2] == "1":
+    if header.fmt[2] == "1":
         listed &= (position - prefix) % 2 == 0
         if ((counts - prefix) % 2).any() or (counts < prefix).any():
-            raise ValueError(f"{path}: fmt {header[2]} pairs each neighbour with a weight; "
+            raise ValueError(f"{path}: fmt {header.fmt} pairs each neighbour with a weight; "
                              "a vertex line holds an odd number of them")
-    neighbours, rows = values[listed], rows[listed]
-    _refuse_out_of_range(path, neighbours, n, "a neighbour is")
-    if neighbours.size != 2 * m:
-        raise ValueError(f"{path}: the header says {m} edges, listed at both ends ({2 * m} "
-                         f"entries), but the vertex lines hold {neighbours.size} (a truncated "
-                         f"file, or a header whose fmt does not match its lines)")
-    if fmt != "000":
-        warnings.warn(f"{path}: METIS fmt {fmt}: its weights and sizes are not read: the "
-                      "datasets carry no edge attributes", stacklevel=caller_stacklevel())
-    return Graph(torch.stack([torch.from_numpy(rows), torch.from_numpy(neighbours - 1)]),
-                 num_nodes=n)
+    neighbours = values[listed]
+    _refuse_out_of_range(path, neighbours, header.n, "a neighbour is")
+    return rows[listed], neighbours - 1
 
 
 def read_dimacs(path: str) -> tuple[Graph, bool]:
@@ -313,37 +380,66 @@ def read_dimacs(path: str) -> tuple[Graph, bool]:
     [w]``, the arc u -> v (directed: the road networks list both directions), ``e u v``
     or a bare ``u v`` (PACE), an undirected edge listed once. Weights (an arc's length)
     are not read; "n" lines (flow problems' sources and sinks) are skipped. Vertex v is
-    node v - 1. An edge count other than the problem line's M warns."""
-    with open_text(path, encoding="utf-8-sig") as f:
-        lines = [line for line in f.read().splitlines()
-                 if line.strip() and line.lstrip()[0] not in "cn"]
-    problem = [line for line in lines if line.lstrip().startswith("p")]
-    if len(problem) != 1 or len(problem[0].split()) < 4 or \
-            not all(t.isdigit() for t in problem[0].split()[2:4]):
-        raise ValueError(f"{path}: a DIMACS graph has one problem line 'p KIND N M', got "
-                         f"{problem[:2] or 'none'}")
-    n, m = (int(t) for t in problem[0].split()[2:4])
-    _check_vertex_count(path, n, "the problem line's")
-    edges = [line for line in lines if not line.lstrip().startswith("p")]
-    kinds = {line.lstrip()[0] if line.lstrip()[0] in "ae" else "" for line in edges}
-    if len(kinds) > 1:
-        raise ValueError(f"{path}: mixes arcs ('a') and edges ('e' or bare pairs)")
-    kind = kinds.pop() if kinds else ""
-    bodies = [line.lstrip().lstrip("ae") for line in edges]
-    widths = {len(body.split()) for body in bodies} or {2}
-    if len(widths) > 1 or not widths <= {2, 3}:
-        raise ValueError(f"{path}: every edge line holds u v, and all or none a weight; got "
-                         f"{sorted(widths)} values per line")
-    width = widths.pop()
-    values = _integers(path, bodies, "DIMACS edges")
-    pairs = values.reshape(-1, width)[:, :2].T
-    _refuse_out_of_range(path, pairs.reshape(-1), n, "an edge names vertex")
-    if len(edges) != m:
+    node v - 1. An edge count other than the problem line's M warns. Read a block of lines
+    at a time."""
+    seen = types.SimpleNamespace(problem=None, kinds=set(), widths=set(), count=0,
+                                 weighted=False)
+    sources, targets = [], []
+    for lines in _line_blocks(path):
+        edges = []
+        for line in lines:
+            if line.strip() and line.lstrip()[0] not in "cn":
+                if line.lstrip().startswith("p"):
+                    _dimacs_problem(path, seen, line)
+                else:
+                    edges.append(line)
+        if edges:
+            block_sources, block_targets = _dimacs_edges(path, edges, seen)
+            sources.append(block_sources)
+            targets.append(block_targets)
+    if seen.problem is None:
+        raise ValueError(f"{path}: a DIMACS graph has one problem line 'p KIND N M', got none")
+    n, m = seen.problem
+    edges = _joined(sources, targets)
+    _refuse_out_of_range(path, edges.reshape(-1), n, "an edge names vertex")
+    if seen.count != m:
         warnings.warn(f"{path}: the problem line says {m} edges, the file holds "
-                      f"{len(edges)}", stacklevel=caller_stacklevel())
-    if width == 3:
-        warn_of_weights(path, values.reshape(-1, 3)[:, 2], "the edge lines' third values")
-    return Graph(torch.from_numpy(np.ascontiguousarray(pairs) - 1), num_nodes=n), kind != "a"
+                      f"{seen.count}", stacklevel=caller_stacklevel())
+    if seen.weighted:
+        warn_that_weights_are_not_read(path, "the edge lines' third values")
+    edges -= 1
+    return Graph(torch.from_numpy(edges), num_nodes=n), seen.kinds != {"a"}
+
+
+def _dimacs_problem(path: str, seen, line: str) -> None:
+    """Reads the problem line ``p KIND N M`` into ``seen``; a second one is refused."""
+    fields = line.split()
+    if seen.problem is not None or len(fields) < 4 or \
+            not all(t.isdigit() for t in fields[2:4]):
+        got = [seen.line, line] if seen.problem is not None else [line]
+        raise ValueError(f"{path}: a DIMACS graph has one problem line 'p KIND N M', got "
+                         f"{got}")
+    n, m = int(fields[2]), int(fields[3])
+    _check_vertex_count(path, n, "the problem line's")
+    seen.problem, seen.line = (n, m), line
+
+
+def _dimacs_edges(path: str, edges: list, seen) -> tuple:
+    """The sources' and targets' vertex numbers of a block of edge lines; their kind ("a",
+    "e" or bare) and width (with a weight or without) checked against the lines before."""
+    seen.kinds |= {line.lstrip()[0] if line.lstrip()[0] in "ae" else "" for line in edges}
+    if len(seen.kinds) > 1:
+        raise ValueError(f"{path}: mixes arcs ('a') and edges ('e' or bare pairs)")
+    bodies = [line.lstrip().lstrip("ae") for line in edges]
+    seen.widths |= {len(body.split()) for body in bodies}
+    if len(seen.widths) > 1 or not seen.widths <= {2, 3}:
+        raise ValueError(f"{path}: every edge line holds u v, and all or none a weight; got "
+                         f"{sorted(seen.widths)} values per line")
+    width = next(iter(seen.widths))
+    values = _integers(path, bodies, "DIMACS edges").reshape(-1, width)
+    seen.count += len(edges)
+    seen.weighted |= width == 3 and bool((values[:, 2] != 1).any())
+    return values[:, 0].copy(), values[:, 1].copy()
 
 
 # ---- Pajek ------------------------------------------------------------------------------
@@ -357,36 +453,49 @@ def read_pajek(path: str) -> Graph:
     i -> j). Weights and drawing attributes are not read; "%" lines are comments.
     networkx's ``read_pajek`` names nodes by their names, merging vertices that share
     one, and reads an ``*Edges`` section after ``*Arcs`` as undirected throughout."""
+    count, section, row = None, None, 0
+    sources, targets, weights = array.array("q"), array.array("q"), array.array("d")
+
+    def add(ends: list, both_ways: bool) -> None:
+        """The arcs from ends[0] to each later vertex, each followed by its reverse where
+        ``both_ways``."""
+        for v in ends[1:]:
+            sources.append(ends[0])
+            targets.append(v)
+            if both_ways:
+                sources.append(v)
+                targets.append(ends[0])
+
     with open_text(path, encoding="utf-8-sig", errors="replace") as f:
-        lines = [(number, line.strip()) for number, line in enumerate(f, 1)
-                 if line.strip() and not line.lstrip().startswith("%")]
-    count, section, pairs, weights, row = None, None, [], [], 0
-    for number, line in lines:
-        if line.startswith("*"):
-            section, count, row = _pajek_section(path, number, line, count)
-            continue
-        fields = line.split()
-        if section in ("arcs", "edges"):
-            ends = _pajek_ids(path, number, fields[:2], count)
-            weights += [float(fields[2])] if len(fields) > 2 and _is_float(fields[2]) else []
-            pairs += [tuple(ends)] + ([tuple(ends[::-1])] if section == "edges" else [])
-        elif section in ("arcslist", "edgeslist"):
-            ends = _pajek_ids(path, number, fields, count)
-            for v in ends[1:]:
-                pairs += [(ends[0], v)] + ([(v, ends[0])] if section == "edgeslist" else [])
-        elif section == "matrix":
-            values = _pajek_matrix_row(path, number, fields, row, count)
-            pairs += [(row, j) for j in np.flatnonzero(values).tolist()]
-            weights += values[values != 0].tolist()
-            row += 1
-        elif section != "vertices":
-            raise ValueError(f"{path}: line {number} ({line[:40]!r}) is outside a section "
-                             "('*Vertices N', '*Arcs', '*Edges', ...)")
+        for number, line in enumerate(f, 1):  # line by line: a network's lines are not kept
+            line = line.strip()
+            if not line or line.startswith("%"):
+                continue
+            if line.startswith("*"):
+                section, count, row = _pajek_section(path, number, line, count)
+                continue
+            fields = line.split()
+            if section in ("arcs", "edges"):
+                add(_pajek_ids(path, number, fields[:2], count), section == "edges")
+                if len(fields) > 2 and _is_float(fields[2]):
+                    weights.append(float(fields[2]))
+            elif section in ("arcslist", "edgeslist"):
+                add(_pajek_ids(path, number, fields, count), section == "edgeslist")
+            elif section == "matrix":
+                values = _pajek_matrix_row(path, number, fields, row, count)
+                targets.extend(np.flatnonzero(values).tolist())
+                sources.extend([row] * (len(targets) - len(sources)))
+                weights.extend(values[values != 0].tolist())
+                row += 1
+            elif section != "vertices":
+                raise ValueError(f"{path}: line {number} ({line[:40]!r}) is outside a "
+                                 "section ('*Vertices N', '*Arcs', '*Edges', ...)")
     if count is None:
         raise ValueError(f"{path}: a Pajek network starts with '*Vertices N'")
-    warn_of_weights(path, np.array(weights), "the arcs' and edges' values")
-    edges = torch.tensor(pairs, dtype=torch.long).reshape(-1, 2).T
-    return Graph(edges.contiguous(), num_nodes=count)
+    warn_of_weights(path, np.frombuffer(weights, dtype=np.float64),
+                    "the arcs' and edges' values")
+    edges = np.stack([np.frombuffer(ends, dtype=np.int64) for ends in (sources, targets)])
+    return Graph(torch.from_numpy(edges), num_nodes=count)
 
 
 def _pajek_section(path: str, number: int, line: str, count: int | None) -> tuple:

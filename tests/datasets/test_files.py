@@ -77,7 +77,7 @@ def test_default_features_are_one_and_log_degrees(tmp_path):
     torch.testing.assert_close(default_features(ds.graph), expected)
 
 
-def test_feature_and_label_files_are_checked(tmp_path):
+def test_feature_and_label_files_are_checked(tmp_path, blocks):
     (tmp_path / "e.csv").write_text("0,1\n1,2\n")
     np.save(tmp_path / "x.npy", np.ones((3, 4)))
     (tmp_path / "y.csv").write_text("label\n0\n1\n1\n")
@@ -665,7 +665,7 @@ def test_gml_nodes_take_their_labels_as_names_where_each_has_its_own(tmp_path):
     assert data.graph.edge_index.tolist() == [[2], [0]] and not data.labelled
 
 
-def test_a_labels_file_of_class_names(tmp_path):
+def test_a_labels_file_of_class_names(tmp_path, blocks):
     """Names were taken for a header, then read as NaN: the file was refused with a wrong
     row count. They are classes numbered in sorted order (as GraphML's string labels), a
     missing one -1, and a line more than the nodes a header."""
@@ -711,7 +711,7 @@ def test_integer_features_that_float32_rounds_are_said(tmp_path, largest, warned
             assert float(torch.tensor(-largest).float()) % spacing == 0
 
 
-def test_text_matrices_name_the_line_and_read_semicolons_and_blank_labels(tmp_path):
+def test_text_matrices_name_the_line_and_read_semicolons_and_blank_labels(tmp_path, blocks):
     """Features: a semicolon-separated file (spreadsheets in many locales) was read as one
     column of NaN and refused with a wrong row count; a word or a NaN was refused as
     "non-finite values" with no line. Labels: the documented blank line for a node without
@@ -731,6 +731,36 @@ def test_text_matrices_name_the_line_and_read_semicolons_and_blank_labels(tmp_pa
         (tmp_path / "y.txt").write_text(text)
         y = load_graph_file(str(tmp_path / "g.txt"), labels=str(tmp_path / "y.txt")).y
         assert y.tolist() == labels
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_text_matrices_read_in_blocks_keep_each_row_and_line_number(tmp_path, blocks, newline):
+    """Features and labels read a block of lines at a time, against the rows written: a
+    Windows line end cut between its two characters would make a blank line (a label -1,
+    every later one a row down), and a line number counted per block would name the wrong
+    line."""
+    rng = np.random.default_rng(5)
+    rows = 40
+    (tmp_path / "g.txt").write_text("".join(f"{i} {i + 1}\n" for i in range(rows - 1)))
+    x = rng.integers(-50, 50, (rows, 3)) / 4
+    y = rng.integers(0, 4, rows)
+    missing = [3, 17, 29]
+    lines = ["a,b,c", "# a comment"] + [",".join(map(str, row)) for row in x.tolist()]
+    (tmp_path / "x.csv").write_bytes(newline.join(lines).encode() + newline.encode())
+    labels = ["" if i in missing else str(v) for i, v in enumerate(y.tolist())]
+    (tmp_path / "y.txt").write_bytes((newline.join(labels) + newline * 3).encode())
+    data = load_graph_file(str(tmp_path / "g.txt"), str(tmp_path / "x.csv"),
+                           str(tmp_path / "y.txt"))
+    assert data.x.tolist() == x.astype(np.float32).tolist()
+    assert data.y.tolist() == [-1 if i in missing else v for i, v in enumerate(y.tolist())]
+    lines[30] = lines[30].replace(",", ",x", 1)  # line 31 of the file
+    (tmp_path / "bad.csv").write_bytes(newline.join(lines).encode())
+    with pytest.raises(ValueError, match=r"bad.csv: line 31, column 2 holds 'x"):
+        load_graph_file(str(tmp_path / "g.txt"), str(tmp_path / "bad.csv"))
+    lines[30] = "1,2"
+    (tmp_path / "bad.csv").write_bytes(newline.join(lines).encode())
+    with pytest.raises(ValueError, match=r"bad.csv: line 31 has 2 columns, line 3 has 3"):
+        load_graph_file(str(tmp_path / "g.txt"), str(tmp_path / "bad.csv"))
 
 
 def test_binary_feature_files_name_themselves_and_the_bad_entry(tmp_path):
@@ -846,8 +876,8 @@ def test_integer_edge_lists_read_by_numpy_as_by_the_general_reader(tmp_path, mon
     """Files of two integer columns (SNAP's, KONECT's) are parsed by NumPy, a block of
     lines at a time: the same graph as the field-by-field reader gives, which reads every
     file."""
-    from graphloc.datasets import files
-    monkeypatch.setattr(files, "_BLOCK_CHARS", block)
+    from graphloc.datasets import files, readers
+    monkeypatch.setattr(readers, "BLOCK_CHARS", block)
     rng = torch.Generator().manual_seed(len(delimiter) + len(header))
     ends = torch.randint(1, 10, (30, 2), generator=rng).tolist()
     body = "".join(f"{u}{delimiter}{v}\n" + ("\n# a comment\n" if i % 7 == 3 else "")
@@ -872,8 +902,8 @@ def test_integer_edge_lists_read_by_numpy_as_by_the_general_reader(tmp_path, mon
                                   "1 2\n-1 3\n", "1\t2 x\n", "1,,2\n",
                                   "1 2\n" * 30 + "3 x\n"])  # past the first block
 def test_what_numpy_does_not_read_goes_to_the_general_reader(tmp_path, monkeypatch, text):
-    from graphloc.datasets import files
-    monkeypatch.setattr(files, "_BLOCK_CHARS", 40)
+    from graphloc.datasets import files, readers
+    monkeypatch.setattr(readers, "BLOCK_CHARS", 40)
     path = tmp_path / "edges.txt"
     path.write_text(text)
     edges = files._two_integer_columns(str(path))

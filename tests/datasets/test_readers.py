@@ -233,7 +233,7 @@ def _metis(g, fmt="", vertex_weights=0, sizes=False) -> str:
 @pytest.mark.parametrize("fmt, vertex_weights, sizes", [
     ("", 0, False), ("0", 0, False), ("1", 0, False), ("001", 0, False), ("10", 1, False),
     ("11", 1, False), ("11", 3, False), ("111", 2, True), ("100", 0, True)])
-def test_metis_graphs_match_networkx(tmp_path, fmt, vertex_weights, sizes):
+def test_metis_graphs_match_networkx(tmp_path, blocks, fmt, vertex_weights, sizes):
     g = nx.convert_node_labels_to_integers(nx.les_miserables_graph())
     g.add_node(g.number_of_nodes())  # an isolated last vertex: an empty last line
     path = tmp_path / "g.graph"
@@ -244,7 +244,7 @@ def test_metis_graphs_match_networkx(tmp_path, fmt, vertex_weights, sizes):
     assert any("weights and sizes are not read" in m for m in said) == (fmt.strip("0") != "")
 
 
-def test_metis_files_that_do_not_add_up_are_refused(tmp_path, karate):
+def test_metis_files_that_do_not_add_up_are_refused(tmp_path, blocks, karate):
     """A cut download, or a header whose fmt does not match its lines, is refused by the
     count the header gives."""
     text = _metis(karate)
@@ -259,7 +259,7 @@ def test_metis_files_that_do_not_add_up_are_refused(tmp_path, karate):
 
 # ---- DIMACS -----------------------------------------------------------------------------
 
-def test_dimacs_road_arcs_are_directed_as_listed(tmp_path):
+def test_dimacs_road_arcs_are_directed_as_listed(tmp_path, blocks):
     """The 9th challenge's road networks ("p sp", "a u v length"): each arc one way, as
     listed (a one-way street has one arc), vertices from 1."""
     g = nx.gnp_random_graph(25, 0.15, seed=3, directed=True)
@@ -274,7 +274,7 @@ def test_dimacs_road_arcs_are_directed_as_listed(tmp_path):
 
 @pytest.mark.parametrize("kind, form", [("edge", "e {} {}"), ("tw", "{} {}"),
                                         ("col", "e  {}  {}")])
-def test_dimacs_edges_are_undirected_and_listed_once(tmp_path, kind, form):
+def test_dimacs_edges_are_undirected_and_listed_once(tmp_path, blocks, kind, form):
     g = nx.gnm_random_graph(30, 60, seed=4)
     path = tmp_path / "g.col"
     path.write_text(f"c test\np {kind} 30 60\n"
@@ -284,7 +284,7 @@ def test_dimacs_edges_are_undirected_and_listed_once(tmp_path, kind, form):
     assert load_graph_file(str(path), undirected=False).graph.num_edges == 60
 
 
-def test_a_dimacs_edge_count_other_than_the_problem_lines_warns(tmp_path):
+def test_a_dimacs_edge_count_other_than_the_problem_lines_warns(tmp_path, blocks):
     (tmp_path / "g.gr").write_text("p sp 3 5\na 1 2\na 2 3\n")
     _, said = _quiet_load(tmp_path / "g.gr")
     assert any("says 5 edges, the file holds 2" in message for message in said)
@@ -396,6 +396,12 @@ def test_a_mtx_file_that_is_not_matrix_market_is_an_error_not_an_abort(tmp_path,
     ("g.gr", "a 1 2\n", r"one problem line 'p KIND N M', got none"),
     ("g.gr", "p sp 3 2\na 1 2\ne 2 3\n", r"mixes arcs"),
     ("g.gr", "p sp 3 2\na 1 2 5\na 2 3\n", r"all or none a weight"),
+    # the same, lines apart (in other blocks of lines)
+    ("g.gr", "p sp 3 4\na 1 2\na 2 3\na 1 3\ne 2 3\n", r"mixes arcs"),
+    ("g.gr", "p sp 3 4\na 1 2\na 2 3\na 1 3\na 2 3 5\n", r"all or none a weight"),
+    ("g.gr", "p sp 3 1\na 1 2\nc\np sp 3 1\n", r"one problem line 'p KIND N M', got "
+                                                 r"\['p sp 3 1', 'p sp 3 1'\]"),
+    ("g.graph", "3 1\n2\n1\n\n\n1\n", r"more vertex lines than the header's 3"),
     ("g.gr", "p sp 3 1\na 1 2.5\n", r"must be integers, got the line"),
     # Pajek
     ("g.net", "*Vertices 3\n*Arcs\n1 4\n", r"line 3 names vertex 4, but the network numbers "
@@ -416,7 +422,7 @@ def test_a_mtx_file_that_is_not_matrix_market_is_an_error_not_an_abort(tmp_path,
     ("g.gr", "p sp 99999999999999999999 1\na 1 2\n", r"the problem line's "
                                                     r"99999999999999999999 vertices are more"),
 ])
-def test_bad_files_name_the_file_and_the_problem(tmp_path, name, text, match):
+def test_bad_files_name_the_file_and_the_problem(tmp_path, blocks, name, text, match):
     (tmp_path / name).write_text(text)
     with pytest.raises(ValueError, match=rf"{name}: (.*)?{match}"):
         load_graph_file(str(tmp_path / name))
@@ -527,7 +533,7 @@ def _quiet_load_dataset(path):
     ("e.net", r"starts with '\*Vertices N'"), ("e.json", r"not a readable node-link JSON"),
     ("e.gexf", r"not a readable GEXF"), ("e.npz", r"not a readable NumPy archive"),
     ("e.edgelist", r"needs two columns")])
-def test_empty_files_of_every_format_are_errors_naming_them(tmp_path, name, match):
+def test_empty_files_of_every_format_are_errors_naming_them(tmp_path, blocks, name, match):
     (tmp_path / name).write_bytes(b"")
     with pytest.raises(ValueError, match=rf"{name}.*{match}|{match}"):
         load_graph_file(str(tmp_path / name))
