@@ -244,6 +244,20 @@ def test_metis_graphs_match_networkx(tmp_path, blocks, fmt, vertex_weights, size
     assert any("weights and sizes are not read" in m for m in said) == (fmt.strip("0") != "")
 
 
+@pytest.mark.parametrize("fmt", ["", "1", "10", "11", "111"])
+def test_metis_trailing_isolated_vertices_may_lack_their_lines(tmp_path, blocks, fmt):
+    """Trailing isolated vertices' lines may be missing, whatever the fmt (a file with
+    weights and vertex weights was refused as holding 'an odd number' of values)."""
+    g = nx.convert_node_labels_to_integers(nx.les_miserables_graph())
+    g.add_nodes_from([g.number_of_nodes(), g.number_of_nodes() + 1])
+    text = _metis(g, fmt, vertex_weights=int(fmt[-2:-1] or 0), sizes=len(fmt) == 3)
+    cut = "\n".join(text.splitlines()[:-2]) + "\n"  # the two isolated vertices' lines
+    (tmp_path / "g.graph").write_text(cut)
+    dataset, _ = _quiet_load(tmp_path / "g.graph")
+    assert dataset.graph.num_nodes == g.number_of_nodes()
+    assert _edges(dataset.graph) == _both_ways(g)
+
+
 def test_metis_files_that_do_not_add_up_are_refused(tmp_path, blocks, karate):
     """A cut download, or a header whose fmt does not match its lines, is refused by the
     count the header gives."""
