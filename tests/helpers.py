@@ -19,9 +19,11 @@ from graphloc.nn import (
     ChebConv,
     ClusterGCNConv,
     EdgeConv,
+    FAConv,
     GATConv,
     GatedGraphConv,
     GATv2Conv,
+    GCN2Conv,
     GCNConv,
     GINConv,
     GINEConv,
@@ -241,6 +243,16 @@ CONV_LAYERS = {
     "agnn": lambda: AGNNConv(),
     "edge": lambda: EdgeConv(torch.nn.Sequential(torch.nn.Linear(10, 4), torch.nn.ReLU()),
                              aggr="mean"),  # (max: near ties flip under bfloat16)
+}
+
+# the layers called conv(x, x_0, graph[, edge_weight]), with the first layer's features
+# x_0 (not in CONV_LAYERS, whose layers take conv(x, graph)); "fa-weighted" takes the
+# edge weights FAConv reads without its normalisation
+INITIAL_FEATURE_CONVS = {
+    "fa": lambda: FAConv(5, eps=0.3),
+    "gcn2": lambda: GCN2Conv(5, 0.2),
+    "gcn2-theta": lambda: GCN2Conv(5, 0.1, theta=0.5, layer=2, shared_weights=False),
+    "fa-weighted": lambda: FAConv(5, normalize=False),
 }
 
 

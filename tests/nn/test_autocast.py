@@ -9,7 +9,7 @@ autocast."""
 import pytest
 import torch
 import torch_geometric.nn as pyg
-from helpers import CONV_LAYERS, random_edge_index
+from helpers import CONV_LAYERS, INITIAL_FEATURE_CONVS, random_edge_index
 from parity import parity_graph
 
 from graphloc import Graph
@@ -46,6 +46,19 @@ def test_convs_under_autocast(name, dtype):
     graph = Graph(edge_index, num_nodes=n, edge_attr=torch.randn(edge_index.size(1), 3))
     conv = CONV_LAYERS[name]()
     _assert_autocast_close(lambda x: conv(x, graph), torch.randn(n, 5), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(INITIAL_FEATURE_CONVS))
+def test_initial_feature_convs_under_autocast(name, dtype):
+    """FAConv and GCN2Conv, called conv(x, x_0, graph[, edge_weight]): x is also x_0,
+    so the gradient runs through both."""
+    edge_index, n = parity_graph(15)
+    torch.manual_seed(0)
+    graph = Graph(edge_index, num_nodes=n)
+    conv = INITIAL_FEATURE_CONVS[name]()
+    weight = () if getattr(conv, "normalize", True) else (torch.rand(edge_index.size(1)),)
+    _assert_autocast_close(lambda x: conv(x, x, graph, *weight), torch.randn(n, 5), dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -119,6 +132,19 @@ def test_convs_cast_to_half(name):
     graphs = {dtype: Graph(edge_index, num_nodes=n, edge_attr=attr.to(dtype))
               for dtype in (torch.float32, torch.float16)}  # edge features in the model's dtype
     _assert_half_close(CONV_LAYERS[name](), lambda m, x: m(x, graphs[x.dtype]),
+                       torch.randn(n, 5), 0.02)
+
+
+@pytest.mark.parametrize("name", sorted(INITIAL_FEATURE_CONVS))
+def test_initial_feature_convs_cast_to_half(name):
+    edge_index, n = parity_graph(16)
+    torch.manual_seed(0)
+    graph = Graph(edge_index, num_nodes=n)
+    conv = INITIAL_FEATURE_CONVS[name]()
+    weight = torch.rand(edge_index.size(1))
+    weights = {} if getattr(conv, "normalize", True) else \
+        {dtype: (weight.to(dtype),) for dtype in (torch.float32, torch.float16)}
+    _assert_half_close(conv, lambda m, x: m(x, x, graph, *weights.get(x.dtype, ())),
                        torch.randn(n, 5), 0.02)
 
 

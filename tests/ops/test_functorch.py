@@ -6,12 +6,18 @@ under a functorch transform."""
 
 import pytest
 import torch
-from helpers import CONV_LAYERS, random_edge_index, reference_ops, requires_ext
+from helpers import (
+    CONV_LAYERS,
+    INITIAL_FEATURE_CONVS,
+    random_edge_index,
+    reference_ops,
+    requires_ext,
+)
 from torch.func import functional_call, grad, jacrev, vjp, vmap
 
 import graphloc.scatter as gs
 from graphloc import Graph, ops
-from graphloc.nn import FAConv, GCN2Conv, build_model
+from graphloc.nn import build_model
 
 pytestmark = requires_ext
 
@@ -90,16 +96,13 @@ def test_layers_under_jacrev_and_vmap(name):
     torch.testing.assert_close(vmap(f)(xs), torch.stack([f(x) for x in xs]))
 
 
-@pytest.mark.parametrize("make", [lambda: FAConv(5, eps=0.3), lambda: GCN2Conv(5, 0.2),
-                                  lambda: FAConv(5, normalize=False)],
-                         ids=["fa", "gcn2", "fa-weighted"])
-def test_layers_with_initial_features_under_jacrev_and_vmap(make):
-    """FAConv and GCN2Conv, called conv(x, x_0, graph[, edge_weight]) (not in CONV_LAYERS,
-    whose layers take conv(x, graph))."""
+@pytest.mark.parametrize("name", sorted(INITIAL_FEATURE_CONVS))
+def test_layers_with_initial_features_under_jacrev_and_vmap(name):
+    """FAConv and GCN2Conv, called conv(x, x_0, graph[, edge_weight])."""
     edge_index = random_edge_index(8, 30, seed=4)
     graph = Graph(edge_index, num_nodes=8)
     torch.manual_seed(0)
-    conv = make().double()
+    conv = INITIAL_FEATURE_CONVS[name]().double()
     x_0 = torch.randn(8, 5, dtype=torch.float64)
     weight = () if getattr(conv, "normalize", True) else \
         (torch.rand(edge_index.size(1), dtype=torch.float64),)
