@@ -107,10 +107,17 @@ def check_fits_in_memory(shape: tuple[int, ...], dtype: torch.dtype, argument: s
 
 def check_index(index, dim_size: int, name: str) -> None:
     """An integer tensor whose values lie in ``[0, dim_size)``; errors name ``name`` and the
-    offending value. Reads the values, so not called while torch.compile traces."""
+    offending value. While torch.compile traces, the values cannot be read: the range check
+    is an assertion in the compiled graph, which names the range but not the value."""
     if not isinstance(index, torch.Tensor) or index.dtype not in _INDEX_DTYPES:
         got = index.dtype if isinstance(index, torch.Tensor) else type(index).__name__
         raise TypeError(f"{name} must be an integer tensor, got {got}")
+    if torch.compiler.is_compiling():  # before numel(): a masked index's size is unknown
+        unbounded = dim_size >= 2**63 - 1  # (a check of the sign alone)
+        torch._assert_async(((index >= 0) & (index < dim_size)).all(),
+                            f"{name} holds a negative index; indices must be >= 0" if unbounded
+                            else f"{name} holds an index outside [0, {dim_size})")
+        return
     if index.numel() == 0:
         return
     low, high = torch.aminmax(index)

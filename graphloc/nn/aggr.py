@@ -826,8 +826,14 @@ class DegreeScalerAggregation(Aggregation):
         return averages
 
     def _ensure_statistics(self, degree: Tensor) -> None:
-        """Built with ``deg=None``: the averages of the first training forward's graph."""
-        if not bool(torch.isnan(self.avg_deg_lin).any()):
+        """Built with ``deg=None``: the averages of the first training forward's graph (an
+        eager one: while torch.compile traces, the statistics must be there already)."""
+        missing = torch.isnan(self.avg_deg_lin).any()
+        if torch.compiler.is_compiling():  # the values cannot be read; checked as it runs
+            torch._assert_async(~missing, "DegreeScalerAggregation was built without deg: "
+                                "run one training forward before torch.compile, or pass deg")
+            return
+        if not bool(missing):
             return
         if not self.training:
             raise RuntimeError("DegreeScalerAggregation was built without deg and has not "

@@ -131,7 +131,17 @@ def _broadcast_index(index: Tensor, src: Tensor, dim: int) -> Tensor:
     return shaped
 
 
+def _traced_sizes():
+    """torch's size predicates for sizes unknown while traced (imported then: they import
+    sympy, 0.4 s and 34 MB that an eager import of graphloc does not need)."""
+    from torch.fx.experimental import symbolic_shapes
+    return symbolic_shapes
+
+
 def _index_dtype(*sizes: int) -> torch.dtype:
+    if torch.compiler.is_compiling():  # a size unknown while traced (a masked src's): int64
+        known = _traced_sizes().statically_known_true
+        return torch.int32 if all(known(size < 2**31 - 1) for size in sizes) else torch.int64
     return torch.int32 if max(sizes, default=0) < 2**31 - 1 else torch.int64
 
 
@@ -206,7 +216,10 @@ def _slots(src, index, dim, dim_size) -> _Slots:
     lead, trail = src.shape[:dim], src.shape[dim + 1:]
     B, L, K = math.prod(lead), src.size(dim), math.prod(trail)
     shape = (*lead, dim_size, *trail)
-    if src.numel() == 0 or B * dim_size * K == 0:
+    # a masked src's size is unknown while traced: taken as non-empty, whose path also
+    # reduces an empty src (to empty slots)
+    empty = _traced_sizes().guard_or_false if torch.compiler.is_compiling() else bool
+    if empty(src.numel() == 0) or empty(B * dim_size * K == 0):
         return _Slots(None, None, 0, 0, shape, L, None, None)
     per_channel = any(shaped.size(d) > 1 for d in range(dim + 1, src.dim()))
     if per_channel:

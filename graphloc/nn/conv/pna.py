@@ -151,7 +151,9 @@ class PNAConv(torch.nn.Module):
         blocks is the sum of each scaler's factor times the Linear of the unscaled
         aggregates ``aggregated [N, T, A * F_in]`` by that scaler's columns."""
         factors = self.aggr_module.factors(degree, aggregated.dtype)
-        if not all(f is None or bool(torch.isfinite(f).all()) for f in factors):
+        # while torch.compile traces, the factors cannot be read: PyG's order, right for both
+        if torch.compiler.is_compiling() or \
+                not all(f is None or bool(torch.isfinite(f).all()) for f in factors):
             # an infinite factor (a mean degree of 0): inf times each scaled entry, as
             # PyG's order gives it (NaN where entries of both signs meet), not inf times
             # their sum
