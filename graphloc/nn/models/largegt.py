@@ -22,6 +22,9 @@ from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check
 from graphloc.nn.dropout import Dropout
 
 
+# NumPy and SciPy work, once per graph and cached on it: torch.compile runs it eagerly (a
+# graph break; under fullgraph=True run the model once first, which caches it)
+@torch.compiler.disable
 def hop2_tokens(graph: Graph, K: int, seed: int = 0) -> Tensor:
     """Per node ``v`` a fixed sequence ``[v, u_1 .. u_{K-1}]`` (``[N, K]`` int64), as
     LargeGT's official sampler: draws without replacement from the list of ``v``'s distinct
@@ -112,6 +115,15 @@ class EMACodebook(torch.nn.Module):
                                          device=self.centroids.device)
             self.counts.zero_()
 
+    def _initialise(self, z: Tensor, where: Tensor) -> None:
+        """Centroids at random rows of ``z``, each counted once, where the 0-d bool tensor
+        ``where`` is true (a select, which torch.compile traces, not a branch)."""
+        pick = z[torch.randint(0, z.size(0), (self.num_codes,), device=z.device)]
+        self.centroids.copy_(torch.where(where, pick, self.centroids))
+        self.embed_sum.copy_(torch.where(where, pick, self.embed_sum))
+        self.cluster_size.copy_(torch.where(where, 1.0, self.cluster_size))
+        self.initialised.fill_(True)
+
     @torch.no_grad()
     def update(self, inputs: Tensor, index: Tensor) -> None:
         """One EMA k-means step on the inputs of a training batch of nodes ``index``: the
@@ -122,12 +134,10 @@ class EMACodebook(torch.nn.Module):
             return
         self.norm.train()(inputs)
         z = self.normalise(inputs)
-        if not bool(self.initialised):
-            pick = torch.randint(0, z.size(0), (self.num_codes,), device=z.device)
-            self.centroids.copy_(z[pick])
-            self.embed_sum.copy_(z[pick])
-            self.cluster_size.fill_(1.0)
-            self.initialised.fill_(True)
+        # eager: only the first batch draws (the random stream as before); traced, every
+        # batch draws and the flag selects
+        if torch.compiler.is_compiling() or not bool(self.initialised):
+            self._initialise(z, ~self.initialised)
         codes = self.nearest(z)
         batch_counts = torch.bincount(codes, minlength=self.num_codes).to(z.dtype)
         batch_sums = torch.zeros_like(self.embed_sum).index_add_(0, codes, z)
@@ -274,7 +284,9 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
         grad). Unmodified means the same version and the same values as the cached
         ``hops[:, 0]``: writes through ``x.data`` or a NumPy view leave the version as it
         was, and served the old features' hops."""
-        if x.requires_grad:  # differentiable (e.g. for influence), not cached
+        # differentiable (e.g. for influence), or traced by torch.compile (which cannot
+        # compare the cached values): computed, not cached
+        if x.requires_grad or torch.compiler.is_compiling():
             return self._propagate(x, graph)
         holder = graph.cached("largegt_hops", dict)
         ref = holder.get("x")
@@ -336,8 +348,10 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
         k = self.global_k(centroids).view(-1, H, h).transpose(0, 1)  # [H, C, h]
         v = self.global_v(centroids[:, :self.global_dim]).view(-1, H, h).transpose(0, 1)
         counts = self.codebook.counts.to(q.dtype)
-        bias = counts.log().masked_fill(counts == 0, float("-inf")) if counts.any() \
-            else torch.zeros_like(counts)  # nothing assigned yet (untrained): uniform
+        # nothing assigned yet (untrained): uniform; a select, not a branch, which
+        # torch.compile traces
+        bias = torch.where(counts.any(), counts.log().masked_fill(counts == 0, float("-inf")),
+                           torch.zeros_like(counts))
         logits = q @ k.transpose(1, 2) / math.sqrt(h) + bias
         attn = ops.dropout(logits.softmax(-1), self.attn_dropout, self.training)
         return (attn @ v).transpose(0, 1).reshape(-1, H * h)

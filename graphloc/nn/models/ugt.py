@@ -67,6 +67,9 @@ class UGTInputs:
     log_transition: Tensor  # [E_a, 8], the pre-training targets logT^t
 
 
+# NumPy and SciPy work, once per graph and cached on it: torch.compile runs it eagerly (a
+# graph break; under fullgraph=True run the model once first, which caches it)
+@torch.compiler.disable
 def ugt_inputs(graph: Graph, k_hop: int = 1, num_eigvecs: int = 10,
                virtual_ratio: float = 0.1, window: int = 8) -> UGTInputs:
     """UGT's preprocessing of ``graph`` (read as undirected and simple), deterministic.
