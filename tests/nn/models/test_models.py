@@ -320,7 +320,7 @@ def test_every_layer_refuses_zero_sizes_and_bad_dropouts(cls, kwargs):
 
 
 @pytest.mark.parametrize("conv", ["gcn", "sage", "gin", "gat", "gatv2", "resgated", "tag",
-                                  "gen", "le", "clustergcn"])
+                                  "gen", "le", "clustergcn", "cheb", "transformer", "edge"])
 def test_compiles_fullgraph_on_a_freshly_built_graph(conv):
     """No eager call first: the layouts a conv derives inside forward (GCN's normalised
     graph with its loops, GAT's fresh loops with the old ones masked) are built without
