@@ -4,7 +4,13 @@ reads in turns in one process. For an edge list of two integer columns the NumPy
 the field-by-field reader (which every other edge list takes) are both timed, and their
 ratio is the median of the per-turn ratios.
 
+``--memory``: each format's peak resident memory instead, and a features file
+(``--features`` columns of floats) and a labels file beside the edge list, one fresh
+process per read, and one that only imports. ``--compare-with DIR`` also
+reads each file with the graphloc found in DIR (an older checkout), in turns.
+
     python benchmarks/bench_graph_files.py [--nodes 1000000] [--turns 3] [--write FILE]
+    python benchmarks/bench_graph_files.py --memory [--features 64] [--compare-with DIR]
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import gzip
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -74,13 +81,84 @@ def timed_general(path: str) -> float:
         files._two_integer_columns = fast
 
 
+# one read in a fresh process (none without a graph file): the process's peak resident
+# memory, in MiB (the imports' own peak is the row without a read). VmHWM, not ru_maxrss,
+# which a child keeps from the parent it was forked from (this benchmark holds the graph)
+_PEAK_OF_ONE_READ = """
+import sys, warnings
+warnings.simplefilter("ignore")
+from graphloc.datasets import files
+graph, features, labels = (arg or None for arg in sys.argv[1:4])
+if graph:
+    files.load_graph_file(graph, features, labels)
+peak = next(line for line in open("/proc/self/status") if line.startswith("VmHWM"))
+print(int(peak.split()[1]) / 1024)
+"""
+
+
+def peak_mb(graph: str = "", features: str = "", labels: str = "",
+            tree: str | None = None) -> float:
+    # run in the tree: the working directory comes first on the path of `python -c`
+    env = dict(os.environ, PYTHONPATH=tree) if tree else None
+    out = subprocess.run([sys.executable, "-c", _PEAK_OF_ONE_READ, graph, features, labels],
+                         check=True, capture_output=True, text=True, env=env, cwd=tree)
+    return float(out.stdout.split()[-1])
+
+
+def write_node_files(num_nodes: int, width: int, folder: str) -> tuple[str, str]:
+    """A features file (``width`` floats per line, comma separated, six significant
+    digits) and a labels file (a class id per line)."""
+    rng = np.random.default_rng(0)
+    features, labels = os.path.join(folder, "x.csv"), os.path.join(folder, "y.txt")
+    np.savetxt(features, rng.standard_normal((num_nodes, width)), fmt="%.6g", delimiter=",")
+    np.savetxt(labels, rng.integers(0, 10, num_nodes), fmt="%d")
+    return features, labels
+
+
+def memory(args, graph) -> str:
+    trees = {"this checkout": None, **({args.compare_with: args.compare_with}
+                                       if args.compare_with else {})}
+    with tempfile.TemporaryDirectory() as folder:
+        paths = write_formats(graph.edge_index.numpy(), graph.num_nodes, folder)
+        features, labels = write_node_files(graph.num_nodes, args.features, folder)
+        reads = {"none (the imports alone)": ("", "", "")}
+        reads.update({name: (path, "", "") for name, path in paths.items()})
+        reads[f"edge list (.txt) with {args.features} features (.csv) and labels (.txt)"] = \
+            (paths["edge list (.txt)"], features, labels)
+        sizes = {name: sum(os.path.getsize(p) for p in read if p)
+                 for name, read in reads.items()}
+        peaks = {(name, tree): [] for name in reads for tree in trees}
+        for _ in range(args.turns):
+            for name, read in reads.items():
+                for tree in trees:
+                    peaks[name, tree].append(peak_mb(*read, tree=trees[tree]))
+    header = " | ".join(f"peak MiB, {tree}" for tree in trees)
+    lines = [f"## Reading graph files: peak memory (`benchmarks/bench_graph_files.py --memory "
+             f"--nodes {args.nodes} --features {args.features} --turns {args.turns}`), "
+             f"{datetime.date.today()}, {machine()}", "",
+             f"The road-like graph: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges. "
+             "Median over the turns of the peak resident memory of a fresh process that "
+             "imports graphloc and reads the file with `load_graph_file`.", "",
+             f"| file | MB on disk | {header} |", "|---|---:|" + "---:|" * len(trees)]
+    lines += [f"| {name} | {sizes[name] / 1e6:.1f} | " + " | ".join(
+        f"{statistics.median(peaks[name, tree]):.0f}" for tree in trees) + " |"
+        for name in reads]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, default=1_000_000)
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--write", help="append the table to this file (RESULTS.md)")
+    parser.add_argument("--memory", action="store_true", help="peak memory, not time")
+    parser.add_argument("--features", type=int, default=64, help="--memory's feature width")
+    parser.add_argument("--compare-with", metavar="DIR", help="--memory: also graphloc in DIR")
     args = parser.parse_args(argv)
     graph = road_like(args.nodes)
+    if args.memory:
+        publish(memory(args, graph), args.write)
+        return
     edges = graph.edge_index.numpy()
     with tempfile.TemporaryDirectory() as folder:
         paths = write_formats(edges, graph.num_nodes, folder)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the peers' own test files against graphloc with only the imported names swapped:
-# PyG's tests of the twenty-one convs and total_influence, and torch_scatter's whole suite.
+# PyG's tests of the convs, total_influence and compiled convs, and torch_scatter's whole
+# suite.
 # Fetches nothing: pass checkouts of the peers' repositories (PyG at tag 2.8.0, torch_scatter
 # at 2.1.2). Their files stay outside this repository; they are copied to a temp directory.
 #
@@ -48,6 +49,17 @@ sed -i -E \
 echo "== PyG's conv and total_influence tests"
 (cd "$work/pyg" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
   | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
+
+# PyG's torch.compile tests of GCNConv and SAGEConv (no graph breaks, then the compiled
+# conv's output): marked full tests, so run with FULL_TEST=1, this file alone.
+mkdir -p "$work/pyg_compile/test"
+cp "$pyg/test/nn/test_compile_conv.py" "$work/pyg_compile/test/"
+cp "$pyg/test/conftest.py" "$work/pyg_compile/test/" 2>/dev/null || true
+sed -i -E 's/^from torch_geometric\.nn import GCNConv, SAGEConv$/from graphloc.nn import GCNConv, SAGEConv/' \
+  "$work/pyg_compile/test/test_compile_conv.py"
+echo "== PyG's compile tests (test_compile_conv.py, FULL_TEST=1)"
+(cd "$work/pyg_compile" && FULL_TEST=1 PYTHONPATH="$work/site" "$python" -m pytest -q \
+  -p no:cacheprovider test | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
 
 # PyG's aggregation tests: the modules graphloc.nn.aggr has come from graphloc (called as
 # PyG calls them, aggr(x, index, ptr, dim_size, dim)); any other stays PyG's.
