@@ -210,40 +210,13 @@ def propagate_prefix(graph: Graph, weight: Tensor | None, x: Tensor,
     return ops.spmm(prefix, x, weight)
 
 
-class _NarrowMatmul(torch.autograd.Function):
-    """``x @ w`` for a tall ``x [N, K]`` and a narrow ``w [K, M]``, whose gradient for ``w`` is
-    computed as ``(g^T @ x)^T``. torch's own backward computes ``x^T @ g``, which MKL runs
-    several times slower at these shapes (N = 200,000, K = 64, M = 8: 34 ms against 6 ms on
-    2 threads). Differentiable twice: the backward is made of differentiable ops."""
-
-    generate_vmap_rule = True  # setup_context style: torch.func takes it
-
-    @staticmethod
-    def setup_context(ctx, inputs, output) -> None:
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def forward(x: Tensor, w: Tensor) -> Tensor:
-        # in the promoted dtype even under autocast, as the sum of products it stands for
-        # (GAT's (h * att).sum(-1), which PyG takes in float32 for float32 att): scores
-        # rounded to bfloat16 made its attention weights ten times less accurate
-        dtype = torch.promote_types(x.dtype, w.dtype)
-        x, w = x.to(dtype), w.to(dtype)
-        if not ops.autocast_enabled(x.device.type):
-            return x @ w
-        with torch.autocast(x.device.type, enabled=False):
-            return x @ w
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        x, w = ctx.saved_tensors
-        # in the product's dtype (autograd casts the gradients back to x's and w's)
-        x, w = x.to(grad.dtype), w.to(grad.dtype)
-        grad_x = grad @ w.t() if ctx.needs_input_grad[0] else None
-        grad_w = (grad.t() @ x).t() if ctx.needs_input_grad[1] else None
-        return grad_x, grad_w
-
-
-def narrow_matmul(x: Tensor, w: Tensor) -> Tensor:
-    """``x @ w`` (2-D) with a fast gradient for a narrow ``w`` (see ``_NarrowMatmul``)."""
-    return _NarrowMatmul.apply(x, w)
+def promoted_matmul(x: Tensor, w: Tensor) -> Tensor:
+    """``x @ w`` in the promoted dtype even under autocast, as the sum of products it stands
+    for (GAT's (h * att).sum(-1), which PyG takes in float32 for float32 att): scores
+    rounded to bfloat16 made its attention weights ten times less accurate."""
+    dtype = torch.promote_types(x.dtype, w.dtype)
+    x, w = x.to(dtype), w.to(dtype)
+    if not ops.autocast_enabled(x.device.type):
+        return x @ w
+    with torch.autocast(x.device.type, enabled=False):
+        return x @ w

@@ -114,6 +114,61 @@ def test_edge_features_to_a_gat_without_edge_dim_are_ignored_with_a_warning():
     torch.testing.assert_close(out, ours(x, edge_index))
 
 
+@pytest.mark.parametrize("vectors, heads", [(1, 1), (1, 3), (2, 3)])
+def test_head_dots_are_the_per_head_products_to_the_second_derivative(vectors, heads):
+    """The block-diagonal matmul and its own backward against the per-head products
+    ``(h.view(N, H, C) * att).sum(-1)`` differentiated by torch (float64): values, first
+    and second derivatives, and gradcheck."""
+    from graphloc.nn.conv.gat import head_dots
+    gen = torch.Generator().manual_seed(heads)
+    h = torch.randn(30, heads * 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    atts = [torch.randn(1, heads, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+            for _ in range(vectors)]
+
+    def per_head(h, *atts):
+        return torch.cat([(h.view(-1, heads, 4) * att).sum(-1) for att in atts], dim=1)
+
+    grad = torch.randn(30, vectors * heads, generator=gen, dtype=torch.float64)
+    got, want = head_dots(h, *atts), per_head(h, *atts)
+    torch.testing.assert_close(got, want)
+    got_grads = torch.autograd.grad(got, [h, *atts], grad, create_graph=True)
+    want_grads = torch.autograd.grad(want, [h, *atts], grad, create_graph=True)
+    for g, ref in zip(got_grads, want_grads, strict=True):
+        torch.testing.assert_close(g, ref)
+    v = torch.randn(1, heads, 4, generator=gen, dtype=torch.float64)  # mixed: d/dh <d/datt, v>
+    second = torch.autograd.grad((got_grads[1] * v).sum(), h)[0]
+    torch.testing.assert_close(second, torch.autograd.grad((want_grads[1] * v).sum(), h)[0])
+    assert torch.autograd.gradcheck(head_dots, (h, *atts))
+    assert torch.autograd.gradgradcheck(head_dots, (h, *atts))
+
+
+@pytest.mark.parametrize("case", ["gat", "gat-edges", "gatv2-edges"])
+def test_an_infinite_gradient_of_one_head_leaves_the_other_heads_as_pyg(case):
+    """An infinite upstream gradient of head 0's output at one node: the scores' gradient
+    went through one matmul with block-diagonal attention vectors, whose zeros made head
+    1's parameter gradients NaN (0 * inf); PyG's stay finite. Every parameter's gradient
+    as PyG's, NaN where PyG's."""
+    torch.manual_seed(1)
+    edge_index = torch.randint(0, 12, (2, 50))
+    kwargs = {"edge_dim": 3} if "edges" in case else {}
+    args = (torch.randn(50, 3, dtype=torch.float64),) if kwargs else ()
+    ours_cls, pyg_cls = (GATv2Conv, pyg.GATv2Conv) if case.startswith("gatv2") else \
+        (GATConv, pyg.GATConv)
+    theirs = pyg_cls(4, 2, heads=2, **kwargs).double()
+    ours = ours_cls(4, 2, heads=2, **kwargs).double()
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(12, 4, dtype=torch.float64)
+    upstream = torch.ones(12, 4, dtype=torch.float64)
+    upstream[5, 0] = float("inf")  # head 0's first channel at node 5
+    grads = []
+    for conv in (ours, theirs):
+        (conv(x, edge_index, *args) * upstream).sum().backward()
+        grads.append({name: p.grad for name, p in conv.named_parameters()})
+    assert any(g.isnan().any() for g in grads[1].values())  # head 0's are NaN in PyG too
+    for name, want in grads[1].items():
+        torch.testing.assert_close(grads[0][name], want, equal_nan=True, msg=name)
+
+
 def _one_head_overflows(ours, theirs, lins):
     """Head 0 of node 5's projections overflows to +-inf (a feature of 1e308 weighed 10),
     head 1 does not read that feature: PyG's head 1 stays finite there."""
