@@ -48,9 +48,7 @@ from graphloc.datasets.base import (
 from graphloc.datasets.readers import (
     DECOMPRESSION_ERRORS,
     MAX_NODES,
-    archive_members,
     compression_of,
-    extract_member,
     open_binary,
     open_text,
     parse_integers,
@@ -60,6 +58,7 @@ from graphloc.datasets.readers import (
     read_pajek,
     text_blocks,
     uncompressed_name,
+    unpack_archive,
     warn_of_weights,
 )
 from graphloc.graph import Graph, networkx_node_order, pyg_data_with_edges
@@ -154,9 +153,10 @@ def load_graph_archive(path: str, features: str | None = None, labels: str | Non
     that holds one graph file. An archive of several is refused, naming them."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no graph archive at {path}")
-    member = _graph_member(path, archive_members(path))
     with tempfile.TemporaryDirectory() as folder:
-        file = extract_member(path, member, folder)
+        files = unpack_archive(path, folder, lambda name: _format_of(name) is not None)
+        member = _graph_member(path, list(files))
+        file = files[member]
         named = f"{path} ({member})"  # what errors and warnings name, not the copy
         try:
             with warnings.catch_warnings(record=True) as said:

@@ -569,18 +569,39 @@ def archive_members(path: str) -> list[str]:
             from err
 
 
-def extract_member(path: str, member: str, folder: str) -> str:
-    """``member`` of the archive written to ``folder`` under its base name (never a path
-    the archive chooses); returns where."""
+def unpack_archive(path: str, folder: str, wanted) -> dict:
+    """One pass over a tar or zip archive (a compressed tar is decompressed once): the name
+    of every regular file, mapped to where it was written in ``folder`` where
+    ``wanted(name)`` (a folder of its own, under its base name: never a path the archive
+    chooses), else to None."""
     import tarfile
     import zipfile
-    target = os.path.join(folder, os.path.basename(member))
-    if path.lower().endswith(".zip"):
-        with zipfile.ZipFile(path) as archive, archive.open(member) as src, \
-                open(target, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-    else:
-        with tarfile.open(path) as archive, archive.extractfile(member) as src, \
-                open(target, "wb") as dst:
-            shutil.copyfileobj(src, dst)
+    files = {}
+    try:
+        if path.lower().endswith(".zip"):
+            with zipfile.ZipFile(path) as archive:
+                for info in archive.infolist():
+                    if not info.is_dir():
+                        files[info.filename] = _written(folder, len(files), info.filename,
+                                                        archive.open, info, wanted)
+        else:
+            with tarfile.open(path, "r|*") as archive:  # a stream: read front to back
+                for member in archive:
+                    if member.isfile():
+                        files[member.name] = _written(folder, len(files), member.name,
+                                                      archive.extractfile, member, wanted)
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError, zlib.error,
+            lzma.LZMAError) as err:
+        raise ValueError(f"{path}: not a readable archive ({type(err).__name__}: {err})") \
+            from err
+    return files
+
+
+def _written(folder: str, number: int, name: str, open_member, member, wanted) -> str | None:
+    if not wanted(name):
+        return None
+    target = os.path.join(folder, str(number), os.path.basename(name))
+    os.makedirs(os.path.dirname(target))
+    with open_member(member) as src, open(target, "wb") as dst:
+        shutil.copyfileobj(src, dst)
     return target

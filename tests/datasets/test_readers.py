@@ -535,6 +535,37 @@ def test_archive_members_are_written_under_their_base_name_and_errors_name_the_a
     assert [m.split(":")[0] for m in said] == [f"{tmp_path / 'one-way.tar'} (g/edges.txt)"]
 
 
+@pytest.mark.parametrize("mode", ["w:gz", "w:bz2", "w:xz", "zip"])
+def test_an_archive_is_read_in_one_pass_and_a_cut_one_is_named(tmp_path, karate, mode):
+    """The archive is decompressed once, front to back (a tar's member list took a pass of
+    its own: a KONECT .tar.bz2 of 3.3 million edges spent 2.0 of its 11.5 s there); members
+    of one base name in two folders stay apart (the one named as SuiteSparse names its
+    matrix is read); a cut archive is an error naming it."""
+    import io
+    import zipfile
+
+    import scipy.io
+    main = io.BytesIO()
+    scipy.io.mmwrite(main, nx.to_scipy_sparse_array(karate, weight=None))
+    files = {"other/karate.mtx": "%%MatrixMarket matrix coordinate pattern general\n"
+                                 "2 2 1\n1 2\n",
+             "karate/karate.mtx": main.getvalue().decode()}
+    name = tmp_path / ("karate.zip" if mode == "zip" else f"karate.tar.{mode[2:]}")
+    if mode == "zip":
+        with zipfile.ZipFile(name, "w", zipfile.ZIP_DEFLATED) as z:
+            for member, text in files.items():
+                z.writestr(member, text)
+    else:
+        _tar(name, files, mode)
+    assert _edges(load_dataset(str(name)).graph) == _both_ways(karate)
+    data = name.read_bytes()
+    (tmp_path / f"cut-{name.name}").write_bytes(data[:len(data) // 2])
+    # (a .tar.gz the City-Networks loader may hold: its own words, naming the file too)
+    with pytest.raises(ValueError, match=rf"cut-{name.name}(: not a readable archive| is not "
+                                         r"a readable \.tar\.gz archive)"):
+        load_dataset(str(tmp_path / f"cut-{name.name}"))
+
+
 def _quiet_load_dataset(path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
