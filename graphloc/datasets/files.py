@@ -860,21 +860,32 @@ def _matrix(path: str, rows: int, what: str) -> Tensor:
     if what == "features" and value.dim() > 2:
         raise ValueError(f"{path}: features must be [N, F], a row per node, got shape "
                          f"{list(value.shape)}")
-    if value.is_floating_point() and not torch.isfinite(value).all():
+    if value.is_floating_point() and not _every_chunk(value, lambda t: torch.isfinite(t).all()):
         at = (~torch.isfinite(value)).nonzero()[0].tolist()
         raise ValueError(f"{path}: {what} hold non-finite values (the first, "
                          f"{value[tuple(at)].item()}, at row {at[0]}"
                          f"{f', column {at[1]}' if len(at) > 1 else ''}, counted from 0)")
-    if what == "labels" and value.is_floating_point() and \
-            not bool((value == value.round()).all()):
+    if what == "labels" and value.is_floating_point() and not _every_chunk(value, _whole):
         raise ValueError(f"{path}: labels must be integer class ids")
     if what == "labels":
         return value
     # whole numbers (a text file's are float64) go to float_features as integers, which
     # says where float32 rounds them; fractions are cast here, as every float is
-    whole = value.is_floating_point() and bool((value == value.round()).all()) and \
-        (value.numel() == 0 or float(value.abs().max()) < 2.0**63)
+    whole = value.is_floating_point() and _every_chunk(
+        value, lambda t: _whole(t) and (t.numel() == 0 or float(t.abs().max()) < 2.0**63))
     return value.long() if whole else value.float() if value.is_floating_point() else value
+
+
+def _whole(t: Tensor) -> bool:
+    return bool((t == t.round()).all())
+
+
+def _every_chunk(value: Tensor, test) -> bool:
+    """``test`` true of every chunk of about a million entries of ``value``'s rows: the
+    checks' temporaries (a rounded copy, a mask) stay that small, where whole-tensor ones
+    took twice a large features file's memory."""
+    step = max(1, (1 << 20) // max(1, math.prod(value.shape[1:])))
+    return all(bool(test(value[i:i + step])) for i in range(0, value.size(0), step))
 
 
 def _class_names(path: str, rows: int) -> Tensor | None:
@@ -955,7 +966,19 @@ def _text_matrix(path: str, what: str, rows: int) -> np.ndarray:
         if data:
             first = first or (data[0][0], len(split(data[0][1])))
             parts.append(_number_rows(path, data, delimiter, split, first))
-    return np.concatenate(parts) if parts else np.empty((0, 0))
+    return _stacked(parts) if parts else np.empty((0, 0))
+
+
+def _stacked(parts: list) -> np.ndarray:
+    """The blocks' rows in one array, each block freed once copied: the array's pages are
+    written (and held) only as the blocks are, so the peak is about one copy, not two."""
+    rows = np.empty((sum(len(part) for part in parts), parts[0].shape[1]))
+    start = 0
+    while parts:
+        part = parts.pop(0)
+        rows[start:start + len(part)] = part
+        start += len(part)
+    return rows
 
 
 def _numbered_blocks(path: str):

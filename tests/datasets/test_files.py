@@ -763,6 +763,34 @@ def test_text_matrices_read_in_blocks_keep_each_row_and_line_number(tmp_path, bl
         load_graph_file(str(tmp_path / "g.txt"), str(tmp_path / "bad.csv"))
 
 
+def test_feature_and_label_checks_reach_the_last_row_of_a_large_file(tmp_path):
+    """The checks run over chunks of about a million entries (whole-tensor checks took
+    twice a large file's memory): a non-finite value, a fraction among whole numbers and a
+    fractional label in the last row, past the first chunk, are each seen."""
+    n = 300_000  # 1.2 million features: two chunks
+    (tmp_path / "g.txt").write_text(f"0 1\n{n - 2} {n - 1}\n")
+    whole = np.arange(4 * n, dtype=np.float64).reshape(n, 4) % 97
+    np.save(tmp_path / "x.npy", whole)
+    x = load_graph_file(str(tmp_path / "g.txt"), str(tmp_path / "x.npy")).x
+    assert torch.equal(x, torch.from_numpy(whole).float())
+    bad = whole.copy()
+    bad[-1, 2] = np.inf
+    np.save(tmp_path / "bad.npy", bad)
+    with pytest.raises(ValueError, match=rf"non-finite values \(the first, inf, at row "
+                                         rf"{n - 1}, column 2"):
+        load_graph_file(str(tmp_path / "g.txt"), str(tmp_path / "bad.npy"))
+    fractional = whole.copy()
+    fractional[-1, 3] = 0.5  # a fraction: the features are floats, not whole numbers
+    np.save(tmp_path / "frac.npy", fractional)
+    x = load_graph_file(str(tmp_path / "g.txt"), str(tmp_path / "frac.npy")).x
+    assert x[-1, 3].item() == 0.5
+    labels = np.zeros(n)
+    labels[-1] = 0.5
+    np.save(tmp_path / "y.npy", labels)
+    with pytest.raises(ValueError, match="labels must be integer class ids"):
+        load_graph_file(str(tmp_path / "g.txt"), labels=str(tmp_path / "y.npy"))
+
+
 def test_binary_feature_files_name_themselves_and_the_bad_entry(tmp_path):
     """A 3-D .npy was refused naming the graph file; a NaN in a .npy named no entry."""
     (tmp_path / "g.txt").write_text("0 1\n1 2\n")
