@@ -220,3 +220,24 @@ def promoted_matmul(x: Tensor, w: Tensor) -> Tensor:
         return x @ w
     with torch.autocast(x.device.type, enabled=False):
         return x @ w
+
+
+def first_linear(nn: torch.nn.Module):
+    """``(the network's first Linear, the rest of it)``, or ``(None, None)`` where the
+    network does not start with a ``torch.nn.Linear`` graphloc can take apart."""
+    if type(nn) is torch.nn.Linear:
+        return nn, torch.nn.Identity()
+    if type(nn) is torch.nn.Sequential and len(nn) and type(nn[0]) is torch.nn.Linear:
+        return nn[0], nn[1:]
+    return None, None
+
+
+def check_first_linear(layer: torch.nn.Module, nn: torch.nn.Module, width: int,
+                       given: str) -> None:
+    """A network ``nn`` whose first Linear takes another width than the ``width`` it is
+    given (``given`` says how), named before any work: torch's matmul error, after the
+    aggregation, named neither the layer nor the widths."""
+    first, _ = first_linear(nn)
+    if first is not None and first.in_features != width:
+        raise ValueError(f"{type(layer).__name__}: {given}, but nn's first Linear takes "
+                         f"{first.in_features}")

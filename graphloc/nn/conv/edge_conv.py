@@ -9,7 +9,12 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_choice
 from graphloc.nn.conv._inputs import check_flow, read_inputs
-from graphloc.nn.conv._utils import can_branch_on_values, check_input
+from graphloc.nn.conv._utils import (
+    can_branch_on_values,
+    check_first_linear,
+    check_input,
+    first_linear,
+)
 
 #: PyG's aggregation names this conv takes, as ops.segment_reduce names them
 _REDUCTIONS = {"max": "max", "min": "min", "mean": "mean", "add": "sum", "sum": "sum"}
@@ -76,11 +81,10 @@ class EdgeConv(torch.nn.Module):
         check_input(self, x_dst, x_src.size(1), "x_dst")
         graph = inputs.graph
         src, dst = graph.in_csr_order().edge_index
-        first, rest = _first_linear(self.nn)
-        if first is not None and first.in_features != 2 * x_src.size(1):
-            raise ValueError(f"EdgeConv: x has {x_src.size(1)} features, so each edge's "
-                             f"[x_i, x_j - x_i] has {2 * x_src.size(1)}, but nn's first Linear "
-                             f"takes {first.in_features}")
+        width = x_src.size(1)
+        check_first_linear(self, self.nn, 2 * width, f"x has {width} features, so each "
+                           f"edge's [x_i, x_j - x_i] has {2 * width}")
+        first, rest = first_linear(self.nn)
         if first is not None and _may_regroup(first, x_src, x_dst):
             messages = rest(_first_product(first, x_src, x_dst, src, dst))
         else:
@@ -100,16 +104,6 @@ def _reset(module) -> None:
     else:
         for child in getattr(module, "children", lambda: ())():
             _reset(child)
-
-
-def _first_linear(nn: torch.nn.Module):
-    """``(the network's first Linear, the rest of it)``, or ``(None, None)`` where the
-    network does not start with a ``torch.nn.Linear`` graphloc can take apart."""
-    if type(nn) is torch.nn.Linear:
-        return nn, torch.nn.Identity()
-    if type(nn) is torch.nn.Sequential and len(nn) and type(nn[0]) is torch.nn.Linear:
-        return nn[0], nn[1:]
-    return None, None
 
 
 def _may_regroup(first: torch.nn.Linear, x_src: Tensor, x_dst: Tensor) -> bool:

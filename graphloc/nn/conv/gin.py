@@ -15,7 +15,7 @@ from graphloc.nn.conv._inputs import (
     relu_edge_messages,
     weights_from,
 )
-from graphloc.nn.conv._utils import check_sizes, checked_features
+from graphloc.nn.conv._utils import check_first_linear, check_sizes, checked_features
 
 
 def _reset(module: torch.nn.Module) -> None:
@@ -99,6 +99,7 @@ class GINConv(_GINBase):
                 size: tuple[int, int] | None = None) -> Tensor:
         inputs = read_inputs(self, x, edge_index, size)
         x_src, x_dst = checked_features(self, inputs, None)
+        check_first_linear(self, self.nn, x_src.size(1), f"x has {x_src.size(1)} features")
         out = self.aggr_module(inputs.graph, x_src, weights_from(self, inputs, None))
         if x_dst is not None:
             # In place on a fused reduce's fresh output (no backward reads it): one buffer.
@@ -158,6 +159,7 @@ class GINEConv(_GINBase):
                 edge_attr: Tensor | None = None, size: tuple[int, int] | None = None) -> Tensor:
         inputs = read_inputs(self, x, edge_index, size)
         x_src, x_dst = checked_features(self, inputs, None)
+        check_first_linear(self, self.nn, x_src.size(1), f"x has {x_src.size(1)} features")
         graph = inputs.graph
         edge_attr = edge_features_from(self, inputs, edge_attr)
         if edge_attr is None:

@@ -47,3 +47,25 @@ def test_gine_takes_edge_attr_from_the_graph_and_checks_it():
     with pytest.raises(ValueError, match="edge_attr has 2 rows"):
         conv(x, edge_index, torch.randn(2, 4))
     assert repr(GINConv(torch.nn.Linear(2, 2))).startswith("GINConv(nn=Linear")
+
+
+@pytest.mark.parametrize("nn", [lambda: torch.nn.Linear(4, 8),
+                                lambda: torch.nn.Sequential(torch.nn.Linear(4, 8),
+                                                            torch.nn.ReLU())],
+                         ids=["linear", "sequential"])
+@pytest.mark.parametrize("cls", [GINConv, GINEConv])
+def test_a_network_of_another_width_is_named_before_the_aggregation(cls, nn):
+    """Features of 5 channels into a network whose first Linear takes 4: a ValueError
+    naming the conv and both widths (torch's matmul error, after the aggregation, named
+    neither); the same network on 4 channels runs, as PyG's."""
+    edge_index, n = parity_graph(12)
+    kwargs = {"edge_dim": 3} if cls is GINEConv else {}
+    args = (torch.randn(edge_index.size(1), 3),) if kwargs else ()
+    conv = cls(nn(), **kwargs)
+    with pytest.raises(ValueError, match=rf"{cls.__name__}: x has 5 features, but nn's first "
+                                         r"Linear takes 4"):
+        conv(torch.randn(n, 5), edge_index, *args)
+    theirs = getattr(pyg, cls.__name__)(nn(), **kwargs)
+    theirs.load_state_dict(conv.state_dict())
+    x = torch.randn(n, 4)
+    torch.testing.assert_close(conv(x, edge_index, *args), theirs(x, edge_index, *args))
