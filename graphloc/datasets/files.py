@@ -487,50 +487,86 @@ def _edge_list(path: str, konect: str | None = None, comments: tuple = ()) -> Gr
     order of appearance. Further columns (edge weights, timestamps) are ignored with a
     warning: the datasets carry no edge attributes. A KONECT file (``konect``, its format
     line's word) numbers its vertices from 1: see :func:`_konect_numbering`."""
-    edge_index = _two_integer_columns(path)
+    columns = _integer_edge_columns(path)
     low = 1 if konect else 0
-    if edge_index is None or int(edge_index.min()) < low or \
-            int(edge_index.max()) > _MAX_INTEGER_ID:
+    if columns is None or int(columns.edge_index.min()) < low or \
+            int(columns.edge_index.max()) > _MAX_INTEGER_ID:
         return _general_edge_list(path, konect, comments)  # names the line of any error
+    if columns.width > 2:
+        _warn_of_extra_columns(path, columns.first_line, columns.width)
+    edge_index = columns.edge_index
     return _konect_numbering(edge_index, konect, comments) if konect else Graph(edge_index)
 
 
-def _two_integer_columns(path: str) -> Tensor | None:
-    """The edges of a file whose every line (comments and blank lines aside) is two integer
-    ids, as SNAP's and most KONECT files are, parsed by NumPy a block of lines at a time;
-    None for any other file, which the general reader takes (6x to 7.5x slower on 3.3
-    million edges, parsing each field in Python: benchmarks/bench_graph_files.py). Blocks
-    bound the memory of the lines as Python strings (a 55 MB file's peak resident set
-    fell from 1.27 GB to 0.88 to 1.02 GB)."""
-    blocks, delimiter = [], None
+class _Columns(NamedTuple):
+    edge_index: Tensor
+    width: int  # fields per line
+    first_line: int  # the first edge's line number
+
+
+def _integer_edge_columns(path: str) -> _Columns | None:
+    """The edges of a file whose every line (comments and blank lines aside) holds the
+    same number of fields, the first two integer ids and any others numbers (weights,
+    timestamps), as SNAP's, KONECT's and Network Repository's files are, parsed by NumPy a
+    block of lines at a time; None for any other file, which the general reader takes (6x
+    to 7.5x slower on 3.3 million edges, parsing each field in Python:
+    benchmarks/bench_graph_files.py; a weighted or timestamped file went there until
+    2026-12-05). Blocks bound the memory of the lines as Python strings (a 55 MB file's
+    peak resident set fell from 1.27 GB to 0.88 to 1.02 GB)."""
+    blocks, delimiter, width, first_line, lines_before = [], None, None, None, 0
     try:
         with open_text(path, newline="", encoding="utf-8-sig") as f:
             for text in text_blocks(f):
-                lines = [line for line in text.splitlines()
-                         if line and not line.startswith(("#", "%"))]
+                raw = text.splitlines()
+                lines = [line for line in raw if line and not line.startswith(("#", "%"))]
                 if not lines:
+                    lines_before += len(raw)
                     continue
+                if first_line is None:
+                    first_line = lines_before + 1 + raw.index(lines[0])
                 delimiter = delimiter or _delimiter("\n".join(lines[:64]))
-                block = _two_integers_per_line(lines, delimiter)
-                if block is None:
+                block = _leading_integer_pairs(lines, delimiter)
+                if block is None or block[1] != (width or block[1]):
                     return None
-                blocks.append(block)
+                blocks.append(block[0])
+                width = block[1]
     except UnicodeDecodeError:
         return None  # the general reader names it
     if not blocks:
         return None
-    return torch.from_numpy(np.concatenate(blocks).reshape(-1, 2).T.copy())
+    edges = torch.from_numpy(np.concatenate(blocks).reshape(-1, 2).T.copy())
+    return _Columns(edges, width, first_line)
 
 
-def _two_integers_per_line(lines: list, delimiter: str):
-    """The integers of lines that each hold two fields, in order; None otherwise."""
+def _leading_integer_pairs(lines: list, delimiter: str) -> tuple | None:
+    """``(the first two fields of each line as integers, in order; the fields per line)``
+    for lines that each hold the same number (two or more) of non-empty number fields,
+    the first two integers; None otherwise."""
     split = str.split if delimiter == " " else lambda line: line.split(delimiter)
-    if any(len(fields) != 2 or not fields[0].strip() or not fields[1].strip()
-           for fields in map(split, lines)):
-        return None  # an empty field ("1,,2"), a third column, a one-column line
+    rows = list(map(split, lines))
+    width = len(rows[0])
+    if width < 2 or any(len(fields) != width or not all(field.strip() for field in fields)
+                        for fields in rows):
+        return None  # an empty field ("1,,2"), a ragged line, a one-column line
     if delimiter != " ":
         lines = [line.replace(delimiter, " ") for line in lines]
-    return parse_integers(lines)  # two fields per line: 2 * len(lines) values
+    if width == 2:
+        pairs = parse_integers(lines)
+        return None if pairs is None else (pairs, 2)
+    values = parse_integers(lines, np.float64)  # weights and times need not be integers
+    if values is None:
+        return None
+    ids = values.reshape(-1, width)[:, :2]
+    # "7.0" ids are ids, as the general reader takes them; exact below 2^53
+    if not (np.all(ids == np.round(ids)) and np.all(np.abs(ids) < 2.0**53)):
+        return None
+    return ids.astype(np.int64).reshape(-1), width
+
+
+def _warn_of_extra_columns(path: str, number: int, count: int) -> None:
+    warnings.warn(f"{path}: line {number} has {count} columns; only the first two (source, "
+                  "destination) are read, the others (edge weights?) are ignored: graphloc's "
+                  "datasets carry no edge attributes", stacklevel=caller_stacklevel())
 
 
 def _delimiter(sample: str) -> str:
@@ -551,10 +587,7 @@ def _general_edge_list(path: str, konect: str | None, comments: tuple) -> Graph:
     wide = next(((number, row) for number, row in lines if any(field.strip()
                                                                 for field in row[2:])), None)
     if wide is not None:
-        warnings.warn(f"{path}: line {wide[0]} has {len(wide[1])} columns; only the first two "
-                      "(source, destination) are read, the others (edge weights?) are "
-                      "ignored: graphloc's datasets carry no edge attributes",
-                      stacklevel=caller_stacklevel())
+        _warn_of_extra_columns(path, wide[0], len(wide[1]))
     _refuse_missing_ids(path, lines)
     ends = [(row[0].strip(), row[1].strip()) for _, row in lines]
     numbers = [[_integer_id(a), _integer_id(b)] for a, b in ends]  # each id parsed once

@@ -221,16 +221,17 @@ def _named_arrays(path: str, archive) -> tuple:
 
 # ---- METIS and DIMACS -------------------------------------------------------------------
 
-def parse_integers(lines: list) -> np.ndarray | None:
-    """The whitespace-separated integers of ``lines`` in order, parsed by NumPy (a Python
-    loop over millions of fields took seconds), or None where a token is not an integer."""
+def parse_integers(lines: list, dtype=np.int64) -> np.ndarray | None:
+    """The whitespace-separated integers (or, with a float ``dtype``, numbers) of ``lines``
+    in order, parsed by NumPy (a Python loop over millions of fields took seconds), or None
+    where a token is not one."""
     text = " ".join(lines)
     if not text.strip():
-        return np.empty(0, dtype=np.int64)
+        return np.empty(0, dtype=dtype)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # older numpy: stops early
-            values = np.fromstring(text, dtype=np.int64, sep=" ")
+            values = np.fromstring(text, dtype=dtype, sep=" ")
     except ValueError:  # numpy 2: "could not be read to its end"
         return None
     return values if values.size == len(text.split()) else None

@@ -898,41 +898,51 @@ def test_undirected_gives_a_saved_datas_added_edges_the_attributes_they_reverse(
 @pytest.mark.parametrize("delimiter", [" ", "\t", ",", ";", "  ", ", "])
 @pytest.mark.parametrize("header", ["", "# SNAP: Nodes: 9\n", "% sym unweighted\n% 30 9 9\n",
                                     "% bip unweighted\n", "\ufeff"])
+@pytest.mark.parametrize("extra", [0, 1, 2], ids=["two columns", "a weight",
+                                                  "a weight and a time"])
 @pytest.mark.parametrize("block", [1 << 24, 40])  # 40 characters: a block of a few lines
 def test_integer_edge_lists_read_by_numpy_as_by_the_general_reader(tmp_path, monkeypatch,
-                                                                   delimiter, header, block):
-    """Files of two integer columns (SNAP's, KONECT's) are parsed by NumPy, a block of
-    lines at a time: the same graph as the field-by-field reader gives, which reads every
-    file."""
+                                                                   delimiter, header, block,
+                                                                   extra):
+    """Files of integer ids, with or without further number columns (SNAP's, KONECT's,
+    Network Repository's weights and times), are parsed by NumPy, a block of lines at a
+    time: the same graph and the same warnings (the first line of more columns) as the
+    field-by-field reader gives, which reads every file."""
     from graphloc.datasets import files, readers
     monkeypatch.setattr(readers, "BLOCK_CHARS", block)
     rng = torch.Generator().manual_seed(len(delimiter) + len(header))
     ends = torch.randint(1, 10, (30, 2), generator=rng).tolist()
-    body = "".join(f"{u}{delimiter}{v}\n" + ("\n# a comment\n" if i % 7 == 3 else "")
-                   for i, (u, v) in enumerate(ends))
+    more = ["0.25", "1700000000"][:extra]
+    body = "".join(delimiter.join([str(u), str(v), *more]) + "\n" +
+                   ("\n# a comment\n" if i % 7 == 3 else "") for i, (u, v) in enumerate(ends))
     path = tmp_path / "edges.txt"
     path.write_text(header + body, encoding="utf-8")
-    calls = []
-    fast = files._two_integer_columns
-    monkeypatch.setattr(files, "_two_integer_columns",
-                        lambda p: calls.append(p) or fast(p))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        quick = load_graph_file(str(path), undirected=False).graph
-        assert fast(str(path)) is not None  # the NumPy path read it
-        monkeypatch.setattr(files, "_two_integer_columns", lambda p: None)
-        general = load_graph_file(str(path), undirected=False).graph
-    assert calls and quick.num_nodes == general.num_nodes
+    fast = files._integer_edge_columns
+    results = []
+    for reader in (fast, lambda p: None):
+        monkeypatch.setattr(files, "_integer_edge_columns", reader)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            graph = load_graph_file(str(path), undirected=False).graph
+        results.append((graph, sorted(str(w.message) for w in caught)))
+    assert fast(str(path)) is not None  # the NumPy path read it
+    (quick, quick_said), (general, general_said) = results
+    assert quick.num_nodes == general.num_nodes
     assert torch.equal(quick.edge_index, general.edge_index)
+    assert quick_said == general_said
+    assert any(f"has {2 + extra} columns" in m for m in quick_said) == (extra > 0)
 
 
-@pytest.mark.parametrize("text", ["1 2\n2 3.5\n", "1 2 3\n4 5 6\n", "a b\n1 2\n",
-                                  "1 2\n-1 3\n", "1\t2 x\n", "1,,2\n",
-                                  "1 2\n" * 30 + "3 x\n"])  # past the first block
+@pytest.mark.parametrize("text", ["1 2\n2 3.5\n", "1 2 3\n4 5\n", "a b\n1 2\n",
+                                  "1 2\n-1 3\n", "1\t2 x\n", "1,,2\n", "1 2 friend\n",
+                                  "1.5 2 3\n", "1 2 nan\n2 3 1\n3 nan 1\n",
+                                  "1 2\n" * 30 + "3 x\n",  # past the first block
+                                  "1 2 0.5\n" * 30 + "3 4\n"])
 def test_what_numpy_does_not_read_goes_to_the_general_reader(tmp_path, monkeypatch, text):
     from graphloc.datasets import files, readers
     monkeypatch.setattr(readers, "BLOCK_CHARS", 40)
     path = tmp_path / "edges.txt"
     path.write_text(text)
-    edges = files._two_integer_columns(str(path))
-    assert edges is None or int(edges.min()) < 0  # a negative id: refused by line below
+    columns = files._integer_edge_columns(str(path))
+    # a negative id: refused by line below
+    assert columns is None or int(columns.edge_index.min()) < 0
