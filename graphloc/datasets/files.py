@@ -49,6 +49,7 @@ from graphloc.datasets.readers import (
     DECOMPRESSION_ERRORS,
     MAX_NODES,
     compression_of,
+    joined_blocks,
     open_binary,
     open_text,
     parse_integers,
@@ -1004,15 +1005,8 @@ def _text_matrix(path: str, what: str, rows: int) -> np.ndarray:
 
 
 def _stacked(parts: list) -> np.ndarray:
-    """The blocks' rows in one array, each block freed once copied: the array's pages are
-    written (and held) only as the blocks are, so the peak is about one copy, not two."""
-    rows = np.empty((sum(len(part) for part in parts), parts[0].shape[1]))
-    start = 0
-    while parts:
-        part = parts.pop(0)
-        rows[start:start + len(part)] = part
-        start += len(part)
-    return rows
+    """The blocks' rows in one array (``joined_blocks``: about one copy at the peak)."""
+    return joined_blocks(parts, np.empty((sum(len(part) for part in parts), parts[0].shape[1])))
 
 
 def _numbered_blocks(path: str):

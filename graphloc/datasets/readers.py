@@ -327,15 +327,23 @@ def read_metis(path: str) -> Graph:
 
 
 def _joined(sources: list, targets: list) -> np.ndarray:
-    """The [2, E] edges of blocks of sources and targets, each block freed once copied."""
+    """The [2, E] edges of blocks of sources and targets."""
     edges = np.empty((2, sum(block.size for block in sources)), dtype=np.int64)
-    for row, blocks in enumerate((sources, targets)):
-        start = 0
-        while blocks:
-            block = blocks.pop(0)
-            edges[row, start:start + block.size] = block
-            start += block.size
+    joined_blocks(sources, edges[0])
+    joined_blocks(targets, edges[1])
     return edges
+
+
+def joined_blocks(blocks: list, out: np.ndarray) -> np.ndarray:
+    """``blocks`` copied into ``out`` one after another along its first axis, each dropped
+    from the list once copied: ``out``'s pages are written (and held) only as the blocks
+    are freed, so the peak is about one copy of the data, not two."""
+    start = 0
+    while blocks:
+        block = blocks.pop(0)
+        out[start:start + len(block)] = block
+        start += len(block)
+    return out
 
 
 def _metis_header(path: str, line: str) -> types.SimpleNamespace:
