@@ -72,6 +72,15 @@ def can_branch_on_values() -> bool:
         not torch._C._are_functorch_transforms_active()
 
 
+def can_branch_on(t: Tensor) -> bool:
+    """:func:`can_branch_on_values`, and ``t`` is no batched tensor: a backward's gradient
+    under ``autograd.grad(..., is_grads_batched=True)`` (legacy vmap, which the transforms
+    check does not see) cannot be read either."""
+    functorch = torch._C._functorch
+    return can_branch_on_values() and not functorch.is_legacy_batchedtensor(t) and \
+        not functorch.is_batchedtensor(t)
+
+
 def split_widths(in_channels) -> tuple:
     """``(source width, destination width)`` from an int (both) or a pair."""
     if isinstance(in_channels, (tuple, list)):

@@ -20,6 +20,7 @@ from graphloc.nn.conv._inputs import (
     read_inputs,
 )
 from graphloc.nn.conv._utils import (
+    can_branch_on,
     can_branch_on_values,
     check_dropouts,
     check_sizes,
@@ -67,7 +68,7 @@ class _HeadDots(torch.autograd.Function):
         A, H, C = att.shape
         # in the product's dtype (autograd casts the gradients back to h's and att's)
         h, att = h.to(grad.dtype), att.to(grad.dtype)
-        if can_branch_on_values() and bool(torch.isfinite(grad.sum())):
+        if can_branch_on(grad) and bool(torch.isfinite(grad.sum())):
             grad_h = grad @ block_diagonal(att).t()
             # (grad^T h)[a * H + j, h * C + c]: vector a's head j against head h's channel c
             products = (grad.t() @ h).view(A, H, H, C)
@@ -75,7 +76,9 @@ class _HeadDots(torch.autograd.Function):
         else:
             per_head = grad.view(-1, A, H)
             grad_h = (per_head.unsqueeze(-1) * att).sum(1).reshape(-1, H * C)
-            grad_att = torch.einsum("nah,nhc->ahc", per_head, h.view(-1, H, C))
+            # per head: [A, N] @ [N, C] (a batched matmul, which every vmap takes)
+            grad_att = torch.matmul(per_head.permute(2, 1, 0),
+                                    h.view(-1, H, C).transpose(0, 1)).transpose(0, 1)
         return grad_h, grad_att
 
 

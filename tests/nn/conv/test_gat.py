@@ -142,6 +142,26 @@ def test_head_dots_are_the_per_head_products_to_the_second_derivative(vectors, h
     assert torch.autograd.gradgradcheck(head_dots, (h, *atts))
 
 
+def test_head_dots_take_batched_gradients():
+    """Under ``autograd.grad(..., is_grads_batched=True)`` (legacy vmap, as the influence
+    tool runs) the backward cannot read the gradient's values: the per-head products, the
+    same as one backward per gradient, one of them infinite at a head."""
+    from graphloc.nn.conv.gat import head_dots
+    gen = torch.Generator().manual_seed(3)
+    h = torch.randn(20, 12, generator=gen, dtype=torch.float64, requires_grad=True)
+    atts = [torch.randn(1, 3, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+            for _ in range(2)]
+    out = head_dots(h, *atts)
+    grads = torch.randn(4, 20, 6, generator=gen, dtype=torch.float64)
+    grads[2, 7, 1] = float("inf")
+    batched = torch.autograd.grad(out, [h, *atts], grads, is_grads_batched=True,
+                                  retain_graph=True)
+    for i, grad in enumerate(grads):
+        one = torch.autograd.grad(out, [h, *atts], grad, retain_graph=True)
+        for got, want in zip(batched, one, strict=True):
+            torch.testing.assert_close(got[i], want, equal_nan=True)
+
+
 @pytest.mark.parametrize("case", ["gat", "gat-edges", "gatv2-edges"])
 def test_an_infinite_gradient_of_one_head_leaves_the_other_heads_as_pyg(case):
     """An infinite upstream gradient of head 0's output at one node: the scores' gradient
