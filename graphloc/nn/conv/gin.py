@@ -159,13 +159,14 @@ class GINEConv(_GINBase):
                 edge_attr: Tensor | None = None, size: tuple[int, int] | None = None) -> Tensor:
         inputs = read_inputs(self, x, edge_index, size)
         x_src, x_dst = checked_features(self, inputs, None)
-        check_first_linear(self, self.nn, x_src.size(1), f"x has {x_src.size(1)} features")
         graph = inputs.graph
         edge_attr = edge_features_from(self, inputs, edge_attr)
         if edge_attr is None:
             raise ValueError("GINEConv needs edge features: pass edge_attr or a Graph "
                              "that carries them")
-        messages = relu_edge_messages(self, graph, x_src, edge_attr, self.lin)
+        messages = relu_edge_messages(self, graph, x_src, edge_attr, self.lin)  # (names a
+        # width the edge map does not give)
+        check_first_linear(self, self.nn, x_src.size(1), f"x has {x_src.size(1)} features")
         out = ops.segment_reduce(messages, graph.csr.indptr, "sum")
         if x_dst is not None:
             out = out + (1 + self.eps) * x_dst
