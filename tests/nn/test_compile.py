@@ -122,3 +122,23 @@ def test_pna_without_deg_needs_a_training_forward_before_compiling():
         compiled(x, graph)
     conv(x, graph)  # eager, in training: the graph's degree statistics
     torch.testing.assert_close(compiled(x, graph), conv(x, graph))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "mul"])
+def test_a_masked_scatter_compiles_and_reduces_an_empty_selection(reduce):
+    """A boolean-masked src has a size unknown while traced: the scatter takes it as
+    non-empty, a path that also reduces an empty selection to empty slots (0, 1 for
+    products), as eager does."""
+    torch._dynamo.reset()
+
+    def masked(src, mask, index):
+        return ops.scatter(src[mask], index[mask], 0, dim_size=4, reduce=reduce)
+    compiled = torch.compile(masked, fullgraph=True, backend="aot_eager")
+    src, index = torch.randn(5, 2), torch.tensor([0, 1, 1, 3, 2])
+    for mask in (torch.tensor([True, False, True, True, False]), torch.zeros(5, dtype=bool)):
+        dense = torch.full((4, 2), 1.0 if reduce == "mul" else 0.0)
+        if mask.any():  # the reduction by torch, as the reference
+            dense = dense.scatter_reduce(0, index[mask].unsqueeze(1).expand(-1, 2), src[mask],
+                                         reduce={"sum": "sum", "mean": "mean", "max": "amax",
+                                                 "mul": "prod"}[reduce], include_self=False)
+        torch.testing.assert_close(compiled(src, mask, index), dense)
