@@ -256,6 +256,13 @@ INITIAL_FEATURE_CONVS = {
 }
 
 
+def initial_feature_conv(name: str, num_edges: int) -> tuple:
+    """``INITIAL_FEATURE_CONVS[name]`` and the extra arguments of its call
+    ``conv(x, x_0, graph, *extra)``: the edge weights "fa-weighted" reads, else none."""
+    conv = INITIAL_FEATURE_CONVS[name]()
+    return conv, () if getattr(conv, "normalize", True) else (torch.rand(num_edges),)
+
+
 @contextlib.contextmanager
 def reference_ops():
     """graphloc as it runs without the extension: every kernel its pure-torch twin in

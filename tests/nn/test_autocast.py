@@ -9,7 +9,7 @@ autocast."""
 import pytest
 import torch
 import torch_geometric.nn as pyg
-from helpers import CONV_LAYERS, INITIAL_FEATURE_CONVS, random_edge_index
+from helpers import CONV_LAYERS, INITIAL_FEATURE_CONVS, initial_feature_conv, random_edge_index
 from parity import parity_graph
 
 from graphloc import Graph
@@ -56,9 +56,8 @@ def test_initial_feature_convs_under_autocast(name, dtype):
     edge_index, n = parity_graph(15)
     torch.manual_seed(0)
     graph = Graph(edge_index, num_nodes=n)
-    conv = INITIAL_FEATURE_CONVS[name]()
-    weight = () if getattr(conv, "normalize", True) else (torch.rand(edge_index.size(1)),)
-    _assert_autocast_close(lambda x: conv(x, x, graph, *weight), torch.randn(n, 5), dtype)
+    conv, extra = initial_feature_conv(name, edge_index.size(1))
+    _assert_autocast_close(lambda x: conv(x, x, graph, *extra), torch.randn(n, 5), dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -140,11 +139,9 @@ def test_initial_feature_convs_cast_to_half(name):
     edge_index, n = parity_graph(16)
     torch.manual_seed(0)
     graph = Graph(edge_index, num_nodes=n)
-    conv = INITIAL_FEATURE_CONVS[name]()
-    weight = torch.rand(edge_index.size(1))
-    weights = {} if getattr(conv, "normalize", True) else \
-        {dtype: (weight.to(dtype),) for dtype in (torch.float32, torch.float16)}
-    _assert_half_close(conv, lambda m, x: m(x, x, graph, *weights.get(x.dtype, ())),
+    conv, extra = initial_feature_conv(name, edge_index.size(1))
+    # edge weights in the model's dtype
+    _assert_half_close(conv, lambda m, x: m(x, x, graph, *(w.to(x.dtype) for w in extra)),
                        torch.randn(n, 5), 0.02)
 
 

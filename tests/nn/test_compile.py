@@ -11,7 +11,12 @@ tests/nn/models/test_models.py run inductor."""
 
 import pytest
 import torch
-from helpers import CONV_LAYERS, INITIAL_FEATURE_CONVS, random_edge_index
+from helpers import (
+    CONV_LAYERS,
+    INITIAL_FEATURE_CONVS,
+    initial_feature_conv,
+    random_edge_index,
+)
 from parity import parity_graph
 
 from graphloc import Graph, ops
@@ -45,9 +50,8 @@ def test_initial_feature_convs_compile_fullgraph(name):
     edge_index, n = parity_graph(15)
     torch.manual_seed(0)
     graph = Graph(edge_index, num_nodes=n)
-    conv = INITIAL_FEATURE_CONVS[name]()
-    weight = () if getattr(conv, "normalize", True) else (torch.rand(edge_index.size(1)),)
-    _compiled_matches_eager(lambda x: conv(x, x, graph, *weight), torch.randn(n, 5))
+    conv, extra = initial_feature_conv(name, edge_index.size(1))
+    _compiled_matches_eager(lambda x: conv(x, x, graph, *extra), torch.randn(n, 5))
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)

@@ -9,6 +9,7 @@ import torch
 from helpers import (
     CONV_LAYERS,
     INITIAL_FEATURE_CONVS,
+    initial_feature_conv,
     random_edge_index,
     reference_ops,
     requires_ext,
@@ -102,11 +103,10 @@ def test_layers_with_initial_features_under_jacrev_and_vmap(name):
     edge_index = random_edge_index(8, 30, seed=4)
     graph = Graph(edge_index, num_nodes=8)
     torch.manual_seed(0)
-    conv = INITIAL_FEATURE_CONVS[name]().double()
+    conv, extra = initial_feature_conv(name, edge_index.size(1))
+    conv, extra = conv.double(), tuple(w.double() for w in extra)
     x_0 = torch.randn(8, 5, dtype=torch.float64)
-    weight = () if getattr(conv, "normalize", True) else \
-        (torch.rand(edge_index.size(1), dtype=torch.float64),)
-    f = lambda x: conv(x, x_0, graph, *weight)  # noqa: E731
+    f = lambda x: conv(x, x_0, graph, *extra)  # noqa: E731
     x = torch.randn(8, 5, dtype=torch.float64)
     torch.testing.assert_close(jacrev(f)(x), torch.autograd.functional.jacobian(f, x))
     xs = torch.randn(2, 8, 5, dtype=torch.float64)
