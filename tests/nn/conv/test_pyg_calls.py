@@ -674,3 +674,32 @@ def test_gatv2_returns_attention_weights_asked_for_by_position():
     torch.testing.assert_close(out, want)
     assert torch.equal(edges, want_edges)
     torch.testing.assert_close(alpha, want_alpha)
+
+
+@pytest.mark.parametrize("name,ours,theirs,weighted", CONVS, ids=[c[0] for c in CONVS])
+def test_an_infinite_output_gradient_gives_pygs_finite_gradients(name, ours, theirs, weighted):
+    """One infinite entry of the output's gradient (a loss that overflowed): every input and
+    parameter gradient entry that is finite in PyG's is finite and equal in graphloc's, and
+    the other way round. GAT's scores, one matmul for all heads, made the other heads'
+    gradients NaN (0 * inf) until 2026-12-05. Not EdgeConv, whose first product is taken
+    per node (finite where PyG's per-edge sums meet inf - inf), nor GCNConv(improved=True),
+    whose unweighted normalisation is not PyG's (both in docs/models.md)."""
+    if name in ("edge", "gcn-improved"):
+        pytest.skip("a documented difference (docs/models.md)")
+    edge_index, n = parity_graph(11)
+    torch.manual_seed(0)
+    theirs, ours = theirs().double(), ours().double()
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(n, 8, dtype=torch.float64)
+    grads = []
+    for conv in (ours, theirs):
+        xg = x.clone().requires_grad_()
+        out = conv(xg, edge_index)
+        upstream = torch.ones_like(out)
+        upstream[3, 0] = float("inf")
+        params = [p for p in conv.parameters() if p.requires_grad]
+        grads.append(torch.autograd.grad((out * upstream).sum(), [xg, *params]))
+    for got, want in zip(*grads, strict=True):
+        finite = torch.isfinite(want)
+        assert torch.equal(torch.isfinite(got), finite)
+        torch.testing.assert_close(got[finite], want[finite])
