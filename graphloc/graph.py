@@ -259,16 +259,22 @@ def adjacency_entries(adj: Tensor, what: str = "the sparse adjacency"
     compressed layout's order is taken on trust, since neither is checked by torch (PyG's
     GATConv marks a caller's uncoalesced adjacency coalesced in place, duplicates and all),
     and a duplicate read as two edges changes what attention and max aggregations compute.
-    Entries already unique keep their storage order. Values that require grad keep their
-    gradient (every step here is differentiable in them). ``what`` names ``adj`` in the
-    error for anything but a matrix (a batched CSR, a 1-D sparse tensor)."""
+    Entries already unique keep their storage order, sorted or not (an uncoalesced COO's
+    included): a caller's per-edge tensor (a conv's ``edge_attr``) follows that order.
+    Values that require grad keep their gradient (every step here is differentiable in
+    them). ``what`` names ``adj`` in the error for anything but a matrix (a batched CSR, a
+    1-D sparse tensor)."""
     if adj.layout in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc) and (
             adj.sparse_dim() != 2 or adj.dim() - adj.dense_dim() != 2):  # batch dims of a CSR
         raise ValueError(f"{what} must be a matrix [N_dst, N_src] (with optional dense value "
                          f"dimensions), got shape {list(adj.shape)} with {adj.sparse_dim()} "
                          f"sparse dimensions")
+    if adj.layout == torch.sparse_coo and not adj.is_coalesced():
+        # values() refuses an uncoalesced tensor and _values() has no gradient: the
+        # coalesced values, read back in storage order where the entries are unique
+        (rows, cols), merged = adj._indices(), adj.coalesce()
+        return _storage_order_entries(rows.long(), cols.long(), merged, adj.size(1))
     if adj.layout == torch.sparse_coo:
-        adj = adj if adj.is_coalesced() else adj.coalesce()
         (rows, cols), values = adj.indices(), adj.values()
     elif adj.layout == torch.sparse_csr:
         ptr, cols, values = adj.crow_indices(), adj.col_indices(), adj.values()
@@ -288,8 +294,19 @@ def adjacency_entries(adj: Tensor, what: str = "the sparse adjacency"
     if key.numel() < 2 or bool((key[1:] > key[:-1]).all()):
         return rows, cols, values
     merged = torch.sparse_coo_tensor(torch.stack([rows, cols]), values, adj.shape).coalesce()
-    rows, cols = merged.indices()
-    return rows, cols, merged.values()
+    return _storage_order_entries(rows, cols, merged, adj.size(1))
+
+
+def _storage_order_entries(rows: Tensor, cols: Tensor, merged: Tensor,
+                           num_cols: int) -> tuple[Tensor, Tensor, Tensor]:
+    """``(rows, cols, values)`` of a matrix from its entries in storage order and its
+    coalesced COO ``merged``: in storage order when no position repeats, else ``merged``'s
+    (a repeated position is one entry, its values summed)."""
+    merged_rows, merged_cols = merged.indices()
+    if merged_rows.numel() != rows.numel():
+        return merged_rows, merged_cols, merged.values()
+    where = torch.searchsorted(merged_rows * num_cols + merged_cols, rows * num_cols + cols)
+    return rows, cols, merged.values()[where]
 
 
 def pyg_data_with_edges(data, where: str = "the PyG Data"):

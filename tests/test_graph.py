@@ -550,6 +550,47 @@ def test_adjacency_entries_keep_the_order_of_unique_entries(layout):
     torch.testing.assert_close(_dense_of_entries(r, c, v, (20, 20)), adj.to_dense())
 
 
+def _unique_entries_out_of_order(layout):
+    """A 6 x 7 matrix of unique entries stored out of row-major order, and those entries
+    (rows, cols, values) in storage order."""
+    rows = torch.tensor([3, 0, 5, 0, 2, 3, 1])
+    cols = torch.tensor([1, 4, 0, 2, 6, 0, 3])
+    values = torch.rand(7, dtype=torch.float64) + 0.5
+    if layout == "coo":
+        adj = torch.sparse_coo_tensor(torch.stack([rows, cols]), values, (6, 7))
+    elif layout == "coo flagged coalesced":
+        adj = torch.sparse_coo_tensor(torch.stack([rows, cols]), values, (6, 7))._coalesced_(True)
+    else:  # CSR whose columns are out of order within rows (torch checks no order)
+        order = torch.argsort(rows, stable=True)
+        rows, cols, values = rows[order], cols[order], values[order]
+        adj = torch.sparse_csr_tensor(torch.tensor([0, 2, 3, 4, 6, 6, 7]), cols, values, (6, 7))
+    return adj, (rows, cols, values)
+
+
+@pytest.mark.parametrize("layout", ["coo", "coo flagged coalesced", "csr"])
+def test_adjacency_entries_keep_the_storage_order_of_unique_entries_out_of_order(layout):
+    """A caller's per-edge tensors (a conv's edge_attr) follow the adjacency's storage
+    order: unique entries out of order were sorted (an uncoalesced COO by its coalesce),
+    so edge_attr's rows met other edges."""
+    from graphloc.graph import adjacency_entries
+    adj, (rows, cols, values) = _unique_entries_out_of_order(layout)
+    r, c, v = adjacency_entries(adj)
+    assert torch.equal(r, rows) and torch.equal(c, cols)
+    assert torch.equal(v, values)
+    torch.testing.assert_close(_dense_of_entries(r, c, v, (6, 7)), adj.to_dense())
+
+
+def test_adjacency_entries_out_of_order_keep_the_values_gradient():
+    from graphloc.graph import adjacency_entries
+    _, (rows, cols, values) = _unique_entries_out_of_order("coo")
+    values.requires_grad_()
+    adj = torch.sparse_coo_tensor(torch.stack([rows, cols]), values * 2, (6, 7))
+    weight = torch.randn(7, dtype=torch.float64)
+    _, _, v = adjacency_entries(adj)
+    got, = torch.autograd.grad((v * weight).sum(), values)
+    torch.testing.assert_close(got, 2 * weight)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_gcn_norm_in_half_precision_sums_a_hubs_degree_exactly(dtype, weighted):

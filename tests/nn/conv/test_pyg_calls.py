@@ -6,6 +6,7 @@ the adjacency's layout."""
 import pytest
 import torch
 import torch_geometric.nn as pyg
+from helpers import CONV_LAYERS, random_edge_index
 from parity import assert_attention_weights_parity, assert_parity, parity_graph
 from torch_geometric.utils import to_torch_coo_tensor
 
@@ -475,6 +476,35 @@ def test_a_repeated_adjacency_entry_is_one_edge(name, make, kind):
     torch.testing.assert_close(conv(x, adj), conv(x, once))
     if name in ("gat", "gatv2", "transformer"):  # and the matrix's pattern as edges
         torch.testing.assert_close(conv(x, adj), conv(x, once.indices().flip(0)))
+
+
+EDGE_FEATURE_LAYERS = sorted(name for name, make in CONV_LAYERS.items()
+                             if getattr(make(), "edge_dim", None) == 3)
+
+
+@pytest.mark.parametrize("layout", ["coo", "csr"])
+@pytest.mark.parametrize("name", EDGE_FEATURE_LAYERS)
+def test_edge_attr_follows_an_adjacency_stored_out_of_order(name, layout):
+    """edge_attr's rows go with the adjacency's entries in storage order, as with an
+    edge_index of the same edges: an uncoalesced COO of unique entries (and a CSR whose
+    columns are out of order) was sorted first, so the rows met other edges."""
+    torch.manual_seed(0)
+    conv = CONV_LAYERS[name]().double()
+    n = 9
+    edge_index = torch.unique(random_edge_index(n, 30, seed=4), dim=1)
+    if layout == "coo":  # the edges shuffled: no longer row-major in adj_t
+        edge_index = edge_index[:, torch.randperm(edge_index.size(1))]
+    else:  # by destination, the sources within each in reverse
+        edge_index = edge_index[:, torch.argsort(edge_index[1] * n - edge_index[0])]
+    edge_attr = torch.randn(edge_index.size(1), 3, dtype=torch.float64)
+    x = torch.randn(n, 5, dtype=torch.float64)
+    adj = torch.sparse_coo_tensor(edge_index.flip(0), torch.ones(edge_index.size(1),
+                                  dtype=torch.float64), (n, n))
+    if layout == "csr":
+        adj = torch.sparse_csr_tensor(_pointers(edge_index[1], n), edge_index[0],
+                                      adj._values(), (n, n))
+    torch.testing.assert_close(conv(x, adj, edge_attr=edge_attr),
+                               conv(x, edge_index, edge_attr=edge_attr))
 
 
 def test_an_adjacency_that_pyg_gatconv_saw_first():
