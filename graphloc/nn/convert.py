@@ -371,6 +371,10 @@ def _edge(conv):
     return gl_conv.EdgeConv(copy.deepcopy(conv.nn), aggr=conv.aggr)
 
 
+def _simple(conv):
+    return gl_conv.SimpleConv(_aggregation_of(conv), combine_root=conv.combine_root)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
@@ -380,7 +384,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "PNAConv": _pna, "LGConv": _lg, "LEConv": _le,
                "SSGConv": _ssg, "MixHopConv": _mixhop, "FAConv": _fa,
                "ClusterGCNConv": _cluster_gcn, "AGNNConv": _agnn,
-               "EdgeConv": _edge}
+               "EdgeConv": _edge, "SimpleConv": _simple}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -402,7 +406,7 @@ def _used_state(conv, ours: torch.nn.Module) -> dict:
 # the convs whose converters carry PyG's aggregation over; every other graphloc twin sums
 # its messages, as its PyG conv does by default (PyG's MessagePassing takes aggr= for any)
 _AGGREGATION_CARRIED = ("SAGEConv", "GINConv", "GraphConv", "GatedGraphConv", "GENConv",
-                        "PNAConv", "EdgeConv")
+                        "PNAConv", "EdgeConv", "SimpleConv")
 
 
 def _convert_conv(conv) -> torch.nn.Module:

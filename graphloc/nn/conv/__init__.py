@@ -27,6 +27,7 @@ from graphloc.nn.conv.registry import CONVS, register_conv
 from graphloc.nn.conv.res_gated import ResGatedGraphConv
 from graphloc.nn.conv.sage import SAGEConv
 from graphloc.nn.conv.sg_conv import SGConv
+from graphloc.nn.conv.simple_conv import SimpleConv
 from graphloc.nn.conv.sgformer import SGFormerAttention
 from graphloc.nn.conv.ssg_conv import SSGConv
 from graphloc.nn.conv.tag_conv import TAGConv
@@ -38,7 +39,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LGConv", "LEConv", "SSGConv",
            "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
-           "LiftConv",
+           "SimpleConv", "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
            "register_conv"]
