@@ -36,6 +36,7 @@ from graphloc.nn import (
     ResGatedGraphConv,
     SAGEConv,
     SGConv,
+    SimpleConv,
     SSGConv,
     TAGConv,
     TransformerConv,
@@ -243,6 +244,7 @@ CONV_LAYERS = {
     "agnn": lambda: AGNNConv(),
     "edge": lambda: EdgeConv(torch.nn.Sequential(torch.nn.Linear(10, 4), torch.nn.ReLU()),
                              aggr="mean"),  # (max: near ties flip under bfloat16)
+    "simple": lambda: SimpleConv("mean", "cat"),
 }
 
 # the layers called conv(x, x_0, graph[, edge_weight]), with the first layer's features

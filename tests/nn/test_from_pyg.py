@@ -403,6 +403,7 @@ AGGREGATED = {
     "ClusterGCNConv": lambda a: pyg.ClusterGCNConv(6, 4, diag_lambda=0.5, aggr=a),
     "AGNNConv": lambda a: pyg.AGNNConv(aggr=a),
     "EdgeConv": lambda a: pyg.EdgeConv(torch.nn.Linear(12, 4), aggr=a),
+    "SimpleConv": lambda a: pyg.SimpleConv(aggr=a, combine_root="sum"),
 }
 
 

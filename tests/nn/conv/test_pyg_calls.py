@@ -53,6 +53,10 @@ CONVS = [
     ("agnn", lambda: gl.AGNNConv(), lambda: pyg.AGNNConv(), False),
     ("edge", lambda: gl.EdgeConv(torch.nn.Linear(16, 6)),
      lambda: pyg.EdgeConv(torch.nn.Linear(16, 6)), False),
+    ("simple", lambda: gl.SimpleConv("mean", "cat"), lambda: pyg.SimpleConv("mean", "cat"),
+     True),
+    ("simple-loop", lambda: gl.SimpleConv("mean", "self_loop"),
+     lambda: pyg.SimpleConv("mean", "self_loop"), True),
 ]
 GCN_NORMALISED = ("gcn", "gcn-improved", "sgc", "appnp", "ssg", "mixhop")  # PyG's gcn_norm inside
 
@@ -85,11 +89,13 @@ def test_sparse_adjacency_input(name, ours, theirs, weighted, layout):
         else (lambda m, x: m(x, pyg_edges))
     if name in ("sage", "gin"):  # PyG's sum aggregation of a weighted adj_t multiplies
         run_theirs = lambda m, x: m(x, adj)  # noqa: E731
-    if name in GCN_NORMALISED:  # PyG's gcn_norm of a sparse adj_t adds I to loops it holds (its
-        # edge_index path keeps their weight instead); it refuses CSC, which is the same matrix
+    if name in GCN_NORMALISED or name.startswith("simple"):  # PyG's gcn_norm and SimpleConv's
+        # self_loop add I to loops a sparse adj_t holds (its edge_index path keeps their
+        # weight instead); it refuses CSC, which is the same matrix
         csr_or_coo = adj.to_sparse_csr() if layout == torch.sparse_csc else adj
         run_theirs = lambda m, x: m(x, csr_or_coo)  # noqa: E731
         assert bool((edge_index[0] == edge_index[1]).any())  # loops there to add I to
+        # (SimpleConv without self_loop: the adjacency's product, read with its values)
     assert_parity(ours(), theirs(), lambda m, x: m(x, adj), run_theirs,
                   torch.randn(n, 8))
 
@@ -680,7 +686,8 @@ def test_propagation_layers_on_special_values_hubs_and_empty_rows(name):
 CONV_NAMES = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
               "TransformerConv", "GraphConv", "SGConv", "APPNP", "GCN2Conv",
               "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv", "LGConv",
-              "LEConv", "SSGConv", "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv"]
+              "LEConv", "SSGConv", "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
+              "SimpleConv"]
 
 
 def test_forward_arguments_come_in_pygs_positional_order():
