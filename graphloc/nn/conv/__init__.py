@@ -27,8 +27,8 @@ from graphloc.nn.conv.registry import CONVS, register_conv
 from graphloc.nn.conv.res_gated import ResGatedGraphConv
 from graphloc.nn.conv.sage import SAGEConv
 from graphloc.nn.conv.sg_conv import SGConv
-from graphloc.nn.conv.simple_conv import SimpleConv
 from graphloc.nn.conv.sgformer import SGFormerAttention
+from graphloc.nn.conv.simple_conv import SimpleConv
 from graphloc.nn.conv.ssg_conv import SSGConv
 from graphloc.nn.conv.tag_conv import TAGConv
 from graphloc.nn.conv.tangnn import TANGNNLayer, TopMAttention
