@@ -1,12 +1,14 @@
 """The drop-ins added after the layer benchmark's table (SGConv, APPNP, GCN2Conv,
 GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with the
 softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
-ClusterGCNConv, AGNNConv, EdgeConv) against PyG's, forward + backward, on the two benchmark graphs.
+ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv) against PyG's, forward + backward,
+on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
-cancels. The layers are called as PyG's, ``layer(x, edge_index)`` (GCN2Conv:
-and FAConv: ``layer(x, x_0, edge_index)``, x_0 = x), with F = 64 features.
+cancels. The layers are called as PyG's, ``layer(x, edge_index)`` (GCN2Conv
+and FAConv: ``layer(x, x_0, edge_index)``, x_0 = x; RGCNConv: ``layer(x, edge_index,
+edge_type)``), with F = 64 features.
 
     python benchmarks/bench_propagation.py [--turns 7] [--layers GATv2Conv ...] [--memory]
 
@@ -57,7 +59,11 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     # DGCNN's block: Linear(2F, 64), ReLU, Linear(64, 64) per edge, max aggregation
     "EdgeConv(MLP 128-64-64, max)": "EdgeConv(Sequential(Linear(128, 64), ReLU(), "
                                      "Linear(64, 64)))",
+    "SimpleConv('mean', 'cat')": "SimpleConv('mean', 'cat')",  # no parameters
+    # R-GCN's mean per relation; edge types uniform over 8 relations (relation_types)
+    "RGCNConv(64, 64, num_relations=8)": "RGCNConv(64, 64, 8)",
 }
+RELATIONS = 8
 
 
 def _namespace(lib, edge_index, num_nodes: int) -> dict:
@@ -87,7 +93,7 @@ def peak_step(graph_name: str, label: str, lib: str) -> float:
                                            edge_index, graph.num_nodes))
     with open("/proc/self/statm") as f:
         before = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    step(layer, x, edge_index)
+    step(layer, call_args(layer, x, edge_index))
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before
 
 
@@ -106,22 +112,38 @@ def memory_table(prefixes) -> None:
                   f"{peaks[1] / peaks[0]:.1f}x |", flush=True)
 
 
-def step(layer, x, edge_index) -> float:
+def relation_types(edge_index) -> torch.Tensor:
+    """RGCNConv's edge types: uniform over ``RELATIONS``, the same for every run."""
+    gen = torch.Generator().manual_seed(0)
+    return torch.randint(0, RELATIONS, (edge_index.size(1),), generator=gen)
+
+
+def call_args(layer, x, edge_index) -> tuple:
+    """A layer's arguments, as PyG's is called."""
+    name = type(layer).__name__
+    if name in ("GCN2Conv", "FAConv"):
+        return x, x, edge_index
+    if name == "RGCNConv":
+        return x, edge_index, relation_types(edge_index)
+    return x, edge_index
+
+
+def step(layer, args) -> float:
     start = time.perf_counter()
-    takes_x_0 = type(layer).__name__ in ("GCN2Conv", "FAConv")
-    (layer(x, x, edge_index) if takes_x_0 else layer(x, edge_index)).sum().backward()
+    layer(*args).sum().backward()
     return time.perf_counter() - start
 
 
 def compare(ours, theirs, x, edge_index, turns: int) -> tuple[float, float, float]:
     theirs.load_state_dict(ours.state_dict())
+    args = call_args(ours, x, edge_index)
     for _ in range(2):  # warm: the cached graph, the allocator
-        step(ours, x, edge_index), step(theirs, x, edge_index)
+        step(ours, args), step(theirs, args)
     times = {"ours": [], "theirs": []}
     for turn in range(turns):
         pair = [("ours", ours), ("theirs", theirs)]
         for key, layer in pair if turn % 2 else pair[::-1]:
-            times[key].append(step(layer, x, edge_index))
+            times[key].append(step(layer, args))
     ratio = statistics.median(t / o for o, t in zip(times["ours"], times["theirs"],
                                                     strict=True))
     return statistics.median(times["ours"]), statistics.median(times["theirs"]), ratio

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_flags, is_int_at_least
+from graphloc.checks import check_flags, check_index, check_int, is_int_at_least
 from graphloc.ops import scatter
 
 _INT32_MAX = 2**31 - 1
@@ -401,6 +401,7 @@ class _EdgeGraphs:
 
 
 _EDGE_GRAPHS = _EdgeGraphs(capacity=8)
+_RELATION_GRAPHS = _EdgeGraphs(capacity=8)  # Graph.by_relation's, by edge_type tensor
 
 
 def graph_of_edges(edge_index, num_nodes: int, num_src_nodes: int | None = None,
@@ -909,6 +910,37 @@ class Graph:
             edge_attr = torch.cat([edge_attr, fill])
         return Graph._derived(torch.cat([self.edge_index, loops], dim=1), self.num_nodes,
                               self.num_src_nodes if self.is_bipartite else None, edge_attr)
+
+    def by_relation(self, edge_type: Tensor, num_relations: int) -> tuple[Graph, Tensor]:
+        """``(graph, rows)``: one row per (relation, destination) pair that has in-edges,
+        ``rows[k] = r * num_nodes + i`` (sorted: by relation, then node), and the bipartite
+        graph from this graph's sources to those rows, edge e going to the row of
+        ``(edge_type[e], dst_e)``. An aggregation over it reduces each node's in-edges of
+        each relation apart (R-GCN's mean per relation) into ``[K, F]``, K at most the edge
+        count, where ``[N, R, F]`` would be mostly empty rows on a graph of many relations.
+        ``edge_type``: an integer in ``[0, num_relations)`` per edge, in ``edge_index``'s
+        order. Built once per unchanged ``edge_type`` tensor and graph, as the layers'
+        graphs of a raw ``edge_index`` are."""
+        self._check_edges_unchanged()
+        check_int(num_relations, "num_relations", 1)
+        if not isinstance(edge_type, Tensor) or edge_type.dim() != 1 or \
+                edge_type.numel() != self.num_edges:
+            shape = list(edge_type.shape) if isinstance(edge_type, Tensor) else \
+                type(edge_type).__name__
+            raise ValueError(f"edge_type must hold one relation per edge, [{self.num_edges}], "
+                             f"got {shape}")
+        check_index(edge_type, num_relations, "edge_type")
+        if edge_type.device != self.device:
+            raise ValueError(f"edge_type is on {edge_type.device} but the graph is on "
+                             f"{self.device}")
+
+        def build(types: Tensor) -> tuple[Graph, Tensor]:
+            pairs = types.long() * self.num_nodes + self.edge_index[1]
+            rows, row_of_edge = torch.unique(pairs, sorted=True, return_inverse=True)
+            graph = Graph._derived(torch.stack([self.edge_index[0], row_of_edge]),
+                                   rows.numel(), self.num_src_nodes)
+            return graph, rows
+        return _RELATION_GRAPHS.get(edge_type, (weakref.ref(self), num_relations), build)
 
     def gcn_norm(self, add_self_loops: bool = True, improved: bool = False,
                  edge_weight: Tensor | None = None,

@@ -723,3 +723,26 @@ def test_graph_methods_name_a_bad_argument(call, match):
     graph = Graph(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_nodes=3)
     with pytest.raises((TypeError, ValueError), match=match):
         call(graph)
+
+
+def test_by_relation_gives_one_row_per_relation_and_destination_with_edges():
+    """Against a brute force: each (relation, node) pair with in-edges is one row, sorted
+    by relation then node, and each edge goes from its source to its pair's row."""
+    edge_index = random_edge_index(9, 50, seed=11)
+    edge_type = torch.randint(0, 5, (edge_index.size(1),),
+                              generator=torch.Generator().manual_seed(0))
+    graph, rows = Graph(edge_index, num_nodes=9).by_relation(edge_type, 5)
+    pairs = sorted({(int(r), int(i)) for r, i in zip(edge_type, edge_index[1], strict=True)})
+    assert rows.tolist() == [r * 9 + i for r, i in pairs]
+    assert (graph.num_src_nodes, graph.num_nodes) == (9, len(pairs))
+    want = [(int(j), pairs.index((int(r), int(i))))
+            for j, i, r in zip(edge_index[0], edge_index[1], edge_type, strict=True)]
+    assert list(zip(*graph.edge_index.tolist(), strict=True)) == want
+
+
+def test_by_relation_refuses_types_out_of_range_or_of_another_length():
+    graph = Graph(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_nodes=3)
+    with pytest.raises(ValueError, match="edge_type holds 5 but dim_size is 5"):
+        graph.by_relation(torch.tensor([0, 5, 1]), 5)
+    with pytest.raises(ValueError, match=r"one relation per edge, \[3\], got \[2\]"):
+        graph.by_relation(torch.zeros(2, dtype=torch.long), 5)

@@ -371,6 +371,14 @@ def _edge(conv):
     return gl_conv.EdgeConv(copy.deepcopy(conv.nn), aggr=conv.aggr)
 
 
+def _rgcn(conv):
+    twin = gl_conv.FastRGCNConv if type(conv).__name__ == "FastRGCNConv" else gl_conv.RGCNConv
+    return twin(conv.in_channels, conv.out_channels, conv.num_relations,
+                num_bases=conv.num_bases, num_blocks=conv.num_blocks,
+                aggr=_aggregation_of(conv), root_weight=conv.root is not None,
+                is_sorted=conv.is_sorted, bias=conv.bias is not None)
+
+
 def _simple(conv):
     return gl_conv.SimpleConv(_aggregation_of(conv), combine_root=conv.combine_root)
 
@@ -384,7 +392,8 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "PNAConv": _pna, "LGConv": _lg, "LEConv": _le,
                "SSGConv": _ssg, "MixHopConv": _mixhop, "FAConv": _fa,
                "ClusterGCNConv": _cluster_gcn, "AGNNConv": _agnn,
-               "EdgeConv": _edge, "SimpleConv": _simple}
+               "EdgeConv": _edge, "SimpleConv": _simple, "RGCNConv": _rgcn,
+               "FastRGCNConv": _rgcn}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -406,7 +415,7 @@ def _used_state(conv, ours: torch.nn.Module) -> dict:
 # the convs whose converters carry PyG's aggregation over; every other graphloc twin sums
 # its messages, as its PyG conv does by default (PyG's MessagePassing takes aggr= for any)
 _AGGREGATION_CARRIED = ("SAGEConv", "GINConv", "GraphConv", "GatedGraphConv", "GENConv",
-                        "PNAConv", "EdgeConv", "SimpleConv")
+                        "PNAConv", "EdgeConv", "SimpleConv", "RGCNConv", "FastRGCNConv")
 
 
 def _convert_conv(conv) -> torch.nn.Module:
@@ -631,6 +640,8 @@ def _probe(module, example):
         x_0 = torch.randn(20, width, generator=gen, dtype=x.dtype)
         weights = () if module.normalize else (torch.rand(60, generator=gen, dtype=x.dtype),)
         return x, x_0, edge_index, *weights
+    if type(module).__name__ in ("RGCNConv", "FastRGCNConv"):  # (x, edge_index, edge_type)
+        return x, edge_index, torch.randint(0, module.num_relations, (60,), generator=gen)
     edge_dim = getattr(module, "edge_dim", None)
     if not isinstance(edge_dim, int):
         return x, edge_index

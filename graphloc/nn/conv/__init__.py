@@ -25,6 +25,7 @@ from graphloc.nn.conv.multi_edge import MultiEdgeConv
 from graphloc.nn.conv.pna import PNAConv
 from graphloc.nn.conv.registry import CONVS, register_conv
 from graphloc.nn.conv.res_gated import ResGatedGraphConv
+from graphloc.nn.conv.rgcn_conv import FastRGCNConv, RGCNConv
 from graphloc.nn.conv.sage import SAGEConv
 from graphloc.nn.conv.sg_conv import SGConv
 from graphloc.nn.conv.sgformer import SGFormerAttention
@@ -39,7 +40,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LGConv", "LEConv", "SSGConv",
            "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
-           "SimpleConv", "LiftConv",
+           "SimpleConv", "RGCNConv", "FastRGCNConv", "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
            "register_conv"]
