@@ -12,10 +12,12 @@ is left as it was and reported.
 from __future__ import annotations
 
 import copy
+import math
 import warnings
 
 import torch
 from torch import Tensor
+from torch.utils._pytree import tree_flatten
 
 from graphloc.nn import conv as gl_conv
 
@@ -667,17 +669,38 @@ def _checked(original, converted, example, atol, done, kept):
         finally:
             original.train(was)
             converted.train(was_conv)
-        want, got = _first(want), _first(got)
-        same_shape = want.shape == got.shape
-        difference = float((want - got).abs().max()) if same_shape and want.numel() else 0.0
-        if not same_shape or not difference <= atol:
+        difference, mismatch = _output_difference(want, got)
+        if mismatch is not None:
+            raise Unconvertible(f"the converted module's outputs differ in form from the "
+                                f"original's on the probe: {mismatch}")
+        if not difference <= atol:
             raise Unconvertible(f"the converted module's outputs differ from the original's "
-                                f"on the probe by {difference:.3g} (shapes {list(got.shape)} "
-                                f"and {list(want.shape)})")
+                                f"on the probe by {difference:.3g}")
         report["max_difference"] = difference
     converted.pyg_conversion = report
     return converted
 
 
-def _first(out) -> Tensor:
-    return out[0] if isinstance(out, tuple) else out
+def _output_difference(want, got) -> tuple[float, str | None]:
+    """The largest absolute difference over every tensor of two outputs of one structure
+    (a tensor, or tuples, lists and dicts of them: a heterogeneous model returns a dict,
+    and a second output is checked as the first), entries equal or NaN in both counting 0;
+    or the reason the two cannot be compared."""
+    want_leaves, want_form = tree_flatten(want)
+    got_leaves, got_form = tree_flatten(got)
+    if want_form != got_form:
+        return math.inf, f"{got_form} against {want_form}"
+    largest = 0.0
+    for w, g in zip(want_leaves, got_leaves, strict=True):
+        if not isinstance(w, Tensor) or not isinstance(g, Tensor):
+            if type(w) is not type(g) or w != g:
+                return math.inf, f"{g!r} against {w!r}"
+            continue
+        if w.shape != g.shape:
+            return math.inf, f"shapes {list(g.shape)} against {list(w.shape)}"
+        w, g = (t.to_dense() if t.layout != torch.strided else t for t in (w, g))
+        w, g = w.detach().double(), g.detach().double()
+        agree = (w == g) | (w.isnan() & g.isnan())
+        if w.numel():
+            largest = max(largest, float(torch.where(agree, 0.0, (w - g).abs()).max()))
+    return largest, None

@@ -594,3 +594,71 @@ def test_a_conv_whose_cache_is_filled_is_kept_with_pygs_numbers(make):
     ours = _converted_quietly(torch.nn.ModuleList([theirs]))[0]
     assert _is_graphlocs(ours)
     torch.testing.assert_close(call(ours, other), call(theirs, other), atol=1e-5, rtol=1e-5)
+
+
+def _hetero_data():
+    from torch_geometric.data import HeteroData
+    gen = torch.Generator().manual_seed(0)
+    data = HeteroData()
+    data["a"].x = torch.randn(10, 8, generator=gen)
+    data["b"].x = torch.randn(6, 8, generator=gen)
+    data["a", "to", "b"].edge_index = torch.stack([torch.randint(0, 10, (30,), generator=gen),
+                                                   torch.randint(0, 6, (30,), generator=gen)])
+    data["b", "rev", "a"].edge_index = data["a", "to", "b"].edge_index.flip(0)
+    data["a", "self", "a"].edge_index = torch.randint(0, 10, (2, 20), generator=gen)
+    return data
+
+
+class _TwoLayers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = pyg.SAGEConv((-1, -1), 16), pyg.SAGEConv((-1, -1), 4)
+
+    def forward(self, x, edge_index):
+        return self.conv2(self.conv1(x, edge_index).relu(), edge_index)
+
+
+@pytest.mark.parametrize("kind", ["HeteroConv", "to_hetero"])
+def test_a_heterogeneous_model_converts_and_is_checked_on_every_node_type(kind):
+    """A heterogeneous model returns a dict of node types: the probe's comparison read
+    `.shape` of it and failed with an AttributeError, so no such model converted."""
+    data = _hetero_data()
+    torch.manual_seed(0)
+    if kind == "HeteroConv":
+        model = pyg.HeteroConv({("a", "to", "b"): pyg.SAGEConv((-1, -1), 16),
+                                ("b", "rev", "a"): pyg.GATConv((-1, -1), 16,
+                                                               add_self_loops=False),
+                                ("a", "self", "a"): pyg.GCNConv(-1, 16)}, aggr="sum")
+    else:
+        model = pyg.to_hetero(_TwoLayers(), data.metadata(), aggr="sum")
+    want = model(data.x_dict, data.edge_index_dict)  # (sets the lazy widths)
+    converted = from_pyg(model, example=(data.x_dict, data.edge_index_dict))
+    report = converted.pyg_conversion
+    assert report["checked"] and not report["kept"] and len(report["converted"]) >= 3
+    got = converted(data.x_dict, data.edge_index_dict)
+    assert got.keys() == want.keys()
+    for key in want:
+        torch.testing.assert_close(got[key], want[key])
+
+
+def test_every_output_of_a_converted_module_is_checked(monkeypatch):
+    """Only the first of a tuple of outputs was compared on the probe: a twin that changed
+    the second passed as checked. A SAGEConv twin made wrong on purpose (another
+    aggregation) is caught in the second output."""
+    from graphloc.nn import convert
+
+    class TwoOutputs(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.conv = torch.nn.Linear(6, 4), pyg.SAGEConv(6, 4, aggr="mean")
+
+        def forward(self, x, edge_index):
+            return self.lin(x), {"neighbours": self.conv(x, edge_index)}
+
+    wrong = lambda conv: convert._sage(conv).__class__(6, 4, aggr="max")  # noqa: E731
+    monkeypatch.setitem(convert._CONVERTERS, "SAGEConv", wrong)
+    with pytest.raises(Unconvertible, match="outputs differ from the original's"):
+        from_pyg(TwoOutputs(), example=_probe())
+    monkeypatch.undo()
+    converted = from_pyg(TwoOutputs(), example=_probe())
+    assert converted.pyg_conversion["converted"] == ["conv"]
