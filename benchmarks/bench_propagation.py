@@ -1,7 +1,8 @@
 """The drop-ins added after the layer benchmark's table (SGConv, APPNP, GCN2Conv,
 GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with the
 softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
-ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv) against PyG's, forward + backward,
+ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv, ARMAConv) against PyG's, forward +
+backward,
 on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
@@ -62,6 +63,7 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     "SimpleConv('mean', 'cat')": "SimpleConv('mean', 'cat')",  # no parameters
     # R-GCN's mean per relation; edge types uniform over 8 relations (relation_types)
     "RGCNConv(64, 64, num_relations=8)": "RGCNConv(64, 64, 8)",
+    "ARMAConv(64, 64, num_stacks=3, num_layers=2)": "ARMAConv(64, 64, 3, 2)",
 }
 RELATIONS = 8
 

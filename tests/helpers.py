@@ -16,6 +16,7 @@ from graphloc import Graph
 from graphloc.nn import (
     APPNP,
     AGNNConv,
+    ARMAConv,
     ChebConv,
     ClusterGCNConv,
     EdgeConv,
@@ -245,6 +246,7 @@ CONV_LAYERS = {
     "edge": lambda: EdgeConv(torch.nn.Sequential(torch.nn.Linear(10, 4), torch.nn.ReLU()),
                              aggr="mean"),  # (max: near ties flip under bfloat16)
     "simple": lambda: SimpleConv("mean", "cat"),
+    "arma": lambda: ARMAConv(5, 4, num_stacks=2, num_layers=2),
 }
 
 # the layers called conv(x, x_0, graph[, edge_weight]), with the first layer's features

@@ -381,6 +381,13 @@ def _rgcn(conv):
                 is_sorted=conv.is_sorted, bias=conv.bias is not None)
 
 
+def _arma(conv):
+    return gl_conv.ARMAConv(conv.in_channels, conv.out_channels, num_stacks=conv.num_stacks,
+                            num_layers=conv.num_layers, shared_weights=conv.shared_weights,
+                            act=copy.deepcopy(conv.act), dropout=conv.dropout,
+                            bias=conv.bias is not None)
+
+
 def _simple(conv):
     return gl_conv.SimpleConv(_aggregation_of(conv), combine_root=conv.combine_root)
 
@@ -395,7 +402,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "SSGConv": _ssg, "MixHopConv": _mixhop, "FAConv": _fa,
                "ClusterGCNConv": _cluster_gcn, "AGNNConv": _agnn,
                "EdgeConv": _edge, "SimpleConv": _simple, "RGCNConv": _rgcn,
-               "FastRGCNConv": _rgcn}
+               "FastRGCNConv": _rgcn, "ARMAConv": _arma}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and

@@ -57,6 +57,8 @@ CONVS = [
      True),
     ("simple-loop", lambda: gl.SimpleConv("mean", "self_loop"),
      lambda: pyg.SimpleConv("mean", "self_loop"), True),
+    ("arma", lambda: gl.ARMAConv(8, 6, num_stacks=2, num_layers=2),
+     lambda: pyg.ARMAConv(8, 6, num_stacks=2, num_layers=2), True),
 ]
 GCN_NORMALISED = ("gcn", "gcn-improved", "sgc", "appnp", "ssg", "mixhop")  # PyG's gcn_norm inside
 
@@ -84,7 +86,7 @@ def test_sparse_adjacency_input(name, ours, theirs, weighted, layout):
     pyg_weight = coo.values() if weighted else None
     run_theirs = (lambda m, x: m(x, pyg_edges, pyg_weight)) \
         if name in ("gcn", "cheb", "sgc", "appnp", "tag", "gated-graph", "lg", "lg-raw", "le",
-                    "ssg", "mixhop") \
+                    "ssg", "mixhop", "arma") \
         else (lambda m, x: m(x, pyg_edges, size=(n, n))) if name in ("sage", "gin") \
         else (lambda m, x: m(x, pyg_edges))
     if name in ("sage", "gin"):  # PyG's sum aggregation of a weighted adj_t multiplies
@@ -687,7 +689,7 @@ CONV_NAMES = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINECon
               "TransformerConv", "GraphConv", "SGConv", "APPNP", "GCN2Conv",
               "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv", "LGConv",
               "LEConv", "SSGConv", "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
-              "SimpleConv"]
+              "SimpleConv", "ARMAConv"]
 
 
 def test_forward_arguments_come_in_pygs_positional_order():
