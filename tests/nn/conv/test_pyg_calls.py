@@ -689,7 +689,7 @@ CONV_NAMES = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINECon
               "TransformerConv", "GraphConv", "SGConv", "APPNP", "GCN2Conv",
               "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv", "LGConv",
               "LEConv", "SSGConv", "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
-              "SimpleConv", "ARMAConv"]
+              "SimpleConv", "ARMAConv", "RGCNConv", "FastRGCNConv"]
 
 
 def test_forward_arguments_come_in_pygs_positional_order():
