@@ -51,12 +51,8 @@ class SimpleConv(torch.nn.Module):
     def __init__(self, aggr="sum", combine_root: str | None = None,
                  aggr_kwargs: dict | None = None, flow: str = "source_to_target"):
         super().__init__()
-        if not (combine_root is None or isinstance(combine_root, str)) \
-                or combine_root not in _COMBINATIONS:
-            raise ValueError(f"SimpleConv: combine_root must be one of {_COMBINATIONS}, got "
-                             f"{combine_root!r}")
+        self.combine_root = _checked_combination(combine_root)
         self.flow = check_flow("SimpleConv", flow)
-        self.combine_root = combine_root
         self.aggr = str(aggr) if isinstance(aggr, torch.nn.Module) else aggr
         self.aggr_module = aggregations.resolve(
             aggr, **keyword_arguments("SimpleConv", "aggr_kwargs", aggr_kwargs))
@@ -71,6 +67,7 @@ class SimpleConv(torch.nn.Module):
     def forward(self, x: Tensor | tuple[Tensor, Tensor | None], edge_index,
                 edge_weight: Tensor | None = None, size: tuple[int, int] | None = None
                 ) -> Tensor:
+        _checked_combination(self.combine_root)  # an attribute, so also checked when set later
         if self.combine_root == "self_loop" and not isinstance(x, Tensor):
             raise ValueError("SimpleConv: combine_root='self_loop' needs one node set, got "
                              "a pair (x_src, x_dst)")
@@ -95,6 +92,14 @@ class SimpleConv(torch.nn.Module):
 
     def __repr__(self) -> str:  # PyG's
         return f"{self.__class__.__name__}()"
+
+
+def _checked_combination(combine_root):
+    if not (combine_root is None or isinstance(combine_root, str)) \
+            or combine_root not in _COMBINATIONS:
+        raise ValueError(f"SimpleConv: combine_root must be one of {_COMBINATIONS}, got "
+                         f"{combine_root!r}")
+    return combine_root
 
 
 def _with_loops(graph: Graph, weight: Tensor | None,

@@ -110,6 +110,10 @@ def test_bad_arguments_are_named():
     x, edge_index, _ = _graph()
     with pytest.raises(ValueError, match="combine_root must be one of.*'mean'"):
         gl.SimpleConv(combine_root="mean")
+    conv = gl.SimpleConv()
+    conv.combine_root = "sums"  # set later: read at each call (PyG's ignores it silently)
+    with pytest.raises(ValueError, match="combine_root must be one of.*'sums'"):
+        conv(x, edge_index)
     with pytest.raises(ValueError, match="self_loop' needs one node set"):
         gl.SimpleConv(combine_root="self_loop")((x, x[:4]), edge_index)
     with pytest.raises(ValueError, match="size.* gives 4 destination nodes but x gives 12"):
