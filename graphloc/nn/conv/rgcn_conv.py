@@ -138,9 +138,10 @@ class RGCNConv(torch.nn.Module):
 
     def _node_inputs(self, x) -> tuple[Tensor, Tensor]:
         """(source, destination) inputs: features, or node indices (None: ``0 .. in - 1``)."""
+        owner = type(self).__name__  # (FastRGCNConv's too)
         pair = isinstance(x, (tuple, list))
         if pair and len(x) != 2:
-            raise TypeError(f"RGCNConv expects x as a tensor, None or a pair, got {len(x)} "
+            raise TypeError(f"{owner} expects x as a tensor, None or a pair, got {len(x)} "
                             "entries")
         x_src = x[0] if pair else x
         if x_src is None:
@@ -153,39 +154,41 @@ class RGCNConv(torch.nn.Module):
         return x_src, x_dst
 
     def _check_nodes(self, name: str, t, width: int) -> None:
+        owner = type(self).__name__
         if not isinstance(t, Tensor):
-            raise TypeError(f"RGCNConv: {name} must be a tensor of features or node indices, "
+            raise TypeError(f"{owner}: {name} must be a tensor of features or node indices, "
                             f"got {type(t).__name__}")
         if t.is_floating_point():
             if t.dim() != 2 or t.size(1) != width:
-                raise ValueError(f"RGCNConv expects {name} of shape [N, {width}] (a static "
+                raise ValueError(f"{owner} expects {name} of shape [N, {width}] (a static "
                                  f"batch is not taken), got {list(t.shape)}")
             if t.dtype != self.weight.dtype and not torch.is_autocast_enabled(t.device.type):
-                raise TypeError(f"RGCNConv has {self.weight.dtype} parameters, but {name} is "
+                raise TypeError(f"{owner} has {self.weight.dtype} parameters, but {name} is "
                                 f"{t.dtype}")
             return
         if t.dim() != 1 or t.dtype == torch.bool or t.is_complex():
-            raise TypeError(f"RGCNConv: {name} as node indices must be a 1-D integer tensor, "
+            raise TypeError(f"{owner}: {name} as node indices must be a 1-D integer tensor, "
                             f"got {t.dtype} {list(t.shape)}")
         if self.num_blocks is not None:
-            raise ValueError("RGCNConv: the block-diagonal decomposition needs features, not "
+            raise ValueError(f"{owner}: the block-diagonal decomposition needs features, not "
                              f"node indices ({name})")
-        check_index(t, width, f"RGCNConv: {name} (node indices into {width} rows)")
+        check_index(t, width, f"{owner}: {name} (node indices into {width} rows)")
 
     def _types_and_weights(self, inputs, edge_type: Tensor | None):
         """``(edge_type, edge weights or None)`` of a call. Without ``edge_type``, a sparse
         adjacency's values are the relations, unweighted (PyG's reading of a
         ``SparseTensor``); with it, they weight the edges, as in every conv."""
+        owner = type(self).__name__
         if edge_type is None:
             if inputs.adj_values is None:
-                raise ValueError("RGCNConv needs edge_type, one relation per edge (or a "
+                raise ValueError(f"{owner} needs edge_type, one relation per edge (or a "
                                  "torch.sparse adjacency whose values are the relations)")
             if inputs.adj_values.dim() != 1:
-                raise ValueError(f"RGCNConv reads a sparse adjacency's values as the edge "
+                raise ValueError(f"{owner} reads a sparse adjacency's values as the edge "
                                  f"types, one per entry; got values of shape "
                                  f"{list(inputs.adj_values.shape)}")
             edge_type = whole_numbers(inputs.adj_values.detach(),
-                                      "RGCNConv: the adjacency's values (the edge types)")
+                                      f"{owner}: the adjacency's values (the edge types)")
             self._check_types(edge_type)
             return edge_type, None
         check_edge_rows(self, "edge_type", edge_type, inputs.graph.num_edges)
@@ -193,12 +196,13 @@ class RGCNConv(torch.nn.Module):
         return edge_type, weights_from(self, inputs, None)
 
     def _check_types(self, edge_type: Tensor) -> None:
+        owner = type(self).__name__
         if edge_type.dim() != 1 or edge_type.is_floating_point() or \
                 edge_type.dtype == torch.bool or edge_type.is_complex():
-            raise TypeError(f"RGCNConv: edge_type must be a 1-D integer tensor, got "
+            raise TypeError(f"{owner}: edge_type must be a 1-D integer tensor, got "
                             f"{edge_type.dtype} {list(edge_type.shape)}")
         check_index(edge_type, self.num_relations,
-                    f"RGCNConv: edge_type (relations 0 .. {self.num_relations - 1})")
+                    f"{owner}: edge_type (relations 0 .. {self.num_relations - 1})")
 
     def _relation_sum(self, relations, x_src: Tensor, weight: Tensor | None,
                       num_dst: int) -> Tensor:
