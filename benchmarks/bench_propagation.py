@@ -61,11 +61,12 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     "EdgeConv(MLP 128-64-64, max)": "EdgeConv(Sequential(Linear(128, 64), ReLU(), "
                                      "Linear(64, 64)))",
     "SimpleConv('mean', 'cat')": "SimpleConv('mean', 'cat')",  # no parameters
-    # R-GCN's mean per relation; edge types uniform over 8 relations (relation_types)
+    # R-GCN's mean per relation; edge types uniform over its relations (relation_types)
     "RGCNConv(64, 64, num_relations=8)": "RGCNConv(64, 64, 8)",
+    # the relation count of AIFB (PyG's examples/rgcn.py), with its basis decomposition
+    "RGCNConv(64, 64, num_relations=90, num_bases=30)": "RGCNConv(64, 64, 90, num_bases=30)",
     "ARMAConv(64, 64, num_stacks=3, num_layers=2)": "ARMAConv(64, 64, 3, 2)",
 }
-RELATIONS = 8
 
 
 def _namespace(lib, edge_index, num_nodes: int) -> dict:
@@ -114,10 +115,10 @@ def memory_table(prefixes) -> None:
                   f"{peaks[1] / peaks[0]:.1f}x |", flush=True)
 
 
-def relation_types(edge_index) -> torch.Tensor:
-    """RGCNConv's edge types: uniform over ``RELATIONS``, the same for every run."""
+def relation_types(edge_index, num_relations: int) -> torch.Tensor:
+    """RGCNConv's edge types: uniform over its relations, the same for every run."""
     gen = torch.Generator().manual_seed(0)
-    return torch.randint(0, RELATIONS, (edge_index.size(1),), generator=gen)
+    return torch.randint(0, num_relations, (edge_index.size(1),), generator=gen)
 
 
 def call_args(layer, x, edge_index) -> tuple:
@@ -126,7 +127,7 @@ def call_args(layer, x, edge_index) -> tuple:
     if name in ("GCN2Conv", "FAConv"):
         return x, x, edge_index
     if name == "RGCNConv":
-        return x, edge_index, relation_types(edge_index)
+        return x, edge_index, relation_types(edge_index, layer.num_relations)
     return x, edge_index
 
 
