@@ -467,6 +467,7 @@ class LSTMAggregation(Aggregation):
         super().__init__()
         self.in_channels, self.out_channels, self.padded = in_channels, out_channels, padded
         self.lstm = torch.nn.LSTM(in_channels, out_channels, batch_first=True, **kwargs)
+        self.reset_parameters()  # PyG's draws: a seed gives its initial weights
 
     def out_channels_for(self, in_channels: int) -> int:
         return self.out_channels
@@ -889,6 +890,7 @@ class _DictLinear(torch.nn.Module):
         super().__init__()
         self.lins = torch.nn.ModuleDict({str(i): torch.nn.Linear(w, out_channels)
                                          for i, w in enumerate(widths)})
+        self.reset_parameters()  # PyG's draws: a seed gives its initial weights
 
     def reset_parameters(self) -> None:
         for lin in self.lins.values():

@@ -491,3 +491,26 @@ def test_mul_aggregation_is_the_product_per_node_with_exact_gradients():
     assert bool((ours[1] == 1).all())
     with pytest.raises(RuntimeError, match="requires 'index'"):
         aggr.MulAggregation()(x[:5], ptr=torch.tensor([0, 2, 2, 5]))
+
+
+@pytest.mark.parametrize("build", [
+    lambda M: M.LSTMAggregation(4, 6),
+    lambda M: M.MultiAggregation(["mean", "max"], mode="attn",
+                                 mode_kwargs=dict(in_channels=4, out_channels=4, num_heads=2)),
+    lambda M: M.MultiAggregation(["mean", "max"], mode="proj",
+                                 mode_kwargs=dict(in_channels=4, out_channels=4)),
+    lambda M: M.SoftmaxAggregation(learn=True, channels=4),
+], ids=["lstm", "multi-attn", "multi-proj", "softmax-learn"])
+def test_a_seed_gives_pygs_initial_parameters(build):
+    """The LSTM aggregation and the attention mode's per-aggregation maps were not reset at
+    construction as PyG's are: a seed gave other initial weights."""
+    import torch_geometric.nn.aggr as pyg_aggr
+
+    import graphloc.nn.aggr as ours
+    torch.manual_seed(0)
+    want = build(pyg_aggr).state_dict()
+    torch.manual_seed(0)
+    got = build(ours).state_dict()
+    assert list(got) == list(want)
+    for key in want:
+        assert torch.equal(got[key], want[key]), key

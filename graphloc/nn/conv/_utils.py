@@ -127,6 +127,16 @@ def check_sizes(owner: str, lazy: bool = False, optional: tuple[str, ...] = (),
             raise ValueError(f"{owner}: {name} must be an integer >= 1, got {value!r}{hint}")
 
 
+def reset_like_pyg(module) -> None:
+    """PyG's ``reset``: the module's own ``reset_parameters``, else its children's, in order
+    (so a seed draws a network's initial weights as a PyG conv draws them)."""
+    if hasattr(module, "reset_parameters"):
+        module.reset_parameters()
+    else:
+        for child in getattr(module, "children", lambda: ())():
+            reset_like_pyg(child)
+
+
 def linear(in_channels: int, out_channels: int, bias: bool = True,
            glorot: bool = False, uniform_bias: bool = False) -> torch.nn.Module:
     """A Linear with torch's default initialisation or PyG's ``'glorot'`` (a zero bias, or
@@ -135,10 +145,22 @@ def linear(in_channels: int, out_channels: int, bias: bool = True,
     if in_channels == -1:
         return _LazyGlorotLinear(out_channels, bias, uniform_bias) if glorot else \
             torch.nn.LazyLinear(out_channels, bias=bias)
-    lin = torch.nn.Linear(in_channels, out_channels, bias=bias)
     if glorot:
-        reset_glorot(lin, uniform_bias)
-    return lin
+        return _GlorotLinear(in_channels, out_channels, bias, uniform_bias)
+    return torch.nn.Linear(in_channels, out_channels, bias=bias)
+
+
+class _GlorotLinear(torch.nn.Linear):
+    """A Linear initialised with glorot (and a zero bias, or PyG's uniform one) from its
+    construction on, as PyG's ``Linear(weight_initializer='glorot')``: torch's Linear first
+    drew its own initial weights, so a seed gave other weights than PyG's conv."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool, uniform_bias: bool):
+        self.uniform_bias = uniform_bias  # read by reset_parameters, which super() calls
+        super().__init__(in_features, out_features, bias=bias)
+
+    def reset_parameters(self) -> None:
+        reset_glorot(self, self.uniform_bias)
 
 
 class _LazyGlorotLinear(torch.nn.LazyLinear):

@@ -71,6 +71,7 @@ class ClusterGCNConv(torch.nn.Module):
         self.lin_out = linear(in_channels, out_channels, bias=bias, glorot=True,
                               uniform_bias=True)
         self.lin_root = linear(in_channels, out_channels, bias=False, glorot=True)
+        self.reset_parameters()  # PyG's draws: a seed gives its initial weights
 
     def reset_parameters(self) -> None:
         for lin in (self.lin_out, self.lin_root):

@@ -14,6 +14,7 @@ from graphloc.nn.conv._utils import (
     check_first_linear,
     check_input,
     first_linear,
+    reset_like_pyg,
 )
 
 #: PyG's aggregation names this conv takes, as ops.segment_reduce names them
@@ -63,9 +64,10 @@ class EdgeConv(torch.nn.Module):
         check_choice("EdgeConv", "aggr", aggr, tuple(_REDUCTIONS))
         self.nn, self.aggr = nn, aggr
         self.flow = check_flow("EdgeConv", flow)
+        self.reset_parameters()  # PyG's draws: a seed gives its initial weights
 
     def reset_parameters(self) -> None:
-        _reset(self.nn)
+        reset_like_pyg(self.nn)
 
     @property
     def graphloc_hops(self) -> int:
@@ -95,15 +97,6 @@ class EdgeConv(torch.nn.Module):
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(nn={self.nn})"
-
-
-def _reset(module) -> None:
-    """PyG's ``reset``: the module's own ``reset_parameters``, else its children's."""
-    if hasattr(module, "reset_parameters"):
-        module.reset_parameters()
-    else:
-        for child in getattr(module, "children", lambda: ())():
-            _reset(child)
 
 
 def _may_regroup(first: torch.nn.Linear, x_src: Tensor, x_dst: Tensor) -> bool:

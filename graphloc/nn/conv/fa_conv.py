@@ -80,7 +80,7 @@ class FAConv(torch.nn.Module):
         self.flow = check_flow("FAConv", flow)
         self.att_l = linear(channels, 1, bias=False)  # torch's init, as PyG's Linear
         self.att_r = linear(channels, 1, bias=False)
-        clear_normalisation_cache(self)
+        self.reset_parameters()  # PyG's draws (and the empty cache): a seed gives its weights
 
     def reset_parameters(self) -> None:
         clear_normalisation_cache(self)

@@ -15,15 +15,12 @@ from graphloc.nn.conv._inputs import (
     relu_edge_messages,
     weights_from,
 )
-from graphloc.nn.conv._utils import check_first_linear, check_sizes, checked_features
-
-
-def _reset(module: torch.nn.Module) -> None:
-    for child in module.modules():
-        if child is not module and hasattr(child, "reset_parameters"):
-            child.reset_parameters()
-    if hasattr(module, "reset_parameters"):
-        module.reset_parameters()
+from graphloc.nn.conv._utils import (
+    check_first_linear,
+    check_sizes,
+    checked_features,
+    reset_like_pyg,
+)
 
 
 class _GINBase(torch.nn.Module):
@@ -46,7 +43,7 @@ class _GINBase(torch.nn.Module):
             self.register_buffer("eps", torch.empty(1))
 
     def reset_parameters(self) -> None:
-        _reset(self.nn)
+        reset_like_pyg(self.nn)
         self.eps.data.fill_(self.initial_eps)
 
     def __repr__(self) -> str:

@@ -64,6 +64,7 @@ class LEConv(torch.nn.Module):
         self.lin1 = linear(src_width, out_channels, bias=bias)
         self.lin2 = linear(dst_width, out_channels, bias=False)
         self.lin3 = linear(dst_width, out_channels, bias=bias)
+        self.reset_parameters()  # PyG's draws: a seed gives its initial weights
 
     def reset_parameters(self) -> None:
         for lin in (self.lin1, self.lin2, self.lin3):

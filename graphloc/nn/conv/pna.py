@@ -110,15 +110,16 @@ class PNAConv(torch.nn.Module):
         self.post_nns = torch.nn.ModuleList(
             _stack(aggregated, self.F_out, post_layers, act, act_kwargs) for _ in range(towers))
         self.lin = torch.nn.Linear(out_channels, out_channels)
+        self.reset_parameters()  # PyG's draws: a seed gives its initial weights
 
-    def reset_parameters(self) -> None:
+    def reset_parameters(self) -> None:  # PyG's order
         self.aggr_module.reset_parameters()
+        if self.edge_dim is not None:
+            self.edge_encoder.reset_parameters()
         for module in (*self.pre_nns, *self.post_nns):
             for layer in module:
                 if hasattr(layer, "reset_parameters"):
                     layer.reset_parameters()
-        if self.edge_dim is not None:
-            self.edge_encoder.reset_parameters()
         self.lin.reset_parameters()
 
     def forward(self, x: Tensor, edge_index, edge_attr: Tensor | None = None) -> Tensor:

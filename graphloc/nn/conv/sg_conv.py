@@ -65,6 +65,7 @@ class SGConv(torch.nn.Module):
         self.lin = linear(in_channels, out_channels, bias=bias)
         setattr(self, self._cache, None)  # models clear the cache by setting it to None
         self._cached_input = (None, None, None)  # the graph, weights and features of it
+        self.reset_parameters()  # PyG's draws: a seed gives its initial weights
 
     #: PyG's attribute for the propagated features kept with ``cached=True``
     _cache = "_cached_x"

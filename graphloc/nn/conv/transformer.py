@@ -98,6 +98,7 @@ class TransformerConv(torch.nn.Module):
         # Built even without root_weight (unused then), as PyG does: state dicts load both ways.
         self.lin_skip = linear(dst_width, total, bias=bias)
         self.lin_beta = torch.nn.Linear(3 * total, 1, bias=False) if self.beta else None
+        self.reset_parameters()  # PyG's draws: a seed gives its initial weights
 
     def reset_parameters(self) -> None:
         for lin in (self.lin_key, self.lin_query, self.lin_value, self.lin_edge,

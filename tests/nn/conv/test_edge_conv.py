@@ -21,10 +21,11 @@ NETWORKS = {  # the first two are regrouped, PyG's MLP runs per edge
 
 
 def _pair(network: str, aggr: str = "max", **options):
-    """graphloc's and PyG's EdgeConv on one network (PyG's constructor resets it: ours
-    takes a copy of the network after that)."""
+    """graphloc's and PyG's EdgeConv on one network (both constructors reset it, as PyG's
+    does: ours loads PyG's weights after that)."""
     theirs = pyg.EdgeConv(NETWORKS[network](), aggr=aggr, **options)
     ours = EdgeConv(copy.deepcopy(theirs.nn), aggr=aggr, **options)
+    ours.load_state_dict(theirs.state_dict())
     return ours, theirs
 
 
@@ -71,6 +72,7 @@ def test_the_regrouped_product_is_as_close_to_the_exact_value_as_pygs(root_colum
         with torch.no_grad():
             theirs.nn.weight[:, :3] = 0
     ours, exact = EdgeConv(copy.deepcopy(theirs.nn)), copy.deepcopy(theirs).double()
+    ours.load_state_dict(theirs.state_dict())  # (ours resets its network too, as PyG's)
     want = exact(x.double(), edge_index)
     ours_error = (ours(x, edge_index).double() - want).abs().max()
     pyg_error = (theirs(x, edge_index).double() - want).abs().max()

@@ -742,3 +742,62 @@ def test_an_infinite_output_gradient_gives_pygs_finite_gradients(name, ours, the
         finite = torch.isfinite(want)
         assert torch.equal(torch.isfinite(got), finite)
         torch.testing.assert_close(got[finite], want[finite])
+
+
+def _mlp(width_in, width_out):
+    return torch.nn.Sequential(torch.nn.Linear(width_in, 6), torch.nn.ReLU(),
+                               torch.nn.Linear(6, width_out))
+
+
+# other options than CONVS', each built the same way in both libraries (M: the library)
+SEEDED_OPTIONS = {
+    "gine-edge": lambda M: M.GINEConv(_mlp(8, 6), edge_dim=3),
+    "gin-pyg-mlp": lambda M: M.GINConv(pyg.MLP([8, 16, 6])),
+    "graph-bipartite": lambda M: M.GraphConv((8, 4), 6),
+    "gat-edge-residual": lambda M: M.GATConv(8, 3, heads=2, edge_dim=3, residual=True),
+    "gat-bipartite": lambda M: M.GATConv((8, 4), 3, heads=2),
+    "gatv2-edge-shared": lambda M: M.GATv2Conv(8, 3, heads=2, edge_dim=3, residual=True,
+                                               share_weights=True),
+    "transformer-edge-beta": lambda M: M.TransformerConv(8, 3, heads=2, edge_dim=3, beta=True,
+                                                         concat=False),
+    "gen-edge": lambda M: M.GENConv(8, 6, edge_dim=3, msg_norm=True, learn_t=True,
+                                    learn_p=True),
+    "gcn2-theta": lambda M: M.GCN2Conv(8, 0.1, theta=0.5, layer=2, shared_weights=False),
+    "fa": lambda M: M.FAConv(8),
+    "resgated-edge": lambda M: M.ResGatedGraphConv(8, 6, edge_dim=3),
+    "pna-edge-towers": lambda M: M.PNAConv(8, 6, ["mean", "max"], ["identity", "linear"],
+                                           torch.tensor([1, 2, 3]), edge_dim=3, towers=2,
+                                           pre_layers=2, post_layers=2, divide_input=True),
+    "le-bipartite": lambda M: M.LEConv((8, 4), 6),
+    "sage-lstm-project": lambda M: M.SAGEConv(8, 6, project=True, aggr="lstm"),
+    "edge-pyg-mlp": lambda M: M.EdgeConv(pyg.MLP([16, 8, 6])),
+    "rgcn-blocks": lambda M: M.RGCNConv(8, 6, 3, num_blocks=2),
+    "fast-rgcn-bases": lambda M: M.FastRGCNConv(8, 6, 3, num_bases=2),
+    "arma-shared": lambda M: M.ARMAConv(8, 6, 2, 3, shared_weights=True),
+}
+
+
+def _assert_same_state(ours: torch.nn.Module, theirs: torch.nn.Module) -> None:
+    want, got = theirs.state_dict(), ours.state_dict()
+    assert list(got) == list(want)
+    for key in want:
+        assert torch.equal(got[key], want[key]), key
+
+
+@pytest.mark.parametrize("name", [c[0] for c in CONVS] + sorted(SEEDED_OPTIONS))
+def test_a_seed_gives_pygs_initial_parameters(name):
+    """Changing the import keeps a seeded run's initial weights: GCNConv, GATConv,
+    GATv2Conv, ChebConv, TransformerConv, SGConv, SSGConv, LEConv, PNAConv, FAConv,
+    ClusterGCNConv, EdgeConv, GINConv with PyG's MLP and SAGEConv's LSTM aggregation drew
+    the same distributions as PyG's in another order (torch's Linear drew its own weights
+    before glorot's; no reset at construction, or a reset in another order), so their
+    weights, and the training that followed, differed."""
+    if name in SEEDED_OPTIONS:
+        build = SEEDED_OPTIONS[name]
+        ours, theirs = (lambda: build(gl)), (lambda: build(pyg))
+    else:
+        ours, theirs = next((c[1], c[2]) for c in CONVS if c[0] == name)
+    torch.manual_seed(0)
+    theirs = theirs()
+    torch.manual_seed(0)
+    _assert_same_state(ours(), theirs)
