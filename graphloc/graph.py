@@ -920,7 +920,8 @@ class Graph:
         count, where ``[N, R, F]`` would be mostly empty rows on a graph of many relations.
         ``edge_type``: an integer in ``[0, num_relations)`` per edge, in ``edge_index``'s
         order. Built once per unchanged ``edge_type`` tensor and graph, as the layers'
-        graphs of a raw ``edge_index`` are."""
+        graphs of a raw ``edge_index`` are. While ``torch.compile`` traces, every pair is a
+        row (K = N R, a count that does not depend on the data)."""
         self._check_edges_unchanged()
         check_int(num_relations, "num_relations", 1)
         if not isinstance(edge_type, Tensor) or edge_type.dim() != 1 or \
@@ -936,7 +937,11 @@ class Graph:
 
         def build(types: Tensor) -> tuple[Graph, Tensor]:
             pairs = types.long() * self.num_nodes + self.edge_index[1]
-            rows, row_of_edge = torch.unique(pairs, sorted=True, return_inverse=True)
+            if torch.compiler.is_compiling():  # every pair a row: no data-dependent count
+                rows = torch.arange(num_relations * self.num_nodes, device=self.device)
+                row_of_edge = pairs
+            else:
+                rows, row_of_edge = torch.unique(pairs, sorted=True, return_inverse=True)
             graph = Graph._derived(torch.stack([self.edge_index[0], row_of_edge]),
                                    rows.numel(), self.num_src_nodes)
             return graph, rows

@@ -20,7 +20,7 @@ from helpers import (
 from parity import parity_graph
 
 from graphloc import Graph, ops
-from graphloc.nn import MODELS, PNAConv, build_model
+from graphloc.nn import MODELS, FastRGCNConv, PNAConv, RGCNConv, build_model
 
 MODEL_NAMES = sorted(set(MODELS) - {"latte", "forwardgnn"})  # their own inputs and training
 
@@ -52,6 +52,25 @@ def test_initial_feature_convs_compile_fullgraph(name):
     graph = Graph(edge_index, num_nodes=n)
     conv, extra = initial_feature_conv(name, edge_index.size(1))
     _compiled_matches_eager(lambda x: conv(x, x, graph, *extra), torch.randn(n, 5))
+
+
+RELATIONAL_CONVS = {
+    "rgcn": lambda: RGCNConv(5, 4, 3),
+    "rgcn-blocks-max": lambda: RGCNConv(6, 4, 3, num_blocks=2, aggr="max"),
+    "fast-rgcn-bases": lambda: FastRGCNConv(5, 4, 3, num_bases=2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RELATIONAL_CONVS))
+def test_relational_convs_compile_fullgraph(name):
+    """Graph.by_relation's count of (relation, node) pairs depends on the edge types: traced,
+    every pair is a row instead (a graph break failed fullgraph=True, where PyG's
+    masked loops compile)."""
+    edge_index, n = parity_graph(15)
+    edge_type = torch.arange(edge_index.size(1)) % 3
+    conv = RELATIONAL_CONVS[name]()
+    width = 6 if name == "rgcn-blocks-max" else 5
+    _compiled_matches_eager(lambda x: conv(x, edge_index, edge_type), torch.randn(n, width))
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)

@@ -127,7 +127,9 @@ class RGCNConv(torch.nn.Module):
         pair = isinstance(x, (tuple, list))
         inputs = read_inputs(self, (_shape_of(x_src), _shape_of(x_dst)) if pair else
                              _shape_of(x_src), edge_index)
-        edge_type, weight = self._types_and_weights(inputs, edge_type)
+        # the adjacency's values weight the edges when they are not the types
+        weight = None if edge_type is None else weights_from(self, inputs, None)
+        edge_type = relation_types(self, inputs, edge_type, self.num_relations)
         relations = inputs.graph.by_relation(edge_type, self.num_relations)
         out = self._relation_sum(relations, x_src, weight, inputs.graph.num_nodes)
         if self.root is not None:
@@ -174,36 +176,6 @@ class RGCNConv(torch.nn.Module):
                              f"node indices ({name})")
         check_index(t, width, f"{owner}: {name} (node indices into {width} rows)")
 
-    def _types_and_weights(self, inputs, edge_type: Tensor | None):
-        """``(edge_type, edge weights or None)`` of a call. Without ``edge_type``, a sparse
-        adjacency's values are the relations, unweighted (PyG's reading of a
-        ``SparseTensor``); with it, they weight the edges, as in every conv."""
-        owner = type(self).__name__
-        if edge_type is None:
-            if inputs.adj_values is None:
-                raise ValueError(f"{owner} needs edge_type, one relation per edge (or a "
-                                 "torch.sparse adjacency whose values are the relations)")
-            if inputs.adj_values.dim() != 1:
-                raise ValueError(f"{owner} reads a sparse adjacency's values as the edge "
-                                 f"types, one per entry; got values of shape "
-                                 f"{list(inputs.adj_values.shape)}")
-            edge_type = whole_numbers(inputs.adj_values.detach(),
-                                      f"{owner}: the adjacency's values (the edge types)")
-            self._check_types(edge_type)
-            return edge_type, None
-        check_edge_rows(self, "edge_type", edge_type, inputs.graph.num_edges)
-        self._check_types(edge_type)
-        return edge_type, weights_from(self, inputs, None)
-
-    def _check_types(self, edge_type: Tensor) -> None:
-        owner = type(self).__name__
-        if edge_type.dim() != 1 or edge_type.is_floating_point() or \
-                edge_type.dtype == torch.bool or edge_type.is_complex():
-            raise TypeError(f"{owner}: edge_type must be a 1-D integer tensor, got "
-                            f"{edge_type.dtype} {list(edge_type.shape)}")
-        check_index(edge_type, self.num_relations,
-                    f"{owner}: edge_type (relations 0 .. {self.num_relations - 1})")
-
     def _relation_sum(self, relations, x_src: Tensor, weight: Tensor | None,
                       num_dst: int) -> Tensor:
         """sum_r aggr_{j in N_r(i)} Theta_r x_j for every destination i: each (relation,
@@ -215,7 +187,7 @@ class RGCNConv(torch.nn.Module):
         if not x_src.is_floating_point():  # the messages are rows of Theta_r: aggregate them
             return self._aggregated_rows(graph, rows, x_src, weight, num_dst)
         per_pair = self.aggr_module(graph, x_src, weight)  # [K, F]
-        bounds = _relation_bounds(graph, rows, self.num_relations, num_dst)
+        bounds = relation_bounds(graph, rows, self.num_relations, num_dst)
         theta = self.relation_weights()
         # every relation, those without edges too: their weights get zero gradients, as
         # PyG's (None would let an optimiser skip what PyG's decays). split and unbind, not
@@ -224,7 +196,7 @@ class RGCNConv(torch.nn.Module):
         transformed = torch.cat([
             self._transform(part, theta_r)
             for part, theta_r in zip(per_pair.split(sizes), theta.unbind(0), strict=True)])
-        return ops.spmm(_pairs_to_nodes(graph, rows, num_dst), transformed)
+        return ops.spmm(pairs_to_nodes(graph, rows, num_dst), transformed)
 
     def _transform(self, rows: Tensor, theta: Tensor) -> Tensor:
         """``rows @ Theta_r`` (block by block with ``num_blocks``)."""
@@ -245,7 +217,7 @@ class RGCNConv(torch.nn.Module):
             torch.stack([relation * self.in_channels_l + index.long()[src], pair]),
             (table.size(0), graph.num_nodes))
         per_pair = self.aggr_module(gathered, table, weight)
-        return ops.spmm(_pairs_to_nodes(graph, rows, num_dst), per_pair)
+        return ops.spmm(pairs_to_nodes(graph, rows, num_dst), per_pair)
 
     def __repr__(self) -> str:  # PyG's
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
@@ -280,17 +252,49 @@ def _shape_of(t: Tensor) -> Tensor:
     return t if t.is_floating_point() else torch.empty(t.size(0), 0, device=t.device)
 
 
-def _relation_bounds(graph, rows: Tensor, num_relations: int, num_dst: int) -> list[int]:
+def relation_types(layer: torch.nn.Module, inputs, edge_type: Tensor | None,
+                   num_relations: int) -> Tensor:
+    """A call's relation per edge: ``edge_type`` (one per edge of the graph argument, in an
+    adjacency's storage order), or without it a sparse adjacency's values (PyG's reading of
+    a ``SparseTensor``), checked to lie in ``[0, num_relations)``."""
+    owner = type(layer).__name__
+    if edge_type is None:
+        if inputs.adj_values is None:
+            raise ValueError(f"{owner} needs edge_type, one relation per edge (or a "
+                             "torch.sparse adjacency whose values are the relations)")
+        if inputs.adj_values.dim() != 1:
+            raise ValueError(f"{owner} reads a sparse adjacency's values as the edge types, "
+                             f"one per entry; got values of shape "
+                             f"{list(inputs.adj_values.shape)}")
+        edge_type = whole_numbers(inputs.adj_values.detach(),
+                                  f"{owner}: the adjacency's values (the edge types)")
+    else:
+        check_edge_rows(layer, "edge_type", edge_type,
+                        inputs.graph.num_edges // (inputs.batch or 1))
+        edge_type = inputs.edge_input(edge_type)
+    if edge_type.dim() != 1 or edge_type.is_floating_point() or \
+            edge_type.dtype == torch.bool or edge_type.is_complex():
+        raise TypeError(f"{owner}: edge_type must be a 1-D integer tensor, got "
+                        f"{edge_type.dtype} {list(edge_type.shape)}")
+    check_index(edge_type, num_relations,
+                f"{owner}: edge_type (relations 0 .. {num_relations - 1})")
+    return edge_type
+
+
+def relation_bounds(graph, rows: Tensor, num_relations: int, num_dst: int) -> list[int]:
     """Where each relation's (relation, node) rows start and end in ``rows``."""
+    if rows.numel() == num_relations * num_dst:  # every pair a row (always while traced)
+        return [r * num_dst for r in range(num_relations + 1)]
+
     def build():
         starts = torch.arange(num_relations + 1, device=rows.device) * num_dst
         return torch.searchsorted(rows, starts).tolist()
     return graph.cached(("relation_bounds", num_relations, num_dst), build)
 
 
-def _pairs_to_nodes(graph, rows: Tensor, num_dst: int):
-    """The graph from the (relation, node) rows to their nodes: a sum over it adds each
-    node's relations."""
+def pairs_to_nodes(graph, rows: Tensor, num_dst: int):
+    """The graph from the (relation, node) rows of ``Graph.by_relation`` to their nodes: a
+    sum over it adds each node's relations."""
     def build():
         pairs = torch.arange(rows.numel(), device=rows.device)
         return type(graph)._derived(torch.stack([pairs, rows % num_dst]), num_dst,
