@@ -746,3 +746,9 @@ def test_by_relation_refuses_types_out_of_range_or_of_another_length():
         graph.by_relation(torch.tensor([0, 5, 1]), 5)
     with pytest.raises(ValueError, match=r"one relation per edge, \[3\], got \[2\]"):
         graph.by_relation(torch.zeros(2, dtype=torch.long), 5)
+    with pytest.raises(TypeError, match="edge_type must be an integer tensor, got "
+                                        "torch.float32"):
+        graph.by_relation(torch.tensor([0.0, 1.0, 1.0]), 5)
+    empty, rows = Graph(torch.empty(2, 0, dtype=torch.long), num_nodes=3).by_relation(
+        torch.empty(0, dtype=torch.long), 5)
+    assert (empty.num_edges, empty.num_nodes, rows.numel()) == (0, 0, 0)

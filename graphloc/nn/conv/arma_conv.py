@@ -50,6 +50,9 @@ class ARMAConv(torch.nn.Module):
         input: ``[N, in_channels]``, the graph (``Graph``, ``edge_index [2, E]`` or a
         ``torch.sparse`` ``adj_t`` whose values are the edge weights), optional
         ``edge_weight [E]``. output: ``[N, out_channels]``.
+
+    Differences from PyG's (docs/models.md): a ``torch.sparse`` adjacency is taken (PyG's
+    raises a RuntimeError there, and its own test asks for it).
     """
 
     def __init__(self, in_channels: int, out_channels: int, num_stacks: int = 1,

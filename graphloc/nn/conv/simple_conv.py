@@ -46,6 +46,10 @@ class SimpleConv(torch.nn.Module):
     As PyG's, a loop already in the graph stays: with ``"self_loop"`` such a node has two
     (for a ``torch.sparse`` adjacency, one whose weight grows by 1, as PyG sums the
     entries of the adjacency it rebuilds; "mean" then counts it once).
+
+    Differences from PyG's (docs/models.md): ``"self_loop"`` on a static batch ``[B, N, F]``
+    gives every node of every copy its loop (PyG's loops nodes ``0 .. B - 1`` only); a
+    ``"sum"`` root with an aggregation that widens is a ``ValueError`` naming both widths.
     """
 
     def __init__(self, aggr="sum", combine_root: str | None = None,

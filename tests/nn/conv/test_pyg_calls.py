@@ -608,6 +608,11 @@ PROPAGATIONS = {
     "ssg": (lambda m: m.SSGConv(4, 3, 0.1, K=2), lambda layer, x, e, w=None: layer(x, e, w)),
     "mixhop": (lambda m: m.MixHopConv(4, 3), lambda layer, x, e, w=None: layer(x, e, w)),
     "fa": (lambda m: m.FAConv(4, eps=0.3), lambda layer, x, e, w=None: layer(x, x, e, w)),
+    # added 2026-12-05
+    "simple": (lambda m: m.SimpleConv("mean", "self_loop"),
+               lambda layer, x, e, w=None: layer(x, e, w)),
+    "arma": (lambda m: m.ARMAConv(4, 3, num_stacks=2, num_layers=2),
+             lambda layer, x, e, w=None: layer(x, e, w)),
 }
 
 
@@ -625,10 +630,10 @@ def test_propagation_layers_refuse_bad_input_by_name(name):
          r"edge_index\[0\] holds 5 .* 3"),
         (x, edge_index, torch.rand(2), ValueError, "edge_weight has 2 rows but the graph has 3"),
     ]
-    if name not in ("le", "fa"):  # LEConv multiplies integer weights in, as PyG's does;
-        # FAConv (normalised) takes no weights at all
+    if name not in ("le", "fa", "simple"):  # LEConv and SimpleConv multiply integer
+        # weights in, as PyG's do; FAConv (normalised) takes no weights at all
         cases.append((x, edge_index, torch.ones(3, dtype=torch.long), TypeError, "edge_weight"))
-    if name not in ("appnp", "lg"):  # APPNP and LGConv take any width
+    if name not in ("appnp", "lg", "simple"):  # they take any width
         cases.append((torch.randn(3, 5), edge_index, None, ValueError, r"x of shape \[N, 4\]"))
     for xs, edges, weight, error, match in cases:
         with pytest.raises(error, match=match):

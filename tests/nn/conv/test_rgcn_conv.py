@@ -3,6 +3,7 @@ import warnings
 import pytest
 import torch
 import torch_geometric.nn as pyg
+from helpers import random_edge_index, reference_ops
 from torch_geometric.utils import to_torch_coo_tensor, to_torch_csr_tensor
 
 import graphloc.nn as gl
@@ -142,13 +143,35 @@ def test_a_sparse_adjacency_carries_the_types_or_weights_the_edges(make):
                                _dense_rgcn(conv, x, edge_index, edge_type, weight))
 
 
-def test_special_values_propagate_as_pyg():
-    x, edge_index, edge_type = _graph(seed=8)
+@pytest.mark.parametrize("aggr", ["mean", "sum", "max", "min"])
+def test_special_values_hubs_and_isolated_nodes_as_pyg(aggr):
+    """NaN, inf and -inf features, a hub of 60 in-edges and two isolated nodes: PyG's
+    output (NaN where PyG's is NaN), with the kernels and with their pure-torch twins."""
+    edge_index = random_edge_index(40, 200, seed=21, hub_degree=60)
+    n = int(edge_index.max()) + 3
+    edge_type = torch.arange(edge_index.size(1)) % 4
+    x = torch.randn(n, 4, dtype=torch.float64)
     x[0, 1], x[3, 2], x[5, 0] = float("nan"), float("inf"), -float("inf")
-    for aggr in ("mean", "sum", "max"):
-        ours, theirs = _twins("RGCNConv", 4, 6, 4, aggr=aggr)
-        torch.testing.assert_close(ours(x, edge_index, edge_type),
-                                   theirs(x, edge_index, edge_type), equal_nan=True)
+    ours, theirs = _twins("RGCNConv", 4, 6, 4, aggr=aggr)
+    expected = theirs(x, edge_index, edge_type)
+    torch.testing.assert_close(ours(x, edge_index, edge_type), expected, equal_nan=True)
+    with reference_ops():
+        torch.testing.assert_close(ours(x, edge_index, edge_type), expected, equal_nan=True)
+
+
+def test_bad_graphs_are_refused_and_an_empty_node_set_gives_an_empty_output():
+    conv = gl.RGCNConv(4, 6, 2)
+    x, types = torch.randn(3, 4), torch.tensor([0, 1, 0])
+    cases = [(torch.tensor([[0, 1, 2], [1, 2, 0]]).float(), TypeError,
+              "edge_index must have an integer dtype"),
+             (torch.tensor([[0, 1, 5], [1, 2, 0]]), ValueError, r"edge_index\[0\] holds 5"),
+             (torch.tensor([[0, 1, 2], [1, -1, 0]]), ValueError, r"edge_index\[1\] holds -1")]
+    for edges, error, match in cases:
+        with pytest.raises(error, match=match):
+            conv(x, edges, types)
+    empty = conv(torch.randn(0, 4), torch.empty(2, 0, dtype=torch.long),
+                 torch.empty(0, dtype=torch.long))
+    assert empty.shape == (0, 6)
 
 
 def test_an_empty_graph_gives_pygs_outputs_and_zero_weight_gradients():
