@@ -139,11 +139,19 @@ class GCNConv(torch.nn.Module):
 
 def with_sparse_adjacency_loops(graph: Graph, edge_weight: Tensor,
                                 fill: float) -> tuple[Graph, Tensor]:
-    """A + fill I for a ``torch.sparse`` adjacency, as PyG's ``gcn_norm`` builds it there: a
-    loop already in the adjacency gains the fill, where an ``edge_index`` input keeps its
-    loop's weight instead."""
-    loops = edge_weight.new_full((graph.num_nodes,), fill)
-    return graph.add_self_loops(), torch.cat([edge_weight, loops])
+    """A + fill I for a ``torch.sparse`` adjacency, as PyG rebuilds it (``gcn_norm``,
+    ``SimpleConv``'s self_loop): a loop already in the adjacency gains the fill, one entry
+    per matrix position (so a mean counts it once), and every other node gets a loop of
+    weight fill; an ``edge_index`` input keeps its loops beside the new ones instead."""
+    src, dst = graph.edge_index
+    on_diagonal = src == dst
+    has_loop = torch.zeros(graph.num_nodes, dtype=torch.bool, device=graph.device)
+    has_loop[dst[on_diagonal]] = True
+    missing = (~has_loop).nonzero().flatten()
+    edge_index = torch.cat([graph.edge_index, missing.expand(2, -1)], dim=1)
+    weight = torch.cat([edge_weight + fill * on_diagonal.to(edge_weight.dtype),
+                        edge_weight.new_full((missing.numel(),), fill)])
+    return Graph._derived(edge_index, graph.num_nodes), weight
 
 
 def read_weighted_call(layer: torch.nn.Module, x, edge_index, edge_weight: Tensor | None,

@@ -7,10 +7,10 @@ import torch
 from torch import Tensor
 
 from graphloc.checks import keyword_arguments
-from graphloc.graph import Graph
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import checked_features
+from graphloc.nn.conv.gcn import with_sparse_adjacency_loops
 
 _COMBINATIONS = ("sum", "cat", "self_loop", None)
 
@@ -80,7 +80,12 @@ class SimpleConv(torch.nn.Module):
         graph, weight = inputs.graph, weights_from(self, inputs, edge_weight)
         if self.combine_root == "self_loop":
             graph._require_one_node_set("SimpleConv (combine_root='self_loop')")
-            graph, weight = _with_loops(graph, weight, inputs.adj_layout is not None)
+            if inputs.adj_layout is not None:  # PyG rebuilds the matrix: A + I
+                graph, weight = with_sparse_adjacency_loops(graph, weight, 1.0)
+            else:  # PyG's add_self_loops: after the loops already there
+                weight = None if weight is None else \
+                    torch.cat([weight, weight.new_ones(graph.num_nodes)])
+                graph = graph.add_self_loops()
         if weight is not None:
             weight = weight.to(x_src.dtype)
         out = self.aggr_module(graph, x_src, weight)
@@ -104,23 +109,3 @@ def _checked_combination(combine_root):
         raise ValueError(f"SimpleConv: combine_root must be one of {_COMBINATIONS}, got "
                          f"{combine_root!r}")
     return combine_root
-
-
-def _with_loops(graph: Graph, weight: Tensor | None,
-                sparse_adjacency: bool) -> tuple[Graph, Tensor | None]:
-    """The graph with a loop of weight 1 at every node, as PyG's ``add_self_loops``: after
-    the loops already there (an ``edge_index``), or added onto them (a ``torch.sparse``
-    adjacency, which PyG rebuilds summing its entries)."""
-    if not sparse_adjacency:
-        looped = graph.add_self_loops()
-        if weight is None:
-            return looped, None
-        return looped, torch.cat([weight, weight.new_ones(graph.num_nodes)])
-    src, dst = graph.edge_index
-    on_diagonal = src == dst
-    has_loop = torch.zeros(graph.num_nodes, dtype=torch.bool, device=graph.device)
-    has_loop[dst[on_diagonal]] = True
-    missing = (~has_loop).nonzero().flatten()
-    edge_index = torch.cat([graph.edge_index, missing.expand(2, -1)], dim=1)
-    weight = torch.cat([weight + on_diagonal.to(weight.dtype), weight.new_ones(missing.numel())])
-    return Graph._derived(edge_index, graph.num_nodes, None, None), weight
