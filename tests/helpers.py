@@ -32,6 +32,7 @@ from graphloc.nn import (
     LEConv,
     LGConv,
     LiftConv,
+    MFConv,
     MixHopConv,
     PNAConv,
     ResGatedGraphConv,
@@ -247,6 +248,7 @@ CONV_LAYERS = {
                              aggr="mean"),  # (max: near ties flip under bfloat16)
     "simple": lambda: SimpleConv("mean", "cat"),
     "arma": lambda: ARMAConv(5, 4, num_stacks=2, num_layers=2),
+    "mf": lambda: MFConv(5, 4, max_degree=3),
 }
 
 # the layers called conv(x, x_0, graph[, edge_weight]), with the first layer's features

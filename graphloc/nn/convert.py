@@ -392,6 +392,11 @@ def _simple(conv):
     return gl_conv.SimpleConv(_aggregation_of(conv), combine_root=conv.combine_root)
 
 
+def _mf(conv):
+    return gl_conv.MFConv(conv.in_channels, conv.out_channels, max_degree=conv.max_degree,
+                          bias=conv.lins_l[0].bias is not None, aggr=_aggregation_of(conv))
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
@@ -402,7 +407,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "SSGConv": _ssg, "MixHopConv": _mixhop, "FAConv": _fa,
                "ClusterGCNConv": _cluster_gcn, "AGNNConv": _agnn,
                "EdgeConv": _edge, "SimpleConv": _simple, "RGCNConv": _rgcn,
-               "FastRGCNConv": _rgcn, "ARMAConv": _arma}
+               "FastRGCNConv": _rgcn, "ARMAConv": _arma, "MFConv": _mf}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -424,7 +429,8 @@ def _used_state(conv, ours: torch.nn.Module) -> dict:
 # the convs whose converters carry PyG's aggregation over; every other graphloc twin sums
 # its messages, as its PyG conv does by default (PyG's MessagePassing takes aggr= for any)
 _AGGREGATION_CARRIED = ("SAGEConv", "GINConv", "GraphConv", "GatedGraphConv", "GENConv",
-                        "PNAConv", "EdgeConv", "SimpleConv", "RGCNConv", "FastRGCNConv")
+                        "PNAConv", "EdgeConv", "SimpleConv", "RGCNConv", "FastRGCNConv",
+                        "MFConv")
 
 
 def _convert_conv(conv) -> torch.nn.Module:

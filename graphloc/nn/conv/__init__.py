@@ -21,6 +21,7 @@ from graphloc.nn.conv.latte import LATTEConv
 from graphloc.nn.conv.le_conv import LEConv
 from graphloc.nn.conv.lg_conv import LGConv
 from graphloc.nn.conv.lift import LiftConv
+from graphloc.nn.conv.mf_conv import MFConv
 from graphloc.nn.conv.mixhop import MixHopConv
 from graphloc.nn.conv.multi_edge import MultiEdgeConv
 from graphloc.nn.conv.pna import PNAConv
@@ -41,7 +42,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LGConv", "LEConv", "SSGConv",
            "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
-           "SimpleConv", "RGCNConv", "FastRGCNConv", "ARMAConv", "LiftConv",
+           "SimpleConv", "RGCNConv", "FastRGCNConv", "ARMAConv", "MFConv", "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
            "register_conv"]

@@ -59,6 +59,8 @@ CONVS = [
      lambda: pyg.SimpleConv("mean", "self_loop"), True),
     ("arma", lambda: gl.ARMAConv(8, 6, num_stacks=2, num_layers=2),
      lambda: pyg.ARMAConv(8, 6, num_stacks=2, num_layers=2), True),
+    ("mf", lambda: gl.MFConv(8, 6, max_degree=3), lambda: pyg.MFConv(8, 6, max_degree=3),
+     False),
 ]
 GCN_NORMALISED = ("gcn", "gcn-improved", "sgc", "appnp", "ssg", "mixhop")  # PyG's gcn_norm inside
 
@@ -642,7 +644,7 @@ def test_propagation_layers_refuse_bad_input_by_name(name):
     assert empty.shape[0] == 0
 
 
-@pytest.mark.parametrize("name", ["cluster-gcn", "agnn", "edge"])
+@pytest.mark.parametrize("name", ["cluster-gcn", "agnn", "edge", "mf"])
 def test_the_2026_12_05_convs_refuse_bad_graphs_and_features_by_name(name):
     """ClusterGCNConv, AGNNConv and EdgeConv (no edge weights) on bad input: a float or
     out-of-range edge_index, integer or wrongly shaped features; an empty graph gives an
@@ -694,7 +696,7 @@ CONV_NAMES = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINECon
               "TransformerConv", "GraphConv", "SGConv", "APPNP", "GCN2Conv",
               "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv", "LGConv",
               "LEConv", "SSGConv", "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
-              "SimpleConv", "ARMAConv", "RGCNConv", "FastRGCNConv"]
+              "SimpleConv", "ARMAConv", "RGCNConv", "FastRGCNConv", "MFConv"]
 
 
 def test_forward_arguments_come_in_pygs_positional_order():
@@ -779,6 +781,7 @@ SEEDED_OPTIONS = {
     "rgcn-blocks": lambda M: M.RGCNConv(8, 6, 3, num_blocks=2),
     "fast-rgcn-bases": lambda M: M.FastRGCNConv(8, 6, 3, num_bases=2),
     "arma-shared": lambda M: M.ARMAConv(8, 6, 2, 3, shared_weights=True),
+    "mf-bipartite-mean": lambda M: M.MFConv((8, 4), 6, max_degree=4, bias=False, aggr="mean"),
 }
 
 
