@@ -17,6 +17,7 @@ from graphloc.nn import (
     APPNP,
     AGNNConv,
     ARMAConv,
+    CGConv,
     ChebConv,
     ClusterGCNConv,
     EdgeConv,
@@ -249,6 +250,7 @@ CONV_LAYERS = {
     "simple": lambda: SimpleConv("mean", "cat"),
     "arma": lambda: ARMAConv(5, 4, num_stacks=2, num_layers=2),
     "mf": lambda: MFConv(5, 4, max_degree=3),
+    "cg": lambda: CGConv(5, dim=3),
 }
 
 # the layers called conv(x, x_0, graph[, edge_weight]), with the first layer's features

@@ -397,6 +397,11 @@ def _mf(conv):
                           bias=conv.lins_l[0].bias is not None, aggr=_aggregation_of(conv))
 
 
+def _cg(conv):
+    return gl_conv.CGConv(conv.channels, dim=conv.dim, aggr=_aggregation_of(conv),
+                          batch_norm=conv.batch_norm, bias=conv.lin_f.bias is not None)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
@@ -407,7 +412,8 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "SSGConv": _ssg, "MixHopConv": _mixhop, "FAConv": _fa,
                "ClusterGCNConv": _cluster_gcn, "AGNNConv": _agnn,
                "EdgeConv": _edge, "SimpleConv": _simple, "RGCNConv": _rgcn,
-               "FastRGCNConv": _rgcn, "ARMAConv": _arma, "MFConv": _mf}
+               "FastRGCNConv": _rgcn, "ARMAConv": _arma, "MFConv": _mf,
+               "CGConv": _cg}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -430,7 +436,7 @@ def _used_state(conv, ours: torch.nn.Module) -> dict:
 # its messages, as its PyG conv does by default (PyG's MessagePassing takes aggr= for any)
 _AGGREGATION_CARRIED = ("SAGEConv", "GINConv", "GraphConv", "GatedGraphConv", "GENConv",
                         "PNAConv", "EdgeConv", "SimpleConv", "RGCNConv", "FastRGCNConv",
-                        "MFConv")
+                        "MFConv", "CGConv")
 
 
 def _convert_conv(conv) -> torch.nn.Module:

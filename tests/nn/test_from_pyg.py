@@ -408,6 +408,7 @@ AGGREGATED = {
     "FastRGCNConv": lambda a: pyg.FastRGCNConv(6, 4, 3, aggr=a),
     "ARMAConv": lambda a: pyg.ARMAConv(6, 4, num_stacks=2, num_layers=2, aggr=a),
     "MFConv": lambda a: pyg.MFConv(6, 4, aggr=a),
+    "CGConv": lambda a: pyg.CGConv(6, aggr=a),
 }
 
 

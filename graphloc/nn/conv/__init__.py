@@ -5,6 +5,7 @@ registry (``CONVS``, ``register_conv``) lives in ``registry.py``."""
 from graphloc.nn.conv.agnn import AGNNConv
 from graphloc.nn.conv.appnp import APPNP
 from graphloc.nn.conv.arma_conv import ARMAConv
+from graphloc.nn.conv.cg_conv import CGConv
 from graphloc.nn.conv.cheb import ChebConv
 from graphloc.nn.conv.cluster_gcn import ClusterGCNConv
 from graphloc.nn.conv.edge_conv import EdgeConv
@@ -42,7 +43,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LGConv", "LEConv", "SSGConv",
            "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
-           "SimpleConv", "RGCNConv", "FastRGCNConv", "ARMAConv", "MFConv", "LiftConv",
+           "SimpleConv", "RGCNConv", "FastRGCNConv", "ARMAConv", "MFConv", "CGConv", "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
            "register_conv"]

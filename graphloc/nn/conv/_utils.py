@@ -113,7 +113,8 @@ def check_sizes(owner: str, lazy: bool = False, optional: tuple[str, ...] = (),
     and still trains, and a negative one, a list or None fails deep inside torch, in words
     that name no argument."""
     for name, value in sizes.items():
-        is_pair = pair and name == "in_channels" and isinstance(value, (tuple, list))
+        is_pair = pair and name in ("in_channels", "channels") and \
+            isinstance(value, (tuple, list))
         values = value if is_pair else (value,)
         if value is None and name in optional:
             continue
@@ -123,7 +124,7 @@ def check_sizes(owner: str, lazy: bool = False, optional: tuple[str, ...] = (),
                 for v in values):
             hint = " (or -1, inferred at the first call)" if may_wait else ""
             hint += " (or a pair of them, source and destination)" if pair and \
-                name == "in_channels" else ""
+                name in ("in_channels", "channels") else ""
             raise ValueError(f"{owner}: {name} must be an integer >= 1, got {value!r}{hint}")
 
 

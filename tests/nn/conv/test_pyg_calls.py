@@ -61,6 +61,7 @@ CONVS = [
      lambda: pyg.ARMAConv(8, 6, num_stacks=2, num_layers=2), True),
     ("mf", lambda: gl.MFConv(8, 6, max_degree=3), lambda: pyg.MFConv(8, 6, max_degree=3),
      False),
+    ("cg", lambda: gl.CGConv(8, aggr="mean"), lambda: pyg.CGConv(8, aggr="mean"), False),
 ]
 GCN_NORMALISED = ("gcn", "gcn-improved", "sgc", "appnp", "ssg", "mixhop")  # PyG's gcn_norm inside
 
@@ -489,7 +490,8 @@ def test_a_repeated_adjacency_entry_is_one_edge(name, make, kind):
 
 
 EDGE_FEATURE_LAYERS = sorted(name for name, make in CONV_LAYERS.items()
-                             if getattr(make(), "edge_dim", None) == 3)
+                             if getattr(make(), "edge_dim", None) == 3
+                             or isinstance(make(), gl.CGConv))  # (its edge width: dim)
 
 
 @pytest.mark.parametrize("layout", ["coo", "csr"])
@@ -644,7 +646,7 @@ def test_propagation_layers_refuse_bad_input_by_name(name):
     assert empty.shape[0] == 0
 
 
-@pytest.mark.parametrize("name", ["cluster-gcn", "agnn", "edge", "mf"])
+@pytest.mark.parametrize("name", ["cluster-gcn", "agnn", "edge", "mf", "cg"])
 def test_the_2026_12_05_convs_refuse_bad_graphs_and_features_by_name(name):
     """ClusterGCNConv, AGNNConv and EdgeConv (no edge weights) on bad input: a float or
     out-of-range edge_index, integer or wrongly shaped features; an empty graph gives an
@@ -696,7 +698,7 @@ CONV_NAMES = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINECon
               "TransformerConv", "GraphConv", "SGConv", "APPNP", "GCN2Conv",
               "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv", "LGConv",
               "LEConv", "SSGConv", "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
-              "SimpleConv", "ARMAConv", "RGCNConv", "FastRGCNConv", "MFConv"]
+              "SimpleConv", "ARMAConv", "RGCNConv", "FastRGCNConv", "MFConv", "CGConv"]
 
 
 def test_forward_arguments_come_in_pygs_positional_order():
@@ -782,6 +784,7 @@ SEEDED_OPTIONS = {
     "fast-rgcn-bases": lambda M: M.FastRGCNConv(8, 6, 3, num_bases=2),
     "arma-shared": lambda M: M.ARMAConv(8, 6, 2, 3, shared_weights=True),
     "mf-bipartite-mean": lambda M: M.MFConv((8, 4), 6, max_degree=4, bias=False, aggr="mean"),
+    "cg-edge-bn": lambda M: M.CGConv((8, 4), dim=3, batch_norm=True, bias=False),
 }
 
 
