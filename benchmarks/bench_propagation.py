@@ -1,9 +1,8 @@
 """The drop-ins added after the layer benchmark's table (SGConv, APPNP, GCN2Conv,
 GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with the
 softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
-ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv, ARMAConv, MFConv, CGConv) against
-PyG's,
-forward + backward, on the two benchmark graphs.
+ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv, ARMAConv, MFConv, CGConv,
+GeneralConv) against PyG's, forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
@@ -68,6 +67,10 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     "ARMAConv(64, 64, num_stacks=3, num_layers=2)": "ARMAConv(64, 64, 3, 2)",
     "MFConv(64, 64)": "MFConv(64, 64)",  # one weight pair per degree 0 .. 10
     "CGConv(64)": "CGConv(64)",  # gated messages of [x_i, x_j], no edge features
+    "GeneralConv(64, 64)": "GeneralConv(64, 64)",  # GraphGym's default: linear messages
+    # additive attention over 4 heads, averaged
+    "GeneralConv(64, 64, heads=4, attention=True)": "GeneralConv(64, 64, heads=4, "
+                                                    "attention=True)",
 }
 
 

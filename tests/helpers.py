@@ -27,6 +27,7 @@ from graphloc.nn import (
     GATv2Conv,
     GCN2Conv,
     GCNConv,
+    GeneralConv,
     GINConv,
     GINEConv,
     GraphConv,
@@ -251,6 +252,10 @@ CONV_LAYERS = {
     "arma": lambda: ARMAConv(5, 4, num_stacks=2, num_layers=2),
     "mf": lambda: MFConv(5, 4, max_degree=3),
     "cg": lambda: CGConv(5, dim=3),
+    "general": lambda: GeneralConv(5, 4, heads=2, attention=True),
+    "general-edge-dot": lambda: GeneralConv(5, 4, in_edge_channels=3, directed_msg=False,
+                                            heads=2, attention=True,
+                                            attention_type="dot_product"),
 }
 
 # the layers called conv(x, x_0, graph[, edge_weight]), with the first layer's features

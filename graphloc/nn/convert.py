@@ -402,6 +402,15 @@ def _cg(conv):
                           batch_norm=conv.batch_norm, bias=conv.lin_f.bias is not None)
 
 
+def _general(conv):
+    return gl_conv.GeneralConv(conv.in_channels, conv.out_channels, conv.in_edge_channels,
+                               aggr=_aggregation_of(conv), skip_linear=conv.skip_linear,
+                               directed_msg=conv.directed_msg, heads=conv.heads,
+                               attention=conv.attention, attention_type=conv.attention_type,
+                               l2_normalize=conv.normalize_l2,
+                               bias=conv.lin_msg.bias is not None)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
@@ -413,7 +422,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "ClusterGCNConv": _cluster_gcn, "AGNNConv": _agnn,
                "EdgeConv": _edge, "SimpleConv": _simple, "RGCNConv": _rgcn,
                "FastRGCNConv": _rgcn, "ARMAConv": _arma, "MFConv": _mf,
-               "CGConv": _cg}
+               "CGConv": _cg, "GeneralConv": _general}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -436,7 +445,7 @@ def _used_state(conv, ours: torch.nn.Module) -> dict:
 # its messages, as its PyG conv does by default (PyG's MessagePassing takes aggr= for any)
 _AGGREGATION_CARRIED = ("SAGEConv", "GINConv", "GraphConv", "GatedGraphConv", "GENConv",
                         "PNAConv", "EdgeConv", "SimpleConv", "RGCNConv", "FastRGCNConv",
-                        "MFConv", "CGConv")
+                        "MFConv", "CGConv", "GeneralConv")
 
 
 def _convert_conv(conv) -> torch.nn.Module:

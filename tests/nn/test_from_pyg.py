@@ -409,6 +409,7 @@ AGGREGATED = {
     "ARMAConv": lambda a: pyg.ARMAConv(6, 4, num_stacks=2, num_layers=2, aggr=a),
     "MFConv": lambda a: pyg.MFConv(6, 4, aggr=a),
     "CGConv": lambda a: pyg.CGConv(6, aggr=a),
+    "GeneralConv": lambda a: pyg.GeneralConv(6, 4, aggr=a),
 }
 
 

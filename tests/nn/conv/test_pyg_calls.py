@@ -62,6 +62,9 @@ CONVS = [
     ("mf", lambda: gl.MFConv(8, 6, max_degree=3), lambda: pyg.MFConv(8, 6, max_degree=3),
      False),
     ("cg", lambda: gl.CGConv(8, aggr="mean"), lambda: pyg.CGConv(8, aggr="mean"), False),
+    ("general", lambda: gl.GeneralConv(8, 6), lambda: pyg.GeneralConv(8, 6), False),
+    ("general-attention", lambda: gl.GeneralConv(8, 3, heads=2, attention=True),
+     lambda: pyg.GeneralConv(8, 3, heads=2, attention=True), False),
 ]
 GCN_NORMALISED = ("gcn", "gcn-improved", "sgc", "appnp", "ssg", "mixhop")  # PyG's gcn_norm inside
 
@@ -491,7 +494,8 @@ def test_a_repeated_adjacency_entry_is_one_edge(name, make, kind):
 
 EDGE_FEATURE_LAYERS = sorted(name for name, make in CONV_LAYERS.items()
                              if getattr(make(), "edge_dim", None) == 3
-                             or isinstance(make(), gl.CGConv))  # (its edge width: dim)
+                             or isinstance(make(), gl.CGConv)  # (its edge width: dim)
+                             or getattr(make(), "in_edge_channels", None) == 3)
 
 
 @pytest.mark.parametrize("layout", ["coo", "csr"])
@@ -646,7 +650,7 @@ def test_propagation_layers_refuse_bad_input_by_name(name):
     assert empty.shape[0] == 0
 
 
-@pytest.mark.parametrize("name", ["cluster-gcn", "agnn", "edge", "mf", "cg"])
+@pytest.mark.parametrize("name", ["cluster-gcn", "agnn", "edge", "mf", "cg", "general"])
 def test_the_2026_12_05_convs_refuse_bad_graphs_and_features_by_name(name):
     """ClusterGCNConv, AGNNConv and EdgeConv (no edge weights) on bad input: a float or
     out-of-range edge_index, integer or wrongly shaped features; an empty graph gives an
@@ -698,7 +702,8 @@ CONV_NAMES = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINECon
               "TransformerConv", "GraphConv", "SGConv", "APPNP", "GCN2Conv",
               "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv", "LGConv",
               "LEConv", "SSGConv", "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
-              "SimpleConv", "ARMAConv", "RGCNConv", "FastRGCNConv", "MFConv", "CGConv"]
+              "SimpleConv", "ARMAConv", "RGCNConv", "FastRGCNConv", "MFConv", "CGConv",
+              "GeneralConv"]
 
 
 def test_forward_arguments_come_in_pygs_positional_order():
@@ -785,6 +790,10 @@ SEEDED_OPTIONS = {
     "arma-shared": lambda M: M.ARMAConv(8, 6, 2, 3, shared_weights=True),
     "mf-bipartite-mean": lambda M: M.MFConv((8, 4), 6, max_degree=4, bias=False, aggr="mean"),
     "cg-edge-bn": lambda M: M.CGConv((8, 4), dim=3, batch_norm=True, bias=False),
+    "general-undirected-dot": lambda M: M.GeneralConv(8, 6, 3, skip_linear=True,
+                                                      directed_msg=False, heads=2,
+                                                      attention=True,
+                                                      attention_type="dot_product"),
 }
 
 
