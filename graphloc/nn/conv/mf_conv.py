@@ -87,10 +87,11 @@ class MFConv(torch.nn.Module):
 
     def forward(self, x: Tensor | tuple[Tensor, Tensor | None], edge_index,
                 size: tuple[int, int] | None = None) -> Tensor:
+        max_degree = self._checked_max_degree()
         inputs = read_inputs(self, x, edge_index, size)
         x_src, x_dst = checked_features(self, inputs, self.in_channels)
         summed = self.aggr_module(inputs.graph, x_src, None)
-        groups = degree_groups(inputs.graph, self.max_degree)
+        groups = degree_groups(inputs.graph, max_degree)
         order, sizes = torch.cat(groups), [nodes.numel() for nodes in groups]
         # one gather in degree order, then views: a gather per degree wrote, in its
         # backward, a zero tensor of all nodes per degree
@@ -98,11 +99,23 @@ class MFConv(torch.nn.Module):
         root_parts = [None] * len(sizes) if x_dst is None else \
             x_dst.index_select(0, order).split(sizes)
         parts = []  # in PyG's call order: a lazy width draws its weights as PyG's
-        for lin_l, lin_r, h, root in zip(self.lins_l, self.lins_r, summed_parts, root_parts,
-                                         strict=True):
+        for lin_l, lin_r, h, root in zip(self.lins_l[:max_degree + 1],
+                                         self.lins_r[:max_degree + 1], summed_parts,
+                                         root_parts, strict=True):
             parts.append(lin_l(h) if root is None else lin_l(h) + lin_r(root))
         out = summed.new_empty(summed.size(0), self.out_channels)
         return inputs.node_output(out.index_copy(0, order, torch.cat(parts)))
+
+    def _checked_max_degree(self) -> int:
+        """``max_degree``, an attribute a caller may lower after building (PyG's then uses
+        the first weights only, as here); above the weights built it would leave the
+        nodes of the higher degrees without any (PyG's returns uninitialised memory)."""
+        built = len(self.lins_l) - 1
+        check_int(self.max_degree, "MFConv: max_degree", 0)
+        if self.max_degree > built:
+            raise ValueError(f"MFConv: max_degree is {self.max_degree}, but the layer was "
+                             f"built with weights for degrees 0 .. {built} only")
+        return self.max_degree
 
     def __repr__(self) -> str:  # PyG's
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"

@@ -115,6 +115,21 @@ def test_the_degrees_follow_a_new_graph_and_the_flow():
                                _dense_mf(ours, x, edge_index.flip(0), "add"))
 
 
+def test_a_max_degree_lowered_after_building_uses_the_first_weights():
+    """PyG's forward reads max_degree at each call: lowered, the first weights serve (as
+    here); raised above the weights built, PyG's leaves the higher-degree nodes'
+    outputs uninitialised, and graphloc's says so."""
+    x, edge_index = _graph(seed=9)
+    ours, theirs = _twins(5, 4, max_degree=6)
+    ours.max_degree = theirs.max_degree = 2
+    torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
+    torch.testing.assert_close(ours(x, edge_index), _dense_mf(ours, x, edge_index, "add"))
+    ours.max_degree = 7
+    with pytest.raises(ValueError, match=r"max_degree is 7, but the layer was built with "
+                                         r"weights for degrees 0 \.\. 6 only"):
+        ours(x, edge_index)
+
+
 def test_a_lazy_width_and_a_static_batch_match_pyg():
     x, edge_index = _graph(seed=6)
     outputs = []
