@@ -144,11 +144,11 @@ def _require(condition: bool, reason: str) -> None:
 
 
 def _gcn(conv):
-    _require(not conv.improved, "improved=True (PyG's added loops weigh 1 when no edge "
-             "weights are passed, graphloc's 2)")
+    # pyg_improved_loops: PyG's improved loops weigh 1 when no edge weights are passed
     return gl_conv.GCNConv(conv.in_channels, conv.out_channels, improved=conv.improved,
                            cached=conv.cached, add_self_loops=conv.add_self_loops,
-                           normalize=conv.normalize, bias=conv.bias is not None)
+                           normalize=conv.normalize, bias=conv.bias is not None,
+                           pyg_improved_loops=True)
 
 
 def _aggregation_of(conv):

@@ -8,7 +8,7 @@ import torch_geometric.nn as pyg
 from helpers import random_edge_index
 
 from graphloc.influence import measure, total_influence
-from graphloc.nn import GNN, Unconvertible, from_pyg
+from graphloc.nn import GNN, GCNConv, Unconvertible, from_pyg
 
 
 def _probe(width=6, n=40, seed=0):
@@ -93,11 +93,9 @@ def test_convs_inside_a_users_module_are_replaced_in_place():
     assert converted.second.flow == "target_to_source"
     torch.testing.assert_close(converted(x, edge_index), reversed_flow(x, edge_index))
     improved = _UserModel(improved=True).eval()
-    with pytest.warns(UserWarning, match="first: improved=True"):
-        partly = from_pyg(improved, example=(x, edge_index))
-    assert partly.pyg_conversion["kept"][0][0] == "first"
-    with pytest.raises(Unconvertible, match="improved=True"):
-        from_pyg(improved, example=(x, edge_index), strict=True)
+    converted = from_pyg(improved, example=(x, edge_index), strict=True)
+    assert converted.pyg_conversion["converted"] == ["first", "second"]
+    torch.testing.assert_close(converted(x, edge_index), improved(x, edge_index))
     with pytest.warns(UserWarning, match="no probe"):
         from_pyg(theirs)
 
@@ -251,12 +249,24 @@ def test_influence_measures_a_pyg_model_as_its_graphloc_twin():
         "measured"] == "GCN"  # graphloc convs in PyG's container
 
 
-def test_improved_gcn_is_not_converted():
-    """PyG's improved GCNConv gives added loops weight 1 without edge weights (graphloc's
-    2): converting would change the numbers, so it stays PyG's."""
-    with pytest.warns(UserWarning, match="improved=True"):
-        kept = from_pyg(pyg.GCNConv(6, 4, improved=True), example=_probe())
-    assert type(kept).__module__.startswith("torch_geometric")
+def test_improved_gcn_converts_with_pygs_loop_weights():
+    """PyG's improved GCNConv gives the loops it adds to an edge_index weight 1 without
+    edge weights and 2 with them (and on a torch.sparse adjacency). It was kept as PyG's
+    (graphloc's gives 2 throughout), so GraphUNet, built of them, had no fast path: the
+    twin now takes PyG's rule, checked here without a probe on every path."""
+    torch.manual_seed(0)
+    x, edge_index = _probe()
+    weight = torch.rand(edge_index.size(1)) + 0.5
+    theirs = pyg.GCNConv(6, 4, improved=True).eval()
+    ours = from_pyg(torch.nn.ModuleList([theirs]))[0]  # unchecked: no probe
+    assert type(ours) is GCNConv and ours.pyg_improved_loops
+    adj = torch.sparse_coo_tensor(edge_index.flip(0), weight, (x.size(0),) * 2).coalesce()
+    for args in ((x, edge_index), (x, edge_index, weight), (x, adj)):
+        torch.testing.assert_close(ours(*args), theirs(*args))
+    unet = pyg.GraphUNet(6, 8, 4, depth=2).eval()
+    converted = from_pyg(unet, example=(x, edge_index), strict=True)
+    assert len(converted.pyg_conversion["converted"]) == 5
+    torch.testing.assert_close(converted(x, edge_index), unet(x, edge_index))
 
 
 def test_bad_arguments_are_named():

@@ -48,6 +48,11 @@ class GCNConv(torch.nn.Module):
         bias (bool, default True): learn the additive bias :math:`\mathbf{b}`.
         flow (str, default "source_to_target"): PyG's edge direction;
             ``"target_to_source"`` reads ``edge_index[0]`` as the destinations.
+        pyg_improved_loops (bool, default False): with ``improved``, the loops added to an
+            ``edge_index`` or ``Graph`` called without ``edge_weight`` weigh 1, as PyG
+            2.8's ``gcn_norm`` makes them (``from_pyg`` sets it, so a converted improved
+            GCNConv gives PyG's numbers); with weights, or on a ``torch.sparse``
+            adjacency, they weigh 2 either way.
 
     Shapes:
         input: node features ``[N, in_channels]`` (dense or ``torch.sparse``; or a static
@@ -59,11 +64,13 @@ class GCNConv(torch.nn.Module):
 
     def __init__(self, in_channels: int, out_channels: int, improved: bool = False,
                  cached: bool = False, add_self_loops: bool | None = None,
-                 normalize: bool = True, bias: bool = True, flow: str = "source_to_target"):
+                 normalize: bool = True, bias: bool = True, flow: str = "source_to_target",
+                 pyg_improved_loops: bool = False):
         super().__init__()
         check_sizes("GCNConv", lazy=True, in_channels=in_channels, out_channels=out_channels)
         check_flags("GCNConv", improved=improved, cached=cached, normalize=normalize, bias=bias,
-                    add_self_loops=normalize if add_self_loops is None else add_self_loops)
+                    add_self_loops=normalize if add_self_loops is None else add_self_loops,
+                    pyg_improved_loops=pyg_improved_loops)
         if add_self_loops is None:
             add_self_loops = normalize
         if add_self_loops and not normalize:
@@ -71,6 +78,7 @@ class GCNConv(torch.nn.Module):
                              "(the loops belong to the normalised adjacency)")
         self.in_channels, self.out_channels = in_channels, out_channels
         self.improved, self.cached = improved, cached
+        self.pyg_improved_loops = pyg_improved_loops
         self.add_self_loops, self.normalize = add_self_loops, normalize
         self.flow = check_flow("GCNConv", flow)
         self.lin = glorot_linear(in_channels, out_channels)
@@ -117,8 +125,9 @@ class GCNConv(torch.nn.Module):
             if self.cached and self._cached_edge_index is not None:
                 return self._cached_edge_index
             add_loops = self.add_self_loops if add_loops is None else add_loops
-            graph, edge_weight = graph.gcn_norm(add_loops, self.improved, edge_weight,
-                                                dtype=dtype)
+            # PyG's gcn_norm forgets the fill value of 2 when there are no weights
+            improved = self.improved and not (self.pyg_improved_loops and edge_weight is None)
+            graph, edge_weight = graph.gcn_norm(add_loops, improved, edge_weight, dtype=dtype)
             if self.cached:
                 self._cached_edge_index = (graph, edge_weight)
         return graph, edge_weight

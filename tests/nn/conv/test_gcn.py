@@ -41,6 +41,23 @@ def test_gcn_improved_without_weights_is_a_plus_two_i():
     torch.testing.assert_close(conv(x, edge_index), expected)
 
 
+def test_pyg_improved_loops_weigh_one_only_without_edge_weights():
+    """The option from_pyg sets: PyG 2.8's gcn_norm gives the loops it adds weight 1 when
+    an edge_index comes without weights, 2 with them."""
+    edge_index = torch.tensor([[0, 1, 2, 2], [1, 2, 0, 1]])
+    weight = torch.tensor([0.5, 2.0, 1.5, 1.0], dtype=torch.float64)
+    conv = GCNConv(3, 3, improved=True, bias=False, pyg_improved_loops=True).double()
+    x = torch.randn(3, 3, dtype=torch.float64)
+    for given, loop in ((None, 1.0), (weight, 2.0)):
+        a_hat = torch.zeros(3, 3, dtype=torch.float64)
+        a_hat[edge_index[1], edge_index[0]] = 1.0 if given is None else given
+        a_hat += loop * torch.eye(3, dtype=torch.float64)
+        d = a_hat.sum(1).pow(-0.5)
+        expected = (d[:, None] * a_hat * d[None, :]) @ conv.lin(x)
+        torch.testing.assert_close(conv(x, edge_index, given), expected)
+        torch.testing.assert_close(conv(x, Graph(edge_index, num_nodes=3), given), expected)
+
+
 def test_gcn_cached_and_raw_edge_index_agree():
     edge_index, n = parity_graph(2)
     conv = GCNConv(4, 4, cached=True)
