@@ -347,9 +347,14 @@ class _EdgeGraphs:
     graph once, not at every call (a GCNConv forward on the 200,000-node road graph took
     3.5x the time of one on a Graph). An entry serves a call only for the same tensor object
     (a weak reference, so the entry goes with the tensor), unchanged since (its version,
-    storage, shape, strides, dtype and device) and the same node counts and flow; any other
-    call builds anew. A Graph is built from a copy, so the cache never keeps a caller's
-    tensor alive; the ``capacity`` most recent entries are kept.
+    storage, shape, strides, dtype and device) and the same node counts and flow, or for
+    another tensor of equal values (``_same_edges``); any other call builds anew. A Graph
+    is built from a copy, so the cache never keeps a caller's tensor alive; the
+    ``capacity`` most recent entries are kept.
+
+    An entry whose tensor died stays for an equal tensor to come (``_same_edges``): the
+    last ``kept_after_death`` of them, of at most ``largest_kept`` values each (about 4
+    million edges: a dropped graph of more is not held on to).
 
     A hit also compares the tensor with that copy, value by value: writes that bypass
     torch's version counter (``edge_index.data[...] = ...``, a NumPy view of it, another
@@ -358,9 +363,15 @@ class _EdgeGraphs:
     more (0.4 ms for the road graph's 660,000 edges, 1.8 ms for 2.3 million, against the
     rebuild's validation, sort and normalisation)."""
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, kept_after_death: int = 2,
+                 largest_kept: int = 2**23):
         self.capacity = capacity
         self.entries: OrderedDict[int, tuple] = OrderedDict()  # id -> (ref, stamp, graph, copy)
+        # the entries of tensors that died, for a later equal tensor (a forward's
+        # edge_index.flip(0) dies at the forward's end): the last few of at most
+        # ``largest_kept`` values each, so a dropped large graph is not held on to
+        self.dead: OrderedDict[int, tuple] = OrderedDict()  # id(graph) -> entry
+        self.kept_after_death, self.largest_kept = kept_after_death, largest_kept
 
     def get(self, edge_index: Tensor, key: tuple, build) -> Graph:
         """``build(edge_index)``'s Graph, reused while the stamp holds; ``key``: the rest of
@@ -374,8 +385,10 @@ class _EdgeGraphs:
                 torch.equal(edge_index, entry[3]):
             self.entries.move_to_end(ident)
             return entry[2]
-        copy = edge_index.clone()
-        graph = build(copy)
+        twin = self._same_edges(edge_index, stamp)
+        copy, graph = (edge_index.clone(), None) if twin is None else twin
+        if graph is None:
+            graph = build(copy)
         ref = weakref.ref(edge_index, functools.partial(self._forget, ident))
         self.entries[ident] = (ref, stamp, graph, copy)
         self.entries.move_to_end(ident)
@@ -383,10 +396,29 @@ class _EdgeGraphs:
             self.entries.popitem(last=False)
         return graph
 
+    def _same_edges(self, edge_index: Tensor, stamp: tuple) -> tuple | None:
+        """``(copy, graph)`` of an entry built from a tensor equal to ``edge_index`` value
+        by value, with the same shape, dtype, device and key: a model that makes its
+        edges anew at every call (``edge_index.flip(0)`` in PyG's DirGNNConv, an
+        ``add_self_loops`` or ``to_undirected`` inside its forward) then builds its Graph
+        once. A differing tensor is told apart at its first differing value."""
+        # (snapshots: a weak reference's callback may change the dicts meanwhile)
+        for _, other, graph, copy in [*reversed(self.entries.values()),
+                                      *reversed(self.dead.values())]:
+            if other[2] == stamp[2] and other[4:] == stamp[4:] and \
+                    torch.equal(edge_index, copy):  # (strides aside: the copy is its own)
+                return copy, graph
+        return None
+
     def _forget(self, ident: int, ref) -> None:
         entry = self.entries.get(ident)
         if entry is not None and entry[0] is ref:
             del self.entries[ident]
+            if entry[3].numel() <= self.largest_kept:
+                self.dead[id(entry[2])] = entry
+                self.dead.move_to_end(id(entry[2]))
+                while len(self.dead) > self.kept_after_death:
+                    self.dead.popitem(last=False)
 
     @staticmethod
     def _stamp(edge_index: Tensor, key: tuple) -> tuple | None:

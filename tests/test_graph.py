@@ -620,7 +620,9 @@ def test_graph_of_edges_is_built_once_per_unchanged_tensor():
     first = graph_of_edges(edge_index, 30)
     assert graph_of_edges(edge_index, 30) is first
     assert torch.equal(first.edge_index, edge_index) and first.edge_index is not edge_index
-    assert graph_of_edges(edge_index.clone(), 30) is not first  # another tensor
+    other = edge_index.clone()
+    other[1, 3] = (other[1, 3] + 1) % 30
+    assert graph_of_edges(other, 30) is not first  # other edges
     other_count = graph_of_edges(edge_index, 31)
     assert other_count is not first and other_count.num_nodes == 31
     bipartite = graph_of_edges(edge_index, 30, 30)
@@ -635,6 +637,61 @@ def test_graph_of_edges_is_built_once_per_unchanged_tensor():
     assert torch.equal(graph_of_edges(swapped, 30).edge_index, swapped)
     with pytest.raises(ValueError, match=r"edge_index\[1\] holds 40"):
         graph_of_edges(torch.tensor([[0, 1], [2, 40]]), 30)
+
+
+def test_graph_of_edges_reuses_the_graph_of_an_equal_tensor():
+    """A model that makes its edges anew at every call (PyG's DirGNNConv flips edge_index
+    in each forward; add_self_loops or to_undirected inside a forward) validated, sorted
+    and normalised a new Graph each time; an equal tensor now gets the Graph built once,
+    and a change to either tensor afterwards still builds from its own values."""
+    from graphloc.graph import graph_of_edges
+    edge_index = random_edge_index(30, 90, seed=11)
+    first = graph_of_edges(edge_index.flip(0), 30)
+    again = edge_index.flip(0)
+    assert graph_of_edges(again, 30) is first
+    assert graph_of_edges(edge_index.flip(0), 31) is not first  # another node count
+    assert graph_of_edges(edge_index.flip(0), 30, flip=True) is not first  # another flow
+    assert graph_of_edges(again.t().contiguous().t(), 30) is first  # strides aside
+    again[0, 0] = (again[0, 0] + 1) % 30
+    changed = graph_of_edges(again, 30)
+    assert changed is not first and torch.equal(changed.edge_index, again)
+    assert torch.equal(first.edge_index, edge_index.flip(0))
+
+
+def test_the_graphs_of_dead_tensors_kept_are_few_and_small():
+    """Entries outlive their tensor for an equal one to come, but only the last few, and
+    none of a graph above the size limit (a dropped large graph is released)."""
+    import gc
+
+    from graphloc.graph import Graph, _EdgeGraphs
+    cache = _EdgeGraphs(capacity=8, kept_after_death=2, largest_kept=200)
+    graphs = [cache.get(random_edge_index(20, 60, seed=s), (20,),
+                        lambda e: Graph(e, num_nodes=20)) for s in range(4)]
+    gc.collect()
+    assert [entry[2] for entry in cache.dead.values()] == graphs[2:]
+    big = random_edge_index(20, 150, seed=9)  # 300 values: above the limit
+    cache.get(big, (20,), lambda e: Graph(e, num_nodes=20))
+    del big
+    gc.collect()
+    assert [entry[2] for entry in cache.dead.values()] == graphs[2:] and not cache.entries
+
+
+def test_dir_gnn_conv_builds_its_flipped_graph_once(monkeypatch):
+    import torch_geometric.nn as pyg
+
+    import graphloc.graph as graph_module
+    import graphloc.nn as gl
+    edge_index = random_edge_index(40, 160, seed=12)
+    x = torch.randn(40, 5)
+    theirs = pyg.DirGNNConv(pyg.GCNConv(5, 4))
+    ours = gl.from_pyg(theirs, example=(x, edge_index))
+    builds = []
+    original = graph_module.Graph._init
+    monkeypatch.setattr(graph_module.Graph, "_init",
+                        lambda self, *a, **k: builds.append(1) or original(self, *a, **k))
+    for _ in range(3):
+        torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
+    assert len(builds) == 0  # both directions' Graphs came from the conversion's probe
 
 
 @pytest.mark.parametrize("write", ["data", "numpy"])
