@@ -4,8 +4,10 @@ on a ``Graph`` and PyG's conv on the same ``edge_index``.
 One process, the three calls in turns (the order rotating), forward + backward, median
 over the turns; the ratios are medians of the per-turn ratios, so the machine's drift
 cancels. The edge_index tensor is the same object at every call, as in a PyG training
-loop over one graph. Freed memory is retained (``retain_freed_memory``, as the graphloc
-command runs), for every library alike.
+loop over one graph; a fourth call passes a new tensor of the same values at every call
+(``edge_index.clone()``, the clone timed too), as a model that makes its edges in its
+forward (PyG's ``DirGNNConv`` flips them). Freed memory is retained
+(``retain_freed_memory``, as the graphloc command runs), for every library alike.
 
     python benchmarks/bench_dropin.py [--turns 9] [--graph road|power-law]
 """
@@ -47,18 +49,21 @@ def run(name: str, factory: str, edge_index, graph, turns: int) -> dict:
     x = torch.randn(graph.num_nodes, F, requires_grad=True)
     calls = {"graphloc, Graph": lambda: step(ours, x, graph),
              "graphloc, edge_index": lambda: step(ours, x, edge_index),
-             "PyG, edge_index": lambda: step(theirs, x, edge_index)}
+             "PyG, edge_index": lambda: step(theirs, x, edge_index),
+             "graphloc, new equal edge_index": lambda: step(ours, x, edge_index.clone())}
     for call in calls.values():  # warm: caches, allocator
         call()
     times = {key: [] for key in calls}
     keys = list(calls)
     for turn in range(turns):
-        for key in keys[turn % 3:] + keys[:turn % 3]:
+        for key in keys[turn % len(keys):] + keys[:turn % len(keys)]:
             times[key].append(calls[key]())
     per_turn = lambda a, b: statistics.median(  # noqa: E731
         t / u for t, u in zip(times[a], times[b], strict=True))
     return {"layer": name, **{k: statistics.median(v) * 1e3 for k, v in times.items()},
             "edge_index / Graph": per_turn("graphloc, edge_index", "graphloc, Graph"),
+            "new edge_index / Graph": per_turn("graphloc, new equal edge_index",
+                                               "graphloc, Graph"),
             "PyG / graphloc edge_index": per_turn("PyG, edge_index", "graphloc, edge_index")}
 
 
@@ -75,13 +80,16 @@ def main() -> None:
     print(f"{args.graph} graph, {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, F = {F}, "
           f"{machine()}")
     print("| layer | graphloc, Graph ms | graphloc, edge_index ms | PyG, edge_index ms | "
-          "edge_index / Graph | PyG / graphloc (edge_index) |")
-    print("|---|---:|---:|---:|---:|---:|")
+          "edge_index / Graph | PyG / graphloc (edge_index) | graphloc, new equal "
+          "edge_index ms | new / Graph |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, factory in LAYERS.items():
         r = run(name, factory, edge_index, graph, args.turns)
         print(f"| {name} | {r['graphloc, Graph']:.0f} | {r['graphloc, edge_index']:.0f} | "
               f"{r['PyG, edge_index']:.0f} | {r['edge_index / Graph']:.2f} | "
-              f"{r['PyG / graphloc edge_index']:.1f}x |", flush=True)
+              f"{r['PyG / graphloc edge_index']:.1f}x | "
+              f"{r['graphloc, new equal edge_index']:.0f} | {r['new edge_index / Graph']:.2f} |",
+              flush=True)
 
 
 if __name__ == "__main__":
