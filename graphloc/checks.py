@@ -124,7 +124,8 @@ def check_index(index, dim_size: int, name: str) -> None:
     if low < 0:
         raise ValueError(f"{name} holds {int(low)}; indices must be >= 0")
     if high >= dim_size:
-        raise ValueError(f"{name} holds {int(high)} but dim_size is {dim_size}")
+        raise ValueError(f"{name} holds {int(high)} but dim_size is {dim_size} (indices "
+                         f"must lie in [0, {dim_size}))")
 
 
 def whole_numbers(t: torch.Tensor, what: str) -> torch.Tensor:
