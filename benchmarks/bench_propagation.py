@@ -2,7 +2,7 @@
 GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with the
 softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
 ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv, ARMAConv, MFConv, CGConv,
-GeneralConv) against PyG's, forward + backward, on the two benchmark graphs.
+GeneralConv, EGConv) against PyG's, forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
@@ -71,6 +71,9 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     # additive attention over 4 heads, averaged
     "GeneralConv(64, 64, heads=4, attention=True)": "GeneralConv(64, 64, heads=4, "
                                                     "attention=True)",
+    # the paper's recommended EGC-M: symnorm, max, std over 4 bases and 8 heads
+    "EGConv(64, 64, ['symnorm', 'max', 'std'])": "EGConv(64, 64, ['symnorm', 'max', 'std'])",
+    "EGConv(64, 64)": "EGConv(64, 64)",  # EGC-S: symnorm only
 }
 
 

@@ -21,6 +21,7 @@ from graphloc.nn import (
     ChebConv,
     ClusterGCNConv,
     EdgeConv,
+    EGConv,
     FAConv,
     GATConv,
     GatedGraphConv,
@@ -256,6 +257,7 @@ CONV_LAYERS = {
     "general-edge-dot": lambda: GeneralConv(5, 4, in_edge_channels=3, directed_msg=False,
                                             heads=2, attention=True,
                                             attention_type="dot_product"),
+    "eg": lambda: EGConv(5, 4, ["symnorm", "max", "std"], num_heads=2, num_bases=3),
 }
 
 # the layers called conv(x, x_0, graph[, edge_weight]), with the first layer's features

@@ -411,6 +411,13 @@ def _general(conv):
                                bias=conv.lin_msg.bias is not None)
 
 
+def _eg(conv):
+    return gl_conv.EGConv(conv.in_channels, conv.out_channels, list(conv.aggregators),
+                          num_heads=conv.num_heads, num_bases=conv.num_bases,
+                          cached=conv.cached, add_self_loops=conv.add_self_loops,
+                          bias=conv.bias is not None)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
@@ -422,7 +429,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "ClusterGCNConv": _cluster_gcn, "AGNNConv": _agnn,
                "EdgeConv": _edge, "SimpleConv": _simple, "RGCNConv": _rgcn,
                "FastRGCNConv": _rgcn, "ARMAConv": _arma, "MFConv": _mf,
-               "CGConv": _cg, "GeneralConv": _general}
+               "CGConv": _cg, "GeneralConv": _general, "EGConv": _eg}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and

@@ -420,6 +420,7 @@ AGGREGATED = {
     "MFConv": lambda a: pyg.MFConv(6, 4, aggr=a),
     "CGConv": lambda a: pyg.CGConv(6, aggr=a),
     "GeneralConv": lambda a: pyg.GeneralConv(6, 4, aggr=a),
+    "EGConv": lambda a: pyg.EGConv(6, 4, num_heads=2, aggr=a),
 }
 
 

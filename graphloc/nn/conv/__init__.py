@@ -9,6 +9,7 @@ from graphloc.nn.conv.cg_conv import CGConv
 from graphloc.nn.conv.cheb import ChebConv
 from graphloc.nn.conv.cluster_gcn import ClusterGCNConv
 from graphloc.nn.conv.edge_conv import EdgeConv
+from graphloc.nn.conv.eg_conv import EGConv
 from graphloc.nn.conv.fa_conv import FAConv
 from graphloc.nn.conv.gat import GATConv
 from graphloc.nn.conv.gated_graph import GatedGraphConv
@@ -45,7 +46,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LGConv", "LEConv", "SSGConv",
            "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
            "SimpleConv", "RGCNConv", "FastRGCNConv", "ARMAConv", "MFConv", "CGConv", "GeneralConv",
-           "LiftConv",
+           "EGConv", "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
            "register_conv"]

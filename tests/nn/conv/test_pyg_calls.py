@@ -65,8 +65,10 @@ CONVS = [
     ("general", lambda: gl.GeneralConv(8, 6), lambda: pyg.GeneralConv(8, 6), False),
     ("general-attention", lambda: gl.GeneralConv(8, 3, heads=2, attention=True),
      lambda: pyg.GeneralConv(8, 3, heads=2, attention=True), False),
+    ("eg", lambda: gl.EGConv(8, 6, ["symnorm", "mean", "var"], num_heads=2),
+     lambda: pyg.EGConv(8, 6, ["symnorm", "mean", "var"], num_heads=2), False),
 ]
-GCN_NORMALISED = ("gcn", "gcn-improved", "sgc", "appnp", "ssg", "mixhop")  # PyG's gcn_norm inside
+GCN_NORMALISED = ("gcn", "gcn-improved", "sgc", "appnp", "ssg", "mixhop", "eg")  # gcn_norm inside
 
 
 def adjacency(edge_index, n, layout, values=None, size=None):
@@ -650,7 +652,8 @@ def test_propagation_layers_refuse_bad_input_by_name(name):
     assert empty.shape[0] == 0
 
 
-@pytest.mark.parametrize("name", ["cluster-gcn", "agnn", "edge", "mf", "cg", "general"])
+@pytest.mark.parametrize("name", ["cluster-gcn", "agnn", "edge", "mf", "cg", "general",
+                                  "eg"])
 def test_the_2026_12_05_convs_refuse_bad_graphs_and_features_by_name(name):
     """ClusterGCNConv, AGNNConv and EdgeConv (no edge weights) on bad input: a float or
     out-of-range edge_index, integer or wrongly shaped features; an empty graph gives an
@@ -703,7 +706,7 @@ CONV_NAMES = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINECon
               "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv", "LGConv",
               "LEConv", "SSGConv", "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
               "SimpleConv", "ARMAConv", "RGCNConv", "FastRGCNConv", "MFConv", "CGConv",
-              "GeneralConv"]
+              "GeneralConv", "EGConv"]
 
 
 def test_forward_arguments_come_in_pygs_positional_order():
@@ -794,6 +797,8 @@ SEEDED_OPTIONS = {
                                                       directed_msg=False, heads=2,
                                                       attention=True,
                                                       attention_type="dot_product"),
+    "eg-all-aggregators": lambda M: M.EGConv(8, 6, ["sum", "mean", "symnorm", "min", "max",
+                                                    "var", "std"], num_heads=3, num_bases=2),
 }
 
 
