@@ -85,3 +85,40 @@ def assert_edge_feature_parity(ours_cls, theirs_cls, fill_value, seed: int) -> N
     assert_parity(ours_cls(8, 4, **kwargs), theirs_cls(8, 4, **kwargs),
                   lambda m, x: m(x, graph, edge_attr), lambda m, x: m(x, edge_index, edge_attr),
                   torch.randn(n, 8), extra=(edge_attr,))
+
+
+def seeded_twins(name: str, *args, **kwargs):
+    """graphloc's and PyG's class ``name`` built from one seed, in float64: their parameter
+    names and initial values checked equal (PyG's initialisation)."""
+    import torch_geometric.nn as pyg
+
+    import graphloc.nn as gl
+    torch.manual_seed(7)
+    ours = getattr(gl, name)(*args, **kwargs).double()
+    torch.manual_seed(7)
+    theirs = getattr(pyg, name)(*args, **kwargs).double()
+    for (key, a), (other, b) in zip(ours.state_dict().items(), theirs.state_dict().items(),
+                                    strict=True):
+        assert key == other and torch.equal(a, b)
+    return ours, theirs
+
+
+def assert_twins_agree(ours: torch.nn.Module, theirs: torch.nn.Module, inputs: list, call,
+                       upstream: torch.Tensor | None = None) -> None:
+    """``call(layer, *inputs)`` of both: the same outputs, and the same gradients of every
+    input and parameter (None on both sides where unused), for ``upstream`` (default: a
+    ramp over the output)."""
+    results = []
+    for layer in (ours, theirs):
+        leaves = [t.clone().requires_grad_() for t in inputs]
+        out = call(layer, *leaves)
+        grad = upstream if upstream is not None else \
+            torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
+        results.append((out, torch.autograd.grad(out, [*leaves, *layer.parameters()], grad,
+                                                 allow_unused=True)))
+    (got, got_grads), (want, want_grads) = results
+    torch.testing.assert_close(got, want)
+    for a, b in zip(got_grads, want_grads, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b)

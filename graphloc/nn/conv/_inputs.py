@@ -144,6 +144,32 @@ def edge_features_from(layer: torch.nn.Module, inputs: ConvInputs,
     return inputs.graph.edge_attr
 
 
+def edge_feature_rows(layer: torch.nn.Module, inputs: ConvInputs, edge_attr: Tensor | None,
+                      width: int, option: str) -> Tensor | None:
+    """A call's edge features as ``[E, D]`` rows in the graph's edge order, or None where
+    there are none: ``edge_attr`` (rows checked), else a sparse adjacency's values when
+    they are ``[E, D]`` (PyG's reading: values ``[E]`` are weights, which the layer does
+    not take), else the Graph's own. ``[E]`` features are one column; ``D`` is checked
+    against ``width`` (0: any, a lazy map), the error naming the layer's ``option``."""
+    if edge_attr is not None:
+        check_edge_rows(layer, "edge_attr", edge_attr,
+                        inputs.graph.num_edges // (inputs.batch or 1))
+        edge_attr = inputs.edge_input(edge_attr)
+    elif inputs.adj_values is not None:
+        edge_attr = inputs.adj_values if inputs.adj_values.dim() > 1 else None
+    else:
+        edge_attr = inputs.graph.edge_attr
+    if edge_attr is None:
+        return None
+    if edge_attr.dim() == 1:
+        edge_attr = edge_attr.unsqueeze(-1)
+    if edge_attr.dim() != 2 or (width and edge_attr.size(1) != width):
+        raise ValueError(f"{type(layer).__name__}: edge_attr has shape "
+                         f"{list(edge_attr.shape)} but the layer takes {width} features per "
+                         f"edge ({option}={width})")
+    return edge_attr
+
+
 def mapped_edge_features(layer: torch.nn.Module, lin: torch.nn.Module,
                          edge_attr: Tensor) -> Tensor:
     """``lin(edge_attr)`` for edge features ``[E, D]``: ``D`` checked against the map's

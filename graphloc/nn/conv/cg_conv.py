@@ -10,7 +10,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags, check_int, keyword_arguments
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._inputs import check_edge_rows, check_flow, read_inputs
+from graphloc.nn.conv._inputs import check_flow, edge_feature_rows, read_inputs
 from graphloc.nn.conv._utils import check_sizes, checked_features, split_widths
 
 
@@ -113,22 +113,10 @@ class CGConv(torch.nn.Module):
                                  f"{list(getattr(edge_attr, 'shape', ()))} would be ignored; "
                                  "build it with dim=<edge feature width>")
             return None
-        if edge_attr is not None:
-            check_edge_rows(self, "edge_attr", edge_attr,
-                            inputs.graph.num_edges // (inputs.batch or 1))
-            edge_attr = inputs.edge_input(edge_attr)
-        elif inputs.adj_values is not None and inputs.adj_values.dim() > 1:
-            edge_attr = inputs.adj_values  # PyG's reading of values [E, D]: edge features
-        elif inputs.adj_values is None:
-            edge_attr = inputs.graph.edge_attr
+        edge_attr = edge_feature_rows(self, inputs, edge_attr, self.dim, "dim")
         if edge_attr is None:
             raise ValueError(f"CGConv was built with dim={self.dim}: it needs edge_attr "
                              f"[E, {self.dim}] (or a Graph with edge features)")
-        if edge_attr.dim() == 1:
-            edge_attr = edge_attr.unsqueeze(-1)
-        if edge_attr.dim() != 2 or edge_attr.size(1) != self.dim:
-            raise ValueError(f"CGConv: edge_attr has shape {list(edge_attr.shape)} but the "
-                             f"layer was built with dim={self.dim}")
         return inputs.graph.to_csr_order(edge_attr)
 
     def _messages(self, graph, x_src: Tensor, x_dst: Tensor, edge_attr: Tensor | None

@@ -10,7 +10,12 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_choice, check_flags, keyword_arguments
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._inputs import check_edge_rows, check_flow, read_inputs
+from graphloc.nn.conv._inputs import (
+    check_flow,
+    edge_feature_rows,
+    mapped_edge_features,
+    read_inputs,
+)
 from graphloc.nn.conv._utils import check_sizes, checked_features, glorot, linear, split_widths
 
 _NEGATIVE_SLOPE = 0.2  # PyG's, fixed
@@ -160,24 +165,9 @@ class GeneralConv(torch.nn.Module):
                              "would be ignored; build it with in_edge_channels")
         if self.in_edge_channels is None:
             return None
-        if edge_attr is not None:
-            check_edge_rows(self, "edge_attr", edge_attr,
-                            inputs.graph.num_edges // (inputs.batch or 1))
-            edge_attr = inputs.edge_input(edge_attr)
-        elif inputs.adj_values is not None:  # PyG's reading: [E, D] features, [E] weights
-            edge_attr = inputs.adj_values if inputs.adj_values.dim() > 1 else None
-        else:
-            edge_attr = inputs.graph.edge_attr
-        if edge_attr is None:
-            return None
-        if edge_attr.dim() == 1:
-            edge_attr = edge_attr.unsqueeze(-1)
-        width = getattr(self.lin_edge, "in_features", 0)  # 0: lazy, set by this call
-        if edge_attr.dim() != 2 or (width and edge_attr.size(1) != width):
-            raise ValueError(f"GeneralConv: edge_attr has shape {list(edge_attr.shape)} but "
-                             f"the layer maps {self.in_edge_channels} features per edge "
-                             "(in_edge_channels)")
-        return inputs.graph.to_csr_order(edge_attr)
+        edge_attr = edge_feature_rows(self, inputs, edge_attr, self.in_edge_channels,
+                                      "in_edge_channels")
+        return None if edge_attr is None else inputs.graph.to_csr_order(edge_attr)
 
     def _aggregate(self, graph, x_src: Tensor, x_dst: Tensor, edge_attr: Tensor | None
                    ) -> Tensor:
@@ -245,15 +235,8 @@ class GeneralConv(torch.nn.Module):
         else:
             messages = ops.sddmm(graph, ends, other, "add")
         if edge_attr is not None:
-            autocast = torch.is_autocast_enabled(edge_attr.device.type)
-            messages = messages + self.lin_edge(
-                edge_attr if autocast or self._lazy_edge() else
-                edge_attr.to(self.lin_edge.weight.dtype))
+            messages = messages + mapped_edge_features(self, self.lin_edge, edge_attr)
         return messages
-
-    def _lazy_edge(self) -> bool:
-        return isinstance(self.lin_edge, torch.nn.LazyLinear) and \
-            self.lin_edge.has_uninitialized_params()
 
     def __repr__(self) -> str:  # PyG's
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"

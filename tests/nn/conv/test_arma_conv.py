@@ -2,6 +2,7 @@ import pytest
 import torch
 import torch_geometric.nn as pyg
 from helpers import random_edge_index
+from parity import seeded_twins
 from torch_geometric.utils import to_torch_coo_tensor, to_torch_csr_tensor
 
 import graphloc.nn as gl
@@ -9,16 +10,6 @@ import graphloc.nn as gl
 ACTS = {"relu": torch.nn.ReLU(), "none": None, "tanh": torch.nn.Tanh(),
         "softmax": torch.nn.Softmax(dim=-1)}  # (along the features: PyG's last axis)
 
-
-def _twins(*args, **kwargs):
-    torch.manual_seed(7)
-    ours = gl.ARMAConv(*args, **kwargs).double()
-    torch.manual_seed(7)
-    theirs = pyg.ARMAConv(*args, **kwargs).double()
-    for (key, a), (other, b) in zip(ours.state_dict().items(), theirs.state_dict().items(),
-                                    strict=True):
-        assert key == other and torch.equal(a, b)
-    return ours, theirs
 
 
 def _graph(seed=0, n=12):
@@ -34,7 +25,8 @@ def _graph(seed=0, n=12):
 @pytest.mark.parametrize("num_stacks,num_layers", [(1, 1), (3, 2), (2, 4)])
 def test_matches_pyg_with_gradients(num_stacks, num_layers, shared_weights, bias, act):
     x, edge_index, weight = _graph()
-    ours, theirs = _twins(5, 4, num_stacks, num_layers, shared_weights, ACTS[act], 0.0, bias)
+    ours, theirs = seeded_twins("ARMAConv", 5, 4, num_stacks, num_layers, shared_weights,
+                                ACTS[act], 0.0, bias)
     xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
     got, want = ours(xa, edge_index, weight), theirs(xb, edge_index, weight)
     torch.testing.assert_close(got, want)
@@ -50,7 +42,7 @@ def test_matches_pyg_with_gradients(num_stacks, num_layers, shared_weights, bias
 
 def test_dropout_draws_pygs_masks_from_one_seed():
     x, edge_index, _ = _graph(seed=1)
-    ours, theirs = _twins(5, 4, 2, 3, dropout=0.4)
+    ours, theirs = seeded_twins("ARMAConv", 5, 4, 2, 3, dropout=0.4)
     torch.manual_seed(3)
     got = ours(x, edge_index)
     torch.manual_seed(3)
@@ -70,7 +62,7 @@ def test_a_lazy_width_and_a_static_batch_match_pyg():
         outputs.append(conv(x.float(), edge_index))
         assert conv.init_weight.shape == (2, 5, 4)
     torch.testing.assert_close(outputs[0], outputs[1])
-    ours, theirs = _twins(5, 4, 2, 2)
+    ours, theirs = seeded_twins("ARMAConv", 5, 4, 2, 2)
     assert repr(gl.ARMAConv(-1, 4, 2, 2)) == repr(pyg.ARMAConv(-1, 4, 2, 2))
     batch = torch.randn(3, 12, 5, dtype=torch.float64)
     torch.testing.assert_close(ours(batch, edge_index), theirs(batch, edge_index))

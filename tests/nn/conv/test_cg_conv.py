@@ -2,21 +2,11 @@ import pytest
 import torch
 import torch_geometric.nn as pyg
 from helpers import random_edge_index, reference_ops
+from parity import assert_twins_agree, seeded_twins
 from torch_geometric.utils import to_torch_coo_tensor
 
 import graphloc.nn as gl
 from graphloc import Graph
-
-
-def _twins(*args, **kwargs):
-    torch.manual_seed(7)
-    ours = gl.CGConv(*args, **kwargs).double()
-    torch.manual_seed(7)
-    theirs = pyg.CGConv(*args, **kwargs).double()
-    for (key, a), (other, b) in zip(ours.state_dict().items(), theirs.state_dict().items(),
-                                    strict=True):
-        assert key == other and torch.equal(a, b)
-    return ours, theirs
 
 
 def _graph(seed=0, n=14, m=50, dim=3):
@@ -29,32 +19,17 @@ def _graph(seed=0, n=14, m=50, dim=3):
                                       generator=gen)
 
 
-def _grads(conv, inputs, call):
-    leaves = [t.clone().requires_grad_() for t in inputs]
-    out = call(conv, *leaves)
-    upstream = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
-    return out, torch.autograd.grad(out, [*leaves, *conv.parameters()], upstream)
-
-
-def _assert_twins_agree(ours, theirs, inputs, call):
-    got, got_grads = _grads(ours, inputs, call)
-    want, want_grads = _grads(theirs, inputs, call)
-    torch.testing.assert_close(got, want)
-    for a, b in zip(got_grads, want_grads, strict=True):
-        torch.testing.assert_close(a, b)
-
-
 @pytest.mark.parametrize("aggr", ["add", "mean", "max"])
 @pytest.mark.parametrize("dim,batch_norm,bias", [(0, False, True), (3, True, False),
                                                  (3, False, True)])
 def test_matches_pyg_with_gradients(dim, batch_norm, bias, aggr):
     x, edge_index, edge_attr = _graph(dim=dim)
-    ours, theirs = _twins(5, dim=dim, aggr=aggr, batch_norm=batch_norm, bias=bias)
+    ours, theirs = seeded_twins("CGConv", 5, dim=dim, aggr=aggr, batch_norm=batch_norm, bias=bias)
     if dim:
-        _assert_twins_agree(ours, theirs, [x, edge_attr],
+        assert_twins_agree(ours, theirs, [x, edge_attr],
                             lambda conv, x, e: conv(x, edge_index, e))
     else:
-        _assert_twins_agree(ours, theirs, [x], lambda conv, x: conv(x, edge_index))
+        assert_twins_agree(ours, theirs, [x], lambda conv, x: conv(x, edge_index))
 
 
 def test_a_bipartite_pair_matches_pyg():
@@ -64,8 +39,8 @@ def test_a_bipartite_pair_matches_pyg():
     edge_index = torch.stack([torch.randint(0, 9, (30,), generator=gen),
                               torch.randint(0, 6, (30,), generator=gen)])
     edge_attr = torch.randn(30, 2, dtype=torch.float64, generator=gen)
-    ours, theirs = _twins((5, 3), dim=2)
-    _assert_twins_agree(ours, theirs, [x_src, x_dst, edge_attr],
+    ours, theirs = seeded_twins("CGConv", (5, 3), dim=2)
+    assert_twins_agree(ours, theirs, [x_src, x_dst, edge_attr],
                         lambda conv, a, b, e: conv((a, b), edge_index, e))
 
 
@@ -104,7 +79,7 @@ def test_sparse_adjacency_values_are_edge_features_or_weights_as_pygs():
     first = torch.full((int(keep.max()) + 1,), edge_index.size(1)).scatter_reduce(
         0, keep, torch.arange(edge_index.size(1)), "amin")
     edge_index, edge_attr = edge_index[:, first], edge_attr[first]  # unique, in CSR order
-    ours, theirs = _twins(5, dim=3)
+    ours, theirs = seeded_twins("CGConv", 5, dim=3)
     hybrid = torch.sparse_coo_tensor(edge_index.flip(0), edge_attr, (14, 14, 3)).coalesce()
     want = theirs(x, edge_index, edge_attr)
     torch.testing.assert_close(theirs(x, hybrid), want)
@@ -112,7 +87,7 @@ def test_sparse_adjacency_values_are_edge_features_or_weights_as_pygs():
     weighted = to_torch_coo_tensor(edge_index.flip(0), torch.rand(edge_index.size(1)) + 2,
                                    size=(14, 14)).double()
     torch.testing.assert_close(ours(x, weighted, edge_attr), want)
-    plain, plain_theirs = _twins(5)
+    plain, plain_theirs = seeded_twins("CGConv", 5)
     torch.testing.assert_close(plain(x, weighted), plain_theirs(x, edge_index))
 
 
@@ -121,11 +96,11 @@ def test_a_static_batch_and_a_graph_s_own_edge_features():
     (PyG's CGConv takes one without edge features, and fails with them: its [B, E, F]
     ends meet [E, D] features)."""
     x, edge_index, edge_attr = _graph(seed=4)
-    ours, theirs = _twins(5, dim=3)
+    ours, theirs = seeded_twins("CGConv", 5, dim=3)
     batch = torch.randn(3, 14, 5, dtype=torch.float64)
     torch.testing.assert_close(ours(batch, edge_index, edge_attr),
                                torch.stack([theirs(b, edge_index, edge_attr) for b in batch]))
-    plain, plain_theirs = _twins(5)
+    plain, plain_theirs = seeded_twins("CGConv", 5)
     torch.testing.assert_close(plain(batch, edge_index), plain_theirs(batch, edge_index))
     graph = Graph(edge_index, num_nodes=14, edge_attr=edge_attr)
     torch.testing.assert_close(ours(x, graph), theirs(x, edge_index, edge_attr))
@@ -136,7 +111,7 @@ def test_special_values_and_empty_graphs():
     kernels and with their pure-torch twins; no edges or no nodes give PyG's shapes."""
     x, edge_index, edge_attr = _graph(seed=5)
     x[3, 1], x[7, 2], edge_attr[5, 0] = float("nan"), float("-inf"), float("inf")
-    ours, theirs = _twins(5, dim=3, aggr="max")
+    ours, theirs = seeded_twins("CGConv", 5, dim=3, aggr="max")
     want = theirs(x, edge_index, edge_attr)
     torch.testing.assert_close(ours(x, edge_index, edge_attr), want, equal_nan=True)
     with reference_ops():
@@ -172,8 +147,8 @@ def test_bad_arguments_are_named():
         gl.CGConv(5)(x, edge_index, edge_attr.float())
     with pytest.raises(ValueError, match=r"built with dim=3: it needs edge_attr \[E, 3\]"):
         gl.CGConv(5, dim=3)(x, edge_index)
-    with pytest.raises(ValueError, match=r"edge_attr has shape \[69, 2\] but the layer was "
-                                         "built with dim=3"):
+    with pytest.raises(ValueError, match=r"edge_attr has shape \[69, 2\] but the layer takes "
+                                         r"3 features per edge \(dim=3\)"):
         gl.CGConv(5, dim=3)(x, edge_index, edge_attr[:, :2].float())
     with pytest.raises(ValueError, match="edge_attr has 3 rows"):
         gl.CGConv(5, dim=3)(x, edge_index, edge_attr[:3].float())

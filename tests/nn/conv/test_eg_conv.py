@@ -2,21 +2,12 @@ import pytest
 import torch
 import torch_geometric.nn as pyg
 from helpers import random_edge_index, reference_ops
+from parity import assert_twins_agree, seeded_twins
 
 import graphloc.nn as gl
 
 ALL = ["sum", "mean", "symnorm", "min", "max", "var", "std"]
 
-
-def _twins(*args, **kwargs):
-    torch.manual_seed(7)
-    ours = gl.EGConv(*args, **kwargs).double()
-    torch.manual_seed(7)
-    theirs = pyg.EGConv(*args, **kwargs).double()
-    for (key, a), (other, b) in zip(ours.state_dict().items(), theirs.state_dict().items(),
-                                    strict=True):
-        assert key == other and torch.equal(a, b)
-    return ours, theirs
 
 
 def _graph(seed=0, n=14, m=50):
@@ -28,36 +19,23 @@ def _graph(seed=0, n=14, m=50):
     return torch.randn(n, 5, dtype=torch.float64, generator=gen), edge_index
 
 
-def _assert_twins_agree(ours, theirs, x, edge_index, upstream=None):
-    results = []
-    for conv in (ours, theirs):
-        leaf = x.clone().requires_grad_()
-        out = conv(leaf, edge_index)
-        grad = upstream if upstream is not None else \
-            torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
-        results.append((out, torch.autograd.grad(out, [leaf, *conv.parameters()], grad)))
-    (got, got_grads), (want, want_grads) = results
-    torch.testing.assert_close(got, want)
-    for a, b in zip(got_grads, want_grads, strict=True):
-        torch.testing.assert_close(a, b)
-
-
 @pytest.mark.parametrize("add_self_loops", [True, False])
 @pytest.mark.parametrize("aggregators", [["symnorm"], ALL, ["max", "std"], ["mean", "var"]])
 def test_matches_pyg_with_gradients(aggregators, add_self_loops):
     x, edge_index = _graph()
-    ours, theirs = _twins(5, 6, aggregators, num_heads=3, num_bases=2,
-                          add_self_loops=add_self_loops)
-    _assert_twins_agree(ours, theirs, x, edge_index)
+    ours, theirs = seeded_twins("EGConv", 5, 6, aggregators, num_heads=3, num_bases=2,
+                                add_self_loops=add_self_loops)
+    assert_twins_agree(ours, theirs, [x], lambda conv, x: conv(x, edge_index))
 
 
 def test_an_expanded_upstream_gradient_gives_pygs_gradients():
     """out.sum().backward() hands on a gradient of strides 0 (made contiguous before the
     batched product's backward, which took 20x its forward on it)."""
     x, edge_index = _graph(seed=1)
-    ours, theirs = _twins(5, 8, ["symnorm", "max"], num_heads=4)
+    ours, theirs = seeded_twins("EGConv", 5, 8, ["symnorm", "max"], num_heads=4)
     ones = torch.ones(1, dtype=torch.float64).expand(14, 8)
-    _assert_twins_agree(ours, theirs, x, edge_index, upstream=ones)
+    assert_twins_agree(ours, theirs, [x], lambda conv, x: conv(x, edge_index),
+                       upstream=ones)
 
 
 def _dense_eg(conv, x, edge_index):
@@ -109,7 +87,7 @@ def test_every_node_gets_its_loop():
 
 def test_cached_keeps_the_first_graph_as_pygs():
     x, edge_index = _graph(seed=4)
-    ours, theirs = _twins(5, 6, ["symnorm", "sum"], num_heads=2, cached=True)
+    ours, theirs = seeded_twins("EGConv", 5, 6, ["symnorm", "sum"], num_heads=2, cached=True)
     torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
     other = edge_index[:, 5:]
     with pytest.warns(UserWarning, match="reuses the normalised adjacency of the first"):
@@ -121,7 +99,7 @@ def test_cached_keeps_the_first_graph_as_pygs():
 
 def test_a_static_batch_is_read_nodes_first_as_pyg_s_node_dim():
     x, edge_index = _graph(seed=5)
-    ours, _ = _twins(5, 6, ["symnorm", "max"], num_heads=2)
+    ours, _ = seeded_twins("EGConv", 5, 6, ["symnorm", "max"], num_heads=2)
     batch = torch.randn(14, 3, 5, dtype=torch.float64)
     want = torch.stack([ours(batch[:, b], edge_index) for b in range(3)], dim=1)
     torch.testing.assert_close(ours(batch, edge_index), want)
@@ -132,12 +110,12 @@ def test_special_values_and_empty_graphs():
     kernels and with their pure-torch twins; no edges gives PyG's."""
     x, edge_index = _graph(seed=6)
     x[3, 1], x[7, 2] = float("nan"), float("-inf")
-    ours, theirs = _twins(5, 6, ALL, num_heads=2)
+    ours, theirs = seeded_twins("EGConv", 5, 6, ALL, num_heads=2)
     want = theirs(x, edge_index)
     torch.testing.assert_close(ours(x, edge_index), want, equal_nan=True)
     with reference_ops():
         torch.testing.assert_close(ours(x, edge_index), want, equal_nan=True)
-    ours, theirs = _twins(5, 6, ["symnorm"], num_heads=2)
+    ours, theirs = seeded_twins("EGConv", 5, 6, ["symnorm"], num_heads=2)
     empty = torch.empty(2, 0, dtype=torch.long)
     torch.testing.assert_close(ours(x, empty), theirs(x, empty), equal_nan=True)
     assert ours(x[:0], empty).shape == (0, 6)

@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 import torch_geometric.nn as pyg
 from helpers import random_edge_index, reference_ops
+from parity import assert_twins_agree, seeded_twins
 from torch_geometric.utils import to_torch_coo_tensor
 
 import graphloc.nn as gl
@@ -14,16 +15,6 @@ import graphloc.nn as gl
 MODES = [(True, False, "additive"), (True, True, "additive"), (True, True, "dot_product"),
          (False, False, "additive"), (False, True, "additive"), (False, True, "dot_product")]
 
-
-def _twins(*args, **kwargs):
-    torch.manual_seed(7)
-    ours = gl.GeneralConv(*args, **kwargs).double()
-    torch.manual_seed(7)
-    theirs = pyg.GeneralConv(*args, **kwargs).double()
-    for (key, a), (other, b) in zip(ours.state_dict().items(), theirs.state_dict().items(),
-                                    strict=True):
-        assert key == other and torch.equal(a, b)
-    return ours, theirs
 
 
 def _graph(seed=0, n=14, m=50):
@@ -36,34 +27,18 @@ def _graph(seed=0, n=14, m=50):
                                       generator=gen)
 
 
-def _assert_twins_agree(ours, theirs, inputs, call):
-    results = []
-    for conv in (ours, theirs):
-        leaves = [t.clone().requires_grad_() for t in inputs]
-        out = call(conv, *leaves)
-        upstream = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
-        grads = torch.autograd.grad(out, [*leaves, *conv.parameters()], upstream,
-                                    allow_unused=True)
-        results.append((out, grads))
-    (got, got_grads), (want, want_grads) = results
-    torch.testing.assert_close(got, want)
-    for a, b in zip(got_grads, want_grads, strict=True):
-        assert (a is None) == (b is None)
-        if a is not None:
-            torch.testing.assert_close(a, b)
-
-
 @pytest.mark.parametrize("edges", [False, True])
 @pytest.mark.parametrize("directed,attention,kind", MODES)
 def test_matches_pyg_with_gradients(directed, attention, kind, edges):
     x, edge_index, edge_attr = _graph()
-    ours, theirs = _twins(5, 4, 3 if edges else None, directed_msg=directed, heads=2,
-                          attention=attention, attention_type=kind)
+    ours, theirs = seeded_twins("GeneralConv", 5, 4, 3 if edges else None,
+                                directed_msg=directed, heads=2, attention=attention,
+                                attention_type=kind)
     if edges:
-        _assert_twins_agree(ours, theirs, [x, edge_attr],
+        assert_twins_agree(ours, theirs, [x, edge_attr],
                             lambda conv, x, e: conv(x, edge_index, e))
     else:
-        _assert_twins_agree(ours, theirs, [x], lambda conv, x: conv(x, edge_index))
+        assert_twins_agree(ours, theirs, [x], lambda conv, x: conv(x, edge_index))
 
 
 @pytest.mark.parametrize("aggr,l2,skip", itertools.product(["mean", "max"], [False, True],
@@ -71,9 +46,9 @@ def test_matches_pyg_with_gradients(directed, attention, kind, edges):
 def test_other_aggregations_norms_and_skips_match_pyg(aggr, l2, skip):
     x, edge_index, _ = _graph(seed=1)
     for attention in (False, True):
-        ours, theirs = _twins(5, 5, aggr=aggr, l2_normalize=l2, skip_linear=skip,
-                              attention=attention, heads=3)
-        _assert_twins_agree(ours, theirs, [x], lambda conv, x: conv(x, edge_index))
+        ours, theirs = seeded_twins("GeneralConv", 5, 5, aggr=aggr, l2_normalize=l2,
+                                    skip_linear=skip, attention=attention, heads=3)
+        assert_twins_agree(ours, theirs, [x], lambda conv, x: conv(x, edge_index))
 
 
 def test_a_bipartite_pair_matches_pyg():
@@ -82,8 +57,8 @@ def test_a_bipartite_pair_matches_pyg():
     x_dst = torch.randn(6, 3, dtype=torch.float64, generator=gen)
     edge_index = torch.stack([torch.randint(0, 9, (30,), generator=gen),
                               torch.randint(0, 6, (30,), generator=gen)])
-    ours, theirs = _twins((5, 3), 4, heads=2, attention=True)
-    _assert_twins_agree(ours, theirs, [x_src, x_dst],
+    ours, theirs = seeded_twins("GeneralConv", (5, 3), 4, heads=2, attention=True)
+    assert_twins_agree(ours, theirs, [x_src, x_dst],
                         lambda conv, a, b: conv((a, b), edge_index, size=(9, 6)))
 
 
@@ -134,7 +109,7 @@ def test_sparse_adjacency_values_are_edge_features_or_weights_as_pygs():
     first = torch.full((int(inverse.max()) + 1,), key.numel()).scatter_reduce(
         0, inverse, torch.arange(key.numel()), "amin")
     edge_index, edge_attr = edge_index[:, first], edge_attr[first]  # unique, in CSR order
-    ours, theirs = _twins(5, 4, 3, heads=2, attention=True, directed_msg=False)
+    ours, theirs = seeded_twins("GeneralConv", 5, 4, 3, heads=2, attention=True, directed_msg=False)
     want = theirs(x, edge_index, edge_attr)
     hybrid = torch.sparse_coo_tensor(edge_index.flip(0), edge_attr, (14, 14, 3)).coalesce()
     torch.testing.assert_close(ours(x, hybrid), want)
@@ -148,7 +123,8 @@ def test_a_static_batch_is_read_nodes_first_as_pyg_s_node_dim():
     """PyG's GeneralConv sets node_dim = 0 (a static batch [N, B, F]) and then fails on one
     (its [E, B, H C] messages viewed as [E B, H, C]); graphloc's computes each set."""
     x, edge_index, edge_attr = _graph(seed=5)
-    ours, _ = _twins(5, 4, 3, heads=2, attention=True, attention_type="dot_product")
+    ours, _ = seeded_twins("GeneralConv", 5, 4, 3, heads=2, attention=True,
+                           attention_type="dot_product")
     batch = torch.randn(14, 3, 5, dtype=torch.float64)
     want = torch.stack([ours(batch[:, b], edge_index, edge_attr) for b in range(3)], dim=1)
     torch.testing.assert_close(ours(batch, edge_index, edge_attr), want)
@@ -160,8 +136,8 @@ def test_special_values_and_empty_graphs(directed, attention, kind):
     PyG's is), with the kernels and with their pure-torch twins; no edges gives PyG's."""
     x, edge_index, _ = _graph(seed=6)
     x[3, 1], x[7, 2] = float("nan"), float("-inf")
-    ours, theirs = _twins(5, 4, directed_msg=directed, heads=2, attention=attention,
-                          attention_type=kind)
+    ours, theirs = seeded_twins("GeneralConv", 5, 4, directed_msg=directed, heads=2,
+                                attention=attention, attention_type=kind)
     want = theirs(x, edge_index)
     torch.testing.assert_close(ours(x, edge_index), want, equal_nan=True)
     with reference_ops():
@@ -215,7 +191,8 @@ def test_bad_arguments_are_named():
         gl.GeneralConv(5, 4, aggr=["mean", "max"])
     with pytest.raises(ValueError, match="built without in_edge_channels, so the edge_attr"):
         gl.GeneralConv(5, 4)(x, edge_index, edge_attr)
-    with pytest.raises(ValueError, match=r"edge_attr has shape \[69, 2\] but the layer maps 3"):
+    with pytest.raises(ValueError, match=r"edge_attr has shape \[69, 2\] but the layer takes 3 "
+                                         r"features per edge \(in_edge_channels=3\)"):
         gl.GeneralConv(5, 4, 3)(x, edge_index, edge_attr[:, :2])
     with pytest.raises(ValueError, match="edge_attr has 3 rows"):
         gl.GeneralConv(5, 4, 3)(x, edge_index, edge_attr[:3])

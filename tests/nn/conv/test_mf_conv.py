@@ -2,20 +2,10 @@ import pytest
 import torch
 import torch_geometric.nn as pyg
 from helpers import random_edge_index, reference_ops
+from parity import assert_twins_agree, seeded_twins
 from torch_geometric.utils import to_torch_coo_tensor, to_torch_csr_tensor
 
 import graphloc.nn as gl
-
-
-def _twins(*args, **kwargs):
-    torch.manual_seed(7)
-    ours = gl.MFConv(*args, **kwargs).double()
-    torch.manual_seed(7)
-    theirs = pyg.MFConv(*args, **kwargs).double()
-    for (key, a), (other, b) in zip(ours.state_dict().items(), theirs.state_dict().items(),
-                                    strict=True):
-        assert key == other and torch.equal(a, b)
-    return ours, theirs
 
 
 def _graph(seed=0, n=14, m=50):
@@ -26,24 +16,12 @@ def _graph(seed=0, n=14, m=50):
     return torch.randn(n, 5, dtype=torch.float64, generator=gen), edge_index
 
 
-def _grads(conv, inputs, call):
-    leaves = [t.clone().requires_grad_() for t in inputs]
-    out = call(conv, *leaves)
-    upstream = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
-    return out, torch.autograd.grad(out, [*leaves, *conv.parameters()], upstream)
-
-
 @pytest.mark.parametrize("aggr", ["add", "mean", "max"])
 @pytest.mark.parametrize("max_degree,bias", [(10, True), (2, False), (0, True)])
 def test_matches_pyg_with_gradients(max_degree, bias, aggr):
     x, edge_index = _graph()
-    ours, theirs = _twins(5, 4, max_degree=max_degree, bias=bias, aggr=aggr)
-    call = lambda conv, x: conv(x, edge_index)  # noqa: E731
-    got, got_grads = _grads(ours, [x], call)
-    want, want_grads = _grads(theirs, [x], call)
-    torch.testing.assert_close(got, want)
-    for a, b in zip(got_grads, want_grads, strict=True):
-        torch.testing.assert_close(a, b)
+    ours, theirs = seeded_twins("MFConv", 5, 4, max_degree=max_degree, bias=bias, aggr=aggr)
+    assert_twins_agree(ours, theirs, [x], lambda conv, x: conv(x, edge_index))
 
 
 def test_a_bipartite_pair_and_a_missing_root_match_pyg():
@@ -52,13 +30,9 @@ def test_a_bipartite_pair_and_a_missing_root_match_pyg():
     x_dst = torch.randn(6, 3, dtype=torch.float64, generator=gen)
     edge_index = torch.stack([torch.randint(0, 9, (30,), generator=gen),
                               torch.randint(0, 6, (30,), generator=gen)])
-    ours, theirs = _twins((5, 3), 4, max_degree=3)
-    call = lambda conv, a, b: conv((a, b), edge_index)  # noqa: E731
-    got, got_grads = _grads(ours, [x_src, x_dst], call)
-    want, want_grads = _grads(theirs, [x_src, x_dst], call)
-    torch.testing.assert_close(got, want)
-    for a, b in zip(got_grads, want_grads, strict=True):
-        torch.testing.assert_close(a, b)
+    ours, theirs = seeded_twins("MFConv", (5, 3), 4, max_degree=3)
+    assert_twins_agree(ours, theirs, [x_src, x_dst],
+                       lambda conv, a, b: conv((a, b), edge_index))
     torch.testing.assert_close(ours((x_src, None), edge_index, (9, 6)),
                                theirs((x_src, None), edge_index, (9, 6)))
 
@@ -105,7 +79,7 @@ def test_a_sparse_adjacency_counts_its_entries(make):
 def test_the_degrees_follow_a_new_graph_and_the_flow():
     """The degree groups are kept per graph: a second graph on the same layer takes its
     own; flow="target_to_source" counts edge_index[0]."""
-    ours, theirs = _twins(5, 4, max_degree=3)
+    ours, theirs = seeded_twins("MFConv", 5, 4, max_degree=3)
     for seed in (4, 5):
         x, edge_index = _graph(seed=seed)
         torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
@@ -120,7 +94,7 @@ def test_a_max_degree_lowered_after_building_uses_the_first_weights():
     here); raised above the weights built, PyG's leaves the higher-degree nodes'
     outputs uninitialised, and graphloc's says so."""
     x, edge_index = _graph(seed=9)
-    ours, theirs = _twins(5, 4, max_degree=6)
+    ours, theirs = seeded_twins("MFConv", 5, 4, max_degree=6)
     ours.max_degree = theirs.max_degree = 2
     torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
     torch.testing.assert_close(ours(x, edge_index), _dense_mf(ours, x, edge_index, "add"))
@@ -141,7 +115,7 @@ def test_a_lazy_width_and_a_static_batch_match_pyg():
         assert conv.lins_l[2].weight.shape == (4, 5)
     torch.testing.assert_close(outputs[0], outputs[1])
     assert repr(gl.MFConv(-1, 4)) == repr(pyg.MFConv(-1, 4))
-    ours, theirs = _twins(5, 4, max_degree=3)
+    ours, theirs = seeded_twins("MFConv", 5, 4, max_degree=3)
     batch = torch.randn(3, 14, 5, dtype=torch.float64)
     torch.testing.assert_close(ours(batch, edge_index), theirs(batch, edge_index))
 
@@ -151,7 +125,7 @@ def test_special_values_and_empty_graphs():
     and with their pure-torch twins; no nodes or no edges give PyG's shapes."""
     x, edge_index = _graph(seed=7)
     x[3, 1], x[7, 2] = float("nan"), float("-inf")
-    ours, theirs = _twins(5, 4, max_degree=4)
+    ours, theirs = seeded_twins("MFConv", 5, 4, max_degree=4)
     want = theirs(x, edge_index)
     torch.testing.assert_close(ours(x, edge_index), want, equal_nan=True)
     with reference_ops():

@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch_geometric.nn as pyg
 from helpers import random_edge_index, reference_ops
+from parity import seeded_twins
 from torch_geometric.utils import to_torch_coo_tensor, to_torch_csr_tensor
 
 import graphloc.nn as gl
@@ -17,18 +18,6 @@ def _graph(seed=0, n=10, num_edges=40, num_relations=4):
     edge_type = torch.randint(0, num_relations, (num_edges,), generator=gen)
     x = torch.randn(n, 4, dtype=torch.float64, generator=gen)
     return x, edge_index, edge_type
-
-
-def _twins(cls, *args, **kwargs):
-    """graphloc's and PyG's conv of one seed: PyG's parameters and initialisation."""
-    torch.manual_seed(7)
-    ours = getattr(gl, cls)(*args, **kwargs).double()
-    torch.manual_seed(7)
-    theirs = getattr(pyg, cls)(*args, **kwargs).double()
-    for (key, a), (other, b) in zip(ours.state_dict().items(), theirs.state_dict().items(),
-                                    strict=True):
-        assert key == other and torch.equal(a, b)
-    return ours, theirs
 
 
 def _assert_same_with_gradients(ours, theirs, run, x=None):
@@ -51,7 +40,7 @@ def _assert_same_with_gradients(ours, theirs, run, x=None):
 @pytest.mark.parametrize("num_bases,num_blocks", DECOMPOSITIONS)
 def test_matches_pyg_on_features(num_bases, num_blocks, aggr, root_weight, bias):
     x, edge_index, edge_type = _graph()
-    ours, theirs = _twins("RGCNConv", 4, 6, 4, num_bases, num_blocks, aggr=aggr,
+    ours, theirs = seeded_twins("RGCNConv", 4, 6, 4, num_bases, num_blocks, aggr=aggr,
                           root_weight=root_weight, bias=bias)
     _assert_same_with_gradients(ours, theirs, lambda m, x: m(x, edge_index, edge_type), x)
 
@@ -63,7 +52,7 @@ def test_matches_pyg_on_node_indices(cls, aggr, num_bases):
     """Without features the rows of Theta_r are the messages: None (0 .. in - 1), node
     indices, and a pair (None, destination indices)."""
     _, edge_index, edge_type = _graph(seed=1, n=6)
-    ours, theirs = _twins(cls, 6, 5, 4, num_bases, aggr=aggr)
+    ours, theirs = seeded_twins(cls, 6, 5, 4, num_bases, aggr=aggr)
     indices = torch.tensor([5, 0, 3, 3, 1, 2]) if cls == "RGCNConv" else torch.arange(6)
     for x in (None, indices, (None, torch.tensor([1, 1, 0, 4, 2, 5]))):
         _assert_same_with_gradients(
@@ -73,7 +62,7 @@ def test_matches_pyg_on_node_indices(cls, aggr, num_bases):
 def test_fast_rgcn_reads_the_source_ids_as_pygs_does():
     """PyG's FastRGCNConv takes node j's own id for its message, not x_j."""
     _, edge_index, edge_type = _graph(seed=2, n=6)
-    ours, theirs = _twins("FastRGCNConv", 6, 5, 4)
+    ours, theirs = seeded_twins("FastRGCNConv", 6, 5, 4)
     x = torch.tensor([5, 0, 3, 3, 1, 2])
     torch.testing.assert_close(ours(x, edge_index, edge_type), theirs(x, edge_index, edge_type))
 
@@ -86,11 +75,11 @@ def test_matches_pyg_on_a_bipartite_pair_and_the_reversed_flow(aggr):
     edge_type = torch.randint(0, 3, (30,), generator=gen)
     x_src = torch.randn(9, 4, dtype=torch.float64, generator=gen)
     x_dst = torch.randn(5, 2, dtype=torch.float64, generator=gen)
-    ours, theirs = _twins("RGCNConv", (4, 2), 6, 3, aggr=aggr)
+    ours, theirs = seeded_twins("RGCNConv", (4, 2), 6, 3, aggr=aggr)
     torch.testing.assert_close(ours((x_src, x_dst), edge_index, edge_type),
                                theirs((x_src, x_dst), edge_index, edge_type))
     x, edge_index, edge_type = _graph(seed=4)
-    ours, theirs = _twins("RGCNConv", 4, 6, 4, aggr=aggr, flow="target_to_source")
+    ours, theirs = seeded_twins("RGCNConv", 4, 6, 4, aggr=aggr, flow="target_to_source")
     torch.testing.assert_close(ours(x, edge_index, edge_type),
                                theirs(x, edge_index, edge_type))
 
@@ -152,7 +141,7 @@ def test_special_values_hubs_and_isolated_nodes_as_pyg(aggr):
     edge_type = torch.arange(edge_index.size(1)) % 4
     x = torch.randn(n, 4, dtype=torch.float64)
     x[0, 1], x[3, 2], x[5, 0] = float("nan"), float("inf"), -float("inf")
-    ours, theirs = _twins("RGCNConv", 4, 6, 4, aggr=aggr)
+    ours, theirs = seeded_twins("RGCNConv", 4, 6, 4, aggr=aggr)
     expected = theirs(x, edge_index, edge_type)
     torch.testing.assert_close(ours(x, edge_index, edge_type), expected, equal_nan=True)
     with reference_ops():
@@ -179,7 +168,7 @@ def test_an_empty_graph_gives_pygs_outputs_and_zero_weight_gradients():
     (None would let an optimiser skip the weight decay PyG's applies)."""
     x = torch.randn(5, 4, dtype=torch.float64)
     edge_index = torch.empty(2, 0, dtype=torch.long)
-    ours, theirs = _twins("RGCNConv", 4, 6, 3, num_bases=2)
+    ours, theirs = seeded_twins("RGCNConv", 4, 6, 3, num_bases=2)
     _assert_same_with_gradients(
         ours, theirs, lambda m, x: m(x, edge_index, torch.empty(0, dtype=torch.long)), x)
 
