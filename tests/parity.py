@@ -122,3 +122,23 @@ def assert_twins_agree(ours: torch.nn.Module, theirs: torch.nn.Module, inputs: l
         assert (a is None) == (b is None)
         if a is not None:
             torch.testing.assert_close(a, b)
+
+
+def assert_special_values_agree(ours: torch.nn.Module, theirs: torch.nn.Module,
+                                x: torch.Tensor, edge_index: torch.Tensor, call=None,
+                                check_empty: bool = True) -> None:
+    """On ``x`` holding NaN and infinities, ``call(layer, x, edge_index)`` (default
+    ``layer(x, edge_index)``) of both: PyG's output (NaN where PyG's is), with the kernels
+    and with their pure-torch twins; with ``check_empty``, also on no edges, and no nodes
+    give ``[0, out]``."""
+    from helpers import reference_ops
+    call = call or (lambda layer, x, edges: layer(x, edges))
+    want = call(theirs, x, edge_index)
+    torch.testing.assert_close(call(ours, x, edge_index), want, equal_nan=True)
+    with reference_ops():
+        torch.testing.assert_close(call(ours, x, edge_index), want, equal_nan=True)
+    if check_empty:
+        empty = torch.empty(2, 0, dtype=torch.long)
+        torch.testing.assert_close(call(ours, x, empty), call(theirs, x, empty),
+                                   equal_nan=True)
+        assert call(ours, x[:0], empty).shape == (0, want.size(1))
