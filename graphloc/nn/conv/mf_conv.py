@@ -47,7 +47,9 @@ class MFConv(torch.nn.Module):
     The degree of a node is its number of in-edges, each parallel edge counted (PyG's
     ``degree(edge_index[1])``); for a ``torch.sparse`` adjacency, its stored entries in the
     node's row (PyG's ``SparseTensor`` row count; PyG's ``MFConv`` fails on a
-    ``torch.sparse`` adjacency).
+    ``torch.sparse`` adjacency). ``max_degree`` is read at each call, as PyG's: lowered
+    after building, the first weights serve; above the weights built it is an error (PyG's
+    leaves those nodes' output rows uninitialised).
     """
 
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int,
