@@ -104,6 +104,17 @@ def checked_features(layer: torch.nn.Module, inputs, in_channels) -> tuple[Tenso
     return x_src, x_dst
 
 
+def checked_features_with_root(layer: torch.nn.Module, inputs, in_channels,
+                               root: str) -> tuple[Tensor, Tensor]:
+    """``checked_features`` for a layer whose output adds ``root`` of the destination
+    features: a pair ``(x_src, None)`` is refused, naming it."""
+    x_src, x_dst = checked_features(layer, inputs, in_channels)
+    if x_dst is None:
+        raise ValueError(f"{type(layer).__name__} adds {root} to its output, so a pair "
+                         "(x_src, None) has nothing to add; pass (x_src, x_dst)")
+    return x_src, x_dst
+
+
 def check_sizes(owner: str, lazy: bool = False, optional: tuple[str, ...] = (),
                 pair: bool = False, **sizes) -> None:
     """Each size is an integer >= 1 (with ``pair``, ``in_channels`` may be a pair of them,

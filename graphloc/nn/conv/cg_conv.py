@@ -11,7 +11,7 @@ from graphloc import ops
 from graphloc.checks import check_flags, check_int, keyword_arguments
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import check_flow, edge_feature_rows, read_inputs
-from graphloc.nn.conv._utils import check_sizes, checked_features, split_widths
+from graphloc.nn.conv._utils import check_sizes, checked_features_with_root, split_widths
 
 
 class CGConv(torch.nn.Module):
@@ -92,10 +92,7 @@ class CGConv(torch.nn.Module):
     def forward(self, x: Tensor | tuple[Tensor, Tensor], edge_index,
                 edge_attr: Tensor | None = None) -> Tensor:
         inputs = read_inputs(self, x, edge_index)
-        x_src, x_dst = checked_features(self, inputs, self.channels)
-        if x_dst is None:
-            raise ValueError("CGConv adds x_dst to its output, so a pair (x_src, None) has "
-                             "nothing to add; pass (x_src, x_dst)")
+        x_src, x_dst = checked_features_with_root(self, inputs, self.channels, "x_dst")
         graph = inputs.graph.in_csr_order()
         edge_attr = self._edge_features(inputs, edge_attr)
         out = self.aggr_module(aggregations.per_edge(graph),

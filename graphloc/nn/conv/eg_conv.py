@@ -48,7 +48,10 @@ class EGConv(torch.nn.Module):
         in_channels]``; the graph (a ``Graph``, ``edge_index [2, E]`` or a ``torch.sparse``
         ``adj_t``). output: ``[N, out_channels]``.
 
-    As PyG's, "var" is ``mean(x^2) - mean(x)^2`` and "std" its square root with the
+    Every node aggregates itself with ``add_self_loops`` (PyG's without "symnorm" adds
+    loops with ``add_remaining_self_loops(edge_index)``, which counts ``max id + 1`` nodes,
+    so nodes past the largest id got none and aggregated 0). As PyG's, "var" is
+    ``mean(x^2) - mean(x)^2`` and "std" its square root with the
     variance clamped at 1e-5 (PyG's ``edge_index`` path). A ``torch.sparse`` adjacency's
     values weight the "symnorm" normalisation (PyG's ``gcn_norm`` reads them) and no other
     aggregator (PyG's multiplies them into a single non-"symnorm" aggregator, and fails to

@@ -16,7 +16,13 @@ from graphloc.nn.conv._inputs import (
     mapped_edge_features,
     read_inputs,
 )
-from graphloc.nn.conv._utils import check_sizes, checked_features, glorot, linear, split_widths
+from graphloc.nn.conv._utils import (
+    check_sizes,
+    checked_features_with_root,
+    glorot,
+    linear,
+    split_widths,
+)
 
 _NEGATIVE_SLOPE = 0.2  # PyG's, fixed
 
@@ -142,10 +148,8 @@ class GeneralConv(torch.nn.Module):
                 edge_attr: Tensor | None = None, size: tuple[int, int] | None = None
                 ) -> Tensor:
         inputs = read_inputs(self, x, edge_index, size)
-        x_src, x_dst = checked_features(self, inputs, self.in_channels)
-        if x_dst is None:
-            raise ValueError("GeneralConv adds lin_self(x_dst) to its output, so a pair "
-                             "(x_src, None) has nothing to add; pass (x_src, x_dst)")
+        x_src, x_dst = checked_features_with_root(self, inputs, self.in_channels,
+                                                  "lin_self(x_dst)")
         graph = inputs.graph.in_csr_order()
         edge_attr = self._edge_features(inputs, edge_attr)
         out = self._aggregate(graph, x_src, x_dst, edge_attr)
@@ -217,23 +221,21 @@ class GeneralConv(torch.nn.Module):
                        edge_attr: Tensor | None, swapped: bool) -> Tensor:
         """PyG's ``message_basic`` per edge ``j -> i`` in CSR order, ``[E, H C]``: ``W_msg
         x_j [+ W_msg,i x_i] [+ W_e e_ji]``; ``swapped`` reads ``x_i`` for ``x_j`` and back
-        (the dot product's other side)."""
-        if swapped:
-            ends = self.lin_msg(_as_source_width(self, x_dst, "x_dst"))
-            other = None if self.directed_msg else self.lin_msg_i(x_src)
-            from_dst = True
-        else:
-            ends = h_src
-            other = None if self.directed_msg else \
-                self.lin_msg_i(_as_source_width(self, x_dst, "x_dst"))
-            from_dst = False
+        (the dot product's other side). Each map acts per node, on the end it reads."""
+        undirected = not self.directed_msg
+        x_dst = _as_source_width(self, x_dst, "x_dst") if swapped or undirected else x_dst
+        if swapped:  # W_msg x_i [+ W_msg,i x_j], in PyG's call order
+            at_dst = self.lin_msg(x_dst)
+            at_src = self.lin_msg_i(x_src) if undirected else None
+        else:  # W_msg x_j [+ W_msg,i x_i]
+            at_src, at_dst = h_src, self.lin_msg_i(x_dst) if undirected else None
         src, dst = graph.edge_index
-        if other is None:
-            messages = ends.index_select(0, dst if from_dst else src)
-        elif from_dst:
-            messages = ops.sddmm(graph, other, ends, "add")
+        if at_dst is None:
+            messages = at_src.index_select(0, src)
+        elif at_src is None:
+            messages = at_dst.index_select(0, dst)
         else:
-            messages = ops.sddmm(graph, ends, other, "add")
+            messages = ops.sddmm(graph, at_src, at_dst, "add")
         if edge_attr is not None:
             messages = messages + mapped_edge_features(self, self.lin_edge, edge_attr)
         return messages
