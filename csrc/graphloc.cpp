@@ -101,6 +101,19 @@ TORCH_LIBRARY(graphloc, m) {
       "gated_sum_backward(Tensor indptr, Tensor indices, Tensor key, Tensor query, Tensor value, "
       "Tensor grad, Tensor csc_indptr, Tensor csc_indices, Tensor csc_perm, bool need_key, "
       "bool need_query, bool need_value) -> (Tensor, Tensor, Tensor)");
+  // The edge-conditioned (NNConv) aggregation: per CSR row i, the sum over i's edges e of the
+  // outer product weight[e] (x) x[indices[e]], out [rows, K * C] for weight [E, K] (in CSR
+  // order) and x [N_src, C] (CPU; other devices compose the per-edge products). The csc_*
+  // arguments (the cached transpose) are only read by the backward.
+  m.def(
+      "edge_outer_sum(Tensor indptr, Tensor indices, Tensor weight, Tensor x, "
+      "Tensor? csc_indptr=None, Tensor? csc_indices=None, Tensor? csc_perm=None) -> Tensor");
+  // Its gradients over the CSR rows: d weight [E, K], and per edge the source's share
+  // sum_k weight[e, k] * grad[i, k, :] ([E, C], summed per source by the caller through the
+  // transpose). Empty tensors for those not asked for.
+  m.def(
+      "edge_outer_sum_backward(Tensor indptr, Tensor indices, Tensor weight, Tensor x, "
+      "Tensor grad, bool need_weight, bool need_x) -> (Tensor, Tensor)");
   // DeeperGCN's softmax aggregation: per CSR row i and channel k, the sum over i's edges of
   // softmax_e(t[k] * x[indices[e], k]) * x[indices[e], k] (t [K], one dtype with x), and
   // norm [2, rows, K] in float32 (float64 for float64 x): each row's shift and softmax sum

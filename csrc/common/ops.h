@@ -363,6 +363,27 @@ inline void check_gated_sum_args(const at::Tensor& indptr, const at::Tensor& ind
               " but query has shape ", query.sizes());
 }
 
+// edge_outer_sum: weight [E, K] (K >= 1) in CSR order, source rows x [N_src, C], one dtype,
+// over one CSR of E edges.
+inline void check_edge_outer_sum_args(const at::Tensor& indptr, const at::Tensor& indices,
+                                      const at::Tensor& weight, const at::Tensor& x) {
+  check_indptr(indptr);
+  check_index(indices, "indices");
+  TORCH_CHECK(indices.scalar_type() == indptr.scalar_type(), "indices and indptr must share ",
+              "one index dtype");
+  check_features(x, "x");
+  check_features(weight, "weight");
+  TORCH_CHECK(weight.scalar_type() == x.scalar_type(), "weight is ", weight.scalar_type(),
+              " but x is ", x.scalar_type());
+  check_same_device(weight, "weight", x, "x");
+  check_same_device(indptr, "indptr", x, "x");
+  TORCH_CHECK(weight.size(0) == indices.numel(), "weight has ", weight.size(0),
+              " rows but the graph has ", indices.numel(), " edges");
+  TORCH_CHECK(weight.size(1) >= 1, "weight must have at least one column, got shape ",
+              weight.sizes());
+  check_csr_indices(indptr, indices, x.size(0), "x");
+}
+
 // A transpose of a CSR over num_edges edges: its rows the num_cols columns of the CSR,
 // t_indices the CSR's rows, t_perm the edge positions.
 inline void check_transpose_args(const at::Tensor& t_indptr, const at::Tensor& t_indices,

@@ -18,6 +18,7 @@ from graphloc.checks import check_flags, check_index, check_int
 from graphloc.ops._library import HAS_EXTENSION, csr_transpose, kernels, permute_rows
 from graphloc.ops.dropout import dropout
 from graphloc.ops.reference import as_rows, canonical_reduce
+from graphloc.ops.reference import edge_outer_sum as _composed_outer_sum
 from graphloc.ops.scatter import _check_indptr, gather, scatter
 from graphloc.ops.sparse_library import library_spmm, set_spmm_backend, uses_sparse_library
 from graphloc.ops.traversal import (
@@ -32,6 +33,7 @@ from graphloc.ops.traversal import (
 
 __all__ = ["HAS_EXTENSION", "spmm", "set_spmm_backend", "sddmm", "segment_softmax",
            "segment_attention", "additive_attention", "gatv2_scores", "gated_sum", "softmax_sum",
+           "edge_outer_sum",
            "segment_reduce", "gather", "scatter", "coo_to_csr", "csr_transpose", "permute_rows",
            "khop_subgraphs", "separated_rounds", "neighbor_sample", "hop2_sample",
            "local_eccentricity", "dropout", "KHopBalls", "SampledNeighbourhood"]
@@ -429,6 +431,41 @@ def gated_sum(graph, key: Tensor, query: Tensor, value: Tensor) -> Tensor:
     return kernels.gated_sum(graph.csr.indptr, graph.csr.indices, key.contiguous(),
                              query.contiguous(), value.contiguous(),
                              *_transpose_args(graph, needs_transpose))
+
+
+@_float16_in_float32
+def edge_outer_sum(graph, weight: Tensor, x: Tensor) -> Tensor:
+    """The edge-conditioned aggregation: per edge ``(j -> i)``, the outer product of the
+    edge's values ``weight[e]`` and the source's features ``x[j]``, summed into row ``i``:
+    ``out[i, k, c] = sum_{(j -> i)} weight[e, k] * x[j, c]``.
+
+    With it, a sum of per-edge matrix products ``x_j W(e)`` where ``W(e) = sum_k
+    weight[e, k] A_k`` is ``out`` contracted with the ``A_k`` once per node (NNConv's
+    regrouping): per edge only ``K + C`` values are read, never a ``[C, C_out]`` matrix.
+    On the CPU one kernel computes it and its backward (no ``[E, K, C]`` products);
+    elsewhere the per-edge products are summed (the pure-torch twin,
+    ``graphloc.ops.reference.edge_outer_sum``).
+
+    Args:
+        weight: ``[E]`` or ``[E, K]`` edge values in the graph's edge order.
+        x: ``[N_src, C]`` source features.
+
+    Returns ``[N, K, C]`` (``[N, 1, C]`` for ``[E]`` weights; 0 for nodes without incoming
+    edges).
+    """
+    _check_graph(graph)
+    weight, x = _promoted_under_autocast(weight, x)
+    _check_node_features(graph, x, "x")
+    _check_edge_values(graph, weight, x, "weight")
+    if x.dim() != 2:
+        raise ValueError(f"x must be [N_src, C], got shape {list(x.shape)}")
+    values = as_rows(graph.to_csr_order(weight)).contiguous()
+    run = kernels.edge_outer_sum if x.device.type == "cpu" and HAS_EXTENSION else \
+        _composed_outer_sum
+    needs_transpose = torch.is_grad_enabled() and x.requires_grad
+    out = run(graph.csr.indptr, graph.csr.indices, values, x.contiguous(),
+              *_transpose_args(graph, needs_transpose))
+    return out.view(graph.num_nodes, values.size(1), x.size(1))
 
 
 @_float16_in_float32

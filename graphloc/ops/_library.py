@@ -672,6 +672,44 @@ def _gated_backward(ctx, grad):
             None, None, None)
 
 
+# --- edge_outer_sum ------------------------------------------------------------------------
+
+def _outer_fake(indptr, indices, weight, x, csc_indptr=None, csc_indices=None, csc_perm=None):
+    _check_csr_fake(indptr, indices)
+    for t, name in ((weight, "weight"), (x, "x")):
+        _check_rows_fake(t, name)
+    torch._check(weight.shape[0] == indices.shape[0], lambda: f"weight has {weight.shape[0]} "
+                 f"rows but the graph has {indices.shape[0]} edges")
+    return x.new_empty(indptr.shape[0] - 1, weight.shape[1] * x.shape[1])
+
+
+def _outer_backward_fake(indptr, indices, weight, x, grad, need_weight, need_x):
+    return (weight.new_empty(weight.shape if need_weight else (0,)),
+            x.new_empty((indices.shape[0], x.shape[1]) if need_x else (0,)))
+
+
+def _outer_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _outer_backward(ctx, grad):
+    indptr, indices, weight, x, t_indptr, t_indices, t_perm = ctx.saved_tensors
+    need_weight, need_x = ctx.needs_input_grad[2:4]
+    differentiable = torch.is_grad_enabled()  # create_graph: the composed formula
+    backward = reference.edge_outer_sum_backward if differentiable else \
+        kernels.edge_outer_sum_backward
+    d_weight, shares = backward(indptr, indices, weight, x, grad.contiguous(), need_weight,
+                                need_x)
+    d_x = None
+    if need_x and differentiable:
+        d_x = torch.zeros_like(x).index_add(0, indices.long(), shares)
+    elif need_x:  # each source's shares summed through the transpose
+        t_indptr, _, t_perm = _transpose_of(indptr, indices, x.size(0), t_indptr, t_indices,
+                                            t_perm)
+        d_x = kernels.spmm(t_indptr, t_perm, None, shares, "sum")[0]
+    return None, None, d_weight if need_weight else None, d_x, None, None, None
+
+
 def _attention_backward_fake(score, lse, out, grad_out, grad_lse, indptr, indices, x,
                              csc_indptr, csc_indices, csc_perm,
                              need_score, need_x):
@@ -749,6 +787,7 @@ _AUTOGRAD = {"dropout": (_dropout_setup, _dropout_backward),
              "additive_attention": (_additive_setup, _additive_backward),
              "gatv2_scores": (_gatv2_setup, _gatv2_backward),
              "gated_sum": (_gated_setup, _gated_backward),
+             "edge_outer_sum": (_outer_setup, _outer_backward),
              "softmax_sum": (_softmax_sum_setup, _softmax_sum_backward)}
 
 
@@ -771,6 +810,8 @@ def _register() -> None:
     fake(lib + "gatv2_scores_backward")(_gatv2_backward_fake)
     fake(lib + "gated_sum")(_gated_fake)
     fake(lib + "gated_sum_backward")(_gated_backward_fake)
+    fake(lib + "edge_outer_sum")(_outer_fake)
+    fake(lib + "edge_outer_sum_backward")(_outer_backward_fake)
     fake(lib + "softmax_sum")(_softmax_sum_fake)
     fake(lib + "softmax_sum_backward")(_softmax_sum_backward_fake)
     fake(lib + "coo_to_csr")(_coo_to_csr_fake)

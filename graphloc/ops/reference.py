@@ -272,6 +272,29 @@ def gated_sum_backward(indptr, indices, key, query, value, grad, csc_indptr, csc
     return d_key, d_query, d_value
 
 
+def edge_outer_sum(indptr, indices, weight, x, csc_indptr=None, csc_indices=None,
+                   csc_perm=None):
+    """The edge-conditioned aggregation ``[rows, K * C]``: per edge ``e = (j -> i)`` in CSR
+    order, the outer product ``weight[e] (x) x[j]`` summed into row i."""
+    rows = csr_rows(indptr, indices.numel()).long()
+    products = weight.unsqueeze(2) * x.index_select(0, indices.long()).unsqueeze(1)
+    out = x.new_zeros(indptr.numel() - 1, weight.size(1), x.size(1))
+    return out.index_add(0, rows, products).view(indptr.numel() - 1, -1)
+
+
+def edge_outer_sum_backward(indptr, indices, weight, x, grad, need_weight, need_x):
+    """The gradients of edge_outer_sum from differentiable ops (empty where not asked for):
+    d weight[e, k] = <grad[i, k], x[j]>, and per edge the source's share
+    ``sum_k weight[e, k] grad[i, k]`` ([E, C], summed per source by the caller)."""
+    rows = csr_rows(indptr, indices.numel()).long()
+    g = grad.view(grad.size(0), weight.size(1), x.size(1)).index_select(0, rows)
+    none = x.new_empty(0)
+    d_weight = (g * x.index_select(0, indices.long()).unsqueeze(1)).sum(2) if need_weight \
+        else none
+    shares = (weight.unsqueeze(2) * g).sum(1) if need_x else none
+    return d_weight, shares
+
+
 def _row_softmax(score, indptr):
     """Per CSR row and head of ``score [E, H]``: the softmax weights (edge order), as
     torch.softmax computes them, exp(score - row max) / their sum, and the log-sum-exp

@@ -51,6 +51,9 @@ CHILD = textwrap.dedent("""
                 torch.randn(3, 2), torch.randn(3, 2), 0.2, ptr, idx, x),
             "gatv2_scores": lambda: k.gatv2_scores(ptr, idx, x, x, torch.randn(2, 2), 0.2),
             "gated_sum": lambda: k.gated_sum(ptr, idx, x, x, x),
+            "edge_outer_sum": lambda: k.edge_outer_sum(ptr, idx, s, x),
+            "edge_outer_sum_backward": lambda: k.edge_outer_sum_backward(
+                ptr, idx, s, x, torch.randn(3, 8), True, True),
             "softmax_sum": lambda: k.softmax_sum(x, torch.ones(4), ptr, idx, False),
             "local_eccentricity": lambda: k.local_eccentricity(ptr, idx, w.double(), 2),
             "khop_subgraphs": lambda: k.khop_subgraphs(ptr, idx, L(0), 2),

@@ -79,6 +79,10 @@ def _samples():
     yield kernels.gated_sum_backward, (csr.indptr, csr.indices, key.detach(), query.detach(),
                                        value.detach(), torch.randn(N, 4, **f64), *transpose,
                                        True, False, True)
+    weight = torch.randn(E, 3, **f64, requires_grad=True)
+    yield kernels.edge_outer_sum, (csr.indptr, csr.indices, weight, x, *transpose)
+    yield kernels.edge_outer_sum_backward, (csr.indptr, csr.indices, weight.detach(), x.detach(),
+                                            torch.randn(N, 3 * x.size(1), **f64), True, True)
     t = torch.randn(4, **f64, requires_grad=True)
     for detach in (False, True):
         yield kernels.softmax_sum, (x, t, csr.indptr, csr.indices, detach, *transpose)
