@@ -37,6 +37,7 @@ from graphloc.nn import (
     LiftConv,
     MFConv,
     MixHopConv,
+    NNConv,
     PNAConv,
     ResGatedGraphConv,
     SAGEConv,
@@ -258,6 +259,10 @@ CONV_LAYERS = {
                                             heads=2, attention=True,
                                             attention_type="dot_product"),
     "eg": lambda: EGConv(5, 4, ["symnorm", "max", "std"], num_heads=2, num_bases=3),
+    # regrouped (a network ending in a Linear, a mean) and PyG's per-edge matrices (max)
+    "nn": lambda: NNConv(5, 4, torch.nn.Sequential(torch.nn.Linear(3, 6), torch.nn.ReLU(),
+                                                   torch.nn.Linear(6, 20)), aggr="mean"),
+    "nn-max": lambda: NNConv(5, 4, torch.nn.Linear(3, 20), aggr="max"),
 }
 
 # the layers called conv(x, x_0, graph[, edge_weight]), with the first layer's features

@@ -411,6 +411,12 @@ def _general(conv):
                                bias=conv.lin_msg.bias is not None)
 
 
+def _nn(conv):
+    return gl_conv.NNConv(conv.in_channels, conv.out_channels, copy.deepcopy(conv.nn),
+                          aggr=_aggregation_of(conv), root_weight=conv.root_weight,
+                          bias=conv.bias is not None)
+
+
 def _eg(conv):
     return gl_conv.EGConv(conv.in_channels, conv.out_channels, list(conv.aggregators),
                           num_heads=conv.num_heads, num_bases=conv.num_bases,
@@ -429,7 +435,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "ClusterGCNConv": _cluster_gcn, "AGNNConv": _agnn,
                "EdgeConv": _edge, "SimpleConv": _simple, "RGCNConv": _rgcn,
                "FastRGCNConv": _rgcn, "ARMAConv": _arma, "MFConv": _mf,
-               "CGConv": _cg, "GeneralConv": _general, "EGConv": _eg}
+               "CGConv": _cg, "GeneralConv": _general, "EGConv": _eg, "NNConv": _nn}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -452,7 +458,7 @@ def _used_state(conv, ours: torch.nn.Module) -> dict:
 # its messages, as its PyG conv does by default (PyG's MessagePassing takes aggr= for any)
 _AGGREGATION_CARRIED = ("SAGEConv", "GINConv", "GraphConv", "GatedGraphConv", "GENConv",
                         "PNAConv", "EdgeConv", "SimpleConv", "RGCNConv", "FastRGCNConv",
-                        "MFConv", "CGConv", "GeneralConv")
+                        "MFConv", "CGConv", "GeneralConv", "NNConv")
 
 
 def _convert_conv(conv) -> torch.nn.Module:

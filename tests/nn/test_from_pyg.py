@@ -421,6 +421,7 @@ AGGREGATED = {
     "CGConv": lambda a: pyg.CGConv(6, aggr=a),
     "GeneralConv": lambda a: pyg.GeneralConv(6, 4, aggr=a),
     "EGConv": lambda a: pyg.EGConv(6, 4, num_heads=2, aggr=a),
+    "NNConv": lambda a: pyg.NNConv(6, 4, torch.nn.Linear(3, 24), aggr=a),
 }
 
 
@@ -459,6 +460,7 @@ def _call_args(name: str, x, edge_index) -> tuple:
     edge_type = torch.arange(edge_index.size(1)) % 3
     return {"GCN2Conv": (x, x, edge_index), "FAConv": (x, x, edge_index),
             "GINEConv": (x, edge_index, torch.randn(edge_index.size(1), 6)),
+            "NNConv": (x, edge_index, torch.randn(edge_index.size(1), 3)),
             "RGCNConv": (x, edge_index, edge_type),
             "FastRGCNConv": (x, edge_index, edge_type)}.get(name, (x, edge_index))
 

@@ -27,6 +27,7 @@ from graphloc.nn.conv.lift import LiftConv
 from graphloc.nn.conv.mf_conv import MFConv
 from graphloc.nn.conv.mixhop import MixHopConv
 from graphloc.nn.conv.multi_edge import MultiEdgeConv
+from graphloc.nn.conv.nn_conv import NNConv
 from graphloc.nn.conv.pna import PNAConv
 from graphloc.nn.conv.registry import CONVS, register_conv
 from graphloc.nn.conv.res_gated import ResGatedGraphConv
@@ -46,7 +47,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LGConv", "LEConv", "SSGConv",
            "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
            "SimpleConv", "RGCNConv", "FastRGCNConv", "ARMAConv", "MFConv", "CGConv", "GeneralConv",
-           "EGConv", "LiftConv",
+           "EGConv", "NNConv", "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
            "register_conv"]

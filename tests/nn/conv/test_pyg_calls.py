@@ -188,7 +188,14 @@ FLOW_CONVS = [  # (name, graphloc conv, PyG conv), each with flow=...
      lambda flow: pyg.TransformerConv(8, 3, heads=2, edge_dim=3, flow=flow)),
     ("gen-edges", lambda flow: gl.GENConv(8, 6, edge_dim=3, flow=flow),
      lambda flow: pyg.GENConv(8, 6, edge_dim=3, flow=flow)),
+    ("nn-edges", lambda flow: gl.NNConv(8, 6, _edge_network(), aggr="mean", flow=flow),
+     lambda flow: pyg.NNConv(8, 6, _edge_network(), aggr="mean", flow=flow)),
 ]
+
+
+def _edge_network():
+    """An NNConv network from 3 edge features to [8, 6] matrices."""
+    return torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.ReLU(), torch.nn.Linear(5, 48))
 
 
 def _flowed(factory_or_module, flow):
@@ -706,7 +713,7 @@ CONV_NAMES = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINECon
               "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv", "LGConv",
               "LEConv", "SSGConv", "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
               "SimpleConv", "ARMAConv", "RGCNConv", "FastRGCNConv", "MFConv", "CGConv",
-              "GeneralConv", "EGConv"]
+              "GeneralConv", "EGConv", "NNConv"]
 
 
 def test_forward_arguments_come_in_pygs_positional_order():
@@ -799,6 +806,7 @@ SEEDED_OPTIONS = {
                                                       attention_type="dot_product"),
     "eg-all-aggregators": lambda M: M.EGConv(8, 6, ["sum", "mean", "symnorm", "min", "max",
                                                     "var", "std"], num_heads=3, num_bases=2),
+    "nn-bipartite-mean": lambda M: M.NNConv((8, 4), 6, _edge_network(), aggr="mean"),
 }
 
 
