@@ -2,13 +2,14 @@
 GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with the
 softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
 ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv, ARMAConv, MFConv, CGConv,
-GeneralConv, EGConv) against PyG's, forward + backward, on the two benchmark graphs.
+GeneralConv, EGConv, NNConv) against PyG's, forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
 cancels. The layers are called as PyG's, ``layer(x, edge_index)`` (GCN2Conv
 and FAConv: ``layer(x, x_0, edge_index)``, x_0 = x; RGCNConv: ``layer(x, edge_index,
-edge_type)``), with F = 64 features.
+edge_type)``; NNConv: ``layer(x, edge_index, edge_attr)`` with 4 edge features and x's first
+``in_channels``), with F = 64 features.
 
     python benchmarks/bench_propagation.py [--turns 7] [--layers GATv2Conv ...] [--memory]
 
@@ -74,6 +75,14 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     # the paper's recommended EGC-M: symnorm, max, std over 4 bases and 8 heads
     "EGConv(64, 64, ['symnorm', 'max', 'std'])": "EGConv(64, 64, ['symnorm', 'max', 'std'])",
     "EGConv(64, 64)": "EGConv(64, 64)",  # EGC-S: symnorm only
+    # PyG's QM9 network shape (Linear, ReLU, Linear) on 4 edge features, at widths whose
+    # [E, in * out] per-edge matrices PyG can hold on these graphs: out < in (graphloc
+    # sums the per-node products x_j A_k) and in = out on x's first 16 features (graphloc
+    # sums outer products, ops.edge_outer_sum)
+    "NNConv(64, 4, MLP 4-32-256)": "NNConv(64, 4, Sequential(Linear(4, 32), ReLU(), "
+                                   "Linear(32, 256)))",
+    "NNConv(16, 16, MLP 4-32-256)": "NNConv(16, 16, Sequential(Linear(4, 32), ReLU(), "
+                                    "Linear(32, 256)))",
 }
 
 
@@ -129,6 +138,12 @@ def relation_types(edge_index, num_relations: int) -> torch.Tensor:
     return torch.randint(0, num_relations, (edge_index.size(1),), generator=gen)
 
 
+def edge_features(edge_index, width: int) -> torch.Tensor:
+    """NNConv's edge features: standard normal, the same for every run."""
+    gen = torch.Generator().manual_seed(0)
+    return torch.randn(edge_index.size(1), width, generator=gen)
+
+
 def call_args(layer, x, edge_index) -> tuple:
     """A layer's arguments, as PyG's is called."""
     name = type(layer).__name__
@@ -136,6 +151,8 @@ def call_args(layer, x, edge_index) -> tuple:
         return x, x, edge_index
     if name == "RGCNConv":
         return x, edge_index, relation_types(edge_index, layer.num_relations)
+    if name == "NNConv":  # x's first in_channels features
+        return x[:, :layer.in_channels], edge_index, edge_features(edge_index, 4)
     return x, edge_index
 
 

@@ -167,17 +167,26 @@ class NNConv(torch.nn.Module):
 
     def _regrouped(self, graph, x_src: Tensor, hidden: Tensor,
                    last: torch.nn.Linear) -> Tensor:
-        """``sum_j x_j (A h_ji + b)`` as ``(sum_j h_ji (x) x_j) A + (sum_j x_j) b``: the
-        sums of outer products per node (a column of ones carries the bias), then one
-        product with the Linear's weights regrouped as ``[(K + 1) in, out]``."""
+        """``sum_j x_j (A h_ji + b)``, with a column of ones in ``h`` carrying the bias,
+        grouped on the narrower side of the matrices: for ``in <= out`` the sums of outer
+        products ``sum_j h_ji (x) x_j`` per node, then one product with the Linear's
+        weights as ``[(K + 1) in, out]``; for ``out < in`` the products ``x_j A_k`` per
+        node first (``[N_src, K + 1, out]``), summed over the edges with the weights
+        ``h_ji`` per block and then over the blocks."""
         width_in, width_out, K = self.in_channels_l, self.out_channels, hidden.size(1)
         maps = last.weight.view(width_in, width_out, K).permute(2, 0, 1)  # [K, in, out]
         if last.bias is not None:
             hidden = torch.cat([hidden, hidden.new_ones(hidden.size(0), 1)], dim=1)
             maps = torch.cat([maps, last.bias.view(1, width_in, width_out)])
+        blocks = maps.size(0)
         # hidden is in CSR order and graph is in_csr_order(): its edge order is that one
-        summed = ops.edge_outer_sum(graph, hidden, x_src)  # [N_dst, K (+ 1), in]
-        out = summed.reshape(summed.size(0), maps.size(0) * width_in) @ maps.reshape(-1, width_out)
+        if width_in <= width_out:
+            summed = ops.edge_outer_sum(graph, hidden, x_src)  # [N_dst, blocks, in]
+            out = summed.reshape(summed.size(0), blocks * width_in) @ \
+                maps.reshape(blocks * width_in, width_out)
+        else:
+            products = x_src @ maps.permute(1, 0, 2).reshape(width_in, blocks * width_out)
+            out = ops.spmm(graph, products.view(-1, blocks, width_out), hidden).sum(1)
         if self.aggr == "mean":
             out = out / graph.in_degree().clamp(min=1).to(out.dtype).unsqueeze(1)
         return out

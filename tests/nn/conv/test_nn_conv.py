@@ -49,18 +49,20 @@ def _graph(seed=0, n=14, m=50, edge_dim=3):
 
 
 def _count_regrouped(monkeypatch) -> list:
+    """The widths of the calls that took the regrouped sum, once the test has run."""
     calls = []
-    original = nn_conv.ops.edge_outer_sum
-    monkeypatch.setattr(nn_conv.ops, "edge_outer_sum",
-                        lambda *a: calls.append(1) or original(*a))
+    original = nn_conv.NNConv._regrouped
+    monkeypatch.setattr(nn_conv.NNConv, "_regrouped", lambda conv, *a: calls.append(
+        (conv.in_channels_l, conv.out_channels)) or original(conv, *a))
     return calls
 
 
 @pytest.mark.parametrize("kind", ["mlp", "mlp-no-bias", "linear", "mlp-relu"])
 @pytest.mark.parametrize("aggr", ["add", "mean", "max"])
-def test_matches_pyg_with_gradients(kind, aggr, monkeypatch):
+@pytest.mark.parametrize("widths", [(4, 5), (4, 2)])  # both sides the regrouping takes
+def test_matches_pyg_with_gradients(kind, aggr, widths, monkeypatch):
     x, edge_index, edge_attr = _graph()
-    ours, theirs = seeded_nn_twins(4, 5, kind, aggr=aggr)
+    ours, theirs = seeded_nn_twins(*widths, kind, aggr=aggr)
     calls = _count_regrouped(monkeypatch)
     assert_twins_agree(ours, theirs, [x, edge_attr],
                        lambda conv, x, e: conv(x, edge_index, e))
@@ -108,10 +110,11 @@ def _dense_nn_conv(conv, x, edge_index, edge_attr, aggr):
 
 
 @pytest.mark.parametrize("aggr", ["add", "mean", "max"])
-def test_the_formula_node_by_node(aggr):
+@pytest.mark.parametrize("width_out", [5, 2])
+def test_the_formula_node_by_node(aggr, width_out):
     x, edge_index, edge_attr = _graph(seed=2)
     torch.manual_seed(3)
-    conv = gl.NNConv(4, 5, _network("mlp", 4, 5), aggr=aggr).double()
+    conv = gl.NNConv(4, width_out, _network("mlp", 4, width_out), aggr=aggr).double()
     torch.nn.init.uniform_(conv.bias)  # (a zero bias would not be seen)
     want = _dense_nn_conv(conv, x, edge_index, edge_attr, aggr)
     torch.testing.assert_close(conv(x, edge_index, edge_attr), want)
@@ -119,7 +122,8 @@ def test_the_formula_node_by_node(aggr):
         torch.testing.assert_close(conv(x, edge_index, edge_attr), want)
 
 
-def test_the_regrouped_sum_is_as_close_to_the_exact_value_as_pygs():
+@pytest.mark.parametrize("width_out", [8, 3])
+def test_the_regrouped_sum_is_as_close_to_the_exact_value_as_pygs(width_out):
     """A hub of 2,000 neighbours in float32: graphloc's regrouped sum and PyG's per-edge
     products, each against the float64 value of the same layer."""
     gen = torch.Generator().manual_seed(4)
@@ -127,7 +131,7 @@ def test_the_regrouped_sum_is_as_close_to_the_exact_value_as_pygs():
     edge_index = torch.stack([torch.arange(1, n), torch.zeros(n - 1, dtype=torch.long)])
     x = torch.randn(n, 8, generator=gen)
     edge_attr = torch.randn(n - 1, 3, generator=gen)
-    ours, theirs = seeded_nn_twins(8, 8)
+    ours, theirs = seeded_nn_twins(8, width_out)
     exact = theirs(x.double(), edge_index, edge_attr.double())
     ours, theirs = ours.float(), theirs.float()
     ours_error = (ours(x, edge_index, edge_attr).double() - exact).abs().max()
