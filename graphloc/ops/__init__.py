@@ -15,7 +15,13 @@ import torch
 from torch import Tensor
 
 from graphloc.checks import check_flags, check_index, check_int
-from graphloc.ops._library import HAS_EXTENSION, csr_transpose, kernels, permute_rows
+from graphloc.ops._library import (
+    HAS_EXTENSION,
+    EdgeHeadSum,
+    csr_transpose,
+    kernels,
+    permute_rows,
+)
 from graphloc.ops.dropout import dropout
 from graphloc.ops.reference import as_rows, canonical_reduce
 from graphloc.ops.reference import edge_outer_sum as _composed_outer_sum
@@ -33,7 +39,7 @@ from graphloc.ops.traversal import (
 
 __all__ = ["HAS_EXTENSION", "spmm", "set_spmm_backend", "sddmm", "segment_softmax",
            "segment_attention", "additive_attention", "gatv2_scores", "gated_sum", "softmax_sum",
-           "edge_outer_sum",
+           "edge_outer_sum", "edge_head_sum",
            "segment_reduce", "gather", "scatter", "coo_to_csr", "csr_transpose", "permute_rows",
            "khop_subgraphs", "separated_rounds", "neighbor_sample", "hop2_sample",
            "local_eccentricity", "dropout", "KHopBalls", "SampledNeighbourhood"]
@@ -466,6 +472,53 @@ def edge_outer_sum(graph, weight: Tensor, x: Tensor) -> Tensor:
     out = run(graph.csr.indptr, graph.csr.indices, values, x.contiguous(),
               *_transpose_args(graph, needs_transpose))
     return out.view(graph.num_nodes, values.size(1), x.size(1))
+
+
+@_float16_in_float32
+def edge_head_sum(graph, weight: Tensor, x: Tensor) -> Tensor:
+    """Per edge ``(j -> i)``, the source's ``K`` blocks weighted by the edge's ``K`` values
+    and summed, then summed into row ``i``:
+    ``out[i, c] = sum_{(j -> i)} sum_k weight[e, k] * x[j, k, c]``.
+
+    The adjoint of ``edge_outer_sum``: NNConv's regrouped sum where its output is the
+    narrower side (``x`` the per-node products ``x_j A_k``). On the CPU the two kernels of
+    ``edge_outer_sum`` compute it over the transpose, where each source's blocks are read
+    once (no ``[N, K, C]`` per-destination output, no per-edge ``[K, C]`` gathers);
+    elsewhere a weighted ``spmm`` per block, summed over the blocks.
+
+    Args:
+        weight: ``[E]`` or ``[E, K]`` edge values in the graph's edge order.
+        x: ``[N_src, K, C]`` source blocks.
+
+    Returns ``[N, C]`` (0 for nodes without incoming edges).
+    """
+    _check_graph(graph)
+    weight, x = _promoted_under_autocast(weight, x)
+    _check_node_features(graph, x, "x")
+    _check_edge_values(graph, weight, x, "weight")
+    blocks = 1 if weight.dim() == 1 else weight.size(1)
+    if x.dim() != 3 or x.size(1) != blocks:
+        raise ValueError(f"x must be [N_src, K, C] with K = {blocks} (weight's columns), got "
+                         f"shape {list(x.shape)}")
+    if x.device.type != "cpu" or not HAS_EXTENSION:
+        return spmm(graph, x, weight.view(-1, blocks)).sum(1)
+    csc = graph.csc
+    by_source = permute_rows(as_rows(graph.to_csr_order(weight)), csc.perm,
+                             _csc_positions(graph), validated=True)
+    return EdgeHeadSum.apply(by_source.contiguous(),
+                             x.reshape(x.size(0), blocks * x.size(2)).contiguous(),
+                             graph.csr.indptr, csc.indptr, csc.indices, _csc_positions(graph))
+
+
+def _csc_positions(graph) -> Tensor:
+    """Each CSR entry's position in the transpose's order (the inverse of ``csc.perm``)."""
+    def build():
+        perm = graph.csc.perm
+        positions = torch.empty_like(perm)
+        positions[perm.long()] = torch.arange(perm.numel(), dtype=perm.dtype,
+                                              device=perm.device)
+        return positions
+    return graph.cached("csc_positions", build)
 
 
 @_float16_in_float32

@@ -710,6 +710,49 @@ def _outer_backward(ctx, grad):
     return None, None, d_weight if need_weight else None, d_x, None, None, None
 
 
+class EdgeHeadSum(torch.autograd.Function):
+    """``out[i] = sum over edges e = (j -> i) and blocks k of weight[e, k] * x[j, k]``: the
+    adjoint of edge_outer_sum, computed with its two kernels over the transpose (rows the
+    sources, so each source's ``[K, C]`` block is read once): per edge the message
+    ``sum_k weight[e, k] x[j, k]`` (edge_outer_sum_backward's share), summed per
+    destination; backward d x is edge_outer_sum and d weight its weight gradient.
+
+    Arguments: ``weight [E, K]`` in the transpose's (CSC) order, ``x [N_src, K * C]``, the
+    CSR's indptr, the transpose (t_indptr, t_indices) and ``csc_position [E]``, each CSR
+    entry's position in CSC order. Under ``create_graph`` the backward is the pure-torch
+    formula, differentiable again."""
+
+    @staticmethod
+    def forward(weight, x, indptr, t_indptr, t_indices, csc_position):
+        channels = x.size(1) // max(weight.size(1), 1)
+        placeholder = x.new_empty(indptr.numel() - 1, channels)  # (read for its shape only)
+        _, messages = kernels.edge_outer_sum_backward(t_indptr, t_indices, weight, placeholder,
+                                                      x, False, True)
+        return kernels.spmm(indptr, csc_position, None, messages, "sum")[0]
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def vmap(info, in_dims, *args):  # one call per batch entry, as the kernels' own ops
+        return _per_entry(EdgeHeadSum.apply, info, in_dims, args)
+
+    @staticmethod
+    def backward(ctx, grad):
+        weight, x, _, t_indptr, t_indices, _ = ctx.saved_tensors
+        need_weight, need_x = ctx.needs_input_grad[:2]
+        differentiable = torch.is_grad_enabled()
+        outer = reference.edge_outer_sum if differentiable else kernels.edge_outer_sum
+        outer_grads = reference.edge_outer_sum_backward if differentiable else \
+            kernels.edge_outer_sum_backward
+        grad = grad.contiguous()
+        d_x = outer(t_indptr, t_indices, weight, grad) if need_x else None
+        d_weight = outer_grads(t_indptr, t_indices, weight, grad, x, True, False)[0] \
+            if need_weight else None
+        return d_weight, d_x, None, None, None, None
+
+
 def _attention_backward_fake(score, lse, out, grad_out, grad_lse, indptr, indices, x,
                              csc_indptr, csc_indices, csc_perm,
                              need_score, need_x):

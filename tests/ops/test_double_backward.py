@@ -31,6 +31,8 @@ def _cases(graph):
             graph, x[:, :2], x[:, 2:], x, negative_slope=0.0),
         "gated_sum": lambda x: ops.gated_sum(graph, x, x.flip(1), x.sin()),
         "edge_outer_sum": lambda x: ops.edge_outer_sum(graph, ops.sddmm(graph, x, b), x).sum(1),
+        "edge_head_sum": lambda x: ops.edge_head_sum(graph, ops.sddmm(graph, x, b, "add"),
+                                                     x.unsqueeze(2)),
         "softmax_sum": lambda x: ops.softmax_sum(graph, x, x[0].cos()),
         "softmax_sum (detached scores)": lambda x: ops.softmax_sum(graph, x, 0.7, True),
         "scatter_max": lambda x: gs.scatter_max(x, index, 0)[0],

@@ -42,17 +42,19 @@ class NNConv(torch.nn.Module):
     PyG builds the ``[E, in_channels * out_channels]`` matrices and multiplies each edge's
     source by its own. Where ``nn`` ends in a ``torch.nn.Linear`` (a ``Sequential`` whose
     last module is one, or a Linear alone) and the aggregation is a sum or a mean, each
-    matrix is an affine map of the ``K`` values before that Linear, so the sum of the
-    messages into a node is its ``[K + 1, in_channels]`` sum of outer products (edge
-    values by source features, ``ops.edge_outer_sum``) multiplied once by the Linear's
-    weights: per edge ``K + in_channels`` values are read, no matrix is built, and the
-    Linear's work is done per node instead of per edge. The rounding of that regrouped
-    sum differs from PyG's in the last bits. PyG's per-edge products are kept where the
-    regrouping would change a number or cannot run: features, edge values or the Linear's
-    parameters that are not finite (an infinite feature times a 0 edge value is NaN
-    regrouped, where PyG's matrix is finite), another aggregation, hooks on ``nn`` or its
-    last Linear, ``torch.compile``, ``torch.func``, ``torch.autocast``, devices other than
-    the CPU and dtypes other than float32 and float64.
+    matrix is an affine map ``A h + b`` of the ``K`` values ``h`` before that Linear, so
+    the messages into a node are regrouped on the narrower side: for ``in_channels <=
+    out_channels`` the node's ``[K + 1, in_channels]`` sum of outer products (edge values
+    by source features, ``ops.edge_outer_sum``) multiplied once by the Linear's weights;
+    for ``out_channels < in_channels`` the per-node products ``x_j A_k`` summed with the
+    edge values as weights (``ops.edge_head_sum``). No matrix is built per edge, and the
+    Linear's work is done per node instead of per edge. The rounding of that regrouped sum differs from PyG's in the
+    last bits. PyG's per-edge products are kept where the regrouping would change a number
+    or cannot run: features, edge values or the Linear's parameters that are not finite
+    (an infinite feature times a 0 edge value is NaN regrouped, where PyG's matrix is
+    finite), another aggregation, hooks on ``nn`` or its last Linear, ``torch.compile``,
+    ``torch.func``, ``torch.autocast``, devices other than the CPU and dtypes other than
+    float32 and float64.
 
     Args:
         in_channels (int or (int, int)): input width, or the source and destination widths.
@@ -79,7 +81,9 @@ class NNConv(torch.nn.Module):
     ``[E, in_channels * out_channels]``, is a ``ValueError`` naming them (PyG's fails in
     ``nn`` or a ``view``); ``edge_attr [E]`` is read as ``[E, 1]`` (PyG's hands the 1-D
     tensor to ``nn``); lazy widths (-1) are refused when the layer is built (PyG's
-    builds, then fails in its first ``view``).
+    builds, then fails in its first ``view``); with ``aggr="max"`` or ``"min"``, tied
+    messages send the gradient to one winner per channel (PyG's shares it among the ties;
+    the outputs are equal). docs/models.md lists these.
     """
 
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int,
@@ -171,8 +175,8 @@ class NNConv(torch.nn.Module):
         grouped on the narrower side of the matrices: for ``in <= out`` the sums of outer
         products ``sum_j h_ji (x) x_j`` per node, then one product with the Linear's
         weights as ``[(K + 1) in, out]``; for ``out < in`` the products ``x_j A_k`` per
-        node first (``[N_src, K + 1, out]``), summed over the edges with the weights
-        ``h_ji`` per block and then over the blocks."""
+        node first (``[N_src, K + 1, out]``), each edge's blocks weighted by its ``h_ji``
+        and summed (``ops.edge_head_sum``)."""
         width_in, width_out, K = self.in_channels_l, self.out_channels, hidden.size(1)
         maps = last.weight.view(width_in, width_out, K).permute(2, 0, 1)  # [K, in, out]
         if last.bias is not None:
@@ -186,7 +190,7 @@ class NNConv(torch.nn.Module):
                 maps.reshape(blocks * width_in, width_out)
         else:
             products = x_src @ maps.permute(1, 0, 2).reshape(width_in, blocks * width_out)
-            out = ops.spmm(graph, products.view(-1, blocks, width_out), hidden).sum(1)
+            out = ops.edge_head_sum(graph, hidden, products.view(-1, blocks, width_out))
         if self.aggr == "mean":
             out = out / graph.in_degree().clamp(min=1).to(out.dtype).unsqueeze(1)
         return out
