@@ -48,8 +48,8 @@ class NNConv(torch.nn.Module):
     by source features, ``ops.edge_outer_sum``) multiplied once by the Linear's weights;
     for ``out_channels < in_channels`` the per-node products ``x_j A_k`` summed with the
     edge values as weights (``ops.edge_head_sum``). No matrix is built per edge, and the
-    Linear's work is done per node instead of per edge. The rounding of that regrouped sum differs from PyG's in the
-    last bits. PyG's per-edge products are kept where the regrouping would change a number
+    Linear's work is done per node instead of per edge. The rounding of that regrouped sum
+    differs from PyG's in the last bits. PyG's per-edge products are kept where the regrouping would change a number
     or cannot run: features, edge values or the Linear's parameters that are not finite
     (an infinite feature times a 0 edge value is NaN regrouped, where PyG's matrix is
     finite), another aggregation, hooks on ``nn`` or its last Linear, ``torch.compile``,
