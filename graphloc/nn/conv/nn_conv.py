@@ -42,19 +42,19 @@ class NNConv(torch.nn.Module):
     PyG builds the ``[E, in_channels * out_channels]`` matrices and multiplies each edge's
     source by its own. Where ``nn`` ends in a ``torch.nn.Linear`` (a ``Sequential`` whose
     last module is one, or a Linear alone) and the aggregation is a sum or a mean, each
-    matrix is an affine map ``A h + b`` of the ``K`` values ``h`` before that Linear, so
-    the messages into a node are regrouped on the narrower side: for ``in_channels <=
-    out_channels`` the node's ``[K + 1, in_channels]`` sum of outer products (edge values
-    by source features, ``ops.edge_outer_sum``) multiplied once by the Linear's weights;
-    for ``out_channels < in_channels`` the per-node products ``x_j A_k`` summed with the
-    edge values as weights (``ops.edge_head_sum``). No matrix is built per edge, and the
-    Linear's work is done per node instead of per edge. The rounding of that regrouped sum
-    differs from PyG's in the last bits. PyG's per-edge products are kept where the regrouping would change a number
-    or cannot run: features, edge values or the Linear's parameters that are not finite
-    (an infinite feature times a 0 edge value is NaN regrouped, where PyG's matrix is
-    finite), another aggregation, hooks on ``nn`` or its last Linear, ``torch.compile``,
-    ``torch.func``, ``torch.autocast``, devices other than the CPU and dtypes other than
-    float32 and float64.
+    matrix is an affine map ``A h + b`` of the ``K`` values ``h`` before that Linear, so the
+    messages into a node are regrouped on the narrower side: for ``in_channels <=
+    out_channels`` the node's ``[K + 1, in_channels]`` sum of outer products (edge values by
+    source features, ``ops.edge_outer_sum``) multiplied once by the Linear's weights; for
+    ``out_channels < in_channels`` the per-node products ``x_j A_k`` summed with the edge
+    values as weights (``ops.edge_head_sum``). No matrix is built per edge, and the Linear's
+    work is done per node instead of per edge. The rounding of that regrouped sum differs
+    from PyG's in the last bits. PyG's per-edge products are kept where the regrouping would
+    change a number or cannot run: features, edge values or the Linear's parameters that are
+    not finite (an infinite feature times a 0 edge value is NaN regrouped, where PyG's
+    matrix is finite), another aggregation, hooks on ``nn`` or its last Linear,
+    ``torch.compile``, ``torch.func``, ``torch.autocast``, devices other than the CPU and
+    dtypes other than float32 and float64.
 
     Args:
         in_channels (int or (int, int)): input width, or the source and destination widths.
