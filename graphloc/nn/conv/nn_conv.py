@@ -80,7 +80,9 @@ class NNConv(torch.nn.Module):
     Differences from PyG's: a call without edge features, or whose ``nn`` output is not
     ``[E, in_channels * out_channels]``, is a ``ValueError`` naming them (PyG's fails in
     ``nn`` or a ``view``); ``edge_attr [E]`` is read as ``[E, 1]`` (PyG's hands the 1-D
-    tensor to ``nn``); lazy widths (-1) are refused when the layer is built (PyG's
+    tensor to ``nn``); integer edge features, and those of another float dtype, are taken
+    in the dtype of ``nn``'s parameters (PyG's fails in ``nn``'s first product); lazy
+    widths (-1) are refused when the layer is built (PyG's
     builds, then fails in its first ``view``); with ``aggr="max"`` or ``"min"``, tied
     messages send the gradient to one winner per channel (PyG's shares it among the ties;
     the outputs are equal). docs/models.md lists these.
@@ -131,12 +133,23 @@ class NNConv(torch.nn.Module):
             raise ValueError("NNConv needs edge features: pass edge_attr [E, D] (or a Graph "
                              "or sparse adjacency that carries them)")
         graph = inputs.graph.in_csr_order()
-        out = self._aggregate(graph, x_src, inputs.graph.to_csr_order(edge_attr))
+        edge_attr = self._in_network_dtype(inputs.graph.to_csr_order(edge_attr))
+        out = self._aggregate(graph, x_src, edge_attr)
         if x_dst is not None and self.lin is not None:
             out = out + self.lin(x_dst)
         if self.bias is not None:
             out = out + self.bias
         return inputs.node_output(out)
+
+    def _in_network_dtype(self, edge_attr: Tensor) -> Tensor:
+        """Integer edge features (bond types, say) and those of another float dtype in the
+        dtype of ``nn``'s parameters, as the attention convs take them (PyG's fails in
+        ``nn``'s first product); under autocast the floats as given (autocast casts them)."""
+        weight = next((p for p in self.nn.parameters() if p.is_floating_point()), None)
+        if weight is None or edge_attr.dtype == weight.dtype or (
+                edge_attr.is_floating_point() and ops.autocast_enabled(edge_attr.device.type)):
+            return edge_attr
+        return edge_attr.to(weight.dtype)
 
     def _aggregate(self, graph, x_src: Tensor, edge_attr: Tensor) -> Tensor:
         """The aggregated messages ``[N_dst, out_channels]``, edges in CSR order: regrouped

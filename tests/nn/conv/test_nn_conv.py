@@ -190,6 +190,20 @@ def test_a_graph_and_a_static_batch_carry_their_edge_features():
                                theirs(2 * x, edge_index, edge_attr))
 
 
+def test_integer_and_float64_edge_features_are_taken_in_the_networks_dtype():
+    """Bond types as integers, or float64 features for a float32 layer: PyG's fails in the
+    network's first product; graphloc's takes them as the float features of nn's dtype."""
+    x, edge_index, _ = _graph(seed=10)
+    bonds = torch.randint(0, 4, (edge_index.size(1), 3))
+    ours, theirs = seeded_nn_twins(4, 5)
+    ours, theirs = ours.float(), theirs.float()
+    want = theirs(x.float(), edge_index, bonds.float())
+    torch.testing.assert_close(ours(x.float(), edge_index, bonds), want)
+    torch.testing.assert_close(ours(x.float(), edge_index, bonds.double()), want)
+    with pytest.raises(RuntimeError, match="must have the same dtype"):
+        theirs(x.float(), edge_index, bonds)
+
+
 def test_from_pyg_converts_an_mpnn():
     """PyG's QM9 example model (NNConv, then a GRU), converted: the same outputs."""
     class MPNN(torch.nn.Module):
