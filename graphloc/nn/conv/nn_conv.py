@@ -15,6 +15,7 @@ from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import check_flow, edge_feature_rows, read_inputs
 from graphloc.nn.conv._utils import (
     can_branch_on_values,
+    check_first_linear,
     check_sizes,
     checked_features,
     reset_like_pyg,
@@ -132,6 +133,8 @@ class NNConv(torch.nn.Module):
         if edge_attr is None:
             raise ValueError("NNConv needs edge features: pass edge_attr [E, D] (or a Graph "
                              "or sparse adjacency that carries them)")
+        check_first_linear(self, self.nn, edge_attr.size(1),
+                           f"edge_attr has {edge_attr.size(1)} features per edge")
         graph = inputs.graph.in_csr_order()
         edge_attr = self._in_network_dtype(inputs.graph.to_csr_order(edge_attr))
         out = self._aggregate(graph, x_src, edge_attr)

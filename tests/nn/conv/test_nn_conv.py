@@ -250,5 +250,8 @@ def test_bad_arguments_are_named():
                                          r"the layer needs \[E, in_channels \* out_channels\] "
                                          r"= \[69, 20\]"):
         gl.NNConv(4, 5, _network("mlp", 4, 3)).double()(x, edge_index, edge_attr)
+    with pytest.raises(ValueError, match="NNConv: edge_attr has 2 features per edge, but nn's "
+                                         "first Linear takes 3"):
+        conv(x, edge_index, edge_attr[:, :2])
     with pytest.raises(ValueError, match=r"NNConv expects x of shape \[N, 4\], got \[14, 3\]"):
         conv(x[:, :3], edge_index, edge_attr)
