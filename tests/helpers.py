@@ -31,6 +31,7 @@ from graphloc.nn import (
     GeneralConv,
     GINConv,
     GINEConv,
+    GMMConv,
     GraphConv,
     LEConv,
     LGConv,
@@ -263,6 +264,10 @@ CONV_LAYERS = {
     "nn": lambda: NNConv(5, 4, torch.nn.Sequential(torch.nn.Linear(3, 6), torch.nn.ReLU(),
                                                    torch.nn.Linear(6, 20)), aggr="mean"),
     "nn-max": lambda: NNConv(5, 4, torch.nn.Linear(3, 20), aggr="max"),
+    # MoNet: the Gaussian kernels of the graph's edge_attr as pseudo-coordinates
+    "gmm": lambda: GMMConv(5, 4, dim=3, kernel_size=3),
+    "gmm-separate-max": lambda: GMMConv(5, 4, dim=3, kernel_size=2, separate_gaussians=True,
+                                        aggr="max"),
 }
 
 # the layers called conv(x, x_0, graph[, edge_weight]), with the first layer's features

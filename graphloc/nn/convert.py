@@ -417,6 +417,19 @@ def _nn(conv):
                           bias=conv.bias is not None)
 
 
+def _gmm(conv):
+    unset = [name for name, param in conv.named_parameters()
+             if isinstance(param, torch.nn.parameter.UninitializedParameter)]
+    _require(not unset, f"a lazy GMMConv not called yet ({', '.join(unset)} without a width)")
+    src_width = conv.g.size(0)  # (PyG's in_channels stay -1 once a lazy conv is called)
+    dst_width = conv.root.weight.size(1) if conv.root_weight else src_width
+    return gl_conv.GMMConv(src_width if src_width == dst_width else (src_width, dst_width),
+                           conv.out_channels, conv.dim, conv.kernel_size,
+                           separate_gaussians=conv.separate_gaussians,
+                           aggr=_aggregation_of(conv), root_weight=conv.root_weight,
+                           bias=conv.bias is not None)
+
+
 def _eg(conv):
     return gl_conv.EGConv(conv.in_channels, conv.out_channels, list(conv.aggregators),
                           num_heads=conv.num_heads, num_bases=conv.num_bases,
@@ -435,7 +448,8 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "ClusterGCNConv": _cluster_gcn, "AGNNConv": _agnn,
                "EdgeConv": _edge, "SimpleConv": _simple, "RGCNConv": _rgcn,
                "FastRGCNConv": _rgcn, "ARMAConv": _arma, "MFConv": _mf,
-               "CGConv": _cg, "GeneralConv": _general, "EGConv": _eg, "NNConv": _nn}
+               "CGConv": _cg, "GeneralConv": _general, "EGConv": _eg, "NNConv": _nn,
+               "GMMConv": _gmm}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -458,7 +472,7 @@ def _used_state(conv, ours: torch.nn.Module) -> dict:
 # its messages, as its PyG conv does by default (PyG's MessagePassing takes aggr= for any)
 _AGGREGATION_CARRIED = ("SAGEConv", "GINConv", "GraphConv", "GatedGraphConv", "GENConv",
                         "PNAConv", "EdgeConv", "SimpleConv", "RGCNConv", "FastRGCNConv",
-                        "MFConv", "CGConv", "GeneralConv", "NNConv")
+                        "MFConv", "CGConv", "GeneralConv", "NNConv", "GMMConv")
 
 
 def _convert_conv(conv) -> torch.nn.Module:

@@ -422,6 +422,7 @@ AGGREGATED = {
     "GeneralConv": lambda a: pyg.GeneralConv(6, 4, aggr=a),
     "EGConv": lambda a: pyg.EGConv(6, 4, num_heads=2, aggr=a),
     "NNConv": lambda a: pyg.NNConv(6, 4, torch.nn.Linear(3, 24), aggr=a),
+    "GMMConv": lambda a: pyg.GMMConv(6, 4, dim=3, kernel_size=2, aggr=a),
 }
 
 
@@ -461,6 +462,7 @@ def _call_args(name: str, x, edge_index) -> tuple:
     return {"GCN2Conv": (x, x, edge_index), "FAConv": (x, x, edge_index),
             "GINEConv": (x, edge_index, torch.randn(edge_index.size(1), 6)),
             "NNConv": (x, edge_index, torch.randn(edge_index.size(1), 3)),
+            "GMMConv": (x, edge_index, torch.rand(edge_index.size(1), 3)),
             "RGCNConv": (x, edge_index, edge_type),
             "FastRGCNConv": (x, edge_index, edge_type)}.get(name, (x, edge_index))
 

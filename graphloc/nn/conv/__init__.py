@@ -19,6 +19,7 @@ from graphloc.nn.conv.gcn2 import GCN2Conv
 from graphloc.nn.conv.gen_conv import GENConv
 from graphloc.nn.conv.general_conv import GeneralConv
 from graphloc.nn.conv.gin import GINConv, GINEConv
+from graphloc.nn.conv.gmm_conv import GMMConv
 from graphloc.nn.conv.graph_conv import GraphConv
 from graphloc.nn.conv.latte import LATTEConv
 from graphloc.nn.conv.le_conv import LEConv
@@ -47,7 +48,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LGConv", "LEConv", "SSGConv",
            "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
            "SimpleConv", "RGCNConv", "FastRGCNConv", "ARMAConv", "MFConv", "CGConv", "GeneralConv",
-           "EGConv", "NNConv", "LiftConv",
+           "EGConv", "NNConv", "GMMConv", "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
            "register_conv"]

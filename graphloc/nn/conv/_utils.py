@@ -217,7 +217,7 @@ def reset_glorot(lin: torch.nn.Module, uniform_bias: bool = False) -> None:
     +-1/sqrt(in_features)); a lazy Linear not yet called keeps waiting."""
     if isinstance(lin.weight, torch.nn.parameter.UninitializedParameter):
         return
-    torch.nn.init.xavier_uniform_(lin.weight)
+    glorot(lin.weight)  # PyG's bound (torch's xavier_uniform_ rounds it 1 ulp apart)
     if lin.bias is None:
         return
     if uniform_bias and lin.in_features:

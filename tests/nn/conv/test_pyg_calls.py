@@ -190,6 +190,8 @@ FLOW_CONVS = [  # (name, graphloc conv, PyG conv), each with flow=...
      lambda flow: pyg.GENConv(8, 6, edge_dim=3, flow=flow)),
     ("nn-edges", lambda flow: gl.NNConv(8, 6, _edge_network(), aggr="mean", flow=flow),
      lambda flow: pyg.NNConv(8, 6, _edge_network(), aggr="mean", flow=flow)),
+    ("gmm-edges", lambda flow: gl.GMMConv(8, 6, dim=3, kernel_size=4, flow=flow),
+     lambda flow: pyg.GMMConv(8, 6, dim=3, kernel_size=4, flow=flow)),
 ]
 
 
@@ -713,7 +715,7 @@ CONV_NAMES = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINECon
               "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv", "LGConv",
               "LEConv", "SSGConv", "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
               "SimpleConv", "ARMAConv", "RGCNConv", "FastRGCNConv", "MFConv", "CGConv",
-              "GeneralConv", "EGConv", "NNConv"]
+              "GeneralConv", "EGConv", "NNConv", "GMMConv"]
 
 
 def test_forward_arguments_come_in_pygs_positional_order():
@@ -807,6 +809,8 @@ SEEDED_OPTIONS = {
     "eg-all-aggregators": lambda M: M.EGConv(8, 6, ["sum", "mean", "symnorm", "min", "max",
                                                     "var", "std"], num_heads=3, num_bases=2),
     "nn-bipartite-mean": lambda M: M.NNConv((8, 4), 6, _edge_network(), aggr="mean"),
+    "gmm-bipartite-separate": lambda M: M.GMMConv((8, 4), 6, dim=2, kernel_size=3,
+                                                  separate_gaussians=True, aggr="add"),
 }
 
 
