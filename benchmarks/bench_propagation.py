@@ -2,14 +2,14 @@
 GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with the
 softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
 ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv, ARMAConv, MFConv, CGConv,
-GeneralConv, EGConv, NNConv) against PyG's, forward + backward, on the two benchmark graphs.
+GeneralConv, EGConv, NNConv, GMMConv) against PyG's, forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
 cancels. The layers are called as PyG's, ``layer(x, edge_index)`` (GCN2Conv
 and FAConv: ``layer(x, x_0, edge_index)``, x_0 = x; RGCNConv: ``layer(x, edge_index,
 edge_type)``; NNConv: ``layer(x, edge_index, edge_attr)`` with 4 edge features and x's first
-``in_channels``), with F = 64 features.
+``in_channels``; GMMConv: ``layer(x, edge_index, pseudo)``), with F = 64 features.
 
     python benchmarks/bench_propagation.py [--turns 7] [--layers GATv2Conv ...] [--memory]
 
@@ -83,6 +83,8 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
                                    "Linear(32, 256)))",
     "NNConv(16, 16, MLP 4-32-256)": "NNConv(16, 16, Sequential(Linear(4, 32), ReLU(), "
                                     "Linear(32, 256)))",
+    # MoNet as in benchmarking-gnns: 3 kernels of 2-D pseudo-coordinates (uniform in [0, 1))
+    "GMMConv(64, 64, dim=2, kernel_size=3)": "GMMConv(64, 64, dim=2, kernel_size=3)",
 }
 
 
@@ -138,10 +140,12 @@ def relation_types(edge_index, num_relations: int) -> torch.Tensor:
     return torch.randint(0, num_relations, (edge_index.size(1),), generator=gen)
 
 
-def edge_features(edge_index, width: int) -> torch.Tensor:
-    """NNConv's edge features: standard normal, the same for every run."""
+def edge_features(edge_index, width: int, uniform: bool = False) -> torch.Tensor:
+    """NNConv's edge features (standard normal) or GMMConv's pseudo-coordinates (uniform in
+    [0, 1)), the same for every run."""
     gen = torch.Generator().manual_seed(0)
-    return torch.randn(edge_index.size(1), width, generator=gen)
+    draw = torch.rand if uniform else torch.randn
+    return draw(edge_index.size(1), width, generator=gen)
 
 
 def call_args(layer, x, edge_index) -> tuple:
@@ -153,6 +157,8 @@ def call_args(layer, x, edge_index) -> tuple:
         return x, edge_index, relation_types(edge_index, layer.num_relations)
     if name == "NNConv":  # x's first in_channels features
         return x[:, :layer.in_channels], edge_index, edge_features(edge_index, 4)
+    if name == "GMMConv":
+        return x, edge_index, edge_features(edge_index, layer.dim, uniform=True)
     return x, edge_index
 
 
