@@ -160,7 +160,7 @@ class NNConv(torch.nn.Module):
         split = _split_last_linear(self.nn)
         if split is not None and self._may_regroup(split[1], x_src):
             hidden = split[0](edge_attr)
-            if _all_finite(hidden):
+            if hidden.dim() == 2 and _all_finite(hidden):
                 return self._regrouped(graph, x_src, hidden, split[1])
             weight = split[1](hidden)
         else:
