@@ -243,14 +243,15 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
     if method == "full_graph" and not whole_graph:
         locality = _locality(model, locality)
     x, graph = _inputs(data)
+    features = _carried_edge_features(model, graph)
     if convert:
         model = as_graphloc_model(model, x, graph)[0]
     all_nodes = _seeds(graph.num_nodes, None, nodes, None, allow_empty=True)
     if method == "full_graph" and len(all_nodes) and not whole_graph:
-        _verify_locality(model, x, graph, int(all_nodes[0]), locality, device)
+        _verify_locality(model, x, graph, int(all_nodes[0]), locality, device, features)
     if method == "batched" and not whole_graph and batch_size > 1 and len(all_nodes) > 1:
         method = _batched_if_components_stay_apart(model, x, graph, all_nodes, max_hops,
-                                                   device, asked)
+                                                   device, asked, features)
     rank, world = rank_and_world()
     nodes = all_nodes[rank::world]  # a shard per process; gathered below
     was_training = model.training
@@ -262,10 +263,10 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
                                        1 if method == "per_seed" else batch_size)
         elif method == "full_graph":
             T = _full_graph_influence(model, x, graph, nodes, max_hops, locality, device,
-                                      prune, progress)
+                                      prune, progress, features)
         else:
             T = _batched_influence(model, x, graph, nodes, max_hops, device, prune, progress,
-                                   1 if method == "per_seed" else batch_size)
+                                   1 if method == "per_seed" else batch_size, features)
     finally:
         model.train(was_training)
     return _gather_shards(T, len(all_nodes), rank, world) if world > 1 else T
@@ -402,7 +403,39 @@ def _warn_of_edge_values_left_out(data) -> None:
     if edge_values:
         warnings.warn(f"data has {edge_values}, which the model does not get: influence calls "
                       "model(x, edge_index), as PyG's total_influence does. To measure a model "
-                      "that uses them, wrap it so that it reads them itself", stacklevel=4)
+                      "that uses edge features, pass (x, Graph(edge_index, num_nodes, "
+                      "edge_attr=...)) and graphloc convs, which read the Graph's",
+                      stacklevel=4)
+
+
+def _carried_edge_features(model: torch.nn.Module, graph: Graph) -> Tensor | None:
+    """A Graph's edge features in CSR order, for the subgraphs the model runs on, or None.
+    graphloc's convs read a Graph's ``edge_attr``: each ball's Graph carries its edges'
+    rows (until 2026-12-05 the balls had none, and a conv whose edge features are optional,
+    a GATConv with ``edge_dim`` say, was measured without them, quietly). A PyG model is
+    called as ``model(x, edge_index)``, as PyG's total_influence calls it: it gets none,
+    and a warning says so."""
+    if graph.edge_attr is None:
+        return None
+    from graphloc.nn.convert import has_pyg_message_passing
+    if has_pyg_message_passing(model):
+        warnings.warn("the graph has edge_attr, which the PyG model does not get: influence "
+                      "calls model(x, edge_index), as PyG's total_influence does", stacklevel=4)
+        return None
+    return graph.to_csr_order(graph.edge_attr)
+
+
+def _structure(edge_index: Tensor, num_nodes: int, edge_rows: Tensor | None):
+    """What the model is called on for a subgraph: its edge_index, or with edge features a
+    Graph that carries them (``edge_rows`` in the order of ``edge_index``'s columns)."""
+    if edge_rows is None:
+        return edge_index
+    return Graph(edge_index, num_nodes, edge_attr=edge_rows.to(edge_index.device))
+
+
+def _rows_at(features: Tensor | None, positions: Tensor) -> Tensor | None:
+    """The carried edge features of the edges at these CSR positions (None without)."""
+    return None if features is None else features[positions.long()]
 
 
 def _seeds(num_nodes: int, num_samples, nodes, seed, allow_empty: bool = False) -> Tensor:
@@ -478,17 +511,18 @@ def _locality(model, locality) -> int:
 
 
 def _verify_locality(model, x: Tensor, graph: Graph, seed: int, locality: int,
-                     device) -> None:
+                     device, features: Tensor | None = None) -> None:
     """One cheap check before trusting ``locality``: on the subgraph of the seed's
     (L + 2)-ball, new random features on the nodes beyond L hops must leave the seed's
     output unchanged. A model that reads farther (a deeper stack, global pooling or
     attention) fails it, and full_graph would otherwise return wrong totals quietly."""
-    node_ptr, nodes, hops, _, src, dst, _ = ops.khop_subgraphs(
+    node_ptr, nodes, hops, _, src, dst, positions = ops.khop_subgraphs(
         graph, torch.tensor([seed]), locality + 2)
     far = hops > locality
     if not far.any():
         return  # the seed's component lies within L hops: nothing beyond to perturb
-    edge_index = torch.stack([src, dst]).to(device)
+    edge_index = _structure(torch.stack([src, dst]).to(device), len(nodes),
+                            _rows_at(features, positions))
     x_ball = x[nodes].detach().to(device)
     moved, far = x_ball.clone(), far.to(device)
     gen = torch.Generator().manual_seed(0)
@@ -512,7 +546,8 @@ def _verify_locality(model, x: Tensor, graph: Graph, seed: int, locality: int,
 
 
 def _batched_if_components_stay_apart(model, x: Tensor, graph: Graph, nodes: Tensor,
-                                      max_hops: int, device, asked: str) -> str:
+                                      max_hops: int, device, asked: str,
+                                      features: Tensor | None = None) -> str:
     """"batched" when the model keeps the packed balls apart, else "per_seed" (with a
     warning) for ``asked="auto"``, or a ValueError for ``asked="batched"``.
 
@@ -528,21 +563,23 @@ def _batched_if_components_stay_apart(model, x: Tensor, graph: Graph, nodes: Ten
     declared = capabilities_of(model)
     if declared.graphloc_hops is not None or declared.prunes_layers:
         return "batched"
-    node_ptr, ball, _, edge_index = _packed_balls(graph, nodes[:2], max_hops)
-    edge_index = edge_index.to(device)
+    node_ptr, ball, _, edge_index, positions = _packed_balls(graph, nodes[:2], max_hops)
+    edge_index, rows = edge_index.to(device), _rows_at(features, positions)
     first = int(node_ptr[1])
     packed = x[ball].detach().to(device)
     moved = packed.clone()
     gen = torch.Generator().manual_seed(0)
     noise = torch.randn(moved[first:].shape, generator=gen, dtype=moved.dtype)
     moved[first:] += noise.to(device) * (1 + packed.abs().max())
-    alone = edge_index[:, edge_index[1] < first]  # the first ball's own edges
+    own = edge_index[1] < first  # the first ball's own edges
+    alone = _structure(edge_index[:, own], first, None if rows is None else rows[own.cpu()])
+    both = _structure(edge_index, len(packed), rows)
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
             before = _node_outputs(model, packed[:first], alone)
-            after = _node_outputs(model, moved, edge_index)[:first]
+            after = _node_outputs(model, moved, both)[:first]
     finally:
         model.train(was_training)
     tolerance = 1e-6 * (1 + float(before.abs().nan_to_num().max())) if first else 0.0
@@ -561,9 +598,11 @@ def _batched_if_components_stay_apart(model, x: Tensor, graph: Graph, nodes: Ten
 
 
 def _batched_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int, device,
-                       prune: bool, progress: bool, step: int) -> Tensor:
+                       prune: bool, progress: bool, step: int,
+                       features: Tensor | None = None) -> Tensor:
     from tqdm.auto import tqdm
-    rows = [_batch_influence(model, x, graph, nodes[i:i + step], max_hops, device, prune)
+    rows = [_batch_influence(model, x, graph, nodes[i:i + step], max_hops, device, prune,
+                             features)
             for i in tqdm(range(0, len(nodes), step), disable=not progress, desc="influence")]
     return torch.cat(rows) if rows else torch.zeros(0, max_hops + 1, dtype=torch.float64)
 
@@ -624,7 +663,8 @@ def _disjoint_rounds(ptr: Tensor, read: Tensor, num_nodes: int, step: int) -> li
 
 
 def _full_graph_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int,
-                          locality: int, device, prune: bool, progress: bool) -> Tensor:
+                          locality: int, device, prune: bool, progress: bool,
+                          features: Tensor | None = None) -> Tensor:
     """Rounds of seeds with disjoint ``locality``-balls, one forward and C backwards each."""
     from tqdm.auto import tqdm
     seeds, inverse = nodes.unique(return_inverse=True)
@@ -635,12 +675,13 @@ def _full_graph_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int,
     local = torch.full((graph.num_nodes,), -1, dtype=torch.long)  # reset after each round
     for members in tqdm(order.split(sizes), disable=not progress, desc="influence rounds"):
         T[members] = _round_influence(model, x, graph, seeds[members], max_hops, locality,
-                                      device, prune, local)
+                                      device, prune, local, features)
     return T[inverse]
 
 
 def _round_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, locality: int,
-                     device, prune: bool, local: Tensor) -> Tensor:
+                     device, prune: bool, local: Tensor,
+                     features: Tensor | None = None) -> Tensor:
     """Seeds with disjoint ``locality``-balls: the forward runs on the subgraph induced by
     their (locality + 1)-balls and the out-neighbours of their balls (out-degrees inside
     exact), where their outputs equal the full graph's; each node's gradient belongs to
@@ -653,11 +694,13 @@ def _round_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, local
     in_edges, counts = _row_positions(graph.csr.indptr, region)  # O(region), not O(E)
     src = local[graph.csr.indices[in_edges].long()]
     dst = torch.repeat_interleave(torch.arange(len(region)), counts)
-    sub_edges = torch.stack([src, dst])[:, src >= 0]
+    inside = src >= 0
+    sub_edges = torch.stack([src, dst])[:, inside]
+    sub_rows = _rows_at(features, in_edges[inside])
     region_hop = torch.full((len(region),), locality + 2)  # the out-neighbours: farther
     region_hop.scatter_reduce_(0, local[nodes], hops, "amin")  # the L + 1 shells overlap
     total = _subgraph_jacobian_l1(model, x[region], sub_edges, region_hop, local[seeds],
-                                  device, prune)
+                                  device, prune, sub_rows)
     keep = hops <= min(locality, max_hops)  # zero influence from farther nodes
     T = _per_hop(node_ptr, hops, total[local[nodes[keep]]], max_hops, keep)
     local[region] = -1
@@ -683,25 +726,29 @@ def _gather_shards(T: Tensor, total: int, rank: int, world: int) -> Tensor:
 
 
 def _batch_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, device,
-                     prune: bool) -> Tensor:
+                     prune: bool, features: Tensor | None = None) -> Tensor:
     """Balls of ``seeds`` packed as disjoint components; one forward, C backwards."""
-    node_ptr, nodes, hops, edge_index = _packed_balls(graph, seeds, max_hops)
+    node_ptr, nodes, hops, edge_index, positions = _packed_balls(graph, seeds, max_hops)
     roots = node_ptr[:-1]
-    total = _subgraph_jacobian_l1(model, x[nodes], edge_index, hops, roots, device, prune)
+    total = _subgraph_jacobian_l1(model, x[nodes], edge_index, hops, roots, device, prune,
+                                  _rows_at(features, positions))
     return _per_hop(node_ptr, hops, total, max_hops)
 
 
 def _packed_balls(graph: Graph, seeds: Tensor, max_hops: int):
     """The seeds' ``max_hops`` balls as disjoint components of one graph: ``(node_ptr,
-    nodes, hops, edge_index)``, ball s holding the packed rows ``node_ptr[s]:node_ptr[s+1]``
-    (global ids ``nodes``, hop distances ``hops``)."""
-    node_ptr, nodes, hops, edge_ptr, src, dst, _ = ops.khop_subgraphs(graph, seeds, max_hops)
+    nodes, hops, edge_index, positions)``, ball s holding the packed rows
+    ``node_ptr[s]:node_ptr[s+1]`` (global ids ``nodes``, hop distances ``hops``), each edge's
+    CSR position in the graph in ``positions``."""
+    node_ptr, nodes, hops, edge_ptr, src, dst, positions = ops.khop_subgraphs(graph, seeds,
+                                                                              max_hops)
     edge_offset = torch.repeat_interleave(node_ptr[:-1], edge_ptr.diff())
-    return node_ptr, nodes, hops, torch.stack([src + edge_offset, dst + edge_offset])
+    return node_ptr, nodes, hops, torch.stack([src + edge_offset, dst + edge_offset]), \
+        positions
 
 
 def _subgraph_jacobian_l1(model, x: Tensor, edge_index: Tensor, hop: Tensor, roots: Tensor,
-                          device, prune: bool) -> Tensor:
+                          device, prune: bool, edge_rows: Tensor | None = None) -> Tensor:
     """Per node of a subgraph, the summed |d out[roots] / d x| (each node's gradient from
     the roots that reach it); ``hop`` is each node's distance to the nearest root. With
     ``prune`` (a model that ``prunes_layers``) the nodes are ordered by it, roots first,
@@ -715,15 +762,17 @@ def _subgraph_jacobian_l1(model, x: Tensor, edge_index: Tensor, hop: Tensor, roo
     edge_index = edge_index.to(device)
     if prune:
         ball_sizes = torch.bincount(hop).cumsum(0).tolist()
-        out = model.forward_within(packed, Graph(edge_index, len(packed)), ball_sizes)
+        rows = None if edge_rows is None else edge_rows.to(edge_index.device)
+        out = model.forward_within(packed, Graph(edge_index, len(packed), edge_attr=rows),
+                                   ball_sizes)
     else:
-        out = _node_outputs(model, packed, edge_index)
+        out = _node_outputs(model, packed, _structure(edge_index, len(packed), edge_rows))
     total = _root_jacobian_l1(out[roots.to(device)], packed).cpu()
     return total[position] if prune else total
 
 
-def _node_outputs(model, x: Tensor, edge_index: Tensor) -> Tensor:
-    out = model(x, edge_index)
+def _node_outputs(model, x: Tensor, structure) -> Tensor:
+    out = model(x, structure)
     if not isinstance(out, Tensor):
         raise TypeError(f"the model returned a {type(out).__name__}: influence needs one "
                         "tensor with an output row per node (wrap a model that returns "

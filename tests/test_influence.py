@@ -636,3 +636,55 @@ def test_bad_options_are_named(call, match):
     model = GNN("gcn", 4, 8, 3, 2).eval()
     with pytest.raises((TypeError, ValueError), match=match):
         call(model, (torch.randn(12, 4), graph))
+
+
+class _EdgeFeatureStack(torch.nn.Module):
+    """Three graphloc convs that read the Graph's edge features: GATConv's are optional
+    (without them it is another model, which is what the balls measured until 2026-12-05),
+    NNConv's and GMMConv's required."""
+
+    def __init__(self, kind: str):
+        super().__init__()
+        import graphloc.nn as gl
+        make = {"gat": lambda: gl.GATConv(4, 4, edge_dim=2),
+                "nn": lambda: gl.NNConv(4, 4, torch.nn.Sequential(
+                    torch.nn.Linear(2, 5), torch.nn.ReLU(), torch.nn.Linear(5, 16))),
+                "gmm": lambda: gl.GMMConv(4, 4, dim=2, kernel_size=3)}[kind]
+        self.convs = torch.nn.ModuleList(make() for _ in range(3))
+
+    def forward(self, x, graph):
+        for conv in self.convs:
+            x = torch.tanh(conv(x, graph))
+        return x
+
+
+@pytest.mark.parametrize("method", ["batched", "per_seed", "full_graph"])
+@pytest.mark.parametrize("kind", ["gat", "nn", "gmm"])
+def test_a_graphs_edge_features_reach_the_model_on_every_ball(kind, method):
+    """(x, Graph with edge_attr): each ball's Graph carries its edges' features, so the
+    totals are those of the full-graph Jacobian of the model with them."""
+    edge_index = random_edge_index(30, 90, seed=5)
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(32, 4, dtype=torch.float64, generator=gen)
+    edge_attr = torch.rand(edge_index.size(1), 2, dtype=torch.float64, generator=gen)
+    graph = Graph(edge_index, num_nodes=32, edge_attr=edge_attr)
+    torch.manual_seed(7)
+    model = _EdgeFeatureStack(kind).double().eval()
+    pair = torch.autograd.functional.jacobian(lambda inp: model(inp, graph), x).abs().sum((1, 3))
+    extra = {"locality": 3} if method == "full_graph" else {}
+    ours = influence_per_hop(model, (x, graph), 4, torch.arange(32), method=method,
+                             batch_size=8, **extra)
+    expected = torch.zeros(32, 5, dtype=torch.float64)
+    for v, ball in _in_balls(edge_index, 32, 4).items():
+        for u, h in ball.items():
+            expected[v, h] += pair[v, u]
+    torch.testing.assert_close(ours, expected)
+
+
+def test_a_pyg_model_on_a_graph_with_edge_features_is_told_it_gets_none():
+    import torch_geometric.nn as pyg_nn
+    edge_index = random_edge_index(20, 60, seed=8)
+    graph = Graph(edge_index, num_nodes=22, edge_attr=torch.rand(edge_index.size(1), 2))
+    model = pyg_nn.GCN(4, 8, 2, 3)
+    with pytest.warns(UserWarning, match="edge_attr, which the PyG model does not get"):
+        influence_per_hop(model, (torch.randn(22, 4), graph), 2, torch.arange(4))
