@@ -18,7 +18,8 @@ class SampledBatch:
     """A sampled subgraph: its first ``batch_size`` nodes are the seeds, in order.
 
     ``n_id`` maps local to global node ids, ``e_id`` local edges to the parent graph's edge
-    ids; ``x`` and ``y`` are the sampled nodes' features and labels (if given);
+    ids (``graph`` carries the parent's ``edge_attr`` rows of its edges, where it has
+    some); ``x`` and ``y`` are the sampled nodes' features and labels (if given);
     ``num_sampled_nodes`` / ``num_sampled_edges`` count what each hop added.
     """
 
@@ -142,7 +143,10 @@ class NeighborLoader:
         n_id, src, dst, pos, hop_nodes, hop_edges = ops.neighbor_sample(
             self.graph, seeds, self.num_neighbors, seed)
         e_id = csr.perm[pos].long() if csr.perm is not None else pos
-        graph = Graph(torch.stack([src, dst]), num_nodes=n_id.numel())
+        # the parent's edge features follow their edges: graphloc's convs read a Graph's
+        # (without them a GATConv with edge_dim trained on batches without its edge term)
+        edge_attr = None if self.graph.edge_attr is None else self.graph.edge_attr[e_id]
+        graph = Graph(torch.stack([src, dst]), num_nodes=n_id.numel(), edge_attr=edge_attr)
         return SampledBatch(
             graph=graph, n_id=n_id, e_id=e_id, batch_size=seeds.numel(),
             x=None if self.features is None else self.features[n_id],

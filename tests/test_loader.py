@@ -121,3 +121,25 @@ def test_sample_refuses_float_seeds():
     loader = NeighborLoader(graph, None, None, [2])
     with pytest.raises(TypeError, match="seeds must be a 1-D tensor of integer node ids"):
         loader.sample(torch.tensor([1.0]))
+
+
+def test_a_sampled_graph_carries_its_edges_features():
+    """The parent's edge_attr rows of the sampled edges, so a conv reading edge features
+    computes on the batch what it computes on the parent graph (until 2026-12-05 the
+    batches had none: a GATConv with edge_dim trained without its edge term, quietly)."""
+    import graphloc.nn as gl
+    edge_index = random_edge_index(200, 1500, seed=3)
+    edge_attr = torch.randn(edge_index.size(1), 3)
+    graph = Graph(edge_index, num_nodes=200, edge_attr=edge_attr)
+    x = torch.randn(200, 4)
+    loader = NeighborLoader(graph, x, None, [-1], batch_size=16, seed=2)
+    torch.manual_seed(0)
+    conv = gl.GATConv(4, 5, edge_dim=3)
+    full = conv(x, graph)
+    for batch in loader:
+        assert torch.equal(batch.graph.edge_attr, edge_attr[batch.e_id])
+        # one hop with every neighbour: the seeds' outputs are the full graph's
+        torch.testing.assert_close(conv(batch.x, batch.graph)[:batch.batch_size],
+                                   full[batch.n_id[:batch.batch_size]])
+    plain = NeighborLoader(Graph(edge_index, num_nodes=200), x, None, [2], batch_size=16)
+    assert next(iter(plain)).graph.edge_attr is None
