@@ -115,6 +115,21 @@ def test_softmax_sum_composed_on_the_gpu_is_the_cpu_kernels(detach):
                                list(run(cpu, x, t, g)))
 
 
+@pytest.mark.parametrize("op", ["edge_outer_sum", "edge_head_sum"])
+def test_edge_products_composed_on_the_gpu_are_the_cpu_kernels(op):
+    cpu, gpu = _pair(seed=63)
+    weight = torch.randn(cpu.num_edges, 5, dtype=torch.float64)
+    x = torch.randn(310, 5, 4, dtype=torch.float64) if op == "edge_head_sum" else \
+        torch.randn(310, 4, dtype=torch.float64)
+
+    def run(graph, weight, x):
+        weight, x = weight.clone().requires_grad_(), x.clone().requires_grad_()
+        out = getattr(ops, op)(graph, weight, x)
+        return out, *torch.autograd.grad(out, (weight, x), torch.ones_like(out))
+    got = run(gpu, weight.cuda(), x.cuda())
+    torch.testing.assert_close([v.cpu() for v in got], list(run(cpu, weight, x)))
+
+
 @pytest.mark.parametrize("magnitude", [1e6, 1e30])
 def test_attention_backward_at_large_scores_is_the_cpu_softmaxs(magnitude):
     """float32 scores whose log-sum-exp rounds at their scale (tied maxima): the CUDA
