@@ -2,15 +2,16 @@
 GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with the
 softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
 ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv, ARMAConv, MFConv, CGConv,
-GeneralConv, EGConv, NNConv, GMMConv) against PyG's, forward + backward, on the two
-benchmark graphs.
+GeneralConv, EGConv, NNConv, GMMConv, GATEConv) against PyG's, forward + backward, on the
+two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
 cancels. The layers are called as PyG's, ``layer(x, edge_index)`` (GCN2Conv
 and FAConv: ``layer(x, x_0, edge_index)``, x_0 = x; RGCNConv: ``layer(x, edge_index,
 edge_type)``; NNConv: ``layer(x, edge_index, edge_attr)`` with 4 edge features and x's first
-``in_channels``; GMMConv: ``layer(x, edge_index, pseudo)``), with F = 64 features.
+``in_channels``; GMMConv: ``layer(x, edge_index, pseudo)``; GATEConv: ``layer(x, edge_index,
+edge_attr)``), with F = 64 features.
 
     python benchmarks/bench_propagation.py [--turns 7] [--layers GATv2Conv ...] [--memory]
 
@@ -86,15 +87,22 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
                                     "Linear(32, 256)))",
     # MoNet as in benchmarking-gnns: 3 kernels of 2-D pseudo-coordinates (uniform in [0, 1))
     "GMMConv(64, 64, dim=2, kernel_size=3)": "GMMConv(64, 64, dim=2, kernel_size=3)",
+    # AttentiveFP's first layer on 4 edge features (PyG's lives in its models package)
+    "GATEConv(64, 64, edge_dim=4)": "GATEConv(64, 64, 4)",
 }
 
 
 def _namespace(lib, edge_index, num_nodes: int) -> dict:
     """The library's names, ``deg`` (the graph's in-degree histogram, for PNA) and the
-    torch modules an edge network is built of (EdgeConv's)."""
+    torch modules an edge network is built of (EdgeConv's); PyG's GATEConv from its
+    AttentiveFP module (torch_geometric.nn does not export it)."""
     deg = torch.bincount(torch.bincount(edge_index[1], minlength=num_nodes))
     modules = {name: getattr(torch.nn, name) for name in ("Sequential", "Linear", "ReLU")}
-    return {**vars(lib), **modules, "deg": deg}
+    names = vars(lib)
+    if "GATEConv" not in names:
+        from torch_geometric.nn.models.attentive_fp import GATEConv
+        names = {**names, "GATEConv": GATEConv}
+    return {**names, **modules, "deg": deg}
 
 
 def _chosen(prefixes) -> list[str]:
@@ -160,6 +168,8 @@ def call_args(layer, x, edge_index) -> tuple:
         return x[:, :layer.in_channels], edge_index, edge_features(edge_index, 4)
     if name == "GMMConv":
         return x, edge_index, edge_features(edge_index, layer.dim, uniform=True)
+    if name == "GATEConv":
+        return x, edge_index, edge_features(edge_index, layer.lin1.in_features - x.size(1))
     return x, edge_index
 
 

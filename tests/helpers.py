@@ -24,6 +24,7 @@ from graphloc.nn import (
     EGConv,
     FAConv,
     GATConv,
+    GATEConv,
     GatedGraphConv,
     GATv2Conv,
     GCN2Conv,
@@ -268,6 +269,7 @@ CONV_LAYERS = {
     "gmm": lambda: GMMConv(5, 4, dim=3, kernel_size=3),
     "gmm-separate-max": lambda: GMMConv(5, 4, dim=3, kernel_size=2, separate_gaussians=True,
                                         aggr="max"),
+    "gate": lambda: GATEConv(5, 5, edge_dim=3),  # AttentiveFP's (its messages: lin2(x_j))
 }
 
 # the layers called conv(x, x_0, graph[, edge_weight]), with the first layer's features

@@ -430,6 +430,11 @@ def _gmm(conv):
                            bias=conv.bias is not None)
 
 
+def _gate(conv):
+    return gl_conv.GATEConv(conv.att_r.size(1), conv.att_l.size(1),
+                            conv.lin1.in_features - conv.att_r.size(1), dropout=conv.dropout)
+
+
 def _eg(conv):
     return gl_conv.EGConv(conv.in_channels, conv.out_channels, list(conv.aggregators),
                           num_heads=conv.num_heads, num_bases=conv.num_bases,
@@ -449,7 +454,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "EdgeConv": _edge, "SimpleConv": _simple, "RGCNConv": _rgcn,
                "FastRGCNConv": _rgcn, "ARMAConv": _arma, "MFConv": _mf,
                "CGConv": _cg, "GeneralConv": _general, "EGConv": _eg, "NNConv": _nn,
-               "GMMConv": _gmm}
+               "GMMConv": _gmm, "GATEConv": _gate}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and

@@ -423,7 +423,17 @@ AGGREGATED = {
     "EGConv": lambda a: pyg.EGConv(6, 4, num_heads=2, aggr=a),
     "NNConv": lambda a: pyg.NNConv(6, 4, torch.nn.Linear(3, 24), aggr=a),
     "GMMConv": lambda a: pyg.GMMConv(6, 4, dim=3, kernel_size=2, aggr=a),
+    "GATEConv": lambda a: _gate_conv(a),
 }
+
+
+def _gate_conv(aggr):
+    """AttentiveFP's GATEConv (not exported by torch_geometric.nn), with ``aggr`` set as
+    PyG's MessagePassing takes it."""
+    from torch_geometric.nn.models.attentive_fp import GATEConv
+    conv = GATEConv(6, 6, 3)
+    conv.aggr = aggr
+    return conv
 
 
 def test_every_converted_class_is_in_the_aggregation_sweep():
@@ -463,6 +473,7 @@ def _call_args(name: str, x, edge_index) -> tuple:
             "GINEConv": (x, edge_index, torch.randn(edge_index.size(1), 6)),
             "NNConv": (x, edge_index, torch.randn(edge_index.size(1), 3)),
             "GMMConv": (x, edge_index, torch.rand(edge_index.size(1), 3)),
+            "GATEConv": (x, edge_index, torch.randn(edge_index.size(1), 3)),
             "RGCNConv": (x, edge_index, edge_type),
             "FastRGCNConv": (x, edge_index, edge_type)}.get(name, (x, edge_index))
 

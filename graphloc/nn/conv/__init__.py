@@ -12,6 +12,7 @@ from graphloc.nn.conv.edge_conv import EdgeConv
 from graphloc.nn.conv.eg_conv import EGConv
 from graphloc.nn.conv.fa_conv import FAConv
 from graphloc.nn.conv.gat import GATConv
+from graphloc.nn.conv.gate_conv import GATEConv
 from graphloc.nn.conv.gated_graph import GatedGraphConv
 from graphloc.nn.conv.gatv2 import GATv2Conv
 from graphloc.nn.conv.gcn import GCNConv
@@ -48,7 +49,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LGConv", "LEConv", "SSGConv",
            "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
            "SimpleConv", "RGCNConv", "FastRGCNConv", "ARMAConv", "MFConv", "CGConv", "GeneralConv",
-           "EGConv", "NNConv", "GMMConv", "LiftConv",
+           "EGConv", "NNConv", "GMMConv", "GATEConv", "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
            "register_conv"]
