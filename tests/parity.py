@@ -15,6 +15,19 @@ def parity_graph(seed: int = 0):
     return edge_index, 30
 
 
+def graph_with_edge_features(seed: int = 0, n: int = 14, m: int = 50, width: int = 4,
+                             edge_dim: int = 3, uniform: bool = False):
+    """``(x [n, width], edge_index, edge_attr [E, edge_dim])`` in float64: parallel edges,
+    loops, a hub and isolated nodes; edge features standard normal, or uniform in [0, 1)
+    (pseudo-coordinates)."""
+    edge_index = random_edge_index(n - 2, m, seed=seed, hub_degree=9)
+    edge_index = torch.cat([edge_index, edge_index[:, :4]], 1)  # parallel edges
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, width, dtype=torch.float64, generator=gen)
+    draw = torch.rand if uniform else torch.randn
+    return x, edge_index, draw(edge_index.size(1), edge_dim, dtype=torch.float64, generator=gen)
+
+
 def one_loop_per_node(edge_index: torch.Tensor, num_nodes: int):
     """``edge_index`` with every self-loop after a node's first dropped: where a node has
     several, PyG's gcn_norm sends a gradient to the weights of the loops it does not use

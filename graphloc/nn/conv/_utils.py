@@ -8,8 +8,9 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import is_int_at_least
+from graphloc.checks import is_int_at_least, keyword_arguments
 from graphloc.graph import Graph, graph_of_edges
+from graphloc.nn import aggr as aggregations
 
 
 def as_graph(graph_or_edge_index, x: Tensor | tuple[Tensor, Tensor]) -> Graph:
@@ -284,3 +285,20 @@ def check_first_linear(layer: torch.nn.Module, nn: torch.nn.Module, width: int,
     if first is not None and first.in_features != width:
         raise ValueError(f"{type(layer).__name__}: {given}, but nn's first Linear takes "
                          f"{first.in_features}")
+
+
+def width_keeping_aggregation(owner: str, aggr, aggr_kwargs, width: int, why: str):
+    """PyG's ``aggr`` (a name, a list or a module) as graphloc's aggregation module, checked
+    to keep ``width`` (-1, a lazy width, is not checked): a list concatenated in "cat"
+    mode would widen the messages, which ``why`` says the layer cannot take."""
+    module = aggregations.resolve(aggr, **keyword_arguments(owner, "aggr_kwargs", aggr_kwargs))
+    if width != -1 and module.out_channels_for(width) != width:
+        label = str(aggr) if isinstance(aggr, torch.nn.Module) else aggr
+        raise ValueError(f"{owner}: aggr={label!r} changes the width ({width} -> "
+                         f"{module.out_channels_for(width)}); {why}")
+    return module
+
+
+def mean_of_sums(graph: Graph, summed: Tensor) -> Tensor:
+    """Per node, the sum over its in-edges made their mean (a node without any keeps 0)."""
+    return summed / graph.in_degree().clamp(min=1).to(summed.dtype).unsqueeze(1)

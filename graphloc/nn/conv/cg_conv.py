@@ -8,10 +8,15 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_flags, check_int, keyword_arguments
+from graphloc.checks import check_flags, check_int
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import check_flow, edge_feature_rows, read_inputs
-from graphloc.nn.conv._utils import check_sizes, checked_features_with_root, split_widths
+from graphloc.nn.conv._utils import (
+    check_sizes,
+    checked_features_with_root,
+    split_widths,
+    width_keeping_aggregation,
+)
 
 
 class CGConv(torch.nn.Module):
@@ -66,13 +71,9 @@ class CGConv(torch.nn.Module):
         self.flow = check_flow("CGConv", flow)
         self.channels, self.dim, self.batch_norm = channels, dim, batch_norm
         self.aggr = str(aggr) if isinstance(aggr, torch.nn.Module) else aggr
-        self.aggr_module = aggregations.resolve(
-            aggr, **keyword_arguments("CGConv", "aggr_kwargs", aggr_kwargs))
         src_width, dst_width = split_widths(channels)
-        if self.aggr_module.out_channels_for(dst_width) != dst_width:
-            raise ValueError(f"CGConv: aggr={self.aggr!r} changes the width ({dst_width} -> "
-                             f"{self.aggr_module.out_channels_for(dst_width)}); the output "
-                             "adds x_dst")
+        self.aggr_module = width_keeping_aggregation("CGConv", aggr, aggr_kwargs, dst_width,
+                                                     "the output adds x_dst")
         width = src_width + dst_width + dim
         self.lin_f = torch.nn.Linear(width, dst_width, bias=bias)
         self.lin_s = torch.nn.Linear(width, dst_width, bias=bias)

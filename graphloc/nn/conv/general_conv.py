@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_choice, check_flags, keyword_arguments
+from graphloc.checks import check_choice, check_flags
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import (
     check_flow,
@@ -22,6 +22,7 @@ from graphloc.nn.conv._utils import (
     glorot,
     linear,
     split_widths,
+    width_keeping_aggregation,
 )
 
 _NEGATIVE_SLOPE = 0.2  # PyG's, fixed
@@ -102,13 +103,10 @@ class GeneralConv(torch.nn.Module):
         self.attention, self.attention_type = attention, attention_type
         self.normalize_l2 = l2_normalize  # PyG's attribute name
         self.aggr = str(aggr) if isinstance(aggr, torch.nn.Module) else aggr
-        self.aggr_module = aggregations.resolve(
-            aggr, **keyword_arguments("GeneralConv", "aggr_kwargs", aggr_kwargs))
         width = out_channels * heads
-        if self.aggr_module.out_channels_for(width) != width:
-            raise ValueError(f"GeneralConv: aggr={self.aggr!r} changes the width ({width} -> "
-                             f"{self.aggr_module.out_channels_for(width)}); the heads are "
-                             "averaged over the messages' width")
+        self.aggr_module = width_keeping_aggregation(
+            "GeneralConv", aggr, aggr_kwargs, width,
+            "the heads are averaged over the messages' width")
         src_width, dst_width = split_widths(in_channels)
         # built in PyG's order, each map drawing its initial weights as PyG's does
         self.lin_msg = linear(src_width, width, bias=bias)

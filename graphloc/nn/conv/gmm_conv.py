@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_flags, check_int, keyword_arguments
+from graphloc.checks import check_flags, check_int
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import check_flow, edge_feature_rows, read_inputs
 from graphloc.nn.conv._utils import (
@@ -15,7 +15,9 @@ from graphloc.nn.conv._utils import (
     checked_features,
     glorot,
     glorot_linear,
+    mean_of_sums,
     split_widths,
+    width_keeping_aggregation,
 )
 
 # PyG's: keeps a kernel of width 0 from dividing by 0
@@ -94,12 +96,8 @@ class GMMConv(torch.nn.Module):
         self.kernel_size, self.separate_gaussians = kernel_size, separate_gaussians
         self.root_weight = root_weight
         self.aggr = str(aggr) if isinstance(aggr, torch.nn.Module) else aggr
-        self.aggr_module = aggregations.resolve(
-            aggr, **keyword_arguments("GMMConv", "aggr_kwargs", aggr_kwargs))
-        if self.aggr_module.out_channels_for(out_channels) != out_channels:
-            raise ValueError(f"GMMConv: aggr={self.aggr!r} changes the width ({out_channels} "
-                             f"-> {self.aggr_module.out_channels_for(out_channels)}); the "
-                             "output adds root(x_dst) and the bias")
+        self.aggr_module = width_keeping_aggregation(
+            "GMMConv", aggr, aggr_kwargs, out_channels, "the output adds root(x_dst) and the bias")
         src_width, dst_width = split_widths(in_channels)
         self.rel_in_channels = src_width
         if src_width > 0:
@@ -183,7 +181,7 @@ class GMMConv(torch.nn.Module):
         if isinstance(self.aggr, str) and self.aggr in _LINEAR_AGGREGATIONS:
             out = ops.edge_head_sum(graph, kernels, blocks)
             if self.aggr == "mean":
-                out = out / graph.in_degree().clamp(min=1).to(out.dtype).unsqueeze(1)
+                out = mean_of_sums(graph, out)
             return out
         messages = (blocks.index_select(0, graph.csr.indices.long())
                     * kernels.unsqueeze(-1)).sum(dim=-2)

@@ -6,11 +6,16 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_flags, check_int, keyword_arguments
+from graphloc.checks import check_flags, check_int
 from graphloc.graph import Graph
-from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import check_flow, read_inputs
-from graphloc.nn.conv._utils import check_sizes, checked_features, linear, split_widths
+from graphloc.nn.conv._utils import (
+    check_sizes,
+    checked_features,
+    linear,
+    split_widths,
+    width_keeping_aggregation,
+)
 
 
 class MFConv(torch.nn.Module):
@@ -64,13 +69,9 @@ class MFConv(torch.nn.Module):
         self.in_channels, self.out_channels, self.max_degree = in_channels, out_channels, \
             max_degree
         self.aggr = str(aggr) if isinstance(aggr, torch.nn.Module) else aggr
-        self.aggr_module = aggregations.resolve(
-            aggr, **keyword_arguments("MFConv", "aggr_kwargs", aggr_kwargs))
         src_width, dst_width = split_widths(in_channels)
-        if src_width != -1 and self.aggr_module.out_channels_for(src_width) != src_width:
-            raise ValueError(f"MFConv: aggr={self.aggr!r} changes the width ({src_width} -> "
-                             f"{self.aggr_module.out_channels_for(src_width)}); the degree "
-                             "weights take the input width")
+        self.aggr_module = width_keeping_aggregation(
+            "MFConv", aggr, aggr_kwargs, src_width, "the degree weights take the input width")
         self.lins_l = torch.nn.ModuleList(
             linear(src_width, out_channels, bias=bias) for _ in range(max_degree + 1))
         self.lins_r = torch.nn.ModuleList(

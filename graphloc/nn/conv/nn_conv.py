@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_flags, keyword_arguments
+from graphloc.checks import check_flags
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import check_flow, edge_feature_rows, read_inputs
 from graphloc.nn.conv._utils import (
@@ -18,8 +18,10 @@ from graphloc.nn.conv._utils import (
     check_first_linear,
     check_sizes,
     checked_features,
+    mean_of_sums,
     reset_like_pyg,
     split_widths,
+    width_keeping_aggregation,
 )
 
 # the aggregations the regrouped sum serves (linear in the messages)
@@ -101,12 +103,8 @@ class NNConv(torch.nn.Module):
         self.in_channels, self.out_channels, self.root_weight = in_channels, out_channels, \
             root_weight
         self.aggr = str(aggr) if isinstance(aggr, torch.nn.Module) else aggr
-        self.aggr_module = aggregations.resolve(
-            aggr, **keyword_arguments("NNConv", "aggr_kwargs", aggr_kwargs))
-        if self.aggr_module.out_channels_for(out_channels) != out_channels:
-            raise ValueError(f"NNConv: aggr={self.aggr!r} changes the width ({out_channels} "
-                             f"-> {self.aggr_module.out_channels_for(out_channels)}); the "
-                             "output adds lin(x_dst) and the bias")
+        self.aggr_module = width_keeping_aggregation(
+            "NNConv", aggr, aggr_kwargs, out_channels, "the output adds lin(x_dst) and the bias")
         self.nn = nn
         self.in_channels_l, dst_width = split_widths(in_channels)
         self.lin = _UniformLinear(dst_width, out_channels) if root_weight else None
@@ -208,7 +206,7 @@ class NNConv(torch.nn.Module):
             products = x_src @ maps.permute(1, 0, 2).reshape(width_in, blocks * width_out)
             out = ops.edge_head_sum(graph, hidden, products.view(-1, blocks, width_out))
         if self.aggr == "mean":
-            out = out / graph.in_degree().clamp(min=1).to(out.dtype).unsqueeze(1)
+            out = mean_of_sums(graph, out)
         return out
 
     def _edge_messages(self, graph, x_src: Tensor, weight: Tensor) -> Tensor:

@@ -7,10 +7,14 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_flags, check_index, keyword_arguments, whole_numbers
-from graphloc.nn import aggr as aggregations
+from graphloc.checks import check_flags, check_index, whole_numbers
 from graphloc.nn.conv._inputs import check_edge_rows, check_flow, read_inputs, weights_from
-from graphloc.nn.conv._utils import check_sizes, glorot, split_widths
+from graphloc.nn.conv._utils import (
+    check_sizes,
+    glorot,
+    split_widths,
+    width_keeping_aggregation,
+)
 
 
 class RGCNConv(torch.nn.Module):
@@ -79,12 +83,8 @@ class RGCNConv(torch.nn.Module):
         self.num_relations, self.num_bases, self.num_blocks = num_relations, num_bases, num_blocks
         self.in_channels_l, self.is_sorted = src_width, is_sorted
         self.aggr = str(aggr) if isinstance(aggr, torch.nn.Module) else aggr
-        self.aggr_module = aggregations.resolve(
-            aggr, **keyword_arguments("RGCNConv", "aggr_kwargs", aggr_kwargs))
-        if self.aggr_module.out_channels_for(src_width) != src_width:
-            raise ValueError(f"RGCNConv: aggr={self.aggr!r} changes the width "
-                             f"({src_width} -> {self.aggr_module.out_channels_for(src_width)}); "
-                             "the relation weights take the input width")
+        self.aggr_module = width_keeping_aggregation(
+            "RGCNConv", aggr, aggr_kwargs, src_width, "the relation weights take the input width")
         self.weight, self.comp = self._relation_parameters(src_width, out_channels)
         self.root = torch.nn.Parameter(torch.empty(dst_width, out_channels)) \
             if root_weight else None

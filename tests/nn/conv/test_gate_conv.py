@@ -2,8 +2,8 @@ import inspect
 
 import pytest
 import torch
-from helpers import random_edge_index, reference_ops
-from parity import assert_twins_agree
+from helpers import reference_ops
+from parity import assert_twins_agree, graph_with_edge_features
 from torch_geometric.nn.models import AttentiveFP
 from torch_geometric.nn.models.attentive_fp import GATEConv as PyGGATEConv
 from torch_geometric.utils import to_torch_coo_tensor
@@ -26,14 +26,8 @@ def seeded_gate_twins(*args, **kwargs):
     return twins
 
 
-def _graph(seed=0, n=14, m=50, width=5, edge_dim=3):
-    """Parallel edges, loops, a hub and isolated nodes, with edge features."""
-    edge_index = random_edge_index(n - 2, m, seed=seed, hub_degree=9)
-    edge_index = torch.cat([edge_index, edge_index[:, :4]], 1)
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, width, dtype=torch.float64, generator=gen)
-    edge_attr = torch.randn(edge_index.size(1), edge_dim, dtype=torch.float64, generator=gen)
-    return x, edge_index, edge_attr
+def _graph(seed=0):
+    return graph_with_edge_features(seed, width=5)
 
 
 def test_matches_pyg_with_gradients():

@@ -3,8 +3,13 @@ import math
 import pytest
 import torch
 import torch_geometric.nn as pyg
-from helpers import random_edge_index, reference_ops
-from parity import assert_special_values_agree, assert_twins_agree, seeded_twins
+from helpers import reference_ops
+from parity import (
+    assert_special_values_agree,
+    assert_twins_agree,
+    graph_with_edge_features,
+    seeded_twins,
+)
 from torch_geometric.utils import to_torch_coo_tensor, to_torch_csr_tensor
 
 import graphloc.nn as gl
@@ -13,14 +18,8 @@ from graphloc.nn import from_pyg
 
 
 def _graph(seed=0, n=14, m=50, dim=3):
-    """Parallel edges, loops, a hub and isolated nodes, with pseudo-coordinates in [0, 1)
-    (MoNet's polar or Cartesian offsets)."""
-    edge_index = random_edge_index(n - 2, m, seed=seed, hub_degree=9)
-    edge_index = torch.cat([edge_index, edge_index[:, :4]], 1)
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, 4, dtype=torch.float64, generator=gen)
-    pseudo = torch.rand(edge_index.size(1), dim, dtype=torch.float64, generator=gen)
-    return x, edge_index, pseudo
+    """With pseudo-coordinates in [0, 1) (MoNet's polar or Cartesian offsets)."""
+    return graph_with_edge_features(seed, n, m, edge_dim=dim, uniform=True)
 
 
 @pytest.mark.parametrize("separate", [False, True])

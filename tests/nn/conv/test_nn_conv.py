@@ -1,8 +1,8 @@
 import pytest
 import torch
 import torch_geometric.nn as pyg
-from helpers import random_edge_index, reference_ops
-from parity import assert_special_values_agree, assert_twins_agree
+from helpers import reference_ops
+from parity import assert_special_values_agree, assert_twins_agree, graph_with_edge_features
 from torch_geometric.utils import to_torch_coo_tensor, to_torch_csr_tensor
 
 import graphloc.nn as gl
@@ -38,14 +38,8 @@ def seeded_nn_twins(in_channels, out_channels, kind="mlp", **kwargs):
     return twins
 
 
-def _graph(seed=0, n=14, m=50, edge_dim=3):
-    """Parallel edges, loops, a hub and isolated nodes, with edge features."""
-    edge_index = random_edge_index(n - 2, m, seed=seed, hub_degree=9)
-    edge_index = torch.cat([edge_index, edge_index[:, :4]], 1)
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, 4, dtype=torch.float64, generator=gen)
-    edge_attr = torch.randn(edge_index.size(1), edge_dim, dtype=torch.float64, generator=gen)
-    return x, edge_index, edge_attr
+def _graph(seed=0):
+    return graph_with_edge_features(seed)
 
 
 def _count_regrouped(monkeypatch) -> list:
