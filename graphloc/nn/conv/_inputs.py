@@ -170,6 +170,19 @@ def edge_feature_rows(layer: torch.nn.Module, inputs: ConvInputs, edge_attr: Ten
     return edge_attr
 
 
+def required_edge_feature_rows(layer: torch.nn.Module, inputs: ConvInputs,
+                               edge_attr: Tensor | None, width: int, option: str,
+                               what: str = "edge features") -> Tensor:
+    """``edge_feature_rows`` for a layer that cannot run without them: none is a
+    ``ValueError`` naming ``what`` the layer needs (its ``width``, 0 for any)."""
+    rows = edge_feature_rows(layer, inputs, edge_attr, width, option)
+    if rows is None:
+        shape = f"[E, {width}]" if width else "[E, D]"
+        raise ValueError(f"{type(layer).__name__} needs {what}: pass edge_attr {shape} (or a "
+                         "Graph or sparse adjacency that carries them)")
+    return rows
+
+
 def mapped_edge_features(layer: torch.nn.Module, lin: torch.nn.Module,
                          edge_attr: Tensor) -> Tensor:
     """``lin(edge_attr)`` for edge features ``[E, D]``: ``D`` checked against the map's

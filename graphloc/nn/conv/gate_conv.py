@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.nn.conv._inputs import check_flow, edge_feature_rows, read_one_node_set
+from graphloc.nn.conv._inputs import check_flow, read_one_node_set, required_edge_feature_rows
 from graphloc.nn.conv._utils import (
     check_dropouts,
     check_input,
@@ -98,11 +98,8 @@ class GATEConv(torch.nn.Module):
         inputs = read_one_node_set(self, x, edge_index, "its scores read x_i and x_j")
         x = inputs.x_src
         check_input(self, x, self.in_channels, "x")
-        edge_attr = edge_feature_rows(self, inputs, edge_attr, self.edge_dim, "edge_dim")
-        if edge_attr is None:
-            raise ValueError(f"GATEConv needs edge features: pass edge_attr [E, "
-                             f"{self.edge_dim}] (or a Graph or sparse adjacency that "
-                             "carries them)")
+        edge_attr = required_edge_feature_rows(self, inputs, edge_attr, self.edge_dim,
+                                               "edge_dim")
         if self.in_channels != self.out_channels:
             raise ValueError(f"GATEConv: lin2 maps the messages x_j of {self.in_channels} "
                              f"channels but takes {self.out_channels}: build it with "

@@ -9,7 +9,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._inputs import check_flow, edge_feature_rows, read_inputs
+from graphloc.nn.conv._inputs import check_flow, read_inputs, required_edge_feature_rows
 from graphloc.nn.conv._utils import (
     check_sizes,
     checked_features,
@@ -136,10 +136,8 @@ class GMMConv(torch.nn.Module):
         inputs = read_inputs(self, x, edge_index, size)
         x_src, x_dst = checked_features(self, inputs, self.in_channels)
         self._materialize(x_src)
-        pseudo = edge_feature_rows(self, inputs, edge_attr, self.dim, "dim")
-        if pseudo is None:
-            raise ValueError(f"GMMConv needs pseudo-coordinates: pass edge_attr [E, "
-                             f"{self.dim}] (or a Graph or sparse adjacency that carries them)")
+        pseudo = required_edge_feature_rows(self, inputs, edge_attr, self.dim, "dim",
+                                            "pseudo-coordinates")
         graph = inputs.graph.in_csr_order()
         pseudo = inputs.graph.to_csr_order(pseudo).to(self.mu.dtype)
         if self.separate_gaussians:

@@ -12,7 +12,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._inputs import check_flow, edge_feature_rows, read_inputs
+from graphloc.nn.conv._inputs import check_flow, read_inputs, required_edge_feature_rows
 from graphloc.nn.conv._utils import (
     can_branch_on_values,
     check_first_linear,
@@ -127,10 +127,7 @@ class NNConv(torch.nn.Module):
                 edge_attr: Tensor | None = None, size: tuple[int, int] | None = None) -> Tensor:
         inputs = read_inputs(self, x, edge_index, size)
         x_src, x_dst = checked_features(self, inputs, self.in_channels)
-        edge_attr = edge_feature_rows(self, inputs, edge_attr, 0, "nn")
-        if edge_attr is None:
-            raise ValueError("NNConv needs edge features: pass edge_attr [E, D] (or a Graph "
-                             "or sparse adjacency that carries them)")
+        edge_attr = required_edge_feature_rows(self, inputs, edge_attr, 0, "nn")
         check_first_linear(self, self.nn, edge_attr.size(1),
                            f"edge_attr has {edge_attr.size(1)} features per edge")
         graph = inputs.graph.in_csr_order()
