@@ -420,7 +420,8 @@ def _carried_edge_features(model: torch.nn.Module, graph: Graph) -> Tensor | Non
     from graphloc.nn.convert import has_pyg_message_passing
     if has_pyg_message_passing(model):
         warnings.warn("the graph has edge_attr, which the PyG model does not get: influence "
-                      "calls model(x, edge_index), as PyG's total_influence does", stacklevel=4)
+                      "calls model(x, edge_index), as PyG's total_influence does",
+                      stacklevel=caller_stacklevel())
         return None
     return graph.to_csr_order(graph.edge_attr)
 
@@ -521,8 +522,8 @@ def _verify_locality(model, x: Tensor, graph: Graph, seed: int, locality: int,
     far = hops > locality
     if not far.any():
         return  # the seed's component lies within L hops: nothing beyond to perturb
-    edge_index = _structure(torch.stack([src, dst]).to(device), len(nodes),
-                            _rows_at(features, positions))
+    structure = _structure(torch.stack([src, dst]).to(device), len(nodes),
+                           _rows_at(features, positions))
     x_ball = x[nodes].detach().to(device)
     moved, far = x_ball.clone(), far.to(device)
     gen = torch.Generator().manual_seed(0)
@@ -532,8 +533,8 @@ def _verify_locality(model, x: Tensor, graph: Graph, seed: int, locality: int,
     model.eval()
     try:
         with torch.no_grad():
-            before = _node_outputs(model, x_ball, edge_index)[0]
-            after = _node_outputs(model, moved, edge_index)[0]
+            before = _node_outputs(model, x_ball, structure)[0]
+            after = _node_outputs(model, moved, structure)[0]
     finally:
         model.train(was_training)
     if not torch.allclose(before, after, rtol=1e-5, atol=1e-6 * (1 + float(before.abs().max()))):
@@ -772,6 +773,8 @@ def _subgraph_jacobian_l1(model, x: Tensor, edge_index: Tensor, hop: Tensor, roo
 
 
 def _node_outputs(model, x: Tensor, structure) -> Tensor:
+    """The model's rows on a subgraph (``structure``: its edge_index, or a Graph carrying
+    edge features), checked to be one tensor with a row per node."""
     out = model(x, structure)
     if not isinstance(out, Tensor):
         raise TypeError(f"the model returned a {type(out).__name__}: influence needs one "
