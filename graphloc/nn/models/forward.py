@@ -23,12 +23,14 @@ layer is detached, so each layer's loss reaches only its own parameters (tested)
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_int, check_number, whole_numbers
+from graphloc.checks import caller_stacklevel, check_int, check_number, whole_numbers
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph
@@ -49,7 +51,13 @@ def unit_rows(x: Tensor) -> Tensor:
 def with_class_nodes(graph: Graph, links: Tensor, num_classes: int) -> Graph:
     """``graph`` with ``num_classes`` virtual nodes appended (ids N..N+C-1) and, for each
     node i with ``links[i] >= 0``, edges i -> N + links[i] and back. Edge weights and
-    features of ``graph`` are not carried (the official backbones ignore them too)."""
+    features of ``graph`` are not carried (the official backbones ignore them too), and a
+    Graph that has some is told so: a conv that reads them (built with ``edge_dim``, say)
+    would otherwise compute without them on these procedures only, quietly."""
+    if graph.edge_attr is not None:
+        warnings.warn("ForwardGNN: the graph's edge_attr is not carried onto the graph with "
+                      "class nodes (the official ForwardGNN ignores edge features): the convs "
+                      "compute without them", stacklevel=caller_stacklevel())
     n = graph.num_nodes
     nodes = (links >= 0).nonzero().flatten()
     virtual = n + links[nodes]

@@ -310,3 +310,15 @@ def test_layer_losses_under_autocast(procedure, dtype):
     low.backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
     torch.testing.assert_close(low.float(), full, rtol=1e-2, atol=1e-3)
+
+
+def test_a_graphs_edge_features_are_said_to_stay_off_the_class_node_graph():
+    """The virtual-node procedures compute on a graph with class nodes, which carries no
+    edge features (the official code reads none): a Graph that has some is warned, and the
+    scores are those of the graph without them."""
+    model, x, graph, y, train = _model("ff-vn")
+    with_features = Graph(graph.edge_index, N, edge_attr=torch.randn(graph.num_edges, 2))
+    with pytest.warns(UserWarning, match="edge_attr is not carried onto the graph with class "
+                                         "nodes"):
+        scores = model.eval()(x, with_features, evaluated=train)
+    torch.testing.assert_close(scores, model(x, graph, evaluated=train))
