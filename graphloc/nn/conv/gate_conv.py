@@ -62,7 +62,9 @@ class GATEConv(torch.nn.Module):
     ``edge_dim``, is a ``ValueError`` naming ``edge_dim`` (PyG's fails in a ``cat`` or a
     matrix product), and so is a layer of ``in_channels != out_channels`` (PyG's builds it,
     then fails in ``lin2``); integer edge features are taken in the layer's dtype (PyG's
-    fails in the ``cat``).
+    fails in the ``cat``); a destination whose scores are all -inf (an infinite ``x_i``
+    against a negative entry of ``att_r``) gets weights 0, as a masked row (PyG's softmax
+    gives NaN).
     """
 
     def __init__(self, in_channels: int, out_channels: int, edge_dim: int,

@@ -98,6 +98,28 @@ def test_special_values_give_pygs_numbers():
                                equal_nan=True)
 
 
+def test_a_destination_whose_scores_are_all_minus_inf_weighs_its_edges_0():
+    """x_i = +inf against a negative att_r entry: every score of node i is -inf. graphloc's
+    rule for a masked row (weights 0: the output is the bias), where PyG's softmax gives
+    NaN; the other nodes as PyG's."""
+    x, edge_index, edge_attr = _graph(seed=7)
+    ours, theirs = seeded_gate_twins(5, 5, 3)
+    with torch.no_grad():
+        for conv in (ours, theirs):
+            conv.att_r[0, 0] = -1.0
+            conv.bias.uniform_(-1, 1, generator=torch.Generator().manual_seed(0))
+    # a node with in-edges, none from itself (an infinite source row times weight 0 is
+    # NaN, the documented exception)
+    hub = next(i for i in edge_index[1].unique().tolist()
+               if not ((edge_index[1] == i) & (edge_index[0] == i)).any())
+    x[hub, 0] = float("inf")
+    got, want = ours(x, edge_index, edge_attr), theirs(x, edge_index, edge_attr)
+    assert want[hub].isnan().all()
+    torch.testing.assert_close(got[hub], ours.bias)
+    others = torch.arange(x.size(0)) != hub
+    torch.testing.assert_close(got[others], want[others], equal_nan=True)
+
+
 def test_sparse_adjacencies_and_graphs_carry_the_edge_features():
     x, edge_index, edge_attr = _graph(seed=5)
     edge_index = torch.unique(edge_index, dim=1)
