@@ -20,6 +20,7 @@ from torch import Tensor
 from torch.utils._pytree import tree_flatten
 
 from graphloc.nn import conv as gl_conv
+from graphloc.nn.conv._utils import CALL_HOOKS, has_call_hooks
 
 #: graphloc activation names of the torch activations a BasicGNN may use
 _ACT_NAMES = {torch.nn.ReLU: "relu", torch.nn.GELU: "gelu", torch.nn.ELU: "elu",
@@ -503,10 +504,6 @@ def _convert_conv(conv) -> torch.nn.Module:
 _STEP_HOOKS = tuple(f"_{step}_forward{kind}_hooks" for step in (
     "propagate", "message", "aggregate", "message_and_aggregate", "edge_update")
     for kind in ("_pre", ""))
-# torch's hooks around a module's call (register_forward_hook and its kin)
-_CALL_HOOKS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks",
-               "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
-               "_backward_pre_hooks", "_backward_hooks")
 
 
 # PyG's caches of cached=True convs (GCNConv, APPNP, GCN2Conv, FAConv; SGConv; SSGConv)
@@ -529,17 +526,13 @@ def _check_pyg_steps(conv) -> None:
              "explain mode (an explainer's edge mask, which graphloc's conv does not apply)")
 
 
-def _has_call_hooks(module: torch.nn.Module) -> bool:
-    return any(getattr(module, attr, None) for attr in _CALL_HOOKS)
-
-
 def _carry_call_hooks(conv, ours: torch.nn.Module) -> None:
     """The conv's own forward and backward hooks, on graphloc's conv (copies of torch's
     hook tables: the caller's conv keeps its own). A hooked submodule must be in graphloc's
     conv under its name with its hooks (GIN's network is a copy); a map graphloc's conv
     reads as a weight (PyG's ``lin``) would not call its hooks, so such a conv is kept."""
     for name, sub in conv.named_modules():
-        if not name or not _has_call_hooks(sub):
+        if not name or not has_call_hooks(sub):
             continue
         try:
             twin = ours.get_submodule(name)
@@ -547,9 +540,9 @@ def _carry_call_hooks(conv, ours: torch.nn.Module) -> None:
             twin = None
         _require(twin is not None and all(
             list(getattr(twin, attr).values()) == list(getattr(sub, attr).values())
-            for attr in _CALL_HOOKS if hasattr(sub, attr)),
+            for attr in CALL_HOOKS if hasattr(sub, attr)),
             f"hooks on its submodule {name!r}, which graphloc's conv does not call")
-    for attr in _CALL_HOOKS:
+    for attr in CALL_HOOKS:
         if hasattr(conv, attr):
             setattr(ours, attr, copy.copy(getattr(conv, attr)))
     ours._is_full_backward_hook = conv._is_full_backward_hook
@@ -563,7 +556,7 @@ def _basic_gnn(model) -> torch.nn.Module:
              "jumping knowledge (graphloc's GNN has none)")
     _require(not model.act_first or model.act is None, "act_first=True")
     hooked = [name or "the model" for name, m in model.named_modules()
-              if _has_call_hooks(m) and not name.startswith("convs.")]
+              if has_call_hooks(m) and not name.startswith("convs.")]
     _require(not hooked, f"hooks on {', '.join(hooked)} (GNN builds its own)")
     act = model.act
     act_name = "identity" if act is None else _ACT_NAMES.get(type(act))

@@ -10,6 +10,7 @@ from graphloc import ops
 from graphloc.checks import check_choice
 from graphloc.nn.conv._inputs import check_flow, read_inputs
 from graphloc.nn.conv._utils import (
+    all_finite,
     can_branch_on_values,
     check_first_linear,
     check_input,
@@ -108,7 +109,7 @@ def _may_regroup(first: torch.nn.Linear, x_src: Tensor, x_dst: Tensor) -> bool:
         return False
     if torch.is_autocast_enabled(x_src.device.type):
         return False
-    return bool(torch.isfinite(x_src.sum())) and bool(torch.isfinite(x_dst.sum()))
+    return all_finite(x_src) and all_finite(x_dst)
 
 
 def _first_product(first: torch.nn.Linear, x_src: Tensor, x_dst: Tensor, src: Tensor,

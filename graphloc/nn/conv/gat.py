@@ -20,6 +20,7 @@ from graphloc.nn.conv._inputs import (
     read_inputs,
 )
 from graphloc.nn.conv._utils import (
+    all_finite,
     can_branch_on,
     can_branch_on_values,
     check_dropouts,
@@ -68,7 +69,7 @@ class _HeadDots(torch.autograd.Function):
         A, H, C = att.shape
         # in the product's dtype (autograd casts the gradients back to h's and att's)
         h, att = h.to(grad.dtype), att.to(grad.dtype)
-        if can_branch_on(grad) and bool(torch.isfinite(grad.sum())):
+        if can_branch_on(grad) and all_finite(grad):
             grad_h = grad @ block_diagonal(att).t()
             # (grad^T h)[a * H + j, h * C + c]: vector a's head j against head h's channel c
             products = (grad.t() @ h).view(A, H, H, C)
@@ -95,9 +96,8 @@ def head_dots(h: Tensor, *atts: Tensor) -> Tensor:
     H, C = atts[0].shape[1:]
     if H == 1 or can_branch_on_values():
         out = _HeadDots.apply(h, torch.cat(atts, dim=0))
-        # a sum is finite only if every entry is (and overflows rarely: then the exact
-        # path, at its cost); 40 times faster than isfinite(out).all() at [200,000, 8]
-        if H == 1 or bool(torch.isfinite(out.sum())):
+        # (all_finite: 40 times faster than isfinite(out).all() at [200,000, 8])
+        if H == 1 or all_finite(out):
             return out
     per_head = (h.view(-1, 1, H, C) * torch.cat(atts, dim=0)).sum(-1)  # [N, len(atts), H]
     return per_head.reshape(-1, len(atts) * H)

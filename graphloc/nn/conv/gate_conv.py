@@ -126,9 +126,8 @@ class GATEConv(torch.nn.Module):
         # in place on the gathered rows: one [E, out] tensor kept, not three
         h = F.linear(x, node_block).index_select(0, graph.csr.indices.long())
         h = F.leaky_relu(h.add_(F.linear(edge_attr, edge_block)), _SLOPE, inplace=True)
-        rows = torch.repeat_interleave(torch.arange(graph.num_nodes, device=x.device),
-                                       graph.csr.degree().long(), output_size=graph.num_edges)
-        at_dst = (x @ self.att_r.t()).squeeze(-1).index_select(0, rows)
+        # graph is in CSR order: edge_index[1] is each edge's destination, in that order
+        at_dst = (x @ self.att_r.t()).squeeze(-1).index_select(0, graph.edge_index[1])
         return F.leaky_relu((h @ self.att_l.t()).squeeze(-1) + at_dst, _SLOPE)
 
     def __repr__(self) -> str:  # PyG's (MessagePassing's, which finds no in_channels there)

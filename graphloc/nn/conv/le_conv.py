@@ -10,6 +10,7 @@ from graphloc.checks import check_flags
 from graphloc.graph import Graph
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
+    all_finite,
     can_branch_on_values,
     check_sizes,
     checked_features,
@@ -94,10 +95,8 @@ def neighbour_differences(graph: Graph, a: Tensor, b: Tensor, weight: Tensor | N
     the per-edge differences, where an infinite ``b_i`` meets each edge as in PyG's (and
     under ``torch.compile`` or ``torch.func``, which cannot branch on values)."""
     src, dst = graph.edge_index
-    # a sum is finite only if every entry is (one that overflows takes the per-edge path,
-    # at its cost): far cheaper than isfinite(b).all()
-    if not can_branch_on_values() or not bool(torch.isfinite(b.sum())) or (
-            weight is not None and not bool(torch.isfinite(weight.sum()))):
+    if not can_branch_on_values() or not all_finite(b) or (
+            weight is not None and not all_finite(weight)):
         messages = a.index_select(0, src) - b.index_select(0, dst)
         if weight is not None:
             messages = messages * weight.unsqueeze(-1)

@@ -14,10 +14,12 @@ from graphloc.checks import check_flags
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import check_flow, read_inputs, required_edge_feature_rows
 from graphloc.nn.conv._utils import (
+    all_finite,
     can_branch_on_values,
     check_first_linear,
     check_sizes,
     checked_features,
+    has_call_hooks,
     mean_of_sums,
     reset_like_pyg,
     split_widths,
@@ -155,7 +157,7 @@ class NNConv(torch.nn.Module):
         split = _split_last_linear(self.nn)
         if split is not None and self._may_regroup(split[1], x_src):
             hidden = split[0](edge_attr)
-            if hidden.dim() == 2 and _all_finite(hidden):
+            if hidden.dim() == 2 and all_finite(hidden):
                 return self._regrouped(graph, x_src, hidden, split[1])
             weight = split[1](hidden)
         else:
@@ -177,8 +179,8 @@ class NNConv(torch.nn.Module):
         if _has_hooks(self.nn) or _has_hooks(last) or \
                 last.out_features != self.in_channels_l * self.out_channels:
             return False
-        return _all_finite(x_src) and _all_finite(last.weight) and \
-            (last.bias is None or _all_finite(last.bias))
+        return all_finite(x_src) and all_finite(last.weight) and \
+            (last.bias is None or all_finite(last.bias))
 
     def _regrouped(self, graph, x_src: Tensor, hidden: Tensor,
                    last: torch.nn.Linear) -> Tensor:
@@ -246,13 +248,7 @@ def _split_last_linear(nn: torch.nn.Module):
 
 
 def _has_hooks(module: torch.nn.Module) -> bool:
-    return bool(module._forward_hooks or module._forward_pre_hooks or
-                module._backward_hooks or module._backward_pre_hooks or
-                torch.nn.modules.module._global_forward_hooks or
-                torch.nn.modules.module._global_forward_pre_hooks)
-
-
-def _all_finite(t: Tensor) -> bool:
-    """One pass (a sum that overflows reads as not finite: PyG's path then, which is
-    never wrong)."""
-    return bool(torch.isfinite(t.sum()))
+    """Hooks on the module's call, or global ones (which every call would run)."""
+    return has_call_hooks(module) or \
+        bool(torch.nn.modules.module._global_forward_hooks or
+             torch.nn.modules.module._global_forward_pre_hooks)
