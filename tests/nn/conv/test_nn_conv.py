@@ -119,17 +119,22 @@ def test_the_formula_node_by_node(aggr, width_out):
 @pytest.mark.parametrize("width_out", [8, 3])
 def test_the_regrouped_sum_is_as_close_to_the_exact_value_as_pygs(width_out):
     """A hub of 2,000 neighbours in float32: graphloc's regrouped sum and PyG's per-edge
-    products, each against the float64 value of the same layer."""
-    gen = torch.Generator().manual_seed(4)
+    products, each against the float64 value of the same layer, the largest error over six
+    draws (one draw's errors are each a few float32 roundings of the hub's sum, and which
+    side is closer on a given draw depends on the processor's GEMM kernels)."""
     n = 2001
     edge_index = torch.stack([torch.arange(1, n), torch.zeros(n - 1, dtype=torch.long)])
-    x = torch.randn(n, 8, generator=gen)
-    edge_attr = torch.randn(n - 1, 3, generator=gen)
-    ours, theirs = seeded_nn_twins(8, width_out)
-    exact = theirs(x.double(), edge_index, edge_attr.double())
-    ours, theirs = ours.float(), theirs.float()
-    ours_error = (ours(x, edge_index, edge_attr).double() - exact).abs().max()
-    theirs_error = (theirs(x, edge_index, edge_attr).double() - exact).abs().max()
+    ours_error = theirs_error = 0.0
+    for seed in range(4, 10):
+        gen = torch.Generator().manual_seed(seed)
+        x = torch.randn(n, 8, generator=gen)
+        edge_attr = torch.randn(n - 1, 3, generator=gen)
+        ours, theirs = seeded_nn_twins(8, width_out)
+        exact = theirs(x.double(), edge_index, edge_attr.double())
+        ours, theirs = ours.float(), theirs.float()
+        ours_error = max(ours_error, (ours(x, edge_index, edge_attr).double() - exact).abs().max())
+        theirs_error = max(theirs_error,
+                           (theirs(x, edge_index, edge_attr).double() - exact).abs().max())
     assert ours_error <= 2 * theirs_error + 1e-6
 
 
