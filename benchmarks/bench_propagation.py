@@ -2,8 +2,8 @@
 GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with the
 softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
 ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv, ARMAConv, MFConv, CGConv,
-GeneralConv, EGConv, NNConv, GMMConv, GATEConv) against PyG's, forward + backward, on the
-two benchmark graphs.
+GeneralConv, EGConv, NNConv, GMMConv, GATEConv, FeaStConv) against PyG's, forward +
+backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
@@ -89,6 +89,8 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     "GMMConv(64, 64, dim=2, kernel_size=3)": "GMMConv(64, 64, dim=2, kernel_size=3)",
     # AttentiveFP's first layer on 4 edge features (PyG's lives in its models package)
     "GATEConv(64, 64, edge_dim=4)": "GATEConv(64, 64, 4)",
+    # FeaStNet's layer: a softmax over 4 heads of u (x_j - x_i) + c weighs 4 maps of x_j
+    "FeaStConv(64, 64, heads=4)": "FeaStConv(64, 64, heads=4)",
 }
 
 

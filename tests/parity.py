@@ -32,12 +32,17 @@ def one_loop_per_node(edge_index: torch.Tensor, num_nodes: int):
     """``edge_index`` with every self-loop after a node's first dropped: where a node has
     several, PyG's gcn_norm sends a gradient to the weights of the loops it does not use
     (test_sg_conv.py), so weight gradients are compared on graphs without them."""
+    return edge_index[:, one_loop_mask(edge_index)], num_nodes
+
+
+def one_loop_mask(edge_index: torch.Tensor) -> torch.Tensor:
+    """The edges ``one_loop_per_node`` keeps (to select their features too)."""
     seen, keep = set(), []
     for src, dst in edge_index.t().tolist():
         keep.append(src != dst or src not in seen)
         if src == dst:
             seen.add(src)
-    return edge_index[:, torch.tensor(keep)], num_nodes
+    return torch.tensor(keep, dtype=torch.bool)
 
 
 def assert_parity(ours: torch.nn.Module, theirs: torch.nn.Module, run_ours, run_theirs,

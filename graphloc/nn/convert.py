@@ -436,6 +436,24 @@ def _gate(conv):
                             conv.lin1.in_features - conv.att_r.size(1), dropout=conv.dropout)
 
 
+def _feast(conv):
+    _require(not isinstance(conv.lin.weight, torch.nn.parameter.UninitializedParameter),
+             "a lazy FeaStConv not called yet (lin and u without a width)")
+    return gl_conv.FeaStConv(conv.lin.weight.size(1), conv.out_channels, heads=conv.heads,
+                             add_self_loops=conv.add_self_loops,
+                             bias=conv.bias is not None, aggr=_aggregation_of(conv))
+
+
+def _pdn(conv):
+    return gl_conv.PDNConv(conv.in_channels, conv.out_channels, conv.edge_dim,
+                           conv.hidden_channels, add_self_loops=conv.add_self_loops,
+                           normalize=conv.normalize, bias=conv.bias is not None)
+
+
+def _wl_continuous(conv):
+    return gl_conv.WLConvContinuous()
+
+
 def _eg(conv):
     return gl_conv.EGConv(conv.in_channels, conv.out_channels, list(conv.aggregators),
                           num_heads=conv.num_heads, num_bases=conv.num_bases,
@@ -455,7 +473,8 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "EdgeConv": _edge, "SimpleConv": _simple, "RGCNConv": _rgcn,
                "FastRGCNConv": _rgcn, "ARMAConv": _arma, "MFConv": _mf,
                "CGConv": _cg, "GeneralConv": _general, "EGConv": _eg, "NNConv": _nn,
-               "GMMConv": _gmm, "GATEConv": _gate}
+               "GMMConv": _gmm, "FeaStConv": _feast,
+               "PDNConv": _pdn, "WLConvContinuous": _wl_continuous, "GATEConv": _gate}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -478,7 +497,7 @@ def _used_state(conv, ours: torch.nn.Module) -> dict:
 # its messages, as its PyG conv does by default (PyG's MessagePassing takes aggr= for any)
 _AGGREGATION_CARRIED = ("SAGEConv", "GINConv", "GraphConv", "GatedGraphConv", "GENConv",
                         "PNAConv", "EdgeConv", "SimpleConv", "RGCNConv", "FastRGCNConv",
-                        "MFConv", "CGConv", "GeneralConv", "NNConv", "GMMConv")
+                        "MFConv", "CGConv", "GeneralConv", "NNConv", "GMMConv", "FeaStConv")
 
 
 def _convert_conv(conv) -> torch.nn.Module:

@@ -11,6 +11,7 @@ from graphloc.nn.conv.cluster_gcn import ClusterGCNConv
 from graphloc.nn.conv.edge_conv import EdgeConv
 from graphloc.nn.conv.eg_conv import EGConv
 from graphloc.nn.conv.fa_conv import FAConv
+from graphloc.nn.conv.feast_conv import FeaStConv
 from graphloc.nn.conv.gat import GATConv
 from graphloc.nn.conv.gate_conv import GATEConv
 from graphloc.nn.conv.gated_graph import GatedGraphConv
@@ -30,6 +31,7 @@ from graphloc.nn.conv.mf_conv import MFConv
 from graphloc.nn.conv.mixhop import MixHopConv
 from graphloc.nn.conv.multi_edge import MultiEdgeConv
 from graphloc.nn.conv.nn_conv import NNConv
+from graphloc.nn.conv.pdn_conv import PDNConv
 from graphloc.nn.conv.pna import PNAConv
 from graphloc.nn.conv.registry import CONVS, register_conv
 from graphloc.nn.conv.res_gated import ResGatedGraphConv
@@ -43,13 +45,15 @@ from graphloc.nn.conv.tag_conv import TAGConv
 from graphloc.nn.conv.tangnn import TANGNNLayer, TopMAttention
 from graphloc.nn.conv.transformer import TransformerConv
 from graphloc.nn.conv.ugt import UGTLayer
+from graphloc.nn.conv.wl_conv_continuous import WLConvContinuous
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
            "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LGConv", "LEConv", "SSGConv",
            "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
            "SimpleConv", "RGCNConv", "FastRGCNConv", "ARMAConv", "MFConv", "CGConv", "GeneralConv",
-           "EGConv", "NNConv", "GMMConv", "GATEConv", "LiftConv",
+           "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv", "WLConvContinuous", "GATEConv",
+           "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
            "register_conv"]

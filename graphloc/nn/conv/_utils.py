@@ -209,6 +209,41 @@ class _LazyGlorotLinear(torch.nn.LazyLinear):
         reset_glorot(self, self.uniform_bias)
 
 
+def uniform_linear(in_channels: int, out_channels: int) -> torch.nn.Module:
+    """A bias-free Linear initialised as PyG's ``Linear(weight_initializer='uniform')``:
+    uniform in +-1/sqrt(in_features); lazy (drawn at its first call, from that width) when
+    ``in_channels`` is -1."""
+    if in_channels == -1:
+        return _LazyUniformLinear(out_channels)
+    return _UniformLinear(in_channels, out_channels)
+
+
+class _UniformLinear(torch.nn.Linear):
+    """``uniform_linear``'s Linear of a known width (torch's ``__init__`` calls this
+    ``reset_parameters``, as PyG's ``Linear.__init__`` draws its own)."""
+
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__(in_features, out_features, bias=False)
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / math.sqrt(self.in_features)
+        torch.nn.init.uniform_(self.weight, -bound, bound)
+
+
+class _LazyUniformLinear(torch.nn.LazyLinear):
+    """``uniform_linear``'s lazy Linear; once materialised it becomes a ``_UniformLinear``
+    (a plain Linear would reset with torch's initialisation later)."""
+
+    cls_to_become = _UniformLinear
+
+    def __init__(self, out_features: int):
+        super().__init__(out_features, bias=False)
+
+    def reset_parameters(self) -> None:
+        if not self.has_uninitialized_params() and self.in_features:
+            _UniformLinear.reset_parameters(self)
+
+
 def check_dropouts(owner: str, upto_one: bool = False, **probabilities) -> None:
     """Each dropout probability lies in [0, 1), or with ``upto_one`` in [0, 1] (the PyG
     twins: torch's and PyG's dropout take 1, which drops everything)."""

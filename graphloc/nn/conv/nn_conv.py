@@ -4,8 +4,6 @@ by."""
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
@@ -23,6 +21,7 @@ from graphloc.nn.conv._utils import (
     mean_of_sums,
     reset_like_pyg,
     split_widths,
+    uniform_linear,
     width_keeping_aggregation,
 )
 
@@ -109,7 +108,7 @@ class NNConv(torch.nn.Module):
             "NNConv", aggr, aggr_kwargs, out_channels, "the output adds lin(x_dst) and the bias")
         self.nn = nn
         self.in_channels_l, dst_width = split_widths(in_channels)
-        self.lin = _UniformLinear(dst_width, out_channels) if root_weight else None
+        self.lin = uniform_linear(dst_width, out_channels) if root_weight else None
         self.bias = torch.nn.Parameter(torch.empty(out_channels)) if bias else None
         self.reset_parameters()
 
@@ -223,18 +222,6 @@ class NNConv(torch.nn.Module):
     def __repr__(self) -> str:  # PyG's
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
                 f"aggr={self.aggr}, nn={self.nn})")
-
-
-class _UniformLinear(torch.nn.Linear):
-    """A bias-free Linear initialised as PyG's ``Linear(weight_initializer='uniform')``
-    from its construction on: uniform in +-1/sqrt(in_features)."""
-
-    def __init__(self, in_features: int, out_features: int):
-        super().__init__(in_features, out_features, bias=False)
-
-    def reset_parameters(self) -> None:
-        bound = 1.0 / math.sqrt(self.in_features)
-        torch.nn.init.uniform_(self.weight, -bound, bound)
 
 
 def _split_last_linear(nn: torch.nn.Module):
