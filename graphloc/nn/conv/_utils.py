@@ -197,7 +197,10 @@ class _GlorotLinear(torch.nn.Linear):
 
 class _LazyGlorotLinear(torch.nn.LazyLinear):
     """A lazy Linear whose weight takes glorot once its width is known (and a zero bias, or
-    PyG's uniform one)."""
+    PyG's uniform one); once materialised it becomes a ``_GlorotLinear`` (a plain Linear,
+    torch's default, would reset with torch's initialisation afterwards)."""
+
+    cls_to_become = _GlorotLinear
 
     def __init__(self, out_features: int, bias: bool, uniform_bias: bool = False):
         self.uniform_bias = uniform_bias  # read by reset_parameters, which super() calls

@@ -14,7 +14,13 @@ from graphloc.nn.conv._inputs import (
     read_inputs,
     relu_edge_messages,
 )
-from graphloc.nn.conv._utils import check_sizes, checked_features, linear, split_widths
+from graphloc.nn.conv._utils import (
+    check_sizes,
+    checked_features,
+    linear,
+    reset_like_pyg,
+    split_widths,
+)
 
 # the norms of GENConv's MLP, as PyG builds them
 _NORMS = {"batch": lambda width: torch.nn.BatchNorm1d(width, affine=True),
@@ -106,11 +112,11 @@ class GENConv(torch.nn.Module):
         self.mlp = _mlp(widths, norm, bias)
         self.msg_norm = _MessageNorm(learn_msg_scale) if msg_norm else None
 
-    def reset_parameters(self) -> None:
+    def reset_parameters(self) -> None:  # PyG's order; its reset recurses into the MLP
         for module in (self.aggr_module, self.mlp, self.msg_norm, self.lin_src, self.lin_edge,
                        self.lin_aggr_out, self.lin_dst):
-            if module is not None and hasattr(module, "reset_parameters"):
-                module.reset_parameters()
+            if module is not None:
+                reset_like_pyg(module)
 
     def forward(self, x: Tensor | tuple[Tensor, Tensor | None], edge_index,
                 edge_attr: Tensor | None = None, size: tuple[int, int] | None = None) -> Tensor:

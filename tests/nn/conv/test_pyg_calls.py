@@ -855,3 +855,77 @@ def test_a_seed_gives_pygs_initial_parameters(name):
     theirs = theirs()
     torch.manual_seed(0)
     _assert_same_state(ours(), theirs)
+
+
+# lazy widths (-1), each built and first called the same way in both libraries (PyG's
+# MixHopConv and TAGConv fail at a lazy first call)
+LAZY_BUILDS = {
+    "gcn-lazy": lambda M: M.GCNConv(-1, 6), "sage-lazy": lambda M: M.SAGEConv(-1, 6),
+    "gat-lazy": lambda M: M.GATConv(-1, 3, heads=2),
+    "gatv2-lazy": lambda M: M.GATv2Conv(-1, 3, heads=2),
+    "transformer-lazy": lambda M: M.TransformerConv(-1, 3, heads=2),
+    "graph-lazy": lambda M: M.GraphConv(-1, 6), "cheb-lazy": lambda M: M.ChebConv(-1, 6, K=2),
+    "cluster-gcn-lazy": lambda M: M.ClusterGCNConv(-1, 6), "le-lazy": lambda M: M.LEConv(-1, 6),
+    "mf-lazy": lambda M: M.MFConv(-1, 6), "res-gated-lazy": lambda M: M.ResGatedGraphConv(-1, 6),
+    "general-lazy": lambda M: M.GeneralConv(-1, 6), "sg-lazy": lambda M: M.SGConv(-1, 6),
+    # (with one layer PyG's lazy ARMAConv materialises two root steps, one never used)
+    "arma-lazy": lambda M: M.ARMAConv(-1, 6, num_layers=2),
+    "gen-lazy": lambda M: M.GENConv(-1, 6),
+    "feast-lazy": lambda M: M.FeaStConv(-1, 6, heads=2),
+    "gmm-lazy": lambda M: M.GMMConv(-1, 6, dim=2, kernel_size=2),
+}
+
+
+@pytest.mark.parametrize("name", [c[0] for c in CONVS] + sorted(SEEDED_OPTIONS)
+                         + sorted(LAZY_BUILDS))
+def test_a_seeded_reset_after_a_training_call_gives_pygs_parameters(name):
+    """``reset_parameters()`` after a call in training mode, from one seed: PyG's values,
+    buffers included. A lazy conv's Linears became plain torch Linears at their first call,
+    so a reset drew torch's initialisation where PyG's draws glorot or uniform again
+    (GATConv, GMMConv's root, ...); GENConv's reset skipped its MLP (BatchNorm statistics
+    and weights kept). GeneralConv's reset also draws its lin_msg_i, which PyG's leaves
+    (docs/models.md)."""
+    edge_index, n = parity_graph(16)
+    x = torch.randn(n, 8)
+    if name in LAZY_BUILDS:
+        ours, theirs = (lambda: LAZY_BUILDS[name](gl)), (lambda: LAZY_BUILDS[name](pyg))
+    elif name in SEEDED_OPTIONS:
+        ours, theirs = (lambda: SEEDED_OPTIONS[name](gl)), (lambda: SEEDED_OPTIONS[name](pyg))
+    else:
+        ours, theirs = next((c[1], c[2]) for c in CONVS if c[0] == name)
+    twins = []
+    for build in (ours, theirs):
+        torch.manual_seed(0)
+        conv = build().train()
+        _call_once(name, conv, x, edge_index)
+        torch.manual_seed(1)
+        conv.reset_parameters()
+        twins.append(conv)
+    _assert_same_state(*twins, unlike=("lin_msg_i.",) if name.startswith("general") else ())
+
+
+def _call_once(name: str, conv, x, edge_index) -> None:
+    """One call of a conv of ``test_a_seeded_reset_after_a_training_call_gives_pygs_...``
+    with the inputs its options need (a lazy conv's first call fixes its widths)."""
+    edge_index = edge_index[:, torch.argsort(edge_index[1], stable=True)]  # (LSTM's order)
+    num_edges = edge_index.size(1)
+    gen = torch.Generator().manual_seed(2)
+    features = x if "bipartite" not in name else (x, x[:, :4])
+    extra = ()
+    if name in _WITH_EDGE_FEATURES:
+        extra = (torch.randn(num_edges, 3, generator=gen),)
+    elif name.startswith("gmm"):
+        extra = (torch.rand(num_edges, 2, generator=gen),)
+    elif "rgcn" in name:
+        extra = (torch.arange(num_edges) % 3,)
+    if name in ("gcn2-theta", "fa"):
+        conv(x, x, edge_index)
+    elif name == "cg-edge-bn":  # CGConv((8, 4)): x_dst [N, 4] is added to the output
+        conv((x, x[:, :4]), edge_index, *extra)
+    else:
+        conv(features, edge_index, *extra)
+
+
+_WITH_EDGE_FEATURES = ("gine-edge", "gat-edge-residual", "gatv2-edge-shared",
+                       "transformer-edge-beta", "gen-edge", "resgated-edge", "pna-edge-towers",
+                       "cg-edge-bn", "nn-bipartite-mean", "general-undirected-dot", "pdn")
