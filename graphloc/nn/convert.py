@@ -454,6 +454,12 @@ def _wl_continuous(conv):
     return gl_conv.WLConvContinuous()
 
 
+def _signed(conv):
+    return gl_conv.SignedConv(conv.in_channels, conv.out_channels, conv.first_aggr,
+                              bias=conv.lin_pos_r.bias is not None,
+                              aggr=_aggregation_of(conv))
+
+
 def _eg(conv):
     return gl_conv.EGConv(conv.in_channels, conv.out_channels, list(conv.aggregators),
                           num_heads=conv.num_heads, num_bases=conv.num_bases,
@@ -474,7 +480,8 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "FastRGCNConv": _rgcn, "ARMAConv": _arma, "MFConv": _mf,
                "CGConv": _cg, "GeneralConv": _general, "EGConv": _eg, "NNConv": _nn,
                "GMMConv": _gmm, "FeaStConv": _feast,
-               "PDNConv": _pdn, "WLConvContinuous": _wl_continuous, "GATEConv": _gate}
+               "PDNConv": _pdn, "WLConvContinuous": _wl_continuous,
+               "SignedConv": _signed, "GATEConv": _gate}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -497,7 +504,8 @@ def _used_state(conv, ours: torch.nn.Module) -> dict:
 # its messages, as its PyG conv does by default (PyG's MessagePassing takes aggr= for any)
 _AGGREGATION_CARRIED = ("SAGEConv", "GINConv", "GraphConv", "GatedGraphConv", "GENConv",
                         "PNAConv", "EdgeConv", "SimpleConv", "RGCNConv", "FastRGCNConv",
-                        "MFConv", "CGConv", "GeneralConv", "NNConv", "GMMConv", "FeaStConv")
+                        "MFConv", "CGConv", "GeneralConv", "NNConv", "GMMConv", "FeaStConv",
+                        "SignedConv")
 
 
 def _convert_conv(conv) -> torch.nn.Module:

@@ -427,6 +427,7 @@ AGGREGATED = {
     "FeaStConv": lambda a: pyg.FeaStConv(6, 4, heads=2, aggr=a),
     "PDNConv": lambda a: pyg.PDNConv(6, 4, 3, 5, aggr=a),
     "WLConvContinuous": lambda a: _wl_continuous(a),
+    "SignedConv": lambda a: pyg.SignedConv(6, 4, True, aggr=a),
     "GATEConv": lambda a: _gate_conv(a),
 }
 
@@ -486,6 +487,7 @@ def _call_args(name: str, x, edge_index) -> tuple:
             "NNConv": (x, edge_index, torch.randn(edge_index.size(1), 3)),
             "GMMConv": (x, edge_index, torch.rand(edge_index.size(1), 3)),
             "PDNConv": (x, edge_index, torch.randn(edge_index.size(1), 3)),
+            "SignedConv": (x, edge_index, edge_index.flip(0)),
             "GATEConv": (x, edge_index, torch.randn(edge_index.size(1), 3)),
             "RGCNConv": (x, edge_index, edge_type),
             "FastRGCNConv": (x, edge_index, edge_type)}.get(name, (x, edge_index))

@@ -39,6 +39,7 @@ from graphloc.nn.conv.rgcn_conv import FastRGCNConv, RGCNConv
 from graphloc.nn.conv.sage import SAGEConv
 from graphloc.nn.conv.sg_conv import SGConv
 from graphloc.nn.conv.sgformer import SGFormerAttention
+from graphloc.nn.conv.signed_conv import SignedConv
 from graphloc.nn.conv.simple_conv import SimpleConv
 from graphloc.nn.conv.ssg_conv import SSGConv
 from graphloc.nn.conv.tag_conv import TAGConv
@@ -52,7 +53,8 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "TransformerConv", "SGConv", "APPNP", "GCN2Conv", "LGConv", "LEConv", "SSGConv",
            "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
            "SimpleConv", "RGCNConv", "FastRGCNConv", "ARMAConv", "MFConv", "CGConv", "GeneralConv",
-           "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv", "WLConvContinuous", "GATEConv",
+           "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv", "WLConvContinuous", "SignedConv",
+           "GATEConv",
            "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",

@@ -723,7 +723,8 @@ CONV_NAMES = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINECon
               "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv", "LGConv",
               "LEConv", "SSGConv", "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
               "SimpleConv", "ARMAConv", "RGCNConv", "FastRGCNConv", "MFConv", "CGConv",
-              "GeneralConv", "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv", "WLConvContinuous"]
+              "GeneralConv", "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv", "WLConvContinuous",
+              "SignedConv"]
 
 
 def test_forward_arguments_come_in_pygs_positional_order():
@@ -823,6 +824,7 @@ SEEDED_OPTIONS = {
     "nn-bipartite-mean": lambda M: M.NNConv((8, 4), 6, _edge_network(), aggr="mean"),
     "feast-add-no-loops": lambda M: M.FeaStConv(8, 6, heads=3, add_self_loops=False,
                                                 aggr="add"),
+    "signed-later-add": lambda M: M.SignedConv(4, 6, False, aggr="add"),
     "gmm-bipartite-separate": lambda M: M.GMMConv((8, 4), 6, dim=2, kernel_size=3,
                                                   separate_gaussians=True, aggr="add"),
 }
@@ -920,6 +922,8 @@ def _call_once(name: str, conv, x, edge_index) -> None:
         extra = (torch.arange(num_edges) % 3,)
     if name in ("gcn2-theta", "fa"):
         conv(x, x, edge_index)
+    elif name.startswith("signed"):  # (the edges as both signs)
+        conv(x, edge_index, edge_index)
     elif name == "cg-edge-bn":  # CGConv((8, 4)): x_dst [N, 4] is added to the output
         conv((x, x[:, :4]), edge_index, *extra)
     else:
