@@ -272,13 +272,13 @@ CONV_LAYERS = {
     "gmm": lambda: GMMConv(5, 4, dim=3, kernel_size=3),
     "gmm-separate-max": lambda: GMMConv(5, 4, dim=3, kernel_size=2, separate_gaussians=True,
                                         aggr="max"),
-    "gate": lambda: GATEConv(5, 5, edge_dim=3),
+    "gate": lambda: GATEConv(5, 5, edge_dim=3),  # AttentiveFP's (its messages: lin2(x_j))
     # FeaStNet: a softmax over 3 heads weighs each source's maps (per node), then a mean
     "feast": lambda: FeaStConv(5, 4, heads=3),
     "feast-max": lambda: FeaStConv(5, 4, heads=2, add_self_loops=False, aggr="max"),
     # PDN: an edge network on the graph's edge_attr weighs GCN's normalised sum
     "pdn": lambda: PDNConv(5, 4, edge_dim=3, hidden_channels=6),
-    "wl-continuous": lambda: WLConvContinuous(),  # (no parameters)  # AttentiveFP's (its messages: lin2(x_j))
+    "wl-continuous": lambda: WLConvContinuous(),  # (no parameters)
 }
 
 # the layers called conv(x, x_0, graph[, edge_weight]), with the first layer's features

@@ -85,8 +85,8 @@ class SignedConv(torch.nn.Module):
 
     def forward(self, x: Tensor | tuple[Tensor, Tensor], pos_edge_index,
                 neg_edge_index) -> Tensor:
-        positive = read_inputs(self, x, pos_edge_index)
-        negative = read_inputs(self, x, neg_edge_index)
+        positive = self._read(x, pos_edge_index, "pos_edge_index")
+        negative = self._read(x, neg_edge_index, "neg_edge_index")
         width = self.in_channels if self.first_aggr else 2 * self.in_channels
         x_src, x_dst = checked_features_with_root(self, positive, width, "its root maps")
         reduce = _REDUCTIONS[self.aggr]
@@ -102,6 +102,27 @@ class SignedConv(torch.nn.Module):
             out_neg = self.lin_neg_l(torch.cat([at_pos[:, F:], at_neg[:, :F]], dim=-1)) + \
                 self.lin_neg_r(x_dst[:, F:])
         return positive.node_output(torch.cat([out_pos, out_neg], dim=-1))
+
+    def _read(self, x, edges, name: str):
+        """``read_inputs`` of one sign's graph, its errors naming that argument (both are
+        edge lists, which its own messages call ``edge_index``); an error of the features
+        themselves is raised as it is."""
+        try:
+            return read_inputs(self, x, edges)
+        except (TypeError, ValueError) as err:
+            if not self._reads_alone(x):
+                raise
+            raise type(err)(f"{name}: {err}") from None
+
+    def _reads_alone(self, x) -> bool:
+        """Whether the features ``x`` are read on an edgeless graph (their own checks)."""
+        first = x[0] if isinstance(x, (tuple, list)) and x else x
+        device = first.device if isinstance(first, Tensor) else None
+        try:
+            read_inputs(self, x, torch.empty(2, 0, dtype=torch.long, device=device))
+            return True
+        except (TypeError, ValueError):
+            return False
 
     def __repr__(self) -> str:  # PyG's
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "

@@ -723,8 +723,8 @@ CONV_NAMES = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINECon
               "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv", "LGConv",
               "LEConv", "SSGConv", "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
               "SimpleConv", "ARMAConv", "RGCNConv", "FastRGCNConv", "MFConv", "CGConv",
-              "GeneralConv", "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv", "WLConvContinuous",
-              "SignedConv"]
+              "GeneralConv", "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv",
+              "WLConvContinuous", "SignedConv"]
 
 
 def test_forward_arguments_come_in_pygs_positional_order():

@@ -134,5 +134,9 @@ def test_bad_arguments_are_named():
         conv(x[:, :4], pos, neg)
     with pytest.raises(ValueError, match="its root maps"):
         conv((x, None), pos, neg)
-    with pytest.raises(ValueError, match="edge_index"):
+    with pytest.raises(ValueError, match=r"^neg_edge_index: edge_index\[0\] holds 1\d\d"):
         conv(x, pos, neg + 100)
+    with pytest.raises(TypeError, match="^pos_edge_index: .*got NoneType"):
+        conv(x, None, neg)
+    with pytest.raises(TypeError, match="^SignedConv expects floating-point node features"):
+        conv(x.long(), pos, neg)
