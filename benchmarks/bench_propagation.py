@@ -2,16 +2,17 @@
 GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with the
 softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
 ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv, ARMAConv, MFConv, CGConv,
-GeneralConv, EGConv, NNConv, GMMConv, GATEConv, FeaStConv) against PyG's, forward +
-backward, on the two benchmark graphs.
+GeneralConv, EGConv, NNConv, GMMConv, GATEConv, FeaStConv, PDNConv, WLConvContinuous,
+SignedConv) against PyG's, forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
 cancels. The layers are called as PyG's, ``layer(x, edge_index)`` (GCN2Conv
 and FAConv: ``layer(x, x_0, edge_index)``, x_0 = x; RGCNConv: ``layer(x, edge_index,
 edge_type)``; NNConv: ``layer(x, edge_index, edge_attr)`` with 4 edge features and x's first
-``in_channels``; GMMConv: ``layer(x, edge_index, pseudo)``; GATEConv: ``layer(x, edge_index,
-edge_attr)``), with F = 64 features.
+``in_channels``; GMMConv: ``layer(x, edge_index, pseudo)``; GATEConv and PDNConv:
+``layer(x, edge_index, edge_attr)``; SignedConv: ``layer(x, pos_edge_index,
+neg_edge_index)``, the edges split by position), with F = 64 features.
 
     python benchmarks/bench_propagation.py [--turns 7] [--layers GATv2Conv ...] [--memory]
 
@@ -91,6 +92,11 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     "GATEConv(64, 64, edge_dim=4)": "GATEConv(64, 64, 4)",
     # FeaStNet's layer: a softmax over 4 heads of u (x_j - x_i) + c weighs 4 maps of x_j
     "FeaStConv(64, 64, heads=4)": "FeaStConv(64, 64, heads=4)",
+    # PDN's edge network (4 edge features, 32 hidden) weighing GCN's normalised sum
+    "PDNConv(64, 64, edge_dim=4, hidden=32)": "PDNConv(64, 64, 4, 32)",
+    "WLConvContinuous": "WLConvContinuous()",
+    # SGCN's first layer; the edges split by position into positive and negative halves
+    "SignedConv(64, 32, first_aggr=True)": "SignedConv(64, 32, True)",
 }
 
 
@@ -172,6 +178,10 @@ def call_args(layer, x, edge_index) -> tuple:
         return x, edge_index, edge_features(edge_index, layer.dim, uniform=True)
     if name == "GATEConv":
         return x, edge_index, edge_features(edge_index, layer.lin1.in_features - x.size(1))
+    if name == "PDNConv":
+        return x, edge_index, edge_features(edge_index, layer.edge_dim)
+    if name == "SignedConv":
+        return x, edge_index[:, 0::2], edge_index[:, 1::2]
     return x, edge_index
 
 
