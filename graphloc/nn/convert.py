@@ -460,6 +460,16 @@ def _signed(conv):
                               aggr=_aggregation_of(conv))
 
 
+def _hypergraph(conv):
+    lazy = isinstance(conv.lin.weight, torch.nn.parameter.UninitializedParameter)
+    _require(not lazy, "a lazy HypergraphConv not called yet (lin without a width)")
+    return gl_conv.HypergraphConv(  # (PyG's sets heads 1 and concat True without attention)
+        conv.lin.weight.size(1), conv.out_channels, use_attention=conv.use_attention,
+        attention_mode=conv.attention_mode, heads=conv.heads, concat=conv.concat,
+        negative_slope=getattr(conv, "negative_slope", 0.2),
+        dropout=getattr(conv, "dropout", 0.0), bias=conv.bias is not None)
+
+
 def _eg(conv):
     return gl_conv.EGConv(conv.in_channels, conv.out_channels, list(conv.aggregators),
                           num_heads=conv.num_heads, num_bases=conv.num_bases,
@@ -481,7 +491,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "CGConv": _cg, "GeneralConv": _general, "EGConv": _eg, "NNConv": _nn,
                "GMMConv": _gmm, "FeaStConv": _feast,
                "PDNConv": _pdn, "WLConvContinuous": _wl_continuous,
-               "SignedConv": _signed, "GATEConv": _gate}
+               "SignedConv": _signed, "HypergraphConv": _hypergraph, "GATEConv": _gate}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and

@@ -152,7 +152,7 @@ class _MixedModel(torch.nn.Module):
 
 
 def test_pyg_convs_without_an_equivalent_are_reported_as_kept():
-    """A FiLMConv or HypergraphConv stays PyG's; the report lists it, with the warning (it said
+    """A FiLMConv or SuperGATConv stays PyG's; the report lists it, with the warning (it said
     kept: [] and left the user to believe nothing of PyG remained)."""
     x, edge_index = _probe()
     theirs = _MixedModel().eval()
@@ -167,12 +167,12 @@ def test_pyg_convs_without_an_equivalent_are_reported_as_kept():
     assert model == {"converted": False,
                      "reason": "could not convert second: FiLMConv has no graphloc "
                                "equivalent"}
-    alone = pyg.HypergraphConv(6, 4)
+    alone = pyg.SuperGATConv(6, 4)
     with pytest.warns(UserWarning,
-                      match="HypergraphConv: HypergraphConv has no graphloc equivalent"):
-        kept = from_pyg(alone, example=(x, edge_index))
-    assert kept.pyg_conversion["kept"] == [("HypergraphConv",
-                                            "HypergraphConv has no graphloc equivalent")]
+                      match="SuperGATConv: SuperGATConv has no graphloc equivalent"):
+        kept = from_pyg(alone.eval(), example=(x, edge_index))
+    assert kept.pyg_conversion["kept"] == [("SuperGATConv",
+                                            "SuperGATConv has no graphloc equivalent")]
 
 
 def test_a_basic_gnn_is_probed_at_its_input_width():
@@ -428,6 +428,7 @@ AGGREGATED = {
     "PDNConv": lambda a: pyg.PDNConv(6, 4, 3, 5, aggr=a),
     "WLConvContinuous": lambda a: _wl_continuous(a),
     "SignedConv": lambda a: pyg.SignedConv(6, 4, True, aggr=a),
+    "HypergraphConv": lambda a: pyg.HypergraphConv(6, 4, aggr=a),
     "GATEConv": lambda a: _gate_conv(a),
 }
 

@@ -23,6 +23,7 @@ from graphloc.nn.conv.general_conv import GeneralConv
 from graphloc.nn.conv.gin import GINConv, GINEConv
 from graphloc.nn.conv.gmm_conv import GMMConv
 from graphloc.nn.conv.graph_conv import GraphConv
+from graphloc.nn.conv.hypergraph_conv import HypergraphConv
 from graphloc.nn.conv.latte import LATTEConv
 from graphloc.nn.conv.le_conv import LEConv
 from graphloc.nn.conv.lg_conv import LGConv
@@ -54,6 +55,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
            "SimpleConv", "RGCNConv", "FastRGCNConv", "ARMAConv", "MFConv", "CGConv", "GeneralConv",
            "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv", "WLConvContinuous", "SignedConv",
+           "HypergraphConv",
            "GATEConv",
            "LiftConv",
            "MultiEdgeConv",
