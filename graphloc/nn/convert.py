@@ -374,6 +374,13 @@ def _edge(conv):
     return gl_conv.EdgeConv(copy.deepcopy(conv.nn), aggr=conv.aggr)
 
 
+def _point(conv):
+    _require(conv.aggr in ("max", "min", "mean", "add", "sum"),
+             f"aggr={conv.aggr!r} (graphloc's PointNetConv: max, min, mean, add or sum)")
+    return gl_conv.PointNetConv(copy.deepcopy(conv.local_nn), copy.deepcopy(conv.global_nn),
+                                add_self_loops=conv.add_self_loops, aggr=conv.aggr)
+
+
 def _rgcn(conv):
     twin = gl_conv.FastRGCNConv if type(conv).__name__ == "FastRGCNConv" else gl_conv.RGCNConv
     return twin(conv.in_channels, conv.out_channels, conv.num_relations,
@@ -491,7 +498,8 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "CGConv": _cg, "GeneralConv": _general, "EGConv": _eg, "NNConv": _nn,
                "GMMConv": _gmm, "FeaStConv": _feast,
                "PDNConv": _pdn, "WLConvContinuous": _wl_continuous,
-               "SignedConv": _signed, "HypergraphConv": _hypergraph, "GATEConv": _gate}
+               "SignedConv": _signed, "HypergraphConv": _hypergraph,
+               "PointNetConv": _point, "GATEConv": _gate}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -515,7 +523,7 @@ def _used_state(conv, ours: torch.nn.Module) -> dict:
 _AGGREGATION_CARRIED = ("SAGEConv", "GINConv", "GraphConv", "GatedGraphConv", "GENConv",
                         "PNAConv", "EdgeConv", "SimpleConv", "RGCNConv", "FastRGCNConv",
                         "MFConv", "CGConv", "GeneralConv", "NNConv", "GMMConv", "FeaStConv",
-                        "SignedConv")
+                        "SignedConv", "PointNetConv")
 
 
 def _convert_conv(conv) -> torch.nn.Module:

@@ -429,6 +429,7 @@ AGGREGATED = {
     "WLConvContinuous": lambda a: _wl_continuous(a),
     "SignedConv": lambda a: pyg.SignedConv(6, 4, True, aggr=a),
     "HypergraphConv": lambda a: pyg.HypergraphConv(6, 4, aggr=a),
+    "PointNetConv": lambda a: pyg.PointNetConv(torch.nn.Linear(9, 4), aggr=a),
     "GATEConv": lambda a: _gate_conv(a),
 }
 
@@ -489,6 +490,7 @@ def _call_args(name: str, x, edge_index) -> tuple:
             "GMMConv": (x, edge_index, torch.rand(edge_index.size(1), 3)),
             "PDNConv": (x, edge_index, torch.randn(edge_index.size(1), 3)),
             "SignedConv": (x, edge_index, edge_index.flip(0)),
+            "PointNetConv": (x, x[..., :3], edge_index),
             "GATEConv": (x, edge_index, torch.randn(edge_index.size(1), 3)),
             "RGCNConv": (x, edge_index, edge_type),
             "FastRGCNConv": (x, edge_index, edge_type)}.get(name, (x, edge_index))

@@ -34,6 +34,7 @@ from graphloc.nn.conv.multi_edge import MultiEdgeConv
 from graphloc.nn.conv.nn_conv import NNConv
 from graphloc.nn.conv.pdn_conv import PDNConv
 from graphloc.nn.conv.pna import PNAConv
+from graphloc.nn.conv.point_conv import PointNetConv
 from graphloc.nn.conv.registry import CONVS, register_conv
 from graphloc.nn.conv.res_gated import ResGatedGraphConv
 from graphloc.nn.conv.rgcn_conv import FastRGCNConv, RGCNConv
@@ -55,7 +56,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
            "SimpleConv", "RGCNConv", "FastRGCNConv", "ARMAConv", "MFConv", "CGConv", "GeneralConv",
            "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv", "WLConvContinuous", "SignedConv",
-           "HypergraphConv",
+           "HypergraphConv", "PointNetConv",
            "GATEConv",
            "LiftConv",
            "MultiEdgeConv",

@@ -333,6 +333,19 @@ def first_linear(nn: torch.nn.Module):
     return None, None
 
 
+def may_regroup_first_linear(first: torch.nn.Linear, *features: Tensor) -> bool:
+    """Whether a network's first Linear may act on node products instead of each edge's
+    inputs: the same numbers as PyG's only on finite ``features`` (inf - inf is NaN per
+    edge, where the regrouped sums can be finite), where branching on values is allowed,
+    autocast is off (PyG's product runs in its dtype) and no hook waits for the Linear's
+    own call."""
+    if first._forward_hooks or first._forward_pre_hooks or not can_branch_on_values():
+        return False
+    if torch.is_autocast_enabled(features[0].device.type):
+        return False
+    return all(all_finite(t) for t in features)
+
+
 def check_first_linear(layer: torch.nn.Module, nn: torch.nn.Module, width: int,
                        given: str) -> None:
     """A network ``nn`` whose first Linear takes another width than the ``width`` it is

@@ -10,11 +10,10 @@ from graphloc import ops
 from graphloc.checks import check_choice
 from graphloc.nn.conv._inputs import check_flow, read_inputs
 from graphloc.nn.conv._utils import (
-    all_finite,
-    can_branch_on_values,
     check_first_linear,
     check_input,
     first_linear,
+    may_regroup_first_linear,
     reset_like_pyg,
 )
 
@@ -88,7 +87,7 @@ class EdgeConv(torch.nn.Module):
         check_first_linear(self, self.nn, 2 * width, f"x has {width} features, so each "
                            f"edge's [x_i, x_j - x_i] has {2 * width}")
         first, rest = first_linear(self.nn)
-        if first is not None and _may_regroup(first, x_src, x_dst):
+        if first is not None and may_regroup_first_linear(first, x_src, x_dst):
             messages = rest(_first_product(first, x_src, x_dst, src, dst))
         else:
             x_i = x_dst.index_select(0, dst)
@@ -98,18 +97,6 @@ class EdgeConv(torch.nn.Module):
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(nn={self.nn})"
-
-
-def _may_regroup(first: torch.nn.Linear, x_src: Tensor, x_dst: Tensor) -> bool:
-    """Whether the first product may be taken per node: the same numbers as PyG's only on
-    finite features (inf - inf is NaN per edge, where the regrouped sums can be finite),
-    branching on values is allowed, autocast is off (PyG's product runs in its dtype) and
-    no hook waits for the Linear's own call."""
-    if first._forward_hooks or first._forward_pre_hooks or not can_branch_on_values():
-        return False
-    if torch.is_autocast_enabled(x_src.device.type):
-        return False
-    return all_finite(x_src) and all_finite(x_dst)
 
 
 def _first_product(first: torch.nn.Linear, x_src: Tensor, x_dst: Tensor, src: Tensor,

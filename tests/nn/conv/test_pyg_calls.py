@@ -724,7 +724,7 @@ CONV_NAMES = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINECon
               "LEConv", "SSGConv", "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
               "SimpleConv", "ARMAConv", "RGCNConv", "FastRGCNConv", "MFConv", "CGConv",
               "GeneralConv", "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv",
-              "WLConvContinuous", "SignedConv", "HypergraphConv"]
+              "WLConvContinuous", "SignedConv", "HypergraphConv", "PointNetConv"]
 
 
 def test_forward_arguments_come_in_pygs_positional_order():
