@@ -39,7 +39,7 @@ for conv in gcn sage gat gatv2 gin cheb transformer graph sg gcn2 res_gated_grap
   cp "$pyg/test/nn/conv/test_${conv}_conv.py" "$work/pyg/test/nn/conv/"
 done
 cp "$pyg/test/nn/conv/test_appnp.py" "$pyg/test/nn/conv/test_wl_conv_continuous.py" \
-  "$work/pyg/test/nn/conv/"
+  "$pyg/test/nn/models/test_label_prop.py" "$work/pyg/test/nn/conv/"
 cp "$pyg/test/utils/test_total_influence.py" "$work/pyg/test/utils/"
 cp "$pyg/test/conftest.py" "$work/pyg/test/" 2>/dev/null || true
 sed -i -E \
@@ -47,6 +47,7 @@ sed -i -E \
   -e 's/^from torch_geometric\.nn import MLPAggregation, SAGEConv$/from torch_geometric.nn import MLPAggregation\nfrom graphloc.nn import SAGEConv/' \
   -e 's/^from torch_geometric\.nn import DynamicEdgeConv, EdgeConv$/from torch_geometric.nn import DynamicEdgeConv\nfrom graphloc.nn import EdgeConv/' \
   -e 's/^from torch_geometric\.utils import total_influence$/from graphloc.influence import total_influence/' \
+  -e 's/^from torch_geometric\.nn\.models import LabelPropagation$/from graphloc.nn import LabelPropagation/' \
   "$work"/pyg/test/nn/conv/*.py "$work"/pyg/test/utils/*.py
 echo "== PyG's conv and total_influence tests"
 (cd "$work/pyg" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \

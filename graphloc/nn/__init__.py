@@ -71,6 +71,7 @@ from graphloc.nn.models import (
     UGT,
     EMACodebook,
     ForwardGNN,
+    LabelPropagation,
     LAModel,
     LargeGT,
     LiftBlock,
@@ -95,4 +96,4 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "MultiEdgeConv", "MEGAGNN", "group_size_histogram", "LAModel", "from_pyg",
            "Unconvertible", "CONVS", "MODELS", "build_model", "register_conv",
            "register_model", "UGT", "UGTLayer", "ForwardGNN", "LATTE", "LATTEConv", "aggr",
-           "conv", "models"]
+           "conv", "models", "LabelPropagation"]

@@ -381,6 +381,11 @@ def _point(conv):
                                 add_self_loops=conv.add_self_loops, aggr=conv.aggr)
 
 
+def _label_propagation(model):
+    from graphloc.nn.models.label_prop import LabelPropagation
+    return LabelPropagation(model.num_layers, model.alpha)
+
+
 def _rgcn(conv):
     twin = gl_conv.FastRGCNConv if type(conv).__name__ == "FastRGCNConv" else gl_conv.RGCNConv
     return twin(conv.in_channels, conv.out_channels, conv.num_relations,
@@ -499,7 +504,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "GMMConv": _gmm, "FeaStConv": _feast,
                "PDNConv": _pdn, "WLConvContinuous": _wl_continuous,
                "SignedConv": _signed, "HypergraphConv": _hypergraph,
-               "PointNetConv": _point, "GATEConv": _gate}
+               "PointNetConv": _point, "LabelPropagation": _label_propagation, "GATEConv": _gate}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and

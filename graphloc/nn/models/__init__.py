@@ -1,10 +1,11 @@
 """Whole models, one family per file: ``GNN`` and ``DAGNN``, local augmentation (LAGNN),
-LiftGCN, MEGA-GNN, TANGNN, LargeGT, SGFormer, UGT, ForwardGNN and LATTE. They compose the layers
-of ``nn.conv``."""
+LiftGCN, MEGA-GNN, TANGNN, LargeGT, SGFormer, UGT, ForwardGNN, LATTE and label propagation.
+They compose the layers of ``nn.conv``."""
 
 from graphloc.nn.models.aug import LAModel, LocalAugmenter, pretrain_augmenter
 from graphloc.nn.models.forward import ForwardGNN
 from graphloc.nn.models.gnn import ACTIVATIONS, DAGNN, GNN
+from graphloc.nn.models.label_prop import LabelPropagation
 from graphloc.nn.models.largegt import EMACodebook, LargeGT, fastrp_encoding, hop2_tokens
 from graphloc.nn.models.latte import LATTE
 from graphloc.nn.models.lift import LiftBlock, LiftGCN
@@ -16,4 +17,4 @@ from graphloc.nn.models.ugt import UGT, pretrain_ugt, ugt_inputs
 __all__ = ["GNN", "DAGNN", "ACTIVATIONS", "LAModel", "LocalAugmenter", "pretrain_augmenter",
            "LiftBlock", "LiftGCN", "MEGAGNN", "TANGNN", "LargeGT", "EMACodebook",
            "hop2_tokens", "fastrp_encoding", "SGFormer", "UGT", "ugt_inputs", "pretrain_ugt",
-           "ForwardGNN", "LATTE"]
+           "ForwardGNN", "LATTE", "LabelPropagation"]
