@@ -3,7 +3,8 @@ GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with th
 softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
 ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv, ARMAConv, MFConv, CGConv,
 GeneralConv, EGConv, NNConv, GMMConv, GATEConv, FeaStConv, PDNConv, WLConvContinuous,
-SignedConv) against PyG's, forward + backward, on the two benchmark graphs.
+SignedConv, HypergraphConv, PointNetConv) against PyG's, forward + backward, on the two
+benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
@@ -12,7 +13,10 @@ and FAConv: ``layer(x, x_0, edge_index)``, x_0 = x; RGCNConv: ``layer(x, edge_in
 edge_type)``; NNConv: ``layer(x, edge_index, edge_attr)`` with 4 edge features and x's first
 ``in_channels``; GMMConv: ``layer(x, edge_index, pseudo)``; GATEConv and PDNConv:
 ``layer(x, edge_index, edge_attr)``; SignedConv: ``layer(x, pos_edge_index,
-neg_edge_index)``, the edges split by position), with F = 64 features.
+neg_edge_index)``, the edges split by position; HypergraphConv: ``layer(x, edge_index,
+None, hyperedge_attr, N)``, hyperedge i the in-neighbours of node i, its features x_i
+with attention; PointNetConv: ``layer(x, pos, edge_index)``, pos x's first 3 features),
+with F = 64 features.
 
     python benchmarks/bench_propagation.py [--turns 7] [--layers GATv2Conv ...] [--memory]
 
@@ -97,6 +101,14 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     "WLConvContinuous": "WLConvContinuous()",
     # SGCN's first layer; the edges split by position into positive and negative halves
     "SignedConv(64, 32, first_aggr=True)": "SignedConv(64, 32, True)",
+    # the graph as a hypergraph: hyperedge i holds node i's in-neighbours (edge_index as the
+    # incidences), and with attention hyperedge i's features are x_i
+    "HypergraphConv(64, 64)": "HypergraphConv(64, 64)",
+    "HypergraphConv(64, 16, attention, 4 heads)":
+        "HypergraphConv(64, 16, use_attention=True, heads=4)",
+    # PointNet++'s set layer: x's first 3 features as the positions, local MLP 67-64-64
+    "PointNetConv(MLP 67-64-64)": "PointNetConv(Sequential(Linear(67, 64), ReLU(), "
+                                  "Linear(64, 64)))",
 }
 
 
@@ -182,6 +194,10 @@ def call_args(layer, x, edge_index) -> tuple:
         return x, edge_index, edge_features(edge_index, layer.edge_dim)
     if name == "SignedConv":
         return x, edge_index[:, 0::2], edge_index[:, 1::2]
+    if name == "HypergraphConv":
+        return x, edge_index, None, x if layer.use_attention else None, x.size(0)
+    if name == "PointNetConv":
+        return x, x[:, :3].detach(), edge_index
     return x, edge_index
 
 
