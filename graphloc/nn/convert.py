@@ -99,10 +99,11 @@ def _is_pyg_conv(module) -> bool:
 
 
 def _top_level_conv(module):
+    copied = copy.deepcopy(module)  # (the converted conv takes over its copy's parameters)
     try:
-        return _convert_conv(module), [type(module).__name__], []
+        return _convert_conv(copied), [type(module).__name__], []
     except Unconvertible as err:
-        return copy.deepcopy(module), [], [(type(module).__name__, str(err))]
+        return copied, [], [(type(module).__name__, str(err))]
 
 
 def _replace_convs(root: torch.nn.Module) -> tuple[list[str], list[tuple[str, str]]]:
@@ -158,7 +159,7 @@ def _aggregation_of(conv):
     same parameters, same numbers."""
     plain = isinstance(conv.aggr, str) and conv.aggr in ("mean", "max", "min", "sum", "add",
                                                           "mul")
-    return conv.aggr if plain else copy.deepcopy(conv.aggr_module)
+    return conv.aggr if plain else conv.aggr_module
 
 
 def _sage(conv):
@@ -187,14 +188,14 @@ def _gatv2(conv):
 
 
 def _gin(conv):
-    return gl_conv.GINConv(copy.deepcopy(conv.nn), eps=conv.initial_eps,
+    return gl_conv.GINConv(conv.nn, eps=conv.initial_eps,
                            train_eps=isinstance(conv.eps, torch.nn.Parameter),
                            aggr=_aggregation_of(conv))
 
 
 def _gine(conv):
     edge_dim = conv.lin.in_features if getattr(conv, "lin", None) is not None else None
-    return gl_conv.GINEConv(copy.deepcopy(conv.nn), eps=conv.initial_eps,
+    return gl_conv.GINEConv(conv.nn, eps=conv.initial_eps,
                             train_eps=isinstance(conv.eps, torch.nn.Parameter), edge_dim=edge_dim)
 
 
@@ -240,7 +241,7 @@ def _gcn2(conv):
 
 def _res_gated(conv):
     return gl_conv.ResGatedGraphConv(conv.in_channels, conv.out_channels,
-                                     act=copy.deepcopy(conv.act), edge_dim=conv.edge_dim,
+                                     act=conv.act, edge_dim=conv.edge_dim,
                                      root_weight=conv.root_weight, bias=conv.bias is not None)
 
 
@@ -371,13 +372,13 @@ def _agnn(conv):
 def _edge(conv):
     _require(conv.aggr in ("max", "min", "mean", "add", "sum"),
              f"aggr={conv.aggr!r} (graphloc's EdgeConv: max, min, mean, add or sum)")
-    return gl_conv.EdgeConv(copy.deepcopy(conv.nn), aggr=conv.aggr)
+    return gl_conv.EdgeConv(conv.nn, aggr=conv.aggr)
 
 
 def _point(conv):
     _require(conv.aggr in ("max", "min", "mean", "add", "sum"),
              f"aggr={conv.aggr!r} (graphloc's PointNetConv: max, min, mean, add or sum)")
-    return gl_conv.PointNetConv(copy.deepcopy(conv.local_nn), copy.deepcopy(conv.global_nn),
+    return gl_conv.PointNetConv(conv.local_nn, conv.global_nn,
                                 add_self_loops=conv.add_self_loops, aggr=conv.aggr)
 
 
@@ -397,7 +398,7 @@ def _rgcn(conv):
 def _arma(conv):
     return gl_conv.ARMAConv(conv.in_channels, conv.out_channels, num_stacks=conv.num_stacks,
                             num_layers=conv.num_layers, shared_weights=conv.shared_weights,
-                            act=copy.deepcopy(conv.act), dropout=conv.dropout,
+                            act=conv.act, dropout=conv.dropout,
                             bias=conv.bias is not None)
 
 
@@ -425,7 +426,7 @@ def _general(conv):
 
 
 def _nn(conv):
-    return gl_conv.NNConv(conv.in_channels, conv.out_channels, copy.deepcopy(conv.nn),
+    return gl_conv.NNConv(conv.in_channels, conv.out_channels, conv.nn,
                           aggr=_aggregation_of(conv), root_weight=conv.root_weight,
                           bias=conv.bias is not None)
 
@@ -512,10 +513,11 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
 _ROOT_MAPS = ("lin_r.", "lin_skip.")
 
 
-def _used_state(conv, ours: torch.nn.Module) -> dict:
-    """The PyG conv's parameters and buffers that its forward reads: all of them, less
+def _used_state(conv, state: dict | None, ours: torch.nn.Module) -> dict:
+    """The PyG conv's parameters and buffers that its forward reads (``state``, its
+    ``state_dict`` taken before graphloc's conv was built, else its own): all of them, less
     the root maps when ``root_weight`` is False and graphloc's conv has none."""
-    state = conv.state_dict()
+    state = conv.state_dict() if state is None else state
     if getattr(conv, "root_weight", True) is False:
         wanted = ours.state_dict()
         state = {key: value for key, value in state.items()
@@ -537,17 +539,38 @@ def _convert_conv(conv) -> torch.nn.Module:
     _require(name in _AGGREGATION_CARRIED or getattr(conv, "aggr", "add") in ("add", "sum"),
              f"aggr={getattr(conv, 'aggr', None)!r} (graphloc's {name} sums its messages)")
     _check_pyg_steps(conv)
+    # taken first: graphloc's conv takes over the conv's networks (nn, act, ...), and its
+    # constructor resets them (a lazy conv's, not called yet, has no state to take)
+    lazy = any(torch.nn.parameter.is_lazy(t) for t in (*conv.parameters(), *conv.buffers()))
+    state = None if lazy else {key: value.clone() for key, value in conv.state_dict().items()}
     try:
         ours = _CONVERTERS[name](conv)
         ours.flow = conv.flow  # every converted conv reads its flow and node axis at each call
         ours.node_dim = conv.node_dim
-        ours.load_state_dict(_used_state(conv, ours), strict=True)
+        ours.load_state_dict(_used_state(conv, state, ours), strict=True)
     except Unconvertible:
         raise
     except Exception as err:  # an option graphloc's conv lacks shows up here
         raise Unconvertible(f"{name}: {type(err).__name__}: {err}") from None
     _carry_call_hooks(conv, ours)
-    return ours.to(_dtype_of(conv)).train(conv.training)
+    ours = ours.to(_dtype_of(conv)).train(conv.training)
+    _share_parameters(conv, ours)
+    return ours
+
+
+def _share_parameters(conv, ours: torch.nn.Module) -> None:
+    """``ours``'s parameters become the PyG conv's own Parameter objects (same names, shapes
+    and dtypes), so weights the model ties stay tied: two convs on one MLP, or SchNet's
+    interaction block and its conv on one filter network. Copied into fresh parameters
+    they were untied, and the converted model trained another model than PyG's. ``conv``
+    is the conversion's private copy of the user's module (``from_pyg`` never changes the
+    original)."""
+    theirs = dict(conv.named_parameters())
+    for name, param in list(ours.named_parameters()):
+        source = theirs.get(name)
+        if source is not None and source.shape == param.shape and source.dtype == param.dtype:
+            path, _, attr = name.rpartition(".")
+            setattr(ours.get_submodule(path) if path else ours, attr, source)
 
 
 # PyG's hooks on the steps of its propagate, which graphloc's fused convs do not take
@@ -613,7 +636,7 @@ def _basic_gnn(model) -> torch.nn.Module:
     _require(act_name is not None, f"activation {type(act).__name__}")
     norm = _norm_kind(model.norms[:-1] if len(model.norms) == model.num_layers
                       else model.norms)
-    convs = [_convert_conv(conv) for conv in model.convs]
+    convs = [_convert_conv(conv) for conv in copy.deepcopy(model.convs)]  # (see _share_...)
     first = model.convs[0]
     try:  # a layout GNN cannot build falls back to converting conv by conv
         gnn = GNN(_BASIC_GNNS[type(model).__name__], _width(first, "in"),

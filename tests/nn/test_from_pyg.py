@@ -426,18 +426,18 @@ AGGREGATED = {
     "GMMConv": lambda a: pyg.GMMConv(6, 4, dim=3, kernel_size=2, aggr=a),
     "FeaStConv": lambda a: pyg.FeaStConv(6, 4, heads=2, aggr=a),
     "PDNConv": lambda a: pyg.PDNConv(6, 4, 3, 5, aggr=a),
-    "WLConvContinuous": lambda a: _wl_continuous(a),
+    "WLConvContinuous": lambda a: _with_aggregation(pyg.WLConvContinuous(), a),
     "SignedConv": lambda a: pyg.SignedConv(6, 4, True, aggr=a),
     "HypergraphConv": lambda a: pyg.HypergraphConv(6, 4, aggr=a),
     "PointNetConv": lambda a: pyg.PointNetConv(torch.nn.Linear(9, 4), aggr=a),
+    "LabelPropagation": lambda a: _with_aggregation(pyg.LabelPropagation(2, 0.7), a),
     "GATEConv": lambda a: _gate_conv(a),
 }
 
 
-def _wl_continuous(aggr):
-    """PyG's WLConvContinuous (its constructor fixes aggr="add"), with ``aggr`` set as PyG's
-    MessagePassing takes it."""
-    conv = pyg.WLConvContinuous()
+def _with_aggregation(conv, aggr):
+    """``conv`` (whose constructor fixes aggr="add": WLConvContinuous, LabelPropagation)
+    with ``aggr`` set as PyG's MessagePassing takes it."""
     conv.aggr = aggr
     return conv
 
@@ -712,3 +712,61 @@ def test_every_output_of_a_converted_module_is_checked(monkeypatch):
     monkeypatch.undo()
     converted = from_pyg(TwoOutputs(), example=_probe())
     assert converted.pyg_conversion["converted"] == ["conv"]
+
+
+class _TiedModel(torch.nn.Module):
+    """Weights tied across convs and with the model: two GINConvs on one MLP, two
+    GCNConvs on one Linear, and an NNConv whose edge network the model also holds (as
+    SchNet's interaction block holds its conv's filter network)."""
+
+    def __init__(self):
+        super().__init__()
+        mlp = torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.ReLU(), torch.nn.Linear(6, 6))
+        self.gin1, self.gin2 = pyg.GINConv(mlp), pyg.GINConv(mlp)
+        self.gcn1, self.gcn2 = pyg.GCNConv(6, 6), pyg.GCNConv(6, 6)
+        self.gcn2.lin = self.gcn1.lin
+        self.filters = torch.nn.Sequential(torch.nn.Linear(3, 36))
+        self.nn = pyg.NNConv(6, 6, self.filters, aggr="mean")
+
+    def forward(self, x, edge_index, edge_attr):
+        h = self.gcn2(self.gcn1(self.gin2(self.gin1(x, edge_index), edge_index), edge_index),
+                      edge_index)
+        return self.nn(h, edge_index, edge_attr)
+
+
+def test_tied_weights_stay_tied_and_train_as_pygs():
+    """from_pyg copied each conv's weights into fresh parameters: tied weights came apart
+    (18 tensors for PyG's 11 here), a frozen weight thawed, and the converted model trained
+    another model."""
+    torch.manual_seed(0)
+    x, edge_index = _probe()
+    edge_attr = torch.randn(edge_index.size(1), 3)
+    theirs = _TiedModel()
+    theirs.gcn1.bias.requires_grad_(False)
+    before = {k: v.clone() for k, v in theirs.state_dict().items()}
+    ours = from_pyg(theirs, example=(x, edge_index, edge_attr))
+    assert ours.pyg_conversion["kept"] == []
+    assert len(list(ours.parameters())) == len(list(theirs.parameters()))
+    assert ours.nn.nn[0].weight is ours.filters[0].weight
+    assert not ours.gcn1.bias.requires_grad
+    for model in (ours, theirs):
+        optimiser = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            optimiser.zero_grad()
+            model(x, edge_index, edge_attr).square().mean().backward()
+            optimiser.step()
+        if model is ours:  # training the converted model leaves the original as it was
+            for key, value in theirs.state_dict().items():
+                assert torch.equal(value, before[key]), key
+    torch.testing.assert_close(ours(x, edge_index, edge_attr), theirs(x, edge_index, edge_attr))
+
+
+def test_converting_never_shares_the_originals_parameters():
+    torch.manual_seed(0)
+    x, edge_index = _probe()
+    for theirs in (pyg.GINConv(torch.nn.Linear(6, 6)), pyg.GCN(6, 8, 2, 4),
+                   torch.nn.ModuleList([pyg.GCNConv(6, 6)])):
+        ours = from_pyg(theirs, example=None if isinstance(theirs, torch.nn.ModuleList)
+                        else (x, edge_index))
+        originals = {id(p) for p in theirs.parameters()}
+        assert not any(id(p) in originals for p in ours.parameters())
