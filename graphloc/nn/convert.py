@@ -645,10 +645,12 @@ def _basic_gnn(model) -> torch.nn.Module:
     except (ValueError, TypeError) as err:
         raise Unconvertible(f"graphloc's GNN: {err}") from None
     gnn.convs = torch.nn.ModuleList(convs)
-    for ours, theirs in zip(gnn.norms, model.norms, strict=False):
+    gnn = gnn.to(_dtype_of(model)).train(model.training)
+    for ours, theirs in zip(gnn.norms, copy.deepcopy(model.norms), strict=False):
         inner = getattr(theirs, "module", theirs)  # PyG's BatchNorm wraps torch's
         ours.load_state_dict(inner.state_dict(), strict=True)
-    return gnn.to(_dtype_of(model)).train(model.training)
+        _share_parameters(inner, ours)  # (a frozen norm stays frozen)
+    return gnn
 
 
 def _head_layout(model) -> dict:

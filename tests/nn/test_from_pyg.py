@@ -764,7 +764,12 @@ def test_tied_weights_stay_tied_and_train_as_pygs():
 def test_converting_never_shares_the_originals_parameters():
     torch.manual_seed(0)
     x, edge_index = _probe()
-    for theirs in (pyg.GINConv(torch.nn.Linear(6, 6)), pyg.GCN(6, 8, 2, 4),
+    frozen = pyg.GCN(6, 8, 3, 4, norm="batch_norm")
+    frozen.norms[0].module.weight.requires_grad_(False)
+    assert not type(from_pyg(frozen, example=(x, edge_index))).__module__.startswith(
+        "torch_geometric")
+    assert not from_pyg(frozen, example=(x, edge_index)).norms[0].weight.requires_grad
+    for theirs in (pyg.GINConv(torch.nn.Linear(6, 6)), pyg.GCN(6, 8, 2, 4), frozen,
                    torch.nn.ModuleList([pyg.GCNConv(6, 6)])):
         ours = from_pyg(theirs, example=None if isinstance(theirs, torch.nn.ModuleList)
                         else (x, edge_index))
