@@ -12,6 +12,8 @@ from graphloc import ops
 from graphloc.checks import check_choice, check_flags, check_int
 from graphloc.graph import degree_power, graph_of_edges
 from graphloc.nn.conv._utils import (
+    all_finite,
+    can_branch_on_values,
     check_dropouts,
     check_input,
     check_sizes,
@@ -36,7 +38,8 @@ class HypergraphConv(torch.nn.Module):
     ``HypergraphConv`` (same arguments, parameters ``lin``, ``att`` and ``bias``, PyG's
     initialisation from one seed, and outputs): the two propagations are two ``spmm`` over
     the incidences (PyG's gather ``[nnz, H, C]`` messages twice), the attention scores
-    per-node and per-hyperedge halves.
+    per-node and per-hyperedge halves (per incidence, as PyG's, where the mapped features
+    are not finite or the forward may not branch on values).
 
     PyG's code, which this follows by default, uses ``W`` only in ``D``, where the paper's
     formula (and PyG's docstring) reads ``D^-1 H W B^-1 H^T X Theta``:
@@ -145,8 +148,14 @@ class HypergraphConv(torch.nn.Module):
         check_input(self, features, self.in_channels, "hyperedge_attr")
         edges = self.lin(features).view(-1, self.heads, self.out_channels)
         att_node, att_edge = self.att.split(self.out_channels, dim=-1)
-        node_half = (h * att_node).sum(-1).index_select(0, to_edges.edge_index[0])
-        edge_half = (edges * att_edge).sum(-1).index_select(0, to_edges.edge_index[1])
+        nodes, hyperedges = to_edges.edge_index
+        if can_branch_on_values() and all_finite(h) and all_finite(edges):
+            node_half = (h * att_node).sum(-1).index_select(0, nodes)
+            edge_half = (edges * att_edge).sum(-1).index_select(0, hyperedges)
+        else:  # PyG's per incidence: a NaN row of a node in no hyperedge stays out of att's
+            # gradient (per node, 0 * NaN would reach it)
+            node_half = (h.index_select(0, nodes) * att_node).sum(-1)
+            edge_half = (edges.index_select(0, hyperedges) * att_edge).sum(-1)
         scores = F.leaky_relu(node_half + edge_half, self.negative_slope)
         grouped_by = to_edges if self.attention_mode == "node" else to_nodes
         alpha = ops.segment_softmax(grouped_by, scores)

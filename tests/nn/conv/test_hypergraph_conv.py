@@ -97,6 +97,17 @@ def test_special_values_and_zero_degrees():
         torch.testing.assert_close(ours(x, index, weight, attr), theirs(x, index, weight, attr),
                                    equal_nan=True)
     x = _hypergraph(seed=5)[0]
+    lone = x.clone()
+    lone[11, 2] = float("nan")  # node 11 is in no hyperedge: att's gradient stays finite
+    ours, theirs = seeded_twins("HypergraphConv", 6, 4, use_attention=True, heads=2)
+    grads = []
+    for conv in (ours, theirs):
+        leaf = lone.clone().requires_grad_()
+        out = conv(leaf, index, weight, attr)[:11]
+        grads.append(torch.autograd.grad(out.sum(), [leaf, *conv.parameters()]))
+    for a, b in zip(*grads, strict=True):  # (lin's is NaN in both: 0 * NaN)
+        torch.testing.assert_close(a, b, equal_nan=True)
+    assert torch.isfinite(grads[0][1]).all()  # att's
     signed = torch.tensor([1.0, -1.0, 2.0], dtype=torch.float64, requires_grad=True)
     cancelling = torch.tensor([[0, 0, 1], [0, 1, 2]])  # node 0's weights sum to 0
     out = gl.HypergraphConv(6, 4).double()(x[:3], cancelling, signed)
