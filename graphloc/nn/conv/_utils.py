@@ -86,6 +86,27 @@ CALL_HOOKS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_
               "_backward_pre_hooks", "_backward_hooks")
 
 
+def read_rows_only(t: Tensor, read: Tensor) -> Tensor:
+    """``t`` for a map taken once per node where PyG maps each edge's gathered rows: where
+    ``t`` is not finite, the rows no edge reads (``read`` False) become 0, so their product
+    is 0 and their zero gradient keeps the map's gradient finite (0 * NaN is NaN), as in
+    PyG's, which never reads them; the rows that are read are unchanged. Under
+    ``torch.compile`` or ``torch.func`` (no branch on values), always."""
+    if can_branch_on_values() and all_finite(t):
+        return t
+    return torch.where(read.view(-1, *[1] * (t.dim() - 1)), t, t.new_zeros(()))
+
+
+def sources_read(graph) -> Tensor:
+    """Per source node, whether an edge reads it (its out-degree is not 0)."""
+    return graph.out_degree() > 0
+
+
+def destinations_read(graph) -> Tensor:
+    """Per destination node, whether an edge reads it (its in-degree is not 0)."""
+    return graph.in_degree() > 0
+
+
 def has_call_hooks(module: torch.nn.Module) -> bool:
     """Whether hooks wait for ``module``'s own call (a conv that computes with the module's
     weights instead of calling it would skip them)."""

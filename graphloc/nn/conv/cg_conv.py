@@ -14,6 +14,9 @@ from graphloc.nn.conv._inputs import check_flow, edge_feature_rows, read_inputs
 from graphloc.nn.conv._utils import (
     check_sizes,
     checked_features_with_root,
+    destinations_read,
+    read_rows_only,
+    sources_read,
     split_widths,
     width_keeping_aggregation,
 )
@@ -125,6 +128,8 @@ class CGConv(torch.nn.Module):
         src_width, dst_width = split_widths(self.channels)
         weight = torch.cat([self.lin_f.weight, self.lin_s.weight])  # [2 F, dst + src + dim]
         w_dst, w_src, w_edge = weight.split([dst_width, src_width, self.dim], dim=1)
+        x_src = read_rows_only(x_src, sources_read(graph))  # (PyG's reads edges' rows only)
+        x_dst = read_rows_only(x_dst, destinations_read(graph))
         at_dst = F.linear(x_dst, w_dst, None if self.lin_f.bias is None else
                           torch.cat([self.lin_f.bias, self.lin_s.bias]))
         gates = ops.sddmm(graph, F.linear(x_src, w_src), at_dst, "add")  # x_j W_j + x_i W_i

@@ -13,7 +13,10 @@ from graphloc.nn.conv._utils import (
     check_dropouts,
     check_input,
     check_sizes,
+    destinations_read,
     glorot,
+    read_rows_only,
+    sources_read,
 )
 
 # F.leaky_relu's default, which PyG's GATEConv uses for both of its activations
@@ -108,8 +111,11 @@ class GATEConv(torch.nn.Module):
                              "in_channels == out_channels (as AttentiveFP does)")
         graph = inputs.graph.in_csr_order()
         edge_attr = inputs.graph.to_csr_order(edge_attr).to(self.lin1.weight.dtype)
-        scores = self._scores(graph, x, edge_attr)
-        values = self.lin2(x)
+        # each map acts per node, on the rows PyG's per-edge maps read (read_rows_only)
+        x_src = read_rows_only(x, sources_read(graph))
+        scores = self._scores(graph, x_src, read_rows_only(x, destinations_read(graph)),
+                              edge_attr)
+        values = self.lin2(x_src)
         if self.training and self.dropout > 0:  # PyG's mask: drawn in the caller's order
             alpha = inputs.graph.from_csr_order(ops.segment_softmax(graph, scores))
             alpha = inputs.graph.to_csr_order(F.dropout(alpha, self.dropout, True))
@@ -118,16 +124,16 @@ class GATEConv(torch.nn.Module):
             out = ops.segment_attention(graph, scores, values)
         return inputs.node_output(out + self.bias)
 
-    def _scores(self, graph, x: Tensor, edge_attr: Tensor) -> Tensor:
+    def _scores(self, graph, x_src: Tensor, x_dst: Tensor, edge_attr: Tensor) -> Tensor:
         """``LeakyReLU(a_l h_ji + a_r x_i)`` per edge in CSR order, ``h_ji =
         LeakyReLU(lin1([x_j, e_ji]))`` with ``lin1``'s node block taken once per node."""
         node_block, edge_block = self.lin1.weight.split([self.in_channels, self.edge_dim],
                                                         dim=1)
         # in place on the gathered rows: one [E, out] tensor kept, not three
-        h = F.linear(x, node_block).index_select(0, graph.csr.indices.long())
+        h = F.linear(x_src, node_block).index_select(0, graph.csr.indices.long())
         h = F.leaky_relu(h.add_(F.linear(edge_attr, edge_block)), _SLOPE, inplace=True)
         # graph is in CSR order: edge_index[1] is each edge's destination, in that order
-        at_dst = (x @ self.att_r.t()).squeeze(-1).index_select(0, graph.edge_index[1])
+        at_dst = (x_dst @ self.att_r.t()).squeeze(-1).index_select(0, graph.edge_index[1])
         return F.leaky_relu((h @ self.att_l.t()).squeeze(-1) + at_dst, _SLOPE)
 
     def __repr__(self) -> str:  # PyG's (MessagePassing's, which finds no in_channels there)

@@ -19,8 +19,11 @@ from graphloc.nn.conv._inputs import (
 from graphloc.nn.conv._utils import (
     check_sizes,
     checked_features_with_root,
+    destinations_read,
     glorot,
     linear,
+    read_rows_only,
+    sources_read,
     split_widths,
     width_keeping_aggregation,
 )
@@ -174,6 +177,9 @@ class GeneralConv(torch.nn.Module):
     def _aggregate(self, graph, x_src: Tensor, x_dst: Tensor, edge_attr: Tensor | None
                    ) -> Tensor:
         """The aggregated (attention-weighted) messages of every head, ``[N_dst, H C]``."""
+        # each map acts per node, on the rows PyG's per-edge maps read (read_rows_only)
+        x_src = read_rows_only(x_src, sources_read(graph))
+        x_dst = read_rows_only(x_dst, destinations_read(graph))
         h_src = self.lin_msg(x_src)
         per_node = self.directed_msg and edge_attr is None  # each message is h_src[j]
         messages = None if per_node else self._edge_messages(graph, h_src, x_src, x_dst,

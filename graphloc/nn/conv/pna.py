@@ -15,7 +15,13 @@ from graphloc.nn.conv._inputs import (
     read_inputs,
     refuse_edge_attr_without_edge_dim,
 )
-from graphloc.nn.conv._utils import check_input, check_sizes
+from graphloc.nn.conv._utils import (
+    check_input,
+    check_sizes,
+    destinations_read,
+    read_rows_only,
+    sources_read,
+)
 
 # the aggregators whose value on messages a_i + b_j the split path forms from b_j alone
 _SPLIT_AGGREGATORS = ("sum", "mean", "min", "max", "var", "std")
@@ -200,8 +206,11 @@ class PNAConv(torch.nn.Module):
         dst = torch.stack([w[:, :F] for w in weights])  # [T, F, F]
         src = torch.stack([w[:, F:2 * F] for w in weights])
         bias = torch.stack([nn[0].bias for nn in self.pre_nns])  # [T, F]
-        a = torch.einsum("ntf,tgf->ntg", towers, dst) + bias  # [N, T, F]
-        b = torch.einsum("ntf,tgf->ntg", towers, src).reshape(-1, T * F)
+        # each block acts per node, on the rows PyG's per-edge maps read (read_rows_only)
+        at_dst = read_rows_only(towers, destinations_read(graph))
+        at_src = read_rows_only(towers, sources_read(graph))
+        a = torch.einsum("ntf,tgf->ntg", at_dst, dst) + bias  # [N, T, F]
+        b = torch.einsum("ntf,tgf->ntg", at_src, src).reshape(-1, T * F)
         if edge_attr is not None:
             edge = torch.stack([w[:, 2 * F:] for w in weights])  # [T, F, F]
             c = torch.einsum("ef,tgf->etg", edge_attr, edge).reshape(-1, T * F)
