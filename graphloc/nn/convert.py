@@ -20,7 +20,7 @@ from torch import Tensor
 from torch.utils._pytree import tree_flatten
 
 from graphloc.nn import conv as gl_conv
-from graphloc.nn.conv._utils import CALL_HOOKS, has_call_hooks
+from graphloc.nn.conv._utils import CALL_HOOKS, PYG_REDUCTIONS, has_call_hooks
 
 #: graphloc activation names of the torch activations a BasicGNN may use
 _ACT_NAMES = {torch.nn.ReLU: "relu", torch.nn.GELU: "gelu", torch.nn.ELU: "elu",
@@ -370,13 +370,13 @@ def _agnn(conv):
 
 
 def _edge(conv):
-    _require(conv.aggr in ("max", "min", "mean", "add", "sum"),
+    _require(conv.aggr in PYG_REDUCTIONS,
              f"aggr={conv.aggr!r} (graphloc's EdgeConv: max, min, mean, add or sum)")
     return gl_conv.EdgeConv(conv.nn, aggr=conv.aggr)
 
 
 def _point(conv):
-    _require(conv.aggr in ("max", "min", "mean", "add", "sum"),
+    _require(conv.aggr in PYG_REDUCTIONS,
              f"aggr={conv.aggr!r} (graphloc's PointNetConv: max, min, mean, add or sum)")
     return gl_conv.PointNetConv(conv.local_nn, conv.global_nn,
                                 add_self_loops=conv.add_self_loops, aggr=conv.aggr)

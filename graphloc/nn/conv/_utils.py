@@ -354,6 +354,11 @@ def first_linear(nn: torch.nn.Module):
     return None, None
 
 
+#: PyG's aggregation names as graphloc's reductions name them (``ops.segment_reduce``,
+#: ``ops.spmm``), for the convs that take exactly these
+PYG_REDUCTIONS = {"max": "max", "min": "min", "mean": "mean", "add": "sum", "sum": "sum"}
+
+
 def may_regroup_first_linear(first: torch.nn.Linear, *features: Tensor) -> bool:
     """Whether a network's first Linear may act on node products instead of each edge's
     inputs: the same numbers as PyG's only on finite ``features`` (inf - inf is NaN per

@@ -10,15 +10,13 @@ from graphloc import ops
 from graphloc.checks import check_choice
 from graphloc.nn.conv._inputs import check_flow, read_inputs
 from graphloc.nn.conv._utils import (
+    PYG_REDUCTIONS,
     check_first_linear,
     check_input,
     first_linear,
     may_regroup_first_linear,
     reset_like_pyg,
 )
-
-#: PyG's aggregation names this conv takes, as ops.segment_reduce names them
-_REDUCTIONS = {"max": "max", "min": "min", "mean": "mean", "add": "sum", "sum": "sum"}
 
 
 class EdgeConv(torch.nn.Module):
@@ -61,7 +59,7 @@ class EdgeConv(torch.nn.Module):
         if not callable(nn):
             raise TypeError(f"EdgeConv: nn must be a module (the edge network), got "
                             f"{type(nn).__name__}")
-        check_choice("EdgeConv", "aggr", aggr, tuple(_REDUCTIONS))
+        check_choice("EdgeConv", "aggr", aggr, tuple(PYG_REDUCTIONS))
         self.nn, self.aggr = nn, aggr
         self.flow = check_flow("EdgeConv", flow)
         self.reset_parameters()  # PyG's draws: a seed gives its initial weights
@@ -92,7 +90,7 @@ class EdgeConv(torch.nn.Module):
         else:
             x_i = x_dst.index_select(0, dst)
             messages = self.nn(torch.cat([x_i, x_src.index_select(0, src) - x_i], dim=-1))
-        out = ops.segment_reduce(messages, graph.csr.indptr, _REDUCTIONS[self.aggr])
+        out = ops.segment_reduce(messages, graph.csr.indptr, PYG_REDUCTIONS[self.aggr])
         return inputs.node_output(out)
 
     def __repr__(self) -> str:

@@ -11,6 +11,7 @@ from graphloc import ops
 from graphloc.checks import check_choice, check_flags
 from graphloc.nn.conv._inputs import check_flow, read_inputs
 from graphloc.nn.conv._utils import (
+    PYG_REDUCTIONS,
     check_first_linear,
     check_input,
     first_linear,
@@ -18,9 +19,6 @@ from graphloc.nn.conv._utils import (
     reset_like_pyg,
 )
 from graphloc.nn.conv.gat import fresh_self_loops
-
-#: PyG's aggregation names this conv takes, as ops.segment_reduce names them
-_REDUCTIONS = {"max": "max", "min": "min", "mean": "mean", "add": "sum", "sum": "sum"}
 
 
 class PointNetConv(torch.nn.Module):
@@ -75,7 +73,7 @@ class PointNetConv(torch.nn.Module):
                 raise TypeError(f"PointNetConv: {name} must be a module, got "
                                 f"{type(nn).__name__}")
         check_flags("PointNetConv", add_self_loops=add_self_loops)
-        check_choice("PointNetConv", "aggr", aggr, tuple(_REDUCTIONS))
+        check_choice("PointNetConv", "aggr", aggr, tuple(PYG_REDUCTIONS))
         self.local_nn, self.global_nn = local_nn, global_nn
         self.add_self_loops, self.aggr = add_self_loops, aggr
         self.flow = check_flow("PointNetConv", flow)
@@ -104,7 +102,7 @@ class PointNetConv(torch.nn.Module):
         graph = graph.in_csr_order()
         src, dst = graph.csr.indices.long(), graph.edge_index[1]
         messages = self._messages(x_src, pos_src, pos_dst, src, dst)
-        out = ops.segment_reduce(messages, graph.csr.indptr, _REDUCTIONS[self.aggr])
+        out = ops.segment_reduce(messages, graph.csr.indptr, PYG_REDUCTIONS[self.aggr])
         if self.global_nn is not None:
             out = self.global_nn(out)
         return inputs.node_output(out)

@@ -9,10 +9,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_choice, check_flags
 from graphloc.nn.conv._inputs import check_flow, read_inputs
-from graphloc.nn.conv._utils import check_sizes, checked_features_with_root
-
-# PyG's aggregation names this conv takes, as ops.spmm names its reductions
-_REDUCTIONS = {"mean": "mean", "add": "sum", "sum": "sum", "max": "max", "min": "min"}
+from graphloc.nn.conv._utils import PYG_REDUCTIONS, check_sizes, checked_features_with_root
 
 
 class SignedConv(torch.nn.Module):
@@ -62,7 +59,7 @@ class SignedConv(torch.nn.Module):
         super().__init__()
         check_sizes("SignedConv", in_channels=in_channels, out_channels=out_channels)
         check_flags("SignedConv", first_aggr=first_aggr, bias=bias)
-        check_choice("SignedConv", "aggr", aggr, tuple(_REDUCTIONS))
+        check_choice("SignedConv", "aggr", aggr, tuple(PYG_REDUCTIONS))
         self.flow = check_flow("SignedConv", flow)
         self.in_channels, self.out_channels, self.first_aggr = in_channels, out_channels, \
             first_aggr
@@ -89,7 +86,7 @@ class SignedConv(torch.nn.Module):
         negative = self._read(x, neg_edge_index, "neg_edge_index")
         width = self.in_channels if self.first_aggr else 2 * self.in_channels
         x_src, x_dst = checked_features_with_root(self, positive, width, "its root maps")
-        reduce = _REDUCTIONS[self.aggr]
+        reduce = PYG_REDUCTIONS[self.aggr]
         at_pos = ops.spmm(positive.graph, x_src, reduce=reduce)
         at_neg = ops.spmm(negative.graph, negative.x_src, reduce=reduce)
         if self.first_aggr:
