@@ -111,15 +111,24 @@ def _replace_convs(root: torch.nn.Module) -> tuple[list[str], list[tuple[str, st
     also lists the PyG message-passing modules graphloc has no equivalent for (PNAConv,
     EdgeConv, ...): they stay, and the report must say so."""
     done, kept = [], []
-    for name, child in list(root.named_modules()):
+    converted = {}  # id(PyG conv) -> its twin, or its Unconvertible: one per conv object
+    # every name of every module, so a conv the model reaches under two names (an alias,
+    # self.first = self.convs[0]) is replaced under both (named_modules lists it once)
+    for name, child in list(root.named_modules(remove_duplicate=False)):
         if _is_pyg_conv(child) and name:
             parent_name, _, attr = name.rpartition(".")
             parent = root.get_submodule(parent_name) if parent_name else root
-            try:
-                setattr(parent, attr, _convert_conv(child))
+            if id(child) not in converted:
+                try:
+                    converted[id(child)] = _convert_conv(child)
+                except Unconvertible as err:
+                    converted[id(child)] = err
+            twin = converted[id(child)]
+            if isinstance(twin, Unconvertible):
+                kept.append((name, str(twin)))
+            else:
+                setattr(parent, attr, twin)
                 done.append(name)
-            except Unconvertible as err:
-                kept.append((name, str(err)))
         elif _is_pyg_message_passing(child) and not _inside(name, done):
             kept.append((name or type(child).__name__,
                          f"{type(child).__name__} has no graphloc equivalent"))

@@ -775,3 +775,24 @@ def test_converting_never_shares_the_originals_parameters():
                         else (x, edge_index))
         originals = {id(p) for p in theirs.parameters()}
         assert not any(id(p) in originals for p in ours.parameters())
+
+
+def test_a_conv_under_two_names_is_replaced_under_both():
+    """A model that reaches a conv under a second name (self.first = self.convs[0]) kept
+    PyG's conv under that name (torch lists a module once), called by its forward, while
+    the report said every conv was converted."""
+    class Aliased(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.convs = torch.nn.ModuleList([pyg.GCNConv(6, 6), pyg.GCNConv(6, 6)])
+            self.first = self.convs[0]
+
+        def forward(self, x, edge_index):
+            return self.convs[1](self.first(x, edge_index), edge_index)
+
+    x, edge_index = _probe()
+    theirs = Aliased()
+    ours = from_pyg(theirs, example=(x, edge_index))
+    assert ours.first is ours.convs[0] and type(ours.first) is GCNConv
+    assert ours.pyg_conversion["converted"] == ["convs.0", "convs.1", "first"]
+    torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
