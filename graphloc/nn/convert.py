@@ -562,7 +562,7 @@ def _convert_conv(conv) -> torch.nn.Module:
     except Exception as err:  # an option graphloc's conv lacks shows up here
         raise Unconvertible(f"{name}: {type(err).__name__}: {err}") from None
     _carry_call_hooks(conv, ours)
-    ours = ours.to(_dtype_of(conv)).train(conv.training)
+    ours = ours.to(_device_of(conv), _dtype_of(conv)).train(conv.training)
     _share_parameters(conv, ours)
     return ours
 
@@ -654,7 +654,7 @@ def _basic_gnn(model) -> torch.nn.Module:
     except (ValueError, TypeError) as err:
         raise Unconvertible(f"graphloc's GNN: {err}") from None
     gnn.convs = torch.nn.ModuleList(convs)
-    gnn = gnn.to(_dtype_of(model)).train(model.training)
+    gnn = gnn.to(_device_of(model), _dtype_of(model)).train(model.training)
     for ours, theirs in zip(gnn.norms, copy.deepcopy(model.norms), strict=False):
         inner = getattr(theirs, "module", theirs)  # PyG's BatchNorm wraps torch's
         ours.load_state_dict(inner.state_dict(), strict=True)
@@ -730,6 +730,14 @@ def _dtype_of(module) -> torch.dtype:
     for p in module.parameters():
         return p.dtype
     return torch.float32
+
+
+def _device_of(module) -> torch.device:
+    """The device of the module's first parameter or buffer (a conv on a GPU gets its twin
+    there), else the CPU."""
+    for t in (*module.parameters(), *module.buffers()):
+        return t.device
+    return torch.device("cpu")
 
 
 # --- the probe ----------------------------------------------------------------------------
