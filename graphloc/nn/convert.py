@@ -557,9 +557,11 @@ def _convert_conv(conv) -> torch.nn.Module:
         ours.flow = conv.flow  # every converted conv reads its flow and node axis at each call
         ours.node_dim = conv.node_dim
         ours.load_state_dict(_used_state(conv, state, ours), strict=True)
-    except Unconvertible:
-        raise
-    except Exception as err:  # an option graphloc's conv lacks shows up here
+    except Exception as err:  # (an option graphloc's conv lacks shows up here)
+        if state is not None:  # the kept PyG conv keeps its weights, whatever was reset
+            conv.load_state_dict(state)
+        if isinstance(err, Unconvertible):
+            raise
         raise Unconvertible(f"{name}: {type(err).__name__}: {err}") from None
     _carry_call_hooks(conv, ours)
     ours = ours.to(_device_of(conv), _dtype_of(conv)).train(conv.training)

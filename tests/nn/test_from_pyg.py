@@ -796,3 +796,22 @@ def test_a_conv_under_two_names_is_replaced_under_both():
     assert ours.first is ours.convs[0] and type(ours.first) is GCNConv
     assert ours.pyg_conversion["converted"] == ["convs.0", "convs.1", "first"]
     torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
+
+
+def test_a_conv_that_does_not_convert_keeps_its_weights(monkeypatch):
+    """graphloc's conv takes over the PyG conv's network and its constructor resets it: a
+    conversion that fails after that (here, made to fail) must leave the kept PyG conv
+    with its own weights."""
+    import graphloc.nn.convert as convert
+    torch.manual_seed(0)
+    x, edge_index = _probe()
+    conv = pyg.EdgeConv(torch.nn.Linear(12, 6))
+    want = conv(x, edge_index)
+
+    def failing(module):
+        convert._edge(module)  # (resets module.nn)
+        raise convert.Unconvertible("made to fail")
+    monkeypatch.setitem(convert._CONVERTERS, "EdgeConv", failing)
+    with pytest.warns(UserWarning, match="made to fail"):
+        kept = from_pyg(torch.nn.ModuleList([conv]))
+    torch.testing.assert_close(kept[0](x, edge_index), want)
