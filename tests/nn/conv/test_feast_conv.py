@@ -210,3 +210,5 @@ def test_bad_arguments_are_named():
         conv((x, None), edge_index)
     with pytest.raises(ValueError, match="edge_index"):
         conv(x, edge_index + 100)
+    with pytest.raises(TypeError, match="FeaStConv expects floating-point node features x"):
+        conv(x.long(), edge_index)

@@ -171,5 +171,7 @@ def test_bad_arguments_are_named():
         conv(x, index, None, attr[:2], num_edges=2)
     with pytest.raises(ValueError, match=r"hyperedge_index must have shape \[2, nnz\]"):
         conv(x, index[0], None, attr)
+    with pytest.raises(TypeError, match="HypergraphConv expects floating-point node features"):
+        conv(x.long(), index, None, attr)
     with pytest.raises(ValueError, match=r"HypergraphConv expects x of shape \[N, 6\]"):
         conv(x[:, :3], index, None, attr)

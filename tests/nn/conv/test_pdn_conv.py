@@ -164,5 +164,9 @@ def test_bad_arguments_are_named():
         conv(x, edge_index, edge_attr[:3])
     with pytest.raises(ValueError, match=r"PDNConv expects x of shape \[N, 4\]"):
         conv(x[:, :2], edge_index, edge_attr)
+    with pytest.raises(ValueError, match=r"edge_index\[0\] holds 1\d\d"):
+        conv(x, edge_index + 100, edge_attr)
+    with pytest.raises(TypeError, match="PDNConv expects floating-point node features x"):
+        conv(x.long(), edge_index, edge_attr)
     with pytest.raises(ValueError, match="one node set"):
         conv((x, x[:5]), edge_index[:, edge_index[1] < 5], edge_attr[edge_index[1] < 5])

@@ -121,3 +121,5 @@ def test_bad_arguments_are_named():
         conv((x, x[:, :2]), edge_index)
     with pytest.raises(ValueError, match="edge_index"):
         conv(x, edge_index + 100)
+    with pytest.raises(TypeError, match="WLConvContinuous expects floating-point node features"):
+        conv(x.long(), edge_index)
