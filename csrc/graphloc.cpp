@@ -101,6 +101,17 @@ TORCH_LIBRARY(graphloc, m) {
       "gated_sum_backward(Tensor indptr, Tensor indices, Tensor key, Tensor query, Tensor value, "
       "Tensor grad, Tensor csc_indptr, Tensor csc_indices, Tensor csc_perm, bool need_key, "
       "bool need_query, bool need_value) -> (Tensor, Tensor, Tensor)");
+  // The FiLM conv's aggregation: per edge (j -> i) of row i and channel c, out[i, c] = sum of
+  // relu(gamma[i, c] * value[j, c] + beta[i, c]), [rows, C] (CPU; other devices compose the
+  // per-edge messages).
+  m.def(
+      "film_sum(Tensor indptr, Tensor indices, Tensor gamma, Tensor beta, Tensor value, "
+      "Tensor? csc_indptr=None, Tensor? csc_indices=None, Tensor? csc_perm=None) -> Tensor");
+  // Its gradients (d gamma, d beta, d value), empty tensors for those not asked for.
+  m.def(
+      "film_sum_backward(Tensor indptr, Tensor indices, Tensor gamma, Tensor beta, Tensor value, "
+      "Tensor grad, Tensor csc_indptr, Tensor csc_indices, Tensor csc_perm, bool need_gamma, "
+      "bool need_beta, bool need_value) -> (Tensor, Tensor, Tensor)");
   // The edge-conditioned (NNConv) aggregation: per CSR row i, the sum over i's edges e of the
   // outer product weight[e] (x) x[indices[e]], out [rows, K * C] for weight [E, K] (in CSR
   // order) and x [N_src, C] (CPU; other devices compose the per-edge products). The csc_*

@@ -363,6 +363,20 @@ inline void check_gated_sum_args(const at::Tensor& indptr, const at::Tensor& ind
               " but query has shape ", query.sizes());
 }
 
+// film_sum: destination rows gamma and beta [rows, C], source rows value [N_src, C], all of
+// one dtype, over one CSR.
+inline void check_film_sum_args(const at::Tensor& indptr, const at::Tensor& indices,
+                                const at::Tensor& gamma, const at::Tensor& beta,
+                                const at::Tensor& value) {
+  check_sddmm_args(indptr, indices, value, gamma, 1);
+  check_features(beta, "beta");
+  TORCH_CHECK(beta.scalar_type() == gamma.scalar_type(), "beta is ", beta.scalar_type(),
+              " but gamma is ", gamma.scalar_type());
+  check_same_device(beta, "beta", gamma, "gamma");
+  TORCH_CHECK(beta.sizes() == gamma.sizes(), "beta has shape ", beta.sizes(),
+              " but gamma has shape ", gamma.sizes());
+}
+
 // edge_outer_sum: weight [E, K] (K >= 1) in CSR order, source rows x [N_src, C], one dtype,
 // over one CSR of E edges.
 inline void check_edge_outer_sum_args(const at::Tensor& indptr, const at::Tensor& indices,

@@ -41,38 +41,6 @@ inline acc_t sigmoid(acc_t v) {
   return acc_t(1) / (acc_t(1) + exp_vec(-v));
 }
 
-// Rows of a contiguous [rows, C] tensor.
-template <typename scalar_t>
-struct Rows {
-  const scalar_t* data;
-  int64_t C;
-  const scalar_t* operator[](int64_t r) const { return data + r * C; }
-};
-
-template <typename scalar_t>
-Rows<scalar_t> rows_of(const at::Tensor& t) {
-  return {t.data_ptr<scalar_t>(), t.size(1)};
-}
-
-// Row r's entries k of a CSR (ptr, idx): edge(a[idx[k]], b[idx[k]]) for each, the two rows
-// of the entries `distance` ahead prefetched (up to ahead_end, the thread's chunk's end).
-template <typename scalar_t, typename index_t, typename Edge>
-__attribute__((always_inline)) inline void for_each_entry(const index_t* ptr, const index_t* idx,
-                                                          int64_t r, int64_t ahead_end,
-                                                          int64_t distance, Rows<scalar_t> a,
-                                                          Rows<scalar_t> b, int64_t C,
-                                                          Edge&& edge) {
-  for (int64_t k = ptr[r]; k < ptr[r + 1]; ++k) {
-    if (k < ahead_end) {
-      const int64_t ahead = idx[k + distance];
-      prefetch_row(a[ahead], C);
-      prefetch_row(b[ahead], C);
-    }
-    const int64_t other = idx[k];
-    edge(a[other], b[other]);
-  }
-}
-
 // The rows [r0, r1) of a pass over the CSR rows, out[i] one of
 //   forward (kKeyGrad false): the sum over i's edges (j -> i) of
 //     sigmoid(key[i, c] + query[j, c]) * value[j, c];
@@ -95,7 +63,7 @@ __attribute__((noinline)) void csr_rows(const index_t* indptr, const index_t* in
     const scalar_t* __restrict__ k_i = key[i];
     const scalar_t* __restrict__ g_i = kKeyGrad ? grad[i] : nullptr;
     for_each_entry(
-        indptr, indices, i, ahead_end, distance, query, value, C,
+        indptr, indices, i, ahead_end, distance, C,
         [&](const scalar_t* __restrict__ q, const scalar_t* __restrict__ v) {
 #pragma omp simd
           for (int64_t c = 0; c < C; ++c) {
@@ -105,7 +73,8 @@ __attribute__((noinline)) void csr_rows(const index_t* indptr, const index_t* in
             else
               a[c] += s * static_cast<acc_t>(v[c]);
           }
-        });
+        },
+        query, value);
     store_row(out + i * C, a, C, stream);
   }
 }
@@ -132,17 +101,18 @@ __attribute__((noinline)) void source_grad_rows(const index_t* csc_indptr,
     std::fill(b, b + C, acc_t(0));
     const scalar_t* __restrict__ q_j = query[j];
     const scalar_t* __restrict__ v_j = value[j];
-    for_each_entry(csc_indptr, csc_indices, j, ahead_end, distance, key, grad, C,
-                   [&](const scalar_t* __restrict__ k_i, const scalar_t* __restrict__ g_i) {
+    for_each_entry(
+        csc_indptr, csc_indices, j, ahead_end, distance, C,
+        [&](const scalar_t* __restrict__ k_i, const scalar_t* __restrict__ g_i) {
 #pragma omp simd
-                     for (int64_t c = 0; c < C; ++c) {
-                       const acc_t s =
-                           sigmoid(static_cast<acc_t>(k_i[c]) + static_cast<acc_t>(q_j[c]));
-                       const acc_t g = static_cast<acc_t>(g_i[c]);
-                       b[c] += s * g;
-                       a[c] += g * static_cast<acc_t>(v_j[c]) * ((acc_t(1) - s) * s);
-                     }
-                   });
+          for (int64_t c = 0; c < C; ++c) {
+            const acc_t s = sigmoid(static_cast<acc_t>(k_i[c]) + static_cast<acc_t>(q_j[c]));
+            const acc_t g = static_cast<acc_t>(g_i[c]);
+            b[c] += s * g;
+            a[c] += g * static_cast<acc_t>(v_j[c]) * ((acc_t(1) - s) * s);
+          }
+        },
+        key, grad);
     if (grad_query != nullptr) store_row(grad_query + j * C, a, C, stream);
     if (grad_value != nullptr) store_row(grad_value + j * C, b, C, stream);
   }

@@ -203,4 +203,46 @@ inline at::Tensor empty_output(at::IntArrayRef sizes, const at::TensorOptions& o
   return out;
 }
 
+// Rows of a [rows, C] tensor whose rows are contiguous, `stride` values apart.
+template <typename scalar_t>
+struct Rows {
+  const scalar_t* data;
+  int64_t stride;
+  const scalar_t* operator[](int64_t r) const { return data + r * stride; }
+};
+
+// The rows of t, a [rows, C] tensor from with_contiguous_rows (or contiguous).
+template <typename scalar_t>
+Rows<scalar_t> rows_of(const at::Tensor& t) {
+  return {t.data_ptr<scalar_t>(), t.stride(0)};
+}
+
+// t itself where its rows are contiguous (the channels one value apart, as in a column slice
+// of a wider tensor: FiLM's beta and gamma, split from one product), else a contiguous copy.
+inline at::Tensor with_contiguous_rows(const at::Tensor& t) {
+  return t.dim() == 2 && (t.stride(1) == 1 || t.size(1) <= 1) && t.stride(0) >= t.size(1)
+             ? t
+             : t.contiguous();
+}
+
+// Row r's entries k of a CSR (ptr, idx): edge(rows[idx[k]]...), the row of each tensor in
+// `rows` at the other end of the entry, those `distance` entries ahead prefetched (up to
+// ahead_end, the thread's chunk's end). For the kernels whose per-edge work reads rows of
+// several node tensors at the far end (gated_sum, film_sum).
+template <typename scalar_t, typename index_t, typename Edge, typename... Tensors>
+__attribute__((always_inline)) inline void for_each_entry(const index_t* ptr, const index_t* idx,
+                                                          int64_t r, int64_t ahead_end,
+                                                          int64_t distance, int64_t C, Edge&& edge,
+                                                          Rows<scalar_t> first, Tensors... rest) {
+  for (int64_t k = ptr[r]; k < ptr[r + 1]; ++k) {
+    if (k < ahead_end) {
+      const int64_t ahead = idx[k + distance];
+      prefetch_row(first[ahead], C);
+      (prefetch_row(rest[ahead], C), ...);
+    }
+    const int64_t other = idx[k];
+    edge(first[other], rest[other]...);
+  }
+}
+
 }  // namespace graphloc

@@ -25,6 +25,7 @@ from graphloc.ops._library import (
 from graphloc.ops.dropout import dropout
 from graphloc.ops.reference import as_rows, canonical_reduce
 from graphloc.ops.reference import edge_outer_sum as _composed_outer_sum
+from graphloc.ops.reference import film_sum as _composed_film_sum
 from graphloc.ops.scatter import _check_indptr, gather, scatter
 from graphloc.ops.sparse_library import library_spmm, set_spmm_backend, uses_sparse_library
 from graphloc.ops.traversal import (
@@ -38,7 +39,8 @@ from graphloc.ops.traversal import (
 )
 
 __all__ = ["HAS_EXTENSION", "spmm", "set_spmm_backend", "sddmm", "segment_softmax",
-           "segment_attention", "additive_attention", "gatv2_scores", "gated_sum", "softmax_sum",
+           "segment_attention", "additive_attention", "gatv2_scores", "gated_sum", "film_sum",
+           "softmax_sum",
            "edge_outer_sum", "edge_head_sum",
            "segment_reduce", "gather", "scatter", "coo_to_csr", "csr_transpose", "permute_rows",
            "khop_subgraphs", "separated_rounds", "neighbor_sample", "hop2_sample",
@@ -437,6 +439,46 @@ def gated_sum(graph, key: Tensor, query: Tensor, value: Tensor) -> Tensor:
     return kernels.gated_sum(graph.csr.indptr, graph.csr.indices, key.contiguous(),
                              query.contiguous(), value.contiguous(),
                              *_transpose_args(graph, needs_transpose))
+
+
+@_float16_in_float32
+def film_sum(graph, gamma: Tensor, beta: Tensor, value: Tensor) -> Tensor:
+    """The FiLM conv's aggregation (Brockschmidt, 2020): per edge ``(j -> i)`` and channel
+    ``c``, ``relu(gamma[i, c] * value[j, c] + beta[i, c])``, summed into row ``i``.
+
+    On the CPU (float32, float64) one kernel computes it, and its backward recomputes each
+    pre-activation where it needs it: no ``[E, C]`` tensor forward or backward. Elsewhere
+    the per-edge messages, which is also its definition (the pure-torch twin,
+    ``graphloc.ops.reference.film_sum``). Rounding and special values are torch's: the
+    product and the sum round apart, relu keeps NaN, and its gradient is exactly 0 where
+    the message is <= 0.
+
+    Args:
+        gamma: ``[N, C]``, the destination side's scales.
+        beta: ``[N, C]``, the destination side's shifts.
+        value: ``[N_src, C]``, the source rows.
+
+    Returns ``[N, C]`` (0 for nodes without incoming edges).
+    """
+    _check_graph(graph)
+    gamma, beta, value = _promoted_under_autocast(gamma, beta, value)
+    _check_node_features(graph, gamma, "gamma", side="destination")
+    _check_node_features(graph, beta, "beta", side="destination")
+    _check_node_features(graph, value, "value")
+    if gamma.dim() != 2 or beta.shape != gamma.shape or value.shape[1:] != gamma.shape[1:]:
+        raise ValueError(f"gamma and beta [N, C] and value [N_src, C] must share C, got "
+                         f"{list(gamma.shape)}, {list(beta.shape)} and {list(value.shape)}")
+    if not gamma.dtype == beta.dtype == value.dtype:
+        raise TypeError(f"gamma ({gamma.dtype}), beta ({beta.dtype}) and value ({value.dtype}) "
+                        "must have one dtype")
+    csr = graph.csr
+    if gamma.device.type != "cpu" or not HAS_EXTENSION or \
+            gamma.dtype not in (torch.float32, torch.float64):
+        return _composed_film_sum(csr.indptr, csr.indices, gamma, beta, value)
+    needs_transpose = torch.is_grad_enabled() and value.requires_grad
+    # (the kernel reads rows at any stride: FiLM's beta and gamma are views of one product)
+    return kernels.film_sum(csr.indptr, csr.indices, gamma, beta, value,
+                            *_transpose_args(graph, needs_transpose))
 
 
 @_float16_in_float32

@@ -652,24 +652,48 @@ def _gated_backward_fake(indptr, indices, key, query, value, grad, csc_indptr, c
             value.new_empty(value.shape if need_value else (0,)))
 
 
-def _gated_setup(ctx, inputs, output):
-    indptr, indices, key, query, value, t_indptr, t_indices, t_perm = inputs
-    ctx.save_for_backward(indptr, indices, key, query, value, t_indptr, t_indices, t_perm)
+def _film_fake(indptr, indices, gamma, beta, value, csc_indptr=None, csc_indices=None,
+               csc_perm=None):
+    _check_csr_fake(indptr, indices)
+    for t, name in ((gamma, "gamma"), (beta, "beta"), (value, "value")):
+        _check_rows_fake(t, name)
+    torch._check(beta.shape == gamma.shape, lambda: f"beta has shape {list(beta.shape)} "
+                 f"but gamma has shape {list(gamma.shape)}")
+    torch._check(value.shape[1] == gamma.shape[1], lambda: f"value has {value.shape[1]} "
+                 f"channels but gamma has {gamma.shape[1]}")
+    return gamma.new_empty(gamma.shape)
 
 
-def _gated_backward(ctx, grad):
-    indptr, indices, key, query, value, t_indptr, t_indices, t_perm = ctx.saved_tensors
-    needs = ctx.needs_input_grad[2:5]
-    # under create_graph the backward itself differentiable: the same formula, composed
-    backward = reference.gated_sum_backward if torch.is_grad_enabled() else \
-        kernels.gated_sum_backward
-    if backward is kernels.gated_sum_backward:
-        t_indptr, t_indices, t_perm = _transpose_of(indptr, indices, query.size(0), t_indptr,
-                                                    t_indices, t_perm)
-    grads = backward(indptr, indices, key, query, value, grad.contiguous(), t_indptr,
-                     t_indices, t_perm, *needs)
-    return (None, None, *(g if need else None for g, need in zip(grads, needs, strict=True)),
-            None, None, None)
+def _film_backward_fake(indptr, indices, gamma, beta, value, grad, csc_indptr, csc_indices,
+                        csc_perm, need_gamma, need_beta, need_value):
+    return (gamma.new_empty(gamma.shape if need_gamma else (0,)),
+            beta.new_empty(beta.shape if need_beta else (0,)),
+            value.new_empty(value.shape if need_value else (0,)))
+
+
+def _edge_function_autograd(name: str):
+    """(setup_context, backward) of an op ``name(indptr, indices, a, b, value, csc_indptr,
+    csc_indices, csc_perm)`` whose kernel ``name_backward`` recomputes its per-edge function
+    and returns the three tensors' gradients (gated_sum, film_sum). Under create_graph the
+    backward itself is differentiable: the same formula composed (``reference``)."""
+
+    def setup(ctx, inputs, output):
+        ctx.save_for_backward(*inputs[:5], *inputs[5:8])
+
+    def backward(ctx, grad):
+        indptr, indices, a, b, value, t_indptr, t_indices, t_perm = ctx.saved_tensors
+        needs = ctx.needs_input_grad[2:5]
+        if torch.is_grad_enabled():
+            kernel = getattr(reference, f"{name}_backward")
+        else:
+            kernel = getattr(kernels, f"{name}_backward")
+            t_indptr, t_indices, t_perm = _transpose_of(indptr, indices, value.size(0),
+                                                        t_indptr, t_indices, t_perm)
+        grads = kernel(indptr, indices, a, b, value, grad, t_indptr, t_indices, t_perm, *needs)
+        return (None, None, *(g if need else None for g, need in zip(grads, needs, strict=True)),
+                None, None, None)
+
+    return setup, backward
 
 
 # --- edge_outer_sum ------------------------------------------------------------------------
@@ -829,7 +853,8 @@ _AUTOGRAD = {"dropout": (_dropout_setup, _dropout_backward),
              "segment_attention": (_attention_setup, _attention_backward),
              "additive_attention": (_additive_setup, _additive_backward),
              "gatv2_scores": (_gatv2_setup, _gatv2_backward),
-             "gated_sum": (_gated_setup, _gated_backward),
+             "gated_sum": _edge_function_autograd("gated_sum"),
+             "film_sum": _edge_function_autograd("film_sum"),
              "edge_outer_sum": (_outer_setup, _outer_backward),
              "softmax_sum": (_softmax_sum_setup, _softmax_sum_backward)}
 
@@ -853,6 +878,8 @@ def _register() -> None:
     fake(lib + "gatv2_scores_backward")(_gatv2_backward_fake)
     fake(lib + "gated_sum")(_gated_fake)
     fake(lib + "gated_sum_backward")(_gated_backward_fake)
+    fake(lib + "film_sum")(_film_fake)
+    fake(lib + "film_sum_backward")(_film_backward_fake)
     fake(lib + "edge_outer_sum")(_outer_fake)
     fake(lib + "edge_outer_sum_backward")(_outer_backward_fake)
     fake(lib + "softmax_sum")(_softmax_sum_fake)

@@ -272,6 +272,36 @@ def gated_sum_backward(indptr, indices, key, query, value, grad, csc_indptr, csc
     return d_key, d_query, d_value
 
 
+def film_sum(indptr, indices, gamma, beta, value, csc_indptr=None, csc_indices=None,
+             csc_perm=None):
+    """The FiLM conv's aggregation ``[rows, C]``: per edge (j -> i),
+    ``relu(gamma[i] * value[j] + beta[i])`` summed into row i."""
+    rows = csr_rows(indptr, indices.numel()).long()
+    messages = torch.relu(gamma.index_select(0, rows) * value.index_select(0, indices.long())
+                          + beta.index_select(0, rows))
+    return gamma.new_zeros(gamma.shape).index_add(0, rows, messages)
+
+
+def film_sum_backward(indptr, indices, gamma, beta, value, grad, csc_indptr, csc_indices,
+                      csc_perm, need_gamma, need_beta, need_value):
+    """The three gradients of film_sum from differentiable ops (empty where not asked for):
+    d pre = grad[i] where the message is not <= 0 (relu's backward), then d gamma = d pre *
+    value[j] and d beta = d pre summed per destination, d value = d pre * gamma[i] per
+    source."""
+    sources = indices.long()
+    rows = csr_rows(indptr, indices.numel()).long()
+    gamma_i, value_j = gamma.index_select(0, rows), value.index_select(0, sources)
+    message = torch.relu(gamma_i * value_j + beta.index_select(0, rows))
+    d_pre = torch.where(message <= 0, 0, grad.index_select(0, rows))
+    none = gamma.new_empty(0)
+    d_gamma = gamma.new_zeros(gamma.shape).index_add(0, rows, d_pre * value_j) if need_gamma \
+        else none
+    d_beta = beta.new_zeros(beta.shape).index_add(0, rows, d_pre) if need_beta else none
+    d_value = value.new_zeros(value.shape).index_add(0, sources, d_pre * gamma_i) \
+        if need_value else none
+    return d_gamma, d_beta, d_value
+
+
 def edge_outer_sum(indptr, indices, weight, x, csc_indptr=None, csc_indices=None,
                    csc_perm=None):
     """The edge-conditioned aggregation ``[rows, K * C]``: per edge ``e = (j -> i)`` in CSR

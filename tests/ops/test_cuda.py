@@ -130,6 +130,20 @@ def test_edge_products_composed_on_the_gpu_are_the_cpu_kernels(op):
     torch.testing.assert_close([v.cpu() for v in got], list(run(cpu, weight, x)))
 
 
+def test_film_sum_composed_on_the_gpu_is_the_cpu_kernel():
+    cpu, gpu = _pair(seed=64)
+    gen = torch.Generator().manual_seed(64)
+    gamma, beta, value = (torch.randn(310, 6, dtype=torch.float64, generator=gen)
+                          for _ in range(3))
+
+    def run(graph, *inputs):
+        inputs = [t.clone().requires_grad_() for t in inputs]
+        out = ops.film_sum(graph, *inputs)
+        return out, *torch.autograd.grad(out, inputs, torch.ones_like(out))
+    got = run(gpu, gamma.cuda(), beta.cuda(), value.cuda())
+    torch.testing.assert_close([v.cpu() for v in got], list(run(cpu, gamma, beta, value)))
+
+
 @pytest.mark.parametrize("magnitude", [1e6, 1e30])
 def test_attention_backward_at_large_scores_is_the_cpu_softmaxs(magnitude):
     """float32 scores whose log-sum-exp rounds at their scale (tied maxima): the CUDA

@@ -30,6 +30,7 @@ def _cases(graph):
         "additive_attention (slope 0)": lambda x: ops.additive_attention(
             graph, x[:, :2], x[:, 2:], x, negative_slope=0.0),
         "gated_sum": lambda x: ops.gated_sum(graph, x, x.flip(1), x.sin()),
+        "film_sum": lambda x: ops.film_sum(graph, x, x.flip(1), x.sin()),
         "edge_outer_sum": lambda x: ops.edge_outer_sum(graph, ops.sddmm(graph, x, b), x).sum(1),
         "edge_head_sum": lambda x: ops.edge_head_sum(graph, ops.sddmm(graph, x, b, "add"),
                                                      x.unsqueeze(2)),

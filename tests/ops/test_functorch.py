@@ -47,6 +47,7 @@ def _op_cases(graph):
         ("additive_attention",
          lambda x: ops.additive_attention(graph, x[:, :2], x[:, 2:], x)),
         ("gated_sum", lambda x: ops.gated_sum(graph, x, x.flip(1), x.sin())),
+        ("film_sum", lambda x: ops.film_sum(graph, x, x.flip(1), x.sin())),
         ("edge_outer_sum", lambda x: ops.edge_outer_sum(graph, scores, x).sum(1)),
         ("edge_head_sum", lambda x: ops.edge_head_sum(graph, scores, x.view(-1, 2, 2))),
         ("softmax_sum", lambda x: ops.softmax_sum(graph, x, x[0].cos())),

@@ -51,6 +51,7 @@ CHILD = textwrap.dedent("""
                 torch.randn(3, 2), torch.randn(3, 2), 0.2, ptr, idx, x),
             "gatv2_scores": lambda: k.gatv2_scores(ptr, idx, x, x, torch.randn(2, 2), 0.2),
             "gated_sum": lambda: k.gated_sum(ptr, idx, x, x, x),
+            "film_sum": lambda: k.film_sum(ptr, idx, x, x, x),
             "edge_outer_sum": lambda: k.edge_outer_sum(ptr, idx, s, x),
             "edge_outer_sum_backward": lambda: k.edge_outer_sum_backward(
                 ptr, idx, s, x, torch.randn(3, 8), True, True),
@@ -100,6 +101,8 @@ CHILD = textwrap.dedent("""
             good_ptr, good_idx, x, x, torch.randn(2, 2), 0.2, torch.randn(3, 2), ci, cx, cp,
             True, True, True),
         "gated_sum_backward": lambda: k.gated_sum_backward(
+            good_ptr, good_idx, x, x, x, x, ci, cx, cp, True, True, True),
+        "film_sum_backward": lambda: k.film_sum_backward(
             good_ptr, good_idx, x, x, x, x, ci, cx, cp, True, True, True),
         "softmax_sum_backward": lambda: k.softmax_sum_backward(
             x, torch.ones(4), x, torch.ones(2, 3, 4), x, good_ptr, good_idx, ci, cx, cp, False,

@@ -79,6 +79,11 @@ def _samples():
     yield kernels.gated_sum_backward, (csr.indptr, csr.indices, key.detach(), query.detach(),
                                        value.detach(), torch.randn(N, 4, **f64), *transpose,
                                        True, False, True)
+    gamma, beta = (torch.randn(N, 4, **f64, requires_grad=True) for _ in range(2))
+    yield kernels.film_sum, (csr.indptr, csr.indices, gamma, beta, value, *transpose)
+    yield kernels.film_sum_backward, (csr.indptr, csr.indices, gamma.detach(), beta.detach(),
+                                      value.detach(), torch.randn(N, 4, **f64), *transpose,
+                                      True, True, False)
     weight = torch.randn(E, 3, **f64, requires_grad=True)
     yield kernels.edge_outer_sum, (csr.indptr, csr.indices, weight, x, *transpose)
     yield kernels.edge_outer_sum_backward, (csr.indptr, csr.indices, weight.detach(), x.detach(),
