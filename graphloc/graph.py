@@ -962,18 +962,7 @@ class Graph:
         order. Built once per unchanged ``edge_type`` tensor and graph, as the layers'
         graphs of a raw ``edge_index`` are. While ``torch.compile`` traces, every pair is a
         row (K = N R, a count that does not depend on the data)."""
-        self._check_edges_unchanged()
-        check_int(num_relations, "num_relations", 1)
-        if not isinstance(edge_type, Tensor) or edge_type.dim() != 1 or \
-                edge_type.numel() != self.num_edges:
-            shape = list(edge_type.shape) if isinstance(edge_type, Tensor) else \
-                type(edge_type).__name__
-            raise ValueError(f"edge_type must hold one relation per edge, [{self.num_edges}], "
-                             f"got {shape}")
-        check_index(edge_type, num_relations, "edge_type")
-        if edge_type.device != self.device:
-            raise ValueError(f"edge_type is on {edge_type.device} but the graph is on "
-                             f"{self.device}")
+        self._check_relations(edge_type, num_relations)
 
         def build(types: Tensor) -> tuple[Graph, Tensor]:
             pairs = types.long() * self.num_nodes + self.edge_index[1]
@@ -986,6 +975,46 @@ class Graph:
                                    rows.numel(), self.num_src_nodes)
             return graph, rows
         return _RELATION_GRAPHS.get(edge_type, (weakref.ref(self), num_relations), build)
+
+    def relation_subgraphs(self, edge_type: Tensor, num_relations: int) -> tuple[Graph, ...]:
+        """One graph per relation r, on this graph's nodes, holding the edges of type r in
+        their order here: for layers whose messages depend on the relation at both ends
+        (FiLM's per-relation source maps and destination modulations), each relation's
+        aggregation then runs on its own edges, as PyG's masked ``edge_index[:, type ==
+        r]``. ``edge_type`` as for ``by_relation``; built once per unchanged ``edge_type``
+        tensor and graph. While ``torch.compile`` traces, each subgraph keeps every edge
+        and sends those of the other relations to one extra destination, node
+        ``num_nodes`` (an edge count that does not depend on the data), whose row the
+        caller drops."""
+        self._check_relations(edge_type, num_relations)
+        num_src = self.num_src_nodes if self.is_bipartite else None
+        src, dst = self.edge_index
+
+        def build(types: Tensor) -> tuple[Graph, ...]:
+            if torch.compiler.is_compiling():
+                return tuple(Graph._derived(
+                    torch.stack([src, torch.where(types == r, dst, self.num_nodes)]),
+                    self.num_nodes + 1, self.num_src_nodes) for r in range(num_relations))
+            return tuple(Graph._derived(self.edge_index[:, types == r], self.num_nodes, num_src)
+                         for r in range(num_relations))
+        return _RELATION_GRAPHS.get(edge_type, (weakref.ref(self), num_relations, "subgraphs"),
+                                    build)
+
+    def _check_relations(self, edge_type: Tensor, num_relations: int) -> None:
+        """``edge_type``: one relation in ``[0, num_relations)`` per edge, on the graph's
+        device."""
+        self._check_edges_unchanged()
+        check_int(num_relations, "num_relations", 1)
+        if not isinstance(edge_type, Tensor) or edge_type.dim() != 1 or \
+                edge_type.numel() != self.num_edges:
+            shape = list(edge_type.shape) if isinstance(edge_type, Tensor) else \
+                type(edge_type).__name__
+            raise ValueError(f"edge_type must hold one relation per edge, [{self.num_edges}], "
+                             f"got {shape}")
+        check_index(edge_type, num_relations, "edge_type")
+        if edge_type.device != self.device:
+            raise ValueError(f"edge_type is on {edge_type.device} but the graph is on "
+                             f"{self.device}")
 
     def gcn_norm(self, add_self_loops: bool = True, improved: bool = False,
                  edge_weight: Tensor | None = None,

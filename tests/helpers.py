@@ -24,6 +24,7 @@ from graphloc.nn import (
     EGConv,
     FAConv,
     FeaStConv,
+    FiLMConv,
     GATConv,
     GATEConv,
     GatedGraphConv,
@@ -279,6 +280,10 @@ CONV_LAYERS = {
     # PDN: an edge network on the graph's edge_attr weighs GCN's normalised sum
     "pdn": lambda: PDNConv(5, 4, edge_dim=3, hidden_channels=6),
     "wl-continuous": lambda: WLConvContinuous(),  # (no parameters)
+    # GNN-FiLM: each destination's affine modulation of its messages, then a ReLU (fused),
+    # or another activation on per-edge messages (a sum: max's near ties flip under bfloat16)
+    "film": lambda: FiLMConv(5, 4),
+    "film-tanh-sum": lambda: FiLMConv(5, 4, act=torch.nn.Tanh(), aggr="add"),
 }
 
 # the layers called conv(x, x_0, graph[, edge_weight]), with the first layer's features

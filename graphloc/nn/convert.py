@@ -492,6 +492,20 @@ def _hypergraph(conv):
         dropout=getattr(conv, "dropout", 0.0), bias=conv.bias is not None)
 
 
+def _film(conv):
+    lazy = isinstance(conv.lin_skip.weight, torch.nn.parameter.UninitializedParameter)
+    _require(not lazy, "a lazy FiLMConv not called yet (lins without a width)")
+    _require(len(conv.lins) >= 1, "a FiLMConv of num_relations=0 (PyG's fails at its call)")
+    widths = (conv.lins[0].weight.size(1), conv.lin_skip.weight.size(1))
+    ours = gl_conv.FiLMConv(widths[0] if widths[0] == widths[1] else widths,
+                            conv.out_channels, num_relations=conv.num_relations,
+                            act=conv.act, aggr=_aggregation_of(conv))
+    # the modulation networks taken over whole (PyG's Linears, or its copies of nn, with
+    # their buffers and hooks)
+    ours.films, ours.film_skip = conv.films, conv.film_skip
+    return ours
+
+
 def _eg(conv):
     return gl_conv.EGConv(conv.in_channels, conv.out_channels, list(conv.aggregators),
                           num_heads=conv.num_heads, num_bases=conv.num_bases,
@@ -514,7 +528,8 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "GMMConv": _gmm, "FeaStConv": _feast,
                "PDNConv": _pdn, "WLConvContinuous": _wl_continuous,
                "SignedConv": _signed, "HypergraphConv": _hypergraph,
-               "PointNetConv": _point, "LabelPropagation": _label_propagation, "GATEConv": _gate}
+               "PointNetConv": _point, "LabelPropagation": _label_propagation, "GATEConv": _gate,
+               "FiLMConv": _film}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -539,7 +554,7 @@ def _used_state(conv, state: dict | None, ours: torch.nn.Module) -> dict:
 _AGGREGATION_CARRIED = ("SAGEConv", "GINConv", "GraphConv", "GatedGraphConv", "GENConv",
                         "PNAConv", "EdgeConv", "SimpleConv", "RGCNConv", "FastRGCNConv",
                         "MFConv", "CGConv", "GeneralConv", "NNConv", "GMMConv", "FeaStConv",
-                        "SignedConv", "PointNetConv")
+                        "SignedConv", "PointNetConv", "FiLMConv")
 
 
 def _convert_conv(conv) -> torch.nn.Module:

@@ -20,7 +20,7 @@ from helpers import (
 from parity import parity_graph
 
 from graphloc import Graph, ops
-from graphloc.nn import MODELS, FastRGCNConv, PNAConv, RGCNConv, build_model
+from graphloc.nn import MODELS, FastRGCNConv, FiLMConv, PNAConv, RGCNConv, build_model
 
 MODEL_NAMES = sorted(set(MODELS) - {"latte", "forwardgnn"})  # their own inputs and training
 
@@ -58,6 +58,8 @@ RELATIONAL_CONVS = {
     "rgcn": lambda: RGCNConv(5, 4, 3),
     "rgcn-blocks-max": lambda: RGCNConv(6, 4, 3, num_blocks=2, aggr="max"),
     "fast-rgcn-bases": lambda: FastRGCNConv(5, 4, 3, num_bases=2),
+    "film": lambda: FiLMConv(5, 4, 3),
+    "film-max-nn": lambda: FiLMConv(5, 4, 3, nn=torch.nn.Linear(5, 8), aggr="max"),
 }
 
 

@@ -140,32 +140,34 @@ def test_convs_inside_pyg_wrappers_convert(wrapper):
 
 
 class _MixedModel(torch.nn.Module):
-    """A PyG conv graphloc converts, then one it has no equivalent for (FiLMConv)."""
+    """A PyG conv graphloc converts, then one it has no equivalent for (RGATConv, on one
+    relation)."""
 
     def __init__(self):
         super().__init__()
         self.first = pyg.GCNConv(6, 4)
-        self.second = pyg.FiLMConv(4, 4)
+        self.second = pyg.RGATConv(4, 4, num_relations=1)
 
     def forward(self, x, edge_index):
-        return self.second(torch.relu(self.first(x, edge_index)), edge_index)
+        edge_type = torch.zeros(edge_index.size(1), dtype=torch.long)
+        return self.second(torch.relu(self.first(x, edge_index)), edge_index, edge_type)
 
 
 def test_pyg_convs_without_an_equivalent_are_reported_as_kept():
-    """A FiLMConv or SuperGATConv stays PyG's; the report lists it, with the warning (it said
+    """An RGATConv or SuperGATConv stays PyG's; the report lists it, with the warning (it said
     kept: [] and left the user to believe nothing of PyG remained)."""
     x, edge_index = _probe()
     theirs = _MixedModel().eval()
-    with pytest.warns(UserWarning, match="second: FiLMConv has no graphloc equivalent"):
+    with pytest.warns(UserWarning, match="second: RGATConv has no graphloc equivalent"):
         ours = from_pyg(theirs, example=(x, edge_index))
     assert ours.pyg_conversion["converted"] == ["first"]
-    assert ours.pyg_conversion["kept"] == [("second", "FiLMConv has no graphloc equivalent")]
+    assert ours.pyg_conversion["kept"] == [("second", "RGATConv has no graphloc equivalent")]
     torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
-    with pytest.raises(Unconvertible, match="second: FiLMConv"):
+    with pytest.raises(Unconvertible, match="second: RGATConv"):
         from_pyg(theirs, example=(x, edge_index), strict=True)
     model = measure(theirs, (x, edge_index), 2, nodes=[0], bootstrap=10).settings["model"]
     assert model == {"converted": False,
-                     "reason": "could not convert second: FiLMConv has no graphloc "
+                     "reason": "could not convert second: RGATConv has no graphloc "
                                "equivalent"}
     alone = pyg.SuperGATConv(6, 4)
     with pytest.warns(UserWarning,
@@ -430,6 +432,7 @@ AGGREGATED = {
     "SignedConv": lambda a: pyg.SignedConv(6, 4, True, aggr=a),
     "HypergraphConv": lambda a: pyg.HypergraphConv(6, 4, aggr=a),
     "PointNetConv": lambda a: pyg.PointNetConv(torch.nn.Linear(9, 4), aggr=a),
+    "FiLMConv": lambda a: pyg.FiLMConv(6, 4, aggr=a),
     "LabelPropagation": lambda a: _with_aggregation(pyg.LabelPropagation(2, 0.7), a),
     "GATEConv": lambda a: _gate_conv(a),
 }

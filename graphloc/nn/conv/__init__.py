@@ -12,6 +12,7 @@ from graphloc.nn.conv.edge_conv import EdgeConv
 from graphloc.nn.conv.eg_conv import EGConv
 from graphloc.nn.conv.fa_conv import FAConv
 from graphloc.nn.conv.feast_conv import FeaStConv
+from graphloc.nn.conv.film_conv import FiLMConv
 from graphloc.nn.conv.gat import GATConv
 from graphloc.nn.conv.gate_conv import GATEConv
 from graphloc.nn.conv.gated_graph import GatedGraphConv
@@ -56,7 +57,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
            "SimpleConv", "RGCNConv", "FastRGCNConv", "ARMAConv", "MFConv", "CGConv", "GeneralConv",
            "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv", "WLConvContinuous", "SignedConv",
-           "HypergraphConv", "PointNetConv",
+           "HypergraphConv", "PointNetConv", "FiLMConv",
            "GATEConv",
            "LiftConv",
            "MultiEdgeConv",

@@ -69,6 +69,7 @@ CONVS = [
      lambda: pyg.EGConv(8, 6, ["symnorm", "mean", "var"], num_heads=2), False),
     ("feast", lambda: gl.FeaStConv(8, 3, heads=2), lambda: pyg.FeaStConv(8, 3, heads=2), False),
     ("pdn", lambda: gl.PDNConv(8, 6, 3, 5), lambda: pyg.PDNConv(8, 6, 3, 5), False),
+    ("film", lambda: gl.FiLMConv(8, 6), lambda: pyg.FiLMConv(8, 6), False),
 ]
 GCN_NORMALISED = ("gcn", "gcn-improved", "sgc", "appnp", "ssg", "mixhop", "eg", "pdn")  # gcn_norm
 
@@ -724,7 +725,7 @@ CONV_NAMES = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINECon
               "LEConv", "SSGConv", "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
               "SimpleConv", "ARMAConv", "RGCNConv", "FastRGCNConv", "MFConv", "CGConv",
               "GeneralConv", "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv",
-              "WLConvContinuous", "SignedConv", "HypergraphConv", "PointNetConv"]
+              "WLConvContinuous", "SignedConv", "HypergraphConv", "PointNetConv", "FiLMConv"]
 
 
 def test_forward_arguments_come_in_pygs_positional_order():
@@ -825,6 +826,8 @@ SEEDED_OPTIONS = {
     "feast-add-no-loops": lambda M: M.FeaStConv(8, 6, heads=3, add_self_loops=False,
                                                 aggr="add"),
     "signed-later-add": lambda M: M.SignedConv(4, 6, False, aggr="add"),
+    "film-bipartite-sum-nn": lambda M: M.FiLMConv((8, 4), 6, nn=torch.nn.Linear(4, 12),
+                                                  aggr="add"),
     "gmm-bipartite-separate": lambda M: M.GMMConv((8, 4), 6, dim=2, kernel_size=3,
                                                   separate_gaussians=True, aggr="add"),
 }
@@ -874,6 +877,7 @@ LAZY_BUILDS = {
     "arma-lazy": lambda M: M.ARMAConv(-1, 6, num_layers=2),
     "gen-lazy": lambda M: M.GENConv(-1, 6),
     "feast-lazy": lambda M: M.FeaStConv(-1, 6, heads=2),
+    "film-lazy": lambda M: M.FiLMConv(-1, 6),
     "gmm-lazy": lambda M: M.GMMConv(-1, 6, dim=2, kernel_size=2),
 }
 
