@@ -3,15 +3,15 @@ GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with th
 softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
 ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv, ARMAConv, MFConv, CGConv,
 GeneralConv, EGConv, NNConv, GMMConv, GATEConv, FeaStConv, PDNConv, WLConvContinuous,
-SignedConv, HypergraphConv, PointNetConv) against PyG's, forward + backward, on the two
-benchmark graphs.
+SignedConv, HypergraphConv, PointNetConv, FiLMConv) against PyG's, forward + backward, on
+the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
 cancels. The layers are called as PyG's, ``layer(x, edge_index)`` (GCN2Conv
-and FAConv: ``layer(x, x_0, edge_index)``, x_0 = x; RGCNConv: ``layer(x, edge_index,
-edge_type)``; NNConv: ``layer(x, edge_index, edge_attr)`` with 4 edge features and x's first
-``in_channels``; GMMConv: ``layer(x, edge_index, pseudo)``; GATEConv and PDNConv:
+and FAConv: ``layer(x, x_0, edge_index)``, x_0 = x; RGCNConv and FiLMConv: ``layer(x,
+edge_index, edge_type)``; NNConv: ``layer(x, edge_index, edge_attr)`` with 4 edge features
+and x's first ``in_channels``; GMMConv: ``layer(x, edge_index, pseudo)``; GATEConv and PDNConv:
 ``layer(x, edge_index, edge_attr)``; SignedConv: ``layer(x, pos_edge_index,
 neg_edge_index)``, the edges split by position; HypergraphConv: ``layer(x, edge_index,
 None, hyperedge_attr, N)``, hyperedge i the in-neighbours of node i, its features x_i
@@ -109,6 +109,10 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     # PointNet++'s set layer: x's first 3 features as the positions, local MLP 67-64-64
     "PointNetConv(MLP 67-64-64)": "PointNetConv(Sequential(Linear(67, 64), ReLU(), "
                                   "Linear(64, 64)))",
+    # GNN-FiLM as PyG's PPI example builds it (one relation, ReLU, mean), and with 3
+    # relations (uniform edge types, as RGCNConv's)
+    "FiLMConv(64, 64)": "FiLMConv(64, 64)",
+    "FiLMConv(64, 64, 3 relations)": "FiLMConv(64, 64, num_relations=3)",
 }
 
 
@@ -182,7 +186,7 @@ def call_args(layer, x, edge_index) -> tuple:
     name = type(layer).__name__
     if name in ("GCN2Conv", "FAConv"):
         return x, x, edge_index
-    if name == "RGCNConv":
+    if name in ("RGCNConv", "FiLMConv"):
         return x, edge_index, relation_types(edge_index, layer.num_relations)
     if name == "NNConv":  # x's first in_channels features
         return x[:, :layer.in_channels], edge_index, edge_features(edge_index, 4)
