@@ -54,10 +54,16 @@ void sddmm_rows_tiled(const index_t* indptr, const index_t* indices, const scala
 }
 
 // sddmm_rows_tiled with the widest register tile dividing a head (dot products), or none.
+// Dot products of heads of width 1 are the channels' products: the product loop, which
+// vectorises across the heads (the per-head dots of one term took 64 ms on the road graph at
+// K = 64, 2026-12-05; spmm's per-channel edge values take this gradient).
 template <typename scalar_t, typename index_t, EdgeOp Op>
 void sddmm_rows(const index_t* indptr, const index_t* indices, const scalar_t* a, const scalar_t* b,
                 int64_t num_rows, int64_t K, int64_t heads, scalar_t* out) {
-  if constexpr (Op == EdgeOp::Dot)
+  if (Op == EdgeOp::Dot && heads > 1 && heads == K)
+    sddmm_rows_tiled<0, scalar_t, index_t, EdgeOp::Mul>(indptr, indices, a, b, num_rows, K, heads,
+                                                        out);
+  else if constexpr (Op == EdgeOp::Dot)
     with_tile(K / heads, [&](auto width) {
       constexpr int T = decltype(width)::value;
       sddmm_rows_tiled<T, scalar_t, index_t, Op>(indptr, indices, a, b, num_rows, K, heads, out);

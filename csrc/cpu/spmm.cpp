@@ -49,10 +49,17 @@ inline void sum_row_tiled(const index_t* indptr, Src src, ValueRow value_row, co
   }
 }
 
+// How spmm's vectorised sums weigh their edges: not at all, one value per head (a block of
+// channels inside one head), or one value per channel (heads of width 1, [E, K] values: a
+// continuous filter per edge, SchNet's CFConv).
+enum class Weights : int { None = 0, PerHead = 1, PerChannel = 2 };
+
 // Sum/mean over the edges [begin, end) of one block of Q * L channels (L per vector
-// register) that lies inside head h: the accumulators stay in native-width registers.
-// kPrefetch: the first block of a row fetches the rows `distance` edges on.
-template <int Q, int L, bool kWeighted, bool kPrefetch, typename A, typename Src, typename ValueRow>
+// register) that lies inside head h (or, per channel, whose values are lanes too): the
+// accumulators stay in native-width registers. kPrefetch: the first block of a row fetches
+// the rows `distance` edges on.
+template <int Q, int L, Weights kWeights, bool kPrefetch, typename A, typename Src,
+          typename ValueRow>
 __attribute__((always_inline)) inline void sum_block_edges(int64_t begin, int64_t end, Src src,
                                                            ValueRow value_row, const A* value,
                                                            int64_t heads, int64_t h, const A* x,
@@ -62,11 +69,17 @@ __attribute__((always_inline)) inline void sum_block_edges(int64_t begin, int64_
   for (int64_t e = begin; e < end; ++e) {
     if (kPrefetch && e + distance < chunk_end) {
       prefetch_row_unrolled(x + src(e + distance) * K, K);
-      if constexpr (kWeighted && !std::is_same_v<ValueRow, EdgeRow>)  // values read at random
-        __builtin_prefetch(value + value_row(e + distance) * heads);
+      if constexpr (kWeights == Weights::PerChannel && !std::is_same_v<ValueRow, EdgeRow>)
+        prefetch_row_unrolled(value + value_row(e + distance) * heads, K);
+      else if constexpr (kWeights == Weights::PerHead && !std::is_same_v<ValueRow, EdgeRow>)
+        __builtin_prefetch(value + value_row(e + distance) * heads);  // values read at random
     }
     const A* xr = x + src(e) * K + t0;
-    if constexpr (kWeighted) {
+    if constexpr (kWeights == Weights::PerChannel) {
+      const A* wr = value + value_row(e) * heads + t0;
+#pragma GCC unroll 16
+      for (int q = 0; q < Q; ++q) a[q] += load_vec<A, L>(wr + q * L) * load_vec<A, L>(xr + q * L);
+    } else if constexpr (kWeights == Weights::PerHead) {
       const A w = value[value_row(e) * heads + h];
 #pragma GCC unroll 16
       for (int q = 0; q < Q; ++q) a[q] += w * load_vec<A, L>(xr + q * L);
@@ -85,7 +98,7 @@ __attribute__((always_inline)) inline void sum_block_edges(int64_t begin, int64_
 // 0.85-0.89x the time on the power-law graph, 0.85-0.92x on the road graph. `k` is the row
 // width K: an int64_t, or std::integral_constant<int64_t, T> for rows of one block, whose
 // address arithmetic and prefetch then fold to constants.
-template <int T, bool kWeighted, typename A, typename index_t, Reduce R, typename Src,
+template <int T, Weights kWeights, typename A, typename index_t, Reduce R, typename Src,
           typename ValueRow, typename Width>
 __attribute__((always_inline)) inline void sum_row_blocks(const index_t* indptr, Src src,
                                                           ValueRow value_row, const A* value,
@@ -104,11 +117,11 @@ __attribute__((always_inline)) inline void sum_row_blocks(const index_t* indptr,
       const int64_t h = t0 / F;
       V a[Q] = {};
       if (t0 == 0)
-        sum_block_edges<Q, L, kWeighted, true>(begin, end, src, value_row, value, heads, h, x, K,
-                                               t0, chunk_end, distance, a);
+        sum_block_edges<Q, L, kWeights, true>(begin, end, src, value_row, value, heads, h, x, K, t0,
+                                              chunk_end, distance, a);
       else
-        sum_block_edges<Q, L, kWeighted, false>(begin, end, src, value_row, value, heads, h, x, K,
-                                                t0, chunk_end, distance, a);
+        sum_block_edges<Q, L, kWeights, false>(begin, end, src, value_row, value, heads, h, x, K,
+                                               t0, chunk_end, distance, a);
       alignas(64) A row_out[T];
 #pragma GCC unroll 16
       for (int q = 0; q < Q; ++q) store_vec<A, L>(row_out + q * L, a[q]);
@@ -122,7 +135,7 @@ __attribute__((always_inline)) inline void sum_row_blocks(const index_t* indptr,
 // sum_row_blocks with the row width known at compile time when a row is one block (K == T,
 // one head). Against the run-time width (spmm sum, paired, 2026-12-03): 0.87x to 0.94x the
 // time at F = 16, 0.93x to 1.02x at F = 64.
-template <int T, bool kWeighted, typename A, typename index_t, Reduce R, typename Src,
+template <int T, Weights kWeights, typename A, typename index_t, Reduce R, typename Src,
           typename ValueRow>
 __attribute__((noinline)) void sum_rows_vectorised(const index_t* indptr, Src src,
                                                    ValueRow value_row, const A* value,
@@ -131,12 +144,12 @@ __attribute__((noinline)) void sum_rows_vectorised(const index_t* indptr, Src sr
                                                    int64_t chunk_end, int64_t distance, bool stream,
                                                    A* out) {
   if (K == T)
-    sum_row_blocks<T, kWeighted, A, index_t, R>(indptr, src, value_row, value, heads, x, r0, r1,
-                                                std::integral_constant<int64_t, T>{}, F, chunk_end,
-                                                distance, stream, out);
+    sum_row_blocks<T, kWeights, A, index_t, R>(indptr, src, value_row, value, heads, x, r0, r1,
+                                               std::integral_constant<int64_t, T>{}, F, chunk_end,
+                                               distance, stream, out);
   else
-    sum_row_blocks<T, kWeighted, A, index_t, R>(indptr, src, value_row, value, heads, x, r0, r1, K,
-                                                F, chunk_end, distance, stream, out);
+    sum_row_blocks<T, kWeights, A, index_t, R>(indptr, src, value_row, value, heads, x, r0, r1, K,
+                                               F, chunk_end, distance, stream, out);
 }
 
 // The channels of one register block of spmm's float and double sums: a one-head row of 128
@@ -144,11 +157,14 @@ __attribute__((noinline)) void sum_rows_vectorised(const index_t* indptr, Src sr
 // the row's edges instead of two; else tile_width. Measured 2026-12-03 (AVX-512, K = 128 floats,
 // paired): 0.74x to 0.85x the time of two 64-channel blocks on the power-law graph, 0.92x to 0.95x
 // on the road graph.
+// Heads of width 1 (one value per channel) take blocks across the channels, their values
+// loaded as lanes: the per-head blocks had no tile of one channel, and the scalar loop took
+// 11x the time of an unweighted sum (67 ms against 6 ms, road graph, K = 64, 2026-12-05).
 template <typename A>
 inline int sum_tile_width(int64_t K, int64_t heads) {
   constexpr int64_t kMaxBlockBytes = 8 * kVectorBytes;
   if (heads == 1 && K == 128 && K * static_cast<int64_t>(sizeof(A)) <= kMaxBlockBytes) return 128;
-  return tile_width(K / heads);
+  return heads > 1 && heads == K ? tile_width(K) : tile_width(K / heads);
 }
 
 // Max/min over one block of T channels inside one head, branch-free so it vectorises: the
@@ -232,14 +248,18 @@ void reduce_rows(const index_t* indptr, Src src, ValueRow value_row, const scala
         with_constant<128, 64, 32, 16, 8, 4, 2, 1>(tile, [&](auto width) {
           constexpr int T = decltype(width)::value;
           if constexpr (T > 0 && kVectorised) {
-            if (value)
-              sum_rows_vectorised<T, true, scalar_t, index_t, R>(indptr, src, value_row, value,
-                                                                 heads, x, r0, r1, K, F, chunk_end,
-                                                                 distance, stream, out);
+            if (value && heads > 1 && heads == K)
+              sum_rows_vectorised<T, Weights::PerChannel, scalar_t, index_t, R>(
+                  indptr, src, value_row, value, heads, x, r0, r1, K, F, chunk_end, distance,
+                  stream, out);
+            else if (value)
+              sum_rows_vectorised<T, Weights::PerHead, scalar_t, index_t, R>(
+                  indptr, src, value_row, value, heads, x, r0, r1, K, F, chunk_end, distance,
+                  stream, out);
             else
-              sum_rows_vectorised<T, false, scalar_t, index_t, R>(indptr, src, value_row, value,
-                                                                  heads, x, r0, r1, K, F, chunk_end,
-                                                                  distance, stream, out);
+              sum_rows_vectorised<T, Weights::None, scalar_t, index_t, R>(
+                  indptr, src, value_row, value, heads, x, r0, r1, K, F, chunk_end, distance,
+                  stream, out);
           } else if constexpr (T > 0 && T <= 64)  // the generic tiles stop at 64 channels
             for (int64_t row = r0; row < r1; ++row) {
               if constexpr (Red::kHasArg)

@@ -59,6 +59,20 @@ def test_float_dot_products_of_every_tile_match_brute_force(heads, channels):
     assert torch.equal(out.isinf(), expected.isinf()) and out.isinf().any()
 
 
+@pytest.mark.parametrize("heads", [64, 5])
+def test_dots_of_heads_of_one_channel_are_the_products(heads):
+    """Heads of width 1 (the gradient of spmm's per-channel edge values) take the product
+    loop: each dot is its one product, special values included."""
+    edge_index = random_edge_index(30, 400, seed=heads, hub_degree=300)
+    graph = Graph(edge_index, num_nodes=30)
+    gen = torch.Generator().manual_seed(heads)
+    a, b = torch.randn(30, heads, 1, generator=gen), torch.randn(30, heads, 1, generator=gen)
+    a[3, 0, 0], b[5, -1, 0], b[9, 1, 0], a[9, 1, 0] = float("nan"), float("inf"), float("inf"), 0
+    src, dst = edge_index
+    torch.testing.assert_close(ops.sddmm(graph, a, b), (a[src] * b[dst]).squeeze(-1),
+                               rtol=0, atol=0, equal_nan=True)
+
+
 @pytest.mark.parametrize("op", ["dot", "add", "mul"])
 @pytest.mark.parametrize("heads", [1, 2])
 def test_sddmm_gradcheck(op, heads):

@@ -36,13 +36,15 @@ def test_spmm_matches_reference(graph, channels, reduce, weighted, int64, dtype)
 
 
 @pytest.mark.parametrize("channels,heads", [(24, 1), (40, 5), (16, 1), (64, 1), (128, 1),
-                                            (128, 2), (192, 3), (256, 1)])
+                                            (128, 2), (192, 3), (256, 1), (64, 64), (40, 40),
+                                            (128, 128), (3, 3)])
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_sum_rows_of_several_blocks_match_reference(channels, heads, reduce, dtype):
     """Rows of one register block (16 and 64 channels, and 128 float channels of one head:
     the width known at compile time), rows wider than one block (the later blocks skip the
-    prefetch), per-head weights, a hub longer than the longest prefetch distance (256 edges)
+    prefetch), per-head weights, one weight per channel (heads of width 1, loaded as
+    lanes; 3 channels: the scalar loop), a hub longer than the longest prefetch distance (256 edges)
     and empty rows, against the reference."""
     graph = Graph(random_edge_index(40, 600, seed=3, hub_degree=300), num_nodes=45)
     gen = torch.Generator().manual_seed(channels)
@@ -52,6 +54,35 @@ def test_sum_rows_of_several_blocks_match_reference(channels, heads, reduce, dty
         out, _ = kernels.spmm(graph.csr.indptr, graph.csr.indices, weights, x, reduce)
         ref_out, _ = reference.spmm(graph.csr.indptr, graph.csr.indices, weights, x, reduce)
         torch.testing.assert_close(out, ref_out, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("channels", [8, 64, 3])
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_one_weight_per_channel_gives_the_per_edge_products(channels, reduce):
+    """Edge values [E, C] on x [N, C, 1] (a continuous filter per edge, as SchNet's): the
+    forward and both gradients (x's over the transpose, reading the values through their
+    index; the values' from the channels' products) against the per-edge products summed by
+    torch, with a NaN and infinities that reach exactly the rows that read them."""
+    graph = Graph(random_edge_index(40, 600, seed=4, hub_degree=300), num_nodes=45)
+    gen = torch.Generator().manual_seed(channels)
+    x = torch.randn(45, channels, 1, generator=gen, dtype=torch.float64)
+    w = torch.randn(graph.num_edges, channels, generator=gen, dtype=torch.float64)
+    x[3, 0, 0], w[5, -1], w[7, 0] = float("nan"), float("inf"), float("-inf")
+    upstream = torch.randn(45, channels, 1, generator=gen, dtype=torch.float64)
+    src, dst = graph.edge_index
+    degree = torch.bincount(dst, minlength=45).clamp(min=1).view(-1, 1, 1).double()
+
+    def per_edge(x, w):
+        total = torch.zeros(45, channels, 1, dtype=torch.float64).index_add(
+            0, dst, x[src] * w.unsqueeze(-1))
+        return total / degree if reduce == "mean" else total
+    results = []
+    for run in (lambda x, w: ops.spmm(graph, x, w, reduce), per_edge):
+        leaves = [t.clone().requires_grad_() for t in (x, w)]
+        out = run(*leaves)
+        results.append((out, *torch.autograd.grad(out, leaves, upstream)))
+    for got, want in zip(*results, strict=True):
+        torch.testing.assert_close(got, want, equal_nan=True)
 
 
 @pytest.mark.parametrize("channels", [16, 64, 128, 256])
