@@ -3,8 +3,8 @@ GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with th
 softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
 ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv, ARMAConv, MFConv, CGConv,
 GeneralConv, EGConv, NNConv, GMMConv, GATEConv, FeaStConv, PDNConv, WLConvContinuous,
-SignedConv, HypergraphConv, PointNetConv, FiLMConv) against PyG's, forward + backward, on
-the two benchmark graphs.
+SignedConv, HypergraphConv, PointNetConv, FiLMConv, CFConv) against PyG's, forward +
+backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
@@ -15,8 +15,8 @@ and x's first ``in_channels``; GMMConv: ``layer(x, edge_index, pseudo)``; GATECo
 ``layer(x, edge_index, edge_attr)``; SignedConv: ``layer(x, pos_edge_index,
 neg_edge_index)``, the edges split by position; HypergraphConv: ``layer(x, edge_index,
 None, hyperedge_attr, N)``, hyperedge i the in-neighbours of node i, its features x_i
-with attention; PointNetConv: ``layer(x, pos, edge_index)``, pos x's first 3 features),
-with F = 64 features.
+with attention; PointNetConv: ``layer(x, pos, edge_index)``, pos x's first 3 features;
+CFConv: ``layer(x, edge_index, distance, gaussians)``), with F = 64 features.
 
     python benchmarks/bench_propagation.py [--turns 7] [--layers GATv2Conv ...] [--memory]
 
@@ -113,6 +113,10 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     # relations (uniform edge types, as RGCNConv's)
     "FiLMConv(64, 64)": "FiLMConv(64, 64)",
     "FiLMConv(64, 64, 3 relations)": "FiLMConv(64, 64, num_relations=3)",
+    # SchNet's interaction conv: 64 filters from 50 Gaussians of each edge's distance (uniform
+    # in [0, 10), cutoff 10), through Linear(50, 64), ReLU, Linear(64, 64)
+    "CFConv(64, 64, 64 filters)": "CFConv(64, 64, 64, Sequential(Linear(50, 64), ReLU(), "
+                                  "Linear(64, 64)), 10.0)",
 }
 
 
@@ -125,7 +129,8 @@ def _namespace(lib, edge_index, num_nodes: int) -> dict:
     names = vars(lib)
     if "GATEConv" not in names:
         from torch_geometric.nn.models.attentive_fp import GATEConv
-        names = {**names, "GATEConv": GATEConv}
+        from torch_geometric.nn.models.schnet import CFConv
+        names = {**names, "GATEConv": GATEConv, "CFConv": CFConv}
     return {**names, **modules, "deg": deg}
 
 
@@ -202,6 +207,10 @@ def call_args(layer, x, edge_index) -> tuple:
         return x, edge_index, None, x if layer.use_attention else None, x.size(0)
     if name == "PointNetConv":
         return x, x[:, :3].detach(), edge_index
+    if name == "CFConv":  # distances and their 50 Gaussians (SchNet's GaussianSmearing)
+        distance = edge_features(edge_index, 1, uniform=True).view(-1) * 10
+        centres = torch.linspace(0, 10, 50)
+        return x, edge_index, distance, torch.exp(-12.005 * (distance.view(-1, 1) - centres) ** 2)
     return x, edge_index
 
 

@@ -506,6 +506,12 @@ def _film(conv):
     return ours
 
 
+def _cf(conv):
+    # nn taken over, not copied: SchNet's interaction block holds it too (tied weights)
+    return gl_conv.CFConv(conv.lin1.in_features, conv.lin2.out_features,
+                          conv.lin1.out_features, conv.nn, conv.cutoff)
+
+
 def _eg(conv):
     return gl_conv.EGConv(conv.in_channels, conv.out_channels, list(conv.aggregators),
                           num_heads=conv.num_heads, num_bases=conv.num_bases,
@@ -529,7 +535,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "PDNConv": _pdn, "WLConvContinuous": _wl_continuous,
                "SignedConv": _signed, "HypergraphConv": _hypergraph,
                "PointNetConv": _point, "LabelPropagation": _label_propagation, "GATEConv": _gate,
-               "FiLMConv": _film}
+               "FiLMConv": _film, "CFConv": _cf}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and

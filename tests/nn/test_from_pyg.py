@@ -435,7 +435,14 @@ AGGREGATED = {
     "FiLMConv": lambda a: pyg.FiLMConv(6, 4, aggr=a),
     "LabelPropagation": lambda a: _with_aggregation(pyg.LabelPropagation(2, 0.7), a),
     "GATEConv": lambda a: _gate_conv(a),
+    "CFConv": lambda a: _with_aggregation(_cf_conv(), a),
 }
+
+
+def _cf_conv():
+    """SchNet's CFConv (not exported by torch_geometric.nn) on 4 edge features."""
+    from torch_geometric.nn.models.schnet import CFConv
+    return CFConv(6, 5, 8, torch.nn.Linear(4, 8), cutoff=5.0)
 
 
 def _with_aggregation(conv, aggr):
@@ -496,6 +503,8 @@ def _call_args(name: str, x, edge_index) -> tuple:
             "PointNetConv": (x, x[..., :3], edge_index),
             "GATEConv": (x, edge_index, torch.randn(edge_index.size(1), 3)),
             "RGCNConv": (x, edge_index, edge_type),
+            "CFConv": (x, edge_index, torch.rand(edge_index.size(1)) * 6,
+                       torch.randn(edge_index.size(1), 4)),
             "FastRGCNConv": (x, edge_index, edge_type)}.get(name, (x, edge_index))
 
 

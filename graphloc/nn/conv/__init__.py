@@ -5,6 +5,7 @@ registry (``CONVS``, ``register_conv``) lives in ``registry.py``."""
 from graphloc.nn.conv.agnn import AGNNConv
 from graphloc.nn.conv.appnp import APPNP
 from graphloc.nn.conv.arma_conv import ARMAConv
+from graphloc.nn.conv.cf_conv import CFConv
 from graphloc.nn.conv.cg_conv import CGConv
 from graphloc.nn.conv.cheb import ChebConv
 from graphloc.nn.conv.cluster_gcn import ClusterGCNConv
@@ -57,7 +58,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
            "SimpleConv", "RGCNConv", "FastRGCNConv", "ARMAConv", "MFConv", "CGConv", "GeneralConv",
            "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv", "WLConvContinuous", "SignedConv",
-           "HypergraphConv", "PointNetConv", "FiLMConv",
+           "HypergraphConv", "PointNetConv", "FiLMConv", "CFConv",
            "GATEConv",
            "LiftConv",
            "MultiEdgeConv",
