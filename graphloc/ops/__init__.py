@@ -152,6 +152,29 @@ def _transpose_args(graph, needed: bool):
     return csc.indptr, csc.indices, csc.perm
 
 
+def _node_inputs(graph, sides: dict[str, str], *tensors: Tensor) -> tuple[Tensor, ...]:
+    """The node inputs of an op over the edges, in their dtype under autocast, each checked to
+    hold a row per node of its side (``sides``: name -> "source" or "destination"), all of
+    one dtype."""
+    tensors = _promoted_under_autocast(*tensors)
+    for (name, side), t in zip(sides.items(), tensors, strict=True):
+        _check_node_features(graph, t, name, side=side)
+    _check_one_dtype(dict(zip(sides, tensors, strict=True)))
+    return tensors
+
+
+def _check_one_dtype(named: dict[str, Tensor]) -> None:
+    if len({t.dtype for t in named.values()}) > 1:
+        listed = [f"{name} ({t.dtype})" for name, t in named.items()]
+        raise TypeError(f"{', '.join(listed[:-1])} and {listed[-1]} must have one dtype")
+
+
+def _has_cpu_kernel(t: Tensor) -> bool:
+    """Whether the fused CPU kernels take ``t``: float32 or float64 on the CPU, extension
+    built (elsewhere the ops compose their definition)."""
+    return t.device.type == "cpu" and HAS_EXTENSION and t.dtype in (torch.float32, torch.float64)
+
+
 @_float16_in_float32
 def spmm(graph, x: Tensor, edge_weight: Tensor | None = None, reduce: str = "sum") -> Tensor:
     """``out[i] = reduce_{(j -> i)} w_ji * x[j]``: fused gather and reduce, no per-edge tensor.
@@ -384,15 +407,12 @@ def gatv2_scores(graph, src: Tensor, dst: Tensor, att: Tensor,
             raise ValueError(f"{name} must be [N, {att.size(0)}, {att.size(1)}] or "
                              f"[N, {width}] for att of shape {list(att.shape)}, got "
                              f"{list(t.shape)}")
-    if src.dtype != dst.dtype or att.dtype != src.dtype:
-        raise TypeError(f"src ({src.dtype}), dst ({dst.dtype}) and att ({att.dtype}) must "
-                        "have one dtype")
+    _check_one_dtype({"src": src, "dst": dst, "att": att})
     if not isinstance(negative_slope, (int, float)) or isinstance(negative_slope, bool) \
             or not math.isfinite(negative_slope):
         raise TypeError(f"negative_slope must be a finite number, got {negative_slope!r}")
     src2, dst2 = src.reshape(src.size(0), width), dst.reshape(dst.size(0), width)
-    if src.device.type != "cpu" or not HAS_EXTENSION or \
-            src.dtype not in (torch.float32, torch.float64):
+    if not _has_cpu_kernel(src):
         pre = sddmm(graph, src2, dst2, "add").view(-1, *att.shape)
         return (torch.nn.functional.leaky_relu(pre, negative_slope) * att).sum(-1)
     needs_transpose = torch.is_grad_enabled() and src.requires_grad
@@ -421,18 +441,12 @@ def gated_sum(graph, key: Tensor, query: Tensor, value: Tensor) -> Tensor:
     Returns ``[N, C]`` (0 for nodes without incoming edges).
     """
     _check_graph(graph)
-    key, query, value = _promoted_under_autocast(key, query, value)
-    _check_node_features(graph, key, "key", side="destination")
-    _check_node_features(graph, query, "query")
-    _check_node_features(graph, value, "value")
+    key, query, value = _node_inputs(
+        graph, {"key": "destination", "query": "source", "value": "source"}, key, query, value)
     if key.dim() != 2 or query.shape != value.shape or query.shape[1:] != key.shape[1:]:
         raise ValueError(f"key [N, C], query and value [N_src, C] must share C, got "
                          f"{list(key.shape)}, {list(query.shape)} and {list(value.shape)}")
-    if not key.dtype == query.dtype == value.dtype:
-        raise TypeError(f"key ({key.dtype}), query ({query.dtype}) and value ({value.dtype}) "
-                        "must have one dtype")
-    if key.device.type != "cpu" or not HAS_EXTENSION or \
-            key.dtype not in (torch.float32, torch.float64):
+    if not _has_cpu_kernel(key):
         gate = torch.sigmoid(sddmm(graph, query, key, "add"))
         return spmm(graph, value.unsqueeze(-1), gate).squeeze(-1)
     needs_transpose = torch.is_grad_enabled() and (query.requires_grad or value.requires_grad)
@@ -461,19 +475,14 @@ def film_sum(graph, gamma: Tensor, beta: Tensor, value: Tensor) -> Tensor:
     Returns ``[N, C]`` (0 for nodes without incoming edges).
     """
     _check_graph(graph)
-    gamma, beta, value = _promoted_under_autocast(gamma, beta, value)
-    _check_node_features(graph, gamma, "gamma", side="destination")
-    _check_node_features(graph, beta, "beta", side="destination")
-    _check_node_features(graph, value, "value")
+    gamma, beta, value = _node_inputs(
+        graph, {"gamma": "destination", "beta": "destination", "value": "source"}, gamma, beta,
+        value)
     if gamma.dim() != 2 or beta.shape != gamma.shape or value.shape[1:] != gamma.shape[1:]:
         raise ValueError(f"gamma and beta [N, C] and value [N_src, C] must share C, got "
                          f"{list(gamma.shape)}, {list(beta.shape)} and {list(value.shape)}")
-    if not gamma.dtype == beta.dtype == value.dtype:
-        raise TypeError(f"gamma ({gamma.dtype}), beta ({beta.dtype}) and value ({value.dtype}) "
-                        "must have one dtype")
     csr = graph.csr
-    if gamma.device.type != "cpu" or not HAS_EXTENSION or \
-            gamma.dtype not in (torch.float32, torch.float64):
+    if not _has_cpu_kernel(gamma):
         return _composed_film_sum(csr.indptr, csr.indices, gamma, beta, value)
     needs_transpose = torch.is_grad_enabled() and value.requires_grad
     # (the kernel reads rows at any stride: FiLM's beta and gamma are views of one product)

@@ -645,10 +645,10 @@ def _gated_fake(indptr, indices, key, query, value, csc_indptr=None, csc_indices
     return key.new_empty(key.shape)
 
 
-def _gated_backward_fake(indptr, indices, key, query, value, grad, csc_indptr, csc_indices,
-                         csc_perm, need_key, need_query, need_value):
-    return (key.new_empty(key.shape if need_key else (0,)),
-            query.new_empty(query.shape if need_query else (0,)),
+def _edge_function_backward_fake(indptr, indices, a, b, value, grad, csc_indptr, csc_indices,
+                                 csc_perm, need_a, need_b, need_value):
+    """gated_sum's and film_sum's gradients: empty where not asked for."""
+    return (a.new_empty(a.shape if need_a else (0,)), b.new_empty(b.shape if need_b else (0,)),
             value.new_empty(value.shape if need_value else (0,)))
 
 
@@ -662,13 +662,6 @@ def _film_fake(indptr, indices, gamma, beta, value, csc_indptr=None, csc_indices
     torch._check(value.shape[1] == gamma.shape[1], lambda: f"value has {value.shape[1]} "
                  f"channels but gamma has {gamma.shape[1]}")
     return gamma.new_empty(gamma.shape)
-
-
-def _film_backward_fake(indptr, indices, gamma, beta, value, grad, csc_indptr, csc_indices,
-                        csc_perm, need_gamma, need_beta, need_value):
-    return (gamma.new_empty(gamma.shape if need_gamma else (0,)),
-            beta.new_empty(beta.shape if need_beta else (0,)),
-            value.new_empty(value.shape if need_value else (0,)))
 
 
 def _edge_function_autograd(name: str):
@@ -877,9 +870,9 @@ def _register() -> None:
     fake(lib + "gatv2_scores")(_gatv2_fake)
     fake(lib + "gatv2_scores_backward")(_gatv2_backward_fake)
     fake(lib + "gated_sum")(_gated_fake)
-    fake(lib + "gated_sum_backward")(_gated_backward_fake)
+    fake(lib + "gated_sum_backward")(_edge_function_backward_fake)
     fake(lib + "film_sum")(_film_fake)
-    fake(lib + "film_sum_backward")(_film_backward_fake)
+    fake(lib + "film_sum_backward")(_edge_function_backward_fake)
     fake(lib + "edge_outer_sum")(_outer_fake)
     fake(lib + "edge_outer_sum_backward")(_outer_backward_fake)
     fake(lib + "softmax_sum")(_softmax_sum_fake)
