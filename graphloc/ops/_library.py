@@ -631,18 +631,25 @@ def _softmax_sum_backward(ctx, grad, _grad_norm):
             None, None, None, None, None, None)
 
 
-# --- gated_sum -----------------------------------------------------------------------------
+# --- gated_sum and film_sum ----------------------------------------------------------------
 
-def _gated_fake(indptr, indices, key, query, value, csc_indptr=None, csc_indices=None,
-                csc_perm=None):
-    _check_csr_fake(indptr, indices)
-    for t, name in ((key, "key"), (query, "query"), (value, "value")):
-        _check_rows_fake(t, name)
-    torch._check(query.shape == value.shape, lambda: f"value has shape {list(value.shape)} "
-                 f"but query has shape {list(query.shape)}")
-    torch._check(key.shape[1] == query.shape[1], lambda: f"key has {key.shape[1]} channels "
-                 f"but query has {query.shape[1]}")
-    return key.new_empty(key.shape)
+def _edge_function_fake(names: tuple[str, str, str], same_rows: tuple[int, int]):
+    """The fake of an op ``(indptr, indices, a, b, value, csc...)`` over the edges whose three
+    node inputs share their channels, ``same_rows`` naming the two on one side (and so of one
+    shape); the output has ``a``'s shape."""
+    def fake(indptr, indices, *tensors_and_transpose):
+        tensors = tensors_and_transpose[:3]
+        _check_csr_fake(indptr, indices)
+        for t, name in zip(tensors, names, strict=True):
+            _check_rows_fake(t, name)
+        first, second = (tensors[i] for i in same_rows)
+        torch._check(first.shape == second.shape, lambda: f"{names[same_rows[1]]} has shape "
+                     f"{list(second.shape)} but {names[same_rows[0]]} has shape "
+                     f"{list(first.shape)}")
+        torch._check(tensors[0].shape[1] == tensors[2].shape[1], lambda: f"{names[2]} has "
+                     f"{tensors[2].shape[1]} channels but {names[0]} has {tensors[0].shape[1]}")
+        return tensors[0].new_empty(tensors[0].shape)
+    return fake
 
 
 def _edge_function_backward_fake(indptr, indices, a, b, value, grad, csc_indptr, csc_indices,
@@ -650,18 +657,6 @@ def _edge_function_backward_fake(indptr, indices, a, b, value, grad, csc_indptr,
     """gated_sum's and film_sum's gradients: empty where not asked for."""
     return (a.new_empty(a.shape if need_a else (0,)), b.new_empty(b.shape if need_b else (0,)),
             value.new_empty(value.shape if need_value else (0,)))
-
-
-def _film_fake(indptr, indices, gamma, beta, value, csc_indptr=None, csc_indices=None,
-               csc_perm=None):
-    _check_csr_fake(indptr, indices)
-    for t, name in ((gamma, "gamma"), (beta, "beta"), (value, "value")):
-        _check_rows_fake(t, name)
-    torch._check(beta.shape == gamma.shape, lambda: f"beta has shape {list(beta.shape)} "
-                 f"but gamma has shape {list(gamma.shape)}")
-    torch._check(value.shape[1] == gamma.shape[1], lambda: f"value has {value.shape[1]} "
-                 f"channels but gamma has {gamma.shape[1]}")
-    return gamma.new_empty(gamma.shape)
 
 
 def _edge_function_autograd(name: str):
@@ -869,9 +864,9 @@ def _register() -> None:
     fake(lib + "additive_attention_backward")(_additive_backward_fake)
     fake(lib + "gatv2_scores")(_gatv2_fake)
     fake(lib + "gatv2_scores_backward")(_gatv2_backward_fake)
-    fake(lib + "gated_sum")(_gated_fake)
+    fake(lib + "gated_sum")(_edge_function_fake(("key", "query", "value"), (1, 2)))
     fake(lib + "gated_sum_backward")(_edge_function_backward_fake)
-    fake(lib + "film_sum")(_film_fake)
+    fake(lib + "film_sum")(_edge_function_fake(("gamma", "beta", "value"), (0, 1)))
     fake(lib + "film_sum_backward")(_edge_function_backward_fake)
     fake(lib + "edge_outer_sum")(_outer_fake)
     fake(lib + "edge_outer_sum_backward")(_outer_backward_fake)
