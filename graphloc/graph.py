@@ -188,9 +188,11 @@ def _validated_edge_index(edge_index, num_nodes, num_src_nodes=None):
     if inferred:
         num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0
     num_nodes = _node_count(num_nodes, "num_nodes")
-    if num_nodes < 0 or (num_nodes == 0 and inferred):
-        hint = " (edge_index is empty: pass num_nodes=0 for an empty graph)" if inferred else ""
-        raise ValueError(f"a graph needs at least one node, got num_nodes={num_nodes}{hint}")
+    if num_nodes < 0:  # (0 given explicitly is the empty graph)
+        raise ValueError(f"num_nodes must be >= 0, got num_nodes={num_nodes}")
+    if num_nodes == 0 and inferred:
+        raise ValueError("a graph needs at least one node, got num_nodes=0 (edge_index is "
+                         "empty: pass num_nodes=0 for an empty graph)")
     sizes = (num_nodes if num_src_nodes is None else num_src_nodes, num_nodes)
     if edge_index.numel():
         low, high = torch.aminmax(edge_index, dim=1)

@@ -24,6 +24,8 @@ def test_validation_names_the_offending_value():
         Graph(torch.zeros(3, 2, dtype=torch.long))
     with pytest.raises(ValueError, match="at least one node, got num_nodes=0"):
         Graph(torch.empty(2, 0, dtype=torch.long))
+    with pytest.raises(ValueError, match="num_nodes must be >= 0, got num_nodes=-1"):
+        Graph(torch.tensor([[0, 1], [1, 0]]), num_nodes=-1)  # (0 is the empty graph)
     with pytest.raises(ValueError, match="edge_attr has 3 rows but edge_index has 2 edges"):
         Graph(torch.tensor([[0, 1], [1, 0]]), edge_attr=torch.randn(3, 2))
     with pytest.raises(TypeError, match="must be a torch.Tensor"):
