@@ -20,7 +20,15 @@ from helpers import (
 from parity import parity_graph
 
 from graphloc import Graph, ops
-from graphloc.nn import MODELS, FastRGCNConv, FiLMConv, PNAConv, RGCNConv, build_model
+from graphloc.nn import (
+    MODELS,
+    CFConv,
+    FastRGCNConv,
+    FiLMConv,
+    PNAConv,
+    RGCNConv,
+    build_model,
+)
 
 MODEL_NAMES = sorted(set(MODELS) - {"latte", "forwardgnn"})  # their own inputs and training
 
@@ -73,6 +81,16 @@ def test_relational_convs_compile_fullgraph(name):
     conv = RELATIONAL_CONVS[name]()
     width = 6 if name == "rgcn-blocks-max" else 5
     _compiled_matches_eager(lambda x: conv(x, edge_index, edge_type), torch.randn(n, width))
+
+
+def test_cf_conv_compiles_fullgraph():
+    """SchNet's conv, called with each edge's distance and its features."""
+    edge_index, n = parity_graph(16)
+    gen = torch.Generator().manual_seed(16)
+    distance = torch.rand(edge_index.size(1), generator=gen) * 6
+    expansion = torch.randn(edge_index.size(1), 6, generator=gen)
+    conv = CFConv(5, 4, 8, torch.nn.Linear(6, 8), cutoff=5.0)
+    _compiled_matches_eager(lambda x: conv(x, edge_index, distance, expansion), torch.randn(n, 5))
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
