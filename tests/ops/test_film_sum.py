@@ -80,17 +80,20 @@ def _per_edge(graph, gamma, beta, value):
     return torch.zeros_like(gamma).index_add(0, dst, messages)
 
 
+@pytest.mark.parametrize("finite_gamma", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_special_values_and_relus_kink_give_torchs_numbers(dtype):
+def test_special_values_and_relus_kink_give_torchs_numbers(dtype, finite_gamma):
     """NaN propagates to its rows and their gradients; inf as IEEE arithmetic gives it (0 *
     inf is NaN); relu's gradient is exactly 0 where a message is <= 0 (a NaN upstream
     gradient there included) and passes where it is NaN, as torch's; a message of exactly 0
     (gamma 0 and beta 0) takes no gradient. The kernel, its raw-CSR twin and torch's ops on
-    the gathered rows agree, gradients included."""
+    the gathered rows agree, gradients included, with a NaN gamma (0 * NaN where relu
+    blocks) and with a large finite one."""
     graph = Graph(random_edge_index(12, 70, seed=7), num_nodes=12)
     gen = torch.Generator().manual_seed(8)
     gamma, beta, value = (t.to(dtype) for t in _inputs(graph, 6, gen))
-    gamma[3, 1], value[5, 4], value[6, 0] = float("nan"), float("inf"), float("-inf")
+    gamma[3, 1] = 1e30 if finite_gamma else float("nan")
+    value[5, 4], value[6, 0] = float("inf"), float("-inf")
     beta[2, 2], gamma[4, 3], beta[4, 3] = float("-inf"), 0.0, 0.0
     value[7, 5], beta[8, 1] = float("nan"), float("inf")
     inputs = [t.clone().requires_grad_() for t in (gamma, beta, value)]
@@ -106,6 +109,21 @@ def test_special_values_and_relus_kink_give_torchs_numbers(dtype):
     for a, b in zip(torch.autograd.grad(kernel, inputs, grad),
                     torch.autograd.grad(want, twins, grad), strict=True):
         torch.testing.assert_close(a, b, equal_nan=True)
+
+
+@pytest.mark.parametrize("channels", [64, 70, 130])
+def test_gradients_of_wide_rows(channels):
+    """Rows of one register block and wider ones without a compiled width (70, 130
+    channels), on a hub graph: the gradients are the per-edge form's."""
+    graph = hub_graph()
+    gen = torch.Generator().manual_seed(channels)
+    inputs = [t.requires_grad_() for t in _inputs(graph, channels, gen)]
+    twins = [t.detach().clone().requires_grad_() for t in inputs]
+    upstream = torch.randn(graph.num_nodes, channels, generator=gen, dtype=torch.float64)
+    for got, want in zip(torch.autograd.grad(ops.film_sum(graph, *inputs), inputs, upstream),
+                         torch.autograd.grad(_per_edge(graph, *twins), twins, upstream),
+                         strict=True):
+        torch.testing.assert_close(got, want)
 
 
 def test_each_gradient_alone_and_none_asked():
