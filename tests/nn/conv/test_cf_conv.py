@@ -169,6 +169,10 @@ def test_bad_arguments_are_named():
         conv((x, x.clone()), edge_index, distance, expansion)
     with pytest.raises(ValueError, match=r"edge_index\[0\] holds 1\d\d"):
         conv(x, edge_index + 100, distance, expansion)
+    with pytest.raises(TypeError, match="CFConv expects floating-point node features x"):
+        conv(x.long(), edge_index, distance, expansion)
+    nodeless = conv(x[:0], torch.empty(2, 0, dtype=torch.long), distance[:0], expansion[:0])
+    assert nodeless.shape == (0, 4)
     wide = gl.CFConv(5, 4, 8, torch.nn.Linear(6, 7).double(), 5.0).double()
     with pytest.raises(ValueError, match=r"nn must map edge_attr to \[E, num_filters\] = "
                                          r"\[60, 8\], got \[60, 7\]"):
