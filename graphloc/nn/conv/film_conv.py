@@ -12,7 +12,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_int
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._inputs import check_flow, read_inputs
+from graphloc.nn.conv._inputs import check_flow, read_inputs, relation_types
 from graphloc.nn.conv._utils import (
     check_sizes,
     checked_features,
@@ -22,7 +22,6 @@ from graphloc.nn.conv._utils import (
     split_widths,
     width_keeping_aggregation,
 )
-from graphloc.nn.conv.rgcn_conv import relation_types
 
 #: the default activation, one instance shared by the layers that take it (as PyG's default)
 _RELU = torch.nn.ReLU()

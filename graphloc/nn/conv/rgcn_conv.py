@@ -7,8 +7,8 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_flags, check_index, whole_numbers
-from graphloc.nn.conv._inputs import check_edge_rows, check_flow, read_inputs, weights_from
+from graphloc.checks import check_flags, check_index
+from graphloc.nn.conv._inputs import check_flow, read_inputs, relation_types, weights_from
 from graphloc.nn.conv._utils import (
     check_sizes,
     glorot,
@@ -250,35 +250,6 @@ def _shape_of(t: Tensor) -> Tensor:
     """What ``read_inputs`` reads the node count from: the features, or for node indices
     an empty ``[N, 0]`` stand-in."""
     return t if t.is_floating_point() else torch.empty(t.size(0), 0, device=t.device)
-
-
-def relation_types(layer: torch.nn.Module, inputs, edge_type: Tensor | None,
-                   num_relations: int) -> Tensor:
-    """A call's relation per edge: ``edge_type`` (one per edge of the graph argument, in an
-    adjacency's storage order), or without it a sparse adjacency's values (PyG's reading of
-    a ``SparseTensor``), checked to lie in ``[0, num_relations)``."""
-    owner = type(layer).__name__
-    if edge_type is None:
-        if inputs.adj_values is None:
-            raise ValueError(f"{owner} needs edge_type, one relation per edge (or a "
-                             "torch.sparse adjacency whose values are the relations)")
-        if inputs.adj_values.dim() != 1:
-            raise ValueError(f"{owner} reads a sparse adjacency's values as the edge types, "
-                             f"one per entry; got values of shape "
-                             f"{list(inputs.adj_values.shape)}")
-        edge_type = whole_numbers(inputs.adj_values.detach(),
-                                  f"{owner}: the adjacency's values (the edge types)")
-    else:
-        check_edge_rows(layer, "edge_type", edge_type,
-                        inputs.graph.num_edges // (inputs.batch or 1))
-        edge_type = inputs.edge_input(edge_type)
-    if edge_type.dim() != 1 or edge_type.is_floating_point() or \
-            edge_type.dtype == torch.bool or edge_type.is_complex():
-        raise TypeError(f"{owner}: edge_type must be a 1-D integer tensor, got "
-                        f"{edge_type.dtype} {list(edge_type.shape)}")
-    check_index(edge_type, num_relations,
-                f"{owner}: edge_type (relations 0 .. {num_relations - 1})")
-    return edge_type
 
 
 def relation_bounds(graph, rows: Tensor, num_relations: int, num_dst: int) -> list[int]:
