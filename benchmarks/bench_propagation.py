@@ -3,8 +3,8 @@ GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with th
 softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
 ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv, ARMAConv, MFConv, CGConv,
 GeneralConv, EGConv, NNConv, GMMConv, GATEConv, FeaStConv, PDNConv, WLConvContinuous,
-SignedConv, HypergraphConv, PointNetConv, FiLMConv, CFConv) against PyG's, forward +
-backward, on the two benchmark graphs.
+SignedConv, HypergraphConv, PointNetConv, FiLMConv, CFConv, HGTConv) against PyG's,
+forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
 times are medians, the speed-up the median of the per-turn ratios, so the machine's drift
@@ -16,7 +16,9 @@ and x's first ``in_channels``; GMMConv: ``layer(x, edge_index, pseudo)``; GATECo
 neg_edge_index)``, the edges split by position; HypergraphConv: ``layer(x, edge_index,
 None, hyperedge_attr, N)``, hyperedge i the in-neighbours of node i, its features x_i
 with attention; PointNetConv: ``layer(x, pos, edge_index)``, pos x's first 3 features;
-CFConv: ``layer(x, edge_index, distance, gaussians)``), with F = 64 features.
+CFConv: ``layer(x, edge_index, distance, gaussians)``; HGTConv: ``layer(x_dict,
+edge_index_dict)``, the graph split into 3 node types and 9 relations, ``hetero_split``),
+with F = 64 features.
 
     python benchmarks/bench_propagation.py [--turns 7] [--layers GATv2Conv ...] [--memory]
 
@@ -117,7 +119,14 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     # in [0, 10), cutoff 10), through Linear(50, 64), ReLU, Linear(64, 64)
     "CFConv(64, 64, 64 filters)": "CFConv(64, 64, 64, Sequential(Linear(50, 64), ReLU(), "
                                   "Linear(64, 64)), 10.0)",
+    # the graph as a heterogeneous one (hetero_split: 3 node types, 9 relations), with the
+    # heads of PyG's examples/hetero/hgt_dblp.py
+    "HGTConv(64, 64, heads=2, 3 types, 9 relations)": "HGTConv(64, 64, metadata, heads=2)",
 }
+
+#: hetero_split's node types and relations
+NODE_TYPES = ["t0", "t1", "t2"]
+METADATA = (NODE_TYPES, [(a, "to", b) for a in NODE_TYPES for b in NODE_TYPES])
 
 
 def _namespace(lib, edge_index, num_nodes: int) -> dict:
@@ -131,7 +140,7 @@ def _namespace(lib, edge_index, num_nodes: int) -> dict:
         from torch_geometric.nn.models.attentive_fp import GATEConv
         from torch_geometric.nn.models.schnet import CFConv
         names = {**names, "GATEConv": GATEConv, "CFConv": CFConv}
-    return {**names, **modules, "deg": deg}
+    return {**names, **modules, "deg": deg, "metadata": METADATA}
 
 
 def _chosen(prefixes) -> list[str]:
@@ -186,9 +195,24 @@ def edge_features(edge_index, width: int, uniform: bool = False) -> torch.Tensor
     return draw(edge_index.size(1), width, generator=gen)
 
 
+def hetero_split(x, edge_index) -> tuple[dict, dict]:
+    """``(x_dict, edge_index_dict)``: node i of type ``t{i % 3}`` (row i // 3 there, its
+    features x_i as a leaf of its own), each edge in the relation of its ends' types."""
+    x_dict = {t: x[k::3].detach().requires_grad_() for k, t in enumerate(NODE_TYPES)}
+    kinds, rows = edge_index % 3, edge_index // 3
+    edges = {}
+    for a, b, relation in ((a, b, r) for (a, b), r in zip(
+            [(a, b) for a in range(3) for b in range(3)], METADATA[1], strict=True)):
+        keep = (kinds[0] == a) & (kinds[1] == b)
+        edges[relation] = rows[:, keep].contiguous()
+    return x_dict, edges
+
+
 def call_args(layer, x, edge_index) -> tuple:
     """A layer's arguments, as PyG's is called."""
     name = type(layer).__name__
+    if name == "HGTConv":
+        return hetero_split(x, edge_index)
     if name in ("GCN2Conv", "FAConv"):
         return x, x, edge_index
     if name in ("RGCNConv", "FiLMConv"):
@@ -216,7 +240,8 @@ def call_args(layer, x, edge_index) -> tuple:
 
 def step(layer, args) -> float:
     start = time.perf_counter()
-    layer(*args).sum().backward()
+    out = layer(*args)
+    (sum(t.sum() for t in out.values()) if isinstance(out, dict) else out.sum()).backward()
     return time.perf_counter() - start
 
 

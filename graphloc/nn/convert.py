@@ -519,6 +519,15 @@ def _eg(conv):
                           bias=conv.bias is not None)
 
 
+def _hgt(conv):
+    lazy = [t for t, lin in conv.kqv_lin.lins.items()
+            if isinstance(lin.weight, torch.nn.parameter.UninitializedParameter)]
+    _require(not lazy, f"a lazy HGTConv not called yet (no width for the node types {lazy})")
+    widths = {t: lin.weight.size(1) for t, lin in conv.kqv_lin.lins.items()}
+    return gl_conv.HGTConv(widths, conv.out_channels, (conv.node_types, conv.edge_types),
+                           heads=conv.heads)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
@@ -535,7 +544,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "PDNConv": _pdn, "WLConvContinuous": _wl_continuous,
                "SignedConv": _signed, "HypergraphConv": _hypergraph,
                "PointNetConv": _point, "LabelPropagation": _label_propagation, "GATEConv": _gate,
-               "FiLMConv": _film, "CFConv": _cf}
+               "FiLMConv": _film, "CFConv": _cf, "HGTConv": _hgt}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -797,6 +806,8 @@ def _probe(module, example):
             width = _width(module.convs[0], "in")
         except Unconvertible:  # no width to probe at (LightGCN's LGConvs: no parameters)
             return None
+    elif _is_pyg_conv(module) and type(module).__name__ == "HGTConv":
+        return _hgt_probe(module)
     elif _is_pyg_conv(module):  # (GatedGraphConv has no in_channels: its state width)
         width = getattr(module, "in_channels", getattr(module, "out_channels", None))
         width = width if isinstance(width, int) else getattr(module, "channels", None)
@@ -818,6 +829,20 @@ def _probe(module, example):
     # a conv built with edge_dim is checked on its edge path (PyG's ResGatedGraphConv needs
     # edge features then)
     return x, edge_index, torch.randn(60, edge_dim, generator=gen, dtype=x.dtype)
+
+
+def _hgt_probe(conv):
+    """``(x_dict, edge_index_dict)`` for an HGTConv: 20 nodes of each node type at its
+    width (its key, query and value map's, which a lazy conv's first call sets), 60 random
+    edges per relation; None while a width is lazy."""
+    weights = {t: lin.weight for t, lin in conv.kqv_lin.lins.items()}
+    if any(torch.nn.parameter.is_lazy(w) for w in weights.values()):
+        return None
+    widths = {t: w.size(1) for t, w in weights.items()}
+    gen = torch.Generator().manual_seed(0)
+    x_dict = {t: torch.randn(20, w, generator=gen, dtype=_dtype_of(conv))
+              for t, w in widths.items()}
+    return x_dict, {r: torch.randint(0, 20, (2, 60), generator=gen) for r in conv.edge_types}
 
 
 def _checked(original, converted, example, atol, done, kept):

@@ -436,7 +436,16 @@ AGGREGATED = {
     "LabelPropagation": lambda a: _with_aggregation(pyg.LabelPropagation(2, 0.7), a),
     "GATEConv": lambda a: _gate_conv(a),
     "CFConv": lambda a: _with_aggregation(_cf_conv(), a),
+    "HGTConv": lambda a: _with_aggregation(pyg.HGTConv(6, 4, _ONE_TYPE, heads=2), a),
 }
+
+#: HGTConv's metadata for the sweeps: one node type, one relation (as x and edge_index)
+_ONE_TYPE = (["n"], [("n", "to", "n")])
+
+
+def _node_rows(out):
+    """A conv's output; HGTConv's one node type's."""
+    return out["n"] if isinstance(out, dict) else out
 
 
 def _cf_conv():
@@ -488,7 +497,8 @@ def test_a_conv_built_with_another_aggregation_is_kept_or_converted_with_it(name
     else:
         assert report["converted"] == ["0"]
     args = _call_args(name, x, edge_index)
-    torch.testing.assert_close(ours(*args), theirs(*args), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(_node_rows(ours(*args)), _node_rows(theirs(*args)), atol=1e-5,
+                               rtol=1e-5)
 
 
 def _call_args(name: str, x, edge_index) -> tuple:
@@ -505,6 +515,7 @@ def _call_args(name: str, x, edge_index) -> tuple:
             "RGCNConv": (x, edge_index, edge_type),
             "CFConv": (x, edge_index, torch.rand(edge_index.size(1)) * 6,
                        torch.randn(edge_index.size(1), 4)),
+            "HGTConv": ({"n": x}, {_ONE_TYPE[1][0]: edge_index}),
             "FastRGCNConv": (x, edge_index, edge_type)}.get(name, (x, edge_index))
 
 
@@ -533,13 +544,13 @@ def test_a_conv_reading_nodes_on_another_axis_keeps_pyg_outputs(name):
                 continue  # PyG's degrees scale a batch's wrong axis (docs/models.md)
             args = _call_args(name, xs, edge_index)
             try:
-                expected = theirs(*args)
+                expected = _node_rows(theirs(*args))
             except (RuntimeError, IndexError, AssertionError, ValueError):
                 continue  # PyG gives no number: graphloc may compute or refuse
             if expected.dim() != xs.dim():
                 continue  # PyG's PNAConv flattened the batch: no node layout to compare
             try:
-                got = ours(*args)
+                got = _node_rows(ours(*args))
             except ValueError:
                 assert xs.dim() == 3  # an [N, F] input is always taken
                 continue
