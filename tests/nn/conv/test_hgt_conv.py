@@ -1,3 +1,4 @@
+import copy
 import math
 
 import pytest
@@ -317,3 +318,50 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="flow='target_to_source' is not defined"):
         conv.flow = "target_to_source"
         conv(x, edges)
+
+
+def test_an_infinite_output_gradient_gives_pygs_finite_gradients():
+    """One infinite entry of the output's gradient: every gradient entry finite in PyG's is
+    finite and equal in graphloc's, and the other way round (heads stay apart)."""
+    x, edges = _inputs(seed=9)
+    ours, theirs = seeded_twins("HGTConv", WIDTHS, 6, METADATA, heads=2)
+    grads = []
+    for conv in (ours, theirs):
+        leaves = {t: v.clone().requires_grad_() for t, v in x.items()}
+        out = conv(leaves, edges)
+        upstream = {t: torch.ones_like(o) for t, o in out.items()}
+        upstream["paper"][3, 0] = float("inf")
+        loss = sum((out[t] * upstream[t]).sum() for t in out)
+        grads.append(torch.autograd.grad(loss, [*leaves.values(), *conv.parameters()],
+                                         allow_unused=True))
+    for got, want in zip(*grads, strict=True):
+        assert (got is None) == (want is None)
+        if want is not None:
+            finite = torch.isfinite(want)
+            assert torch.equal(torch.isfinite(got), finite)
+            torch.testing.assert_close(got[finite], want[finite])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_autocast_and_half_precision_stay_near_float32(dtype):
+    """Under autocast, and cast with ``.half()``: outputs and input gradients within a few
+    per cent of the float32 run's largest value."""
+    x, edges = _inputs(seed=10, dtype=torch.float32)
+    torch.manual_seed(11)
+    conv = gl.HGTConv(WIDTHS, 6, METADATA, heads=2)
+
+    def run(module, features, autocast=False):
+        leaves = {t: v.clone().requires_grad_() for t, v in features.items()}
+        with torch.autocast("cpu", dtype=dtype, enabled=autocast):
+            out = module(leaves, edges)
+        stacked = torch.cat([o.float() for o in out.values()])
+        return stacked, torch.autograd.grad(stacked.sum(), list(leaves.values()))
+
+    full, full_grads = run(conv, x)
+    low_runs = [run(conv, x, autocast=True)]
+    if dtype == torch.float16:
+        low_runs.append(run(copy.deepcopy(conv).half(), {t: v.half() for t, v in x.items()}))
+    for low, low_grads in low_runs:
+        for got, want in ((low, full), *zip(low_grads, full_grads, strict=True)):
+            assert torch.isfinite(got).all()
+            assert (got.float() - want).abs().max() <= 0.06 * want.abs().max()

@@ -725,7 +725,8 @@ CONV_NAMES = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINECon
               "LEConv", "SSGConv", "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
               "SimpleConv", "ARMAConv", "RGCNConv", "FastRGCNConv", "MFConv", "CGConv",
               "GeneralConv", "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv",
-              "WLConvContinuous", "SignedConv", "HypergraphConv", "PointNetConv", "FiLMConv"]
+              "WLConvContinuous", "SignedConv", "HypergraphConv", "PointNetConv", "FiLMConv",
+              "HGTConv"]
 
 
 def test_forward_arguments_come_in_pygs_positional_order():
