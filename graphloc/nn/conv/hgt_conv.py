@@ -11,17 +11,20 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.graph import Graph, adjacency_entries, graph_of_edges
-from graphloc.hetero import HeteroGraph
+from graphloc.graph import graph_of_edges
+from graphloc.nn.conv._hetero import (
+    Relation,
+    check_feature_dict,
+    checked_metadata,
+    flow_between_types,
+    is_lazy,
+    parameter_key,
+    relation_graphs,
+    typed_linears,
+    widths_per_type,
+)
 from graphloc.nn.conv._inputs import check_flow
-from graphloc.nn.conv._utils import check_input, check_sizes
-
-Relation = tuple[str, str, str]
-
-
-def _is_lazy(lin: torch.nn.Module) -> bool:
-    # (isinstance, not torch.nn.parameter.is_lazy: dynamo traces the one, not the other)
-    return isinstance(lin.weight, torch.nn.parameter.UninitializedParameter)
+from graphloc.nn.conv._utils import check_sizes
 
 
 class TypedLinears(torch.nn.Module):
@@ -32,14 +35,12 @@ class TypedLinears(torch.nn.Module):
 
     def __init__(self, in_channels: dict, out_channels: int):
         super().__init__()
-        self.lins = torch.nn.ModuleDict({
-            t: torch.nn.LazyLinear(out_channels) if width == -1
-            else torch.nn.Linear(width, out_channels) for t, width in in_channels.items()})
+        self.lins = typed_linears(in_channels, out_channels)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         for lin in self.lins.values():
-            if not _is_lazy(lin):
+            if not is_lazy(lin):
                 lin.reset_parameters()
 
     def materialize(self, x: dict) -> None:
@@ -48,14 +49,9 @@ class TypedLinears(torch.nn.Module):
         so that a seed gives PyG's initial weights."""
         for t, features in x.items():
             lin = self.lins[t] if t in self.lins else None
-            if lin is not None and _is_lazy(lin):
+            if lin is not None and is_lazy(lin):
                 lin.initialize_parameters(features)
                 lin.reset_parameters()
-
-    def width(self, t: str) -> int:
-        """Type ``t``'s input width, -1 while lazy."""
-        lin = self.lins[t]
-        return -1 if _is_lazy(lin) else lin.in_features
 
     def forward(self, x: dict) -> dict:
         # in the Linears' order, as PyG's (a heterogeneous conv's outputs follow it)
@@ -150,13 +146,12 @@ class HGTConv(torch.nn.Module):
     def __init__(self, in_channels: int | dict, out_channels: int, metadata: tuple,
                  heads: int = 1, flow: str = "source_to_target"):
         super().__init__()
-        node_types, relations = _checked_metadata(metadata)
-        check_sizes("HGTConv", lazy=True, out_channels=out_channels, heads=heads,
-                    **({} if isinstance(in_channels, dict) else {"in_channels": in_channels}))
+        node_types, relations = checked_metadata("HGTConv", metadata)
+        check_sizes("HGTConv", out_channels=out_channels, heads=heads)
         if out_channels % heads:
             raise ValueError(f"HGTConv: out_channels ({out_channels}) must be divisible by "
                              f"heads ({heads})")
-        self.in_channels = _widths(in_channels, node_types)
+        self.in_channels = widths_per_type("HGTConv", in_channels, node_types)
         self.out_channels, self.heads = out_channels, heads
         self.node_types, self.edge_types = node_types, relations
         self.edge_types_map = {r: i for i, r in enumerate(relations)}
@@ -171,11 +166,11 @@ class HGTConv(torch.nn.Module):
         self.v_rel = RelationMaps(dim, heads, len(relations))
         # PyG's parameter orders: torch's ParameterDict sorts a dict's keys (skip), items
         # set one by one keep their order (p_rel)
-        self.skip = torch.nn.ParameterDict({_parameter_key(t): torch.nn.Parameter(
+        self.skip = torch.nn.ParameterDict({parameter_key(t): torch.nn.Parameter(
             torch.empty(1)) for t in node_types})
         self.p_rel = torch.nn.ParameterDict()
         for r in relations:
-            self.p_rel[_parameter_key("__".join(r))] = torch.nn.Parameter(torch.empty(1, heads))
+            self.p_rel[parameter_key(r)] = torch.nn.Parameter(torch.empty(1, heads))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -186,13 +181,10 @@ class HGTConv(torch.nn.Module):
                 p.fill_(1.0)
 
     def forward(self, x_dict: dict, edge_index_dict) -> dict:
-        check_flow("HGTConv", self.flow)
-        if self.flow != "source_to_target":
-            raise ValueError(f"HGTConv: flow={self.flow!r} is not defined between node types; "
-                             "pass each edge_index flipped with the default flow")
-        self._check_features(x_dict)
+        flow_between_types("HGTConv", check_flow("HGTConv", self.flow))
+        check_feature_dict(self, x_dict, self.kqv_lin.lins)
         counts = {t: x.size(0) for t, x in x_dict.items() if t in self.kqv_lin.lins}
-        relations = self._relation_graphs(edge_index_dict, counts)
+        relations = relation_graphs("HGTConv", edge_index_dict, counts, self.edge_types)
         self.kqv_lin.materialize(x_dict)
         messages = self._attend(x_dict, relations)
         mixed = self.out_lin({t: F.gelu(m) for t, m in messages.items()})
@@ -200,7 +192,7 @@ class HGTConv(torch.nn.Module):
         for t, a in mixed.items():
             x = x_dict[t]
             if a.size(-1) == x.size(-1):
-                gate = self.skip[_parameter_key(t)].sigmoid()
+                gate = self.skip[parameter_key(t)].sigmoid()
                 a = gate * a + (1 - gate) * x
             out[t] = a
         return out
@@ -265,73 +257,10 @@ class HGTConv(torch.nn.Module):
         weight = maps.of(self.edge_types_map[relation])[head]
         if maps is not self.k_rel:
             return weight
-        return weight * self.p_rel[_parameter_key("__".join(relation))][0, head]
-
-    def _check_features(self, x_dict) -> None:
-        if not isinstance(x_dict, dict):
-            raise TypeError(f"HGTConv expects x_dict, a dict of node type -> features, got "
-                            f"{type(x_dict).__name__}")
-        for t, x in x_dict.items():
-            if t in self.kqv_lin.lins:
-                check_input(self, x, self.kqv_lin.width(t), f"x_dict[{t!r}]")
-
-    def _relation_graphs(self, edge_index_dict, counts: dict) -> dict[Relation, Graph]:
-        """Each relation's Graph from its source type's nodes to its destination type's,
-        checked against the node counts of ``x_dict`` (``counts``)."""
-        if isinstance(edge_index_dict, HeteroGraph):
-            edge_index_dict = edge_index_dict.edges
-        if not isinstance(edge_index_dict, dict):
-            raise TypeError(f"HGTConv expects edge_index_dict, a dict of relation -> "
-                            f"edge_index or a HeteroGraph, got {type(edge_index_dict).__name__}")
-        graphs = {}
-        for relation, edges in edge_index_dict.items():
-            if relation not in self.edge_types_map:
-                raise ValueError(f"HGTConv: edge_index_dict holds the relation {relation!r}, "
-                                 f"which is not in its metadata: {self.edge_types}")
-            for end in (relation[0], relation[2]):
-                if end not in counts:
-                    raise ValueError(f"HGTConv: the relation {relation!r} names the node type "
-                                     f"{end!r}, which x_dict has no features for")
-            graphs[relation] = _relation_graph(relation, edges, counts[relation[0]],
-                                               counts[relation[2]])
-        return graphs
+        return weight * self.p_rel[parameter_key(relation)][0, head]
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(-1, {self.out_channels}, heads={self.heads})"
-
-
-def _relation_graph(relation: Relation, edges, n_src: int, n_dst: int) -> Graph:
-    """The relation's Graph (built once while its edge_index stays the same); errors name
-    the relation."""
-    try:
-        if isinstance(edges, Graph):
-            if (edges.num_src_nodes, edges.num_nodes) != (n_src, n_dst):
-                raise ValueError(f"the Graph has {edges.num_src_nodes} source and "
-                                 f"{edges.num_nodes} destination nodes, x_dict's node types "
-                                 f"{n_src} and {n_dst}")
-            return edges
-        if isinstance(edges, Tensor) and edges.layout != torch.strided:
-            if tuple(edges.shape[:2]) != (n_dst, n_src):
-                raise ValueError(f"the sparse adjacency adj_t has shape {list(edges.shape)}, "
-                                 f"not [N_dst, N_src] = [{n_dst}, {n_src}]")
-            dst, src, _ = adjacency_entries(edges, "the sparse adjacency")
-            return Graph.bipartite(torch.stack([src, dst]), (n_src, n_dst))
-        return graph_of_edges(edges, n_dst, n_src)
-    except (ValueError, TypeError) as err:
-        raise type(err)(f"HGTConv: relation {relation!r}: {err}") from err
-
-
-#: the names torch's ParameterDict refuses as keys (its own attributes)
-_PARAMETER_DICT_ATTRIBUTES = frozenset(dir(torch.nn.ParameterDict))
-
-
-def _parameter_key(name: str) -> str:
-    """``name`` as a ParameterDict key, changed where torch's refuses it as PyG's
-    ``ParameterDict`` changes it (an attribute's name in angle brackets, "." as "#"), so
-    that state dicts load both ways."""
-    if name in _PARAMETER_DICT_ATTRIBUTES:
-        name = f"<{name}>"
-    return name.replace(".", "#")
 
 
 def _starts(counts: list[int]) -> list[int]:
@@ -341,26 +270,3 @@ def _starts(counts: list[int]) -> list[int]:
         starts.append(total)
         total += count
     return starts
-
-
-def _checked_metadata(metadata) -> tuple[list[str], list[Relation]]:
-    if not (isinstance(metadata, (tuple, list)) and len(metadata) == 2):
-        raise ValueError(f"HGTConv: metadata must be (node types, relations), as "
-                         f"HeteroData.metadata(), got {metadata!r}")
-    node_types, relations = list(metadata[0]), [tuple(r) for r in metadata[1]]
-    for r in relations:
-        if len(r) != 3 or r[0] not in node_types or r[2] not in node_types:
-            raise ValueError(f"HGTConv: metadata's relation {r!r} is not a (src_type, name, "
-                             f"dst_type) triple of its node types {node_types}")
-    return node_types, relations
-
-
-def _widths(in_channels, node_types: list[str]) -> dict:
-    if not isinstance(in_channels, dict):
-        return dict.fromkeys(node_types, in_channels)
-    missing = [t for t in node_types if t not in in_channels]
-    if missing:
-        raise ValueError(f"HGTConv: in_channels has no width for the node types {missing}")
-    for width in in_channels.values():
-        check_sizes("HGTConv", lazy=True, in_channels=width)
-    return dict(in_channels)
