@@ -434,7 +434,11 @@ class _EdgeGraphs:
             return None
 
 
-_EDGE_GRAPHS = _EdgeGraphs(capacity=8)
+# 64: a heterogeneous model reads a graph per relation at every call (HGTConv's, HANConv's,
+# a HeteroConv's per-relation convs), and with 8 a model of 9 relations evicted each graph
+# before its next call and rebuilt them all at every step. An entry lives only as long as
+# its caller's tensor (then as one of the few dead ones), so the bound is on live graphs.
+_EDGE_GRAPHS = _EdgeGraphs(capacity=64)
 _RELATION_GRAPHS = _EdgeGraphs(capacity=8)  # Graph.by_relation's, by edge_type tensor
 
 

@@ -733,6 +733,17 @@ def test_graph_of_edges_keeps_no_tensor_alive_and_few_entries():
     assert len(_EDGE_GRAPHS.entries) <= _EDGE_GRAPHS.capacity
 
 
+def test_graph_of_edges_serves_a_heterogeneous_models_many_relations_from_the_cache():
+    """A model reading a graph per relation at every call (30 here, as the larger
+    heterogeneous benchmarks have): the second call's graphs are the first call's. With 8
+    entries a model of 9 relations rebuilt every graph at every call."""
+    from graphloc.graph import graph_of_edges
+    relations = [random_edge_index(10, 20, seed=100 + s) for s in range(30)]
+    first = [graph_of_edges(t, 10) for t in relations]
+    again = [graph_of_edges(t, 10) for t in relations]
+    assert all(a is b for a, b in zip(first, again, strict=True))
+
+
 def test_graph_of_edges_under_inference_mode_builds_each_time():
     from graphloc.graph import graph_of_edges
     with torch.inference_mode():
