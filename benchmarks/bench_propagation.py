@@ -3,7 +3,7 @@ GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with th
 softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
 ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv, ARMAConv, MFConv, CGConv,
 GeneralConv, EGConv, NNConv, GMMConv, GATEConv, FeaStConv, PDNConv, WLConvContinuous,
-SignedConv, HypergraphConv, PointNetConv, FiLMConv, CFConv, HGTConv) against PyG's,
+SignedConv, HypergraphConv, PointNetConv, FiLMConv, CFConv, HGTConv, HANConv) against PyG's,
 forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
@@ -16,7 +16,7 @@ and x's first ``in_channels``; GMMConv: ``layer(x, edge_index, pseudo)``; GATECo
 neg_edge_index)``, the edges split by position; HypergraphConv: ``layer(x, edge_index,
 None, hyperedge_attr, N)``, hyperedge i the in-neighbours of node i, its features x_i
 with attention; PointNetConv: ``layer(x, pos, edge_index)``, pos x's first 3 features;
-CFConv: ``layer(x, edge_index, distance, gaussians)``; HGTConv: ``layer(x_dict,
+CFConv: ``layer(x, edge_index, distance, gaussians)``; HGTConv and HANConv: ``layer(x_dict,
 edge_index_dict)``, the graph split into 3 node types and 9 relations, ``hetero_split``),
 with F = 64 features.
 
@@ -122,6 +122,8 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     # the graph as a heterogeneous one (hetero_split: 3 node types, 9 relations), with the
     # heads of PyG's examples/hetero/hgt_dblp.py
     "HGTConv(64, 64, heads=2, 3 types, 9 relations)": "HGTConv(64, 64, metadata, heads=2)",
+    # the heads of PyG's examples/hetero/han_imdb.py, on the same split
+    "HANConv(64, 64, heads=8, 3 types, 9 relations)": "HANConv(64, 64, metadata, heads=8)",
 }
 
 #: hetero_split's node types and relations
@@ -211,7 +213,7 @@ def hetero_split(x, edge_index) -> tuple[dict, dict]:
 def call_args(layer, x, edge_index) -> tuple:
     """A layer's arguments, as PyG's is called."""
     name = type(layer).__name__
-    if name == "HGTConv":
+    if name in ("HGTConv", "HANConv"):
         return hetero_split(x, edge_index)
     if name in ("GCN2Conv", "FAConv"):
         return x, x, edge_index
@@ -241,7 +243,10 @@ def call_args(layer, x, edge_index) -> tuple:
 def step(layer, args) -> float:
     start = time.perf_counter()
     out = layer(*args)
-    (sum(t.sum() for t in out.values()) if isinstance(out, dict) else out.sum()).backward()
+    if isinstance(out, dict):  # (a heterogeneous conv's None: a type without messages)
+        sum(t.sum() for t in out.values() if t is not None).backward()
+    else:
+        out.sum().backward()
     return time.perf_counter() - start
 
 

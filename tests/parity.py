@@ -160,3 +160,36 @@ def assert_special_values_agree(ours: torch.nn.Module, theirs: torch.nn.Module,
         torch.testing.assert_close(call(ours, x, empty), call(theirs, x, empty),
                                    equal_nan=True)
         assert call(ours, x[:0], empty).shape == (0, want.size(1))
+
+
+# A heterogeneous graph for the heterogeneous convs (HGTConv, HANConv): a self-relation, a
+# pair of opposite relations, one into a type with few nodes, and "orphan", a type no
+# relation points to (it gets no output)
+HETERO_COUNTS = {"paper": 11, "author": 7, "venue": 3, "orphan": 4}
+HETERO_WIDTHS = {"paper": 6, "author": 4, "venue": 5, "orphan": 6}
+HETERO_RELATIONS = [("author", "writes", "paper"), ("paper", "written_by", "author"),
+                    ("paper", "cites", "paper"), ("paper", "in", "venue"),
+                    ("orphan", "likes", "paper")]
+HETERO_METADATA = (list(HETERO_COUNTS), HETERO_RELATIONS)
+
+
+def hetero_inputs(seed=0, widths=HETERO_WIDTHS, edges=30, dtype=torch.float64):
+    """``(x_dict, edge_index_dict)``: random features, random edges per relation with
+    parallel edges and (in "cites") self-loops; the last paper without incoming edges."""
+    gen = torch.Generator().manual_seed(seed)
+    x = {t: torch.randn(n, widths[t], dtype=dtype, generator=gen)
+         for t, n in HETERO_COUNTS.items()}
+    e = {r: torch.stack([torch.randint(0, HETERO_COUNTS[r[0]], (edges,), generator=gen),
+                         torch.randint(0, HETERO_COUNTS[r[2]] - (r[2] == "paper"), (edges,),
+                                       generator=gen)]) for r in HETERO_RELATIONS}
+    return x, e
+
+
+def hetero_call(edges):
+    """``call(conv, *xs)`` for ``assert_twins_agree``: the features of the types in
+    HETERO_COUNTS' order, the outputs of every type with any stacked (``None`` skipped)."""
+    def call(conv, *xs):
+        out = conv(dict(zip(HETERO_COUNTS, xs, strict=True)), edges)
+        return torch.cat([o for o in out.values() if o is not None])
+    return call
+

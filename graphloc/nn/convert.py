@@ -528,6 +528,15 @@ def _hgt(conv):
                            heads=conv.heads)
 
 
+def _han(conv):
+    lazy = [t for t, lin in conv.proj.items()
+            if isinstance(lin.weight, torch.nn.parameter.UninitializedParameter)]
+    _require(not lazy, f"a lazy HANConv not called yet (no width for the node types {lazy})")
+    widths = {t: lin.weight.size(1) for t, lin in conv.proj.items()}
+    return gl_conv.HANConv(widths, conv.out_channels, conv.metadata, heads=conv.heads,
+                           negative_slope=conv.negative_slope, dropout=conv.dropout)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
@@ -544,7 +553,8 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "PDNConv": _pdn, "WLConvContinuous": _wl_continuous,
                "SignedConv": _signed, "HypergraphConv": _hypergraph,
                "PointNetConv": _point, "LabelPropagation": _label_propagation, "GATEConv": _gate,
-               "FiLMConv": _film, "CFConv": _cf, "HGTConv": _hgt}
+               "FiLMConv": _film, "CFConv": _cf, "HGTConv": _hgt,
+               "HANConv": _han}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -806,8 +816,8 @@ def _probe(module, example):
             width = _width(module.convs[0], "in")
         except Unconvertible:  # no width to probe at (LightGCN's LGConvs: no parameters)
             return None
-    elif _is_pyg_conv(module) and type(module).__name__ == "HGTConv":
-        return _hgt_probe(module)
+    elif _is_pyg_conv(module) and type(module).__name__ in ("HGTConv", "HANConv"):
+        return _heterogeneous_probe(module)
     elif _is_pyg_conv(module):  # (GatedGraphConv has no in_channels: its state width)
         width = getattr(module, "in_channels", getattr(module, "out_channels", None))
         width = width if isinstance(width, int) else getattr(module, "channels", None)
@@ -831,18 +841,20 @@ def _probe(module, example):
     return x, edge_index, torch.randn(60, edge_dim, generator=gen, dtype=x.dtype)
 
 
-def _hgt_probe(conv):
-    """``(x_dict, edge_index_dict)`` for an HGTConv: 20 nodes of each node type at its
-    width (its key, query and value map's, which a lazy conv's first call sets), 60 random
-    edges per relation; None while a width is lazy."""
-    weights = {t: lin.weight for t, lin in conv.kqv_lin.lins.items()}
+def _heterogeneous_probe(conv):
+    """``(x_dict, edge_index_dict)`` for an HGTConv or HANConv: 20 nodes of each node type
+    at its width (its first Linear's, which a lazy conv's first call sets), 60 random edges
+    per relation; None while a width is lazy."""
+    hgt = type(conv).__name__ == "HGTConv"
+    lins = conv.kqv_lin.lins if hgt else conv.proj
+    relations = conv.edge_types if hgt else conv.metadata[1]
+    weights = {t: lin.weight for t, lin in lins.items()}
     if any(torch.nn.parameter.is_lazy(w) for w in weights.values()):
         return None
-    widths = {t: w.size(1) for t, w in weights.items()}
     gen = torch.Generator().manual_seed(0)
-    x_dict = {t: torch.randn(20, w, generator=gen, dtype=_dtype_of(conv))
-              for t, w in widths.items()}
-    return x_dict, {r: torch.randint(0, 20, (2, 60), generator=gen) for r in conv.edge_types}
+    x_dict = {t: torch.randn(20, w.size(1), generator=gen, dtype=_dtype_of(conv))
+              for t, w in weights.items()}
+    return x_dict, {tuple(r): torch.randint(0, 20, (2, 60), generator=gen) for r in relations}
 
 
 def _checked(original, converted, example, atol, done, kept):

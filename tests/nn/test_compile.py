@@ -25,6 +25,7 @@ from graphloc.nn import (
     CFConv,
     FastRGCNConv,
     FiLMConv,
+    HANConv,
     HGTConv,
     PNAConv,
     RGCNConv,
@@ -188,7 +189,8 @@ def test_a_masked_scatter_compiles_and_reduces_an_empty_selection(reduce):
         torch.testing.assert_close(compiled(src, mask, index), dense)
 
 
-def test_hgt_conv_compiles_fullgraph():
+@pytest.mark.parametrize("name", ["HGTConv", "HANConv"])
+def test_heterogeneous_convs_compile_fullgraph(name):
     """Heterogeneous inputs: dicts of features and of each relation's edges."""
     gen = torch.Generator().manual_seed(17)
     metadata = (["a", "b"], [("a", "to", "b"), ("b", "back", "a"), ("a", "self", "a")])
@@ -197,6 +199,6 @@ def test_hgt_conv_compiles_fullgraph():
                              torch.randint(0, counts[r[2]], (20,), generator=gen)])
              for r in metadata[1]}
     b = torch.randn(5, 4, generator=gen)
-    conv = HGTConv(4, 6, metadata, heads=2)
+    conv = {"HGTConv": HGTConv, "HANConv": HANConv}[name](4, 6, metadata, heads=2)
     _compiled_matches_eager(lambda x: torch.cat(list(conv({"a": x, "b": b}, edges).values())),
                             torch.randn(9, 4, generator=gen))

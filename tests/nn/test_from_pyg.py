@@ -437,14 +437,16 @@ AGGREGATED = {
     "GATEConv": lambda a: _gate_conv(a),
     "CFConv": lambda a: _with_aggregation(_cf_conv(), a),
     "HGTConv": lambda a: _with_aggregation(pyg.HGTConv(6, 4, _ONE_TYPE, heads=2), a),
+    "HANConv": lambda a: _with_aggregation(pyg.HANConv(6, 4, _ONE_TYPE, heads=2), a),
 }
 
-#: HGTConv's metadata for the sweeps: one node type, one relation (as x and edge_index)
+#: HGTConv's and HANConv's metadata for the sweeps: one node type, one relation (as x and
+#: edge_index)
 _ONE_TYPE = (["n"], [("n", "to", "n")])
 
 
 def _node_rows(out):
-    """A conv's output; HGTConv's one node type's."""
+    """A conv's output; a heterogeneous conv's one node type's."""
     return out["n"] if isinstance(out, dict) else out
 
 
@@ -516,6 +518,7 @@ def _call_args(name: str, x, edge_index) -> tuple:
             "CFConv": (x, edge_index, torch.rand(edge_index.size(1)) * 6,
                        torch.randn(edge_index.size(1), 4)),
             "HGTConv": ({"n": x}, {_ONE_TYPE[1][0]: edge_index}),
+            "HANConv": ({"n": x}, {_ONE_TYPE[1][0]: edge_index}),
             "FastRGCNConv": (x, edge_index, edge_type)}.get(name, (x, edge_index))
 
 

@@ -25,6 +25,7 @@ from graphloc.nn.conv.general_conv import GeneralConv
 from graphloc.nn.conv.gin import GINConv, GINEConv
 from graphloc.nn.conv.gmm_conv import GMMConv
 from graphloc.nn.conv.graph_conv import GraphConv
+from graphloc.nn.conv.han_conv import HANConv
 from graphloc.nn.conv.hgt_conv import HGTConv
 from graphloc.nn.conv.hypergraph_conv import HypergraphConv
 from graphloc.nn.conv.latte import LATTEConv
@@ -59,7 +60,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "MixHopConv", "FAConv", "ClusterGCNConv", "AGNNConv", "EdgeConv",
            "SimpleConv", "RGCNConv", "FastRGCNConv", "ARMAConv", "MFConv", "CGConv", "GeneralConv",
            "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv", "WLConvContinuous", "SignedConv",
-           "HypergraphConv", "PointNetConv", "FiLMConv", "CFConv", "HGTConv",
+           "HypergraphConv", "PointNetConv", "FiLMConv", "CFConv", "HGTConv", "HANConv",
            "GATEConv",
            "LiftConv",
            "MultiEdgeConv",

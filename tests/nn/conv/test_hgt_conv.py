@@ -6,7 +6,16 @@ import torch
 import torch.nn.functional as F
 import torch_geometric.nn as pyg
 from helpers import reference_ops
-from parity import assert_twins_agree, seeded_twins
+from parity import (
+    HETERO_COUNTS,
+    HETERO_METADATA,
+    HETERO_RELATIONS,
+    HETERO_WIDTHS,
+    assert_twins_agree,
+    hetero_call,
+    hetero_inputs,
+    seeded_twins,
+)
 from torch_geometric.utils import to_torch_coo_tensor, to_torch_csr_tensor
 
 import graphloc.nn as gl
@@ -14,41 +23,10 @@ from graphloc import Graph
 from graphloc.hetero import HeteroGraph
 from graphloc.nn import from_pyg
 
-COUNTS = {"paper": 11, "author": 7, "venue": 3, "orphan": 4}
-WIDTHS = {"paper": 6, "author": 4, "venue": 5, "orphan": 6}
-# a self-relation, a pair of opposite relations, one into a type with few nodes, and
-# "orphan", a type no relation points to (it gets no output)
-RELATIONS = [("author", "writes", "paper"), ("paper", "written_by", "author"),
-             ("paper", "cites", "paper"), ("paper", "in", "venue"),
-             ("orphan", "likes", "paper")]
-METADATA = (list(COUNTS), RELATIONS)
-
-
-def _inputs(seed=0, widths=WIDTHS, edges=30, dtype=torch.float64):
-    """``(x_dict, edge_index_dict)``: random features, random edges per relation with
-    parallel edges and (in "cites") self-loops; some nodes without incoming edges."""
-    gen = torch.Generator().manual_seed(seed)
-    x = {t: torch.randn(n, widths[t], dtype=dtype, generator=gen) for t, n in COUNTS.items()}
-    e = {r: torch.stack([torch.randint(0, COUNTS[r[0]], (edges,), generator=gen),
-                         torch.randint(0, COUNTS[r[2]] - (r[2] == "paper"), (edges,),
-                                       generator=gen)]) for r in RELATIONS}
-    return x, e
-
-
-def _stacked(conv, x_dict: dict, edges) -> torch.Tensor:
-    """The conv's outputs, every node type's rows one after another (in the output's
-    order); the types and their order are checked by the callers that compare dicts."""
-    return torch.cat(list(conv(x_dict, edges).values()))
-
-
-def _call(edges):
-    return lambda conv, *xs: _stacked(conv, dict(zip(COUNTS, xs, strict=True)), edges)
-
-
 OPTIONS = {
-    "one head, widths per type": ({"in_channels": WIDTHS, "out_channels": 6}, {}),
+    "one head, widths per type": ({"in_channels": HETERO_WIDTHS, "out_channels": 6}, {}),
     "two heads, one width (every type skips)": ({"in_channels": 6, "out_channels": 6,
-                                                 "heads": 2}, dict.fromkeys(COUNTS, 6)),
+                                                 "heads": 2}, dict.fromkeys(HETERO_COUNTS, 6)),
     "three heads, lazy widths": ({"in_channels": -1, "out_channels": 9, "heads": 3}, {}),
 }
 
@@ -56,24 +34,24 @@ OPTIONS = {
 @pytest.mark.parametrize("option", OPTIONS)
 def test_matches_pyg_with_every_gradient(option):
     kwargs, widths = OPTIONS[option]
-    x, edges = _inputs(widths={**WIDTHS, **widths})
+    x, edges = hetero_inputs(widths={**HETERO_WIDTHS, **widths})
     ours, theirs = _twins(kwargs, x)
     out, want = ours(x, edges), theirs(x, edges)
     assert list(out) == list(want) == ["paper", "author", "venue"]
-    assert_twins_agree(ours, theirs, list(x.values()), _call(edges))
+    assert_twins_agree(ours, theirs, list(x.values()), hetero_call(edges))
 
 
 def _twins(kwargs, x):
     """graphloc's and PyG's HGTConv from one seed in float64 (a lazy pair called once,
     from one seed, to draw its widths' weights), their parameters checked equal."""
     if kwargs["in_channels"] != -1:
-        return seeded_twins("HGTConv", metadata=METADATA, **kwargs)
+        return seeded_twins("HGTConv", metadata=HETERO_METADATA, **kwargs)
     twins = []
     for module in (gl, pyg):
         torch.manual_seed(7)
-        conv = module.HGTConv(metadata=METADATA, **kwargs)
+        conv = module.HGTConv(metadata=HETERO_METADATA, **kwargs)
         torch.manual_seed(8)
-        conv({t: v.float() for t, v in x.items()}, _inputs()[1])
+        conv({t: v.float() for t, v in x.items()}, hetero_inputs()[1])
         twins.append(conv.double())
     for (key, a), (other, b) in zip(twins[0].state_dict().items(),
                                     twins[1].state_dict().items(), strict=True):
@@ -89,7 +67,7 @@ def _oracle(conv, x: dict, edges: dict) -> dict:
     kqv = {t: F.linear(x[t], conv.kqv_lin.lins[t].weight, conv.kqv_lin.lins[t].bias)
            for t in x}
     out = {}
-    for t in [t for t in x if any(r[2] == t for r in RELATIONS)]:
+    for t in [t for t in x if any(r[2] == t for r in HETERO_RELATIONS)]:
         rows = []
         for i in range(x[t].size(0)):
             heads = []
@@ -99,7 +77,7 @@ def _oracle(conv, x: dict, edges: dict) -> dict:
                 for r, index in edges.items():
                     if r[2] != t:
                         continue
-                    slot = h * len(RELATIONS) + RELATIONS.index(r)
+                    slot = h * len(HETERO_RELATIONS) + HETERO_RELATIONS.index(r)
                     w_k, w_v = conv.k_rel.weight[slot], conv.v_rel.weight[slot]
                     prior = conv.p_rel["__".join(r)][0, h]
                     for j in index[0][index[1] == i].tolist():
@@ -123,8 +101,8 @@ def _oracle(conv, x: dict, edges: dict) -> dict:
 
 @pytest.mark.parametrize("heads", [1, 2])
 def test_the_formula_node_by_node_with_the_kernels_and_without(heads):
-    x, edges = _inputs(seed=1, widths=dict.fromkeys(COUNTS, 6))
-    conv = gl.HGTConv(6, 6, METADATA, heads=heads).double()
+    x, edges = hetero_inputs(seed=1, widths=dict.fromkeys(HETERO_COUNTS, 6))
+    conv = gl.HGTConv(6, 6, HETERO_METADATA, heads=heads).double()
     with torch.no_grad():  # priors and gates away from their initial 1
         for p in (*conv.p_rel.values(), *conv.skip.values()):
             p.uniform_(-2, 2)
@@ -138,11 +116,11 @@ def test_the_formula_node_by_node_with_the_kernels_and_without(heads):
 
 
 def test_special_values_give_pygs_numbers():
-    x, edges = _inputs(seed=2)
+    x, edges = hetero_inputs(seed=2)
     x["author"][1, 0] = float("nan")
     x["paper"][2, :] = float("inf")
     x["orphan"][0, 3] = -float("inf")
-    ours, theirs = seeded_twins("HGTConv", WIDTHS, 6, METADATA, heads=2)
+    ours, theirs = seeded_twins("HGTConv", HETERO_WIDTHS, 6, HETERO_METADATA, heads=2)
     want = theirs(x, edges)
     for context in (torch.enable_grad, reference_ops):
         with context():
@@ -154,12 +132,12 @@ def test_special_values_give_pygs_numbers():
 def test_missing_relations_empty_types_and_no_edges():
     """A relation left out, one with no edges, a node type with no nodes: PyG's outputs;
     no relations at all: every destination type gets no messages."""
-    x, edges = _inputs(seed=3)
-    ours, theirs = seeded_twins("HGTConv", WIDTHS, 6, METADATA, heads=2)
+    x, edges = hetero_inputs(seed=3)
+    ours, theirs = seeded_twins("HGTConv", HETERO_WIDTHS, 6, HETERO_METADATA, heads=2)
     cases = [{r: e for r, e in edges.items() if r[1] != "in"},
-             {**edges, RELATIONS[2]: torch.empty(2, 0, dtype=torch.long)}]
+             {**edges, HETERO_RELATIONS[2]: torch.empty(2, 0, dtype=torch.long)}]
     for case in cases:
-        assert_twins_agree(ours, theirs, list(x.values()), _call(case))
+        assert_twins_agree(ours, theirs, list(x.values()), hetero_call(case))
     no_venues = {**x, "venue": x["venue"][:0]}
     without = {r: e for r, e in edges.items() if r[2] != "venue"}
     got, want = ours(no_venues, without), theirs(no_venues, without)
@@ -168,25 +146,25 @@ def test_missing_relations_empty_types_and_no_edges():
         torch.testing.assert_close(got[t], want[t])
     got = ours(x, {})
     for t, a in got.items():  # GELU(0) = 0: the output map's bias, then the skip gate
-        bias = ours.out_lin.lins[t].bias.expand(COUNTS[t], -1)
+        bias = ours.out_lin.lins[t].bias.expand(HETERO_COUNTS[t], -1)
         gate = ours.skip[t].sigmoid()
-        want = gate * bias + (1 - gate) * x[t] if WIDTHS[t] == 6 else bias
+        want = gate * bias + (1 - gate) * x[t] if HETERO_WIDTHS[t] == 6 else bias
         torch.testing.assert_close(a, want)
 
 
 def test_adjacencies_graphs_and_a_hetero_graph_give_the_edge_index_outputs():
-    x, edges = _inputs(seed=4)
+    x, edges = hetero_inputs(seed=4)
     edges = {r: e.unique(dim=1) for r, e in edges.items()}  # (an adjacency merges repeats)
-    conv = gl.HGTConv(WIDTHS, 6, METADATA, heads=2).double()
+    conv = gl.HGTConv(HETERO_WIDTHS, 6, HETERO_METADATA, heads=2).double()
     want = conv(x, edges)
-    sizes = {r: (COUNTS[r[0]], COUNTS[r[2]]) for r in RELATIONS}
+    sizes = {r: (HETERO_COUNTS[r[0]], HETERO_COUNTS[r[2]]) for r in HETERO_RELATIONS}
     forms = [
         {r: to_torch_coo_tensor(e.flip(0), size=(sizes[r][1], sizes[r][0]))
          for r, e in edges.items()},
         {r: to_torch_csr_tensor(e.flip(0), size=(sizes[r][1], sizes[r][0]))
          for r, e in edges.items()},
         {r: Graph.bipartite(e, sizes[r]) for r, e in edges.items()},
-        HeteroGraph(COUNTS, edges),
+        HeteroGraph(HETERO_COUNTS, edges),
     ]
     for form in forms:
         got = conv(x, form)
@@ -195,11 +173,11 @@ def test_adjacencies_graphs_and_a_hetero_graph_give_the_edge_index_outputs():
 
 
 def test_edges_changed_in_place_between_calls_are_read_anew():
-    x, edges = _inputs(seed=5)
-    ours, theirs = seeded_twins("HGTConv", WIDTHS, 6, METADATA)
+    x, edges = hetero_inputs(seed=5)
+    ours, theirs = seeded_twins("HGTConv", HETERO_WIDTHS, 6, HETERO_METADATA)
     ours(x, edges)
-    edges[RELATIONS[0]][0, :5] = torch.tensor([6, 5, 4, 3, 2])
-    edges[RELATIONS[3]][1].fill_(1)
+    edges[HETERO_RELATIONS[0]][0, :5] = torch.tensor([6, 5, 4, 3, 2])
+    edges[HETERO_RELATIONS[3]][1].fill_(1)
     got, want = ours(x, edges), theirs(x, edges)
     for t in want:
         torch.testing.assert_close(got[t], want[t])
@@ -234,8 +212,8 @@ class _PygHGT(torch.nn.Module):
 
     def __init__(self, hidden, out, heads, layers):
         super().__init__()
-        self.lin_dict = torch.nn.ModuleDict({t: pyg.Linear(-1, hidden) for t in COUNTS})
-        self.convs = torch.nn.ModuleList([pyg.HGTConv(hidden, hidden, METADATA, heads)
+        self.lin_dict = torch.nn.ModuleDict({t: pyg.Linear(-1, hidden) for t in HETERO_COUNTS})
+        self.convs = torch.nn.ModuleList([pyg.HGTConv(hidden, hidden, HETERO_METADATA, heads)
                                           for _ in range(layers)])
         self.lin = pyg.Linear(hidden, out)
 
@@ -247,7 +225,7 @@ class _PygHGT(torch.nn.Module):
 
 
 def test_from_pyg_converts_pygs_hgt_model_and_it_trains_as_pygs():
-    x, edges = _inputs(seed=7, dtype=torch.float32)
+    x, edges = hetero_inputs(seed=7, dtype=torch.float32)
     # (the first layer gives "orphan" no output, so the second has no features to send)
     edges = {r: e for r, e in edges.items() if r[0] != "orphan"}
     torch.manual_seed(10)
@@ -270,13 +248,13 @@ def test_from_pyg_converts_pygs_hgt_model_and_it_trains_as_pygs():
 
 
 def test_from_pyg_checks_a_conv_on_a_probe_of_its_own_and_refuses_a_lazy_one():
-    conv = from_pyg(pyg.HGTConv(WIDTHS, 6, METADATA, heads=3))
+    conv = from_pyg(pyg.HGTConv(HETERO_WIDTHS, 6, HETERO_METADATA, heads=3))
     assert type(conv) is gl.HGTConv and conv.pyg_conversion["checked"]
-    lazy = pyg.HGTConv(-1, 6, METADATA)
+    lazy = pyg.HGTConv(-1, 6, HETERO_METADATA)
     with pytest.warns(UserWarning, match="lazy HGTConv not called yet"):
         kept = from_pyg(lazy)
     assert type(kept) is pyg.HGTConv
-    hooked = pyg.HGTConv(WIDTHS, 6, METADATA)  # graphloc's reads kqv_lin as weights
+    hooked = pyg.HGTConv(HETERO_WIDTHS, 6, HETERO_METADATA)  # graphloc's reads kqv_lin as weights
     hooked.kqv_lin.lins["author"].register_forward_hook(lambda module, args, out: 2 * out)
     with pytest.warns(UserWarning, match="hooks on its submodule 'kqv_lin.lins.author'"):
         kept = from_pyg(hooked)
@@ -284,13 +262,13 @@ def test_from_pyg_checks_a_conv_on_a_probe_of_its_own_and_refuses_a_lazy_one():
 
 
 def test_bad_arguments_are_named():
-    x, edges = _inputs(seed=8)
-    conv = gl.HGTConv(WIDTHS, 6, METADATA).double()
-    bad_index = {**edges, RELATIONS[3]: torch.tensor([[0, 1], [0, 3]])}
+    x, edges = hetero_inputs(seed=8)
+    conv = gl.HGTConv(HETERO_WIDTHS, 6, HETERO_METADATA).double()
+    bad_index = {**edges, HETERO_RELATIONS[3]: torch.tensor([[0, 1], [0, 3]])}
     with pytest.raises(ValueError, match=r"relation \('paper', 'in', 'venue'\).*holds 3"):
         conv(x, bad_index)
     with pytest.raises(ValueError, match=r"relation \('paper', 'in', 'venue'\).*holds -1"):
-        conv(x, {RELATIONS[3]: torch.tensor([[0], [-1]])})
+        conv(x, {HETERO_RELATIONS[3]: torch.tensor([[0], [-1]])})
     with pytest.raises(ValueError, match=r"\('paper', 'sues', 'author'\).*not in its metadata"):
         conv(x, {("paper", "sues", "author"): torch.tensor([[0], [0]])})
     with pytest.raises(ValueError, match="node type 'venue', which x_dict has no features"):
@@ -301,18 +279,18 @@ def test_bad_arguments_are_named():
         conv({**x, "paper": x["paper"].long()}, edges)
     with pytest.raises(ValueError, match=r"adj_t has shape \[3, 10\], not \[N_dst, N_src\] = "
                                          r"\[3, 11\]"):
-        conv(x, {RELATIONS[3]: torch.zeros(3, 10).to_sparse()})
+        conv(x, {HETERO_RELATIONS[3]: torch.zeros(3, 10).to_sparse()})
     with pytest.raises(TypeError, match="edge_index_dict, a dict"):
         conv(x, list(edges.values()))
     with pytest.raises(TypeError, match="x_dict, a dict"):
         conv(list(x.values()), edges)
     with pytest.raises(ValueError, match=r"out_channels \(6\) must be divisible by heads \(4\)"):
-        gl.HGTConv(WIDTHS, 6, METADATA, heads=4)
+        gl.HGTConv(HETERO_WIDTHS, 6, HETERO_METADATA, heads=4)
     with pytest.raises(ValueError, match="heads must be an integer >= 1, got 0"):
-        gl.HGTConv(WIDTHS, 6, METADATA, heads=0)
+        gl.HGTConv(HETERO_WIDTHS, 6, HETERO_METADATA, heads=0)
     with pytest.raises(ValueError, match=r"in_channels has no width for the node types "
                                          r"\['orphan'\]"):
-        gl.HGTConv({t: w for t, w in WIDTHS.items() if t != "orphan"}, 6, METADATA)
+        gl.HGTConv({t: w for t, w in HETERO_WIDTHS.items() if t != "orphan"}, 6, HETERO_METADATA)
     with pytest.raises(ValueError, match="relation .*'ghost'.* is not a"):
         gl.HGTConv(4, 6, (["a"], [("a", "to", "ghost")]))
     with pytest.raises(ValueError, match="flow='target_to_source' is not defined"):
@@ -323,8 +301,8 @@ def test_bad_arguments_are_named():
 def test_an_infinite_output_gradient_gives_pygs_finite_gradients():
     """One infinite entry of the output's gradient: every gradient entry finite in PyG's is
     finite and equal in graphloc's, and the other way round (heads stay apart)."""
-    x, edges = _inputs(seed=9)
-    ours, theirs = seeded_twins("HGTConv", WIDTHS, 6, METADATA, heads=2)
+    x, edges = hetero_inputs(seed=9)
+    ours, theirs = seeded_twins("HGTConv", HETERO_WIDTHS, 6, HETERO_METADATA, heads=2)
     grads = []
     for conv in (ours, theirs):
         leaves = {t: v.clone().requires_grad_() for t, v in x.items()}
@@ -346,9 +324,9 @@ def test_an_infinite_output_gradient_gives_pygs_finite_gradients():
 def test_autocast_and_half_precision_stay_near_float32(dtype):
     """Under autocast, and cast with ``.half()``: outputs and input gradients within a few
     per cent of the float32 run's largest value."""
-    x, edges = _inputs(seed=10, dtype=torch.float32)
+    x, edges = hetero_inputs(seed=10, dtype=torch.float32)
     torch.manual_seed(11)
-    conv = gl.HGTConv(WIDTHS, 6, METADATA, heads=2)
+    conv = gl.HGTConv(HETERO_WIDTHS, 6, HETERO_METADATA, heads=2)
 
     def run(module, features, autocast=False):
         leaves = {t: v.clone().requires_grad_() for t, v in features.items()}
