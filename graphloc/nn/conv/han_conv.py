@@ -88,7 +88,8 @@ class HANConv(torch.nn.Module):
     naming it (PyG's: a ``KeyError``); an index past its relation's node counts is a
     ``ValueError`` naming the relation and the value; ``out_channels`` not divisible by
     ``heads`` is refused when built (PyG's fails at its first call);
-    ``flow="target_to_source"`` is refused. docs/models.md lists these.
+    ``flow="target_to_source"`` is refused; a destination whose scores in a relation are
+    all -inf gets weights 0 (PyG's: NaN), as in ``GATConv``. docs/models.md lists these.
     """
 
     def __init__(self, in_channels: int | dict, out_channels: int, metadata: tuple,
@@ -183,8 +184,8 @@ class HANConv(torch.nn.Module):
         weighted products, on top of the relations' own outputs."""
         if not zs:
             return None, None
-        if zs[0].numel() == 0:  # a type without nodes
-            return zs[0], None
+        if zs[0].numel() == 0:  # a type without nodes: [0, C], still reading every relation
+            return torch.stack(zs).view(0, zs[0].size(-1)), None
         score = torch.stack([(self.q * torch.tanh(self.k_lin(z)).mean(0)).sum(-1)
                              for z in zs]).view(-1)
         beta = torch.softmax(score, dim=0)

@@ -13,7 +13,6 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.graph import graph_of_edges
 from graphloc.nn.conv._hetero import (
-    Relation,
     check_feature_dict,
     checked_metadata,
     flow_between_types,
@@ -108,10 +107,11 @@ class HGTConv(torch.nn.Module):
     PyG copies each relation's source keys and values, maps the copies per (head,
     relation), and gathers keys, queries and values per edge for its softmax and sum (six
     ``[E, H, D]`` tensors kept for the backward). Here each relation's maps act on its
-    source type's rows (with :math:`\mu` folded into the key map), the scores come from one
-    sampled dot product per edge (``ops.sddmm``) and the softmax and weighted sum run fused
-    per destination (``ops.segment_attention``) on one graph of all relations, built once
-    while the edges stay the same: no per-edge keys, queries, values or messages.
+    source type's rows, the scores come from one sampled dot product per edge
+    (``ops.sddmm``, times the edge's prior :math:`\mu`) and the softmax and weighted sum
+    run fused per destination (``ops.segment_attention``) on one graph of all relations,
+    built once while the edges stay the same: no per-edge keys, queries, values or
+    messages.
 
     Args:
         in_channels (int or dict): input width of every node type, or per node type; -1
@@ -138,9 +138,8 @@ class HGTConv(torch.nn.Module):
     type it names missing from ``x_dict``, is an error naming it; an empty
     ``edge_index_dict`` gives every destination type no messages (PyG's fails on an empty
     concatenation); ``flow="target_to_source"`` is refused (PyG's reads each edge reversed
-    against the other side's offsets). ``kqv_lin``'s Linears are read as weights (a third
-    each for keys, queries and values), so hooks on them do not run. docs/models.md lists
-    these.
+    against the other side's offsets); a destination whose scores are all -inf gets weights
+    0 (PyG's: NaN), as in ``GATConv``. docs/models.md lists these.
     """
 
     def __init__(self, in_channels: int | dict, out_channels: int, metadata: tuple,
@@ -201,63 +200,56 @@ class HGTConv(torch.nn.Module):
         """Each destination type's ``[N, C]`` attention output (before GELU), in
         ``kqv_lin``'s order (PyG's output order): one attention over a graph of every
         relation's edges, from the relations' mapped source rows (source type s's node j
-        in its r-th relation at row ``start_s + r * N_s + j``) to the destination types'
-        rows."""
-        H, D = self.heads, self.out_channels // self.heads
-        dst_types = [t for t in self.kqv_lin.lins if t in x_dict and t in self.dst_node_types]
-        dst_start = dict(zip(dst_types, _starts([x_dict[t].size(0) for t in dst_types]),
-                             strict=True))
+        in its r-th relation at row ``start_s + r * N_s + j``) to every type's rows."""
+        H, C = self.heads, self.out_channels
+        D = C // H
+        # every type's keys, queries and values from its whole map, as PyG's: a type no
+        # relation reads gets zero gradients, not None (weight decay and momentum treat it
+        # alike), and a non-finite feature reaches the weights' gradients as in PyG's
+        kqv = {t: rows.view(rows.size(0), 3, C).unbind(1)
+               for t, rows in self.kqv_lin(x_dict).items()}
+        dst_start = dict(zip(kqv, _starts([x_dict[t].size(0) for t in kqv]), strict=True))
         by_source: dict[str, list] = {}
         for relation, graph in relations.items():
             by_source.setdefault(relation[0], []).append((relation, graph))
-        keys, values, edges, start = [], [], [], 0
+        keys, values, edges, priors, start = [], [], [], [], 0
         for src, outgoing in by_source.items():
-            x = x_dict[src]
-            keys.append(self._mapped(self._projection(src, 0, x), self.k_rel, outgoing))
-            values.append(self._mapped(self._projection(src, 2, x), self.v_rel, outgoing))
+            keys.append(self._mapped(kqv[src][0], self.k_rel, outgoing))
+            values.append(self._mapped(kqv[src][2], self.v_rel, outgoing))
             for r, (relation, graph) in enumerate(outgoing):
                 sources, targets = graph.edge_index
-                edges.append(torch.stack([sources + (start + r * x.size(0)),
+                edges.append(torch.stack([sources + (start + r * x_dict[src].size(0)),
                                           targets + dst_start[relation[2]]]))
-            start += x.size(0) * len(outgoing)
-        query = torch.cat([self._projection(t, 1, x_dict[t]) for t in dst_types]) \
-            / math.sqrt(D)
+                priors.append(self.p_rel[parameter_key(relation)].expand(graph.num_edges, H))
+            start += x_dict[src].size(0) * len(outgoing)
+        query = torch.cat([k_q_v[1] for k_q_v in kqv.values()]) / math.sqrt(D)
         if not edges:  # no relation: no messages
-            out = query.new_zeros(query.size(0), H * D)
+            out = query.new_zeros(query.size(0), C)
         else:
-            graph = graph_of_edges(torch.cat(edges, dim=1), query.size(0), start).in_csr_order()
-            score = ops.sddmm(graph, torch.cat(keys), query.view(-1, H, D), "dot")
-            out = ops.segment_attention(graph, score, torch.cat(values)).reshape(-1, H * D)
-        return {t: out[dst_start[t]:dst_start[t] + x_dict[t].size(0)] for t in dst_types}
-
-    def _projection(self, node_type: str, part: int, x: Tensor) -> Tensor:
-        """The keys (part 0), queries (1) or values (2) of ``node_type``'s nodes, ``[N,
-        C]``: one third of its ``kqv_lin`` (PyG's splits the whole product, whose backward
-        then fills an ``[N, 3 C]`` gradient)."""
-        lin, C = self.kqv_lin.lins[node_type], self.out_channels
-        rows = slice(part * C, (part + 1) * C)
-        return F.linear(x, lin.weight[rows], None if lin.bias is None else lin.bias[rows])
+            graph = graph_of_edges(torch.cat(edges, dim=1), query.size(0), start)
+            ordered = graph.in_csr_order()
+            # each edge's prior mu, per edge as PyG's: folded into the key maps, a key no
+            # edge reads (a NaN feature's) reached mu's gradient
+            prior = graph.to_csr_order(torch.cat(priors))
+            score = ops.sddmm(ordered, torch.cat(keys), query.view(-1, H, D), "dot") * prior
+            out = ops.segment_attention(ordered, score, torch.cat(values)).reshape(-1, C)
+        return {t: out[dst_start[t]:dst_start[t] + x_dict[t].size(0)] for t in kqv
+                if t in self.dst_node_types}
 
     def _mapped(self, rows: Tensor, maps: RelationMaps, outgoing: list) -> Tensor:
         """``rows`` ``[N, C]`` (one source type's keys or values) through each relation's
-        map per head (the keys' scaled by the relation's prior mu: q^T (mu W k) = mu q^T W
-        k), ``[R * N, H, D]`` with node j's r-th relation at row ``r * N + j``. One product
-        per head with the relations' maps side by side, read from ``rows`` in place (no
-        transposed copy for the backward, as a batched product over heads keeps)."""
+        map per head, ``[R * N, H, D]`` with node j's r-th relation at row ``r * N + j``.
+        One product per head with the relations' maps side by side, read from ``rows`` in
+        place (no transposed copy for the backward, as a batched product over heads
+        keeps)."""
         H, D = self.heads, self.out_channels // self.heads
         per_head = []
         for h in range(H):
-            side_by_side = torch.cat([self._map(maps, relation, h) for relation, _ in outgoing],
-                                     dim=1)
+            side_by_side = torch.cat([maps.of(self.edge_types_map[relation])[h]
+                                      for relation, _ in outgoing], dim=1)
             per_head.append((rows[:, h * D:(h + 1) * D] @ side_by_side).view(
                 -1, len(outgoing), D).transpose(0, 1))
         return torch.stack(per_head, dim=2).view(-1, H, D)
-
-    def _map(self, maps: RelationMaps, relation: Relation, head: int) -> Tensor:
-        weight = maps.of(self.edge_types_map[relation])[head]
-        if maps is not self.k_rel:
-            return weight
-        return weight * self.p_rel[parameter_key(relation)][0, head]
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(-1, {self.out_channels}, heads={self.heads})"

@@ -331,3 +331,26 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="flow='target_to_source' is not defined"):
         conv.flow = "target_to_source"
         conv(x, edges)
+
+
+def test_unread_types_and_types_without_nodes_give_pygs_gradients():
+    """A type without nodes still reads every relation into it (PyG's stacks them): its
+    sources get zero gradients, not None, as in PyG's (weight decay and momentum then treat
+    them alike); so does a type whose relations carry no edges."""
+    x, edges = hetero_inputs(seed=13)
+    # no papers: the three relations into them ("likes" the only one "orphan" sends
+    # through), and the two out of them, carry no edges
+    no_papers = {**x, "paper": x["paper"][:0]}
+    empty = {r: e[:, :0] if "paper" in (r[0], r[2]) else e for r, e in edges.items()}
+    ours, theirs = seeded_twins("HANConv", HETERO_WIDTHS, 6, HETERO_METADATA, heads=2)
+    grads = []
+    for conv in (ours, theirs):
+        leaves = {t: v.clone().requires_grad_() for t, v in no_papers.items()}
+        out = conv(leaves, empty)
+        loss = sum(o.sum() for o in out.values() if o is not None)
+        grads.append(torch.autograd.grad(loss, [*leaves.values(), *conv.parameters()],
+                                         allow_unused=True))
+    for got, want in zip(*grads, strict=True):
+        assert (got is None) == (want is None)
+        if want is not None:
+            torch.testing.assert_close(got, want)

@@ -343,3 +343,27 @@ def test_autocast_and_half_precision_stay_near_float32(dtype):
         for got, want in ((low, full), *zip(low_grads, full_grads, strict=True)):
             assert torch.isfinite(got).all()
             assert (got.float() - want).abs().max() <= 0.06 * want.abs().max()
+
+
+def test_unread_types_and_non_finite_features_give_pygs_gradients():
+    """A type no relation of the call reads gets zero gradients, not None (as PyG's, which
+    maps every type: weight decay and momentum then treat it alike); an infinite feature
+    reaches the gradients as in PyG's (the relations' priors stay finite: folded into the
+    key maps, a key no edge reads made them NaN)."""
+    x, edges = hetero_inputs(seed=12)
+    x["orphan"][1, 2] = float("inf")  # "orphan" sends only through "likes", left out below
+    x["author"][0, 1] = float("nan")  # and author 0 sends nothing
+    unread = {r: e[:, e[0] != 0] if r[1] == "writes" else e for r, e in edges.items()
+              if r[1] != "likes"}
+    ours, theirs = seeded_twins("HGTConv", HETERO_WIDTHS, 6, HETERO_METADATA, heads=2)
+    grads = []
+    for conv in (ours, theirs):
+        leaves = {t: v.clone().requires_grad_() for t, v in x.items()}
+        out = conv(leaves, unread)
+        loss = sum(o.nan_to_num(0.0, 0.0, 0.0).sum() for o in out.values())
+        grads.append(torch.autograd.grad(loss, [*leaves.values(), *conv.parameters()],
+                                         allow_unused=True))
+    for got, want in zip(*grads, strict=True):
+        assert (got is None) == (want is None)
+        if want is not None:
+            torch.testing.assert_close(got, want, equal_nan=True)
