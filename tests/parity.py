@@ -193,3 +193,52 @@ def hetero_call(edges):
         return torch.cat([o for o in out.values() if o is not None])
     return call
 
+
+def assert_hetero_outputs_agree(got: dict, want: dict, equal_nan: bool = False) -> None:
+    """Two heterogeneous convs' outputs: the same node types in the same order, None where
+    the other's is None, else the same values."""
+    assert list(got) == list(want)
+    for t, w in want.items():
+        if w is None:
+            assert got[t] is None, t
+        else:
+            torch.testing.assert_close(got[t], w, equal_nan=equal_nan)
+
+
+def assert_trains_as_pygs(model, converted, run, labels, steps: int = 3) -> None:
+    """``steps`` SGD steps of a cross-entropy on ``run(net)`` (its logits) for PyG's
+    ``model`` and its ``from_pyg`` conversion: the same parameters after them."""
+    import torch.nn.functional as F
+    for net in (model, converted):
+        optimiser = torch.optim.SGD(net.parameters(), lr=0.5)
+        for _ in range(steps):
+            optimiser.zero_grad()
+            F.cross_entropy(run(net), labels).backward()
+            optimiser.step()
+    for (key, a), (other, b) in zip(model.state_dict().items(),
+                                    converted.state_dict().items(), strict=True):
+        assert key == other
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def seeded_hetero_twins(name: str, kwargs: dict, x: dict):
+    """``seeded_twins`` for a heterogeneous conv (``kwargs`` without the metadata, which is
+    HETERO_METADATA); a lazy pair (``in_channels=-1``) is called once on ``x`` in float32,
+    from one seed, to draw its widths' weights."""
+    if kwargs["in_channels"] != -1:
+        return seeded_twins(name, metadata=HETERO_METADATA, **kwargs)
+    import torch_geometric.nn as pyg
+
+    import graphloc.nn as gl
+    twins = []
+    for module in (gl, pyg):
+        torch.manual_seed(7)
+        conv = getattr(module, name)(metadata=HETERO_METADATA, **kwargs)
+        torch.manual_seed(8)
+        conv({t: v.float() for t, v in x.items()}, hetero_inputs()[1])
+        twins.append(conv.double())
+    for (key, a), (other, b) in zip(twins[0].state_dict().items(),
+                                    twins[1].state_dict().items(), strict=True):
+        assert key == other and torch.equal(a, b)
+    return twins
+

@@ -26,6 +26,14 @@ def checked_metadata(owner: str, metadata) -> tuple[list[str], list[Relation]]:
     return node_types, relations
 
 
+def check_heads(owner: str, out_channels: int, heads: int) -> None:
+    """``out_channels`` and ``heads`` integers >= 1, the one divisible by the other."""
+    check_sizes(owner, out_channels=out_channels, heads=heads)
+    if out_channels % heads:
+        raise ValueError(f"{owner}: out_channels ({out_channels}) must be divisible by "
+                         f"heads ({heads})")
+
+
 def widths_per_type(owner: str, in_channels, node_types: list[str]) -> dict:
     """Each node type's input width (-1: lazy) from an int for all or a dict."""
     if not isinstance(in_channels, dict):

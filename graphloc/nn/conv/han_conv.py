@@ -12,18 +12,9 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
-from graphloc.nn.conv._hetero import (
-    check_feature_dict,
-    checked_metadata,
-    flow_between_types,
-    is_lazy,
-    parameter_key,
-    relation_graphs,
-    typed_linears,
-    widths_per_type,
-)
+from graphloc.nn.conv import _hetero as hetero
 from graphloc.nn.conv._inputs import check_flow
-from graphloc.nn.conv._utils import check_dropouts, check_sizes
+from graphloc.nn.conv._utils import check_dropouts
 from graphloc.nn.conv.gat import head_dots
 
 
@@ -96,13 +87,10 @@ class HANConv(torch.nn.Module):
                  heads: int = 1, negative_slope: float = 0.2, dropout: float = 0.0,
                  flow: str = "source_to_target"):
         super().__init__()
-        node_types, relations = checked_metadata("HANConv", metadata)
-        check_sizes("HANConv", out_channels=out_channels, heads=heads)
+        node_types, relations = hetero.checked_metadata("HANConv", metadata)
+        hetero.check_heads("HANConv", out_channels, heads)
         check_dropouts("HANConv", upto_one=True, dropout=dropout)
-        if out_channels % heads:
-            raise ValueError(f"HANConv: out_channels ({out_channels}) must be divisible by "
-                             f"heads ({heads})")
-        self.in_channels = widths_per_type("HANConv", in_channels, node_types)
+        self.in_channels = hetero.widths_per_type("HANConv", in_channels, node_types)
         self.out_channels, self.heads = out_channels, heads
         self.negative_slope, self.dropout = negative_slope, dropout
         self.metadata = (node_types, relations)
@@ -111,17 +99,17 @@ class HANConv(torch.nn.Module):
         # PyG's initial weights
         self.k_lin = torch.nn.Linear(out_channels, out_channels)
         self.q = torch.nn.Parameter(torch.empty(1, out_channels))
-        self.proj = typed_linears(self.in_channels, out_channels)
+        self.proj = hetero.typed_linears(self.in_channels, out_channels)
         dim = out_channels // heads
         self.lin_src, self.lin_dst = torch.nn.ParameterDict(), torch.nn.ParameterDict()
         for r in relations:
-            self.lin_src[parameter_key(r)] = torch.nn.Parameter(torch.empty(1, heads, dim))
-            self.lin_dst[parameter_key(r)] = torch.nn.Parameter(torch.empty(1, heads, dim))
+            self.lin_src[hetero.parameter_key(r)] = torch.nn.Parameter(torch.empty(1, heads, dim))
+            self.lin_dst[hetero.parameter_key(r)] = torch.nn.Parameter(torch.empty(1, heads, dim))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         for lin in self.proj.values():
-            if not is_lazy(lin):
+            if not hetero.is_lazy(lin):
                 lin.reset_parameters()
         for p in (*self.lin_src.values(), *self.lin_dst.values()):
             _glorot(p)
@@ -130,15 +118,15 @@ class HANConv(torch.nn.Module):
 
     def forward(self, x_dict: dict, edge_index_dict,
                 return_semantic_attention_weights: bool = False):
-        flow_between_types("HANConv", check_flow("HANConv", self.flow))
+        hetero.flow_between_types("HANConv", check_flow("HANConv", self.flow))
         check_flags("HANConv", return_semantic_attention_weights=return_semantic_attention_weights)
-        check_feature_dict(self, x_dict, self.proj)
+        hetero.check_feature_dict(self, x_dict, self.proj)
         unknown = [t for t in x_dict if t not in self.proj]
         if unknown:
             raise ValueError(f"HANConv: x_dict holds the node types {unknown}, which have no "
                              f"projection (node types: {list(self.proj)})")
         counts = {t: x.size(0) for t, x in x_dict.items()}
-        graphs = relation_graphs("HANConv", edge_index_dict, counts, self.metadata[1])
+        graphs = hetero.relation_graphs("HANConv", edge_index_dict, counts, self.metadata[1])
         h = {t: self.proj[t](x) for t, x in x_dict.items()}
         halves = self._score_halves(h, graphs)
         per_type: dict[str, list[Tensor]] = {t: [] for t in x_dict}
@@ -160,7 +148,7 @@ class HANConv(torch.nn.Module):
                      [(r, "dst", self.lin_dst) for r in graphs if r[2] == t]
             if not wanted:
                 continue
-            dots = head_dots(rows, *[vectors[parameter_key(r)] for r, _, vectors in wanted])
+            dots = head_dots(rows, *[vectors[hetero.parameter_key(r)] for r, _, vectors in wanted])
             for (r, side, _), half in zip(wanted, dots.split(self.heads, dim=1), strict=True):
                 halves[r, side] = half.contiguous()
         return halves

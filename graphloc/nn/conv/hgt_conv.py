@@ -12,18 +12,8 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.graph import graph_of_edges
-from graphloc.nn.conv._hetero import (
-    check_feature_dict,
-    checked_metadata,
-    flow_between_types,
-    is_lazy,
-    parameter_key,
-    relation_graphs,
-    typed_linears,
-    widths_per_type,
-)
+from graphloc.nn.conv import _hetero as hetero
 from graphloc.nn.conv._inputs import check_flow
-from graphloc.nn.conv._utils import check_sizes
 
 
 class TypedLinears(torch.nn.Module):
@@ -34,12 +24,12 @@ class TypedLinears(torch.nn.Module):
 
     def __init__(self, in_channels: dict, out_channels: int):
         super().__init__()
-        self.lins = typed_linears(in_channels, out_channels)
+        self.lins = hetero.typed_linears(in_channels, out_channels)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         for lin in self.lins.values():
-            if not is_lazy(lin):
+            if not hetero.is_lazy(lin):
                 lin.reset_parameters()
 
     def materialize(self, x: dict) -> None:
@@ -48,7 +38,7 @@ class TypedLinears(torch.nn.Module):
         so that a seed gives PyG's initial weights."""
         for t, features in x.items():
             lin = self.lins[t] if t in self.lins else None
-            if lin is not None and is_lazy(lin):
+            if lin is not None and hetero.is_lazy(lin):
                 lin.initialize_parameters(features)
                 lin.reset_parameters()
 
@@ -145,12 +135,9 @@ class HGTConv(torch.nn.Module):
     def __init__(self, in_channels: int | dict, out_channels: int, metadata: tuple,
                  heads: int = 1, flow: str = "source_to_target"):
         super().__init__()
-        node_types, relations = checked_metadata("HGTConv", metadata)
-        check_sizes("HGTConv", out_channels=out_channels, heads=heads)
-        if out_channels % heads:
-            raise ValueError(f"HGTConv: out_channels ({out_channels}) must be divisible by "
-                             f"heads ({heads})")
-        self.in_channels = widths_per_type("HGTConv", in_channels, node_types)
+        node_types, relations = hetero.checked_metadata("HGTConv", metadata)
+        hetero.check_heads("HGTConv", out_channels, heads)
+        self.in_channels = hetero.widths_per_type("HGTConv", in_channels, node_types)
         self.out_channels, self.heads = out_channels, heads
         self.node_types, self.edge_types = node_types, relations
         self.edge_types_map = {r: i for i, r in enumerate(relations)}
@@ -165,11 +152,11 @@ class HGTConv(torch.nn.Module):
         self.v_rel = RelationMaps(dim, heads, len(relations))
         # PyG's parameter orders: torch's ParameterDict sorts a dict's keys (skip), items
         # set one by one keep their order (p_rel)
-        self.skip = torch.nn.ParameterDict({parameter_key(t): torch.nn.Parameter(
+        self.skip = torch.nn.ParameterDict({hetero.parameter_key(t): torch.nn.Parameter(
             torch.empty(1)) for t in node_types})
         self.p_rel = torch.nn.ParameterDict()
         for r in relations:
-            self.p_rel[parameter_key(r)] = torch.nn.Parameter(torch.empty(1, heads))
+            self.p_rel[hetero.parameter_key(r)] = torch.nn.Parameter(torch.empty(1, heads))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -180,10 +167,10 @@ class HGTConv(torch.nn.Module):
                 p.fill_(1.0)
 
     def forward(self, x_dict: dict, edge_index_dict) -> dict:
-        flow_between_types("HGTConv", check_flow("HGTConv", self.flow))
-        check_feature_dict(self, x_dict, self.kqv_lin.lins)
+        hetero.flow_between_types("HGTConv", check_flow("HGTConv", self.flow))
+        hetero.check_feature_dict(self, x_dict, self.kqv_lin.lins)
         counts = {t: x.size(0) for t, x in x_dict.items() if t in self.kqv_lin.lins}
-        relations = relation_graphs("HGTConv", edge_index_dict, counts, self.edge_types)
+        relations = hetero.relation_graphs("HGTConv", edge_index_dict, counts, self.edge_types)
         self.kqv_lin.materialize(x_dict)
         messages = self._attend(x_dict, relations)
         mixed = self.out_lin({t: F.gelu(m) for t, m in messages.items()})
@@ -191,7 +178,7 @@ class HGTConv(torch.nn.Module):
         for t, a in mixed.items():
             x = x_dict[t]
             if a.size(-1) == x.size(-1):
-                gate = self.skip[parameter_key(t)].sigmoid()
+                gate = self.skip[hetero.parameter_key(t)].sigmoid()
                 a = gate * a + (1 - gate) * x
             out[t] = a
         return out
@@ -220,7 +207,7 @@ class HGTConv(torch.nn.Module):
                 sources, targets = graph.edge_index
                 edges.append(torch.stack([sources + (start + r * x_dict[src].size(0)),
                                           targets + dst_start[relation[2]]]))
-                priors.append(self.p_rel[parameter_key(relation)].expand(graph.num_edges, H))
+                priors.append(self.p_rel[hetero.parameter_key(relation)].expand(graph.num_edges, H))
             start += x_dict[src].size(0) * len(outgoing)
         query = torch.cat([k_q_v[1] for k_q_v in kqv.values()]) / math.sqrt(D)
         if not edges:  # no relation: no messages
