@@ -3,7 +3,8 @@ GATv2Conv, ResGatedGraphConv, TAGConv, GatedGraphConv, GENConv, SAGEConv with th
 softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
 ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv, ARMAConv, MFConv, CGConv,
 GeneralConv, EGConv, NNConv, GMMConv, GATEConv, FeaStConv, PDNConv, WLConvContinuous,
-SignedConv, HypergraphConv, PointNetConv, FiLMConv, CFConv, HGTConv, HANConv) against PyG's,
+SignedConv, HypergraphConv, PointNetConv, FiLMConv, CFConv, HGTConv, HANConv, LINKX's
+SparseLinear) against PyG's,
 forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
@@ -17,7 +18,8 @@ neg_edge_index)``, the edges split by position; HypergraphConv: ``layer(x, edge_
 None, hyperedge_attr, N)``, hyperedge i the in-neighbours of node i, its features x_i
 with attention; PointNetConv: ``layer(x, pos, edge_index)``, pos x's first 3 features;
 CFConv: ``layer(x, edge_index, distance, gaussians)``; HGTConv and HANConv: ``layer(x_dict,
-edge_index_dict)``, the graph split into 3 node types and 9 relations, ``hetero_split``),
+edge_index_dict)``, the graph split into 3 node types and 9 relations, ``hetero_split``;
+SparseLinear: ``layer(edge_index)``),
 with F = 64 features.
 
     python benchmarks/bench_propagation.py [--turns 7] [--layers GATv2Conv ...] [--memory]
@@ -124,6 +126,8 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     "HGTConv(64, 64, heads=2, 3 types, 9 relations)": "HGTConv(64, 64, metadata, heads=2)",
     # the heads of PyG's examples/hetero/han_imdb.py, on the same split
     "HANConv(64, 64, heads=8, 3 types, 9 relations)": "HANConv(64, 64, metadata, heads=8)",
+    # LINKX's adjacency layer: a weight row per node, each node's adjacency row times W
+    "SparseLinear(N, 64)": "SparseLinear(num_nodes, 64)",
 }
 
 #: hetero_split's node types and relations
@@ -140,9 +144,10 @@ def _namespace(lib, edge_index, num_nodes: int) -> dict:
     names = vars(lib)
     if "GATEConv" not in names:
         from torch_geometric.nn.models.attentive_fp import GATEConv
+        from torch_geometric.nn.models.linkx import SparseLinear
         from torch_geometric.nn.models.schnet import CFConv
-        names = {**names, "GATEConv": GATEConv, "CFConv": CFConv}
-    return {**names, **modules, "deg": deg, "metadata": METADATA}
+        names = {**names, "GATEConv": GATEConv, "CFConv": CFConv, "SparseLinear": SparseLinear}
+    return {**names, **modules, "deg": deg, "metadata": METADATA, "num_nodes": num_nodes}
 
 
 def _chosen(prefixes) -> list[str]:
@@ -215,6 +220,8 @@ def call_args(layer, x, edge_index) -> tuple:
     name = type(layer).__name__
     if name in ("HGTConv", "HANConv"):
         return hetero_split(x, edge_index)
+    if name == "SparseLinear":  # (x not read)
+        return (edge_index,)
     if name in ("GCN2Conv", "FAConv"):
         return x, x, edge_index
     if name in ("RGCNConv", "FiLMConv"):

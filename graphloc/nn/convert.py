@@ -537,6 +537,11 @@ def _han(conv):
                            negative_slope=conv.negative_slope, dropout=conv.dropout)
 
 
+def _sparse_linear(conv):
+    return gl_conv.SparseLinear(conv.in_channels, conv.out_channels,
+                                bias=conv.bias is not None)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
@@ -554,7 +559,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "SignedConv": _signed, "HypergraphConv": _hypergraph,
                "PointNetConv": _point, "LabelPropagation": _label_propagation, "GATEConv": _gate,
                "FiLMConv": _film, "CFConv": _cf, "HGTConv": _hgt,
-               "HANConv": _han}
+               "HANConv": _han, "SparseLinear": _sparse_linear}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -818,6 +823,10 @@ def _probe(module, example):
             return None
     elif _is_pyg_conv(module) and type(module).__name__ in ("HGTConv", "HANConv"):
         return _heterogeneous_probe(module)
+    elif _is_pyg_conv(module) and type(module).__name__ == "SparseLinear":
+        # (LINKX's adjacency layer: a weight row per node, called layer(edge_index))
+        gen = torch.Generator().manual_seed(0)
+        return (torch.randint(0, module.in_channels, (2, 60), generator=gen),)
     elif _is_pyg_conv(module):  # (GatedGraphConv has no in_channels: its state width)
         width = getattr(module, "in_channels", getattr(module, "out_channels", None))
         width = width if isinstance(width, int) else getattr(module, "channels", None)

@@ -438,7 +438,15 @@ AGGREGATED = {
     "CFConv": lambda a: _with_aggregation(_cf_conv(), a),
     "HGTConv": lambda a: _with_aggregation(pyg.HGTConv(6, 4, _ONE_TYPE, heads=2), a),
     "HANConv": lambda a: _with_aggregation(pyg.HANConv(6, 4, _ONE_TYPE, heads=2), a),
+    "SparseLinear": lambda a: _with_aggregation(_sparse_linear(), a),
 }
+
+
+def _sparse_linear():
+    """LINKX's SparseLinear (not exported by torch_geometric.nn): a weight row for each of
+    the probe's 40 nodes."""
+    from torch_geometric.nn.models.linkx import SparseLinear
+    return SparseLinear(40, 4)
 
 #: HGTConv's and HANConv's metadata for the sweeps: one node type, one relation (as x and
 #: edge_index)
@@ -519,6 +527,7 @@ def _call_args(name: str, x, edge_index) -> tuple:
                        torch.randn(edge_index.size(1), 4)),
             "HGTConv": ({"n": x}, {_ONE_TYPE[1][0]: edge_index}),
             "HANConv": ({"n": x}, {_ONE_TYPE[1][0]: edge_index}),
+            "SparseLinear": (edge_index,),  # (x not read: a weight row per node)
             "FastRGCNConv": (x, edge_index, edge_type)}.get(name, (x, edge_index))
 
 

@@ -47,6 +47,7 @@ from graphloc.nn.conv.sg_conv import SGConv
 from graphloc.nn.conv.sgformer import SGFormerAttention
 from graphloc.nn.conv.signed_conv import SignedConv
 from graphloc.nn.conv.simple_conv import SimpleConv
+from graphloc.nn.conv.sparse_linear import SparseLinear
 from graphloc.nn.conv.ssg_conv import SSGConv
 from graphloc.nn.conv.tag_conv import TAGConv
 from graphloc.nn.conv.tangnn import TANGNNLayer, TopMAttention
@@ -61,6 +62,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "SimpleConv", "RGCNConv", "FastRGCNConv", "ARMAConv", "MFConv", "CGConv", "GeneralConv",
            "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv", "WLConvContinuous", "SignedConv",
            "HypergraphConv", "PointNetConv", "FiLMConv", "CFConv", "HGTConv", "HANConv",
+           "SparseLinear",
            "GATEConv",
            "LiftConv",
            "MultiEdgeConv",
