@@ -44,7 +44,10 @@ class HANConv(torch.nn.Module):
     \tanh(\mathbf{K} \mathbf{z}_{i,r} + \mathbf{b}))`, :math:`\mathbf{x}'_i = \sum_r
     \beta_r \mathbf{z}_{i,r}`. A drop-in for PyG's ``HANConv`` (same arguments, parameters
     ``proj``, ``lin_src``, ``lin_dst``, ``k_lin``, ``q`` with PyG's initial draws, and
-    outputs, including ``None`` for a type no relation of the call points to).
+    outputs, including ``None`` for a type no relation of the call points to). It is
+    PyG's operator: the paper's own code (Jhy1993/HAN) ends each meta-path's attention head
+    with an ELU (its default activation) where PyG's applies a ReLU, and drops out the
+    head's inputs as well as its attention weights.
 
     PyG forms each relation's per-node scores from ``[N, H, D]`` products and gathers its
     ``[E, H, D]`` source rows and messages, kept for the backward. Here each node type's
