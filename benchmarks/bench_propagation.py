@@ -4,7 +4,7 @@ softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
 ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv, ARMAConv, MFConv, CGConv,
 GeneralConv, EGConv, NNConv, GMMConv, GATEConv, FeaStConv, PDNConv, WLConvContinuous,
 SignedConv, HypergraphConv, PointNetConv, FiLMConv, CFConv, HGTConv, HANConv, LINKX's
-SparseLinear) against PyG's,
+SparseLinear, RGATConv) against PyG's,
 forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
@@ -19,7 +19,8 @@ None, hyperedge_attr, N)``, hyperedge i the in-neighbours of node i, its feature
 with attention; PointNetConv: ``layer(x, pos, edge_index)``, pos x's first 3 features;
 CFConv: ``layer(x, edge_index, distance, gaussians)``; HGTConv and HANConv: ``layer(x_dict,
 edge_index_dict)``, the graph split into 3 node types and 9 relations, ``hetero_split``;
-SparseLinear: ``layer(edge_index)``),
+SparseLinear: ``layer(edge_index)``; RGATConv: ``layer(x, edge_index, edge_type)`` on x's
+first ``in_channels``),
 with F = 64 features.
 
     python benchmarks/bench_propagation.py [--turns 7] [--layers GATv2Conv ...] [--memory]
@@ -128,6 +129,9 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     "HANConv(64, 64, heads=8, 3 types, 9 relations)": "HANConv(64, 64, metadata, heads=8)",
     # LINKX's adjacency layer: a weight row per node, each node's adjacency row times W
     "SparseLinear(N, 64)": "SparseLinear(num_nodes, 64)",
+    # relational attention on x's first 16 features (PyG's gathers an [in, H C] matrix per
+    # edge: at 64 features 11 GB on the road graph), 8 relations uniform over the edges
+    "RGATConv(16, 8, num_relations=8, heads=2)": "RGATConv(16, 8, 8, heads=2)",
 }
 
 #: hetero_split's node types and relations
@@ -226,6 +230,9 @@ def call_args(layer, x, edge_index) -> tuple:
         return x, x, edge_index
     if name in ("RGCNConv", "FiLMConv"):
         return x, edge_index, relation_types(edge_index, layer.num_relations)
+    if name == "RGATConv":  # x's first in_channels
+        return (x[:, :layer.in_channels], edge_index,
+                relation_types(edge_index, layer.num_relations))
     if name == "NNConv":  # x's first in_channels features
         return x[:, :layer.in_channels], edge_index, edge_features(edge_index, 4)
     if name == "GMMConv":

@@ -542,6 +542,15 @@ def _sparse_linear(conv):
                                 bias=conv.bias is not None)
 
 
+def _rgat(conv):
+    other = {name: getattr(conv, name) for name in ("num_blocks", "mod", "attention_mechanism",
+                                                    "attention_mode", "dim", "edge_dim")}
+    return gl_conv.RGATConv(conv.in_channels, conv.out_channels, conv.num_relations,
+                            num_bases=conv.num_bases, heads=conv.heads, concat=conv.concat,
+                            negative_slope=conv.negative_slope, dropout=conv.dropout,
+                            bias=conv.bias is not None, **other)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
@@ -559,7 +568,8 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "SignedConv": _signed, "HypergraphConv": _hypergraph,
                "PointNetConv": _point, "LabelPropagation": _label_propagation, "GATEConv": _gate,
                "FiLMConv": _film, "CFConv": _cf, "HGTConv": _hgt,
-               "HANConv": _han, "SparseLinear": _sparse_linear}
+               "HANConv": _han, "SparseLinear": _sparse_linear,
+               "RGATConv": _rgat}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -840,7 +850,7 @@ def _probe(module, example):
         x_0 = torch.randn(20, width, generator=gen, dtype=x.dtype)
         weights = () if module.normalize else (torch.rand(60, generator=gen, dtype=x.dtype),)
         return x, x_0, edge_index, *weights
-    if type(module).__name__ in ("RGCNConv", "FastRGCNConv"):  # (x, edge_index, edge_type)
+    if type(module).__name__ in ("RGCNConv", "FastRGCNConv", "RGATConv"):  # (.., edge_type)
         return x, edge_index, torch.randint(0, module.num_relations, (60,), generator=gen)
     edge_dim = getattr(module, "edge_dim", None)
     if not isinstance(edge_dim, int):

@@ -28,6 +28,7 @@ from graphloc.nn import (
     HANConv,
     HGTConv,
     PNAConv,
+    RGATConv,
     RGCNConv,
     build_model,
 )
@@ -70,6 +71,7 @@ RELATIONAL_CONVS = {
     "fast-rgcn-bases": lambda: FastRGCNConv(5, 4, 3, num_bases=2),
     "film": lambda: FiLMConv(5, 4, 3),
     "film-max-nn": lambda: FiLMConv(5, 4, 3, nn=torch.nn.Linear(5, 8), aggr="max"),
+    "rgat": lambda: RGATConv(5, 4, 3, heads=2),
 }
 
 

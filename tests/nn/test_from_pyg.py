@@ -140,34 +140,34 @@ def test_convs_inside_pyg_wrappers_convert(wrapper):
 
 
 class _MixedModel(torch.nn.Module):
-    """A PyG conv graphloc converts, then one it has no equivalent for (RGATConv, on one
-    relation)."""
+    """A PyG conv graphloc converts, then one it has no equivalent for (SuperGATConv; until
+    2026-12-05 RGATConv, which converts now)."""
 
     def __init__(self):
         super().__init__()
         self.first = pyg.GCNConv(6, 4)
-        self.second = pyg.RGATConv(4, 4, num_relations=1)
+        self.second = pyg.SuperGATConv(4, 4)
 
     def forward(self, x, edge_index):
-        edge_type = torch.zeros(edge_index.size(1), dtype=torch.long)
-        return self.second(torch.relu(self.first(x, edge_index)), edge_index, edge_type)
+        return self.second(torch.relu(self.first(x, edge_index)), edge_index)
 
 
 def test_pyg_convs_without_an_equivalent_are_reported_as_kept():
-    """An RGATConv or SuperGATConv stays PyG's; the report lists it, with the warning (it said
-    kept: [] and left the user to believe nothing of PyG remained)."""
+    """A SuperGATConv stays PyG's; the report lists it, with the warning (it said kept: []
+    and left the user to believe nothing of PyG remained)."""
     x, edge_index = _probe()
     theirs = _MixedModel().eval()
-    with pytest.warns(UserWarning, match="second: RGATConv has no graphloc equivalent"):
+    with pytest.warns(UserWarning, match="second: SuperGATConv has no graphloc equivalent"):
         ours = from_pyg(theirs, example=(x, edge_index))
     assert ours.pyg_conversion["converted"] == ["first"]
-    assert ours.pyg_conversion["kept"] == [("second", "RGATConv has no graphloc equivalent")]
+    assert ours.pyg_conversion["kept"] == [("second",
+                                            "SuperGATConv has no graphloc equivalent")]
     torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
-    with pytest.raises(Unconvertible, match="second: RGATConv"):
+    with pytest.raises(Unconvertible, match="second: SuperGATConv"):
         from_pyg(theirs, example=(x, edge_index), strict=True)
     model = measure(theirs, (x, edge_index), 2, nodes=[0], bootstrap=10).settings["model"]
     assert model == {"converted": False,
-                     "reason": "could not convert second: RGATConv has no graphloc "
+                     "reason": "could not convert second: SuperGATConv has no graphloc "
                                "equivalent"}
     alone = pyg.SuperGATConv(6, 4)
     with pytest.warns(UserWarning,
@@ -439,6 +439,7 @@ AGGREGATED = {
     "HGTConv": lambda a: _with_aggregation(pyg.HGTConv(6, 4, _ONE_TYPE, heads=2), a),
     "HANConv": lambda a: _with_aggregation(pyg.HANConv(6, 4, _ONE_TYPE, heads=2), a),
     "SparseLinear": lambda a: _with_aggregation(_sparse_linear(), a),
+    "RGATConv": lambda a: pyg.RGATConv(6, 4, 3, heads=2, aggr=a),
 }
 
 
@@ -528,7 +529,8 @@ def _call_args(name: str, x, edge_index) -> tuple:
             "HGTConv": ({"n": x}, {_ONE_TYPE[1][0]: edge_index}),
             "HANConv": ({"n": x}, {_ONE_TYPE[1][0]: edge_index}),
             "SparseLinear": (edge_index,),  # (x not read: a weight row per node)
-            "FastRGCNConv": (x, edge_index, edge_type)}.get(name, (x, edge_index))
+            "FastRGCNConv": (x, edge_index, edge_type),
+            "RGATConv": (x, edge_index, edge_type)}.get(name, (x, edge_index))
 
 
 @pytest.mark.parametrize("name", sorted(AGGREGATED))

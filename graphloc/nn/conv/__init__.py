@@ -41,6 +41,7 @@ from graphloc.nn.conv.pna import PNAConv
 from graphloc.nn.conv.point_conv import PointNetConv
 from graphloc.nn.conv.registry import CONVS, register_conv
 from graphloc.nn.conv.res_gated import ResGatedGraphConv
+from graphloc.nn.conv.rgat_conv import RGATConv
 from graphloc.nn.conv.rgcn_conv import FastRGCNConv, RGCNConv
 from graphloc.nn.conv.sage import SAGEConv
 from graphloc.nn.conv.sg_conv import SGConv
@@ -62,7 +63,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "SimpleConv", "RGCNConv", "FastRGCNConv", "ARMAConv", "MFConv", "CGConv", "GeneralConv",
            "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv", "WLConvContinuous", "SignedConv",
            "HypergraphConv", "PointNetConv", "FiLMConv", "CFConv", "HGTConv", "HANConv",
-           "SparseLinear",
+           "SparseLinear", "RGATConv",
            "GATEConv",
            "LiftConv",
            "MultiEdgeConv",

@@ -726,7 +726,7 @@ CONV_NAMES = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINECon
               "SimpleConv", "ARMAConv", "RGCNConv", "FastRGCNConv", "MFConv", "CGConv",
               "GeneralConv", "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv",
               "WLConvContinuous", "SignedConv", "HypergraphConv", "PointNetConv", "FiLMConv",
-              "HGTConv", "HANConv"]
+              "HGTConv", "HANConv", "RGATConv"]
 
 
 def test_forward_arguments_come_in_pygs_positional_order():
