@@ -75,6 +75,9 @@ class RGATConv(torch.nn.Module):
         left out); ``edge_type [E]``; ``return_attention_weights`` as PyG's. output:
         ``[N, H C]`` (``[N, C]`` averaged), and ``(edge_index, alpha [E, H])`` when asked.
 
+    Not a full drop-in: PyG's other forms raise (PyG's own ``test_rgat_conv.py``, which sets
+    a ``mod`` in every case, fails with this class in place of PyG's).
+
     Differences from PyG's: the score halves are ``x (W_r q)`` where PyG's are ``(x W_r)
     q``, the same to rounding (with an infinite feature a score may be +-inf where PyG's is
     NaN); a destination whose scores are all -inf gets weights 0 (PyG's: NaN), as in
