@@ -4,8 +4,6 @@ into each node type."""
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -14,16 +12,8 @@ from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.nn.conv import _hetero as hetero
 from graphloc.nn.conv._inputs import check_flow
-from graphloc.nn.conv._utils import check_dropouts
+from graphloc.nn.conv._utils import check_dropouts, glorot
 from graphloc.nn.conv.gat import head_dots
-
-
-def _glorot(weight: Tensor) -> None:
-    """PyG's ``glorot``: uniform in +-sqrt(6 / (fan_in + fan_out)) over the last two
-    dimensions."""
-    bound = math.sqrt(6.0 / (weight.size(-2) + weight.size(-1)))
-    with torch.no_grad():
-        weight.uniform_(-bound, bound)
 
 
 class HANConv(torch.nn.Module):
@@ -115,9 +105,9 @@ class HANConv(torch.nn.Module):
             if not hetero.is_lazy(lin):
                 lin.reset_parameters()
         for p in (*self.lin_src.values(), *self.lin_dst.values()):
-            _glorot(p)
+            glorot(p)
         self.k_lin.reset_parameters()
-        _glorot(self.q)
+        glorot(self.q)
 
     def forward(self, x_dict: dict, edge_index_dict,
                 return_semantic_attention_weights: bool = False):

@@ -3,8 +3,6 @@ its default form: across-relation additive self-attention."""
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -12,19 +10,11 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.nn.conv._inputs import check_flow, read_inputs, relation_types
-from graphloc.nn.conv._utils import check_dropouts, check_sizes, checked_features
+from graphloc.nn.conv._utils import check_dropouts, check_sizes, checked_features, glorot
 
 #: PyG's options graphloc's RGATConv does not compute: their values in its default form
 _DEFAULT_FORM = {"num_blocks": None, "mod": None, "attention_mechanism": "across-relation",
                  "attention_mode": "additive-self-attention", "dim": 1, "edge_dim": None}
-
-
-def _glorot(weight: Tensor) -> None:
-    """PyG's ``glorot``: uniform in +-sqrt(6 / (fan_in + fan_out)) over the last two
-    dimensions."""
-    bound = math.sqrt(6.0 / (weight.size(-2) + weight.size(-1)))
-    with torch.no_grad():
-        weight.uniform_(-bound, bound)
 
 
 class RGATConv(torch.nn.Module):
@@ -128,12 +118,12 @@ class RGATConv(torch.nn.Module):
 
     def reset_parameters(self) -> None:
         if self.num_bases is not None:
-            _glorot(self.basis)
-            _glorot(self.att)
+            glorot(self.basis)
+            glorot(self.att)
         else:
-            _glorot(self.weight)
-        _glorot(self.q)
-        _glorot(self.k)
+            glorot(self.weight)
+        glorot(self.q)
+        glorot(self.k)
         with torch.no_grad():
             if self.bias is not None:
                 self.bias.zero_()
