@@ -166,6 +166,14 @@ def test_bad_arguments_are_named():
         conv(x, edge_index)
     with pytest.raises(ValueError, match="edge_attr"):
         conv(x, edge_index, edge_type, torch.randn(edge_type.numel(), 2))
+    with pytest.raises(TypeError, match="floating-point node features x, got torch.int64"):
+        conv(x.long(), edge_index, edge_type)
+    with pytest.raises(ValueError, match=r"expects x of shape \[N, 6\], got \[16, 5\]"):
+        conv(x[:, :5], edge_index, edge_type)
+    with pytest.raises(ValueError, match="edge_type has 59 rows but the graph has 60 edges"):
+        conv(x, edge_index, edge_type[1:])
+    with pytest.raises(TypeError, match="edge_type must be a 1-D integer tensor"):
+        conv(x, edge_index, edge_type.double())
     with pytest.raises(ValueError, match="mod='additive' is not computed"):
         gl.RGATConv(6, 5, R, mod="additive")
     with pytest.raises(ValueError, match="num_relations must be an integer >= 1, got 0"):

@@ -96,5 +96,12 @@ def test_bad_arguments_are_named():
         layer(torch.tensor([[N], [0]]))
     with pytest.raises(ValueError, match="edge_weight"):
         layer(torch.tensor([[0, 1], [1, 2]]), torch.rand(3))
+    with pytest.raises(TypeError, match="edge_index must have an integer dtype"):
+        layer(torch.tensor([[0.0, 1.0], [1.0, 2.0]]))
+    with pytest.raises(ValueError, match=r"edge_index must have shape \[2, E\]"):
+        layer(torch.tensor([[0, 1, 2]]))
     with pytest.raises(ValueError, match="in_channels must be an integer >= 1, got 0"):
         gl.SparseLinear(0, 5)
+    # no edges: every row is the bias (PyG's)
+    torch.testing.assert_close(layer(torch.empty(2, 0, dtype=torch.long)),
+                               layer.bias.expand(N, -1))
