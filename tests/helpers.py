@@ -340,3 +340,39 @@ def csr_fact_cases():
     return [(indptr, index), (broken, index), (indptr + 1, index - 5), (indptr, index * 1000),
             (indptr, None), (None, index), (torch.zeros(1, dtype=torch.long), None),
             (indptr[:1], index[:0]), (big, big), (None, big.flip(0)), (wraps, index[:5])]
+
+
+# --- the per-edge function ops (gated_sum, film_sum): their definitions and inputs --------
+
+def gated_sum_definition(graph, key, query, value):
+    """gated_sum edge by edge, in the graph's edge order: sigmoid(key[i] + query[j]) *
+    value[j] summed into row i."""
+    out = [key.new_zeros(key.size(1)) for _ in range(graph.num_nodes)]
+    for j, i in graph.edge_index.t().tolist():
+        out[i] = out[i] + torch.sigmoid(key[i] + query[j]) * value[j]
+    return torch.stack(out) if out else key[:0] * 1.0
+
+
+def film_sum_definition(graph, gamma, beta, value):
+    """film_sum edge by edge, in the graph's edge order: relu(gamma[i] * value[j] + beta[i])
+    summed into row i."""
+    out = [gamma.new_zeros(gamma.size(1)) for _ in range(graph.num_nodes)]
+    for j, i in graph.edge_index.t().tolist():
+        out[i] = out[i] + torch.relu(gamma[i] * value[j] + beta[i])
+    return torch.stack(out) if out else gamma[:0] * 1.0
+
+
+#: per op: its definition, and each input's side ("dst" or "src") and whether ``scale``
+#: multiplies it (the inputs that enter an exponential or a product with the others)
+EDGE_FUNCTIONS = {
+    "gated_sum": (gated_sum_definition, (("dst", True), ("src", True), ("src", False))),
+    "film_sum": (film_sum_definition, (("dst", True), ("dst", False), ("src", False))),
+}
+
+
+def edge_function_inputs(name: str, graph, channels: int, gen, scale: float = 1.0) -> tuple:
+    """Random float64 inputs of the per-edge function op ``name`` on ``graph``."""
+    rows = {"dst": graph.num_nodes, "src": graph.num_src_nodes}
+    return tuple(torch.randn(rows[side], channels, dtype=torch.float64, generator=gen)
+                 * (scale if scaled else 1.0) for side, scaled in EDGE_FUNCTIONS[name][1])
+

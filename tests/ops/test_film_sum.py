@@ -1,76 +1,22 @@
-"""film_sum (the FiLM conv's aggregation in one kernel) against its definition written with a
-Python loop over the edges: relu(gamma[i] * value[j] + beta[i]) summed into row i; forward and
-the three gradients, on random graphs (hubs, empty rows, loops, parallel edges, bipartite),
-every register width, special values against torch's own ops, and the bad inputs the kernel
-must refuse."""
+"""film_sum (the FiLM conv's aggregation in one kernel: relu(gamma[i] * value[j] + beta[i])
+summed into row i): special values and relu's kink against torch's own ops, wide rows, each
+gradient alone, views read in place, and the bad inputs the kernel must refuse (what it
+shares with gated_sum, its definition on random graphs included: test_edge_functions.py)."""
 
 import pytest
 import torch
 from helpers import (
-    assert_matches_definition,
-    graphs,
+    edge_function_inputs,
+    film_sum_definition,
     hub_graph,
     random_edge_index,
     requires_ext,
-    to_int64,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from graphloc import Graph, ops
 from graphloc.ops import reference
 
 pytestmark = requires_ext
-
-
-def _definition(graph, gamma, beta, value):
-    """Edge by edge, in the graph's edge order."""
-    out = [gamma.new_zeros(gamma.size(1)) for _ in range(graph.num_nodes)]
-    for j, i in graph.edge_index.t().tolist():
-        out[i] = out[i] + torch.relu(gamma[i] * value[j] + beta[i])
-    return torch.stack(out) if out else gamma[:0] * 1.0
-
-
-def _inputs(graph, channels, gen, scale=1.0):
-    f64 = dict(dtype=torch.float64, generator=gen)
-    return (torch.randn(graph.num_nodes, channels, **f64) * scale,
-            torch.randn(graph.num_nodes, channels, **f64),
-            torch.randn(graph.num_src_nodes, channels, **f64))
-
-
-def _check(graph, gamma, beta, value, dtype=torch.float64, tol=1e-10):
-    assert_matches_definition(lambda *t: ops.film_sum(graph, *t),
-                              lambda *t: _definition(graph, *t), (gamma, beta, value), dtype, tol)
-
-
-@settings(max_examples=40, deadline=None)
-@given(graph=graphs(max_nodes=30, max_edges=120, allow_hub=False),
-       channels=st.sampled_from([1, 3, 8, 16, 32, 64, 65]), scale=st.sampled_from([1.0, 30.0]),
-       seed=st.integers(0, 2**31 - 1))
-def test_film_sum_matches_its_definition(graph, channels, scale, seed):
-    gen = torch.Generator().manual_seed(seed)
-    _check(graph, *_inputs(graph, channels, gen, scale))
-
-
-@pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.float64, 1e-10)])
-def test_hubs_empty_rows_loops_and_int64_indices(dtype, tol):
-    graph = hub_graph()
-    gen = torch.Generator().manual_seed(5)
-    inputs = _inputs(graph, 16, gen)
-    _check(graph, *inputs, dtype=dtype, tol=tol)
-    k = torch.ops.graphloc
-    narrow = k.film_sum(graph.csr.indptr, graph.csr.indices, *inputs)
-    torch.testing.assert_close(k.film_sum(*to_int64(graph), *inputs), narrow, rtol=0, atol=0)
-
-
-def test_bipartite_graphs_and_nodeless_graphs():
-    src_ids = torch.arange(20)
-    graph = Graph.bipartite(torch.stack([src_ids, src_ids % 3]), (20, 3))
-    gen = torch.Generator().manual_seed(6)
-    _check(graph, *_inputs(graph, 5, gen))
-    nodeless = Graph(torch.empty(2, 0, dtype=torch.long), num_nodes=0)
-    empty = torch.zeros(0, 4)
-    assert ops.film_sum(nodeless, empty, empty, empty).shape == (0, 4)
 
 
 def _per_edge(graph, gamma, beta, value):
@@ -91,7 +37,7 @@ def test_special_values_and_relus_kink_give_torchs_numbers(dtype, finite_gamma):
     blocks) and with a large finite one."""
     graph = Graph(random_edge_index(12, 70, seed=7), num_nodes=12)
     gen = torch.Generator().manual_seed(8)
-    gamma, beta, value = (t.to(dtype) for t in _inputs(graph, 6, gen))
+    gamma, beta, value = (t.to(dtype) for t in edge_function_inputs("film_sum", graph, 6, gen))
     gamma[3, 1] = 1e30 if finite_gamma else float("nan")
     value[5, 4], value[6, 0] = float("inf"), float("-inf")
     beta[2, 2], gamma[4, 3], beta[4, 3] = float("-inf"), 0.0, 0.0
@@ -117,7 +63,7 @@ def test_gradients_of_wide_rows(channels):
     channels), on a hub graph: the gradients are the per-edge form's."""
     graph = hub_graph()
     gen = torch.Generator().manual_seed(channels)
-    inputs = [t.requires_grad_() for t in _inputs(graph, channels, gen)]
+    inputs = [t.requires_grad_() for t in edge_function_inputs("film_sum", graph, channels, gen)]
     twins = [t.detach().clone().requires_grad_() for t in inputs]
     upstream = torch.randn(graph.num_nodes, channels, generator=gen, dtype=torch.float64)
     for got, want in zip(torch.autograd.grad(ops.film_sum(graph, *inputs), inputs, upstream),
@@ -130,7 +76,7 @@ def test_each_gradient_alone_and_none_asked():
     graph = Graph(random_edge_index(9, 30, seed=12), num_nodes=9)
     gen = torch.Generator().manual_seed(13)
     for wanted in range(3):
-        inputs = list(_inputs(graph, 8, gen))
+        inputs = list(edge_function_inputs("film_sum", graph, 8, gen))
         inputs[wanted].requires_grad_()
         out = ops.film_sum(graph, *inputs)
         twins = [t.detach().clone().requires_grad_(i == wanted) for i, t in enumerate(inputs)]
@@ -162,16 +108,8 @@ def test_views_of_wider_tensors_and_transposed_inputs_are_read_where_they_lie():
     torch.testing.assert_close(got[0], torch.cat([wanted[1], wanted[0]], 1), rtol=0, atol=0)
     torch.testing.assert_close(got[1][:, 2:8], wanted[2], rtol=0, atol=0)
     transposed = torch.randn(6, 11, dtype=torch.float64, generator=gen).t()
-    torch.testing.assert_close(ops.film_sum(graph, transposed, beta.detach(), value.detach()),
-                               _definition(graph, transposed, beta.detach(), value.detach()))
-
-
-def test_second_derivatives_go_through_the_composed_backward():
-    graph = Graph(random_edge_index(10, 40, seed=9), num_nodes=10)
-    gen = torch.Generator().manual_seed(10)
-    inputs = [t.requires_grad_() for t in _inputs(graph, 3, gen)]
-    torch.autograd.gradcheck(lambda *t: ops.film_sum(graph, *t), inputs)
-    torch.autograd.gradgradcheck(lambda *t: ops.film_sum(graph, *t), inputs)
+    fixed = (transposed, beta.detach(), value.detach())
+    torch.testing.assert_close(ops.film_sum(graph, *fixed), film_sum_definition(graph, *fixed))
 
 
 def test_bad_inputs_are_refused_by_name():
