@@ -519,22 +519,25 @@ def _eg(conv):
                           bias=conv.bias is not None)
 
 
-def _hgt(conv):
-    lazy = [t for t, lin in conv.kqv_lin.lins.items()
+def _type_widths(conv, lins) -> dict:
+    """A heterogeneous conv's input width per node type, from its Linear per type (a lazy
+    conv not called yet has none: kept)."""
+    lazy = [t for t, lin in lins.items()
             if isinstance(lin.weight, torch.nn.parameter.UninitializedParameter)]
-    _require(not lazy, f"a lazy HGTConv not called yet (no width for the node types {lazy})")
-    widths = {t: lin.weight.size(1) for t, lin in conv.kqv_lin.lins.items()}
-    return gl_conv.HGTConv(widths, conv.out_channels, (conv.node_types, conv.edge_types),
-                           heads=conv.heads)
+    _require(not lazy, f"a lazy {type(conv).__name__} not called yet (no width for the node "
+             f"types {lazy})")
+    return {t: lin.weight.size(1) for t, lin in lins.items()}
+
+
+def _hgt(conv):
+    return gl_conv.HGTConv(_type_widths(conv, conv.kqv_lin.lins), conv.out_channels,
+                           (conv.node_types, conv.edge_types), heads=conv.heads)
 
 
 def _han(conv):
-    lazy = [t for t, lin in conv.proj.items()
-            if isinstance(lin.weight, torch.nn.parameter.UninitializedParameter)]
-    _require(not lazy, f"a lazy HANConv not called yet (no width for the node types {lazy})")
-    widths = {t: lin.weight.size(1) for t, lin in conv.proj.items()}
-    return gl_conv.HANConv(widths, conv.out_channels, conv.metadata, heads=conv.heads,
-                           negative_slope=conv.negative_slope, dropout=conv.dropout)
+    return gl_conv.HANConv(_type_widths(conv, conv.proj), conv.out_channels, conv.metadata,
+                           heads=conv.heads, negative_slope=conv.negative_slope,
+                           dropout=conv.dropout)
 
 
 def _sparse_linear(conv):

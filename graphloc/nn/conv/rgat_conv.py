@@ -17,6 +17,12 @@ _DEFAULT_FORM = {"num_blocks": None, "mod": None, "attention_mechanism": "across
                  "attention_mode": "additive-self-attention", "dim": 1, "edge_dim": None}
 
 
+def _side_by_side(maps: Tensor) -> Tensor:
+    """``[R, in, H]`` maps as one ``[in, R H]`` matrix, relation r's in columns r H to
+    (r + 1) H."""
+    return maps.permute(1, 0, 2).reshape(maps.size(1), -1)
+
+
 class RGATConv(torch.nn.Module):
     r"""The relational graph attention operator of `Busbridge et al., "Relational Graph
     Attention Networks" (2019) <https://arxiv.org/abs/1904.05811>`_, as PyG's ``RGATConv``
@@ -169,10 +175,9 @@ class RGATConv(torch.nn.Module):
         and ``x (W_r k)``, for every relation in one product per side, then one softmax
         over each destination's edges of every relation."""
         R, H = self.num_relations, self.heads
-        to_scores = lambda side: (weight @ side).permute(1, 0, 2).reshape(-1, R * H)  # noqa: E731
         src, dst = graph.edge_index
-        half_dst = (x_dst @ to_scores(self.q)).view(-1, R, H)[dst, types]
-        half_src = (x_src @ to_scores(self.k)).view(-1, R, H)[src, types]
+        half_dst = (x_dst @ _side_by_side(weight @ self.q)).view(-1, R, H)[dst, types]
+        half_src = (x_src @ _side_by_side(weight @ self.k)).view(-1, R, H)[src, types]
         score = F.leaky_relu(half_dst + half_src, self.negative_slope)
         return ops.segment_softmax(graph, score)
 
