@@ -181,3 +181,16 @@ def test_bad_arguments_are_named():
         gl.RGATConv(6, 5, R, mod="additive")
     with pytest.raises(ValueError, match="num_relations must be an integer >= 1, got 0"):
         gl.RGATConv(6, 5, 0)
+
+
+def test_a_bipartite_pair_and_a_hub_as_pygs():
+    ours, theirs = _twins(heads=2)
+    gen = torch.Generator().manual_seed(8)
+    x_src, x_dst = (torch.randn(n, 6, dtype=torch.float64, generator=gen) for n in (9, 4))
+    edge_index = torch.tensor([[0, 8, 2, 5, 5], [0, 1, 3, 3, 0]])
+    edge_type = torch.tensor([0, 2, 1, 1, 3])
+    torch.testing.assert_close(ours((x_src, x_dst), edge_index, edge_type),
+                               theirs((x_src, x_dst), edge_index, edge_type))
+    hub = torch.stack([torch.arange(300) % N, torch.zeros(300, dtype=torch.long)])
+    x = torch.randn(N, 6, dtype=torch.float64, generator=gen)
+    assert_twins_agree(ours, theirs, [x], lambda conv, x: conv(x, hub, torch.arange(300) % R))
