@@ -439,7 +439,12 @@ class _EdgeGraphs:
 # before its next call and rebuilt them all at every step. An entry lives only as long as
 # its caller's tensor (then as one of the few dead ones), so the bound is on live graphs.
 _EDGE_GRAPHS = _EdgeGraphs(capacity=64)
-_RELATION_GRAPHS = _EdgeGraphs(capacity=8)  # Graph.by_relation's, by edge_type tensor
+# Graph.by_relation's, by_source_relation's and relation_subgraphs' graphs, by edge_type
+# tensor: one cache each, since an entry is kept per tensor (a layer reading two of them from
+# one edge_type, or two layers one each, would rebuild them at every call from one cache)
+_RELATION_GRAPHS = _EdgeGraphs(capacity=8)
+_SOURCE_RELATION_GRAPHS = _EdgeGraphs(capacity=8)
+_RELATION_SUBGRAPHS = _EdgeGraphs(capacity=8)
 
 
 def graph_of_edges(edge_index, num_nodes: int, num_src_nodes: int | None = None,
@@ -982,6 +987,28 @@ class Graph:
             return graph, rows
         return _RELATION_GRAPHS.get(edge_type, (weakref.ref(self), num_relations), build)
 
+    def by_source_relation(self, edge_type: Tensor, num_relations: int) -> tuple[Graph, Tensor]:
+        """``(graph, rows)``, ``by_relation`` from the other end: one row per (relation,
+        source) pair that has out-edges, ``rows[k] = r * num_src_nodes + j`` (sorted), and
+        the bipartite graph from those rows to this graph's destinations, edge e leaving the
+        row of ``(edge_type[e], src_e)``, in this graph's edge order. For layers whose
+        messages map each source by its edge's relation (RGAT's ``x_j W_r``): each pair is
+        mapped once (``[K, F]``, K at most the edge count), and a node's features reach only
+        the relations it sends on. Cached and traced as ``by_relation``."""
+        self._check_relations(edge_type, num_relations)
+
+        def build(types: Tensor) -> tuple[Graph, Tensor]:
+            pairs = types.long() * self.num_src_nodes + self.edge_index[0]
+            if torch.compiler.is_compiling():  # every pair a row: no data-dependent count
+                rows = torch.arange(num_relations * self.num_src_nodes, device=self.device)
+                row_of_edge = pairs
+            else:
+                rows, row_of_edge = torch.unique(pairs, sorted=True, return_inverse=True)
+            graph = Graph._derived(torch.stack([row_of_edge, self.edge_index[1]]),
+                                   self.num_nodes, rows.numel())
+            return graph, rows
+        return _SOURCE_RELATION_GRAPHS.get(edge_type, (weakref.ref(self), num_relations), build)
+
     def relation_subgraphs(self, edge_type: Tensor, num_relations: int) -> tuple[Graph, ...]:
         """One graph per relation r, on this graph's nodes, holding the edges of type r in
         their order here: for layers whose messages depend on the relation at both ends
@@ -1003,8 +1030,7 @@ class Graph:
                     self.num_nodes + 1, self.num_src_nodes) for r in range(num_relations))
             return tuple(Graph._derived(self.edge_index[:, types == r], self.num_nodes, num_src)
                          for r in range(num_relations))
-        return _RELATION_GRAPHS.get(edge_type, (weakref.ref(self), num_relations, "subgraphs"),
-                                    build)
+        return _RELATION_SUBGRAPHS.get(edge_type, (weakref.ref(self), num_relations), build)
 
     def _check_relations(self, edge_type: Tensor, num_relations: int) -> None:
         """``edge_type``: one relation in ``[0, num_relations)`` per edge, on the graph's

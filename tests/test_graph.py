@@ -810,6 +810,39 @@ def test_by_relation_gives_one_row_per_relation_and_destination_with_edges():
     assert list(zip(*graph.edge_index.tolist(), strict=True)) == want
 
 
+def test_by_source_relation_gives_one_row_per_relation_and_source_with_edges():
+    """Against a brute force, bipartite: each (relation, source) pair with out-edges is one
+    row, sorted by relation then source, and each edge goes from its pair's row to its
+    destination, in the graph's edge order."""
+    gen = torch.Generator().manual_seed(1)
+    edge_index = torch.stack([torch.randint(0, 7, (40,), generator=gen),
+                              torch.randint(0, 4, (40,), generator=gen)])
+    edge_type = torch.randint(0, 3, (40,), generator=gen)
+    graph, rows = Graph.bipartite(edge_index, (7, 4)).by_source_relation(edge_type, 3)
+    pairs = sorted({(int(r), int(j)) for r, j in zip(edge_type, edge_index[0], strict=True)})
+    assert rows.tolist() == [r * 7 + j for r, j in pairs]
+    assert (graph.num_src_nodes, graph.num_nodes) == (len(pairs), 4)
+    want = [(pairs.index((int(r), int(j))), int(i))
+            for j, i, r in zip(edge_index[0], edge_index[1], edge_type, strict=True)]
+    assert list(zip(*graph.edge_index.tolist(), strict=True)) == want
+    with pytest.raises(ValueError, match="edge_type holds 3 but dim_size is 3"):
+        graph.by_source_relation(torch.full((40,), 3), 3)
+    empty, rows = Graph(torch.empty(2, 0, dtype=torch.long), num_nodes=3).by_source_relation(
+        torch.empty(0, dtype=torch.long), 5)
+    assert (empty.num_edges, empty.num_src_nodes, empty.num_nodes, rows.numel()) == (0, 0, 3, 0)
+
+
+def test_the_relation_graphs_of_one_edge_type_are_built_once_each():
+    """A layer reading two kinds (RGATConv: by_relation and by_source_relation), or a model
+    whose layers read different kinds, of one edge_type tensor: each is built once, not
+    once per call (each kind has its own cache: a cache holds one entry per tensor)."""
+    graph = Graph(random_edge_index(9, 50, seed=12), num_nodes=9)
+    edge_type = torch.arange(graph.num_edges) % 3
+    kinds = (graph.by_relation, graph.by_source_relation, graph.relation_subgraphs)
+    first = [kind(edge_type, 3)[0] for kind in kinds]
+    assert all(kind(edge_type, 3)[0] is built for kind, built in zip(kinds, first, strict=True))
+
+
 def test_by_relation_refuses_types_out_of_range_or_of_another_length():
     graph = Graph(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_nodes=3)
     with pytest.raises(ValueError, match="edge_type holds 5 but dim_size is 5"):
