@@ -853,9 +853,12 @@ def _probe(module, example):
         x_0 = torch.randn(20, width, generator=gen, dtype=x.dtype)
         weights = () if module.normalize else (torch.rand(60, generator=gen, dtype=x.dtype),)
         return x, x_0, edge_index, *weights
-    if type(module).__name__ in ("RGCNConv", "FastRGCNConv", "RGATConv"):  # (.., edge_type)
-        return x, edge_index, torch.randint(0, module.num_relations, (60,), generator=gen)
     edge_dim = getattr(module, "edge_dim", None)
+    if type(module).__name__ in ("RGCNConv", "FastRGCNConv", "RGATConv"):  # (.., edge_type)
+        edge_type = torch.randint(0, module.num_relations, (60,), generator=gen)
+        if not isinstance(edge_dim, int):
+            return x, edge_index, edge_type
+        return x, edge_index, edge_type, torch.randn(60, edge_dim, generator=gen, dtype=x.dtype)
     if not isinstance(edge_dim, int):
         return x, edge_index
     # a conv built with edge_dim is checked on its edge path (PyG's ResGatedGraphConv needs

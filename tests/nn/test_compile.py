@@ -72,6 +72,10 @@ RELATIONAL_CONVS = {
     "film": lambda: FiLMConv(5, 4, 3),
     "film-max-nn": lambda: FiLMConv(5, 4, 3, nn=torch.nn.Linear(5, 8), aggr="max"),
     "rgat": lambda: RGATConv(5, 4, 3, heads=2),
+    "rgat-within-scaled-blocks": lambda: RGATConv(6, 4, 3, num_blocks=2, heads=2, mod="scaled",
+                                                  attention_mechanism="within-relation"),
+    "rgat-multiplicative-additive": lambda: RGATConv(
+        5, 4, 3, attention_mode="multiplicative-self-attention", dim=2, mod="additive"),
 }
 
 
@@ -83,7 +87,7 @@ def test_relational_convs_compile_fullgraph(name):
     edge_index, n = parity_graph(15)
     edge_type = torch.arange(edge_index.size(1)) % 3
     conv = RELATIONAL_CONVS[name]()
-    width = 6 if name == "rgcn-blocks-max" else 5
+    width = 6 if name in ("rgcn-blocks-max", "rgat-within-scaled-blocks") else 5
     _compiled_matches_eager(lambda x: conv(x, edge_index, edge_type), torch.randn(n, width))
 
 
