@@ -132,6 +132,10 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     # relational attention on x's first 16 features (PyG's gathers an [in, H C] matrix per
     # edge: at 64 features 11 GB on the road graph), 8 relations uniform over the edges
     "RGATConv(16, 8, num_relations=8, heads=2)": "RGATConv(16, 8, 8, heads=2)",
+    # PyG's other forms: a softmax per relation, multiplicative scores, the f-scaled mod
+    "RGATConv(16, 8, num_relations=8, heads=2, within, multiplicative, f-scaled)":
+        "RGATConv(16, 8, 8, heads=2, attention_mechanism='within-relation', "
+        "attention_mode='multiplicative-self-attention', mod='f-scaled')",
 }
 
 #: hetero_split's node types and relations
