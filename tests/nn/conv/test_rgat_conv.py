@@ -318,6 +318,8 @@ def test_pygs_rules_for_the_options_and_bad_calls_are_named():
         conv(x, edge_index, edge_type[1:])
     with pytest.raises(TypeError, match="edge_type must be a 1-D integer tensor"):
         conv(x, edge_index, edge_type.double())
+    with pytest.raises(ValueError, match=r"a pair \(x_src, None\) has no destination"):
+        conv((x, None), edge_index, edge_type)
     with_edges = gl.RGATConv(6, 5, R, edge_dim=3).double()
     with pytest.raises(ValueError, match=r"edge_attr has shape \[60, 2\].*edge_dim=3"):
         with_edges(x, edge_index, edge_type, torch.randn(60, 2, dtype=torch.float64))
