@@ -49,6 +49,7 @@ from graphloc.nn import (
     SGConv,
     SimpleConv,
     SSGConv,
+    SuperGATConv,
     TAGConv,
     TransformerConv,
     WLConvContinuous,
@@ -284,6 +285,11 @@ CONV_LAYERS = {
     # or another activation on per-edge messages (a sum: max's near ties flip under bfloat16)
     "film": lambda: FiLMConv(5, 4),
     "film-tanh-sum": lambda: FiLMConv(5, 4, act=torch.nn.Tanh(), aggr="add"),
+    # SuperGAT: the mixed scores fused per node; scaled dot products without loops (in
+    # eval mode: a training forward also samples negatives, drawn at random)
+    "supergat": lambda: SuperGATConv(5, 2, heads=2).eval(),
+    "supergat-sd-no-loops": lambda: SuperGATConv(5, 4, attention_type="SD",
+                                                 add_self_loops=False).eval(),
 }
 
 # the layers called conv(x, x_0, graph[, edge_weight]), with the first layer's features

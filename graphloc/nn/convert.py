@@ -554,6 +554,15 @@ def _rgat(conv):
                             bias=conv.bias is not None, **other)
 
 
+def _supergat(conv):
+    return gl_conv.SuperGATConv(
+        conv.in_channels, conv.out_channels, heads=conv.heads, concat=conv.concat,
+        negative_slope=conv.negative_slope, dropout=conv.dropout,
+        add_self_loops=conv.add_self_loops, bias=conv.bias is not None,
+        attention_type=conv.attention_type, neg_sample_ratio=conv.neg_sample_ratio,
+        edge_sample_ratio=conv.edge_sample_ratio, is_undirected=conv.is_undirected)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
@@ -572,7 +581,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "PointNetConv": _point, "LabelPropagation": _label_propagation, "GATEConv": _gate,
                "FiLMConv": _film, "CFConv": _cf, "HGTConv": _hgt,
                "HANConv": _han, "SparseLinear": _sparse_linear,
-               "RGATConv": _rgat}
+               "RGATConv": _rgat, "SuperGATConv": _supergat}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and

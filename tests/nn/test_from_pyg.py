@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch_geometric.nn as pyg
 from helpers import random_edge_index
+from torch_geometric.nn import MessagePassing
 
 from graphloc.influence import measure, total_influence
 from graphloc.nn import GNN, GCNConv, Unconvertible, from_pyg
@@ -139,42 +140,54 @@ def test_convs_inside_pyg_wrappers_convert(wrapper):
                                torch.autograd.grad(want.sum(), x)[0])
 
 
+class UsersConv(MessagePassing):
+    """A user's own PyG conv, which graphloc has no equivalent for: a Linear, then sums of
+    the neighbours."""
+
+    def __init__(self, channels):
+        super().__init__(aggr="add")
+        self.lin = torch.nn.Linear(channels, channels)
+
+    def forward(self, x, edge_index):
+        return self.propagate(edge_index, x=self.lin(x))
+
+
 class _MixedModel(torch.nn.Module):
-    """A PyG conv graphloc converts, then one it has no equivalent for (SuperGATConv; until
-    2026-12-05 RGATConv, which converts now)."""
+    """A PyG conv graphloc converts, then one it has no equivalent for (a user's own; until
+    2026-12-05 SuperGATConv, and before RGATConv, which convert now)."""
 
     def __init__(self):
         super().__init__()
         self.first = pyg.GCNConv(6, 4)
-        self.second = pyg.SuperGATConv(4, 4)
+        self.second = UsersConv(4)
 
     def forward(self, x, edge_index):
         return self.second(torch.relu(self.first(x, edge_index)), edge_index)
 
 
 def test_pyg_convs_without_an_equivalent_are_reported_as_kept():
-    """A SuperGATConv stays PyG's; the report lists it, with the warning (it said kept: []
+    """A user's own conv stays PyG's; the report lists it, with the warning (it said kept: []
     and left the user to believe nothing of PyG remained)."""
     x, edge_index = _probe()
     theirs = _MixedModel().eval()
-    with pytest.warns(UserWarning, match="second: SuperGATConv has no graphloc equivalent"):
+    with pytest.warns(UserWarning, match="second: UsersConv has no graphloc equivalent"):
         ours = from_pyg(theirs, example=(x, edge_index))
     assert ours.pyg_conversion["converted"] == ["first"]
     assert ours.pyg_conversion["kept"] == [("second",
-                                            "SuperGATConv has no graphloc equivalent")]
+                                            "UsersConv has no graphloc equivalent")]
     torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
-    with pytest.raises(Unconvertible, match="second: SuperGATConv"):
+    with pytest.raises(Unconvertible, match="second: UsersConv"):
         from_pyg(theirs, example=(x, edge_index), strict=True)
     model = measure(theirs, (x, edge_index), 2, nodes=[0], bootstrap=10).settings["model"]
     assert model == {"converted": False,
-                     "reason": "could not convert second: SuperGATConv has no graphloc "
+                     "reason": "could not convert second: UsersConv has no graphloc "
                                "equivalent"}
-    alone = pyg.SuperGATConv(6, 4)
+    alone = UsersConv(6)
     with pytest.warns(UserWarning,
-                      match="SuperGATConv: SuperGATConv has no graphloc equivalent"):
+                      match="UsersConv: UsersConv has no graphloc equivalent"):
         kept = from_pyg(alone.eval(), example=(x, edge_index))
-    assert kept.pyg_conversion["kept"] == [("SuperGATConv",
-                                            "SuperGATConv has no graphloc equivalent")]
+    assert kept.pyg_conversion["kept"] == [("UsersConv",
+                                            "UsersConv has no graphloc equivalent")]
 
 
 def test_a_basic_gnn_is_probed_at_its_input_width():
@@ -440,6 +453,7 @@ AGGREGATED = {
     "HANConv": lambda a: _with_aggregation(pyg.HANConv(6, 4, _ONE_TYPE, heads=2), a),
     "SparseLinear": lambda a: _with_aggregation(_sparse_linear(), a),
     "RGATConv": lambda a: pyg.RGATConv(6, 4, 3, heads=2, aggr=a),
+    "SuperGATConv": lambda a: pyg.SuperGATConv(6, 4, heads=2, aggr=a),
 }
 
 

@@ -50,6 +50,7 @@ from graphloc.nn.conv.signed_conv import SignedConv
 from graphloc.nn.conv.simple_conv import SimpleConv
 from graphloc.nn.conv.sparse_linear import SparseLinear
 from graphloc.nn.conv.ssg_conv import SSGConv
+from graphloc.nn.conv.supergat_conv import SuperGATConv
 from graphloc.nn.conv.tag_conv import TAGConv
 from graphloc.nn.conv.tangnn import TANGNNLayer, TopMAttention
 from graphloc.nn.conv.transformer import TransformerConv
@@ -63,7 +64,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "SimpleConv", "RGCNConv", "FastRGCNConv", "ARMAConv", "MFConv", "CGConv", "GeneralConv",
            "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv", "WLConvContinuous", "SignedConv",
            "HypergraphConv", "PointNetConv", "FiLMConv", "CFConv", "HGTConv", "HANConv",
-           "SparseLinear", "RGATConv",
+           "SparseLinear", "RGATConv", "SuperGATConv",
            "GATEConv",
            "LiftConv",
            "MultiEdgeConv",
