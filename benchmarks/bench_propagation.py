@@ -4,7 +4,7 @@ softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
 ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv, ARMAConv, MFConv, CGConv,
 GeneralConv, EGConv, NNConv, GMMConv, GATEConv, FeaStConv, PDNConv, WLConvContinuous,
 SignedConv, HypergraphConv, PointNetConv, FiLMConv, CFConv, HGTConv, HANConv, LINKX's
-SparseLinear, RGATConv) against PyG's,
+SparseLinear, RGATConv, SuperGATConv) against PyG's,
 forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
@@ -136,6 +136,10 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     "RGATConv(16, 8, num_relations=8, heads=2, within, multiplicative, f-scaled)":
         "RGATConv(16, 8, 8, heads=2, attention_mechanism='within-relation', "
         "attention_mode='multiplicative-self-attention', mod='f-scaled')",
+    # PyG's examples/super_gat.py layer (MX scores, 8 heads of 8, attention dropout 0.6,
+    # 80% of the edges as positives), in training: the negatives drawn at every call
+    "SuperGATConv(64, 8, heads=8, PyG's example)":
+        "SuperGATConv(64, 8, heads=8, dropout=0.6, edge_sample_ratio=0.8, is_undirected=True)",
 }
 
 #: hetero_split's node types and relations
