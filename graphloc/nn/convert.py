@@ -20,7 +20,7 @@ from torch import Tensor
 from torch.utils._pytree import tree_flatten
 
 from graphloc.nn import conv as gl_conv
-from graphloc.nn.conv._utils import CALL_HOOKS, PYG_REDUCTIONS, has_call_hooks
+from graphloc.nn.conv._utils import CALL_HOOKS, PYG_REDUCTIONS, first_linear, has_call_hooks
 
 #: graphloc activation names of the torch activations a BasicGNN may use
 _ACT_NAMES = {torch.nn.ReLU: "relu", torch.nn.GELU: "gelu", torch.nn.ELU: "elu",
@@ -563,6 +563,11 @@ def _supergat(conv):
         edge_sample_ratio=conv.edge_sample_ratio, is_undirected=conv.is_undirected)
 
 
+def _point_transformer(conv):
+    return gl_conv.PointTransformerConv(conv.in_channels, conv.out_channels, conv.pos_nn,
+                                        conv.attn_nn, add_self_loops=conv.add_self_loops)
+
+
 _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv": _gatv2,
                "GINConv": _gin,
                "GINEConv": _gine, "ChebConv": _cheb, "TransformerConv": _transformer,
@@ -581,7 +586,8 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "PointNetConv": _point, "LabelPropagation": _label_propagation, "GATEConv": _gate,
                "FiLMConv": _film, "CFConv": _cf, "HGTConv": _hgt,
                "HANConv": _han, "SparseLinear": _sparse_linear,
-               "RGATConv": _rgat, "SuperGATConv": _supergat}
+               "RGATConv": _rgat, "SuperGATConv": _supergat,
+               "PointTransformerConv": _point_transformer}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -862,6 +868,11 @@ def _probe(module, example):
         x_0 = torch.randn(20, width, generator=gen, dtype=x.dtype)
         weights = () if module.normalize else (torch.rand(60, generator=gen, dtype=x.dtype),)
         return x, x_0, edge_index, *weights
+    if type(module).__name__ == "PointTransformerConv":  # (x, pos, edge_index)
+        first, _ = first_linear(module.pos_nn)
+        pos = torch.randn(20, first.in_features if first is not None else 3, generator=gen,
+                          dtype=x.dtype)
+        return x, pos, edge_index
     edge_dim = getattr(module, "edge_dim", None)
     if type(module).__name__ in ("RGCNConv", "FastRGCNConv", "RGATConv"):  # (.., edge_type)
         edge_type = torch.randint(0, module.num_relations, (60,), generator=gen)

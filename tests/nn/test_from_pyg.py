@@ -454,6 +454,7 @@ AGGREGATED = {
     "SparseLinear": lambda a: _with_aggregation(_sparse_linear(), a),
     "RGATConv": lambda a: pyg.RGATConv(6, 4, 3, heads=2, aggr=a),
     "SuperGATConv": lambda a: pyg.SuperGATConv(6, 4, heads=2, aggr=a),
+    "PointTransformerConv": lambda a: pyg.PointTransformerConv(6, 4, aggr=a),
 }
 
 
@@ -536,6 +537,7 @@ def _call_args(name: str, x, edge_index) -> tuple:
             "PDNConv": (x, edge_index, torch.randn(edge_index.size(1), 3)),
             "SignedConv": (x, edge_index, edge_index.flip(0)),
             "PointNetConv": (x, x[..., :3], edge_index),
+            "PointTransformerConv": (x, x[..., :3], edge_index),
             "GATEConv": (x, edge_index, torch.randn(edge_index.size(1), 3)),
             "RGCNConv": (x, edge_index, edge_type),
             "CFConv": (x, edge_index, torch.rand(edge_index.size(1)) * 6,
