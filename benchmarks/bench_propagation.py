@@ -4,7 +4,7 @@ softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
 ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv, ARMAConv, MFConv, CGConv,
 GeneralConv, EGConv, NNConv, GMMConv, GATEConv, FeaStConv, PDNConv, WLConvContinuous,
 SignedConv, HypergraphConv, PointNetConv, FiLMConv, CFConv, HGTConv, HANConv, LINKX's
-SparseLinear, RGATConv, SuperGATConv) against PyG's,
+SparseLinear, RGATConv, SuperGATConv, PointTransformerConv) against PyG's,
 forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
@@ -140,6 +140,12 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     # 80% of the edges as positives), in training: the negatives drawn at every call
     "SuperGATConv(64, 8, heads=8, PyG's example)":
         "SuperGATConv(64, 8, heads=8, dropout=0.6, edge_sample_ratio=0.8, is_undirected=True)",
+    # the Point Transformer layer, x's first 3 features as the positions: PyG's default
+    # offset encoding (a Linear), and MLP encodings as in PyG's point_transformer examples
+    "PointTransformerConv(64, 64)": "PointTransformerConv(64, 64)",
+    "PointTransformerConv(64, 64, MLP pos_nn 3-64-64, attn_nn 64-64-64)":
+        "PointTransformerConv(64, 64, Sequential(Linear(3, 64), ReLU(), Linear(64, 64)), "
+        "Sequential(Linear(64, 64), ReLU(), Linear(64, 64)))",
 }
 
 #: hetero_split's node types and relations
@@ -253,7 +259,7 @@ def call_args(layer, x, edge_index) -> tuple:
         return x, edge_index[:, 0::2], edge_index[:, 1::2]
     if name == "HypergraphConv":
         return x, edge_index, None, x if layer.use_attention else None, x.size(0)
-    if name == "PointNetConv":
+    if name in ("PointNetConv", "PointTransformerConv"):
         return x, x[:, :3].detach(), edge_index
     if name == "CFConv":  # distances and their 50 Gaussians (SchNet's GaussianSmearing)
         distance = edge_features(edge_index, 1, uniform=True).view(-1) * 10
