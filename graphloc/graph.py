@@ -447,6 +447,17 @@ _SOURCE_RELATION_GRAPHS = _EdgeGraphs(capacity=8)
 _RELATION_SUBGRAPHS = _EdgeGraphs(capacity=8)
 
 
+def _relation_pairs(types: Tensor, nodes: Tensor, num_nodes: int,
+                    num_relations: int) -> tuple[Tensor, Tensor]:
+    """``(rows, row_of_edge)``: the sorted distinct (relation, node) codes ``r N + i`` of
+    each edge's type and node, and each edge's index among them; while ``torch.compile``
+    traces, every pair is a row (a count that does not depend on the data)."""
+    pairs = types.long() * num_nodes + nodes
+    if torch.compiler.is_compiling():
+        return torch.arange(num_relations * num_nodes, device=nodes.device), pairs
+    return torch.unique(pairs, sorted=True, return_inverse=True)
+
+
 def graph_of_edges(edge_index, num_nodes: int, num_src_nodes: int | None = None,
                    flip: bool = False) -> Graph:
     """The Graph of a raw ``edge_index`` a layer is called with: ``Graph(edge_index,
@@ -976,12 +987,8 @@ class Graph:
         self._check_relations(edge_type, num_relations)
 
         def build(types: Tensor) -> tuple[Graph, Tensor]:
-            pairs = types.long() * self.num_nodes + self.edge_index[1]
-            if torch.compiler.is_compiling():  # every pair a row: no data-dependent count
-                rows = torch.arange(num_relations * self.num_nodes, device=self.device)
-                row_of_edge = pairs
-            else:
-                rows, row_of_edge = torch.unique(pairs, sorted=True, return_inverse=True)
+            rows, row_of_edge = _relation_pairs(types, self.edge_index[1], self.num_nodes,
+                                                num_relations)
             graph = Graph._derived(torch.stack([self.edge_index[0], row_of_edge]),
                                    rows.numel(), self.num_src_nodes)
             return graph, rows
@@ -998,12 +1005,8 @@ class Graph:
         self._check_relations(edge_type, num_relations)
 
         def build(types: Tensor) -> tuple[Graph, Tensor]:
-            pairs = types.long() * self.num_src_nodes + self.edge_index[0]
-            if torch.compiler.is_compiling():  # every pair a row: no data-dependent count
-                rows = torch.arange(num_relations * self.num_src_nodes, device=self.device)
-                row_of_edge = pairs
-            else:
-                rows, row_of_edge = torch.unique(pairs, sorted=True, return_inverse=True)
+            rows, row_of_edge = _relation_pairs(types, self.edge_index[0], self.num_src_nodes,
+                                                num_relations)
             graph = Graph._derived(torch.stack([row_of_edge, self.edge_index[1]]),
                                    self.num_nodes, rows.numel())
             return graph, rows

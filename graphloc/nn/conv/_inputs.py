@@ -247,6 +247,16 @@ def relation_types(layer: torch.nn.Module, inputs, edge_type: Tensor | None,
     return edge_type
 
 
+def require_destination(layer: torch.nn.Module, x_dst: Tensor | None, why: str) -> Tensor:
+    """``x_dst`` of a layer whose messages or scores read the destination's features
+    (``why`` says how): a pair ``(x_src, None)`` is refused by name (PyG's fails on None
+    deep in a product, or the layer read the sources' rows in their place)."""
+    if x_dst is None:
+        raise ValueError(f"{type(layer).__name__}: {why}, so a pair (x_src, None) has no "
+                         "destination features; pass (x_src, x_dst)")
+    return x_dst
+
+
 def check_flow(owner: str, flow) -> str:
     """``flow`` checked when a layer is built, as PyG's ``MessagePassing`` checks it."""
     if not isinstance(flow, str) or flow not in _FLOWS:

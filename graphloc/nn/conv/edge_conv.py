@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_choice
-from graphloc.nn.conv._inputs import check_flow, read_inputs
+from graphloc.nn.conv._inputs import check_flow, read_inputs, require_destination
 from graphloc.nn.conv._utils import (
     PYG_REDUCTIONS,
     check_first_linear,
@@ -74,9 +74,7 @@ class EdgeConv(torch.nn.Module):
     def forward(self, x: Tensor | tuple[Tensor, Tensor], edge_index) -> Tensor:
         inputs = read_inputs(self, x, edge_index)
         x_src, x_dst = inputs.x_src, inputs.x_dst
-        if x_dst is None:
-            raise ValueError("EdgeConv: its messages read x_i, so a pair (x_src, None) "
-                             "has no destination features; pass (x_src, x_dst)")
+        require_destination(self, x_dst, "its messages read x_i")
         check_input(self, x_src, None)
         check_input(self, x_dst, x_src.size(1), "x_dst")
         graph = inputs.graph

@@ -9,7 +9,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._inputs import check_flow, read_inputs
+from graphloc.nn.conv._inputs import check_flow, read_inputs, require_destination
 from graphloc.nn.conv._utils import (
     all_finite,
     can_branch_on_values,
@@ -109,10 +109,7 @@ class FeaStConv(torch.nn.Module):
     def forward(self, x: Tensor | tuple[Tensor, Tensor], edge_index) -> Tensor:
         inputs = read_inputs(self, x, edge_index)
         x_src, x_dst = checked_features(self, inputs, self.in_channels)
-        if x_dst is None:
-            raise ValueError("FeaStConv: its head scores read x_j - x_i, so a pair "
-                             "(x_src, None) has no destination features; pass "
-                             "(x_src, x_dst)")
+        require_destination(self, x_dst, "its head scores read x_j - x_i")
         self._materialize(x_src)
         graph = fresh_self_loops(inputs.graph) if self.add_self_loops else inputs.graph
         graph = graph.in_csr_order()

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
-from graphloc.nn.conv._inputs import check_flow, read_inputs
+from graphloc.nn.conv._inputs import check_flow, read_inputs, require_destination
 from graphloc.nn.conv._utils import check_input, check_sizes, linear, reset_like_pyg
 from graphloc.nn.conv.gat import fresh_self_loops
 
@@ -95,9 +95,7 @@ class PointTransformerConv(torch.nn.Module):
     def forward(self, x: Tensor | tuple, pos: Tensor | tuple, edge_index) -> Tensor:
         inputs = read_inputs(self, x, edge_index)
         x_src, x_dst = inputs.x_src, inputs.x_dst
-        if x_dst is None:
-            raise ValueError("PointTransformerConv: the scores read W_3 x_i, so a pair (x_src, "
-                             "None) has no destination features; pass (x_src, x_dst)")
+        require_destination(self, x_dst, "the scores read W_3 x_i")
         check_input(self, x_src, None)
         check_input(self, x_dst, None, "x_dst")
         pos_src, pos_dst = self._positions(pos, inputs)

@@ -17,6 +17,7 @@ from graphloc.nn.conv._inputs import (
     read_inputs,
     refuse_edge_attr_without_edge_dim,
     relation_types,
+    require_destination,
 )
 from graphloc.nn.conv._utils import (
     check_dropouts,
@@ -219,9 +220,7 @@ class RGATConv(torch.nn.Module):
         refuse_edge_attr_without_edge_dim(self, edge_attr)
         inputs = read_inputs(self, x, edge_index, size)
         x_src, x_dst = checked_features(self, inputs, self.in_channels)
-        if x_dst is None:  # (PyG's fails in a product with None)
-            raise ValueError("RGATConv: the scores read x_i W_r, so a pair (x_src, None) has no "
-                             "destination features; pass (x_src, x_dst)")
+        require_destination(self, x_dst, "the scores read x_i W_r")
         graph = inputs.graph
         types = relation_types(self, inputs, edge_type, self.num_relations)
         edge_rows = None if self.edge_dim is None else \
