@@ -230,8 +230,8 @@ class RGATConv(torch.nn.Module):
         weight = self.relation_weights() if self.num_bases is not None else self.weight
         by_dst = graph.by_relation(types, self.num_relations)
         by_src = graph.by_source_relation(types, self.num_relations)
-        values = self._per_pair(x_src, *by_src, weight)
-        ends = self._per_pair(x_dst, *by_dst, weight)
+        values = self._per_pair(x_src, *by_src, weight, pair_end=0)
+        ends = self._per_pair(x_dst, *by_dst, weight, pair_end=1)
         alpha = self._attention(graph, by_dst[0], by_src[0], values @ self.k, ends @ self.q,
                                 edge_rows)
         out = self._aggregate(graph, by_src[0], values, self._message_weights(graph, alpha))
@@ -243,20 +243,21 @@ class RGATConv(torch.nn.Module):
             return out
         return out, inputs.attention_output(graph.edge_index, alpha)
 
-    def _per_pair(self, x: Tensor, pair_graph, rows: Tensor, weight: Tensor) -> Tensor:
+    def _per_pair(self, x: Tensor, pair_graph, rows: Tensor, weight: Tensor,
+                  pair_end: int) -> Tensor:
         """``x_i W_r`` for each (relation, node) pair row ``r * N + i`` of
         ``Graph.by_relation`` or ``by_source_relation``, ``[P, H C]``. Each relation maps
         only its own nodes' rows, as PyG's maps only its edges' ends, so a node's features
         reach only the relations it takes part in (a NaN feature leaves the maps of the
         other relations with finite gradients) and relations without edges cost nothing;
         one is always taken, so that without edges the gradients are PyG's zeros, not
-        None."""
+        None. ``pair_end``: the row of ``pair_graph.edge_index`` that holds the pairs (0
+        for ``by_source_relation``'s graph, 1 for ``by_relation``'s)."""
         R, N = self.num_relations, x.size(0)
         gathered = x[rows % N]
         if torch.compiler.is_compiling():  # every pair a row: those of no edge read zeros
-            ends = pair_graph.edge_index[1 if pair_graph.num_nodes == rows.numel() else 0]
             used = torch.zeros(rows.numel(), dtype=torch.bool, device=x.device).index_fill(
-                0, ends.long(), True)
+                0, pair_graph.edge_index[pair_end].long(), True)
             gathered = torch.where(used.unsqueeze(-1), gathered, 0)
             counts = [N] * R
         else:

@@ -355,3 +355,21 @@ def test_a_bipartite_pair_and_a_hub_as_pygs():
     hub = torch.stack([torch.arange(300) % N, torch.zeros(300, dtype=torch.long)])
     x = torch.randn(N, 6, dtype=torch.float64, generator=gen)
     assert_twins_agree(ours, theirs, [x], lambda conv, x: conv(x, hub, torch.arange(300) % R))
+
+
+@pytest.mark.parametrize("num_relations", [1, 3])
+def test_compiled_forward_maps_the_pairs_of_both_ends(num_relations):
+    """Traced, every (relation, node) pair is a row and those no edge takes read zeros: the
+    pairs' end of each graph must be the right one (with one relation and as many pairs as
+    destinations the two ends had the same size), so a node that only sends keeps its
+    values."""
+    torch._dynamo.reset()
+    gen = torch.Generator().manual_seed(9)
+    x = torch.randn(N, 6, generator=gen)
+    edge_index = torch.stack([torch.arange(N), torch.arange(N).roll(1) % (N // 2)])
+    edge_type = torch.arange(N) % num_relations
+    conv = gl.RGATConv(6, 5, num_relations, heads=2)
+    eager = conv(x, edge_index, edge_type)
+    compiled = torch.compile(lambda x: conv(x, edge_index, edge_type), fullgraph=True,
+                             backend="aot_eager")
+    torch.testing.assert_close(compiled(x), eager)
