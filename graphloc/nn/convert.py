@@ -20,7 +20,7 @@ from torch import Tensor
 from torch.utils._pytree import tree_flatten
 
 from graphloc.nn import conv as gl_conv
-from graphloc.nn.conv._utils import CALL_HOOKS, PYG_REDUCTIONS, first_linear, has_call_hooks
+from graphloc.nn.conv._utils import CALL_HOOKS, PYG_REDUCTIONS, has_call_hooks
 
 #: graphloc activation names of the torch activations a BasicGNN may use
 _ACT_NAMES = {torch.nn.ReLU: "relu", torch.nn.GELU: "gelu", torch.nn.ELU: "elu",
@@ -869,9 +869,7 @@ def _probe(module, example):
         weights = () if module.normalize else (torch.rand(60, generator=gen, dtype=x.dtype),)
         return x, x_0, edge_index, *weights
     if type(module).__name__ == "PointTransformerConv":  # (x, pos, edge_index)
-        first, _ = first_linear(module.pos_nn)
-        pos = torch.randn(20, first.in_features if first is not None else 3, generator=gen,
-                          dtype=x.dtype)
+        pos = torch.randn(20, _input_width(module.pos_nn, 3), generator=gen, dtype=x.dtype)
         return x, pos, edge_index
     edge_dim = getattr(module, "edge_dim", None)
     if type(module).__name__ in ("RGCNConv", "FastRGCNConv", "RGATConv"):  # (.., edge_type)
@@ -884,6 +882,18 @@ def _probe(module, example):
     # a conv built with edge_dim is checked on its edge path (PyG's ResGatedGraphConv needs
     # edge features then)
     return x, edge_index, torch.randn(60, edge_dim, generator=gen, dtype=x.dtype)
+
+
+def _input_width(network: torch.nn.Module, default: int) -> int:
+    """The input width of a network: its first module (itself included) that states one
+    (torch's ``in_features``, PyG's ``Linear`` and ``MLP`` ``in_channels``), else
+    ``default``."""
+    for module in network.modules():
+        for name in ("in_features", "in_channels"):
+            width = getattr(module, name, None)
+            if isinstance(width, int) and width > 0:
+                return width
+    return default
 
 
 def _heterogeneous_probe(conv):

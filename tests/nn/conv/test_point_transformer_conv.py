@@ -138,6 +138,8 @@ def test_inputs_conversion_and_named_errors():
     assert type(converted) is gl.PointTransformerConv
     torch.testing.assert_close(converted(x, pos, edge_index), theirs(x, pos, edge_index))
     ours.flow = "source_to_target"
+    planar = pyg.PointTransformerConv(6, 4, pos_nn=pyg.MLP([2, 8, 4]))  # (2-D positions)
+    assert type(from_pyg(planar, strict=True)) is gl.PointTransformerConv
     with pytest.raises(ValueError, match=r"a pair \(x_src, None\) has no destination"):
         ours((x, None), pos, edge_index)
     with pytest.raises(ValueError, match="pos has 11 rows but x has 12 points"):
