@@ -312,15 +312,23 @@ def _negative_edges(known: Tensor, num_nodes: int, count: int, batch: Tensor | N
 
 def _draw_non_edges(known: Tensor, start: int, size: int, num_nodes: int, count: int,
                     device) -> Tensor:
-    """Up to ``count`` distinct non-edges among nodes ``start .. start + size - 1``: rounds of
-    uniform candidates (loops and ``known`` codes ``j N + i`` dropped) until ``count`` are
-    found or every non-edge has been."""
+    """Up to ``count`` distinct non-edges among nodes ``start .. start + size - 1``, uniform
+    (loops and ``known`` codes ``j N + i`` excluded): rounds of uniform candidates until
+    ``count`` are found, or where they would be at least half of the non-edges (rounds
+    would look long for the last few), a random choice among all of them."""
     available = size * (size - 1) - int(((known // num_nodes >= start) &
                                          (known // num_nodes < start + size) &
                                          (known % num_nodes >= start) &
                                          (known % num_nodes < start + size) &
                                          (known // num_nodes != known % num_nodes)).sum())
     count = min(count, available)
+    if 2 * count >= available:  # (then size^2 is at most a few times the edges and count)
+        nodes = torch.arange(start, start + size, device=device)
+        src, dst = nodes.repeat_interleave(size), nodes.repeat(size)
+        codes = src * num_nodes + dst
+        codes = codes[(src != dst) & ~_holds(known, codes)]
+        found = codes[torch.randperm(codes.numel(), device=device)[:count]]
+        return torch.stack([found // num_nodes, found % num_nodes])
     found = torch.empty(0, dtype=torch.long, device=device)
     while found.numel() < count:
         want = count - found.numel()
