@@ -122,10 +122,11 @@ def seeded_twins(name: str, *args, **kwargs):
 
 
 def assert_twins_agree(ours: torch.nn.Module, theirs: torch.nn.Module, inputs: list, call,
-                       upstream: torch.Tensor | None = None) -> None:
+                       upstream: torch.Tensor | None = None, equal_nan: bool = False) -> tuple:
     """``call(layer, *inputs)`` of both: the same outputs, and the same gradients of every
     input and parameter (None on both sides where unused), for ``upstream`` (default: a
-    ramp over the output)."""
+    ramp over the output); with ``equal_nan``, NaN where the other has NaN. Returns
+    ``theirs``'s output and gradients (inputs first, then parameters)."""
     results = []
     for layer in (ours, theirs):
         leaves = [t.clone().requires_grad_() for t in inputs]
@@ -135,11 +136,12 @@ def assert_twins_agree(ours: torch.nn.Module, theirs: torch.nn.Module, inputs: l
         results.append((out, torch.autograd.grad(out, [*leaves, *layer.parameters()], grad,
                                                  allow_unused=True)))
     (got, got_grads), (want, want_grads) = results
-    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got, want, equal_nan=equal_nan)
     for a, b in zip(got_grads, want_grads, strict=True):
         assert (a is None) == (b is None)
         if a is not None:
-            torch.testing.assert_close(a, b)
+            torch.testing.assert_close(a, b, equal_nan=equal_nan)
+    return want, want_grads
 
 
 def assert_special_values_agree(ours: torch.nn.Module, theirs: torch.nn.Module,

@@ -180,6 +180,14 @@ def check_sizes(owner: str, lazy: bool = False, optional: tuple[str, ...] = (),
             raise ValueError(f"{owner}: {name} must be an integer >= 1, got {value!r}{hint}")
 
 
+def check_networks(owner: str, **networks) -> None:
+    """Each optional network (``nn``, ``pos_nn``, ...) is None or callable: a number or
+    string failed at the first call, in torch's words, naming no argument."""
+    for name, nn in networks.items():
+        if nn is not None and not callable(nn):
+            raise TypeError(f"{owner}: {name} must be a module, got {type(nn).__name__}")
+
+
 def reset_like_pyg(module) -> None:
     """PyG's ``reset``: the module's own ``reset_parameters``, else its children's, in order
     (so a seed draws a network's initial weights as a PyG conv draws them)."""

@@ -14,6 +14,7 @@ from graphloc.checks import check_int
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import check_flow, read_inputs, relation_types
 from graphloc.nn.conv._utils import (
+    check_networks,
     check_sizes,
     checked_features,
     linear,
@@ -87,8 +88,7 @@ class FiLMConv(torch.nn.Module):
         check_int(num_relations, "FiLMConv: num_relations", 1)
         if act is not None and not callable(act):
             raise TypeError(f"FiLMConv: act must be a callable or None, got {act!r}")
-        if nn is not None and not callable(nn):
-            raise TypeError(f"FiLMConv: nn must be a module, got {type(nn).__name__}")
+        check_networks("FiLMConv", nn=nn)
         self.flow = check_flow("FiLMConv", flow)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.num_relations = num_relations

@@ -14,6 +14,7 @@ from graphloc.nn.conv._utils import (
     PYG_REDUCTIONS,
     check_first_linear,
     check_input,
+    check_networks,
     first_linear,
     may_regroup_first_linear,
     reset_like_pyg,
@@ -68,10 +69,7 @@ class PointNetConv(torch.nn.Module):
                  global_nn: torch.nn.Module | None = None, add_self_loops: bool = True,
                  aggr: str = "max", flow: str = "source_to_target"):
         super().__init__()
-        for name, nn in (("local_nn", local_nn), ("global_nn", global_nn)):
-            if nn is not None and not callable(nn):
-                raise TypeError(f"PointNetConv: {name} must be a module, got "
-                                f"{type(nn).__name__}")
+        check_networks("PointNetConv", local_nn=local_nn, global_nn=global_nn)
         check_flags("PointNetConv", add_self_loops=add_self_loops)
         check_choice("PointNetConv", "aggr", aggr, tuple(PYG_REDUCTIONS))
         self.local_nn, self.global_nn = local_nn, global_nn

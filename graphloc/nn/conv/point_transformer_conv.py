@@ -9,7 +9,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.nn.conv._inputs import check_flow, read_inputs, require_destination
-from graphloc.nn.conv._utils import check_input, check_sizes, linear, reset_like_pyg
+from graphloc.nn.conv._utils import check_input, check_networks, check_sizes, linear, reset_like_pyg
 from graphloc.nn.conv.gat import fresh_self_loops
 
 
@@ -61,10 +61,7 @@ class PointTransformerConv(torch.nn.Module):
         super().__init__()
         check_sizes("PointTransformerConv", lazy=True, pair=True, in_channels=in_channels,
                     out_channels=out_channels)
-        for name, nn in (("pos_nn", pos_nn), ("attn_nn", attn_nn)):
-            if nn is not None and not callable(nn):
-                raise TypeError(f"PointTransformerConv: {name} must be a module, got "
-                                f"{type(nn).__name__}")
+        check_networks("PointTransformerConv", pos_nn=pos_nn, attn_nn=attn_nn)
         check_flags("PointTransformerConv", add_self_loops=add_self_loops)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.add_self_loops = add_self_loops

@@ -339,8 +339,7 @@ def _draw_non_edges(known: Tensor, start: int, size: int, num_nodes: int, count:
         fresh = (src != dst) & ~_holds(known, codes)
         if found.numel():
             fresh &= ~torch.isin(codes, found)
-        # distinct, in order of drawing
-        codes, first = _first_occurrences(codes[fresh])
+        codes = _first_occurrences(codes[fresh])  # distinct, in order of drawing
         found = torch.cat([found, codes[:want]])
     return torch.stack([found // num_nodes, found % num_nodes])
 
@@ -354,11 +353,10 @@ def _holds(sorted_codes: Tensor, codes: Tensor) -> Tensor:
     return sorted_codes[at] == codes
 
 
-def _first_occurrences(codes: Tensor) -> tuple[Tensor, Tensor]:
+def _first_occurrences(codes: Tensor) -> Tensor:
     """``codes`` with repeats dropped, in order of first occurrence."""
     unique, inverse = torch.unique(codes, return_inverse=True)
     first = torch.full((unique.numel(),), codes.numel(), dtype=torch.long,
                        device=codes.device).scatter_reduce(
         0, inverse, torch.arange(codes.numel(), device=codes.device), "amin")
-    order = first.sort().values
-    return codes[order], order
+    return codes[first.sort().values]

@@ -110,17 +110,10 @@ def test_special_values_as_pygs_outside_the_all_minus_inf_rule():
     pos[7, 2] = float("inf")
     for option in ("default", "networks, no loops"):
         ours, theirs = _twins(**OPTIONS[option])
-        results = []
-        for conv in (ours, theirs):
-            leaves = [x.clone().requires_grad_(), pos.clone().requires_grad_()]
-            out = conv(*leaves, edge_index)
-            ramp = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
-            results.append((out, torch.autograd.grad(out, [*leaves, *conv.parameters()], ramp)))
-        (got, got_grads), (want, want_grads) = results
+        want, _ = assert_twins_agree(ours, theirs, [x, pos],
+                                     lambda conv, x, pos: conv(x, pos, edge_index),
+                                     equal_nan=True)
         assert want.isnan().any()
-        torch.testing.assert_close(got, want, equal_nan=True)
-        for a, b in zip(got_grads, want_grads, strict=True):
-            torch.testing.assert_close(a, b, equal_nan=True)
 
 
 def test_inputs_conversion_and_named_errors():
