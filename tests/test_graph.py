@@ -827,6 +827,11 @@ def test_by_source_relation_gives_one_row_per_relation_and_source_with_edges():
     assert list(zip(*graph.edge_index.tolist(), strict=True)) == want
     with pytest.raises(ValueError, match="edge_type holds 3 but dim_size is 3"):
         graph.by_source_relation(torch.full((40,), 3), 3)
+    with pytest.raises(TypeError, match="edge_type must be an integer tensor, got "
+                                        "torch.float32"):
+        graph.by_source_relation(torch.zeros(40), 3)
+    with pytest.raises(ValueError, match=r"one relation per edge, \[40\], got \[39\]"):
+        graph.by_source_relation(torch.zeros(39, dtype=torch.long), 3)
     empty, rows = Graph(torch.empty(2, 0, dtype=torch.long), num_nodes=3).by_source_relation(
         torch.empty(0, dtype=torch.long), 5)
     assert (empty.num_edges, empty.num_src_nodes, empty.num_nodes, rows.numel()) == (0, 0, 3, 0)

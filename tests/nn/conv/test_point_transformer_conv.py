@@ -145,3 +145,13 @@ def test_inputs_conversion_and_named_errors():
         gl.PointTransformerConv(6, 4, pos_nn=3)
     with pytest.raises(ValueError, match="out_channels must be an integer >= 1, got 0"):
         gl.PointTransformerConv(6, 0)
+
+
+def test_no_points_and_no_edges_as_pygs():
+    no_edges = torch.empty(2, 0, dtype=torch.long)
+    for option in ("default", "no loops"):
+        ours, theirs = _twins(**OPTIONS[option])
+        for n in (0, 4):
+            x, pos = torch.randn(n, 6, dtype=torch.float64), torch.rand(n, 3, dtype=torch.float64)
+            assert_twins_agree(ours, theirs, [x, pos],
+                               lambda conv, x, pos: conv(x, pos, no_edges))

@@ -218,3 +218,21 @@ def test_a_compiled_training_forward_takes_given_negatives_and_says_it_needs_the
     torch.testing.assert_close(compiled(x, negatives), step(x, negatives))
     with pytest.raises(Exception, match="pass neg_edge_index"):
         compiled(x)
+
+
+def test_no_nodes_no_edges_and_one_node_as_pygs():
+    """Empty inputs: PyG's outputs, gradients, labels and positive logits (eval and
+    training)."""
+    ours, theirs = _twins(heads=2)
+    no_edges = torch.empty(2, 0, dtype=torch.long)
+    gen = torch.Generator().manual_seed(8)
+    for x in (torch.randn(0, 6, dtype=torch.float64), torch.randn(1, 6, dtype=torch.float64),
+              torch.randn(5, 6, dtype=torch.float64, generator=gen)):
+        for training in (False, True):
+            ours.train(training)
+            theirs.train(training)
+            assert_twins_agree(ours, theirs, [x], lambda conv, x: conv(x, no_edges))
+            if training:  # the loops' logits (the negatives are random draws)
+                assert torch.equal(ours.att_y, theirs.att_y)
+                positives = int(theirs.att_y.sum())
+                torch.testing.assert_close(ours.att_x[:positives], theirs.att_x[:positives])
