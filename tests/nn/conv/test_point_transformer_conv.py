@@ -110,9 +110,11 @@ def test_special_values_as_pygs_outside_the_all_minus_inf_rule():
     pos[7, 2] = float("inf")
     for option in ("default", "networks, no loops"):
         ours, theirs = _twins(**OPTIONS[option])
-        want, _ = assert_twins_agree(ours, theirs, [x, pos],
-                                     lambda conv, x, pos: conv(x, pos, edge_index),
-                                     equal_nan=True)
+        for context in (torch.enable_grad, reference_ops):
+            with context():
+                want, _ = assert_twins_agree(ours, theirs, [x, pos],
+                                             lambda conv, x, pos: conv(x, pos, edge_index),
+                                             equal_nan=True)
         assert want.isnan().any()
 
 
@@ -155,3 +157,13 @@ def test_no_points_and_no_edges_as_pygs():
             x, pos = torch.randn(n, 6, dtype=torch.float64), torch.rand(n, 3, dtype=torch.float64)
             assert_twins_agree(ours, theirs, [x, pos],
                                lambda conv, x, pos: conv(x, pos, no_edges))
+
+
+def test_a_hub_of_300_edges_as_pygs():
+    ours, theirs = _twins("networks")
+    hub = torch.stack([torch.arange(300) % N, torch.zeros(300, dtype=torch.long)])
+    x, pos, _ = _cloud(seed=5)
+    for context in (torch.enable_grad, reference_ops):
+        with context():
+            assert_twins_agree(ours, theirs, [x, pos],
+                               lambda conv, x, pos: conv(x, pos, hub))

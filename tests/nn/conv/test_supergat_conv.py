@@ -121,8 +121,11 @@ def test_a_nan_feature_reaches_what_it_reaches_in_pygs(option):
     ours, theirs = _twins(**OPTIONS[option])
     ours.eval()
     theirs.eval()
-    _, want_grads = assert_twins_agree(ours, theirs, [x],
-                                       lambda conv, x: conv(x, edge_index), equal_nan=True)
+    for context in (torch.enable_grad, reference_ops):
+        with context():
+            _, want_grads = assert_twins_agree(ours, theirs, [x],
+                                               lambda conv, x: conv(x, edge_index),
+                                               equal_nan=True)
     if not ours.add_self_loops and ours.att_l is not None:  # (with loops it reads itself)
         assert want_grads[1].isfinite().all()  # att_l: untouched by the NaN
 
@@ -236,3 +239,14 @@ def test_no_nodes_no_edges_and_one_node_as_pygs():
                 assert torch.equal(ours.att_y, theirs.att_y)
                 positives = int(theirs.att_y.sum())
                 torch.testing.assert_close(ours.att_x[:positives], theirs.att_x[:positives])
+
+
+def test_a_hub_of_300_edges_as_pygs():
+    ours, theirs = _twins(heads=2, attention_type="SD")
+    ours.eval()
+    theirs.eval()
+    hub = torch.stack([torch.arange(300) % N, torch.zeros(300, dtype=torch.long)])
+    x = torch.randn(N, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
+    for context in (torch.enable_grad, reference_ops):
+        with context():
+            assert_twins_agree(ours, theirs, [x], lambda conv, x: conv(x, hub))
