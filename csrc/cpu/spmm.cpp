@@ -50,9 +50,10 @@ inline void sum_row_tiled(const index_t* indptr, Src src, ValueRow value_row, co
 }
 
 // How spmm's vectorised sums weigh their edges: not at all, one value per head (a block of
-// channels inside one head), or one value per channel (heads of width 1, [E, K] values: a
-// continuous filter per edge, SchNet's CFConv).
-enum class Weights : int { None = 0, PerHead = 1, PerChannel = 2 };
+// channels inside one head), one value per head for a block that spans several narrow heads
+// (each vector inside one head), or one value per channel (heads of width 1, [E, K] values:
+// a continuous filter per edge, SchNet's CFConv).
+enum class Weights : int { None = 0, PerHead = 1, PerHeads = 2, PerChannel = 3 };
 
 // Sum/mean over the edges [begin, end) of one block of Q * L channels (L per vector
 // register) that lies inside head h (or, per channel, whose values are lanes too): the
@@ -60,18 +61,16 @@ enum class Weights : int { None = 0, PerHead = 1, PerChannel = 2 };
 // the rows `distance` edges on.
 template <int Q, int L, Weights kWeights, bool kPrefetch, typename A, typename Src,
           typename ValueRow>
-__attribute__((always_inline)) inline void sum_block_edges(int64_t begin, int64_t end, Src src,
-                                                           ValueRow value_row, const A* value,
-                                                           int64_t heads, int64_t h, const A* x,
-                                                           int64_t K, int64_t t0, int64_t chunk_end,
-                                                           int64_t distance,
-                                                           typename Vec<A, L>::type* a) {
+__attribute__((always_inline)) inline void sum_block_edges(
+    int64_t begin, int64_t end, Src src, ValueRow value_row, const A* value, int64_t heads,
+    int64_t h, const int64_t* vector_heads, const A* x, int64_t K, int64_t t0, int64_t chunk_end,
+    int64_t distance, typename Vec<A, L>::type* a) {
   for (int64_t e = begin; e < end; ++e) {
     if (kPrefetch && e + distance < chunk_end) {
       prefetch_row_unrolled(x + src(e + distance) * K, K);
       if constexpr (kWeights == Weights::PerChannel && !std::is_same_v<ValueRow, EdgeRow>)
         prefetch_row_unrolled(value + value_row(e + distance) * heads, K);
-      else if constexpr (kWeights == Weights::PerHead && !std::is_same_v<ValueRow, EdgeRow>)
+      else if constexpr (kWeights != Weights::None && !std::is_same_v<ValueRow, EdgeRow>)
         __builtin_prefetch(value + value_row(e + distance) * heads);  // values read at random
     }
     const A* xr = x + src(e) * K + t0;
@@ -83,6 +82,10 @@ __attribute__((always_inline)) inline void sum_block_edges(int64_t begin, int64_
       const A w = value[value_row(e) * heads + h];
 #pragma GCC unroll 16
       for (int q = 0; q < Q; ++q) a[q] += w * load_vec<A, L>(xr + q * L);
+    } else if constexpr (kWeights == Weights::PerHeads) {
+      const A* wr = value + value_row(e) * heads;
+#pragma GCC unroll 16
+      for (int q = 0; q < Q; ++q) a[q] += wr[vector_heads[q]] * load_vec<A, L>(xr + q * L);
     } else {
 #pragma GCC unroll 16
       for (int q = 0; q < Q; ++q) a[q] += load_vec<A, L>(xr + q * L);
@@ -107,21 +110,26 @@ __attribute__((always_inline)) inline void sum_row_blocks(const index_t* indptr,
                                                           int64_t chunk_end, int64_t distance,
                                                           bool stream, A* out) {
   using Red = Reducer<A, R>;
-  constexpr int L = std::min<int>(T, kVectorBytes / sizeof(A));
+  // spanning narrow heads, a vector holds 8 channels at most: heads come in multiples of 8
+  constexpr int kLanes = kWeights == Weights::PerHeads ? 8 : T;
+  constexpr int L = std::min<int>({T, kLanes, static_cast<int>(kVectorBytes / sizeof(A))});
   constexpr int Q = T / L;
   using V = typename Vec<A, L>::type;
   const int64_t K = k;
+  int64_t vector_heads[Q] = {};  // PerHeads: the head of each vector of the block
   for (int64_t row = r0; row < r1; ++row) {
     const int64_t begin = indptr[row], end = indptr[row + 1];
     for (int64_t t0 = 0; t0 < K; t0 += T) {
       const int64_t h = t0 / F;
+      if constexpr (kWeights == Weights::PerHeads)
+        for (int q = 0; q < Q; ++q) vector_heads[q] = (t0 + q * L) / F;
       V a[Q] = {};
       if (t0 == 0)
-        sum_block_edges<Q, L, kWeights, true>(begin, end, src, value_row, value, heads, h, x, K, t0,
-                                              chunk_end, distance, a);
+        sum_block_edges<Q, L, kWeights, true>(begin, end, src, value_row, value, heads, h,
+                                              vector_heads, x, K, t0, chunk_end, distance, a);
       else
-        sum_block_edges<Q, L, kWeights, false>(begin, end, src, value_row, value, heads, h, x, K,
-                                               t0, chunk_end, distance, a);
+        sum_block_edges<Q, L, kWeights, false>(begin, end, src, value_row, value, heads, h,
+                                               vector_heads, x, K, t0, chunk_end, distance, a);
       alignas(64) A row_out[T];
 #pragma GCC unroll 16
       for (int q = 0; q < Q; ++q) store_vec<A, L>(row_out + q * L, a[q]);
@@ -160,11 +168,20 @@ __attribute__((noinline)) void sum_rows_vectorised(const index_t* indptr, Src sr
 // Heads of width 1 (one value per channel) take blocks across the channels, their values
 // loaded as lanes: the per-head blocks had no tile of one channel, and the scalar loop took
 // 11x the time of an unweighted sum (67 ms against 6 ms, road graph, K = 64, 2026-12-05).
+// Heads of a multiple of 8 channels share blocks wider than a head's own tile where the row
+// has them (spans_heads): blocks inside one head passed over the row's edges once per head,
+// 24 times for DNAConv's 24 heads of 8 (151 ms against 37 ms for 3 heads of 64 over the
+// same channels, road graph, 2026-12-05).
+inline bool spans_heads(int64_t K, int64_t heads) {
+  const int64_t F = K / heads;
+  return heads > 1 && heads < K && F % 8 == 0 && tile_width(K) > tile_width(F);
+}
+
 template <typename A>
 inline int sum_tile_width(int64_t K, int64_t heads) {
   constexpr int64_t kMaxBlockBytes = 8 * kVectorBytes;
   if (heads == 1 && K == 128 && K * static_cast<int64_t>(sizeof(A)) <= kMaxBlockBytes) return 128;
-  return heads > 1 && heads == K ? tile_width(K) : tile_width(K / heads);
+  return (heads > 1 && heads == K) || spans_heads(K, heads) ? tile_width(K) : tile_width(K / heads);
 }
 
 // Max/min over one block of T channels inside one head, branch-free so it vectorises: the
@@ -250,6 +267,10 @@ void reduce_rows(const index_t* indptr, Src src, ValueRow value_row, const scala
           if constexpr (T > 0 && kVectorised) {
             if (value && heads > 1 && heads == K)
               sum_rows_vectorised<T, Weights::PerChannel, scalar_t, index_t, R>(
+                  indptr, src, value_row, value, heads, x, r0, r1, K, F, chunk_end, distance,
+                  stream, out);
+            else if (value && spans_heads(K, heads))
+              sum_rows_vectorised<T, Weights::PerHeads, scalar_t, index_t, R>(
                   indptr, src, value_row, value, heads, x, r0, r1, K, F, chunk_end, distance,
                   stream, out);
             else if (value)

@@ -37,13 +37,15 @@ def test_spmm_matches_reference(graph, channels, reduce, weighted, int64, dtype)
 
 @pytest.mark.parametrize("channels,heads", [(24, 1), (40, 5), (16, 1), (64, 1), (128, 1),
                                             (128, 2), (192, 3), (256, 1), (64, 64), (40, 40),
-                                            (128, 128), (3, 3)])
+                                            (128, 128), (3, 3), (192, 24), (64, 8), (96, 6),
+                                            (48, 2)])
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_sum_rows_of_several_blocks_match_reference(channels, heads, reduce, dtype):
     """Rows of one register block (16 and 64 channels, and 128 float channels of one head:
     the width known at compile time), rows wider than one block (the later blocks skip the
-    prefetch), per-head weights, one weight per channel (heads of width 1, loaded as
+    prefetch), per-head weights (narrow heads of 8, 16 or 24 channels sharing a block, each
+    vector weighed by its own head), one weight per channel (heads of width 1, loaded as
     lanes; 3 channels: the scalar loop), a hub longer than the longest prefetch distance (256 edges)
     and empty rows, against the reference."""
     graph = Graph(random_edge_index(40, 600, seed=3, hub_degree=300), num_nodes=45)
