@@ -146,6 +146,9 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     "PointTransformerConv(64, 64, MLP pos_nn 3-64-64, attn_nn 64-64-64)":
         "PointTransformerConv(64, 64, Sequential(Linear(3, 64), ReLU(), Linear(64, 64)), "
         "Sequential(Linear(64, 64), ReLU(), Linear(64, 64)))",
+    # Just Jump's attention over 3 layers' representations (x and two maps of it), with
+    # the heads and groups of PyG's examples/dna.py
+    "DNAConv(64, heads=8, groups=16, 3 layers)": "DNAConv(64, heads=8, groups=16)",
 }
 
 #: hetero_split's node types and relations
@@ -192,18 +195,28 @@ def peak_step(graph_name: str, label: str, lib: str) -> float:
 
 
 def memory_table(prefixes) -> None:
-    import subprocess
     print(machine())
     print("| graph | layer | graphloc peak MB | PyG peak MB | PyG / graphloc |")
     print("|---|---|---:|---:|---:|")
     for name in GRAPHS:
         for label in _chosen(prefixes):
-            peaks = [float(subprocess.run(
-                [sys.executable, __file__, "--one", name, label, lib], check=True,
-                capture_output=True, text=True).stdout.split()[-1])
-                for lib in ("graphloc", "PyG")]
-            print(f"| {name} | {label} | {peaks[0]:.0f} | {peaks[1]:.0f} | "
-                  f"{peaks[1] / peaks[0]:.1f}x |", flush=True)
+            peaks = [_peak_in_subprocess(name, label, lib) for lib in ("graphloc", "PyG")]
+            cells = ["killed (out of memory)" if p is None else f"{p:.0f}" for p in peaks]
+            ratio = "" if None in peaks else f"{peaks[1] / peaks[0]:.1f}x"
+            print(f"| {name} | {label} | {cells[0]} | {cells[1]} | {ratio} |", flush=True)
+
+
+def _peak_in_subprocess(name: str, label: str, lib: str) -> float | None:
+    """``peak_step`` in a fresh process; None where the kernel killed it (SIGKILL: the
+    machine's memory ran out), which a row then says instead of ending the table."""
+    import signal
+    import subprocess
+    run = subprocess.run([sys.executable, __file__, "--one", name, label, lib],
+                         capture_output=True, text=True)
+    if run.returncode == -signal.SIGKILL:
+        return None
+    run.check_returncode()
+    return float(run.stdout.split()[-1])
 
 
 def relation_types(edge_index, num_relations: int) -> torch.Tensor:
@@ -259,6 +272,8 @@ def call_args(layer, x, edge_index) -> tuple:
         return x, edge_index[:, 0::2], edge_index[:, 1::2]
     if name == "HypergraphConv":
         return x, edge_index, None, x if layer.use_attention else None, x.size(0)
+    if name == "DNAConv":  # [N, 3, 64]: each node's representation at 3 layers
+        return torch.stack([x, x.tanh(), x.sin()], dim=1).detach().requires_grad_(), edge_index
     if name in ("PointNetConv", "PointTransformerConv"):
         return x, x[:, :3].detach(), edge_index
     if name == "CFConv":  # distances and their 50 Gaussians (SchNet's GaussianSmearing)

@@ -563,6 +563,13 @@ def _supergat(conv):
         edge_sample_ratio=conv.edge_sample_ratio, is_undirected=conv.is_undirected)
 
 
+def _dna(conv):
+    heads = conv.multi_head
+    return gl_conv.DNAConv(heads.in_channels, heads=heads.heads, groups=heads.groups,
+                           dropout=heads.dropout, cached=conv.cached, normalize=conv.normalize,
+                           add_self_loops=conv.add_self_loops, bias=conv.bias)
+
+
 def _point_transformer(conv):
     return gl_conv.PointTransformerConv(conv.in_channels, conv.out_channels, conv.pos_nn,
                                         conv.attn_nn, add_self_loops=conv.add_self_loops)
@@ -587,7 +594,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "FiLMConv": _film, "CFConv": _cf, "HGTConv": _hgt,
                "HANConv": _han, "SparseLinear": _sparse_linear,
                "RGATConv": _rgat, "SuperGATConv": _supergat,
-               "PointTransformerConv": _point_transformer}
+               "PointTransformerConv": _point_transformer, "DNAConv": _dna}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -855,6 +862,8 @@ def _probe(module, example):
         # (LINKX's adjacency layer: a weight row per node, called layer(edge_index))
         gen = torch.Generator().manual_seed(0)
         return (torch.randint(0, module.in_channels, (2, 60), generator=gen),)
+    elif _is_pyg_conv(module) and type(module).__name__ == "DNAConv":
+        return _dna_probe(module)
     elif _is_pyg_conv(module):  # (GatedGraphConv has no in_channels: its state width)
         width = getattr(module, "in_channels", getattr(module, "out_channels", None))
         width = width if isinstance(width, int) else getattr(module, "channels", None)
@@ -882,6 +891,18 @@ def _probe(module, example):
     # a conv built with edge_dim is checked on its edge path (PyG's ResGatedGraphConv needs
     # edge features then)
     return x, edge_index, torch.randn(60, edge_dim, generator=gen, dtype=x.dtype)
+
+
+def _dna_probe(conv):
+    """``(x [20, 3, channels], edge_index[, edge_weight])`` for a DNAConv: three layers'
+    representations per node; edge weights where it does not normalise (PyG's needs
+    them then)."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(20, 3, conv.multi_head.in_channels, generator=gen, dtype=_dtype_of(conv))
+    edge_index = torch.randint(0, 20, (2, 60), generator=gen)
+    if conv.normalize:
+        return x, edge_index
+    return x, edge_index, torch.rand(60, generator=gen, dtype=x.dtype)
 
 
 def _input_width(network: torch.nn.Module, default: int) -> int:

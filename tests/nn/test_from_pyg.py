@@ -455,6 +455,7 @@ AGGREGATED = {
     "RGATConv": lambda a: pyg.RGATConv(6, 4, 3, heads=2, aggr=a),
     "SuperGATConv": lambda a: pyg.SuperGATConv(6, 4, heads=2, aggr=a),
     "PointTransformerConv": lambda a: pyg.PointTransformerConv(6, 4, aggr=a),
+    "DNAConv": lambda a: pyg.DNAConv(6, heads=2, aggr=a),
 }
 
 
@@ -546,7 +547,10 @@ def _call_args(name: str, x, edge_index) -> tuple:
             "HANConv": ({"n": x}, {_ONE_TYPE[1][0]: edge_index}),
             "SparseLinear": (edge_index,),  # (x not read: a weight row per node)
             "FastRGCNConv": (x, edge_index, edge_type),
-            "RGATConv": (x, edge_index, edge_type)}.get(name, (x, edge_index))
+            "RGATConv": (x, edge_index, edge_type),
+            # (two layers' representations per node: [.., N, 2, F])
+            "DNAConv": (torch.stack([x, x.tanh()], dim=-2), edge_index)}.get(
+                name, (x, edge_index))
 
 
 @pytest.mark.parametrize("name", sorted(AGGREGATED))

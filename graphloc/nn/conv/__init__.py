@@ -9,6 +9,7 @@ from graphloc.nn.conv.cf_conv import CFConv
 from graphloc.nn.conv.cg_conv import CGConv
 from graphloc.nn.conv.cheb import ChebConv
 from graphloc.nn.conv.cluster_gcn import ClusterGCNConv
+from graphloc.nn.conv.dna_conv import DNAConv
 from graphloc.nn.conv.edge_conv import EdgeConv
 from graphloc.nn.conv.eg_conv import EGConv
 from graphloc.nn.conv.fa_conv import FAConv
@@ -66,7 +67,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv", "WLConvContinuous", "SignedConv",
            "HypergraphConv", "PointNetConv", "FiLMConv", "CFConv", "HGTConv", "HANConv",
            "SparseLinear", "RGATConv", "SuperGATConv", "PointTransformerConv",
-           "GATEConv",
+           "GATEConv", "DNAConv",
            "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
