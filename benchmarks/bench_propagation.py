@@ -149,6 +149,9 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     # Just Jump's attention over 3 layers' representations (x and two maps of it), with
     # the heads and groups of PyG's examples/dna.py
     "DNAConv(64, heads=8, groups=16, 3 layers)": "DNAConv(64, heads=8, groups=16)",
+    # HEAT: node i of type i % 3, 9 edge types, 4 edge features; 4 heads of 16
+    "HEATConv(64, 16, heads=4, 3 node types, 9 edge types, edge_dim=4)":
+        "HEATConv(64, 16, 3, 9, 16, 4, 16, heads=4)",
 }
 
 #: hetero_split's node types and relations
@@ -272,6 +275,11 @@ def call_args(layer, x, edge_index) -> tuple:
         return x, edge_index[:, 0::2], edge_index[:, 1::2]
     if name == "HypergraphConv":
         return x, edge_index, None, x if layer.use_attention else None, x.size(0)
+    if name == "HEATConv":
+        node_type = torch.arange(x.size(0)) % layer.hetero_lin.num_types
+        return (x, edge_index, node_type,
+                relation_types(edge_index, layer.edge_type_emb.num_embeddings),
+                edge_features(edge_index, layer.edge_attr_emb.weight.size(1)))
     if name == "DNAConv":  # [N, 3, 64]: each node's representation at 3 layers
         return torch.stack([x, x.tanh(), x.sin()], dim=1).detach().requires_grad_(), edge_index
     if name in ("PointNetConv", "PointTransformerConv"):

@@ -570,6 +570,15 @@ def _dna(conv):
                            add_self_loops=conv.add_self_loops, bias=conv.bias)
 
 
+def _heat(conv):
+    return gl_conv.HEATConv(
+        conv.in_channels, conv.out_channels, conv.hetero_lin.num_types,
+        conv.edge_type_emb.num_embeddings, conv.edge_type_emb.embedding_dim,
+        conv.edge_attr_emb.in_channels, conv.edge_attr_emb.out_channels, heads=conv.heads,
+        concat=conv.concat, negative_slope=conv.negative_slope, dropout=conv.dropout,
+        root_weight=conv.root_weight, bias=conv.lin.bias is not None)
+
+
 def _point_transformer(conv):
     return gl_conv.PointTransformerConv(conv.in_channels, conv.out_channels, conv.pos_nn,
                                         conv.attn_nn, add_self_loops=conv.add_self_loops)
@@ -594,7 +603,8 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "FiLMConv": _film, "CFConv": _cf, "HGTConv": _hgt,
                "HANConv": _han, "SparseLinear": _sparse_linear,
                "RGATConv": _rgat, "SuperGATConv": _supergat,
-               "PointTransformerConv": _point_transformer, "DNAConv": _dna}
+               "PointTransformerConv": _point_transformer, "DNAConv": _dna,
+               "HEATConv": _heat}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -864,6 +874,8 @@ def _probe(module, example):
         return (torch.randint(0, module.in_channels, (2, 60), generator=gen),)
     elif _is_pyg_conv(module) and type(module).__name__ == "DNAConv":
         return _dna_probe(module)
+    elif _is_pyg_conv(module) and type(module).__name__ == "HEATConv":
+        return _heat_probe(module)
     elif _is_pyg_conv(module):  # (GatedGraphConv has no in_channels: its state width)
         width = getattr(module, "in_channels", getattr(module, "out_channels", None))
         width = width if isinstance(width, int) else getattr(module, "channels", None)
@@ -903,6 +915,18 @@ def _dna_probe(conv):
     if conv.normalize:
         return x, edge_index
     return x, edge_index, torch.rand(60, generator=gen, dtype=x.dtype)
+
+
+def _heat_probe(conv):
+    """``(x, edge_index, node_type, edge_type, edge_attr)`` for a HEATConv: 20 nodes of
+    random types, 60 edges of random types and features."""
+    gen = torch.Generator().manual_seed(0)
+    dtype = _dtype_of(conv)
+    return (torch.randn(20, conv.in_channels, generator=gen, dtype=dtype),
+            torch.randint(0, 20, (2, 60), generator=gen),
+            torch.randint(0, conv.hetero_lin.num_types, (20,), generator=gen),
+            torch.randint(0, conv.edge_type_emb.num_embeddings, (60,), generator=gen),
+            torch.randn(60, conv.edge_attr_emb.in_channels, generator=gen, dtype=dtype))
 
 
 def _input_width(network: torch.nn.Module, default: int) -> int:

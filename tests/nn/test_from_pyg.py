@@ -456,6 +456,7 @@ AGGREGATED = {
     "SuperGATConv": lambda a: pyg.SuperGATConv(6, 4, heads=2, aggr=a),
     "PointTransformerConv": lambda a: pyg.PointTransformerConv(6, 4, aggr=a),
     "DNAConv": lambda a: pyg.DNAConv(6, heads=2, aggr=a),
+    "HEATConv": lambda a: pyg.HEATConv(6, 4, 2, 3, 3, 2, 3, heads=2, aggr=a),
 }
 
 
@@ -549,8 +550,9 @@ def _call_args(name: str, x, edge_index) -> tuple:
             "FastRGCNConv": (x, edge_index, edge_type),
             "RGATConv": (x, edge_index, edge_type),
             # (two layers' representations per node: [.., N, 2, F])
-            "DNAConv": (torch.stack([x, x.tanh()], dim=-2), edge_index)}.get(
-                name, (x, edge_index))
+            "DNAConv": (torch.stack([x, x.tanh()], dim=-2), edge_index),
+            "HEATConv": (x, edge_index, torch.arange(x.size(0)) % 2, edge_type,
+                         torch.randn(edge_index.size(1), 2))}.get(name, (x, edge_index))
 
 
 @pytest.mark.parametrize("name", sorted(AGGREGATED))

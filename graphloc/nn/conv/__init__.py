@@ -27,6 +27,7 @@ from graphloc.nn.conv.gin import GINConv, GINEConv
 from graphloc.nn.conv.gmm_conv import GMMConv
 from graphloc.nn.conv.graph_conv import GraphConv
 from graphloc.nn.conv.han_conv import HANConv
+from graphloc.nn.conv.heat_conv import HEATConv
 from graphloc.nn.conv.hgt_conv import HGTConv
 from graphloc.nn.conv.hypergraph_conv import HypergraphConv
 from graphloc.nn.conv.latte import LATTEConv
@@ -67,7 +68,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv", "WLConvContinuous", "SignedConv",
            "HypergraphConv", "PointNetConv", "FiLMConv", "CFConv", "HGTConv", "HANConv",
            "SparseLinear", "RGATConv", "SuperGATConv", "PointTransformerConv",
-           "GATEConv", "DNAConv",
+           "GATEConv", "DNAConv", "HEATConv",
            "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
