@@ -11,6 +11,7 @@ is left as it was and reported.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import warnings
@@ -968,7 +969,7 @@ def _checked(original, converted, example, atol, done, kept):
         original.eval()
         converted.eval()
         try:
-            with torch.no_grad():
+            with torch.no_grad(), _call_state_kept(original, converted):
                 want = _run_original(original, probe)
                 got = converted(*probe)
         finally:
@@ -984,6 +985,31 @@ def _checked(original, converted, example, atol, done, kept):
         report["max_difference"] = difference
     converted.pyg_conversion = report
     return converted
+
+
+# what a call leaves in a module besides its outputs: PyG's caches of cached=True convs,
+# graphloc's record of the input a cache was built from, and WLConv's colour dictionary
+_CALL_STATE = (*_PYG_CACHES, "_cached_input", "hashmap")
+
+
+@contextlib.contextmanager
+def _call_state_kept(*modules: torch.nn.Module):
+    """Runs the probe without a trace in ``modules``: their convs' caches and colour
+    dictionaries as before it. The probe filled the caches of ``cached=True`` convs, the
+    user's own model's among them, which then reused the probe graph's normalisation on
+    every later graph without a word (PyG's says nothing), and a converted conv's cache
+    refused the user's first graph."""
+    kept = [(module, name, getattr(module, name)) for root in modules
+            for module in root.modules() for name in _CALL_STATE if name in vars(module)]
+    contents = [dict(value) if isinstance(value, dict) else None for _, _, value in kept]
+    try:
+        yield
+    finally:
+        for (module, name, value), content in zip(kept, contents, strict=True):
+            if content is not None:  # the same dictionary, its entries as they were
+                value.clear()
+                value.update(content)
+            setattr(module, name, value)
 
 
 def _output_difference(want, got) -> tuple[float, str | None]:

@@ -1,5 +1,6 @@
 """from_pyg: PyG models and convs become graphloc ones with PyG's outputs."""
 
+import copy
 import warnings
 
 import pytest
@@ -607,10 +608,10 @@ def test_a_node_dim_naming_no_node_axis_is_refused_by_name():
         ours(x, edge_index)
 
 
-def _converted_quietly(module):
+def _converted_quietly(module, example=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return from_pyg(module)
+        return from_pyg(module, example)
 
 
 def _is_graphlocs(module) -> bool:
@@ -703,6 +704,48 @@ def test_a_conv_whose_cache_is_filled_is_kept_with_pygs_numbers(make):
     ours = _converted_quietly(torch.nn.ModuleList([theirs]))[0]
     assert _is_graphlocs(ours)
     torch.testing.assert_close(call(ours, other), call(theirs, other), atol=1e-5, rtol=1e-5)
+
+
+CACHED = [lambda: pyg.GCNConv(6, 4, cached=True), lambda: pyg.SGConv(6, 4, cached=True),
+          lambda: pyg.APPNP(2, 0.1, cached=True), lambda: pyg.GCN2Conv(6, 0.1, cached=True),
+          lambda: pyg.FAConv(6, cached=True), lambda: pyg.SSGConv(6, 4, 0.1, cached=True),
+          lambda: pyg.DNAConv(6, cached=True)]
+
+
+@pytest.mark.parametrize("example", [True, False], ids=["example", "own probe"])
+@pytest.mark.parametrize("make", CACHED,
+                         ids=["gcn", "sg", "appnp", "gcn2", "fa", "ssg", "dna"])
+def test_the_probe_leaves_no_cache_in_the_users_model_or_the_copy(make, example):
+    """from_pyg runs the user's model on the probe. That filled the cache of a cached=True
+    conv, so the user's own PyG model reused the probe graph's normalisation on every
+    later graph (PyG's says nothing), and the converted copy's refused the user's first
+    graph. After the conversion both give a fresh model's outputs on a new graph."""
+    x, edge_index = _probe()
+    other = random_edge_index(40, 160, seed=9)
+    theirs = make()
+    fresh = copy.deepcopy(theirs)
+    name = type(theirs).__name__
+
+    def call(module, edges):
+        if name in ("GCN2Conv", "FAConv"):
+            return module(x, x, edges)
+        return module(torch.stack([x, x.tanh()], dim=1), edges) if name == "DNAConv" \
+            else module(x, edges)
+
+    probe = None
+    if example:
+        probe = (x, x, edge_index) if name in ("GCN2Conv", "FAConv") else \
+            (torch.stack([x, x.tanh()], dim=1), edge_index) if name == "DNAConv" else \
+            (x, edge_index)
+    converted = _converted_quietly(theirs, probe)
+    # (APPNP has no width to make a probe at)
+    assert converted.pyg_conversion["checked"] == (example or name != "APPNP")
+    assert _is_graphlocs(converted)
+    assert all(getattr(theirs, attr, None) is None for attr in
+               ("_cached_edge_index", "_cached_x", "_cached_h"))
+    want = call(fresh, other)
+    torch.testing.assert_close(call(theirs, other), want)
+    torch.testing.assert_close(call(converted, other), want, atol=1e-5, rtol=1e-5)
 
 
 def _hetero_data():
