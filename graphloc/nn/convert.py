@@ -580,6 +580,12 @@ def _heat(conv):
         root_weight=conv.root_weight, bias=conv.lin.bias is not None)
 
 
+def _wl(conv):
+    ours = gl_conv.WLConv()
+    ours.hashmap = conv.hashmap  # (the conversion's copy's): the colours it has numbered
+    return ours
+
+
 def _point_transformer(conv):
     return gl_conv.PointTransformerConv(conv.in_channels, conv.out_channels, conv.pos_nn,
                                         conv.attn_nn, add_self_loops=conv.add_self_loops)
@@ -605,7 +611,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "HANConv": _han, "SparseLinear": _sparse_linear,
                "RGATConv": _rgat, "SuperGATConv": _supergat,
                "PointTransformerConv": _point_transformer, "DNAConv": _dna,
-               "HEATConv": _heat}
+               "HEATConv": _heat, "WLConv": _wl}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -645,8 +651,10 @@ def _convert_conv(conv) -> torch.nn.Module:
     state = None if lazy else {key: value.clone() for key, value in conv.state_dict().items()}
     try:
         ours = _CONVERTERS[name](conv)
-        ours.flow = conv.flow  # every converted conv reads its flow and node axis at each call
-        ours.node_dim = conv.node_dim
+        # every converted conv reads its flow and node axis at each call (PyG's WLConv, no
+        # MessagePassing, has neither)
+        ours.flow = getattr(conv, "flow", ours.flow)
+        ours.node_dim = getattr(conv, "node_dim", -2)
         ours.load_state_dict(_used_state(conv, state, ours), strict=True)
     except Exception as err:  # (an option graphloc's conv lacks shows up here)
         if state is not None:  # the kept PyG conv keeps its weights, whatever was reset
@@ -877,6 +885,10 @@ def _probe(module, example):
         return _dna_probe(module)
     elif _is_pyg_conv(module) and type(module).__name__ == "HEATConv":
         return _heat_probe(module)
+    elif _is_pyg_conv(module) and type(module).__name__ == "WLConv":  # colours, integers
+        gen = torch.Generator().manual_seed(0)
+        return (torch.randint(0, 3, (20,), generator=gen),
+                torch.randint(0, 20, (2, 60), generator=gen))
     elif _is_pyg_conv(module):  # (GatedGraphConv has no in_channels: its state width)
         width = getattr(module, "in_channels", getattr(module, "out_channels", None))
         width = width if isinstance(width, int) else getattr(module, "channels", None)

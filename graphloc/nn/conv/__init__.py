@@ -58,6 +58,7 @@ from graphloc.nn.conv.tag_conv import TAGConv
 from graphloc.nn.conv.tangnn import TANGNNLayer, TopMAttention
 from graphloc.nn.conv.transformer import TransformerConv
 from graphloc.nn.conv.ugt import UGTLayer
+from graphloc.nn.conv.wl_conv import WLConv
 from graphloc.nn.conv.wl_conv_continuous import WLConvContinuous
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
@@ -68,7 +69,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv", "WLConvContinuous", "SignedConv",
            "HypergraphConv", "PointNetConv", "FiLMConv", "CFConv", "HGTConv", "HANConv",
            "SparseLinear", "RGATConv", "SuperGATConv", "PointTransformerConv",
-           "GATEConv", "DNAConv", "HEATConv",
+           "GATEConv", "DNAConv", "HEATConv", "WLConv",
            "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
