@@ -246,30 +246,32 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
     features = _carried_edge_features(model, graph)
     if convert:
         model = as_graphloc_model(model, x, graph)[0]
-    all_nodes = _seeds(graph.num_nodes, None, nodes, None, allow_empty=True)
-    if method == "full_graph" and len(all_nodes) and not whole_graph:
-        _verify_locality(model, x, graph, int(all_nodes[0]), locality, device, features)
-    if method == "batched" and not whole_graph and batch_size > 1 and len(all_nodes) > 1:
-        method = _batched_if_components_stay_apart(model, x, graph, all_nodes, max_hops,
-                                                   device, asked, features)
-    rank, world = rank_and_world()
-    nodes = all_nodes[rank::world]  # a shard per process; gathered below
-    was_training = model.training
-    model.eval()
-    try:
-        prune = prune_layers and capabilities_of(model).prunes_layers
-        if whole_graph:
-            T = _whole_graph_influence(model, x, graph, nodes, max_hops, device, progress,
-                                       1 if method == "per_seed" else batch_size)
-        elif method == "full_graph":
-            T = _full_graph_influence(model, x, graph, nodes, max_hops, locality, device,
-                                      prune, progress, features)
-        else:
-            T = _batched_influence(model, x, graph, nodes, max_hops, device, prune, progress,
-                                   1 if method == "per_seed" else batch_size, features)
-    finally:
-        model.train(was_training)
-    return _gather_shards(T, len(all_nodes), rank, world) if world > 1 else T
+    from graphloc.nn.convert import caches_set_aside
+    with caches_set_aside(model):  # the model runs on many balls of the graph
+        all_nodes = _seeds(graph.num_nodes, None, nodes, None, allow_empty=True)
+        if method == "full_graph" and len(all_nodes) and not whole_graph:
+            _verify_locality(model, x, graph, int(all_nodes[0]), locality, device, features)
+        if method == "batched" and not whole_graph and batch_size > 1 and len(all_nodes) > 1:
+            method = _batched_if_components_stay_apart(model, x, graph, all_nodes, max_hops,
+                                                       device, asked, features)
+        rank, world = rank_and_world()
+        nodes = all_nodes[rank::world]  # a shard per process; gathered below
+        was_training = model.training
+        model.eval()
+        try:
+            prune = prune_layers and capabilities_of(model).prunes_layers
+            if whole_graph:
+                T = _whole_graph_influence(model, x, graph, nodes, max_hops, device, progress,
+                                           1 if method == "per_seed" else batch_size)
+            elif method == "full_graph":
+                T = _full_graph_influence(model, x, graph, nodes, max_hops, locality, device,
+                                          prune, progress, features)
+            else:
+                T = _batched_influence(model, x, graph, nodes, max_hops, device, prune, progress,
+                                       1 if method == "per_seed" else batch_size, features)
+        finally:
+            model.train(was_training)
+        return _gather_shards(T, len(all_nodes), rank, world) if world > 1 else T
 
 
 def receptive_field(T: Tensor) -> Tensor:

@@ -1024,6 +1024,30 @@ def _call_state_kept(*modules: torch.nn.Module):
             setattr(module, name, value)
 
 
+@contextlib.contextmanager
+def caches_set_aside(model: torch.nn.Module):
+    """``model`` with every ``cached=True`` conv (PyG's or graphloc's) computing afresh on
+    each graph, its cache set aside and restored afterwards, with the flag. For runs on
+    many subgraphs of one graph (the influence measurement's balls): a cache keeps the
+    first graph's normalisation, or SGConv's its propagated features, for every later
+    call, so the balls after the first were computed with the first ball's (PyG's says
+    nothing; graphloc's warned, or refused another node count)."""
+    held = [module for module in model.modules() if getattr(module, "cached", None) is True]
+    saved = [(module, {name: getattr(module, name) for name in _PYG_CACHES
+                       if name in vars(module)}) for module in held]
+    try:
+        for module, state in saved:
+            module.cached = False
+            for name in state:
+                setattr(module, name, None)
+        yield model
+    finally:
+        for module, state in saved:
+            module.cached = True
+            for name, value in state.items():
+                setattr(module, name, value)
+
+
 def _output_difference(want, got) -> tuple[float, str | None]:
     """The largest absolute difference over every tensor of two outputs of one structure
     (a tensor, or tuples, lists and dicts of them: a heterogeneous model returns a dict,
