@@ -149,6 +149,8 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     # Just Jump's attention over 3 layers' representations (x and two maps of it), with
     # the heads and groups of PyG's examples/dna.py
     "DNAConv(64, heads=8, groups=16, 3 layers)": "DNAConv(64, heads=8, groups=16)",
+    # PPFNet: x's first 3 features as positions, the next 3 as normals
+    "PPFConv(MLP 68-64-64)": "PPFConv(Sequential(Linear(68, 64), ReLU(), Linear(64, 64)))",
     # HEAT: node i of type i % 3, 9 edge types, 4 edge features; 4 heads of 16
     "HEATConv(64, 16, heads=4, 3 node types, 9 edge types, edge_dim=4)":
         "HEATConv(64, 16, 3, 9, 16, 4, 16, heads=4)",
@@ -282,6 +284,8 @@ def call_args(layer, x, edge_index) -> tuple:
                 edge_features(edge_index, layer.edge_attr_emb.weight.size(1)))
     if name == "DNAConv":  # [N, 3, 64]: each node's representation at 3 layers
         return torch.stack([x, x.tanh(), x.sin()], dim=1).detach().requires_grad_(), edge_index
+    if name == "PPFConv":
+        return x, x[:, :3].detach(), x[:, 3:6].detach(), edge_index
     if name in ("PointNetConv", "PointTransformerConv"):
         return x, x[:, :3].detach(), edge_index
     if name == "CFConv":  # distances and their 50 Gaussians (SchNet's GaussianSmearing)

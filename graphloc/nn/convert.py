@@ -580,6 +580,13 @@ def _heat(conv):
         root_weight=conv.root_weight, bias=conv.lin.bias is not None)
 
 
+def _ppf(conv):
+    _require(conv.aggr in PYG_REDUCTIONS,
+             f"aggr={conv.aggr!r} (graphloc's PPFConv: max, min, mean, add or sum)")
+    return gl_conv.PPFConv(conv.local_nn, conv.global_nn, add_self_loops=conv.add_self_loops,
+                           aggr=conv.aggr)
+
+
 def _wl(conv):
     ours = gl_conv.WLConv()
     ours.hashmap = conv.hashmap  # (the conversion's copy's): the colours it has numbered
@@ -611,7 +618,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "HANConv": _han, "SparseLinear": _sparse_linear,
                "RGATConv": _rgat, "SuperGATConv": _supergat,
                "PointTransformerConv": _point_transformer, "DNAConv": _dna,
-               "HEATConv": _heat, "WLConv": _wl}
+               "HEATConv": _heat, "WLConv": _wl, "PPFConv": _ppf}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -636,7 +643,7 @@ def _used_state(conv, state: dict | None, ours: torch.nn.Module) -> dict:
 _AGGREGATION_CARRIED = ("SAGEConv", "GINConv", "GraphConv", "GatedGraphConv", "GENConv",
                         "PNAConv", "EdgeConv", "SimpleConv", "RGCNConv", "FastRGCNConv",
                         "MFConv", "CGConv", "GeneralConv", "NNConv", "GMMConv", "FeaStConv",
-                        "SignedConv", "PointNetConv", "FiLMConv")
+                        "SignedConv", "PointNetConv", "FiLMConv", "PPFConv")
 
 
 def _convert_conv(conv) -> torch.nn.Module:

@@ -1,0 +1,165 @@
+"""The PPFNet layer of Deng et al. (PyG's ``PPFConv``): a network on each edge's source
+features and point pair features (the offset's length and three angles between the
+offset and the normals), aggregated at the destination, then a global network."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from graphloc import ops
+from graphloc.checks import check_choice, check_flags
+from graphloc.nn.conv._inputs import check_flow, read_inputs
+from graphloc.nn.conv._utils import (
+    PYG_REDUCTIONS,
+    check_first_linear,
+    check_input,
+    check_networks,
+    first_linear,
+    may_regroup_first_linear,
+    reset_like_pyg,
+)
+from graphloc.nn.conv.gat import fresh_self_loops
+
+
+class PPFConv(torch.nn.Module):
+    r"""The PPFNet operator of `Deng et al., "PPFNet: Global Context Aware Local Features
+    for Robust 3D Point Matching" (CVPR 2018) <https://arxiv.org/abs/1802.02669>`_:
+
+    .. math::
+        \mathbf{x}'_i = \gamma_{\mathbf{\Theta}} \Big( \max_{j \in \mathcal{N}(i) \cup
+        \{i\}} h_{\mathbf{\Theta}} \big( \mathbf{x}_j, \Vert \mathbf{d}_{ji} \Vert,
+        \angle(\mathbf{n}_i, \mathbf{d}_{ji}), \angle(\mathbf{n}_j, \mathbf{d}_{ji}),
+        \angle(\mathbf{n}_i, \mathbf{n}_j) \big) \Big), \qquad \mathbf{d}_{ji} =
+        \mathbf{p}_j - \mathbf{p}_i
+
+    (``local_nn`` h, ``global_nn`` gamma; the aggregation max by default; without
+    features ``x`` the messages read the point pair features alone). A drop-in for PyG's
+    ``PPFConv`` (same arguments and outputs). Where ``local_nn`` starts with a
+    ``torch.nn.Linear`` (alone or first in a ``torch.nn.Sequential``), its product with the
+    source features is taken per node, ``W_x x_j`` gathered per edge and added to
+    ``W_f f_{ji} + b`` of the 4 point pair features, instead of an ``[E, F + 4]``
+    concatenation and product. PyG's per-edge inputs under ``torch.autocast``,
+    ``torch.compile`` or ``torch.func`` and where that Linear has hooks. The rest of
+    ``local_nn`` runs per edge, as PyG's.
+
+    Args:
+        local_nn (torch.nn.Module, optional): the network on each edge's input.
+        global_nn (torch.nn.Module, optional): the network on each aggregated node.
+        add_self_loops (bool, default True): replace self-loops by one loop per node.
+        aggr (str, default "max"): "max", "min", "mean", "add" or "sum" (nodes without
+            messages get 0).
+        flow (str, default "source_to_target"): PyG's edge direction.
+
+    Shapes:
+        input: ``x [N, F]`` or None, or a pair ``(x_src, x_dst)`` (only ``x_src`` is
+        read); ``pos [N, 3]`` and ``normal [N, 3]``, or pairs of them; the graph (a
+        ``Graph``, ``edge_index [2, E]`` or a ``torch.sparse`` ``adj_t``, its pattern).
+        output: ``[N_dst, C]``.
+
+    Differences from PyG's: with ``aggr="max"`` or ``"min"``, tied messages send the
+    gradient to one winner per channel (PyG's shares it); positions, normals or features
+    of another row count than the graph's nodes, or a first Linear of another width than
+    ``F + 4``, are a ``ValueError`` naming them. docs/models.md lists these.
+    """
+
+    def __init__(self, local_nn: torch.nn.Module | None = None,
+                 global_nn: torch.nn.Module | None = None, add_self_loops: bool = True,
+                 aggr: str = "max", flow: str = "source_to_target"):
+        super().__init__()
+        check_networks("PPFConv", local_nn=local_nn, global_nn=global_nn)
+        check_flags("PPFConv", add_self_loops=add_self_loops)
+        check_choice("PPFConv", "aggr", aggr, tuple(PYG_REDUCTIONS))
+        self.local_nn, self.global_nn = local_nn, global_nn
+        self.add_self_loops, self.aggr = add_self_loops, aggr
+        self.flow = check_flow("PPFConv", flow)
+        self.reset_parameters()  # PyG's draws: a seed gives its initial weights
+
+    def reset_parameters(self) -> None:
+        for nn in (self.local_nn, self.global_nn):
+            if nn is not None:
+                reset_like_pyg(nn)
+
+    @property
+    def graphloc_hops(self) -> int:
+        return 1
+
+    def forward(self, x: Tensor | tuple | None, pos: Tensor | tuple[Tensor, Tensor],
+                normal: Tensor | tuple[Tensor, Tensor], edge_index) -> Tensor:
+        inputs = read_inputs(self, pos, edge_index)
+        pos_src, pos_dst = inputs.x_src, inputs.x_dst
+        if pos_dst is None:
+            raise ValueError("PPFConv: the messages read pos_i, so a pair (pos_src, None) has "
+                             "no destination positions; pass (pos_src, pos_dst)")
+        normal_src, normal_dst = normal if isinstance(normal, (tuple, list)) else \
+            (normal, normal)
+        for name, t, rows in (("pos", pos_src, inputs.graph.num_src_nodes),
+                              ("pos_dst", pos_dst, inputs.graph.num_nodes),
+                              ("normal", normal_src, inputs.graph.num_src_nodes),
+                              ("normal_dst", normal_dst, inputs.graph.num_nodes)):
+            check_input(self, t, 3, name)
+            if t.size(0) != rows:
+                raise ValueError(f"PPFConv: {name} has {t.size(0)} rows but the graph has "
+                                 f"{rows} nodes there")
+        x_src = self._features(x, inputs)
+        graph = fresh_self_loops(inputs.graph) if self.add_self_loops else inputs.graph
+        graph = graph.in_csr_order()
+        src, dst = graph.csr.indices.long(), graph.edge_index[1]
+        pairs = point_pair_features(pos_dst.index_select(0, dst), pos_src.index_select(0, src),
+                                    normal_dst.index_select(0, dst),
+                                    normal_src.index_select(0, src))
+        messages = self._messages(x_src, pairs, src)
+        out = ops.segment_reduce(messages, graph.csr.indptr, PYG_REDUCTIONS[self.aggr])
+        if self.global_nn is not None:
+            out = self.global_nn(out)
+        return out
+
+    def _features(self, x, inputs) -> Tensor | None:
+        """The sources' features (PyG reads ``x[0]`` of a pair), checked against the
+        positions' rows, or None."""
+        x_src = x[0] if isinstance(x, (tuple, list)) else x
+        if x_src is None:
+            return None
+        check_input(self, x_src, None)
+        if x_src.size(0) != inputs.x_src.size(0):
+            raise ValueError(f"PPFConv: x has shape {list(x_src.shape)} but pos has "
+                             f"{list(inputs.x_src.shape)}: one row per source point")
+        return x_src
+
+    def _messages(self, x_src: Tensor | None, pairs: Tensor, src: Tensor) -> Tensor:
+        """``local_nn([x_j, f_ji])`` per edge (CSR order), the first Linear's product with
+        ``x`` per node where it may be."""
+        width = 4 + (0 if x_src is None else x_src.size(1))
+        if self.local_nn is None:
+            return pairs if x_src is None else torch.cat([x_src.index_select(0, src), pairs],
+                                                         dim=1)
+        check_first_linear(self, self.local_nn, width,
+                           f"each edge's [x_j, point pair features] has {width} features")
+        first, rest = first_linear(self.local_nn)
+        given = [t for t in (x_src, pairs) if t is not None]
+        if first is None or x_src is None or not may_regroup_first_linear(first, *given):
+            inputs = pairs if x_src is None else torch.cat([x_src.index_select(0, src), pairs],
+                                                           dim=1)
+            return self.local_nn(inputs)
+        w_x, w_f = first.weight.split([x_src.size(1), 4], dim=1)
+        # (finite features only, may_regroup_first_linear: a NaN of a point no edge reads
+        # takes PyG's per-edge path, which never multiplies it by a zero gradient)
+        out = (x_src @ w_x.t()).index_select(0, src) + pairs @ w_f.t()
+        return rest(out if first.bias is None else out + first.bias)
+
+    def __repr__(self) -> str:  # PyG's
+        return (f"{self.__class__.__name__}(local_nn={self.local_nn}, "
+                f"global_nn={self.global_nn})")
+
+
+def point_pair_features(pos_i: Tensor, pos_j: Tensor, normal_i: Tensor,
+                        normal_j: Tensor) -> Tensor:
+    """``[|d|, angle(n_i, d), angle(n_j, d), angle(n_i, n_j)]`` per row, ``d = pos_j -
+    pos_i`` (PyG's ``point_pair_features``; angles by ``atan2(|a x b|, a . b)``)."""
+    offset = pos_j - pos_i
+    return torch.stack([offset.norm(p=2, dim=1), _angle(normal_i, offset),
+                        _angle(normal_j, offset), _angle(normal_i, normal_j)], dim=1)
+
+
+def _angle(a: Tensor, b: Tensor) -> Tensor:
+    return torch.atan2(torch.linalg.cross(a, b, dim=1).norm(p=2, dim=1), (a * b).sum(dim=1))
