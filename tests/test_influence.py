@@ -738,3 +738,23 @@ def test_cached_convs_are_measured_as_the_function_of_the_graph(kind, convert):
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-12)
     assert r_got == pytest.approx(r_want, rel=1e-5)
     assert any(flag for _, flag in flags) and all(m.cached == flag for m, flag in flags)
+
+
+def test_a_users_own_cached_flag_is_left_alone():
+    """Only convs holding PyG's cache attributes are set aside: a user's module with a
+    ``cached`` flag of its own keeps it during the measurement."""
+    import torch_geometric.nn as pyg_nn
+
+    class Memo(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cached, self.seen = True, set()
+            self.conv = pyg_nn.GCNConv(6, 3)
+
+        def forward(self, x, edge_index):
+            self.seen.add(self.cached)
+            return self.conv(x, edge_index)
+
+    model = Memo()
+    total_influence(model, road_data(60), 2, num_samples=4, convert=False)
+    assert model.seen == {True} and model.cached is True

@@ -1039,7 +1039,8 @@ def caches_set_aside(model: torch.nn.Module):
     first graph's normalisation, or SGConv's its propagated features, for every later
     call, so the balls after the first were computed with the first ball's (PyG's says
     nothing; graphloc's warned, or refused another node count)."""
-    held = [module for module in model.modules() if getattr(module, "cached", None) is True]
+    held = [module for module in model.modules() if getattr(module, "cached", None) is True
+            and any(name in vars(module) for name in _PYG_CACHES)]
     saved = [(module, {name: getattr(module, name) for name in _PYG_CACHES
                        if name in vars(module)}) for module in held]
     try:

@@ -91,7 +91,7 @@ class WLConv(torch.nn.Module):
         if not isinstance(x, Tensor):
             raise TypeError(f"WLConv expects colours x as a tensor, got {type(x).__name__}")
         if x.dim() == 2:
-            if x.numel() and not bool((x.sum(dim=-1) == 1).all()):
+            if x.size(0) and not bool((x.sum(dim=-1) == 1).all()):
                 row = int((x.sum(dim=-1) != 1).nonzero()[0])
                 raise ValueError(f"WLConv: x of shape {list(x.shape)} is read as one-hot rows, "
                                  f"but row {row} sums to {x[row].sum().item()}, not 1")
@@ -109,9 +109,14 @@ class WLConv(torch.nn.Module):
         num_colors = len(self.hashmap)
         if batch is None:
             batch = torch.zeros(x.size(0), dtype=torch.long, device=x.device)
-        if x.dim() != 1 or x.dtype != torch.long or batch.shape != x.shape:
-            raise ValueError(f"WLConv.histogram: x must be int64 colours [N] and batch [N], "
-                             f"got {x.dtype} {list(x.shape)} and {list(batch.shape)}")
+        if x.dim() != 1 or x.dtype != torch.long or batch.shape != x.shape or \
+                batch.dtype != torch.long:
+            raise ValueError(f"WLConv.histogram: x must be int64 colours [N] and batch int64 "
+                             f"graph ids [N], got {x.dtype} {list(x.shape)} and {batch.dtype} "
+                             f"{list(batch.shape)}")
+        if batch.numel() and int(batch.min()) < 0:
+            raise ValueError(f"WLConv.histogram: batch holds {int(batch.min())}; graph ids "
+                             "are >= 0")
         if x.numel() and (int(x.min()) < 0 or int(x.max()) >= num_colors):
             raise ValueError(f"WLConv.histogram: x holds colours {int(x.min())} .. "
                              f"{int(x.max())}, but {num_colors} are known (0 .. "

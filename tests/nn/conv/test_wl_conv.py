@@ -135,9 +135,15 @@ def test_bad_inputs_are_named():
         conv(torch.ones(30, 2), edge_index)
     with pytest.raises(ValueError, match="edge_index\\[0\\] holds 30"):
         conv(x, torch.tensor([[30], [0]]))
+    with pytest.raises(ValueError, match="row 0 sums to 0"):
+        conv(torch.ones(30, 0), edge_index)  # one-hot rows of no colours
     colours = conv(x, edge_index)
     with pytest.raises(ValueError, match="known"):
         conv.histogram(colours + 100)
+    with pytest.raises(ValueError, match="batch int64 graph ids"):
+        conv.histogram(colours, torch.zeros(30))
+    with pytest.raises(ValueError, match="batch holds -1"):
+        conv.histogram(colours, torch.full((30,), -1))
 
 
 def test_a_large_graph_against_pygs():
