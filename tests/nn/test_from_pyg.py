@@ -1,6 +1,7 @@
 """from_pyg: PyG models and convs become graphloc ones with PyG's outputs."""
 
 import copy
+import inspect
 import warnings
 
 import pytest
@@ -923,3 +924,67 @@ def test_a_conv_that_does_not_convert_keeps_its_weights(monkeypatch):
     with pytest.warns(UserWarning, match="made to fail"):
         kept = from_pyg(torch.nn.ModuleList([conv]))
     torch.testing.assert_close(kept[0](x, edge_index), want)
+
+
+def _constructor_call(factory) -> tuple[type, dict]:
+    """The class and keyword arguments ``factory`` builds its PyG conv with (its
+    ``__init__`` spied on while the factory runs)."""
+    cls = type(factory("sum"))
+    init, seen = cls.__init__, []
+
+    def spy(self, *args, **kwargs):
+        if not seen:
+            seen.append(inspect.signature(init).bind(self, *args, **kwargs).arguments)
+        init(self, *args, **kwargs)
+
+    cls.__init__ = spy
+    try:
+        factory("sum")
+    finally:
+        cls.__init__ = init
+    params = inspect.signature(init).parameters
+    kwargs = {}
+    for name, value in seen[0].items():
+        if name == "self":
+            continue
+        if params[name].kind is inspect.Parameter.VAR_KEYWORD:
+            kwargs.update(value)
+        else:
+            kwargs[name] = value
+    return cls, kwargs
+
+
+def _changed(value):
+    """Another value of an option's kind: the other flag, the next integer, another
+    number; None for the rest (names, networks, tensors)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value * 0.5 + 0.1
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(AGGREGATED))
+def test_every_flag_and_number_of_a_conv_is_carried_without_a_probe(name):
+    """Each option a converted conv was built with (its flags and numbers, one changed at
+    a time from the defaults the sweeps use) is carried by the converter or makes it keep
+    PyG's conv: converted inside a ModuleList there is no probe to catch an option the
+    twin drops. Dropout and the widths are left as built (draws, and the probe's x)."""
+    cls, kwargs = _constructor_call(AGGREGATED[name])
+    x, edge_index = _probe()
+    args = _call_args(name, x, edge_index)
+    for option, value in kwargs.items():
+        new = _changed(value)
+        if new is None or option in ("dropout", "in_channels", "out_channels", "channels"):
+            continue
+        try:
+            torch.manual_seed(0)
+            theirs = cls(**{**kwargs, option: new}).eval()
+            want = _node_rows(theirs(*args))
+        except Exception:  # an option PyG refuses with these others, or a width the
+            continue  # probe's x does not have
+        ours = _converted_quietly(torch.nn.ModuleList([theirs]))[0].eval()
+        torch.testing.assert_close(_node_rows(ours(*args)), want, atol=1e-4, rtol=1e-4,
+                                   msg=lambda m, o=option, v=new: f"{o}={v!r}: {m}")
