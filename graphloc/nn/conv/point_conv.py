@@ -69,12 +69,13 @@ class PointNetConv(torch.nn.Module):
                  global_nn: torch.nn.Module | None = None, add_self_loops: bool = True,
                  aggr: str = "max", flow: str = "source_to_target"):
         super().__init__()
-        check_networks("PointNetConv", local_nn=local_nn, global_nn=global_nn)
-        check_flags("PointNetConv", add_self_loops=add_self_loops)
-        check_choice("PointNetConv", "aggr", aggr, tuple(PYG_REDUCTIONS))
+        name = type(self).__name__  # (and PPFConv's, which shares this)
+        check_networks(name, local_nn=local_nn, global_nn=global_nn)
+        check_flags(name, add_self_loops=add_self_loops)
+        check_choice(name, "aggr", aggr, tuple(PYG_REDUCTIONS))
         self.local_nn, self.global_nn = local_nn, global_nn
         self.add_self_loops, self.aggr = add_self_loops, aggr
-        self.flow = check_flow("PointNetConv", flow)
+        self.flow = check_flow(name, flow)
         self.reset_parameters()  # PyG's draws: a seed gives its initial weights
 
     def reset_parameters(self) -> None:
@@ -113,7 +114,7 @@ class PointNetConv(torch.nn.Module):
             return None
         check_input(self, x_src, None)
         if inputs.batch is not None or x_src.size(0) != inputs.x_src.size(0):
-            raise ValueError(f"PointNetConv: x has shape {list(x_src.shape)} but pos has "
+            raise ValueError(f"{type(self).__name__}: x has shape {list(x_src.shape)} but pos has "
                              f"{list(inputs.x_src.shape)}: one row per source point (a static "
                              "batch of points is not taken: call the layer per set)")
         return x_src

@@ -8,21 +8,19 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_choice, check_flags
-from graphloc.nn.conv._inputs import check_flow, read_inputs
+from graphloc.nn.conv._inputs import read_inputs
 from graphloc.nn.conv._utils import (
     PYG_REDUCTIONS,
     check_first_linear,
     check_input,
-    check_networks,
     first_linear,
     may_regroup_first_linear,
-    reset_like_pyg,
 )
 from graphloc.nn.conv.gat import fresh_self_loops
+from graphloc.nn.conv.point_conv import PointNetConv
 
 
-class PPFConv(torch.nn.Module):
+class PPFConv(PointNetConv):
     r"""The PPFNet operator of `Deng et al., "PPFNet: Global Context Aware Local Features
     for Robust 3D Point Matching" (CVPR 2018) <https://arxiv.org/abs/1802.02669>`_:
 
@@ -43,13 +41,8 @@ class PPFConv(torch.nn.Module):
     ``torch.compile`` or ``torch.func`` and where that Linear has hooks. The rest of
     ``local_nn`` runs per edge, as PyG's.
 
-    Args:
-        local_nn (torch.nn.Module, optional): the network on each edge's input.
-        global_nn (torch.nn.Module, optional): the network on each aggregated node.
-        add_self_loops (bool, default True): replace self-loops by one loop per node.
-        aggr (str, default "max"): "max", "min", "mean", "add" or "sum" (nodes without
-            messages get 0).
-        flow (str, default "source_to_target"): PyG's edge direction.
+    Args: ``local_nn``, ``global_nn``, ``add_self_loops``, ``aggr`` and ``flow``, as
+    :class:`PointNetConv`'s.
 
     Shapes:
         input: ``x [N, F]`` or None, or a pair ``(x_src, x_dst)`` (only ``x_src`` is
@@ -57,32 +50,13 @@ class PPFConv(torch.nn.Module):
         ``Graph``, ``edge_index [2, E]`` or a ``torch.sparse`` ``adj_t``, its pattern).
         output: ``[N_dst, C]``.
 
+    It shares PointNetConv's arguments, networks and checks; only the edge inputs differ.
+
     Differences from PyG's: with ``aggr="max"`` or ``"min"``, tied messages send the
     gradient to one winner per channel (PyG's shares it); positions, normals or features
     of another row count than the graph's nodes, or a first Linear of another width than
     ``F + 4``, are a ``ValueError`` naming them. docs/models.md lists these.
     """
-
-    def __init__(self, local_nn: torch.nn.Module | None = None,
-                 global_nn: torch.nn.Module | None = None, add_self_loops: bool = True,
-                 aggr: str = "max", flow: str = "source_to_target"):
-        super().__init__()
-        check_networks("PPFConv", local_nn=local_nn, global_nn=global_nn)
-        check_flags("PPFConv", add_self_loops=add_self_loops)
-        check_choice("PPFConv", "aggr", aggr, tuple(PYG_REDUCTIONS))
-        self.local_nn, self.global_nn = local_nn, global_nn
-        self.add_self_loops, self.aggr = add_self_loops, aggr
-        self.flow = check_flow("PPFConv", flow)
-        self.reset_parameters()  # PyG's draws: a seed gives its initial weights
-
-    def reset_parameters(self) -> None:
-        for nn in (self.local_nn, self.global_nn):
-            if nn is not None:
-                reset_like_pyg(nn)
-
-    @property
-    def graphloc_hops(self) -> int:
-        return 1
 
     def forward(self, x: Tensor | tuple | None, pos: Tensor | tuple[Tensor, Tensor],
                 normal: Tensor | tuple[Tensor, Tensor], edge_index) -> Tensor:
@@ -108,25 +82,13 @@ class PPFConv(torch.nn.Module):
         pairs = point_pair_features(pos_dst.index_select(0, dst), pos_src.index_select(0, src),
                                     normal_dst.index_select(0, dst),
                                     normal_src.index_select(0, src))
-        messages = self._messages(x_src, pairs, src)
+        messages = self._pair_messages(x_src, pairs, src)
         out = ops.segment_reduce(messages, graph.csr.indptr, PYG_REDUCTIONS[self.aggr])
         if self.global_nn is not None:
             out = self.global_nn(out)
         return out
 
-    def _features(self, x, inputs) -> Tensor | None:
-        """The sources' features (PyG reads ``x[0]`` of a pair), checked against the
-        positions' rows, or None."""
-        x_src = x[0] if isinstance(x, (tuple, list)) else x
-        if x_src is None:
-            return None
-        check_input(self, x_src, None)
-        if x_src.size(0) != inputs.x_src.size(0):
-            raise ValueError(f"PPFConv: x has shape {list(x_src.shape)} but pos has "
-                             f"{list(inputs.x_src.shape)}: one row per source point")
-        return x_src
-
-    def _messages(self, x_src: Tensor | None, pairs: Tensor, src: Tensor) -> Tensor:
+    def _pair_messages(self, x_src: Tensor | None, pairs: Tensor, src: Tensor) -> Tensor:
         """``local_nn([x_j, f_ji])`` per edge (CSR order), the first Linear's product with
         ``x`` per node where it may be."""
         width = 4 + (0 if x_src is None else x_src.size(1))
@@ -146,10 +108,6 @@ class PPFConv(torch.nn.Module):
         # takes PyG's per-edge path, which never multiplies it by a zero gradient)
         out = (x_src @ w_x.t()).index_select(0, src) + pairs @ w_f.t()
         return rest(out if first.bias is None else out + first.bias)
-
-    def __repr__(self) -> str:  # PyG's
-        return (f"{self.__class__.__name__}(local_nn={self.local_nn}, "
-                f"global_nn={self.global_nn})")
 
 
 def point_pair_features(pos_i: Tensor, pos_j: Tensor, normal_i: Tensor,
