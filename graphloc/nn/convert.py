@@ -60,6 +60,8 @@ def from_pyg(module: torch.nn.Module, example: tuple | None = None, atol: float 
 
 
 def _from_pyg(module: torch.nn.Module, example, atol: float, strict: bool) -> torch.nn.Module:
+    if example is not None and _has_lazy_parameters(module):
+        module = _materialized(module, example)
     kind = type(module).__name__
     if _is_pyg(module) and kind in _BASIC_GNNS and hasattr(module, "convs"):
         try:
@@ -79,6 +81,27 @@ def _from_pyg(module: torch.nn.Module, example, atol: float, strict: bool) -> to
             raise Unconvertible(f"could not convert {message}")
         warnings.warn(f"from_pyg kept these PyG modules: {message}", stacklevel=3)
     return result
+
+
+def _has_lazy_parameters(module: torch.nn.Module) -> bool:
+    return any(torch.nn.parameter.is_lazy(t) for t in (*module.parameters(), *module.buffers()))
+
+
+def _materialized(module: torch.nn.Module, example: tuple) -> torch.nn.Module:
+    """A copy of a model with lazy widths (``in_channels=-1``), called once on the example
+    in eval mode, so its weights are drawn: the model converted and checked is that copy,
+    and the model passed stays as it was. Converting the lazy model itself, the probe drew
+    its weights and the twin's separately, so the check failed ("outputs differ"), and the
+    user's model had its weights drawn by the conversion."""
+    copied = copy.deepcopy(module)
+    was = copied.training
+    copied.eval()
+    try:
+        with torch.no_grad(), _call_state_kept(copied):
+            _run_original(copied, example)
+    finally:
+        copied.train(was)
+    return copied
 
 
 def has_pyg_message_passing(module: torch.nn.Module) -> bool:

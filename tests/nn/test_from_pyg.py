@@ -988,3 +988,31 @@ def test_every_flag_and_number_of_a_conv_is_carried_without_a_probe(name):
         ours = _converted_quietly(torch.nn.ModuleList([theirs]))[0].eval()
         torch.testing.assert_close(_node_rows(ours(*args)), want, atol=1e-4, rtol=1e-4,
                                    msg=lambda m, o=option, v=new: f"{o}={v!r}: {m}")
+
+
+def test_a_lazy_model_converts_on_its_example_and_stays_lazy():
+    """A model built with in_channels=-1 and converted with an example: the probe drew the
+    original's weights and the twin's separately, so the check failed ("outputs differ"),
+    and the user's model had its weights drawn by the conversion. Now a copy is called once
+    on the example and converted: the twin is that copy (its draws: a copy called on the
+    example from the same seed), and the model passed stays lazy."""
+    class Lazy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first, self.second = pyg.GCNConv(-1, 8), pyg.SAGEConv(-1, 3)
+
+        def forward(self, x, edge_index):
+            return self.second(self.first(x, edge_index).relu(), edge_index)
+
+    torch.manual_seed(0)
+    model = Lazy()
+    x, edge_index = _probe()
+    lazy = [torch.nn.parameter.is_lazy(p) for p in model.parameters()]
+    torch.manual_seed(5)
+    converted = from_pyg(model, (x, edge_index), strict=True)
+    assert converted.pyg_conversion["converted"] == ["first", "second"]
+    assert [torch.nn.parameter.is_lazy(p) for p in model.parameters()] == lazy and any(lazy)
+    torch.manual_seed(5)
+    reference = copy.deepcopy(model).eval()
+    reference(x, edge_index)
+    torch.testing.assert_close(converted(x, edge_index), reference(x, edge_index))
