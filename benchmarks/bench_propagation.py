@@ -149,6 +149,12 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     # Just Jump's attention over 3 layers' representations (x and two maps of it), with
     # the heads and groups of PyG's examples/dna.py
     "DNAConv(64, heads=8, groups=16, 3 layers)": "DNAConv(64, heads=8, groups=16)",
+    # Point-GNN with plain MLPs (its alignment network per node, mlp_f's first Linear
+    # regrouped), x's first 3 features as positions
+    "PointGNNConv(MLPs 64-64-3, 67-64-64, 64-64-64)":
+        "PointGNNConv(Sequential(Linear(64, 64), ReLU(), Linear(64, 3)), "
+        "Sequential(Linear(67, 64), ReLU(), Linear(64, 64)), "
+        "Sequential(Linear(64, 64), ReLU(), Linear(64, 64)))",
     # PPFNet: x's first 3 features as positions, the next 3 as normals
     "PPFConv(MLP 68-64-64)": "PPFConv(Sequential(Linear(68, 64), ReLU(), Linear(64, 64)))",
     # HEAT: node i of type i % 3, 9 edge types, 4 edge features; 4 heads of 16
@@ -286,7 +292,7 @@ def call_args(layer, x, edge_index) -> tuple:
         return torch.stack([x, x.tanh(), x.sin()], dim=1).detach().requires_grad_(), edge_index
     if name == "PPFConv":
         return x, x[:, :3].detach(), x[:, 3:6].detach(), edge_index
-    if name in ("PointNetConv", "PointTransformerConv"):
+    if name in ("PointNetConv", "PointTransformerConv", "PointGNNConv"):
         return x, x[:, :3].detach(), edge_index
     if name == "CFConv":  # distances and their 50 Gaussians (SchNet's GaussianSmearing)
         distance = edge_features(edge_index, 1, uniform=True).view(-1) * 10

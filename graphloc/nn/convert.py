@@ -610,6 +610,12 @@ def _ppf(conv):
                            aggr=conv.aggr)
 
 
+def _point_gnn(conv):
+    _require(conv.aggr in PYG_REDUCTIONS,
+             f"aggr={conv.aggr!r} (graphloc's PointGNNConv: max, min, mean, add or sum)")
+    return gl_conv.PointGNNConv(conv.mlp_h, conv.mlp_f, conv.mlp_g, aggr=conv.aggr)
+
+
 def _wl(conv):
     ours = gl_conv.WLConv()
     ours.hashmap = conv.hashmap  # (the conversion's copy's): the colours it has numbered
@@ -641,7 +647,8 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "HANConv": _han, "SparseLinear": _sparse_linear,
                "RGATConv": _rgat, "SuperGATConv": _supergat,
                "PointTransformerConv": _point_transformer, "DNAConv": _dna,
-               "HEATConv": _heat, "WLConv": _wl, "PPFConv": _ppf}
+               "HEATConv": _heat, "WLConv": _wl, "PPFConv": _ppf,
+               "PointGNNConv": _point_gnn}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -666,7 +673,8 @@ def _used_state(conv, state: dict | None, ours: torch.nn.Module) -> dict:
 _AGGREGATION_CARRIED = ("SAGEConv", "GINConv", "GraphConv", "GatedGraphConv", "GENConv",
                         "PNAConv", "EdgeConv", "SimpleConv", "RGCNConv", "FastRGCNConv",
                         "MFConv", "CGConv", "GeneralConv", "NNConv", "GMMConv", "FeaStConv",
-                        "SignedConv", "PointNetConv", "FiLMConv", "PPFConv")
+                        "SignedConv", "PointNetConv", "FiLMConv", "PPFConv",
+                        "PointGNNConv")
 
 
 def _convert_conv(conv) -> torch.nn.Module:

@@ -461,6 +461,8 @@ AGGREGATED = {
     "HEATConv": lambda a: pyg.HEATConv(6, 4, 2, 3, 3, 2, 3, heads=2, aggr=a),
     "WLConv": lambda a: _with_aggregation(pyg.WLConv(), a),
     "PPFConv": lambda a: pyg.PPFConv(torch.nn.Linear(10, 4), aggr=a),
+    "PointGNNConv": lambda a: pyg.PointGNNConv(torch.nn.Linear(6, 3), torch.nn.Linear(9, 4),
+                                               torch.nn.Linear(4, 6), aggr=a),
 }
 
 
@@ -545,6 +547,7 @@ def _call_args(name: str, x, edge_index) -> tuple:
             "PointNetConv": (x, x[..., :3], edge_index),
             "PointTransformerConv": (x, x[..., :3], edge_index),
             "PPFConv": (x, x[..., :3], x[..., 3:], edge_index),
+            "PointGNNConv": (x, x[..., :3], edge_index),
             "GATEConv": (x, edge_index, torch.randn(edge_index.size(1), 3)),
             "RGCNConv": (x, edge_index, edge_type),
             "CFConv": (x, edge_index, torch.rand(edge_index.size(1)) * 6,

@@ -41,6 +41,7 @@ from graphloc.nn.conv.nn_conv import NNConv
 from graphloc.nn.conv.pdn_conv import PDNConv
 from graphloc.nn.conv.pna import PNAConv
 from graphloc.nn.conv.point_conv import PointNetConv
+from graphloc.nn.conv.point_gnn_conv import PointGNNConv
 from graphloc.nn.conv.point_transformer_conv import PointTransformerConv
 from graphloc.nn.conv.ppf_conv import PPFConv
 from graphloc.nn.conv.registry import CONVS, register_conv
@@ -70,7 +71,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "EGConv", "NNConv", "GMMConv", "FeaStConv", "PDNConv", "WLConvContinuous", "SignedConv",
            "HypergraphConv", "PointNetConv", "FiLMConv", "CFConv", "HGTConv", "HANConv",
            "SparseLinear", "RGATConv", "SuperGATConv", "PointTransformerConv",
-           "GATEConv", "DNAConv", "HEATConv", "WLConv", "PPFConv",
+           "GATEConv", "DNAConv", "HEATConv", "WLConv", "PPFConv", "PointGNNConv",
            "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
