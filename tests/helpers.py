@@ -58,6 +58,17 @@ from graphloc.nn import (
 requires_ext = pytest.mark.skipif(not graphloc.HAS_EXTENSION, reason="graphloc._C is not built")
 
 
+def point_cloud(seed: int, n: int = 12, width: int = 5, m: int = 40, normals: bool = False):
+    """``(x, pos[, normal], edge_index)`` in float64 for the point convs: ``x [n, width]``,
+    3-D positions (and normals), ``m`` random edges among the first ``n - 1`` points
+    (loops and parallel edges included; the last point has none)."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, width, dtype=torch.float64, generator=gen)
+    pos = torch.randn(n, 3, dtype=torch.float64, generator=gen)
+    normal = (torch.randn(n, 3, dtype=torch.float64, generator=gen),) if normals else ()
+    return (x, pos, *normal, torch.randint(0, n - 1, (2, m), generator=gen))
+
+
 def random_edge_index(num_nodes: int, num_edges: int, seed: int,
                       hub_degree: int = 0) -> torch.Tensor:
     """Uniform random edges (so self-loops, parallel edges, empty rows and isolated nodes all

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from helpers import random_edge_index
 
@@ -221,6 +223,18 @@ def assert_trains_as_pygs(model, converted, run, labels, steps: int = 3) -> None
                                     converted.state_dict().items(), strict=True):
         assert key == other
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def assert_converts_and_trains_as_pygs(model, inputs: tuple) -> torch.nn.Module:
+    """``from_pyg(model, inputs, strict=True)`` (every conv converted, checked on
+    ``inputs``), then a few SGD steps of both on labels drawn for the outputs' rows and
+    classes: the same parameters (``assert_trains_as_pygs``). Returns the conversion."""
+    from graphloc.nn import from_pyg
+    converted = from_pyg(model, inputs, strict=True)
+    rows, classes = copy.deepcopy(model)(*inputs).shape  # (a copy: BatchNorm's statistics)
+    labels = torch.randint(0, classes, (rows,), generator=torch.Generator().manual_seed(0))
+    assert_trains_as_pygs(model, converted, lambda net: net(*inputs), labels)
+    return converted
 
 
 def seeded_hetero_twins(name: str, kwargs: dict, x: dict):

@@ -3,23 +3,16 @@ import math
 import pytest
 import torch
 import torch_geometric.nn as pyg
-from helpers import reference_ops
-from parity import assert_twins_agree
+from helpers import point_cloud, reference_ops
+from parity import assert_converts_and_trains_as_pygs, assert_twins_agree
 
 import graphloc.nn as gl
-from graphloc.nn import from_pyg
 
 N, F = 12, 5
 
 
-def _cloud(seed=0, m=40):
-    """``(x, pos, normal, edge_index)`` in float64: loops and parallel edges, the last point
-    without edges."""
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(N, F, dtype=torch.float64, generator=gen)
-    pos = torch.randn(N, 3, dtype=torch.float64, generator=gen)
-    normal = torch.randn(N, 3, dtype=torch.float64, generator=gen)
-    return x, pos, normal, torch.randint(0, N - 1, (2, m), generator=gen)
+def _cloud(seed=0):
+    return point_cloud(seed, N, F, normals=True)
 
 
 def _networks(kind: str, width: int = F + 4):
@@ -120,8 +113,6 @@ def test_a_bipartite_pair_as_pygs():
 
 
 def test_a_model_converts_and_trains_as_pygs():
-    from parity import assert_trains_as_pygs
-
     class Model(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -131,11 +122,8 @@ def test_a_model_converts_and_trains_as_pygs():
             return self.conv(x, pos, normal, edge_index)
 
     torch.manual_seed(0)
-    model = Model().double()
-    inputs = _cloud(5)
-    converted = from_pyg(model, inputs, strict=True)
+    converted = assert_converts_and_trains_as_pygs(Model().double(), _cloud(5))
     assert isinstance(converted.conv, gl.PPFConv)
-    assert_trains_as_pygs(model, converted, lambda net: net(*inputs), torch.randint(0, 3, (N,)))
 
 
 def test_bad_inputs_are_named():
