@@ -227,3 +227,15 @@ def test_bad_inputs_are_named():
     conv.node_dim = -2  # (from_pyg copies PyG's; there the layers would be read as nodes)
     with pytest.raises(ValueError, match="node_dim=-2, but x is"):
         conv(x, edge_index)
+
+
+def test_a_hub_of_300_edges_as_pygs():
+    """One destination with 300 incoming edges (rows longer than the kernels' prefetch and
+    block lengths), against PyG with every gradient."""
+    gen = torch.Generator().manual_seed(11)
+    x = torch.randn(40, LAYERS, C, dtype=torch.float64, generator=gen)
+    edge_index = torch.cat([torch.stack([torch.randint(0, 40, (300,), generator=gen),
+                                         torch.zeros(300, dtype=torch.long)]),
+                            torch.randint(0, 40, (2, 60), generator=gen)], dim=1)
+    ours, theirs = seeded_twins("DNAConv", C, heads=4, groups=2)
+    assert_twins_agree(ours, theirs, [x], lambda conv, x: conv(x, edge_index))

@@ -188,3 +188,18 @@ def test_bad_inputs_are_named():
              edge_attr[:1])
     with pytest.raises(ValueError, match="heads must be an integer"):
         gl.HEATConv(*SIZES, heads=0)
+
+
+def test_a_hub_of_300_edges_as_pygs():
+    gen = torch.Generator().manual_seed(12)
+    n, m = 40, 360
+    x = torch.randn(n, IN, dtype=torch.float64, generator=gen)
+    edge_index = torch.cat([torch.stack([torch.randint(0, n, (300,), generator=gen),
+                                         torch.zeros(300, dtype=torch.long)]),
+                            torch.randint(0, n, (2, m - 300), generator=gen)], dim=1)
+    node_type = torch.randint(0, 3, (n,), generator=gen)
+    edge_type = torch.randint(0, SIZES[3], (m,), generator=gen)
+    edge_attr = torch.randn(m, SIZES[5], dtype=torch.float64, generator=gen)
+    ours, theirs = seeded_twins("HEATConv", *SIZES, heads=2)
+    assert_twins_agree(ours, theirs, [x, edge_attr],
+                       lambda conv, x, e: conv(x, edge_index, node_type, edge_type, e))

@@ -115,3 +115,14 @@ def test_bad_inputs_are_named():
         conv((x, x), pos, edge_index)
     with pytest.raises(TypeError, match="mlp_g must be a module, got None"):
         gl.PointGNNConv(*_networks("linear")[:2], None)
+
+
+def test_no_edges_and_no_points_as_pygs_and_bad_edges_named():
+    """Without edges every point takes mlp_g(0) + x, as PyG's."""
+    x, pos, _ = _cloud(6)
+    empty = torch.empty(2, 0, dtype=torch.long)
+    ours, theirs = _twins()
+    torch.testing.assert_close(ours(x, pos, empty), theirs(x, pos, empty))
+    assert ours(x[:0], pos[:0], empty).shape == (0, F)
+    with pytest.raises(ValueError, match="edge_index\\[0\\] holds -1"):
+        ours(x, pos, torch.tensor([[-1], [0]]))

@@ -139,3 +139,14 @@ def test_bad_inputs_are_named():
         conv(x[:, :2], pos, normal, edge_index)
     with pytest.raises(ValueError, match="no destination positions"):
         conv(x, (pos, None), normal, edge_index)
+
+
+def test_no_edges_and_no_points_as_pygs_and_bad_edges_named():
+    x, pos, normal, _ = _cloud(7)
+    empty = torch.empty(2, 0, dtype=torch.long)
+    for loops in (True, False):
+        ours, theirs = _twins(add_self_loops=loops)
+        torch.testing.assert_close(ours(x, pos, normal, empty), theirs(x, pos, normal, empty))
+        assert ours(x[:0], pos[:0], normal[:0], empty).shape == (0, 3)
+    with pytest.raises(ValueError, match="edge_index\\[1\\] holds 12"):
+        ours(x, pos, normal, torch.tensor([[0], [N]]))

@@ -153,3 +153,17 @@ def test_a_large_graph_against_pygs():
     for _ in range(2):
         x_ours, x = ours(x, edge_index), theirs(x, edge_index)
         assert torch.equal(x_ours, x)
+
+
+def test_no_edges_and_no_nodes_as_pygs_and_bad_edges_named():
+    """Without edges each colour class is its own pair; no nodes give no colours; edge
+    indices out of range, negative or not integers are named."""
+    empty = torch.empty(2, 0, dtype=torch.long)
+    x = torch.tensor([2, 0, 2, 1])
+    assert torch.equal(gl.WLConv()(x, empty), pyg.WLConv()(x, empty).long())
+    assert gl.WLConv()(torch.empty(0, dtype=torch.long), empty).shape == (0,)
+    for edges, match in ((torch.tensor([[0], [7]]), "edge_index\\[1\\] holds 7"),
+                         (torch.tensor([[-1], [0]]), "holds -1"),
+                         (torch.tensor([[0.0], [1.0]]), "integer dtype")):
+        with pytest.raises((ValueError, TypeError), match=match):
+            gl.WLConv()(x, edges)
