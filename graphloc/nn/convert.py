@@ -94,13 +94,7 @@ def _materialized(module: torch.nn.Module, example: tuple) -> torch.nn.Module:
     its weights and the twin's separately, so the check failed ("outputs differ"), and the
     user's model had its weights drawn by the conversion."""
     copied = copy.deepcopy(module)
-    was = copied.training
-    copied.eval()
-    try:
-        with torch.no_grad(), _call_state_kept(copied):
-            _run_original(copied, example)
-    finally:
-        copied.train(was)
+    _traceless_run(copied, example, _run_original)
     return copied
 
 
@@ -1015,16 +1009,8 @@ def _checked(original, converted, example, atol, done, kept):
         warnings.warn("from_pyg: no probe to check the converted module on; pass "
                       "example=(x, edge_index)", stacklevel=3)
     else:
-        was, was_conv = original.training, converted.training
-        original.eval()
-        converted.eval()
-        try:
-            with torch.no_grad(), _call_state_kept(original, converted):
-                want = _run_original(original, probe)
-                got = converted(*probe)
-        finally:
-            original.train(was)
-            converted.train(was_conv)
+        want = _traceless_run(original, probe, _run_original)
+        got = _traceless_run(converted, probe, lambda module, args: module(*args))
         difference, mismatch = _output_difference(want, got)
         if mismatch is not None:
             raise Unconvertible(f"the converted module's outputs differ in form from the "
@@ -1060,6 +1046,18 @@ def _call_state_kept(*modules: torch.nn.Module):
                 value.clear()
                 value.update(content)
             setattr(module, name, value)
+
+
+def _traceless_run(module: torch.nn.Module, args: tuple, run):
+    """``run(module, args)`` in eval mode without gradients, leaving no trace: the mode,
+    and the caches and colour dictionaries (``_call_state_kept``), as they were."""
+    was = module.training
+    module.eval()
+    try:
+        with torch.no_grad(), _call_state_kept(module):
+            return run(module, args)
+    finally:
+        module.train(was)
 
 
 @contextlib.contextmanager

@@ -232,8 +232,8 @@ class _HeteroLinear(torch.nn.Module):
         out = x.new_empty(x.size(0), self.out_channels)
         for t in range(self.num_types):  # one product per type, as PyG's without pyg-lib
             rows = (node_type == t).nonzero().flatten()
-            if rows.numel():
-                out = out.index_copy(0, rows, x.index_select(0, rows) @ self.weight[t])
+            if rows.numel():  # (in place: every row is one type's, written once)
+                out.index_copy_(0, rows, x.index_select(0, rows) @ self.weight[t])
         return out if self.bias is None else out + self.bias.index_select(0, node_type)
 
     def __repr__(self) -> str:  # PyG's

@@ -91,18 +91,15 @@ class PPFConv(PointNetConv):
     def _pair_messages(self, x_src: Tensor | None, pairs: Tensor, src: Tensor) -> Tensor:
         """``local_nn([x_j, f_ji])`` per edge (CSR order), the first Linear's product with
         ``x`` per node where it may be."""
-        width = 4 + (0 if x_src is None else x_src.size(1))
-        if self.local_nn is None:
-            return pairs if x_src is None else torch.cat([x_src.index_select(0, src), pairs],
-                                                         dim=1)
-        check_first_linear(self, self.local_nn, width,
-                           f"each edge's [x_j, point pair features] has {width} features")
-        first, rest = first_linear(self.local_nn)
-        given = [t for t in (x_src, pairs) if t is not None]
-        if first is None or x_src is None or not may_regroup_first_linear(first, *given):
+        first, rest = (None, None) if self.local_nn is None else first_linear(self.local_nn)
+        if self.local_nn is not None:
+            width = 4 + (0 if x_src is None else x_src.size(1))
+            check_first_linear(self, self.local_nn, width,
+                               f"each edge's [x_j, point pair features] has {width} features")
+        if first is None or x_src is None or not may_regroup_first_linear(first, x_src, pairs):
             inputs = pairs if x_src is None else torch.cat([x_src.index_select(0, src), pairs],
                                                            dim=1)
-            return self.local_nn(inputs)
+            return inputs if self.local_nn is None else self.local_nn(inputs)
         w_x, w_f = first.weight.split([x_src.size(1), 4], dim=1)
         # (finite features only, may_regroup_first_linear: a NaN of a point no edge reads
         # takes PyG's per-edge path, which never multiplies it by a zero gradient)

@@ -204,11 +204,12 @@ def _hashes_like_python(colors: Tensor) -> bool:
     computes (checked once on sample tuples)."""
     if colors.numel() and (int(colors.min()) < 0 or int(colors.max()) >= (1 << 61) - 1):
         return False
-    return _TUPLE_HASH_MATCHES()
+    return _interpreter_hashes_tuples_so()
 
 
 @functools.cache
-def _TUPLE_HASH_MATCHES() -> bool:  # noqa: N802 (a constant of the interpreter)
+def _interpreter_hashes_tuples_so() -> bool:
+    """Whether this interpreter's ``hash`` of int tuples is ``_tuple_hashes``'s (once)."""
     samples = [(0,), (5, 1, 1, 2), (3, *range(40)), ((1 << 61) - 2, 7)]
     colors = torch.tensor([t[0] for t in samples])
     degree = torch.tensor([len(t) - 1 for t in samples])
