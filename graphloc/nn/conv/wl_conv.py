@@ -62,9 +62,11 @@ class WLConv(torch.nn.Module):
                              edge_index)
         graph = inputs.graph
         graph._require_one_node_set("WLConv (a node and its neighbours share the colours)")
-        sorted_colors = _neighbour_colors_by_destination(graph, colors)
+        # the colours' range, read once (one aminmax): both the sort and the hash ask
+        low, high = (int(v) for v in torch.aminmax(colors)) if colors.numel() else (0, 0)
+        sorted_colors = _neighbour_colors_by_destination(graph, colors, low, high)
         degree = graph.in_degree()
-        keys = _tuple_hashes(colors, sorted_colors, degree) if _hashes_like_python(colors) \
+        keys = _tuple_hashes(colors, sorted_colors, degree) if _hashes_like_python(low, high) \
             else _python_hashes(colors, sorted_colors, degree)
         return self._numbered(keys).to(x.device)
 
@@ -133,15 +135,15 @@ class WLConv(torch.nn.Module):
         return f"{self.__class__.__name__}()"
 
 
-def _neighbour_colors_by_destination(graph, colors: Tensor) -> Tensor:
+def _neighbour_colors_by_destination(graph, colors: Tensor, low: int, high: int) -> Tensor:
     """The colours of the edges' sources grouped by destination (ascending) and ascending
     within each: one sort of ``destination * (C + 1) + colour`` where that fits in int64
-    (C the largest colour, none negative), else two stable sorts."""
+    (C = ``high`` the largest colour, ``low`` the smallest not negative), else two stable
+    sorts."""
     src, dst = graph.edge_index
     neighbours = colors.index_select(0, src)
     if not neighbours.numel():
         return neighbours
-    low, high = int(colors.min()), int(colors.max())
     if low >= 0 and (high + 1) * graph.num_nodes < 1 << 62:
         return torch.sort(dst * (high + 1) + neighbours).values % (high + 1)
     by_color = neighbours.argsort(stable=True)
@@ -198,11 +200,11 @@ def _python_hashes(colors: Tensor, sorted_colors: Tensor, degree: Tensor) -> Ten
     return torch.tensor(keys, dtype=torch.long, device=colors.device)
 
 
-def _hashes_like_python(colors: Tensor) -> bool:
-    """Whether ``_tuple_hashes`` gives Python's hashes for these colours: each in [0, 2 **
-    61 - 1) (where an int's hash is itself), and this interpreter's tuple hash the one it
-    computes (checked once on sample tuples)."""
-    if colors.numel() and (int(colors.min()) < 0 or int(colors.max()) >= (1 << 61) - 1):
+def _hashes_like_python(low: int, high: int) -> bool:
+    """Whether ``_tuple_hashes`` gives Python's hashes for colours in ``[low, high]``: each
+    in [0, 2 ** 61 - 1) (where an int's hash is itself), and this interpreter's tuple hash
+    the one it computes (checked once on sample tuples)."""
+    if low < 0 or high >= (1 << 61) - 1:
         return False
     return _interpreter_hashes_tuples_so()
 
