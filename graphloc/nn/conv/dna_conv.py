@@ -63,7 +63,9 @@ class DNAConv(torch.nn.Module):
         flow (str, default "source_to_target"): PyG's edge direction.
 
     Differences from PyG's (docs/models.md): the attention dropout draws another mask
-    than PyG's for one seed (its distribution is the same).
+    than PyG's for one seed (its distribution is the same); ``normalize=False`` without
+    ``edge_weight`` weighs each edge by 1 (PyG's fails); a ``node_dim`` other than 0, x of
+    0 layers and heads or groups that do not split the channels are a ``ValueError``.
 
     Shapes:
         input: ``x [N, L, channels]`` (each node's representation at L layers; the last
