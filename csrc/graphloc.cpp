@@ -191,4 +191,12 @@ TORCH_LIBRARY(graphloc, m) {
   m.def(
       "logsumexp_edge_grad(Tensor x, Tensor indptr, Tensor? indices, Tensor norm, Tensor grad) "
       "-> Tensor");
+  // Per row of y, the indices of its k nearest rows of x in its example (rows ptr_x[b] to
+  // ptr_x[b + 1] of x for rows ptr_y[b] to ptr_y[b + 1] of y; x and y float64): [M, k] int64,
+  // ranked by (finite, infinite, NaN distance; distance; index), -1 past the example's
+  // points; exclude_self (x and y the same rows) keeps row i out of row i's list; a finite
+  // `within` keeps only squared distances below it (radius search). CPU.
+  m.def(
+      "knn(Tensor x, Tensor y, Tensor ptr_x, Tensor ptr_y, int k, bool exclude_self, "
+      "float within) -> Tensor");
 }

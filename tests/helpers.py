@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import math
 import sys
 import threading
 
@@ -67,6 +68,39 @@ def point_cloud(seed: int, n: int = 12, width: int = 5, m: int = 40, normals: bo
     pos = torch.randn(n, 3, dtype=torch.float64, generator=gen)
     normal = (torch.randn(n, 3, dtype=torch.float64, generator=gen),) if normals else ()
     return (x, pos, *normal, torch.randint(0, n - 1, (2, m), generator=gen))
+
+
+def brute_force_neighbours(x, y, k: int, ptr_x: list, ptr_y: list, exclude_self: bool = False,
+                           within: float = math.inf) -> torch.Tensor:
+    """The nearest-neighbour oracle, in Python floats: per query of ``y`` (rows
+    ``ptr_y[b]:ptr_y[b + 1]`` for example ``b``), every point of ``x`` in its example
+    (``ptr_x``) ranked by (finite, infinite, NaN squared distance; distance; index), the
+    squares of the coordinate differences summed left to right; the first ``k`` whose
+    squared distance is below ``within`` (when finite). ``[2, E]``: query, point."""
+    pairs = []
+    for b in range(len(ptr_y) - 1):
+        for i in range(ptr_y[b], ptr_y[b + 1]):
+            ranked = []
+            for j in range(ptr_x[b], ptr_x[b + 1]):
+                if exclude_self and i == j:
+                    continue
+                d = 0.0
+                for f in range(x.size(1)):
+                    d += (float(y[i, f]) - float(x[j, f])) ** 2
+                if math.isfinite(within) and not d < within:
+                    continue
+                rank = 2 if math.isnan(d) else (1 if math.isinf(d) else 0)
+                ranked.append((rank, d if rank == 0 else 0.0, j))
+            pairs += [(i, j) for _, _, j in sorted(ranked)[:k]]
+    return torch.tensor(pairs, dtype=torch.long).view(-1, 2).t()
+
+
+def pointers(batch: torch.Tensor, count: int) -> list:
+    """The row range of each of ``count`` examples of a sorted ``batch``."""
+    bounds = [0]
+    for b in range(count):
+        bounds.append(bounds[-1] + int((batch == b).sum()))
+    return bounds
 
 
 def random_edge_index(num_nodes: int, num_edges: int, seed: int,

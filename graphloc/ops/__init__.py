@@ -23,6 +23,7 @@ from graphloc.ops._library import (
     permute_rows,
 )
 from graphloc.ops.dropout import dropout
+from graphloc.ops.neighbours import knn, knn_graph, radius, radius_graph
 from graphloc.ops.reference import as_rows, canonical_reduce
 from graphloc.ops.reference import edge_outer_sum as _composed_outer_sum
 from graphloc.ops.reference import film_sum as _composed_film_sum
@@ -44,7 +45,8 @@ __all__ = ["HAS_EXTENSION", "spmm", "set_spmm_backend", "sddmm", "segment_softma
            "edge_outer_sum", "edge_head_sum",
            "segment_reduce", "gather", "scatter", "coo_to_csr", "csr_transpose", "permute_rows",
            "khop_subgraphs", "separated_rounds", "neighbor_sample", "hop2_sample",
-           "local_eccentricity", "dropout", "KHopBalls", "SampledNeighbourhood"]
+           "local_eccentricity", "dropout", "knn", "knn_graph", "radius", "radius_graph",
+           "KHopBalls", "SampledNeighbourhood"]
 
 _FLOATS = (torch.float32, torch.float64, torch.bfloat16)
 

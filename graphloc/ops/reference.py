@@ -754,3 +754,119 @@ def local_eccentricity(indptr: Tensor, indices: Tensor, weight: Tensor, hops: in
                     heapq.heappush(heap, (d + w[e], t))
         out[v] = farthest
     return out
+
+
+# --- nearest neighbours -------------------------------------------------------------------
+
+# distances per block (float64: 32 MiB)
+_KNN_BLOCK = 1 << 22
+_FLOAT64_MAX = torch.finfo(torch.float64).max
+
+
+def knn(x, y, ptr_x, ptr_y, k, exclude_self, within):
+    """Per row of ``y``, the indices of its ``k`` nearest rows of ``x`` in its example
+    (rows ``ptr_x[b]:ptr_x[b + 1]`` of ``x`` for those ``ptr_y[b]:ptr_y[b + 1]`` of ``y``):
+    ``[M, k]`` int64, nearest first, equal distances by index, -1 past the example's points.
+    A distance is the sum over the coordinates, in order, of the squared differences in
+    float64 (the kernel's arithmetic); NaN distances rank after infinite ones, which rank
+    after finite ones. With ``exclude_self`` row ``i`` of ``x`` is no neighbour of row ``i``
+    of ``y``; with a finite ``within`` (a radius search) only squared distances below it
+    count. By blocks of padded distances, several small examples to a block."""
+    x, y = x.to(torch.float64), y.to(torch.float64)
+    out = torch.full((y.size(0), k), -1, dtype=torch.long, device=y.device)
+    counts_x, counts_y = (ptr_x[1:] - ptr_x[:-1]).tolist(), (ptr_y[1:] - ptr_y[:-1]).tolist()
+    for block in _knn_blocks(counts_x, counts_y):
+        _block_nearest(x, y, ptr_x, ptr_y, block, k, exclude_self, within, out)
+    return out
+
+
+def _knn_blocks(counts_x: list[int], counts_y: list[int]):
+    """``(first, last, row_start, row_end)``: consecutive examples ``first..last - 1`` with
+    their query rows ``row_start..row_end`` (a large example alone, cut into row chunks),
+    each block at most ``_KNN_BLOCK`` padded distances."""
+    first, count = 0, len(counts_x)
+    while first < count:
+        width = max(counts_x[first], 1)
+        if counts_y[first] * width > _KNN_BLOCK:
+            chunk = max(_KNN_BLOCK // width, 1)
+            for start in range(0, counts_y[first], chunk):
+                yield first, first + 1, start, min(start + chunk, counts_y[first])
+            first += 1
+            continue
+        last, widest, tallest = first + 1, width, counts_y[first]
+        while last < count:
+            widest_next = max(widest, counts_x[last])
+            tallest_next = max(tallest, counts_y[last])
+            if (last + 1 - first) * widest_next * tallest_next > _KNN_BLOCK:
+                break
+            last, widest, tallest = last + 1, widest_next, tallest_next
+        yield first, last, 0, None
+        first = last
+
+
+def _padded_rows(t: Tensor, starts: Tensor, counts: Tensor, length: int) -> tuple[Tensor, Tensor]:
+    """Rows ``starts[g] .. starts[g] + counts[g]`` of ``t`` per example ``g`` as
+    ``[G, length, F]``, with a mask of the real rows."""
+    offsets = torch.arange(length, device=t.device)
+    real = offsets < counts.unsqueeze(1)
+    index = (starts.unsqueeze(1) + offsets).where(real, 0)
+    if t.size(0) == 0:
+        return t.new_zeros(*index.shape, t.size(1)), real
+    return t.index_select(0, index.view(-1)).view(*index.shape, t.size(1)), real
+
+
+def _block_nearest(x, y, ptr_x, ptr_y, block, k, exclude_self, within, out) -> None:
+    first, last, row_start, row_end = block
+    starts_x, counts_x = ptr_x[first:last], ptr_x[first + 1:last + 1] - ptr_x[first:last]
+    counts_y = ptr_y[first + 1:last + 1] - ptr_y[first:last]
+    starts_y = ptr_y[first:last] + row_start
+    if row_end is not None:
+        counts_y = torch.full_like(counts_y, row_end - row_start)
+    width, height = int(counts_x.max()), int(counts_y.max())
+    if width == 0 or height == 0:
+        return
+    points, real_x = _padded_rows(x, starts_x, counts_x, width)
+    queries, real_y = _padded_rows(y, starts_y, counts_y, height)
+    squared = torch.zeros(last - first, height, width, dtype=x.dtype, device=x.device)
+    for f in range(x.size(1)):  # a coordinate at a time, in order: no [G, M, N, F] tensor
+        squared += (queries[:, :, f].unsqueeze(2) - points[:, :, f].unsqueeze(1)).pow(2)
+    valid = real_x.unsqueeze(1) & real_y.unsqueeze(2)
+    if exclude_self:  # the same row of the same example (a query is its own point)
+        own = torch.arange(height, device=x.device).unsqueeze(1) + row_start
+        valid &= own != torch.arange(width, device=x.device)
+    if within != float("inf"):
+        valid &= squared < within
+    columns = _smallest_columns(_ranking_key(squared, valid), min(k, width))
+    picked = valid.gather(2, columns)
+    rank = torch.arange(columns.size(2), device=x.device).expand_as(columns)
+    query = (starts_y.view(-1, 1, 1) + torch.arange(height, device=x.device).view(1, -1, 1))
+    keep = picked & real_y.unsqueeze(2)
+    out[query.expand_as(columns)[keep], rank[keep]] = (
+        starts_x.view(-1, 1, 1).expand_as(columns)[keep] + columns[keep])
+
+
+def _ranking_key(distance: Tensor, valid: Tensor) -> Tensor:
+    """Distances as keys for torch's ascending order (NaN last): finite first, then
+    infinite, then NaN, then the padding and excluded pairs."""
+    key = distance.masked_fill(distance == float("inf"), _FLOAT64_MAX)
+    key = key.masked_fill(distance.isnan(), float("inf"))
+    return key.masked_fill(~valid, float("nan"))
+
+
+def _smallest_columns(key: Tensor, k: int) -> Tensor:
+    """Per row of ``key`` (``[G, M, N]``), the columns of its ``k`` smallest keys in
+    ascending order, equal keys by column."""
+    n = key.size(2)
+    if k < n:  # topk's choice among equal keys at the k-th place is its own: ties redone
+        values, columns = torch.topk(key, k + 1, dim=2, largest=False, sorted=True)
+        tied = (values[..., k - 1] == values[..., k]) | (
+            values[..., k - 1].isnan() & values[..., k].isnan())
+        columns = columns[..., :k]
+        if tied.any():
+            columns[tied] = torch.sort(key[tied], dim=1, stable=True).indices[:, :k]
+    else:
+        columns = torch.arange(n, device=key.device).expand(*key.shape[:2], n)
+    # ascending key, equal keys by column: sorted by column, then stably by key
+    columns = columns.sort(dim=2).values
+    order = torch.sort(key.gather(2, columns), dim=2, stable=True).indices
+    return columns.gather(2, order)

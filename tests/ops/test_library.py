@@ -108,6 +108,11 @@ def _samples():
                                         torch.randn(N, 4, **f64))
     yield kernels.local_eccentricity, (csr.indptr, csr.indices, torch.rand(E, **f64), 3)
     yield kernels.hop2_sample, (csr.indptr, csr.indices, 5, 7)
+    points = torch.randn(N, 3, **f64)
+    yield kernels.knn, (points, points[:5], torch.tensor([0, N]), torch.tensor([0, 5]), 3,
+                        False, float("inf"))
+    yield kernels.knn, (points, points, torch.tensor([0, 4, N]), torch.tensor([0, 4, N]), 2,
+                        True, 0.5)
     yield kernels.separated_rounds, (csr.indptr, csr.indices, *transpose[:2],
                                      torch.randperm(N)[:N // 2], 2)
     seeds = torch.tensor([0, 3, 5])
