@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Runs the peers' own test files against graphloc with only the imported names swapped:
-# PyG's tests of the convs, total_influence and compiled convs, and torch_scatter's whole
-# suite.
+# PyG's tests of the convs, total_influence and compiled convs, torch_scatter's whole
+# suite, and with a torch_cluster checkout its knn and radius tests.
 # Fetches nothing: pass checkouts of the peers' repositories (PyG at tag 2.8.0, torch_scatter
-# at 2.1.2). Their files stay outside this repository; they are copied to a temp directory.
+# at 2.1.2, torch_cluster at 1.6.3). Their files stay outside this repository; they are
+# copied to a temp directory.
 #
-#   bash benchmarks/peer_tests.sh PYG_CHECKOUT SCATTER_CHECKOUT [--no-jit]
+#   bash benchmarks/peer_tests.sh PYG_CHECKOUT SCATTER_CHECKOUT [--no-jit] [CLUSTER_CHECKOUT]
+#
+# PyG's DynamicEdgeConv and GravNetConv tests are marked to need pyg-lib (PyG's knn); the
+# mark is dropped for graphloc's convs, which search without it.
 #
 # --no-jit replaces torch.jit.script by the identity, so the rest of each scripted test still
 # runs: graphloc's convs are Python, not TorchScript (PyG scripts them only in its full
@@ -14,6 +18,7 @@ set -uo pipefail
 pyg=${1:?PyG checkout}
 scatter=${2:?torch_scatter checkout}
 nojit=${3:-}
+cluster=${4:-}
 python=${PYTHON:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/python}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -35,7 +40,7 @@ echo "== torch_scatter's tests"
 # PyG: the conv classes and total_influence come from graphloc, everything else from PyG.
 mkdir -p "$work/pyg/test/nn/conv" "$work/pyg/test/utils"
 for conv in gcn sage gat gatv2 gin cheb transformer graph sg gcn2 res_gated_graph tag gated_graph gen pna lg le ssg mixhop fa cluster_gcn agnn edge simple rgcn arma mf cg general eg nn gmm feast pdn signed \
-    hypergraph point film hgt han rgat supergat point_transformer dna heat wl ppf point_gnn; do
+    hypergraph point film hgt han rgat supergat point_transformer dna heat wl ppf point_gnn gravnet; do
   cp "$pyg/test/nn/conv/test_${conv}_conv.py" "$work/pyg/test/nn/conv/"
 done
 cp "$pyg/test/nn/conv/test_appnp.py" "$pyg/test/nn/conv/test_wl_conv_continuous.py" \
@@ -43,13 +48,15 @@ cp "$pyg/test/nn/conv/test_appnp.py" "$pyg/test/nn/conv/test_wl_conv_continuous.
 cp "$pyg/test/utils/test_total_influence.py" "$work/pyg/test/utils/"
 cp "$pyg/test/conftest.py" "$work/pyg/test/" 2>/dev/null || true
 sed -i -E \
-  -e 's/^from torch_geometric\.nn import (GCNConv|SAGEConv|GATConv|GATv2Conv|ChebConv|TransformerConv|GraphConv|GINConv, GINEConv|SGConv|APPNP|GCN2Conv|ResGatedGraphConv|TAGConv|GatedGraphConv|GENConv|PNAConv|LGConv|LEConv|SSGConv|MixHopConv|FAConv|ClusterGCNConv|AGNNConv|SimpleConv|FastRGCNConv, RGCNConv|ARMAConv|MFConv|CGConv|GeneralConv|EGConv|NNConv|GMMConv|FeaStConv|PDNConv|WLConvContinuous|SignedConv|HypergraphConv|PointNetConv|FiLMConv|HGTConv|HANConv|RGATConv|SuperGATConv|PointTransformerConv|DNAConv|HEATConv|WLConv|PPFConv)$/from graphloc.nn import \1/' \
+  -e 's/^from torch_geometric\.nn import (GCNConv|SAGEConv|GATConv|GATv2Conv|ChebConv|TransformerConv|GraphConv|GINConv, GINEConv|SGConv|APPNP|GCN2Conv|ResGatedGraphConv|TAGConv|GatedGraphConv|GENConv|PNAConv|LGConv|LEConv|SSGConv|MixHopConv|FAConv|ClusterGCNConv|AGNNConv|SimpleConv|FastRGCNConv, RGCNConv|ARMAConv|MFConv|CGConv|GeneralConv|EGConv|NNConv|GMMConv|FeaStConv|PDNConv|WLConvContinuous|SignedConv|HypergraphConv|PointNetConv|FiLMConv|HGTConv|HANConv|RGATConv|SuperGATConv|PointTransformerConv|DNAConv|HEATConv|WLConv|PPFConv|GravNetConv)$/from graphloc.nn import \1/' \
   -e 's/^from torch_geometric\.nn import MLPAggregation, SAGEConv$/from torch_geometric.nn import MLPAggregation\nfrom graphloc.nn import SAGEConv/' \
   -e 's/^from torch_geometric\.nn import MLP, PointGNNConv$/from torch_geometric.nn import MLP\nfrom graphloc.nn import PointGNNConv/' \
-  -e 's/^from torch_geometric\.nn import DynamicEdgeConv, EdgeConv$/from torch_geometric.nn import DynamicEdgeConv\nfrom graphloc.nn import EdgeConv/' \
+  -e 's/^from torch_geometric\.nn import DynamicEdgeConv, EdgeConv$/from graphloc.nn import DynamicEdgeConv, EdgeConv/' \
   -e 's/^from torch_geometric\.utils import total_influence$/from graphloc.influence import total_influence/' \
   -e 's/^from torch_geometric\.nn\.models import LabelPropagation$/from graphloc.nn import LabelPropagation/' \
   "$work"/pyg/test/nn/conv/*.py "$work"/pyg/test/utils/*.py
+sed -i "/^@withPackage('pyg_lib')$/d" "$work/pyg/test/nn/conv/test_edge_conv.py" \
+  "$work/pyg/test/nn/conv/test_gravnet_conv.py"
 echo "== PyG's conv and total_influence tests"
 (cd "$work/pyg" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
   | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
@@ -101,3 +108,16 @@ PY
 echo "== PyG's aggregation tests (basic, lcm, quantile, lstm, multi)"
 (cd "$work/pyg_aggr" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
   | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
+
+# torch_cluster's knn and radius tests (with a checkout): its package name points at
+# graphloc.ops's search functions; its testing helpers are its own.
+if [ -n "$cluster" ]; then
+  mkdir -p "$work/cluster/test" "$work/cluster_shim/torch_cluster"
+  cp "$cluster/test/test_knn.py" "$cluster/test/test_radius.py" "$work/cluster/test/"
+  cp "$cluster/torch_cluster/testing.py" "$work/cluster_shim/torch_cluster/"
+  echo 'from graphloc.ops import knn, knn_graph, radius, radius_graph  # noqa: F401' \
+    > "$work/cluster_shim/torch_cluster/__init__.py"
+  echo "== torch_cluster's knn and radius tests"
+  (cd "$work/cluster" && PYTHONPATH="$work/cluster_shim:$work/site" "$python" -m pytest -q \
+    -p no:cacheprovider test | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
+fi

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
+import pytest
 import torch
-from helpers import random_edge_index
+from helpers import brute_force_neighbours, random_edge_index
 
 from graphloc import Graph
 
@@ -258,3 +260,23 @@ def seeded_hetero_twins(name: str, kwargs: dict, x: dict):
         assert key == other and torch.equal(a, b)
     return twins
 
+
+
+@contextlib.contextmanager
+def pyg_knn_by_brute_force():
+    """PyG's DynamicEdgeConv and GravNetConv without pyg-lib, inside the block: its flag
+    set and ``torch.ops.pyg.knn`` the brute-force oracle (so the PyG twin's neighbours are
+    the oracle's, not graphloc's)."""
+    import torch_geometric.typing
+
+    def knn(x, y, ptr_x, ptr_y, k, cosine, num_workers):
+        assert not cosine
+        ptr_x = [0, x.size(0)] if ptr_x is None else ptr_x.tolist()
+        ptr_y = [0, y.size(0)] if ptr_y is None else ptr_y.tolist()
+        ptr_x += [ptr_x[-1]] * (len(ptr_y) - len(ptr_x))  # (examples x lacks: no points)
+        return brute_force_neighbours(x.detach(), y.detach(), k, ptr_x, ptr_y)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torch_geometric.typing, "WITH_KNN", True)
+        patch.setattr(torch.ops.pyg, "knn", knn, raising=False)
+        yield

@@ -16,6 +16,7 @@ from graphloc.nn.conv import (
     ChebConv,
     ClusterGCNConv,
     DNAConv,
+    DynamicEdgeConv,
     EdgeConv,
     EGConv,
     FAConv,
@@ -34,6 +35,7 @@ from graphloc.nn.conv import (
     GINEConv,
     GMMConv,
     GraphConv,
+    GravNetConv,
     HANConv,
     HEATConv,
     HGTConv,
@@ -94,6 +96,7 @@ from graphloc.nn.models import (
     hop2_tokens,
 )
 from graphloc.nn.registry import MODELS, build_model, register_model
+from graphloc.ops.neighbours import knn, knn_graph, radius, radius_graph
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
            "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv",
@@ -103,7 +106,8 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "NNConv", "GMMConv", "GATEConv", "FeaStConv", "FiLMConv", "PDNConv", "WLConvContinuous",
            "SignedConv", "HypergraphConv", "PointNetConv", "CFConv", "HGTConv", "HANConv",
            "SparseLinear", "RGATConv", "SuperGATConv", "PointTransformerConv", "DNAConv",
-           "HEATConv", "WLConv", "PPFConv", "PointGNNConv", "GNN",
+           "HEATConv", "WLConv", "PPFConv", "PointGNNConv", "DynamicEdgeConv", "GravNetConv",
+           "knn", "knn_graph", "radius", "radius_graph", "GNN",
            "DAGNN",
            "LiftConv", "LiftBlock", "LiftGCN",
            "TopMAttention", "TANGNNLayer", "TANGNN", "top_m_similar", "LargeGT",

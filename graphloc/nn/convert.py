@@ -402,6 +402,22 @@ def _edge(conv):
     return gl_conv.EdgeConv(conv.nn, aggr=conv.aggr)
 
 
+def _dynamic_edge(conv):
+    _require(conv.aggr in PYG_REDUCTIONS,
+             f"aggr={conv.aggr!r} (graphloc's DynamicEdgeConv: max, min, mean, add or sum)")
+    return gl_conv.DynamicEdgeConv(conv.nn, conv.k, aggr=conv.aggr,
+                                   num_workers=conv.num_workers)
+
+
+def _gravnet(conv):
+    _require(list(conv.aggr) == ["mean", "max"],
+             f"aggr={conv.aggr!r} (graphloc's GravNetConv: PyG's mean and max)")
+    _require(conv.flow == "source_to_target",
+             f"flow={conv.flow!r} (graphloc's GravNetConv: PyG's, source_to_target)")
+    return gl_conv.GravNetConv(conv.in_channels, conv.out_channels,
+                               conv.lin_s.out_channels, conv.lin_h.out_channels, conv.k)
+
+
 def _point(conv):
     _require(conv.aggr in PYG_REDUCTIONS,
              f"aggr={conv.aggr!r} (graphloc's PointNetConv: max, min, mean, add or sum)")
@@ -642,7 +658,8 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "RGATConv": _rgat, "SuperGATConv": _supergat,
                "PointTransformerConv": _point_transformer, "DNAConv": _dna,
                "HEATConv": _heat, "WLConv": _wl, "PPFConv": _ppf,
-               "PointGNNConv": _point_gnn}
+               "PointGNNConv": _point_gnn, "DynamicEdgeConv": _dynamic_edge,
+               "GravNetConv": _gravnet}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -668,7 +685,7 @@ _AGGREGATION_CARRIED = ("SAGEConv", "GINConv", "GraphConv", "GatedGraphConv", "G
                         "PNAConv", "EdgeConv", "SimpleConv", "RGCNConv", "FastRGCNConv",
                         "MFConv", "CGConv", "GeneralConv", "NNConv", "GMMConv", "FeaStConv",
                         "SignedConv", "PointNetConv", "FiLMConv", "PPFConv",
-                        "PointGNNConv")
+                        "PointGNNConv", "DynamicEdgeConv", "GravNetConv")
 
 
 def _convert_conv(conv) -> torch.nn.Module:
@@ -917,6 +934,11 @@ def _probe(module, example):
         return _dna_probe(module)
     elif _is_pyg_conv(module) and type(module).__name__ == "HEATConv":
         return _heat_probe(module)
+    elif _is_pyg_conv(module) and type(module).__name__ == "DynamicEdgeConv":
+        # (x[, batch]): points in 4 examples, its network's input width halved
+        return _points_probe(module, _input_width(module.nn, 2) // 2)
+    elif _is_pyg_conv(module) and type(module).__name__ == "GravNetConv":
+        return _points_probe(module, module.in_channels)
     elif _is_pyg_conv(module) and type(module).__name__ == "WLConv":  # colours, integers
         gen = torch.Generator().manual_seed(0)
         return (torch.randint(0, 3, (20,), generator=gen),
@@ -948,6 +970,16 @@ def _probe(module, example):
     # a conv built with edge_dim is checked on its edge path (PyG's ResGatedGraphConv needs
     # edge features then)
     return x, edge_index, torch.randn(60, edge_dim, generator=gen, dtype=x.dtype)
+
+
+def _points_probe(conv, width: int):
+    """``(x [20, width], batch)`` for a conv that finds its own neighbours: 20 points in
+    four examples of five; None while the width is lazy."""
+    if width <= 0:
+        return None
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(20, width, generator=gen, dtype=_dtype_of(conv))
+    return x, torch.arange(4).repeat_interleave(5)
 
 
 def _dna_probe(conv):

@@ -8,10 +8,18 @@ import pytest
 import torch
 import torch_geometric.nn as pyg
 from helpers import random_edge_index
+from parity import pyg_knn_by_brute_force
 from torch_geometric.nn import MessagePassing
 
 from graphloc.influence import measure, total_influence
 from graphloc.nn import GNN, GCNConv, Unconvertible, from_pyg
+
+
+@pytest.fixture(autouse=True)
+def _pygs_knn():
+    """PyG's DynamicEdgeConv and GravNetConv need pyg-lib's knn: here the oracle's."""
+    with pyg_knn_by_brute_force():
+        yield
 
 
 def _probe(width=6, n=40, seed=0):
@@ -463,6 +471,8 @@ AGGREGATED = {
     "PPFConv": lambda a: pyg.PPFConv(torch.nn.Linear(10, 4), aggr=a),
     "PointGNNConv": lambda a: pyg.PointGNNConv(torch.nn.Linear(6, 3), torch.nn.Linear(9, 4),
                                                torch.nn.Linear(4, 6), aggr=a),
+    "DynamicEdgeConv": lambda a: pyg.DynamicEdgeConv(torch.nn.Linear(12, 4), k=3, aggr=a),
+    "GravNetConv": lambda a: _gravnet(a),
 }
 
 
@@ -493,6 +503,13 @@ def _with_aggregation(conv, aggr):
     with ``aggr`` set as PyG's MessagePassing takes it."""
     conv.aggr = aggr
     return conv
+
+
+def _gravnet(aggr):
+    """GravNetConv, whose aggregations (mean and max) its constructor fixes: as built for
+    "sum", the sweeps' default, else with ``aggr`` set as PyG's MessagePassing takes it."""
+    conv = pyg.GravNetConv(6, 4, 2, 3, k=3)
+    return conv if aggr == "sum" else _with_aggregation(conv, aggr)
 
 
 def _gate_conv(aggr):
@@ -548,6 +565,9 @@ def _call_args(name: str, x, edge_index) -> tuple:
             "PointTransformerConv": (x, x[..., :3], edge_index),
             "PPFConv": (x, x[..., :3], x[..., 3:], edge_index),
             "PointGNNConv": (x, x[..., :3], edge_index),
+            # (they find their own neighbours: the points and their examples)
+            "DynamicEdgeConv": (x, torch.arange(x.size(-2)) // 8),
+            "GravNetConv": (x, torch.arange(x.size(-2)) // 8),
             "GATEConv": (x, edge_index, torch.randn(edge_index.size(1), 3)),
             "RGCNConv": (x, edge_index, edge_type),
             "CFConv": (x, edge_index, torch.rand(edge_index.size(1)) * 6,

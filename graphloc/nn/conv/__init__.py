@@ -10,7 +10,7 @@ from graphloc.nn.conv.cg_conv import CGConv
 from graphloc.nn.conv.cheb import ChebConv
 from graphloc.nn.conv.cluster_gcn import ClusterGCNConv
 from graphloc.nn.conv.dna_conv import DNAConv
-from graphloc.nn.conv.edge_conv import EdgeConv
+from graphloc.nn.conv.edge_conv import DynamicEdgeConv, EdgeConv
 from graphloc.nn.conv.eg_conv import EGConv
 from graphloc.nn.conv.fa_conv import FAConv
 from graphloc.nn.conv.feast_conv import FeaStConv
@@ -26,6 +26,7 @@ from graphloc.nn.conv.general_conv import GeneralConv
 from graphloc.nn.conv.gin import GINConv, GINEConv
 from graphloc.nn.conv.gmm_conv import GMMConv
 from graphloc.nn.conv.graph_conv import GraphConv
+from graphloc.nn.conv.gravnet_conv import GravNetConv
 from graphloc.nn.conv.han_conv import HANConv
 from graphloc.nn.conv.heat_conv import HEATConv
 from graphloc.nn.conv.hgt_conv import HGTConv
@@ -72,6 +73,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "HypergraphConv", "PointNetConv", "FiLMConv", "CFConv", "HGTConv", "HANConv",
            "SparseLinear", "RGATConv", "SuperGATConv", "PointTransformerConv",
            "GATEConv", "DNAConv", "HEATConv", "WLConv", "PPFConv", "PointGNNConv",
+           "DynamicEdgeConv", "GravNetConv",
            "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",

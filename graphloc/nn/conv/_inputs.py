@@ -463,3 +463,32 @@ def _check_copy_edges(name: str, edges: Tensor, counts: tuple[int, int], node_ax
             raise ValueError(f"{name}: edge_index[{side}] holds {int(high[side])} at column "
                              f"{col}, but each feature set of the static batch has "
                              f"{counts[side]} nodes on x's axis {node_axis}")
+
+
+def point_pair(layer: torch.nn.Module, x) -> tuple[Tensor, Tensor, bool]:
+    """``(x_src, x_dst, bipartite)`` of a conv that builds its own graph from its points:
+    ``x`` or a pair, each ``[N, F]``."""
+    name = type(layer).__name__
+    bipartite = isinstance(x, (tuple, list))
+    if bipartite and len(x) != 2:
+        raise ValueError(f"{name}: x must be a tensor or a pair (x_src, x_dst), got "
+                         f"{len(x)} entries")
+    x_src, x_dst = x if bipartite else (x, x)
+    for side, t in (("x", x_src), ("x_dst", x_dst)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name}: {side} must be a tensor, got {type(t).__name__}")
+        if t.dim() != 2:
+            raise ValueError(f"{name}: {side} must be [num_points, features] (static graphs "
+                             f"are not supported, as in PyG), got shape {list(t.shape)}")
+    return x_src, x_dst, bipartite
+
+
+def batch_pair(layer: torch.nn.Module, batch) -> tuple:
+    """The example ids of the source and destination points: ``batch`` for both, or a
+    pair."""
+    if batch is None or isinstance(batch, Tensor):
+        return batch, batch
+    if isinstance(batch, (tuple, list)) and len(batch) == 2:
+        return batch[0], batch[1]
+    raise TypeError(f"{type(layer).__name__}: batch must be a tensor of example ids, a pair "
+                    f"of them or None, got {type(batch).__name__}")

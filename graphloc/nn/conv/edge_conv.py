@@ -7,8 +7,14 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_choice
-from graphloc.nn.conv._inputs import check_flow, read_inputs, require_destination
+from graphloc.checks import check_choice, check_int
+from graphloc.nn.conv._inputs import (
+    batch_pair,
+    check_flow,
+    point_pair,
+    read_inputs,
+    require_destination,
+)
 from graphloc.nn.conv._utils import (
     PYG_REDUCTIONS,
     check_first_linear,
@@ -93,6 +99,44 @@ class EdgeConv(torch.nn.Module):
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(nn={self.nn})"
+
+
+class DynamicEdgeConv(EdgeConv):
+    r"""DGCNN's dynamic edge convolution (`Wang et al., ACM TOG 2019
+    <https://arxiv.org/abs/1801.07829>`_): :class:`EdgeConv` over the graph of each
+    point's ``k`` nearest points in feature space (itself included), rebuilt at every call.
+
+    A drop-in for PyG's ``DynamicEdgeConv`` (same arguments, the network as ``nn``, and
+    outputs), without pyg-lib: the neighbours come from :func:`graphloc.ops.knn` (PyG's
+    KD-tree breaks equal distances its own way; graphloc by the lower index), then the
+    edge convolution runs as :class:`EdgeConv`'s. The search has no gradient, as in PyG.
+
+    Args:
+        nn (torch.nn.Module): the network, ``[*, 2 F] -> [*, C]``.
+        k (int): neighbours per point.
+        aggr (str, default "max"): as :class:`EdgeConv`'s.
+        num_workers (int, default 1): accepted for PyG's signature; the search runs on
+            torch's threads.
+
+    Shapes:
+        input: ``x [N, F]`` or a pair ``(x_src, x_dst)``, optional sorted example ids
+        ``batch [N]`` (or a pair). output: ``[N_dst, C]``.
+    """
+
+    def __init__(self, nn: torch.nn.Module, k: int, aggr: str = "max", num_workers: int = 1):
+        super().__init__(nn, aggr=aggr)
+        self.k = check_int(k, "DynamicEdgeConv: k", 1)
+        self.num_workers = check_int(num_workers, "DynamicEdgeConv: num_workers", 1)
+
+    def forward(self, x: Tensor | tuple[Tensor, Tensor],
+                batch: Tensor | tuple[Tensor, Tensor] | None = None) -> Tensor:
+        x_src, x_dst, bipartite = point_pair(self, x)
+        batch_src, batch_dst = batch_pair(self, batch)
+        edge_index = ops.knn(x_src, x_dst, self.k, batch_src, batch_dst).flip(0)
+        return super().forward((x_src, x_dst) if bipartite else x_src, edge_index)
+
+    def __repr__(self) -> str:  # PyG's
+        return f"{self.__class__.__name__}(nn={self.nn}, k={self.k})"
 
 
 def _first_product(first: torch.nn.Linear, x_src: Tensor, x_dst: Tensor, src: Tensor,

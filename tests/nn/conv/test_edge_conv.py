@@ -1,16 +1,23 @@
 """EdgeConv against PyG's EdgeConv (values and gradients for each aggregation and network
 shape, pairs, flows), the regrouped first product's accuracy against float64, and PyG's
-per-edge path wherever regrouping could change a number."""
+per-edge path wherever regrouping could change a number; DynamicEdgeConv against PyG's
+(its knn the brute-force oracle: PyG needs pyg-lib for it)."""
 
 import copy
 
 import pytest
 import torch
 import torch_geometric.nn as pyg
-from helpers import reference_ops
-from parity import assert_parity, parity_graph
+from helpers import brute_force_neighbours, pointers, reference_ops
+from parity import (
+    assert_converts_and_trains_as_pygs,
+    assert_parity,
+    assert_twins_agree,
+    parity_graph,
+    pyg_knn_by_brute_force,
+)
 
-from graphloc.nn import EdgeConv, from_pyg
+from graphloc.nn import DynamicEdgeConv, EdgeConv, from_pyg
 
 NETWORKS = {  # the first two are regrouped, PyG's MLP runs per edge
     "sequential": lambda: torch.nn.Sequential(torch.nn.Linear(16, 12), torch.nn.ReLU(),
@@ -149,3 +156,72 @@ def test_from_pyg_carries_the_aggregation_and_keeps_others():
         kept = from_pyg(pyg.EdgeConv(torch.nn.Linear(16, 4), aggr="std"),
                         example=(x, edge_index))
     assert type(kept).__module__.startswith("torch_geometric")
+
+
+def _dynamic_twins(network: str, k: int, aggr: str = "max"):
+    """graphloc's and PyG's DynamicEdgeConv on one network, in float64."""
+    with pyg_knn_by_brute_force():
+        theirs = pyg.DynamicEdgeConv(NETWORKS[network](), k=k, aggr=aggr).double()
+    ours = DynamicEdgeConv(copy.deepcopy(theirs.nn), k=k, aggr=aggr).double()
+    ours.load_state_dict(theirs.state_dict())
+    return ours, theirs
+
+
+def _cloud(seed=0, n=30):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 8, dtype=torch.float64, generator=gen)
+    return x, torch.tensor([0] * 12 + [1] * 3 + [2] * (n - 15))
+
+
+@pytest.mark.parametrize("aggr", ["max", "mean", "add"])
+@pytest.mark.parametrize("network", sorted(NETWORKS))
+def test_dynamic_matches_pyg_with_every_gradient(network, aggr):
+    x, batch = _cloud()
+    y = torch.randn(7, 8, dtype=torch.float64)
+    batch_y = torch.tensor([0, 0, 1, 2, 2, 4, 4])  # (example 4: no source points)
+    ours, theirs = _dynamic_twins(network, 5, aggr)
+    with pyg_knn_by_brute_force():
+        for call in (lambda conv, x: conv(x, batch), lambda conv, x: conv(x),
+                     lambda conv, x: conv((x, y), (batch, batch_y))):
+            assert_twins_agree(ours.eval(), theirs.eval(), [x], call)
+
+
+def test_dynamic_is_edge_conv_on_the_k_nearest_points():
+    x, batch = _cloud(1, n=20)
+    conv = DynamicEdgeConv(NETWORKS["sequential"](), k=4).double()
+    ptr = pointers(batch, 3)
+    query, point = brute_force_neighbours(x, x, 4, ptr, ptr)
+    want = EdgeConv(conv.nn).double()(x, torch.stack([point, query]))
+    torch.testing.assert_close(conv(x, batch), want)
+
+
+def test_dynamic_converts_and_trains_as_pygs():
+    x, batch = _cloud(2)
+
+    class DGCNN(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first = pyg.DynamicEdgeConv(NETWORKS["sequential"](), k=4)
+            self.second = pyg.DynamicEdgeConv(torch.nn.Linear(12, 3), k=6, aggr="mean")
+
+        def forward(self, x, batch):
+            return self.second(self.first(x, batch), batch)
+
+    with pyg_knn_by_brute_force():
+        torch.manual_seed(0)
+        converted = assert_converts_and_trains_as_pygs(DGCNN().double(), (x, batch))
+    assert isinstance(converted.second, DynamicEdgeConv) and converted.second.k == 6
+
+
+def test_dynamic_bad_arguments_are_named():
+    x, batch = _cloud()
+    conv = DynamicEdgeConv(torch.nn.Linear(16, 4), k=2).double()
+    with pytest.raises(ValueError, match="k must be an integer >= 1, got -1"):
+        DynamicEdgeConv(torch.nn.Linear(16, 4), k=-1)
+    with pytest.raises(ValueError, match="static graphs are not supported"):
+        conv(x.view(3, 10, 8))
+    with pytest.raises(ValueError, match="batch_y must hold one example id per row"):
+        conv(x, (batch, batch[:5]))
+    with pytest.raises(ValueError, match=r"x must be a tensor or a pair \(x_src, x_dst\)"):
+        conv((x, x, x))
+    assert str(conv).startswith("DynamicEdgeConv(nn=Linear(") and str(conv).endswith("k=2)")
