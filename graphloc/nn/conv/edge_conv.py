@@ -110,6 +110,9 @@ class DynamicEdgeConv(EdgeConv):
     outputs), without pyg-lib: the neighbours come from :func:`graphloc.ops.knn` (PyG's
     KD-tree breaks equal distances its own way; graphloc by the lower index), then the
     edge convolution runs as :class:`EdgeConv`'s. The search has no gradient, as in PyG.
+    Where PyG's search is undefined graphloc's is not: a point with a NaN feature ranks
+    after every other (its own output is NaN either way), and an unsorted ``batch``, whose
+    examples PyG's row ranges would mix, is refused.
 
     Args:
         nn (torch.nn.Module): the network, ``[*, 2 F] -> [*, C]``.

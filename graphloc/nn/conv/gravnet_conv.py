@@ -35,7 +35,10 @@ class GravNetConv(torch.nn.Module):
     its own way; graphloc by the lower index), and both aggregations are fused sparse
     products over the weighted edges, no ``[E, F]`` messages. The search itself has no
     gradient, as in PyG; the weights carry one to ``lin_s``. Max sends the gradient to one
-    winner per channel.
+    winner per channel (PyG's splits it among equal maxima). Where PyG's search is
+    undefined graphloc's is not: a point whose learned position is NaN ranks after every
+    other, and an unsorted ``batch``, whose examples PyG's row ranges would mix, is
+    refused.
 
     Args:
         in_channels (int): input width (-1: taken from the first call).
