@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Runs the peers' own test files against graphloc with only the imported names swapped:
 # PyG's tests of the convs, total_influence and compiled convs, torch_scatter's whole
-# suite, and with a torch_cluster checkout its knn and radius tests.
+# suite, and with a torch_cluster checkout its knn, radius, nearest and fps tests.
 # Fetches nothing: pass checkouts of the peers' repositories (PyG at tag 2.8.0, torch_scatter
 # at 2.1.2, torch_cluster at 1.6.3). Their files stay outside this repository; they are
 # copied to a temp directory.
 #
 #   bash benchmarks/peer_tests.sh PYG_CHECKOUT SCATTER_CHECKOUT [--no-jit] [CLUSTER_CHECKOUT]
 #
-# PyG's DynamicEdgeConv and GravNetConv tests are marked to need pyg-lib (PyG's knn); the
-# mark is dropped for graphloc's convs, which search without it.
+# PyG's DynamicEdgeConv, GravNetConv and knn_interpolate tests are marked to need pyg-lib
+# (PyG's knn); the mark is dropped for graphloc's, which search without it.
 #
 # --no-jit replaces torch.jit.script by the identity, so the rest of each scripted test still
 # runs: graphloc's convs are Python, not TorchScript (PyG scripts them only in its full
@@ -46,17 +46,19 @@ done
 cp "$pyg/test/nn/conv/test_appnp.py" "$pyg/test/nn/conv/test_wl_conv_continuous.py" \
   "$pyg/test/nn/models/test_label_prop.py" "$work/pyg/test/nn/conv/"
 cp "$pyg/test/utils/test_total_influence.py" "$work/pyg/test/utils/"
+cp "$pyg/test/nn/unpool/test_knn_interpolate.py" "$work/pyg/test/nn/conv/"
 cp "$pyg/test/conftest.py" "$work/pyg/test/" 2>/dev/null || true
 sed -i -E \
   -e 's/^from torch_geometric\.nn import (GCNConv|SAGEConv|GATConv|GATv2Conv|ChebConv|TransformerConv|GraphConv|GINConv, GINEConv|SGConv|APPNP|GCN2Conv|ResGatedGraphConv|TAGConv|GatedGraphConv|GENConv|PNAConv|LGConv|LEConv|SSGConv|MixHopConv|FAConv|ClusterGCNConv|AGNNConv|SimpleConv|FastRGCNConv, RGCNConv|ARMAConv|MFConv|CGConv|GeneralConv|EGConv|NNConv|GMMConv|FeaStConv|PDNConv|WLConvContinuous|SignedConv|HypergraphConv|PointNetConv|FiLMConv|HGTConv|HANConv|RGATConv|SuperGATConv|PointTransformerConv|DNAConv|HEATConv|WLConv|PPFConv|GravNetConv)$/from graphloc.nn import \1/' \
   -e 's/^from torch_geometric\.nn import MLPAggregation, SAGEConv$/from torch_geometric.nn import MLPAggregation\nfrom graphloc.nn import SAGEConv/' \
   -e 's/^from torch_geometric\.nn import MLP, PointGNNConv$/from torch_geometric.nn import MLP\nfrom graphloc.nn import PointGNNConv/' \
   -e 's/^from torch_geometric\.nn import DynamicEdgeConv, EdgeConv$/from graphloc.nn import DynamicEdgeConv, EdgeConv/' \
+  -e 's/^from torch_geometric\.nn import knn_interpolate$/from graphloc.nn import knn_interpolate/' \
   -e 's/^from torch_geometric\.utils import total_influence$/from graphloc.influence import total_influence/' \
   -e 's/^from torch_geometric\.nn\.models import LabelPropagation$/from graphloc.nn import LabelPropagation/' \
   "$work"/pyg/test/nn/conv/*.py "$work"/pyg/test/utils/*.py
 sed -i "/^@withPackage('pyg_lib')$/d" "$work/pyg/test/nn/conv/test_edge_conv.py" \
-  "$work/pyg/test/nn/conv/test_gravnet_conv.py"
+  "$work/pyg/test/nn/conv/test_gravnet_conv.py" "$work/pyg/test/nn/conv/test_knn_interpolate.py"
 echo "== PyG's conv and total_influence tests"
 (cd "$work/pyg" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
   | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
@@ -109,15 +111,17 @@ echo "== PyG's aggregation tests (basic, lcm, quantile, lstm, multi)"
 (cd "$work/pyg_aggr" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
   | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
 
-# torch_cluster's knn and radius tests (with a checkout): its package name points at
-# graphloc.ops's search functions; its testing helpers are its own.
+# torch_cluster's knn, radius, nearest and fps tests (with a checkout): its package name
+# points at graphloc.ops's functions; its testing helpers are its own.
 if [ -n "$cluster" ]; then
   mkdir -p "$work/cluster/test" "$work/cluster_shim/torch_cluster"
-  cp "$cluster/test/test_knn.py" "$cluster/test/test_radius.py" "$work/cluster/test/"
+  for name in knn radius nearest fps; do
+    cp "$cluster/test/test_$name.py" "$work/cluster/test/"
+  done
   cp "$cluster/torch_cluster/testing.py" "$work/cluster_shim/torch_cluster/"
-  echo 'from graphloc.ops import knn, knn_graph, radius, radius_graph  # noqa: F401' \
+  echo 'from graphloc.ops import fps, knn, knn_graph, nearest, radius, radius_graph  # noqa' \
     > "$work/cluster_shim/torch_cluster/__init__.py"
-  echo "== torch_cluster's knn and radius tests"
+  echo "== torch_cluster's knn, radius, nearest and fps tests"
   (cd "$work/cluster" && PYTHONPATH="$work/cluster_shim:$work/site" "$python" -m pytest -q \
     -p no:cacheprovider test | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
 fi

@@ -96,7 +96,8 @@ from graphloc.nn.models import (
     hop2_tokens,
 )
 from graphloc.nn.registry import MODELS, build_model, register_model
-from graphloc.ops.neighbours import knn, knn_graph, radius, radius_graph
+from graphloc.nn.unpool import knn_interpolate
+from graphloc.ops.neighbours import fps, knn, knn_graph, nearest, radius, radius_graph
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
            "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv",
@@ -107,7 +108,8 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "SignedConv", "HypergraphConv", "PointNetConv", "CFConv", "HGTConv", "HANConv",
            "SparseLinear", "RGATConv", "SuperGATConv", "PointTransformerConv", "DNAConv",
            "HEATConv", "WLConv", "PPFConv", "PointGNNConv", "DynamicEdgeConv", "GravNetConv",
-           "knn", "knn_graph", "radius", "radius_graph", "GNN",
+           "knn", "knn_graph", "radius", "radius_graph", "nearest", "fps",
+           "knn_interpolate", "GNN",
            "DAGNN",
            "LiftConv", "LiftBlock", "LiftGCN",
            "TopMAttention", "TANGNNLayer", "TANGNN", "top_m_similar", "LargeGT",

@@ -23,7 +23,7 @@ from graphloc.ops._library import (
     permute_rows,
 )
 from graphloc.ops.dropout import dropout
-from graphloc.ops.neighbours import knn, knn_graph, radius, radius_graph
+from graphloc.ops.neighbours import fps, knn, knn_graph, nearest, radius, radius_graph
 from graphloc.ops.reference import as_rows, canonical_reduce
 from graphloc.ops.reference import edge_outer_sum as _composed_outer_sum
 from graphloc.ops.reference import film_sum as _composed_film_sum
@@ -46,7 +46,7 @@ __all__ = ["HAS_EXTENSION", "spmm", "set_spmm_backend", "sddmm", "segment_softma
            "segment_reduce", "gather", "scatter", "coo_to_csr", "csr_transpose", "permute_rows",
            "khop_subgraphs", "separated_rounds", "neighbor_sample", "hop2_sample",
            "local_eccentricity", "dropout", "knn", "knn_graph", "radius", "radius_graph",
-           "KHopBalls", "SampledNeighbourhood"]
+           "nearest", "fps", "KHopBalls", "SampledNeighbourhood"]
 
 _FLOATS = (torch.float32, torch.float64, torch.bfloat16)
 

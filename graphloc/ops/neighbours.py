@@ -1,6 +1,7 @@
 """Nearest neighbours in feature or coordinate space: PyG's ``knn``, ``knn_graph``,
-``radius`` and ``radius_graph`` with its signatures, outputs and edge direction, without
-pyg-lib (which PyG 2.8 needs for them, and for DynamicEdgeConv and GravNetConv).
+``radius``, ``radius_graph``, ``nearest`` and ``fps`` with its signatures, outputs and edge
+direction, without pyg-lib (which PyG 2.8 needs for them, and for DynamicEdgeConv and
+GravNetConv).
 
 Exact search: on the CPU a KD-tree per example (the ``knn`` kernel), elsewhere (and without
 the extension) the pure-torch twin's blocks of distances. Both rank by the same float64
@@ -100,6 +101,103 @@ def radius_graph(x: Tensor, r: float, batch: Tensor | None = None, loop: bool = 
     found = _search("radius_graph", x, x, max_num_neighbors, batch, batch, num_workers,
                     batch_size, exclude_self=not loop, within=within)
     return _directed("radius_graph", found, flow)
+
+
+def nearest(x: Tensor, y: Tensor, batch_x: Tensor | None = None,
+            batch_y: Tensor | None = None) -> Tensor:
+    """For each point of ``x``, the index of its nearest point of ``y`` in its example:
+    PyG's ``nearest`` (``[N]``, a cluster assignment). Equal distances go to the lower
+    index; every example of ``x`` must have points in ``y`` (a ``ValueError`` otherwise,
+    as PyG's)."""
+    points, queries = _points(y, "y"), _points(x, "x")
+    if points.size(1) != queries.size(1):
+        raise ValueError(f"nearest: x has {queries.size(1)} features per point but y has "
+                         f"{points.size(1)}")
+    ptr_y, ptr_x = _example_pointers(batch_y, batch_x, points, queries, None,
+                                     ("batch_y", "batch_x"))
+    counts_x, counts_y = ptr_x.diff(), ptr_y.diff()
+    lacking = ((counts_x > 0) & (counts_y == 0)).nonzero()
+    if lacking.numel():
+        raise ValueError(f"nearest: example {int(lacking[0])} has points in x but none in y")
+    return _nearest(points, queries, ptr_y, ptr_x, 1, False, False, float("inf"))[1]
+
+
+def fps(x: Tensor, batch: Tensor | None = None, ratio: float | Tensor = 0.5,
+        random_start: bool = True, batch_size: int | None = None,
+        ptr: Tensor | list | None = None) -> Tensor:
+    """Farthest point sampling (PointNet++): per example, ``ceil(n * ratio)`` points, each
+    the farthest (squared Euclidean, in ``x``'s dtype) from those taken before it, the
+    first at random (``random_start``, torch's generator) or the example's first point.
+    PyG's ``fps`` (and torch_cluster's ``ptr=``, and a ratio per example), the indices
+    example by example in the order taken; equal distances go to the lower index and a
+    NaN distance counts as the largest, as torch's ``argmax`` (PyG's kernels take the same
+    steps with torch's own ops). All examples step together, padded to the largest."""
+    points = _points(x.view(x.size(0), -1) if isinstance(x, Tensor) and x.dim() > 2 else x,
+                     "x")
+    if not points.is_floating_point():
+        raise TypeError(f"fps: x must be floating point, got {points.dtype}")
+    check_flags("fps", random_start=random_start)
+    if ptr is not None:
+        pointer = torch.as_tensor(ptr, dtype=torch.long, device=points.device)
+        if pointer.dim() != 1 or pointer.numel() < 1 or int(pointer[0]) != 0 or \
+                int(pointer[-1]) != points.size(0) or bool((pointer.diff() < 0).any()):
+            raise ValueError(f"fps: ptr must rise from 0 to {points.size(0)} (the rows), got "
+                             f"{pointer.tolist()}")
+    else:
+        pointer, _ = _example_pointers(batch, batch, points, points, batch_size,
+                                       ("batch", "batch"))
+    counts = pointer.diff()
+    ratios = _ratios(ratio, counts.numel(), points)
+    taken = torch.ceil(counts.to(torch.float32) * ratios).long().minimum(counts)
+    return _farthest_points(points, pointer, taken, random_start)
+
+
+def _ratios(ratio, examples: int, points: Tensor) -> Tensor:
+    """The sampling ratio of each example, as PyG's kernels multiply it (float32 counts
+    times the ratio), each in (0, 1]."""
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float, Tensor)):
+        raise ValueError(f"fps: ratio must be a number in (0, 1], got {ratio!r}")
+    ratios = torch.as_tensor(ratio, device=points.device)
+    if ratios.dim() > 1 or (ratios.dim() == 1 and ratios.numel() not in (1, examples)):
+        raise ValueError(f"fps: ratio must be one number or one per example ({examples}), "
+                         f"got shape {list(ratios.shape)}")
+    if ratios.numel() and not bool(((ratios > 0) & (ratios <= 1)).all()):
+        raise ValueError(f"fps: ratio must lie in (0, 1], got {ratios.tolist()}")
+    return ratios.to(points.dtype if isinstance(ratio, Tensor) else torch.float64)
+
+
+def _farthest_points(points: Tensor, pointer: Tensor, taken: Tensor,
+                     random_start: bool) -> Tensor:
+    counts = pointer.diff()
+    if points.size(0) == 0 or counts.numel() == 0 or int(taken.max()) == 0:
+        return torch.zeros(0, dtype=torch.long, device=points.device)
+    width = int(counts.max())
+    offsets = torch.arange(width, device=points.device)
+    real = offsets < counts.unsqueeze(1)
+    rows = (pointer[:-1].unsqueeze(1) + offsets).where(real, 0)
+    padded = points.index_select(0, rows.view(-1)).view(counts.numel(), width, -1)
+    if random_start:
+        first = (torch.rand(counts.numel(), device=points.device) * counts).long()
+        first = first.minimum((counts - 1).clamp(min=0))
+    else:
+        first = torch.zeros_like(counts)
+    examples = torch.arange(counts.numel(), device=points.device)
+    chosen = [first]
+    distance = _squared_to(padded, padded[examples, first], real)
+    for _ in range(1, int(taken.max())):
+        chosen.append(distance.argmax(1))
+        distance = torch.minimum(distance, _squared_to(padded, padded[examples, chosen[-1]],
+                                                       real))
+    local = torch.stack(chosen, 1)
+    keep = torch.arange(local.size(1), device=points.device) < taken.unsqueeze(1)
+    return (local + pointer[:-1].unsqueeze(1))[keep]
+
+
+def _squared_to(padded: Tensor, centre: Tensor, real: Tensor) -> Tensor:
+    """Squared distances of each example's points to its centre; padding at -inf, so no
+    argmax takes it."""
+    squared = (padded - centre.unsqueeze(1)).pow(2).sum(-1)
+    return squared.masked_fill(~real, float("-inf"))
 
 
 def _search(owner: str, x, y, k, batch_x, batch_y, num_workers, batch_size,

@@ -1,6 +1,7 @@
-"""knn, knn_graph, radius and radius_graph against a brute-force oracle in Python floats, by
-the kernel's KD-tree and by the pure-torch twin (each must return the oracle's neighbours,
-ties, NaN and infinities included), PyG's edge direction, and named errors."""
+"""knn, knn_graph, radius, radius_graph and nearest against a brute-force oracle in Python
+floats, by the kernel's KD-tree and by the pure-torch twin (each must return the oracle's
+neighbours, ties, NaN and infinities included), PyG's edge direction; farthest point
+sampling against a step-by-step oracle; named errors."""
 
 import math
 
@@ -8,7 +9,16 @@ import pytest
 import torch
 from helpers import brute_force_neighbours, pointers
 
-from graphloc.ops import knn, knn_graph, neighbours, radius, radius_graph, reference
+from graphloc.ops import (
+    fps,
+    knn,
+    knn_graph,
+    nearest,
+    neighbours,
+    radius,
+    radius_graph,
+    reference,
+)
 from graphloc.ops._library import HAS_EXTENSION, kernels
 
 BACKENDS = ["kernel", "twin"] if HAS_EXTENSION else ["twin"]
@@ -212,3 +222,79 @@ def test_the_kernel_checks_the_ranges_it_reads(ptr_x, ptr_y, k, message):
         kernels.knn(x, y, torch.tensor(ptr_x), torch.tensor(ptr_y), k, False, math.inf)
     with pytest.raises(RuntimeError, match="exclude_self needs x and y to be the same rows"):
         kernels.knn(x, y, torch.tensor([0, 4]), torch.tensor([0, 3]), 1, True, math.inf)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_nearest_is_each_points_closest_in_its_example(seed, backend):
+    x, y, batch_x, batch_y, examples, _ = _case(seed)
+    keep = torch.isin(batch_x, batch_y)  # (every example of x needs points in y)
+    x, batch_x = x[keep], batch_x[keep]
+    want = brute_force_neighbours(y, x, 1, pointers(batch_y, examples),
+                                  pointers(batch_x, examples))[1]
+    assert torch.equal(nearest(x, y, batch_x, batch_y), want)
+
+
+def test_nearest_refuses_an_example_without_points_in_y():
+    x, y = torch.randn(4, 2), torch.randn(2, 2)
+    with pytest.raises(ValueError, match="example 1 has points in x but none in y"):
+        nearest(x, y, torch.tensor([0, 0, 1, 1]), torch.tensor([0, 0]))
+
+
+def _farthest_point_oracle(points: list, count: int, first: int) -> list:
+    """Farthest point sampling step by step in Python floats: each step the point farthest
+    from those taken (the lowest index among equals)."""
+    def squared(a, b):
+        return sum((u - v) ** 2 for u, v in zip(a, b, strict=True))
+    taken = [first]
+    nearest_taken = [squared(p, points[first]) for p in points]
+    while len(taken) < count:
+        best = max(range(len(points)), key=lambda j: (nearest_taken[j], -j))
+        taken.append(best)
+        nearest_taken = [min(d, squared(p, points[best])) for d, p in zip(
+            nearest_taken, points, strict=True)]
+    return taken
+
+
+@pytest.mark.parametrize("ratio", [0.25, 0.5, 1.0])
+def test_fps_is_the_step_by_step_oracle(ratio):
+    gen = torch.Generator().manual_seed(7)
+    sizes = [9, 1, 0, 23, 5]
+    batch = torch.cat([torch.full((n,), b) for b, n in enumerate(sizes)])
+    x = torch.randint(-3, 4, (batch.numel(), 3), generator=gen).double()  # many ties
+    got = fps(x, batch, ratio=ratio, random_start=False)
+    want, start = [], 0
+    for n in sizes:
+        count = math.ceil(n * ratio)
+        if count:
+            want += [start + j for j in _farthest_point_oracle(x[start:start + n].tolist(),
+                                                               count, 0)]
+        start += n
+    assert got.tolist() == want
+
+
+def test_fps_random_start_draws_from_torchs_generator():
+    x, batch = torch.randn(40, 3), torch.arange(4).repeat_interleave(10)
+    torch.manual_seed(3)
+    first = fps(x, batch, ratio=0.3)
+    torch.manual_seed(3)
+    assert torch.equal(fps(x, batch, ratio=0.3), first)
+    assert first.numel() == 12 and torch.equal(batch[first], torch.arange(4).repeat_interleave(3))
+    starts = [_farthest_point_oracle(x[b * 10:b * 10 + 10].tolist(), 3,
+                                     int(first[3 * b]) - 10 * b) for b in range(4)]
+    assert first.tolist() == [10 * b + j for b, picks in enumerate(starts) for j in picks]
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x, b: fps(x, b, ratio=0.0), r"ratio must lie in \(0, 1\], got 0.0"),
+    (lambda x, b: fps(x, b, ratio=1.5), r"ratio must lie in \(0, 1\]"),
+    (lambda x, b: fps(x, b, ratio=torch.tensor([0.5, 0.5, 0.5])), "one per example \\(2\\)"),
+    (lambda x, b: fps(x, b, ratio="half"), "ratio must be a number"),
+    (lambda x, b: fps(x.long(), b), "x must be floating point"),
+    (lambda x, b: fps(x, ptr=[0, 3, 2]), r"ptr must rise from 0 to 6"),
+    (lambda x, b: fps(x, b.flip(0)), "batch must be sorted"),
+    (lambda x, b: fps(x, b, random_start="yes"), "random_start must be True or False"),
+])
+def test_fps_bad_arguments_are_named(call, message):
+    x, batch = torch.randn(6, 3), torch.tensor([0, 0, 0, 1, 1, 1])
+    with pytest.raises((ValueError, TypeError), match=message):
+        call(x, batch)
