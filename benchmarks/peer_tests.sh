@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Runs the peers' own test files against graphloc with only the imported names swapped:
 # PyG's tests of the convs, total_influence and compiled convs, torch_scatter's whole
-# suite, and with a torch_cluster checkout its knn, radius, nearest and fps tests.
+# suite, and with torch_cluster and torch_spline_conv checkouts their knn, radius, nearest,
+# fps, spline basis and spline weighting tests.
 # Fetches nothing: pass checkouts of the peers' repositories (PyG at tag 2.8.0, torch_scatter
-# at 2.1.2, torch_cluster at 1.6.3). Their files stay outside this repository; they are
-# copied to a temp directory.
+# at 2.1.2, torch_cluster at 1.6.3, torch_spline_conv at 1.2.2). Their files stay outside
+# this repository; they are copied to a temp directory.
 #
-#   bash benchmarks/peer_tests.sh PYG_CHECKOUT SCATTER_CHECKOUT [--no-jit] [CLUSTER_CHECKOUT]
+#   bash benchmarks/peer_tests.sh PYG_CHECKOUT SCATTER_CHECKOUT [--no-jit] \
+#     [CLUSTER_CHECKOUT] [SPLINE_CONV_CHECKOUT]
 #
-# PyG's DynamicEdgeConv, GravNetConv and knn_interpolate tests are marked to need pyg-lib
-# (PyG's knn); the mark is dropped for graphloc's, which search without it.
+# PyG's DynamicEdgeConv, GravNetConv, knn_interpolate and SplineConv tests are marked to
+# need pyg-lib (PyG's knn and spline basis); the mark is dropped for graphloc's, which run
+# without it.
 #
 # --no-jit replaces torch.jit.script by the identity, so the rest of each scripted test still
 # runs: graphloc's convs are Python, not TorchScript (PyG scripts them only in its full
@@ -19,6 +22,7 @@ pyg=${1:?PyG checkout}
 scatter=${2:?torch_scatter checkout}
 nojit=${3:-}
 cluster=${4:-}
+spline=${5:-}
 python=${PYTHON:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/python}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -40,7 +44,7 @@ echo "== torch_scatter's tests"
 # PyG: the conv classes and total_influence come from graphloc, everything else from PyG.
 mkdir -p "$work/pyg/test/nn/conv" "$work/pyg/test/utils"
 for conv in gcn sage gat gatv2 gin cheb transformer graph sg gcn2 res_gated_graph tag gated_graph gen pna lg le ssg mixhop fa cluster_gcn agnn edge simple rgcn arma mf cg general eg nn gmm feast pdn signed \
-    hypergraph point film hgt han rgat supergat point_transformer dna heat wl ppf point_gnn gravnet; do
+    hypergraph point film hgt han rgat supergat point_transformer dna heat wl ppf point_gnn gravnet spline; do
   cp "$pyg/test/nn/conv/test_${conv}_conv.py" "$work/pyg/test/nn/conv/"
 done
 cp "$pyg/test/nn/conv/test_appnp.py" "$pyg/test/nn/conv/test_wl_conv_continuous.py" \
@@ -49,7 +53,7 @@ cp "$pyg/test/utils/test_total_influence.py" "$work/pyg/test/utils/"
 cp "$pyg/test/nn/unpool/test_knn_interpolate.py" "$work/pyg/test/nn/conv/"
 cp "$pyg/test/conftest.py" "$work/pyg/test/" 2>/dev/null || true
 sed -i -E \
-  -e 's/^from torch_geometric\.nn import (GCNConv|SAGEConv|GATConv|GATv2Conv|ChebConv|TransformerConv|GraphConv|GINConv, GINEConv|SGConv|APPNP|GCN2Conv|ResGatedGraphConv|TAGConv|GatedGraphConv|GENConv|PNAConv|LGConv|LEConv|SSGConv|MixHopConv|FAConv|ClusterGCNConv|AGNNConv|SimpleConv|FastRGCNConv, RGCNConv|ARMAConv|MFConv|CGConv|GeneralConv|EGConv|NNConv|GMMConv|FeaStConv|PDNConv|WLConvContinuous|SignedConv|HypergraphConv|PointNetConv|FiLMConv|HGTConv|HANConv|RGATConv|SuperGATConv|PointTransformerConv|DNAConv|HEATConv|WLConv|PPFConv|GravNetConv)$/from graphloc.nn import \1/' \
+  -e 's/^from torch_geometric\.nn import (GCNConv|SAGEConv|GATConv|GATv2Conv|ChebConv|TransformerConv|GraphConv|GINConv, GINEConv|SGConv|APPNP|GCN2Conv|ResGatedGraphConv|TAGConv|GatedGraphConv|GENConv|PNAConv|LGConv|LEConv|SSGConv|MixHopConv|FAConv|ClusterGCNConv|AGNNConv|SimpleConv|FastRGCNConv, RGCNConv|ARMAConv|MFConv|CGConv|GeneralConv|EGConv|NNConv|GMMConv|FeaStConv|PDNConv|WLConvContinuous|SignedConv|HypergraphConv|PointNetConv|FiLMConv|HGTConv|HANConv|RGATConv|SuperGATConv|PointTransformerConv|DNAConv|HEATConv|WLConv|PPFConv|GravNetConv|SplineConv)$/from graphloc.nn import \1/' \
   -e 's/^from torch_geometric\.nn import MLPAggregation, SAGEConv$/from torch_geometric.nn import MLPAggregation\nfrom graphloc.nn import SAGEConv/' \
   -e 's/^from torch_geometric\.nn import MLP, PointGNNConv$/from torch_geometric.nn import MLP\nfrom graphloc.nn import PointGNNConv/' \
   -e 's/^from torch_geometric\.nn import DynamicEdgeConv, EdgeConv$/from graphloc.nn import DynamicEdgeConv, EdgeConv/' \
@@ -58,7 +62,8 @@ sed -i -E \
   -e 's/^from torch_geometric\.nn\.models import LabelPropagation$/from graphloc.nn import LabelPropagation/' \
   "$work"/pyg/test/nn/conv/*.py "$work"/pyg/test/utils/*.py
 sed -i "/^@withPackage('pyg_lib')$/d" "$work/pyg/test/nn/conv/test_edge_conv.py" \
-  "$work/pyg/test/nn/conv/test_gravnet_conv.py" "$work/pyg/test/nn/conv/test_knn_interpolate.py"
+  "$work/pyg/test/nn/conv/test_gravnet_conv.py" "$work/pyg/test/nn/conv/test_knn_interpolate.py" \
+  "$work/pyg/test/nn/conv/test_spline_conv.py"
 echo "== PyG's conv and total_influence tests"
 (cd "$work/pyg" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
   | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
@@ -123,5 +128,17 @@ if [ -n "$cluster" ]; then
     > "$work/cluster_shim/torch_cluster/__init__.py"
   echo "== torch_cluster's knn, radius, nearest and fps tests"
   (cd "$work/cluster" && PYTHONPATH="$work/cluster_shim:$work/site" "$python" -m pytest -q \
+    -p no:cacheprovider test | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
+fi
+
+# torch_spline_conv's basis and weighting tests (with a checkout), as graphloc.ops's.
+if [ -n "$spline" ]; then
+  mkdir -p "$work/spline/test" "$work/spline_shim/torch_spline_conv"
+  cp "$spline/test/test_basis.py" "$spline/test/test_weighting.py" "$work/spline/test/"
+  cp "$spline/torch_spline_conv/testing.py" "$work/spline_shim/torch_spline_conv/"
+  echo 'from graphloc.ops import spline_basis, spline_weighting  # noqa: F401' \
+    > "$work/spline_shim/torch_spline_conv/__init__.py"
+  echo "== torch_spline_conv's basis and weighting tests"
+  (cd "$work/spline" && PYTHONPATH="$work/spline_shim:$work/site" "$python" -m pytest -q \
     -p no:cacheprovider test | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
 fi

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import itertools
 import math
 import sys
 import threading
@@ -101,6 +102,44 @@ def pointers(batch: torch.Tensor, count: int) -> list:
     for b in range(count):
         bounds.append(bounds[-1] + int((batch == b).sum()))
     return bounds
+
+
+def cardinal_bspline(u: float, degree: int) -> float:
+    """The uniform B-spline of ``degree`` on [0, degree + 1] at ``u`` (Cox-de Boor)."""
+    if degree == 0:
+        return 1.0 if 0 <= u < 1 else 0.0
+    return (u * cardinal_bspline(u, degree - 1)
+            + (degree + 1 - u) * cardinal_bspline(u - 1, degree - 1)) / degree
+
+
+def oracle_spline_basis(pseudo, kernel_size, is_open_spline, degree):
+    """Per edge, the weights its pseudo-coordinates touch and their B-spline values: in
+    each dimension the ``degree + 1`` control points from ``floor(v)``, ``v`` the coordinate
+    scaled to the open or closed knot span, each at ``M(v - c + degree)``; products over
+    the dimensions, in PyG's term order (dimension 0 varying fastest)."""
+    sizes, opens = kernel_size.tolist(), is_open_spline.tolist()
+    pseudo = pseudo.unsqueeze(-1) if pseudo.dim() == 1 else pseudo
+    basis, index = [], []
+    for row in pseudo.tolist():
+        per_dim = []
+        for v, size, is_open in zip(row, sizes, opens, strict=True):
+            v = v * (size - degree * is_open)
+            first = math.floor(v)
+            per_dim.append([((first + k) % size, cardinal_bspline(v - (first + k) + degree,
+                                                                  degree))
+                            for k in range(degree + 1)])
+        values, indices = [], []
+        for combo in itertools.product(*reversed(per_dim)):
+            combo = combo[::-1]  # (dimension 0 fastest)
+            stride, at, value = 1, 0, 1.0
+            for (k, b), size in zip(combo, sizes, strict=True):
+                at, stride, value = at + k * stride, stride * size, value * b
+            indices.append(at)
+            values.append(value)
+        basis.append(values)
+        index.append(indices)
+    return (torch.tensor(basis, dtype=pseudo.dtype).view(pseudo.size(0), -1),
+            torch.tensor(index).view(pseudo.size(0), -1))
 
 
 def random_edge_index(num_nodes: int, num_edges: int, seed: int,

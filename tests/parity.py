@@ -7,9 +7,10 @@ import copy
 
 import pytest
 import torch
-from helpers import brute_force_neighbours, random_edge_index
+from helpers import brute_force_neighbours, oracle_spline_basis, random_edge_index
 
 from graphloc import Graph
+from graphloc.ops import spline_basis
 
 
 def parity_graph(seed: int = 0):
@@ -279,4 +280,27 @@ def pyg_knn_by_brute_force():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(torch_geometric.typing, "WITH_KNN", True)
         patch.setattr(torch.ops.pyg, "knn", knn, raising=False)
+        yield
+
+
+def _oracle_basis_with_gradient(pseudo, kernel_size, is_open_spline, degree):
+    """The oracle's values, carrying the gradient of graphloc's basis (the oracle has
+    none: it checks the values; the gradient is checked by finite differences below)."""
+    values, index = oracle_spline_basis(pseudo.detach(), kernel_size, is_open_spline, degree)
+    ours, _ = spline_basis(pseudo, kernel_size, is_open_spline, degree)
+    return ours + (values - ours).detach(), index
+
+
+def _oracle_weighting(x, weight, basis, weight_index):
+    return torch.einsum("es,esio,ei->eo", basis, weight[weight_index], x)
+
+
+@contextlib.contextmanager
+def pygs_spline_conv_by_oracle():
+    """PyG's SplineConv without pyg-lib, inside the block: its basis the Cox-de Boor
+    oracle's values and its weighting a per-edge sum of products."""
+    import torch_geometric.nn.conv.spline_conv as pygs_spline
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pygs_spline, "spline_basis", _oracle_basis_with_gradient)
+        patch.setattr(pygs_spline, "spline_weighting", _oracle_weighting)
         yield

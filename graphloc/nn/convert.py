@@ -418,6 +418,16 @@ def _gravnet(conv):
                                conv.lin_s.out_channels, conv.lin_h.out_channels, conv.k)
 
 
+def _spline(conv):
+    _require(conv.aggr in PYG_REDUCTIONS,
+             f"aggr={conv.aggr!r} (graphloc's SplineConv: mean, add, sum, max or min)")
+    return gl_conv.SplineConv(conv.in_channels, conv.out_channels, conv.dim,
+                              conv.kernel_size.tolist(),
+                              [bool(v) for v in conv.is_open_spline.tolist()],
+                              degree=conv.degree, aggr=conv.aggr,
+                              root_weight=conv.root_weight, bias=conv.bias is not None)
+
+
 def _point(conv):
     _require(conv.aggr in PYG_REDUCTIONS,
              f"aggr={conv.aggr!r} (graphloc's PointNetConv: max, min, mean, add or sum)")
@@ -659,7 +669,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "PointTransformerConv": _point_transformer, "DNAConv": _dna,
                "HEATConv": _heat, "WLConv": _wl, "PPFConv": _ppf,
                "PointGNNConv": _point_gnn, "DynamicEdgeConv": _dynamic_edge,
-               "GravNetConv": _gravnet}
+               "GravNetConv": _gravnet, "SplineConv": _spline}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -685,7 +695,7 @@ _AGGREGATION_CARRIED = ("SAGEConv", "GINConv", "GraphConv", "GatedGraphConv", "G
                         "PNAConv", "EdgeConv", "SimpleConv", "RGCNConv", "FastRGCNConv",
                         "MFConv", "CGConv", "GeneralConv", "NNConv", "GMMConv", "FeaStConv",
                         "SignedConv", "PointNetConv", "FiLMConv", "PPFConv",
-                        "PointGNNConv", "DynamicEdgeConv", "GravNetConv")
+                        "PointGNNConv", "DynamicEdgeConv", "GravNetConv", "SplineConv")
 
 
 def _convert_conv(conv) -> torch.nn.Module:
@@ -965,6 +975,8 @@ def _probe(module, example):
         if not isinstance(edge_dim, int):
             return x, edge_index, edge_type
         return x, edge_index, edge_type, torch.randn(60, edge_dim, generator=gen, dtype=x.dtype)
+    if type(module).__name__ == "SplineConv":  # (x, edge_index, pseudo-coordinates in [0, 1])
+        return x, edge_index, torch.rand(60, module.dim, generator=gen, dtype=x.dtype)
     if not isinstance(edge_dim, int):
         return x, edge_index
     # a conv built with edge_dim is checked on its edge path (PyG's ResGatedGraphConv needs

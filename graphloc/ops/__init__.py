@@ -29,6 +29,7 @@ from graphloc.ops.reference import edge_outer_sum as _composed_outer_sum
 from graphloc.ops.reference import film_sum as _composed_film_sum
 from graphloc.ops.scatter import _check_indptr, gather, scatter
 from graphloc.ops.sparse_library import library_spmm, set_spmm_backend, uses_sparse_library
+from graphloc.ops.spline import spline_basis, spline_weighting
 from graphloc.ops.traversal import (
     KHopBalls,
     SampledNeighbourhood,
@@ -46,7 +47,8 @@ __all__ = ["HAS_EXTENSION", "spmm", "set_spmm_backend", "sddmm", "segment_softma
            "segment_reduce", "gather", "scatter", "coo_to_csr", "csr_transpose", "permute_rows",
            "khop_subgraphs", "separated_rounds", "neighbor_sample", "hop2_sample",
            "local_eccentricity", "dropout", "knn", "knn_graph", "radius", "radius_graph",
-           "nearest", "fps", "KHopBalls", "SampledNeighbourhood"]
+           "nearest", "fps", "spline_basis", "spline_weighting", "KHopBalls",
+           "SampledNeighbourhood"]
 
 _FLOATS = (torch.float32, torch.float64, torch.bfloat16)
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch_geometric.nn as pyg
 from helpers import random_edge_index
-from parity import pyg_knn_by_brute_force
+from parity import pyg_knn_by_brute_force, pygs_spline_conv_by_oracle
 from torch_geometric.nn import MessagePassing
 
 from graphloc.influence import measure, total_influence
@@ -17,8 +17,9 @@ from graphloc.nn import GNN, GCNConv, Unconvertible, from_pyg
 
 @pytest.fixture(autouse=True)
 def _pygs_knn():
-    """PyG's DynamicEdgeConv and GravNetConv need pyg-lib's knn: here the oracle's."""
-    with pyg_knn_by_brute_force():
+    """PyG's DynamicEdgeConv, GravNetConv and SplineConv need pyg-lib: here the oracles'
+    knn and spline basis."""
+    with pyg_knn_by_brute_force(), pygs_spline_conv_by_oracle():
         yield
 
 
@@ -473,6 +474,7 @@ AGGREGATED = {
                                                torch.nn.Linear(4, 6), aggr=a),
     "DynamicEdgeConv": lambda a: pyg.DynamicEdgeConv(torch.nn.Linear(12, 4), k=3, aggr=a),
     "GravNetConv": lambda a: _gravnet(a),
+    "SplineConv": lambda a: pyg.SplineConv(6, 4, dim=2, kernel_size=3, aggr=a),
 }
 
 
@@ -568,6 +570,9 @@ def _call_args(name: str, x, edge_index) -> tuple:
             # (they find their own neighbours: the points and their examples)
             "DynamicEdgeConv": (x, torch.arange(x.size(-2)) // 8),
             "GravNetConv": (x, torch.arange(x.size(-2)) // 8),
+            # (pseudo-coordinates in [0, 1])
+            "SplineConv": (x, edge_index, torch.rand(edge_index.size(1), 2,
+                                                     generator=torch.Generator().manual_seed(1))),
             "GATEConv": (x, edge_index, torch.randn(edge_index.size(1), 3)),
             "RGCNConv": (x, edge_index, edge_type),
             "CFConv": (x, edge_index, torch.rand(edge_index.size(1)) * 6,

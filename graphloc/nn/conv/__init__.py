@@ -55,6 +55,7 @@ from graphloc.nn.conv.sgformer import SGFormerAttention
 from graphloc.nn.conv.signed_conv import SignedConv
 from graphloc.nn.conv.simple_conv import SimpleConv
 from graphloc.nn.conv.sparse_linear import SparseLinear
+from graphloc.nn.conv.spline_conv import SplineConv
 from graphloc.nn.conv.ssg_conv import SSGConv
 from graphloc.nn.conv.supergat_conv import SuperGATConv
 from graphloc.nn.conv.tag_conv import TAGConv
@@ -73,7 +74,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "HypergraphConv", "PointNetConv", "FiLMConv", "CFConv", "HGTConv", "HANConv",
            "SparseLinear", "RGATConv", "SuperGATConv", "PointTransformerConv",
            "GATEConv", "DNAConv", "HEATConv", "WLConv", "PPFConv", "PointGNNConv",
-           "DynamicEdgeConv", "GravNetConv",
+           "DynamicEdgeConv", "GravNetConv", "SplineConv",
            "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
