@@ -10,9 +10,9 @@
 #   bash benchmarks/peer_tests.sh PYG_CHECKOUT SCATTER_CHECKOUT [--no-jit] \
 #     [CLUSTER_CHECKOUT] [SPLINE_CONV_CHECKOUT]
 #
-# PyG's DynamicEdgeConv, GravNetConv, knn_interpolate and SplineConv tests are marked to
-# need pyg-lib (PyG's knn and spline basis); the mark is dropped for graphloc's, which run
-# without it.
+# PyG's DynamicEdgeConv, GravNetConv, XConv, knn_interpolate and SplineConv tests are
+# marked to need pyg-lib (PyG's knn and spline basis); the mark is dropped for graphloc's,
+# which run without it.
 #
 # --no-jit replaces torch.jit.script by the identity, so the rest of each scripted test still
 # runs: graphloc's convs are Python, not TorchScript (PyG scripts them only in its full
@@ -44,7 +44,7 @@ echo "== torch_scatter's tests"
 # PyG: the conv classes and total_influence come from graphloc, everything else from PyG.
 mkdir -p "$work/pyg/test/nn/conv" "$work/pyg/test/utils"
 for conv in gcn sage gat gatv2 gin cheb transformer graph sg gcn2 res_gated_graph tag gated_graph gen pna lg le ssg mixhop fa cluster_gcn agnn edge simple rgcn arma mf cg general eg nn gmm feast pdn signed \
-    hypergraph point film hgt han rgat supergat point_transformer dna heat wl ppf point_gnn gravnet spline; do
+    hypergraph point film hgt han rgat supergat point_transformer dna heat wl ppf point_gnn gravnet spline x; do
   cp "$pyg/test/nn/conv/test_${conv}_conv.py" "$work/pyg/test/nn/conv/"
 done
 cp "$pyg/test/nn/conv/test_appnp.py" "$pyg/test/nn/conv/test_wl_conv_continuous.py" \
@@ -53,7 +53,7 @@ cp "$pyg/test/utils/test_total_influence.py" "$work/pyg/test/utils/"
 cp "$pyg/test/nn/unpool/test_knn_interpolate.py" "$work/pyg/test/nn/conv/"
 cp "$pyg/test/conftest.py" "$work/pyg/test/" 2>/dev/null || true
 sed -i -E \
-  -e 's/^from torch_geometric\.nn import (GCNConv|SAGEConv|GATConv|GATv2Conv|ChebConv|TransformerConv|GraphConv|GINConv, GINEConv|SGConv|APPNP|GCN2Conv|ResGatedGraphConv|TAGConv|GatedGraphConv|GENConv|PNAConv|LGConv|LEConv|SSGConv|MixHopConv|FAConv|ClusterGCNConv|AGNNConv|SimpleConv|FastRGCNConv, RGCNConv|ARMAConv|MFConv|CGConv|GeneralConv|EGConv|NNConv|GMMConv|FeaStConv|PDNConv|WLConvContinuous|SignedConv|HypergraphConv|PointNetConv|FiLMConv|HGTConv|HANConv|RGATConv|SuperGATConv|PointTransformerConv|DNAConv|HEATConv|WLConv|PPFConv|GravNetConv|SplineConv)$/from graphloc.nn import \1/' \
+  -e 's/^from torch_geometric\.nn import (GCNConv|SAGEConv|GATConv|GATv2Conv|ChebConv|TransformerConv|GraphConv|GINConv, GINEConv|SGConv|APPNP|GCN2Conv|ResGatedGraphConv|TAGConv|GatedGraphConv|GENConv|PNAConv|LGConv|LEConv|SSGConv|MixHopConv|FAConv|ClusterGCNConv|AGNNConv|SimpleConv|FastRGCNConv, RGCNConv|ARMAConv|MFConv|CGConv|GeneralConv|EGConv|NNConv|GMMConv|FeaStConv|PDNConv|WLConvContinuous|SignedConv|HypergraphConv|PointNetConv|FiLMConv|HGTConv|HANConv|RGATConv|SuperGATConv|PointTransformerConv|DNAConv|HEATConv|WLConv|PPFConv|GravNetConv|SplineConv|XConv)$/from graphloc.nn import \1/' \
   -e 's/^from torch_geometric\.nn import MLPAggregation, SAGEConv$/from torch_geometric.nn import MLPAggregation\nfrom graphloc.nn import SAGEConv/' \
   -e 's/^from torch_geometric\.nn import MLP, PointGNNConv$/from torch_geometric.nn import MLP\nfrom graphloc.nn import PointGNNConv/' \
   -e 's/^from torch_geometric\.nn import DynamicEdgeConv, EdgeConv$/from graphloc.nn import DynamicEdgeConv, EdgeConv/' \
@@ -63,7 +63,7 @@ sed -i -E \
   "$work"/pyg/test/nn/conv/*.py "$work"/pyg/test/utils/*.py
 sed -i "/^@withPackage('pyg_lib')$/d" "$work/pyg/test/nn/conv/test_edge_conv.py" \
   "$work/pyg/test/nn/conv/test_gravnet_conv.py" "$work/pyg/test/nn/conv/test_knn_interpolate.py" \
-  "$work/pyg/test/nn/conv/test_spline_conv.py"
+  "$work/pyg/test/nn/conv/test_spline_conv.py" "$work/pyg/test/nn/conv/test_x_conv.py"
 echo "== PyG's conv and total_influence tests"
 (cd "$work/pyg" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
   | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")

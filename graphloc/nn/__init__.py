@@ -73,6 +73,7 @@ from graphloc.nn.conv import (
     UGTLayer,
     WLConv,
     WLConvContinuous,
+    XConv,
     register_conv,
 )
 from graphloc.nn.conv.multi_edge import group_size_histogram
@@ -109,7 +110,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "SignedConv", "HypergraphConv", "PointNetConv", "CFConv", "HGTConv", "HANConv",
            "SparseLinear", "RGATConv", "SuperGATConv", "PointTransformerConv", "DNAConv",
            "HEATConv", "WLConv", "PPFConv", "PointGNNConv", "DynamicEdgeConv", "GravNetConv",
-           "SplineConv", "knn", "knn_graph", "radius", "radius_graph", "nearest", "fps",
+           "SplineConv", "XConv", "knn", "knn_graph", "radius", "radius_graph", "nearest", "fps",
            "knn_interpolate", "GNN",
            "DAGNN",
            "LiftConv", "LiftBlock", "LiftGCN",

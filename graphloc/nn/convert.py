@@ -428,6 +428,12 @@ def _spline(conv):
                               root_weight=conv.root_weight, bias=conv.bias is not None)
 
 
+def _x_conv(conv):
+    return gl_conv.XConv(conv.in_channels, conv.out_channels, conv.dim, conv.kernel_size,
+                         hidden_channels=conv.hidden_channels, dilation=conv.dilation,
+                         bias=conv.conv[-1].bias is not None, num_workers=conv.num_workers)
+
+
 def _point(conv):
     _require(conv.aggr in PYG_REDUCTIONS,
              f"aggr={conv.aggr!r} (graphloc's PointNetConv: max, min, mean, add or sum)")
@@ -669,7 +675,7 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "PointTransformerConv": _point_transformer, "DNAConv": _dna,
                "HEATConv": _heat, "WLConv": _wl, "PPFConv": _ppf,
                "PointGNNConv": _point_gnn, "DynamicEdgeConv": _dynamic_edge,
-               "GravNetConv": _gravnet, "SplineConv": _spline}
+               "GravNetConv": _gravnet, "SplineConv": _spline, "XConv": _x_conv}
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -710,9 +716,10 @@ def _convert_conv(conv) -> torch.nn.Module:
     state = None if lazy else {key: value.clone() for key, value in conv.state_dict().items()}
     try:
         ours = _CONVERTERS[name](conv)
-        # every converted conv reads its flow and node axis at each call (PyG's WLConv, no
-        # MessagePassing, has neither)
-        ours.flow = getattr(conv, "flow", ours.flow)
+        # every converted conv reads its flow and node axis at each call (PyG's WLConv and
+        # XConv, no MessagePassing, have neither)
+        if hasattr(conv, "flow"):
+            ours.flow = conv.flow
         ours.node_dim = getattr(conv, "node_dim", -2)
         ours.load_state_dict(_used_state(conv, state, ours), strict=True)
     except Exception as err:  # (an option graphloc's conv lacks shows up here)
@@ -949,6 +956,11 @@ def _probe(module, example):
         return _points_probe(module, _input_width(module.nn, 2) // 2)
     elif _is_pyg_conv(module) and type(module).__name__ == "GravNetConv":
         return _points_probe(module, module.in_channels)
+    elif _is_pyg_conv(module) and type(module).__name__ == "XConv":  # (x, pos, batch)
+        x, batch = _points_probe(module, module.in_channels)
+        gen = torch.Generator().manual_seed(1)
+        pos = torch.randn(x.size(0), module.dim, generator=gen, dtype=x.dtype)
+        return x, pos, batch
     elif _is_pyg_conv(module) and type(module).__name__ == "WLConv":  # colours, integers
         gen = torch.Generator().manual_seed(0)
         return (torch.randint(0, 3, (20,), generator=gen),

@@ -475,6 +475,7 @@ AGGREGATED = {
     "DynamicEdgeConv": lambda a: pyg.DynamicEdgeConv(torch.nn.Linear(12, 4), k=3, aggr=a),
     "GravNetConv": lambda a: _gravnet(a),
     "SplineConv": lambda a: pyg.SplineConv(6, 4, dim=2, kernel_size=3, aggr=a),
+    "XConv": lambda a: pyg.XConv(6, 4, dim=3, kernel_size=4),  # (no aggregation to set)
 }
 
 
@@ -570,6 +571,7 @@ def _call_args(name: str, x, edge_index) -> tuple:
             # (they find their own neighbours: the points and their examples)
             "DynamicEdgeConv": (x, torch.arange(x.size(-2)) // 8),
             "GravNetConv": (x, torch.arange(x.size(-2)) // 8),
+            "XConv": (x, x[..., :3], torch.arange(x.size(-2)) // 8),
             # (pseudo-coordinates in [0, 1])
             "SplineConv": (x, edge_index, torch.rand(edge_index.size(1), 2,
                                                      generator=torch.Generator().manual_seed(1))),

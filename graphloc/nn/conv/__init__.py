@@ -64,6 +64,7 @@ from graphloc.nn.conv.transformer import TransformerConv
 from graphloc.nn.conv.ugt import UGTLayer
 from graphloc.nn.conv.wl_conv import WLConv
 from graphloc.nn.conv.wl_conv_continuous import WLConvContinuous
+from graphloc.nn.conv.x_conv import XConv
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
            "GraphConv", "ResGatedGraphConv", "TAGConv", "GatedGraphConv", "GENConv", "PNAConv",
@@ -74,7 +75,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "HypergraphConv", "PointNetConv", "FiLMConv", "CFConv", "HGTConv", "HANConv",
            "SparseLinear", "RGATConv", "SuperGATConv", "PointTransformerConv",
            "GATEConv", "DNAConv", "HEATConv", "WLConv", "PPFConv", "PointGNNConv",
-           "DynamicEdgeConv", "GravNetConv", "SplineConv",
+           "DynamicEdgeConv", "GravNetConv", "SplineConv", "XConv",
            "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
