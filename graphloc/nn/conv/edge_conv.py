@@ -131,6 +131,13 @@ class DynamicEdgeConv(EdgeConv):
         self.k = check_int(k, "DynamicEdgeConv: k", 1)
         self.num_workers = check_int(num_workers, "DynamicEdgeConv: num_workers", 1)
 
+    @property
+    def graphloc_hops(self) -> None:
+        """None: the output reads the nearest points in feature space, anywhere in the
+        example, not a fixed number of hops of a given graph (EdgeConv's 1 would be a false
+        locality for the influence tool)."""
+        return None
+
     def forward(self, x: Tensor | tuple[Tensor, Tensor],
                 batch: Tensor | tuple[Tensor, Tensor] | None = None) -> Tensor:
         x_src, x_dst, bipartite = point_pair(self, x)

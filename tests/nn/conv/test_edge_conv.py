@@ -225,3 +225,11 @@ def test_dynamic_bad_arguments_are_named():
     with pytest.raises(ValueError, match=r"x must be a tensor or a pair \(x_src, x_dst\)"):
         conv((x, x, x))
     assert str(conv).startswith("DynamicEdgeConv(nn=Linear(") and str(conv).endswith("k=2)")
+
+
+def test_dynamic_declares_no_graph_locality():
+    """Its outputs read the nearest points in feature space, anywhere in the example: the
+    1 hop EdgeConv declares would let the influence tool measure it on balls."""
+    from graphloc.nn.capabilities import capabilities_of
+    assert capabilities_of(EdgeConv(torch.nn.Linear(16, 4))).graphloc_hops == 1
+    assert capabilities_of(DynamicEdgeConv(torch.nn.Linear(16, 4), k=3)).graphloc_hops is None
