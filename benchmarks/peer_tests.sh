@@ -116,29 +116,29 @@ echo "== PyG's aggregation tests (basic, lcm, quantile, lstm, multi)"
 (cd "$work/pyg_aggr" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
   | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
 
-# torch_cluster's knn, radius, nearest and fps tests (with a checkout): its package name
-# points at graphloc.ops's functions; its testing helpers are its own.
-if [ -n "$cluster" ]; then
-  mkdir -p "$work/cluster/test" "$work/cluster_shim/torch_cluster"
-  for name in knn radius nearest fps; do
-    cp "$cluster/test/test_$name.py" "$work/cluster/test/"
-  done
-  cp "$cluster/torch_cluster/testing.py" "$work/cluster_shim/torch_cluster/"
-  echo 'from graphloc.ops import fps, knn, knn_graph, nearest, radius, radius_graph  # noqa' \
-    > "$work/cluster_shim/torch_cluster/__init__.py"
-  echo "== torch_cluster's knn, radius, nearest and fps tests"
-  (cd "$work/cluster" && PYTHONPATH="$work/cluster_shim:$work/site" "$python" -m pytest -q \
+# A peer package's own tests against graphloc: PACKAGE's name points at graphloc's
+# functions (IMPORT, a line of Python); its testing helpers are its own.
+#   shimmed_tests CHECKOUT PACKAGE IMPORT TITLE TEST_FILE...
+shimmed_tests() {
+  local checkout=$1 package=$2 import=$3 title=$4
+  shift 4
+  mkdir -p "$work/$package/test" "$work/${package}_shim/$package"
+  for file in "$@"; do cp "$checkout/test/$file" "$work/$package/test/"; done
+  cp "$checkout/$package/testing.py" "$work/${package}_shim/$package/"
+  echo "$import  # noqa" > "$work/${package}_shim/$package/__init__.py"
+  echo "== $title"
+  (cd "$work/$package" && PYTHONPATH="$work/${package}_shim:$work/site" "$python" -m pytest -q \
     -p no:cacheprovider test | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
-fi
+}
 
-# torch_spline_conv's basis and weighting tests (with a checkout), as graphloc.ops's.
+if [ -n "$cluster" ]; then
+  shimmed_tests "$cluster" torch_cluster \
+    "from graphloc.ops import fps, knn, knn_graph, nearest, radius, radius_graph" \
+    "torch_cluster's knn, radius, nearest and fps tests" \
+    test_knn.py test_radius.py test_nearest.py test_fps.py
+fi
 if [ -n "$spline" ]; then
-  mkdir -p "$work/spline/test" "$work/spline_shim/torch_spline_conv"
-  cp "$spline/test/test_basis.py" "$spline/test/test_weighting.py" "$work/spline/test/"
-  cp "$spline/torch_spline_conv/testing.py" "$work/spline_shim/torch_spline_conv/"
-  echo 'from graphloc.ops import spline_basis, spline_weighting  # noqa: F401' \
-    > "$work/spline_shim/torch_spline_conv/__init__.py"
-  echo "== torch_spline_conv's basis and weighting tests"
-  (cd "$work/spline" && PYTHONPATH="$work/spline_shim:$work/site" "$python" -m pytest -q \
-    -p no:cacheprovider test | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
+  shimmed_tests "$spline" torch_spline_conv \
+    "from graphloc.ops import spline_basis, spline_weighting" \
+    "torch_spline_conv's basis and weighting tests" test_basis.py test_weighting.py
 fi

@@ -396,15 +396,19 @@ def _agnn(conv):
                             add_self_loops=conv.add_self_loops)
 
 
-def _edge(conv):
+def _require_reduction(conv, name: str) -> None:
+    """The conv's aggregation is one graphloc's twin reduces its messages with."""
     _require(conv.aggr in PYG_REDUCTIONS,
-             f"aggr={conv.aggr!r} (graphloc's EdgeConv: max, min, mean, add or sum)")
+             f"aggr={conv.aggr!r} (graphloc's {name}: max, min, mean, add or sum)")
+
+
+def _edge(conv):
+    _require_reduction(conv, "EdgeConv")
     return gl_conv.EdgeConv(conv.nn, aggr=conv.aggr)
 
 
 def _dynamic_edge(conv):
-    _require(conv.aggr in PYG_REDUCTIONS,
-             f"aggr={conv.aggr!r} (graphloc's DynamicEdgeConv: max, min, mean, add or sum)")
+    _require_reduction(conv, "DynamicEdgeConv")
     return gl_conv.DynamicEdgeConv(conv.nn, conv.k, aggr=conv.aggr,
                                    num_workers=conv.num_workers)
 
@@ -419,8 +423,7 @@ def _gravnet(conv):
 
 
 def _spline(conv):
-    _require(conv.aggr in PYG_REDUCTIONS,
-             f"aggr={conv.aggr!r} (graphloc's SplineConv: mean, add, sum, max or min)")
+    _require_reduction(conv, "SplineConv")
     return gl_conv.SplineConv(conv.in_channels, conv.out_channels, conv.dim,
                               conv.kernel_size.tolist(),
                               [bool(v) for v in conv.is_open_spline.tolist()],
@@ -435,8 +438,7 @@ def _x_conv(conv):
 
 
 def _point(conv):
-    _require(conv.aggr in PYG_REDUCTIONS,
-             f"aggr={conv.aggr!r} (graphloc's PointNetConv: max, min, mean, add or sum)")
+    _require_reduction(conv, "PointNetConv")
     return gl_conv.PointNetConv(conv.local_nn, conv.global_nn,
                                 add_self_loops=conv.add_self_loops, aggr=conv.aggr)
 
@@ -630,15 +632,13 @@ def _heat(conv):
 
 
 def _ppf(conv):
-    _require(conv.aggr in PYG_REDUCTIONS,
-             f"aggr={conv.aggr!r} (graphloc's PPFConv: max, min, mean, add or sum)")
+    _require_reduction(conv, "PPFConv")
     return gl_conv.PPFConv(conv.local_nn, conv.global_nn, add_self_loops=conv.add_self_loops,
                            aggr=conv.aggr)
 
 
 def _point_gnn(conv):
-    _require(conv.aggr in PYG_REDUCTIONS,
-             f"aggr={conv.aggr!r} (graphloc's PointGNNConv: max, min, mean, add or sum)")
+    _require_reduction(conv, "PointGNNConv")
     return gl_conv.PointGNNConv(conv.mlp_h, conv.mlp_f, conv.mlp_g, aggr=conv.aggr)
 
 

@@ -7,18 +7,21 @@ import pytest
 import torch
 import torch_geometric.nn as pyg
 from helpers import brute_force_neighbours, pointers
-from parity import assert_converts_and_trains_as_pygs, assert_twins_agree, pyg_knn_by_brute_force
+from parity import (
+    assert_converts_and_trains_as_pygs,
+    assert_twins_agree,
+    pyg_knn_by_brute_force,
+    seeded_twins,
+)
 
 import graphloc.nn as gl
 
 
 def _twins(*args, **kwargs):
-    twins = []
+    """graphloc's and PyG's GravNetConv from one seed, their initial weights checked equal (PyG
+    builds one only with pyg-lib: here with the oracle standing in)."""
     with pyg_knn_by_brute_force():
-        for module in (gl, pyg):
-            torch.manual_seed(4)
-            twins.append(module.GravNetConv(*args, **kwargs).double())
-    return twins
+        return seeded_twins("GravNetConv", *args, **kwargs)
 
 
 def _points(seed=0, n=30, width=5):

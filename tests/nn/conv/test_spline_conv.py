@@ -14,6 +14,7 @@ from parity import (
     assert_converts_and_trains_as_pygs,
     assert_twins_agree,
     pygs_spline_conv_by_oracle,
+    seeded_twins,
 )
 
 import graphloc.nn as gl
@@ -37,12 +38,10 @@ def test_the_basis_is_the_cox_de_boor_recursion(degree, dims, sizes, opens):
 
 
 def _twins(*args, **kwargs):
-    twins = []
+    """graphloc's and PyG's SplineConv from one seed, their initial weights checked equal (PyG
+    builds one only with pyg-lib: here with the oracle standing in)."""
     with pygs_spline_conv_by_oracle():
-        for module in (gl, pyg):
-            torch.manual_seed(3)
-            twins.append(module.SplineConv(*args, **kwargs).double())
-    return twins
+        return seeded_twins("SplineConv", *args, **kwargs)
 
 
 def _graph(seed=0, n=14, dims=2):
@@ -120,7 +119,12 @@ def test_pseudo_coordinates_pyg_would_read_out_of_range_raise():
 
 
 def test_lazy_width_draws_as_pygs():
-    ours, theirs = _twins(-1, 4, 2, 3)
+    twins = []
+    with pygs_spline_conv_by_oracle():
+        for module in (gl, pyg):  # (seeded_twins compares weights a lazy conv lacks)
+            torch.manual_seed(3)
+            twins.append(module.SplineConv(-1, 4, 2, 3).double())
+    ours, theirs = twins
     edge_index, pseudo, n = _graph(3)
     x = torch.randn(n, 5, dtype=torch.float64)
     with pygs_spline_conv_by_oracle():

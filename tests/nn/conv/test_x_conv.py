@@ -5,18 +5,21 @@ errors."""
 import pytest
 import torch
 import torch_geometric.nn as pyg
-from parity import assert_converts_and_trains_as_pygs, assert_twins_agree, pyg_knn_by_brute_force
+from parity import (
+    assert_converts_and_trains_as_pygs,
+    assert_twins_agree,
+    pyg_knn_by_brute_force,
+    seeded_twins,
+)
 
 import graphloc.nn as gl
 
 
 def _twins(*args, **kwargs):
-    twins = []
+    """graphloc's and PyG's XConv from one seed, their initial weights checked equal (PyG
+    builds one only with pyg-lib: here with the oracle standing in)."""
     with pyg_knn_by_brute_force():
-        for module in (gl, pyg):
-            torch.manual_seed(6)
-            twins.append(module.XConv(*args, **kwargs).double())
-    return twins
+        return seeded_twins("XConv", *args, **kwargs)
 
 
 def _cloud(seed=0, n=40, width=8, dim=3):
