@@ -304,3 +304,10 @@ def pygs_spline_conv_by_oracle():
         patch.setattr(pygs_spline, "spline_basis", _oracle_basis_with_gradient)
         patch.setattr(pygs_spline, "spline_weighting", _oracle_weighting)
         yield
+
+
+def seeded_twins_without_pyg_lib(name: str, *args, **kwargs):
+    """``seeded_twins`` for a conv PyG builds only with pyg-lib (its knn or its spline
+    kernels): the oracles stand in while both are built."""
+    with pyg_knn_by_brute_force(), pygs_spline_conv_by_oracle():
+        return seeded_twins(name, *args, **kwargs)

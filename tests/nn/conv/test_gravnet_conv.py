@@ -1,6 +1,7 @@
 """GravNetConv against PyG's (its knn the brute-force oracle: PyG needs pyg-lib for it),
 values and every gradient, batches and pairs; the formula node by node; from_pyg."""
 
+import functools
 import math
 
 import pytest
@@ -11,17 +12,12 @@ from parity import (
     assert_converts_and_trains_as_pygs,
     assert_twins_agree,
     pyg_knn_by_brute_force,
-    seeded_twins,
+    seeded_twins_without_pyg_lib,
 )
 
 import graphloc.nn as gl
 
-
-def _twins(*args, **kwargs):
-    """graphloc's and PyG's GravNetConv from one seed, their initial weights checked equal (PyG
-    builds one only with pyg-lib: here with the oracle standing in)."""
-    with pyg_knn_by_brute_force():
-        return seeded_twins("GravNetConv", *args, **kwargs)
+_twins = functools.partial(seeded_twins_without_pyg_lib, "GravNetConv")
 
 
 def _points(seed=0, n=30, width=5):

@@ -4,6 +4,7 @@ and every gradient (features, pseudo-coordinates, parameters) for each degree, o
 closed splines, both regroupings and each aggregation; the basis against the recursion
 alone; from_pyg; named errors."""
 
+import functools
 import math
 
 import pytest
@@ -14,7 +15,7 @@ from parity import (
     assert_converts_and_trains_as_pygs,
     assert_twins_agree,
     pygs_spline_conv_by_oracle,
-    seeded_twins,
+    seeded_twins_without_pyg_lib,
 )
 
 import graphloc.nn as gl
@@ -37,11 +38,7 @@ def test_the_basis_is_the_cox_de_boor_recursion(degree, dims, sizes, opens):
                            pseudo[4:10].clone().requires_grad_())
 
 
-def _twins(*args, **kwargs):
-    """graphloc's and PyG's SplineConv from one seed, their initial weights checked equal (PyG
-    builds one only with pyg-lib: here with the oracle standing in)."""
-    with pygs_spline_conv_by_oracle():
-        return seeded_twins("SplineConv", *args, **kwargs)
+_twins = functools.partial(seeded_twins_without_pyg_lib, "SplineConv")
 
 
 def _graph(seed=0, n=14, dims=2):

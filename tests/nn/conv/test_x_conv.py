@@ -2,6 +2,8 @@
 and every gradient in training and evaluation, dilation, batches; from_pyg; named
 errors."""
 
+import functools
+
 import pytest
 import torch
 import torch_geometric.nn as pyg
@@ -9,17 +11,12 @@ from parity import (
     assert_converts_and_trains_as_pygs,
     assert_twins_agree,
     pyg_knn_by_brute_force,
-    seeded_twins,
+    seeded_twins_without_pyg_lib,
 )
 
 import graphloc.nn as gl
 
-
-def _twins(*args, **kwargs):
-    """graphloc's and PyG's XConv from one seed, their initial weights checked equal (PyG
-    builds one only with pyg-lib: here with the oracle standing in)."""
-    with pyg_knn_by_brute_force():
-        return seeded_twins("XConv", *args, **kwargs)
+_twins = functools.partial(seeded_twins_without_pyg_lib, "XConv")
 
 
 def _cloud(seed=0, n=40, width=8, dim=3):
