@@ -7,14 +7,19 @@ taken from torch_spline_conv (``pip install --no-build-isolation torch-spline-co
 which this benchmark needs. Outputs are checked equal; forward + backward (features,
 pseudo-coordinates, weights), median of a few turns, the order alternating.
 
-    python benchmarks/bench_spline.py [--turns 3] [--graphs road power-law]
+    python benchmarks/bench_spline.py [--turns 3] [--graphs road power-law] [--memory]
+
+``--memory`` gives each library's peak resident memory for one forward + backward above
+its inputs, each in a fresh process, instead of the times.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -43,11 +48,8 @@ def step_ms(conv, x, edge_index, pseudo, turns: int) -> tuple[float, torch.Tenso
     return 1000 * statistics.median(times), out.detach()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--turns", type=int, default=3)
-    parser.add_argument("--graphs", nargs="+", default=["road", "power-law"])
-    args = parser.parse_args()
+def pygs_with_torch_spline_conv():
+    """PyG's nn module, its SplineConv's kernels taken from torch_spline_conv."""
     import torch_geometric.nn as pyg
     import torch_geometric.nn.conv.spline_conv as pygs_module
     with warnings.catch_warnings():
@@ -56,9 +58,57 @@ def main() -> None:
     pygs_module.spline_basis = torch_spline_conv.spline_basis
     pygs_module.spline_weighting = torch_spline_conv.spline_weighting
     warnings.filterwarnings("ignore", ".*non-optimized CPU version.*")
+    return pyg
+
+
+def peak_mb(library: str, graph_name: str, config: tuple) -> float:
+    """One forward + backward in this process: the peak resident memory above the inputs."""
+    import graphloc.nn as gl
+    module = gl if library == "graphloc" else pygs_with_torch_spline_conv()
+    graph = (road_like if graph_name == "road" else power_law)()
+    edge_index = graph.edge_index.clone()
+    width_in, width_out, dim, kernel, degree = config
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(graph.num_nodes, width_in, generator=gen, requires_grad=True)
+    pseudo = torch.rand(edge_index.size(1), dim, generator=gen, requires_grad=True)
+    conv = module.SplineConv(width_in, width_out, dim, kernel, degree=degree)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    conv(x, edge_index, pseudo).square().mean().backward()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+
+
+def memory_table(graphs: list) -> None:
+    print("| graph | SplineConv(in, out, dim, kernel, degree) | graphloc peak MB | PyG peak MB | "
+          "PyG / graphloc |")
+    print("|---|---|---:|---:|---:|")
+    for name in graphs:
+        for config in CONFIGS:
+            peaks = []
+            for library in ("graphloc", "pyg"):
+                code = (f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); "
+                        f"from bench_spline import peak_mb; "
+                        f"print(peak_mb({library!r}, {name!r}, {config!r}))")
+                run = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                     text=True, check=True)
+                peaks.append(float(run.stdout.split()[-1]))
+            print(f"| {name} | {config} | {peaks[0]:,.0f} | {peaks[1]:,.0f} | "
+                  f"{peaks[1] / peaks[0]:.1f}x |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--graphs", nargs="+", default=["road", "power-law"])
+    parser.add_argument("--memory", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    if args.memory:
+        print(machine())
+        memory_table(args.graphs)
+        return
+    pyg = pygs_with_torch_spline_conv()
 
     import graphloc.nn as gl
-    torch.set_num_threads(2)
     print(machine())
     print("| graph | SplineConv(in, out, dim, kernel, degree) | graphloc ms | PyG ms | "
           "PyG / graphloc |")

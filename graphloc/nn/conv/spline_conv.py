@@ -7,6 +7,7 @@ import math
 
 import torch
 from torch import Tensor
+from torch.utils.checkpoint import checkpoint
 
 from graphloc import ops
 from graphloc.checks import check_choice, check_flags
@@ -25,6 +26,9 @@ from graphloc.ops.spline import (
     spline_weighting,
     weights_per_kernel,
 )
+
+# entries of a chunk's per-weight sums [rows, K, C_in] (float32: 32 MiB)
+_CHUNK_SUMS = 1 << 23
 
 
 class SplineConv(torch.nn.Module):
@@ -45,13 +49,13 @@ class SplineConv(torch.nn.Module):
     ``lin``, ``bias``, buffers ``kernel_size`` and ``is_open_spline``, PyG's initial draws,
     and outputs), without pyg-lib, which PyG 2.8 needs even to build one: the basis is
     :func:`graphloc.ops.spline_basis`, the kernels' steps in torch's ops. The sum over
-    edges and basis terms is regrouped as one sparse product over ``E (degree + 1)^D``
-    weighted entries and one dense product with the stacked weights, taken on the smaller
-    of the two widths: the per-destination sums ``[N, K, C_in]`` then their product with
-    ``[K C_in, C_out]`` where ``C_in <= C_out``, else the per-source products ``x W_k``
-    (``[N, K, C_out]``) then the sum. The same numbers to rounding, no ``[E, C_out]``
-    messages (PyG's kernel forms them per edge). Max and min aggregations form the
-    messages per edge, as PyG's. Pseudo-coordinates that are negative, NaN or infinite
+    edges and basis terms is regrouped: per chunk of destinations, one sparse product over
+    their edges' ``(degree + 1)^D`` weighted terms gives their sums per weight
+    ``[rows, K, C_in]``, and one dense product with the stacked weights ``[K C_in, C_out]``
+    their outputs. The same numbers to rounding, no ``[E, C_out]`` messages (PyG's kernel
+    forms them per edge); each chunk is recomputed in the backward rather than kept, so the
+    sums never hold more than 2^23 entries (32 MiB in float32). Max and min aggregations
+    form the messages per edge, as PyG's. Pseudo-coordinates that are negative, NaN or infinite
     (PyG's kernels index out of range with them) raise a ``ValueError``; values above 1
     wrap as in PyG's.
 
@@ -148,27 +152,48 @@ class SplineConv(torch.nn.Module):
 
     def _weighted_sum(self, graph: Graph, x: Tensor, basis: Tensor,
                       weight_index: Tensor) -> Tensor:
-        """The sum (or mean) over edges and basis terms of ``B x_j W_k``, as one sparse
-        product over the ``E S`` terms and one dense product, on the smaller width."""
-        src, dst = graph.edge_index
-        terms = basis.size(1)
-        value = basis.reshape(-1)
+        """The sum (or mean) over edges and basis terms of ``B x_j W_k``: per chunk of
+        destinations, their sums per weight ``[rows, K, C_in]`` by one sparse product over
+        their edges' terms, then one dense product with the stacked weights. Each chunk is
+        recomputed in the backward instead of kept, so the sums never take more than
+        ``_CHUNK_SUMS`` entries (nor its terms' graph, rebuilt there too)."""
+        indptr = graph.csr.indptr
+        bounds = indptr.tolist()
+        value = graph.to_csr_order(basis)
         if PYG_REDUCTIONS[self.aggr] == "mean":  # (the mean over edges, not terms)
-            degree = torch.bincount(dst, minlength=graph.num_nodes).clamp(min=1)
-            value = value / degree.index_select(0, dst).repeat_interleave(terms).to(value.dtype)
-        k = weight_index.reshape(-1)
-        src, dst = src.repeat_interleave(terms), dst.repeat_interleave(terms)
-        width_in, width_out = self.weight.size(1), self.weight.size(2)
-        if width_in <= width_out:  # sums per (destination, k), then the stacked weights
-            terms_graph = Graph.bipartite(torch.stack([src, dst * self.K + k]),
-                                          (graph.num_src_nodes, graph.num_nodes * self.K))
-            sums = ops.spmm(terms_graph, x, value)
-            return sums.view(graph.num_nodes, self.K * width_in) @ self.weight.reshape(
-                self.K * width_in, width_out)
-        products = (x @ self.weight.permute(1, 0, 2).reshape(width_in, self.K * width_out))
-        terms_graph = Graph.bipartite(torch.stack([src * self.K + k, dst]),
-                                      (graph.num_src_nodes * self.K, graph.num_nodes))
-        return ops.spmm(terms_graph, products.view(-1, width_out), value)
+            degree = graph.in_degree().clamp(min=1).to(value.dtype)
+            value = value / degree.repeat_interleave(indptr.diff()).unsqueeze(1)
+        k, src = graph.to_csr_order(weight_index), graph.csr.indices.long()
+        rows_per_chunk = max(1, _CHUNK_SUMS // (self.K * x.size(1)))
+        chunks = []
+        for first in range(0, graph.num_nodes, rows_per_chunk):
+            last = min(graph.num_nodes, first + rows_per_chunk)
+            edges = slice(bounds[first], bounds[last])
+            chunks.append(checkpoint(self._chunk_product, x, value[edges], src[edges],
+                                     k[edges], indptr[first:last + 1], use_reentrant=False))
+        if not chunks:
+            return x.new_zeros(0, self.out_channels)
+        return torch.cat(chunks)
+
+    def _chunk_terms(self, indptr: Tensor, src: Tensor, k: Tensor, sources: int) -> Graph:
+        """The terms of a chunk's edges (``indptr``: the chunk's rows of the CSR) as a graph
+        from the ``sources`` to the chunk's ``[rows K, C_in]`` sums: the term (edge j -> the
+        chunk's row i, weight k) goes to row ``i K + k``."""
+        terms = k.size(1)
+        rows = torch.repeat_interleave(torch.arange(indptr.numel() - 1, device=src.device),
+                                       indptr.diff())
+        dst = (rows.unsqueeze(1) * self.K + k).reshape(-1)
+        edges = torch.stack([src.repeat_interleave(terms), dst])
+        return Graph.bipartite(edges, (sources, (indptr.numel() - 1) * self.K))
+
+    def _chunk_product(self, x: Tensor, value: Tensor, src: Tensor, k: Tensor,
+                       indptr: Tensor) -> Tensor:
+        """A chunk's outputs. Its terms' graph is built here, inside the checkpoint, so the
+        backward rebuilds it rather than every chunk's being kept."""
+        rows = indptr.numel() - 1
+        sums = ops.spmm(self._chunk_terms(indptr, src, k, x.size(0)), x, value.reshape(-1))
+        width = self.K * self.weight.size(1)
+        return sums.view(rows, width) @ self.weight.reshape(width, self.weight.size(2))
 
     @torch.no_grad()
     def _materialize(self, x_src: Tensor) -> None:

@@ -76,6 +76,18 @@ def test_matches_pyg_with_every_gradient(option):
                            lambda conv, x, y, p: conv((x, y), edge_index, p))
 
 
+def test_destination_chunks_match_pyg(monkeypatch):
+    """The per-weight sums in chunks of a few destinations (recomputed in the backward):
+    the same values and gradients as PyG's."""
+    import graphloc.nn.conv.spline_conv as ours_module
+    monkeypatch.setattr(ours_module, "_CHUNK_SUMS", 40)  # (3 destinations a chunk here)
+    edge_index, pseudo, n = _graph(5)
+    ours, theirs = _twins(4, 5, 2, [3, 2], degree=2)
+    x = torch.randn(n, 4, dtype=torch.float64)
+    with pygs_spline_conv_by_oracle():
+        assert_twins_agree(ours, theirs, [x, pseudo], lambda c, x, p: c(x, edge_index, p))
+
+
 def test_bipartite_and_a_pair_without_destination_features_match_pyg():
     ours, theirs = _twins((4, 3), 5, 1, 4)
     x, x_dst = torch.randn(6, 4, dtype=torch.float64), torch.randn(3, 3, dtype=torch.float64)
