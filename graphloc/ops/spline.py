@@ -11,12 +11,8 @@ wraps), its fractional part ``t`` giving their B-spline values (degree 1: ``1 - 
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
-
-from graphloc.checks import check_int
 
 # the pieces of the uniform B-spline of each degree on [0, 1), for the k-th of the degree + 1
 # weights a point touches, written as the kernels write them (same operations, same order)
@@ -148,9 +144,11 @@ def check_open_spans(owner: str, sizes: list, opens: list, degree: int) -> None:
                              f"kernel_size >= {degree}, got {sizes}")
 
 
-def weights_per_kernel(kernel_size, dim: int) -> int:
-    """The number of weight matrices of a SplineConv: the product of its kernel sizes."""
-    sizes = [kernel_size] * dim if isinstance(kernel_size, int) else list(kernel_size)
-    for size in sizes:
-        check_int(size, "kernel_size", 1)
-    return math.prod(sizes)
+def per_dimension(owner: str, name: str, value, dims: int) -> list:
+    """A per-dimension option (kernel sizes, open flags): one value for every dimension,
+    or a list or tuple of one each."""
+    values = list(value) if isinstance(value, (list, tuple)) else [value] * dims
+    if len(values) != dims:
+        raise ValueError(f"{owner}: {name} needs one entry per dimension ({dims}), got "
+                         f"{value!r}")
+    return values

@@ -10,7 +10,7 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from graphloc import ops
-from graphloc.checks import check_choice, check_flags
+from graphloc.checks import check_choice, check_flags, check_int
 from graphloc.graph import Graph
 from graphloc.nn.conv._inputs import check_flow, read_inputs, required_edge_feature_rows
 from graphloc.nn.conv._utils import (
@@ -20,11 +20,12 @@ from graphloc.nn.conv._utils import (
     split_widths,
     uniform_linear,
 )
+from graphloc.ops.reference import csr_rows
 from graphloc.ops.spline import (
     check_open_spans,
+    per_dimension,
     spline_basis,
     spline_weighting,
-    weights_per_kernel,
 )
 
 # entries of a chunk's per-weight sums [rows, K, C_in] (float32: 32 MiB)
@@ -91,14 +92,13 @@ class SplineConv(torch.nn.Module):
         self.in_channels, self.out_channels, self.dim = in_channels, out_channels, dim
         self.degree, self.aggr, self.root_weight = degree, aggr, root_weight
         self.flow = check_flow("SplineConv", flow)
-        self.K = weights_per_kernel(kernel_size, dim)
-        sizes = [kernel_size] * dim if isinstance(kernel_size, int) else list(kernel_size)
-        opens = [is_open_spline] * dim if isinstance(is_open_spline, bool) else \
-            list(is_open_spline)
-        if len(sizes) != dim or len(opens) != dim:
-            raise ValueError(f"SplineConv: kernel_size and is_open_spline need one entry per "
-                             f"dimension ({dim}), got {sizes!r} and {opens!r}")
+        sizes = per_dimension("SplineConv", "kernel_size", kernel_size, dim)
+        opens = per_dimension("SplineConv", "is_open_spline", is_open_spline, dim)
+        for size in sizes:
+            check_int(size, "SplineConv: kernel_size", 1)
+        check_flags("SplineConv", **{f"is_open_spline[{d}]": o for d, o in enumerate(opens)})
         check_open_spans("SplineConv", sizes, [bool(o) for o in opens], degree)
+        self.K = math.prod(sizes)
         self.register_buffer("kernel_size", torch.tensor(sizes, dtype=torch.long))
         self.register_buffer("is_open_spline", torch.tensor(opens, dtype=torch.uint8))
         src_width, dst_width = split_widths(in_channels)
@@ -162,7 +162,7 @@ class SplineConv(torch.nn.Module):
         value = graph.to_csr_order(basis)
         if PYG_REDUCTIONS[self.aggr] == "mean":  # (the mean over edges, not terms)
             degree = graph.in_degree().clamp(min=1).to(value.dtype)
-            value = value / degree.repeat_interleave(indptr.diff()).unsqueeze(1)
+            value = value / degree.index_select(0, csr_rows(indptr)).unsqueeze(1)
         k, src = graph.to_csr_order(weight_index), graph.csr.indices.long()
         rows_per_chunk = max(1, _CHUNK_SUMS // (self.K * x.size(1)))
         chunks = []
@@ -180,9 +180,7 @@ class SplineConv(torch.nn.Module):
         from the ``sources`` to the chunk's ``[rows K, C_in]`` sums: the term (edge j -> the
         chunk's row i, weight k) goes to row ``i K + k``."""
         terms = k.size(1)
-        rows = torch.repeat_interleave(torch.arange(indptr.numel() - 1, device=src.device),
-                                       indptr.diff())
-        dst = (rows.unsqueeze(1) * self.K + k).reshape(-1)
+        dst = (csr_rows(indptr).unsqueeze(1) * self.K + k).reshape(-1)
         edges = torch.stack([src.repeat_interleave(terms), dst])
         return Graph.bipartite(edges, (sources, (indptr.numel() - 1) * self.K))
 
