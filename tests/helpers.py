@@ -138,8 +138,9 @@ def oracle_spline_basis(pseudo, kernel_size, is_open_spline, degree):
             values.append(value)
         basis.append(values)
         index.append(indices)
-    return (torch.tensor(basis, dtype=pseudo.dtype).view(pseudo.size(0), -1),
-            torch.tensor(index).view(pseudo.size(0), -1))
+    terms = (degree + 1) ** pseudo.size(1)
+    return (torch.tensor(basis, dtype=pseudo.dtype).view(pseudo.size(0), terms),
+            torch.tensor(index, dtype=torch.long).view(pseudo.size(0), terms))
 
 
 def random_edge_index(num_nodes: int, num_edges: int, seed: int,

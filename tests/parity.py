@@ -292,7 +292,11 @@ def _oracle_basis_with_gradient(pseudo, kernel_size, is_open_spline, degree):
 
 
 def _oracle_weighting(x, weight, basis, weight_index):
-    return torch.einsum("es,esio,ei->eo", basis, weight[weight_index], x)
+    """Per edge, the sum of every term ``basis * weight * x`` formed on its own, as PyG's
+    kernel adds them (an einsum would combine the weights first, and an infinite feature
+    then meets their sum rather than each weight)."""
+    terms = basis[:, :, None, None] * weight[weight_index] * x[:, None, :, None]
+    return terms.sum((1, 2))
 
 
 @contextlib.contextmanager

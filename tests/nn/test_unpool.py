@@ -59,3 +59,10 @@ def test_bad_arguments_are_named():
         knn_interpolate(x[:5], pos_x, pos_y)
     with pytest.raises(ValueError, match="batch_y must be sorted"):
         knn_interpolate(x, pos_x, pos_y, batch_x, batch_y.flip(0))
+
+
+def test_no_points_to_fill_and_no_coarse_points():
+    x, pos_x, pos_y, _, _ = _clouds()
+    assert knn_interpolate(x, pos_x, pos_y[:0]).shape == (0, 5)
+    out = knn_interpolate(x[:0], pos_x[:0], pos_y)
+    assert out.shape == (17, 5) and out.isnan().all()  # (0 / 0, as PyG's)

@@ -104,6 +104,8 @@ class XConv(torch.nn.Module):
             raise ValueError(f"XConv: pos must be [N, {self.dim}] (dim={self.dim}), got "
                              f"{getattr(pos, 'shape', type(pos).__name__)}")
         n, k = pos.size(0), self.kernel_size
+        if n == 0:  # (PyG's reshape of no points fails: the empty output, as torch's)
+            return pos.new_zeros(0, self.out_channels)
         reach = k * self.dilation
         query, point = ops.knn(pos, pos, reach, batch, batch)
         if query.numel() != n * reach:

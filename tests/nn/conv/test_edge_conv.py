@@ -233,3 +233,12 @@ def test_dynamic_declares_no_graph_locality():
     from graphloc.nn.capabilities import capabilities_of
     assert capabilities_of(EdgeConv(torch.nn.Linear(16, 4))).graphloc_hops == 1
     assert capabilities_of(DynamicEdgeConv(torch.nn.Linear(16, 4), k=3)).graphloc_hops is None
+
+
+def test_dynamic_on_no_points_and_a_lone_point_as_pygs():
+    ours, theirs = _dynamic_twins("sequential", 3)
+    assert ours(torch.zeros(0, 8, dtype=torch.float64)).shape == (0, 6)
+    x, _ = _cloud(3, n=16)
+    lone = torch.tensor([0] * 15 + [1])
+    with pyg_knn_by_brute_force():
+        assert_twins_agree(ours.eval(), theirs.eval(), [x], lambda conv, x: conv(x, lone))

@@ -108,3 +108,13 @@ def test_bad_arguments_are_named():
     with pytest.warns(UserWarning, match="num_workers is deprecated"):
         gl.GravNetConv(5, 4, 3, 6, k=2, num_workers=2)
     assert str(conv) == "GravNetConv(5, 4, k=2)"
+
+
+def test_no_points_and_an_example_of_one_point():
+    conv = gl.GravNetConv(5, 4, 3, 6, k=3).double()
+    assert conv(torch.zeros(0, 5, dtype=torch.float64)).shape == (0, 4)
+    x, batch = _points(5, n=16)
+    ours, theirs = _twins(5, 4, 3, 6, k=3)
+    lone = torch.tensor([0] * 15 + [1])  # (point 15 alone: its only neighbour is itself)
+    with pyg_knn_by_brute_force():
+        assert_twins_agree(ours, theirs, [x], lambda conv, x: conv(x, lone))

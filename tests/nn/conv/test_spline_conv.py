@@ -165,3 +165,22 @@ def test_from_pyg_converts_and_trains_as_pygs():
         model = Net().double()
         converted = assert_converts_and_trains_as_pygs(model, (x, edge_index, pseudo))
     assert isinstance(converted.second, gl.SplineConv) and converted.second.aggr == "max"
+
+
+def test_no_edges_no_nodes_and_special_values_as_pygs():
+    ours, theirs = _twins(4, 3, 2, 3)
+    x = torch.randn(6, 4, dtype=torch.float64)
+    none = torch.zeros(2, 0, dtype=torch.long)
+    with pygs_spline_conv_by_oracle():
+        torch.testing.assert_close(ours(x, none, torch.zeros(0, 2, dtype=torch.float64)),
+                                   theirs(x, none, torch.zeros(0, 2, dtype=torch.float64)))
+        assert ours(x[:0], none, torch.zeros(0, 2, dtype=torch.float64)).shape == (0, 3)
+        edge_index, pseudo, n = _graph(6)
+        x = torch.randn(n, 4, dtype=torch.float64)
+        x[3, 1], x[5, 0], x[7, 2] = math.nan, math.inf, -math.inf
+        assert_twins_agree(*_twins(4, 3, 2, 3), [x], lambda c, x: c(x, edge_index, pseudo),
+                           equal_nan=True)
+        # max: the outputs (its gradient at NaN goes to the first NaN: docs/models.md)
+        ours, theirs = _twins(4, 3, 2, 3, aggr="max")
+        torch.testing.assert_close(ours(x, edge_index, pseudo), theirs(x, edge_index, pseudo),
+                                   equal_nan=True)

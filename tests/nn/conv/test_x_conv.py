@@ -68,3 +68,9 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="hidden_channels .* must be an integer >= 1, got 0"):
         gl.XConv(3, 12, 3, 4)
     assert str(gl.XConv(8, 12, 3, 4)) == "XConv(8, 12)"
+
+
+def test_no_points():
+    conv = gl.XConv(8, 12, 3, 4).double().eval()
+    assert conv(torch.zeros(0, 8, dtype=torch.float64),
+                torch.zeros(0, 3, dtype=torch.float64)).shape == (0, 12)
