@@ -171,11 +171,7 @@ def _farthest_points(points: Tensor, pointer: Tensor, taken: Tensor,
     counts = pointer.diff()
     if points.size(0) == 0 or counts.numel() == 0 or int(taken.max()) == 0:
         return torch.zeros(0, dtype=torch.long, device=points.device)
-    width = int(counts.max())
-    offsets = torch.arange(width, device=points.device)
-    real = offsets < counts.unsqueeze(1)
-    rows = (pointer[:-1].unsqueeze(1) + offsets).where(real, 0)
-    padded = points.index_select(0, rows.view(-1)).view(counts.numel(), width, -1)
+    padded, real = reference.padded_rows(points, pointer[:-1], counts, int(counts.max()))
     if random_start:
         first = (torch.rand(counts.numel(), device=points.device) * counts).long()
         first = first.minimum((counts - 1).clamp(min=0))

@@ -804,7 +804,7 @@ def _knn_blocks(counts_x: list[int], counts_y: list[int]):
         first = last
 
 
-def _padded_rows(t: Tensor, starts: Tensor, counts: Tensor, length: int) -> tuple[Tensor, Tensor]:
+def padded_rows(t: Tensor, starts: Tensor, counts: Tensor, length: int) -> tuple[Tensor, Tensor]:
     """Rows ``starts[g] .. starts[g] + counts[g]`` of ``t`` per example ``g`` as
     ``[G, length, F]``, with a mask of the real rows."""
     offsets = torch.arange(length, device=t.device)
@@ -825,8 +825,8 @@ def _block_nearest(x, y, ptr_x, ptr_y, block, k, exclude_self, within, out) -> N
     width, height = int(counts_x.max()), int(counts_y.max())
     if width == 0 or height == 0:
         return
-    points, real_x = _padded_rows(x, starts_x, counts_x, width)
-    queries, real_y = _padded_rows(y, starts_y, counts_y, height)
+    points, real_x = padded_rows(x, starts_x, counts_x, width)
+    queries, real_y = padded_rows(y, starts_y, counts_y, height)
     squared = torch.zeros(last - first, height, width, dtype=x.dtype, device=x.device)
     for f in range(x.size(1)):  # a coordinate at a time, in order: no [G, M, N, F] tensor
         squared += (queries[:, :, f].unsqueeze(2) - points[:, :, f].unsqueeze(1)).pow(2)

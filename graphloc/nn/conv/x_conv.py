@@ -44,7 +44,8 @@ class XConv(torch.nn.Module):
     :func:`graphloc.ops.knn`, nearest first. The transform reads them in that order, so
     where two are at exactly the same distance PyG's tree and graphloc (the lower index
     first) can order them differently. Every example needs ``kernel_size * dilation``
-    points (PyG's reshape fails otherwise; here a ``ValueError`` names the example).
+    points (PyG's reshape fails otherwise; here a ``ValueError`` names the example); no
+    points at all give the empty output.
 
     Args:
         in_channels (int): input width.
