@@ -155,12 +155,23 @@ TORCH_LIBRARY(graphloc, m) {
   m.def(
       "separated_rounds(Tensor indptr, Tensor indices, Tensor t_indptr, Tensor t_indices, "
       "Tensor seeds, int hops) -> Tensor");
-  // Layer-wise uniform in-neighbour sampling without replacement around seeds (-1: all):
-  // (nodes, seeds first; edge_src, edge_dst local ids; edge CSR positions; cumulative node
-  // and edge counts per hop). Deterministic for a given seed. CPU.
+  // Layer-wise sampling of in-neighbours around seeds over R relations (CSRs of
+  // destination-major rows, relation r from node type src_types[r] to dst_types[r]) of T node
+  // types (num_nodes[t] nodes; seeds[t] int64, repeats allowed). fanouts [R * hops]: relation
+  // r's fan-out at each hop (-1: all). Uniform without replacement unless replace; disjoint:
+  // one tree per seed; induced: the edges are then every edge between sampled nodes.
+  // Optional rules (empty lists / tensors: none): node_times (int64 per node of a type) or
+  // edge_times (int64 per CSR entry of a relation) keep only the entries at or before the
+  // tree's seed_times entry (disjoint only), the latest k of them with last; edge_weights
+  // (float64 per CSR entry) draw by weight. Returns, per type then per relation: nodes (seeds
+  // first), trees (disjoint), cumulative node counts per hop; edge sources, destinations
+  // (local ids), CSR positions, cumulative edge counts per hop. Deterministic for a given
+  // seed. CPU.
   m.def(
-      "neighbor_sample(Tensor indptr, Tensor indices, Tensor seeds, int[] fanouts, "
-      "int seed) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+      "neighbor_sample(Tensor[] indptrs, Tensor[] indices, int[] src_types, int[] dst_types, "
+      "int[] num_nodes, Tensor[] seeds, int[] fanouts, bool replace, bool disjoint, "
+      "bool induced, int seed, Tensor[] node_times, Tensor[] edge_times, "
+      "Tensor? seed_times, Tensor[] edge_weights, bool last) -> Tensor[]");
   // Per node v, K tokens: v, then K - 1 draws without replacement from the list of its
   // distinct in-neighbours followed by the distinct nodes two in-steps away (v included
   // when reached), as LargeGT's official code; shorter lists repeat in list order, empty

@@ -33,10 +33,12 @@ from graphloc.ops.spline import spline_basis, spline_weighting
 from graphloc.ops.traversal import (
     KHopBalls,
     SampledNeighbourhood,
+    SampledRelations,
     hop2_sample,
     khop_subgraphs,
     local_eccentricity,
     neighbor_sample,
+    relational_neighbor_sample,
     separated_rounds,
 )
 
@@ -45,10 +47,11 @@ __all__ = ["HAS_EXTENSION", "spmm", "set_spmm_backend", "sddmm", "segment_softma
            "softmax_sum",
            "edge_outer_sum", "edge_head_sum",
            "segment_reduce", "gather", "scatter", "coo_to_csr", "csr_transpose", "permute_rows",
-           "khop_subgraphs", "separated_rounds", "neighbor_sample", "hop2_sample",
+           "khop_subgraphs", "separated_rounds", "neighbor_sample", "relational_neighbor_sample",
+           "hop2_sample",
            "local_eccentricity", "dropout", "knn", "knn_graph", "radius", "radius_graph",
            "nearest", "fps", "spline_basis", "spline_weighting", "KHopBalls",
-           "SampledNeighbourhood"]
+           "SampledNeighbourhood", "SampledRelations"]
 
 _FLOATS = (torch.float32, torch.float64, torch.bfloat16)
 

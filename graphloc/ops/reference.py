@@ -10,6 +10,7 @@ source of edge ``e``; empty rows reduce to 0; max/min ``arg`` holds the winning 
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import deque
@@ -633,12 +634,22 @@ class _Stream:
         self.state = (self.state + 1) & _U64
         return value % n
 
+    def unit(self) -> float:
+        """A uniform double in [0, 1) from the top 53 bits of the next draw."""
+        value = _mix(self.state)
+        self.state = (self.state + 1) & _U64
+        return (value >> 11) * 2.0**-53
 
-def _sample_offsets(deg: int, k: int, rng: _Stream) -> list[int]:
-    """k distinct offsets in [0, deg), uniformly (Floyd's algorithm), sorted; all if k < 0
-    or deg <= k."""
-    if k < 0 or deg <= k:
+
+def _sample_offsets(deg: int, k: int, replace: bool, rng: _Stream) -> list[int]:
+    """Offsets in [0, deg), sorted: all if k < 0 or (without replacement) deg <= k; else k
+    distinct ones uniformly (Floyd's algorithm), or with replacement k independent draws."""
+    if deg == 0:
+        return []
+    if k < 0 or (not replace and deg <= k):
         return list(range(deg))
+    if replace:
+        return sorted(rng.below(deg) for _ in range(k))
     out = []
     for j in range(deg - k, deg):
         t = rng.below(j + 1)
@@ -646,40 +657,147 @@ def _sample_offsets(deg: int, k: int, rng: _Stream) -> list[int]:
     return sorted(out)
 
 
-def neighbor_sample(indptr, indices, seeds, fanouts, seed):
-    """Layer-wise uniform in-neighbour sampling without replacement around ``seeds``:
-    ``(nodes, src, dst, pos, hop_nodes, hop_edges)`` as the kernel gives them."""
-    ip, ix, n = indptr.tolist(), indices.tolist(), indptr.numel() - 1
-    if seeds.dim() != 1 or seeds.dtype != torch.long:
-        raise ValueError(f"seeds must be int64 [S], got {seeds.dtype} {list(seeds.shape)}")
+def _sample_stream(seed: int, hop: int, relation: int, tree: int, w: int) -> _Stream:
+    """The kernel's stream of node ``w`` at ``hop`` over ``relation`` in ``tree``."""
+    key = (seed & _U64) ^ _mix((hop * 0x100000001B3 + w) & _U64)
+    if relation or tree:
+        key ^= _mix(((relation << 40) ^ tree ^ 0x5BD1E995) & _U64)
+    return _Stream(_mix(key))
+
+
+def _weighted_pick(cand: list, weight: list, k: int, replace: bool, rng: _Stream) -> list:
+    """As the kernel: by inverse CDF with replacement (none when every weight is 0), else
+    the k largest keys log(1 - u) / w among positive weights (ties to the lower position);
+    all candidates when k < 0 or, without replacement, k >= their count. Sorted."""
+    if k < 0 or (not replace and k >= len(cand)):
+        return list(cand)
+    if replace:
+        cum, total = [], 0.0
+        for e in cand:
+            total += weight[e]
+            cum.append(total)
+        if not total > 0:
+            return []
+        return sorted(cand[bisect.bisect_right(cum, rng.unit() * total)] for _ in range(k))
+    keys = []
+    for e in cand:
+        u = rng.unit()
+        if weight[e] > 0:
+            keys.append((-(math.log(1.0 - u) / weight[e]), e))
+    return sorted(e for _, e in sorted(keys)[:k])
+
+
+def _draw_row(row: range, k: int, replace: bool, last: bool, time, weight, seed_time,
+              rng: _Stream) -> list:
+    """The CSR positions a row draws, sorted (the kernel's ``draw_row``): ``time(e)`` (or
+    None) keeps entries at or before ``seed_time``, the latest k with ``last``; ``weight``
+    (or None) draws by weight."""
+    if time is None and weight is None:
+        return [row[0] + o for o in _sample_offsets(len(row), k, replace, rng)]
+    cand = [e for e in row if time is None or time(e) <= seed_time]
+    if time is not None and last and 0 <= k < len(cand):
+        cand = sorted(sorted(cand, key=time)[len(cand) - k:])
+    if weight is not None:
+        return _weighted_pick(cand, weight, k, replace, rng)
+    return [cand[o] for o in _sample_offsets(len(cand), k, replace, rng)]
+
+
+def _checked_row(ip: list, w: int) -> range:
+    if not 0 <= w < len(ip) - 1:
+        raise ValueError(f"node {w} has no row in a CSR of {len(ip) - 1} destination nodes")
+    return range(ip[w], ip[w + 1])
+
+
+def _checked_source(ix: list, e: int, count: int) -> int:
+    if not 0 <= ix[e] < count:
+        raise ValueError(f"indices holds {ix[e]} at position {e}, out of range for {count} "
+                         f"source nodes")
+    return ix[e]
+
+
+def _emit(edges: tuple, src: int, dst: int, pos: int) -> None:
+    """Appends one sampled edge to a relation's (src, dst, pos, per-hop counts) lists."""
+    edges[0].append(src)
+    edges[1].append(dst)
+    edges[2].append(pos)
+
+
+def neighbor_sample(indptrs, indices, src_types, dst_types, num_nodes, seeds, fanouts, replace,
+                    disjoint, induced, seed, node_times=(), edge_times=(), seed_times=None,
+                    edge_weights=(), last=False):
+    """Layer-wise in-neighbour sampling over relations, as the kernel: per node type its
+    nodes, trees and cumulative counts per hop, then per relation its edges' sources,
+    destinations, CSR positions and cumulative counts per hop."""
+    T, R = len(num_nodes), len(indptrs)
+    if len(seeds) != T or any(s.dim() != 1 or s.dtype != torch.long for s in seeds):
+        raise ValueError("neighbor_sample needs one int64 [S] seed tensor per node type")
     if any(k < -1 for k in fanouts):
         raise ValueError(f"fan-outs must be >= 0, or -1 for all neighbours, got {fanouts}")
-    nodes, local = seeds.tolist(), {}
-    for i, s in enumerate(nodes):
-        if not 0 <= s < n:
-            raise ValueError(f"seed node {s} is out of range for {n} nodes")
-        if s in local:
-            raise ValueError(f"seed node {s} appears twice in the batch")
-        local[s] = i
-    src, dst, pos, hop_nodes, hop_edges, begin = [], [], [], [len(nodes)], [0], 0
-    for hop, k in enumerate(fanouts):
-        end = len(nodes)
-        for f in range(begin, end):
-            w = nodes[f]
-            rng = _Stream(_mix((seed & _U64) ^ _mix((hop * 0x100000001B3 + w) & _U64)))
-            for o in _sample_offsets(ip[w + 1] - ip[w], k, rng):
-                u = ix[ip[w] + o]
-                if u not in local:
-                    local[u] = len(nodes)
-                    nodes.append(u)
-                src.append(local[u])
-                dst.append(f)
-                pos.append(ip[w] + o)
-        hop_nodes.append(len(nodes))
-        hop_edges.append(len(src))
+    if induced and disjoint:
+        raise ValueError("induced subgraphs are not sampled disjointly")
+    hops = len(fanouts) // R if R else 0
+    ip, ix = [p.tolist() for p in indptrs], [i.tolist() for i in indices]
+    given = lambda ts, i: ts[i].tolist() if len(ts) and ts[i].numel() else None  # noqa: E731
+    seed_time = seed_times.tolist() if seed_times is not None and seed_times.numel() else None
+    rules = []  # per relation: (time of a CSR entry or None, weights or None)
+    for r in range(R):
+        node_time, edge_time = given(node_times, src_types[r]), given(edge_times, r)
+        time = ((lambda e, t=edge_time: t[e]) if edge_time is not None else
+                (lambda e, t=node_time, i=ix[r]: t[i[e]]) if node_time is not None else None)
+        if time is not None and seed_time is None:
+            raise ValueError("temporal sampling needs seed_times (one per tree)")
+        rules.append((time, given(edge_weights, r)))
+    nodes, trees, where = [[] for _ in range(T)], [[] for _ in range(T)], [{} for _ in range(T)]
+    tree = 0
+    for t in range(T):
+        for s in seeds[t].tolist():
+            if not 0 <= s < num_nodes[t]:
+                raise ValueError(f"seed node {s} is out of range for {num_nodes[t]} nodes")
+            where[t].setdefault((tree if disjoint else 0, s), len(nodes[t]))
+            nodes[t].append(s)
+            trees[t].append(tree)
+            tree += disjoint
+    per_hop = [[len(n)] for n in nodes]
+    edges = [([], [], [], [0]) for _ in range(R)]
+
+    def source(r, f, e):  # (tree, u) of CSR entry e read from frontier entry f
+        u = _checked_source(ix[r], e, num_nodes[src_types[r]])
+        return trees[dst_types[r]][f] if disjoint else 0, u
+
+    begin = [0] * T
+    for hop in range(hops):
+        end = [len(n) for n in nodes]
+        for r in range(R):
+            t, k = dst_types[r], fanouts[r * hops + hop]
+            for f in range(begin[t], end[t]):
+                row = _checked_row(ip[r], nodes[t][f])
+                tree = trees[t][f] if disjoint else 0
+                rng = _sample_stream(seed, hop, r, tree, nodes[t][f])
+                for e in _draw_row(row, k, replace, last, *rules[r],
+                                   seed_time[tree] if seed_time else None, rng):
+                    key, s = source(r, f, e), src_types[r]
+                    if key not in where[s]:
+                        where[s][key] = len(nodes[s])
+                        nodes[s].append(key[1])
+                        trees[s].append(key[0])
+                    _emit(edges[r], where[s][key], f, e)
+            edges[r][3].append(len(edges[r][0]))
         begin = end
-    return tuple(torch.tensor(t, dtype=torch.long)
-                 for t in (nodes, src, dst, pos, hop_nodes, hop_edges))
+        for t in range(T):
+            per_hop[t].append(len(nodes[t]))
+    if induced:
+        edges = [([], [], [], [0]) for _ in range(R)]
+        for r in range(R):
+            for f, w in enumerate(nodes[dst_types[r]]):
+                for e in _checked_row(ip[r], w):
+                    key = source(r, f, e)
+                    if key in where[src_types[r]]:
+                        _emit(edges[r], where[src_types[r]][key], f, e)
+            edges[r][3].append(len(edges[r][0]))
+    as_tensor = lambda v: torch.tensor(v, dtype=torch.long)  # noqa: E731
+    return ([as_tensor(n) for n in nodes] + [as_tensor(tr if disjoint else []) for tr in trees]
+            + [as_tensor(h) for h in per_hop]
+            + [as_tensor(e[i]) for i in range(4) for e in edges])
 
 
 def _hop2_pool(ip: list, ix: list, v: int) -> list[int]:

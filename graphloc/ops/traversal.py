@@ -46,6 +46,22 @@ class SampledNeighbourhood(NamedTuple):
     hop_edges: Tensor
 
 
+class SampledRelations(NamedTuple):
+    """A layer-wise sample over relations: per node type (lists indexed by type) its
+    ``nodes`` (the seeds first), their ``trees`` (the seed each was reached from, for
+    disjoint sampling; empty otherwise) and cumulative node counts per hop; per relation
+    the sampled edges ``src -> dst`` in local ids of its source and destination types, their
+    CSR positions ``pos`` and cumulative edge counts per hop."""
+
+    nodes: list
+    trees: list
+    hop_nodes: list
+    src: list
+    dst: list
+    pos: list
+    hop_edges: list
+
+
 def _csr_on_cpu(graph, what: str):
     if not hasattr(graph, "csr") or not hasattr(graph, "num_nodes"):
         raise TypeError(f"{what} expects a graphloc.Graph, got {type(graph).__name__}")
@@ -103,15 +119,155 @@ def neighbor_sample(graph, seeds: Tensor, fanouts: list[int], seed: int = 0
     """Layer-wise uniform in-neighbour sampling without replacement around distinct
     ``seeds``: ``fanouts[l]`` neighbours per node at hop ``l + 1`` (-1: all of them).
     Deterministic for a ``seed``."""
-    if not isinstance(fanouts, (list, tuple)) or any(
-            isinstance(k, bool) or not isinstance(k, int) or k < -1 for k in fanouts):
-        raise ValueError(f"fanouts must be a list of integers >= 0, or -1 for all "
-                         f"neighbours, got {fanouts!r}")
-    check_int(seed, "seed", 0)
     indptr, indices = _csr_on_cpu(graph, "neighbor_sample")
     seeds = _checked_seeds(seeds, graph.num_nodes, distinct=True)
-    return SampledNeighbourhood(*kernels.neighbor_sample(indptr, indices, seeds,
-                                                         list(fanouts), seed))
+    out = relational_neighbor_sample([(indptr, indices)], [(0, 0)], [graph.num_nodes], [seeds],
+                                     [fanouts], seed=seed)
+    return SampledNeighbourhood(*(part[0] for part in (out.nodes, out.src, out.dst, out.pos,
+                                                       out.hop_nodes, out.hop_edges)))
+
+
+def _checked_fanouts(fanouts, relations: int) -> list[list[int]]:
+    """One list of integer fan-outs (>= 0, or -1 for all) per relation, all of one length."""
+    if not isinstance(fanouts, (list, tuple)) or len(fanouts) != relations:
+        raise ValueError(f"fanouts must hold one list of fan-outs per relation ({relations}), "
+                         f"got {fanouts!r}")
+    for k in fanouts:
+        if not isinstance(k, (list, tuple)) or any(
+                isinstance(v, bool) or not isinstance(v, int) or v < -1 for v in k):
+            raise ValueError(f"fanouts must be a list of integers >= 0, or -1 for all "
+                             f"neighbours, got {k!r}")
+    if len({len(k) for k in fanouts}) > 1:
+        raise ValueError(f"every relation needs one fan-out per hop (the same number of hops), "
+                         f"got lengths {[len(k) for k in fanouts]}")
+    return [list(k) for k in fanouts]
+
+
+def _checked_relation_csr(csr, r: int) -> tuple[Tensor, Tensor]:
+    """Relation r's destination-major CSR ``(indptr, indices)``: 1-D integer tensors, on
+    the CPU. Their values are checked by the kernel where it reads them."""
+    if not isinstance(csr, (tuple, list)) or len(csr) != 2 or not all(
+            isinstance(t, Tensor) and t.dim() == 1 and t.dtype in (torch.int32, torch.int64)
+            for t in csr):
+        raise TypeError(f"relation {r}'s CSR must be a pair (indptr, indices) of 1-D int32 or "
+                        f"int64 tensors")
+    if csr[0].numel() == 0:
+        raise ValueError(f"relation {r}'s indptr is empty (it needs num_rows + 1 entries)")
+    return csr[0].cpu(), csr[1].cpu()
+
+
+def _checked_per_part(tensors, sizes: list[int], name: str, kind: str) -> list[Tensor]:
+    """An optional list with one entry per node type or relation (None or a 1-D tensor of
+    the given size) as the kernel takes it: [] when absent, empty tensors for None."""
+    if tensors is None:
+        return []
+    if not isinstance(tensors, (list, tuple)) or len(tensors) != len(sizes):
+        raise ValueError(f"{name} must hold one entry per {kind} ({len(sizes)}), got "
+                         f"{tensors!r}")
+    out = []
+    for i, (t, size) in enumerate(zip(tensors, sizes, strict=True)):
+        if t is None:
+            out.append(torch.empty(0, dtype=torch.long))
+            continue
+        if not isinstance(t, Tensor) or t.dim() != 1 or t.numel() != size:
+            raise ValueError(f"{name}[{i}] must be a 1-D tensor of {size} entries, got "
+                             f"{list(t.shape) if isinstance(t, Tensor) else type(t).__name__}")
+        out.append(t.cpu())
+    return out
+
+
+def _checked_times(times, sizes: list[int], name: str, kind: str) -> list[Tensor]:
+    out = _checked_per_part(times, sizes, name, kind)
+    for i, t in enumerate(out):
+        if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+            raise TypeError(f"{name}[{i}] must hold integer times, got {t.dtype} (map "
+                            f"floating times to integers that keep their order)")
+    return [t.long() for t in out]
+
+
+def _checked_weights(weights, sizes: list[int]) -> list[Tensor]:
+    out = _checked_per_part(weights, sizes, "edge_weights", "relation")
+    for i, w in enumerate(out):
+        if w.numel() == 0:
+            continue
+        if not w.is_floating_point():
+            raise TypeError(f"edge_weights[{i}] must be floating point, got {w.dtype}")
+        bad = ~(torch.isfinite(w) & (w >= 0))
+        if bool(bad.any()):
+            e = int(bad.nonzero()[0])
+            raise ValueError(f"edge_weights[{i}] must be finite and >= 0, got {w[e].item()} "
+                             f"at CSR position {e}")
+    return [w.double() for w in out]
+
+
+def relational_neighbor_sample(csrs, relations, num_nodes, seeds, fanouts, *, replace=False,
+                               disjoint=False, induced=False, seed: int = 0, node_times=None,
+                               edge_times=None, seed_times=None, edge_weights=None,
+                               last: bool = False) -> SampledRelations:
+    """Layer-wise uniform in-neighbour sampling over several relations (PyG's
+    heterogeneous ``NeighborLoader`` semantics; one relation is the homogeneous case).
+
+    Args:
+        csrs: per relation, its destination-major CSR ``(indptr, indices)`` (PyG's CSC:
+            ``indptr`` over destination nodes, ``indices`` the sources).
+        relations: per relation, ``(source type, destination type)``, type indices.
+        num_nodes: the node count of each type.
+        seeds: per type, the seed node ids (a repeated seed keeps its own row).
+        fanouts: per relation, its fan-out at each hop (-1: all in-neighbours).
+        replace: draw with replacement. disjoint: every seed grows its own tree (nodes
+            are (tree, node) pairs). induced: return every edge between sampled nodes
+            instead of the sampled edges.
+        seed: the random stream (deterministic whatever the thread count).
+
+    At each hop, for each relation in order, every node of its destination type reached at
+    the previous hop draws its in-neighbours; new nodes are numbered in that order.
+    """
+    if not isinstance(relations, (list, tuple)) or not isinstance(csrs, (list, tuple)) \
+            or len(csrs) != len(relations):
+        raise ValueError("relational_neighbor_sample needs one CSR per relation")
+    if not isinstance(num_nodes, (list, tuple)) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in num_nodes):
+        raise ValueError(f"num_nodes must be a list of node counts >= 0, got {num_nodes!r}")
+    T = len(num_nodes)
+    for r, rel in enumerate(relations):
+        if not isinstance(rel, (tuple, list)) or len(rel) != 2 or not all(
+                isinstance(t, int) and 0 <= t < T for t in rel):
+            raise ValueError(f"relation {r} must be a (source type, destination type) pair of "
+                             f"type indices below {T}, got {rel!r}")
+    if not isinstance(seeds, (list, tuple)) or len(seeds) != T:
+        raise ValueError(f"seeds must hold one tensor per node type ({T})")
+    if induced and disjoint:
+        raise ValueError("induced subgraphs are not sampled disjointly (disjoint=True with "
+                         "induced=True)")
+    check_int(seed, "seed", 0)
+    fanouts = _checked_fanouts(fanouts, len(relations))
+    pairs = [_checked_relation_csr(c, r) for r, c in enumerate(csrs)]
+    if len({t.dtype for pair in pairs for t in pair}) > 1:
+        raise TypeError("every relation's indptr and indices must share one index dtype")
+    seeds = [_checked_seeds(s, n) for s, n in zip(seeds, num_nodes, strict=True)]
+    nnz = [p[1].numel() for p in pairs]
+    times = (_checked_times(node_times, list(num_nodes), "node_times", "node type"),
+             _checked_times(edge_times, nnz, "edge_times", "relation"))
+    timed = any(t.numel() for ts in times for t in ts)
+    if timed and not disjoint:
+        raise ValueError("temporal sampling (node_times / edge_times) needs disjoint=True: "
+                         "each seed's tree is bounded by its own time")
+    if timed:
+        total = sum(s.numel() for s in seeds)
+        if seed_times is None:
+            raise ValueError(f"temporal sampling (node_times / edge_times) needs seed_times: "
+                             f"one time per seed ({total})")
+        seed_times = _checked_times([seed_times], [total], "seed_times", "seed")[0]
+    else:
+        seed_times = None
+    out = kernels.neighbor_sample([p[0] for p in pairs], [p[1] for p in pairs],
+                                  [r[0] for r in relations], [r[1] for r in relations],
+                                  list(num_nodes), seeds, [k for ks in fanouts for k in ks],
+                                  bool(replace), bool(disjoint), bool(induced), seed, *times,
+                                  seed_times, _checked_weights(edge_weights, nnz), bool(last))
+    R = len(relations)
+    return SampledRelations(out[:T], out[T:2 * T], out[2 * T:3 * T],
+                            *(out[3 * T + i * R:3 * T + (i + 1) * R] for i in range(4)))
 
 
 def hop2_sample(graph, K: int, seed: int = 0) -> Tensor:
@@ -184,13 +340,24 @@ def _khop_fake(indptr, indices, seeds, hops):
             seeds.new_empty(pointers), *(seeds.new_empty(edges) for _ in range(3)))
 
 
-def _sample_fake(indptr, indices, seeds, fanouts, seed):
-    _check_seeds_fake(seeds)
+def _sample_fake(indptrs, indices, src_types, dst_types, num_nodes, seeds, fanouts, replace,
+                 disjoint, induced, seed, node_times, edge_times, seed_times, edge_weights, last):
+    for s in seeds:
+        _check_seeds_fake(s)
     ctx = torch.library.get_ctx()  # how many neighbours exist depends on the graph's values
-    nodes, edges = ctx.new_dynamic_size(), ctx.new_dynamic_size()
-    counts = len(fanouts) + 1
-    return (seeds.new_empty(nodes), *(seeds.new_empty(edges) for _ in range(3)),
-            seeds.new_empty(counts), seeds.new_empty(counts))
+    if not seeds and not indptrs:
+        return []
+    like = seeds[0] if seeds else indptrs[0]
+    hops = len(fanouts) // len(indptrs) if indptrs else 0
+
+    def dynamic(count):
+        return [like.new_empty(ctx.new_dynamic_size(), dtype=torch.long) for _ in range(count)]
+
+    parts = dynamic(2 * len(seeds)) + [like.new_empty(hops + 1, dtype=torch.long)
+                                       for _ in seeds]
+    parts += dynamic(3 * len(indptrs))
+    parts += [like.new_empty(2 if induced else hops + 1, dtype=torch.long) for _ in indptrs]
+    return parts
 
 
 if HAS_EXTENSION:

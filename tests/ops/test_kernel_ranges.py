@@ -61,7 +61,9 @@ CHILD = textwrap.dedent("""
             "separated_rounds": lambda: k.separated_rounds(ptr, idx, good_ptr, good_idx, L(0), 1),
             "separated_rounds (transpose)": lambda: k.separated_rounds(
                 good_ptr, good_idx, ptr, idx, L(0), 1),
-            "neighbor_sample": lambda: k.neighbor_sample(ptr, idx, L(0), [2, 2], 0),
+            "neighbor_sample": lambda: k.neighbor_sample(
+                [ptr], [idx], [0], [0], [3], [L(0)], [2, 2], False, False, False, 0, [], [],
+                None, [], False),
             "hop2_sample": lambda: k.hop2_sample(ptr, idx, 3, 0),
         }
     def ptr_only(ptr):

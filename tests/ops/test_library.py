@@ -117,7 +117,10 @@ def _samples():
                                      torch.randperm(N)[:N // 2], 2)
     seeds = torch.tensor([0, 3, 5])
     yield kernels.khop_subgraphs, (csr.indptr, csr.indices, seeds, 2)
-    yield kernels.neighbor_sample, (csr.indptr, csr.indices, seeds, [2, -1], 4)
+    one = ([csr.indptr], [csr.indices], [0], [0], [N], [seeds], [2, -1])
+    yield kernels.neighbor_sample, (*one, False, False, False, 4, [], [], None, [], False)
+    yield kernels.neighbor_sample, (*one, True, True, False, 4, [], [], None, [], False)
+    yield kernels.neighbor_sample, (*one, False, False, True, 4, [], [], None, [], False)
     yield kernels.csr_facts, (csr.indptr, csr.indices)
     yield kernels.dropout, (torch.randn(N, 4, **f64, requires_grad=True), 0.3,
                             torch.tensor(11, dtype=torch.int64))
@@ -149,14 +152,20 @@ def test_sampler_fakes_reject_the_seeds_their_kernels_reject(sampler):
     """Traced (fake tensors), the samplers' fakes refuse int32 seeds as their kernels do."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     csr = _graph().csr
-    extra = (2,) if sampler == "khop_subgraphs" else ([2], 0)
     op = getattr(kernels, sampler)
+
+    def call(indptr, indices, seeds):
+        if sampler == "khop_subgraphs":
+            return op(indptr, indices, seeds, 2)
+        return op([indptr], [indices], [0], [0], [indptr.numel() - 1], [seeds], [2], False,
+                  False, False, 0, [], [], None, [], False)
+
     with pytest.raises(RuntimeError, match="int64"):
-        op(csr.indptr, csr.indices, torch.tensor([0, 1], dtype=torch.int32), *extra)
+        call(csr.indptr, csr.indices, torch.tensor([0, 1], dtype=torch.int32))
     with FakeTensorMode() as mode:
         fake = [mode.from_tensor(t) for t in (csr.indptr, csr.indices)]
         with pytest.raises(RuntimeError, match="int64"):
-            op(*fake, mode.from_tensor(torch.tensor([0, 1], dtype=torch.int32)), *extra)
+            call(*fake, mode.from_tensor(torch.tensor([0, 1], dtype=torch.int32)))
 
 
 class TwoLayer(torch.nn.Module):

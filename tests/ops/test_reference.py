@@ -37,17 +37,71 @@ def test_ball_twins_give_the_kernels_output():
                                    torch.tensor([3, 4, 3]), 1)
 
 
+def _relational_cases(graph, seed):
+    """(csrs, relations, num_nodes, seeds) of one graph read as one relation, and as two
+    node types (even and odd ids) with the four relations between them."""
+    csr, gen = graph.csr, torch.Generator().manual_seed(seed)
+    n = graph.num_nodes
+    yield ([(csr.indptr, csr.indices)], [(0, 0)], [n],
+           [torch.randperm(n, generator=gen)[:8]])
+    src, dst = graph.edge_index
+    half = [(n + 1) // 2, n // 2]
+    csrs, relations = [], []
+    for a in (0, 1):
+        for b in (0, 1):
+            keep = (src % 2 == a) & (dst % 2 == b)
+            part = Graph.bipartite(torch.stack([src[keep] // 2, dst[keep] // 2]),
+                                   (half[a], half[b]))
+            csrs.append((part.csr.indptr, part.csr.indices))
+            relations.append((a, b))
+    yield csrs, relations, half, [torch.randperm(half[0], generator=gen)[:5], torch.tensor([2, 2])]
+
+
+def _rules(csrs, num_nodes, seeds, gen):
+    """Sampling rules beside uniform draws: (node_times, edge_times, seed_times,
+    edge_weights, last), each with ties (times in a small range, weights with zeros)."""
+    trees = sum(s.numel() for s in seeds)
+    seed_times = torch.randint(0, 6, (trees,), generator=gen)
+    node_times = [torch.randint(0, 8, (n,), generator=gen) for n in num_nodes]
+    edge_times = [torch.randint(0, 8, (c[1].numel(),), generator=gen) for c in csrs]
+    weights = [torch.randint(0, 4, (c[1].numel(),), generator=gen).double() / 2 for c in csrs]
+    yield [], [], None, weights, False
+    yield node_times, [], seed_times, [], False
+    yield node_times, [], seed_times, [], True
+    yield [], edge_times, seed_times, [], True
+    yield [], edge_times, seed_times, weights, False
+
+
+def _flags_and_rules(csrs, num_nodes, seeds, gen):
+    """(stream, replace, disjoint, induced, rules): the uniform draws in every mode, then
+    each weighted or temporal rule with and without replacement (temporal: disjoint)."""
+    for stream, replace, disjoint, induced in ((0, False, False, False),
+                                               (12345, True, False, False),
+                                               (2**62, False, True, False),
+                                               (7, True, True, False), (3, False, False, True)):
+        yield stream, replace, disjoint, induced, ([], [], None, [], False)
+    for i, rule in enumerate(_rules(csrs, num_nodes, seeds, gen)):
+        for replace in (False, True):
+            yield 100 + i, replace, rule[2] is not None, False, rule
+
+
 def test_sampling_twins_draw_the_kernels_samples():
     for seed, graph in _graphs():
+        for csrs, relations, num_nodes, seeds in _relational_cases(graph, seed):
+            R, gen = len(relations), torch.Generator().manual_seed(seed)
+            for fanouts in ([2, 3], [-1, 1], [0], [5, 5, 5], []):
+                for stream, replace, disjoint, induced, rule in _flags_and_rules(
+                        csrs, num_nodes, seeds, gen):
+                    args = ([c[0] for c in csrs], [c[1] for c in csrs],
+                            [r[0] for r in relations], [r[1] for r in relations], num_nodes,
+                            seeds, [k + r % 2 if k >= 0 else k for r in range(R) for k in fanouts],
+                            replace, disjoint, induced, stream, *rule)
+                    ours = reference.neighbor_sample(*args)
+                    kernel = torch.ops.graphloc.neighbor_sample(*args)
+                    assert len(ours) == len(kernel) == 3 * len(num_nodes) + 4 * R
+                    for a, b in zip(ours, kernel, strict=True):
+                        assert torch.equal(a, b)
         csr = graph.csr
-        seeds = torch.randperm(50, generator=torch.Generator().manual_seed(seed))[:8]
-        for fanouts in ([2, 3], [-1, 1], [0], [5, 5, 5]):
-            for stream in (0, 12345, 2**62):
-                ours = reference.neighbor_sample(csr.indptr, csr.indices, seeds, fanouts, stream)
-                kernel = torch.ops.graphloc.neighbor_sample(csr.indptr, csr.indices, seeds,
-                                                            fanouts, stream)
-                for a, b in zip(ours, kernel, strict=True):
-                    assert torch.equal(a, b)
         for K in (1, 3, 8):
             assert torch.equal(reference.hop2_sample(csr.indptr, csr.indices, K, 99),
                                torch.ops.graphloc.hop2_sample(csr.indptr, csr.indices, K, 99))
@@ -56,9 +110,12 @@ def test_sampling_twins_draw_the_kernels_samples():
     csr = Graph(dense, num_nodes=80).csr
     assert torch.equal(reference.hop2_sample(csr.indptr, csr.indices, 6, 7),
                        torch.ops.graphloc.hop2_sample(csr.indptr, csr.indices, 6, 7))
-    with pytest.raises(ValueError, match="seed node 3 appears twice"):
-        reference.neighbor_sample(csr.indptr, csr.indices, torch.tensor([3, 3]), [2], 0)
+    one = ([csr.indptr], [csr.indices], [0], [0], [80])
+    with pytest.raises(ValueError, match="seed node 80 is out of range for 80 nodes"):
+        reference.neighbor_sample(*one, [torch.tensor([80])], [2], False, False, False, 0)
     with pytest.raises(ValueError, match="fan-outs must be >= 0, or -1"):
-        reference.neighbor_sample(csr.indptr, csr.indices, torch.tensor([3]), [-2], 0)
+        reference.neighbor_sample(*one, [torch.tensor([3])], [-2], False, False, False, 0)
+    with pytest.raises(ValueError, match="induced subgraphs are not sampled disjointly"):
+        reference.neighbor_sample(*one, [torch.tensor([3])], [2], False, True, True, 0)
     with pytest.raises(ValueError, match="K \\(tokens per node\\) must be >= 1"):
         reference.hop2_sample(csr.indptr, csr.indices, 0, 0)

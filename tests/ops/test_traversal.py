@@ -90,3 +90,253 @@ def test_bad_arguments_are_named():
     assert reference.hop2_sample(nodeless.csr.indptr, nodeless.csr.indices, 3, 0).shape == (0, 3)
     empty = ops.khop_subgraphs(graph, torch.tensor([], dtype=torch.long), 2)
     assert empty.node_ptr.tolist() == [0] and empty.nodes.numel() == 0
+
+
+# --- relational_neighbor_sample: PyG's layer-wise semantics over several relations ----------
+
+def _typed_graph(seed):
+    """Two node types (7 and 5 nodes) and three relations (0->0, 1->0, 0->1) with loops,
+    parallel edges and empty rows: (edge lists in edge-id order, relations, num_nodes)."""
+    gen = torch.Generator().manual_seed(seed)
+    relations, num_nodes = [(0, 0), (1, 0), (0, 1)], [7, 5]
+    edges = [torch.stack([torch.randint(0, num_nodes[a], (14,), generator=gen),
+                          torch.randint(0, num_nodes[b], (14,), generator=gen)])
+             for a, b in relations]
+    return edges, relations, num_nodes
+
+
+def _csrs(edges, relations, num_nodes):
+    graphs = [Graph.bipartite(e, (num_nodes[a], num_nodes[b]))
+              for e, (a, b) in zip(edges, relations, strict=True)]
+    return graphs, [(g.csr.indptr, g.csr.indices) for g in graphs]
+
+
+def _layerwise_oracle(edges, relations, num_nodes, seeds, hops, disjoint, induced):
+    """Every in-edge of every reached node (fan-out -1), read from the edge lists: per type
+    the (tree, node) list in discovery order; per relation the (source row, destination
+    row, edge id) list, a node's in-edges in edge-id order."""
+    nodes = [[] for _ in num_nodes]
+    tree = 0
+    for t, s in enumerate(seeds):
+        for v in s.tolist():
+            nodes[t].append((tree if disjoint else 0, v))
+            tree += disjoint
+    first = [{} for _ in num_nodes]
+    for t in range(len(num_nodes)):
+        for i, key in enumerate(nodes[t]):
+            first[t].setdefault(key, i)
+    found = [[] for _ in relations]
+    begin = [0] * len(num_nodes)
+    for _ in range(hops):
+        end = [len(n) for n in nodes]
+        for r, (a, b) in enumerate(relations):
+            for f in range(begin[b], end[b]):
+                tr, w = nodes[b][f]
+                for eid in (edges[r][1] == w).nonzero().flatten().tolist():
+                    key = (tr, int(edges[r][0, eid]))
+                    if key not in first[a]:
+                        first[a][key] = len(nodes[a])
+                        nodes[a].append(key)
+                    found[r].append((first[a][key], f, eid))
+        begin = end
+    if induced:
+        found = [[(first[a][(0, int(edges[r][0, eid]))], f, eid)
+                  for f, (_, w) in enumerate(nodes[b])
+                  for eid in (edges[r][1] == w).nonzero().flatten().tolist()
+                  if (0, int(edges[r][0, eid])) in first[a]]
+                 for r, (a, b) in enumerate(relations)]
+    return nodes, found
+
+
+@pytest.mark.parametrize("disjoint,induced", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_full_fanouts_take_every_in_edge_layer_by_layer(seed, disjoint, induced):
+    edges, relations, num_nodes = _typed_graph(seed)
+    graphs, csrs = _csrs(edges, relations, num_nodes)
+    seeds = [torch.tensor([3, 0, 3]), torch.tensor([4])]  # a repeated seed keeps its row
+    out = ops.relational_neighbor_sample(csrs, relations, num_nodes, seeds, [[-1, -1]] * 3,
+                                         disjoint=disjoint, induced=induced, seed=seed)
+    nodes, found = _layerwise_oracle(edges, relations, num_nodes, seeds, 2, disjoint, induced)
+    for t in range(2):
+        assert out.nodes[t].tolist() == [v for _, v in nodes[t]]
+        assert out.trees[t].tolist() == ([tr for tr, _ in nodes[t]] if disjoint else [])
+    for r, g in enumerate(graphs):
+        eid = g.csr.perm[out.pos[r]].tolist() if g.csr.perm is not None else out.pos[r].tolist()
+        got = list(zip(out.src[r].tolist(), out.dst[r].tolist(), eid, strict=True))
+        assert got == found[r]
+
+
+def _draw_counts(csrs, relations, num_nodes, k, streams, **rules):
+    """How often each CSR position of relation 0 is drawn around seed node 0 of type 0."""
+    counts = torch.zeros(csrs[0][1].numel(), dtype=torch.long)
+    for stream in range(streams):
+        out = ops.relational_neighbor_sample(csrs, relations, num_nodes,
+                                             [torch.tensor([0])], [[k]], seed=stream, **rules)
+        counts += torch.bincount(out.pos[0], minlength=counts.numel())
+    return counts
+
+
+def _star(weights=None):
+    """Node 0 with one in-edge from each of nodes 1..n (CSR position i from node i + 1)."""
+    n = 10 if weights is None else len(weights)
+    g = Graph(torch.stack([torch.arange(1, n + 1), torch.zeros(n, dtype=torch.long)]),
+              num_nodes=n + 1)
+    return [(g.csr.indptr, g.csr.indices)], [(0, 0)], [n + 1]
+
+
+def _chi_square(counts, expected):
+    return float(((counts - expected) ** 2 / expected).sum())
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_uniform_draws_are_uniform(replace):
+    """3 of 10 in-neighbours, 3,000 times: 900 draws each in expectation; chi-square with 9
+    degrees of freedom below 27.9 (p = 0.001); without replacement 3 distinct each time."""
+    csrs, relations, num_nodes = _star()
+    counts = _draw_counts(csrs, relations, num_nodes, 3, 3000, replace=replace)
+    assert int(counts.sum()) == 9000
+    assert _chi_square(counts.double(), torch.full((10,), 900.0)) < 27.9
+    if not replace:
+        out = ops.relational_neighbor_sample(csrs, relations, num_nodes, [torch.tensor([0])],
+                                             [[3]], seed=5)
+        assert out.pos[0].unique().numel() == 3
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_weighted_draws_follow_the_weights(replace):
+    """One draw (k = 1) of weights 0, 1, 2, 3, 4 (and 0): picked with probability w / 10
+    with or without replacement; weight 0 never; chi-square with 3 degrees of freedom
+    below 16.3 (p = 0.001) over 4,000 draws."""
+    weights = torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0, 0.0], dtype=torch.float64)
+    csrs, relations, num_nodes = _star(weights)
+    counts = _draw_counts(csrs, relations, num_nodes, 1, 4000, replace=replace,
+                          edge_weights=[weights])
+    assert counts[0] == 0 and counts[5] == 0 and int(counts.sum()) == 4000
+    assert _chi_square(counts[1:5].double(), 400.0 * weights[1:5]) < 16.3
+
+
+def test_weighted_draws_without_replacement_take_only_positive_weights():
+    weights = torch.tensor([0.0, 5.0, 0.0, 1.0, 0.0], dtype=torch.float64)
+    csrs, relations, num_nodes = _star(weights)
+    for stream in range(50):
+        out = ops.relational_neighbor_sample(csrs, relations, num_nodes, [torch.tensor([0])],
+                                             [[3]], seed=stream, edge_weights=[weights])
+        assert out.pos[0].tolist() == [1, 3]  # fewer positive weights than k: just those
+    whole = ops.relational_neighbor_sample(csrs, relations, num_nodes, [torch.tensor([0])],
+                                           [[5]], edge_weights=[weights])
+    assert whole.pos[0].tolist() == [0, 1, 2, 3, 4]  # k >= degree: the whole row, as pyg-lib
+    none = ops.relational_neighbor_sample(csrs, relations, num_nodes, [torch.tensor([0])],
+                                          [[2]], replace=True, edge_weights=[weights * 0])
+    assert none.pos[0].numel() == 0  # with replacement, nothing to draw from
+
+
+@pytest.mark.parametrize("last", [False, True])
+@pytest.mark.parametrize("level", ["node", "edge"])
+def test_temporal_draws_stay_at_or_before_the_seed_time(level, last):
+    """Every drawn entry's time is at most its tree's seed time; with last, the k latest of
+    those exactly (ties to the later CSR position), at every hop."""
+    edges, relations, num_nodes = _typed_graph(4)
+    graphs, csrs = _csrs(edges, relations, num_nodes)
+    gen = torch.Generator().manual_seed(4)
+    node_times = [torch.randint(0, 5, (n,), generator=gen) for n in num_nodes]
+    edge_times = [torch.randint(0, 5, (c[1].numel(),), generator=gen) for c in csrs]
+    seeds = [torch.tensor([0, 1, 2, 3, 4, 5, 6]), torch.tensor([0, 1])]
+    seed_times = torch.randint(0, 5, (9,), generator=gen)
+    rules = dict(node_times=node_times) if level == "node" else dict(edge_times=edge_times)
+    for stream in range(5):
+        out = ops.relational_neighbor_sample(csrs, relations, num_nodes, seeds, [[2, 2]] * 3,
+                                             disjoint=True, seed=stream, seed_times=seed_times,
+                                             last=last, **rules)
+        for r, (a, b) in enumerate(relations):
+            indptr, indices = csrs[r]
+
+            def time(e, r=r, a=a, indices=indices):
+                return int(node_times[a][indices[e]] if level == "node" else edge_times[r][e])
+
+            for f in out.dst[r].unique().tolist():
+                tree = int(out.trees[b][f])
+                drawn = sorted(out.pos[r][out.dst[r] == f].tolist())
+                w = int(out.nodes[b][f])
+                allowed = [e for e in range(int(indptr[w]), int(indptr[w + 1]))
+                           if time(e) <= int(seed_times[tree])]
+                assert set(drawn) <= set(allowed) and len(drawn) == min(2, len(allowed))
+                if last:
+                    latest = sorted(sorted(allowed, key=time)[-2:])
+                    assert drawn == latest
+
+
+def test_draws_do_not_depend_on_the_thread_count():
+    graph, _ = graph_and_nx(6, n=400)
+    csrs = [(graph.csr.indptr, graph.csr.indices)]
+    seeds = [torch.arange(0, 400, 3)]
+    threads = torch.get_num_threads()
+    runs = []
+    for count in (1, 2):
+        torch.set_num_threads(count)
+        runs.append(ops.relational_neighbor_sample(csrs, [(0, 0)], [400], seeds, [[3, 2]],
+                                                   seed=9, disjoint=True))
+    torch.set_num_threads(threads)
+    for a, b in zip(runs[0], runs[1], strict=True):
+        for x, y in zip(a, b, strict=True):
+            assert torch.equal(x, y)
+
+
+def test_relational_sample_bad_arguments_are_named():
+    edges, relations, num_nodes = _typed_graph(0)
+    _, csrs = _csrs(edges, relations, num_nodes)
+    seeds = [torch.tensor([0]), torch.tensor([], dtype=torch.long)]
+    call = ops.relational_neighbor_sample
+    with pytest.raises(ValueError, match="one CSR per relation"):
+        call(csrs[:2], relations, num_nodes, seeds, [[1]] * 3)
+    with pytest.raises(ValueError, match="relation 1 must be a \\(source type, destination"):
+        call(csrs, [(0, 0), (2, 0), (0, 1)], num_nodes, seeds, [[1]] * 3)
+    with pytest.raises(ValueError, match="one list of fan-outs per relation"):
+        call(csrs, relations, num_nodes, seeds, [[1]] * 2)
+    with pytest.raises(ValueError, match="the same number of hops"):
+        call(csrs, relations, num_nodes, seeds, [[1], [1, 2], [1]])
+    with pytest.raises(ValueError, match="seeds must hold one tensor per node type"):
+        call(csrs, relations, num_nodes, seeds[:1], [[1]] * 3)
+    with pytest.raises(ValueError, match="seed 7 is out of range for 7 nodes"):
+        call(csrs, relations, num_nodes, [torch.tensor([7]), seeds[1]], [[1]] * 3)
+    with pytest.raises(ValueError, match="not sampled disjointly"):
+        call(csrs, relations, num_nodes, seeds, [[1]] * 3, disjoint=True, induced=True)
+    times = [torch.zeros(7, dtype=torch.long), None]
+    with pytest.raises(ValueError, match="needs disjoint=True"):
+        call(csrs, relations, num_nodes, seeds, [[1]] * 3, node_times=times,
+             seed_times=torch.zeros(1, dtype=torch.long))
+    with pytest.raises(ValueError, match="needs seed_times: one time per seed \\(1\\)"):
+        call(csrs, relations, num_nodes, seeds, [[1]] * 3, node_times=times, disjoint=True)
+    with pytest.raises(ValueError, match="seed_times\\[0\\] must be a 1-D tensor of 1 entries"):
+        call(csrs, relations, num_nodes, seeds, [[1]] * 3, node_times=times, disjoint=True,
+             seed_times=torch.zeros(2, dtype=torch.long))
+    with pytest.raises(TypeError, match="node_times\\[0\\] must hold integer times, got "
+                                        "torch.float32"):
+        call(csrs, relations, num_nodes, seeds, [[1]] * 3, node_times=[torch.zeros(7), None],
+             disjoint=True, seed_times=torch.zeros(1, dtype=torch.long))
+    with pytest.raises(ValueError, match="node_times\\[1\\] must be a 1-D tensor of 5 entries"):
+        call(csrs, relations, num_nodes, seeds, [[1]] * 3, disjoint=True,
+             node_times=[None, torch.zeros(4, dtype=torch.long)],
+             seed_times=torch.zeros(1, dtype=torch.long))
+    weights = [torch.ones(c[1].numel(), dtype=torch.float64) for c in csrs]
+    for bad in (float("nan"), -1.0, float("inf")):
+        weights[2][3] = bad
+        with pytest.raises(ValueError, match=f"edge_weights\\[2\\] must be finite and >= 0, "
+                                             f"got {bad} at CSR position 3"):
+            call(csrs, relations, num_nodes, seeds, [[1]] * 3, edge_weights=weights)
+    with pytest.raises(TypeError, match="edge_weights\\[0\\] must be floating point"):
+        call(csrs, relations, num_nodes, seeds, [[1]] * 3,
+             edge_weights=[torch.ones(csrs[0][1].numel(), dtype=torch.long), None, None])
+    other = torch.int64 if csrs[1][0].dtype == torch.int32 else torch.int32
+    mixed = [csrs[0], (csrs[1][0].to(other), csrs[1][1].to(other)), csrs[2]]
+    with pytest.raises(TypeError, match="share one index dtype"):
+        call(mixed, relations, num_nodes, seeds, [[1]] * 3)
+    # a CSR whose sources exceed the source type's nodes: the kernel (RuntimeError) or the
+    # twin (ValueError) names it
+    wide = Graph.bipartite(torch.tensor([[6], [0]]), (7, 7)).csr
+    with pytest.raises((RuntimeError, ValueError), match="out of range"):
+        call([(wide.indptr, wide.indices)], [(1, 0)], num_nodes, seeds, [[1]])
+    # a CSR with fewer rows than its destination type's nodes: reaching a missing row fails
+    short = Graph.bipartite(torch.tensor([[0], [0]]), (7, 2)).csr
+    with pytest.raises((RuntimeError, ValueError), match="node 4 has no row in a CSR of 2"):
+        call([(short.indptr, short.indices)], [(0, 0)], [7, 5],
+             [torch.tensor([4]), seeds[1]], [[1]])
