@@ -1,4 +1,11 @@
-"""Mini-batches for training at scale: layer-wise neighbour sampling in C++."""
+"""Mini-batches for training at scale: layer-wise neighbour sampling in C++.
+
+``NeighborLoader`` takes a graphloc ``Graph`` (batches are ``SampledBatch``) or, as a
+drop-in for ``torch_geometric.loader.NeighborLoader``, PyG data with PyG's arguments
+(batches are PyG's ``Data`` / ``HeteroData``; see ``graphloc.loader.pyg``).
+``LinkNeighborLoader``, ``NeighborSampler`` and ``BidirectionalNeighborSampler`` are PyG's,
+on the same kernel.
+"""
 
 from __future__ import annotations
 
@@ -75,6 +82,24 @@ def _checked_input_nodes(input_nodes, num_nodes: int) -> Tensor:
     return input_nodes
 
 
+def _is_pyg_data(data) -> bool:
+    """PyG's ``Data`` / ``HeteroData``, or a ``(FeatureStore, GraphStore)`` pair."""
+    if isinstance(data, tuple) and len(data) == 2:
+        return all(type(part).__module__.startswith("torch_geometric") or any(
+            base.__module__.startswith("torch_geometric") for base in type(part).__mro__)
+            for part in data)
+    return any(base.__module__.startswith("torch_geometric.data")
+               for base in type(data).__mro__)
+
+
+def __getattr__(name: str):
+    # PyG's loaders on graphloc's kernel, imported (with PyG) only when asked for
+    if name in ("LinkNeighborLoader", "NeighborSampler", "BidirectionalNeighborSampler"):
+        from graphloc.loader import pyg
+        return getattr(pyg, name)
+    raise AttributeError(f"module 'graphloc.loader' has no attribute {name!r}")
+
+
 class NeighborLoader:
     """Uniform sampling without replacement of up to ``num_neighbors[l]`` in-neighbours of
     every node reached at hop ``l`` (-1: all of them), around batches of seed nodes, as
@@ -93,6 +118,13 @@ class NeighborLoader:
             the ids 0 and 1.
         batch_size, shuffle, seed: as usual.
     """
+
+    def __new__(cls, *args, **kwargs):
+        data = args[0] if args else kwargs.get("data", kwargs.get("graph"))
+        if not isinstance(data, Graph) and _is_pyg_data(data):
+            from graphloc.loader.pyg import NeighborLoader as PyGNeighborLoader
+            return PyGNeighborLoader(*args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, graph: Graph, features: Tensor | None, labels: Tensor | None,
                  num_neighbors: list[int], batch_size: int = 1024, shuffle: bool = False,
