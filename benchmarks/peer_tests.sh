@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the peers' own test files against graphloc with only the imported names swapped:
-# PyG's tests of the convs, total_influence and compiled convs, torch_scatter's whole
-# suite, and with torch_cluster and torch_spline_conv checkouts their knn, radius, nearest,
-# fps, spline basis and spline weighting tests.
+# PyG's tests of the convs, total_influence, compiled convs and neighbour loaders,
+# torch_scatter's whole suite, and with torch_cluster and torch_spline_conv checkouts
+# their knn, radius, nearest, fps, spline basis and spline weighting tests.
 # Fetches nothing: pass checkouts of the peers' repositories (PyG at tag 2.8.0, torch_scatter
 # at 2.1.2, torch_cluster at 1.6.3, torch_spline_conv at 1.2.2). Their files stay outside
 # this repository; they are copied to a temp directory.
@@ -61,6 +61,9 @@ sed -i -E \
   -e 's/^from torch_geometric\.utils import total_influence$/from graphloc.influence import total_influence/' \
   -e 's/^from torch_geometric\.nn\.models import LabelPropagation$/from graphloc.nn import LabelPropagation/' \
   "$work"/pyg/test/nn/conv/*.py "$work"/pyg/test/utils/*.py
+# PNAConv's degree-histogram test samples with PyG's NeighborLoader: graphloc's, unmarked
+sed -i -e 's/^from torch_geometric\.loader import DataLoader, NeighborLoader$/from torch_geometric.loader import DataLoader\nfrom graphloc.loader import NeighborLoader/' \
+  -e '/^@onlyNeighborSampler$/d' "$work/pyg/test/nn/conv/test_pna_conv.py"
 sed -i "/^@withPackage('pyg_lib')$/d" "$work/pyg/test/nn/conv/test_edge_conv.py" \
   "$work/pyg/test/nn/conv/test_gravnet_conv.py" "$work/pyg/test/nn/conv/test_knn_interpolate.py" \
   "$work/pyg/test/nn/conv/test_spline_conv.py" "$work/pyg/test/nn/conv/test_x_conv.py"
@@ -114,6 +117,64 @@ for path in sys.argv[1:]:
 PY
 echo "== PyG's aggregation tests (basic, lcm, quantile, lstm, multi)"
 (cd "$work/pyg_aggr" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
+  | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
+
+# PyG's loader and sampler tests: NeighborLoader, LinkNeighborLoader, NeighborSampler and
+# BidirectionalNeighborSampler come from graphloc.loader, everything else from PyG. PyG marks
+# them to need pyg-lib or torch-sparse (and branches on which one it has); graphloc's sampler
+# does what both do, so the marks are dropped and the flags read True. Left out: the two
+# tests that call pyg-lib's and torch-sparse's raw ops to compare them with each other.
+mkdir -p "$work/pyg_loader/test/loader" "$work/pyg_loader/test/utils" \
+  "$work/pyg_loader/test/sampler" "$work/pyg_loader/test/nn"
+for name in neighbor_loader link_neighbor_loader zip_loader prefetch imbalanced_sampler cache \
+    mixin; do
+  cp "$pyg/test/loader/test_${name}.py" "$work/pyg_loader/test/loader/"
+done
+cp "$pyg/test/utils/test_trim_to_layer.py" "$work/pyg_loader/test/utils/"
+cp "$pyg/test/sampler/test_sampler_neighbor_sampler.py" "$work/pyg_loader/test/sampler/"
+cp "$pyg/test/nn/models/test_basic_gnn.py" "$work/pyg_loader/test/nn/"
+cp "$pyg/test/conftest.py" "$work/pyg_loader/test/" 2>/dev/null || true
+"$python" - "$work"/pyg_loader/test/*/test_*.py <<'PY'
+import ast
+import re
+import sys
+
+ours = {"torch_geometric.loader": {"NeighborLoader", "LinkNeighborLoader"},
+        "torch_geometric.sampler": {"NeighborSampler", "BidirectionalNeighborSampler"},
+        "torch_geometric.sampler.neighbor_sampler": {"NeighborSampler",
+                                                     "BidirectionalNeighborSampler"}}
+flags = {"WITH_PYG_LIB", "WITH_TORCH_SPARSE", "WITH_WEIGHTED_NEIGHBOR_SAMPLE",
+         "WITH_EDGE_TIME_NEIGHBOR_SAMPLE"}
+for path in sys.argv[1:]:
+    text = open(path).read()
+    lines, tree, edits, imported = text.splitlines(), ast.parse(text), [], set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module in ours:
+            names = [a.name for a in node.names]
+            swapped = [n for n in names if n in ours[node.module]]
+            if swapped:
+                kept = [n for n in names if n not in swapped]
+                new = [f"from {node.module} import {', '.join(kept)}"] if kept else []
+                edits.append((node.lineno, node.end_lineno,
+                              new + [f"from graphloc.loader import {', '.join(swapped)}"]))
+        if isinstance(node, ast.ImportFrom) and node.module == "torch_geometric.typing":
+            imported |= {a.name for a in node.names} & flags
+    last = max(n.end_lineno for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)))
+    for start, end, new in sorted(edits, reverse=True):
+        lines[start - 1:end] = new
+        last += len(new) - (end - start + 1)
+    if imported:
+        lines.insert(last, f"{' = '.join(sorted(imported))} = True  # graphloc's sampler")
+    text = "\n".join(lines) + "\n"
+    text = re.sub(r"^@onlyNeighborSampler\n", "", text, flags=re.M)
+    text = re.sub(r"^@withPackage\('pyg_lib'(, 'torch_sparse')?\)\n", "", text, flags=re.M)
+    open(path, "w").write(text)
+PY
+echo "== PyG's loader and sampler tests (neighbor, link, zip, prefetch, imbalanced, cache, mixin,"
+echo "   trim_to_layer, sampler, basic_gnn)"
+(cd "$work/pyg_loader" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
+  --deselect test/loader/test_neighbor_loader.py::test_pyg_lib_and_torch_sparse_homo_equality \
+  --deselect test/loader/test_neighbor_loader.py::test_pyg_lib_and_torch_sparse_hetero_equality \
   | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
 
 # A peer package's own tests against graphloc: PACKAGE's name points at graphloc's

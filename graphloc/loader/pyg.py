@@ -26,7 +26,8 @@ Differences from pyg-lib, by design:
   draws do not depend on the thread count; pyg-lib's streams are its own, so the same seed
   gives other (equally distributed) neighbours;
 * a seed given twice keeps its own row each time; edges reaching that node point at its
-  first row (pyg-lib's numbering goes wrong after a repeated seed);
+  first row (in pyg-lib the repeat takes no local id, so later nodes' edges point at the
+  wrong rows);
 * temporal sampling does not need each neighbourhood sorted by time (pyg-lib's binary
   search does, and raises on some unsorted ones); floating-point times are compared by
   their order (pyg-lib reads times as int64);
