@@ -172,6 +172,15 @@ TORCH_LIBRARY(graphloc, m) {
       "int[] num_nodes, Tensor[] seeds, int[] fanouts, bool replace, bool disjoint, "
       "bool induced, int seed, Tensor[] node_times, Tensor[] edge_times, "
       "Tensor? seed_times, Tensor[] edge_weights, bool last) -> Tensor[]");
+  // node2vec's random walks along a source-major CSR (row j: the edges out of j) from each
+  // start node (int64 [S]): nodes [S, walk_length + 1] and the CSR positions taken
+  // [S, walk_length] (-1 where a node without out-edges keeps the walk in place). From v,
+  // come from t, the entry to x weighs 1/p if x == t, 1 if the CSR has x -> t, 1/q
+  // otherwise (exact rejection sampling); the first step draws uniformly. Deterministic for
+  // a given seed. CPU.
+  m.def(
+      "random_walk(Tensor indptr, Tensor indices, Tensor start, int walk_length, float p, "
+      "float q, int seed) -> (Tensor, Tensor)");
   // Per node v, K tokens: v, then K - 1 draws without replacement from the list of its
   // distinct in-neighbours followed by the distinct nodes two in-steps away (v included
   // when reached), as LargeGT's official code; shorter lists repeat in list order, empty

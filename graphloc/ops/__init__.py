@@ -32,12 +32,14 @@ from graphloc.ops.sparse_library import library_spmm, set_spmm_backend, uses_spa
 from graphloc.ops.spline import spline_basis, spline_weighting
 from graphloc.ops.traversal import (
     KHopBalls,
+    RandomWalks,
     SampledNeighbourhood,
     SampledRelations,
     hop2_sample,
     khop_subgraphs,
     local_eccentricity,
     neighbor_sample,
+    random_walk,
     relational_neighbor_sample,
     separated_rounds,
 )
@@ -48,10 +50,10 @@ __all__ = ["HAS_EXTENSION", "spmm", "set_spmm_backend", "sddmm", "segment_softma
            "edge_outer_sum", "edge_head_sum",
            "segment_reduce", "gather", "scatter", "coo_to_csr", "csr_transpose", "permute_rows",
            "khop_subgraphs", "separated_rounds", "neighbor_sample", "relational_neighbor_sample",
-           "hop2_sample",
+           "random_walk", "hop2_sample",
            "local_eccentricity", "dropout", "knn", "knn_graph", "radius", "radius_graph",
            "nearest", "fps", "spline_basis", "spline_weighting", "KHopBalls",
-           "SampledNeighbourhood", "SampledRelations"]
+           "SampledNeighbourhood", "SampledRelations", "RandomWalks"]
 
 _FLOATS = (torch.float32, torch.float64, torch.bfloat16)
 

@@ -988,3 +988,38 @@ def _smallest_columns(key: Tensor, k: int) -> Tensor:
     columns = columns.sort(dim=2).values
     order = torch.sort(key.gather(2, columns), dim=2, stable=True).indices
     return columns.gather(2, order)
+
+
+def random_walk(indptr, indices, start, walk_length, p, q, seed):
+    """node2vec's walks along a source-major CSR, as the kernel draws them: ``(nodes
+    [S, walk_length + 1], CSR positions [S, walk_length])``, -1 where the walk stays."""
+    if start.dim() != 1 or start.dtype != torch.long:
+        raise ValueError(f"start must be int64 [S], got {start.dtype} {list(start.shape)}")
+    if walk_length < 0:
+        raise ValueError(f"walk_length must be >= 0, got {walk_length}")
+    if not (math.isfinite(p) and p > 0 and math.isfinite(q) and q > 0):
+        raise ValueError(f"p and q must be finite and > 0, got p = {p}, q = {q}")
+    ip, ix, n = indptr.tolist(), indices.tolist(), indptr.numel() - 1
+    top = max(1.0 / p, 1.0, 1.0 / q)
+    nodes, positions = [], []
+    for i, v in enumerate(start.tolist()):
+        if not 0 <= v < n:
+            raise ValueError(f"start node {v} is out of range for {n} nodes")
+        rng, t, walk, taken = _Stream(_mix((seed & _U64) ^ _mix(i))), -1, [v], []
+        for _ in range(walk_length):
+            deg, e, x = ip[v + 1] - ip[v], -1, v
+            while deg > 0:
+                e = ip[v] + rng.below(deg)
+                x = ix[e]
+                if (p == 1.0 and q == 1.0) or t < 0 or deg == 1:
+                    break
+                weight = 1.0 / p if x == t else (1.0 if t in ix[ip[x]:ip[x + 1]] else 1.0 / q)
+                if rng.unit() * top < weight:
+                    break
+            taken.append(e)
+            walk.append(x)
+            t, v = v, x
+        nodes.append(walk)
+        positions.append(taken)
+    return (torch.tensor(nodes, dtype=torch.long).view(len(nodes), walk_length + 1),
+            torch.tensor(positions, dtype=torch.long).view(len(nodes), walk_length))

@@ -8,6 +8,7 @@ the same outputs in the same order; without the extension the twins run.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -270,6 +271,52 @@ def relational_neighbor_sample(csrs, relations, num_nodes, seeds, fanouts, *, re
                             *(out[3 * T + i * R:3 * T + (i + 1) * R] for i in range(4)))
 
 
+class RandomWalks(NamedTuple):
+    """Walks from each start node: ``nodes`` ``[S, walk_length + 1]`` (the start first) and
+    the ``edges`` taken ``[S, walk_length]`` (edge ids; -1 where a node without out-edges
+    kept the walk in place)."""
+
+    nodes: Tensor
+    edges: Tensor
+
+
+def random_walk(graph, start: Tensor, walk_length: int, p: float = 1.0, q: float = 1.0,
+                seed: int = 0) -> RandomWalks:
+    """node2vec's random walks (Grover and Leskovec, KDD 2016) along the graph's edges
+    (``src -> dst``) from each ``start`` node.
+
+    From node ``v``, having come from ``t``, an edge to ``x`` weighs ``1 / p`` if ``x`` is
+    ``t``, 1 if the graph has an edge ``x -> t``, ``1 / q`` otherwise (the reference
+    implementation's rule; parallel edges count once each), and is drawn with exactly that
+    probability (rejection sampling). The first step, ``p = q = 1`` and a single out-edge
+    draw uniformly; a node without out-edges keeps the walk in place (as PyG's samplers).
+    Deterministic for a ``seed`` whatever the thread count.
+    """
+    if not hasattr(graph, "csc") or not hasattr(graph, "num_nodes"):
+        raise TypeError(f"random_walk expects a graphloc.Graph, got {type(graph).__name__}")
+    graph._require_one_node_set("random_walk")
+    check_int(walk_length, "walk_length", 0)
+    check_int(seed, "seed", 0)
+    for name, value in (("p", p), ("q", q)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    start = _checked_seeds(start, graph.num_nodes)
+    csc = graph.csc
+    nodes, positions = kernels.random_walk(csc.indptr.cpu(), csc.indices.cpu(), start,
+                                           walk_length, float(p), float(q), seed)
+    return RandomWalks(nodes, _edge_ids(graph, positions))
+
+
+def _edge_ids(graph, csc_positions: Tensor) -> Tensor:
+    """The edge ids of source-major CSR positions (-1 stays -1)."""
+    taken = csc_positions >= 0
+    ids = graph.csc.perm.cpu().long()[csc_positions.clamp(min=0)]
+    if graph.csr.perm is not None:
+        ids = graph.csr.perm.cpu().long()[ids]
+    return torch.where(taken, ids, torch.full_like(ids, -1))
+
+
 def hop2_sample(graph, K: int, seed: int = 0) -> Tensor:
     """Per node ``v``, ``K`` tokens ``[N, K]``: ``v``, then ``K - 1`` draws without
     replacement from its distinct in-neighbours followed by the distinct nodes two
@@ -360,7 +407,16 @@ def _sample_fake(indptrs, indices, src_types, dst_types, num_nodes, seeds, fanou
     return parts
 
 
+def _walk_fake(indptr, indices, start, walk_length, p, q, seed):
+    torch._check(start.dim() == 1 and start.dtype == torch.int64,
+                 lambda: f"start must be int64 [S], got {start.dtype} {list(start.shape)}")
+    torch._check(walk_length >= 0, lambda: f"walk_length must be >= 0, got {walk_length}")
+    return (start.new_empty(start.shape[0], walk_length + 1),
+            start.new_empty(start.shape[0], walk_length))
+
+
 if HAS_EXTENSION:
+    torch.library.register_fake("graphloc::random_walk")(_walk_fake)
     torch.library.register_fake("graphloc::khop_subgraphs")(_khop_fake)
     torch.library.register_fake("graphloc::neighbor_sample")(_sample_fake)
     torch.library.register_fake("graphloc::local_eccentricity")(_eccentricity_fake)

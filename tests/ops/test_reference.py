@@ -105,6 +105,15 @@ def test_sampling_twins_draw_the_kernels_samples():
         for K in (1, 3, 8):
             assert torch.equal(reference.hop2_sample(csr.indptr, csr.indices, K, 99),
                                torch.ops.graphloc.hop2_sample(csr.indptr, csr.indices, K, 99))
+    for seed, graph in _graphs():  # walks: loops, parallel edges, dead ends, a hub
+        csc = graph.csc
+        start = torch.arange(50)
+        for p, q in ((1.0, 1.0), (0.5, 2.0), (4.0, 0.25), (1.0, 3.0)):
+            for length in (0, 1, 6):
+                args = (csc.indptr, csc.indices, start, length, p, q, seed)
+                for a, b in zip(reference.random_walk(*args),
+                                torch.ops.graphloc.random_walk(*args), strict=True):
+                    assert torch.equal(a, b)
     # a pool of more than 4,096 two-hop paths: sampled by position in both
     dense = torch.cartesian_prod(torch.arange(80), torch.arange(80)).t()
     csr = Graph(dense, num_nodes=80).csr

@@ -340,3 +340,68 @@ def test_relational_sample_bad_arguments_are_named():
     with pytest.raises((RuntimeError, ValueError), match="node 4 has no row in a CSR of 2"):
         call([(short.indptr, short.indices)], [(0, 0)], [7, 5],
              [torch.tensor([4]), seeds[1]], [[1]])
+
+
+# --- random_walk: node2vec's second-order walks --------------------------------------------
+
+def test_walks_follow_edges_and_stay_at_dead_ends():
+    graph, _ = graph_and_nx(7)
+    start = torch.arange(40)
+    walks = ops.random_walk(graph, start, 8, p=0.5, q=2.0, seed=1)
+    assert walks.nodes.shape == (40, 9) and torch.equal(walks.nodes[:, 0], start)
+    out_degree = torch.bincount(graph.edge_index[0], minlength=40)
+    for i in range(40):
+        for step in range(8):
+            here, there, e = (int(walks.nodes[i, step]), int(walks.nodes[i, step + 1]),
+                              int(walks.edges[i, step]))
+            if out_degree[here] == 0:
+                assert e == -1 and there == here
+            else:
+                assert graph.edge_index[:, e].tolist() == [here, there]
+
+
+@pytest.mark.parametrize("p,q", [(0.5, 2.0), (4.0, 0.25), (1.0, 1.0)])
+def test_second_steps_follow_node2vecs_weights(p, q):
+    """Node 0's only out-edge goes to 1; node 1's entries go back to 0 (twice: parallel
+    edges count once each), to 2 and 3 (which have edges back to 0) and to 4 and 5 (which do
+    not). The second step from 1 must take each entry with weight 1/p, 1 or 1/q exactly;
+    chi-square with 5 degrees of freedom below 20.5 (p = 0.001) over 6,000 walks."""
+    src = torch.tensor([0, 1, 1, 1, 1, 1, 1, 2, 3])
+    dst = torch.tensor([1, 0, 0, 2, 3, 4, 5, 0, 0])
+    graph = Graph(torch.stack([src, dst]), num_nodes=6)
+    walks = ops.random_walk(graph, torch.zeros(6000, dtype=torch.long), 2, p=p, q=q, seed=2)
+    assert bool((walks.nodes[:, 1] == 1).all())
+    counts = torch.bincount(walks.edges[:, 1], minlength=9)[1:7].double()  # edges 1..6
+    weight = torch.tensor([1 / p, 1 / p, 1.0, 1.0, 1 / q, 1 / q], dtype=torch.float64)
+    expected = 6000 * weight / weight.sum()
+    assert float(((counts - expected) ** 2 / expected).sum()) < 20.5
+
+
+def test_walks_do_not_depend_on_the_thread_count():
+    graph, _ = graph_and_nx(8, n=300)
+    threads = torch.get_num_threads()
+    runs = []
+    for count in (1, 2):
+        torch.set_num_threads(count)
+        runs.append(ops.random_walk(graph, torch.arange(300), 10, p=0.3, q=3.0, seed=4))
+    torch.set_num_threads(threads)
+    assert torch.equal(runs[0].nodes, runs[1].nodes)
+    assert torch.equal(runs[0].edges, runs[1].edges)
+
+
+def test_random_walk_bad_arguments_are_named():
+    graph, _ = graph_and_nx(9)
+    for name, kwargs in (("p", dict(p=0.0)), ("q", dict(q=float("nan"))),
+                         ("p", dict(p=-1.0)), ("q", dict(q=float("inf")))):
+        with pytest.raises(ValueError, match=f"{name} must be a finite number > 0"):
+            ops.random_walk(graph, torch.tensor([0]), 3, **kwargs)
+    with pytest.raises(ValueError, match="walk_length must be an integer >= 0"):
+        ops.random_walk(graph, torch.tensor([0]), -1)
+    with pytest.raises(ValueError, match="seed 40 is out of range for 40 nodes"):
+        ops.random_walk(graph, torch.tensor([40]), 3)
+    with pytest.raises(TypeError, match="seeds must be a 1-D integer tensor"):
+        ops.random_walk(graph, torch.tensor([0.0]), 3)
+    with pytest.raises(TypeError, match="expects a graphloc.Graph"):
+        ops.random_walk(graph.edge_index, torch.tensor([0]), 3)
+    empty = ops.random_walk(graph, torch.zeros(0, dtype=torch.long), 3)
+    assert empty.nodes.shape == (0, 4) and empty.edges.shape == (0, 3)
