@@ -10,9 +10,9 @@
 #   bash benchmarks/peer_tests.sh PYG_CHECKOUT SCATTER_CHECKOUT [--no-jit] \
 #     [CLUSTER_CHECKOUT] [SPLINE_CONV_CHECKOUT]
 #
-# PyG's DynamicEdgeConv, GravNetConv, XConv, knn_interpolate and SplineConv tests are
-# marked to need pyg-lib (PyG's knn and spline basis); the mark is dropped for graphloc's,
-# which run without it.
+# PyG's DynamicEdgeConv, GravNetConv, XConv, knn_interpolate, SplineConv and Node2Vec tests
+# are marked to need pyg-lib (PyG's knn, spline basis and random walk); the mark is dropped
+# for graphloc's, which run without it.
 #
 # --no-jit replaces torch.jit.script by the identity, so the rest of each scripted test still
 # runs: graphloc's convs are Python, not TorchScript (PyG scripts them only in its full
@@ -48,7 +48,8 @@ for conv in gcn sage gat gatv2 gin cheb transformer graph sg gcn2 res_gated_grap
   cp "$pyg/test/nn/conv/test_${conv}_conv.py" "$work/pyg/test/nn/conv/"
 done
 cp "$pyg/test/nn/conv/test_appnp.py" "$pyg/test/nn/conv/test_wl_conv_continuous.py" \
-  "$pyg/test/nn/models/test_label_prop.py" "$work/pyg/test/nn/conv/"
+  "$pyg/test/nn/models/test_label_prop.py" "$pyg/test/nn/models/test_node2vec.py" \
+  "$work/pyg/test/nn/conv/"
 cp "$pyg/test/utils/test_total_influence.py" "$work/pyg/test/utils/"
 cp "$pyg/test/nn/unpool/test_knn_interpolate.py" "$work/pyg/test/nn/conv/"
 cp "$pyg/test/conftest.py" "$work/pyg/test/" 2>/dev/null || true
@@ -60,11 +61,13 @@ sed -i -E \
   -e 's/^from torch_geometric\.nn import knn_interpolate$/from graphloc.nn import knn_interpolate/' \
   -e 's/^from torch_geometric\.utils import total_influence$/from graphloc.influence import total_influence/' \
   -e 's/^from torch_geometric\.nn\.models import LabelPropagation$/from graphloc.nn import LabelPropagation/' \
+  -e 's/^from torch_geometric\.nn import Node2Vec$/from graphloc.nn import Node2Vec/' \
   "$work"/pyg/test/nn/conv/*.py "$work"/pyg/test/utils/*.py
 # PNAConv's degree-histogram test samples with PyG's NeighborLoader: graphloc's, unmarked
 sed -i -e 's/^from torch_geometric\.loader import DataLoader, NeighborLoader$/from torch_geometric.loader import DataLoader\nfrom graphloc.loader import NeighborLoader/' \
   -e '/^@onlyNeighborSampler$/d' "$work/pyg/test/nn/conv/test_pna_conv.py"
 sed -i "/^@withPackage('pyg_lib')$/d" "$work/pyg/test/nn/conv/test_edge_conv.py" \
+  "$work/pyg/test/nn/conv/test_node2vec.py" \
   "$work/pyg/test/nn/conv/test_gravnet_conv.py" "$work/pyg/test/nn/conv/test_knn_interpolate.py" \
   "$work/pyg/test/nn/conv/test_spline_conv.py" "$work/pyg/test/nn/conv/test_x_conv.py"
 echo "== PyG's conv and total_influence tests"

@@ -93,6 +93,7 @@ from graphloc.nn.models import (
     LargeGT,
     LiftBlock,
     LiftGCN,
+    Node2Vec,
     SGFormer,
     fastrp_encoding,
     hop2_tokens,
@@ -119,4 +120,4 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "MultiEdgeConv", "MEGAGNN", "group_size_histogram", "LAModel", "from_pyg",
            "Unconvertible", "CONVS", "MODELS", "build_model", "register_conv",
            "register_model", "UGT", "UGTLayer", "ForwardGNN", "LATTE", "LATTEConv", "aggr",
-           "conv", "models", "LabelPropagation"]
+           "conv", "models", "LabelPropagation", "Node2Vec"]

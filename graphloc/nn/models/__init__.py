@@ -10,6 +10,7 @@ from graphloc.nn.models.largegt import EMACodebook, LargeGT, fastrp_encoding, ho
 from graphloc.nn.models.latte import LATTE
 from graphloc.nn.models.lift import LiftBlock, LiftGCN
 from graphloc.nn.models.mega import MEGAGNN
+from graphloc.nn.models.node2vec import Node2Vec
 from graphloc.nn.models.sgformer import SGFormer
 from graphloc.nn.models.tangnn import TANGNN
 from graphloc.nn.models.ugt import UGT, pretrain_ugt, ugt_inputs
@@ -17,4 +18,4 @@ from graphloc.nn.models.ugt import UGT, pretrain_ugt, ugt_inputs
 __all__ = ["GNN", "DAGNN", "ACTIVATIONS", "LAModel", "LocalAugmenter", "pretrain_augmenter",
            "LiftBlock", "LiftGCN", "MEGAGNN", "TANGNN", "LargeGT", "EMACodebook",
            "hop2_tokens", "fastrp_encoding", "SGFormer", "UGT", "ugt_inputs", "pretrain_ugt",
-           "ForwardGNN", "LATTE", "LabelPropagation"]
+           "ForwardGNN", "LATTE", "LabelPropagation", "Node2Vec"]
