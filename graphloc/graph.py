@@ -176,6 +176,13 @@ def _check_edge_index_shape(edge_index: Tensor) -> None:
     raise ValueError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}{hint}")
 
 
+def check_edge_index(edge_index, num_nodes: int, num_src_nodes: int | None = None) -> None:
+    """Raises, naming the column, unless ``edge_index`` is an integer ``[2, E]`` tensor of
+    source ids below ``num_src_nodes`` (``num_nodes`` when None) and destination ids below
+    ``num_nodes``."""
+    _validated_edge_index(edge_index, num_nodes, num_src_nodes)
+
+
 def _validated_edge_index(edge_index, num_nodes, num_src_nodes=None):
     if not isinstance(edge_index, Tensor):
         raise TypeError(f"edge_index must be a torch.Tensor, got {type(edge_index).__name__}")

@@ -45,6 +45,7 @@ import warnings
 import torch
 import torch_geometric.typing
 from torch import Tensor
+from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import LinkNeighborLoader as _PyGLinkNeighborLoader
 from torch_geometric.loader import NeighborLoader as _PyGNeighborLoader
 from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
@@ -55,7 +56,26 @@ from torch_geometric.sampler.neighbor_sampler import (
 )
 from torch_geometric.sampler.utils import remap_keys
 
+from graphloc.graph import check_edge_index
 from graphloc.ops import relational_neighbor_sample
+
+
+def _check_edges(data) -> None:
+    """Every edge_index of a ``Data`` / ``HeteroData`` within its node counts. PyG's CSC
+    conversion (``index2ptr``, torch's ``_convert_indices_from_coo_to_csr``) writes past its
+    output for a destination id >= num_nodes and corrupts the heap, so this runs first."""
+    if isinstance(data, HeteroData):
+        for edge_type in data.edge_types:
+            store = data[edge_type]
+            if "edge_index" not in store:
+                continue
+            try:
+                check_edge_index(store.edge_index, data[edge_type[2]].num_nodes,
+                                 data[edge_type[0]].num_nodes)
+            except (TypeError, ValueError) as err:
+                raise type(err)(f"edge type {edge_type}: {err}") from None
+    elif isinstance(data, Data) and "edge_index" in data:
+        check_edge_index(data.edge_index, data.num_nodes)
 
 
 @contextlib.contextmanager
@@ -131,6 +151,7 @@ class NeighborSampler(_PyGNeighborSampler):
         if temporal_strategy not in ("uniform", "last"):
             raise ValueError(f"temporal_strategy must be 'uniform' or 'last', got "
                              f"{temporal_strategy!r}")
+        _check_edges(data)
         with warnings.catch_warnings(), _with_kernel_features():
             # PyG's advice to install pyg-lib does not apply
             warnings.filterwarnings("ignore", message=".*without a 'pyg-lib' installation")
@@ -212,6 +233,8 @@ class NeighborSampler(_PyGNeighborSampler):
             num_nodes[dst] = max(num_nodes[dst], self.colptr_dict[rel].numel() - 1)
         csrs = [(_rows_for(self.colptr_dict[rel], num_nodes[index[k[2]]]), self.row_dict[rel])
                 for k, rel in zip(self.edge_types, rels, strict=True)]
+        if len({t.dtype for csr in csrs for t in csr}) > 1:  # int32 and int64 edge types
+            csrs = [(indptr.long(), indices.long()) for indptr, indices in csrs]
         return num_nodes, csrs
 
     def _sample_hetero(self, seed: dict, seed_time: dict) -> HeteroSamplerOutput:

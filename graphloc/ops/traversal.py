@@ -191,8 +191,8 @@ def _checked_weights(weights, sizes: list[int]) -> list[Tensor]:
     for i, w in enumerate(out):
         if w.numel() == 0:
             continue
-        if not w.is_floating_point():
-            raise TypeError(f"edge_weights[{i}] must be floating point, got {w.dtype}")
+        if w.dtype == torch.bool or w.is_complex():
+            raise TypeError(f"edge_weights[{i}] must be real numbers, got {w.dtype}")
         bad = ~(torch.isfinite(w) & (w >= 0))
         if bool(bad.any()):
             e = int(bad.nonzero()[0])

@@ -254,3 +254,31 @@ def test_bad_options_are_named():
         NeighborLoader(data, num_neighbors=[2], disjoint=True, subgraph_type="induced")
     with pytest.raises(ValueError, match="edge-level temporal sampling needs a time for each"):
         next(iter(NeighborLoader(data, num_neighbors=[2], time_attr="edge_time")))
+
+
+def test_edges_outside_the_node_counts_are_refused_before_pyg_converts_them():
+    """PyG's CSC conversion writes past its buffer for a destination id >= num_nodes (a
+    heap corruption, then a crash); the drop-in names the edge first."""
+    data = Data(x=torch.randn(10, 2), edge_index=torch.tensor([[0, 1], [1, 12]]))
+    data.num_nodes = 10
+    with pytest.raises(ValueError, match="edge_index\\[1\\] holds 12 at column 1 but the "
+                                         "graph has 10 nodes"):
+        NeighborLoader(data, num_neighbors=[2], batch_size=4)
+    hetero = hetero_data()
+    hetero["author", "writes", "paper"].edge_index[0, 5] = 25
+    with pytest.raises(ValueError, match="edge type \\('author', 'writes', 'paper'\\): "
+                                         "edge_index\\[0\\] holds 25 at column 5"):
+        LinkNeighborLoader(hetero, num_neighbors=[2], batch_size=4,
+                           edge_label_index=(("paper", "cites", "paper"),
+                                             hetero["paper", "cites", "paper"].edge_index))
+
+
+def test_hetero_edge_types_of_mixed_index_dtypes():
+    data = hetero_data(seed=13)
+    store = data["paper", "cites", "paper"]
+    store.edge_index = store.edge_index.int()
+    batch = next(iter(NeighborLoader(data, num_neighbors=[2, 2], input_nodes="paper",
+                                     batch_size=5)))
+    for edge_type in data.edge_types:
+        for s, d, e in global_edges(batch, batch[edge_type], edge_type[0], edge_type[2]):
+            assert data[edge_type].edge_index[:, e].tolist() == [s, d]

@@ -323,9 +323,15 @@ def test_relational_sample_bad_arguments_are_named():
         with pytest.raises(ValueError, match=f"edge_weights\\[2\\] must be finite and >= 0, "
                                              f"got {bad} at CSR position 3"):
             call(csrs, relations, num_nodes, seeds, [[1]] * 3, edge_weights=weights)
-    with pytest.raises(TypeError, match="edge_weights\\[0\\] must be floating point"):
+    with pytest.raises(TypeError, match="edge_weights\\[0\\] must be real numbers"):
         call(csrs, relations, num_nodes, seeds, [[1]] * 3,
-             edge_weights=[torch.ones(csrs[0][1].numel(), dtype=torch.long), None, None])
+             edge_weights=[torch.ones(csrs[0][1].numel(), dtype=torch.bool), None, None])
+    counts = [torch.arange(c[1].numel()) % 3 for c in csrs]  # integer weights: as numbers
+    as_int = call(csrs, relations, num_nodes, seeds, [[2]] * 3, edge_weights=counts, seed=3)
+    as_float = call(csrs, relations, num_nodes, seeds, [[2]] * 3, seed=3,
+                    edge_weights=[c.double() for c in counts])
+    assert all(torch.equal(a, b) for x, y in zip(as_int, as_float, strict=True)
+               for a, b in zip(x, y, strict=True))
     other = torch.int64 if csrs[1][0].dtype == torch.int32 else torch.int32
     mixed = [csrs[0], (csrs[1][0].to(other), csrs[1][1].to(other)), csrs[2]]
     with pytest.raises(TypeError, match="share one index dtype"):
