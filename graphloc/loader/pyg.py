@@ -61,7 +61,8 @@ from graphloc.ops import relational_neighbor_sample
 
 
 def _check_edges(data) -> None:
-    """Every edge_index of a ``Data`` / ``HeteroData`` within its node counts. PyG's CSC
+    """Every edge_index of a ``Data`` / ``HeteroData`` (or COO edges of a graph store)
+    within its node counts. PyG's CSC
     conversion (``index2ptr``, torch's ``_convert_indices_from_coo_to_csr``) writes past its
     output for a destination id >= num_nodes and corrupts the heap, so this runs first."""
     if isinstance(data, HeteroData):
@@ -76,6 +77,14 @@ def _check_edges(data) -> None:
                 raise type(err)(f"edge type {edge_type}: {err}") from None
     elif isinstance(data, Data) and "edge_index" in data:
         check_edge_index(data.edge_index, data.num_nodes)
+    elif isinstance(data, tuple):  # (FeatureStore, GraphStore): its COO edges of known size
+        for attr in data[1].get_all_edge_attrs():
+            if attr.layout.value == "coo" and attr.size is not None:
+                try:
+                    check_edge_index(torch.stack(list(data[1].get_edge_index(attr))),
+                                     attr.size[1], attr.size[0])
+                except (TypeError, ValueError) as err:
+                    raise type(err)(f"edge type {attr.edge_type}: {err}") from None
 
 
 @contextlib.contextmanager

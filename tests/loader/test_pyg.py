@@ -282,3 +282,15 @@ def test_hetero_edge_types_of_mixed_index_dtypes():
     for edge_type in data.edge_types:
         for s, d, e in global_edges(batch, batch[edge_type], edge_type[0], edge_type[2]):
             assert data[edge_type].edge_index[:, e].tolist() == [s, d]
+
+
+def test_a_graph_stores_coo_edges_outside_its_size_are_refused():
+    from torch_geometric.data import EdgeAttr
+    from torch_geometric.testing import MyFeatureStore, MyGraphStore
+    feature_store, graph_store = MyFeatureStore(), MyGraphStore()
+    feature_store.put_tensor(torch.randn(10, 2), group_name=None, attr_name="x", index=None)
+    graph_store.put_edge_index((torch.tensor([0, 1]), torch.tensor([1, 12])),
+                               EdgeAttr(None, "coo", size=(10, 10)))
+    with pytest.raises(ValueError, match="edge_index\\[1\\] holds 12 at column 1"):
+        NeighborLoader((feature_store, graph_store), num_neighbors=[2], batch_size=4,
+                       input_nodes=torch.arange(10))
