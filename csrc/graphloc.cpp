@@ -177,10 +177,12 @@ TORCH_LIBRARY(graphloc, m) {
   // [S, walk_length] (-1 where a node without out-edges keeps the walk in place). From v,
   // come from t, the entry to x weighs 1/p if x == t, 1 if the CSR has x -> t, 1/q
   // otherwise (exact rejection sampling); the first step draws uniformly. Deterministic for
-  // a given seed. CPU.
+  // a given seed. With edge_ids (int64 per CSR position), the entries taken are reported
+  // as edge_ids[position]. sorted_rows: the caller vouches that each row's indices are
+  // sorted (the test for x -> t is then a binary search; trusted, not checked). CPU.
   m.def(
       "random_walk(Tensor indptr, Tensor indices, Tensor start, int walk_length, float p, "
-      "float q, int seed) -> (Tensor, Tensor)");
+      "float q, int seed, Tensor? edge_ids, bool sorted_rows) -> (Tensor, Tensor)");
   // Per node v, K tokens: v, then K - 1 draws without replacement from the list of its
   // distinct in-neighbours followed by the distinct nodes two in-steps away (v included
   // when reached), as LargeGT's official code; shorter lists repeat in list order, empty

@@ -5,7 +5,7 @@
 // probability weight / max weight. The first step, p = q = 1, and single-entry rows draw
 // uniformly; a node without out-edges keeps the walk where it is (position -1).
 // Deterministic for a given seed whatever the thread count: walk i draws from its own
-// counter-based stream.
+// counter-based stream. With edge_ids, the entries taken are reported through it.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -26,42 +26,75 @@ struct WalkStream {
   double unit() { return static_cast<double>(next() >> 11) * 0x1p-53; }  // in [0, 1)
 };
 
+// Whether row x holds t: a binary search where the caller vouches that rows are sorted
+// (graphloc's source-major CSR is), else a scan.
 template <typename index_t>
-bool has_edge(const index_t* indptr, const index_t* indices, int64_t x, int64_t t) {
-  const index_t* end = indices + indptr[x + 1];
-  return std::find(indices + indptr[x], end, static_cast<index_t>(t)) != end;
+bool has_edge(const index_t* indptr, const index_t* indices, int64_t x, int64_t t, bool sorted) {
+  const index_t *begin = indices + indptr[x], *end = indices + indptr[x + 1];
+  const auto target = static_cast<index_t>(t);
+  return sorted ? std::binary_search(begin, end, target) : std::find(begin, end, target) != end;
 }
 
+// One walk's state between steps: its stream, where it is and where it came from.
+struct Walker {
+  WalkStream rng;
+  int64_t v, t;
+};
+
+// One step of one walk: the CSR entry taken (-1 at a dead end) and the node reached.
 template <typename index_t>
-void walk(const index_t* indptr, const index_t* indices, int64_t v, int64_t length, double p,
-          double q, WalkStream& rng, int64_t* nodes, int64_t* positions) {
-  const bool uniform = p == 1.0 && q == 1.0;
+int64_t step(const index_t* indptr, const index_t* indices, double p, double q, double top,
+             bool sorted, Walker& w) {
+  const int64_t row = indptr[w.v], deg = indptr[w.v + 1] - row;
+  int64_t e = -1, x = w.v;
+  if (deg > 0) {
+    while (true) {
+      e = row + w.rng.below(deg);
+      x = indices[e];
+      if ((p == 1.0 && q == 1.0) || w.t < 0 || deg == 1) break;
+      const double weight =
+          x == w.t ? 1.0 / p : (has_edge(indptr, indices, x, w.t, sorted) ? 1.0 : 1.0 / q);
+      if (w.rng.unit() * top < weight) break;
+    }
+  }
+  w.t = w.v;
+  w.v = x;
+  return e;
+}
+
+// Walks i0..i1 advanced a step at a time in groups of kLanes: each step is a chain of
+// dependent reads (indptr, then indices), so one walk at a time waits on every miss, while
+// a group's steps are independent and their misses overlap. Each walk keeps its own stream,
+// so the grouping does not change the draws.
+template <typename index_t>
+void walk_group(const index_t* indptr, const index_t* indices, const int64_t* start,
+                const int64_t* edge_ids, int64_t i0, int64_t i1, int64_t length, double p, double q,
+                bool sorted, uint64_t seed, int64_t* nodes, int64_t* taken) {
+  constexpr int64_t kLanes = 32;
   const double top = std::max({1.0 / p, 1.0, 1.0 / q});
-  int64_t t = -1;
-  nodes[0] = v;
-  for (int64_t l = 0; l < length; ++l) {
-    const int64_t row = indptr[v], deg = indptr[v + 1] - row;
-    int64_t e = -1, x = v;
-    if (deg > 0) {
-      while (true) {
-        e = row + rng.below(deg);
-        x = indices[e];
-        if (uniform || t < 0 || deg == 1) break;
-        const double weight = x == t ? 1.0 / p : (has_edge(indptr, indices, x, t) ? 1.0 : 1.0 / q);
-        if (rng.unit() * top < weight) break;
+  Walker lanes[kLanes];
+  for (int64_t g = i0; g < i1; g += kLanes) {
+    const int64_t m = std::min(kLanes, i1 - g);
+    for (int64_t j = 0; j < m; ++j) {
+      lanes[j] = {WalkStream{mix(seed ^ mix(static_cast<uint64_t>(g + j)))}, start[g + j], -1};
+      nodes[(g + j) * (length + 1)] = start[g + j];
+    }
+    for (int64_t l = 0; l < length; ++l) {
+      for (int64_t j = 0; j < m; ++j) {
+        const int64_t e = step(indptr, indices, p, q, top, sorted, lanes[j]);
+        taken[(g + j) * length + l] = e < 0 || !edge_ids ? e : edge_ids[e];
+        nodes[(g + j) * (length + 1) + l + 1] = lanes[j].v;
       }
     }
-    positions[l] = e;
-    nodes[l + 1] = x;
-    t = v;
-    v = x;
   }
 }
 
 std::tuple<at::Tensor, at::Tensor> random_walk_cpu(const at::Tensor& indptr,
                                                    const at::Tensor& indices,
                                                    const at::Tensor& start, int64_t walk_length,
-                                                   double p, double q, int64_t seed) {
+                                                   double p, double q, int64_t seed,
+                                                   const std::optional<at::Tensor>& edge_ids,
+                                                   bool sorted_rows) {
   check_csr(indptr, indices);
   TORCH_CHECK(start.dim() == 1 && start.scalar_type() == at::kLong, "start must be int64 [S], got ",
               start.scalar_type(), " ", start.sizes());
@@ -73,6 +106,16 @@ std::tuple<at::Tensor, at::Tensor> random_walk_cpu(const at::Tensor& indptr,
   const int64_t* s = sc.data_ptr<int64_t>();
   for (int64_t i = 0; i < S; ++i)
     TORCH_CHECK(s[i] >= 0 && s[i] < n, "start node ", s[i], " is out of range for ", n, " nodes");
+  const int64_t* ids = nullptr;
+  at::Tensor idc;
+  if (edge_ids.has_value()) {
+    TORCH_CHECK(edge_ids->dim() == 1 && edge_ids->numel() == indices.numel() &&
+                    edge_ids->scalar_type() == at::kLong,
+                "edge_ids must be int64 with one entry per CSR position (", indices.numel(),
+                "), got ", edge_ids->scalar_type(), " ", edge_ids->sizes());
+    idc = edge_ids->contiguous();
+    ids = idc.data_ptr<int64_t>();
+  }
   auto nodes = at::empty({S, walk_length + 1}, start.options());
   auto positions = at::empty({S, walk_length}, start.options());
   auto ic = indices.contiguous();
@@ -81,12 +124,9 @@ std::tuple<at::Tensor, at::Tensor> random_walk_cpu(const at::Tensor& indptr,
   GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
     const index_t* ip = indptr.data_ptr<index_t>();
     const index_t* ix = ic.data_ptr<index_t>();
-    at::parallel_for(0, S, 64, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        WalkStream rng{mix(static_cast<uint64_t>(seed) ^ mix(static_cast<uint64_t>(i)))};
-        walk<index_t>(ip, ix, s[i], walk_length, p, q, rng, out_nodes + i * (walk_length + 1),
-                      out_positions + i * walk_length);
-      }
+    at::parallel_for(0, S, 256, [&](int64_t i0, int64_t i1) {
+      walk_group<index_t>(ip, ix, s, ids, i0, i1, walk_length, p, q, sorted_rows,
+                          static_cast<uint64_t>(seed), out_nodes, out_positions);
     });
   });
   return {nodes, positions};

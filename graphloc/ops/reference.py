@@ -990,9 +990,11 @@ def _smallest_columns(key: Tensor, k: int) -> Tensor:
     return columns.gather(2, order)
 
 
-def random_walk(indptr, indices, start, walk_length, p, q, seed):
+def random_walk(indptr, indices, start, walk_length, p, q, seed, edge_ids=None,
+                sorted_rows=False):
     """node2vec's walks along a source-major CSR, as the kernel draws them: ``(nodes
-    [S, walk_length + 1], CSR positions [S, walk_length])``, -1 where the walk stays."""
+    [S, walk_length + 1], CSR positions [S, walk_length])``, -1 where the walk stays;
+    with ``edge_ids``, the positions reported through it."""
     if start.dim() != 1 or start.dtype != torch.long:
         raise ValueError(f"start must be int64 [S], got {start.dtype} {list(start.shape)}")
     if walk_length < 0:
@@ -1016,7 +1018,7 @@ def random_walk(indptr, indices, start, walk_length, p, q, seed):
                 weight = 1.0 / p if x == t else (1.0 if t in ix[ip[x]:ip[x + 1]] else 1.0 / q)
                 if rng.unit() * top < weight:
                     break
-            taken.append(e)
+            taken.append(e if e < 0 or edge_ids is None else int(edge_ids[e]))
             walk.append(x)
             t, v = v, x
         nodes.append(walk)

@@ -274,14 +274,14 @@ def relational_neighbor_sample(csrs, relations, num_nodes, seeds, fanouts, *, re
 class RandomWalks(NamedTuple):
     """Walks from each start node: ``nodes`` ``[S, walk_length + 1]`` (the start first) and
     the ``edges`` taken ``[S, walk_length]`` (edge ids; -1 where a node without out-edges
-    kept the walk in place)."""
+    kept the walk in place; None when not asked for)."""
 
     nodes: Tensor
     edges: Tensor
 
 
 def random_walk(graph, start: Tensor, walk_length: int, p: float = 1.0, q: float = 1.0,
-                seed: int = 0) -> RandomWalks:
+                seed: int = 0, return_edges: bool = True) -> RandomWalks:
     """node2vec's random walks (Grover and Leskovec, KDD 2016) along the graph's edges
     (``src -> dst``) from each ``start`` node.
 
@@ -290,7 +290,8 @@ def random_walk(graph, start: Tensor, walk_length: int, p: float = 1.0, q: float
     implementation's rule; parallel edges count once each), and is drawn with exactly that
     probability (rejection sampling). The first step, ``p = q = 1`` and a single out-edge
     draw uniformly; a node without out-edges keeps the walk in place (as PyG's samplers).
-    Deterministic for a ``seed`` whatever the thread count.
+    Deterministic for a ``seed`` whatever the thread count. ``return_edges=False`` leaves
+    ``edges`` None (walks for Node2Vec need only the nodes).
     """
     if not hasattr(graph, "csc") or not hasattr(graph, "num_nodes"):
         raise TypeError(f"random_walk expects a graphloc.Graph, got {type(graph).__name__}")
@@ -303,18 +304,18 @@ def random_walk(graph, start: Tensor, walk_length: int, p: float = 1.0, q: float
             raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     start = _checked_seeds(start, graph.num_nodes)
     csc = graph.csc
-    nodes, positions = kernels.random_walk(csc.indptr.cpu(), csc.indices.cpu(), start,
-                                           walk_length, float(p), float(q), seed)
-    return RandomWalks(nodes, _edge_ids(graph, positions))
+    ids = graph.cached("csc_edge_ids", lambda: _csc_edge_ids(graph)) if return_edges else None
+    # graphloc's source-major rows are sorted by destination (a stable transpose of the
+    # destination-major CSR), which the kernel's test for an edge x -> t searches
+    nodes, edges = kernels.random_walk(csc.indptr.cpu(), csc.indices.cpu(), start,
+                                       walk_length, float(p), float(q), seed, ids, True)
+    return RandomWalks(nodes, edges if return_edges else None)
 
 
-def _edge_ids(graph, csc_positions: Tensor) -> Tensor:
-    """The edge ids of source-major CSR positions (-1 stays -1)."""
-    taken = csc_positions >= 0
-    ids = graph.csc.perm.cpu().long()[csc_positions.clamp(min=0)]
-    if graph.csr.perm is not None:
-        ids = graph.csr.perm.cpu().long()[ids]
-    return torch.where(taken, ids, torch.full_like(ids, -1))
+def _csc_edge_ids(graph) -> Tensor:
+    """The edge id of each position of the source-major CSR, int64 on the CPU."""
+    ids = graph.csc.perm.cpu().long()
+    return ids if graph.csr.perm is None else graph.csr.perm.cpu().long()[ids]
 
 
 def hop2_sample(graph, K: int, seed: int = 0) -> Tensor:
@@ -407,7 +408,7 @@ def _sample_fake(indptrs, indices, src_types, dst_types, num_nodes, seeds, fanou
     return parts
 
 
-def _walk_fake(indptr, indices, start, walk_length, p, q, seed):
+def _walk_fake(indptr, indices, start, walk_length, p, q, seed, edge_ids, sorted_rows):
     torch._check(start.dim() == 1 and start.dtype == torch.int64,
                  lambda: f"start must be int64 [S], got {start.dtype} {list(start.shape)}")
     torch._check(walk_length >= 0, lambda: f"walk_length must be >= 0, got {walk_length}")

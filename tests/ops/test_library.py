@@ -122,7 +122,9 @@ def _samples():
     yield kernels.neighbor_sample, (*one, True, True, False, 4, [], [], None, [], False)
     yield kernels.neighbor_sample, (*one, False, False, True, 4, [], [], None, [], False)
     yield kernels.csr_facts, (csr.indptr, csr.indices)
-    yield kernels.random_walk, (csr.indptr, csr.indices, seeds, 4, 0.5, 2.0, 3)
+    yield kernels.random_walk, (csr.indptr, csr.indices, seeds, 4, 0.5, 2.0, 3, None, False)
+    yield kernels.random_walk, (csr.indptr, csr.indices, seeds, 4, 1.0, 1.0, 3,
+                                torch.arange(csr.indices.numel()), True)
     yield kernels.dropout, (torch.randn(N, 4, **f64, requires_grad=True), 0.3,
                             torch.tensor(11, dtype=torch.int64))
     yield kernels.csr_facts, (None, csr.indices)

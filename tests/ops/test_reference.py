@@ -110,10 +110,12 @@ def test_sampling_twins_draw_the_kernels_samples():
         start = torch.arange(50)
         for p, q in ((1.0, 1.0), (0.5, 2.0), (4.0, 0.25), (1.0, 3.0)):
             for length in (0, 1, 6):
-                args = (csc.indptr, csc.indices, start, length, p, q, seed)
-                for a, b in zip(reference.random_walk(*args),
-                                torch.ops.graphloc.random_walk(*args), strict=True):
-                    assert torch.equal(a, b)
+                for ids in (None, torch.randperm(csc.indices.numel())):
+                    args = (csc.indptr, csc.indices, start, length, p, q, seed, ids,
+                            length == 6)  # graphloc's csc rows are sorted
+                    for a, b in zip(reference.random_walk(*args),
+                                    torch.ops.graphloc.random_walk(*args), strict=True):
+                        assert torch.equal(a, b)
     # a pool of more than 4,096 two-hop paths: sampled by position in both
     dense = torch.cartesian_prod(torch.arange(80), torch.arange(80)).t()
     csr = Graph(dense, num_nodes=80).csr

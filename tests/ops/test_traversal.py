@@ -411,3 +411,17 @@ def test_random_walk_bad_arguments_are_named():
         ops.random_walk(graph.edge_index, torch.tensor([0]), 3)
     empty = ops.random_walk(graph, torch.zeros(0, dtype=torch.long), 3)
     assert empty.nodes.shape == (0, 4) and empty.edges.shape == (0, 3)
+    nodes_only = ops.random_walk(graph, torch.arange(40), 5, p=2.0, seed=8, return_edges=False)
+    both = ops.random_walk(graph, torch.arange(40), 5, p=2.0, seed=8)
+    assert nodes_only.edges is None and torch.equal(nodes_only.nodes, both.nodes)
+
+
+def test_source_major_rows_are_sorted_as_random_walk_trusts():
+    """random_walk tells its kernel that graph.csc's rows are sorted (it binary-searches
+    them for an edge x -> t): the transpose of any graph must keep that true."""
+    for seed in range(4):
+        graph = Graph(random_edge_index(60, 400, seed=seed, hub_degree=40), num_nodes=60)
+        csc = graph.csc
+        for j in range(60):
+            row = csc.indices[csc.indptr[j]:csc.indptr[j + 1]]
+            assert bool((row[1:] >= row[:-1]).all())

@@ -70,7 +70,7 @@ class Node2Vec(torch.nn.Module):
         batch = batch.repeat(self.walks_per_node)
         seed = int(torch.randint(0, 2**62, (), dtype=torch.long))
         walks = ops.random_walk(self.graph, batch.cpu(), self.walk_length, self.p, self.q,
-                                seed=seed).nodes
+                                seed=seed, return_edges=False).nodes
         return self._windows(walks.to(batch.device))
 
     def neg_sample(self, batch: Tensor) -> Tensor:

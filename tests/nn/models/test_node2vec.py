@@ -23,7 +23,7 @@ def pygs_node2vec(edge_index, **kwargs):
     def walk(rowptr, col, start, length, p, q):
         graph = Graph(torch.stack([torch.repeat_interleave(rowptr.diff()), col]),
                       num_nodes=rowptr.numel() - 1)
-        return ops.random_walk(graph, start, length, p, q, seed=5).nodes
+        return ops.random_walk(graph, start, length, p, q, seed=5, return_edges=False).nodes
 
     with mock.patch.object(pyg_node2vec, "WITH_PYG_LIB", True), \
             mock.patch.object(torch.ops, "pyg", types.SimpleNamespace(random_walk=walk),
