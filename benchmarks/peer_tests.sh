@@ -10,9 +10,9 @@
 #   bash benchmarks/peer_tests.sh PYG_CHECKOUT SCATTER_CHECKOUT [--no-jit] \
 #     [CLUSTER_CHECKOUT] [SPLINE_CONV_CHECKOUT]
 #
-# PyG's DynamicEdgeConv, GravNetConv, XConv, knn_interpolate, SplineConv and Node2Vec tests
-# are marked to need pyg-lib (PyG's knn, spline basis and random walk); the mark is dropped
-# for graphloc's, which run without it.
+# PyG's DynamicEdgeConv, GravNetConv, XConv, knn_interpolate, SplineConv, Node2Vec, graclus
+# and voxel_grid tests are marked to need pyg-lib (PyG's knn, spline basis, random walk and
+# clusterings); the mark is dropped for graphloc's, which run without it.
 #
 # --no-jit replaces torch.jit.script by the identity, so the rest of each scripted test still
 # runs: graphloc's convs are Python, not TorchScript (PyG scripts them only in its full
@@ -52,6 +52,7 @@ cp "$pyg/test/nn/conv/test_appnp.py" "$pyg/test/nn/conv/test_wl_conv_continuous.
   "$work/pyg/test/nn/conv/"
 cp "$pyg/test/utils/test_total_influence.py" "$work/pyg/test/utils/"
 cp "$pyg/test/nn/unpool/test_knn_interpolate.py" "$work/pyg/test/nn/conv/"
+cp "$pyg/test/nn/pool/test_graclus.py" "$pyg/test/nn/pool/test_voxel_grid.py" "$work/pyg/test/nn/conv/"
 cp "$pyg/test/conftest.py" "$work/pyg/test/" 2>/dev/null || true
 sed -i -E \
   -e 's/^from torch_geometric\.nn import (GCNConv|SAGEConv|GATConv|GATv2Conv|ChebConv|TransformerConv|GraphConv|GINConv, GINEConv|SGConv|APPNP|GCN2Conv|ResGatedGraphConv|TAGConv|GatedGraphConv|GENConv|PNAConv|LGConv|LEConv|SSGConv|MixHopConv|FAConv|ClusterGCNConv|AGNNConv|SimpleConv|FastRGCNConv, RGCNConv|ARMAConv|MFConv|CGConv|GeneralConv|EGConv|NNConv|GMMConv|FeaStConv|PDNConv|WLConvContinuous|SignedConv|HypergraphConv|PointNetConv|FiLMConv|HGTConv|HANConv|RGATConv|SuperGATConv|PointTransformerConv|DNAConv|HEATConv|WLConv|PPFConv|GravNetConv|SplineConv|XConv)$/from graphloc.nn import \1/' \
@@ -62,12 +63,15 @@ sed -i -E \
   -e 's/^from torch_geometric\.utils import total_influence$/from graphloc.influence import total_influence/' \
   -e 's/^from torch_geometric\.nn\.models import LabelPropagation$/from graphloc.nn import LabelPropagation/' \
   -e 's/^from torch_geometric\.nn import Node2Vec$/from graphloc.nn import Node2Vec/' \
+  -e 's/^from torch_geometric\.nn import graclus$/from graphloc.nn import graclus/' \
+  -e 's/^from torch_geometric\.nn import avg_pool, voxel_grid$/from torch_geometric.nn import avg_pool\nfrom graphloc.nn import voxel_grid/' \
   "$work"/pyg/test/nn/conv/*.py "$work"/pyg/test/utils/*.py
 # PNAConv's degree-histogram test samples with PyG's NeighborLoader: graphloc's, unmarked
 sed -i -e 's/^from torch_geometric\.loader import DataLoader, NeighborLoader$/from torch_geometric.loader import DataLoader\nfrom graphloc.loader import NeighborLoader/' \
   -e '/^@onlyNeighborSampler$/d' "$work/pyg/test/nn/conv/test_pna_conv.py"
 sed -i "/^@withPackage('pyg_lib')$/d" "$work/pyg/test/nn/conv/test_edge_conv.py" \
   "$work/pyg/test/nn/conv/test_node2vec.py" \
+  "$work/pyg/test/nn/conv/test_graclus.py" "$work/pyg/test/nn/conv/test_voxel_grid.py" \
   "$work/pyg/test/nn/conv/test_gravnet_conv.py" "$work/pyg/test/nn/conv/test_knn_interpolate.py" \
   "$work/pyg/test/nn/conv/test_spline_conv.py" "$work/pyg/test/nn/conv/test_x_conv.py"
 echo "== PyG's conv and total_influence tests"

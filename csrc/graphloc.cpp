@@ -183,6 +183,11 @@ TORCH_LIBRARY(graphloc, m) {
   m.def(
       "random_walk(Tensor indptr, Tensor indices, Tensor start, int walk_length, float p, "
       "float q, int seed, Tensor? edge_ids, bool sorted_rows) -> (Tensor, Tensor)");
+  // Graclus's greedy matching (Dhillon et al., PAMI 2007) along a source-major CSR, nodes
+  // visited in `order` (a permutation): an unmatched node pairs with its first unmatched
+  // out-neighbour, or with weight (float64 per CSR position, >= 0) the heaviest (ties to the
+  // later entry); both take the smaller id as cluster; self-loops never pair. int64 [N]. CPU.
+  m.def("graclus(Tensor indptr, Tensor indices, Tensor order, Tensor? weight) -> Tensor");
   // Per node v, K tokens: v, then K - 1 draws without replacement from the list of its
   // distinct in-neighbours followed by the distinct nodes two in-steps away (v included
   // when reached), as LargeGT's official code; shorter lists repeat in list order, empty

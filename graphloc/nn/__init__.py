@@ -100,6 +100,7 @@ from graphloc.nn.models import (
 )
 from graphloc.nn.registry import MODELS, build_model, register_model
 from graphloc.nn.unpool import knn_interpolate
+from graphloc.ops.cluster import graclus, voxel_grid
 from graphloc.ops.neighbours import fps, knn, knn_graph, nearest, radius, radius_graph
 
 __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv", "ChebConv",
@@ -112,7 +113,7 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "SparseLinear", "RGATConv", "SuperGATConv", "PointTransformerConv", "DNAConv",
            "HEATConv", "WLConv", "PPFConv", "PointGNNConv", "DynamicEdgeConv", "GravNetConv",
            "SplineConv", "XConv", "knn", "knn_graph", "radius", "radius_graph", "nearest", "fps",
-           "knn_interpolate", "GNN",
+           "knn_interpolate", "graclus", "voxel_grid", "GNN",
            "DAGNN",
            "LiftConv", "LiftBlock", "LiftGCN",
            "TopMAttention", "TANGNNLayer", "TANGNN", "top_m_similar", "LargeGT",

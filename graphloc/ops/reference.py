@@ -1025,3 +1025,29 @@ def random_walk(indptr, indices, start, walk_length, p, q, seed, edge_ids=None,
         positions.append(taken)
     return (torch.tensor(nodes, dtype=torch.long).view(len(nodes), walk_length + 1),
             torch.tensor(positions, dtype=torch.long).view(len(nodes), walk_length))
+
+
+def graclus(indptr, indices, order, weight=None):
+    """Graclus's greedy matching, as the kernel: nodes in ``order``; an unmatched node pairs
+    with its first unmatched out-neighbour (with ``weight``, the heaviest, ties to the later
+    entry), both taking the smaller id; self-loops never pair."""
+    ip, ix, n = indptr.tolist(), indices.tolist(), indptr.numel() - 1
+    if sorted(order.tolist()) != list(range(n)):
+        raise ValueError(f"order is not a permutation of the {n} nodes")
+    w = None if weight is None else weight.tolist()
+    out = [-1] * n
+    for u in order.tolist():
+        if out[u] >= 0:
+            continue
+        best, best_weight = u, 0.0
+        for e in range(ip[u], ip[u + 1]):
+            v = ix[e]
+            if v == u or out[v] >= 0:
+                continue
+            if w is None:
+                best = v
+                break
+            if w[e] >= best_weight:
+                best, best_weight = v, w[e]
+        out[u] = out[best] = min(u, best)
+    return torch.tensor(out, dtype=torch.long)

@@ -65,6 +65,7 @@ CHILD = textwrap.dedent("""
                 [ptr], [idx], [0], [0], [3], [L(0)], [2, 2], False, False, False, 0, [], [],
                 None, [], False),
             "hop2_sample": lambda: k.hop2_sample(ptr, idx, 3, 0),
+            "graclus": lambda: k.graclus(ptr, idx, L(0, 1, 2), None),
             "random_walk": lambda: k.random_walk(ptr, idx, L(0, 1, 2), 3, 0.5, 2.0, 0, None,
                                                  False),
         }

@@ -122,6 +122,9 @@ def _samples():
     yield kernels.neighbor_sample, (*one, True, True, False, 4, [], [], None, [], False)
     yield kernels.neighbor_sample, (*one, False, False, True, 4, [], [], None, [], False)
     yield kernels.csr_facts, (csr.indptr, csr.indices)
+    yield kernels.graclus, (csr.indptr, csr.indices, torch.randperm(N), None)
+    yield kernels.graclus, (csr.indptr, csr.indices, torch.randperm(N),
+                            torch.rand(csr.indices.numel(), dtype=torch.float64))
     yield kernels.random_walk, (csr.indptr, csr.indices, seeds, 4, 0.5, 2.0, 3, None, False)
     yield kernels.random_walk, (csr.indptr, csr.indices, seeds, 4, 1.0, 1.0, 3,
                                 torch.arange(csr.indices.numel()), True)

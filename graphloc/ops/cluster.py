@@ -1,0 +1,125 @@
+"""Clusterings PyG's pooling layers take: ``graclus`` (greedy matching) and ``voxel_grid``
+(a regular grid), with PyG's signatures and cluster ids, without pyg-lib (which PyG 2.8 needs
+for both: ``graclus``, ``voxel_grid``, ``max_pool``'s graclus recipes and the
+``GridSampling`` transform raise ``ImportError`` without it)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from graphloc.checks import check_index, check_int
+from graphloc.ops._library import HAS_EXTENSION, kernels
+
+
+def graclus(edge_index: Tensor, weight: Tensor | None = None,
+            num_nodes: int | None = None) -> Tensor:
+    """Graclus's greedy matching (Dhillon et al., PAMI 2007) as PyG's ``graclus``: nodes
+    visited in a random order (``torch.randperm`` from torch's default generator, as PyG's
+    kernel draws it, so the same seed gives PyG's clusters); an unmatched node pairs with its
+    first unmatched neighbour along ``edge_index`` (rows ``edge_index[0]``, neighbours in
+    increasing id), or with ``weight`` the heaviest (ties to the larger id); both take the
+    smaller id as cluster id. A node left unmatched is its own cluster.
+
+    Differences from pyg-lib, by design: a self-loop never pairs a node with itself (pyg-lib's
+    weighted path can take one, leaving that node unmatched when a neighbour was free);
+    weights must be finite and >= 0 (pyg-lib never matches along a negative or NaN weight,
+    silently).
+    """
+    if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(f"edge_index must be a [2, E] tensor, got "
+                         f"{getattr(edge_index, 'shape', type(edge_index).__name__)}")
+    if num_nodes is None:
+        num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0
+    check_int(num_nodes, "num_nodes", 0)
+    check_index(edge_index, num_nodes, "edge_index")
+    edge_index = edge_index.long().cpu()
+    key = edge_index[0] * max(num_nodes, 1) + edge_index[1]
+    perm = torch.sort(key, stable=True).indices  # PyG's sort_edge_index: by row, then col
+    row, col = edge_index[0, perm], edge_index[1, perm]
+    indptr = torch.zeros(num_nodes + 1, dtype=torch.long)
+    indptr[1:] = torch.bincount(row, minlength=num_nodes).cumsum(0)
+    if weight is not None:
+        weight = _checked_weight(weight, edge_index.size(1))[perm]
+    order = torch.randperm(num_nodes, dtype=torch.long)
+    return kernels.graclus(indptr, col, order, weight)
+
+
+def _checked_weight(weight, num_edges: int) -> Tensor:
+    if not isinstance(weight, Tensor) or weight.dim() != 1 or weight.numel() != num_edges:
+        raise ValueError(f"weight must be a 1-D tensor with one entry per edge ({num_edges}), "
+                         f"got {getattr(weight, 'shape', type(weight).__name__)}")
+    if weight.dtype == torch.bool or weight.is_complex():
+        raise TypeError(f"weight must be real numbers, got {weight.dtype}")
+    weight = weight.detach().cpu().double()
+    bad = ~(torch.isfinite(weight) & (weight >= 0))
+    if bool(bad.any()):
+        e = int(bad.nonzero()[0])
+        raise ValueError(f"weight must be finite and >= 0, got {weight[e].item()} at edge {e}")
+    return weight
+
+
+def voxel_grid(pos: Tensor, size, batch: Tensor | None = None, start=None,
+               end=None) -> Tensor:
+    """PyG's ``voxel_grid``: the id of each point's voxel in a regular grid of ``size``
+    (per dimension) from ``start`` to ``end`` (default: the points' smallest and largest
+    coordinates), examples of ``batch`` in separate grids; ids as pyg-lib numbers them (the
+    first dimension fastest, then the next, the example last).
+
+    A point outside ``[start, end]`` (pyg-lib gives it the id of another voxel) and a NaN
+    coordinate (pyg-lib's cast of NaN to an integer is undefined) raise ``ValueError``, as
+    does a size that is not finite and > 0.
+    """
+    if not isinstance(pos, Tensor) or not pos.is_floating_point() or pos.dim() not in (1, 2):
+        raise TypeError(f"pos must be a floating-point [N, D] (or [N]) tensor, got "
+                        f"{getattr(pos, 'dtype', type(pos).__name__)} "
+                        f"{list(getattr(pos, 'shape', []))}")
+    pos = pos.unsqueeze(-1) if pos.dim() == 1 else pos
+    n, dim = pos.shape
+    if batch is None:
+        batch = torch.zeros(n, dtype=torch.long, device=pos.device)
+    elif not isinstance(batch, Tensor) or batch.shape != (n,) or batch.is_floating_point():
+        raise ValueError(f"batch must be an integer tensor of shape [{n}], got "
+                         f"{getattr(batch, 'shape', type(batch).__name__)}")
+    if bool(pos.isnan().any()):
+        raise ValueError(f"pos holds NaN at row {int(pos.isnan().any(1).nonzero()[0])}")
+    points = torch.cat([pos, batch.view(-1, 1).to(pos.dtype)], dim=-1)
+    size = _per_dimension(size, dim, pos, "size")
+    if not bool((torch.isfinite(size) & (size > 0)).all()):
+        raise ValueError(f"size must be finite and > 0 in every dimension, got {size.tolist()}")
+    size = torch.cat([size, size.new_ones(1)])
+    low = points.min(0).values if start is None else torch.cat(
+        [_per_dimension(start, dim, pos, "start"), points.new_zeros(1)])
+    high = points.max(0).values if end is None else torch.cat(
+        [_per_dimension(end, dim, pos, "end"), batch.max().view(1).to(pos.dtype)])
+    outside = ((points < low) | (points > high)).any(1)
+    if bool(outside.any()):
+        i = int(outside.nonzero()[0])
+        raise ValueError(f"pos[{i}] = {pos[i].tolist()} (example {int(batch[i])}) lies outside "
+                         f"the grid from start {low[:-1].tolist()} to end {high[:-1].tolist()}")
+    counts = (high - low).div(size, rounding_mode="trunc").long() + 1
+    strides = torch.cat([counts.new_ones(1), counts.cumprod(0)[:-1]])
+    cells = (points - low).div(size, rounding_mode="trunc").long()
+    return (cells * strides).sum(1)
+
+
+def _per_dimension(value, dim: int, pos: Tensor, name: str) -> Tensor:
+    """A number, a list or a tensor as one value per dimension, in ``pos``'s dtype."""
+    out = value if isinstance(value, Tensor) else torch.tensor(value)
+    out = out.to(pos.dtype).to(pos.device).flatten()
+    if out.numel() == 1:
+        return out.repeat(dim)
+    if out.numel() != dim:
+        raise ValueError(f"{name} must hold one value or one per dimension ({dim}), got "
+                         f"{out.numel()}")
+    return out
+
+
+def _graclus_fake(indptr, indices, order, weight):
+    torch._check(order.dim() == 1 and order.dtype == torch.int64,
+                 lambda: f"order must be int64 [N], got {order.dtype} {list(order.shape)}")
+    return order.new_empty(indptr.shape[0] - 1)
+
+
+if HAS_EXTENSION:
+    torch.library.register_fake("graphloc::graclus")(_graclus_fake)
