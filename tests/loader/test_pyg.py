@@ -292,3 +292,16 @@ def test_a_graph_stores_coo_edges_outside_its_size_are_refused():
     with pytest.raises(ValueError, match="edge_index\\[1\\] holds 12 at column 1"):
         NeighborLoader((feature_store, graph_store), num_neighbors=[2], batch_size=4,
                        input_nodes=torch.arange(10))
+
+
+def test_worker_processes_draw_valid_and_repeatable_batches():
+    data = homo_data(seed=14)
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(7)
+        loader = NeighborLoader(data, num_neighbors=[3, 2], batch_size=20, num_workers=2)
+        runs.append([b for b in loader])
+    for a, b in zip(runs[0], runs[1], strict=True):
+        assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index)
+        for s, d, e in global_edges(a):
+            assert data.edge_index[:, e].tolist() == [s, d]
