@@ -53,16 +53,8 @@ at::Tensor graclus_cpu(const at::Tensor& indptr, const at::Tensor& indices, cons
                 " nodes: it holds ", o[i], " at ", i);
     seen[o[i]] = 1;
   }
-  const double* w = nullptr;
   at::Tensor wc;
-  if (weight.has_value()) {
-    TORCH_CHECK(weight->dim() == 1 && weight->numel() == indices.numel() &&
-                    weight->scalar_type() == at::kDouble,
-                "weight must be float64 with one entry per CSR position (", indices.numel(),
-                "), got ", weight->scalar_type(), " ", weight->sizes());
-    wc = weight->contiguous();
-    w = wc.data_ptr<double>();
-  }
+  const double* w = optional_per_entry<double>(weight, indices.numel(), at::kDouble, "weight", wc);
   auto out = at::full({n}, -1, order.options());
   auto ic = indices.contiguous();
   GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {

@@ -21,13 +21,6 @@
 namespace graphloc {
 namespace {
 
-struct Stream {
-  uint64_t state;
-  uint64_t next() { return mix(state++); }
-  int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
-  double unit() { return static_cast<double>(next() >> 11) * 0x1p-53; }  // in [0, 1)
-};
-
 // The stream of node w at hop `hop` over relation r in tree `tree` (disjoint sampling; 0
 // otherwise). One relation and one tree give the streams of the single-graph sampler.
 Stream stream_of(uint64_t seed, int64_t hop, int64_t r, int64_t tree, int64_t w) {

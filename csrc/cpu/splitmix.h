@@ -17,4 +17,13 @@ inline uint64_t mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// A counter-based random stream: draw k is mix(state + k), so a stream is fixed by its start
+// alone and any thread draws the same numbers (the samplers give each node or walk its own).
+struct Stream {
+  uint64_t state;
+  uint64_t next() { return mix(state++); }
+  int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
+  double unit() { return static_cast<double>(next() >> 11) * 0x1p-53; }  // in [0, 1)
+};
+
 }  // namespace graphloc

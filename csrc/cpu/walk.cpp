@@ -19,13 +19,6 @@
 namespace graphloc {
 namespace {
 
-struct WalkStream {
-  uint64_t state;
-  uint64_t next() { return mix(state++); }
-  int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
-  double unit() { return static_cast<double>(next() >> 11) * 0x1p-53; }  // in [0, 1)
-};
-
 // Whether row x holds t: a binary search where the caller vouches that rows are sorted
 // (graphloc's source-major CSR is), else a scan.
 template <typename index_t>
@@ -37,7 +30,7 @@ bool has_edge(const index_t* indptr, const index_t* indices, int64_t x, int64_t 
 
 // One walk's state between steps: its stream, where it is and where it came from.
 struct Walker {
-  WalkStream rng;
+  Stream rng;
   int64_t v, t;
 };
 
@@ -76,7 +69,7 @@ void walk_group(const index_t* indptr, const index_t* indices, const int64_t* st
   for (int64_t g = i0; g < i1; g += kLanes) {
     const int64_t m = std::min(kLanes, i1 - g);
     for (int64_t j = 0; j < m; ++j) {
-      lanes[j] = {WalkStream{mix(seed ^ mix(static_cast<uint64_t>(g + j)))}, start[g + j], -1};
+      lanes[j] = {Stream{mix(seed ^ mix(static_cast<uint64_t>(g + j)))}, start[g + j], -1};
       nodes[(g + j) * (length + 1)] = start[g + j];
     }
     for (int64_t l = 0; l < length; ++l) {
@@ -106,16 +99,9 @@ std::tuple<at::Tensor, at::Tensor> random_walk_cpu(const at::Tensor& indptr,
   const int64_t* s = sc.data_ptr<int64_t>();
   for (int64_t i = 0; i < S; ++i)
     TORCH_CHECK(s[i] >= 0 && s[i] < n, "start node ", s[i], " is out of range for ", n, " nodes");
-  const int64_t* ids = nullptr;
   at::Tensor idc;
-  if (edge_ids.has_value()) {
-    TORCH_CHECK(edge_ids->dim() == 1 && edge_ids->numel() == indices.numel() &&
-                    edge_ids->scalar_type() == at::kLong,
-                "edge_ids must be int64 with one entry per CSR position (", indices.numel(),
-                "), got ", edge_ids->scalar_type(), " ", edge_ids->sizes());
-    idc = edge_ids->contiguous();
-    ids = idc.data_ptr<int64_t>();
-  }
+  const int64_t* ids =
+      optional_per_entry<int64_t>(edge_ids, indices.numel(), at::kLong, "edge_ids", idc);
   auto nodes = at::empty({S, walk_length + 1}, start.options());
   auto positions = at::empty({S, walk_length}, start.options());
   auto ic = indices.contiguous();

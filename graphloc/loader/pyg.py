@@ -40,6 +40,7 @@ Differences from pyg-lib, by design:
 from __future__ import annotations
 
 import contextlib
+import inspect
 import warnings
 
 import torch
@@ -299,58 +300,36 @@ class BidirectionalNeighborSampler(_PyGBidirectionalNeighborSampler):
         self.subgraph_type = subgraph_type
 
 
-def _sampler_for(data, num_neighbors, kwargs, *, replace, subgraph_type, disjoint,
-                 temporal_strategy, time_attr, weight_attr, is_sorted, directed):
-    return NeighborSampler(data, num_neighbors, subgraph_type=subgraph_type, replace=replace,
-                           disjoint=disjoint, temporal_strategy=temporal_strategy,
-                           time_attr=time_attr, weight_attr=weight_attr, is_sorted=is_sorted,
-                           share_memory=kwargs.get("num_workers", 0) > 0, directed=directed)
+def _init_on_graphloc(pyg_loader, loader, data, num_neighbors, args, kwargs) -> None:
+    """Runs PyG's loader constructor with its own arguments, the neighbour sampler
+    graphloc's unless one is given (built from the same arguments, as PyG builds its own)."""
+    bound = inspect.signature(pyg_loader.__init__).bind(loader, data, num_neighbors, *args,
+                                                        **kwargs)
+    bound.apply_defaults()
+    given = dict(bound.arguments)
+    given.pop("self")
+    extra = given.pop("kwargs", {})
+    if given["neighbor_sampler"] is None:
+        given["neighbor_sampler"] = NeighborSampler(
+            data, num_neighbors, subgraph_type=given["subgraph_type"],
+            replace=given["replace"], disjoint=given["disjoint"],
+            temporal_strategy=given["temporal_strategy"], time_attr=given["time_attr"],
+            weight_attr=given["weight_attr"], is_sorted=given["is_sorted"],
+            share_memory=extra.get("num_workers", 0) > 0, directed=given["directed"])
+    pyg_loader.__init__(loader, **given, **extra)
 
 
 class NeighborLoader(_PyGNeighborLoader):
-    """PyG's ``torch_geometric.loader.NeighborLoader`` (same arguments and batches) on
+    """PyG's ``torch_geometric.loader.NeighborLoader`` (its arguments and batches) on
     graphloc's sampler; see the module docstring."""
 
-    def __init__(self, data, num_neighbors, input_nodes=None, input_time=None, replace=False,
-                 subgraph_type="directional", disjoint=False, temporal_strategy="uniform",
-                 time_attr=None, weight_attr=None, transform=None,
-                 transform_sampler_output=None, is_sorted=False, filter_per_worker=None,
-                 neighbor_sampler=None, directed=True, **kwargs):
-        if neighbor_sampler is None:
-            neighbor_sampler = _sampler_for(
-                data, num_neighbors, kwargs, replace=replace, subgraph_type=subgraph_type,
-                disjoint=disjoint, temporal_strategy=temporal_strategy, time_attr=time_attr,
-                weight_attr=weight_attr, is_sorted=is_sorted, directed=directed)
-        super().__init__(data, num_neighbors, input_nodes=input_nodes, input_time=input_time,
-                         replace=replace, time_attr=time_attr, weight_attr=weight_attr,
-                         subgraph_type=subgraph_type, disjoint=disjoint,
-                         temporal_strategy=temporal_strategy, transform=transform,
-                         transform_sampler_output=transform_sampler_output,
-                         is_sorted=is_sorted, filter_per_worker=filter_per_worker,
-                         neighbor_sampler=neighbor_sampler, directed=directed, **kwargs)
+    def __init__(self, data, num_neighbors, *args, **kwargs):
+        _init_on_graphloc(_PyGNeighborLoader, self, data, num_neighbors, args, kwargs)
 
 
 class LinkNeighborLoader(_PyGLinkNeighborLoader):
-    """PyG's ``torch_geometric.loader.LinkNeighborLoader`` (same arguments and batches) on
+    """PyG's ``torch_geometric.loader.LinkNeighborLoader`` (its arguments and batches) on
     graphloc's sampler; see the module docstring."""
 
-    def __init__(self, data, num_neighbors, edge_label_index=None, edge_label=None,
-                 edge_label_time=None, replace=False, subgraph_type="directional",
-                 disjoint=False, temporal_strategy="uniform", neg_sampling=None,
-                 neg_sampling_ratio=None, time_attr=None, weight_attr=None, transform=None,
-                 transform_sampler_output=None, is_sorted=False, filter_per_worker=None,
-                 neighbor_sampler=None, directed=True, **kwargs):
-        if neighbor_sampler is None:
-            neighbor_sampler = _sampler_for(
-                data, num_neighbors, kwargs, replace=replace, subgraph_type=subgraph_type,
-                disjoint=disjoint, temporal_strategy=temporal_strategy, time_attr=time_attr,
-                weight_attr=weight_attr, is_sorted=is_sorted, directed=directed)
-        super().__init__(data, num_neighbors, edge_label_index=edge_label_index,
-                         edge_label=edge_label, edge_label_time=edge_label_time,
-                         time_attr=time_attr, weight_attr=weight_attr, replace=replace,
-                         subgraph_type=subgraph_type,
-                         disjoint=disjoint, temporal_strategy=temporal_strategy,
-                         neg_sampling=neg_sampling, neg_sampling_ratio=neg_sampling_ratio,
-                         transform=transform, transform_sampler_output=transform_sampler_output,
-                         is_sorted=is_sorted, filter_per_worker=filter_per_worker,
-                         neighbor_sampler=neighbor_sampler, directed=directed, **kwargs)
+    def __init__(self, data, num_neighbors, *args, **kwargs):
+        _init_on_graphloc(_PyGLinkNeighborLoader, self, data, num_neighbors, args, kwargs)
