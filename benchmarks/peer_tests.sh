@@ -130,11 +130,12 @@ echo "== PyG's aggregation tests (basic, lcm, quantile, lstm, multi)"
 # BidirectionalNeighborSampler come from graphloc.loader, everything else from PyG. PyG marks
 # them to need pyg-lib or torch-sparse (and branches on which one it has); graphloc's sampler
 # does what both do, so the marks are dropped and the flags read True. Left out: the two
-# tests that call pyg-lib's and torch-sparse's raw ops to compare them with each other.
+# tests that call pyg-lib's and torch-sparse's raw ops to compare them with each other, and
+# two HGTLoader tests: one checks batches with torch-sparse's SparseTensor, one downloads Cora.
 mkdir -p "$work/pyg_loader/test/loader" "$work/pyg_loader/test/utils" \
   "$work/pyg_loader/test/sampler" "$work/pyg_loader/test/nn"
 for name in neighbor_loader link_neighbor_loader zip_loader prefetch imbalanced_sampler cache \
-    mixin; do
+    mixin hgt_loader; do
   cp "$pyg/test/loader/test_${name}.py" "$work/pyg_loader/test/loader/"
 done
 cp "$pyg/test/utils/test_trim_to_layer.py" "$work/pyg_loader/test/utils/"
@@ -146,7 +147,7 @@ import ast
 import re
 import sys
 
-ours = {"torch_geometric.loader": {"NeighborLoader", "LinkNeighborLoader"},
+ours = {"torch_geometric.loader": {"NeighborLoader", "LinkNeighborLoader", "HGTLoader"},
         "torch_geometric.sampler": {"NeighborSampler", "BidirectionalNeighborSampler"},
         "torch_geometric.sampler.neighbor_sampler": {"NeighborSampler",
                                                      "BidirectionalNeighborSampler"}}
@@ -175,13 +176,17 @@ for path in sys.argv[1:]:
     text = "\n".join(lines) + "\n"
     text = re.sub(r"^@onlyNeighborSampler\n", "", text, flags=re.M)
     text = re.sub(r"^@withPackage\('pyg_lib'(, 'torch_sparse')?\)\n", "", text, flags=re.M)
+    if path.endswith("test_hgt_loader.py"):  # marked for PyG's torch-sparse sampler
+        text = re.sub(r"^@withPackage\('torch_sparse'\)\n", "", text, flags=re.M)
     open(path, "w").write(text)
 PY
 echo "== PyG's loader and sampler tests (neighbor, link, zip, prefetch, imbalanced, cache, mixin,"
-echo "   trim_to_layer, sampler, basic_gnn)"
+echo "   hgt, trim_to_layer, sampler, basic_gnn)"
 (cd "$work/pyg_loader" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
   --deselect test/loader/test_neighbor_loader.py::test_pyg_lib_and_torch_sparse_homo_equality \
   --deselect test/loader/test_neighbor_loader.py::test_pyg_lib_and_torch_sparse_hetero_equality \
+  --deselect test/loader/test_hgt_loader.py::test_hgt_loader \
+  --deselect test/loader/test_hgt_loader.py::test_hgt_loader_on_cora \
   | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
 
 # A peer package's own tests against graphloc: PACKAGE's name points at graphloc's

@@ -4,7 +4,8 @@
 drop-in for ``torch_geometric.loader.NeighborLoader``, PyG data with PyG's arguments
 (batches are PyG's ``Data`` / ``HeteroData``; see ``graphloc.loader.pyg``).
 ``LinkNeighborLoader``, ``NeighborSampler`` and ``BidirectionalNeighborSampler`` are PyG's,
-on the same kernel.
+on the same kernel; ``HGTLoader`` and ``HGTSampler`` PyG's, without torch-sparse
+(``graphloc.loader.hgt``).
 """
 
 from __future__ import annotations
@@ -97,6 +98,9 @@ def __getattr__(name: str):
     if name in ("LinkNeighborLoader", "NeighborSampler", "BidirectionalNeighborSampler"):
         from graphloc.loader import pyg
         return getattr(pyg, name)
+    if name in ("HGTLoader", "HGTSampler"):
+        from graphloc.loader import hgt
+        return getattr(hgt, name)
     raise AttributeError(f"module 'graphloc.loader' has no attribute {name!r}")
 
 
