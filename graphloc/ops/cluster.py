@@ -66,9 +66,9 @@ def voxel_grid(pos: Tensor, size, batch: Tensor | None = None, start=None,
     coordinates), examples of ``batch`` in separate grids; ids as pyg-lib numbers them (the
     first dimension fastest, then the next, the example last).
 
-    A point outside ``[start, end]`` (pyg-lib gives it the id of another voxel) and a NaN
-    coordinate (pyg-lib's cast of NaN to an integer is undefined) raise ``ValueError``, as
-    does a size that is not finite and > 0.
+    A point outside ``[start, end]`` (pyg-lib gives it the id of another voxel) and a NaN or
+    infinite coordinate, start or end (pyg-lib's cast of those to an integer is undefined)
+    raise ``ValueError``, as does a size that is not finite and > 0. No points give no ids.
     """
     if not isinstance(pos, Tensor) or not pos.is_floating_point() or pos.dim() not in (1, 2):
         raise TypeError(f"pos must be a floating-point [N, D] (or [N]) tensor, got "
@@ -78,16 +78,25 @@ def voxel_grid(pos: Tensor, size, batch: Tensor | None = None, start=None,
     n, dim = pos.shape
     if batch is None:
         batch = torch.zeros(n, dtype=torch.long, device=pos.device)
-    elif not isinstance(batch, Tensor) or batch.shape != (n,) or batch.is_floating_point():
+    elif not isinstance(batch, Tensor) or batch.shape != (n,) or batch.is_floating_point() \
+            or batch.is_complex() or batch.dtype == torch.bool:
         raise ValueError(f"batch must be an integer tensor of shape [{n}], got "
-                         f"{getattr(batch, 'shape', type(batch).__name__)}")
-    if bool(pos.isnan().any()):
-        raise ValueError(f"pos holds NaN at row {int(pos.isnan().any(1).nonzero()[0])}")
+                         f"{getattr(batch, 'dtype', type(batch).__name__)} "
+                         f"{list(getattr(batch, 'shape', []))}")
+    if n == 0:
+        return torch.empty(0, dtype=torch.long, device=pos.device)
+    if not bool(pos.isfinite().all()):
+        row = int((~pos.isfinite()).any(1).nonzero()[0])
+        raise ValueError(f"pos holds {pos[row].tolist()} at row {row}: coordinates must be "
+                         f"finite")
     points = torch.cat([pos, batch.view(-1, 1).to(pos.dtype)], dim=-1)
     size = _per_dimension(size, dim, pos, "size")
     if not bool((torch.isfinite(size) & (size > 0)).all()):
         raise ValueError(f"size must be finite and > 0 in every dimension, got {size.tolist()}")
     size = torch.cat([size, size.new_ones(1)])
+    for name, bound in (("start", start), ("end", end)):
+        if bound is not None and not bool(_per_dimension(bound, dim, pos, name).isfinite().all()):
+            raise ValueError(f"{name} must be finite, got {bound!r}")
     low = points.min(0).values if start is None else torch.cat(
         [_per_dimension(start, dim, pos, "start"), points.new_zeros(1)])
     high = points.max(0).values if end is None else torch.cat(

@@ -230,6 +230,8 @@ def relational_neighbor_sample(csrs, relations, num_nodes, seeds, fanouts, *, re
             isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in num_nodes):
         raise ValueError(f"num_nodes must be a list of node counts >= 0, got {num_nodes!r}")
     T = len(num_nodes)
+    if T == 0 and not relations:  # nothing to sample (the kernel needs a tensor to dispatch)
+        return SampledRelations(*([] for _ in SampledRelations._fields))
     for r, rel in enumerate(relations):
         if not isinstance(rel, (tuple, list)) or len(rel) != 2 or not all(
                 isinstance(t, int) and 0 <= t < T for t in rel):

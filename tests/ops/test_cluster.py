@@ -164,8 +164,18 @@ def test_voxel_grid_refuses_what_pyg_lib_misplaces():
         voxel_grid(pos, 0.5, end=[1.0, 1.0])
     with pytest.raises(ValueError, match="pos\\[0\\] .* lies outside"):
         voxel_grid(pos, 0.5, start=0.1)
-    with pytest.raises(ValueError, match="pos holds NaN at row 2"):
-        voxel_grid(torch.tensor([[0.0], [1.0], [float("nan")]]), 0.5)
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        with pytest.raises(ValueError, match=f"pos holds \\[{bad}\\] at row 2: coordinates "
+                                             f"must be finite"):
+            voxel_grid(torch.tensor([[0.0], [1.0], [bad]]), 0.5)
+        with pytest.raises(ValueError, match="start must be finite"):
+            voxel_grid(pos, 0.5, start=bad)
+        with pytest.raises(ValueError, match="end must be finite"):
+            voxel_grid(pos, 0.5, end=[1.0, bad])
+    assert voxel_grid(torch.empty(0, 2), 0.5).shape == (0,)  # no points, no ids
+    with pytest.raises(ValueError, match="batch must be an integer tensor of shape \\[3\\], "
+                                         "got torch.float32"):
+        voxel_grid(pos, 0.5, batch=torch.zeros(3))
     for bad in (0.0, -1.0, float("inf")):
         with pytest.raises(ValueError, match="size must be finite and > 0"):
             voxel_grid(pos, bad)

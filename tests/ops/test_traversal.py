@@ -336,6 +336,7 @@ def test_relational_sample_bad_arguments_are_named():
     mixed = [csrs[0], (csrs[1][0].to(other), csrs[1][1].to(other)), csrs[2]]
     with pytest.raises(TypeError, match="share one index dtype"):
         call(mixed, relations, num_nodes, seeds, [[1]] * 3)
+    assert all(part == [] for part in call([], [], [], [], []))  # no types: nothing sampled
     # a CSR whose sources exceed the source type's nodes: the kernel (RuntimeError) or the
     # twin (ValueError) names it
     wide = Graph.bipartite(torch.tensor([[6], [0]]), (7, 7)).csr
