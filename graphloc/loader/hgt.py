@@ -46,6 +46,11 @@ class HGTSampler(_PyGHGTSampler):
         missing = [t for t in self.node_types if t not in num_samples]
         if missing:
             raise ValueError(f"num_samples has no entry for node type(s) {missing}")
+        for t, counts in num_samples.items():
+            if not isinstance(counts, (list, tuple)) or any(
+                    isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in counts):
+                raise ValueError(f"num_samples[{t!r}] must be a list of integers >= 0, got "
+                                 f"{counts!r}")
         self.num_samples = num_samples
         self.num_hops = max(len(v) for v in num_samples.values())
         self.num_nodes = {t: data[t].num_nodes for t in self.node_types}

@@ -103,3 +103,10 @@ def test_bad_input_is_named():
         HGTLoader(data, num_samples=[2], input_nodes="paper")
     with pytest.raises(ValueError, match="num_samples has no entry for node type"):
         HGTLoader(paper_author(), num_samples={"paper": [2]}, input_nodes="paper")
+    with pytest.raises(ValueError, match="num_samples\\['author'\\] must be a list of "
+                                         "integers >= 0, got \\[-1\\]"):
+        HGTLoader(paper_author(), num_samples={"paper": [2], "author": [-1]},
+                  input_nodes="paper")
+    empty = HGTLoader(paper_author(), num_samples=[2, 2], batch_size=4,
+                      input_nodes=("paper", torch.tensor([], dtype=torch.long)))
+    assert len(empty) == 0
