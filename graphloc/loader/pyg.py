@@ -109,7 +109,7 @@ class _TimeOrder:
     it), which keeps every comparison the sampler makes."""
 
     def __init__(self, times: list[Tensor]):
-        self.values = None
+        self.values, self.ranked = None, {}
         floating = [t for t in times if t.is_floating_point()]
         if floating:
             flat = torch.cat([t.double().flatten() for t in times])
@@ -118,7 +118,12 @@ class _TimeOrder:
             self.values = flat.unique()
 
     def of_graph(self, t: Tensor) -> Tensor:
-        return t.long() if self.values is None else torch.searchsorted(self.values, t.double())
+        """A graph's times as int64, converted once per tensor (not at every batch)."""
+        if id(t) not in self.ranked:  # the tensor is kept, so its id stays its own
+            ranks = t.long() if self.values is None else \
+                torch.searchsorted(self.values, t.double())
+            self.ranked[id(t)] = (t, ranks)
+        return self.ranked[id(t)][1]
 
     def of_seeds(self, t: Tensor) -> Tensor:
         if self.values is None:
