@@ -165,6 +165,20 @@ def first_repeated(ids: torch.Tensor) -> int | None:
     return int(repeated[0]) if repeated.numel() else None
 
 
+def sampling_weights(weight: torch.Tensor, name: str, position: str) -> torch.Tensor:
+    """``weight`` as float64 on the CPU, refused unless it holds real numbers that are finite
+    and >= 0 (the first bad one is named with its ``position``, e.g. "edge 3")."""
+    if weight.dtype == torch.bool or weight.is_complex():
+        raise TypeError(f"{name} must be real numbers, got {weight.dtype}")
+    weight = weight.detach().cpu().double()
+    bad = ~(torch.isfinite(weight) & (weight >= 0))
+    if bool(bad.any()):
+        e = int(bad.nonzero()[0])
+        raise ValueError(f"{name} must be finite and >= 0, got {weight[e].item()} at "
+                         f"{position} {e}")
+    return weight
+
+
 def pyg_keys(store) -> set[str]:
     """The attribute names of a PyG Data or storage (``keys`` is a method since PyG 2.4,
     an attribute before), or none for an object without them."""

@@ -200,15 +200,14 @@ inline void check_csr(const at::Tensor& indptr, const at::Tensor& indices) {
                     " (the graph kernels walk one node set: a bipartite graph is refused)");
 }
 
-// The data of an optional tensor with one entry per CSR position (null when absent), checked
-// to be 1-D with `entries` values of `dtype`; `keep` holds the contiguous copy read.
+// The data of an optional 1-D tensor (null when absent), checked to hold `entries` values of
+// `dtype`; `keep` holds the contiguous copy read.
 template <typename T>
 const T* optional_per_entry(const std::optional<at::Tensor>& t, int64_t entries,
-                            at::ScalarType dtype, const char* name, at::Tensor& keep) {
+                            at::ScalarType dtype, const std::string& name, at::Tensor& keep) {
   if (!t.has_value()) return nullptr;
   TORCH_CHECK(t->dim() == 1 && t->numel() == entries && t->scalar_type() == dtype, name,
-              " must be ", dtype, " with one entry per CSR position (", entries, "), got ",
-              t->scalar_type(), " ", t->sizes());
+              " must be ", dtype, " [", entries, "], got ", t->scalar_type(), " ", t->sizes());
   keep = t->contiguous();
   return keep.data_ptr<T>();
 }

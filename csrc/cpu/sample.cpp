@@ -298,14 +298,15 @@ void check_optional_list(at::TensorList list, int64_t count, const char* name) {
               " must be empty or hold one tensor each (", count, "), got ", list.size());
 }
 
-const void* optional_data(at::TensorList list, int64_t i, int64_t size, at::ScalarType dtype,
-                          const char* name, std::vector<at::Tensor>& keep) {
+// Entry i of an optional per-type or per-relation list (none for an empty list or an empty
+// tensor), checked and kept by optional_per_entry.
+template <typename T>
+const T* optional_data(at::TensorList list, int64_t i, int64_t size, at::ScalarType dtype,
+                       const char* name, std::vector<at::Tensor>& keep) {
   if (list.empty() || list[i].numel() == 0) return nullptr;
-  const auto& t = list[i];
-  TORCH_CHECK(t.dim() == 1 && t.numel() == size && t.scalar_type() == dtype, name, "[", i,
-              "] must be ", dtype, " [", size, "], got ", t.scalar_type(), " ", t.sizes());
-  keep.push_back(t.contiguous());
-  return keep.back().data_ptr();
+  keep.emplace_back();
+  return optional_per_entry<T>(list[i], size, dtype,
+                               std::string(name) + "[" + std::to_string(i) + "]", keep.back());
 }
 
 std::vector<at::Tensor> neighbor_sample_cpu(at::TensorList indptrs, at::TensorList indices,
@@ -343,11 +344,12 @@ std::vector<at::Tensor> neighbor_sample_cpu(at::TensorList indptrs, at::TensorLi
     TORCH_CHECK(!disjoint || num_nodes[t] == 0 || total_seeds <= INT64_MAX / num_nodes[t],
                 "too many trees for disjoint sampling of ", num_nodes[t], " nodes");
   std::vector<at::Tensor> keep;
+  at::Tensor seed_keep;
   const int64_t* seed_time = nullptr;
   if (seed_times.has_value() && seed_times->numel()) {
     TORCH_CHECK(disjoint, "temporal sampling needs disjoint trees (one seed time each)");
-    seed_time = static_cast<const int64_t*>(
-        optional_data(at::TensorList(*seed_times), 0, total_seeds, at::kLong, "seed_times", keep));
+    seed_time =
+        optional_per_entry<int64_t>(seed_times, total_seeds, at::kLong, "seed_times", seed_keep);
   }
   const auto dtype = R ? indptrs[0].scalar_type() : at::kLong;
   std::vector<at::Tensor> ip, ix, sc;
@@ -384,12 +386,10 @@ std::vector<at::Tensor> neighbor_sample_cpu(at::TensorList indptrs, at::TensorLi
           nnz,
           src_types[r],
           dst_types[r],
-          static_cast<const int64_t*>(optional_data(
-              node_times, src_types[r], num_nodes[src_types[r]], at::kLong, "node_times", keep)),
-          static_cast<const int64_t*>(
-              optional_data(edge_times, r, nnz, at::kLong, "edge_times", keep)),
-          static_cast<const double*>(
-              optional_data(edge_weights, r, nnz, at::kDouble, "edge_weights", keep))};
+          optional_data<int64_t>(node_times, src_types[r], num_nodes[src_types[r]], at::kLong,
+                                 "node_times", keep),
+          optional_data<int64_t>(edge_times, r, nnz, at::kLong, "edge_times", keep),
+          optional_data<double>(edge_weights, r, nnz, at::kDouble, "edge_weights", keep)};
       TORCH_CHECK(!(rel.source_time || rel.edge_time) || seed_time,
                   "temporal sampling needs seed_times (one per tree)");
       rels.push_back(rel);

@@ -28,6 +28,7 @@ from torch_geometric.sampler import HGTSampler as _PyGHGTSampler
 from torch_geometric.sampler.utils import to_hetero_csc
 
 from graphloc.loader.pyg import _check_edges
+from graphloc.ops.reference import csr_rows
 
 MAX_NEIGHBORS = 50  # torch-sparse's cap on the entries a large row adds to the budget
 
@@ -58,36 +59,32 @@ class HGTSampler(_PyGHGTSampler):
                                                is_sorted=is_sorted)
         self.csc = {k: (colptr[k].long(), row[k].long()) for k in self.edge_types}
 
-    def _in_edges(self, edge_type, nodes: Tensor) -> tuple[Tensor, Tensor]:
-        """Every CSC position of the in-edges of ``nodes`` and the index into ``nodes`` of
-        its destination."""
+    def _in_edges(self, edge_type, nodes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The in-edges of ``nodes``, their rows packed one after another: each entry's CSC
+        position and index into ``nodes``, and the packed rows' pointer."""
         colptr, _ = self.csc[edge_type]
-        start, degree = colptr[nodes], colptr[nodes + 1] - colptr[nodes]
-        owner = torch.repeat_interleave(torch.arange(nodes.numel()), degree)
-        first = torch.repeat_interleave(start - degree.cumsum(0) + degree, degree)
-        return first + torch.arange(owner.numel()), owner
+        degree = colptr[nodes + 1] - colptr[nodes]
+        offsets = torch.cat([degree.new_zeros(1), degree.cumsum(0)])
+        owner = csr_rows(offsets)
+        return colptr[nodes][owner] + torch.arange(owner.numel()) - offsets[owner], owner, offsets
 
     def _grow_budget(self, budget, seen, node_type, samples: Tensor) -> None:
         """Adds the in-neighbours of new ``samples`` (of ``node_type``) to the budgets."""
         for edge_type in self.edge_types:
             if edge_type[2] != node_type or samples.numel() == 0:
                 continue
-            colptr, row = self.csc[edge_type]
-            pos, owner = self._in_edges(edge_type, samples)
-            degree = (colptr[samples + 1] - colptr[samples])[owner]
+            pos, owner, offsets = self._in_edges(edge_type, samples)
+            degree = offsets.diff()[owner]
             large = degree > MAX_NEIGHBORS
             if bool(large.any()):  # MAX_NEIGHBORS of a large row, without replacement
                 # sorted by owner, a large row's entries in random order within it
                 key = owner.double() + torch.where(large, torch.rand(owner.numel(),
                                                                      dtype=torch.float64), 0.0)
-                order = torch.sort(key).indices
-                counts = torch.bincount(owner, minlength=samples.numel())
-                rank = torch.empty_like(order)
-                rank[order] = torch.arange(order.numel())
-                rank -= (counts.cumsum(0) - counts)[owner]
-                keep = ~large | (rank < MAX_NEIGHBORS)
+                rank = torch.empty_like(owner)
+                rank[torch.sort(key).indices] = torch.arange(owner.numel())
+                keep = ~large | (rank - offsets[owner] < MAX_NEIGHBORS)
                 pos, degree = pos[keep], degree[keep].clamp(max=MAX_NEIGHBORS)
-            source = row[pos]
+            source = self.csc[edge_type][1][pos]
             fresh = ~seen[edge_type[0]][source]
             budget[edge_type[0]].index_add_(0, source[fresh],
                                             1.0 / degree[fresh].to(torch.float64))
@@ -129,7 +126,7 @@ class HGTSampler(_PyGHGTSampler):
             src, dst = edge_type[0], edge_type[2]
             local = torch.full((self.num_nodes[src],), -1, dtype=torch.long)
             local[node[src]] = torch.arange(node[src].numel())
-            pos, owner = self._in_edges(edge_type, node[dst])
+            pos, owner, _ = self._in_edges(edge_type, node[dst])
             source = local[self.csc[edge_type][1][pos]]
             keep = source >= 0
             row[edge_type], col[edge_type], edge[edge_type] = source[keep], owner[keep], pos[keep]

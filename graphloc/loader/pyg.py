@@ -40,6 +40,7 @@ Differences from pyg-lib, by design:
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import warnings
 
@@ -68,24 +69,24 @@ def _check_edges(data) -> None:
     output for a destination id >= num_nodes and corrupts the heap, so this runs first."""
     if isinstance(data, HeteroData):
         for edge_type in data.edge_types:
-            store = data[edge_type]
-            if "edge_index" not in store:
-                continue
-            try:
-                check_edge_index(store.edge_index, data[edge_type[2]].num_nodes,
-                                 data[edge_type[0]].num_nodes)
-            except (TypeError, ValueError) as err:
-                raise type(err)(f"edge type {edge_type}: {err}") from None
+            if "edge_index" in data[edge_type]:
+                _check_typed_edges(edge_type, data[edge_type].edge_index,
+                                   (data[edge_type[0]].num_nodes, data[edge_type[2]].num_nodes))
     elif isinstance(data, Data) and "edge_index" in data:
         check_edge_index(data.edge_index, data.num_nodes)
     elif isinstance(data, tuple):  # (FeatureStore, GraphStore): its COO edges of known size
         for attr in data[1].get_all_edge_attrs():
             if attr.layout.value == "coo" and attr.size is not None:
-                try:
-                    check_edge_index(torch.stack(list(data[1].get_edge_index(attr))),
-                                     attr.size[1], attr.size[0])
-                except (TypeError, ValueError) as err:
-                    raise type(err)(f"edge type {attr.edge_type}: {err}") from None
+                _check_typed_edges(attr.edge_type,
+                                   torch.stack(list(data[1].get_edge_index(attr))), attr.size)
+
+
+def _check_typed_edges(edge_type, edge_index: Tensor, size) -> None:
+    """``check_edge_index`` for ``size = (sources, destinations)``, naming the edge type."""
+    try:
+        check_edge_index(edge_index, size[1], size[0])
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"edge type {edge_type}: {err}") from None
 
 
 @contextlib.contextmanager
@@ -238,9 +239,13 @@ class NeighborSampler(_PyGNeighborSampler):
             num_sampled_nodes=None if induced else _node_counts(out.hop_nodes[0]),
             num_sampled_edges=None if induced else _edge_counts(out.hop_edges[0]))
 
-    def _hetero_csrs(self, types: list, rels: list) -> tuple[list, list]:
-        """Per type its node count (at least the rows its relations' CSRs have: a graph
-        store may give no count), per relation its CSR over all of them."""
+    @functools.cached_property
+    def _hetero_layout(self) -> tuple[list, list, list, list]:
+        """Built once (the graph does not change between batches): the node types, the
+        relations' names, per type its node count (at least the rows its relations' CSRs
+        have: a graph store may give no count), per relation its CSR over all of them."""
+        types = list(self.node_types)
+        rels = [self.to_rel_type[k] for k in self.edge_types]
         index = {t: i for i, t in enumerate(types)}
         num_nodes = [int(self.num_nodes.get(t, 0) or 0) for t in types]
         for k, rel in zip(self.edge_types, rels, strict=True):
@@ -250,13 +255,12 @@ class NeighborSampler(_PyGNeighborSampler):
                 for k, rel in zip(self.edge_types, rels, strict=True)]
         if len({t.dtype for csr in csrs for t in csr}) > 1:  # int32 and int64 edge types
             csrs = [(indptr.long(), indices.long()) for indptr, indices in csrs]
-        return num_nodes, csrs
+        return types, rels, num_nodes, csrs
 
     def _sample_hetero(self, seed: dict, seed_time: dict) -> HeteroSamplerOutput:
-        types, edge_types = list(self.node_types), list(self.edge_types)
+        types, rels, num_nodes, csrs = self._hetero_layout
+        edge_types = list(self.edge_types)
         index = {t: i for i, t in enumerate(types)}
-        rels = [self.to_rel_type[k] for k in edge_types]
-        num_nodes, csrs = self._hetero_csrs(types, rels)
         fanouts = self.num_neighbors.get_mapped_values(edge_types)
         seeds = [seed.get(t, torch.empty(0, dtype=torch.long)) for t in types]
         node_time = [(self.node_time or {}).get(t) for t in types]

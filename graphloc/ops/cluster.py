@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_index, check_int
+from graphloc.checks import check_index, check_int, sampling_weights
 from graphloc.ops._library import HAS_EXTENSION, kernels
 
 
@@ -33,30 +33,19 @@ def graclus(edge_index: Tensor, weight: Tensor | None = None,
         num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0
     check_int(num_nodes, "num_nodes", 0)
     check_index(edge_index, num_nodes, "edge_index")
-    edge_index = edge_index.long().cpu()
-    key = edge_index[0] * max(num_nodes, 1) + edge_index[1]
-    perm = torch.sort(key, stable=True).indices  # PyG's sort_edge_index: by row, then col
-    row, col = edge_index[0, perm], edge_index[1, perm]
-    indptr = torch.zeros(num_nodes + 1, dtype=torch.long)
-    indptr[1:] = torch.bincount(row, minlength=num_nodes).cumsum(0)
+    row, col = edge_index.long().cpu()
+    # PyG's sort_edge_index (by row, then column) as two stable counting sorts
+    _, by_col = kernels.coo_to_csr(col, num_nodes)
+    indptr, by_row = kernels.coo_to_csr(row[by_col], num_nodes)
+    perm = by_col[by_row]
     if weight is not None:
-        weight = _checked_weight(weight, edge_index.size(1))[perm]
+        if not isinstance(weight, Tensor) or weight.dim() != 1 or weight.numel() != row.numel():
+            raise ValueError(f"weight must be a 1-D tensor with one entry per edge "
+                             f"({row.numel()}), got "
+                             f"{getattr(weight, 'shape', type(weight).__name__)}")
+        weight = sampling_weights(weight, "weight", "edge")[perm]
     order = torch.randperm(num_nodes, dtype=torch.long)
-    return kernels.graclus(indptr, col, order, weight)
-
-
-def _checked_weight(weight, num_edges: int) -> Tensor:
-    if not isinstance(weight, Tensor) or weight.dim() != 1 or weight.numel() != num_edges:
-        raise ValueError(f"weight must be a 1-D tensor with one entry per edge ({num_edges}), "
-                         f"got {getattr(weight, 'shape', type(weight).__name__)}")
-    if weight.dtype == torch.bool or weight.is_complex():
-        raise TypeError(f"weight must be real numbers, got {weight.dtype}")
-    weight = weight.detach().cpu().double()
-    bad = ~(torch.isfinite(weight) & (weight >= 0))
-    if bool(bad.any()):
-        e = int(bad.nonzero()[0])
-        raise ValueError(f"weight must be finite and >= 0, got {weight[e].item()} at edge {e}")
-    return weight
+    return kernels.graclus(indptr, col[perm], order, weight)
 
 
 def voxel_grid(pos: Tensor, size, batch: Tensor | None = None, start=None,

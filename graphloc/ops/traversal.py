@@ -14,7 +14,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_fits_in_memory, check_int, first_repeated
+from graphloc.checks import check_fits_in_memory, check_int, first_repeated, sampling_weights
 from graphloc.ops._library import HAS_EXTENSION, kernels
 from graphloc.ops.reference import local_eccentricity as _eccentricity_twin
 
@@ -163,8 +163,9 @@ def _checked_per_part(tensors, sizes: list[int], name: str, kind: str) -> list[T
     if tensors is None:
         return []
     if not isinstance(tensors, (list, tuple)) or len(tensors) != len(sizes):
+        count = len(tensors) if isinstance(tensors, (list, tuple)) else None
         raise ValueError(f"{name} must hold one entry per {kind} ({len(sizes)}), got "
-                         f"{tensors!r}")
+                         f"{type(tensors).__name__}" + ("" if count is None else f" of {count}"))
     out = []
     for i, (t, size) in enumerate(zip(tensors, sizes, strict=True)):
         if t is None:
@@ -188,17 +189,8 @@ def _checked_times(times, sizes: list[int], name: str, kind: str) -> list[Tensor
 
 def _checked_weights(weights, sizes: list[int]) -> list[Tensor]:
     out = _checked_per_part(weights, sizes, "edge_weights", "relation")
-    for i, w in enumerate(out):
-        if w.numel() == 0:
-            continue
-        if w.dtype == torch.bool or w.is_complex():
-            raise TypeError(f"edge_weights[{i}] must be real numbers, got {w.dtype}")
-        bad = ~(torch.isfinite(w) & (w >= 0))
-        if bool(bad.any()):
-            e = int(bad.nonzero()[0])
-            raise ValueError(f"edge_weights[{i}] must be finite and >= 0, got {w[e].item()} "
-                             f"at CSR position {e}")
-    return [w.double() for w in out]
+    return [sampling_weights(w, f"edge_weights[{i}]", "CSR position") if w.numel() else w
+            for i, w in enumerate(out)]
 
 
 def relational_neighbor_sample(csrs, relations, num_nodes, seeds, fanouts, *, replace=False,
@@ -300,10 +292,7 @@ def random_walk(graph, start: Tensor, walk_length: int, p: float = 1.0, q: float
     graph._require_one_node_set("random_walk")
     check_int(walk_length, "walk_length", 0)
     check_int(seed, "seed", 0)
-    for name, value in (("p", p), ("q", q)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not math.isfinite(value) or value <= 0:
-            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    check_walk_bias(p, q)
     start = _checked_seeds(start, graph.num_nodes)
     csc = graph.csc
     ids = graph.cached("csc_edge_ids", lambda: _csc_edge_ids(graph)) if return_edges else None
@@ -312,6 +301,14 @@ def random_walk(graph, start: Tensor, walk_length: int, p: float = 1.0, q: float
     nodes, edges = kernels.random_walk(csc.indptr.cpu(), csc.indices.cpu(), start,
                                        walk_length, float(p), float(q), seed, ids, True)
     return RandomWalks(nodes, edges if return_edges else None)
+
+
+def check_walk_bias(p, q) -> None:
+    """node2vec's return (``p``) and in-out (``q``) parameters: finite numbers > 0."""
+    for name, value in (("p", p), ("q", q)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
 
 
 def _csc_edge_ids(graph) -> Tensor:

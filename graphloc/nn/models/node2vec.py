@@ -10,6 +10,7 @@ from torch.utils.data import DataLoader
 
 from graphloc import ops
 from graphloc.graph import Graph
+from graphloc.ops.traversal import check_walk_bias
 
 
 class Node2Vec(torch.nn.Module):
@@ -44,8 +45,8 @@ class Node2Vec(torch.nn.Module):
         self.walk_length = walk_length - 1
         self.context_size = context_size
         self.walks_per_node = walks_per_node
+        check_walk_bias(p, q)
         self.p, self.q = p, q
-        ops.random_walk(self.graph, torch.zeros(0, dtype=torch.long), 0, p, q)  # checks p, q
         self.num_negative_samples = num_negative_samples
         self.embedding = torch.nn.Embedding(self.num_nodes, embedding_dim, sparse=sparse)
         self.reset_parameters()
