@@ -188,6 +188,14 @@ TORCH_LIBRARY(graphloc, m) {
   // out-neighbour, or with weight (float64 per CSR position, >= 0) the heaviest (ties to the
   // later entry); both take the smaller id as cluster; self-loops never pair. int64 [N]. CPU.
   m.def("graclus(Tensor indptr, Tensor indices, Tensor order, Tensor? weight) -> Tensor");
+  // METIS's multilevel partitioning of a symmetric CSR without self-loops into num_parts
+  // parts: heavy-edge coarsening, grown recursive bisection of the coarsest graph, greedy
+  // boundary refinement under each part's limit (its share plus `tolerance` per mille);
+  // `recursive`: recursive multilevel bisection. Weights int64 >= 0 (node_weight [N],
+  // edge_weight per CSR position; absent: 1). int64 [N] part ids, deterministic per seed. CPU.
+  m.def(
+      "partition(Tensor indptr, Tensor indices, Tensor? node_weight, Tensor? edge_weight, "
+      "int num_parts, bool recursive, int tolerance, int seed) -> Tensor");
   // Per node v, K tokens: v, then K - 1 draws without replacement from the list of its
   // distinct in-neighbours followed by the distinct nodes two in-steps away (v included
   // when reached), as LargeGT's official code; shorter lists repeat in list order, empty

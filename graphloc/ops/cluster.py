@@ -1,14 +1,17 @@
-"""Clusterings PyG's pooling layers take: ``graclus`` (greedy matching) and ``voxel_grid``
-(a regular grid), with PyG's signatures and cluster ids, without pyg-lib (which PyG 2.8 needs
-for both: ``graclus``, ``voxel_grid``, ``max_pool``'s graclus recipes and the
-``GridSampling`` transform raise ``ImportError`` without it)."""
+"""Clusterings PyG takes from pyg-lib or torch-sparse, without either: ``graclus`` (greedy
+matching) and ``voxel_grid`` (a regular grid), with PyG's signatures and cluster ids (PyG 2.8
+needs pyg-lib for both: ``graclus``, ``voxel_grid``, ``max_pool``'s graclus recipes and the
+``GridSampling`` transform raise ``ImportError`` without it), and ``partition``, METIS's
+multilevel partitioning, which ``ClusterData`` (Cluster-GCN) needs."""
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_index, check_int, sampling_weights
+from graphloc.checks import check_flags, check_index, check_int, sampling_weights, whole_numbers
 from graphloc.ops._library import HAS_EXTENSION, kernels
 
 
@@ -101,6 +104,85 @@ def voxel_grid(pos: Tensor, size, batch: Tensor | None = None, start=None,
     return (cells * strides).sum(1)
 
 
+def partition(edge_index: Tensor, num_parts: int, num_nodes: int | None = None,
+              node_weight: Tensor | None = None, edge_weight: Tensor | None = None,
+              recursive: bool = False, imbalance: float = 0.03, seed: int = 0) -> Tensor:
+    """Each node's part (int64 [N], ids ``0..num_parts-1``) in a partition that cuts little
+    edge weight and keeps every part near ``1 / num_parts`` of the node weight: METIS's
+    multilevel scheme (Karypis and Kumar 1998) in graphloc's kernel, as PyG's
+    ``ClusterData`` takes it from pyg-lib or torch-sparse.
+
+    The graph is taken as undirected: an edge ``u -> v`` of weight ``w`` (``edge_weight``,
+    default 1) joins u and v with weight w, both directions of a pair add up, self-loops are
+    dropped (METIS needs a symmetric graph and gives undefined parts on another). Weights
+    are whole numbers >= 0 (``node_weight`` [N], default 1), as METIS's: a fractional
+    weight is refused rather than rounded.
+
+    Balance: no part outweighs ``(1 + imbalance)`` times its share of the total node weight
+    (rounded down, never below the share rounded up) where node weights allow it; with unit
+    weights it always holds. A part never loses its last node to refinement, so with at
+    least ``num_parts`` nodes of unit weight no part is empty. ``recursive``: recursive
+    multilevel bisection instead of multilevel k-way (METIS's ``PartGraphRecursive``),
+    under the same final limit. Deterministic for a ``seed`` (METIS's own parts are not
+    reproduced: its coarsening and refinement differ in detail). CPU; a CUDA
+    ``edge_index`` is partitioned on the CPU and the parts returned on its device.
+    """
+    if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(f"edge_index must be a [2, E] tensor, got "
+                         f"{getattr(edge_index, 'shape', type(edge_index).__name__)}")
+    if num_nodes is None:
+        num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0
+    check_int(num_nodes, "num_nodes", 0)
+    check_int(num_parts, "num_parts", 1)
+    check_int(seed, "seed", 0)
+    check_flags("partition", recursive=recursive)
+    if isinstance(imbalance, bool) or not isinstance(imbalance, (int, float)) \
+            or not (math.isfinite(imbalance) and 0 <= imbalance <= 1000):
+        raise ValueError(f"imbalance must be a number in [0, 1000], got {imbalance!r}")
+    check_index(edge_index, num_nodes, "edge_index")
+    node_weight = _whole_weights(node_weight, num_nodes, "node_weight", "node")
+    edge_weight = _whole_weights(edge_weight, edge_index.size(1), "edge_weight", "edge")
+    indptr, indices, weight = _undirected_csr(edge_index.long().cpu(), edge_weight, num_nodes)
+    parts = kernels.partition(indptr, indices, node_weight, weight, num_parts, bool(recursive),
+                              round(imbalance * 1000), seed)
+    return parts.to(edge_index.device)
+
+
+def _whole_weights(weight: Tensor | None, count: int, name: str, position: str):
+    """``weight`` as int64 on the CPU: one whole number >= 0 per ``position``."""
+    if weight is None:
+        return None
+    if not isinstance(weight, Tensor) or weight.shape != (count,):
+        raise ValueError(f"{name} must be a 1-D tensor with one entry per {position} "
+                         f"({count}), got {getattr(weight, 'shape', type(weight).__name__)}")
+    weight = sampling_weights(weight, name, position)  # finite and >= 0
+    if bool((weight != weight.round()).any()):
+        at = int((weight != weight.round()).nonzero()[0])
+        raise ValueError(f"{name} must hold whole numbers (METIS's integer weights; scale "
+                         f"and round fractional ones), got {weight[at].item()} at {position} "
+                         f"{at}")
+    if float(weight.sum()) >= 2.0**52:
+        raise ValueError(f"{name} sums to {float(weight.sum()):.4g}, past 2^52: too large to "
+                         f"weigh parts exactly")
+    return whole_numbers(weight, name)
+
+
+def _undirected_csr(edge_index: Tensor, weight: Tensor | None, num_nodes: int):
+    """The symmetric CSR without self-loops (rows and columns increasing) of ``edge_index``,
+    each pair's weight the sum over its edges in either direction (1 each without
+    ``weight``)."""
+    row, col = edge_index
+    keep = row != col
+    weight = torch.ones(row.numel(), dtype=torch.long) if weight is None else weight
+    row, col, weight = row[keep], col[keep], weight[keep]
+    keys = torch.cat([row * num_nodes + col, col * num_nodes + row])
+    pairs, slot = torch.unique(keys, return_inverse=True)
+    summed = torch.zeros(pairs.numel(), dtype=torch.long).index_add_(0, slot,
+                                                                      weight.repeat(2))
+    indptr, _ = kernels.coo_to_csr(pairs.div(num_nodes, rounding_mode="floor"), num_nodes)
+    return indptr, pairs.remainder(num_nodes), summed
+
+
 def _per_dimension(value, dim: int, pos: Tensor, name: str) -> Tensor:
     """A number, a list or a tensor as one value per dimension, in ``pos``'s dtype."""
     out = value if isinstance(value, Tensor) else torch.tensor(value)
@@ -113,6 +195,11 @@ def _per_dimension(value, dim: int, pos: Tensor, name: str) -> Tensor:
     return out
 
 
+def _partition_fake(indptr, indices, node_weight, edge_weight, num_parts, recursive, tolerance,
+                    seed):
+    return indptr.new_empty(indptr.shape[0] - 1, dtype=torch.long)
+
+
 def _graclus_fake(indptr, indices, order, weight):
     torch._check(order.dim() == 1 and order.dtype == torch.int64,
                  lambda: f"order must be int64 [N], got {order.dtype} {list(order.shape)}")
@@ -121,3 +208,4 @@ def _graclus_fake(indptr, indices, order, weight):
 
 if HAS_EXTENSION:
     torch.library.register_fake("graphloc::graclus")(_graclus_fake)
+    torch.library.register_fake("graphloc::partition")(_partition_fake)

@@ -1051,3 +1051,323 @@ def graclus(indptr, indices, order, weight=None):
                 best, best_weight = v, w[e]
         out[u] = out[best] = min(u, best)
     return torch.tensor(out, dtype=torch.long)
+
+
+class _WeightedGraph:
+    """The partitioning kernel's graph: CSR lists with node and edge weights."""
+
+    def __init__(self, xadj, adj, ewgt, vwgt):
+        self.xadj, self.adj, self.ewgt, self.vwgt = xadj, adj, ewgt, vwgt
+
+    def size(self) -> int:
+        return len(self.vwgt)
+
+    def row(self, u: int) -> range:
+        return range(self.xadj[u], self.xadj[u + 1])
+
+
+_REFINE_PASSES, _GROW_TRIES, _FM_PASSES = 10, 4, 8
+
+
+def _random_order(n: int, rng: _Stream) -> list[int]:
+    order = list(range(n))
+    for i in range(n - 1, 0, -1):
+        j = rng.below(i + 1)
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
+def _part_limits(total: int, shares: list[int], tolerance: int) -> list[int]:
+    whole = sum(shares)
+    return [max(-(-total * s // whole), total * s * (1000 + tolerance) // (1000 * whole))
+            for s in shares]
+
+
+def _match_nodes(g: _WeightedGraph, max_weight: int, order: list[int]) -> list[int]:
+    mate = [-1] * g.size()
+    for u in order:
+        if mate[u] >= 0:
+            continue
+        best, best_weight = -1, -1
+        for e in g.row(u):
+            v = g.adj[e]
+            if v != u and mate[v] < 0 and g.vwgt[u] + g.vwgt[v] <= max_weight \
+                    and g.ewgt[e] > best_weight:
+                best, best_weight = v, g.ewgt[e]
+        if best >= 0:
+            mate[u], mate[best] = best, u
+    for h in order:
+        pending = -1
+        for e in g.row(h):
+            v = g.adj[e]
+            if v == h or v == pending or mate[v] >= 0:
+                continue
+            if pending < 0:
+                pending = v
+            elif g.vwgt[pending] + g.vwgt[v] <= max_weight:
+                mate[pending], mate[v], pending = v, pending, -1
+    return [u if m < 0 else m for u, m in enumerate(mate)]
+
+
+def _contract(g: _WeightedGraph, mate: list[int]) -> tuple[_WeightedGraph, list[int]]:
+    coarse_of, pairs = [-1] * g.size(), []
+    for u, m in enumerate(mate):
+        if m >= u:
+            coarse_of[u] = coarse_of[m] = len(pairs)
+            pairs.append((u,) if m == u else (u, m))
+    xadj, adj, ewgt, vwgt = [0], [], [], []
+    for c, members in enumerate(pairs):
+        where = {}
+        vwgt.append(sum(g.vwgt[u] for u in members))
+        for u in members:
+            for e in g.row(u):
+                d = coarse_of[g.adj[e]]
+                if d == c:
+                    continue
+                if d in where:
+                    ewgt[where[d]] += g.ewgt[e]
+                else:
+                    where[d] = len(adj)
+                    adj.append(d)
+                    ewgt.append(g.ewgt[e])
+        xadj.append(len(adj))
+    return _WeightedGraph(xadj, adj, ewgt, vwgt), coarse_of
+
+
+def _refine(g: _WeightedGraph, part: list[int], limits: list[int], rng: _Stream) -> None:
+    """The kernel's Refiner: greedy passes over boundary nodes, then, while a part is over
+    its limit, one shedding pass and the greedy passes again."""
+    k = len(limits)
+    weight, count = [0] * k, [0] * k
+    for u in range(g.size()):
+        weight[part[u]] += g.vwgt[u]
+        count[part[u]] += 1
+
+    def visit(u: int, shed: bool) -> bool:
+        a = part[u]
+        over = weight[a] > limits[a]
+        if (shed and not over) or count[a] == 1:
+            return False
+        conn = {}
+        for e in g.row(u):
+            p = part[g.adj[e]]
+            conn[p] = conn.get(p, 0) + g.ewgt[e]
+        inside, best, best_gain = conn.get(a, 0), -1, 0
+        for p, c in conn.items():
+            if p == a or weight[p] + g.vwgt[u] > limits[p]:
+                continue
+            gain = c - inside
+            if best < 0 or gain > best_gain or (gain == best_gain and weight[p] < weight[best]):
+                best, best_gain = p, gain
+        if best < 0 and shed:
+            best, best_gain = min(range(k), key=lambda p: (weight[p], p)), -inside
+            if best == a or weight[best] + g.vwgt[u] > limits[best]:
+                best = -1
+        if best < 0:
+            return False
+        evens = best_gain == 0 and weight[best] + g.vwgt[u] < weight[a]
+        if not (best_gain > 0 or evens or over):
+            return False
+        weight[a] -= g.vwgt[u]
+        count[a] -= 1
+        weight[best] += g.vwgt[u]
+        count[best] += 1
+        part[u] = best
+        return True
+
+    def greedy_passes():
+        for _ in range(_REFINE_PASSES):
+            if sum(visit(u, False) for u in _random_order(g.size(), rng)) == 0:
+                break
+
+    greedy_passes()
+    if any(w > lim for w, lim in zip(weight, limits, strict=True)):
+        for u in _random_order(g.size(), rng):
+            visit(u, True)
+        greedy_passes()
+
+
+def _fm_bisection(g: _WeightedGraph, side: list[int], limits: list[int], target: int) -> None:
+    """The kernel's Fiduccia-Mattheyses passes (from the side further above its target,
+    largest gain first, ties to the smaller id; back to the best state seen)."""
+    n = g.size()
+    patience = min(max(n // 100, 15), 100)
+    weight = [0, 0]
+    for u in range(n):
+        weight[side[u]] += g.vwgt[u]
+    targets = [target, sum(weight) - target]
+
+    def excess():
+        return max(0, weight[0] - limits[0]) + max(0, weight[1] - limits[1])
+
+    for _ in range(_FM_PASSES):
+        gain, locked, moves, heaps, cut = [0] * n, [False] * n, [], ([], []), 0
+        for u in range(n):
+            crossing = [(e, side[g.adj[e]] != side[u]) for e in g.row(u)]
+            gain[u] = sum(g.ewgt[e] if c else -g.ewgt[e] for e, c in crossing)
+            cut += sum(g.ewgt[e] for e, c in crossing if c)
+            if any(c for _, c in crossing):
+                heapq.heappush(heaps[side[u]], (-gain[u], u))
+        best, best_moves, cut = (excess(), cut // 2), 0, cut // 2
+        while len(moves) - best_moves < patience:
+            a = 0 if weight[0] - targets[0] > weight[1] - targets[1] else 1
+            b, heap = 1 - a, heaps[a]
+            while heap and (locked[heap[0][1]] or -heap[0][0] != gain[heap[0][1]]):
+                heapq.heappop(heap)
+            if not heap:
+                break
+            u = heapq.heappop(heap)[1]
+            locked[u] = True
+            side[u] = b
+            weight[a] -= g.vwgt[u]
+            weight[b] += g.vwgt[u]
+            cut -= gain[u]
+            moves.append(u)
+            for e in g.row(u):
+                v = g.adj[e]
+                gain[v] += -2 * g.ewgt[e] if side[v] == b else 2 * g.ewgt[e]
+                if not locked[v]:
+                    heapq.heappush(heaps[side[v]], (-gain[v], v))
+            if (excess(), cut) < best:
+                best, best_moves = (excess(), cut), len(moves)
+        for u in reversed(moves[best_moves:]):
+            weight[side[u]] -= g.vwgt[u]
+            side[u] = 1 - side[u]
+            weight[side[u]] += g.vwgt[u]
+        if best_moves == 0:
+            break
+
+
+def _improve(g, part, shares, tolerance, rng):
+    total = sum(g.vwgt)
+    limits = _part_limits(total, shares, tolerance)
+    if len(shares) == 2:
+        _fm_bisection(g, part, limits, total * shares[0] // sum(shares))
+    _refine(g, part, limits, rng)
+
+
+def _grow_side(g: _WeightedGraph, target: int, rng: _Stream) -> list[int]:
+    n = g.size()
+    side, queued, queue = [1] * n, [False] * n, []
+    start, head, weight = rng.below(n), 0, 0
+    while weight < target:
+        if head == len(queue):
+            while queued[start]:
+                start = (start + 1) % n
+            queued[start] = True
+            queue.append(start)
+        u = queue[head]
+        head += 1
+        side[u] = 0
+        weight += g.vwgt[u]
+        for e in g.row(u):
+            if not queued[g.adj[e]]:
+                queued[g.adj[e]] = True
+                queue.append(g.adj[e])
+    return side
+
+
+def _weighed_split(g: _WeightedGraph, part: list[int], limits: list[int]) -> tuple[int, int]:
+    """(weight over the limits, cut weight) of a split."""
+    weight = [0] * len(limits)
+    for u in range(g.size()):
+        weight[part[u]] += g.vwgt[u]
+    cut = sum(g.ewgt[e] for u in range(g.size()) for e in g.row(u) if part[g.adj[e]] != part[u])
+    return sum(max(0, w - lim) for w, lim in zip(weight, limits, strict=True)), cut
+
+
+def _grown_bisection(g, shares, tolerance, rng):
+    total = sum(g.vwgt)
+    limits = _part_limits(total, shares, tolerance)
+    target = total * shares[0] // (shares[0] + shares[1])
+    best, best_score = None, None
+    for _ in range(_GROW_TRIES):
+        side = _grow_side(g, target, rng)
+        _improve(g, side, shares, tolerance, rng)
+        score = _weighed_split(g, side, limits)
+        if best is None or score < best_score:
+            best, best_score = side, score
+    return best
+
+
+def _side_subgraph(g: _WeightedGraph, side: list[int], s: int):
+    nodes = [u for u in range(g.size()) if side[u] == s]
+    local = {u: i for i, u in enumerate(nodes)}
+    xadj, adj, ewgt = [0], [], []
+    for u in nodes:
+        for e in g.row(u):
+            if g.adj[e] in local:
+                adj.append(local[g.adj[e]])
+                ewgt.append(g.ewgt[e])
+        xadj.append(len(adj))
+    return _WeightedGraph(xadj, adj, ewgt, [g.vwgt[u] for u in nodes]), nodes
+
+
+def _bisect_recursively(g, shares, first, tolerance, rng, bisect, out):
+    k = len(shares)
+    if k == 1 or g.size() == 0:
+        out[:] = [first] * len(out)
+        return
+    half = k // 2
+    side = bisect(g, [sum(shares[:half]), sum(shares[half:])], tolerance, rng)
+    for s, sub_shares, sub_first in ((0, shares[:half], first), (1, shares[half:], first + half)):
+        sub, nodes = _side_subgraph(g, side, s)
+        sub_part = [0] * len(nodes)
+        _bisect_recursively(sub, sub_shares, sub_first, tolerance, rng, bisect, sub_part)
+        for u, p in zip(nodes, sub_part, strict=True):
+            out[u] = p
+
+
+def _multilevel(g, shares, tolerance, rng):
+    k, total = len(shares), sum(g.vwgt)
+    coarsest = 60 if k == 2 else max(30 * k, g.size() // (20 * (k.bit_length() - 1)))
+    split = _grown_bisection if k == 2 else _multilevel
+    levels, maps, current = [g], [], g
+    while current.size() > coarsest:
+        max_weight = max(1, 3 * (total // (2 * coarsest)))
+        mate = _match_nodes(current, max_weight, _random_order(current.size(), rng))
+        coarse, coarse_of = _contract(current, mate)
+        if 20 * coarse.size() > 19 * current.size():
+            break
+        levels.append(coarse)
+        maps.append(coarse_of)
+        current = coarse
+    part = [0] * current.size()
+    _bisect_recursively(current, shares, 0, tolerance, rng, split, part)
+    _improve(current, part, shares, tolerance, rng)
+    for level in range(len(maps) - 1, -1, -1):
+        part = [part[c] for c in maps[level]]
+        _improve(levels[level], part, shares, tolerance, rng)
+    return part
+
+
+def partition(indptr, indices, node_weight, edge_weight, num_parts, recursive, tolerance,
+              seed):
+    """METIS's multilevel partitioning, step for step as the kernel (csrc/cpu/partition.cpp):
+    the same matching, contraction, grown bisections and refinement, drawing from one
+    SplitMix64 stream in the same order."""
+    n = indptr.numel() - 1
+    if num_parts < 1:
+        raise ValueError(f"num_parts must be >= 1, got {num_parts}")
+    if not 0 <= tolerance <= 1_000_000:
+        raise ValueError(f"tolerance (per mille) must be in [0, 1000000], got {tolerance}")
+    if indices.numel() and not 0 <= int(indices.min()) <= int(indices.max()) < n:
+        raise ValueError(f"indices must be node ids in [0, {n})")
+    weights = []
+    for name, w, count in (("node_weight", node_weight, n), ("edge_weight", edge_weight,
+                                                             indices.numel())):
+        values = [1] * count if w is None else w.tolist()
+        if any(v < 0 for v in values):
+            raise ValueError(f"{name} must be >= 0")
+        weights.append(values)
+    g = _WeightedGraph(indptr.tolist(), indices.tolist(), weights[1], weights[0])
+    rng, shares = _Stream(_mix(seed & _U64)), [1] * num_parts
+    if num_parts == 1:
+        part = [0] * n
+    elif not recursive:
+        part = _multilevel(g, shares, tolerance, rng)
+    else:
+        part = [0] * n
+        _bisect_recursively(g, shares, 0, tolerance, rng, _multilevel, part)
+        _improve(g, part, shares, tolerance, rng)
+    return torch.tensor(part, dtype=torch.long)

@@ -66,6 +66,7 @@ CHILD = textwrap.dedent("""
                 None, [], False),
             "hop2_sample": lambda: k.hop2_sample(ptr, idx, 3, 0),
             "graclus": lambda: k.graclus(ptr, idx, L(0, 1, 2), None),
+            "partition": lambda: k.partition(ptr, idx, None, None, 2, False, 30, 0),
             "random_walk": lambda: k.random_walk(ptr, idx, L(0, 1, 2), 3, 0.5, 2.0, 0, None,
                                                  False),
         }

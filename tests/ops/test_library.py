@@ -125,6 +125,9 @@ def _samples():
     yield kernels.graclus, (csr.indptr, csr.indices, torch.randperm(N), None)
     yield kernels.graclus, (csr.indptr, csr.indices, torch.randperm(N),
                             torch.rand(csr.indices.numel(), dtype=torch.float64))
+    yield kernels.partition, (csr.indptr, csr.indices, None, None, 3, False, 30, 1)
+    yield kernels.partition, (csr.indptr, csr.indices, torch.ones(N, dtype=torch.long),
+                              torch.ones(csr.indices.numel(), dtype=torch.long), 2, True, 0, 2)
     yield kernels.random_walk, (csr.indptr, csr.indices, seeds, 4, 0.5, 2.0, 3, None, False)
     yield kernels.random_walk, (csr.indptr, csr.indices, seeds, 4, 1.0, 1.0, 3,
                                 torch.arange(csr.indices.numel()), True)
