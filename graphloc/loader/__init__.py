@@ -101,6 +101,9 @@ def __getattr__(name: str):
     if name in ("HGTLoader", "HGTSampler"):
         from graphloc.loader import hgt
         return getattr(hgt, name)
+    if name in ("ClusterData", "ClusterLoader"):
+        from graphloc.loader import cluster
+        return getattr(cluster, name)
     raise AttributeError(f"module 'graphloc.loader' has no attribute {name!r}")
 
 
