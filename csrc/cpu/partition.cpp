@@ -59,9 +59,19 @@ int64_t share_of(int64_t total, const Ids& shares, size_t p) {
   return static_cast<int64_t>(static_cast<__int128>(total) * shares[p] / sum);
 }
 
-// Pairs each node (in a random order) with its unmatched neighbour of heaviest edge, then
-// pairs unmatched neighbours of one node; a pair weighs at most `max_weight`. Returns each
-// node's partner (itself when single).
+// The nodes in a random order, then stably by increasing degree: low-degree nodes, which
+// have few partners to choose from, match first (METIS's sorted heavy-edge matching).
+Ids by_degree(const WeightedGraph& g, Stream& rng) {
+  Ids order = random_order(g.size(), rng);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return g.xadj[a + 1] - g.xadj[a] < g.xadj[b + 1] - g.xadj[b];
+  });
+  return order;
+}
+
+// Pairs each node (in the given order) with its unmatched neighbour of heaviest edge, then
+// pairs unmatched neighbours of one node when many are left; a pair weighs at most `max_weight`.
+// Returns each node's partner (itself when single).
 Ids match_nodes(const WeightedGraph& g, int64_t max_weight, const Ids& order) {
   const int64_t n = g.size();
   Ids mate(n, -1);
@@ -75,7 +85,10 @@ Ids match_nodes(const WeightedGraph& g, int64_t max_weight, const Ids& order) {
     }
     if (best >= 0) mate[u] = best, mate[best] = u;
   }
-  for (int64_t h : order) {  // leaves of one hub, which heavy-edge matching leaves single
+  // leaves of one hub, which heavy-edge matching leaves single (as METIS, only when over
+  // a tenth of the nodes are: pairs of non-neighbours make looser coarse nodes)
+  const int64_t single = std::count(mate.begin(), mate.end(), int64_t{-1});
+  for (int64_t h : 10 * single > n ? order : Ids{}) {
     int64_t pending = -1;
     for (int64_t e = g.xadj[h]; e < g.xadj[h + 1]; ++e) {
       const int64_t v = g.adj[e];
@@ -143,8 +156,13 @@ class Refiner {
         rng_(rng),
         weight_(limits.size(), 0),
         conn_(limits.size(), 0),
-        count_(limits.size(), 0) {
-    for (int64_t u = 0; u < g.size(); ++u) weight_[part[u]] += g.vwgt[u], ++count_[part[u]];
+        count_(limits.size(), 0),
+        outside_(g.size(), 0),
+        listed_(limits.size(), 0) {
+    for (int64_t u = 0; u < g.size(); ++u) {
+      weight_[part[u]] += g.vwgt[u], ++count_[part[u]];
+      outside_[u] = neighbours_outside(u);
+    }
   }
 
   void run() {
@@ -159,7 +177,7 @@ class Refiner {
     for (int pass = 0; pass < kRefinePasses; ++pass) {
       int64_t moved = 0;
       for (int64_t u : random_order(g_.size(), rng_)) moved += visit(u, false);
-      if (moved == 0) break;
+      if (moved * 1000 <= g_.size()) break;  // a pass that moved under 0.1% of the nodes
     }
   }
 
@@ -181,11 +199,11 @@ class Refiner {
     const int64_t a = part_[u];
     const bool over = weight_[a] > limits_[a];
     if ((shed && !over) || count_[a] == 1) return false;
+    if (!shed && outside_[u] == 0) return false;  // interior: no adjacent part to go to
     touched_.clear();
     for (int64_t e = g_.xadj[u]; e < g_.xadj[u + 1]; ++e) {
       const int64_t p = part_[g_.adj[e]];
-      if (conn_[p] == 0 && std::find(touched_.begin(), touched_.end(), p) == touched_.end())
-        touched_.push_back(p);
+      if (!listed_[p]) listed_[p] = 1, touched_.push_back(p);
       conn_[p] += g_.ewgt[e];
     }
     const int64_t inside = conn_[a];
@@ -196,7 +214,7 @@ class Refiner {
       if (best < 0 || gain > best_gain || (gain == best_gain && weight_[p] < weight_[best]))
         best = p, best_gain = gain;
     }
-    for (int64_t p : touched_) conn_[p] = 0;
+    for (int64_t p : touched_) conn_[p] = 0, listed_[p] = 0;
     if (best < 0 && shed) {
       best = lightest();
       best_gain = -inside;
@@ -208,7 +226,20 @@ class Refiner {
     weight_[a] -= g_.vwgt[u], --count_[a];
     weight_[best] += g_.vwgt[u], ++count_[best];
     part_[u] = best;
+    for (int64_t e = g_.xadj[u]; e < g_.xadj[u + 1]; ++e) {
+      const int64_t v = g_.adj[e];
+      if (v != u) outside_[v] += part_[v] == a ? 1 : (part_[v] == best ? -1 : 0);
+    }
+    outside_[u] = neighbours_outside(u);
     return true;
+  }
+
+  // Entries of u's row in another part than u's (kept per node, so that the passes skip
+  // interior nodes without reading their rows).
+  int64_t neighbours_outside(int64_t u) const {
+    int64_t outside = 0;
+    for (int64_t e = g_.xadj[u]; e < g_.xadj[u + 1]; ++e) outside += part_[g_.adj[e]] != part_[u];
+    return outside;
   }
 
   int64_t lightest() const {
@@ -219,7 +250,8 @@ class Refiner {
   Ids& part_;
   const Ids& limits_;
   Stream& rng_;
-  Ids weight_, conn_, count_, touched_;
+  Ids weight_, conn_, count_, outside_, touched_;
+  std::vector<char> listed_;  // parts in touched_
 };
 
 // Fiduccia-Mattheyses passes over a bisection: a node moves from the side further above its
@@ -411,7 +443,7 @@ Ids multilevel(const WeightedGraph& g, const Ids& shares, int64_t tolerance, Str
   const WeightedGraph* current = &g;
   while (current->size() > coarsest) {
     const int64_t max_weight = std::max<int64_t>(1, 3 * (total / (2 * coarsest)));
-    const Ids mate = match_nodes(*current, max_weight, random_order(current->size(), rng));
+    const Ids mate = match_nodes(*current, max_weight, by_degree(*current, rng));
     Ids coarse_of;
     WeightedGraph next = contract(*current, mate, coarse_of);
     if (20 * next.size() > 19 * current->size()) break;  // under 5% fewer nodes: stalled

@@ -1096,7 +1096,8 @@ def _match_nodes(g: _WeightedGraph, max_weight: int, order: list[int]) -> list[i
                 best, best_weight = v, g.ewgt[e]
         if best >= 0:
             mate[u], mate[best] = best, u
-    for h in order:
+    single = mate.count(-1)
+    for h in order if 10 * single > g.size() else []:
         pending = -1
         for e in g.row(h):
             v = g.adj[e]
@@ -1177,7 +1178,7 @@ def _refine(g: _WeightedGraph, part: list[int], limits: list[int], rng: _Stream)
 
     def greedy_passes():
         for _ in range(_REFINE_PASSES):
-            if sum(visit(u, False) for u in _random_order(g.size(), rng)) == 0:
+            if sum(visit(u, False) for u in _random_order(g.size(), rng)) * 1000 <= g.size():
                 break
 
     greedy_passes()
@@ -1325,7 +1326,9 @@ def _multilevel(g, shares, tolerance, rng):
     levels, maps, current = [g], [], g
     while current.size() > coarsest:
         max_weight = max(1, 3 * (total // (2 * coarsest)))
-        mate = _match_nodes(current, max_weight, _random_order(current.size(), rng))
+        order = _random_order(current.size(), rng)
+        order.sort(key=lambda u: current.xadj[u + 1] - current.xadj[u])  # stable
+        mate = _match_nodes(current, max_weight, order)
         coarse, coarse_of = _contract(current, mate)
         if 20 * coarse.size() > 19 * current.size():
             break
