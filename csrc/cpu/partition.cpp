@@ -100,6 +100,17 @@ Ids match_nodes(const WeightedGraph& g, int64_t max_weight, const Ids& order) {
       }
     }
   }
+  // nodes without neighbours pair up in node order, or the coarsening stalls on them
+  // (a road network's map holds thousands); they cut nothing wherever they go
+  int64_t island = -1;
+  for (int64_t u = 0; u < n; ++u) {
+    if (mate[u] >= 0 || g.xadj[u] != g.xadj[u + 1]) continue;
+    if (island >= 0 && g.vwgt[island] + g.vwgt[u] <= max_weight) {
+      mate[island] = u, mate[u] = island, island = -1;
+    } else {
+      island = u;
+    }
+  }
   for (int64_t u = 0; u < n; ++u)
     if (mate[u] < 0) mate[u] = u;
   return mate;

@@ -133,6 +133,8 @@ def partition(edge_index: Tensor, num_parts: int, num_nodes: int | None = None,
     if num_nodes is None:
         num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0
     check_int(num_nodes, "num_nodes", 0)
+    if num_nodes >= 2**31:  # node pairs are keyed as u * num_nodes + v in int64
+        raise ValueError(f"num_nodes must be below 2^31 to partition, got {num_nodes}")
     check_int(num_parts, "num_parts", 1)
     check_int(seed, "seed", 0)
     check_flags("partition", recursive=recursive)
@@ -142,7 +144,7 @@ def partition(edge_index: Tensor, num_parts: int, num_nodes: int | None = None,
     check_index(edge_index, num_nodes, "edge_index")
     node_weight = _whole_weights(node_weight, num_nodes, "node_weight", "node")
     edge_weight = _whole_weights(edge_weight, edge_index.size(1), "edge_weight", "edge")
-    indptr, indices, weight = _undirected_csr(edge_index.long().cpu(), edge_weight, num_nodes)
+    indptr, indices, weight = _undirected_csr(edge_index, edge_weight, num_nodes)
     parts = kernels.partition(indptr, indices, node_weight, weight, num_parts, bool(recursive),
                               round(imbalance * 1000), seed)
     return parts.to(edge_index.device)
@@ -171,7 +173,7 @@ def _undirected_csr(edge_index: Tensor, weight: Tensor | None, num_nodes: int):
     """The symmetric CSR without self-loops (rows and columns increasing) of ``edge_index``,
     each pair's weight the sum over its edges in either direction (1 each without
     ``weight``)."""
-    row, col = edge_index
+    row, col = edge_index.long().cpu()  # int64: the pair keys reach num_nodes^2
     keep = row != col
     weight = torch.ones(row.numel(), dtype=torch.long) if weight is None else weight
     row, col, weight = row[keep], col[keep], weight[keep]

@@ -1107,6 +1107,14 @@ def _match_nodes(g: _WeightedGraph, max_weight: int, order: list[int]) -> list[i
                 pending = v
             elif g.vwgt[pending] + g.vwgt[v] <= max_weight:
                 mate[pending], mate[v], pending = v, pending, -1
+    island = -1
+    for u in range(g.size()):
+        if mate[u] >= 0 or g.xadj[u] != g.xadj[u + 1]:
+            continue
+        if island >= 0 and g.vwgt[island] + g.vwgt[u] <= max_weight:
+            mate[island], mate[u], island = u, island, -1
+        else:
+            island = u
     return [u if m < 0 else m for u, m in enumerate(mate)]
 
 
