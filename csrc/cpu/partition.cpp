@@ -22,9 +22,10 @@ namespace {
 
 using Ids = std::vector<int64_t>;
 
-// A symmetric graph without self-loops, weights on nodes and edges.
+// A symmetric graph without self-loops, weights on nodes and edges; `members`: how many
+// nodes of the input graph each node stands for.
 struct WeightedGraph {
-  Ids xadj{0}, adj, ewgt, vwgt;
+  Ids xadj{0}, adj, ewgt, vwgt, members;
   int64_t size() const { return static_cast<int64_t>(vwgt.size()); }
   int64_t total() const { return std::accumulate(vwgt.begin(), vwgt.end(), int64_t{0}); }
 };
@@ -135,6 +136,7 @@ WeightedGraph contract(const WeightedGraph& g, const Ids& mate, Ids& coarse_of) 
     const int64_t start = static_cast<int64_t>(c.adj.size());
     const int64_t a = members[2 * cu], b = members[2 * cu + 1];
     c.vwgt.push_back(a == b ? g.vwgt[a] : g.vwgt[a] + g.vwgt[b]);
+    c.members.push_back(a == b ? g.members[a] : g.members[a] + g.members[b]);
     for (int64_t u : a == b ? Ids{a} : Ids{a, b}) {
       for (int64_t e = g.xadj[u]; e < g.xadj[u + 1]; ++e) {
         const int64_t cv = coarse_of[g.adj[e]];
@@ -156,14 +158,16 @@ WeightedGraph contract(const WeightedGraph& g, const Ids& mate, Ids& coarse_of) 
 // Greedy refinement of `part` (ids 0..k-1) in place: boundary nodes, in a random order, move
 // to the adjacent part they are most connected to when that cuts less, cuts as much and
 // evens the weights, or their part is over its limit; never into a part over its limit
-// after the move, never out of a part they would empty. Parts still over their limit then
-// shed nodes (to an adjacent part, else the lightest), and the greedy passes run again.
+// after the move, never out of a part left with fewer than fewest[p] input nodes. Parts still over
+// their limit then shed nodes (to an adjacent part, else the lightest), and the greedy
+// passes run again.
 class Refiner {
  public:
-  Refiner(const WeightedGraph& g, Ids& part, const Ids& limits, Stream& rng)
+  Refiner(const WeightedGraph& g, Ids& part, const Ids& limits, const Ids& fewest, Stream& rng)
       : g_(g),
         part_(part),
         limits_(limits),
+        fewest_(fewest),
         rng_(rng),
         weight_(limits.size(), 0),
         conn_(limits.size(), 0),
@@ -171,7 +175,7 @@ class Refiner {
         outside_(g.size(), 0),
         listed_(limits.size(), 0) {
     for (int64_t u = 0; u < g.size(); ++u) {
-      weight_[part[u]] += g.vwgt[u], ++count_[part[u]];
+      weight_[part[u]] += g.vwgt[u], count_[part[u]] += g.members[u];
       outside_[u] = neighbours_outside(u);
     }
   }
@@ -209,7 +213,7 @@ class Refiner {
   bool visit(int64_t u, bool shed) {
     const int64_t a = part_[u];
     const bool over = weight_[a] > limits_[a];
-    if ((shed && !over) || count_[a] == 1) return false;
+    if ((shed && !over) || count_[a] - g_.members[u] < fewest_[a]) return false;
     if (!shed && outside_[u] == 0) return false;  // interior: no adjacent part to go to
     touched_.clear();
     for (int64_t e = g_.xadj[u]; e < g_.xadj[u + 1]; ++e) {
@@ -234,8 +238,8 @@ class Refiner {
     if (best < 0) return false;
     const bool evens = best_gain == 0 && weight_[best] + g_.vwgt[u] < weight_[a];
     if (!(best_gain > 0 || evens || over)) return false;
-    weight_[a] -= g_.vwgt[u], --count_[a];
-    weight_[best] += g_.vwgt[u], ++count_[best];
+    weight_[a] -= g_.vwgt[u], count_[a] -= g_.members[u];
+    weight_[best] += g_.vwgt[u], count_[best] += g_.members[u];
     part_[u] = best;
     for (int64_t e = g_.xadj[u]; e < g_.xadj[u + 1]; ++e) {
       const int64_t v = g_.adj[e];
@@ -260,6 +264,7 @@ class Refiner {
   const WeightedGraph& g_;
   Ids& part_;
   const Ids& limits_;
+  const Ids& fewest_;  // nodes each part keeps at least
   Stream& rng_;
   Ids weight_, conn_, count_, outside_, touched_;
   std::vector<char> listed_;  // parts in touched_
@@ -270,11 +275,14 @@ class Refiner {
 // ties to the smaller id), even at a loss, and locks; after the moves the sides return to
 // the best state seen (least weight over the limits, then least cut). A pass ends when moves
 // have not improved on that state for a while, or the side to move from has no candidate.
-void fm_bisection(const WeightedGraph& g, Ids& side, const Ids& limits, int64_t target) {
+// A side keeps at least fewest[s] input nodes (the parts it is to be split into): a node
+// whose move would leave fewer locks instead.
+void fm_bisection(const WeightedGraph& g, Ids& side, const Ids& limits, int64_t target,
+                  const Ids& fewest) {
   const int64_t n = g.size();
   const int64_t patience = std::min<int64_t>(std::max<int64_t>(n / 100, 15), 100);
-  Ids weight(2, 0);
-  for (int64_t u = 0; u < n; ++u) weight[side[u]] += g.vwgt[u];
+  Ids weight(2, 0), count(2, 0);
+  for (int64_t u = 0; u < n; ++u) weight[side[u]] += g.vwgt[u], count[side[u]] += g.members[u];
   const Ids targets{target, weight[0] + weight[1] - target};
   auto excess = [&] {
     return std::max<int64_t>(0, weight[0] - limits[0]) +
@@ -310,7 +318,9 @@ void fm_bisection(const WeightedGraph& g, Ids& side, const Ids& limits, int64_t 
       const int64_t u = heap.top().second;
       heap.pop();
       locked[u] = 1;
+      if (count[a] - g.members[u] < fewest[a]) continue;
       side[u] = b, weight[a] -= g.vwgt[u], weight[b] += g.vwgt[u];
+      count[a] -= g.members[u], count[b] += g.members[u];
       cut -= gain[u];
       moves.push_back(u);
       for (int64_t e = g.xadj[u]; e < g.xadj[u + 1]; ++e) {
@@ -324,17 +334,21 @@ void fm_bisection(const WeightedGraph& g, Ids& side, const Ids& limits, int64_t 
     for (size_t i = moves.size(); i-- > best_moves;) {
       const int64_t u = moves[i], a = side[u];
       side[u] = 1 - a, weight[a] -= g.vwgt[u], weight[1 - a] += g.vwgt[u];
+      count[a] -= g.members[u], count[1 - a] += g.members[u];
     }
     if (best_moves == 0) break;
   }
 }
 
-// FM passes first for a bisection, then the greedy refinement with its balancing.
+// FM passes first for a bisection, then the greedy refinement with its balancing. Shares
+// count the parts each part of this split stands for (1 each at the end; a bisection's
+// halves k1 and k2), and a part keeps at least that many input nodes, so that no part is
+// left empty where the graph has as many nodes as parts.
 void improve(const WeightedGraph& g, Ids& part, const Ids& shares, int64_t tolerance, Stream& rng) {
   const int64_t total = g.total();
   const Ids limits = part_limits(total, shares, tolerance);
-  if (shares.size() == 2) fm_bisection(g, part, limits, share_of(total, shares, 0));
-  Refiner(g, part, limits, rng).run();
+  if (shares.size() == 2) fm_bisection(g, part, limits, share_of(total, shares, 0), shares);
+  Refiner(g, part, limits, shares, rng).run();
 }
 
 int64_t cut_weight(const WeightedGraph& g, const Ids& part) {
@@ -402,6 +416,7 @@ WeightedGraph side_subgraph(const WeightedGraph& g, const Ids& side, int64_t s, 
   WeightedGraph sub;
   for (int64_t u : nodes) {
     sub.vwgt.push_back(g.vwgt[u]);
+    sub.members.push_back(g.members[u]);
     for (int64_t e = g.xadj[u]; e < g.xadj[u + 1]; ++e) {
       if (local[g.adj[e]] < 0) continue;
       sub.adj.push_back(local[g.adj[e]]);
@@ -515,6 +530,7 @@ at::Tensor partition_cpu(const at::Tensor& indptr, const at::Tensor& indices,
   g.xadj.assign(ip.data_ptr<int64_t>(), ip.data_ptr<int64_t>() + ip.numel());
   g.adj.assign(ix.data_ptr<int64_t>(), ix.data_ptr<int64_t>() + ix.numel());
   g.vwgt = checked_weights(node_weight, ip.numel() - 1, "node_weight");
+  g.members.assign(g.vwgt.size(), 1);
   g.ewgt = checked_weights(edge_weight, ix.numel(), "edge_weight");
   const Ids part = partition_graph(g, num_parts, recursive, tolerance, seed);
   return at::tensor(part, indptr.options().dtype(at::kLong));

@@ -1054,10 +1054,12 @@ def graclus(indptr, indices, order, weight=None):
 
 
 class _WeightedGraph:
-    """The partitioning kernel's graph: CSR lists with node and edge weights."""
+    """The partitioning kernel's graph: CSR lists with node and edge weights, and how many
+    input nodes each node stands for (``members``)."""
 
-    def __init__(self, xadj, adj, ewgt, vwgt):
+    def __init__(self, xadj, adj, ewgt, vwgt, members):
         self.xadj, self.adj, self.ewgt, self.vwgt = xadj, adj, ewgt, vwgt
+        self.members = members
 
     def size(self) -> int:
         return len(self.vwgt)
@@ -1124,10 +1126,11 @@ def _contract(g: _WeightedGraph, mate: list[int]) -> tuple[_WeightedGraph, list[
         if m >= u:
             coarse_of[u] = coarse_of[m] = len(pairs)
             pairs.append((u,) if m == u else (u, m))
-    xadj, adj, ewgt, vwgt = [0], [], [], []
+    xadj, adj, ewgt, vwgt, counts = [0], [], [], [], []
     for c, members in enumerate(pairs):
         where = {}
         vwgt.append(sum(g.vwgt[u] for u in members))
+        counts.append(sum(g.members[u] for u in members))
         for u in members:
             for e in g.row(u):
                 d = coarse_of[g.adj[e]]
@@ -1140,22 +1143,23 @@ def _contract(g: _WeightedGraph, mate: list[int]) -> tuple[_WeightedGraph, list[
                     adj.append(d)
                     ewgt.append(g.ewgt[e])
         xadj.append(len(adj))
-    return _WeightedGraph(xadj, adj, ewgt, vwgt), coarse_of
+    return _WeightedGraph(xadj, adj, ewgt, vwgt, counts), coarse_of
 
 
-def _refine(g: _WeightedGraph, part: list[int], limits: list[int], rng: _Stream) -> None:
+def _refine(g: _WeightedGraph, part: list[int], limits: list[int], fewest: list[int],
+            rng: _Stream) -> None:
     """The kernel's Refiner: greedy passes over boundary nodes, then, while a part is over
     its limit, one shedding pass and the greedy passes again."""
     k = len(limits)
     weight, count = [0] * k, [0] * k
     for u in range(g.size()):
         weight[part[u]] += g.vwgt[u]
-        count[part[u]] += 1
+        count[part[u]] += g.members[u]
 
     def visit(u: int, shed: bool) -> bool:
         a = part[u]
         over = weight[a] > limits[a]
-        if (shed and not over) or count[a] == 1:
+        if (shed and not over) or count[a] - g.members[u] < fewest[a]:
             return False
         conn = {}
         for e in g.row(u):
@@ -1178,9 +1182,9 @@ def _refine(g: _WeightedGraph, part: list[int], limits: list[int], rng: _Stream)
         if not (best_gain > 0 or evens or over):
             return False
         weight[a] -= g.vwgt[u]
-        count[a] -= 1
+        count[a] -= g.members[u]
         weight[best] += g.vwgt[u]
-        count[best] += 1
+        count[best] += g.members[u]
         part[u] = best
         return True
 
@@ -1196,14 +1200,16 @@ def _refine(g: _WeightedGraph, part: list[int], limits: list[int], rng: _Stream)
         greedy_passes()
 
 
-def _fm_bisection(g: _WeightedGraph, side: list[int], limits: list[int], target: int) -> None:
+def _fm_bisection(g: _WeightedGraph, side: list[int], limits: list[int], target: int,
+                  fewest: list[int]) -> None:
     """The kernel's Fiduccia-Mattheyses passes (from the side further above its target,
     largest gain first, ties to the smaller id; back to the best state seen)."""
     n = g.size()
     patience = min(max(n // 100, 15), 100)
-    weight = [0, 0]
+    weight, count = [0, 0], [0, 0]
     for u in range(n):
         weight[side[u]] += g.vwgt[u]
+        count[side[u]] += g.members[u]
     targets = [target, sum(weight) - target]
 
     def excess():
@@ -1227,9 +1233,13 @@ def _fm_bisection(g: _WeightedGraph, side: list[int], limits: list[int], target:
                 break
             u = heapq.heappop(heap)[1]
             locked[u] = True
+            if count[a] - g.members[u] < fewest[a]:
+                continue
             side[u] = b
             weight[a] -= g.vwgt[u]
             weight[b] += g.vwgt[u]
+            count[a] -= g.members[u]
+            count[b] += g.members[u]
             cut -= gain[u]
             moves.append(u)
             for e in g.row(u):
@@ -1241,8 +1251,10 @@ def _fm_bisection(g: _WeightedGraph, side: list[int], limits: list[int], target:
                 best, best_moves = (excess(), cut), len(moves)
         for u in reversed(moves[best_moves:]):
             weight[side[u]] -= g.vwgt[u]
+            count[side[u]] -= g.members[u]
             side[u] = 1 - side[u]
             weight[side[u]] += g.vwgt[u]
+            count[side[u]] += g.members[u]
         if best_moves == 0:
             break
 
@@ -1251,8 +1263,8 @@ def _improve(g, part, shares, tolerance, rng):
     total = sum(g.vwgt)
     limits = _part_limits(total, shares, tolerance)
     if len(shares) == 2:
-        _fm_bisection(g, part, limits, total * shares[0] // sum(shares))
-    _refine(g, part, limits, rng)
+        _fm_bisection(g, part, limits, total * shares[0] // sum(shares), shares)
+    _refine(g, part, limits, shares, rng)
 
 
 def _grow_side(g: _WeightedGraph, target: int, rng: _Stream) -> list[int]:
@@ -1309,7 +1321,8 @@ def _side_subgraph(g: _WeightedGraph, side: list[int], s: int):
                 adj.append(local[g.adj[e]])
                 ewgt.append(g.ewgt[e])
         xadj.append(len(adj))
-    return _WeightedGraph(xadj, adj, ewgt, [g.vwgt[u] for u in nodes]), nodes
+    return _WeightedGraph(xadj, adj, ewgt, [g.vwgt[u] for u in nodes],
+                          [g.members[u] for u in nodes]), nodes
 
 
 def _bisect_recursively(g, shares, first, tolerance, rng, bisect, out):
@@ -1371,7 +1384,7 @@ def partition(indptr, indices, node_weight, edge_weight, num_parts, recursive, t
         if any(v < 0 for v in values):
             raise ValueError(f"{name} must be >= 0")
         weights.append(values)
-    g = _WeightedGraph(indptr.tolist(), indices.tolist(), weights[1], weights[0])
+    g = _WeightedGraph(indptr.tolist(), indices.tolist(), weights[1], weights[0], [1] * n)
     rng, shares = _Stream(_mix(seed & _U64)), [1] * num_parts
     if num_parts == 1:
         part = [0] * n

@@ -140,9 +140,10 @@ def test_road_network_with_islands_near_metis():
 @pytest.mark.parametrize("recursive", [False, True])
 def test_unit_weights_always_balanced_and_no_part_empty(recursive):
     for seed, (n, m, k) in enumerate([(50, 40, 7), (33, 200, 5), (200, 300, 16), (9, 10, 9),
-                                      (64, 0, 4), (100, 150, 3)]):
+                                      (64, 0, 4), (100, 150, 3), (50, 100, 2), (300, 900, 64),
+                                      (12, 30, 3)]):
         edge_index = random_graph(n, m, seed)
-        for imbalance in (0.0, 0.03, 0.5):
+        for imbalance in (0.0, 0.03, 0.5, 5.0, 1000.0):  # loose limits must not empty a part
             parts = partition(edge_index, k, num_nodes=n, recursive=recursive,
                               imbalance=imbalance, seed=seed)
             sizes = torch.bincount(parts, minlength=k)
