@@ -25,6 +25,7 @@ from graphloc.nn import build_model
 from graphloc.nn.capabilities import ModelCapabilities, capabilities_of
 from graphloc.nn.models.forward import GREEDY, PROCEDURES
 from graphloc.nn.registry import HETERO_MODELS
+from graphloc.ops import partition
 from graphloc.plotting import require_matplotlib
 
 
@@ -285,35 +286,18 @@ def _training_rows(dataset):
 
 
 def _shards(train_index, graph, world: int, seed: int) -> list[torch.Tensor]:
-    """Every process's training nodes, by rank: those in its METIS part of the graph
-    (pymetis, when installed: neighbouring seeds share their samples), else a seeded random
-    split. Every process computes the same split, so no communication is needed."""
+    """Every process's training nodes, by rank: those in its part of the graph
+    (``ops.partition``: neighbouring seeds share their samples), or a seeded random split
+    where a part holds no training node. Every process computes the same split (both are
+    deterministic), so no communication is needed."""
     if world == 1:
         return [train_index]
-    part = _metis_parts(graph, world)
-    if part is not None:
-        counts = torch.bincount(part[train_index], minlength=world)
-        if (counts > 0).all():
-            return [train_index[part[train_index] == rank] for rank in range(world)]
+    part = partition(graph.edge_index, world, num_nodes=graph.num_nodes)
+    counts = torch.bincount(part[train_index], minlength=world)
+    if (counts > 0).all():
+        return [train_index[part[train_index] == rank] for rank in range(world)]
     perm = torch.randperm(len(train_index), generator=torch.Generator().manual_seed(seed))
     return [train_index[perm[rank::world]] for rank in range(world)]
-
-
-def _metis_parts(graph, parts: int):
-    """Part id per node from METIS on the symmetrised graph, or None without pymetis."""
-    try:
-        import pymetis
-    except ImportError:
-        return None
-    import numpy as np
-    import scipy.sparse as sp
-    src, dst = graph.edge_index.numpy()
-    off = src != dst
-    n = graph.num_nodes
-    adj = sp.coo_matrix((np.ones(int(off.sum())), (src[off], dst[off])), shape=(n, n)).tocsr()
-    adj = ((adj + adj.T) > 0).tocsr()
-    _, membership = pymetis.part_graph(parts, pymetis.CSRAdjacency(adj.indptr, adj.indices))
-    return torch.as_tensor(np.asarray(membership), dtype=torch.long)
 
 
 class _NodeBatches:
@@ -404,9 +388,9 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
     matplotlib is installed, ``curve.png``.
 
     Under torch.distributed (``graphloc train --nproc N``) every process trains a
-    DistributedDataParallel copy on its share of the training nodes (its METIS part when
-    pymetis is installed, else a random split; each samples mini-batches around its own
-    seeds over the whole graph); process 0 writes the files."""
+    DistributedDataParallel copy on its share of the training nodes (those in its part of
+    the graph, ``ops.partition``; each samples mini-batches around its own seeds over the
+    whole graph); process 0 writes the files."""
     from tqdm.auto import tqdm
 
     from graphloc.loader import NeighborLoader

@@ -155,10 +155,10 @@ def test_a_failing_rank_stops_the_others():
     assert "rank 1 fails on purpose" in proc.stderr + proc.stdout
 
 
-def test_metis_split_gives_each_process_its_own_region(city):
-    pytest.importorskip("pymetis")
-    from graphloc.train import _metis_parts, _shards
-    part = _metis_parts(city.graph, 2)
+def test_partition_split_gives_each_process_its_own_region(city):
+    from graphloc.ops import partition
+    from graphloc.train import _shards
+    part = partition(city.graph.edge_index, 2, num_nodes=city.graph.num_nodes)
     shards = _shards(city.train_index, city.graph, 2, 0)
     assert sorted(torch.cat(shards).tolist()) == sorted(city.train_index.tolist())
     assert (part[shards[0]] == 0).all() and (part[shards[1]] == 1).all()
