@@ -127,17 +127,18 @@ echo "== PyG's aggregation tests (basic, lcm, quantile, lstm, multi)"
   | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
 
 # PyG's loader and sampler tests: NeighborLoader, LinkNeighborLoader, NeighborSampler,
-# BidirectionalNeighborSampler, HGTLoader and ClusterData come from graphloc.loader,
-# everything else from PyG. PyG marks them to need pyg-lib or torch-sparse (METIS for
-# ClusterData) and branches on which one it has; graphloc's sampler does what both do and
-# graphloc partitions, so the marks are dropped and the flags read True. Left out: the two
-# tests that call pyg-lib's and torch-sparse's raw ops to compare them with each other;
-# skipped: two HGTLoader tests (one checks batches with torch-sparse's SparseTensor, one
-# downloads Cora).
+# BidirectionalNeighborSampler, HGTLoader, ClusterData and ShaDowKHopSampler come from
+# graphloc.loader, everything else from PyG. PyG marks them to need pyg-lib or torch-sparse
+# (METIS for ClusterData) and branches on which one it has; graphloc's sampler does what
+# both do and graphloc partitions, so the marks are dropped and the flags read True.
+# test_shadow.py runs up to its SparseTensor input (torch-sparse's class itself). Left out:
+# the two tests that call pyg-lib's and torch-sparse's raw ops to compare them with each
+# other; skipped: two HGTLoader tests (one checks batches with torch-sparse's SparseTensor,
+# one downloads Cora).
 mkdir -p "$work/pyg_loader/test/loader" "$work/pyg_loader/test/utils" \
   "$work/pyg_loader/test/sampler" "$work/pyg_loader/test/nn"
 for name in neighbor_loader link_neighbor_loader zip_loader prefetch imbalanced_sampler cache \
-    mixin hgt_loader cluster; do
+    mixin hgt_loader cluster shadow; do
   cp "$pyg/test/loader/test_${name}.py" "$work/pyg_loader/test/loader/"
 done
 cp "$pyg/test/utils/test_trim_to_layer.py" "$work/pyg_loader/test/utils/"
@@ -150,7 +151,7 @@ import re
 import sys
 
 ours = {"torch_geometric.loader": {"NeighborLoader", "LinkNeighborLoader", "HGTLoader",
-                                  "ClusterData"},
+                                  "ClusterData", "ShaDowKHopSampler"},
         "torch_geometric.sampler": {"NeighborSampler", "BidirectionalNeighborSampler"},
         "torch_geometric.sampler.neighbor_sampler": {"NeighborSampler",
                                                      "BidirectionalNeighborSampler"}}
@@ -180,6 +181,9 @@ for path in sys.argv[1:]:
     text = re.sub(r"^@onlyNeighborSampler\n", "", text, flags=re.M)
     text = re.sub(r"^@withMETIS\n", "", text, flags=re.M)
     text = re.sub(r"^@withPackage\('pyg_lib'(, 'torch_sparse')?\)\n", "", text, flags=re.M)
+    if path.endswith("test_shadow.py"):  # its second half builds a torch-sparse SparseTensor
+        text = re.sub(r"^@withPackage\('torch_sparse'\)\n", "", text, flags=re.M)
+        text = text[:text.index("    adj_t = SparseTensor(")]
     if path.endswith("test_hgt_loader.py"):  # marked for PyG's torch-sparse sampler
         text = re.sub(r"^@withPackage\('torch_sparse'\)\n", "", text, flags=re.M)
         text += ("\ntest_hgt_loader = pytest.mark.skip(reason=\"its oracle is torch-sparse's "
@@ -188,7 +192,7 @@ for path in sys.argv[1:]:
     open(path, "w").write(text)
 PY
 echo "== PyG's loader and sampler tests (neighbor, link, zip, prefetch, imbalanced, cache, mixin,"
-echo "   hgt, cluster, trim_to_layer, sampler, basic_gnn)"
+echo "   hgt, cluster, shadow, trim_to_layer, sampler, basic_gnn)"
 (cd "$work/pyg_loader" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
   --deselect test/loader/test_neighbor_loader.py::test_pyg_lib_and_torch_sparse_homo_equality \
   --deselect test/loader/test_neighbor_loader.py::test_pyg_lib_and_torch_sparse_hetero_equality \

@@ -104,6 +104,9 @@ def __getattr__(name: str):
     if name in ("ClusterData", "ClusterLoader"):
         from graphloc.loader import cluster
         return getattr(cluster, name)
+    if name == "ShaDowKHopSampler":
+        from graphloc.loader import shadow
+        return shadow.ShaDowKHopSampler
     raise AttributeError(f"module 'graphloc.loader' has no attribute {name!r}")
 
 
