@@ -127,8 +127,8 @@ echo "== PyG's aggregation tests (basic, lcm, quantile, lstm, multi)"
   | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
 
 # PyG's loader and sampler tests: NeighborLoader, LinkNeighborLoader, NeighborSampler,
-# BidirectionalNeighborSampler, HGTLoader, ClusterData and ShaDowKHopSampler come from
-# graphloc.loader, everything else from PyG. PyG marks them to need pyg-lib or torch-sparse
+# BidirectionalNeighborSampler, HGTLoader, ClusterData, ShaDowKHopSampler and the GraphSAINT
+# samplers come from graphloc.loader, everything else from PyG. PyG marks them to need pyg-lib or torch-sparse
 # (METIS for ClusterData) and branches on which one it has; graphloc's sampler does what
 # both do and graphloc partitions, so the marks are dropped and the flags read True.
 # test_shadow.py runs up to its SparseTensor input (torch-sparse's class itself). Left out:
@@ -138,7 +138,7 @@ echo "== PyG's aggregation tests (basic, lcm, quantile, lstm, multi)"
 mkdir -p "$work/pyg_loader/test/loader" "$work/pyg_loader/test/utils" \
   "$work/pyg_loader/test/sampler" "$work/pyg_loader/test/nn"
 for name in neighbor_loader link_neighbor_loader zip_loader prefetch imbalanced_sampler cache \
-    mixin hgt_loader cluster shadow; do
+    mixin hgt_loader cluster shadow graph_saint; do
   cp "$pyg/test/loader/test_${name}.py" "$work/pyg_loader/test/loader/"
 done
 cp "$pyg/test/utils/test_trim_to_layer.py" "$work/pyg_loader/test/utils/"
@@ -151,7 +151,8 @@ import re
 import sys
 
 ours = {"torch_geometric.loader": {"NeighborLoader", "LinkNeighborLoader", "HGTLoader",
-                                  "ClusterData", "ShaDowKHopSampler"},
+                                  "ClusterData", "ShaDowKHopSampler", "GraphSAINTNodeSampler",
+                                  "GraphSAINTEdgeSampler", "GraphSAINTRandomWalkSampler"},
         "torch_geometric.sampler": {"NeighborSampler", "BidirectionalNeighborSampler"},
         "torch_geometric.sampler.neighbor_sampler": {"NeighborSampler",
                                                      "BidirectionalNeighborSampler"}}
@@ -181,6 +182,8 @@ for path in sys.argv[1:]:
     text = re.sub(r"^@onlyNeighborSampler\n", "", text, flags=re.M)
     text = re.sub(r"^@withMETIS\n", "", text, flags=re.M)
     text = re.sub(r"^@withPackage\('pyg_lib'(, 'torch_sparse')?\)\n", "", text, flags=re.M)
+    if path.endswith("test_graph_saint.py"):  # marked for PyG's torch-sparse samplers
+        text = re.sub(r"^@withPackage\('torch_sparse'\)\n", "", text, flags=re.M)
     if path.endswith("test_shadow.py"):  # its second half builds a torch-sparse SparseTensor
         text = re.sub(r"^@withPackage\('torch_sparse'\)\n", "", text, flags=re.M)
         text = text[:text.index("    adj_t = SparseTensor(")]
@@ -192,7 +195,7 @@ for path in sys.argv[1:]:
     open(path, "w").write(text)
 PY
 echo "== PyG's loader and sampler tests (neighbor, link, zip, prefetch, imbalanced, cache, mixin,"
-echo "   hgt, cluster, shadow, trim_to_layer, sampler, basic_gnn)"
+echo "   hgt, cluster, shadow, graph_saint, trim_to_layer, sampler, basic_gnn)"
 (cd "$work/pyg_loader" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
   --deselect test/loader/test_neighbor_loader.py::test_pyg_lib_and_torch_sparse_homo_equality \
   --deselect test/loader/test_neighbor_loader.py::test_pyg_lib_and_torch_sparse_hetero_equality \

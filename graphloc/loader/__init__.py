@@ -104,6 +104,10 @@ def __getattr__(name: str):
     if name in ("ClusterData", "ClusterLoader"):
         from graphloc.loader import cluster
         return getattr(cluster, name)
+    if name in ("GraphSAINTSampler", "GraphSAINTNodeSampler", "GraphSAINTEdgeSampler",
+                "GraphSAINTRandomWalkSampler"):
+        from graphloc.loader import saint
+        return getattr(saint, name)
     if name == "ShaDowKHopSampler":
         from graphloc.loader import shadow
         return shadow.ShaDowKHopSampler
