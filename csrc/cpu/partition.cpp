@@ -494,6 +494,8 @@ Ids multilevel(const WeightedGraph& g, const Ids& shares, int64_t tolerance, Str
 Ids partition_graph(const WeightedGraph& g, int64_t num_parts, bool recursive, int64_t tolerance,
                     uint64_t seed) {
   Stream rng{mix(seed)};
+  // parts beyond the node count stay empty anyway; counting them would allocate per part
+  num_parts = std::min(num_parts, std::max<int64_t>(g.size(), 1));
   const Ids shares(num_parts, 1);
   if (num_parts == 1) return Ids(g.size(), 0);
   if (!recursive) return multilevel(g, shares, tolerance, rng);

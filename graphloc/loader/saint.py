@@ -39,6 +39,8 @@ class GraphSAINTSampler(torch.utils.data.DataLoader):
     """PyG's ``torch_geometric.loader.GraphSAINTSampler`` (its arguments, batches and
     normalisation); subclasses choose the nodes. See the module docstring."""
 
+    _draws_edges = True  # the node and edge samplers draw edges; the walks draw nodes
+
     def __init__(self, data, batch_size: int, num_steps: int = 1, sample_coverage: int = 0,
                  save_dir: str | None = None, log: bool = True, **kwargs):
         kwargs.pop("dataset", None)
@@ -58,6 +60,10 @@ class GraphSAINTSampler(torch.utils.data.DataLoader):
         self.sample_coverage, self.save_dir, self.log = sample_coverage, save_dir, log
         self.N = N = data.num_nodes
         self.E = data.num_edges
+        if N == 0 or (self._draws_edges and self.E == 0):
+            raise ValueError(f"{type(self).__name__} needs a graph with nodes"
+                             f"{' and edges' if self._draws_edges else ''} to draw from, got "
+                             f"{N} nodes and {self.E} edges")
         row, col = data.edge_index.long()
         # edges sorted by source, then destination (SparseTensor's order), with their ids
         _, by_col = coo_to_csr(col, N)
@@ -170,6 +176,8 @@ class GraphSAINTEdgeSampler(GraphSAINTSampler):
 class GraphSAINTRandomWalkSampler(GraphSAINTSampler):
     """Nodes of ``batch_size`` uniform random walks of ``walk_length`` steps along the
     edges from uniformly drawn roots, as PyG's."""
+
+    _draws_edges = False
 
     def __init__(self, data, batch_size: int, walk_length: int, num_steps: int = 1,
                  sample_coverage: int = 0, save_dir: str | None = None, log: bool = True,

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Batch, Data
 
-from graphloc.checks import check_flags
+from graphloc.checks import check_flags, check_index
 from graphloc.graph import check_edge_index
 from graphloc.ops import coo_to_csr, relational_neighbor_sample
 
@@ -55,12 +55,8 @@ class ShaDowKHopSampler(torch.utils.data.DataLoader):
         # in-neighbour CSR: rows are destinations, entries their sources, in edge order
         self._indptr, self._edge_ids = coo_to_csr(dst, num_nodes)
         self._sources = src[self._edge_ids.long()]
-        if node_idx is None:
-            node_idx = torch.arange(num_nodes)
-        elif isinstance(node_idx, Tensor) and node_idx.dtype == torch.bool:
-            node_idx = node_idx.nonzero(as_tuple=False).view(-1)
-        self.node_idx = node_idx
-        super().__init__(node_idx.tolist(), collate_fn=self.__collate__, **kwargs)
+        self.node_idx = _roots(node_idx, num_nodes)
+        super().__init__(self.node_idx.tolist(), collate_fn=self.__collate__, **kwargs)
 
     def __collate__(self, n_id) -> Batch:
         roots = torch.as_tensor(n_id, dtype=torch.long).view(-1)
@@ -117,3 +113,20 @@ class ShaDowKHopSampler(torch.utils.data.DataLoader):
         src, dst, e_id = src[kept], dst[kept], self._edge_ids.long()[position[kept]]
         order = torch.argsort(src * nodes.numel() + dst, stable=True)
         return torch.stack([src[order], dst[order]]), e_id[order]
+
+
+def _roots(node_idx, num_nodes: int) -> Tensor:
+    """The roots: all nodes, the ids of a boolean mask's True entries, or node ids, checked
+    here rather than at the first batch."""
+    if node_idx is None:
+        return torch.arange(num_nodes)
+    if not isinstance(node_idx, Tensor):
+        raise TypeError(f"node_idx must be a tensor of node ids or a boolean mask, got "
+                        f"{type(node_idx).__name__}")
+    if node_idx.dtype == torch.bool:
+        if node_idx.shape != (num_nodes,):
+            raise ValueError(f"node_idx as a mask must hold one entry per node ({num_nodes}), "
+                             f"got shape {list(node_idx.shape)}")
+        return node_idx.nonzero(as_tuple=False).view(-1)
+    check_index(node_idx.view(-1), num_nodes, "node_idx")
+    return node_idx.view(-1).long().cpu()

@@ -1385,6 +1385,7 @@ def partition(indptr, indices, node_weight, edge_weight, num_parts, recursive, t
             raise ValueError(f"{name} must be >= 0")
         weights.append(values)
     g = _WeightedGraph(indptr.tolist(), indices.tolist(), weights[1], weights[0], [1] * n)
+    num_parts = min(num_parts, max(n, 1))
     rng, shares = _Stream(_mix(seed & _U64)), [1] * num_parts
     if num_parts == 1:
         part = [0] * n

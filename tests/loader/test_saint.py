@@ -108,6 +108,12 @@ def test_refusals():
     normed.node_norm = torch.ones(30)
     with pytest.raises(ValueError, match="node_norm"):
         GraphSAINTNodeSampler(normed, batch_size=2, log=False)
+    empty = Data(edge_index=torch.empty(2, 0, dtype=torch.long), num_nodes=5)
+    for sampler in (GraphSAINTNodeSampler, GraphSAINTEdgeSampler):
+        with pytest.raises(ValueError, match="needs a graph with nodes and edges"):
+            sampler(empty, batch_size=2, log=False)
+    walks = GraphSAINTRandomWalkSampler(empty, batch_size=2, walk_length=2, log=False)
+    assert next(iter(walks)).edge_index.size(1) == 0  # walks without edges stay in place
     bad = data.clone()
     bad.edge_index = bad.edge_index.clone()
     bad.edge_index[1, 0] = 30

@@ -103,5 +103,11 @@ def test_refusals():
     bad.edge_index[0, 3] = 40
     with pytest.raises(ValueError, match="40"):
         ShaDowKHopSampler(bad, depth=1, num_neighbors=2)
+    with pytest.raises(ValueError, match="node_idx holds 40 but dim_size is 40"):
+        ShaDowKHopSampler(data, depth=1, num_neighbors=2, node_idx=torch.tensor([0, 40]))
+    with pytest.raises(ValueError, match="one entry per node"):
+        ShaDowKHopSampler(data, depth=1, num_neighbors=2, node_idx=torch.ones(3, dtype=bool))
+    with pytest.raises(TypeError, match="node_idx must be a tensor"):
+        ShaDowKHopSampler(data, depth=1, num_neighbors=2, node_idx=[0, 1])
     with pytest.raises(TypeError, match="adj_t"):
         ShaDowKHopSampler(Data(x=data.x, adj_t=None, num_nodes=40), depth=1, num_neighbors=2)

@@ -191,9 +191,10 @@ def test_seed_and_trivial_cases():
     assert not torch.equal(partition(edge_index, 4, seed=7), partition(edge_index, 4, seed=8))
     assert torch.equal(partition(edge_index, 1), torch.zeros(200, dtype=torch.long))
     assert partition(torch.empty(2, 0, dtype=torch.long), 3).numel() == 0
-    # more parts than nodes: every node its own part
-    parts = partition(random_graph(4, 6, 0), 6, num_nodes=4)
-    assert parts.unique().numel() == 4 and parts.max() < 6
+    # more parts than nodes: every node its own part (and no memory per empty part)
+    for num_parts in (6, 10**15):
+        parts = partition(random_graph(4, 6, 0), num_parts, num_nodes=4)
+        assert sorted(parts.tolist()) == [0, 1, 2, 3]
     # isolated nodes are placed too
     parts = partition(torch.tensor([[0, 1], [1, 0]]), 2, num_nodes=10)
     assert torch.bincount(parts).tolist() == [5, 5]
@@ -261,3 +262,6 @@ def test_kernel_checks_its_own_arguments():
     ]:
         with pytest.raises(RuntimeError, match=match):
             kernels.partition(*args)
+    # parts beyond the node count are not allocated
+    assert kernels.partition(indptr, indices, None, None, 10**15, False, 30, 0).tolist() in (
+        [0, 1], [1, 0])
