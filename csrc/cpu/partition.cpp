@@ -290,26 +290,41 @@ void fm_bisection(const WeightedGraph& g, Ids& side, const Ids& limits, int64_t 
   };
   using Entry = std::pair<int64_t, int64_t>;  // (-gain, node)
   using Heap = std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>>;
+  // gains (cut weight a move saves) and the cut, read once, then kept up to date through
+  // moves and their rollbacks; a node is on the boundary when its gain exceeds -(its
+  // edges' weight)
+  Ids gain(n, 0), reach(n, 0);
+  int64_t cut = 0;
+  for (int64_t u = 0; u < n; ++u) {
+    for (int64_t e = g.xadj[u]; e < g.xadj[u + 1]; ++e) {
+      const bool crosses = side[g.adj[e]] != side[u];
+      gain[u] += crosses ? g.ewgt[e] : -g.ewgt[e];
+      cut += crosses ? g.ewgt[e] : 0;
+      reach[u] += g.ewgt[e];
+    }
+  }
+  cut /= 2;
+  auto flip = [&](int64_t u) {  // u to the other side, its and its neighbours' gains after
+    const int64_t a = side[u], b = 1 - a;
+    side[u] = b, weight[a] -= g.vwgt[u], weight[b] += g.vwgt[u];
+    count[a] -= g.members[u], count[b] += g.members[u];
+    cut -= gain[u];
+    gain[u] = -gain[u];
+    for (int64_t e = g.xadj[u]; e < g.xadj[u + 1]; ++e) {
+      const int64_t v = g.adj[e];
+      if (v != u) gain[v] += side[v] == b ? -2 * g.ewgt[e] : 2 * g.ewgt[e];
+    }
+  };
   for (int pass = 0; pass < kFmPasses; ++pass) {
-    Ids gain(n, 0), moves;
+    Ids moves;
     std::vector<char> locked(n, 0);
     Heap heaps[2];
-    int64_t cut = 0;
-    for (int64_t u = 0; u < n; ++u) {
-      bool boundary = false;
-      for (int64_t e = g.xadj[u]; e < g.xadj[u + 1]; ++e) {
-        const bool crosses = side[g.adj[e]] != side[u];
-        gain[u] += crosses ? g.ewgt[e] : -g.ewgt[e];
-        cut += crosses ? g.ewgt[e] : 0;
-        boundary = boundary || crosses;
-      }
-      if (boundary) heaps[side[u]].emplace(-gain[u], u);
-    }
-    cut /= 2;
+    for (int64_t u = 0; u < n; ++u)
+      if (gain[u] > -reach[u]) heaps[side[u]].emplace(-gain[u], u);
     Entry best{excess(), cut};
     size_t best_moves = 0;
     while (static_cast<int64_t>(moves.size() - best_moves) < patience) {
-      const int64_t a = weight[0] - targets[0] > weight[1] - targets[1] ? 0 : 1, b = 1 - a;
+      const int64_t a = weight[0] - targets[0] > weight[1] - targets[1] ? 0 : 1;
       Heap& heap = heaps[a];
       while (!heap.empty() &&
              (locked[heap.top().second] || -heap.top().first != gain[heap.top().second]))
@@ -319,23 +334,16 @@ void fm_bisection(const WeightedGraph& g, Ids& side, const Ids& limits, int64_t 
       heap.pop();
       locked[u] = 1;
       if (count[a] - g.members[u] < fewest[a]) continue;
-      side[u] = b, weight[a] -= g.vwgt[u], weight[b] += g.vwgt[u];
-      count[a] -= g.members[u], count[b] += g.members[u];
-      cut -= gain[u];
+      flip(u);
       moves.push_back(u);
       for (int64_t e = g.xadj[u]; e < g.xadj[u + 1]; ++e) {
         const int64_t v = g.adj[e];
-        gain[v] += side[v] == b ? -2 * g.ewgt[e] : 2 * g.ewgt[e];
         if (!locked[v]) heaps[side[v]].emplace(-gain[v], v);
       }
       const Entry state{excess(), cut};
       if (state < best) best = state, best_moves = moves.size();
     }
-    for (size_t i = moves.size(); i-- > best_moves;) {
-      const int64_t u = moves[i], a = side[u];
-      side[u] = 1 - a, weight[a] -= g.vwgt[u], weight[1 - a] += g.vwgt[u];
-      count[a] -= g.members[u], count[1 - a] += g.members[u];
-    }
+    for (size_t i = moves.size(); i-- > best_moves;) flip(moves[i]);
     if (best_moves == 0) break;
   }
 }

@@ -1203,7 +1203,8 @@ def _refine(g: _WeightedGraph, part: list[int], limits: list[int], fewest: list[
 def _fm_bisection(g: _WeightedGraph, side: list[int], limits: list[int], target: int,
                   fewest: list[int]) -> None:
     """The kernel's Fiduccia-Mattheyses passes (from the side further above its target,
-    largest gain first, ties to the smaller id; back to the best state seen)."""
+    largest gain first, ties to the smaller id; back to the best state seen), with its gains
+    and cut read once and then updated move by move."""
     n = g.size()
     patience = min(max(n // 100, 15), 100)
     weight, count = [0, 0], [0, 0]
@@ -1211,22 +1212,45 @@ def _fm_bisection(g: _WeightedGraph, side: list[int], limits: list[int], target:
         weight[side[u]] += g.vwgt[u]
         count[side[u]] += g.members[u]
     targets = [target, sum(weight) - target]
+    gain, reach, cut = [0] * n, [0] * n, 0
+    for u in range(n):
+        for e in g.row(u):
+            crosses = side[g.adj[e]] != side[u]
+            gain[u] += g.ewgt[e] if crosses else -g.ewgt[e]
+            cut += g.ewgt[e] if crosses else 0
+            reach[u] += g.ewgt[e]
+    cut //= 2
 
     def excess():
         return max(0, weight[0] - limits[0]) + max(0, weight[1] - limits[1])
 
+    def flip(u: int) -> int:  # returns the cut's change
+        a = side[u]
+        b = 1 - a
+        side[u] = b
+        weight[a] -= g.vwgt[u]
+        weight[b] += g.vwgt[u]
+        count[a] -= g.members[u]
+        count[b] += g.members[u]
+        saved = gain[u]
+        gain[u] = -gain[u]
+        for e in g.row(u):
+            v = g.adj[e]
+            if v != u:
+                gain[v] += -2 * g.ewgt[e] if side[v] == b else 2 * g.ewgt[e]
+        return -saved
+
     for _ in range(_FM_PASSES):
-        gain, locked, moves, heaps, cut = [0] * n, [False] * n, [], ([], []), 0
+        locked, moves, heaps = [False] * n, [], ([], [])
         for u in range(n):
-            crossing = [(e, side[g.adj[e]] != side[u]) for e in g.row(u)]
-            gain[u] = sum(g.ewgt[e] if c else -g.ewgt[e] for e, c in crossing)
-            cut += sum(g.ewgt[e] for e, c in crossing if c)
-            if any(c for _, c in crossing):
-                heapq.heappush(heaps[side[u]], (-gain[u], u))
-        best, best_moves, cut = (excess(), cut // 2), 0, cut // 2
+            if gain[u] > -reach[u]:
+                heaps[side[u]].append((-gain[u], u))
+        for heap in heaps:
+            heapq.heapify(heap)
+        best, best_moves = (excess(), cut), 0
         while len(moves) - best_moves < patience:
             a = 0 if weight[0] - targets[0] > weight[1] - targets[1] else 1
-            b, heap = 1 - a, heaps[a]
+            heap = heaps[a]
             while heap and (locked[heap[0][1]] or -heap[0][0] != gain[heap[0][1]]):
                 heapq.heappop(heap)
             if not heap:
@@ -1235,26 +1259,16 @@ def _fm_bisection(g: _WeightedGraph, side: list[int], limits: list[int], target:
             locked[u] = True
             if count[a] - g.members[u] < fewest[a]:
                 continue
-            side[u] = b
-            weight[a] -= g.vwgt[u]
-            weight[b] += g.vwgt[u]
-            count[a] -= g.members[u]
-            count[b] += g.members[u]
-            cut -= gain[u]
+            cut += flip(u)
             moves.append(u)
             for e in g.row(u):
                 v = g.adj[e]
-                gain[v] += -2 * g.ewgt[e] if side[v] == b else 2 * g.ewgt[e]
                 if not locked[v]:
                     heapq.heappush(heaps[side[v]], (-gain[v], v))
             if (excess(), cut) < best:
                 best, best_moves = (excess(), cut), len(moves)
         for u in reversed(moves[best_moves:]):
-            weight[side[u]] -= g.vwgt[u]
-            count[side[u]] -= g.members[u]
-            side[u] = 1 - side[u]
-            weight[side[u]] += g.vwgt[u]
-            count[side[u]] += g.members[u]
+            cut += flip(u)
         if best_moves == 0:
             break
 
