@@ -27,6 +27,14 @@ def check_int(value, name: str, low: int) -> int:
     return value
 
 
+def check_seed(value, name: str = "seed") -> int:
+    """A seed for graphloc's random kernels: a Python int in ``[0, 2^63)`` (the kernels take
+    int64; a larger one failed in torch's argument parser, naming no argument)."""
+    if not is_int_at_least(value, 0) or value >= 2**63:
+        raise ValueError(f"{name} must be an integer in [0, 2^63), got {value!r}")
+    return value
+
+
 def check_flags(owner: str, **flags) -> None:
     """Each option is True or False (a Python or NumPy bool, or the integers 0 and 1): a
     string such as "False" would read as true, and a tensor or list failed at the first

@@ -51,3 +51,15 @@ def test_outputs_beyond_the_machines_memory_are_refused_by_argument(monkeypatch)
     checks.check_fits_in_memory((2**20, 2**10), torch.float64, "K=1024")
     monkeypatch.setattr(checks, "physical_memory_bytes", lambda: None)  # unknown: no check
     checks.check_fits_in_memory((2**40, 2**20), torch.float64, "K")
+
+
+@pytest.mark.parametrize("value", [-1, 2**63, 2**64, 1.0, True, "3", None])
+def test_seeds_outside_int64_or_not_ints_are_refused(value):
+    from graphloc.checks import check_seed
+    with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\^63\)"):
+        check_seed(value)
+
+
+def test_seeds_in_range_pass():
+    from graphloc.checks import check_seed
+    assert [check_seed(v) for v in (0, 7, 2**63 - 1)] == [0, 7, 2**63 - 1]

@@ -18,7 +18,7 @@ from torch import Tensor
 from torch_geometric.loader import ClusterData as _PyGClusterData
 from torch_geometric.loader import ClusterLoader
 
-from graphloc.checks import check_int
+from graphloc.checks import check_int, check_seed
 from graphloc.ops import partition
 
 __all__ = ["ClusterData", "ClusterLoader"]
@@ -31,8 +31,10 @@ class ClusterData(_PyGClusterData):
     def __init__(self, data, num_parts: int, recursive: bool = False, save_dir=None,
                  filename=None, log: bool = True, keep_inter_cluster_edges: bool = False,
                  sparse_format="csr", seed: int = 0):
+        if getattr(data, "edge_index", None) is None:
+            raise ValueError("ClusterData partitions data.edge_index, which is missing")
         check_int(num_parts, "num_parts", 1)
-        self.seed = check_int(seed, "seed", 0)
+        self.seed = check_seed(seed)
         super().__init__(data, num_parts, recursive, save_dir, filename, log,
                          keep_inter_cluster_edges, sparse_format)
 

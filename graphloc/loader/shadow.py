@@ -49,8 +49,10 @@ class ShaDowKHopSampler(torch.utils.data.DataLoader):
         check_flags("ShaDowKHopSampler", replace=replace)
         check_edge_index(data.edge_index, data.num_nodes)
         self.data = copy.copy(data)
-        self.depth, self.num_neighbors, self.replace = depth, num_neighbors, bool(replace)
         num_nodes = data.num_nodes
+        # a subgraph stops growing within num_nodes hops: more hops are the same batches
+        self.depth = min(depth, num_nodes)
+        self.num_neighbors, self.replace = num_neighbors, bool(replace)
         src, dst = data.edge_index.long().cpu()
         # in-neighbour CSR: rows are destinations, entries their sources, in edge order
         self._indptr, self._edge_ids = coo_to_csr(dst, num_nodes)

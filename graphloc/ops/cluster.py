@@ -11,7 +11,14 @@ import math
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_flags, check_index, check_int, sampling_weights, whole_numbers
+from graphloc.checks import (
+    check_flags,
+    check_index,
+    check_int,
+    check_seed,
+    sampling_weights,
+    whole_numbers,
+)
 from graphloc.ops._library import HAS_EXTENSION, kernels
 
 
@@ -136,7 +143,7 @@ def partition(edge_index: Tensor, num_parts: int, num_nodes: int | None = None,
     if num_nodes >= 2**31:  # node pairs are keyed as u * num_nodes + v in int64
         raise ValueError(f"num_nodes must be below 2^31 to partition, got {num_nodes}")
     check_int(num_parts, "num_parts", 1)
-    check_int(seed, "seed", 0)
+    check_seed(seed)
     check_flags("partition", recursive=recursive)
     if isinstance(imbalance, bool) or not isinstance(imbalance, (int, float)) \
             or not (math.isfinite(imbalance) and 0 <= imbalance <= 1000):
@@ -145,7 +152,9 @@ def partition(edge_index: Tensor, num_parts: int, num_nodes: int | None = None,
     node_weight = _whole_weights(node_weight, num_nodes, "node_weight", "node")
     edge_weight = _whole_weights(edge_weight, edge_index.size(1), "edge_weight", "edge")
     indptr, indices, weight = _undirected_csr(edge_index, edge_weight, num_nodes)
-    parts = kernels.partition(indptr, indices, node_weight, weight, num_parts, bool(recursive),
+    # parts beyond the node count stay empty (and the kernel takes an int64 count)
+    parts = kernels.partition(indptr, indices, node_weight, weight,
+                              min(num_parts, max(num_nodes, 1)), bool(recursive),
                               round(imbalance * 1000), seed)
     return parts.to(edge_index.device)
 

@@ -14,7 +14,13 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_fits_in_memory, check_int, first_repeated, sampling_weights
+from graphloc.checks import (
+    check_fits_in_memory,
+    check_int,
+    check_seed,
+    first_repeated,
+    sampling_weights,
+)
 from graphloc.ops._library import HAS_EXTENSION, kernels
 from graphloc.ops.reference import local_eccentricity as _eccentricity_twin
 
@@ -234,7 +240,7 @@ def relational_neighbor_sample(csrs, relations, num_nodes, seeds, fanouts, *, re
     if induced and disjoint:
         raise ValueError("induced subgraphs are not sampled disjointly (disjoint=True with "
                          "induced=True)")
-    check_int(seed, "seed", 0)
+    check_seed(seed)
     fanouts = _checked_fanouts(fanouts, len(relations))
     pairs = [_checked_relation_csr(c, r) for r, c in enumerate(csrs)]
     if len({t.dtype for pair in pairs for t in pair}) > 1:
@@ -291,9 +297,11 @@ def random_walk(graph, start: Tensor, walk_length: int, p: float = 1.0, q: float
         raise TypeError(f"random_walk expects a graphloc.Graph, got {type(graph).__name__}")
     graph._require_one_node_set("random_walk")
     check_int(walk_length, "walk_length", 0)
-    check_int(seed, "seed", 0)
+    check_seed(seed)
     check_walk_bias(p, q)
     start = _checked_seeds(start, graph.num_nodes)
+    check_fits_in_memory((start.numel(), walk_length + 1), torch.long,
+                         f"walk_length={walk_length}")
     csc = graph.csc
     ids = graph.cached("csc_edge_ids", lambda: _csc_edge_ids(graph)) if return_edges else None
     # graphloc's source-major rows are sorted by destination (a stable transpose of the
@@ -322,7 +330,7 @@ def hop2_sample(graph, K: int, seed: int = 0) -> Tensor:
     replacement from its distinct in-neighbours followed by the distinct nodes two
     in-steps away (LargeGT's official pool). Deterministic for a ``seed``."""
     check_int(K, "K (tokens per node)", 1)
-    check_int(seed, "seed", 0)
+    check_seed(seed)
     indptr, indices = _csr_on_cpu(graph, "hop2_sample")
     check_fits_in_memory((indptr.numel() - 1, K), torch.long, f"K={K} (tokens per node)")
     return kernels.hop2_sample(indptr, indices, K, seed)

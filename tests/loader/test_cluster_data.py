@@ -86,3 +86,5 @@ def test_bad_graphs_refused_before_pyg_reads_them():
         ClusterData(grid_data(), num_parts=0, log=False)
     with pytest.raises(ValueError, match="seed"):
         ClusterData(grid_data(), num_parts=2, log=False, seed=-1)
+    with pytest.raises(ValueError, match="edge_index, which is missing"):
+        ClusterData(Data(x=torch.ones(3, 1)), num_parts=2, log=False)

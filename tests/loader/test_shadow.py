@@ -90,6 +90,16 @@ def test_draws_are_uniform_without_replacement():
     assert chi2 < 27.9  # 9 degrees of freedom, p = 0.001
 
 
+def test_depth_beyond_the_node_count_is_the_whole_ball():
+    data = random_data()
+    roots = torch.tensor([5, 6])
+    deep = next(iter(ShaDowKHopSampler(data, depth=10**9, num_neighbors=-1, node_idx=roots,
+                                       batch_size=2)))
+    full = next(iter(ShaDowKHopSampler(data, depth=40, num_neighbors=-1, node_idx=roots,
+                                       batch_size=2)))
+    assert torch.equal(deep.x, full.x) and torch.equal(deep.edge_index, full.edge_index)
+
+
 def test_refusals():
     data = random_data()
     with pytest.raises(ValueError, match="depth must be >= 0, got -1"):

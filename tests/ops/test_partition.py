@@ -192,7 +192,7 @@ def test_seed_and_trivial_cases():
     assert torch.equal(partition(edge_index, 1), torch.zeros(200, dtype=torch.long))
     assert partition(torch.empty(2, 0, dtype=torch.long), 3).numel() == 0
     # more parts than nodes: every node its own part (and no memory per empty part)
-    for num_parts in (6, 10**15):
+    for num_parts in (6, 10**15, 10**30):
         parts = partition(random_graph(4, 6, 0), num_parts, num_nodes=4)
         assert sorted(parts.tolist()) == [0, 1, 2, 3]
     # isolated nodes are placed too
@@ -225,6 +225,7 @@ def test_kernel_and_twin_agree(recursive):
     (lambda e: partition(e, 2, imbalance=float("nan")), ValueError, "imbalance"),
     (lambda e: partition(e, 2, recursive="yes"), TypeError, "recursive"),
     (lambda e: partition(e, 2, seed=-1), ValueError, "seed"),
+    (lambda e: partition(e, 2, seed=2**64), ValueError, r"seed must be an integer in \[0, 2\^63\)"),
     (lambda e: partition(e, 2, num_nodes=3), ValueError, "edge_index holds 5 but dim_size is 3"),
     (lambda e: partition(e - 1, 2), ValueError, "edge_index holds -1"),
     (lambda e: partition(e[0], 2), ValueError, r"edge_index must be a \[2, E\] tensor"),

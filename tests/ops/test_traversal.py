@@ -410,6 +410,11 @@ def test_random_walk_bad_arguments_are_named():
         ops.random_walk(graph, torch.tensor([0.0]), 3)
     with pytest.raises(TypeError, match="expects a graphloc.Graph"):
         ops.random_walk(graph.edge_index, torch.tensor([0]), 3)
+    with pytest.raises(ValueError, match="walk_length=1000000000000 asks for a"):
+        ops.random_walk(graph, torch.tensor([0]), 10**12)
+    for bad_seed in (2**63, -1, 1.0):
+        with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\^63\)"):
+            ops.random_walk(graph, torch.tensor([0]), 3, seed=bad_seed)
     empty = ops.random_walk(graph, torch.zeros(0, dtype=torch.long), 3)
     assert empty.nodes.shape == (0, 4) and empty.edges.shape == (0, 3)
     nodes_only = ops.random_walk(graph, torch.arange(40), 5, p=2.0, seed=8, return_edges=False)
