@@ -36,13 +36,7 @@ def graclus(edge_index: Tensor, weight: Tensor | None = None,
     weights must be finite and >= 0 (pyg-lib never matches along a negative or NaN weight,
     silently).
     """
-    if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
-        raise ValueError(f"edge_index must be a [2, E] tensor, got "
-                         f"{getattr(edge_index, 'shape', type(edge_index).__name__)}")
-    if num_nodes is None:
-        num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0
-    check_int(num_nodes, "num_nodes", 0)
-    check_index(edge_index, num_nodes, "edge_index")
+    num_nodes = _checked_edges(edge_index, num_nodes)
     row, col = edge_index.long().cpu()
     # PyG's sort_edge_index (by row, then column) as two stable counting sorts
     _, by_col = kernels.coo_to_csr(col, num_nodes)
@@ -127,19 +121,14 @@ def partition(edge_index: Tensor, num_parts: int, num_nodes: int | None = None,
 
     Balance: no part outweighs ``(1 + imbalance)`` times its share of the total node weight
     (rounded down, never below the share rounded up) where node weights allow it; with unit
-    weights it always holds. A part never loses its last node to refinement, so with at
-    least ``num_parts`` nodes of unit weight no part is empty. ``recursive``: recursive
+    weights it always holds, and no part is left empty where the graph has at least
+    ``num_parts`` nodes (more parts than nodes: each node its own part). ``recursive``: recursive
     multilevel bisection instead of multilevel k-way (METIS's ``PartGraphRecursive``),
     under the same final limit. Deterministic for a ``seed`` (METIS's own parts are not
     reproduced: its coarsening and refinement differ in detail). CPU; a CUDA
     ``edge_index`` is partitioned on the CPU and the parts returned on its device.
     """
-    if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
-        raise ValueError(f"edge_index must be a [2, E] tensor, got "
-                         f"{getattr(edge_index, 'shape', type(edge_index).__name__)}")
-    if num_nodes is None:
-        num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0
-    check_int(num_nodes, "num_nodes", 0)
+    num_nodes = _checked_edges(edge_index, num_nodes)
     if num_nodes >= 2**31:  # node pairs are keyed as u * num_nodes + v in int64
         raise ValueError(f"num_nodes must be below 2^31 to partition, got {num_nodes}")
     check_int(num_parts, "num_parts", 1)
@@ -148,7 +137,6 @@ def partition(edge_index: Tensor, num_parts: int, num_nodes: int | None = None,
     if isinstance(imbalance, bool) or not isinstance(imbalance, (int, float)) \
             or not (math.isfinite(imbalance) and 0 <= imbalance <= 1000):
         raise ValueError(f"imbalance must be a number in [0, 1000], got {imbalance!r}")
-    check_index(edge_index, num_nodes, "edge_index")
     node_weight = _whole_weights(node_weight, num_nodes, "node_weight", "node")
     edge_weight = _whole_weights(edge_weight, edge_index.size(1), "edge_weight", "edge")
     indptr, indices, weight = _undirected_csr(edge_index, edge_weight, num_nodes)
@@ -157,6 +145,19 @@ def partition(edge_index: Tensor, num_parts: int, num_nodes: int | None = None,
                               min(num_parts, max(num_nodes, 1)), bool(recursive),
                               round(imbalance * 1000), seed)
     return parts.to(edge_index.device)
+
+
+def _checked_edges(edge_index, num_nodes: int | None) -> int:
+    """The node count (``edge_index``'s largest id + 1 when None) after checking that
+    ``edge_index`` is an integer ``[2, E]`` tensor of ids below it."""
+    if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(f"edge_index must be a [2, E] tensor, got "
+                         f"{getattr(edge_index, 'shape', type(edge_index).__name__)}")
+    if num_nodes is None:
+        num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0
+    check_int(num_nodes, "num_nodes", 0)
+    check_index(edge_index, num_nodes, "edge_index")
+    return num_nodes
 
 
 def _whole_weights(weight: Tensor | None, count: int, name: str, position: str):
