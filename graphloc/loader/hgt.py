@@ -28,7 +28,7 @@ from torch_geometric.sampler import HGTSampler as _PyGHGTSampler
 from torch_geometric.sampler.utils import to_hetero_csc
 
 from graphloc.loader.pyg import _check_edges
-from graphloc.ops.reference import csr_rows
+from graphloc.loader.rows import packed_rows
 
 MAX_NEIGHBORS = 50  # torch-sparse's cap on the entries a large row adds to the budget
 
@@ -62,11 +62,7 @@ class HGTSampler(_PyGHGTSampler):
     def _in_edges(self, edge_type, nodes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """The in-edges of ``nodes``, their rows packed one after another: each entry's CSC
         position and index into ``nodes``, and the packed rows' pointer."""
-        colptr, _ = self.csc[edge_type]
-        degree = colptr[nodes + 1] - colptr[nodes]
-        offsets = torch.cat([degree.new_zeros(1), degree.cumsum(0)])
-        owner = csr_rows(offsets)
-        return colptr[nodes][owner] + torch.arange(owner.numel()) - offsets[owner], owner, offsets
+        return packed_rows(self.csc[edge_type][0], nodes)
 
     def _grow_budget(self, budget, seen, node_type, samples: Tensor) -> None:
         """Adds the in-neighbours of new ``samples`` (of ``node_type``) to the budgets."""

@@ -29,6 +29,7 @@ from torch import Tensor
 
 from graphloc.checks import check_int
 from graphloc.graph import Graph, check_edge_index
+from graphloc.loader.rows import packed_rows
 from graphloc.ops import coo_to_csr, random_walk
 
 __all__ = ["GraphSAINTSampler", "GraphSAINTNodeSampler", "GraphSAINTEdgeSampler",
@@ -100,11 +101,7 @@ class GraphSAINTSampler(torch.utils.data.DataLoader):
         ids, by source then destination, and edge ids."""
         local = torch.full((self.N,), -1, dtype=torch.long)
         local[node_idx] = torch.arange(node_idx.numel())
-        starts = self._rowptr[node_idx].long()
-        counts = self._rowptr[node_idx + 1].long() - starts
-        offsets = torch.arange(int(counts.sum())) - (counts.cumsum(0) - counts).repeat_interleave(
-            counts)
-        position = starts.repeat_interleave(counts) + offsets
+        position, _, _ = packed_rows(self._rowptr, node_idx)
         kept = position[local[self._col[position]] >= 0]
         return local[self._row[kept]], local[self._col[kept]], self._edge_ids[kept]
 

@@ -27,6 +27,7 @@ from torch_geometric.data import Batch, Data
 
 from graphloc.checks import check_flags, check_index
 from graphloc.graph import check_edge_index
+from graphloc.loader.rows import packed_rows
 from graphloc.ops import coo_to_csr, relational_neighbor_sample
 
 __all__ = ["ShaDowKHopSampler"]
@@ -101,14 +102,8 @@ class ShaDowKHopSampler(torch.utils.data.DataLoader):
         destination), and its edge id. ``(tree, nodes)`` are sorted."""
         n = self.data.num_nodes
         keys = tree * n + nodes
-        degree = self._indptr[1:] - self._indptr[:-1]
-        counts = degree[nodes].long()
-        # the in-edges of every sampled node: destination batch id and CSR position
-        dst = torch.repeat_interleave(torch.arange(nodes.numel()), counts)
-        starts = self._indptr[nodes].long().repeat_interleave(counts)
-        offsets = torch.arange(int(counts.sum())) - (counts.cumsum(0) - counts).repeat_interleave(
-            counts)
-        position = starts + offsets
+        # the in-edges of every sampled node: CSR position and destination batch id
+        position, dst, _ = packed_rows(self._indptr, nodes)
         source_keys = tree[dst] * n + self._sources[position]
         src = torch.searchsorted(keys, source_keys).clamp(max=max(keys.numel() - 1, 0))
         kept = keys[src] == source_keys if keys.numel() else source_keys.new_zeros(0).bool()
