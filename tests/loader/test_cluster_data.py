@@ -86,5 +86,12 @@ def test_bad_graphs_refused_before_pyg_reads_them():
         ClusterData(grid_data(), num_parts=0, log=False)
     with pytest.raises(ValueError, match="seed"):
         ClusterData(grid_data(), num_parts=2, log=False, seed=-1)
+    with pytest.raises(TypeError, match="edge_index must be an integer tensor"):
+        ClusterData(Data(x=torch.ones(2, 1), edge_index=torch.tensor([[0.0], [1.0]])),
+                    num_parts=2, log=False)
+    # no edges: parts of the nodes still, balanced
+    empty = ClusterData(Data(x=torch.ones(4, 1), edge_index=torch.empty(2, 0, dtype=torch.long)),
+                        num_parts=2, log=False)
+    assert empty.partition.partptr.tolist() == [0, 2, 4]
     with pytest.raises(ValueError, match="edge_index, which is missing"):
         ClusterData(Data(x=torch.ones(3, 1)), num_parts=2, log=False)

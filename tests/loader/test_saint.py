@@ -108,6 +108,12 @@ def test_refusals():
     normed.node_norm = torch.ones(30)
     with pytest.raises(ValueError, match="node_norm"):
         GraphSAINTNodeSampler(normed, batch_size=2, log=False)
+    with pytest.raises(TypeError, match="edge_index must have an integer dtype"):
+        GraphSAINTNodeSampler(Data(edge_index=data.edge_index.float(), num_nodes=30),
+                              batch_size=2, log=False)
+    with pytest.raises(ValueError, match="needs a graph with nodes to draw from, got 0 nodes"):
+        GraphSAINTRandomWalkSampler(Data(edge_index=torch.empty(2, 0, dtype=torch.long),
+                                         num_nodes=0), batch_size=2, walk_length=2, log=False)
     empty = Data(edge_index=torch.empty(2, 0, dtype=torch.long), num_nodes=5)
     for sampler in (GraphSAINTNodeSampler, GraphSAINTEdgeSampler):
         with pytest.raises(ValueError, match="needs a graph with nodes and edges"):

@@ -117,6 +117,13 @@ def test_refusals():
         ShaDowKHopSampler(data, depth=1, num_neighbors=2, node_idx=torch.tensor([0, 40]))
     with pytest.raises(ValueError, match="one entry per node"):
         ShaDowKHopSampler(data, depth=1, num_neighbors=2, node_idx=torch.ones(3, dtype=bool))
+    with pytest.raises(TypeError, match="node_idx must be an integer tensor"):
+        ShaDowKHopSampler(data, depth=1, num_neighbors=2, node_idx=torch.tensor([0.5]))
+    with pytest.raises(TypeError, match="edge_index must have an integer dtype"):
+        ShaDowKHopSampler(Data(x=data.x, edge_index=data.edge_index.float()), depth=1,
+                          num_neighbors=2)
+    assert len(ShaDowKHopSampler(data, depth=1, num_neighbors=2,
+                                 node_idx=torch.zeros(0, dtype=torch.long))) == 0
     with pytest.raises(TypeError, match="node_idx must be a tensor"):
         ShaDowKHopSampler(data, depth=1, num_neighbors=2, node_idx=[0, 1])
     with pytest.raises(TypeError, match="adj_t"):

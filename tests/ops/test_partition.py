@@ -238,6 +238,8 @@ def test_kernel_and_twin_agree(recursive):
      "edge_weight must hold whole numbers .* got 0.5 at edge 0"),
     (lambda e: partition(e, 2, edge_weight=torch.full((6,), float("inf"))), ValueError,
      "edge_weight must be finite"),
+    (lambda e: partition(e, 2, node_weight=torch.tensor([1, 1, float("nan"), 1, 1, 1])),
+     ValueError, "node_weight must be finite and >= 0, got nan at node 2"),
     (lambda e: partition(e, 2, node_weight=torch.full((6,), 2.0**51)), ValueError,
      "past 2\\^52"),
 ])
