@@ -30,7 +30,7 @@ from torch import Tensor
 from graphloc.checks import check_int
 from graphloc.graph import Graph, check_edge_index
 from graphloc.loader.rows import packed_rows
-from graphloc.ops import coo_to_csr, random_walk
+from graphloc.ops import random_walk, row_sorted_csr
 
 __all__ = ["GraphSAINTSampler", "GraphSAINTNodeSampler", "GraphSAINTEdgeSampler",
            "GraphSAINTRandomWalkSampler"]
@@ -67,9 +67,7 @@ class GraphSAINTSampler(torch.utils.data.DataLoader):
                              f"{N} nodes and {self.E} edges")
         row, col = data.edge_index.long()
         # edges sorted by source, then destination (SparseTensor's order), with their ids
-        _, by_col = coo_to_csr(col, N)
-        self._rowptr, by_row = coo_to_csr(row[by_col], N)
-        self._edge_ids = by_col[by_row.long()].long()
+        self._rowptr, self._edge_ids = row_sorted_csr(row, col, N)
         self._row, self._col = row[self._edge_ids], col[self._edge_ids]
         self.data = data
         super().__init__(self, batch_size=1, collate_fn=self._collate, **kwargs)

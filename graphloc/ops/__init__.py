@@ -22,7 +22,7 @@ from graphloc.ops._library import (
     kernels,
     permute_rows,
 )
-from graphloc.ops.cluster import graclus, partition, voxel_grid
+from graphloc.ops.cluster import graclus, partition, row_sorted_csr, voxel_grid
 from graphloc.ops.dropout import dropout
 from graphloc.ops.neighbours import fps, knn, knn_graph, nearest, radius, radius_graph
 from graphloc.ops.reference import as_rows, canonical_reduce
@@ -53,7 +53,7 @@ __all__ = ["HAS_EXTENSION", "spmm", "set_spmm_backend", "sddmm", "segment_softma
            "khop_subgraphs", "separated_rounds", "neighbor_sample", "relational_neighbor_sample",
            "random_walk", "hop2_sample",
            "local_eccentricity", "dropout", "knn", "knn_graph", "radius", "radius_graph",
-           "nearest", "fps", "graclus", "partition", "voxel_grid", "spline_basis",
+           "nearest", "fps", "graclus", "partition", "row_sorted_csr", "voxel_grid", "spline_basis",
            "spline_weighting",
            "KHopBalls",
            "SampledNeighbourhood", "SampledRelations", "RandomWalks"]

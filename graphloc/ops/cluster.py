@@ -38,10 +38,7 @@ def graclus(edge_index: Tensor, weight: Tensor | None = None,
     """
     num_nodes = _checked_edges(edge_index, num_nodes)
     row, col = edge_index.long().cpu()
-    # PyG's sort_edge_index (by row, then column) as two stable counting sorts
-    _, by_col = kernels.coo_to_csr(col, num_nodes)
-    indptr, by_row = kernels.coo_to_csr(row[by_col], num_nodes)
-    perm = by_col[by_row]
+    indptr, perm = row_sorted_csr(row, col, num_nodes)
     if weight is not None:
         if not isinstance(weight, Tensor) or weight.dim() != 1 or weight.numel() != row.numel():
             raise ValueError(f"weight must be a 1-D tensor with one entry per edge "
@@ -50,6 +47,17 @@ def graclus(edge_index: Tensor, weight: Tensor | None = None,
         weight = sampling_weights(weight, "weight", "edge")[perm]
     order = torch.randperm(num_nodes, dtype=torch.long)
     return kernels.graclus(indptr, col[perm], order, weight)
+
+
+def row_sorted_csr(row: Tensor, col: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
+    """The edges ``row -> col`` (int64, ids below ``num_nodes``) sorted by row, then column,
+    parallel edges in edge order (PyG's ``sort_edge_index`` order, which torch-sparse's
+    ``SparseTensor`` keeps): ``(indptr over rows, perm)``, two stable counting sorts."""
+    check_index(row, num_nodes, "row")
+    check_index(col, num_nodes, "col")
+    _, by_col = kernels.coo_to_csr(col, num_nodes)
+    indptr, by_row = kernels.coo_to_csr(row[by_col], num_nodes)
+    return indptr, by_col[by_row.long()].long()
 
 
 def voxel_grid(pos: Tensor, size, batch: Tensor | None = None, start=None,

@@ -9,7 +9,7 @@ import torch
 from helpers import requires_ext
 
 from graphloc import Graph
-from graphloc.ops import graclus, reference, voxel_grid
+from graphloc.ops import graclus, reference, row_sorted_csr, voxel_grid
 
 
 def symmetric_graph(num_nodes, num_edges, seed, loops=False):
@@ -183,3 +183,14 @@ def test_voxel_grid_refuses_what_pyg_lib_misplaces():
         voxel_grid(pos, [0.5, 0.5, 0.5])
     with pytest.raises(TypeError, match="pos must be a floating-point"):
         voxel_grid(pos.long(), 0.5)
+
+
+def test_row_sorted_csr_against_sorted():
+    gen = torch.Generator().manual_seed(0)
+    row, col = torch.randint(0, 9, (2, 60), generator=gen)
+    indptr, perm = row_sorted_csr(row, col, 9)
+    expected = sorted(range(60), key=lambda e: (int(row[e]), int(col[e]), e))
+    assert perm.tolist() == expected
+    assert indptr.tolist() == [int((row < r).sum()) for r in range(10)]
+    with pytest.raises(ValueError, match="col holds 9 but dim_size is 9"):
+        row_sorted_csr(row, torch.full_like(col, 9), 9)
