@@ -149,6 +149,13 @@ TORCH_LIBRARY(graphloc, m) {
   m.def(
       "khop_subgraphs(Tensor indptr, Tensor indices, Tensor seeds, int hops) -> "
       "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+  // For each node i and each node j reaching i within hops steps: the weighted number of
+  // walks j -> ... -> i of each length 0..hops (rows of A^0..A^hops, A[i, j] the weight of
+  // j -> i; weight float64 per CSR entry, or 1): (indptr [N+1], indices ascending per row,
+  // counts float64 [nnz, hops + 1]). Refuses more than max_entries pairs. CPU.
+  m.def(
+      "walk_counts(Tensor indptr, Tensor indices, Tensor? weight, int hops, int max_entries) -> "
+      "(Tensor, Tensor, Tensor)");
   // Greedy round per seed (int64 [S], from 0) such that the in-balls of radius hops of the
   // seeds of one round are pairwise disjoint; (t_indptr, t_indices) is the transpose CSR
   // (out-edges). Seeds must be distinct. CPU.

@@ -36,6 +36,7 @@ from graphloc.ops.traversal import (
     RandomWalks,
     SampledNeighbourhood,
     SampledRelations,
+    WalkCounts,
     hop2_sample,
     khop_subgraphs,
     local_eccentricity,
@@ -43,6 +44,7 @@ from graphloc.ops.traversal import (
     random_walk,
     relational_neighbor_sample,
     separated_rounds,
+    walk_counts,
 )
 
 __all__ = ["HAS_EXTENSION", "spmm", "set_spmm_backend", "sddmm", "segment_softmax",
@@ -50,13 +52,13 @@ __all__ = ["HAS_EXTENSION", "spmm", "set_spmm_backend", "sddmm", "segment_softma
            "softmax_sum",
            "edge_outer_sum", "edge_head_sum",
            "segment_reduce", "gather", "scatter", "coo_to_csr", "csr_transpose", "permute_rows",
-           "khop_subgraphs", "separated_rounds", "neighbor_sample", "relational_neighbor_sample",
+           "khop_subgraphs", "walk_counts", "separated_rounds", "neighbor_sample", "relational_neighbor_sample",
            "random_walk", "hop2_sample",
            "local_eccentricity", "dropout", "knn", "knn_graph", "radius", "radius_graph",
            "nearest", "fps", "graclus", "partition", "row_sorted_csr", "voxel_grid", "spline_basis",
            "spline_weighting",
            "KHopBalls",
-           "SampledNeighbourhood", "SampledRelations", "RandomWalks"]
+           "SampledNeighbourhood", "SampledRelations", "RandomWalks", "WalkCounts"]
 
 _FLOATS = (torch.float32, torch.float64, torch.bfloat16)
 

@@ -579,6 +579,51 @@ def separated_rounds(indptr, indices, t_indptr, t_indices, seeds, hops):
     return torch.tensor(rounds, dtype=torch.long)
 
 
+def _refuse_more_pairs(pairs: int, hops: int, max_entries: int) -> None:
+    """The kernel's refusal (checked level by level here: the pattern only grows)."""
+    if pairs > max_entries:
+        raise ValueError(f"walk_counts: the walks of up to {hops} hops join more node pairs "
+                         f"than the limit of {max_entries} (memory); use fewer hops (they "
+                         f"join {pairs} or more)")
+
+
+def walk_counts(indptr, indices, weight, hops, max_entries):
+    """Rows of ``A^0, ..., A^hops`` (``A[i, j]`` the weight of ``j -> i``) on their joint
+    pattern: ``(indptr, indices, counts [nnz, hops + 1])``, rows' columns ascending. Each
+    power is the previous one times ``A``, entry by entry: every entry ``(i, k, v)`` is
+    extended by row ``k``'s edges and equal ``(i, j)`` summed (a sparse product in COO)."""
+    if hops < 0:
+        raise ValueError(f"hops must be >= 0, got {hops}")
+    n = indptr.numel() - 1
+    ptr, src = indptr.long(), indices.long()
+    edge_weight = torch.ones(src.numel(), dtype=torch.float64) if weight is None else weight
+    row = torch.arange(n)
+    col, value = row.clone(), torch.ones(n, dtype=torch.float64)
+    keys, levels = [row * n + col], [(row * n + col, value)]
+    for _ in range(hops):
+        degree = ptr[col + 1] - ptr[col]
+        start = torch.repeat_interleave(ptr[col], degree)
+        offset = torch.arange(start.numel()) - torch.repeat_interleave(
+            torch.cumsum(degree, 0) - degree, degree)
+        edge = start + offset
+        key = torch.repeat_interleave(row, degree) * n + src[edge]
+        key, inverse = torch.unique(key, return_inverse=True)
+        value = torch.zeros(key.numel(), dtype=torch.float64).index_add_(
+            0, inverse, torch.repeat_interleave(value, degree) * edge_weight[edge])
+        row, col = key // n, key % n
+        keys.append(key)
+        levels.append((key, value))
+        _refuse_more_pairs(torch.unique(torch.cat(keys)).numel(), hops, max_entries)
+    pattern = torch.unique(torch.cat(keys))
+    _refuse_more_pairs(pattern.numel(), hops, max_entries)
+    counts = torch.zeros(pattern.numel(), hops + 1, dtype=torch.float64)
+    for level, (key, value) in enumerate(levels):
+        counts[torch.searchsorted(pattern, key), level] = value
+    out_indptr = torch.zeros(n + 1, dtype=torch.long)
+    out_indptr[1:] = torch.cumsum(torch.bincount(pattern // max(n, 1), minlength=n), 0)
+    return out_indptr, pattern % max(n, 1), counts
+
+
 # --- sampling: the kernels' counter-based streams, so the twins draw the same samples ----
 
 _U64 = (1 << 64) - 1

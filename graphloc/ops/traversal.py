@@ -19,6 +19,7 @@ from graphloc.checks import (
     check_int,
     check_seed,
     first_repeated,
+    physical_memory_bytes,
     sampling_weights,
 )
 from graphloc.ops._library import HAS_EXTENSION, kernels
@@ -119,6 +120,54 @@ def separated_rounds(graph, seeds: Tensor, hops: int) -> Tensor:
     seeds = _checked_seeds(seeds, graph.num_nodes, distinct=True)
     return kernels.separated_rounds(indptr, indices, csc.indptr.cpu(), csc.indices.cpu(),
                                     seeds, hops)
+
+
+class WalkCounts(NamedTuple):
+    """The rows of ``A^0, ..., A^hops`` on their joint pattern, in CSR: row ``i`` owns
+    positions ``indptr[i]:indptr[i+1]``, ``indices`` its columns (ascending) and
+    ``counts[p, n]`` the entry of ``A^n`` there (float64)."""
+
+    indptr: Tensor
+    indices: Tensor
+    counts: Tensor
+
+
+def walk_counts(graph, hops: int, edge_weight: Tensor | None = None) -> WalkCounts:
+    """Per node ``i``, every node ``j`` that reaches ``i`` within ``hops`` edges, with the
+    number of walks ``j -> ... -> i`` of each length ``0..hops``: the entries of the powers
+    ``A^0, ..., A^hops`` of ``A[i, j] = `` the weight of ``j -> i`` (PyG's ``adj_t``;
+    parallel edges add), on the pattern they share (:class:`WalkCounts`).
+
+    With ``edge_weight`` (``[E]``, the graph's edge order) a walk counts the product of its
+    edges' weights. The pattern is structural: a pair whose weighted walks add to 0 keeps
+    its entry. Counts are float64 (exact up to 2^53 without weights). Raises, naming
+    ``hops``, where the pairs would not fit in memory.
+
+    Example::
+
+        walks = ops.walk_counts(graph, hops=2)   # A^0, A^1 and A^2 in one CSR
+        two_hop = walks.counts[:, 2]
+    """
+    check_int(hops, "hops", 0)
+    indptr, indices = _csr_on_cpu(graph, "walk_counts")
+    weight = None
+    if edge_weight is not None:
+        if not isinstance(edge_weight, Tensor) or not edge_weight.is_floating_point():
+            got = edge_weight.dtype if isinstance(edge_weight, Tensor) else \
+                type(edge_weight).__name__
+            raise TypeError(f"walk_counts: edge_weight must be a floating-point tensor, got "
+                            f"{got}")
+        if tuple(edge_weight.shape) != (graph.num_edges,):
+            raise ValueError(f"walk_counts: edge_weight must be [E] = [{graph.num_edges}], got "
+                             f"shape {list(edge_weight.shape)}")
+        if edge_weight.requires_grad and torch.is_grad_enabled():
+            raise ValueError("walk_counts has no gradient for edge_weight, which requires "
+                             "grad; pass edge_weight.detach() where none is wanted")
+        weight = graph.to_csr_order(edge_weight).to(torch.float64).cpu()
+    bytes_per_pair = 8 * (hops + 2)  # the column and the hops + 1 counts
+    memory = physical_memory_bytes()
+    max_entries = 2**62 if memory is None else memory // bytes_per_pair
+    return WalkCounts(*kernels.walk_counts(indptr, indices, weight, hops, max_entries))
 
 
 def neighbor_sample(graph, seeds: Tensor, fanouts: list[int], seed: int = 0
@@ -415,6 +464,14 @@ def _sample_fake(indptrs, indices, src_types, dst_types, num_nodes, seeds, fanou
     return parts
 
 
+def _walk_counts_fake(indptr, indices, weight, hops, max_entries):
+    torch._check(hops >= 0, lambda: f"hops must be >= 0, got {hops}")
+    pairs = torch.library.get_ctx().new_dynamic_size()  # the pattern depends on the values
+    return (indptr.new_empty(indptr.shape[0], dtype=torch.long),
+            indptr.new_empty(pairs, dtype=torch.long),
+            indptr.new_empty(pairs, hops + 1, dtype=torch.float64))
+
+
 def _walk_fake(indptr, indices, start, walk_length, p, q, seed, edge_ids, sorted_rows):
     torch._check(start.dim() == 1 and start.dtype == torch.int64,
                  lambda: f"start must be int64 [S], got {start.dtype} {list(start.shape)}")
@@ -426,6 +483,7 @@ def _walk_fake(indptr, indices, start, walk_length, p, q, seed, edge_ids, sorted
 if HAS_EXTENSION:
     torch.library.register_fake("graphloc::random_walk")(_walk_fake)
     torch.library.register_fake("graphloc::khop_subgraphs")(_khop_fake)
+    torch.library.register_fake("graphloc::walk_counts")(_walk_counts_fake)
     torch.library.register_fake("graphloc::neighbor_sample")(_sample_fake)
     torch.library.register_fake("graphloc::local_eccentricity")(_eccentricity_fake)
     torch.library.register_fake("graphloc::hop2_sample")(_hop2_fake)

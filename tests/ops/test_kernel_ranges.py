@@ -58,6 +58,7 @@ CHILD = textwrap.dedent("""
             "softmax_sum": lambda: k.softmax_sum(x, torch.ones(4), ptr, idx, False),
             "local_eccentricity": lambda: k.local_eccentricity(ptr, idx, w.double(), 2),
             "khop_subgraphs": lambda: k.khop_subgraphs(ptr, idx, L(0), 2),
+            "walk_counts": lambda: k.walk_counts(ptr, idx, None, 2, 2**40),
             "separated_rounds": lambda: k.separated_rounds(ptr, idx, good_ptr, good_idx, L(0), 1),
             "separated_rounds (transpose)": lambda: k.separated_rounds(
                 good_ptr, good_idx, ptr, idx, L(0), 1),

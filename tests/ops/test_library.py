@@ -117,6 +117,9 @@ def _samples():
                                      torch.randperm(N)[:N // 2], 2)
     seeds = torch.tensor([0, 3, 5])
     yield kernels.khop_subgraphs, (csr.indptr, csr.indices, seeds, 2)
+    yield kernels.walk_counts, (csr.indptr, csr.indices, None, 2, 2**40)
+    yield kernels.walk_counts, (csr.indptr, csr.indices,
+                                torch.rand(csr.indices.numel(), dtype=torch.float64), 1, 2**40)
     one = ([csr.indptr], [csr.indices], [0], [0], [N], [seeds], [2, -1])
     yield kernels.neighbor_sample, (*one, False, False, False, 4, [], [], None, [], False)
     yield kernels.neighbor_sample, (*one, True, True, False, 4, [], [], None, [], False)

@@ -37,6 +37,24 @@ def test_ball_twins_give_the_kernels_output():
                                    torch.tensor([3, 4, 3]), 1)
 
 
+def test_walk_count_twin_gives_the_kernels_output():
+    for seed, graph in _graphs():
+        csr = graph.csr
+        weight = torch.rand(graph.num_edges, dtype=torch.float64,
+                            generator=torch.Generator().manual_seed(seed)) - 0.3
+        for hops in (0, 1, 3):
+            for w in (None, weight):
+                ours = reference.walk_counts(csr.indptr, csr.indices, w, hops, 2**40)
+                kernel = torch.ops.graphloc.walk_counts(csr.indptr, csr.indices, w, hops, 2**40)
+                assert torch.equal(ours[0], kernel[0]) and torch.equal(ours[1], kernel[1])
+                torch.testing.assert_close(ours[2], kernel[2], rtol=1e-12, atol=1e-12)
+    pairs = int(kernel[0][-1])
+    for run in (reference.walk_counts, torch.ops.graphloc.walk_counts):  # the same refusal
+        with pytest.raises(ValueError, match=f"limit of {pairs - 1} .memory"):
+            run(csr.indptr, csr.indices, None, 3, pairs - 1)
+        run(csr.indptr, csr.indices, None, 3, pairs)  # the limit itself is allowed
+
+
 def _relational_cases(graph, seed):
     """(csrs, relations, num_nodes, seeds) of one graph read as one relation, and as two
     node types (even and odd ids) with the four relations between them."""

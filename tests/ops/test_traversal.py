@@ -431,3 +431,75 @@ def test_source_major_rows_are_sorted_as_random_walk_trusts():
         for j in range(60):
             row = csc.indices[csc.indptr[j]:csc.indptr[j + 1]]
             assert bool((row[1:] >= row[:-1]).all())
+
+
+def dense_powers(graph: Graph, hops: int, weight=None) -> torch.Tensor:
+    """``[N, N, hops + 1]``: A^0..A^hops of the dense A[i, j] = weight of j -> i."""
+    n = graph.num_nodes
+    a = torch.zeros(n, n, dtype=torch.float64)
+    src, dst = graph.edge_index
+    ones = torch.ones(graph.num_edges, dtype=torch.float64)
+    a.index_put_((dst, src), ones if weight is None else weight.double(), accumulate=True)
+    powers, p = [], torch.eye(n, dtype=torch.float64)
+    for _ in range(hops + 1):
+        powers.append(p)
+        p = p @ a
+    return torch.stack(powers, dim=-1)
+
+
+def reach_within(graph: Graph, hops: int) -> set:
+    """The pairs (i, j) with a path j -> ... -> i of at most ``hops`` edges (networkx)."""
+    _, g = graph, nx.DiGraph()
+    g.add_nodes_from(range(graph.num_nodes))
+    g.add_edges_from(graph.edge_index.t().tolist())
+    return {(i, j) for i in range(graph.num_nodes)
+            for j in nx.single_source_shortest_path_length(g.reverse(), i, cutoff=hops)}
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_walk_counts_are_the_adjacency_powers_on_the_reach_pattern(weighted):
+    # loops, parallel edges (which add) and isolated nodes in random_edge_index's graphs
+    graph = Graph(random_edge_index(30, 90, seed=4), num_nodes=34)
+    weight = torch.randn(graph.num_edges, dtype=torch.float64) if weighted else None
+    for hops in (0, 1, 2, 4):
+        walks = ops.walk_counts(graph, hops, weight)
+        rows = torch.repeat_interleave(torch.arange(34), walks.indptr.diff())
+        assert set(zip(rows.tolist(), walks.indices.tolist(), strict=True)) == \
+            reach_within(graph, hops)
+        for r in range(34):  # columns ascending in each row
+            cols = walks.indices[walks.indptr[r]:walks.indptr[r + 1]]
+            assert torch.equal(cols, cols.sort().values)
+        dense = torch.zeros(34, 34, hops + 1, dtype=torch.float64)
+        dense[rows, walks.indices] = walks.counts
+        torch.testing.assert_close(dense, dense_powers(graph, hops, weight), rtol=1e-12,
+                                   atol=1e-9)
+
+
+def test_walk_counts_keep_pairs_whose_weights_cancel_and_take_float32_weights():
+    graph = Graph(torch.tensor([[0, 1, 0], [1, 2, 2]]), num_nodes=3)  # 0 -> 1 -> 2, 0 -> 2
+    walks = ops.walk_counts(graph, 2, torch.tensor([1.0, 0.0, -2.0]))
+    assert walks.indices.tolist() == [0, 0, 1, 0, 1, 2]
+    assert walks.counts[3].tolist() == [0.0, -2.0, 0.0]  # (2, 0): walks 0->2 and 0->1->2
+    assert walks.counts.dtype == torch.float64
+    empty = ops.walk_counts(Graph(torch.zeros(2, 0, dtype=torch.long), num_nodes=0), 3)
+    assert empty.indptr.tolist() == [0] and empty.counts.shape == (0, 4)
+
+
+def test_walk_counts_refuse_bad_arguments_by_name():
+    graph = Graph(random_edge_index(10, 20, seed=1), num_nodes=10)
+    e = graph.num_edges
+    with pytest.raises(ValueError, match="hops"):
+        ops.walk_counts(graph, -1)
+    with pytest.raises((TypeError, ValueError), match="hops"):
+        ops.walk_counts(graph, 1.5)
+    for bad in (torch.ones(3), torch.ones(e, 2)):
+        with pytest.raises(ValueError, match=rf"edge_weight must be \[E\] = \[{e}\]"):
+            ops.walk_counts(graph, 2, bad)
+    with pytest.raises(TypeError, match="edge_weight must be a floating-point"):
+        ops.walk_counts(graph, 2, torch.ones(e, dtype=torch.long))
+    with pytest.raises(ValueError, match="no gradient for edge_weight"):
+        ops.walk_counts(graph, 2, torch.ones(e, requires_grad=True))
+    with pytest.raises(ValueError, match="bipartite"):
+        ops.walk_counts(Graph.bipartite(torch.tensor([[0], [1]]), (3, 2)), 2)
+    with pytest.raises(TypeError, match="graphloc.Graph"):
+        ops.walk_counts(torch.tensor([[0], [1]]), 2)
