@@ -406,3 +406,17 @@ def width_keeping_aggregation(owner: str, aggr, aggr_kwargs, width: int, why: st
 def mean_of_sums(graph: Graph, summed: Tensor) -> Tensor:
     """Per node, the sum over its in-edges made their mean (a node without any keeps 0)."""
     return summed / graph.in_degree().clamp(min=1).to(summed.dtype).unsqueeze(1)
+
+
+def root_map(layer: torch.nn.Module, name: str) -> torch.nn.Module | None:
+    """The layer's root map ``name`` while ``layer.root_weight`` holds, else None: read at
+    each call, as PyG's convs read the flag (PyG's ``DirGNNConv`` switches it off on its
+    copies after building them). Turned on for a layer built without the map, it raises by
+    name (PyG's fails on the missing attribute)."""
+    lin = getattr(layer, name)
+    if not layer.root_weight:
+        return None
+    if lin is None:
+        raise ValueError(f"{type(layer).__name__}: root_weight is True but the layer was "
+                         f"built with root_weight=False, so it has no {name}")
+    return lin

@@ -20,6 +20,7 @@ from graphloc.nn.conv._utils import (
     has_call_hooks,
     mean_of_sums,
     reset_like_pyg,
+    root_map,
     split_widths,
     uniform_linear,
     width_keeping_aggregation,
@@ -134,7 +135,7 @@ class NNConv(torch.nn.Module):
         graph = inputs.graph.in_csr_order()
         edge_attr = self._in_network_dtype(inputs.graph.to_csr_order(edge_attr))
         out = self._aggregate(graph, x_src, edge_attr)
-        if x_dst is not None and self.lin is not None:
+        if x_dst is not None and root_map(self, "lin") is not None:
             out = out + self.lin(x_dst)
         if self.bias is not None:
             out = out + self.bias

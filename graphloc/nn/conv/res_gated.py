@@ -15,7 +15,13 @@ from graphloc.nn.conv._inputs import (
     read_inputs,
     refuse_edge_attr_without_edge_dim,
 )
-from graphloc.nn.conv._utils import check_sizes, checked_features, linear, split_widths
+from graphloc.nn.conv._utils import (
+    check_sizes,
+    checked_features,
+    linear,
+    root_map,
+    split_widths,
+)
 
 #: the default gate, one instance shared by the layers that take it (as PyG's default)
 _SIGMOID = torch.nn.Sigmoid()
@@ -116,7 +122,7 @@ class ResGatedGraphConv(torch.nn.Module):
     def _root(self, x_dst: Tensor) -> Tensor | None:
         """The root term plus the bias, as one product where there are both (None without
         either)."""
-        if self.lin_skip is None:
+        if root_map(self, "lin_skip") is None:
             return self.bias
         if self.bias is None or isinstance(self.lin_skip, torch.nn.LazyLinear):
             root = self.lin_skip(x_dst)  # (a lazy map takes its width here)

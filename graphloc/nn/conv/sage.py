@@ -9,7 +9,13 @@ from torch import Tensor
 from graphloc.checks import check_flags, keyword_arguments
 from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
-from graphloc.nn.conv._utils import check_sizes, checked_features, linear, split_widths
+from graphloc.nn.conv._utils import (
+    check_sizes,
+    checked_features,
+    linear,
+    root_map,
+    split_widths,
+)
 from graphloc.ops import autocast_enabled
 
 
@@ -97,7 +103,8 @@ class SAGEConv(torch.nn.Module):
             x_src = self.lin(x_src).relu()
         weight = weights_from(self, inputs, None)
         out = self.lin_l(self.aggr_module(inputs.graph, x_src, weight))
-        if self.lin_r is not None and x_dst is not None:
+        lin_r = root_map(self, "lin_r")
+        if lin_r is not None and x_dst is not None:
             if isinstance(self.lin_r.weight, torch.nn.parameter.UninitializedParameter):
                 self.lin_r(x_dst)  # a lazy width: the first call sets it
             # accumulated in place: one [N, out] tensor, not three

@@ -985,3 +985,53 @@ def test_a_nan_feature_of_a_node_without_edges_gives_pygs_gradients(name):
         assert (got is None) == (want is None)
         if want is not None:
             torch.testing.assert_close(got, want, equal_nan=True)
+
+
+def _edge_attr_conv(make):
+    return lambda: make(torch.nn.Sequential(torch.nn.Linear(3, 48)))
+
+
+# every conv with a root_weight or add_self_loops flag; the edge-feature ones take [E, 3]
+ROOT_FLAG_CONVS = [c[:3] for c in CONVS] + [
+    ("nn", _edge_attr_conv(lambda nn: gl.NNConv(8, 6, nn)),
+     _edge_attr_conv(lambda nn: pyg.NNConv(8, 6, nn))),
+    ("gmm", lambda: gl.GMMConv(8, 6, dim=3, kernel_size=2),
+     lambda: pyg.GMMConv(8, 6, dim=3, kernel_size=2)),
+    ("supergat", lambda: gl.SuperGATConv(8, 3, heads=2), lambda: pyg.SuperGATConv(8, 3, heads=2)),
+]
+
+
+@pytest.mark.parametrize("flag", ["root_weight", "add_self_loops"])
+@pytest.mark.parametrize("name,ours,theirs", ROOT_FLAG_CONVS, ids=[c[0] for c in ROOT_FLAG_CONVS])
+def test_flags_switched_off_after_building_are_read_as_pyg_reads_them(name, ours, theirs, flag):
+    # PyG's DirGNNConv builds a conv, then sets its root_weight and add_self_loops to False:
+    # a conv that read them only when built added its root term anyway (a silent difference)
+    mine, pygs = ours(), theirs()
+    if not isinstance(getattr(pygs, flag, None), bool) or not getattr(pygs, flag) or \
+            not hasattr(mine, flag):
+        pytest.skip(f"PyG's {name} has no {flag} switched on")
+    edge_index = random_edge_index(10, 30, seed=3)
+    edge_attr = torch.rand(edge_index.size(1), 3, dtype=torch.float64)  # parity runs in float64
+    extra = (edge_attr,) if name in ("nn", "gmm") else ()
+    setattr(mine, flag, False)
+    setattr(pygs, flag, False)
+    try:
+        pygs(torch.randn(10, 8), edge_index, *(t.float() for t in extra))
+    except RuntimeError as err:  # ClusterGCNConv's, without loops, on a node without edges
+        pytest.skip(f"PyG's {name} fails with {flag}=False however built: {err}")
+    assert_parity(mine, pygs, lambda m, x: m(x, edge_index, *extra),
+                  lambda m, x: m(x, edge_index, *extra), torch.randn(10, 8))
+
+
+@pytest.mark.parametrize("make", [lambda root: gl.SAGEConv(8, 6, root_weight=root),
+                                  lambda root: gl.ResGatedGraphConv(8, 6, root_weight=root),
+                                  lambda root: gl.NNConv(8, 6, torch.nn.Linear(3, 48),
+                                                         root_weight=root)])
+def test_root_weight_switched_on_without_a_root_map_is_refused(make):
+    conv = make(False)
+    conv.root_weight = True
+    edge_index = random_edge_index(10, 30, seed=3)
+    extra = (torch.rand(edge_index.size(1), 3),) if isinstance(conv, gl.NNConv) else ()
+    with pytest.raises(ValueError, match="root_weight is True but the layer was built with "
+                                         "root_weight=False"):
+        conv(torch.randn(10, 8), edge_index, *extra)
