@@ -408,6 +408,37 @@ def mean_of_sums(graph: Graph, summed: Tensor) -> Tensor:
     return summed / graph.in_degree().clamp(min=1).to(summed.dtype).unsqueeze(1)
 
 
+def resolve_activation(owner: str, act, act_kwargs: dict | None = None) -> torch.nn.Module:
+    """PyG's ``activation_resolver``: a module, a name of torch's (``"relu"``,
+    ``"leaky_relu"``, ``"LeakyReLU"``, ...) with ``act_kwargs``, or a function; errors name
+    ``owner``."""
+    if isinstance(act, torch.nn.Module):
+        return act
+    if isinstance(act, str):
+        wanted = act.lower().replace("_", "")
+        for name in dir(torch.nn.modules.activation):
+            kind = getattr(torch.nn.modules.activation, name)
+            if isinstance(kind, type) and issubclass(kind, torch.nn.Module) and \
+                    name.lower() == wanted:
+                return kind(**(act_kwargs or {}))
+        raise ValueError(f"{owner}: unknown activation {act!r}")
+    if callable(act):
+        return _Function(act)
+    raise TypeError(f"{owner}: act must be a name, a module or a function, got "
+                    f"{type(act).__name__}")
+
+
+class _Function(torch.nn.Module):
+    """A plain function as a module (an activation given as ``torch.tanh``)."""
+
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.function(x)
+
+
 def root_map(layer: torch.nn.Module, name: str) -> torch.nn.Module | None:
     """The layer's root map ``name`` while ``layer.root_weight`` holds, else None: read at
     each call, as PyG's convs read the flag (PyG's ``DirGNNConv`` switches it off on its

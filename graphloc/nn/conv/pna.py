@@ -20,6 +20,7 @@ from graphloc.nn.conv._utils import (
     check_sizes,
     destinations_read,
     read_rows_only,
+    resolve_activation,
     sources_read,
 )
 
@@ -292,33 +293,6 @@ def _stack(in_width: int, out_width: int, layers: int, act, act_kwargs) -> torch
     """PyG's pre-/post-net: a Linear, then (activation, Linear) ``layers - 1`` times."""
     modules = [torch.nn.Linear(in_width, out_width)]
     for _ in range(layers - 1):
-        modules += [_activation(act, act_kwargs), torch.nn.Linear(out_width, out_width)]
+        modules += [resolve_activation("PNAConv", act, act_kwargs),
+                    torch.nn.Linear(out_width, out_width)]
     return torch.nn.Sequential(*modules)
-
-
-def _activation(act, act_kwargs) -> torch.nn.Module:
-    """PyG's ``activation_resolver``: a module, a name of torch's (``"relu"``,
-    ``"leaky_relu"``, ``"LeakyReLU"``, ...) with ``act_kwargs``, or a function."""
-    if isinstance(act, torch.nn.Module):
-        return act
-    if isinstance(act, str):
-        wanted = act.lower().replace("_", "")
-        for name in dir(torch.nn.modules.activation):
-            kind = getattr(torch.nn.modules.activation, name)
-            if isinstance(kind, type) and issubclass(kind, torch.nn.Module) and \
-                    name.lower() == wanted:
-                return kind(**(act_kwargs or {}))
-        raise ValueError(f"PNAConv: unknown activation {act!r}")
-    if callable(act):
-        return _Function(act)
-    raise TypeError(f"PNAConv: act must be a name, a module or a function, got "
-                    f"{type(act).__name__}")
-
-
-class _Function(torch.nn.Module):
-    def __init__(self, function):
-        super().__init__()
-        self.function = function
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.function(x)
