@@ -1,7 +1,8 @@
 """Neural-network layers and models on the graphloc engine.
 
 ``nn.conv``: every layer a user composes; ``nn.models``: whole models; ``nn.aggr``:
-neighbourhood aggregations; ``nn.registry``: ``build_model`` and the model registry;
+neighbourhood aggregations; ``nn.pool``: pooling on learned node scores; ``nn.registry``:
+``build_model`` and the model registry;
 ``nn.convert``: PyG models to their graphloc twins.
 """
 
@@ -10,11 +11,13 @@ from graphloc.nn.conv import (
     APPNP,
     CONVS,
     AGNNConv,
+    AntiSymmetricConv,
     ARMAConv,
     CFConv,
     CGConv,
     ChebConv,
     ClusterGCNConv,
+    DirGNNConv,
     DNAConv,
     DynamicEdgeConv,
     EdgeConv,
@@ -48,6 +51,7 @@ from graphloc.nn.conv import (
     MixHopConv,
     MultiEdgeConv,
     NNConv,
+    PANConv,
     PDNConv,
     PNAConv,
     PointGNNConv,
@@ -98,6 +102,7 @@ from graphloc.nn.models import (
     fastrp_encoding,
     hop2_tokens,
 )
+from graphloc.nn.pool import PANPooling
 from graphloc.nn.registry import MODELS, build_model, register_model
 from graphloc.nn.unpool import knn_interpolate
 from graphloc.ops.cluster import graclus, voxel_grid
@@ -112,7 +117,8 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "SignedConv", "HypergraphConv", "PointNetConv", "CFConv", "HGTConv", "HANConv",
            "SparseLinear", "RGATConv", "SuperGATConv", "PointTransformerConv", "DNAConv",
            "HEATConv", "WLConv", "PPFConv", "PointGNNConv", "DynamicEdgeConv", "GravNetConv",
-           "SplineConv", "XConv", "knn", "knn_graph", "radius", "radius_graph", "nearest", "fps",
+           "SplineConv", "XConv", "AntiSymmetricConv", "DirGNNConv", "PANConv", "PANPooling",
+           "knn", "knn_graph", "radius", "radius_graph", "nearest", "fps",
            "knn_interpolate", "graclus", "voxel_grid", "GNN",
            "DAGNN",
            "LiftConv", "LiftBlock", "LiftGCN",

@@ -3,12 +3,14 @@ PyG's layer of the same name) and the long-range layers of the seed papers; the 
 registry (``CONVS``, ``register_conv``) lives in ``registry.py``."""
 
 from graphloc.nn.conv.agnn import AGNNConv
+from graphloc.nn.conv.antisymmetric_conv import AntiSymmetricConv
 from graphloc.nn.conv.appnp import APPNP
 from graphloc.nn.conv.arma_conv import ARMAConv
 from graphloc.nn.conv.cf_conv import CFConv
 from graphloc.nn.conv.cg_conv import CGConv
 from graphloc.nn.conv.cheb import ChebConv
 from graphloc.nn.conv.cluster_gcn import ClusterGCNConv
+from graphloc.nn.conv.dir_gnn_conv import DirGNNConv
 from graphloc.nn.conv.dna_conv import DNAConv
 from graphloc.nn.conv.edge_conv import DynamicEdgeConv, EdgeConv
 from graphloc.nn.conv.eg_conv import EGConv
@@ -39,6 +41,7 @@ from graphloc.nn.conv.mf_conv import MFConv
 from graphloc.nn.conv.mixhop import MixHopConv
 from graphloc.nn.conv.multi_edge import MultiEdgeConv
 from graphloc.nn.conv.nn_conv import NNConv
+from graphloc.nn.conv.pan_conv import PANConv
 from graphloc.nn.conv.pdn_conv import PDNConv
 from graphloc.nn.conv.pna import PNAConv
 from graphloc.nn.conv.point_conv import PointNetConv
@@ -75,7 +78,8 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "HypergraphConv", "PointNetConv", "FiLMConv", "CFConv", "HGTConv", "HANConv",
            "SparseLinear", "RGATConv", "SuperGATConv", "PointTransformerConv",
            "GATEConv", "DNAConv", "HEATConv", "WLConv", "PPFConv", "PointGNNConv",
-           "DynamicEdgeConv", "GravNetConv", "SplineConv", "XConv",
+           "DynamicEdgeConv", "GravNetConv", "SplineConv", "XConv", "AntiSymmetricConv",
+           "DirGNNConv", "PANConv",
            "LiftConv",
            "MultiEdgeConv",
            "TopMAttention", "TANGNNLayer", "SGFormerAttention", "UGTLayer", "LATTEConv", "CONVS",
