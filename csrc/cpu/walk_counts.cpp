@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "common/ops.h"
@@ -80,17 +81,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> walk_counts_cpu(
   GL_DISPATCH_INDEX(indptr.scalar_type(), [&] {
     const index_t* ip = indptr.data_ptr<index_t>();
     const index_t* ix = ic.data_ptr<index_t>();
-    at::parallel_for(0, n, 256, [&](int64_t r0, int64_t r1) {  // pass 1: each row's size
+    // pass 1: each row's size; every chunk stops once the pairs counted so far pass the
+    // limit, so a graph whose balls would not fit is refused without walking them all
+    std::atomic<int64_t> counted{0};
+    at::parallel_for(0, n, 256, [&](int64_t r0, int64_t r1) {
       BallScratch ball(n);
-      for (int64_t i = r0; i < r1; ++i) {
+      for (int64_t i = r0; i < r1 && counted.load(std::memory_order_relaxed) <= max_entries; ++i) {
         bfs_ball<index_t>(ip, ix, i, hops, i, ball);
         optr[i + 1] = static_cast<int64_t>(ball.nodes.size());
+        counted.fetch_add(optr[i + 1], std::memory_order_relaxed);
       }
     });
-    for (int64_t i = 0; i < n; ++i) optr[i + 1] += optr[i];
-    TORCH_CHECK_VALUE(optr[n] <= max_entries, "walk_counts: the walks of up to ", hops,
+    TORCH_CHECK_VALUE(counted.load() <= max_entries, "walk_counts: the walks of up to ", hops,
                       " hops join more node pairs than the limit of ", max_entries,
-                      " (memory); use fewer hops (they join ", optr[n], ")");
+                      " (memory); use fewer hops");
+    for (int64_t i = 0; i < n; ++i) optr[i + 1] += optr[i];
     out_indices = at::empty({optr[n]}, at::kLong);
     counts = at::zeros({optr[n], hops + 1}, at::kDouble);
     int64_t* oix = out_indices.data_ptr<int64_t>();

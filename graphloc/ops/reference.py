@@ -583,8 +583,7 @@ def _refuse_more_pairs(pairs: int, hops: int, max_entries: int) -> None:
     """The kernel's refusal (checked level by level here: the pattern only grows)."""
     if pairs > max_entries:
         raise ValueError(f"walk_counts: the walks of up to {hops} hops join more node pairs "
-                         f"than the limit of {max_entries} (memory); use fewer hops (they "
-                         f"join {pairs} or more)")
+                         f"than the limit of {max_entries} (memory); use fewer hops")
 
 
 def walk_counts(indptr, indices, weight, hops, max_entries):
