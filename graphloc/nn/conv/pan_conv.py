@@ -40,13 +40,13 @@ class PANConv(torch.nn.Module):
     Differences from the official code (``YuGuangWang/PAN``, kept as PyG has them): the
     official ``filter_size`` counts the weights (``L + 1``), applies ``lin`` before the
     propagation (so its bias is scaled by ``M``'s row sums), weighs the powers by
-    :math:`\prod_{k=1}^{n} w_k` (without ``w_0``), normalises by the entries per row of the
-    transposed path matrix (the same for an undirected graph), and keeps an ``M`` with the
-    squared path weights for its pooling.
+    :math:`\prod_{k=1}^{n} w_k` (without ``w_0``), counts ``Z`` over the entries per column
+    of ``M`` (the same for an undirected graph), and keeps an ``M`` with the squared path
+    weights for its pooling (docs/models.md).
 
     The pattern (which pairs are joined by walks) has no gradient; ``weight``, ``lin`` and
-    ``x`` get theirs. Edge weights that require grad are refused (no gradient flows to
-    them, as none does in PyG's). A pair whose weighted walks add to 0 keeps its entry and
+    ``x`` get theirs. Edge weights that require grad are refused (no gradient would flow
+    to them). A pair whose weighted walks add to 0 keeps its entry and
     counts in ``Z``.
 
     Args:
@@ -108,17 +108,26 @@ def path_matrix(graph: Graph, edge_weight: Tensor | None, weight: Tensor
     the entry ``(i, j)``, destination-major) and its values in that order."""
     if edge_weight is not None and edge_weight.requires_grad and torch.is_grad_enabled():
         raise ValueError("PANConv: the edge weights require grad, but no gradient flows to "
-                         "them (PyG's does not give one either); pass them detached")
-    walks = ops.walk_counts(graph, weight.numel() - 1,
-                            None if edge_weight is None else edge_weight.detach())
-    device = weight.device
+                         "them (the walk counts have none); pass them detached")
+    hops, device = weight.numel() - 1, weight.device
+    if edge_weight is None:  # the graph's own walks: counted once per graph, then reused
+        pattern, counts, scale = graph.cached(
+            ("pan_walks", hops, device), lambda: _walk_pattern(graph, hops, None, device))
+    else:
+        pattern, counts, scale = _walk_pattern(graph, hops, edge_weight, device)
+    values = counts.to(weight.dtype) @ torch.cumprod(weight, 0)
+    rows, cols = pattern.edge_index[1], pattern.edge_index[0]
+    return pattern, values * scale[rows].to(weight.dtype) * scale[cols].to(weight.dtype)
+
+
+def _walk_pattern(graph: Graph, hops: int, edge_weight: Tensor | None, device
+                  ) -> tuple[Graph, Tensor, Tensor]:
+    """The walks' pattern as a Graph, their counts ``[nnz, hops + 1]`` (float64) and
+    ``Z^-1/2`` per node (float64), on ``device``."""
+    walks = ops.walk_counts(graph, hops, None if edge_weight is None else edge_weight.detach())
     indptr, cols = walks.indptr.to(device), walks.indices.to(device)
-    coefficients = torch.cumprod(weight, 0)
-    values = walks.counts.to(device=device, dtype=weight.dtype) @ coefficients
-    per_row = (indptr[1:] - indptr[:-1]).to(weight.dtype)
-    rows = torch.repeat_interleave(torch.arange(graph.num_nodes, device=device),
-                                   indptr[1:] - indptr[:-1])
-    scale = per_row.rsqrt()  # every row holds its own node: no zero count
-    values = values * scale[rows] * scale[cols]
+    per_row = indptr[1:] - indptr[:-1]
+    rows = torch.repeat_interleave(torch.arange(graph.num_nodes, device=device), per_row)
+    scale = per_row.to(torch.float64).rsqrt()  # every row holds its own node: no zero count
     pattern = Graph._derived(torch.stack([cols, rows]), graph.num_nodes, dst_sorted=True)
-    return pattern, values
+    return pattern, walks.counts.to(device), scale

@@ -125,3 +125,19 @@ def test_bad_arguments_are_named():
         conv((torch.randn(n, 6), torch.randn(n, 6)), edge_index)
     with pytest.raises(ValueError, match="x"):
         conv(torch.randn(n, 7), edge_index)
+
+
+def test_walks_kept_per_graph_serve_new_filter_weights_and_not_weighted_calls():
+    edge_index, n = graph_case(11)
+    graph = Graph(edge_index, num_nodes=n)
+    conv = PANConv(6, 5, filter_size=3).double()
+    x = torch.randn(n, 6, dtype=torch.float64)
+    conv(x, graph)  # counts the walks and keeps them on the graph
+    with torch.no_grad():
+        conv.weight.copy_(torch.tensor([0.9, 0.1, 0.7, 0.3], dtype=torch.float64))
+    torch.testing.assert_close(conv(x, graph)[0], dense_pan(conv, x, edge_index, n)[0])
+    weight = torch.rand(edge_index.size(1), dtype=torch.float64) + 0.5
+    torch.testing.assert_close(conv(x, graph, weight)[0],
+                               dense_pan(conv, x, edge_index, n, weight)[0])
+    shorter = PANConv(6, 5, filter_size=1).double()  # other walks on the same graph
+    torch.testing.assert_close(shorter(x, graph)[0], dense_pan(shorter, x, edge_index, n)[0])
