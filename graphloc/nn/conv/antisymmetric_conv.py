@@ -89,13 +89,12 @@ class AntiSymmetricConv(torch.nn.Module):
             raise ValueError(f"AntiSymmetricConv: x must be [N, {self.in_channels}], got {got}")
         weight = self.W - self.W.t() - self.gamma * self.eye
         for _ in range(self.num_iters):
-            h = self.phi(x, edge_index, *args, **kwargs)
-            h = torch.addmm(h, x, weight.t())
+            h = torch.addmm(self.phi(x, edge_index, *args, **kwargs), x, weight.t())
             if self.bias is not None:
-                h = h + self.bias
+                h.add_(self.bias)  # in place on addmm's fresh output (its backward reads none)
             if self.act is not None:
                 h = self.act(h)
-            x = x + self.epsilon * h
+            x = torch.add(x, h, alpha=self.epsilon)
         return x
 
     def __repr__(self) -> str:  # PyG's
