@@ -4,7 +4,8 @@ softmax aggregation, PNAConv, LGConv, LEConv, SSGConv, MixHopConv, FAConv,
 ClusterGCNConv, AGNNConv, EdgeConv, SimpleConv, RGCNConv, ARMAConv, MFConv, CGConv,
 GeneralConv, EGConv, NNConv, GMMConv, GATEConv, FeaStConv, PDNConv, WLConvContinuous,
 SignedConv, HypergraphConv, PointNetConv, FiLMConv, CFConv, HGTConv, HANConv, LINKX's
-SparseLinear, RGATConv, SuperGATConv, PointTransformerConv) against PyG's,
+SparseLinear, RGATConv, SuperGATConv, PointTransformerConv, AntiSymmetricConv, DirGNNConv)
+against PyG's,
 forward + backward, on the two benchmark graphs.
 
 One process; graphloc's layer and PyG's (same weights) in turns, the order alternating;
@@ -160,6 +161,11 @@ LAYERS = {  # label -> the constructor, the same for graphloc's module and PyG's
     # HEAT: node i of type i % 3, 9 edge types, 4 edge features; 4 heads of 16
     "HEATConv(64, 16, heads=4, 3 node types, 9 edge types, edge_dim=4)":
         "HEATConv(64, 16, 3, 9, 16, 4, 16, heads=4)",
+    # A-DGN as in its paper's long-range runs: several Euler steps through one GCN phi
+    "AntiSymmetricConv(64, num_iters=4)": "AntiSymmetricConv(64, num_iters=4)",
+    # Dir-GNN's wrapper (its paper's best base convs), each with its two copies' own weights
+    "DirGNNConv(SAGEConv(64, 64))": "DirGNNConv(SAGEConv(64, 64))",
+    "DirGNNConv(GCNConv(64, 64))": "DirGNNConv(GCNConv(64, 64))",
 }
 
 #: hetero_split's node types and relations

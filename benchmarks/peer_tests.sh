@@ -10,9 +10,11 @@
 #   bash benchmarks/peer_tests.sh PYG_CHECKOUT SCATTER_CHECKOUT [--no-jit] \
 #     [CLUSTER_CHECKOUT] [SPLINE_CONV_CHECKOUT]
 #
-# PyG's DynamicEdgeConv, GravNetConv, XConv, knn_interpolate, SplineConv, Node2Vec, graclus
-# and voxel_grid tests are marked to need pyg-lib (PyG's knn, spline basis, random walk and
-# clusterings); the mark is dropped for graphloc's, which run without it.
+# PyG's PANConv and PANPooling tests are marked to need torch-sparse; graphloc's run without
+# it (the mark is dropped). PyG's DynamicEdgeConv, GravNetConv, XConv, knn_interpolate,
+# SplineConv, Node2Vec, graclus and voxel_grid tests are marked to need pyg-lib (PyG's knn,
+# spline basis, random walk and clusterings); the mark is dropped for graphloc's, which run
+# without it.
 #
 # --no-jit replaces torch.jit.script by the identity, so the rest of each scripted test still
 # runs: graphloc's convs are Python, not TorchScript (PyG scripts them only in its full
@@ -44,7 +46,8 @@ echo "== torch_scatter's tests"
 # PyG: the conv classes and total_influence come from graphloc, everything else from PyG.
 mkdir -p "$work/pyg/test/nn/conv" "$work/pyg/test/utils"
 for conv in gcn sage gat gatv2 gin cheb transformer graph sg gcn2 res_gated_graph tag gated_graph gen pna lg le ssg mixhop fa cluster_gcn agnn edge simple rgcn arma mf cg general eg nn gmm feast pdn signed \
-    hypergraph point film hgt han rgat supergat point_transformer dna heat wl ppf point_gnn gravnet spline x; do
+    hypergraph point film hgt han rgat supergat point_transformer dna heat wl ppf point_gnn gravnet spline x \
+    antisymmetric dir_gnn pan; do
   cp "$pyg/test/nn/conv/test_${conv}_conv.py" "$work/pyg/test/nn/conv/"
 done
 cp "$pyg/test/nn/conv/test_appnp.py" "$pyg/test/nn/conv/test_wl_conv_continuous.py" \
@@ -52,10 +55,11 @@ cp "$pyg/test/nn/conv/test_appnp.py" "$pyg/test/nn/conv/test_wl_conv_continuous.
   "$work/pyg/test/nn/conv/"
 cp "$pyg/test/utils/test_total_influence.py" "$work/pyg/test/utils/"
 cp "$pyg/test/nn/unpool/test_knn_interpolate.py" "$work/pyg/test/nn/conv/"
-cp "$pyg/test/nn/pool/test_graclus.py" "$pyg/test/nn/pool/test_voxel_grid.py" "$work/pyg/test/nn/conv/"
+cp "$pyg/test/nn/pool/test_graclus.py" "$pyg/test/nn/pool/test_voxel_grid.py" \
+  "$pyg/test/nn/pool/test_pan_pool.py" "$work/pyg/test/nn/conv/"
 cp "$pyg/test/conftest.py" "$work/pyg/test/" 2>/dev/null || true
 sed -i -E \
-  -e 's/^from torch_geometric\.nn import (GCNConv|SAGEConv|GATConv|GATv2Conv|ChebConv|TransformerConv|GraphConv|GINConv, GINEConv|SGConv|APPNP|GCN2Conv|ResGatedGraphConv|TAGConv|GatedGraphConv|GENConv|PNAConv|LGConv|LEConv|SSGConv|MixHopConv|FAConv|ClusterGCNConv|AGNNConv|SimpleConv|FastRGCNConv, RGCNConv|ARMAConv|MFConv|CGConv|GeneralConv|EGConv|NNConv|GMMConv|FeaStConv|PDNConv|WLConvContinuous|SignedConv|HypergraphConv|PointNetConv|FiLMConv|HGTConv|HANConv|RGATConv|SuperGATConv|PointTransformerConv|DNAConv|HEATConv|WLConv|PPFConv|GravNetConv|SplineConv|XConv)$/from graphloc.nn import \1/' \
+  -e 's/^from torch_geometric\.nn import (GCNConv|SAGEConv|GATConv|GATv2Conv|ChebConv|TransformerConv|GraphConv|GINConv, GINEConv|SGConv|APPNP|GCN2Conv|ResGatedGraphConv|TAGConv|GatedGraphConv|GENConv|PNAConv|LGConv|LEConv|SSGConv|MixHopConv|FAConv|ClusterGCNConv|AGNNConv|SimpleConv|FastRGCNConv, RGCNConv|ARMAConv|MFConv|CGConv|GeneralConv|EGConv|NNConv|GMMConv|FeaStConv|PDNConv|WLConvContinuous|SignedConv|HypergraphConv|PointNetConv|FiLMConv|HGTConv|HANConv|RGATConv|SuperGATConv|PointTransformerConv|DNAConv|HEATConv|WLConv|PPFConv|GravNetConv|SplineConv|XConv|AntiSymmetricConv|PANConv|PANConv, PANPooling|DirGNNConv, SAGEConv)$/from graphloc.nn import \1/' \
   -e 's/^from torch_geometric\.nn import MLPAggregation, SAGEConv$/from torch_geometric.nn import MLPAggregation\nfrom graphloc.nn import SAGEConv/' \
   -e 's/^from torch_geometric\.nn import MLP, PointGNNConv$/from torch_geometric.nn import MLP\nfrom graphloc.nn import PointGNNConv/' \
   -e 's/^from torch_geometric\.nn import DynamicEdgeConv, EdgeConv$/from graphloc.nn import DynamicEdgeConv, EdgeConv/' \
@@ -69,6 +73,11 @@ sed -i -E \
 # PNAConv's degree-histogram test samples with PyG's NeighborLoader: graphloc's, unmarked
 sed -i -e 's/^from torch_geometric\.loader import DataLoader, NeighborLoader$/from torch_geometric.loader import DataLoader\nfrom graphloc.loader import NeighborLoader/' \
   -e '/^@onlyNeighborSampler$/d' "$work/pyg/test/nn/conv/test_pna_conv.py"
+# PANConv and PANPooling: PyG marks them to need torch-sparse; graphloc's return a torch.sparse
+# M. test_pan_conv.py builds a torch-sparse SparseTensor before it checks for torch-sparse (it
+# reads it only under WITH_TORCH_SPARSE): that line is dropped.
+sed -i -e "/^@withPackage('torch_sparse')/d" -e '/adj2 = SparseTensor.from_edge_index/d' \
+  "$work/pyg/test/nn/conv/test_pan_conv.py" "$work/pyg/test/nn/conv/test_pan_pool.py"
 sed -i "/^@withPackage('pyg_lib')$/d" "$work/pyg/test/nn/conv/test_edge_conv.py" \
   "$work/pyg/test/nn/conv/test_node2vec.py" \
   "$work/pyg/test/nn/conv/test_graclus.py" "$work/pyg/test/nn/conv/test_voxel_grid.py" \
