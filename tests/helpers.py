@@ -18,10 +18,12 @@ from graphloc import Graph
 from graphloc.nn import (
     APPNP,
     AGNNConv,
+    AntiSymmetricConv,
     ARMAConv,
     CGConv,
     ChebConv,
     ClusterGCNConv,
+    DirGNNConv,
     EdgeConv,
     EGConv,
     FAConv,
@@ -375,6 +377,10 @@ CONV_LAYERS = {
     "supergat": lambda: SuperGATConv(5, 2, heads=2).eval(),
     "supergat-sd-no-loops": lambda: SuperGATConv(5, 4, attention_type="SD",
                                                  add_self_loops=False).eval(),
+    # A-DGN's Euler steps through GCN; Dir-GNN's two copies, one on the reversed edges (a
+    # SAGEConv's copies keep their root maps unused, as PyG's: no gradient reaches them)
+    "antisymmetric": lambda: AntiSymmetricConv(5, num_iters=2),
+    "dir-gnn": lambda: DirGNNConv(GCNConv(5, 4), alpha=0.3),  # (no unused root maps)
 }
 
 # the layers called conv(x, x_0, graph[, edge_weight]), with the first layer's features

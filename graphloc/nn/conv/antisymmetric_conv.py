@@ -9,7 +9,12 @@ import torch
 from torch import Tensor
 
 from graphloc.checks import check_flags
-from graphloc.nn.conv._utils import check_networks, check_sizes, resolve_activation
+from graphloc.nn.conv._utils import (
+    check_input,
+    check_networks,
+    check_sizes,
+    resolve_activation,
+)
 from graphloc.nn.conv.gcn import GCNConv
 
 
@@ -84,9 +89,7 @@ class AntiSymmetricConv(torch.nn.Module):
             torch.nn.init.zeros_(self.bias)
 
     def forward(self, x: Tensor, edge_index, *args, **kwargs) -> Tensor:
-        if not isinstance(x, Tensor) or x.dim() != 2 or x.size(-1) != self.in_channels:
-            got = list(x.shape) if isinstance(x, Tensor) else type(x).__name__
-            raise ValueError(f"AntiSymmetricConv: x must be [N, {self.in_channels}], got {got}")
+        check_input(self, x, self.in_channels)
         weight = self.W - self.W.t() - self.gamma * self.eye
         for _ in range(self.num_iters):
             h = torch.addmm(self.phi(x, edge_index, *args, **kwargs), x, weight.t())

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from graphloc.checks import check_flags
 from graphloc.graph import Graph
-from graphloc.nn.conv._utils import check_networks
+from graphloc.nn.conv._utils import check_input, check_networks
 
 
 class DirGNNConv(torch.nn.Module):
@@ -72,6 +72,8 @@ class DirGNNConv(torch.nn.Module):
             self.lin.reset_parameters()
 
     def forward(self, x: Tensor, edge_index) -> Tensor:
+        if not isinstance(x, Tensor) or x.dim() != 3:  # (a static batch: the convs check it)
+            check_input(self, x, self.conv_in.in_channels)
         x_in = self.conv_in(x, edge_index)
         x_out = self.conv_out(x, _reversed(edge_index))
         out = self.alpha * x_out + (1 - self.alpha) * x_in

@@ -76,5 +76,5 @@ def test_bad_arguments_are_named():
                           ({"bias": None}, "bias")]:
         with pytest.raises((ValueError, TypeError), match=match):
             gl.AntiSymmetricConv(**{"in_channels": 8, **kwargs})
-    with pytest.raises(ValueError, match=r"x must be \[N, 8\]"):
+    with pytest.raises(ValueError, match=r"expects x of shape \[N, 8\]"):
         gl.AntiSymmetricConv(8)(torch.randn(5, 7), torch.tensor([[0], [1]]))
