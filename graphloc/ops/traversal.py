@@ -122,6 +122,10 @@ def separated_rounds(graph, seeds: Tensor, hops: int) -> Tensor:
                                     seeds, hops)
 
 
+#: this machine's memory, read once (torch.compile cannot trace the system call)
+_MEMORY = physical_memory_bytes()
+
+
 class WalkCounts(NamedTuple):
     """The rows of ``A^0, ..., A^hops`` on their joint pattern, in CSR: row ``i`` owns
     positions ``indptr[i]:indptr[i+1]``, ``indices`` its columns (ascending) and
@@ -165,8 +169,7 @@ def walk_counts(graph, hops: int, edge_weight: Tensor | None = None) -> WalkCoun
                              "grad; pass edge_weight.detach() where none is wanted")
         weight = graph.to_csr_order(edge_weight).to(torch.float64).cpu()
     bytes_per_pair = 8 * (hops + 2)  # the column and the hops + 1 counts
-    memory = physical_memory_bytes()
-    max_entries = 2**62 if memory is None else memory // bytes_per_pair
+    max_entries = 2**62 if _MEMORY is None else _MEMORY // bytes_per_pair
     return WalkCounts(*kernels.walk_counts(indptr, indices, weight, hops, max_entries))
 
 

@@ -49,6 +49,9 @@ class PANConv(torch.nn.Module):
     to them). A pair whose weighted walks add to 0 keeps its entry and
     counts in ``Z``.
 
+    ``torch.compile`` runs it with graph breaks (the walks' pattern has a data-dependent
+    size, and ``M`` is a sparse tensor, which it does not trace); ``fullgraph=True`` fails.
+
     Args:
         in_channels (int): input width (-1: taken from the first call).
         out_channels (int): output width.

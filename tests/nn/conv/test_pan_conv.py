@@ -141,3 +141,17 @@ def test_walks_kept_per_graph_serve_new_filter_weights_and_not_weighted_calls():
                                dense_pan(conv, x, edge_index, n, weight)[0])
     shorter = PANConv(6, 5, filter_size=1).double()  # other walks on the same graph
     torch.testing.assert_close(shorter(x, graph)[0], dense_pan(shorter, x, edge_index, n)[0])
+
+
+def test_compiles_with_graph_breaks_and_runs_under_autocast():
+    edge_index, n = graph_case(12)
+    conv = PANConv(6, 5, filter_size=2)
+    x = torch.randn(n, 6)
+    want, want_m = conv(x, Graph(edge_index, num_nodes=n))
+    got, got_m = torch.compile(conv)(x, Graph(edge_index, num_nodes=n))
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_m.to_dense(), want_m.to_dense())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = conv(x, edge_index)[0]
+    assert low.dtype == torch.bfloat16
+    torch.testing.assert_close(low.float(), want, rtol=0.02, atol=0.02)
