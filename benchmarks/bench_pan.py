@@ -13,8 +13,9 @@ dense ``[N, N]`` gradient (160 GB here), so it cannot train at this size.
 One process; the two in turns, the order alternating; medians, and the median of the
 per-turn ratios. graphloc's layer keeps each graph's walk counts (as the convs keep their
 normalisations), so its forward is timed on a graph it has seen, and on a new Graph each
-time (the walks counted by ``ops.walk_counts``). On the road-like graph (the power-law graph's hubs join most node pairs
-within two hops: its path matrix does not fit in memory for either).
+time (the walks counted by ``ops.walk_counts``). On the road-like graph only: the
+power-law graph's hubs join 324,838,595 node pairs within two hops (147 times the road
+graph's), too many for the stand-in's products here.
 
     python benchmarks/bench_pan.py [--turns 5] [--filter-sizes 1 2 4]
 """
@@ -89,10 +90,10 @@ def main() -> None:
         conv = gl.PANConv(F, F, filter_size=size)
         with torch.no_grad():
             conv.weight.uniform_(0.3, 0.9)
-        ours = lambda: conv(x, edge_index)[0]  # noqa: E731
+        ours = lambda conv=conv: conv(x, edge_index)[0]  # noqa: E731
         # a new Graph: its walks are counted again (the layer keeps them per graph)
-        first = lambda: conv(x, Graph(edge_index, num_nodes=x.size(0)))[0]  # noqa: E731
-        theirs = lambda: pyg_algorithm(conv, x, edge_index)  # noqa: E731
+        first = lambda conv=conv: conv(x, Graph(edge_index, num_nodes=x.size(0)))[0]  # noqa: E731
+        theirs = lambda conv=conv: pyg_algorithm(conv, x, edge_index)  # noqa: E731
         with torch.no_grad():
             torch.testing.assert_close(ours(), theirs(), rtol=1e-4, atol=1e-5)
             entries = conv(x, edge_index)[1]._nnz()
