@@ -473,3 +473,20 @@ def edge_function_inputs(name: str, graph, channels: int, gen, scale: float = 1.
     return tuple(torch.randn(rows[side], channels, dtype=torch.float64, generator=gen)
                  * (scale if scaled else 1.0) for side, scaled in EDGE_FUNCTIONS[name][1])
 
+
+
+def assert_reaches_exactly(run, hops: int, width: int) -> None:
+    """``run(x, edge_index)``'s output at the end of a directed path 0 -> 1 -> ... -> 11
+    changes with the features of the node ``hops`` edges back and not with the one before:
+    the layer's declared ``graphloc_hops`` is its real reach."""
+    edge_index = torch.stack([torch.arange(11), torch.arange(1, 12)])
+    x = torch.randn(12, width, dtype=torch.float64)
+
+    def end_after_changing(node):
+        changed = x.clone()
+        changed[node] += 1.0
+        return run(changed, edge_index)[11]
+
+    base = run(x, edge_index)[11]
+    assert not torch.equal(end_after_changing(11 - hops), base)  # (any change: a path)
+    torch.testing.assert_close(end_after_changing(10 - hops), base, rtol=0, atol=0)

@@ -13,6 +13,7 @@ from graphloc.nn.conv._utils import (
     check_input,
     check_networks,
     check_sizes,
+    conv_hops,
     resolve_activation,
 )
 from graphloc.nn.conv.gcn import GCNConv
@@ -87,6 +88,12 @@ class AntiSymmetricConv(torch.nn.Module):
         self.phi.reset_parameters()
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
+
+    @property
+    def graphloc_hops(self) -> int | None:
+        """``num_iters`` times ``phi``'s reach (None where ``phi`` declares none)."""
+        hops = conv_hops(self.phi)
+        return None if hops is None else self.num_iters * hops
 
     def forward(self, x: Tensor, edge_index, *args, **kwargs) -> Tensor:
         check_input(self, x, self.in_channels)

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from graphloc.checks import check_flags
 from graphloc.graph import Graph
-from graphloc.nn.conv._utils import check_input, check_networks
+from graphloc.nn.conv._utils import check_input, check_networks, conv_hops
 
 
 class DirGNNConv(torch.nn.Module):
@@ -70,6 +70,10 @@ class DirGNNConv(torch.nn.Module):
         self.conv_out.reset_parameters()
         if self.lin is not None:
             self.lin.reset_parameters()
+
+    @property
+    def graphloc_hops(self) -> int | None:
+        return conv_hops(self.conv_in)  # (each copy reaches as far)
 
     def forward(self, x: Tensor, edge_index) -> Tensor:
         if not isinstance(x, Tensor) or x.dim() != 3:  # (a static batch: the convs check it)

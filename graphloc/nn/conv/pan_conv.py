@@ -83,6 +83,10 @@ class PANConv(torch.nn.Module):
         with torch.no_grad():
             self.weight.fill_(0.5)
 
+    @property
+    def graphloc_hops(self) -> int:
+        return self.filter_size  # (its longest walk)
+
     def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None
                 ) -> tuple[Tensor, Tensor]:
         inputs = read_one_node_set(self, x, edge_index, "it sums powers of one adjacency")

@@ -12,13 +12,14 @@ from torch import Tensor
 from graphloc.checks import check_choice, check_flags, check_int, is_int_at_least
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
-from graphloc.nn.conv import ChebConv, GATConv, GCNConv, GINConv, SAGEConv
+from graphloc.nn.conv import GATConv, GCNConv, GINConv, SAGEConv
 from graphloc.nn.conv._utils import (
     as_graph,
     check_ball_sizes,
     check_dropouts,
     check_input,
     check_sizes,
+    conv_hops,
     propagate_prefix,
     rows_within,
 )
@@ -30,14 +31,6 @@ _PRUNABLE = (GCNConv, SAGEConv, GATConv, GINConv)
 #: activation name -> module class, for ``act=`` arguments
 ACTIVATIONS = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "elu": torch.nn.ELU,
          "tanh": torch.nn.Tanh, "identity": torch.nn.Identity}
-
-
-def _conv_hops(conv: torch.nn.Module) -> int:
-    """How many hops one conv reaches: its ``graphloc_hops``, a ChebConv's K - 1, else 1."""
-    hops = getattr(conv, "graphloc_hops", None)
-    if hops is not None:
-        return hops
-    return len(conv.lins) - 1 if isinstance(conv, ChebConv) else 1
 
 
 def _last_layer_kwargs(conv: str, conv_kwargs: dict) -> dict:
@@ -187,7 +180,8 @@ class GNN(ModelCapabilities, torch.nn.Module):
         conv's own ``graphloc_hops`` where it has one (TAGConv and SGConv: K), a ChebConv
         with K terms K - 1 hops, every other conv one. (A registered TAGConv counted one hop
         until 2026-12-04: full_graph refused the stack as not being that local.)"""
-        return sum(map(_conv_hops, self.convs))
+        return sum(conv_hops(conv) or 1 for conv in self.convs)  # (a registered conv of
+        # another library's counts one hop: full_graph's locality check catches a wrong one)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.conv_name}, layers={len(self.convs)}, "

@@ -5,6 +5,7 @@ written out on dense matrices."""
 import pytest
 import torch
 import torch_geometric.nn as pyg
+from helpers import assert_reaches_exactly
 from parity import assert_parity, parity_graph
 
 import graphloc.nn as gl
@@ -78,3 +79,14 @@ def test_bad_arguments_are_named():
             gl.AntiSymmetricConv(**{"in_channels": 8, **kwargs})
     with pytest.raises(ValueError, match=r"expects x of shape \[N, 8\]"):
         gl.AntiSymmetricConv(8)(torch.randn(5, 7), torch.tensor([[0], [1]]))
+
+
+@pytest.mark.parametrize("num_iters", [1, 3])
+def test_declared_reach_is_the_steps_times_phis(num_iters):
+    conv = gl.AntiSymmetricConv(4, num_iters=num_iters).double()
+    assert conv.graphloc_hops == num_iters
+    assert_reaches_exactly(conv, num_iters, 4)
+    tag = gl.AntiSymmetricConv(4, phi=gl.TAGConv(4, 4, K=2), num_iters=2).double()
+    assert tag.graphloc_hops == 4
+    assert_reaches_exactly(tag, 4, 4)
+    assert gl.AntiSymmetricConv(4, phi=pyg.GCNConv(4, 4)).graphloc_hops is None  # unknown

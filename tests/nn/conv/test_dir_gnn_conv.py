@@ -5,6 +5,7 @@ written out with the two directions' convs."""
 import pytest
 import torch
 import torch_geometric.nn as pyg
+from helpers import assert_reaches_exactly
 from parity import assert_parity, parity_graph
 from torch_geometric.utils import coalesce, to_torch_coo_tensor
 
@@ -78,3 +79,13 @@ def test_static_graphs_and_bad_arguments():
     with pytest.raises(ValueError, match="bipartite"):
         gl.DirGNNConv(gl.SAGEConv(16, 32))(
             torch.randn(4, 16), Graph.bipartite(torch.tensor([[0], [1]]), (4, 2)))
+
+
+def test_declared_reach_is_the_convs():
+    # the reversed copy reads the path's far end too, but the node at its end has no
+    # out-neighbours: its output reads the nodes up to K back, along the edges
+    conv = gl.DirGNNConv(gl.TAGConv(4, 3, K=2)).double()
+    assert conv.graphloc_hops == 2
+    assert_reaches_exactly(conv, 2, 4)
+    assert gl.DirGNNConv(gl.GCNConv(4, 3)).graphloc_hops == 1
+    assert gl.DirGNNConv(pyg.GCNConv(4, 3)).graphloc_hops is None  # unknown

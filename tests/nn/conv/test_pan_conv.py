@@ -5,7 +5,7 @@ directed graphs with loops and parallel edges, weighted or not, in every adjacen
 
 import pytest
 import torch
-from helpers import random_edge_index
+from helpers import assert_reaches_exactly, random_edge_index
 from torch_geometric.utils import to_torch_coo_tensor
 
 from graphloc import Graph
@@ -155,3 +155,10 @@ def test_compiles_with_graph_breaks_and_runs_under_autocast():
         low = conv(x, edge_index)[0]
     assert low.dtype == torch.bfloat16
     torch.testing.assert_close(low.float(), want, rtol=0.02, atol=0.02)
+
+
+@pytest.mark.parametrize("filter_size", [1, 3])
+def test_declared_reach_is_the_filter_size(filter_size):
+    conv = PANConv(4, 3, filter_size=filter_size).double()
+    assert conv.graphloc_hops == filter_size
+    assert_reaches_exactly(lambda x, e: conv(x, e)[0], filter_size, 4)
