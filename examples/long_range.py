@@ -27,6 +27,7 @@ MODELS = {
     "largegt": (1, {"batch_size": 512, "model_kwargs": {"num_tokens": 30,
                                                          "num_centroids": 256}}),
     "ugt": (2, {}),  # 2 layers then the last one, as the official
+    "adgn": (16, {}),  # A-DGN: 16 Euler steps of one shared anti-symmetric conv
 }
 
 

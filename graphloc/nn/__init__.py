@@ -84,6 +84,7 @@ from graphloc.nn.conv.multi_edge import group_size_histogram
 from graphloc.nn.conv.tangnn import top_m_similar
 from graphloc.nn.convert import Unconvertible, from_pyg
 from graphloc.nn.models import (
+    ADGN,
     DAGNN,
     GNN,
     LATTE,
@@ -127,4 +128,4 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "MultiEdgeConv", "MEGAGNN", "group_size_histogram", "LAModel", "from_pyg",
            "Unconvertible", "CONVS", "MODELS", "build_model", "register_conv",
            "register_model", "UGT", "UGTLayer", "ForwardGNN", "LATTE", "LATTEConv", "aggr",
-           "conv", "models", "LabelPropagation", "Node2Vec"]
+           "conv", "models", "LabelPropagation", "Node2Vec", "ADGN"]

@@ -11,6 +11,7 @@ import torch
 
 from graphloc.checks import check_int
 from graphloc.nn.conv.registry import CONVS
+from graphloc.nn.models.adgn import ADGN
 from graphloc.nn.models.aug import LAModel
 from graphloc.nn.models.forward import ForwardGNN
 from graphloc.nn.models.gnn import DAGNN, GNN
@@ -41,6 +42,7 @@ register_model("dagnn")(lambda in_channels, hidden_channels, out_channels, num_l
 
 
 register_model("liftgcn")(LiftGCN)
+register_model("adgn")(ADGN)  # num_layers: the Euler steps, one shared conv (official)
 register_model("tangnn")(TANGNN)
 register_model("tangnn-lc")(lambda *args, **kw: TANGNN(*args, variant="lc", **kw))
 

@@ -1,7 +1,9 @@
 """Whole models, one family per file: ``GNN`` and ``DAGNN``, local augmentation (LAGNN),
-LiftGCN, MEGA-GNN, TANGNN, LargeGT, SGFormer, UGT, ForwardGNN, LATTE and label propagation.
+LiftGCN, MEGA-GNN, TANGNN, LargeGT, SGFormer, UGT, ForwardGNN, LATTE, A-DGN and label
+propagation.
 They compose the layers of ``nn.conv``."""
 
+from graphloc.nn.models.adgn import ADGN
 from graphloc.nn.models.aug import LAModel, LocalAugmenter, pretrain_augmenter
 from graphloc.nn.models.forward import ForwardGNN
 from graphloc.nn.models.gnn import ACTIVATIONS, DAGNN, GNN
@@ -18,4 +20,4 @@ from graphloc.nn.models.ugt import UGT, pretrain_ugt, ugt_inputs
 __all__ = ["GNN", "DAGNN", "ACTIVATIONS", "LAModel", "LocalAugmenter", "pretrain_augmenter",
            "LiftBlock", "LiftGCN", "MEGAGNN", "TANGNN", "LargeGT", "EMACodebook",
            "hop2_tokens", "fastrp_encoding", "SGFormer", "UGT", "ugt_inputs", "pretrain_ugt",
-           "ForwardGNN", "LATTE", "LabelPropagation", "Node2Vec"]
+           "ForwardGNN", "LATTE", "LabelPropagation", "Node2Vec", "ADGN"]
