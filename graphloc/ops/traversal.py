@@ -169,7 +169,11 @@ def walk_counts(graph, hops: int, edge_weight: Tensor | None = None) -> WalkCoun
                              "grad; pass edge_weight.detach() where none is wanted")
         weight = graph.to_csr_order(edge_weight).to(torch.float64).cpu()
     bytes_per_pair = 8 * (hops + 2)  # the column and the hops + 1 counts
-    max_entries = 2**62 if _MEMORY is None else _MEMORY // bytes_per_pair
+    max_entries = 2**62 if _MEMORY is None else min(_MEMORY // bytes_per_pair, 2**62)
+    if graph.num_nodes > max_entries:  # each node's row holds itself: refused before the
+        # kernel, whose int64 argument a hops of 2^63 or more would not even fit
+        raise ValueError(f"walk_counts: the walks of up to {hops} hops join more node pairs "
+                         f"than the limit of {max_entries} (memory); use fewer hops")
     return WalkCounts(*kernels.walk_counts(indptr, indices, weight, hops, max_entries))
 
 

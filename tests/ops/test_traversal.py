@@ -503,3 +503,12 @@ def test_walk_counts_refuse_bad_arguments_by_name():
         ops.walk_counts(Graph.bipartite(torch.tensor([[0], [1]]), (3, 2)), 2)
     with pytest.raises(TypeError, match="graphloc.Graph"):
         ops.walk_counts(torch.tensor([[0], [1]]), 2)
+
+
+def test_walk_counts_refuse_hops_beyond_memory_by_name_before_the_kernel():
+    graph = Graph(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_nodes=3)
+    assert ops.walk_counts(graph, 1000).counts.shape == (9, 1001)  # a cycle: every length
+    for hops in (2**62, 2**63, 2**70):  # (2^63 does not fit the kernel's int64)
+        with pytest.raises(ValueError, match=f"walks of up to {hops} hops join more node "
+                                             "pairs than the limit"):
+            ops.walk_counts(graph, hops)

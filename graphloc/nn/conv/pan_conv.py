@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.checks import check_fits_in_memory
 from graphloc.graph import Graph
 from graphloc.nn.conv._inputs import check_flow, read_one_node_set, weights_from
 from graphloc.nn.conv._utils import check_input, check_sizes, linear
@@ -71,6 +72,7 @@ class PANConv(torch.nn.Module):
         check_sizes("PANConv", lazy=True, in_channels=in_channels, out_channels=out_channels)
         if isinstance(filter_size, bool) or not isinstance(filter_size, int) or filter_size < 0:
             raise ValueError(f"PANConv: filter_size must be an integer >= 0, got {filter_size!r}")
+        check_fits_in_memory((filter_size + 1,), torch.float32, "PANConv: filter_size")
         self.flow = check_flow("PANConv", flow)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.filter_size = filter_size

@@ -117,6 +117,8 @@ def test_bad_arguments_are_named():
     for bad in (-1, 1.5, True, None):
         with pytest.raises(ValueError, match="filter_size must be an integer >= 0"):
             PANConv(6, 5, filter_size=bad)
+    with pytest.raises(ValueError, match="filter_size asks for a .* output of"):
+        PANConv(6, 5, filter_size=10**13)  # its weights alone would not fit in memory
     with pytest.raises(ValueError, match="static batch"):
         conv(torch.randn(2, n, 6), edge_index)
     with pytest.raises(ValueError, match="edge weights require grad"):
