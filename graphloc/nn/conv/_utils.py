@@ -455,11 +455,8 @@ def root_map(layer: torch.nn.Module, name: str) -> torch.nn.Module | None:
 
 def conv_hops(conv: torch.nn.Module) -> int | None:
     """How many hops one conv's output reaches: its ``graphloc_hops`` where it declares one
-    (None included: a kNN conv reads no fixed ball), a ChebConv's K - 1, one for graphloc's
-    other convs (one hop each: they declare nothing); None (unknown) for any other module."""
-    from graphloc.nn.conv.cheb import ChebConv  # (cheb imports this module)
+    (None included: a kNN conv reads no fixed ball), one for graphloc's other convs (one hop
+    each: they declare nothing); None (unknown) for any other module."""
     if hasattr(conv, "graphloc_hops"):
         return conv.graphloc_hops
-    if isinstance(conv, ChebConv):
-        return len(conv.lins) - 1
     return 1 if type(conv).__module__.startswith("graphloc.nn.conv.") else None

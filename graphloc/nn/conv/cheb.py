@@ -121,6 +121,10 @@ class ChebConv(torch.nn.Module):
         self.bias = torch.nn.Parameter(torch.empty(out_channels)) if bias else None
         self.reset_parameters()
 
+    @property
+    def graphloc_hops(self) -> int:
+        return len(self.lins) - 1  # (K terms: up to the Laplacian's (K - 1)-th power)
+
     def reset_parameters(self) -> None:
         for lin in self.lins:
             reset_glorot(lin)
