@@ -1,0 +1,100 @@
+"""PyG's point-cloud transforms that PyG 2.8 runs only with pyg-lib (``KNNGraph``,
+``RadiusGraph``, ``GridSampling``), as drop-ins on graphloc's neighbour search and voxel
+grid: PyG's classes (arguments, ``repr``, functional names), each with its own ``forward``.
+
+Needs torch_geometric (``pip install graphloc[pyg]``), like ``graphloc.loader``'s drop-ins.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch_geometric.transforms import GridSampling as _PyGGridSampling
+from torch_geometric.transforms import KNNGraph as _PyGKNNGraph
+from torch_geometric.transforms import RadiusGraph as _PyGRadiusGraph
+from torch_geometric.utils import to_undirected
+
+from graphloc import ops
+
+
+class KNNGraph(_PyGKNNGraph):
+    """PyG's ``KNNGraph``: edges from each point's ``k`` nearest points of its example
+    (``data.batch``) to it, from ``graphloc.ops.knn_graph``; ``force_undirected`` adds the
+    reversed edges (PyG's ``to_undirected``, which sorts and merges); ``edge_attr`` is
+    dropped. Equal distances go to the lower index."""
+
+    def forward(self, data):
+        pos = _positions(self, data)
+        edge_index = ops.knn_graph(pos, self.k, data.batch, loop=self.loop, flow=self.flow,
+                                   cosine=self.cosine)
+        if self.force_undirected:
+            edge_index = to_undirected(edge_index, num_nodes=data.num_nodes)
+        data.edge_index, data.edge_attr = edge_index, None
+        return data
+
+
+class RadiusGraph(_PyGRadiusGraph):
+    """PyG's ``RadiusGraph``: edges from the points of each point's example within ``r``
+    to it (at most ``max_num_neighbors`` each), from ``graphloc.ops.radius_graph``;
+    ``edge_attr`` is dropped."""
+
+    def forward(self, data):
+        pos = _positions(self, data)
+        data.edge_index = ops.radius_graph(pos, self.r, data.batch, self.loop,
+                                           max_num_neighbors=self.max_num_neighbors,
+                                           flow=self.flow)
+        data.edge_attr = None
+        return data
+
+
+class GridSampling(_PyGGridSampling):
+    """PyG's ``GridSampling``: one point per occupied voxel of a grid of ``size`` (cells
+    from ``graphloc.ops.voxel_grid``, numbered in voxel order). Each node tensor is
+    averaged over its cell's points, except ``y`` (the cell's most frequent label, the
+    lowest on ties) and ``batch`` (the cell's example); a data with edges is refused, as
+    PyG's refuses it."""
+
+    def forward(self, data):
+        pos = _positions(self, data)
+        n = data.num_nodes
+        for key in data.keys():
+            if "edge" in key:
+                raise ValueError(f"GridSampling does not coarsen edges: data holds {key!r}")
+        cells = ops.voxel_grid(pos, self.size, data.batch, self.start, self.end)
+        _, cell = torch.unique(cells, sorted=True, return_inverse=True)
+        count = int(cell.max()) + 1 if n else 0
+        for key, item in list(data.items()):
+            if not isinstance(item, Tensor) or item.dim() == 0 or item.size(0) != n:
+                continue
+            if key == "y":
+                data[key] = _majority(item, cell, count)
+            elif key == "batch":
+                data[key] = item.new_empty(count).scatter_(0, cell, item)
+            else:
+                data[key] = _cell_means(item, cell, count)
+        return data
+
+
+def _positions(transform, data) -> Tensor:
+    if getattr(data, "pos", None) is None:
+        raise ValueError(f"{type(transform).__name__} needs data.pos (the points), got none")
+    return data.pos
+
+
+def _majority(labels: Tensor, cell: Tensor, count: int) -> Tensor:
+    """Each cell's most frequent label (the lowest of equally frequent ones)."""
+    classes = int(labels.max()) + 1 if labels.numel() else 0
+    votes = torch.zeros(count, classes, dtype=torch.long, device=labels.device)
+    votes.index_put_((cell, labels.long()), torch.ones_like(cell), accumulate=True)
+    return votes.argmax(dim=-1)
+
+
+def _cell_means(item: Tensor, cell: Tensor, count: int) -> Tensor:
+    """Per cell, the mean of its points' rows (PyG's ``scatter(..., reduce='mean')``; the
+    sum in the rows' dtype, then a true division)."""
+    shape = (count, *item.shape[1:])
+    total = item.new_zeros(shape).index_add_(0, cell, item)
+    points = torch.zeros(count, dtype=torch.long, device=item.device).index_add_(
+        0, cell, torch.ones_like(cell))
+    points = points.view(-1, *[1] * (item.dim() - 1)).clamp(min=1)
+    return total / points  # (integer rows give floating means, as PyG's)
