@@ -87,17 +87,19 @@ echo "== PyG's conv and total_influence tests"
 (cd "$work/pyg" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
   | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
 
-# PyG's KNNGraph, RadiusGraph and GridSampling transform tests, with graphloc.transforms'
-# classes (PyG marks them to need pyg-lib; the mark is dropped).
+# PyG's KNNGraph, RadiusGraph, GridSampling and rooted-subgraph transform tests, with
+# graphloc.transforms' classes (PyG marks them to need pyg-lib; the mark is dropped;
+# RootedEgoNets stays PyG's).
 mkdir -p "$work/pyg_transforms/test"
-for name in knn_graph radius_graph grid_sampling; do
+for name in knn_graph radius_graph grid_sampling rooted_subgraph; do
   cp "$pyg/test/transforms/test_${name}.py" "$work/pyg_transforms/test/"
 done
 cp "$pyg/test/conftest.py" "$work/pyg_transforms/test/" 2>/dev/null || true
 sed -i -E -e "/^@withPackage\('pyg_lib'\)$/d" \
   -e 's/^from torch_geometric\.transforms import (KNNGraph|RadiusGraph|GridSampling)$/from graphloc.transforms import \1/' \
+  -e 's/^from torch_geometric\.transforms import RootedEgoNets, RootedRWSubgraph$/from torch_geometric.transforms import RootedEgoNets\nfrom graphloc.transforms import RootedRWSubgraph/' \
   "$work"/pyg_transforms/test/test_*.py
-echo "== PyG's transform tests (knn_graph, radius_graph, grid_sampling)"
+echo "== PyG's transform tests (knn_graph, radius_graph, grid_sampling, rooted_subgraph)"
 (cd "$work/pyg_transforms" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
   | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
 

@@ -1,6 +1,7 @@
-"""PyG's point-cloud transforms that PyG 2.8 runs only with pyg-lib (``KNNGraph``,
-``RadiusGraph``, ``GridSampling``), as drop-ins on graphloc's neighbour search and voxel
-grid: PyG's classes (arguments, ``repr``, functional names), each with its own ``forward``.
+"""PyG's transforms that PyG 2.8 runs only with pyg-lib (the point-cloud ``KNNGraph``,
+``RadiusGraph`` and ``GridSampling``; the subgraph GNNs' ``RootedRWSubgraph``), as drop-ins
+on graphloc's neighbour search, voxel grid and random walks: PyG's classes (arguments,
+``repr``, functional names, outputs), each with its own search.
 
 Needs torch_geometric (``pip install graphloc[pyg]``), like ``graphloc.loader``'s drop-ins.
 """
@@ -12,9 +13,12 @@ from torch import Tensor
 from torch_geometric.transforms import GridSampling as _PyGGridSampling
 from torch_geometric.transforms import KNNGraph as _PyGKNNGraph
 from torch_geometric.transforms import RadiusGraph as _PyGRadiusGraph
+from torch_geometric.transforms import RootedRWSubgraph as _PyGRootedRWSubgraph
 from torch_geometric.utils import to_undirected
 
 from graphloc import ops
+from graphloc.checks import check_int
+from graphloc.graph import Graph
 
 
 class KNNGraph(_PyGKNNGraph):
@@ -73,6 +77,32 @@ class GridSampling(_PyGGridSampling):
             else:
                 data[key] = _cell_means(item, cell, count)
         return data
+
+
+class RootedRWSubgraph(_PyGRootedRWSubgraph):
+    """PyG's ``RootedRWSubgraph`` (subgraph GNNs' rooted subgraphs): each node's subgraph
+    holds the nodes of ``repeat`` uniform random walks of ``walk_length`` steps from it
+    along the edges (``graphloc.ops.random_walk`` with ``p = q = 1``; a node without
+    out-edges stays put, as pyg-lib's walk), then PyG's own subgraph extraction. The walks'
+    seed is drawn from torch's default generator, so ``torch.manual_seed`` repeats them
+    (other walks than pyg-lib's for the same seed)."""
+
+    def __init__(self, walk_length: int, repeat: int = 1):
+        check_int(walk_length, "walk_length", 0)
+        check_int(repeat, "repeat", 1)
+        super().__init__(walk_length, repeat)
+
+    def extract(self, data):
+        if data.edge_index is None:
+            raise ValueError("RootedRWSubgraph needs data.edge_index, got none")
+        n = data.num_nodes
+        start = torch.arange(n, device=data.edge_index.device).repeat_interleave(self.repeat)
+        seed = int(torch.randint(0, 2**62, (), dtype=torch.long))
+        walks = ops.random_walk(Graph(data.edge_index, num_nodes=n), start, self.walk_length,
+                                seed=seed, return_edges=False).nodes
+        reached = torch.zeros(n, n, dtype=torch.bool, device=walks.device)
+        reached[start.repeat_interleave(self.walk_length + 1), walks.reshape(-1)] = True
+        return self.map(data, reached)
 
 
 def _positions(transform, data) -> Tensor:

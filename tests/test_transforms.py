@@ -135,3 +135,32 @@ def test_what_pyg_refuses_is_refused_by_name():
                       transforms.GridSampling(1.0)):
         with pytest.raises(ValueError, match="needs data.pos"):
             transform(Data(x=torch.randn(4, 2)))
+
+
+@pytest.mark.parametrize("walk_length,repeat", [(1, 1), (3, 2), (0, 1)])
+def test_rooted_walk_subgraphs_hold_each_roots_walks(walk_length, repeat):
+    """Every node of a root's subgraph lies on a walk from it (within walk_length steps
+    along the edges), the root included; PyG's own extraction then gives each subgraph's
+    induced edges (checked against the edges among its nodes)."""
+    from helpers import random_edge_index
+    edge_index = random_edge_index(12, 30, seed=6)
+    data = Data(edge_index=edge_index, num_nodes=12, x=torch.randn(12, 3))
+    torch.manual_seed(0)
+    out = transforms.RootedRWSubgraph(walk_length, repeat)(data)
+    torch.manual_seed(0)
+    again = transforms.RootedRWSubgraph(walk_length, repeat)(data)
+    assert torch.equal(out.n_id, again.n_id)  # torch.manual_seed repeats the walks
+    reach = torch.eye(12, dtype=torch.bool)  # nodes within walk_length steps
+    step = torch.zeros(12, 12, dtype=torch.bool)
+    step[edge_index[0], edge_index[1]] = True
+    frontier = torch.eye(12, dtype=torch.bool)
+    for _ in range(walk_length):
+        frontier = (frontier.double() @ step.double()) > 0
+        reach |= frontier
+    for root in range(12):
+        nodes = out.n_id[out.n_sub_batch == root]
+        assert root in nodes.tolist() and reach[root, nodes].all()
+        inside = torch.isin(edge_index[0], nodes) & torch.isin(edge_index[1], nodes)
+        assert (out.e_sub_batch == root).sum() == inside.sum()
+    with pytest.raises(ValueError, match="walk_length"):
+        transforms.RootedRWSubgraph(-1)
