@@ -16,6 +16,7 @@ from torch import Tensor
 
 from graphloc.checks import (
     check_fits_in_memory,
+    check_flags,
     check_int,
     check_seed,
     first_repeated,
@@ -23,6 +24,7 @@ from graphloc.checks import (
     sampling_weights,
 )
 from graphloc.ops._library import HAS_EXTENSION, kernels
+from graphloc.ops.cluster import _checked_edges, row_sorted_csr
 from graphloc.ops.reference import local_eccentricity as _eccentricity_twin
 
 
@@ -365,6 +367,44 @@ def random_walk(graph, start: Tensor, walk_length: int, p: float = 1.0, q: float
     nodes, edges = kernels.random_walk(csc.indptr.cpu(), csc.indices.cpu(), start,
                                        walk_length, float(p), float(q), seed, ids, True)
     return RandomWalks(nodes, edges if return_edges else None)
+
+
+def dropout_path(edge_index: Tensor, p: float = 0.2, walks_per_node: int = 1,
+                 walk_length: int = 3, num_nodes: int | None = None, is_sorted: bool = False,
+                 training: bool = True) -> tuple[Tensor, Tensor]:
+    """PyG's ``dropout_path`` (GraphMAE2's path masking; pyg-lib's walk in PyG 2.8): each
+    edge is drawn with probability ``p``, ``walks_per_node`` uniform random walks of
+    ``walk_length`` steps start at each drawn edge's source, and every edge whose
+    ``(source, destination)`` pair a walk steps along is dropped, parallel copies included
+    (PyG's rule). Returns ``(kept edge_index, edge_mask)``, the mask True for kept edges.
+    The walks' seed comes from torch's default generator (``torch.manual_seed`` repeats
+    them; other walks than pyg-lib's for a seed). ``is_sorted`` is accepted for PyG's
+    signature: the edges are sorted here either way. A no-op when not ``training`` or
+    ``p = 0``.
+    """
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+        raise ValueError(f"dropout_path: p must lie in [0, 1], got {p!r}")
+    check_int(walks_per_node, "walks_per_node", 1)
+    check_int(walk_length, "walk_length", 0)
+    check_flags("dropout_path", is_sorted=is_sorted, training=training)
+    num_nodes = _checked_edges(edge_index, num_nodes)
+    mask = torch.ones(edge_index.size(1), dtype=torch.bool, device=edge_index.device)
+    if not training or p == 0:
+        return edge_index, mask
+    row, col = edge_index.long().cpu()
+    drawn = torch.rand(row.numel(), device=edge_index.device).cpu() <= p
+    start = row[drawn].repeat(walks_per_node)
+    check_fits_in_memory((start.numel(), walk_length + 1), torch.long,
+                         f"walk_length={walk_length}")
+    indptr, perm = row_sorted_csr(row, col, num_nodes)  # rows by destination: as the
+    # kernel's sorted_rows needs (its p = q = 1 walk never searches them)
+    seed = int(torch.randint(0, 2**62, (), dtype=torch.long))
+    nodes, _ = kernels.random_walk(indptr, col[perm].to(indptr.dtype), start, walk_length,
+                                   1.0, 1.0, seed, None, True)
+    stepped = nodes[:, :-1].reshape(-1) * num_nodes + nodes[:, 1:].reshape(-1)
+    mask = ~torch.isin(row * num_nodes + col, stepped)
+    mask = mask.to(edge_index.device)
+    return edge_index[:, mask], mask
 
 
 def check_walk_bias(p, q) -> None:

@@ -512,3 +512,58 @@ def test_walk_counts_refuse_hops_beyond_memory_by_name_before_the_kernel():
         with pytest.raises(ValueError, match=f"walks of up to {hops} hops join more node "
                                              "pairs than the limit"):
             ops.walk_counts(graph, hops)
+
+
+def cycle(n: int, copies: int = 1) -> torch.Tensor:
+    """The directed cycle 0 -> 1 -> ... -> n - 1 -> 0, each edge ``copies`` times."""
+    src = torch.arange(n).repeat(copies)
+    return torch.stack([src, (src + 1) % n])
+
+
+@pytest.mark.parametrize("walk_length,dropped", [(1, lambda p: p),
+                                                 (2, lambda p: 1 - (1 - p) ** 2),
+                                                 (4, lambda p: 1 - (1 - p) ** 4)])
+def test_dropout_path_drops_the_edges_walks_from_drawn_sources_step_along(walk_length,
+                                                                          dropped):
+    # on a directed cycle each walk is forced: the edge u -> u + 1 is dropped exactly when
+    # one of the walk_length edges before it (its own included) was drawn
+    n, p = 20_000, 0.3
+    torch.manual_seed(0)
+    kept, mask = ops.dropout_path(cycle(n), p=p, walk_length=walk_length)
+    share = 1 - mask.double().mean().item()
+    expected = dropped(p)
+    assert abs(share - expected) < 4 * (expected * (1 - expected) / n) ** 0.5
+    assert torch.equal(kept, cycle(n)[:, mask])
+    # the dropped edges come in runs of at least walk_length (a walk drops its whole path)
+    runs = torch.diff(torch.cat([torch.tensor([0]), (~mask).int(), torch.tensor([0])]))
+    starts, ends = (runs == 1).nonzero().view(-1), (runs == -1).nonzero().view(-1)
+    inner = (starts > 0) & (ends < n)  # (a run across node 0 is cut in two here)
+    assert ((ends - starts)[inner] >= walk_length).all()
+
+
+def test_dropout_path_drops_parallel_copies_together_and_repeats_under_a_seed():
+    torch.manual_seed(3)
+    _, mask = ops.dropout_path(cycle(500, copies=2), p=0.2)
+    assert torch.equal(mask[:500], mask[500:]) and not mask.all()
+    torch.manual_seed(3)
+    assert torch.equal(ops.dropout_path(cycle(500, copies=2), p=0.2)[1], mask)
+    edge_index = cycle(10)
+    for call in (dict(training=False), dict(p=0.0)):
+        kept, mask = ops.dropout_path(edge_index, **call)
+        assert kept is edge_index and mask.all()
+    assert ops.dropout_path(cycle(10), p=1.0)[1].sum() == 0  # every source walks
+
+
+def test_dropout_path_refuses_bad_arguments_by_name():
+    edge_index = cycle(5)
+    for p in (-0.1, 1.5, "0.2", True):
+        with pytest.raises(ValueError, match="p must lie in"):
+            ops.dropout_path(edge_index, p=p)
+    with pytest.raises(ValueError, match="walks_per_node"):
+        ops.dropout_path(edge_index, walks_per_node=0)
+    with pytest.raises(ValueError, match="walk_length"):
+        ops.dropout_path(edge_index, walk_length=-1)
+    with pytest.raises(TypeError, match="training must be True or False"):
+        ops.dropout_path(edge_index, training="no")
+    with pytest.raises(ValueError, match="edge_index holds 5 but dim_size is 5"):
+        ops.dropout_path(torch.tensor([[0, 5], [1, 2]]), num_nodes=5)
