@@ -20,12 +20,18 @@ def brute_knn_graph(x, k, batch=None, loop=False, flow="source_to_target", cosin
         x = torch.nn.functional.normalize(x, dim=-1)
     dist = torch.cdist(x.double(), x.double())
     dist[batch[:, None] != batch[None, :]] = float("inf")
+    return nearest_edges(dist, k, loop, flow)
+
+
+def nearest_edges(dist, limit, loop, flow):
+    """Edges to each point from its at most ``limit`` nearest of finite distance, nearest
+    first (lower index on ties)."""
     if not loop:
         dist.fill_diagonal_(float("inf"))
     order = torch.sort(dist, dim=1, stable=True)
     rows, cols = [], []
-    for i in range(x.size(0)):
-        near = order.indices[i][order.values[i] < float("inf")][:k]
+    for i in range(dist.size(0)):
+        near = order.indices[i][order.values[i] < float("inf")][:limit]
         rows += [i] * len(near)
         cols += near.tolist()
     edge_index = torch.tensor([cols, rows])  # source -> target
@@ -40,16 +46,7 @@ def brute_radius_graph(x, r, batch=None, loop=False, max_num_neighbors=32,
     batch = torch.zeros(x.size(0), dtype=torch.long) if batch is None else batch
     dist = torch.cdist(x.double(), x.double())
     dist[(dist >= r) | (batch[:, None] != batch[None, :])] = float("inf")
-    if not loop:
-        dist.fill_diagonal_(float("inf"))
-    order = torch.sort(dist, dim=1, stable=True)
-    rows, cols = [], []
-    for i in range(x.size(0)):
-        found = order.indices[i][order.values[i] < float("inf")][:max_num_neighbors]
-        rows += [i] * len(found)
-        cols += found.tolist()
-    edge_index = torch.tensor([cols, rows])
-    return edge_index if flow == "source_to_target" else edge_index.flip(0)
+    return nearest_edges(dist, max_num_neighbors, loop, flow)
 
 
 def brute_voxel_grid(pos, size, batch=None, start=None, end=None):
