@@ -13,9 +13,9 @@ dense ``[N, N]`` gradient (160 GB here), so it cannot train at this size.
 One process; the two in turns, the order alternating; medians, and the median of the
 per-turn ratios. graphloc's layer keeps each graph's walk counts (as the convs keep their
 normalisations), so its forward is timed on a graph it has seen, and on a new Graph each
-time (the walks counted by ``ops.walk_counts``). On the road-like graph only; left out, the power-law
-graph, whose hubs join 324,838,595 node pairs within two hops (147 times the road
-graph's).
+time (the walks counted by ``ops.walk_counts``). On the road-like graph only; left out,
+the power-law graph, whose hubs join 324,838,595 node pairs within two hops (147 times
+the road graph's).
 
     python benchmarks/bench_pan.py [--turns 5] [--filter-sizes 1 2 4]
 """
