@@ -180,8 +180,9 @@ class GNN(ModelCapabilities, torch.nn.Module):
         conv's own ``graphloc_hops`` where it has one (TAGConv and SGConv: K), a ChebConv
         with K terms K - 1 hops, every other conv one. (A registered TAGConv counted one hop
         until 2026-12-04: full_graph refused the stack as not being that local.)"""
-        return sum(conv_hops(conv) or 1 for conv in self.convs)  # (a registered conv of
-        # another library's counts one hop: full_graph's locality check catches a wrong one)
+        # (a registered conv of another library's, reach unknown, counts one hop:
+        # full_graph's locality check catches a wrong one; ChebConv(K=1) reaches 0)
+        return sum(1 if hops is None else hops for hops in map(conv_hops, self.convs))
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.conv_name}, layers={len(self.convs)}, "

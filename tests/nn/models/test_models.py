@@ -2,7 +2,7 @@ import warnings
 
 import pytest
 import torch
-from helpers import ball_ordered, random_edge_index, train_losses
+from helpers import assert_reaches_exactly, ball_ordered, random_edge_index, train_losses
 
 import graphloc.nn as gl
 from graphloc import Graph
@@ -419,3 +419,15 @@ def test_models_name_a_bad_option_when_built(build, match):
     output)."""
     with pytest.raises((TypeError, ValueError), match=match):
         build()
+
+
+def test_gnn_counts_each_convs_declared_reach_zero_included():
+    """GNN's graphloc_hops sums its convs' reach: ChebConv with K = 1 (no Laplacian power)
+    reaches no neighbour, TAGConv K hops; checked by perturbation on a directed path (tanh:
+    no ReLU unit dead by chance; a ChebConv of K > 1 is left out, its out-degree
+    normalisation gives the path's last edge weight 0)."""
+    assert GNN("cheb", 4, 6, 2, 3, K=3).graphloc_hops == 6
+    for conv, kwargs, hops in (("cheb", {"K": 1}, 0), ("tag", {"K": 2}, 6), ("gcn", {}, 3)):
+        model = GNN(conv, 4, 6, 2, 3, act="tanh", **kwargs).double().eval()
+        assert model.graphloc_hops == hops
+        assert_reaches_exactly(lambda x, e, model=model: model(x, e), hops, 4)
