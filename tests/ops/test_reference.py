@@ -148,3 +148,19 @@ def test_sampling_twins_draw_the_kernels_samples():
         reference.neighbor_sample(*one, [torch.tensor([3])], [2], False, True, True, 0)
     with pytest.raises(ValueError, match="K \\(tokens per node\\) must be >= 1"):
         reference.hop2_sample(csr.indptr, csr.indices, 0, 0)
+
+
+def test_walk_count_twin_and_kernel_agree_on_nan_and_infinite_weights():
+    graph = Graph(torch.tensor([[0, 1, 2, 2], [1, 2, 3, 0]]), num_nodes=4)
+    csr = graph.csr
+    weight = graph.to_csr_order(torch.tensor([float("nan"), 2.0, float("-inf"), 0.5],
+                                             dtype=torch.float64))
+    ours = reference.walk_counts(csr.indptr, csr.indices, weight, 3, 2**40)
+    kernel = torch.ops.graphloc.walk_counts(csr.indptr, csr.indices, weight, 3, 2**40)
+    torch.testing.assert_close(ours[2], kernel[2], equal_nan=True)
+    # torch's arithmetic: a walk through the NaN edge is NaN, one through -inf is -inf
+    rows = torch.repeat_interleave(torch.arange(4), kernel[0].diff())
+    pairs = zip(rows.tolist(), kernel[1].tolist(), strict=True)
+    at = {pair: kernel[2][p] for p, pair in enumerate(pairs)}
+    assert torch.isnan(at[(1, 0)][1]) and at[(3, 2)][1] == float("-inf")
+    assert torch.isnan(at[(2, 0)][2]) and at[(0, 2)][1] == 0.5

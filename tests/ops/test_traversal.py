@@ -567,3 +567,12 @@ def test_dropout_path_refuses_bad_arguments_by_name():
         ops.dropout_path(edge_index, training="no")
     with pytest.raises(ValueError, match="edge_index holds 5 but dim_size is 5"):
         ops.dropout_path(torch.tensor([[0, 5], [1, 2]]), num_nodes=5)
+
+
+def test_dropout_path_on_no_edges_and_a_graph_with_isolated_nodes():
+    kept, mask = ops.dropout_path(torch.zeros(2, 0, dtype=torch.long), p=0.5)
+    assert kept.shape == (2, 0) and mask.shape == (0,) and mask.dtype == torch.bool
+    # node 4 has no edges and node 3 none out: walks stop there, nothing else is dropped
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 3]])
+    kept, mask = ops.dropout_path(edge_index, p=1.0, walk_length=5, num_nodes=5)
+    assert not mask.any() and kept.shape == (2, 0)

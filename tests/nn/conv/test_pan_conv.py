@@ -164,3 +164,16 @@ def test_declared_reach_is_the_filter_size(filter_size):
     conv = PANConv(4, 3, filter_size=filter_size).double()
     assert conv.graphloc_hops == filter_size
     assert_reaches_exactly(lambda x, e: conv(x, e)[0], filter_size, 4)
+
+
+def test_integer_features_are_refused_and_nan_reaches_the_rows_that_read_it():
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 3]])  # a path: node 3 reads 1 and 2 (L = 2)
+    conv = PANConv(2, 3, filter_size=2).double()
+    with pytest.raises(TypeError, match="floating-point node features"):
+        conv(torch.ones(4, 2, dtype=torch.long), edge_index)
+    x = torch.randn(4, 2, dtype=torch.float64)
+    x[0, 0] = float("nan")
+    out, _ = conv(x, edge_index)
+    want, _ = dense_pan(conv, torch.nan_to_num(x), edge_index, 4)
+    assert torch.isnan(out[:3]).all(dim=1).tolist() == [True, True, True]  # 0 within 2 hops
+    torch.testing.assert_close(out[3], want[3])  # node 3 does not read node 0

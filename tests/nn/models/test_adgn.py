@@ -72,3 +72,13 @@ def test_reach_registry_and_bad_arguments():
         ADGN(4, 6, 2, num_layers=0)
     with pytest.raises(ValueError, match="dropout"):
         ADGN(4, 6, 2, 2, dropout=1.5)
+
+
+def test_features_of_another_width_or_dtype_are_refused_by_name():
+    model = ADGN(4, 6, 2, num_layers=2)
+    edge_index = torch.tensor([[0, 1], [1, 2]])
+    with pytest.raises(ValueError, match=r"ADGN expects x of shape \[N, 4\]"):
+        model(torch.randn(3, 5), edge_index)
+    with pytest.raises(TypeError, match="ADGN expects floating-point node features"):
+        model(torch.ones(3, 4, dtype=torch.long), edge_index)
+    assert model(torch.randn(0, 4), torch.zeros(2, 0, dtype=torch.long)).shape == (0, 2)
