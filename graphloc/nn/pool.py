@@ -7,8 +7,10 @@ import math
 import torch
 from torch import Tensor
 
+from graphloc import ops
 from graphloc.checks import check_index
 from graphloc.nn.conv._utils import resolve_activation
+from graphloc.ops.scatter import scatter_softmax
 
 
 class PANPooling(torch.nn.Module):
@@ -115,15 +117,7 @@ class _ScoreWeight(torch.nn.Module):
         score = score * self.weight.view(())
         if min_score is None:
             return self.act(score / self.weight.norm(p=2))
-        return _softmax_per_graph(score, batch)
-
-
-def _softmax_per_graph(score: Tensor, batch: Tensor) -> Tensor:
-    graphs = int(batch.max()) + 1 if batch.numel() else 0
-    peak = score.new_full((graphs,), -math.inf).scatter_reduce(0, batch, score, "amax")
-    e = (score - peak[batch]).exp()
-    total = e.new_zeros(graphs).index_add_(0, batch, e)
-    return e / total[batch]
+        return scatter_softmax(score, batch, 0)  # per graph
 
 
 def _kept_nodes(y: Tensor, batch: Tensor, ratio, min_score: float | None) -> Tensor:
@@ -131,7 +125,7 @@ def _kept_nodes(y: Tensor, batch: Tensor, ratio, min_score: float | None) -> Ten
     with ``min_score`` every node above the threshold, in node order (PyG's ``topk``)."""
     graphs = int(batch.max()) + 1 if batch.numel() else 0
     if min_score is not None:
-        peak = y.new_full((graphs,), -math.inf).scatter_reduce(0, batch, y, "amax")
+        peak = ops.scatter(y, batch, 0, dim_size=graphs, reduce="max")
         threshold = (peak[batch] - 1e-7).clamp(max=min_score)
         return (y > threshold).nonzero().view(-1)
     sizes = torch.bincount(batch, minlength=graphs)
