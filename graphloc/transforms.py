@@ -113,18 +113,16 @@ def _positions(transform, data) -> Tensor:
 
 def _majority(labels: Tensor, cell: Tensor, count: int) -> Tensor:
     """Each cell's most frequent label (the lowest of equally frequent ones)."""
-    classes = int(labels.max()) + 1 if labels.numel() else 0
-    votes = torch.zeros(count, classes, dtype=torch.long, device=labels.device)
-    votes.index_put_((cell, labels.long()), torch.ones_like(cell), accumulate=True)
-    return votes.argmax(dim=-1)
+    if not labels.numel():  # no points, no cells
+        return labels.new_empty(0, dtype=torch.long)
+    classes = int(labels.max()) + 1
+    votes = torch.bincount(cell * classes + labels.long(), minlength=count * classes)
+    return votes.view(count, classes).argmax(dim=-1)
 
 
 def _cell_means(item: Tensor, cell: Tensor, count: int) -> Tensor:
     """Per cell, the mean of its points' rows (PyG's ``scatter(..., reduce='mean')``; the
     sum in the rows' dtype, then a true division)."""
-    shape = (count, *item.shape[1:])
-    total = item.new_zeros(shape).index_add_(0, cell, item)
-    points = torch.zeros(count, dtype=torch.long, device=item.device).index_add_(
-        0, cell, torch.ones_like(cell))
-    points = points.view(-1, *[1] * (item.dim() - 1)).clamp(min=1)
-    return total / points  # (integer rows give floating means, as PyG's)
+    total = ops.scatter(item, cell, 0, dim_size=count, reduce="sum")
+    points = torch.bincount(cell, minlength=count).view(-1, *[1] * (item.dim() - 1))
+    return total / points.clamp(min=1)  # (integer rows give floating means, as PyG's)

@@ -164,8 +164,8 @@ def test_rooted_walk_subgraphs_hold_each_roots_walks(walk_length, repeat):
 
 
 def test_no_points_give_no_edges_and_no_cells():
-    empty = Data(pos=torch.zeros(0, 3), x=torch.zeros(0, 2))
+    empty = Data(pos=torch.zeros(0, 3), x=torch.zeros(0, 2), y=torch.zeros(0, dtype=torch.long))
     assert transforms.KNNGraph(k=3)(empty.clone()).edge_index.shape == (2, 0)
     assert transforms.RadiusGraph(1.0)(empty.clone()).edge_index.shape == (2, 0)
     pooled = transforms.GridSampling(1.0)(empty.clone())
-    assert pooled.pos.shape == (0, 3) and pooled.x.shape == (0, 2)
+    assert pooled.pos.shape == (0, 3) and pooled.x.shape == (0, 2) and pooled.y.shape == (0,)
