@@ -36,7 +36,7 @@ def graclus(edge_index: Tensor, weight: Tensor | None = None,
     weights must be finite and >= 0 (pyg-lib never matches along a negative or NaN weight,
     silently).
     """
-    num_nodes = _checked_edges(edge_index, num_nodes)
+    num_nodes = checked_edge_index(edge_index, num_nodes)
     row, col = edge_index.long().cpu()
     indptr, perm = row_sorted_csr(row, col, num_nodes)
     if weight is not None:
@@ -136,7 +136,7 @@ def partition(edge_index: Tensor, num_parts: int, num_nodes: int | None = None,
     reproduced: its coarsening and refinement differ in detail). CPU; a CUDA
     ``edge_index`` is partitioned on the CPU and the parts returned on its device.
     """
-    num_nodes = _checked_edges(edge_index, num_nodes)
+    num_nodes = checked_edge_index(edge_index, num_nodes)
     if num_nodes >= 2**31:  # node pairs are keyed as u * num_nodes + v in int64
         raise ValueError(f"num_nodes must be below 2^31 to partition, got {num_nodes}")
     check_int(num_parts, "num_parts", 1)
@@ -155,7 +155,7 @@ def partition(edge_index: Tensor, num_parts: int, num_nodes: int | None = None,
     return parts.to(edge_index.device)
 
 
-def _checked_edges(edge_index, num_nodes: int | None) -> int:
+def checked_edge_index(edge_index, num_nodes: int | None) -> int:
     """The node count (``edge_index``'s largest id + 1 when None) after checking that
     ``edge_index`` is an integer ``[2, E]`` tensor of ids below it."""
     if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:

@@ -24,7 +24,7 @@ from graphloc.checks import (
     sampling_weights,
 )
 from graphloc.ops._library import HAS_EXTENSION, kernels
-from graphloc.ops.cluster import _checked_edges, row_sorted_csr
+from graphloc.ops.cluster import checked_edge_index, row_sorted_csr
 from graphloc.ops.reference import local_eccentricity as _eccentricity_twin
 
 
@@ -387,7 +387,7 @@ def dropout_path(edge_index: Tensor, p: float = 0.2, walks_per_node: int = 1,
     check_int(walks_per_node, "walks_per_node", 1)
     check_int(walk_length, "walk_length", 0)
     check_flags("dropout_path", is_sorted=is_sorted, training=training)
-    num_nodes = _checked_edges(edge_index, num_nodes)
+    num_nodes = checked_edge_index(edge_index, num_nodes)
     mask = torch.ones(edge_index.size(1), dtype=torch.bool, device=edge_index.device)
     if not training or p == 0:
         return edge_index, mask
