@@ -45,6 +45,7 @@ Notes:
 
 from __future__ import annotations
 
+import inspect
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -79,7 +80,11 @@ def total_influence(model: torch.nn.Module, data, max_hops: int, num_samples=Non
     """PyG's ``total_influence``: the same arguments, the same results.
 
     Args:
-        model: a ``torch.nn.Module`` called as ``model(x, edge_index)`` (or on a ``Graph``).
+        model: a ``torch.nn.Module``, called on each ball as its forward asks:
+            ``model(x, edge_index)`` (PyG's call), with each of the data's node or edge
+            tensors its forward names (``edge_weight``, ``edge_attr``, ``pos``, ...) by that
+            name, ``model(data)`` for a forward of one argument, or ``model(x, graph)`` with
+            a Graph's edge features. Edge tensors it does not take are named in a warning.
         data: a PyG ``Data``, a graphloc ``NodeDataset``, or a pair ``(x, graph)``.
         max_hops: K, the largest hop distance measured.
         num_samples: how many seed nodes (all when None), drawn as PyG draws them
@@ -112,12 +117,12 @@ def total_influence(model: torch.nn.Module, data, max_hops: int, num_samples=Non
         curve, R = total_influence(model, data, max_hops=16, num_samples=1000)
     """
     check_flags("total_influence", normalize=normalize, average=average, vectorize=vectorize)
-    x, graph = _inputs(data)
+    x, graph, values = _inputs(data)
     seeds = _seeds(graph.num_nodes, num_samples, nodes, seed)
-    T = influence_per_hop(model, (x, graph), max_hops, seeds, batch_size=batch_size,
-                          device=device, method=method, locality=locality,
-                          prune_layers=prune_layers, progress=progress,
-                          convert=convert).float()
+    T = _influence_per_hop(model, (x, graph, values), max_hops, seeds, batch_size=batch_size,
+                           device=device, method=method, locality=locality,
+                           prune_layers=prune_layers, progress=progress,
+                           convert=convert)[0].float()
     R = _mean_r(T)
     if not average:
         return T, R
@@ -155,13 +160,12 @@ def measure(model: torch.nn.Module, data, max_hops: int, num_samples=None, *, no
             or not 0 < confidence < 1:
         raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
     check_flags("measure", prune_layers=prune_layers, progress=progress, convert=convert)
-    x, graph = _inputs(data)
+    x, graph, values = _inputs(data)
     seeds = _seeds(graph.num_nodes, num_samples, nodes, seed)
-    model, conversion = as_graphloc_model(model, x, graph) if convert else \
-        (model, {"converted": False, "reason": "convert=False"})
-    T = influence_per_hop(model, (x, graph), max_hops, seeds, batch_size=batch_size,
-                          device=device, method=method, locality=locality,
-                          prune_layers=prune_layers, progress=progress, convert=False)
+    T, conversion = _influence_per_hop(
+        model, (x, graph, values), max_hops, seeds, batch_size=batch_size, device=device,
+        method=method, locality=locality, prune_layers=prune_layers, progress=progress,
+        convert=convert)
     r = receptive_field(T)
     curve = T.mean(0) / T.mean(0)[0]
     gen = torch.Generator().manual_seed(0 if seed is None else seed)
@@ -229,6 +233,18 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
 
         T = influence_per_hop(model, data, max_hops=8, nodes=torch.tensor([0, 5]))
     """
+    return _influence_per_hop(model, _inputs(data), max_hops, nodes, batch_size=batch_size,
+                              device=device, method=method, locality=locality,
+                              prune_layers=prune_layers, progress=progress,
+                              convert=convert)[0]
+
+
+def _influence_per_hop(model: torch.nn.Module, inputs: tuple, max_hops: int, nodes, *,
+                       batch_size: int, device, method: str, locality: int | None,
+                       prune_layers: bool, progress: bool, convert: bool
+                       ) -> tuple[Tensor, dict]:
+    """``(T, what was measured)`` on ``inputs = _inputs(data)``: the arguments checked, the
+    model's call read from its forward, a PyG model converted (``convert``)."""
     check_int(max_hops, "max_hops", 0)
     check_int(batch_size, "batch_size", 1)
     check_flags("influence", prune_layers=prune_layers, progress=progress, convert=convert)
@@ -242,36 +258,43 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
         method = "per_seed" if declared.graphloc_global else "batched"
     if method == "full_graph" and not whole_graph:
         locality = _locality(model, locality)
-    x, graph = _inputs(data)
-    features = _carried_edge_features(model, graph)
-    if convert:
-        model = as_graphloc_model(model, x, graph)[0]
+    x, graph, values = inputs
+    model, compiled = _eager(model)
+    call = _model_call(model, values, "the data")
+    model, report = as_graphloc_model(model, x, graph, call) if convert else \
+        (model, {"converted": False, "reason": "convert=False"})
+    report["call"] = call.describe()
+    if compiled:
+        report["compiled"] = "measured as its eager original (torch.compile's _orig_mod)"
     from graphloc.nn.convert import caches_set_aside
     with caches_set_aside(model):  # the model runs on many balls of the graph
         all_nodes = _seeds(graph.num_nodes, None, nodes, None, allow_empty=True)
         if method == "full_graph" and len(all_nodes) and not whole_graph:
-            _verify_locality(model, x, graph, int(all_nodes[0]), locality, device, features)
+            _verify_locality(model, call, x, graph, int(all_nodes[0]), locality, device)
         if method == "batched" and not whole_graph and batch_size > 1 and len(all_nodes) > 1:
-            method = _batched_if_components_stay_apart(model, x, graph, all_nodes, max_hops,
-                                                       device, asked, features)
+            method = _batched_if_components_stay_apart(model, call, x, graph, all_nodes,
+                                                       max_hops, device, asked)
         rank, world = rank_and_world()
         nodes = all_nodes[rank::world]  # a shard per process; gathered below
         was_training = model.training
         model.eval()
         try:
-            prune = prune_layers and capabilities_of(model).prunes_layers
+            # (pruned layers read a Graph: not for a model given other tensors by name)
+            prune = prune_layers and capabilities_of(model).prunes_layers \
+                and call.style in ("pair", "graph")
             if whole_graph:
                 T = _whole_graph_influence(model, x, graph, nodes, max_hops, device, progress,
                                            1 if method == "per_seed" else batch_size)
             elif method == "full_graph":
-                T = _full_graph_influence(model, x, graph, nodes, max_hops, locality, device,
-                                          prune, progress, features)
+                T = _full_graph_influence(model, call, x, graph, nodes, max_hops, locality,
+                                          device, prune, progress)
             else:
-                T = _batched_influence(model, x, graph, nodes, max_hops, device, prune, progress,
-                                       1 if method == "per_seed" else batch_size, features)
+                T = _batched_influence(model, call, x, graph, nodes, max_hops, device, prune,
+                                       progress, 1 if method == "per_seed" else batch_size)
         finally:
             model.train(was_training)
-        return _gather_shards(T, len(all_nodes), rank, world) if world > 1 else T
+        T = _gather_shards(T, len(all_nodes), rank, world) if world > 1 else T
+    return T, report
 
 
 def receptive_field(T: Tensor) -> Tensor:
@@ -334,24 +357,50 @@ def plot_influence(results, path: str | None = None, ax=None):
     return ax
 
 
-def as_graphloc_model(model: torch.nn.Module, x: Tensor, graph: Graph):
+def as_graphloc_model(model: torch.nn.Module, x: Tensor, graph: Graph, call=None):
     """``(model to measure, report)``: the graphloc twin of a PyG model whose message
-    passing all converts, checked against it on the 2-hop ball of ``_probe_node``; else
-    the model as given (the report says why)."""
-    from graphloc.nn.convert import Unconvertible, from_pyg, has_pyg_message_passing
+    passing all converts, checked against it on the 2-hop ball of ``_probe_node`` (called as
+    ``call`` calls it; ``model(x, edge_index)`` when None); else the model as given (the
+    report says why)."""
+    from graphloc.nn.convert import (
+        ExampleFailed,
+        Unconvertible,
+        from_pyg,
+        has_pyg_message_passing,
+    )
     if not has_pyg_message_passing(model):
         return model, {"converted": False, "reason": "no PyG message passing"}
-    node_ptr, nodes, _, _, src, dst, _ = ops.khop_subgraphs(
+    call = _ModelCall("pair", _Values()) if call is None else call
+    node_ptr, nodes, _, _, src, dst, positions = ops.khop_subgraphs(
         graph, _probe_node(graph).view(1), 2)
-    probe = (x[nodes].detach(), torch.stack([src, dst]).to(x.device))
+    sub = _Subgraph(nodes, torch.stack([src, dst]).to(x.device), positions)
+    args, kwargs = call.arguments(x[nodes].detach(), sub)
+    if kwargs:
+        return model, {"converted": False,
+                       "reason": f"its forward takes {sorted(kwargs)} by keyword only"}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            converted = from_pyg(model, example=probe, strict=True)
+            converted = from_pyg(model, example=args, strict=True)
     except Unconvertible as err:
         return model, {"converted": False, "reason": str(err)}
+    except ExampleFailed as err:  # the model's own error, not the conversion's
+        cause = err.__cause__
+        raise ValueError(f"model fails when influence calls it as {call.describe()} on a "
+                         f"ball of the graph ({type(cause).__name__}: {cause})") from cause
     return converted, {"converted": True, **converted.pyg_conversion,
                        "measured": type(converted).__name__}
+
+
+def _eager(model: torch.nn.Module) -> tuple[torch.nn.Module, bool]:
+    """``(the module torch.compile wrapped, True)`` for a compiled model, else ``(model,
+    False)``: the same function, whose compiled backward refuses the retained graph that
+    one backward per output channel needs (and whose wrapper hides the forward's
+    signature)."""
+    original = getattr(model, "_orig_mod", None)
+    if isinstance(original, torch.nn.Module) and type(model).__name__ == "OptimizedModule":
+        return _eager(original)[0], True
+    return model, False
 
 
 def _probe_node(graph: Graph) -> Tensor:
@@ -369,8 +418,10 @@ def _probe_node(graph: Graph) -> Tensor:
 
 # --- how it is computed ------------------------------------------------------------------
 
-def _inputs(data) -> tuple[Tensor, Graph]:
-    """(x, Graph) from a PyG Data, a NodeDataset, or an (x, edge_index | Graph) pair."""
+def _inputs(data) -> tuple[Tensor, Graph, _Values]:
+    """(x, Graph, the data's other tensors) from a PyG Data, a NodeDataset, or an
+    (x, edge_index | Graph) pair."""
+    values = None
     if isinstance(data, tuple) and len(data) == 2:
         x, structure = data
     elif hasattr(data, "graph") and hasattr(data, "x"):  # NodeDataset
@@ -378,9 +429,9 @@ def _inputs(data) -> tuple[Tensor, Graph]:
     elif hasattr(data, "edge_index"):  # PyG Data (with ToSparseTensor's adj_t, its entries)
         data = pyg_data_with_edges(data)
         x, structure = getattr(data, "x", None), data.edge_index
-        _warn_of_edge_values_left_out(data)
         if structure is not None and x is not None and not isinstance(structure, Graph):
             structure = Graph(structure, num_nodes=data.num_nodes)
+        values = data
     else:
         raise TypeError(f"data must be a PyG Data, a NodeDataset or (x, edge_index), got "
                         f"{type(data).__name__}")
@@ -393,52 +444,181 @@ def _inputs(data) -> tuple[Tensor, Graph]:
     graph._require_one_node_set("influence (hop distances over one node set)")
     if x.dim() != 2 or x.size(0) != graph.num_nodes:
         raise ValueError(f"x must be [{graph.num_nodes}, F], got {list(x.shape)}")
-    return x, graph
+    return x, graph, _graph_values(graph) if values is None else _data_values(values, graph)
 
 
-def _warn_of_edge_values_left_out(data) -> None:
-    """The model is called as ``model(x, edge_index)`` (as PyG's total_influence calls it):
-    a Data's edge weights or features would be left out of the measured model without a
-    word, so they are named."""
-    edge_values = sorted(k for k in pyg_keys(data)
-                         if k.startswith("edge_") and k != "edge_index")
-    if edge_values:
-        warnings.warn(f"data has {edge_values}, which the model does not get: influence calls "
-                      "model(x, edge_index), as PyG's total_influence does. To measure a model "
-                      "that uses edge features, pass (x, Graph(edge_index, num_nodes, "
-                      "edge_attr=...)) and graphloc convs, which read the Graph's",
-                      stacklevel=4)
+@dataclass
+class _Values:
+    """The data's tensors besides x and edge_index, for the subgraphs the model runs on:
+    node-level ones by node, edge-level ones in CSR order (``graph.to_csr_order``).
+    ``data_class``: the PyG Data class the data came in (None for other inputs);
+    ``from_graph``: the edge features are a graphloc Graph's ``edge_attr``."""
+    node: dict = field(default_factory=dict)
+    edge: dict = field(default_factory=dict)
+    data_class: type | None = None
+    from_graph: bool = False
 
 
-def _carried_edge_features(model: torch.nn.Module, graph: Graph) -> Tensor | None:
-    """A Graph's edge features in CSR order, for the subgraphs the model runs on, or None.
-    graphloc's convs read a Graph's ``edge_attr``: each ball's Graph carries its edges'
-    rows (until 2026-12-05 the balls had none, and a conv whose edge features are optional,
-    a GATConv with ``edge_dim`` say, was measured without them, quietly). A PyG model is
-    called as ``model(x, edge_index)``, as PyG's total_influence calls it: it gets none,
-    and a warning says so."""
-    if graph.edge_attr is None:
+def _data_values(data, graph: Graph) -> _Values:
+    """A PyG Data's node- and edge-level tensors other than x and edge_index (PyG's own
+    ``is_node_attr`` / ``is_edge_attr`` decide which is which)."""
+    node, edge = {}, {}
+    for key in sorted(pyg_keys(data) - {"x", "edge_index"}):
+        value = data[key]
+        if not isinstance(value, Tensor) or value.dim() == 0:
+            continue
+        if data.is_edge_attr(key) and value.size(0) == graph.num_edges:
+            edge[key] = graph.to_csr_order(value)
+        elif data.is_node_attr(key) and value.size(0) == graph.num_nodes:
+            node[key] = value
+    return _Values(node, edge, type(data))
+
+
+def _graph_values(graph: Graph) -> _Values:
+    edge = {} if graph.edge_attr is None else {"edge_attr": graph.to_csr_order(graph.edge_attr)}
+    return _Values(edge=edge, from_graph=True)
+
+
+@dataclass
+class _Subgraph:
+    """Where the model runs: ``nodes`` (global ids, in the packed order), ``edge_index``
+    between their positions, and each edge's CSR position in the graph (``positions``)."""
+    nodes: Tensor
+    edge_index: Tensor
+    positions: Tensor
+
+    def subset(self, num_nodes: int, edges: Tensor) -> _Subgraph:
+        """Its first ``num_nodes`` nodes with the edges where ``edges`` (a mask) holds."""
+        return _Subgraph(self.nodes[:num_nodes], self.edge_index[:, edges],
+                         self.positions[edges.cpu()])
+
+
+@dataclass
+class _ModelCall:
+    """How the measured model is called on a subgraph (``style``):
+
+    - ``"pair"``: ``model(x, edge_index)``, as PyG's total_influence calls every model;
+    - ``"graph"``: ``model(x, Graph)``, the Graph carrying its edge features (a graphloc
+      model on a graphloc Graph with ``edge_attr``);
+    - ``"named"``: ``model(x, edge_index, ...)`` with each of the data's node or edge
+      tensors that the forward names as a parameter (``edge_attr``, ``edge_weight``,
+      ``pos``, ``batch``, ...), bound to the forward's signature;
+    - ``"data"``: ``model(data)``, the subgraph as a PyG Data with every node and edge tensor
+      of the data, for a forward that takes one argument (``forward(self, data)``);
+    - ``"features"``: ``model(x)``, for a forward that takes only the features (an MLP)."""
+    style: str
+    values: _Values
+    names: tuple = ()
+    signature: inspect.Signature | None = None
+
+    def arguments(self, x: Tensor, sub: _Subgraph) -> tuple[tuple, dict]:
+        """``(args, kwargs)`` of the call on ``sub`` with node features ``x`` (its rows)."""
+        if self.style == "pair":
+            return (x, sub.edge_index), {}
+        if self.style == "features":
+            return (x,), {}
+        edges = {key: value[sub.positions.long()].to(x.device)
+                 for key, value in self.values.edge.items()
+                 if self.style != "named" or key in self.names}
+        if self.style == "graph":
+            return (x, Graph(sub.edge_index, len(x), edge_attr=edges["edge_attr"])), {}
+        nodes = {key: value[sub.nodes.long().to(value.device)].to(x.device)
+                 for key, value in self.values.node.items()
+                 if self.style != "named" or key in self.names}
+        if self.style == "data":
+            return (self._data_class()(x=x, edge_index=sub.edge_index, num_nodes=len(x),
+                                       **nodes, **edges),), {}
+        named = {**nodes, **edges}
+        bound = self.signature.bind(x, sub.edge_index, **named)
+        bound.apply_defaults()  # positional up to the last value passed
+        return bound.args, {k: v for k, v in bound.kwargs.items() if k in named}
+
+    def describe(self) -> str:
+        return {"pair": "model(x, edge_index)", "graph": "model(x, Graph with edge_attr)",
+                "data": "model(data)", "features": "model(x)"}.get(
+            self.style, f"model(x, edge_index, {', '.join(f'{n}=...' for n in self.names)})")
+
+    def _data_class(self):
+        if self.values.data_class is not None:
+            return self.values.data_class
+        try:
+            from torch_geometric.data import Data
+        except ImportError:
+            raise ImportError("the model takes one argument, a PyG Data (forward(self, "
+                              "data)): install torch_geometric to measure it") from None
+        return Data
+
+
+_STRUCTURE_NAMES = ("edge_index", "adj", "adj_t", "graph")
+_FEATURE_NAMES = ("x", "input", "inputs", "h", "features", "feat")
+
+
+def _model_call(model: torch.nn.Module, values: _Values, where: str) -> _ModelCall:
+    """How ``model`` is called (see :class:`_ModelCall`), read from its forward's
+    signature. Edge tensors it does not get are named in a warning."""
+    signature = _forward_signature(model)
+    one = None if signature is None else _one_argument_style(signature)
+    if one is not None:
+        call = _ModelCall(one, values)
+        _warn_of_edge_values_left_out(call, where)
+        return call
+    offered = {**values.node, **values.edge}
+    parameters = [] if signature is None else [
+        p.name for p in signature.parameters.values()
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    names = tuple(name for name in parameters[2:] if name in offered)
+    if names:
+        call = _ModelCall("named", values, names, signature)
+    elif "edge_attr" in values.edge and values.from_graph \
+            and not _has_pyg_message_passing(model):
+        call = _ModelCall("graph", values)
+    else:
+        call = _ModelCall("pair", values)
+    _warn_of_edge_values_left_out(call, where)
+    return call
+
+
+def _forward_signature(model) -> inspect.Signature | None:
+    try:
+        return inspect.signature(model.forward)
+    except (TypeError, ValueError, AttributeError):  # a builtin or C++ forward
         return None
+
+
+def _one_argument_style(signature: inspect.Signature) -> str | None:
+    """For a forward of one required positional argument and no edges of its own:
+    ``"features"`` when it is the features (named ``x``, ``input``, ... or annotated as a
+    Tensor: an MLP, called ``model(x)``), else ``"data"`` (``forward(self, data)``); None
+    for any other forward."""
+    positional = [p for p in signature.parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    starred = any(p.kind == p.VAR_POSITIONAL for p in signature.parameters.values())
+    if len(required) != 1 or positional[0] is not required[0] or starred \
+            or any(p.name in _STRUCTURE_NAMES for p in positional):
+        return None
+    only = required[0]
+    is_tensor = only.annotation in (Tensor, "Tensor", "torch.Tensor")
+    return "features" if is_tensor or only.name in _FEATURE_NAMES else "data"
+
+
+def _has_pyg_message_passing(model) -> bool:
     from graphloc.nn.convert import has_pyg_message_passing
-    if has_pyg_message_passing(model):
-        warnings.warn("the graph has edge_attr, which the PyG model does not get: influence "
-                      "calls model(x, edge_index), as PyG's total_influence does",
-                      stacklevel=caller_stacklevel())
-        return None
-    return graph.to_csr_order(graph.edge_attr)
+    return has_pyg_message_passing(model)
 
 
-def _structure(edge_index: Tensor, num_nodes: int, edge_rows: Tensor | None):
-    """What the model is called on for a subgraph: its edge_index, or with edge features a
-    Graph that carries them (``edge_rows`` in the order of ``edge_index``'s columns)."""
-    if edge_rows is None:
-        return edge_index
-    return Graph(edge_index, num_nodes, edge_attr=edge_rows.to(edge_index.device))
-
-
-def _rows_at(features: Tensor | None, positions: Tensor) -> Tensor | None:
-    """The carried edge features of the edges at these CSR positions (None without)."""
-    return None if features is None else features[positions.long()]
+def _warn_of_edge_values_left_out(call: _ModelCall, where: str) -> None:
+    """Edge weights or features the model is not given would be left out of the measured
+    model without a word, so they are named."""
+    given = {"pair": (), "features": (), "graph": ("edge_attr",),
+             "named": call.names}.get(call.style)
+    left = [key for key in call.values.edge if given is not None and key not in given]
+    if left:
+        warnings.warn(
+            f"{where} has {left}, which the model does not get: influence calls "
+            f"{call.describe()} (a forward with parameters of those names gets them; "
+            f"PyG's total_influence always calls model(x, edge_index))",
+            stacklevel=caller_stacklevel())
 
 
 def _seeds(num_nodes: int, num_samples, nodes, seed, allow_empty: bool = False) -> Tensor:
@@ -513,8 +693,8 @@ def _locality(model, locality) -> int:
     return locality
 
 
-def _verify_locality(model, x: Tensor, graph: Graph, seed: int, locality: int,
-                     device, features: Tensor | None = None) -> None:
+def _verify_locality(model, call: _ModelCall, x: Tensor, graph: Graph, seed: int,
+                     locality: int, device) -> None:
     """One cheap check before trusting ``locality``: on the subgraph of the seed's
     (L + 2)-ball, new random features on the nodes beyond L hops must leave the seed's
     output unchanged. A model that reads farther (a deeper stack, global pooling or
@@ -524,8 +704,7 @@ def _verify_locality(model, x: Tensor, graph: Graph, seed: int, locality: int,
     far = hops > locality
     if not far.any():
         return  # the seed's component lies within L hops: nothing beyond to perturb
-    structure = _structure(torch.stack([src, dst]).to(device), len(nodes),
-                           _rows_at(features, positions))
+    sub = _Subgraph(nodes, torch.stack([src, dst]).to(device), positions)
     x_ball = x[nodes].detach().to(device)
     moved, far = x_ball.clone(), far.to(device)
     gen = torch.Generator().manual_seed(0)
@@ -535,8 +714,8 @@ def _verify_locality(model, x: Tensor, graph: Graph, seed: int, locality: int,
     model.eval()
     try:
         with torch.no_grad():
-            before = _node_outputs(model, x_ball, structure)[0]
-            after = _node_outputs(model, moved, structure)[0]
+            before = _node_outputs(model, call, x_ball, sub)[0]
+            after = _node_outputs(model, call, moved, sub)[0]
     finally:
         model.train(was_training)
     if not torch.allclose(before, after, rtol=1e-5, atol=1e-6 * (1 + float(before.abs().max()))):
@@ -548,9 +727,8 @@ def _verify_locality(model, x: Tensor, graph: Graph, seed: int, locality: int,
             f"(at least its number of message-passing layers) or use method='batched'")
 
 
-def _batched_if_components_stay_apart(model, x: Tensor, graph: Graph, nodes: Tensor,
-                                      max_hops: int, device, asked: str,
-                                      features: Tensor | None = None) -> str:
+def _batched_if_components_stay_apart(model, call: _ModelCall, x: Tensor, graph: Graph,
+                                      nodes: Tensor, max_hops: int, device, asked: str) -> str:
     """"batched" when the model keeps the packed balls apart, else "per_seed" (with a
     warning) for ``asked="auto"``, or a ValueError for ``asked="batched"``.
 
@@ -566,23 +744,21 @@ def _batched_if_components_stay_apart(model, x: Tensor, graph: Graph, nodes: Ten
     declared = capabilities_of(model)
     if declared.graphloc_hops is not None or declared.prunes_layers:
         return "batched"
-    node_ptr, ball, _, edge_index, positions = _packed_balls(graph, nodes[:2], max_hops)
-    edge_index, rows = edge_index.to(device), _rows_at(features, positions)
+    node_ptr, both, _ = _packed_balls(graph, nodes[:2], max_hops)
+    both.edge_index = both.edge_index.to(device)
     first = int(node_ptr[1])
-    packed = x[ball].detach().to(device)
+    packed = x[both.nodes].detach().to(device)
     moved = packed.clone()
     gen = torch.Generator().manual_seed(0)
     noise = torch.randn(moved[first:].shape, generator=gen, dtype=moved.dtype)
     moved[first:] += noise.to(device) * (1 + packed.abs().max())
-    own = edge_index[1] < first  # the first ball's own edges
-    alone = _structure(edge_index[:, own], first, None if rows is None else rows[own.cpu()])
-    both = _structure(edge_index, len(packed), rows)
+    alone = both.subset(first, both.edge_index[1] < first)  # the first ball, its edges
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            before = _node_outputs(model, packed[:first], alone)
-            after = _node_outputs(model, moved, both)[:first]
+            before = _node_outputs(model, call, packed[:first], alone)
+            after = _node_outputs(model, call, moved, both)[:first]
     finally:
         model.train(was_training)
     tolerance = 1e-6 * (1 + float(before.abs().nan_to_num().max())) if first else 0.0
@@ -600,12 +776,12 @@ def _batched_if_components_stay_apart(model, x: Tensor, graph: Graph, nodes: Ten
     return "per_seed"
 
 
-def _batched_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int, device,
-                       prune: bool, progress: bool, step: int,
-                       features: Tensor | None = None) -> Tensor:
+def _batched_influence(model, call: _ModelCall, x, graph: Graph, nodes: Tensor,
+                       max_hops: int, device, prune: bool, progress: bool,
+                       step: int) -> Tensor:
     from tqdm.auto import tqdm
-    rows = [_batch_influence(model, x, graph, nodes[i:i + step], max_hops, device, prune,
-                             features)
+    rows = [_batch_influence(model, call, x, graph, nodes[i:i + step], max_hops, device,
+                             prune)
             for i in tqdm(range(0, len(nodes), step), disable=not progress, desc="influence")]
     return torch.cat(rows) if rows else torch.zeros(0, max_hops + 1, dtype=torch.float64)
 
@@ -665,9 +841,9 @@ def _disjoint_rounds(ptr: Tensor, read: Tensor, num_nodes: int, step: int) -> li
     return rounds
 
 
-def _full_graph_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int,
-                          locality: int, device, prune: bool, progress: bool,
-                          features: Tensor | None = None) -> Tensor:
+def _full_graph_influence(model, call: _ModelCall, x, graph: Graph, nodes: Tensor,
+                          max_hops: int, locality: int, device, prune: bool,
+                          progress: bool) -> Tensor:
     """Rounds of seeds with disjoint ``locality``-balls, one forward and C backwards each."""
     from tqdm.auto import tqdm
     seeds, inverse = nodes.unique(return_inverse=True)
@@ -677,14 +853,13 @@ def _full_graph_influence(model, x, graph: Graph, nodes: Tensor, max_hops: int,
     sizes = torch.bincount(rounds).tolist() if len(seeds) else []
     local = torch.full((graph.num_nodes,), -1, dtype=torch.long)  # reset after each round
     for members in tqdm(order.split(sizes), disable=not progress, desc="influence rounds"):
-        T[members] = _round_influence(model, x, graph, seeds[members], max_hops, locality,
-                                      device, prune, local, features)
+        T[members] = _round_influence(model, call, x, graph, seeds[members], max_hops,
+                                      locality, device, prune, local)
     return T[inverse]
 
 
-def _round_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, locality: int,
-                     device, prune: bool, local: Tensor,
-                     features: Tensor | None = None) -> Tensor:
+def _round_influence(model, call: _ModelCall, x, graph: Graph, seeds: Tensor, max_hops: int,
+                     locality: int, device, prune: bool, local: Tensor) -> Tensor:
     """Seeds with disjoint ``locality``-balls: the forward runs on the subgraph induced by
     their (locality + 1)-balls and the out-neighbours of their balls (out-degrees inside
     exact), where their outputs equal the full graph's; each node's gradient belongs to
@@ -698,12 +873,11 @@ def _round_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, local
     src = local[graph.csr.indices[in_edges].long()]
     dst = torch.repeat_interleave(torch.arange(len(region)), counts)
     inside = src >= 0
-    sub_edges = torch.stack([src, dst])[:, inside]
-    sub_rows = _rows_at(features, in_edges[inside])
+    sub = _Subgraph(region, torch.stack([src, dst])[:, inside], in_edges[inside])
     region_hop = torch.full((len(region),), locality + 2)  # the out-neighbours: farther
     region_hop.scatter_reduce_(0, local[nodes], hops, "amin")  # the L + 1 shells overlap
-    total = _subgraph_jacobian_l1(model, x[region], sub_edges, region_hop, local[seeds],
-                                  device, prune, sub_rows)
+    total = _subgraph_jacobian_l1(model, call, x, sub, region_hop, local[seeds], device,
+                                  prune)
     keep = hops <= min(locality, max_hops)  # zero influence from farther nodes
     T = _per_hop(node_ptr, hops, total[local[nodes[keep]]], max_hops, keep)
     local[region] = -1
@@ -728,30 +902,27 @@ def _gather_shards(T: Tensor, total: int, rank: int, world: int) -> Tensor:
     return out
 
 
-def _batch_influence(model, x, graph: Graph, seeds: Tensor, max_hops: int, device,
-                     prune: bool, features: Tensor | None = None) -> Tensor:
+def _batch_influence(model, call: _ModelCall, x, graph: Graph, seeds: Tensor,
+                     max_hops: int, device, prune: bool) -> Tensor:
     """Balls of ``seeds`` packed as disjoint components; one forward, C backwards."""
-    node_ptr, nodes, hops, edge_index, positions = _packed_balls(graph, seeds, max_hops)
-    roots = node_ptr[:-1]
-    total = _subgraph_jacobian_l1(model, x[nodes], edge_index, hops, roots, device, prune,
-                                  _rows_at(features, positions))
+    node_ptr, sub, hops = _packed_balls(graph, seeds, max_hops)
+    total = _subgraph_jacobian_l1(model, call, x, sub, hops, node_ptr[:-1], device, prune)
     return _per_hop(node_ptr, hops, total, max_hops)
 
 
 def _packed_balls(graph: Graph, seeds: Tensor, max_hops: int):
     """The seeds' ``max_hops`` balls as disjoint components of one graph: ``(node_ptr,
-    nodes, hops, edge_index, positions)``, ball s holding the packed rows
-    ``node_ptr[s]:node_ptr[s+1]`` (global ids ``nodes``, hop distances ``hops``), each edge's
-    CSR position in the graph in ``positions``."""
+    sub, hops)``, ball s holding the packed rows ``node_ptr[s]:node_ptr[s+1]`` of the
+    :class:`_Subgraph` ``sub``, at hop distances ``hops``."""
     node_ptr, nodes, hops, edge_ptr, src, dst, positions = ops.khop_subgraphs(graph, seeds,
                                                                               max_hops)
     edge_offset = torch.repeat_interleave(node_ptr[:-1], edge_ptr.diff())
-    return node_ptr, nodes, hops, torch.stack([src + edge_offset, dst + edge_offset]), \
-        positions
+    edge_index = torch.stack([src + edge_offset, dst + edge_offset])
+    return node_ptr, _Subgraph(nodes, edge_index, positions), hops
 
 
-def _subgraph_jacobian_l1(model, x: Tensor, edge_index: Tensor, hop: Tensor, roots: Tensor,
-                          device, prune: bool, edge_rows: Tensor | None = None) -> Tensor:
+def _subgraph_jacobian_l1(model, call: _ModelCall, x: Tensor, sub: _Subgraph, hop: Tensor,
+                          roots: Tensor, device, prune: bool) -> Tensor:
     """Per node of a subgraph, the summed |d out[roots] / d x| (each node's gradient from
     the roots that reach it); ``hop`` is each node's distance to the nearest root. With
     ``prune`` (a model that ``prunes_layers``) the nodes are ordered by it, roots first,
@@ -760,24 +931,25 @@ def _subgraph_jacobian_l1(model, x: Tensor, edge_index: Tensor, hop: Tensor, roo
         order = hop.argsort(stable=True)
         position = torch.empty_like(order)
         position[order] = torch.arange(len(order))
-        x, edge_index, roots = x[order], position[edge_index], position[roots]
-    packed = x.to(device).detach().requires_grad_()
-    edge_index = edge_index.to(device)
+        sub = _Subgraph(sub.nodes[order], position[sub.edge_index], sub.positions)
+        roots = position[roots]
+    packed = x[sub.nodes].to(device).detach().requires_grad_()
+    sub = _Subgraph(sub.nodes, sub.edge_index.to(device), sub.positions)
     if prune:
         ball_sizes = torch.bincount(hop).cumsum(0).tolist()
-        rows = None if edge_rows is None else edge_rows.to(edge_index.device)
-        out = model.forward_within(packed, Graph(edge_index, len(packed), edge_attr=rows),
-                                   ball_sizes)
+        (_, structure), _ = call.arguments(packed, sub)  # ("pair" or "graph")
+        out = model.forward_within(packed, structure, ball_sizes)
     else:
-        out = _node_outputs(model, packed, _structure(edge_index, len(packed), edge_rows))
+        out = _node_outputs(model, call, packed, sub)
     total = _root_jacobian_l1(out[roots.to(device)], packed).cpu()
     return total[position] if prune else total
 
 
-def _node_outputs(model, x: Tensor, structure) -> Tensor:
-    """The model's rows on a subgraph (``structure``: its edge_index, or a Graph carrying
-    edge features), checked to be one tensor with a row per node."""
-    out = model(x, structure)
+def _node_outputs(model, call: _ModelCall, x: Tensor, sub: _Subgraph) -> Tensor:
+    """The model's rows on a subgraph, called as ``call`` says, checked to be one tensor
+    with a row per node."""
+    args, kwargs = call.arguments(x, sub)
+    out = model(*args, **kwargs)
     if not isinstance(out, Tensor):
         raise TypeError(f"the model returned a {type(out).__name__}: influence needs one "
                         "tensor with an output row per node (wrap a model that returns "

@@ -85,29 +85,173 @@ def _r_of_live_seeds(model, data, max_hops: int) -> float:
     return float(((live * hops).sum(1) / live.sum(1)).mean())
 
 
-def test_edge_values_of_a_data_that_the_model_does_not_get_are_named():
-    """influence calls model(x, edge_index), as PyG's total_influence does: a Data's edge
-    weights were left out of the measured model without a word. The numbers stay PyG's."""
-    import torch_geometric.nn as pyg_nn
-    data = road_data(num_nodes=120)
-    weighted = data.clone()
-    weighted.edge_weight = torch.rand(data.num_edges, generator=torch.Generator().manual_seed(2))
-    weighted.edge_attr = torch.randn(data.num_edges, 2)
+class _Pair(torch.nn.Module):
+    """PyG convs called ``model(x, edge_index)``: a forward that names no edge values."""
+
+    def __init__(self):
+        super().__init__()
+        import torch_geometric.nn as pyg_nn
+        self.first, self.second = pyg_nn.GCNConv(6, 8), pyg_nn.GCNConv(8, 3)
+
+    def forward(self, x, edge_index):
+        return self.second(self.first(x, edge_index).relu(), edge_index)
+
+
+class _Weighted(_Pair):
+    """A forward that names ``edge_weight``: the user's own call passes the Data's."""
+
+    def forward(self, x, edge_index, edge_weight=None):
+        h = self.first(x, edge_index, edge_weight).relu()
+        return self.second(h, edge_index, edge_weight)
+
+
+class _OnData(_Pair):
+    """``forward(self, data)``, PyG's tutorial form, reading the edge weights and ``pos``."""
+
+    def forward(self, data):
+        x = torch.cat([data.x[:, 3:], data.x[:, :3] * data.pos.sum(1, keepdim=True)], 1)
+        h = self.first(x, data.edge_index, data.edge_weight).relu()
+        return self.second(h, data.edge_index, data.edge_weight)
+
+
+class _Positions(_Pair):
+    """A forward that names a node tensor (``pos``) after keyword-only markers."""
+
+    def forward(self, x, edge_index, *, pos):
+        return super().forward(torch.cat([x[:, 3:], x[:, :3] * pos.sum(1, keepdim=True)], 1),
+                               edge_index)
+
+
+def _weighted_data(num_nodes=120):
+    data = road_data(num_nodes=num_nodes)
+    gen = torch.Generator().manual_seed(2)
+    data.edge_weight = torch.rand(data.num_edges, generator=gen) + 0.1
+    data.pos = torch.randn(num_nodes, 2, generator=gen)
+    return data
+
+
+def _ball_oracle(run, data, max_hops: int, seeds) -> torch.Tensor:
+    """Per seed, PyG's ball (``k_hop_subgraph``) with its nodes' and edges' tensors sliced,
+    ``run(x, ball)`` on it, the dense Jacobian of the seed's row, summed per hop
+    (networkx distances)."""
+    from torch_geometric.utils import k_hop_subgraph
+    balls = _in_balls(data.edge_index, data.num_nodes, max_hops)
+    T = torch.zeros(len(seeds), max_hops + 1, dtype=torch.float64)
+    for s, v in enumerate(seeds.tolist()):
+        subset, edge_index, centre, edge_mask = k_hop_subgraph(
+            v, max_hops, data.edge_index, relabel_nodes=True, num_nodes=data.num_nodes)
+        ball = Data(x=data.x[subset], edge_index=edge_index, pos=data.pos[subset],
+                    num_nodes=len(subset))
+        if "edge_weight" in data:
+            ball.edge_weight = data.edge_weight[edge_mask]
+        jac = torch.autograd.functional.jacobian(
+            lambda x, ball=ball, centre=centre: run(x, ball)[centre].squeeze(0),
+            ball.x.double())
+        pair = jac.abs().sum((0, 2))
+        for u, h in balls[v].items():
+            T[s, h] += pair[(subset == u).nonzero().item()]
+    return T
+
+
+def test_edge_values_that_the_forward_does_not_name_are_named_in_a_warning():
+    """A forward without parameters for a Data's edge weights or features is called
+    ``model(x, edge_index)``, as PyG's total_influence calls it, with PyG's numbers: the
+    warning names what it does not get. Without such values, no warning."""
+    data = _weighted_data()
+    data.edge_attr = torch.randn(data.num_edges, 2)
     torch.manual_seed(0)
-    model = pyg_nn.GCN(6, 8, 2, 3)
+    model = _Pair().eval()
     for run in (total_influence, measure):
         with pytest.warns(UserWarning, match=r"data has \['edge_attr', 'edge_weight'\], which "
                                              r"the model does not get"):
-            run(model, weighted, max_hops=2, num_samples=8)
+            run(model, data, max_hops=2, num_samples=8)
     torch.manual_seed(5)
-    theirs, r_theirs = pyg_total_influence(model, weighted, 2, num_samples=8)
+    theirs, r_theirs = pyg_total_influence(model, data, 2, num_samples=8)
     torch.manual_seed(5)
     with pytest.warns(UserWarning, match="does not get"):
-        ours, r_ours = total_influence(model, weighted, 2, num_samples=8)
+        ours, r_ours = total_influence(model, data, 2, num_samples=8)
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-12)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        total_influence(model, data, max_hops=2, num_samples=8)
+        total_influence(model, road_data(120), max_hops=2, num_samples=8)
+
+
+@pytest.mark.parametrize("method", ["batched", "per_seed", "full_graph"])
+@pytest.mark.parametrize("make,run", [
+    (_Weighted, lambda m, x, ball: m(x, ball.edge_index, ball.edge_weight)),
+    (_OnData, lambda m, x, ball: m(Data(x=x, edge_index=ball.edge_index, pos=ball.pos,
+                                        edge_weight=ball.edge_weight))),
+    (_Positions, lambda m, x, ball: m(x, ball.edge_index, pos=ball.pos)),
+], ids=["edge_weight", "data", "keyword-only-pos"])
+def test_a_forward_gets_the_data_values_it_names_on_every_ball(make, run, method):
+    """PyG's total_influence calls every model ``model(x, edge_index)``: a model that reads
+    the Data's edge weights was measured as another model (or failed, for ``forward(self,
+    data)``). graphloc's passes each node or edge tensor of the Data that the forward names,
+    sliced to the ball, and a Data to a forward of one argument: the totals of the dense
+    Jacobian on PyG's balls with the model called as the user calls it (also for
+    ``full_graph``: two layers, three hops, an undirected graph)."""
+    data = _weighted_data()
+    torch.manual_seed(0)
+    model = make().double().eval()
+    data.x, data.pos, data.edge_weight = (t.double() for t in (data.x, data.pos,
+                                                                data.edge_weight))
+    if make is _Positions:  # (it takes no edge weights: they would be named in a warning)
+        del data.edge_weight
+    seeds = torch.arange(0, 120, 9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing left out
+        ours = influence_per_hop(model, data, 3, seeds, method=method, batch_size=5,
+                                 locality=2 if method == "full_graph" else None)
+        result = measure(model, data, 3, nodes=seeds, bootstrap=10)
+    expected = _ball_oracle(lambda x, ball: run(model, x, ball), data, 3, seeds)
+    torch.testing.assert_close(ours, expected)
+    torch.testing.assert_close(result.totals, expected)
+    assert result.settings["model"]["call"] == {
+        _Weighted: "model(x, edge_index, edge_weight=...)", _OnData: "model(data)",
+        _Positions: "model(x, edge_index, pos=...)"}[make]
+    assert bool(result.settings["model"]["converted"]) == (make is not _Positions)
+
+
+def test_a_model_of_the_features_alone_has_all_its_influence_at_hop_zero():
+    """An MLP baseline (``forward(self, x)``, or a Linear's ``forward(input)``) is called
+    ``model(x)``: its Jacobian at a seed is its own row's (PyG's tool failed, "takes 2
+    positional arguments but 3 were given")."""
+    data = road_data(60)
+    torch.manual_seed(0)
+    for model in (torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(),
+                                      torch.nn.Linear(5, 3)), torch.nn.Linear(6, 3)):
+        seeds = torch.arange(0, 60, 7)
+        T = influence_per_hop(model, data, 2, seeds)
+        own = [torch.autograd.functional.jacobian(model, data.x[v]).abs().sum()
+               for v in seeds.tolist()]
+        torch.testing.assert_close(T[:, 0], torch.stack(own).double())
+        assert (T[:, 1:] == 0).all()
+        assert measure(model, data, 2, nodes=seeds, bootstrap=5).R == 0
+
+
+def test_a_compiled_model_is_measured_as_its_eager_original():
+    """torch.compile's backward refuses the retained graph of one backward per channel
+    ("compiled with non-empty donated buffers"), and its wrapper hides the forward's
+    parameters: the module it wraps is measured, the same numbers."""
+    data = _weighted_data(80)
+    torch.manual_seed(0)
+    model = _Weighted().eval()
+    eager = measure(model, data, 3, num_samples=10, bootstrap=5)
+    compiled = measure(torch.compile(model), data, 3, num_samples=10, bootstrap=5)
+    torch.testing.assert_close(compiled.totals, eager.totals)
+    assert compiled.settings["model"]["call"] == "model(x, edge_index, edge_weight=...)"
+    assert "eager original" in compiled.settings["model"]["compiled"]
+
+
+def test_a_model_that_fails_on_the_balls_is_named_with_the_call():
+    """from_pyg's advice ("pass an example=(x, edge_index) it accepts") named an argument
+    the influence tool does not have: the model's own error comes with the call."""
+    data = road_data(40)  # no pos: _OnData reads it
+    data.edge_weight = torch.rand(data.num_edges)
+    with pytest.raises(ValueError, match=r"model fails when influence calls it as "
+                                         r"model\(data\) on a ball of the graph "
+                                         r"\(AttributeError: .*'sum'"):
+        measure(_OnData().eval(), data, 2, num_samples=4, bootstrap=5)
 
 
 def test_batched_and_per_seed_paths_agree():
@@ -682,12 +826,11 @@ def test_a_graphs_edge_features_reach_the_model_on_every_ball(kind, method):
 
 
 def test_a_pyg_model_on_a_graph_with_edge_features_is_told_it_gets_none():
-    import torch_geometric.nn as pyg_nn
     edge_index = random_edge_index(20, 60, seed=8)
     graph = Graph(edge_index, num_nodes=22, edge_attr=torch.rand(edge_index.size(1), 2))
-    model = pyg_nn.GCN(4, 8, 2, 3)
-    with pytest.warns(UserWarning, match="edge_attr, which the PyG model does not get"):
-        influence_per_hop(model, (torch.randn(22, 4), graph), 2, torch.arange(4))
+    with pytest.warns(UserWarning, match=r"data has \['edge_attr'\], which the model does "
+                                         r"not get: influence calls model\(x, edge_index\)"):
+        influence_per_hop(_Pair(), (torch.randn(22, 6), graph), 2, torch.arange(4))
 
 
 class _Cached(torch.nn.Module):

@@ -33,6 +33,11 @@ class Unconvertible(ValueError):
     """A PyG module graphloc has no equivalent for; the message says why."""
 
 
+class ExampleFailed(ValueError):
+    """The original module fails on the example it is to be checked on (its error is the
+    ``__cause__``)."""
+
+
 def from_pyg(module: torch.nn.Module, example: tuple | None = None, atol: float = 1e-5,
              strict: bool = False) -> torch.nn.Module:
     """A graphloc version of the PyG ``module`` with the same outputs.
@@ -925,7 +930,7 @@ def _run_original(original, probe):
     try:
         return original(*probe)
     except Exception as err:
-        raise ValueError(f"from_pyg: the original module fails on example "
+        raise ExampleFailed(f"from_pyg: the original module fails on example "
                          f"({type(err).__name__}: {err}); pass an example=(x, edge_index) "
                          "it accepts") from err
 

@@ -192,7 +192,7 @@ def test_pyg_convs_without_an_equivalent_are_reported_as_kept():
     model = measure(theirs, (x, edge_index), 2, nodes=[0], bootstrap=10).settings["model"]
     assert model == {"converted": False,
                      "reason": "could not convert second: UsersConv has no graphloc "
-                               "equivalent"}
+                               "equivalent", "call": "model(x, edge_index)"}
     alone = UsersConv(6)
     with pytest.warns(UserWarning,
                       match="UsersConv: UsersConv has no graphloc equivalent"):
