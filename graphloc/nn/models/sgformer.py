@@ -17,6 +17,13 @@ Two variants, the same modules:
   self-loops (``D^-1/2 A D^-1/2`` on in-degrees, isolated nodes 0), graph weight 0.8,
   attention dropout 0.5 and GCN dropout 0.2. Not reproduced: the official run gives the
   attention parameters their own weight decay (1e-2) in a second optimizer group.
+  This is the architecture of the official code (``qitianwu/SGFormer``, ``large/ours.py``);
+  its ogbn-arxiv run is this variant with ``graph_weight=0.5``, ``gnn_num_layers=3`` and
+  ``gnn_dropout=0.5``. Not built: its ``gnn_use_init`` (x_0 concatenated to each GCN
+  layer's input, the amazon2m and pokec runs).
+
+PyG's is the default because this class takes PyG's arguments and parameter names: a PyG
+user who changes the import gets PyG's model (docs/models.md compares all three).
 """
 
 from __future__ import annotations
