@@ -22,6 +22,7 @@ from torch.utils._pytree import tree_flatten
 
 from graphloc.nn import conv as gl_conv
 from graphloc.nn.conv._utils import CALL_HOOKS, PYG_REDUCTIONS, has_call_hooks
+from graphloc.nn.models.interaction_graphs import Distance, RadiusInteractionGraph
 
 #: graphloc activation names of the torch activations a BasicGNN may use
 _ACT_NAMES = {torch.nn.ReLU: "relu", torch.nn.GELU: "gelu", torch.nn.ELU: "elu",
@@ -569,6 +570,14 @@ def _cf(conv):
                           conv.lin1.out_features, conv.nn, conv.cutoff)
 
 
+def _radius_interaction_graph(module):
+    return RadiusInteractionGraph(module.cutoff, module.max_num_neighbors)
+
+
+def _distance(module):
+    return Distance(module.cutoff, module.max_num_neighbors, module.add_self_loops)
+
+
 def _eg(conv):
     return gl_conv.EGConv(conv.in_channels, conv.out_channels, list(conv.aggregators),
                           num_heads=conv.num_heads, num_bases=conv.num_bases,
@@ -681,6 +690,10 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "HEATConv": _heat, "WLConv": _wl, "PPFConv": _ppf,
                "PointGNNConv": _point_gnn, "DynamicEdgeConv": _dynamic_edge,
                "GravNetConv": _gravnet, "SplineConv": _spline, "XConv": _x_conv}
+# PyG modules that build a graph in the forward with pyg-lib's search, which is not here:
+# SchNet's and ViSNet's (no aggregation; converted as the convs are)
+_GRAPH_BUILDERS = {"RadiusInteractionGraph": _radius_interaction_graph, "Distance": _distance}
+_CONVERTERS.update(_GRAPH_BUILDERS)
 
 
 # the root maps PyG's forward skips when root_weight is False: a conv built with it and
@@ -1070,7 +1083,7 @@ def _checked(original, converted, example, atol, done, kept):
         warnings.warn("from_pyg: no probe to check the converted module on; pass "
                       "example=(x, edge_index)", stacklevel=3)
     else:
-        want = _traceless_run(original, probe, _run_original)
+        want = _traceless_run(_runnable(original), probe, _run_original)
         got = _traceless_run(converted, probe, lambda module, args: module(*args))
         difference, mismatch = _output_difference(want, got)
         if mismatch is not None:
@@ -1082,6 +1095,23 @@ def _checked(original, converted, example, atol, done, kept):
         report["max_difference"] = difference
     converted.pyg_conversion = report
     return converted
+
+
+def _runnable(original: torch.nn.Module) -> torch.nn.Module:
+    """The original to check the converted module against: itself, or where it builds its
+    graphs with pyg-lib (SchNet, ViSNet), a copy with only those modules graphloc's, its
+    convs PyG's (without pyg-lib PyG's own cannot run: "'radius_graph' requires
+    'pyg-lib>=0.6.0'")."""
+    builders = [name for name, module in original.named_modules()
+                if _is_pyg(module) and type(module).__name__ in _GRAPH_BUILDERS]
+    if not builders:
+        return original
+    copied = copy.deepcopy(original)
+    for name in builders:
+        parent_name, _, attr = name.rpartition(".")
+        parent = copied.get_submodule(parent_name) if parent_name else copied
+        setattr(parent, attr, _convert_conv(getattr(parent, attr)))
+    return copied
 
 
 # what a call leaves in a module besides its outputs: PyG's caches of cached=True convs,

@@ -1,12 +1,13 @@
 """Whole models, one family per file: ``GNN`` and ``DAGNN``, local augmentation (LAGNN),
 LiftGCN, MEGA-GNN, TANGNN, LargeGT, SGFormer, UGT, ForwardGNN, LATTE, A-DGN and label
-propagation.
+propagation; the interaction graphs of PyG's SchNet and ViSNet.
 They compose the layers of ``nn.conv``."""
 
 from graphloc.nn.models.adgn import ADGN
 from graphloc.nn.models.aug import LAModel, LocalAugmenter, pretrain_augmenter
 from graphloc.nn.models.forward import ForwardGNN
 from graphloc.nn.models.gnn import ACTIVATIONS, DAGNN, GNN
+from graphloc.nn.models.interaction_graphs import Distance, RadiusInteractionGraph
 from graphloc.nn.models.label_prop import LabelPropagation
 from graphloc.nn.models.largegt import EMACodebook, LargeGT, fastrp_encoding, hop2_tokens
 from graphloc.nn.models.latte import LATTE
@@ -20,4 +21,5 @@ from graphloc.nn.models.ugt import UGT, pretrain_ugt, ugt_inputs
 __all__ = ["GNN", "DAGNN", "ACTIVATIONS", "LAModel", "LocalAugmenter", "pretrain_augmenter",
            "LiftBlock", "LiftGCN", "MEGAGNN", "TANGNN", "LargeGT", "EMACodebook",
            "hop2_tokens", "fastrp_encoding", "SGFormer", "UGT", "ugt_inputs", "pretrain_ugt",
-           "ForwardGNN", "LATTE", "LabelPropagation", "Node2Vec", "ADGN"]
+           "ForwardGNN", "LATTE", "LabelPropagation", "Node2Vec", "ADGN",
+           "RadiusInteractionGraph", "Distance"]
