@@ -41,6 +41,11 @@ Notes:
     and the model reads in-degrees only (GCN) or the graph is undirected, and differ where
     PyG's ball truncates: the outermost degrees and neighbours when max_hops <= L, out-degrees
     (Cheb) on a directed graph.
+
+    A heterogeneous graph is measured as the union of its node types: an edge of any
+    relation is a hop, the seeds are nodes of the ``target`` type, and every type's features
+    count. Its features sit in one zero-padded tensor, so every method above runs unchanged;
+    each call splits the ball back into ``x_dict`` and its relations (:class:`_Hetero`).
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ from graphloc.checks import (
 )
 from graphloc.distributed import rank_and_world
 from graphloc.graph import Graph, pyg_data_with_edges
+from graphloc.hetero import HeteroGraph
 from graphloc.io import save_figure
 from graphloc.nn.capabilities import capabilities_of
 from graphloc.plotting import require_matplotlib
@@ -76,7 +82,7 @@ def total_influence(model: torch.nn.Module, data, max_hops: int, num_samples=Non
                     vectorize: bool = True, *, nodes=None, seed: int | None = None,
                     batch_size: int = 256, method: str = "auto", locality: int | None = None,
                     prune_layers: bool = True, progress: bool = False,
-                    convert: bool = True) -> tuple[Tensor, float]:
+                    convert: bool = True, target: str | None = None) -> tuple[Tensor, float]:
     """PyG's ``total_influence``: the same arguments, the same results.
 
     Args:
@@ -104,6 +110,11 @@ def total_influence(model: torch.nn.Module, data, max_hops: int, num_samples=Non
         prune_layers: skip the layer work on nodes that no output reads any more (same numbers).
         progress: show a progress bar.
         convert: measure a PyG model whose message passing converts as its graphloc twin.
+        target: on a heterogeneous graph (a PyG ``HeteroData`` or ``(x_dict,
+            HeteroGraph)``), the node type whose outputs are measured (default: the
+            model's ``target``, as LATTE's, else the one node type with labels ``y``);
+            ``nodes`` are then ids of that type. Hops count edges of any relation (see the
+            module's Notes).
 
     Returns:
         ``(curve, R)``: the mean ``T_h`` per hop ``[K + 1]`` (divided by hop 0 if
@@ -117,8 +128,8 @@ def total_influence(model: torch.nn.Module, data, max_hops: int, num_samples=Non
         curve, R = total_influence(model, data, max_hops=16, num_samples=1000)
     """
     check_flags("total_influence", normalize=normalize, average=average, vectorize=vectorize)
-    x, graph, values = _inputs(data)
-    seeds = _seeds(graph.num_nodes, num_samples, nodes, seed)
+    x, graph, values = _inputs(data, model, target)
+    seeds = _seeds(values.seed_count(graph), num_samples, nodes, seed)
     T = _influence_per_hop(model, (x, graph, values), max_hops, seeds, batch_size=batch_size,
                            device=device, method=method, locality=locality,
                            prune_layers=prune_layers, progress=progress,
@@ -134,14 +145,14 @@ def measure(model: torch.nn.Module, data, max_hops: int, num_samples=None, *, no
             seed: int | None = 0, batch_size: int = 256, device="cpu", method: str = "auto",
             locality: int | None = None, prune_layers: bool = True, bootstrap: int = 1000,
             confidence: float = 0.95, progress: bool = False,
-            convert: bool = True) -> InfluenceResult:
+            convert: bool = True, target: str | None = None) -> InfluenceResult:
     """Total influence per hop of the seeds, its normalised curve, R, and bootstrap
     percentile intervals for both (seeds resampled ``bootstrap`` times).
 
     Args:
         model, data, max_hops, num_samples, nodes, batch_size, device, method, locality,
-            prune_layers, progress, convert: as for :func:`total_influence` (``seed``
-            defaults to 0 here: the same seeds every run).
+            prune_layers, progress, convert, target: as for :func:`total_influence`
+            (``seed`` defaults to 0 here: the same seeds every run).
         bootstrap: resamples of the seeds for the intervals.
         confidence: the intervals' coverage, strictly between 0 and 1.
 
@@ -160,8 +171,8 @@ def measure(model: torch.nn.Module, data, max_hops: int, num_samples=None, *, no
             or not 0 < confidence < 1:
         raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
     check_flags("measure", prune_layers=prune_layers, progress=progress, convert=convert)
-    x, graph, values = _inputs(data)
-    seeds = _seeds(graph.num_nodes, num_samples, nodes, seed)
+    x, graph, values = _inputs(data, model, target)
+    seeds = _seeds(values.seed_count(graph), num_samples, nodes, seed)
     T, conversion = _influence_per_hop(
         model, (x, graph, values), max_hops, seeds, batch_size=batch_size, device=device,
         method=method, locality=locality, prune_layers=prune_layers, progress=progress,
@@ -181,7 +192,8 @@ def measure(model: torch.nn.Module, data, max_hops: int, num_samples=None, *, no
         R_ci=(float(r_boot.nanquantile(lo)), float(r_boot.nanquantile(hi))),
         settings={"max_hops": max_hops, "num_seeds": len(seeds), "seed": seed,
                   "method": method, "locality": locality, "bootstrap": bootstrap,
-                  "confidence": confidence, "model": conversion})
+                  "confidence": confidence, "model": conversion,
+                  **({} if values.hetero is None else {"target": values.hetero.target})})
 
 
 @dataclass
@@ -214,13 +226,14 @@ class InfluenceResult:
 def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
                       batch_size: int = 256, device="cpu", method: str = "auto",
                       locality: int | None = None, prune_layers: bool = True,
-                      progress: bool = False, convert: bool = True) -> Tensor:
+                      progress: bool = False, convert: bool = True,
+                      target: str | None = None) -> Tensor:
     """The per-seed totals ``T``: the engine under :func:`total_influence` and
     :func:`measure`. The model runs in eval mode (its mode is restored).
 
     Args:
-        model, data, max_hops, batch_size, device, method, locality, progress, convert: as
-            for :func:`total_influence`.
+        model, data, max_hops, batch_size, device, method, locality, progress, convert,
+            target: as for :func:`total_influence`.
         nodes: the seed node ids.
         prune_layers: False runs every layer on every node even for a model that
             ``prunes_layers`` (same numbers, about three times the work of a deep one).
@@ -233,7 +246,8 @@ def influence_per_hop(model: torch.nn.Module, data, max_hops: int, nodes, *,
 
         T = influence_per_hop(model, data, max_hops=8, nodes=torch.tensor([0, 5]))
     """
-    return _influence_per_hop(model, _inputs(data), max_hops, nodes, batch_size=batch_size,
+    return _influence_per_hop(model, _inputs(data, model, target), max_hops, nodes,
+                              batch_size=batch_size,
                               device=device, method=method, locality=locality,
                               prune_layers=prune_layers, progress=progress,
                               convert=convert)[0]
@@ -268,7 +282,8 @@ def _influence_per_hop(model: torch.nn.Module, inputs: tuple, max_hops: int, nod
         report["compiled"] = "measured as its eager original (torch.compile's _orig_mod)"
     from graphloc.nn.convert import caches_set_aside
     with caches_set_aside(model):  # the model runs on many balls of the graph
-        all_nodes = _seeds(graph.num_nodes, None, nodes, None, allow_empty=True)
+        all_nodes = _seeds(values.seed_count(graph), None, nodes, None, allow_empty=True) \
+            + values.seed_offset
         if method == "full_graph" and len(all_nodes) and not whole_graph:
             _verify_locality(model, call, x, graph, int(all_nodes[0]), locality, device)
         if method == "batched" and not whole_graph and batch_size > 1 and len(all_nodes) > 1:
@@ -371,8 +386,10 @@ def as_graphloc_model(model: torch.nn.Module, x: Tensor, graph: Graph, call=None
     if not has_pyg_message_passing(model):
         return model, {"converted": False, "reason": "no PyG message passing"}
     call = _ModelCall("pair", _Values()) if call is None else call
+    start = call.values.seed_offset
+    among = torch.arange(start, start + call.values.seed_count(graph))
     node_ptr, nodes, _, _, src, dst, positions = ops.khop_subgraphs(
-        graph, _probe_node(graph).view(1), 2)
+        graph, _probe_node(graph, among).view(1), 2)
     sub = _Subgraph(nodes, torch.stack([src, dst]).to(x.device), positions)
     args, kwargs = call.arguments(x[nodes].detach(), sub)
     if kwargs:
@@ -403,24 +420,32 @@ def _eager(model: torch.nn.Module) -> tuple[torch.nn.Module, bool]:
     return model, False
 
 
-def _probe_node(graph: Graph) -> Tensor:
+def _probe_node(graph: Graph, among: Tensor | None = None) -> Tensor:
     """A node whose 2-hop ball has edges, for the conversion's check: among the nodes with
     in-edges, one of median in-degree (a hub's ball can be most of the graph). Node 0 was
     the probe: where it has no in-edge (an isolated node, a source) the check compared the
-    two models on one node and no edge, and saw nothing of their message passing."""
-    degree = graph.in_degree()
+    two models on one node and no edge, and saw nothing of their message passing. ``among``:
+    the candidates (a heterogeneous graph's target nodes, whose outputs are compared)."""
+    among = torch.arange(graph.num_nodes) if among is None else among
+    degree = graph.in_degree()[among]
     reached = degree.nonzero().flatten()
     if reached.numel() == 0:
-        return torch.zeros((), dtype=torch.long)
+        return among[0] if among.numel() else torch.zeros((), dtype=torch.long)
     order = degree[reached].argsort(stable=True)
-    return reached[order[order.numel() // 2]]
+    return among[reached[order[order.numel() // 2]]]
 
 
 # --- how it is computed ------------------------------------------------------------------
 
-def _inputs(data) -> tuple[Tensor, Graph, _Values]:
+def _inputs(data, model=None, target: str | None = None) -> tuple[Tensor, Graph, _Values]:
     """(x, Graph, the data's other tensors) from a PyG Data, a NodeDataset, or an
-    (x, edge_index | Graph) pair."""
+    (x, edge_index | Graph) pair; from a heterogeneous graph (``HeteroData``, ``(x_dict,
+    HeteroGraph)``) its union (:func:`_hetero_inputs`), ``target`` its measured type."""
+    if _is_heterogeneous(data):
+        return _hetero_inputs(data, model, target)
+    if target is not None:
+        raise ValueError(f"target={target!r} names a node type, but the graph has one node "
+                         f"set (a heterogeneous graph: a HeteroData or (x_dict, HeteroGraph))")
     values = None
     if isinstance(data, tuple) and len(data) == 2:
         x, structure = data
@@ -457,6 +482,16 @@ class _Values:
     edge: dict = field(default_factory=dict)
     data_class: type | None = None
     from_graph: bool = False
+    hetero: _Hetero | None = None
+
+    def seed_count(self, graph: Graph) -> int:
+        """How many nodes seeds are drawn from: the target type's on a heterogeneous graph."""
+        return graph.num_nodes if self.hetero is None else self.hetero.count(self.hetero.target)
+
+    @property
+    def seed_offset(self) -> int:
+        """The union id of seed 0 (a heterogeneous graph's target nodes lie in a range)."""
+        return 0 if self.hetero is None else self.hetero.offsets[self.hetero.target]
 
 
 def _data_values(data, graph: Graph) -> _Values:
@@ -477,6 +512,134 @@ def _data_values(data, graph: Graph) -> _Values:
 def _graph_values(graph: Graph) -> _Values:
     edge = {} if graph.edge_attr is None else {"edge_attr": graph.to_csr_order(graph.edge_attr)}
     return _Values(edge=edge, from_graph=True)
+
+
+# --- heterogeneous graphs: one node set for the hops, split back for each call -----------
+
+def _is_heterogeneous(data) -> bool:
+    return (isinstance(data, tuple) and len(data) == 2 and isinstance(data[1], HeteroGraph)) \
+        or isinstance(getattr(data, "graph", None), HeteroGraph) \
+        or (hasattr(data, "node_types") and hasattr(data, "edge_types"))  # PyG's HeteroData
+
+
+@dataclass
+class _Hetero:
+    """A heterogeneous graph seen as one node set (its union): type t's node i is union
+    node ``offsets[t] + i``, and an edge of any relation is a hop. The features of all types
+    sit in one ``[N, max F]`` tensor, zero-padded, so one leaf carries every type's
+    gradient; each call splits a ball back into ``x_dict`` (type t's rows, its first
+    ``widths[t]`` columns) and one edge_index per relation (or a HeteroGraph, for a model
+    that takes one, as graphloc's LATTE)."""
+    hetero: HeteroGraph
+    widths: dict
+    offsets: dict
+    type_of: Tensor  # [N] the node type's index, per union node
+    relation_of: Tensor  # [E] the relation's index, per union edge in CSR order
+    target: str
+    as_graph: bool
+
+    def count(self, node_type: str) -> int:
+        return self.hetero.num_nodes[node_type]
+
+    def _local_ids(self, sub: _Subgraph) -> tuple[Tensor, list[Tensor]]:
+        """Each ball node's id among the ball's nodes of its type, and per type its rows."""
+        kinds = self.type_of[sub.nodes.long()]
+        local = torch.empty(len(kinds), dtype=torch.long)
+        rows = [(kinds == k).nonzero().flatten() for k in range(len(self.widths))]
+        for positions in rows:
+            local[positions] = torch.arange(len(positions))
+        return local, rows
+
+    def arguments(self, x: Tensor, sub: _Subgraph) -> tuple:
+        local, rows = self._local_ids(sub)
+        x_dict = {t: x[positions.to(x.device), :self.widths[t]]
+                  for t, positions in zip(self.widths, rows, strict=True)}
+        src, dst = local[sub.edge_index.cpu()]
+        relation = self.relation_of[sub.positions.long()]
+        edges = {r: torch.stack([src[relation == k], dst[relation == k]]).to(x.device)
+                 for k, r in enumerate(self.hetero.relations)}
+        if not self.as_graph:
+            return x_dict, edges
+        return x_dict, HeteroGraph({t: len(p) for t, p in zip(self.widths, rows, strict=True)},
+                                   edges)
+
+    def target_rows(self, out, sub: _Subgraph) -> Tensor:
+        """The model's outputs for the target type (a dict's entry, or a tensor of its
+        rows) placed at the ball's rows of that type, zero elsewhere."""
+        target = out.get(self.target) if isinstance(out, dict) else out
+        if not isinstance(target, Tensor):
+            raise TypeError(f"the model returned {type(out).__name__} without a tensor for "
+                            f"the target type {self.target!r}: influence needs its outputs")
+        rows = self._local_ids(sub)[1][list(self.widths).index(self.target)].to(target.device)
+        if target.dim() != 2 or target.size(0) != len(rows):
+            raise ValueError(f"the model returned shape {list(target.shape)} for the "
+                             f"{len(rows)} {self.target!r} nodes of a ball: influence needs "
+                             f"one output row per node of the target type")
+        placed = target.new_zeros(len(sub.nodes), target.size(1))
+        return placed.index_copy(0, rows, target)
+
+
+def _hetero_inputs(data, model, target: str | None) -> tuple[Tensor, Graph, _Values]:
+    """The union of a heterogeneous graph (``HeteroData`` or ``(x_dict, HeteroGraph)``):
+    padded features, the union Graph and the :class:`_Hetero` that splits it back."""
+    if isinstance(data, tuple):
+        x_dict, hetero = data
+    elif isinstance(getattr(data, "graph", None), HeteroGraph):  # a HeteroNodeDataset
+        x_dict, hetero = data.x, data.graph
+        target = data.target if target is None and model is not None \
+            and getattr(model, "target", None) is None else target
+    else:
+        hetero = HeteroGraph.from_pyg(data)
+        x_dict = {t: data[t].get("x") for t in hetero.node_types}
+    without = [t for t in hetero.node_types if not isinstance(x_dict.get(t), Tensor)]
+    if without:
+        raise ValueError(f"node types {without} have no features x: influence is a Jacobian "
+                         f"with respect to every node's features")
+    hetero.check_features(x_dict)
+    dtypes = {x_dict[t].dtype for t in hetero.node_types}
+    if len(dtypes) > 1:
+        raise TypeError(f"the node types' features have different dtypes "
+                        f"{sorted(map(str, dtypes))}: convert them to one")
+    target = _hetero_target(model, data, hetero, target)
+    counts = torch.tensor([hetero.num_nodes[t] for t in hetero.node_types])
+    starts = (counts.cumsum(0) - counts).tolist()
+    offsets = dict(zip(hetero.node_types, starts, strict=True))
+    widths = {t: x_dict[t].size(1) for t in hetero.node_types}
+    x = x_dict[target].new_zeros(int(counts.sum()), max(widths.values()))
+    for t in hetero.node_types:
+        x[offsets[t]:offsets[t] + hetero.num_nodes[t], :widths[t]] = x_dict[t]
+    pairs = [hetero[r].edge_index.cpu() for r in hetero.relations]
+    src = [p[0] + offsets[r[0]] for p, r in zip(pairs, hetero.relations, strict=True)]
+    dst = [p[1] + offsets[r[2]] for p, r in zip(pairs, hetero.relations, strict=True)]
+    edge_index = torch.stack([torch.cat(src), torch.cat(dst)]) if pairs else \
+        torch.zeros(2, 0, dtype=torch.long)
+    graph = Graph(edge_index, len(x))
+    kinds = [torch.full((p.size(1),), k) for k, p in enumerate(pairs)]
+    relation_of = graph.to_csr_order(torch.cat(kinds)) if kinds else torch.zeros(0)
+    signature = _forward_signature(_eager(model)[0])
+    names = [] if signature is None else list(signature.parameters)
+    info = _Hetero(hetero, widths, offsets, torch.repeat_interleave(
+        torch.arange(len(counts)), counts), relation_of, target,
+        as_graph=len(names) > 1 and names[1] == "graph")
+    return x.detach(), graph, _Values(hetero=info)
+
+
+def _hetero_target(model, data, hetero: HeteroGraph, target: str | None) -> str:
+    """The node type whose outputs are measured: ``target``, else the model's own (LATTE's
+    ``target``), else the one type with labels ``y``."""
+    if target is None:
+        target = getattr(model, "target", None)
+    if target is None and hasattr(data, "node_types"):
+        labelled = [t for t in hetero.node_types if "y" in data[t]]
+        target = labelled[0] if len(labelled) == 1 else None
+    if target is None:
+        raise ValueError(f"target: pass the node type whose outputs are measured, one of "
+                         f"{hetero.node_types} (the model has no target, and the data does "
+                         f"not label exactly one type)")
+    if target not in hetero.num_nodes:
+        raise ValueError(f"target={target!r} is not a node type of the graph "
+                         f"({hetero.node_types})")
+    return target
 
 
 @dataclass
@@ -505,7 +668,9 @@ class _ModelCall:
       ``pos``, ``batch``, ...), bound to the forward's signature;
     - ``"data"``: ``model(data)``, the subgraph as a PyG Data with every node and edge tensor
       of the data, for a forward that takes one argument (``forward(self, data)``);
-    - ``"features"``: ``model(x)``, for a forward that takes only the features (an MLP)."""
+    - ``"features"``: ``model(x)``, for a forward that takes only the features (an MLP);
+    - ``"hetero"``: ``model(x_dict, edge_index_dict)`` (or a HeteroGraph), a heterogeneous
+      graph's ball split back into its node types and relations (:class:`_Hetero`)."""
     style: str
     values: _Values
     names: tuple = ()
@@ -517,6 +682,8 @@ class _ModelCall:
             return (x, sub.edge_index), {}
         if self.style == "features":
             return (x,), {}
+        if self.style == "hetero":
+            return self.values.hetero.arguments(x, sub), {}
         edges = {key: value[sub.positions.long()].to(x.device)
                  for key, value in self.values.edge.items()
                  if self.style != "named" or key in self.names}
@@ -535,7 +702,9 @@ class _ModelCall:
 
     def describe(self) -> str:
         return {"pair": "model(x, edge_index)", "graph": "model(x, Graph with edge_attr)",
-                "data": "model(data)", "features": "model(x)"}.get(
+                "data": "model(data)", "features": "model(x)",
+                "hetero": "model(x_dict, HeteroGraph)" if self.values.hetero is not None
+                and self.values.hetero.as_graph else "model(x_dict, edge_index_dict)"}.get(
             self.style, f"model(x, edge_index, {', '.join(f'{n}=...' for n in self.names)})")
 
     def _data_class(self):
@@ -556,6 +725,8 @@ _FEATURE_NAMES = ("x", "input", "inputs", "h", "features", "feat")
 def _model_call(model: torch.nn.Module, values: _Values, where: str) -> _ModelCall:
     """How ``model`` is called (see :class:`_ModelCall`), read from its forward's
     signature. Edge tensors it does not get are named in a warning."""
+    if values.hetero is not None:
+        return _ModelCall("hetero", values)
     signature = _forward_signature(model)
     one = None if signature is None else _one_argument_style(signature)
     if one is not None:
@@ -610,7 +781,7 @@ def _has_pyg_message_passing(model) -> bool:
 def _warn_of_edge_values_left_out(call: _ModelCall, where: str) -> None:
     """Edge weights or features the model is not given would be left out of the measured
     model without a word, so they are named."""
-    given = {"pair": (), "features": (), "graph": ("edge_attr",),
+    given = {"pair": (), "features": (), "graph": ("edge_attr",), "hetero": (),
              "named": call.names}.get(call.style)
     left = [key for key in call.values.edge if given is not None and key not in given]
     if left:
@@ -950,6 +1121,8 @@ def _node_outputs(model, call: _ModelCall, x: Tensor, sub: _Subgraph) -> Tensor:
     with a row per node."""
     args, kwargs = call.arguments(x, sub)
     out = model(*args, **kwargs)
+    if call.style == "hetero":
+        out = call.values.hetero.target_rows(out, sub)
     if not isinstance(out, Tensor):
         raise TypeError(f"the model returned a {type(out).__name__}: influence needs one "
                         "tensor with an output row per node (wrap a model that returns "

@@ -901,3 +901,128 @@ def test_a_users_own_cached_flag_is_left_alone():
     model = Memo()
     total_influence(model, road_data(60), 2, num_samples=4, convert=False)
     assert model.seen == {True} and model.cached is True
+
+
+def _hetero_graph(seed=1):
+    """Papers, authors and terms, each relation with its reverse (a few nodes isolated)."""
+    from graphloc.hetero import HeteroGraph
+    gen = torch.Generator().manual_seed(seed)
+    num = {"author": 10, "paper": 14, "term": 5}  # (papers, the target, not first)
+
+    def pairs(num_src, num_dst, count):
+        return torch.stack([torch.randint(0, num_src, (count,), generator=gen),
+                            torch.randint(0, num_dst, (count,), generator=gen)])
+
+    writes, about = pairs(10, 14, 22), pairs(5, 14, 12)
+    edges = {("author", "writes", "paper"): writes, ("paper", "by", "author"): writes.flip(0),
+             ("term", "in", "paper"): about, ("paper", "has", "term"): about.flip(0)}
+    x = {t: torch.randn(n, w, generator=gen, dtype=torch.float64)
+         for (t, n), w in zip(num.items(), [4, 6, 3], strict=True)}
+    return x, HeteroGraph(num, edges)
+
+
+def _hetero_oracle(run, x, hetero, target, max_hops):
+    """Per target node v, the dense Jacobian of ``run(x_dict)[v]`` over every type's
+    features on the whole graph, summed per hop of the union graph (networkx, edges of any
+    relation into v)."""
+    import networkx as nx
+    types = list(x)
+    offsets = {t: sum(len(x[u]) for u in types[:i]) for i, t in enumerate(types)}
+    g = nx.DiGraph()
+    g.add_nodes_from(range(sum(len(v) for v in x.values())))
+    for (src, _, dst), graph in hetero.edges.items():
+        s, d = graph.edge_index
+        g.add_edges_from(zip((s + offsets[src]).tolist(), (d + offsets[dst]).tolist(),
+                             strict=True))
+    rev = g.reverse()
+    jac = torch.autograd.functional.jacobian(lambda *xs: run(dict(zip(types, xs, strict=True))),
+                                             tuple(x[t] for t in types))
+    T = torch.zeros(len(x[target]), max_hops + 1, dtype=torch.float64)
+    for v in range(len(x[target])):
+        dist = nx.single_source_shortest_path_length(rev, offsets[target] + v, cutoff=max_hops)
+        for t, part in zip(types, jac, strict=True):
+            per_node = part[v].abs().sum((0, 2))  # [n_t]
+            for i in range(len(x[t])):
+                h = dist.get(offsets[t] + i)
+                if h is None:
+                    assert per_node[i] == 0  # beyond reach: no influence
+                else:
+                    T[v, h] += per_node[i]
+    return T
+
+
+@pytest.mark.parametrize("method", ["batched", "per_seed", "full_graph"])
+def test_latte_on_a_heterogeneous_graph_is_the_dense_jacobian_per_hop(method):
+    """A heterogeneous graph's hops count edges of any relation; each ball is split back into
+    its node types and relations for the model (graphloc's LATTE takes a HeteroGraph). With
+    the balls as wide as the graph, the totals are those of the full graph's Jacobian over
+    every type's features."""
+    import graphloc.nn as gl
+    x, hetero = _hetero_graph()
+    torch.manual_seed(0)
+    model = gl.LATTE({t: v.size(1) for t, v in x.items()}, 8, 3, num_layers=2,
+                     metadata=hetero.metadata(), target="paper").double().eval()
+    ours = influence_per_hop(model, (x, hetero), 8, torch.arange(14), method=method,
+                             batch_size=4, locality=3 if method == "full_graph" else None)
+    expected = _hetero_oracle(lambda xs: model(xs, hetero), x, hetero, "paper", 8)
+    torch.testing.assert_close(ours, expected)
+    assert ours[:, 1:3].sum() > 0 and (ours[:, 4:] == 0).all()  # 3 hops: 1 + order 2
+    result = measure(model, (x, hetero), 8, bootstrap=5)
+    assert result.settings["target"] == "paper"
+    assert result.settings["model"]["call"] == "model(x_dict, HeteroGraph)"
+
+
+def test_a_pyg_heterogeneous_model_on_a_hetero_data():
+    """PyG's to_hetero copies called model(x_dict, edge_index_dict), the target the one
+    labelled type; converted to graphloc's convs, the dense Jacobian's totals (two SAGE
+    layers: balls of 3 hops hold everything they read)."""
+    import torch_geometric.nn as pyg_nn
+    x, hetero = _hetero_graph()
+    data = hetero.to_pyg(x)
+    data["paper"].y = torch.zeros(14, dtype=torch.long)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first = pyg_nn.SAGEConv((-1, -1), 8)
+            self.second = pyg_nn.SAGEConv((-1, -1), 3)
+
+        def forward(self, x, edge_index):
+            return self.second(self.first(x, edge_index).tanh(), edge_index)
+
+    torch.manual_seed(0)
+    model = pyg_nn.to_hetero(Net(), data.metadata(), aggr="sum").double()
+    model(data.x_dict, data.edge_index_dict)  # the lazy widths
+    model.eval()
+    result = measure(model, data, 3, bootstrap=5, nodes=torch.arange(14))
+    expected = _hetero_oracle(lambda xs: model(xs, data.edge_index_dict)["paper"], x,
+                              hetero, "paper", 3)
+    torch.testing.assert_close(result.totals, expected)
+    assert result.settings["model"]["call"] == "model(x_dict, edge_index_dict)"
+    assert result.settings["model"]["converted"]
+    from graphloc.datasets.hetero import HeteroNodeDataset
+    index = torch.arange(14)
+    dataset = HeteroNodeDataset("toy", hetero, x, data["paper"].y, "paper", index, index, index)
+    torch.testing.assert_close(influence_per_hop(model, dataset, 3, index), expected)
+
+
+def test_heterogeneous_inputs_that_cannot_be_measured_are_named():
+    import graphloc.nn as gl
+    x, hetero = _hetero_graph()
+    model = gl.LATTE({t: v.size(1) for t, v in x.items()}, 8, 3, num_layers=1,
+                     metadata=hetero.metadata(), target="paper").double().eval()
+    plain = torch.nn.Linear(6, 3)
+    with pytest.raises(ValueError, match=r"target: pass the node type whose outputs are "
+                                         r"measured, one of \['author', 'paper', 'term'\]"):
+        measure(plain, (x, hetero), 2)
+    with pytest.raises(ValueError, match="target='venue' is not a node type"):
+        measure(model, (x, hetero), 2, target="venue")
+    with pytest.raises(ValueError, match="node 14 is out of range for 14 nodes"):
+        influence_per_hop(model, (x, hetero), 2, [3, 14])
+    with pytest.raises(ValueError, match=r"node types \['term'\] have no features x"):
+        measure(model, ({t: v for t, v in x.items() if t != "term"}, hetero), 2)
+    with pytest.raises(TypeError, match="different dtypes"):
+        measure(model, ({**x, "term": x["term"].float()}, hetero), 2)
+    with pytest.raises(ValueError, match="target='paper' names a node type, but the graph "
+                                         "has one node set"):
+        total_influence(model, road_data(20), 2, target="paper")
