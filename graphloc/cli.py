@@ -158,7 +158,8 @@ def _add_train_command(commands) -> None:
 def _models_to_measure(args, dataset):
     """(label, model) pairs: checkpoints, or untrained registered models."""
     from graphloc.nn import build_model
-    from graphloc.train import load_checkpoint
+    from graphloc.nn.registry import HETERO_MODELS
+    from graphloc.train import hetero_spec, load_checkpoint
     for path in args.checkpoint or []:
         model, info = load_checkpoint(path)
         if info["num_features"] != dataset.num_features:
@@ -168,10 +169,17 @@ def _models_to_measure(args, dataset):
                              "trained on")
         config = info["config"]
         yield f"{config['model']} x{config['layers']} ({os.path.dirname(path) or path})", model
+    hetero = hetero_spec(dataset)
     for name in [] if args.checkpoint else args.model:
+        if (hetero is not None) != (name in HETERO_MODELS):
+            raise ValueError(f"--model {name}: " + (
+                f"a model of one node set; {dataset.name} is heterogeneous (node types "
+                f"{dataset.graph.node_types}): use one of {sorted(HETERO_MODELS)}" if hetero
+                else f"a model of node types; {dataset.name} has one node set"))
         torch.manual_seed(args.seed)
         yield f"{name} x{args.layers}", build_model(name, dataset.num_features, args.hidden,
-                                                     dataset.num_classes, args.layers)
+                                                     dataset.num_classes, args.layers,
+                                                     **(hetero or {}))
 
 
 def influence(args) -> int:
@@ -190,8 +198,7 @@ def influence(args) -> int:
         graph, files = _checkpoint_dataset(args.checkpoint)
         features = features or files.get("features")
         undirected = undirected or files.get("undirected")
-    dataset = _homogeneous(load_dataset(graph, args.root, args.seed, features,
-                                        undirected=undirected), "total influence")
+    dataset = load_dataset(graph, args.root, args.seed, features, undirected=undirected)
     results = {}
     rank = rank_and_world()[0]
     for label, model in _models_to_measure(args, dataset):

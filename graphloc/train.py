@@ -270,7 +270,9 @@ def evaluate(model: torch.nn.Module, dataset: NodeDataset) -> dict:
                                  ("test", dataset.test_index))}
 
 
-def _hetero_spec(dataset) -> dict | None:
+def hetero_spec(dataset) -> dict | None:
+    """A heterogeneous dataset's ``metadata`` and ``target`` (the arguments LATTE is built
+    with), or None for a homogeneous one."""
     if not isinstance(dataset, HeteroNodeDataset):
         return None
     return {"metadata": dataset.graph.metadata(), "target": dataset.target}
@@ -401,7 +403,7 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
     _check_classes(dataset)
     rank, world = rank_and_world()
     torch.manual_seed(config.seed)  # the same initial weights on every process
-    hetero = _hetero_spec(dataset)
+    hetero = hetero_spec(dataset)
     if hetero and (world > 1 or config.batch_size):
         raise ValueError(f"{dataset.name} is heterogeneous: it trains full batch in one "
                          "process (no batch_size, no --nproc)")
@@ -637,7 +639,7 @@ def _checkpoint(model, config, dataset, history) -> dict:
     return {"config": asdict(config), "state_dict": model.state_dict(),
             "num_features": dataset.num_features, "num_classes": dataset.num_classes,
             "dataset": dataset.name, "dataset_files": getattr(dataset, "files", {}),
-            "hetero": _hetero_spec(dataset), "metrics": history[-1]}
+            "hetero": hetero_spec(dataset), "metrics": history[-1]}
 
 
 def _write_metrics(history: list[dict], out_dir: str) -> None:

@@ -177,15 +177,22 @@ def test_train_with_a_forward_procedure_then_measure_it(tmp_path, capsys):
 
 
 def test_train_latte_on_the_offline_heterogeneous_dataset(tmp_path, capsys):
+    import json
     root, run = str(tmp_path / "data"), tmp_path / "run"
     assert main(["train", "--dataset", "aml-accounts", "--model", "latte", "--layers", "1",
                  "--hidden", "8", "--epochs", "2", "--root", root, "--out", str(run)]) == 0
     assert "best validation accuracy" in capsys.readouterr().out
     assert (run / "best.pt").exists()
+    # measured on its node types (it was refused as heterogeneous until 2026-12-06)
+    out = tmp_path / "i.json"
     assert main(["influence", "--checkpoint", str(run / "best.pt"), "--root", root,
-                 "--out", str(tmp_path / "i.json")]) == 2
-    assert "heterogeneous (node types ['account', 'bank', 'currency'])" in \
-        capsys.readouterr().err
+                 "--max-hops", "2", "--samples", "6", "--out", str(out)]) == 0
+    (result,) = json.loads(out.read_text()).values()
+    assert len(result["totals"]) == 6 and result["settings"]["target"] == "account"
+    assert result["totals"][0][0] > 0 and all(row[2] == 0 for row in result["totals"])
+    assert main(["influence", "--graph", "aml-accounts", "--root", root, "--model", "gcn",
+                 "--out", str(out)]) == 2
+    assert "--model gcn: a model of one node set; " in capsys.readouterr().err
 
 
 def test_influence_outputs_that_cannot_be_written_fail_before_the_measurement(
