@@ -825,6 +825,9 @@ def _seeds(num_nodes: int, num_samples, nodes, seed, allow_empty: bool = False) 
                           stacklevel=caller_stacklevel())
     if seed is not None and not is_int_at_least(seed, -2**63):
         raise ValueError(f"seed must be an integer, got {seed!r}")
+    if num_nodes == 0 and not allow_empty:
+        raise ValueError("no seed nodes to draw: the graph (on a heterogeneous graph, the "
+                         "target type) has no nodes")
     count = num_nodes if num_samples is None else num_samples
     gen = None if seed is None else torch.Generator().manual_seed(seed)
     return torch.randperm(num_nodes, generator=gen)[:count]  # seed=None: PyG's draw

@@ -1008,6 +1008,7 @@ def test_a_pyg_heterogeneous_model_on_a_hetero_data():
 
 def test_heterogeneous_inputs_that_cannot_be_measured_are_named():
     import graphloc.nn as gl
+    from graphloc.hetero import HeteroGraph
     x, hetero = _hetero_graph()
     model = gl.LATTE({t: v.size(1) for t, v in x.items()}, 8, 3, num_layers=1,
                      metadata=hetero.metadata(), target="paper").double().eval()
@@ -1026,3 +1027,11 @@ def test_heterogeneous_inputs_that_cannot_be_measured_are_named():
     with pytest.raises(ValueError, match="target='paper' names a node type, but the graph "
                                          "has one node set"):
         total_influence(model, road_data(20), 2, target="paper")
+    # no node to draw a seed from (randint's "random_ expects 'from' to be less than 'to'")
+    empty = HeteroGraph({**hetero.num_nodes, "venue": 0}, hetero.edges)
+    with pytest.raises(ValueError, match="no seed nodes to draw"):
+        measure(model, ({**x, "venue": torch.zeros(0, 2, dtype=torch.float64)}, empty), 2,
+                target="venue")
+    with pytest.raises(ValueError, match="no seed nodes to draw"):
+        no_edges = torch.zeros(2, 0, dtype=torch.long)
+        measure(GNN("gcn", 6, 8, 3, 2), (torch.zeros(0, 6), Graph(no_edges, 0)), 2)
