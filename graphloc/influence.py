@@ -102,7 +102,9 @@ def total_influence(model: torch.nn.Module, data, max_hops: int, num_samples=Non
         vectorize: accepted for compatibility (the batched backward makes it moot).
         nodes: explicit seed node ids, instead of ``num_samples``.
         seed: see ``num_samples``.
-        batch_size: seeds whose balls share one forward and backward pass.
+        batch_size: at most this many seeds' balls share one forward and backward pass;
+            fewer where the balls are large (about 2^20 nodes and edges in a batch, never
+            less than one ball: a hub graph's balls are most of the graph).
         method: "auto" (PyG's numbers; per seed for models marked ``graphloc_global``),
             "batched", "per_seed", or "full_graph" (exact full-graph Jacobians of an L-local
             model, see the module's Notes).
@@ -918,7 +920,7 @@ def _batched_if_components_stay_apart(model, call: _ModelCall, x: Tensor, graph:
     declared = capabilities_of(model)
     if declared.graphloc_hops is not None or declared.prunes_layers:
         return "batched"
-    node_ptr, both, _ = _packed_balls(graph, nodes[:2], max_hops)
+    node_ptr, both, *_ = _packed_balls(graph, nodes[:2], max_hops)
     both.edge_index = both.edge_index.to(device)
     first = int(node_ptr[1])
     packed = x[both.nodes].detach().to(device)
@@ -950,13 +952,28 @@ def _batched_if_components_stay_apart(model, call: _ModelCall, x: Tensor, graph:
     return "per_seed"
 
 
+# A batch packs at most ``batch_size`` balls and about this many nodes and edges in all
+# (never less than one ball): the first batch takes a few seeds, and the largest ball seen so
+# far sizes the next. 256 balls of a hub graph, each most of the graph, filled the memory.
+_PACKED_BUDGET = 2**20
+_FIRST_BATCH = 8
+
+
 def _batched_influence(model, call: _ModelCall, x, graph: Graph, nodes: Tensor,
                        max_hops: int, device, prune: bool, progress: bool,
                        step: int) -> Tensor:
     from tqdm.auto import tqdm
-    rows = [_batch_influence(model, call, x, graph, nodes[i:i + step], max_hops, device,
-                             prune)
-            for i in tqdm(range(0, len(nodes), step), disable=not progress, desc="influence")]
+    rows, start, largest = [], 0, None
+    with tqdm(total=len(nodes), disable=not progress, desc="influence") as bar:
+        while start < len(nodes):
+            count = min(step, _FIRST_BATCH) if largest is None else \
+                max(1, min(step, _PACKED_BUDGET // largest))
+            T, ball = _batch_influence(model, call, x, graph, nodes[start:start + count],
+                                       max_hops, device, prune)
+            largest = max(ball, largest or 1)
+            rows.append(T)
+            start += count
+            bar.update(count)
     return torch.cat(rows) if rows else torch.zeros(0, max_hops + 1, dtype=torch.float64)
 
 
@@ -1077,22 +1094,25 @@ def _gather_shards(T: Tensor, total: int, rank: int, world: int) -> Tensor:
 
 
 def _batch_influence(model, call: _ModelCall, x, graph: Graph, seeds: Tensor,
-                     max_hops: int, device, prune: bool) -> Tensor:
-    """Balls of ``seeds`` packed as disjoint components; one forward, C backwards."""
-    node_ptr, sub, hops = _packed_balls(graph, seeds, max_hops)
+                     max_hops: int, device, prune: bool) -> tuple[Tensor, int]:
+    """Balls of ``seeds`` packed as disjoint components; one forward, C backwards. Also
+    the largest ball's nodes and edges."""
+    node_ptr, sub, hops, edge_ptr = _packed_balls(graph, seeds, max_hops)
     total = _subgraph_jacobian_l1(model, call, x, sub, hops, node_ptr[:-1], device, prune)
-    return _per_hop(node_ptr, hops, total, max_hops)
+    return _per_hop(node_ptr, hops, total, max_hops), int((node_ptr.diff() +
+                                                            edge_ptr.diff()).max())
 
 
 def _packed_balls(graph: Graph, seeds: Tensor, max_hops: int):
     """The seeds' ``max_hops`` balls as disjoint components of one graph: ``(node_ptr,
-    sub, hops)``, ball s holding the packed rows ``node_ptr[s]:node_ptr[s+1]`` of the
-    :class:`_Subgraph` ``sub``, at hop distances ``hops``."""
+    sub, hops, edge_ptr)``, ball s holding the packed rows ``node_ptr[s]:node_ptr[s+1]``
+    and edges ``edge_ptr[s]:edge_ptr[s+1]`` of the :class:`_Subgraph` ``sub``, at hop
+    distances ``hops``."""
     node_ptr, nodes, hops, edge_ptr, src, dst, positions = ops.khop_subgraphs(graph, seeds,
                                                                               max_hops)
     edge_offset = torch.repeat_interleave(node_ptr[:-1], edge_ptr.diff())
     edge_index = torch.stack([src + edge_offset, dst + edge_offset])
-    return node_ptr, _Subgraph(nodes, edge_index, positions), hops
+    return node_ptr, _Subgraph(nodes, edge_index, positions), hops, edge_ptr
 
 
 def _subgraph_jacobian_l1(model, call: _ModelCall, x: Tensor, sub: _Subgraph, hop: Tensor,

@@ -1035,3 +1035,25 @@ def test_heterogeneous_inputs_that_cannot_be_measured_are_named():
     with pytest.raises(ValueError, match="no seed nodes to draw"):
         no_edges = torch.zeros(2, 0, dtype=torch.long)
         measure(GNN("gcn", 6, 8, 3, 2), (torch.zeros(0, 6), Graph(no_edges, 0)), 2)
+
+
+def test_batches_shrink_to_a_budget_of_nodes_and_edges(monkeypatch):
+    """batch_size seeds were packed whatever their balls' sizes: 256 balls of a hub graph,
+    each most of the graph, filled the memory (an example was killed). After a first batch
+    of 8 seeds the largest ball seen sizes the next batches to the budget (never below one
+    ball); the totals stay those of one seed at a time."""
+    import graphloc.influence as influence
+    data = hub_data(120)
+    model = models()["gl-sage"].eval()
+    nodes = torch.arange(0, 120, 3)
+    single = influence_per_hop(model, data, 3, nodes, method="per_seed")
+    batch = influence._batch_influence
+    for budget, later in ((1, [1] * 32), (2**40, [32])):
+        counts = []
+        monkeypatch.setattr(influence, "_batch_influence",
+                            lambda *a, counts=counts, **k: counts.append(len(a[4]))
+                            or batch(*a, **k))
+        monkeypatch.setattr(influence, "_PACKED_BUDGET", budget)
+        batched = influence_per_hop(model, data, 3, nodes, batch_size=64)
+        assert counts == [8, *later]
+        torch.testing.assert_close(batched, single)
