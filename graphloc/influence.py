@@ -437,7 +437,7 @@ def _probe_node(graph: Graph, among: Tensor | None = None) -> Tensor:
     return among[reached[order[order.numel() // 2]]]
 
 
-# --- how it is computed ------------------------------------------------------------------
+# --- the inputs: features, the graph and the data's other tensors ------------------------
 
 def _inputs(data, model=None, target: str | None = None) -> tuple[Tensor, Graph, _Values]:
     """(x, Graph, the data's other tensors) from a PyG Data, a NodeDataset, or an
@@ -644,6 +644,8 @@ def _hetero_target(model, data, hetero: HeteroGraph, target: str | None) -> str:
     return target
 
 
+# --- how the model is called on a subgraph ------------------------------------------------
+
 @dataclass
 class _Subgraph:
     """Where the model runs: ``nodes`` (global ids, in the packed order), ``edge_index``
@@ -793,6 +795,8 @@ def _warn_of_edge_values_left_out(call: _ModelCall, where: str) -> None:
             f"PyG's total_influence always calls model(x, edge_index))",
             stacklevel=caller_stacklevel())
 
+
+# --- seeds, checks and the measurement ---------------------------------------------------
 
 def _seeds(num_nodes: int, num_samples, nodes, seed, allow_empty: bool = False) -> Tensor:
     """Seed ids: ``nodes`` checked, else a draw. Per-hop totals of no seeds are an empty
