@@ -181,12 +181,7 @@ def measure(model: torch.nn.Module, data, max_hops: int, num_samples=None, *, no
         convert=convert)
     r = receptive_field(T)
     curve = T.mean(0) / T.mean(0)[0]
-    gen = torch.Generator().manual_seed(0 if seed is None else seed)
-    draws = torch.randint(0, len(seeds), (bootstrap, len(seeds)), generator=gen)
-    means = T[draws].mean(1)  # [B, K + 1]
-    curves = means / means[:, :1]
-    valid = ~r.isnan()
-    r_boot = torch.stack([r[d][valid[d]].mean() for d in draws])
+    curves, r_boot = _bootstrap(T, r, bootstrap, seed)
     lo, hi = (1 - confidence) / 2, (1 + confidence) / 2
     return InfluenceResult(
         nodes=seeds, totals=T, curve=curve, R=_mean_r(T), R_per_node=r,
@@ -196,6 +191,22 @@ def measure(model: torch.nn.Module, data, max_hops: int, num_samples=None, *, no
                   "method": method, "locality": locality, "bootstrap": bootstrap,
                   "confidence": confidence, "model": conversion,
                   **({} if values.hetero is None else {"target": values.hetero.target})})
+
+
+def _bootstrap(T: Tensor, r: Tensor, draws: int, seed: int | None) -> tuple[Tensor, Tensor]:
+    """The curves ``[B, K + 1]`` and the Rs ``[B]`` of ``draws`` resamples of the seeds (R
+    over each resample's seeds with some influence). A resample is the number of times it
+    draws each seed, so the means are one product, ``[B, S]`` at the most: gathering the
+    rows (``T[draws]``, ``[B, S, K + 1]``) took 1.4 GB for the paper's 10,000 seeds and 16
+    hops."""
+    gen = torch.Generator().manual_seed(0 if seed is None else seed)
+    picks = torch.randint(0, len(T), (draws, len(T)), generator=gen)
+    counts = torch.zeros(draws, len(T), dtype=torch.float64)
+    counts.scatter_add_(1, picks, torch.ones_like(picks, dtype=torch.float64))
+    means = counts @ T / len(T)
+    valid = ~r.isnan()
+    kept = counts[:, valid]
+    return means / means[:, :1], kept @ r[valid].double() / kept.sum(1)
 
 
 @dataclass
