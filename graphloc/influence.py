@@ -193,6 +193,11 @@ def measure(model: torch.nn.Module, data, max_hops: int, num_samples=None, *, no
                   **({} if values.hetero is None else {"target": values.hetero.target})})
 
 
+# the bootstrap's counts hold at most about this many entries at a time (every node of a
+# large graph as seeds: 1,000 resamples of 2 million seeds would be 16 GB at once)
+_BOOTSTRAP_ENTRIES = 2**24
+
+
 def _bootstrap(T: Tensor, r: Tensor, draws: int, seed: int | None) -> tuple[Tensor, Tensor]:
     """The curves ``[B, K + 1]`` and the Rs ``[B]`` of ``draws`` resamples of the seeds (R
     over each resample's seeds with some influence). A resample is the number of times it
@@ -200,13 +205,19 @@ def _bootstrap(T: Tensor, r: Tensor, draws: int, seed: int | None) -> tuple[Tens
     rows (``T[draws]``, ``[B, S, K + 1]``) took 1.4 GB for the paper's 10,000 seeds and 16
     hops."""
     gen = torch.Generator().manual_seed(0 if seed is None else seed)
-    picks = torch.randint(0, len(T), (draws, len(T)), generator=gen)
-    counts = torch.zeros(draws, len(T), dtype=torch.float64)
-    counts.scatter_add_(1, picks, torch.ones_like(picks, dtype=torch.float64))
-    means = counts @ T / len(T)
     valid = ~r.isnan()
-    kept = counts[:, valid]
-    return means / means[:, :1], kept @ r[valid].double() / kept.sum(1)
+    means, rs = [], []
+    chunk = max(1, _BOOTSTRAP_ENTRIES // max(len(T), 1))  # resamples at a time
+    for start in range(0, draws, chunk):
+        rows = min(draws - start, chunk)  # (the generator's stream: that of one draw)
+        picks = torch.randint(0, len(T), (rows, len(T)), generator=gen)
+        counts = torch.zeros(rows, len(T), dtype=torch.float64)
+        counts.scatter_add_(1, picks, torch.ones_like(picks, dtype=torch.float64))
+        means.append(counts @ T / len(T))
+        kept = counts[:, valid]
+        rs.append(kept @ r[valid].double() / kept.sum(1))
+    means = torch.cat(means)
+    return means / means[:, :1], torch.cat(rs)
 
 
 @dataclass

@@ -418,7 +418,7 @@ def test_zero_influence_warns_and_bad_input():
         influence_per_hop(model, data, 2, [0], method="magic")
 
 
-def test_measure_reports_curve_r_and_intervals():
+def test_measure_reports_curve_r_and_intervals(monkeypatch):
     data = road_data(300)
     result = measure(models()["gl-gcn"], data, 4, num_samples=40, bootstrap=200)
     ours, r = total_influence(models()["gl-gcn"], data, 4, nodes=result.nodes)
@@ -443,6 +443,12 @@ def test_measure_reports_curve_r_and_intervals():
                                                              curves.quantile(0.975, 0)]))
     assert result.R_ci == pytest.approx((float(rs.quantile(0.025)),
                                          float(rs.quantile(0.975))), rel=1e-12)
+    # resamples drawn 7 at a time (as for every node of a large graph): the same draws
+    import graphloc.influence as influence
+    monkeypatch.setattr(influence, "_BOOTSTRAP_ENTRIES", 7 * 40)
+    chunked = measure(models()["gl-gcn"], data, 4, num_samples=40, bootstrap=200)
+    torch.testing.assert_close(chunked.curve_ci, result.curve_ci)
+    assert chunked.R_ci == pytest.approx(result.R_ci, rel=1e-12)
 
 
 def test_two_processes_give_the_numbers_of_one(tmp_path):
