@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the peers' own test files against graphloc with only the imported names swapped:
-# PyG's tests of the convs, total_influence, compiled convs and neighbour loaders,
+# PyG's tests of the convs, total_influence, to_hetero, compiled convs and neighbour loaders,
 # torch_scatter's whole suite, and with torch_cluster and torch_spline_conv checkouts
 # their knn, radius, nearest, fps, spline basis and spline weighting tests.
 # Fetches nothing: pass checkouts of the peers' repositories (PyG at tag 2.8.0, torch_scatter
@@ -101,6 +101,38 @@ sed -i -E -e "/^@withPackage\('pyg_lib'\)$/d" \
   "$work"/pyg_transforms/test/test_*.py
 echo "== PyG's transform tests (knn_graph, radius_graph, grid_sampling, rooted_subgraph)"
 (cd "$work/pyg_transforms" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
+  | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
+
+# PyG's to_hetero tests, with graphloc's GATv2Conv, GCNConv, GINEConv, RGCNConv, SAGEConv
+# and to_hetero (PyG's, with graphloc's convs counted as message passing); the models the
+# file builds of PyG's own MessagePassing subclasses, GAT and GraphSAGE stay PyG's.
+mkdir -p "$work/pyg_hetero/test"
+cp "$pyg/test/nn/test_to_hetero_transformer.py" "$work/pyg_hetero/test/"
+cp "$pyg/test/conftest.py" "$work/pyg_hetero/test/" 2>/dev/null || true
+"$python" - "$work/pyg_hetero/test/test_to_hetero_transformer.py" <<'PY'
+import re
+import sys
+
+path = sys.argv[1]
+text = open(path).read()
+ours = ["GATv2Conv", "GCNConv", "GINEConv", "RGCNConv", "SAGEConv", "to_hetero"]
+block = re.compile(r"^from torch_geometric\.nn import \(([^)]*)\)", re.M)
+
+
+def swap(match):
+    items = [i.strip() for i in match.group(1).split(",") if i.strip()]
+    kept = [i for i in items if i not in ours]
+    lines = [f"from torch_geometric.nn import {', '.join(kept)}"] if kept else []
+    taken = [i for i in items if i in ours]
+    return "\n".join(lines + ([f"from graphloc.nn import {', '.join(taken)}"] if taken else []))
+
+
+swapped = block.sub(swap, text)
+assert swapped.count("from graphloc.nn import") == 2, "PyG's import lines changed"
+open(path, "w").write(swapped)
+PY
+echo "== PyG's to_hetero tests (test_to_hetero_transformer.py)"
+(cd "$work/pyg_hetero" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
   | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
 
 # PyG's torch.compile tests of GCNConv and SAGEConv (no graph breaks, then the compiled
