@@ -70,11 +70,17 @@ def test_which_modules_count_as_graphloc_convs():
     assert not is_graphloc_conv(gl.LiftGCN(4, 8, 2, 2))
 
 
-def test_pygs_check_is_restored_after_the_transform():
+def test_pygs_check_is_restored_after_the_transform(monkeypatch):
     import torch_geometric.nn.fx as fx
     before = fx.is_message_passing_op
     gl.to_hetero(_Net(lambda out: gl.SAGEConv((-1, -1), out)), _data().metadata())
     assert fx.is_message_passing_op is before
-    with pytest.raises(Exception):  # a failing transform restores it too
-        gl.to_hetero(_Net(lambda out: gl.SAGEConv((-1, -1), out)), "not metadata")
+
+    def failing(*args, **kwargs):
+        assert fx.is_message_passing_op is not before  # (extended while it runs)
+        raise RuntimeError("the transform failed")
+
+    monkeypatch.setattr(pyg_nn, "to_hetero", failing)
+    with pytest.raises(RuntimeError, match="the transform failed"):
+        gl.to_hetero(_Net(lambda out: gl.SAGEConv((-1, -1), out)), _data().metadata())
     assert fx.is_message_passing_op is before
