@@ -142,8 +142,9 @@ def _ball_oracle(run, data, max_hops: int, seeds) -> torch.Tensor:
             v, max_hops, data.edge_index, relabel_nodes=True, num_nodes=data.num_nodes)
         ball = Data(x=data.x[subset], edge_index=edge_index, pos=data.pos[subset],
                     num_nodes=len(subset))
-        if "edge_weight" in data:
-            ball.edge_weight = data.edge_weight[edge_mask]
+        for key in ("edge_weight", "edge_attr"):
+            if key in data:
+                ball[key] = data[key][edge_mask]
         jac = torch.autograd.functional.jacobian(
             lambda x, ball=ball, centre=centre: run(x, ball)[centre].squeeze(0),
             ball.x.double())
@@ -182,7 +183,9 @@ def test_edge_values_that_the_forward_does_not_name_are_named_in_a_warning():
     (_OnData, lambda m, x, ball: m(Data(x=x, edge_index=ball.edge_index, pos=ball.pos,
                                         edge_weight=ball.edge_weight))),
     (_Positions, lambda m, x, ball: m(x, ball.edge_index, pos=ball.pos)),
-], ids=["edge_weight", "data", "keyword-only-pos"])
+    (lambda: GNN("gat", 6, 8, 3, 2, heads=2, edge_dim=2),
+     lambda m, x, ball: m(x, ball.edge_index, edge_attr=ball.edge_attr)),
+], ids=["edge_weight", "data", "keyword-only-pos", "graphloc-gat-edge_attr"])
 def test_a_forward_gets_the_data_values_it_names_on_every_ball(make, run, method):
     """PyG's total_influence calls every model ``model(x, edge_index)``: a model that reads
     the Data's edge weights was measured as another model (or failed, for ``forward(self,
@@ -197,6 +200,10 @@ def test_a_forward_gets_the_data_values_it_names_on_every_ball(make, run, method
                                                                 data.edge_weight))
     if make is _Positions:  # (it takes no edge weights: they would be named in a warning)
         del data.edge_weight
+    if make not in (_Weighted, _OnData, _Positions):  # graphloc's GAT: edge features
+        del data.edge_weight
+        data.edge_attr = torch.rand(data.num_edges, 2, dtype=torch.float64,
+                                    generator=torch.Generator().manual_seed(4))
     seeds = torch.arange(0, 120, 9)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing left out
@@ -208,8 +215,9 @@ def test_a_forward_gets_the_data_values_it_names_on_every_ball(make, run, method
     torch.testing.assert_close(result.totals, expected)
     assert result.settings["model"]["call"] == {
         _Weighted: "model(x, edge_index, edge_weight=...)", _OnData: "model(data)",
-        _Positions: "model(x, edge_index, pos=...)"}[make]
-    assert bool(result.settings["model"]["converted"]) == (make is not _Positions)
+        _Positions: "model(x, edge_index, pos=...)"}.get(
+            make, "model(x, edge_index, edge_attr=...)")
+    assert bool(result.settings["model"]["converted"]) == (make in (_Weighted, _OnData))
 
 
 def test_a_model_of_the_features_alone_has_all_its_influence_at_hop_zero():
