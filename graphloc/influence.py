@@ -298,7 +298,7 @@ def _influence_per_hop(model: torch.nn.Module, inputs: tuple, max_hops: int, nod
         locality = _locality(model, locality)
     x, graph, values = inputs
     model, compiled = _eager(model)
-    call = _model_call(model, values, "the data")
+    call = _workable_call(model, _model_call(model, values, "the data"), x, graph)
     model, report = as_graphloc_model(model, x, graph, call) if convert else \
         (model, {"converted": False, "reason": "convert=False"})
     report["call"] = call.describe()
@@ -773,6 +773,44 @@ def _model_call(model: torch.nn.Module, values: _Values, where: str) -> _ModelCa
         call = _ModelCall("pair", values)
     _warn_of_edge_values_left_out(call, where)
     return call
+
+
+def _workable_call(model: torch.nn.Module, call: _ModelCall, x: Tensor,
+                   graph: Graph) -> _ModelCall:
+    """``call``, or where the model fails when given the data's tensors its forward names as
+    optional parameters, the call without them (a warning says which, and why). PyG's
+    BasicGNN names ``edge_weight`` and ``edge_attr`` whatever its convs take: its ``PNA``
+    built without ``edge_dim`` fails on ``edge_attr``, and its users call it without.
+    Tried once, on the 2-hop ball of a seed-range node, in eval mode and without a trace."""
+    optional = [name for name in call.names
+                if call.signature.parameters[name].default is not inspect.Parameter.empty]
+    if call.style != "named" or not optional:
+        return call
+    kept = tuple(name for name in call.names if name not in optional)
+    without = _ModelCall("named", call.values, kept, call.signature) if kept else \
+        _ModelCall("pair", call.values)
+    start = call.values.seed_offset
+    probe = _probe_node(graph, torch.arange(start, start + call.values.seed_count(graph)))
+    _, nodes, _, _, src, dst, positions = ops.khop_subgraphs(graph, probe.view(1), 2)
+    sub = _Subgraph(nodes, torch.stack([src, dst]).to(x.device), positions)
+    failure = _failure(model, call, x[nodes].detach(), sub)
+    if failure is None or _failure(model, without, x[nodes].detach(), sub) is not None:
+        return call  # (a model failing either way fails in the measurement, named there)
+    warnings.warn(f"the model fails when given the data's {optional} ({failure}): measured "
+                  f"without them, as {without.describe()}", stacklevel=caller_stacklevel())
+    return without
+
+
+def _failure(model: torch.nn.Module, call: _ModelCall, x: Tensor, sub: _Subgraph) -> str | None:
+    """How the model fails on ``sub`` called as ``call`` (in eval mode, without gradients,
+    its caches as they were), or None."""
+    from graphloc.nn.convert import traceless_run
+    args, kwargs = call.arguments(x, sub)
+    try:
+        traceless_run(model, args, lambda module, given: module(*given, **kwargs))
+    except Exception as err:  # the model's own failure, whatever its kind
+        return f"{type(err).__name__}: {err}"
+    return None
 
 
 def _forward_signature(model) -> inspect.Signature | None:

@@ -1084,3 +1084,23 @@ def test_batches_shrink_to_a_budget_of_nodes_and_edges(monkeypatch):
         batched = influence_per_hop(model, data, 3, nodes, batch_size=64)
         assert counts == [8, *later]
         torch.testing.assert_close(batched, single)
+
+
+def test_a_model_that_cannot_take_the_tensors_it_names_is_measured_without_them():
+    """PyG's BasicGNN names edge_weight and edge_attr whatever its convs take: its PNA built
+    without edge_dim fails when given edge_attr (its users call it without). It is measured
+    as model(x, edge_index), PyG's numbers, with a warning that says why."""
+    import torch_geometric.nn as pyg_nn
+    data = road_data(80)
+    data.edge_attr = torch.rand(data.num_edges, 3, generator=torch.Generator().manual_seed(1))
+    torch.manual_seed(0)
+    model = pyg_nn.PNA(6, 8, 2, 3, aggregators=["mean", "max"], scalers=["identity"],
+                       deg=torch.tensor([0, 5, 5])).eval()
+    torch.manual_seed(3)
+    theirs, _ = pyg_total_influence(model, data, 2, num_samples=10)
+    torch.manual_seed(3)
+    with pytest.warns(UserWarning, match=r"the model fails when given the data's "
+                                         r"\['edge_attr'\] \(AttributeError: .*\): measured "
+                                         r"without them, as model\(x, edge_index\)"):
+        ours, _ = total_influence(model, data, 2, num_samples=10)
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-12)

@@ -100,7 +100,7 @@ def _materialized(module: torch.nn.Module, example: tuple) -> torch.nn.Module:
     its weights and the twin's separately, so the check failed ("outputs differ"), and the
     user's model had its weights drawn by the conversion."""
     copied = copy.deepcopy(module)
-    _traceless_run(copied, example, _run_original)
+    traceless_run(copied, example, _run_original)
     return copied
 
 
@@ -1083,8 +1083,8 @@ def _checked(original, converted, example, atol, done, kept):
         warnings.warn("from_pyg: no probe to check the converted module on; pass "
                       "example=(x, edge_index)", stacklevel=3)
     else:
-        want = _traceless_run(_runnable(original), probe, _run_original)
-        got = _traceless_run(converted, probe, lambda module, args: module(*args))
+        want = traceless_run(_runnable(original), probe, _run_original)
+        got = traceless_run(converted, probe, lambda module, args: module(*args))
         difference, mismatch = _output_difference(want, got)
         if mismatch is not None:
             raise Unconvertible(f"the converted module's outputs differ in form from the "
@@ -1139,7 +1139,7 @@ def _call_state_kept(*modules: torch.nn.Module):
             setattr(module, name, value)
 
 
-def _traceless_run(module: torch.nn.Module, args: tuple, run):
+def traceless_run(module: torch.nn.Module, args: tuple, run):
     """``run(module, args)`` in eval mode without gradients, leaving no trace: the mode,
     and the caches and colour dictionaries (``_call_state_kept``), as they were."""
     was = module.training
