@@ -410,12 +410,8 @@ def as_graphloc_model(model: torch.nn.Module, x: Tensor, graph: Graph, call=None
     if not has_pyg_message_passing(model):
         return model, {"converted": False, "reason": "no PyG message passing"}
     call = _ModelCall("pair", _Values()) if call is None else call
-    start = call.values.seed_offset
-    among = torch.arange(start, start + call.values.seed_count(graph))
-    node_ptr, nodes, _, _, src, dst, positions = ops.khop_subgraphs(
-        graph, _probe_node(graph, among).view(1), 2)
-    sub = _Subgraph(nodes, torch.stack([src, dst]).to(x.device), positions)
-    args, kwargs = call.arguments(x[nodes].detach(), sub)
+    sub = _probe_ball(graph, call.values, x.device)
+    args, kwargs = call.arguments(x[sub.nodes].detach(), sub)
     if kwargs:
         return model, {"converted": False,
                        "reason": f"its forward takes {sorted(kwargs)} by keyword only"}
@@ -442,6 +438,15 @@ def _eager(model: torch.nn.Module) -> tuple[torch.nn.Module, bool]:
     if isinstance(original, torch.nn.Module) and type(model).__name__ == "OptimizedModule":
         return _eager(original)[0], True
     return model, False
+
+
+def _probe_ball(graph: Graph, values: _Values, device) -> _Subgraph:
+    """The 2-hop ball of :func:`_probe_node` among the nodes seeds are drawn from: where a
+    model's conversion or its call is tried before the measurement."""
+    start = values.seed_offset
+    probe = _probe_node(graph, torch.arange(start, start + values.seed_count(graph)))
+    _, nodes, _, _, src, dst, positions = ops.khop_subgraphs(graph, probe.view(1), 2)
+    return _Subgraph(nodes, torch.stack([src, dst]).to(device), positions)
 
 
 def _probe_node(graph: Graph, among: Tensor | None = None) -> Tensor:
@@ -594,7 +599,9 @@ class _Hetero:
         if not isinstance(target, Tensor):
             raise TypeError(f"the model returned {type(out).__name__} without a tensor for "
                             f"the target type {self.target!r}: influence needs its outputs")
-        rows = self._local_ids(sub)[1][list(self.widths).index(self.target)].to(target.device)
+        kinds = self.type_of[sub.nodes.long()]  # (only the target's rows: not every type's)
+        rows = (kinds == list(self.widths).index(self.target)).nonzero().flatten()
+        rows = rows.to(target.device)
         if target.dim() != 2 or target.size(0) != len(rows):
             raise ValueError(f"the model returned shape {list(target.shape)} for the "
                              f"{len(rows)} {self.target!r} nodes of a ball: influence needs "
@@ -789,12 +796,9 @@ def _workable_call(model: torch.nn.Module, call: _ModelCall, x: Tensor,
     kept = tuple(name for name in call.names if name not in optional)
     without = _ModelCall("named", call.values, kept, call.signature) if kept else \
         _ModelCall("pair", call.values)
-    start = call.values.seed_offset
-    probe = _probe_node(graph, torch.arange(start, start + call.values.seed_count(graph)))
-    _, nodes, _, _, src, dst, positions = ops.khop_subgraphs(graph, probe.view(1), 2)
-    sub = _Subgraph(nodes, torch.stack([src, dst]).to(x.device), positions)
-    failure = _failure(model, call, x[nodes].detach(), sub)
-    if failure is None or _failure(model, without, x[nodes].detach(), sub) is not None:
+    sub = _probe_ball(graph, call.values, x.device)
+    failure = _failure(model, call, x[sub.nodes].detach(), sub)
+    if failure is None or _failure(model, without, x[sub.nodes].detach(), sub) is not None:
         return call  # (a model failing either way fails in the measurement, named there)
     warnings.warn(f"the model fails when given the data's {optional} ({failure}): measured "
                   f"without them, as {without.describe()}", stacklevel=caller_stacklevel())

@@ -1108,9 +1108,7 @@ def _runnable(original: torch.nn.Module) -> torch.nn.Module:
         return original
     copied = copy.deepcopy(original)
     for name in builders:
-        parent_name, _, attr = name.rpartition(".")
-        parent = copied.get_submodule(parent_name) if parent_name else copied
-        setattr(parent, attr, _convert_conv(getattr(parent, attr)))
+        copied.set_submodule(name, _convert_conv(copied.get_submodule(name)))
     return copied
 
 
