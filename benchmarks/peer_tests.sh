@@ -33,6 +33,46 @@ if [ "$nojit" = "--no-jit" ]; then
   echo 'import torch; torch.jit.script = lambda f, *a, **k: f' > "$work/site/sitecustomize.py"
 fi
 
+# The summary lines of a pytest run of DIR's test/ folder (PYTHONPATH: graphloc's site, or
+# the second argument before it); further arguments go to pytest.
+#   pytest_summary DIR [PATHS] [PYTEST_ARGS...]
+pytest_summary() {
+  local dir=$1 paths=${2:-}
+  shift 2 2>/dev/null || shift
+  (cd "$dir" && PYTHONPATH="${paths:+$paths:}$work/site" "$python" -m pytest -q \
+    -p no:cacheprovider test "$@" | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
+}
+
+# In each FILE, the NAMES (comma-separated) a `from torch_geometric.nn import ...` line imports
+# (one line or parenthesised) come from MODULE instead; the rest stay PyG's. Fails where no
+# line held any of them (PyG's import lines changed).
+#   swap_pyg_imports MODULE NAMES FILE...
+cat > "$work/swap_imports.py" <<'PY'
+import re
+import sys
+
+module, names, paths = sys.argv[1], set(sys.argv[2].split(",")), sys.argv[3:]
+grouped = re.compile(r"^from torch_geometric\.nn import \(([^)]*)\)", re.M)
+single = re.compile(r"^from torch_geometric\.nn import ([A-Za-z_, ]+)$", re.M)
+swapped = 0
+
+
+def swap(match):
+    global swapped
+    items = [i.strip() for i in match.group(1).split(",") if i.strip()]
+    kept, taken = [i for i in items if i not in names], [i for i in items if i in names]
+    swapped += len(taken)
+    lines = [f"from torch_geometric.nn import {', '.join(kept)}"] if kept else []
+    return "\n".join(lines + ([f"from {module} import {', '.join(taken)}"] if taken else []))
+
+
+for path in paths:
+    text = open(path).read()
+    open(path, "w").write(single.sub(swap, grouped.sub(swap, text)))
+assert swapped, f"no import of {sorted(names)} from torch_geometric.nn in {paths}"
+PY
+swap_pyg_imports() { "$python" "$work/swap_imports.py" "$@"; }
+
 # torch_scatter: the package name points at graphloc.scatter; its testing helpers are its own.
 cp "$scatter/torch_scatter/testing.py" "$work/shim/torch_scatter/"
 cat > "$work/shim/torch_scatter/__init__.py" <<'EOF'
@@ -40,8 +80,7 @@ from graphloc.scatter import *  # noqa: F401,F403
 EOF
 mkdir -p "$work/scatter" && cp -r "$scatter/test" "$work/scatter/"
 echo "== torch_scatter's tests"
-(cd "$work/scatter" && PYTHONPATH="$work/shim:$work/site" "$python" -m pytest -q -p no:cacheprovider test \
-  | tail -1)
+pytest_summary "$work/scatter" "$work/shim"
 
 # PyG: the conv classes and total_influence come from graphloc, everything else from PyG.
 mkdir -p "$work/pyg/test/nn/conv" "$work/pyg/test/utils"
@@ -84,8 +123,7 @@ sed -i "/^@withPackage('pyg_lib')$/d" "$work/pyg/test/nn/conv/test_edge_conv.py"
   "$work/pyg/test/nn/conv/test_gravnet_conv.py" "$work/pyg/test/nn/conv/test_knn_interpolate.py" \
   "$work/pyg/test/nn/conv/test_spline_conv.py" "$work/pyg/test/nn/conv/test_x_conv.py"
 echo "== PyG's conv and total_influence tests"
-(cd "$work/pyg" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
-  | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
+pytest_summary "$work/pyg"
 
 # PyG's KNNGraph, RadiusGraph, GridSampling and rooted-subgraph transform tests, with
 # graphloc.transforms' classes (PyG marks them to need pyg-lib; the mark is dropped;
@@ -100,8 +138,7 @@ sed -i -E -e "/^@withPackage\('pyg_lib'\)$/d" \
   -e 's/^from torch_geometric\.transforms import RootedEgoNets, RootedRWSubgraph$/from torch_geometric.transforms import RootedEgoNets\nfrom graphloc.transforms import RootedRWSubgraph/' \
   "$work"/pyg_transforms/test/test_*.py
 echo "== PyG's transform tests (knn_graph, radius_graph, grid_sampling, rooted_subgraph)"
-(cd "$work/pyg_transforms" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
-  | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
+pytest_summary "$work/pyg_transforms"
 
 # PyG's to_hetero tests, with graphloc's GATv2Conv, GCNConv, GINEConv, RGCNConv, SAGEConv
 # and to_hetero (PyG's, with graphloc's convs counted as message passing); the models the
@@ -109,31 +146,10 @@ echo "== PyG's transform tests (knn_graph, radius_graph, grid_sampling, rooted_s
 mkdir -p "$work/pyg_hetero/test"
 cp "$pyg/test/nn/test_to_hetero_transformer.py" "$work/pyg_hetero/test/"
 cp "$pyg/test/conftest.py" "$work/pyg_hetero/test/" 2>/dev/null || true
-"$python" - "$work/pyg_hetero/test/test_to_hetero_transformer.py" <<'PY'
-import re
-import sys
-
-path = sys.argv[1]
-text = open(path).read()
-ours = ["GATv2Conv", "GCNConv", "GINEConv", "RGCNConv", "SAGEConv", "to_hetero"]
-block = re.compile(r"^from torch_geometric\.nn import \(([^)]*)\)", re.M)
-
-
-def swap(match):
-    items = [i.strip() for i in match.group(1).split(",") if i.strip()]
-    kept = [i for i in items if i not in ours]
-    lines = [f"from torch_geometric.nn import {', '.join(kept)}"] if kept else []
-    taken = [i for i in items if i in ours]
-    return "\n".join(lines + ([f"from graphloc.nn import {', '.join(taken)}"] if taken else []))
-
-
-swapped = block.sub(swap, text)
-assert swapped.count("from graphloc.nn import") == 2, "PyG's import lines changed"
-open(path, "w").write(swapped)
-PY
+swap_pyg_imports graphloc.nn GATv2Conv,GCNConv,GINEConv,RGCNConv,SAGEConv,to_hetero \
+  "$work/pyg_hetero/test/test_to_hetero_transformer.py"
 echo "== PyG's to_hetero tests (test_to_hetero_transformer.py)"
-(cd "$work/pyg_hetero" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
-  | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
+pytest_summary "$work/pyg_hetero"
 
 # PyG's torch.compile tests of GCNConv and SAGEConv (no graph breaks, then the compiled
 # conv's output): marked full tests, so run with FULL_TEST=1, this file alone.
@@ -143,8 +159,7 @@ cp "$pyg/test/conftest.py" "$work/pyg_compile/test/" 2>/dev/null || true
 sed -i -E 's/^from torch_geometric\.nn import GCNConv, SAGEConv$/from graphloc.nn import GCNConv, SAGEConv/' \
   "$work/pyg_compile/test/test_compile_conv.py"
 echo "== PyG's compile tests (test_compile_conv.py, FULL_TEST=1)"
-(cd "$work/pyg_compile" && FULL_TEST=1 PYTHONPATH="$work/site" "$python" -m pytest -q \
-  -p no:cacheprovider test | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
+FULL_TEST=1 pytest_summary "$work/pyg_compile"
 
 # PyG's aggregation tests: the modules graphloc.nn.aggr has come from graphloc (called as
 # PyG calls them, aggr(x, index, ptr, dim_size, dim)); any other stays PyG's.
@@ -153,35 +168,10 @@ for name in basic lcm quantile lstm multi; do
   cp "$pyg/test/nn/aggr/test_${name}.py" "$work/pyg_aggr/test/"
 done
 cp "$pyg/test/conftest.py" "$work/pyg_aggr/test/" 2>/dev/null || true
-"$python" - "$work"/pyg_aggr/test/test_*.py <<'PY'
-import re
-import sys
-
-import graphloc.nn.aggr as ours
-
-names = {n for n in dir(ours) if n.endswith("Aggregation")}
-grouped = re.compile(r"^from torch_geometric\.nn import \(([^)]*)\)", re.M)
-single = re.compile(r"^from torch_geometric\.nn import ([A-Za-z_, ]+)$", re.M)
-
-
-def swap(match):
-    items = [i.strip() for i in match.group(1).split(",") if i.strip()]
-    lines = []
-    if [i for i in items if i not in names]:
-        lines.append("from torch_geometric.nn import " +
-                     ", ".join(i for i in items if i not in names))
-    if [i for i in items if i in names]:
-        lines.append("from graphloc.nn.aggr import " + ", ".join(i for i in items if i in names))
-    return "\n".join(lines)
-
-
-for path in sys.argv[1:]:
-    text = open(path).read()
-    open(path, "w").write(single.sub(swap, grouped.sub(swap, text)))
-PY
+swap_pyg_imports graphloc.nn.aggr "$("$python" -c "import graphloc.nn.aggr as a; \
+print(','.join(n for n in dir(a) if n.endswith('Aggregation')))")" "$work"/pyg_aggr/test/test_*.py
 echo "== PyG's aggregation tests (basic, lcm, quantile, lstm, multi)"
-(cd "$work/pyg_aggr" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
-  | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
+pytest_summary "$work/pyg_aggr"
 
 # PyG's loader and sampler tests: NeighborLoader, LinkNeighborLoader, NeighborSampler,
 # BidirectionalNeighborSampler, HGTLoader, ClusterData, ShaDowKHopSampler and the GraphSAINT
@@ -253,10 +243,9 @@ for path in sys.argv[1:]:
 PY
 echo "== PyG's loader and sampler tests (neighbor, link, zip, prefetch, imbalanced, cache, mixin,"
 echo "   hgt, cluster, shadow, graph_saint, trim_to_layer, sampler, basic_gnn)"
-(cd "$work/pyg_loader" && PYTHONPATH="$work/site" "$python" -m pytest -q -p no:cacheprovider test \
+pytest_summary "$work/pyg_loader" "" \
   --deselect test/loader/test_neighbor_loader.py::test_pyg_lib_and_torch_sparse_homo_equality \
-  --deselect test/loader/test_neighbor_loader.py::test_pyg_lib_and_torch_sparse_hetero_equality \
-  | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
+  --deselect test/loader/test_neighbor_loader.py::test_pyg_lib_and_torch_sparse_hetero_equality
 
 # A peer package's own tests against graphloc: PACKAGE's name points at graphloc's
 # functions (IMPORT, a line of Python); its testing helpers are its own.
@@ -269,8 +258,7 @@ shimmed_tests() {
   cp "$checkout/$package/testing.py" "$work/${package}_shim/$package/"
   echo "$import  # noqa" > "$work/${package}_shim/$package/__init__.py"
   echo "== $title"
-  (cd "$work/$package" && PYTHONPATH="$work/${package}_shim:$work/site" "$python" -m pytest -q \
-    -p no:cacheprovider test | grep -E "^FAILED|^ERROR|[0-9]+ (passed|failed|error)")
+  pytest_summary "$work/$package" "$work/${package}_shim"
 }
 
 if [ -n "$cluster" ]; then
