@@ -15,6 +15,8 @@ import contextlib
 
 import torch
 
+from graphloc.checks import check_choice
+
 
 def to_hetero(module: torch.nn.Module, metadata, aggr: str = "sum", input_map=None,
               debug: bool = False):
@@ -28,10 +30,30 @@ def to_hetero(module: torch.nn.Module, metadata, aggr: str = "sum", input_map=No
         model = to_hetero(Net(), data.metadata(), aggr="sum")  # Net of graphloc convs
         out = model(data.x_dict, data.edge_index_dict)
     """
+    _check_arguments(module, metadata, aggr)
     import torch_geometric.nn.fx as fx
     from torch_geometric.nn import to_hetero as pyg_to_hetero
     with _graphloc_convs_pass_messages(fx):
         return pyg_to_hetero(module, metadata, aggr, input_map, debug)
+
+
+_AGGREGATIONS = ("sum", "mean", "min", "max", "mul")  # PyG's to_hetero's
+
+
+def _check_arguments(module, metadata, aggr) -> None:
+    """What PyG's transform asserts without a message, named."""
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"to_hetero: module must be a torch.nn.Module, got "
+                        f"{type(module).__name__}")
+    check_choice("to_hetero", "aggr", aggr, _AGGREGATIONS)
+    shaped = isinstance(metadata, (tuple, list)) and len(metadata) == 2 and \
+        all(isinstance(part, (tuple, list)) and part for part in metadata)
+    relations = shaped and all(isinstance(r, (tuple, list)) and len(r) == 3
+                               for r in metadata[1])
+    if not relations:
+        raise ValueError(f"to_hetero: metadata must be (node types, edge types), both "
+                         f"non-empty, each edge type a (source, relation, destination) "
+                         f"triple, as HeteroData.metadata() gives, got {metadata!r}")
 
 
 def is_graphloc_conv(module: torch.nn.Module) -> bool:

@@ -84,3 +84,20 @@ def test_pygs_check_is_restored_after_the_transform(monkeypatch):
     with pytest.raises(RuntimeError, match="the transform failed"):
         gl.to_hetero(_Net(lambda out: gl.SAGEConv((-1, -1), out)), _data().metadata())
     assert fx.is_message_passing_op is before
+
+
+@pytest.mark.parametrize("args,match", [
+    ((_Net(lambda out: gl.SAGEConv((-1, -1), out)), "meta"), "metadata must be"),
+    ((_Net(lambda out: gl.SAGEConv((-1, -1), out)), (["paper"], [])), "metadata must be"),
+    ((_Net(lambda out: gl.SAGEConv((-1, -1), out)), (["paper"], [("paper", "cites")])),
+     "each edge type a \\(source, relation, destination\\) triple"),
+    (("not a module", (["paper"], [("paper", "cites", "paper")])),
+     "module must be a torch.nn.Module, got str"),
+])
+def test_bad_arguments_are_named(args, match):
+    """PyG's transform asserted them without a message (or failed unpacking a pair)."""
+    with pytest.raises((TypeError, ValueError), match=match):
+        gl.to_hetero(*args)
+    with pytest.raises(ValueError, match="aggr must be one of .*'sum'.*, got 'median'"):
+        gl.to_hetero(_Net(lambda out: gl.SAGEConv((-1, -1), out)), _data().metadata(),
+                     aggr="median")

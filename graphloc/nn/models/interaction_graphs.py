@@ -18,6 +18,13 @@ from graphloc.checks import check_flags, check_int, check_number
 from graphloc.ops.neighbours import radius_graph
 
 
+def _check_positions(owner: str, pos: Tensor) -> None:
+    if not isinstance(pos, Tensor) or not pos.is_floating_point() or pos.dim() != 2:
+        raise ValueError(f"{owner}: pos must be floating-point atom coordinates [N, D], got "
+                         f"{getattr(pos, 'dtype', type(pos).__name__)} "
+                         f"{list(getattr(pos, 'shape', []))}")
+
+
 def _checked_cutoff(owner: str, cutoff) -> float:
     check_number(owner, "cutoff", cutoff)
     if not cutoff > 0:
@@ -37,6 +44,7 @@ class RadiusInteractionGraph(torch.nn.Module):
         self.max_num_neighbors = max_num_neighbors
 
     def forward(self, pos: Tensor, batch: Tensor) -> tuple[Tensor, Tensor]:
+        _check_positions("RadiusInteractionGraph", pos)
         edge_index = radius_graph(pos, self.cutoff, batch,
                                   max_num_neighbors=self.max_num_neighbors)
         source, target = edge_index
@@ -57,6 +65,7 @@ class Distance(torch.nn.Module):
         self.max_num_neighbors, self.add_self_loops = max_num_neighbors, add_self_loops
 
     def forward(self, pos: Tensor, batch: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        _check_positions("Distance", pos)
         edge_index = radius_graph(pos, self.cutoff, batch, loop=self.add_self_loops,
                                   max_num_neighbors=self.max_num_neighbors)
         vectors = pos[edge_index[0]] - pos[edge_index[1]]

@@ -100,3 +100,23 @@ def test_converted_molecular_models_run_and_give_pygs_outputs(make, module, monk
 def test_bad_settings_are_named(make, match):
     with pytest.raises((TypeError, ValueError), match=match):
         make()
+
+
+@pytest.mark.parametrize("module", [RadiusInteractionGraph(2.0), Distance(2.0)])
+def test_bad_positions_are_named_and_a_nan_atom_has_no_edges(module):
+    """Integer coordinates failed in torch's norm ("Expected a floating point or complex
+    tensor"); a batch of another length or unsorted is named by the search. An atom with a
+    NaN coordinate is nobody's neighbour and has none, as the all-pairs search says."""
+    name = type(module).__name__
+    _, pos, batch = _molecules()
+    with pytest.raises(ValueError, match=f"{name}: pos must be floating-point atom "
+                                         r"coordinates \[N, D\], got torch.int64"):
+        module(pos.long(), batch)
+    with pytest.raises(ValueError, match="batch must hold one example id per row"):
+        module(pos, batch[1:])
+    pos = pos.clone()
+    pos[4, 1] = float("nan")
+    edge_index = module(pos, batch)[0]
+    want = brute_radius_graph(pos, 2.0, batch, loop=name == "Distance")
+    assert _edge_set(edge_index) == _edge_set(want) and not (edge_index == 4).any()
+
