@@ -758,6 +758,7 @@ _FEATURE_NAMES = ("x", "input", "inputs", "h", "features", "feat")
 def _model_call(model: torch.nn.Module, values: _Values, where: str) -> _ModelCall:
     """How ``model`` is called (see :class:`_ModelCall`), read from its forward's
     signature. Edge tensors it does not get are named in a warning."""
+    from graphloc.nn.convert import has_pyg_message_passing
     if values.hetero is not None:
         return _ModelCall("hetero", values)
     signature = _forward_signature(model)
@@ -774,7 +775,7 @@ def _model_call(model: torch.nn.Module, values: _Values, where: str) -> _ModelCa
     if names:
         call = _ModelCall("named", values, names, signature)
     elif "edge_attr" in values.edge and values.from_graph \
-            and not _has_pyg_message_passing(model):
+            and not has_pyg_message_passing(model):
         call = _ModelCall("graph", values)
     else:
         call = _ModelCall("pair", values)
@@ -839,11 +840,6 @@ def _one_argument_style(signature: inspect.Signature) -> str | None:
     only = required[0]
     is_tensor = only.annotation in (Tensor, "Tensor", "torch.Tensor")
     return "features" if is_tensor or only.name in _FEATURE_NAMES else "data"
-
-
-def _has_pyg_message_passing(model) -> bool:
-    from graphloc.nn.convert import has_pyg_message_passing
-    return has_pyg_message_passing(model)
 
 
 def _warn_of_edge_values_left_out(call: _ModelCall, where: str) -> None:
