@@ -1060,7 +1060,8 @@ class Graph:
 
     def gcn_norm(self, add_self_loops: bool = True, improved: bool = False,
                  edge_weight: Tensor | None = None,
-                 dtype: torch.dtype = torch.float32) -> tuple[Graph, Tensor]:
+                 dtype: torch.dtype = torch.float32,
+                 edge_mask: Tensor | None = None) -> tuple[Graph, Tensor]:
         """Kipf & Welling's symmetric normalisation, as PyG's ``gcn_norm``.
 
         With ``add_self_loops``, a node keeps its existing loop (the last, if several, as
@@ -1075,16 +1076,26 @@ class Graph:
         ``edge_weight`` is None (with a copy in the transpose's order for the backward:
         ``keep_transposed``). Unlike PyG, ``improved`` also applies without edge weights
         (PyG then gives the new loops weight 1, not 2).
+
+        ``edge_mask`` (one factor per edge, an explainer's): each weight is multiplied by
+        its edge's factor after the normalisation (the degrees are the unmasked ones), as
+        PyG's explain mode scales the messages; with ``add_self_loops`` every loop, old or
+        new, keeps factor 1, as PyG's mask gives the loops it adds. Not cached.
         """
         check_flags("gcn_norm", add_self_loops=add_self_loops, improved=improved)
+        if edge_mask is not None:
+            return self._gcn_norm(add_self_loops, improved, edge_weight, dtype, edge_mask)
         if edge_weight is None:
             return self.cached(("gcn_norm", add_self_loops, improved, dtype),
                                lambda: _kept_transposed(*self._gcn_norm(add_self_loops,
                                                                         improved, None, dtype)))
         return self._gcn_norm(add_self_loops, improved, edge_weight, dtype)
 
-    def _gcn_norm(self, add_self_loops, improved, edge_weight, dtype):
+    def _gcn_norm(self, add_self_loops, improved, edge_weight, dtype, edge_mask=None):
         self._require_one_node_set("gcn_norm")
+        if edge_mask is not None and edge_mask.shape != (self.num_edges,):
+            raise ValueError(f"edge_mask must have shape [{self.num_edges}], "
+                             f"got {list(edge_mask.shape)}")
         if edge_weight is None:
             edge_weight = torch.ones(self.num_edges, dtype=dtype, device=self.device)
         if not isinstance(edge_weight, Tensor) or not edge_weight.is_floating_point():
@@ -1097,10 +1108,15 @@ class Graph:
         graph = self
         if add_self_loops:
             graph, edge_weight = self._with_remaining_loops(edge_weight, 2.0 if improved else 1.0)
+            if edge_mask is not None:  # carried along the same edges, loops at 1
+                is_loop = self.edge_index[0] == self.edge_index[1]
+                _, edge_mask = self._with_remaining_loops(edge_mask.masked_fill(is_loop, 1.0),
+                                                          1.0)
         src, dst = graph.edge_index
         wide = edge_weight.to(torch.promote_types(edge_weight.dtype, torch.float32))
         inv_sqrt = degree_power(graph.weighted_in_degree(wide), -0.5)
-        weight = (inv_sqrt[src] * wide * inv_sqrt[dst]).to(edge_weight.dtype)
+        weight = inv_sqrt[src] * wide * inv_sqrt[dst]
+        weight = (weight if edge_mask is None else weight * edge_mask).to(edge_weight.dtype)
         if graph is self or graph.csr.perm is None:  # the caller's own edge order stays
             return graph, weight
         # the new graph sorted by destination, so that every spmm reads the weights in place

@@ -9,12 +9,13 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_one_node_set
 from graphloc.nn.conv._utils import check_input
 from graphloc.nn.conv.gat import fresh_self_loops
 
 
-class AGNNConv(torch.nn.Module):
+class AGNNConv(ConvModule):
     r"""The attention-based propagation of `Thekumparampil et al., "Attention-based Graph
     Neural Network for Semi-Supervised Learning" (2018) <https://arxiv.org/abs/1803.03735>`_:
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_dropouts
 from graphloc.nn.conv.gcn import (
@@ -16,7 +16,7 @@ from graphloc.nn.conv.gcn import (
 )
 
 
-class APPNP(torch.nn.Module):
+class APPNP(ConvModule):
     r"""The approximate personalised propagation of neural predictions of `Gasteiger et al.,
     "Predict then Propagate: Graph Neural Networks meet Personalized PageRank" (ICLR 2019)
     <https://arxiv.org/abs/1810.05997>`_: K steps of

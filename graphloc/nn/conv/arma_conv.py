@@ -9,6 +9,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_dropouts, check_sizes, glorot
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
@@ -16,7 +17,7 @@ from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
 _RELU = torch.nn.ReLU()  # PyG's default act, an instance (stateless: shared safely)
 
 
-class ARMAConv(torch.nn.Module):
+class ARMAConv(ConvModule):
     r"""The ARMA graph convolution of `Bianchi et al., "Graph Neural Networks with
     Convolutional ARMA Filters" (TPAMI 2021) <https://arxiv.org/abs/1901.01343>`_:
 

@@ -10,11 +10,12 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_edge_rows, check_flow, read_inputs
 from graphloc.nn.conv._utils import check_input, check_sizes
 
 
-class CFConv(torch.nn.Module):
+class CFConv(ConvModule):
     r"""The continuous-filter convolution of `Schütt et al., "SchNet: A Continuous-filter
     Convolutional Neural Network for Modeling Quantum Interactions" (NeurIPS 2017)
     <https://arxiv.org/abs/1706.08566>`_:

@@ -10,6 +10,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
 from graphloc.nn import aggr as aggregations
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, edge_feature_rows, read_inputs
 from graphloc.nn.conv._utils import (
     check_sizes,
@@ -22,7 +23,7 @@ from graphloc.nn.conv._utils import (
 )
 
 
-class CGConv(torch.nn.Module):
+class CGConv(ConvModule):
     r"""The crystal graph convolution of `Xie and Grossman, "Crystal Graph Convolutional
     Neural Networks for an Accurate and Interpretable Prediction of Material Properties"
     (PRL 2018) <https://arxiv.org/abs/1710.10324>`_:

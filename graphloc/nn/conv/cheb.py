@@ -8,6 +8,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.graph import Graph, degree_power
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
     check_input,
@@ -20,7 +21,8 @@ from graphloc.nn.conv._utils import (
 def scaled_laplacian(graph: Graph, normalization: str | None, edge_weight: Tensor | None,
                      lambda_max: float | Tensor | None, dtype: torch.dtype,
                      batch: Tensor | None = None,
-                     degree_at_destination: bool = False) -> tuple[Graph, Tensor]:
+                     degree_at_destination: bool = False,
+                     edge_mask: Tensor | None = None) -> tuple[Graph, Tensor]:
     """:math:`\\hat{L} = 2L / \\lambda_{max} - I` on the loop-free graph plus one loop per
     node, as PyG's ``get_laplacian`` and ``ChebConv.__norm__`` build it (edges sorted by
     destination, the weights in that order). ``lambda_max`` is one value, or one per graph
@@ -29,7 +31,9 @@ def scaled_laplacian(graph: Graph, normalization: str | None, edge_weight: Tenso
 
     Degrees are summed at the sources, as PyG's are at ``edge_index[0]``; with
     ``flow="target_to_source"`` the graph here is the reversed ``edge_index``, so PyG's
-    ``edge_index[0]`` are its destinations (``degree_at_destination``)."""
+    ``edge_index[0]`` are its destinations (``degree_at_destination``). An explainer's
+    ``edge_mask`` (one factor per edge of ``graph``) scales the entries of the non-loop
+    edges once L is built, the diagonal keeping factor 1, as PyG's explain mode does."""
     keep = graph.edge_index[0] != graph.edge_index[1]
     edge_index = graph.edge_index[:, keep]
     n = graph.num_nodes
@@ -60,6 +64,8 @@ def scaled_laplacian(graph: Graph, normalization: str | None, edge_weight: Tenso
     weight = 2.0 * weight / lambda_max
     weight = weight.masked_fill(torch.isinf(weight), 0.0)
     weight[edge_index.size(1):] -= 1.0
+    if edge_mask is not None:
+        weight = weight * torch.cat([edge_mask[keep], edge_mask.new_ones(n)])
     # sorted by destination: each of the K - 1 products reads the weights in place instead
     # of permuting them into CSR order
     edge_index = torch.cat([edge_index, loops], dim=1)
@@ -67,7 +73,7 @@ def scaled_laplacian(graph: Graph, normalization: str | None, edge_weight: Tenso
     return Graph._derived(edge_index[:, order], n, dst_sorted=True), weight[order]
 
 
-class ChebConv(torch.nn.Module):
+class ChebConv(ConvModule):
     r"""The Chebyshev spectral convolution of `Defferrard et al., "Convolutional Neural
     Networks on Graphs with Fast Localized Spectral Filtering" (NeurIPS 2016)
     <https://arxiv.org/abs/1606.09375>`_:
@@ -102,6 +108,8 @@ class ChebConv(torch.nn.Module):
         (default, as PyG: twice the largest weight of L, 2 for "sym" and "rw" with
         non-negative weights). PyG's argument order. output: ``[N, out_channels]``.
     """
+
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
 
     def __init__(self, in_channels: int, out_channels: int, K: int,
                  normalization: str | None = "sym", bias: bool = True,
@@ -139,24 +147,29 @@ class ChebConv(torch.nn.Module):
         graph._require_one_node_set("ChebConv (a Laplacian of one node set)")
         edge_weight = weights_from(self, inputs, edge_weight)
         lambda_max = _checked_lambda_max(lambda_max, batch, graph.num_nodes, inputs.batch)
+        mask = explain_mask(self, inputs)
         out = self.lins[0](x)  # accumulated in place: no backward reads it
         if len(self.lins) > 1:  # K = 1 reads no Laplacian (which may be undefined: below)
-            out = self._add_laplacian_terms(out, x, graph, edge_weight, lambda_max, batch)
-        return inputs.node_output(out if self.bias is None else out.add_(self.bias))
+            out = self._add_laplacian_terms(out, x, graph, edge_weight, lambda_max, batch, mask)
+        out = out if self.bias is None else out.add_(self.bias)
+        return explained_output(self, inputs.node_output(out))
 
     def _add_laplacian_terms(self, out: Tensor, x: Tensor, graph: Graph,
-                             edge_weight: Tensor | None, lambda_max, batch) -> Tensor:
-        """``out`` plus the terms k = 1 .. K-1 of the Chebyshev sum."""
+                             edge_weight: Tensor | None, lambda_max, batch,
+                             mask: Tensor | None) -> Tensor:
+        """``out`` plus the terms k = 1 .. K-1 of the Chebyshev sum (the Laplacian's entries
+        scaled by an explainer's ``mask`` where one is set)."""
         def build():
             lap, weight = scaled_laplacian(graph, self.normalization, edge_weight, lambda_max,
-                                           x.dtype, batch, self.flow == "target_to_source")
+                                           x.dtype, batch, self.flow == "target_to_source",
+                                           mask)
             # 2 L x as one product with doubled weights: bit for bit 2 * (L x) (doubling is
             # exact), without a pass over [N, F] forward and backward
             return lap, weight, weight * 2.0
         def build_kept():  # reused at every call: kept in the transpose's order too
             lap, weight, doubled = build()
             return lap, lap.keep_transposed(weight), lap.keep_transposed(doubled)
-        if edge_weight is None and not isinstance(lambda_max, Tensor):
+        if edge_weight is None and mask is None and not isinstance(lambda_max, Tensor):
             lap, weight, doubled = graph.cached(
                 ("cheb", self.normalization, lambda_max, x.dtype, self.flow), build_kept)
         else:

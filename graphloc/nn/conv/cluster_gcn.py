@@ -11,12 +11,13 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags, check_number
 from graphloc.graph import Graph
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_one_node_set
 from graphloc.nn.conv._utils import check_input, check_sizes, linear
 from graphloc.nn.conv.gat import fresh_self_loops
 
 
-class ClusterGCNConv(torch.nn.Module):
+class ClusterGCNConv(ConvModule):
     r"""The convolution of `Chiang et al., "Cluster-GCN: An Efficient Algorithm for Training
     Deep and Large Graph Convolutional Networks" (KDD 2019)
     <https://arxiv.org/abs/1905.07953>`_:

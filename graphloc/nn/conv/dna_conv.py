@@ -13,6 +13,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
     check_dropouts,
@@ -24,7 +25,7 @@ from graphloc.nn.conv._utils import (
 from graphloc.nn.conv.gcn import cached_normalisation, clear_normalisation_cache
 
 
-class DNAConv(torch.nn.Module):
+class DNAConv(ConvModule):
     r"""The dynamic neighbourhood aggregation operator of `Fey, "Just Jump: Dynamic
     Neighborhood Aggregation in Graph Neural Networks" (ICLR 2019 workshop)
     <https://arxiv.org/abs/1904.04849>`_:

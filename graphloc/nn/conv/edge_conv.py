@@ -8,6 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_choice, check_int
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import (
     batch_pair,
     check_flow,
@@ -25,7 +26,7 @@ from graphloc.nn.conv._utils import (
 )
 
 
-class EdgeConv(torch.nn.Module):
+class EdgeConv(ConvModule):
     r"""The edge convolution of `Wang et al., "Dynamic Graph CNN for Learning on Point
     Clouds" (ACM TOG 2019) <https://arxiv.org/abs/1801.07829>`_:
 

@@ -8,6 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_inputs
 from graphloc.nn.conv._utils import check_input, check_sizes, linear
 from graphloc.nn.conv.gcn import cached_normalisation, clear_normalisation_cache
@@ -15,7 +16,7 @@ from graphloc.nn.conv.gcn import cached_normalisation, clear_normalisation_cache
 _AGGREGATORS = ("sum", "mean", "symnorm", "min", "max", "var", "std")
 
 
-class EGConv(torch.nn.Module):
+class EGConv(ConvModule):
     r"""The efficient graph convolution of `Tailor et al., "Do We Need Anisotropic Graph
     Neural Networks?" (ICLR 2022) <https://arxiv.org/abs/2104.01481>`_:
 

@@ -10,6 +10,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_number
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_dropouts, check_input, check_sizes, linear
 from graphloc.nn.conv.gat import pyg_loop_order
@@ -20,7 +21,7 @@ from graphloc.nn.conv.gcn import (
 )
 
 
-class FAConv(torch.nn.Module):
+class FAConv(ConvModule):
     r"""The frequency adaptive graph convolution of `Bo et al., "Beyond Low-frequency
     Information in Graph Convolutional Networks" (AAAI 2021)
     <https://arxiv.org/abs/2101.00797>`_:

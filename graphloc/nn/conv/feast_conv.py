@@ -9,6 +9,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.nn import aggr as aggregations
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_inputs, require_destination
 from graphloc.nn.conv._utils import (
     all_finite,
@@ -26,7 +27,7 @@ from graphloc.nn.conv.gat import fresh_self_loops
 _LINEAR_AGGREGATIONS = ("add", "sum", "mean")
 
 
-class FeaStConv(torch.nn.Module):
+class FeaStConv(ConvModule):
     r"""The feature-steered graph convolution of `Verma et al., "FeaStNet: Feature-Steered
     Graph Convolutions for 3D Shape Analysis" (CVPR 2018)
     <https://arxiv.org/abs/1706.05206>`_:

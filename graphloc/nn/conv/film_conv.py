@@ -12,6 +12,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_int
 from graphloc.nn import aggr as aggregations
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_inputs, relation_types
 from graphloc.nn.conv._utils import (
     check_networks,
@@ -28,7 +29,7 @@ from graphloc.nn.conv._utils import (
 _RELU = torch.nn.ReLU()
 
 
-class FiLMConv(torch.nn.Module):
+class FiLMConv(ConvModule):
     r"""The FiLM graph convolution of `Brockschmidt, "GNN-FiLM: Graph Neural Networks with
     Feature-wise Linear Modulation" (ICML 2020) <https://arxiv.org/abs/1906.12192>`_:
 

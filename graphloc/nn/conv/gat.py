@@ -12,6 +12,13 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import caller_stacklevel, check_flags
 from graphloc.graph import Graph
+from graphloc.nn.conv._base import (
+    ConvModule,
+    attention_hooked,
+    explain_mask,
+    explained_output,
+    report_attention,
+)
 from graphloc.nn.conv._inputs import (
     check_edge_rows,
     check_flow,
@@ -256,6 +263,50 @@ def pyg_loop_order(graph: Graph) -> tuple[Tensor, Tensor, Tensor]:
     return graph.cached("gat_pyg_edge_order", lambda: _pyg_edge_order(graph))
 
 
+def on_attention_graph(edge_mask: Tensor, pyg_order) -> Tensor:
+    """An explainer's mask on the caller's edges, on the edges of an attention layer's
+    graph: as is without added loops (``pyg_order`` None); else PyG's ``explain_message``
+    rule (the non-loop edges keep their entries, every fresh loop gets 1) in the order of
+    the graph sorted by destination."""
+    if pyg_order is None:
+        return edge_mask
+    pyg_edge_index, order, keep = pyg_order
+    kept = edge_mask[keep]
+    loops = kept.new_ones(pyg_edge_index.size(1) - kept.numel())
+    return torch.cat([kept, loops]).index_select(0, order)
+
+
+def attend(layer: torch.nn.Module, graph: Graph, score: Tensor, h: Tensor,
+           mask: Tensor | None, pyg_order, weights_needed: bool):
+    """``(out, alpha)`` of GAT's and GATv2's attention over ``graph``: the softmax of the
+    scores ``[E, H]`` per destination, dropped out in training (``layer.dropout``), each
+    edge's weights times an explainer's ``mask`` (caller's edges, ``on_attention_graph``),
+    and the weighted sum of ``h``; alpha where ``weights_needed`` or computed anyway."""
+    dropping = layer.dropout > 0 and layer.training
+    if not dropping and mask is None:
+        out = ops.segment_attention(graph, score, h, return_weights=weights_needed)
+        return out if weights_needed else (out, None)
+    alpha = ops.segment_softmax(graph, score)
+    if dropping:
+        alpha = ops.dropout(alpha, p=layer.dropout)
+    if mask is None:
+        return ops.spmm(graph, h, alpha), alpha
+    return ops.spmm(graph, h, alpha * on_attention_graph(mask, pyg_order).unsqueeze(-1)), alpha
+
+
+def attention_result(layer: torch.nn.Module, inputs, graph: Graph, pyg_order, out: Tensor,
+                     alpha: Tensor | None, return_attention_weights: bool, reported: bool):
+    """An attention conv's return: ``out`` (through the explainers' output hooks), with its
+    weights where asked for; the weights also go to the explainers' message hooks where
+    ``reported`` (``attention_hooked``)."""
+    if reported:
+        report_attention(layer, returned_weights(inputs, graph, pyg_order, alpha)[1])
+    out = explained_output(layer, out)
+    if not return_attention_weights:
+        return out
+    return out, returned_weights(inputs, graph, pyg_order, alpha)
+
+
 def returned_weights(inputs, graph: Graph, pyg_order, alpha: Tensor):
     """``(edge_index, alpha)`` in PyG's edge order (the layer's graph's, without added
     loops), or PyG's sparse adjacency form."""
@@ -266,7 +317,7 @@ def returned_weights(inputs, graph: Graph, pyg_order, alpha: Tensor):
                                    torch.empty_like(alpha).index_copy(0, order, alpha))
 
 
-class GATConv(torch.nn.Module):
+class GATConv(ConvModule):
     r"""The graph attention operator of `Veličković et al., "Graph Attention Networks"
     (ICLR 2018) <https://arxiv.org/abs/1710.10903>`_:
 
@@ -314,6 +365,8 @@ class GATConv(torch.nn.Module):
         edges used (self-loops included).
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int, heads: int = 1,
                  concat: bool = True, negative_slope: float = 0.2, dropout: float = 0.0,
                  add_self_loops: bool = True, edge_dim: int | None = None,
@@ -360,14 +413,18 @@ class GATConv(torch.nn.Module):
         H, C = self.heads, self.out_channels
         # PyG's rule: the weights are returned whenever the argument is given, even False
         return_attention_weights = return_attention_weights is not None
+        mask, reported = explain_mask(self, inputs), attention_hooked(self)
+        weights_needed = return_attention_weights or reported
         edge_attr = attention_edge_features(self, inputs, edge_attr)
         graph, edge_attr, stale, pyg_order = with_pyg_loops(
-            inputs, self.add_self_loops, edge_attr, self.fill_value, return_attention_weights)
+            inputs, self.add_self_loops, edge_attr, self.fill_value,
+            weights_needed or mask is not None)
         h, a_src, a_dst = self._project(x_src, x_dst, graph.num_nodes)
         dropping = self.dropout > 0 and self.training
-        if stale is None and edge_attr is None and not dropping and not return_attention_weights:
+        if stale is None and edge_attr is None and not dropping and not weights_needed \
+                and mask is None:
             out = ops.additive_attention(graph, a_src, a_dst, h, self.negative_slope)
-            return self._finish(inputs, out, x_dst)
+            return explained_output(self, self._finish(inputs, out, x_dst))
         score = ops.sddmm(graph, a_src, a_dst, "add")
         if self.lin_edge is not None and edge_attr is not None:
             e = mapped_edge_features(self, self.lin_edge, edge_attr).view(-1, H, C)
@@ -375,16 +432,10 @@ class GATConv(torch.nn.Module):
         score = F.leaky_relu(score, self.negative_slope)
         if stale is not None:
             score = score.masked_fill(stale.view(-1, *[1] * (score.dim() - 1)), float("-inf"))
-        if dropping:
-            alpha = ops.dropout(ops.segment_softmax(graph, score), p=self.dropout)
-            out = ops.spmm(graph, h, alpha)
-        else:
-            out = ops.segment_attention(graph, score, h, return_weights=return_attention_weights)
-            out, alpha = out if return_attention_weights else (out, None)
+        out, alpha = attend(self, graph, score, h, mask, pyg_order, weights_needed)
         out = self._finish(inputs, out, x_dst)
-        if not return_attention_weights:
-            return out
-        return out, returned_weights(inputs, graph, pyg_order, alpha)
+        return attention_result(self, inputs, graph, pyg_order, out, alpha,
+                                return_attention_weights, reported)
 
     def _finish(self, inputs, out: Tensor, x_dst: Tensor | None) -> Tensor:
         """The heads' outputs ``[N, H * C]`` concatenated or averaged, plus the residual

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_one_node_set, required_edge_feature_rows
 from graphloc.nn.conv._utils import (
     check_dropouts,
@@ -23,7 +24,7 @@ from graphloc.nn.conv._utils import (
 _SLOPE = 0.01
 
 
-class GATEConv(torch.nn.Module):
+class GATEConv(ConvModule):
     r"""The graph attention layer with edge features of `Xiong et al., "Pushing the
     Boundaries of Molecular Representation for Drug Discovery with the Graph Attention
     Mechanism" (J. Med. Chem. 2020) <https://pubs.acs.org/doi/10.1021/acs.jmedchem.9b00959>`_

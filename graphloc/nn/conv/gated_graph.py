@@ -10,13 +10,14 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import check_input, check_sizes
 
 _AGGREGATIONS = ("add", "sum", "mean", "max", "min")
 
 
-class GatedGraphConv(torch.nn.Module):
+class GatedGraphConv(ConvModule):
     r"""The gated graph convolution of `Li et al., "Gated Graph Sequence Neural Networks"
     (ICLR 2016) <https://arxiv.org/abs/1511.05493>`_:
 

@@ -9,6 +9,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.graph import Graph
+from graphloc.nn.conv._base import ConvModule, attention_hooked, explain_mask
 from graphloc.nn.conv._inputs import (
     check_flow,
     mapped_edge_features,
@@ -24,15 +25,16 @@ from graphloc.nn.conv._utils import (
     split_widths,
 )
 from graphloc.nn.conv.gat import (
+    attend,
     attention_edge_features,
+    attention_result,
     head_dots,
-    returned_weights,
     set_attention_options,
     with_pyg_loops,
 )
 
 
-class GATv2Conv(torch.nn.Module):
+class GATv2Conv(ConvModule):
     r"""The dynamic graph attention operator of `Brody et al., "How Attentive are Graph
     Attention Networks?" (ICLR 2022) <https://arxiv.org/abs/2105.14491>`_:
 
@@ -89,6 +91,8 @@ class GATv2Conv(torch.nn.Module):
         ``(edge_index, alpha [E', H])`` over the edges used (self-loops included).
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int, heads: int = 1,
                  concat: bool = True, negative_slope: float = 0.2, dropout: float = 0.0,
                  add_self_loops: bool = True, edge_dim: int | None = None,
@@ -134,26 +138,20 @@ class GATv2Conv(torch.nn.Module):
                              "ends of each edge (got a pair (x_src, None))")
         # PyG's rule: the weights are returned whenever the argument is given, even False
         return_attention_weights = return_attention_weights is not None
+        mask, reported = explain_mask(self, inputs), attention_hooked(self)
+        weights_needed = return_attention_weights or reported
         refuse_edge_attr_without_edge_dim(self, edge_attr)
         edge_attr = attention_edge_features(self, inputs, edge_attr)
         graph, edge_attr, stale, pyg_order = with_pyg_loops(
             inputs, self.add_self_loops, edge_attr, self.fill_value,
-            return_attention_weights)
+            weights_needed or mask is not None)
         h_src = self.lin_l(x_src)
         h_dst = h_src if self.share_weights and x_dst is x_src else self.lin_r(x_dst)
         score = self._scores(graph, h_src, h_dst, edge_attr, stale)
-        if self.dropout > 0 and self.training:
-            alpha = ops.dropout(ops.segment_softmax(graph, score), p=self.dropout)
-            out = ops.spmm(graph, h_src, alpha)
-        else:
-            out = ops.segment_attention(graph, score, h_src,
-                                        return_weights=return_attention_weights)
-            out, alpha = out if return_attention_weights else (out, None)
-        out = self._finish(out, x_dst)
-        out = inputs.node_output(out)
-        if not return_attention_weights:
-            return out
-        return out, returned_weights(inputs, graph, pyg_order, alpha)
+        out, alpha = attend(self, graph, score, h_src, mask, pyg_order, weights_needed)
+        out = inputs.node_output(self._finish(out, x_dst))
+        return attention_result(self, inputs, graph, pyg_order, out, alpha,
+                                return_attention_weights, reported)
 
     def _scores(self, graph: Graph, h_src: Tensor, h_dst: Tensor, edge_attr: Tensor | None,
                 stale: Tensor | None) -> Tensor:

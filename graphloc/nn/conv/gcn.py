@@ -9,6 +9,12 @@ from torch import Tensor
 
 from graphloc.checks import caller_stacklevel, check_flags
 from graphloc.graph import Graph
+from graphloc.nn.conv._base import (
+    ConvModule,
+    explain_mask,
+    explained_output,
+    masked_weights,
+)
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
     check_input,
@@ -19,7 +25,7 @@ from graphloc.nn.conv._utils import (
 )
 
 
-class GCNConv(torch.nn.Module):
+class GCNConv(ConvModule):
     r"""The graph convolution of `Kipf & Welling, "Semi-Supervised Classification with Graph
     Convolutional Networks" (ICLR 2017) <https://arxiv.org/abs/1609.02907>`_:
 
@@ -61,6 +67,8 @@ class GCNConv(torch.nn.Module):
         weights), optional ``edge_weight [E]``. output: ``[N, out_channels]``
         (``[B, N, out_channels]``). ``in_channels=-1`` infers the width at the first call.
     """
+
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
 
     def __init__(self, in_channels: int, out_channels: int, improved: bool = False,
                  cached: bool = False, add_self_loops: bool | None = None,
@@ -106,8 +114,10 @@ class GCNConv(torch.nn.Module):
             graph, edge_weight = with_sparse_adjacency_loops(
                 graph, edge_weight, 2.0 if self.improved else 1.0)
             add_loops = False
-        graph, edge_weight = self._normalized(graph, edge_weight, x.dtype, add_loops)
-        return inputs.node_output(self._propagate(x, graph, edge_weight, None))
+        graph, edge_weight = self._normalized(graph, edge_weight, x.dtype, add_loops,
+                                              explain_mask(self, inputs))
+        return explained_output(self, inputs.node_output(self._propagate(x, graph, edge_weight,
+                                                                         None)))
 
     def forward_prefix(self, x: Tensor, graph: Graph, num_dst: int) -> Tensor:
         """``forward(x_all, graph)[:num_dst]`` where ``x`` holds the first rows of
@@ -118,19 +128,22 @@ class GCNConv(torch.nn.Module):
         return self._propagate(x, graph, edge_weight, num_dst)
 
     def _normalized(self, graph: Graph, edge_weight: Tensor | None, dtype,
-                    add_loops: bool | None = None):
+                    add_loops: bool | None = None, edge_mask: Tensor | None = None):
         """Kipf & Welling's weights (``add_loops``: ``gcn_norm``'s remaining self-loops,
-        by default ``add_self_loops``), from the cache where ``cached``."""
+        by default ``add_self_loops``), from the cache where ``cached``; each edge's
+        weight times an explainer's ``edge_mask`` where one is set (computed afresh)."""
         if self.normalize:
-            if self.cached and self._cached_edge_index is not None:
+            if self.cached and self._cached_edge_index is not None and edge_mask is None:
                 return self._cached_edge_index
             add_loops = self.add_self_loops if add_loops is None else add_loops
             # PyG's gcn_norm forgets the fill value of 2 when there are no weights
             improved = self.improved and not (self.pyg_improved_loops and edge_weight is None)
-            graph, edge_weight = graph.gcn_norm(add_loops, improved, edge_weight, dtype=dtype)
-            if self.cached:
+            graph, edge_weight = graph.gcn_norm(add_loops, improved, edge_weight, dtype=dtype,
+                                                edge_mask=edge_mask)
+            if self.cached and edge_mask is None:
                 self._cached_edge_index = (graph, edge_weight)
-        return graph, edge_weight
+            return graph, edge_weight
+        return graph, masked_weights(edge_weight, edge_mask)
 
     def _propagate(self, x: Tensor, graph: Graph, edge_weight: Tensor | None,
                    num_dst: int | None) -> Tensor:

@@ -9,6 +9,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_input, check_sizes, glorot
 from graphloc.nn.conv.gcn import (
@@ -18,7 +19,7 @@ from graphloc.nn.conv.gcn import (
 )
 
 
-class GCN2Conv(torch.nn.Module):
+class GCN2Conv(ConvModule):
     r"""The graph convolution with initial residual and identity mapping of `Chen et al.,
     "Simple and Deep Graph Convolutional Networks" (ICML 2020)
     <https://arxiv.org/abs/2007.02133>`_:

@@ -8,6 +8,7 @@ from torch import Tensor
 
 from graphloc.checks import check_flags, check_number, keyword_arguments
 from graphloc.nn import aggr as aggregations
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import (
     check_flow,
     edge_features_from,
@@ -28,7 +29,7 @@ _NORMS = {"batch": lambda width: torch.nn.BatchNorm1d(width, affine=True),
           "instance": lambda width: torch.nn.InstanceNorm1d(width, affine=False)}
 
 
-class GENConv(torch.nn.Module):
+class GENConv(ConvModule):
     r"""The GENeralized Graph Convolution of `Li et al., "DeeperGCN: All You Need to Train
     Deeper GCNs" (2020) <https://arxiv.org/abs/2006.07739>`_:
 

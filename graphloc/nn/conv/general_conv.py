@@ -10,6 +10,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_choice, check_flags
 from graphloc.nn import aggr as aggregations
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import (
     check_flow,
     edge_feature_rows,
@@ -31,7 +32,7 @@ from graphloc.nn.conv._utils import (
 _NEGATIVE_SLOPE = 0.2  # PyG's, fixed
 
 
-class GeneralConv(torch.nn.Module):
+class GeneralConv(ConvModule):
     r"""The general GNN layer of `You et al., "Design Space for Graph Neural Networks"
     (NeurIPS 2020) <https://arxiv.org/abs/2011.08843>`_ (GraphGym):
 

@@ -8,6 +8,12 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags, check_number, keyword_arguments
 from graphloc.nn import aggr as aggregations
+from graphloc.nn.conv._base import (
+    ConvModule,
+    explain_mask,
+    explained_output,
+    masked_weights,
+)
 from graphloc.nn.conv._inputs import (
     check_flow,
     edge_features_from,
@@ -23,7 +29,9 @@ from graphloc.nn.conv._utils import (
 )
 
 
-class _GINBase(torch.nn.Module):
+class _GINBase(ConvModule):
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, nn: torch.nn.Module, eps: float, train_eps: bool,
                  aggr_module: torch.nn.Module | None = None, flow: str = "source_to_target"):
         super().__init__()
@@ -97,12 +105,13 @@ class GINConv(_GINBase):
         inputs = read_inputs(self, x, edge_index, size)
         x_src, x_dst = checked_features(self, inputs, None)
         check_first_linear(self, self.nn, x_src.size(1), f"x has {x_src.size(1)} features")
-        out = self.aggr_module(inputs.graph, x_src, weights_from(self, inputs, None))
+        weight = masked_weights(weights_from(self, inputs, None), explain_mask(self, inputs))
+        out = self.aggr_module(inputs.graph, x_src, weight)
         if x_dst is not None:
             # In place on a fused reduce's fresh output (no backward reads it): one buffer.
             out = out.addcmul_(x_dst, 1 + self.eps) if self.aggr_module.fresh_output \
                 else out + (1 + self.eps) * x_dst
-        return inputs.node_output(self.nn(out))
+        return explained_output(self, inputs.node_output(self.nn(out)))
 
 
 class GINEConv(_GINBase):
@@ -164,8 +173,11 @@ class GINEConv(_GINBase):
         messages = relu_edge_messages(self, graph, x_src, edge_attr, self.lin)  # (names a
         # width the edge map does not give)
         check_first_linear(self, self.nn, x_src.size(1), f"x has {x_src.size(1)} features")
+        mask = explain_mask(self, inputs)
+        if mask is not None:
+            messages = messages * graph.to_csr_order(mask).unsqueeze(-1)
         out = ops.segment_reduce(messages, graph.csr.indptr, "sum")
         if x_dst is not None:
             out = out + (1 + self.eps) * x_dst
-        return inputs.node_output(self.nn(out))
+        return explained_output(self, inputs.node_output(self.nn(out)))
 

@@ -9,6 +9,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
 from graphloc.nn import aggr as aggregations
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_inputs, required_edge_feature_rows
 from graphloc.nn.conv._utils import (
     check_sizes,
@@ -26,7 +27,7 @@ _EPS = 1e-15
 _LINEAR_AGGREGATIONS = ("add", "sum", "mean")
 
 
-class GMMConv(torch.nn.Module):
+class GMMConv(ConvModule):
     r"""The Gaussian mixture model convolution of `Monti et al., "Geometric Deep Learning on
     Graphs and Manifolds using Mixture Model CNNs" (CVPR 2017)
     <https://arxiv.org/abs/1611.08402>`_ (MoNet):

@@ -7,11 +7,17 @@ from torch import Tensor
 
 from graphloc.checks import check_flags, keyword_arguments
 from graphloc.nn import aggr as aggregations
+from graphloc.nn.conv._base import (
+    ConvModule,
+    explain_mask,
+    explained_output,
+    masked_weights,
+)
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import check_sizes, checked_features, linear, split_widths
 
 
-class GraphConv(torch.nn.Module):
+class GraphConv(ConvModule):
     r"""The graph convolution of `Morris et al., "Weisfeiler and Leman Go Neural: Higher-order
     Graph Neural Networks" (AAAI 2019) <https://arxiv.org/abs/1810.02244>`_:
 
@@ -44,6 +50,8 @@ class GraphConv(torch.nn.Module):
         ``[N, out_channels]`` (``[N_dst, out_channels]``).
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int, aggr="add",
                  bias: bool = True, aggr_kwargs: dict | None = None,
                  flow: str = "source_to_target"):
@@ -75,10 +83,11 @@ class GraphConv(torch.nn.Module):
         weight = weights_from(self, inputs, edge_weight)
         if weight is not None:
             weight = weight.to(x_src.dtype)
+        weight = masked_weights(weight, explain_mask(self, inputs))
         out = self.lin_rel(self.aggr_module(inputs.graph, x_src, weight))
         if x_dst is not None:
             out = out + self.lin_root(x_dst)
-        return inputs.node_output(out)
+        return explained_output(self, inputs.node_output(out))
 
     def __repr__(self) -> str:  # PyG's
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"

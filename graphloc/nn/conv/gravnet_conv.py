@@ -11,11 +11,12 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_int
 from graphloc.graph import Graph
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import batch_pair, point_pair
 from graphloc.nn.conv._utils import check_input, check_sizes, linear
 
 
-class GravNetConv(torch.nn.Module):
+class GravNetConv(ConvModule):
     r"""The GravNet operator of `Qasim et al., "Learning Representations of Irregular
     Particle-detector Geometry with Distance-weighted Graph Networks" (EPJ C 2019)
     <https://arxiv.org/abs/1902.07987>`_: each point is placed in a learned space

@@ -11,12 +11,13 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.nn.conv import _hetero as hetero
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_dropouts, glorot
 from graphloc.nn.conv.gat import head_dots
 
 
-class HANConv(torch.nn.Module):
+class HANConv(ConvModule):
     r"""The heterogeneous graph attention operator of `Wang et al., "Heterogeneous Graph
     Attention Network" (WWW 2019) <https://arxiv.org/abs/1903.07293>`_, as PyG's
     ``HANConv``. Each node type's features go through its own Linear, ``h = W_tau x``

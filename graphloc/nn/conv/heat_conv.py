@@ -16,6 +16,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags, check_index
 from graphloc.graph import Graph
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import (
     check_edge_rows,
     check_flow,
@@ -34,7 +35,7 @@ from graphloc.nn.conv._utils import (
 _LEAKY = torch.nn.functional.leaky_relu
 
 
-class HEATConv(torch.nn.Module):
+class HEATConv(ConvModule):
     r"""The heterogeneous edge-enhanced graph attention operator of `Mo et al.,
     "Multi-Agent Trajectory Prediction with Heterogeneous Edge-Enhanced Graph Attention
     Network" (IEEE T-ITS 2022) <https://arxiv.org/abs/2106.07161>`_:

@@ -13,6 +13,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.graph import graph_of_edges
 from graphloc.nn.conv import _hetero as hetero
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow
 
 
@@ -70,7 +71,7 @@ class RelationMaps(torch.nn.Module):
                                 self.channels)[:, relation]
 
 
-class HGTConv(torch.nn.Module):
+class HGTConv(ConvModule):
     r"""The heterogeneous graph transformer operator of `Hu et al., "Heterogeneous Graph
     Transformer" (WWW 2020) <https://arxiv.org/abs/2003.01332>`_, as PyG's ``HGTConv``.
     For a node ``i`` of type :math:`\tau` and head ``h`` (width ``D = C / H``), with

@@ -11,6 +11,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_choice, check_flags, check_int
 from graphloc.graph import degree_power, graph_of_edges
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._utils import (
     all_finite,
     can_branch_on_values,
@@ -22,7 +23,7 @@ from graphloc.nn.conv._utils import (
 )
 
 
-class HypergraphConv(torch.nn.Module):
+class HypergraphConv(ConvModule):
     r"""The hypergraph convolution of `Bai et al., "Hypergraph Convolution and Hypergraph
     Attention" (Pattern Recognition 2021) <https://arxiv.org/abs/1901.08150>`_:
 

@@ -16,6 +16,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.graph import Graph
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.dropout import Dropout
 
 MetaPath = tuple[tuple[str, str, str], ...]
@@ -41,7 +42,7 @@ def _xavier(weight: Tensor, gain: float) -> None:
     torch.nn.init.xavier_normal_(weight, gain=gain)
 
 
-class LATTEConv(torch.nn.Module):
+class LATTEConv(ConvModule):
     """Relation-level and neighbour-level attention of one LATTE layer.
 
     For each node u of type tau, with left and right projections l_u = W^L_tau h_u and

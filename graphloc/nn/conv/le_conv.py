@@ -8,6 +8,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.graph import Graph
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
     all_finite,
@@ -19,7 +20,7 @@ from graphloc.nn.conv._utils import (
 )
 
 
-class LEConv(torch.nn.Module):
+class LEConv(ConvModule):
     r"""The local extremum graph convolution of `Ranjan et al., "ASAP: Adaptive Structure
     Aware Pooling for Learning Hierarchical Graph Representations" (AAAI 2020)
     <https://arxiv.org/abs/1911.07979>`_:

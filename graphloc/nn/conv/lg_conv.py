@@ -3,16 +3,16 @@ adjacency, no self-loops, no parameters."""
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
 
 
-class LGConv(torch.nn.Module):
+class LGConv(ConvModule):
     r"""The light graph convolution of `He et al., "LightGCN: Simplifying and Powering
     Graph Convolution Network for Recommendation" (SIGIR 2020)
     <https://arxiv.org/abs/2002.02126>`_:

@@ -15,6 +15,7 @@ import torch.utils.checkpoint
 from torch import Tensor
 
 from graphloc.checks import check_flags, check_number
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._utils import (
     as_graph,
     check_input,
@@ -23,7 +24,7 @@ from graphloc.nn.conv._utils import (
 )
 
 
-class LiftConv(torch.nn.Module):
+class LiftConv(ConvModule):
     r"""One step of the Joukowski recurrence, with a per-channel coefficient
     :math:`\rho = \rho_{max} \tanh(r) \in (-\rho_{max}, \rho_{max})`:
 

@@ -8,6 +8,7 @@ from torch import Tensor
 
 from graphloc.checks import check_flags, check_int
 from graphloc.graph import Graph
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_inputs
 from graphloc.nn.conv._utils import (
     check_sizes,
@@ -18,7 +19,7 @@ from graphloc.nn.conv._utils import (
 )
 
 
-class MFConv(torch.nn.Module):
+class MFConv(ConvModule):
     r"""The graph convolution of `Duvenaud et al., "Convolutional Networks on Graphs for
     Learning Molecular Fingerprints" (NeurIPS 2015) <https://arxiv.org/abs/1509.09292>`_:
 

@@ -8,12 +8,13 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, is_int_at_least
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_sizes, linear
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
 
 
-class MixHopConv(torch.nn.Module):
+class MixHopConv(ConvModule):
     r"""The mix-hop graph convolution of `Abu-El-Haija et al., "MixHop: Higher-Order Graph
     Convolutional Architectures via Sparsified Neighborhood Mixing" (ICML 2019)
     <https://arxiv.org/abs/1905.00067>`_:

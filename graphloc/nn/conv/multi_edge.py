@@ -15,6 +15,7 @@ from torch.nn.utils.rnn import PackedSequence
 from graphloc import ops
 from graphloc.graph import Graph
 from graphloc.nn.aggr import degree_averages
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._utils import check_input, check_sizes
 from graphloc.nn.conv.gin import GINEConv
 
@@ -194,7 +195,7 @@ def _directed(graph: Graph, reverse: bool) -> Graph:
                                                        num_nodes=graph.num_nodes))
 
 
-class MultiEdgeConv(torch.nn.Module):
+class MultiEdgeConv(ConvModule):
     r"""One MEGA-GNN layer on node states ``x [N, C]`` and per-edge states ``e [E, C]``:
 
     .. math::

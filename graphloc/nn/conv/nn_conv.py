@@ -10,6 +10,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.nn import aggr as aggregations
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_inputs, required_edge_feature_rows
 from graphloc.nn.conv._utils import (
     all_finite,
@@ -30,7 +31,7 @@ from graphloc.nn.conv._utils import (
 _LINEAR_AGGREGATIONS = ("add", "sum", "mean")
 
 
-class NNConv(torch.nn.Module):
+class NNConv(ConvModule):
     r"""The edge-conditioned convolution of `Gilmer et al., "Neural Message Passing for
     Quantum Chemistry" (ICML 2017) <https://arxiv.org/abs/1704.01212>`_ and `Simonovsky and
     Komodakis, "Dynamic Edge-Conditioned Filters in Convolutional Neural Networks on

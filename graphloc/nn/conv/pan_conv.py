@@ -8,11 +8,12 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_fits_in_memory
 from graphloc.graph import Graph
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_one_node_set, weights_from
 from graphloc.nn.conv._utils import check_input, check_sizes, linear
 
 
-class PANConv(torch.nn.Module):
+class PANConv(ConvModule):
     r"""The path integral based convolution of `Ma et al., "Path Integral Based Convolution
     and Pooling for Graph Neural Networks" (NeurIPS 2020)
     <https://arxiv.org/abs/2006.16811>`_, as PyG's ``PANConv``:

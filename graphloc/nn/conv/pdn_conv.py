@@ -8,12 +8,13 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, edge_feature_rows, read_inputs
 from graphloc.nn.conv._utils import check_input, check_sizes, glorot
 from graphloc.nn.conv.gcn import normalized_call_graph
 
 
-class PDNConv(torch.nn.Module):
+class PDNConv(ConvModule):
     r"""The pathfinder discovery network convolution of `Rozemberczki et al.,
     "Pathfinder Discovery Networks for Neural Message Passing" (WWW 2021)
     <https://arxiv.org/abs/2010.12878>`_:

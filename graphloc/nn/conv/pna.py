@@ -7,6 +7,7 @@ from torch import Tensor
 
 from graphloc.checks import check_flags, keyword_arguments
 from graphloc.nn import aggr as aggregations
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import (
     check_edge_rows,
     check_flow,
@@ -28,7 +29,7 @@ from graphloc.nn.conv._utils import (
 _SPLIT_AGGREGATORS = ("sum", "mean", "min", "max", "var", "std")
 
 
-class PNAConv(torch.nn.Module):
+class PNAConv(ConvModule):
     r"""The Principal Neighbourhood Aggregation conv of `Corso et al., "Principal
     Neighbourhood Aggregation for Graph Nets" (NeurIPS 2020)
     <https://arxiv.org/abs/2004.05718>`_:

@@ -9,6 +9,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_choice, check_flags
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_inputs
 from graphloc.nn.conv._utils import (
     PYG_REDUCTIONS,
@@ -22,7 +23,7 @@ from graphloc.nn.conv._utils import (
 from graphloc.nn.conv.gat import fresh_self_loops
 
 
-class PointNetConv(torch.nn.Module):
+class PointNetConv(ConvModule):
     r"""The PointNet set layer of `Qi et al., "PointNet++: Deep Hierarchical Feature
     Learning on Point Sets in a Metric Space" (NeurIPS 2017)
     <https://arxiv.org/abs/1706.02413>`_ (and PointNet, CVPR 2017):

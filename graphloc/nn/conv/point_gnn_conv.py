@@ -10,6 +10,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_choice
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_inputs
 from graphloc.nn.conv._utils import (
     PYG_REDUCTIONS,
@@ -32,7 +33,7 @@ _ROW_WISE = (torch.nn.Linear, torch.nn.Identity, torch.nn.ReLU, torch.nn.LeakyRe
              torch.nn.Softplus, torch.nn.LayerNorm, torch.nn.Sequential)
 
 
-class PointGNNConv(torch.nn.Module):
+class PointGNNConv(ConvModule):
     r"""The Point-GNN operator of `Shi and Rajkumar, "Point-GNN: Graph Neural Network for
     3D Object Detection in a Point Cloud" (CVPR 2020) <https://arxiv.org/abs/2003.01251>`_:
 

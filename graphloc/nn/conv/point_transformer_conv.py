@@ -8,12 +8,13 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_inputs, require_destination
 from graphloc.nn.conv._utils import check_input, check_networks, check_sizes, linear, reset_like_pyg
 from graphloc.nn.conv.gat import fresh_self_loops
 
 
-class PointTransformerConv(torch.nn.Module):
+class PointTransformerConv(ConvModule):
     r"""The Point Transformer layer of `Zhao et al., "Point Transformer" (ICCV 2021)
     <https://arxiv.org/abs/2012.09164>`_, as PyG's ``PointTransformerConv``:
 

@@ -9,6 +9,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.graph import Graph
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import (
     check_flow,
     edge_features_from,
@@ -27,7 +28,7 @@ from graphloc.nn.conv._utils import (
 _SIGMOID = torch.nn.Sigmoid()
 
 
-class ResGatedGraphConv(torch.nn.Module):
+class ResGatedGraphConv(ConvModule):
     r"""The residual gated graph convolution of `Bresson and Laurent, "Residual Gated Graph
     ConvNets" (2017) <https://arxiv.org/abs/1711.07553>`_:
 

@@ -10,6 +10,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_choice, check_flags
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import (
     check_flow,
     edge_feature_rows,
@@ -33,7 +34,7 @@ _MECHANISMS = ("across-relation", "within-relation")
 _MODES = ("additive-self-attention", "multiplicative-self-attention")
 
 
-class RGATConv(torch.nn.Module):
+class RGATConv(ConvModule):
     r"""The relational graph attention operator of `Busbridge et al., "Relational Graph
     Attention Networks" (2019) <https://arxiv.org/abs/1904.05811>`_, as PyG's ``RGATConv``
     in all its forms. With :math:`\mathbf{g}_{j,r} = \mathbf{x}_j \mathbf{W}_r` (``H``

@@ -8,6 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_index
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_inputs, relation_types, weights_from
 from graphloc.nn.conv._utils import (
     check_sizes,
@@ -17,7 +18,7 @@ from graphloc.nn.conv._utils import (
 )
 
 
-class RGCNConv(torch.nn.Module):
+class RGCNConv(ConvModule):
     r"""The relational graph convolution of `Schlichtkrull et al., "Modeling Relational Data
     with Graph Convolutional Networks" (ESWC 2018) <https://arxiv.org/abs/1703.06103>`_:
 

@@ -8,6 +8,12 @@ from torch import Tensor
 
 from graphloc.checks import check_flags, keyword_arguments
 from graphloc.nn import aggr as aggregations
+from graphloc.nn.conv._base import (
+    ConvModule,
+    explain_mask,
+    explained_output,
+    masked_weights,
+)
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
     check_sizes,
@@ -19,7 +25,7 @@ from graphloc.nn.conv._utils import (
 from graphloc.ops import autocast_enabled
 
 
-class SAGEConv(torch.nn.Module):
+class SAGEConv(ConvModule):
     r"""The GraphSAGE operator of `Hamilton et al., "Inductive Representation Learning on
     Large Graphs" (NeurIPS 2017) <https://arxiv.org/abs/1706.02216>`_:
 
@@ -58,6 +64,8 @@ class SAGEConv(torch.nn.Module):
         optionally ``size=(N_src, N_dst)``. output: ``[N, out_channels]``
         (``[N_dst, out_channels]``).
     """
+
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
 
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int, aggr="mean",
                  normalize: bool = False, root_weight: bool = True, project: bool = False,
@@ -101,7 +109,7 @@ class SAGEConv(torch.nn.Module):
         x_src, x_dst = checked_features(self, inputs, self.in_channels)
         if self.lin is not None:
             x_src = self.lin(x_src).relu()
-        weight = weights_from(self, inputs, None)
+        weight = masked_weights(weights_from(self, inputs, None), explain_mask(self, inputs))
         out = self.lin_l(self.aggr_module(inputs.graph, x_src, weight))
         lin_r = root_map(self, "lin_r")
         if lin_r is not None and x_dst is not None:
@@ -115,7 +123,7 @@ class SAGEConv(torch.nn.Module):
             out = out.addmm_(root, weight)
         if self.normalize:
             out = F.normalize(out, p=2.0, dim=-1)
-        return inputs.node_output(out)
+        return explained_output(self, inputs.node_output(out))
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "

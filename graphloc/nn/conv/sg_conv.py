@@ -11,12 +11,13 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import caller_stacklevel, check_flags, check_int
 from graphloc.graph import Graph
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_sizes, linear
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
 
 
-class SGConv(torch.nn.Module):
+class SGConv(ConvModule):
     r"""The simple graph convolution of `Wu et al., "Simplifying Graph Convolutional
     Networks" (ICML 2019) <https://arxiv.org/abs/1902.07153>`_:
 

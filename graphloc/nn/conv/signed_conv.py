@@ -8,11 +8,12 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_choice, check_flags
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_inputs
 from graphloc.nn.conv._utils import PYG_REDUCTIONS, check_sizes, checked_features_with_root
 
 
-class SignedConv(torch.nn.Module):
+class SignedConv(ConvModule):
     r"""The signed graph convolution of `Derr et al., "Signed Graph Convolutional Network"
     (ICDM 2018) <https://arxiv.org/abs/1808.06354>`_. The first layer
     (``first_aggr=True``):

@@ -8,6 +8,7 @@ from torch import Tensor
 
 from graphloc.checks import keyword_arguments
 from graphloc.nn import aggr as aggregations
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import checked_features
 from graphloc.nn.conv.gcn import with_sparse_adjacency_loops
@@ -15,7 +16,7 @@ from graphloc.nn.conv.gcn import with_sparse_adjacency_loops
 _COMBINATIONS = ("sum", "cat", "self_loop", None)
 
 
-class SimpleConv(torch.nn.Module):
+class SimpleConv(ConvModule):
     r"""Parameter-free propagation, as PyG's ``SimpleConv``:
 
     .. math::

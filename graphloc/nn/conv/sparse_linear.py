@@ -9,12 +9,13 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_sizes
 from graphloc.nn.conv.gcn import read_weighted_call
 
 
-class SparseLinear(torch.nn.Module):
+class SparseLinear(ConvModule):
     r"""The adjacency Linear of `Lim et al., "Large Scale Learning on Non-Homophilous
     Graphs: New Benchmarks and Strong Simple Methods" (NeurIPS 2021)
     <https://arxiv.org/abs/2110.14446>`_ (LINKX's :math:`\mathrm{MLP}_A` input layer):

@@ -12,6 +12,7 @@ from torch.utils.checkpoint import checkpoint
 from graphloc import ops
 from graphloc.checks import check_choice, check_flags, check_int
 from graphloc.graph import Graph
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_inputs, required_edge_feature_rows
 from graphloc.nn.conv._utils import (
     PYG_REDUCTIONS,
@@ -32,7 +33,7 @@ from graphloc.ops.spline import (
 _CHUNK_SUMS = 1 << 23
 
 
-class SplineConv(torch.nn.Module):
+class SplineConv(ConvModule):
     r"""The spline-based convolution of `Fey et al., "SplineCNN: Fast Geometric Deep
     Learning with Continuous B-Spline Kernels" (CVPR 2018)
     <https://arxiv.org/abs/1711.08920>`_:

@@ -13,6 +13,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_choice, check_flags, check_index, check_int, check_number
 from graphloc.graph import Graph
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_one_node_set
 from graphloc.nn.conv._utils import (
     check_dropouts,
@@ -24,7 +25,7 @@ from graphloc.nn.conv._utils import (
 from graphloc.nn.conv.gat import fresh_self_loops, head_dots, pyg_loop_order
 
 
-class SuperGATConv(torch.nn.Module):
+class SuperGATConv(ConvModule):
     r"""The self-supervised graph attention operator of `Kim and Oh, "How to Find Your
     Friendly Neighborhood: Graph Attention Design with Self-Supervision" (ICLR 2021)
     <https://openreview.net/forum?id=Wi5KUNlqWty>`_, as PyG's ``SuperGATConv``. With

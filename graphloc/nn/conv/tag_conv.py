@@ -8,12 +8,13 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_sizes, linear
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
 
 
-class TAGConv(torch.nn.Module):
+class TAGConv(ConvModule):
     r"""The topology adaptive graph convolution of `Du et al., "Topology Adaptive Graph
     Convolutional Networks" (2017) <https://arxiv.org/abs/1710.10370>`_:
 

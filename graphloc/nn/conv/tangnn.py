@@ -26,6 +26,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.graph import Graph
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._utils import check_dropouts, check_input, check_sizes
 from graphloc.nn.conv.sage import SAGEConv
 from graphloc.nn.dropout import Dropout
@@ -264,7 +265,7 @@ def sample_in_edges(graph: Graph, k: int, generator: torch.Generator | None = No
     return Graph(graph.edge_index[:, keep], num_nodes=graph.num_nodes)
 
 
-class TANGNNLayer(torch.nn.Module):
+class TANGNNLayer(ConvModule):
     r"""One TANGNN layer: :math:`\mathbf{h}'_v = \mathrm{ReLU}(\mathbf{W}
     [\mathrm{SAGE}(\mathbf{h})_v \Vert \mathbf{t}_v])` with :math:`\mathbf{t}` from
     :class:`TopMAttention` and a mean GraphSAGE over at most ``sample_size`` uniformly

@@ -9,6 +9,13 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
+from graphloc.nn.conv._base import (
+    ConvModule,
+    attention_hooked,
+    explain_mask,
+    explained_output,
+    report_attention,
+)
 from graphloc.nn.conv._inputs import (
     check_edge_rows,
     check_flow,
@@ -26,7 +33,7 @@ from graphloc.nn.conv._utils import (
 )
 
 
-class TransformerConv(torch.nn.Module):
+class TransformerConv(ConvModule):
     r"""The graph transformer operator of `Shi et al., "Masked Label Prediction: Unified
     Message Passing Model for Semi-Supervised Classification" (IJCAI 2021)
     <https://arxiv.org/abs/2009.03509>`_:
@@ -69,6 +76,8 @@ class TransformerConv(torch.nn.Module):
         also ``(edge_index, alpha [E, H])``, or for a sparse ``adj_t`` the weights as a
         sparse tensor of its layout. ``in_channels=-1`` infers the widths at the first call.
     """
+
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
 
     # PyG keeps the attention weights there between calls; graphloc never stores them.
     _alpha = None
@@ -117,19 +126,23 @@ class TransformerConv(torch.nn.Module):
             .view(-1, self.heads, self.out_channels)
 
     def _attend(self, graph, query: Tensor, key: Tensor, value: Tensor, edge: Tensor | None,
-                need_weights: bool) -> tuple[Tensor, Tensor | None]:
+                need_weights: bool, mask: Tensor | None) -> tuple[Tensor, Tensor | None]:
         """The attention over ``graph`` (``out``, and where asked for the weights ``[E, H]``
         in its edge order), run on its edges in CSR order: the scores go from sddmm to the
-        softmax without two permutations each way."""
+        softmax without two permutations each way. An explainer's ``mask`` scales each
+        edge's weighted message."""
         ordered = graph.in_csr_order()
         if edge is not None:
             edge = graph.to_csr_order(edge)
-        out, alpha = self._attend_in_order(ordered, query, key, value, edge, need_weights)
+        if mask is not None:
+            mask = graph.to_csr_order(mask).unsqueeze(-1)
+        out, alpha = self._attend_in_order(ordered, query, key, value, edge, need_weights,
+                                           mask)
         return out, graph.from_csr_order(alpha) if need_weights else None
 
-    def _attend_in_order(self, graph, query, key, value, edge, need_weights):
+    def _attend_in_order(self, graph, query, key, value, edge, need_weights, mask):
         score = ops.sddmm(graph, key, query, "dot")  # [E, H], query pre-scaled by 1/sqrt(C)
-        if edge is None and not (self.dropout > 0 and self.training):
+        if edge is None and mask is None and not (self.dropout > 0 and self.training):
             out = ops.segment_attention(graph, score, value, return_weights=need_weights)
             return out if need_weights else (out, None)
         dst = graph.edge_index[1]
@@ -137,6 +150,8 @@ class TransformerConv(torch.nn.Module):
             score = score + (query[dst] * edge).sum(-1)
         alpha = ops.segment_softmax(graph, score)
         dropped = ops.dropout(alpha, p=self.dropout, training=self.training)
+        if mask is not None:
+            dropped = dropped * mask
         out = ops.spmm(graph, value, dropped)
         if edge is not None:
             out = out + ops.scatter(dropped.unsqueeze(-1) * edge, dst, 0,
@@ -155,13 +170,14 @@ class TransformerConv(torch.nn.Module):
         edge_attr = edge_features_from(self, inputs, edge_attr) if self.lin_edge is not None \
             else None
         return_attention_weights = return_attention_weights is not None
+        mask, reported = explain_mask(self, inputs), attention_hooked(self)
         H, C = self.heads, self.out_channels
         query = (self.lin_query(x_dst) / math.sqrt(C)).view(-1, H, C)
         key = self.lin_key(x_src).view(-1, H, C)
         value = self.lin_value(x_src).view(-1, H, C)
         out, alpha = self._attend(graph, query, key, value,
                                   self._edge_features(graph, edge_attr),
-                                  return_attention_weights)
+                                  return_attention_weights or reported, mask)
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
         if self.root_weight:
             root = self.lin_skip(x_dst)
@@ -170,7 +186,9 @@ class TransformerConv(torch.nn.Module):
                 out = gate * root + (1 - gate) * out
             else:
                 out = out + root
-        out = inputs.node_output(out)
+        if reported:
+            report_attention(self, alpha)
+        out = explained_output(self, inputs.node_output(out))
         if return_attention_weights:
             return out, inputs.attention_output(graph.edge_index, alpha)
         return out

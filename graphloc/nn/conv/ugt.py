@@ -15,12 +15,13 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.graph import Graph
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._utils import check_dropouts, check_sizes
 
 ATTENTION_MODES = ("official", "softmax")
 
 
-class UGTLayer(torch.nn.Module):
+class UGTLayer(ConvModule):
     r"""One UGT layer on an attention graph with edge encodings:
 
     .. math::

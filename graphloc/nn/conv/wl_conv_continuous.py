@@ -3,16 +3,16 @@ each node's features averaged with the weighted mean of its neighbours'."""
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from graphloc import ops
 from graphloc.graph import degree_power
+from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import checked_features
 
 
-class WLConvContinuous(torch.nn.Module):
+class WLConvContinuous(ConvModule):
     r"""The continuous Weisfeiler-Lehman operator of `Togninalli et al., "Wasserstein
     Weisfeiler-Lehman Graph Kernels" (NeurIPS 2019) <https://arxiv.org/abs/1906.01277>`_:
 

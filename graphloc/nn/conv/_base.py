@@ -1,0 +1,200 @@
+"""The base of graphloc's convs, and the port through which PyG's explainers reach them.
+
+PyG's explainers (``GNNExplainer``, ``PGExplainer``, ``CaptumExplainer``,
+``AttentionExplainer``, ``GraphMaskExplainer``), ``get_num_hops`` and ``get_embeddings``
+find a model's graph layers with ``isinstance(module, MessagePassing)``. graphloc's convs
+do not derive from PyG (an optional dependency), so a model built with them was explained
+as if they were not there: ``get_num_hops`` counted none of them, an edge mask reached only
+the PyG layers of a mixed model (an explanation of part of the model, given without a word),
+and ``PGExplainer`` read the last PyG layer's embeddings as the model's.
+
+Where PyG is installed, each conv therefore carries an ``explain_port``: an empty
+``MessagePassing`` child, never called by the model, on which those tools set their edge
+mask and register their hooks. A conv that applies the mask (``explainable = True``) reads
+it from the port, relays its output to the port's forward hooks and its attention weights
+to its message hooks; any other conv refuses the explainer by name when the mask or a hook
+is set, so no layer is left out quietly. As in PyG, ``conv.explain = False`` leaves a conv
+out of an explanation on purpose.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import cache
+
+import torch
+from torch import Tensor
+
+
+class ConvModule(torch.nn.Module):
+    """A graphloc conv: a ``torch.nn.Module`` that PyG's explainers and hop counts see as
+    one message-passing layer (through its ``explain_port``, where PyG is installed).
+
+    ``explainable`` (class attribute): the conv's forward multiplies each message by an
+    explainer's edge mask (``explain_mask``) and ends with ``explained_output``."""
+
+    explainable: bool = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        port_class = _port_class()
+        if port_class is not None:
+            self.explain_port = port_class(type(self).__name__, type(self).explainable)
+
+    @property
+    def explain(self) -> bool | None:
+        """PyG's ``MessagePassing.explain``: True while an explainer's mask is set, False
+        to leave the conv out of explanations, None otherwise."""
+        port = self._modules.get("explain_port")
+        return None if port is None else port.explain
+
+    @explain.setter
+    def explain(self, value: bool | None) -> None:
+        port = self._modules.get("explain_port")
+        if port is None:
+            raise ValueError(f"{type(self).__name__}.explain: explanations need PyG "
+                             "(torch_geometric) installed when the conv is built")
+        port.explain = value
+
+
+@cache
+def _port_class():
+    """The port's class, defined once PyG is importable (None where it is not)."""
+    if importlib.util.find_spec("torch_geometric") is None:
+        return None
+    from torch_geometric.nn import MessagePassing
+
+    class ExplainPort(MessagePassing):
+        """Where PyG's explainers set their edge mask and hooks on a graphloc conv (its
+        ``explain_port``); the conv reads them. Called only to run forward hooks on the
+        conv's output."""
+
+        def __init__(self, owner: str, explainable: bool) -> None:
+            super().__init__()
+            self.owner, self.explainable = owner, explainable
+
+        def forward(self, out: Tensor) -> Tensor:
+            return out
+
+        def _refuse_unless_explainable(self, what: str) -> None:
+            if not self.explainable:
+                raise ValueError(
+                    f"{self.owner} does not take part in PyG's explanations ({what}): "
+                    f"graphloc applies an explainer's edge mask in {explainable_convs()}. "
+                    "Set the layer's explain = False to explain the model without it")
+
+        def _set_explain(self, value: bool | None) -> None:
+            if value is True:
+                self._refuse_unless_explainable("an edge mask")
+                if "explain_message" in self.__dict__:
+                    raise ValueError(
+                        f"{self.owner} does not run a replaced explain_message (as "
+                        "GraphMaskExplainer's): graphloc's convs form no per-edge messages")
+            MessagePassing.explain.fset(self, value)
+
+        explain = property(MessagePassing.explain.fget, _set_explain)
+
+        def register_forward_hook(self, hook, *args, **kwargs):
+            self._refuse_unless_explainable("a forward hook, as get_embeddings sets")
+            return super().register_forward_hook(hook, *args, **kwargs)
+
+        def register_forward_pre_hook(self, hook, *args, **kwargs):
+            self._refuse_unless_explainable("a forward pre-hook")
+            return super().register_forward_pre_hook(hook, *args, **kwargs)
+
+        def register_message_forward_hook(self, hook):
+            self._refuse_unless_explainable("a message hook, as AttentionExplainer sets")
+            return super().register_message_forward_hook(hook)
+
+        def __repr__(self) -> str:
+            return f"{type(self).__name__}({self.owner})"
+
+    # importable by name, so that models with ports pickle
+    ExplainPort.__qualname__, ExplainPort.__module__ = "ExplainPort", __name__
+    globals()["ExplainPort"] = ExplainPort
+    return ExplainPort
+
+
+def __getattr__(name: str):
+    if name == "ExplainPort" and _port_class() is not None:  # unpickling, before any conv
+        return _port_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def explainable_convs() -> str:
+    """The names of graphloc's convs that apply an explainer's edge mask."""
+    found, todo = set(), [ConvModule]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls.explainable and not cls.__name__.startswith("_") and \
+                cls.__module__.startswith("graphloc.nn.conv."):
+            found.add(cls.__name__)
+    return ", ".join(sorted(found))
+
+
+def is_explain_port(module: torch.nn.Module) -> bool:
+    """Whether ``module`` is a conv's ``explain_port`` (not a layer of the model)."""
+    port_class = _port_class()
+    return port_class is not None and isinstance(module, port_class)
+
+
+def _active_port(layer: torch.nn.Module):
+    port = layer._modules.get("explain_port")
+    return port if port is not None and port.explain is True else None
+
+
+def explain_mask(layer: torch.nn.Module, inputs) -> Tensor | None:
+    """The explainer's edge mask for a call (``inputs``, from ``read_inputs``): one entry
+    per edge of the caller's graph, in its order (repeated for a static batch's copies),
+    the sigmoid applied where the explainer asks; None outside an explanation. The conv
+    multiplies each of those edges' messages by it; as in PyG, the self-loops a conv adds
+    weigh 1 (and so do the caller's loops that it replaces)."""
+    port = _active_port(layer)
+    if port is None:
+        return None
+    if inputs.adj_layout is not None:
+        raise ValueError(f"{type(layer).__name__}: explanations take the graph as an "
+                         "edge_index (the explainer's mask follows its edges), not a "
+                         "torch.sparse adjacency")
+    num_edges = inputs.graph.num_edges // (inputs.batch or 1)
+    mask = port._edge_mask
+    if mask is None:
+        raise ValueError(f"{type(layer).__name__}: in explain mode without an edge mask "
+                         "(set it with torch_geometric.explain.algorithm.utils.set_masks)")
+    if mask.dim() != 1 or mask.numel() != num_edges:
+        raise ValueError(f"{type(layer).__name__}: the explainer's edge mask has shape "
+                         f"{list(mask.shape)}, but the layer was called with {num_edges} "
+                         "edges (one entry per edge of the explained edge_index)")
+    return inputs.edge_input(mask.sigmoid() if port._apply_sigmoid else mask)
+
+
+def masked_weights(weight: Tensor | None, mask: Tensor | None) -> Tensor | None:
+    """Per-edge message multipliers: the edge weights times the explainer's mask."""
+    if mask is None:
+        return weight
+    return mask if weight is None else weight * mask
+
+
+def attention_hooked(layer: torch.nn.Module) -> bool:
+    """Whether a tool hooked the conv's messages (``AttentionExplainer``): an attention
+    conv then gives it its weights (``report_attention``)."""
+    port = layer._modules.get("explain_port")
+    return port is not None and bool(port._message_forward_hooks)
+
+
+def report_attention(layer: torch.nn.Module, alpha: Tensor) -> None:
+    """Gives the attention weights (``[E, H]`` in PyG's edge order) to the message hooks
+    on the conv's port, as PyG's ``propagate`` gives them its ``message`` arguments."""
+    port = layer._modules["explain_port"]
+    for hook in list(port._message_forward_hooks.values()):
+        hook(port, ({"alpha": alpha},), None)
+
+
+def explained_output(layer: torch.nn.Module, out: Tensor) -> Tensor:
+    """``out``, passed through the port's forward hooks where a tool set some
+    (``get_embeddings``: the conv's output, as a PyG conv's forward hook sees it)."""
+    port = layer._modules.get("explain_port")
+    if port is None or not (port._forward_hooks or port._forward_pre_hooks):
+        return out
+    return port(out)

@@ -1,0 +1,284 @@
+"""PyG's explainers on graphloc's convs, against PyG's own convs with the same weights:
+edge masks on the messages, hop counts, embeddings, attention weights, whole explanations,
+and the refusals where a conv does not apply a mask."""
+
+import copy
+import pickle
+
+import pytest
+import torch
+import torch_geometric.nn as pyg
+from helpers import random_edge_index
+from torch_geometric.explain import Explainer
+from torch_geometric.explain.algorithm import (
+    AttentionExplainer,
+    GNNExplainer,
+    GraphMaskExplainer,
+    PGExplainer,
+)
+from torch_geometric.explain.algorithm.utils import clear_masks, set_masks
+from torch_geometric.utils import get_embeddings, get_num_hops
+
+import graphloc.nn as gl
+
+
+def mlp(width=6):
+    return torch.nn.Sequential(torch.nn.Linear(width, 5), torch.nn.ReLU(),
+                               torch.nn.Linear(5, 5))
+
+
+# (name, graphloc factory, PyG factory, edge features width or None, edge weights)
+EXPLAINABLE = [
+    ("gcn", lambda: gl.GCNConv(6, 5), lambda: pyg.GCNConv(6, 5), None, True),
+    ("gcn-improved", lambda: gl.GCNConv(6, 5, improved=True),
+     lambda: pyg.GCNConv(6, 5, improved=True), None, True),
+    ("gcn-no-loops", lambda: gl.GCNConv(6, 5, add_self_loops=False),
+     lambda: pyg.GCNConv(6, 5, add_self_loops=False), None, True),
+    ("gcn-raw", lambda: gl.GCNConv(6, 5, normalize=False),
+     lambda: pyg.GCNConv(6, 5, normalize=False), None, True),
+    ("gat", lambda: gl.GATConv(6, 3, heads=2), lambda: pyg.GATConv(6, 3, heads=2), None, False),
+    ("gat-mean", lambda: gl.GATConv(6, 3, heads=2, concat=False),
+     lambda: pyg.GATConv(6, 3, heads=2, concat=False), None, False),
+    ("gat-edges", lambda: gl.GATConv(6, 3, heads=2, edge_dim=2),
+     lambda: pyg.GATConv(6, 3, heads=2, edge_dim=2), 2, False),
+    ("gat-no-loops", lambda: gl.GATConv(6, 3, add_self_loops=False),
+     lambda: pyg.GATConv(6, 3, add_self_loops=False), None, False),
+    ("gatv2", lambda: gl.GATv2Conv(6, 3, heads=2), lambda: pyg.GATv2Conv(6, 3, heads=2), None,
+     False),
+    ("gatv2-edges", lambda: gl.GATv2Conv(6, 3, heads=2, edge_dim=2, concat=False),
+     lambda: pyg.GATv2Conv(6, 3, heads=2, edge_dim=2, concat=False), 2, False),
+    ("transformer", lambda: gl.TransformerConv(6, 3, heads=2),
+     lambda: pyg.TransformerConv(6, 3, heads=2), None, False),
+    ("transformer-edges", lambda: gl.TransformerConv(6, 3, heads=2, edge_dim=2, beta=True),
+     lambda: pyg.TransformerConv(6, 3, heads=2, edge_dim=2, beta=True), 2, False),
+    ("cheb", lambda: gl.ChebConv(6, 5, K=3), lambda: pyg.ChebConv(6, 5, K=3), None, True),
+    ("cheb-rw", lambda: gl.ChebConv(6, 5, K=2, normalization="rw"),
+     lambda: pyg.ChebConv(6, 5, K=2, normalization="rw"), None, False),
+    ("sage", lambda: gl.SAGEConv(6, 5), lambda: pyg.SAGEConv(6, 5), None, False),
+    ("sage-sum", lambda: gl.SAGEConv(6, 5, aggr="sum"), lambda: pyg.SAGEConv(6, 5, aggr="sum"),
+     None, False),
+    ("sage-max", lambda: gl.SAGEConv(6, 5, aggr="max"), lambda: pyg.SAGEConv(6, 5, aggr="max"),
+     None, False),
+    ("gin", lambda: gl.GINConv(mlp(), train_eps=True),
+     lambda: pyg.GINConv(mlp(), train_eps=True), None, False),
+    ("gine", lambda: gl.GINEConv(mlp(), edge_dim=2), lambda: pyg.GINEConv(mlp(), edge_dim=2),
+     2, False),
+    ("graph", lambda: gl.GraphConv(6, 5), lambda: pyg.GraphConv(6, 5), None, True),
+    ("graph-mean", lambda: gl.GraphConv(6, 5, aggr="mean"),
+     lambda: pyg.GraphConv(6, 5, aggr="mean"), None, True),
+]
+
+
+def graph_with_loops(seed: int):
+    """20 nodes, parallel edges, some self-loops (fewer than the nodes: with exactly one
+    loop per node PyG applies the mask unshifted to its reordered edges) and an isolated
+    node."""
+    edge_index = random_edge_index(19, 70, seed=seed)
+    loops = (edge_index[0] == edge_index[1]).sum().item()
+    assert 0 < loops < 20
+    return edge_index, 20
+
+
+def call(conv, x, edge_index, edge_attr, edge_weight):
+    if edge_attr is not None:
+        return conv(x, edge_index, edge_attr)
+    if edge_weight is not None:
+        return conv(x, edge_index, edge_weight)
+    return conv(x, edge_index)
+
+
+@pytest.mark.parametrize("name,ours,theirs,edge_dim,weighted", EXPLAINABLE,
+                         ids=[c[0] for c in EXPLAINABLE])
+@pytest.mark.parametrize("apply_sigmoid", [True, False])
+def test_an_edge_mask_scales_the_messages_as_in_pyg(name, ours, theirs, edge_dim, weighted,
+                                                     apply_sigmoid):
+    torch.manual_seed(0)
+    edge_index, n = graph_with_loops(seed=3)
+    theirs = theirs().double()
+    ours = ours().double()
+    ours.load_state_dict(theirs.state_dict())
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(n, 6, dtype=torch.float64, generator=gen)
+    E = edge_index.size(1)
+    edge_attr = None if edge_dim is None else \
+        torch.randn(E, edge_dim, dtype=torch.float64, generator=gen)
+    weight = torch.rand(E, dtype=torch.float64, generator=gen) + 0.5 if weighted else None
+    mask = torch.randn(E, dtype=torch.float64, generator=gen)
+    if not apply_sigmoid:
+        mask = mask.sigmoid()
+    results = []
+    for conv in (ours, theirs):
+        m = torch.nn.Parameter(mask.clone())
+        xx = x.clone().requires_grad_()
+        set_masks(conv, m, edge_index, apply_sigmoid=apply_sigmoid)
+        out = call(conv, xx, edge_index, edge_attr, weight)
+        grad_out = torch.randn(out.shape, dtype=out.dtype, generator=torch.Generator()
+                               .manual_seed(2))
+        grads = torch.autograd.grad(out, [m, xx], grad_out)
+        clear_masks(conv)
+        results.append((out, *grads))
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-9)
+    # the mask is cleared: the plain output again, and not the masked one
+    plain = call(theirs, x, edge_index, edge_attr, weight)
+    torch.testing.assert_close(call(ours, x, edge_index, edge_attr, weight), plain)
+    assert not torch.allclose(results[0][0], plain)
+
+
+def test_the_mask_follows_the_edges_of_an_attention_graph_sorted_otherwise():
+    """GAT's graph is reordered by destination with fresh loops: each caller edge must
+    still get its own mask entry, checked against a dense softmax oracle."""
+    torch.manual_seed(0)
+    edge_index = torch.tensor([[3, 0, 2, 1, 2, 3], [0, 1, 1, 2, 0, 3]])  # one loop (3, 3)
+    conv = gl.GATConv(4, 2).double()
+    x = torch.randn(4, 4, dtype=torch.float64)
+    mask = torch.tensor([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], dtype=torch.float64)
+    set_masks(conv, mask, edge_index, apply_sigmoid=False)
+    out = conv(x, edge_index)
+    h = conv.lin(x)
+    a_src, a_dst = (h * conv.att_src[0]).sum(-1), (h * conv.att_dst[0]).sum(-1)
+    # the non-loop edges with their masks, then one loop per node weighing 1
+    edges = [(3, 0, 0.1), (0, 1, 0.2), (2, 1, 0.3), (1, 2, 0.4), (2, 0, 0.5)] + \
+        [(i, i, 1.0) for i in range(4)]
+    expected = torch.zeros(4, 2, dtype=torch.float64)
+    for i in range(4):
+        incoming = [(j, w) for j, d, w in edges if d == i]
+        scores = torch.stack([torch.nn.functional.leaky_relu(a_src[j] + a_dst[i], 0.2)
+                              for j, _ in incoming])
+        alpha = scores.softmax(0)
+        expected[i] = sum(a * w * h[j] for a, (j, w) in zip(alpha, incoming, strict=True))
+    torch.testing.assert_close(out, expected + conv.bias)
+
+
+class Net(torch.nn.Module):
+    def __init__(self, nn, width=6):
+        super().__init__()
+        if nn is gl or nn is pyg:
+            self.conv1 = nn.GCNConv(width, 8)
+            self.conv2 = nn.GATConv(8, 4, heads=2)
+            self.conv3 = nn.SAGEConv(8, 3)
+        else:  # a mixed model
+            self.conv1, self.conv2, self.conv3 = nn
+
+    def forward(self, x, edge_index):
+        x = self.conv1(x, edge_index).relu()
+        x = self.conv2(x, edge_index).relu()
+        return self.conv3(x, edge_index)
+
+
+def twin_models(seed=0):
+    torch.manual_seed(seed)
+    theirs = Net(pyg)
+    ours = Net(gl)
+    ours.load_state_dict(theirs.state_dict())
+    return ours, theirs
+
+
+def toy_graph(seed=5, n=30):
+    edge_index = random_edge_index(n, 90, seed=seed)
+    edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+    x = torch.randn(n, 6, generator=torch.Generator().manual_seed(seed))
+    return x, edge_index
+
+
+def test_hops_and_embeddings_are_pygs():
+    ours, theirs = twin_models()
+    x, edge_index = toy_graph()
+    assert get_num_hops(ours) == get_num_hops(theirs) == 3
+    got, expected = get_embeddings(ours, x, edge_index), get_embeddings(theirs, x, edge_index)
+    assert len(got) == len(expected) == 3
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def explanation(model, algorithm, x, edge_index, seed=0, **config):
+    explainer = Explainer(model, algorithm, explanation_type="model",
+                          node_mask_type=config.pop("node_mask_type", "attributes"),
+                          edge_mask_type="object",
+                          model_config=dict(mode="multiclass_classification",
+                                            task_level="node", return_type="raw"))
+    torch.manual_seed(seed)
+    return explainer(x, edge_index, index=torch.tensor([0, 4]))
+
+
+def test_gnn_explainer_gives_pygs_explanation():
+    ours, theirs = twin_models()
+    x, edge_index = toy_graph()
+    got = explanation(ours, GNNExplainer(epochs=30), x, edge_index)
+    expected = explanation(theirs, GNNExplainer(epochs=30), x, edge_index)
+    torch.testing.assert_close(got.edge_mask, expected.edge_mask, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(got.node_mask, expected.node_mask, rtol=1e-4, atol=1e-5)
+    assert got.edge_mask.abs().sum() > 0
+    assert ours.conv1.explain is None  # the masks are cleared after
+
+
+def test_attention_explainer_reads_gats_weights_as_pygs():
+    ours, theirs = twin_models()
+    x, edge_index = toy_graph()
+    got = explanation(ours, AttentionExplainer(), x, edge_index, node_mask_type=None)
+    expected = explanation(theirs, AttentionExplainer(), x, edge_index, node_mask_type=None)
+    torch.testing.assert_close(got.edge_mask, expected.edge_mask, rtol=1e-5, atol=1e-6)
+    assert got.edge_mask.abs().sum() > 0
+
+
+def test_pg_explainer_trains_and_explains_as_on_pygs_model():
+    ours, theirs = twin_models()
+    x, edge_index = toy_graph()
+    masks = []
+    for model in (ours, theirs):
+        torch.manual_seed(0)
+        algorithm = PGExplainer(epochs=3, lr=0.01)
+        explainer = Explainer(model, algorithm, explanation_type="phenomenon",
+                              edge_mask_type="object",
+                              model_config=dict(mode="multiclass_classification",
+                                                task_level="node", return_type="raw"))
+        target = model(x, edge_index).argmax(-1)
+        for epoch in range(3):
+            algorithm.train(epoch, model, x, edge_index, target=target, index=2)
+        masks.append(explainer(x, edge_index, target=target, index=2).edge_mask)
+    torch.testing.assert_close(masks[0], masks[1], rtol=1e-4, atol=1e-5)
+
+
+def test_a_conv_that_does_not_apply_masks_is_refused_by_name():
+    torch.manual_seed(0)
+    model = Net([pyg.GCNConv(6, 8), gl.ResGatedGraphConv(8, 8), pyg.SAGEConv(8, 3)])
+    x, edge_index = toy_graph()
+    with pytest.raises(ValueError, match="ResGatedGraphConv does not take part"):
+        explanation(model, GNNExplainer(epochs=2), x, edge_index)
+    with pytest.raises(ValueError, match="ResGatedGraphConv .*get_embeddings"):
+        get_embeddings(model, x, edge_index)
+    # left out on purpose, as PyG's explain = False
+    model.conv2.explain = False
+    clear_masks(model)
+    got = explanation(model, GNNExplainer(epochs=2), x, edge_index)
+    assert got.edge_mask.shape == (edge_index.size(1),)
+
+
+def test_graphmask_explainer_is_refused():
+    ours, _ = twin_models()
+    x, edge_index = toy_graph()
+    explainer = Explainer(ours, GraphMaskExplainer(3, epochs=1), explanation_type="model",
+                          node_mask_type="attributes", edge_mask_type="object",
+                          model_config=dict(mode="multiclass_classification",
+                                            task_level="node", return_type="raw"))
+    with pytest.raises(ValueError, match="replaced explain_message"):
+        explainer(x, edge_index, index=0)
+
+
+def test_a_mask_of_another_length_is_refused():
+    conv = gl.GCNConv(6, 5)
+    x, edge_index = toy_graph()
+    set_masks(conv, torch.zeros(edge_index.size(1) - 1), edge_index)
+    with pytest.raises(ValueError, match=rf"shape \[{edge_index.size(1) - 1}\].* "
+                                         rf"{edge_index.size(1)} edges"):
+        conv(x, edge_index)
+
+
+def test_the_port_adds_no_state_and_survives_copies():
+    conv = gl.GATConv(6, 3, heads=2)
+    assert list(conv.state_dict()) == list(pyg.GATConv(6, 3, heads=2).state_dict())
+    for twin in (copy.deepcopy(conv), pickle.loads(pickle.dumps(conv))):
+        x, edge_index = toy_graph()
+        torch.testing.assert_close(twin(x, edge_index), conv(x, edge_index))
+        set_masks(twin, torch.zeros(edge_index.size(1)), edge_index)
+        assert twin.explain is True and conv.explain is None
