@@ -54,7 +54,30 @@ class ConvModule(torch.nn.Module):
         if port is None:
             raise ValueError(f"{type(self).__name__}.explain: explanations need PyG "
                              "(torch_geometric) installed when the conv is built")
+        if value is True and "explain_message" in self.__dict__:
+            refuse_replaced_message(type(self).__name__)
         port.explain = value
+
+    # PyG's names for what an explainer set (read by code written against MessagePassing)
+    @property
+    def _edge_mask(self) -> Tensor | None:
+        port = self._modules.get("explain_port")
+        return None if port is None else port._edge_mask
+
+    @property
+    def _loop_mask(self) -> Tensor | None:
+        port = self._modules.get("explain_port")
+        return None if port is None else port._loop_mask
+
+    @property
+    def _apply_sigmoid(self) -> bool:
+        port = self._modules.get("explain_port")
+        return True if port is None else port._apply_sigmoid
+
+
+def refuse_replaced_message(owner: str) -> None:
+    raise ValueError(f"{owner} does not run a replaced explain_message (GraphMaskExplainer's, "
+                     "or one set on the layer): graphloc's convs form no per-edge messages")
 
 
 @cache
@@ -87,9 +110,7 @@ def _port_class():
             if value is True:
                 self._refuse_unless_explainable("an edge mask")
                 if "explain_message" in self.__dict__:
-                    raise ValueError(
-                        f"{self.owner} does not run a replaced explain_message (as "
-                        "GraphMaskExplainer's): graphloc's convs form no per-edge messages")
+                    refuse_replaced_message(self.owner)
             MessagePassing.explain.fset(self, value)
 
         explain = property(MessagePassing.explain.fget, _set_explain)

@@ -282,3 +282,67 @@ def test_the_port_adds_no_state_and_survives_copies():
         torch.testing.assert_close(twin(x, edge_index), conv(x, edge_index))
         set_masks(twin, torch.zeros(edge_index.size(1)), edge_index)
         assert twin.explain is True and conv.explain is None
+
+
+def test_captum_explainer_gives_pygs_attributions():
+    pytest.importorskip("captum")
+    from torch_geometric.explain.algorithm import CaptumExplainer
+    ours, theirs = twin_models()
+    x, edge_index = toy_graph()
+    got = explanation(ours, CaptumExplainer("IntegratedGradients"), x, edge_index)
+    expected = explanation(theirs, CaptumExplainer("IntegratedGradients"), x, edge_index)
+    torch.testing.assert_close(got.edge_mask, expected.edge_mask, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(got.node_mask, expected.node_mask, rtol=1e-4, atol=1e-6)
+    assert got.edge_mask.abs().sum() > 0
+
+
+def test_a_heterogeneous_model_is_explained_as_pygs():
+    from torch_geometric.data import HeteroData
+    from torch_geometric.explain import HeteroExplanation  # noqa: F401 (what comes back)
+
+    data = HeteroData()
+    gen = torch.Generator().manual_seed(0)
+    data["paper"].x = torch.randn(12, 6, generator=gen)
+    data["author"].x = torch.randn(9, 6, generator=gen)
+    data["paper", "cites", "paper"].edge_index = torch.randint(0, 12, (2, 30), generator=gen)
+    data["author", "writes", "paper"].edge_index = torch.stack(
+        [torch.randint(0, 9, (25,), generator=gen), torch.randint(0, 12, (25,), generator=gen)])
+    data["paper", "rev_writes", "author"].edge_index = \
+        data["author", "writes", "paper"].edge_index.flip(0)
+
+    class Base(torch.nn.Module):
+        def __init__(self, nn):
+            super().__init__()
+            self.conv1 = nn.SAGEConv((-1, -1), 8)
+            self.conv2 = nn.GraphConv((-1, -1), 4)
+
+        def forward(self, x, edge_index):
+            return self.conv2(self.conv1(x, edge_index).relu(), edge_index)
+
+    class Papers(torch.nn.Module):
+        def __init__(self, gnn):
+            super().__init__()
+            self.gnn = gnn
+
+        def forward(self, x_dict, edge_index_dict):
+            return self.gnn(x_dict, edge_index_dict)["paper"]
+
+    torch.manual_seed(0)
+    theirs = Papers(pyg.to_hetero(Base(pyg), data.metadata()))
+    theirs(data.x_dict, data.edge_index_dict)  # the lazy widths
+    ours = Papers(gl.to_hetero(Base(gl), data.metadata()))
+    ours(data.x_dict, data.edge_index_dict)
+    ours.load_state_dict(theirs.state_dict())
+    masks = []
+    for model in (ours, theirs):
+        explainer = Explainer(model, GNNExplainer(epochs=20), explanation_type="model",
+                              node_mask_type="attributes", edge_mask_type="object",
+                              model_config=dict(mode="regression", task_level="node",
+                                                return_type="raw"))
+        torch.manual_seed(0)
+        masks.append(explainer(data.x_dict, data.edge_index_dict,
+                               index=torch.tensor([1, 3])).edge_mask_dict)
+    assert masks[0].keys() == masks[1].keys() and len(masks[0]) == 3
+    for key in masks[1]:
+        torch.testing.assert_close(masks[0][key], masks[1][key], rtol=1e-4, atol=1e-5)
+    assert sum(float(m.abs().sum()) for m in masks[0].values()) > 0
