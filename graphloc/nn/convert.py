@@ -21,6 +21,7 @@ from torch import Tensor
 from torch.utils._pytree import tree_flatten
 
 from graphloc.nn import conv as gl_conv
+from graphloc.nn.conv._base import is_explain_port
 from graphloc.nn.conv._utils import CALL_HOOKS, PYG_REDUCTIONS, has_call_hooks
 from graphloc.nn.models.interaction_graphs import Distance, RadiusInteractionGraph
 
@@ -160,9 +161,11 @@ def _replace_convs(root: torch.nn.Module) -> tuple[list[str], list[tuple[str, st
 
 
 def _is_pyg_message_passing(module) -> bool:
-    """A PyG conv of any kind (a subclass of PyG's MessagePassing), converted or not."""
-    return any(base.__name__ == "MessagePassing" and _is_pyg_class(base)
-               for base in type(module).__mro__)
+    """A PyG conv of any kind (a subclass of PyG's MessagePassing), converted or not; not
+    a graphloc conv's explain port (a MessagePassing for PyG's explainers only)."""
+    return not is_explain_port(module) and any(
+        base.__name__ == "MessagePassing" and _is_pyg_class(base)
+        for base in type(module).__mro__)
 
 
 def _inside(name: str, converted: list[str]) -> bool:

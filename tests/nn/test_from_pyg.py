@@ -12,7 +12,7 @@ from parity import pyg_knn_by_brute_force, pygs_spline_conv_by_oracle
 from torch_geometric.nn import MessagePassing
 
 from graphloc.influence import measure, total_influence
-from graphloc.nn import GNN, GCNConv, Unconvertible, from_pyg
+from graphloc.nn import GNN, GATConv, GCNConv, Unconvertible, from_pyg
 
 
 @pytest.fixture(autouse=True)
@@ -1046,3 +1046,23 @@ def test_a_lazy_model_converts_on_its_example_and_stays_lazy():
     reference = copy.deepcopy(model).eval()
     reference(x, edge_index)
     torch.testing.assert_close(converted(x, edge_index), reference(x, edge_index))
+
+
+def test_a_model_with_graphloc_convs_already_keeps_no_pyg_module():
+    """graphloc's convs carry an explain port (a PyG MessagePassing, for PyG's explainers):
+    it is no PyG layer left unconverted."""
+    class Mixed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first, self.second = pyg.GCNConv(4, 4), GATConv(4, 4, heads=2)
+
+        def forward(self, x, edge_index):
+            return self.second(self.first(x, edge_index), edge_index)
+
+    x, edge_index = torch.randn(6, 4), torch.tensor([[0, 1, 2, 3, 4], [1, 2, 3, 4, 5]])
+    model = Mixed()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        converted = from_pyg(model, example=(x, edge_index), strict=True)
+    assert type(converted.first) is GCNConv
+    torch.testing.assert_close(converted(x, edge_index), model(x, edge_index))
