@@ -150,6 +150,30 @@ def test_the_mask_follows_the_edges_of_an_attention_graph_sorted_otherwise():
     torch.testing.assert_close(out, expected + conv.bias)
 
 
+def test_a_loop_on_every_node_keeps_each_edge_its_own_mask_entry():
+    """With exactly one loop per node PyG's count of messages equals the mask's, so PyG
+    applies the mask unshifted to its reordered edges (the loops moved last): graphloc keeps
+    each edge's entry, and the loops 1, against the dense D^-1/2 (A o M + I) D^-1/2 with
+    the unmasked degrees."""
+    edge_index = torch.tensor([[0, 1, 2, 3, 1, 2, 0, 3],
+                               [0, 1, 2, 3, 0, 1, 2, 2]])  # loops first, then 4 edges
+    conv = gl.GCNConv(3, 2, bias=False).double()
+    x = torch.randn(4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    mask = torch.tensor([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2], dtype=torch.float64)
+    set_masks(conv, mask, edge_index, apply_sigmoid=False)
+    adjacency, masked = torch.eye(4, dtype=torch.float64), torch.eye(4, dtype=torch.float64)
+    for (src, dst), m in zip(edge_index.t().tolist()[4:], mask[4:].tolist(), strict=True):
+        adjacency[dst, src] += 1
+        masked[dst, src] += m
+    inv_sqrt = adjacency.sum(1).pow(-0.5)
+    expected = inv_sqrt[:, None] * masked * inv_sqrt[None, :] @ conv.lin(x)
+    torch.testing.assert_close(conv(x, edge_index), expected)
+    theirs = pyg.GCNConv(3, 2, bias=False).double()
+    theirs.load_state_dict(conv.state_dict())
+    set_masks(theirs, mask, edge_index, apply_sigmoid=False)
+    assert not torch.allclose(theirs(x, edge_index), expected)  # PyG's shifted masks
+
+
 class Net(torch.nn.Module):
     def __init__(self, nn, width=6):
         super().__init__()
