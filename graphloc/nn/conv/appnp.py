@@ -6,7 +6,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_dropouts
 from graphloc.nn.conv.gcn import (
@@ -53,6 +53,8 @@ class APPNP(ConvModule):
         output: ``[N, F]``.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, K: int, alpha: float, dropout: float = 0.0, cached: bool = False,
                  add_self_loops: bool = True, normalize: bool = True,
                  flow: str = "source_to_target"):
@@ -77,11 +79,13 @@ class APPNP(ConvModule):
 
     def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None) -> Tensor:
         inputs, x, edge_weight = read_weighted_call(self, x, edge_index, edge_weight, None)
+        mask = explain_mask(self, inputs)
         if self.normalize:
-            graph, weight = cached_normalisation(self, inputs, edge_weight, x.dtype)
+            graph, weight = cached_normalisation(self, inputs, edge_weight, x.dtype, mask)
         else:
             graph = inputs.graph
             weight = None if edge_weight is None else edge_weight.to(x.dtype)
+            weight = masked_weights(weight, mask)
         if weight is None and (self.alpha != 0 or self.dropout > 0):
             weight = x.new_ones(graph.num_edges)  # (PyG's dropout asserts there are weights)
         # (1 - alpha) folded into the E weights and alpha h added in place: one pass over
@@ -97,7 +101,7 @@ class APPNP(ConvModule):
             x = ops.spmm(graph, x, step_weight)
             if self.alpha != 0:
                 x = x.add_(h, alpha=self.alpha)
-        return inputs.node_output(x)
+        return explained_output(self, inputs.node_output(x))
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(K={self.K}, alpha={self.alpha})"

@@ -189,14 +189,16 @@ def read_weighted_call(layer: torch.nn.Module, x, edge_index, edge_weight: Tenso
 
 
 def normalized_call_graph(inputs, edge_weight: Tensor | None, add_self_loops: bool,
-                          dtype) -> tuple[Graph, Tensor]:
+                          dtype, edge_mask: Tensor | None = None) -> tuple[Graph, Tensor]:
     """``D^-1/2 (A + I) D^-1/2`` of a call's graph (``read_inputs``), as PyG's ``gcn_norm``
-    without ``improved``: the propagation of SGConv, APPNP and GCN2Conv."""
+    without ``improved``: the propagation of SGConv, APPNP and GCN2Conv; each edge's weight
+    times an explainer's ``edge_mask`` where one is set (``Graph.gcn_norm``)."""
     graph = inputs.graph
     if inputs.adj_layout is not None and add_self_loops:
         graph, edge_weight = with_sparse_adjacency_loops(graph, edge_weight, 1.0)
         add_self_loops = False
-    graph, weight = graph.gcn_norm(add_self_loops, False, edge_weight, dtype=dtype)
+    graph, weight = graph.gcn_norm(add_self_loops, False, edge_weight, dtype=dtype,
+                                   edge_mask=edge_mask)
     return graph, weight.to(dtype)
 
 
@@ -210,10 +212,14 @@ def clear_normalisation_cache(layer: torch.nn.Module) -> None:
 
 
 def cached_normalisation(layer: torch.nn.Module, inputs, edge_weight: Tensor | None,
-                         dtype) -> tuple[Graph, Tensor]:
+                         dtype, edge_mask: Tensor | None = None) -> tuple[Graph, Tensor]:
     """``normalized_call_graph`` of a call, or with ``cached=True`` the first call's, which
     PyG keeps in ``_cached_edge_index`` and reuses for any later graph (said here:
-    ``check_cached_input``)."""
+    ``check_cached_input``). With an explainer's ``edge_mask``, this call's, masked (the
+    cache neither read nor filled)."""
+    if edge_mask is not None:
+        return normalized_call_graph(inputs, edge_weight, layer.add_self_loops, dtype,
+                                     edge_mask)
     if layer.cached and layer._cached_edge_index is not None:
         check_cached_input(layer, inputs.graph, edge_weight)
         graph, weight = layer._cached_edge_index

@@ -9,7 +9,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_input, check_sizes, glorot
 from graphloc.nn.conv.gcn import (
@@ -63,6 +63,8 @@ class GCN2Conv(ConvModule):
         ``torch.sparse`` ``adj_t``, optional ``edge_weight [E]``. output: ``[N, channels]``.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, channels: int, alpha: float, theta: float | None = None,
                  layer: int | None = None, shared_weights: bool = True, cached: bool = False,
                  add_self_loops: bool = True, normalize: bool = True,
@@ -113,12 +115,14 @@ class GCN2Conv(ConvModule):
         if x_0.size(0) < x.size(0):
             raise ValueError(f"GCN2Conv: x_0 has {x_0.size(0)} rows but x has {x.size(0)}: "
                              "the initial features need a row per node")
+        mask = explain_mask(self, inputs)
         if self.normalize:
-            graph, weight = cached_normalisation(self, inputs, edge_weight, x.dtype)
+            graph, weight = cached_normalisation(self, inputs, edge_weight, x.dtype, mask)
         else:
             graph = inputs.graph
             weight = x.new_ones(graph.num_edges) if edge_weight is None else \
                 edge_weight.to(x.dtype)
+            weight = masked_weights(weight, mask)
         # (1 - alpha) P x: one product with scaled weights. Then h ((1 - beta) I + beta W) as
         # one product with a [C, C] matrix, where PyG's addmm(h, h, W) adds and scales
         # [N, C] tensors forward and backward; alpha x_0 added in place, without a scaled
@@ -131,7 +135,7 @@ class GCN2Conv(ConvModule):
         else:
             out = torch.addmm(h @ self._mapping(self.weight1), x_0,
                               self._mapping(self.weight2), alpha=self.alpha)
-        return inputs.node_output(out)
+        return explained_output(self, inputs.node_output(out))
 
     def _mapping(self, weight: Tensor) -> Tensor:
         """``(1 - beta) I + beta W``, GCNII's identity mapping, as one ``[C, C]`` matrix."""

@@ -7,7 +7,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
 
@@ -37,6 +37,8 @@ class LGConv(ConvModule):
         output: ``[N, F]``.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, normalize: bool = True, flow: str = "source_to_target"):
         super().__init__()
         self.normalize = normalize
@@ -48,12 +50,14 @@ class LGConv(ConvModule):
 
     def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None) -> Tensor:
         inputs, x, edge_weight = read_weighted_call(self, x, edge_index, edge_weight, None)
+        mask = explain_mask(self, inputs)
         if self.normalize:
-            graph, weight = normalized_call_graph(inputs, edge_weight, False, x.dtype)
+            graph, weight = normalized_call_graph(inputs, edge_weight, False, x.dtype, mask)
         else:
             graph = inputs.graph
             weight = None if edge_weight is None else edge_weight.to(x.dtype)
-        return inputs.node_output(ops.spmm(graph, x, weight))
+            weight = masked_weights(weight, mask)
+        return explained_output(self, inputs.node_output(ops.spmm(graph, x, weight)))
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}()"

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_sizes, linear
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
@@ -45,6 +45,8 @@ class TAGConv(ConvModule):
         ``edge_weight [E]``. output: ``[N, out_channels]``.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int, out_channels: int, K: int = 3, bias: bool = True,
                  normalize: bool = True, flow: str = "source_to_target"):
         super().__init__()
@@ -72,18 +74,20 @@ class TAGConv(ConvModule):
     def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None) -> Tensor:
         inputs, x, edge_weight = read_weighted_call(self, x, edge_index, edge_weight,
                                                     self.in_channels)
+        mask = explain_mask(self, inputs)
         if self.normalize:
-            graph, weight = normalized_call_graph(inputs, edge_weight, False, x.dtype)
+            graph, weight = normalized_call_graph(inputs, edge_weight, False, x.dtype, mask)
         else:
             graph = inputs.graph
             weight = None if edge_weight is None else edge_weight.to(x.dtype)
+            weight = masked_weights(weight, mask)
         out = self.lins[0](x)  # each term added in place (a product's backward reads no output)
         for lin in self.lins[1:]:
             x = ops.spmm(graph, x, weight)
             out = out.add_(lin(x))
         if self.bias is not None:
             out = out.add_(self.bias)
-        return inputs.node_output(out)
+        return explained_output(self, inputs.node_output(out))
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, K={self.K})"

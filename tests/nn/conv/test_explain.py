@@ -27,6 +27,17 @@ def mlp(width=6):
                                torch.nn.Linear(5, 5))
 
 
+class WithInitial(torch.nn.Module):
+    """GCN2Conv called as ``conv(x, x_0=x, edge_index, edge_weight)``."""
+
+    def __init__(self, conv):
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x, edge_index, edge_weight=None):
+        return self.conv(x, x, edge_index, edge_weight)
+
+
 # (name, graphloc factory, PyG factory, edge features width or None, edge weights)
 EXPLAINABLE = [
     ("gcn", lambda: gl.GCNConv(6, 5), lambda: pyg.GCNConv(6, 5), None, True),
@@ -54,6 +65,16 @@ EXPLAINABLE = [
     ("cheb", lambda: gl.ChebConv(6, 5, K=3), lambda: pyg.ChebConv(6, 5, K=3), None, True),
     ("cheb-rw", lambda: gl.ChebConv(6, 5, K=2, normalization="rw"),
      lambda: pyg.ChebConv(6, 5, K=2, normalization="rw"), None, False),
+    ("sg", lambda: gl.SGConv(6, 5, K=2), lambda: pyg.SGConv(6, 5, K=2), None, True),
+    ("ssg", lambda: gl.SSGConv(6, 5, 0.1, K=2), lambda: pyg.SSGConv(6, 5, 0.1, K=2), None,
+     True),
+    ("appnp", lambda: gl.APPNP(3, 0.2), lambda: pyg.APPNP(3, 0.2), None, True),
+    ("appnp-raw", lambda: gl.APPNP(2, 0.1, normalize=False),
+     lambda: pyg.APPNP(2, 0.1, normalize=False), None, True),
+    ("tag", lambda: gl.TAGConv(6, 5, K=2), lambda: pyg.TAGConv(6, 5, K=2), None, True),
+    ("lg", lambda: gl.LGConv(), lambda: pyg.LGConv(), None, True),
+    ("gcn2", lambda: WithInitial(gl.GCN2Conv(6, 0.2, theta=0.5, layer=2)),
+     lambda: WithInitial(pyg.GCN2Conv(6, 0.2, theta=0.5, layer=2)), None, True),
     ("sage", lambda: gl.SAGEConv(6, 5), lambda: pyg.SAGEConv(6, 5), None, False),
     ("sage-sum", lambda: gl.SAGEConv(6, 5, aggr="sum"), lambda: pyg.SAGEConv(6, 5, aggr="sum"),
      None, False),
@@ -370,3 +391,27 @@ def test_a_heterogeneous_model_is_explained_as_pygs():
     for key in masks[1]:
         torch.testing.assert_close(masks[0][key], masks[1][key], rtol=1e-4, atol=1e-5)
     assert sum(float(m.abs().sum()) for m in masks[0].values()) > 0
+
+
+@pytest.mark.parametrize("make", [lambda nn: nn.SGConv(6, 5, K=2, cached=True),
+                                  lambda nn: nn.APPNP(2, 0.1, cached=True),
+                                  lambda nn: nn.GCNConv(6, 5, cached=True)],
+                         ids=["sg", "appnp", "gcn"])
+def test_a_cached_conv_is_explained_on_this_graph_and_keeps_its_cache(make):
+    """PyG's cached SGConv returns the first call's features whatever the mask (an
+    explanation of nothing); graphloc's computes the masked call afresh, equal to PyG's
+    conv built without the cache, and neither reads nor fills the cache."""
+    torch.manual_seed(0)
+    x, edge_index = toy_graph()
+    ours = make(gl)
+    uncached = make(pyg)
+    uncached.cached = False
+    if list(uncached.state_dict()):
+        ours.load_state_dict(uncached.state_dict())
+    plain = ours(x, edge_index)  # fills the cache
+    mask = torch.rand(edge_index.size(1), generator=torch.Generator().manual_seed(3))
+    for conv in (ours, uncached):
+        set_masks(conv, mask, edge_index, apply_sigmoid=False)
+    torch.testing.assert_close(ours(x, edge_index), uncached(x, edge_index))
+    clear_masks(ours)
+    torch.testing.assert_close(ours(x, edge_index), plain)
