@@ -9,7 +9,6 @@ import torch
 from torch import Tensor
 
 from graphloc.checks import check_flags
-from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._utils import (
     check_input,
     check_networks,
@@ -20,7 +19,7 @@ from graphloc.nn.conv._utils import (
 from graphloc.nn.conv.gcn import GCNConv
 
 
-class AntiSymmetricConv(ConvModule):
+class AntiSymmetricConv(torch.nn.Module):
     r"""The anti-symmetric deep graph network layer of `Gravina et al., "Anti-Symmetric DGN:
     a stable architecture for Deep Graph Networks" (ICLR 2023)
     <https://openreview.net/forum?id=J3Y7cgZOOS>`_, as PyG's ``AntiSymmetricConv``:

@@ -10,11 +10,10 @@ from torch import Tensor
 
 from graphloc.checks import check_flags
 from graphloc.graph import Graph
-from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._utils import check_input, check_networks, conv_hops
 
 
-class DirGNNConv(ConvModule):
+class DirGNNConv(torch.nn.Module):
     r"""The directed wrapper of `Rossi et al., "Edge Directionality Improves Learning on
     Heterophilic Graphs" (LoG 2023) <https://arxiv.org/abs/2305.10498>`_, as PyG's
     ``DirGNNConv``:

@@ -9,11 +9,10 @@ import functools
 import torch
 from torch import Tensor
 
-from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow, read_inputs
 
 
-class WLConv(ConvModule):
+class WLConv(torch.nn.Module):
     r"""The Weisfeiler-Lehman operator of `Weisfeiler and Lehman, "A Reduction of a Graph
     to a Canonical Form and an Algebra Arising During this Reduction" (1968)
     <https://www.iti.zcu.cz/wl2018/pdf/wl_paper_translation.pdf>`_:

@@ -10,7 +10,6 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
-from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._utils import check_sizes, reset_like_pyg
 
 
@@ -28,7 +27,7 @@ class Reshape(torch.nn.Module):
         return f"{self.__class__.__name__}({', '.join(str(s) for s in self.shape)})"
 
 
-class XConv(ConvModule):
+class XConv(torch.nn.Module):
     r"""The X-convolution of `Li et al., "PointCNN: Convolution On X-Transformed Points"
     (NeurIPS 2018) <https://arxiv.org/abs/1801.07791>`_:
 

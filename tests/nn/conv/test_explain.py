@@ -75,6 +75,11 @@ EXPLAINABLE = [
     ("lg", lambda: gl.LGConv(), lambda: pyg.LGConv(), None, True),
     ("gcn2", lambda: WithInitial(gl.GCN2Conv(6, 0.2, theta=0.5, layer=2)),
      lambda: WithInitial(pyg.GCN2Conv(6, 0.2, theta=0.5, layer=2)), None, True),
+    # PyG's wrappers of a conv are no MessagePassing: the conv inside takes the mask
+    ("dir-gnn", lambda: gl.DirGNNConv(gl.GCNConv(6, 5)),
+     lambda: pyg.DirGNNConv(pyg.GCNConv(6, 5)), None, False),
+    ("antisymmetric", lambda: gl.AntiSymmetricConv(6), lambda: pyg.AntiSymmetricConv(6), None,
+     False),
     ("sage", lambda: gl.SAGEConv(6, 5), lambda: pyg.SAGEConv(6, 5), None, False),
     ("sage-sum", lambda: gl.SAGEConv(6, 5, aggr="sum"), lambda: pyg.SAGEConv(6, 5, aggr="sum"),
      None, False),
@@ -224,6 +229,15 @@ def toy_graph(seed=5, n=30):
     edge_index = edge_index[:, edge_index[0] != edge_index[1]]
     x = torch.randn(n, 6, generator=torch.Generator().manual_seed(seed))
     return x, edge_index
+
+
+@pytest.mark.parametrize("make", [lambda nn: nn.DirGNNConv(nn.GCNConv(6, 5)),
+                                  lambda nn: nn.AntiSymmetricConv(6),
+                                  lambda nn: nn.WLConv(), lambda nn: nn.GCNConv(6, 5),
+                                  lambda nn: nn.GINConv(torch.nn.Linear(6, 5))],
+                         ids=["dir-gnn", "antisymmetric", "wl", "gcn", "gin"])
+def test_each_conv_counts_the_hops_pygs_counts(make):
+    assert get_num_hops(make(gl)) == get_num_hops(make(pyg))
 
 
 def test_hops_and_embeddings_are_pygs():
@@ -415,3 +429,26 @@ def test_a_cached_conv_is_explained_on_this_graph_and_keeps_its_cache(make):
     torch.testing.assert_close(ours(x, edge_index), uncached(x, edge_index))
     clear_masks(ours)
     torch.testing.assert_close(ours(x, edge_index), plain)
+
+
+def test_every_conv_whose_pyg_namesake_passes_messages_carries_a_port():
+    """So that PyG's tools count it, and an explainer's mask is applied or refused."""
+    from graphloc.nn.conv._base import ConvModule
+    convs = [getattr(gl, name) for name in dir(gl) if isinstance(getattr(gl, name), type)
+             and getattr(gl, name).__module__.startswith("graphloc.nn.conv.")]
+    checked = 0
+    for cls in convs:
+        twin = getattr(pyg, cls.__name__, None)
+        if isinstance(twin, type) and issubclass(twin, pyg.MessagePassing):
+            assert issubclass(cls, ConvModule), cls.__name__
+            checked += 1
+        elif isinstance(twin, type):
+            assert not issubclass(cls, ConvModule), cls.__name__  # PyG counts no hop
+    assert checked > 50
+
+
+def test_a_conv_that_refuses_says_which_convs_apply_masks():
+    conv = gl.EdgeConv(torch.nn.Linear(12, 5))
+    x, edge_index = toy_graph()
+    with pytest.raises(ValueError, match="EdgeConv does not take part.* GCNConv, .*SAGEConv"):
+        set_masks(conv, torch.zeros(edge_index.size(1)), edge_index)
