@@ -11,10 +11,10 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags, check_number
 from graphloc.graph import Graph
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
 from graphloc.nn.conv._inputs import check_flow, read_one_node_set
 from graphloc.nn.conv._utils import check_input, check_sizes, linear
-from graphloc.nn.conv.gat import fresh_self_loops
+from graphloc.nn.conv.gat import fresh_self_loops, on_attention_graph, pyg_loop_order
 
 
 class ClusterGCNConv(ConvModule):
@@ -56,6 +56,8 @@ class ClusterGCNConv(ConvModule):
         output: ``[N, out_channels]``.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int, out_channels: int, diag_lambda: float = 0.0,
                  add_self_loops: bool = True, bias: bool = True,
                  flow: str = "source_to_target"):
@@ -90,8 +92,12 @@ class ClusterGCNConv(ConvModule):
         key = ("cluster_gcn_weights", self.diag_lambda, inputs.reversed, x.dtype)
         weight = graph.cached(key, lambda: _mean_weights(graph, self.diag_lambda,
                                                          inputs.reversed, x.dtype))
+        mask = explain_mask(self, inputs)
+        if mask is not None:
+            loops = pyg_loop_order(inputs.graph) if self.add_self_loops else None
+            weight = weight * on_attention_graph(mask, loops)
         out = self.lin_out(ops.spmm(graph, x, weight)).add_(self.lin_root(x))
-        return inputs.node_output(out)
+        return explained_output(self, inputs.node_output(out))
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "

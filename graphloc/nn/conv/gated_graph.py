@@ -10,7 +10,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import check_input, check_sizes
 
@@ -50,6 +50,8 @@ class GatedGraphConv(ConvModule):
         weight the edges), optional ``edge_weight [E]``. output: ``[N, C]``.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, out_channels: int, num_layers: int, aggr: str = "add", bias: bool = True,
                  flow: str = "source_to_target"):
         super().__init__()
@@ -86,11 +88,12 @@ class GatedGraphConv(ConvModule):
             x = torch.cat([x, x.new_zeros(x.size(0), self.out_channels - x.size(1))], dim=1)
         weight = weights_from(self, inputs, edge_weight)
         weight = None if weight is None else weight.to(x.dtype)
+        weight = masked_weights(weight, explain_mask(self, inputs))
         reduce = "sum" if self.aggr == "add" else self.aggr
         for step in range(self.num_layers):
             messages = ops.spmm(inputs.graph, x @ self.weight[step], weight, reduce=reduce)
             x = self.rnn(messages, x)
-        return inputs.node_output(x)
+        return explained_output(self, inputs.node_output(x))
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.out_channels}, num_layers={self.num_layers})"

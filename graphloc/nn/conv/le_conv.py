@@ -8,7 +8,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.graph import Graph
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
     all_finite,
@@ -54,6 +54,8 @@ class LEConv(ConvModule):
         (``[N_dst, out_channels]``).
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int,
                  bias: bool = True, flow: str = "source_to_target"):
         super().__init__()
@@ -82,9 +84,10 @@ class LEConv(ConvModule):
         weight = weights_from(self, inputs, edge_weight)
         a, b = self.lin1(x_src), self.lin2(x_dst)
         weight = None if weight is None else weight.to(a.dtype)
+        weight = masked_weights(weight, explain_mask(self, inputs))
         out = neighbour_differences(inputs.graph, a, b, weight)
         # in place on the fresh output (a cast of the float64 sums): nothing reads it
-        return inputs.node_output(out.add_(self.lin3(x_dst)))
+        return explained_output(self, inputs.node_output(out.add_(self.lin3(x_dst))))
 
     def __repr__(self) -> str:  # PyG's
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, is_int_at_least
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_sizes, linear
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
@@ -48,6 +48,8 @@ class MixHopConv(ConvModule):
         ``edge_weight [E]``. output: ``[N, len(powers) * out_channels]``.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int, out_channels: int, powers: list[int] | None = None,
                  add_self_loops: bool = True, bias: bool = True,
                  flow: str = "source_to_target"):
@@ -85,7 +87,8 @@ class MixHopConv(ConvModule):
     def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None) -> Tensor:
         inputs, x, edge_weight = read_weighted_call(self, x, edge_index, edge_weight,
                                                     self.in_channels)
-        graph, weight = normalized_call_graph(inputs, edge_weight, self.add_self_loops, x.dtype)
+        graph, weight = normalized_call_graph(inputs, edge_weight, self.add_self_loops, x.dtype,
+                                              explain_mask(self, inputs))
         outs = {0: self.lins[0](x)} if 0 in self.powers else {}
         for power, lin in enumerate(self.lins[1:], start=1):
             x = ops.spmm(graph, x, weight)
@@ -93,7 +96,8 @@ class MixHopConv(ConvModule):
                 outs[power] = lin(x)
         out = torch.cat([outs[p] for p in self.powers], dim=-1)
         # in place on the concatenation's fresh output: its backward does not read it
-        return inputs.node_output(out if self.bias is None else out.add_(self.bias))
+        out = out if self.bias is None else out.add_(self.bias)
+        return explained_output(self, inputs.node_output(out))
 
     def __repr__(self) -> str:  # PyG's
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "

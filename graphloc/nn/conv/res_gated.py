@@ -9,7 +9,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.graph import Graph
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
 from graphloc.nn.conv._inputs import (
     check_flow,
     edge_features_from,
@@ -72,6 +72,8 @@ class ResGatedGraphConv(ConvModule):
         ``edge_attr [E, edge_dim]``. output: ``[N_dst, out_channels]``.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int,
                  act=_SIGMOID, edge_dim: int | None = None, root_weight: bool = True,
                  bias: bool = True, flow: str = "source_to_target"):
@@ -110,15 +112,15 @@ class ResGatedGraphConv(ConvModule):
             raise ValueError("ResGatedGraphConv needs destination features: its keys and "
                              "root term read them (got a pair (x_src, None))")
         refuse_edge_attr_without_edge_dim(self, edge_attr)
-        graph = inputs.graph
+        graph, mask = inputs.graph, explain_mask(self, inputs)
         if self.edge_dim is None:
             out = self._gated(graph, self.lin_key(x_dst), self.lin_query(x_src),
-                              self.lin_value(x_src))
+                              self.lin_value(x_src), mask)
         else:
             out = self._gated_with_edges(graph, x_src, x_dst,
-                                         self._edge_features(inputs, edge_attr))
+                                         self._edge_features(inputs, edge_attr), mask)
         root = self._root(x_dst)
-        return inputs.node_output(out if root is None else out + root)
+        return explained_output(self, inputs.node_output(out if root is None else out + root))
 
     def _root(self, x_dst: Tensor) -> Tensor | None:
         """The root term plus the bias, as one product where there are both (None without
@@ -130,15 +132,17 @@ class ResGatedGraphConv(ConvModule):
             return root if self.bias is None else root + self.bias
         return F.linear(x_dst, self.lin_skip.weight, self.bias)
 
-    def _gated(self, graph: Graph, key: Tensor, query: Tensor, value: Tensor) -> Tensor:
-        """The sum over each node's edges of act(key_i + query_j) * value_j."""
-        if _is_sigmoid(self.act):  # one kernel: no [E, C] gates
+    def _gated(self, graph: Graph, key: Tensor, query: Tensor, value: Tensor,
+               mask: Tensor | None) -> Tensor:
+        """The sum over each node's edges of act(key_i + query_j) * value_j (times an
+        explainer's ``mask`` of the edge)."""
+        if _is_sigmoid(self.act) and mask is None:  # one kernel: no [E, C] gates
             return ops.gated_sum(graph, key, query, value)
-        gate = self.act(ops.sddmm(graph, query, key, "add"))
+        gate = _masked(self.act(ops.sddmm(graph, query, key, "add")), mask)
         return ops.spmm(graph, value.unsqueeze(-1), gate).squeeze(-1)
 
     def _gated_with_edges(self, graph: Graph, x_src: Tensor, x_dst: Tensor,
-                          edge_attr: Tensor) -> Tensor:
+                          edge_attr: Tensor, mask: Tensor | None) -> Tensor:
         """PyG's per-edge maps of [x, e], each split into a node part and an edge part: the
         gate's edge part (key's and query's) is added to each edge's pre-activation, the
         value's to each message."""
@@ -146,6 +150,7 @@ class ResGatedGraphConv(ConvModule):
         query, query_edge = self._split_map(self.lin_query, x_src, edge_attr)
         value, value_edge = self._split_map(self.lin_value, x_src, edge_attr)
         gate = self.act(ops.sddmm(graph, query, key, "add") + key_edge + query_edge)
+        gate = _masked(gate, mask)
         out = ops.spmm(graph, value.unsqueeze(-1), gate).squeeze(-1)
         return out + ops.scatter(gate * value_edge, graph.edge_index[1], dim=0,
                                  dim_size=graph.num_nodes)
@@ -185,6 +190,11 @@ class ResGatedGraphConv(ConvModule):
 def _with_edges(width: int, edge_dim: int | None) -> int:
     """A map's input width when it also reads the edge features (lazy stays lazy)."""
     return width if width == -1 or edge_dim is None else width + edge_dim
+
+
+def _masked(gate: Tensor, mask: Tensor | None) -> Tensor:
+    """Each edge's gates ``[E, C]`` times its explainer's mask entry, where one is set."""
+    return gate if mask is None else gate * mask.unsqueeze(-1)
 
 
 def _is_sigmoid(act) -> bool:

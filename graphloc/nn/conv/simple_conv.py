@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc.checks import keyword_arguments
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import checked_features
 from graphloc.nn.conv.gcn import with_sparse_adjacency_loops
@@ -53,6 +53,8 @@ class SimpleConv(ConvModule):
     ``"sum"`` root with an aggregation that widens is a ``ValueError`` naming both widths.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, aggr="sum", combine_root: str | None = None,
                  aggr_kwargs: dict | None = None, flow: str = "source_to_target"):
         super().__init__()
@@ -79,6 +81,7 @@ class SimpleConv(ConvModule):
         inputs = read_inputs(self, x, edge_index, size)
         x_src, x_dst = checked_features(self, inputs, None)
         graph, weight = inputs.graph, weights_from(self, inputs, edge_weight)
+        weight = masked_weights(weight, explain_mask(self, inputs))
         if self.combine_root == "self_loop":
             graph._require_one_node_set("SimpleConv (combine_root='self_loop')")
             if inputs.adj_layout is not None:  # PyG rebuilds the matrix: A + I
@@ -98,7 +101,7 @@ class SimpleConv(ConvModule):
             out = out + x_dst
         elif x_dst is not None and self.combine_root == "cat":
             out = torch.cat([x_dst, out], dim=-1)
-        return inputs.node_output(out)
+        return explained_output(self, inputs.node_output(out))
 
     def __repr__(self) -> str:  # PyG's
         return f"{self.__class__.__name__}()"

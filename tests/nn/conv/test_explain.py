@@ -75,6 +75,18 @@ EXPLAINABLE = [
     ("lg", lambda: gl.LGConv(), lambda: pyg.LGConv(), None, True),
     ("gcn2", lambda: WithInitial(gl.GCN2Conv(6, 0.2, theta=0.5, layer=2)),
      lambda: WithInitial(pyg.GCN2Conv(6, 0.2, theta=0.5, layer=2)), None, True),
+    ("gated-graph", lambda: gl.GatedGraphConv(6, 2), lambda: pyg.GatedGraphConv(6, 2), None,
+     True),
+    ("simple", lambda: gl.SimpleConv("mean", "cat"), lambda: pyg.SimpleConv("mean", "cat"),
+     None, True),
+    ("mixhop", lambda: gl.MixHopConv(6, 3), lambda: pyg.MixHopConv(6, 3), None, True),
+    ("le", lambda: gl.LEConv(6, 5), lambda: pyg.LEConv(6, 5), None, True),
+    ("cluster-gcn", lambda: gl.ClusterGCNConv(6, 5, diag_lambda=0.5),
+     lambda: pyg.ClusterGCNConv(6, 5, diag_lambda=0.5), None, False),
+    ("res-gated", lambda: gl.ResGatedGraphConv(6, 5), lambda: pyg.ResGatedGraphConv(6, 5),
+     None, False),
+    ("res-gated-tanh", lambda: gl.ResGatedGraphConv(6, 5, act=torch.nn.Tanh(), edge_dim=2),
+     lambda: pyg.ResGatedGraphConv(6, 5, act=torch.nn.Tanh(), edge_dim=2), 2, False),
     # PyG's wrappers of a conv are no MessagePassing: the conv inside takes the mask
     ("dir-gnn", lambda: gl.DirGNNConv(gl.GCNConv(6, 5)),
      lambda: pyg.DirGNNConv(pyg.GCNConv(6, 5)), None, False),
@@ -143,8 +155,8 @@ def test_an_edge_mask_scales_the_messages_as_in_pyg(name, ours, theirs, edge_dim
         grads = torch.autograd.grad(out, [m, xx], grad_out)
         clear_masks(conv)
         results.append((out, *grads))
-    for a, b in zip(*results, strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-9)
+    for a, b in zip(*results, strict=True):  # (PyG's ClusterGCN weights are float32)
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-8)
     # the mask is cleared: the plain output again, and not the masked one
     plain = call(theirs, x, edge_index, edge_attr, weight)
     torch.testing.assert_close(call(ours, x, edge_index, edge_attr, weight), plain)
@@ -174,6 +186,25 @@ def test_the_mask_follows_the_edges_of_an_attention_graph_sorted_otherwise():
         alpha = scores.softmax(0)
         expected[i] = sum(a * w * h[j] for a, (j, w) in zip(alpha, incoming, strict=True))
     torch.testing.assert_close(out, expected + conv.bias)
+
+
+def test_simple_convs_added_loops_weigh_one_after_the_callers_edges():
+    """SimpleConv(combine_root="self_loop") keeps the caller's loops and adds one per node:
+    on a graph without loops PyG's; with loops PyG drops their entries and shifts the rest,
+    graphloc keeps each edge's own (a dense oracle)."""
+    x, edge_index = toy_graph()
+    mask = torch.rand(edge_index.size(1), generator=torch.Generator().manual_seed(1))
+    ours, theirs = gl.SimpleConv("sum", "self_loop"), pyg.SimpleConv("sum", "self_loop")
+    for conv in (ours, theirs):
+        set_masks(conv, mask, edge_index, apply_sigmoid=False)
+    torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
+    looped = torch.cat([edge_index, torch.tensor([[3, 5], [3, 5]])], dim=1)
+    mask = torch.cat([mask, torch.tensor([0.25, 0.5])])
+    set_masks(ours, mask, looped, apply_sigmoid=False)
+    dense = torch.eye(x.size(0))
+    for (src, dst), m in zip(looped.t().tolist(), mask.tolist(), strict=True):
+        dense[dst, src] += m
+    torch.testing.assert_close(ours(x, looped), dense @ x)
 
 
 def test_a_loop_on_every_node_keeps_each_edge_its_own_mask_entry():
@@ -300,11 +331,11 @@ def test_pg_explainer_trains_and_explains_as_on_pygs_model():
 
 def test_a_conv_that_does_not_apply_masks_is_refused_by_name():
     torch.manual_seed(0)
-    model = Net([pyg.GCNConv(6, 8), gl.ResGatedGraphConv(8, 8), pyg.SAGEConv(8, 3)])
+    model = Net([pyg.GCNConv(6, 8), gl.EdgeConv(torch.nn.Linear(16, 8)), pyg.SAGEConv(8, 3)])
     x, edge_index = toy_graph()
-    with pytest.raises(ValueError, match="ResGatedGraphConv does not take part"):
+    with pytest.raises(ValueError, match="EdgeConv does not take part"):
         explanation(model, GNNExplainer(epochs=2), x, edge_index)
-    with pytest.raises(ValueError, match="ResGatedGraphConv .*get_embeddings"):
+    with pytest.raises(ValueError, match="EdgeConv .*get_embeddings"):
         get_embeddings(model, x, edge_index)
     # left out on purpose, as PyG's explain = False
     model.conv2.explain = False
