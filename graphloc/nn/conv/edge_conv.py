@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_choice, check_int
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
 from graphloc.nn.conv._inputs import (
     batch_pair,
     check_flow,
@@ -60,6 +60,8 @@ class EdgeConv(ConvModule):
         output: ``[N_dst, C]``.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, nn: torch.nn.Module, aggr: str = "max",
                  flow: str = "source_to_target"):
         super().__init__()
@@ -95,8 +97,11 @@ class EdgeConv(ConvModule):
         else:
             x_i = x_dst.index_select(0, dst)
             messages = self.nn(torch.cat([x_i, x_src.index_select(0, src) - x_i], dim=-1))
+        mask = explain_mask(self, inputs)
+        if mask is not None:
+            messages = messages * graph.to_csr_order(mask).unsqueeze(-1)
         out = ops.segment_reduce(messages, graph.csr.indptr, PYG_REDUCTIONS[self.aggr])
-        return inputs.node_output(out)
+        return explained_output(self, inputs.node_output(out))
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(nn={self.nn})"
@@ -126,6 +131,8 @@ class DynamicEdgeConv(EdgeConv):
         input: ``x [N, F]`` or a pair ``(x_src, x_dst)``, optional sorted example ids
         ``batch [N]`` (or a pair). output: ``[N_dst, C]``.
     """
+
+    explainable = False  # its edges are its own k-nearest points, not the caller's
 
     def __init__(self, nn: torch.nn.Module, k: int, aggr: str = "max", num_workers: int = 1):
         super().__init__(nn, aggr=aggr)

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_number
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_dropouts, check_input, check_sizes, linear
 from graphloc.nn.conv.gat import pyg_loop_order
@@ -62,6 +62,8 @@ class FAConv(ConvModule):
         output: ``[N, channels]``.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     # PyG keeps the coefficients there between calls; graphloc never stores them.
     _alpha = None
 
@@ -103,13 +105,14 @@ class FAConv(ConvModule):
                              "and takes no edge_weight (as PyG's); build it with "
                              "normalize=False to pass your own")
         x_0 = self._initial_features(inputs, x, x_0)
+        mask = explain_mask(self, inputs)
         if self.normalize:
-            graph, weight = cached_normalisation(self, inputs, edge_weight, x.dtype)
+            graph, weight = cached_normalisation(self, inputs, edge_weight, x.dtype, mask)
         elif edge_weight is None:
             raise ValueError("FAConv(normalize=False) needs edge_weight (or a sparse "
                              "adjacency's values) in place of the normalisation, as PyG's")
         else:
-            graph, weight = inputs.graph, edge_weight.to(x.dtype)
+            graph, weight = inputs.graph, masked_weights(edge_weight.to(x.dtype), mask)
         scores = self.att_l(x).view(-1), self.att_r(x).view(-1)  # source and destination
         alpha = torch.tanh(ops.sddmm(graph, *scores, "add"))
         kept = ops.dropout(alpha, p=self.dropout) if self.dropout > 0 and self.training \
@@ -117,7 +120,7 @@ class FAConv(ConvModule):
         out = ops.spmm(graph, x, kept * weight)
         if self.eps != 0.0:  # as PyG's: no 0 * x_0 (NaN where x_0 is infinite)
             out = out.add_(x_0, alpha=self.eps)
-        out = inputs.node_output(out)
+        out = explained_output(self, inputs.node_output(out))
         if return_attention_weights is None:
             return out
         return out, self._weights(inputs, graph, alpha, scores)

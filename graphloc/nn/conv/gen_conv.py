@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc.checks import check_flags, check_number, keyword_arguments
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
 from graphloc.nn.conv._inputs import (
     check_flow,
     edge_features_from,
@@ -75,6 +75,8 @@ class GENConv(ConvModule):
         optionally ``edge_attr [E, D]`` and ``size``. output: ``[N, out_channels]``.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int,
                  aggr="softmax", t: float = 1.0, learn_t: bool = False, p: float = 1.0,
                  learn_p: bool = False, msg_norm: bool = False, learn_msg_scale: bool = False,
@@ -129,21 +131,29 @@ class GENConv(ConvModule):
         # weights, which GENConv does not take
         if edge_attr is not None or inputs.adj_values is None or inputs.adj_values.dim() > 1:
             edge_attr = edge_features_from(self, inputs, edge_attr)
-        out = self._aggregate(inputs.graph, x_src, edge_attr)
+        out = self._aggregate(inputs.graph, x_src, edge_attr, explain_mask(self, inputs))
         if self.lin_aggr_out is not None:
             out = self.lin_aggr_out(out)
         if self.msg_norm is not None:
             out = self.msg_norm(x_dst if x_dst is not None else x_src, out)
         if x_dst is not None:
             out = out + (self.lin_dst(x_dst) if self.lin_dst is not None else x_dst)
-        return inputs.node_output(self.mlp(out))
+        return explained_output(self, inputs.node_output(self.mlp(out)))
 
-    def _aggregate(self, graph, x_src: Tensor, edge_attr: Tensor | None) -> Tensor:
+    def _aggregate(self, graph, x_src: Tensor, edge_attr: Tensor | None,
+                   mask: Tensor | None) -> Tensor:
         """AGG of ReLU(x_j + e_ji) + eps: per node without edge features (the same
-        message on every edge out of j), per edge with them."""
-        if edge_attr is None:
+        message on every edge out of j), per edge with them or an explainer's ``mask``
+        (each message times its edge's entry)."""
+        if edge_attr is None and mask is None:
             return self.aggr_module(graph, torch.relu(x_src) + self.eps)
-        messages = relu_edge_messages(self, graph, x_src, edge_attr, self.lin_edge) + self.eps
+        if edge_attr is None:
+            messages = torch.relu(x_src).index_select(0, graph.csr.indices.long()) + self.eps
+        else:
+            messages = relu_edge_messages(self, graph, x_src, edge_attr, self.lin_edge) + \
+                self.eps
+        if mask is not None:
+            messages = messages * graph.to_csr_order(mask).unsqueeze(-1)
         return self.aggr_module(aggregations.per_edge(graph), messages)
 
     def __repr__(self) -> str:

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_index
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
 from graphloc.nn.conv._inputs import check_flow, read_inputs, relation_types, weights_from
 from graphloc.nn.conv._utils import (
     check_sizes,
@@ -61,6 +61,8 @@ class RGCNConv(ConvModule):
     (PyG's loop over relations skips those edges without a word); a static batch ``[B, N,
     F]`` is refused (PyG's reads it with ``node_dim = 0``, as ``[N, B, F]``).
     """
+
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
 
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int,
                  num_relations: int, num_bases: int | None = None, num_blocks: int | None = None,
@@ -130,6 +132,7 @@ class RGCNConv(ConvModule):
                              _shape_of(x_src), edge_index)
         # the adjacency's values weight the edges when they are not the types
         weight = None if edge_type is None else weights_from(self, inputs, None)
+        weight = masked_weights(weight, explain_mask(self, inputs))
         edge_type = relation_types(self, inputs, edge_type, self.num_relations)
         relations = inputs.graph.by_relation(edge_type, self.num_relations)
         out = self._relation_sum(relations, x_src, weight, inputs.graph.num_nodes)
@@ -137,7 +140,7 @@ class RGCNConv(ConvModule):
             out = out + (x_dst @ self.root if x_dst.is_floating_point() else self.root[x_dst])
         if self.bias is not None:
             out = out + self.bias
-        return out
+        return explained_output(self, out)
 
     def _node_inputs(self, x) -> tuple[Tensor, Tensor]:
         """(source, destination) inputs: features, or node indices (None: ``0 .. in - 1``)."""

@@ -28,7 +28,7 @@ def mlp(width=6):
 
 
 class WithInitial(torch.nn.Module):
-    """GCN2Conv called as ``conv(x, x_0=x, edge_index, edge_weight)``."""
+    """GCN2Conv or FAConv called as ``conv(x, x_0=x, edge_index, edge_weight)``."""
 
     def __init__(self, conv):
         super().__init__()
@@ -87,6 +87,17 @@ EXPLAINABLE = [
      None, False),
     ("res-gated-tanh", lambda: gl.ResGatedGraphConv(6, 5, act=torch.nn.Tanh(), edge_dim=2),
      lambda: pyg.ResGatedGraphConv(6, 5, act=torch.nn.Tanh(), edge_dim=2), 2, False),
+    ("edge", lambda: gl.EdgeConv(torch.nn.Linear(12, 5)),
+     lambda: pyg.EdgeConv(torch.nn.Linear(12, 5)), None, False),
+    ("edge-mean", lambda: gl.EdgeConv(torch.nn.Linear(12, 5), aggr="mean"),
+     lambda: pyg.EdgeConv(torch.nn.Linear(12, 5), aggr="mean"), None, False),
+    ("gen", lambda: gl.GENConv(6, 5), lambda: pyg.GENConv(6, 5), None, False),
+    ("gen-edges-sum", lambda: gl.GENConv(6, 5, aggr="add", edge_dim=2),
+     lambda: pyg.GENConv(6, 5, aggr="add", edge_dim=2), 2, False),
+    ("fa", lambda: WithInitial(gl.FAConv(6, eps=0.1)), lambda: WithInitial(pyg.FAConv(6, eps=0.1)),
+     None, False),
+    ("fa-raw", lambda: WithInitial(gl.FAConv(6, normalize=False)),
+     lambda: WithInitial(pyg.FAConv(6, normalize=False)), None, True),
     # PyG's wrappers of a conv are no MessagePassing: the conv inside takes the mask
     ("dir-gnn", lambda: gl.DirGNNConv(gl.GCNConv(6, 5)),
      lambda: pyg.DirGNNConv(pyg.GCNConv(6, 5)), None, False),
@@ -186,6 +197,29 @@ def test_the_mask_follows_the_edges_of_an_attention_graph_sorted_otherwise():
         alpha = scores.softmax(0)
         expected[i] = sum(a * w * h[j] for a, (j, w) in zip(alpha, incoming, strict=True))
     torch.testing.assert_close(out, expected + conv.bias)
+
+
+@pytest.mark.parametrize("cls,aggr", [(gl.RGCNConv, "mean"), (gl.FastRGCNConv, "mean"),
+                                      (gl.RGCNConv, "add")])
+def test_relational_messages_are_masked_edge_by_edge(cls, aggr):
+    """PyG's RGCNConv cannot be explained (its per-relation propagations count fewer
+    messages than the mask has entries: an AssertionError); graphloc's scales each edge's
+    message in its relation's aggregation, against a dense loop over the relations."""
+    torch.manual_seed(0)
+    edge_index, n = graph_with_loops(seed=3)
+    edge_type = (edge_index[0] + 2 * edge_index[1]) % 3
+    conv = cls(6, 5, 3, aggr=aggr).double()
+    x = torch.randn(n, 6, dtype=torch.float64)
+    mask = torch.rand(edge_index.size(1), dtype=torch.float64)
+    set_masks(conv, mask, edge_index, apply_sigmoid=False)
+    expected = x @ conv.root + conv.bias
+    for r in range(3):
+        for i in range(n):
+            into = ((edge_index[1] == i) & (edge_type == r)).nonzero().flatten()
+            if into.numel():
+                total = (mask[into, None] * x[edge_index[0, into]]).sum(0)
+                expected[i] += (total / (into.numel() if aggr == "mean" else 1)) @ conv.weight[r]
+    torch.testing.assert_close(conv(x, edge_index, edge_type), expected)
 
 
 def test_simple_convs_added_loops_weigh_one_after_the_callers_edges():
@@ -331,11 +365,11 @@ def test_pg_explainer_trains_and_explains_as_on_pygs_model():
 
 def test_a_conv_that_does_not_apply_masks_is_refused_by_name():
     torch.manual_seed(0)
-    model = Net([pyg.GCNConv(6, 8), gl.EdgeConv(torch.nn.Linear(16, 8)), pyg.SAGEConv(8, 3)])
+    model = Net([pyg.GCNConv(6, 8), gl.MFConv(8, 8), pyg.SAGEConv(8, 3)])
     x, edge_index = toy_graph()
-    with pytest.raises(ValueError, match="EdgeConv does not take part"):
+    with pytest.raises(ValueError, match="MFConv does not take part"):
         explanation(model, GNNExplainer(epochs=2), x, edge_index)
-    with pytest.raises(ValueError, match="EdgeConv .*get_embeddings"):
+    with pytest.raises(ValueError, match="MFConv .*get_embeddings"):
         get_embeddings(model, x, edge_index)
     # left out on purpose, as PyG's explain = False
     model.conv2.explain = False
@@ -479,7 +513,8 @@ def test_every_conv_whose_pyg_namesake_passes_messages_carries_a_port():
 
 
 def test_a_conv_that_refuses_says_which_convs_apply_masks():
-    conv = gl.EdgeConv(torch.nn.Linear(12, 5))
+    conv = gl.DynamicEdgeConv(torch.nn.Linear(12, 5), k=3)
     x, edge_index = toy_graph()
-    with pytest.raises(ValueError, match="EdgeConv does not take part.* GCNConv, .*SAGEConv"):
+    with pytest.raises(ValueError, match="DynamicEdgeConv does not take part.* EdgeConv, "
+                                         ".*GCNConv, .*SAGEConv"):
         set_masks(conv, torch.zeros(edge_index.size(1)), edge_index)
