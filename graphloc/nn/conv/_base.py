@@ -19,7 +19,6 @@ out of an explanation on purpose.
 
 from __future__ import annotations
 
-import importlib.util
 from functools import cache
 
 import torch
@@ -83,9 +82,10 @@ def refuse_replaced_message(owner: str) -> None:
 @cache
 def _port_class():
     """The port's class, defined once PyG is importable (None where it is not)."""
-    if importlib.util.find_spec("torch_geometric") is None:
+    try:
+        from torch_geometric.nn import MessagePassing
+    except ImportError:
         return None
-    from torch_geometric.nn import MessagePassing
 
     class ExplainPort(MessagePassing):
         """Where PyG's explainers set their edge mask and hooks on a graphloc conv (its

@@ -122,7 +122,11 @@ class GCNConv(ConvModule):
     def forward_prefix(self, x: Tensor, graph: Graph, num_dst: int) -> Tensor:
         """``forward(x_all, graph)[:num_dst]`` where ``x`` holds the first rows of
         ``x_all``, all that those outputs read (see ``Graph.dst_prefix``); the degrees
-        are the whole graph's."""
+        are the whole graph's. Not while an explainer's mask is set (it follows the
+        caller's edges, which this call does not take)."""
+        if self.explain:
+            raise ValueError("GCNConv.forward_prefix: the layer is being explained (an edge "
+                             "mask is set); call it on the whole graph")
         check_input(self, x, self.in_channels)
         graph, edge_weight = self._normalized(graph, None, x.dtype)
         return self._propagate(x, graph, edge_weight, num_dst)

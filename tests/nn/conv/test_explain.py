@@ -4,6 +4,8 @@ and the refusals where a conv does not apply a mask."""
 
 import copy
 import pickle
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -20,6 +22,7 @@ from torch_geometric.explain.algorithm.utils import clear_masks, set_masks
 from torch_geometric.utils import get_embeddings, get_num_hops
 
 import graphloc.nn as gl
+from graphloc import Graph
 
 
 def mlp(width=6):
@@ -518,3 +521,36 @@ def test_a_conv_that_refuses_says_which_convs_apply_masks():
     with pytest.raises(ValueError, match="DynamicEdgeConv does not take part.* EdgeConv, "
                                          ".*GCNConv, .*SAGEConv"):
         set_masks(conv, torch.zeros(edge_index.size(1)), edge_index)
+
+
+def test_without_pyg_the_convs_run_and_say_what_explanations_need(tmp_path):
+    """PyG is optional: without it a conv has no port, computes as before, and refuses
+    explain mode by name."""
+    script = tmp_path / "no_pyg.py"
+    script.write_text(
+        "import sys\n"
+        "sys.modules['torch_geometric'] = None  # an import of it fails\n"
+        "import torch\n"
+        "import graphloc.nn as gl\n"
+        "conv = gl.GATConv(4, 3)\n"
+        "assert 'explain_port' not in dict(conv.named_children())\n"
+        "out = conv(torch.randn(5, 4), torch.tensor([[0, 1, 2], [1, 2, 3]]))\n"
+        "assert out.shape == (5, 3) and conv.explain is None\n"
+        "try:\n"
+        "    conv.explain = True\n"
+        "except ValueError as err:\n"
+        "    assert 'need PyG' in str(err), err\n"
+        "else:\n"
+        "    raise AssertionError('explain mode without PyG was taken')\n"
+        "print('ok')\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
+
+
+def test_the_pruned_forward_of_a_gcn_refuses_a_set_mask():
+    conv = gl.GCNConv(6, 5)
+    x, edge_index = toy_graph()
+    set_masks(conv, torch.zeros(edge_index.size(1)), edge_index)
+    with pytest.raises(ValueError, match="forward_prefix: the layer is being explained"):
+        conv.forward_prefix(x, Graph(edge_index, num_nodes=x.size(0)), 4)
