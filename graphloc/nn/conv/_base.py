@@ -183,6 +183,9 @@ def explain_mask(layer: torch.nn.Module, inputs) -> Tensor | None:
     if mask is None:
         raise ValueError(f"{type(layer).__name__}: in explain mode without an edge mask "
                          "(set it with torch_geometric.explain.algorithm.utils.set_masks)")
+    if not mask.is_floating_point():
+        raise ValueError(f"{type(layer).__name__}: the explainer's edge mask must be a "
+                         f"floating-point tensor, got {mask.dtype}")
     if mask.dim() != 1 or mask.numel() != num_edges:
         raise ValueError(f"{type(layer).__name__}: the explainer's edge mask has shape "
                          f"{list(mask.shape)}, but the layer was called with {num_edges} "

@@ -401,6 +401,27 @@ def test_a_mask_of_another_length_is_refused():
         conv(x, edge_index)
 
 
+def test_a_mask_that_is_not_floating_point_is_refused():
+    conv = gl.GATConv(6, 5)
+    x, edge_index = toy_graph()
+    set_masks(conv, torch.ones(edge_index.size(1), dtype=torch.bool), edge_index)
+    with pytest.raises(ValueError, match="GATConv: the explainer's edge mask must be a "
+                                         "floating-point tensor, got torch.bool"):
+        conv(x, edge_index)
+
+
+def test_a_nan_in_the_mask_reaches_only_that_edges_destination():
+    conv = gl.GCNConv(6, 5, add_self_loops=False)
+    x, edge_index = toy_graph()
+    mask = torch.ones(edge_index.size(1))
+    mask[0] = float("nan")
+    set_masks(conv, mask, edge_index, apply_sigmoid=False)
+    out = conv(x, edge_index)
+    reached = torch.zeros(x.size(0), dtype=torch.bool)
+    reached[edge_index[1, 0]] = True
+    assert out[reached].isnan().all() and not out[~reached].isnan().any()
+
+
 def test_the_port_adds_no_state_and_survives_copies():
     conv = gl.GATConv(6, 3, heads=2)
     assert list(conv.state_dict()) == list(pyg.GATConv(6, 3, heads=2).state_dict())
