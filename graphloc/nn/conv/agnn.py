@@ -9,10 +9,10 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
 from graphloc.nn.conv._inputs import check_flow, read_one_node_set
 from graphloc.nn.conv._utils import check_input
-from graphloc.nn.conv.gat import fresh_self_loops
+from graphloc.nn.conv.gat import fresh_self_loops, on_attention_graph, pyg_loop_order
 
 
 class AGNNConv(ConvModule):
@@ -38,6 +38,8 @@ class AGNNConv(ConvModule):
         input: ``x [N, F]`` (or ``[B, N, F]`` on one graph), a ``Graph``, an ``edge_index
         [2, E]`` or a ``torch.sparse`` ``adj_t`` (its pattern). output: ``[N, F]``.
     """
+
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
 
     def __init__(self, requires_grad: bool = True, add_self_loops: bool = True,
                  flow: str = "source_to_target"):
@@ -66,7 +68,13 @@ class AGNNConv(ConvModule):
         graph = fresh_self_loops(inputs.graph) if self.add_self_loops else inputs.graph
         unit = F.normalize(x, p=2.0, dim=-1)
         scores = ops.sddmm(graph, unit, unit, "dot") * self.beta.to(x.dtype)
-        return inputs.node_output(ops.segment_attention(graph, scores, x))
+        mask = explain_mask(self, inputs)
+        if mask is None:
+            return explained_output(self, inputs.node_output(
+                ops.segment_attention(graph, scores, x)))
+        loops = pyg_loop_order(inputs.graph) if self.add_self_loops else None
+        alpha = ops.segment_softmax(graph, scores) * on_attention_graph(mask, loops)
+        return explained_output(self, inputs.node_output(ops.spmm(graph, x, alpha)))
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}()"

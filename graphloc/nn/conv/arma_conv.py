@@ -9,7 +9,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_dropouts, check_sizes, glorot
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
@@ -55,6 +55,8 @@ class ARMAConv(ConvModule):
     Differences from PyG's (docs/models.md): a ``torch.sparse`` adjacency is taken (PyG's
     raises a RuntimeError there, and its own test asks for it).
     """
+
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
 
     def __init__(self, in_channels: int, out_channels: int, num_stacks: int = 1,
                  num_layers: int = 1, shared_weights: bool = False,
@@ -102,7 +104,8 @@ class ARMAConv(ConvModule):
         self._materialise(x)
         inputs, x, edge_weight = read_weighted_call(self, x, edge_index, edge_weight,
                                                     self.in_channels)
-        graph, weight = normalized_call_graph(inputs, edge_weight, False, x.dtype)
+        graph, weight = normalized_call_graph(inputs, edge_weight, False, x.dtype,
+                                              explain_mask(self, inputs))
         stacks, width = self.num_stacks, self.out_channels
         out = x @ _side_by_side(self.init_weight)  # [N, K * F]: the stacks side by side
         for t in range(self.num_layers):
@@ -119,7 +122,7 @@ class ARMAConv(ConvModule):
                 # sees PyG's axes; an elementwise one keeps the layout, so no copy)
                 stacked = out.view(-1, stacks, width).transpose(0, 1)
                 out = self.act(stacked).transpose(0, 1).reshape(-1, stacks * width)
-        return inputs.node_output(out.view(-1, stacks, width).mean(dim=1))
+        return explained_output(self, inputs.node_output(out.view(-1, stacks, width).mean(dim=1)))
 
     def _materialise(self, x) -> None:
         """PyG's lazy ``in_channels=-1``: the weights take x's width at the first call."""

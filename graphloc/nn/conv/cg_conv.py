@@ -10,7 +10,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
 from graphloc.nn.conv._inputs import check_flow, edge_feature_rows, read_inputs
 from graphloc.nn.conv._utils import (
     check_sizes,
@@ -65,6 +65,8 @@ class CGConv(ConvModule):
     (PyG's ``BatchNorm1d`` reads its node axis as the channels and fails).
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, channels: int | tuple[int, int], dim: int = 0, aggr="add",
                  batch_norm: bool = False, bias: bool = True, aggr_kwargs: dict | None = None,
                  flow: str = "source_to_target"):
@@ -100,11 +102,14 @@ class CGConv(ConvModule):
         x_src, x_dst = checked_features_with_root(self, inputs, self.channels, "x_dst")
         graph = inputs.graph.in_csr_order()
         edge_attr = self._edge_features(inputs, edge_attr)
-        out = self.aggr_module(aggregations.per_edge(graph),
-                               self._messages(graph, x_src, x_dst, edge_attr))
+        messages = self._messages(graph, x_src, x_dst, edge_attr)
+        mask = explain_mask(self, inputs)
+        if mask is not None:
+            messages = messages * inputs.graph.to_csr_order(mask).unsqueeze(-1)
+        out = self.aggr_module(aggregations.per_edge(graph), messages)
         if self.bn is not None:
             out = self.bn(out)
-        return inputs.node_output(out + x_dst)
+        return explained_output(self, inputs.node_output(out + x_dst))
 
     def _edge_features(self, inputs, edge_attr: Tensor | None) -> Tensor | None:
         """The call's ``[E, dim]`` edge features in CSR order, or None for ``dim = 0``:

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc.checks import check_flags, check_int
 from graphloc.graph import Graph
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
 from graphloc.nn.conv._inputs import check_flow, read_inputs
 from graphloc.nn.conv._utils import (
     check_sizes,
@@ -58,6 +58,8 @@ class MFConv(ConvModule):
     leaves those nodes' output rows uninitialised).
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int,
                  max_degree: int = 10, bias: bool = True, aggr="add",
                  aggr_kwargs: dict | None = None, flow: str = "source_to_target"):
@@ -94,7 +96,7 @@ class MFConv(ConvModule):
         max_degree = self._checked_max_degree()
         inputs = read_inputs(self, x, edge_index, size)
         x_src, x_dst = checked_features(self, inputs, self.in_channels)
-        summed = self.aggr_module(inputs.graph, x_src, None)
+        summed = self.aggr_module(inputs.graph, x_src, explain_mask(self, inputs))
         groups = degree_groups(inputs.graph, max_degree)
         order, sizes = torch.cat(groups), [nodes.numel() for nodes in groups]
         # one gather in degree order, then views: a gather per degree wrote, in its
@@ -108,7 +110,8 @@ class MFConv(ConvModule):
                                          root_parts, strict=True):
             parts.append(lin_l(h) if root is None else lin_l(h) + lin_r(root))
         out = summed.new_empty(summed.size(0), self.out_channels)
-        return inputs.node_output(out.index_copy(0, order, torch.cat(parts)))
+        return explained_output(self, inputs.node_output(out.index_copy(0, order,
+                                                                         torch.cat(parts))))
 
     def _checked_max_degree(self) -> int:
         """``max_degree``, an attribute a caller may lower after building (PyG's then uses

@@ -101,6 +101,13 @@ EXPLAINABLE = [
      None, False),
     ("fa-raw", lambda: WithInitial(gl.FAConv(6, normalize=False)),
      lambda: WithInitial(pyg.FAConv(6, normalize=False)), None, True),
+    ("agnn", lambda: gl.AGNNConv(), lambda: pyg.AGNNConv(), None, False),
+    ("arma", lambda: gl.ARMAConv(6, 5, num_stacks=2, num_layers=2),
+     lambda: pyg.ARMAConv(6, 5, num_stacks=2, num_layers=2), None, True),
+    ("mf", lambda: gl.MFConv(6, 5), lambda: pyg.MFConv(6, 5), None, False),
+    ("cg", lambda: gl.CGConv(6, dim=2), lambda: pyg.CGConv(6, dim=2), 2, False),
+    ("cg-mean", lambda: gl.CGConv(6, aggr="mean"), lambda: pyg.CGConv(6, aggr="mean"), None,
+     False),
     # PyG's wrappers of a conv are no MessagePassing: the conv inside takes the mask
     ("dir-gnn", lambda: gl.DirGNNConv(gl.GCNConv(6, 5)),
      lambda: pyg.DirGNNConv(pyg.GCNConv(6, 5)), None, False),
@@ -368,11 +375,11 @@ def test_pg_explainer_trains_and_explains_as_on_pygs_model():
 
 def test_a_conv_that_does_not_apply_masks_is_refused_by_name():
     torch.manual_seed(0)
-    model = Net([pyg.GCNConv(6, 8), gl.MFConv(8, 8), pyg.SAGEConv(8, 3)])
+    model = Net([pyg.GCNConv(6, 8), gl.GeneralConv(8, 8), pyg.SAGEConv(8, 3)])
     x, edge_index = toy_graph()
-    with pytest.raises(ValueError, match="MFConv does not take part"):
+    with pytest.raises(ValueError, match="GeneralConv does not take part"):
         explanation(model, GNNExplainer(epochs=2), x, edge_index)
-    with pytest.raises(ValueError, match="MFConv .*get_embeddings"):
+    with pytest.raises(ValueError, match="GeneralConv .*get_embeddings"):
         get_embeddings(model, x, edge_index)
     # left out on purpose, as PyG's explain = False
     model.conv2.explain = False
