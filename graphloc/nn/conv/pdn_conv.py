@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
 from graphloc.nn.conv._inputs import check_flow, edge_feature_rows, read_inputs
 from graphloc.nn.conv._utils import check_input, check_sizes, glorot
 from graphloc.nn.conv.gcn import normalized_call_graph
@@ -60,6 +60,8 @@ class PDNConv(ConvModule):
     these.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int, out_channels: int, edge_dim: int,
                  hidden_channels: int, add_self_loops: bool = True, normalize: bool = True,
                  bias: bool = True, flow: str = "source_to_target"):
@@ -102,16 +104,19 @@ class PDNConv(ConvModule):
             if not features.is_floating_point() or not ops.autocast_enabled(x.device.type):
                 features = features.to(self.mlp[0].weight.dtype)
             weight = self.mlp(features).squeeze(-1)
-        graph = inputs.graph
+        graph, mask = inputs.graph, explain_mask(self, inputs)
         if self.normalize:
             if weight is None and inputs.adj_layout is not None:  # (the loops' fill needs them)
                 weight = torch.ones(graph.num_edges, dtype=x.dtype, device=x.device)
-            graph, weight = normalized_call_graph(inputs, weight, self.add_self_loops, x.dtype)
+            graph, weight = normalized_call_graph(inputs, weight, self.add_self_loops, x.dtype,
+                                                  mask)
+        else:
+            weight = masked_weights(weight, mask)
         h = torch.sparse.mm(x, self.lin.weight.t()) if x.layout != torch.strided else self.lin(x)
         out = ops.spmm(graph, h, weight)
         if self.bias is not None:
             out = out + self.bias
-        return inputs.node_output(out)
+        return explained_output(self, inputs.node_output(out))
 
     def __repr__(self) -> str:  # PyG's
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"

@@ -108,6 +108,16 @@ EXPLAINABLE = [
     ("cg", lambda: gl.CGConv(6, dim=2), lambda: pyg.CGConv(6, dim=2), 2, False),
     ("cg-mean", lambda: gl.CGConv(6, aggr="mean"), lambda: pyg.CGConv(6, aggr="mean"), None,
      False),
+    ("pdn", lambda: gl.PDNConv(6, 5, edge_dim=2, hidden_channels=4),
+     lambda: pyg.PDNConv(6, 5, edge_dim=2, hidden_channels=4), 2, False),
+    ("pdn-raw", lambda: gl.PDNConv(6, 5, edge_dim=2, hidden_channels=4, normalize=False),
+     lambda: pyg.PDNConv(6, 5, edge_dim=2, hidden_channels=4, normalize=False), 2, False),
+    ("gcn-target-to-source", lambda: gl.GCNConv(6, 5, flow="target_to_source"),
+     lambda: pyg.GCNConv(6, 5, flow="target_to_source"), None, True),
+    ("sage-target-to-source", lambda: gl.SAGEConv(6, 5, flow="target_to_source"),
+     lambda: pyg.SAGEConv(6, 5, flow="target_to_source"), None, False),
+    ("gat-target-to-source", lambda: gl.GATConv(6, 3, heads=2, flow="target_to_source"),
+     lambda: pyg.GATConv(6, 3, heads=2, flow="target_to_source"), None, False),
     # PyG's wrappers of a conv are no MessagePassing: the conv inside takes the mask
     ("dir-gnn", lambda: gl.DirGNNConv(gl.GCNConv(6, 5)),
      lambda: pyg.DirGNNConv(pyg.GCNConv(6, 5)), None, False),
@@ -427,6 +437,18 @@ def test_a_nan_in_the_mask_reaches_only_that_edges_destination():
     reached = torch.zeros(x.size(0), dtype=torch.bool)
     reached[edge_index[1, 0]] = True
     assert out[reached].isnan().all() and not out[~reached].isnan().any()
+
+
+def test_a_static_batch_masks_every_copy_of_an_edge_alike():
+    """x of shape [B, N, F] on one graph runs as B copies: each copy's edges take the mask
+    of the edge they copy, as each copy called alone."""
+    conv = gl.GATConv(6, 3, heads=2)
+    x, edge_index = toy_graph()
+    batch = torch.stack([x, 2 * x, -x])
+    mask = torch.rand(edge_index.size(1), generator=torch.Generator().manual_seed(4))
+    set_masks(conv, mask, edge_index, apply_sigmoid=False)
+    expected = torch.stack([conv(copy, edge_index) for copy in batch])
+    torch.testing.assert_close(conv(batch, edge_index), expected)
 
 
 def test_the_port_adds_no_state_and_survives_copies():
