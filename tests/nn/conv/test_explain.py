@@ -604,3 +604,18 @@ def test_the_pruned_forward_of_a_gcn_refuses_a_set_mask():
     set_masks(conv, torch.zeros(edge_index.size(1)), edge_index)
     with pytest.raises(ValueError, match="forward_prefix: the layer is being explained"):
         conv.forward_prefix(x, Graph(edge_index, num_nodes=x.size(0)), 4)
+
+
+@pytest.mark.parametrize("basic_gnn", [pyg.GCN, pyg.GAT, pyg.GIN, pyg.GraphSAGE])
+def test_a_pyg_model_converted_by_from_pyg_explains_as_the_original(basic_gnn):
+    """PyG's BasicGNN and its graphloc twin (``from_pyg``: graphloc's GNN) give the same
+    GNNExplainer explanation."""
+    torch.manual_seed(0)
+    x, edge_index = toy_graph()
+    model = basic_gnn(6, 8, num_layers=2, out_channels=3)
+    twin = gl.from_pyg(model, example=(x, edge_index))
+    assert type(twin).__module__.startswith("graphloc")
+    got = explanation(twin, GNNExplainer(epochs=15), x, edge_index)
+    expected = explanation(model, GNNExplainer(epochs=15), x, edge_index)
+    torch.testing.assert_close(got.edge_mask, expected.edge_mask, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(got.node_mask, expected.node_mask, rtol=1e-4, atol=1e-5)
