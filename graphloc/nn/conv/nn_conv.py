@@ -10,7 +10,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
 from graphloc.nn.conv._inputs import check_flow, read_inputs, required_edge_feature_rows
 from graphloc.nn.conv._utils import (
     all_finite,
@@ -94,6 +94,8 @@ class NNConv(ConvModule):
     the outputs are equal). docs/models.md lists these.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int,
                  nn: torch.nn.Module, aggr="add", root_weight: bool = True, bias: bool = True,
                  aggr_kwargs: dict | None = None, flow: str = "source_to_target"):
@@ -135,12 +137,14 @@ class NNConv(ConvModule):
                            f"edge_attr has {edge_attr.size(1)} features per edge")
         graph = inputs.graph.in_csr_order()
         edge_attr = self._in_network_dtype(inputs.graph.to_csr_order(edge_attr))
-        out = self._aggregate(graph, x_src, edge_attr)
+        mask = explain_mask(self, inputs)
+        out = self._aggregate(graph, x_src, edge_attr,
+                              None if mask is None else inputs.graph.to_csr_order(mask))
         if x_dst is not None and root_map(self, "lin") is not None:
             out = out + self.lin(x_dst)
         if self.bias is not None:
             out = out + self.bias
-        return inputs.node_output(out)
+        return explained_output(self, inputs.node_output(out))
 
     def _in_network_dtype(self, edge_attr: Tensor) -> Tensor:
         """Integer edge features (bond types, say) and those of another float dtype in the
@@ -152,19 +156,23 @@ class NNConv(ConvModule):
             return edge_attr
         return edge_attr.to(weight.dtype)
 
-    def _aggregate(self, graph, x_src: Tensor, edge_attr: Tensor) -> Tensor:
+    def _aggregate(self, graph, x_src: Tensor, edge_attr: Tensor,
+                   mask: Tensor | None) -> Tensor:
         """The aggregated messages ``[N_dst, out_channels]``, edges in CSR order: regrouped
-        where that gives PyG's numbers, else PyG's per-edge products."""
+        where that gives PyG's numbers, else PyG's per-edge products; each message times
+        an explainer's ``mask`` entry (CSR order) where one is set."""
         split = _split_last_linear(self.nn)
         if split is not None and self._may_regroup(split[1], x_src):
             hidden = split[0](edge_attr)
             if hidden.dim() == 2 and all_finite(hidden):
-                return self._regrouped(graph, x_src, hidden, split[1])
+                return self._regrouped(graph, x_src, hidden, split[1], mask)
             weight = split[1](hidden)
         else:
             weight = self.nn(edge_attr)
-        return self.aggr_module(aggregations.per_edge(graph),
-                                self._edge_messages(graph, x_src, weight))
+        messages = self._edge_messages(graph, x_src, weight)
+        if mask is not None:
+            messages = messages * mask.unsqueeze(-1)
+        return self.aggr_module(aggregations.per_edge(graph), messages)
 
     def _may_regroup(self, last: torch.nn.Linear, x_src: Tensor) -> bool:
         """Whether the regrouped sum can serve this call (before the edge values are seen):
@@ -183,19 +191,22 @@ class NNConv(ConvModule):
         return all_finite(x_src) and all_finite(last.weight) and \
             (last.bias is None or all_finite(last.bias))
 
-    def _regrouped(self, graph, x_src: Tensor, hidden: Tensor,
-                   last: torch.nn.Linear) -> Tensor:
+    def _regrouped(self, graph, x_src: Tensor, hidden: Tensor, last: torch.nn.Linear,
+                   mask: Tensor | None) -> Tensor:
         """``sum_j x_j (A h_ji + b)``, with a column of ones in ``h`` carrying the bias,
         grouped on the narrower side of the matrices: for ``in <= out`` the sums of outer
         products ``sum_j h_ji (x) x_j`` per node, then one product with the Linear's
         weights as ``[(K + 1) in, out]``; for ``out < in`` the products ``x_j A_k`` per
         node first (``[N_src, K + 1, out]``), each edge's blocks weighted by its ``h_ji``
-        and summed (``ops.edge_head_sum``)."""
+        and summed (``ops.edge_head_sum``). A message is linear in its row of ``h`` (with
+        the ones column), so an explainer's ``mask`` scales that row."""
         width_in, width_out, K = self.in_channels_l, self.out_channels, hidden.size(1)
         maps = last.weight.view(width_in, width_out, K).permute(2, 0, 1)  # [K, in, out]
         if last.bias is not None:
             hidden = torch.cat([hidden, hidden.new_ones(hidden.size(0), 1)], dim=1)
             maps = torch.cat([maps, last.bias.view(1, width_in, width_out)])
+        if mask is not None:
+            hidden = hidden * mask.unsqueeze(-1)
         blocks = maps.size(0)
         # hidden is in CSR order and graph is in_csr_order(): its edge order is that one
         if width_in <= width_out:
