@@ -9,7 +9,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
 from graphloc.nn.conv._inputs import check_flow, read_inputs, required_edge_feature_rows
 from graphloc.nn.conv._utils import (
     check_sizes,
@@ -81,6 +81,8 @@ class GMMConv(ConvModule):
     winner per channel (PyG's shares it). docs/models.md lists these.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int, dim: int,
                  kernel_size: int, separate_gaussians: bool = False, aggr="mean",
                  root_weight: bool = True, bias: bool = True, aggr_kwargs: dict | None = None,
@@ -141,16 +143,20 @@ class GMMConv(ConvModule):
                                             "pseudo-coordinates")
         graph = inputs.graph.in_csr_order()
         pseudo = inputs.graph.to_csr_order(pseudo).to(self.mu.dtype)
+        mask = explain_mask(self, inputs)  # a message is linear in its kernel values
+        scale = None if mask is None else inputs.graph.to_csr_order(mask).unsqueeze(-1)
         if self.separate_gaussians:
+            messages = self._separate_messages(graph, x_src, pseudo)
             out = self.aggr_module(aggregations.per_edge(graph),
-                                   self._separate_messages(graph, x_src, pseudo))
+                                   messages if scale is None else messages * scale)
         else:
-            out = self._mixture(graph, x_src, self._kernel_values(pseudo))
+            kernels = self._kernel_values(pseudo)
+            out = self._mixture(graph, x_src, kernels if scale is None else kernels * scale)
         if x_dst is not None and self.root is not None:
             out = out + self.root(x_dst)
         if self.bias is not None:
             out = out + self.bias
-        return inputs.node_output(out)
+        return explained_output(self, inputs.node_output(out))
 
     @torch.no_grad()
     def _materialize(self, x_src: Tensor) -> None:

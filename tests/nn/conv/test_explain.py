@@ -127,6 +127,12 @@ EXPLAINABLE = [
      lambda: pyg.NNConv(6, 2, torch.nn.Linear(2, 12), aggr="mean"), 2, False),
     ("nn-max", lambda: gl.NNConv(6, 2, torch.nn.Linear(2, 12), aggr="max"),
      lambda: pyg.NNConv(6, 2, torch.nn.Linear(2, 12), aggr="max"), 2, False),
+    ("gmm", lambda: gl.GMMConv(6, 5, dim=2, kernel_size=3),
+     lambda: pyg.GMMConv(6, 5, dim=2, kernel_size=3), 2, False),
+    ("gmm-max", lambda: gl.GMMConv(6, 5, dim=2, kernel_size=3, aggr="max"),
+     lambda: pyg.GMMConv(6, 5, dim=2, kernel_size=3, aggr="max"), 2, False),
+    ("gmm-separate", lambda: gl.GMMConv(6, 5, dim=2, kernel_size=2, separate_gaussians=True),
+     lambda: pyg.GMMConv(6, 5, dim=2, kernel_size=2, separate_gaussians=True), 2, False),
     # PyG's wrappers of a conv are no MessagePassing: the conv inside takes the mask
     ("dir-gnn", lambda: gl.DirGNNConv(gl.GCNConv(6, 5)),
      lambda: pyg.DirGNNConv(pyg.GCNConv(6, 5)), None, False),
