@@ -9,7 +9,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_choice, check_flags
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
 from graphloc.nn.conv._inputs import check_flow, read_inputs
 from graphloc.nn.conv._utils import (
     PYG_REDUCTIONS,
@@ -20,7 +20,7 @@ from graphloc.nn.conv._utils import (
     may_regroup_first_linear,
     reset_like_pyg,
 )
-from graphloc.nn.conv.gat import fresh_self_loops
+from graphloc.nn.conv.gat import fresh_self_loops, on_attention_graph, pyg_loop_order
 
 
 class PointNetConv(ConvModule):
@@ -66,6 +66,8 @@ class PointNetConv(ConvModule):
     ``F + D``, are a ``ValueError`` naming them. docs/models.md lists these.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, local_nn: torch.nn.Module | None = None,
                  global_nn: torch.nn.Module | None = None, add_self_loops: bool = True,
                  aggr: str = "max", flow: str = "source_to_target"):
@@ -102,10 +104,19 @@ class PointNetConv(ConvModule):
         graph = graph.in_csr_order()
         src, dst = graph.csr.indices.long(), graph.edge_index[1]
         messages = self._messages(x_src, pos_src, pos_dst, src, dst)
+        return explained_output(self, inputs.node_output(self._reduce(inputs, graph, messages)))
+
+    def _reduce(self, inputs, graph, messages: Tensor) -> Tensor:
+        """The messages (in the CSR order of ``graph``, the call's graph with PyG's fresh
+        loops where added) times an explainer's mask where one is set, reduced per
+        destination, then ``global_nn``."""
+        mask = explain_mask(self, inputs)
+        if mask is not None:  # the graph with fresh loops is already in CSR order
+            mask = on_attention_graph(mask, pyg_loop_order(inputs.graph)) \
+                if self.add_self_loops else inputs.graph.to_csr_order(mask)
+            messages = messages * mask.unsqueeze(-1)
         out = ops.segment_reduce(messages, graph.csr.indptr, PYG_REDUCTIONS[self.aggr])
-        if self.global_nn is not None:
-            out = self.global_nn(out)
-        return inputs.node_output(out)
+        return out if self.global_nn is None else self.global_nn(out)
 
     def _features(self, x, inputs) -> Tensor | None:
         """The sources' features (PyG reads ``x[0]`` of a pair), checked against the

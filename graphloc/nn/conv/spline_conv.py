@@ -12,7 +12,7 @@ from torch.utils.checkpoint import checkpoint
 from graphloc import ops
 from graphloc.checks import check_choice, check_flags, check_int
 from graphloc.graph import Graph
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
 from graphloc.nn.conv._inputs import check_flow, read_inputs, required_edge_feature_rows
 from graphloc.nn.conv._utils import (
     PYG_REDUCTIONS,
@@ -79,6 +79,8 @@ class SplineConv(ConvModule):
         ``edge_attr [E, D]``. output: ``[N_dst, out_channels]``.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int, dim: int,
                  kernel_size: int | list, is_open_spline: bool | list = True,
                  degree: int = 1, aggr: str = "mean", root_weight: bool = True,
@@ -136,6 +138,9 @@ class SplineConv(ConvModule):
                                             "pseudo-coordinates")
         basis, weight_index = spline_basis(pseudo.to(x_src.dtype), self.kernel_size,
                                            self.is_open_spline, self.degree)
+        mask = explain_mask(self, inputs)
+        if mask is not None:  # a message is linear in its edge's basis values
+            basis = basis * mask.to(basis.dtype).unsqueeze(-1)
         graph = inputs.graph
         if PYG_REDUCTIONS[self.aggr] in ("max", "min"):
             src, dst = graph.edge_index
@@ -149,7 +154,7 @@ class SplineConv(ConvModule):
             out = out + self.lin(x_dst)
         if self.bias is not None:
             out = out + self.bias
-        return inputs.node_output(out)
+        return explained_output(self, inputs.node_output(out))
 
     def _weighted_sum(self, graph: Graph, x: Tensor, basis: Tensor,
                       weight_index: Tensor) -> Tensor:

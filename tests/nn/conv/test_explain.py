@@ -454,6 +454,55 @@ def test_a_nan_in_the_mask_reaches_only_that_edges_destination():
     assert out[reached].isnan().all() and not out[~reached].isnan().any()
 
 
+@pytest.mark.parametrize("loops", [True, False])
+def test_point_convs_mask_their_messages_as_pygs(loops):
+    """PointNetConv and PPFConv (positions, normals): PyG's convs in explain mode, same
+    weights and mask (the graph has no loops: PyG's rule then holds for both)."""
+    torch.manual_seed(0)
+    x, edge_index = toy_graph()
+    gen = torch.Generator().manual_seed(2)
+    pos = torch.randn(x.size(0), 3, generator=gen)
+    normal = torch.nn.functional.normalize(torch.randn(x.size(0), 3, generator=gen), dim=-1)
+    mask = torch.rand(edge_index.size(1), generator=gen)
+    for name, extra in (("PointNetConv", ()), ("PPFConv", (normal,))):
+        width = 6 + (3 if name == "PointNetConv" else 4)
+        theirs = getattr(pyg, name)(torch.nn.Linear(width, 5), add_self_loops=loops)
+        ours = getattr(gl, name)(torch.nn.Linear(width, 5), add_self_loops=loops)
+        ours.load_state_dict(theirs.state_dict())
+        outs = []
+        for conv in (ours, theirs):
+            set_masks(conv, mask, edge_index, apply_sigmoid=False)
+            outs.append(conv(x, pos, *extra, edge_index))
+        torch.testing.assert_close(outs[0], outs[1])
+        clear_masks(theirs)
+        assert not torch.allclose(outs[0], theirs(x, pos, *extra, edge_index))
+
+
+@pytest.mark.parametrize("aggr", ["add", "mean", "max"])
+def test_spline_messages_are_masked_edge_by_edge(aggr):
+    """PyG's SplineConv needs pyg-lib (not installable here): the oracle is graphloc's own
+    conv on each edge alone (root and bias off), its one message times the edge's mask
+    entry, aggregated by hand."""
+    torch.manual_seed(0)
+    x, edge_index = toy_graph()
+    gen = torch.Generator().manual_seed(1)
+    pseudo = torch.rand(edge_index.size(1), 2, generator=gen)
+    mask = torch.rand(edge_index.size(1), generator=gen)
+    conv = gl.SplineConv(6, 5, dim=2, kernel_size=3, aggr=aggr, root_weight=False, bias=False)
+    messages = torch.stack([conv(x, edge_index[:, e:e + 1], pseudo[e:e + 1])[edge_index[1, e]]
+                            for e in range(edge_index.size(1))])
+    masked = messages * mask.unsqueeze(-1)
+    expected = torch.zeros(x.size(0), 5)
+    for i in range(x.size(0)):
+        into = edge_index[1] == i
+        if into.any():
+            rows = masked[into]
+            expected[i] = {"add": rows.sum(0), "mean": rows.mean(0),
+                           "max": rows.max(0).values}[aggr]
+    set_masks(conv, mask, edge_index, apply_sigmoid=False)
+    torch.testing.assert_close(conv(x, edge_index, pseudo), expected)
+
+
 def test_a_static_batch_masks_every_copy_of_an_edge_alike():
     """x of shape [B, N, F] on one graph runs as B copies: each copy's edges take the mask
     of the edge they copy, as each copy called alone."""
