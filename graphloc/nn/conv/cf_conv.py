@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
 from graphloc.nn.conv._inputs import check_edge_rows, check_flow, read_inputs
 from graphloc.nn.conv._utils import check_input, check_sizes
 
@@ -57,6 +57,8 @@ class CFConv(ConvModule):
     edge).
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int, out_channels: int, num_filters: int,
                  nn: torch.nn.Module, cutoff: float, flow: str = "source_to_target"):
         super().__init__()
@@ -94,10 +96,13 @@ class CFConv(ConvModule):
         num_edges = inputs.graph.num_edges // (inputs.batch or 1)
         check_edge_rows(self, "edge_weight", edge_weight, num_edges)
         check_edge_rows(self, "edge_attr", edge_attr, num_edges)
-        filters = self._filters(edge_weight, edge_attr)
+        filters = inputs.edge_input(self._filters(edge_weight, edge_attr))
+        mask = explain_mask(self, inputs)
+        if mask is not None:
+            filters = filters * mask.unsqueeze(-1)
         h = self.lin1(inputs.x_src)
-        out = ops.spmm(inputs.graph, h.unsqueeze(-1), inputs.edge_input(filters))
-        return inputs.node_output(self.lin2(out.squeeze(-1)))
+        out = ops.spmm(inputs.graph, h.unsqueeze(-1), filters)
+        return explained_output(self, inputs.node_output(self.lin2(out.squeeze(-1))))
 
     def _filters(self, edge_weight: Tensor, edge_attr: Tensor) -> Tensor:
         """``nn(edge_attr)`` times each edge's cosine cutoff, ``[E, num_filters]``."""

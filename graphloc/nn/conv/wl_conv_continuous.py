@@ -7,7 +7,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.graph import degree_power
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import checked_features
 
@@ -42,6 +42,8 @@ class WLConvContinuous(ConvModule):
     adjacency works (PyG's indexes it as an edge list). docs/models.md lists these.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, flow: str = "source_to_target"):
         super().__init__()
         self.flow = check_flow("WLConvContinuous", flow)
@@ -64,10 +66,12 @@ class WLConvContinuous(ConvModule):
         else:
             weight = weight.to(x_src.dtype)
             degree = graph.weighted_in_degree(weight).to(x_src.dtype)
+        # the degrees stay the unmasked ones, as PyG's, which sums the weights apart
+        weight = masked_weights(weight, explain_mask(self, inputs))
         out = ops.spmm(graph, x_src, weight) * degree_power(degree, -1.0).unsqueeze(1)
         if x_dst is not None:
             out = 0.5 * (x_dst + out)
-        return inputs.node_output(out)
+        return explained_output(self, inputs.node_output(out))
 
     def __repr__(self) -> str:  # PyG's
         return f"{self.__class__.__name__}()"

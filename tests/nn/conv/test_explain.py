@@ -19,6 +19,7 @@ from torch_geometric.explain.algorithm import (
     PGExplainer,
 )
 from torch_geometric.explain.algorithm.utils import clear_masks, set_masks
+from torch_geometric.nn.models.schnet import CFConv as SchNetCFConv
 from torch_geometric.utils import get_embeddings, get_num_hops
 
 import graphloc.nn as gl
@@ -39,6 +40,17 @@ class WithInitial(torch.nn.Module):
 
     def forward(self, x, edge_index, edge_weight=None):
         return self.conv(x, x, edge_index, edge_weight)
+
+
+class WithDistances(torch.nn.Module):
+    """SchNet's CFConv called with distances (from the edge features) and edge features."""
+
+    def __init__(self, conv):
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x, edge_index, edge_attr):
+        return self.conv(x, edge_index, 3 * edge_attr[:, 0].abs(), edge_attr)
 
 
 # (name, graphloc factory, PyG factory, edge features width or None, edge weights)
@@ -133,6 +145,10 @@ EXPLAINABLE = [
      lambda: pyg.GMMConv(6, 5, dim=2, kernel_size=3, aggr="max"), 2, False),
     ("gmm-separate", lambda: gl.GMMConv(6, 5, dim=2, kernel_size=2, separate_gaussians=True),
      lambda: pyg.GMMConv(6, 5, dim=2, kernel_size=2, separate_gaussians=True), 2, False),
+    ("wl-continuous", lambda: gl.WLConvContinuous(), lambda: pyg.WLConvContinuous(), None,
+     True),
+    ("cf", lambda: WithDistances(gl.CFConv(6, 5, 4, torch.nn.Linear(2, 4), 5.0)),
+     lambda: WithDistances(SchNetCFConv(6, 5, 4, torch.nn.Linear(2, 4), 5.0)), 2, False),
     # PyG's wrappers of a conv are no MessagePassing: the conv inside takes the mask
     ("dir-gnn", lambda: gl.DirGNNConv(gl.GCNConv(6, 5)),
      lambda: pyg.DirGNNConv(pyg.GCNConv(6, 5)), None, False),
