@@ -7,7 +7,7 @@ from torch import Tensor
 
 from graphloc.checks import check_flags, keyword_arguments
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
 from graphloc.nn.conv._inputs import (
     check_edge_rows,
     check_flow,
@@ -78,6 +78,8 @@ class PNAConv(ConvModule):
     adjacency), optionally ``edge_attr [E, edge_dim]``; output ``[N, out_channels]``.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int, out_channels: int, aggregators: list[str],
                  scalers: list[str], deg: Tensor | None, edge_dim: int | None = None,
                  towers: int = 1,
@@ -144,14 +146,16 @@ class PNAConv(ConvModule):
         check_input(self, inputs.x_src, self.in_channels, "x")
         edge_attr = self._edge_features(inputs, edge_attr)
         towers = self._tower_inputs(inputs.x_src)  # [N, T, F_in]
-        if len(self.pre_nns[0]) == 1 and all(a in _SPLIT_AGGREGATORS for a in self.aggregators):
+        mask = explain_mask(self, inputs)
+        if len(self.pre_nns[0]) == 1 and mask is None and \
+                all(a in _SPLIT_AGGREGATORS for a in self.aggregators):
             aggregated = self._split_aggregate(graph, towers, edge_attr)
         else:
-            aggregated = self._edge_aggregate(graph, towers, edge_attr)
+            aggregated = self._edge_aggregate(graph, towers, edge_attr, mask)
         hidden = self._first_post_layer(towers, aggregated, graph.in_degree())
         out = torch.cat([nn[1:](h) for nn, h in zip(self.post_nns, hidden.unbind(1),
                                                     strict=True)], dim=1)
-        return inputs.node_output(self.lin(out))
+        return explained_output(self, inputs.node_output(self.lin(out)))
 
     def _first_post_layer(self, towers: Tensor, aggregated: Tensor, degree: Tensor) -> Tensor:
         """Each tower's first post-layer (a Linear) on ``[x_t, the scaled aggregates]``,
@@ -238,9 +242,11 @@ class PNAConv(ConvModule):
             return aggregations.resolve(name)
         return modules[self.aggregators.index(name)]
 
-    def _edge_aggregate(self, graph, towers: Tensor, edge_attr: Tensor | None) -> Tensor:
-        """PyG's way: the messages h_t([x_i, x_j, e]) per edge and tower, aggregated;
-        [N, T, A * F_in], not yet scaled."""
+    def _edge_aggregate(self, graph, towers: Tensor, edge_attr: Tensor | None,
+                        mask: Tensor | None = None) -> Tensor:
+        """PyG's way: the messages h_t([x_i, x_j, e]) per edge and tower (each times an
+        explainer's ``mask`` entry where one is set), aggregated; [N, T, A * F_in], not yet
+        scaled (the scalers read the unmasked degrees, as PyG's)."""
         ordered = graph.in_csr_order()
         src, dst = ordered.edge_index
         parts = [towers.index_select(0, dst), towers.index_select(0, src)]
@@ -249,6 +255,8 @@ class PNAConv(ConvModule):
             parts.append(e.unsqueeze(1).expand(-1, self.towers, -1))
         h = torch.cat(parts, dim=-1)
         messages = torch.stack([nn(h[:, t]) for t, nn in enumerate(self.pre_nns)], dim=1)
+        if mask is not None:
+            messages = messages * graph.to_csr_order(mask).view(-1, 1, 1)
         return self.aggr_module.aggr(aggregations.per_edge(graph), messages)
 
     @staticmethod

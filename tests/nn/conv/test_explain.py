@@ -26,6 +26,10 @@ import graphloc.nn as gl
 from graphloc import Graph
 
 
+PNA_ARGS = (["mean", "min", "max", "std"], ["identity", "amplification", "attenuation"],
+            torch.tensor([0, 3, 5, 4]))
+
+
 def mlp(width=6):
     return torch.nn.Sequential(torch.nn.Linear(width, 5), torch.nn.ReLU(),
                                torch.nn.Linear(5, 5))
@@ -149,6 +153,10 @@ EXPLAINABLE = [
      True),
     ("cf", lambda: WithDistances(gl.CFConv(6, 5, 4, torch.nn.Linear(2, 4), 5.0)),
      lambda: WithDistances(SchNetCFConv(6, 5, 4, torch.nn.Linear(2, 4), 5.0)), 2, False),
+    ("pna", lambda: gl.PNAConv(6, 4, *PNA_ARGS), lambda: pyg.PNAConv(6, 4, *PNA_ARGS), None,
+     False),
+    ("pna-edges-towers", lambda: gl.PNAConv(6, 4, *PNA_ARGS, edge_dim=2, towers=2),
+     lambda: pyg.PNAConv(6, 4, *PNA_ARGS, edge_dim=2, towers=2), 2, False),
     # PyG's wrappers of a conv are no MessagePassing: the conv inside takes the mask
     ("dir-gnn", lambda: gl.DirGNNConv(gl.GCNConv(6, 5)),
      lambda: pyg.DirGNNConv(pyg.GCNConv(6, 5)), None, False),
