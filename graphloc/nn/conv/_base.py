@@ -9,16 +9,18 @@ the PyG layers of a mixed model (an explanation of part of the model, given with
 and ``PGExplainer`` read the last PyG layer's embeddings as the model's.
 
 Where PyG is installed, each conv therefore carries an ``explain_port``: an empty
-``MessagePassing`` child, never called by the model, on which those tools set their edge
-mask and register their hooks. A conv that applies the mask (``explainable = True``) reads
-it from the port, relays its output to the port's forward hooks and its attention weights
-to its message hooks; any other conv refuses the explainer by name when the mask or a hook
-is set, so no layer is left out quietly. As in PyG, ``conv.explain = False`` leaves a conv
-out of an explanation on purpose.
+``MessagePassing`` child on which those tools set their edge mask and register their
+hooks. Every conv relays its output to the port's forward hooks (a hook of its own, put on
+when the port gets its first one: ``get_embeddings``, PyG's ``summary``). A conv that
+applies the mask (``explainable = True``) reads it from the port, and an attention conv
+gives its weights to the port's message hooks (``AttentionExplainer``); any other conv
+refuses an explainer's mask and message hooks by name, so no layer is left out quietly. As
+in PyG, ``conv.explain = False`` leaves a conv out of an explanation on purpose.
 """
 
 from __future__ import annotations
 
+import weakref
 from functools import cache
 
 import torch
@@ -30,7 +32,7 @@ class ConvModule(torch.nn.Module):
     one message-passing layer (through its ``explain_port``, where PyG is installed).
 
     ``explainable`` (class attribute): the conv's forward multiplies each message by an
-    explainer's edge mask (``explain_mask``) and ends with ``explained_output``."""
+    explainer's edge mask (``explain_mask``)."""
 
     explainable: bool = False
 
@@ -39,6 +41,13 @@ class ConvModule(torch.nn.Module):
         port_class = _port_class()
         if port_class is not None:
             self.explain_port = port_class(type(self).__name__, type(self).explainable)
+            self.explain_port.owner_ref = weakref.ref(self)
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        port = self._modules.get("explain_port")
+        if port is not None:  # a copy's or an unpickled conv's port relays to it
+            port.owner_ref = weakref.ref(self)
 
     @property
     def explain(self) -> bool | None:
@@ -89,12 +98,18 @@ def _port_class():
 
     class ExplainPort(MessagePassing):
         """Where PyG's explainers set their edge mask and hooks on a graphloc conv (its
-        ``explain_port``); the conv reads them. Called only to run forward hooks on the
-        conv's output."""
+        ``explain_port``); the conv reads them. Called only by the conv's relay, to run
+        the forward hooks on the conv's output."""
 
         def __init__(self, owner: str, explainable: bool) -> None:
             super().__init__()
             self.owner, self.explainable = owner, explainable
+            self.owner_ref = None  # the conv, weakly (set by it)
+
+        def __getstate__(self) -> dict:
+            state = dict(self.__dict__)
+            state["owner_ref"] = None  # a weak reference does not pickle; the conv resets it
+            return state
 
         def forward(self, out: Tensor) -> Tensor:
             return out
@@ -116,12 +131,17 @@ def _port_class():
         explain = property(MessagePassing.explain.fget, _set_explain)
 
         def register_forward_hook(self, hook, *args, **kwargs):
-            self._refuse_unless_explainable("a forward hook, as get_embeddings sets")
+            self._relay_from_owner()
             return super().register_forward_hook(hook, *args, **kwargs)
 
         def register_forward_pre_hook(self, hook, *args, **kwargs):
-            self._refuse_unless_explainable("a forward pre-hook")
+            self._relay_from_owner()
             return super().register_forward_pre_hook(hook, *args, **kwargs)
+
+        def _relay_from_owner(self) -> None:
+            owner = None if self.owner_ref is None else self.owner_ref()
+            if owner is not None and _relay_output not in owner._forward_hooks.values():
+                owner.register_forward_hook(_relay_output)
 
         def register_message_forward_hook(self, hook):
             self._refuse_unless_explainable("a message hook, as AttentionExplainer sets")
@@ -215,10 +235,10 @@ def report_attention(layer: torch.nn.Module, alpha: Tensor) -> None:
         hook(port, ({"alpha": alpha},), None)
 
 
-def explained_output(layer: torch.nn.Module, out: Tensor) -> Tensor:
-    """``out``, passed through the port's forward hooks where a tool set some
-    (``get_embeddings``: the conv's output, as a PyG conv's forward hook sees it)."""
+def _relay_output(layer: torch.nn.Module, args, out):
+    """A conv's forward hook, put on when its port gets one: the conv's output through
+    the port's hooks (``get_embeddings`` sees it as a PyG conv's forward hook would)."""
     port = layer._modules.get("explain_port")
     if port is None or not (port._forward_hooks or port._forward_pre_hooks):
-        return out
+        return None
     return port(out)

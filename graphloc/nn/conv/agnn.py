@@ -9,7 +9,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow, read_one_node_set
 from graphloc.nn.conv._utils import check_input
 from graphloc.nn.conv.gat import fresh_self_loops, on_attention_graph, pyg_loop_order
@@ -70,11 +70,10 @@ class AGNNConv(ConvModule):
         scores = ops.sddmm(graph, unit, unit, "dot") * self.beta.to(x.dtype)
         mask = explain_mask(self, inputs)
         if mask is None:
-            return explained_output(self, inputs.node_output(
-                ops.segment_attention(graph, scores, x)))
+            return inputs.node_output(ops.segment_attention(graph, scores, x))
         loops = pyg_loop_order(inputs.graph) if self.add_self_loops else None
         alpha = ops.segment_softmax(graph, scores) * on_attention_graph(mask, loops)
-        return explained_output(self, inputs.node_output(ops.spmm(graph, x, alpha)))
+        return inputs.node_output(ops.spmm(graph, x, alpha))
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}()"

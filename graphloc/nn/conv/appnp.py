@@ -6,7 +6,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_dropouts
 from graphloc.nn.conv.gcn import (
@@ -101,7 +101,7 @@ class APPNP(ConvModule):
             x = ops.spmm(graph, x, step_weight)
             if self.alpha != 0:
                 x = x.add_(h, alpha=self.alpha)
-        return explained_output(self, inputs.node_output(x))
+        return inputs.node_output(x)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(K={self.K}, alpha={self.alpha})"

@@ -9,7 +9,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_dropouts, check_sizes, glorot
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
@@ -122,7 +122,7 @@ class ARMAConv(ConvModule):
                 # sees PyG's axes; an elementwise one keeps the layout, so no copy)
                 stacked = out.view(-1, stacks, width).transpose(0, 1)
                 out = self.act(stacked).transpose(0, 1).reshape(-1, stacks * width)
-        return explained_output(self, inputs.node_output(out.view(-1, stacks, width).mean(dim=1)))
+        return inputs.node_output(out.view(-1, stacks, width).mean(dim=1))
 
     def _materialise(self, x) -> None:
         """PyG's lazy ``in_channels=-1``: the weights take x's width at the first call."""

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_edge_rows, check_flow, read_inputs
 from graphloc.nn.conv._utils import check_input, check_sizes
 
@@ -102,7 +102,7 @@ class CFConv(ConvModule):
             filters = filters * mask.unsqueeze(-1)
         h = self.lin1(inputs.x_src)
         out = ops.spmm(inputs.graph, h.unsqueeze(-1), filters)
-        return explained_output(self, inputs.node_output(self.lin2(out.squeeze(-1))))
+        return inputs.node_output(self.lin2(out.squeeze(-1)))
 
     def _filters(self, edge_weight: Tensor, edge_attr: Tensor) -> Tensor:
         """``nn(edge_attr)`` times each edge's cosine cutoff, ``[E, num_filters]``."""

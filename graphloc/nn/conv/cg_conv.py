@@ -10,7 +10,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow, edge_feature_rows, read_inputs
 from graphloc.nn.conv._utils import (
     check_sizes,
@@ -109,7 +109,7 @@ class CGConv(ConvModule):
         out = self.aggr_module(aggregations.per_edge(graph), messages)
         if self.bn is not None:
             out = self.bn(out)
-        return explained_output(self, inputs.node_output(out + x_dst))
+        return inputs.node_output(out + x_dst)
 
     def _edge_features(self, inputs, edge_attr: Tensor | None) -> Tensor | None:
         """The call's ``[E, dim]`` edge features in CSR order, or None for ``dim = 0``:

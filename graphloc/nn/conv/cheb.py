@@ -8,7 +8,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.graph import Graph, degree_power
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
     check_input,
@@ -152,7 +152,7 @@ class ChebConv(ConvModule):
         if len(self.lins) > 1:  # K = 1 reads no Laplacian (which may be undefined: below)
             out = self._add_laplacian_terms(out, x, graph, edge_weight, lambda_max, batch, mask)
         out = out if self.bias is None else out.add_(self.bias)
-        return explained_output(self, inputs.node_output(out))
+        return inputs.node_output(out)
 
     def _add_laplacian_terms(self, out: Tensor, x: Tensor, graph: Graph,
                              edge_weight: Tensor | None, lambda_max, batch,

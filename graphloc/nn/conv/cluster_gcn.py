@@ -11,7 +11,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags, check_number
 from graphloc.graph import Graph
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow, read_one_node_set
 from graphloc.nn.conv._utils import check_input, check_sizes, linear
 from graphloc.nn.conv.gat import fresh_self_loops, on_attention_graph, pyg_loop_order
@@ -97,7 +97,7 @@ class ClusterGCNConv(ConvModule):
             loops = pyg_loop_order(inputs.graph) if self.add_self_loops else None
             weight = weight * on_attention_graph(mask, loops)
         out = self.lin_out(ops.spmm(graph, x, weight)).add_(self.lin_root(x))
-        return explained_output(self, inputs.node_output(out))
+        return inputs.node_output(out)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_choice, check_int
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import (
     batch_pair,
     check_flow,
@@ -101,7 +101,7 @@ class EdgeConv(ConvModule):
         if mask is not None:
             messages = messages * graph.to_csr_order(mask).unsqueeze(-1)
         out = ops.segment_reduce(messages, graph.csr.indptr, PYG_REDUCTIONS[self.aggr])
-        return explained_output(self, inputs.node_output(out))
+        return inputs.node_output(out)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(nn={self.nn})"

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_number
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_dropouts, check_input, check_sizes, linear
 from graphloc.nn.conv.gat import pyg_loop_order
@@ -120,7 +120,7 @@ class FAConv(ConvModule):
         out = ops.spmm(graph, x, kept * weight)
         if self.eps != 0.0:  # as PyG's: no 0 * x_0 (NaN where x_0 is infinite)
             out = out.add_(x_0, alpha=self.eps)
-        out = explained_output(self, inputs.node_output(out))
+        out = inputs.node_output(out)
         if return_attention_weights is None:
             return out
         return out, self._weights(inputs, graph, alpha, scores)

@@ -16,7 +16,6 @@ from graphloc.nn.conv._base import (
     ConvModule,
     attention_hooked,
     explain_mask,
-    explained_output,
     report_attention,
 )
 from graphloc.nn.conv._inputs import (
@@ -301,7 +300,6 @@ def attention_result(layer: torch.nn.Module, inputs, graph: Graph, pyg_order, ou
     ``reported`` (``attention_hooked``)."""
     if reported:
         report_attention(layer, returned_weights(inputs, graph, pyg_order, alpha)[1])
-    out = explained_output(layer, out)
     if not return_attention_weights:
         return out
     return out, returned_weights(inputs, graph, pyg_order, alpha)
@@ -424,7 +422,7 @@ class GATConv(ConvModule):
         if stale is None and edge_attr is None and not dropping and not weights_needed \
                 and mask is None:
             out = ops.additive_attention(graph, a_src, a_dst, h, self.negative_slope)
-            return explained_output(self, self._finish(inputs, out, x_dst))
+            return self._finish(inputs, out, x_dst)
         score = ops.sddmm(graph, a_src, a_dst, "add")
         if self.lin_edge is not None and edge_attr is not None:
             e = mapped_edge_features(self, self.lin_edge, edge_attr).view(-1, H, C)

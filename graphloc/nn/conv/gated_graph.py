@@ -10,7 +10,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import check_input, check_sizes
 
@@ -93,7 +93,7 @@ class GatedGraphConv(ConvModule):
         for step in range(self.num_layers):
             messages = ops.spmm(inputs.graph, x @ self.weight[step], weight, reduce=reduce)
             x = self.rnn(messages, x)
-        return explained_output(self, inputs.node_output(x))
+        return inputs.node_output(x)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.out_channels}, num_layers={self.num_layers})"

@@ -12,7 +12,6 @@ from graphloc.graph import Graph
 from graphloc.nn.conv._base import (
     ConvModule,
     explain_mask,
-    explained_output,
     masked_weights,
 )
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
@@ -116,8 +115,7 @@ class GCNConv(ConvModule):
             add_loops = False
         graph, edge_weight = self._normalized(graph, edge_weight, x.dtype, add_loops,
                                               explain_mask(self, inputs))
-        return explained_output(self, inputs.node_output(self._propagate(x, graph, edge_weight,
-                                                                         None)))
+        return inputs.node_output(self._propagate(x, graph, edge_weight, None))
 
     def forward_prefix(self, x: Tensor, graph: Graph, num_dst: int) -> Tensor:
         """``forward(x_all, graph)[:num_dst]`` where ``x`` holds the first rows of

@@ -9,7 +9,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_input, check_sizes, glorot
 from graphloc.nn.conv.gcn import (
@@ -135,7 +135,7 @@ class GCN2Conv(ConvModule):
         else:
             out = torch.addmm(h @ self._mapping(self.weight1), x_0,
                               self._mapping(self.weight2), alpha=self.alpha)
-        return explained_output(self, inputs.node_output(out))
+        return inputs.node_output(out)
 
     def _mapping(self, weight: Tensor) -> Tensor:
         """``(1 - beta) I + beta W``, GCNII's identity mapping, as one ``[C, C]`` matrix."""

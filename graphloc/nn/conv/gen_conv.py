@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc.checks import check_flags, check_number, keyword_arguments
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import (
     check_flow,
     edge_features_from,
@@ -138,7 +138,7 @@ class GENConv(ConvModule):
             out = self.msg_norm(x_dst if x_dst is not None else x_src, out)
         if x_dst is not None:
             out = out + (self.lin_dst(x_dst) if self.lin_dst is not None else x_dst)
-        return explained_output(self, inputs.node_output(self.mlp(out)))
+        return inputs.node_output(self.mlp(out))
 
     def _aggregate(self, graph, x_src: Tensor, edge_attr: Tensor | None,
                    mask: Tensor | None) -> Tensor:

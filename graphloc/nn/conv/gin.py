@@ -11,7 +11,6 @@ from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._base import (
     ConvModule,
     explain_mask,
-    explained_output,
     masked_weights,
 )
 from graphloc.nn.conv._inputs import (
@@ -111,7 +110,7 @@ class GINConv(_GINBase):
             # In place on a fused reduce's fresh output (no backward reads it): one buffer.
             out = out.addcmul_(x_dst, 1 + self.eps) if self.aggr_module.fresh_output \
                 else out + (1 + self.eps) * x_dst
-        return explained_output(self, inputs.node_output(self.nn(out)))
+        return inputs.node_output(self.nn(out))
 
 
 class GINEConv(_GINBase):
@@ -179,5 +178,5 @@ class GINEConv(_GINBase):
         out = ops.segment_reduce(messages, graph.csr.indptr, "sum")
         if x_dst is not None:
             out = out + (1 + self.eps) * x_dst
-        return explained_output(self, inputs.node_output(self.nn(out)))
+        return inputs.node_output(self.nn(out))
 

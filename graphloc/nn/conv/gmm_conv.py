@@ -9,7 +9,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow, read_inputs, required_edge_feature_rows
 from graphloc.nn.conv._utils import (
     check_sizes,
@@ -156,7 +156,7 @@ class GMMConv(ConvModule):
             out = out + self.root(x_dst)
         if self.bias is not None:
             out = out + self.bias
-        return explained_output(self, inputs.node_output(out))
+        return inputs.node_output(out)
 
     @torch.no_grad()
     def _materialize(self, x_src: Tensor) -> None:

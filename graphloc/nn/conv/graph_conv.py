@@ -10,7 +10,6 @@ from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._base import (
     ConvModule,
     explain_mask,
-    explained_output,
     masked_weights,
 )
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
@@ -87,7 +86,7 @@ class GraphConv(ConvModule):
         out = self.lin_rel(self.aggr_module(inputs.graph, x_src, weight))
         if x_dst is not None:
             out = out + self.lin_root(x_dst)
-        return explained_output(self, inputs.node_output(out))
+        return inputs.node_output(out)
 
     def __repr__(self) -> str:  # PyG's
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"

@@ -8,7 +8,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.graph import Graph
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
     all_finite,
@@ -87,7 +87,7 @@ class LEConv(ConvModule):
         weight = masked_weights(weight, explain_mask(self, inputs))
         out = neighbour_differences(inputs.graph, a, b, weight)
         # in place on the fresh output (a cast of the float64 sums): nothing reads it
-        return explained_output(self, inputs.node_output(out.add_(self.lin3(x_dst))))
+        return inputs.node_output(out.add_(self.lin3(x_dst)))
 
     def __repr__(self) -> str:  # PyG's
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"

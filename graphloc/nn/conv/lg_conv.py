@@ -7,7 +7,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
 
@@ -57,7 +57,7 @@ class LGConv(ConvModule):
             graph = inputs.graph
             weight = None if edge_weight is None else edge_weight.to(x.dtype)
             weight = masked_weights(weight, mask)
-        return explained_output(self, inputs.node_output(ops.spmm(graph, x, weight)))
+        return inputs.node_output(ops.spmm(graph, x, weight))
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}()"

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc.checks import check_flags, check_int
 from graphloc.graph import Graph
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow, read_inputs
 from graphloc.nn.conv._utils import (
     check_sizes,
@@ -110,8 +110,7 @@ class MFConv(ConvModule):
                                          root_parts, strict=True):
             parts.append(lin_l(h) if root is None else lin_l(h) + lin_r(root))
         out = summed.new_empty(summed.size(0), self.out_channels)
-        return explained_output(self, inputs.node_output(out.index_copy(0, order,
-                                                                         torch.cat(parts))))
+        return inputs.node_output(out.index_copy(0, order, torch.cat(parts)))
 
     def _checked_max_degree(self) -> int:
         """``max_degree``, an attribute a caller may lower after building (PyG's then uses

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, is_int_at_least
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_sizes, linear
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
@@ -97,7 +97,7 @@ class MixHopConv(ConvModule):
         out = torch.cat([outs[p] for p in self.powers], dim=-1)
         # in place on the concatenation's fresh output: its backward does not read it
         out = out if self.bias is None else out.add_(self.bias)
-        return explained_output(self, inputs.node_output(out))
+        return inputs.node_output(out)
 
     def __repr__(self) -> str:  # PyG's
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "

@@ -10,7 +10,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow, read_inputs, required_edge_feature_rows
 from graphloc.nn.conv._utils import (
     all_finite,
@@ -144,7 +144,7 @@ class NNConv(ConvModule):
             out = out + self.lin(x_dst)
         if self.bias is not None:
             out = out + self.bias
-        return explained_output(self, inputs.node_output(out))
+        return inputs.node_output(out)
 
     def _in_network_dtype(self, edge_attr: Tensor) -> Tensor:
         """Integer edge features (bond types, say) and those of another float dtype in the

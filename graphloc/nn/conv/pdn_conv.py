@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
 from graphloc.nn.conv._inputs import check_flow, edge_feature_rows, read_inputs
 from graphloc.nn.conv._utils import check_input, check_sizes, glorot
 from graphloc.nn.conv.gcn import normalized_call_graph
@@ -116,7 +116,7 @@ class PDNConv(ConvModule):
         out = ops.spmm(graph, h, weight)
         if self.bias is not None:
             out = out + self.bias
-        return explained_output(self, inputs.node_output(out))
+        return inputs.node_output(out)
 
     def __repr__(self) -> str:  # PyG's
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"

@@ -7,7 +7,7 @@ from torch import Tensor
 
 from graphloc.checks import check_flags, keyword_arguments
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import (
     check_edge_rows,
     check_flow,
@@ -155,7 +155,7 @@ class PNAConv(ConvModule):
         hidden = self._first_post_layer(towers, aggregated, graph.in_degree())
         out = torch.cat([nn[1:](h) for nn, h in zip(self.post_nns, hidden.unbind(1),
                                                     strict=True)], dim=1)
-        return explained_output(self, inputs.node_output(self.lin(out)))
+        return inputs.node_output(self.lin(out))
 
     def _first_post_layer(self, towers: Tensor, aggregated: Tensor, degree: Tensor) -> Tensor:
         """Each tower's first post-layer (a Linear) on ``[x_t, the scaled aggregates]``,

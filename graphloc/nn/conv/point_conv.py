@@ -9,7 +9,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_choice, check_flags
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow, read_inputs
 from graphloc.nn.conv._utils import (
     PYG_REDUCTIONS,
@@ -104,7 +104,7 @@ class PointNetConv(ConvModule):
         graph = graph.in_csr_order()
         src, dst = graph.csr.indices.long(), graph.edge_index[1]
         messages = self._messages(x_src, pos_src, pos_dst, src, dst)
-        return explained_output(self, inputs.node_output(self._reduce(inputs, graph, messages)))
+        return inputs.node_output(self._reduce(inputs, graph, messages))
 
     def _reduce(self, inputs, graph, messages: Tensor) -> Tensor:
         """The messages (in the CSR order of ``graph``, the call's graph with PyG's fresh

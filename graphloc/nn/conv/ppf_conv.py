@@ -7,7 +7,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from graphloc.nn.conv._base import explained_output
 from graphloc.nn.conv._inputs import read_inputs
 from graphloc.nn.conv._utils import (
     check_first_linear,
@@ -82,7 +81,7 @@ class PPFConv(PointNetConv):
                                     normal_dst.index_select(0, dst),
                                     normal_src.index_select(0, src))
         messages = self._pair_messages(x_src, pairs, src)
-        return explained_output(self, self._reduce(inputs, graph, messages))
+        return self._reduce(inputs, graph, messages)
 
     def _pair_messages(self, x_src: Tensor | None, pairs: Tensor, src: Tensor) -> Tensor:
         """``local_nn([x_j, f_ji])`` per edge (CSR order), the first Linear's product with

@@ -9,7 +9,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.graph import Graph
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import (
     check_flow,
     edge_features_from,
@@ -120,7 +120,7 @@ class ResGatedGraphConv(ConvModule):
             out = self._gated_with_edges(graph, x_src, x_dst,
                                          self._edge_features(inputs, edge_attr), mask)
         root = self._root(x_dst)
-        return explained_output(self, inputs.node_output(out if root is None else out + root))
+        return inputs.node_output(out if root is None else out + root)
 
     def _root(self, x_dst: Tensor) -> Tensor | None:
         """The root term plus the bias, as one product where there are both (None without

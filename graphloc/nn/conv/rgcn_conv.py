@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_index
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
 from graphloc.nn.conv._inputs import check_flow, read_inputs, relation_types, weights_from
 from graphloc.nn.conv._utils import (
     check_sizes,
@@ -140,7 +140,7 @@ class RGCNConv(ConvModule):
             out = out + (x_dst @ self.root if x_dst.is_floating_point() else self.root[x_dst])
         if self.bias is not None:
             out = out + self.bias
-        return explained_output(self, out)
+        return out
 
     def _node_inputs(self, x) -> tuple[Tensor, Tensor]:
         """(source, destination) inputs: features, or node indices (None: ``0 .. in - 1``)."""

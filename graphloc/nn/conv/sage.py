@@ -11,7 +11,6 @@ from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._base import (
     ConvModule,
     explain_mask,
-    explained_output,
     masked_weights,
 )
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
@@ -123,7 +122,7 @@ class SAGEConv(ConvModule):
             out = out.addmm_(root, weight)
         if self.normalize:
             out = F.normalize(out, p=2.0, dim=-1)
-        return explained_output(self, inputs.node_output(out))
+        return inputs.node_output(out)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "

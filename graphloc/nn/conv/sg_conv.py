@@ -11,7 +11,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import caller_stacklevel, check_flags, check_int
 from graphloc.graph import Graph
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_sizes, linear
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
@@ -88,14 +88,14 @@ class SGConv(ConvModule):
         kept, mask = getattr(self, self._cache), explain_mask(self, inputs)
         if self.cached and kept is not None and mask is None:
             self._check_cached_input(inputs.graph, edge_weight, x)
-            return explained_output(self, inputs.node_output(self.lin(kept.detach())))
+            return inputs.node_output(self.lin(kept.detach()))
         graph, weight = normalized_call_graph(inputs, edge_weight, self.add_self_loops, x.dtype,
                                               mask)
         h = self._propagate(graph, weight, x)
         if self.cached and mask is None:
             setattr(self, self._cache, h)
             self._cached_input = (inputs.graph, edge_weight, x.detach().clone())
-        return explained_output(self, inputs.node_output(self.lin(h)))
+        return inputs.node_output(self.lin(h))
 
     def _propagate(self, graph: Graph, weight: Tensor, x: Tensor) -> Tensor:
         """The features the linear map reads: ``S^K x``."""

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc.checks import keyword_arguments
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import checked_features
 from graphloc.nn.conv.gcn import with_sparse_adjacency_loops
@@ -101,7 +101,7 @@ class SimpleConv(ConvModule):
             out = out + x_dst
         elif x_dst is not None and self.combine_root == "cat":
             out = torch.cat([x_dst, out], dim=-1)
-        return explained_output(self, inputs.node_output(out))
+        return inputs.node_output(out)
 
     def __repr__(self) -> str:  # PyG's
         return f"{self.__class__.__name__}()"

@@ -12,7 +12,7 @@ from torch.utils.checkpoint import checkpoint
 from graphloc import ops
 from graphloc.checks import check_choice, check_flags, check_int
 from graphloc.graph import Graph
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow, read_inputs, required_edge_feature_rows
 from graphloc.nn.conv._utils import (
     PYG_REDUCTIONS,
@@ -154,7 +154,7 @@ class SplineConv(ConvModule):
             out = out + self.lin(x_dst)
         if self.bias is not None:
             out = out + self.bias
-        return explained_output(self, inputs.node_output(out))
+        return inputs.node_output(out)
 
     def _weighted_sum(self, graph: Graph, x: Tensor, basis: Tensor,
                       weight_index: Tensor) -> Tensor:

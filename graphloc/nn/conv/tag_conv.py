@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_sizes, linear
 from graphloc.nn.conv.gcn import normalized_call_graph, read_weighted_call
@@ -87,7 +87,7 @@ class TAGConv(ConvModule):
             out = out.add_(lin(x))
         if self.bias is not None:
             out = out.add_(self.bias)
-        return explained_output(self, inputs.node_output(out))
+        return inputs.node_output(out)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, K={self.K})"

@@ -13,7 +13,6 @@ from graphloc.nn.conv._base import (
     ConvModule,
     attention_hooked,
     explain_mask,
-    explained_output,
     report_attention,
 )
 from graphloc.nn.conv._inputs import (
@@ -188,7 +187,7 @@ class TransformerConv(ConvModule):
                 out = out + root
         if reported:
             report_attention(self, alpha)
-        out = explained_output(self, inputs.node_output(out))
+        out = inputs.node_output(out)
         if return_attention_weights:
             return out, inputs.attention_output(graph.edge_index, alpha)
         return out

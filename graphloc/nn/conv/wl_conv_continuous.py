@@ -7,7 +7,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.graph import degree_power
-from graphloc.nn.conv._base import ConvModule, explain_mask, explained_output, masked_weights
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import checked_features
 
@@ -71,7 +71,7 @@ class WLConvContinuous(ConvModule):
         out = ops.spmm(graph, x_src, weight) * degree_power(degree, -1.0).unsqueeze(1)
         if x_dst is not None:
             out = 0.5 * (x_dst + out)
-        return explained_output(self, inputs.node_output(out))
+        return inputs.node_output(out)
 
     def __repr__(self) -> str:  # PyG's
         return f"{self.__class__.__name__}()"

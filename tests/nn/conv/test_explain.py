@@ -25,7 +25,6 @@ from torch_geometric.utils import get_embeddings, get_num_hops
 import graphloc.nn as gl
 from graphloc import Graph
 
-
 PNA_ARGS = (["mean", "min", "max", "std"], ["identity", "amplification", "attenuation"],
             torch.tensor([0, 3, 5, 4]))
 
@@ -428,8 +427,10 @@ def test_a_conv_that_does_not_apply_masks_is_refused_by_name():
     x, edge_index = toy_graph()
     with pytest.raises(ValueError, match="GeneralConv does not take part"):
         explanation(model, GNNExplainer(epochs=2), x, edge_index)
-    with pytest.raises(ValueError, match="GeneralConv .*get_embeddings"):
-        get_embeddings(model, x, edge_index)
+    # its output is no explanation: get_embeddings reads it as a PyG conv's
+    embeddings = get_embeddings(model, x, edge_index)
+    first = model.conv1(x, edge_index).relu()
+    torch.testing.assert_close(embeddings[1], model.conv2(first, edge_index))
     # left out on purpose, as PyG's explain = False
     model.conv2.explain = False
     clear_masks(model)
@@ -542,11 +543,27 @@ def test_a_static_batch_masks_every_copy_of_an_edge_alike():
 def test_the_port_adds_no_state_and_survives_copies():
     conv = gl.GATConv(6, 3, heads=2)
     assert list(conv.state_dict()) == list(pyg.GATConv(6, 3, heads=2).state_dict())
-    for twin in (copy.deepcopy(conv), pickle.loads(pickle.dumps(conv))):
-        x, edge_index = toy_graph()
+    x, edge_index = toy_graph()
+    copies = [copy.deepcopy(conv), pickle.loads(pickle.dumps(conv))]  # before any hook
+    get_embeddings(conv, x, edge_index)  # the relay is on: later copies carry it
+    for twin in (*copies, copy.deepcopy(conv), pickle.loads(pickle.dumps(conv))):
         torch.testing.assert_close(twin(x, edge_index), conv(x, edge_index))
+        with torch.no_grad():
+            twin.lin.weight.mul_(2)  # the copy's own output, not the original's
+        embeddings = get_embeddings(twin, x, edge_index)
+        torch.testing.assert_close(embeddings[0], twin(x, edge_index))
         set_masks(twin, torch.zeros(edge_index.size(1)), edge_index)
         assert twin.explain is True and conv.explain is None
+
+
+def test_pygs_summary_lists_a_model_with_any_conv():
+    """summary hooks every module, the ports included: a conv that takes no mask is still
+    summarised."""
+    from torch_geometric.nn import summary
+    x, edge_index = toy_graph()
+    model = Net([gl.GeneralConv(6, 8), gl.GCNConv(8, 8), gl.SAGEConv(8, 3)])
+    table = summary(model, x, edge_index)
+    assert "GeneralConv" in table and "[30, 8]" in table
 
 
 def test_captum_explainer_gives_pygs_attributions():
