@@ -10,7 +10,13 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags, check_number
-from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
+from graphloc.nn.conv._base import (
+    ConvModule,
+    attention_hooked,
+    explain_mask,
+    masked_weights,
+    report_attention,
+)
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_dropouts, check_input, check_sizes, linear
 from graphloc.nn.conv.gat import pyg_loop_order
@@ -121,6 +127,8 @@ class FAConv(ConvModule):
         if self.eps != 0.0:  # as PyG's: no 0 * x_0 (NaN where x_0 is infinite)
             out = out.add_(x_0, alpha=self.eps)
         out = inputs.node_output(out)
+        if attention_hooked(self):
+            report_attention(self, self._weights(inputs, graph, alpha, scores)[1])
         if return_attention_weights is None:
             return out
         return out, self._weights(inputs, graph, alpha, scores)

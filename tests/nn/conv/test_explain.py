@@ -403,6 +403,34 @@ def test_attention_explainer_reads_gats_weights_as_pygs():
     assert got.edge_mask.abs().sum() > 0
 
 
+class Single(torch.nn.Module):
+    """One conv, then a linear read-out."""
+
+    def __init__(self, conv, width):
+        super().__init__()
+        self.conv, self.lin = conv, torch.nn.Linear(width, 3)
+
+    def forward(self, x, edge_index):
+        return self.lin(self.conv(x, edge_index))
+
+
+@pytest.mark.parametrize("make,width", [
+    (lambda nn: WithInitial(nn.FAConv(6)), 6), (lambda nn: nn.GATv2Conv(6, 3, heads=2), 6),
+    (lambda nn: nn.TransformerConv(6, 3), 3)], ids=["fa", "gatv2", "transformer"])
+def test_every_attention_conv_gives_attention_explainer_its_weights(make, width):
+    """Those whose PyG twin shows its weights to AttentionExplainer (AGNNConv's computes
+    them inside its message, so PyG's explainer collects none from it, nor graphloc's)."""
+    torch.manual_seed(0)
+    theirs = Single(make(pyg), width)
+    ours = Single(make(gl), width)
+    ours.load_state_dict(theirs.state_dict())
+    x, edge_index = toy_graph()
+    got = explanation(ours, AttentionExplainer(), x, edge_index, node_mask_type=None)
+    expected = explanation(theirs, AttentionExplainer(), x, edge_index, node_mask_type=None)
+    torch.testing.assert_close(got.edge_mask, expected.edge_mask, rtol=1e-5, atol=1e-6)
+    assert got.edge_mask.abs().sum() > 0
+
+
 def test_pg_explainer_trains_and_explains_as_on_pygs_model():
     ours, theirs = twin_models()
     x, edge_index = toy_graph()
