@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow, read_one_node_set, required_edge_feature_rows
 from graphloc.nn.conv._utils import (
     check_dropouts,
@@ -71,6 +71,8 @@ class GATEConv(ConvModule):
     gives NaN).
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int, out_channels: int, edge_dim: int,
                  dropout: float = 0.0, flow: str = "source_to_target"):
         super().__init__()
@@ -117,10 +119,14 @@ class GATEConv(ConvModule):
         scores = self._scores(graph, x_src, read_rows_only(x, destinations_read(graph)),
                               edge_attr)
         values = self.lin2(x_src)
-        if self.training and self.dropout > 0:  # PyG's mask: drawn in the caller's order
+        dropping, mask = self.training and self.dropout > 0, explain_mask(self, inputs)
+        if dropping or mask is not None:
             alpha = inputs.graph.from_csr_order(ops.segment_softmax(graph, scores))
-            alpha = inputs.graph.to_csr_order(F.dropout(alpha, self.dropout, True))
-            out = ops.spmm(graph, values, alpha)
+            if dropping:  # PyG's mask: drawn in the caller's order
+                alpha = F.dropout(alpha, self.dropout, True)
+            if mask is not None:
+                alpha = alpha * mask
+            out = ops.spmm(graph, values, inputs.graph.to_csr_order(alpha))
         else:
             out = ops.segment_attention(graph, scores, values)
         return inputs.node_output(out + self.bias)

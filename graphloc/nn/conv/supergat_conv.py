@@ -13,7 +13,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_choice, check_flags, check_index, check_int, check_number
 from graphloc.graph import Graph
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow, read_one_node_set
 from graphloc.nn.conv._utils import (
     check_dropouts,
@@ -22,7 +22,7 @@ from graphloc.nn.conv._utils import (
     glorot,
     glorot_linear,
 )
-from graphloc.nn.conv.gat import fresh_self_loops, head_dots, pyg_loop_order
+from graphloc.nn.conv.gat import attend, fresh_self_loops, head_dots, pyg_loop_order
 
 
 class SuperGATConv(ConvModule):
@@ -83,6 +83,8 @@ class SuperGATConv(ConvModule):
     docs/models.md lists these.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int, out_channels: int, heads: int = 1,
                  concat: bool = True, negative_slope: float = 0.2, dropout: float = 0.0,
                  add_self_loops: bool = True, bias: bool = True, attention_type: str = "MX",
@@ -132,11 +134,10 @@ class SuperGATConv(ConvModule):
         h = self.lin(x)
         logits = ops.sddmm(graph, h.view(-1, H, C), h.view(-1, H, C))  # [E, H]
         alpha = self._scores(graph, h, logits)
-        if self.training and self.dropout > 0:
-            weights = ops.dropout(ops.segment_softmax(graph, alpha), p=self.dropout)
-            out = ops.spmm(graph, h.view(-1, H, C), weights)
-        else:
-            out = ops.segment_attention(graph, alpha, h.view(-1, H, C))
+        mask = explain_mask(self, inputs)
+        loops = pyg_loop_order(inputs.graph) if self.add_self_loops and mask is not None \
+            else None
+        out, _ = attend(self, graph, alpha, h, mask, loops, False)
         if self.training:
             self._keep_attention_targets(inputs, graph, h, logits, neg_edge_index, batch)
         out = out.reshape(-1, H * C) if self.concat else out.view(-1, H, C).mean(dim=1)

@@ -19,6 +19,7 @@ from torch_geometric.explain.algorithm import (
     PGExplainer,
 )
 from torch_geometric.explain.algorithm.utils import clear_masks, set_masks
+from torch_geometric.nn.models.attentive_fp import GATEConv as AttentiveFPGATEConv
 from torch_geometric.nn.models.schnet import CFConv as SchNetCFConv
 from torch_geometric.utils import get_embeddings, get_num_hops
 
@@ -156,6 +157,13 @@ EXPLAINABLE = [
      False),
     ("pna-edges-towers", lambda: gl.PNAConv(6, 4, *PNA_ARGS, edge_dim=2, towers=2),
      lambda: pyg.PNAConv(6, 4, *PNA_ARGS, edge_dim=2, towers=2), 2, False),
+    ("supergat", lambda: gl.SuperGATConv(6, 3, heads=2), lambda: pyg.SuperGATConv(6, 3, heads=2),
+     None, False),
+    ("supergat-sd-mean", lambda: gl.SuperGATConv(6, 3, heads=2, attention_type="SD",
+                                                 concat=False),
+     lambda: pyg.SuperGATConv(6, 3, heads=2, attention_type="SD", concat=False), None, False),
+    ("gate", lambda: gl.GATEConv(6, 6, edge_dim=2, dropout=0.0),
+     lambda: AttentiveFPGATEConv(6, 6, edge_dim=2, dropout=0.0), 2, False),
     # PyG's wrappers of a conv are no MessagePassing: the conv inside takes the mask
     ("dir-gnn", lambda: gl.DirGNNConv(gl.GCNConv(6, 5)),
      lambda: pyg.DirGNNConv(pyg.GCNConv(6, 5)), None, False),
