@@ -9,7 +9,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow, read_inputs, require_destination
 from graphloc.nn.conv._utils import (
     all_finite,
@@ -21,7 +21,7 @@ from graphloc.nn.conv._utils import (
     uniform_linear,
     width_keeping_aggregation,
 )
-from graphloc.nn.conv.gat import fresh_self_loops
+from graphloc.nn.conv.gat import fresh_self_loops, mask_in_csr_order
 
 # the aggregations edge_head_sum serves (linear in the messages)
 _LINEAR_AGGREGATIONS = ("add", "sum", "mean")
@@ -76,6 +76,8 @@ class FeaStConv(ConvModule):
     these.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int, out_channels: int, heads: int = 1,
                  add_self_loops: bool = True, bias: bool = True, aggr="mean",
                  aggr_kwargs: dict | None = None, flow: str = "source_to_target"):
@@ -116,6 +118,9 @@ class FeaStConv(ConvModule):
         graph = graph.in_csr_order()
         regroup = self._may_regroup(x_src, x_dst)
         weights = torch.softmax(self._head_scores(graph, x_src, x_dst, regroup), dim=1)
+        mask = explain_mask(self, inputs)
+        if mask is not None:  # a message is linear in its edge's head weights
+            weights = weights * mask_in_csr_order(inputs, mask, self.add_self_loops).unsqueeze(-1)
         out = self._aggregate(graph, x_src, weights, regroup)
         if self.bias is not None:
             out = out + self.bias

@@ -275,6 +275,15 @@ def on_attention_graph(edge_mask: Tensor, pyg_order) -> Tensor:
     return torch.cat([kept, loops]).index_select(0, order)
 
 
+def mask_in_csr_order(inputs, edge_mask: Tensor, fresh_loops: bool) -> Tensor:
+    """An explainer's mask on the CSR-ordered edges of a layer's graph: the call's graph
+    with PyG's fresh loops (``fresh_self_loops``, sorted by destination), or the call's
+    own graph in CSR order."""
+    if fresh_loops:
+        return on_attention_graph(edge_mask, pyg_loop_order(inputs.graph))
+    return inputs.graph.to_csr_order(edge_mask)
+
+
 def attend(layer: torch.nn.Module, graph: Graph, score: Tensor, h: Tensor,
            mask: Tensor | None, pyg_order, weights_needed: bool):
     """``(out, alpha)`` of GAT's and GATv2's attention over ``graph``: the softmax of the

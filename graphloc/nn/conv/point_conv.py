@@ -20,7 +20,7 @@ from graphloc.nn.conv._utils import (
     may_regroup_first_linear,
     reset_like_pyg,
 )
-from graphloc.nn.conv.gat import fresh_self_loops, on_attention_graph, pyg_loop_order
+from graphloc.nn.conv.gat import fresh_self_loops, mask_in_csr_order
 
 
 class PointNetConv(ConvModule):
@@ -111,10 +111,9 @@ class PointNetConv(ConvModule):
         loops where added) times an explainer's mask where one is set, reduced per
         destination, then ``global_nn``."""
         mask = explain_mask(self, inputs)
-        if mask is not None:  # the graph with fresh loops is already in CSR order
-            mask = on_attention_graph(mask, pyg_loop_order(inputs.graph)) \
-                if self.add_self_loops else inputs.graph.to_csr_order(mask)
-            messages = messages * mask.unsqueeze(-1)
+        if mask is not None:
+            messages = messages * mask_in_csr_order(inputs, mask,
+                                                    self.add_self_loops).unsqueeze(-1)
         out = ops.segment_reduce(messages, graph.csr.indptr, PYG_REDUCTIONS[self.aggr])
         return out if self.global_nn is None else self.global_nn(out)
 

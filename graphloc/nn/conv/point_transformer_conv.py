@@ -8,10 +8,10 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow, read_inputs, require_destination
 from graphloc.nn.conv._utils import check_input, check_networks, check_sizes, linear, reset_like_pyg
-from graphloc.nn.conv.gat import fresh_self_loops
+from graphloc.nn.conv.gat import fresh_self_loops, mask_in_csr_order
 
 
 class PointTransformerConv(ConvModule):
@@ -55,6 +55,8 @@ class PointTransformerConv(ConvModule):
     there (PyG's: NaN), as in ``GATConv``; a pair ``(x_src, None)`` is a ``ValueError``
     naming it (PyG's fails in its ``Linear``). docs/models.md lists these.
     """
+
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
 
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int,
                  pos_nn: torch.nn.Module | None = None, attn_nn: torch.nn.Module | None = None,
@@ -106,6 +108,9 @@ class PointTransformerConv(ConvModule):
         if self.attn_nn is not None:
             score = self.attn_nn(score)
         alpha = ops.segment_softmax(graph, score)  # a softmax per channel
+        mask = explain_mask(self, inputs)
+        if mask is not None:  # each edge's message alpha (values_j + delta) scaled
+            alpha = alpha * mask_in_csr_order(inputs, mask, self.add_self_loops).unsqueeze(-1)
         values = self.lin(x_src)
         out = ops.spmm(graph, values.unsqueeze(-1), alpha).squeeze(-1) + \
             ops.segment_reduce(alpha * delta, graph.csr.indptr, "sum")

@@ -164,6 +164,10 @@ EXPLAINABLE = [
      lambda: pyg.SuperGATConv(6, 3, heads=2, attention_type="SD", concat=False), None, False),
     ("gate", lambda: gl.GATEConv(6, 6, edge_dim=2, dropout=0.0),
      lambda: AttentiveFPGATEConv(6, 6, edge_dim=2, dropout=0.0), 2, False),
+    ("feast", lambda: gl.FeaStConv(6, 5, heads=2), lambda: pyg.FeaStConv(6, 5, heads=2), None,
+     False),
+    ("feast-no-loops-mean", lambda: gl.FeaStConv(6, 5, heads=2, add_self_loops=False),
+     lambda: pyg.FeaStConv(6, 5, heads=2, add_self_loops=False), None, False),
     # PyG's wrappers of a conv are no MessagePassing: the conv inside takes the mask
     ("dir-gnn", lambda: gl.DirGNNConv(gl.GCNConv(6, 5)),
      lambda: pyg.DirGNNConv(pyg.GCNConv(6, 5)), None, False),
@@ -517,18 +521,24 @@ def test_a_nan_in_the_mask_reaches_only_that_edges_destination():
 
 @pytest.mark.parametrize("loops", [True, False])
 def test_point_convs_mask_their_messages_as_pygs(loops):
-    """PointNetConv and PPFConv (positions, normals): PyG's convs in explain mode, same
-    weights and mask (the graph has no loops: PyG's rule then holds for both)."""
+    """PointNetConv, PPFConv (positions, normals) and PointTransformerConv: PyG's convs in
+    explain mode, same weights and mask (the graph has no loops: PyG's rule then holds for
+    both)."""
     torch.manual_seed(0)
     x, edge_index = toy_graph()
     gen = torch.Generator().manual_seed(2)
     pos = torch.randn(x.size(0), 3, generator=gen)
     normal = torch.nn.functional.normalize(torch.randn(x.size(0), 3, generator=gen), dim=-1)
     mask = torch.rand(edge_index.size(1), generator=gen)
-    for name, extra in (("PointNetConv", ()), ("PPFConv", (normal,))):
-        width = 6 + (3 if name == "PointNetConv" else 4)
-        theirs = getattr(pyg, name)(torch.nn.Linear(width, 5), add_self_loops=loops)
-        ours = getattr(gl, name)(torch.nn.Linear(width, 5), add_self_loops=loops)
+    for name, extra in (("PointNetConv", ()), ("PPFConv", (normal,)),
+                        ("PointTransformerConv", ())):
+        if name == "PointTransformerConv":
+            theirs = pyg.PointTransformerConv(6, 5, add_self_loops=loops)
+            ours = gl.PointTransformerConv(6, 5, add_self_loops=loops)
+        else:
+            width = 6 + (3 if name == "PointNetConv" else 4)
+            theirs = getattr(pyg, name)(torch.nn.Linear(width, 5), add_self_loops=loops)
+            ours = getattr(gl, name)(torch.nn.Linear(width, 5), add_self_loops=loops)
         ours.load_state_dict(theirs.state_dict())
         outs = []
         for conv in (ours, theirs):
