@@ -16,7 +16,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags, check_index
 from graphloc.graph import Graph
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import (
     check_edge_rows,
     check_flow,
@@ -87,6 +87,8 @@ class HEATConv(ConvModule):
         ``concat=False``).
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int, out_channels: int, num_node_types: int,
                  num_edge_types: int, edge_type_emb_dim: int, edge_dim: int,
                  edge_attr_emb_dim: int, heads: int = 1, concat: bool = True,
@@ -141,6 +143,9 @@ class HEATConv(ConvModule):
         edge_emb = _LEAKY(self.edge_attr_emb(edge_attr.to(h.dtype)), self.negative_slope)
         alpha = ops.segment_softmax(graph, self._scores(graph, h, edge_type, edge_emb))
         alpha = torch.nn.functional.dropout(alpha, self.dropout, self.training)
+        mask = explain_mask(self, inputs)
+        if mask is not None:  # each message is linear in its edge's weights
+            alpha = alpha * mask.unsqueeze(-1)
         out = self._messages(graph, h, edge_emb, alpha)  # [N, H, C]
         if self.concat:
             out = out + h.unsqueeze(1) if self.root_weight else out

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_choice
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow, read_inputs
 from graphloc.nn.conv._utils import (
     PYG_REDUCTIONS,
@@ -71,6 +71,8 @@ class PointGNNConv(ConvModule):
         E]`` or a ``torch.sparse`` ``adj_t``, its pattern). output: ``[N, F]``.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, mlp_h: torch.nn.Module, mlp_f: torch.nn.Module,
                  mlp_g: torch.nn.Module, aggr: str = "max", flow: str = "source_to_target"):
         super().__init__()
@@ -106,6 +108,9 @@ class PointGNNConv(ConvModule):
         graph = inputs.graph.in_csr_order()
         src, dst = graph.csr.indices.long(), graph.edge_index[1]
         messages = self._messages(graph, x, pos, src, dst)
+        mask = explain_mask(self, inputs)
+        if mask is not None:
+            messages = messages * inputs.graph.to_csr_order(mask).unsqueeze(-1)
         out = ops.segment_reduce(messages, graph.csr.indptr, PYG_REDUCTIONS[self.aggr])
         return x + self.mlp_g(out)
 

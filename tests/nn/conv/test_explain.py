@@ -57,6 +57,19 @@ class WithDistances(torch.nn.Module):
         return self.conv(x, edge_index, 3 * edge_attr[:, 0].abs(), edge_attr)
 
 
+class WithTypes(torch.nn.Module):
+    """HEATConv called with node and edge types drawn from the ids."""
+
+    def __init__(self, conv):
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x, edge_index, edge_attr):
+        node_type = torch.arange(x.size(0)) % 3
+        edge_type = (edge_index[0] + 2 * edge_index[1]) % 4
+        return self.conv(x, edge_index, node_type, edge_type, edge_attr)
+
+
 # (name, graphloc factory, PyG factory, edge features width or None, edge weights)
 EXPLAINABLE = [
     ("gcn", lambda: gl.GCNConv(6, 5), lambda: pyg.GCNConv(6, 5), None, True),
@@ -168,6 +181,8 @@ EXPLAINABLE = [
      False),
     ("feast-no-loops-mean", lambda: gl.FeaStConv(6, 5, heads=2, add_self_loops=False),
      lambda: pyg.FeaStConv(6, 5, heads=2, add_self_loops=False), None, False),
+    ("heat", lambda: WithTypes(gl.HEATConv(6, 4, 3, 4, 3, 2, 5, heads=2)),
+     lambda: WithTypes(pyg.HEATConv(6, 4, 3, 4, 3, 2, 5, heads=2)), 2, False),
     # PyG's wrappers of a conv are no MessagePassing: the conv inside takes the mask
     ("dir-gnn", lambda: gl.DirGNNConv(gl.GCNConv(6, 5)),
      lambda: pyg.DirGNNConv(pyg.GCNConv(6, 5)), None, False),
@@ -521,8 +536,8 @@ def test_a_nan_in_the_mask_reaches_only_that_edges_destination():
 
 @pytest.mark.parametrize("loops", [True, False])
 def test_point_convs_mask_their_messages_as_pygs(loops):
-    """PointNetConv, PPFConv (positions, normals) and PointTransformerConv: PyG's convs in
-    explain mode, same weights and mask (the graph has no loops: PyG's rule then holds for
+    """PointNetConv, PPFConv (positions, normals), PointTransformerConv and PointGNNConv:
+    PyG's convs in explain mode, same weights and mask (the graph has no loops: PyG's rule then holds for
     both)."""
     torch.manual_seed(0)
     x, edge_index = toy_graph()
@@ -531,10 +546,14 @@ def test_point_convs_mask_their_messages_as_pygs(loops):
     normal = torch.nn.functional.normalize(torch.randn(x.size(0), 3, generator=gen), dim=-1)
     mask = torch.rand(edge_index.size(1), generator=gen)
     for name, extra in (("PointNetConv", ()), ("PPFConv", (normal,)),
-                        ("PointTransformerConv", ())):
+                        ("PointTransformerConv", ()), ("PointGNNConv", ())):
         if name == "PointTransformerConv":
             theirs = pyg.PointTransformerConv(6, 5, add_self_loops=loops)
             ours = gl.PointTransformerConv(6, 5, add_self_loops=loops)
+        elif name == "PointGNNConv":  # (no loops of its own: the same both times)
+            networks = (torch.nn.Linear(6, 3), torch.nn.Linear(9, 6), torch.nn.Linear(6, 6))
+            theirs = pyg.PointGNNConv(*copy.deepcopy(networks))
+            ours = gl.PointGNNConv(*copy.deepcopy(networks))
         else:
             width = 6 + (3 if name == "PointNetConv" else 4)
             theirs = getattr(pyg, name)(torch.nn.Linear(width, 5), add_self_loops=loops)
