@@ -10,7 +10,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_choice, check_flags
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import (
     check_flow,
     edge_feature_rows,
@@ -116,6 +116,8 @@ class RGATConv(ConvModule):
     at ``1 / out_channels``, the value PyG's reset computes; a ``mod`` outside PyG's four
     is an error (PyG's computes the plain form for it). docs/models.md lists these.
     """
+
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
 
     def __init__(self, in_channels: int, out_channels: int, num_relations: int,
                  num_bases: int | None = None, num_blocks: int | None = None,
@@ -235,7 +237,9 @@ class RGATConv(ConvModule):
         ends = self._per_pair(x_dst, *by_dst, weight, pair_end=1)
         alpha = self._attention(graph, by_dst[0], by_src[0], values @ self.k, ends @ self.q,
                                 edge_rows)
-        out = self._aggregate(graph, by_src[0], values, self._message_weights(graph, alpha))
+        mask = explain_mask(self, inputs)
+        out = self._aggregate(graph, by_src[0], values, self._message_weights(graph, alpha),
+                              mask)
         out = out.flatten(1) if self.concat else out.mean(1).flatten(1)
         if self.bias is not None:
             out = out + self.bias
@@ -297,16 +301,20 @@ class RGATConv(ConvModule):
             return ops.dropout(alpha, p=self.dropout)
         return alpha
 
-    def _aggregate(self, graph, by_src, values: Tensor, edge_weights: Tensor) -> Tensor:
+    def _aggregate(self, graph, by_src, values: Tensor, edge_weights: Tensor,
+                   mask: Tensor | None) -> Tensor:
         """``[N, H, D, C]``: the (relation, source) pairs' ``x_j W_r`` summed into each
         destination by the edges' weights in one product (each head's values once per score
-        column), then the ``mod``'s per-node terms."""
+        column), then the ``mod``'s per-node terms; each edge's whole message times an
+        explainer's ``mask`` entry where one is set."""
         H, D, C, N = self.heads, self.dim, self.out_channels, graph.num_nodes
+        if mask is not None:
+            edge_weights = edge_weights * mask.view(-1, *[1] * (edge_weights.dim() - 1))
         values = values.view(-1, H, 1, C)
         out = ops.spmm(by_src, values.expand(-1, H, D, C).reshape(-1, H * D, C), edge_weights)
         out = out.view(N, H, D, C)
         if self.mod == "additive":  # the w * g_j half of each message, summed unweighted
-            return out + (ops.spmm(by_src, values.view(-1, H, C)) * self.w).unsqueeze(2)
+            return out + (ops.spmm(by_src, values.view(-1, H, C), mask) * self.w).unsqueeze(2)
         if self.mod == "scaled":
             degree = self._in_degree(graph, out.dtype).unsqueeze(-1)
             scale = F.relu(degree @ self.l1 + self.b1) @ self.l2 + self.b2  # [N, C]

@@ -70,6 +70,17 @@ class WithTypes(torch.nn.Module):
         return self.conv(x, edge_index, node_type, edge_type, edge_attr)
 
 
+class WithRelations(torch.nn.Module):
+    """RGATConv called with relation types drawn from the edges' ends."""
+
+    def __init__(self, conv):
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x, edge_index):
+        return self.conv(x, edge_index, (edge_index[0] + 2 * edge_index[1]) % 3)
+
+
 # (name, graphloc factory, PyG factory, edge features width or None, edge weights)
 EXPLAINABLE = [
     ("gcn", lambda: gl.GCNConv(6, 5), lambda: pyg.GCNConv(6, 5), None, True),
@@ -183,6 +194,14 @@ EXPLAINABLE = [
      lambda: pyg.FeaStConv(6, 5, heads=2, add_self_loops=False), None, False),
     ("heat", lambda: WithTypes(gl.HEATConv(6, 4, 3, 4, 3, 2, 5, heads=2)),
      lambda: WithTypes(pyg.HEATConv(6, 4, 3, 4, 3, 2, 5, heads=2)), 2, False),
+    *[(f"rgat-{mod}", lambda mod=mod: WithRelations(gl.RGATConv(6, 4, 3, heads=2, mod=mod)),
+       lambda mod=mod: WithRelations(pyg.RGATConv(6, 4, 3, heads=2, mod=mod)), None, False)
+      # ("scaled" outputs about 1e-45 from its initial weights: no test of a mask)
+      for mod in (None, "additive", "f-additive", "f-scaled")],
+    ("rgat-multiplicative", lambda: WithRelations(gl.RGATConv(
+        6, 4, 3, dim=2, attention_mode="multiplicative-self-attention")),
+     lambda: WithRelations(pyg.RGATConv(
+         6, 4, 3, dim=2, attention_mode="multiplicative-self-attention")), None, False),
     # PyG's wrappers of a conv are no MessagePassing: the conv inside takes the mask
     ("dir-gnn", lambda: gl.DirGNNConv(gl.GCNConv(6, 5)),
      lambda: pyg.DirGNNConv(pyg.GCNConv(6, 5)), None, False),
@@ -537,8 +556,8 @@ def test_a_nan_in_the_mask_reaches_only_that_edges_destination():
 @pytest.mark.parametrize("loops", [True, False])
 def test_point_convs_mask_their_messages_as_pygs(loops):
     """PointNetConv, PPFConv (positions, normals), PointTransformerConv and PointGNNConv:
-    PyG's convs in explain mode, same weights and mask (the graph has no loops: PyG's rule then holds for
-    both)."""
+    PyG's convs in explain mode, same weights and mask (the graph has no loops: PyG's rule
+    then holds for both)."""
     torch.manual_seed(0)
     x, edge_index = toy_graph()
     gen = torch.Generator().manual_seed(2)
