@@ -13,7 +13,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
     check_dropouts,
@@ -74,6 +74,8 @@ class DNAConv(ConvModule):
         ``adj_t``, optional ``edge_weight [E]``. output: ``[N, channels]``.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, channels: int, heads: int = 1, groups: int = 1, dropout: float = 0.0,
                  cached: bool = False, normalize: bool = True, add_self_loops: bool = True,
                  bias: bool = True, flow: str = "source_to_target"):
@@ -106,12 +108,14 @@ class DNAConv(ConvModule):
         inputs.graph._require_one_node_set(
             f"{type(self).__name__} (each edge's ends read one x [N, L, channels])")
         edge_weight = weights_from(self, inputs, edge_weight)
+        mask = explain_mask(self, inputs)
         if self.normalize:
-            graph, weight = cached_normalisation(self, inputs, edge_weight, layers.dtype)
+            graph, weight = cached_normalisation(self, inputs, edge_weight, layers.dtype, mask)
         else:
             graph = inputs.graph
             weight = edge_weight if edge_weight is not None else \
                 layers.new_ones(graph.num_edges)
+            weight = masked_weights(weight, mask)
         return self.multi_head.aggregate(graph, weight.to(layers.dtype), layers)
 
     def _checked_layers(self, x) -> Tensor:

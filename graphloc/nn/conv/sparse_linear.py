@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_sizes
 from graphloc.nn.conv.gcn import read_weighted_call
@@ -42,6 +42,8 @@ class SparseLinear(ConvModule):
         (optional). output: ``[N, C]``.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int, out_channels: int, bias: bool = True,
                  flow: str = "source_to_target"):
         super().__init__()
@@ -67,6 +69,7 @@ class SparseLinear(ConvModule):
                                                          edge_weight, self.out_channels)
         if edge_weight is not None:
             edge_weight = edge_weight.to(weight.dtype)
+        edge_weight = masked_weights(edge_weight, explain_mask(self, inputs))
         out = ops.spmm(inputs.graph, weight, edge_weight)
         if self.bias is not None:
             out = out + self.bias

@@ -81,6 +81,17 @@ class WithRelations(torch.nn.Module):
         return self.conv(x, edge_index, (edge_index[0] + 2 * edge_index[1]) % 3)
 
 
+class AsLayers(torch.nn.Module):
+    """DNAConv on the features read as two layers of three channels."""
+
+    def __init__(self, conv):
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x, edge_index, edge_weight=None):
+        return self.conv(x.view(x.size(0), 2, 3), edge_index, edge_weight)
+
+
 # (name, graphloc factory, PyG factory, edge features width or None, edge weights)
 EXPLAINABLE = [
     ("gcn", lambda: gl.GCNConv(6, 5), lambda: pyg.GCNConv(6, 5), None, True),
@@ -202,6 +213,10 @@ EXPLAINABLE = [
         6, 4, 3, dim=2, attention_mode="multiplicative-self-attention")),
      lambda: WithRelations(pyg.RGATConv(
          6, 4, 3, dim=2, attention_mode="multiplicative-self-attention")), None, False),
+    ("dna", lambda: AsLayers(gl.DNAConv(3, heads=1)), lambda: AsLayers(pyg.DNAConv(3, heads=1)),
+     None, True),
+    ("dna-raw", lambda: AsLayers(gl.DNAConv(3, heads=3, normalize=False)),
+     lambda: AsLayers(pyg.DNAConv(3, heads=3, normalize=False)), None, True),
     # PyG's wrappers of a conv are no MessagePassing: the conv inside takes the mask
     ("dir-gnn", lambda: gl.DirGNNConv(gl.GCNConv(6, 5)),
      lambda: pyg.DirGNNConv(pyg.GCNConv(6, 5)), None, False),
@@ -324,6 +339,25 @@ def test_relational_messages_are_masked_edge_by_edge(cls, aggr):
                 total = (mask[into, None] * x[edge_index[0, into]]).sum(0)
                 expected[i] += (total / (into.numel() if aggr == "mean" else 1)) @ conv.weight[r]
     torch.testing.assert_close(conv(x, edge_index, edge_type), expected)
+
+
+def test_linkx_sparse_linear_masks_its_edges_as_pygs():
+    from torch_geometric.nn.models.linkx import SparseLinear
+    torch.manual_seed(0)
+    edge_index, n = graph_with_loops(seed=2)
+    theirs = SparseLinear(n, 5).double()
+    ours = gl.SparseLinear(n, 5).double()
+    ours.load_state_dict(theirs.state_dict())
+    weight = torch.rand(edge_index.size(1), dtype=torch.float64) + 0.5
+    mask = torch.randn(edge_index.size(1), dtype=torch.float64)
+    results = []
+    for layer in (ours, theirs):
+        m = torch.nn.Parameter(mask.clone())
+        set_masks(layer, m, edge_index)
+        out = layer(edge_index, weight)
+        results.append((out, *torch.autograd.grad(out.square().sum(), [m, layer.weight])))
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b)
 
 
 def test_simple_convs_added_loops_weigh_one_after_the_callers_edges():
