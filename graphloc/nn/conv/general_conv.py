@@ -10,7 +10,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_choice, check_flags
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import (
     check_flow,
     edge_feature_rows,
@@ -85,6 +85,8 @@ class GeneralConv(ConvModule):
     draws PyG's values).
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int,
                  in_edge_channels: int | None = None, aggr="add", skip_linear: bool = False,
                  directed_msg: bool = True, heads: int = 1, attention: bool = False,
@@ -154,7 +156,9 @@ class GeneralConv(ConvModule):
                                                   "lin_self(x_dst)")
         graph = inputs.graph.in_csr_order()
         edge_attr = self._edge_features(inputs, edge_attr)
-        out = self._aggregate(graph, x_src, x_dst, edge_attr)
+        mask = explain_mask(self, inputs)
+        out = self._aggregate(graph, x_src, x_dst, edge_attr,
+                              None if mask is None else inputs.graph.to_csr_order(mask))
         out = out.view(out.size(0), self.heads, self.out_channels).mean(dim=1)
         out = out + self.lin_self(x_dst)
         if self.normalize_l2:
@@ -175,9 +179,10 @@ class GeneralConv(ConvModule):
                                       "in_edge_channels")
         return None if edge_attr is None else inputs.graph.to_csr_order(edge_attr)
 
-    def _aggregate(self, graph, x_src: Tensor, x_dst: Tensor, edge_attr: Tensor | None
-                   ) -> Tensor:
-        """The aggregated (attention-weighted) messages of every head, ``[N_dst, H C]``."""
+    def _aggregate(self, graph, x_src: Tensor, x_dst: Tensor, edge_attr: Tensor | None,
+                   mask: Tensor | None) -> Tensor:
+        """The aggregated (attention-weighted) messages of every head, ``[N_dst, H C]``;
+        each message times an explainer's ``mask`` entry (CSR order) where one is set."""
         # each map acts per node, on the rows PyG's per-edge maps read (read_rows_only)
         x_src = read_rows_only(x_src, sources_read(graph))
         x_dst = read_rows_only(x_dst, destinations_read(graph))
@@ -185,10 +190,12 @@ class GeneralConv(ConvModule):
         per_node = self.directed_msg and edge_attr is None  # each message is h_src[j]
         messages = None if per_node else self._edge_messages(graph, h_src, x_src, x_dst,
                                                              edge_attr, swapped=False)
-        fused_sum = per_node and self.aggr in ("add", "sum")
+        fused_sum = per_node and self.aggr in ("add", "sum") and mask is None
         if not self.attention:
-            if per_node:
-                return self.aggr_module(graph, h_src)
+            if per_node:  # (the weights multiply the messages)
+                return self.aggr_module(graph, h_src, mask)
+            if mask is not None:
+                messages = messages * mask.unsqueeze(-1)
             return self.aggr_module(aggregations.per_edge(graph), messages)
         heads = h_src.view(h_src.size(0), self.heads, self.out_channels)
         if self.attention_type == "additive" and fused_sum:
@@ -202,6 +209,8 @@ class GeneralConv(ConvModule):
         if messages is None:
             messages = h_src.index_select(0, graph.edge_index[0])
         alpha = ops.segment_softmax(graph, scores)
+        if mask is not None:
+            alpha = alpha * mask.unsqueeze(-1)
         weighted = messages.view(-1, self.heads, self.out_channels) * alpha.unsqueeze(-1)
         return self.aggr_module(aggregations.per_edge(graph), weighted.flatten(1))
 

@@ -217,6 +217,13 @@ EXPLAINABLE = [
      None, True),
     ("dna-raw", lambda: AsLayers(gl.DNAConv(3, heads=3, normalize=False)),
      lambda: AsLayers(pyg.DNAConv(3, heads=3, normalize=False)), None, True),
+    *[(f"general-{i}", lambda kw=kw: gl.GeneralConv(6, 4, **kw),
+       lambda kw=kw: pyg.GeneralConv(6, 4, **kw), kw.get("in_edge_channels"), False)
+      for i, kw in enumerate([{}, {"aggr": "mean"}, {"directed_msg": False},
+                              {"attention": True, "heads": 2},
+                              {"attention": True, "attention_type": "dot_product", "heads": 2},
+                              {"attention": True, "heads": 2, "aggr": "max"},
+                              {"in_edge_channels": 2, "attention": True}])],
     # PyG's wrappers of a conv are no MessagePassing: the conv inside takes the mask
     ("dir-gnn", lambda: gl.DirGNNConv(gl.GCNConv(6, 5)),
      lambda: pyg.DirGNNConv(pyg.GCNConv(6, 5)), None, False),
