@@ -538,9 +538,9 @@ def test_pg_explainer_trains_and_explains_as_on_pygs_model():
 
 def test_a_conv_that_does_not_apply_masks_is_refused_by_name():
     torch.manual_seed(0)
-    model = Net([pyg.GCNConv(6, 8), gl.GeneralConv(8, 8), pyg.SAGEConv(8, 3)])
+    model = Net([pyg.GCNConv(6, 8), gl.EGConv(8, 8), pyg.SAGEConv(8, 3)])
     x, edge_index = toy_graph()
-    with pytest.raises(ValueError, match="GeneralConv does not take part"):
+    with pytest.raises(ValueError, match="EGConv does not take part"):
         explanation(model, GNNExplainer(epochs=2), x, edge_index)
     # its output is no explanation: get_embeddings reads it as a PyG conv's
     embeddings = get_embeddings(model, x, edge_index)
@@ -686,9 +686,9 @@ def test_pygs_summary_lists_a_model_with_any_conv():
     summarised."""
     from torch_geometric.nn import summary
     x, edge_index = toy_graph()
-    model = Net([gl.GeneralConv(6, 8), gl.GCNConv(8, 8), gl.SAGEConv(8, 3)])
+    model = Net([gl.EGConv(6, 8), gl.GCNConv(8, 8), gl.SAGEConv(8, 3)])
     table = summary(model, x, edge_index)
-    assert "GeneralConv" in table and "[30, 8]" in table
+    assert "EGConv" in table and "[30, 8]" in table
 
 
 def test_captum_explainer_gives_pygs_attributions():
