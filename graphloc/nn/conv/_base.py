@@ -114,6 +114,17 @@ def _port_class():
         def forward(self, out: Tensor) -> Tensor:
             return out
 
+        # the conv's edge direction (PyG's explainers read the first layer's to find a
+        # node's k-hop neighbourhood); MessagePassing's own before the conv is known
+        @property
+        def flow(self) -> str:
+            owner = None if self.owner_ref is None else self.owner_ref()
+            return getattr(owner, "flow", self._flow)
+
+        @flow.setter
+        def flow(self, value: str) -> None:
+            self._flow = value
+
         def _refuse_unless_explainable(self, what: str) -> None:
             if not self.explainable:
                 raise ValueError(

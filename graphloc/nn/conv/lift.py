@@ -15,7 +15,8 @@ import torch.utils.checkpoint
 from torch import Tensor
 
 from graphloc.checks import check_flags, check_number
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask
+from graphloc.nn.conv._inputs import ConvInputs
 from graphloc.nn.conv._utils import (
     as_graph,
     check_input,
@@ -50,6 +51,8 @@ class LiftConv(ConvModule):
     read, nodes ordered by hop distance: see ``Graph.dst_prefix``).
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
+
     def __init__(self, channels: int, rho_init: float = 0.9, rho_max: float = 0.99,
                  add_self_loops: bool = False):
         super().__init__()
@@ -78,8 +81,9 @@ class LiftConv(ConvModule):
                 num_dst: int | None = None) -> Tensor:
         check_input(self, h_prev, self.channels)
         graph = as_graph(graph, h_prev)
+        mask = explain_mask(self, ConvInputs(h_prev, h_prev, graph, None, None, None))
         norm_graph, weight = graph.gcn_norm(add_self_loops=self.add_self_loops,
-                                            dtype=h_prev.dtype)
+                                            dtype=h_prev.dtype, edge_mask=mask)
         propagated = propagate_prefix(norm_graph, weight, h_prev, num_dst)
         if h_prev2 is None:
             return self.rho * propagated

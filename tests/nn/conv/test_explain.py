@@ -367,6 +367,32 @@ def test_linkx_sparse_linear_masks_its_edges_as_pygs():
         torch.testing.assert_close(a, b)
 
 
+@pytest.mark.parametrize("loops", [False, True])
+def test_lift_gcn_masks_its_normalised_adjacency(loops):
+    """LiftConv (no PyG twin): rho * (A_hat o M) H against the dense formula, degrees
+    unmasked; LiftGCN, which shares one LiftConv across its steps, explained whole."""
+    torch.manual_seed(0)
+    x, edge_index = toy_graph()
+    conv = gl.LiftConv(6, add_self_loops=loops).double()
+    mask = torch.rand(edge_index.size(1), dtype=torch.float64)
+    set_masks(conv, mask, edge_index, apply_sigmoid=False)
+    n = x.size(0)
+    adjacency, masked = torch.zeros(n, n, dtype=torch.float64), torch.zeros(n, n,
+                                                                            dtype=torch.float64)
+    for (src, dst), m in zip(edge_index.t().tolist(), mask.tolist(), strict=True):
+        adjacency[dst, src] += 1
+        masked[dst, src] += m
+    if loops:
+        adjacency += torch.eye(n, dtype=torch.float64)
+        masked += torch.eye(n, dtype=torch.float64)
+    inv_sqrt = adjacency.sum(1).pow(-0.5).nan_to_num(posinf=0.0)
+    expected = conv.rho * ((inv_sqrt[:, None] * masked * inv_sqrt[None, :]) @ x.double())
+    torch.testing.assert_close(conv(x.double(), edge_index), expected)
+    model = gl.LiftGCN(6, 8, 3, num_layers=3, add_self_loops=loops).eval()
+    got = explanation(model, GNNExplainer(epochs=3), x, edge_index)
+    assert got.edge_mask.abs().sum() > 0
+
+
 def test_simple_convs_added_loops_weigh_one_after_the_callers_edges():
     """SimpleConv(combine_root="self_loop") keeps the caller's loops and adds one per node:
     on a graph without loops PyG's; with loops PyG drops their entries and shifts the rest,
@@ -448,6 +474,22 @@ def toy_graph(seed=5, n=30):
                          ids=["dir-gnn", "antisymmetric", "wl", "gcn", "gin"])
 def test_each_conv_counts_the_hops_pygs_counts(make):
     assert get_num_hops(make(gl)) == get_num_hops(make(pyg))
+
+
+@pytest.mark.parametrize("flow", ["source_to_target", "target_to_source"])
+def test_the_explainers_read_each_convs_own_edge_direction(flow):
+    """PyG's explainers take a node's k-hop neighbourhood in the first layer's flow: the
+    port's must be its conv's (a wrong one drops the edges that reach the node)."""
+    from torch_geometric.explain.algorithm.base import ExplainerAlgorithm
+    ours = Net([gl.GCNConv(6, 8, flow=flow), gl.GATConv(8, 8, flow=flow),
+                gl.SAGEConv(8, 3, flow=flow)])
+    theirs = Net([pyg.GCNConv(6, 8, flow=flow), pyg.GATConv(8, 8, flow=flow),
+                  pyg.SAGEConv(8, 3, flow=flow)])
+    assert ExplainerAlgorithm._flow(ours) == ExplainerAlgorithm._flow(theirs) == flow
+    x, edge_index = toy_graph()
+    got = ExplainerAlgorithm._get_hard_masks(ours, 4, edge_index, x.size(0))
+    expected = ExplainerAlgorithm._get_hard_masks(theirs, 4, edge_index, x.size(0))
+    assert torch.equal(got[1], expected[1])
 
 
 def test_hops_and_embeddings_are_pygs():
