@@ -615,6 +615,21 @@ def test_a_mask_of_another_length_is_refused():
         conv(x, edge_index)
 
 
+def test_explain_mode_with_a_sparse_adjacency_or_without_a_mask_is_refused():
+    conv = gl.GCNConv(6, 5)
+    x, edge_index = toy_graph()
+    adjacency = torch.sparse_coo_tensor(edge_index.flip(0), torch.ones(edge_index.size(1)),
+                                        (x.size(0), x.size(0)))
+    set_masks(conv, torch.zeros(edge_index.size(1)), edge_index)
+    with pytest.raises(ValueError, match="GCNConv: explanations take the graph as an "
+                                         "edge_index .* not a torch.sparse adjacency"):
+        conv(x, adjacency)
+    clear_masks(conv)
+    conv.explain = True  # by hand, no mask set
+    with pytest.raises(ValueError, match="GCNConv: in explain mode without an edge mask"):
+        conv(x, edge_index)
+
+
 def test_a_mask_that_is_not_floating_point_is_refused():
     conv = gl.GATConv(6, 5)
     x, edge_index = toy_graph()
