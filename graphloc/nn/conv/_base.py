@@ -224,6 +224,14 @@ def explain_mask(layer: torch.nn.Module, inputs) -> Tensor | None:
     return inputs.edge_input(mask.sigmoid() if port._apply_sigmoid else mask)
 
 
+def masked_messages(messages: Tensor, graph, mask: Tensor | None) -> Tensor:
+    """Per-edge messages in ``graph``'s CSR order (``[E, ...]``), each times its edge's
+    entry of an explainer's ``mask`` (given in the caller's edge order) where one is set."""
+    if mask is None:
+        return messages
+    return messages * graph.to_csr_order(mask).view(-1, *[1] * (messages.dim() - 1))
+
+
 def masked_weights(weight: Tensor | None, mask: Tensor | None) -> Tensor | None:
     """Per-edge message multipliers: the edge weights times the explainer's mask."""
     if mask is None:

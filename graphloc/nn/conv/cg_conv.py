@@ -10,7 +10,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags, check_int
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import ConvModule, explain_mask
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_messages
 from graphloc.nn.conv._inputs import check_flow, edge_feature_rows, read_inputs
 from graphloc.nn.conv._utils import (
     check_sizes,
@@ -103,9 +103,7 @@ class CGConv(ConvModule):
         graph = inputs.graph.in_csr_order()
         edge_attr = self._edge_features(inputs, edge_attr)
         messages = self._messages(graph, x_src, x_dst, edge_attr)
-        mask = explain_mask(self, inputs)
-        if mask is not None:
-            messages = messages * inputs.graph.to_csr_order(mask).unsqueeze(-1)
+        messages = masked_messages(messages, inputs.graph, explain_mask(self, inputs))
         out = self.aggr_module(aggregations.per_edge(graph), messages)
         if self.bn is not None:
             out = self.bn(out)

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_choice, check_int
-from graphloc.nn.conv._base import ConvModule, explain_mask
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_messages
 from graphloc.nn.conv._inputs import (
     batch_pair,
     check_flow,
@@ -97,9 +97,7 @@ class EdgeConv(ConvModule):
         else:
             x_i = x_dst.index_select(0, dst)
             messages = self.nn(torch.cat([x_i, x_src.index_select(0, src) - x_i], dim=-1))
-        mask = explain_mask(self, inputs)
-        if mask is not None:
-            messages = messages * graph.to_csr_order(mask).unsqueeze(-1)
+        messages = masked_messages(messages, graph, explain_mask(self, inputs))
         out = ops.segment_reduce(messages, graph.csr.indptr, PYG_REDUCTIONS[self.aggr])
         return inputs.node_output(out)
 

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc.checks import check_flags, check_number, keyword_arguments
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import ConvModule, explain_mask
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_messages
 from graphloc.nn.conv._inputs import (
     check_flow,
     edge_features_from,
@@ -152,8 +152,7 @@ class GENConv(ConvModule):
         else:
             messages = relu_edge_messages(self, graph, x_src, edge_attr, self.lin_edge) + \
                 self.eps
-        if mask is not None:
-            messages = messages * graph.to_csr_order(mask).unsqueeze(-1)
+        messages = masked_messages(messages, graph, mask)
         return self.aggr_module(aggregations.per_edge(graph), messages)
 
     def __repr__(self) -> str:

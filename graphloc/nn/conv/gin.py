@@ -8,11 +8,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags, check_number, keyword_arguments
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import (
-    ConvModule,
-    explain_mask,
-    masked_weights,
-)
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_messages, masked_weights
 from graphloc.nn.conv._inputs import (
     check_flow,
     edge_features_from,
@@ -172,9 +168,7 @@ class GINEConv(_GINBase):
         messages = relu_edge_messages(self, graph, x_src, edge_attr, self.lin)  # (names a
         # width the edge map does not give)
         check_first_linear(self, self.nn, x_src.size(1), f"x has {x_src.size(1)} features")
-        mask = explain_mask(self, inputs)
-        if mask is not None:
-            messages = messages * graph.to_csr_order(mask).unsqueeze(-1)
+        messages = masked_messages(messages, graph, explain_mask(self, inputs))
         out = ops.segment_reduce(messages, graph.csr.indptr, "sum")
         if x_dst is not None:
             out = out + (1 + self.eps) * x_dst

@@ -7,7 +7,7 @@ from torch import Tensor
 
 from graphloc.checks import check_flags, keyword_arguments
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import ConvModule, explain_mask
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_messages
 from graphloc.nn.conv._inputs import (
     check_edge_rows,
     check_flow,
@@ -255,8 +255,7 @@ class PNAConv(ConvModule):
             parts.append(e.unsqueeze(1).expand(-1, self.towers, -1))
         h = torch.cat(parts, dim=-1)
         messages = torch.stack([nn(h[:, t]) for t, nn in enumerate(self.pre_nns)], dim=1)
-        if mask is not None:
-            messages = messages * graph.to_csr_order(mask).view(-1, 1, 1)
+        messages = masked_messages(messages, graph, mask)
         return self.aggr_module.aggr(aggregations.per_edge(graph), messages)
 
     @staticmethod

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_choice
-from graphloc.nn.conv._base import ConvModule, explain_mask
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_messages
 from graphloc.nn.conv._inputs import check_flow, read_inputs
 from graphloc.nn.conv._utils import (
     PYG_REDUCTIONS,
@@ -108,9 +108,7 @@ class PointGNNConv(ConvModule):
         graph = inputs.graph.in_csr_order()
         src, dst = graph.csr.indices.long(), graph.edge_index[1]
         messages = self._messages(graph, x, pos, src, dst)
-        mask = explain_mask(self, inputs)
-        if mask is not None:
-            messages = messages * inputs.graph.to_csr_order(mask).unsqueeze(-1)
+        messages = masked_messages(messages, inputs.graph, explain_mask(self, inputs))
         out = ops.segment_reduce(messages, graph.csr.indptr, PYG_REDUCTIONS[self.aggr])
         return x + self.mlp_g(out)
 
