@@ -114,12 +114,14 @@ def _port_class():
         def forward(self, out: Tensor) -> Tensor:
             return out
 
+        def _owner(self) -> torch.nn.Module | None:
+            return None if self.owner_ref is None else self.owner_ref()
+
         # the conv's edge direction (PyG's explainers read the first layer's to find a
         # node's k-hop neighbourhood); MessagePassing's own before the conv is known
         @property
         def flow(self) -> str:
-            owner = None if self.owner_ref is None else self.owner_ref()
-            return getattr(owner, "flow", self._flow)
+            return getattr(self._owner(), "flow", self._flow)
 
         @flow.setter
         def flow(self, value: str) -> None:
@@ -150,7 +152,7 @@ def _port_class():
             return super().register_forward_pre_hook(hook, *args, **kwargs)
 
         def _relay_from_owner(self) -> None:
-            owner = None if self.owner_ref is None else self.owner_ref()
+            owner = self._owner()
             if owner is not None and _relay_output not in owner._forward_hooks.values():
                 owner.register_forward_hook(_relay_output)
 
