@@ -35,61 +35,42 @@ def mlp(width=6):
                                torch.nn.Linear(5, 5))
 
 
-class WithInitial(torch.nn.Module):
+class Called(torch.nn.Module):
+    """A conv whose call takes more than the explained ``(x, edge_index, ...)``, called
+    through ``call(conv, x, edge_index, ...)`` (its parameters under ``conv.``)."""
+
+    def __init__(self, conv, call):
+        super().__init__()
+        self.conv, self.call = conv, call
+
+    def forward(self, x, edge_index, *rest):
+        return self.call(self.conv, x, edge_index, *rest)
+
+
+def with_initial(conv):
     """GCN2Conv or FAConv called as ``conv(x, x_0=x, edge_index, edge_weight)``."""
-
-    def __init__(self, conv):
-        super().__init__()
-        self.conv = conv
-
-    def forward(self, x, edge_index, edge_weight=None):
-        return self.conv(x, x, edge_index, edge_weight)
+    return Called(conv, lambda c, x, e, w=None: c(x, x, e, w))
 
 
-class WithDistances(torch.nn.Module):
+def with_distances(conv):
     """SchNet's CFConv called with distances (from the edge features) and edge features."""
-
-    def __init__(self, conv):
-        super().__init__()
-        self.conv = conv
-
-    def forward(self, x, edge_index, edge_attr):
-        return self.conv(x, edge_index, 3 * edge_attr[:, 0].abs(), edge_attr)
+    return Called(conv, lambda c, x, e, attr: c(x, e, 3 * attr[:, 0].abs(), attr))
 
 
-class WithTypes(torch.nn.Module):
+def with_types(conv):
     """HEATConv called with node and edge types drawn from the ids."""
-
-    def __init__(self, conv):
-        super().__init__()
-        self.conv = conv
-
-    def forward(self, x, edge_index, edge_attr):
-        node_type = torch.arange(x.size(0)) % 3
-        edge_type = (edge_index[0] + 2 * edge_index[1]) % 4
-        return self.conv(x, edge_index, node_type, edge_type, edge_attr)
+    return Called(conv, lambda c, x, e, attr: c(x, e, torch.arange(x.size(0)) % 3,
+                                                 (e[0] + 2 * e[1]) % 4, attr))
 
 
-class WithRelations(torch.nn.Module):
+def with_relations(conv):
     """RGATConv called with relation types drawn from the edges' ends."""
-
-    def __init__(self, conv):
-        super().__init__()
-        self.conv = conv
-
-    def forward(self, x, edge_index):
-        return self.conv(x, edge_index, (edge_index[0] + 2 * edge_index[1]) % 3)
+    return Called(conv, lambda c, x, e: c(x, e, (e[0] + 2 * e[1]) % 3))
 
 
-class AsLayers(torch.nn.Module):
+def as_layers(conv):
     """DNAConv on the features read as two layers of three channels."""
-
-    def __init__(self, conv):
-        super().__init__()
-        self.conv = conv
-
-    def forward(self, x, edge_index, edge_weight=None):
-        return self.conv(x.view(x.size(0), 2, 3), edge_index, edge_weight)
+    return Called(conv, lambda c, x, e, w=None: c(x.view(x.size(0), 2, 3), e, w))
 
 
 # (name, graphloc factory, PyG factory, edge features width or None, edge weights)
@@ -127,8 +108,8 @@ EXPLAINABLE = [
      lambda: pyg.APPNP(2, 0.1, normalize=False), None, True),
     ("tag", lambda: gl.TAGConv(6, 5, K=2), lambda: pyg.TAGConv(6, 5, K=2), None, True),
     ("lg", lambda: gl.LGConv(), lambda: pyg.LGConv(), None, True),
-    ("gcn2", lambda: WithInitial(gl.GCN2Conv(6, 0.2, theta=0.5, layer=2)),
-     lambda: WithInitial(pyg.GCN2Conv(6, 0.2, theta=0.5, layer=2)), None, True),
+    ("gcn2", lambda: with_initial(gl.GCN2Conv(6, 0.2, theta=0.5, layer=2)),
+     lambda: with_initial(pyg.GCN2Conv(6, 0.2, theta=0.5, layer=2)), None, True),
     ("gated-graph", lambda: gl.GatedGraphConv(6, 2), lambda: pyg.GatedGraphConv(6, 2), None,
      True),
     ("simple", lambda: gl.SimpleConv("mean", "cat"), lambda: pyg.SimpleConv("mean", "cat"),
@@ -148,10 +129,10 @@ EXPLAINABLE = [
     ("gen", lambda: gl.GENConv(6, 5), lambda: pyg.GENConv(6, 5), None, False),
     ("gen-edges-sum", lambda: gl.GENConv(6, 5, aggr="add", edge_dim=2),
      lambda: pyg.GENConv(6, 5, aggr="add", edge_dim=2), 2, False),
-    ("fa", lambda: WithInitial(gl.FAConv(6, eps=0.1)), lambda: WithInitial(pyg.FAConv(6, eps=0.1)),
-     None, False),
-    ("fa-raw", lambda: WithInitial(gl.FAConv(6, normalize=False)),
-     lambda: WithInitial(pyg.FAConv(6, normalize=False)), None, True),
+    ("fa", lambda: with_initial(gl.FAConv(6, eps=0.1)),
+     lambda: with_initial(pyg.FAConv(6, eps=0.1)), None, False),
+    ("fa-raw", lambda: with_initial(gl.FAConv(6, normalize=False)),
+     lambda: with_initial(pyg.FAConv(6, normalize=False)), None, True),
     ("agnn", lambda: gl.AGNNConv(), lambda: pyg.AGNNConv(), None, False),
     ("arma", lambda: gl.ARMAConv(6, 5, num_stacks=2, num_layers=2),
      lambda: pyg.ARMAConv(6, 5, num_stacks=2, num_layers=2), None, True),
@@ -186,8 +167,8 @@ EXPLAINABLE = [
      lambda: pyg.GMMConv(6, 5, dim=2, kernel_size=2, separate_gaussians=True), 2, False),
     ("wl-continuous", lambda: gl.WLConvContinuous(), lambda: pyg.WLConvContinuous(), None,
      True),
-    ("cf", lambda: WithDistances(gl.CFConv(6, 5, 4, torch.nn.Linear(2, 4), 5.0)),
-     lambda: WithDistances(SchNetCFConv(6, 5, 4, torch.nn.Linear(2, 4), 5.0)), 2, False),
+    ("cf", lambda: with_distances(gl.CFConv(6, 5, 4, torch.nn.Linear(2, 4), 5.0)),
+     lambda: with_distances(SchNetCFConv(6, 5, 4, torch.nn.Linear(2, 4), 5.0)), 2, False),
     ("pna", lambda: gl.PNAConv(6, 4, *PNA_ARGS), lambda: pyg.PNAConv(6, 4, *PNA_ARGS), None,
      False),
     ("pna-edges-towers", lambda: gl.PNAConv(6, 4, *PNA_ARGS, edge_dim=2, towers=2),
@@ -203,20 +184,20 @@ EXPLAINABLE = [
      False),
     ("feast-no-loops-mean", lambda: gl.FeaStConv(6, 5, heads=2, add_self_loops=False),
      lambda: pyg.FeaStConv(6, 5, heads=2, add_self_loops=False), None, False),
-    ("heat", lambda: WithTypes(gl.HEATConv(6, 4, 3, 4, 3, 2, 5, heads=2)),
-     lambda: WithTypes(pyg.HEATConv(6, 4, 3, 4, 3, 2, 5, heads=2)), 2, False),
-    *[(f"rgat-{mod}", lambda mod=mod: WithRelations(gl.RGATConv(6, 4, 3, heads=2, mod=mod)),
-       lambda mod=mod: WithRelations(pyg.RGATConv(6, 4, 3, heads=2, mod=mod)), None, False)
+    ("heat", lambda: with_types(gl.HEATConv(6, 4, 3, 4, 3, 2, 5, heads=2)),
+     lambda: with_types(pyg.HEATConv(6, 4, 3, 4, 3, 2, 5, heads=2)), 2, False),
+    *[(f"rgat-{mod}", lambda mod=mod: with_relations(gl.RGATConv(6, 4, 3, heads=2, mod=mod)),
+       lambda mod=mod: with_relations(pyg.RGATConv(6, 4, 3, heads=2, mod=mod)), None, False)
       # ("scaled" outputs about 1e-45 from its initial weights: no test of a mask)
       for mod in (None, "additive", "f-additive", "f-scaled")],
-    ("rgat-multiplicative", lambda: WithRelations(gl.RGATConv(
+    ("rgat-multiplicative", lambda: with_relations(gl.RGATConv(
         6, 4, 3, dim=2, attention_mode="multiplicative-self-attention")),
-     lambda: WithRelations(pyg.RGATConv(
+     lambda: with_relations(pyg.RGATConv(
          6, 4, 3, dim=2, attention_mode="multiplicative-self-attention")), None, False),
-    ("dna", lambda: AsLayers(gl.DNAConv(3, heads=1)), lambda: AsLayers(pyg.DNAConv(3, heads=1)),
+    ("dna", lambda: as_layers(gl.DNAConv(3, heads=1)), lambda: as_layers(pyg.DNAConv(3, heads=1)),
      None, True),
-    ("dna-raw", lambda: AsLayers(gl.DNAConv(3, heads=3, normalize=False)),
-     lambda: AsLayers(pyg.DNAConv(3, heads=3, normalize=False)), None, True),
+    ("dna-raw", lambda: as_layers(gl.DNAConv(3, heads=3, normalize=False)),
+     lambda: as_layers(pyg.DNAConv(3, heads=3, normalize=False)), None, True),
     *[(f"general-{i}", lambda kw=kw: gl.GeneralConv(6, 4, **kw),
        lambda kw=kw: pyg.GeneralConv(6, 4, **kw), kw.get("in_edge_channels"), False)
       for i, kw in enumerate([{}, {"aggr": "mean"}, {"directed_msg": False},
@@ -544,7 +525,7 @@ class Single(torch.nn.Module):
 
 
 @pytest.mark.parametrize("make,width", [
-    (lambda nn: WithInitial(nn.FAConv(6)), 6), (lambda nn: nn.GATv2Conv(6, 3, heads=2), 6),
+    (lambda nn: with_initial(nn.FAConv(6)), 6), (lambda nn: nn.GATv2Conv(6, 3, heads=2), 6),
     (lambda nn: nn.TransformerConv(6, 3), 3)], ids=["fa", "gatv2", "transformer"])
 def test_every_attention_conv_gives_attention_explainer_its_weights(make, width):
     """Those whose PyG twin shows its weights to AttentionExplainer (AGNNConv's computes
