@@ -887,3 +887,54 @@ def test_a_pyg_model_converted_by_from_pyg_explains_as_the_original(basic_gnn):
     expected = explanation(model, GNNExplainer(epochs=15), x, edge_index)
     torch.testing.assert_close(got.edge_mask, expected.edge_mask, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(got.node_mask, expected.node_mask, rtol=1e-4, atol=1e-5)
+
+
+def masked_pair(ours, theirs, call, mask, edge_index):
+    """Both convs' outputs under one mask, the same weights, and graphloc's unmasked."""
+    ours.load_state_dict(theirs.state_dict())
+    plain = call(ours)
+    outs = []
+    for conv in (ours, theirs):
+        set_masks(conv, mask, edge_index, apply_sigmoid=True)
+        outs.append(call(conv))
+    return (*outs, plain)
+
+
+@pytest.mark.parametrize("name", ["gcn", "gat", "sage", "gin"])
+def test_an_empty_graph_an_infinite_mask_and_a_hub_give_pygs_numbers(name):
+    """No edges (a mask of no entries); entries of -inf and +inf (weights 0 and 1 after
+    the sigmoid); a hub of in-degree 400 beside isolated nodes."""
+    make = {"gcn": lambda nn: nn.GCNConv(6, 5), "gat": lambda nn: nn.GATConv(6, 3, heads=2),
+            "sage": lambda nn: nn.SAGEConv(6, 5), "gin": lambda nn: nn.GINConv(mlp())}[name]
+    torch.manual_seed(0)
+    x = torch.randn(30, 6)
+    empty = torch.empty(2, 0, dtype=torch.long)
+    ours, theirs, _ = masked_pair(make(gl), make(pyg), lambda c: c(x, empty), torch.empty(0),
+                                  empty)
+    torch.testing.assert_close(ours, theirs)
+    sources = torch.randint(0, 20, (400,))
+    hub = torch.cat([random_edge_index(20, 60, seed=1),
+                     torch.stack([sources, torch.zeros_like(sources)])], dim=1)
+    hub = hub[:, hub[0] != hub[1]]
+    mask = torch.randn(hub.size(1))
+    mask[::7], mask[3::7] = float("-inf"), float("inf")
+    ours, theirs, _ = masked_pair(make(gl), make(pyg), lambda c: c(x, hub), mask, hub)
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+    assert torch.isfinite(ours).all()
+
+
+@pytest.mark.parametrize("name", ["gat", "sage", "graph", "gin"])
+def test_a_bipartite_call_masks_its_edges_as_pygs(name):
+    make = {"gat": lambda nn: nn.GATConv((6, 4), 3, heads=2, add_self_loops=False),
+            "sage": lambda nn: nn.SAGEConv((6, 4), 5),
+            "graph": lambda nn: nn.GraphConv((6, 4), 5),
+            "gin": lambda nn: nn.GINConv(mlp())}[name]
+    torch.manual_seed(0)
+    x_src = torch.randn(12, 6)
+    x_dst = torch.randn(7, 6 if name == "gin" else 4)
+    edge_index = torch.stack([torch.randint(0, 12, (40,)), torch.randint(0, 7, (40,))])
+    mask = torch.randn(40)
+    ours, theirs, plain = masked_pair(make(gl), make(pyg),
+                                      lambda c: c((x_src, x_dst), edge_index), mask, edge_index)
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(ours, plain)
