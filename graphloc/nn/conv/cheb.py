@@ -151,8 +151,7 @@ class ChebConv(ConvModule):
         out = self.lins[0](x)  # accumulated in place: no backward reads it
         if len(self.lins) > 1:  # K = 1 reads no Laplacian (which may be undefined: below)
             out = self._add_laplacian_terms(out, x, graph, edge_weight, lambda_max, batch, mask)
-        out = out if self.bias is None else out.add_(self.bias)
-        return inputs.node_output(out)
+        return inputs.node_output(out if self.bias is None else out.add_(self.bias))
 
     def _add_laplacian_terms(self, out: Tensor, x: Tensor, graph: Graph,
                              edge_weight: Tensor | None, lambda_max, batch,

@@ -9,11 +9,7 @@ from torch import Tensor
 
 from graphloc.checks import caller_stacklevel, check_flags
 from graphloc.graph import Graph
-from graphloc.nn.conv._base import (
-    ConvModule,
-    explain_mask,
-    masked_weights,
-)
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
     check_input,

@@ -96,8 +96,7 @@ class MixHopConv(ConvModule):
                 outs[power] = lin(x)
         out = torch.cat([outs[p] for p in self.powers], dim=-1)
         # in place on the concatenation's fresh output: its backward does not read it
-        out = out if self.bias is None else out.add_(self.bias)
-        return inputs.node_output(out)
+        return inputs.node_output(out if self.bias is None else out.add_(self.bias))
 
     def __repr__(self) -> str:  # PyG's
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "

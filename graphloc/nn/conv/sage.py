@@ -8,11 +8,7 @@ from torch import Tensor
 
 from graphloc.checks import check_flags, keyword_arguments
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import (
-    ConvModule,
-    explain_mask,
-    masked_weights,
-)
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
     check_sizes,

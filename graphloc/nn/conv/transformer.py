@@ -9,12 +9,7 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
-from graphloc.nn.conv._base import (
-    ConvModule,
-    attention_hooked,
-    explain_mask,
-    report_attention,
-)
+from graphloc.nn.conv._base import ConvModule, attention_hooked, explain_mask, report_attention
 from graphloc.nn.conv._inputs import (
     check_edge_rows,
     check_flow,
