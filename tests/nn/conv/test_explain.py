@@ -938,3 +938,15 @@ def test_a_bipartite_call_masks_its_edges_as_pygs(name):
                                       lambda c: c((x_src, x_dst), edge_index), mask, edge_index)
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
     assert not torch.allclose(ours, plain)
+
+
+def test_a_pickled_conv_loads_in_a_fresh_process():
+    """The port's class is made when PyG is first needed: unpickling makes it by name."""
+    blob = pickle.dumps(gl.GATConv(4, 3))
+    code = ("import pickle, sys\n"
+            "conv = pickle.loads(sys.stdin.buffer.read())\n"
+            "print(type(conv.explain_port).__name__, conv.explain_port.owner_ref() is conv)\n")
+    run = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True,
+                         timeout=120)
+    assert run.returncode == 0 and run.stdout.split() == [b"ExplainPort", b"True"], \
+        run.stderr[-2000:]
