@@ -16,11 +16,17 @@ applies the mask (``explainable = True``) reads it from the port, and an attenti
 gives its weights to the port's message hooks (``AttentionExplainer``); any other conv
 refuses an explainer's mask and message hooks by name, so no layer is left out quietly. As
 in PyG, ``conv.explain = False`` leaves a conv out of an explanation on purpose.
+
+The same path carries ``to_hetero_with_bases``'s edge-type weights (``message_weights``):
+PyG multiplies each message by its edge's weight in a message hook, where the explain mode
+multiplies it by its mask entry, so a conv that applies masks applies those weights too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import weakref
+from contextvars import ContextVar
 from functools import cache
 
 import torch
@@ -105,6 +111,7 @@ def _port_class():
             super().__init__()
             self.owner, self.explainable = owner, explainable
             self.owner_ref = None  # the conv, weakly (set by it)
+            self.message_weight = None  # one factor per edge, set by ``message_weights``
 
         def __getstate__(self) -> dict:
             state = dict(self.__dict__)
@@ -193,37 +200,89 @@ def is_explain_port(module: torch.nn.Module) -> bool:
     return port_class is not None and isinstance(module, port_class)
 
 
-def _active_port(layer: torch.nn.Module):
-    port = layer._modules.get("explain_port")
-    return port if port is not None and port.explain is True else None
-
-
 def explain_mask(layer: torch.nn.Module, inputs) -> Tensor | None:
-    """The explainer's edge mask for a call (``inputs``, from ``read_inputs``): one entry
-    per edge of the caller's graph, in its order (repeated for a static batch's copies),
-    the sigmoid applied where the explainer asks; None outside an explanation. The conv
-    multiplies each of those edges' messages by it; as in PyG, the self-loops a conv adds
-    weigh 1 (and so do the caller's loops that it replaces)."""
-    port = _active_port(layer)
-    if port is None:
+    """The factors of a call's messages, one per edge of the caller's graph in its order
+    (repeated for a static batch's copies): an explainer's edge mask (the sigmoid applied
+    where the explainer asks) times ``to_hetero_with_bases``'s edge-type weights, whichever
+    are set; None when neither is. The conv multiplies each of those edges' messages by
+    it; as in PyG's explain mode, the self-loops a conv adds weigh 1 (``loop_factors``;
+    and so do the caller's loops that it replaces)."""
+    port = layer._modules.get("explain_port")
+    weight = None if port is None else getattr(port, "message_weight", None)
+    explaining = port is not None and port.explain is True
+    if not explaining and weight is None:
         return None
+    name = type(layer).__name__
     if inputs.adj_layout is not None:
-        raise ValueError(f"{type(layer).__name__}: explanations take the graph as an "
-                         "edge_index (the explainer's mask follows its edges), not a "
-                         "torch.sparse adjacency")
+        raise ValueError(f"{name}: explanations and to_hetero_with_bases take the graph as "
+                         "an edge_index (their factors follow its edges), not a torch.sparse "
+                         "adjacency")
     num_edges = inputs.graph.num_edges // (inputs.batch or 1)
-    mask = port._edge_mask
-    if mask is None:
-        raise ValueError(f"{type(layer).__name__}: in explain mode without an edge mask "
-                         "(set it with torch_geometric.explain.algorithm.utils.set_masks)")
-    if not mask.is_floating_point():
-        raise ValueError(f"{type(layer).__name__}: the explainer's edge mask must be a "
-                         f"floating-point tensor, got {mask.dtype}")
-    if mask.dim() != 1 or mask.numel() != num_edges:
-        raise ValueError(f"{type(layer).__name__}: the explainer's edge mask has shape "
-                         f"{list(mask.shape)}, but the layer was called with {num_edges} "
-                         "edges (one entry per edge of the explained edge_index)")
-    return inputs.edge_input(mask.sigmoid() if port._apply_sigmoid else mask)
+    factor = None
+    if explaining:
+        if port._edge_mask is None:
+            raise ValueError(f"{name}: in explain mode without an edge mask (set it with "
+                             "torch_geometric.explain.algorithm.utils.set_masks)")
+        factor = _checked_factors(name, port._edge_mask, num_edges, "the explainer's edge mask",
+                                  "the explained edge_index")
+        factor = factor.sigmoid() if port._apply_sigmoid else factor
+    if weight is not None:
+        weight = _checked_factors(name, weight, num_edges, "the edge-type weights",
+                                  "to_hetero_with_bases's edge_index")
+        factor = weight if factor is None else factor * weight
+    return inputs.edge_input(factor)
+
+
+def _checked_factors(name: str, factors: Tensor, num_edges: int, what: str,
+                     edges: str) -> Tensor:
+    if not factors.is_floating_point():
+        raise ValueError(f"{name}: {what} must be a floating-point tensor, got "
+                         f"{factors.dtype}")
+    if factors.dim() != 1 or factors.numel() != num_edges:
+        raise ValueError(f"{name}: {what} has shape {list(factors.shape)}, but the layer was "
+                         f"called with {num_edges} edges (one entry per edge of {edges})")
+    return factors
+
+
+#: the conv whose messages carry ``message_weights`` now (None outside such a call)
+_WEIGHTED_CONV: ContextVar[str | None] = ContextVar("graphloc_weighted_conv", default=None)
+
+
+@contextlib.contextmanager
+def message_weights(conv: torch.nn.Module, weight: Tensor):
+    """For the calls inside: each message of the caller's edge ``i`` times ``weight[i]``,
+    as PyG's ``to_hetero_with_bases`` scales messages in a message hook. A self-loop that
+    the conv adds has no edge, and so no weight: refused (``loop_factors``), as PyG's hook
+    refuses a message count other than the edge count."""
+    port = conv._modules.get("explain_port")
+    if port is None:
+        raise ValueError(f"{type(conv).__name__}: per-edge message weights need PyG "
+                         "(torch_geometric) installed when the conv is built")
+    port.message_weight = weight
+    token = _WEIGHTED_CONV.set(type(conv).__name__)
+    try:
+        yield
+    finally:
+        _WEIGHTED_CONV.reset(token)
+        port.message_weight = None
+
+
+def loop_factors(like: Tensor, count: int) -> Tensor:
+    """The factors of ``count`` self-loops that a conv adds beside the caller's edges, to
+    append to the caller's: 1 each, as PyG's explain mode gives them."""
+    refuse_added_loops(count)
+    return like.new_ones(count)
+
+
+def refuse_added_loops(count: int) -> None:
+    """Raises inside ``message_weights`` when a conv adds ``count`` > 0 self-loops (or
+    replaces the caller's): their messages would have no edge type."""
+    owner = _WEIGHTED_CONV.get()
+    if owner is not None and count > 0:
+        raise ValueError(f"{owner} adds self-loops, whose messages have no edge type for "
+                         "to_hetero_with_bases to weigh (PyG's refuses such a layer too): "
+                         "build it with add_self_loops=False where it has that option, "
+                         "or use a layer that adds none")
 
 
 def masked_messages(messages: Tensor, graph, mask: Tensor | None) -> Tensor:

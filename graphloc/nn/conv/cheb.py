@@ -8,7 +8,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_flags
 from graphloc.graph import Graph, degree_power
-from graphloc.nn.conv._base import ConvModule, explain_mask
+from graphloc.nn.conv._base import ConvModule, explain_mask, loop_factors
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
     check_input,
@@ -65,7 +65,7 @@ def scaled_laplacian(graph: Graph, normalization: str | None, edge_weight: Tenso
     weight = weight.masked_fill(torch.isinf(weight), 0.0)
     weight[edge_index.size(1):] -= 1.0
     if edge_mask is not None:
-        weight = weight * torch.cat([edge_mask[keep], edge_mask.new_ones(n)])
+        weight = weight * torch.cat([edge_mask[keep], loop_factors(edge_mask, n)])
     # sorted by destination: each of the K - 1 products reads the weights in place instead
     # of permuting them into CSR order
     edge_index = torch.cat([edge_index, loops], dim=1)

@@ -16,6 +16,7 @@ from graphloc.nn.conv._base import (
     ConvModule,
     attention_hooked,
     explain_mask,
+    loop_factors,
     report_attention,
 )
 from graphloc.nn.conv._inputs import (
@@ -271,7 +272,7 @@ def on_attention_graph(edge_mask: Tensor, pyg_order) -> Tensor:
         return edge_mask
     pyg_edge_index, order, keep = pyg_order
     kept = edge_mask[keep]
-    loops = kept.new_ones(pyg_edge_index.size(1) - kept.numel())
+    loops = loop_factors(kept, pyg_edge_index.size(1) - kept.numel())
     return torch.cat([kept, loops]).index_select(0, order)
 
 

@@ -9,7 +9,7 @@ from torch import Tensor
 
 from graphloc.checks import caller_stacklevel, check_flags
 from graphloc.graph import Graph
-from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights, refuse_added_loops
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
     check_input,
@@ -136,6 +136,8 @@ class GCNConv(ConvModule):
             add_loops = self.add_self_loops if add_loops is None else add_loops
             # PyG's gcn_norm forgets the fill value of 2 when there are no weights
             improved = self.improved and not (self.pyg_improved_loops and edge_weight is None)
+            if edge_mask is not None and add_loops:
+                refuse_added_loops(graph.num_nodes)
             graph, edge_weight = graph.gcn_norm(add_loops, improved, edge_weight, dtype=dtype,
                                                 edge_mask=edge_mask)
             if self.cached and edge_mask is None:
@@ -195,6 +197,8 @@ def normalized_call_graph(inputs, edge_weight: Tensor | None, add_self_loops: bo
     if inputs.adj_layout is not None and add_self_loops:
         graph, edge_weight = with_sparse_adjacency_loops(graph, edge_weight, 1.0)
         add_self_loops = False
+    if edge_mask is not None and add_self_loops:
+        refuse_added_loops(graph.num_nodes)
     graph, weight = graph.gcn_norm(add_self_loops, False, edge_weight, dtype=dtype,
                                    edge_mask=edge_mask)
     return graph, weight.to(dtype)

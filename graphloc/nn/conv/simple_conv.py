@@ -8,7 +8,7 @@ from torch import Tensor
 
 from graphloc.checks import keyword_arguments
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
+from graphloc.nn.conv._base import ConvModule, explain_mask, loop_factors, masked_weights
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import checked_features
 from graphloc.nn.conv.gcn import with_sparse_adjacency_loops
@@ -88,7 +88,7 @@ class SimpleConv(ConvModule):
                 graph, weight = with_sparse_adjacency_loops(graph, weight, 1.0)
             else:  # PyG's add_self_loops: after the loops already there
                 weight = None if weight is None else \
-                    torch.cat([weight, weight.new_ones(graph.num_nodes)])
+                    torch.cat([weight, loop_factors(weight, graph.num_nodes)])
                 graph = graph.add_self_loops()
         if weight is not None:
             weight = weight.to(x_src.dtype)

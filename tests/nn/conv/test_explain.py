@@ -2,6 +2,7 @@
 edge masks on the messages, hop counts, embeddings, attention weights, whole explanations,
 and the refusals where a conv does not apply a mask."""
 
+import contextlib
 import copy
 import pickle
 import subprocess
@@ -25,6 +26,7 @@ from torch_geometric.utils import get_embeddings, get_num_hops
 
 import graphloc.nn as gl
 from graphloc import Graph
+from graphloc.nn.conv._base import is_explain_port, message_weights
 
 PNA_ARGS = (["mean", "min", "max", "std"], ["identity", "amplification", "attenuation"],
             torch.tensor([0, 3, 5, 4]))
@@ -279,6 +281,75 @@ def test_an_edge_mask_scales_the_messages_as_in_pyg(name, ours, theirs, edge_dim
     plain = call(theirs, x, edge_index, edge_attr, weight)
     torch.testing.assert_close(call(ours, x, edge_index, edge_attr, weight), plain)
     assert not torch.allclose(results[0][0], plain)
+
+
+class MessagesOutnumberEdges(Exception):
+    """PyG's conv formed more or fewer messages than the caller gave edges (added loops)."""
+
+
+def pyg_weighted_messages(weight):
+    """PyG's ``to_hetero_with_bases`` hook, the edges read along the conv's ``node_dim``
+    (PyG's own reads dim -2, the heads of an ``[E, H, C]`` message)."""
+    def hook(module, inputs, out):
+        dim = module.node_dim % out.dim()
+        if out.size(dim) != weight.numel():
+            raise MessagesOutnumberEdges
+        return out * weight.view([-1 if d == dim else 1 for d in range(out.dim())])
+    return hook
+
+
+def weighted(model, weight, call_model):
+    """``call_model()`` with each message of edge i times ``weight[i]``: PyG's convs in
+    ``model`` through the hook, graphloc's through ``message_weights``."""
+    with contextlib.ExitStack() as stack:
+        for module in model.modules():
+            if isinstance(module, pyg.MessagePassing) and not is_explain_port(module):
+                handle = module.register_message_forward_hook(pyg_weighted_messages(weight))
+                stack.callback(handle.remove)
+            elif "explain_port" in module._modules:
+                stack.enter_context(message_weights(module, weight))
+        return call_model()
+
+
+@pytest.mark.parametrize("name,ours,theirs,edge_dim,weighted_edges", EXPLAINABLE,
+                         ids=[c[0] for c in EXPLAINABLE])
+def test_message_weights_scale_each_edges_messages_as_pygs_hook(name, ours, theirs, edge_dim,
+                                                                 weighted_edges):
+    """``to_hetero_with_bases``'s path: each conv's messages times a weight per caller
+    edge, against PyG's twin with the message hook; where PyG's conv adds self-loops (more
+    messages than edges) graphloc's refuses, as PyG's hook does."""
+    torch.manual_seed(0)
+    edge_index, n = graph_with_loops(seed=3)
+    theirs = theirs().double()
+    ours = ours().double()
+    ours.load_state_dict(theirs.state_dict())
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(n, 6, dtype=torch.float64, generator=gen)
+    E = edge_index.size(1)
+    edge_attr = None if edge_dim is None else \
+        torch.randn(E, edge_dim, dtype=torch.float64, generator=gen)
+    edge_weight = torch.rand(E, dtype=torch.float64, generator=gen) + 0.5 \
+        if weighted_edges else None
+    weight = torch.randn(E, dtype=torch.float64, generator=gen)
+    results = []
+    for conv in (theirs, ours):
+        w = torch.nn.Parameter(weight.clone())
+        xx = x.clone().requires_grad_()
+        try:
+            out = weighted(conv, w, lambda c=conv, xx=xx: call(c, xx, edge_index, edge_attr,
+                                                                edge_weight))
+        except MessagesOutnumberEdges:
+            with pytest.raises(ValueError, match="adds self-loops.*to_hetero_with_bases"):
+                weighted(ours, weight, lambda: call(ours, x, edge_index, edge_attr,
+                                                    edge_weight))
+            return
+        grad_out = torch.randn(out.shape, dtype=out.dtype,
+                               generator=torch.Generator().manual_seed(2))
+        results.append((out, *torch.autograd.grad(out, [w, xx], grad_out)))
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-8)
+    assert not torch.allclose(results[0][0], call(theirs, x, edge_index, edge_attr,
+                                                  edge_weight))
 
 
 def test_the_mask_follows_the_edges_of_an_attention_graph_sorted_otherwise():
@@ -602,7 +673,8 @@ def test_explain_mode_with_a_sparse_adjacency_or_without_a_mask_is_refused():
     adjacency = torch.sparse_coo_tensor(edge_index.flip(0), torch.ones(edge_index.size(1)),
                                         (x.size(0), x.size(0)))
     set_masks(conv, torch.zeros(edge_index.size(1)), edge_index)
-    with pytest.raises(ValueError, match="GCNConv: explanations take the graph as an "
+    with pytest.raises(ValueError, match="GCNConv: explanations and to_hetero_with_bases take "
+                                         "the graph as an "
                                          "edge_index .* not a torch.sparse adjacency"):
         conv(x, adjacency)
     clear_masks(conv)
