@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs the peers' own test files against graphloc with only the imported names swapped:
-# PyG's tests of the convs, total_influence, to_hetero, the explainers, compiled convs and
-# neighbour loaders, torch_scatter's whole suite, and with torch_cluster and
-# torch_spline_conv checkouts their knn, radius, nearest, fps, spline basis and spline
-# weighting tests.
+# PyG's tests of the convs, total_influence, to_hetero, to_hetero_with_bases, the
+# explainers, compiled convs and neighbour loaders, torch_scatter's whole suite, and with
+# torch_cluster and torch_spline_conv checkouts their knn, radius, nearest, fps, spline basis
+# and spline weighting tests.
 # Fetches nothing: pass checkouts of the peers' repositories (PyG at tag 2.8.0, torch_scatter
 # at 2.1.2, torch_cluster at 1.6.3, torch_spline_conv at 1.2.2). Their files stay outside
 # this repository; they are copied to a temp directory.
@@ -151,6 +151,16 @@ swap_pyg_imports graphloc.nn GATv2Conv,GCNConv,GINEConv,RGCNConv,SAGEConv,to_het
   "$work/pyg_hetero/test/test_to_hetero_transformer.py"
 echo "== PyG's to_hetero tests (test_to_hetero_transformer.py)"
 pytest_summary "$work/pyg_hetero"
+
+# PyG's to_hetero_with_bases tests, with graphloc's GINEConv, RGCNConv, SAGEConv and
+# to_hetero_with_bases; the file's own MessagePassing subclass stays PyG's.
+mkdir -p "$work/pyg_bases/test"
+cp "$pyg/test/nn/test_to_hetero_with_bases_transformer.py" "$work/pyg_bases/test/"
+cp "$pyg/test/conftest.py" "$work/pyg_bases/test/" 2>/dev/null || true
+swap_pyg_imports graphloc.nn GINEConv,RGCNConv,SAGEConv,to_hetero_with_bases \
+  "$work/pyg_bases/test/test_to_hetero_with_bases_transformer.py"
+echo "== PyG's to_hetero_with_bases tests (test_to_hetero_with_bases_transformer.py)"
+pytest_summary "$work/pyg_bases"
 
 # PyG's explainer tests (GNNExplainer, PGExplainer, CaptumExplainer, AttentionExplainer,
 # the explanations, the mask utilities) with graphloc's convs and to_hetero: the models

@@ -1,4 +1,4 @@
-"""PyG's ``to_hetero`` for models built of graphloc's convs.
+"""PyG's ``to_hetero`` and ``to_hetero_with_bases`` for models built of graphloc's convs.
 
 PyG's ``torch_geometric.nn.to_hetero`` traces a model and copies each of its convs per edge
 type, calling a copy ``conv((x_src, x_dst), edge_index)`` and aggregating the results per
@@ -7,15 +7,24 @@ which graphloc's convs are not: it took them for node-level layers, copied them 
 type and called each on one type's features with another relation's edges, which fails
 ("edge_index[0] holds 29 at column 1 but the graph has 20 nodes"). This ``to_hetero`` runs
 PyG's with graphloc's convs counted as message passing too; everything else is PyG's.
+
+PyG's ``to_hetero_with_bases`` failed on them the same way. Its version here also counts
+them as message passing and wraps each in a ``HeteroBasisConv`` of its own, which weighs
+the conv's messages through the path that carries an explainer's mask (``_base``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import inspect
+import warnings
 
 import torch
+from torch import Tensor
 
-from graphloc.checks import check_choice
+from graphloc.checks import caller_stacklevel, check_choice, check_index, check_int
+from graphloc.nn.conv._base import explainable_convs, message_weights
 
 
 def to_hetero(module: torch.nn.Module, metadata, aggr: str = "sum", input_map=None,
@@ -30,28 +39,136 @@ def to_hetero(module: torch.nn.Module, metadata, aggr: str = "sum", input_map=No
         model = to_hetero(Net(), data.metadata(), aggr="sum")  # Net of graphloc convs
         out = model(data.x_dict, data.edge_index_dict)
     """
-    _check_arguments(module, metadata, aggr)
+    _check_arguments("to_hetero", module, metadata)
+    check_choice("to_hetero", "aggr", aggr, _AGGREGATIONS)
     import torch_geometric.nn.fx as fx
     from torch_geometric.nn import to_hetero as pyg_to_hetero
     with _graphloc_convs_pass_messages(fx):
         return pyg_to_hetero(module, metadata, aggr, input_map, debug)
 
 
+def to_hetero_with_bases(module: torch.nn.Module, metadata, num_bases: int,
+                         in_channels: dict[str, int] | None = None, input_map=None,
+                         debug: bool = False):
+    """PyG's ``to_hetero_with_bases(module, metadata, num_bases, in_channels, input_map,
+    debug)`` (R-GCN's basis decomposition), with the convs of ``graphloc.nn`` (and the
+    user's subclasses of them) treated as PyG's own: the heterogeneous graph becomes one
+    typed graph, and each conv becomes ``num_bases`` copies whose messages along an edge of
+    type ``r`` the copy ``b`` multiplies by a trainable ``a[r, b]`` (its
+    ``edge_type_weight``); the copies' outputs are summed (``HeteroBasisConv``).
+
+    The convs that take this are those that apply an explainer's edge mask (README,
+    "Explaining a model with PyG's explainers"); any other is refused by name, and so is a
+    conv that adds self-loops (their messages have no edge type), as PyG refuses it.
+    Beyond PyG's: messages with heads (``[E, H, C]``: GAT, GATv2, Transformer...) are
+    weighed per edge, where PyG's hook reads the heads as edges and fails, and with
+    ``num_bases=1`` the weights are initialised (PyG leaves them as ``torch.empty``).
+
+    Example::
+
+        from graphloc.nn import SAGEConv, to_hetero_with_bases
+        model = to_hetero_with_bases(Net(), data.metadata(), num_bases=3,
+                                     in_channels={"x": 16})
+        out = model(data.x_dict, data.edge_index_dict)
+    """
+    _check_arguments("to_hetero_with_bases", module, metadata)
+    check_int(num_bases, "num_bases", 1)
+    _check_in_channels(module, in_channels)
+    import torch_geometric.nn.fx as fx
+    from torch_geometric.nn.to_hetero_with_bases_transformer import (
+        ToHeteroWithBasesTransformer,
+    )
+
+    class Transformer(ToHeteroWithBasesTransformer):
+        def init_submodule(self, module: torch.nn.Module, target: str) -> torch.nn.Module:
+            if is_graphloc_conv(module):
+                return HeteroBasisConv(module, len(self.metadata[1]), self.num_bases)
+            return super().init_submodule(module, target)
+
+    with _graphloc_convs_pass_messages(fx):
+        return Transformer(module, metadata, num_bases, in_channels, input_map,
+                           debug).transform()
+
+
+def _check_in_channels(module: torch.nn.Module, in_channels) -> None:
+    """PyG aligns the inputs named in ``in_channels`` and ignores any other name: a typo
+    would leave an input unaligned without a word."""
+    if in_channels is None:
+        return
+    if not isinstance(in_channels, dict):
+        raise TypeError(f"to_hetero_with_bases: in_channels must be a dict of forward "
+                        f"argument name -> width, got {type(in_channels).__name__}")
+    arguments = list(inspect.signature(module.forward).parameters)
+    for name, width in in_channels.items():
+        if name not in arguments:
+            raise ValueError(f"to_hetero_with_bases: in_channels names {name!r}, which is "
+                             f"not an argument of {type(module).__name__}.forward "
+                             f"{arguments}")
+        check_int(width, f"in_channels[{name!r}]", 1)
+
+
+class HeteroBasisConv(torch.nn.Module):
+    """PyG's ``HeteroBasisConv`` around a graphloc conv: ``num_bases`` copies of ``module``
+    (``convs``), each with an ``edge_type_weight`` of shape ``[1, num_relations]``. Called
+    as ``(edge_type, *conv arguments)``: copy ``b`` multiplies the message along edge ``i``
+    by ``edge_type_weight[0, edge_type[i]]``, and the copies' outputs are summed."""
+
+    def __init__(self, module: torch.nn.Module, num_relations: int, num_bases: int) -> None:
+        super().__init__()
+        if not getattr(type(module), "explainable", False):
+            raise ValueError(f"to_hetero_with_bases: {type(module).__name__} cannot weigh its "
+                             f"messages edge by edge; the graphloc convs that can: "
+                             f"{explainable_convs()}")
+        self.num_relations = check_int(num_relations, "num_relations", 1)
+        self.num_bases = check_int(num_bases, "num_bases", 1)
+        floating = [p for p in module.parameters() if p.is_floating_point()]
+        like = floating[0] if floating else torch.empty(0)
+        self.convs = torch.nn.ModuleList()
+        for _ in range(num_bases):
+            conv = copy.deepcopy(module)
+            conv.edge_type_weight = torch.nn.Parameter(like.new_empty(1, num_relations))
+            self.convs.append(conv)
+        # one copy keeps the conv's weights, as PyG's; its edge-type weights start drawn
+        self.reset_parameters(convs=num_bases > 1)
+
+    def reset_parameters(self, convs: bool = True) -> None:
+        for conv in self.convs:
+            if convs and hasattr(conv, "reset_parameters"):
+                conv.reset_parameters()
+            elif convs:  # as PyG's: the copies stay equal
+                warnings.warn(f"{type(conv).__name__} has no reset_parameters(): its "
+                              f"{self.num_bases} copies start with equal weights",
+                              stacklevel=caller_stacklevel())
+            torch.nn.init.xavier_uniform_(conv.edge_type_weight)
+
+    def forward(self, edge_type: Tensor, *args, **kwargs) -> Tensor:
+        check_index(edge_type, self.num_relations, "HeteroBasisConv: edge_type")
+        out = None
+        for conv in self.convs:
+            with message_weights(conv, conv.edge_type_weight.view(-1)[edge_type]):
+                res = conv(*args, **kwargs)
+            out = res if out is None else out + res
+        return out
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(num_relations={self.num_relations}, "
+                f"num_bases={self.num_bases})")
+
+
 _AGGREGATIONS = ("sum", "mean", "min", "max", "mul")  # PyG's to_hetero's
 
 
-def _check_arguments(module, metadata, aggr) -> None:
-    """What PyG's transform asserts without a message, named."""
+def _check_arguments(caller: str, module, metadata) -> None:
+    """What PyG's transforms assert without a message, named."""
     if not isinstance(module, torch.nn.Module):
-        raise TypeError(f"to_hetero: module must be a torch.nn.Module, got "
+        raise TypeError(f"{caller}: module must be a torch.nn.Module, got "
                         f"{type(module).__name__}")
-    check_choice("to_hetero", "aggr", aggr, _AGGREGATIONS)
     shaped = isinstance(metadata, (tuple, list)) and len(metadata) == 2 and \
         all(isinstance(part, (tuple, list)) and part for part in metadata)
     relations = shaped and all(isinstance(r, (tuple, list)) and len(r) == 3
                                for r in metadata[1])
     if not relations:
-        raise ValueError(f"to_hetero: metadata must be (node types, edge types), both "
+        raise ValueError(f"{caller}: metadata must be (node types, edge types), both "
                          f"non-empty, each edge type a (source, relation, destination) "
                          f"triple, as HeteroData.metadata() gives, got {metadata!r}")
 
