@@ -367,3 +367,23 @@ def test_a_transformed_model_saves_and_its_state_loads(tmp_path):
     got = fresh(*data[:2])
     for key in want:
         torch.testing.assert_close(got[key], want[key])
+
+
+def test_static_graphs_an_empty_relation_and_an_unreached_type_are_pygs():
+    """Features with a leading batch dimension (a static graph per example), a relation
+    without edges, and a node type that no edge type reaches, as PyG's transform does."""
+    data = _bases_data()
+    x_dict = {key: value.unsqueeze(0).expand(3, -1, -1) * torch.tensor([1.0, -0.5, 2.0])
+              .view(3, 1, 1) for key, value in data[0].items()}
+    x_dict["venue"] = torch.randn(3, 7, 16)
+    edge_index_dict = dict(data[1])
+    edge_index_dict[("paper", "cites", "paper")] = torch.empty(2, 0, dtype=torch.long)
+    metadata = (list(x_dict), list(edge_index_dict))
+    torch.manual_seed(0)
+    with pytest.warns(UserWarning, match="venue"):
+        theirs = pyg_nn.to_hetero_with_bases(_BasesNet(pyg_nn.SAGEConv(16, 12)), metadata, 2,
+                                             in_channels={"x": 16})
+    with pytest.warns(UserWarning, match="venue"):
+        ours = gl.to_hetero_with_bases(_BasesNet(gl.SAGEConv(16, 12)), metadata, 2,
+                                       in_channels={"x": 16})
+    _assert_same_model(theirs, ours, (x_dict, edge_index_dict))
