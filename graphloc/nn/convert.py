@@ -23,6 +23,7 @@ from torch.utils._pytree import tree_flatten
 from graphloc.nn import conv as gl_conv
 from graphloc.nn.conv._base import is_explain_port
 from graphloc.nn.conv._utils import CALL_HOOKS, PYG_REDUCTIONS, has_call_hooks
+from graphloc.nn.conv.hetero_basis import HeteroBasisConv
 from graphloc.nn.models.interaction_graphs import Distance, RadiusInteractionGraph
 
 #: graphloc activation names of the torch activations a BasicGNN may use
@@ -140,12 +141,15 @@ def _replace_convs(root: torch.nn.Module) -> tuple[list[str], list[tuple[str, st
     # every name of every module, so a conv the model reaches under two names (an alias,
     # self.first = self.convs[0]) is replaced under both (named_modules lists it once)
     for name, child in list(root.named_modules(remove_duplicate=False)):
-        if _is_pyg_conv(child) and name:
+        if _inside(name, done):  # (the walk still lists a replaced module's children)
+            continue
+        if (_is_pyg_conv(child) or _is_pyg_basis_conv(child)) and name:
             parent_name, _, attr = name.rpartition(".")
             parent = root.get_submodule(parent_name) if parent_name else root
             if id(child) not in converted:
                 try:
-                    converted[id(child)] = _convert_conv(child)
+                    converted[id(child)] = _basis_conv(child) if _is_pyg_basis_conv(child) \
+                        else _convert_conv(child)
                 except Unconvertible as err:
                     converted[id(child)] = err
             twin = converted[id(child)]
@@ -154,10 +158,41 @@ def _replace_convs(root: torch.nn.Module) -> tuple[list[str], list[tuple[str, st
             else:
                 setattr(parent, attr, twin)
                 done.append(name)
-        elif _is_pyg_message_passing(child) and not _inside(name, done):
+        elif _is_pyg_message_passing(child):
             kept.append((name or type(child).__name__,
                          f"{type(child).__name__} has no graphloc equivalent"))
     return done, kept
+
+
+def _is_pyg_basis_conv(module) -> bool:
+    """PyG's ``to_hetero_with_bases`` wrapper of a conv (its ``HeteroBasisConv``)."""
+    return _is_pyg(module) and type(module).__name__ == "HeteroBasisConv"
+
+
+def _basis_conv(module) -> HeteroBasisConv:
+    """PyG's ``HeteroBasisConv`` as graphloc's: each copy converted without PyG's weighting
+    hook, and its edge-type weights (the same Parameter) moved to the twin. Where a copy
+    does not convert, the wrapper is kept whole (hook and weights put back)."""
+    from torch_geometric.nn.to_hetero_with_bases_transformer import hook as weighting
+    twins, stripped = [], []  # stripped: (conv, its message hooks before, its weights)
+    try:
+        for conv in module.convs:
+            hooks = conv._message_forward_hooks
+            stripped.append((conv, dict(hooks), conv._parameters.pop("edge_type_weight")))
+            for key in [key for key, fn in hooks.items() if fn is weighting]:
+                del hooks[key]
+            twin = _convert_conv(conv)
+            _require(getattr(type(twin), "explainable", False),
+                     f"{type(twin).__name__} cannot weigh its messages edge by edge")
+            twin.edge_type_weight = stripped[-1][2]
+            twins.append(twin)
+    except Unconvertible:
+        for conv, hooks, weight in stripped:  # (the hooks in their order)
+            conv._message_forward_hooks.clear()
+            conv._message_forward_hooks.update(hooks)
+            conv.edge_type_weight = weight
+        raise
+    return HeteroBasisConv.of_copies(twins)
 
 
 def _is_pyg_message_passing(module) -> bool:

@@ -9,22 +9,19 @@ type and called each on one type's features with another relation's edges, which
 PyG's with graphloc's convs counted as message passing too; everything else is PyG's.
 
 PyG's ``to_hetero_with_bases`` failed on them the same way. Its version here also counts
-them as message passing and wraps each in a ``HeteroBasisConv`` of its own, which weighs
-the conv's messages through the path that carries an explainer's mask (``_base``).
+them as message passing and wraps each in graphloc's ``HeteroBasisConv``
+(``nn.conv.hetero_basis``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import inspect
-import warnings
 
 import torch
-from torch import Tensor
 
-from graphloc.checks import caller_stacklevel, check_choice, check_index, check_int
-from graphloc.nn.conv._base import explainable_convs, message_weights
+from graphloc.checks import check_choice, check_int
+from graphloc.nn.conv.hetero_basis import HeteroBasisConv
 
 
 def to_hetero(module: torch.nn.Module, metadata, aggr: str = "sum", input_map=None,
@@ -105,54 +102,6 @@ def _check_in_channels(module: torch.nn.Module, in_channels) -> None:
                              f"not an argument of {type(module).__name__}.forward "
                              f"{arguments}")
         check_int(width, f"in_channels[{name!r}]", 1)
-
-
-class HeteroBasisConv(torch.nn.Module):
-    """PyG's ``HeteroBasisConv`` around a graphloc conv: ``num_bases`` copies of ``module``
-    (``convs``), each with an ``edge_type_weight`` of shape ``[1, num_relations]``. Called
-    as ``(edge_type, *conv arguments)``: copy ``b`` multiplies the message along edge ``i``
-    by ``edge_type_weight[0, edge_type[i]]``, and the copies' outputs are summed."""
-
-    def __init__(self, module: torch.nn.Module, num_relations: int, num_bases: int) -> None:
-        super().__init__()
-        if not getattr(type(module), "explainable", False):
-            raise ValueError(f"to_hetero_with_bases: {type(module).__name__} cannot weigh its "
-                             f"messages edge by edge; the graphloc convs that can: "
-                             f"{explainable_convs()}")
-        self.num_relations = check_int(num_relations, "num_relations", 1)
-        self.num_bases = check_int(num_bases, "num_bases", 1)
-        floating = [p for p in module.parameters() if p.is_floating_point()]
-        like = floating[0] if floating else torch.empty(0)
-        self.convs = torch.nn.ModuleList()
-        for _ in range(num_bases):
-            conv = copy.deepcopy(module)
-            conv.edge_type_weight = torch.nn.Parameter(like.new_empty(1, num_relations))
-            self.convs.append(conv)
-        # one copy keeps the conv's weights, as PyG's; its edge-type weights start drawn
-        self.reset_parameters(convs=num_bases > 1)
-
-    def reset_parameters(self, convs: bool = True) -> None:
-        for conv in self.convs:
-            if convs and hasattr(conv, "reset_parameters"):
-                conv.reset_parameters()
-            elif convs:  # as PyG's: the copies stay equal
-                warnings.warn(f"{type(conv).__name__} has no reset_parameters(): its "
-                              f"{self.num_bases} copies start with equal weights",
-                              stacklevel=caller_stacklevel())
-            torch.nn.init.xavier_uniform_(conv.edge_type_weight)
-
-    def forward(self, edge_type: Tensor, *args, **kwargs) -> Tensor:
-        check_index(edge_type, self.num_relations, "HeteroBasisConv: edge_type")
-        out = None
-        for conv in self.convs:
-            with message_weights(conv, conv.edge_type_weight.view(-1)[edge_type]):
-                res = conv(*args, **kwargs)
-            out = res if out is None else out + res
-        return out
-
-    def __repr__(self) -> str:
-        return (f"{type(self).__name__}(num_relations={self.num_relations}, "
-                f"num_bases={self.num_bases})")
 
 
 _AGGREGATIONS = ("sum", "mean", "min", "max", "mul")  # PyG's to_hetero's

@@ -1066,3 +1066,84 @@ def test_a_model_with_graphloc_convs_already_keeps_no_pyg_module():
         converted = from_pyg(model, example=(x, edge_index), strict=True)
     assert type(converted.first) is GCNConv
     torch.testing.assert_close(converted(x, edge_index), model(x, edge_index))
+
+
+def _basis_model(make_conv, seed=0):
+    """PyG's to_hetero_with_bases of linear, conv, linear, and a heterogeneous probe."""
+    gen = torch.Generator().manual_seed(seed)
+    x_dict = {"paper": torch.randn(30, 16, generator=gen),
+              "author": torch.randn(20, 8, generator=gen)}
+    sizes = {"paper": 30, "author": 20}
+    edge_index_dict = {
+        (s, r, d): torch.stack([torch.randint(0, sizes[s], (60,), generator=gen),
+                                torch.randint(0, sizes[d], (60,), generator=gen)])
+        for s, r, d in [("paper", "cites", "paper"), ("paper", "written_by", "author"),
+                        ("author", "writes", "paper")]}
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin1, self.conv1 = torch.nn.Linear(16, 16), make_conv()
+            self.lin2 = torch.nn.Linear(12, 5)
+
+        def forward(self, x, edge_index):
+            return self.lin2(self.conv1(self.lin1(x).relu(), edge_index).relu())
+
+    torch.manual_seed(seed)
+    model = pyg.to_hetero_with_bases(Net(), (list(x_dict), list(edge_index_dict)), 3,
+                                     in_channels={"x": 16})
+    model(x_dict, edge_index_dict)  # (the lazy widths)
+    return model, (x_dict, edge_index_dict)
+
+
+def _outputs_and_basis_gradients(model, example):
+    out = model(*example)
+    loss = sum((v * torch.linspace(-1, 1, v.numel()).view_as(v)).sum() for v in out.values())
+    weights = [conv.edge_type_weight for conv in model.conv1.convs]
+    return out, torch.autograd.grad(loss, weights)
+
+
+@pytest.mark.parametrize("make", [lambda: pyg.SAGEConv(16, 12),
+                                  lambda: pyg.GraphConv(16, 12, aggr="mean"),
+                                  lambda: pyg.GCNConv(16, 12, add_self_loops=False)])
+def test_pygs_basis_decomposition_becomes_graphlocs(make):
+    """PyG's to_hetero_with_bases wrapper (each copy weighted in a message hook) becomes
+    graphloc's HeteroBasisConv of graphloc's convs, with the same edge-type weights:
+    outputs and their gradients are PyG's."""
+    from graphloc.nn.conv.hetero_basis import HeteroBasisConv
+    model, example = _basis_model(make)
+    want, want_grads = _outputs_and_basis_gradients(model, example)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ours = from_pyg(model, example=example)
+    assert isinstance(ours.conv1, HeteroBasisConv)
+    assert all(type(conv).__module__.startswith("graphloc") for conv in ours.conv1.convs)
+    got, got_grads = _outputs_and_basis_gradients(ours, example)
+    for key in want:
+        torch.testing.assert_close(got[key], want[key], rtol=1e-5, atol=1e-6)
+    for a, b in zip(got_grads, want_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    # the original keeps PyG's wrapper and hooks
+    assert type(model.conv1).__module__.startswith("torch_geometric")
+    assert all(conv._message_forward_hooks for conv in model.conv1.convs)
+
+
+def test_a_basis_wrapper_that_does_not_convert_is_kept_whole_and_still_weighs():
+    """A copy with another message hook, or a conv graphloc cannot weigh per edge
+    (EGConv): PyG's wrapper stays as it was (its weighting hook and edge-type weights
+    back in place), reported, with PyG's outputs."""
+    model, example = _basis_model(lambda: pyg.SAGEConv(16, 12))
+    model.conv1.convs[1].register_message_forward_hook(lambda module, inputs, out: out * 2)
+    egc, egc_example = _basis_model(lambda: pyg.EGConv(16, 12, aggregators=["sum"],
+                                                       num_heads=4, num_bases=2,
+                                                       add_self_loops=False))
+    for original, probe, reason in [(model, example, "message_forward_hooks"),
+                                    (egc, egc_example, "EGConv cannot weigh its messages")]:
+        want = original(*probe)
+        with pytest.warns(UserWarning, match=f"conv1: .*{reason}"):
+            ours = from_pyg(original, example=probe)
+        assert type(ours.conv1).__module__.startswith("torch_geometric")
+        assert all(hasattr(conv, "edge_type_weight") for conv in ours.conv1.convs)
+        got = ours(*probe)
+        for key in want:
+            torch.testing.assert_close(got[key], want[key])

@@ -329,24 +329,6 @@ def test_bad_bases_arguments_are_named(kwargs, match):
         gl.to_hetero_with_bases(_BasesNet(gl.SAGEConv(16, 12)), (["paper"], []), 2)
 
 
-def test_the_basis_conv_checks_its_edge_types():
-    from graphloc.nn.to_hetero import HeteroBasisConv
-    basis = HeteroBasisConv(gl.SAGEConv(4, 4), num_relations=3, num_bases=2)
-    x, edge_index = torch.randn(5, 4), torch.tensor([[0, 1, 2], [1, 2, 3]])
-    with pytest.raises(ValueError, match="edge_type holds 3 but dim_size is 3"):
-        basis(torch.tensor([0, 1, 3]), x, edge_index)
-    with pytest.raises(ValueError, match=r"the edge-type weights has shape \[2\].*3 edges"):
-        basis(torch.tensor([0, 1]), x, edge_index)
-    edge_type = torch.tensor([2, 0, 2])
-    out = basis(edge_type, x, edge_index)
-    # dense: each copy's mean of the weighted messages, plus its root term; summed
-    degree = torch.zeros(5).index_add(0, edge_index[1], torch.ones(3)).clamp(min=1)
-    want = sum(conv.lin_l(torch.zeros(5, 4).index_add(
-        0, edge_index[1], x[edge_index[0]] * conv.edge_type_weight[0, edge_type, None])
-        / degree[:, None]) + conv.lin_r(x) for conv in basis.convs)
-    torch.testing.assert_close(out, want)
-
-
 def test_a_transformed_model_saves_and_its_state_loads(tmp_path):
     """As PyG's: the whole model saves (its test_to_hetero_with_bases_save), and its
     weights load into a fresh transform. (Loading the whole pickle re-traces PyG's helper
