@@ -1130,15 +1130,13 @@ def test_pygs_basis_decomposition_becomes_graphlocs(make):
 
 def test_a_basis_wrapper_that_does_not_convert_is_kept_whole_and_still_weighs():
     """A copy with another message hook, or a conv graphloc cannot weigh per edge
-    (EGConv): PyG's wrapper stays as it was (its weighting hook and edge-type weights
+    (FiLMConv): PyG's wrapper stays as it was (its weighting hook and edge-type weights
     back in place), reported, with PyG's outputs."""
     model, example = _basis_model(lambda: pyg.SAGEConv(16, 12))
     model.conv1.convs[1].register_message_forward_hook(lambda module, inputs, out: out * 2)
-    egc, egc_example = _basis_model(lambda: pyg.EGConv(16, 12, aggregators=["sum"],
-                                                       num_heads=4, num_bases=2,
-                                                       add_self_loops=False))
+    film, film_example = _basis_model(lambda: pyg.FiLMConv(16, 12))
     for original, probe, reason in [(model, example, "message_forward_hooks"),
-                                    (egc, egc_example, "EGConv cannot weigh its messages")]:
+                                    (film, film_example, "FiLMConv cannot weigh its messages")]:
         want = original(*probe)
         with pytest.warns(UserWarning, match=f"conv1: .*{reason}"):
             ours = from_pyg(original, example=probe)

@@ -8,9 +8,10 @@ from torch import Tensor
 
 from graphloc import ops
 from graphloc.checks import check_flags
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow, read_inputs
 from graphloc.nn.conv._utils import check_input, check_sizes, linear
+from graphloc.nn.conv.gat import fresh_self_loops, on_attention_graph, pyg_loop_order
 from graphloc.nn.conv.gcn import cached_normalisation, clear_normalisation_cache
 
 _AGGREGATORS = ("sum", "mean", "symnorm", "min", "max", "var", "std")
@@ -57,7 +58,14 @@ class EGConv(ConvModule):
     values weight the "symnorm" normalisation (PyG's ``gcn_norm`` reads them) and no other
     aggregator (PyG's multiplies them into a single non-"symnorm" aggregator, and fails to
     add loops to such an adjacency).
+
+    An explainer's edge mask (PyG's explain mode) scales each message before every
+    aggregator, the self-loops weighing 1, as in PyG's; the masked call aggregates on the
+    graph with one fresh loop per node (PyG's ``add_remaining_self_loops``), not the
+    cached one.
     """
+
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
 
     def __init__(self, in_channels: int, out_channels: int, aggregators: list | None = None,
                  num_heads: int = 8, num_bases: int = 4, cached: bool = False,
@@ -103,7 +111,9 @@ class EGConv(ConvModule):
         check_input(self, x, None if self.in_channels == -1 else self.in_channels)
         bases = self.bases_lin(x)  # [N, B C/H]
         weightings = self.comb_lin(x)  # [N, H B A]
-        aggregated = self._aggregate(inputs, bases)  # [N, A, B C/H]
+        mask = explain_mask(self, inputs)
+        aggregated = self._aggregate(inputs, bases) if mask is None else \
+            self._masked_aggregate(inputs, bases, mask)  # [N, A, B C/H]
         heads = self.out_channels // self.num_heads
         out = _DenseGradient.apply(torch.matmul(
             weightings.view(-1, self.num_heads, self.num_bases * len(self.aggregators)),
@@ -131,6 +141,30 @@ class EGConv(ConvModule):
                 outs.append(variance if name == "var" else variance.clamp(min=1e-5).sqrt())
             else:
                 outs.append(ops.spmm(graph, bases, reduce=name))
+        return torch.stack(outs, dim=1)
+
+    def _masked_aggregate(self, inputs, bases: Tensor, mask: Tensor) -> Tensor:
+        """``_aggregate`` with each message times its edge's factor in ``mask`` (the
+        caller's edges; a loop added here weighs 1), as PyG's explain mode: PyG's
+        ``add_remaining_self_loops`` of an unweighted graph drops the caller's loops and
+        adds one per node, which is GAT's graph of fresh loops."""
+        graph, factor = inputs.graph, mask
+        if self.add_self_loops:
+            graph = fresh_self_loops(inputs.graph)
+            factor = on_attention_graph(mask, pyg_loop_order(inputs.graph))
+        factor = factor.to(bases.dtype)
+        outs = []
+        for name in self.aggregators:
+            if name == "symnorm":
+                _, symnorm = graph.gcn_norm(False, dtype=bases.dtype)
+                outs.append(ops.spmm(graph, bases, symnorm * factor, reduce="sum"))
+            elif name in ("var", "std"):
+                mean = ops.spmm(graph, bases, factor, reduce="mean")
+                squares = ops.spmm(graph, bases * bases, factor * factor, reduce="mean")
+                variance = squares - mean * mean
+                outs.append(variance if name == "var" else variance.clamp(min=1e-5).sqrt())
+            else:
+                outs.append(ops.spmm(graph, bases, factor, reduce=name))
         return torch.stack(outs, dim=1)
 
     def __repr__(self) -> str:  # PyG's

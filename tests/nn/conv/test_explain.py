@@ -221,6 +221,20 @@ EXPLAINABLE = [
      lambda: pyg.GINConv(mlp(), train_eps=True), None, False),
     ("gine", lambda: gl.GINEConv(mlp(), edge_dim=2), lambda: pyg.GINEConv(mlp(), edge_dim=2),
      2, False),
+    ("eg", lambda: gl.EGConv(6, 8, num_heads=2), lambda: pyg.EGConv(6, 8, num_heads=2), None,
+     False),
+    ("eg-all-aggregators", lambda: gl.EGConv(6, 8, ["sum", "mean", "max", "min", "var", "std",
+                                                    "symnorm"], num_heads=2, num_bases=3),
+     lambda: pyg.EGConv(6, 8, ["sum", "mean", "max", "min", "var", "std", "symnorm"],
+                        num_heads=2, num_bases=3), None, False),
+    ("eg-no-loops", lambda: gl.EGConv(6, 8, ["symnorm", "max", "std"], num_heads=4,
+                                      add_self_loops=False),
+     lambda: pyg.EGConv(6, 8, ["symnorm", "max", "std"], num_heads=4, add_self_loops=False),
+     None, False),
+    ("eg-no-loops-sum", lambda: gl.EGConv(6, 8, ["sum", "var"], num_heads=2,
+                                          add_self_loops=False),
+     lambda: pyg.EGConv(6, 8, ["sum", "var"], num_heads=2, add_self_loops=False), None,
+     False),
     ("graph", lambda: gl.GraphConv(6, 5), lambda: pyg.GraphConv(6, 5), None, True),
     ("graph-mean", lambda: gl.GraphConv(6, 5, aggr="mean"),
      lambda: pyg.GraphConv(6, 5, aggr="mean"), None, True),
@@ -632,9 +646,9 @@ def test_pg_explainer_trains_and_explains_as_on_pygs_model():
 
 def test_a_conv_that_does_not_apply_masks_is_refused_by_name():
     torch.manual_seed(0)
-    model = Net([pyg.GCNConv(6, 8), gl.EGConv(8, 8), pyg.SAGEConv(8, 3)])
+    model = Net([pyg.GCNConv(6, 8), gl.FiLMConv(8, 8), pyg.SAGEConv(8, 3)])
     x, edge_index = toy_graph()
-    with pytest.raises(ValueError, match="EGConv does not take part"):
+    with pytest.raises(ValueError, match="FiLMConv does not take part"):
         explanation(model, GNNExplainer(epochs=2), x, edge_index)
     # its output is no explanation: get_embeddings reads it as a PyG conv's
     embeddings = get_embeddings(model, x, edge_index)
