@@ -13,6 +13,8 @@ from graphloc.checks import check_choice, check_flags, check_int, is_int_at_leas
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv import GATConv, GCNConv, GINConv, SAGEConv
+from graphloc.nn.conv._base import ConvModule, explain_mask, hop_ports, refuse_added_loops
+from graphloc.nn.conv._inputs import ConvInputs
 from graphloc.nn.conv._utils import (
     as_graph,
     check_ball_sizes,
@@ -89,6 +91,7 @@ class GNN(ModelCapabilities, torch.nn.Module):
         self.norms = torch.nn.ModuleList(make_norm(w) for w in widths[1:-1])
         self.act = ACTIVATIONS[act]()
         self.dropout = Dropout(dropout)
+        self.explain_hops = hop_ports(self)
 
     def reset_parameters(self) -> None:
         for module in [*self.convs, *self.norms]:
@@ -189,7 +192,7 @@ class GNN(ModelCapabilities, torch.nn.Module):
                 f"{self.convs[0].__repr__()} ... {self.convs[-1].__repr__()})")
 
 
-class DAGNN(ModelCapabilities, torch.nn.Module):
+class DAGNN(ModelCapabilities, ConvModule):
     r"""Deep Adaptive Graph Neural Network of `Liu et al., "Towards Deeper Graph Neural
     Networks" (KDD 2020) <https://arxiv.org/abs/2007.09296>`_: transformation decoupled
     from propagation.
@@ -210,8 +213,15 @@ class DAGNN(ModelCapabilities, torch.nn.Module):
             scripts pass 5 to 20 per dataset).
         dropout (float, default 0.5): dropout before each MLP layer (the official default;
             its scripts pass 0.5 or 0.8 per dataset, ``docs/models.md``).
+
+    PyG's explainers see the propagation as one message-passing layer, as the official
+    ``Prop`` (a PyG ``MessagePassing``) is: an explainer's edge mask scales every step's
+    messages (the self-loops weighing 1), and ``get_embeddings`` reads the output, which is
+    ``Prop``'s. Unlike the official model, ``get_num_hops`` counts K, not 1
+    (``hop_ports``), so PGExplainer keeps a node's K-hop edges.
     """
 
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
     prunes_layers = True  # forward_within: influence runs each step only where it is read
 
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, K: int = 10,
@@ -225,6 +235,7 @@ class DAGNN(ModelCapabilities, torch.nn.Module):
         self.lin2 = torch.nn.Linear(hidden_channels, out_channels)
         self.gate = torch.nn.Linear(out_channels, 1)
         self.dropout = Dropout(dropout)
+        self.explain_hops = hop_ports(self)
 
     def reset_parameters(self) -> None:
         for lin in (self.lin1, self.lin2, self.gate):
@@ -246,7 +257,11 @@ class DAGNN(ModelCapabilities, torch.nn.Module):
     def _forward(self, x: Tensor, graph: Graph, ball_sizes) -> Tensor:
         check_input(self, x, self.lin1.in_features)
         h = self.lin2(self.dropout(torch.relu(self.lin1(self.dropout(x)))))
-        norm_graph, weight = graph.gcn_norm(add_self_loops=True, dtype=x.dtype)  # cached
+        mask = explain_mask(self, ConvInputs(x, x, graph, None, None, None))
+        if mask is not None:
+            refuse_added_loops(graph.num_nodes)
+        norm_graph, weight = graph.gcn_norm(add_self_loops=True, dtype=x.dtype,
+                                            edge_mask=mask)  # cached without a mask
         roots = rows_within(ball_sizes, 0)  # None: every node
         out = self.gates(h[:roots]) * h[:roots]
         for k in range(self.K):

@@ -1036,3 +1036,112 @@ def test_a_pickled_conv_loads_in_a_fresh_process():
                          timeout=120)
     assert run.returncode == 0 and run.stdout.split() == [b"ExplainPort", b"True"], \
         run.stderr[-2000:]
+
+
+def reach_by_jacobian(model, n=24):
+    """The farthest hop whose features a node's output reads: the Jacobian of the middle
+    node of a path graph (both directions), by autograd (math, not the models' own count)."""
+    chain = torch.arange(n - 1)
+    edge_index = torch.cat([torch.stack([chain, chain + 1]), torch.stack([chain + 1, chain])], 1)
+    x = torch.randn(n, 6, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    middle = n // 2
+    out = model.eval()(x, edge_index)[middle].sum()
+    (grad,) = torch.autograd.grad(out, x)
+    read = grad.abs().sum(1).nonzero().flatten()
+    return int((read - middle).abs().max())
+
+
+HOP_MODELS = {
+    "dagnn": lambda: gl.DAGNN(6, 8, 3, K=4),
+    "liftgcn": lambda: gl.LiftGCN(6, 8, 3, num_layers=3),
+    "adgn": lambda: gl.ADGN(6, 8, 3, num_layers=3),
+    "gnn-cheb": lambda: gl.GNN("cheb", 6, 8, 3, 2, K=3),
+    "gnn-tag": lambda: gl.GNN("tag", 6, 8, 3, 2),
+    "gnn-gcn": lambda: gl.GNN("gcn", 6, 8, 3, 3),
+}
+
+
+@pytest.mark.parametrize("name", HOP_MODELS)
+def test_graphloc_models_count_as_many_hops_as_they_read(name):
+    """PyG's get_num_hops counts message-passing modules; a model that calls one conv K
+    times (LiftGCN, A-DGN), propagates K steps (DAGNN) or stacks K-hop convs counted fewer,
+    and PGExplainer cut its explanations short. The hop ports make up the difference:
+    against the reach of the Jacobian on a path graph."""
+    torch.manual_seed(0)
+    model = HOP_MODELS[name]()
+    assert get_num_hops(model) == reach_by_jacobian(model)
+    assert get_num_hops(copy.deepcopy(model)) == get_num_hops(model)
+    assert not any("explain" in key for key in model.state_dict())  # (the ports hold nothing)
+
+
+def test_pg_explainer_keeps_the_far_edges_of_a_model_that_reuses_its_conv():
+    """LiftGCN with one LiftConv for 3 hops: PGExplainer's hard mask, PyG's k-hop
+    subgraph of get_num_hops, kept only the 1-hop edges before."""
+    from torch_geometric.utils import k_hop_subgraph
+    torch.manual_seed(0)
+    x, edge_index = toy_graph()
+    model = gl.LiftGCN(6, 8, 3, num_layers=3).eval()
+    target = model(x, edge_index).argmax(-1)
+    algorithm = PGExplainer(epochs=2, lr=0.01)
+    explainer = Explainer(model, algorithm, explanation_type="phenomenon",
+                          edge_mask_type="object",
+                          model_config=dict(mode="multiclass_classification",
+                                            task_level="node", return_type="raw"))
+    for epoch in range(2):
+        algorithm.train(epoch, model, x, edge_index, target=target, index=3)
+    got = explainer(x, edge_index, target=target, index=3).edge_mask
+    *_, three_hops = k_hop_subgraph(3, 3, edge_index, num_nodes=x.size(0))
+    *_, one_hop = k_hop_subgraph(3, 1, edge_index, num_nodes=x.size(0))
+    assert bool((got[~three_hops] == 0).all())
+    assert bool((got[three_hops & ~one_hop] > 0).any())
+
+
+class OfficialProp(pyg.MessagePassing):
+    """The official DAGNN's ``Prop`` (mengliu1998/DeeperGNN): K propagations over
+    gcn_norm's graph, the stack scored by one linear map and sigmoid, summed."""
+
+    def __init__(self, channels, K):
+        super().__init__(aggr="add")
+        self.K, self.proj = K, torch.nn.Linear(channels, 1)
+
+    def forward(self, x, edge_index):
+        from torch_geometric.nn.conv.gcn_conv import gcn_norm
+        edge_index, norm = gcn_norm(edge_index, None, x.size(0), dtype=x.dtype)
+        preds = [x]
+        for _ in range(self.K):
+            x = self.propagate(edge_index, x=x, norm=norm)
+            preds.append(x)
+        stack = torch.stack(preds, dim=1)
+        score = torch.sigmoid(self.proj(stack)).squeeze(-1).unsqueeze(1)
+        return torch.matmul(score, stack).squeeze(1)
+
+    def message(self, x_j, norm):
+        return norm.view(-1, 1) * x_j
+
+
+def test_dagnn_is_explained_as_the_official_prop_in_pygs_explain_mode():
+    """DAGNN's propagation takes an explainer's mask as the official Prop, a PyG
+    MessagePassing, does in PyG's explain mode (same weights, same mask): outputs and the
+    mask's and features' gradients."""
+    torch.manual_seed(0)
+    x, edge_index = toy_graph()
+    edge_index = torch.cat([edge_index, torch.tensor([[2, 7], [2, 7]])], dim=1)  # loops
+    ours = gl.DAGNN(6, 8, 3, K=4, dropout=0.0).double().eval()
+    prop = OfficialProp(3, 4).double()
+    prop.proj.load_state_dict(ours.gate.state_dict())
+    mask = torch.rand(edge_index.size(1), dtype=torch.float64,
+                      generator=torch.Generator().manual_seed(1))
+    results = []
+    for model, call in [(ours, lambda xx: ours(xx, edge_index)),
+                        (prop, lambda xx: prop(ours.lin2(torch.relu(ours.lin1(xx))),
+                                               edge_index))]:
+        m = torch.nn.Parameter(mask.clone())
+        xx = x.double().clone().requires_grad_()
+        set_masks(model, m, edge_index, apply_sigmoid=False)
+        out = call(xx)
+        results.append((out, *torch.autograd.grad(out.square().sum(), [m, xx])))
+        clear_masks(model)
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b)
+    embeddings = get_embeddings(ours, x.double(), edge_index)  # the output, as Prop's
+    torch.testing.assert_close(embeddings[-1], ours(x.double(), edge_index))
