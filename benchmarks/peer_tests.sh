@@ -162,6 +162,26 @@ swap_pyg_imports graphloc.nn GINEConv,RGCNConv,SAGEConv,to_hetero_with_bases \
 echo "== PyG's to_hetero_with_bases tests (test_to_hetero_with_bases_transformer.py)"
 pytest_summary "$work/pyg_bases"
 
+# PyG's tests of what is built around convs, with graphloc's convs (GATConv, GCNConv,
+# GENConv, GINConv, GraphConv, SAGEConv) and its summary and to_hetero: the dense convs
+# against the sparse ones, DeepGCN's layer, RevGNN's GroupAddRev, SAGPooling and
+# ASAPooling, get_embeddings, k-hop subgraphs, and the model summary. Left out:
+# test_sequential.py (its tracer treats only PyG's MessagePassing as a leaf, and it
+# scripts the convs with TorchScript).
+mkdir -p "$work/pyg_around/test"
+for f in nn/dense/test_dense_gat_conv.py nn/dense/test_dense_gcn_conv.py \
+    nn/dense/test_dense_gin_conv.py nn/dense/test_dense_graph_conv.py \
+    nn/dense/test_dense_sage_conv.py nn/models/test_deepgcn.py nn/models/test_rev_gnn.py \
+    nn/pool/test_asap.py nn/pool/test_sag_pool.py nn/test_model_summary.py \
+    utils/test_embedding.py utils/test_subgraph.py; do
+  cp "$pyg/test/$f" "$work/pyg_around/test/"
+done
+cat "$pyg/test/conftest.py" "$pyg/test/utils/conftest.py" > "$work/pyg_around/test/conftest.py"
+swap_pyg_imports graphloc.nn GATConv,GCNConv,GENConv,GINConv,GraphConv,SAGEConv,summary,to_hetero \
+  "$work"/pyg_around/test/test_*.py
+echo "== PyG's tests around convs (dense convs, DeepGCN, RevGNN, SAGPool, ASAP, embeddings, subgraphs, summary)"
+pytest_summary "$work/pyg_around"
+
 # PyG's explainer tests (GNNExplainer, PGExplainer, CaptumExplainer, AttentionExplainer,
 # the explanations, the mask utilities) with graphloc's convs and to_hetero: the models
 # they build of GCNConv, GATConv, GATv2Conv, SAGEConv, TransformerConv and ChebConv are

@@ -204,16 +204,22 @@ def hop_ports(model: torch.nn.Module) -> torch.nn.ModuleList:
     return ports
 
 
-def explainable_convs() -> str:
-    """The names of graphloc's convs that apply an explainer's edge mask."""
-    found, todo = set(), [ConvModule]
+def conv_classes() -> list[type]:
+    """graphloc's conv classes: the subclasses of ``ConvModule`` defined in
+    ``graphloc.nn.conv`` (a user's subclass of one is an instance of it too)."""
+    found, todo = [], list(ConvModule.__subclasses__())
     while todo:
         cls = todo.pop()
         todo.extend(cls.__subclasses__())
-        if cls.explainable and not cls.__name__.startswith("_") and \
-                cls.__module__.startswith("graphloc.nn.conv."):
-            found.add(cls.__name__)
-    return ", ".join(sorted(found))
+        if cls.__module__.startswith("graphloc.nn.conv."):
+            found.append(cls)
+    return found
+
+
+def explainable_convs() -> str:
+    """The names of graphloc's convs that apply an explainer's edge mask."""
+    return ", ".join(sorted({cls.__name__ for cls in conv_classes()
+                             if cls.explainable and not cls.__name__.startswith("_")}))
 
 
 def is_explain_port(module: torch.nn.Module) -> bool:
