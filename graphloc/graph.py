@@ -1083,19 +1083,41 @@ class Graph:
         new, keeps factor 1, as PyG's mask gives the loops it adds. Not cached.
         """
         check_flags("gcn_norm", add_self_loops=add_self_loops, improved=improved)
-        if edge_mask is not None:
-            return self._gcn_norm(add_self_loops, improved, edge_weight, dtype, edge_mask)
+        if edge_mask is not None:  # the unmasked weights (cached), times the mask carried
+            graph, weight = self.gcn_norm(add_self_loops, improved, edge_weight, dtype)
+            factors = self._normalised_edge_factors(add_self_loops, edge_mask)
+            return graph, (weight * factors).to(weight.dtype)
         if edge_weight is None:
             return self.cached(("gcn_norm", add_self_loops, improved, dtype),
                                lambda: _kept_transposed(*self._gcn_norm(add_self_loops,
                                                                         improved, None, dtype)))
         return self._gcn_norm(add_self_loops, improved, edge_weight, dtype)
 
-    def _gcn_norm(self, add_self_loops, improved, edge_weight, dtype, edge_mask=None):
+    def _normalised_edge_factors(self, add_self_loops: bool, edge_mask: Tensor) -> Tensor:
+        """``edge_mask`` (one factor per edge) on the edges of ``gcn_norm``'s graph, in its
+        order: each edge carries its own factor, every loop (old or new, with
+        ``add_self_loops``) factor 1."""
         self._require_one_node_set("gcn_norm")
-        if edge_mask is not None and edge_mask.shape != (self.num_edges,):
+        if edge_mask.shape != (self.num_edges,):
             raise ValueError(f"edge_mask must have shape [{self.num_edges}], "
                              f"got {list(edge_mask.shape)}")
+        if not add_self_loops:
+            return edge_mask
+        carried = self.cached("gcn_norm_carried_edges", self._carried_edges)
+        return torch.cat([edge_mask.new_ones(1), edge_mask]).index_select(0, carried)
+
+    def _carried_edges(self) -> Tensor:
+        """For each edge of ``gcn_norm``'s graph with ``add_self_loops`` (in its order):
+        1 + the index of the edge of this graph it carries, 0 for a loop."""
+        positions = torch.arange(1, self.num_edges + 1, dtype=torch.float64, device=self.device)
+        is_loop = self.edge_index[0] == self.edge_index[1]
+        graph, carried = self._with_remaining_loops(positions.masked_fill(is_loop, 0.0), 0.0)
+        if graph.csr.perm is not None:  # gcn_norm's graph is sorted by destination
+            carried = carried.index_select(0, graph.csr.perm.long())
+        return carried.long()
+
+    def _gcn_norm(self, add_self_loops, improved, edge_weight, dtype):
+        self._require_one_node_set("gcn_norm")
         if edge_weight is None:
             edge_weight = torch.ones(self.num_edges, dtype=dtype, device=self.device)
         if not isinstance(edge_weight, Tensor) or not edge_weight.is_floating_point():
@@ -1108,15 +1130,10 @@ class Graph:
         graph = self
         if add_self_loops:
             graph, edge_weight = self._with_remaining_loops(edge_weight, 2.0 if improved else 1.0)
-            if edge_mask is not None:  # carried along the same edges, loops at 1
-                is_loop = self.edge_index[0] == self.edge_index[1]
-                _, edge_mask = self._with_remaining_loops(edge_mask.masked_fill(is_loop, 1.0),
-                                                          1.0)
         src, dst = graph.edge_index
         wide = edge_weight.to(torch.promote_types(edge_weight.dtype, torch.float32))
         inv_sqrt = degree_power(graph.weighted_in_degree(wide), -0.5)
-        weight = inv_sqrt[src] * wide * inv_sqrt[dst]
-        weight = (weight if edge_mask is None else weight * edge_mask).to(edge_weight.dtype)
+        weight = (inv_sqrt[src] * wide * inv_sqrt[dst]).to(edge_weight.dtype)
         if graph is self or graph.csr.perm is None:  # the caller's own edge order stays
             return graph, weight
         # the new graph sorted by destination, so that every spmm reads the weights in place

@@ -860,3 +860,48 @@ def test_by_relation_refuses_types_out_of_range_or_of_another_length():
     empty, rows = Graph(torch.empty(2, 0, dtype=torch.long), num_nodes=3).by_relation(
         torch.empty(0, dtype=torch.long), 5)
     assert (empty.num_edges, empty.num_nodes, rows.numel()) == (0, 0, 0)
+
+
+def _dense_masked_gcn(edge_index, n, mask, add_self_loops):
+    """D^-1/2 (A o M + I) D^-1/2 with the unmasked degrees: each caller edge's entry times
+    its mask, the loops (a node's caller loops replaced by one, or added) times 1."""
+    adjacency = torch.zeros(n, n, dtype=torch.float64)
+    masked = torch.zeros(n, n, dtype=torch.float64)
+    for (src, dst), m in zip(edge_index.t().tolist(), mask, strict=True):
+        if add_self_loops and src == dst:
+            continue
+        adjacency[dst, src] += 1
+        masked[dst, src] = masked[dst, src] + m
+    if add_self_loops:
+        adjacency += torch.eye(n, dtype=torch.float64)
+        masked = masked + torch.eye(n, dtype=torch.float64)
+    inv_sqrt = adjacency.sum(1).pow(-0.5).nan_to_num(posinf=0.0)
+    return inv_sqrt[:, None] * masked * inv_sqrt[None, :]
+
+
+@pytest.mark.parametrize("add_self_loops", [True, False])
+def test_gcn_norm_with_an_edge_mask_is_the_dense_masked_normalisation(add_self_loops):
+    """Caller loops (one node with two), parallel edges and an isolated node: the masked
+    weights and the mask's gradient against the dense formula; a masked call leaves the
+    cached unmasked weights as they were."""
+    # loops on 1 (twice), 2 and 3; (1, 2) twice; node 5 has no edges
+    edge_index = torch.tensor([[0, 1, 2, 2, 3, 1, 1, 4, 1],
+                               [1, 2, 2, 0, 3, 2, 1, 0, 1]])
+    n = 6
+    graph = Graph(edge_index, num_nodes=n)
+    plain = graph.gcn_norm(add_self_loops, dtype=torch.float64)[1].clone()
+    gen = torch.Generator().manual_seed(0)
+    mask = torch.rand(edge_index.size(1), dtype=torch.float64, generator=gen).requires_grad_()
+    normed, weight = graph.gcn_norm(add_self_loops, dtype=torch.float64, edge_mask=mask)
+    got = torch.zeros(n, n, dtype=torch.float64).index_put(
+        (normed.edge_index[1], normed.edge_index[0]), weight, accumulate=True)
+    dense_mask = mask.detach().clone().requires_grad_()
+    want = _dense_masked_gcn(edge_index, n, dense_mask, add_self_loops)
+    torch.testing.assert_close(got, want)
+    probe = torch.randn(n, n, dtype=torch.float64, generator=gen)
+    (grad,) = torch.autograd.grad((got * probe).sum(), mask)
+    (want_grad,) = torch.autograd.grad((want * probe).sum(), dense_mask)
+    torch.testing.assert_close(grad, want_grad)
+    torch.testing.assert_close(graph.gcn_norm(add_self_loops, dtype=torch.float64)[1], plain)
+    with pytest.raises(ValueError, match=r"edge_mask must have shape \[9\], got \[8\]"):
+        graph.gcn_norm(add_self_loops, edge_mask=mask[:8])
