@@ -182,26 +182,28 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def hop_ports(model: torch.nn.Module) -> torch.nn.ModuleList:
-    """Ports that only count, for a model whose message-passing modules are fewer than its
-    hops (``graphloc_hops``: a conv called several times, a K-step propagation, a K-hop
-    conv). PyG's ``get_num_hops`` counts those modules, and PGExplainer and
-    AttentionExplainer cut a node's explanation to that many hops: the farther edges were
-    dropped without a word. The ports are never called and hold nothing; they take the
-    flow (as it is now) and explainability of the model's first conv with a port, whose
-    own port takes the mask. Build them last in ``__init__``, after the model's convs."""
-    ports = torch.nn.ModuleList()
+def add_hop_ports(model: torch.nn.Module) -> None:
+    """Ports that only count (``model.explain_hops``), for a model whose message-passing
+    modules are fewer than its hops (``graphloc_hops``: a conv called several times, a
+    K-step propagation, a K-hop conv). PyG's ``get_num_hops`` counts those modules, and
+    PGExplainer and AttentionExplainer cut a node's explanation to that many hops: the
+    farther edges were dropped without a word. The ports are never called and hold
+    nothing; they take the flow (as it is now) and explainability of the model's first
+    conv with a port, whose own port takes the mask. Call it last in ``__init__``, after
+    the model's convs; a model that needs none gets none."""
     port_class, hops = _port_class(), getattr(model, "graphloc_hops", None)
     anchor = next((m for m in model.modules() if "explain_port" in m._modules), None)
     if port_class is None or hops is None or anchor is None:
-        return ports
+        return
     from torch_geometric.nn import MessagePassing
-    counted = sum(isinstance(module, MessagePassing) for module in model.modules())
-    for _ in range(hops - counted):
+    missing = hops - sum(isinstance(module, MessagePassing) for module in model.modules())
+    if missing <= 0:
+        return
+    model.explain_hops = torch.nn.ModuleList()
+    for _ in range(missing):
         port = port_class(f"{type(anchor).__name__} (hop count)", type(anchor).explainable)
         port.flow = getattr(anchor, "flow", "source_to_target")
-        ports.append(port)
-    return ports
+        model.explain_hops.append(port)
 
 
 def conv_classes() -> list[type]:

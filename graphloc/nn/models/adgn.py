@@ -10,7 +10,7 @@ from torch import Tensor
 from graphloc.checks import check_flags
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv import AntiSymmetricConv, GCNConv, SimpleConv
-from graphloc.nn.conv._base import hop_ports
+from graphloc.nn.conv._base import add_hop_ports
 from graphloc.nn.conv._utils import check_dropouts, check_input, check_sizes
 from graphloc.nn.dropout import Dropout
 
@@ -76,7 +76,7 @@ class ADGN(ModelCapabilities, torch.nn.Module):
                 bound = 1 / math.sqrt(hidden_channels)
                 torch.nn.init.uniform_(conv.bias, -bound, bound)
         self.readout = torch.nn.Linear(hidden_channels, out_channels)
-        self.explain_hops = hop_ports(self)  # (one shared conv, num_layers Euler steps)
+        add_hop_ports(self)  # (one shared conv, num_layers Euler steps)
 
     @property
     def graphloc_hops(self) -> int:

@@ -13,7 +13,7 @@ from graphloc.checks import check_choice, check_flags, check_int, is_int_at_leas
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv import GATConv, GCNConv, GINConv, SAGEConv
-from graphloc.nn.conv._base import ConvModule, explain_mask, hop_ports, refuse_added_loops
+from graphloc.nn.conv._base import ConvModule, add_hop_ports, explain_mask, refuse_added_loops
 from graphloc.nn.conv._inputs import ConvInputs
 from graphloc.nn.conv._utils import (
     as_graph,
@@ -91,7 +91,7 @@ class GNN(ModelCapabilities, torch.nn.Module):
         self.norms = torch.nn.ModuleList(make_norm(w) for w in widths[1:-1])
         self.act = ACTIVATIONS[act]()
         self.dropout = Dropout(dropout)
-        self.explain_hops = hop_ports(self)
+        add_hop_ports(self)
 
     def reset_parameters(self) -> None:
         for module in [*self.convs, *self.norms]:
@@ -218,7 +218,7 @@ class DAGNN(ModelCapabilities, ConvModule):
     ``Prop`` (a PyG ``MessagePassing``) is: an explainer's edge mask scales every step's
     messages (the self-loops weighing 1), and ``get_embeddings`` reads the output, which is
     ``Prop``'s. Unlike the official model, ``get_num_hops`` counts K, not 1
-    (``hop_ports``), so PGExplainer keeps a node's K-hop edges.
+    (``add_hop_ports``), so PGExplainer keeps a node's K-hop edges.
     """
 
     explainable = True  # applies an explainer's edge mask (PyG's explain mode)
@@ -235,7 +235,7 @@ class DAGNN(ModelCapabilities, ConvModule):
         self.lin2 = torch.nn.Linear(hidden_channels, out_channels)
         self.gate = torch.nn.Linear(out_channels, 1)
         self.dropout = Dropout(dropout)
-        self.explain_hops = hop_ports(self)
+        add_hop_ports(self)
 
     def reset_parameters(self) -> None:
         for lin in (self.lin1, self.lin2, self.gate):

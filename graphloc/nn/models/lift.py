@@ -10,7 +10,7 @@ from torch import Tensor
 from graphloc.checks import check_flags
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
-from graphloc.nn.conv._base import hop_ports
+from graphloc.nn.conv._base import add_hop_ports
 from graphloc.nn.conv._utils import (
     as_graph,
     check_ball_sizes,
@@ -94,7 +94,7 @@ class LiftGCN(ModelCapabilities, torch.nn.Module):
             LiftBlock(hidden_channels, dropout) for _ in range(num_layers)) if residual \
             else None
         self.lin_out = torch.nn.Linear(2 * hidden_channels, out_channels)
-        self.explain_hops = hop_ports(self)  # one LiftConv, num_layers hops
+        add_hop_ports(self)  # one LiftConv, num_layers hops
 
     def reset_parameters(self) -> None:
         for module in [self.lin_in, self.norm_in, self.conv, self.lin_out,
