@@ -13,6 +13,7 @@ from torch_geometric.nn import MessagePassing
 
 from graphloc.influence import measure, total_influence
 from graphloc.nn import GNN, GATConv, GCNConv, Unconvertible, from_pyg
+from graphloc.nn.conv import sage as gl_sage
 
 
 @pytest.fixture(autouse=True)
@@ -1128,20 +1129,23 @@ def test_pygs_basis_decomposition_becomes_graphlocs(make):
     assert all(conv._message_forward_hooks for conv in model.conv1.convs)
 
 
-def test_a_basis_wrapper_that_does_not_convert_is_kept_whole_and_still_weighs():
-    """A copy with another message hook, or a conv graphloc cannot weigh per edge
-    (FiLMConv): PyG's wrapper stays as it was (its weighting hook and edge-type weights
-    back in place), reported, with PyG's outputs."""
-    model, example = _basis_model(lambda: pyg.SAGEConv(16, 12))
-    model.conv1.convs[1].register_message_forward_hook(lambda module, inputs, out: out * 2)
-    film, film_example = _basis_model(lambda: pyg.FiLMConv(16, 12))
-    for original, probe, reason in [(model, example, "message_forward_hooks"),
-                                    (film, film_example, "FiLMConv cannot weigh its messages")]:
-        want = original(*probe)
-        with pytest.warns(UserWarning, match=f"conv1: .*{reason}"):
-            ours = from_pyg(original, example=probe)
+def test_a_basis_wrapper_that_does_not_convert_is_kept_whole_and_still_weighs(monkeypatch):
+    """A copy with another message hook, or whose graphloc twin cannot weigh its messages
+    per edge (here SAGEConv made so): PyG's wrapper stays as it was (its weighting hook
+    and edge-type weights back in place), reported, with PyG's outputs."""
+    hooked, example = _basis_model(lambda: pyg.SAGEConv(16, 12))
+    hooked.conv1.convs[1].register_message_forward_hook(lambda module, inputs, out: out * 2)
+    plain, _ = _basis_model(lambda: pyg.SAGEConv(16, 12))
+    for original, reason in [(hooked, "message_forward_hooks"),
+                             (plain, "SAGEConv cannot weigh its messages")]:
+        want = original(*example)
+        with monkeypatch.context() as patch:
+            if original is plain:
+                patch.setattr(gl_sage.SAGEConv, "explainable", False)
+            with pytest.warns(UserWarning, match=f"conv1: .*{reason}"):
+                ours = from_pyg(original, example=example)
         assert type(ours.conv1).__module__.startswith("torch_geometric")
         assert all(hasattr(conv, "edge_type_weight") for conv in ours.conv1.convs)
-        got = ours(*probe)
+        got = ours(*example)
         for key in want:
             torch.testing.assert_close(got[key], want[key])

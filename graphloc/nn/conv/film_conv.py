@@ -12,7 +12,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_int
 from graphloc.nn import aggr as aggregations
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask, masked_messages
 from graphloc.nn.conv._inputs import check_flow, read_inputs, relation_types
 from graphloc.nn.conv._utils import (
     check_networks,
@@ -75,10 +75,17 @@ class FiLMConv(ConvModule):
         [E]`` in the graph's edge order (an adjacency's storage order). output:
         ``[N_dst, out_channels]``.
 
+    An explainer's edge mask (PyG's explain mode) scales each edge's message, as PyG's does
+    with one relation; with several, PyG's per-relation propagations count fewer messages
+    than the mask has entries and fail, where graphloc's scales each edge's message within
+    its relation's aggregation (a masked call takes the per-edge messages).
+
     Differences from PyG's: an ``edge_type`` outside ``[0, R)`` is an error naming the value
     (PyG's loop over relations skips those edges without a word); ``num_relations=0`` is
     refused (PyG's fails at the first call). docs/models.md lists these.
     """
+
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
 
     def __init__(self, in_channels: int | tuple[int, int], out_channels: int,
                  num_relations: int = 1, nn: torch.nn.Module | None = None, act=_RELU,
@@ -130,18 +137,20 @@ class FiLMConv(ConvModule):
                              "term read them (got a pair (x_src, None))")
         # every map called in PyG's order: lazy maps draw their weights at their first call
         out = self._modulated(self._film(self.film_skip, x_dst), self.lin_skip(x_dst))
+        mask = explain_mask(self, inputs)
         if self.num_relations == 1:  # (edge_type not read, as PyG's)
-            graphs = (inputs.graph,)
+            graphs, masks = (inputs.graph,), (mask,)
         else:
             edge_type = relation_types(self, inputs, edge_type, self.num_relations)
             graphs = inputs.graph.relation_subgraphs(edge_type, self.num_relations)
+            masks = _relation_masks(mask, edge_type, self.num_relations)
         num_dst = out.size(0)
-        for graph, film, lin in zip(graphs, self.films, self.lins, strict=True):
+        for graph, mask, film, lin in zip(graphs, masks, self.films, self.lins, strict=True):
             beta, gamma = self._film(film, x_dst)
             h = lin(x_src)
             if graph.num_nodes > num_dst:  # traced: a last row for the other relations' edges
                 beta, gamma = (F.pad(t, (0, 0, 0, 1)) for t in (beta, gamma))
-            out = out + self._aggregate(graph, gamma, beta, h)[:num_dst]
+            out = out + self._aggregate(graph, gamma, beta, h, mask)[:num_dst]
         return inputs.node_output(out)
 
     def _film(self, film: torch.nn.Module, x_dst: Tensor) -> tuple[Tensor, Tensor]:
@@ -160,12 +169,15 @@ class FiLMConv(ConvModule):
         out = gamma * h + beta
         return out if self.act is None else self.act(out)
 
-    def _aggregate(self, graph, gamma: Tensor, beta: Tensor, h: Tensor) -> Tensor:
-        """The aggregation over each destination's edges of ``act(gamma_i * h_j + beta_i)``:
-        one kernel for ReLU with a sum or mean, else the per-edge messages."""
+    def _aggregate(self, graph, gamma: Tensor, beta: Tensor, h: Tensor,
+                   mask: Tensor | None) -> Tensor:
+        """The aggregation over each destination's edges of ``act(gamma_i * h_j + beta_i)``,
+        each message times its entry of an explainer's ``mask`` (``graph``'s edge order)
+        where one is set: one kernel for ReLU with a sum or mean, else the per-edge
+        messages."""
         kind = type(self.aggr_module)
-        if _is_relu(self.act) and kind in (aggregations.SumAggregation,
-                                           aggregations.MeanAggregation):
+        if mask is None and _is_relu(self.act) and kind in (aggregations.SumAggregation,
+                                                            aggregations.MeanAggregation):
             summed = ops.film_sum(graph, gamma, beta, h)
             return mean_of_sums(graph, summed) if kind is aggregations.MeanAggregation \
                 else summed
@@ -175,11 +187,21 @@ class FiLMConv(ConvModule):
             beta.index_select(0, destinations)
         if self.act is not None:
             messages = self.act(messages)
+        messages = masked_messages(messages, graph, mask)
         return self.aggr_module(aggregations.per_edge(ordered), messages)
 
     def __repr__(self) -> str:  # PyG's
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
                 f"num_relations={self.num_relations})")
+
+
+def _relation_masks(mask: Tensor | None, edge_type: Tensor, num_relations: int) -> list:
+    """An explainer's mask on each relation's subgraph (``relation_subgraphs``): the
+    relation's entries in their order, or under ``torch.compile`` every entry (each
+    subgraph keeps every edge, the others' sent to a row that is dropped)."""
+    if mask is None or torch.compiler.is_compiling():
+        return [mask] * num_relations
+    return [mask[edge_type == r] for r in range(num_relations)]
 
 
 def _is_relu(act) -> bool:

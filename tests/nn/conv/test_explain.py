@@ -235,6 +235,11 @@ EXPLAINABLE = [
                                           add_self_loops=False),
      lambda: pyg.EGConv(6, 8, ["sum", "var"], num_heads=2, add_self_loops=False), None,
      False),
+    ("film", lambda: gl.FiLMConv(6, 5), lambda: pyg.FiLMConv(6, 5), None, False),
+    ("film-sum-linear", lambda: gl.FiLMConv(6, 5, aggr="sum", act=None),
+     lambda: pyg.FiLMConv(6, 5, aggr="sum", act=None), None, False),
+    ("film-max", lambda: gl.FiLMConv(6, 5, aggr="max"), lambda: pyg.FiLMConv(6, 5, aggr="max"),
+     None, False),
     ("graph", lambda: gl.GraphConv(6, 5), lambda: pyg.GraphConv(6, 5), None, True),
     ("graph-mean", lambda: gl.GraphConv(6, 5, aggr="mean"),
      lambda: pyg.GraphConv(6, 5, aggr="mean"), None, True),
@@ -411,6 +416,30 @@ def test_relational_messages_are_masked_edge_by_edge(cls, aggr):
             if into.numel():
                 total = (mask[into, None] * x[edge_index[0, into]]).sum(0)
                 expected[i] += (total / (into.numel() if aggr == "mean" else 1)) @ conv.weight[r]
+    torch.testing.assert_close(conv(x, edge_index, edge_type), expected)
+
+
+def test_film_masks_each_edge_within_its_relation():
+    """PyG's FiLMConv with several relations cannot be explained (as RGCNConv); graphloc's
+    scales each edge's message act(gamma_r,i * W_r x_j + beta_r,i) within its relation's
+    mean, against a dense loop over the relations."""
+    torch.manual_seed(0)
+    edge_index, n = graph_with_loops(seed=3)
+    edge_type = (edge_index[0] + 2 * edge_index[1]) % 3
+    conv = gl.FiLMConv(6, 5, num_relations=3).double()
+    x = torch.randn(n, 6, dtype=torch.float64)
+    mask = torch.rand(edge_index.size(1), dtype=torch.float64)
+    set_masks(conv, mask, edge_index, apply_sigmoid=False)
+    beta, gamma = conv.film_skip(x).split(5, dim=-1)
+    expected = torch.relu(gamma * conv.lin_skip(x) + beta)
+    for r in range(3):
+        beta, gamma = conv.films[r](x).split(5, dim=-1)
+        h = conv.lins[r](x)
+        for i in range(n):
+            into = ((edge_index[1] == i) & (edge_type == r)).nonzero().flatten()
+            if into.numel():
+                messages = torch.relu(gamma[i] * h[edge_index[0, into]] + beta[i])
+                expected[i] += (mask[into, None] * messages).mean(0)
     torch.testing.assert_close(conv(x, edge_index, edge_type), expected)
 
 
@@ -646,9 +675,9 @@ def test_pg_explainer_trains_and_explains_as_on_pygs_model():
 
 def test_a_conv_that_does_not_apply_masks_is_refused_by_name():
     torch.manual_seed(0)
-    model = Net([pyg.GCNConv(6, 8), gl.FiLMConv(8, 8), pyg.SAGEConv(8, 3)])
+    model = Net([pyg.GCNConv(6, 8), gl.HypergraphConv(8, 8), pyg.SAGEConv(8, 3)])
     x, edge_index = toy_graph()
-    with pytest.raises(ValueError, match="FiLMConv does not take part"):
+    with pytest.raises(ValueError, match="HypergraphConv does not take part"):
         explanation(model, GNNExplainer(epochs=2), x, edge_index)
     # its output is no explanation: get_embeddings reads it as a PyG conv's
     embeddings = get_embeddings(model, x, edge_index)
