@@ -308,9 +308,9 @@ def test_a_conv_that_adds_loops_or_cannot_weigh_messages_is_refused_by_name():
                                     in_channels={"x": 16})
     with pytest.raises(ValueError, match="GCNConv adds self-loops.*add_self_loops=False"):
         model(*data[:2])
-    with pytest.raises(ValueError, match="HypergraphConv cannot weigh its messages edge by edge; "
+    with pytest.raises(ValueError, match="SignedConv cannot weigh its messages edge by edge; "
                                          "the graphloc convs that can: .*GATConv"):
-        gl.to_hetero_with_bases(_BasesNet(gl.HypergraphConv(16, 12)), data[3], 2)
+        gl.to_hetero_with_bases(_BasesNet(gl.SignedConv(16, 6, first_aggr=True)), data[3], 2)
 
 
 @pytest.mark.parametrize("kwargs,match", [

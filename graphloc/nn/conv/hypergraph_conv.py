@@ -11,7 +11,8 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_choice, check_flags, check_int
 from graphloc.graph import degree_power, graph_of_edges
-from graphloc.nn.conv._base import ConvModule
+from graphloc.nn.conv._base import ConvModule, explain_mask
+from graphloc.nn.conv._inputs import ConvInputs
 from graphloc.nn.conv._utils import (
     all_finite,
     can_branch_on_values,
@@ -76,7 +77,12 @@ class HypergraphConv(ConvModule):
     attention is a ``ValueError`` (PyG's builds a bias its output cannot take); a missing
     ``hyperedge_attr`` with attention, or hyperedge weights or features of another size
     than ``num_edges``, are ``ValueError`` naming them. docs/models.md lists these.
+
+    An explainer's edge mask has one entry per incidence (``hyperedge_index``'s columns)
+    and scales both of its messages, node to hyperedge and back, as PyG's explain mode.
     """
+
+    explainable = True  # applies an explainer's edge mask (PyG's explain mode)
 
     def __init__(self, in_channels: int, out_channels: int, use_attention: bool = False,
                  attention_mode: str = "node", heads: int = 1, concat: bool = True,
@@ -125,6 +131,12 @@ class HypergraphConv(ConvModule):
         h = self.lin(x).view(-1, self.heads, self.out_channels)
         alpha = self._attention(h, hyperedge_attr, to_edges, to_nodes, num_edges) \
             if self.use_attention else None
+        # an explainer's mask: one factor per incidence, on both of its messages (PyG's
+        # explain mode scales the messages of each of its two propagations)
+        mask = explain_mask(self, ConvInputs(x, x, to_edges, None, None, None))
+        if mask is not None:
+            mask = mask.to(h.dtype).view(-1, 1)
+            alpha = mask if alpha is None else alpha * mask
         # B: each hyperedge's size; D: each node's degree weighted by its hyperedges
         size_inverse = degree_power(to_edges.in_degree().to(x.dtype), -1.0)
         degree = to_nodes.weighted_in_degree(weight.index_select(0, to_nodes.edge_index[0]))

@@ -75,6 +75,12 @@ def as_layers(conv):
     return Called(conv, lambda c, x, e, w=None: c(x.view(x.size(0), 2, 3), e, w))
 
 
+def with_hyperedge_features(conv):
+    """HypergraphConv with attention, each hyperedge's features a node's row of the same
+    id (the hyperedges are the ids in edge_index[1])."""
+    return Called(conv, lambda c, x, e: c(x, e, None, x[:int(e[1].max()) + 1]))
+
+
 # (name, graphloc factory, PyG factory, edge features width or None, edge weights)
 EXPLAINABLE = [
     ("gcn", lambda: gl.GCNConv(6, 5), lambda: pyg.GCNConv(6, 5), None, True),
@@ -240,6 +246,17 @@ EXPLAINABLE = [
      lambda: pyg.FiLMConv(6, 5, aggr="sum", act=None), None, False),
     ("film-max", lambda: gl.FiLMConv(6, 5, aggr="max"), lambda: pyg.FiLMConv(6, 5, aggr="max"),
      None, False),
+    ("hypergraph", lambda: gl.HypergraphConv(6, 5), lambda: pyg.HypergraphConv(6, 5), None,
+     False),
+    ("hypergraph-attention", lambda: with_hyperedge_features(
+        gl.HypergraphConv(6, 3, use_attention=True, heads=2)),
+     lambda: with_hyperedge_features(pyg.HypergraphConv(6, 3, use_attention=True, heads=2)),
+     None, False),
+    ("hypergraph-attention-edge-mean", lambda: with_hyperedge_features(gl.HypergraphConv(
+        6, 3, use_attention=True, attention_mode="edge", heads=2, concat=False)),
+     lambda: with_hyperedge_features(pyg.HypergraphConv(
+         6, 3, use_attention=True, attention_mode="edge", heads=2, concat=False)), None,
+     False),
     ("graph", lambda: gl.GraphConv(6, 5), lambda: pyg.GraphConv(6, 5), None, True),
     ("graph-mean", lambda: gl.GraphConv(6, 5, aggr="mean"),
      lambda: pyg.GraphConv(6, 5, aggr="mean"), None, True),
@@ -675,16 +692,18 @@ def test_pg_explainer_trains_and_explains_as_on_pygs_model():
 
 def test_a_conv_that_does_not_apply_masks_is_refused_by_name():
     torch.manual_seed(0)
-    model = Net([pyg.GCNConv(6, 8), gl.HypergraphConv(8, 8), pyg.SAGEConv(8, 3)])
+    model = Net([pyg.GCNConv(6, 8), Called(gl.SignedConv(8, 4, first_aggr=True),
+                                         lambda c, x, e: c(x, e, e.flip(0))),
+                 pyg.SAGEConv(8, 3)])
     x, edge_index = toy_graph()
-    with pytest.raises(ValueError, match="HypergraphConv does not take part"):
+    with pytest.raises(ValueError, match="SignedConv does not take part"):
         explanation(model, GNNExplainer(epochs=2), x, edge_index)
     # its output is no explanation: get_embeddings reads it as a PyG conv's
     embeddings = get_embeddings(model, x, edge_index)
     first = model.conv1(x, edge_index).relu()
     torch.testing.assert_close(embeddings[1], model.conv2(first, edge_index))
     # left out on purpose, as PyG's explain = False
-    model.conv2.explain = False
+    model.conv2.conv.explain = False
     clear_masks(model)
     got = explanation(model, GNNExplainer(epochs=2), x, edge_index)
     assert got.edge_mask.shape == (edge_index.size(1),)

@@ -56,7 +56,8 @@ def test_copies_are_drawn_apart_and_take_the_convs_dtype():
 
 
 def test_a_conv_that_cannot_weigh_its_messages_is_refused():
-    with pytest.raises(ValueError, match="HypergraphConv cannot weigh its messages edge by edge"):
-        HeteroBasisConv(gl.HypergraphConv(8, 8), num_relations=2, num_bases=2)
+    with pytest.raises(ValueError, match="SignedConv cannot weigh its messages edge by edge"):
+        HeteroBasisConv(gl.SignedConv(8, 4, first_aggr=True), num_relations=2,
+                        num_bases=2)
     with pytest.raises(ValueError, match="num_bases must be an integer >= 1, got 0"):
         HeteroBasisConv(gl.SAGEConv(4, 4), num_relations=2, num_bases=0)
