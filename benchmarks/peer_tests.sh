@@ -141,16 +141,29 @@ sed -i -E -e "/^@withPackage\('pyg_lib'\)$/d" \
 echo "== PyG's transform tests (knn_graph, radius_graph, grid_sampling, rooted_subgraph)"
 pytest_summary "$work/pyg_transforms"
 
-# PyG's to_hetero tests, with graphloc's GATv2Conv, GCNConv, GINEConv, RGCNConv, SAGEConv
-# and to_hetero (PyG's, with graphloc's convs counted as message passing); the models the
+# PyG's to_hetero tests, with graphloc's GATv2Conv, GCNConv, GINEConv, RGCNConv, SAGEConv,
+# MeanAggregation (its graph-level model's pooling) and to_hetero (PyG's, with graphloc's
+# convs counted as message passing and its aggregations as pooling); the models the
 # file builds of PyG's own MessagePassing subclasses, GAT and GraphSAGE stay PyG's.
 mkdir -p "$work/pyg_hetero/test"
 cp "$pyg/test/nn/test_to_hetero_transformer.py" "$work/pyg_hetero/test/"
 cp "$pyg/test/conftest.py" "$work/pyg_hetero/test/" 2>/dev/null || true
 swap_pyg_imports graphloc.nn GATv2Conv,GCNConv,GINEConv,RGCNConv,SAGEConv,to_hetero \
   "$work/pyg_hetero/test/test_to_hetero_transformer.py"
+swap_pyg_imports graphloc.nn.aggr MeanAggregation \
+  "$work/pyg_hetero/test/test_to_hetero_transformer.py"
 echo "== PyG's to_hetero tests (test_to_hetero_transformer.py)"
 pytest_summary "$work/pyg_hetero"
+
+# PyG's to_fixed_size test, with graphloc's SumAggregation and to_fixed_size.
+mkdir -p "$work/pyg_fixed/test"
+cp "$pyg/test/nn/test_to_fixed_size_transformer.py" "$work/pyg_fixed/test/"
+swap_pyg_imports graphloc.nn.aggr SumAggregation \
+  "$work/pyg_fixed/test/test_to_fixed_size_transformer.py"
+sed -i -E 's/^from torch_geometric\.nn\.to_fixed_size_transformer import to_fixed_size$/from graphloc.nn import to_fixed_size/' \
+  "$work/pyg_fixed/test/test_to_fixed_size_transformer.py"
+echo "== PyG's to_fixed_size test (test_to_fixed_size_transformer.py)"
+pytest_summary "$work/pyg_fixed"
 
 # PyG's to_hetero_with_bases tests, with graphloc's GINEConv, RGCNConv, SAGEConv and
 # to_hetero_with_bases; the file's own MessagePassing subclass stays PyG's.

@@ -26,7 +26,7 @@ LAYERS = {
 NN_LAYERS = {
     "graphloc.nn.capabilities": 0, "graphloc.nn.aggr": 0, "graphloc.nn.dropout": 0,
     "graphloc.nn.conv": 1, "graphloc.nn.models": 2,
-    "graphloc.nn.registry": 3, "graphloc.nn.convert": 3, "graphloc.nn.to_hetero": 3,
+    "graphloc.nn.registry": 3, "graphloc.nn.convert": 3, "graphloc.nn.fx": 3,
     "graphloc.nn.summary": 3,
     "graphloc.nn": 4,
 }

@@ -83,6 +83,7 @@ from graphloc.nn.conv import (
 from graphloc.nn.conv.multi_edge import group_size_histogram
 from graphloc.nn.conv.tangnn import top_m_similar
 from graphloc.nn.convert import Unconvertible, from_pyg
+from graphloc.nn.fx import to_fixed_size, to_hetero, to_hetero_with_bases
 from graphloc.nn.models import (
     ADGN,
     DAGNN,
@@ -106,7 +107,6 @@ from graphloc.nn.models import (
 from graphloc.nn.pool import PANPooling
 from graphloc.nn.registry import MODELS, build_model, register_model
 from graphloc.nn.summary import summary
-from graphloc.nn.to_hetero import to_hetero, to_hetero_with_bases
 from graphloc.nn.unpool import knn_interpolate
 from graphloc.ops.cluster import graclus, voxel_grid
 from graphloc.ops.neighbours import fps, knn, knn_graph, nearest, radius, radius_graph
@@ -129,6 +129,6 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "EMACodebook", "hop2_tokens", "fastrp_encoding", "SGFormer", "SGFormerAttention",
            "MultiEdgeConv", "MEGAGNN", "group_size_histogram", "LAModel", "from_pyg",
            "Unconvertible", "CONVS", "MODELS", "build_model", "register_conv", "to_hetero",
-           "to_hetero_with_bases", "summary",
+           "to_hetero_with_bases", "to_fixed_size", "summary",
            "register_model", "UGT", "UGTLayer", "ForwardGNN", "LATTE", "LATTEConv", "aggr",
            "conv", "models", "LabelPropagation", "Node2Vec", "ADGN"]

@@ -1,6 +1,6 @@
 """graphloc's HeteroBasisConv: a conv's copies, each message weighed by its edge type's
 weight per copy, against a dense re-implementation (the transform around it:
-tests/nn/test_to_hetero.py)."""
+tests/nn/test_fx.py)."""
 
 import pytest
 import torch

@@ -1,4 +1,5 @@
-"""PyG's ``to_hetero`` and ``to_hetero_with_bases`` for models built of graphloc's convs.
+"""PyG's fx transforms (``to_hetero``, ``to_hetero_with_bases``, ``to_fixed_size``) for
+models built of graphloc's convs and aggregations.
 
 PyG's ``torch_geometric.nn.to_hetero`` traces a model and copies each of its convs per edge
 type, calling a copy ``conv((x_src, x_dst), edge_index)`` and aggregating the results per
@@ -11,6 +12,12 @@ PyG's with graphloc's convs counted as message passing too; everything else is P
 PyG's ``to_hetero_with_bases`` failed on them the same way. Its version here also counts
 them as message passing and wraps each in graphloc's ``HeteroBasisConv``
 (``nn.conv.hetero_basis``).
+
+PyG's transforms find a model's global pooling with ``isinstance(module, Aggregation)``,
+PyG's class: ``to_fixed_size`` left graphloc's aggregations unfixed without a word (one
+graph's batch pooled to one row, not ``batch_size``), and ``to_hetero`` pooled them per
+node type without summing the types. Here graphloc's aggregations count as global pooling
+in all three.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import inspect
 import torch
 
 from graphloc.checks import check_choice, check_int
+from graphloc.nn.aggr import Aggregation
 from graphloc.nn.conv.hetero_basis import HeteroBasisConv
 
 
@@ -40,8 +48,22 @@ def to_hetero(module: torch.nn.Module, metadata, aggr: str = "sum", input_map=No
     check_choice("to_hetero", "aggr", aggr, _AGGREGATIONS)
     import torch_geometric.nn.fx as fx
     from torch_geometric.nn import to_hetero as pyg_to_hetero
-    with _graphloc_convs_pass_messages(fx):
+    with _graphloc_modules_known(fx):
         return pyg_to_hetero(module, metadata, aggr, input_map, debug)
+
+
+def to_fixed_size(module: torch.nn.Module, batch_size: int, debug: bool = False):
+    """PyG's ``to_fixed_size(module, batch_size, debug)``: every global pooling of the
+    model, graphloc's aggregations included, called with ``dim_size=batch_size``, so a
+    batch of fewer graphs still gives ``batch_size`` rows (for static shapes)."""
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"to_fixed_size: module must be a torch.nn.Module, got "
+                        f"{type(module).__name__}")
+    check_int(batch_size, "to_fixed_size: batch_size", 1)
+    import torch_geometric.nn.fx as fx
+    from torch_geometric.nn.to_fixed_size_transformer import to_fixed_size as pyg_to_fixed
+    with _graphloc_modules_known(fx):
+        return pyg_to_fixed(module, batch_size, debug)
 
 
 def to_hetero_with_bases(module: torch.nn.Module, metadata, num_bases: int,
@@ -82,7 +104,7 @@ def to_hetero_with_bases(module: torch.nn.Module, metadata, num_bases: int,
                 return HeteroBasisConv(module, len(self.metadata[1]), self.num_bases)
             return super().init_submodule(module, target)
 
-    with _graphloc_convs_pass_messages(fx):
+    with _graphloc_modules_known(fx):
         return Transformer(module, metadata, num_bases, in_channels, input_map,
                            debug).transform()
 
@@ -135,18 +157,24 @@ def is_graphloc_conv(module: torch.nn.Module) -> bool:
 
 
 @contextlib.contextmanager
-def _graphloc_convs_pass_messages(fx):
-    """PyG's tracer decides what is message passing with ``fx.is_message_passing_op``
-    (read from the module's globals while the transform runs): for the transform, it also
-    says so of graphloc's convs."""
-    original = fx.is_message_passing_op
+def _graphloc_modules_known(fx):
+    """PyG's tracer decides what is message passing and what is global pooling with
+    ``fx.is_message_passing_op`` and ``fx.is_global_pooling_op`` (read from the module's
+    globals while a transform runs): for the transform, they also say so of graphloc's
+    convs and aggregations."""
+    passes_messages, pools = fx.is_message_passing_op, fx.is_global_pooling_op
 
     def is_message_passing_op(module, op: str, target: str) -> bool:
-        return original(module, op, target) or (
+        return passes_messages(module, op, target) or (
             op == "call_module" and is_graphloc_conv(fx.get_submodule(module, target)))
 
-    fx.is_message_passing_op = is_message_passing_op
+    def is_global_pooling_op(module, op: str, target: str) -> bool:
+        return pools(module, op, target) or (
+            op == "call_module" and isinstance(fx.get_submodule(module, target), Aggregation))
+
+    fx.is_message_passing_op, fx.is_global_pooling_op = is_message_passing_op, \
+        is_global_pooling_op
     try:
         yield
     finally:
-        fx.is_message_passing_op = original
+        fx.is_message_passing_op, fx.is_global_pooling_op = passes_messages, pools

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import graphloc.nn as gl
-from graphloc.nn.to_hetero import is_graphloc_conv
+from graphloc.nn.fx import is_graphloc_conv
 
 pyg_nn = pytest.importorskip("torch_geometric.nn")
 from torch_geometric.data import HeteroData  # noqa: E402
@@ -369,3 +369,59 @@ def test_static_graphs_an_empty_relation_and_an_unreached_type_are_pygs():
         ours = gl.to_hetero_with_bases(_BasesNet(gl.SAGEConv(16, 12)), metadata, 2,
                                        in_channels={"x": 16})
     _assert_same_model(theirs, ours, (x_dict, edge_index_dict))
+
+
+# ---- global pooling: to_fixed_size, and to_hetero's pooling over node types ----------
+
+class _Pooled(torch.nn.Module):
+    """A conv, global pooling by graph, a linear map (PyG's GraphLevelGNN of its
+    to_hetero tests)."""
+
+    def __init__(self, lib, aggr):
+        super().__init__()
+        self.conv = lib.SAGEConv((-1, -1), 8)
+        self.pool = getattr(lib.aggr, aggr)()
+        self.lin = torch.nn.Linear(8, 4)
+
+    def forward(self, x, edge_index, batch):
+        return self.lin(self.pool(self.conv(x, edge_index).relu(), batch, dim=0))
+
+
+@pytest.mark.parametrize("aggr", ["SumAggregation", "MeanAggregation", "MaxAggregation"])
+def test_to_fixed_size_pads_graphloc_pooling_to_the_batch_size(aggr):
+    """Two graphs pooled into 5 rows (the last 3 pooled from no node), as PyG's
+    to_fixed_size does with PyG's aggregations; PyG's transform left graphloc's unfixed
+    (2 rows, without a word)."""
+    gen = torch.Generator().manual_seed(0)
+    x, edge_index = torch.randn(12, 6, generator=gen), torch.randint(0, 12, (2, 30), generator=gen)
+    batch = torch.tensor([0] * 7 + [1] * 5)
+    torch.manual_seed(0)
+    theirs = _Pooled(pyg_nn, aggr)
+    theirs(x, edge_index, batch)  # (the lazy widths)
+    ours = _Pooled(gl, aggr)
+    ours(x, edge_index, batch)
+    ours.load_state_dict(theirs.state_dict())
+    want = pyg_nn.to_fixed_size(theirs, batch_size=5)(x, edge_index, batch)
+    assert want.shape == (5, 4)
+    torch.testing.assert_close(gl.to_fixed_size(ours, batch_size=5)(x, edge_index, batch), want)
+    assert pyg_nn.to_fixed_size(ours, batch_size=5)(x, edge_index, batch).shape == (2, 4)
+    with pytest.raises(ValueError, match="batch_size must be an integer >= 1, got 0"):
+        gl.to_fixed_size(ours, batch_size=0)
+
+
+def test_to_hetero_pools_graphloc_aggregations_over_the_node_types_as_pygs():
+    """A global pooling in a heterogeneous model: each node type pooled by graph, then the
+    types summed, as PyG's to_hetero does with PyG's aggregations."""
+    data = _data()
+    gen = torch.Generator().manual_seed(1)
+    batch_dict = {"paper": torch.randint(0, 3, (30,), generator=gen).sort().values,
+                  "author": torch.randint(0, 3, (20,), generator=gen).sort().values}
+    torch.manual_seed(0)
+    theirs = pyg_nn.to_hetero(_Pooled(pyg_nn, "MeanAggregation"), data.metadata())
+    ours = gl.to_hetero(_Pooled(gl, "MeanAggregation"), data.metadata())
+    want = theirs(data.x_dict, data.edge_index_dict, batch_dict)
+    ours(data.x_dict, data.edge_index_dict, batch_dict)
+    ours.load_state_dict(theirs.state_dict())
+    got = ours(data.x_dict, data.edge_index_dict, batch_dict)
+    assert isinstance(want, torch.Tensor) and want.shape == (3, 4)
+    torch.testing.assert_close(got, want)
