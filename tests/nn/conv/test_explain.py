@@ -1193,3 +1193,26 @@ def test_dagnn_is_explained_as_the_official_prop_in_pygs_explain_mode():
         torch.testing.assert_close(a, b)
     embeddings = get_embeddings(ours, x.double(), edge_index)  # the output, as Prop's
     torch.testing.assert_close(embeddings[-1], ours(x.double(), edge_index))
+
+
+@pytest.mark.parametrize("make", [lambda nn: nn.SAGEConv(6, 5),
+                                  lambda nn: nn.GATConv(6, 5, add_self_loops=False),
+                                  lambda nn: nn.GCNConv(6, 5, add_self_loops=False)],
+                         ids=["sage", "gat", "gcn"])
+def test_an_explainer_mask_and_message_weights_compose_as_pygs_hook_and_mask(make):
+    """A conv weighed per edge (to_hetero_with_bases) and explained at once: each message
+    times its weight (PyG's hook) and then its mask entry (PyG's explain mode)."""
+    torch.manual_seed(0)
+    x, edge_index = toy_graph()
+    theirs = make(pyg).double()
+    ours = make(gl).double()
+    ours.load_state_dict(theirs.state_dict())
+    gen = torch.Generator().manual_seed(3)
+    weight = torch.randn(edge_index.size(1), dtype=torch.float64, generator=gen)
+    mask = torch.randn(edge_index.size(1), dtype=torch.float64, generator=gen)
+    outs = []
+    for conv in (theirs, ours):
+        set_masks(conv, mask, edge_index, apply_sigmoid=True)
+        outs.append(weighted(conv, weight, lambda c=conv: c(x.double(), edge_index)))
+        clear_masks(conv)
+    torch.testing.assert_close(outs[1], outs[0])
