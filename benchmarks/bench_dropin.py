@@ -23,8 +23,8 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_ops import machine  # noqa: E402
-from graphs import power_law, road_like  # noqa: E402
+from bench_ops import machine, times_in_turns  # noqa: E402
+from graphs import benchmark_graph  # noqa: E402
 
 F = 64
 LAYERS = {"GCNConv": "GCNConv(F, F)", "SAGEConv": "SAGEConv(F, F)",
@@ -51,13 +51,7 @@ def run(name: str, factory: str, edge_index, graph, turns: int) -> dict:
              "graphloc, edge_index": lambda: step(ours, x, edge_index),
              "PyG, edge_index": lambda: step(theirs, x, edge_index),
              "graphloc, new equal edge_index": lambda: step(ours, x, edge_index.clone())}
-    for call in calls.values():  # warm: caches, allocator
-        call()
-    times = {key: [] for key in calls}
-    keys = list(calls)
-    for turn in range(turns):
-        for key in keys[turn % len(keys):] + keys[:turn % len(keys)]:
-            times[key].append(calls[key]())
+    times = times_in_turns(calls, turns)
     per_turn = lambda a, b: statistics.median(  # noqa: E731
         t / u for t, u in zip(times[a], times[b], strict=True))
     return {"layer": name, **{k: statistics.median(v) * 1e3 for k, v in times.items()},
@@ -72,10 +66,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=9)
     parser.add_argument("--graph", choices=("road", "power-law"), default="road")
     args = parser.parse_args()
-    torch.set_num_threads(2)
-    from graphloc.memory import retain_freed_memory
-    retain_freed_memory()
-    graph = road_like() if args.graph == "road" else power_law()
+    graph = benchmark_graph(args.graph)
     edge_index = graph.edge_index.clone()
     print(f"{args.graph} graph, {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, F = {F}, "
           f"{machine()}")

@@ -21,8 +21,8 @@ import warnings
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_ops import machine  # noqa: E402
-from graphs import power_law, road_like  # noqa: E402
+from bench_ops import machine, times_in_turns  # noqa: E402
+from graphs import benchmark_graph  # noqa: E402
 
 F = 64
 MODELS = {"GCNConv x2": ("GCNConv(F, F)", "GCNConv(F, 8)"),
@@ -64,13 +64,9 @@ def explain_seconds(model, x, edge_index, epochs: int) -> float:
 
 
 def in_turns(calls: dict, turns: int) -> dict:
-    for call in calls.values():  # warm: caches, allocator
-        call()
-    times = {key: [] for key in calls}
-    keys = list(calls)
-    for turn in range(turns):
-        for key in keys[turn % len(keys):] + keys[:turn % len(keys)]:
-            times[key].append(calls[key]())
+    """Medians of graphloc's and PyG's times, and the median of PyG's / graphloc's per
+    turn."""
+    times = times_in_turns(calls, turns)
     ratio = statistics.median(p / g for p, g in zip(times["PyG"], times["graphloc"],
                                                       strict=True))
     return {**{key: statistics.median(v) for key, v in times.items()}, "ratio": ratio}
@@ -121,10 +117,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--graph", choices=("road", "power-law"), default="road")
     args = parser.parse_args()
-    torch.set_num_threads(2)
-    from graphloc.memory import retain_freed_memory
-    retain_freed_memory()
-    graph = road_like() if args.graph == "road" else power_law()
+    graph = benchmark_graph(args.graph)
     edge_index = graph.edge_index.clone()
     x = torch.randn(graph.num_nodes, F, generator=torch.Generator().manual_seed(1))
     print(f"{args.graph} graph, {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, F = {F}, "

@@ -146,6 +146,20 @@ def machine() -> str:
             f"torch_scatter: {'yes' if HAS_TORCH_SCATTER else 'not installed'}")
 
 
+def times_in_turns(calls: dict, turns: int) -> dict[str, list[float]]:
+    """Each call's returned times over ``turns`` turns, every call once per turn and the
+    order rotating (after one warm call each: caches, allocator), so the machine's drift
+    reaches every call alike."""
+    for call in calls.values():
+        call()
+    times = {key: [] for key in calls}
+    keys = list(calls)
+    for turn in range(turns):
+        for key in keys[turn % len(keys):] + keys[:turn % len(keys)]:
+            times[key].append(calls[key]())
+    return times
+
+
 def publish(text: str, path: str | None) -> None:
     """Prints a result section and, with a path, appends it to that markdown file."""
     print(text)

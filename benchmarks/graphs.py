@@ -36,3 +36,12 @@ def power_law(num_nodes: int = 169_343, num_edges: int = 2_315_598, exponent: fl
     src = torch.multinomial(weight, num_edges, replacement=True, generator=gen)
     dst = torch.multinomial(weight, num_edges, replacement=True, generator=gen)
     return Graph(torch.stack([src, dst]), num_nodes=num_nodes)
+
+
+def benchmark_graph(name: str) -> Graph:
+    """``road_like()`` or ``power_law()`` by name ("road", "power-law"), on 2 threads with
+    freed memory retained (as the graphloc command runs), for every library alike."""
+    torch.set_num_threads(2)
+    from graphloc.memory import retain_freed_memory
+    retain_freed_memory()
+    return road_like() if name == "road" else power_law()

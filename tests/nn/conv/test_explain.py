@@ -281,11 +281,11 @@ def call(conv, x, edge_index, edge_attr, edge_weight):
     return conv(x, edge_index)
 
 
-@pytest.mark.parametrize("name,ours,theirs,edge_dim,weighted", EXPLAINABLE,
-                         ids=[c[0] for c in EXPLAINABLE])
-@pytest.mark.parametrize("apply_sigmoid", [True, False])
-def test_an_edge_mask_scales_the_messages_as_in_pyg(name, ours, theirs, edge_dim, weighted,
-                                                     apply_sigmoid):
+def twin_case(ours, theirs, edge_dim, weighted):
+    """An EXPLAINABLE case built: the two convs in float64 with PyG's weights, a graph with
+    loops, features, edge features and edge weights where the case takes them, and one
+    random factor per edge (``(ours, theirs, x, edge_index, edge_attr, edge_weight,
+    factor)``)."""
     torch.manual_seed(0)
     edge_index, n = graph_with_loops(seed=3)
     theirs = theirs().double()
@@ -296,8 +296,18 @@ def test_an_edge_mask_scales_the_messages_as_in_pyg(name, ours, theirs, edge_dim
     E = edge_index.size(1)
     edge_attr = None if edge_dim is None else \
         torch.randn(E, edge_dim, dtype=torch.float64, generator=gen)
-    weight = torch.rand(E, dtype=torch.float64, generator=gen) + 0.5 if weighted else None
-    mask = torch.randn(E, dtype=torch.float64, generator=gen)
+    edge_weight = torch.rand(E, dtype=torch.float64, generator=gen) + 0.5 if weighted else None
+    factor = torch.randn(E, dtype=torch.float64, generator=gen)
+    return ours, theirs, x, edge_index, edge_attr, edge_weight, factor
+
+
+@pytest.mark.parametrize("name,ours,theirs,edge_dim,weighted", EXPLAINABLE,
+                         ids=[c[0] for c in EXPLAINABLE])
+@pytest.mark.parametrize("apply_sigmoid", [True, False])
+def test_an_edge_mask_scales_the_messages_as_in_pyg(name, ours, theirs, edge_dim, weighted,
+                                                     apply_sigmoid):
+    ours, theirs, x, edge_index, edge_attr, weight, mask = twin_case(ours, theirs, edge_dim,
+                                                                     weighted)
     if not apply_sigmoid:
         mask = mask.sigmoid()
     results = []
@@ -354,19 +364,8 @@ def test_message_weights_scale_each_edges_messages_as_pygs_hook(name, ours, thei
     """``to_hetero_with_bases``'s path: each conv's messages times a weight per caller
     edge, against PyG's twin with the message hook; where PyG's conv adds self-loops (more
     messages than edges) graphloc's refuses, as PyG's hook does."""
-    torch.manual_seed(0)
-    edge_index, n = graph_with_loops(seed=3)
-    theirs = theirs().double()
-    ours = ours().double()
-    ours.load_state_dict(theirs.state_dict())
-    gen = torch.Generator().manual_seed(1)
-    x = torch.randn(n, 6, dtype=torch.float64, generator=gen)
-    E = edge_index.size(1)
-    edge_attr = None if edge_dim is None else \
-        torch.randn(E, edge_dim, dtype=torch.float64, generator=gen)
-    edge_weight = torch.rand(E, dtype=torch.float64, generator=gen) + 0.5 \
-        if weighted_edges else None
-    weight = torch.randn(E, dtype=torch.float64, generator=gen)
+    ours, theirs, x, edge_index, edge_attr, edge_weight, weight = twin_case(
+        ours, theirs, edge_dim, weighted_edges)
     results = []
     for conv in (theirs, ours):
         w = torch.nn.Parameter(weight.clone())
