@@ -136,10 +136,8 @@ class GCNConv(ConvModule):
             add_loops = self.add_self_loops if add_loops is None else add_loops
             # PyG's gcn_norm forgets the fill value of 2 when there are no weights
             improved = self.improved and not (self.pyg_improved_loops and edge_weight is None)
-            if edge_mask is not None and add_loops:
-                refuse_added_loops(graph.num_nodes)
-            graph, edge_weight = graph.gcn_norm(add_loops, improved, edge_weight, dtype=dtype,
-                                                edge_mask=edge_mask)
+            graph, edge_weight = masked_gcn_norm(graph, add_loops, improved, edge_weight, dtype,
+                                                 edge_mask)
             if self.cached and edge_mask is None:
                 self._cached_edge_index = (graph, edge_weight)
             return graph, edge_weight
@@ -197,11 +195,21 @@ def normalized_call_graph(inputs, edge_weight: Tensor | None, add_self_loops: bo
     if inputs.adj_layout is not None and add_self_loops:
         graph, edge_weight = with_sparse_adjacency_loops(graph, edge_weight, 1.0)
         add_self_loops = False
+    graph, weight = masked_gcn_norm(graph, add_self_loops, False, edge_weight, dtype,
+                                    edge_mask)
+    return graph, weight.to(dtype)
+
+
+def masked_gcn_norm(graph: Graph, add_self_loops: bool, improved: bool,
+                    edge_weight: Tensor | None, dtype,
+                    edge_mask: Tensor | None) -> tuple[Graph, Tensor]:
+    """``graph.gcn_norm`` with an explainer's ``edge_mask`` (or ``message_weights``) where
+    one is set: the loops it adds weigh 1, and under message weights they are refused
+    (their messages have no edge type)."""
     if edge_mask is not None and add_self_loops:
         refuse_added_loops(graph.num_nodes)
-    graph, weight = graph.gcn_norm(add_self_loops, False, edge_weight, dtype=dtype,
-                                   edge_mask=edge_mask)
-    return graph, weight.to(dtype)
+    return graph.gcn_norm(add_self_loops, improved, edge_weight, dtype=dtype,
+                          edge_mask=edge_mask)
 
 
 def clear_normalisation_cache(layer: torch.nn.Module) -> None:

@@ -15,7 +15,7 @@ import torch.utils.checkpoint
 from torch import Tensor
 
 from graphloc.checks import check_flags, check_number
-from graphloc.nn.conv._base import ConvModule, explain_mask, refuse_added_loops
+from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import ConvInputs
 from graphloc.nn.conv._utils import (
     as_graph,
@@ -23,6 +23,7 @@ from graphloc.nn.conv._utils import (
     check_sizes,
     propagate_prefix,
 )
+from graphloc.nn.conv.gcn import masked_gcn_norm
 
 
 class LiftConv(ConvModule):
@@ -82,10 +83,8 @@ class LiftConv(ConvModule):
         check_input(self, h_prev, self.channels)
         graph = as_graph(graph, h_prev)
         mask = explain_mask(self, ConvInputs(h_prev, h_prev, graph, None, None, None))
-        if mask is not None and self.add_self_loops:
-            refuse_added_loops(graph.num_nodes)
-        norm_graph, weight = graph.gcn_norm(add_self_loops=self.add_self_loops,
-                                            dtype=h_prev.dtype, edge_mask=mask)
+        norm_graph, weight = masked_gcn_norm(graph, self.add_self_loops, False, None,
+                                             h_prev.dtype, mask)
         propagated = propagate_prefix(norm_graph, weight, h_prev, num_dst)
         if h_prev2 is None:
             return self.rho * propagated

@@ -13,7 +13,7 @@ from graphloc.checks import check_choice, check_flags, check_int, is_int_at_leas
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv import GATConv, GCNConv, GINConv, SAGEConv
-from graphloc.nn.conv._base import ConvModule, add_hop_ports, explain_mask, refuse_added_loops
+from graphloc.nn.conv._base import ConvModule, add_hop_ports, explain_mask
 from graphloc.nn.conv._inputs import ConvInputs
 from graphloc.nn.conv._utils import (
     as_graph,
@@ -25,6 +25,7 @@ from graphloc.nn.conv._utils import (
     propagate_prefix,
     rows_within,
 )
+from graphloc.nn.conv.gcn import masked_gcn_norm
 from graphloc.nn.conv.registry import CONVS, check_stack
 from graphloc.nn.dropout import Dropout
 
@@ -258,10 +259,8 @@ class DAGNN(ModelCapabilities, ConvModule):
         check_input(self, x, self.lin1.in_features)
         h = self.lin2(self.dropout(torch.relu(self.lin1(self.dropout(x)))))
         mask = explain_mask(self, ConvInputs(x, x, graph, None, None, None))
-        if mask is not None:
-            refuse_added_loops(graph.num_nodes)
-        norm_graph, weight = graph.gcn_norm(add_self_loops=True, dtype=x.dtype,
-                                            edge_mask=mask)  # cached without a mask
+        norm_graph, weight = masked_gcn_norm(graph, True, False, None, x.dtype,
+                                             mask)  # cached (the mask multiplied after)
         roots = rows_within(ball_sizes, 0)  # None: every node
         out = self.gates(h[:roots]) * h[:roots]
         for k in range(self.K):
