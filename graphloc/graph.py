@@ -1080,7 +1080,9 @@ class Graph:
         ``edge_mask`` (one factor per edge, an explainer's): each weight is multiplied by
         its edge's factor after the normalisation (the degrees are the unmasked ones), as
         PyG's explain mode scales the messages; with ``add_self_loops`` every loop, old or
-        new, keeps factor 1, as PyG's mask gives the loops it adds. Not cached.
+        new, keeps factor 1, as PyG's mask gives the loops it adds. The unmasked weights
+        come from the cache and the mask is carried along a cached map of the edges, so
+        an explainer's epochs do not rebuild the graph.
         """
         check_flags("gcn_norm", add_self_loops=add_self_loops, improved=improved)
         if edge_mask is not None:  # the unmasked weights (cached), times the mask carried
