@@ -387,6 +387,27 @@ def test_message_weights_scale_each_edges_messages_as_pygs_hook(name, ours, thei
                                                   edge_weight))
 
 
+@pytest.mark.parametrize("name,ours,theirs,edge_dim,weighted_edges", EXPLAINABLE,
+                         ids=[c[0] for c in EXPLAINABLE])
+def test_a_nan_weight_reaches_what_it_reaches_in_pyg(name, ours, theirs, edge_dim,
+                                                     weighted_edges):
+    """torch semantics on the weighted path: a NaN weight on two edges makes exactly the
+    outputs NaN that it makes NaN in PyG's twin with the message hook (and a weight of 0
+    or 1e30 on two others gives PyG's numbers)."""
+    ours, theirs, x, edge_index, edge_attr, edge_weight, weight = twin_case(
+        ours, theirs, edge_dim, weighted_edges)
+    weight[5] = weight[17] = float("nan")
+    weight[9], weight[30] = 0.0, 1e30
+    try:
+        want = weighted(theirs, weight, lambda: call(theirs, x, edge_index, edge_attr,
+                                                      edge_weight))
+    except MessagesOutnumberEdges:  # (refused: the test above)
+        return
+    got = weighted(ours, weight, lambda: call(ours, x, edge_index, edge_attr, edge_weight))
+    assert bool(want.isnan().any())
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-8, equal_nan=True)
+
+
 def test_the_mask_follows_the_edges_of_an_attention_graph_sorted_otherwise():
     """GAT's graph is reordered by destination with fresh loops: each caller edge must
     still get its own mask entry, checked against a dense softmax oracle."""
