@@ -32,6 +32,8 @@ from functools import cache
 import torch
 from torch import Tensor
 
+from graphloc.nn.conv._inputs import ConvInputs
+
 
 class ConvModule(torch.nn.Module):
     """A graphloc conv: a ``torch.nn.Module`` that PyG's explainers and hop counts see as
@@ -261,6 +263,13 @@ def explain_mask(layer: torch.nn.Module, inputs) -> Tensor | None:
                                   "to_hetero_with_bases's edge_index")
         factor = weight if factor is None else factor * weight
     return inputs.edge_input(factor)
+
+
+def graph_explain_mask(layer: torch.nn.Module, graph) -> Tensor | None:
+    """``explain_mask`` of a call on one ``Graph`` as given, without a static batch or a
+    ``torch.sparse`` adjacency (LiftConv, DAGNN's propagation, HypergraphConv's
+    incidences)."""
+    return explain_mask(layer, ConvInputs(None, None, graph, None, None, None))
 
 
 def _checked_factors(name: str, factors: Tensor, num_edges: int, what: str,

@@ -131,17 +131,7 @@ class EGConv(ConvModule):
             # "symnorm", its edges every aggregator
             graph, symnorm = cached_normalisation(self, inputs, inputs.adj_values,
                                                   bases.dtype)
-        outs = []
-        for name in self.aggregators:
-            if name == "symnorm":
-                outs.append(ops.spmm(graph, bases, symnorm, reduce="sum"))
-            elif name in ("var", "std"):
-                mean = ops.spmm(graph, bases, reduce="mean")
-                variance = ops.spmm(graph, bases * bases, reduce="mean") - mean * mean
-                outs.append(variance if name == "var" else variance.clamp(min=1e-5).sqrt())
-            else:
-                outs.append(ops.spmm(graph, bases, reduce=name))
-        return torch.stack(outs, dim=1)
+        return self._reduce(graph, bases, symnorm, None)
 
     def _masked_aggregate(self, inputs, bases: Tensor, mask: Tensor) -> Tensor:
         """``_aggregate`` with each message times its edge's factor in ``mask`` (the
@@ -152,16 +142,23 @@ class EGConv(ConvModule):
         if self.add_self_loops:
             graph = fresh_self_loops(inputs.graph)
             factor = on_attention_graph(mask, pyg_loop_order(inputs.graph))
-        factor = factor.to(bases.dtype)
+        symnorm = graph.gcn_norm(False, dtype=bases.dtype)[1] \
+            if "symnorm" in self.aggregators else None
+        return self._reduce(graph, bases, symnorm, factor.to(bases.dtype))
+
+    def _reduce(self, graph, bases: Tensor, symnorm: Tensor | None,
+                factor: Tensor | None) -> Tensor:
+        """Each aggregator over ``graph`` (``symnorm``: its "symnorm" weights), each message
+        times its edge's ``factor`` where one is given, ``[N, A, B C/H]``."""
+        squared = None if factor is None else factor * factor
         outs = []
         for name in self.aggregators:
             if name == "symnorm":
-                _, symnorm = graph.gcn_norm(False, dtype=bases.dtype)
-                outs.append(ops.spmm(graph, bases, symnorm * factor, reduce="sum"))
+                weight = symnorm if factor is None else symnorm * factor
+                outs.append(ops.spmm(graph, bases, weight, reduce="sum"))
             elif name in ("var", "std"):
                 mean = ops.spmm(graph, bases, factor, reduce="mean")
-                squares = ops.spmm(graph, bases * bases, factor * factor, reduce="mean")
-                variance = squares - mean * mean
+                variance = ops.spmm(graph, bases * bases, squared, reduce="mean") - mean * mean
                 outs.append(variance if name == "var" else variance.clamp(min=1e-5).sqrt())
             else:
                 outs.append(ops.spmm(graph, bases, factor, reduce=name))

@@ -11,8 +11,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_choice, check_flags, check_int
 from graphloc.graph import degree_power, graph_of_edges
-from graphloc.nn.conv._base import ConvModule, explain_mask
-from graphloc.nn.conv._inputs import ConvInputs
+from graphloc.nn.conv._base import ConvModule, graph_explain_mask
 from graphloc.nn.conv._utils import (
     all_finite,
     can_branch_on_values,
@@ -133,7 +132,7 @@ class HypergraphConv(ConvModule):
             if self.use_attention else None
         # an explainer's mask: one factor per incidence, on both of its messages (PyG's
         # explain mode scales the messages of each of its two propagations)
-        mask = explain_mask(self, ConvInputs(x, x, to_edges, None, None, None))
+        mask = graph_explain_mask(self, to_edges)
         if mask is not None:
             mask = mask.to(h.dtype).view(-1, 1)
             alpha = mask if alpha is None else alpha * mask

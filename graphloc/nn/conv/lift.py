@@ -15,8 +15,7 @@ import torch.utils.checkpoint
 from torch import Tensor
 
 from graphloc.checks import check_flags, check_number
-from graphloc.nn.conv._base import ConvModule, explain_mask
-from graphloc.nn.conv._inputs import ConvInputs
+from graphloc.nn.conv._base import ConvModule, graph_explain_mask
 from graphloc.nn.conv._utils import (
     as_graph,
     check_input,
@@ -82,7 +81,7 @@ class LiftConv(ConvModule):
                 num_dst: int | None = None) -> Tensor:
         check_input(self, h_prev, self.channels)
         graph = as_graph(graph, h_prev)
-        mask = explain_mask(self, ConvInputs(h_prev, h_prev, graph, None, None, None))
+        mask = graph_explain_mask(self, graph)
         norm_graph, weight = masked_gcn_norm(graph, self.add_self_loops, False, None,
                                              h_prev.dtype, mask)
         propagated = propagate_prefix(norm_graph, weight, h_prev, num_dst)

@@ -13,8 +13,7 @@ from graphloc.checks import check_choice, check_flags, check_int, is_int_at_leas
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv import GATConv, GCNConv, GINConv, SAGEConv
-from graphloc.nn.conv._base import ConvModule, add_hop_ports, explain_mask
-from graphloc.nn.conv._inputs import ConvInputs
+from graphloc.nn.conv._base import ConvModule, add_hop_ports, graph_explain_mask
 from graphloc.nn.conv._utils import (
     as_graph,
     check_ball_sizes,
@@ -258,7 +257,7 @@ class DAGNN(ModelCapabilities, ConvModule):
     def _forward(self, x: Tensor, graph: Graph, ball_sizes) -> Tensor:
         check_input(self, x, self.lin1.in_features)
         h = self.lin2(self.dropout(torch.relu(self.lin1(self.dropout(x)))))
-        mask = explain_mask(self, ConvInputs(x, x, graph, None, None, None))
+        mask = graph_explain_mask(self, graph)
         norm_graph, weight = masked_gcn_norm(graph, True, False, None, x.dtype,
                                              mask)  # cached (the mask multiplied after)
         roots = rows_within(ball_sizes, 0)  # None: every node
