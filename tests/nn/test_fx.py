@@ -425,3 +425,9 @@ def test_to_hetero_pools_graphloc_aggregations_over_the_node_types_as_pygs():
     got = ours(data.x_dict, data.edge_index_dict, batch_dict)
     assert isinstance(want, torch.Tensor) and want.shape == (3, 4)
     torch.testing.assert_close(got, want)
+
+
+def test_to_fixed_size_names_a_bad_module():
+    with pytest.raises(TypeError, match="to_fixed_size: module must be a torch.nn.Module, "
+                                        "got str"):
+        gl.to_fixed_size("model", batch_size=4)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import graphloc.nn as gl
+from graphloc.nn.conv._base import message_weights
 from graphloc.nn.conv.hetero_basis import HeteroBasisConv
 
 pytest.importorskip("torch_geometric")
@@ -61,3 +62,17 @@ def test_a_conv_that_cannot_weigh_its_messages_is_refused():
                         num_bases=2)
     with pytest.raises(ValueError, match="num_bases must be an integer >= 1, got 0"):
         HeteroBasisConv(gl.SAGEConv(4, 4), num_relations=2, num_bases=0)
+
+
+def test_bad_edge_types_and_weights_are_named():
+    basis = HeteroBasisConv(gl.SAGEConv(4, 4), num_relations=3, num_bases=2)
+    x, edge_index = torch.randn(5, 4), torch.tensor([[0, 1, 2], [1, 2, 3]])
+    with pytest.raises(TypeError, match="edge_type must be an integer tensor, got "
+                                        "torch.float32"):
+        basis(torch.tensor([0.0, 1.0, 2.0]), x, edge_index)
+    with pytest.raises(ValueError, match="edge_type holds -1; indices must be >= 0"):
+        basis(torch.tensor([0, -1, 2]), x, edge_index)
+    with pytest.raises(ValueError, match="SAGEConv: the edge-type weights must be a "
+                                         "floating-point tensor, got torch.int64"):
+        with message_weights(basis.convs[0], torch.tensor([1, 2, 3])):
+            basis.convs[0](x, edge_index)
