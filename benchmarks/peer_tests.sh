@@ -176,7 +176,7 @@ echo "== PyG's to_hetero_with_bases tests (test_to_hetero_with_bases_transformer
 pytest_summary "$work/pyg_bases"
 
 # PyG's tests of what is built around convs, with graphloc's convs (GATConv, GCNConv,
-# GENConv, GINConv, GraphConv, SAGEConv) and its summary and to_hetero: the dense convs
+# GENConv, GINConv, GraphConv, SAGEConv), SGFormer, its summary and to_hetero: the dense convs
 # against the sparse ones, DeepGCN's layer, RevGNN's GroupAddRev, SAGPooling and
 # ASAPooling, get_embeddings, k-hop subgraphs, and the model summary. Left out:
 # test_sequential.py (its tracer treats only PyG's MessagePassing as a leaf, and it
@@ -186,13 +186,15 @@ for f in nn/dense/test_dense_gat_conv.py nn/dense/test_dense_gcn_conv.py \
     nn/dense/test_dense_gin_conv.py nn/dense/test_dense_graph_conv.py \
     nn/dense/test_dense_sage_conv.py nn/models/test_deepgcn.py nn/models/test_rev_gnn.py \
     nn/pool/test_asap.py nn/pool/test_sag_pool.py nn/test_model_summary.py \
-    utils/test_embedding.py utils/test_subgraph.py; do
+    nn/models/test_sgformer.py utils/test_embedding.py utils/test_subgraph.py; do
   cp "$pyg/test/$f" "$work/pyg_around/test/"
 done
 cat "$pyg/test/conftest.py" "$pyg/test/utils/conftest.py" > "$work/pyg_around/test/conftest.py"
 swap_pyg_imports graphloc.nn GATConv,GCNConv,GENConv,GINConv,GraphConv,SAGEConv,summary,to_hetero \
   "$work"/pyg_around/test/test_*.py
-echo "== PyG's tests around convs (dense convs, DeepGCN, RevGNN, SAGPool, ASAP, embeddings, subgraphs, summary)"
+sed -i 's/^from torch_geometric\.nn\.models import SGFormer$/from graphloc.nn import SGFormer/' \
+  "$work/pyg_around/test/test_sgformer.py"
+echo "== PyG's tests around convs (dense convs, DeepGCN, RevGNN, SAGPool, ASAP, SGFormer, embeddings, subgraphs, summary)"
 # (with --no-jit, test_summary_with_jit_model, which scripts a torch Sequential of Linears
 # and expects ScriptModule rows, cannot pass: deselected)
 around=()

@@ -136,6 +136,19 @@ def check_index(index, dim_size: int, name: str) -> None:
                          f"must lie in [0, {dim_size}))")
 
 
+def check_batch_vector(batch, n: int, owner: str, device=None) -> torch.Tensor:
+    """PyG's ``batch`` vector: one graph id (>= 0) per node of ``n``, as int64; None means
+    one graph (all zeros)."""
+    if batch is None:
+        return torch.zeros(n, dtype=torch.long, device=device)
+    if not isinstance(batch, torch.Tensor) or batch.dim() != 1 or batch.numel() != n:
+        got = list(batch.shape) if isinstance(batch, torch.Tensor) else type(batch).__name__
+        raise ValueError(f"{owner}: batch must be [N] = [{n}] (a graph id per node), "
+                         f"got {got}")
+    check_index(batch, 2**63 - 1, "batch")
+    return batch.long()
+
+
 def whole_numbers(t: torch.Tensor, what: str) -> torch.Tensor:
     """``t`` as int64; floats only when they are whole numbers (a cast would silently
     truncate 0.5 to 0)."""

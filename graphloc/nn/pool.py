@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_index
+from graphloc.checks import check_batch_vector
 from graphloc.nn.conv._utils import resolve_activation
 from graphloc.ops.scatter import scatter_softmax
 
@@ -77,7 +77,7 @@ class PANPooling(torch.nn.Module):
             raise ValueError(f"PANPooling: x must be [N, {self.in_channels}], got {got}")
         n = x.size(0)
         rows, cols, values = _matrix_entries(M, n)
-        batch = _checked_batch(batch, n, x.device)
+        batch = check_batch_vector(batch, n, "PANPooling", x.device)
         column_sums = values.new_zeros(n).index_add_(0, cols, values)
         score = self.beta[0] * (x * self.p).sum(-1) + self.beta[1] * column_sums
         y = self.select(score, batch, self.min_score)
@@ -164,17 +164,6 @@ def _matrix_entries(M, n: int) -> tuple[Tensor, Tensor, Tensor]:
         raise ValueError(f"PANPooling: M must hold one value per entry, got values of shape "
                          f"{list(values.shape)}")
     return rows, cols, values
-
-
-def _checked_batch(batch: Tensor | None, n: int, device) -> Tensor:
-    if batch is None:
-        return torch.zeros(n, dtype=torch.long, device=device)
-    if not isinstance(batch, Tensor) or batch.dim() != 1 or batch.numel() != n:
-        got = list(batch.shape) if isinstance(batch, Tensor) else type(batch).__name__
-        raise ValueError(f"PANPooling: batch must be [N] = [{n}] (a graph id per node), "
-                         f"got {got}")
-    check_index(batch, 2**63 - 1, "batch")
-    return batch.long()
 
 
 def _check_ratio(ratio, min_score) -> None:

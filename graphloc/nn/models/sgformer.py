@@ -35,11 +35,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_choice, check_int, check_number
+from graphloc.checks import check_choice, check_flags, check_int, check_number
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
 from graphloc.nn.conv.gcn import GCNConv
-from graphloc.nn.conv.sgformer import SGFormerAttention
+from graphloc.nn.conv.sgformer import SGFormerAttention, densify
 
 _VARIANTS = {  # the defaults each variant gives the arguments left at None
     "pyg": dict(trans_num_layers=2, trans_num_heads=1, trans_dropout=0.5, gnn_num_layers=3,
@@ -59,10 +59,19 @@ class SGFormer(ModelCapabilities, torch.nn.Module):
     concatenated (``"cat"``), then a linear classifier.
 
     ``variant`` picks the defaults and the differences listed in the module docstring:
-    ``"pyg"`` is PyG's ``SGFormer`` (same parameter names and outputs; PyG returns our
-    ``log_softmax``, we return logits like the other models), ``"citynetworks"`` the
-    City-Networks baseline. Arguments left at None take the variant's defaults. One graph
-    at a time: no ``batch`` vector.
+    ``"pyg"`` is PyG's ``SGFormer`` (same parameter names, same call, same outputs: the
+    ``log_softmax`` of the classifier, as PyG returns it), ``"citynetworks"`` the
+    City-Networks baseline (logits, as its code returns them). Arguments left at None take
+    the variant's defaults.
+
+    Call: ``model(x, edge_index)`` (or a ``Graph``) for one graph, or PyG's
+    ``model(x, edge_index, batch)`` for several (a ``NeighborLoader`` batch with
+    ``disjoint=True``, a mini-batch of graphs): each node attends to the nodes of its own
+    graph. PyG pads the graphs to the largest and lets the padding rows' keys and count
+    enter every smaller graph's attention, so a graph's outputs there depend on the other
+    graphs of the batch; ``pyg_padding=True`` reproduces those numbers, the default gives
+    each graph its own attention (the same numbers as calling the model on it alone). With
+    graphs of equal size, or one graph, the two agree.
     """
 
     #: every node attends to every node: influence is measured one seed at a time
@@ -72,7 +81,7 @@ class SGFormer(ModelCapabilities, torch.nn.Module):
                  trans_num_layers: int | None = None, trans_num_heads: int | None = None,
                  trans_dropout: float | None = None, gnn_num_layers: int | None = None,
                  gnn_dropout: float | None = None, graph_weight: float | None = None,
-                 aggregate: str = "add", variant: str = "pyg"):
+                 aggregate: str = "add", variant: str = "pyg", pyg_padding: bool = False):
         super().__init__()
         check_choice("SGFormer", "variant", variant, _VARIANTS)
         given = dict(trans_num_layers=trans_num_layers, trans_num_heads=trans_num_heads,
@@ -88,9 +97,10 @@ class SGFormer(ModelCapabilities, torch.nn.Module):
         check_number("SGFormer", "graph_weight", args["graph_weight"])
         if not math.isfinite(args["graph_weight"]):
             raise ValueError(f"SGFormer: graph_weight must be finite, got {args['graph_weight']}")
+        check_flags("SGFormer", pyg_padding=pyg_padding)
         if aggregate not in ("add", "cat"):
             raise ValueError(f"aggregate must be 'add' or 'cat', got {aggregate!r}")
-        self.in_channels, self.variant = in_channels, variant
+        self.in_channels, self.variant, self.pyg_padding = in_channels, variant, pyg_padding
         official = variant == "citynetworks"
         self.trans_conv = _GlobalBranch(in_channels, hidden_channels, args["trans_num_layers"],
                                         args["trans_num_heads"], args["trans_dropout"],
@@ -105,13 +115,27 @@ class SGFormer(ModelCapabilities, torch.nn.Module):
         for module in (self.trans_conv, self.graph_conv, self.fc):
             module.reset_parameters()
 
-    def forward(self, x: Tensor, graph) -> Tensor:
+    @property
+    def params1(self) -> list:
+        """The global branch's parameters (PyG's attribute: the official code gives them
+        their own optimizer group and weight decay)."""
+        return list(self.trans_conv.parameters())
+
+    @property
+    def params2(self) -> list:
+        """The GCN branch's and the classifier's parameters (PyG's attribute)."""
+        return [*self.graph_conv.parameters(), *self.fc.parameters()]
+
+    def forward(self, x: Tensor, graph, batch: Tensor | None = None) -> Tensor:
         check_input(self, x, self.in_channels)
         graph = as_graph(graph, x)
-        global_out, local_out = self.trans_conv(x), self.graph_conv(x, graph)
+        global_out = self.trans_conv(x, batch, self.pyg_padding)
+        local_out = self.graph_conv(x, graph)
         if self.aggregate == "add":
-            return self.fc(self.graph_weight * local_out + (1 - self.graph_weight) * global_out)
-        return self.fc(torch.cat([global_out, local_out], dim=1))
+            out = self.fc(self.graph_weight * local_out + (1 - self.graph_weight) * global_out)
+        else:
+            out = self.fc(torch.cat([global_out, local_out], dim=1))
+        return out if self.variant == "citynetworks" else F.log_softmax(out, dim=-1)
 
 
 def _reset_all(*module_lists) -> None:
@@ -137,10 +161,20 @@ class _GlobalBranch(torch.nn.Module):
     def reset_parameters(self) -> None:
         _reset_all(self.fcs, self.attns, self.bns)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, batch: Tensor | None, pyg_padding: bool) -> Tensor:
+        """One graph (``batch`` None), each graph of ``batch`` on its own, or with
+        ``pyg_padding`` PyG's layers on the zero-padded dense batch, padding rows included
+        (they are computed alongside and dropped at the end, as in PyG)."""
+        if batch is None or not pyg_padding:
+            return self._layers(x, lambda attn, h: attn(h, batch=batch))
+        dense, real, rows = densify(x, batch, "SGFormer")
+        return self._layers(dense, lambda attn, h: attn(h, real))[rows]
+
+    def _layers(self, x: Tensor, attend) -> Tensor:
         x = ops.dropout(F.relu(self.bns[0](self.fcs[0](x))), self.dropout, self.training)
         for attn, norm in zip(self.attns, self.bns[1:], strict=True):
-            x = ops.dropout(self.act(norm((attn(x) + x) / 2)), self.dropout, self.training)
+            x = ops.dropout(self.act(norm((attend(attn, x) + x) / 2)), self.dropout,
+                            self.training)
         return x
 
 

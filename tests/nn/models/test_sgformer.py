@@ -28,7 +28,7 @@ def test_sgformer_matches_pyg(aggregate):
     ours, theirs = ours.eval(), theirs.eval()  # float32: PyG's attention fails in float64
     x = torch.randn(40, 5)
     x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
-    out1 = ours(x1, Graph(edge_index, 40)).log_softmax(-1)
+    out1 = ours(x1, Graph(edge_index, 40))  # PyG's log_softmax outputs, as they are
     out2 = theirs(x2, edge_index, torch.zeros(40, dtype=torch.long))
     torch.testing.assert_close(out1, out2, rtol=1e-4, atol=1e-5)
     grad = torch.randn_like(out1)
@@ -36,6 +36,127 @@ def test_sgformer_matches_pyg(aggregate):
     g2 = torch.autograd.grad(out2, [x2, *theirs.parameters()], grad)
     for a, b in zip(g1, g2, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def _pyg_twins(seed=0, **kwargs):
+    torch.manual_seed(seed)
+    kwargs = dict(trans_num_layers=2, trans_num_heads=2, gnn_num_layers=2) | kwargs
+    theirs = PyGSGFormer(5, 8, 3, **{k: v for k, v in kwargs.items() if k != "pyg_padding"})
+    ours = SGFormer(5, 8, 3, **kwargs)
+    ours.load_state_dict(theirs.state_dict(), strict=True)
+    for module in theirs.modules():  # non-trivial norms, so every term is exercised
+        if isinstance(module, torch.nn.BatchNorm1d):
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 2.0)
+    ours.load_state_dict(theirs.state_dict(), strict=True)
+    return ours.eval(), theirs.eval()  # float32: PyG's attention fails in float64
+
+
+def _graphs(sizes, seed=0):
+    """Disjoint random graphs of ``sizes`` nodes as one edge_index, and a batch vector
+    listing the nodes graph by graph, then shuffled (PyG's call takes any order)."""
+    parts, start = [], 0
+    for i, n in enumerate(sizes):
+        parts.append(random_edge_index(n, 3 * n, seed=seed + i) + start)
+        start += n
+    batch = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
+    perm = torch.randperm(start, generator=torch.Generator().manual_seed(seed))
+    inverse = torch.empty_like(perm)
+    inverse[perm] = torch.arange(start)
+    return inverse[torch.cat(parts, 1)], batch[perm], perm
+
+
+def test_a_batch_of_graphs_is_pygs_call_and_each_graph_attends_to_itself():
+    ours, theirs = _pyg_twins()
+    sizes = [7, 12, 1, 9]
+    edge_index, batch, perm = _graphs(sizes)
+    x = torch.randn(sum(sizes), 5)
+    out = ours(x, edge_index, batch)
+    # the oracle: PyG's model on each graph alone (one graph: no padding in PyG either)
+    for g in range(len(sizes)):
+        nodes = (batch == g).nonzero().view(-1)
+        keep = (batch[edge_index[0]] == g)
+        local = torch.full((x.size(0),), -1, dtype=torch.long)
+        local[nodes] = torch.arange(nodes.numel())
+        alone = theirs(x[nodes], local[edge_index[:, keep]],
+                       torch.zeros(nodes.numel(), dtype=torch.long))
+        torch.testing.assert_close(out[nodes], alone, rtol=1e-4, atol=1e-5)
+    for group in ("params1", "params2"):  # PyG's optimizer groups, in its order
+        pairs = zip(getattr(ours, group), getattr(theirs, group), strict=True)
+        assert all(torch.equal(a, b) for a, b in pairs)  # the same weights, in PyG's order
+    # graphs of one size: PyG's padding is empty, so its batched call agrees too
+    edge_index, batch, _ = _graphs([6, 6, 6], seed=5)
+    x = torch.randn(18, 5)
+    torch.testing.assert_close(ours(x, edge_index, batch), theirs(x, edge_index, batch),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_pyg_padding_gives_pygs_numbers_for_graphs_of_different_sizes():
+    ours, theirs = _pyg_twins(pyg_padding=True)
+    sizes = [7, 12, 1, 9]
+    edge_index, batch, _ = _graphs(sizes, seed=2)
+    x = torch.randn(sum(sizes), 5, requires_grad=True)
+    x2 = x.detach().clone().requires_grad_()
+    out, expected = ours(x, edge_index, batch), theirs(x2, edge_index, batch)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
+    grad = torch.randn_like(out)
+    g1 = torch.autograd.grad(out, [x, *ours.parameters()], grad)
+    g2 = torch.autograd.grad(expected, [x2, *theirs.parameters()], grad)
+    for a, b in zip(g1, g2, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    # and the padding matters there: each graph on its own gives other numbers
+    ours.pyg_padding = False
+    assert not torch.allclose(ours(x, edge_index, batch), expected, atol=1e-3)
+
+
+def test_attention_takes_pygs_dense_call_with_zero_rows_and_a_mask():
+    from torch_geometric.nn.attention import SGFormerAttention as PyGAttention
+    torch.manual_seed(0)
+    theirs = PyGAttention(6, heads=2, head_channels=4)
+    ours = SGFormerAttention(6, heads=2, head_channels=4)
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(3, 5, 6)
+    x[0, 2] = 0  # a zero row: bias-free projections make its q and k exactly 0
+    mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 0, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    for m in (None, mask):
+        torch.testing.assert_close(ours(x, m), theirs(x.clone(), m), rtol=1e-5, atol=1e-6)
+    # [N, channels] with a batch vector: each graph alone, whatever the order of its rows
+    flat, batch = x[mask], torch.arange(3).repeat_interleave(mask.sum(1))
+    perm = torch.randperm(flat.size(0))
+    out = ours(flat[perm], batch=batch[perm])
+    alone = torch.cat([ours(x[g, mask[g]]) for g in range(3)])
+    torch.testing.assert_close(out, alone[perm])
+    torch.testing.assert_close(ours(x[0, :4]), theirs(x[:1, :4].clone())[0])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda a: a(torch.randn(5, 6), batch=torch.zeros(4, dtype=torch.long)),
+     r"batch must be \[N\] = \[5\]"),
+    (lambda a: a(torch.randn(5, 6), batch=torch.tensor([0, 0, -1, 1, 1])),
+     "batch holds -1"),
+    (lambda a: a(torch.randn(5, 6), batch=torch.zeros(5)), "batch must be an integer"),
+    (lambda a: a(torch.randn(2, 5, 6), torch.ones(2, 4, dtype=torch.bool)),
+     r"mask must be \[B, N\] = \[2, 5\]"),
+    (lambda a: a(torch.randn(5, 6), torch.ones(5, dtype=torch.bool)), "mask goes with"),
+    (lambda a: a(torch.randn(2, 5, 6), batch=torch.zeros(10, dtype=torch.long)),
+     "batch goes with"),
+    (lambda a: a(torch.randn(5, 7)), r"x must be \[N, 6\] or \[B, N, 6\], got \[5, 7\]"),
+])
+def test_attention_bad_input_is_named(call, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        call(SGFormerAttention(6, heads=2, head_channels=4))
+
+
+def test_empty_graph_ids_and_empty_inputs():
+    attn = SGFormerAttention(6, heads=1, head_channels=4)
+    x = torch.randn(6, 6, requires_grad=True)
+    gaps = torch.tensor([0, 0, 5, 5, 5, 9])  # ids 1 to 4 and 6 to 8 hold no node
+    out = attn(x, batch=gaps)
+    torch.testing.assert_close(out, attn(x, batch=torch.tensor([0, 0, 1, 1, 1, 2])))
+    out.sum().backward()
+    assert torch.isfinite(x.grad).all()
+    assert attn(torch.randn(0, 6), batch=torch.zeros(0, dtype=torch.long)).shape == (0, 4)
+    assert attn(torch.randn(0, 6)).shape == (0, 4)
 
 
 def test_sgformer_registered_trains_and_bad_input():
