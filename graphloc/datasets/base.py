@@ -144,6 +144,28 @@ class NodeDataset:
                     train_mask=self.train_mask, val_mask=self.val_mask,
                     test_mask=self.test_mask)
 
+    # PyG's one-graph dataset protocol (``data = dataset[0]``, ``len(dataset)``, iteration,
+    # PyG's DataLoader), as PyG's InMemoryDataset of one graph answers it
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, idx):
+        """``dataset[0]`` (or ``[-1]``): the graph as a PyG ``Data`` (:meth:`to_pyg`)."""
+        if isinstance(idx, torch.Tensor) and idx.dim() == 0 and not idx.is_floating_point() \
+                and idx.dtype != torch.bool:
+            idx = int(idx)  # PyG takes a 0-dim integer tensor as an index
+        if isinstance(idx, bool) or not isinstance(idx, (int, np.integer)):
+            raise TypeError(f"{self.name}: a NodeDataset holds one graph; index it with 0, "
+                            f"got {type(idx).__name__}")
+        if idx not in (0, -1):
+            raise IndexError(f"{self.name}: a NodeDataset holds one graph; index 0, got {idx}")
+        return self.to_pyg()
+
+    @property
+    def num_node_features(self) -> int:
+        """PyG's name for :attr:`num_features`."""
+        return self.num_features
+
 
 def check_labels_and_splits(dataset, n: int, unlabelled: bool = False,
                             node: str = "node") -> None:

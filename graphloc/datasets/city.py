@@ -10,6 +10,7 @@ and split sizes) before it is moved into place; splits come as ids and as masks.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import hashlib
 import json
@@ -23,6 +24,7 @@ import warnings
 
 import torch
 
+from graphloc.checks import check_flags
 from graphloc.datasets.base import NodeDataset, class_labels, split_ids
 from graphloc.datasets.osm import BUILDER_VERSION
 from graphloc.graph import Graph
@@ -49,14 +51,34 @@ class CityNetwork(NodeDataset):
             1.0), package data.
         augmented (bool, default True): 37 features (node features and the mean of the
             incident edges' features), else the 12 node features.
-        transform (callable, optional): applied to the loaded dataset.
+        transform (callable, optional): PyG's: takes the city as a PyG ``Data`` and
+            returns a ``Data`` (``torch_geometric.transforms``).
+        pre_transform (callable, optional): PyG's, applied before ``transform``.
+            Unlike PyG, which applies ``transform`` at every ``dataset[0]`` and stores
+            ``pre_transform``'s output on disk, both are applied once, at load, and the
+            dataset is their output: what ``fit``, ``measure`` and ``dataset[0]`` read
+            (a random transform is drawn once). A key they add that a NodeDataset does
+            not hold (x, edge_index, y, the splits, pos, edge_attr) is named in a warning.
         force_reload (bool, default False): re-process from the raw archive (which is
             only downloaded when absent).
+        delete_raw (bool, default False): PyG's (it deletes the extracted release files);
+            graphloc never keeps them (it reads the archive through a temporary folder),
+            so there is nothing to delete. The archive itself is kept either way.
         url (str, optional): base URL of the archives (default: the authors' release).
+
+    As PyG's ``CityNetwork``: ``len(dataset) == 1`` and ``dataset[0]`` is the PyG
+    ``Data`` (with boolean masks, where PyG's hold the release's node ids).
     """
 
     def __init__(self, root: str, name: str = "paris", augmented: bool = True,
-                 transform=None, force_reload: bool = False, url: str | None = None):
+                 transform=None, pre_transform=None, force_reload: bool = False,
+                 delete_raw: bool = False, url: str | None = None):
+        check_flags("CityNetwork", augmented=augmented, force_reload=force_reload,
+                    delete_raw=delete_raw)
+        for argument, value in (("pre_transform", pre_transform), ("transform", transform)):
+            if value is not None and not callable(value):
+                raise TypeError(f"CityNetwork: {argument} must be callable (a transform of "
+                                f"a PyG Data), got {type(value).__name__}")
         name = name.lower()
         if name not in REGISTRY:
             raise ValueError(f"unknown city {name!r}; published: {sorted(REGISTRY)}")
@@ -78,8 +100,25 @@ class CityNetwork(NodeDataset):
         super().__init__(name=name, graph=Graph(blob["edge_index"], blob["x"].size(0)),
                          x=blob["x"], y=blob["y"], train_index=blob["train_index"],
                          val_index=blob["val_index"], test_index=blob["test_index"])
-        if transform is not None:
-            transform(self)
+        self._transformed(pre_transform, transform)
+
+    def _transformed(self, *transforms) -> None:
+        """The fields replaced by those of ``transforms`` applied in turn to the city as a
+        PyG ``Data``."""
+        if all(transform is None for transform in transforms):
+            return
+        from torch_geometric.data import Data
+        data = self.to_pyg()
+        for argument, transform in zip(("pre_transform", "transform"), transforms,
+                                       strict=True):
+            if transform is not None:
+                data = transform(data)
+                if not isinstance(data, Data):
+                    raise TypeError(f"CityNetwork: {argument} returned "
+                                    f"{type(data).__name__}, not a PyG Data")
+        result = NodeDataset.from_pyg(data, self.name)
+        for field in dataclasses.fields(NodeDataset):
+            setattr(self, field.name, getattr(result, field.name))
 
     def _download(self) -> None:
         digest, expected = hashlib.sha256(), self.spec.get("sha256")

@@ -264,3 +264,28 @@ def test_load_dataset_names_a_spec_that_is_not_a_path():
     from graphloc.datasets import load_dataset
     with pytest.raises(TypeError, match="load_dataset: spec must be a path, got int"):
         load_dataset(3)
+
+
+def test_a_dataset_answers_pygs_one_graph_dataset_calls():
+    """``len``, ``dataset[0]`` (PyG's Data, also by ``-1``, a numpy or 0-dim tensor index)
+    and iteration, as PyG's InMemoryDataset of one graph; other indices refused by name."""
+    import numpy as np
+    from torch_geometric.data import Data
+    edge_index = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])
+    data = Data(x=torch.randn(4, 2), edge_index=edge_index, y=torch.tensor([0, 1, 0, 1]),
+                train_mask=torch.tensor([True, True, False, False]),
+                val_mask=torch.tensor([False, False, True, False]),
+                test_mask=torch.tensor([False, False, False, True]))
+    ds = NodeDataset.from_pyg(data, "square")
+    assert len(ds) == 1 and ds.num_node_features == 2
+    for idx in (0, -1, np.int64(0), torch.tensor(0)):
+        got = ds[idx]
+        for key in ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask"):
+            assert torch.equal(got[key], data[key]), (idx, key)
+    assert [d.num_nodes for d in ds] == [4]
+    with pytest.raises(IndexError, match="square: a NodeDataset holds one graph; index 0, "
+                                         "got 1"):
+        ds[1]
+    for bad in (0.0, True, "0", torch.tensor([0])):
+        with pytest.raises(TypeError, match="index it with 0"):
+            ds[bad]

@@ -96,6 +96,62 @@ def test_loads_like_pygs_loader(server, tmp_path, monkeypatch):
                        theirs.train_mask.sort().values)  # PyG keeps ids under *_mask
 
 
+def test_pygs_dataset_calls_give_pygs_data(server, tmp_path, monkeypatch):
+    """PyG's (and the official code's) use: positional arguments in PyG's order,
+    ``dataset[0]``, ``len``, PyG's DataLoader, transform and pre_transform on the Data;
+    against PyG's CityNetwork on the same archive with the same transforms."""
+    import torch_geometric.transforms as T
+    from torch_geometric.loader import DataLoader
+    pyg_city = pytest.importorskip("torch_geometric.datasets.city")
+    served, url, _ = server
+    (served / "paris.tar.gz").write_bytes(release_archive())
+    monkeypatch.setattr(pyg_city.CityNetwork, "url", url + "/")
+    for pre, transform in ((None, None), (T.ToUndirected(), None),
+                           (None, T.NormalizeFeatures()),
+                           (T.RemoveDuplicatedEdges(), T.AddSelfLoops())):
+        tag = f"{type(pre).__name__}-{type(transform).__name__}"
+        theirs = pyg_city.CityNetwork(str(tmp_path / "pyg" / tag), "paris", True, transform,
+                                      pre, False, False)
+        ours = CityNetwork(str(tmp_path / "ours" / tag), "paris", True, transform, pre, False,
+                           False, url=url)
+        assert len(ours) == len(theirs) == 1
+        assert ours.num_node_features == theirs.num_node_features
+        expected, data = theirs[0], ours[0]
+        for key in ("x", "edge_index", "y"):
+            assert torch.equal(data[key], expected[key]), (tag, key)
+        assert torch.equal(data.train_mask.nonzero().flatten(), expected.train_mask.sort().values)
+        # the dataset is the transforms' output for graphloc's own readers too
+        assert torch.equal(ours.x, expected.x)
+        assert torch.equal(ours.graph.edge_index, expected.edge_index)
+        batch = next(iter(DataLoader(ours, batch_size=1)))
+        assert torch.equal(batch.x, expected.x) and batch.num_graphs == 1
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"transform": 3}, TypeError, "CityNetwork: transform must be callable"),
+    ({"pre_transform": "undirected"}, TypeError, "CityNetwork: pre_transform must be callable"),
+    ({"transform": lambda data: None}, TypeError,
+     "CityNetwork: transform returned NoneType, not a PyG Data"),
+    ({"delete_raw": "yes"}, TypeError, "CityNetwork: delete_raw must be True or False"),
+])
+def test_bad_transforms_are_named(server, tmp_path, kwargs, error, message):
+    served, url, _ = server
+    (served / "paris.tar.gz").write_bytes(release_archive())
+    with pytest.raises(error, match=message):
+        CityNetwork(str(tmp_path), "paris", url=url, **kwargs)
+
+
+def test_a_transform_adding_what_a_dataset_cannot_hold_is_named(server, tmp_path):
+    served, url, _ = server
+    (served / "paris.tar.gz").write_bytes(release_archive())
+
+    def with_degree(data):
+        data.degree = torch.bincount(data.edge_index[1], minlength=data.num_nodes)
+        return data
+    with pytest.warns(UserWarning, match=r"attributes \['degree'\] are not read"):
+        CityNetwork(str(tmp_path), "paris", url=url, transform=with_degree)
+
+
 @pytest.mark.parametrize("bad,message", [
     (b"not a tarball at all", "not a readable .tar.gz archive"),
     (release_archive(node_features_augmented=torch.randn(N, 36)),
