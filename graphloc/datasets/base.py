@@ -14,8 +14,30 @@ from graphloc.checks import check_int, pyg_keys, refuse_integer_mask, whole_numb
 from graphloc.graph import Graph, networkx_node_order, pyg_data_with_edges
 
 
+class OneGraphDataset:
+    """PyG's protocol for a dataset of one graph, as PyG's ``InMemoryDataset`` answers it:
+    ``len(dataset) == 1``, ``data = dataset[0]`` (the graph as PyG data, ``to_pyg()``),
+    iteration, and so PyG's ``DataLoader``."""
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, idx):
+        """``dataset[0]`` (or ``[-1]``, a NumPy or 0-dim tensor index): ``to_pyg()``."""
+        if isinstance(idx, torch.Tensor) and idx.dim() == 0 and not idx.is_floating_point() \
+                and idx.dtype != torch.bool:
+            idx = int(idx)  # PyG takes a 0-dim integer tensor as an index
+        if isinstance(idx, bool) or not isinstance(idx, (int, np.integer)):
+            raise TypeError(f"{self.name}: a {type(self).__name__} holds one graph; index it "
+                            f"with 0, got {type(idx).__name__}")
+        if idx not in (0, -1):
+            raise IndexError(f"{self.name}: a {type(self).__name__} holds one graph; index 0, "
+                             f"got {idx}")
+        return self.to_pyg()
+
+
 @dataclass
-class NodeDataset:
+class NodeDataset(OneGraphDataset):
     """A graph with node features, labels and a train/val/test split.
 
     Splits are node-id tensors (``train_index``...) and, as properties, boolean masks
@@ -143,23 +165,6 @@ class NodeDataset:
                     edge_attr=self.edge_attr,
                     train_mask=self.train_mask, val_mask=self.val_mask,
                     test_mask=self.test_mask)
-
-    # PyG's one-graph dataset protocol (``data = dataset[0]``, ``len(dataset)``, iteration,
-    # PyG's DataLoader), as PyG's InMemoryDataset of one graph answers it
-    def __len__(self) -> int:
-        return 1
-
-    def __getitem__(self, idx):
-        """``dataset[0]`` (or ``[-1]``): the graph as a PyG ``Data`` (:meth:`to_pyg`)."""
-        if isinstance(idx, torch.Tensor) and idx.dim() == 0 and not idx.is_floating_point() \
-                and idx.dtype != torch.bool:
-            idx = int(idx)  # PyG takes a 0-dim integer tensor as an index
-        if isinstance(idx, bool) or not isinstance(idx, (int, np.integer)):
-            raise TypeError(f"{self.name}: a NodeDataset holds one graph; index it with 0, "
-                            f"got {type(idx).__name__}")
-        if idx not in (0, -1):
-            raise IndexError(f"{self.name}: a NodeDataset holds one graph; index 0, got {idx}")
-        return self.to_pyg()
 
     @property
     def num_node_features(self) -> int:

@@ -21,6 +21,7 @@ from torch import Tensor
 from graphloc.checks import check_text, pyg_keys
 from graphloc.datasets.aml import EdgeDataset
 from graphloc.datasets.base import (
+    OneGraphDataset,
     as_node_dataset,
     check_labels_and_splits,
     class_labels,
@@ -43,7 +44,7 @@ _GTN_FILES = ("edges.pkl", "labels.pkl", "node_features.pkl")
 
 
 @dataclass
-class HeteroNodeDataset:
+class HeteroNodeDataset(OneGraphDataset):
     """A heterogeneous graph with features per node type and class labels on ``target``.
 
     ``y`` has a label per ``target`` node; -1 marks a node without one, which may not sit

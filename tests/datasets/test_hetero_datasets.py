@@ -210,6 +210,13 @@ def test_fit_takes_pyg_heterodata(transactions):
     assert back.target == "account" and torch.equal(back.y, ds.y)
     assert torch.equal(back.val_index, ds.val_index.sort().values)
     assert back.graph.metadata() == ds.graph.metadata()
+    # PyG's one-graph dataset calls: ds[0] is that HeteroData, and PyG's loader batches it
+    from torch_geometric.loader import DataLoader
+    assert len(ds) == 1 and torch.equal(ds[0]["account"].y, ds.y)
+    batch = next(iter(DataLoader(ds, batch_size=1)))
+    assert batch.num_graphs == 1 and torch.equal(batch["account"].x, ds.x["account"])
+    with pytest.raises(IndexError, match="a HeteroNodeDataset holds one graph; index 0"):
+        ds[2]
 
 
 @pytest.mark.parametrize("field, value, message", [
