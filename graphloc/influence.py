@@ -1032,12 +1032,12 @@ def _batched_influence(model, call: _ModelCall, x, graph: Graph, nodes: Tensor,
         while start < len(nodes):
             count = min(step, _FIRST_BATCH) if largest is None else \
                 max(1, min(step, _PACKED_BUDGET // largest))
-            T, ball = _batch_influence(model, call, x, graph, nodes[start:start + count],
-                                       max_hops, device, prune)
+            seeds = nodes[start:start + count]
+            T, ball = _batch_influence(model, call, x, graph, seeds, max_hops, device, prune)
             largest = max(ball, largest or 1)
             rows.append(T)
-            start += count
-            bar.update(count)
+            start += len(seeds)
+            bar.update(len(seeds))  # (the last batch may hold fewer than count)
     return torch.cat(rows) if rows else torch.zeros(0, max_hops + 1, dtype=torch.float64)
 
 

@@ -1104,3 +1104,27 @@ def test_a_model_that_cannot_take_the_tensors_it_names_is_measured_without_them(
                                          r"without them, as model\(x, edge_index\)"):
         ours, _ = total_influence(model, data, 2, num_samples=10)
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-12)
+
+
+@pytest.mark.parametrize("count, batch_size", [(10, 256), (37, 8), (1, 1)])
+def test_the_progress_bar_counts_each_seed_once(monkeypatch, count, batch_size):
+    """The bar advanced by the batch size asked for, not the seeds a batch held: 10 seeds
+    showed as 264 of 10."""
+    import tqdm.auto
+    bars = []
+
+    class Recorder(tqdm.auto.tqdm):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "disable": True})
+            self.counted = 0
+            bars.append(self)
+
+        def update(self, n=1):
+            self.counted += n
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Recorder)
+    graph = Graph(random_edge_index(60, 200, seed=4), 60)
+    model = GNN("gcn", 3, 8, 2, num_layers=2)
+    influence_per_hop(model, (torch.randn(60, 3), graph), 3, torch.arange(count),
+                      batch_size=batch_size, progress=True)
+    assert [(bar.total, bar.counted) for bar in bars] == [(count, count)]
