@@ -53,7 +53,7 @@ from __future__ import annotations
 import inspect
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor
@@ -303,6 +303,7 @@ def _influence_per_hop(model: torch.nn.Module, inputs: tuple, max_hops: int, nod
         locality = _locality(model, locality)
     x, graph, values = inputs
     model, compiled = _eager(model)
+    values = _with_one_graph_batch(model, values, graph)
     call = _workable_call(model, _model_call(model, values, "the data"), x, graph)
     model, report = as_graphloc_model(model, x, graph, call) if convert else \
         (model, {"converted": False, "reason": "convert=False"})
@@ -786,6 +787,20 @@ def _model_call(model: torch.nn.Module, values: _Values, where: str) -> _ModelCa
         call = _ModelCall("pair", values)
     _warn_of_edge_values_left_out(call, where)
     return call
+
+
+def _with_one_graph_batch(model: torch.nn.Module, values: _Values, graph: Graph) -> _Values:
+    """``values`` with a ``batch`` vector of zeros where the forward requires PyG's ``batch``
+    and the data has none (PyG's ``SGFormer``, a model with a readout): each ball the model
+    runs on is then one graph, as the measurement means it. PyG's total_influence fails on
+    such a model (it calls ``model(x, edge_index)``)."""
+    signature = _forward_signature(model)
+    batch = None if signature is None else signature.parameters.get("batch")
+    if batch is None or batch.default is not inspect.Parameter.empty \
+            or "batch" in values.node or values.hetero is not None:
+        return values
+    zeros = torch.zeros(graph.num_nodes, dtype=torch.long)
+    return replace(values, node={**values.node, "batch": zeros})
 
 
 def _workable_call(model: torch.nn.Module, call: _ModelCall, x: Tensor,

@@ -220,6 +220,28 @@ def test_a_forward_gets_the_data_values_it_names_on_every_ball(make, run, method
     assert bool(result.settings["model"]["converted"]) == (make in (_Weighted, _OnData))
 
 
+def test_a_forward_that_requires_pygs_batch_gets_each_ball_as_one_graph():
+    """PyG's SGFormer requires ``batch`` (PyG's total_influence fails on it: "missing 1
+    required positional argument: 'batch'"): each ball is one graph, batch all zeros, and
+    the totals are the dense Jacobian on PyG's balls with that call. Its attention mixes
+    packed balls, so it is measured per seed, with a warning."""
+    from torch_geometric.nn.models import SGFormer as PyGSGFormer
+    data = road_data(80)
+    data.pos = torch.zeros(80, 2)  # (the oracle slices one; the model reads none)
+    torch.manual_seed(0)
+    model = PyGSGFormer(6, 8, 3, trans_num_layers=1, gnn_num_layers=1).eval()
+    seeds = torch.arange(0, 80, 11)
+    with pytest.warns(UserWarning, match="mixes the balls packed in one batch"):
+        ours = influence_per_hop(model, data, 3, seeds)
+
+    def run(x, ball):  # (PyG's attention works in float32 only)
+        zeros = torch.zeros(ball.num_nodes, dtype=torch.long)
+        return model(x.float(), ball.edge_index, zeros).double()
+    expected = _ball_oracle(run, data, 3, seeds)
+    torch.testing.assert_close(ours, expected, rtol=1e-4, atol=1e-6)
+    assert (ours[:, 3] > 0).all()  # global attention: the whole ball
+
+
 def test_a_model_of_the_features_alone_has_all_its_influence_at_hop_zero():
     """An MLP baseline (``forward(self, x)``, or a Linear's ``forward(input)``) is called
     ``model(x)``: its Jacobian at a seed is its own row's (PyG's tool failed, "takes 2
