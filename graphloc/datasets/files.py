@@ -47,9 +47,10 @@ from graphloc.datasets.base import (
 )
 from graphloc.datasets.readers import (
     DECOMPRESSION_ERRORS,
-    MAX_NODES,
+    check_vertex_count,
     compression_of,
     joined_blocks,
+    node_limit,
     open_binary,
     open_text,
     parse_integers,
@@ -242,6 +243,7 @@ def _read(path: str, fmt: str, warn_unused: bool) -> _Read:
 
 def _saved_data(path: str) -> _Read:
     data = _torch_file(path)
+    check_vertex_count(path, data.num_nodes, "its Data's")
     graph = Graph(data.edge_index, num_nodes=data.num_nodes)
     split = pyg_split(data, graph.num_nodes)
     warn_of_unread_keys(data, path, split is not None, stacklevel=caller_stacklevel() + 1)
@@ -491,7 +493,7 @@ def _edge_list(path: str, konect: str | None = None, comments: tuple = ()) -> Gr
     columns = _integer_edge_columns(path)
     low = 1 if konect else 0
     if columns is None or int(columns.edge_index.min()) < low or \
-            int(columns.edge_index.max()) > _MAX_INTEGER_ID:
+            int(columns.edge_index.max()) >= node_limit()[0]:
         return _general_edge_list(path, konect, comments)  # names the line of any error
     if columns.width > 2:
         _warn_of_extra_columns(path, columns.first_line, columns.width)
@@ -720,6 +722,7 @@ def _matrix_market(path: str) -> Graph:
     if coo.shape[0] != coo.shape[1]:
         raise ValueError(f"{path}: the adjacency must be square, got {coo.shape[0]} x "
                          f"{coo.shape[1]}")
+    check_vertex_count(path, coo.shape[0], "the matrix's")
     warn_of_weights(path, coo.data, "the entries' values")
     return Graph(torch.stack([torch.from_numpy(coo.row).long(),
                               torch.from_numpy(coo.col).long()]), num_nodes=coo.shape[0])
@@ -778,20 +781,18 @@ def _refuse_missing_ids(path: str, lines: list) -> None:
                                  f"({field!r})")
 
 
-# ids are node numbers, so the largest id sets the node count; past this the graph's arrays
-# (and a default feature matrix) cannot be allocated, and sparse ids need renumbering
-_MAX_INTEGER_ID = MAX_NODES - 1
-
-
 def _integer_edge_index(path: str, lines: list, numbers: list) -> Tensor:
-    # Python's ints first: an id past int64 overflowed torch.tensor without naming a line
+    # Python's ints first: an id past int64 overflowed torch.tensor without naming a line.
+    # Ids are node numbers, so the largest sets the node count (``node_limit``)
     low, high = min(min(pair) for pair in numbers), max(max(pair) for pair in numbers)
-    if low < 0 or high > _MAX_INTEGER_ID:
+    limit, why = node_limit()
+    if low < 0 or high >= limit:
         bad = low if low < 0 else high
         row = next(i for i, pair in enumerate(numbers) if bad in pair)
-        why = "node ids must be >= 0" if low < 0 else \
-            (f"node ids are node numbers (a graph of {bad + 1} nodes); renumber them "
-             f"0 .. N-1, or write them as names")
+        why = "node ids must be >= 0" if low < 0 else (
+            f"node ids are node numbers, so a graph of {bad + 1:,} nodes "
+            f"({len({v for pair in numbers for v in pair}):,} of them in edges), more than a "
+            f"graph can have here ({why}); renumber them 0 .. N-1, or write them as names")
         raise ValueError(f"{path}: line {lines[row][0]} has the node id {bad}: {why}")
     return torch.tensor(numbers).t()
 

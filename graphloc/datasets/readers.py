@@ -22,13 +22,28 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from graphloc.checks import caller_stacklevel, check_fits_in_memory
+from graphloc.checks import caller_stacklevel, check_fits_in_memory, physical_memory_bytes
 from graphloc.datasets.base import pyg_split
 from graphloc.graph import Graph
 
 # the most nodes a file may declare or number (2^31 - 1): a count or id past it is a sparse
 # numbering or a damaged file, whose graph arrays would not be allocated
 MAX_NODES = 2**31 - 1
+# the peak memory of a file's dataset per node: its graph, default features, labels and split
+# (measured: 6.1 GB for an edge list of 8 edges whose largest id is 49,999,999)
+BYTES_PER_NODE = 112
+
+
+def node_limit() -> tuple[int, str]:
+    """The most nodes a file's graph may have on this machine, and why: past it a sparse
+    numbering (ids kept from a larger graph, hashed user ids) or a damaged count was read
+    as that many nodes, and the process was killed for its memory without a word."""
+    memory = physical_memory_bytes()
+    if memory is None or memory // BYTES_PER_NODE > MAX_NODES:
+        return MAX_NODES, f"graphloc's graphs hold at most {MAX_NODES:,} nodes"
+    return memory // BYTES_PER_NODE, (
+        f"a dataset needs about {BYTES_PER_NODE} bytes a node, and this machine has "
+        f"{memory / 2**30:,.0f} GiB of memory")
 
 # compressed files are read through these, named by their last suffix
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
@@ -132,6 +147,7 @@ def _edges_of(path: str, matrix) -> Graph:
     if matrix.shape[0] != matrix.shape[1]:
         raise ValueError(f"{path}: the adjacency must be square, got {matrix.shape[0]} x "
                          f"{matrix.shape[1]}")
+    check_vertex_count(path, matrix.shape[0], "the adjacency's")
     coo = matrix.tocoo()
     warn_of_weights(path, coo.data, "the adjacency's values")
     return Graph(torch.stack([torch.from_numpy(coo.row.astype(np.int64)),
@@ -197,6 +213,7 @@ def _named_arrays(path: str, archive) -> tuple:
         if num_nodes.shape != () or not np.issubdtype(num_nodes.dtype, np.integer):
             raise ValueError(f"{path}: 'num_nodes' must be one integer, got {num_nodes!r}")
         num_nodes = int(num_nodes)
+        check_vertex_count(path, num_nodes, "its 'num_nodes' of")
     elif x is not None:
         num_nodes = x.size(0)
     try:
@@ -247,10 +264,13 @@ def _integers(path: str, lines: list, what: str) -> np.ndarray:
     return values
 
 
-def _check_vertex_count(path: str, count: int, whose: str) -> None:
-    if count > MAX_NODES:
-        raise ValueError(f"{path}: {whose} {count} vertices are more than graphloc's graphs "
-                         f"hold ({MAX_NODES})")
+def check_vertex_count(path: str, count: int | None, whose: str) -> None:
+    """A node count a file declares (a header, a matrix's size, a ``num_nodes``), within
+    ``node_limit``; an error naming the file, whose count it is, and why."""
+    limit, why = node_limit()
+    if count is not None and count > limit:
+        raise ValueError(f"{path}: {whose} {count:,} vertices are more than a graph can have "
+                         f"here ({why})")
 
 
 def _refuse_out_of_range(path: str, ids: np.ndarray, count: int, what: str) -> None:
@@ -354,7 +374,7 @@ def _metis_header(path: str, line: str) -> types.SimpleNamespace:
     if len(header) < 2 or len(header) > 4 or not all(t.isdigit() for t in header):
         raise ValueError(f"{path}: a METIS header is 'N M [fmt [ncon]]', got {line!r}")
     n, m = int(header[0]), int(header[1])
-    _check_vertex_count(path, n, "the header's")
+    check_vertex_count(path, n, "the header's")
     fmt = header[2].zfill(3) if len(header) > 2 else "000"
     if len(fmt) != 3 or set(fmt) - {"0", "1"}:
         raise ValueError(f"{path}: METIS's fmt has up to three digits of 0 or 1, got "
@@ -429,7 +449,7 @@ def _dimacs_problem(path: str, seen, line: str) -> None:
         raise ValueError(f"{path}: a DIMACS graph has one problem line 'p KIND N M', got "
                          f"{got}")
     n, m = int(fields[2]), int(fields[3])
-    _check_vertex_count(path, n, "the problem line's")
+    check_vertex_count(path, n, "the problem line's")
     seen.problem, seen.line = (n, m), line
 
 
@@ -512,9 +532,10 @@ def _pajek_section(path: str, number: int, line: str, count: int | None) -> tupl
     words = line[1:].split()
     name = words[0].lower() if words else ""
     if name == "vertices":
-        if len(words) < 2 or not words[1].isdigit() or int(words[1]) > MAX_NODES:
+        limit, why = node_limit()
+        if len(words) < 2 or not words[1].isdigit() or int(words[1]) > limit:
             raise ValueError(f"{path}: line {number}: '*Vertices N' needs the vertex count "
-                             f"(at most {MAX_NODES}), got {line!r}")
+                             f"(at most {limit:,}: {why}), got {line!r}")
         return "vertices", int(words[1]), 0
     if name == "network":
         return "network", count, 0

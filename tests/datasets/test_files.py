@@ -200,12 +200,91 @@ def test_edge_list_ids_too_large_for_node_numbers_are_errors(tmp_path):
     and failed in the allocator without naming the file; now the line is named."""
     (tmp_path / "osm.txt").write_text("0 1\n1 1000000000000\n")
     with pytest.raises(ValueError, match=r"osm.txt: line 2 has the node id 1000000000000: "
-                                         r"node ids are node numbers .* renumber"):
+                                         r"node ids are node numbers, so a graph of "
+                                         r"1,000,000,000,001 nodes \(3 of them in edges\).* "
+                                         r"renumber"):
         load_graph_file(str(tmp_path / "osm.txt"))
     (tmp_path / "negative.txt").write_text("0 1\n\n-3 1\n")
     with pytest.raises(ValueError, match=r"negative.txt: line 3 has the node id -3: node ids "
                                          r"must be >= 0"):
         load_graph_file(str(tmp_path / "negative.txt"))
+
+
+@pytest.mark.parametrize("name, text, what", [
+    ("ids.txt", "0 1\n1 {big}\n", r"line 2 has the node id {big}: node ids are node numbers, "
+                                   r"so a graph of {nodes} nodes \(3 of them in edges\)"),
+    ("ids.csv", "a,b\n0,1\n1,{big}\n", r"line 3 has the node id {big}"),  # the general path
+    ("out.ids", "% sym unweighted\n1 2\n2 {big}\n", r"line 3 has the node id {big}"),
+    ("ids.graph", "{big} 1\n", r"the header's {nodes} vertices are more than a graph can "
+                                r"have here"),
+    ("ids.gr", "p sp {big} 1\na 1 2\n", r"the problem line's {nodes} vertices"),
+    ("ids.net", "*Vertices {big}\n", r"'\*Vertices N' needs the vertex count \(at most "
+                                      r"9,586,980: "),
+])
+def test_a_node_count_past_the_machines_memory_is_named_before_it_is_allocated(
+        tmp_path, monkeypatch, name, text, what):
+    """Ids are node numbers and headers declare counts, so a sparse numbering (hashed user
+    ids, ids kept from a larger graph) asked for a graph of that many nodes: an edge list
+    of 4 edges with the id 10^9 had the process killed for its memory (24 GiB here), without
+    a word. With 1 GiB of memory, 9,586,980 nodes at 112 bytes a node are the most."""
+    from graphloc.datasets import readers
+    monkeypatch.setattr(readers, "physical_memory_bytes", lambda: 2**30)
+    big = 10_000_000
+    (tmp_path / name).write_text(text.format(big=big))
+    nodes = f"{big:,}" if name.endswith((".graph", ".gr")) else f"{big + 1:,}"
+    with pytest.raises(ValueError, match=what.format(big=big, nodes=nodes) +
+                       r".*112 bytes a node, and this machine has 1 GiB of memory"):
+        load_graph_file(str(tmp_path / name))
+
+
+def _write_mtx(path, n):
+    path.write_text(f"%%MatrixMarket matrix coordinate pattern general\n{n} {n} 1\n1 2\n")
+
+
+def _write_npz(path, n):
+    import numpy as np
+    np.savez(path, edge_index=np.array([[0], [1]]), num_nodes=np.array(n))
+
+
+def _write_scipy_npz(path, n):
+    import scipy.sparse as sp
+    sp.save_npz(path, sp.coo_matrix(([1.0], ([0], [1])), shape=(n, n)).tocsr())
+
+
+def _write_pt(path, n):
+    from torch_geometric.data import Data
+    torch.save(Data(edge_index=torch.tensor([[0], [1]]), num_nodes=n), path)
+
+
+@pytest.mark.parametrize("name, write, whose", [
+    ("big.mtx", _write_mtx, "the matrix's"), ("big.npz", _write_npz, "its 'num_nodes' of"),
+    ("adjacency.npz", _write_scipy_npz, "the adjacency's"), ("big.pt", _write_pt, "its Data's"),
+])
+def test_a_declared_node_count_past_the_machines_memory_is_named(tmp_path, monkeypatch, name,
+                                                                 write, whose):
+    """A matrix's size, an archive's num_nodes and a saved Data's num_nodes of 10^7 with one
+    edge (10^9 had the process killed at 24 GiB), with 1 GiB of memory."""
+    from graphloc.datasets import readers
+    monkeypatch.setattr(readers, "physical_memory_bytes", lambda: 2**30)
+    write(tmp_path / name, 10_000_000)
+    with pytest.raises(ValueError, match=f"{name}: {whose} 10,000,000 vertices are more than "
+                       r"a graph can have here \(a dataset needs about 112 bytes a node"):
+        load_graph_file(str(tmp_path / name))
+
+
+def test_the_largest_id_that_fits_the_memory_is_read(tmp_path, monkeypatch):
+    """256 MiB at 112 bytes a node: ids up to 2,396,744 (its unused ids warned of), not
+    one more."""
+    from graphloc.datasets import readers
+    monkeypatch.setattr(readers, "physical_memory_bytes", lambda: 2**28)
+    for largest in (2_396_744, 2_396_745):
+        (tmp_path / "ids.txt").write_text(f"0 1\n1 {largest}\n")
+        if largest == 2_396_745:
+            with pytest.raises(ValueError, match="a graph of 2,396,746 nodes"):
+                load_graph_file(str(tmp_path / "ids.txt"))
+            continue
+        with pytest.warns(UserWarning, match="ids are in no edge"):
+            assert load_graph_file(str(tmp_path / "ids.txt")).num_nodes == largest + 1
 
 
 def test_edge_list_of_mixed_ids_warns_that_all_are_names(tmp_path):

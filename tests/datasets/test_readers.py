@@ -427,14 +427,14 @@ def test_a_mtx_file_that_is_not_matrix_market_is_an_error_not_an_abort(tmp_path,
     ("g.net", "*Vertices 2\n*Matrix\n0 1\n1\n", r"line 4: a '\*Matrix' of 2 vertices"),
     ("g.net", "*Vertices two\n", r"line 1: '\*Vertices N' needs the vertex count"),
     # counts and ids past what a graph holds: an OverflowError, or an error naming no file
-    ("g.graph", "99999999999999999999 1\n", r"the header's 99999999999999999999 vertices are "
-                                            r"more than"),
+    ("g.graph", "99999999999999999999 1\n", r"the header's 99,999,999,999,999,999,999 "
+                                            r"vertices are more than a graph can have here"),
     ("g.net", "*Vertices 99999999999999999999\n", r"line 1: '\*Vertices N' needs the vertex "
-                                                  r"count \(at most 2147483647\)"),
+                                                  r"count \(at most [0-9,]+: "),
     ("g.txt", "1 2\n2 99999999999999999999\n", r"line 2 has the node id 99999999999999999999"),
     ("out.g", "% sym unweighted\n1 2\n2 99999999999999999999\n", r"line 3 has the node id"),
     ("g.gr", "p sp 99999999999999999999 1\na 1 2\n", r"the problem line's "
-                                                    r"99999999999999999999 vertices are more"),
+                                                    r"99,999,999,999,999,999,999 vertices are more"),
 ])
 def test_bad_files_name_the_file_and_the_problem(tmp_path, blocks, name, text, match):
     (tmp_path / name).write_text(text)
