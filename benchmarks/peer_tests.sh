@@ -176,25 +176,27 @@ echo "== PyG's to_hetero_with_bases tests (test_to_hetero_with_bases_transformer
 pytest_summary "$work/pyg_bases"
 
 # PyG's tests of what is built around convs, with graphloc's convs (GATConv, GCNConv,
-# GENConv, GINConv, GraphConv, SAGEConv), SGFormer, its summary and to_hetero: the dense convs
-# against the sparse ones, DeepGCN's layer, RevGNN's GroupAddRev, SAGPooling and
-# ASAPooling, get_embeddings, k-hop subgraphs, the model summary and PyG's Sequential.
+# GCN2Conv, GENConv, GINConv, GraphConv, SAGEConv), SGFormer, its summary and to_hetero: the
+# dense convs against the sparse ones, DeepGCN's layer, RevGNN's GroupAddRev, SAGPooling and
+# ASAPooling, get_embeddings, k-hop subgraphs, the model summary, PyG's Sequential and
+# HeteroConv.
 mkdir -p "$work/pyg_around/test"
 for f in nn/dense/test_dense_gat_conv.py nn/dense/test_dense_gcn_conv.py \
     nn/dense/test_dense_gin_conv.py nn/dense/test_dense_graph_conv.py \
     nn/dense/test_dense_sage_conv.py nn/models/test_deepgcn.py nn/models/test_rev_gnn.py \
     nn/pool/test_asap.py nn/pool/test_sag_pool.py nn/test_model_summary.py \
-    nn/models/test_sgformer.py nn/test_sequential.py utils/test_embedding.py \
-    utils/test_subgraph.py; do
+    nn/models/test_sgformer.py nn/test_sequential.py nn/conv/test_hetero_conv.py \
+    utils/test_embedding.py utils/test_subgraph.py; do
   cp "$pyg/test/$f" "$work/pyg_around/test/"
 done
 cat "$pyg/test/conftest.py" "$pyg/test/utils/conftest.py" > "$work/pyg_around/test/conftest.py"
-swap_pyg_imports graphloc.nn GATConv,GCNConv,GENConv,GINConv,GraphConv,SAGEConv,summary,to_hetero \
+swap_pyg_imports graphloc.nn \
+  GATConv,GCN2Conv,GCNConv,GENConv,GINConv,GraphConv,SAGEConv,summary,to_hetero \
   "$work"/pyg_around/test/test_*.py
 sed -i 's/^from torch_geometric\.nn\.models import SGFormer$/from graphloc.nn import SGFormer/' \
   "$work/pyg_around/test/test_sgformer.py"
 echo "== PyG's tests around convs (dense convs, DeepGCN, RevGNN, SAGPool, ASAP, SGFormer,"
-echo "   Sequential, embeddings, subgraphs, summary)"
+echo "   Sequential, HeteroConv, embeddings, subgraphs, summary)"
 # Deselected: test_sequential_tracable, whose own tracer takes only PyG's MessagePassing as a
 # leaf (graphloc's convs are traced into, and refuse fx's proxies as features); with
 # --no-jit, test_summary_with_jit_model, which scripts a torch Sequential of Linears and
