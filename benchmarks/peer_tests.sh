@@ -179,13 +179,15 @@ pytest_summary "$work/pyg_bases"
 # GCN2Conv, GENConv, GINConv, GraphConv, SAGEConv), SGFormer, its summary and to_hetero: the
 # dense convs against the sparse ones, DeepGCN's layer, RevGNN's GroupAddRev, SAGPooling and
 # ASAPooling, get_embeddings, k-hop subgraphs, the model summary, PyG's Sequential and
-# HeteroConv.
+# HeteroConv, the PRBCD/GRBCD attacks (gradients through perturbed edge weights) and
+# PyG's influence visualisation.
 mkdir -p "$work/pyg_around/test"
 for f in nn/dense/test_dense_gat_conv.py nn/dense/test_dense_gcn_conv.py \
     nn/dense/test_dense_gin_conv.py nn/dense/test_dense_graph_conv.py \
     nn/dense/test_dense_sage_conv.py nn/models/test_deepgcn.py nn/models/test_rev_gnn.py \
     nn/pool/test_asap.py nn/pool/test_sag_pool.py nn/test_model_summary.py \
     nn/models/test_sgformer.py nn/test_sequential.py nn/conv/test_hetero_conv.py \
+    contrib/nn/models/test_rbcd_attack.py visualization/test_influence.py \
     utils/test_embedding.py utils/test_subgraph.py; do
   cp "$pyg/test/$f" "$work/pyg_around/test/"
 done
@@ -196,7 +198,7 @@ swap_pyg_imports graphloc.nn \
 sed -i 's/^from torch_geometric\.nn\.models import SGFormer$/from graphloc.nn import SGFormer/' \
   "$work/pyg_around/test/test_sgformer.py"
 echo "== PyG's tests around convs (dense convs, DeepGCN, RevGNN, SAGPool, ASAP, SGFormer,"
-echo "   Sequential, HeteroConv, embeddings, subgraphs, summary)"
+echo "   Sequential, HeteroConv, RBCD attacks, influence plot, embeddings, subgraphs, summary)"
 # Deselected: test_sequential_tracable, whose own tracer takes only PyG's MessagePassing as a
 # leaf (graphloc's convs are traced into, and refuse fx's proxies as features); with
 # --no-jit, test_summary_with_jit_model, which scripts a torch Sequential of Linears and
