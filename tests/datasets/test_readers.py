@@ -433,8 +433,8 @@ def test_a_mtx_file_that_is_not_matrix_market_is_an_error_not_an_abort(tmp_path,
                                                   r"count \(at most [0-9,]+: "),
     ("g.txt", "1 2\n2 99999999999999999999\n", r"line 2 has the node id 99999999999999999999"),
     ("out.g", "% sym unweighted\n1 2\n2 99999999999999999999\n", r"line 3 has the node id"),
-    ("g.gr", "p sp 99999999999999999999 1\na 1 2\n", r"the problem line's "
-                                                    r"99,999,999,999,999,999,999 vertices are more"),
+    ("g.gr", "p sp 99999999999999999999 1\na 1 2\n",
+     r"the problem line's 99,999,999,999,999,999,999 vertices are more"),
 ])
 def test_bad_files_name_the_file_and_the_problem(tmp_path, blocks, name, text, match):
     (tmp_path / name).write_text(text)
