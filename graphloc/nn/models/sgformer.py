@@ -35,7 +35,13 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_choice, check_flags, check_int, check_number
+from graphloc.checks import (
+    check_batch_vector,
+    check_choice,
+    check_flags,
+    check_int,
+    check_number,
+)
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
 from graphloc.nn.conv.gcn import GCNConv
@@ -129,6 +135,8 @@ class SGFormer(ModelCapabilities, torch.nn.Module):
     def forward(self, x: Tensor, graph, batch: Tensor | None = None) -> Tensor:
         check_input(self, x, self.in_channels)
         graph = as_graph(graph, x)
+        if batch is not None:  # (also where no attention layer reads it)
+            batch = check_batch_vector(batch, x.size(0), "SGFormer")
         global_out = self.trans_conv(x, batch, self.pyg_padding)
         local_out = self.graph_conv(x, graph)
         if self.aggregate == "add":

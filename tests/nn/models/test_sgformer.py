@@ -147,6 +147,13 @@ def test_attention_bad_input_is_named(call, message):
         call(SGFormerAttention(6, heads=2, head_channels=4))
 
 
+def test_the_models_batch_is_checked_even_without_attention_layers():
+    model = SGFormer(5, 8, 3, trans_num_layers=0)
+    edge_index = random_edge_index(6, 12, seed=1)
+    with pytest.raises(ValueError, match=r"SGFormer: batch must be \[N\] = \[6\]"):
+        model(torch.randn(6, 5), edge_index, torch.zeros(5, dtype=torch.long))
+
+
 def test_empty_graph_ids_and_empty_inputs():
     attn = SGFormerAttention(6, heads=1, head_channels=4)
     x = torch.randn(6, 6, requires_grad=True)
