@@ -119,7 +119,7 @@ class OsmRoads:
                 roads._add_way(w.id, run, tags)
         try:
             Handler().apply_file(path, locations=True)
-        except RuntimeError as err:
+        except _reading_errors(osmium) as err:
             raise ValueError(f"{path} is not a readable OSM file: {err}") from err
         if not self.edges:
             raise ValueError(f"{path} holds no public road ways")
@@ -136,6 +136,13 @@ class OsmRoads:
             self.edges.append((u, v, forward))
             if not oneway:
                 self.edges.append((v, u, backward))
+
+
+def _reading_errors(osmium) -> tuple:
+    """What pyosmium raises on a file it cannot read: RuntimeError (a damaged or truncated
+    file) or its InvalidLocationError (a coordinate such as lat="nan"), which is neither a
+    RuntimeError nor a ValueError and left the builder unnamed."""
+    return RuntimeError, osmium.InvalidLocationError
 
 
 def _landuse_handler(osmium, sink: list):
@@ -166,7 +173,7 @@ def _osm_landuse(path: str) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     try:
         _landuse_handler(osmium, found)().apply_file(path, locations=True)
-    except RuntimeError as err:
+    except _reading_errors(osmium) as err:
         raise ValueError(f"landuse: {path} is not a readable OSM file: {err}") from err
     return found
 

@@ -191,6 +191,23 @@ def test_a_way_leaving_a_clipped_extract_is_split_at_the_missing_nodes(tmp_path)
     assert edges == [(1, 2), (2, 1), (4, 5), (5, 4), (7, 6)]
 
 
+@pytest.mark.parametrize("coordinate", ["nan", "-nan", "inf", "abc", ""])
+def test_a_coordinate_pyosmium_cannot_read_names_the_file(tmp_path, coordinate):
+    """lat="nan" raised pyosmium's InvalidLocationError (neither a RuntimeError nor a
+    ValueError) out of the builder, with no file named; the extract's and the landuse
+    file's readers both name it now."""
+    from graphloc.datasets.osm import OsmRoads, _osm_landuse
+    text = _osm_xml({1: (0, 0, {}), 2: (1, 0, {})}, [(100, [1, 2], {"highway": "primary"})],
+                    []).replace('lat="60.100000"', f'lat="{coordinate}"', 1)
+    path = tmp_path / "damaged.osm"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=f"damaged.osm is not a readable OSM file: wrong "
+                                         f"format for coordinate: '{coordinate}'"):
+        OsmRoads(str(path))
+    with pytest.raises(ValueError, match="landuse: .*damaged.osm is not a readable OSM file"):
+        _osm_landuse(str(path))
+
+
 def test_oneway_values_are_osmnx_ones(tmp_path):
     """osmnx 1.x (the published pipeline) reads oneway "F" as one-way along the nodes and
     "T" as one-way against them; both were two-way here."""
