@@ -177,9 +177,11 @@ def _models_to_measure(args, dataset):
                 f"{dataset.graph.node_types}): use one of {sorted(HETERO_MODELS)}" if hetero
                 else f"a model of node types; {dataset.name} has one node set"))
         torch.manual_seed(args.seed)
+        # at least two outputs: a graph without labels has one placeholder class, and one
+        # output made a model ending in a softmax (PyG's SGFormer) constant, its R NaN
+        outputs = max(dataset.num_classes, 2)
         yield f"{name} x{args.layers}", build_model(name, dataset.num_features, args.hidden,
-                                                     dataset.num_classes, args.layers,
-                                                     **(hetero or {}))
+                                                     outputs, args.layers, **(hetero or {}))
 
 
 def influence(args) -> int:
@@ -236,7 +238,8 @@ def _add_influence_command(commands) -> None:
                      "also .gz, .bz2, .xz)")
     _add_undirected_flag(cmd)
     cmd.add_argument("--model", nargs="+", default=["gcn"],
-                     help="registered model names (untrained, seeded)")
+                     help="registered model names (untrained, seeded; one output per "
+                          "class, two on a graph without labels)")
     cmd.add_argument("--checkpoint", nargs="+", help="best.pt files written by graphloc train")
     cmd.add_argument("--layers", type=count(1), default=4)
     cmd.add_argument("--hidden", type=count(1), default=64)

@@ -320,3 +320,33 @@ def test_undirected_reads_an_edge_list_of_one_line_per_pair_and_the_checkpoint_k
         json.loads((tmp_path / "city-undirected.json").read_text())
     assert main(["influence", "--graph", "synthetic:50", "--features", "x.npy"]) == 2
     assert "--features / --labels go with a graph file" in capsys.readouterr().err
+
+
+def test_untrained_models_on_a_graph_without_labels_get_two_outputs(tmp_path):
+    """A graph without labels has one placeholder class: one output made PyG's SGFormer
+    (a log-softmax) constant, and its R NaN. Two outputs: the R of ``measure`` on the
+    model built as the command builds it (the oracle: the public API, seeded alike)."""
+    import json
+    import math
+    import warnings
+
+    import torch
+
+    from graphloc.datasets import load_dataset
+    from graphloc.influence import measure
+    from graphloc.nn import build_model
+    edges = tmp_path / "ring.csv"
+    edges.write_text("".join(f"{i},{(i + 1) % 30}\n{i},{(i + 7) % 30}\n" for i in range(30)))
+    out = tmp_path / "r.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["influence", "--graph", str(edges), "--model", "sgformer", "--layers", "2",
+                     "--hidden", "8", "--max-hops", "3", "--samples", "6", "--out",
+                     str(out)]) == 0
+        result = json.loads(out.read_text())["sgformer x2"]
+        dataset = load_dataset(str(edges), "data", 0)
+        torch.manual_seed(0)
+        model = build_model("sgformer", dataset.num_features, 8, 2, 2)
+        expected = measure(model, dataset, 3, 6, seed=0)
+    assert not dataset.labelled and math.isfinite(result["R"])
+    assert math.isclose(result["R"], expected.R, rel_tol=1e-6)
