@@ -26,10 +26,15 @@ def test_sgformer_matches_pyg(aggregate):
     ours, theirs = SGFormer(5, 8, 3, **kwargs), PyGSGFormer(5, 8, 3, **kwargs)
     ours.load_state_dict(theirs.state_dict(), strict=True)
     ours, theirs = ours.eval(), theirs.eval()  # float32: PyG's attention fails in float64
-    x = torch.randn(40, 5)
+    _assert_same_function(  # PyG's log_softmax outputs, as they are
+        ours, theirs, torch.randn(40, 5), lambda x: ours(x, Graph(edge_index, 40)),
+        lambda x: theirs(x, edge_index, torch.zeros(40, dtype=torch.long)))
+
+
+def _assert_same_function(ours, theirs, x, run_ours, run_theirs):
+    """The same outputs and the same gradients (x and every parameter) to 1e-4."""
     x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
-    out1 = ours(x1, Graph(edge_index, 40))  # PyG's log_softmax outputs, as they are
-    out2 = theirs(x2, edge_index, torch.zeros(40, dtype=torch.long))
+    out1, out2 = run_ours(x1), run_theirs(x2)
     torch.testing.assert_close(out1, out2, rtol=1e-4, atol=1e-5)
     grad = torch.randn_like(out1)
     g1 = torch.autograd.grad(out1, [x1, *ours.parameters()], grad)
@@ -95,16 +100,11 @@ def test_pyg_padding_gives_pygs_numbers_for_graphs_of_different_sizes():
     ours, theirs = _pyg_twins(pyg_padding=True)
     sizes = [7, 12, 1, 9]
     edge_index, batch, _ = _graphs(sizes, seed=2)
-    x = torch.randn(sum(sizes), 5, requires_grad=True)
-    x2 = x.detach().clone().requires_grad_()
-    out, expected = ours(x, edge_index, batch), theirs(x2, edge_index, batch)
-    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
-    grad = torch.randn_like(out)
-    g1 = torch.autograd.grad(out, [x, *ours.parameters()], grad)
-    g2 = torch.autograd.grad(expected, [x2, *theirs.parameters()], grad)
-    for a, b in zip(g1, g2, strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    x = torch.randn(sum(sizes), 5)
+    _assert_same_function(ours, theirs, x, lambda x: ours(x, edge_index, batch),
+                          lambda x: theirs(x, edge_index, batch))
     # and the padding matters there: each graph on its own gives other numbers
+    expected = theirs(x, edge_index, batch)
     ours.pyg_padding = False
     assert not torch.allclose(ours(x, edge_index, batch), expected, atol=1e-3)
 
