@@ -147,6 +147,21 @@ def test_attention_bad_input_is_named(call, message):
         call(SGFormerAttention(6, heads=2, head_channels=4))
 
 
+@pytest.mark.parametrize("special", [float("nan"), float("-inf")])
+def test_a_non_finite_feature_stays_in_its_own_graph(special):
+    """NaN or -inf in one node of one graph: torch's arithmetic within that graph's
+    attention (the same as the graph run alone), and the other graphs of the batch keep
+    their own finite outputs (each as run alone); the padding never carries it."""
+    attn = SGFormerAttention(6, heads=2, head_channels=4)
+    x, batch = torch.randn(9, 6), torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2])
+    x[1, 3] = special
+    out = attn(x, batch=batch)
+    for g in range(3):
+        rows = batch == g
+        torch.testing.assert_close(out[rows], attn(x[rows]), equal_nan=True)
+    assert torch.isfinite(out[batch != 0]).all() and not torch.isfinite(out[batch == 0]).all()
+
+
 def test_the_models_batch_is_checked_even_without_attention_layers():
     model = SGFormer(5, 8, 3, trans_num_layers=0)
     edge_index = random_edge_index(6, 12, seed=1)
