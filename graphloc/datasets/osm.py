@@ -11,7 +11,8 @@ The published pipeline (osmnx 1.x, ``network_type="all"``), reproduced step by s
    per consecutive node pair, both directions unless the way is one-way
    (``oneway=yes|true|1|F``, against the nodes for ``-1|reverse|T``, roundabouts), the
    reverse direction marked ``reversed``; a way is cut at nodes missing from the file (an
-   extract clipped without complete ways);
+   extract clipped without complete ways), while a node written off the globe (lat="91",
+   or lat="1e99", which libosmium would read as 0) is refused as a damaged file;
 2. the largest weakly connected component;
 3. osmnx's strict simplification: interstitial nodes (exactly two neighbours, degree 2 or
    4, one way) are merged away, so nodes are intersections and dead ends and an edge is
@@ -36,6 +37,7 @@ to the feature read first. Deviations: fixed one-hot widths so every city has 37
 from __future__ import annotations
 
 import ast
+import bz2
 import gzip
 import io
 import math
@@ -99,7 +101,7 @@ class OsmRoads:
         self.landuse: list[tuple[str, str]] = []  # (hex WKB geometry in degrees, value)
         roads = self
 
-        class Handler(_landuse_handler(osmium, self.landuse)):
+        class Handler(_landuse_handler(osmium, self.landuse, path)):
             def way(self, w):
                 if "highway" not in w.tags:  # most ways: skip before copying their tags
                     return
@@ -117,6 +119,7 @@ class OsmRoads:
                         roads._add_way(w.id, run, tags)
                         run = []
                 roads._add_way(w.id, run, tags)
+        _check_exponent_coordinates(path)
         try:
             Handler().apply_file(path, locations=True)
         except _reading_errors(osmium) as err:
@@ -138,6 +141,68 @@ class OsmRoads:
                 self.edges.append((v, u, backward))
 
 
+# a coordinate written with an exponent, in an OSM XML attribute (lat="1e99")
+_EXPONENT_COORDINATE = re.compile(rb"\b(lat|lon)\s*=\s*[\"']([^\"']*[eE][^\"']*)[\"']")
+_GLOBE = {b"lat": 90.0, b"lon": 180.0}
+
+
+def _open_xml(path: str):
+    """The decompressed bytes of an OSM XML file, or None for the binary formats, which
+    store coordinates as integers."""
+    lower = path.lower()
+    if lower.endswith(".osm.gz"):
+        return gzip.open(path, "rb")
+    if lower.endswith(".osm.bz2"):
+        return bz2.open(path, "rb")
+    return open(path, "rb") if lower.endswith(".osm") else None
+
+
+def _check_exponent_coordinates(path: str) -> None:
+    """Refuses a coordinate written with an exponent that lies off the globe. libosmium
+    reads lat="1e99" as 0.0, a valid latitude (its integer overflows), so such a node
+    would sit silently on the equator; in-range exponents (6.02e1) it reads right."""
+    stream = _open_xml(path)
+    if stream is None:
+        return
+    line, carry = 1, b""
+    with stream:
+        while chunk := stream.read(1 << 24):
+            text = carry + chunk
+            cut = text.rfind(b"\n") + 1  # an attribute never spans a line break here
+            text, carry = text[:cut], text[cut:]
+            _check_exponents_in(text, path, line)
+            line += text.count(b"\n")
+        _check_exponents_in(carry, path, line)
+
+
+def _check_exponents_in(text: bytes, path: str, first_line: int) -> None:
+    for match in _EXPONENT_COORDINATE.finditer(text):
+        name, value = match.group(1), match.group(2)
+        try:
+            number = float(value)
+        except ValueError:
+            continue  # pyosmium refuses it by itself, naming the value
+        if not abs(number) <= _GLOBE[name]:
+            line = first_line + text.count(b"\n", 0, match.start())
+            raise ValueError(f"{path}, line {line}: {name.decode()}=\"{value.decode()}\" lies "
+                             f"off the globe (|{name.decode()}| <= {_GLOBE[name]:g})")
+
+
+_UNPLACED = 2147483647  # libosmium's undefined coordinate: a deleted node has none
+
+
+def _check_on_globe(node, path: str) -> bool:
+    """Whether ``node`` has a location; refuses one written off the globe (lat="91"), which
+    libosmium marks invalid as if missing from the file: a road through it was cut there
+    silently."""
+    placed = node.location.x != _UNPLACED or node.location.y != _UNPLACED
+    if placed and not node.location.valid():
+        raise ValueError(f"{path}: node {node.id} lies off the globe: lon "
+                         f"{node.location.lon_without_check()}, lat "
+                         f"{node.location.lat_without_check()} (|lon| <= 180, |lat| <= 90)")
+    return placed
+
+
 def _reading_errors(osmium) -> tuple:
     """What pyosmium raises on a file it cannot read: RuntimeError (a damaged or truncated
     file) or its InvalidLocationError (a coordinate such as lat="nan"), which is neither a
@@ -145,15 +210,16 @@ def _reading_errors(osmium) -> tuple:
     return RuntimeError, osmium.InvalidLocationError
 
 
-def _landuse_handler(osmium, sink: list):
+def _landuse_handler(osmium, sink: list, path: str):
     """A pyosmium handler class that appends ``(hex WKB in degrees, value)`` to ``sink`` for
     every ``landuse=*`` point and area (closed ways, multipolygon relations), in file order.
-    With its area() method pyosmium reads the file twice and builds the multipolygons."""
+    With its area() method pyosmium reads the file twice and builds the multipolygons.
+    Every node of the file is checked to lie on the globe."""
     wkb = osmium.geom.WKBFactory()
 
     class LanduseHandler(osmium.SimpleHandler):
         def node(self, n):
-            if "landuse" in n.tags and n.location.valid():
+            if _check_on_globe(n, path) and "landuse" in n.tags:
                 sink.append((wkb.create_point(n), n.tags["landuse"]))
 
         def area(self, a):
@@ -171,8 +237,9 @@ def _osm_landuse(path: str) -> list[tuple[str, str]]:
     if not os.path.exists(path):
         raise FileNotFoundError(f"landuse: no OSM file at {path}")
     found: list[tuple[str, str]] = []
+    _check_exponent_coordinates(path)
     try:
-        _landuse_handler(osmium, found)().apply_file(path, locations=True)
+        _landuse_handler(osmium, found, path)().apply_file(path, locations=True)
     except _reading_errors(osmium) as err:
         raise ValueError(f"landuse: {path} is not a readable OSM file: {err}") from err
     return found
@@ -464,7 +531,15 @@ def _lonlat(graph, where: str) -> dict:
     to_degrees = Transformer.from_crs(crs, "EPSG:4326", always_xy=True)
     nodes = list(coords)
     xs, ys = to_degrees.transform([coords[n][0] for n in nodes], [coords[n][1] for n in nodes])
-    return {n: (float(x), float(y)) for n, x, y in zip(nodes, xs, ys, strict=True)}
+    degrees = {n: (float(x), float(y)) for n, x, y in zip(nodes, xs, ys, strict=True)}
+    # pyproj gives inf for a point outside its CRS's domain: infinite road lengths after
+    bad = next((n for n, (x, y) in degrees.items() if not (abs(x) <= 180 and abs(y) <= 90)),
+               None)
+    if bad is not None:
+        raise ValueError(f"{where}node {bad!r} has x, y = {coords[bad]}, which the graph's "
+                         f"crs {crs!r} does not place on the globe (pyproj gives "
+                         f"{degrees[bad]})")
+    return degrees
 
 
 def _as_bool(value):

@@ -3,6 +3,7 @@
 import hashlib
 import io
 import os
+import re
 import tarfile
 import warnings
 
@@ -208,6 +209,87 @@ def test_a_coordinate_pyosmium_cannot_read_names_the_file(tmp_path, coordinate):
         _osm_landuse(str(path))
 
 
+def _write_osm(path, text: str) -> str:
+    """``text`` written as an OSM file of ``path``'s format."""
+    import bz2
+    import gzip
+    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(path.suffix, open)
+    with opener(path, "wt") as f:
+        f.write(text)
+    return str(path)
+
+
+def _three_node_road(**written) -> str:
+    """A primary road 1 - 2 - 3 whose node 2 has the given attribute text (lat="91")."""
+    text = _osm_xml({1: (0, 0, {}), 2: (1, 0, {}), 3: (2, 0, {})},
+                    [(100, [1, 2, 3], {"highway": "primary"})], [])
+    for key, value in written.items():
+        node_2 = text.index('<node id="2"')
+        start = text.index(f'{key}="', node_2)
+        end = text.index('"', start + len(key) + 2)
+        text = text[:start] + f'{key}="{value}"' + text[end + 1:]
+    return text
+
+
+@pytest.mark.parametrize("suffix", [".osm", ".osm.gz", ".osm.bz2"])
+@pytest.mark.parametrize("written", [{"lat": "1e99"}, {"lat": "-1e56"}, {"lon": "1e300"},
+                                     {"lon": "-2e2"}, {"lat": "9.1e1"}])
+def test_an_exponent_coordinate_off_the_globe_is_refused_with_its_line(tmp_path, suffix,
+                                                                        written):
+    """libosmium reads lat="1e99" as 0.0 (its integer overflows to zero): the node sat on the
+    equator and the road crossed the globe to it, with no word. Such a coordinate is now
+    refused with the file and line, in plain and compressed XML alike."""
+    from graphloc.datasets.osm import OsmRoads, _osm_landuse
+    (key, value), = written.items()
+    path = _write_osm(tmp_path / f"far{suffix}", _three_node_road(**written))
+    message = rf'far{re.escape(suffix)}, line 1: {key}="{re.escape(value)}" lies off the globe'
+    with pytest.raises(ValueError, match=message):
+        OsmRoads(path)
+    with pytest.raises(ValueError, match=message):
+        _osm_landuse(path)
+
+
+def test_an_exponent_coordinate_on_the_globe_reads_as_its_value(tmp_path):
+    """6.01e1 is 60.1 degrees: the exponent alone is no reason to refuse a file."""
+    from graphloc.datasets.osm import OsmRoads
+    plain = OsmRoads(_write_osm(tmp_path / "plain.osm", _three_node_road(lat="60.1")))
+    exponent = OsmRoads(_write_osm(tmp_path / "exp.osm", _three_node_road(lat="6.01e1")))
+    assert exponent.coords == plain.coords and exponent.coords[2] == (24.901, 60.1)
+    assert [e[:2] for e in exponent.edges] == [e[:2] for e in plain.edges]
+
+
+@pytest.mark.parametrize("written, shown", [({"lat": "91"}, "lon 24.901, lat 91.0"),
+                                            ({"lat": "-90.5"}, "lon 24.901, lat -90.5"),
+                                            ({"lon": "180.01"}, "lon 180.01, lat 60.1"),
+                                            ({"lon": "-200"}, "lon -200.0, lat 60.1")])
+def test_a_node_written_off_the_globe_is_refused_not_cut_out(tmp_path, written, shown):
+    """libosmium marks lat="91" invalid, as it marks a node missing from a clipped extract,
+    so the road was cut at it and its two halves kept with no word. A written coordinate
+    off the globe is a damaged file, and refused naming the node; a missing node still
+    cuts the road (test above), and a road whose nodes are all on the globe is kept."""
+    from graphloc.datasets.osm import OsmRoads, _osm_landuse
+    path = _write_osm(tmp_path / "off.osm", _three_node_road(**written))
+    message = rf"off.osm: node 2 lies off the globe: {re.escape(shown)} "
+    with pytest.raises(ValueError, match=message):
+        OsmRoads(path)
+    with pytest.raises(ValueError, match=message):
+        _osm_landuse(path)
+    edge = _write_osm(tmp_path / "edge.osm", _three_node_road(lat="90", lon="-180"))
+    assert len(OsmRoads(edge).edges) == 4
+
+
+def test_a_node_without_a_location_is_not_off_the_globe(tmp_path):
+    """A deleted node (visible="false", as history extracts hold) has no coordinates at
+    all; it is not refused, and a road through it is cut as at a missing node."""
+    from graphloc.datasets.osm import OsmRoads
+    text = _osm_xml({1: (0, 0, {}), 2: (1, 0, {}), 3: (2, 0, {}), 4: (3, 0, {})},
+                    [(100, [1, 2, 3, 4], {"highway": "primary"})], [])
+    node_2 = text[text.index('<node id="2"'):]
+    text = text.replace(node_2[:node_2.index("</node>")], '<node id="2" visible="false">')
+    roads = OsmRoads(_write_osm(tmp_path / "deleted.osm", text))
+    assert sorted(e[:2] for e in roads.edges) == [(3, 4), (4, 3)]
+
+
 def test_oneway_values_are_osmnx_ones(tmp_path):
     """osmnx 1.x (the published pipeline) reads oneway "F" as one-way along the nodes and
     "T" as one-way against them; both were two-way here."""
@@ -335,6 +417,21 @@ def test_a_projected_graphml_is_converted_not_read_as_degrees(tmp_path):
     with pytest.raises(ValueError, match=r"outside longitude and latitude degrees: a projected "
                                          r"graph needs its 'crs'"):
         build_city_network(projected, str(tmp_path / "x"))
+
+
+def test_a_projected_point_outside_its_crs_is_refused(tmp_path):
+    """pyproj turns a point outside a CRS's domain into (inf, inf) degrees, which gave
+    infinite road lengths; the node is named instead."""
+    pytest.importorskip("pyproj")
+    projected = _grid_street_graph(length=55.0)
+    projected.graph["crs"] = "EPSG:32635"
+    for i, (_, d) in enumerate(projected.nodes(data=True)):
+        d["x"], d["y"] = 385000.0 + 50 * i, 6670000.0
+    projected.nodes["0-0"]["x"] = 1e30
+    with pytest.raises(ValueError, match=r"node '0-0' has x, y = \(1e\+30, 6670000.0\), which "
+                                         r"the graph's crs 'EPSG:32635' does not place on the "
+                                         r"globe \(pyproj gives \(inf, inf\)\)"):
+        build_city_network(projected, str(tmp_path))
 
 
 def test_bad_graphml_values_name_the_node_edge_or_file(tmp_path):
