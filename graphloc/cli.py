@@ -263,8 +263,9 @@ def _add_undirected_flag(cmd) -> None:
     cmd.add_argument("--undirected", action="store_true", default=None,
                      help="a graph file of one line per undirected pair (an edge list, "
                           ".mtx or .npz): each edge gets its reverse where the file has "
-                          "none (KONECT 'sym' and 'bip', SNAP 'Undirected graph' and "
-                          "DIMACS 'e' files say so themselves); a named dataset's edges "
+                          "none (KONECT 'sym' and 'bip', SNAP 'Undirected graph', "
+                          "DIMACS 'e' files and Gephi's edge tables, by their Type "
+                          "column, say so themselves); a named dataset's edges "
                           "too (ogb:ogbn-arxiv is directed as OGB ships it)")
 
 

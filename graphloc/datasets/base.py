@@ -389,12 +389,13 @@ def has_reverse(graph: Graph) -> Tensor:
     return torch.isin(dst * n + src, src * n + dst)
 
 
-def with_missing_reverses(graph: Graph, edge_attr: Tensor | None = None
-                          ) -> tuple[Graph, Tensor | None]:
+def with_missing_reverses(graph: Graph, edge_attr: Tensor | None = None,
+                          among: Tensor | None = None) -> tuple[Graph, Tensor | None]:
     """``graph`` plus v -> u for each edge u -> v without it (once per such edge, so a pair
-    written twice one way gets two reverses, as the undirected multigraph it stands for);
-    ``edge_attr`` gives each added edge the attributes of the one it reverses."""
-    missing = ~has_reverse(graph)
+    written twice one way gets two reverses, as the undirected multigraph it stands for),
+    or for those of its edges that ``among`` [E] (bool) marks; ``edge_attr`` gives each
+    added edge the attributes of the one it reverses."""
+    missing = ~has_reverse(graph) if among is None else ~has_reverse(graph) & among
     graph = Graph(torch.cat([graph.edge_index, graph.edge_index[:, missing].flip(0)], dim=1),
                   num_nodes=graph.num_nodes)
     return graph, None if edge_attr is None else torch.cat([edge_attr, edge_attr[missing]])

@@ -97,7 +97,7 @@ class _Read(NamedTuple):
     y: Tensor | None = None
     split: tuple | None = None
     extra: dict | None = None
-    undirected: bool | None = None
+    undirected: bool | Tensor | None = None  # a Tensor: per edge, as Gephi's "Type" column
 
 
 def load_graph_file(path: str, features: str | None = None, labels: str | None = None,
@@ -122,6 +122,8 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
     DIMACS "e" lines and the gnn-benchmark layout declare one line per undirected pair,
     KONECT's "% asym" and DIMACS "a" lines directed edges; an undeclared edge file of
     which no edge has its reverse warns (messages would flow one way only).
+    An edge table with a "Type" column of "Directed" and "Undirected" (Gephi's export)
+    declares each edge's direction: an undirected one gets its reverse.
     ``False`` reads every file as written."""
     if undirected is not None and not isinstance(undirected, bool):
         raise TypeError(f"undirected must be True, False or None, got {undirected!r}")
@@ -130,8 +132,9 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
     read = _read_checked(path, warn_unused=not features and not labels)
     graph, extra = read.graph, read.extra or {}
     undirected = read.undirected if undirected is None else undirected
-    if undirected:
-        graph, edge_attr = with_missing_reverses(graph, extra.get("edge_attr"))
+    if isinstance(undirected, Tensor) or undirected:
+        among = undirected if isinstance(undirected, Tensor) else None
+        graph, edge_attr = with_missing_reverses(graph, extra.get("edge_attr"), among)
         extra = {**extra, "edge_attr": edge_attr} if edge_attr is not None else extra
     elif undirected is None and _format_of(path) in EDGE_FILE_SUFFIXES + (".npz",):
         _warn_if_one_way(path, graph)
@@ -235,10 +238,11 @@ def _read(path: str, fmt: str, warn_unused: bool) -> _Read:
         return _Read(graph, undirected=declared)
     comments = _leading_comments(path)
     konect = _konect_layout(comments)
-    graph = _edge_list(path, konect, comments)
+    graph, directions = _edge_list(path, konect, comments)
     if warn_unused and konect is None:  # KONECT's size line counts its vertices
         _warn_of_unused_ids(path, graph)
-    return _Read(graph, undirected=_declared_undirected(comments))
+    declared = _declared_undirected(comments)
+    return _Read(graph, undirected=directions if declared is None else declared)
 
 
 def _saved_data(path: str) -> _Read:
@@ -483,13 +487,16 @@ def _coordinates(g, order: list, y_values: list) -> bool:
     return any(not float(v).is_integer() for v in y_values)
 
 
-def _edge_list(path: str, konect: str | None = None, comments: tuple = ()) -> Graph:
+def _edge_list(path: str, konect: str | None = None, comments: tuple = ()
+               ) -> tuple[Graph, Tensor | None]:
     """Two columns (source, destination) per line, tab, comma, semicolon or space
     separated (UTF-8, a byte-order mark allowed); a header line is skipped; ids that are
     all integers (also written as "7.0") are used as they are, others are numbered in
     order of appearance. Further columns (edge weights, timestamps) are ignored with a
-    warning: the datasets carry no edge attributes. A KONECT file (``konect``, its format
-    line's word) numbers its vertices from 1: see :func:`_konect_numbering`."""
+    warning: the datasets carry no edge attributes; but a header's "Type" column of
+    "Directed" and "Undirected" (Gephi's edge table) is each edge's direction, returned
+    as a bool per edge (None without one). A KONECT file (``konect``, its format line's
+    word) numbers its vertices from 1: see :func:`_konect_numbering`."""
     columns = _integer_edge_columns(path)
     low = 1 if konect else 0
     if columns is None or int(columns.edge_index.min()) < low or \
@@ -498,7 +505,8 @@ def _edge_list(path: str, konect: str | None = None, comments: tuple = ()) -> Gr
     if columns.width > 2:
         _warn_of_extra_columns(path, columns.first_line, columns.width)
     edge_index = columns.edge_index
-    return _konect_numbering(edge_index, konect, comments) if konect else Graph(edge_index)
+    graph = _konect_numbering(edge_index, konect, comments) if konect else Graph(edge_index)
+    return graph, None
 
 
 class _Columns(NamedTuple):
@@ -567,10 +575,11 @@ def _leading_integer_pairs(lines: list, delimiter: str) -> tuple | None:
     return ids.astype(np.int64).reshape(-1), width
 
 
-def _warn_of_extra_columns(path: str, number: int, count: int) -> None:
-    warnings.warn(f"{path}: line {number} has {count} columns; only the first two (source, "
-                  "destination) are read, the others (edge weights?) are ignored: graphloc's "
-                  "datasets carry no edge attributes", stacklevel=caller_stacklevel())
+def _warn_of_extra_columns(path: str, number: int, count: int, typed: bool = False) -> None:
+    read = "first two (source, destination)" + (" and the Type" if typed else "")
+    warnings.warn(f"{path}: line {number} has {count} columns; only the {read} are read, "
+                  "the others (edge weights?) are ignored: graphloc's datasets carry no edge "
+                  "attributes", stacklevel=caller_stacklevel())
 
 
 def _delimiter(sample: str) -> str:
@@ -578,31 +587,60 @@ def _delimiter(sample: str) -> str:
     return next((d for d in ("\t", ",", ";") if d in sample), " ")
 
 
-def _general_edge_list(path: str, konect: str | None, comments: tuple) -> Graph:
+def _general_edge_list(path: str, konect: str | None, comments: tuple
+                       ) -> tuple[Graph, Tensor | None]:
     """:func:`_edge_list` of any file, field by field in Python: headers, names, ids written
     as "7.0", further columns, and errors naming their line."""
     lines = _edge_list_rows(path)
+    header = None
     if lines and _is_header([row for _, row in lines[:2]]):
-        lines = lines[1:]
+        header, lines = lines[0][1], lines[1:]
     bad = next(((number, row) for number, row in lines if len(row) < 2), None)
     if bad is not None or not lines:
         raise ValueError(f"{path}: an edge list needs two columns (source, destination) per "
                          f"line{'' if bad is None else f'; line {bad[0]} has {len(bad[1])}'}")
-    wide = next(((number, row) for number, row in lines if any(field.strip()
-                                                                for field in row[2:])), None)
+    directions, typed = _type_column(path, header, lines)
+    wide = next(((number, row) for number, row in lines
+                 if any(row[i].strip() for i in range(2, len(row)) if i not in typed)), None)
     if wide is not None:
-        _warn_of_extra_columns(path, wide[0], len(wide[1]))
+        _warn_of_extra_columns(path, wide[0], len(wide[1]), typed=bool(typed))
     _refuse_missing_ids(path, lines)
     ends = [(row[0].strip(), row[1].strip()) for _, row in lines]
     numbers = [[_integer_id(a), _integer_id(b)] for a, b in ends]  # each id parsed once
     if konect is not None:
-        return _konect_graph(path, lines, numbers, konect, comments)
+        return _konect_graph(path, lines, numbers, konect, comments), directions
     if all(None not in pair for pair in numbers):
-        return Graph(_integer_edge_index(path, lines, numbers))
+        return Graph(_integer_edge_index(path, lines, numbers)), directions
     _warn_if_mixed_ids(path, lines, numbers)
     ids: dict[str, int] = {}
     pairs = [[ids.setdefault(a, len(ids)), ids.setdefault(b, len(ids))] for a, b in ends]
-    return Graph(torch.tensor(pairs).t(), num_nodes=len(ids))
+    return Graph(torch.tensor(pairs).t(), num_nodes=len(ids)), directions
+
+
+_DIRECTIONS = {"directed": False, "undirected": True}
+
+
+def _type_column(path: str, header: list | None, lines: list) -> tuple[Tensor | None, set]:
+    """Gephi's edge table ("Source,Target,Type,...") gives each edge's direction in its
+    "Type" column, "Directed" or "Undirected": read as one more ignored column, an
+    undirected edge carried its messages one way only. Returns (True per undirected edge,
+    or None; the column's index, so it is not called an ignored column). A "Type" column
+    of other values (a relation's name) is no direction, and ignored with the others."""
+    column = next((i for i, name in enumerate(header or ())
+                   if i >= 2 and name.strip().lower() == "type"), None)
+    if column is None:
+        return None, set()
+    values = [row[column].strip().lower() if column < len(row) else "" for _, row in lines]
+    if not values or not set(values) <= set(_DIRECTIONS):
+        odd = next((i for i, v in enumerate(values) if v not in _DIRECTIONS), None)
+        if odd is not None and set(values) & set(_DIRECTIONS):
+            number, row = lines[odd]
+            value = row[column].strip() if column < len(row) else ""
+            raise ValueError(f"{path}: line {number} has the Type {value!r}, where the "
+                             f"other lines' Type gives the edge's direction ('Directed' or "
+                             f"'Undirected')")
+        return None, set()
+    return torch.tensor([_DIRECTIONS[v] for v in values], dtype=torch.bool), {column}
 
 
 def _leading_comments(path: str) -> tuple[str, ...]:

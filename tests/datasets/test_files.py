@@ -1025,3 +1025,59 @@ def test_what_numpy_does_not_read_goes_to_the_general_reader(tmp_path, monkeypat
     columns = files._integer_edge_columns(str(path))
     # a negative id: refused by line below
     assert columns is None or int(columns.edge_index.min()) < 0
+
+
+def _gephi_edge_table(edges: list) -> str:
+    """Gephi's "Export table" of edges: Source, Target, Type, Id, Label, Weight."""
+    rows = [f"{u},{v},{kind},{i},,1.0" for i, (u, v, kind) in enumerate(edges)]
+    return "Source,Target,Type,Id,Label,Weight\n" + "\n".join(rows) + "\n"
+
+
+def test_a_gephi_edge_tables_type_column_says_each_edges_direction(tmp_path):
+    """Gephi's edge table gives each edge's direction in its "Type" column. It was one more
+    ignored column, so an "Undirected" edge carried messages one way only (and, where some
+    edge had its reverse, without even the one-way warning). The oracle: the graph networkx
+    holds for the same edges, undirected ones both ways."""
+    g = nx.karate_club_graph()
+    kinds = ["Undirected" if i % 3 else "Directed" for i in range(g.number_of_edges())]
+    edges = [(u, v, kind) for (u, v), kind in zip(g.edges, kinds, strict=True)]
+    (tmp_path / "karate_edges.csv").write_text(_gephi_edge_table(edges))
+    with pytest.warns(UserWarning, match=r"line 2 has 6 columns; only the first two \(source, "
+                                         r"destination\) and the Type are read"):
+        graph = load_graph_file(str(tmp_path / "karate_edges.csv")).graph
+    oracle = nx.MultiDiGraph()
+    for u, v, kind in edges:
+        oracle.add_edge(u, v)
+        if kind == "Undirected":
+            oracle.add_edge(v, u)
+    assert _edge_set(graph) == sorted(oracle.edges())
+    # every edge undirected: the undirected graph, as its GraphML reads
+    undirected = [(u, v, "Undirected") for u, v in g.edges]
+    (tmp_path / "all.csv").write_text(_gephi_edge_table(undirected))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        graph = load_graph_file(str(tmp_path / "all.csv")).graph
+    assert not [w for w in caught if "has its reverse" in str(w.message)]
+    nx.write_graphml(g, tmp_path / "karate.graphml")
+    assert _edge_set(graph) == _edge_set(load_graph_file(str(tmp_path / "karate.graphml")).graph)
+    # the caller's word overrides the file's
+    as_written = load_graph_file(str(tmp_path / "all.csv"), undirected=False).graph
+    assert _edge_set(as_written) == sorted((u, v) for u, v in g.edges)
+
+
+def test_a_type_column_of_other_values_is_no_direction(tmp_path):
+    """A "Type" column of relation names (a knowledge graph's) says nothing of direction:
+    it is ignored with the other columns. One of Gephi's values mixed with others is a
+    damaged table, refused naming the line."""
+    (tmp_path / "relations.csv").write_text("source,target,type\n0,1,friend\n1,2,colleague\n")
+    with pytest.warns(UserWarning, match=r"only the first two \(source, destination\) are "):
+        graph = load_graph_file(str(tmp_path / "relations.csv"), undirected=False).graph
+    assert _edge_set(graph) == [(0, 1), (1, 2)]
+    (tmp_path / "damaged.csv").write_text("Source,Target,Type\n0,1,Directed\n1,2,Undirected\n"
+                                          "2,3,Undirectd\n")
+    with pytest.raises(ValueError, match=r"damaged.csv: line 4 has the Type 'Undirectd', where "
+                                         r"the other lines' Type gives the edge's direction"):
+        load_graph_file(str(tmp_path / "damaged.csv"))
+    (tmp_path / "short.csv").write_text("Source,Target,Type\n0,1,Directed\n1,2\n")
+    with pytest.raises(ValueError, match=r"short.csv: line 3 has the Type ''"):
+        load_graph_file(str(tmp_path / "short.csv"))
