@@ -158,6 +158,78 @@ def test_integer_means_round_as_torch_scatter():
     assert gs.segment_csr(src, torch.tensor([0, 2, 3]), reduce="mean").tolist() == [-2, 5]
 
 
+SMALL_INTS = [torch.int8, torch.uint8, torch.int16]
+TORCH_REDUCE = {"sum": "sum", "mul": "prod", "max": "amax", "min": "amin"}
+
+
+def _wide_range_values(shape, dtype, gen):
+    """Integers over the whole range of ``dtype``, so sums and products wrap around."""
+    info = torch.iinfo(dtype)
+    return torch.randint(info.min, info.max + 1, shape, generator=gen).to(dtype)
+
+
+def _torch_scatter_reduce(src, index, dim_size, reduce):
+    """torch's own scatter_reduce in src's dtype (its wraparound), along dim 1; an empty
+    group gets 0 (1 for a product), as torch_scatter's."""
+    start = torch.ones if reduce == "mul" else torch.zeros
+    out = start(src.size(0), dim_size, src.size(2), dtype=src.dtype)
+    expanded = index.view(1, -1, 1).expand_as(src)
+    return out.scatter_reduce(1, expanded, src, TORCH_REDUCE[reduce], include_self=False)
+
+
+@pytest.mark.parametrize("dtype,reduce", list(itertools.product(SMALL_INTS, REDUCES)))
+def test_int8_uint8_and_int16_reduce_as_torch_does(dtype, reduce):
+    """torch_scatter takes int8, uint8 and int16; graphloc refused them ("src must be a
+    float32, ..., int32 or int64 tensor"). Sums and products wrap around as torch's own
+    scatter_reduce in that dtype; a mean is the exact mean, rounded down (scatter) or
+    toward zero (segment_csr), as the wider integers' are."""
+    gen = torch.Generator().manual_seed(11)
+    src = _wide_range_values((2, 40, 3), dtype, gen)
+    index = torch.randint(0, 5, (40,), generator=gen)  # slot 5 stays empty
+    got = gs.scatter(src, index, dim=1, dim_size=6, reduce=reduce)
+    assert got.dtype == dtype
+    if reduce == "mean":
+        expected = scatter_oracle(src, index, 1, 6, "mean").to(dtype)  # exact, floored
+    else:
+        expected = _torch_scatter_reduce(src, index, 6, reduce)
+    assert torch.equal(got, expected)
+    if reduce == "mul":  # segments take no products (nor do torch_scatter's)
+        return
+    order = index.argsort(stable=True)
+    indptr = torch.cat([torch.zeros(1, dtype=torch.long),
+                        torch.bincount(index, minlength=6).cumsum(0)])
+    segments = gs.segment_csr(src[:, order], indptr.view(1, -1), reduce=reduce)
+    if reduce == "mean":
+        sums = scatter_oracle(src, index, 1, 6, "sum")
+        counts = torch.bincount(index, minlength=6).clamp(min=1).view(1, -1, 1)
+        expected = torch.div(sums, counts, rounding_mode="trunc").to(dtype)
+    assert torch.equal(segments, expected)
+    assert torch.equal(gs.segment_coo(src[:, order], index[order].view(1, -1), dim_size=6,
+                                      reduce=reduce), got if reduce != "mean" else
+                       scatter_oracle(src, index, 1, 6, "mean").to(dtype))
+
+
+def test_int8_uint8_and_int16_args_gathers_and_out():
+    """The arg of a max or min, the gathers, and ``out=`` written in place in its dtype."""
+    gen = torch.Generator().manual_seed(12)
+    for dtype in SMALL_INTS:
+        src = _wide_range_values((30,), dtype, gen)
+        index = torch.randint(0, 4, (30,), generator=gen)
+        wide_max, wide_arg = gs.scatter_max(src.long(), index, dim_size=5)
+        small_max, small_arg = gs.scatter_max(src, index, dim_size=5)
+        assert torch.equal(small_max, wide_max.to(dtype)) and torch.equal(small_arg, wide_arg)
+        assert torch.equal(gs.gather_coo(src[:4], index.sort()[0]), src[:4][index.sort()[0]])
+        indptr = torch.tensor([0, 3, 3, 10, 30])
+        assert torch.equal(gs.gather_csr(src[:4], indptr),
+                           src[:4].repeat_interleave(indptr.diff()))
+        out = _wide_range_values((4,), dtype, gen)
+        expected = out.scatter_reduce(0, index, src, "sum", include_self=True)
+        returned = gs.scatter_sum(src, index, out=out)
+        assert returned is out and torch.equal(out, expected)
+        with pytest.raises(TypeError, match=f"out is torch.int64 but src is {dtype}"):
+            gs.scatter_sum(src, index, out=out.long())
+
+
 def test_std_against_torch():
     gen = torch.Generator().manual_seed(5)
     src = torch.randn(9, 2, generator=gen, dtype=torch.float64)
@@ -212,7 +284,8 @@ def test_bad_indptr_is_named():
         gs.segment_csr(src, torch.tensor([[0, 2, 5], [0, 3, 1]]))
     with pytest.raises(ValueError, match="must run from 0 to 4 in every segment row, but row 1"):
         gs.gather_csr(torch.randn(2, 2), torch.tensor([[0, 1, 4], [1, 2, 4]]))
-    with pytest.raises(TypeError, match="float32, float64, bfloat16, float16, int32 or int64"):
+    with pytest.raises(TypeError, match="float16, int64, int32, int16, int8 or uint8 tensor, "
+                                        "got torch.bool"):
         gs.scatter(torch.tensor([True, False]), torch.tensor([0, 0]))
 
 

@@ -7,6 +7,8 @@ row (``spmm`` gathering ``src`` through the sort permutation): no atomics, deter
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from collections.abc import Callable
 from typing import NamedTuple
@@ -45,11 +47,15 @@ _VALUE_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16, to
 _CUDA_KERNEL_DTYPES = (torch.float32, torch.float64, torch.bfloat16)
 
 
+# torch_scatter's other integer dtypes, which the kernels do not take: see _small_ints_widened
+_SMALL_INTS = (torch.int8, torch.uint8, torch.int16)
+
+
 def _check_src(src: Tensor, name: str = "src") -> None:
-    if not isinstance(src, Tensor) or src.dtype not in _VALUE_DTYPES:
+    if not isinstance(src, Tensor) or src.dtype not in _VALUE_DTYPES + _SMALL_INTS:
         got = src.dtype if isinstance(src, Tensor) else type(src).__name__
-        raise TypeError(f"{name} must be a float32, float64, bfloat16, float16, int32 or int64 "
-                        f"tensor, got {got}")
+        raise TypeError(f"{name} must be a float32, float64, bfloat16, float16, int64, int32, "
+                        f"int16, int8 or uint8 tensor, got {got}")
     if src.dim() == 0:
         raise ValueError(f"{name} is a 0-d tensor (a scalar): scatter needs at least one "
                          "dimension to reduce along")
@@ -60,6 +66,35 @@ def _check_floating(src: Tensor, what: str) -> None:
     if not src.is_floating_point():
         raise ValueError(f"{what} can only be computed over floating-point tensors, got "
                          f"src of dtype {src.dtype}")
+
+
+def _small_ints_widened(function: Callable) -> Callable:
+    """``function`` also for int8, uint8 and int16 ``src`` (torch_scatter takes them): the
+    work runs in int64 and the values come back in src's dtype, so sums and products wrap
+    around as torch's and torch_scatter's do, maxima and minima are exact, and a mean is
+    the exact mean rounded as the wider integers' (torch_scatter wraps the sum, and its
+    count, before dividing: uint8 [200, 200] gave 72). ``out`` must have src's dtype,
+    and is written in place."""
+    signature = inspect.signature(function)
+
+    @functools.wraps(function)
+    def widened(*args, **kwargs):
+        src = args[0] if args else kwargs.get("src")
+        if not isinstance(src, Tensor) or src.dtype not in _SMALL_INTS:
+            return function(*args, **kwargs)
+        bound = signature.bind(*args, **kwargs)
+        out = bound.arguments.get("out")
+        if out is not None:
+            if not isinstance(out, Tensor) or out.dtype != src.dtype:
+                got = out.dtype if isinstance(out, Tensor) else type(out).__name__
+                raise TypeError(f"out is {got} but src is {src.dtype}")
+            bound.arguments["out"] = out.long()
+        bound.arguments["src"] = src.long()
+        result = function(*bound.args, **bound.kwargs)
+        values, rest = (result[0], result[1:]) if isinstance(result, tuple) else (result, None)
+        values = out.copy_(values) if out is not None else values.to(src.dtype)
+        return values if rest is None else (values, *rest)
+    return widened
 
 
 def _engine(src: Tensor, reduce: str):
@@ -319,6 +354,7 @@ def _scatter_api(src, index, dim, out, dim_size, reduce, with_arg: bool = True):
     return _reduce_into(out, src, index, dim, reduce)
 
 
+@_small_ints_widened
 def scatter(src: Tensor, index: Tensor, dim: int = -1, out: Tensor | None = None,
             dim_size: int | None = None, reduce: str = "sum") -> Tensor:
     """``out[..., index[i], ...] = reduce(src[..., i, ...])`` along ``dim``.
@@ -349,11 +385,13 @@ def scatter_mean(src, index, dim=-1, out=None, dim_size=None):
     return scatter(src, index, dim, out, dim_size, "mean")
 
 
+@_small_ints_widened
 def scatter_max(src, index, dim=-1, out=None, dim_size=None):
     """Returns ``(out, argmax)``; argmax is ``src.size(dim)`` where no element of src won."""
     return _scatter_api(src, index, dim, out, dim_size, "max")
 
 
+@_small_ints_widened
 def scatter_min(src, index, dim=-1, out=None, dim_size=None):
     """Returns ``(out, argmin)``; argmin is ``src.size(dim)`` where no element of src won."""
     return _scatter_api(src, index, dim, out, dim_size, "min")
@@ -493,6 +531,7 @@ def _into(out: Tensor | None, result: Tensor, name: str = "out") -> Tensor:
     return out.copy_(result)
 
 
+@_small_ints_widened
 def segment_csr(src: Tensor, indptr: Tensor, out: Tensor | None = None,
                 reduce: str = "sum") -> Tensor:
     """Reduces the segments ``indptr[..., i] : indptr[..., i + 1]`` of ``src`` along
@@ -518,16 +557,19 @@ def segment_mean_csr(src, indptr, out=None):
     return segment_csr(src, indptr, out, "mean")
 
 
+@_small_ints_widened
 def segment_max_csr(src, indptr, out=None):
     """Returns ``(out, argmax)``; argmax is ``src.size(dim)`` for an empty segment."""
     return _segment_csr_with_arg(src, indptr, out, "max")
 
 
+@_small_ints_widened
 def segment_min_csr(src, indptr, out=None):
     """Returns ``(out, argmin)``; argmin is ``src.size(dim)`` for an empty segment."""
     return _segment_csr_with_arg(src, indptr, out, "min")
 
 
+@_small_ints_widened
 def gather_csr(src: Tensor, indptr: Tensor, out: Tensor | None = None) -> Tensor:
     """Repeats ``src[..., i, ...]`` over segment ``i`` along ``dim = indptr.dim() - 1``: the
     inverse of segment_csr. Every row of ``indptr`` runs from 0 to the output's size."""
@@ -560,6 +602,7 @@ def _coo_dim(index: Tensor, src: Tensor) -> int:
     return index.dim() - 1
 
 
+@_small_ints_widened
 def segment_coo(src: Tensor, index: Tensor, out: Tensor | None = None,
                 dim_size: int | None = None, reduce: str = "sum") -> Tensor:
     """torch_scatter's ``segment_coo``: reduces along ``dim = index.dim() - 1`` by a
@@ -578,16 +621,19 @@ def segment_mean_coo(src, index, out=None, dim_size=None):
     return segment_coo(src, index, out, dim_size, "mean")
 
 
+@_small_ints_widened
 def segment_max_coo(src, index, out=None, dim_size=None):
     """Returns ``(out, argmax)``; argmax is ``src.size(dim)`` for an empty slot."""
     return _scatter_api(src, index, _coo_dim(index, src), out, dim_size, "max")
 
 
+@_small_ints_widened
 def segment_min_coo(src, index, out=None, dim_size=None):
     """Returns ``(out, argmin)``; argmin is ``src.size(dim)`` for an empty slot."""
     return _scatter_api(src, index, _coo_dim(index, src), out, dim_size, "min")
 
 
+@_small_ints_widened
 def gather_coo(src: Tensor, index: Tensor, out: Tensor | None = None) -> Tensor:
     """``out[..., e, ...] = src[..., index[..., e], ...]`` along ``dim = index.dim() - 1``:
     the inverse of segment_coo."""
