@@ -53,6 +53,7 @@ from graphloc.datasets.readers import (
     node_limit,
     open_binary,
     open_text,
+    open_utf8_binary,
     parse_integers,
     read_dimacs,
     read_metis,
@@ -61,6 +62,7 @@ from graphloc.datasets.readers import (
     text_blocks,
     uncompressed_name,
     unpack_archive,
+    utf16_marked,
     warn_of_weights,
 )
 from graphloc.graph import Graph, networkx_node_order, pyg_data_with_edges
@@ -386,12 +388,11 @@ def _networkx_graph(path: str, fmt: str):
             raise ValueError("not networkx's node-link layout: a JSON object with 'nodes' "
                              "and 'links' (or 'edges')")
         return nx.node_link_graph(data, edges="edges" if "edges" in data else "links")
+    if fmt == ".gml":  # XML's parser reads UTF-16 by itself, networkx's GML reader not
+        with open_utf8_binary(path) as f:
+            return nx.read_gml(f, label="id")
     with open_binary(path) as f:
-        if fmt == ".graphml":
-            return nx.read_graphml(f)
-        if fmt == ".gexf":
-            return nx.read_gexf(f)
-        return nx.read_gml(f, label="id")
+        return nx.read_graphml(f) if fmt == ".graphml" else nx.read_gexf(f)
 
 
 def _named_by_gml_label(g):
@@ -743,8 +744,8 @@ def _matrix_market(path: str) -> Graph:
     edge i -> j, a symmetric file both directions (scipy expands it), ids 1-based in the
     file. Read as an edge list, its size line became an edge and its ids were off by one."""
     import scipy.io
-    if compression_of(path):  # decompressed here, so that its errors are Python's own
-        with open_binary(path) as f:
+    if compression_of(path) or utf16_marked(path):  # decoded here: errors are Python's
+        with open_utf8_binary(path) as f:
             source = io.BytesIO(f.read())
     else:
         # the path, not an open file: scipy's reader aborted the process (pybind11's

@@ -10,6 +10,7 @@ from __future__ import annotations
 import array
 import bz2
 import gzip
+import io
 import lzma
 import os
 import re
@@ -69,9 +70,29 @@ def open_binary(path: str):
 
 
 def open_text(path: str, **kwargs):
-    """``path`` as text, decompressed where its name says it is compressed."""
+    """``path`` as text, decompressed where its name says it is compressed. Asked for
+    UTF-8 ("utf-8-sig"), a file that starts with UTF-16's byte-order mark is read as UTF-16:
+    Excel's "Unicode Text" and Windows PowerShell's ``Out-File`` write it, and it was
+    refused as undecodable UTF-8."""
+    if kwargs.get("encoding") == "utf-8-sig" and utf16_marked(path):
+        kwargs["encoding"] = "utf-16"
     suffix = compression_of(path)
     return _OPENERS[suffix](path, "rt", **kwargs) if suffix else open(path, **kwargs)
+
+
+def open_utf8_binary(path: str):
+    """``path``'s bytes, decompressed, and re-encoded as UTF-8 where it is UTF-16 with its
+    byte-order mark: for the readers that take bytes (scipy's MatrixMarket, networkx's
+    GML, which refused such a file as "not ASCII")."""
+    if not utf16_marked(path):
+        return open_binary(path)
+    with open_text(path, encoding="utf-8-sig") as f:
+        return io.BytesIO(f.read().encode("utf-8"))
+
+
+def utf16_marked(path: str) -> bool:
+    with open_binary(path) as f:
+        return f.read(2) in (b"\xff\xfe", b"\xfe\xff")
 
 
 def warn_of_weights(path: str, values: np.ndarray, what: str) -> None:

@@ -1081,3 +1081,66 @@ def test_a_type_column_of_other_values_is_no_direction(tmp_path):
     (tmp_path / "short.csv").write_text("Source,Target,Type\n0,1,Directed\n1,2\n")
     with pytest.raises(ValueError, match=r"short.csv: line 3 has the Type ''"):
         load_graph_file(str(tmp_path / "short.csv"))
+
+
+def _karate_texts() -> dict:
+    """Zachary's karate club written in each text format graphloc reads."""
+    import json
+    g = nx.karate_club_graph()
+    edges = list(g.edges)
+    return {
+        "edges.csv": "source,target\n" + "".join(f"{u},{v}\n" for u, v in edges),
+        "weighted.tsv": "".join(f"{u}\t{v}\t1.5\n" for u, v in edges),
+        "out.karate": "% sym unweighted\n% 78 34 34\n" + "".join(f"{u + 1} {v + 1}\n"
+                                                               for u, v in edges),
+        "karate.mtx": "%%MatrixMarket matrix coordinate pattern symmetric\n34 34 78\n" +
+                      "".join(f"{max(u, v) + 1} {min(u, v) + 1}\n" for u, v in edges),
+        "karate.graph": "34 78\n" + "".join(" ".join(str(w + 1) for w in sorted(g[v])) + "\n"
+                                            for v in range(34)),
+        "karate.gr": "p sp 34 78\n" + "".join(f"a {u + 1} {v + 1} 1\n" for u, v in edges),
+        "karate.net": "*Vertices 34\n" + "".join(f'{v + 1} "n{v}"\n' for v in range(34)) +
+                      "*Edges\n" + "".join(f"{u + 1} {v + 1}\n" for u, v in edges),
+        "karate.gml": "\n".join(nx.generate_gml(g)),
+        "karate.json": json.dumps(nx.node_link_data(g, edges="links")),
+    }
+
+
+@pytest.mark.parametrize("name", list(_karate_texts()))
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_utf16_file_reads_as_its_utf8_twin(tmp_path, name, compressed):
+    """Excel's "Unicode Text" and Windows PowerShell's Out-File write UTF-16 with a
+    byte-order mark; such a file was refused ("'utf-8' codec can't decode byte 0xff", or
+    networkx's "input is not ASCII-encoded" for GML). It reads as the same file in UTF-8,
+    compressed or not."""
+    import gzip
+    text = _karate_texts()[name]
+    suffix = ".gz" if compressed else ""
+    (tmp_path / "utf8").mkdir()
+    (tmp_path / "utf16").mkdir()
+    opener = gzip.open if compressed else open
+    for encoding in ("utf-8", "utf-16"):
+        with opener(tmp_path / encoding.replace("-", "") / (name + suffix), "wt",
+                    encoding=encoding) as f:
+            f.write(text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the weights column's, said of both
+        utf8 = load_graph_file(str(tmp_path / "utf8" / (name + suffix)))
+        utf16 = load_graph_file(str(tmp_path / "utf16" / (name + suffix)))
+    if not compressed:
+        assert (tmp_path / "utf16" / name).read_bytes()[:2] in (b"\xff\xfe", b"\xfe\xff")
+    assert utf16.num_nodes == utf8.num_nodes == 34
+    assert torch.equal(utf16.graph.edge_index, utf8.graph.edge_index)
+    assert utf8.graph.num_edges in (78, 156)
+
+
+def test_utf16_feature_and_label_files_read_as_utf8(tmp_path):
+    (tmp_path / "e.csv").write_text("0,1\n1,2\n2,0\n")
+    for encoding in ("utf-8", "utf-16"):
+        (tmp_path / f"x-{encoding}.csv").write_text("0.5,1\n2,3.25\n-1,0\n", encoding=encoding)
+        (tmp_path / f"y-{encoding}.csv").write_text("2\n0\n1\n", encoding=encoding)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = load_graph_file(str(tmp_path / "e.csv"), features=str(tmp_path / "x-utf-16.csv"),
+                             labels=str(tmp_path / "y-utf-16.csv"))
+    assert ds.x.tolist() == [[0.5, 1.0], [2.0, 3.25], [-1.0, 0.0]]
+    assert ds.y.tolist() == [2, 0, 1]
