@@ -114,7 +114,8 @@ def _add_train_command(commands) -> None:
     cmd.add_argument("--dataset", required=True,
                      help="helsinki, paris, shanghai, la, london, synthetic:N, ogb:NAME, a "
                           "city built by graphloc dataset build (.tar.gz), or your graph "
-                          "file (.pt PyG Data, .npz, .graphml, .gml, .gexf, .json, .mtx, "
+                          "file (.pt PyG Data, .npz, .graphml, .gml, .gexf, .json, .g6, .s6, "
+                          ".adjlist, .mtx, "
                           ".csv/.tsv/.txt/.edgelist edge list, KONECT out.NAME, METIS "
                           ".graph, DIMACS .gr/.col, Pajek .net; text files also as .gz, .bz2, "
                           ".xz; or a KONECT, SuiteSparse or Network Repository archive: "

@@ -1,5 +1,6 @@
 """A user's own graph from a file, as a NodeDataset: a saved PyG ``Data`` (.pt), a NumPy
-archive (.npz), GraphML, GML, GEXF or node-link JSON of any graph, a MatrixMarket adjacency
+archive (.npz), GraphML, GML, GEXF, node-link JSON, graph6, sparse6 or an adjacency list
+(.adjlist) of any graph, a MatrixMarket adjacency
 (.mtx), an edge list (.csv, .tsv, .txt, .edges, .edgelist, KONECT's out.NAME; "#" and "%"
 comment lines), a METIS, DIMACS or Pajek graph (`graphloc.datasets.readers`), text formats
 also compressed (.gz, .bz2, .xz), with optional feature and label files (.npy, .pt, .csv).
@@ -69,8 +70,10 @@ from graphloc.graph import Graph, networkx_node_order, pyg_data_with_edges
 
 # files of bare edges, which say nothing of their direction (MatrixMarket, edge lists)
 EDGE_FILE_SUFFIXES = (".mtx", ".csv", ".tsv", ".txt", ".edges", ".edgelist")
-# read through networkx, which keeps each file's own direction
-NETWORKX_SUFFIXES = (".graphml", ".gml", ".gexf", ".json")
+# read through networkx, which keeps each file's own direction (graph6 and sparse6 hold
+# undirected graphs; an adjacency list's line "u v w" is the edges u -> v and u -> w)
+NETWORKX_SUFFIXES = (".graphml", ".gml", ".gexf", ".json", ".g6", ".graph6", ".s6",
+                     ".sparse6", ".adjlist")
 # adjacency lists with a size line: METIS (DIMACS10), DIMACS and Pajek
 SIZED_SUFFIXES = (".graph", ".metis", ".gr", ".col", ".dimacs", ".net")
 GRAPH_SUFFIXES = (".pt", ".npz", *NETWORKX_SUFFIXES, *EDGE_FILE_SUFFIXES, *SIZED_SUFFIXES)
@@ -110,8 +113,10 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
 
     Formats, by suffix: a saved PyG ``Data`` (.pt); a NumPy archive (.npz) of a SciPy
     sparse adjacency, of the gnn-benchmark layout (``adj_*``, ``attr_*``, ``labels``) or
-    of named arrays (``edge_index``, ``x``, ``y``, ``num_nodes``); GraphML, GML, GEXF or
-    node-link JSON (.json) through networkx; a MatrixMarket adjacency (.mtx); an edge list
+    of named arrays (``edge_index``, ``x``, ``y``, ``num_nodes``); GraphML, GML, GEXF,
+    node-link JSON (.json), graph6 (.g6, .graph6), sparse6 (.s6, .sparse6; one graph per
+    file, undirected) or networkx's adjacency list (.adjlist: a line ``u v w`` is the edges
+    u -> v and u -> w) through networkx; a MatrixMarket adjacency (.mtx); an edge list
     (.csv, .tsv, .txt, .edges, .edgelist, KONECT's out.NAME); METIS (.graph, .metis),
     DIMACS (.gr, .col, .dimacs) and Pajek (.net) graphs. Text formats may be compressed
     (.gz, .bz2, .xz).
@@ -138,8 +143,8 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
         among = undirected if isinstance(undirected, Tensor) else None
         graph, edge_attr = with_missing_reverses(graph, extra.get("edge_attr"), among)
         extra = {**extra, "edge_attr": edge_attr} if edge_attr is not None else extra
-    elif undirected is None and _format_of(path) in EDGE_FILE_SUFFIXES + (".npz",):
-        _warn_if_one_way(path, graph)
+    elif undirected is None and _format_of(path) in EDGE_FILE_SUFFIXES + (".npz", ".adjlist"):
+        _warn_if_one_way(path, graph, _format_of(path) == ".adjlist")
     x = _matrix(features, graph.num_nodes, "features") if features else read.x
     y = _matrix(labels, graph.num_nodes, "labels").view(-1).long() if labels else read.y
     name = os.path.abspath(path)
@@ -353,7 +358,8 @@ def _weights_only_forced() -> bool:
 
 
 _NETWORKX_KINDS = {".graphml": "GraphML", ".gml": "GML", ".gexf": "GEXF",
-                   ".json": "node-link JSON"}
+                   ".json": "node-link JSON", ".g6": "graph6", ".graph6": "graph6",
+                   ".s6": "sparse6", ".sparse6": "sparse6", ".adjlist": "adjacency list"}
 
 
 def _networkx_file(path: str, fmt: str):
@@ -388,11 +394,25 @@ def _networkx_graph(path: str, fmt: str):
             raise ValueError("not networkx's node-link layout: a JSON object with 'nodes' "
                              "and 'links' (or 'edges')")
         return nx.node_link_graph(data, edges="edges" if "edges" in data else "links")
-    if fmt == ".gml":  # XML's parser reads UTF-16 by itself, networkx's GML reader not
+    if fmt in (".gml", ".adjlist"):  # XML's parser reads UTF-16 by itself, these not
         with open_utf8_binary(path) as f:
-            return nx.read_gml(f, label="id")
+            return nx.read_gml(f, label="id") if fmt == ".gml" else \
+                nx.read_adjlist(f, create_using=nx.DiGraph)
     with open_binary(path) as f:
+        if fmt in (".g6", ".graph6"):
+            return _one_graph(nx.read_graph6(f))
+        if fmt in (".s6", ".sparse6"):
+            return _one_graph(nx.read_sparse6(f))
         return nx.read_graphml(f) if fmt == ".graphml" else nx.read_gexf(f)
+
+
+def _one_graph(read):
+    """A graph6 or sparse6 file holds one graph per line (nauty's and House of Graphs'
+    collections): one is a dataset, several are refused by count."""
+    if isinstance(read, list):
+        raise ValueError(f"the file holds {len(read)} graphs, one per line; a dataset is one "
+                         "graph: write each line to its own file")
+    return read
 
 
 def _named_by_gml_label(g):
@@ -724,7 +744,7 @@ def _declared_undirected(comments: tuple) -> bool | None:
     return None
 
 
-def _warn_if_one_way(path: str, graph: Graph) -> None:
+def _warn_if_one_way(path: str, graph: Graph, adjacency_list: bool = False) -> None:
     """A file of edges none of which has its reverse: most often an undirected graph
     written one line per pair, read here as one-way edges (every message flows from the
     first column to the second), which changes what a model computes and its influence."""
@@ -732,10 +752,12 @@ def _warn_if_one_way(path: str, graph: Graph) -> None:
     between = src != dst
     if not bool(between.any()) or bool((has_reverse(graph) & between).any()):
         return
+    way = "from a line's first node to the others" if adjacency_list else \
+        "from the first column to the second"
+    writers = "write_adjlist" if adjacency_list else "write_edgelist and SNAP's 'ungraph' files"
     warnings.warn(f"{path}: none of its {int(between.sum()):,} edges (loops aside) has its "
-                  "reverse, so every edge is one-way, from the first column to the second. "
-                  "If the graph is undirected (one line per pair, as networkx's "
-                  "write_edgelist and SNAP's 'ungraph' files write it), load it with "
+                  f"reverse, so every edge is one-way, {way}. If the graph is undirected "
+                  f"(each pair written once, as networkx's {writers} write it), load it with "
                   "undirected=True (command line: --undirected)", stacklevel=caller_stacklevel())
 
 

@@ -1144,3 +1144,70 @@ def test_utf16_feature_and_label_files_read_as_utf8(tmp_path):
                              labels=str(tmp_path / "y-utf-16.csv"))
     assert ds.x.tolist() == [[0.5, 1.0], [2.0, 3.25], [-1.0, 0.0]]
     assert ds.y.tolist() == [2, 0, 1]
+
+
+@pytest.mark.parametrize("writer, suffix", [(nx.write_graph6, ".g6"),
+                                            (nx.write_sparse6, ".s6"),
+                                            (nx.write_graph6, ".graph6.gz")])
+def test_graph6_and_sparse6_files_read_as_the_undirected_graph_written(tmp_path, writer,
+                                                                       suffix):
+    """nauty's and House of Graphs' formats, not read before ("not a graph file graphloc
+    reads"). The oracle: networkx's graph, each edge both ways."""
+    from graphloc import Graph
+    g = nx.les_miserables_graph()
+    g = nx.convert_node_labels_to_integers(g)
+    path = tmp_path / f"lesmis{suffix}"
+    if suffix.endswith(".gz"):
+        import gzip
+        with gzip.open(path, "wb") as f:
+            writer(g, f)
+    else:
+        writer(g, path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # undirected by the format: no one-way warning
+        ds = load_graph_file(str(path))
+    assert ds.num_nodes == g.number_of_nodes() and not ds.labelled
+    assert _edge_set(ds.graph) == _edge_set(Graph.from_networkx(g, nodes=sorted(g)))
+    assert ds.graph.num_edges == 2 * g.number_of_edges()
+
+
+def test_sparse6_keeps_parallel_edges_and_loops_and_several_graphs_are_refused(tmp_path):
+    multigraph = nx.MultiGraph([(0, 1), (0, 1), (2, 2), (1, 3)])
+    nx.write_sparse6(multigraph, tmp_path / "multi.s6")
+    graph = load_graph_file(str(tmp_path / "multi.s6")).graph
+    assert _edge_set(graph) == sorted([(0, 1), (0, 1), (1, 0), (1, 0), (2, 2), (1, 3),
+                                       (3, 1)])
+    (tmp_path / "two.g6").write_bytes(nx.to_graph6_bytes(nx.path_graph(3), header=False) +
+                                      nx.to_graph6_bytes(nx.cycle_graph(4), header=False))
+    with pytest.raises(ValueError, match=r"two.g6 is not a readable graph6 file .*the file "
+                                         r"holds 2 graphs, one per line"):
+        load_graph_file(str(tmp_path / "two.g6"))
+    (tmp_path / "bad.g6").write_bytes(b"\x7f\x7f\n")
+    with pytest.raises(ValueError, match=r"bad.g6 is not a readable graph6 file"):
+        load_graph_file(str(tmp_path / "bad.g6"))
+
+
+def test_an_adjacency_list_is_each_lines_edges_from_its_first_node(tmp_path):
+    """networkx's adjacency list: "u v w" is u -> v and u -> w; a directed graph reads back
+    as itself, an undirected one (each pair written once) warns and reads whole with
+    undirected=True; a line of one node is an isolated node."""
+    from graphloc import Graph
+    directed = nx.gnp_random_graph(30, 0.1, seed=3, directed=True)
+    directed.add_node(30)  # isolated, on a line of its own
+    nx.write_adjlist(directed, tmp_path / "directed.adjlist")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = load_graph_file(str(tmp_path / "directed.adjlist"))
+    assert not [w for w in caught if "has its reverse" in str(w.message)]
+    assert ds.num_nodes == 31
+    assert _edge_set(ds.graph) == _edge_set(Graph.from_networkx(directed, nodes=range(31)))
+    karate = nx.karate_club_graph()
+    nx.write_adjlist(karate, tmp_path / "karate.adjlist")
+    with pytest.warns(UserWarning, match=r"none of its 78 edges .* one-way, from a line's "
+                                         r"first node to the others.*write_adjlist"):
+        assert load_graph_file(str(tmp_path / "karate.adjlist")).graph.num_edges == 78
+    both = load_graph_file(str(tmp_path / "karate.adjlist"), undirected=True).graph
+    assert _edge_set(both) == _edge_set(Graph.from_networkx(karate, nodes=range(34)))
+    (tmp_path / "names.adjlist").write_text("# a comment\nb a c\nc\na b\n")
+    named = load_graph_file(str(tmp_path / "names.adjlist"), undirected=False).graph
+    assert named.num_nodes == 3 and _edge_set(named) == [(0, 1), (0, 2), (1, 0)]
