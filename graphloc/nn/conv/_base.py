@@ -25,6 +25,7 @@ multiplies it by its mask entry, so a conv that applies masks applies those weig
 from __future__ import annotations
 
 import contextlib
+import sys
 import weakref
 from contextvars import ContextVar
 from functools import cache
@@ -33,6 +34,31 @@ import torch
 from torch import Tensor
 
 from graphloc.nn.conv._inputs import ConvInputs
+
+
+def _fx_leaf_call(module: torch.nn.Module, args: tuple, kwargs: dict):
+    """Under torch.fx tracing, a conv called on traced values becomes one ``call_module``
+    node, as PyG's tracers keep a ``MessagePassing``: traced into, its checks met fx's
+    proxies and refused them ("expects node features x as a tensor, got Proxy"), so a
+    model of graphloc's convs could not be traced (PyG's ``test_sequential_tracable``).
+    None where nothing is traced, or the conv is no submodule of the traced root."""
+    fx = sys.modules.get("torch.fx")
+    if fx is None:
+        return None
+    proxy = next((a for a in (*args, *kwargs.values())
+                  if isinstance(a, fx.Proxy) or (isinstance(a, (tuple, list)) and
+                                                 any(isinstance(b, fx.Proxy) for b in a))),
+                 None)
+    if proxy is None:
+        return None
+    if not isinstance(proxy, fx.Proxy):
+        proxy = next(b for b in proxy if isinstance(b, fx.Proxy))
+    tracer = proxy.tracer
+    try:
+        path = tracer.path_of_module(module)
+    except NameError:
+        return None
+    return tracer.create_proxy("call_module", path, args, kwargs)
 
 
 class ConvModule(torch.nn.Module):
@@ -50,6 +76,10 @@ class ConvModule(torch.nn.Module):
         if port_class is not None:
             self.explain_port = port_class(type(self).__name__, type(self).explainable)
             self.explain_port.owner_ref = weakref.ref(self)
+
+    def __call__(self, *args, **kwargs):
+        traced = _fx_leaf_call(self, args, kwargs)
+        return traced if traced is not None else super().__call__(*args, **kwargs)
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
