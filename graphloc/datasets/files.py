@@ -65,6 +65,7 @@ from graphloc.datasets.readers import (
     unpack_archive,
     utf16_marked,
     warn_of_weights,
+    with_mixed_directions_spelled_out,
 )
 from graphloc.graph import Graph, networkx_node_order, pyg_data_with_edges
 
@@ -403,7 +404,14 @@ def _networkx_graph(path: str, fmt: str):
             return _one_graph(nx.read_graph6(f))
         if fmt in (".s6", ".sparse6"):
             return _one_graph(nx.read_sparse6(f))
-        return nx.read_graphml(f) if fmt == ".graphml" else nx.read_gexf(f)
+        data = f.read()
+    read = nx.read_graphml if fmt == ".graphml" else nx.read_gexf
+    try:
+        return read(io.BytesIO(data))
+    except nx.NetworkXError as err:
+        if "found in" not in str(err):  # not its refusal of an edge's own direction
+            raise
+        return read(io.BytesIO(with_mixed_directions_spelled_out(data, fmt)))
 
 
 def _one_graph(read):

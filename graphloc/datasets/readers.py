@@ -8,6 +8,7 @@ graph collections ship (KONECT, SuiteSparse, Network Repository)."""
 from __future__ import annotations
 
 import array
+import copy
 import bz2
 import gzip
 import io
@@ -105,6 +106,50 @@ def warn_of_weights(path: str, values: np.ndarray, what: str) -> None:
 def warn_that_weights_are_not_read(path: str, what: str) -> None:
     warnings.warn(f"{path}: {what} (edge weights) are not read: the datasets carry no edge "
                   "attributes; every stored entry is an edge", stacklevel=caller_stacklevel())
+
+
+# ---- GraphML and GEXF with edges of both directions ------------------------------------
+
+def with_mixed_directions_spelled_out(data: bytes, fmt: str) -> bytes:
+    """A GraphML or GEXF document whose edges override its default direction (GraphML's
+    ``directed`` on an edge, GEXF's ``type``), rewritten so networkx reads it: a directed
+    graph whose undirected edges each get their reverse (GEXF: type "mutual"). networkx
+    refuses such files ("directed=false edge found in directed graph"), which both formats
+    allow and Gephi writes for a mixed graph."""
+    import xml.etree.ElementTree as ET
+    root = ET.fromstring(data)
+    for graph in root.iter():
+        if graph.tag.rpartition("}")[2] == "graph":
+            (_mixed_graphml if fmt == ".graphml" else _mixed_gexf)(graph)
+    return ET.tostring(root)
+
+
+def _mixed_graphml(graph) -> None:
+    undirected = graph.get("edgedefault") == "undirected"
+    graph.set("edgedefault", "directed")
+    for edge in [e for e in graph if e.tag.rpartition("}")[2] == "edge"]:
+        directed = edge.attrib.pop("directed", None)
+        if directed == "false" or (directed is None and undirected):
+            reverse = copy.deepcopy(edge)
+            reverse.set("source", edge.get("target"))
+            reverse.set("target", edge.get("source"))
+            if "id" in reverse.attrib:  # ids are unique in a document
+                reverse.set("id", reverse.get("id") + "-reversed")
+            graph.append(reverse)
+
+
+def _mixed_gexf(graph) -> None:
+    undirected = graph.get("defaultedgetype", "undirected") != "directed"
+    graph.set("defaultedgetype", "directed")
+    for edges in graph:
+        for edge in edges:
+            if edge.tag.rpartition("}")[2] != "edge":
+                continue
+            kind = edge.get("type", "undirected" if undirected else "directed")
+            if kind in ("undirected", "mutual"):
+                edge.set("type", "mutual")  # networkx reads it both ways
+            else:
+                edge.attrib.pop("type", None)
 
 
 # ---- NumPy archives ----------------------------------------------------------------------

@@ -1211,3 +1211,66 @@ def test_an_adjacency_list_is_each_lines_edges_from_its_first_node(tmp_path):
     (tmp_path / "names.adjlist").write_text("# a comment\nb a c\nc\na b\n")
     named = load_graph_file(str(tmp_path / "names.adjlist"), undirected=False).graph
     assert named.num_nodes == 3 and _edge_set(named) == [(0, 1), (0, 2), (1, 0)]
+
+
+def _graphml(default: str, edges: list) -> str:
+    """A GraphML document of nodes a, b, c, d and ``(source, target, directed or None)``."""
+    rows = "".join(f'<edge id="e{i}" source="{u}" target="{v}"' +
+                   ("" if d is None else f' directed="{d}"') + "/>"
+                   for i, (u, v, d) in enumerate(edges))
+    return ('<?xml version="1.0" encoding="UTF-8"?><graphml xmlns="http://graphml.graphdrawing.'
+            f'org/xmlns"><graph edgedefault="{default}">' +
+            "".join(f'<node id="{n}"/>' for n in "abcd") + rows + "</graph></graphml>")
+
+
+def _gexf(default: str, edges: list) -> str:
+    """A GEXF 1.3 document of nodes 0 .. 3 and ``(source, target, type or None)``."""
+    rows = "".join(f'<edge id="{i}" source="{u}" target="{v}"' +
+                   ("" if t is None else f' type="{t}"') + "/>"
+                   for i, (u, v, t) in enumerate(edges))
+    return ('<?xml version="1.0" encoding="UTF-8"?><gexf xmlns="http://gexf.net/1.3" '
+            f'version="1.3"><graph defaultedgetype="{default}" mode="static"><nodes>' +
+            "".join(f'<node id="{n}" label="{n}"/>' for n in range(4)) +
+            f"</nodes><edges>{rows}</edges></graph></gexf>")
+
+
+def _both_ways(pairs):
+    return sorted(pairs + [(v, u) for u, v in pairs])
+
+
+@pytest.mark.parametrize("suffix, document, expected", [
+    (".graphml", _graphml("directed", [("a", "b", None), ("b", "c", "false"),
+                                       ("c", "d", "true")]),
+     sorted([(0, 1), (2, 3)] + _both_ways([(1, 2)]))),
+    (".graphml", _graphml("undirected", [("a", "b", None), ("b", "c", "true"),
+                                         ("d", "a", "false")]),
+     sorted([(1, 2)] + _both_ways([(0, 1), (3, 0)]))),
+    (".gexf", _gexf("directed", [(0, 1, None), (1, 2, "undirected"), (2, 3, "mutual"),
+                                 (3, 0, "directed")]),
+     sorted([(0, 1), (3, 0)] + _both_ways([(1, 2), (2, 3)]))),
+    (".gexf", _gexf("undirected", [(0, 1, None), (1, 2, "directed"), (3, 2, None)]),
+     sorted([(1, 2)] + _both_ways([(0, 1), (3, 2)]))),
+])
+def test_graphml_and_gexf_edges_that_override_the_default_direction(tmp_path, suffix,
+                                                                     document, expected):
+    """Both formats let an edge say its own direction (GraphML's directed="false" in a
+    directed graph, GEXF's type="undirected"), and Gephi writes a mixed graph so; networkx
+    refuses such files ("directed=false edge found in directed graph"), and so did
+    graphloc. Read now as the graph the file describes: each undirected edge both ways,
+    each directed one as written."""
+    path = tmp_path / f"mixed{suffix}"
+    path.write_text(document)
+    graph = load_graph_file(str(path)).graph
+    assert _edge_set(graph) == expected
+
+
+def test_a_graph_of_one_direction_reads_as_before(tmp_path):
+    """The rewriting is for the mixed files only: a plain directed GraphML keeps its one-way
+    edges, an undirected GEXF gets both directions, as networkx reads them."""
+    (tmp_path / "one_way.graphml").write_text(_graphml("directed", [("a", "b", None),
+                                                                    ("b", "c", "true")]))
+    assert _edge_set(load_graph_file(str(tmp_path / "one_way.graphml")).graph) == \
+        [(0, 1), (1, 2)]
+    (tmp_path / "plain.gexf").write_text(_gexf("undirected", [(0, 1, None), (2, 3, None)]))
+    assert _edge_set(load_graph_file(str(tmp_path / "plain.gexf")).graph) == \
+        _both_ways([(0, 1), (2, 3)])
