@@ -459,8 +459,9 @@ def _warn_of_unread_attributes(g, path: str, named: bool) -> None:
     its extra columns: a street graph's lengths or a graph's weights were dropped
     without a word. (A GML or GEXF ``label`` left here (``named``) is not every node's own
     name, and no class; GEXF's ``viz`` is a drawing's position, colour and size.)"""
-    edge_keys = sorted({str(key) for *_, data in g.edges(data=True) for key in data}
-                       - ({"id"} if named else set()))  # GEXF's edge ids
+    # an edge's id (GEXF's, GraphML's: yEd and Gephi number every edge) names it, and
+    # holds nothing a dataset would carry
+    edge_keys = sorted({str(key) for *_, data in g.edges(data=True) for key in data} - {"id"})
     node_keys = sorted({str(key) for _, data in g.nodes(data=True) for key in data}
                        - ({"y", "viz"} if named else {"y", "label", "viz"}))
     unread = ([f"edge attributes {edge_keys}"] if edge_keys else []) + \
