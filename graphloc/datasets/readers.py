@@ -8,8 +8,8 @@ graph collections ship (KONECT, SuiteSparse, Network Repository)."""
 from __future__ import annotations
 
 import array
-import copy
 import bz2
+import copy
 import gzip
 import io
 import lzma
