@@ -46,8 +46,10 @@ from graphloc.datasets.base import (
     warn_of_unread_keys,
     with_missing_reverses,
 )
+from graphloc.datasets.keyed import keyed_values, warn_if_positional
 from graphloc.datasets.readers import (
     DECOMPRESSION_ERRORS,
+    MISSING_VALUES,
     check_vertex_count,
     compression_of,
     joined_blocks,
@@ -60,6 +62,7 @@ from graphloc.datasets.readers import (
     read_metis,
     read_npz,
     read_pajek,
+    sniffed_delimiter,
     text_blocks,
     uncompressed_name,
     unpack_archive,
@@ -104,13 +107,16 @@ class _Read(NamedTuple):
     split: tuple | None = None
     extra: dict | None = None
     undirected: bool | Tensor | None = None  # a Tensor: per edge, as Gephi's "Type" column
+    names: list | None = None  # the nodes' names in row order, where they are not 0 .. N-1
 
 
 def load_graph_file(path: str, features: str | None = None, labels: str | None = None,
                     undirected: bool | None = None) -> NodeDataset:
     """The graph in ``path`` with optional ``features`` [N, F] and ``labels`` [N] files
     (rows in the graph's node order: the node ids where a GraphML's or GML's ids are
-    exactly 0 .. N-1 and for an edge list's integer ids, else the order of the file).
+    exactly 0 .. N-1 and for an edge list's integer ids, else the order of the file; or,
+    for a text file whose first column names each row's node, matched by it:
+    ``graphloc.datasets.keyed``).
 
     Formats, by suffix: a saved PyG ``Data`` (.pt); a NumPy archive (.npz) of a SciPy
     sparse adjacency, of the gnn-benchmark layout (``adj_*``, ``attr_*``, ``labels``) or
@@ -146,8 +152,9 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
         extra = {**extra, "edge_attr": edge_attr} if edge_attr is not None else extra
     elif undirected is None and _format_of(path) in EDGE_FILE_SUFFIXES + (".npz", ".adjlist"):
         _warn_if_one_way(path, graph, _format_of(path) == ".adjlist")
-    x = _matrix(features, graph.num_nodes, "features") if features else read.x
-    y = _matrix(labels, graph.num_nodes, "labels").view(-1).long() if labels else read.y
+    keys = _NodeKeys(graph.num_nodes, read.names, path)
+    x = _matrix(features, graph.num_nodes, "features", keys) if features else read.x
+    y = _matrix(labels, graph.num_nodes, "labels", keys).view(-1).long() if labels else read.y
     name = os.path.abspath(path)
     if x is None:
         x = default_features(graph)
@@ -234,7 +241,8 @@ def _read(path: str, fmt: str, warn_unused: bool) -> _Read:
     if fmt == ".npz":
         return _Read(*read_npz(path))
     if fmt in NETWORKX_SUFFIXES:
-        return _Read(*_networkx_file(path, fmt))
+        graph, y, names = _networkx_file(path, fmt)
+        return _Read(graph, y=y, names=names)
     if fmt == ".mtx":
         return _Read(_matrix_market(path))
     if fmt in (".graph", ".metis"):
@@ -246,11 +254,11 @@ def _read(path: str, fmt: str, warn_unused: bool) -> _Read:
         return _Read(graph, undirected=declared)
     comments = _leading_comments(path)
     konect = _konect_layout(comments)
-    graph, directions = _edge_list(path, konect, comments)
+    graph, directions, names = _edge_list(path, konect, comments)
     if warn_unused and konect is None:  # KONECT's size line counts its vertices
         _warn_of_unused_ids(path, graph)
     declared = _declared_undirected(comments)
-    return _Read(graph, undirected=directions if declared is None else declared)
+    return _Read(graph, undirected=directions if declared is None else declared, names=names)
 
 
 def _saved_data(path: str) -> _Read:
@@ -383,7 +391,8 @@ def _networkx_file(path: str, fmt: str):
     order, moved = networkx_node_order(g, None)
     order = sorted(order) if moved else order
     graph = Graph.from_networkx(g, nodes=order)
-    return graph, None, _node_labels(g, order, path, named)
+    names = None if moved or order == list(range(len(order))) else order
+    return graph, _node_labels(g, order, path, named), names
 
 
 def _networkx_graph(path: str, fmt: str):
@@ -518,15 +527,16 @@ def _coordinates(g, order: list, y_values: list) -> bool:
 
 
 def _edge_list(path: str, konect: str | None = None, comments: tuple = ()
-               ) -> tuple[Graph, Tensor | None]:
+               ) -> tuple[Graph, Tensor | None, list | None]:
     """Two columns (source, destination) per line, tab, comma, semicolon or space
     separated (UTF-8, a byte-order mark allowed); a header line is skipped; ids that are
     all integers (also written as "7.0") are used as they are, others are numbered in
     order of appearance. Further columns (edge weights, timestamps) are ignored with a
     warning: the datasets carry no edge attributes; but a header's "Type" column of
     "Directed" and "Undirected" (Gephi's edge table) is each edge's direction, returned
-    as a bool per edge (None without one). A KONECT file (``konect``, its format line's
-    word) numbers its vertices from 1: see :func:`_konect_numbering`."""
+    as a bool per edge (None without one). Returns (graph, directions, the names in node
+    order where the ids are names). A KONECT file (``konect``, its format line's word)
+    numbers its vertices from 1: see :func:`_konect_numbering`."""
     columns = _integer_edge_columns(path)
     low = 1 if konect else 0
     if columns is None or int(columns.edge_index.min()) < low or \
@@ -536,7 +546,7 @@ def _edge_list(path: str, konect: str | None = None, comments: tuple = ()
         _warn_of_extra_columns(path, columns.first_line, columns.width)
     edge_index = columns.edge_index
     graph = _konect_numbering(edge_index, konect, comments) if konect else Graph(edge_index)
-    return graph, None
+    return graph, None, None
 
 
 class _Columns(NamedTuple):
@@ -565,7 +575,7 @@ def _integer_edge_columns(path: str) -> _Columns | None:
                     continue
                 if first_line is None:
                     first_line = lines_before + 1 + raw.index(lines[0])
-                delimiter = delimiter or _delimiter("\n".join(lines[:64]))
+                delimiter = delimiter or sniffed_delimiter("\n".join(lines[:64]))
                 block = _leading_integer_pairs(lines, delimiter)
                 if block is None or block[1] != (width or block[1]):
                     return None
@@ -612,13 +622,8 @@ def _warn_of_extra_columns(path: str, number: int, count: int, typed: bool = Fal
                   "attributes", stacklevel=caller_stacklevel())
 
 
-def _delimiter(sample: str) -> str:
-    """An edge list's delimiter, sniffed from edge lines (a comma in a comment is none)."""
-    return next((d for d in ("\t", ",", ";") if d in sample), " ")
-
-
 def _general_edge_list(path: str, konect: str | None, comments: tuple
-                       ) -> tuple[Graph, Tensor | None]:
+                       ) -> tuple[Graph, Tensor | None, list | None]:
     """:func:`_edge_list` of any file, field by field in Python: headers, names, ids written
     as "7.0", further columns, and errors naming their line."""
     lines = _edge_list_rows(path)
@@ -638,13 +643,13 @@ def _general_edge_list(path: str, konect: str | None, comments: tuple
     ends = [(row[0].strip(), row[1].strip()) for _, row in lines]
     numbers = [[_integer_id(a), _integer_id(b)] for a, b in ends]  # each id parsed once
     if konect is not None:
-        return _konect_graph(path, lines, numbers, konect, comments), directions
+        return _konect_graph(path, lines, numbers, konect, comments), directions, None
     if all(None not in pair for pair in numbers):
-        return Graph(_integer_edge_index(path, lines, numbers)), directions
+        return Graph(_integer_edge_index(path, lines, numbers)), directions, None
     _warn_if_mixed_ids(path, lines, numbers)
     ids: dict[str, int] = {}
     pairs = [[ids.setdefault(a, len(ids)), ids.setdefault(b, len(ids))] for a, b in ends]
-    return Graph(torch.tensor(pairs).t(), num_nodes=len(ids)), directions
+    return Graph(torch.tensor(pairs).t(), num_nodes=len(ids)), directions, list(ids)
 
 
 _DIRECTIONS = {"directed": False, "undirected": True}
@@ -805,11 +810,8 @@ def _edge_list_rows(path: str) -> list:
         # utf-8-sig: a spreadsheet's byte-order mark otherwise glued itself to the first
         # id, which made the first edge read as a header and dropped it
         with open_text(path, newline="", encoding="utf-8-sig") as f:
-            # the delimiter is sniffed from the edges: a comma in a comment is no delimiter
-            sample = "\n".join(line for line in f.read(4096).splitlines()
-                               if not line.startswith(("#", "%")))
+            delimiter = sniffed_delimiter(f.read(4096))
             f.seek(0)
-            delimiter = _delimiter(sample)
             reader = csv.reader(f, delimiter=delimiter, skipinitialspace=True)
             # "#" (SNAP) and "%" (KONECT, MatrixMarket) start comment lines
             rows = [(reader.line_num, row) for row in reader
@@ -834,9 +836,6 @@ def _space_separated_lines_split(rows: list) -> list:
             for number, row in rows]
 
 
-# what pandas, Python and database exports write for a missing value (not "NA", which
-# also names things: Namibia, North America)
-_MISSING = {"", "nan", "null", "none", "<na>"}
 
 
 def _refuse_missing_ids(path: str, lines: list) -> None:
@@ -845,7 +844,7 @@ def _refuse_missing_ids(path: str, lines: list) -> None:
     turned integer ids into names numbered by appearance (misaligning feature files)."""
     for number, row in lines:
         for column, field in ((0, row[0]), (1, row[1])):
-            if field.strip().lower() in _MISSING:
+            if field.strip().lower() in MISSING_VALUES:
                 side = ("source", "destination")[column]
                 raise ValueError(f"{path}: line {number} has no {side} node id "
                                  f"({field!r})")
@@ -934,12 +933,30 @@ def _all_ints(values) -> bool:
     return all(_integer_id(v) is not None for v in values)
 
 
-def _matrix(path: str, rows: int, what: str) -> Tensor:
+class _NodeKeys(NamedTuple):
+    """What a features or labels file's rows are matched against: the graph's node count,
+    its nodes' names (None: the integers 0 .. N-1) and the graph file's path."""
+    num_nodes: int
+    names: list | None = None
+    graph_path: str = ""
+
+
+def _matrix(path: str, rows: int, what: str, keys: _NodeKeys | None = None) -> Tensor:
     """A .npy, .pt or .csv (no header, or a header of names) matrix with ``rows`` rows,
-    also compressed (.gz, .bz2, .xz)."""
+    also compressed (.gz, .bz2, .xz); a text file keyed by node (a first column of node
+    names, or ids under an "id" header) in node order (``graphloc.datasets.keyed``)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no {what} file at {path}")
     lower = uncompressed_name(path).lower()
+    keys = keys or _NodeKeys(rows)
+    try:
+        keyed = keyed_values(path, what, rows, keys.names)
+    except (UnicodeDecodeError, csv.Error, *DECOMPRESSION_ERRORS) as err:
+        raise ValueError(f"{path}: not a readable {what} file ({type(err).__name__}: "
+                         f"{err})") from err
+    if keyed is not None:
+        return keyed if what == "labels" else _checked_matrix(keyed, path, what, rows)
+    warn_if_positional(path, what, keys.names, keys.graph_path)
     try:
         if lower.endswith(".npy"):
             with open_binary(path) as f:
@@ -956,6 +973,12 @@ def _matrix(path: str, rows: int, what: str) -> Tensor:
     except Exception as err:
         raise ValueError(f"{path}: not a readable {what} file ({type(err).__name__}: "
                          f"{err})") from err
+    return _checked_matrix(value, path, what, rows)
+
+
+def _checked_matrix(value: Tensor, path: str, what: str, rows: int) -> Tensor:
+    """A file's ``what`` with a row per node and finite values, features as integers where
+    they are whole numbers (``float_features`` says where float32 rounds them)."""
     if what == "labels" and value.dim() > 1 and value[0].numel() > 1:
         raise ValueError(f"{path}: a labels file holds one class id per line, in node order "
                          f"(line i: node i), got {value[0].numel()} columns")
@@ -1010,7 +1033,7 @@ def _class_names(path: str, rows: int) -> Tensor | None:
         return None  # the numeric reader names the columns
     if len(lines) == rows + 1:
         lines = lines[1:]
-    given = [line for line in lines if line.lower() not in _MISSING]
+    given = [line for line in lines if line.lower() not in MISSING_VALUES]
     if all(_is_number(v) for v in given[1:]):
         return None  # numbers, with or without a header
     if len(lines) != rows:
@@ -1031,7 +1054,7 @@ def _numbers_or_columns(path: str) -> bool:
                 if "," in line or "\t" in line:
                     return True
                 label = line.strip()
-                if label.lower() in _MISSING:
+                if label.lower() in MISSING_VALUES:
                     continue
                 names |= not first and not _is_number(label)
                 first = False
@@ -1149,7 +1172,7 @@ def _refuse_bad_row(path: str, rows: list, split, first: tuple) -> None:
 def _label(path: str, number: int, fields: list) -> float:
     """One line's class id: -1 where it is blank or missing."""
     fields = [f for f in fields if f != ""]
-    if not fields or (len(fields) == 1 and fields[0].lower() in _MISSING):
+    if not fields or (len(fields) == 1 and fields[0].lower() in MISSING_VALUES):
         return -1.0
     if len(fields) > 1:
         raise _TextError(f"{path}: line {number} holds {len(fields)} values; a labels file "

@@ -70,6 +70,18 @@ def open_binary(path: str):
     return _OPENERS[suffix](path, "rb") if suffix else open(path, "rb")
 
 
+# what pandas, Python and database exports write for a missing value (not "NA", which
+# also names things: Namibia, North America)
+MISSING_VALUES = {"", "nan", "null", "none", "<na>"}
+
+
+def sniffed_delimiter(sample: str) -> str:
+    """A table's delimiter (tab, comma, semicolon, else spaces), sniffed from its lines
+    with the comment lines left out: a comma in a comment is none."""
+    rows = "\n".join(line for line in sample.splitlines() if not line.startswith(("#", "%")))
+    return next((d for d in ("\t", ",", ";") if d in rows), " ")
+
+
 def open_text(path: str, **kwargs):
     """``path`` as text, decompressed where its name says it is compressed. Asked for
     UTF-8 ("utf-8-sig"), a file that starts with UTF-16's byte-order mark is read as UTF-16:

@@ -90,7 +90,7 @@ def test_feature_and_label_files_are_checked(tmp_path, blocks):
     (tmp_path / "frac.csv").write_text("0.5\n1\n1\n")
     with pytest.raises(ValueError, match="labels must be integer class ids"):
         load_graph_file(str(tmp_path / "e.csv"), labels=str(tmp_path / "frac.csv"))
-    (tmp_path / "pairs.csv").write_text("node,label\n0,1\n1,0\n2,1\n")  # id, label
+    (tmp_path / "pairs.csv").write_text("label,node\n0,1\n1,0\n2,1\n")  # no node column
     with pytest.raises(ValueError, match="pairs.csv: line 2 holds 2 values; a labels file "
                        "holds one class id per line"):
         load_graph_file(str(tmp_path / "e.csv"), labels=str(tmp_path / "pairs.csv"))

@@ -1,0 +1,186 @@
+"""Feature and label files keyed by node: a first column that names each row's node.
+
+A features or labels file is read by position (line i: node i). Where the graph's nodes
+are names (an edge list of names numbers them in order of first appearance; a GraphML's
+ids), the user's file in any other order had its rows given to the wrong nodes without a
+word. A file whose first column holds the graph's node names (or, under a header such as
+"id" or "node", its node ids) is matched to the nodes by that column instead: Gephi's node
+table, or ``df.to_csv()`` of a table indexed by node.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+import warnings
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from graphloc.checks import caller_stacklevel
+from graphloc.datasets.readers import (
+    MISSING_VALUES,
+    open_text,
+    sniffed_delimiter,
+    uncompressed_name,
+)
+
+# a first line's first field that says the column holds nodes
+KEY_HEADERS = {"id", "node", "nodes", "node_id", "nodeid", "name", "vertex", "vertex_id"}
+_TEXT_SUFFIXES = (".csv", ".tsv", ".txt")
+
+
+def keyed_values(path: str, what: str, num_nodes: int, names: list | None) -> Tensor | None:
+    """The rows of a node-keyed ``what`` ("features" or "labels") file in node order, or
+    None where the file is not keyed (read by position). ``names``: the graph's node names
+    in node order, None where its nodes are the integers 0 .. N-1.
+
+    Keyed: the first line's first field is one of ``KEY_HEADERS`` (then keys are names, or
+    integer node ids for a graph without names), or, for a graph with names, a first field
+    of the first or second line is a node name that is not a number. Features: every node
+    once, every value a finite number. Labels: one class per node (ids, or names numbered
+    in sorted order), -1 for a node the file does not list or gives no class. Rows are
+    read one at a time into the result (no list of a large file's lines)."""
+    if not uncompressed_name(path).lower().endswith(_TEXT_SUFFIXES):
+        return None
+    header = _key_header(list(itertools.islice(_rows(path), 2)), names)
+    if header is None:  # a positional file: nothing more read here
+        return None
+    nodes = _Nodes(path, num_nodes, names)
+    rows = itertools.islice(_rows(path), header, None)
+    if what == "labels":
+        return _labels(path, rows, nodes)
+    return _features(path, rows, nodes)
+
+
+def warn_if_positional(path: str, what: str, names: list | None, graph_path: str) -> None:
+    """A positional file on a graph whose nodes are names: say which order its rows are
+    given to, since nothing checks it."""
+    if names is None:
+        return
+    shown = ", ".join(repr(str(n)) for n in names[:4]) + (", ..." if len(names) > 4 else "")
+    warnings.warn(f"{path}: its rows are read as the {what} of the nodes in {graph_path}'s "
+                  f"order ({shown}); to match them by name instead, give each line the node's "
+                  "name as a first column", stacklevel=caller_stacklevel())
+
+
+def _rows(path: str):
+    """(line number, fields) of each line that is not blank or a comment, one at a time."""
+    with open_text(path, newline="", encoding="utf-8-sig") as f:
+        sample = f.read(4096)
+        f.seek(0)
+        reader = csv.reader(f, delimiter=sniffed_delimiter(sample), skipinitialspace=True)
+        for row in reader:
+            if row and any(row) and not row[0].startswith(("#", "%")):
+                yield reader.line_num, [field.strip() for field in row]
+
+
+def _key_header(rows: list, names: list | None) -> int | None:
+    """How many header lines precede the keyed rows (0 or 1), or None: not keyed."""
+    if not rows:
+        return None
+    if rows[0][1][0].lower() in KEY_HEADERS:
+        return 1
+    if names is None:
+        return None
+    known = {str(name) for name in names}
+    for position, (_, fields) in enumerate(rows[:2]):
+        if fields[0] in known and not _is_number(fields[0]):
+            return position
+    return None
+
+
+class _Nodes:
+    """Each keyed row's node: by name, or by integer id for a graph without names; an
+    unknown or repeated node is an error naming the line."""
+
+    def __init__(self, path: str, num_nodes: int, names: list | None):
+        self.path, self.num_nodes, self.names = path, num_nodes, names
+        self.index = None if names is None else {str(n): i for i, n in enumerate(names)}
+        self.seen: dict[int, int] = {}  # node -> the line that gave it
+
+    def of(self, number: int, key: str) -> int:
+        node = self.index.get(key) if self.index is not None else _node_id(key, self.num_nodes)
+        if node is None:
+            raise ValueError(f"{self.path}: line {number} is keyed by {key!r}, which is not a "
+                             f"node of the graph")
+        if node in self.seen:
+            raise ValueError(f"{self.path}: line {number} gives node {key!r} again (first at "
+                             f"line {self.seen[node]})")
+        self.seen[node] = number
+        return node
+
+    def first_missing(self):
+        missing = next(i for i in range(self.num_nodes) if i not in self.seen)
+        return self.names[missing] if self.names is not None else missing
+
+
+def _node_id(key: str, num_nodes: int) -> int | None:
+    try:
+        node = int(key)
+    except ValueError:
+        return None
+    return node if 0 <= node < num_nodes else None
+
+
+def _labels(path: str, rows, nodes: _Nodes) -> Tensor:
+    given: dict[int, str] = {}
+    for number, fields in rows:
+        if len(fields) > 2:
+            raise ValueError(f"{path}: a keyed labels file holds a node and its class per "
+                             f"line; line {number} has more columns (keep the node and the one "
+                             "class column)")
+        value = fields[1] if len(fields) > 1 else ""
+        node = nodes.of(number, fields[0])
+        if value.lower() not in MISSING_VALUES:
+            given[node] = value
+    labels = torch.full((nodes.num_nodes,), -1, dtype=torch.long)
+    if all(_is_whole(v) for v in given.values()):
+        classes = {v: int(float(v)) for v in set(given.values())}
+    else:  # names, numbered in sorted order
+        classes = {v: i for i, v in enumerate(sorted(set(given.values())))}
+    for node, value in given.items():
+        labels[node] = classes[value]
+    return labels
+
+
+def _features(path: str, rows, nodes: _Nodes) -> Tensor:
+    out, width = None, 0
+    for number, fields in rows:
+        node = nodes.of(number, fields[0])
+        if out is None:
+            width = len(fields) - 1
+            out = np.empty((nodes.num_nodes, width), dtype=np.float64)
+        if len(fields) - 1 != width:
+            raise ValueError(f"{path}: line {number} has {len(fields) - 1} features after its "
+                             f"node, the first row {width}")
+        values = [_finite(field) for field in fields[1:]]
+        if None in values:
+            column = values.index(None)
+            raise ValueError(f"{path}: line {number}, column {column + 2} holds "
+                             f"{fields[column + 1]!r}, not a finite number")
+        out[node] = values
+    if len(nodes.seen) != nodes.num_nodes:
+        raise ValueError(f"{path}: a keyed features file gives every node a row, but node "
+                         f"{nodes.first_missing()!r} has none ({len(nodes.seen)} of "
+                         f"{nodes.num_nodes} nodes listed)")
+    return torch.from_numpy(out)
+
+
+def _finite(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _is_number(text: str) -> bool:
+    return _finite(text) is not None
+
+
+def _is_whole(text: str) -> bool:
+    value = _finite(text)
+    return value is not None and value.is_integer()

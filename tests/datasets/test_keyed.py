@@ -1,0 +1,125 @@
+"""Feature and label files keyed by node (``graphloc.datasets.keyed``): rows matched to
+the graph's nodes by a first column of names or ids, against the mapping written out here."""
+
+import gzip
+import warnings
+
+import networkx as nx
+import numpy as np
+import pytest
+import torch
+
+from graphloc.datasets.files import load_graph_file
+
+# an edge list of names: its nodes are numbered as they first appear
+EDGES = "alice,bob\nbob,carol\ncarol,dave\ndave,alice\nerin,alice\n"
+ORDER = ["alice", "bob", "carol", "dave", "erin"]
+
+
+def _load(tmp_path, **files):
+    (tmp_path / "people.csv").write_text(EDGES)
+    paths = {}
+    for what, (name, text) in files.items():
+        (tmp_path / name).write_text(text)
+        paths[what] = str(tmp_path / name)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*has its reverse")
+        return load_graph_file(str(tmp_path / "people.csv"), **paths)
+
+
+def test_labels_keyed_by_name_reach_their_nodes_in_any_order(tmp_path):
+    """A labels file of "name,class" lines in another order than the graph's: read by
+    position it gave alice bob's class without a word."""
+    classes = {"dave": 2, "alice": 0, "erin": 1, "carol": 2, "bob": 1}
+    text = "".join(f"{name},{c}\n" for name, c in classes.items())
+    ds = _load(tmp_path, labels=("y.csv", text))
+    assert ds.y.tolist() == [classes[name] for name in ORDER] and ds.labelled
+
+
+@pytest.mark.parametrize("header", ["", "name,class\n", ",class\n", "Id,class\n"])
+def test_a_header_over_the_keyed_rows_is_skipped(tmp_path, header):
+    """No header, a header of other words, pandas' to_csv header (its index column has an
+    empty name) or Gephi's "Id"."""
+    text = header + "carol,b\nalice,a\nbob,b\n"
+    ds = _load(tmp_path, labels=("y.csv", text))
+    # class names numbered in sorted order (a: 0, b: 1); dave and erin have none: -1
+    assert ds.y.tolist() == [0, 1, 1, -1, -1]
+
+
+def test_features_keyed_by_name_are_the_nodes_rows(tmp_path):
+    rows = {name: [float(i), i * 0.5 - 1] for i, name in enumerate(reversed(ORDER))}
+    text = "node,f1,f2\n" + "".join(f"{n},{a},{b}\n" for n, (a, b) in rows.items())
+    ds = _load(tmp_path, features=("x.csv", text))
+    expected = torch.tensor([rows[name] for name in ORDER], dtype=torch.float32)
+    assert torch.equal(ds.x, expected)
+
+
+def test_a_positional_file_on_a_graph_of_names_says_whose_order_it_takes(tmp_path):
+    with pytest.warns(UserWarning, match=r"y.csv: its rows are read as the labels of the nodes "
+                                         r"in .*people.csv's order \('alice', 'bob', 'carol', "
+                                         r"'dave', \.\.\.\); to match them by name"):
+        ds = _load(tmp_path, labels=("y.csv", "0\n1\n2\n0\n1\n"))
+    assert ds.y.tolist() == [0, 1, 2, 0, 1]
+
+
+def test_a_positional_file_on_a_graph_of_ids_reads_quietly(tmp_path):
+    (tmp_path / "g.csv").write_text("0,1\n1,2\n2,0\n1,0\n")
+    (tmp_path / "y.csv").write_text("2\n0\n1\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_graph_file(str(tmp_path / "g.csv"), labels=str(tmp_path / "y.csv")
+                               ).y.tolist() == [2, 0, 1]
+
+
+def test_rows_keyed_by_id_under_an_id_header(tmp_path):
+    """A graph of integer ids: a file whose first line says its first column holds nodes
+    ("id", "node", ...) is matched by id; an id outside 0 .. N-1 is refused by line."""
+    (tmp_path / "g.csv").write_text("0,1\n1,2\n2,3\n3,0\n")
+    (tmp_path / "x.csv").write_text("id,a\n3,30\n1,10\n0,0\n2,20\n")
+    (tmp_path / "y.csv").write_text("node,label\n2,1\n0,0\n")
+    ds = load_graph_file(str(tmp_path / "g.csv"), features=str(tmp_path / "x.csv"),
+                         labels=str(tmp_path / "y.csv"))
+    assert ds.x.view(-1).tolist() == [0.0, 10.0, 20.0, 30.0]
+    assert ds.y.tolist() == [0, -1, 1, -1]
+    (tmp_path / "far.csv").write_text("id,a\n0,1\n4,2\n")
+    with pytest.raises(ValueError, match=r"far.csv: line 3 is keyed by '4', which is not a "
+                                         r"node of the graph"):
+        load_graph_file(str(tmp_path / "g.csv"), labels=str(tmp_path / "far.csv"))
+
+
+@pytest.mark.parametrize("what, text, message", [
+    ("labels", "alice,1\nmallory,0\n", r"line 2 is keyed by 'mallory', which is not a node"),
+    ("labels", "alice,1\nbob,0\nalice,1\n", r"line 3 gives node 'alice' again \(first at "
+                                            r"line 1\)"),
+    ("labels", "alice,1,7\nbob,0,7\n", r"a keyed labels file holds a node and its class per "
+                                       r"line; line 1 has more columns"),
+    ("features", "alice,1\nbob,2\ncarol,3\ndave,4\n", r"gives every node a row, but node "
+                                                      r"'erin' has none \(4 of 5"),
+    ("features", "alice,1\nbob,2\ncarol,x\ndave,4\nerin,5\n", r"line 3, column 2 holds 'x', "
+                                                              r"not a finite number"),
+    ("features", "alice,1\nbob,inf\ncarol,3\ndave,4\nerin,5\n", r"line 2, column 2 holds "
+                                                                r"'inf'"),
+    ("features", "alice,1,2\nbob,2\ncarol,3,1\ndave,4,1\nerin,5,1\n", r"line 2 has 1 "
+                                                                      r"features after"),
+])
+def test_bad_keyed_rows_are_named_by_line(tmp_path, what, text, message):
+    with pytest.raises(ValueError, match=message):
+        _load(tmp_path, **{what: ("f.csv", text)})
+
+
+def test_a_graphml_of_named_nodes_takes_a_pandas_table_indexed_by_node(tmp_path):
+    """Les Misérables as GraphML (nodes named by character) with features as pandas'
+    ``DataFrame.to_csv`` writes a table indexed by name (its header's first field empty),
+    gzipped, in sorted order."""
+    g = nx.les_miserables_graph()
+    nx.write_graphml(g, tmp_path / "lesmis.graphml")
+    degree = dict(g.degree())
+    with gzip.open(tmp_path / "x.csv.gz", "wt") as f:
+        f.write(",degree,initial\n")
+        f.writelines(f"{n},{degree[n]},{ord(n[0])}\n" for n in sorted(g))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*are not read")
+        ds = load_graph_file(str(tmp_path / "lesmis.graphml"),
+                             features=str(tmp_path / "x.csv.gz"))
+    expected = np.array([[degree[n], ord(n[0])] for n in g.nodes], dtype=np.float32)
+    assert np.array_equal(ds.x.numpy(), expected)
