@@ -17,6 +17,13 @@ from graphloc.memory import retain_freed_memory
 from graphloc.nn.models.forward import PROCEDURES
 from graphloc.plotting import require_matplotlib
 
+# a row per node, in node order, or matched by a first column of node names (or of ids
+# under an "id" header)
+FEATURES_HELP = ("node features for a graph file (.npy, .pt, .csv; also .gz, .bz2, .xz): a "
+                 "row per node in node order, or keyed by a first column of node names")
+LABELS_HELP = ("node labels for a graph file (.npy, .pt, .csv; also .gz, .bz2, .xz): a class "
+               "per node in node order, or keyed by a first column of node names")
+
 
 def info(_args) -> int:
     """Prints what this installation runs on: versions, kernels, threads, devices."""
@@ -120,10 +127,8 @@ def _add_train_command(commands) -> None:
                           ".graph, DIMACS .gr/.col, Pajek .net; text files also as .gz, .bz2, "
                           ".xz; or a KONECT, SuiteSparse or Network Repository archive: "
                           ".tar.bz2, .tar.gz, .zip)")
-    cmd.add_argument("--features", help="node features for a graph file (.npy, .pt, .csv; "
-                     "also .gz, .bz2, .xz)")
-    cmd.add_argument("--labels", help="node labels for a graph file (.npy, .pt, .csv; "
-                     "also .gz, .bz2, .xz)")
+    cmd.add_argument("--features", help=FEATURES_HELP)
+    cmd.add_argument("--labels", help=LABELS_HELP)
     _add_undirected_flag(cmd)
     cmd.add_argument("--model", default="gcn", help="a registered model name")
     cmd.add_argument("--layers", type=count(1), default=2)
@@ -235,8 +240,7 @@ def _add_influence_command(commands) -> None:
     cmd = commands.add_parser("influence", help=influence.__doc__)
     cmd.add_argument("--graph", help="a dataset (as for train) or your graph file; default "
                                       "with --checkpoint: the dataset it was trained on")
-    cmd.add_argument("--features", help="node features for a graph file (.npy, .pt, .csv; "
-                     "also .gz, .bz2, .xz)")
+    cmd.add_argument("--features", help=FEATURES_HELP)
     _add_undirected_flag(cmd)
     cmd.add_argument("--model", nargs="+", default=["gcn"],
                      help="registered model names (untrained, seeded; one output per "
@@ -285,8 +289,8 @@ def _add_dataset_commands(commands) -> None:
     build.set_defaults(run=dataset_build)
     stats = sub.add_parser("stats", help=dataset_stats.__doc__)
     stats.add_argument("dataset", help="a dataset name or your graph file (as for train)")
-    stats.add_argument("--features", help="node features for a graph file")
-    stats.add_argument("--labels", help="node labels for a graph file")
+    stats.add_argument("--features", help=FEATURES_HELP)
+    stats.add_argument("--labels", help=LABELS_HELP)
     _add_undirected_flag(stats)
     stats.add_argument("--root", default="data")
     stats.add_argument("--seed", type=int, default=0)
