@@ -265,7 +265,8 @@ def _gin(conv):
 
 
 def _gine(conv):
-    edge_dim = conv.lin.in_features if getattr(conv, "lin", None) is not None else None
+    # (PyG's own Linear, which names its width in_channels)
+    edge_dim = _input_width(conv.lin, 0) if getattr(conv, "lin", None) is not None else None
     return gl_conv.GINEConv(conv.nn, eps=conv.initial_eps,
                             train_eps=isinstance(conv.eps, torch.nn.Parameter), edge_dim=edge_dim)
 
@@ -1021,10 +1022,16 @@ def _probe(module, example):
         gen = torch.Generator().manual_seed(0)
         return (torch.randint(0, 3, (20,), generator=gen),
                 torch.randint(0, 20, (2, 60), generator=gen))
+    elif _is_pyg_conv(module) and type(module).__name__ in ("GINConv", "GINEConv"):
+        return _gin_probe(module)
+    elif _is_pyg_conv(module) and type(module).__name__ == "EdgeConv":  # nn([x_i, x_j - x_i])
+        width = _input_width(module.nn, 0) // 2
     elif _is_pyg_conv(module):  # (GatedGraphConv has no in_channels: its state width)
         width = getattr(module, "in_channels", getattr(module, "out_channels", None))
         width = width if isinstance(width, int) else getattr(module, "channels", None)
         width = width if isinstance(width, int) else None
+        if width is None and all(p.numel() <= 1 for p in module.parameters()):
+            width = 8  # no weights but scalars, so any width (APPNP, LGConv, AGNNConv)
     if not width or width < 0:
         return None
     gen = torch.Generator().manual_seed(0)
@@ -1050,6 +1057,23 @@ def _probe(module, example):
     # a conv built with edge_dim is checked on its edge path (PyG's ResGatedGraphConv needs
     # edge features then)
     return x, edge_index, torch.randn(60, edge_dim, generator=gen, dtype=x.dtype)
+
+
+def _gin_probe(conv):
+    """``(x, edge_index[, edge_attr])`` for a GINConv or GINEConv at its network's input
+    width (None where no module states one); GINE's edges at its ``edge_dim``, else at the
+    node width its messages add them to."""
+    width = _input_width(conv.nn, 0)
+    if not width:
+        return None
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(20, width, generator=gen, dtype=_dtype_of(conv))
+    edge_index = torch.randint(0, 20, (2, 60), generator=gen)
+    if type(conv).__name__ == "GINConv":
+        return x, edge_index
+    lin = getattr(conv, "lin", None)  # edge_dim -> width, where GINE was built with edge_dim
+    edge_width = width if lin is None else _input_width(lin, width)
+    return x, edge_index, torch.randn(60, edge_width, generator=gen, dtype=x.dtype)
 
 
 def _points_probe(conv, width: int):

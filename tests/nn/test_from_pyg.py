@@ -776,8 +776,8 @@ def test_the_probe_leaves_no_cache_in_the_users_model_or_the_copy(make, example)
             (torch.stack([x, x.tanh()], dim=1), edge_index) if name == "DNAConv" else \
             (x, edge_index)
     converted = _converted_quietly(theirs, probe)
-    # (APPNP has no width to make a probe at)
-    assert converted.pyg_conversion["checked"] == (example or name != "APPNP")
+    # (APPNP has no width: its own probe is at any, since 2026-12-06)
+    assert converted.pyg_conversion["checked"]
     assert _is_graphlocs(converted)
     assert all(getattr(theirs, attr, None) is None for attr in
                ("_cached_edge_index", "_cached_x", "_cached_h"))
@@ -1149,3 +1149,32 @@ def test_a_basis_wrapper_that_does_not_convert_is_kept_whole_and_still_weighs(mo
         got = ours(*example)
         for key in want:
             torch.testing.assert_close(got[key], want[key])
+
+
+def test_gine_built_with_edge_dim_converts_with_it():
+    """PyG's GINEConv(nn, edge_dim=4) maps its edges through its own Linear, which names its
+    width in_channels: the converter read in_features, failed, and kept PyG's conv."""
+    torch.manual_seed(0)
+    theirs = pyg.GINEConv(_gin_mlp(), edge_dim=4).eval()
+    converted = from_pyg(theirs)
+    assert converted.pyg_conversion["converted"] and not converted.pyg_conversion["kept"]
+    x, edge_index = _probe()
+    edge_attr = torch.randn(edge_index.size(1), 4)
+    torch.testing.assert_close(converted(x, edge_index, edge_attr),
+                               theirs(x, edge_index, edge_attr), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: pyg.GINConv(_gin_mlp()), lambda: pyg.GINEConv(_gin_mlp()),
+    lambda: pyg.GINEConv(_gin_mlp(), edge_dim=3), lambda: pyg.APPNP(3, 0.1),
+    lambda: pyg.LGConv(), lambda: pyg.AGNNConv(), lambda: pyg.EdgeConv(torch.nn.Linear(12, 4)),
+    lambda: pyg.SimpleConv("mean")])
+def test_a_conv_without_in_channels_is_checked_on_a_probe_of_its_own(make):
+    """GIN's width is its network's, APPNP, LGConv and AGNNConv have none (any width
+    runs them): they were converted unchecked, with a warning to pass an example."""
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = from_pyg(make().eval()).pyg_conversion
+    assert report["checked"] and report["converted"] and not report["kept"]
+    assert report["max_difference"] <= 1e-5
