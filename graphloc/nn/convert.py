@@ -1052,11 +1052,30 @@ def _probe(module, example):
         return x, edge_index, edge_type, torch.randn(60, edge_dim, generator=gen, dtype=x.dtype)
     if type(module).__name__ == "SplineConv":  # (x, edge_index, pseudo-coordinates in [0, 1])
         return x, edge_index, torch.rand(60, module.dim, generator=gen, dtype=x.dtype)
+    if type(module).__name__ == "FiLMConv" and module.num_relations > 1:  # (.., edge_type)
+        return x, edge_index, torch.randint(0, module.num_relations, (60,), generator=gen)
+    if type(module).__name__ == "ClusterGCNConv" and not module.add_self_loops:
+        # PyG's adds node i's weight to the i-th loop: right for one loop per node, in order
+        loops = torch.arange(20).repeat(2, 1)
+        return x, torch.cat([loops, edge_index[:, edge_index[0] != edge_index[1]]], dim=1)
+    # edge features at the width the conv reads them (NNConv's network, GMMConv's and
+    # CGConv's pseudo-coordinates)
+    edge_dim = _edge_width(module, edge_dim)
     if not isinstance(edge_dim, int):
         return x, edge_index
     # a conv built with edge_dim is checked on its edge path (PyG's ResGatedGraphConv needs
     # edge features then)
     return x, edge_index, torch.randn(60, edge_dim, generator=gen, dtype=x.dtype)
+
+
+def _edge_width(conv, edge_dim):
+    """The width of the edge features ``conv`` is called with, or ``edge_dim`` as given."""
+    kind = type(conv).__name__
+    if kind == "NNConv":
+        return _input_width(conv.nn, 1)
+    if kind in ("GMMConv", "CGConv") and isinstance(conv.dim, int) and conv.dim > 0:
+        return conv.dim
+    return edge_dim
 
 
 def _gin_probe(conv):

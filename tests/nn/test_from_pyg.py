@@ -1168,10 +1168,16 @@ def test_gine_built_with_edge_dim_converts_with_it():
     lambda: pyg.GINConv(_gin_mlp()), lambda: pyg.GINEConv(_gin_mlp()),
     lambda: pyg.GINEConv(_gin_mlp(), edge_dim=3), lambda: pyg.APPNP(3, 0.1),
     lambda: pyg.LGConv(), lambda: pyg.AGNNConv(), lambda: pyg.EdgeConv(torch.nn.Linear(12, 4)),
-    lambda: pyg.SimpleConv("mean")])
-def test_a_conv_without_in_channels_is_checked_on_a_probe_of_its_own(make):
+    lambda: pyg.SimpleConv("mean"), lambda: pyg.NNConv(6, 4, torch.nn.Linear(3, 24)),
+    lambda: pyg.GMMConv(6, 4, dim=2, kernel_size=3), lambda: pyg.CGConv(6, dim=3),
+    lambda: pyg.FiLMConv(6, 4, num_relations=3),
+    lambda: pyg.ClusterGCNConv(6, 4, add_self_loops=False)])
+def test_a_conv_is_checked_on_a_probe_of_its_own(make):
     """GIN's width is its network's, APPNP, LGConv and AGNNConv have none (any width
-    runs them): they were converted unchecked, with a warning to pass an example."""
+    runs them): they were converted unchecked, with a warning to pass an example. NNConv,
+    GMMConv and CGConv read edge features, FiLMConv edge types, and PyG's ClusterGCNConv
+    without loops one loop per node: the random probe failed in PyG's conv, and from_pyg
+    asked for an example."""
     torch.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
