@@ -219,11 +219,21 @@ def influence(args) -> int:
                   f"({result.R_ci[0]:.3f} to {result.R_ci[1]:.3f})")
     if rank != 0:
         return 0
-    write_json({k: r.to_dict() for k, r in results.items()}, args.out)
+    write_json({k: _with_node_names(r.to_dict(), dataset) for k, r in results.items()},
+               args.out)
     if args.plot:
         plot_influence(results, args.plot)
         require_matplotlib().close("all")
     return 0
+
+
+def _with_node_names(result: dict, dataset) -> dict:
+    """A result with its seeds' names beside their row numbers, where the graph file names
+    its nodes (an edge list of names): the row numbers alone said nothing of which node."""
+    names = getattr(dataset, "node_names", None)
+    if names is None:
+        return result
+    return {**result, "node_names": [names[i] for i in result["nodes"]]}
 
 
 def _checkpoint_dataset(checkpoints) -> tuple[str, dict]:

@@ -350,3 +350,25 @@ def test_untrained_models_on_a_graph_without_labels_get_two_outputs(tmp_path):
         expected = measure(model, dataset, 3, 6, seed=0)
     assert not dataset.labelled and math.isfinite(result["R"])
     assert math.isclose(result["R"], expected.R, rel_tol=1e-6)
+
+
+def test_influence_on_a_graph_of_names_writes_the_seeds_names(tmp_path):
+    """An edge list of names numbers its nodes by first appearance; the JSON's node ids
+    alone did not say which node each row of the result is. Its names come beside them
+    (the networkx graph's own names as the oracle); a graph of integer ids writes none."""
+    import json
+
+    import networkx as nx
+    g = nx.les_miserables_graph()
+    (tmp_path / "lesmis.csv").write_text("".join(f"{u},{v}\n" for u, v in g.edges))
+    out = tmp_path / "r.json"
+    assert main(["influence", "--graph", str(tmp_path / "lesmis.csv"), "--undirected",
+                 "--layers", "2", "--hidden", "8", "--max-hops", "3", "--samples", "10",
+                 "--out", str(out)]) == 0
+    [result] = json.loads(out.read_text()).values()
+    appearance = list(dict.fromkeys(n for edge in g.edges for n in edge))
+    assert result["node_names"] == [appearance[i] for i in result["nodes"]]
+    assert main(["influence", "--graph", "synthetic:60", "--layers", "2", "--hidden", "8",
+                 "--max-hops", "2", "--samples", "5", "--out", str(out)]) == 0
+    [result] = json.loads(out.read_text()).values()
+    assert "node_names" not in result

@@ -56,6 +56,9 @@ class NodeDataset(OneGraphDataset):
     pos: Tensor | None = None
     edge_attr: Tensor | None = None  # per edge, in graph.edge_index order
     labelled: bool = True  # False: y is a placeholder (a user's graph without labels)
+    # the nodes' names in row order, where a graph file names them (an edge list of names,
+    # a GraphML's ids): what a result's node ids stand for
+    node_names: list | None = None
 
     def __post_init__(self):
         """Every tensor agrees with the graph: a mismatch is an error naming the field,
@@ -79,6 +82,9 @@ class NodeDataset(OneGraphDataset):
                                  f"got {list(getattr(value, 'shape', []))}")
         # -1: a node without a label (PyG's convention), which no split may hold
         check_labels_and_splits(self, n, unlabelled=True)
+        if self.node_names is not None and len(self.node_names) != n:
+            raise ValueError(f"{self.name}: node_names must name each of the {n} nodes, got "
+                             f"{len(self.node_names)} names")
 
     @property
     def num_nodes(self) -> int:

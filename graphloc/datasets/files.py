@@ -161,8 +161,10 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
     labelled = y is not None
     y = class_labels(y, name) if labelled else torch.zeros(graph.num_nodes, dtype=torch.long)
     # the files given override the file's own x and y; a Data's masks are kept
+    names = None if read.names is None else [str(n) for n in read.names]
     return NodeDataset(name, graph, float32_features(float_features(x)), y,
-                       *(read.split or labelled_split(y)), labelled=labelled, **extra)
+                       *(read.split or labelled_split(y)), labelled=labelled,
+                       node_names=names, **extra)
 
 
 def load_graph_archive(path: str, features: str | None = None, labels: str | None = None,

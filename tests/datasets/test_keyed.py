@@ -123,3 +123,15 @@ def test_a_graphml_of_named_nodes_takes_a_pandas_table_indexed_by_node(tmp_path)
                              features=str(tmp_path / "x.csv.gz"))
     expected = np.array([[degree[n], ord(n[0])] for n in g.nodes], dtype=np.float32)
     assert np.array_equal(ds.x.numpy(), expected)
+
+
+def test_a_dataset_of_a_graph_of_names_keeps_them_in_row_order(tmp_path):
+    ds = _load(tmp_path)
+    assert ds.node_names == ORDER
+    (tmp_path / "ids.csv").write_text("0,1\n1,2\n2,0\n1,0\n")
+    assert load_graph_file(str(tmp_path / "ids.csv")).node_names is None
+    g = nx.les_miserables_graph()
+    nx.write_graphml(g, tmp_path / "lesmis.graphml")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert load_graph_file(str(tmp_path / "lesmis.graphml")).node_names == list(g.nodes)
