@@ -78,8 +78,9 @@ def _rows(path: str):
 
 
 def _key_header(rows: list, names: list | None) -> int | None:
-    """How many header lines precede the keyed rows (0 or 1), or None: not keyed."""
-    if not rows:
+    """How many header lines precede the keyed rows (0 or 1), or None: not keyed. A file of
+    one column is never keyed (a key with no value: "name" heads a column of class names)."""
+    if not rows or len(rows[0][1]) < 2:
         return None
     if rows[0][1][0].lower() in KEY_HEADERS:
         return 1

@@ -135,3 +135,11 @@ def test_a_dataset_of_a_graph_of_names_keeps_them_in_row_order(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert load_graph_file(str(tmp_path / "lesmis.graphml")).node_names == list(g.nodes)
+
+
+def test_a_file_of_one_column_is_read_by_position_whatever_its_header(tmp_path):
+    """A labels file of class names headed "name" is no node table: one column, no key."""
+    (tmp_path / "g.csv").write_text("0,1\n1,2\n2,0\n1,0\n")
+    (tmp_path / "y.csv").write_text("name\ncat\ndog\ncat\n")
+    ds = load_graph_file(str(tmp_path / "g.csv"), labels=str(tmp_path / "y.csv"))
+    assert ds.y.tolist() == [0, 1, 0]
