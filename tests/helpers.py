@@ -145,6 +145,17 @@ def oracle_spline_basis(pseudo, kernel_size, is_open_spline, degree):
             torch.tensor(index, dtype=torch.long).view(pseudo.size(0), terms))
 
 
+class TwoLayers(torch.nn.Module):
+    """``second(relu(first(x, edge_index)), edge_index)``: a model of two given convs."""
+
+    def __init__(self, first, second):
+        super().__init__()
+        self.first, self.second = first, second
+
+    def forward(self, x, edge_index):
+        return self.second(self.first(x, edge_index).relu(), edge_index)
+
+
 def random_edge_index(num_nodes: int, num_edges: int, seed: int,
                       hub_degree: int = 0) -> torch.Tensor:
     """Uniform random edges (so self-loops, parallel edges, empty rows and isolated nodes all

@@ -1213,25 +1213,28 @@ def test_an_adjacency_list_is_each_lines_edges_from_its_first_node(tmp_path):
     assert named.num_nodes == 3 and _edge_set(named) == [(0, 1), (0, 2), (1, 0)]
 
 
+def _edge_elements(edges: list, direction: str, prefix: str = "") -> str:
+    """``<edge>`` elements of ``(source, target, value of the direction attribute or
+    None)``, as GraphML and GEXF both write them."""
+    return "".join(f'<edge id="{prefix}{i}" source="{u}" target="{v}"' +
+                   ("" if d is None else f' {direction}="{d}"') + "/>"
+                   for i, (u, v, d) in enumerate(edges))
+
+
 def _graphml(default: str, edges: list) -> str:
     """A GraphML document of nodes a, b, c, d and ``(source, target, directed or None)``."""
-    rows = "".join(f'<edge id="e{i}" source="{u}" target="{v}"' +
-                   ("" if d is None else f' directed="{d}"') + "/>"
-                   for i, (u, v, d) in enumerate(edges))
     return ('<?xml version="1.0" encoding="UTF-8"?><graphml xmlns="http://graphml.graphdrawing.'
             f'org/xmlns"><graph edgedefault="{default}">' +
-            "".join(f'<node id="{n}"/>' for n in "abcd") + rows + "</graph></graphml>")
+            "".join(f'<node id="{n}"/>' for n in "abcd") +
+            _edge_elements(edges, "directed", "e") + "</graph></graphml>")
 
 
 def _gexf(default: str, edges: list) -> str:
     """A GEXF 1.3 document of nodes 0 .. 3 and ``(source, target, type or None)``."""
-    rows = "".join(f'<edge id="{i}" source="{u}" target="{v}"' +
-                   ("" if t is None else f' type="{t}"') + "/>"
-                   for i, (u, v, t) in enumerate(edges))
     return ('<?xml version="1.0" encoding="UTF-8"?><gexf xmlns="http://gexf.net/1.3" '
             f'version="1.3"><graph defaultedgetype="{default}" mode="static"><nodes>' +
             "".join(f'<node id="{n}" label="{n}"/>' for n in range(4)) +
-            f"</nodes><edges>{rows}</edges></graph></gexf>")
+            f"</nodes><edges>{_edge_elements(edges, 'type')}</edges></graph></gexf>")
 
 
 def _both_ways(pairs):

@@ -3,6 +3,7 @@ passing. Against PyG's ``to_hetero`` of the same model built of PyG's convs, sam
 
 import pytest
 import torch
+from helpers import TwoLayers
 
 import graphloc.nn as gl
 from graphloc.nn.fx import is_graphloc_conv
@@ -201,19 +202,12 @@ def test_basis_decomposition_with_edge_features_is_pygs():
 
 
 def test_a_mixed_model_wraps_pygs_convs_and_graphloc_convs_alike():
-    class Two(torch.nn.Module):
-        def __init__(self, first, second):
-            super().__init__()
-            self.conv1, self.conv2 = first, second
-
-        def forward(self, x, edge_index):
-            return self.conv2(self.conv1(x, edge_index).relu(), edge_index)
-
     data = _bases_data()
     torch.manual_seed(0)
-    theirs = pyg_nn.to_hetero_with_bases(Two(pyg_nn.SAGEConv(16, 8), pyg_nn.GraphConv(8, 4)),
-                                         data[3], 2, in_channels={"x": 16})
-    ours = gl.to_hetero_with_bases(Two(pyg_nn.SAGEConv(16, 8), gl.GraphConv(8, 4)),
+    theirs = pyg_nn.to_hetero_with_bases(
+        TwoLayers(pyg_nn.SAGEConv(16, 8), pyg_nn.GraphConv(8, 4)), data[3], 2,
+        in_channels={"x": 16})
+    ours = gl.to_hetero_with_bases(TwoLayers(pyg_nn.SAGEConv(16, 8), gl.GraphConv(8, 4)),
                                    data[3], 2, in_channels={"x": 16})
     _assert_same_model(theirs, ours, data[:2])
 

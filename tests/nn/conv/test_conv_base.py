@@ -4,20 +4,10 @@ one ``call_module`` node, as PyG's tracers keep its ``MessagePassing`` layers.""
 import pytest
 import torch
 import torch.fx
-from helpers import random_edge_index
+from helpers import TwoLayers, random_edge_index
 
 import graphloc.nn as gl
 from graphloc import Graph
-
-
-class _TwoLayers(torch.nn.Module):
-    def __init__(self, first, second):
-        super().__init__()
-        self.first, self.second = first, second
-
-    def forward(self, x, edge_index):
-        return self.second(self.first(x, edge_index).relu(), edge_index)
-
 
 LAYERS = {
     "GCNConv": lambda: (gl.GCNConv(8, 16), gl.GCNConv(16, 4)),
@@ -34,7 +24,7 @@ def test_torch_fx_traces_a_model_of_graphloc_convs(name):
     ("GCNConv expects node features x as a tensor, got Proxy"). Now each conv is one
     call_module node, and the traced module computes what the model computes."""
     torch.manual_seed(0)
-    model = _TwoLayers(*LAYERS[name]()).eval()
+    model = TwoLayers(*LAYERS[name]()).eval()
     traced = torch.fx.symbolic_trace(model)
     calls = [(n.op, n.target) for n in traced.graph.nodes if n.op == "call_module"]
     assert calls == [("call_module", "first"), ("call_module", "second")]
