@@ -228,6 +228,9 @@ def test_int8_uint8_and_int16_args_gathers_and_out():
         assert returned is out and torch.equal(out, expected)
         with pytest.raises(TypeError, match=f"out is torch.int64 but src is {dtype}"):
             gs.scatter_sum(src, index, out=out.long())
+        with pytest.raises(ValueError, match=rf"out must be a {dtype} tensor of shape \[2\], "
+                                             rf"got \(\[3\], {dtype}\)"):
+            gs.segment_csr(src[:4], torch.tensor([0, 2, 4]), out=out[:3])
 
 
 def test_std_against_torch():

@@ -90,7 +90,10 @@ def _small_ints_widened(function: Callable) -> Callable:
                 raise TypeError(f"out is {got} but src is {src.dtype}")
             bound.arguments["out"] = out.long()
         bound.arguments["src"] = src.long()
-        result = function(*bound.args, **bound.kwargs)
+        try:
+            result = function(*bound.args, **bound.kwargs)
+        except (TypeError, ValueError) as err:  # name the caller's dtype, not the widened
+            raise type(err)(str(err).replace(str(torch.int64), str(src.dtype))) from None
         values, rest = (result[0], result[1:]) if isinstance(result, tuple) else (result, None)
         values = out.copy_(values) if out is not None else values.to(src.dtype)
         return values if rest is None else (values, *rest)
