@@ -191,16 +191,15 @@ def _check_exponents_in(text: bytes, path: str, first_line: int) -> None:
 _UNPLACED = 2147483647  # libosmium's undefined coordinate: a deleted node has none
 
 
-def _check_on_globe(node, path: str) -> bool:
-    """Whether ``node`` has a location; refuses one written off the globe (lat="91"), which
-    libosmium marks invalid as if missing from the file: a road through it was cut there
-    silently."""
-    placed = node.location.x != _UNPLACED or node.location.y != _UNPLACED
-    if placed and not node.location.valid():
+def _refuse_if_placed(node, path: str) -> None:
+    """Refuses a node whose location libosmium marks invalid though the file writes one
+    (lat="91"): it was taken as missing from the file, and a road through it cut there
+    silently. A node without coordinates (deleted, visible="false") passes."""
+    location = node.location
+    if location.x != _UNPLACED or location.y != _UNPLACED:
         raise ValueError(f"{path}: node {node.id} lies off the globe: lon "
-                         f"{node.location.lon_without_check()}, lat "
-                         f"{node.location.lat_without_check()} (|lon| <= 180, |lat| <= 90)")
-    return placed
+                         f"{location.lon_without_check()}, lat "
+                         f"{location.lat_without_check()} (|lon| <= 180, |lat| <= 90)")
 
 
 def _reading_errors(osmium) -> tuple:
@@ -219,7 +218,9 @@ def _landuse_handler(osmium, sink: list, path: str):
 
     class LanduseHandler(osmium.SimpleHandler):
         def node(self, n):
-            if _check_on_globe(n, path) and "landuse" in n.tags:
+            if not n.location.valid():  # (the one call most nodes cost)
+                _refuse_if_placed(n, path)
+            elif "landuse" in n.tags:
                 sink.append((wkb.create_point(n), n.tags["landuse"]))
 
         def area(self, a):
