@@ -406,10 +406,12 @@ def _networkx_graph(path: str, fmt: str):
             raise ValueError("not networkx's node-link layout: a JSON object with 'nodes' "
                              "and 'links' (or 'edges')")
         return nx.node_link_graph(data, edges="edges" if "edges" in data else "links")
-    if fmt in (".gml", ".adjlist"):  # XML's parser reads UTF-16 by itself, these not
+    if fmt == ".gml":  # XML's parser reads UTF-16 by itself, networkx's GML reader not
         with open_utf8_binary(path) as f:
-            return nx.read_gml(f, label="id") if fmt == ".gml" else \
-                nx.read_adjlist(f, create_using=nx.DiGraph)
+            return nx.read_gml(f, label="id")
+    if fmt == ".adjlist":  # as text: a byte-order mark was read as a node's name
+        with open_text(path, encoding="utf-8-sig") as f:
+            return nx.parse_adjlist(f.read().splitlines(), create_using=nx.DiGraph)
     with open_binary(path) as f:
         if fmt in (".g6", ".graph6"):
             return _one_graph(nx.read_graph6(f))

@@ -1211,6 +1211,10 @@ def test_an_adjacency_list_is_each_lines_edges_from_its_first_node(tmp_path):
     (tmp_path / "names.adjlist").write_text("# a comment\nb a c\nc\na b\n")
     named = load_graph_file(str(tmp_path / "names.adjlist"), undirected=False).graph
     assert named.num_nodes == 3 and _edge_set(named) == [(0, 1), (0, 2), (1, 0)]
+    # a spreadsheet's byte-order mark is no part of the first node's name
+    (tmp_path / "bom.adjlist").write_text("\ufeffb a c\nc\na b\n", encoding="utf-8")
+    marked = load_graph_file(str(tmp_path / "bom.adjlist"), undirected=False)
+    assert marked.node_names == ["b", "a", "c"] and _edge_set(marked.graph) == _edge_set(named)
 
 
 def _edge_elements(edges: list, direction: str, prefix: str = "") -> str:
