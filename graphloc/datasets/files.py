@@ -50,6 +50,7 @@ from graphloc.datasets.keyed import keyed_values, warn_if_positional
 from graphloc.datasets.readers import (
     DECOMPRESSION_ERRORS,
     MISSING_VALUES,
+    byte_order_marked,
     check_vertex_count,
     compression_of,
     joined_blocks,
@@ -66,7 +67,6 @@ from graphloc.datasets.readers import (
     text_blocks,
     uncompressed_name,
     unpack_archive,
-    utf16_marked,
     warn_of_weights,
     with_mixed_directions_spelled_out,
 )
@@ -784,7 +784,7 @@ def _matrix_market(path: str) -> Graph:
     edge i -> j, a symmetric file both directions (scipy expands it), ids 1-based in the
     file. Read as an edge list, its size line became an edge and its ids were off by one."""
     import scipy.io
-    if compression_of(path) or utf16_marked(path):  # decoded here: errors are Python's
+    if compression_of(path) or byte_order_marked(path):  # decoded here: Python's errors
         with open_utf8_binary(path) as f:
             source = io.BytesIO(f.read())
     else:

@@ -94,10 +94,10 @@ def open_text(path: str, **kwargs):
 
 
 def open_utf8_binary(path: str):
-    """``path``'s bytes, decompressed, and re-encoded as UTF-8 where it is UTF-16 with its
-    byte-order mark: for the readers that take bytes (scipy's MatrixMarket, networkx's
-    GML, which refused such a file as "not ASCII")."""
-    if not utf16_marked(path):
+    """``path``'s bytes, decompressed, without a byte-order mark and re-encoded as UTF-8
+    where it is UTF-16: for the readers that take bytes (scipy's MatrixMarket, networkx's
+    GML), which refused a marked file ("Missing banner", "input is not ASCII-encoded")."""
+    if not byte_order_marked(path):
         return open_binary(path)
     with open_text(path, encoding="utf-8-sig") as f:
         return io.BytesIO(f.read().encode("utf-8"))
@@ -106,6 +106,13 @@ def open_utf8_binary(path: str):
 def utf16_marked(path: str) -> bool:
     with open_binary(path) as f:
         return f.read(2) in (b"\xff\xfe", b"\xfe\xff")
+
+
+def byte_order_marked(path: str) -> bool:
+    """Whether ``path`` starts with UTF-8's or UTF-16's byte-order mark."""
+    with open_binary(path) as f:
+        start = f.read(3)
+    return start == b"\xef\xbb\xbf" or start[:2] in (b"\xff\xfe", b"\xfe\xff")
 
 
 def warn_of_weights(path: str, values: np.ndarray, what: str) -> None:

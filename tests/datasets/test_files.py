@@ -1107,30 +1107,32 @@ def _karate_texts() -> dict:
 
 @pytest.mark.parametrize("name", list(_karate_texts()))
 @pytest.mark.parametrize("compressed", [False, True])
-def test_a_utf16_file_reads_as_its_utf8_twin(tmp_path, name, compressed):
+@pytest.mark.parametrize("encoding, mark", [("utf-16", (b"\xff\xfe", b"\xfe\xff")),
+                                            ("utf-8-sig", (b"\xef\xbb",))])
+def test_a_marked_file_reads_as_its_plain_utf8_twin(tmp_path, name, compressed, encoding,
+                                                    mark):
     """Excel's "Unicode Text" and Windows PowerShell's Out-File write UTF-16 with a
-    byte-order mark; such a file was refused ("'utf-8' codec can't decode byte 0xff", or
-    networkx's "input is not ASCII-encoded" for GML). It reads as the same file in UTF-8,
+    byte-order mark, and spreadsheets UTF-8 with one; such a file was refused ("'utf-8'
+    codec can't decode byte 0xff", networkx's "input is not ASCII-encoded" for GML,
+    scipy's "Missing banner" for MatrixMarket). It reads as the same file in plain UTF-8,
     compressed or not."""
     import gzip
     text = _karate_texts()[name]
     suffix = ".gz" if compressed else ""
-    (tmp_path / "utf8").mkdir()
-    (tmp_path / "utf16").mkdir()
     opener = gzip.open if compressed else open
-    for encoding in ("utf-8", "utf-16"):
-        with opener(tmp_path / encoding.replace("-", "") / (name + suffix), "wt",
-                    encoding=encoding) as f:
+    for folder, written in (("plain", "utf-8"), ("marked", encoding)):
+        (tmp_path / folder).mkdir()
+        with opener(tmp_path / folder / (name + suffix), "wt", encoding=written) as f:
             f.write(text)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the weights column's, said of both
-        utf8 = load_graph_file(str(tmp_path / "utf8" / (name + suffix)))
-        utf16 = load_graph_file(str(tmp_path / "utf16" / (name + suffix)))
+        plain = load_graph_file(str(tmp_path / "plain" / (name + suffix)))
+        marked = load_graph_file(str(tmp_path / "marked" / (name + suffix)))
     if not compressed:
-        assert (tmp_path / "utf16" / name).read_bytes()[:2] in (b"\xff\xfe", b"\xfe\xff")
-    assert utf16.num_nodes == utf8.num_nodes == 34
-    assert torch.equal(utf16.graph.edge_index, utf8.graph.edge_index)
-    assert utf8.graph.num_edges in (78, 156)
+        assert (tmp_path / "marked" / name).read_bytes()[:2] in mark
+    assert marked.num_nodes == plain.num_nodes == 34
+    assert torch.equal(marked.graph.edge_index, plain.graph.edge_index)
+    assert plain.graph.num_edges in (78, 156)
 
 
 def test_utf16_feature_and_label_files_read_as_utf8(tmp_path):
