@@ -549,8 +549,28 @@ def _edge_list(path: str, konect: str | None = None, comments: tuple = ()
     if columns.width > 2:
         _warn_of_extra_columns(path, columns.first_line, columns.width)
     edge_index = columns.edge_index
-    graph = _konect_numbering(edge_index, konect, comments) if konect else Graph(edge_index)
-    return graph, None, None
+    if konect:
+        return _konect_numbering(edge_index, konect, comments), None, None
+    return Graph(_without_size_line(path, edge_index, columns.first_line)), None, None
+
+
+def _without_size_line(path: str, edge_index: Tensor, first_line: int) -> Tensor:
+    """An integer edge list without a first line "N M" that counts its nodes and edges
+    (Network Repository's and some course files' header): read as an edge, it joined two
+    unrelated nodes and added M - N isolated ones. Taken for one, with a warning, where M
+    is the number of lines after it and N the count of the ids they hold: their largest
+    plus one (numbered from 0) or their largest (from 1)."""
+    if edge_index.size(1) < 3:
+        return edge_index
+    nodes, edges = (int(v) for v in edge_index[:, 0])
+    rest = edge_index[:, 1:]
+    if edges != rest.size(1) or int(rest.min()) < 0 or \
+            nodes not in (int(rest.max()), int(rest.max()) + 1):
+        return edge_index
+    warnings.warn(f"{path}: line {first_line} ('{nodes} {edges}') counts the nodes and edges "
+                  f"(the {edges} lines after it), so it is read as a size line, not as an "
+                  "edge; remove it if it is an edge", stacklevel=caller_stacklevel())
+    return rest
 
 
 class _Columns(NamedTuple):
@@ -649,7 +669,10 @@ def _general_edge_list(path: str, konect: str | None, comments: tuple
     if konect is not None:
         return _konect_graph(path, lines, numbers, konect, comments), directions, None
     if all(None not in pair for pair in numbers):
-        return Graph(_integer_edge_index(path, lines, numbers)), directions, None
+        edge_index = _integer_edge_index(path, lines, numbers)
+        if header is None:
+            edge_index = _without_size_line(path, edge_index, lines[0][0])
+        return Graph(edge_index), directions, None
     _warn_if_mixed_ids(path, lines, numbers)
     ids: dict[str, int] = {}
     pairs = [[ids.setdefault(a, len(ids)), ids.setdefault(b, len(ids))] for a, b in ends]

@@ -1286,3 +1286,39 @@ def test_a_graph_of_one_direction_reads_as_before(tmp_path):
     (tmp_path / "plain.gexf").write_text(_gexf("undirected", [(0, 1, None), (2, 3, None)]))
     assert _edge_set(load_graph_file(str(tmp_path / "plain.gexf")).graph) == \
         _both_ways([(0, 1), (2, 3)])
+
+
+@pytest.mark.parametrize("first", [0, 1])
+@pytest.mark.parametrize("separator", [" ", "\t", ", "])
+def test_a_first_line_that_counts_nodes_and_edges_is_no_edge(tmp_path, first, separator):
+    """Network Repository's and many course files' edge lists open with "N M". Read as an
+    edge it joined node N to node M and added M - N isolated nodes (karate: 79 nodes, an
+    edge 34 -> 78). It is now read as the size line it is, with a warning; the oracle is
+    the same file without it."""
+    g = nx.karate_club_graph()
+    lines = "".join(f"{u + first}{separator}{v + first}\n" for u, v in g.edges)
+    (tmp_path / "sized.txt").write_text(f"34{separator}78\n" + lines)
+    (tmp_path / "bare.txt").write_text(lines)
+    with pytest.warns(UserWarning, match=r"sized.txt: line 1 \('34 78'\) counts the nodes and "
+                                         r"edges \(the 78 lines after it\)"):
+        sized = load_graph_file(str(tmp_path / "sized.txt"), undirected=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (a 1-based file's isolated node 0, said of both)
+        bare = load_graph_file(str(tmp_path / "bare.txt"), undirected=True)
+    assert sized.num_nodes == bare.num_nodes == 34 + first
+    assert _edge_set(sized.graph) == _edge_set(bare.graph)
+
+
+def test_a_first_edge_that_only_resembles_a_size_line_stays_an_edge(tmp_path):
+    """"5 3" before three edges among nodes 0 .. 3: 5 is not the count of those ids (4, or
+    3 numbered from 1), so it is an edge; a file of two lines keeps both."""
+    (tmp_path / "edges.txt").write_text("5 3\n0 1\n1 2\n2 3\n")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*size line")
+        warnings.filterwarnings("ignore", message=".*(reverse|isolated)")
+        graph = load_graph_file(str(tmp_path / "edges.txt")).graph
+    assert _edge_set(graph) == [(0, 1), (1, 2), (2, 3), (5, 3)]
+    (tmp_path / "two.txt").write_text("2 1\n0 1\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert load_graph_file(str(tmp_path / "two.txt")).graph.num_edges == 2
