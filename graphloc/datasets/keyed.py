@@ -119,10 +119,11 @@ class _Nodes:
 
 
 def _node_id(key: str, num_nodes: int) -> int | None:
-    try:
-        node = int(key)
-    except ValueError:
+    """An integer node id ("7", or "7.0" as pandas writes an id column that held a NaN)
+    within 0 .. N-1, or None."""
+    if not _is_whole(key):
         return None
+    node = int(float(key))
     return node if 0 <= node < num_nodes else None
 
 

@@ -75,7 +75,7 @@ def test_rows_keyed_by_id_under_an_id_header(tmp_path):
     """A graph of integer ids: a file whose first line says its first column holds nodes
     ("id", "node", ...) is matched by id; an id outside 0 .. N-1 is refused by line."""
     (tmp_path / "g.csv").write_text("0,1\n1,2\n2,3\n3,0\n")
-    (tmp_path / "x.csv").write_text("id,a\n3,30\n1,10\n0,0\n2,20\n")
+    (tmp_path / "x.csv").write_text("id,a\n3,30\n1.0,10\n0,0\n2,20\n")  # (pandas' 1.0)
     (tmp_path / "y.csv").write_text("node,label\n2,1\n0,0\n")
     ds = load_graph_file(str(tmp_path / "g.csv"), features=str(tmp_path / "x.csv"),
                          labels=str(tmp_path / "y.csv"))
