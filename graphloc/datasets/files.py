@@ -69,6 +69,7 @@ from graphloc.datasets.readers import (
     unpack_archive,
     warn_of_weights,
     with_mixed_directions_spelled_out,
+    with_nested_graphs_hoisted,
 )
 from graphloc.graph import Graph, networkx_node_order, pyg_data_with_edges
 
@@ -418,6 +419,8 @@ def _networkx_graph(path: str, fmt: str):
         if fmt in (".s6", ".sparse6"):
             return _one_graph(nx.read_sparse6(f))
         data = f.read()
+    if fmt == ".graphml":
+        data = _hoisted(path, data)
     read = nx.read_graphml if fmt == ".graphml" else nx.read_gexf
     try:
         return read(io.BytesIO(data))
@@ -425,6 +428,16 @@ def _networkx_graph(path: str, fmt: str):
         if "found in" not in str(err):  # not its refusal of an edge's own direction
             raise
         return read(io.BytesIO(with_mixed_directions_spelled_out(data, fmt)))
+
+
+def _hoisted(path: str, data: bytes) -> bytes:
+    """A GraphML's nested graphs (yEd's groups) as part of the one graph, said so."""
+    data, nested = with_nested_graphs_hoisted(data)
+    if nested:
+        warnings.warn(f"{path}: {nested} node(s) hold a graph of their own (yEd's groups); "
+                      "their nodes and edges are read as part of the one graph, and each "
+                      "group stays a node", stacklevel=caller_stacklevel())
+    return data
 
 
 def _one_graph(read):

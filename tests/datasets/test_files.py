@@ -1322,3 +1322,36 @@ def test_a_first_edge_that_only_resembles_a_size_line_stays_an_edge(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert load_graph_file(str(tmp_path / "two.txt")).graph.num_edges == 2
+
+
+def test_a_graphmls_nested_graphs_are_part_of_the_one_graph(tmp_path):
+    """yEd saves a group as a node holding a graph of its own. networkx skips a nested
+    graph's contents: its nodes were missing unless an outer edge named them, and its
+    edges were lost without a word. They are hoisted into the one graph now (the group
+    stays a node), two levels deep here; the oracle is the flat graph written out."""
+    ns = 'xmlns="http://graphml.graphdrawing.org/xmlns"'
+    nested = (f'<?xml version="1.0"?><graphml {ns}><graph edgedefault="undirected">'
+              '<node id="a"/><node id="g"><graph id="g:" edgedefault="undirected">'
+              '<node id="g::x"/><node id="g::h"><graph id="g::h:" edgedefault="undirected">'
+              '<node id="g::h::y"/><node id="g::h::z"/>'
+              '<edge source="g::h::y" target="g::h::z"/></graph></node>'
+              '<edge source="g::x" target="g::h::y"/></graph></node>'
+              '<edge source="a" target="g::x"/></graph></graphml>')
+    flat = (f'<?xml version="1.0"?><graphml {ns}><graph edgedefault="undirected">' +
+            "".join(f'<node id="{n}"/>' for n in ("a", "g", "g::x", "g::h", "g::h::y",
+                                                  "g::h::z")) +
+            '<edge source="g::h::y" target="g::h::z"/><edge source="g::x" target="g::h::y"/>'
+            '<edge source="a" target="g::x"/></graph></graphml>')
+    (tmp_path / "nested.graphml").write_text(nested)
+    (tmp_path / "flat.graphml").write_text(flat)
+    with pytest.warns(UserWarning, match=r"nested.graphml: 2 node\(s\) hold a graph of their "
+                                         r"own \(yEd's groups\)"):
+        got = load_graph_file(str(tmp_path / "nested.graphml"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no nested graph: nothing said
+        expected = load_graph_file(str(tmp_path / "flat.graphml"))
+    names = dict(zip(got.node_names, range(got.num_nodes), strict=True))
+    assert sorted(got.node_names) == sorted(expected.node_names)
+    relabel = [names[n] for n in expected.node_names]
+    assert _edge_set(got.graph) == sorted((relabel[u], relabel[v])
+                                          for u, v in _edge_set(expected.graph))
