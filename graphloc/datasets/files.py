@@ -406,7 +406,8 @@ def _networkx_graph(path: str, fmt: str):
         if not isinstance(data, dict) or "nodes" not in data:
             raise ValueError("not networkx's node-link layout: a JSON object with 'nodes' "
                              "and 'links' (or 'edges')")
-        return nx.node_link_graph(data, edges="edges" if "edges" in data else "links")
+        key = "edges" if "edges" in data else "links"
+        return nx.node_link_graph(_links_by_id(data, key, path), edges=key)
     if fmt == ".gml":  # XML's parser reads UTF-16 by itself, networkx's GML reader not
         with open_utf8_binary(path) as f:
             return nx.read_gml(f, label="id")
@@ -438,6 +439,40 @@ def _hoisted(path: str, data: bytes) -> bytes:
                       "their nodes and edges are read as part of the one graph, and each "
                       "group stays a node", stacklevel=caller_stacklevel())
     return data
+
+
+def _links_by_id(data: dict, key: str, path: str) -> dict:
+    """Node-link data whose links name their nodes by id. d3's force layout names them by
+    their position in "nodes" (its default without ``.id()``): networkx read those
+    positions as more ids, so a graph of named nodes became those nodes, isolated, and
+    as many new ones holding the edges, without a word. Positions are read as such (said
+    so) where every endpoint is one and not every endpoint is an id; an endpoint that is
+    neither an id nor a position is an error naming it."""
+    nodes, links = data["nodes"], data.get(key) or []
+    if not isinstance(nodes, list) or not isinstance(links, list) or \
+            not all(isinstance(n, dict) and "id" in n for n in nodes):
+        return data  # nodes without ids are numbered by position, as the links read them
+    ids = [n["id"] for n in nodes]
+    declared = {_hashable(i) for i in ids}
+    ends = [link.get(side) for link in links if isinstance(link, dict)
+            for side in ("source", "target")]
+    if all(_hashable(e) in declared for e in ends):
+        return data
+    positions = all(isinstance(e, int) and not isinstance(e, bool) and 0 <= e < len(ids)
+                    for e in ends)
+    if not positions:
+        odd = next(e for e in ends if _hashable(e) not in declared)
+        raise ValueError(f"a link names the node {odd!r}, which 'nodes' does not list (by id, "
+                         f"nor by position)")
+    warnings.warn(f"{path}: its links name their nodes by position in 'nodes' (d3's "
+                  "default), not by id; read so", stacklevel=caller_stacklevel())
+    renamed = [{**link, "source": ids[link["source"]], "target": ids[link["target"]]}
+               for link in links]
+    return {**data, key: renamed}
+
+
+def _hashable(value):
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _one_graph(read):

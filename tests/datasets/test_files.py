@@ -1355,3 +1355,32 @@ def test_a_graphmls_nested_graphs_are_part_of_the_one_graph(tmp_path):
     relabel = [names[n] for n in expected.node_names]
     assert _edge_set(got.graph) == sorted((relabel[u], relabel[v])
                                           for u, v in _edge_set(expected.graph))
+
+
+def test_node_link_json_whose_links_name_nodes_by_position(tmp_path):
+    """d3's force layout names a link's nodes by their position in "nodes" unless told
+    otherwise; networkx read those positions as more node ids, so Les Misérables became
+    its 77 named nodes, isolated, and 77 numbered ones holding the edges. The oracle:
+    networkx's graph, from the same file with its links named by id."""
+    import json
+    g = nx.les_miserables_graph()
+    order = list(g.nodes)
+    position = {name: i for i, name in enumerate(order)}
+    nodes = [{"id": name, "group": len(name) % 3} for name in order]
+    by_position = [{"source": position[u], "target": position[v]} for u, v in g.edges]
+    by_id = [{"source": u, "target": v} for u, v in g.edges]
+    (tmp_path / "d3.json").write_text(json.dumps({"nodes": nodes, "links": by_position}))
+    (tmp_path / "ids.json").write_text(json.dumps({"nodes": nodes, "links": by_id}))
+    with pytest.warns(UserWarning, match=r"d3.json: its links name their nodes by position"):
+        got = load_graph_file(str(tmp_path / "d3.json"))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*are not read")
+        expected = load_graph_file(str(tmp_path / "ids.json"))
+    assert got.num_nodes == expected.num_nodes == 77 and got.node_names == order
+    assert _edge_set(got.graph) == _edge_set(expected.graph)
+    bad = {"nodes": nodes[:3], "links": [{"source": order[0], "target": "Nobody"}]}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match=r"bad.json is not a readable node-link JSON file .*a "
+                                         r"link names the node 'Nobody', which 'nodes' does "
+                                         r"not list"):
+        load_graph_file(str(tmp_path / "bad.json"))
