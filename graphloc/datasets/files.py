@@ -424,11 +424,26 @@ def _networkx_graph(path: str, fmt: str):
         data = _hoisted(path, data)
     read = nx.read_graphml if fmt == ".graphml" else nx.read_gexf
     try:
-        return read(io.BytesIO(data))
+        g = read(io.BytesIO(data))
     except nx.NetworkXError as err:
         if "found in" not in str(err):  # not its refusal of an edge's own direction
             raise
-        return read(io.BytesIO(with_mixed_directions_spelled_out(data, fmt)))
+        g = read(io.BytesIO(with_mixed_directions_spelled_out(data, fmt)))
+    _warn_of_undeclared_nodes(path, g, len(_NODE_ELEMENT.findall(data)))
+    return g
+
+
+_NODE_ELEMENT = re.compile(rb"<(?:[\w.-]+:)?node[\s>/]")
+
+
+def _warn_of_undeclared_nodes(path: str, g, declared: int) -> None:
+    """An edge naming a node the file does not declare (a typo, a node left out): networkx
+    adds the node, and the graph gained it without a word."""
+    extra = g.number_of_nodes() - declared
+    if extra > 0:
+        warnings.warn(f"{path}: {extra} node(s) appear only in edges, not among the file's "
+                      f"{declared} nodes (a misspelt id?); they are read as nodes of the "
+                      "graph", stacklevel=caller_stacklevel())
 
 
 def _hoisted(path: str, data: bytes) -> bytes:

@@ -1384,3 +1384,23 @@ def test_node_link_json_whose_links_name_nodes_by_position(tmp_path):
                                          r"link names the node 'Nobody', which 'nodes' does "
                                          r"not list"):
         load_graph_file(str(tmp_path / "bad.json"))
+
+
+@pytest.mark.parametrize("suffix", [".graphml", ".gexf"])
+def test_a_node_named_only_by_an_edge_is_said(tmp_path, suffix):
+    """networkx adds a node that an edge names but the file never declares (a misspelt
+    id): the graph gained it without a word. It is still read, and said; a file networkx
+    wrote says nothing."""
+    make = _graphml if suffix == ".graphml" else _gexf
+    named = ("a", "b", "zz") if suffix == ".graphml" else (0, 1, 9)
+    (tmp_path / f"typo{suffix}").write_text(make("undirected", [(named[0], named[1], None),
+                                                                (named[1], named[2], None)]))
+    with pytest.warns(UserWarning, match=rf"typo{suffix}: 1 node\(s\) appear only in edges, "
+                                         r"not among the file's 4 nodes"):
+        assert load_graph_file(str(tmp_path / f"typo{suffix}")).num_nodes == 5
+    g = nx.les_miserables_graph()
+    (nx.write_graphml if suffix == ".graphml" else nx.write_gexf)(g, tmp_path / f"ok{suffix}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_graph_file(str(tmp_path / f"ok{suffix}"))
+    assert not [w for w in caught if "appear only in edges" in str(w.message)]
