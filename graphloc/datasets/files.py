@@ -703,7 +703,7 @@ def _leading_integer_pairs(lines: list, delimiter: str) -> tuple | None:
 
 
 def _warn_of_extra_columns(path: str, number: int, count: int, typed: bool = False) -> None:
-    read = "first two (source, destination)" + (" and the Type" if typed else "")
+    read = "source and destination columns" + (" and the Type" if typed else "")
     warnings.warn(f"{path}: line {number} has {count} columns; only the {read} are read, "
                   "the others (edge weights?) are ignored: graphloc's datasets carry no edge "
                   "attributes", stacklevel=caller_stacklevel())
@@ -716,7 +716,7 @@ def _general_edge_list(path: str, konect: str | None, comments: tuple
     lines = _edge_list_rows(path)
     header = None
     if lines and _is_header([row for _, row in lines[:2]]):
-        header, lines = lines[0][1], lines[1:]
+        header, lines = _endpoints_first(lines[0][1], lines[1:])
     bad = next(((number, row) for number, row in lines if len(row) < 2), None)
     if bad is not None or not lines:
         raise ValueError(f"{path}: an edge list needs two columns (source, destination) per "
@@ -740,6 +740,31 @@ def _general_edge_list(path: str, konect: str | None, comments: tuple
     ids: dict[str, int] = {}
     pairs = [[ids.setdefault(a, len(ids)), ids.setdefault(b, len(ids))] for a, b in ends]
     return Graph(torch.tensor(pairs).t(), num_nodes=len(ids)), directions, list(ids)
+
+
+# a header's names for the source and the target column, wherever they stand (an edge id
+# first, "id,source,target", or "target,source"); "to" and "v" only once a header is known
+_SOURCE_COLUMNS = {"source", "src", "from", "u", "node1", "id1", "sender", "origin",
+                   "source_id", "src_id", "from_id", "node_1", ":start_id", "start_id"}
+_TARGET_COLUMNS = {"target", "tgt", "dst", "destination", "node2", "id2", "receiver",
+                   "target_id", "dst_id", "to_id", "node_2", "to", "v", ":end_id", "end_id"}
+
+
+def _endpoints_first(header: list, lines: list) -> tuple[list, list]:
+    """``header`` and ``lines`` with the columns the header names source and target moved
+    first: read by position, "id,source,target" took the edge ids for sources and
+    "target,source" turned every edge round, without a word. As they are where the header
+    does not name both."""
+    names = [name.strip().lower() for name in header]
+    source = next((i for i, name in enumerate(names) if name in _SOURCE_COLUMNS), None)
+    target = next((i for i, name in enumerate(names) if name in _TARGET_COLUMNS), None)
+    if source is None or target is None or source == target or (source, target) == (0, 1):
+        return header, lines
+    order = [source, target] + [i for i in range(len(header)) if i not in (source, target)]
+
+    def moved(row: list) -> list:
+        return [row[i] for i in order if i < len(row)]
+    return moved(header), [(number, moved(row)) for number, row in lines]
 
 
 _DIRECTIONS = {"directed": False, "undirected": True}
@@ -994,11 +1019,16 @@ _HEADER_WORDS = ({"source", "src", "from", "u", "node1", "id1", "head", "sender"
 
 
 def _is_header(rows: list) -> bool:
-    """A first line of column names: a known word in either column, or text above integer
-    ids (names above names are only told apart by the words)."""
+    """A first line of column names: a known word in either column, a source and a target
+    column named anywhere ("edge_id,from,to", whose first two fields were read as an
+    edge), or text above integer ids (names above names are only told apart by the
+    words)."""
     first = rows[0][:2]
     named = zip(first, _HEADER_WORDS, strict=False)  # a line may hold one column
     if any(word.strip().lower() in words for word, words in named):
+        return True
+    names = [name.strip().lower() for name in rows[0]]
+    if any(n in _SOURCE_COLUMNS for n in names) and any(n in _TARGET_COLUMNS for n in names):
         return True
     return not _all_ints(first) and len(rows) > 1 and _all_ints(rows[1][:2])
 

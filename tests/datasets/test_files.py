@@ -1042,8 +1042,8 @@ def test_a_gephi_edge_tables_type_column_says_each_edges_direction(tmp_path):
     kinds = ["Undirected" if i % 3 else "Directed" for i in range(g.number_of_edges())]
     edges = [(u, v, kind) for (u, v), kind in zip(g.edges, kinds, strict=True)]
     (tmp_path / "karate_edges.csv").write_text(_gephi_edge_table(edges))
-    with pytest.warns(UserWarning, match=r"line 2 has 6 columns; only the first two \(source, "
-                                         r"destination\) and the Type are read"):
+    with pytest.warns(UserWarning, match=r"line 2 has 6 columns; only the source and "
+                                         r"destination columns and the Type are read"):
         graph = load_graph_file(str(tmp_path / "karate_edges.csv")).graph
     oracle = nx.MultiDiGraph()
     for u, v, kind in edges:
@@ -1070,7 +1070,7 @@ def test_a_type_column_of_other_values_is_no_direction(tmp_path):
     it is ignored with the other columns. One of Gephi's values mixed with others is a
     damaged table, refused naming the line."""
     (tmp_path / "relations.csv").write_text("source,target,type\n0,1,friend\n1,2,colleague\n")
-    with pytest.warns(UserWarning, match=r"only the first two \(source, destination\) are "):
+    with pytest.warns(UserWarning, match=r"only the source and destination columns are "):
         graph = load_graph_file(str(tmp_path / "relations.csv"), undirected=False).graph
     assert _edge_set(graph) == [(0, 1), (1, 2)]
     (tmp_path / "damaged.csv").write_text("Source,Target,Type\n0,1,Directed\n1,2,Undirected\n"
@@ -1404,3 +1404,29 @@ def test_a_node_named_only_by_an_edge_is_said(tmp_path, suffix):
         warnings.simplefilter("always")
         load_graph_file(str(tmp_path / f"ok{suffix}"))
     assert not [w for w in caught if "appear only in edges" in str(w.message)]
+
+
+@pytest.mark.parametrize("header, row", [
+    ("id,source,target,weight", "{i},{u},{v},1.5"),  # an edge id first
+    ("target,source", "{v},{u}"),  # the columns the other way round
+    ("edge_id;from;to", "{i};{u};{v}"),  # named only past the first column
+    (":START_ID,:END_ID,:TYPE", "{u},{v},KNOWS"),  # Neo4j's export
+])
+def test_a_header_names_the_source_and_target_columns_wherever_they_stand(tmp_path, header,
+                                                                          row):
+    """Read by position, an edge table with an id column first took the ids for sources,
+    "target,source" turned every edge round, and "edge_id;from;to" was not even known for
+    a header (its first line read as an edge), all without a word. The oracle: the same
+    edges written as "source,target"."""
+    g = nx.gnm_random_graph(12, 30, seed=4, directed=True)
+    edges = [(u + 100, v + 100) for u, v in g.edges]  # ids unlike any edge id
+    lines = "".join(row.format(i=i, u=u, v=v) + "\n" for i, (u, v) in enumerate(edges))
+    (tmp_path / "table.csv").write_text(header + "\n" + lines)
+    (tmp_path / "plain.csv").write_text("source,target\n" +
+                                        "".join(f"{u},{v}\n" for u, v in edges))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the extra columns' and unused ids'
+        got = load_graph_file(str(tmp_path / "table.csv"), undirected=False)
+        expected = load_graph_file(str(tmp_path / "plain.csv"), undirected=False)
+    assert got.num_nodes == expected.num_nodes
+    assert _edge_set(got.graph) == _edge_set(expected.graph)
