@@ -37,8 +37,9 @@ def keyed_values(path: str, what: str, num_nodes: int, names: list | None) -> Te
     None where the file is not keyed (read by position). ``names``: the graph's node names
     in node order, None where its nodes are the integers 0 .. N-1.
 
-    Keyed: the first line's first field is one of ``KEY_HEADERS`` (then keys are names, or
-    integer node ids for a graph without names), or, for a graph with names, a first field
+    Keyed: the first line's first field is one of ``KEY_HEADERS`` or empty under named
+    columns (pandas' index; then keys are names, or integer node ids for a graph without
+    names), or, for a graph with names, a first field
     of the first or second line is a node name that is not a number. Features: every node
     once, every value a finite number. Labels: one class per node (ids, or names numbered
     in sorted order), -1 for a node the file does not list or gives no class. Rows are
@@ -82,7 +83,8 @@ def _key_header(rows: list, names: list | None) -> int | None:
     one column is never keyed (a key with no value: "name" heads a column of class names)."""
     if not rows or len(rows[0][1]) < 2:
         return None
-    if rows[0][1][0].lower() in KEY_HEADERS:
+    first = rows[0][1]
+    if first[0].lower() in KEY_HEADERS or _is_pandas_index_header(first):
         return 1
     if names is None:
         return None
@@ -91,6 +93,12 @@ def _key_header(rows: list, names: list | None) -> int | None:
         if fields[0] in known and not _is_number(fields[0]):
             return position
     return None
+
+
+def _is_pandas_index_header(fields: list) -> bool:
+    """pandas' ``to_csv`` header: an unnamed index column, then the columns' names. Read by
+    position, its index (the node ids) was one more feature column."""
+    return fields[0] == "" and any(f and not _is_number(f) for f in fields[1:])
 
 
 class _Nodes:

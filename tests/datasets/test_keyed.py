@@ -143,3 +143,20 @@ def test_a_file_of_one_column_is_read_by_position_whatever_its_header(tmp_path):
     (tmp_path / "y.csv").write_text("name\ncat\ndog\ncat\n")
     ds = load_graph_file(str(tmp_path / "g.csv"), labels=str(tmp_path / "y.csv"))
     assert ds.y.tolist() == [0, 1, 0]
+
+
+def test_pandas_index_column_keys_the_rows_of_a_graph_of_ids(tmp_path):
+    """``DataFrame.to_csv`` writes the index first under an empty name. Read by position on
+    a graph of integer ids, the index (the node ids) became one more feature column
+    without a word; it keys the rows now, in any order."""
+    (tmp_path / "g.csv").write_text("0,1\n1,2\n2,3\n3,0\n")
+    rows = {2: (0.5, 7), 0: (1.5, 8), 3: (2.5, 9), 1: (3.5, 10)}
+    (tmp_path / "x.csv").write_text(",a,b\n" + "".join(f"{n},{a},{b}\n"
+                                                       for n, (a, b) in rows.items()))
+    (tmp_path / "y.csv").write_text(",label\n3,1\n0,0\n")  # a Series: two nodes labelled
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*has its reverse")
+        ds = load_graph_file(str(tmp_path / "g.csv"), features=str(tmp_path / "x.csv"),
+                             labels=str(tmp_path / "y.csv"))
+    assert ds.x.tolist() == [list(rows[n]) for n in range(4)]
+    assert ds.y.tolist() == [0, -1, -1, 1]
