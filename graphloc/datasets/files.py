@@ -53,6 +53,7 @@ from graphloc.datasets.readers import (
     byte_order_marked,
     check_vertex_count,
     compression_of,
+    integer_id,
     joined_blocks,
     node_limit,
     open_binary,
@@ -429,7 +430,7 @@ def _networkx_graph(path: str, fmt: str):
         if "found in" not in str(err):  # not its refusal of an edge's own direction
             raise
         g = read(io.BytesIO(with_mixed_directions_spelled_out(data, fmt)))
-    _warn_of_undeclared_nodes(path, g, len(_NODE_ELEMENT.findall(data)))
+    _warn_of_undeclared_nodes(path, g, sum(1 for _ in _NODE_ELEMENT.finditer(data)))
     return g
 
 
@@ -728,7 +729,7 @@ def _general_edge_list(path: str, konect: str | None, comments: tuple
         _warn_of_extra_columns(path, wide[0], len(wide[1]), typed=bool(typed))
     _refuse_missing_ids(path, lines)
     ends = [(row[0].strip(), row[1].strip()) for _, row in lines]
-    numbers = [[_integer_id(a), _integer_id(b)] for a, b in ends]  # each id parsed once
+    numbers = [[integer_id(a), integer_id(b)] for a, b in ends]  # each id parsed once
     if konect is not None:
         return _konect_graph(path, lines, numbers, konect, comments), directions, None
     if all(None not in pair for pair in numbers):
@@ -740,14 +741,6 @@ def _general_edge_list(path: str, konect: str | None, comments: tuple
     ids: dict[str, int] = {}
     pairs = [[ids.setdefault(a, len(ids)), ids.setdefault(b, len(ids))] for a, b in ends]
     return Graph(torch.tensor(pairs).t(), num_nodes=len(ids)), directions, list(ids)
-
-
-# a header's names for the source and the target column, wherever they stand (an edge id
-# first, "id,source,target", or "target,source"); "to" and "v" only once a header is known
-_SOURCE_COLUMNS = {"source", "src", "from", "u", "node1", "id1", "sender", "origin",
-                   "source_id", "src_id", "from_id", "node_1", ":start_id", "start_id"}
-_TARGET_COLUMNS = {"target", "tgt", "dst", "destination", "node2", "id2", "receiver",
-                   "target_id", "dst_id", "to_id", "node_2", "to", "v", ":end_id", "end_id"}
 
 
 def _endpoints_first(header: list, lines: list) -> tuple[list, list]:
@@ -1018,6 +1011,13 @@ _HEADER_WORDS = ({"source", "src", "from", "u", "node1", "id1", "head", "sender"
                   "target_id", "dst_id", "to_id", "node_2"})
 
 
+# a header's names for the source and the target column, wherever they stand (an edge id
+# first, "id,source,target", or "target,source"); "to" and "v" only once a header is known
+# ("head", the arc's end in graph theory, is no source here)
+_SOURCE_COLUMNS = _HEADER_WORDS[0] - {"head"} | {":start_id", "start_id"}
+_TARGET_COLUMNS = _HEADER_WORDS[1] | {"to", "v", ":end_id", "end_id"}
+
+
 def _is_header(rows: list) -> bool:
     """A first line of column names: a known word in either column, a source and a target
     column named anywhere ("edge_id,from,to", whose first two fields were read as an
@@ -1033,24 +1033,8 @@ def _is_header(rows: list) -> bool:
     return not _all_ints(first) and len(rows) > 1 and _all_ints(rows[1][:2])
 
 
-def _integer_id(text) -> int | None:
-    """``text`` as an integer node id: "7", or an integral number written as a float
-    ("7.0", as pandas writes an id column that held a NaN), exact below 2^53; else None.
-    Read as names, "7.0" ids were numbered in order of appearance, which silently
-    misaligned the rows of a feature or label file indexed by id."""
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        pass
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        return None
-    return int(value) if value.is_integer() and abs(value) < 2**53 else None
-
-
 def _all_ints(values) -> bool:
-    return all(_integer_id(v) is not None for v in values)
+    return all(integer_id(v) is not None for v in values)
 
 
 class _NodeKeys(NamedTuple):

@@ -22,6 +22,7 @@ from torch import Tensor
 from graphloc.checks import caller_stacklevel
 from graphloc.datasets.readers import (
     MISSING_VALUES,
+    integer_id,
     open_text,
     sniffed_delimiter,
     uncompressed_name,
@@ -127,12 +128,9 @@ class _Nodes:
 
 
 def _node_id(key: str, num_nodes: int) -> int | None:
-    """An integer node id ("7", or "7.0" as pandas writes an id column that held a NaN)
-    within 0 .. N-1, or None."""
-    if not _is_whole(key):
-        return None
-    node = int(float(key))
-    return node if 0 <= node < num_nodes else None
+    """An integer node id (as ``integer_id`` reads one) within 0 .. N-1, or None."""
+    node = integer_id(key)
+    return node if node is not None and 0 <= node < num_nodes else None
 
 
 def _labels(path: str, rows, nodes: _Nodes) -> Tensor:

@@ -82,6 +82,22 @@ def sniffed_delimiter(sample: str) -> str:
     return next((d for d in ("\t", ",", ";") if d in rows), " ")
 
 
+def integer_id(text) -> int | None:
+    """``text`` as an integer node id: "7", or an integral number written as a float
+    ("7.0", as pandas writes an id column that held a NaN), exact below 2^53; else None.
+    Read as names, "7.0" ids were numbered in order of appearance, which silently
+    misaligned the rows of a feature or label file indexed by id."""
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        pass
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return int(value) if value.is_integer() and abs(value) < 2**53 else None
+
+
 def open_text(path: str, **kwargs):
     """``path`` as text, decompressed where its name says it is compressed. Asked for
     UTF-8 ("utf-8-sig"), a file that starts with UTF-16's byte-order mark is read as UTF-16:
@@ -138,7 +154,7 @@ def with_mixed_directions_spelled_out(data: bytes, fmt: str) -> bytes:
     import xml.etree.ElementTree as ET
     root = ET.fromstring(data)
     for graph in root.iter():
-        if graph.tag.rpartition("}")[2] == "graph":
+        if _local(graph.tag) == "graph":
             (_mixed_graphml if fmt == ".graphml" else _mixed_gexf)(graph)
     return ET.tostring(root)
 
@@ -168,13 +184,14 @@ def with_nested_graphs_hoisted(data: bytes) -> tuple[bytes, int]:
 
 
 def _local(tag: str) -> str:
+    """An XML tag without its namespace."""
     return tag.rpartition("}")[2]
 
 
 def _mixed_graphml(graph) -> None:
     undirected = graph.get("edgedefault") == "undirected"
     graph.set("edgedefault", "directed")
-    for edge in [e for e in graph if e.tag.rpartition("}")[2] == "edge"]:
+    for edge in [e for e in graph if _local(e.tag) == "edge"]:
         directed = edge.attrib.pop("directed", None)
         if directed == "false" or (directed is None and undirected):
             reverse = copy.deepcopy(edge)
@@ -190,7 +207,7 @@ def _mixed_gexf(graph) -> None:
     graph.set("defaultedgetype", "directed")
     for edges in graph:
         for edge in edges:
-            if edge.tag.rpartition("}")[2] != "edge":
+            if _local(edge.tag) != "edge":
                 continue
             kind = edge.get("type", "undirected" if undirected else "directed")
             if kind in ("undirected", "mutual"):
