@@ -30,6 +30,7 @@ def _dataset(**change):
     ({"train_index": torch.tensor([1, 0, 1])}, "d: train_index holds only 0s and 1s, one per "
                                                "node of the 3: a mask stored as torch.int64"),
     ({"graph": torch.tensor([[0], [1]])}, "graph must be a graphloc.Graph"),
+    ({"node_names": ["a", "b"]}, "d: node_names must name each of the 3 nodes, got 2 names"),
 ])
 def test_inconsistent_fields_are_named(change, message):
     _dataset()  # the consistent one builds
