@@ -54,7 +54,7 @@ class RadiusGraph(_PyGRadiusGraph):
 class GridSampling(_PyGGridSampling):
     """PyG's ``GridSampling``: one point per occupied voxel of a grid of ``size`` (cells
     from ``graphloc.ops.voxel_grid``, numbered in voxel order). Each node tensor is
-    averaged over its cell's points, except ``y`` (the cell's most frequent label, the
+    averaged over its cell's points, except ``y`` (the cell's most frequent class id, the
     lowest on ties) and ``batch`` (the cell's example); a data with edges is refused, as
     PyG's refuses it."""
 
@@ -113,11 +113,28 @@ def _positions(transform, data) -> Tensor:
 
 def _majority(labels: Tensor, cell: Tensor, count: int) -> Tensor:
     """Each cell's most frequent label (the lowest of equally frequent ones)."""
+    _check_class_ids(labels)
     if not labels.numel():  # no points, no cells
         return labels.new_empty(0, dtype=torch.long)
     classes = int(labels.max()) + 1
-    votes = torch.bincount(cell * classes + labels.long(), minlength=count * classes)
+    votes = torch.bincount(cell * classes + labels, minlength=count * classes)
     return votes.view(count, classes).argmax(dim=-1)
+
+
+def _check_class_ids(labels: Tensor) -> None:
+    """``y`` is voted on per cell, so it must hold one class id per point. Floating targets
+    were truncated to ids and voted on (2.7 counted as class 2) without a word; PyG's
+    ``one_hot`` refuses them, and a -1 or an [N, C] ``y``, with a less telling error."""
+    if labels.dim() != 1 or labels.is_floating_point() or labels.is_complex() or \
+            labels.dtype == torch.bool:
+        raise ValueError(f"GridSampling votes data.y per cell and needs one integer class id "
+                         f"per point, got a {labels.dtype} tensor of shape "
+                         f"{list(labels.shape)} (store other targets under another key, "
+                         "which is averaged)")
+    if labels.numel() and int(labels.min()) < 0:
+        point = int((labels < 0).nonzero()[0])
+        raise ValueError(f"GridSampling votes data.y per cell; its class ids must be >= 0, "
+                         f"got {int(labels[point])} at point {point}")
 
 
 def _cell_means(item: Tensor, cell: Tensor, count: int) -> Tensor:

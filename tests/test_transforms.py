@@ -169,3 +169,24 @@ def test_no_points_give_no_edges_and_no_cells():
     assert transforms.RadiusGraph(1.0)(empty.clone()).edge_index.shape == (2, 0)
     pooled = transforms.GridSampling(1.0)(empty.clone())
     assert pooled.pos.shape == (0, 3) and pooled.x.shape == (0, 2) and pooled.y.shape == (0,)
+
+
+@pytest.mark.parametrize("y,match", [
+    (torch.tensor([0.0, 2.7, 2.2, 1.0]), "torch.float32 tensor of shape \\[4\\]"),
+    (torch.tensor([[0, 1], [1, 1], [2, 0], [0, 0]]), "shape \\[4, 2\\]"),
+    (torch.tensor([True, False, True, True]), "torch.bool"),
+    (torch.tensor([0, 1, -1, 2]), "got -1 at point 2")])
+def test_grid_sampling_refuses_what_is_no_class_id(y, match):
+    """A floating y (regression targets) was truncated and voted on: 2.7 and 2.2 in one
+    cell came out as class 2."""
+    data = Data(pos=torch.tensor([[0.1, 0.1], [0.2, 0.2], [0.3, 0.3], [5.0, 5.0]]), y=y)
+    with pytest.raises(ValueError, match=match):
+        transforms.GridSampling(1.0)(data)
+
+
+def test_grid_sampling_votes_any_integer_class_ids(brute_force_search):
+    data = cloud(5)
+    narrow = data.clone()
+    narrow.y = narrow.y.to(torch.int32)
+    ours, theirs = transforms.GridSampling(0.9)(narrow), T.GridSampling(0.9)(data)
+    assert torch.equal(ours.y, theirs.y)
