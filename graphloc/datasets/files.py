@@ -110,6 +110,7 @@ class _Read(NamedTuple):
     extra: dict | None = None
     undirected: bool | Tensor | None = None  # a Tensor: per edge, as Gephi's "Type" column
     names: list | None = None  # the nodes' names in row order, where they are not 0 .. N-1
+    first_id: int = 0  # the file's id of node 0: 1 where vertex v is node v - 1
 
 
 def load_graph_file(path: str, features: str | None = None, labels: str | None = None,
@@ -154,7 +155,7 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
         extra = {**extra, "edge_attr": edge_attr} if edge_attr is not None else extra
     elif undirected is None and _format_of(path) in EDGE_FILE_SUFFIXES + (".npz", ".adjlist"):
         _warn_if_one_way(path, graph, _format_of(path) == ".adjlist")
-    keys = _NodeKeys(graph.num_nodes, read.names, path)
+    keys = _NodeKeys(graph.num_nodes, read.names, path, read.first_id)
     x = _matrix(features, graph.num_nodes, "features", keys) if features else read.x
     y = _matrix(labels, graph.num_nodes, "labels", keys).view(-1).long() if labels else read.y
     name = os.path.abspath(path)
@@ -247,22 +248,25 @@ def _read(path: str, fmt: str, warn_unused: bool) -> _Read:
     if fmt in NETWORKX_SUFFIXES:
         graph, y, names = _networkx_file(path, fmt)
         return _Read(graph, y=y, names=names)
+    # these formats number vertices from 1 (vertex v is node v - 1)
     if fmt == ".mtx":
-        return _Read(_matrix_market(path))
+        return _Read(_matrix_market(path), first_id=1)
     if fmt in (".graph", ".metis"):
-        return _Read(read_metis(path))
+        return _Read(read_metis(path), first_id=1)
     if fmt == ".net":
-        return _Read(read_pajek(path))
+        graph, names = read_pajek(path)
+        return _Read(graph, names=names, first_id=1)
     if fmt in SIZED_SUFFIXES:
         graph, declared = read_dimacs(path)
-        return _Read(graph, undirected=declared)
+        return _Read(graph, undirected=declared, first_id=1)
     comments = _leading_comments(path)
     konect = _konect_layout(comments)
     graph, directions, names = _edge_list(path, konect, comments)
     if warn_unused and konect is None:  # KONECT's size line counts its vertices
         _warn_of_unused_ids(path, graph)
     declared = _declared_undirected(comments)
-    return _Read(graph, undirected=directions if declared is None else declared, names=names)
+    return _Read(graph, undirected=directions if declared is None else declared, names=names,
+                 first_id=1 if konect in ("sym", "asym") else 0)
 
 
 def _saved_data(path: str) -> _Read:
@@ -1039,10 +1043,12 @@ def _all_ints(values) -> bool:
 
 class _NodeKeys(NamedTuple):
     """What a features or labels file's rows are matched against: the graph's node count,
-    its nodes' names (None: the integers 0 .. N-1) and the graph file's path."""
+    its nodes' names (None: integer ids), the graph file's path, and the id its file gives
+    node 0 (1 for the formats that number vertices from 1)."""
     num_nodes: int
     names: list | None = None
     graph_path: str = ""
+    first_id: int = 0
 
 
 def _matrix(path: str, rows: int, what: str, keys: _NodeKeys | None = None) -> Tensor:
@@ -1054,7 +1060,7 @@ def _matrix(path: str, rows: int, what: str, keys: _NodeKeys | None = None) -> T
     lower = uncompressed_name(path).lower()
     keys = keys or _NodeKeys(rows)
     try:
-        keyed = keyed_values(path, what, rows, keys.names)
+        keyed = keyed_values(path, what, rows, keys.names, keys.first_id)
     except (UnicodeDecodeError, csv.Error, *DECOMPRESSION_ERRORS) as err:
         raise ValueError(f"{path}: not a readable {what} file ({type(err).__name__}: "
                          f"{err})") from err

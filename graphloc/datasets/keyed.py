@@ -33,10 +33,13 @@ KEY_HEADERS = {"id", "node", "nodes", "node_id", "nodeid", "name", "vertex", "ve
 _TEXT_SUFFIXES = (".csv", ".tsv", ".txt")
 
 
-def keyed_values(path: str, what: str, num_nodes: int, names: list | None) -> Tensor | None:
+def keyed_values(path: str, what: str, num_nodes: int, names: list | None,
+                 first_id: int = 0) -> Tensor | None:
     """The rows of a node-keyed ``what`` ("features" or "labels") file in node order, or
     None where the file is not keyed (read by position). ``names``: the graph's node names
-    in node order, None where its nodes are the integers 0 .. N-1.
+    in node order, None where its nodes are integer ids: ``first_id`` .. N - 1 + first_id,
+    as the graph's file numbers them (METIS, DIMACS, Pajek, MatrixMarket and KONECT number
+    vertices from 1, and vertex v is node v - 1).
 
     Keyed: the first line's first field is one of ``KEY_HEADERS`` or empty under named
     columns (pandas' index; then keys are names, or integer node ids for a graph without
@@ -50,7 +53,7 @@ def keyed_values(path: str, what: str, num_nodes: int, names: list | None) -> Te
     header = _key_header(list(itertools.islice(_rows(path), 2)), names)
     if header is None:  # a positional file: nothing more read here
         return None
-    nodes = _Nodes(path, num_nodes, names)
+    nodes = _Nodes(path, num_nodes, names, first_id)
     rows = itertools.islice(_rows(path), header, None)
     if what == "labels":
         return _labels(path, rows, nodes)
@@ -103,19 +106,24 @@ def _is_pandas_index_header(fields: list) -> bool:
 
 
 class _Nodes:
-    """Each keyed row's node: by name, or by integer id for a graph without names; an
-    unknown or repeated node is an error naming the line."""
+    """Each keyed row's node: by name, or by integer id (as the graph's file numbers its
+    nodes: from ``first_id``) for a graph without names; an unknown or repeated node is an
+    error naming the line."""
 
-    def __init__(self, path: str, num_nodes: int, names: list | None):
+    def __init__(self, path: str, num_nodes: int, names: list | None, first_id: int = 0):
         self.path, self.num_nodes, self.names = path, num_nodes, names
+        self.first_id = first_id
         self.index = None if names is None else {str(n): i for i, n in enumerate(names)}
         self.seen: dict[int, int] = {}  # node -> the line that gave it
 
     def of(self, number: int, key: str) -> int:
-        node = self.index.get(key) if self.index is not None else _node_id(key, self.num_nodes)
+        node = self.index.get(key) if self.index is not None else \
+            _node_id(key, self.num_nodes, self.first_id)
         if node is None:
+            ids = "" if self.index is not None else \
+                f" (its ids: {self.first_id} .. {self.num_nodes - 1 + self.first_id})"
             raise ValueError(f"{self.path}: line {number} is keyed by {key!r}, which is not a "
-                             f"node of the graph")
+                             f"node of the graph{ids}")
         if node in self.seen:
             raise ValueError(f"{self.path}: line {number} gives node {key!r} again (first at "
                              f"line {self.seen[node]})")
@@ -124,13 +132,14 @@ class _Nodes:
 
     def first_missing(self):
         missing = next(i for i in range(self.num_nodes) if i not in self.seen)
-        return self.names[missing] if self.names is not None else missing
+        return self.names[missing] if self.names is not None else missing + self.first_id
 
 
-def _node_id(key: str, num_nodes: int) -> int | None:
-    """An integer node id (as ``integer_id`` reads one) within 0 .. N-1, or None."""
+def _node_id(key: str, num_nodes: int, first_id: int) -> int | None:
+    """The node of an integer id (as ``integer_id`` reads one) within ``first_id`` ..
+    N - 1 + first_id, or None."""
     node = integer_id(key)
-    return node if node is not None and 0 <= node < num_nodes else None
+    return node - first_id if node is not None and 0 <= node - first_id < num_nodes else None
 
 
 def _labels(path: str, rows, nodes: _Nodes) -> Tensor:

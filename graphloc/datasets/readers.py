@@ -603,16 +603,18 @@ def _dimacs_edges(path: str, edges: list, seen) -> tuple:
 
 # ---- Pajek ------------------------------------------------------------------------------
 
-def read_pajek(path: str) -> Graph:
-    """A Pajek network (.net): ``*Vertices N`` (optional vertex lines ``id "name" ...``;
-    the ids 1 .. N, not the names, number the nodes: vertex v is node v - 1, so two
-    vertices of one name stay two nodes), then any of ``*Arcs`` (u -> v), ``*Edges``
-    (undirected: both directions), ``*Arcslist`` / ``*Edgeslist`` (a vertex and its
-    neighbours per line) and ``*Matrix`` (N rows; a nonzero entry (i, j) is the arc
+def read_pajek(path: str) -> tuple[Graph, list | None]:
+    """A Pajek network (.net) and its vertices' names in node order (None unless every
+    vertex has its own). ``*Vertices N`` (optional vertex lines ``id "name" ...`` or
+    ``id name ...``; the ids 1 .. N, not the names, number the nodes: vertex v is node
+    v - 1, so two vertices of one name stay two nodes), then any of ``*Arcs`` (u -> v),
+    ``*Edges`` (undirected: both directions), ``*Arcslist`` / ``*Edgeslist`` (a vertex and
+    its neighbours per line) and ``*Matrix`` (N rows; a nonzero entry (i, j) is the arc
     i -> j). Weights and drawing attributes are not read; "%" lines are comments.
     networkx's ``read_pajek`` names nodes by their names, merging vertices that share
     one, and reads an ``*Edges`` section after ``*Arcs`` as undirected throughout."""
     count, section, row = None, None, 0
+    names: dict[int, str] = {}
     sources, targets, weights = array.array("q"), array.array("q"), array.array("d")
 
     def add(ends: list, both_ways: bool) -> None:
@@ -646,7 +648,11 @@ def read_pajek(path: str) -> Graph:
                 sources.extend([row] * (len(targets) - len(sources)))
                 weights.extend(values[values != 0].tolist())
                 row += 1
-            elif section != "vertices":
+            elif section == "vertices":
+                vertex, name = _pajek_vertex(path, number, line, count)
+                if name is not None:
+                    names[vertex] = name
+            else:
                 raise ValueError(f"{path}: line {number} ({line[:40]!r}) is outside a "
                                  "section ('*Vertices N', '*Arcs', '*Edges', ...)")
     if count is None:
@@ -654,7 +660,33 @@ def read_pajek(path: str) -> Graph:
     warn_of_weights(path, np.frombuffer(weights, dtype=np.float64),
                     "the arcs' and edges' values")
     edges = np.stack([np.frombuffer(ends, dtype=np.int64) for ends in (sources, targets)])
-    return Graph(torch.from_numpy(edges), num_nodes=count)
+    return Graph(torch.from_numpy(edges), num_nodes=count), _pajek_names(names, count)
+
+
+# a vertex line: its id, then its name in double quotes (which may hold spaces) or bare
+_PAJEK_VERTEX = re.compile(r'([0-9]+)(?:\s+(?:"([^"]*)"|(\S+)))?')
+
+
+def _pajek_vertex(path: str, number: int, line: str, count: int) -> tuple[int, str | None]:
+    """(node, name or None) of a ``*Vertices`` line."""
+    match = _PAJEK_VERTEX.match(line)
+    if match is None or (match.end() < len(line) and not line[match.end()].isspace()):
+        raise ValueError(f"{path}: line {number}: a vertex line starts with the vertex "
+                         f"number, got {line[:40]!r}")
+    vertex = int(match.group(1))
+    if not 1 <= vertex <= count:
+        raise ValueError(f"{path}: line {number} names vertex {vertex}, but the network "
+                         f"numbers its {count} vertices 1 .. {count}")
+    name = match.group(2) if match.group(2) is not None else match.group(3)
+    return vertex - 1, name
+
+
+def _pajek_names(names: dict, count: int) -> list | None:
+    """The names in node order where every vertex has its own, else None (the nodes are
+    then matched by position: two vertices of one name could not be told apart)."""
+    if len(names) != count or len(set(names.values())) != count:
+        return None
+    return [names[v] for v in range(count)]
 
 
 def _pajek_section(path: str, number: int, line: str, count: int | None) -> tuple:

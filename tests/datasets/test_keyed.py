@@ -160,3 +160,55 @@ def test_pandas_index_column_keys_the_rows_of_a_graph_of_ids(tmp_path):
                              labels=str(tmp_path / "y.csv"))
     assert ds.x.tolist() == [list(rows[n]) for n in range(4)]
     assert ds.y.tolist() == [0, -1, -1, 1]
+
+
+def _one_based_files(g) -> dict:
+    """The undirected graph ``g`` (nodes 0 .. N-1) in each format that numbers vertices
+    from 1, the vertex v + 1 being node v."""
+    edges = sorted((min(u, v), max(u, v)) for u, v in g.edges)
+    n, m = g.number_of_nodes(), len(edges)
+    return {
+        "g.mtx": f"%%MatrixMarket matrix coordinate pattern symmetric\n{n} {n} {m}\n" +
+                 "".join(f"{v + 1} {u + 1}\n" for u, v in edges),
+        "g.graph": f"{n} {m}\n" + "".join(" ".join(str(w + 1) for w in sorted(g[v])) + "\n"
+                                          for v in range(n)),
+        "g.gr": f"p sp {n} {m}\n" + "".join(f"e {u + 1} {v + 1}\n" for u, v in edges),
+        "g.net": f"*Vertices {n}\n*Edges\n" + "".join(f"{u + 1} {v + 1}\n" for u, v in edges),
+        "out.g": f"% sym unweighted\n% {m} {n} {n}\n" +
+                 "".join(f"{u + 1} {v + 1}\n" for u, v in edges),
+    }
+
+
+@pytest.mark.parametrize("name", list(_one_based_files(nx.path_graph(2))))
+def test_ids_key_a_one_based_graph_as_its_file_numbers_its_vertices(tmp_path, name):
+    """METIS, DIMACS, Pajek, MatrixMarket and KONECT number vertices from 1 (vertex v is
+    node v - 1). A file keyed by id was read against the 0-based rows: a label for vertex
+    3 went to vertex 4 without a word. Keys are the graph file's own ids now, and 0 is
+    refused by line."""
+    g = nx.karate_club_graph()
+    (tmp_path / name).write_text(_one_based_files(g)[name])
+    club = [int(g.nodes[v]["club"] == "Officer") for v in g]
+    order = np.random.default_rng(3).permutation(34)
+    (tmp_path / "y.csv").write_text("id,club\n" + "".join(f"{v + 1},{club[v]}\n"
+                                                           for v in order[:20]))
+    (tmp_path / "x.csv").write_text("node,degree\n" + "".join(f"{v + 1},{g.degree(v)}\n"
+                                                               for v in order))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = load_graph_file(str(tmp_path / name), features=str(tmp_path / "x.csv"),
+                             labels=str(tmp_path / "y.csv"))
+    assert ds.y.tolist() == [club[v] if v in order[:20] else -1 for v in range(34)]
+    assert ds.x.view(-1).tolist() == [g.degree(v) for v in range(34)]
+    (tmp_path / "zero.csv").write_text("id,club\n1,0\n0,1\n")
+    with pytest.raises(ValueError, match=r"zero.csv: line 3 is keyed by '0', which is not a "
+                                         r"node of the graph \(its ids: 1 \.\. 34\)"):
+        load_graph_file(str(tmp_path / name), labels=str(tmp_path / "zero.csv"))
+
+
+def test_labels_keyed_by_pajek_vertex_name(tmp_path):
+    (tmp_path / "g.net").write_text('*Vertices 3\n1 "New York"\n2 Boston\n3 "Los Angeles"\n'
+                                    '*Edges\n1 2\n2 3\n')
+    (tmp_path / "y.csv").write_text("Los Angeles,1\nNew York,0\nBoston,1\n")
+    ds = load_graph_file(str(tmp_path / "g.net"), labels=str(tmp_path / "y.csv"))
+    assert ds.y.tolist() == [0, 1, 1]
+    assert ds.node_names == ["New York", "Boston", "Los Angeles"]

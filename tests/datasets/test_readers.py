@@ -366,6 +366,41 @@ def test_pajek_sections_and_vertices_of_one_name(tmp_path):
     assert any("edge weights" in message for message in said)
 
 
+def test_pajek_vertex_names_are_the_nodes_names(tmp_path):
+    """networkx writes each node's name on its vertex line (quoted where it holds a space):
+    the dataset keeps them in row order, so the edges read back between the same names."""
+    g = nx.les_miserables_graph()
+    g = nx.relabel_nodes(g, {n: f"{n} (Hugo)" if n[0] < "M" else n for n in g})
+    nx.write_pajek(g, tmp_path / "lesmis.net")
+    dataset, _ = _quiet_load(tmp_path / "lesmis.net")
+    names = dataset.node_names
+    assert sorted(names) == sorted(g.nodes) and "Valjean" in names and "Cosette (Hugo)" in names
+    src, dst = dataset.graph.edge_index.tolist()
+    assert sorted((names[u], names[v]) for u, v in zip(src, dst)) == \
+        sorted([(u, v) for u, v in g.edges] + [(v, u) for u, v in g.edges])
+
+
+@pytest.mark.parametrize("vertices", [
+    '1 "a"\n2 "b"\n',  # vertex 3 has no line
+    '1 "a"\n2 "b"\n3 "a"\n',  # two vertices of one name
+    ''])
+def test_pajek_names_only_where_every_vertex_has_its_own(tmp_path, vertices):
+    (tmp_path / "g.net").write_text(f"*Vertices 3\n{vertices}*Arcs\n1 2\n2 3\n")
+    dataset, _ = _quiet_load(tmp_path / "g.net")
+    assert dataset.node_names is None and _edges(dataset.graph) == [(0, 1), (1, 2)]
+
+
+@pytest.mark.parametrize("line, match", [
+    ('4 "d"', r"line 3 names vertex 4, but the network numbers its 3 vertices 1 \.\. 3"),
+    ('0 "d"', r"line 3 names vertex 0"),
+    ('x "d"', r"line 3: a vertex line starts with the vertex number, got 'x \"d\"'"),
+    ('2x "d"', r"line 3: a vertex line starts with the vertex number")])
+def test_bad_pajek_vertex_lines_are_named_by_line(tmp_path, line, match):
+    (tmp_path / "g.net").write_text(f'*Vertices 3\n1 "a"\n{line}\n*Arcs\n1 2\n')
+    with pytest.raises(ValueError, match=match):
+        load_graph_file(str(tmp_path / "g.net"))
+
+
 @pytest.mark.parametrize("suffix", list(COMPRESSORS))
 def test_compressed_features_and_labels_files(tmp_path, karate, suffix):
     nx.write_graphml(karate, tmp_path / "k.graphml")
