@@ -23,6 +23,8 @@ FEATURES_HELP = ("node features for a graph file (.npy, .pt, .csv; also .gz, .bz
                  "row per node in node order, or keyed by a first column of node names")
 LABELS_HELP = ("node labels for a graph file (.npy, .pt, .csv; also .gz, .bz2, .xz): a class "
                "per node in node order, or keyed by a first column of node names")
+LABEL_COLUMN_HELP = ("the header of the --labels table's column of classes, where it has "
+                     "several (Gephi's node table: modularity_class)")
 
 
 def info(_args) -> int:
@@ -55,7 +57,8 @@ def dataset_stats(args) -> int:
     undirected simple graph."""
     from graphloc.datasets import load_dataset, road_statistics
     dataset = _homogeneous(load_dataset(args.dataset, args.root, args.seed, args.features,
-                                        args.labels, args.undirected), "road statistics")
+                                        args.labels, args.undirected,
+                                        label_column=args.label_column), "road statistics")
     if not dataset.graph.is_undirected:
         print(f"note: {dataset.name} is directed ({dataset.graph.num_edges} edges); these are "
               "the statistics of its undirected graph (each edge read both ways)")
@@ -86,7 +89,7 @@ def train(args) -> int:
     from graphloc.datasets import load_dataset
     from graphloc.train import TrainConfig, fit
     dataset = load_dataset(args.dataset, args.root, args.seed, args.features, args.labels,
-                           args.undirected)
+                           args.undirected, label_column=args.label_column)
     if not dataset.labelled:
         raise ValueError(f"{args.dataset} has no labels: training needs them (pass "
                          "--labels FILE, or a node attribute 'y' in GraphML/GML/GEXF/JSON or "
@@ -96,6 +99,8 @@ def train(args) -> int:
         else args.dataset
     dataset.files = {k: os.path.abspath(v) for k, v in
                      (("features", args.features), ("labels", args.labels)) if v}
+    if args.label_column:
+        dataset.files["label_column"] = args.label_column
     if args.undirected:  # not a file, but how the graph file was read
         dataset.files["undirected"] = True
     config = TrainConfig(model=args.model, layers=args.layers, hidden=args.hidden,
@@ -129,6 +134,7 @@ def _add_train_command(commands) -> None:
                           ".tar.bz2, .tar.gz, .zip)")
     cmd.add_argument("--features", help=FEATURES_HELP)
     cmd.add_argument("--labels", help=LABELS_HELP)
+    cmd.add_argument("--label-column", help=LABEL_COLUMN_HELP)
     _add_undirected_flag(cmd)
     cmd.add_argument("--model", default="gcn", help="a registered model name")
     cmd.add_argument("--layers", type=count(1), default=2)
@@ -301,6 +307,7 @@ def _add_dataset_commands(commands) -> None:
     stats.add_argument("dataset", help="a dataset name or your graph file (as for train)")
     stats.add_argument("--features", help=FEATURES_HELP)
     stats.add_argument("--labels", help=LABELS_HELP)
+    stats.add_argument("--label-column", help=LABEL_COLUMN_HELP)
     _add_undirected_flag(stats)
     stats.add_argument("--root", default="data")
     stats.add_argument("--seed", type=int, default=0)

@@ -372,3 +372,24 @@ def test_influence_on_a_graph_of_names_writes_the_seeds_names(tmp_path):
                  "--max-hops", "2", "--samples", "5", "--out", str(out)]) == 0
     [result] = json.loads(out.read_text()).values()
     assert "node_names" not in result
+
+
+def test_train_on_a_label_column_of_a_node_table(tmp_path, capsys):
+    """Gephi's export: an edge table of names and a node table whose modularity_class
+    column holds the classes, picked by --label-column; the run records the column."""
+    import torch
+    names = [f"n{i:02d}" for i in range(40)]
+    (tmp_path / "edges.csv").write_text("Source,Target,Type\n" + "".join(
+        f"{names[i]},{names[(i + 1) % 40]},Undirected\n" for i in range(40)))
+    (tmp_path / "nodes.csv").write_text("Id,Label,modularity_class\n" + "".join(
+        f"{names[i]},{names[i].upper()},{i // 10}\n" for i in reversed(range(40))))
+    run = tmp_path / "run"
+    assert main(["train", "--dataset", str(tmp_path / "edges.csv"), "--labels",
+                 str(tmp_path / "nodes.csv"), "--label-column", "modularity_class",
+                 "--epochs", "1", "--out", str(run)]) == 0
+    saved = torch.load(run / "best.pt", weights_only=False)
+    assert saved["dataset_files"]["label_column"] == "modularity_class"
+    assert saved["num_classes"] == 4
+    assert main(["train", "--dataset", "synthetic:50", "--label-column", "c",
+                 "--out", str(tmp_path / "r2")]) == 2
+    assert "label_column 'c' picks a column of a labels file" in capsys.readouterr().err

@@ -14,7 +14,12 @@ from graphloc.datasets.aml import (
 )
 from graphloc.datasets.base import NodeDataset, city_split, with_missing_reverses
 from graphloc.datasets.city import CityNetwork, load_built_city
-from graphloc.datasets.files import is_graph_file, load_graph_archive, load_graph_file
+from graphloc.datasets.files import (
+    check_label_column,
+    is_graph_file,
+    load_graph_archive,
+    load_graph_file,
+)
 from graphloc.datasets.hetero import (
     GTN_LAYOUT,
     HeteroNodeDataset,
@@ -44,24 +49,27 @@ ACCEPTED = ("a City-Networks city (paris, shanghai, la, london) or helsinki; syn
 
 
 def load_dataset(spec: str, root: str = "data", seed: int = 0, features: str | None = None,
-                 labels: str | None = None, undirected: bool | None = None) -> NodeDataset:
+                 labels: str | None = None, undirected: bool | None = None, *,
+                 label_column: str | None = None) -> NodeDataset:
     """A dataset named the way the command line names them: a City-Networks city
     ("helsinki", "paris", ...; files under ``root``), ``synthetic:N`` (seeded), ``ogb:NAME``,
     the ``.tar.gz`` of a city built by ``build_city_network``, or a graph file of the
     user's (:func:`graphloc.datasets.files.load_graph_file`, with optional ``features``
-    and ``labels`` files; ``undirected`` as there). ``undirected=True`` gives any other
-    homogeneous dataset each edge's missing reverse too (OGB's ogbn-arxiv is directed as
-    OGB ships it; OGB's own baselines make it undirected). An unknown name lists the
-    accepted forms."""
+    and ``labels`` files; ``undirected`` and ``label_column`` as there).
+    ``undirected=True`` gives any other homogeneous dataset each edge's missing reverse
+    too (OGB's ogbn-arxiv is directed as OGB ships it; OGB's own baselines make it
+    undirected). An unknown name lists the accepted forms."""
     check_text("load_dataset", "spec", spec, path=True)
     spec = os.fspath(spec)
+    check_label_column(label_column, labels)
     graph_archive = is_archive(spec) and not _is_city_release(spec)
     if (features or labels) and not (is_graph_file(spec) or graph_archive):
         raise ValueError(f"--features / --labels go with a graph file, not {spec!r}")
     if is_graph_file(spec):
-        return load_graph_file(spec, features, labels, undirected)
+        return load_graph_file(spec, features, labels, undirected, label_column=label_column)
     if graph_archive:
-        return load_graph_archive(spec, features, labels, undirected)
+        return load_graph_archive(spec, features, labels, undirected,
+                                  label_column=label_column)
     dataset = _named_dataset(spec, root, seed)
     if not undirected:
         return dataset

@@ -46,7 +46,7 @@ from graphloc.datasets.base import (
     warn_of_unread_keys,
     with_missing_reverses,
 )
-from graphloc.datasets.keyed import keyed_values, warn_if_positional
+from graphloc.datasets.keyed import column_labels, keyed_values, warn_if_positional
 from graphloc.datasets.readers import (
     DECOMPRESSION_ERRORS,
     MISSING_VALUES,
@@ -114,7 +114,8 @@ class _Read(NamedTuple):
 
 
 def load_graph_file(path: str, features: str | None = None, labels: str | None = None,
-                    undirected: bool | None = None) -> NodeDataset:
+                    undirected: bool | None = None, *,
+                    label_column: str | None = None) -> NodeDataset:
     """The graph in ``path`` with optional ``features`` [N, F] and ``labels`` [N] files
     (rows in the graph's node order: the node ids where a GraphML's or GML's ids are
     exactly 0 .. N-1 and for an edge list's integer ids, else the order of the file; or,
@@ -141,9 +142,14 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
     which no edge has its reverse warns (messages would flow one way only).
     An edge table with a "Type" column of "Directed" and "Undirected" (Gephi's export)
     declares each edge's direction: an undirected one gets its reverse.
-    ``False`` reads every file as written."""
+    ``False`` reads every file as written.
+
+    ``label_column`` names the column of ``labels`` that holds the classes, in a table with
+    a header line and more columns (Gephi's node table ``Id,Label,modularity_class``),
+    keyed by node or a row per node (``graphloc.datasets.keyed.column_labels``)."""
     if undirected is not None and not isinstance(undirected, bool):
         raise TypeError(f"undirected must be True, False or None, got {undirected!r}")
+    check_label_column(label_column, labels)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no graph file at {path}")
     read = _read_checked(path, warn_unused=not features and not labels)
@@ -157,7 +163,8 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
         _warn_if_one_way(path, graph, _format_of(path) == ".adjlist")
     keys = _NodeKeys(graph.num_nodes, read.names, path, read.first_id)
     x = _matrix(features, graph.num_nodes, "features", keys) if features else read.x
-    y = _matrix(labels, graph.num_nodes, "labels", keys).view(-1).long() if labels else read.y
+    y = read.y if not labels else _column(labels, label_column, keys) if label_column else \
+        _matrix(labels, graph.num_nodes, "labels", keys).view(-1).long()
     name = os.path.abspath(path)
     if x is None:
         x = default_features(graph)
@@ -171,7 +178,8 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
 
 
 def load_graph_archive(path: str, features: str | None = None, labels: str | None = None,
-                       undirected: bool | None = None) -> NodeDataset:
+                       undirected: bool | None = None, *,
+                       label_column: str | None = None) -> NodeDataset:
     """The graph file inside a downloaded archive (.tar.gz, .tar.bz2, .tar.xz, .tar, .zip),
     read as :func:`load_graph_file` reads it: KONECT's (its ``out.NAME``), SuiteSparse's
     (``NAME/NAME.mtx``, beside auxiliary matrices), Network Repository's, or any archive
@@ -186,7 +194,8 @@ def load_graph_archive(path: str, features: str | None = None, labels: str | Non
         try:
             with warnings.catch_warnings(record=True) as said:
                 warnings.simplefilter("always")
-                dataset = load_graph_file(file, features, labels, undirected)
+                dataset = load_graph_file(file, features, labels, undirected,
+                                          label_column=label_column)
         except ValueError as err:
             raise ValueError(str(err).replace(file, named)) from err
         finally:
@@ -1049,6 +1058,31 @@ class _NodeKeys(NamedTuple):
     names: list | None = None
     graph_path: str = ""
     first_id: int = 0
+
+
+def check_label_column(label_column, labels) -> None:
+    """``label_column`` is None or a column's name, and needs a labels file."""
+    if label_column is None:
+        return
+    if not isinstance(label_column, str) or not label_column.strip():
+        raise TypeError(f"label_column must be a column's name, got {label_column!r}")
+    if not labels:
+        raise ValueError(f"label_column {label_column!r} picks a column of a labels file; "
+                         "no labels file was given")
+
+
+def _column(path: str, column: str, keys: _NodeKeys) -> Tensor:
+    """The classes in the column headed ``column`` of the labels table ``path``."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no labels file at {path}")
+    try:
+        labels, keyed = column_labels(path, column, keys.num_nodes, keys.names, keys.first_id)
+    except (UnicodeDecodeError, csv.Error, *DECOMPRESSION_ERRORS) as err:
+        raise ValueError(f"{path}: not a readable labels file ({type(err).__name__}: "
+                         f"{err})") from err
+    if not keyed:
+        warn_if_positional(path, "labels", keys.names, keys.graph_path)
+    return labels
 
 
 def _matrix(path: str, rows: int, what: str, keys: _NodeKeys | None = None) -> Tensor:

@@ -60,6 +60,68 @@ def keyed_values(path: str, what: str, num_nodes: int, names: list | None,
     return _features(path, rows, nodes)
 
 
+def column_labels(path: str, column: str, num_nodes: int, names: list | None,
+                  first_id: int = 0) -> tuple[Tensor, bool]:
+    """(the classes, whether the table is keyed by node): the classes in the column
+    headed ``column`` of a labels table with a header line (Gephi's node table:
+    ``Id,Label,modularity_class``; a spreadsheet's export), one class per node as
+    ``keyed_values`` reads a labels file's: keyed by the first column where the table is
+    keyed (its header's first field is one of ``KEY_HEADERS`` or empty; or, on a graph
+    with names, the first row's first field is a node's name), else by position (one row
+    per node, in node order). The header is matched exactly, else ignoring case where
+    that finds one column."""
+    if not uncompressed_name(path).lower().endswith(_TEXT_SUFFIXES):
+        raise ValueError(f"label_column {column!r} picks a column of a text table (.csv, "
+                         f".tsv, .txt) by its header; {path} is none")
+    rows = _rows(path)
+    first = next(rows, None)
+    if first is None:
+        raise ValueError(f"{path} has no lines: label_column {column!r} needs its header")
+    number, header = first
+    index = _column_index(path, number, header, column)
+    second = next(rows, None)
+    keyed = _key_header([first] + ([second] if second else []), names) is not None
+    if keyed and index == 0:
+        raise ValueError(f"{path}: label_column {column!r} is the column that names each "
+                         f"row's node; pick a column of classes ({header[1:]})")
+    picked = _picked(path, index, itertools.chain([second] if second else [], rows), keyed)
+    if keyed:
+        return _labels(path, picked, _Nodes(path, num_nodes, names, first_id)), True
+    return _positional_labels(path, picked, num_nodes), False
+
+
+def _column_index(path: str, number: int, header: list, column: str) -> int:
+    if column in header:
+        if header.count(column) > 1:
+            raise ValueError(f"{path}: line {number} heads {header.count(column)} columns "
+                             f"{column!r}")
+        return header.index(column)
+    alike = [i for i, name in enumerate(header) if name.lower() == column.lower()]
+    if len(alike) != 1:
+        raise ValueError(f"{path}: no column {column!r} (label_column) in its header, line "
+                         f"{number}: {header}")
+    return alike[0]
+
+
+def _picked(path: str, index: int, rows, keyed: bool):
+    """(line number, [key, value]) of each row: the key from the first column where the
+    table is keyed, else the row's position."""
+    for position, (number, fields) in enumerate(rows):
+        if len(fields) <= index:
+            raise ValueError(f"{path}: line {number} has {len(fields)} columns; the label "
+                             f"column is column {index + 1}")
+        yield number, [fields[0] if keyed else str(position), fields[index]]
+
+
+def _positional_labels(path: str, rows, num_nodes: int) -> Tensor:
+    rows = list(rows)
+    if len(rows) != num_nodes:
+        raise ValueError(f"{path} has {len(rows)} rows under its header, but the graph has "
+                         f"{num_nodes} nodes: a table not keyed by node gives a row per node, "
+                         "in node order")
+    return _labels(path, iter(rows), _Nodes(path, num_nodes, None))
+
+
 def warn_if_positional(path: str, what: str, names: list | None, graph_path: str) -> None:
     """A positional file on a graph whose nodes are names: say which order its rows are
     given to, since nothing checks it."""

@@ -212,3 +212,66 @@ def test_labels_keyed_by_pajek_vertex_name(tmp_path):
     ds = load_graph_file(str(tmp_path / "g.net"), labels=str(tmp_path / "y.csv"))
     assert ds.y.tolist() == [0, 1, 1]
     assert ds.node_names == ["New York", "Boston", "Los Angeles"]
+
+
+# Gephi's export of a graph of names: its edge table, and a node table of several columns
+GEPHI_NODES = ("Id,Label,timeset,modularity_class\n"
+               "dave,Dave,,1\nalice,Alice,,0\nerin,Erin,,2\ncarol,Carol,,1\nbob,Bob,,0\n")
+
+
+@pytest.mark.parametrize("column, classes", [
+    ("modularity_class", {"alice": 0, "bob": 0, "carol": 1, "dave": 1, "erin": 2}),
+    ("MODULARITY_CLASS", {"alice": 0, "bob": 0, "carol": 1, "dave": 1, "erin": 2}),
+    # class names, numbered in sorted order
+    ("Label", {"alice": 0, "bob": 1, "carol": 2, "dave": 3, "erin": 4})])
+def test_a_label_column_of_a_node_table_keyed_by_id(tmp_path, column, classes):
+    """A node table of several columns was refused as a labels file; ``label_column``
+    picks one, each row matched to its node by the table's Id column."""
+    (tmp_path / "nodes.csv").write_text(GEPHI_NODES)
+    (tmp_path / "people.csv").write_text(EDGES)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*has its reverse")
+        ds = load_graph_file(str(tmp_path / "people.csv"), labels=str(tmp_path / "nodes.csv"),
+                             label_column=column)
+    assert ds.y.tolist() == [classes[name] for name in ds.node_names]
+
+
+def test_a_label_column_of_a_table_by_position(tmp_path):
+    """A table whose first column is no node key is read a row per node, in node order."""
+    (tmp_path / "g.csv").write_text("0,1\n1,2\n2,3\n3,0\n")
+    (tmp_path / "y.tsv").write_text("score\tclass\n0.5\t2\n0.1\t\n0.7\t1\n0.2\t2\n")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*has its reverse")
+        ds = load_graph_file(str(tmp_path / "g.csv"), labels=str(tmp_path / "y.tsv"),
+                             label_column="class")
+        assert ds.y.tolist() == [2, -1, 1, 2]
+        (tmp_path / "short.tsv").write_text("score\tclass\n0.5\t2\n")
+        with pytest.raises(ValueError, match=r"short.tsv has 1 rows under its header, but "
+                                             r"the graph has 4 nodes"):
+            load_graph_file(str(tmp_path / "g.csv"), labels=str(tmp_path / "short.tsv"),
+                            label_column="class")
+
+
+@pytest.mark.parametrize("column, labels, text, match", [
+    ("nope", "nodes.csv", GEPHI_NODES, r"nodes.csv: no column 'nope' \(label_column\) in its "
+                                       r"header, line 1: \['Id', 'Label'"),
+    ("Id", "nodes.csv", GEPHI_NODES, r"label_column 'Id' is the column that names each row's "
+                                     r"node"),
+    ("a", "nodes.csv", "a,b,a\n1,2,3\n", r"line 1 heads 2 columns 'a'"),
+    ("c", "nodes.csv", "id,a,c\nalice,1,2\nbob,1\n", r"line 3 has 2 columns; the label "
+                                                     r"column is column 3"),
+    ("c", "nodes.npy", None, r"label_column 'c' picks a column of a text table"),
+    ("c", None, None, r"label_column 'c' picks a column of a labels file; no labels file"),
+    ("", "nodes.csv", GEPHI_NODES, r"label_column must be a column's name, got ''"),
+    ("c", "nodes.csv", "", r"nodes.csv has no lines"),
+])
+def test_bad_label_columns_are_refused_by_name(tmp_path, column, labels, text, match):
+    (tmp_path / "people.csv").write_text(EDGES)
+    if labels == "nodes.npy":
+        np.save(tmp_path / labels, np.zeros(5))
+    elif labels:
+        (tmp_path / labels).write_text(text)
+    with pytest.raises((ValueError, TypeError), match=match), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*has its reverse")
+        load_graph_file(str(tmp_path / "people.csv"), label_column=column,
+                        labels=str(tmp_path / labels) if labels else None)

@@ -376,7 +376,7 @@ def test_pajek_vertex_names_are_the_nodes_names(tmp_path):
     names = dataset.node_names
     assert sorted(names) == sorted(g.nodes) and "Valjean" in names and "Cosette (Hugo)" in names
     src, dst = dataset.graph.edge_index.tolist()
-    assert sorted((names[u], names[v]) for u, v in zip(src, dst)) == \
+    assert sorted((names[u], names[v]) for u, v in zip(src, dst, strict=True)) == \
         sorted([(u, v) for u, v in g.edges] + [(v, u) for u, v in g.edges])
 
 
