@@ -19,9 +19,11 @@ from graphloc.plotting import require_matplotlib
 
 # a row per node, in node order, or matched by a first column of node names (or of ids
 # under an "id" header)
-FEATURES_HELP = ("node features for a graph file (.npy, .pt, .csv; also .gz, .bz2, .xz): a "
+FEATURES_HELP = ("node features for a graph file (.npy, .pt, .csv; also .gz, .bz2, .xz, "
+                 ".zst): a "
                  "row per node in node order, or keyed by a first column of node names")
-LABELS_HELP = ("node labels for a graph file (.npy, .pt, .csv; also .gz, .bz2, .xz): a class "
+LABELS_HELP = ("node labels for a graph file (.npy, .pt, .csv; also .gz, .bz2, .xz, "
+               ".zst): a class "
                "per node in node order, or keyed by a first column of node names")
 LABEL_COLUMN_HELP = ("the header of the --labels table's column of classes, where it has "
                      "several (Gephi's node table: modularity_class)")
@@ -129,8 +131,9 @@ def _add_train_command(commands) -> None:
                           "file (.pt PyG Data, .npz, .graphml, .gml, .gexf, .json, .g6, .s6, "
                           ".adjlist, .mtx, "
                           ".csv/.tsv/.txt/.edgelist edge list, KONECT out.NAME, METIS "
-                          ".graph, DIMACS .gr/.col, Pajek .net; text files also as .gz, .bz2, "
-                          ".xz; or a KONECT, SuiteSparse or Network Repository archive: "
+                          ".graph, DIMACS .gr/.col, Pajek .net, graph-tool .gt; text files "
+                          "and .gt also as .gz, .bz2, .xz, .zst (netzschleuder's .gt.zst); "
+                          "or a KONECT, SuiteSparse or Network Repository archive: "
                           ".tar.bz2, .tar.gz, .zip)")
     cmd.add_argument("--features", help=FEATURES_HELP)
     cmd.add_argument("--labels", help=LABELS_HELP)

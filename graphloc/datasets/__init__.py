@@ -42,8 +42,9 @@ ACCEPTED = ("a City-Networks city (paris, shanghai, la, london) or helsinki; syn
             "the gnn-benchmark layout or an edge_index), GraphML, GML, GEXF, node-link "
             "JSON, graph6 (.g6), sparse6 (.s6) or an adjacency list (.adjlist), a "
             "MatrixMarket adjacency (.mtx), an edge list (.csv, .tsv, .txt, .edges, "
-            ".edgelist, KONECT's out.NAME), METIS (.graph), DIMACS (.gr, .col) or Pajek "
-            "(.net); text files also compressed (.gz, .bz2, .xz), or inside a downloaded "
+            ".edgelist, KONECT's out.NAME), METIS (.graph), DIMACS (.gr, .col), Pajek "
+            "(.net) or graph-tool (.gt); text files and .gt also compressed (.gz, .bz2, "
+            ".xz, .zst: netzschleuder's .gt.zst), or inside a downloaded "
             "archive (.tar.gz, .tar.bz2, .tar.xz, .tar, .zip: KONECT, SuiteSparse, Network "
             "Repository); with --features / --labels files")
 

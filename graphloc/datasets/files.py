@@ -2,8 +2,9 @@
 archive (.npz), GraphML, GML, GEXF, node-link JSON, graph6, sparse6 or an adjacency list
 (.adjlist) of any graph, a MatrixMarket adjacency
 (.mtx), an edge list (.csv, .tsv, .txt, .edges, .edgelist, KONECT's out.NAME; "#" and "%"
-comment lines), a METIS, DIMACS or Pajek graph (`graphloc.datasets.readers`), text formats
-also compressed (.gz, .bz2, .xz), with optional feature and label files (.npy, .pt, .csv).
+comment lines), a METIS, DIMACS or Pajek graph (`graphloc.datasets.readers`), a graph-tool
+file (.gt, `graphloc.datasets.graph_tool`), text formats and .gt
+also compressed (.gz, .bz2, .xz, .zst), with optional feature and label files (.npy, .pt, .csv).
 What the command line takes wherever it takes a dataset.
 
 Without features every node gets ``[1, log(1 + in-degree), log(1 + out-degree)]``, so
@@ -46,6 +47,7 @@ from graphloc.datasets.base import (
     warn_of_unread_keys,
     with_missing_reverses,
 )
+from graphloc.datasets.graph_tool import read_graph_tool
 from graphloc.datasets.keyed import column_labels, keyed_values, warn_if_positional
 from graphloc.datasets.readers import (
     DECOMPRESSION_ERRORS,
@@ -82,7 +84,8 @@ NETWORKX_SUFFIXES = (".graphml", ".gml", ".gexf", ".json", ".g6", ".graph6", ".s
                      ".sparse6", ".adjlist")
 # adjacency lists with a size line: METIS (DIMACS10), DIMACS and Pajek
 SIZED_SUFFIXES = (".graph", ".metis", ".gr", ".col", ".dimacs", ".net")
-GRAPH_SUFFIXES = (".pt", ".npz", *NETWORKX_SUFFIXES, *EDGE_FILE_SUFFIXES, *SIZED_SUFFIXES)
+GRAPH_SUFFIXES = (".pt", ".npz", ".gt", *NETWORKX_SUFFIXES, *EDGE_FILE_SUFFIXES,
+                  *SIZED_SUFFIXES)
 # NumPy and torch archives are compressed archives already
 _UNCOMPRESSED_ONLY = (".pt", ".npz")
 
@@ -92,9 +95,11 @@ def is_graph_file(spec: str) -> bool:
 
 
 def _format_of(path: str) -> str | None:
-    """The format suffix of ``path`` (past a ".gz", ".bz2" or ".xz"), ".edges" for KONECT's
-    "out.NAME" files, or None."""
+    """The format suffix of ``path`` (past a ".gz", ".bz2", ".xz" or ".zst"), ".edges" for
+    KONECT's "out.NAME" files, ".graphml" for ".xml" (graph-tool's GraphML), or None."""
     name = os.path.basename(uncompressed_name(path)).lower()
+    if name.endswith(".xml"):  # graph-tool's and netzschleuder's name for GraphML
+        return ".graphml"
     suffix = next((suffix for suffix in GRAPH_SUFFIXES if name.endswith(suffix)), None)
     return suffix or (".edges" if name.startswith("out.") else None)
 
@@ -129,8 +134,10 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
     file, undirected) or networkx's adjacency list (.adjlist: a line ``u v w`` is the edges
     u -> v and u -> w) through networkx; a MatrixMarket adjacency (.mtx); an edge list
     (.csv, .tsv, .txt, .edges, .edgelist, KONECT's out.NAME); METIS (.graph, .metis),
-    DIMACS (.gr, .col, .dimacs) and Pajek (.net) graphs. Text formats may be compressed
-    (.gz, .bz2, .xz).
+    DIMACS (.gr, .col, .dimacs) and Pajek (.net) graphs; graph-tool's binary format (.gt:
+    netzschleuder's downloads; an undirected one lists each edge once, read both ways; a
+    ``name`` vertex property names the nodes). Text formats and .gt may be compressed
+    (.gz, .bz2, .xz, .zst).
 
     An edge list's or MatrixMarket file's line ``u v`` is the edge u -> v.
     ``undirected=True`` gives every edge u -> v whose file has no v -> u that reverse edge
@@ -231,7 +238,7 @@ def _read_checked(path: str, warn_unused: bool) -> _Read:
     if fmt is None:
         raise ValueError(f"{path}: not a graph file graphloc reads (by its suffix: "
                          f"{', '.join(GRAPH_SUFFIXES)}, text ones optionally compressed as "
-                         f".gz, .bz2, .xz)")
+                         f".gz, .bz2, .xz, .zst)")
     compression = compression_of(path)
     if compression and fmt in _UNCOMPRESSED_ONLY:
         raise ValueError(f"{path}: a compressed {fmt} file is not read; a {fmt} file is "
@@ -262,6 +269,10 @@ def _read(path: str, fmt: str, warn_unused: bool) -> _Read:
         return _Read(_matrix_market(path), first_id=1)
     if fmt in (".graph", ".metis"):
         return _Read(read_metis(path), first_id=1)
+    if fmt == ".gt":  # an undirected graph lists each edge once
+        read = read_graph_tool(path)
+        _warn_of_unread(path, read.edge_properties, read.vertex_properties)
+        return _Read(read.graph, names=read.names, undirected=not read.directed)
     if fmt == ".net":
         graph, names = read_pajek(path)
         return _Read(graph, names=names, first_id=1)
@@ -554,6 +565,10 @@ def _warn_of_unread_attributes(g, path: str, named: bool) -> None:
     edge_keys = sorted({str(key) for *_, data in g.edges(data=True) for key in data} - {"id"})
     node_keys = sorted({str(key) for _, data in g.nodes(data=True) for key in data}
                        - ({"y", "viz"} if named else {"y", "label", "viz"}))
+    _warn_of_unread(path, edge_keys, node_keys)
+
+
+def _warn_of_unread(path: str, edge_keys: list, node_keys: list) -> None:
     unread = ([f"edge attributes {edge_keys}"] if edge_keys else []) + \
         ([f"node attributes {node_keys}"] if node_keys else [])
     if unread:
@@ -1087,7 +1102,7 @@ def _column(path: str, column: str, keys: _NodeKeys) -> Tensor:
 
 def _matrix(path: str, rows: int, what: str, keys: _NodeKeys | None = None) -> Tensor:
     """A .npy, .pt or .csv (no header, or a header of names) matrix with ``rows`` rows,
-    also compressed (.gz, .bz2, .xz); a text file keyed by node (a first column of node
+    also compressed (.gz, .bz2, .xz, .zst); a text file keyed by node (a first column of node
     names, or ids under an "id" header) in node order (``graphloc.datasets.keyed``)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no {what} file at {path}")

@@ -22,6 +22,7 @@ import zlib
 
 import numpy as np
 import torch
+import zstandard
 from torch import Tensor
 
 from graphloc.checks import caller_stacklevel, check_fits_in_memory, physical_memory_bytes
@@ -47,14 +48,88 @@ def node_limit() -> tuple[int, str]:
         f"a dataset needs about {BYTES_PER_NODE} bytes a node, and this machine has "
         f"{memory / 2**30:,.0f} GiB of memory")
 
+class _ZstdReader(io.RawIOBase):
+    """A Zstandard file's bytes, decompressed a block at a time (netzschleuder's downloads
+    are ``.zst``). zstandard's own ``open`` returned a cut file's bytes so far as the whole
+    file, without a word, and could not seek back to its start (which the readers do after
+    sniffing a sample); here a frame that never ends raises ``EOFError``, as gzip's does,
+    and ``seek(0)`` starts over."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self._path = path
+        self._file = None
+        self.seek(0)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if (offset, whence) == (0, io.SEEK_CUR):
+            return self._position
+        if (offset, whence) != (0, io.SEEK_SET):
+            raise io.UnsupportedOperation("a .zst file seeks only to its start")
+        if self._file is not None:
+            self._file.close()
+        self._file = open(self._path, "rb")
+        self._context = zstandard.ZstdDecompressor()
+        self._frame = self._context.decompressobj()
+        self._ready, self._in_frame, self._position = b"", False, 0
+        return 0
+
+    def tell(self) -> int:
+        return self._position
+
+    def readinto(self, buffer) -> int:
+        while not self._ready and self._decompress_more():
+            pass
+        size = min(len(buffer), len(self._ready))
+        buffer[:size] = self._ready[:size]
+        self._ready = self._ready[size:]
+        self._position += size
+        return size
+
+    def _decompress_more(self) -> bool:
+        """Decompresses the next block of the file; False at its end."""
+        data = self._file.read(1 << 20)
+        if not data:
+            if self._in_frame:
+                raise EOFError("Compressed file ended before the end-of-stream marker was "
+                               "reached")
+            return False
+        out = []
+        while data:  # a file may hold several frames, one after the other
+            if self._frame.eof:
+                self._frame = self._context.decompressobj()
+            out.append(self._frame.decompress(data))
+            data = self._frame.unused_data if self._frame.eof else b""
+        self._in_frame = not self._frame.eof
+        self._ready = b"".join(out)
+        return True
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        super().close()
+
+
+def _zstd_open(path: str, mode: str = "rb", **kwargs):
+    binary = io.BufferedReader(_ZstdReader(path), buffer_size=1 << 20)
+    return binary if "b" in mode else io.TextIOWrapper(binary, **kwargs)
+
+
 # compressed files are read through these, named by their last suffix
-_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".zst": _zstd_open}
 # what a damaged or mislabelled compressed file raises while it is read
-DECOMPRESSION_ERRORS = (EOFError, zlib.error, lzma.LZMAError, gzip.BadGzipFile, OSError)
+DECOMPRESSION_ERRORS = (EOFError, zlib.error, lzma.LZMAError, gzip.BadGzipFile, OSError,
+                        zstandard.ZstdError)
 
 
 def compression_of(path: str) -> str | None:
-    """The compression suffix of ``path`` (".gz", ".bz2", ".xz"), or None."""
+    """The compression suffix of ``path`` (".gz", ".bz2", ".xz", ".zst"), or None."""
     lower = path.lower()
     return next((suffix for suffix in _OPENERS if lower.endswith(suffix)), None)
 

@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+import zstandard
 
 from graphloc.datasets import load_dataset
 from graphloc.datasets.files import is_graph_file, load_graph_file
 
-COMPRESSORS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+COMPRESSORS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".zst": zstandard.open}
 
 
 def _edges(graph) -> list:
@@ -68,6 +69,13 @@ def test_compressed_files_give_the_graph_of_the_plain_file(tmp_path, karate, wri
     assert packed.graph.num_nodes == 34
 
 
+def test_graph_tools_xml_is_graphml(tmp_path, karate):
+    """netzschleuder ships GraphML as NAME.xml.zst (graph-tool's name for the format)."""
+    nx.write_graphml(karate, tmp_path / "karate.xml")
+    packed, _ = _quiet_load(_compressed(str(tmp_path / "karate.xml"), ".zst"))
+    assert _edges(packed.graph) == _both_ways(karate)
+
+
 def test_a_damaged_compressed_file_is_an_error_naming_it(tmp_path):
     for suffix in COMPRESSORS:
         path = tmp_path / f"edges.txt{suffix}"
@@ -75,12 +83,15 @@ def test_a_damaged_compressed_file_is_an_error_naming_it(tmp_path):
         with pytest.raises(ValueError, match=rf"edges.txt\{suffix}: not a readable "
                                              rf"\{suffix} file"):
             load_graph_file(str(path))
-    with gzip.open(tmp_path / "cut.txt.gz", "wb") as f:
-        f.write(b"".join(f"{i} {i + 1}\n".encode() for i in range(20000)))
-    data = (tmp_path / "cut.txt.gz").read_bytes()
-    (tmp_path / "cut.txt.gz").write_bytes(data[:len(data) // 2])  # a cut download
-    with pytest.raises(ValueError, match=r"cut.txt.gz: not a readable \.gz file"):
-        load_graph_file(str(tmp_path / "cut.txt.gz"))
+        cut = tmp_path / f"cut.txt{suffix}"
+        with COMPRESSORS[suffix](cut, "wb") as f:
+            f.write(b"".join(f"{i} {i + 1}\n".encode() for i in range(20000)))
+        data = cut.read_bytes()
+        cut.write_bytes(data[:len(data) // 2])  # a cut download
+        # (zstandard's own reader gave the bytes before the cut as the whole file)
+        with pytest.raises(ValueError, match=rf"cut.txt\{suffix}: not a readable "
+                                             rf"\{suffix} file"):
+            load_graph_file(str(cut))
 
 
 def test_archives_that_compress_themselves_are_not_taken_compressed(tmp_path):
