@@ -26,7 +26,8 @@ LABELS_HELP = ("node labels for a graph file (.npy, .pt, .csv; also .gz, .bz2, .
                ".zst): a class "
                "per node in node order, or keyed by a first column of node names")
 LABEL_COLUMN_HELP = ("the header of the --labels table's column of classes, where it has "
-                     "several (Gephi's node table: modularity_class)")
+                     "several (Gephi's node table: modularity_class); without --labels, the "
+                     "graph file's node attribute that holds the classes (karate's club)")
 
 
 def info(_args) -> int:
@@ -94,8 +95,9 @@ def train(args) -> int:
                            args.undirected, label_column=args.label_column)
     if not dataset.labelled:
         raise ValueError(f"{args.dataset} has no labels: training needs them (pass "
-                         "--labels FILE, or a node attribute 'y' in GraphML/GML/GEXF/JSON or "
-                         "'label' in GraphML/JSON, or 'labels' in a .npz)")
+                         "--labels FILE, or --label-column NAME for the node attribute that "
+                         "holds them in GraphML/GML/GEXF/JSON/graph-tool files (read without "
+                         "it: 'y', or 'label' in GraphML/JSON), or 'labels' in a .npz)")
     # the checkpoint records how to load the dataset again (influence --checkpoint uses it)
     dataset.name = os.path.abspath(args.dataset) if os.path.isfile(args.dataset) \
         else args.dataset

@@ -390,6 +390,12 @@ def test_train_on_a_label_column_of_a_node_table(tmp_path, capsys):
     saved = torch.load(run / "best.pt", weights_only=False)
     assert saved["dataset_files"]["label_column"] == "modularity_class"
     assert saved["num_classes"] == 4
+    import networkx as nx
+    nx.write_graphml(nx.karate_club_graph(), tmp_path / "karate.graphml")
+    assert main(["train", "--dataset", str(tmp_path / "karate.graphml"), "--label-column",
+                 "club", "--epochs", "1", "--out", str(tmp_path / "k")]) == 0
+    assert torch.load(tmp_path / "k" / "best.pt", weights_only=False)["num_classes"] == 2
     assert main(["train", "--dataset", "synthetic:50", "--label-column", "c",
                  "--out", str(tmp_path / "r2")]) == 2
-    assert "label_column 'c' picks a column of a labels file" in capsys.readouterr().err
+    assert "--label-column names a column of a --labels file or a node attribute of a graph " \
+        "file, not of 'synthetic:50'" in capsys.readouterr().err

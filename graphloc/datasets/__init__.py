@@ -62,7 +62,10 @@ def load_dataset(spec: str, root: str = "data", seed: int = 0, features: str | N
     undirected). An unknown name lists the accepted forms."""
     check_text("load_dataset", "spec", spec, path=True)
     spec = os.fspath(spec)
-    check_label_column(label_column, labels)
+    check_label_column(label_column)
+    if label_column and not (labels or is_graph_file(spec) or is_archive(spec)):
+        raise ValueError(f"--label-column names a column of a --labels file or a node "
+                         f"attribute of a graph file, not of {spec!r}")
     graph_archive = is_archive(spec) and not _is_city_release(spec)
     if (features or labels) and not (is_graph_file(spec) or graph_archive):
         raise ValueError(f"--features / --labels go with a graph file, not {spec!r}")

@@ -86,6 +86,8 @@ NETWORKX_SUFFIXES = (".graphml", ".gml", ".gexf", ".json", ".g6", ".graph6", ".s
 SIZED_SUFFIXES = (".graph", ".metis", ".gr", ".col", ".dimacs", ".net")
 GRAPH_SUFFIXES = (".pt", ".npz", ".gt", *NETWORKX_SUFFIXES, *EDGE_FILE_SUFFIXES,
                   *SIZED_SUFFIXES)
+# formats whose nodes carry attributes (a class among them: label_column)
+_ATTRIBUTE_SUFFIXES = (".gt", ".graphml", ".gml", ".gexf", ".json")
 # NumPy and torch archives are compressed archives already
 _UNCOMPRESSED_ONLY = (".pt", ".npz")
 
@@ -153,13 +155,18 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
 
     ``label_column`` names the column of ``labels`` that holds the classes, in a table with
     a header line and more columns (Gephi's node table ``Id,Label,modularity_class``),
-    keyed by node or a row per node (``graphloc.datasets.keyed.column_labels``)."""
+    keyed by node or a row per node (``graphloc.datasets.keyed.column_labels``). Without a
+    labels file it names the graph file's node attribute that does (GraphML, GML, GEXF and
+    JSON node attributes, graph-tool vertex properties: karate's ``club``, polblogs'
+    ``value``): class ids as they are, names numbered in sorted order, -1 for a node
+    without it."""
     if undirected is not None and not isinstance(undirected, bool):
         raise TypeError(f"undirected must be True, False or None, got {undirected!r}")
-    check_label_column(label_column, labels)
+    check_label_column(label_column)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no graph file at {path}")
-    read = _read_checked(path, warn_unused=not features and not labels)
+    attribute = label_column if label_column and not labels else None
+    read = _read_checked(path, not features and not labels, label_attribute=attribute)
     graph, extra = read.graph, read.extra or {}
     undirected = read.undirected if undirected is None else undirected
     if isinstance(undirected, Tensor) or undirected:
@@ -231,7 +238,7 @@ def _graph_member(path: str, members: list[str]) -> str:
                      f"{' ...' if len(graphs) > 8 else ''}); extract the one to read")
 
 
-def _read_checked(path: str, warn_unused: bool) -> _Read:
+def _read_checked(path: str, warn_unused: bool, label_attribute: str | None = None) -> _Read:
     """The file's contents; a compressed file that cannot be decompressed is a ValueError
     naming it."""
     fmt = _format_of(path)
@@ -244,7 +251,7 @@ def _read_checked(path: str, warn_unused: bool) -> _Read:
         raise ValueError(f"{path}: a compressed {fmt} file is not read; a {fmt} file is "
                          f"compressed itself, so decompress it ({compression})")
     try:
-        return _read(path, fmt, warn_unused)
+        return _read(path, fmt, warn_unused, label_attribute)
     except (ValueError, OverflowError) as err:  # every error names the file
         if path in str(err):
             raise
@@ -256,13 +263,18 @@ def _read_checked(path: str, warn_unused: bool) -> _Read:
                          f"({type(err).__name__}: {err})") from err
 
 
-def _read(path: str, fmt: str, warn_unused: bool) -> _Read:
+def _read(path: str, fmt: str, warn_unused: bool, label_attribute: str | None) -> _Read:
+    """The file's contents, its classes from the node attribute ``label_attribute`` where
+    it is given (formats without node attributes refuse it)."""
+    if label_attribute is not None and fmt not in _ATTRIBUTE_SUFFIXES:
+        raise ValueError(f"label_column {label_attribute!r} names a node attribute, and a "
+                         f"{fmt} file has none: give the classes in a labels file")
     if fmt == ".pt":
         return _saved_data(path)
     if fmt == ".npz":
         return _Read(*read_npz(path))
     if fmt in NETWORKX_SUFFIXES:
-        graph, y, names = _networkx_file(path, fmt)
+        graph, y, names = _networkx_file(path, fmt, label_attribute)
         return _Read(graph, y=y, names=names)
     # these formats number vertices from 1 (vertex v is node v - 1)
     if fmt == ".mtx":
@@ -270,9 +282,11 @@ def _read(path: str, fmt: str, warn_unused: bool) -> _Read:
     if fmt in (".graph", ".metis"):
         return _Read(read_metis(path), first_id=1)
     if fmt == ".gt":  # an undirected graph lists each edge once
-        read = read_graph_tool(path)
-        _warn_of_unread(path, read.edge_properties, read.vertex_properties)
-        return _Read(read.graph, names=read.names, undirected=not read.directed)
+        read = read_graph_tool(path, label_attribute)
+        _warn_of_unread(path, read.edge_properties,
+                        [p for p in read.vertex_properties if p != label_attribute])
+        y = None if label_attribute is None else _graph_tool_classes(read, path, label_attribute)
+        return _Read(read.graph, y=y, names=read.names, undirected=not read.directed)
     if fmt == ".net":
         graph, names = read_pajek(path)
         return _Read(graph, names=names, first_id=1)
@@ -399,7 +413,7 @@ _NETWORKX_KINDS = {".graphml": "GraphML", ".gml": "GML", ".gexf": "GEXF",
                    ".s6": "sparse6", ".sparse6": "sparse6", ".adjlist": "adjacency list"}
 
 
-def _networkx_file(path: str, fmt: str):
+def _networkx_file(path: str, fmt: str, label_attribute: str | None = None):
     kind = _NETWORKX_KINDS[fmt]
     try:
         g = _networkx_graph(path, fmt)
@@ -413,14 +427,18 @@ def _networkx_file(path: str, fmt: str):
     # GML's and GEXF's label is each node's name (GraphML's and JSON's may be a class)
     named = fmt in (".gml", ".gexf")
     g = _integer_ids(_named_by_gml_label(g) if named else g)
-    _warn_of_unread_attributes(g, path, named)
+    _warn_of_unread_attributes(g, path, named, label_attribute)
     # row i is node i where the file's ids are 0 .. N-1 (in any order in the file), as a
     # features or labels file reads them ("line i: node i"); else the file's node order
     order, moved = networkx_node_order(g, None)
     order = sorted(order) if moved else order
     graph = Graph.from_networkx(g, nodes=order)
     names = None if moved or order == list(range(len(order))) else order
-    return graph, _node_labels(g, order, path, named), names
+    if label_attribute is None:
+        return graph, _node_labels(g, order, path, named), names
+    values = [g.nodes[node].get(label_attribute) for node in order]
+    attributes = sorted({str(key) for _, data in g.nodes(data=True) for key in data})
+    return graph, _attribute_classes(values, path, label_attribute, attributes), names
 
 
 def _networkx_graph(path: str, fmt: str):
@@ -555,7 +573,7 @@ def _integer_ids(g):
     return g
 
 
-def _warn_of_unread_attributes(g, path: str, named: bool) -> None:
+def _warn_of_unread_attributes(g, path: str, named: bool, read: str | None = None) -> None:
     """Names the node and edge attributes the dataset leaves out, as the edge list does for
     its extra columns: a street graph's lengths or a graph's weights were dropped
     without a word. (A GML or GEXF ``label`` left here (``named``) is not every node's own
@@ -564,7 +582,7 @@ def _warn_of_unread_attributes(g, path: str, named: bool) -> None:
     # holds nothing a dataset would carry
     edge_keys = sorted({str(key) for *_, data in g.edges(data=True) for key in data} - {"id"})
     node_keys = sorted({str(key) for _, data in g.nodes(data=True) for key in data}
-                       - ({"y", "viz"} if named else {"y", "label", "viz"}))
+                       - ({"y", "viz"} if named else {"y", "label", "viz"}) - {read})
     _warn_of_unread(path, edge_keys, node_keys)
 
 
@@ -574,7 +592,8 @@ def _warn_of_unread(path: str, edge_keys: list, node_keys: list) -> None:
     if unread:
         warnings.warn(f"{path}: {' and '.join(unread)} are not read: the datasets carry no "
                       "edge attributes, and node features come from a features file "
-                      "(default: degree features)", stacklevel=caller_stacklevel())
+                      "(default: degree features); label_column (--label-column) reads a "
+                      "node attribute as the classes", stacklevel=caller_stacklevel())
 
 
 def _node_labels(g, order: list, path: str, named: bool) -> Tensor | None:
@@ -610,6 +629,32 @@ def _node_labels(g, order: list, path: str, named: bool) -> Tensor | None:
         classes = {v: i for i, v in enumerate(sorted(set(map(str, present))))}
         return torch.tensor([-1 if v is None else classes[str(v)] for v in values])
     return None
+
+
+def _graph_tool_classes(read, path: str, key: str) -> Tensor:
+    if read.labels is None and key in read.vertex_properties:
+        raise ValueError(f"{path}: vertex property {key!r} (label_column) holds vectors or "
+                         "objects, not one class per vertex")
+    values = read.labels if read.labels is not None else [None] * read.graph.num_nodes
+    return _attribute_classes(values, path, key, read.vertex_properties)
+
+
+def _attribute_classes(values: list, path: str, key: str, attributes: list) -> Tensor:
+    """Class ids from the values of the node attribute ``key`` (None where a node lacks
+    it: -1): numbers as class ids (2.7 refused), booleans as 0 and 1, other values names
+    numbered in sorted order; an attribute no node has is an error naming those there."""
+    present = [v for v in values if v is not None]
+    if not present:
+        raise ValueError(f"{path}: no node has the attribute {key!r} (label_column); its "
+                         f"node attributes: {attributes}")
+    if all(isinstance(v, (bool, np.bool_)) for v in present):
+        return torch.tensor([-1 if v is None else int(v) for v in values])
+    if all(_is_number(v) for v in present):
+        numbers = torch.tensor([-1.0 if v is None else float(v) for v in values],
+                               dtype=torch.float64)
+        return class_labels(numbers, f"{path} (node attribute {key!r})")
+    classes = {v: i for i, v in enumerate(sorted(set(map(str, present))))}
+    return torch.tensor([-1 if v is None else classes[str(v)] for v in values])
 
 
 def _coordinates(g, order: list, y_values: list) -> bool:
@@ -1075,15 +1120,11 @@ class _NodeKeys(NamedTuple):
     first_id: int = 0
 
 
-def check_label_column(label_column, labels) -> None:
-    """``label_column`` is None or a column's name, and needs a labels file."""
-    if label_column is None:
-        return
-    if not isinstance(label_column, str) or not label_column.strip():
+def check_label_column(label_column) -> None:
+    """``label_column`` is None or a column's name."""
+    if label_column is not None and (not isinstance(label_column, str) or
+                                     not label_column.strip()):
         raise TypeError(f"label_column must be a column's name, got {label_column!r}")
-    if not labels:
-        raise ValueError(f"label_column {label_column!r} picks a column of a labels file; "
-                         "no labels file was given")
 
 
 def _column(path: str, column: str, keys: _NodeKeys) -> Tensor:

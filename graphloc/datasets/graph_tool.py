@@ -25,7 +25,8 @@ _KEYS = {0: "graph", 1: "vertex", 2: "edge"}
 _SCALAR_SIZES = {0: 1, 1: 2, 2: 4, 3: 8, 4: 8, 5: 16}
 _VECTOR_SIZES = {7: 1, 8: 2, 9: 4, 10: 8, 11: 8, 12: 16}
 _STRING, _STRINGS, _PYTHON_OBJECT = 6, 13, 14
-_INTEGER_KINDS = {1: "i2", 2: "i4", 3: "i8"}
+_SCALAR_KINDS = {0: "u1", 1: "i2", 2: "i4", 3: "i8", 4: "f8"}
+_NAME_TYPES = (1, 2, 3, _STRING)  # names are strings or integers
 # a vertex property the datasets take: the names (graph-tool's and netzschleuder's
 # convention); "_pos" is a drawing's layout, like GEXF's viz
 NAME_PROPERTY, LAYOUT_PROPERTY = "name", "_pos"
@@ -35,8 +36,9 @@ class GraphToolRead(NamedTuple):
     graph: Graph  # each undirected edge once, as listed
     directed: bool
     names: list | None  # the "name" vertex property, where every vertex has its own
-    vertex_properties: list[str]  # the others' names, unread
+    vertex_properties: list[str]  # the others' names (the one of the labels among them)
     edge_properties: list[str]
+    labels: list | None = None  # the values of the vertex property asked for, or None
 
 
 class _Cursor:
@@ -65,7 +67,9 @@ class _Cursor:
         return bytes(self.take(self.uint64(what), what)).decode("utf-8", errors="replace")
 
 
-def read_graph_tool(path: str) -> GraphToolRead:
+def read_graph_tool(path: str, label_property: str | None = None) -> GraphToolRead:
+    """The graph, and the values of the vertex property ``label_property`` (strings,
+    numbers or booleans) where it is asked for and the file has it."""
     with open_binary(path) as f:
         cursor = _Cursor(path, f.read())
     _header(cursor)
@@ -76,10 +80,11 @@ def read_graph_tool(path: str) -> GraphToolRead:
     if count == 0:
         raise ValueError(f"{path} has no vertices")
     sources, targets = _adjacency(cursor, count)
-    names, vertex_properties, edge_properties = _properties(cursor, count, len(sources))
+    names, labels, vertex_properties, edge_properties = _properties(
+        cursor, count, len(sources), label_property)
     edge_index = torch.from_numpy(np.stack([sources, targets]))
     return GraphToolRead(Graph(edge_index, num_nodes=count), directed, names,
-                         vertex_properties, edge_properties)
+                         vertex_properties, edge_properties, labels)
 
 
 def _header(cursor: _Cursor) -> None:
@@ -138,10 +143,11 @@ def _gathered(data, starts: np.ndarray, degrees: np.ndarray, width: int) -> np.n
     return np.frombuffer(data, dtype=np.uint8)[positions]
 
 
-def _properties(cursor: _Cursor, count: int, edges: int) -> tuple:
-    """(the vertices' names or None, the other vertex properties' names, the edge
-    properties' names); every map is read past, its values kept only for the names."""
-    names, vertex_properties, edge_properties = None, [], []
+def _properties(cursor: _Cursor, count: int, edges: int, label_property: str | None) -> tuple:
+    """(the vertices' names or None, the labels' values or None, the other vertex
+    properties' names, the edge properties' names); every map is read past, its values
+    kept only for the names and the labels."""
+    names, labels, vertex_properties, edge_properties = None, None, [], []
     for _ in range(cursor.uint64("the property map count")):
         key = cursor.byte("a property map's kind")
         if key not in _KEYS:
@@ -150,24 +156,29 @@ def _properties(cursor: _Cursor, count: int, edges: int) -> tuple:
         name = cursor.text("a property map's name")
         value_type = cursor.byte(f"property {name!r}'s type")
         size = {"graph": 1, "vertex": count, "edge": edges}[_KEYS[key]]
-        wanted = _KEYS[key] == "vertex" and name == NAME_PROPERTY
+        vertex = _KEYS[key] == "vertex"
+        wanted = vertex and name in (NAME_PROPERTY, label_property)
         values = _values(cursor, value_type, size, f"{_KEYS[key]} property {name!r}", wanted)
-        if wanted and values is not None and len(set(values)) == count:
-            names = values
+        if vertex and name == label_property:
+            labels = values
+        if vertex and name == NAME_PROPERTY and value_type in _NAME_TYPES and \
+                len(set(values)) == count:
+            names = [str(v) for v in values]
         elif _KEYS[key] == "vertex" and name != LAYOUT_PROPERTY:
             vertex_properties.append(name)
         elif _KEYS[key] == "edge":
             edge_properties.append(name)
-    return names, vertex_properties, edge_properties
+    return names, labels, vertex_properties, edge_properties
 
 
 def _values(cursor: _Cursor, value_type: int, size: int, what: str, keep: bool) -> list | None:
-    """``size`` values of ``value_type``, as strings where ``keep`` and they are strings or
-    integers (names), else read past (None)."""
+    """``size`` values of ``value_type`` where ``keep`` and they are strings, numbers or
+    booleans, else read past (None)."""
     if value_type in _SCALAR_SIZES:
         raw = cursor.take(size * _SCALAR_SIZES[value_type], what)
-        if keep and value_type in _INTEGER_KINDS:
-            return [str(v) for v in np.frombuffer(raw, cursor.order + _INTEGER_KINDS[value_type])]
+        if keep and value_type in _SCALAR_KINDS:
+            values = np.frombuffer(raw, cursor.order + _SCALAR_KINDS[value_type]).tolist()
+            return [bool(v) for v in values] if value_type == 0 else values
         return None
     if value_type == _STRING and keep:
         return [cursor.text(what) for _ in range(size)]

@@ -1430,3 +1430,51 @@ def test_a_header_names_the_source_and_target_columns_wherever_they_stand(tmp_pa
         expected = load_graph_file(str(tmp_path / "plain.csv"), undirected=False)
     assert got.num_nodes == expected.num_nodes
     assert _edge_set(got.graph) == _edge_set(expected.graph)
+
+
+def _karate_with_attributes():
+    g = nx.karate_club_graph()
+    for v in g:
+        g.nodes[v]["officer"] = g.nodes[v]["club"] == "Officer"
+        g.nodes[v]["faction"] = int(g.nodes[v]["club"] == "Officer") + 3
+        if v % 5 == 0:
+            g.nodes[v]["partial"] = "ab"[v % 2]
+    return g
+
+
+@pytest.mark.parametrize("writer", ["graphml", "gml", "gexf", "json"])
+@pytest.mark.parametrize("column, expected", [
+    ("club", lambda g, v: ["Mr. Hi", "Officer"].index(g.nodes[v]["club"])),  # names, sorted
+    ("officer", lambda g, v: int(g.nodes[v]["officer"])),
+    ("faction", lambda g, v: g.nodes[v]["faction"]),  # class ids as they are
+    ("partial", lambda g, v: "ab".index(g.nodes[v]["partial"]) if v % 5 == 0 else -1)])
+def test_a_node_attribute_as_the_classes(tmp_path, writer, column, expected):
+    """Without a labels file, label_column names the graph file's node attribute that
+    holds the classes (karate's "club"); it was named among the unread attributes."""
+    import json
+    g = _karate_with_attributes()
+    path = tmp_path / f"karate.{writer}"
+    if writer == "json":
+        path.write_text(json.dumps(nx.node_link_data(g, edges="links")))
+    else:
+        getattr(nx, f"write_{writer}")(g, path)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        dataset = load_graph_file(str(path), label_column=column)
+    assert dataset.labelled and dataset.y.tolist() == [expected(g, v) for v in g]
+    assert not any(f"'{column}'" in str(w.message) for w in said)  # not named as unread
+
+
+def test_a_missing_or_unusable_node_attribute_is_refused_by_name(tmp_path):
+    g = nx.path_graph(3)
+    nx.set_node_attributes(g, {0: 0.5, 1: 1.0, 2: 2.0}, "score")
+    nx.write_graphml(g, tmp_path / "g.graphml")
+    with pytest.raises(ValueError, match=r"g.graphml: no node has the attribute 'klass' "
+                                         r"\(label_column\); its node attributes: \['score'\]"):
+        load_graph_file(str(tmp_path / "g.graphml"), label_column="klass")
+    with pytest.raises(ValueError, match=r"node attribute 'score'.*whole numbers"):
+        load_graph_file(str(tmp_path / "g.graphml"), label_column="score")
+    (tmp_path / "g.graph").write_text("3 2\n2\n1 3\n2\n")
+    with pytest.raises(ValueError, match=r"label_column 'score' names a node attribute, and a "
+                                         r"\.graph file has none"):
+        load_graph_file(str(tmp_path / "g.graph"), label_column="score")

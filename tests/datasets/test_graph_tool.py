@@ -94,7 +94,8 @@ def test_an_undirected_graph_with_names_reads_both_ways(tmp_path):
     assert said == [f"{tmp_path / 'karate.gt'}: edge attributes ['weight'] and node "
                     "attributes ['club'] are not read: the datasets carry no edge "
                     "attributes, and node features come from a features file (default: "
-                    "degree features)"]
+                    "degree features); label_column (--label-column) reads a node attribute "
+                    "as the classes"]
 
 
 @pytest.mark.parametrize("n", [20, 255, 256, 300])
@@ -182,3 +183,24 @@ def test_an_empty_gt_graph_has_no_nodes(tmp_path):
     (tmp_path / "e.gt").write_bytes(gt_bytes(0, [], False))
     with pytest.raises(ValueError, match=r"e.gt has no vertices"):
         load_graph_file(str(tmp_path / "e.gt"))
+
+
+@pytest.mark.parametrize("value_type, values, expected", [
+    (2, [1, 0, 1], [1, 0, 1]),  # polblogs' "value": class ids
+    (0, [True, False, True], [1, 0, 1]),
+    (4, [2.0, 0.0, 2.0], [2, 0, 2]),
+    (6, ["right", "left", "right"], [1, 0, 1])])
+def test_a_vertex_property_as_the_classes(tmp_path, value_type, values, expected):
+    properties = [(1, "value", value_type, values), (1, "w", 4, [0.5] * 3)]
+    (tmp_path / "g.gt").write_bytes(gt_bytes(3, [[1], [2], []], True, properties))
+    dataset, said = _load(tmp_path / "g.gt", label_column="value")
+    assert dataset.y.tolist() == expected
+    assert "['w']" in said[0] and "'value'" not in said[0]
+    with pytest.raises(ValueError, match=r"no node has the attribute 'klass' \(label_column\); "
+                                         r"its node attributes: \['value', 'w'\]"):
+        load_graph_file(str(tmp_path / "g.gt"), label_column="klass")
+    with pytest.raises(ValueError, match=r"vertex property 'pos' \(label_column\) holds "
+                                         r"vectors or objects"):
+        (tmp_path / "v.gt").write_bytes(gt_bytes(3, [[1], [2], []], True,
+                                                 [(1, "pos", 11, [[1.0]] * 3)]))
+        load_graph_file(str(tmp_path / "v.gt"), label_column="pos")

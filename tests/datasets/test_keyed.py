@@ -261,7 +261,7 @@ def test_a_label_column_of_a_table_by_position(tmp_path):
     ("c", "nodes.csv", "id,a,c\nalice,1,2\nbob,1\n", r"line 3 has 2 columns; the label "
                                                      r"column is column 3"),
     ("c", "nodes.npy", None, r"label_column 'c' picks a column of a text table"),
-    ("c", None, None, r"label_column 'c' picks a column of a labels file; no labels file"),
+    ("c", None, None, r"label_column 'c' names a node attribute, and a \.csv file has none"),
     ("", "nodes.csv", GEPHI_NODES, r"label_column must be a column's name, got ''"),
     ("c", "nodes.csv", "", r"nodes.csv has no lines"),
 ])
