@@ -25,6 +25,9 @@ FEATURES_HELP = ("node features for a graph file (.npy, .pt, .csv; also .gz, .bz
 LABELS_HELP = ("node labels for a graph file (.npy, .pt, .csv; also .gz, .bz2, .xz, "
                ".zst): a class "
                "per node in node order, or keyed by a first column of node names")
+FEATURE_COLUMNS_HELP = ("comma-separated headers of the --features table's columns to read "
+                        "(a node table's numeric ones); without --features, the graph file's "
+                        "numeric node attributes")
 LABEL_COLUMN_HELP = ("the header of the --labels table's column of classes, where it has "
                      "several (Gephi's node table: modularity_class); without --labels, the "
                      "graph file's node attribute that holds the classes (karate's club)")
@@ -61,7 +64,9 @@ def dataset_stats(args) -> int:
     from graphloc.datasets import load_dataset, road_statistics
     dataset = _homogeneous(load_dataset(args.dataset, args.root, args.seed, args.features,
                                         args.labels, args.undirected,
-                                        label_column=args.label_column), "road statistics")
+                                        label_column=args.label_column,
+                                        feature_columns=args.feature_columns),
+                           "road statistics")
     if not dataset.graph.is_undirected:
         print(f"note: {dataset.name} is directed ({dataset.graph.num_edges} edges); these are "
               "the statistics of its undirected graph (each edge read both ways)")
@@ -92,7 +97,8 @@ def train(args) -> int:
     from graphloc.datasets import load_dataset
     from graphloc.train import TrainConfig, fit
     dataset = load_dataset(args.dataset, args.root, args.seed, args.features, args.labels,
-                           args.undirected, label_column=args.label_column)
+                           args.undirected, label_column=args.label_column,
+                           feature_columns=args.feature_columns)
     if not dataset.labelled:
         raise ValueError(f"{args.dataset} has no labels: training needs them (pass "
                          "--labels FILE, or --label-column NAME for the node attribute that "
@@ -105,6 +111,8 @@ def train(args) -> int:
                      (("features", args.features), ("labels", args.labels)) if v}
     if args.label_column:
         dataset.files["label_column"] = args.label_column
+    if args.feature_columns:  # the model reads these columns: influence loads them again
+        dataset.files["feature_columns"] = list(args.feature_columns)
     if args.undirected:  # not a file, but how the graph file was read
         dataset.files["undirected"] = True
     config = TrainConfig(model=args.model, layers=args.layers, hidden=args.hidden,
@@ -138,6 +146,7 @@ def _add_train_command(commands) -> None:
                           "or a KONECT, SuiteSparse or Network Repository archive: "
                           ".tar.bz2, .tar.gz, .zip)")
     cmd.add_argument("--features", help=FEATURES_HELP)
+    cmd.add_argument("--feature-columns", type=column_names, help=FEATURE_COLUMNS_HELP)
     cmd.add_argument("--labels", help=LABELS_HELP)
     cmd.add_argument("--label-column", help=LABEL_COLUMN_HELP)
     _add_undirected_flag(cmd)
@@ -213,11 +222,14 @@ def influence(args) -> int:
         return relaunch(args.argv, args.nproc)
     from graphloc.datasets import load_dataset
     graph, features, undirected = args.graph, args.features, args.undirected
+    columns = args.feature_columns
     if graph is None:  # the dataset (and feature file) the checkpoint was trained on
         graph, files = _checkpoint_dataset(args.checkpoint)
         features = features or files.get("features")
+        columns = columns or files.get("feature_columns")
         undirected = undirected or files.get("undirected")
-    dataset = load_dataset(graph, args.root, args.seed, features, undirected=undirected)
+    dataset = load_dataset(graph, args.root, args.seed, features, undirected=undirected,
+                           feature_columns=columns)
     results = {}
     rank = rank_and_world()[0]
     for label, model in _models_to_measure(args, dataset):
@@ -262,6 +274,7 @@ def _add_influence_command(commands) -> None:
     cmd.add_argument("--graph", help="a dataset (as for train) or your graph file; default "
                                       "with --checkpoint: the dataset it was trained on")
     cmd.add_argument("--features", help=FEATURES_HELP)
+    cmd.add_argument("--feature-columns", type=column_names, help=FEATURE_COLUMNS_HELP)
     _add_undirected_flag(cmd)
     cmd.add_argument("--model", nargs="+", default=["gcn"],
                      help="registered model names (untrained, seeded; one output per "
@@ -311,12 +324,21 @@ def _add_dataset_commands(commands) -> None:
     stats = sub.add_parser("stats", help=dataset_stats.__doc__)
     stats.add_argument("dataset", help="a dataset name or your graph file (as for train)")
     stats.add_argument("--features", help=FEATURES_HELP)
+    stats.add_argument("--feature-columns", type=column_names, help=FEATURE_COLUMNS_HELP)
     stats.add_argument("--labels", help=LABELS_HELP)
     stats.add_argument("--label-column", help=LABEL_COLUMN_HELP)
     _add_undirected_flag(stats)
     stats.add_argument("--root", default="data")
     stats.add_argument("--seed", type=int, default=0)
     stats.set_defaults(run=dataset_stats)
+
+
+def column_names(text: str) -> list[str]:
+    """--feature-columns: "a,b" as ["a", "b"]."""
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected comma-separated column names, got {text!r}")
+    return names
 
 
 def count(low: int):

@@ -397,5 +397,30 @@ def test_train_on_a_label_column_of_a_node_table(tmp_path, capsys):
     assert torch.load(tmp_path / "k" / "best.pt", weights_only=False)["num_classes"] == 2
     assert main(["train", "--dataset", "synthetic:50", "--label-column", "c",
                  "--out", str(tmp_path / "r2")]) == 2
-    assert "--label-column names a column of a --labels file or a node attribute of a graph " \
-        "file, not of 'synthetic:50'" in capsys.readouterr().err
+    assert "--label-column and --feature-columns name columns of --labels and --features " \
+        "files or node attributes of a graph file, not of 'synthetic:50'" in \
+        capsys.readouterr().err
+
+
+def test_feature_columns_train_and_measure_on_the_same_features(tmp_path):
+    """A run on --feature-columns of a node table records them, so influence --checkpoint
+    loads the same features again (the model's input width, and its values)."""
+    import json
+    names = [f"n{i:02d}" for i in range(40)]
+    (tmp_path / "edges.csv").write_text("Source,Target,Type\n" + "".join(
+        f"{names[i]},{names[(i + 1) % 40]},Undirected\n" for i in range(40)))
+    (tmp_path / "nodes.csv").write_text("Id,Label,size,weight,class\n" + "".join(
+        f"{names[i]},{names[i].upper()},{i % 7},{i / 10},{i // 10}\n" for i in range(40)))
+    run = tmp_path / "run"
+    assert main(["train", "--dataset", str(tmp_path / "edges.csv"), "--features",
+                 str(tmp_path / "nodes.csv"), "--feature-columns", "size,weight",
+                 "--labels", str(tmp_path / "nodes.csv"), "--label-column", "class",
+                 "--epochs", "1", "--out", str(run)]) == 0
+    assert main(["influence", "--checkpoint", str(run / "best.pt"), "--max-hops", "2",
+                 "--samples", "4", "--out", str(tmp_path / "i.json")]) == 0
+    (result,) = json.loads((tmp_path / "i.json").read_text()).values()
+    assert len(result["curve"]) == 3
+    import pytest
+    with pytest.raises(SystemExit):  # argparse's usage error
+        main(["train", "--dataset", str(tmp_path / "edges.csv"), "--feature-columns", "size,",
+              "--out", str(tmp_path / "r")])

@@ -51,29 +51,33 @@ ACCEPTED = ("a City-Networks city (paris, shanghai, la, london) or helsinki; syn
 
 def load_dataset(spec: str, root: str = "data", seed: int = 0, features: str | None = None,
                  labels: str | None = None, undirected: bool | None = None, *,
-                 label_column: str | None = None) -> NodeDataset:
+                 label_column: str | None = None,
+                 feature_columns: list | None = None) -> NodeDataset:
     """A dataset named the way the command line names them: a City-Networks city
     ("helsinki", "paris", ...; files under ``root``), ``synthetic:N`` (seeded), ``ogb:NAME``,
     the ``.tar.gz`` of a city built by ``build_city_network``, or a graph file of the
     user's (:func:`graphloc.datasets.files.load_graph_file`, with optional ``features``
-    and ``labels`` files; ``undirected`` and ``label_column`` as there).
+    and ``labels`` files; ``undirected``, ``label_column`` and ``feature_columns`` as
+    there).
     ``undirected=True`` gives any other homogeneous dataset each edge's missing reverse
     too (OGB's ogbn-arxiv is directed as OGB ships it; OGB's own baselines make it
     undirected). An unknown name lists the accepted forms."""
     check_text("load_dataset", "spec", spec, path=True)
     spec = os.fspath(spec)
     check_label_column(label_column)
-    if label_column and not (labels or is_graph_file(spec) or is_archive(spec)):
-        raise ValueError(f"--label-column names a column of a --labels file or a node "
-                         f"attribute of a graph file, not of {spec!r}")
+    if (label_column or feature_columns) and not (is_graph_file(spec) or is_archive(spec)):
+        raise ValueError(f"--label-column and --feature-columns name columns of --labels "
+                         f"and --features files or node attributes of a graph file, not of "
+                         f"{spec!r}")
     graph_archive = is_archive(spec) and not _is_city_release(spec)
     if (features or labels) and not (is_graph_file(spec) or graph_archive):
         raise ValueError(f"--features / --labels go with a graph file, not {spec!r}")
     if is_graph_file(spec):
-        return load_graph_file(spec, features, labels, undirected, label_column=label_column)
+        return load_graph_file(spec, features, labels, undirected, label_column=label_column,
+                               feature_columns=feature_columns)
     if graph_archive:
         return load_graph_archive(spec, features, labels, undirected,
-                                  label_column=label_column)
+                                  label_column=label_column, feature_columns=feature_columns)
     dataset = _named_dataset(spec, root, seed)
     if not undirected:
         return dataset

@@ -48,7 +48,12 @@ from graphloc.datasets.base import (
     with_missing_reverses,
 )
 from graphloc.datasets.graph_tool import read_graph_tool
-from graphloc.datasets.keyed import column_labels, keyed_values, warn_if_positional
+from graphloc.datasets.keyed import (
+    column_features,
+    column_labels,
+    keyed_values,
+    warn_if_positional,
+)
 from graphloc.datasets.readers import (
     DECOMPRESSION_ERRORS,
     MISSING_VALUES,
@@ -122,7 +127,8 @@ class _Read(NamedTuple):
 
 def load_graph_file(path: str, features: str | None = None, labels: str | None = None,
                     undirected: bool | None = None, *,
-                    label_column: str | None = None) -> NodeDataset:
+                    label_column: str | None = None,
+                    feature_columns: list | None = None) -> NodeDataset:
     """The graph in ``path`` with optional ``features`` [N, F] and ``labels`` [N] files
     (rows in the graph's node order: the node ids where a GraphML's or GML's ids are
     exactly 0 .. N-1 and for an edge list's integer ids, else the order of the file; or,
@@ -159,14 +165,18 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
     labels file it names the graph file's node attribute that does (GraphML, GML, GEXF and
     JSON node attributes, graph-tool vertex properties: karate's ``club``, polblogs'
     ``value``): class ids as they are, names numbered in sorted order, -1 for a node
-    without it."""
+    without it. ``feature_columns`` (a list of names) picks the columns of ``features``
+    the same way, in that order (a node table's numeric columns), or without a features
+    file the graph file's numeric node attributes, which every node must have."""
     if undirected is not None and not isinstance(undirected, bool):
         raise TypeError(f"undirected must be True, False or None, got {undirected!r}")
     check_label_column(label_column)
+    feature_columns = checked_feature_columns(feature_columns)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no graph file at {path}")
-    attribute = label_column if label_column and not labels else None
-    read = _read_checked(path, not features and not labels, label_attribute=attribute)
+    wanted = NodeAttributes(label_column if not labels else None,
+                            feature_columns if not features else ())
+    read = _read_checked(path, not features and not labels, wanted)
     graph, extra = read.graph, read.extra or {}
     undirected = read.undirected if undirected is None else undirected
     if isinstance(undirected, Tensor) or undirected:
@@ -176,7 +186,8 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
     elif undirected is None and _format_of(path) in EDGE_FILE_SUFFIXES + (".npz", ".adjlist"):
         _warn_if_one_way(path, graph, _format_of(path) == ".adjlist")
     keys = _NodeKeys(graph.num_nodes, read.names, path, read.first_id)
-    x = _matrix(features, graph.num_nodes, "features", keys) if features else read.x
+    x = read.x if not features else _feature_columns(features, feature_columns, keys) \
+        if feature_columns else _matrix(features, graph.num_nodes, "features", keys)
     y = read.y if not labels else _column(labels, label_column, keys) if label_column else \
         _matrix(labels, graph.num_nodes, "labels", keys).view(-1).long()
     name = os.path.abspath(path)
@@ -193,7 +204,8 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
 
 def load_graph_archive(path: str, features: str | None = None, labels: str | None = None,
                        undirected: bool | None = None, *,
-                       label_column: str | None = None) -> NodeDataset:
+                       label_column: str | None = None,
+                       feature_columns: list | None = None) -> NodeDataset:
     """The graph file inside a downloaded archive (.tar.gz, .tar.bz2, .tar.xz, .tar, .zip),
     read as :func:`load_graph_file` reads it: KONECT's (its ``out.NAME``), SuiteSparse's
     (``NAME/NAME.mtx``, beside auxiliary matrices), Network Repository's, or any archive
@@ -209,7 +221,8 @@ def load_graph_archive(path: str, features: str | None = None, labels: str | Non
             with warnings.catch_warnings(record=True) as said:
                 warnings.simplefilter("always")
                 dataset = load_graph_file(file, features, labels, undirected,
-                                          label_column=label_column)
+                                          label_column=label_column,
+                                          feature_columns=feature_columns)
         except ValueError as err:
             raise ValueError(str(err).replace(file, named)) from err
         finally:
@@ -238,7 +251,17 @@ def _graph_member(path: str, members: list[str]) -> str:
                      f"{' ...' if len(graphs) > 8 else ''}); extract the one to read")
 
 
-def _read_checked(path: str, warn_unused: bool, label_attribute: str | None = None) -> _Read:
+class NodeAttributes(NamedTuple):
+    """The graph file's node attributes asked for: the classes' and the features'."""
+    label: str | None = None
+    features: tuple = ()
+
+
+_NO_ATTRIBUTES = NodeAttributes()
+
+
+def _read_checked(path: str, warn_unused: bool, wanted: NodeAttributes = _NO_ATTRIBUTES
+                  ) -> _Read:
     """The file's contents; a compressed file that cannot be decompressed is a ValueError
     naming it."""
     fmt = _format_of(path)
@@ -251,7 +274,7 @@ def _read_checked(path: str, warn_unused: bool, label_attribute: str | None = No
         raise ValueError(f"{path}: a compressed {fmt} file is not read; a {fmt} file is "
                          f"compressed itself, so decompress it ({compression})")
     try:
-        return _read(path, fmt, warn_unused, label_attribute)
+        return _read(path, fmt, warn_unused, wanted)
     except (ValueError, OverflowError) as err:  # every error names the file
         if path in str(err):
             raise
@@ -263,30 +286,28 @@ def _read_checked(path: str, warn_unused: bool, label_attribute: str | None = No
                          f"({type(err).__name__}: {err})") from err
 
 
-def _read(path: str, fmt: str, warn_unused: bool, label_attribute: str | None) -> _Read:
-    """The file's contents, its classes from the node attribute ``label_attribute`` where
-    it is given (formats without node attributes refuse it)."""
-    if label_attribute is not None and fmt not in _ATTRIBUTE_SUFFIXES:
-        raise ValueError(f"label_column {label_attribute!r} names a node attribute, and a "
+def _read(path: str, fmt: str, warn_unused: bool, wanted: NodeAttributes) -> _Read:
+    """The file's contents, its classes and features from the node attributes ``wanted``
+    names (formats without node attributes refuse them)."""
+    if wanted.label is not None and fmt not in _ATTRIBUTE_SUFFIXES:
+        raise ValueError(f"label_column {wanted.label!r} names a node attribute, and a "
                          f"{fmt} file has none: give the classes in a labels file")
+    if wanted.features and fmt not in _ATTRIBUTE_SUFFIXES:
+        raise ValueError(f"feature_columns {list(wanted.features)} name node attributes, "
+                         f"and a {fmt} file has none: give the features in a features file")
     if fmt == ".pt":
         return _saved_data(path)
     if fmt == ".npz":
         return _Read(*read_npz(path))
     if fmt in NETWORKX_SUFFIXES:
-        graph, y, names = _networkx_file(path, fmt, label_attribute)
-        return _Read(graph, y=y, names=names)
+        return _networkx_file(path, fmt, wanted)
     # these formats number vertices from 1 (vertex v is node v - 1)
     if fmt == ".mtx":
         return _Read(_matrix_market(path), first_id=1)
     if fmt in (".graph", ".metis"):
         return _Read(read_metis(path), first_id=1)
     if fmt == ".gt":  # an undirected graph lists each edge once
-        read = read_graph_tool(path, label_attribute)
-        _warn_of_unread(path, read.edge_properties,
-                        [p for p in read.vertex_properties if p != label_attribute])
-        y = None if label_attribute is None else _graph_tool_classes(read, path, label_attribute)
-        return _Read(read.graph, y=y, names=read.names, undirected=not read.directed)
+        return _graph_tool_file(path, wanted)
     if fmt == ".net":
         graph, names = read_pajek(path)
         return _Read(graph, names=names, first_id=1)
@@ -413,7 +434,7 @@ _NETWORKX_KINDS = {".graphml": "GraphML", ".gml": "GML", ".gexf": "GEXF",
                    ".s6": "sparse6", ".sparse6": "sparse6", ".adjlist": "adjacency list"}
 
 
-def _networkx_file(path: str, fmt: str, label_attribute: str | None = None):
+def _networkx_file(path: str, fmt: str, wanted: NodeAttributes = _NO_ATTRIBUTES) -> _Read:
     kind = _NETWORKX_KINDS[fmt]
     try:
         g = _networkx_graph(path, fmt)
@@ -427,18 +448,38 @@ def _networkx_file(path: str, fmt: str, label_attribute: str | None = None):
     # GML's and GEXF's label is each node's name (GraphML's and JSON's may be a class)
     named = fmt in (".gml", ".gexf")
     g = _integer_ids(_named_by_gml_label(g) if named else g)
-    _warn_of_unread_attributes(g, path, named, label_attribute)
+    _warn_of_unread_attributes(g, path, named, {wanted.label, *wanted.features})
     # row i is node i where the file's ids are 0 .. N-1 (in any order in the file), as a
     # features or labels file reads them ("line i: node i"); else the file's node order
     order, moved = networkx_node_order(g, None)
     order = sorted(order) if moved else order
     graph = Graph.from_networkx(g, nodes=order)
     names = None if moved or order == list(range(len(order))) else order
-    if label_attribute is None:
-        return graph, _node_labels(g, order, path, named), names
-    values = [g.nodes[node].get(label_attribute) for node in order]
     attributes = sorted({str(key) for _, data in g.nodes(data=True) for key in data})
-    return graph, _attribute_classes(values, path, label_attribute, attributes), names
+    values = {key: [g.nodes[node].get(key) for node in order]
+              for key in (wanted.label, *wanted.features) if key is not None}
+    y = _node_labels(g, order, path, named) if wanted.label is None else \
+        _attribute_classes(values[wanted.label], path, wanted.label, attributes)
+    x = _attribute_features(values, wanted.features, path, attributes, order)
+    return _Read(graph, x=x, y=y, names=names)
+
+
+def _graph_tool_file(path: str, wanted: NodeAttributes) -> _Read:
+    """A graph-tool file (an undirected one lists each edge once: its reverses added)."""
+    read = read_graph_tool(path, (wanted.label, *wanted.features))
+    _warn_of_unread(path, read.edge_properties, [p for p in read.vertex_properties
+                                                 if p not in (wanted.label, *wanted.features)])
+    for key, values in read.values.items():
+        if values is None:
+            raise ValueError(f"{path}: vertex property {key!r} holds vectors or objects, not "
+                             "one value per vertex")
+    values = {key: read.values.get(key, [None] * read.graph.num_nodes)
+              for key in (wanted.label, *wanted.features) if key is not None}
+    y = None if wanted.label is None else \
+        _attribute_classes(values[wanted.label], path, wanted.label, read.vertex_properties)
+    x = _attribute_features(values, wanted.features, path, read.vertex_properties,
+                            list(range(read.graph.num_nodes)))
+    return _Read(read.graph, x=x, y=y, names=read.names, undirected=not read.directed)
 
 
 def _networkx_graph(path: str, fmt: str):
@@ -573,7 +614,7 @@ def _integer_ids(g):
     return g
 
 
-def _warn_of_unread_attributes(g, path: str, named: bool, read: str | None = None) -> None:
+def _warn_of_unread_attributes(g, path: str, named: bool, read: set = frozenset()) -> None:
     """Names the node and edge attributes the dataset leaves out, as the edge list does for
     its extra columns: a street graph's lengths or a graph's weights were dropped
     without a word. (A GML or GEXF ``label`` left here (``named``) is not every node's own
@@ -582,7 +623,7 @@ def _warn_of_unread_attributes(g, path: str, named: bool, read: str | None = Non
     # holds nothing a dataset would carry
     edge_keys = sorted({str(key) for *_, data in g.edges(data=True) for key in data} - {"id"})
     node_keys = sorted({str(key) for _, data in g.nodes(data=True) for key in data}
-                       - ({"y", "viz"} if named else {"y", "label", "viz"}) - {read})
+                       - ({"y", "viz"} if named else {"y", "label", "viz"}) - read)
     _warn_of_unread(path, edge_keys, node_keys)
 
 
@@ -631,12 +672,30 @@ def _node_labels(g, order: list, path: str, named: bool) -> Tensor | None:
     return None
 
 
-def _graph_tool_classes(read, path: str, key: str) -> Tensor:
-    if read.labels is None and key in read.vertex_properties:
-        raise ValueError(f"{path}: vertex property {key!r} (label_column) holds vectors or "
-                         "objects, not one class per vertex")
-    values = read.labels if read.labels is not None else [None] * read.graph.num_nodes
-    return _attribute_classes(values, path, key, read.vertex_properties)
+def _attribute_features(values: dict, keys: tuple, path: str, attributes: list,
+                        order: list) -> Tensor | None:
+    """The features ``[N, len(keys)]`` from the numeric node attributes ``keys`` (booleans
+    as 0 and 1), which every node must have; None where none are asked for."""
+    if not keys:
+        return None
+    columns = []
+    for key in keys:
+        missing = next((i for i, v in enumerate(values[key]) if v is None), None)
+        if missing is not None:
+            raise ValueError(f"{path}: node {order[missing]!r} has no attribute {key!r} "
+                             f"(feature_columns: every node needs each); the node attributes: "
+                             f"{attributes}")
+        odd = next((i for i, v in enumerate(values[key]) if not _is_feature(v)), None)
+        if odd is not None:
+            raise ValueError(f"{path}: node {order[odd]!r} has {key!r} = "
+                             f"{values[key][odd]!r}, not a finite number (feature_columns)")
+        columns.append([float(v) for v in values[key]])
+    return torch.tensor(columns, dtype=torch.float64).t().contiguous()
+
+
+def _is_feature(value) -> bool:
+    return isinstance(value, (bool, np.bool_)) or (_is_number(value) and
+                                                   math.isfinite(float(value)))
 
 
 def _attribute_classes(values: list, path: str, key: str, attributes: list) -> Tensor:
@@ -1118,6 +1177,34 @@ class _NodeKeys(NamedTuple):
     names: list | None = None
     graph_path: str = ""
     first_id: int = 0
+
+
+def checked_feature_columns(columns) -> tuple:
+    """``feature_columns`` as a tuple of distinct names (() for None)."""
+    if columns is None:
+        return ()
+    if isinstance(columns, str) or not isinstance(columns, (list, tuple)) or not columns or \
+            not all(isinstance(c, str) and c.strip() for c in columns):
+        raise TypeError(f"feature_columns must be a non-empty list of column names, got "
+                        f"{columns!r}")
+    if len(set(columns)) != len(columns):
+        raise ValueError(f"feature_columns names a column twice: {list(columns)}")
+    return tuple(columns)
+
+
+def _feature_columns(path: str, columns: tuple, keys: _NodeKeys) -> Tensor:
+    """The features in the columns ``columns`` of the features table ``path``."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no features file at {path}")
+    try:
+        x, keyed = column_features(path, list(columns), keys.num_nodes, keys.names,
+                                   keys.first_id)
+    except (UnicodeDecodeError, csv.Error, *DECOMPRESSION_ERRORS) as err:
+        raise ValueError(f"{path}: not a readable features file ({type(err).__name__}: "
+                         f"{err})") from err
+    if not keyed:
+        warn_if_positional(path, "features", keys.names, keys.graph_path)
+    return _checked_matrix(x, path, "features", keys.num_nodes)
 
 
 def check_label_column(label_column) -> None:

@@ -38,7 +38,7 @@ class GraphToolRead(NamedTuple):
     names: list | None  # the "name" vertex property, where every vertex has its own
     vertex_properties: list[str]  # the others' names (the one of the labels among them)
     edge_properties: list[str]
-    labels: list | None = None  # the values of the vertex property asked for, or None
+    values: dict | None = None  # the values of the vertex properties asked for, by name
 
 
 class _Cursor:
@@ -67,9 +67,9 @@ class _Cursor:
         return bytes(self.take(self.uint64(what), what)).decode("utf-8", errors="replace")
 
 
-def read_graph_tool(path: str, label_property: str | None = None) -> GraphToolRead:
-    """The graph, and the values of the vertex property ``label_property`` (strings,
-    numbers or booleans) where it is asked for and the file has it."""
+def read_graph_tool(path: str, kept: tuple = ()) -> GraphToolRead:
+    """The graph, and the values of the vertex properties named in ``kept`` that the file
+    has (strings, numbers or booleans; None for a vector or object property)."""
     with open_binary(path) as f:
         cursor = _Cursor(path, f.read())
     _header(cursor)
@@ -80,11 +80,11 @@ def read_graph_tool(path: str, label_property: str | None = None) -> GraphToolRe
     if count == 0:
         raise ValueError(f"{path} has no vertices")
     sources, targets = _adjacency(cursor, count)
-    names, labels, vertex_properties, edge_properties = _properties(
-        cursor, count, len(sources), label_property)
+    names, values, vertex_properties, edge_properties = _properties(
+        cursor, count, len(sources), kept)
     edge_index = torch.from_numpy(np.stack([sources, targets]))
     return GraphToolRead(Graph(edge_index, num_nodes=count), directed, names,
-                         vertex_properties, edge_properties, labels)
+                         vertex_properties, edge_properties, values)
 
 
 def _header(cursor: _Cursor) -> None:
@@ -143,11 +143,11 @@ def _gathered(data, starts: np.ndarray, degrees: np.ndarray, width: int) -> np.n
     return np.frombuffer(data, dtype=np.uint8)[positions]
 
 
-def _properties(cursor: _Cursor, count: int, edges: int, label_property: str | None) -> tuple:
-    """(the vertices' names or None, the labels' values or None, the other vertex
-    properties' names, the edge properties' names); every map is read past, its values
-    kept only for the names and the labels."""
-    names, labels, vertex_properties, edge_properties = None, None, [], []
+def _properties(cursor: _Cursor, count: int, edges: int, kept: tuple) -> tuple:
+    """(the vertices' names or None, the values of the vertex properties in ``kept``, the
+    other vertex properties' names, the edge properties' names); every map is read past,
+    its values kept only for the names and ``kept``."""
+    names, values_of, vertex_properties, edge_properties = None, {}, [], []
     for _ in range(cursor.uint64("the property map count")):
         key = cursor.byte("a property map's kind")
         if key not in _KEYS:
@@ -157,10 +157,10 @@ def _properties(cursor: _Cursor, count: int, edges: int, label_property: str | N
         value_type = cursor.byte(f"property {name!r}'s type")
         size = {"graph": 1, "vertex": count, "edge": edges}[_KEYS[key]]
         vertex = _KEYS[key] == "vertex"
-        wanted = vertex and name in (NAME_PROPERTY, label_property)
+        wanted = vertex and (name == NAME_PROPERTY or name in kept)
         values = _values(cursor, value_type, size, f"{_KEYS[key]} property {name!r}", wanted)
-        if vertex and name == label_property:
-            labels = values
+        if vertex and name in kept:
+            values_of[name] = values
         if vertex and name == NAME_PROPERTY and value_type in _NAME_TYPES and \
                 len(set(values)) == count:
             names = [str(v) for v in values]
@@ -168,7 +168,7 @@ def _properties(cursor: _Cursor, count: int, edges: int, label_property: str | N
             vertex_properties.append(name)
         elif _KEYS[key] == "edge":
             edge_properties.append(name)
-    return names, labels, vertex_properties, edge_properties
+    return names, values_of, vertex_properties, edge_properties
 
 
 def _values(cursor: _Cursor, value_type: int, size: int, what: str, keep: bool) -> list | None:

@@ -70,27 +70,48 @@ def column_labels(path: str, column: str, num_nodes: int, names: list | None,
     with names, the first row's first field is a node's name), else by position (one row
     per node, in node order). The header is matched exactly, else ignoring case where
     that finds one column."""
+    picked, keyed = _picked_columns(path, [column], names, "label_column")
+    if keyed:
+        return _labels(path, picked, _Nodes(path, num_nodes, names, first_id)), True
+    return _labels(path, _positional(path, picked, num_nodes), _Nodes(path, num_nodes, None)), \
+        False
+
+
+def column_features(path: str, columns: list, num_nodes: int, names: list | None,
+                    first_id: int = 0) -> tuple[Tensor, bool]:
+    """(the features ``[N, len(columns)]``, whether the table is keyed by node): the
+    columns headed ``columns``, in that order, of a table with a header line, keyed or by
+    position as ``column_labels`` reads a table; every node needs a row, every value a
+    finite number (a node table's text columns, such as Gephi's Label, left out)."""
+    picked, keyed = _picked_columns(path, columns, names, "feature_columns")
+    if keyed:
+        return _features(path, picked, _Nodes(path, num_nodes, names, first_id)), True
+    rows = _positional(path, picked, num_nodes)
+    return _features(path, rows, _Nodes(path, num_nodes, None)), False
+
+
+def _picked_columns(path: str, columns: list, names: list | None, option: str):
+    """((line number, [key, *the columns' values]) of each row under the header, whether
+    the table is keyed by node); the key is the row's position where it is not."""
     if not uncompressed_name(path).lower().endswith(_TEXT_SUFFIXES):
-        raise ValueError(f"label_column {column!r} picks a column of a text table (.csv, "
-                         f".tsv, .txt) by its header; {path} is none")
+        raise ValueError(f"{option} {columns} picks columns of a text table (.csv, .tsv, "
+                         f".txt) by its header; {path} is none")
     rows = _rows(path)
     first = next(rows, None)
     if first is None:
-        raise ValueError(f"{path} has no lines: label_column {column!r} needs its header")
+        raise ValueError(f"{path} has no lines: {option} needs its header")
     number, header = first
-    index = _column_index(path, number, header, column)
+    indices = [_column_index(path, number, header, column, option) for column in columns]
     second = next(rows, None)
     keyed = _key_header([first] + ([second] if second else []), names) is not None
-    if keyed and index == 0:
-        raise ValueError(f"{path}: label_column {column!r} is the column that names each "
-                         f"row's node; pick a column of classes ({header[1:]})")
-    picked = _picked(path, index, itertools.chain([second] if second else [], rows), keyed)
-    if keyed:
-        return _labels(path, picked, _Nodes(path, num_nodes, names, first_id)), True
-    return _positional_labels(path, picked, num_nodes), False
+    if keyed and 0 in indices:
+        raise ValueError(f"{path}: {option} {header[0]!r} is the column that names each "
+                         f"row's node; pick among the others ({header[1:]})")
+    rest = itertools.chain([second] if second else [], rows)
+    return _picked(path, indices, rest, keyed), keyed
 
 
-def _column_index(path: str, number: int, header: list, column: str) -> int:
+def _column_index(path: str, number: int, header: list, column: str, option: str) -> int:
     if column in header:
         if header.count(column) > 1:
             raise ValueError(f"{path}: line {number} heads {header.count(column)} columns "
@@ -98,28 +119,29 @@ def _column_index(path: str, number: int, header: list, column: str) -> int:
         return header.index(column)
     alike = [i for i, name in enumerate(header) if name.lower() == column.lower()]
     if len(alike) != 1:
-        raise ValueError(f"{path}: no column {column!r} (label_column) in its header, line "
+        raise ValueError(f"{path}: no column {column!r} ({option}) in its header, line "
                          f"{number}: {header}")
     return alike[0]
 
 
-def _picked(path: str, index: int, rows, keyed: bool):
-    """(line number, [key, value]) of each row: the key from the first column where the
+def _picked(path: str, indices: list, rows, keyed: bool):
+    """(line number, [key, *values]) of each row: the key from the first column where the
     table is keyed, else the row's position."""
     for position, (number, fields) in enumerate(rows):
-        if len(fields) <= index:
-            raise ValueError(f"{path}: line {number} has {len(fields)} columns; the label "
-                             f"column is column {index + 1}")
-        yield number, [fields[0] if keyed else str(position), fields[index]]
+        if len(fields) <= max(indices):
+            raise ValueError(f"{path}: line {number} has {len(fields)} columns; the picked "
+                             f"columns reach column {max(indices) + 1}")
+        yield number, [fields[0] if keyed else str(position), *(fields[i] for i in indices)]
 
 
-def _positional_labels(path: str, rows, num_nodes: int) -> Tensor:
+def _positional(path: str, rows, num_nodes: int):
+    """The rows of a table not keyed by node: one per node, counted."""
     rows = list(rows)
     if len(rows) != num_nodes:
         raise ValueError(f"{path} has {len(rows)} rows under its header, but the graph has "
                          f"{num_nodes} nodes: a table not keyed by node gives a row per node, "
                          "in node order")
-    return _labels(path, iter(rows), _Nodes(path, num_nodes, None))
+    return iter(rows)
 
 
 def warn_if_positional(path: str, what: str, names: list | None, graph_path: str) -> None:

@@ -1478,3 +1478,29 @@ def test_a_missing_or_unusable_node_attribute_is_refused_by_name(tmp_path):
     with pytest.raises(ValueError, match=r"label_column 'score' names a node attribute, and a "
                                          r"\.graph file has none"):
         load_graph_file(str(tmp_path / "g.graph"), label_column="score")
+
+
+@pytest.mark.parametrize("writer", ["graphml", "gml", "gexf", "json"])
+def test_numeric_node_attributes_as_the_features(tmp_path, writer):
+    """feature_columns without a features file: the graph file's numeric node attributes,
+    in the order asked (PyG's from_networkx(group_node_attrs=...))."""
+    import json
+    g = _karate_with_attributes()
+    for v in g:
+        g.nodes[v]["score"] = v / 4
+    path = tmp_path / f"karate.{writer}"
+    if writer == "json":
+        path.write_text(json.dumps(nx.node_link_data(g, edges="links")))
+    else:
+        getattr(nx, f"write_{writer}")(g, path)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        dataset = load_graph_file(str(path), feature_columns=["score", "officer", "faction"],
+                                  label_column="club")
+    expected = [[v / 4, float(g.nodes[v]["officer"]), g.nodes[v]["faction"]] for v in g]
+    assert dataset.x.tolist() == expected and dataset.y.sum() == 17
+    assert not any("'score'" in str(w.message) for w in said)
+    with pytest.raises(ValueError, match=r"node 1 has no attribute 'partial' \(feature_columns"):
+        load_graph_file(str(path), feature_columns=["partial"])
+    with pytest.raises(ValueError, match=r"node 0 has 'club' = 'Mr. Hi', not a finite number"):
+        load_graph_file(str(path), feature_columns=["club"])

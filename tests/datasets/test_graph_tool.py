@@ -199,8 +199,21 @@ def test_a_vertex_property_as_the_classes(tmp_path, value_type, values, expected
     with pytest.raises(ValueError, match=r"no node has the attribute 'klass' \(label_column\); "
                                          r"its node attributes: \['value', 'w'\]"):
         load_graph_file(str(tmp_path / "g.gt"), label_column="klass")
-    with pytest.raises(ValueError, match=r"vertex property 'pos' \(label_column\) holds "
-                                         r"vectors or objects"):
+    with pytest.raises(ValueError, match=r"vertex property 'pos' holds vectors or "
+                                         r"objects"):
         (tmp_path / "v.gt").write_bytes(gt_bytes(3, [[1], [2], []], True,
                                                  [(1, "pos", 11, [[1.0]] * 3)]))
         load_graph_file(str(tmp_path / "v.gt"), label_column="pos")
+
+
+def test_vertex_properties_as_the_features(tmp_path):
+    properties = [(1, "a", 4, [0.5, 1.5, 2.5]), (1, "b", 2, [7, 8, 9]), (1, "c", 0, [True] * 3),
+                  (1, "v", 11, [[1.0]] * 3)]
+    (tmp_path / "g.gt").write_bytes(gt_bytes(3, [[1], [2], []], True, properties))
+    dataset, said = _load(tmp_path / "g.gt", feature_columns=["b", "a", "c"])
+    assert dataset.x.tolist() == [[7, 0.5, 1], [8, 1.5, 1], [9, 2.5, 1]]
+    assert "['v']" in said[0]
+    with pytest.raises(ValueError, match=r"vertex property 'v' holds vectors or objects"):
+        load_graph_file(str(tmp_path / "g.gt"), feature_columns=["v"])
+    with pytest.raises(ValueError, match=r"node 0 has no attribute 'z'"):
+        load_graph_file(str(tmp_path / "g.gt"), feature_columns=["z"])

@@ -258,9 +258,9 @@ def test_a_label_column_of_a_table_by_position(tmp_path):
     ("Id", "nodes.csv", GEPHI_NODES, r"label_column 'Id' is the column that names each row's "
                                      r"node"),
     ("a", "nodes.csv", "a,b,a\n1,2,3\n", r"line 1 heads 2 columns 'a'"),
-    ("c", "nodes.csv", "id,a,c\nalice,1,2\nbob,1\n", r"line 3 has 2 columns; the label "
-                                                     r"column is column 3"),
-    ("c", "nodes.npy", None, r"label_column 'c' picks a column of a text table"),
+    ("c", "nodes.csv", "id,a,c\nalice,1,2\nbob,1\n", r"line 3 has 2 columns; the picked "
+                                                     r"columns reach column 3"),
+    ("c", "nodes.npy", None, r"label_column \['c'\] picks columns of a text table"),
     ("c", None, None, r"label_column 'c' names a node attribute, and a \.csv file has none"),
     ("", "nodes.csv", GEPHI_NODES, r"label_column must be a column's name, got ''"),
     ("c", "nodes.csv", "", r"nodes.csv has no lines"),
@@ -275,3 +275,31 @@ def test_bad_label_columns_are_refused_by_name(tmp_path, column, labels, text, m
         warnings.filterwarnings("ignore", message=".*has its reverse")
         load_graph_file(str(tmp_path / "people.csv"), label_column=column,
                         labels=str(tmp_path / labels) if labels else None)
+
+
+def test_feature_columns_of_a_node_table(tmp_path):
+    """Gephi's node table holds a text Label column beside numeric ones: read whole as
+    features it was refused ("not a finite number"); feature_columns picks the numeric
+    ones, in the order asked, keyed by Id."""
+    (tmp_path / "people.csv").write_text(EDGES)
+    (tmp_path / "nodes.csv").write_text(
+        "Id,Label,age,height\ndave,Dave,40,1.8\nalice,Alice,30,1.6\nerin,Erin,50,1.7\n"
+        "carol,Carol,20,1.5\nbob,Bob,10,1.9\n")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*has its reverse")
+        ds = load_graph_file(str(tmp_path / "people.csv"), features=str(tmp_path / "nodes.csv"),
+                             feature_columns=["height", "age"])
+        table = {"alice": (1.6, 30), "bob": (1.9, 10), "carol": (1.5, 20), "dave": (1.8, 40),
+                 "erin": (1.7, 50)}
+        expected = np.array([table[n] for n in ds.node_names], dtype=np.float32)
+        assert np.array_equal(ds.x.numpy(), expected)
+        with pytest.raises(ValueError, match=r"line 2, column 2 holds 'Dave', not a finite"):
+            load_graph_file(str(tmp_path / "people.csv"), features=str(tmp_path / "nodes.csv"),
+                            feature_columns=["Label"])
+        with pytest.raises(ValueError, match=r"no column 'weight' \(feature_columns\)"):
+            load_graph_file(str(tmp_path / "people.csv"), features=str(tmp_path / "nodes.csv"),
+                            feature_columns=["age", "weight"])
+        for bad in ("age", [], ["age", "age"], [""]):
+            with pytest.raises((TypeError, ValueError), match="feature_columns"):
+                load_graph_file(str(tmp_path / "people.csv"),
+                                features=str(tmp_path / "nodes.csv"), feature_columns=bad)
