@@ -315,3 +315,55 @@ def seeded_twins_without_pyg_lib(name: str, *args, **kwargs):
     kernels): the oracles stand in while both are built."""
     with pyg_knn_by_brute_force(), pygs_spline_conv_by_oracle():
         return seeded_twins(name, *args, **kwargs)
+
+
+class CooOnly:
+    """torch-sparse's SparseTensor as PyG's PANPooling reads it: coo() and sparse_sizes()."""
+
+    def __init__(self, m: torch.Tensor):
+        self.m = m.coalesce()
+
+    def coo(self):
+        return self.m.indices()[0], self.m.indices()[1], self.m.values()
+
+    def sparse_sizes(self):
+        return tuple(self.m.shape)
+
+
+def dense_pan(conv, x: torch.Tensor, edge_index, n: int, edge_weight=None):
+    """``(out, M)`` of the formula, in float64 dense matrices, differentiable in the filter
+    weights and x (autograd through dense matrix powers)."""
+    a = torch.zeros(n, n, dtype=torch.float64)
+    ones = torch.ones(edge_index.size(1), dtype=torch.float64)
+    a = a.index_put((edge_index[1], edge_index[0]),
+                    ones if edge_weight is None else edge_weight.double(), accumulate=True)
+    reach = torch.zeros(n, n, dtype=torch.bool)  # which pairs any walk of <= L edges joins
+    step = torch.zeros(n, n, dtype=torch.bool).index_put(
+        (edge_index[1], edge_index[0]), torch.ones(edge_index.size(1), dtype=torch.bool))
+    hop = torch.eye(n, dtype=torch.bool)
+    power, total, coefficient = torch.eye(n, dtype=torch.float64), 0.0, 1.0
+    for w in conv.weight.double():
+        coefficient = coefficient * w
+        total = total + coefficient * power
+        reach |= hop
+        power, hop = power @ a, (hop.double() @ step.double()) > 0
+    scale = reach.sum(1).double().rsqrt()
+    m = scale[:, None] * total * scale[None, :]
+    lin = conv.lin
+    return (m @ x.double()) @ lin.weight.double().t() + lin.bias.double(), m
+
+
+@contextlib.contextmanager
+def pygs_pan_conv_by_oracle():
+    """PyG's PANConv without torch-sparse, inside the block: its forward the dense formula
+    (``dense_pan``) on its own weights, its path matrix torch-sparse's ``coo()`` view of
+    the formula's (all PyG's PANPooling reads)."""
+    import torch_geometric.nn as pyg
+
+    def forward(self, x, edge_index):
+        out, m = dense_pan(self, x, edge_index, x.size(0))
+        return out.to(x.dtype), CooOnly(m.to(x.dtype).to_sparse())
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pyg.PANConv, "forward", forward)
+        yield

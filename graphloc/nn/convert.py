@@ -25,6 +25,7 @@ from graphloc.nn.conv._base import is_explain_port
 from graphloc.nn.conv._utils import CALL_HOOKS, PYG_REDUCTIONS, has_call_hooks
 from graphloc.nn.conv.hetero_basis import HeteroBasisConv
 from graphloc.nn.models.interaction_graphs import Distance, RadiusInteractionGraph
+from graphloc.nn.pool import PANPooling
 
 #: graphloc activation names of the torch activations a BasicGNN may use
 _ACT_NAMES = {torch.nn.ReLU: "relu", torch.nn.GELU: "gelu", torch.nn.ELU: "elu",
@@ -701,6 +702,22 @@ def _wl(conv):
     return ours
 
 
+def _pan(conv):
+    return gl_conv.PANConv(conv.in_channels, conv.out_channels, conv.filter_size)
+
+
+def _pan_pooling(pool):
+    """PyG's PANPooling, which reads the path matrix of PyG's PANConv (a torch-sparse
+    ``SparseTensor``): converted with it, as graphloc's takes graphloc's ``M``. PyG's
+    ``SelectTopK`` reads a ratio >= 1 as a count (``int(ratio)`` nodes per graph, so 1.0
+    keeps one), graphloc's a float 1.0 as every node: the count is passed as one."""
+    ratio = pool.ratio
+    if pool.min_score is None and ratio >= 1:
+        ratio = int(ratio)
+    return PANPooling(pool.in_channels, ratio, pool.min_score, pool.multiplier,
+                      pool.select.act)
+
+
 def _point_transformer(conv):
     return gl_conv.PointTransformerConv(conv.in_channels, conv.out_channels, conv.pos_nn,
                                         conv.attn_nn, add_self_loops=conv.add_self_loops)
@@ -728,7 +745,8 @@ _CONVERTERS = {"GCNConv": _gcn, "SAGEConv": _sage, "GATConv": _gat, "GATv2Conv":
                "PointTransformerConv": _point_transformer, "DNAConv": _dna,
                "HEATConv": _heat, "WLConv": _wl, "PPFConv": _ppf,
                "PointGNNConv": _point_gnn, "DynamicEdgeConv": _dynamic_edge,
-               "GravNetConv": _gravnet, "SplineConv": _spline, "XConv": _x_conv}
+               "GravNetConv": _gravnet, "SplineConv": _spline, "XConv": _x_conv,
+               "PANConv": _pan, "PANPooling": _pan_pooling}
 # PyG modules that build a graph in the forward with pyg-lib's search, which is not here:
 # SchNet's and ViSNet's (no aggregation; converted as the convs are)
 _GRAPH_BUILDERS = {"RadiusInteractionGraph": _radius_interaction_graph, "Distance": _distance}

@@ -1184,3 +1184,42 @@ def test_a_conv_is_checked_on_a_probe_of_its_own(make):
         report = from_pyg(make().eval()).pyg_conversion
     assert report["checked"] and report["converted"] and not report["kept"]
     assert report["max_difference"] <= 1e-5
+
+
+class _PANNet(torch.nn.Module):
+    """PyG's PAN example: PANConv, PANPooling on its path matrix, a readout."""
+
+    def __init__(self, ratio):
+        super().__init__()
+        self.conv = pyg.PANConv(6, 8, filter_size=2)
+        self.pool = pyg.PANPooling(8, ratio=ratio)
+
+    def forward(self, x, edge_index, batch):
+        x, m = self.conv(x, edge_index)
+        x, _, _, batch, _, _ = self.pool(x, m, batch)
+        return pyg.global_mean_pool(x, batch)
+
+
+@pytest.mark.parametrize("ratio", [0.5, 1.0, 2])
+def test_a_pan_model_converts_with_its_pooling(ratio):
+    """PyG's PANConv was kept ("no graphloc equivalent", though graphloc has one), and it
+    runs only with torch-sparse. PANConv and PANPooling convert together (PyG's pooling
+    reads the conv's SparseTensor); PyG's model runs here on the dense formula. A ratio of
+    1.0 is PyG's count of one node per graph."""
+    from parity import pygs_pan_conv_by_oracle
+    torch.manual_seed(0)
+    theirs = _PANNet(ratio).double()
+    with torch.no_grad():  # distinct scores: PyG's sort does not order equal ones
+        theirs.pool.p.copy_(torch.randn(8))
+    parts = [random_edge_index(n, 3 * n, seed=n) + offset
+             for n, offset in ((7, 0), (5, 7), (9, 12))]
+    edge_index = torch.cat(parts, dim=1)
+    batch = torch.repeat_interleave(torch.arange(3), torch.tensor([7, 5, 9]))
+    x = torch.randn(21, 6, dtype=torch.float64)
+    with pygs_pan_conv_by_oracle():
+        ours = from_pyg(theirs, example=(x, edge_index, batch))
+        want = theirs(x, edge_index, batch)
+    assert ours.pyg_conversion["checked"] and ours.pyg_conversion["kept"] == []
+    assert type(ours.conv).__module__.startswith("graphloc")
+    assert type(ours.pool).__module__.startswith("graphloc")
+    torch.testing.assert_close(ours(x, edge_index, batch), want)

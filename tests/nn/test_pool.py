@@ -7,21 +7,9 @@ import pytest
 import torch
 import torch_geometric.nn as pyg
 from helpers import random_edge_index
+from parity import CooOnly
 
 from graphloc.nn import PANConv, PANPooling
-
-
-class CooOnly:
-    """torch-sparse's SparseTensor as PyG's PANPooling reads it: coo() and sparse_sizes()."""
-
-    def __init__(self, m: torch.Tensor):
-        self.m = m.coalesce()
-
-    def coo(self):
-        return self.m.indices()[0], self.m.indices()[1], self.m.values()
-
-    def sparse_sizes(self):
-        return tuple(self.m.shape)
 
 
 def pooled_case(seed: int, sizes=(5, 9, 1, 7)):

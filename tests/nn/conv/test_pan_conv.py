@@ -6,33 +6,11 @@ directed graphs with loops and parallel edges, weighted or not, in every adjacen
 import pytest
 import torch
 from helpers import assert_reaches_exactly, random_edge_index
+from parity import dense_pan
 from torch_geometric.utils import to_torch_coo_tensor
 
 from graphloc import Graph
 from graphloc.nn import PANConv
-
-
-def dense_pan(conv: PANConv, x: torch.Tensor, edge_index, n: int, edge_weight=None):
-    """``(out, M)`` of the formula, in float64 dense matrices, differentiable in the filter
-    weights and x (autograd through dense matrix powers)."""
-    a = torch.zeros(n, n, dtype=torch.float64)
-    ones = torch.ones(edge_index.size(1), dtype=torch.float64)
-    a = a.index_put((edge_index[1], edge_index[0]),
-                    ones if edge_weight is None else edge_weight.double(), accumulate=True)
-    reach = torch.zeros(n, n, dtype=torch.bool)  # which pairs any walk of <= L edges joins
-    step = torch.zeros(n, n, dtype=torch.bool).index_put(
-        (edge_index[1], edge_index[0]), torch.ones(edge_index.size(1), dtype=torch.bool))
-    hop = torch.eye(n, dtype=torch.bool)
-    power, total, coefficient = torch.eye(n, dtype=torch.float64), 0.0, 1.0
-    for w in conv.weight.double():
-        coefficient = coefficient * w
-        total = total + coefficient * power
-        reach |= hop
-        power, hop = power @ a, (hop.double() @ step.double()) > 0
-    scale = reach.sum(1).double().rsqrt()
-    m = scale[:, None] * total * scale[None, :]
-    lin = conv.lin
-    return (m @ x.double()) @ lin.weight.double().t() + lin.bias.double(), m
 
 
 def graph_case(seed, n=14, e=40):
