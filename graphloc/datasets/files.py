@@ -647,7 +647,7 @@ def _node_labels(g, order: list, path: str, named: bool) -> Tensor | None:
     ``label``) is taken as names too, with a warning."""
     for key in ("y",) if named else ("y", "label"):
         values = [g.nodes[node].get(key) for node in order]
-        present = [v for v in values if v is not None]
+        present = [v for v in values if not _missing(v)]
         if not present:
             continue
         if key == "label" and len(present) > 1 and len(set(map(str, present))) == len(present):
@@ -656,20 +656,20 @@ def _node_labels(g, order: list, path: str, named: bool) -> Tensor | None:
                           "classes: store classes as a 'y' attribute",
                           stacklevel=caller_stacklevel())
             return None
-        if all(_is_number(v) for v in present):  # 2.7 is refused (int() would give 2)
-            if key == "y" and _coordinates(g, order, values):
-                warnings.warn(f"{path}: node attributes 'x' and 'y' are coordinates (not "
-                              "whole numbers), as in a street graph: 'y' is not read as "
-                              "classes (give a labels file; for a City-Networks dataset of a "
-                              "street graph: graphloc dataset build)",
-                              stacklevel=caller_stacklevel())
-                return None
-            numbers = torch.tensor([-1.0 if v is None else float(v) for v in values],
-                                   dtype=torch.float64)
-            return class_labels(numbers, f"{path} (node attribute {key!r})")
-        classes = {v: i for i, v in enumerate(sorted(set(map(str, present))))}
-        return torch.tensor([-1 if v is None else classes[str(v)] for v in values])
+        if key == "y" and all(_is_number(v) for v in present) and \
+                _coordinates(g, order, values):
+            warnings.warn(f"{path}: node attributes 'x' and 'y' are coordinates (not "
+                          "whole numbers), as in a street graph: 'y' is not read as "
+                          "classes (give a labels file; for a City-Networks dataset of a "
+                          "street graph: graphloc dataset build)",
+                          stacklevel=caller_stacklevel())
+            return None
+        return _attribute_classes(values, path, key, [key])
     return None
+
+
+def _missing(value) -> bool:
+    return value is None or isinstance(value, str) and value.strip().lower() in MISSING_VALUES
 
 
 def _attribute_features(values: dict, keys: tuple, path: str, attributes: list,
@@ -701,7 +701,10 @@ def _is_feature(value) -> bool:
 def _attribute_classes(values: list, path: str, key: str, attributes: list) -> Tensor:
     """Class ids from the values of the node attribute ``key`` (None where a node lacks
     it: -1): numbers as class ids (2.7 refused), booleans as 0 and 1, other values names
-    numbered in sorted order; an attribute no node has is an error naming those there."""
+    numbered in sorted order; an attribute no node has is an error naming those there.
+    A missing value written out ("", "nan", "null", as in a labels file) is no class: read
+    as a name, it was a class of its own."""
+    values = [None if _missing(v) else v for v in values]
     present = [v for v in values if v is not None]
     if not present:
         raise ValueError(f"{path}: no node has the attribute {key!r} (label_column); its "

@@ -1504,3 +1504,14 @@ def test_numeric_node_attributes_as_the_features(tmp_path, writer):
         load_graph_file(str(path), feature_columns=["partial"])
     with pytest.raises(ValueError, match=r"node 0 has 'club' = 'Mr. Hi', not a finite number"):
         load_graph_file(str(path), feature_columns=["club"])
+
+
+@pytest.mark.parametrize("label_column", [None, "y"])
+def test_a_blank_class_attribute_is_no_class(tmp_path, label_column):
+    """An empty or "nan" string class (a spreadsheet's blank cell exported to GraphML) was
+    a class of its own; it is no label (-1), as in a labels file."""
+    g = nx.path_graph(5)
+    nx.set_node_attributes(g, {0: "cat", 1: "", 2: "dog", 3: "NaN", 4: "cat"}, "y")
+    nx.write_graphml(g, tmp_path / "g.graphml")
+    dataset = load_graph_file(str(tmp_path / "g.graphml"), label_column=label_column)
+    assert dataset.y.tolist() == [0, -1, 1, -1, 0]
