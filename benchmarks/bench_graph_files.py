@@ -21,6 +21,7 @@ import gzip
 import os
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,7 @@ import time
 import warnings
 
 import numpy as np
+import zstandard
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_ops import machine, publish  # noqa: E402
@@ -63,7 +65,31 @@ def write_formats(edges: np.ndarray, num_nodes: int, folder: str) -> dict:
                           for i in range(num_nodes)) + "\n")
     paths["NumPy archive (.npz)"] = os.path.join(folder, "g.npz")
     np.savez(paths["NumPy archive (.npz)"], edge_index=edges)
+    paths["graph-tool (.gt)"] = os.path.join(folder, "g.gt")
+    data = graph_tool_bytes(num_nodes, edges[0][order], edges[1][order], starts)
+    with open(paths["graph-tool (.gt)"], "wb") as f:
+        f.write(data)
+    paths["graph-tool, zstd (.gt.zst)"] = paths["graph-tool (.gt)"] + ".zst"
+    with open(paths["graph-tool, zstd (.gt.zst)"], "wb") as f:
+        f.write(zstandard.ZstdCompressor().compress(data))
     return paths
+
+
+def graph_tool_bytes(num_nodes: int, sources, targets, starts) -> bytes:
+    """A directed graph-tool file of the edges (grouped by source, ``starts`` the groups'
+    bounds), with a "name" vertex property of strings (netzschleuder's layout)."""
+    kind = "<u1" if num_nodes < 2**8 else "<u2" if num_nodes < 2**16 else "<u4"
+    comment = b"bench_graph_files"
+    parts = [b"\xe2\x9b\xbe gt\x01\x00", struct.pack("<Q", len(comment)), comment, b"\x01",
+             struct.pack("<Q", num_nodes)]
+    neighbours = targets.astype(kind)
+    for v in range(num_nodes):
+        parts += [struct.pack("<Q", starts[v + 1] - starts[v]),
+                  neighbours[starts[v]:starts[v + 1]].tobytes()]
+    names = [f"v{v}".encode() for v in range(num_nodes)]
+    parts += [struct.pack("<Q", 1), b"\x01", struct.pack("<Q", 4), b"name", b"\x06"]
+    parts += [struct.pack("<Q", len(name)) + name for name in names]
+    return b"".join(parts)
 
 
 def timed(path: str) -> float:
