@@ -122,7 +122,7 @@ class _Read(NamedTuple):
     extra: dict | None = None
     undirected: bool | Tensor | None = None  # a Tensor: per edge, as Gephi's "Type" column
     names: list | None = None  # the nodes' names in row order, where they are not 0 .. N-1
-    first_id: int = 0  # the file's id of node 0: 1 where vertex v is node v - 1
+    first_id: int | None = 0  # the file's id of node 0: 1 where vertex v is node v - 1
 
 
 def load_graph_file(path: str, features: str | None = None, labels: str | None = None,
@@ -321,7 +321,7 @@ def _read(path: str, fmt: str, warn_unused: bool, wanted: NodeAttributes) -> _Re
         _warn_of_unused_ids(path, graph)
     declared = _declared_undirected(comments)
     return _Read(graph, undirected=directions if declared is None else declared, names=names,
-                 first_id=1 if konect in ("sym", "asym") else 0)
+                 first_id=_KONECT_FIRST_IDS.get(konect, 0))
 
 
 def _saved_data(path: str) -> _Read:
@@ -934,6 +934,11 @@ def _leading_comments(path: str) -> tuple[str, ...]:
     return tuple(comments)
 
 
+# KONECT numbers vertices from 1; a bipartite file numbers its two sides apart, so an id
+# names no one node (None: an integer-keyed features or labels file is refused)
+_KONECT_FIRST_IDS = {"sym": 1, "asym": 1, "bip": None}
+
+
 def _konect_layout(comments: tuple) -> str | None:
     """KONECT's format word from its first line ("% sym unweighted"): "sym" (undirected,
     each edge listed once), "asym" (directed) or "bip" (bipartite: undirected edges from a
@@ -1179,7 +1184,7 @@ class _NodeKeys(NamedTuple):
     num_nodes: int
     names: list | None = None
     graph_path: str = ""
-    first_id: int = 0
+    first_id: int | None = 0
 
 
 def checked_feature_columns(columns) -> tuple:

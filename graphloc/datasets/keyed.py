@@ -34,12 +34,13 @@ _TEXT_SUFFIXES = (".csv", ".tsv", ".txt")
 
 
 def keyed_values(path: str, what: str, num_nodes: int, names: list | None,
-                 first_id: int = 0) -> Tensor | None:
+                 first_id: int | None = 0) -> Tensor | None:
     """The rows of a node-keyed ``what`` ("features" or "labels") file in node order, or
     None where the file is not keyed (read by position). ``names``: the graph's node names
     in node order, None where its nodes are integer ids: ``first_id`` .. N - 1 + first_id,
     as the graph's file numbers them (METIS, DIMACS, Pajek, MatrixMarket and KONECT number
-    vertices from 1, and vertex v is node v - 1).
+    vertices from 1, and vertex v is node v - 1); ``first_id`` None where an id names no
+    one node (a bipartite KONECT file), and integer keys are refused.
 
     Keyed: the first line's first field is one of ``KEY_HEADERS`` or empty under named
     columns (pandas' index; then keys are names, or integer node ids for a graph without
@@ -61,7 +62,7 @@ def keyed_values(path: str, what: str, num_nodes: int, names: list | None,
 
 
 def column_labels(path: str, column: str, num_nodes: int, names: list | None,
-                  first_id: int = 0) -> tuple[Tensor, bool]:
+                  first_id: int | None = 0) -> tuple[Tensor, bool]:
     """(the classes, whether the table is keyed by node): the classes in the column
     headed ``column`` of a labels table with a header line (Gephi's node table:
     ``Id,Label,modularity_class``; a spreadsheet's export), one class per node as
@@ -78,7 +79,7 @@ def column_labels(path: str, column: str, num_nodes: int, names: list | None,
 
 
 def column_features(path: str, columns: list, num_nodes: int, names: list | None,
-                    first_id: int = 0) -> tuple[Tensor, bool]:
+                    first_id: int | None = 0) -> tuple[Tensor, bool]:
     """(the features ``[N, len(columns)]``, whether the table is keyed by node): the
     columns headed ``columns``, in that order, of a table with a header line, keyed or by
     position as ``column_labels`` reads a table; every node needs a row, every value a
@@ -194,7 +195,14 @@ class _Nodes:
     nodes: from ``first_id``) for a graph without names; an unknown or repeated node is an
     error naming the line."""
 
-    def __init__(self, path: str, num_nodes: int, names: list | None, first_id: int = 0):
+    def __init__(self, path: str, num_nodes: int, names: list | None,
+                 first_id: int | None = 0):
+        if names is None and first_id is None:
+            raise ValueError(f"{path} is keyed by node ids, but the graph's file numbers its "
+                             "two vertex sets apart (a bipartite KONECT file: left 1 and right "
+                             "1 are two nodes), so an id names no one node: give a row per "
+                             "node in graphloc's order (the left vertices, then the right), "
+                             "without the id column")
         self.path, self.num_nodes, self.names = path, num_nodes, names
         self.first_id = first_id
         self.index = None if names is None else {str(n): i for i, n in enumerate(names)}

@@ -303,3 +303,17 @@ def test_feature_columns_of_a_node_table(tmp_path):
             with pytest.raises((TypeError, ValueError), match="feature_columns"):
                 load_graph_file(str(tmp_path / "people.csv"),
                                 features=str(tmp_path / "nodes.csv"), feature_columns=bad)
+
+
+def test_ids_cannot_key_a_bipartite_konect_graph(tmp_path):
+    """KONECT's "bip" files number their left and right vertices each from 1: the id 1 is
+    two vertices. A file keyed by id was read against graphloc's node numbers without a
+    word; it is refused, and a positional file (left vertices first) is read."""
+    (tmp_path / "out.bip").write_text("% bip unweighted\n% 3 2 2\n1 1\n1 2\n2 2\n")
+    (tmp_path / "y.csv").write_text("id,y\n1,0\n2,1\n")
+    with pytest.raises(ValueError, match=r"y.csv is keyed by node ids, but the graph's file "
+                                         r"numbers its two vertex sets apart"):
+        load_graph_file(str(tmp_path / "out.bip"), labels=str(tmp_path / "y.csv"))
+    (tmp_path / "rows.csv").write_text("0\n1\n1\n0\n")
+    ds = load_graph_file(str(tmp_path / "out.bip"), labels=str(tmp_path / "rows.csv"))
+    assert ds.y.tolist() == [0, 1, 1, 0]
