@@ -471,8 +471,8 @@ def _graph_tool_file(path: str, wanted: NodeAttributes) -> _Read:
                                                  if p not in (wanted.label, *wanted.features)])
     for key, values in read.values.items():
         if values is None:
-            raise ValueError(f"{path}: vertex property {key!r} holds vectors or objects, not "
-                             "one value per vertex")
+            raise ValueError(f"{path}: vertex property {key!r} holds objects or long doubles, "
+                             "which graphloc does not read")
     values = {key: read.values.get(key, [None] * read.graph.num_nodes)
               for key in (wanted.label, *wanted.features) if key is not None}
     y = None if wanted.label is None else \
@@ -674,23 +674,32 @@ def _missing(value) -> bool:
 
 def _attribute_features(values: dict, keys: tuple, path: str, attributes: list,
                         order: list) -> Tensor | None:
-    """The features ``[N, len(keys)]`` from the numeric node attributes ``keys`` (booleans
-    as 0 and 1), which every node must have; None where none are asked for."""
+    """The features from the numeric node attributes ``keys`` (booleans as 0 and 1), which
+    every node must have: a column each, or as many as its lists hold where an attribute
+    is a list per node (a feature vector: PyG's ``to_networkx`` keeps ``x`` so, and
+    graph-tool's vector properties); None where none are asked for."""
     if not keys:
         return None
-    columns = []
+    blocks = []
     for key in keys:
         missing = next((i for i, v in enumerate(values[key]) if v is None), None)
         if missing is not None:
             raise ValueError(f"{path}: node {order[missing]!r} has no attribute {key!r} "
                              f"(feature_columns: every node needs each); the node attributes: "
                              f"{attributes}")
-        odd = next((i for i, v in enumerate(values[key]) if not _is_feature(v)), None)
+        rows = [v if isinstance(v, (list, tuple)) else [v] for v in values[key]]
+        odd = next((i for i, row in enumerate(rows) if not all(map(_is_feature, row))), None)
         if odd is not None:
             raise ValueError(f"{path}: node {order[odd]!r} has {key!r} = "
                              f"{values[key][odd]!r}, not a finite number (feature_columns)")
-        columns.append([float(v) for v in values[key]])
-    return torch.tensor(columns, dtype=torch.float64).t().contiguous()
+        odd = next((i for i, row in enumerate(rows) if len(row) != len(rows[0])), None)
+        if odd is not None:
+            raise ValueError(f"{path}: node {order[odd]!r} has {len(rows[odd])} values of "
+                             f"{key!r} and node {order[0]!r} {len(rows[0])} (feature_columns "
+                             "reads as many for every node)")
+        blocks.append(torch.tensor([[float(v) for v in row] for row in rows],
+                                   dtype=torch.float64).view(len(rows), -1))
+    return torch.cat(blocks, dim=1)
 
 
 def _is_feature(value) -> bool:
@@ -709,6 +718,9 @@ def _attribute_classes(values: list, path: str, key: str, attributes: list) -> T
     if not present:
         raise ValueError(f"{path}: no node has the attribute {key!r} (label_column); its "
                          f"node attributes: {attributes}")
+    if any(isinstance(v, (list, tuple)) for v in present):
+        raise ValueError(f"{path}: node attribute {key!r} holds several values per node (a "
+                         "list), not one class")
     if all(isinstance(v, (bool, np.bool_)) for v in present):
         return torch.tensor([-1 if v is None else int(v) for v in values])
     if all(_is_number(v) for v in present):

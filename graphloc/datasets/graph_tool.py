@@ -27,6 +27,7 @@ _VECTOR_SIZES = {7: 1, 8: 2, 9: 4, 10: 8, 11: 8, 12: 16}
 _STRING, _STRINGS, _PYTHON_OBJECT = 6, 13, 14
 _SCALAR_KINDS = {0: "u1", 1: "i2", 2: "i4", 3: "i8", 4: "f8"}
 _NAME_TYPES = (1, 2, 3, _STRING)  # names are strings or integers
+_VECTOR_KINDS = {7: "u1", 8: "i2", 9: "i4", 10: "i8", 11: "f8"}
 # a vertex property the datasets take: the names (graph-tool's and netzschleuder's
 # convention); "_pos" is a drawing's layout, like GEXF's viz
 NAME_PROPERTY, LAYOUT_PROPERTY = "name", "_pos"
@@ -172,8 +173,8 @@ def _properties(cursor: _Cursor, count: int, edges: int, kept: tuple) -> tuple:
 
 
 def _values(cursor: _Cursor, value_type: int, size: int, what: str, keep: bool) -> list | None:
-    """``size`` values of ``value_type`` where ``keep`` and they are strings, numbers or
-    booleans, else read past (None)."""
+    """``size`` values of ``value_type`` where ``keep`` and they are strings, numbers,
+    booleans or vectors of numbers or booleans (lists), else read past (None)."""
     if value_type in _SCALAR_SIZES:
         raw = cursor.take(size * _SCALAR_SIZES[value_type], what)
         if keep and value_type in _SCALAR_KINDS:
@@ -182,6 +183,10 @@ def _values(cursor: _Cursor, value_type: int, size: int, what: str, keep: bool) 
         return None
     if value_type == _STRING and keep:
         return [cursor.text(what) for _ in range(size)]
+    if value_type in _VECTOR_KINDS and keep:
+        kind = cursor.order + _VECTOR_KINDS[value_type]
+        return [np.frombuffer(cursor.take(cursor.uint64(what) * np.dtype(kind).itemsize, what),
+                              kind).tolist() for _ in range(size)]
     if value_type in (_STRING, _PYTHON_OBJECT):  # a pickle is a string of bytes, skipped
         _skip_sized(cursor, size, 1, what)
     elif value_type in _VECTOR_SIZES:

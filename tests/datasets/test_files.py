@@ -1515,3 +1515,20 @@ def test_a_blank_class_attribute_is_no_class(tmp_path, label_column):
     nx.write_graphml(g, tmp_path / "g.graphml")
     dataset = load_graph_file(str(tmp_path / "g.graphml"), label_column=label_column)
     assert dataset.y.tolist() == [0, -1, 1, -1, 0]
+
+
+def test_a_feature_vector_attribute_of_pygs_to_networkx(tmp_path):
+    """PyG's to_networkx keeps x as a list per node; written as node-link JSON, that list
+    is the node's features (PyG's from_networkx stacks it so)."""
+    import json
+
+    from torch_geometric.data import Data
+    from torch_geometric.utils import from_networkx, to_networkx
+    data = Data(x=torch.randn(6, 3, dtype=torch.float64),
+                edge_index=torch.tensor([[0, 1, 2, 3, 4], [1, 2, 3, 4, 5]]))
+    g = to_networkx(data, node_attrs=["x"])
+    (tmp_path / "g.json").write_text(json.dumps(nx.node_link_data(g, edges="links")))
+    dataset = load_graph_file(str(tmp_path / "g.json"), feature_columns=["x"])
+    theirs = from_networkx(g, group_node_attrs=["x"])
+    assert torch.equal(dataset.x, theirs.x.float()) and torch.equal(dataset.x,
+                                                                   data.x.float())

@@ -199,21 +199,29 @@ def test_a_vertex_property_as_the_classes(tmp_path, value_type, values, expected
     with pytest.raises(ValueError, match=r"no node has the attribute 'klass' \(label_column\); "
                                          r"its node attributes: \['value', 'w'\]"):
         load_graph_file(str(tmp_path / "g.gt"), label_column="klass")
-    with pytest.raises(ValueError, match=r"vertex property 'pos' holds vectors or "
-                                         r"objects"):
+    with pytest.raises(ValueError, match=r"node attribute 'pos' holds several values per "
+                                         r"node \(a list\), not one class"):
         (tmp_path / "v.gt").write_bytes(gt_bytes(3, [[1], [2], []], True,
                                                  [(1, "pos", 11, [[1.0]] * 3)]))
         load_graph_file(str(tmp_path / "v.gt"), label_column="pos")
 
 
 def test_vertex_properties_as_the_features(tmp_path):
+    """Scalar properties a column each, a vector property (a feature vector per vertex) as
+    many columns as its vectors hold, big-endian too."""
     properties = [(1, "a", 4, [0.5, 1.5, 2.5]), (1, "b", 2, [7, 8, 9]), (1, "c", 0, [True] * 3),
-                  (1, "v", 11, [[1.0]] * 3)]
-    (tmp_path / "g.gt").write_bytes(gt_bytes(3, [[1], [2], []], True, properties))
-    dataset, said = _load(tmp_path / "g.gt", feature_columns=["b", "a", "c"])
-    assert dataset.x.tolist() == [[7, 0.5, 1], [8, 1.5, 1], [9, 2.5, 1]]
-    assert "['v']" in said[0]
-    with pytest.raises(ValueError, match=r"vertex property 'v' holds vectors or objects"):
-        load_graph_file(str(tmp_path / "g.gt"), feature_columns=["v"])
+                  (1, "v", 11, [[1.0, -1.0], [2.0, -2.0], [3.0, -3.0]]),
+                  (1, "w", 9, [[1], [2, 3], [4]]), (1, "o", 14, [{}] * 3)]
+    for big_endian in (False, True):
+        (tmp_path / "g.gt").write_bytes(gt_bytes(3, [[1], [2], []], True, properties,
+                                                 big_endian))
+        dataset, said = _load(tmp_path / "g.gt", feature_columns=["b", "v", "a", "c"])
+        assert dataset.x.tolist() == [[7, 1, -1, 0.5, 1], [8, 2, -2, 1.5, 1],
+                                      [9, 3, -3, 2.5, 1]]
+        assert "['o', 'w']" in said[0]
+    with pytest.raises(ValueError, match=r"node 1 has 2 values of 'w' and node 0 1"):
+        load_graph_file(str(tmp_path / "g.gt"), feature_columns=["w"])
+    with pytest.raises(ValueError, match=r"vertex property 'o' holds objects"):
+        load_graph_file(str(tmp_path / "g.gt"), feature_columns=["o"])
     with pytest.raises(ValueError, match=r"node 0 has no attribute 'z'"):
         load_graph_file(str(tmp_path / "g.gt"), feature_columns=["z"])
