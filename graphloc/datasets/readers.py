@@ -77,18 +77,19 @@ class _ZstdReader(io.RawIOBase):
         self._file = open(self._path, "rb")
         self._context = zstandard.ZstdDecompressor()
         self._frame = self._context.decompressobj()
-        self._ready, self._in_frame, self._position = b"", False, 0
+        self._ready, self._taken, self._in_frame, self._position = b"", 0, False, 0
         return 0
 
     def tell(self) -> int:
         return self._position
 
     def readinto(self, buffer) -> int:
-        while not self._ready and self._decompress_more():
+        while self._taken == len(self._ready) and self._decompress_more():
             pass
-        size = min(len(buffer), len(self._ready))
-        buffer[:size] = self._ready[:size]
-        self._ready = self._ready[size:]
+        size = min(len(buffer), len(self._ready) - self._taken)
+        # (a view: slicing the rest off each time copied a large block again per read)
+        buffer[:size] = memoryview(self._ready)[self._taken:self._taken + size]
+        self._taken += size
         self._position += size
         return size
 
@@ -107,7 +108,7 @@ class _ZstdReader(io.RawIOBase):
             out.append(self._frame.decompress(data))
             data = self._frame.unused_data if self._frame.eof else b""
         self._in_frame = not self._frame.eof
-        self._ready = b"".join(out)
+        self._ready, self._taken = b"".join(out), 0
         return True
 
     def close(self) -> None:
