@@ -60,6 +60,7 @@ from graphloc.datasets.readers import (
     byte_order_marked,
     check_vertex_count,
     compression_of,
+    decimal_point,
     integer_id,
     joined_blocks,
     node_limit,
@@ -467,8 +468,9 @@ def _networkx_file(path: str, fmt: str, wanted: NodeAttributes = _NO_ATTRIBUTES)
 def _graph_tool_file(path: str, wanted: NodeAttributes) -> _Read:
     """A graph-tool file (an undirected one lists each edge once: its reverses added)."""
     read = read_graph_tool(path, (wanted.label, *wanted.features))
-    _warn_of_unread(path, read.edge_properties, [p for p in read.vertex_properties
-                                                 if p not in (wanted.label, *wanted.features)])
+    _warn_of_unread(path, sorted(read.edge_properties),
+                    sorted(p for p in read.vertex_properties
+                           if p not in (wanted.label, *wanted.features)))
     for key, values in read.values.items():
         if values is None:
             raise ValueError(f"{path}: vertex property {key!r} holds objects or long doubles, "
@@ -1388,11 +1390,12 @@ def _text_matrix(path: str, what: str, rows: int) -> np.ndarray:
         head.append(block)
         if sum(map(len, head)) >= 64:
             break
-    sample = [line for _, line in [pair for block in head for pair in block][:64]
-              if line.strip()]
-    delimiter = next((d for d in ("\t", ",", ";") if any(d in line for line in sample)), None)
+    sample = [line for _, line in [pair for block in head for pair in block][:64]]
+    delimiter = sniffed_delimiter("\n".join(sample))
+    delimiter = None if delimiter == " " else delimiter
     split = (lambda line: line.split()) if delimiter is None else \
-        (lambda line: [field.strip() for field in line.split(delimiter)])  # noqa: E731
+        (lambda line: [decimal_point(field.strip(), delimiter)  # noqa: E731
+                       for field in line.split(delimiter)])
     blocks = _without_header(itertools.chain(head, blocks), split)
     if what == "labels":
         return _label_column(path, blocks, split, rows)
@@ -1450,9 +1453,10 @@ def _label_column(path: str, blocks, split, rows: int) -> np.ndarray:
 def _number_rows(path: str, data: list, delimiter: str | None, split, first: tuple):
     """The rows of numbers of one block of non-blank lines, each as wide as the file's
     first row ``first`` (its line number and width)."""
+    # a semicolon table's numbers take decimal commas (its other fields are refused below)
+    lines = [line.replace(",", ".") if delimiter == ";" else line for _, line in data]
     try:  # numpy's parser first; the lines again one by one only to name what is wrong
-        values = np.loadtxt([line for _, line in data], delimiter=delimiter, comments=None,
-                            ndmin=2)
+        values = np.loadtxt(lines, delimiter=delimiter, comments=None, ndmin=2)
         if values.shape[1] == first[1] and np.isfinite(values).all():
             return values
     except ValueError:

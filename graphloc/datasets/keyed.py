@@ -22,6 +22,7 @@ from torch import Tensor
 from graphloc.checks import caller_stacklevel
 from graphloc.datasets.readers import (
     MISSING_VALUES,
+    decimal_point,
     integer_id,
     open_text,
     sniffed_delimiter,
@@ -161,10 +162,12 @@ def _rows(path: str):
     with open_text(path, newline="", encoding="utf-8-sig") as f:
         sample = f.read(4096)
         f.seek(0)
-        reader = csv.reader(f, delimiter=sniffed_delimiter(sample), skipinitialspace=True)
+        delimiter = sniffed_delimiter(sample)
+        reader = csv.reader(f, delimiter=delimiter, skipinitialspace=True)
         for row in reader:
             if row and any(row) and not row[0].startswith(("#", "%")):
-                yield reader.line_num, [field.strip() for field in row]
+                yield reader.line_num, [decimal_point(field.strip(), delimiter)
+                                        for field in row]
 
 
 def _key_header(rows: list, names: list | None) -> int | None:

@@ -152,10 +152,30 @@ MISSING_VALUES = {"", "nan", "null", "none", "<na>"}
 
 
 def sniffed_delimiter(sample: str) -> str:
-    """A table's delimiter (tab, comma, semicolon, else spaces), sniffed from its lines
-    with the comment lines left out: a comma in a comment is none."""
-    rows = "\n".join(line for line in sample.splitlines() if not line.startswith(("#", "%")))
-    return next((d for d in ("\t", ",", ";") if d in rows), " ")
+    """A table's delimiter, sniffed from its lines with the comment lines left out (a comma
+    in a comment is none): a tab; a semicolon where every line holds one (the spreadsheets
+    of the locales that write decimal commas: "1;2;0,5" was split at its comma, into
+    "1;2;0" and "5"); else a comma, a semicolon, or spaces."""
+    rows = [line for line in sample.splitlines()
+            if line.strip() and not line.startswith(("#", "%"))]
+    if any("\t" in row for row in rows):
+        return "\t"
+    if rows and all(";" in row for row in rows):
+        return ";"
+    return next((d for d in (",", ";") if any(d in row for row in rows)), " ")
+
+
+# a number written with a decimal comma: 0,5 or -1,25e3 (not 1,234,567)
+_DECIMAL_COMMA = re.compile(r"[+-]?(?:[0-9]+,[0-9]*|,[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def decimal_point(field: str, delimiter: str) -> str:
+    """``field`` with a decimal comma read as a point where the table's delimiter is a
+    semicolon (such a table's numbers are written so: "0,5" is one half); any other field
+    as it is."""
+    if delimiter == ";" and "," in field and _DECIMAL_COMMA.fullmatch(field):
+        return field.replace(",", ".")
+    return field
 
 
 def integer_id(text) -> int | None:

@@ -1532,3 +1532,27 @@ def test_a_feature_vector_attribute_of_pygs_to_networkx(tmp_path):
     theirs = from_networkx(g, group_node_attrs=["x"])
     assert torch.equal(dataset.x, theirs.x.float()) and torch.equal(dataset.x,
                                                                    data.x.float())
+
+
+def test_a_semicolon_table_with_decimal_commas(tmp_path):
+    """The spreadsheets of the locales that write 0,5 for one half separate columns with
+    semicolons. An edge list "1;2;0,5" was split at its comma ("an edge list needs two
+    columns; line 1 has 1"), and features "1,5;2" were refused; both read now, the decimal
+    comma as a point (a feature file of such a spreadsheet against numpy's parse of the
+    same numbers written with points)."""
+    (tmp_path / "edges.csv").write_text("Source;Target;Weight\n0;1;0,5\n1;2;1,25\n2;0;2\n")
+    rng = np.random.default_rng(4)
+    x = np.round(rng.normal(size=(3, 4)), 3)
+    x[1, 2] = 1500.0  # a whole number, no comma
+    (tmp_path / "x.csv").write_text("a;b;c;d\n" + "".join(
+        ";".join(f"{v:g}".replace(".", ",") for v in row) + "\n" for row in x))
+    (tmp_path / "y.csv").write_text("2\n0\n1\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = load_graph_file(str(tmp_path / "edges.csv"), features=str(tmp_path / "x.csv"),
+                             labels=str(tmp_path / "y.csv"))
+    assert ds.graph.edge_index.tolist() == [[0, 1, 2], [1, 2, 0]]
+    assert np.array_equal(ds.x.numpy(), x.astype(np.float32)) and ds.y.tolist() == [2, 0, 1]
+    (tmp_path / "bad.csv").write_text("1;2,5\n1;1,234,5\n3;4\n")
+    with pytest.raises(ValueError, match=r"line 2, column 2 holds '1,234,5', not a finite"):
+        load_graph_file(str(tmp_path / "edges.csv"), features=str(tmp_path / "bad.csv"))

@@ -317,3 +317,13 @@ def test_ids_cannot_key_a_bipartite_konect_graph(tmp_path):
     (tmp_path / "rows.csv").write_text("0\n1\n1\n0\n")
     ds = load_graph_file(str(tmp_path / "out.bip"), labels=str(tmp_path / "rows.csv"))
     assert ds.y.tolist() == [0, 1, 1, 0]
+
+
+def test_a_keyed_semicolon_table_with_decimal_commas_and_names_with_commas(tmp_path):
+    """A node named "Smith, J." keeps its comma; its numbers' decimal commas are points."""
+    (tmp_path / "g.csv").write_text("Smith, J.;Doe, A.\nDoe, A.;Roe, B.\nRoe, B.;Smith, J.\n")
+    (tmp_path / "x.csv").write_text("id;a;b\nRoe, B.;0,5;-1,25e2\nSmith, J.;1;2,5\n"
+                                    "Doe, A.;3,0;,5\n")
+    ds = load_graph_file(str(tmp_path / "g.csv"), features=str(tmp_path / "x.csv"))
+    assert ds.node_names == ["Smith, J.", "Doe, A.", "Roe, B."]
+    assert ds.x.tolist() == [[1.0, 2.5], [3.0, 0.5], [0.5, -125.0]]
