@@ -1289,8 +1289,7 @@ def _checked_matrix(value: Tensor, path: str, what: str, rows: int) -> Tensor:
     """A file's ``what`` with a row per node and finite values, features as integers where
     they are whole numbers (``float_features`` says where float32 rounds them)."""
     if what == "labels" and value.dim() > 1 and value[0].numel() > 1:
-        raise ValueError(f"{path}: a labels file holds one class id per line, in node order "
-                         f"(line i: node i), got {value[0].numel()} columns")
+        value = _one_hot_classes(value, path)
     value = value if value.dim() > 1 or what == "labels" else value.view(-1, 1)
     if value.size(0) != rows:
         raise ValueError(f"{path} has {value.size(0)} rows of {what} but the graph has "
@@ -1312,6 +1311,25 @@ def _checked_matrix(value: Tensor, path: str, what: str, rows: int) -> Tensor:
     whole = value.is_floating_point() and _every_chunk(
         value, lambda t: _whole(t) and (t.numel() == 0 or float(t.abs().max()) < 2.0**63))
     return value.long() if whole else value.float() if value.is_floating_point() else value
+
+
+def _one_hot_classes(value: Tensor, path: str) -> Tensor:
+    """The classes of a one-hot labels matrix ``[N, C]`` (Kipf's Planetoid arrays, a Keras
+    pipeline's targets): the column of each row's one 1, -1 where a row is all 0 (no
+    label). Anything else (several 1s: multi-label targets; other values) is refused."""
+    flat = value.reshape(value.size(0), -1)
+    binary = flat.dtype == torch.bool or bool(((flat == 0) | (flat == 1)).all())
+    if not binary or bool((flat.sum(1) > 1).any()):
+        row = int((flat.sum(1) > 1).nonzero()[0]) if binary else \
+            int(((flat != 0) & (flat != 1)).any(1).nonzero()[0])
+        why = "several 1s: multi-label targets, which graphloc's datasets do not hold" \
+            if binary else "values other than 0 and 1"
+        raise ValueError(f"{path}: a labels file holds one class id per line, in node order "
+                         f"(line i: node i), or a one-hot row per node; it has "
+                         f"{flat.size(1)} columns, and row {row} (from 0) is not one-hot "
+                         f"({why})")
+    classes = flat.to(torch.float64).argmax(1)
+    return torch.where(flat.sum(1) > 0, classes, torch.full_like(classes, -1))
 
 
 def _whole(t: Tensor) -> bool:
@@ -1397,7 +1415,7 @@ def _text_matrix(path: str, what: str, rows: int) -> np.ndarray:
         (lambda line: [decimal_point(field.strip(), delimiter)  # noqa: E731
                        for field in line.split(delimiter)])
     blocks = _without_header(itertools.chain(head, blocks), split)
-    if what == "labels":
+    if what == "labels" and not _several_columns(head, split):
         return _label_column(path, blocks, split, rows)
     parts, first = [], None
     for block in blocks:
@@ -1406,6 +1424,13 @@ def _text_matrix(path: str, what: str, rows: int) -> np.ndarray:
             first = first or (data[0][0], len(split(data[0][1])))
             parts.append(_number_rows(path, data, delimiter, split, first))
     return _stacked(parts) if parts else np.empty((0, 0))
+
+
+def _several_columns(head: list, split) -> bool:
+    """Whether the first rows (past a header of names) hold several numbers: a one-hot
+    labels matrix, read as a matrix (a class id per line is the labels' own reader's)."""
+    rows = [split(line) for block in head for _, line in block if line.strip()][:2]
+    return bool(rows) and len(rows[-1]) > 1 and all(map(_is_number, rows[-1]))
 
 
 def _stacked(parts: list) -> np.ndarray:

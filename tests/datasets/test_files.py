@@ -91,8 +91,10 @@ def test_feature_and_label_files_are_checked(tmp_path, blocks):
     with pytest.raises(ValueError, match="labels must be integer class ids"):
         load_graph_file(str(tmp_path / "e.csv"), labels=str(tmp_path / "frac.csv"))
     (tmp_path / "pairs.csv").write_text("label,node\n0,1\n1,0\n2,1\n")  # no node column
-    with pytest.raises(ValueError, match="pairs.csv: line 2 holds 2 values; a labels file "
-                       "holds one class id per line"):
+    with pytest.raises(ValueError, match=r"pairs.csv: a labels file holds one class id per "
+                       r"line, in node order \(line i: node i\), or a one-hot row per node; "
+                       r"it has 2 columns, and row 2 \(from 0\) is not one-hot \(values "
+                       r"other than 0 and 1\)"):
         load_graph_file(str(tmp_path / "e.csv"), labels=str(tmp_path / "pairs.csv"))
     with pytest.raises(FileNotFoundError, match="no graph file at"):
         load_graph_file(str(tmp_path / "missing.csv"))
@@ -1556,3 +1558,29 @@ def test_a_semicolon_table_with_decimal_commas(tmp_path):
     (tmp_path / "bad.csv").write_text("1;2,5\n1;1,234,5\n3;4\n")
     with pytest.raises(ValueError, match=r"line 2, column 2 holds '1,234,5', not a finite"):
         load_graph_file(str(tmp_path / "edges.csv"), features=str(tmp_path / "bad.csv"))
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".csv", ".pt"])
+def test_one_hot_labels_are_read_as_classes(tmp_path, suffix):
+    """Kipf's Planetoid arrays and a Keras pipeline's targets are one-hot rows: refused as
+    "3 columns", they read as the column of each row's 1 now, an all-zero row unlabelled
+    (against the ids they were made from); a multi-hot row is refused by row."""
+    (tmp_path / "e.csv").write_text("0,1\n1,2\n2,3\n3,0\n")
+    ids = np.array([2, -1, 0, 1])
+    one_hot = np.zeros((4, 3), dtype=np.int64)
+    one_hot[ids >= 0, ids[ids >= 0]] = 1
+    path = tmp_path / f"y{suffix}"
+    for matrix, name in ((one_hot, "y"), (one_hot + np.eye(4, 3, dtype=np.int64), "multi")):
+        path = tmp_path / f"{name}{suffix}"
+        if suffix == ".npy":
+            np.save(path, matrix)
+        elif suffix == ".pt":
+            torch.save(torch.from_numpy(matrix).bool(), path)
+        else:
+            np.savetxt(path, matrix, fmt="%d", delimiter=",", header="a,b,c", comments="")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = load_graph_file(str(tmp_path / "e.csv"), labels=str(tmp_path / f"y{suffix}"))
+        assert ds.y.tolist() == ids.tolist()
+        with pytest.raises(ValueError, match=r"row 0 \(from 0\) is not one-hot \(several 1s"):
+            load_graph_file(str(tmp_path / "e.csv"), labels=str(tmp_path / f"multi{suffix}"))
