@@ -345,15 +345,32 @@ def float32_features(x: Tensor) -> Tensor:
 
 
 def class_labels(y, name: str) -> Tensor:
-    """Labels as int64, flattened from ``[N]`` or ``[N, 1]``. Several columns (multi-label
-    or multi-task targets, as ogbn-proteins') are refused with their shape: flattened, they
-    were reported as one column of N * k labels."""
+    """Labels as int64, flattened from ``[N]`` or ``[N, 1]``, or the classes of one-hot
+    rows ``[N, C]`` (``one_hot_classes``). Other columns (multi-label or multi-task
+    targets, as ogbn-proteins') are refused with their shape: flattened, they were reported
+    as one column of N * k labels."""
     y = torch.as_tensor(y)
     if y.dim() > 1 and math.prod(y.shape[1:]) != 1:
-        raise ValueError(f"{name}: y has shape {list(y.shape)}, several labels per node "
-                         f"(multi-label or multi-task targets); graphloc's datasets hold one "
-                         f"class label per node ([N] or [N, 1])")
+        classes = one_hot_classes(y)
+        if classes is None:
+            raise ValueError(f"{name}: y has shape {list(y.shape)}, several labels per node "
+                             f"(multi-label or multi-task targets); graphloc's datasets hold "
+                             f"one class label per node ([N] or [N, 1], or one-hot rows)")
+        return classes
     return whole_numbers(y.reshape(-1), f"{name}: y")
+
+
+def one_hot_classes(y: Tensor) -> Tensor | None:
+    """The classes of one-hot rows ``[N, C]`` (Kipf's Planetoid arrays, a Keras pipeline's
+    targets): the column of each row's one 1, -1 where a row is all 0 (no label); None
+    where ``y`` is not one-hot (several 1s in a row, or other values)."""
+    flat = y.reshape(y.size(0), -1)
+    if flat.is_complex() or not bool(((flat == 0) | (flat == 1)).all()) or \
+            bool((flat.sum(1) > 1).any()):
+        return None
+    classes = flat.to(torch.float64).argmax(1) if flat.numel() else \
+        torch.zeros(flat.size(0), dtype=torch.long)
+    return torch.where(flat.sum(1) > 0, classes, torch.full_like(classes, -1))
 
 
 def split_ids(split: Tensor, name: str, num_nodes: int) -> Tensor:

@@ -43,6 +43,7 @@ from graphloc.datasets.base import (
     has_reverse,
     kept_extras,
     labelled_split,
+    one_hot_classes,
     pyg_split,
     warn_of_unread_keys,
     with_missing_reverses,
@@ -1314,22 +1315,20 @@ def _checked_matrix(value: Tensor, path: str, what: str, rows: int) -> Tensor:
 
 
 def _one_hot_classes(value: Tensor, path: str) -> Tensor:
-    """The classes of a one-hot labels matrix ``[N, C]`` (Kipf's Planetoid arrays, a Keras
-    pipeline's targets): the column of each row's one 1, -1 where a row is all 0 (no
-    label). Anything else (several 1s: multi-label targets; other values) is refused."""
+    """The classes of a one-hot labels matrix (``one_hot_classes``); anything else is
+    refused, naming its first row that is not one-hot."""
+    classes = one_hot_classes(value)
+    if classes is not None:
+        return classes
     flat = value.reshape(value.size(0), -1)
-    binary = flat.dtype == torch.bool or bool(((flat == 0) | (flat == 1)).all())
-    if not binary or bool((flat.sum(1) > 1).any()):
-        row = int((flat.sum(1) > 1).nonzero()[0]) if binary else \
-            int(((flat != 0) & (flat != 1)).any(1).nonzero()[0])
-        why = "several 1s: multi-label targets, which graphloc's datasets do not hold" \
-            if binary else "values other than 0 and 1"
-        raise ValueError(f"{path}: a labels file holds one class id per line, in node order "
-                         f"(line i: node i), or a one-hot row per node; it has "
-                         f"{flat.size(1)} columns, and row {row} (from 0) is not one-hot "
-                         f"({why})")
-    classes = flat.to(torch.float64).argmax(1)
-    return torch.where(flat.sum(1) > 0, classes, torch.full_like(classes, -1))
+    binary = bool(((flat == 0) | (flat == 1)).all())
+    row = int((flat.sum(1) > 1).nonzero()[0]) if binary else \
+        int(((flat != 0) & (flat != 1)).any(1).nonzero()[0])
+    why = "several 1s: multi-label targets, which graphloc's datasets do not hold" \
+        if binary else "values other than 0 and 1"
+    raise ValueError(f"{path}: a labels file holds one class id per line, in node order "
+                     f"(line i: node i), or a one-hot row per node; it has {flat.size(1)} "
+                     f"columns, and row {row} (from 0) is not one-hot ({why})")
 
 
 def _whole(t: Tensor) -> bool:

@@ -290,3 +290,17 @@ def test_a_dataset_answers_pygs_one_graph_dataset_calls():
     for bad in (0.0, True, "0", torch.tensor([0])):
         with pytest.raises(TypeError, match="index it with 0"):
             ds[bad]
+
+
+def test_a_pyg_data_with_one_hot_labels_reads_its_classes():
+    """One-hot y [N, C] is one class per node (the column of its 1; an all-zero row is
+    unlabelled), where several 1s in a row stay refused as multi-label targets."""
+    from torch_geometric.data import Data
+
+    ids = torch.tensor([2, 0, -1, 1])
+    y = torch.zeros(4, 3, dtype=torch.float32)
+    y[ids >= 0, ids[ids >= 0]] = 1
+    data = Data(x=torch.randn(4, 2), edge_index=torch.tensor([[0, 1], [1, 2]]), y=y)
+    assert NodeDataset.from_pyg(data).y.tolist() == ids.tolist()
+    data.y = y.bool()
+    assert NodeDataset.from_pyg(data).y.tolist() == ids.tolist()
