@@ -715,11 +715,12 @@ def read_pajek(path: str) -> tuple[Graph, list | None]:
 
     def add(ends: list, both_ways: bool) -> None:
         """The arcs from ends[0] to each later vertex, each followed by its reverse where
-        ``both_ways``."""
+        ``both_ways`` (not a loop's: an undirected loop read both ways was two loops, which
+        doubled its weight in every normalisation)."""
         for v in ends[1:]:
             sources.append(ends[0])
             targets.append(v)
-            if both_ways:
+            if both_ways and v != ends[0]:
                 sources.append(v)
                 targets.append(ends[0])
 
