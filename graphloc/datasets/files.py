@@ -308,7 +308,7 @@ def _read(path: str, fmt: str, warn_unused: bool, wanted: NodeAttributes) -> _Re
         return _Read(_matrix_market(path), first_id=1)
     if fmt in (".graph", ".metis"):
         return _Read(read_metis(path), first_id=1)
-    if fmt == ".gt":  # an undirected graph lists each edge once
+    if fmt == ".gt":
         return _graph_tool_file(path, wanted)
     if fmt == ".net":
         graph, names = read_pajek(path)
@@ -467,8 +467,16 @@ def _networkx_file(path: str, fmt: str, wanted: NodeAttributes = _NO_ATTRIBUTES)
 
 
 def _graph_tool_file(path: str, wanted: NodeAttributes) -> _Read:
-    """A graph-tool file (an undirected one lists each edge once: its reverses added)."""
+    """A graph-tool file. An undirected one lists each edge exactly once (graph-tool writes
+    it so), so every edge but a loop gets its reverse: two parallel edges listed u -> v and
+    v -> u are two undirected edges (``with_missing_reverses``, for files that may list an
+    edge both ways, took them for one)."""
     read = read_graph_tool(path, (wanted.label, *wanted.features))
+    graph = read.graph
+    if not read.directed:
+        edges = graph.edge_index
+        edges = torch.cat([edges, edges[:, edges[0] != edges[1]].flip(0)], dim=1)
+        graph = Graph(edges, num_nodes=graph.num_nodes)
     _warn_of_unread(path, sorted(read.edge_properties),
                     sorted(p for p in read.vertex_properties
                            if p not in (wanted.label, *wanted.features)))
@@ -482,7 +490,7 @@ def _graph_tool_file(path: str, wanted: NodeAttributes) -> _Read:
         _attribute_classes(values[wanted.label], path, wanted.label, read.vertex_properties)
     x = _attribute_features(values, wanted.features, path, read.vertex_properties,
                             list(range(read.graph.num_nodes)))
-    return _Read(read.graph, x=x, y=y, names=read.names, undirected=not read.directed)
+    return _Read(graph, x=x, y=y, names=read.names)
 
 
 def _networkx_graph(path: str, fmt: str):

@@ -225,3 +225,22 @@ def test_vertex_properties_as_the_features(tmp_path):
         load_graph_file(str(tmp_path / "g.gt"), feature_columns=["o"])
     with pytest.raises(ValueError, match=r"node 0 has no attribute 'z'"):
         load_graph_file(str(tmp_path / "g.gt"), feature_columns=["z"])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_multigraphs_with_loops_read_as_listed(tmp_path, seed):
+    """Random edges with repeats, loops and parallel edges listed either way: a directed
+    graph as listed; an undirected one every edge both ways, a loop once. Two parallel
+    undirected edges listed u -> v and v -> u were read as one (each taken for the other's
+    reverse)."""
+    import random
+    rng = random.Random(seed)
+    n = rng.randint(1, 9)
+    for directed in (False, True):
+        edges = [(rng.randrange(n), rng.randrange(n)) for _ in range(rng.randint(0, 15))]
+        adjacency = [[v for u, v in edges if u == w] for w in range(n)]
+        (tmp_path / "g.gt").write_bytes(gt_bytes(n, adjacency, directed))
+        listed = [(u, v) for w in range(n) for u, v in edges if u == w]  # the file's order
+        want = listed + ([] if directed else [(v, u) for u, v in listed if u != v])
+        dataset, _ = _load(tmp_path / "g.gt")
+        assert dataset.graph.edge_index.t().tolist() == [list(e) for e in want]
