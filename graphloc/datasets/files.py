@@ -1421,7 +1421,8 @@ def _text_matrix(path: str, what: str, rows: int) -> np.ndarray:
     split = (lambda line: line.split()) if delimiter is None else \
         (lambda line: [decimal_point(field.strip(), delimiter)  # noqa: E731
                        for field in line.split(delimiter)])
-    blocks = _without_header(itertools.chain(head, blocks), split)
+    header = []  # the header's names, where the file has one
+    blocks = _without_header(itertools.chain(head, blocks), split, header)
     if what == "labels" and not _several_columns(head, split):
         return _label_column(path, blocks, split, rows)
     parts, first = [], None
@@ -1429,8 +1430,20 @@ def _text_matrix(path: str, what: str, rows: int) -> np.ndarray:
         data = [(n, line) for n, line in block if line.strip()]
         if data:
             first = first or (data[0][0], len(split(data[0][1])))
+            _check_header_width(path, header, first, delimiter)
             parts.append(_number_rows(path, data, delimiter, split, first))
     return _stacked(parts) if parts else np.empty((0, 0))
+
+
+def _check_header_width(path: str, header: list, first: tuple, delimiter) -> None:
+    """A header that names another number of columns than the rows hold: the columns were
+    split where the file did not mean them (a one-column file of decimal commas, "0,5",
+    read as two columns 0 and 5), so the file is refused."""
+    if header and len(header) != first[1]:
+        hint = " (decimal commas, \"0,5\"? a table of them separates its columns with ';')" \
+            if delimiter == "," else ""
+        raise _TextError(f"{path}: its header names {len(header)} column(s) {header[:6]}, "
+                         f"but line {first[0]} holds {first[1]} values{hint}")
 
 
 def _several_columns(head: list, split) -> bool:
@@ -1457,15 +1470,18 @@ def _numbered_blocks(path: str):
             number += len(lines)
 
 
-def _without_header(blocks, split):
-    """The blocks without the first non-blank line where it is not all numbers (names)."""
+def _without_header(blocks, split, header: list):
+    """The blocks without the first non-blank line where it is not all numbers (names,
+    put in ``header``)."""
     looking = True
     for block in blocks:
         if looking:
             first = next((i for i, (_, line) in enumerate(block) if line.strip()), None)
             if first is not None:
                 looking = False
-                if not all(_is_number(v) for v in split(block[first][1])):
+                names = split(block[first][1])
+                if not all(_is_number(v) for v in names):
+                    header.extend(names)
                     block = block[:first] + block[first + 1:]
         yield block
 

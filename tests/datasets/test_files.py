@@ -1632,3 +1632,17 @@ def test_random_graphs_read_back_in_every_format(tmp_path, seed):
                 got = [(names[u], names[v]) for u, v in ds.graph.edge_index.t().tolist()]
                 assert ds.graph.num_nodes == g.number_of_nodes(), fmt
                 assert sorted(got) == sorted(want), fmt
+
+
+def test_a_header_naming_other_columns_than_the_rows_is_refused(tmp_path):
+    """A one-column features file of decimal commas under a header ("score", then "0,5")
+    was split at its commas into two columns, 0 and 5, without a word; a header that names
+    another number of columns than the rows hold is refused."""
+    (tmp_path / "e.csv").write_text("0,1\n1,2\n2,0\n")
+    (tmp_path / "x.csv").write_text("score\n-0,117\n0,133\n0,5\n")
+    with pytest.raises(ValueError, match=r"x.csv: its header names 1 column\(s\) \['score'\], "
+                                         r"but line 2 holds 2 values \(decimal commas"):
+        load_graph_file(str(tmp_path / "e.csv"), features=str(tmp_path / "x.csv"))
+    (tmp_path / "ok.csv").write_text("a,b\n-0,117\n0,133\n0,5\n")
+    assert load_graph_file(str(tmp_path / "e.csv"), features=str(tmp_path / "ok.csv")) \
+        .x.tolist() == [[0, 117], [0, 133], [0, 5]]
