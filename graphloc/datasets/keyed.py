@@ -52,14 +52,15 @@ def keyed_values(path: str, what: str, num_nodes: int, names: list | None,
     read one at a time into the result (no list of a large file's lines)."""
     if not uncompressed_name(path).lower().endswith(_TEXT_SUFFIXES):
         return None
-    header = _key_header(list(itertools.islice(_rows(path), 2)), names)
+    first_rows = list(itertools.islice(_rows(path), 2))
+    header = _key_header(first_rows, names)
     if header is None:  # a positional file: nothing more read here
         return None
     nodes = _Nodes(path, num_nodes, names, first_id)
     rows = itertools.islice(_rows(path), header, None)
     if what == "labels":
         return _labels(path, rows, nodes)
-    return _features(path, rows, nodes)
+    return _features(path, rows, nodes, first_rows[0][1] if header else None)
 
 
 def column_labels(path: str, column: str, num_nodes: int, names: list | None,
@@ -258,13 +259,21 @@ def _labels(path: str, rows, nodes: _Nodes) -> Tensor:
     return labels
 
 
-def _features(path: str, rows, nodes: _Nodes) -> Tensor:
+def _features(path: str, rows, nodes: _Nodes, header: list | None = None) -> Tensor:
+    """The rows' features in node order; ``header``: the table's header line, which names
+    the node column and as many feature columns as the rows hold (a header of one feature
+    over rows of two was a column of decimal commas split in two)."""
     out, width = None, 0
     for number, fields in rows:
         node = nodes.of(number, fields[0])
         if out is None:
             width = len(fields) - 1
             out = np.empty((nodes.num_nodes, width), dtype=np.float64)
+            if header is not None and len(header) != len(fields):
+                raise ValueError(f"{path}: its header names {len(header)} columns {header[:6]}, "
+                                 f"but line {number} holds {len(fields)} fields (decimal "
+                                 "commas, \"0,5\"? a table of them separates its columns "
+                                 "with ';')")
         if len(fields) - 1 != width:
             raise ValueError(f"{path}: line {number} has {len(fields) - 1} features after its "
                              f"node, the first row {width}")

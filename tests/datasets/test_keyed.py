@@ -327,3 +327,13 @@ def test_a_keyed_semicolon_table_with_decimal_commas_and_names_with_commas(tmp_p
     ds = load_graph_file(str(tmp_path / "g.csv"), features=str(tmp_path / "x.csv"))
     assert ds.node_names == ["Smith, J.", "Doe, A.", "Roe, B."]
     assert ds.x.tolist() == [[1.0, 2.5], [3.0, 0.5], [0.5, -125.0]]
+
+
+def test_a_keyed_header_naming_fewer_columns_than_the_rows_is_refused(tmp_path):
+    """Every row "alice,0,5" under "id,score" (decimal commas in a comma table) was read as
+    two features, 0 and 5, without a word."""
+    (tmp_path / "x.csv").write_text("id,score\n" + "".join(
+        f"{name},{i},{i + 5}\n" for i, name in enumerate(ORDER)))
+    with pytest.raises(ValueError, match=r"x.csv: its header names 2 columns \['id', 'score'\], "
+                                         r"but line 2 holds 3 fields"):
+        _load(tmp_path, features=("x.csv", (tmp_path / "x.csv").read_text()))
