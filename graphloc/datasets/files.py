@@ -1351,24 +1351,35 @@ def _every_chunk(value: Tensor, test) -> bool:
     return all(bool(test(value[i:i + step])) for i in range(0, value.size(0), step))
 
 
+# a labels file's header, where the labels are class names (a header of numbers' files is
+# told apart by not being a number)
+_LABEL_HEADERS = {"label", "labels", "class", "classes", "y", "target", "category"}
+
+
 def _class_names(path: str, rows: int) -> Tensor | None:
     """Labels written as class names ("cat", "dog"; one per line, in node order) as class
     ids in sorted order of the names, as a GraphML's string labels; a missing one (an
-    empty line, "nan", "None") is -1. A first line more than the nodes is a header. None
+    empty line, "nan", "None") is -1. A first line more than the nodes, or one of
+    ``_LABEL_HEADERS`` (where the last node's label is a blank line, the count alone
+    took the header for the first node's class, and every label shifted by one), is a
+    header. None
     where every label is a number (the numeric reader takes those). Names were read as a
     header and then as NaN, and the file refused with a wrong count."""
     if _numbers_or_columns(path):
         return None
     with open_text(path, encoding="utf-8-sig") as f:
         lines = [line.strip() for line in f.read().splitlines()]
-    while lines and not lines[-1]:
-        lines.pop()
     if any("," in line or "\t" in line for line in lines):
         return None  # the numeric reader names the columns
-    if len(lines) == rows + 1:
+    named_header = bool(lines) and lines[0].lower() in _LABEL_HEADERS
+    # blank lines past the nodes' are the file's end; before, a blank line is a missing label
+    while len(lines) > rows + named_header and not lines[-1]:
+        lines.pop()
+    if named_header or len(lines) == rows + 1:
         lines = lines[1:]
     given = [line for line in lines if line.lower() not in MISSING_VALUES]
-    if all(_is_number(v) for v in given[1:]):
+    if all(_is_number(v) for v in given[len(given) > 1:]) and not (
+            len(given) == 1 and not _is_number(given[0])):
         return None  # numbers, with or without a header
     if len(lines) != rows:
         raise ValueError(f"{path} has {len(lines)} labels (class names, one per line) but "
@@ -1480,7 +1491,9 @@ def _without_header(blocks, split, header: list):
             if first is not None:
                 looking = False
                 names = split(block[first][1])
-                if not all(_is_number(v) for v in names):
+                # (a missing value, "None" or "nan", is data: a first node without a label
+                # was taken for a header and every label given to the node before)
+                if not all(_is_number(v) or v.lower() in MISSING_VALUES for v in names):
                     header.extend(names)
                     block = block[:first] + block[first + 1:]
         yield block

@@ -1646,3 +1646,22 @@ def test_a_header_naming_other_columns_than_the_rows_is_refused(tmp_path):
     (tmp_path / "ok.csv").write_text("a,b\n-0,117\n0,133\n0,5\n")
     assert load_graph_file(str(tmp_path / "e.csv"), features=str(tmp_path / "ok.csv")) \
         .x.tolist() == [[0, 117], [0, 133], [0, 5]]
+
+
+@pytest.mark.parametrize("missing", ["", "nan", "None", "null"])
+@pytest.mark.parametrize("header", [None, "label", "class"])
+@pytest.mark.parametrize("names", [True, False])
+def test_positional_labels_with_missing_first_and_last(tmp_path, missing, header, names):
+    """A labels file, one per line, whose first and last nodes have none: "None" first was
+    taken for a header (every label then went to the node before), and under a header a
+    blank last line was taken for the file's end, so the header became the first node's
+    class (shifted by one, without a word)."""
+    (tmp_path / "e.csv").write_text("".join(f"{i},{(i + 1) % 6}\n" for i in range(6)))
+    given = ["cat", "dog", "cat", "emu"] if names else ["2", "0", "2", "5"]
+    lines = ([header] if header else []) + [missing, *given, missing]
+    (tmp_path / "y.csv").write_text("\n".join(lines) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = load_graph_file(str(tmp_path / "e.csv"), labels=str(tmp_path / "y.csv"))
+    want = [0, 1, 0, 2] if names else [2, 0, 2, 5]
+    assert ds.y.tolist() == [-1, *want, -1]
