@@ -25,7 +25,8 @@ LAYERS = {
 # Inside nn: layers and aggregations below whole models, the registry and conversion on top.
 NN_LAYERS = {
     "graphloc.nn.capabilities": 0, "graphloc.nn.aggr": 0, "graphloc.nn.dropout": 0,
-    "graphloc.nn.conv": 1, "graphloc.nn.models": 2,
+    "graphloc.nn.conv": 1, "graphloc.nn.unpool": 1,
+    "graphloc.nn.models": 2, "graphloc.nn.pool": 2,  # (pooling reads the convs' helpers)
     "graphloc.nn.registry": 3, "graphloc.nn.convert": 3, "graphloc.nn.fx": 3,
     "graphloc.nn.summary": 3,
     "graphloc.nn": 4,
