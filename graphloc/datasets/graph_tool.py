@@ -111,6 +111,8 @@ def _adjacency(cursor: _Cursor, count: int) -> tuple[np.ndarray, np.ndarray]:
     (a NumPy call per vertex took 6 s for a million vertices)."""
     kind = _index_kind(count)
     width, data = np.dtype(kind).itemsize, cursor.data
+    if cursor.at + 8 * count > len(data):  # each vertex's count takes 8 bytes
+        cursor.take(8 * count, f"the {count:,} vertices' neighbour counts")  # raises
     counts = struct.Struct(cursor.order + "Q")
     starts, degrees = np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64)
     at, end = cursor.at, len(data)

@@ -153,11 +153,15 @@ def test_labels_keyed_by_a_gt_graphs_names(tmp_path):
 
 def _damaged(data):
     good = gt_bytes(3, [[1, 2], [2], []], True, [(1, "w", 4, [1.0, 2.0, 3.0])])
+    degree_at = good.index(struct.pack("<QQ", 3, 2)) + 8  # past the count, vertex 0's
     return {
         "magic": (b"GT" + good[2:], r"not a graph-tool file \(it starts with b'GT"),
         "version": (good[:6] + b"\x02" + good[7:], r"graph-tool format version 2"),
         "cut": (good[:-5], r"the file ends inside vertex property 'w'"),
-        "cut adjacency": (good[:60], r"the file ends inside vertex \d's neighbour"),
+        "cut adjacency": (good[:60], r"the file ends inside the 3 vertices' neighbour counts"),
+        # vertex 0 says it has 2**40 neighbours (a damaged count)
+        "degree": (good[:degree_at] + struct.pack("<Q", 2**40) + good[degree_at + 8:],
+                   r"the file ends inside vertex 0's neighbours"),
         "neighbour": (gt_bytes(3, [[1], [7], []], True),
                       r"vertex 1 lists the neighbour 7, but the file has 3 vertices"),
         "value type": (gt_bytes(2, [[], []], True, [(1, "q", 15, [])]),
@@ -170,7 +174,8 @@ def _damaged(data):
     }[data]
 
 
-@pytest.mark.parametrize("case", ["magic", "version", "cut", "cut adjacency", "neighbour",
+@pytest.mark.parametrize("case", ["magic", "version", "cut", "cut adjacency", "degree",
+                                  "neighbour",
                                   "value type", "key", "vertices"])
 def test_a_damaged_file_is_refused_by_name(tmp_path, case):
     data, match = _damaged(case)
