@@ -180,6 +180,8 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
                             feature_columns if not features else ())
     read = _read_checked(path, not features and not labels, wanted)
     graph, extra = read.graph, read.extra or {}
+    if undirected is None and read.undirected is True and _format_of(path) != ".npz":
+        _warn_of_pairs_listed_both_ways(path, graph)  # (PyG's read_npz symmetrises)
     undirected = read.undirected if undirected is None else undirected
     if isinstance(undirected, Tensor) or undirected:
         among = undirected if isinstance(undirected, Tensor) else None
@@ -1027,6 +1029,22 @@ def _declared_undirected(comments: tuple) -> bool | None:
     if any(re.match(r"#\s*undirected graph\b", text) for text in comments):
         return True
     return None
+
+
+def _warn_of_pairs_listed_both_ways(path: str, graph: Graph) -> None:
+    """A file that declares each undirected edge once (KONECT's "sym", SNAP's "Undirected
+    graph", DIMACS "e" lines) and yet lists some pairs both ways: each such pair is read as
+    one undirected edge, which is right for a pair listed twice by mistake and wrong for
+    two parallel edges written in opposite directions (a multigraph's), which the file
+    cannot tell apart; said, as the count of edges would differ."""
+    loops = graph.edge_index[0] == graph.edge_index[1]
+    both = has_reverse(graph) & ~loops
+    count, edges = int(both.sum()), int((~loops).sum())
+    if 0 < count < edges:
+        warnings.warn(f"{path}: the file declares each undirected edge once, yet {count} of "
+                      f"its {edges} edges have their reverse listed too: each such pair is "
+                      "read as one undirected edge (were they parallel edges, written in "
+                      "opposite directions, they would be two)", stacklevel=caller_stacklevel())
 
 
 def _warn_if_one_way(path: str, graph: Graph, adjacency_list: bool = False) -> None:

@@ -1665,3 +1665,20 @@ def test_positional_labels_with_missing_first_and_last(tmp_path, missing, header
         ds = load_graph_file(str(tmp_path / "e.csv"), labels=str(tmp_path / "y.csv"))
     want = [0, 1, 0, 2] if names else [2, 0, 2, 5]
     assert ds.y.tolist() == [-1, *want, -1]
+
+
+@pytest.mark.parametrize("name, text", [
+    ("out.multi", "% sym unweighted\n% 3 3 3\n1 2\n2 1\n2 3\n"),
+    ("g.gr", "p edge 3 3\ne 1 2\ne 2 1\ne 2 3\n"),
+    ("snap.txt", "# Undirected graph: test\n0\t1\n1\t0\n1\t2\n")])
+def test_a_pair_listed_both_ways_where_each_edge_is_declared_once_is_said(tmp_path, name,
+                                                                           text):
+    """KONECT's "sym", DIMACS "e" lines and SNAP's undirected files list each edge once; a
+    pair listed both ways (a mistake, or two parallel edges written in opposite
+    directions) is read as one undirected edge, and said: the edge count would differ."""
+    (tmp_path / name).write_text(text)
+    with pytest.warns(UserWarning, match=r"declares each undirected edge once, yet 2 of its 3 "
+                                         r"edges have their reverse listed too"):
+        ds = load_graph_file(str(tmp_path / name))
+    assert sorted(map(tuple, ds.graph.edge_index.t().tolist())) == [(0, 1), (1, 0), (1, 2),
+                                                                     (2, 1)]
