@@ -1461,7 +1461,13 @@ def _text_matrix(path: str, what: str, rows: int) -> np.ndarray:
             first = first or (data[0][0], len(split(data[0][1])))
             _check_header_width(path, header, first, delimiter)
             parts.append(_number_rows(path, data, delimiter, split, first))
-    return _stacked(parts) if parts else np.empty((0, 0))
+    matrix = _stacked(parts) if parts else np.empty((0, 0))
+    if what == "labels" and delimiter == "," and matrix.shape[1] == 2 and \
+            not matrix[:, 1].any():
+        raise _TextError(f"{path}: every line holds a number, a comma and 0 (\"1,0\"): class "
+                         "ids written with decimal commas, or one-hot rows of which no node is "
+                         "in the second class? Write class ids as integers, one per line")
+    return matrix
 
 
 def _check_header_width(path: str, header: list, first: tuple, delimiter) -> None:

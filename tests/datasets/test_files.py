@@ -1682,3 +1682,15 @@ def test_a_pair_listed_both_ways_where_each_edge_is_declared_once_is_said(tmp_pa
         ds = load_graph_file(str(tmp_path / name))
     assert sorted(map(tuple, ds.graph.edge_index.t().tolist())) == [(0, 1), (1, 0), (1, 2),
                                                                      (2, 1)]
+
+
+def test_labels_of_decimal_commas_are_not_taken_for_one_hot_rows(tmp_path):
+    """"1,0" / "0,0" lines are class ids 1 and 0 written with decimal commas as much as
+    one-hot rows (class 0, no label): refused, not guessed."""
+    (tmp_path / "e.csv").write_text("0,1\n1,2\n2,0\n")
+    (tmp_path / "y.csv").write_text("1,0\n0,0\n1,0\n")
+    with pytest.raises(ValueError, match=r"y.csv: every line holds a number, a comma and 0"):
+        load_graph_file(str(tmp_path / "e.csv"), labels=str(tmp_path / "y.csv"))
+    (tmp_path / "hot.csv").write_text("1,0\n0,1\n1,0\n")  # both classes used: one-hot
+    assert load_graph_file(str(tmp_path / "e.csv"), labels=str(tmp_path / "hot.csv")) \
+        .y.tolist() == [0, 1, 0]
