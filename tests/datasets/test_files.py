@@ -1453,13 +1453,9 @@ def _karate_with_attributes():
 def test_a_node_attribute_as_the_classes(tmp_path, writer, column, expected):
     """Without a labels file, label_column names the graph file's node attribute that
     holds the classes (karate's "club"); it was named among the unread attributes."""
-    import json
     g = _karate_with_attributes()
     path = tmp_path / f"karate.{writer}"
-    if writer == "json":
-        path.write_text(json.dumps(nx.node_link_data(g, edges="links")))
-    else:
-        getattr(nx, f"write_{writer}")(g, path)
+    _writers(named=True)[writer](g, path)
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         dataset = load_graph_file(str(path), label_column=column)
@@ -1486,15 +1482,11 @@ def test_a_missing_or_unusable_node_attribute_is_refused_by_name(tmp_path):
 def test_numeric_node_attributes_as_the_features(tmp_path, writer):
     """feature_columns without a features file: the graph file's numeric node attributes,
     in the order asked (PyG's from_networkx(group_node_attrs=...))."""
-    import json
     g = _karate_with_attributes()
     for v in g:
         g.nodes[v]["score"] = v / 4
     path = tmp_path / f"karate.{writer}"
-    if writer == "json":
-        path.write_text(json.dumps(nx.node_link_data(g, edges="links")))
-    else:
-        getattr(nx, f"write_{writer}")(g, path)
+    _writers(named=True)[writer](g, path)
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         dataset = load_graph_file(str(path), feature_columns=["score", "officer", "faction"],
@@ -1604,6 +1596,8 @@ def _random_graph(seed: int, directed: bool, named: bool):
 
 def _writers(named: bool) -> dict:
     import json
+    """networkx's writers by format (``writer(graph, path)``); Pajek's only for graphs of
+    integer nodes."""
     writers = {"graphml": nx.write_graphml, "gexf": nx.write_gexf,
                "gml": lambda g, p: nx.write_gml(g, p, stringizer=str),
                "json": lambda g, p: p.write_text(json.dumps(nx.node_link_data(g, edges="links")))}
