@@ -49,6 +49,7 @@ from graphloc.datasets.base import (
     with_missing_reverses,
 )
 from graphloc.datasets.graph_tool import read_graph_tool
+from graphloc.datasets.hetero import HeteroNodeDataset
 from graphloc.datasets.keyed import (
     column_features,
     column_labels,
@@ -125,21 +126,24 @@ class _Read(NamedTuple):
     undirected: bool | Tensor | None = None  # a Tensor: per edge, as Gephi's "Type" column
     names: list | None = None  # the nodes' names in row order, where they are not 0 .. N-1
     first_id: int | None = 0  # the file's id of node 0: 1 where vertex v is node v - 1
+    hetero: object | None = None  # a saved PyG HeteroData (graph None then)
 
 
 def load_graph_file(path: str, features: str | None = None, labels: str | None = None,
                     undirected: bool | None = None, *,
                     label_column: str | None = None,
-                    feature_columns: list | None = None) -> NodeDataset:
+                    feature_columns: list | None = None) -> NodeDataset | HeteroNodeDataset:
     """The graph in ``path`` with optional ``features`` [N, F] and ``labels`` [N] files
     (rows in the graph's node order: the node ids where a GraphML's or GML's ids are
     exactly 0 .. N-1 and for an edge list's integer ids, else the order of the file; or,
     for a text file whose first column names each row's node, matched by it:
     ``graphloc.datasets.keyed``).
 
-    Formats, by suffix: a saved PyG ``Data`` (.pt); a NumPy archive (.npz) of a SciPy
-    sparse adjacency, of the gnn-benchmark layout (``adj_*``, ``attr_*``, ``labels``) or
-    of named arrays (``edge_index``, ``x``, ``y``, ``num_nodes``); GraphML, GML, GEXF,
+    Formats, by suffix: a saved PyG ``Data`` (.pt; a saved ``HeteroData`` is a
+    ``HeteroNodeDataset``, as ``HeteroNodeDataset.from_pyg`` reads it); a NumPy archive
+    (.npz) of a SciPy sparse adjacency, of the gnn-benchmark layout (``adj_*``, ``attr_*``,
+    ``labels``) or of named arrays (``edge_index``, ``x``, ``y``, ``num_nodes``); GraphML,
+    GML, GEXF,
     node-link JSON (.json), graph6 (.g6, .graph6), sparse6 (.s6, .sparse6; one graph per
     file, undirected) or networkx's adjacency list (.adjlist: a line ``u v w`` is the edges
     u -> v and u -> w) through networkx; a MatrixMarket adjacency (.mtx); an edge list
@@ -179,6 +183,9 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
     wanted = NodeAttributes(label_column if not labels else None,
                             feature_columns if not features else ())
     read = _read_checked(path, not features and not labels, wanted)
+    if read.hetero is not None:
+        return _hetero_dataset(read.hetero, path, features or labels or label_column or
+                               feature_columns or undirected)
     graph, extra = read.graph, read.extra or {}
     if undirected is None and read.undirected is True and _format_of(path) != ".npz":
         _warn_of_pairs_listed_both_ways(path, graph)  # (PyG's read_npz symmetrises)
@@ -330,12 +337,32 @@ def _read(path: str, fmt: str, warn_unused: bool, wanted: NodeAttributes) -> _Re
 
 def _saved_data(path: str) -> _Read:
     data = _torch_file(path)
+    if _is_hetero_data(data):
+        return _Read(None, hetero=data)
     check_vertex_count(path, data.num_nodes, "its Data's")
     graph = Graph(data.edge_index, num_nodes=data.num_nodes)
     split = pyg_split(data, graph.num_nodes)
     warn_of_unread_keys(data, path, split is not None, stacklevel=caller_stacklevel() + 1)
     return _Read(graph, getattr(data, "x", None), getattr(data, "y", None), split,
                  kept_extras(data))  # as NodeDataset.from_pyg
+
+
+def _is_hetero_data(data) -> bool:
+    return hasattr(data, "node_types") and hasattr(data, "edge_types")  # PyG's HeteroData
+
+
+def _hetero_dataset(data, path: str, options) -> HeteroNodeDataset:
+    """A saved HeteroData as a HeteroNodeDataset (one labelled node type with its masks:
+    ``HeteroNodeDataset.from_pyg``), for the heterogeneous models (LATTE, HGT, HAN, RGCN);
+    features, labels and direction come from the HeteroData itself, so files or options
+    that would change them are refused."""
+    if options:
+        raise ValueError(f"{path} holds a HeteroData: its features, labels and relations come "
+                         "from it, so features, labels, their columns and undirected are "
+                         "not taken")
+    for node_type in data.node_types:
+        check_vertex_count(path, data[node_type].num_nodes, f"node type {node_type!r}'s")
+    return HeteroNodeDataset.from_pyg(data, os.path.abspath(path))
 
 
 def default_features(graph: Graph) -> Tensor:
@@ -369,8 +396,11 @@ def _torch_file(path: str):
     except Exception as err:
         raise ValueError(f"{path} is not a readable torch file ({type(err).__name__}: "
                          f"{err})") from err
-    if isinstance(data, (tuple, list)) and data and hasattr(data[0], "edge_index"):
+    if isinstance(data, (tuple, list)) and data and (
+            hasattr(data[0], "edge_index") or _is_hetero_data(data[0])):
         data = data[0]  # a (data, slices) pair as PyG's InMemoryDataset saves it
+    if _is_hetero_data(data):
+        return data
     if not hasattr(data, "edge_index"):
         raise ValueError(f"{path} holds a {type(data).__name__}, not a PyG Data with an "
                          "edge_index")
@@ -405,16 +435,21 @@ def _pyg_data_classes() -> list:
     try:
         from torch_geometric.data import Data, HeteroData
         from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
+        from torch_geometric.data.feature_store import TensorAttr
+        from torch_geometric.data.graph_store import EdgeAttr
         from torch_geometric.data.storage import (
             AttrType,
+            BaseStorage,
             EdgeStorage,
             GlobalStorage,
             NodeStorage,
         )
     except ImportError:
         return classes
-    return classes + [Data, HeteroData, DataEdgeAttr, DataTensorAttr, GlobalStorage,
-                      NodeStorage, EdgeStorage, AttrType]
+    # (a saved HeteroData names BaseStorage, TensorAttr and EdgeAttr, where a Data names
+    # its own subclasses of the last two)
+    return classes + [Data, HeteroData, DataEdgeAttr, DataTensorAttr, TensorAttr, EdgeAttr,
+                      GlobalStorage, BaseStorage, NodeStorage, EdgeStorage, AttrType]
 
 
 def _loadable_globals() -> set[str]:

@@ -1688,3 +1688,36 @@ def test_labels_of_decimal_commas_are_not_taken_for_one_hot_rows(tmp_path):
     (tmp_path / "hot.csv").write_text("1,0\n0,1\n1,0\n")  # both classes used: one-hot
     assert load_graph_file(str(tmp_path / "e.csv"), labels=str(tmp_path / "hot.csv")) \
         .y.tolist() == [0, 1, 0]
+
+
+def test_a_saved_heterodata_is_a_heterogeneous_dataset(tmp_path):
+    """A HeteroData saved with torch.save was refused ("names ...BaseStorage, which graphloc
+    does not unpickle"); it loads as HeteroNodeDataset.from_pyg reads the object itself,
+    for the heterogeneous models, and options that would change it are refused."""
+    from torch_geometric.data import HeteroData
+
+    from graphloc.datasets import load_dataset
+    from graphloc.datasets.hetero import HeteroNodeDataset
+    gen = torch.Generator().manual_seed(0)
+    data = HeteroData()
+    data["paper"].x = torch.randn(6, 3, generator=gen)
+    data["paper"].y = torch.tensor([0, 1, 0, 1, 1, 0])
+    for split, rows in (("train_mask", [0, 1]), ("val_mask", [2, 3]), ("test_mask", [4, 5])):
+        data["paper"][split] = torch.zeros(6, dtype=torch.bool).index_fill(0,
+                                                                           torch.tensor(rows),
+                                                                           True)
+    data["author"].x = torch.randn(4, 2, generator=gen)
+    data["author", "writes", "paper"].edge_index = torch.tensor([[0, 1, 2, 3], [0, 2, 4, 5]])
+    data["paper", "cites", "paper"].edge_index = torch.tensor([[0, 1, 5], [1, 2, 0]])
+    torch.save(data, tmp_path / "h.pt")
+    ours, want = load_dataset(str(tmp_path / "h.pt")), HeteroNodeDataset.from_pyg(data)
+    assert isinstance(ours, HeteroNodeDataset) and ours.target == "paper"
+    assert ours.y.tolist() == want.y.tolist()
+    assert all(torch.equal(ours.x[t], want.x[t]) for t in want.x)
+    for split in ("train_index", "val_index", "test_index"):
+        assert torch.equal(getattr(ours, split), getattr(want, split))
+    for relation in data.edge_types:
+        assert torch.equal(ours.graph[relation].edge_index, data[relation].edge_index)
+    with pytest.raises(ValueError, match=r"h.pt holds a HeteroData: its features, labels and "
+                                         r"relations come from it"):
+        load_graph_file(str(tmp_path / "h.pt"), undirected=True)
