@@ -138,8 +138,8 @@ def _add_train_command(commands) -> None:
     cmd.add_argument("--dataset", required=True,
                      help="helsinki, paris, shanghai, la, london, synthetic:N, ogb:NAME, a "
                           "city built by graphloc dataset build (.tar.gz), or your graph "
-                          "file (.pt PyG Data, .npz, .graphml, .gml, .gexf, .json, .g6, .s6, "
-                          ".adjlist, .mtx, "
+                          "file (.pt PyG Data or HeteroData, .npz, .graphml, .gml, .gexf, "
+                          ".json, .g6, .s6, .adjlist, .mtx, "
                           ".csv/.tsv/.txt/.edgelist edge list, KONECT out.NAME, METIS "
                           ".graph, DIMACS .gr/.col, Pajek .net, graph-tool .gt; text files "
                           "and .gt also as .gz, .bz2, .xz, .zst (netzschleuder's .gt.zst); "
