@@ -244,15 +244,25 @@ def load_graph_archive(path: str, features: str | None = None, labels: str | Non
     return dataset
 
 
+# text tables, which an archive may hold beside its graph file (node tables, notes)
+_TEXT_TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".edges", ".edgelist")
+# the names of an archive's documents (README.txt, LICENSE.txt), which no graph is
+_DOCUMENT_NAMES = ("readme", "license", "licence", "notice", "changelog", "citation")
+
+
 def _graph_member(path: str, members: list[str]) -> str:
     # a zip made on macOS holds a "__MACOSX/._NAME" resource fork beside each file
     members = [m for m in members if not m.startswith("__MACOSX/") and
                not os.path.basename(m).startswith("._")]
-    graphs = [m for m in members if _format_of(m) is not None]
+    # a README.txt or LICENSE.txt beside the graph is no edge list
+    graphs = [m for m in members if _format_of(m) is not None and
+              not os.path.basename(m).lower().startswith(_DOCUMENT_NAMES)]
     konect = [m for m in graphs if os.path.basename(m).lower().startswith("out.")]
     suitesparse = [m for m in graphs if m.lower().endswith(".mtx") and
                    os.path.basename(m)[:-4] == os.path.basename(os.path.dirname(m))]
-    for found in (konect, suitesparse, graphs):
+    # one file of a graph format beside text files (notes, node tables) is the graph
+    formatted = [m for m in graphs if _format_of(m) not in _TEXT_TABLE_SUFFIXES]
+    for found in (konect, suitesparse, graphs, formatted):
         if len(found) == 1:
             return found[0]
     if not graphs:

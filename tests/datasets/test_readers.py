@@ -567,6 +567,20 @@ def test_a_zip_of_one_edge_list_and_archives_of_several(tmp_path, karate):
         load_dataset(str(tmp_path / "junk.tar.bz2"))
 
 
+@pytest.mark.parametrize("beside", [["README.txt", "LICENSE.txt"], ["nodes.csv"],
+                                    ["readme.txt", "karate/nodes.tsv"]])
+def test_an_archive_of_a_graph_file_beside_documents_and_tables(tmp_path, karate, beside):
+    """A README.txt (or a node table) beside the graph counted as a second edge list, and
+    the archive was refused as one of several graphs."""
+    import zipfile
+    with zipfile.ZipFile(tmp_path / "karate.zip", "w") as z:
+        z.writestr("karate/karate.graphml", "\n".join(nx.generate_graphml(karate)))
+        for name in beside:
+            z.writestr(name, "id,club\n0,1\n")
+    dataset, _ = _quiet_load_dataset(tmp_path / "karate.zip")
+    assert _edges(dataset.graph) == _both_ways(karate)
+
+
 def test_archive_members_are_written_under_their_base_name_and_errors_name_the_archive(
         tmp_path):
     """A member named ../../x is extracted inside the temporary folder, never beside it;
