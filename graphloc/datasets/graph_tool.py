@@ -39,7 +39,7 @@ class GraphToolRead(NamedTuple):
     names: list | None  # the "name" vertex property, where every vertex has its own
     vertex_properties: list[str]  # the others' names (the one of the labels among them)
     edge_properties: list[str]
-    values: dict | None = None  # the values of the vertex properties asked for, by name
+    values: dict | None = None  # the vertex properties asked for: name -> values
 
 
 class _Cursor:
@@ -70,7 +70,8 @@ class _Cursor:
 
 def read_graph_tool(path: str, kept: tuple = ()) -> GraphToolRead:
     """The graph, and the values of the vertex properties named in ``kept`` that the file
-    has (strings, numbers or booleans; None for a vector or object property)."""
+    has (strings, numbers or booleans, a list per vertex for a vector property; None for
+    an object or long-double property)."""
     with open_binary(path) as f:
         cursor = _Cursor(path, f.read())
     _header(cursor)

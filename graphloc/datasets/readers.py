@@ -48,6 +48,7 @@ def node_limit() -> tuple[int, str]:
         f"a dataset needs about {BYTES_PER_NODE} bytes a node, and this machine has "
         f"{memory / 2**30:,.0f} GiB of memory")
 
+
 class _ZstdReader(io.RawIOBase):
     """A Zstandard file's bytes, decompressed a block at a time (netzschleuder's downloads
     are ``.zst``). zstandard's own ``open`` returned a cut file's bytes so far as the whole
@@ -156,8 +157,10 @@ def sniffed_delimiter(sample: str) -> str:
     in a comment is none): a tab; a semicolon where every line holds one (the spreadsheets
     of the locales that write decimal commas: "1;2;0,5" was split at its comma, into
     "1;2;0" and "5"); else a comma, a semicolon, or spaces."""
-    rows = [line for line in sample.splitlines()
-            if line.strip() and not line.startswith(("#", "%"))]
+    lines = sample.splitlines()
+    if len(lines) > 1 and not sample.endswith(("\n", "\r")):
+        lines.pop()  # a sample's last line may be cut short (a block of a file)
+    rows = [line for line in lines if line.strip() and not line.startswith(("#", "%"))]
     if any("\t" in row for row in rows):
         return "\t"
     if rows and all(";" in row for row in rows):

@@ -337,3 +337,18 @@ def test_a_keyed_header_naming_fewer_columns_than_the_rows_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"x.csv: its header names 2 columns \['id', 'score'\], "
                                          r"but line 2 holds 3 fields"):
         _load(tmp_path, features=("x.csv", (tmp_path / "x.csv").read_text()))
+
+
+def test_a_long_keyed_semicolon_table_is_sniffed_past_its_first_block(tmp_path):
+    """The delimiter is sniffed from the first 4,096 characters, whose last line is cut
+    short: a cut line without a semicolon made a semicolon table a comma one."""
+    n = 400
+    (tmp_path / "g.csv").write_text("".join(f"n{i:04d},n{(i + 1) % n:04d}\n" for i in range(n)))
+    # 17 characters a line after a header of 13: the 4,096th character falls 3 characters
+    # into a line, before its semicolon
+    text = "id;aaaaaaaaa\n" + "".join(f"n{i:04d};{i:04d},50000\n" for i in range(n))
+    assert ";" not in text[:4096].splitlines()[-1]
+    (tmp_path / "x.csv").write_text(text)
+    ds = load_graph_file(str(tmp_path / "g.csv"), features=str(tmp_path / "x.csv"))
+    rows = [ds.node_names.index(f"n{i:04d}") for i in range(n)]
+    assert ds.x[rows, 0].tolist() == [i + 0.5 for i in range(n)]
