@@ -226,6 +226,17 @@ class _Nodes:
         self.seen[node] = number
         return node
 
+    def warn_if_either_count(self) -> None:
+        """Ids read as a 1-based file's own (vertex v is node v - 1) that never reach N fit
+        ids counted from 0 as well, one node off: said, since nothing tells them apart."""
+        if self.index is None and self.first_id == 1 and self.seen and \
+                self.num_nodes - 1 not in self.seen:
+            warnings.warn(f"{self.path}: its ids are read as the graph file's own vertex "
+                          f"numbers, 1 .. {self.num_nodes} (vertex v is node v - 1); they "
+                          f"never reach {self.num_nodes}, so ids counted from 0 would fit as "
+                          "well, one node off: check which the file means",
+                          stacklevel=caller_stacklevel())
+
     def first_missing(self):
         missing = next(i for i in range(self.num_nodes) if i not in self.seen)
         return self.names[missing] if self.names is not None else missing + self.first_id
@@ -256,6 +267,7 @@ def _labels(path: str, rows, nodes: _Nodes) -> Tensor:
         classes = {v: i for i, v in enumerate(sorted(set(given.values())))}
     for node, value in given.items():
         labels[node] = classes[value]
+    nodes.warn_if_either_count()
     return labels
 
 

@@ -352,3 +352,19 @@ def test_a_long_keyed_semicolon_table_is_sniffed_past_its_first_block(tmp_path):
     ds = load_graph_file(str(tmp_path / "g.csv"), features=str(tmp_path / "x.csv"))
     rows = [ds.node_names.index(f"n{i:04d}") for i in range(n)]
     assert ds.x[rows, 0].tolist() == [i + 0.5 for i in range(n)]
+
+
+def test_ids_that_fit_both_counts_on_a_one_based_graph_are_said(tmp_path):
+    """Labels keyed 1 .. 3 on a 4-vertex METIS graph fit its own numbers and ids from 0
+    alike (one node apart): read as the file's, with a warning; one that reaches 4 is not
+    ambiguous and reads quietly."""
+    (tmp_path / "g.graph").write_text("4 3\n2\n1 3\n2 4\n3\n")
+    (tmp_path / "y.csv").write_text("id,y\n1,0\n3,1\n")
+    with pytest.warns(UserWarning, match=r"ids counted from 0 would fit as well"):
+        ds = load_graph_file(str(tmp_path / "g.graph"), labels=str(tmp_path / "y.csv"))
+    assert ds.y.tolist() == [0, -1, 1, -1]
+    (tmp_path / "z.csv").write_text("id,y\n4,0\n3,1\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_graph_file(str(tmp_path / "g.graph"),
+                               labels=str(tmp_path / "z.csv")).y.tolist() == [-1, -1, 1, 0]
