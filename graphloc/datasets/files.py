@@ -187,13 +187,17 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
         return _hetero_dataset(read.hetero, path, features or labels or label_column or
                                feature_columns or undirected)
     graph, extra = read.graph, read.extra or {}
-    if undirected is None and read.undirected is True and _format_of(path) != ".npz":
-        _warn_of_pairs_listed_both_ways(path, graph)  # (PyG's read_npz symmetrises)
+    # (PyG's read_npz symmetrises: the gnn-benchmark layout declares nothing per line)
+    declared_once = undirected is None and read.undirected is True and \
+        _format_of(path) != ".npz"
     undirected = read.undirected if undirected is None else undirected
     if isinstance(undirected, Tensor) or undirected:
         among = undirected if isinstance(undirected, Tensor) else None
+        listed = graph
         graph, edge_attr = with_missing_reverses(graph, extra.get("edge_attr"), among)
         extra = {**extra, "edge_attr": edge_attr} if edge_attr is not None else extra
+        if declared_once:
+            _warn_of_pairs_listed_both_ways(path, listed, graph.num_edges - listed.num_edges)
     elif undirected is None and _format_of(path) in EDGE_FILE_SUFFIXES + (".npz", ".adjlist"):
         _warn_if_one_way(path, graph, _format_of(path) == ".adjlist")
     keys = _NodeKeys(graph.num_nodes, read.names, path, read.first_id)
@@ -504,6 +508,8 @@ def _networkx_file(path: str, fmt: str, wanted: NodeAttributes = _NO_ATTRIBUTES)
     order = sorted(order) if moved else order
     graph = Graph.from_networkx(g, nodes=order)
     names = None if moved or order == list(range(len(order))) else order
+    if wanted == _NO_ATTRIBUTES:
+        return _Read(graph, y=_node_labels(g, order, path, named), names=names)
     attributes = sorted({str(key) for _, data in g.nodes(data=True) for key in data})
     values = {key: [g.nodes[node].get(key) for node in order]
               for key in (wanted.label, *wanted.features) if key is not None}
@@ -1076,15 +1082,15 @@ def _declared_undirected(comments: tuple) -> bool | None:
     return None
 
 
-def _warn_of_pairs_listed_both_ways(path: str, graph: Graph) -> None:
+def _warn_of_pairs_listed_both_ways(path: str, listed: Graph, added: int) -> None:
     """A file that declares each undirected edge once (KONECT's "sym", SNAP's "Undirected
     graph", DIMACS "e" lines) and yet lists some pairs both ways: each such pair is read as
     one undirected edge, which is right for a pair listed twice by mistake and wrong for
     two parallel edges written in opposite directions (a multigraph's), which the file
-    cannot tell apart; said, as the count of edges would differ."""
-    loops = graph.edge_index[0] == graph.edge_index[1]
-    both = has_reverse(graph) & ~loops
-    count, edges = int(both.sum()), int((~loops).sum())
+    cannot tell apart; said, as the count of edges would differ. ``added``: the reverses
+    given to the ``listed`` edges, one per edge without its reverse (a loop is its own)."""
+    edges = int((listed.edge_index[0] != listed.edge_index[1]).sum())
+    count = edges - added  # the edges listed with their reverse
     if 0 < count < edges:
         warnings.warn(f"{path}: the file declares each undirected edge once, yet {count} of "
                       f"its {edges} edges have their reverse listed too: each such pair is "
@@ -1503,8 +1509,9 @@ def _text_matrix(path: str, what: str, rows: int) -> np.ndarray:
     for block in blocks:
         data = [(n, line) for n, line in block if line.strip()]
         if data:
-            first = first or (data[0][0], len(split(data[0][1])))
-            _check_header_width(path, header, first, delimiter)
+            if first is None:
+                first = (data[0][0], len(split(data[0][1])))
+                _check_header_width(path, header, first, delimiter)
             parts.append(_number_rows(path, data, delimiter, split, first))
     matrix = _stacked(parts) if parts else np.empty((0, 0))
     if what == "labels" and delimiter == "," and matrix.shape[1] == 2 and \
