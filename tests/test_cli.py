@@ -251,8 +251,8 @@ def test_dataset_build_of_a_graphml_takes_landuse_from_an_osm_file(tmp_path):
                           "helsinki.osm.pbf")
     roads = OsmRoads(source)  # the extract's streets, saved as osmnx saves GraphML
     g = nx.MultiDiGraph()
-    for n, (lon, lat) in roads.coords.items():
-        g.add_node(str(n), x=str(lon), y=str(lat))
+    for n in roads.order:  # osmnx's node order: by OSM id, as Overpass returns them
+        g.add_node(str(n), x=str(roads.coords[n][0]), y=str(roads.coords[n][1]))
     for u, v, attrs in roads.edges:
         g.add_edge(str(u), str(v), **{k: str(a) for k, a in attrs.items() if a is not None})
     nx.write_graphml(g, tmp_path / "helsinki.graphml")

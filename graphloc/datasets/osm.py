@@ -1,29 +1,41 @@
 """Build a City-Networks-style dataset offline from an OpenStreetMap extract (.osm.pbf,
 .osm, .osm.bz2, .osm.gz, .o5m, read with pyosmium) or an osmnx-style networkx graph.
 
-The published pipeline (osmnx 1.x, ``network_type="all"``), reproduced step by step:
+The published pipeline (osmnx 1.x's ``graph_from_place``, ``network_type="all"``, default
+options), reproduced step by step and checked against osmnx 1.9.4 itself on random
+extracts (``tests/datasets/osmnx_oracle.py``):
 
 1. public road ways: ``highway`` set, not an area, not abandoned / construction / no /
    planned / platform / proposed / raceway / razed, no ``service=private`` nor
    ``access=private`` (osmnx 1.x's Overpass filter, regular expressions matched anywhere
    in the value, ``NOT_LOADED``; a street graph's edges that it matches are dropped too,
-   with a warning: osmnx 2's network_type="all" keeps private ways); one directed edge
-   per consecutive node pair, both directions unless the way is one-way
-   (``oneway=yes|true|1|F``, against the nodes for ``-1|reverse|T``, roundabouts), the
-   reverse direction marked ``reversed``; a way is cut at nodes missing from the file (an
-   extract clipped without complete ways), while a node written off the globe (lat="91",
-   or lat="1e99", which libosmium would read as 0) is refused as a damaged file;
-2. the largest weakly connected component;
-3. osmnx's strict simplification: interstitial nodes (exactly two neighbours, degree 2 or
-   4, one way) are merged away, so nodes are intersections and dead ends and an edge is
-   a street segment (lengths summed, differing attributes kept as a list);
-4. speeds: ``maxspeed`` parsed (km/h; mph converted; lists averaged), missing ones imputed
-   with the mean of their highway type, else of all edges;
+   with a warning: osmnx 2's network_type="all" keeps private ways); a node listed twice
+   in a row read once; one directed edge per consecutive node pair, both directions
+   unless the way is one-way (``oneway=yes|true|1|F``, against the nodes for
+   ``-1|reverse|T``, roundabouts), the reverse direction marked ``reversed``; lengths
+   great-circle, rounded to the millimetre; a way is cut at nodes missing from the file
+   (an extract clipped without complete ways), while a node written off the globe
+   (lat="91", or lat="1e99", which libosmium would read as 0) is refused as a damaged
+   file;
+2. osmnx's default (strict) simplification, over every component: a node goes when it
+   has exactly two neighbours, 2 or 4 edges and no loop, wherever one OSM way ends and
+   the next begins, so nodes are intersections, dead ends and the points where a one-way
+   street meets a two-way one, and an edge is a street (lengths summed, each other value
+   over the edges that have it, distinct ones kept as a list); components without an
+   endpoint (lone rings) are removed;
+3. the largest weakly connected component; ``street_count`` as osmnx counts it on the
+   simplified graph (parallel streets each, a loop street twice); nodes numbered by OSM
+   id (osmnx's order, which Overpass returns) or in a street graph's own order;
+4. speeds as osmnx 1.x's ``add_edge_speeds``: ``maxspeed`` read by osmnx's pattern (km/h;
+   mph converted; "|" lane values averaged; a merged street's list as the integer part of
+   its mean), missing ones imputed with the mean of their highway type, else the mean of
+   the type means; rounded to 0.1 km/h;
 5. features: nodes ``[x, y, street_count, landuse one-hot (9)]``; edges ``[length,
    speed_kph, oneway (2), lanes (9), reversed (3), highway (9)]``, values stringified,
    categories ordered by frequency (top-k and "others"); the graph made undirected by
-   averaging the encoded features of parallel and reverse edges, self-loops removed;
-   augmented features = node features and the mean of incident edge features: 37;
+   averaging the encoded features of parallel and reverse edges, self-loops removed
+   after the encoding; augmented features = node features and the mean of incident edge
+   features: 37;
 6. labels: 16-hop local eccentricity cut into 10 quantile classes; split 10/10/80 from
    ``RandomState(0)``.
 
@@ -31,7 +43,12 @@ Landuse, as the release's nearest ``sjoin_nearest`` in degrees: the value of the
 ``landuse=*`` feature (areas from closed ways and multipolygon relations, which hold the
 nodes inside them at distance 0, and tagged points); ties, as inside overlapping areas, go
 to the feature read first. Deviations: fixed one-hot widths so every city has 37 features
-(the release's widths came out of its data); coordinates stay in degrees as in the release.
+(the release's widths came out of its data); coordinates stay in degrees as in the release;
+where osmnx leaves an order to Python's string hashing (a merged street's list of values,
+whose first highway type picks the speed imputed to it) the values are sorted; a graph
+without any maxspeed, which osmnx refuses, gets 30 km/h everywhere; the extract stands for
+the place's polygon, so osmnx's 500 m buffer (which adds the streets just outside to the
+border nodes' street counts) does not apply.
 """
 
 from __future__ import annotations
@@ -60,8 +77,10 @@ from graphloc.io import atomic_file
 #: (1: landuse from closed-way centroids; 2: the nearest landuse area or point; 3: ways cut
 #: at nodes missing from a clipped extract instead of joined across them, and osmnx's
 #: oneway values "T" and "F"; 4: osmnx 1.x's way filter as Overpass matched it, anywhere in
-#: a value, and street graphs filtered too)
-BUILDER_VERSION = 4
+#: a value, and street graphs filtered too; 5: osmnx 1.x's default simplification (a node
+#: where two ways meet goes; lone rings removed; before the largest component), a node
+#: listed twice in a row read once, street_count, lengths, speeds and node order as osmnx)
+BUILDER_VERSION = 5
 # osmnx 1.x's Overpass filter for network_type="all": a way is loaded unless one of these
 # unanchored, case-sensitive regular expressions matches its tag (Overpass's `!~`), so
 # "private;delivery" is private and highway "construction;residential" is excluded
@@ -126,8 +145,14 @@ class OsmRoads:
             raise ValueError(f"{path} is not a readable OSM file: {err}") from err
         if not self.edges:
             raise ValueError(f"{path} holds no public road ways")
+        # the release numbers nodes as Overpass returns them, by OSM id (an extract's order)
+        self.order = sorted(self.coords)
 
     def _add_way(self, way_id: int, refs: list[int], tags: dict) -> None:
+        # a node listed twice in a row (an OSM digitising slip) is one node, as osmnx
+        # reads it: kept, it made a zero-length self-loop that turned the node into an
+        # endpoint of the simplification
+        refs = [n for k, n in enumerate(refs) if k == 0 or n != refs[k - 1]]
         oneway = tags.get("oneway", "no") in ONEWAY_FORWARD | ONEWAY_REVERSE or \
             tags.get("junction") == "roundabout"
         if tags.get("oneway") in ONEWAY_REVERSE:
@@ -298,89 +323,148 @@ def _matches_not_loaded(tags: dict) -> bool:
     return False
 
 
-def haversine_m(lon1, lat1, lon2, lat2):
-    lon1, lat1, lon2, lat2 = map(np.radians, (lon1, lat1, lon2, lat2))
-    a = np.sin((lat2 - lat1) / 2) ** 2 + np.cos(lat1) * np.cos(lat2) * \
-        np.sin((lon2 - lon1) / 2) ** 2
-    return 2 * 6_371_009 * np.arcsin(np.sqrt(a))  # osmnx's earth radius
+def _street_network(roads) -> tuple[list, list, dict]:
+    """Steps 2 and 3 in the published order (osmnx 1.x's ``graph_from_polygon``): the
+    streets simplified over every component, lone rings removed, then the largest weakly
+    connected component; osmnx's ``street_count`` of each kept node. Returns the streets
+    ``(u, v, attrs with length)``, the kept nodes in ``roads.order`` and their counts."""
+    edges = [(u, v, {**a, "length": length}) for (u, v, a), length
+             in zip(roads.edges, _unsimplified_lengths(roads), strict=True)]
+    if not getattr(roads, "simplified", False):
+        edges = _simplify(edges, roads.order)
+    nodes = _nodes_left(edges, roads.order)
+    edges, nodes = _largest_component(edges, nodes)
+    return edges, nodes, _street_counts(edges, nodes)
 
 
-def _largest_component(edges, nodes):
-    """Edges of the largest weakly connected component (step 2)."""
+def _unsimplified_lengths(roads) -> list[float]:
+    """Each edge's ``length``: the street graph's own where it has one, else the
+    great-circle length rounded to the millimetre, as osmnx 1.x's add_edge_lengths
+    (precision 3) wrote it before the simplification summed a street's edges."""
+    computed = np.round(_edge_lengths(roads.edges, roads.coords), 3).tolist()
+    return [a.get("length", c) for (_, _, a), c in zip(roads.edges, computed, strict=True)]
+
+
+def _adjacency(edges) -> tuple[dict, dict]:
+    """Each node's successors and predecessors, as a networkx MultiDiGraph orders them
+    (by their first edge), with the positions of the pair's edges in ``edges``."""
+    succ: dict = defaultdict(dict)
+    pred: dict = defaultdict(dict)
+    for i, (u, v, _) in enumerate(edges):
+        succ[u].setdefault(v, []).append(i)
+        pred[v].setdefault(u, []).append(i)
+    return succ, pred
+
+
+def _is_endpoint(node, succ: dict, pred: dict) -> bool:
+    """osmnx 1.x's strict rule (its default, and osmnx 2's): a node stays if it loops
+    to itself, has no way in or no way out, or has not exactly two neighbours with 2 or 4
+    edges. Where two OSM ways meet end to end in a plain street, the node goes."""
+    neighbours = succ[node].keys() | pred[node].keys()
+    out_degree = sum(map(len, succ[node].values()))
+    in_degree = sum(map(len, pred[node].values()))
+    if node in neighbours or not out_degree or not in_degree:
+        return True
+    return not (len(neighbours) == 2 and out_degree + in_degree in (2, 4))
+
+
+def _path(start, first, succ: dict, endpoints: set) -> list:
+    """osmnx's path from an endpoint through its interstitial successor ``first`` to the
+    next endpoint, its digitising quirks included (a path may end early)."""
+    path, seen = [start, first], {start, first}
+    for successor in succ[first]:
+        if successor in seen:
+            continue
+        path.append(successor)
+        seen.add(successor)
+        while successor not in endpoints:
+            onward = [n for n in succ[successor] if n not in seen]  # at most one
+            if not onward:  # a loop back to the start closes; a one-way dead end stops
+                return path + [start] if start in succ[successor] else path
+            successor = onward[0]
+            path.append(successor)
+            seen.add(successor)
+        return path
+    return path
+
+
+def _simplify(edges, order: list) -> list:
+    """osmnx 1.x's ``simplify_graph`` (strict, rings removed): every path through
+    interstitial nodes becomes one street from endpoint to endpoint, each step's
+    attributes those of the pair's first edge, lengths summed; its interstitial nodes go
+    with their edges; then components without an endpoint (lone rings) go."""
+    succ, pred = _adjacency(edges)
+    endpoints = {n for n in order if _is_endpoint(n, succ, pred)}
+    paths = [_path(n, first, succ, endpoints) for n in order if n in endpoints
+             for first in succ[n] if first not in endpoints]
+    gone = {n for path in paths for n in path[1:-1]}
+    merged = [(path[0], path[-1], _merge_attrs(
+        [edges[succ[a][b][0]][2] for a, b in zip(path[:-1], path[1:], strict=True)]))
+        for path in paths]
+    streets = [e for e in edges + merged if e[0] not in gone and e[1] not in gone]
+    return _without_rings(streets, [n for n in order if n not in gone])
+
+
+def _without_rings(edges, nodes: list) -> list:
+    """osmnx's remove_rings: a component none of whose nodes is an endpoint (a ring
+    road alone) is dropped."""
+    succ, pred = _adjacency(edges)
+    comp = _components(edges, nodes)
+    has_endpoint = np.zeros(len(nodes), dtype=bool)
+    np.logical_or.at(has_endpoint, comp, [_is_endpoint(n, succ, pred) for n in nodes])
+    keep = {n for n, c in zip(nodes, comp, strict=True) if has_endpoint[c]}
+    return [e for e in edges if e[0] in keep]
+
+
+def _nodes_left(edges, order: list) -> list:
+    ends = {u for u, _, _ in edges} | {v for _, v, _ in edges}
+    return [n for n in order if n in ends]
+
+
+def _components(edges, nodes: list) -> np.ndarray:
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
     u, v = _endpoints(edges, nodes)
     adj = coo_matrix((np.ones(len(u)), (u, v)), shape=(len(nodes), len(nodes)))
-    _, comp = connected_components(adj, directed=True, connection="weak")
-    largest = np.bincount(comp).argmax()
-    keep = comp[u] == largest
-    return [e for e, k in zip(edges, keep, strict=True) if k]
+    return connected_components(adj, directed=True, connection="weak")[1]
 
 
-def _simplify(edges, coords):
-    """osmnx's strict simplification (step 3): merge chains of interstitial nodes."""
-    lengths = _edge_lengths(edges, coords).tolist()
-    succ, pred = defaultdict(list), defaultdict(list)
-    for i, (u, v, _) in enumerate(edges):
-        succ[u].append(i)
-        pred[v].append(i)
-    nodes = set(succ) | set(pred)
-
-    def is_endpoint(n):
-        nbrs = {edges[i][1] for i in succ[n]} | {edges[i][0] for i in pred[n]}
-        degree = len(succ[n]) + len(pred[n])
-        if n in nbrs or not succ[n] or not pred[n]:
-            return True
-        if not (len(nbrs) == 2 and degree in (2, 4)):
-            return True
-        # a street simplified before holds a list of ways: compared as its text
-        return len({_stringified(edges[i][2]["osmid"]) for i in succ[n] + pred[n]}) > 1
-    endpoints = {n for n in nodes if is_endpoint(n)}
-    merged, used = [], set()
-
-    def walk(start, first):
-        path = [first]
-        prev, cur = start, edges[first][1]
-        while cur not in endpoints:
-            nxt = [i for i in succ[cur] if edges[i][1] != prev]
-            if not nxt:
-                break
-            path.append(nxt[0])
-            prev, cur = cur, edges[nxt[0]][1]
-            if cur == start:
-                break
-        used.update(path)
-        merged.append((start, cur, _merge_attrs([edges[i][2] for i in path],
-                                                sum(lengths[i] for i in path))))
-
-    for start in sorted(endpoints, key=str):
-        for first in succ[start]:
-            walk(start, first)
-    # A ring of interstitial nodes alone (a ring road, a roundabout cut off) has no
-    # endpoint: as osmnx, one of its nodes becomes one, so the ring is kept.
-    for i in range(len(edges)):
-        if i not in used:
-            start = edges[i][0]
-            endpoints.add(start)
-            for first in succ[start]:  # both ways round from the one new endpoint
-                if first not in used:
-                    walk(start, first)
-    return merged, endpoints
+def _largest_component(edges, nodes: list) -> tuple[list, list]:
+    """The edges and nodes of the largest weakly connected component (step 2); between
+    components of one size, the one met first in node order, as networkx's max()."""
+    if not edges:
+        raise ValueError("no streets are left after the simplification: the road network "
+                         "is made of lone rings only, which osmnx removes")
+    comp = _components(edges, nodes)
+    largest = np.bincount(comp).argmax()  # the first maximum: labels follow node order
+    u, _ = _endpoints(edges, nodes)
+    return ([e for e, c in zip(edges, comp[u], strict=True) if c == largest],
+            [n for n, c in zip(nodes, comp, strict=True) if c == largest])
 
 
-def _merge_attrs(chain: list[dict], length: float) -> dict:
-    """One street's attributes: each key's value, or the sorted list of its values."""
+def _merge_attrs(chain: list[dict]) -> dict:
+    """One street's attributes, as osmnx merges them: each key's value over the edges that
+    have it (a missing lanes or maxspeed is left out), one value or the sorted list of the
+    distinct ones (osmnx: an unordered set); the lengths summed."""
+    length = sum(a["length"] for a in chain)
     if all(a is chain[0] for a in chain):  # one way, one direction: the common case
         return {**chain[0], "length": length}
     attrs = {}
     for key in ("osmid", "highway", "oneway", "lanes", "maxspeed", "reversed"):
         values = []  # distinct by ==, as a set, but lists (streets simplified before) too
         for a in chain:
-            if a[key] not in values:
+            if a.get(key) is not None and a[key] not in values:
                 values.append(a[key])
         values.sort(key=str)
-        attrs[key] = values[0] if len(values) == 1 else values
+        attrs[key] = None if not values else values[0] if len(values) == 1 else values
     return {**attrs, "length": length}
+
+
+def haversine_m(lon1, lat1, lon2, lat2):
+    lon1, lat1, lon2, lat2 = map(np.radians, (lon1, lat1, lon2, lat2))
+    a = np.sin((lat2 - lat1) / 2) ** 2 + np.cos(lat1) * np.cos(lat2) * \
+        np.sin((lon2 - lon1) / 2) ** 2
+    return 2 * 6_371_009 * np.arcsin(np.sqrt(np.minimum(a, 1.0)))  # osmnx's earth radius
 
 
 def _edge_lengths(edges, coords) -> np.ndarray:
@@ -389,30 +473,66 @@ def _edge_lengths(edges, coords) -> np.ndarray:
     return haversine_m(*ends.T)
 
 
-def _speed_kph(maxspeed):
-    """Parsed ``maxspeed`` in km/h (mph converted, several values averaged), or None."""
-    values = maxspeed if isinstance(maxspeed, list) else [maxspeed]
+# osmnx 1.x's maxspeed pattern: a number of two characters or more ("5" is not read), a
+# decimal point or comma, an optional unit; "|" separates the speeds of several lanes
+_MAXSPEED = re.compile(r"^([0-9][\.,0-9]+?)(?:[ ]?(?:km/h|kmh|kph|mph|knots))?$")
+_MPH = 1.60934  # osmnx's factor
+
+
+def _clean_maxspeed(text: str):
+    """One maxspeed text in km/h as osmnx 1.x's _clean_maxspeed reads it, or None."""
     speeds = []
-    for value in values:
-        for part in str(value).split(";"):
-            match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(mph)?\s*", part)
-            if match:
-                speeds.append(float(match[1]) * (1.609344 if match[2] else 1.0))
-    return float(np.mean(speeds)) if speeds else None
+    for part in text.split("|"):
+        match = _MAXSPEED.match(part)
+        if match is None:
+            return None
+        try:
+            speed = float(match.group(1).replace(",", "."))
+        except ValueError:  # "1,5,0"
+            return None
+        speeds.append(speed * _MPH if "mph" in text.lower() else speed)
+    return float(np.mean(speeds))
+
+
+def _speed_kph(maxspeed):
+    """A street's ``maxspeed`` in km/h as osmnx 1.x's add_edge_speeds reads it, or None.
+    A merged street's list is the integer part of its readable values' mean, read again
+    as text (so a mean under 10 km/h is not read)."""
+    if maxspeed is None:
+        return None
+    if not isinstance(maxspeed, list):
+        return _clean_maxspeed(str(maxspeed))
+    speeds = [s for s in (_clean_maxspeed(str(v)) for v in _flat(maxspeed)) if s is not None]
+    return _clean_maxspeed(str(int(np.mean(speeds)))) if speeds else None
+
+
+def _speed_type(highway) -> str | None:
+    """The highway type a street's speed is imputed by: osmnx takes a merged street's
+    first listed type (of an unordered set, so the published choice varies with Python's
+    string hashing); here the alphabetically first."""
+    return _flat(highway)[0] if isinstance(highway, list) and highway else highway
+
+
+def _flat(values: list) -> list:
+    """A merged street's values, streets merged before (lists in the list) flattened."""
+    return [v for value in values for v in (_flat(value) if isinstance(value, list)
+                                            else [value])]
 
 
 def _impute_speeds(edges) -> np.ndarray:
-    """Step 4: known speeds, else the mean of the highway type, else of all edges."""
-    known = [_speed_kph(a["maxspeed"]) for _, _, a in edges]
+    """Step 4, osmnx 1.x's add_edge_speeds: a street's own speed, else the mean of its
+    highway type's known speeds, else the mean of those type means; rounded to 0.1 km/h.
+    Without any maxspeed (osmnx refuses the graph) every street gets 30 km/h."""
+    known = [_speed_kph(a.get("maxspeed")) for _, _, a in edges]
     by_type = defaultdict(list)
-    for (_, _, a), s in zip(edges, known, strict=True):
-        if s is not None:
-            by_type[str(a["highway"])].append(s)
-    overall = float(np.mean([s for s in known if s is not None])) if any(
-        s is not None for s in known) else 30.0  # no maxspeed at all: urban default
-    return np.array([s if s is not None else float(np.mean(by_type[str(a["highway"])]))
-                     if by_type[str(a["highway"])] else overall
-                     for (_, _, a), s in zip(edges, known, strict=True)])
+    for (_, _, a), speed in zip(edges, known, strict=True):
+        if speed is not None:
+            by_type[_speed_type(a.get("highway"))].append(speed)
+    type_means = {t: float(np.mean(s)) for t, s in by_type.items()}
+    overall = float(np.mean(list(type_means.values()))) if type_means else 30.0
+    speeds = [s if s is not None else type_means.get(_speed_type(a.get("highway")), overall)
+              for (_, _, a), s in zip(edges, known, strict=True)]
+    return np.round(np.array(speeds, dtype=np.float64), 1)
 
 
 def _vocabulary(values: list[str], key: str) -> list[str]:
@@ -449,9 +569,9 @@ class _NetworkxRoads:
         if missing:
             raise ValueError(f"{where}node {missing[0]!r} has no 'x'/'y' coordinates")
         self.coords = _lonlat(graph, where)
+        self.order = list(self.coords)  # the graph's own node order, as osmnx numbers it
         self.landuse = []
         self.simplified = _as_bool(graph.graph.get("simplified", False))  # "True" in GraphML
-        self.created_with = str(graph.graph.get("created_with", ""))  # "OSMnx 2.1.1"
         self.edges = []
         dropped = 0
         for i, (u, v, d) in enumerate(graph.edges(data=True)):
@@ -565,13 +685,22 @@ def _listed(value):
 
 
 def _street_counts(edges, nodes: list) -> dict:
-    """osmnx's street_count: distinct undirected streets at each node."""
+    """osmnx's street_count on the simplified streets: at each node, for every other end
+    the streets to and from it (a two-way street once, parallel streets each; as osmnx's
+    undirected view of its keys, the larger of the two directions' counts), and 2 for
+    any loop street."""
     u, v = _endpoints(edges, nodes)
-    u, v = u[u != v], v[u != v]
-    pairs = np.unique(np.minimum(u, v) * len(nodes) + np.maximum(u, v))
-    count = np.bincount(np.concatenate([pairs // len(nodes), pairs % len(nodes)]),
-                        minlength=len(nodes))
-    return dict(zip(nodes, count.tolist(), strict=True))
+    loop = u == v
+    u, v = u[~loop], v[~loop]
+    pair = np.minimum(u, v) * len(nodes) + np.maximum(u, v)
+    keys, count = np.unique(pair * 2 + (u < v), return_counts=True)
+    pairs, first = np.unique(keys // 2, return_index=True)
+    # the larger direction of each pair
+    most = np.maximum.reduceat(count, first) if len(count) else count
+    streets = np.bincount(np.concatenate([pairs // len(nodes), pairs % len(nodes)]),
+                          weights=np.concatenate([most, most]), minlength=len(nodes))
+    streets[np.unique(_endpoints(edges, nodes)[0][loop])] += 2
+    return dict(zip(nodes, streets.astype(np.int64).tolist(), strict=True))
 
 
 def _endpoints(edges, nodes: list) -> tuple[np.ndarray, np.ndarray]:
@@ -613,7 +742,6 @@ def build_city_network(source, out_dir: str, name: str | None = None, hops: int 
         roads = _NetworkxRoads(source)
         named = isinstance(source, (str, os.PathLike))
         name = name or (os.path.basename(str(source)).split(".")[0] if named else "city")
-        _warn_of_loose_simplification(roads)
     if landuse is not None:
         roads.landuse = _landuse_features(landuse)
     if not roads.landuse:
@@ -622,20 +750,9 @@ def build_city_network(source, out_dir: str, name: str | None = None, hops: int 
                  "landuse=, an OSM file or osmnx's landuse features)")
         warnings.warn(f"{name}: no landuse points or areas {where}: the 9 landuse columns "
                       "are the same for every node", stacklevel=2)
-    stage("largest component")
-    nodes = sorted(roads.coords, key=str)
-    edges = _largest_component(roads.edges, nodes)
-    streets = _street_counts(edges, nodes)
     stage("simplifying")
-    if getattr(roads, "simplified", False):
-        merged = [(u, v, {"length": float(length), **a})  # the graph's own length wins
-                  for (u, v, a), length in zip(edges, _edge_lengths(edges, roads.coords),
-                                               strict=True)]
-        kept = {u for u, _, _ in edges} | {v for _, v, _ in edges}
-    else:
-        merged, kept = _simplify(edges, roads.coords)
+    merged, order, streets = _street_network(roads)
     stage("features")
-    order = sorted(kept, key=str)
     if len(order) < 10:  # labels and features are still right; training will refuse it
         warnings.warn(f"the largest connected street network of {name} has {len(order)} "
                       "intersections: the City-Networks split (10% train, 10% validation) "
@@ -655,19 +772,6 @@ def build_city_network(source, out_dir: str, name: str | None = None, hops: int 
     return _write_release(arrays, out_dir, name)
 
 
-def _warn_of_loose_simplification(roads) -> None:
-    """osmnx 2 simplifies without 1.x's strict rule (a node where two OSM ways meet stays),
-    and drops isolated rings: a graph it simplified has fewer nodes than the published
-    pipeline's (Helsinki's extract: 2,515 against 3,441), which the builder cannot undo."""
-    made_with = re.fullmatch(r"OSMnx (\d+)\..*", roads.created_with)
-    if roads.simplified and made_with and int(made_with.group(1)) >= 2:
-        warnings.warn(f"the street graph was simplified by {roads.created_with}, without the "
-                      "strict rule of the published pipeline (osmnx 1.x: nodes where two "
-                      "OSM ways meet stay), so it keeps fewer intersections; it is built as "
-                      "given. For the published pipeline pass the graph unsimplified "
-                      "(osmnx: simplify=False)", stacklevel=3)
-
-
 def _check_plain_name(name) -> None:
     """The archive is ``out_dir/<name>.tar.gz``: a name with a folder in it ("../x") wrote
     it elsewhere."""
@@ -679,15 +783,18 @@ def _check_plain_name(name) -> None:
 
 def _encode(merged, order, index, roads, streets) -> dict:
     """Step 5: encoded, undirected, averaged features; the release's tensors."""
-    merged = [(u, v, a) for u, v, a in merged if u != v]  # self-loops removed
+    # speeds and vocabularies count self-loops, which go only after the encoding, as in
+    # the release's feature engineering (remove_self_loops after to_undirected)
     speeds = _impute_speeds(merged)
     columns = [np.array([[a["length"]] for _, _, a in merged]), speeds[:, None]]
     for key in ("oneway", "lanes", "reversed", "highway"):
-        values = [_stringified(a[key]) for _, _, a in merged]
+        values = [_stringified(a.get(key)) for _, _, a in merged]
         vocab = _vocabulary(values, key)
         width = len(FIXED[key]) if key in FIXED else WIDTHS[key]
         columns.append(_one_hot(values, vocab, width))
-    directed = np.concatenate(columns, axis=1)  # [E_directed, 25]
+    loops = np.array([u == v for u, v, _ in merged], dtype=bool)
+    directed = np.concatenate(columns, axis=1)[~loops]  # [E_directed, 25]
+    merged = [e for e, loop in zip(merged, loops, strict=True) if not loop]
     u = np.array([index[e[0]] for e in merged])
     v = np.array([index[e[1]] for e in merged])
     key = np.minimum(u, v) * len(order) + np.maximum(u, v)
