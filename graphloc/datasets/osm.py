@@ -32,7 +32,8 @@ extracts (``tests/datasets/osmnx_oracle.py``):
    the type means; rounded to 0.1 km/h;
 5. features: nodes ``[x, y, street_count, landuse one-hot (9)]``; edges ``[length,
    speed_kph, oneway (2), lanes (9), reversed (3), highway (9)]``, values stringified,
-   categories ordered by frequency (top-k and "others"); the graph made undirected by
+   the 8 most frequent values and "others" as columns ordered by their counts (the
+   release's ``one_hot_top_k``; ties by name); the graph made undirected by
    averaging the encoded features of parallel and reverse edges, self-loops removed
    after the encoding; augmented features = node features and the mean of incident edge
    features: 37;
@@ -536,18 +537,29 @@ def _impute_speeds(edges) -> np.ndarray:
 
 
 def _vocabulary(values: list[str], key: str) -> list[str]:
+    """The release's one-hot columns (its ``one_hot_top_k``): the most frequent values
+    (ties by name), every other value relabelled "others", then all ordered by their
+    counts, so "others" stands where its count puts it (before, always last: Helsinki's
+    366 other highway types came after 8 types, 158 of them the fewest)."""
     if key in FIXED:
         return FIXED[key]
-    return [v for v, _ in sorted(Counter(values).items(), key=lambda kv: (-kv[1], kv[0]))
-            ][:WIDTHS[key] - 1]
+    counts = Counter(values)
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    kept = Counter(dict(ranked[:WIDTHS[key] - 1]))
+    others = sum(n for _, n in ranked[WIDTHS[key] - 1:])
+    if others:
+        kept["others"] += others
+    return [v for v, _ in sorted(kept.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
 def _one_hot(values: list[str], vocab: list[str], width: int) -> np.ndarray:
-    """Columns for ``vocab`` in order, the last column "others" when width allows."""
+    """Columns for ``vocab`` in order, a value outside it in the "others" column (the
+    last where the vocabulary has none), zero columns up to ``width``."""
     out = np.zeros((len(values), width))
     column = {v: i for i, v in enumerate(vocab)}
+    others = column.get("others", width - 1)
     for row, value in enumerate(values):
-        out[row, column.get(value, width - 1)] = 1.0
+        out[row, column.get(value, others)] = 1.0
     return out
 
 

@@ -139,6 +139,24 @@ def test_simplification_merges_chains_across_way_junctions():
     assert streets[(0, 5)]["lanes"] == "2" and streets[(0, 5)]["maxspeed"] is None
 
 
+def test_one_hot_columns_follow_the_releases_counts_others_included():
+    """The release's one_hot_top_k keeps the 8 most frequent values, relabels the rest
+    "others", and orders the columns by count: "others" (24 here) comes third, between
+    v1 (25) and the values of 10; values tied at 10 by name."""
+    from graphloc.datasets.osm import _one_hot, _vocabulary
+    counts = {"v0": 30, "v1": 25, **{f"v{i}": 10 for i in range(2, 8)}, "v8": 9, "v9": 8,
+              "w": 7}
+    values = [v for v, n in counts.items() for _ in range(n)]
+    vocab = _vocabulary(values, "lanes")
+    assert vocab == ["v0", "v1", "others", "v2", "v3", "v4", "v5", "v6", "v7"]
+    columns = _one_hot(values, vocab, 9)
+    assert columns.sum(0).tolist() == [30, 25, 24, 10, 10, 10, 10, 10, 10]
+    assert columns[values.index("w")].tolist() == [0, 0, 1, 0, 0, 0, 0, 0, 0]
+    # fewer values than columns: no "others", the spare columns stay zero
+    assert _one_hot(["b", "a", "b"], _vocabulary(["b", "a", "b"], "lanes"), 9
+                    ).sum(0).tolist() == [2, 1, 0, 0, 0, 0, 0, 0, 0]
+
+
 def _osmnx_answers() -> dict:
     path = os.path.join(os.path.dirname(__file__), "data", "osmnx_1_9_4_streets.json.gz")
     with gzip.open(path, "rt") as f:
