@@ -9,6 +9,7 @@ from graphloc.checks import check_text
 from graphloc.datasets.aml import (
     AMLTransactions,
     EdgeDataset,
+    daily_split,
     synthetic_transactions,
     temporal_split,
 )
@@ -125,8 +126,8 @@ def _named_dataset(spec: str, root: str, seed: int):
 __all__ = ["load_dataset", "NodeDataset", "CityNetwork", "build_city_network", "city_split",
            "local_eccentricity", "eccentricity_classes", "road_statistics", "synthetic_city",
            "ogb_node", "AMLTransactions", "EdgeDataset", "synthetic_transactions",
-           "temporal_split", "write_osm_xml", "HeteroNodeDataset", "gtn_dataset", "read_gtn",
-           "aml_accounts"]
+           "temporal_split", "daily_split", "write_osm_xml", "HeteroNodeDataset",
+           "gtn_dataset", "read_gtn", "aml_accounts"]
 
 
 def _aml_accounts(name: str, root: str, seed: int) -> HeteroNodeDataset:

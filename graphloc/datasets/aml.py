@@ -31,7 +31,11 @@ COLUMNS = ["Timestamp", "From Bank", "Account", "To Bank", "Account", "Amount Re
            "Is Laundering"]
 ACCOUNT_COLUMNS = ["Bank Name", "Bank ID", "Account Number", "Entity ID", "Entity Name"]
 TIME_FORMAT = "%Y/%m/%d %H:%M"
-_VERSION = 1  # of the processed cache
+_VERSION = 2  # of the processed cache (2: MEGA-GNN's features kept beside graphloc's)
+#: what AMLTransactions builds: graphloc's features and time-quantile split, or the data of
+#: the MEGA-GNN and Multi-GNN code (``get_data`` on ``format_kaggle_files``' output)
+PROTOCOLS = ("graphloc", "mega-gnn")
+MEGA_GNN_FEATURES = ["Timestamp", "Amount Received", "Received Currency", "Payment Format"]
 
 
 @dataclass
@@ -66,12 +70,25 @@ class EdgeDataset:
 
     def split_graph(self, split: str) -> Graph:
         """The graph of the edges up to the end of ``split`` (edge ids are a prefix)."""
+        end = self._split_end(split)
+        return self.graph.cached(("split", split), lambda: Graph(
+            self.graph.edge_index[:, :end], num_nodes=self.num_nodes))
+
+    def normalized_edge_attr(self, split: str) -> Tensor:
+        """The edge features of ``split_graph(split)``, each column z-normalised by the
+        mean and standard deviation over that graph's own edges (a deviation of 0 taken
+        as 1): MEGA-GNN's and Multi-GNN's ``get_data`` normalises the training, validation
+        and test graphs each by itself, so one transaction's features differ between
+        them."""
+        features = self.edge_attr[:self._split_end(split)].float()
+        std = features.std(0) if features.size(0) > 1 else torch.zeros(features.size(1))
+        return (features - features.mean(0)) / torch.where(std == 0, 1.0, std)
+
+    def _split_end(self, split: str) -> int:
         ends = {"train": self.train_index, "val": self.val_index, "test": self.test_index}
         if split not in ends:
             raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
-        end = int(ends[split].max()) + 1 if ends[split].numel() else 0
-        return self.graph.cached(("split", split), lambda: Graph(
-            self.graph.edge_index[:, :end], num_nodes=self.num_nodes))
+        return int(ends[split].max()) + 1 if ends[split].numel() else 0
 
 
 def _check_header(header: list[str], expected: list[str], path: str) -> None:
@@ -194,7 +211,56 @@ def _build(cols, name: str) -> dict:
     t = torch.from_numpy(time[order] - time[order][0])
     return {"version": _VERSION, "name": name, "accounts": accounts, "edge_index": edge_index,
             "edge_attr": torch.from_numpy(np.concatenate(blocks, axis=1)[order]),
+            "mega_gnn_edge_attr": _mega_gnn_features(cols, time)[order],
             "edge_time": t, "y": torch.tensor(cols["label"])[order], "feature_names": names}
+
+
+def _mega_gnn_features(cols, time: np.ndarray) -> Tensor:
+    """The four edge features of the MEGA-GNN and Multi-GNN code, in file order: seconds
+    since the first transaction, the amount received, and the codes that
+    ``format_kaggle_files`` gives the receiving currency (one numbering for receiving and
+    payment currencies, by first appearance, each row's receiving one first) and the
+    payment format (by first appearance)."""
+    currencies: dict[str, int] = {}
+    formats: dict[str, int] = {}
+    received_codes, format_codes = [], []
+    for received, paid, fmt in zip(cols["recv_cur"], cols["paid_cur"], cols["format"],
+                                   strict=True):
+        received_codes.append(currencies.setdefault(received, len(currencies)))
+        currencies.setdefault(paid, len(currencies))
+        format_codes.append(formats.setdefault(fmt, len(formats)))
+    features = np.stack([time - time.min(), np.asarray(cols["received"]),
+                         np.asarray(received_codes), np.asarray(format_codes)], axis=1)
+    return torch.from_numpy(features.astype(np.float32))
+
+
+def daily_split(time: Tensor, fractions=(0.6, 0.2, 0.2)) -> tuple[Tensor, Tensor, Tensor]:
+    """MEGA-GNN's and Multi-GNN's split: whole days (``time`` in seconds since the first
+    transaction, sorted; day d holds [d, d + 1) x 86,400 s), train days [0, i), validation
+    [i, j), test [j, last], the (i, j) whose largest relative error against ``fractions``
+    is smallest (the first such pair in lexicographic order). Returns edge ids."""
+    if not isinstance(time, Tensor) or time.dim() != 1:
+        shape = list(time.shape) if isinstance(time, Tensor) else type(time).__name__
+        raise ValueError(f"daily_split: time must be a 1-D tensor of sorted seconds, got "
+                         f"{shape}")
+    if len(fractions) != 3 or not all(0 < f < 1 for f in fractions):
+        raise ValueError(f"fractions must be (train, validation, test), each in (0, 1), got "
+                         f"{fractions}")
+    day = torch.div(time, 86_400, rounding_mode="floor").long()
+    counts = torch.bincount(day).double()  # a day without transactions counts 0
+    if counts.numel() < 2:
+        raise ValueError(f"daily_split: the transactions span {counts.numel()} day; the split "
+                         "needs at least 2")
+    cum = torch.cat([torch.zeros(1, dtype=torch.float64), counts.cumsum(0)])
+    total, best = float(cum[-1]), None
+    for i in range(counts.numel()):
+        for j in range(i + 1, counts.numel()):
+            shares = (float(cum[i]), float(cum[j] - cum[i]), total - float(cum[j]))
+            score = max(abs(v / total - t) / t for v, t in zip(shares, fractions, strict=True))
+            if best is None or score < best[0]:
+                best = (score, int(cum[i]), int(cum[j]))
+    ids = torch.arange(time.numel())
+    return ids[:best[1]], ids[best[1]:best[2]], ids[best[2]:]
 
 
 def temporal_split(time: Tensor, fractions=(0.6, 0.2)) -> tuple[Tensor, Tensor, Tensor]:
@@ -216,14 +282,26 @@ def temporal_split(time: Tensor, fractions=(0.6, 0.2)) -> tuple[Tensor, Tensor, 
     return ids[:cuts[0]], ids[cuts[0]:cuts[1]], ids[cuts[1]:]
 
 
-def AMLTransactions(root: str, name: str = "HI-Small") -> EdgeDataset:  # noqa: N802
+def AMLTransactions(root: str, name: str = "HI-Small",  # noqa: N802
+                    protocol: str = "graphloc") -> EdgeDataset:
     """The IBM AML transactions ``name`` (HI-Small, LI-Small, HI-Medium, ...) as an
-    :class:`EdgeDataset`: accounts as nodes (``bank:account``), transactions as edges
-    (features: log amounts, one-hot currencies and payment format; the time is kept apart
-    in ``edge_time``), labels ``Is Laundering``, split 60/20/20 by time. The parsed result
-    is cached in ``<root>/processed/``; a changed CSV is parsed again."""
+    :class:`EdgeDataset`: accounts as nodes (``bank:account``), transactions as edges in
+    time order, labels ``Is Laundering``, the time in ``edge_time``. The parsed result is
+    cached in ``<root>/processed/``; a changed CSV is parsed again.
+
+    ``protocol="graphloc"``: features log1p amounts received and paid, one-hot receiving
+    and payment currencies and payment format; ``x`` ones; split 60/20/20 at time
+    quantiles (:func:`temporal_split`). ``protocol="mega-gnn"``: the data the MEGA-GNN and
+    Multi-GNN code trains on, for numbers comparable with their papers: the four raw
+    features ``MEGA_GNN_FEATURES`` (their z-normalisation, per split graph, is
+    :meth:`EdgeDataset.normalized_edge_attr`), ``x`` zeros (their all-ones feature after
+    that normalisation) and their split by whole days (:func:`daily_split`). Accounts are
+    numbered by name here, by first appearance there: the same graph, relabelled."""
     check_text("AMLTransactions", "root", root, path=True)
     check_text("AMLTransactions", "name", name)
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"AMLTransactions: protocol must be one of {PROTOCOLS}, got "
+                         f"{protocol!r}")
     path = os.path.join(root, f"{name}_Trans.csv")
     if not os.path.isfile(path):
         raise FileNotFoundError(
@@ -243,13 +321,18 @@ def AMLTransactions(root: str, name: str = "HI-Small") -> EdgeDataset:  # noqa: 
         data = {**_build(_parse_rows(path, known), name), "stamp": stamp}
         os.makedirs(os.path.dirname(cache), exist_ok=True)
         atomic_save(data, cache)
-    train, val, test = temporal_split(data["edge_time"])
     num_nodes = len(data["accounts"])
+    if protocol == "mega-gnn":
+        train, val, test = daily_split(data["edge_time"])
+        x, edge_attr, names = torch.zeros(num_nodes, 1), data["mega_gnn_edge_attr"], list(
+            MEGA_GNN_FEATURES)
+    else:
+        train, val, test = temporal_split(data["edge_time"])
+        x, edge_attr, names = torch.ones(num_nodes, 1), data["edge_attr"], data["feature_names"]
     return EdgeDataset(name=name, graph=Graph(data["edge_index"], num_nodes=num_nodes),
-                       x=torch.ones(num_nodes, 1), edge_attr=data["edge_attr"],
-                       edge_time=data["edge_time"], y=data["y"], train_index=train,
-                       val_index=val, test_index=test, accounts=data["accounts"],
-                       feature_names=data["feature_names"])
+                       x=x, edge_attr=edge_attr, edge_time=data["edge_time"], y=data["y"],
+                       train_index=train, val_index=val, test_index=test,
+                       accounts=data["accounts"], feature_names=names)
 
 
 # --- the generator ---------------------------------------------------------------------

@@ -296,9 +296,12 @@ def aml_accounts(edges: EdgeDataset, seed: int = 0) -> HeteroNodeDataset:
     if not isinstance(edges, EdgeDataset):
         raise TypeError(f"aml_accounts takes the EdgeDataset of AMLTransactions, got "
                         f"{type(edges).__name__}")
+    names = edges.feature_names
+    if "log1p amount paid" not in names:
+        raise ValueError(f"aml_accounts reads the features of AMLTransactions(..., protocol="
+                         f"'graphloc'); this dataset has {names}")
     n = edges.num_nodes
     src, dst = edges.graph.edge_index
-    names = edges.feature_names
     banks = sorted({a.split(":")[0] for a in edges.accounts})
     bank_of = torch.tensor([banks.index(a.split(":")[0]) for a in edges.accounts])
     paid = edges.edge_attr[:, names.index("log1p amount paid")]

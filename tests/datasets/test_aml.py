@@ -5,7 +5,13 @@ import os
 import pytest
 import torch
 
-from graphloc.datasets import AMLTransactions, synthetic_transactions, temporal_split
+from graphloc.datasets import (
+    AMLTransactions,
+    aml_accounts,
+    daily_split,
+    synthetic_transactions,
+    temporal_split,
+)
 from graphloc.datasets.aml import ACCOUNT_COLUMNS, COLUMNS
 
 ROWS = [  # a tiny file in the IBM format, not in time order
@@ -80,6 +86,57 @@ def test_processed_cache_is_used_and_refreshed(tmp_path):
     _write(tmp_path / "Tiny_Trans.csv", COLUMNS, ROWS[:3])
     os.utime(tmp_path / "Tiny_Trans.csv", (first + 10, first + 10))
     assert AMLTransactions(str(tmp_path), "Tiny").num_edges == 3
+
+
+def test_the_mega_gnn_protocol_is_the_data_of_its_code(tmp_path):
+    """What MEGA-GNN's get_data makes of format_kaggle_files' output, worked out by hand
+    for ROWS with the first row paid in Yuan: currency codes by first appearance in the
+    file, each row's receiving one first, one numbering for both columns (US Dollar 0,
+    Yuan 1, Euro 2), payment formats likewise (Reinvestment 0, Cheque 1, ACH 2, Cash 3),
+    rows in time order; days 0, 0, 1, 2, 2 hold 2, 1, 2 transactions, and of the splits
+    into whole days only train {0}, validation {1}, test {2} keeps every share's error to
+    100% (40%, 20%, 40% against 60, 20, 20)."""
+    rows = [ROWS[0][:8] + ["Yuan"] + ROWS[0][9:], *ROWS[1:]]
+    _write(tmp_path / "Tiny_Trans.csv", COLUMNS, rows)
+    data = AMLTransactions(str(tmp_path), "Tiny", protocol="mega-gnn")
+    assert data.feature_names == ["Timestamp", "Amount Received", "Received Currency",
+                                  "Payment Format"]
+    expected = [[0, 0.01, 0, 1], [300, 3697.34, 0, 0], [121500, 14675.57, 2, 2],
+                [211500, 99.0, 2, 2], [211500, 5.0, 0, 3]]
+    torch.testing.assert_close(data.edge_attr, torch.tensor(expected))
+    assert torch.equal(data.x, torch.zeros(3, 1))  # all ones, z-normalised
+    assert [t.tolist() for t in (data.train_index, data.val_index, data.test_index)] == \
+        [[0, 1], [2], [3, 4]]
+    graphloc = AMLTransactions(str(tmp_path), "Tiny")  # the same cache, the other protocol
+    assert torch.equal(graphloc.graph.edge_index, data.graph.edge_index)
+    # each split graph normalised by its own edges: train holds t = 0 and 300
+    train = data.normalized_edge_attr("train")
+    assert train.shape == (2, 4)
+    torch.testing.assert_close(train[:, 0], torch.tensor([-1.0, 1.0]) / math.sqrt(2))
+    assert torch.equal(train[:, 2], torch.zeros(2))  # one currency: deviation 0, taken as 1
+    test = data.normalized_edge_attr("test")
+    column = torch.tensor(expected)[:, 1]
+    torch.testing.assert_close(test[:, 1], (column - column.mean()) / column.std())
+    with pytest.raises(ValueError, match=r"aml_accounts reads the features of "
+                                         r"AMLTransactions\(\.\.\., protocol='graphloc'\)"):
+        aml_accounts(data)
+    with pytest.raises(ValueError, match=r"protocol must be one of \('graphloc', 'mega-gnn'\), "
+                                         r"got 'official'"):
+        AMLTransactions(str(tmp_path), "Tiny", protocol="official")
+
+
+@pytest.mark.parametrize("per_day, expected", [
+    ([10] * 10, (60, 20, 20)),  # exact: 6, 2 and 2 days
+    ([30, 0, 30, 20, 0, 20], (60, 20, 20)),  # empty days belong to a split as well
+    ([5, 40, 15, 5, 20, 25], (60, 25, 25)),  # cut (4, 5), 65/20/25, ties at 13.6%: later
+])
+def test_daily_split_takes_whole_days_nearest_to_60_20_20(per_day, expected):
+    time = torch.cat([torch.full((n,), 86_400.0 * d + 60) for d, n in enumerate(per_day)])
+    train, val, test = daily_split(time)
+    assert (train.numel(), val.numel(), test.numel()) == expected
+    assert torch.equal(torch.cat([train, val, test]), torch.arange(time.numel()))
+    with pytest.raises(ValueError, match="the transactions span 1 day; the split needs"):
+        daily_split(torch.zeros(5))
 
 
 def test_temporal_split_keeps_ties_together():
@@ -169,6 +226,8 @@ def test_a_byte_order_mark_before_the_header_is_read_past(tmp_path):
     (lambda: AMLTransactions(None), "AMLTransactions: root must be a path, got NoneType"),
     (lambda: AMLTransactions("data", name=3), "AMLTransactions: name must be a name"),
     (lambda: temporal_split([3, 1, 2]), "temporal_split: time must be a 1-D tensor"),
+    (lambda: daily_split([3, 1, 2]), "daily_split: time must be a 1-D tensor"),
+    (lambda: daily_split(torch.arange(3.0), (0.5, 0.5)), "fractions must be \\(train, "),
     (lambda: synthetic_transactions(num_accounts="50"), "num_accounts must be an integer >= 20"),
     (lambda: synthetic_transactions(num_transactions=None),
      "num_transactions must be an integer >= 100"),
