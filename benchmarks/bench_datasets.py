@@ -28,6 +28,8 @@ from graphloc.datasets import (  # noqa: E402
     write_osm_xml,
 )
 
+SAMPLE = os.path.join(os.path.dirname(__file__), "..", "graphloc", "datasets", "samples",
+                      "helsinki.osm.pbf")
 PUBLISHED = [  # City-Networks paper / PyG docstring / authors' notebook
     ("paris", 114_127, 182_511, 3.20, 15, 121),
     ("shanghai", 183_917, 262_092, 2.85, 8, 123),
@@ -46,9 +48,10 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
-        helsinki = CityNetwork(tmp, "helsinki")
+        start = time.perf_counter()  # the build itself (CityNetwork copies the shipped one)
+        build_city_network(SAMPLE, tmp)
         total = time.perf_counter() - start
+        helsinki = CityNetwork(tmp, "helsinki")
     rows.append(("helsinki (bundled OSM extract)", road_statistics(helsinki.graph),
                  f"{total:.1f} s (OSM to labelled archive)"))
     print(f"  {rows[-1]}", flush=True)

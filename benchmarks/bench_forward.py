@@ -2,6 +2,7 @@
 
     python benchmarks/bench_forward.py memory [--nodes 100000] [--depths 2 8 16]
     python benchmarks/bench_forward.py accuracy [--seeds 0 1 2] [--epochs 200]
+        [--datasets helsinki synthetic-10k] [--procedures ...]
 
 memory: each (procedure, depth) trains one epoch (per layer, for the greedy procedures) of
 a GCN stack (hidden 64) on a synthetic road graph in a fresh process; the number is the
@@ -74,8 +75,9 @@ def accuracy(args) -> None:
     from graphloc.datasets import load_dataset, synthetic_city
     from graphloc.train import TrainConfig, fit
     torch.set_num_threads(2)
-    datasets = {"helsinki": load_dataset("helsinki", args.root, 0),
-                "synthetic-10k": synthetic_city(10_000, seed=0)}
+    makers = {"helsinki": lambda: load_dataset("helsinki", args.root, 0),
+              "synthetic-10k": lambda: synthetic_city(10_000, seed=0)}
+    datasets = {name: makers[name]() for name in args.datasets}
     table = {}
     for name, data in datasets.items():
         for procedure in args.procedures:
@@ -114,6 +116,8 @@ def main() -> None:
     acc.add_argument("--epochs", type=int, default=200)
     acc.add_argument("--root", default="data")
     acc.add_argument("--procedures", nargs="+", default=PROCEDURES)
+    acc.add_argument("--datasets", nargs="+", default=["helsinki", "synthetic-10k"],
+                     choices=["helsinki", "synthetic-10k"])
     args = parser.parse_args()
     memory(args) if args.what == "memory" else accuracy(args)
 

@@ -169,8 +169,9 @@ def write_osm_xml(city: NodeDataset, path: str, segments: int = 3) -> int:
     """Writes a synthetic city's streets as an OpenStreetMap XML file, to run the OSM
     builder offline at any scale: each street one two-way way of ``segments`` pieces
     (``segments - 1`` interstitial nodes, which the builder's simplification removes
-    again) tagged with its road category; coordinates ``(24, 60)`` degrees plus the
-    city's metres times 1e-5. Returns the number of ways (streets) written."""
+    again, as it removes a city node with exactly two neighbours: a bend, through which
+    one street runs) tagged with its road category; coordinates ``(24, 60)`` degrees plus
+    the city's metres times 1e-5. Returns the number of ways (streets) written."""
     if isinstance(segments, bool) or not isinstance(segments, int) or segments < 1:
         raise ValueError(f"segments must be an int >= 1, got {segments!r}")
     n, width = city.graph.num_nodes, 2 + len(HIGHWAYS)
