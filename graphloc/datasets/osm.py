@@ -511,7 +511,9 @@ def _speed_type(highway) -> str | None:
     """The highway type a street's speed is imputed by: osmnx takes a merged street's
     first listed type (of an unordered set, so the published choice varies with Python's
     string hashing); here the alphabetically first."""
-    return _flat(highway)[0] if isinstance(highway, list) and highway else highway
+    if not isinstance(highway, list) or not highway:
+        return highway
+    return min(_flat(highway), key=str)  # a street graph's lists come in osmnx's set order
 
 
 def _flat(values: list) -> list:
