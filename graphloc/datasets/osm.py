@@ -33,18 +33,26 @@ extracts (``tests/datasets/osmnx_oracle.py``):
 5. features: nodes ``[x, y, street_count, landuse one-hot (9)]``; edges ``[length,
    speed_kph, oneway (2), lanes (9), reversed (3), highway (9)]``, values stringified,
    the 8 most frequent values and "others" as columns ordered by their counts (the
-   release's ``one_hot_top_k``; ties by name); the graph made undirected by
-   averaging the encoded features of parallel and reverse edges, self-loops removed
-   after the encoding; augmented features = node features and the mean of incident edge
-   features: 37;
+   release's ``one_hot_top_k``; ties by name); the graph made undirected as PyG's
+   ``to_undirected(reduce="mean")`` makes it (edges sorted by source then destination,
+   the encoded float32 features of parallel and reverse edges averaged in float32),
+   self-loops removed after the encoding; augmented features = node features and the
+   float32 mean of incoming edge features: 37;
 6. labels: 16-hop local eccentricity cut into 10 quantile classes; split 10/10/80 from
    ``RandomState(0)``.
 
 Landuse, as the release's nearest ``sjoin_nearest`` in degrees: the value of the nearest
 ``landuse=*`` feature (areas from closed ways and multipolygon relations, which hold the
 nodes inside them at distance 0, and tagged points); ties, as inside overlapping areas, go
-to the feature read first. Deviations: fixed one-hot widths so every city has 37 features
-(the release's widths came out of its data); coordinates stay in degrees as in the release;
+as the release's join ordered them (the first match of geopandas' STRtree over the
+features in osmnx's order). Checked against the release's own code on osmnx 1.9.4's graph
+of the bundled extract (``tests/datasets/citynetworks_oracle.py``): the same node
+features, edges, labels and split, the augmented features equal in float32 but for one
+node of parallel streets. Deviations: fixed one-hot widths so every city has 37 features
+(the release's widths came out of its data; columns a city leaves empty are zero, at the
+end of their block); coordinates stay in degrees as in the release; ties between equally
+frequent values, and between equal eccentricities, go by name and node id (the release:
+pandas' and an unstable sort's order), as does the summing order of parallel streets;
 where osmnx leaves an order to Python's string hashing (a merged street's list of values,
 whose first highway type picks the speed imputed to it) the values are sorted; a graph
 without any maxspeed, which osmnx refuses, gets 30 km/h everywhere; the extract stands for
@@ -67,6 +75,7 @@ from collections import Counter, defaultdict
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from graphloc.checks import check_int
 from graphloc.datasets.base import city_split
@@ -80,7 +89,8 @@ from graphloc.io import atomic_file
 #: oneway values "T" and "F"; 4: osmnx 1.x's way filter as Overpass matched it, anywhere in
 #: a value, and street graphs filtered too; 5: osmnx 1.x's default simplification (a node
 #: where two ways meet goes; lone rings removed; before the largest component), a node
-#: listed twice in a row read once, street_count, lengths, speeds and node order as osmnx)
+#: listed twice in a row read once, street_count, lengths, speeds and node order as osmnx;
+#: the release's one-hot column order, landuse ties, float32 means and edge order)
 BUILDER_VERSION = 5
 # osmnx 1.x's Overpass filter for network_type="all": a way is loaded unless one of these
 # unanchored, case-sensitive regular expressions matches its tag (Overpass's `!~`), so
@@ -118,10 +128,10 @@ class OsmRoads:
             raise FileNotFoundError(f"no OSM file at {path}")
         self.coords: dict[int, tuple[float, float]] = {}
         self.edges: list[tuple[int, int, dict]] = []
-        self.landuse: list[tuple[str, str]] = []  # (hex WKB geometry in degrees, value)
+        found: list = []  # the landuse features as read: (rank, id, hex WKB, value)
         roads = self
 
-        class Handler(_landuse_handler(osmium, self.landuse, path)):
+        class Handler(_landuse_handler(osmium, found, path)):
             def way(self, w):
                 if "highway" not in w.tags:  # most ways: skip before copying their tags
                     return
@@ -146,6 +156,7 @@ class OsmRoads:
             raise ValueError(f"{path} is not a readable OSM file: {err}") from err
         if not self.edges:
             raise ValueError(f"{path} holds no public road ways")
+        self.landuse = _in_osmnx_order(found)  # (hex WKB geometry in degrees, value)
         # the release numbers nodes as Overpass returns them, by OSM id (an extract's order)
         self.order = sorted(self.coords)
 
@@ -236,10 +247,11 @@ def _reading_errors(osmium) -> tuple:
 
 
 def _landuse_handler(osmium, sink: list, path: str):
-    """A pyosmium handler class that appends ``(hex WKB in degrees, value)`` to ``sink`` for
-    every ``landuse=*`` point and area (closed ways, multipolygon relations), in file order.
-    With its area() method pyosmium reads the file twice and builds the multipolygons.
-    Every node of the file is checked to lie on the globe."""
+    """A pyosmium handler class that appends ``(rank, OSM id, hex WKB in degrees, value)``
+    to ``sink`` for every ``landuse=*`` point (rank 0) and area (closed ways 1,
+    multipolygon relations 2), as read. With its area() method pyosmium reads the file
+    twice and builds the multipolygons. Every node of the file is checked to lie on the
+    globe."""
     wkb = osmium.geom.WKBFactory()
 
     class LanduseHandler(osmium.SimpleHandler):
@@ -247,15 +259,26 @@ def _landuse_handler(osmium, sink: list, path: str):
             if not n.location.valid():  # (the one call most nodes cost)
                 _refuse_if_placed(n, path)
             elif "landuse" in n.tags:
-                sink.append((wkb.create_point(n), n.tags["landuse"]))
+                sink.append((0, n.id, wkb.create_point(n), n.tags["landuse"]))
 
         def area(self, a):
             if "landuse" in a.tags:
                 try:
-                    sink.append((wkb.create_multipolygon(a), a.tags["landuse"]))
+                    sink.append((1 if a.from_way() else 2, a.orig_id(),
+                                 wkb.create_multipolygon(a), a.tags["landuse"]))
                 except RuntimeError:  # broken ring at the extract's edge: no geometry
                     pass
     return LanduseHandler
+
+
+def _in_osmnx_order(found: list) -> list[tuple[str, str]]:
+    """``(hex WKB, value)`` in the order of osmnx's features table, which decides the
+    release's ties (nodes inside overlapping areas go to the feature first in it): points
+    and ways as the file lists them, then the relations by id. pyosmium builds a relation's
+    area when its last way is read, between the ways' (Helsinki: 34 of 2,515 nodes got
+    another value)."""
+    ordered = sorted(found, key=lambda f: (f[0], f[1] if f[0] == 2 else 0))  # stable
+    return [(geometry, value) for _, _, geometry, value in ordered]
 
 
 def _osm_landuse(path: str) -> list[tuple[str, str]]:
@@ -263,13 +286,13 @@ def _osm_landuse(path: str) -> list[tuple[str, str]]:
     osmium = _extra("osmium")
     if not os.path.exists(path):
         raise FileNotFoundError(f"landuse: no OSM file at {path}")
-    found: list[tuple[str, str]] = []
+    found: list = []
     _check_exponent_coordinates(path)
     try:
         _landuse_handler(osmium, found, path)().apply_file(path, locations=True)
     except _reading_errors(osmium) as err:
         raise ValueError(f"landuse: {path} is not a readable OSM file: {err}") from err
-    return found
+    return _in_osmnx_order(found)
 
 
 def _landuse_features(landuse) -> list[tuple[str, str]]:
@@ -543,9 +566,9 @@ def _vocabulary(values: list[str], key: str) -> list[str]:
     (ties by name), every other value relabelled "others", then all ordered by their
     counts, so "others" stands where its count puts it (before, always last: Helsinki's
     366 other highway types came after 8 types, 158 of them the fewest)."""
-    if key in FIXED:
-        return FIXED[key]
     counts = Counter(values)
+    if key in FIXED:  # a fixed set of values, ordered by count as the release orders them
+        return sorted(FIXED[key], key=lambda v: -counts[v])  # (stable: ties keep FIXED's)
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     kept = Counter(dict(ranked[:WIDTHS[key] - 1]))
     others = sum(n for _, n in ranked[WIDTHS[key] - 1:])
@@ -776,8 +799,9 @@ def build_city_network(source, out_dir: str, name: str | None = None, hops: int 
     lengths = arrays.pop("lengths")
     stage(f"{hops}-hop labels")
     graph = Graph(arrays["edge_indices"], num_nodes=len(order))
-    labels = eccentricity_classes(local_eccentricity(graph, lengths, hops), num_classes,
-                                  stacklevel=3)
+    # the release ranks float32 eccentricities (its list of floats made a tensor)
+    labels = eccentricity_classes(local_eccentricity(graph, lengths, hops).float(),
+                                  num_classes, stacklevel=3)
     train, val, test = city_split(len(order))
     arrays.update({f"{num_classes}-chunk_{hops}-hop_node_labels.pt": labels,
                    "train_mask.pt": train, "valid_mask.pt": val, "test_mask.pt": test})
@@ -796,9 +820,11 @@ def _check_plain_name(name) -> None:
 
 
 def _encode(merged, order, index, roads, streets) -> dict:
-    """Step 5: encoded, undirected, averaged features; the release's tensors."""
-    # speeds and vocabularies count self-loops, which go only after the encoding, as in
-    # the release's feature engineering (remove_self_loops after to_undirected)
+    """Step 5: the release's tensors, in its float32 arithmetic and order: each street's
+    features encoded (speeds and vocabularies counting self-loops, as the release removes
+    them only after), made undirected by PyG's to_undirected (edges sorted by source then
+    destination, each pair's directed features averaged in float32), self-loops removed,
+    and the augmented node features the float32 mean of the incoming edges' features."""
     speeds = _impute_speeds(merged)
     columns = [np.array([[a["length"]] for _, _, a in merged]), speeds[:, None]]
     for key in ("oneway", "lanes", "reversed", "highway"):
@@ -806,29 +832,38 @@ def _encode(merged, order, index, roads, streets) -> dict:
         vocab = _vocabulary(values, key)
         width = len(FIXED[key]) if key in FIXED else WIDTHS[key]
         columns.append(_one_hot(values, vocab, width))
-    loops = np.array([u == v for u, v, _ in merged], dtype=bool)
-    directed = np.concatenate(columns, axis=1)[~loops]  # [E_directed, 25]
-    merged = [e for e, loop in zip(merged, loops, strict=True) if not loop]
-    u = np.array([index[e[0]] for e in merged])
-    v = np.array([index[e[1]] for e in merged])
-    key = np.minimum(u, v) * len(order) + np.maximum(u, v)
-    pairs, inverse = np.unique(key, return_inverse=True)
-    sums = np.zeros((len(pairs), directed.shape[1]))
-    np.add.at(sums, inverse, directed)
-    feats = sums / np.bincount(inverse)[:, None]  # mean over reverse and parallel edges
-    a, b = pairs // len(order), pairs % len(order)
-    edge_index = np.stack([np.concatenate([a, b]), np.concatenate([b, a])])
-    edge_feats = np.concatenate([feats, feats])
-    node = np.array([[*roads.coords[n], streets[n]] for n in order])
-    node = np.concatenate([node, _landuse_one_hot(roads, order)], axis=1)  # [N, 12]
-    incident = np.zeros((len(order), edge_feats.shape[1]))
-    np.add.at(incident, edge_index[1], edge_feats)
-    incident /= np.maximum(np.bincount(edge_index[1], minlength=len(order)), 1)[:, None]
-    return {"node_features.pt": torch.from_numpy(node).float(),
-            "node_features_augmented.pt": torch.from_numpy(
-                np.concatenate([node, incident], axis=1)).float(),
-            "edge_indices": torch.from_numpy(edge_index).long(),
-            "lengths": torch.from_numpy(edge_feats[:, 0].copy())}
+    directed = torch.from_numpy(np.concatenate(columns, axis=1)).float()  # [E_directed, 25]
+    ends = torch.tensor([[index[u], index[v]] for u, v, _ in merged]).reshape(-1, 2).t()
+    edge_index, edge_feats = _undirected_mean(ends, directed, len(order))
+    node = torch.from_numpy(np.concatenate(
+        [np.array([[*roads.coords[n], streets[n]] for n in order]),
+         _landuse_one_hot(roads, order)], axis=1)).float()  # [N, 12]
+    incident = torch.zeros(len(order), edge_feats.size(1)).index_add_(0, edge_index[1],
+                                                                       edge_feats)
+    count = torch.zeros(len(order), 1).index_add_(0, edge_index[1],
+                                                  torch.ones(edge_index.size(1), 1))
+    incident /= torch.where(count == 0, 1.0, count)
+    return {"node_features.pt": node,
+            "node_features_augmented.pt": torch.cat([node, incident], dim=1),
+            "edge_indices": edge_index, "lengths": edge_feats[:, 0].double()}
+
+
+def _undirected_mean(edge_index: Tensor, feats: Tensor, num_nodes: int):
+    """PyG's ``to_undirected(edge_index, feats, reduce="mean")`` then
+    ``remove_self_loops``, as the release ran them: both directions of every edge,
+    sorted by ``source * N + destination``, each pair's rows summed in float32 in that
+    order and divided by their count."""
+    both = torch.cat([edge_index, edge_index.flip(0)], dim=1)
+    feats = torch.cat([feats, feats])
+    key, perm = torch.sort(both[0] * num_nodes + both[1], stable=True)
+    pairs, group = torch.unique_consecutive(key, return_inverse=True)
+    sums = torch.zeros(pairs.numel(), feats.size(1)).scatter_add_(
+        0, group[:, None].expand(-1, feats.size(1)), feats[perm])
+    count = torch.zeros(pairs.numel()).scatter_add_(0, group, torch.ones(group.numel()))
+    mean = sums / count.clamp(min=1)[:, None]
+    edge_index = torch.stack([pairs // num_nodes, pairs % num_nodes])
+    loop = edge_index[0] == edge_index[1]
+    return edge_index[:, ~loop], mean[~loop]
 
 
 def _landuse_one_hot(roads, order) -> np.ndarray:
@@ -842,13 +877,16 @@ def _landuse_one_hot(roads, order) -> np.ndarray:
 
 def _nearest_feature(wkbs: list, points: np.ndarray) -> np.ndarray:
     """Index of the nearest geometry (planar distance in degrees, 0 inside an area) to
-    each point; ties go to the lowest index."""
+    each point. Ties go as in the release's ``sjoin_nearest`` then ``keep="first"``: to the
+    first match of the same STRtree's query (geopandas' spatial index, node capacity 10,
+    its matches kept in the tree's order), not to the lowest index."""
     shapely = _extra("shapely")
-    tree = shapely.STRtree(shapely.from_wkb(wkbs))
+    tree = shapely.STRtree(shapely.from_wkb(wkbs), node_capacity=10)
     (point, geometry) = tree.query_nearest(shapely.points(points), all_matches=True)
-    nearest = np.full(len(points), np.iinfo(np.int64).max)
-    np.minimum.at(nearest, point, geometry)
-    return nearest
+    order = np.argsort(point, kind="stable")  # grouped by point, the tree's order kept
+    point, geometry = point[order], geometry[order]
+    _, first = np.unique(point, return_index=True)
+    return geometry[first]
 
 
 def _write_release(arrays: dict, out_dir: str, name: str) -> str:

@@ -70,6 +70,32 @@ def test_helsinki_is_a_connected_simplified_street_graph(helsinki):
     torch.testing.assert_close(onehots, torch.ones(n))
 
 
+def test_helsinki_is_what_the_release_pipeline_makes_of_the_extract(helsinki):
+    """Against the City-Networks release's own code (generate_network.py and
+    feature_engineering on osmnx 1.9.4's graph of the extract; its tensors stored by
+    ``citynetworks_oracle.py``): the same node features (street counts, landuse with the
+    release's tie order), edges in the same order, labels and split, and the augmented
+    features to the bit in float32 but for one node, where two parallel two-way streets
+    are averaged in the order of the release's unstable sort. Its one-hot widths come
+    from its data (Helsinki's lanes fill 7 columns); graphloc pads to fixed widths."""
+    import numpy as np
+    release = np.load(os.path.join(os.path.dirname(__file__), "data",
+                                   "citynetworks_helsinki.npz"))
+    built = read_release(helsinki)
+    for ours, theirs in [("node_features.pt", "node_features"),
+                         ("edge_indices.pt", "edge_indices"),
+                         ("10-chunk_16-hop_node_labels.pt", "10_chunk_16_hop_node_labels"),
+                         ("train_mask.pt", "train_mask"), ("valid_mask.pt", "valid_mask"),
+                         ("test_mask.pt", "test_mask")]:
+        assert np.array_equal(built[ours].numpy(), release[theirs]), ours
+    x = built["node_features_augmented.pt"]
+    padded = [12 + 4 + 7, 12 + 4 + 8]  # after length, speed, oneway (2): lanes 8 and 9
+    assert (x[:, padded] == 0).all()
+    kept = [c for c in range(x.size(1)) if c not in padded]
+    differ = (x[:, kept] != torch.from_numpy(release["node_features_augmented"])).any(1)
+    assert int(differ.sum()) <= 1
+
+
 def test_build_is_byte_reproducible(helsinki, tmp_path):
     again = build_city_network(HELSINKI, str(tmp_path))
     digest = [hashlib.sha256(open(p, "rb").read()).hexdigest() for p in (helsinki, again)]
@@ -152,6 +178,9 @@ def test_one_hot_columns_follow_the_releases_counts_others_included():
     columns = _one_hot(values, vocab, 9)
     assert columns.sum(0).tolist() == [30, 25, 24, 10, 10, 10, 10, 10, 10]
     assert columns[values.index("w")].tolist() == [0, 0, 1, 0, 0, 0, 0, 0, 0]
+    # a fixed vocabulary (oneway, reversed) keeps its values, ordered by count too
+    assert _vocabulary(["True", "True", "False"], "oneway") == ["True", "False"]
+    assert _vocabulary(["False", "True"], "oneway") == ["False", "True"]
     # fewer values than columns: no "others", the spare columns stay zero
     assert _one_hot(["b", "a", "b"], _vocabulary(["b", "a", "b"], "lanes"), 9
                     ).sum(0).tolist() == [2, 1, 0, 0, 0, 0, 0, 0, 0]
