@@ -59,6 +59,7 @@ from graphloc.datasets.keyed import (
 from graphloc.datasets.readers import (
     DECOMPRESSION_ERRORS,
     MISSING_VALUES,
+    CommentedRows,
     byte_order_marked,
     check_vertex_count,
     compression_of,
@@ -1154,11 +1155,13 @@ def _edge_list_rows(path: str) -> list:
             f.seek(0)
             reader = csv.reader(f, delimiter=delimiter, skipinitialspace=True)
             # "#" (SNAP) and "%" (KONECT, MatrixMarket) start comment lines
+            comments = CommentedRows()
             rows = [(reader.line_num, row) for row in reader
-                    if row and not row[0].startswith(("#", "%"))]
+                    if row and not comments.is_comment(reader.line_num, row)]
     except (UnicodeDecodeError, csv.Error) as err:
         raise ValueError(f"{path}: not a text edge list ({type(err).__name__}: {err})") \
             from err
+    comments.warn(path, "edges")
     return _space_separated_lines_split(rows) if delimiter == "\t" else rows
 
 

@@ -22,6 +22,7 @@ from torch import Tensor
 from graphloc.checks import caller_stacklevel
 from graphloc.datasets.readers import (
     MISSING_VALUES,
+    CommentedRows,
     decimal_point,
     integer_id,
     open_text,
@@ -165,10 +166,12 @@ def _rows(path: str):
         f.seek(0)
         delimiter = sniffed_delimiter(sample)
         reader = csv.reader(f, delimiter=delimiter, skipinitialspace=True)
+        comments = CommentedRows()
         for row in reader:
-            if row and any(row) and not row[0].startswith(("#", "%")):
+            if row and any(row) and not comments.is_comment(reader.line_num, row):
                 yield reader.line_num, [decimal_point(field.strip(), delimiter)
                                         for field in row]
+        comments.warn(path, "rows")
 
 
 def _key_header(rows: list, names: list | None) -> int | None:

@@ -172,6 +172,48 @@ def sniffed_delimiter(sample: str) -> str:
 _DECIMAL_COMMA = re.compile(r"[+-]?(?:[0-9]+,[0-9]*|,[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
+#: what starts a comment line in the text formats (SNAP "#", KONECT and MatrixMarket "%")
+COMMENT_MARKS = ("#", "%")
+
+
+class CommentedRows:
+    """Counts the comment lines of a delimited text file that look like its data: after
+    the first data line, a name glued to the mark, as many fields as the data lines hold.
+    Formats put comments in a
+    header block; a line such as ``#python,#datascience`` (a hashtag graph) or
+    ``%p,A`` among the edges is data whose first name starts with the comment mark, and
+    skipping it lost that edge or row without a word. They stay skipped, with a warning
+    naming the lines (``warn``)."""
+
+    def __init__(self):
+        self.widths: dict[int, int] = {}  # data fields per line -> lines
+        self.suspects: list[tuple[int, int]] = []  # (line, fields) of later comments
+
+    def is_comment(self, number: int, row: list) -> bool:
+        if row and row[0].startswith(COMMENT_MARKS):
+            # a name glued to the mark ("#python"), not a remark ("# a comment", "#")
+            if self.widths and len(row[0]) > 1 and not row[0][1].isspace():
+                self.suspects.append((number, len(row)))
+            return True
+        if row:
+            self.widths[len(row)] = self.widths.get(len(row), 0) + 1
+        return False
+
+    def warn(self, path: str, what: str) -> None:
+        if not self.widths:
+            return
+        width = max(self.widths, key=self.widths.get)
+        lines = [number for number, fields in self.suspects if fields == width]
+        if lines:
+            shown = ", ".join(map(str, lines[:5])) + (" ..." if len(lines) > 5 else "")
+            warnings.warn(f"{path}: {len(lines)} line(s) among the {what} start with "
+                          f"'#' or '%' and were skipped as comments, though they hold "
+                          f"{width} fields as the {what} do (line {shown}): a name that "
+                          f"starts with '#' or '%' cannot begin a line; rename those "
+                          f"nodes (say, with a prefix) to read them",
+                          stacklevel=caller_stacklevel())
+
+
 def decimal_point(field: str, delimiter: str) -> str:
     """``field`` with a decimal comma read as a point where the table's delimiter is a
     semicolon (such a table's numbers are written so: "0,5" is one half); any other field

@@ -1721,3 +1721,22 @@ def test_a_saved_heterodata_is_a_heterogeneous_dataset(tmp_path):
     with pytest.raises(ValueError, match=r"h.pt holds a HeteroData: its features, labels and "
                                          r"relations come from it"):
         load_graph_file(str(tmp_path / "h.pt"), undirected=True)
+
+
+def test_commented_out_edges_among_the_edges_are_named(tmp_path):
+    """A hashtag graph: lines whose first name starts with '#' read as comments and their
+    edges were lost without a word. Such lines after the first edge, with the edges'
+    number of fields, are named in a warning; a SNAP-style comment header is not."""
+    path = tmp_path / "tags.csv"
+    path.write_text("alice,#python\n#python,#datascience\nbob,#python\n%p,bob\n")
+    with pytest.warns(UserWarning, match=r"tags.csv: 2 line\(s\) among the edges start with "
+                                         r"'#' or '%' .* \(line 2, 4\)") as record:
+        ds = load_graph_file(str(path), undirected=True)
+    assert ds.node_names == ["alice", "#python", "bob"]  # the other two lines skipped
+    assert ds.graph.num_edges == 4
+    assert all(w.filename == __file__ for w in record if "'#' or '%'" in str(w.message))
+    snap = tmp_path / "snap.txt"
+    snap.write_text("# Directed graph: snap.txt\n# FromNodeId\tToNodeId\na\tb\nb\tc\n")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*'#' or '%'")
+        assert load_graph_file(str(snap)).graph.num_edges == 2

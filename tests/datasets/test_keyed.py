@@ -368,3 +368,14 @@ def test_ids_that_fit_both_counts_on_a_one_based_graph_are_said(tmp_path):
         warnings.simplefilter("error")
         assert load_graph_file(str(tmp_path / "g.graph"),
                                labels=str(tmp_path / "z.csv")).y.tolist() == [-1, -1, 1, 0]
+
+
+def test_keyed_rows_that_read_as_comments_are_named(tmp_path):
+    """A labels table keyed by names, one of which starts with '#': its row read as a
+    comment, and the node lost its class silently (-1, unlabelled)."""
+    (tmp_path / "g.csv").write_text("a,#b\n#b,c\nc,a\n")
+    (tmp_path / "y.csv").write_text("id,label\na,0\n#b,1\nc,2\n")
+    with pytest.warns(UserWarning, match=r"y.csv: 1 line\(s\) among the rows start with "
+                                         r"'#' or '%' .* \(line 3\)"):
+        ds = load_graph_file(str(tmp_path / "g.csv"), labels=str(tmp_path / "y.csv"))
+    assert dict(zip(ds.node_names, ds.y.tolist(), strict=True)) == {"a": 0, "#b": -1, "c": 2}
