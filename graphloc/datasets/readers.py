@@ -179,11 +179,10 @@ COMMENT_MARKS = ("#", "%")
 class CommentedRows:
     """Counts the comment lines of a delimited text file that look like its data: after
     the first data line, a name glued to the mark, as many fields as the data lines hold.
-    Formats put comments in a
-    header block; a line such as ``#python,#datascience`` (a hashtag graph) or
-    ``%p,A`` among the edges is data whose first name starts with the comment mark, and
-    skipping it lost that edge or row without a word. They stay skipped, with a warning
-    naming the lines (``warn``)."""
+    Formats put comments in a header block; a line such as ``#python,#datascience`` (a
+    hashtag graph) or ``%p,A`` among the edges is data whose first name starts with the
+    comment mark, and skipping it lost that edge or row without a word. They stay skipped,
+    with a warning naming the lines (``warn``)."""
 
     def __init__(self):
         self.widths: dict[int, int] = {}  # data fields per line -> lines
