@@ -274,9 +274,8 @@ def _landuse_handler(osmium, sink: list, path: str):
 def _in_osmnx_order(found: list) -> list[tuple[str, str]]:
     """``(hex WKB, value)`` in the order of osmnx's features table, which decides the
     release's ties (nodes inside overlapping areas go to the feature first in it): points
-    and ways as the file lists them, then the relations by id. pyosmium builds a relation's
-    area when its last way is read, between the ways' (Helsinki: 34 of 2,515 nodes got
-    another value)."""
+    and ways as the file lists them, then the relations by id (pyosmium builds a
+    relation's area when its last way is read, between the ways')."""
     ordered = sorted(found, key=lambda f: (f[0], f[1] if f[0] == 2 else 0))  # stable
     return [(geometry, value) for _, _, geometry, value in ordered]
 
