@@ -246,6 +246,11 @@ def daily_split(time: Tensor, fractions=(0.6, 0.2, 0.2)) -> tuple[Tensor, Tensor
     if len(fractions) != 3 or not all(0 < f < 1 for f in fractions):
         raise ValueError(f"fractions must be (train, validation, test), each in (0, 1), got "
                          f"{fractions}")
+    if time.numel() and not (time.isfinite().all() and time[0] >= 0
+                             and (time[1:] >= time[:-1]).all()):
+        raise ValueError("daily_split: time must be finite seconds since the first "
+                         "transaction (>= 0), sorted; got "
+                         f"{time[:5].tolist()}{' ...' if time.numel() > 5 else ''}")
     day = torch.div(time, 86_400, rounding_mode="floor").long()
     counts = torch.bincount(day).double()  # a day without transactions counts 0
     if counts.numel() < 2:
