@@ -120,6 +120,9 @@ def test_the_mega_gnn_protocol_is_the_data_of_its_code(tmp_path):
     with pytest.raises(ValueError, match=r"aml_accounts reads the features of "
                                          r"AMLTransactions\(\.\.\., protocol='graphloc'\)"):
         aml_accounts(data)
+    with pytest.raises(ValueError, match=r"split must be 'train', 'val' or 'test', got "
+                                         r"'validation'"):
+        data.normalized_edge_attr("validation")
     with pytest.raises(ValueError, match=r"protocol must be one of \('graphloc', 'mega-gnn'\), "
                                          r"got 'official'"):
         AMLTransactions(str(tmp_path), "Tiny", protocol="official")
