@@ -470,8 +470,6 @@ def _merge_attrs(chain: list[dict]) -> dict:
     have it (a missing lanes or maxspeed is left out), one value or the sorted list of the
     distinct ones (osmnx: an unordered set); the lengths summed."""
     length = sum(a["length"] for a in chain)
-    if all(a is chain[0] for a in chain):  # one way, one direction: the common case
-        return {**chain[0], "length": length}
     attrs = {}
     for key in ("osmid", "highway", "oneway", "lanes", "maxspeed", "reversed"):
         values = []  # distinct by ==, as a set, but lists (streets simplified before) too
