@@ -8,6 +8,8 @@ Python dictionaries) and every aggregation is a segment op of the engine.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 from torch.nn.utils.rnn import PackedSequence
@@ -33,7 +35,8 @@ class Aggregation(torch.nn.Module):
     ``kind``: ``"sum"``, ``"mean"``, ``"max"`` (empty groups give 0); ``"gin"`` (an MLP
     on the sum); ``"pna"`` (mean, min, max and std, each times the identity, amplification
     ``log(P + 1) / delta`` and attenuation ``delta / log(P + 1)`` degree scalers with ``P``
-    the group size, then a linear map); ``"gru"`` (a 2-layer GRU over each group's rows in
+    the group size, then a linear map; the std is PyG's, 0 below sqrt(1e-5), as the
+    official code's ``DegreeScalerAggregation``); ``"gru"`` (a 2-layer GRU over each group's rows in
     ``order`` order, its outputs averaged: order-aware, so not permutation invariant
     unless ``order`` is strict).
 
@@ -73,12 +76,14 @@ class Aggregation(torch.nn.Module):
 
     def _pna(self, values: Tensor, index: Tensor, size: int) -> Tensor:
         mean = ops.scatter(values, index, 0, dim_size=size, reduce="mean")
-        # PNA's std, sqrt(var + 1e-5), with var the mean squared deviation: the same value
-        # as PyG's mean(x^2) - mean(x)^2, without its cancellation where the mean dwarfs
-        # the spread (graphloc.nn.aggr.VarAggregation)
+        # the official code's std is PyG's StdAggregation: sqrt(var) with variances below
+        # 1e-5 giving 0 (a one-edge pair's std is 0, not sqrt(1e-5)); var is the mean
+        # squared deviation, PyG's mean(x^2) - mean(x)^2 without its cancellation where
+        # the mean dwarfs the spread (graphloc.nn.aggr.VarAggregation)
         deviation = values - mean.index_select(0, index)
         variance = ops.scatter(deviation * deviation, index, 0, dim_size=size, reduce="mean")
-        std = variance.add(1e-5).sqrt()
+        std = variance.clamp(min=1e-5).sqrt()
+        std = std.masked_fill(std <= math.sqrt(1e-5), 0.0)
         stats = torch.cat([mean, ops.scatter(values, index, 0, dim_size=size, reduce="min"),
                            ops.scatter(values, index, 0, dim_size=size, reduce="max"), std], 1)
         count = torch.bincount(index, minlength=size)

@@ -13,6 +13,10 @@ from graphloc.nn.conv._utils import check_dropouts, check_input, check_sizes
 from graphloc.nn.conv.multi_edge import MultiEdgeConv
 from graphloc.nn.dropout import Dropout
 
+#: the readout dropout of the official GIN setting (``hcagri/Mega-GNN``,
+#: ``model_settings.json``, "gin": "final_dropout")
+OFFICIAL_FINAL_DROPOUT = 0.10527690625126304
+
 
 class MEGAGNN(ModelCapabilities, torch.nn.Module):
     """MEGA-GNN: node and edge embeddings, ``num_layers`` :class:`MultiEdgeConv` each
@@ -31,11 +35,19 @@ class MEGAGNN(ModelCapabilities, torch.nn.Module):
         hidden (int), out_channels (int), num_layers (int, default 2).
         edge_agg (str or None, default "sum"), node_agg (str, default "sum"),
         bidirectional (bool, default True), edge_update (bool, default True): per layer.
-        dropout (float, default 0.0): after each layer; ``final_dropout`` in the readout.
+        dropout (float, default 0.0): after each layer (the official accepts it and
+            applies none).
+        final_dropout (float, default ``OFFICIAL_FINAL_DROPOUT``): in the readout, the
+            official GIN setting (``model_settings.json``: 0.105..., a Bayesian-optimisation
+            draw kept to all its digits).
         task (str, default "edge"): "edge" or "node".
         reverse_states (str, default "separate"): see above.
         pna_deg (Tensor, optional): the training graph's :func:`group_size_histogram`
             for PNA aggregators (else taken from the first training forward).
+        share_edge_agg (bool, default True): one pair aggregator per direction for all
+            layers, as the official code (its ``MultiEdgeAggModule`` is built once and
+            called by every layer); False gives each layer its own. Matters only for the
+            aggregators with parameters ("gin", "pna", "gru").
 
     Forward: ``model(x, graph, edge_attr, time=None, edges=None)``: logits of the edges in
     ``edges`` (all when None) or of every node.
@@ -46,14 +58,17 @@ class MEGAGNN(ModelCapabilities, torch.nn.Module):
     and divides by zero when every pair has one edge), taken from the whole training graph
     rather than its first sampled batch; the GRU aggregator runs on a packed sequence (no
     padding); the transformer and GenAgg aggregators are not implemented; dropout (default
-    0) is also applied after each layer, where the official accepts but does not use it.
+    0) is also applied after each layer, where the official accepts but does not use it;
+    ``edge_agg`` defaults to "sum" where the official flag has no default (no stage 1: the
+    Multi-GNN baseline, ``edge_agg=None`` here).
     """
 
     def __init__(self, node_in: int, edge_in: int, hidden: int, out_channels: int,
                  num_layers: int = 2, edge_agg: str | None = "sum", node_agg: str = "sum",
                  bidirectional: bool = True, edge_update: bool = True, dropout: float = 0.0,
-                 final_dropout: float = 0.0, task: str = "edge",
-                 reverse_states: str = "separate", pna_deg: Tensor | None = None):
+                 final_dropout: float = OFFICIAL_FINAL_DROPOUT, task: str = "edge",
+                 reverse_states: str = "separate", pna_deg: Tensor | None = None,
+                 share_edge_agg: bool = True):
         super().__init__()
         check_sizes("MEGAGNN", node_in=node_in, edge_in=edge_in, hidden=hidden,
                     out_channels=out_channels, num_layers=num_layers)
@@ -72,6 +87,9 @@ class MEGAGNN(ModelCapabilities, torch.nn.Module):
             MultiEdgeConv(hidden, edge_agg, node_agg, bidirectional, edge_update,
                           deg=pna_deg)
             for _ in range(num_layers))
+        self.share_edge_agg = bool(share_edge_agg)
+        if self.share_edge_agg:
+            self._share_pair_aggregators()
         self.norms = torch.nn.ModuleList(torch.nn.BatchNorm1d(hidden)
                                          for _ in range(num_layers))
         self.dropout = Dropout(dropout)
@@ -80,6 +98,28 @@ class MEGAGNN(ModelCapabilities, torch.nn.Module):
             torch.nn.Linear(width, 50), torch.nn.ReLU(), Dropout(final_dropout),
             torch.nn.Linear(50, 25), torch.nn.ReLU(), Dropout(final_dropout),
             torch.nn.Linear(25, out_channels))
+
+    def _share_pair_aggregators(self) -> None:
+        """Layer 0's pair aggregator of each direction, registered in every layer."""
+        first = self.convs[0]
+        for conv in self.convs[1:]:
+            for direction in ("forward_dir", "reverse_dir"):
+                if getattr(conv, direction) is not None:
+                    getattr(conv, direction).edge_agg = getattr(first, direction).edge_agg
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # a shared aggregator appears under every layer's name: weights saved with one per
+        # layer (share_edge_agg=False) would load the last layer's over the others quietly
+        if self.share_edge_agg:
+            for key, value in state_dict.items():
+                head, _, rest = key[len(prefix):].partition(".edge_agg.")
+                if key.startswith(prefix + "convs.") and rest:
+                    layer0 = f"{prefix}convs.0.{head.split('.', 2)[2]}.edge_agg.{rest}"
+                    if layer0 in state_dict and not torch.equal(state_dict[layer0], value):
+                        raise ValueError(
+                            f"these weights have a pair aggregator per layer ({key} differs "
+                            f"from {layer0}): build MEGAGNN(..., share_edge_agg=False)")
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(self, x: Tensor, graph: Graph, edge_attr: Tensor, time: Tensor | None = None,
                 edges: Tensor | None = None) -> Tensor:

@@ -1,4 +1,5 @@
 import math
+import os
 
 import pytest
 import torch
@@ -73,22 +74,23 @@ def test_graphs_without_edges():
         MEGAGNN(3, 2, 8, 2, edge_agg="pna")(torch.randn(4, 3), empty, torch.randn(0, 2))
 
 
-def test_pna_aggregator_matches_its_definition_with_a_fixed_histogram():
+def test_pna_aggregator_is_pygs_degree_scaler_aggregation_with_a_fixed_histogram():
+    """The official PnaAgg is PyG's DegreeScalerAggregation of mean, min, max and std with
+    the identity, amplification and attenuation scalers (its std: 0 below sqrt(1e-5), so a
+    one-edge pair's std is 0, not sqrt(1e-5) as in the PNA paper's formula)."""
+    from torch_geometric.nn.aggr import DegreeScalerAggregation
     deg = torch.tensor([0, 5, 2, 1])  # training groups: five of size 1, two of 2, one of 3
     delta = (5 * math.log(2) + 2 * math.log(3) + math.log(4)) / 8  # mean log(P + 1)
     agg = Aggregation("pna", 2, deg=deg).double()
     assert agg.pna_delta.item() == pytest.approx(delta)
+    pyg = DegreeScalerAggregation(["mean", "min", "max", "std"],
+                                  ["identity", "amplification", "attenuation"], deg)
     values = torch.randn(6, 2, dtype=torch.float64)
     index = torch.tensor([0, 0, 0, 1, 2, 2])
     stats = agg._pna(values, index, 4)
-    log_count = torch.tensor([4.0, 2.0, 3.0], dtype=torch.float64).log()
-    for g in range(3):
-        r = values[index == g]
-        std = (r.pow(2).mean(0) - r.mean(0).pow(2)).clamp_min(0).add(1e-5).sqrt()
-        base = torch.cat([r.mean(0), r.min(0).values, r.max(0).values, std])
-        expected = torch.cat([base, base * log_count[g] / delta, base * delta / log_count[g]])
-        torch.testing.assert_close(stats[g], expected)
-    assert stats[3].abs().sum() == 0
+    torch.testing.assert_close(stats[:3], pyg(values, index, dim_size=4)[:3])
+    assert stats[1, 6:8].abs().sum() == 0  # the one-edge pair's std
+    assert stats[3].abs().sum() == 0  # an empty group
 
 
 def test_pna_std_does_not_cancel_where_the_mean_dwarfs_the_spread():
@@ -99,7 +101,7 @@ def test_pna_std_does_not_cancel_where_the_mean_dwarfs_the_spread():
     values = 1e3 + torch.randn(30, 2, generator=gen)
     index = torch.arange(3).repeat_interleave(10)
     std = agg._pna(values, index, 3)[:, 6:8]  # [mean, min, max, std] x 2 channels first
-    want = torch.stack([(values[index == g].double().var(0, unbiased=False) + 1e-5).sqrt()
+    want = torch.stack([values[index == g].double().var(0, unbiased=False).sqrt()
                         for g in range(3)])
     torch.testing.assert_close(std.double(), want, rtol=1e-5, atol=1e-6)
 
@@ -310,3 +312,34 @@ def test_megagnn_equals_the_official_bidirectional_forward():
     assert shared.edge_emb_reverse is None
     gine = model.convs[0].forward_dir.gine  # GINEConv(edge_dim=hidden): 6 x 6 + 6 more
     assert sum(p.numel() for p in gine.parameters()) == 2 * (36 + 6) + 42
+
+
+OFFICIAL = os.path.join(os.path.dirname(__file__), "data", "megagnn_official.pt")
+
+
+@pytest.mark.parametrize("case", torch.load(OFFICIAL, weights_only=True),
+                         ids=lambda c: f"{c['edge_agg']}-{c['num_layers']}")
+def test_megagnn_equals_the_official_code_run_on_the_same_weights(case):
+    """The official GINe with --flatten_edges --emlps --reverse_mp under to_hetero, run from
+    its repository (``megagnn_oracle.py``): one pair aggregator per relation for all layers,
+    PyG's PNA std; the GRU case has no padding (pairs of two edges)."""
+    model = MEGAGNN(3, 4, 6, 2, num_layers=case["num_layers"], edge_agg=case["edge_agg"])
+    model = model.double()
+    model.load_state_dict(case["weights"])
+    graph = Graph(case["edge_index"], num_nodes=case["x"].size(0))
+    time = case["edge_attr"][:, 0]  # the official GRU orders by the first edge feature
+    out = model.eval()(case["x"], graph, case["edge_attr"], time)
+    torch.testing.assert_close(out, case["official"], rtol=1e-12, atol=1e-12)
+
+
+def test_per_layer_weights_are_not_loaded_into_a_shared_aggregator():
+    per_layer = MEGAGNN(3, 4, 6, 2, edge_agg="gin", share_edge_agg=False)
+    shared = MEGAGNN(3, 4, 6, 2, edge_agg="gin")
+    assert shared.convs[1].forward_dir.edge_agg is shared.convs[0].forward_dir.edge_agg
+    assert (sum(p.numel() for p in per_layer.parameters())
+            - sum(p.numel() for p in shared.parameters())) == 2 * (2 * (36 + 6))
+    with pytest.raises(ValueError, match=r"a pair aggregator per layer \(convs\.1\."
+                                         r"forward_dir\.edge_agg\.mlp\.0\.weight differs"):
+        shared.load_state_dict(per_layer.state_dict())
+    shared.load_state_dict(MEGAGNN(3, 4, 6, 2, edge_agg="gin").state_dict())
+    per_layer.load_state_dict(shared.state_dict())  # a shared one loads into per-layer
