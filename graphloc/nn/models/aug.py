@@ -147,7 +147,7 @@ def _edge_pairs(graph: Graph) -> tuple[Tensor, Tensor]:
     return centre[keep], neighbour[keep]
 
 
-def pretrain_augmenter(x: Tensor, graph, epochs: int = 10, batch_size: int = 1024,
+def pretrain_augmenter(x: Tensor, graph, epochs: int = 10, batch_size: int = 64,
                        lr: float = 0.01, hidden_channels: int = 256, latent_channels: int = 10,
                        likelihood: str = "auto", holdout: float = 0.05, seed: int = 0,
                        checkpoint: str | None = None, progress: bool = True
@@ -156,7 +156,9 @@ def pretrain_augmenter(x: Tensor, graph, epochs: int = 10, batch_size: int = 102
 
     Pairs come in shuffled batches of edge ids gathered from the CSR. A ``holdout``
     fraction of the pairs is kept aside; the weights of the epoch with the lowest held-out
-    loss are returned (and written to ``checkpoint`` if given).
+    loss are returned (and written to ``checkpoint`` if given). ``epochs``, ``batch_size``,
+    ``lr`` and the widths default to the official citation code's (``--pretrain_epochs``
+    10, ``--batch_size`` 64, ``--pretrain_lr`` 0.01, 256 hidden, latent 10).
     """
     graph = as_graph(graph, x)
     if x.dim() != 2 or x.size(0) != graph.num_nodes:
@@ -271,12 +273,21 @@ class LAModel(ModelCapabilities, torch.nn.Module):
         evaluation uses a deterministic draw, not a fresh random one reused from the best
         validation epoch; any registered conv, not only GCN and GAT; the augmenter is
         chosen by held-out reconstruction loss, not by a second model's uncertainty score,
-        and may have a Gaussian likelihood for continuous features.)
+        and may have a Gaussian likelihood for continuous features; ``num_generated``
+        defaults to the OGB scripts' 1 (the citation scripts' is 4); the convs keep their
+        own initialisation; the original features' branch comes first in the
+        concatenation, the official's last.)
         normalize_generated (bool or "auto", default "auto"): divide each generated row by
             its sum (zero sums give 0), as the official citation code does to the decoder's
             output; "auto" does it for a Bernoulli augmenter (0/1 features, the citation
             setting) and not for a Gaussian one (continuous features; the official OGB code
             does not normalise either).
+        normalize_input (bool or "auto", default "auto"): divide each row of the original
+            features by its sum before their branch (zero sums give 0), as the official
+            citation code feeds ``normalize_features(features)`` to that branch while its
+            generator reads the raw 0/1 features; "auto" does it for a Bernoulli augmenter
+            and not otherwise (the OGB code, and a model without an augmenter, which then
+            stays exactly ``GNN``).
     """
 
     def __init__(self, conv: str, in_channels: int, hidden_channels: int, out_channels: int,
@@ -284,16 +295,17 @@ class LAModel(ModelCapabilities, torch.nn.Module):
                  num_generated: int = 1, dropout: float = 0.0, act: str = "relu",
                  norm: str | None = None, residual: bool = False, inference: str = "mean",
                  eval_draws: int = 4, input_dropout: float | None = None,
-                 normalize_generated: bool | str = "auto", **conv_kwargs):
+                 normalize_generated: bool | str = "auto",
+                 normalize_input: bool | str = "auto", **conv_kwargs):
         super().__init__()
         check_sizes("LAModel", in_channels=in_channels, hidden_channels=hidden_channels,
                     out_channels=out_channels, num_layers=num_layers, eval_draws=eval_draws)
         input_dropout = dropout if input_dropout is None else input_dropout
         check_dropouts("LAModel", dropout=dropout, input_dropout=input_dropout)
-        if not isinstance(normalize_generated, (bool, str)) or \
-                normalize_generated not in (True, False, "auto"):
-            raise ValueError(f"normalize_generated must be True, False or 'auto', got "
-                             f"{normalize_generated!r}")
+        for name, value in (("normalize_generated", normalize_generated),
+                            ("normalize_input", normalize_input)):
+            if not isinstance(value, (bool, str)) or value not in (True, False, "auto"):
+                raise ValueError(f"{name} must be True, False or 'auto', got {value!r}")
         if num_layers < 2:
             raise ValueError(f"LAModel needs num_layers >= 2, got {num_layers}")
         if isinstance(num_generated, bool) or not isinstance(num_generated, int) \
@@ -316,9 +328,10 @@ class LAModel(ModelCapabilities, torch.nn.Module):
         self.act = ACTIVATIONS[act]()
         self.dropout = Dropout(dropout)
         self.input_dropout = Dropout(input_dropout)
-        if normalize_generated == "auto":
-            normalize_generated = augmenter is not None and augmenter.likelihood == "bernoulli"
-        self.normalize_generated = normalize_generated
+        citation_setting = augmenter is not None and augmenter.likelihood == "bernoulli"
+        self.normalize_generated = (citation_setting if normalize_generated == "auto"
+                                    else normalize_generated)
+        self.normalize_input = citation_setting if normalize_input == "auto" else normalize_input
         self.rest = GNN(conv, (num_generated + 1) * hidden_channels, hidden_channels,
                         out_channels, num_layers - 1, dropout=dropout, act=act, norm=norm,
                         residual=residual, **conv_kwargs)
@@ -345,9 +358,10 @@ class LAModel(ModelCapabilities, torch.nn.Module):
         if len(generated) != self.num_generated:
             raise ValueError(f"expected {self.num_generated} generated feature matrices, "
                              f"got {len(generated)}")
+        original = _row_normalised(x) if self.normalize_input else x
         hs = [self.dropout(self.act(norm(conv(self.input_dropout(features), graph))))
               for conv, norm, features in zip(self.branches, self.branch_norms,
-                                              [x, *generated], strict=True)]
+                                              [original, *generated], strict=True)]
         return self.rest(torch.cat(hs, dim=1), graph)
 
     def training_loss(self, x: Tensor, graph, y: Tensor, mask: Tensor, samples: int = 4,

@@ -1,5 +1,7 @@
 """Local augmentation: the CVAE generator, its training and checkpoint, and LAModel."""
 
+import os
+
 import pytest
 import torch
 from helpers import random_edge_index
@@ -86,6 +88,9 @@ def test_lamodel_bad_options_are_named():
     with pytest.raises(ValueError, match="normalize_generated must be True, False or 'auto', "
                                          "got 'yes'"):
         LAModel("gcn", 4, 8, 2, 2, normalize_generated="yes")
+    with pytest.raises(ValueError, match="normalize_input must be True, False or 'auto', "
+                                         "got 0.5"):
+        LAModel("gcn", 4, 8, 2, 2, normalize_input=0.5)
 
 
 def test_checkpoint_is_written_atomically_and_reloads(tmp_path):
@@ -169,7 +174,8 @@ def test_pretraining_leaves_the_callers_random_state_alone():
 def _official_lagcn_eval(model: LAModel, x, generated, graph):
     """The official LAGCN (Citation/gcn/models.py) in eval mode with a dense normalised
     adjacency: per input k, ReLU(Â X_k W_k + b_k); concatenated; Â H W_2 + b_2. The
-    generated features are row-normalised first (cvae_pretrain.feature_tensor_normalize)."""
+    original features are row-normalised (utils.normalize_features) and so are the
+    generated ones (cvae_pretrain.feature_tensor_normalize)."""
     n = x.size(0)
     a = torch.zeros(n, n, dtype=x.dtype)
     src, dst = graph.edge_index
@@ -177,7 +183,9 @@ def _official_lagcn_eval(model: LAModel, x, generated, graph):
     a = a + torch.eye(n, dtype=x.dtype)
     d = a.sum(1).rsqrt()
     a_hat = d[:, None] * a * d[None, :]
-    inputs = [x] + [g / g.sum(1, keepdim=True) for g in generated]
+    rows = x.sum(1, keepdim=True)  # utils.normalize_features: zero rows stay zero
+    inputs = [torch.where(rows == 0, 0.0, x / rows)] + [g / g.sum(1, keepdim=True)
+                                                       for g in generated]
     hidden = [torch.relu(a_hat @ f @ conv.lin.weight.T + conv.bias)
               for conv, f in zip(model.branches, inputs, strict=True)]
     last = model.rest.convs[0]
@@ -215,3 +223,25 @@ def test_each_branch_drops_out_its_input():
     dropped = seen[0] == 0
     assert 0.35 < dropped.float().mean() < 0.65  # about half the entries dropped
     torch.testing.assert_close(seen[0][~dropped], 2 * x[~dropped])  # the rest scaled by 2
+
+
+OFFICIAL = os.path.join(os.path.dirname(__file__), "data", "lagcn_official.pt")
+
+
+@pytest.mark.parametrize("case", torch.load(OFFICIAL, weights_only=True),
+                         ids=lambda c: f"generated-{c['generated']}")
+def test_lamodel_equals_the_official_lagcn_run_on_the_same_weights(case):
+    """The official LAGCN's evaluation forward run from its repository
+    (``lagcn_oracle.py``): the original branch reads the row-normalised features, the
+    generator the raw 0/1 ones, its draws row-normalised; the same decoder weights and z."""
+    x, edge_index = case["x"], case["edge_index"]
+    aug = LocalAugmenter(6, 8, 4, likelihood="bernoulli").double()
+    aug.load_state_dict(case["augmenter"])
+    model = LAModel("gcn", 6, 5, 3, 2, augmenter=aug, num_generated=case["generated"],
+                    dropout=0.5).double()
+    model.load_state_dict(case["model"])
+    assert model.normalize_input and model.normalize_generated  # "auto", Bernoulli
+    model.eval()
+    generated = model.generated_features(x, torch.Generator().manual_seed(case["draw_seed"]))
+    out = model(x, Graph(edge_index, num_nodes=x.size(0)), generated)
+    torch.testing.assert_close(out, case["official"], rtol=1e-12, atol=1e-12)
