@@ -15,6 +15,7 @@ from torch import Tensor
 from torch.nn.utils.rnn import PackedSequence
 
 from graphloc import ops
+from graphloc.checks import check_flags
 from graphloc.graph import Graph
 from graphloc.nn.aggr import degree_averages
 from graphloc.nn.conv._base import ConvModule
@@ -244,6 +245,8 @@ class MultiEdgeConv(ConvModule):
                  train_eps: bool = False, deg: Tensor | None = None):
         super().__init__()
         check_sizes("MultiEdgeConv", channels=channels)
+        check_flags("MultiEdgeConv", bidirectional=bidirectional, edge_update=edge_update,
+                    train_eps=train_eps)
         if node_agg not in ("sum", *EDGE_AGGREGATORS) or node_agg == "gru":
             raise ValueError(f"node_agg must be 'sum', 'mean', 'max', 'gin' or 'pna', got "
                              f"{node_agg!r}")

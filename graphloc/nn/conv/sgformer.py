@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from graphloc.checks import check_batch_vector
+from graphloc.checks import check_batch_vector, check_flags
 from graphloc.nn.conv._utils import check_sizes
 
 # PyG's SGFormerAttention sets exact zeros of q and k to this before normalising the rows:
@@ -47,6 +47,7 @@ class SGFormerAttention(torch.nn.Module):
         super().__init__()
         check_sizes("SGFormerAttention", channels=channels, heads=heads,
                     head_channels=head_channels)
+        check_flags("SGFormerAttention", qkv_bias=qkv_bias)
         if norm not in ("row", "tensor"):
             raise ValueError(f"norm must be 'row' (PyG) or 'tensor' (City-Networks), got "
                              f"{norm!r}")

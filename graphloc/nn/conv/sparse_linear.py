@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.checks import check_flags
 from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
 from graphloc.nn.conv._inputs import check_flow
 from graphloc.nn.conv._utils import check_sizes
@@ -48,6 +49,7 @@ class SparseLinear(ConvModule):
                  flow: str = "source_to_target"):
         super().__init__()
         check_sizes("SparseLinear", in_channels=in_channels, out_channels=out_channels)
+        check_flags("SparseLinear", bias=bias)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.flow = check_flow("SparseLinear", flow)
         self.weight = torch.nn.Parameter(torch.empty(in_channels, out_channels))

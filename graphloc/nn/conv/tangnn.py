@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.checks import check_flags
 from graphloc.graph import Graph
 from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._utils import check_dropouts, check_input, check_sizes
@@ -207,6 +208,7 @@ class TopMAttention(torch.nn.Module):
         check_sizes("TopMAttention", in_channels=in_channels, out_channels=out_channels,
                     heads=heads, m=m, exact_max_nodes=exact_max_nodes, probes=probes)
         check_dropouts("TopMAttention", dropout=dropout)
+        check_flags("TopMAttention", concat=concat, exclude_self=exclude_self)
         if m < 1:
             raise ValueError(f"m must be >= 1, got {m}")
         self.in_channels, self.out_channels, self.heads, self.m = in_channels, out_channels, \

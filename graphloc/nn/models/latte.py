@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from graphloc.checks import check_flags
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import check_dropouts, check_sizes
@@ -116,6 +117,7 @@ class LATTE(ModelCapabilities, torch.nn.Module):
         check_heads(hidden_channels, heads)
         check_dropouts("LATTE", dropout=dropout, attn_dropout=attn_dropout,
                        classifier_dropout=classifier_dropout)
+        check_flags("LATTE", proximity=proximity)
         if layer_pooling not in _POOLING:
             raise ValueError(f"layer_pooling must be one of {_POOLING}, got {layer_pooling!r}")
         self.node_types, self.relations, self.target = node_types, relations, target

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_index
+from graphloc.checks import check_flags, check_index
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import check_dropouts, check_input, check_sizes
@@ -73,6 +73,8 @@ class MEGAGNN(ModelCapabilities, torch.nn.Module):
         check_sizes("MEGAGNN", node_in=node_in, edge_in=edge_in, hidden=hidden,
                     out_channels=out_channels, num_layers=num_layers)
         check_dropouts("MEGAGNN", dropout=dropout, final_dropout=final_dropout)
+        check_flags("MEGAGNN", bidirectional=bidirectional, edge_update=edge_update,
+                    share_edge_agg=share_edge_agg)
         if task not in ("edge", "node"):
             raise ValueError(f"task must be 'edge' or 'node', got {task!r}")
         if reverse_states not in ("separate", "shared"):

@@ -9,6 +9,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 from graphloc import ops
+from graphloc.checks import check_flags
 from graphloc.graph import Graph
 from graphloc.ops.traversal import check_walk_bias
 
@@ -46,6 +47,7 @@ class Node2Vec(torch.nn.Module):
         self.context_size = context_size
         self.walks_per_node = walks_per_node
         check_walk_bias(p, q)
+        check_flags("Node2Vec", sparse=sparse)
         self.p, self.q = p, q
         self.num_negative_samples = num_negative_samples
         self.embedding = torch.nn.Embedding(self.num_nodes, embedding_dim, sparse=sparse)

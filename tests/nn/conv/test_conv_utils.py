@@ -178,3 +178,72 @@ def test_every_true_false_option_refuses_anything_else_by_name(name):
 def test_other_options_are_refused_by_name(build, match):
     with pytest.raises((TypeError, ValueError), match=match):
         build()
+
+
+# every other layer and model of graphloc.nn with a True/False option, at its least
+OTHERS_WITH_FLAGS = {
+    "ADGN": dict(in_channels=4, hidden_channels=4, out_channels=2, num_layers=2),
+    "AGNNConv": dict(), "ARMAConv": dict(in_channels=4, out_channels=4),
+    "AntiSymmetricConv": dict(in_channels=4), "CGConv": dict(channels=4),
+    "ClusterGCNConv": dict(in_channels=4, out_channels=4),
+    "DNAConv": dict(channels=4, heads=1), "DirGNNConv": dict(conv=gl.GCNConv(4, 4)),
+    "Distance": dict(cutoff=1.0), "EGConv": dict(in_channels=8, out_channels=8),
+    "FAConv": dict(channels=4), "FeaStConv": dict(in_channels=4, out_channels=4),
+    "GMMConv": dict(in_channels=4, out_channels=4, dim=2, kernel_size=2),
+    "GNN": dict(conv="gcn", in_channels=4, hidden_channels=4, out_channels=2, num_layers=2),
+    "GeneralConv": dict(in_channels=4, out_channels=4),
+    "HEATConv": dict(in_channels=4, out_channels=4, num_node_types=2, num_edge_types=2,
+                     edge_type_emb_dim=2, edge_dim=2, edge_attr_emb_dim=2),
+    "HypergraphConv": dict(in_channels=4, out_channels=4),
+    "LAModel": dict(conv="gcn", in_channels=4, hidden_channels=4, out_channels=2,
+                    num_layers=2, num_generated=0),
+    "LATTE": dict(in_channels={"a": 4}, hidden_channels=4, out_channels=2, num_layers=1,
+                  metadata=(["a"], [("a", "to", "a")]), target="a"),
+    "LiftConv": dict(channels=4),
+    "LiftGCN": dict(in_channels=4, hidden_channels=4, out_channels=2, num_layers=2),
+    "MEGAGNN": dict(node_in=1, edge_in=2, hidden=4, out_channels=2),
+    "MFConv": dict(in_channels=4, out_channels=4), "MultiEdgeConv": dict(channels=4),
+    "NNConv": dict(in_channels=4, out_channels=4, nn=torch.nn.Linear(2, 16)),
+    "Node2Vec": dict(edge_index=torch.tensor([[0, 1], [1, 0]]), embedding_dim=4,
+                     walk_length=3, context_size=2),
+    "PDNConv": dict(in_channels=4, out_channels=4, edge_dim=2, hidden_channels=4),
+    "PPFConv": dict(), "PointNetConv": dict(),
+    "PointTransformerConv": dict(in_channels=4, out_channels=4),
+    "RGATConv": dict(in_channels=4, out_channels=4, num_relations=2),
+    "RGCNConv": dict(in_channels=4, out_channels=4, num_relations=2),
+    "SGFormer": dict(in_channels=4, hidden_channels=4, out_channels=2),
+    "SGFormerAttention": dict(channels=4), "SignedConv": dict(in_channels=4, out_channels=4,
+                                                             first_aggr=True),
+    "SparseLinear": dict(in_channels=4, out_channels=4),
+    "SplineConv": dict(in_channels=4, out_channels=4, dim=2, kernel_size=2),
+    "SuperGATConv": dict(in_channels=4, out_channels=4),
+    "TopMAttention": dict(in_channels=4, out_channels=4),
+    "XConv": dict(in_channels=4, out_channels=4, dim=2, kernel_size=2),
+}
+
+
+def _classes_with_flags() -> set[str]:
+    import graphloc.nn.models as models
+    found = set()
+    for module in (gl, models):
+        for name in dir(module):
+            cls = getattr(module, name)
+            if inspect.isclass(cls) and issubclass(cls, torch.nn.Module) and _flags_of(cls):
+                found.add(name)
+    return found
+
+
+def test_every_layer_and_model_with_a_true_false_option_is_swept_below():
+    assert _classes_with_flags() <= set(DROP_INS) | set(OTHERS_WITH_FLAGS)
+
+
+@pytest.mark.parametrize("name", sorted(OTHERS_WITH_FLAGS))
+def test_every_other_true_false_option_refuses_a_string_by_name(name):
+    """MEGAGNN(edge_update="False") trained with edge updates, quietly; the same for
+    MultiEdgeConv, SGFormerAttention, SparseLinear and TopMAttention (2026-12-07)."""
+    import graphloc.nn.models as models
+    cls = getattr(gl, name, None) or getattr(models, name)
+    for flag in _flags_of(cls):
+        with pytest.raises(TypeError, match=rf"{flag}(\[0\])? must be True or False, "
+                                            "got 'False'"):
+            cls(**{**OTHERS_WITH_FLAGS[name], flag: "False"})
