@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 import torch
 import torch.nn.functional as F
 
-from graphloc.checks import is_int_at_least
+from graphloc.checks import check_flags, is_int_at_least
 from graphloc.datasets.base import NodeDataset, float32_features
 from graphloc.datasets.hetero import HeteroNodeDataset, as_dataset
 from graphloc.distributed import rank_and_world
@@ -167,6 +167,7 @@ def check_config(config: TrainConfig) -> None:
     if config.procedure != "backprop" and config.batch_size is not None:
         raise ValueError(f"TrainConfig.procedure={config.procedure!r} trains full batch: "
                          f"batch_size must be None, got {config.batch_size!r}")
+    check_flags("TrainConfig", standardize=config.standardize)
     real("dropout", 0, 1)
     real("lr", 0, include_low=False)
     real("weight_decay", 0)

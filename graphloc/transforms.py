@@ -17,7 +17,7 @@ from torch_geometric.transforms import RootedRWSubgraph as _PyGRootedRWSubgraph
 from torch_geometric.utils import to_undirected
 
 from graphloc import ops
-from graphloc.checks import check_int
+from graphloc.checks import check_flags, check_int
 from graphloc.graph import Graph
 
 
@@ -28,6 +28,7 @@ class KNNGraph(_PyGKNNGraph):
     dropped. Equal distances go to the lower index."""
 
     def forward(self, data):
+        check_flags("KNNGraph", force_undirected=self.force_undirected)
         pos = _positions(self, data)
         edge_index = ops.knn_graph(pos, self.k, data.batch, loop=self.loop, flow=self.flow,
                                    cosine=self.cosine)

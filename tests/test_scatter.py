@@ -221,3 +221,10 @@ def test_a_scripted_user_function_runs_and_says_why_it_cannot_be_saved(tmp_path)
     torch.testing.assert_close(scripted(src, index), _user_function(src, index))
     with pytest.raises(RuntimeError, match="Could not export Python function call"):
         torch.jit.save(scripted, str(tmp_path / "model.pt"))
+
+
+def test_scatter_std_unbiased_refuses_a_string_by_name():
+    """unbiased="False" gave the unbiased estimate, quietly (2026-12-07)."""
+    with pytest.raises(TypeError, match="scatter_std: unbiased must be True or False, got "
+                                        "'False'"):
+        gs.scatter_std(torch.randn(3, 2), torch.tensor([0, 0, 1]), 0, unbiased="False")

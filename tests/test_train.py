@@ -334,6 +334,12 @@ def test_bad_forward_configurations(separable, changes, match):
         fit(separable, TrainConfig(epochs=1, **changes), progress=False)
 
 
+def test_standardize_refuses_a_string_by_name(separable):
+    """standardize="False" standardised the inputs, quietly (2026-12-07)."""
+    with pytest.raises(TypeError, match="TrainConfig: standardize must be True or False"):
+        fit(separable, TrainConfig(epochs=1, standardize="False"), progress=False)
+
+
 def test_forward_procedures_refuse_resume(separable, tmp_path):
     with pytest.raises(ValueError, match="procedure='sf' cannot resume"):
         fit(separable, TrainConfig(epochs=1, procedure="sf"), out_dir=str(tmp_path),

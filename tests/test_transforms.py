@@ -101,6 +101,12 @@ def test_knn_graph_matches_pyg(brute_force_search, kwargs, batched):
     assert str(transforms.KNNGraph(**kwargs)) == str(T.KNNGraph(**kwargs))
 
 
+def test_knn_graph_force_undirected_refuses_a_string_by_name():
+    """force_undirected="False" added the reversed edges, quietly (2026-12-07)."""
+    with pytest.raises(TypeError, match="KNNGraph: force_undirected must be True or False"):
+        transforms.KNNGraph(3, force_undirected="False")(cloud(1))
+
+
 @pytest.mark.parametrize("kwargs", [{"r": 0.8}, {"r": 1.2, "loop": True},
                                     {"r": 2.0, "max_num_neighbors": 5},
                                     {"r": 0.9, "flow": "target_to_source"}])

@@ -24,7 +24,13 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import caller_stacklevel, check_index, check_int, check_number
+from graphloc.checks import (
+    caller_stacklevel,
+    check_flags,
+    check_index,
+    check_int,
+    check_number,
+)
 from graphloc.graph import Graph
 
 
@@ -213,6 +219,7 @@ class VarAggregation(Aggregation):
 
     def __init__(self, semi_grad: bool = False):
         super().__init__()
+        check_flags("VarAggregation", semi_grad=semi_grad)
         self.semi_grad = semi_grad
 
     def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
@@ -241,6 +248,7 @@ class StdAggregation(Aggregation):
 
     def __init__(self, semi_grad: bool = False):
         super().__init__()
+        check_flags("StdAggregation", semi_grad=semi_grad)
         self.var_aggr = VarAggregation(semi_grad)
 
     def forward(self, graph: Graph, x: Tensor, edge_weight: Tensor | None = None) -> Tensor:
@@ -368,6 +376,7 @@ class SoftmaxAggregation(Aggregation):
     def __init__(self, t: float = 1.0, learn: bool = False, semi_grad: bool = False,
                  channels: int = 1):
         super().__init__()
+        check_flags("SoftmaxAggregation", learn=learn, semi_grad=semi_grad)
         if learn and semi_grad:
             raise ValueError("SoftmaxAggregation: semi_grad cannot be used with learn=True")
         check_number("SoftmaxAggregation", "t", t)
@@ -410,6 +419,7 @@ class PowerMeanAggregation(Aggregation):
     def __init__(self, p: float = 1.0, learn: bool = False, channels: int = 1,
                  clamp_min: float | None = 1e-4, clamp_max: float | None = 100.0):
         super().__init__()
+        check_flags("PowerMeanAggregation", learn=learn)
         channels = check_int(channels, "channels", 1)
         if not learn and channels != 1:
             raise ValueError(f"PowerMeanAggregation: channels={channels} needs learn=True (a "
@@ -465,6 +475,7 @@ class LSTMAggregation(Aggregation):
 
     def __init__(self, in_channels: int, out_channels: int, padded: bool = True, **kwargs):
         super().__init__()
+        check_flags("LSTMAggregation", padded=padded)
         self.in_channels, self.out_channels, self.padded = in_channels, out_channels, padded
         self.lstm = torch.nn.LSTM(in_channels, out_channels, batch_first=True, **kwargs)
         self.reset_parameters()  # PyG's draws: a seed gives its initial weights
@@ -533,6 +544,7 @@ class LCMAggregation(Aggregation):
     def __init__(self, in_channels: int, out_channels: int, project: bool = True,
                  padded: bool = True):
         super().__init__()
+        check_flags("LCMAggregation", project=project, padded=padded)
         if in_channels != out_channels and not project:
             raise ValueError(f"LCMAggregation: in_channels ({in_channels}) and out_channels "
                              f"({out_channels}) differ, so the neighbours must be projected "
@@ -776,6 +788,7 @@ class DegreeScalerAggregation(Aggregation):
     def __init__(self, aggr, scaler, deg: Tensor | None, train_norm: bool = False,
                  aggr_kwargs=None):
         super().__init__()
+        check_flags("DegreeScalerAggregation", train_norm=train_norm)
         self.aggr = MultiAggregation(list(aggr), aggr_kwargs) \
             if isinstance(aggr, (list, tuple)) else resolve(aggr, **(aggr_kwargs or {}))
         if not isinstance(scaler, (str, list, tuple)):

@@ -8,11 +8,16 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
+from graphloc.checks import check_flags
 
 
 class Dropout(torch.nn.Dropout):
     """A drop-in for ``torch.nn.Dropout`` (same arguments, repr and state; ``inplace`` is
     accepted and writes the result back into the input)."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False):
+        check_flags("Dropout", inplace=inplace)
+        super().__init__(p, inplace)
 
     def forward(self, x: Tensor) -> Tensor:
         out = ops.dropout(x, self.p, self.training)

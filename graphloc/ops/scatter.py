@@ -16,7 +16,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_index, check_int
+from graphloc.checks import check_flags, check_index, check_int
 from graphloc.ops import reference
 from graphloc.ops._library import gather_rows, kernels
 from graphloc.ops.reference import canonical_reduce
@@ -406,6 +406,7 @@ def scatter_std(src: Tensor, index: Tensor, dim: int = -1, out: Tensor | None = 
     unlike torch_scatter, no 1e-6 is added to the divisor. With ``out``, the squared
     deviations are added to it before the division, as torch_scatter does."""
     _check_floating(src, "scatter_std")
+    check_flags("scatter_std", unbiased=unbiased)
     dim = _checked_dim(dim, src)
     if out is not None:
         _check_out(out, src, dim)

@@ -357,6 +357,7 @@ def random_walk(graph, start: Tensor, walk_length: int, p: float = 1.0, q: float
     check_int(walk_length, "walk_length", 0)
     check_seed(seed)
     check_walk_bias(p, q)
+    check_flags("random_walk", return_edges=return_edges)
     start = _checked_seeds(start, graph.num_nodes)
     check_fits_in_memory((start.numel(), walk_length + 1), torch.long,
                          f"walk_length={walk_length}")

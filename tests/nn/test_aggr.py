@@ -514,3 +514,33 @@ def test_a_seed_gives_pygs_initial_parameters(build):
     assert list(got) == list(want)
     for key in want:
         assert torch.equal(got[key], want[key]), key
+
+
+# each aggregation with a True/False option, at its least
+AGGREGATIONS_WITH_FLAGS = {
+    "VarAggregation": dict(), "StdAggregation": dict(), "SoftmaxAggregation": dict(),
+    "PowerMeanAggregation": dict(), "LSTMAggregation": dict(in_channels=4, out_channels=4),
+    "LCMAggregation": dict(in_channels=4, out_channels=4),
+    "DegreeScalerAggregation": dict(aggr="mean", scaler="identity", deg=torch.tensor([1, 2])),
+}
+
+
+def test_every_aggregation_with_a_true_false_option_is_swept():
+    import inspect
+    found = {name for name in dir(aggr) if inspect.isclass(getattr(aggr, name))
+             and issubclass(getattr(aggr, name), torch.nn.Module)
+             and any(isinstance(p.default, bool) for p in
+                     inspect.signature(getattr(aggr, name).__init__).parameters.values())}
+    assert found == set(AGGREGATIONS_WITH_FLAGS)
+
+
+@pytest.mark.parametrize("name", sorted(AGGREGATIONS_WITH_FLAGS))
+def test_aggregation_true_false_options_refuse_a_string_by_name(name):
+    """SoftmaxAggregation(learn="False") learnt its temperature, quietly (2026-12-07)."""
+    import inspect
+    cls = getattr(aggr, name)
+    flags = [n for n, p in inspect.signature(cls.__init__).parameters.items()
+             if isinstance(p.default, bool)]
+    for flag in flags:
+        with pytest.raises(TypeError, match=f"{name}: {flag} must be True or False"):
+            cls(**AGGREGATIONS_WITH_FLAGS[name], **{flag: "False"})

@@ -134,6 +134,8 @@ def test_module_is_a_drop_in_for_torch_dropout():
     y = x.clone()
     out = inplace(y)
     assert out is y and (y == 0).any()
+    with pytest.raises(TypeError, match="Dropout: inplace must be True or False"):
+        Dropout(0.5, inplace="False")  # worked in place, quietly
 
 
 def test_special_values_and_empty_inputs():

@@ -231,6 +231,8 @@ def test_raw_kernels_see_a_decreasing_step_that_int32_wraps():
      "softmax_sum: detach_scores must be True or False"),
     (lambda g, x: ops.segment_attention(g, torch.randn(g.num_edges), x, return_weights=[1]),
      "segment_attention: return_weights must be True or False"),
+    (lambda g, x: ops.random_walk(g, torch.tensor([0]), 3, return_edges="False"),
+     "random_walk: return_edges must be True or False, got 'False'"),
 ])
 def test_true_false_arguments_of_the_ops_are_checked(call, match):
     """A string read as true; a tensor failed in "Boolean value of Tensor ... ambiguous"."""
