@@ -397,6 +397,7 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
     from tqdm.auto import tqdm
 
     from graphloc.loader import NeighborLoader
+    check_flags("fit", resume=resume, progress=progress)
     dataset = _features_in_float32(as_dataset(dataset))
     check_config(config)
     _check_features(dataset)

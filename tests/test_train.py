@@ -406,3 +406,9 @@ def test_float64_features_train_as_their_float32_values(city):
     wide = replace(city, x=city.x.double())
     assert fit(wide, config, progress=False) == fit(city, config, progress=False)
     assert wide.x.dtype == torch.float64  # the caller's dataset is left as it is
+
+
+@pytest.mark.parametrize("option", ["resume", "progress"])
+def test_fit_true_false_arguments_refuse_a_string_by_name(separable, option):
+    with pytest.raises(TypeError, match=f"fit: {option} must be True or False"):
+        fit(separable, TrainConfig(epochs=1), **{option: "False"})

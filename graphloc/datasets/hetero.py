@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_text, pyg_keys
+from graphloc.checks import check_flags, check_text, pyg_keys
 from graphloc.datasets.aml import EdgeDataset
 from graphloc.datasets.base import (
     OneGraphDataset,
@@ -239,6 +239,7 @@ def gtn_dataset(name: str, root: str = "data", url: str | None = None,
     ``root/gtn-<name>/raw/gtn-<name>.zip`` (from ``url``/gtn-<name>.zip, default cogdl's
     address), read, cached in ``processed/``."""
     check_text("gtn_dataset", "name", name)
+    check_flags("gtn_dataset", force_reload=force_reload)
     name = name.lower()
     if name not in GTN_LAYOUT:
         raise ValueError(f"unknown GTN dataset {name!r}; available: {sorted(GTN_LAYOUT)}")

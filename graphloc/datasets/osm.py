@@ -77,7 +77,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_int
+from graphloc.checks import check_flags, check_int
 from graphloc.datasets.base import city_split
 from graphloc.datasets.labels import eccentricity_classes, local_eccentricity
 from graphloc.graph import Graph
@@ -761,6 +761,7 @@ def build_city_network(source, out_dir: str, name: str | None = None, hops: int 
     from tqdm.auto import tqdm
     check_int(hops, "hops", 1)  # at 0 every eccentricity is 0: classes by node id alone
     check_int(num_classes, "num_classes", 1)
+    check_flags("build_city_network", progress=progress)
     if name is not None:
         _check_plain_name(name)
     bar = tqdm(total=5, disable=not progress, desc="build")

@@ -17,7 +17,13 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_int, first_repeated, is_int_at_least, refuse_integer_mask
+from graphloc.checks import (
+    check_flags,
+    check_int,
+    first_repeated,
+    is_int_at_least,
+    refuse_integer_mask,
+)
 from graphloc.graph import Graph
 
 
@@ -147,6 +153,7 @@ class NeighborLoader:
             raise TypeError(f"graph must be a graphloc.Graph, got {type(graph).__name__}")
         graph._require_one_node_set("NeighborLoader")
         check_int(batch_size, "batch_size", 1)
+        check_flags("NeighborLoader", shuffle=shuffle)
         self.num_neighbors = _checked_fanouts(num_neighbors)
         for name, t in (("features", features), ("labels", labels)):
             if t is not None and (not isinstance(t, Tensor) or t.dim() == 0

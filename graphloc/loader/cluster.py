@@ -18,7 +18,7 @@ from torch import Tensor
 from torch_geometric.loader import ClusterData as _PyGClusterData
 from torch_geometric.loader import ClusterLoader
 
-from graphloc.checks import check_int, check_seed
+from graphloc.checks import check_flags, check_int, check_seed
 from graphloc.ops import partition
 
 __all__ = ["ClusterData", "ClusterLoader"]
@@ -34,6 +34,8 @@ class ClusterData(_PyGClusterData):
         if getattr(data, "edge_index", None) is None:
             raise ValueError("ClusterData partitions data.edge_index, which is missing")
         check_int(num_parts, "num_parts", 1)
+        check_flags("ClusterData", recursive=recursive, log=log,
+                    keep_inter_cluster_edges=keep_inter_cluster_edges)
         self.seed = check_seed(seed)
         super().__init__(data, num_parts, recursive, save_dir, filename, log,
                          keep_inter_cluster_edges, sparse_format)

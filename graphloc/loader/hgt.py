@@ -27,6 +27,7 @@ from torch_geometric.sampler import HeteroSamplerOutput
 from torch_geometric.sampler import HGTSampler as _PyGHGTSampler
 from torch_geometric.sampler.utils import to_hetero_csc
 
+from graphloc.checks import check_flags
 from graphloc.loader.pyg import _check_edges
 from graphloc.loader.rows import packed_rows
 
@@ -40,6 +41,7 @@ class HGTSampler(_PyGHGTSampler):
         if isinstance(data, (Data, tuple)):
             raise NotImplementedError(f"{self.__class__.__name__} does not support a data "
                                       f"object of type {type(data)}.")  # PyG's own refusal
+        check_flags("HGTSampler", is_sorted=is_sorted, share_memory=share_memory)
         _check_edges(data)
         if isinstance(num_samples, (list, tuple)):
             num_samples = {key: list(num_samples) for key in data.node_types}

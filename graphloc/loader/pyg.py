@@ -58,6 +58,7 @@ from torch_geometric.sampler.neighbor_sampler import (
 )
 from torch_geometric.sampler.utils import remap_keys
 
+from graphloc.checks import check_flags
 from graphloc.graph import check_edge_index
 from graphloc.ops import relational_neighbor_sample
 
@@ -167,6 +168,8 @@ class NeighborSampler(_PyGNeighborSampler):
         if temporal_strategy not in ("uniform", "last"):
             raise ValueError(f"temporal_strategy must be 'uniform' or 'last', got "
                              f"{temporal_strategy!r}")
+        check_flags("NeighborSampler", replace=replace, disjoint=disjoint, is_sorted=is_sorted,
+                    share_memory=share_memory, directed=directed)
         _check_edges(data)
         with warnings.catch_warnings(), _with_kernel_features():
             # PyG's advice to install pyg-lib does not apply
@@ -318,6 +321,9 @@ def _init_on_graphloc(pyg_loader, loader, data, num_neighbors, args, kwargs) -> 
     given = dict(bound.arguments)
     given.pop("self")
     extra = given.pop("kwargs", {})
+    # torch's DataLoader reads any truthy value: shuffle="False" shuffled
+    check_flags(type(loader).__name__, **{key: extra[key] for key in ("shuffle", "drop_last")
+                                          if key in extra})
     if given["neighbor_sampler"] is None:
         given["neighbor_sampler"] = NeighborSampler(
             data, num_neighbors, subgraph_type=given["subgraph_type"],

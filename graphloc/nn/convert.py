@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 from torch.utils._pytree import tree_flatten
 
+from graphloc.checks import check_flags
 from graphloc.nn import conv as gl_conv
 from graphloc.nn.conv._base import is_explain_port
 from graphloc.nn.conv._utils import CALL_HOOKS, PYG_REDUCTIONS, has_call_hooks
@@ -63,6 +64,7 @@ def from_pyg(module: torch.nn.Module, example: tuple | None = None, atol: float 
     draw from it), so a seeded script runs the same with or without the conversion.
     """
     _check_arguments(module, example, atol)
+    check_flags("from_pyg", strict=strict)
     cuda = sorted({t.device.index or 0 for t in module.parameters() if t.device.type == "cuda"})
     with torch.random.fork_rng(devices=cuda):
         return _from_pyg(module, example, atol, strict)

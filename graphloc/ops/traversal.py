@@ -441,6 +441,7 @@ def local_eccentricity(graph, lengths: Tensor, hops: int, twin: bool = False) ->
     ``twin=True`` runs the pure-Python twin (the reference the kernel is tested against).
     """
     check_int(hops, "hops", 0)
+    check_flags("local_eccentricity", twin=twin)
     indptr, indices = _csr_on_cpu(graph, "local_eccentricity")
     if not isinstance(lengths, Tensor) or lengths.shape != (graph.num_edges,):
         raise ValueError(f"lengths must be a tensor of shape [{graph.num_edges}] (one per "

@@ -322,3 +322,9 @@ def test_heterodata_features_are_read_as_a_datas_are(transactions):
 def test_gtn_dataset_names_a_name_that_is_not_a_string():
     with pytest.raises(TypeError, match="gtn_dataset: name must be a name \\(str\\)"):
         gtn_dataset(None)
+
+
+def test_gtn_force_reload_refuses_a_string_by_name(tmp_path):
+    """force_reload="False" re-processed, quietly (2026-12-07)."""
+    with pytest.raises(TypeError, match="gtn_dataset: force_reload must be True or False"):
+        gtn_dataset("acm", str(tmp_path), url="http://127.0.0.1:9", force_reload="False")

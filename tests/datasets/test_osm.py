@@ -614,6 +614,8 @@ def test_a_missing_extra_is_named(tmp_path, monkeypatch):
 def test_build_arguments_are_checked_before_any_work(tmp_path, kwargs, message):
     with pytest.raises(ValueError, match=message):
         build_city_network(HELSINKI, str(tmp_path), **kwargs)
+    with pytest.raises(TypeError, match="build_city_network: progress must be True or False"):
+        build_city_network(HELSINKI, str(tmp_path), progress="no")
 
 
 def _street_graph_of(path, **graph_attrs):

@@ -95,3 +95,10 @@ def test_bad_graphs_refused_before_pyg_reads_them():
     assert empty.partition.partptr.tolist() == [0, 2, 4]
     with pytest.raises(ValueError, match="edge_index, which is missing"):
         ClusterData(Data(x=torch.ones(3, 1)), num_parts=2, log=False)
+
+
+@pytest.mark.parametrize("option", ["recursive", "log", "keep_inter_cluster_edges"])
+def test_true_false_options_refuse_a_string_by_name(option):
+    """log="False" printed and keep_inter_cluster_edges="False" kept them, quietly."""
+    with pytest.raises(TypeError, match=f"ClusterData: {option} must be True or False"):
+        ClusterData(grid_data(), 2, **{option: "False"})

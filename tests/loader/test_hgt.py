@@ -110,3 +110,9 @@ def test_bad_input_is_named():
     empty = HGTLoader(paper_author(), num_samples=[2, 2], batch_size=4,
                       input_nodes=("paper", torch.tensor([], dtype=torch.long)))
     assert len(empty) == 0
+
+
+def test_is_sorted_refuses_a_string_by_name():
+    data = paper_author()
+    with pytest.raises(TypeError, match="HGTSampler: is_sorted must be True or False"):
+        HGTLoader(data, [2], ("paper", torch.arange(4)), is_sorted="False")

@@ -143,3 +143,10 @@ def test_a_sampled_graph_carries_its_edges_features():
                                    full[batch.n_id[:batch.batch_size]])
     plain = NeighborLoader(Graph(edge_index, num_nodes=200), x, None, [2], batch_size=16)
     assert next(iter(plain)).graph.edge_attr is None
+
+
+def test_shuffle_refuses_a_string_by_name():
+    """shuffle="False" shuffled, quietly (2026-12-07)."""
+    graph, x, y = graph_and_data()
+    with pytest.raises(TypeError, match="NeighborLoader: shuffle must be True or False"):
+        NeighborLoader(graph, x, y, [2], batch_size=8, shuffle="False")

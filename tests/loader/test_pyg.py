@@ -305,3 +305,12 @@ def test_worker_processes_draw_valid_and_repeatable_batches():
         assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index)
         for s, d, e in global_edges(a):
             assert data.edge_index[:, e].tolist() == [s, d]
+
+
+@pytest.mark.parametrize("option", ["shuffle", "drop_last", "replace", "disjoint", "directed",
+                                    "is_sorted"])
+def test_true_false_options_refuse_a_string_by_name(option):
+    """torch's DataLoader and PyG's sampler read any truthy value: shuffle="False" shuffled
+    and replace="False" sampled with replacement, quietly (2026-12-07)."""
+    with pytest.raises(TypeError, match=f"{option} must be True or False, got 'False'"):
+        NeighborLoader(homo_data(), [2], batch_size=8, **{option: "False"})

@@ -125,3 +125,11 @@ def test_refusals():
     bad.edge_index[1, 0] = 30
     with pytest.raises(ValueError, match="30"):
         GraphSAINTEdgeSampler(bad, batch_size=2, log=False)
+
+
+@pytest.mark.parametrize("sampler,extra", [(GraphSAINTNodeSampler, {}),
+                                           (GraphSAINTEdgeSampler, {}),
+                                           (GraphSAINTRandomWalkSampler, {"walk_length": 2})])
+def test_log_refuses_a_string_by_name(sampler, extra):
+    with pytest.raises(TypeError, match=f"{sampler.__name__}: log must be True or False"):
+        sampler(random_data(), batch_size=4, log="False", **extra)

@@ -1235,3 +1235,10 @@ def test_a_pan_model_converts_with_its_pooling(ratio):
         kept = from_pyg(theirs)
     assert kept.pyg_conversion["kept"] == [("conv", "aggr='mean' (graphloc's PANConv sums "
                                                     "its messages)")]
+
+
+def test_strict_refuses_a_string_by_name():
+    """strict="False" raised for a kept conv, as strict=True does (2026-12-07)."""
+    import torch_geometric.nn as pyg_nn
+    with pytest.raises(TypeError, match="from_pyg: strict must be True or False"):
+        from_pyg(pyg_nn.GCNConv(3, 4), strict="False")

@@ -233,6 +233,8 @@ def test_raw_kernels_see_a_decreasing_step_that_int32_wraps():
      "segment_attention: return_weights must be True or False"),
     (lambda g, x: ops.random_walk(g, torch.tensor([0]), 3, return_edges="False"),
      "random_walk: return_edges must be True or False, got 'False'"),
+    (lambda g, x: ops.local_eccentricity(g, torch.ones(g.num_edges), 2, twin="False"),
+     "local_eccentricity: twin must be True or False, got 'False'"),
 ])
 def test_true_false_arguments_of_the_ops_are_checked(call, match):
     """A string read as true; a tensor failed in "Boolean value of Tensor ... ambiguous"."""

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from graphloc.checks import check_choice
+from graphloc.checks import check_choice, check_flags
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_sizes
@@ -161,6 +161,7 @@ def pretrain_augmenter(x: Tensor, graph, epochs: int = 10, batch_size: int = 64,
     10, ``--batch_size`` 64, ``--pretrain_lr`` 0.01, 256 hidden, latent 10).
     """
     graph = as_graph(graph, x)
+    check_flags("pretrain_augmenter", progress=progress)
     if x.dim() != 2 or x.size(0) != graph.num_nodes:
         raise ValueError(f"x must be [{graph.num_nodes}, F], got {list(x.shape)}")
     if not x.dtype.is_floating_point:

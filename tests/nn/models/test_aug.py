@@ -245,3 +245,9 @@ def test_lamodel_equals_the_official_lagcn_run_on_the_same_weights(case):
     generated = model.generated_features(x, torch.Generator().manual_seed(case["draw_seed"]))
     out = model(x, Graph(edge_index, num_nodes=x.size(0)), generated)
     torch.testing.assert_close(out, case["official"], rtol=1e-12, atol=1e-12)
+
+
+def test_pretrain_augmenter_progress_refuses_a_string_by_name():
+    x, graph, _ = homophilous_graph(num_nodes=40)
+    with pytest.raises(TypeError, match="pretrain_augmenter: progress must be True or False"):
+        pretrain_augmenter(x, graph, epochs=1, progress="False")
