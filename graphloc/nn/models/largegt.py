@@ -32,7 +32,8 @@ def hop2_tokens(graph: Graph, K: int, seed: int = 0) -> Tensor:
     ``v`` itself is in the second when a neighbour points back, and a node in both lists
     is there twice). Shorter lists repeat in their order; nodes with no 2-hop
     neighbourhood get distinct random nodes. Deterministic for a ``seed`` (C++, parallel
-    over nodes)."""
+    over nodes). :class:`LargeGT` passes its ``read_graph``: the reversed graph for the
+    official direction, where a node samples the nodes its edges point to."""
     check_int(K, "K (tokens per node)", 1)
     graph._require_one_node_set("hop2_tokens")
     return ops.hop2_sample(graph, K, seed)
@@ -149,6 +150,16 @@ class EMACodebook(torch.nn.Module):
         self._assign(index, self.nearest(z))
 
 
+def _official_hop_norm(looped: Graph, dtype: torch.dtype) -> Tensor:
+    """Edge weights ``out_deg(dst)^-1/2 in_deg(src)^-1/2`` on a looped read graph (every
+    degree at least 1), in its edge order."""
+    src, dst = looped.edge_index
+    n = looped.num_nodes
+    in_deg = torch.bincount(dst, minlength=n).to(torch.float64)
+    out_deg = torch.bincount(src, minlength=n).to(torch.float64)
+    return (out_deg[dst].rsqrt() * in_deg[src].rsqrt()).to(dtype)
+
+
 def _same_bits(a: Tensor, b: Tensor) -> bool:
     """``a`` and ``b`` hold the same bits (NaN payloads equal to themselves, unlike
     ``torch.equal``, so features with NaN stay cached)."""
@@ -182,7 +193,7 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
     (computed once for it, by global node id): influence is measured on that whole graph,
     never on a ball or a batch, so its numbers do not depend on how the seeds are batched
     (``reads`` tells it which nodes each output depends on: usually within 4 hops, but a
-    node without in-neighbours samples random nodes anywhere, as the official code).
+    node with nothing to read samples random nodes anywhere, as the official code).
 
     Deviations from the official code (also in ``docs/models.md``): :math:`p_v` is a FastRP
     encoding (:func:`fastrp_encoding`) rather than a trained node2vec (offline, no random
@@ -207,6 +218,14 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
         decay (float, default 0.99): codebook EMA decay.
         seed (int, default 0): seed of the token samples and of the position encoding.
         chunk_size (int, default 4096): nodes per chunk when all nodes are scored.
+        flow (str, default "target_to_source"): which nodes a node reads, tokens and hop
+            features alike. "target_to_source", the official: the nodes its edges point
+            to (the official adjacency has a row per source, ``snap-patents``' and DGL's),
+            with the official ``D2 (A + I) D1`` (rows scaled by column sums, columns by row
+            sums). "source_to_target": PyG's message direction, the in-neighbours, with the
+            same normalisation on the reversed graph. The two agree on a symmetric graph
+            (City-Networks' are); before 2026-12-07 graphloc read in-neighbours with the
+            symmetric normalisation, which matched neither on a directed graph.
 
     Forward: ``model(x, graph, index=None)`` gives logits ``[len(index), out_channels]``
     for the nodes in ``index`` (all nodes when None, computed in chunks); in training,
@@ -222,7 +241,7 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
                  num_centroids: int = 4096, conv_type: str = "full", dropout: float = 0.5,
                  attn_dropout: float = 0.0, token_dropout: float | None = None,
                  decay: float = 0.99, seed: int = 0, chunk_size: int = 4096,
-                 local_dropout: float = 0.3):
+                 local_dropout: float = 0.3, flow: str = "target_to_source"):
         super().__init__()
         check_sizes("LargeGT", in_channels=in_channels, hidden_channels=hidden_channels,
                     out_channels=out_channels, num_tokens=num_tokens, heads=heads,
@@ -232,6 +251,10 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
                        token_dropout=token_dropout, local_dropout=local_dropout)
         if conv_type not in ("full", "local"):
             raise ValueError(f"conv_type must be 'full' or 'local', got {conv_type!r}")
+        if flow not in ("target_to_source", "source_to_target"):
+            raise ValueError(f"LargeGT: flow must be 'target_to_source' (the official) or "
+                             f"'source_to_target', got {flow!r}")
+        self.flow = flow
         if num_tokens < 1 or heads < 1:
             raise ValueError(f"num_tokens and heads must be >= 1, got {num_tokens} and "
                              f"{heads}")
@@ -273,10 +296,21 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
 
     # --- precomputation, once per graph (and feature tensor) --------------------------
 
+    def read_graph(self, graph: Graph) -> Graph:
+        """The graph whose in-edges each node reads: ``graph`` reversed for ``flow=
+        "target_to_source"`` (the official code's adjacency has a row per source, so a node
+        reads the nodes its edges point to), ``graph`` itself for ``"source_to_target"``
+        (PyG's message direction). The same on a symmetric graph."""
+        if self.flow == "source_to_target":
+            return graph
+        return graph.cached("largegt_reversed", lambda: Graph(graph.edge_index.flip(0),
+                                                              num_nodes=graph.num_nodes))
+
     def tokens(self, graph: Graph) -> Tensor:
         """The fixed ``[N, K]`` samples of ``graph`` (cached on it)."""
-        return graph.cached(("largegt_tokens", self.num_tokens, self.seed),
-                            lambda: hop2_tokens(graph, self.num_tokens, self.seed))
+        read = self.read_graph(graph)
+        return read.cached(("largegt_tokens", self.num_tokens, self.seed),
+                           lambda: hop2_tokens(read, self.num_tokens, self.seed))
 
     def hop_features(self, x: Tensor, graph: Graph) -> Tensor:
         """``[N, 3, F]``: ``x``, ``Â x`` and ``Â² x``, cached on the graph while ``x`` is the
@@ -287,31 +321,36 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
         # differentiable (e.g. for influence), or traced by torch.compile (which cannot
         # compare the cached values): computed, not cached
         if x.requires_grad or torch.compiler.is_compiling():
-            return self._propagate(x, graph)
+            return self._propagate(x, self.read_graph(graph))
         holder = graph.cached("largegt_hops", dict)
         ref = holder.get("x")
         if ref is None or ref() is not x or holder["version"] != x._version or \
                 not _same_bits(x, holder["hops"][:, 0]):
             holder.update(x=weakref.ref(x), version=x._version,
-                          hops=self._propagate(x, graph))
+                          hops=self._propagate(x, self.read_graph(graph)))
         return holder["hops"]
 
     @staticmethod
-    def _propagate(x: Tensor, graph: Graph) -> Tensor:
-        # the official D^-1/2 (A + I) D^-1/2: a loop for every node on top of any existing
-        # one (PyG's gcn_norm would keep an existing loop instead of adding one)
-        looped = graph.cached("largegt_looped", graph.add_self_loops)
-        norm_graph, weight = looped.gcn_norm(add_self_loops=False, dtype=x.dtype)
-        x1 = ops.spmm(norm_graph, x, weight)
-        return torch.stack([x, x1, ops.spmm(norm_graph, x1, weight)], dim=1)
+    def _propagate(x: Tensor, read: Graph) -> Tensor:
+        # the official D2 (A + I) D1: a loop for every node on top of any existing one
+        # (PyG's gcn_norm would keep an existing loop instead of adding one), parallel
+        # edges summed, and on a directed graph the reader's and the source's degrees
+        # taken on different sides (the official scales rows by column sums and columns by
+        # row sums): node v reading u weighs out_deg(v)^-1/2 in_deg(u)^-1/2 on the looped
+        # read graph, the symmetric normalisation where the graph is symmetric
+        looped = read.cached("largegt_looped", read.add_self_loops)
+        weight = looped.cached(("largegt_norm", x.dtype), lambda: _official_hop_norm(looped,
+                                                                                    x.dtype))
+        x1 = ops.spmm(looped, x, weight)
+        return torch.stack([x, x1, ops.spmm(looped, x1, weight)], dim=1)
 
     def reads(self, graph: Graph, nodes: Tensor) -> tuple[Tensor, Tensor]:
         """The nodes whose features each output in ``nodes`` reads in evaluation, packed
         ``(ptr [S + 1], ids)``: the node itself (the global query), its tokens, and the
-        2-hop in-balls of the tokens (their propagated features)."""
+        2-hop in-balls of the tokens in the ``read_graph`` (their propagated features)."""
         samples = self.tokens(graph)[nodes]  # [S, K], the node first
         flat = samples.reshape(-1)
-        ptr, members, *_ = ops.khop_subgraphs(graph, flat, 2)
+        ptr, members, *_ = ops.khop_subgraphs(self.read_graph(graph), flat, 2)
         owner = torch.repeat_interleave(torch.arange(flat.numel()), ptr.diff())
         seed_of = owner // samples.size(1)
         pairs = torch.unique(seed_of * graph.num_nodes + members)  # sorted by seed
