@@ -58,7 +58,8 @@ class LiftGCN(ModelCapabilities, torch.nn.Module):
     switched off to get the exact linear Chebyshev backbone, and the dropout masks come from
     graphloc's counter-based dropout (``graphloc.nn.dropout.Dropout``: the official
     ``nn.Dropout``'s distribution and scaling, another mask for a given seed, several times
-    faster on the CPU).
+    faster on the CPU). On a directed graph a node reads its in-neighbours (PyG's
+    direction); the official code only meets symmetric meshes, where the two agree.
 
     Args:
         in_channels, hidden_channels, out_channels (int): widths.
