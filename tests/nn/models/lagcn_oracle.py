@@ -18,6 +18,7 @@ import sys
 
 import numpy as np
 import torch
+from official_runs import write_fixture
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "data", "lagcn_official.pt")
@@ -112,9 +113,7 @@ def _case(official, generated: int, seed: int) -> dict:
 
 def main(checkout: str) -> None:
     official = _official(checkout)
-    cases = [_case(official, *case) for case in CASES]
-    torch.save(cases, FIXTURE)
-    print(f"wrote {len(cases)} cases to {FIXTURE}")
+    write_fixture(FIXTURE, lambda *case: _case(official, *case), CASES)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import sys
 import types
 
 import torch
+from official_runs import write_fixture
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "data", "largegt_official.pt")
@@ -146,9 +147,7 @@ def _hops_in_float64(x, adj):
 
 def main(checkout: str) -> None:
     official = _official(checkout)
-    cases = [_case(official, *case) for case in CASES]
-    torch.save(cases, FIXTURE)
-    print(f"wrote {len(cases)} cases to {FIXTURE}")
+    write_fixture(FIXTURE, lambda *case: _case(official, *case), CASES)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import sys
 import types
 
 import torch
+from official_runs import write_fixture
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "data", "megagnn_official.pt")
@@ -130,9 +131,7 @@ def _case(models, data_util, agg: str, layers: int, seed: int) -> dict:
 
 def main(checkout: str) -> None:
     models, data_util = _official_modules(checkout)
-    cases = [_case(models, data_util, *case) for case in CASES]
-    torch.save(cases, FIXTURE)
-    print(f"wrote {len(cases)} cases to {FIXTURE}")
+    write_fixture(FIXTURE, lambda *case: _case(models, data_util, *case), CASES)
 
 
 if __name__ == "__main__":
