@@ -56,7 +56,8 @@ class GraphSAINTSampler(torch.utils.data.DataLoader):
         check_int(batch_size, "batch_size", 1)
         check_int(num_steps, "num_steps", 1)
         check_int(sample_coverage, "sample_coverage", 0)
-        check_flags(type(self).__name__, log=log)
+        check_flags(type(self).__name__, log=log,
+                    **{key: kwargs[key] for key in ("shuffle", "drop_last") if key in kwargs})
         check_edge_index(data.edge_index, data.num_nodes)
         self.num_steps, self._batch_size = num_steps, batch_size
         self.sample_coverage, self.save_dir, self.log = sample_coverage, save_dir, log

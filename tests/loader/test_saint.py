@@ -133,3 +133,5 @@ def test_refusals():
 def test_log_refuses_a_string_by_name(sampler, extra):
     with pytest.raises(TypeError, match=f"{sampler.__name__}: log must be True or False"):
         sampler(random_data(), batch_size=4, log="False", **extra)
+    with pytest.raises(TypeError, match=f"{sampler.__name__}: shuffle must be True or False"):
+        sampler(random_data(), batch_size=4, log=False, shuffle="False", **extra)
