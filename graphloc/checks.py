@@ -47,6 +47,12 @@ def check_flags(owner: str, **flags) -> None:
             raise TypeError(f"{owner}: {name} must be True or False, got {value!r}")
 
 
+def check_dataloader_flags(owner: str, kwargs: dict) -> None:
+    """``check_flags`` for the options a loader passes on to torch's DataLoader, which
+    reads any truthy value (``shuffle="False"`` shuffled)."""
+    check_flags(owner, **{key: kwargs[key] for key in ("shuffle", "drop_last") if key in kwargs})
+
+
 def check_number(owner: str, name: str, value) -> None:
     """A real number (an initial temperature, power or epsilon), not a bool or tensor: a
     tensor or string failed later, in torch's words, naming no argument."""

@@ -963,6 +963,13 @@ class Graph:
         edge_attr = None if self.edge_attr is None else torch.cat([self.edge_attr] * 2)
         return self.with_edges(edge_index, edge_attr).coalesce(reduce)
 
+    def reversed(self) -> Graph:
+        """Every edge flipped (a node's in-neighbours become its out-neighbours), edge
+        order kept; cached, one node set."""
+        self._require_one_node_set("reversed")
+        return self.cached("reversed", lambda: Graph(self.edge_index.flip(0),
+                                                     num_nodes=self.num_nodes))
+
     def remove_self_loops(self) -> Graph:
         keep = self.edge_index[0] != self.edge_index[1]
         edge_attr = None if self.edge_attr is None else self.edge_attr[keep]

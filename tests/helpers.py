@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import inspect
 import itertools
 import math
 import sys
@@ -501,3 +502,17 @@ def assert_reaches_exactly(run, hops: int, width: int) -> None:
     base = run(x, edge_index)[11]
     assert not torch.equal(end_after_changing(11 - hops), base)  # (any change: a path)
     torch.testing.assert_close(end_after_changing(10 - hops), base, rtol=0, atol=0)
+
+
+def true_false_options(cls) -> list[str]:
+    """The constructor arguments of ``cls`` whose default is True or False."""
+    return [name for name, p in inspect.signature(cls.__init__).parameters.items()
+            if isinstance(p.default, bool)]
+
+
+def classes_with_true_false_options(*modules) -> set[str]:
+    """Names of the ``torch.nn.Module`` classes in ``modules`` with such an option."""
+    return {name for module in modules for name in dir(module)
+            if inspect.isclass(getattr(module, name))
+            and issubclass(getattr(module, name), torch.nn.Module)
+            and true_false_options(getattr(module, name))}

@@ -905,3 +905,13 @@ def test_gcn_norm_with_an_edge_mask_is_the_dense_masked_normalisation(add_self_l
     torch.testing.assert_close(graph.gcn_norm(add_self_loops, dtype=torch.float64)[1], plain)
     with pytest.raises(ValueError, match=r"edge_mask must have shape \[9\], got \[8\]"):
         graph.gcn_norm(add_self_loops, edge_mask=mask[:8])
+
+
+def test_reversed_flips_every_edge_in_order_and_refuses_a_bipartite_graph():
+    graph = Graph(torch.tensor([[0, 0, 2, 3], [1, 1, 0, 3]]), num_nodes=5)
+    flipped = graph.reversed()
+    assert torch.equal(flipped.edge_index, torch.tensor([[1, 1, 0, 3], [0, 0, 2, 3]]))
+    assert flipped.num_nodes == 5 and graph.reversed() is flipped  # cached
+    assert torch.equal(flipped.in_degree(), graph.out_degree())
+    with pytest.raises(ValueError, match="reversed"):
+        Graph.bipartite(torch.tensor([[0], [1]]), (3, 2)).reversed()

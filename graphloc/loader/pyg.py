@@ -58,7 +58,7 @@ from torch_geometric.sampler.neighbor_sampler import (
 )
 from torch_geometric.sampler.utils import remap_keys
 
-from graphloc.checks import check_flags
+from graphloc.checks import check_dataloader_flags, check_flags
 from graphloc.graph import check_edge_index
 from graphloc.ops import relational_neighbor_sample
 
@@ -321,9 +321,7 @@ def _init_on_graphloc(pyg_loader, loader, data, num_neighbors, args, kwargs) -> 
     given = dict(bound.arguments)
     given.pop("self")
     extra = given.pop("kwargs", {})
-    # torch's DataLoader reads any truthy value: shuffle="False" shuffled
-    check_flags(type(loader).__name__, **{key: extra[key] for key in ("shuffle", "drop_last")
-                                          if key in extra})
+    check_dataloader_flags(type(loader).__name__, extra)
     if given["neighbor_sampler"] is None:
         given["neighbor_sampler"] = NeighborSampler(
             data, num_neighbors, subgraph_type=given["subgraph_type"],

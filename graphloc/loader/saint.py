@@ -27,7 +27,7 @@ import os.path as osp
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_flags, check_int
+from graphloc.checks import check_dataloader_flags, check_flags, check_int
 from graphloc.graph import Graph, check_edge_index
 from graphloc.loader.rows import packed_rows
 from graphloc.ops import random_walk, row_sorted_csr
@@ -56,8 +56,8 @@ class GraphSAINTSampler(torch.utils.data.DataLoader):
         check_int(batch_size, "batch_size", 1)
         check_int(num_steps, "num_steps", 1)
         check_int(sample_coverage, "sample_coverage", 0)
-        check_flags(type(self).__name__, log=log,
-                    **{key: kwargs[key] for key in ("shuffle", "drop_last") if key in kwargs})
+        check_flags(type(self).__name__, log=log)
+        check_dataloader_flags(type(self).__name__, kwargs)
         check_edge_index(data.edge_index, data.num_nodes)
         self.num_steps, self._batch_size = num_steps, batch_size
         self.sample_coverage, self.save_dir, self.log = sample_coverage, save_dir, log

@@ -6,6 +6,7 @@ import copy
 import pytest
 import torch
 import torch_geometric.nn as pyg
+from helpers import classes_with_true_false_options, true_false_options
 from parity import assert_parity, parity_graph
 from torch_geometric.utils import sort_edge_index
 
@@ -526,21 +527,13 @@ AGGREGATIONS_WITH_FLAGS = {
 
 
 def test_every_aggregation_with_a_true_false_option_is_swept():
-    import inspect
-    found = {name for name in dir(aggr) if inspect.isclass(getattr(aggr, name))
-             and issubclass(getattr(aggr, name), torch.nn.Module)
-             and any(isinstance(p.default, bool) for p in
-                     inspect.signature(getattr(aggr, name).__init__).parameters.values())}
-    assert found == set(AGGREGATIONS_WITH_FLAGS)
+    assert classes_with_true_false_options(aggr) == set(AGGREGATIONS_WITH_FLAGS)
 
 
 @pytest.mark.parametrize("name", sorted(AGGREGATIONS_WITH_FLAGS))
 def test_aggregation_true_false_options_refuse_a_string_by_name(name):
     """SoftmaxAggregation(learn="False") learnt its temperature, quietly (2026-12-07)."""
-    import inspect
     cls = getattr(aggr, name)
-    flags = [n for n, p in inspect.signature(cls.__init__).parameters.items()
-             if isinstance(p.default, bool)]
-    for flag in flags:
+    for flag in true_false_options(cls):
         with pytest.raises(TypeError, match=f"{name}: {flag} must be True or False"):
             cls(**AGGREGATIONS_WITH_FLAGS[name], **{flag: "False"})

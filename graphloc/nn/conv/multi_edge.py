@@ -195,10 +195,7 @@ def _pair_graph(graph: Graph, reverse: bool) -> Graph:
 
 
 def _directed(graph: Graph, reverse: bool) -> Graph:
-    if not reverse:
-        return graph
-    return graph.cached("mega_reversed", lambda: Graph(graph.edge_index.flip(0),
-                                                       num_nodes=graph.num_nodes))
+    return graph.reversed() if reverse else graph
 
 
 class MultiEdgeConv(ConvModule):

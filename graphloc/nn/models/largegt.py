@@ -154,9 +154,8 @@ def _official_hop_norm(looped: Graph, dtype: torch.dtype) -> Tensor:
     """Edge weights ``out_deg(dst)^-1/2 in_deg(src)^-1/2`` on a looped read graph (every
     degree at least 1), in its edge order."""
     src, dst = looped.edge_index
-    n = looped.num_nodes
-    in_deg = torch.bincount(dst, minlength=n).to(torch.float64)
-    out_deg = torch.bincount(src, minlength=n).to(torch.float64)
+    in_deg = looped.in_degree().to(torch.float64)
+    out_deg = looped.out_degree().to(torch.float64)
     return (out_deg[dst].rsqrt() * in_deg[src].rsqrt()).to(dtype)
 
 
@@ -301,10 +300,7 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
         "target_to_source"`` (the official code's adjacency has a row per source, so a node
         reads the nodes its edges point to), ``graph`` itself for ``"source_to_target"``
         (PyG's message direction). The same on a symmetric graph."""
-        if self.flow == "source_to_target":
-            return graph
-        return graph.cached("largegt_reversed", lambda: Graph(graph.edge_index.flip(0),
-                                                              num_nodes=graph.num_nodes))
+        return graph if self.flow == "source_to_target" else graph.reversed()
 
     def tokens(self, graph: Graph) -> Tensor:
         """The fixed ``[N, K]`` samples of ``graph`` (cached on it)."""

@@ -1,12 +1,11 @@
 """Helpers shared by the convs (graphloc/nn/conv/_utils.py)."""
 
-import inspect
 
 import numpy as np
 import pytest
 import torch
 import torch_geometric.nn as pyg
-from helpers import CONV_LAYERS
+from helpers import CONV_LAYERS, classes_with_true_false_options, true_false_options
 from parity import parity_graph
 
 import graphloc.nn as gl
@@ -137,17 +136,12 @@ DROP_INS = {
 }
 
 
-def _flags_of(cls) -> list[str]:
-    return [name for name, p in inspect.signature(cls.__init__).parameters.items()
-            if isinstance(p.default, bool)]
-
-
 @pytest.mark.parametrize("name", sorted(DROP_INS))
 def test_every_true_false_option_refuses_anything_else_by_name(name):
     """A string such as "False" read as true (PyG's do so), and a tensor or a list failed at
     the first call ("unhashable type", "Boolean value of Tensor ... is ambiguous")."""
     cls = getattr(gl, name)
-    flags = _flags_of(cls) + (["add_self_loops"] if name == "GCNConv" else [])
+    flags = true_false_options(cls) + (["add_self_loops"] if name == "GCNConv" else [])
     assert flags
     for flag in flags:
         for junk in ("False", torch.tensor([1.0, 2.0]), [1], None if flag != "add_self_loops"
@@ -222,19 +216,9 @@ OTHERS_WITH_FLAGS = {
 }
 
 
-def _classes_with_flags() -> set[str]:
-    import graphloc.nn.models as models
-    found = set()
-    for module in (gl, models):
-        for name in dir(module):
-            cls = getattr(module, name)
-            if inspect.isclass(cls) and issubclass(cls, torch.nn.Module) and _flags_of(cls):
-                found.add(name)
-    return found
-
-
 def test_every_layer_and_model_with_a_true_false_option_is_swept_below():
-    assert _classes_with_flags() <= set(DROP_INS) | set(OTHERS_WITH_FLAGS)
+    import graphloc.nn.models as models
+    assert classes_with_true_false_options(gl, models) <= set(DROP_INS) | set(OTHERS_WITH_FLAGS)
 
 
 @pytest.mark.parametrize("name", sorted(OTHERS_WITH_FLAGS))
@@ -243,7 +227,7 @@ def test_every_other_true_false_option_refuses_a_string_by_name(name):
     MultiEdgeConv, SGFormerAttention, SparseLinear and TopMAttention (2026-12-07)."""
     import graphloc.nn.models as models
     cls = getattr(gl, name, None) or getattr(models, name)
-    for flag in _flags_of(cls):
+    for flag in true_false_options(cls):
         with pytest.raises(TypeError, match=rf"{flag}(\[0\])? must be True or False, "
                                             "got 'False'"):
             cls(**{**OTHERS_WITH_FLAGS[name], flag: "False"})
