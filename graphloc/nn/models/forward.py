@@ -278,7 +278,9 @@ class ForwardGNN(ModelCapabilities, torch.nn.Module):
     def top_states(self, x: Tensor, graph: Graph) -> tuple[list[Tensor], Graph]:
         """The states after one bottom-up pass, and the augmented graph. sf-top2input:
         [S_0 = X_aug, S_1..S_L, S_L+1 = the label block] with a zero top-down input in the
-        pass; sf-top2loss: [n(X_aug), n(S_1)..n(S_L)]. Differentiable in x (prediction and
+        pass; sf-top2loss: [n(X_aug), n(S_1)..n(S_L)] with S_j+1 = ReLU(conv_j(S_j)) on
+        the raw S_j (S_0 = X_aug), as the official ``bottom_up``, while training and
+        prediction feed layer j the normalised state. Differentiable in x (prediction and
         influence); training takes them under no_grad."""
         (x_aug, aug), = self.streams(x, graph)
         if self.procedure == "sf-top2input":
@@ -291,9 +293,12 @@ class ForwardGNN(ModelCapabilities, torch.nn.Module):
                     x_aug.new_zeros(x_aug.size(0), self.hidden_channels)
                 states.append(self.top2input_output(j, states[-1], above, aug))
             return [*states, top], aug
-        states = [unit_rows(x_aug)]
+        # the official bottom-up pass feeds each layer the previous one's raw output (the
+        # features themselves into the first), not the normalised states it stores
+        h, states = x_aug, [unit_rows(x_aug)]
         for j in range(self.depth):
-            states.append(unit_rows(self.top2loss_outputs(j, states, aug)[0]))
+            h = self.dropout(F.relu(self.convs[j](h, aug)))
+            states.append(unit_rows(h))
         return states, aug
 
     def top2input_output(self, j: int, below: Tensor, above: Tensor, graph: Graph) -> Tensor:

@@ -1,12 +1,16 @@
 """ForwardGNN against a dense re-implementation of the official networks (GCN backbone,
 dense normalised adjacency), gradient isolation between layers, and bad input."""
 
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from graphloc import Graph
+from graphloc import train as train_module
 from graphloc.nn.models.forward import PROCEDURES, ForwardGNN
+from graphloc.train import TrainConfig, fit, load_checkpoint
 
 N, C, FEAT, H = 12, 3, 5, 8
 
@@ -153,9 +157,12 @@ def test_top2input_scores_match_the_dense_twin():
 def test_top2loss_loss_averages_the_output_with_the_states_above():
     model, x, graph, y, train = _model("sf-top2loss", layers=3)
     adj = _dense_adj(_links_edges(graph.edge_index, _context(y, train), N), N + C)
-    states = [_unit(torch.cat([x, model.class_x]))]
+    # the official bottom_up: each layer reads the raw output below, the states are normed
+    h = torch.cat([x, model.class_x])
+    states = [_unit(h)]
     for conv in model.convs:
-        states.append(_unit(_dense_conv(conv, states[-1], adj)))
+        h = _dense_conv(conv, h, adj)
+        states.append(_unit(h))
     out = _dense_conv(model.convs[0], states[0], adj)
     mixed = (out + states[2] + states[3]) / 3
     expected = F.cross_entropy((mixed[:N] @ mixed[N:].T)[train], y[train])
@@ -322,3 +329,61 @@ def test_a_graphs_edge_features_are_said_to_stay_off_the_class_node_graph():
                                          "nodes"):
         scores = model.eval()(x, with_features, evaluated=train)
     torch.testing.assert_close(scores, model(x, graph, evaluated=train))
+
+
+# -- the official code, run (forwardgnn_oracle.py) -----------------------------------------
+
+OFFICIAL = os.path.join(os.path.dirname(__file__), "data", "forwardgnn_official.pt")
+
+
+def _official_problem(case):
+    data = case["data"]
+    split = [m.nonzero().flatten() for m in (data["train_mask"], data["val_mask"],
+                                              data["test_mask"])]
+    return data["x"], Graph(data["edge_index"], data["x"].size(0)), data["y"], split
+
+
+def _train_like_the_official(case, tmp_path, monkeypatch):
+    """graphloc's ``fit`` for the official run's steps (one evaluation at the end, so the
+    kept weights are the last ones), from the weights the official run started with."""
+    procedure, conv, layers, seed = case["case"]
+    build = train_module._build
+
+    def from_the_fixture(*args, **kwargs):
+        model = build(*args, **kwargs)
+        model.load_state_dict(case["initial"])
+        return model
+
+    monkeypatch.setattr(train_module, "_build", from_the_fixture)
+    if case["negatives"] is not None:  # the official draw of wrong classes
+        monkeypatch.setattr(ForwardGNN, "wrong_classes", lambda self: case["negatives"])
+    steps = len(case["losses"]) // layers
+    config = TrainConfig(model=conv, layers=layers, hidden=8, dropout=0.0, lr=1e-3,
+                         weight_decay=5e-4, epochs=steps, eval_every=steps,
+                         standardize=False, procedure=procedure, seed=seed)
+    x, graph, y, split = _official_problem(case)
+    history = fit((x, graph, y, split), config, out_dir=str(tmp_path), progress=False)
+    model, _ = load_checkpoint(os.path.join(tmp_path, "best.pt"))
+    return model, history
+
+
+@pytest.mark.parametrize("case", torch.load(OFFICIAL, weights_only=True),
+                         ids=lambda c: "-".join(map(str, c["case"][:3])))
+def test_forwardgnn_trains_and_predicts_as_the_official_code(case, tmp_path, monkeypatch):
+    """The official node-classification classes run from their repository with the same
+    initial weights, class-node features and negatives: after the same Adam steps (lr
+    1e-3, weight decay 5e-4, the top2loss clip) every layer's weights, and then the
+    official evaluation's scores on the validation nodes (training labels as context)."""
+    model, _ = _train_like_the_official(case, tmp_path, monkeypatch)
+    for conv, official in zip(model.convs, case["trained"], strict=True):
+        for name, value in conv.state_dict().items():
+            torch.testing.assert_close(value, official[name], rtol=2e-5, atol=2e-6,
+                                       msg=lambda m, name=name: f"{name}: {m}")
+    x, graph, _, (train, val, _) = _official_problem(case)
+    model.eval()
+    with torch.no_grad():
+        if model.procedure in ("ff", "ff-vn"):
+            scores = model(x, graph, evaluated=val)
+        else:
+            scores = model(x, graph)[val]
+    torch.testing.assert_close(scores, case["scores"], rtol=2e-5, atol=2e-5)
