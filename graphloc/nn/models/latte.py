@@ -1,5 +1,5 @@
 """LATTE (Tran et al., "Layer-stacked Attention for Heterogeneous Network Embedding";
-official code JonnyTran/LATTE, ``conv.py`` ``LATTE``, ``LATTENodeClassifier``): node
+official code JonnyTran/LATTE, ``conv.py`` ``LATTE``, ``models.py`` ``LATTENodeClf``): node
 classification on a :class:`~graphloc.hetero.HeteroGraph`.
 
 Layer t attends over the meta-paths of order exactly t. Those of order 1 are the graph's
@@ -101,7 +101,10 @@ class LATTE(ModelCapabilities, torch.nn.Module):
     Differences from the official code (docs/models.md): full-batch (the official trains
     on sampled 2-hop neighbourhoods of 2,048 target nodes), so the joins run on the whole
     graph; the official training loop's Adam with weight decay 0.01 is graphloc.train's
-    optimiser and settings here.
+    optimiser and settings here; ``layer_pooling`` and the whole join are ``run.py``'s
+    settings (the released ``LATTENodeClf`` passes neither, so its two-layer model raises
+    and its joins would be sampled); the proximity negatives are drawn with repeats (the
+    official draws distinct pairs, and drops a draw of one pair).
     """
 
     def __init__(self, in_channels: dict, hidden_channels: int = 128, out_channels: int = 2,
@@ -136,6 +139,9 @@ class LATTE(ModelCapabilities, torch.nn.Module):
         width = hidden_channels * (num_layers if layer_pooling == "concat" else 1)
         self.classifier = torch.nn.Sequential(Dropout(classifier_dropout),
                                               torch.nn.Linear(width, out_channels))
+        # the official DenseClassification draws its weight with PyG's glorot (Xavier
+        # uniform) and keeps torch's default bias
+        torch.nn.init.xavier_uniform_(self.classifier[1].weight)
         self._proximity_terms: list = []
 
     @staticmethod

@@ -1,6 +1,8 @@
 """LATTE: meta-paths by stacking, the filtered join against dense matrix products, the
 stacked model against its layers, the proximity loss, bad input."""
 
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -202,3 +204,59 @@ def test_latte_under_autocast(dtype):
     low.float().sum().backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
     assert (low.float() - full).abs().max() <= 0.05 * full.abs().max()
+
+
+# -- the official code, run (latte_oracle.py) ----------------------------------------------
+
+OFFICIAL = os.path.join(os.path.dirname(__file__), "data", "latte_official.pt")
+
+
+def _official_negatives(case):
+    """graphloc's non-edge draw replaced by the official run's, found by the graph."""
+    def non_edges(graph, count):
+        key = (graph.num_nodes, graph.num_src_nodes, *graph.edge_index.flatten().tolist())
+        src, dst = case["negatives"][key]
+        return src, dst
+    return non_edges
+
+
+@pytest.mark.parametrize("case", torch.load(OFFICIAL, weights_only=False),
+                         ids=lambda c: "layers{}-proximity{}".format(*c["case"][:2]))
+def test_latte_equals_the_official_code_run_on_the_same_weights(case, monkeypatch):
+    """The official ``conv.LATTE`` and ``DenseClassification`` run from their repository on
+    graphloc's weights (PyG 1.7's message-passing semantics, run.py's settings, dropouts
+    0): the logits, the proximity loss on the same negatives, and every gradient of the
+    cross-entropy plus the proximity loss."""
+    layers, proximity, _ = case["case"]
+    graph = HeteroGraph({"paper": 14, "author": 9, "subject": 3}, case["edges"])
+    model = LATTE(dict.fromkeys(graph.node_types, 5), 8, 3, layers, graph.metadata(),
+                  "paper", dropout=0.0, attn_dropout=0.0, classifier_dropout=0.0,
+                  proximity=proximity).double()
+    model.load_state_dict(case["weights"])
+    monkeypatch.setattr(latte_module, "_non_edges", _official_negatives(case))
+    logits = model.train()(case["x"], graph)
+    torch.testing.assert_close(logits, case["logits"], rtol=1e-10, atol=1e-12)
+    loss = F.cross_entropy(logits, case["y"])
+    if proximity:  # the official sums it in float32
+        torch.testing.assert_close(model.auxiliary_loss(), case["proximity"].double(),
+                                   rtol=1e-6, atol=1e-7)
+        loss = loss + model.auxiliary_loss()
+    loss.backward()
+    for name, param in model.named_parameters():
+        expected = case["grads"].get(name, torch.zeros_like(param))
+        got = torch.zeros_like(param) if param.grad is None else param.grad
+        torch.testing.assert_close(got, expected.to(got), rtol=1e-5, atol=1e-7,
+                                   msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_the_classifier_starts_from_the_official_glorot_draw():
+    """DenseClassification's weight is PyG's glorot: uniform on +-sqrt(6 / (in + out)),
+    wider than torch's default Linear bound 1 / sqrt(in)."""
+    graph, _, _ = _acm_like()
+    torch.manual_seed(0)
+    model = LATTE({t: 6 for t in graph.node_types}, 128, 3, 2, graph.metadata(), "paper")
+    weight = model.classifier[1].weight
+    bound = (6 / (256 + 3)) ** 0.5
+    assert weight.abs().max() <= bound
+    assert weight.abs().max() > 0.9 * bound > 2 / 256 ** 0.5
+    torch.testing.assert_close(weight.std(), torch.tensor(bound / 3 ** 0.5), rtol=0.1, atol=0)
