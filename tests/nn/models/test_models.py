@@ -1,3 +1,4 @@
+import os
 import warnings
 
 import pytest
@@ -250,6 +251,22 @@ def test_dagnn_forward_within_equals_the_full_forward_on_the_nearest_nodes(K, ra
                                rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="ball_sizes must grow to the"):
         model.forward_within(x, graph, sizes[:-1] + [sizes[-1] - 1])
+
+
+DAGNN_OFFICIAL = os.path.join(os.path.dirname(__file__), "data", "dagnn_official.pt")
+
+
+@pytest.mark.parametrize("case", torch.load(DAGNN_OFFICIAL, weights_only=True),
+                         ids=lambda c: "nodes{}-edges{}".format(*c["case"][:2]))
+def test_dagnn_equals_the_official_code_run_on_the_same_weights(case):
+    """The official ``dagnn.py`` ``Net`` (its gcn_norm and Prop) run from its repository
+    (``dagnn_oracle.py``) on graphloc's weights, in eval mode: its log-softmax output, on
+    graphs with loops, parallel edges and an isolated node."""
+    model = DAGNN(5, 8, 3, K=4).double().eval()
+    model.load_state_dict(case["weights"])
+    out = model(case["x"], Graph(case["edge_index"], num_nodes=case["x"].size(0)))
+    torch.testing.assert_close(torch.log_softmax(out, 1), case["official"], rtol=1e-12,
+                               atol=1e-12)
 
 
 def _layer_cases():
