@@ -4,6 +4,7 @@ weights: embedding, Euler steps with the simple aggregation (or GCN's), readout;
 separate step weights; the official initialisation; the reach it declares; the registry."""
 
 import math
+import os
 
 import pytest
 import torch
@@ -82,3 +83,20 @@ def test_features_of_another_width_or_dtype_are_refused_by_name():
     with pytest.raises(TypeError, match="ADGN expects floating-point node features"):
         model(torch.ones(3, 4, dtype=torch.long), edge_index)
     assert model(torch.randn(0, 4), torch.zeros(2, 0, dtype=torch.long)).shape == (0, 2)
+
+
+OFFICIAL = os.path.join(os.path.dirname(__file__), "data", "adgn_official.pt")
+
+
+@pytest.mark.parametrize("case", torch.load(OFFICIAL, weights_only=True),
+                         ids=lambda c: "share{}-gcn{}-weighted{}".format(*c["case"][:3]))
+def test_adgn_equals_the_official_code_run_on_the_same_weights(case):
+    """``graph_benchmark``'s GraphAntiSymmetricNN run from its repository
+    (``adgn_oracle.py``) on graphloc's weights: with and without weight sharing, the
+    simple and the GCN aggregation, with and without edge weights, on a directed graph."""
+    share, gcn, weighted, _ = case["case"]
+    model = ADGN(4, 6, 3, 3, gcn_norm=gcn, weight_sharing=share).double().eval()
+    model.load_state_dict(case["weights"])
+    args = (case["edge_weight"],) if weighted else ()
+    out = model(case["x"], case["edge_index"], *args)
+    torch.testing.assert_close(out, case["official"], rtol=1e-12, atol=1e-12)
