@@ -1,4 +1,5 @@
 import math
+import os
 
 import pytest
 import torch
@@ -179,3 +180,18 @@ def test_forward_within_equals_the_full_forward_on_the_nearest_nodes(num_layers,
                                    model(x, graph)[:3], rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="ball_sizes must grow to the"):
         model.forward_within(x, graph, [])
+
+
+OFFICIAL = os.path.join(os.path.dirname(__file__), "data", "liftgcn_official.pt")
+
+
+@pytest.mark.parametrize("case", torch.load(OFFICIAL, weights_only=True),
+                         ids=lambda c: f"layers{c['case'][0]}")
+def test_liftgcn_equals_the_official_code_run_on_the_same_weights(case):
+    """``StressJoukowskiGCN`` on ``normalized_adjacency`` from the official ``models.py``
+    (``liftgcn_oracle.py``), graphloc's weights, eval mode, symmetric graphs."""
+    layers, _ = case["case"]
+    model = LiftGCN(4, 8, 1, layers).double().eval()
+    model.load_state_dict(case["weights"])
+    out = model(case["x"], Graph(case["edge_index"], num_nodes=case["x"].size(0)))
+    torch.testing.assert_close(out, case["official"], rtol=1e-12, atol=1e-12)
