@@ -1,3 +1,5 @@
+import os
+
 import pytest
 import torch
 from helpers import random_edge_index, train_losses
@@ -241,3 +243,19 @@ def test_citynetworks_variant_equals_the_official_formula():
     assert set(pyg_style.state_dict()) < set(model.state_dict())  # + attention biases
     with pytest.raises(ValueError, match="variant must be one of"):
         SGFormer(5, 8, 3, variant="official")
+
+
+OFFICIAL = os.path.join(os.path.dirname(__file__), "data", "sgformer_official.pt")
+
+
+@pytest.mark.parametrize("case", torch.load(OFFICIAL, weights_only=True),
+                         ids=lambda c: "layers{}-directed{}".format(*c["case"][1:]))
+def test_citynetworks_variant_equals_the_official_code_run_on_the_same_weights(case):
+    """City-Networks' ``benchmark/sgformer.py`` run from its repository
+    (``sgformer_oracle.py``; its configs' arguments) on the weights and batch-norm
+    statistics of ``variant="citynetworks"``, eval mode, float32 as the official."""
+    _, layers, _ = case["case"]
+    model = SGFormer(5, 8, 3, variant="citynetworks", gnn_num_layers=layers).eval()
+    model.load_state_dict(case["state"])
+    out = model(case["x"], Graph(case["edge_index"], num_nodes=case["x"].size(0)))
+    torch.testing.assert_close(out, case["official"], rtol=1e-5, atol=1e-6)
