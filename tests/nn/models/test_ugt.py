@@ -3,6 +3,7 @@ rings, numpy matrix powers, per-edge loops), on small graphs."""
 
 import itertools
 import math
+import os
 
 import networkx as nx
 import numpy as np
@@ -210,3 +211,25 @@ def test_graphs_without_edges_and_tiny_graphs():
         out.sum().backward()
     assert laplacian_eigenvectors(Graph(torch.empty(2, 0, dtype=torch.long), num_nodes=0),
                                   3).shape == (0, 3)
+
+
+OFFICIAL = os.path.join(os.path.dirname(__file__), "data", "ugt_official.pt")
+
+
+@pytest.mark.parametrize("case", torch.load(OFFICIAL, weights_only=True),
+                         ids=lambda c: "k{}-layers{}".format(*c["case"][:2]))
+def test_ugt_equals_the_official_network_run_on_the_same_weights(case):
+    """The official ``Transformer`` (``extract_features``, its reconstruction head) and the
+    fine-tuning ``MLP`` with ``Transformer_class``'s softmax, run from the repository
+    (``ugt_oracle.py``, DGL's calls on a stand-in graph) on graphloc's weights, attention
+    graph and encodings; eval mode, float32 as the official."""
+    k_hop, layers, _ = case["case"]
+    model = UGT(5, 16, 3, num_layers=layers, heads=4, k_hop=k_hop).eval()
+    model.load_state_dict(case["weights"])
+    graph = Graph(case["edge_index"], num_nodes=case["x"].size(0))
+    with torch.no_grad():
+        h, _ = model.embed(case["x"], graph)
+        torch.testing.assert_close(h, case["embedding"], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(model.MLP_layer_x(h), case["x_hat"], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(model(case["x"], graph).softmax(1), case["probabilities"],
+                                   rtol=1e-5, atol=1e-6)
