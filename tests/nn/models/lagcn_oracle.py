@@ -12,27 +12,17 @@ Needs torch, numpy and scipy; ``cvae_pretrain``'s training-only imports (tqdm, t
 it trains alongside) are not needed: its normaliser is read from the file.
 """
 
-import ast
 import os
 import sys
 
 import numpy as np
 import torch
-from official_runs import write_fixture
+from official_runs import definition_from, write_fixture
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "data", "lagcn_official.pt")
 N, F, HIDDEN, CLASSES, LATENT, CVAE_HIDDEN = 25, 6, 5, 3, 4, 8
 CASES = [(1, 0), (2, 1), (4, 2)]  # (generated branches, seed)
-
-
-def _function_from(path: str, name: str, namespace: dict):
-    """One top-level function of a file, compiled on its own."""
-    with open(path) as f:
-        tree = ast.parse(f.read())
-    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
-    exec(compile(ast.Module([node], []), path, "exec"), namespace)
-    return namespace[name]
 
 
 def _official(checkout: str):
@@ -41,7 +31,7 @@ def _official(checkout: str):
     import utils
     from cvae_models import VAE
     from gcn.models import LAGCN
-    normalize = _function_from(os.path.join(citation, "cvae_pretrain.py"),
+    normalize = definition_from(os.path.join(citation, "cvae_pretrain.py"),
                                "feature_tensor_normalize", {"torch": torch})
     return utils, VAE, LAGCN, normalize
 

@@ -21,13 +21,12 @@ drawn by a seeded stand-in for ``negative_sample`` and stored for the test.
 """
 
 import argparse
-import ast
 import os
 import sys
 import types
 
 import torch
-from official_runs import write_fixture
+from official_runs import definition_from, write_fixture
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "data", "latte_official.pt")
@@ -97,14 +96,6 @@ def _pyg17_propagate(cls) -> None:
     cls.propagate = swapped
 
 
-def _class_from(path: str, name: str, namespace: dict):
-    with open(path) as f:
-        tree = ast.parse(f.read())
-    node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
-    exec(compile(ast.Module([node], []), path, "exec"), namespace)
-    return namespace[name]
-
-
 def _official(checkout: str):
     _stand_ins()
     sys.path.insert(0, checkout)
@@ -113,7 +104,7 @@ def _official(checkout: str):
     import conv
     from torch_geometric.nn.inits import glorot
     _pyg17_propagate(conv.LATTEConv)
-    dense = _class_from(os.path.join(checkout, "models.py"), "DenseClassification",
+    dense = definition_from(os.path.join(checkout, "models.py"), "DenseClassification",
                         {"nn": torch.nn, "torch": torch, "OrderedDict": OrderedDict,
                          "glorot": glorot})
     return conv, dense
