@@ -3,7 +3,9 @@
 pyg-lib or torch-sparse and raises ``ImportError`` without both; here the parts come from
 ``ops.partition`` (METIS's multilevel scheme, C++). Everything else, the permuted data, the
 subgraph per part, ``keep_inter_cluster_edges``, ``sparse_format``, ``save_dir``, and
-PyG's ``ClusterLoader`` over it, is PyG's own.
+PyG's ``ClusterLoader`` over it, is PyG's own (``ClusterLoader`` here only refuses a
+``shuffle`` or ``drop_last`` that is not True or False, which torch's DataLoader would read
+as truthy: ``shuffle="False"`` shuffled).
 
 Differences from PyG with METIS, by design: the parts are graphloc's (deterministic for
 ``seed``, as balanced, with cuts near METIS's: ``benchmarks/RESULTS.md``); a directed
@@ -16,9 +18,9 @@ from __future__ import annotations
 
 from torch import Tensor
 from torch_geometric.loader import ClusterData as _PyGClusterData
-from torch_geometric.loader import ClusterLoader
+from torch_geometric.loader import ClusterLoader as _PyGClusterLoader
 
-from graphloc.checks import check_flags, check_int, check_seed
+from graphloc.checks import check_dataloader_flags, check_flags, check_int, check_seed
 from graphloc.ops import partition
 
 __all__ = ["ClusterData", "ClusterLoader"]
@@ -43,3 +45,12 @@ class ClusterData(_PyGClusterData):
     def _metis(self, edge_index: Tensor, num_nodes: int) -> Tensor:
         return partition(edge_index, self.num_parts, num_nodes=num_nodes,
                          recursive=self.recursive, seed=self.seed)
+
+
+class ClusterLoader(_PyGClusterLoader):
+    """PyG's ``torch_geometric.loader.ClusterLoader``, its batches unchanged; ``shuffle``
+    and ``drop_last`` must be True or False (see the module docstring)."""
+
+    def __init__(self, cluster_data, **kwargs):
+        check_dataloader_flags("ClusterLoader", kwargs)
+        super().__init__(cluster_data, **kwargs)

@@ -102,3 +102,20 @@ def test_true_false_options_refuse_a_string_by_name(option):
     """log="False" printed and keep_inter_cluster_edges="False" kept them, quietly."""
     with pytest.raises(TypeError, match=f"ClusterData: {option} must be True or False"):
         ClusterData(grid_data(), 2, **{option: "False"})
+
+
+def test_cluster_loader_is_pygs_and_refuses_a_truthy_shuffle():
+    """The same batches as PyG's own ClusterLoader (in order, without shuffling), and a
+    ``shuffle`` or ``drop_last`` that is not True or False refused by name (torch's
+    DataLoader read ``shuffle="False"`` as True)."""
+    from torch_geometric.loader import ClusterLoader as PyGClusterLoader
+    clusters = ClusterData(grid_data(), num_parts=6, log=False, seed=3)
+    ours = [b.n_id.tolist() for b in ClusterLoader(clusters, batch_size=4, shuffle=False)]
+    theirs = [b.n_id.tolist() for b in PyGClusterLoader(clusters, batch_size=4,
+                                                           shuffle=False)]
+    assert ours == theirs and len(ours) == 2
+    assert isinstance(ClusterLoader(clusters), PyGClusterLoader)
+    for name in ("shuffle", "drop_last"):
+        with pytest.raises(TypeError, match=f"ClusterLoader: {name} must be True or False, "
+                                            "got 'False'"):
+            ClusterLoader(clusters, batch_size=4, **{name: "False"})
