@@ -274,7 +274,8 @@ import re
 import sys
 
 ours = {"torch_geometric.loader": {"NeighborLoader", "LinkNeighborLoader", "HGTLoader",
-                                  "ClusterData", "ShaDowKHopSampler", "GraphSAINTNodeSampler",
+                                  "ClusterData", "ClusterLoader", "ShaDowKHopSampler",
+                                  "GraphSAINTNodeSampler",
                                   "GraphSAINTEdgeSampler", "GraphSAINTRandomWalkSampler"},
         "torch_geometric.sampler": {"NeighborSampler", "BidirectionalNeighborSampler"},
         "torch_geometric.sampler.neighbor_sampler": {"NeighborSampler",
