@@ -202,9 +202,13 @@ class ForwardGNN(ModelCapabilities, torch.nn.Module):
 
     # -- one layer ----------------------------------------------------------------------
 
+    def conv_relu(self, j: int, x: Tensor, graph: Graph) -> Tensor:
+        """ReLU(conv_j(x)), then dropout while training: every procedure's layer."""
+        return self.dropout(F.relu(self.convs[j](x, graph)))
+
     def layer(self, j: int, x: Tensor, graph: Graph) -> Tensor:
         """ReLU(conv_j(n(x))), then dropout while training."""
-        return self.dropout(F.relu(self.convs[j](unit_rows(x), graph)))
+        return self.conv_relu(j, unit_rows(x), graph)
 
     def goodness(self, h: Tensor) -> Tensor:
         """Forward-forward goodness sum(h^2) - theta per row (training)."""
@@ -297,19 +301,19 @@ class ForwardGNN(ModelCapabilities, torch.nn.Module):
         # features themselves into the first), not the normalised states it stores
         h, states = x_aug, [unit_rows(x_aug)]
         for j in range(self.depth):
-            h = self.dropout(F.relu(self.convs[j](h, aug)))
+            h = self.conv_relu(j, h, aug)
             states.append(unit_rows(h))
         return states, aug
 
     def top2input_output(self, j: int, below: Tensor, above: Tensor, graph: Graph) -> Tensor:
         """Layer j of sf-top2input on n(S_j) beside n(S_j+2)."""
         inputs = torch.cat([unit_rows(below), unit_rows(above)], 1)
-        return self.dropout(F.relu(self.convs[j](inputs, graph)))
+        return self.conv_relu(j, inputs, graph)
 
     def top2loss_outputs(self, j: int, states: list[Tensor], graph: Graph):
         """Layer j of sf-top2loss: its output O_j on S_j (already normalised) and the mean
         E_j of O_j with the states of the layers above it, on which its loss is taken."""
-        out = self.dropout(F.relu(self.convs[j](states[j], graph)))
+        out = self.conv_relu(j, states[j], graph)
         above = states[j + 2:self.depth + 1]
         if not above:
             return out, out

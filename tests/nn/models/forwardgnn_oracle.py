@@ -32,9 +32,12 @@ CASES = [("ff", "gcn", 2, 0), ("ff", "sage", 2, 1), ("ff-vn", "gcn", 2, 2),
          ("sf", "gcn", 3, 3), ("sf", "gat", 2, 4), ("sf-top2input", "gcn", 3, 5),
          ("sf-top2input", "sage", 2, 6), ("sf-top2loss", "gcn", 3, 7),
          ("sf-top2loss", "sage", 2, 8)]
-CLASSES = {"ff": "GNNLabelAppendingFF", "ff-vn": "GNNVirtualNodeLabelAppendingFF",
-           "sf": "GNNSingleForward", "sf-top2input": "GNNTop2InputSF",
-           "sf-top2loss": "GNNTop2LossSF"}
+#: procedure -> (the ``--model`` prefix train_forward.py reads, the class it builds)
+OFFICIAL_MODEL = {"ff": ("GNN_LA-", "GNNLabelAppendingFF"),
+                  "ff-vn": ("GNN_VNLA-", "GNNVirtualNodeLabelAppendingFF"),
+                  "sf": ("GNN_SingleForward-", "GNNSingleForward"),
+                  "sf-top2input": ("GNN_Top2Input_SingleForward-", "GNNTop2InputSF"),
+                  "sf-top2loss": ("GNN_Top2Loss_SingleForward-", "GNNTop2LossSF")}
 OFFICIAL_CONV = {"gcn": "GCN", "sage": "SAGE", "gat": "GAT"}
 
 
@@ -99,10 +102,14 @@ def _graphloc_model(procedure: str, conv: str, layers: int, seed: int):
     return _build(config, F, C)
 
 
+def _trainable_layers(official) -> list:
+    """The official network's conv layers (ff's also holds normalisation layers)."""
+    return [m for m in official.layers if hasattr(m, "gnn_layer")]
+
+
 def _copy_weights(official, model) -> None:
     """graphloc's conv j into the official network's j-th trainable layer (PyG's names)."""
-    layers = [m for m in official.layers if hasattr(m, "gnn_layer")]
-    for layer, conv in zip(layers, model.convs, strict=True):
+    for layer, conv in zip(_trainable_layers(official), model.convs, strict=True):
         layer.gnn_layer.gnn.load_state_dict(conv.state_dict())
 
 
@@ -122,23 +129,6 @@ def _use_class_features(nodeclass, class_x: torch.Tensor) -> None:
         augmenter.__init__ = init
 
 
-def _record_losses(official, procedure: str) -> list:
-    """Wraps each layer's forward_train to record the loss it returns (its value before
-    its optimiser step)."""
-    losses = []
-    for layer in (m for m in official.layers if hasattr(m, "gnn_layer")):
-        original = layer.forward_train
-
-        def record(*args, _original=original, **kwargs):
-            out = _original(*args, **kwargs)
-            losses.append(out if procedure == "sf" else out[1] if procedure != "ff-vn" and
-                          procedure != "ff" else None)
-            return out
-
-        layer.forward_train = record
-    return losses
-
-
 def _negatives(official, procedure: str, data) -> torch.Tensor:
     """[N, C - 1] the wrong classes the official draw gives each node, in order (the
     torch random state is restored, so its own forward_train draws them again)."""
@@ -148,7 +138,10 @@ def _negatives(official, procedure: str, data) -> torch.Tensor:
                                                             num_negs=C - 1)
         wrong = torch.stack([neg[:, F:].argmax(1) for neg in negs], 1)
     else:
-        official.graph_augmenter = official_augmenter(official, data)
+        module = sys.modules[type(official).__module__]
+        official.graph_augmenter = module.GraphAugmenter(
+            data=data, aug_edge_direction="bidirection", append_label=None,
+            device=torch.device("cpu"))
         _, graphs = official.create_pos_and_neg_graphs(C - 1, data.train_mask)
         wrong = torch.stack([g.edge_index[1, data.edge_index.size(1):][
             :int(data.train_mask.sum())] - N for g in graphs], 1)
@@ -157,12 +150,6 @@ def _negatives(official, procedure: str, data) -> torch.Tensor:
         wrong = full
     torch.set_rng_state(state)
     return wrong.masked_fill(~data.train_mask[:, None], -1)
-
-
-def official_augmenter(official, data):
-    module = sys.modules[type(official).__module__]
-    return module.GraphAugmenter(data=data, aug_edge_direction="bidirection",
-                                 append_label=None, device=torch.device("cpu"))
 
 
 class _Results:
@@ -188,27 +175,23 @@ def run_case(procedure: str, conv: str, layers: int, seed: int) -> dict:
     model = _graphloc_model(procedure, conv, layers, seed)
     _use_class_features(nodeclass, model.class_x)
     args = _args(procedure)
-    model_type = f"GNN_{'LA' if procedure == 'ff' else 'VNLA'}-" if procedure.startswith("ff") \
-        else {"sf": "GNN_SingleForward-", "sf-top2input": "GNN_Top2Input_SingleForward-",
-              "sf-top2loss": "GNN_Top2Loss_SingleForward-"}[procedure]
+    prefix, class_name = OFFICIAL_MODEL[procedure]
     data.num_classes = C
     official = build_node_classification_model(
-        model_type + OFFICIAL_CONV[conv], layers, HIDDEN, "forwardforward_loss_fn", 1e-3,
-        data, args)
-    assert type(official).__name__ == CLASSES[procedure]
+        prefix + OFFICIAL_CONV[conv], layers, HIDDEN, "forwardforward_loss_fn", 1e-3, data,
+        args)
+    assert type(official).__name__ == class_name
     _copy_weights(official, model)
     initial = {k: v.clone() for k, v in model.state_dict().items()}
     torch.manual_seed(seed)
     negatives = _negatives(official, procedure, data) if procedure.startswith("ff") else None
-    losses = _record_losses(official, procedure)
     official.forward_train(data, _Results(), 0)
-    layers_ = [m for m in official.layers if hasattr(m, "gnn_layer")]
     trained = [{k: v.detach().clone() for k, v in layer.gnn_layer.gnn.state_dict().items()}
-               for layer in layers_]
+               for layer in _trainable_layers(official)]
     with torch.no_grad():
         scores = _scores(official, procedure, data)
     return {"case": (procedure, conv, layers, seed), "data": data.to_dict(),
-            "initial": initial, "negatives": negatives, "losses": losses,
+            "initial": initial, "negatives": negatives, "steps": STEPS,
             "trained": trained, "scores": scores.detach().clone()}
 
 

@@ -357,7 +357,7 @@ def _train_like_the_official(case, tmp_path, monkeypatch):
     monkeypatch.setattr(train_module, "_build", from_the_fixture)
     if case["negatives"] is not None:  # the official draw of wrong classes
         monkeypatch.setattr(ForwardGNN, "wrong_classes", lambda self: case["negatives"])
-    steps = len(case["losses"]) // layers
+    steps = case["steps"]  # per layer (greedy) or for the whole model (top-down)
     config = TrainConfig(model=conv, layers=layers, hidden=8, dropout=0.0, lr=1e-3,
                          weight_decay=5e-4, epochs=steps, eval_every=steps,
                          standardize=False, procedure=procedure, seed=seed)
