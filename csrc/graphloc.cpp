@@ -90,6 +90,14 @@ TORCH_LIBRARY(graphloc, m) {
       "gatv2_scores_backward(Tensor indptr, Tensor indices, Tensor src, Tensor dst, Tensor att, "
       "float negative_slope, Tensor grad, Tensor csc_indptr, Tensor csc_indices, "
       "Tensor csc_perm, bool need_src, bool need_dst, bool need_att) -> (Tensor, Tensor, Tensor)");
+  // GAT's per-node score halves: out[n, a * H + h] = sum_c x[n, h * C + c] * att[a, h, c] for
+  // rows x [N, H * C] and attention vectors att [A, H, C], [N, A * H] (CPU; other devices
+  // compose a product).
+  m.def("head_dots(Tensor x, Tensor att) -> Tensor");
+  // Its gradients (d x, d att), empty tensors for those not asked for.
+  m.def(
+      "head_dots_backward(Tensor x, Tensor att, Tensor grad, bool need_x, bool need_att) "
+      "-> (Tensor, Tensor)");
   // The residual gated graph conv's aggregation: per edge (j -> i) of row i and channel c,
   // out[i, c] = sum of sigmoid(key[i, c] + query[j, c]) * value[j, c], [rows, C] (CPU; other
   // devices compose sddmm, sigmoid and a weighted spmm).

@@ -24,6 +24,7 @@ from graphloc.ops._library import (
 )
 from graphloc.ops.cluster import graclus, partition, row_sorted_csr, voxel_grid
 from graphloc.ops.dropout import dropout
+from graphloc.ops.heads import composed_head_dots
 from graphloc.ops.neighbours import fps, knn, knn_graph, nearest, radius, radius_graph
 from graphloc.ops.reference import as_rows, canonical_reduce
 from graphloc.ops.reference import edge_outer_sum as _composed_outer_sum
@@ -47,10 +48,11 @@ from graphloc.ops.traversal import (
     separated_rounds,
     walk_counts,
 )
+from graphloc.ops.values import autocast_enabled
 
 __all__ = ["HAS_EXTENSION", "spmm", "set_spmm_backend", "sddmm", "segment_softmax",
-           "segment_attention", "additive_attention", "gatv2_scores", "gated_sum", "film_sum",
-           "softmax_sum",
+           "segment_attention", "additive_attention", "gatv2_scores", "head_dots", "gated_sum",
+           "film_sum", "softmax_sum",
            "edge_outer_sum", "edge_head_sum",
            "segment_reduce", "gather", "scatter", "coo_to_csr", "csr_transpose", "permute_rows",
            "khop_subgraphs", "walk_counts", "separated_rounds", "neighbor_sample",
@@ -107,13 +109,6 @@ def _check_edge_values(graph, values: Tensor, like: Tensor, name: str) -> None:
         raise TypeError(f"{name} has dtype {values.dtype} but the features have {like.dtype}")
     if values.device != like.device:
         raise ValueError(f"{name} is on {values.device} but the features are on {like.device}")
-
-
-def autocast_enabled(device_type: str) -> bool:
-    """Whether ``torch.autocast`` is on for ``device_type`` (False for devices it does not
-    know, such as meta, where torch's own query raises)."""
-    return torch.amp.is_autocast_available(device_type) and \
-        torch.is_autocast_enabled(device_type)
 
 
 def _promoted_under_autocast(*tensors: Tensor | None) -> tuple:
@@ -435,6 +430,46 @@ def gatv2_scores(graph, src: Tensor, dst: Tensor, att: Tensor,
                                  dst2.contiguous(), att.contiguous(), float(negative_slope),
                                  *_transpose_args(graph, needs_transpose))
     return graph.from_csr_order(score)
+
+
+def head_dots(x: Tensor, att: Tensor) -> Tensor:
+    """Per-head dot products of node rows with attention vectors, the per-node score halves
+    of GAT and its kin: ``out[n, a * H + h] = sum_c x[n, h, c] * att[a, h, c]``, PyG's
+    ``(x.view(N, H, C) * att[a]).sum(-1)`` for each vector ``a``, side by side.
+
+    On the CPU (float32, float64) one kernel pass over ``x`` forward and one over ``x`` and
+    the gradient backward, with no ``[N, A * H, C]`` products. Elsewhere a thin matmul with
+    the vectors' block-diagonal matrix (``graphloc.ops.heads``). Either way an infinite or
+    NaN channel of one head reaches only that head's dots, as in PyG's product.
+
+    Args:
+        x: ``[N, H * C]`` or ``[N, H, C]`` node rows.
+        att: ``[A, H, C]`` attention vectors, or ``[H, C]`` for one.
+
+    Returns ``[N, A * H]``, vector a's head h in column ``a * H + h``, in the promoted dtype
+    of ``x`` and ``att`` as PyG's product, also under ``torch.autocast`` (scores rounded to
+    bfloat16 made GAT's attention weights ten times less accurate).
+    """
+    for name, t in (("x", x), ("att", att)):
+        if not isinstance(t, Tensor) or not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating torch.Tensor, got "
+                            f"{t.dtype if isinstance(t, Tensor) else type(t).__name__}")
+    if att.dim() not in (2, 3) or 0 in att.shape:
+        raise ValueError(f"att must be [vectors, heads, C] or [heads, C] with no zero size, "
+                         f"got {list(att.shape)}")
+    att = att.reshape(-1, *att.shape[-2:])
+    H, C = att.shape[1:]
+    if x.dim() not in (2, 3) or (x.dim() == 3 and tuple(x.shape[1:]) != (H, C)) or (
+            x.dim() == 2 and x.size(1) != H * C):
+        raise ValueError(f"x must be [N, {H}, {C}] or [N, {H * C}] for att of shape "
+                         f"{list(att.shape)}, got {list(x.shape)}")
+    if x.device != att.device:
+        raise ValueError(f"x is on {x.device} but att is on {att.device}")
+    dtype = torch.promote_types(x.dtype, att.dtype)
+    x, att = x.reshape(x.size(0), H * C).to(dtype), att.to(dtype)
+    if _has_cpu_kernel(x):
+        return kernels.head_dots(x.contiguous(), att.contiguous())
+    return composed_head_dots(x, att)
 
 
 @_float16_in_float32

@@ -586,6 +586,33 @@ def _gatv2_backward(ctx, grad):
             None, None, None, None)
 
 
+# --- head_dots -----------------------------------------------------------------------------
+
+def _head_dots_fake(x, att):
+    _check_rows_fake(x, "x")
+    torch._check(att.dim() == 3 and x.shape[1] == att.shape[1] * att.shape[2],
+                 lambda: f"x has {x.shape[1]} channels but att is {list(att.shape)}")
+    return x.new_empty(x.shape[0], att.shape[0] * att.shape[1])
+
+
+def _head_dots_backward_fake(x, att, grad, need_x, need_att):
+    return x.new_empty(x.shape if need_x else (0,)), att.new_empty(att.shape if need_att else (0,))
+
+
+def _head_dots_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _head_dots_backward(ctx, grad):
+    x, att = ctx.saved_tensors
+    need_x, need_att = ctx.needs_input_grad
+    # under create_graph the backward itself differentiable: the same formula, composed
+    backward = reference.head_dots_backward if torch.is_grad_enabled() else \
+        kernels.head_dots_backward
+    d_x, d_att = backward(x, att, grad.contiguous(), need_x, need_att)
+    return d_x if need_x else None, d_att if need_att else None
+
+
 # --- softmax_sum ---------------------------------------------------------------------------
 
 def _accumulation_dtype(x):
@@ -841,6 +868,7 @@ _AUTOGRAD = {"dropout": (_dropout_setup, _dropout_backward),
              "segment_attention": (_attention_setup, _attention_backward),
              "additive_attention": (_additive_setup, _additive_backward),
              "gatv2_scores": (_gatv2_setup, _gatv2_backward),
+             "head_dots": (_head_dots_setup, _head_dots_backward),
              "gated_sum": _edge_function_autograd("gated_sum"),
              "film_sum": _edge_function_autograd("film_sum"),
              "edge_outer_sum": (_outer_setup, _outer_backward),
@@ -864,6 +892,8 @@ def _register() -> None:
     fake(lib + "additive_attention_backward")(_additive_backward_fake)
     fake(lib + "gatv2_scores")(_gatv2_fake)
     fake(lib + "gatv2_scores_backward")(_gatv2_backward_fake)
+    fake(lib + "head_dots")(_head_dots_fake)
+    fake(lib + "head_dots_backward")(_head_dots_backward_fake)
     fake(lib + "gated_sum")(_edge_function_fake(("key", "query", "value"), (1, 2)))
     fake(lib + "gated_sum_backward")(_edge_function_backward_fake)
     fake(lib + "film_sum")(_edge_function_fake(("gamma", "beta", "value"), (0, 1)))

@@ -245,6 +245,24 @@ def gatv2_scores_backward(indptr, indices, src, dst, att, negative_slope, grad, 
     return d_src, d_dst, d_att
 
 
+def head_dots(x, att):
+    """Per-head dot products ``[N, A * H]`` of rows ``x [N, H * C]`` with ``att [A, H, C]``:
+    PyG's ``(x.view(N, H, C) * att[a]).sum(-1)`` for each vector ``a``, side by side."""
+    A, H, C = att.shape
+    return (x.view(-1, 1, H, C) * att).sum(-1).reshape(-1, A * H)
+
+
+def head_dots_backward(x, att, grad, need_x, need_att):
+    """The two gradients of head_dots from differentiable ops (empty where not asked for):
+    d x = sum_a grad[:, a, h] * att[a, h] per head, d att = sum_n grad[n, a, h] * x[n, h]."""
+    A, H, C = att.shape
+    g = grad.view(-1, A, H, 1)
+    none = x.new_empty(0)
+    d_x = (g * att).sum(1).reshape(-1, H * C) if need_x else none
+    d_att = (g * x.view(-1, 1, H, C)).sum(0) if need_att else none
+    return d_x, d_att
+
+
 def gated_sum(indptr, indices, key, query, value, csc_indptr=None, csc_indices=None,
               csc_perm=None):
     """The residual gated conv's aggregation ``[rows, C]``: per edge (j -> i),

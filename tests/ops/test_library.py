@@ -74,6 +74,11 @@ def _samples():
     yield kernels.gatv2_scores_backward, (csr.indptr, csr.indices, src.detach(), dst.detach(),
                                           att.detach(), 0.2, torch.randn(E, 2, **f64),
                                           *transpose, True, False, True)
+    rows, vectors = torch.randn(N, 6, **f64, requires_grad=True), \
+        torch.randn(2, 3, 2, **f64, requires_grad=True)
+    yield kernels.head_dots, (rows, vectors)
+    yield kernels.head_dots_backward, (rows.detach(), vectors.detach(), torch.randn(N, 6, **f64),
+                                       True, True)
     key, query, value = (torch.randn(N, 4, **f64, requires_grad=True) for _ in range(3))
     yield kernels.gated_sum, (csr.indptr, csr.indices, key, query, value, *transpose)
     yield kernels.gated_sum_backward, (csr.indptr, csr.indices, key.detach(), query.detach(),

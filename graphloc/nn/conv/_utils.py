@@ -11,6 +11,7 @@ from graphloc import ops
 from graphloc.checks import is_int_at_least, keyword_arguments
 from graphloc.graph import Graph, graph_of_edges
 from graphloc.nn import aggr as aggregations
+from graphloc.ops.values import all_finite, can_branch_on_values
 
 
 def as_graph(graph_or_edge_index, x: Tensor | tuple[Tensor, Tensor]) -> Graph:
@@ -65,19 +66,6 @@ def _check_dtype(layer: torch.nn.Module, x: Tensor, name: str) -> None:
                         f"({name}.to({weight.dtype}) or layer.to({x.dtype}))")
 
 
-def can_branch_on_values() -> bool:
-    """Whether a forward may choose its path by reading a tensor's values (a finiteness
-    check): not while ``torch.compile`` traces it, nor under ``torch.func``'s transforms
-    (``vmap`` refuses data-dependent control flow)."""
-    return not torch.compiler.is_compiling() and \
-        not torch._C._are_functorch_transforms_active()
-
-
-def all_finite(t: Tensor) -> bool:
-    """Whether every entry of ``t`` is finite, read from its sum: one vectorised pass, far
-    cheaper than ``isfinite(t).all()``. A sum that overflows reads as not finite, and the
-    callers then take their exact (PyG's) path, at its cost, which is never wrong."""
-    return bool(torch.isfinite(t.sum()))
 
 
 # torch's hooks around a module's call (register_forward_hook and its kin)
@@ -112,14 +100,6 @@ def has_call_hooks(module: torch.nn.Module) -> bool:
     weights instead of calling it would skip them)."""
     return any(getattr(module, attr, None) for attr in CALL_HOOKS)
 
-
-def can_branch_on(t: Tensor) -> bool:
-    """:func:`can_branch_on_values`, and ``t`` is no batched tensor: a backward's gradient
-    under ``autograd.grad(..., is_grads_batched=True)`` (legacy vmap, which the transforms
-    check does not see) cannot be read either."""
-    functorch = torch._C._functorch
-    return can_branch_on_values() and not functorch.is_legacy_batchedtensor(t) and \
-        not functorch.is_batchedtensor(t)
 
 
 def split_widths(in_channels) -> tuple:

@@ -12,8 +12,6 @@ from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow, read_inputs, require_destination
 from graphloc.nn.conv._utils import (
-    all_finite,
-    can_branch_on_values,
     check_sizes,
     checked_features,
     has_call_hooks,
@@ -22,6 +20,7 @@ from graphloc.nn.conv._utils import (
     width_keeping_aggregation,
 )
 from graphloc.nn.conv.gat import fresh_self_loops, mask_in_csr_order
+from graphloc.ops.values import all_finite, can_branch_on_values
 
 # the aggregations edge_head_sum serves (linear in the messages)
 _LINEAR_AGGREGATIONS = ("add", "sum", "mean")

@@ -27,87 +27,21 @@ from graphloc.nn.conv._inputs import (
     read_inputs,
 )
 from graphloc.nn.conv._utils import (
-    all_finite,
-    can_branch_on,
-    can_branch_on_values,
     check_dropouts,
     check_sizes,
     checked_features,
     glorot,
     glorot_linear,
-    promoted_matmul,
     reset_glorot,
     split_widths,
 )
 
 
-def block_diagonal(att: Tensor) -> Tensor:
-    """``[A, H, C]`` attention vectors as a ``[H * C, A * H]`` matrix, vector a's head h in
-    column a * H + h."""
-    A, H, C = att.shape
-    eye = torch.eye(H, dtype=att.dtype, device=att.device)
-    blocks = att.unsqueeze(-1) * eye.unsqueeze(1)  # [A, H, C, H]
-    return blocks.permute(1, 2, 0, 3).reshape(H * C, A * H)
-
-
-class _HeadDots(torch.autograd.Function):
-    """``h [N, H * C]`` against ``A`` attention vectors ``att [A, H, C]``: the per-head dot
-    products ``[N, A * H]`` as one thin matmul with their block-diagonal matrix (no
-    ``[N, H, C]`` products). Its backward is the matmul's, with the attention vectors'
-    gradient read off the diagonal blocks (not through the blocks' zeros), where the
-    incoming gradient is finite, and PyG's per-head products where it is not: an infinite
-    gradient of one head's score met the matmul's zeros and made every other head's
-    gradients NaN (0 * inf), where PyG's stay finite. Differentiable twice: the backward
-    is made of differentiable ops."""
-
-    generate_vmap_rule = True  # setup_context style: torch.func takes it
-
-    @staticmethod
-    def setup_context(ctx, inputs, output) -> None:
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def forward(h: Tensor, att: Tensor) -> Tensor:
-        return promoted_matmul(h, block_diagonal(att))
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        h, att = ctx.saved_tensors
-        A, H, C = att.shape
-        # in the product's dtype (autograd casts the gradients back to h's and att's)
-        h, att = h.to(grad.dtype), att.to(grad.dtype)
-        if can_branch_on(grad) and all_finite(grad):
-            grad_h = grad @ block_diagonal(att).t()
-            # (grad^T h)[a * H + j, h * C + c]: vector a's head j against head h's channel c
-            products = (grad.t() @ h).view(A, H, H, C)
-            grad_att = torch.diagonal(products, dim1=1, dim2=2).permute(0, 2, 1)
-        else:
-            per_head = grad.view(-1, A, H)
-            grad_h = (per_head.unsqueeze(-1) * att).sum(1).reshape(-1, H * C)
-            # per head: [A, N] @ [N, C] (a batched matmul, which every vmap takes)
-            grad_att = torch.matmul(per_head.permute(2, 1, 0),
-                                    h.view(-1, H, C).transpose(0, 1)).transpose(0, 1)
-        return grad_h, grad_att
-
-
 def head_dots(h: Tensor, *atts: Tensor) -> Tensor:
     """PyG's per-head scores ``(h.view(N, H, C) * att).sum(-1)`` for each ``[1, H, C]``
-    vector of ``atts``, side by side: ``[N, len(atts) * H]``.
-
-    Computed as one thin matmul with the vectors' block-diagonal matrices (``_HeadDots``),
-    whose zeros meet every head's channels: an infinite or NaN channel of one head (or an
-    infinite attention entry) made the other heads' scores NaN there (0 * inf), where
-    PyG's are the head's own. Such a product has a non-finite entry in every column of
-    that row, so a non-finite result is recomputed head by head; under ``torch.func`` and
-    ``torch.compile``, which cannot branch on values, with more than one head always."""
-    H, C = atts[0].shape[1:]
-    if H == 1 or can_branch_on_values():
-        out = _HeadDots.apply(h, torch.cat(atts, dim=0))
-        # (all_finite: 40 times faster than isfinite(out).all() at [200,000, 8])
-        if H == 1 or all_finite(out):
-            return out
-    per_head = (h.view(-1, 1, H, C) * torch.cat(atts, dim=0)).sum(-1)  # [N, len(atts), H]
-    return per_head.reshape(-1, len(atts) * H)
+    vector of ``atts``, side by side: ``[N, len(atts) * H]`` (``ops.head_dots``: one pass
+    over ``h`` on the CPU, no ``[N, H, C]`` products forward or backward)."""
+    return ops.head_dots(h, torch.cat(atts, dim=0))
 
 
 def _pyg_edge_order(graph: Graph) -> tuple[Tensor, Tensor, Tensor]:

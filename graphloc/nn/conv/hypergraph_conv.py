@@ -13,14 +13,13 @@ from graphloc.checks import check_choice, check_flags, check_int
 from graphloc.graph import degree_power, graph_of_edges
 from graphloc.nn.conv._base import ConvModule, graph_explain_mask
 from graphloc.nn.conv._utils import (
-    all_finite,
-    can_branch_on_values,
     check_dropouts,
     check_input,
     check_sizes,
     glorot,
     glorot_linear,
 )
+from graphloc.ops.values import all_finite, can_branch_on_values
 
 
 class HypergraphConv(ConvModule):

@@ -11,13 +11,12 @@ from graphloc.graph import Graph
 from graphloc.nn.conv._base import ConvModule, explain_mask, masked_weights
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 from graphloc.nn.conv._utils import (
-    all_finite,
-    can_branch_on_values,
     check_sizes,
     checked_features,
     linear,
     split_widths,
 )
+from graphloc.ops.values import all_finite, can_branch_on_values
 
 
 class LEConv(ConvModule):

@@ -13,8 +13,6 @@ from graphloc.nn import aggr as aggregations
 from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import check_flow, read_inputs, required_edge_feature_rows
 from graphloc.nn.conv._utils import (
-    all_finite,
-    can_branch_on_values,
     check_first_linear,
     check_sizes,
     checked_features,
@@ -26,6 +24,7 @@ from graphloc.nn.conv._utils import (
     uniform_linear,
     width_keeping_aggregation,
 )
+from graphloc.ops.values import all_finite, can_branch_on_values
 
 # the aggregations the regrouped sum serves (linear in the messages)
 _LINEAR_AGGREGATIONS = ("add", "sum", "mean")

@@ -14,7 +14,6 @@ from graphloc.nn.conv._base import ConvModule, explain_mask, masked_messages
 from graphloc.nn.conv._inputs import check_flow, read_inputs
 from graphloc.nn.conv._utils import (
     PYG_REDUCTIONS,
-    all_finite,
     check_first_linear,
     check_input,
     check_networks,
@@ -25,6 +24,7 @@ from graphloc.nn.conv._utils import (
     read_rows_only,
     reset_like_pyg,
 )
+from graphloc.ops.values import all_finite
 
 # modules that map each row on its own, whatever the mode: a network of only these gives
 # the same rows applied per node and gathered as applied to each edge's gathered rows
