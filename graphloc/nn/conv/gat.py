@@ -392,8 +392,8 @@ class GATConv(ConvModule):
     def _project(self, x_src: Tensor, x_dst: Tensor | None,
                  num_dst: int) -> tuple[Tensor, Tensor, Tensor]:
         """Source messages ``[N_src, H * C]`` (head h in channels h*C to (h+1)*C) and the
-        per-node score halves ``[N, H]``, from thin matmuls against block-diagonal
-        ``[H*C, H]`` attention vectors (no ``[N, H, C]`` products, forward or backward).
+        per-node score halves ``[N, H]`` (``ops.head_dots``: no ``[N, H, C]`` products,
+        forward or backward).
         Without destination features the destination half is 0, as PyG's. The messages
         stay 2-D: the gradient of a ``view`` is a view, which autograd cannot add the score
         projection's gradient to in place (a fresh [N, H*C] tensor at every step)."""

@@ -42,7 +42,7 @@ class HANConv(ConvModule):
 
     PyG forms each relation's per-node scores from ``[N, H, D]`` products and gathers its
     ``[E, H, D]`` source rows and messages, kept for the backward. Here each node type's
-    score halves of every relation come from one thin product (``head_dots``), and each
+    score halves of every relation come from one pass (``ops.head_dots``), and each
     relation's attention runs fused per destination (``ops.additive_attention``: the
     scores, softmax and weighted sum in one pass, no ``[E, ...]`` tensor); with attention
     dropout in training the weights are materialised and dropped with graphloc's dropout
@@ -134,8 +134,8 @@ class HANConv(ConvModule):
 
     def _score_halves(self, h: dict, graphs: dict) -> dict:
         """Each relation's per-node score halves ``[N, H]``, keyed ``(relation, "src")`` and
-        ``(relation, "dst")``: per node type, every vector that reads its nodes in one thin
-        product (``head_dots``: no ``[N, H, D]`` products, forward or backward)."""
+        ``(relation, "dst")``: per node type, every vector that reads its nodes in one pass
+        (``ops.head_dots``: no ``[N, H, D]`` products, forward or backward)."""
         halves = {}
         for t, rows in h.items():
             wanted = [(r, "src", self.lin_src) for r in graphs if r[0] == t] + \
