@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from graphloc.checks import check_flags
 from graphloc.ops import reference
 from graphloc.ops._library import kernels
 
@@ -28,6 +29,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True,
         raise ValueError(f"dropout probability p must lie in [0, 1], got {p!r}")
     if not isinstance(x, Tensor):
         raise TypeError(f"x must be a floating-point tensor, got {type(x).__name__}")
+    check_flags("dropout", training=training)  # training="False" dropped, as a truthy value
     if not training or p == 0:
         return x  # any dtype, as torch.nn.Dropout in eval (the layer after it checks)
     if not x.is_floating_point():

@@ -295,6 +295,8 @@ def relational_neighbor_sample(csrs, relations, num_nodes, seeds, fanouts, *, re
                              f"type indices below {T}, got {rel!r}")
     if not isinstance(seeds, (list, tuple)) or len(seeds) != T:
         raise ValueError(f"seeds must hold one tensor per node type ({T})")
+    check_flags("relational_neighbor_sample", replace=replace, disjoint=disjoint,
+                induced=induced, last=last)
     if induced and disjoint:
         raise ValueError("induced subgraphs are not sampled disjointly (disjoint=True with "
                          "induced=True)")

@@ -235,6 +235,13 @@ def test_raw_kernels_see_a_decreasing_step_that_int32_wraps():
      "random_walk: return_edges must be True or False, got 'False'"),
     (lambda g, x: ops.local_eccentricity(g, torch.ones(g.num_edges), 2, twin="False"),
      "local_eccentricity: twin must be True or False, got 'False'"),
+    # torch's own dropout refuses it; ours dropped where the caller said False
+    (lambda g, x: ops.dropout(x, 0.5, training="False"),
+     "dropout: training must be True or False, got 'False'"),
+    *[(lambda g, x, flag=flag: ops.relational_neighbor_sample(
+        [(g.csr.indptr, g.csr.indices)], [(0, 0)], [3], [torch.tensor([0])], [[2]],
+        **{flag: "False"}), f"relational_neighbor_sample: {flag} must be True or False")
+      for flag in ("replace", "disjoint", "induced", "last")],
 ])
 def test_true_false_arguments_of_the_ops_are_checked(call, match):
     """A string read as true; a tensor failed in "Boolean value of Tensor ... ambiguous"."""

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_flags
+from graphloc.checks import check_flags, check_int, check_seed
 from graphloc.graph import Graph
 from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._utils import check_dropouts, check_input, check_sizes
@@ -148,8 +148,11 @@ def top_m_similar(z: Tensor, m: int, mode: str = "auto", exclude_self: bool = Tr
     if z.dim() != 2 or not z.is_floating_point():
         raise ValueError(f"z must be a floating-point [N, d] tensor, got {z.dtype} "
                          f"{list(z.shape)}")
-    if m < 1 or probes < 1:
-        raise ValueError(f"m and probes must be >= 1, got m={m}, probes={probes}")
+    check_int(m, "m", 1)
+    check_int(probes, "probes", 1)
+    check_int(exact_max_nodes, "exact_max_nodes", 0)
+    check_seed(seed)
+    check_flags("top_m_similar", exclude_self=exclude_self)  # "False" read as true
     n = z.size(0)
     m = min(m, n - 1 if exclude_self else n)
     if m < 1:

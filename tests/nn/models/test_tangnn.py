@@ -128,7 +128,7 @@ def test_tangnn_trains_and_is_deterministic_under_a_seed(variant):
 def test_tangnn_bad_input():
     with pytest.raises(ValueError, match="mode must be"):
         top_m_similar(torch.randn(5, 2), 2, mode="lsh")
-    with pytest.raises(ValueError, match="m and probes"):
+    with pytest.raises(ValueError, match="m must be an integer >= 1, got 0"):
         top_m_similar(torch.randn(5, 2), 0)
     with pytest.raises(ValueError, match="floating-point"):
         top_m_similar(torch.ones(5, 2, dtype=torch.long), 2)
@@ -138,3 +138,21 @@ def test_tangnn_bad_input():
         TopMAttention(3, 4, m=0)
     with pytest.raises(ValueError, match=r"shape \[N, 3\]"):
         TopMAttention(3, 4)(torch.randn(5, 2))
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    # a string read as true: the node was excluded where the caller said False
+    (dict(exclude_self="False"), TypeError, "top_m_similar: exclude_self must be True or False"),
+    (dict(m=2.5), ValueError, "m must be an integer >= 1, got 2.5"),
+    (dict(m=True), ValueError, "m must be an integer >= 1, got True"),
+    (dict(mode="approx", probes=1.5), ValueError, "probes must be an integer >= 1, got 1.5"),
+    (dict(mode="approx", seed=-1), ValueError, r"seed must be an integer in \[0, 2\^63\)"),
+    (dict(exact_max_nodes="10"), ValueError, "exact_max_nodes must be an integer >= 0"),
+])
+def test_top_m_similar_refuses_bad_options_by_name(kwargs, error, message):
+    """Before, a float m or probes failed inside torch.topk naming no argument, a negative
+    seed was taken, and exclude_self="False" excluded each node from its own list."""
+    z = torch.randn(30, 4, generator=torch.Generator().manual_seed(0))
+    options = dict(m=3) | kwargs
+    with pytest.raises(error, match=message):
+        top_m_similar(z, **options)
