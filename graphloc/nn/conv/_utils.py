@@ -320,17 +320,6 @@ def propagate_prefix(graph: Graph, weight: Tensor | None, x: Tensor,
     return ops.spmm(prefix, x, weight)
 
 
-def promoted_matmul(x: Tensor, w: Tensor) -> Tensor:
-    """``x @ w`` in the promoted dtype even under autocast, as the sum of products it stands
-    for (GAT's (h * att).sum(-1), which PyG takes in float32 for float32 att): scores
-    rounded to bfloat16 made its attention weights ten times less accurate."""
-    dtype = torch.promote_types(x.dtype, w.dtype)
-    x, w = x.to(dtype), w.to(dtype)
-    if not ops.autocast_enabled(x.device.type):
-        return x @ w
-    with torch.autocast(x.device.type, enabled=False):
-        return x @ w
-
 
 def first_linear(nn: torch.nn.Module):
     """``(the network's first Linear, the rest of it)``, or ``(None, None)`` where the
