@@ -142,6 +142,11 @@ def top_m_similar(z: Tensor, m: int, mode: str = "auto", exclude_self: bool = Tr
     Returns ``(index [N, m] int64, similarity [N, m])``, rows sorted by similarity.
     Approximate rows may miss true neighbours (recall is measured in
     ``benchmarks/bench_longrange.py``) but every returned similarity is exact.
+
+    A row of ``z`` holding NaN or inf has NaN cosine with every row. Exact mode ranks it
+    first for every node, as ``torch.topk`` orders NaN; approximate mode returns it where
+    its cluster is probed. Where it is returned its similarity is NaN, never a number (so
+    ``TopMAttention`` gives NaN there, as torch propagates it).
     """
     if mode not in ("auto", "exact", "approx"):
         raise ValueError(f"mode must be 'auto', 'exact' or 'approx', got {mode!r}")

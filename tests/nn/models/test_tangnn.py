@@ -156,3 +156,29 @@ def test_top_m_similar_refuses_bad_options_by_name(kwargs, error, message):
     options = dict(m=3) | kwargs
     with pytest.raises(error, match=message):
         top_m_similar(z, **options)
+
+
+def test_a_non_finite_row_comes_back_as_nan_in_either_mode(monkeypatch):
+    """A NaN row has NaN cosine with every node: exact mode ranks it as torch.topk orders
+    NaN (above every number, so first in each row, as the brute force), approximate mode
+    returns it where its cluster is probed; its similarity is NaN wherever it comes back,
+    and the finite pairs keep their exact cosines."""
+    z = _clustered(400, 8, 6, seed=3).double()
+    z[7] = float("nan")
+    others = torch.arange(400) != 7
+    monkeypatch.setattr(tangnn_module, "_EXACT_BLOCK_ENTRIES", 400 * 7)  # 7-row blocks
+    index, sims = top_m_similar(z, 5, mode="exact")
+    ref = _brute_force(z, 5)
+    assert torch.equal(index[others], ref.indices[others])
+    assert (index[others, 0] == 7).all() and sims[others, 0].isnan().all()
+    torch.testing.assert_close(sims[others, 1:], ref.values[others, 1:])
+    assert sims[7].isnan().all()
+
+    index, sims = top_m_similar(z, 5, mode="approx")
+    returned = index == 7
+    assert returned.any() and sims[returned].isnan().all() and sims[7].isnan().all()
+    unit = F.normalize(z, dim=1)
+    cosines = (unit[index] * unit[:, None]).sum(-1)
+    finite = ~returned & others[:, None]
+    torch.testing.assert_close(sims[finite], cosines[finite])
+    assert not sims[finite].isnan().any()
