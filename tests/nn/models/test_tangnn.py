@@ -16,6 +16,12 @@ def _brute_force(z, m, exclude_self=True):
     return sims.topk(m, dim=1)
 
 
+def _cosines_of(z, index):
+    """The cosine of each row of ``z`` with the rows ``index`` [N, m] names."""
+    unit = F.normalize(z, dim=1)
+    return (unit.unsqueeze(1) * unit[index]).sum(-1)
+
+
 def _clustered(n, d, clusters, seed):
     gen = torch.Generator().manual_seed(seed)
     centers = torch.randn(clusters, d, generator=gen)
@@ -51,9 +57,7 @@ def test_approximate_top_m_recall_and_exact_similarities(monkeypatch):
     for probes in (1, 3):
         approx, approx_sims = top_m_similar(z, 16, mode="approx", probes=probes)
         recall[probes] = (approx.unsqueeze(2) == exact.unsqueeze(1)).any(2).float().mean()
-        unit = F.normalize(z, dim=1)
-        true_sims = (unit.unsqueeze(1) * unit[approx]).sum(-1)
-        torch.testing.assert_close(approx_sims, true_sims, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(approx_sims, _cosines_of(z, approx), rtol=1e-5, atol=1e-5)
         assert not (approx == torch.arange(6000)[:, None]).any()
         assert (approx.sort(1).values.diff(dim=1) != 0).all()  # no node twice in a row
         assert (approx_sims <= exact_sims + 1e-6).all()  # the k-th found never beats the k-th
@@ -177,8 +181,6 @@ def test_a_non_finite_row_comes_back_as_nan_in_either_mode(monkeypatch):
     index, sims = top_m_similar(z, 5, mode="approx")
     returned = index == 7
     assert returned.any() and sims[returned].isnan().all() and sims[7].isnan().all()
-    unit = F.normalize(z, dim=1)
-    cosines = (unit[index] * unit[:, None]).sum(-1)
     finite = ~returned & others[:, None]
-    torch.testing.assert_close(sims[finite], cosines[finite])
+    torch.testing.assert_close(sims[finite], _cosines_of(z, index)[finite])
     assert not sims[finite].isnan().any()
