@@ -24,14 +24,16 @@ bytes, nor move them faster than a streaming read, so PyG ms / stream floor ms b
 speed-up on this machine (up to cache reuse of repeated rows, which on these graphs is
 small: spmm takes about the streaming time of its bytes).
 
-"Share of the bound" (paired): graphloc's layer and both floors in one more process, a
+"Share of the bound" (paired): graphloc's layer and its floors in one more process, a
 step of each in turn with the sparse ops swapped between steps; per floor, the median of
 floor ms / graphloc ms over the turns. This machine's speed drifts by 10% to 30% over
 minutes (other tenants), which separate processes turn into errors of the ratios; steps
 side by side share the machine's state.
 
 "Reachable share": dense floor ms / stream floor ms (paired), the largest share of the
-dense bound that any kernel reaches on this machine (cache reuse aside).
+dense bound that any kernel reaches on this machine (cache reuse aside). For attention
+layers also dense floor ms / gather floor ms (paired): the largest share an attention
+whose kernels cost no more than spmm's gathers reaches.
 
 "Rounds": each row's processes run ``--rounds`` times, in a rotated order each round;
 times and shares are medians over the rounds.
@@ -126,14 +128,16 @@ def rotated(libs, r: int) -> list:
 _SPARSE_OPS = ("spmm", "sddmm", "segment_attention", "additive_attention")
 
 
-def sparse_op_sets() -> dict:
+def sparse_op_sets(attention: bool) -> dict:
     """graphloc's sparse ops as shipped and as each floor replaces them (this process
-    keeps the shipped ones installed)."""
+    keeps the shipped ones installed); the gather floor for an ``attention`` layer."""
     from graphloc import ops
     shipped = {name: getattr(ops, name) for name in _SPARSE_OPS}
     sets = {"graphloc": shipped}
-    for lib, patch in (("dense floor", without_sparse_ops),
-                       ("stream floor", sparse_ops_as_streams)):
+    floors = [("dense floor", without_sparse_ops), ("stream floor", sparse_ops_as_streams)]
+    if attention:
+        floors.append(("gather floor", attention_as_spmm))
+    for lib, patch in floors:
         patch()
         sets[lib] = {name: getattr(ops, name) for name in _SPARSE_OPS}
         for name, op in shipped.items():
@@ -142,15 +146,17 @@ def sparse_op_sets() -> dict:
 
 
 def run_paired(ours: str, edge_index, num_nodes, x, reps: int) -> dict:
-    """graphloc's layer and its two floors in one process, a step of each in turn (the
+    """graphloc's layer and its floors in one process, a step of each in turn (the
     first of each turn rotating) with the sparse ops swapped between steps: each floor's
     share of the layer's time from steps that share the machine's state, where separate
     processes (the other rows) see the machine's drift. Per floor, the median over the
-    turns of floor ms / graphloc ms."""
+    turns of floor ms / graphloc ms; for an attention layer also the dense floor's share
+    of the gather floor, the most of the dense bound that a layer whose attention costs
+    what spmm's gathers cost reaches."""
     import graphloc.nn as gl_nn
     from graphloc import Graph, ops
 
-    sets = sparse_op_sets()
+    sets = sparse_op_sets(attention=ours.startswith("GATConv"))
     model = eval(ours, {**vars(gl_nn), "F": F, "mlp": mlp})  # noqa: S307 (fixed table)
     graph = Graph(edge_index, num_nodes=num_nodes)
 
@@ -172,9 +178,12 @@ def run_paired(ours: str, edge_index, num_nodes, x, reps: int) -> dict:
 
     def share(floor, of):
         return statistics.median(f / o for f, o in zip(times[floor], times[of], strict=True))
-    return {"dense floor share": share("dense floor", "graphloc"),
-            "stream floor share": share("stream floor", "graphloc"),
-            "reachable share": share("dense floor", "stream floor")}
+    shares = {"dense floor share": share("dense floor", "graphloc"),
+              "stream floor share": share("stream floor", "graphloc"),
+              "reachable share": share("dense floor", "stream floor")}
+    if "gather floor" in sets:
+        shares["spmm-fast attention share"] = share("dense floor", "gather floor")
+    return shares
 
 
 def _zero_gradients(like, needs) -> tuple:
@@ -387,7 +396,9 @@ def measure_rounds(graph_file, libs, layer, reps, retain_memory, rounds) -> dict
            for lib, results in runs.items() if lib != "paired"}
     if "paired" in runs:
         out["paired"] = {name: [run[f"{name} share"] for run in runs["paired"]]
-                         for name in ("dense floor", "stream floor", "reachable")}
+                         for name in ("dense floor", "stream floor", "reachable",
+                                      "spmm-fast attention")
+                         if f"{name} share" in runs["paired"][0]}
     return out
 
 
@@ -470,12 +481,14 @@ def main(argv=None) -> None:
     gathers = [(gname, layer, res) for gname, layer, res in rows if "gather floor" in res]
     if gathers:
         lines += ["", "| graph | layer | graphloc ms | PyG ms | speed-up | gather floor ms | "
-                  "PyG / gather floor (bound) |", "|---|---|---:|---:|---:|---:|---:|"]
+                  "PyG / gather floor (bound) | dense floor / gather floor, paired "
+                  "(per round) |", "|---|---|---:|---:|---:|---:|---:|---:|"]
         for gname, layer, res in gathers:
             ours, theirs, gather = res["graphloc"], res["PyG"], res["gather floor"]
             lines.append(f"| {gname} | {layer} | {ours['ms']:.0f} | {theirs['ms']:.0f} | "
                          f"{theirs['ms'] / ours['ms']:.1f}x | {gather['ms']:.0f} | "
-                         f"{theirs['ms'] / gather['ms']:.1f}x |")
+                         f"{theirs['ms'] / gather['ms']:.1f}x | "
+                         f"{_shares(res['paired']['spmm-fast attention'])} |")
     header = f"{datetime.date.today().isoformat()}, {machine()}" + \
         (", freed memory retained (--retain-memory)" if args.retain_memory else "") + \
         (f", median of {args.rounds} rounds" if args.rounds > 1 else "")
