@@ -280,7 +280,9 @@ class TANGNNLayer(ConvModule):
     [\mathrm{SAGE}(\mathbf{h})_v \Vert \mathbf{t}_v])` with :math:`\mathbf{t}` from
     :class:`TopMAttention` and a mean GraphSAGE over at most ``sample_size`` uniformly
     sampled in-neighbours per node, redrawn every training forward (all neighbours in
-    evaluation: the deterministic mean that the samples estimate)."""
+    evaluation: the deterministic mean that the samples estimate). The released code keeps
+    at most that many out-edges per source instead, in evaluation too, which leaves a
+    node's in-neighbours unbounded (``docs/models.md``, TANGNN)."""
 
     def __init__(self, in_channels: int, out_channels: int, m: int = 20, heads: int = 1,
                  sample_size: int | None = 5, dropout: float = 0.3, **search):

@@ -20,7 +20,13 @@ class TANGNN(ModelCapabilities, torch.nn.Module):
     top-m by cosine similarity in a learned projection rather than one global set chosen by
     an auxiliary vector; the attention output is used, not discarded; no Transformer over
     all N nodes (O(N^2)); one mean SAGEConv per layer where the code has a two-layer SAGE
-    block; neighbour sampling is vectorised, not a Python loop. Defaults follow the code:
+    block; neighbour sampling is vectorised, not a Python loop. Also listed there: the code
+    keeps at most 5 out-edges per source (so a node's in-neighbours are unbounded) and draws
+    them in evaluation too, where graphloc samples at most ``sample_size`` in-edges per
+    destination in training only; the code's later blocks sample 10 (its default), graphloc
+    ``sample_size`` everywhere; the code passes ``[SAGE, top-m]`` on unprojected (2h wide)
+    and reads out through an MLP and ``log_softmax``, graphloc projects each layer to h
+    (ReLU, dropout) and returns the logits of one Linear. Defaults follow the code:
     m = 20 (its base model on Cora; 30 for LC), dropout 0.3, 5 sampled neighbours.
 
     Args:
