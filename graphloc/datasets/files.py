@@ -145,9 +145,11 @@ def load_graph_file(path: str, features: str | None = None, labels: str | None =
     (.npz) of a SciPy sparse adjacency, of the gnn-benchmark layout (``adj_*``, ``attr_*``,
     ``labels``) or of named arrays (``edge_index``, ``x``, ``y``, ``num_nodes``); GraphML,
     GML, GEXF,
-    node-link JSON (.json), graph6 (.g6, .graph6), sparse6 (.s6, .sparse6; one graph per
+    node-link JSON (.json; a link listed twice is two edges, said so where the file claims
+    no multigraph), graph6 (.g6, .graph6), sparse6 (.s6, .sparse6; one graph per
     file, undirected) or networkx's adjacency list (.adjlist: a line ``u v w`` is the edges
-    u -> v and u -> w) through networkx; a MatrixMarket adjacency (.mtx); an edge list
+    u -> v and u -> w; a neighbour written twice is two parallel edges, as networkx writes
+    a multigraph) through networkx; a MatrixMarket adjacency (.mtx); an edge list
     (.csv, .tsv, .txt, .edges, .edgelist, KONECT's out.NAME); METIS (.graph, .metis),
     DIMACS (.gr, .col, .dimacs) and Pajek (.net) graphs; graph-tool's binary format (.gt:
     netzschleuder's downloads; an undirected one lists each edge once, read both ways; a
@@ -556,13 +558,16 @@ def _networkx_graph(path: str, fmt: str):
             raise ValueError("not networkx's node-link layout: a JSON object with 'nodes' "
                              "and 'links' (or 'edges')")
         key = "edges" if "edges" in data else "links"
-        return nx.node_link_graph(_links_by_id(data, key, path), edges=key)
+        data = _repeated_links_kept(_links_by_id(data, key, path), key, path)
+        return nx.node_link_graph(data, edges=key)
     if fmt == ".gml":  # XML's parser reads UTF-16 by itself, networkx's GML reader not
         with open_utf8_binary(path) as f:
             return nx.read_gml(f, label="id")
     if fmt == ".adjlist":  # as text: a byte-order mark was read as a node's name
+        # a multigraph: networkx writes a neighbour once per parallel edge ("0 1 1"), and a
+        # DiGraph kept one of them without a word, where edge lists keep every line
         with open_text(path, encoding="utf-8-sig") as f:
-            return nx.parse_adjlist(f.read().splitlines(), create_using=nx.DiGraph)
+            return nx.parse_adjlist(f.read().splitlines(), create_using=nx.MultiDiGraph)
     with open_binary(path) as f:
         if fmt in (".g6", ".graph6"):
             return _one_graph(nx.read_graph6(f))
@@ -633,6 +638,27 @@ def _links_by_id(data: dict, key: str, path: str) -> dict:
     renamed = [{**link, "source": ids[link["source"]], "target": ids[link["target"]]}
                for link in links]
     return {**data, key: renamed}
+
+
+def _repeated_links_kept(data: dict, key: str, path: str) -> dict:
+    """Node-link data that lists a pair more than once while saying ``"multigraph": false``
+    read as a multigraph, said so: networkx kept one link of each pair without a word,
+    where GraphML, GEXF and the text formats keep every edge they list."""
+    links = data.get(key)
+    if data.get("multigraph") or not isinstance(links, list):
+        return data
+    directed = data.get("directed", False)
+    pairs = collections.Counter(
+        (_hashable(link.get("source")), _hashable(link.get("target"))) if directed else
+        frozenset((_hashable(link.get("source")), _hashable(link.get("target"))))
+        for link in links if isinstance(link, dict))
+    repeated = sum(count - 1 for count in pairs.values())
+    if not repeated:
+        return data
+    warnings.warn(f"{path}: says \"multigraph\": false but lists {repeated} link(s) again "
+                  "for a pair it already links; every link is read as an edge (parallel "
+                  "edges), as the other formats read them", stacklevel=caller_stacklevel())
+    return {**data, "multigraph": True}
 
 
 def _hashable(value):
@@ -930,10 +956,13 @@ def _general_edge_list(path: str, konect: str | None, comments: tuple
     header = None
     if lines and _is_header([row for _, row in lines[:2]]):
         header, lines = _endpoints_first(lines[0][1], lines[1:])
+    if not lines:
+        raise ValueError(f"{path}: the edge list holds no edges (no line but blank lines, "
+                         "comments or a header); an edgeless graph has no node count to read")
     bad = next(((number, row) for number, row in lines if len(row) < 2), None)
-    if bad is not None or not lines:
+    if bad is not None:
         raise ValueError(f"{path}: an edge list needs two columns (source, destination) per "
-                         f"line{'' if bad is None else f'; line {bad[0]} has {len(bad[1])}'}")
+                         f"line; line {bad[0]} has {len(bad[1])}")
     directions, typed = _type_column(path, header, lines)
     wide = next(((number, row) for number, row in lines
                  if any(row[i].strip() for i in range(2, len(row)) if i not in typed)), None)

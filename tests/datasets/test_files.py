@@ -1221,6 +1221,36 @@ def test_an_adjacency_list_is_each_lines_edges_from_its_first_node(tmp_path):
     assert marked.node_names == ["b", "a", "c"] and _edge_set(marked.graph) == _edge_set(named)
 
 
+def test_an_adjacency_list_keeps_parallel_edges_as_networkx_writes_them(tmp_path):
+    """networkx writes a multigraph's adjacency list with a neighbour once per parallel edge
+    ("0 1 1"); each is an edge, as every line of an edge list is (a DiGraph reader kept one
+    of them without a word, which changed every degree-normalised layer's numbers)."""
+    multi = nx.MultiDiGraph()
+    multi.add_nodes_from(range(6))
+    multi.add_edges_from([(0, 1), (0, 1), (0, 1), (2, 2), (2, 2), (3, 4), (4, 3), (4, 3)])
+    nx.write_adjlist(multi, tmp_path / "multi.adjlist")
+    read = load_graph_file(str(tmp_path / "multi.adjlist"), undirected=False).graph
+    assert read.num_nodes == 6
+    assert _edge_set(read) == sorted(multi.edges())
+    undirected = nx.MultiGraph([(0, 1), (0, 1), (1, 2), (3, 3)])
+    nx.write_adjlist(undirected, tmp_path / "undirected.adjlist")
+    both = load_graph_file(str(tmp_path / "undirected.adjlist"), undirected=True).graph
+    assert _edge_set(both) == sorted([*undirected.edges(), *((v, u) for u, v in
+                                                               undirected.edges() if u != v)])
+
+
+def test_an_edge_list_without_edges_says_so(tmp_path):
+    """Comments, blank lines or a header alone: the file holds no edges, which the error
+    says (it spoke of two columns per line, as for a line of one field)."""
+    (tmp_path / "comments.txt").write_text("# only a comment\n\n% another\n")
+    with pytest.raises(ValueError, match=r"comments.txt: the edge list holds no edges"):
+        load_graph_file(str(tmp_path / "comments.txt"))
+    (tmp_path / "short.txt").write_text("0 1\n2\n")
+    with pytest.raises(ValueError, match=r"short.txt: an edge list needs two columns .* "
+                                         r"line 2 has 1"):
+        load_graph_file(str(tmp_path / "short.txt"))
+
+
 def _edge_elements(edges: list, direction: str, prefix: str = "") -> str:
     """``<edge>`` elements of ``(source, target, value of the direction attribute or
     None)``, as GraphML and GEXF both write them."""
@@ -1386,6 +1416,38 @@ def test_node_link_json_whose_links_name_nodes_by_position(tmp_path):
                                          r"link names the node 'Nobody', which 'nodes' does "
                                          r"not list"):
         load_graph_file(str(tmp_path / "bad.json"))
+
+
+@pytest.mark.parametrize("directed", [True, False])
+def test_node_link_json_keeps_a_link_listed_twice(tmp_path, directed):
+    """A node-link file that says "multigraph": false but lists a pair again: networkx kept
+    one link of the pair without a word. Each link is an edge, as a GraphML's each <edge>
+    is (the oracle: the same links in a GraphML file, networkx's reading), and it is said.
+    networkx's own multigraph files (parallel links, "multigraph": true) say nothing."""
+    import json
+    links = [(0, 1), (0, 1), (1, 2), (2, 0)] if directed else [(0, 1), (1, 0), (1, 2)]
+    nodes = [{"id": i} for i in range(4)]
+    (tmp_path / "twice.json").write_text(json.dumps({
+        "directed": directed, "multigraph": False, "nodes": nodes,
+        "links": [{"source": u, "target": v} for u, v in links]}))
+    kind = "directed" if directed else "undirected"
+    (tmp_path / "twice.graphml").write_text(
+        '<?xml version="1.0"?><graphml xmlns="http://graphml.graphdrawing.org/xmlns">'
+        f'<graph edgedefault="{kind}">' + "".join(f'<node id="{i}"/>' for i in range(4)) +
+        "".join(f'<edge source="{u}" target="{v}"/>' for u, v in links) + "</graph></graphml>")
+    with pytest.warns(UserWarning, match=r'twice.json: says "multigraph": false but lists 1 '
+                                         r"link\(s\) again .*\(parallel edges\)"):
+        got = load_graph_file(str(tmp_path / "twice.json")).graph
+    expected = load_graph_file(str(tmp_path / "twice.graphml")).graph
+    assert got.num_nodes == 4
+    assert _edge_set(got) == _edge_set(expected)
+    assert got.num_edges == (len(links) if directed else 2 * len(links))
+    multi = nx.MultiDiGraph([(0, 1), (0, 1), (1, 2)])
+    (tmp_path / "multi.json").write_text(json.dumps(nx.node_link_data(multi, edges="links")))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _edge_set(load_graph_file(str(tmp_path / "multi.json")).graph) == \
+            sorted(multi.edges())
 
 
 @pytest.mark.parametrize("suffix", [".graphml", ".gexf"])
