@@ -13,6 +13,7 @@ from graphloc.checks import check_int
 from graphloc.nn.conv.registry import CONVS
 from graphloc.nn.models.adgn import ADGN
 from graphloc.nn.models.aug import LAModel
+from graphloc.nn.models.chebnet import ChebNet
 from graphloc.nn.models.forward import ForwardGNN
 from graphloc.nn.models.gnn import DAGNN, GNN
 from graphloc.nn.models.largegt import LargeGT
@@ -41,6 +42,8 @@ register_model("dagnn")(lambda in_channels, hidden_channels, out_channels, num_l
                         DAGNN(in_channels, hidden_channels, out_channels, K=num_layers, **kw))
 
 
+# The City-Networks paper's Chebyshev baseline (projections, SiLU, K = 2), not GNN("cheb")
+register_model("chebnet")(ChebNet)
 register_model("liftgcn")(LiftGCN)
 register_model("adgn")(ADGN)  # num_layers: the Euler steps, one shared conv (official)
 register_model("tangnn")(TANGNN)

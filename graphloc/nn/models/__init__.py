@@ -5,6 +5,7 @@ They compose the layers of ``nn.conv``."""
 
 from graphloc.nn.models.adgn import ADGN
 from graphloc.nn.models.aug import LAModel, LocalAugmenter, pretrain_augmenter
+from graphloc.nn.models.chebnet import ChebNet
 from graphloc.nn.models.forward import ForwardGNN
 from graphloc.nn.models.gnn import ACTIVATIONS, DAGNN, GNN
 from graphloc.nn.models.interaction_graphs import Distance, RadiusInteractionGraph
@@ -18,7 +19,8 @@ from graphloc.nn.models.sgformer import SGFormer
 from graphloc.nn.models.tangnn import TANGNN
 from graphloc.nn.models.ugt import UGT, pretrain_ugt, ugt_inputs
 
-__all__ = ["GNN", "DAGNN", "ACTIVATIONS", "LAModel", "LocalAugmenter", "pretrain_augmenter",
+__all__ = ["GNN", "DAGNN", "ChebNet", "ACTIVATIONS", "LAModel", "LocalAugmenter",
+           "pretrain_augmenter",
            "LiftBlock", "LiftGCN", "MEGAGNN", "TANGNN", "LargeGT", "EMACodebook",
            "hop2_tokens", "fastrp_encoding", "SGFormer", "UGT", "ugt_inputs", "pretrain_ugt",
            "ForwardGNN", "LATTE", "LabelPropagation", "Node2Vec", "ADGN",
