@@ -60,7 +60,8 @@ class GNN(ModelCapabilities, torch.nn.Module):
         **conv_kwargs: passed to every conv (e.g. ``K=3`` for cheb, ``aggr="max"``).
             Multi-head convs (gat, gatv2, transformer; ``heads``, default 4) as PyG's ``GAT``
             model: the hidden convs concatenate their heads (``heads`` must divide
-            ``hidden_channels``), the last one averages them.
+            ``hidden_channels``), the last one averages them. PyG's ``GAT`` defaults to
+            one head, as the City-Networks baseline runs it: pass ``heads=1`` for that model.
 
     Shapes:
         input: ``[N, in_channels]`` and a ``Graph`` or ``edge_index``.
