@@ -28,6 +28,9 @@ LABELS_HELP = ("node labels for a graph file (.npy, .pt, .csv; also .gz, .bz2, .
 FEATURE_COLUMNS_HELP = ("comma-separated headers of the --features table's columns to read "
                         "(a node table's numeric ones); without --features, the graph file's "
                         "numeric node attributes")
+HEADS_HELP = ("attention heads of the model (gat, gatv2 and transformer stacks, and models "
+              "with heads; default: the model's own, 4 for those stacks; PyG's GAT and the "
+              "City-Networks baseline take 1)")
 LABEL_COLUMN_HELP = ("the header of the --labels table's column of classes, where it has "
                      "several (Gephi's node table: modularity_class); without --labels, the "
                      "graph file's node attribute that holds the classes (karate's club)")
@@ -119,7 +122,8 @@ def train(args) -> int:
                          dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay,
                          epochs=args.epochs, eval_every=args.eval_every,
                          batch_size=args.batch_size, fanout=args.fanout, seed=args.seed,
-                         procedure=args.procedure, patience=args.patience)
+                         procedure=args.procedure, patience=args.patience,
+                         model_kwargs=heads_kwargs(args.model, args.heads))
     history = fit(dataset, config, out_dir=args.out, resume=args.resume)
     if rank_and_world()[0] != 0:
         return 0
@@ -153,6 +157,7 @@ def _add_train_command(commands) -> None:
     cmd.add_argument("--model", default="gcn", help="a registered model name")
     cmd.add_argument("--layers", type=count(1), default=2)
     cmd.add_argument("--hidden", type=count(1), default=64)
+    cmd.add_argument("--heads", type=count(1), help=HEADS_HELP)
     cmd.add_argument("--dropout", type=float, default=0.2)
     cmd.add_argument("--lr", type=float, default=5e-3,
                      help="AdamW learning rate (default 5e-3, as the demo: the City-Networks "
@@ -186,6 +191,9 @@ def _models_to_measure(args, dataset):
     from graphloc.nn import build_model
     from graphloc.nn.registry import HETERO_MODELS
     from graphloc.train import hetero_spec, load_checkpoint
+    if args.checkpoint and args.heads:
+        raise ValueError("--heads sets the heads of the untrained --model models; a "
+                         "checkpoint keeps the heads it was trained with")
     for path in args.checkpoint or []:
         model, info = load_checkpoint(path)
         if info["num_features"] != dataset.num_features:
@@ -207,7 +215,29 @@ def _models_to_measure(args, dataset):
         # output made a model ending in a softmax (PyG's SGFormer) constant, its R NaN
         outputs = max(dataset.num_classes, 2)
         yield f"{name} x{args.layers}", build_model(name, dataset.num_features, args.hidden,
-                                                     outputs, args.layers, **(hetero or {}))
+                                                     outputs, args.layers, **(hetero or {}),
+                                                     **heads_kwargs(name, args.heads))
+
+
+def heads_kwargs(model: str, heads: int | None) -> dict:
+    """``{"heads": heads}`` for ``--heads``, {} without it. A model without attention heads
+    is refused by name: its build failed deep in a conv with an unexpected keyword."""
+    if heads is None:
+        return {}
+    from graphloc.nn import build_model
+    # a one-layer probe (the random state left as it was, so the seeded model is the same):
+    # the model's own factory says whether it takes heads; any other refusal is the real
+    # build's to report
+    with torch.random.fork_rng():
+        try:
+            build_model(model, 1, heads, 2, 1, heads=heads)
+        except TypeError as err:
+            if "heads" in str(err):
+                raise ValueError(f"--heads {heads}: model {model!r} has no attention heads") \
+                    from None
+        except (ValueError, RuntimeError):
+            pass
+    return {"heads": heads}
 
 
 def influence(args) -> int:
@@ -282,6 +312,7 @@ def _add_influence_command(commands) -> None:
     cmd.add_argument("--checkpoint", nargs="+", help="best.pt files written by graphloc train")
     cmd.add_argument("--layers", type=count(1), default=4)
     cmd.add_argument("--hidden", type=count(1), default=64)
+    cmd.add_argument("--heads", type=count(1), help=HEADS_HELP)
     cmd.add_argument("--max-hops", type=count(0), default=16)
     cmd.add_argument("--samples", type=count(0), default=1000, help="seed nodes (0: every node)")
     cmd.add_argument("--batch-size", type=count(1), default=256)

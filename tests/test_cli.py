@@ -1,3 +1,5 @@
+import pytest
+
 import graphloc
 from graphloc.cli import main
 
@@ -76,6 +78,42 @@ def test_train_then_measure_the_checkpoint(tmp_path, capsys):
     row_of = torch.tensor(full["nodes"]).argsort()
     rows = torch.tensor(full["totals"])[row_of[sampled["nodes"]]]
     torch.testing.assert_close(rows, torch.tensor(sampled["totals"]), rtol=1e-5, atol=1e-9)
+
+
+def test_heads_reach_the_model_in_train_and_influence(tmp_path, capsys):
+    """--heads builds PyG's one-head GAT (the City-Networks baseline; GNN's default is 4):
+    the trained checkpoint's convs have it, and influence's seeded untrained model is the
+    one build_model gives with heads=1 under the same seed (the R of both equal). A model
+    without heads is refused by name, and so is --heads beside a checkpoint."""
+    import json
+
+    import torch
+
+    from graphloc.datasets import load_dataset
+    from graphloc.influence import measure
+    from graphloc.nn import build_model
+    from graphloc.train import load_checkpoint
+    run = tmp_path / "run"
+    assert main(["train", "--dataset", "synthetic:200", "--model", "gat", "--heads", "1",
+                 "--layers", "2", "--hidden", "8", "--epochs", "2", "--out", str(run)]) == 0
+    model, _ = load_checkpoint(str(run / "best.pt"))
+    assert [conv.heads for conv in model.model.convs] == [1, 1]
+    out = tmp_path / "i.json"
+    assert main(["influence", "--graph", "synthetic:200", "--model", "gat", "--heads", "1",
+                 "--layers", "2", "--hidden", "8", "--max-hops", "2", "--samples", "10",
+                 "--out", str(out)]) == 0
+    measured = json.loads(out.read_text())["gat x2"]
+    dataset = load_dataset("synthetic:200", "data", 0)
+    torch.manual_seed(0)
+    same = build_model("gat", dataset.num_features, 8, max(dataset.num_classes, 2), 2, heads=1)
+    assert measured["R"] == pytest.approx(measure(same, dataset, 2, 10, seed=0).R, rel=1e-6)
+    capsys.readouterr()
+    assert main(["train", "--dataset", "synthetic:200", "--model", "gcn", "--heads", "2",
+                 "--epochs", "1", "--out", str(tmp_path / "gcn")]) == 2
+    assert "--heads 2: model 'gcn' has no attention heads" in capsys.readouterr().err
+    assert main(["influence", "--checkpoint", str(run / "best.pt"), "--heads", "2",
+                 "--out", str(out)]) == 2
+    assert "a checkpoint keeps the heads" in capsys.readouterr().err
 
 
 def test_user_errors_are_one_line_naming_the_problem(tmp_path, capsys):
