@@ -5,8 +5,8 @@ The models are the benchmark's (``benchmark/configs.py``): PyG's GCN, GraphSAGE 
 (one head: graphloc's ``GNN`` defaults to 4) and its own ChebNet (``chebnet``).
 
 Runs on the published cities when their archives are in --root (or downloadable), and on
-Helsinki and a synthetic city otherwise. LiftGCN and the graph transformer of the paper
-join when they land in graphloc.
+Helsinki and a synthetic city otherwise. The paper's graph transformer runs with
+``--models sgformer-citynetworks``, and LiftGCN with ``--models liftgcn``.
 
     python examples/city_networks.py --datasets helsinki synthetic:20000 --seeds 3
 """
