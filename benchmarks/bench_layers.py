@@ -128,6 +128,12 @@ def rotated(libs, r: int) -> list:
 _SPARSE_OPS = ("spmm", "sddmm", "segment_attention", "additive_attention")
 
 
+def has_attention(layer: str) -> bool:
+    """Whether a row of ``LAYERS`` (its name or either factory) is an attention layer,
+    whose gather floor is measured too."""
+    return layer.startswith("GATConv")
+
+
 def sparse_op_sets(attention: bool) -> dict:
     """graphloc's sparse ops as shipped and as each floor replaces them (this process
     keeps the shipped ones installed); the gather floor for an ``attention`` layer."""
@@ -156,7 +162,7 @@ def run_paired(ours: str, edge_index, num_nodes, x, reps: int) -> dict:
     import graphloc.nn as gl_nn
     from graphloc import Graph, ops
 
-    sets = sparse_op_sets(attention=ours.startswith("GATConv"))
+    sets = sparse_op_sets(attention=has_attention(ours))
     model = eval(ours, {**vars(gl_nn), "F": F, "mlp": mlp})  # noqa: S307 (fixed table)
     graph = Graph(edge_index, num_nodes=num_nodes)
 
@@ -442,7 +448,7 @@ def main(argv=None) -> None:
                     continue
                 libs = ("graphloc", "PyG") if layer == "GCN x16 epoch" \
                     else ("graphloc", "PyG", "dense floor", "stream floor", "paired")
-                if layer.startswith("GATConv"):
+                if has_attention(layer):
                     libs += ("gather floor",)
                 res = measure_rounds(path, libs, layer, args.reps, args.retain_memory,
                                      args.rounds)
