@@ -159,6 +159,24 @@ def _edge_number(attrs: dict, key: str, u, v) -> float:
                          f"{attrs[key]!r}") from None
 
 
+def _warn_of_rounded_whole_numbers(exact: Tensor, stored: Tensor, keys: list) -> None:
+    """A column of whole numbers (timestamps, ids, counts) that float32 ``edge_attr`` does
+    not hold exactly, said by name: 1700000123 became 1700000128 without a word. Fractions
+    round as any float32 feature does and are not said."""
+    for column, key in enumerate(keys):
+        values = exact[:, column]
+        if not bool((values == values.round()).all()):
+            continue
+        moved = (stored[:, column].double() != values).nonzero()
+        if moved.numel():
+            first = values[moved[0, 0]].item()
+            warnings.warn(f"edge attribute {key!r} holds whole numbers that float32 edge_attr "
+                          f"rounds ({first:.0f} becomes "
+                          f"{stored[moved[0, 0], column].item():.0f}); shift or scale them "
+                          "first (a timestamp minus the first one, say) to keep them exact",
+                          stacklevel=3)
+
+
 def _check_traced_edge_index(edge_index) -> None:
     """The checks of ``_validated_edge_index`` that read no values (dtype and shape)."""
     if not isinstance(edge_index, Tensor) or edge_index.dtype.is_floating_point or \
@@ -677,7 +695,8 @@ class Graph:
         """From a networkx graph: node i is ``nodes[i]`` (default: ``g.nodes`` order, as
         PyG's ``from_networkx``). Undirected graphs get both directions of every edge.
         ``edge_attrs`` names numeric edge attributes to stack into ``edge_attr``
-        ``[E, len(edge_attrs)]``.
+        ``[E, len(edge_attrs)]`` (float32; an attribute of whole numbers that float32 rounds,
+        such as timestamps, is warned of by name).
 
         Nodes labelled 0 .. N-1 that ``g.nodes`` lists in another order (networkx lists the
         nodes of an edge list as they first appear) are numbered in that order, so node 3
@@ -704,8 +723,12 @@ class Graph:
             rows += [(v, u, attrs) for u, v, attrs in rows if u != v]
         edge_index = torch.tensor([[r[0] for r in rows], [r[1] for r in rows]],
                                   dtype=torch.long).view(2, -1)
-        edge_attr = torch.tensor([r[2] for r in rows], dtype=torch.float).view(
-            len(rows), len(edge_attrs)) if edge_attrs else None
+        edge_attr = None
+        if edge_attrs:
+            exact = torch.tensor([r[2] for r in rows], dtype=torch.float64).view(
+                len(rows), len(edge_attrs))
+            edge_attr = exact.float()
+            _warn_of_rounded_whole_numbers(exact, edge_attr, keys)
         return cls(edge_index, num_nodes=len(ids), edge_attr=edge_attr)
 
     @classmethod

@@ -228,6 +228,30 @@ def test_networkx_nodes_labelled_out_of_order_warn_and_nodes_chooses_the_rows():
         Graph.from_networkx(g, nodes=[0, 1, 2, 3, 7])
 
 
+def test_networkx_whole_number_attributes_float32_rounds_are_said():
+    """Edge attributes become float32 edge_attr: a timestamp of 1700000123 became 1700000128
+    without a word. A column of whole numbers that float32 does not hold is said, naming the
+    attribute and the rounding (numpy's float32, the oracle); fractions and small whole
+    numbers are quiet, and the values are the float32 roundings either way."""
+    import warnings
+
+    import numpy as np
+    g = nx.DiGraph()
+    g.add_edge(0, 1, time=1_700_000_123, count=3, share=0.1)
+    g.add_edge(1, 2, time=1_700_000_000, count=16_777_216, share=0.7)
+    with pytest.warns(UserWarning, match=r"edge attribute 'time' holds whole numbers that "
+                                         r"float32 edge_attr rounds \(1700000123 becomes "
+                                         rf"{int(np.float32(1_700_000_123))}\)") as record:
+        graph = Graph.from_networkx(g, edge_attrs=["time", "count", "share"])
+    assert len(record) == 1 and record[0].filename == __file__
+    expected = np.array([[d[k] for k in ("time", "count", "share")]
+                         for _, _, d in g.edges(data=True)], dtype=np.float32)
+    torch.testing.assert_close(graph.edge_attr, torch.from_numpy(expected), rtol=0, atol=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Graph.from_networkx(g, edge_attrs=["count", "share"])
+
+
 def test_undirected_and_structure_match_pyg():
     edge_index = random_edge_index(20, 60, seed=21)
     attr = torch.randn(edge_index.size(1), 3)
