@@ -27,7 +27,9 @@ class ChebNet(ModelCapabilities, torch.nn.Module):
     The official module's names (``input_proj``, ``convs``, ``output_proj``; each conv in
     PyG's ``ChebConv`` layout), so its saved weights load as they are. Defaults are the
     official class's (2 layers, dropout 0.5, K = 2); its benchmark passes 64 hidden
-    channels, dropout 0.2 and 2 to 16 layers. Returns logits.
+    channels, dropout 0.2 and 2 to 16 layers. Returns logits. Listed difference: the
+    dropout masks are graphloc's draws, so a seed gives other masks than the official
+    ``F.dropout`` with that seed (``docs/models.md``).
 
     Args:
         in_channels, hidden_channels, out_channels (int): widths.

@@ -53,6 +53,38 @@ def test_chebnet_reaches_exactly_its_declared_hops(layers, K):
     assert reached[:hops + 1].all() and not reached[hops + 1:].any()
 
 
+def test_chebnet_without_edges_is_its_projections_and_first_chebyshev_terms():
+    """No edges: the scaled Laplacian is 0 (PyG's L = I on loop-only nodes, 2L/2 - I), so
+    each conv is its T_0 term, h W_0 + b; the dense formula is the oracle. No nodes give
+    no rows."""
+    import torch.nn.functional as F
+    torch.manual_seed(0)
+    model = ChebNet(5, 8, 3, num_layers=2).double().eval()
+    x = torch.randn(6, 5, dtype=torch.float64)
+    h = F.silu(model.input_proj(x))
+    for conv in model.convs:
+        h = F.silu(conv.lins[0](h) + conv.bias)
+    no_edges = torch.zeros(2, 0, dtype=torch.long)
+    torch.testing.assert_close(model(x, Graph(no_edges, num_nodes=6)), model.output_proj(h),
+                               rtol=1e-12, atol=1e-12)
+    assert model(x[:0], Graph(no_edges, num_nodes=0)).shape == (0, 3)
+
+
+def test_chebnet_refuses_bad_inputs_by_name():
+    model = ChebNet(5, 8, 3)
+    edges = torch.tensor([[0, 1], [1, 2]])
+    with pytest.raises(TypeError, match="ChebNet expects floating-point node features x, "
+                                        "got torch.int64"):
+        model(torch.ones(4, 5, dtype=torch.long), edges)
+    with pytest.raises(ValueError, match=r"edge_index\[0\] holds 9 at column 1 but the graph "
+                                         r"has 4 nodes"):
+        model(torch.randn(4, 5), torch.tensor([[0, 9], [1, 2]]))
+    with pytest.raises(ValueError, match="edge_weight has 3 rows but the graph has 2 edges"):
+        model(torch.randn(4, 5), edges, torch.ones(3))
+    with pytest.raises(ValueError, match="x has 4 rows but the graph has 6"):
+        model(torch.randn(4, 5), Graph(edges, num_nodes=6))
+
+
 def test_chebnet_is_registered_with_the_official_defaults_and_refuses_bad_sizes():
     model = build_model("chebnet", 5, 8, 3, 4, dropout=0.2)
     assert isinstance(model, ChebNet) and len(model.convs) == 4
