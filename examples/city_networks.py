@@ -6,7 +6,8 @@ The models are the benchmark's (``benchmark/configs.py``): PyG's GCN, GraphSAGE 
 
 Runs on the published cities when their archives are in --root (or downloadable), and on
 Helsinki and a synthetic city otherwise. The paper's graph transformer runs with
-``--models sgformer-citynetworks``, and LiftGCN with ``--models liftgcn``.
+``--models sgformer-citynetworks``, its MLP baseline (PyG's ``MLP``, R = 0) with
+``--models mlp``, and LiftGCN with ``--models liftgcn``.
 
     python examples/city_networks.py --datasets helsinki synthetic:20000 --seeds 3
 """

@@ -1,7 +1,7 @@
 """Whole models, one family per file: ``GNN`` and ``DAGNN``, local augmentation (LAGNN),
-LiftGCN, MEGA-GNN, TANGNN, LargeGT, SGFormer, UGT, ForwardGNN, LATTE, A-DGN and label
-propagation; the interaction graphs of PyG's SchNet and ViSNet.
-They compose the layers of ``nn.conv``."""
+LiftGCN, City-Networks' ChebNet and MLP baselines, MEGA-GNN, TANGNN, LargeGT, SGFormer,
+UGT, ForwardGNN, LATTE, A-DGN and label propagation; the interaction graphs of PyG's
+SchNet and ViSNet. They compose the layers of ``nn.conv``."""
 
 from graphloc.nn.models.adgn import ADGN
 from graphloc.nn.models.aug import LAModel, LocalAugmenter, pretrain_augmenter
@@ -14,12 +14,13 @@ from graphloc.nn.models.largegt import EMACodebook, LargeGT, fastrp_encoding, ho
 from graphloc.nn.models.latte import LATTE
 from graphloc.nn.models.lift import LiftBlock, LiftGCN
 from graphloc.nn.models.mega import MEGAGNN
+from graphloc.nn.models.mlp import MLP
 from graphloc.nn.models.node2vec import Node2Vec
 from graphloc.nn.models.sgformer import SGFormer
 from graphloc.nn.models.tangnn import TANGNN
 from graphloc.nn.models.ugt import UGT, pretrain_ugt, ugt_inputs
 
-__all__ = ["GNN", "DAGNN", "ChebNet", "ACTIVATIONS", "LAModel", "LocalAugmenter",
+__all__ = ["GNN", "DAGNN", "ChebNet", "MLP", "ACTIVATIONS", "LAModel", "LocalAugmenter",
            "pretrain_augmenter",
            "LiftBlock", "LiftGCN", "MEGAGNN", "TANGNN", "LargeGT", "EMACodebook",
            "hop2_tokens", "fastrp_encoding", "SGFormer", "UGT", "ugt_inputs", "pretrain_ugt",
