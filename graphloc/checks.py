@@ -90,6 +90,20 @@ def keyword_arguments(owner: str, name: str, value) -> dict:
 _INDEX_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 
 
+def long_edge_index(edge_index: torch.Tensor, name: str = "edge_index") -> torch.Tensor:
+    """An integer ``[2, E]`` index as int64, whatever its integer dtype. A uint64 id of
+    2^63 or more is refused by its value: int64 would wrap it to a negative id, and the
+    range checks would then report a number the caller never passed."""
+    if edge_index.dtype != torch.uint64:
+        return edge_index.long()
+    signed = edge_index.view(torch.int64)
+    if signed.numel() and bool((signed < 0).any()):
+        row, col = (int(i) for i in (signed < 0).nonzero()[0])
+        raise ValueError(f"{name}[{row}] holds {int(signed[row, col]) % 2**64} at column "
+                         f"{col}, beyond any node count (node ids are int64)")
+    return signed.clone()
+
+
 def caller_stacklevel() -> int:
     """The ``stacklevel`` at which ``warnings.warn``, called by the function that calls
     this, names the first frame outside graphloc and torch: a layer's warning then points
@@ -125,7 +139,8 @@ def check_index(index, dim_size: int, name: str) -> None:
     is an assertion in the compiled graph, which names the range but not the value."""
     if not isinstance(index, torch.Tensor) or index.dtype not in _INDEX_DTYPES:
         got = index.dtype if isinstance(index, torch.Tensor) else type(index).__name__
-        raise TypeError(f"{name} must be an integer tensor, got {got}")
+        raise TypeError(f"{name} must be an integer tensor (int8, int16, int32, int64 or "
+                        f"uint8), got {got}")
     if torch.compiler.is_compiling():  # before numel(): a masked index's size is unknown
         unbounded = dim_size >= 2**63 - 1  # (a check of the sign alone)
         torch._assert_async(((index >= 0) & (index < dim_size)).all(),

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_flags, check_index, check_int, is_int_at_least
+from graphloc.checks import check_flags, check_index, check_int, is_int_at_least, long_edge_index
 from graphloc.ops import scatter
 
 _INT32_MAX = 2**31 - 1
@@ -208,7 +208,7 @@ def _validated_edge_index(edge_index, num_nodes, num_src_nodes=None):
             or edge_index.dtype == torch.bool:
         raise TypeError(f"edge_index must have an integer dtype, got {edge_index.dtype}")
     _check_edge_index_shape(edge_index)
-    edge_index = edge_index.long()
+    edge_index = long_edge_index(edge_index)
     inferred = num_nodes is None
     if inferred:
         num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0

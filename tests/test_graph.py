@@ -791,6 +791,28 @@ def test_from_pyg_takes_the_adj_t_of_to_sparse_tensor():
         sorted(map(tuple, edge_index.t().tolist()))
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.uint16, torch.uint32, torch.uint64])
+def test_unsigned_edge_indices_build_the_int64_graph_and_name_their_own_values(dtype):
+    """An unsigned edge_index builds the graph of its values; an id out of range is named
+    as passed. A uint64 id of 2^63 or more was wrapped by int64 and reported as a negative
+    id the caller never passed (edge_index[0] holds -9223372036854775803)."""
+    edges = torch.tensor([[0, 1, 2, 2], [1, 2, 0, 3]])
+    graph = Graph(edges.to(dtype), num_nodes=4)
+    assert graph.edge_index.dtype == torch.long
+    assert torch.equal(graph.edge_index, Graph(edges, num_nodes=4).edge_index)
+    big = torch.iinfo(dtype).max if dtype != torch.uint64 else 2**63 + 5
+    bad = torch.tensor([[0, big], [1, 0]], dtype=dtype)
+    message = rf"edge_index\[0\] holds {big} at column 1"
+    with pytest.raises(ValueError, match=message):
+        Graph(bad, num_nodes=3)
+    if dtype == torch.uint64:
+        with pytest.raises(ValueError, match=message + ", beyond any node count"):
+            Graph(bad)
+        with pytest.raises(ValueError, match=rf"edge_index\[1\] holds {2**64 - 1} at "
+                                             r"column 0"):
+            Graph(torch.tensor([[0], [2**64 - 1]], dtype=dtype), num_nodes=3)
+
+
 def test_edge_index_of_the_wrong_shape_is_refused_with_a_hint_for_pairs():
     """A [E, 2] list of pairs (as np.argwhere or a CSV read gives) is the likeliest wrong
     shape: the error says to transpose it; other shapes get no hint."""

@@ -162,6 +162,7 @@ def checked_edge_index(edge_index, num_nodes: int | None) -> int:
         raise ValueError(f"edge_index must be a [2, E] tensor, got "
                          f"{getattr(edge_index, 'shape', type(edge_index).__name__)}")
     if num_nodes is None:
+        check_index(edge_index, 2**63 - 1, "edge_index")  # its dtype before max() reads it
         num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0
     check_int(num_nodes, "num_nodes", 0)
     check_index(edge_index, num_nodes, "edge_index")

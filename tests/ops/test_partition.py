@@ -230,6 +230,9 @@ def test_kernel_and_twin_agree(recursive):
     (lambda e: partition(e - 1, 2), ValueError, "edge_index holds -1"),
     (lambda e: partition(e[0], 2), ValueError, r"edge_index must be a \[2, E\] tensor"),
     (lambda e: partition(e.float(), 2), TypeError, "edge_index must be an integer tensor"),
+    (lambda e: partition(e.to(torch.uint64), 2), TypeError,  # (max() raised NotImplemented)
+     r"edge_index must be an integer tensor \(int8, int16, int32, int64 or uint8\), got "
+     r"torch.uint64"),
     (lambda e: partition(e, 2, node_weight=torch.ones(5)), ValueError,
      r"node_weight must be a 1-D tensor with one entry per node \(6\)"),
     (lambda e: partition(e, 2, node_weight=torch.tensor([1, 1, -2, 1, 1, 1])), ValueError,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_index, whole_numbers
+from graphloc.checks import check_index, long_edge_index, whole_numbers
 from graphloc.graph import Graph, adjacency_entries, graph_of_edges
 
 _SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc)
@@ -452,6 +452,7 @@ def _check_copy_edges(name: str, edges: Tensor, counts: tuple[int, int], node_ax
         raise TypeError(f"{name}: edge_index must have an integer dtype, got {edges.dtype}")
     if not edges.numel() or torch.compiler.is_compiling():  # traced: the kernels check them
         return
+    edges = long_edge_index(edges, f"{name}: edge_index")  # aminmax takes no unsigned ints
     low, high = torch.aminmax(edges, dim=1)
     for side in (0, 1):
         if low[side] < 0:

@@ -98,6 +98,20 @@ def test_a_static_batchs_out_of_range_edge_is_named_at_the_callers_column(name):
         conv(torch.randn(2, 3, 8), torch.tensor([[0], [-1]]))
 
 
+@pytest.mark.parametrize("name", sorted(STATIC_CONVS))
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64])
+def test_a_static_batch_takes_unsigned_edges_as_an_nf_call_does(name, dtype):
+    """An unsigned edge_index gives the static batch the outputs of int64 edges (it raised
+    torch's NotImplementedError from aminmax); an out-of-range id is named as passed."""
+    conv = STATIC_CONVS[name]()
+    edges = torch.tensor([[0, 1, 2, 2], [1, 2, 0, 1]])
+    x = torch.randn(2, 3, 8)
+    torch.testing.assert_close(conv(x, edges.to(dtype)), conv(x, edges))
+    big = 2**63 + 5 if dtype == torch.uint64 else torch.iinfo(dtype).max
+    with pytest.raises(ValueError, match=rf"{name}: edge_index\[0\] holds {big} at column 1"):
+        conv(x, torch.tensor([[0, big], [1, 0]], dtype=dtype))
+
+
 @pytest.mark.parametrize("name", ["GCNConv", "SAGEConv", "GINConv"])
 def test_node_dim_zero_reads_a_static_batch_nodes_first(name):
     """node_dim=0 (PyG's MessagePassing attribute) reads [N, B, F]: each x[:, b] is one
