@@ -157,6 +157,19 @@ class TwoLayers(torch.nn.Module):
         return self.second(self.first(x, edge_index).relu(), edge_index)
 
 
+#: models that draw at random in evaluation too (the released TANGNN samples its edges at
+#: every call, as its code does), built without the draw where a test compares two runs
+REPEATABLE_EVAL_KWARGS = {name: {"sample_size": None, "later_sample_size": None}
+                          for name in ("tangnn-released", "tangnn-released-lc")}
+
+
+def build_repeatable(name: str, *args, **kwargs) -> torch.nn.Module:
+    """``build_model`` with the options that make evaluation repeatable (the same outputs
+    for the same inputs), for tests of numerics that compare two runs."""
+    from graphloc.nn import build_model
+    return build_model(name, *args, **{**REPEATABLE_EVAL_KWARGS.get(name, {}), **kwargs})
+
+
 def random_edge_index(num_nodes: int, num_edges: int, seed: int,
                       hub_degree: int = 0) -> torch.Tensor:
     """Uniform random edges (so self-loops, parallel edges, empty rows and isolated nodes all

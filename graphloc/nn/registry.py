@@ -21,7 +21,7 @@ from graphloc.nn.models.latte import LATTE
 from graphloc.nn.models.lift import LiftGCN
 from graphloc.nn.models.mlp import MLP
 from graphloc.nn.models.sgformer import SGFormer
-from graphloc.nn.models.tangnn import TANGNN
+from graphloc.nn.models.tangnn import TANGNN, TANGNNReleased
 from graphloc.nn.models.ugt import UGT
 
 #: model name -> factory(in_channels, hidden_channels, out_channels, num_layers, **kwargs):
@@ -51,6 +51,10 @@ register_model("liftgcn")(LiftGCN)
 register_model("adgn")(ADGN)  # num_layers: the Euler steps, one shared conv (official)
 register_model("tangnn")(TANGNN)
 register_model("tangnn-lc")(lambda *args, **kw: TANGNN(*args, variant="lc", **kw))
+# the released code's network; its LC script selects 30 vertices
+register_model("tangnn-released")(TANGNNReleased)
+register_model("tangnn-released-lc")(lambda *args, m=30, **kw: TANGNNReleased(
+    *args, m=m, variant="lc", **kw))
 
 
 def _largegt(in_channels, hidden_channels, out_channels, num_layers, **kw):

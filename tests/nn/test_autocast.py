@@ -9,11 +9,17 @@ autocast."""
 import pytest
 import torch
 import torch_geometric.nn as pyg
-from helpers import CONV_LAYERS, INITIAL_FEATURE_CONVS, initial_feature_conv, random_edge_index
+from helpers import (
+    CONV_LAYERS,
+    INITIAL_FEATURE_CONVS,
+    build_repeatable,
+    initial_feature_conv,
+    random_edge_index,
+)
 from parity import parity_graph
 
 from graphloc import Graph
-from graphloc.nn import GNN, MODELS, GATConv, build_model
+from graphloc.nn import GNN, MODELS, GATConv
 
 # LATTE runs on heterogeneous graphs and ForwardGNN trains without a backward: their own tests
 MODEL_NAMES = sorted(set(MODELS) - {"latte", "forwardgnn"})
@@ -65,7 +71,7 @@ def test_initial_feature_convs_under_autocast(name, dtype):
 def test_models_under_autocast(name, dtype):
     graph = Graph(random_edge_index(60, 300, seed=1), num_nodes=60).to_undirected()
     torch.manual_seed(0)
-    model = build_model(name, 6, 16, 3, 2).eval()  # eval: no dropout between the two runs
+    model = build_repeatable(name, 6, 16, 3, 2).eval()  # eval: no dropout between the two runs
     # stacks of attention whose q . k autocast takes in bfloat16 (as for PyG's
     # TransformerConv): up to 23% off the float32 run here, so only a coarse bound
     _assert_autocast_close(lambda x: model(x, graph), torch.randn(60, 6), dtype, tolerance=0.3)
@@ -106,9 +112,10 @@ def test_gat_under_autocast_is_pygs(edge_dim):
     assert (grad - pyg_grad).abs().max() <= 2e-2 * pyg_grad.abs().max()
 
 
-def _assert_half_close(module, run, x: torch.Tensor, tolerance: float) -> None:
+def _assert_half_close(module, run, x: torch.Tensor, tolerance: float | None) -> None:
     """``module.half()`` on float16 inputs against the float32 run: float16 outputs and
-    input gradients within ``tolerance`` of the largest float32 value."""
+    input gradients within ``tolerance`` of the largest float32 value (finite only, where
+    ``tolerance`` is None)."""
     x32 = x.clone().requires_grad_()
     out32 = run(module, x32)
     (grad32,) = torch.autograd.grad(out32.sum(), x32)
@@ -118,7 +125,8 @@ def _assert_half_close(module, run, x: torch.Tensor, tolerance: float) -> None:
     assert out16.dtype == torch.float16 and grad16.dtype == torch.float16
     for low, full in ((out16.float(), out32), (grad16.float(), grad32)):
         assert torch.isfinite(low).all()
-        assert (low - full).abs().max() <= tolerance * full.abs().max()
+        if tolerance is not None:
+            assert (low - full).abs().max() <= tolerance * full.abs().max()
 
 
 @pytest.mark.parametrize("name", sorted(CONV_LAYERS))
@@ -149,9 +157,13 @@ def test_initial_feature_convs_cast_to_half(name):
 def test_models_cast_to_half(name):
     graph = Graph(random_edge_index(60, 300, seed=1), num_nodes=60).to_undirected()
     torch.manual_seed(0)
-    model = build_model(name, 6, 16, 3, 2).eval()
-    # float16 keeps 11 bits; attention stacks amplify the roundings (TANGNN: 6% here)
-    _assert_half_close(model, lambda m, x: m(x, graph), torch.randn(60, 6), 0.1)
+    model = build_repeatable(name, 6, 16, 3, 2).eval()
+    # float16 keeps 11 bits; attention stacks amplify the roundings (TANGNN: 6% here). The
+    # released TANGNN picks one global set of vertices by a hard top-m of close scores:
+    # float16's roundings pick another set and order here, so its outputs are
+    # another function's and only their dtype and finiteness are checked
+    tolerance = None if name.startswith("tangnn-released") else 0.1
+    _assert_half_close(model, lambda m, x: m(x, graph), torch.randn(60, 6), tolerance)
 
 
 @pytest.mark.parametrize("name", ["GCNConv", "SAGEConv", "GATConv", "ChebConv",

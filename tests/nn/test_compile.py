@@ -14,6 +14,7 @@ import torch
 from helpers import (
     CONV_LAYERS,
     INITIAL_FEATURE_CONVS,
+    build_repeatable,
     initial_feature_conv,
     random_edge_index,
 )
@@ -105,7 +106,7 @@ def test_cf_conv_compiles_fullgraph():
 def test_models_compile_fullgraph(name):
     graph = Graph(random_edge_index(30, 120, seed=1), num_nodes=30).to_undirected()
     torch.manual_seed(0)
-    model = build_model(name, 6, 8, 3, 2).eval()  # eval: the same dropout masks (none)
+    model = build_repeatable(name, 6, 8, 3, 2).eval()  # eval: the same dropout masks (none)
     _compiled_matches_eager(lambda x: model(x, graph), torch.randn(30, 6))
 
 
@@ -139,7 +140,7 @@ def test_models_with_numpy_preprocessing_compile_on_a_fresh_graph(name):
     torch._dynamo.reset()
     edge_index = random_edge_index(30, 120, seed=1)
     torch.manual_seed(0)
-    model = build_model(name, 6, 8, 3, 2).eval()
+    model = build_repeatable(name, 6, 8, 3, 2).eval()
     x = torch.randn(30, 6)
     compiled = torch.compile(model, backend="aot_eager")
     out = compiled(x, Graph(edge_index, num_nodes=30).to_undirected())

@@ -7,11 +7,12 @@ and a third-party summary) speaks of a Top-m attention component that reaches di
 similar vertices with an efficient Top-m algorithm; the released code (``ejwww/TANGNN``)
 scores every vertex against one auxiliary vector, keeps one global set of m vertices for
 all nodes, tiles it over the nodes (node i gets selected vertex i mod m), and runs a
-Transformer over all N nodes whose output the base variant discards. That selection is not
-implemented here (it gives a node a vertex by its id modulo m, unrelated to the node); see
-``docs/models.md``. The top-m sets are found without an N x N matrix: exactly by blocks of query
-rows (memory O(N m + block)), or approximately on large graphs by an inverted file over
-about sqrt(N) spherical k-means clusters (O(probes N^1.5 d) for balanced clusters). The
+Transformer over all N nodes whose output the base variant discards. That selection gives
+a node a vertex by its id modulo m, unrelated to the node; the released network is
+``graphloc.nn.TANGNNReleased`` (``docs/models.md``). The top-m sets are found without an
+N x N matrix: exactly by blocks of query rows (memory O(N m + block)), or approximately on
+large graphs by an inverted file over about sqrt(N) spherical k-means clusters
+(O(probes N^1.5 d) for balanced clusters). The
 m-nearest-neighbour graph then feeds the engine's fused sddmm and segment attention: no
 [N, m, d] gathers.
 """
@@ -266,13 +267,24 @@ class TopMAttention(torch.nn.Module):
 
 def sample_in_edges(graph: Graph, k: int, generator: torch.Generator | None = None) -> Graph:
     """A uniform sample of at most ``k`` incoming edges per node, without replacement."""
+    return sample_edges_per_node(graph, k, "in", generator)
+
+
+def sample_edges_per_node(graph: Graph, k: int, side: str = "in",
+                          generator: torch.Generator | None = None) -> Graph:
+    """A uniform sample, without replacement, of at most ``k`` edges per node: its
+    incoming edges (``side="in"``, per destination) or its outgoing ones (``"out"``, per
+    source, the released TANGNN's ``sample_neighbors``). The edges keep their direction."""
     src, dst = graph.edge_index
-    key = dst.double() + torch.rand(dst.numel(), generator=generator,
-                                    dtype=torch.float64).to(dst.device)
+    group = dst if side == "in" else src
+    # a random order within each node's edges: ids plus a uniform key in [0, 1)
+    key = group.double() + torch.rand(group.numel(), generator=generator,
+                                      dtype=torch.float64).to(group.device)
     order = key.argsort()
-    start = graph.csr.indptr.long()[dst[order]]
-    keep = order[torch.arange(order.numel(), device=dst.device) - start < k]
-    return Graph(graph.edge_index[:, keep], num_nodes=graph.num_nodes)
+    counts = torch.bincount(group, minlength=graph.num_nodes)
+    start = counts.cumsum(0) - counts
+    keep = order[torch.arange(order.numel(), device=group.device) - start[group[order]] < k]
+    return Graph(graph.edge_index[:, keep.sort().values], num_nodes=graph.num_nodes)
 
 
 class TANGNNLayer(ConvModule):

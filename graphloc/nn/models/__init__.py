@@ -17,12 +17,12 @@ from graphloc.nn.models.mega import MEGAGNN
 from graphloc.nn.models.mlp import MLP
 from graphloc.nn.models.node2vec import Node2Vec
 from graphloc.nn.models.sgformer import SGFormer
-from graphloc.nn.models.tangnn import TANGNN
+from graphloc.nn.models.tangnn import TANGNN, TANGNNReleased
 from graphloc.nn.models.ugt import UGT, pretrain_ugt, ugt_inputs
 
 __all__ = ["GNN", "DAGNN", "ChebNet", "MLP", "ACTIVATIONS", "LAModel", "LocalAugmenter",
            "pretrain_augmenter",
-           "LiftBlock", "LiftGCN", "MEGAGNN", "TANGNN", "LargeGT", "EMACodebook",
+           "LiftBlock", "LiftGCN", "MEGAGNN", "TANGNN", "TANGNNReleased", "LargeGT", "EMACodebook",
            "hop2_tokens", "fastrp_encoding", "SGFormer", "UGT", "ugt_inputs", "pretrain_ugt",
            "ForwardGNN", "LATTE", "LabelPropagation", "Node2Vec", "ADGN",
            "RadiusInteractionGraph", "Distance"]

@@ -1,14 +1,19 @@
 """TANGNN, the whole model: a stack of ``nn.conv.tangnn.TANGNNLayer`` (top-m attention
-plus neighbourhood aggregation; graphloc's reading of the paper is documented there)."""
+plus neighbourhood aggregation; graphloc's reading of the paper is documented there), and
+``TANGNNReleased``, the network of the released code."""
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
+from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
-from graphloc.nn.conv._utils import as_graph, check_dropouts, check_sizes
-from graphloc.nn.conv.tangnn import TANGNNLayer
+from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
+from graphloc.nn.conv.sage import SAGEConv
+from graphloc.nn.conv.tangnn import TANGNNLayer, sample_edges_per_node
+from graphloc.nn.dropout import Dropout
 
 
 class TANGNN(ModelCapabilities, torch.nn.Module):
@@ -16,7 +21,8 @@ class TANGNN(ModelCapabilities, torch.nn.Module):
     layer's output (``variant="base"``) or on all layers' outputs concatenated
     (``variant="lc"``, the paper's layer-concatenation variant, often its best).
 
-    Deviations from the released code (the module docstring and ``docs/models.md``): per-node
+    Deviations from the released code, whose network is :class:`TANGNNReleased` (the
+    module docstring and ``docs/models.md``): per-node
     top-m by cosine similarity in a learned projection rather than one global set chosen by
     an auxiliary vector; the attention output is used, not discarded; no Transformer over
     all N nodes (O(N^2)); one mean SAGEConv per layer where the code has a two-layer SAGE
@@ -72,3 +78,174 @@ class TANGNN(ModelCapabilities, torch.nn.Module):
             x = layer(x, graph)
             outputs.append(x)
         return self.classifier(torch.cat(outputs, 1) if self.variant == "lc" else x)
+
+
+class _SAGEBlock(torch.nn.Module):
+    """The released ``GraphSAGENet``: two mean SAGEConvs on one draw of at most
+    ``sample_size`` out-edges per source, ReLU after each, dropout between them."""
+
+    def __init__(self, in_channels: int, hidden_channels: int, sample_size: int | None,
+                 dropout: float):
+        super().__init__()
+        self.conv1 = SAGEConv(in_channels, hidden_channels)
+        self.conv2 = SAGEConv(hidden_channels, hidden_channels)
+        self.dropout = Dropout(dropout)
+        self.sample_size = sample_size
+
+    def forward(self, x: Tensor, graph: Graph) -> Tensor:
+        if self.sample_size is not None:  # drawn in evaluation too, as released
+            graph = sample_edges_per_node(graph, self.sample_size, "out")
+        h = self.dropout(F.relu(self.conv1(x, graph)))
+        return F.relu(self.conv2(h, graph))
+
+
+class _Widening(torch.nn.Module):
+    """The released ``DimensionAdjustmentLayer``: Linear, ReLU, Linear, ReLU."""
+
+    def __init__(self, in_channels: int, middle: int, out_channels: int):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(in_channels, middle)
+        self.fc2 = torch.nn.Linear(middle, out_channels)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.relu(self.fc2(F.relu(self.fc1(x))))
+
+
+class _EncoderLayer(torch.nn.Module):
+    """The released ``TransformerLayer``: post-LN self-attention and a 4x ReLU FFN."""
+
+    def __init__(self, channels: int, heads: int):
+        super().__init__()
+        self.multihead_attn = torch.nn.MultiheadAttention(channels, heads, batch_first=True)
+        self.layer_norm1 = torch.nn.LayerNorm(channels)
+        self.feed_forward = torch.nn.Sequential(
+            torch.nn.Linear(channels, 4 * channels), torch.nn.ReLU(),
+            torch.nn.Linear(4 * channels, channels))
+        self.layer_norm2 = torch.nn.LayerNorm(channels)
+
+    def forward(self, x: Tensor) -> Tensor:
+        # need_weights=False: the same output without an N x N weight matrix kept
+        attended, _ = self.multihead_attn(x, x, x, need_weights=False)
+        x = self.layer_norm1(attended + x)
+        return self.layer_norm2(self.feed_forward(x) + x)
+
+
+class _Encoder(torch.nn.Module):
+    """The released ``MultiLayerTransformer`` of one layer, its name kept for loading."""
+
+    def __init__(self, channels: int, heads: int):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([_EncoderLayer(channels, heads)])
+
+    def forward(self, x: Tensor) -> Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+class TANGNNReleased(ModelCapabilities, torch.nn.Module):
+    r"""TANGNN as the released code computes it (``ejwww/TANGNN``, files ``TANGNN/TANGNN``
+    for ``variant="base"`` and ``TANGNN/TANGNN-LC`` for ``"lc"``, class ``CustomGNN``):
+    the network to run where a result must be the paper's own model. :class:`TANGNN` is
+    graphloc's reading of the paper's text instead (per-node top-m attention).
+
+    Layer :math:`i` with input :math:`h` (the features first, then 2h wide):
+
+    * :math:`s = \mathrm{SAGE}_2(\mathrm{drop}(\mathrm{SAGE}_1(h)))` (ReLU after each), a
+      two-layer mean GraphSAGE on one draw of at most ``sample_size`` out-edges per
+      source (``later_sample_size`` after the first layer: the released later blocks take
+      their class default, 10), redrawn at every call, evaluation included;
+    * the m vertices of largest :math:`\cos(\mathrm{ReLU}(h_v), a)`, one set for all
+      nodes; :math:`a` is the learned ``a`` where :math:`h` is hidden wide and all ones
+      otherwise (so from the second layer on, and at the first unless
+      ``in_channels == hidden_channels``), as released;
+    * their rows of :math:`h` through ``dimension_adjustments[i]`` (Linear, ReLU, Linear,
+      ReLU), tiled over the nodes (node v gets selected vertex v mod m);
+    * the next input :math:`[s \Vert \text{tiled}]`, 2h wide.
+
+    Readout: ``mlp`` (Linear, ReLU, Linear) on the last layer's 2h features (base), or on
+    the concatenated outputs of a post-LN Transformer layer over all N nodes as one
+    sequence, run on ``embedding_adjustment`` of each layer's 2h features (LC; O(N^2)
+    time, as released). Returns logits: the released model returns their
+    ``log_softmax``, which ``graphloc.train``'s cross-entropy applies itself.
+
+    The released module names, so its saved weights load as they are; that includes the
+    modules the released code builds and never runs (``final_lin``, the base variant's
+    Transformer layers and ``embedding_adjustment``, the second ``dimension_adjustments``
+    entry of every later layer). Listed differences (``docs/models.md``): LC's readout
+    takes ``num_layers * hidden`` features (the released one takes 2 x hidden, so it runs
+    with 2 layers only); dropout masks and edge samples are graphloc's draws.
+
+    Args:
+        in_channels, hidden_channels, out_channels (int): widths.
+        num_layers (int, default 2): layers, at least 1.
+        m (int, default 20): selected vertices (the released base model's on Cora; its LC
+            model uses 30, ``build_model("tangnn-released-lc")``'s default).
+        heads (int, default 1): the Transformer's heads (LC).
+        sample_size (int or None, default 5): out-edges per source in the first layer;
+            None keeps every edge.
+        later_sample_size (int or None, default 10): the same for the later layers.
+        dropout (float, default 0.3): between each block's two SAGEConvs.
+        variant (str, default "base"): "base" or "lc".
+    """
+
+    #: one global set of vertices reaches every node: influence runs one seed at a time
+    graphloc_global = True
+
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
+                 num_layers: int = 2, m: int = 20, heads: int = 1,
+                 sample_size: int | None = 5, later_sample_size: int | None = 10,
+                 dropout: float = 0.3, variant: str = "base"):
+        super().__init__()
+        check_sizes("TANGNNReleased", optional=("sample_size", "later_sample_size"),
+                    in_channels=in_channels, hidden_channels=hidden_channels,
+                    out_channels=out_channels, num_layers=num_layers, m=m, heads=heads,
+                    sample_size=sample_size, later_sample_size=later_sample_size)
+        check_dropouts("TANGNNReleased", dropout=dropout)
+        if variant not in ("base", "lc"):
+            raise ValueError(f"TANGNNReleased: variant must be 'base' or 'lc', got {variant!r}")
+        if hidden_channels % heads:
+            raise ValueError(f"TANGNNReleased: hidden_channels ({hidden_channels}) must be a "
+                             f"multiple of heads ({heads})")
+        self.in_channels, self.m, self.variant = in_channels, m, variant
+        hidden, wide = hidden_channels, 2 * hidden_channels
+        self.a = torch.nn.Parameter(torch.randn(hidden, 1))
+        self.graphsage_layers = torch.nn.ModuleList(
+            _SAGEBlock(in_channels if i == 0 else wide, hidden,
+                       sample_size if i == 0 else later_sample_size, dropout)
+            for i in range(num_layers))
+        self.transformer_layers = torch.nn.ModuleList(_Encoder(hidden, heads)
+                                                      for _ in range(num_layers))
+        self.embedding_adjustment = torch.nn.Linear(wide, hidden)
+        # the released list: one for the first layer, two per later layer (entry i used)
+        widths = [in_channels] + [wide] * (2 * (num_layers - 1))
+        self.dimension_adjustments = torch.nn.ModuleList(
+            _Widening(w, 2 * w if variant == "base" else wide, hidden) for w in widths)
+        self.final_lin = torch.nn.Linear(wide, out_channels)  # built, never run (released)
+        read_width = wide if variant == "base" else num_layers * hidden
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(read_width, wide), torch.nn.ReLU(),
+                                       torch.nn.Linear(wide, out_channels))
+        self.out_channels = out_channels
+
+    def _selected(self, h: Tensor) -> Tensor:
+        """The released ``top_m_sampling``: the m vertices closest in angle to ``a``."""
+        a = self.a if h.size(1) == self.a.size(0) else h.new_ones(h.size(1), 1)
+        score = F.normalize(F.relu(h), dim=1) @ F.normalize(a, dim=0)
+        return score.view(-1).topk(min(self.m, h.size(0))).indices
+
+    def forward(self, x: Tensor, graph) -> Tensor:
+        check_input(self, x, self.in_channels)
+        graph = as_graph(graph, x)
+        if x.size(0) != graph.num_nodes:
+            raise ValueError(f"x has {x.size(0)} rows but the graph has {graph.num_nodes} nodes")
+        if x.size(0) == 0:  # no vertex to select or tile
+            return x.new_zeros(0, self.out_channels)
+        tile = torch.arange(x.size(0), device=x.device)
+        outputs = []
+        for i, block in enumerate(self.graphsage_layers):
+            picked = self.dimension_adjustments[i](x[self._selected(x)])
+            x = torch.cat([block(x, graph), picked[tile % picked.size(0)]], dim=1)
+            if self.variant == "lc":
+                adjusted = self.embedding_adjustment(x).unsqueeze(0)
+                outputs.append(self.transformer_layers[i](adjusted).squeeze(0))
+        return self.mlp(torch.cat(outputs, 1) if self.variant == "lc" else x)

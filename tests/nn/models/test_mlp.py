@@ -1,9 +1,9 @@
 import pytest
 import torch
+from helpers import random_edge_index
 
 from graphloc import Graph
 from graphloc.nn import MLP, build_model
-from tests.helpers import random_edge_index
 
 pyg_nn = pytest.importorskip("torch_geometric.nn")
 

@@ -3,7 +3,13 @@ import warnings
 
 import pytest
 import torch
-from helpers import assert_reaches_exactly, ball_ordered, random_edge_index, train_losses
+from helpers import (
+    assert_reaches_exactly,
+    ball_ordered,
+    build_repeatable,
+    random_edge_index,
+    train_losses,
+)
 
 import graphloc.nn as gl
 from graphloc import Graph
@@ -357,7 +363,7 @@ def _whole_models():
     from graphloc.nn import MODELS, build_model
     # LATTE runs on heterogeneous graphs and ForwardGNN trains without a backward
     names = sorted(set(MODELS) - {"latte", "forwardgnn"})
-    cases = [(name, lambda name=name: build_model(name, 6, 16, 3, 2)) for name in names]
+    cases = [(name, lambda name=name: build_repeatable(name, 6, 16, 3, 2)) for name in names]
     cases += [(f"gnn-{conv}", lambda conv=conv: GNN(conv, 6, 16, 3, num_layers=2))
               for conv in ("gcn", "sage", "gat", "gin", "cheb", "transformer", "gen", "le",
                            "clustergcn", "edge")]

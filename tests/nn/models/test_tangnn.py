@@ -1,12 +1,14 @@
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
 from helpers import random_edge_index, train_losses
 
 from graphloc import Graph
-from graphloc.nn import TANGNN, TopMAttention, build_model
+from graphloc.nn import TANGNN, TANGNNReleased, TopMAttention, build_model
 from graphloc.nn.conv import tangnn as tangnn_module
-from graphloc.nn.conv.tangnn import sample_in_edges, top_m_similar
+from graphloc.nn.conv.tangnn import sample_edges_per_node, sample_in_edges, top_m_similar
 
 
 def _brute_force(z, m, exclude_self=True):
@@ -184,3 +186,101 @@ def test_a_non_finite_row_comes_back_as_nan_in_either_mode(monkeypatch):
     finite = ~returned & others[:, None]
     torch.testing.assert_close(sims[finite], _cosines_of(z, index)[finite])
     assert not sims[finite].isnan().any()
+
+
+RELEASED = os.path.join(os.path.dirname(__file__), "data", "tangnn_official.pt")
+
+
+@pytest.mark.parametrize("case", torch.load(RELEASED, weights_only=True),
+                         ids=lambda c: "{}-layers{}-in{}-m{}".format(*c["case"][:4]))
+def test_tangnn_released_equals_the_released_code_run_on_the_same_weights(case):
+    """``CustomGNN`` of the released ``TANGNN/TANGNN`` and ``TANGNN/TANGNN-LC`` files
+    (``tangnn_oracle.py``) on graphloc's weights, loaded under the same names: its
+    log-probabilities, and the gradients of the features and of every parameter (None
+    where the released code leaves one unused), in eval mode, on graphs with loops,
+    parallel edges and an isolated node; m below and above N, the learned ``a`` used where
+    the features are hidden wide."""
+    variant, layers, width, m, _ = case["case"]
+    model = TANGNNReleased(width, 8, 3, num_layers=layers, m=m, variant=variant).double()
+    model.load_state_dict(case["weights"])
+    x = case["x"].clone().requires_grad_()
+    out = F.log_softmax(model.eval()(x, case["edge_index"]), dim=1)
+    torch.testing.assert_close(out, case["official"], rtol=1e-10, atol=1e-12)
+    names, params = zip(*model.named_parameters(), strict=True)
+    weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
+    grads = torch.autograd.grad((out * weights).sum(), [x, *params], allow_unused=True)
+    torch.testing.assert_close(grads[0], case["grad_x"], rtol=1e-10, atol=1e-12)
+    used = {name: grad for name, grad in zip(names, grads[1:], strict=True)
+            if grad is not None}
+    assert used.keys() == case["grads"].keys()
+    for name, grad in used.items():
+        torch.testing.assert_close(grad, case["grads"][name], rtol=1e-10, atol=1e-12)
+
+
+def test_sample_edges_per_node_out_keeps_at_most_k_out_edges_uniformly():
+    """The released sampler's rule: each source keeps min(k, out-degree) of its out-edges,
+    each with probability k / out-degree, directions kept; in-degrees are not bounded."""
+    hub_out = torch.stack([torch.zeros(10, dtype=torch.long), torch.arange(1, 11)])
+    into_hub = torch.stack([torch.arange(1, 11), torch.zeros(10, dtype=torch.long)])
+    graph = Graph(torch.cat([hub_out, into_hub, torch.tensor([[3, 3], [5, 5]])], 1),
+                  num_nodes=11)
+    gen = torch.Generator().manual_seed(0)
+    counts = torch.zeros(11)
+    for _ in range(2000):
+        src, dst = sample_edges_per_node(graph, 4, "out", gen).edge_index
+        from_hub = dst[src == 0]
+        assert from_hub.numel() == 4 and from_hub.unique().numel() == 4
+        assert (dst == 0).sum() == 10  # every node's one edge into the hub stays
+        assert sorted(dst[src == 3].tolist()) == [0, 5, 5]  # 3 <= k: all kept, repeats too
+        counts[from_hub] += 1
+    torch.testing.assert_close(counts[1:] / 2000, torch.full((10,), 0.4), atol=0.04, rtol=0)
+
+
+def test_tangnn_released_draws_its_edges_in_evaluation_too():
+    """As released, the sample is redrawn at every call, evaluation included: on a graph
+    whose sources have more out-edges than the sample size, two eval calls differ, and
+    with the sampling off (None) they are equal. The draw bounds out-edges per source: a
+    star of 39 edges into one node, one out of each, is kept whole."""
+    graph = Graph(random_edge_index(40, 400, seed=5), num_nodes=40)
+    x = torch.randn(40, 6)
+    torch.manual_seed(0)
+    model = TANGNNReleased(6, 8, 3).eval()
+    assert not torch.equal(model(x, graph), model(x, graph))
+    fixed = TANGNNReleased(6, 8, 3, sample_size=None, later_sample_size=None).eval()
+    assert torch.equal(fixed(x, graph), fixed(x, graph))
+    # 39 edges into node 0, one out of each node: the per-source draw keeps them all
+    star = Graph(torch.stack([torch.arange(1, 40), torch.zeros(39, dtype=torch.long)]),
+                 num_nodes=40)
+    assert torch.equal(model(x, star), model(x, star))
+
+
+def test_tangnn_released_registered_with_the_released_scripts_defaults():
+    base, lc = build_model("tangnn-released", 6, 8, 3, 2), build_model("tangnn-released-lc",
+                                                                      6, 8, 3, 2)
+    assert isinstance(base, TANGNNReleased) and (base.variant, base.m) == ("base", 20)
+    assert (lc.variant, lc.m) == ("lc", 30)
+    assert [b.sample_size for b in base.graphsage_layers] == [5, 10]
+    assert base.graphsage_layers[0].dropout.p == 0.3
+    # LC with 3 layers (the released readout takes 2 x hidden, so it runs with 2 only)
+    three = build_model("tangnn-released-lc", 6, 8, 3, 3).eval()
+    assert three.mlp[0].in_features == 24
+    assert three(torch.randn(12, 6), random_edge_index(12, 30, seed=1)).shape == (12, 3)
+
+
+def test_tangnn_released_refuses_bad_arguments_and_inputs_by_name():
+    with pytest.raises(ValueError, match="TANGNNReleased: variant must be 'base' or 'lc', "
+                                         "got 'flc'"):
+        TANGNNReleased(6, 8, 3, variant="flc")
+    with pytest.raises(ValueError, match=r"hidden_channels \(8\) must be a multiple of "
+                                         r"heads \(3\)"):
+        TANGNNReleased(6, 8, 3, heads=3)
+    with pytest.raises(ValueError, match="TANGNNReleased: m must be an integer >= 1, got 0"):
+        TANGNNReleased(6, 8, 3, m=0)
+    model = TANGNNReleased(6, 8, 3).eval()
+    edges = random_edge_index(10, 20, seed=0)
+    with pytest.raises(ValueError, match=r"TANGNNReleased expects x of shape \[N, 6\]"):
+        model(torch.randn(10, 5), edges)
+    with pytest.raises(ValueError, match="x has 9 rows but the graph has 10 nodes"):
+        model(torch.randn(9, 6), Graph(edges, num_nodes=10))
+    no_edges = Graph(torch.zeros(2, 0, dtype=torch.long), num_nodes=0)
+    assert model(torch.randn(0, 6), no_edges).shape == (0, 3)
