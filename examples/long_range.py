@@ -1,6 +1,7 @@
 """Long-range models on the bundled Helsinki road network: train each (GCN as the local
-baseline, LiftGCN, DAGNN, SGFormer, TANGNN, LargeGT, UGT), then measure its total influence per
-hop and R on the trained weights, and print one table.
+baseline, LiftGCN, DAGNN, SGFormer, TANGNN and the released TANGNN network, LargeGT, UGT,
+A-DGN), then measure its total influence per hop and R on the trained weights, and print one
+table.
 
     python examples/long_range.py [--epochs 200] [--samples 200] [--out runs/long_range]
 """
@@ -24,6 +25,8 @@ MODELS = {
     "sgformer-citynetworks": (3, {}),  # the City-Networks paper's baseline
     "tangnn": (2, {"model_kwargs": {"m": 16}}),
     "tangnn-lc": (2, {"model_kwargs": {"m": 16}}),
+    "tangnn-released": (2, {}),  # the released code's network, its defaults (m 20)
+    "tangnn-released-lc": (2, {}),  # (m 30)
     "largegt": (1, {"batch_size": 512, "model_kwargs": {"num_tokens": 30,
                                                          "num_centroids": 256}}),
     "ugt": (2, {}),  # 2 layers then the last one, as the official

@@ -20,6 +20,7 @@ from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
 from graphloc.nn.dropout import Dropout
+from graphloc.nn.models.node2vec import Node2Vec
 
 
 # NumPy and SciPy work, once per graph and cached on it: torch.compile runs it eagerly (a
@@ -55,6 +56,33 @@ def fastrp_encoding(graph: Graph, dim: int, seed: int = 0, hops: int = 3) -> Ten
     # one node (or none) has no spread (torch's unbiased std would be NaN): it standardises to 0
     std = out.std(0) if out.size(0) > 1 else out.new_zeros(dim)
     return (out - out.mean(0)) / std.clamp_min(1e-6)
+
+
+@torch.compiler.disable  # walks, a loader and an optimiser: eager, once per graph
+def node2vec_encoding(graph: Graph, dim: int, seed: int = 0) -> Tensor:
+    """LargeGT's position encoding ``[N, dim]`` as its scripts train it
+    (``data/pos_enc/*_node2vec.py``): PyG's ``Node2Vec`` (graphloc's twin) on the graph's
+    edges, walk length 40, context 20, 10 walks per node, one epoch of ``SparseAdam``
+    (lr 0.01) over shuffled batches of 256 start nodes. Seeded by ``seed``; the caller's
+    random state is left as it was. Every node gets a row (the scripts let PyG infer the
+    count from the largest id, which drops trailing isolated nodes)."""
+    check_int(dim, "dim", 1)
+    if graph.num_nodes == 0:  # no node to start a walk from (the loader refuses)
+        return torch.zeros(0, dim, device=graph.device)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Node2Vec(graph.edge_index.cpu(), dim, walk_length=40, context_size=20,
+                         walks_per_node=10, num_nodes=graph.num_nodes, sparse=True)
+        optimizer = torch.optim.SparseAdam(list(model.parameters()), lr=0.01)
+        for positive, negative in model.loader(batch_size=256, shuffle=True):
+            optimizer.zero_grad()
+            model.loss(positive, negative).backward()
+            optimizer.step()
+    return model.embedding.weight.detach().to(graph.device)
+
+
+#: LargeGT's ``positions=`` choices
+_POSITION_ENCODINGS = {"node2vec": node2vec_encoding, "fastrp": fastrp_encoding}
 
 
 class EMACodebook(torch.nn.Module):
@@ -194,9 +222,11 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
     (``reads`` tells it which nodes each output depends on: usually within 4 hops, but a
     node with nothing to read samples random nodes anywhere, as the official code).
 
-    Deviations from the official code (also in ``docs/models.md``): :math:`p_v` is a FastRP
-    encoding (:func:`fastrp_encoding`) rather than a trained node2vec (offline, no random
-    walks); the codebook
+    :math:`p_v` is node2vec, trained as the official scripts train it
+    (:func:`node2vec_encoding`, once per graph), or with ``positions="fastrp"`` a FastRP
+    encoding (:func:`fastrp_encoding`: no walks, no training, a few sparse products).
+
+    Deviations from the official code (also in ``docs/models.md``): the codebook
     starts from the first batch's inputs and counts only trained nodes (the official starts
     from random centroids and gives every node a random centroid id); empty centroids are
     masked instead of producing :math:`\log 0`; centroid ids are int64; sampling is a
@@ -216,6 +246,8 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
             attention and after the residual (fixed at 0.3 in the official code).
         decay (float, default 0.99): codebook EMA decay.
         seed (int, default 0): seed of the token samples and of the position encoding.
+        positions (str, default "node2vec"): the position encoding, "node2vec" (the
+            official) or "fastrp" (graphloc's default before 2026-12-07).
         chunk_size (int, default 4096): nodes per chunk when all nodes are scored.
         flow (str, default "target_to_source"): which nodes a node reads, tokens and hop
             features alike. "target_to_source", the official: the nodes its edges point
@@ -240,7 +272,8 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
                  num_centroids: int = 4096, conv_type: str = "full", dropout: float = 0.5,
                  attn_dropout: float = 0.0, token_dropout: float | None = None,
                  decay: float = 0.99, seed: int = 0, chunk_size: int = 4096,
-                 local_dropout: float = 0.3, flow: str = "target_to_source"):
+                 local_dropout: float = 0.3, flow: str = "target_to_source",
+                 positions: str = "node2vec"):
         super().__init__()
         check_sizes("LargeGT", in_channels=in_channels, hidden_channels=hidden_channels,
                     out_channels=out_channels, num_tokens=num_tokens, heads=heads,
@@ -254,6 +287,10 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
             raise ValueError(f"LargeGT: flow must be 'target_to_source' (the official) or "
                              f"'source_to_target', got {flow!r}")
         self.flow = flow
+        if positions not in _POSITION_ENCODINGS:
+            raise ValueError(f"LargeGT: positions must be 'node2vec' (the official) or "
+                             f"'fastrp', got {positions!r}")
+        self.positions = positions
         if num_tokens < 1 or heads < 1:
             raise ValueError(f"num_tokens and heads must be >= 1, got {num_tokens} and "
                              f"{heads}")
@@ -354,8 +391,9 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
         return torch.cat([counts.new_zeros(1), counts.cumsum(0)]), pairs % graph.num_nodes
 
     def position_encoding(self, graph: Graph) -> Tensor:
-        return graph.cached(("largegt_fastrp", self.global_dim, self.seed),
-                            lambda: fastrp_encoding(graph, self.global_dim, self.seed))
+        encode = _POSITION_ENCODINGS[self.positions]
+        return graph.cached((f"largegt_{self.positions}", self.global_dim, self.seed),
+                            lambda: encode(graph, self.global_dim, self.seed))
 
     # --- the two modules ---------------------------------------------------------------
 

@@ -56,7 +56,7 @@ def _trained(seed: int, num_edges: int):
     torch.manual_seed(seed)
     x = torch.randn(N, F, dtype=torch.float64)
     ours = LargeGT(F, HIDDEN, CLASSES, num_tokens=K, heads=HEADS, global_dim=GLOBAL,
-                   num_centroids=CENTROIDS).double()
+                   num_centroids=CENTROIDS, positions="fastrp").double()  # copied over
     graph = Graph(edge_index, num_nodes=N)
     opt = torch.optim.Adam(ours.parameters(), lr=0.01)
     for _ in range(8):

@@ -418,13 +418,15 @@ def test_largegt_equals_the_official_code_run_on_a_directed_graph(case):
     the nodes its edges point to (the official adjacency has a row per source) with the
     official D2 (A + I) D1. graphloc read in-neighbours with the symmetric normalisation
     until 2026-12-07: the same only on symmetric graphs."""
-    model = LargeGT(5, 8, 3, num_tokens=5, heads=2, global_dim=4, num_centroids=6).double()
+    # the fixture's positions are graphloc's FastRP ones, copied into the official model
+    model = LargeGT(5, 8, 3, num_tokens=5, heads=2, global_dim=4, num_centroids=6,
+                    positions="fastrp").double()
     model.load_state_dict(case["weights"])
     graph = Graph(case["edge_index"], num_nodes=case["x"].size(0))
     out = model.eval()(case["x"], graph, index=torch.arange(graph.num_nodes))
     torch.testing.assert_close(out, case["official"], rtol=1e-9, atol=1e-9)
     pyg_direction = LargeGT(5, 8, 3, num_tokens=5, heads=2, global_dim=4, num_centroids=6,
-                            flow="source_to_target").double()
+                            flow="source_to_target", positions="fastrp").double()
     pyg_direction.load_state_dict(case["weights"])
     reversed_graph = Graph(case["edge_index"].flip(0), num_nodes=graph.num_nodes)
     # PyG's direction reads the in-edges: on the reversed graph, the official's samples
@@ -432,3 +434,45 @@ def test_largegt_equals_the_official_code_run_on_a_directed_graph(case):
     assert torch.equal(pyg_direction.tokens(reversed_graph), model.tokens(graph))
     torch.testing.assert_close(pyg_direction.hop_features(case["x"], reversed_graph),
                                model.hop_features(case["x"], graph))
+
+
+def test_node2vec_positions_are_a_seeded_trained_node2vec_of_every_node():
+    """The official positions: node2vec embeddings trained for one epoch (the scripts'
+    settings). Properties against an untrained draw of the same model: the skip-gram loss
+    on fixed walks is lower after training than at the initial embedding; the result is
+    the same for a seed and another for another seed; the caller's random state is left as
+    it was; trailing isolated nodes get rows (PyG's count from the largest id would drop
+    them); an empty graph gives no rows."""
+    from graphloc.nn.models.largegt import node2vec_encoding
+    from graphloc.nn.models.node2vec import Node2Vec
+    edge_index = random_edge_index(600, 3000, seed=4)
+    graph = Graph(torch.cat([edge_index, edge_index.flip(0)], 1), num_nodes=603)
+    torch.manual_seed(11)
+    before = torch.rand(3)
+    torch.manual_seed(11)
+    positions = node2vec_encoding(graph, 16, seed=3)
+    assert torch.equal(torch.rand(3), before)  # the caller's stream is untouched
+    assert positions.shape == (603, 16)
+    assert torch.equal(positions, node2vec_encoding(graph, 16, seed=3))
+    assert not torch.equal(positions, node2vec_encoding(graph, 16, seed=4))
+    with torch.random.fork_rng():
+        torch.manual_seed(3)  # the same initial draw as the encoding's model
+        model = Node2Vec(graph.edge_index, 16, 40, 20, 10, num_nodes=603, sparse=True)
+        walks = model.sample(torch.arange(600))
+    initial = model.loss(*walks).item()
+    with torch.no_grad():
+        model.embedding.weight.copy_(positions)
+    assert model.loss(*walks).item() < initial - 0.05
+    empty = Graph(torch.zeros(2, 0, dtype=torch.long), num_nodes=0)
+    assert node2vec_encoding(empty, 8).shape == (0, 8)
+
+
+def test_largegt_positions_are_node2vec_by_default_and_fastrp_on_request():
+    from graphloc.nn.models.largegt import node2vec_encoding
+    graph = Graph(random_edge_index(40, 160, seed=2), num_nodes=40)
+    official = LargeGT(5, 8, 3, global_dim=4, seed=2)
+    assert torch.equal(official.position_encoding(graph), node2vec_encoding(graph, 4, seed=2))
+    fast = LargeGT(5, 8, 3, global_dim=4, seed=2, positions="fastrp")
+    assert torch.equal(fast.position_encoding(graph), fastrp_encoding(graph, 4, seed=2))
+    with pytest.raises(ValueError, match="LargeGT: positions must be 'node2vec' .* got 'rw'"):
+        LargeGT(5, 8, 3, positions="rw")
