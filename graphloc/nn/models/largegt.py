@@ -8,6 +8,7 @@ centroids learned by EMA k-means, trained by mini-batches of nodes.
 from __future__ import annotations
 
 import math
+import warnings
 import weakref
 
 import torch
@@ -331,6 +332,27 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
         self.classifier = torch.nn.Linear(h, out_channels)
 
     # --- precomputation, once per graph (and feature tensor) --------------------------
+
+    # The position encoding shapes every output but holds no weight: it travels in the
+    # state dict, so weights never meet positions they were not trained with.
+    def get_extra_state(self) -> dict:
+        return {"positions": self.positions}
+
+    def set_extra_state(self, state: dict) -> None:
+        positions = state.get("positions") if isinstance(state, dict) else None
+        if positions not in _POSITION_ENCODINGS:
+            raise ValueError(f"LargeGT: the state dict's positions must be one of "
+                             f"{sorted(_POSITION_ENCODINGS)}, got {positions!r}")
+        self.positions = positions
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        key = prefix + "_extra_state"
+        if key not in state_dict:  # saved before 2026-12-07, when FastRP was the encoding
+            warnings.warn("LargeGT: this state dict records no position encoding (saved "
+                          "before 2026-12-07): its weights were trained with FastRP "
+                          "positions, so the model uses positions='fastrp'", stacklevel=4)
+            state_dict[key] = {"positions": "fastrp"}
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def read_graph(self, graph: Graph) -> Graph:
         """The graph whose in-edges each node reads: ``graph`` reversed for ``flow=

@@ -476,3 +476,26 @@ def test_largegt_positions_are_node2vec_by_default_and_fastrp_on_request():
     assert torch.equal(fast.position_encoding(graph), fastrp_encoding(graph, 4, seed=2))
     with pytest.raises(ValueError, match="LargeGT: positions must be 'node2vec' .* got 'rw'"):
         LargeGT(5, 8, 3, positions="rw")
+
+
+def test_largegt_state_dict_carries_its_position_encoding():
+    """The positions shape every output and hold no weight: they travel in the state dict,
+    so a model loaded from it uses the encoding its weights were trained with, whatever it
+    was built with. A state dict saved before they were recorded (FastRP then) loads with
+    FastRP and a warning; an unknown encoding is refused by name."""
+    graph = Graph(random_edge_index(30, 120, seed=1), num_nodes=30)
+    x = torch.randn(30, 5)
+    torch.manual_seed(0)
+    trained = LargeGT(5, 8, 3, global_dim=4, num_centroids=8, positions="fastrp").eval()
+    state = trained.state_dict()
+    assert state["_extra_state"] == {"positions": "fastrp"}
+    loaded = LargeGT(5, 8, 3, global_dim=4, num_centroids=8).eval()  # node2vec by default
+    loaded.load_state_dict(state)
+    assert loaded.positions == "fastrp"
+    torch.testing.assert_close(loaded(x, graph), trained(x, graph), rtol=0, atol=0)
+    old = {k: v for k, v in state.items() if k != "_extra_state"}
+    with pytest.warns(UserWarning, match="records no position encoding .* positions='fastrp'"):
+        LargeGT(5, 8, 3, global_dim=4, num_centroids=8).load_state_dict(old)
+    with pytest.raises(ValueError, match="the state dict's positions must be one of "
+                                         r"\['fastrp', 'node2vec'\], got 'rw'"):
+        loaded.load_state_dict({**state, "_extra_state": {"positions": "rw"}})
