@@ -19,7 +19,7 @@ from graphloc.nn.models.gnn import DAGNN, GNN
 from graphloc.nn.models.largegt import LargeGT
 from graphloc.nn.models.latte import LATTE
 from graphloc.nn.models.lift import LiftGCN
-from graphloc.nn.models.mlp import MLP
+from graphloc.nn.models.mlp import CityNetworksMLP
 from graphloc.nn.models.sgformer import SGFormer
 from graphloc.nn.models.tangnn import TANGNN, TANGNNReleased
 from graphloc.nn.models.ugt import UGT
@@ -46,7 +46,7 @@ register_model("dagnn")(lambda in_channels, hidden_channels, out_channels, num_l
 # The City-Networks paper's Chebyshev baseline (projections, SiLU, K = 2), not GNN("cheb")
 register_model("chebnet")(ChebNet)
 # and its MLP baseline (PyG's MLP: batch norm, ReLU), which reads no edge
-register_model("mlp")(MLP)
+register_model("mlp")(CityNetworksMLP)
 register_model("liftgcn")(LiftGCN)
 register_model("adgn")(ADGN)  # num_layers: the Euler steps, one shared conv (official)
 register_model("tangnn")(TANGNN)

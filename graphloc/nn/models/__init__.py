@@ -14,13 +14,13 @@ from graphloc.nn.models.largegt import EMACodebook, LargeGT, fastrp_encoding, ho
 from graphloc.nn.models.latte import LATTE
 from graphloc.nn.models.lift import LiftBlock, LiftGCN
 from graphloc.nn.models.mega import MEGAGNN
-from graphloc.nn.models.mlp import MLP
+from graphloc.nn.models.mlp import CityNetworksMLP
 from graphloc.nn.models.node2vec import Node2Vec
 from graphloc.nn.models.sgformer import SGFormer
 from graphloc.nn.models.tangnn import TANGNN, TANGNNReleased
 from graphloc.nn.models.ugt import UGT, pretrain_ugt, ugt_inputs
 
-__all__ = ["GNN", "DAGNN", "ChebNet", "MLP", "ACTIVATIONS", "LAModel", "LocalAugmenter",
+__all__ = ["GNN", "DAGNN", "ChebNet", "CityNetworksMLP", "ACTIVATIONS", "LAModel", "LocalAugmenter",
            "pretrain_augmenter",
            "LiftBlock", "LiftGCN", "MEGAGNN", "TANGNN", "TANGNNReleased", "LargeGT", "EMACodebook",
            "hop2_tokens", "fastrp_encoding", "SGFormer", "UGT", "ugt_inputs", "pretrain_ugt",

@@ -26,12 +26,13 @@ class _BatchNorm(torch.nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         if self.training and x.size(0) == 1:  # torch's words name no argument or model
-            raise ValueError("MLP: batch normalisation in training needs more than one node "
-                             "(x has 1 row); call model.eval() or pass more nodes")
+            raise ValueError("CityNetworksMLP: batch normalisation in training needs more "
+                             "than one node (x has 1 row); call model.eval() or pass more "
+                             "nodes")
         return self.module(x)
 
 
-class MLP(ModelCapabilities, torch.nn.Module):
+class CityNetworksMLP(ModelCapabilities, torch.nn.Module):
     r"""City-Networks' MLP baseline, i.e. PyG's ``MLP(in_channels, hidden_channels,
     out_channels, num_layers, dropout)`` with PyG's defaults: ``num_layers`` Linear layers,
     each but the last followed by batch normalisation, ReLU and dropout:
@@ -44,7 +45,9 @@ class MLP(ModelCapabilities, torch.nn.Module):
     The graph is accepted and not read beyond its node count (the benchmark calls every
     model as ``model(x, edge_index)``), so ``graphloc_hops`` is 0 and influence gives R = 0. PyG's
     module names (``lins``, ``norms.<i>.module``), so PyG's saved weights load as they
-    are. Returns logits. Listed differences (``docs/models.md``): the dropout masks and
+    are. Returns logits. Not named ``MLP``: PyG's class of that name takes a channel list,
+    other activations and norms, which this baseline does not, and a class named as PyG's
+    is PyG's here. Listed differences (``docs/models.md``): the dropout masks and
     the initial weights are graphloc's draws, so a seed gives other ones than PyG's (the
     weights have PyG's distribution); a training call on one node raises a ``ValueError``
     (PyG's raises torch's from ``BatchNorm1d``).
@@ -63,11 +66,12 @@ class MLP(ModelCapabilities, torch.nn.Module):
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
                  num_layers: int = 2, dropout: float = 0.0, batch_norm: bool = True):
         super().__init__()
-        check_sizes("MLP", in_channels=in_channels, hidden_channels=hidden_channels,
+        check_sizes("CityNetworksMLP", in_channels=in_channels, hidden_channels=hidden_channels,
                     out_channels=out_channels, num_layers=num_layers)
-        check_dropouts("MLP", upto_one=True, dropout=dropout)
+        check_dropouts("CityNetworksMLP", upto_one=True, dropout=dropout)
         if not isinstance(batch_norm, bool):
-            raise TypeError(f"MLP: batch_norm must be True or False, got {batch_norm!r}")
+            raise TypeError(f"CityNetworksMLP: batch_norm must be True or False, got "
+                            f"{batch_norm!r}")
         self.in_channels, self.out_channels, self.num_layers = \
             in_channels, out_channels, num_layers
         widths = [in_channels, *[hidden_channels] * (num_layers - 1), out_channels]

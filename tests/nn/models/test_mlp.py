@@ -3,7 +3,7 @@ import torch
 from helpers import random_edge_index
 
 from graphloc import Graph
-from graphloc.nn import MLP, build_model
+from graphloc.nn import CityNetworksMLP, build_model
 
 pyg_nn = pytest.importorskip("torch_geometric.nn")
 
@@ -13,10 +13,10 @@ def _weighted_sum(out):
 
 
 def _pair(num_layers, batch_norm, dropout=0.0):
-    """graphloc's MLP and PyG's, as City-Networks' ``parse_method`` builds it, on the same
-    weights (loaded under the same names, strictly)."""
+    """graphloc's CityNetworksMLP and PyG's MLP, as City-Networks' ``parse_method`` builds
+    it, on the same weights (loaded under the same names, strictly)."""
     torch.manual_seed(num_layers)
-    ours = MLP(5, 8, 3, num_layers=num_layers, dropout=dropout,
+    ours = CityNetworksMLP(5, 8, 3, num_layers=num_layers, dropout=dropout,
                batch_norm=batch_norm).double()
     pygs = pyg_nn.MLP(in_channels=5, hidden_channels=8, out_channels=3, num_layers=num_layers,
                       dropout=dropout, norm="batch_norm" if batch_norm else None).double()
@@ -61,7 +61,7 @@ def test_mlp_drops_after_each_hidden_layer_and_not_at_the_output():
     bias = ours.lins[-1].bias.detach().expand(10, 3)
     torch.testing.assert_close(ours.train()(x), bias, rtol=0, atol=0)
     torch.testing.assert_close(pygs.train()(x), bias, rtol=0, atol=0)
-    rate = MLP(5, 400, 3, num_layers=2, dropout=0.3, batch_norm=False).train()
+    rate = CityNetworksMLP(5, 400, 3, num_layers=2, dropout=0.3, batch_norm=False).train()
     hidden = torch.relu(rate.lins[0](torch.randn(200, 5)))
     kept = rate.dropout(hidden)  # the module each hidden layer runs
     share = (kept[hidden > 0] == 0).double().mean().item()
@@ -89,26 +89,27 @@ def test_mlp_reads_no_edge_so_its_influence_is_all_at_hop_zero():
 
 def test_mlp_keeps_pygs_names_so_pygs_weights_load():
     pygs = pyg_nn.MLP(in_channels=5, hidden_channels=8, out_channels=3, num_layers=3)
-    ours = MLP(5, 8, 3, num_layers=3)
+    ours = CityNetworksMLP(5, 8, 3, num_layers=3)
     assert list(ours.state_dict()) == list(pygs.state_dict())
     ours.load_state_dict(pygs.state_dict())
 
 
 def test_mlp_refuses_bad_arguments_and_inputs_by_name():
-    with pytest.raises(ValueError, match="MLP: num_layers must be an integer >= 1, got 0"):
-        MLP(5, 8, 3, num_layers=0)
-    with pytest.raises(ValueError, match=r"MLP: dropout must be a probability in \[0, 1\], "
-                                         r"got 1.5"):
-        MLP(5, 8, 3, dropout=1.5)
-    with pytest.raises(TypeError, match="MLP: batch_norm must be True or False, got 'yes'"):
-        MLP(5, 8, 3, batch_norm="yes")
-    model = MLP(5, 8, 3)
-    with pytest.raises(ValueError, match=r"MLP expects x of shape \[N, 5\], got \[4, 6\]"):
+    name = "CityNetworksMLP"
+    with pytest.raises(ValueError, match=f"{name}: num_layers must be an integer >= 1, got 0"):
+        CityNetworksMLP(5, 8, 3, num_layers=0)
+    with pytest.raises(ValueError, match=rf"{name}: dropout must be a probability in "
+                                         r"\[0, 1\], got 1.5"):
+        CityNetworksMLP(5, 8, 3, dropout=1.5)
+    with pytest.raises(TypeError, match=f"{name}: batch_norm must be True or False, got 'yes'"):
+        CityNetworksMLP(5, 8, 3, batch_norm="yes")
+    model = CityNetworksMLP(5, 8, 3)
+    with pytest.raises(ValueError, match=rf"{name} expects x of shape \[N, 5\], got \[4, 6\]"):
         model(torch.randn(4, 6))
     with pytest.raises(ValueError, match="x has 4 rows but the graph has 6 nodes"):
         model(torch.randn(4, 5), Graph(torch.tensor([[0], [5]]), num_nodes=6))
-    with pytest.raises(ValueError, match="MLP: batch normalisation in training needs more "
-                                         "than one node"):
+    with pytest.raises(ValueError, match=f"{name}: batch normalisation in training needs "
+                                         "more than one node"):
         model.train()(torch.randn(1, 5))
     assert model.eval()(torch.randn(1, 5)).shape == (1, 3)  # running statistics: fine
     assert model.train()(torch.randn(0, 5)).shape == (0, 3)
