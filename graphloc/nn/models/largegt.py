@@ -73,13 +73,50 @@ def node2vec_encoding(graph: Graph, dim: int, seed: int = 0) -> Tensor:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Node2Vec(graph.edge_index.cpu(), dim, walk_length=40, context_size=20,
-                         walks_per_node=10, num_nodes=graph.num_nodes, sparse=True)
-        optimizer = torch.optim.SparseAdam(list(model.parameters()), lr=0.01)
-        for positive, negative in model.loader(batch_size=256, shuffle=True):
-            optimizer.zero_grad()
-            model.loss(positive, negative).backward()
-            optimizer.step()
+                         walks_per_node=10, num_nodes=graph.num_nodes)
+        _sparse_adam_epoch(model, batch_size=256, lr=0.01)
     return model.embedding.weight.detach().to(graph.device)
+
+
+def _sparse_adam_epoch(model: Node2Vec, batch_size: int, lr: float,
+                       betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+    """One epoch of the scripts' loop (``model.loss`` and torch's ``SparseAdam``), the same
+    numbers to float32 rounding without its cost: the loss is one fused dot product per
+    (window start, context node) pair, where ``Node2Vec.loss`` gathers a [windows, context,
+    dim] tensor and SparseAdam coalesces a row per lookup; the Adam step then updates the
+    rows the batch looked up, as SparseAdam does, with its global step count."""
+    weight = model.embedding.weight
+    exp_avg, exp_avg_sq = torch.zeros_like(weight), torch.zeros_like(weight)
+    for step, (positive, negative) in enumerate(model.loader(batch_size=batch_size,
+                                                             shuffle=True), start=1):
+        grad = _skip_gram_gradient(weight, positive, negative, model.EPS)
+        rows = torch.unique(torch.cat([positive.reshape(-1), negative.reshape(-1)]))
+        g = grad[rows]
+        m = exp_avg[rows].lerp_(g, 1 - betas[0])
+        v = exp_avg_sq[rows].lerp_(g * g, 1 - betas[1])
+        exp_avg[rows], exp_avg_sq[rows] = m, v
+        size = lr * math.sqrt(1 - betas[1] ** step) / (1 - betas[0] ** step)
+        with torch.no_grad():
+            weight[rows] -= size * m / (v.sqrt() + eps)
+
+
+def _skip_gram_gradient(weight: Tensor, positive: Tensor, negative: Tensor,
+                        eps: float) -> Tensor:
+    """The gradient of ``Node2Vec.loss(positive, negative)`` with respect to the
+    embedding: each window's start paired with its other nodes, scored by ``ops.sddmm``."""
+    windows = torch.cat([positive, negative])
+    context = windows.size(1) - 1
+    pairs = torch.stack([windows[:, :1].expand(-1, context).reshape(-1),
+                         windows[:, 1:].reshape(-1)])
+    graph = Graph._derived(pairs, weight.size(0))  # ids from the walks: in range
+    weight = weight.detach().requires_grad_()
+    with torch.enable_grad():
+        probability = torch.sigmoid(ops.sddmm(graph, weight, weight))
+        split = positive.size(0) * context
+        loss = -torch.log(probability[:split] + eps).mean() \
+            - torch.log(1 - probability[split:] + eps).mean()
+        (grad,) = torch.autograd.grad(loss, weight)
+    return grad
 
 
 #: LargeGT's ``positions=`` choices
