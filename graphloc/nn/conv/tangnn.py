@@ -275,6 +275,9 @@ def sample_edges_per_node(graph: Graph, k: int, side: str = "in",
     """A uniform sample, without replacement, of at most ``k`` edges per node: its
     incoming edges (``side="in"``, per destination) or its outgoing ones (``"out"``, per
     source, the released TANGNN's ``sample_neighbors``). The edges keep their direction."""
+    check_int(k, "k", 0)
+    if side not in ("in", "out"):
+        raise ValueError(f"sample_edges_per_node: side must be 'in' or 'out', got {side!r}")
     src, dst = graph.edge_index
     group = dst if side == "in" else src
     # a random order within each node's edges: ids plus a uniform key in [0, 1)

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_index, check_int
+from graphloc.checks import check_index, check_int, check_seed
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
@@ -68,6 +68,7 @@ def node2vec_encoding(graph: Graph, dim: int, seed: int = 0) -> Tensor:
     random state is left as it was. Every node gets a row (the scripts let PyG infer the
     count from the largest id, which drops trailing isolated nodes)."""
     check_int(dim, "dim", 1)
+    check_seed(seed)
     if graph.num_nodes == 0:  # no node to start a walk from (the loader refuses)
         return torch.zeros(0, dim, device=graph.device)
     with torch.random.fork_rng(devices=[]):
@@ -325,6 +326,7 @@ class LargeGT(ModelCapabilities, torch.nn.Module):
             raise ValueError(f"LargeGT: flow must be 'target_to_source' (the official) or "
                              f"'source_to_target', got {flow!r}")
         self.flow = flow
+        check_seed(seed)  # a float or a string failed at the first call, naming no argument
         if positions not in _POSITION_ENCODINGS:
             raise ValueError(f"LargeGT: positions must be 'node2vec' (the official) or "
                              f"'fastrp', got {positions!r}")

@@ -503,6 +503,13 @@ def test_largegt_positions_are_node2vec_by_default_and_fastrp_on_request():
     assert torch.equal(fast.position_encoding(graph), fastrp_encoding(graph, 4, seed=2))
     with pytest.raises(ValueError, match="LargeGT: positions must be 'node2vec' .* got 'rw'"):
         LargeGT(5, 8, 3, positions="rw")
+    for seed in (-1, 1.5, "0", 2**63):
+        with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\^63\)"):
+            LargeGT(5, 8, 3, seed=seed)
+        with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\^63\)"):
+            node2vec_encoding(graph, 4, seed=seed)
+    with pytest.raises(ValueError, match="dim must be an integer >= 1, got 0"):
+        node2vec_encoding(graph, 0)
 
 
 def test_largegt_state_dict_carries_its_position_encoding():

@@ -234,6 +234,11 @@ def test_sample_edges_per_node_out_keeps_at_most_k_out_edges_uniformly():
         assert sorted(dst[src == 3].tolist()) == [0, 5, 5]  # 3 <= k: all kept, repeats too
         counts[from_hub] += 1
     torch.testing.assert_close(counts[1:] / 2000, torch.full((10,), 0.4), atol=0.04, rtol=0)
+    assert sample_edges_per_node(graph, 0, "out").num_edges == 0
+    with pytest.raises(ValueError, match="side must be 'in' or 'out', got 'src'"):
+        sample_edges_per_node(graph, 4, "src")  # read as "out" before it was checked
+    with pytest.raises(ValueError, match="k must be an integer >= 0, got -1"):
+        sample_edges_per_node(graph, -1)
 
 
 def test_tangnn_released_draws_its_edges_in_evaluation_too():
