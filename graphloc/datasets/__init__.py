@@ -5,7 +5,7 @@ the GTN release; AML accounts, banks and currencies)."""
 import os
 from dataclasses import replace
 
-from graphloc.checks import check_text
+from graphloc.checks import check_seed, check_text
 from graphloc.datasets.aml import (
     AMLTransactions,
     EdgeDataset,
@@ -65,6 +65,7 @@ def load_dataset(spec: str, root: str = "data", seed: int = 0, features: str | N
     too (OGB's ogbn-arxiv is directed as OGB ships it; OGB's own baselines make it
     undirected). An unknown name lists the accepted forms."""
     check_text("load_dataset", "spec", spec, path=True)
+    check_seed(seed)
     spec = os.fspath(spec)
     check_label_column(label_column)
     if (label_column or feature_columns) and not (is_graph_file(spec) or is_archive(spec)):

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_int, check_text
+from graphloc.checks import check_int, check_seed, check_text
 from graphloc.graph import Graph
 from graphloc.io import atomic_save, load_file
 
@@ -419,6 +419,7 @@ def synthetic_transactions(num_accounts: int = 2000, num_transactions: int = 50_
     path; ``AMLTransactions(root, name)`` reads it. Deterministic for a seed."""
     check_int(num_accounts, "synthetic_transactions: num_accounts", 20)
     check_int(num_transactions, "synthetic_transactions: num_transactions", 100)
+    check_seed(seed, "synthetic_transactions: seed")  # random.Random took 'x' and 1.5 too
     if not 0 < laundering_fraction < 0.5:
         raise ValueError(f"laundering_fraction must lie in (0, 0.5), got {laundering_fraction}")
     rng = random.Random(seed)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_flags, check_text, pyg_keys
+from graphloc.checks import check_flags, check_seed, check_text, pyg_keys
 from graphloc.datasets.aml import EdgeDataset
 from graphloc.datasets.base import (
     OneGraphDataset,
@@ -297,6 +297,7 @@ def aml_accounts(edges: EdgeDataset, seed: int = 0) -> HeteroNodeDataset:
     if not isinstance(edges, EdgeDataset):
         raise TypeError(f"aml_accounts takes the EdgeDataset of AMLTransactions, got "
                         f"{type(edges).__name__}")
+    check_seed(seed)
     names = edges.feature_names
     if "log1p amount paid" not in names:
         raise ValueError(f"aml_accounts reads the features of AMLTransactions(..., protocol="

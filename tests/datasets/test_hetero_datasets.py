@@ -328,3 +328,9 @@ def test_gtn_force_reload_refuses_a_string_by_name(tmp_path):
     """force_reload="False" re-processed, quietly (2026-12-07)."""
     with pytest.raises(TypeError, match="gtn_dataset: force_reload must be True or False"):
         gtn_dataset("acm", str(tmp_path), url="http://127.0.0.1:9", force_reload="False")
+
+
+def test_aml_accounts_names_a_bad_seed(transactions):
+    for seed in (-1, 1.5, "0"):
+        with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\^63\)"):
+            aml_accounts(transactions, seed=seed)

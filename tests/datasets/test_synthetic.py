@@ -86,3 +86,23 @@ def test_synthetic_spec_is_cached_under_root(tmp_path):
         assert torch.equal(getattr(again, key), getattr(first, key)), key
     assert torch.equal(again.graph.edge_index, first.graph.edge_index)
     assert torch.equal(again.x, synthetic_city(300, seed=2).x)  # what the generator gives
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "0", 2**63])
+def test_seeds_are_refused_by_name_where_they_are_taken(seed, tmp_path):
+    """A negative, fractional or string seed failed inside numpy's SeedSequence or torch's
+    manual_seed in words naming no argument (or, for random.Random, was taken as it came):
+    every dataset and encoding that takes a seed names it."""
+    from graphloc import Graph
+    from graphloc.datasets import load_dataset
+    from graphloc.datasets.aml import synthetic_transactions
+    from graphloc.nn.models.largegt import fastrp_encoding
+    graph = Graph(torch.tensor([[0, 1], [1, 2]]), num_nodes=3)
+    message = r"seed must be an integer in \[0, 2\^63\), got "
+    calls = [lambda: synthetic_city(200, seed=seed),
+             lambda: load_dataset("synthetic:200", str(tmp_path), seed=seed),
+             lambda: fastrp_encoding(graph, 4, seed=seed),
+             lambda: synthetic_transactions(50, 200, seed=seed, root=str(tmp_path))]
+    for call in calls:
+        with pytest.raises(ValueError, match=message):
+            call()

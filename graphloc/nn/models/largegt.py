@@ -48,6 +48,7 @@ def fastrp_encoding(graph: Graph, dim: int, seed: int = 0, hops: int = 3) -> Ten
     column. Stands in for LargeGT's node2vec: no random walks, no skip-gram training,
     ``hops`` sparse products."""
     check_int(dim, "dim", 1)
+    check_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     e = torch.randn(graph.num_nodes, dim, generator=gen).to(graph.device) / math.sqrt(dim)
     out = torch.zeros_like(e)
