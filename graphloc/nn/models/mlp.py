@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from graphloc.checks import check_flags
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
 from graphloc.nn.dropout import Dropout
@@ -69,9 +70,7 @@ class CityNetworksMLP(ModelCapabilities, torch.nn.Module):
         check_sizes("CityNetworksMLP", in_channels=in_channels, hidden_channels=hidden_channels,
                     out_channels=out_channels, num_layers=num_layers)
         check_dropouts("CityNetworksMLP", upto_one=True, dropout=dropout)
-        if not isinstance(batch_norm, bool):
-            raise TypeError(f"CityNetworksMLP: batch_norm must be True or False, got "
-                            f"{batch_norm!r}")
+        check_flags("CityNetworksMLP", batch_norm=batch_norm)
         self.in_channels, self.out_channels, self.num_layers = \
             in_channels, out_channels, num_layers
         widths = [in_channels, *[hidden_channels] * (num_layers - 1), out_channels]

@@ -193,6 +193,7 @@ OTHERS_WITH_FLAGS = {
                     num_layers=2, num_generated=0),
     "LATTE": dict(in_channels={"a": 4}, hidden_channels=4, out_channels=2, num_layers=1,
                   metadata=(["a"], [("a", "to", "a")]), target="a"),
+    "CityNetworksMLP": dict(in_channels=4, hidden_channels=4, out_channels=2),
     "LiftConv": dict(channels=4),
     "LiftGCN": dict(in_channels=4, hidden_channels=4, out_channels=2, num_layers=2),
     "MEGAGNN": dict(node_in=1, edge_in=2, hidden=4, out_channels=2),
