@@ -873,8 +873,8 @@ def test_by_source_relation_gives_one_row_per_relation_and_source_with_edges():
     assert list(zip(*graph.edge_index.tolist(), strict=True)) == want
     with pytest.raises(ValueError, match="edge_type holds 3 but dim_size is 3"):
         graph.by_source_relation(torch.full((40,), 3), 3)
-    with pytest.raises(TypeError, match="edge_type must be an integer tensor, got "
-                                        "torch.float32"):
+    with pytest.raises(TypeError, match=r"edge_type must be an integer tensor \(int8, int16, "
+                                        r"int32, int64 or uint8\), got torch.float32"):
         graph.by_source_relation(torch.zeros(40), 3)
     with pytest.raises(ValueError, match=r"one relation per edge, \[40\], got \[39\]"):
         graph.by_source_relation(torch.zeros(39, dtype=torch.long), 3)
@@ -900,8 +900,8 @@ def test_by_relation_refuses_types_out_of_range_or_of_another_length():
         graph.by_relation(torch.tensor([0, 5, 1]), 5)
     with pytest.raises(ValueError, match=r"one relation per edge, \[3\], got \[2\]"):
         graph.by_relation(torch.zeros(2, dtype=torch.long), 5)
-    with pytest.raises(TypeError, match="edge_type must be an integer tensor, got "
-                                        "torch.float32"):
+    with pytest.raises(TypeError, match=r"edge_type must be an integer tensor \(int8, int16, "
+                                        r"int32, int64 or uint8\), got torch.float32"):
         graph.by_relation(torch.tensor([0.0, 1.0, 1.0]), 5)
     empty, rows = Graph(torch.empty(2, 0, dtype=torch.long), num_nodes=3).by_relation(
         torch.empty(0, dtype=torch.long), 5)

@@ -67,8 +67,8 @@ def test_a_conv_that_cannot_weigh_its_messages_is_refused():
 def test_bad_edge_types_and_weights_are_named():
     basis = HeteroBasisConv(gl.SAGEConv(4, 4), num_relations=3, num_bases=2)
     x, edge_index = torch.randn(5, 4), torch.tensor([[0, 1, 2], [1, 2, 3]])
-    with pytest.raises(TypeError, match="edge_type must be an integer tensor, got "
-                                        "torch.float32"):
+    with pytest.raises(TypeError, match=r"edge_type must be an integer tensor \(int8, int16, "
+                                        r"int32, int64 or uint8\), got torch.float32"):
         basis(torch.tensor([0.0, 1.0, 2.0]), x, edge_index)
     with pytest.raises(ValueError, match="edge_type holds -1; indices must be >= 0"):
         basis(torch.tensor([0, -1, 2]), x, edge_index)
