@@ -12,9 +12,8 @@ a node a vertex by its id modulo m, unrelated to the node; the released network 
 ``graphloc.nn.TANGNNReleased`` (``docs/models.md``). The top-m sets are found without an
 N x N matrix: exactly by blocks of query rows (memory O(N m + block)), or approximately on
 large graphs by an inverted file over about sqrt(N) spherical k-means clusters
-(O(probes N^1.5 d) for balanced clusters). The
-m-nearest-neighbour graph then feeds the engine's fused sddmm and segment attention: no
-[N, m, d] gathers.
+(O(probes N^1.5 d) for balanced clusters). The m-nearest-neighbour graph then feeds the
+engine's fused sddmm and segment attention: no [N, m, d] gathers.
 """
 
 from __future__ import annotations

@@ -45,8 +45,8 @@ def fastrp_encoding(graph: Graph, dim: int, seed: int = 0, hops: int = 3) -> Ten
     """A structural position encoding ``[N, dim]``: FastRP (`Chen et al., 2019
     <https://arxiv.org/abs/1908.11512>`_), a random Gaussian projection averaged over 1 to
     ``hops`` hops (random-walk normalised), each hop L2-normalised, then standardised per
-    column. Stands in for LargeGT's node2vec: no random walks, no skip-gram training,
-    ``hops`` sparse products."""
+    column. LargeGT's ``positions="fastrp"``, in place of the official node2vec: no random
+    walks, no skip-gram training, ``hops`` sparse products."""
     check_int(dim, "dim", 1)
     check_seed(seed)
     gen = torch.Generator().manual_seed(seed)
