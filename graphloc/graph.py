@@ -855,6 +855,9 @@ class Graph:
 
     def to(self, device) -> Graph:
         """A copy on ``device``, with every cache moved along."""
+        if isinstance(device, torch.dtype):  # torch.device's own error names no argument
+            raise TypeError(f"Graph.to takes a device, got the dtype {device}: a graph's "
+                            f"indices stay integers (cast edge_attr or the features instead)")
         device = torch.device(device)
         if device == self.device:
             return self

@@ -69,6 +69,8 @@ def test_immutable_and_to_moves_caches():
     graph_with_loops, weight = moved._cache[("gcn_norm", True, False, torch.float32)].value
     assert weight.device.type == "meta" and graph_with_loops.device.type == "meta"
     assert g.to("cpu") is g
+    with pytest.raises(TypeError, match="Graph.to takes a device, got the dtype torch.float64"):
+        g.to(torch.float64)  # torch.device's error named no argument
 
 
 @pytest.mark.parametrize("copy_of", ["deepcopy", "torch.save"])
