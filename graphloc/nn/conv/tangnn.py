@@ -273,7 +273,8 @@ def sample_edges_per_node(graph: Graph, k: int, side: str = "in",
                           generator: torch.Generator | None = None) -> Graph:
     """A uniform sample, without replacement, of at most ``k`` edges per node: its
     incoming edges (``side="in"``, per destination) or its outgoing ones (``"out"``, per
-    source, the released TANGNN's ``sample_neighbors``). The edges keep their direction."""
+    source, the released TANGNN's ``sample_neighbors``). The edges keep their direction,
+    their ``edge_attr`` rows and the graph's node sets (a bipartite graph stays one)."""
     check_int(k, "k", 0)
     if side not in ("in", "out"):
         raise ValueError(f"sample_edges_per_node: side must be 'in' or 'out', got {side!r}")
@@ -283,10 +284,15 @@ def sample_edges_per_node(graph: Graph, k: int, side: str = "in",
     key = group.double() + torch.rand(group.numel(), generator=generator,
                                       dtype=torch.float64).to(group.device)
     order = key.argsort()
-    counts = torch.bincount(group, minlength=graph.num_nodes)
+    counts = torch.bincount(group, minlength=graph.num_nodes if side == "in"
+                            else graph.num_src_nodes)
     start = counts.cumsum(0) - counts
     keep = order[torch.arange(order.numel(), device=group.device) - start[group[order]] < k]
-    return Graph(graph.edge_index[:, keep.sort().values], num_nodes=graph.num_nodes)
+    keep = keep.sort().values
+    attr = None if graph.edge_attr is None else graph.edge_attr[keep]
+    # a subset of a validated graph's edges: in range by construction
+    return Graph._derived(graph.edge_index[:, keep], graph.num_nodes,
+                          graph.num_src_nodes if graph.is_bipartite else None, attr)
 
 
 class TANGNNLayer(ConvModule):

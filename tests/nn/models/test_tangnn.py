@@ -241,6 +241,24 @@ def test_sample_edges_per_node_out_keeps_at_most_k_out_edges_uniformly():
         sample_edges_per_node(graph, -1)
 
 
+def test_sampled_edges_keep_the_graphs_node_sets_and_edge_rows():
+    """A bipartite graph's sample was rebuilt as one node set of the destinations' count, so
+    TANGNNReleased ran on it with x of the destinations' rows; now the sample stays
+    bipartite (and keeps each kept edge's edge_attr row), and the model's SAGEConv refuses
+    the single x as it refuses it on the whole graph."""
+    edge_index = torch.tensor([[0, 0, 0, 1, 1], [0, 1, 2, 2, 0]])
+    graph = Graph.bipartite(edge_index, (2, 3), edge_attr=torch.arange(5.0).view(5, 1))
+    gen = torch.Generator().manual_seed(0)
+    for side, k in (("out", 2), ("in", 1)):
+        sample = sample_edges_per_node(graph, k, side, gen)
+        assert sample.is_bipartite and (sample.num_src_nodes, sample.num_nodes) == (2, 3)
+        for (src, dst), attr in zip(sample.edge_index.t().tolist(),
+                                    sample.edge_attr.view(-1).tolist(), strict=True):
+            assert [src, dst] == edge_index[:, int(attr)].tolist()  # the edge's own row
+    with pytest.raises(ValueError, match="x has 3 rows but the graph has 2 source nodes"):
+        TANGNNReleased(4, 8, 3).eval()(torch.randn(3, 4), graph)
+
+
 def test_tangnn_released_draws_its_edges_in_evaluation_too():
     """As released, the sample is redrawn at every call, evaluation included: on a graph
     whose sources have more out-edges than the sample size, two eval calls differ, and
