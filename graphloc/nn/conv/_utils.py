@@ -38,6 +38,15 @@ def as_graph(graph_or_edge_index, x: Tensor | tuple[Tensor, Tensor]) -> Graph:
     return graph
 
 
+def graph_of_rows(graph_or_edge_index, x: Tensor) -> Graph:
+    """``as_graph`` for a model whose rows of ``x`` are the graph's nodes, one each: another
+    row count means the features are not the graph's."""
+    graph = as_graph(graph_or_edge_index, x)
+    if x.size(0) != graph.num_nodes:
+        raise ValueError(f"x has {x.size(0)} rows but the graph has {graph.num_nodes} nodes")
+    return graph
+
+
 def check_input(layer: torch.nn.Module, x: Tensor, in_channels: int | None,
                 name: str = "x") -> None:
     """Floating-point ``[N, in_channels]`` features (any width when ``in_channels`` is None

@@ -33,7 +33,7 @@ from graphloc import ops
 from graphloc.checks import caller_stacklevel, check_int, check_number, whole_numbers
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
-from graphloc.nn.conv._utils import as_graph
+from graphloc.nn.conv._utils import graph_of_rows
 from graphloc.nn.conv.registry import CONVS, check_stack
 from graphloc.nn.dropout import Dropout
 
@@ -346,9 +346,7 @@ class ForwardGNN(ModelCapabilities, torch.nn.Module):
         return scores if index is None else scores[index]
 
     def _scores(self, x: Tensor, graph, evaluated: Tensor | None) -> Tensor:
-        graph = as_graph(graph, x)
-        if x.size(0) != graph.num_nodes:
-            raise ValueError(f"x has {x.size(0)} rows but the graph has {graph.num_nodes} nodes")
+        graph = graph_of_rows(graph, x)
         if evaluated is not None and self.procedure not in ("ff", "ff-vn"):
             raise ValueError(f"evaluated= applies to the forward-forward procedures, not "
                              f"{self.procedure!r} (which predicts from one pass)")

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from graphloc.checks import check_flags
 from graphloc.nn.capabilities import ModelCapabilities
-from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
+from graphloc.nn.conv._utils import check_dropouts, check_input, check_sizes, graph_of_rows
 from graphloc.nn.dropout import Dropout
 
 
@@ -91,9 +91,7 @@ class CityNetworksMLP(ModelCapabilities, torch.nn.Module):
         nodes of ``x``: another count means the features are not the graph's."""
         check_input(self, x, self.in_channels)
         if graph is not None:
-            nodes = as_graph(graph, x).num_nodes
-            if x.size(0) != nodes:
-                raise ValueError(f"x has {x.size(0)} rows but the graph has {nodes} nodes")
+            graph_of_rows(graph, x)
         for lin, norm in zip(self.lins[:-1], self.norms, strict=True):
             x = self.dropout(F.relu(norm(lin(x))))
         return self.lins[-1](x)

@@ -10,7 +10,13 @@ from torch import Tensor
 
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
-from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
+from graphloc.nn.conv._utils import (
+    as_graph,
+    check_dropouts,
+    check_input,
+    check_sizes,
+    graph_of_rows,
+)
 from graphloc.nn.conv.sage import SAGEConv
 from graphloc.nn.conv.tangnn import TANGNNLayer, sample_edges_per_node
 from graphloc.nn.dropout import Dropout
@@ -235,9 +241,7 @@ class TANGNNReleased(ModelCapabilities, torch.nn.Module):
 
     def forward(self, x: Tensor, graph) -> Tensor:
         check_input(self, x, self.in_channels)
-        graph = as_graph(graph, x)
-        if x.size(0) != graph.num_nodes:
-            raise ValueError(f"x has {x.size(0)} rows but the graph has {graph.num_nodes} nodes")
+        graph = graph_of_rows(graph, x)
         if x.size(0) == 0:  # no vertex to select or tile
             return x.new_zeros(0, self.out_channels)
         tile = torch.arange(x.size(0), device=x.device)

@@ -48,7 +48,7 @@ from graphloc import ops
 from graphloc.checks import check_int
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
-from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
+from graphloc.nn.conv._utils import check_dropouts, check_input, check_sizes, graph_of_rows
 from graphloc.nn.conv.ugt import UGTLayer
 
 TRANSITION_STEPS = 8  # the official m_ij: P^1 .. P^8
@@ -321,10 +321,7 @@ class UGT(ModelCapabilities, torch.nn.Module):
     def embed(self, x: Tensor, graph) -> tuple[Tensor, UGTInputs]:
         """The representations ``H [N, hidden]`` before the head, and the inputs used."""
         check_input(self, x, self.in_channels)
-        graph = as_graph(graph, x)
-        if x.size(0) != graph.num_nodes:  # the inputs below are per node of the graph
-            raise ValueError(f"x has {x.size(0)} rows but the graph has {graph.num_nodes} "
-                             "nodes")
+        graph = graph_of_rows(graph, x)  # the inputs below are per node of the graph
         inputs = self.inputs(graph)
         positions = inputs.positions.to(x.dtype)
         if self.training:  # the official random sign flips, one per eigenvector
