@@ -108,6 +108,9 @@ def test_mlp_refuses_bad_arguments_and_inputs_by_name():
         model(torch.randn(4, 6))
     with pytest.raises(ValueError, match="x has 4 rows but the graph has 6 nodes"):
         model(torch.randn(4, 5), Graph(torch.tensor([[0], [5]]), num_nodes=6))
+    with pytest.raises(ValueError, match=r"edge_index\[1\] holds 7 at column 0 but the "
+                                         "graph has 4 nodes"):
+        model(torch.randn(4, 5), torch.tensor([[0], [7]]))  # not read, still checked
     with pytest.raises(ValueError, match=f"{name}: batch normalisation in training needs "
                                          "more than one node"):
         model.train()(torch.randn(1, 5))

@@ -305,5 +305,11 @@ def test_tangnn_released_refuses_bad_arguments_and_inputs_by_name():
         model(torch.randn(10, 5), edges)
     with pytest.raises(ValueError, match="x has 9 rows but the graph has 10 nodes"):
         model(torch.randn(9, 6), Graph(edges, num_nodes=10))
+    with pytest.raises(TypeError, match="TANGNNReleased expects floating-point node features "
+                                        "x, got torch.int64"):
+        model(torch.ones(10, 6, dtype=torch.long), edges)
+    with pytest.raises(ValueError, match=r"edge_index\[0\] holds 10 at column 0 but the "
+                                         "graph has 10 nodes"):
+        model(torch.randn(10, 6), torch.tensor([[10], [0]]))
     no_edges = Graph(torch.zeros(2, 0, dtype=torch.long), num_nodes=0)
     assert model(torch.randn(0, 6), no_edges).shape == (0, 3)
