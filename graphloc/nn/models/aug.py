@@ -4,8 +4,10 @@ that feeds generated neighbour features to extra first-layer branches.
 From `Liu et al., "Local Augmentation for Graph Neural Networks" (ICML 2022)
 <https://arxiv.org/abs/2109.03856>`_. Deviations from the released code, and why:
 
-- continuous features (road networks) get a Gaussian likelihood, binary ones the paper's
-  Bernoulli; the released code always uses a sigmoid + BCE, wrong for continuous data;
+- continuous features (road networks) get a Gaussian likelihood with a learned variance on
+  standardised features, binary ones the paper's Bernoulli; the released citation code
+  always uses a sigmoid + BCE, wrong for continuous data, and the OGB code's generator
+  (BatchNorm layers, a Tanh output, MSE) bounds every generated feature to (-1, 1);
 - the (centre, neighbour) pairs are drawn in batches from the CSR, never stacked as a
   dense ``2|E| x F`` matrix;
 - the generator is kept by its loss on held-out pairs, not by the uncertainty score of an
@@ -250,7 +252,9 @@ def consistency_loss(logits: list[Tensor], temperature: float = 0.5) -> Tensor:
 class LAModel(ModelCapabilities, torch.nn.Module):
     """Any registered conv with local augmentation: one first-layer branch per generated
     feature matrix plus one for the original features, concatenated, then the remaining
-    ``num_layers - 1`` layers as a :class:`~graphloc.nn.models.gnn.GNN`.
+    ``num_layers - 1`` layers as a :class:`~graphloc.nn.models.gnn.GNN` whose hidden layers
+    keep the concatenation's width, ``(num_generated + 1) * hidden_channels``, as the
+    official OGB models (``OGB/lagcn_arxiv.py``, ``lasage_arxiv.py``, ``lagat_arxiv.py``).
 
     Each branch is ``dropout(act(norm(conv(input_dropout(X_k), graph))))``, so with
     ``num_generated=0`` and ``input_dropout=0`` the model is exactly ``GNN(conv, ...)``
@@ -283,6 +287,10 @@ class LAModel(ModelCapabilities, torch.nn.Module):
             output; "auto" does it for a Bernoulli augmenter (0/1 features, the citation
             setting) and not for a Gaussian one (continuous features; the official OGB code
             does not normalise either).
+        wide_hidden (bool, default True): the hidden layers after the branches are
+            ``(num_generated + 1) * hidden_channels`` wide, as the official OGB models;
+            False: ``hidden_channels`` wide (graphloc's layers before 2026-12-07). Only
+            models of 3 layers or more have such layers (the citation models have 2).
         normalize_input (bool or "auto", default "auto"): divide each row of the original
             features by its sum before their branch (zero sums give 0), as the official
             citation code feeds ``normalize_features(features)`` to that branch while its
@@ -297,12 +305,14 @@ class LAModel(ModelCapabilities, torch.nn.Module):
                  norm: str | None = None, residual: bool = False, inference: str = "mean",
                  eval_draws: int = 4, input_dropout: float | None = None,
                  normalize_generated: bool | str = "auto",
-                 normalize_input: bool | str = "auto", **conv_kwargs):
+                 normalize_input: bool | str = "auto", wide_hidden: bool = True,
+                 **conv_kwargs):
         super().__init__()
         check_sizes("LAModel", in_channels=in_channels, hidden_channels=hidden_channels,
                     out_channels=out_channels, num_layers=num_layers, eval_draws=eval_draws)
         input_dropout = dropout if input_dropout is None else input_dropout
         check_dropouts("LAModel", dropout=dropout, input_dropout=input_dropout)
+        check_flags("LAModel", wide_hidden=wide_hidden)
         for name, value in (("normalize_generated", normalize_generated),
                             ("normalize_input", normalize_input)):
             if not isinstance(value, (bool, str)) or value not in (True, False, "auto"):
@@ -333,7 +343,8 @@ class LAModel(ModelCapabilities, torch.nn.Module):
         self.normalize_generated = (citation_setting if normalize_generated == "auto"
                                     else normalize_generated)
         self.normalize_input = citation_setting if normalize_input == "auto" else normalize_input
-        self.rest = GNN(conv, (num_generated + 1) * hidden_channels, hidden_channels,
+        concatenated = (num_generated + 1) * hidden_channels
+        self.rest = GNN(conv, concatenated, concatenated if wide_hidden else hidden_channels,
                         out_channels, num_layers - 1, dropout=dropout, act=act, norm=norm,
                         residual=residual, **conv_kwargs)
 

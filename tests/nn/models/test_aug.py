@@ -251,3 +251,34 @@ def test_pretrain_augmenter_progress_refuses_a_string_by_name():
     x, graph, _ = homophilous_graph(num_nodes=40)
     with pytest.raises(TypeError, match="pretrain_augmenter: progress must be True or False"):
         pretrain_augmenter(x, graph, epochs=1, progress="False")
+
+
+OFFICIAL_OGB = os.path.join(os.path.dirname(__file__), "data", "lagnn_ogb_official.pt")
+
+
+@pytest.mark.parametrize("case", torch.load(OFFICIAL_OGB, weights_only=True),
+                         ids=lambda c: f"{c['conv']}-{c['layers']}-layers-{c['generated']}")
+def test_lamodel_equals_the_official_ogb_models_run_on_the_same_weights(case):
+    """The official OGB ``LAGCN`` and ``LASAGE`` (``lagnn_ogb_oracle.py``) in evaluation,
+    BatchNorm after every hidden conv: their layers after the branches are as wide as the
+    branches' concatenation, so 3- and 4-layer models match only with those widths."""
+    augmenter = LocalAugmenter(7, 8, 4).double()
+    model = LAModel(case["conv"], 7, 4, 3, case["layers"], augmenter=augmenter,
+                    num_generated=case["generated"], input_dropout=0.0, norm="batch").double()
+    model.load_state_dict(case["model"])
+    model.eval()
+    out = model(case["x"], Graph(case["edge_index"], num_nodes=30), case["draws"])
+    torch.testing.assert_close(out, case["official"], rtol=1e-12, atol=1e-12)
+
+
+def test_hidden_layers_after_the_branches_keep_the_concatenated_width_or_the_option():
+    wide = LAModel("gcn", 5, 8, 3, 4, num_generated=0)
+    assert [conv.lin.weight.shape[0] for conv in wide.rest.convs] == [8, 8, 3]
+    augmenter = LocalAugmenter(5, 8, 4)
+    wide = LAModel("gcn", 5, 8, 3, 4, augmenter=augmenter, num_generated=2)
+    assert [tuple(c.lin.weight.shape) for c in wide.rest.convs] == [(24, 24), (24, 24), (3, 24)]
+    narrow = LAModel("gcn", 5, 8, 3, 4, augmenter=augmenter, num_generated=2,
+                     wide_hidden=False)
+    assert [tuple(c.lin.weight.shape) for c in narrow.rest.convs] == [(8, 24), (8, 8), (3, 8)]
+    with pytest.raises(TypeError, match="wide_hidden"):
+        LAModel("gcn", 5, 8, 3, 4, wide_hidden="yes")
