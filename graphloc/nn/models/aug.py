@@ -343,10 +343,30 @@ class LAModel(ModelCapabilities, torch.nn.Module):
         self.normalize_generated = (citation_setting if normalize_generated == "auto"
                                     else normalize_generated)
         self.normalize_input = citation_setting if normalize_input == "auto" else normalize_input
+        self.wide_hidden = wide_hidden
         concatenated = (num_generated + 1) * hidden_channels
         self.rest = GNN(conv, concatenated, concatenated if wide_hidden else hidden_channels,
                         out_channels, num_layers - 1, dropout=dropout, act=act, norm=norm,
                         residual=residual, **conv_kwargs)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        """Weights of the other hidden width are refused naming ``wide_hidden`` (torch's
+        own message gives only the shapes): LA models of 3 layers or more saved before
+        2026-12-07 have the narrow layers."""
+        for name, value in self.rest.state_dict().items():
+            given = state_dict.get(f"{prefix}rest.{name}")
+            if isinstance(given, Tensor) and given.shape != value.shape:
+                error_msgs.append(
+                    f"{prefix}rest.{name} is {list(given.shape)} in the state dict but "
+                    f"{list(value.shape)} in this model (wide_hidden={self.wide_hidden}): "
+                    f"the hidden layers after the branches are (num_generated + 1) * "
+                    f"hidden_channels wide with wide_hidden=True (the default since "
+                    f"2026-12-07, as the official OGB models) and hidden_channels wide with "
+                    f"wide_hidden=False; build the model with the width the weights have")
+                break
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
 
     def generated_features(self, x: Tensor, generator: torch.Generator | None = None,
                            mean: bool = False) -> list[Tensor]:

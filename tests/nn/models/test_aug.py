@@ -282,3 +282,16 @@ def test_hidden_layers_after_the_branches_keep_the_concatenated_width_or_the_opt
     assert [tuple(c.lin.weight.shape) for c in narrow.rest.convs] == [(8, 24), (8, 8), (3, 8)]
     with pytest.raises(TypeError, match="wide_hidden"):
         LAModel("gcn", 5, 8, 3, 4, wide_hidden="yes")
+
+
+def test_weights_of_the_other_hidden_width_are_refused_naming_the_option():
+    augmenter = LocalAugmenter(5, 8, 4)
+    narrow = LAModel("gcn", 5, 8, 3, 3, augmenter=augmenter, wide_hidden=False)
+    wide = LAModel("gcn", 5, 8, 3, 3, augmenter=augmenter)
+    with pytest.raises(RuntimeError, match=r"rest.convs.0.bias is \[8\] in the state dict "
+                                           r"but \[16\].*wide_hidden=True.*wide_hidden=False"):
+        wide.load_state_dict(narrow.state_dict())
+    again = LAModel("gcn", 5, 8, 3, 3, augmenter=augmenter, wide_hidden=False)
+    again.load_state_dict(narrow.state_dict())  # the matching width loads
+    x, graph = torch.randn(12, 5), random_edge_index(12, 30, seed=0)
+    torch.testing.assert_close(again.eval()(x, graph), narrow.eval()(x, graph))
