@@ -216,6 +216,9 @@ def _pretrain(x, centre, neighbour, epochs, batch_size, lr, hidden_channels, lat
         raise RuntimeError(f"augmenter pretraining diverged (held-out loss {held_loss}); "
                            f"try a lower lr than {lr}")
     model.load_state_dict(best_state)
+    # no stale pretraining gradients: an optimiser given the frozen generator's parameters
+    # before its first zero_grad would step them with those
+    model.zero_grad(set_to_none=True)
     return model.eval()
 
 

@@ -160,6 +160,14 @@ def test_consistency_loss_against_the_formula():
     assert consistency_loss(same, 1.0) < 1e-12
 
 
+def test_pretraining_returns_a_generator_without_gradients():
+    """No stale gradients of its last batch: an optimiser over a model holding the frozen
+    generator stepped it with them before its first zero_grad."""
+    x, graph, _ = homophilous_graph(num_nodes=40)
+    augmenter = pretrain_augmenter(x, graph, epochs=1, progress=False)
+    assert all(p.grad is None for p in augmenter.parameters())
+
+
 def test_pretraining_leaves_the_callers_random_state_alone():
     x, graph, _ = homophilous_graph(num_nodes=60)
     torch.manual_seed(123)
