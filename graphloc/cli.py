@@ -210,13 +210,25 @@ def _models_to_measure(args, dataset):
                 f"a model of one node set; {dataset.name} is heterogeneous (node types "
                 f"{dataset.graph.node_types}): use one of {sorted(HETERO_MODELS)}" if hetero
                 else f"a model of node types; {dataset.name} has one node set"))
+        kwargs = {**(hetero or {}), **heads_kwargs(name, args.heads),
+                  **_pretrained_augmenter(name, dataset, args.seed)}
         torch.manual_seed(args.seed)
         # at least two outputs: a graph without labels has one placeholder class, and one
         # output made a model ending in a softmax (PyG's SGFormer) constant, its R NaN
         outputs = max(dataset.num_classes, 2)
         yield f"{name} x{args.layers}", build_model(name, dataset.num_features, args.hidden,
-                                                     outputs, args.layers, **(hetero or {}),
-                                                     **heads_kwargs(name, args.heads))
+                                                     outputs, args.layers, **kwargs)
+
+
+def _pretrained_augmenter(name: str, dataset, seed: int) -> dict:
+    """``{"augmenter": ...}`` for an untrained ``"la-<conv>"`` model: its generator is
+    part of the model, so it is pretrained on the graph's features (seeded; the official
+    citation settings), as ``graphloc train`` does; {} for any other model."""
+    from graphloc.nn.models.aug import pretrain_augmenter
+    from graphloc.nn.registry import augmented_conv
+    if augmented_conv(name) is None:
+        return {}
+    return {"augmenter": pretrain_augmenter(dataset.x, dataset.graph, seed=seed)}
 
 
 def heads_kwargs(model: str, heads: int | None) -> dict:
@@ -225,12 +237,14 @@ def heads_kwargs(model: str, heads: int | None) -> dict:
     if heads is None:
         return {}
     from graphloc.nn import build_model
+    from graphloc.nn.registry import augmented_conv
     # a one-layer probe (the random state left as it was, so the seeded model is the same):
     # the model's own factory says whether it takes heads; any other refusal is the real
-    # build's to report
+    # build's to report. A local augmentation model gives its heads to its conv
+    probe = augmented_conv(model) or model
     with torch.random.fork_rng():
         try:
-            build_model(model, 1, heads, 2, 1, heads=heads)
+            build_model(probe, 1, heads, 2, 1, heads=heads)
         except TypeError as err:
             if "heads" in str(err):
                 raise ValueError(f"--heads {heads}: model {model!r} has no attention heads") \

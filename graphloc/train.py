@@ -23,8 +23,9 @@ from graphloc.distributed import rank_and_world
 from graphloc.io import atomic_save, load_file, save_figure, write_json
 from graphloc.nn import build_model
 from graphloc.nn.capabilities import ModelCapabilities, capabilities_of
+from graphloc.nn.models.aug import LocalAugmenter, pretrain_augmenter
 from graphloc.nn.models.forward import GREEDY, PROCEDURES
-from graphloc.nn.registry import HETERO_MODELS
+from graphloc.nn.registry import HETERO_MODELS, augmented_conv
 from graphloc.ops import partition
 from graphloc.plotting import require_matplotlib
 
@@ -52,6 +53,16 @@ class TrainConfig:
     # backpropagation across layers (graphloc.nn.models.forward)
     procedure: str = "backprop"
     patience: int | None = None  # stop after this many evaluations without a better val
+    # "la-<conv>" models: pretrain_augmenter's arguments (epochs, batch_size, lr,
+    # hidden_channels, latent_channels, likelihood, holdout; default the official citation
+    # settings). The generator learns the features the model reads: standardised when
+    # standardize is True (a Gaussian likelihood then), the raw 0/1 features of the
+    # citation setting (Bernoulli) with standardize=False
+    pretrain: dict = field(default_factory=dict)
+
+
+PRETRAIN_ARGUMENTS = ("epochs", "batch_size", "lr", "hidden_channels", "latent_channels",
+                      "likelihood", "holdout")
 
 
 class Standardized(ModelCapabilities, torch.nn.Module):
@@ -97,6 +108,13 @@ class Standardized(ModelCapabilities, torch.nn.Module):
         """The wrapped model's ``reads`` (an AttributeError, so ``hasattr`` is False, when it
         has none): which nodes each output depends on, for influence."""
         return self.model.reads
+
+    @property
+    def training_loss(self):
+        """The wrapped model's ``training_loss`` on standardised inputs (an AttributeError,
+        so ``getattr(..., None)`` is None, when it has none)."""
+        own = self.model.training_loss
+        return lambda x, graph, y, rows: own(self.standardize(x), graph, y, rows)
 
     def standardize(self, x):
         if self.node_types:
@@ -168,6 +186,7 @@ def check_config(config: TrainConfig) -> None:
         raise ValueError(f"TrainConfig.procedure={config.procedure!r} trains full batch: "
                          f"batch_size must be None, got {config.batch_size!r}")
     check_flags("TrainConfig", standardize=config.standardize)
+    _check_pretrain(config)
     real("dropout", 0, 1)
     real("lr", 0, include_low=False)
     real("weight_decay", 0)
@@ -177,6 +196,23 @@ def check_config(config: TrainConfig) -> None:
                 for k in config.fanout)):
         raise ValueError(f"TrainConfig.fanout must be None (10 per layer) or a non-empty "
                          f"list of integers >= 0 (-1: all neighbours), got {config.fanout!r}")
+
+
+def _check_pretrain(config: TrainConfig) -> None:
+    """``pretrain`` is a dict of ``pretrain_augmenter`` arguments, for a model that has an
+    augmenter to pretrain: given to any other model, it would be silently ignored."""
+    if not isinstance(config.pretrain, dict):
+        raise ValueError(f"TrainConfig.pretrain must be a dict, got {config.pretrain!r}")
+    unknown = sorted(set(config.pretrain) - set(PRETRAIN_ARGUMENTS))
+    if unknown:
+        raise ValueError(f"TrainConfig.pretrain: unknown argument(s) {unknown}; "
+                         f"pretrain_augmenter takes {list(PRETRAIN_ARGUMENTS)}")
+    if config.pretrain and (augmented_conv(config.model, config.model_kwargs) is None
+                            or config.procedure != "backprop"):
+        raise ValueError(f"TrainConfig.pretrain={config.pretrain!r} sets the pretraining of "
+                         f"a local augmentation model's generator ('la-<conv>' with generated "
+                         f"branches, trained by backprop); model {config.model!r} "
+                         f"(procedure {config.procedure!r}) has none")
 
 
 def _features_in_float32(dataset):
@@ -239,19 +275,21 @@ def _check_classes(dataset) -> None:
             f"y[y >= 0] = torch.unique(y[y >= 0], return_inverse=True)[1]")
 
 
-def _build(config: TrainConfig, num_features, num_classes: int,
-           hetero: dict | None = None) -> torch.nn.Module:
+def _build(config: TrainConfig, num_features, num_classes: int, hetero: dict | None = None,
+           augmenter: LocalAugmenter | None = None) -> torch.nn.Module:
     """The model of ``config``; ``hetero``: a heterogeneous dataset's ``metadata`` and
-    ``target`` (for the models in ``HETERO_MODELS``)."""
+    ``target`` (for the models in ``HETERO_MODELS``); ``augmenter``: the generator of an
+    ``"la-<conv>"`` model."""
     if (hetero is not None) != (config.model in HETERO_MODELS):
         raise ValueError(f"model {config.model!r} " + (
             f"takes a homogeneous graph; this dataset is heterogeneous (node types "
             f"{hetero['metadata'][0]}): use one of {sorted(HETERO_MODELS)}" if hetero else
             "takes a heterogeneous dataset (a HeteroNodeDataset or PyG HeteroData)"))
     if config.procedure == "backprop":
+        given = {"augmenter": augmenter} if augmenter is not None else {}
         model = build_model(config.model, num_features, config.hidden, num_classes,
                             config.layers, dropout=config.dropout, **(hetero or {}),
-                            **config.model_kwargs)
+                            **given, **config.model_kwargs)
     else:
         model = build_model("forwardgnn", num_features, config.hidden, num_classes,
                             config.layers, conv=config.model, procedure=config.procedure,
@@ -321,6 +359,26 @@ class _NodeBatches:
             .split(self.batch_size)
 
 
+class _Objective(torch.nn.Module):
+    """The training loss of ``model`` as a forward, the call DistributedDataParallel
+    averages the gradients of: the model's own ``training_loss`` where it has one (a local
+    augmentation model's samples and consistency term) on the ``rows`` given, else the
+    cross-entropy of its outputs there; for a node-batched model (``index=``), of the
+    outputs it computes for those nodes."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x, graph, y, rows=None, index=None):
+        if index is not None:
+            return F.cross_entropy(self.model(x, graph, index=index), y[index])
+        own = getattr(self.model, "training_loss", None)
+        if own is not None:
+            return own(x, graph, y, rows)
+        return F.cross_entropy(self.model(x, graph)[rows], y[rows])
+
+
 def _train_one_epoch(model, opt, dataset: NodeDataset, shard, loader, share: float = 1.0,
                      steps: int | None = None) -> float:
     """One epoch; returns its mean training loss. Full batch: the loss of this process's
@@ -331,8 +389,8 @@ def _train_one_epoch(model, opt, dataset: NodeDataset, shard, loader, share: flo
     model.train()
     if loader is None:
         opt.zero_grad()
-        out = model(dataset.x, dataset.graph)
-        loss, auxiliary = F.cross_entropy(out[shard], dataset.y[shard]), _auxiliary_loss(model)
+        loss = model(dataset.x, dataset.graph, dataset.y, shard)
+        auxiliary = _auxiliary_loss(model)
         (loss * share + auxiliary).backward()
         opt.step()
         return (loss + auxiliary).item()
@@ -340,14 +398,13 @@ def _train_one_epoch(model, opt, dataset: NodeDataset, shard, loader, share: flo
     for batch in _batches(loader, steps):
         opt.zero_grad()
         if isinstance(batch, torch.Tensor):  # node ids, for models that batch over nodes
-            out, y = model(dataset.x, dataset.graph, index=batch), dataset.y[batch]
-        else:
-            out = model(batch.x, batch.graph)[:batch.batch_size]
-            y = batch.y[:batch.batch_size]
-        loss = F.cross_entropy(out, y)
+            loss, seeds = model(dataset.x, dataset.graph, dataset.y, index=batch), batch.numel()
+        else:  # the seeds come first in a sampled batch
+            seeds = batch.batch_size
+            loss = model(batch.x, batch.graph, batch.y, torch.arange(seeds))
         loss.backward()
         opt.step()
-        total, count = total + loss.item() * y.numel(), count + y.numel()
+        total, count = total + loss.item() * seeds, count + seeds
     return total / count
 
 
@@ -375,7 +432,8 @@ def _batches(loader, steps: int | None):
 def _auxiliary_loss(model) -> torch.Tensor | float:
     """The model's own extra loss for its last forward (LATTE's proximity term), else 0."""
     inner = getattr(model, "module", model)  # DistributedDataParallel
-    inner = inner.model if isinstance(inner, Standardized) else inner
+    while isinstance(inner, (_Objective, Standardized)):
+        inner = inner.model
     extra = inner.auxiliary_loss() if hasattr(inner, "auxiliary_loss") else None
     return 0.0 if extra is None else extra
 
@@ -409,11 +467,15 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
     if hetero and (world > 1 or config.batch_size):
         raise ValueError(f"{dataset.name} is heterogeneous: it trains full batch in one "
                          "process (no batch_size, no --nproc)")
-    model = _build(config, dataset.num_features, dataset.num_classes, hetero)
+    if config.procedure != "backprop":
+        _check_layerwise_run(config, world, resume)
+    last = os.path.join(out_dir, "last.pt") if out_dir else None  # every process resumes
+    resumed = _resumed_state(last, config) if resume else None
+    model = _build(config, dataset.num_features, dataset.num_classes, hetero,
+                   _augmenter(config, dataset, resumed, progress))
     if config.standardize:
         model.fit(_training_rows(dataset))
     if config.procedure != "backprop":
-        _check_layerwise_run(config, world, resume)
         return _fit_layerwise(model, dataset, config, out_dir, progress)
     shards = _shards(dataset.train_index, dataset.graph, world, config.seed)
     shard = shards[rank]
@@ -421,9 +483,9 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
         raise ValueError(f"process {rank} of {world} has no training nodes: "
                          f"{dataset.name} has {dataset.train_index.numel()} training nodes, "
                          f"fewer than the {world} processes; use fewer processes")
-    net = model
+    net = _Objective(model)
     if world > 1:  # gradients averaged over the processes
-        net = torch.nn.parallel.DistributedDataParallel(model)
+        net = torch.nn.parallel.DistributedDataParallel(net)
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     loader = None
     if config.batch_size and capabilities_of(model).node_batched:
@@ -437,17 +499,9 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
     steps = None if loader is None or world == 1 else \
         max(-(-len(nodes) // config.batch_size) for nodes in shards)
     history, start, best, stale = [], 0, -1.0, 0
-    last = os.path.join(out_dir, "last.pt") if out_dir else None  # every process resumes
     out_dir = out_dir if rank == 0 else None  # one process writes
-    if resume:
-        if not last or not os.path.exists(last):
-            raise FileNotFoundError(f"nothing to resume: no {last}")
-        state = load_file(last, "training checkpoint",
-                          keys=("config", "state_dict", "optimizer", "rng", "epoch",
-                                "best_val", "history"), rebuild=_NO_REBUILD)
-        if asdict(TrainConfig(**state["config"])) != asdict(config):
-            raise ValueError("the checkpoint was trained with another configuration: "
-                             f"{state['config']}")
+    if resumed is not None:
+        state = resumed
         model.load_state_dict(state["state_dict"])
         opt.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"])
@@ -480,6 +534,41 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
     if out_dir:
         _write_metrics(history, out_dir)
     return history
+
+
+def _resumed_state(last: str | None, config: TrainConfig) -> dict:
+    """``last.pt`` of the run to resume, checked to be of the same configuration."""
+    if not last or not os.path.exists(last):
+        raise FileNotFoundError(f"nothing to resume: no {last}")
+    state = load_file(last, "training checkpoint",
+                      keys=("config", "state_dict", "optimizer", "rng", "epoch", "best_val",
+                            "history"), rebuild=_NO_REBUILD)
+    if asdict(TrainConfig(**state["config"])) != asdict(config):
+        raise ValueError("the checkpoint was trained with another configuration: "
+                         f"{state['config']}")
+    return state
+
+
+def _augmenter(config: TrainConfig, dataset, resumed: dict | None, progress: bool
+               ) -> LocalAugmenter | None:
+    """The generator of an ``"la-<conv>"`` model (None for any other model), pretrained by
+    ``pretrain_augmenter`` with ``config.pretrain`` and ``config.seed`` on the features the
+    model reads: standardised by the training nodes' statistics when ``config.standardize``
+    (the model's own ``Standardized`` fits the same ones). A resumed run's generator is
+    rebuilt from its checkpoint, whose state dict holds its weights."""
+    if config.procedure != "backprop" or augmented_conv(config.model,
+                                                        config.model_kwargs) is None:
+        return None
+    if resumed is not None and resumed.get("augmenter"):
+        return LocalAugmenter(**resumed["augmenter"])
+    x = dataset.x
+    if config.standardize:
+        scaler = Standardized(torch.nn.Identity(), dataset.num_features)
+        with warnings.catch_warnings():  # the model's own standardisation warns once
+            warnings.simplefilter("ignore")
+            x = scaler.fit(_training_rows(dataset)).standardize(x)
+    return pretrain_augmenter(x, dataset.graph, seed=config.seed, progress=progress,
+                              **config.pretrain)
 
 
 def _check_loss(loss: float, step: int, config: TrainConfig) -> None:
@@ -637,8 +726,17 @@ def _copy_state(module: torch.nn.Module) -> dict:
 _NO_REBUILD = "A checkpoint cannot be rebuilt: restore a copy or train again."
 
 
+def _augmenter_config(model) -> dict | None:
+    """The configuration of the model's ``LocalAugmenter`` (``load_checkpoint`` rebuilds it
+    before loading the weights), None for a model without one."""
+    inner = model.model if isinstance(model, Standardized) else model
+    augmenter = getattr(inner, "augmenter", None)
+    return dict(augmenter.config) if isinstance(augmenter, LocalAugmenter) else None
+
+
 def _checkpoint(model, config, dataset, history) -> dict:
     return {"config": asdict(config), "state_dict": model.state_dict(),
+            "augmenter": _augmenter_config(model),
             "num_features": dataset.num_features, "num_classes": dataset.num_classes,
             "dataset": dataset.name, "dataset_files": getattr(dataset, "files", {}),
             "hetero": hetero_spec(dataset), "metrics": history[-1]}
@@ -667,6 +765,8 @@ def load_checkpoint(path: str) -> tuple[torch.nn.Module, dict]:
                       keys=("config", "state_dict", "num_features", "num_classes"),
                       rebuild=_NO_REBUILD)
     config = TrainConfig(**state["config"])
-    model = _build(config, state["num_features"], state["num_classes"], state.get("hetero"))
+    augmenter = state.get("augmenter")
+    model = _build(config, state["num_features"], state["num_classes"], state.get("hetero"),
+                   LocalAugmenter(**augmenter) if augmenter else None)
     model.load_state_dict(state["state_dict"])
     return model.eval(), {k: v for k, v in state.items() if k != "state_dict"}

@@ -100,6 +100,16 @@ register_model("forwardgnn")(lambda in_channels, hidden_channels, out_channels, 
                                                           out_channels, num_layers, **kw))
 
 
+def augmented_conv(name: str, kwargs: dict | None = None) -> str | None:
+    """The conv of a ``"la-<conv>"`` name whose model needs a pretrained augmenter (one
+    not given in ``kwargs``, with generated branches), else None: such a model is built
+    only once a :func:`~graphloc.nn.models.aug.pretrain_augmenter` has run on its data."""
+    kwargs = kwargs or {}
+    if not (name.startswith("la-") and name[3:] in CONVS) or "augmenter" in kwargs:
+        return None
+    return name[3:] if kwargs.get("num_generated", 1) != 0 else None
+
+
 def build_model(name: str, in_channels: int, hidden_channels: int, out_channels: int,
                 num_layers: int, **kwargs) -> torch.nn.Module:
     """A registered model, a ``GNN`` of a registered conv, or ``"la-<conv>"``: that conv
