@@ -8,6 +8,7 @@ every k epochs, best-on-validation checkpoints (weights + full configuration), r
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import warnings
@@ -213,6 +214,26 @@ def _check_pretrain(config: TrainConfig) -> None:
                          f"a local augmentation model's generator ('la-<conv>' with generated "
                          f"branches, trained by backprop); model {config.model!r} "
                          f"(procedure {config.procedure!r}) has none")
+
+
+def _check_checkpointable(config: TrainConfig) -> None:
+    """Every ``model_kwargs`` value loads back from a checkpoint: ``load_checkpoint`` reads
+    only plain data and tensors (``weights_only``), so a module or a function there gave a
+    run whose every checkpoint was refused after training."""
+    for name, value in config.model_kwargs.items():
+        buffer = io.BytesIO()
+        try:
+            torch.save(value, buffer)
+            buffer.seek(0)
+            torch.load(buffer, weights_only=True)
+        except Exception as err:  # pickling and weights_only refusals have several types
+            hint = " (fit pretrains the generator itself: TrainConfig.pretrain sets how)" \
+                if name == "augmenter" else ""
+            raise ValueError(
+                f"TrainConfig.model_kwargs[{name!r}] is a {type(value).__name__}, which a "
+                f"checkpoint cannot hold as a setting (load_checkpoint reads plain data and "
+                f"tensors only); pass a plain value, or train without out_dir{hint}"
+            ) from err
 
 
 def _features_in_float32(dataset):
@@ -458,6 +479,8 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
     check_flags("fit", resume=resume, progress=progress)
     dataset = _features_in_float32(as_dataset(dataset))
     check_config(config)
+    if out_dir:
+        _check_checkpointable(config)
     _check_features(dataset)
     _check_splits(dataset)
     _check_classes(dataset)

@@ -498,3 +498,24 @@ def test_two_processes_train_a_local_augmentation_model_full_batch_as_one(tmp_pa
         # a thousand Adam steps summed in other orders differ by up to about 3e-5
         slack = 1e-4 if name.startswith("model.augmenter.") else 1e-5
         torch.testing.assert_close(two[name], value, rtol=1e-4, atol=slack)
+
+
+def test_settings_a_checkpoint_cannot_hold_are_refused_before_training(city, tmp_path):
+    """load_checkpoint reads plain data and tensors only: a run given a module or a function
+    as a model setting wrote checkpoints that were all refused once it had trained."""
+    from graphloc.nn.models.aug import LocalAugmenter
+    augmenter = LocalAugmenter(city.num_features, 8, 4)
+    for kwargs, match in (({"augmenter": augmenter},
+                           r"model_kwargs\['augmenter'\] is a LocalAugmenter.*pretrain"),
+                          ({"act": torch.relu}, r"model_kwargs\['act'\] is a builtin")):
+        config = TrainConfig(model="la-gcn", epochs=1, model_kwargs=kwargs)
+        with pytest.raises(ValueError, match=match):
+            fit(city, config, out_dir=str(tmp_path / "run"), progress=False)
+        assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+    # in memory, with no checkpoint, a given generator is used as it is
+    config = TrainConfig(model="la-gcn", epochs=1, model_kwargs={"augmenter": augmenter})
+    assert len(fit(city, config, progress=False)) == 1
+    plain = TrainConfig(model="la-gcn", epochs=1, pretrain={"epochs": 1},
+                        model_kwargs={"num_generated": 2, "inference": "average"})
+    fit(city, plain, out_dir=str(tmp_path / "plain"), progress=False)
+    assert load_checkpoint(str(tmp_path / "plain" / "best.pt"))[0].model.num_generated == 2
