@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from graphloc.checks import check_choice, check_flags
+from graphloc.checks import check_choice, check_flags, check_int, check_seed
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_sizes
@@ -90,6 +90,11 @@ class LocalAugmenter(torch.nn.Module):
     def _check(self, x: Tensor, name: str) -> None:
         if not x.dtype.is_floating_point:
             raise TypeError(f"{name} must be floating point, got {x.dtype}")
+        own = self.decoder[0].weight.dtype
+        if x.dtype != own:
+            raise TypeError(f"{name} is {x.dtype} but the augmenter's weights are {own}: "
+                            f"convert one to the other ({name}.to({own}) or "
+                            f"augmenter.to({x.dtype}))")
         if x.dim() != 2 or x.size(1) != self.config["in_channels"]:
             raise ValueError(f"{name} must be [N, {self.config['in_channels']}], "
                              f"got {list(x.shape)}")
@@ -164,6 +169,7 @@ def pretrain_augmenter(x: Tensor, graph, epochs: int = 10, batch_size: int = 64,
     """
     graph = as_graph(graph, x)
     check_flags("pretrain_augmenter", progress=progress)
+    _check_pretraining(epochs, batch_size, lr, holdout, seed)
     if x.dim() != 2 or x.size(0) != graph.num_nodes:
         raise ValueError(f"x must be [{graph.num_nodes}, F], got {list(x.shape)}")
     if not x.dtype.is_floating_point:
@@ -173,6 +179,10 @@ def pretrain_augmenter(x: Tensor, graph, epochs: int = 10, batch_size: int = 64,
         raise ValueError(f"x has a non-finite value at {bad}: {x[bad[0], bad[1]].item()}")
     if likelihood == "auto":
         likelihood = infer_likelihood(x)
+    elif likelihood == "bernoulli" and not bool(((x >= 0) & (x <= 1)).all()):
+        bad = torch.nonzero((x < 0) | (x > 1))[0].tolist()
+        raise ValueError(f"likelihood='bernoulli' models features in [0, 1], but x{bad} = "
+                         f"{x[bad[0], bad[1]].item()}: use 'gaussian' (or 'auto')")
     centre, neighbour = _edge_pairs(graph)
     if centre.numel() < 2:
         raise ValueError("the graph has fewer than 2 edges between distinct nodes: "
@@ -186,13 +196,28 @@ def pretrain_augmenter(x: Tensor, graph, epochs: int = 10, batch_size: int = 64,
                          latent_channels, likelihood, holdout, seed, checkpoint, progress)
 
 
+def _check_pretraining(epochs, batch_size, lr, holdout, seed) -> None:
+    """Each setting in its range, named when not: an epoch count of 0 failed inside the
+    loop, a batch size of 0 divided by zero, and a held-out share of 1 or more left no pair
+    to train on and returned the untrained generator."""
+    check_int(epochs, "pretrain_augmenter: epochs", 1)
+    check_int(batch_size, "pretrain_augmenter: batch_size", 1)
+    check_seed(seed, "pretrain_augmenter: seed")
+    for name, value, ok in (("lr", lr, lambda v: 0 < v < math.inf),
+                            ("holdout", holdout, lambda v: 0 < v < 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
+            bounds = "> 0 and finite" if name == "lr" else "in (0, 1)"
+            raise ValueError(f"pretrain_augmenter: {name} must be a number {bounds}, "
+                             f"got {value!r}")
+
+
 def _pretrain(x, centre, neighbour, epochs, batch_size, lr, hidden_channels, latent_channels,
               likelihood, holdout, seed, checkpoint, progress) -> LocalAugmenter:
     gen = torch.Generator().manual_seed(seed)
     order = torch.randperm(centre.numel(), generator=gen).to(centre.device)
-    num_holdout = max(1, int(holdout * centre.numel()))
+    num_holdout = min(max(1, int(holdout * centre.numel())), centre.numel() - 1)
     held, train = order[:num_holdout], order[num_holdout:]
-    model = LocalAugmenter(x.size(1), hidden_channels, latent_channels, likelihood).to(x.device)
+    model = LocalAugmenter(x.size(1), hidden_channels, latent_channels, likelihood).to(x)
     model.fit_scaler(x)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     best, best_state = math.inf, None
@@ -250,6 +275,19 @@ def consistency_loss(logits: list[Tensor], temperature: float = 0.5) -> Tensor:
     sharp = mean.pow(1.0 / temperature)
     sharp = (sharp / sharp.sum(dim=1, keepdim=True)).detach()
     return torch.stack([(p - sharp).pow(2).sum(1).mean() for p in probs]).mean()
+
+
+def _check_augmenter(augmenter, in_channels: int) -> None:
+    """A ``LocalAugmenter`` of the model's input width (or None): another module failed at
+    the first forward, and a generator of another width there, in the first conv."""
+    if augmenter is None:
+        return
+    if not isinstance(augmenter, LocalAugmenter):
+        raise TypeError(f"LAModel: augmenter must be a LocalAugmenter (pretrain_augmenter "
+                        f"or LocalAugmenter.load), got {type(augmenter).__name__}")
+    if augmenter.config["in_channels"] != in_channels:
+        raise ValueError(f"LAModel: the augmenter generates {augmenter.config['in_channels']} "
+                         f"features per node but in_channels is {in_channels}")
 
 
 class LAModel(ModelCapabilities, torch.nn.Module):
@@ -326,6 +364,7 @@ class LAModel(ModelCapabilities, torch.nn.Module):
                 or num_generated < 0 or (num_generated > 0 and augmenter is None):
             raise ValueError(f"num_generated={num_generated} needs an augmenter "
                              "(and must be >= 0)")
+        _check_augmenter(augmenter, in_channels)
         check_choice("LAModel", "inference", inference, ("mean", "average"))
         check_registered("LAModel", conv)
         check_choice("LAModel", "act", act, ACTIVATIONS)
@@ -405,6 +444,15 @@ class LAModel(ModelCapabilities, torch.nn.Module):
         fresh draw) on the ``mask``-ed nodes, plus ``consistency_weight`` times the
         consistency loss over all nodes."""
         graph = as_graph(graph, x)
+        check_int(samples, "LAModel.training_loss: samples", 1)
+        for name, value, low in (("consistency_weight", consistency_weight, "0"),
+                                 ("temperature", temperature, "> 0")):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
+                math.isfinite(value) and (value >= 0 if low == "0" else value > 0)
+            if not ok:
+                bound = ">= 0" if low == "0" else "> 0"
+                raise ValueError(f"LAModel.training_loss: {name} must be a finite number "
+                                 f"{bound}, got {value!r}")
         logits = [self(x, graph) for _ in range(samples)]
         nll = torch.stack([F.cross_entropy(out[mask], y[mask]) for out in logits]).mean()
         if samples < 2 or consistency_weight == 0:

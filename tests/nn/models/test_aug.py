@@ -1,5 +1,6 @@
 """Local augmentation: the CVAE generator, its training and checkpoint, and LAModel."""
 
+import functools
 import os
 
 import pytest
@@ -303,3 +304,59 @@ def test_weights_of_the_other_hidden_width_are_refused_naming_the_option():
     again.load_state_dict(narrow.state_dict())  # the matching width loads
     x, graph = torch.randn(12, 5), random_edge_index(12, 30, seed=0)
     torch.testing.assert_close(again.eval()(x, graph), narrow.eval()(x, graph))
+
+
+def _bad_local_augmentation_calls():
+    x, graph, _ = homophilous_graph(num_nodes=30)
+    width = x.size(1)
+    augmenter = LocalAugmenter(width, 8, 4)
+    model = LAModel("gcn", width, 8, 3, 2, augmenter=augmenter)
+    y, rows = torch.randint(0, 3, (30,)), torch.arange(10)
+    pretrain = functools.partial(pretrain_augmenter, x, graph, progress=False)
+    return [
+        ("epochs=0", lambda: pretrain(epochs=0), "epochs must be an integer >= 1, got 0"),
+        ("batch_size=0", lambda: pretrain(batch_size=0), "batch_size must be an integer >= 1"),
+        ("holdout=1.5", lambda: pretrain(holdout=1.5), r"holdout must be a number in \(0, 1\)"),
+        ("holdout=0", lambda: pretrain(holdout=0), r"holdout must be a number in \(0, 1\)"),
+        ("lr=nan", lambda: pretrain(lr=float("nan")), "lr must be a number > 0 and finite"),
+        ("seed=-1", lambda: pretrain(seed=-1), r"seed must be an integer in \[0, 2\^63\)"),
+        ("seed=1.5", lambda: pretrain(seed=1.5), "seed must be an integer"),
+        ("bernoulli on continuous", lambda: pretrain(likelihood="bernoulli"),
+         r"likelihood='bernoulli' models features in \[0, 1\], but x\[\d+, \d+\] ="),
+        ("augmenter of another width", lambda: LAModel("gcn", width + 1, 8, 3, 2,
+                                                       augmenter=augmenter),
+         f"the augmenter generates {width} features per node but in_channels is {width + 1}"),
+        ("augmenter not a LocalAugmenter",
+         lambda: LAModel("gcn", width, 8, 3, 2, augmenter=torch.nn.Linear(width, width)),
+         "augmenter must be a LocalAugmenter .* got Linear"),
+        ("samples=0", lambda: model.training_loss(x, graph, y, rows, samples=0),
+         "samples must be an integer >= 1, got 0"),
+        ("temperature=0", lambda: model.training_loss(x, graph, y, rows, temperature=0),
+         "temperature must be a finite number > 0, got 0"),
+        ("consistency_weight=-1",
+         lambda: model.training_loss(x, graph, y, rows, consistency_weight=-1),
+         "consistency_weight must be a finite number >= 0, got -1"),
+        ("float64 features", lambda: augmenter.generate(x.double()),
+         "x is torch.float64 but the augmenter's weights are torch.float32"),
+    ]
+
+
+_BAD_CALLS = [name for name, _, _ in _bad_local_augmentation_calls()]
+
+
+@pytest.mark.parametrize("case", range(len(_BAD_CALLS)), ids=_BAD_CALLS)
+def test_bad_local_augmentation_settings_are_named(case):
+    """Each refused with its name and value: before, an epoch count of 0 failed inside the
+    loop, a held-out share of 1.5 returned the untrained generator, a Bernoulli likelihood
+    trained on continuous features, and a generator of another width or a temperature of
+    0 failed deep inside torch."""
+    _, call, match = _bad_local_augmentation_calls()[case]
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+def test_pretraining_follows_the_features_dtype():
+    x, graph, _ = homophilous_graph(num_nodes=30)
+    augmenter = pretrain_augmenter(x.double(), graph, epochs=1, progress=False)
+    assert augmenter.decoder[0].weight.dtype == torch.float64
+    assert augmenter.generate(x.double()).dtype == torch.float64
