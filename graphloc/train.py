@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 import torch
 import torch.nn.functional as F
 
-from graphloc.checks import check_flags, is_int_at_least
+from graphloc.checks import check_flags, check_seed, is_int_at_least
 from graphloc.datasets.base import NodeDataset, float32_features
 from graphloc.datasets.hetero import HeteroNodeDataset, as_dataset
 from graphloc.distributed import rank_and_world
@@ -176,6 +176,10 @@ def check_config(config: TrainConfig) -> None:
             raise ValueError(f"TrainConfig.{name} must lie in {bracket}{low}, {high}), "
                              f"got {value!r}")
 
+    if not isinstance(config.model, str):
+        raise ValueError(f"TrainConfig.model must be a model name (str), got {config.model!r}")
+    _check_model_kwargs(config)
+    check_seed(config.seed, "TrainConfig.seed")
     for name in ("layers", "hidden", "epochs", "eval_every"):
         integer(name, 1)
     integer("batch_size", 1, allow_none=True)
@@ -197,6 +201,29 @@ def check_config(config: TrainConfig) -> None:
                 for k in config.fanout)):
         raise ValueError(f"TrainConfig.fanout must be None (10 per layer) or a non-empty "
                          f"list of integers >= 0 (-1: all neighbours), got {config.fanout!r}")
+
+
+# build_model's arguments that TrainConfig's own fields set; a forward procedure's
+# ForwardGNN takes three more from them
+_SET_BY_FIELDS = {"in_channels": "the dataset's features", "hidden_channels": "hidden",
+                  "out_channels": "the dataset's classes", "num_layers": "layers",
+                  "dropout": "dropout"}
+_SET_BY_LAYERWISE_FIELDS = {"conv": "model", "procedure": "procedure", "seed": "seed"}
+
+
+def _check_model_kwargs(config: TrainConfig) -> None:
+    """A dict of the model's other arguments with string keys, none of them one that a
+    field of TrainConfig sets (torch named only "multiple values for argument")."""
+    if not isinstance(config.model_kwargs, dict) or \
+            not all(isinstance(k, str) for k in config.model_kwargs):
+        raise ValueError(f"TrainConfig.model_kwargs must be a dict of argument names to "
+                         f"values, got {config.model_kwargs!r}")
+    taken = _SET_BY_FIELDS if config.procedure == "backprop" else \
+        {**_SET_BY_FIELDS, **_SET_BY_LAYERWISE_FIELDS}
+    for name in config.model_kwargs:
+        if name in taken:
+            raise ValueError(f"TrainConfig.model_kwargs[{name!r}]: the model's {name} is "
+                             f"set by {taken[name]} (TrainConfig's own field)")
 
 
 def _check_pretrain(config: TrainConfig) -> None:

@@ -169,7 +169,8 @@ def test_partition_split_gives_each_process_its_own_region(city):
 @pytest.mark.parametrize("field, value", [
     ("batch_size", 0), ("fanout", []), ("fanout", [5, 2.5]), ("layers", 0), ("hidden", 0),
     ("dropout", 1.0), ("dropout", -0.1), ("lr", 0.0), ("weight_decay", -1e-5),
-    ("eval_every", 0), ("layers", 2.0)])
+    ("eval_every", 0), ("layers", 2.0), ("seed", -1), ("seed", 1.5), ("seed", 2**70),
+    ("model", 5), ("model_kwargs", None), ("model_kwargs", {1: 2})])
 def test_out_of_range_settings_are_refused_not_reinterpreted(city, field, value):
     with pytest.raises(ValueError, match=rf"TrainConfig\.{field} must"):
         fit(city, TrainConfig(**{field: value}), progress=False)
@@ -519,3 +520,22 @@ def test_settings_a_checkpoint_cannot_hold_are_refused_before_training(city, tmp
                         model_kwargs={"num_generated": 2, "inference": "average"})
     fit(city, plain, out_dir=str(tmp_path / "plain"), progress=False)
     assert load_checkpoint(str(tmp_path / "plain" / "best.pt"))[0].model.num_generated == 2
+
+
+@pytest.mark.parametrize("procedure, name, field", [
+    ("backprop", "dropout", "dropout"), ("backprop", "hidden_channels", "hidden"),
+    ("backprop", "num_layers", "layers"), ("sf", "seed", "seed"), ("sf", "conv", "model")])
+def test_model_settings_that_a_field_sets_are_refused_naming_the_field(separable, procedure,
+                                                                      name, field):
+    config = TrainConfig(epochs=1, procedure=procedure, model_kwargs={name: 1})
+    with pytest.raises(ValueError, match=rf"model_kwargs\['{name}'\]: .* set by {field}"):
+        fit(separable, config, progress=False)
+
+
+def test_a_backprop_model_takes_its_own_seed(city):
+    """``seed`` is a model setting of its own outside the forward procedures (LargeGT's
+    positions): it is passed on, not refused."""
+    config = TrainConfig(model="largegt", layers=1, epochs=1, batch_size=256,
+                         model_kwargs=dict(num_tokens=5, global_dim=4, num_centroids=8,
+                                           seed=3, positions="fastrp"))
+    assert len(fit(city, config, progress=False)) == 1
