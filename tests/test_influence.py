@@ -1150,3 +1150,36 @@ def test_the_progress_bar_counts_each_seed_once(monkeypatch, count, batch_size):
     influence_per_hop(model, (torch.randn(60, 3), graph), 3, torch.arange(count),
                       batch_size=batch_size, progress=True)
     assert [(bar.total, bar.counted) for bar in bars] == [(count, count)]
+
+
+@pytest.mark.parametrize("method", ["full_graph", "batched", "per_seed"])
+def test_a_local_augmentation_model_is_measured_through_its_generator(method):
+    """An LA model's generated features are functions of x (the decoder at z = 0 given
+    each node's own features), so x_u reaches v through them too: the influence is the
+    dense Jacobian of the whole function, the generator written out here. graphloc cut
+    that path and measured the model with its draws as constants."""
+    from graphloc.nn.models.aug import LAModel, LocalAugmenter
+    edge_index = random_edge_index(30, 70, seed=4)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(33, 4, dtype=torch.float64, generator=gen)
+    torch.manual_seed(2)
+    augmenter = LocalAugmenter(4, 8, 3).double()
+    augmenter.fit_scaler(x)
+    model = LAModel("gcn", 4, 5, 3, 2, augmenter=augmenter, num_generated=2).double().eval()
+    graph = Graph(edge_index, num_nodes=33)
+    first, second = augmenter.decoder[0], augmenter.decoder[2]
+
+    def decoded(inp):  # decoder([0, (x - shift) / scale]) * scale + shift
+        scaled = (inp - augmenter.shift) / augmenter.scale
+        hidden = torch.relu(scaled @ first.weight[:, 3:].T + first.bias)
+        return (hidden @ second.weight.T + second.bias) * augmenter.scale + augmenter.shift
+
+    pair = torch.autograd.functional.jacobian(
+        lambda inp: model(inp, graph, [decoded(inp), decoded(inp)]), x).abs().sum((1, 3))
+    ours = influence_per_hop(model, (x, graph), 3, torch.arange(33), method=method)
+    expected = torch.zeros(33, 4, dtype=torch.float64)
+    for v, ball in _in_balls(edge_index, 33, 3).items():
+        for u, h in ball.items():
+            expected[v, h] += pair[v, u]
+    torch.testing.assert_close(ours, expected)
+    assert model.graphloc_hops == 2

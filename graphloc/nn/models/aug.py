@@ -27,7 +27,7 @@ from torch import Tensor
 from graphloc.checks import check_choice, check_flags, check_int, check_seed
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
-from graphloc.nn.conv._utils import as_graph, check_dropouts, check_sizes
+from graphloc.nn.conv._utils import as_graph, check_dropouts, check_sizes, conv_hops
 from graphloc.nn.conv.registry import CONVS, check_registered
 from graphloc.nn.dropout import Dropout
 from graphloc.nn.models.gnn import ACTIVATIONS, GNN
@@ -412,11 +412,15 @@ class LAModel(ModelCapabilities, torch.nn.Module):
 
     def generated_features(self, x: Tensor, generator: torch.Generator | None = None,
                            mean: bool = False) -> list[Tensor]:
+        """``num_generated`` draws of the frozen generator given ``x``. They are functions
+        of ``x`` (each node's draw of its own features), so gradients with respect to
+        ``x`` flow through them: the model's Jacobian, and so its influence, is that of the
+        function it computes (graphloc cut them until 2026-12-07, and measured a model with
+        the draws as constants). The generator's weights get none (frozen)."""
         if self.num_generated == 0:
             return []
-        with torch.no_grad():
-            draws = [self.augmenter.generate(x, mean=mean, generator=generator)
-                     for _ in range(self.num_generated)]
+        draws = [self.augmenter.generate(x, mean=mean, generator=generator)
+                 for _ in range(self.num_generated)]
         return [_row_normalised(d) for d in draws] if self.normalize_generated else draws
 
     def forward(self, x: Tensor, graph, generated: list[Tensor] | None = None) -> Tensor:
@@ -437,6 +441,13 @@ class LAModel(ModelCapabilities, torch.nn.Module):
               for conv, norm, features in zip(self.branches, self.branch_norms,
                                               [original, *generated], strict=True)]
         return self.rest(torch.cat(hs, dim=1), graph)
+
+    @property
+    def graphloc_hops(self) -> int:
+        """How far a node's output reaches: the branches' convs, then the rest (the generator
+        reads each node's own features only)."""
+        branch = max(1 if hops is None else hops for hops in map(conv_hops, self.branches))
+        return branch + self.rest.graphloc_hops
 
     def training_loss(self, x: Tensor, graph, y: Tensor, mask: Tensor, samples: int = 4,
                       consistency_weight: float = 1.0, temperature: float = 0.5) -> Tensor:
