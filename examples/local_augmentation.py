@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from graphloc import Graph
 from graphloc.nn import build_model
-from graphloc.nn.models.aug import LAModel, pretrain_augmenter
+from graphloc.nn.models.aug import LAGAT_DEFAULTS, LAModel, pretrain_augmenter
 
 
 def block_graph(num_nodes: int, classes: int, mean_degree: float, homophily: float,
@@ -94,7 +94,7 @@ def main(argv=None) -> None:
                                           homophily=0.7, noise=4.0, seed=seed)
         augmenter = pretrain_augmenter(x, graph, epochs=20, hidden_channels=64, seed=seed,
                                        progress=False)
-        for conv, kwargs in (("gcn", {}), ("gat", {"heads": 4})):
+        for conv, kwargs in (("gcn", {}), ("gat", LAGAT_DEFAULTS)):
             torch.manual_seed(seed)
             plain = build_model(conv, 16, 32, 5, 2, dropout=0.5, **kwargs)
             results.setdefault(conv.upper(), []).append(fit(plain, x, graph, y, split,

@@ -30,7 +30,7 @@ from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_sizes, conv_hops
 from graphloc.nn.conv.registry import CONVS, check_registered
 from graphloc.nn.dropout import Dropout
-from graphloc.nn.models.gnn import ACTIVATIONS, GNN
+from graphloc.nn.models.gnn import GNN, make_activation
 
 LIKELIHOODS = ("bernoulli", "gaussian")
 
@@ -290,6 +290,24 @@ def _check_augmenter(augmenter, in_channels: int) -> None:
                          f"features per node but in_channels is {in_channels}")
 
 
+# The official LAGAT's settings (``Citation/lagat.py``: ``--nb_heads`` 8 in the branches,
+# ``--nb_heads_2`` 1 in the output conv, ``F.elu(x, alpha=args.alpha)`` with alpha 0.2)
+LAGAT_DEFAULTS = {"heads": 8, "out_heads": 1, "act": "elu", "act_kwargs": {"alpha": 0.2}}
+
+
+def _with_official_defaults(conv: str, act, act_kwargs, out_heads, conv_kwargs: dict):
+    """``(act, act_kwargs, out_heads, conv_kwargs)`` with the official defaults filled in
+    where the caller gave none: LAGAT's for "gat" (``LAGAT_DEFAULTS``), LAGCN's ReLU for
+    every other conv."""
+    if conv != "gat":
+        return act or "relu", act_kwargs, out_heads, conv_kwargs
+    if act is None:
+        act = LAGAT_DEFAULTS["act"]
+        act_kwargs = dict(LAGAT_DEFAULTS["act_kwargs"]) if act_kwargs is None else act_kwargs
+    out_heads = LAGAT_DEFAULTS["out_heads"] if out_heads is None else out_heads
+    return act, act_kwargs, out_heads, {"heads": LAGAT_DEFAULTS["heads"], **conv_kwargs}
+
+
 class LAModel(ModelCapabilities, torch.nn.Module):
     """Any registered conv with local augmentation: one first-layer branch per generated
     feature matrix plus one for the original features, concatenated, then the remaining
@@ -310,8 +328,11 @@ class LAModel(ModelCapabilities, torch.nn.Module):
             ``num_generated > 0``); it is frozen.
         num_generated (int, default 1): generated branches (the paper's ``concat``).
         in_channels, hidden_channels, out_channels, num_layers, dropout, act, norm,
-        residual, **conv_kwargs: as for :class:`~graphloc.nn.models.gnn.GNN`
-        (``num_layers >= 2``).
+        residual, act_kwargs, out_heads, **conv_kwargs: as for
+        :class:`~graphloc.nn.models.gnn.GNN` (``num_layers >= 2``), with the official
+        defaults: LAGCN's ReLU for every conv but "gat", which takes the official LAGAT's
+        (``LAGAT_DEFAULTS``: 8 heads in the branches and hidden layers, one averaged head
+        in the output conv, ELU with alpha 0.2, as ``F.elu(x, alpha=args.alpha)`` there).
         inference (str, default "mean"), eval_draws (int, default 4): see above.
         input_dropout (float, optional): dropout on each branch's input before its conv,
             as the official LAGCN (``F.dropout(x_list[k])``); default ``dropout``.
@@ -342,13 +363,16 @@ class LAModel(ModelCapabilities, torch.nn.Module):
 
     def __init__(self, conv: str, in_channels: int, hidden_channels: int, out_channels: int,
                  num_layers: int, augmenter: LocalAugmenter | None = None,
-                 num_generated: int = 1, dropout: float = 0.0, act: str = "relu",
+                 num_generated: int = 1, dropout: float = 0.0, act: str | None = None,
                  norm: str | None = None, residual: bool = False, inference: str = "mean",
                  eval_draws: int = 4, input_dropout: float | None = None,
                  normalize_generated: bool | str = "auto",
                  normalize_input: bool | str = "auto", wide_hidden: bool = True,
+                 act_kwargs: dict | None = None, out_heads: int | None = None,
                  **conv_kwargs):
         super().__init__()
+        act, act_kwargs, out_heads, conv_kwargs = _with_official_defaults(
+            conv, act, act_kwargs, out_heads, conv_kwargs)
         check_sizes("LAModel", in_channels=in_channels, hidden_channels=hidden_channels,
                     out_channels=out_channels, num_layers=num_layers, eval_draws=eval_draws)
         input_dropout = dropout if input_dropout is None else input_dropout
@@ -367,7 +391,6 @@ class LAModel(ModelCapabilities, torch.nn.Module):
         _check_augmenter(augmenter, in_channels)
         check_choice("LAModel", "inference", inference, ("mean", "average"))
         check_registered("LAModel", conv)
-        check_choice("LAModel", "act", act, ACTIVATIONS)
         check_choice("LAModel", "norm", norm, (None, "batch", "layer"))
         self.augmenter = augmenter.requires_grad_(False) if augmenter is not None else None
         self.num_generated, self.inference, self.eval_draws = num_generated, inference, eval_draws
@@ -378,7 +401,7 @@ class LAModel(ModelCapabilities, torch.nn.Module):
                      "layer": torch.nn.LayerNorm}[norm]
         self.branch_norms = torch.nn.ModuleList(make_norm(hidden_channels)
                                                 for _ in range(num_generated + 1))
-        self.act = ACTIVATIONS[act]()
+        self.act = make_activation("LAModel", act, act_kwargs)
         self.dropout = Dropout(dropout)
         self.input_dropout = Dropout(input_dropout)
         citation_setting = augmenter is not None and augmenter.likelihood == "bernoulli"
@@ -389,7 +412,8 @@ class LAModel(ModelCapabilities, torch.nn.Module):
         concatenated = (num_generated + 1) * hidden_channels
         self.rest = GNN(conv, concatenated, concatenated if wide_hidden else hidden_channels,
                         out_channels, num_layers - 1, dropout=dropout, act=act, norm=norm,
-                        residual=residual, **conv_kwargs)
+                        residual=residual, act_kwargs=act_kwargs, out_heads=out_heads,
+                        **conv_kwargs)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs):

@@ -35,13 +35,35 @@ ACTIVATIONS = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "elu": torch.nn.ELU
          "tanh": torch.nn.Tanh, "identity": torch.nn.Identity}
 
 
-def _last_layer_kwargs(conv: str, conv_kwargs: dict) -> dict:
+def make_activation(owner: str, act: str, act_kwargs: dict | None) -> torch.nn.Module:
+    """``ACTIVATIONS[act](**act_kwargs)`` (PyG's ``BasicGNN`` argument: ELU's ``alpha``,
+    say), or an error naming the owner and the arguments that do not fit."""
+    check_choice(owner, "act", act, ACTIVATIONS)
+    if act_kwargs is None:
+        return ACTIVATIONS[act]()
+    if not isinstance(act_kwargs, dict):
+        raise ValueError(f"{owner}: act_kwargs must be a dict, got {act_kwargs!r}")
+    try:
+        return ACTIVATIONS[act](**act_kwargs)
+    except TypeError as err:
+        raise ValueError(f"{owner}: act_kwargs={act_kwargs!r} do not fit act={act!r} "
+                         f"({err})") from None
+
+
+def _last_layer_kwargs(owner: str, conv: str, conv_kwargs: dict,
+                       out_heads: int | None = None) -> dict:
     """The output conv's arguments: a multi-head attention conv averages its heads there
     (``concat=False``, each head ``out_channels`` wide), as GAT's output layer and PyG's
-    ``GAT`` model (which overrides a ``concat`` given for the stack there too)."""
-    if getattr(CONVS[conv], "averages_last_layer", False):
-        return {**conv_kwargs, "concat": False}
-    return conv_kwargs
+    ``GAT`` model (which overrides a ``concat`` given for the stack there too); with
+    ``out_heads``, that many heads (GAT's own output layer: 1 head on Cora, 8 on PubMed)."""
+    multi_head = getattr(CONVS[conv], "averages_last_layer", False)
+    if out_heads is not None:
+        if not multi_head:
+            raise ValueError(f"{owner}: out_heads sets the heads of a multi-head output conv "
+                             f"(gat, gatv2, transformer); conv {conv!r} has none")
+        check_sizes(owner, out_heads=out_heads)
+        return {**conv_kwargs, "concat": False, "heads": out_heads}
+    return {**conv_kwargs, "concat": False} if multi_head else conv_kwargs
 
 
 class GNN(ModelCapabilities, torch.nn.Module):
@@ -57,6 +79,11 @@ class GNN(ModelCapabilities, torch.nn.Module):
         act (str, default "relu"): activation after each hidden layer.
         norm (None, "batch" or "layer"): normalisation after each hidden conv.
         residual (bool, default False): add the layer input to each hidden -> hidden conv.
+        act_kwargs (dict, optional): the activation's arguments (``{"alpha": 0.2}`` for
+            an ELU), as PyG's ``BasicGNN``.
+        out_heads (int, optional): the heads of a multi-head output conv (default: the
+            hidden convs' ``heads``, as PyG's ``GAT`` model; GAT's paper and the official
+            LAGAT use 1).
         **conv_kwargs: passed to every conv (e.g. ``K=3`` for cheb, ``aggr="max"``).
             Multi-head convs (gat, gatv2, transformer; ``heads``, default 4) as PyG's ``GAT``
             model: the hidden convs concatenate their heads (``heads`` must divide
@@ -70,7 +97,8 @@ class GNN(ModelCapabilities, torch.nn.Module):
 
     def __init__(self, conv: str, in_channels: int, hidden_channels: int, out_channels: int,
                  num_layers: int, dropout: float = 0.0, act: str = "relu",
-                 norm: str | None = None, residual: bool = False, **conv_kwargs):
+                 norm: str | None = None, residual: bool = False,
+                 act_kwargs: dict | None = None, out_heads: int | None = None, **conv_kwargs):
         super().__init__()
         check_stack("GNN", conv, dropout, in_channels=in_channels,
                     hidden_channels=hidden_channels, out_channels=out_channels,
@@ -78,19 +106,19 @@ class GNN(ModelCapabilities, torch.nn.Module):
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         check_flags("GNN", residual=residual)
-        check_choice("GNN", "act", act, ACTIVATIONS)
         check_choice("GNN", "norm", norm, (None, "batch", "layer"))
+        self.act = make_activation("GNN", act, act_kwargs)
         widths = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
         self.conv_name, self.residual = conv, residual
         self.in_channels = in_channels
-        layer_kwargs = [conv_kwargs] * (num_layers - 1) + [_last_layer_kwargs(conv, conv_kwargs)]
+        layer_kwargs = [conv_kwargs] * (num_layers - 1) + \
+            [_last_layer_kwargs("GNN", conv, conv_kwargs, out_heads)]
         self.convs = torch.nn.ModuleList(
             CONVS[conv](i, o, **kwargs)
             for i, o, kwargs in zip(widths[:-1], widths[1:], layer_kwargs, strict=True))
         make_norm = {None: lambda w: torch.nn.Identity(), "batch": torch.nn.BatchNorm1d,
                      "layer": torch.nn.LayerNorm}[norm]
         self.norms = torch.nn.ModuleList(make_norm(w) for w in widths[1:-1])
-        self.act = ACTIVATIONS[act]()
         self.dropout = Dropout(dropout)
         add_hop_ports(self)
 

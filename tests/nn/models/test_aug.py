@@ -8,7 +8,7 @@ import torch
 from helpers import random_edge_index
 
 from graphloc import Graph
-from graphloc.nn import GNN
+from graphloc.nn import GNN, build_model
 from graphloc.nn.models.aug import (
     LAModel,
     LocalAugmenter,
@@ -111,7 +111,8 @@ def test_lamodel_without_generated_branches_equals_the_wrapped_model():
     edge_index = random_edge_index(30, 120, seed=42)
     graph = Graph(edge_index, num_nodes=30)
     x = torch.randn(30, 5)
-    for conv, kwargs in [("gcn", {}), ("gat", {"heads": 2}), ("sage", {})]:
+    gat = {"heads": 2, "out_heads": 1, "act": "elu", "act_kwargs": {"alpha": 0.2}}
+    for conv, kwargs in [("gcn", {}), ("gat", gat), ("sage", {})]:
         gnn = GNN(conv, 5, 8, 3, num_layers=3, norm="layer", **kwargs).eval()
         la = LAModel(conv, 5, 8, 3, num_layers=3, num_generated=0, norm="layer",
                      **kwargs).eval()
@@ -360,3 +361,40 @@ def test_pretraining_follows_the_features_dtype():
     augmenter = pretrain_augmenter(x.double(), graph, epochs=1, progress=False)
     assert augmenter.decoder[0].weight.dtype == torch.float64
     assert augmenter.generate(x.double()).dtype == torch.float64
+
+
+OFFICIAL_LAGAT = os.path.join(os.path.dirname(__file__), "data", "lagat_official.pt")
+
+
+@pytest.mark.parametrize("case", torch.load(OFFICIAL_LAGAT, weights_only=True),
+                         ids=lambda c: f"generated-{c['generated']}")
+def test_la_gat_equals_the_official_lagat_run_on_the_same_weights(case):
+    """The official citation LAGAT's evaluation forward run from its repository
+    (``lagat_oracle.py``): ``la-gat``'s defaults are its settings (8 heads, one averaged
+    output head, ELU with alpha 0.2), the inputs normalised as for LAGCN."""
+    x, edge_index = case["x"], case["edge_index"]
+    aug = LocalAugmenter(6, 8, 4, likelihood="bernoulli").double()
+    aug.load_state_dict(case["augmenter"])
+    model = build_model("la-gat", 6, 16, 3, 2, augmenter=aug,
+                        num_generated=case["generated"]).double()
+    model.load_state_dict(case["model"])
+    model.eval()
+    generated = model.generated_features(x, torch.Generator().manual_seed(case["draw_seed"]))
+    out = model(x, Graph(edge_index, num_nodes=x.size(0)), generated)
+    torch.testing.assert_close(out, case["official"], rtol=1e-12, atol=1e-12)
+
+
+def test_la_gat_defaults_are_the_official_lagat_settings_and_each_can_be_changed():
+    model = LAModel("gat", 6, 16, 3, 3, num_generated=0)
+    assert [c.heads for c in [*model.branches, *model.rest.convs]] == [8, 8, 1]
+    assert isinstance(model.act, torch.nn.ELU) and model.act.alpha == 0.2
+    assert isinstance(model.rest.act, torch.nn.ELU) and model.rest.act.alpha == 0.2
+    other = LAModel("gat", 6, 16, 3, 3, num_generated=0, heads=2, out_heads=2, act="relu")
+    assert [c.heads for c in [*other.branches, *other.rest.convs]] == [2, 2, 2]
+    assert isinstance(other.act, torch.nn.ReLU) and isinstance(other.rest.act, torch.nn.ReLU)
+    assert isinstance(LAModel("gcn", 6, 16, 3, 2, num_generated=0).act, torch.nn.ReLU)
+    with pytest.raises(ValueError, match="out_heads sets the heads of a multi-head output "
+                                         "conv .* conv 'gcn' has none"):
+        LAModel("gcn", 6, 16, 3, 2, num_generated=0, out_heads=1)
+    with pytest.raises(ValueError, match=r"act_kwargs=\{'beta': 1\} do not fit act='elu'"):
+        LAModel("gat", 6, 16, 3, 2, num_generated=0, act_kwargs={"beta": 1})

@@ -93,6 +93,38 @@ def test_gat_stack_is_pygs_gat_model(heads, hidden, out, layers, v2):
     torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
 
 
+@pytest.mark.parametrize("layers", [2, 3])
+def test_out_heads_and_act_kwargs_give_gats_own_output_layer(layers):
+    """GAT's paper (and the official LAGAT): 8 concatenated heads in the hidden convs, one
+    averaged head in the output conv, an ELU between them; PyG's convs composed by hand."""
+    pyg_nn = pytest.importorskip("torch_geometric.nn")
+    torch.manual_seed(0)
+    ours = GNN("gat", 7, 16, 3, layers, heads=8, out_heads=1, act="elu",
+               act_kwargs={"alpha": 0.2}).eval()
+    hidden = [pyg_nn.GATConv(7 if i == 0 else 16, 2, heads=8) for i in range(layers - 1)]
+    last = pyg_nn.GATConv(16, 3, heads=1, concat=False)
+    for mine, theirs in zip(ours.convs, [*hidden, last], strict=True):
+        theirs.load_state_dict(mine.state_dict(), strict=True)
+    edge_index = random_edge_index(25, 90, seed=43)
+    x = h = torch.randn(25, 7)
+    for conv in hidden:
+        h = torch.nn.functional.elu(conv(h, edge_index), alpha=0.2)
+    torch.testing.assert_close(ours(x, edge_index), last(h, edge_index))
+
+
+def test_out_heads_and_act_kwargs_are_refused_where_they_do_not_fit():
+    with pytest.raises(ValueError, match="GNN: out_heads sets the heads of a multi-head "
+                                         "output conv .* conv 'sage' has none"):
+        GNN("sage", 4, 8, 2, 2, out_heads=2)
+    with pytest.raises(ValueError, match="GNN: out_heads must be an integer >= 1, got 0"):
+        GNN("gat", 4, 8, 2, 2, out_heads=0)
+    with pytest.raises(ValueError, match=r"GNN: act_kwargs must be a dict, got \[0.2\]"):
+        GNN("gcn", 4, 8, 2, 2, act="elu", act_kwargs=[0.2])
+    with pytest.raises(ValueError, match=r"GNN: act_kwargs=\{'alpha': 0.2\} do not fit "
+                                         r"act='relu'"):
+        GNN("gcn", 4, 8, 2, 2, act_kwargs={"alpha": 0.2})
+
+
 @pytest.mark.parametrize("conv", ["gat", "gatv2", "transformer"])
 def test_multi_head_stack_refuses_heads_that_do_not_divide_the_width(conv):
     with pytest.raises(ValueError, match="heads=3 does not divide the width 16"):
