@@ -898,6 +898,8 @@ def _basic_gnn(model) -> torch.nn.Module:
     except (ValueError, TypeError) as err:
         raise Unconvertible(f"graphloc's GNN: {err}") from None
     gnn.convs = torch.nn.ModuleList(convs)
+    if act is not None:  # its own arguments too (ELU's alpha, GELU's approximation)
+        gnn.act = copy.deepcopy(act)
     gnn = gnn.to(_device_of(model), _dtype_of(model)).train(model.training)
     for ours, theirs in zip(gnn.norms, copy.deepcopy(model.norms), strict=False):
         inner = getattr(theirs, "module", theirs)  # PyG's BatchNorm wraps torch's

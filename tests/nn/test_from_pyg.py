@@ -41,6 +41,12 @@ BASIC = [
     ("GAT 3 heads averaged", lambda: pyg.GAT(6, 6, 3, 4, heads=3, concat=False)),
     ("GCN layer_norm node", lambda: pyg.GCN(6, 8, 3, 4, norm="layer_norm",
                                             norm_kwargs={"mode": "node"})),
+    # an activation's own arguments (the GNN around the convs built ELU(alpha=1), and the
+    # probe kept PyG's container)
+    ("GAT ELU alpha 0.2", lambda: pyg.GAT(6, 8, 3, 4, heads=2, act="elu",
+                                          act_kwargs={"alpha": 0.2})),
+    ("GCN GELU tanh", lambda: pyg.GCN(6, 8, 3, 4, act="gelu",
+                                      act_kwargs={"approximate": "tanh"})),
 ]
 
 
