@@ -424,13 +424,20 @@ def _grand_consistency(logits, temperature=0.5):
     return sum((p - sharp).pow(2).sum(1).mean() for p in probs) / len(probs)
 
 
-def test_fit_steps_a_local_augmentation_model_on_the_official_objective(city, tmp_path):
+@pytest.mark.parametrize("objective", [{}, {"samples": 2, "consistency_weight": 0.5,
+                                             "temperature": 0.3}])
+def test_fit_steps_a_local_augmentation_model_on_the_official_objective(city, tmp_path,
+                                                                       objective):
     """``la-<conv>``: the generator pretrained on the standardised features, then each
-    step the official objective: the cross-entropy of 4 forwards (fresh draws) on the
-    training nodes, averaged, plus the consistency term over all nodes."""
+    step the official objective: the cross-entropy of 4 forwards (fresh draws; or the
+    model's own ``samples``) on the training nodes, averaged, plus the consistency term
+    over all nodes (weighted and sharpened as the model says)."""
     from graphloc.nn.models.aug import LAModel, pretrain_augmenter
+    samples = objective.get("samples", 4)
+    weight, temperature = objective.get("consistency_weight", 1.0), \
+        objective.get("temperature", 0.5)
     config = TrainConfig(model="la-gcn", layers=2, hidden=8, lr=0.01, epochs=1, dropout=0.0,
-                         pretrain={"epochs": 2})
+                         pretrain={"epochs": 2}, model_kwargs=objective)
     fit(city, config, out_dir=str(tmp_path), progress=False)
     trained, info = load_checkpoint(str(tmp_path / "last.pt"))
     train = city.train_index
@@ -439,10 +446,10 @@ def test_fit_steps_a_local_augmentation_model_on_the_official_objective(city, tm
     augmenter = pretrain_augmenter(x, city.graph, epochs=2, seed=0, progress=False)
     model = LAModel("gcn", city.num_features, 8, city.num_classes, 2, augmenter=augmenter)
     opt = torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=1e-5)
-    logits = [model(x, city.graph) for _ in range(4)]
+    logits = [model(x, city.graph) for _ in range(samples)]
     nll = sum(torch.nn.functional.cross_entropy(out[train], city.y[train])
-              for out in logits) / 4
-    (nll + _grand_consistency(logits)).backward()
+              for out in logits) / samples
+    (nll + weight * _grand_consistency(logits, temperature)).backward()
     opt.step()
     expected = model.state_dict()
     for name, value in trained.model.state_dict().items():

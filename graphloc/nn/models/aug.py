@@ -277,6 +277,20 @@ def consistency_loss(logits: list[Tensor], temperature: float = 0.5) -> Tensor:
     return torch.stack([(p - sharp).pow(2).sum(1).mean() for p in probs]).mean()
 
 
+def _checked_objective(owner: str, samples, consistency_weight, temperature) -> dict:
+    """The training objective's settings, each in its range or named."""
+    check_int(samples, f"{owner}: samples", 1)
+    for name, value, positive in (("consistency_weight", consistency_weight, False),
+                                  ("temperature", temperature, True)):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
+            math.isfinite(value) and (value > 0 if positive else value >= 0)
+        if not ok:
+            raise ValueError(f"{owner}: {name} must be a finite number "
+                             f"{'> 0' if positive else '>= 0'}, got {value!r}")
+    return {"samples": samples, "consistency_weight": consistency_weight,
+            "temperature": temperature}
+
+
 def _check_augmenter(augmenter, in_channels: int) -> None:
     """A ``LocalAugmenter`` of the model's input width (or None): another module failed at
     the first forward, and a generator of another width there, in the first conv."""
@@ -334,6 +348,11 @@ class LAModel(ModelCapabilities, torch.nn.Module):
         (``LAGAT_DEFAULTS``: 8 heads in the branches and hidden layers, one averaged head
         in the output conv, ELU with alpha 0.2, as ``F.elu(x, alpha=args.alpha)`` there).
         inference (str, default "mean"), eval_draws (int, default 4): see above.
+        samples (int, default 4), consistency_weight (float, default 1.0), temperature
+            (float, default 0.5): the training objective's (:meth:`training_loss`) draws
+            per step, weight of the consistency term and sharpening temperature: the
+            citation scripts' ``--samples``, ``--lam`` and ``--tem`` (the OGB scripts take 2
+            or 4 samples). ``fit`` and ``graphloc train`` train with them.
         input_dropout (float, optional): dropout on each branch's input before its conv,
             as the official LAGCN (``F.dropout(x_list[k])``); default ``dropout``.
         (Differences from the official ``SongtaoLiu0823/LAGNN``, also in ``docs/models.md``:
@@ -369,8 +388,11 @@ class LAModel(ModelCapabilities, torch.nn.Module):
                  normalize_generated: bool | str = "auto",
                  normalize_input: bool | str = "auto", wide_hidden: bool = True,
                  act_kwargs: dict | None = None, out_heads: int | None = None,
+                 samples: int = 4, consistency_weight: float = 1.0, temperature: float = 0.5,
                  **conv_kwargs):
         super().__init__()
+        self.objective = _checked_objective("LAModel", samples, consistency_weight,
+                                            temperature)
         act, act_kwargs, out_heads, conv_kwargs = _with_official_defaults(
             conv, act, act_kwargs, out_heads, conv_kwargs)
         check_sizes("LAModel", in_channels=in_channels, hidden_channels=hidden_channels,
@@ -473,21 +495,19 @@ class LAModel(ModelCapabilities, torch.nn.Module):
         branch = max(1 if hops is None else hops for hops in map(conv_hops, self.branches))
         return branch + self.rest.graphloc_hops
 
-    def training_loss(self, x: Tensor, graph, y: Tensor, mask: Tensor, samples: int = 4,
-                      consistency_weight: float = 1.0, temperature: float = 0.5) -> Tensor:
+    def training_loss(self, x: Tensor, graph, y: Tensor, mask: Tensor,
+                      samples: int | None = None, consistency_weight: float | None = None,
+                      temperature: float | None = None) -> Tensor:
         """The paper's objective: mean cross-entropy over ``samples`` forwards (each with a
         fresh draw) on the ``mask``-ed nodes, plus ``consistency_weight`` times the
-        consistency loss over all nodes."""
+        consistency loss over all nodes. Each argument left None is the model's own (set
+        when built; ``fit`` trains with those)."""
         graph = as_graph(graph, x)
-        check_int(samples, "LAModel.training_loss: samples", 1)
-        for name, value, low in (("consistency_weight", consistency_weight, "0"),
-                                 ("temperature", temperature, "> 0")):
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
-                math.isfinite(value) and (value >= 0 if low == "0" else value > 0)
-            if not ok:
-                bound = ">= 0" if low == "0" else "> 0"
-                raise ValueError(f"LAModel.training_loss: {name} must be a finite number "
-                                 f"{bound}, got {value!r}")
+        given = {"samples": samples, "consistency_weight": consistency_weight,
+                 "temperature": temperature}
+        samples, consistency_weight, temperature = _checked_objective(
+            "LAModel.training_loss", **{k: self.objective[k] if v is None else v
+                                        for k, v in given.items()}).values()
         logits = [self(x, graph) for _ in range(samples)]
         nll = torch.stack([F.cross_entropy(out[mask], y[mask]) for out in logits]).mean()
         if samples < 2 or consistency_weight == 0:

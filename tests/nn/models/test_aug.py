@@ -337,6 +337,9 @@ def _bad_local_augmentation_calls():
         ("consistency_weight=-1",
          lambda: model.training_loss(x, graph, y, rows, consistency_weight=-1),
          "consistency_weight must be a finite number >= 0, got -1"),
+        ("samples=0 when built", lambda: LAModel("gcn", width, 8, 3, 2, samples=0,
+                                                 num_generated=0),
+         "LAModel: samples must be an integer >= 1, got 0"),
         ("float64 features", lambda: augmenter.generate(x.double()),
          "x is torch.float64 but the augmenter's weights are torch.float32"),
     ]
