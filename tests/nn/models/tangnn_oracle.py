@@ -28,6 +28,10 @@ CASES = [("base", 2, 5, 4, 0), ("base", 3, 8, 30, 1), ("base", 1, 5, 3, 2),
          ("lc", 2, 5, 6, 3), ("lc", 2, 8, 5, 4)]
 # (variant, layers, in_channels, m, seed); in_channels 8 = HIDDEN: the learned a is used
 FILES = {"base": "TANGNN", "lc": "TANGNN-LC"}
+NAN_FIXTURE = os.path.join(HERE, "data", "tangnn_official_nan.pt")
+# (variant, layers, in_channels, m, seed, the node with a NaN feature): one with edges, the
+# isolated one
+NAN_CASES = [("base", 2, 5, 4, 0, 4), ("base", 2, 8, 5, 1, N - 1), ("lc", 2, 5, 6, 3, 4)]
 CLASSES_NEEDED = ["GraphSAGENet", "TransformerLayer", "MultiLayerTransformer",
                   "DimensionAdjustmentLayer", "CustomGNN"]
 
@@ -78,7 +82,25 @@ def run_case(variant: str, layers: int, width: int, m: int, seed: int) -> dict:
                                           if g is not None}}
 
 
+def run_nan_case(variant: str, layers: int, width: int, m: int, seed: int, node: int) -> dict:
+    """The released forward with one NaN feature: where torch's semantics carry it."""
+    from graphloc.nn.models.tangnn import TANGNNReleased
+    official_class = _official_class(sys.argv[1], variant)
+    edge_index, x = _graph(seed, width)
+    x[node, 0] = float("nan")
+    torch.manual_seed(seed)
+    model = TANGNNReleased(width, HIDDEN, CLASSES, num_layers=layers, m=m, variant=variant)
+    official = official_class(width, HIDDEN, CLASSES, 1, layers, m, N, 5)
+    official.load_state_dict(model.state_dict())
+    official.eval()
+    with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
+        out = official(SimpleNamespace(x=x, edge_index=edge_index))
+    return {"case": (variant, layers, width, m, seed, node), "weights": model.state_dict(),
+            "x": x, "edge_index": edge_index, "official": out}
+
+
 if __name__ == "__main__":
     sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..", "..", "..")))
     torch.set_default_dtype(torch.float64)
     write_fixture(FIXTURE, run_case, CASES)
+    write_fixture(NAN_FIXTURE, run_nan_case, NAN_CASES)

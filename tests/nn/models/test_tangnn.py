@@ -313,3 +313,22 @@ def test_tangnn_released_refuses_bad_arguments_and_inputs_by_name():
         model(torch.randn(10, 6), torch.tensor([[10], [0]]))
     no_edges = Graph(torch.zeros(2, 0, dtype=torch.long), num_nodes=0)
     assert model(torch.randn(0, 6), no_edges).shape == (0, 3)
+
+
+RELEASED_NAN = os.path.join(os.path.dirname(__file__), "data", "tangnn_official_nan.pt")
+
+
+@pytest.mark.parametrize("case", torch.load(RELEASED_NAN, weights_only=True),
+                         ids=lambda c: "{}-in{}-nan-at-{}".format(c["case"][0], c["case"][2],
+                                                                 c["case"][5]))
+def test_tangnn_released_carries_a_nan_feature_where_the_released_code_does(case):
+    """One NaN feature (at a node with edges, or the isolated one): the released code's
+    outputs (``tangnn_oracle.py``) are NaN wherever torch's semantics carry it, here
+    everywhere (the global vertex set and its tiling reach every node); graphloc's are the
+    same, value for value where finite."""
+    variant, layers, width, m, _, _ = case["case"]
+    model = TANGNNReleased(width, 8, 3, num_layers=layers, m=m, variant=variant).double()
+    model.load_state_dict(case["weights"])
+    with torch.no_grad():
+        out = F.log_softmax(model.eval()(case["x"], case["edge_index"]), dim=1)
+    torch.testing.assert_close(out, case["official"], rtol=1e-10, atol=1e-12, equal_nan=True)
