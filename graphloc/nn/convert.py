@@ -29,8 +29,6 @@ from graphloc.nn.models.interaction_graphs import Distance, RadiusInteractionGra
 from graphloc.nn.pool import PANPooling
 
 #: graphloc activation names of the torch activations a BasicGNN may use
-_ACT_NAMES = {torch.nn.ReLU: "relu", torch.nn.GELU: "gelu", torch.nn.ELU: "elu",
-              torch.nn.Tanh: "tanh", torch.nn.Identity: "identity"}
 _BASIC_GNNS = {"GCN": "gcn", "GraphSAGE": "sage", "GIN": "gin", "GAT": "gat"}
 
 
@@ -885,8 +883,7 @@ def _basic_gnn(model) -> torch.nn.Module:
               if has_call_hooks(m) and not name.startswith("convs.")]
     _require(not hooked, f"hooks on {', '.join(hooked)} (GNN builds its own)")
     act = model.act
-    act_name = "identity" if act is None else _ACT_NAMES.get(type(act))
-    _require(act_name is not None, f"activation {type(act).__name__}")
+    _require(act is None or isinstance(act, torch.nn.Module), f"activation {act!r}")
     norm = _norm_kind(model.norms[:-1] if len(model.norms) == model.num_layers
                       else model.norms)
     convs = [_convert_conv(conv) for conv in copy.deepcopy(model.convs)]  # (see _share_...)
@@ -894,11 +891,11 @@ def _basic_gnn(model) -> torch.nn.Module:
     try:  # a layout GNN cannot build falls back to converting conv by conv
         gnn = GNN(_BASIC_GNNS[type(model).__name__], _width(first, "in"),
                   model.hidden_channels, _width(model.convs[-1], "out"), model.num_layers,
-                  dropout=model.dropout.p, act=act_name, norm=norm, **_head_layout(model))
+                  dropout=model.dropout.p, act="identity", norm=norm, **_head_layout(model))
     except (ValueError, TypeError) as err:
         raise Unconvertible(f"graphloc's GNN: {err}") from None
     gnn.convs = torch.nn.ModuleList(convs)
-    if act is not None:  # its own arguments too (ELU's alpha, GELU's approximation)
+    if act is not None:  # any activation, with its own arguments and weights (PReLU's)
         gnn.act = copy.deepcopy(act)
     gnn = gnn.to(_device_of(model), _dtype_of(model)).train(model.training)
     for ours, theirs in zip(gnn.norms, copy.deepcopy(model.norms), strict=False):

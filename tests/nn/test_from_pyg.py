@@ -47,6 +47,11 @@ BASIC = [
                                           act_kwargs={"alpha": 0.2})),
     ("GCN GELU tanh", lambda: pyg.GCN(6, 8, 3, 4, act="gelu",
                                       act_kwargs={"approximate": "tanh"})),
+    # activations GNN has no name for (they kept PyG's container)
+    ("GCN LeakyReLU 0.3", lambda: pyg.GCN(6, 8, 3, 4, act="leaky_relu",
+                                          act_kwargs={"negative_slope": 0.3})),
+    ("GraphSAGE SiLU", lambda: pyg.GraphSAGE(6, 8, 3, 4, act="silu")),
+    ("GIN PReLU", lambda: pyg.GIN(6, 8, 3, 4, act=torch.nn.PReLU(init=0.1))),
 ]
 
 
