@@ -32,7 +32,10 @@ _PRUNABLE = (GCNConv, SAGEConv, GATConv, GINConv)
 
 #: activation name -> module class, for ``act=`` arguments
 ACTIVATIONS = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "elu": torch.nn.ELU,
-         "tanh": torch.nn.Tanh, "identity": torch.nn.Identity}
+               "tanh": torch.nn.Tanh, "identity": torch.nn.Identity,
+               "leaky_relu": torch.nn.LeakyReLU, "silu": torch.nn.SiLU, "selu": torch.nn.SELU,
+               "celu": torch.nn.CELU, "prelu": torch.nn.PReLU, "mish": torch.nn.Mish,
+               "sigmoid": torch.nn.Sigmoid, "softplus": torch.nn.Softplus}
 
 
 def make_activation(owner: str, act: str, act_kwargs: dict | None) -> torch.nn.Module:

@@ -14,6 +14,7 @@ from helpers import (
 import graphloc.nn as gl
 from graphloc import Graph
 from graphloc.nn import CONVS, DAGNN, GNN, ChebConv, GCNConv, GINConv, SAGEConv, register_conv
+from graphloc.nn.models import ACTIVATIONS
 
 
 def test_registry_builds_each_conv():
@@ -110,6 +111,20 @@ def test_out_heads_and_act_kwargs_give_gats_own_output_layer(layers):
     for conv in hidden:
         h = torch.nn.functional.elu(conv(h, edge_index), alpha=0.2)
     torch.testing.assert_close(ours(x, edge_index), last(h, edge_index))
+
+
+@pytest.mark.parametrize("act", sorted(set(ACTIVATIONS) - {"identity"}))
+def test_every_activation_name_is_pygs_activation_of_that_name(act):
+    """GNN's activations by name are those PyG's ``BasicGNN`` resolves from the same name:
+    PyG's GCN loads into graphloc's and gives its outputs (PReLU's weight included)."""
+    pyg_nn = pytest.importorskip("torch_geometric.nn")
+    torch.manual_seed(0)
+    theirs = pyg_nn.GCN(7, 8, 3, 4, act=act).eval()
+    ours = GNN("gcn", 7, 8, 4, 3, act=act).eval()
+    ours.load_state_dict(theirs.state_dict(), strict=True)
+    edge_index = random_edge_index(25, 90, seed=43)
+    x = torch.randn(25, 7)
+    torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
 
 
 def test_out_heads_and_act_kwargs_are_refused_where_they_do_not_fit():
