@@ -154,7 +154,9 @@ def _add_train_command(commands) -> None:
     cmd.add_argument("--labels", help=LABELS_HELP)
     cmd.add_argument("--label-column", help=LABEL_COLUMN_HELP)
     _add_undirected_flag(cmd)
-    cmd.add_argument("--model", default="gcn", help="a registered model name")
+    cmd.add_argument("--model", default="gcn",
+                     help="a registered model or conv name, or la-<conv>: that conv with "
+                          "local augmentation (its generator pretrained first)")
     cmd.add_argument("--layers", type=count(1), default=2)
     cmd.add_argument("--hidden", type=count(1), default=64)
     cmd.add_argument("--heads", type=count(1), help=HEADS_HELP)
@@ -321,7 +323,8 @@ def _add_influence_command(commands) -> None:
     cmd.add_argument("--feature-columns", type=column_names, help=FEATURE_COLUMNS_HELP)
     _add_undirected_flag(cmd)
     cmd.add_argument("--model", nargs="+", default=["gcn"],
-                     help="registered model names (untrained, seeded; one output per "
+                     help="registered model or conv names, or la-<conv> (its generator "
+                          "pretrained on the graph) (untrained, seeded; one output per "
                           "class, two on a graph without labels)")
     cmd.add_argument("--checkpoint", nargs="+", help="best.pt files written by graphloc train")
     cmd.add_argument("--layers", type=count(1), default=4)

@@ -105,7 +105,8 @@ def augmented_conv(name: str, kwargs: dict | None = None) -> str | None:
     not given in ``kwargs``, with generated branches), else None: such a model is built
     only once a :func:`~graphloc.nn.models.aug.pretrain_augmenter` has run on its data."""
     kwargs = kwargs or {}
-    if not (name.startswith("la-") and name[3:] in CONVS) or "augmenter" in kwargs:
+    local = isinstance(name, str) and name.startswith("la-") and name[3:] in CONVS
+    if not local or "augmenter" in kwargs:
         return None
     return name[3:] if kwargs.get("num_generated", 1) != 0 else None
 

@@ -221,6 +221,12 @@ def test_build_model_covers_models_convs_and_augmented_convs():
     assert build_model("dagnn", 4, 8, 3, 5).K == 5
     assert isinstance(build_model("gcn", 4, 8, 3, 2), GNN)
     assert isinstance(build_model("la-gcn", 4, 8, 3, 2, num_generated=0), LAModel)
+    # which names need a pretrained generator before they are built (fit and the CLI ask)
+    from graphloc.nn.registry import augmented_conv
+    assert augmented_conv("la-sage") == "sage" and augmented_conv("la-nope") is None
+    assert augmented_conv("gcn") is None and augmented_conv(5) is None
+    assert augmented_conv("la-gcn", {"num_generated": 0}) is None
+    assert augmented_conv("la-gcn", {"augmenter": object()}) is None
     with pytest.raises(ValueError, match="unknown model 'nope'"):
         build_model("nope", 4, 8, 3, 2)
     for K in (-1, 1.5, None, "3"):  # 1.5 and None failed in range(), naming nothing
