@@ -439,19 +439,24 @@ class LAModel(ModelCapabilities, torch.nn.Module):
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs):
-        """Weights of the other hidden width are refused naming ``wide_hidden`` (torch's
-        own message gives only the shapes): LA models of 3 layers or more saved before
-        2026-12-07 have the narrow layers."""
-        for name, value in self.rest.state_dict().items():
-            given = state_dict.get(f"{prefix}rest.{name}")
+        """Weights of another shape are refused naming the defaults that changed on
+        2026-12-07 (torch's own message gives only the shapes): LA models of 3 layers or
+        more saved before then have narrower hidden layers (``wide_hidden=False``), and
+        la-gat ones 4 heads everywhere and ReLU."""
+        for name, value in self.state_dict(keep_vars=True).items():
+            if name.startswith("augmenter."):
+                continue
+            given = state_dict.get(f"{prefix}{name}")
             if isinstance(given, Tensor) and given.shape != value.shape:
                 error_msgs.append(
-                    f"{prefix}rest.{name} is {list(given.shape)} in the state dict but "
-                    f"{list(value.shape)} in this model (wide_hidden={self.wide_hidden}): "
-                    f"the hidden layers after the branches are (num_generated + 1) * "
-                    f"hidden_channels wide with wide_hidden=True (the default since "
-                    f"2026-12-07, as the official OGB models) and hidden_channels wide with "
-                    f"wide_hidden=False; build the model with the width the weights have")
+                    f"{prefix}{name} is {list(given.shape)} in the state dict but "
+                    f"{list(value.shape)} in this model. Since 2026-12-07 the hidden layers "
+                    f"after the branches are (num_generated + 1) * hidden_channels wide "
+                    f"(wide_hidden=True, as the official OGB models; this model has "
+                    f"wide_hidden={self.wide_hidden}; wide_hidden=False for the former "
+                    f"hidden_channels), and la-gat takes the official LAGAT's settings "
+                    f"(heads=8, out_heads=1, act='elu'; heads=4, out_heads=4, act='relu' "
+                    f"for the former defaults): build the model the weights were saved from")
                 break
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
                                       unexpected_keys, error_msgs)

@@ -301,6 +301,12 @@ def test_weights_of_the_other_hidden_width_are_refused_naming_the_option():
     with pytest.raises(RuntimeError, match=r"rest.convs.0.bias is \[8\] in the state dict "
                                            r"but \[16\].*wide_hidden=True.*wide_hidden=False"):
         wide.load_state_dict(narrow.state_dict())
+    former_gat = LAModel("gat", 5, 8, 3, 2, augmenter=augmenter, heads=4, out_heads=4,
+                         act="relu")
+    with pytest.raises(RuntimeError, match=r"branches.0.att_src is \[1, 4, 2\] in the state "
+                                           r"dict but \[1, 8, 1\].*heads=4, out_heads=4"):
+        LAModel("gat", 5, 8, 3, 2, augmenter=augmenter).load_state_dict(
+            former_gat.state_dict())
     again = LAModel("gcn", 5, 8, 3, 3, augmenter=augmenter, wide_hidden=False)
     again.load_state_dict(narrow.state_dict())  # the matching width loads
     x, graph = torch.randn(12, 5), random_edge_index(12, 30, seed=0)
