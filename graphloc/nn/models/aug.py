@@ -18,6 +18,7 @@ From `Liu et al., "Local Augmentation for Graph Neural Networks" (ICML 2022)
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -190,10 +191,27 @@ def pretrain_augmenter(x: Tensor, graph, epochs: int = 10, batch_size: int = 64,
     # The weights' initialisation and the VAE's noise draw from torch's global generator:
     # forked, so that the caller's random state is left as it was.
     devices = [x.device] if x.device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
+    with torch.random.fork_rng(devices=devices), _one_cpu_thread(x.device):
         torch.manual_seed(seed)
         return _pretrain(x, centre, neighbour, epochs, batch_size, lr, hidden_channels,
                          latent_channels, likelihood, holdout, seed, checkpoint, progress)
+
+
+@contextlib.contextmanager
+def _one_cpu_thread(device: torch.device):
+    """Pretraining on the CPU runs on one thread, then the caller's count is restored. Its
+    thousands of small steps summed in a thread count's order drifted apart: 10 epochs on a
+    400-node graph on 1 and on 2 threads gave weights up to 0.12 apart, and a model's R
+    0.25% apart between one process and two (torchrun gives each one thread). One thread
+    is no slower here (Helsinki on 2 AMD EPYC cores: 1.38 s against 1.63 s on 2 threads,
+    medians of 5 paired runs, benchmarks/RESULTS.md)."""
+    threads = torch.get_num_threads()
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _check_pretraining(epochs, batch_size, lr, holdout, seed) -> None:

@@ -407,3 +407,20 @@ def test_la_gat_defaults_are_the_official_lagat_settings_and_each_can_be_changed
         LAModel("gcn", 6, 16, 3, 2, num_generated=0, out_heads=1)
     with pytest.raises(ValueError, match=r"act_kwargs=\{'beta': 1\} do not fit act='elu'"):
         LAModel("gat", 6, 16, 3, 2, num_generated=0, act_kwargs={"beta": 1})
+
+
+def test_pretraining_gives_one_generator_whatever_the_thread_count():
+    """One CPU thread inside, the caller's count after: on 1 and 2 threads the same weights
+    (they drifted up to 0.12 apart, and with them a model's influence)."""
+    x, graph, _ = homophilous_graph(num_nodes=80)
+    before = torch.get_num_threads()
+    weights = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            weights.append(pretrain_augmenter(x, graph, epochs=3, progress=False).state_dict())
+            assert torch.get_num_threads() == threads
+    finally:
+        torch.set_num_threads(before)
+    for name, value in weights[0].items():
+        assert torch.equal(value, weights[1][name]), name
