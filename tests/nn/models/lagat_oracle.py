@@ -18,15 +18,14 @@ import os
 import sys
 from types import SimpleNamespace
 
-import numpy as np
 import torch
 import torch.nn.functional as F
-from lagcn_oracle import _graph, _vae_weights
+from lagcn_oracle import _graph, citation_case
 from official_runs import definition_from, write_fixture
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "data", "lagat_official.pt")
-N, FEATURES, CLASSES, LATENT, CVAE_HIDDEN = 25, 6, 3, 4, 8
+FEATURES, CLASSES, LATENT, CVAE_HIDDEN = 6, 3, 4, 8
 # the parser's defaults that LAGAT reads (--hidden is per head)
 ARGS = SimpleNamespace(hidden=2, nb_heads=8, nb_heads_2=1, dropout=0.6, alpha=0.2)
 CASES = [(1, 0), (2, 1)]  # (generated branches, seed)
@@ -64,27 +63,14 @@ def _lagat_weights(model, generated: int) -> dict:
 
 def _case(official, generated: int, seed: int) -> dict:
     from graphloc.nn.models.aug import LAModel, LocalAugmenter
-    utils, VAE, LAGAT, normalize = official
     edges, x = _graph(seed)
     torch.manual_seed(seed)
     aug = LocalAugmenter(FEATURES, CVAE_HIDDEN, LATENT, likelihood="bernoulli").double()
     model = LAModel("gat", FEATURES, ARGS.hidden * ARGS.nb_heads, CLASSES, 2, augmenter=aug,
                     num_generated=generated, dropout=0.6).double()
-    vae = VAE([FEATURES, CVAE_HIDDEN], LATENT, [CVAE_HIDDEN, FEATURES], conditional=True,
-              conditional_size=FEATURES).double()
-    vae.load_state_dict(_vae_weights(aug))
-    net = LAGAT(generated + 1, FEATURES, CLASSES).double()
+    net = official[2](generated + 1, FEATURES, CLASSES).double()
     net.load_state_dict(_lagat_weights(model, generated))
-    features = torch.from_numpy(np.asarray(utils.normalize_features(x.numpy())))
-    draw = torch.Generator().manual_seed(100 + seed)  # graphloc's draws, in its order
-    z = [torch.randn(N, LATENT, dtype=torch.float64, generator=draw) for _ in range(generated)]
-    net.eval()
-    with torch.no_grad():
-        x_list = [normalize(vae.inference(zk, x)) for zk in z]
-        out = net(x_list + [features], edges)
-    return {"generated": generated, "edge_index": edges, "x": x,
-            "augmenter": aug.state_dict(), "model": model.state_dict(),
-            "draw_seed": 100 + seed, "official": out}
+    return citation_case(official, aug, model, net, edges, x, generated, seed, edges)
 
 
 def main(checkout: str) -> None:

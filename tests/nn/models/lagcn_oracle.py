@@ -71,34 +71,45 @@ def _lagcn_weights(model, generated: int) -> dict:
     return weights
 
 
-def _case(official, generated: int, seed: int) -> dict:
-    import scipy.sparse as sp
-
-    from graphloc.nn.models.aug import LAModel, LocalAugmenter
-    utils, VAE, LAGCN, normalize = official
-    edges, x = _graph(seed)
-    torch.manual_seed(seed)
-    aug = LocalAugmenter(F, CVAE_HIDDEN, LATENT, likelihood="bernoulli").double()
-    model = LAModel("gcn", F, HIDDEN, CLASSES, 2, augmenter=aug, num_generated=generated,
-                    dropout=0.5).double()
-    vae = VAE([F, CVAE_HIDDEN], LATENT, [CVAE_HIDDEN, F], conditional=True,
-              conditional_size=F).double()
+def citation_case(official, aug, model, net, edges, x, generated: int, seed: int,
+                  graph_input) -> dict:
+    """The fixture record of one case: ``net`` (the official class, ``model``'s weights
+    loaded) in evaluation on the inputs its citation script makes: the original branch
+    ``utils.normalize_features(features)``, each generated one ``VAE.inference`` (``aug``'s
+    weights) of the raw features, row-normalised; z drawn as graphloc draws it."""
+    utils, VAE, _, normalize = official
+    width = x.size(1)
+    vae = VAE([width, CVAE_HIDDEN], LATENT, [CVAE_HIDDEN, width], conditional=True,
+              conditional_size=width).double()
     vae.load_state_dict(_vae_weights(aug))
-    net = LAGCN(generated + 1, F, HIDDEN, CLASSES, 0.5).double()
-    net.load_state_dict(_lagcn_weights(model, generated))
-    adj = sp.coo_matrix((np.ones(edges.size(1)), edges.numpy()), shape=(N, N))
-    adj = utils.normalize_adj(adj + sp.eye(N)).tocoo()
-    adj = torch.sparse_coo_tensor(np.vstack([adj.row, adj.col]), adj.data, (N, N))
     features = torch.from_numpy(np.asarray(utils.normalize_features(x.numpy())))
     draw = torch.Generator().manual_seed(100 + seed)  # graphloc's draws, in its order
     z = [torch.randn(N, LATENT, dtype=torch.float64, generator=draw) for _ in range(generated)]
     net.eval()
     with torch.no_grad():
         x_list = [normalize(vae.inference(zk, x)) for zk in z]
-        out = net(x_list + [features], adj)
+        out = net(x_list + [features], graph_input)
     return {"generated": generated, "edge_index": edges, "x": x,
             "augmenter": aug.state_dict(), "model": model.state_dict(),
             "draw_seed": 100 + seed, "official": out}
+
+
+def _case(official, generated: int, seed: int) -> dict:
+    import scipy.sparse as sp
+
+    from graphloc.nn.models.aug import LAModel, LocalAugmenter
+    utils, _, LAGCN, _ = official
+    edges, x = _graph(seed)
+    torch.manual_seed(seed)
+    aug = LocalAugmenter(F, CVAE_HIDDEN, LATENT, likelihood="bernoulli").double()
+    model = LAModel("gcn", F, HIDDEN, CLASSES, 2, augmenter=aug, num_generated=generated,
+                    dropout=0.5).double()
+    net = LAGCN(generated + 1, F, HIDDEN, CLASSES, 0.5).double()
+    net.load_state_dict(_lagcn_weights(model, generated))
+    adj = sp.coo_matrix((np.ones(edges.size(1)), edges.numpy()), shape=(N, N))
+    adj = utils.normalize_adj(adj + sp.eye(N)).tocoo()
+    adj = torch.sparse_coo_tensor(np.vstack([adj.row, adj.col]), adj.data, (N, N))
+    return citation_case(official, aug, model, net, edges, x, generated, seed, adj)
 
 
 def main(checkout: str) -> None:
