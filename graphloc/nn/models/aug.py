@@ -31,7 +31,7 @@ from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_sizes, conv_hops
 from graphloc.nn.conv.registry import CONVS, check_registered
 from graphloc.nn.dropout import Dropout
-from graphloc.nn.models.gnn import GNN, make_activation
+from graphloc.nn.models.gnn import GNN, make_activation, with_attention_dropout
 
 LIKELIHOODS = ("bernoulli", "gaussian")
 
@@ -327,17 +327,24 @@ def _check_augmenter(augmenter, in_channels: int) -> None:
 LAGAT_DEFAULTS = {"heads": 8, "out_heads": 1, "act": "elu", "act_kwargs": {"alpha": 0.2}}
 
 
-def _with_official_defaults(conv: str, act, act_kwargs, out_heads, conv_kwargs: dict):
-    """``(act, act_kwargs, out_heads, conv_kwargs)`` with the official defaults filled in
-    where the caller gave none: LAGAT's for "gat" (``LAGAT_DEFAULTS``), LAGCN's ReLU for
-    every other conv."""
+def _with_official_defaults(conv: str, dropout: float, settings: dict, conv_kwargs: dict
+                            ) -> tuple[dict, dict]:
+    """``settings`` (act, act_kwargs, out_heads, attention_dropout) and ``conv_kwargs``
+    with the official defaults filled in where the caller gave none: LAGAT's for "gat"
+    (``LAGAT_DEFAULTS``, and its convs' attention dropout: the model's ``dropout``, as
+    ``GATConv(..., dropout=args.dropout)`` there), LAGCN's ReLU for every other conv."""
+    settings = dict(settings)
     if conv != "gat":
-        return act or "relu", act_kwargs, out_heads, conv_kwargs
-    if act is None:
-        act = LAGAT_DEFAULTS["act"]
-        act_kwargs = dict(LAGAT_DEFAULTS["act_kwargs"]) if act_kwargs is None else act_kwargs
-    out_heads = LAGAT_DEFAULTS["out_heads"] if out_heads is None else out_heads
-    return act, act_kwargs, out_heads, {"heads": LAGAT_DEFAULTS["heads"], **conv_kwargs}
+        settings["act"] = settings["act"] or "relu"
+        return settings, conv_kwargs
+    if settings["act"] is None:
+        settings["act"] = LAGAT_DEFAULTS["act"]
+        if settings["act_kwargs"] is None:
+            settings["act_kwargs"] = dict(LAGAT_DEFAULTS["act_kwargs"])
+    for name, default in (("out_heads", LAGAT_DEFAULTS["out_heads"]),
+                          ("attention_dropout", dropout)):
+        settings[name] = default if settings[name] is None else settings[name]
+    return settings, {"heads": LAGAT_DEFAULTS["heads"], **conv_kwargs}
 
 
 class LAModel(ModelCapabilities, torch.nn.Module):
@@ -360,11 +367,12 @@ class LAModel(ModelCapabilities, torch.nn.Module):
             ``num_generated > 0``); it is frozen.
         num_generated (int, default 1): generated branches (the paper's ``concat``).
         in_channels, hidden_channels, out_channels, num_layers, dropout, act, norm,
-        residual, act_kwargs, out_heads, **conv_kwargs: as for
+        residual, act_kwargs, out_heads, attention_dropout, **conv_kwargs: as for
         :class:`~graphloc.nn.models.gnn.GNN` (``num_layers >= 2``), with the official
         defaults: LAGCN's ReLU for every conv but "gat", which takes the official LAGAT's
         (``LAGAT_DEFAULTS``: 8 heads in the branches and hidden layers, one averaged head
-        in the output conv, ELU with alpha 0.2, as ``F.elu(x, alpha=args.alpha)`` there).
+        in the output conv, ELU with alpha 0.2, as ``F.elu(x, alpha=args.alpha)`` there,
+        and ``attention_dropout`` = ``dropout``, as its ``GATConv(..., dropout=...)``).
         inference (str, default "mean"), eval_draws (int, default 4): see above.
         samples (int, default 4), consistency_weight (float, default 1.0), temperature
             (float, default 0.5): the training objective's (:meth:`training_loss`) draws
@@ -406,13 +414,14 @@ class LAModel(ModelCapabilities, torch.nn.Module):
                  normalize_generated: bool | str = "auto",
                  normalize_input: bool | str = "auto", wide_hidden: bool = True,
                  act_kwargs: dict | None = None, out_heads: int | None = None,
-                 samples: int = 4, consistency_weight: float = 1.0, temperature: float = 0.5,
-                 **conv_kwargs):
+                 attention_dropout: float | None = None, samples: int = 4,
+                 consistency_weight: float = 1.0, temperature: float = 0.5, **conv_kwargs):
         super().__init__()
         self.objective = _checked_objective("LAModel", samples, consistency_weight,
                                             temperature)
-        act, act_kwargs, out_heads, conv_kwargs = _with_official_defaults(
-            conv, act, act_kwargs, out_heads, conv_kwargs)
+        settings, conv_kwargs = _with_official_defaults(
+            conv, dropout, dict(act=act, act_kwargs=act_kwargs, out_heads=out_heads,
+                                attention_dropout=attention_dropout), conv_kwargs)
         check_sizes("LAModel", in_channels=in_channels, hidden_channels=hidden_channels,
                     out_channels=out_channels, num_layers=num_layers, eval_draws=eval_draws)
         input_dropout = dropout if input_dropout is None else input_dropout
@@ -434,14 +443,16 @@ class LAModel(ModelCapabilities, torch.nn.Module):
         check_choice("LAModel", "norm", norm, (None, "batch", "layer"))
         self.augmenter = augmenter.requires_grad_(False) if augmenter is not None else None
         self.num_generated, self.inference, self.eval_draws = num_generated, inference, eval_draws
+        branch_kwargs = with_attention_dropout("LAModel", conv,
+                                               settings["attention_dropout"], conv_kwargs)
         self.branches = torch.nn.ModuleList(CONVS[conv](in_channels, hidden_channels,
-                                                        **conv_kwargs)
+                                                        **branch_kwargs)
                                             for _ in range(num_generated + 1))
         make_norm = {None: lambda w: torch.nn.Identity(), "batch": torch.nn.BatchNorm1d,
                      "layer": torch.nn.LayerNorm}[norm]
         self.branch_norms = torch.nn.ModuleList(make_norm(hidden_channels)
                                                 for _ in range(num_generated + 1))
-        self.act = make_activation("LAModel", act, act_kwargs)
+        self.act = make_activation("LAModel", settings["act"], settings["act_kwargs"])
         self.dropout = Dropout(dropout)
         self.input_dropout = Dropout(input_dropout)
         citation_setting = augmenter is not None and augmenter.likelihood == "bernoulli"
@@ -451,9 +462,8 @@ class LAModel(ModelCapabilities, torch.nn.Module):
         self.wide_hidden = wide_hidden
         concatenated = (num_generated + 1) * hidden_channels
         self.rest = GNN(conv, concatenated, concatenated if wide_hidden else hidden_channels,
-                        out_channels, num_layers - 1, dropout=dropout, act=act, norm=norm,
-                        residual=residual, act_kwargs=act_kwargs, out_heads=out_heads,
-                        **conv_kwargs)
+                        out_channels, num_layers - 1, dropout=dropout, norm=norm,
+                        residual=residual, **settings, **conv_kwargs)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs):

@@ -53,6 +53,19 @@ def make_activation(owner: str, act: str, act_kwargs: dict | None) -> torch.nn.M
                          f"({err})") from None
 
 
+def with_attention_dropout(owner: str, conv: str, attention_dropout, conv_kwargs: dict) -> dict:
+    """``conv_kwargs`` with the attention convs' ``dropout`` set to ``attention_dropout``
+    (None: left to the conv); refused for a conv without attention weights."""
+    if attention_dropout is None:
+        return conv_kwargs
+    check_dropouts(owner, attention_dropout=attention_dropout)
+    if "dropout" not in inspect.signature(CONVS[conv]).parameters and \
+            not getattr(CONVS[conv], "averages_last_layer", False):
+        raise ValueError(f"{owner}: attention_dropout drops attention weights (gat, gatv2, "
+                         f"transformer); conv {conv!r} has none")
+    return {**conv_kwargs, "dropout": attention_dropout}
+
+
 def _last_layer_kwargs(owner: str, conv: str, conv_kwargs: dict,
                        out_heads: int | None = None) -> dict:
     """The output conv's arguments: a multi-head attention conv averages its heads there
@@ -87,6 +100,9 @@ class GNN(ModelCapabilities, torch.nn.Module):
         out_heads (int, optional): the heads of a multi-head output conv (default: the
             hidden convs' ``heads``, as PyG's ``GAT`` model; GAT's paper and the official
             LAGAT use 1).
+        attention_dropout (float, optional): the attention convs' own ``dropout`` (on the
+            attention weights: gat, gatv2, transformer), which ``dropout`` (the features')
+            leaves at 0, as PyG's ``GAT`` model does; GAT's paper uses 0.6.
         **conv_kwargs: passed to every conv (e.g. ``K=3`` for cheb, ``aggr="max"``).
             Multi-head convs (gat, gatv2, transformer; ``heads``, default 4) as PyG's ``GAT``
             model: the hidden convs concatenate their heads (``heads`` must divide
@@ -101,11 +117,13 @@ class GNN(ModelCapabilities, torch.nn.Module):
     def __init__(self, conv: str, in_channels: int, hidden_channels: int, out_channels: int,
                  num_layers: int, dropout: float = 0.0, act: str = "relu",
                  norm: str | None = None, residual: bool = False,
-                 act_kwargs: dict | None = None, out_heads: int | None = None, **conv_kwargs):
+                 act_kwargs: dict | None = None, out_heads: int | None = None,
+                 attention_dropout: float | None = None, **conv_kwargs):
         super().__init__()
         check_stack("GNN", conv, dropout, in_channels=in_channels,
                     hidden_channels=hidden_channels, out_channels=out_channels,
                     num_layers=num_layers)
+        conv_kwargs = with_attention_dropout("GNN", conv, attention_dropout, conv_kwargs)
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         check_flags("GNN", residual=residual)

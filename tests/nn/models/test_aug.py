@@ -394,8 +394,11 @@ def test_la_gat_equals_the_official_lagat_run_on_the_same_weights(case):
 
 
 def test_la_gat_defaults_are_the_official_lagat_settings_and_each_can_be_changed():
-    model = LAModel("gat", 6, 16, 3, 3, num_generated=0)
+    model = LAModel("gat", 6, 16, 3, 3, num_generated=0, dropout=0.6)
     assert [c.heads for c in [*model.branches, *model.rest.convs]] == [8, 8, 1]
+    assert [c.dropout for c in [*model.branches, *model.rest.convs]] == [0.6, 0.6, 0.6]
+    assert LAModel("gat", 6, 16, 3, 2, num_generated=0, dropout=0.6,
+                   attention_dropout=0.0).branches[0].dropout == 0.0
     assert isinstance(model.act, torch.nn.ELU) and model.act.alpha == 0.2
     assert isinstance(model.rest.act, torch.nn.ELU) and model.rest.act.alpha == 0.2
     other = LAModel("gat", 6, 16, 3, 3, num_generated=0, heads=2, out_heads=2, act="relu")

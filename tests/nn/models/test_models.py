@@ -127,7 +127,28 @@ def test_every_activation_name_is_pygs_activation_of_that_name(act):
     torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
 
 
+@pytest.mark.parametrize("conv", ["gat", "gatv2", "transformer"])
+def test_attention_dropout_reaches_every_attention_conv_and_only_those(conv):
+    """GAT's paper drops attention weights (0.6) besides features; PyG's GAT model leaves
+    the convs' dropout at 0 and so did GNN. In evaluation the model is the one without."""
+    model = GNN(conv, 4, 8, 3, 3, heads=2, dropout=0.5, attention_dropout=0.3)
+    assert [c.dropout for c in model.convs] == [0.3, 0.3, 0.3]
+    assert GNN(conv, 4, 8, 3, 3, heads=2).convs[0].dropout == 0.0
+    plain = GNN(conv, 4, 8, 3, 3, heads=2).eval()
+    plain.load_state_dict(model.state_dict())
+    x, edge_index = torch.randn(20, 4), random_edge_index(20, 60, seed=3)
+    torch.testing.assert_close(model.eval()(x, edge_index), plain(x, edge_index))
+    torch.manual_seed(0)
+    trained = model.train()(x, edge_index)
+    assert not torch.allclose(trained, plain(x, edge_index))
+
+
 def test_out_heads_and_act_kwargs_are_refused_where_they_do_not_fit():
+    with pytest.raises(ValueError, match="GNN: attention_dropout drops attention weights .* "
+                                         "conv 'gcn' has none"):
+        GNN("gcn", 4, 8, 2, 2, attention_dropout=0.5)
+    with pytest.raises(ValueError, match="attention_dropout must be a probability"):
+        GNN("gat", 4, 8, 2, 2, attention_dropout=1.0)
     with pytest.raises(ValueError, match="GNN: out_heads sets the heads of a multi-head "
                                          "output conv .* conv 'sage' has none"):
         GNN("sage", 4, 8, 2, 2, out_heads=2)
