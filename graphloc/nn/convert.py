@@ -28,7 +28,7 @@ from graphloc.nn.conv.hetero_basis import HeteroBasisConv
 from graphloc.nn.models.interaction_graphs import Distance, RadiusInteractionGraph
 from graphloc.nn.pool import PANPooling
 
-#: graphloc activation names of the torch activations a BasicGNN may use
+#: the registered conv of each PyG BasicGNN that converts to a GNN
 _BASIC_GNNS = {"GCN": "gcn", "GraphSAGE": "sage", "GIN": "gin", "GAT": "gat"}
 
 

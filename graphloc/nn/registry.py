@@ -105,10 +105,16 @@ def augmented_conv(name: str, kwargs: dict | None = None) -> str | None:
     not given in ``kwargs``, with generated branches), else None: such a model is built
     only once a :func:`~graphloc.nn.models.aug.pretrain_augmenter` has run on its data."""
     kwargs = kwargs or {}
-    local = isinstance(name, str) and name.startswith("la-") and name[3:] in CONVS
-    if not local or "augmenter" in kwargs:
+    conv = _la_conv(name)
+    if conv is None or "augmenter" in kwargs or kwargs.get("num_generated", 1) == 0:
         return None
-    return name[3:] if kwargs.get("num_generated", 1) != 0 else None
+    return conv
+
+
+def _la_conv(name) -> str | None:
+    """The registered conv of a ``"la-<conv>"`` name, else None."""
+    local = isinstance(name, str) and name.startswith("la-") and name[3:] in CONVS
+    return name[3:] if local else None
 
 
 def build_model(name: str, in_channels: int, hidden_channels: int, out_channels: int,
@@ -117,8 +123,9 @@ def build_model(name: str, in_channels: int, hidden_channels: int, out_channels:
     with local augmentation (:class:`graphloc.nn.models.aug.LAModel`, pass ``augmenter=``).
     ``num_layers`` is the depth: the number of convs or layers, the propagation steps of
     DAGNN and LiftGCN, SGFormer's GCN layers; LargeGT has one layer and warns of any other."""
-    if name.startswith("la-") and name[3:] in CONVS:
-        return LAModel(name[3:], in_channels, hidden_channels, out_channels, num_layers,
+    augmented = _la_conv(name)
+    if augmented is not None:
+        return LAModel(augmented, in_channels, hidden_channels, out_channels, num_layers,
                        **kwargs)
     if name in MODELS:
         return MODELS[name](in_channels, hidden_channels, out_channels, num_layers, **kwargs)

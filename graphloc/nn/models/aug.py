@@ -28,10 +28,10 @@ from torch import Tensor
 from graphloc.checks import check_choice, check_flags, check_int, check_seed
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
-from graphloc.nn.conv._utils import as_graph, check_dropouts, check_sizes, conv_hops
+from graphloc.nn.conv._utils import as_graph, check_dropouts, check_sizes
 from graphloc.nn.conv.registry import CONVS, check_registered
 from graphloc.nn.dropout import Dropout
-from graphloc.nn.models.gnn import GNN, make_activation, with_attention_dropout
+from graphloc.nn.models.gnn import GNN, make_activation, stack_hops, with_attention_dropout
 
 LIKELIHOODS = ("bernoulli", "gaussian")
 
@@ -221,12 +221,17 @@ def _check_pretraining(epochs, batch_size, lr, holdout, seed) -> None:
     check_int(epochs, "pretrain_augmenter: epochs", 1)
     check_int(batch_size, "pretrain_augmenter: batch_size", 1)
     check_seed(seed, "pretrain_augmenter: seed")
-    for name, value, ok in (("lr", lr, lambda v: 0 < v < math.inf),
-                            ("holdout", holdout, lambda v: 0 < v < 1)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
-            bounds = "> 0 and finite" if name == "lr" else "in (0, 1)"
-            raise ValueError(f"pretrain_augmenter: {name} must be a number {bounds}, "
-                             f"got {value!r}")
+    _check_real("pretrain_augmenter", "lr", lr, lambda v: v > 0, "a number > 0 and finite")
+    _check_real("pretrain_augmenter", "holdout", holdout, lambda v: 0 < v < 1,
+                "a number in (0, 1)")
+
+
+def _check_real(owner: str, name: str, value, within, wanted: str) -> None:
+    """A finite real number (not a bool) for which ``within`` holds, else a ValueError
+    saying it must be ``wanted``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or not within(value):
+        raise ValueError(f"{owner}: {name} must be {wanted}, got {value!r}")
 
 
 def _pretrain(x, centre, neighbour, epochs, batch_size, lr, hidden_channels, latent_channels,
@@ -298,13 +303,9 @@ def consistency_loss(logits: list[Tensor], temperature: float = 0.5) -> Tensor:
 def _checked_objective(owner: str, samples, consistency_weight, temperature) -> dict:
     """The training objective's settings, each in its range or named."""
     check_int(samples, f"{owner}: samples", 1)
-    for name, value, positive in (("consistency_weight", consistency_weight, False),
-                                  ("temperature", temperature, True)):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
-            math.isfinite(value) and (value > 0 if positive else value >= 0)
-        if not ok:
-            raise ValueError(f"{owner}: {name} must be a finite number "
-                             f"{'> 0' if positive else '>= 0'}, got {value!r}")
+    _check_real(owner, "consistency_weight", consistency_weight, lambda v: v >= 0,
+                "a finite number >= 0")
+    _check_real(owner, "temperature", temperature, lambda v: v > 0, "a finite number > 0")
     return {"samples": samples, "consistency_weight": consistency_weight,
             "temperature": temperature}
 
@@ -525,8 +526,7 @@ class LAModel(ModelCapabilities, torch.nn.Module):
     def graphloc_hops(self) -> int:
         """How far a node's output reaches: the branches' convs, then the rest (the generator
         reads each node's own features only)."""
-        branch = max(1 if hops is None else hops for hops in map(conv_hops, self.branches))
-        return branch + self.rest.graphloc_hops
+        return stack_hops(self.branches[:1]) + self.rest.graphloc_hops
 
     def training_loss(self, x: Tensor, graph, y: Tensor, mask: Tensor,
                       samples: int | None = None, consistency_weight: float | None = None,

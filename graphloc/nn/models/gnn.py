@@ -38,6 +38,13 @@ ACTIVATIONS = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "elu": torch.nn.ELU
                "sigmoid": torch.nn.Sigmoid, "softplus": torch.nn.Softplus}
 
 
+def stack_hops(convs) -> int:
+    """How far a stack of convs reaches: the sum of each conv's hops (``conv_hops``)."""
+    # (a registered conv of another library's, reach unknown, counts one hop: full_graph's
+    # locality check catches a wrong one; ChebConv(K=1) reaches 0)
+    return sum(1 if hops is None else hops for hops in map(conv_hops, convs))
+
+
 def make_activation(owner: str, act: str, act_kwargs: dict | None) -> torch.nn.Module:
     """``ACTIVATIONS[act](**act_kwargs)`` (PyG's ``BasicGNN`` argument: ELU's ``alpha``,
     say), or an error naming the owner and the arguments that do not fit."""
@@ -233,9 +240,7 @@ class GNN(ModelCapabilities, torch.nn.Module):
         conv's own ``graphloc_hops`` where it has one (TAGConv and SGConv: K), a ChebConv
         with K terms K - 1 hops, every other conv one. (A registered TAGConv counted one hop
         until 2026-12-04: full_graph refused the stack as not being that local.)"""
-        # (a registered conv of another library's, reach unknown, counts one hop:
-        # full_graph's locality check catches a wrong one; ChebConv(K=1) reaches 0)
-        return sum(1 if hops is None else hops for hops in map(conv_hops, self.convs))
+        return stack_hops(self.convs)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.conv_name}, layers={len(self.convs)}, "
