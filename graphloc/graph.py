@@ -204,6 +204,14 @@ def check_edge_index(edge_index, num_nodes: int, num_src_nodes: int | None = Non
 def _validated_edge_index(edge_index, num_nodes, num_src_nodes=None):
     if not isinstance(edge_index, Tensor):
         raise TypeError(f"edge_index must be a torch.Tensor, got {type(edge_index).__name__}")
+    if edge_index.layout != torch.strided:  # (torch's own error named aten::aminmax)
+        raise TypeError(f"edge_index must be a dense [2, E] tensor of edges, got a "
+                        f"{edge_index.layout} tensor of shape {list(edge_index.shape)}; for a "
+                        f"sparse adjacency matrix adj, Graph(adj.to_sparse_coo().coalesce()"
+                        f".indices(), num_nodes) has its edges row -> column")
+    if edge_index.device.type == "meta":
+        raise ValueError("edge_index is on the meta device (shapes without values): a Graph "
+                         "reads its edges' values")
     if edge_index.dtype.is_floating_point or edge_index.dtype.is_complex \
             or edge_index.dtype == torch.bool:
         raise TypeError(f"edge_index must have an integer dtype, got {edge_index.dtype}")

@@ -32,6 +32,19 @@ def test_validation_names_the_offending_value():
         Graph([[0, 1], [1, 0]])
 
 
+def test_a_sparse_or_meta_edge_index_is_refused_by_name():
+    """A torch.sparse adjacency passed as edge_index failed in aten::aminmax without
+    naming the argument; the message's recipe gives the adjacency's edges."""
+    adj = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 2.0], [1.0, 0.0, 0.0]])
+    for sparse in (adj.to_sparse(), adj.to_sparse_csr()):
+        with pytest.raises(TypeError, match=r"edge_index must be a dense \[2, E\] tensor"):
+            Graph(sparse, num_nodes=3)
+        recipe = Graph(sparse.to_sparse_coo().coalesce().indices(), num_nodes=3)
+        assert recipe.edge_index.tolist() == [list(r) for r in adj.nonzero().t().tolist()]
+    with pytest.raises(ValueError, match="edge_index is on the meta device"):
+        Graph(torch.empty(2, 3, dtype=torch.long, device="meta"), num_nodes=3)
+
+
 def test_csr_and_csc_describe_the_edges():
     edge_index = random_edge_index(30, 200, seed=20)
     g = Graph(edge_index, num_nodes=30)
