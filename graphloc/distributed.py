@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import os
 import subprocess
 import sys
@@ -21,6 +22,42 @@ def rank_and_world() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+
+def digest(t: torch.Tensor) -> str:
+    """A hash of a tensor's dtype, shape and bytes: equal on two processes only when the
+    tensors are (NaN payloads and -0.0 included)."""
+    flat = t.detach().cpu().contiguous().reshape(-1)
+    data = flat.view(torch.uint8) if flat.numel() else flat
+    head = f"{t.dtype}{tuple(t.shape)}".encode()
+    return hashlib.blake2b(head + data.numpy().tobytes(), digest_size=16).hexdigest()
+
+
+def check_same_on_every_rank(tensors: dict[str, torch.Tensor], what: str) -> None:
+    """Raises on every process unless each named tensor is the same (dtype, shape, bytes) on
+    all of them. A computation sharded over the processes and gathered (the seeds of
+    ``measure``) is one computation only if its inputs are one: a model initialised without
+    a common seed, or seeds drawn from each process's own generator, would otherwise be
+    gathered into one result without a word. Outside torch.distributed: nothing."""
+    import torch.distributed as dist
+    rank, world = rank_and_world()
+    if world == 1:
+        return
+    mine = {name: digest(t) for name, t in tensors.items()}
+    everyone: list = [None] * world
+    dist.all_gather_object(everyone, mine)
+    differing = {}
+    for other, theirs in enumerate(everyone):
+        for name in sorted(set(theirs) | set(everyone[0])):
+            if theirs.get(name) != everyone[0].get(name):
+                differing.setdefault(name, []).append(other)
+    if differing:
+        listed = "; ".join(f"{name!r} on ranks {ranks}" for name, ranks in
+                           list(differing.items())[:8])
+        more = f" and {len(differing) - 8} more" if len(differing) > 8 else ""
+        raise ValueError(f"{what} differs between the processes, against rank 0's: {listed}"
+                         f"{more}. Every process must hold the same (seed the model's "
+                         f"initialisation and the seed draw alike, or load one checkpoint)")
 
 
 @contextlib.contextmanager

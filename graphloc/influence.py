@@ -67,7 +67,7 @@ from graphloc.checks import (
     pyg_keys,
     refuse_integer_mask,
 )
-from graphloc.distributed import rank_and_world
+from graphloc.distributed import check_same_on_every_rank, rank_and_world
 from graphloc.graph import Graph, pyg_data_with_edges
 from graphloc.hetero import HeteroGraph
 from graphloc.io import save_figure
@@ -320,6 +320,8 @@ def _influence_per_hop(model: torch.nn.Module, inputs: tuple, max_hops: int, nod
             method = _batched_if_components_stay_apart(model, call, x, graph, all_nodes,
                                                        max_hops, device, asked)
         rank, world = rank_and_world()
+        if world > 1:
+            _check_one_computation(model, x, graph, values, all_nodes)
         nodes = all_nodes[rank::world]  # a shard per process; gathered below
         was_training = model.training
         model.eval()
@@ -1157,6 +1159,17 @@ def _round_influence(model, call: _ModelCall, x, graph: Graph, seeds: Tensor, ma
     T = _per_hop(node_ptr, hops, total[local[nodes[keep]]], max_hops, keep)
     local[region] = -1
     return T
+
+
+def _check_one_computation(model, x, graph: Graph, values: _Values, seeds: Tensor) -> None:
+    """Raises unless every process measures the same model (parameters and buffers), on
+    the same features, edges, other data tensors and seeds: the shards are gathered into
+    one result."""
+    tensors = {f"model.{name}": t for name, t in model.state_dict().items()
+               if isinstance(t, Tensor)}
+    tensors.update({"x": x, "edge_index": graph.edge_index, "seeds": seeds})
+    tensors.update({f"data.{key}": t for key, t in {**values.node, **values.edge}.items()})
+    check_same_on_every_rank(tensors, "the measurement")
 
 
 def _gather_shards(T: Tensor, total: int, rank: int, world: int) -> Tensor:

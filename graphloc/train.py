@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from graphloc.checks import check_flags, check_seed, is_int_at_least
 from graphloc.datasets.base import NodeDataset, float32_features
 from graphloc.datasets.hetero import HeteroNodeDataset, as_dataset
-from graphloc.distributed import rank_and_world
+from graphloc.distributed import check_same_on_every_rank, rank_and_world
 from graphloc.io import atomic_save, load_file, save_figure, write_json
 from graphloc.nn import build_model
 from graphloc.nn.capabilities import ModelCapabilities, capabilities_of
@@ -512,6 +512,8 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
     _check_splits(dataset)
     _check_classes(dataset)
     rank, world = rank_and_world()
+    if world > 1:  # each process trains on its share of one dataset
+        check_same_on_every_rank(_dataset_tensors(dataset), dataset.name)
     torch.manual_seed(config.seed)  # the same initial weights on every process
     hetero = hetero_spec(dataset)
     if hetero and (world > 1 or config.batch_size):
@@ -629,6 +631,15 @@ def _check_loss(loss: float, step: int, config: TrainConfig) -> None:
         raise FloatingPointError(
             f"the training loss is {loss} at epoch {step} (lr={config.lr}): the weights "
             f"diverged; lower lr. best.pt, if written, holds the best model before")
+
+
+def _dataset_tensors(dataset) -> dict:
+    """The tensors of a homogeneous or heterogeneous dataset that training reads, by name."""
+    names = ("x", "y", "train_index", "val_index", "test_index", "edge_attr", "pos")
+    tensors = {name: getattr(dataset, name, None) for name in names}
+    edges = getattr(dataset.graph, "edge_index", None)
+    tensors["edge_index"] = edges
+    return {name: t for name, t in tensors.items() if isinstance(t, torch.Tensor)}
 
 
 def _check_layerwise_run(config: TrainConfig, world: int, resume: bool) -> None:

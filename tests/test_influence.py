@@ -495,6 +495,38 @@ def test_two_processes_give_the_numbers_of_one(tmp_path):
     assert two["R"] == pytest.approx(one["R"])
 
 
+def test_processes_that_measure_different_things_are_refused_not_gathered(tmp_path):
+    """measure under torchrun shards the seeds over the processes and gathers the rows:
+    a model initialised per process, seeds drawn per process or features that differ
+    made one result of several computations without a word. The same inputs give the
+    numbers of one process."""
+    import os
+    import subprocess
+    import sys
+    script = os.path.join(os.path.dirname(__file__), "influence_ranks.py")
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc_per_node=2", script, str(tmp_path)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    from graphloc.datasets import synthetic_city
+    from graphloc.nn import GNN
+    city = synthetic_city(200, seed=0, hops=2)
+    torch.manual_seed(0)
+    alone = measure(GNN("gcn", city.num_features, 8, 3, 2), (city.x, city.graph), 3,
+                    nodes=torch.arange(0, 200, 7))
+    for outcome in ranks:
+        assert outcome["same"]["R"] == pytest.approx(alone.R, rel=1e-12)
+        totals = torch.tensor(outcome["same"]["totals"], dtype=alone.totals.dtype)
+        torch.testing.assert_close(totals, alone.totals)
+        for case, named in (("weights", "'model.convs.0.lin.weight' on ranks [1]"),
+                            ("seeds", "'seeds' on ranks [1]"), ("features", "'x' on ranks [1]")):
+            # every process refuses: none is left waiting on the others
+            refusal = outcome[case]["refused"]
+            assert refusal.startswith("the measurement differs between the processes")
+            assert named in refusal
+
+
 def test_long_range_models_reach_as_far_as_their_design():
     import graphloc.nn as gl
     data = road_data(300)

@@ -155,6 +155,29 @@ def test_a_failing_rank_stops_the_others():
     assert "rank 1 fails on purpose" in proc.stderr + proc.stdout
 
 
+def test_processes_with_different_datasets_are_refused(tmp_path):
+    """Each process trains on its share of the training nodes, cut from its own copy of
+    the dataset: copies that differ (features or labels made per process) trained one
+    model on several datasets without a word."""
+    import json
+    import os
+    import subprocess
+    import sys
+    script = os.path.join(os.path.dirname(__file__), "train_ranks.py")
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc_per_node=2", script, str(tmp_path)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for rank in (0, 1):
+        outcome = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert "val" in outcome["same"]
+        for case, named in (("features", "'x' on ranks [1]"), ("labels", "'y' on ranks [1]")):
+            refusal = outcome[case]["refused"]
+            assert refusal.startswith("synthetic-200-0 differs between the processes"), \
+                refusal
+            assert named in refusal
+
+
 def test_partition_split_gives_each_process_its_own_region(city):
     from graphloc.ops import partition
     from graphloc.train import _shards
