@@ -28,9 +28,10 @@ def digest(t: torch.Tensor) -> str:
     """A hash of a tensor's dtype, shape and bytes: equal on two processes only when the
     tensors are (NaN payloads and -0.0 included)."""
     flat = t.detach().cpu().contiguous().reshape(-1)
-    data = flat.view(torch.uint8) if flat.numel() else flat
-    head = f"{t.dtype}{tuple(t.shape)}".encode()
-    return hashlib.blake2b(head + data.numpy().tobytes(), digest_size=16).hexdigest()
+    hashed = hashlib.blake2b(f"{t.dtype}{tuple(t.shape)}".encode(), digest_size=16)
+    if flat.numel():  # the bytes read in place (no copy of a large feature matrix)
+        hashed.update(memoryview(flat.view(torch.uint8).numpy()))
+    return hashed.hexdigest()
 
 
 def check_same_on_every_rank(tensors: dict[str, torch.Tensor], what: str) -> None:

@@ -1,0 +1,26 @@
+import torch
+
+from graphloc.distributed import check_same_on_every_rank, digest
+
+
+def test_a_digest_is_equal_only_for_equal_tensors():
+    """Equal dtype, shape and bytes give equal digests, whatever the strides; anything
+    else differs (the check between processes rests on it)."""
+    x = torch.randn(6, 4, dtype=torch.float64)
+    assert digest(x) == digest(x.t().contiguous().t())  # other strides, same values
+    assert digest(x[:, ::2]) == digest(x[:, ::2].clone())
+    changed = x.clone()
+    changed[5, 3] = torch.nextafter(changed[5, 3], torch.tensor(2.0, dtype=torch.float64))
+    others = [changed, x.float(), x.reshape(4, 6), x[:5], torch.tensor([-0.0]),
+              torch.tensor([0.0])]
+    digests = [digest(t) for t in [x, *others]]
+    assert len(set(digests)) == len(digests)
+    assert digest(torch.empty(0, 3)) != digest(torch.empty(3, 0))
+    nan = torch.tensor([float("nan")])
+    other_nan = nan.view(torch.int32).add(1).view(torch.float32)  # another NaN payload
+    assert torch.isnan(other_nan).all() and digest(nan) != digest(other_nan)
+    assert digest(torch.tensor([1, 2])) == digest(torch.tensor([1, 2]))
+
+
+def test_outside_torch_distributed_the_check_passes():
+    check_same_on_every_rank({"x": torch.randn(3)}, "anything")  # one process: no peers
