@@ -54,10 +54,13 @@ def check_dataloader_flags(owner: str, kwargs: dict) -> None:
 
 
 def check_number(owner: str, name: str, value) -> None:
-    """A real number (an initial temperature, power or epsilon), not a bool or tensor: a
-    tensor or string failed later, in torch's words, naming no argument."""
+    """A finite real number (an initial temperature, power, slope or epsilon), not a bool
+    or tensor: a tensor or string failed later, in torch's words, naming no argument, and
+    NaN or inf gave NaN outputs without a word."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{owner}: {name} must be a number, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"{owner}: {name} must be a finite number, got {value!r}")
 
 
 def check_text(owner: str, name: str, value, path: bool = False) -> None:

@@ -428,6 +428,12 @@ class PowerMeanAggregation(Aggregation):
         if p == 0:
             raise ValueError("PowerMeanAggregation: p = 0 has no power mean (the output's "
                              "power is 1 / p)")
+        for name, bound in (("clamp_min", clamp_min), ("clamp_max", clamp_max)):
+            if bound is not None:  # (None: no bound)
+                check_number("PowerMeanAggregation", name, bound)
+        if clamp_min is not None and clamp_max is not None and clamp_min > clamp_max:
+            raise ValueError(f"PowerMeanAggregation: clamp_min must be <= clamp_max, got "
+                             f"{clamp_min!r} > {clamp_max!r}")
         self.learn, self.channels, self._init_p = learn, channels, p
         self.min_value, self.max_value = clamp_min, clamp_max
         self.p = torch.nn.Parameter(torch.empty(channels)) if learn else p

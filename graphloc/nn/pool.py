@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_batch_vector
+from graphloc.checks import check_batch_vector, check_number
 from graphloc.nn.conv._utils import resolve_activation
 from graphloc.ops.scatter import scatter_softmax
 
@@ -58,6 +58,7 @@ class PANPooling(torch.nn.Module):
             raise ValueError(f"PANPooling: in_channels must be an integer >= 1, got "
                              f"{in_channels!r}")
         _check_ratio(ratio, min_score)
+        check_number("PANPooling", "multiplier", multiplier)
         self.in_channels, self.ratio, self.min_score = in_channels, ratio, min_score
         self.multiplier = multiplier
         self.p = torch.nn.Parameter(torch.empty(in_channels))

@@ -14,7 +14,7 @@ import math
 import torch
 from torch import Tensor
 
-from graphloc.checks import check_flags, check_index, check_int
+from graphloc.checks import check_flags, check_index, check_int, check_number
 from graphloc.ops._library import (
     HAS_EXTENSION,
     EdgeHeadSum,
@@ -364,8 +364,7 @@ def additive_attention(graph, src_scores: Tensor, dst_scores: Tensor, x: Tensor,
     if src_scores.dtype != x.dtype or dst_scores.dtype != x.dtype:
         raise TypeError(f"src_scores ({src_scores.dtype}) and dst_scores ({dst_scores.dtype}) "
                         f"must have x's dtype {x.dtype}")
-    if not isinstance(negative_slope, (int, float)) or isinstance(negative_slope, bool):
-        raise TypeError(f"negative_slope must be a number, got {negative_slope!r}")
+    check_number("additive_attention", "negative_slope", negative_slope)
     heads = 1 if src_scores.dim() == 1 else src_scores.size(1)
     if heads == 0:
         raise ValueError(f"src_scores has shape {list(src_scores.shape)}: 0 heads")
@@ -418,9 +417,7 @@ def gatv2_scores(graph, src: Tensor, dst: Tensor, att: Tensor,
                              f"[N, {width}] for att of shape {list(att.shape)}, got "
                              f"{list(t.shape)}")
     _check_one_dtype({"src": src, "dst": dst, "att": att})
-    if not isinstance(negative_slope, (int, float)) or isinstance(negative_slope, bool) \
-            or not math.isfinite(negative_slope):
-        raise TypeError(f"negative_slope must be a finite number, got {negative_slope!r}")
+    check_number("gatv2_scores", "negative_slope", negative_slope)
     src2, dst2 = src.reshape(src.size(0), width), dst.reshape(dst.size(0), width)
     if not _has_cpu_kernel(src):
         pre = sddmm(graph, src2, dst2, "add").view(-1, *att.shape)
@@ -666,7 +663,8 @@ def _temperatures(t, x: Tensor) -> Tensor:
     K = x.size(1)
     if isinstance(t, bool) or not isinstance(t, (int, float, Tensor)):
         raise TypeError(f"t must be a number or a tensor, got {type(t).__name__}")
-    if not isinstance(t, Tensor):
+    if not isinstance(t, Tensor):  # (a tensor's NaN propagates, as torch's: it may be learnt)
+        check_number("softmax_sum", "t", t)
         return torch.full((K,), float(t), dtype=x.dtype, device=x.device)
     if t.numel() not in (1, K):
         raise ValueError(f"t has {t.numel()} values ({list(t.shape)}) but x has {K} channels: "

@@ -298,8 +298,12 @@ def test_bad_inputs_name_the_argument():
                 ops.additive_attention(graph, *args, negative_slope=slope)
     with pytest.raises(ValueError, match="0 heads"):
         ops.additive_attention(graph, torch.randn(6, 0), torch.randn(6, 0), x)
-    with pytest.raises(TypeError, match="negative_slope must be a number, got '0.2'"):
+    with pytest.raises(TypeError, match="negative_slope must be a number, got str"):
         ops.additive_attention(graph, src, dst, x, negative_slope="0.2")
+    for slope in (float("nan"), -float("inf")):  # every score NaN, quietly
+        with pytest.raises(ValueError, match="additive_attention: negative_slope must be a "
+                                             "finite number"):
+            ops.additive_attention(graph, src, dst, x, negative_slope=slope)
     csr = graph.csr
     with pytest.raises(RuntimeError, match="a_dst has 5 rows but the graph has 6"):
         kernels.additive_attention(src, dst[:5], 0.2, csr.indptr, csr.indices, x)

@@ -112,8 +112,10 @@ def test_bad_inputs_are_refused_by_name():
         ops.gatv2_scores(graph, torch.randn(4, 6), dst, att)
     with pytest.raises(TypeError, match="must have one dtype"):
         ops.gatv2_scores(graph, src, dst, att.double())
-    with pytest.raises(TypeError, match="negative_slope must be a finite number"):
-        ops.gatv2_scores(graph, src, dst, att, float("nan"))
+    for slope in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="gatv2_scores: negative_slope must be a finite "
+                                             "number"):
+            ops.gatv2_scores(graph, src, dst, att, slope)
     k = torch.ops.graphloc
     L = lambda *v: torch.tensor(v, dtype=torch.long)  # noqa: E731
     with pytest.raises(RuntimeError, match=r"indices\[1\] = 9 is out of range"):

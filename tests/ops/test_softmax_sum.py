@@ -196,6 +196,11 @@ def test_bad_inputs_are_refused_by_name():
         ops.softmax_sum(graph, x, torch.ones(6, dtype=torch.float64))
     with pytest.raises(TypeError, match="t must be a number or a tensor, got str"):
         ops.softmax_sum(graph, x, "1")
+    for t in (float("nan"), float("inf")):  # a number given NaN: every output NaN, quietly
+        with pytest.raises(ValueError, match="softmax_sum: t must be a finite number"):
+            ops.softmax_sum(graph, x, t)
+    nan_t = torch.full((6,), float("nan"))  # a tensor's NaN propagates, as torch's would
+    assert ops.softmax_sum(graph, x, nan_t)[graph.in_degree() > 0].isnan().all()
     with pytest.raises(ValueError, match=r"x must be \[N, K\], got shape \[5, 2, 3\]"):
         ops.softmax_sum(graph, x.view(5, 2, 3))
     with pytest.raises(TypeError, match="x must be float16, float32, float64 or bfloat16"):

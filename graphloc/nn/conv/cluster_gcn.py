@@ -3,8 +3,6 @@ row weighted up by ``diag_lambda``, plus a root map."""
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
@@ -65,8 +63,6 @@ class ClusterGCNConv(ConvModule):
         check_sizes("ClusterGCNConv", lazy=True, in_channels=in_channels,
                     out_channels=out_channels)
         check_number("ClusterGCNConv", "diag_lambda", diag_lambda)
-        if not math.isfinite(diag_lambda):
-            raise ValueError(f"ClusterGCNConv: diag_lambda must be finite, got {diag_lambda!r}")
         check_flags("ClusterGCNConv", add_self_loops=add_self_loops, bias=bias)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.diag_lambda, self.add_self_loops = diag_lambda, add_self_loops

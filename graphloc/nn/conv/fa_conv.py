@@ -3,8 +3,6 @@ per edge, on Kipf & Welling's normalised adjacency, plus a share of the initial 
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
@@ -79,8 +77,6 @@ class FAConv(ConvModule):
         super().__init__()
         check_sizes("FAConv", lazy=True, channels=channels)
         check_number("FAConv", "eps", eps)
-        if not math.isfinite(eps):
-            raise ValueError(f"FAConv: eps must be finite, got {eps!r}")
         check_dropouts("FAConv", dropout=dropout)
         check_flags("FAConv", cached=cached, add_self_loops=add_self_loops,
                     normalize=normalize)

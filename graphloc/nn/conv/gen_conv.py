@@ -91,7 +91,8 @@ class GENConv(ConvModule):
                     in_channels=in_channels, out_channels=out_channels,
                     num_layers=num_layers, expansion=expansion,  # edge_dim -1: lazy, as PyG's
                     edge_dim=None if type(edge_dim) is int and edge_dim == -1 else edge_dim)
-        check_number("GENConv", "eps", eps)
+        for name, value in (("t", t), ("p", p), ("eps", eps)):  # (t or p alone is read)
+            check_number("GENConv", name, value)
         if norm is not None and (not isinstance(norm, str) or norm not in _NORMS):
             raise ValueError(f"GENConv: norm must be one of {[*_NORMS, None]}, got {norm!r}")
         self.in_channels, self.out_channels, self.eps = in_channels, out_channels, eps

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_flags
+from graphloc.checks import check_flags, check_number
 from graphloc.nn.conv import _hetero as hetero
 from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._inputs import check_flow
@@ -86,6 +86,7 @@ class HANConv(ConvModule):
         check_dropouts("HANConv", upto_one=True, dropout=dropout)
         self.in_channels = hetero.widths_per_type("HANConv", in_channels, node_types)
         self.out_channels, self.heads = out_channels, heads
+        check_number("HANConv", "negative_slope", negative_slope)
         self.negative_slope, self.dropout = negative_slope, dropout
         self.metadata = (node_types, relations)
         self.flow = check_flow("HANConv", flow)

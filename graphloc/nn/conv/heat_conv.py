@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_flags, check_index
+from graphloc.checks import check_flags, check_index, check_number
 from graphloc.graph import Graph
 from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import (
@@ -103,6 +103,7 @@ class HEATConv(ConvModule):
         check_flags(name, concat=concat, root_weight=root_weight, bias=bias)
         check_dropouts(name, upto_one=True, dropout=dropout)
         self.in_channels, self.out_channels, self.heads = in_channels, out_channels, heads
+        check_number("HEATConv", "negative_slope", negative_slope)
         self.concat, self.negative_slope, self.dropout = concat, negative_slope, dropout
         self.root_weight = root_weight
         self.flow = check_flow(name, flow)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_choice, check_flags, check_int
+from graphloc.checks import check_choice, check_flags, check_int, check_number
 from graphloc.graph import degree_power, graph_of_edges
 from graphloc.nn.conv._base import ConvModule, graph_explain_mask
 from graphloc.nn.conv._utils import (
@@ -100,6 +100,7 @@ class HypergraphConv(ConvModule):
         self.in_channels, self.out_channels = in_channels, out_channels
         self.use_attention, self.attention_mode = use_attention, attention_mode
         self.heads, self.concat = (heads, concat) if use_attention else (1, True)
+        check_number("HypergraphConv", "negative_slope", negative_slope)
         self.negative_slope, self.dropout = negative_slope, dropout
         self.hyperedge_weight_in_messages = hyperedge_weight_in_messages
         self.flow = "source_to_target"  # (PyG's fixed flow, read by from_pyg)

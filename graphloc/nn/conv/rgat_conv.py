@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_choice, check_flags
+from graphloc.checks import check_choice, check_flags, check_number
 from graphloc.nn.conv._base import ConvModule, explain_mask
 from graphloc.nn.conv._inputs import (
     check_flow,
@@ -129,6 +129,7 @@ class RGATConv(ConvModule):
         self._check_form(in_channels, out_channels, num_relations, num_bases, num_blocks, mod,
                          attention_mechanism, attention_mode, heads, dim, dropout, edge_dim)
         check_flags("RGATConv", concat=concat, bias=bias)
+        check_number("RGATConv", "negative_slope", negative_slope)
         self.in_channels, self.out_channels, self.num_relations = (in_channels, out_channels,
                                                                    num_relations)
         self.num_bases, self.num_blocks, self.mod = num_bases, num_blocks, mod

@@ -110,6 +110,7 @@ class ForwardGNN(ModelCapabilities, torch.nn.Module):
             raise ValueError(f"procedure must be one of {PROCEDURES}, got {procedure!r}")
         if out_channels < 2:
             raise ValueError(f"ForwardGNN needs out_channels (classes) >= 2, got {out_channels}")
+        check_number("ForwardGNN", "theta", theta)
         check_number("ForwardGNN", "temperature", temperature)
         if not temperature > 0:
             raise ValueError(f"ForwardGNN: temperature must be > 0, got {temperature!r}")

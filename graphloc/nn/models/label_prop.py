@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_int
+from graphloc.checks import check_int, check_number
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
 
 
@@ -49,8 +49,7 @@ class LabelPropagation(torch.nn.Module):
     def __init__(self, num_layers: int, alpha: float, flow: str = "source_to_target"):
         super().__init__()
         check_int(num_layers, "LabelPropagation: num_layers", 0)
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
-            raise TypeError(f"LabelPropagation: alpha must be a number, got {alpha!r}")
+        check_number("LabelPropagation", "alpha", alpha)
         self.num_layers, self.alpha = num_layers, alpha
         self.flow = check_flow("LabelPropagation", flow)
 

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_index, check_int, check_seed
+from graphloc.checks import check_index, check_int, check_number, check_seed
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import as_graph, check_dropouts, check_input, check_sizes
@@ -135,9 +135,14 @@ class EMACodebook(torch.nn.Module):
 
     def __init__(self, num_codes: int, dim: int, decay: float = 0.99, eps: float = 1e-5):
         super().__init__()
-        if num_codes < 1 or not 0 < decay < 1:
-            raise ValueError(f"need num_codes >= 1 and decay in (0, 1), got {num_codes} and "
-                             f"{decay}")
+        check_int(num_codes, "EMACodebook: num_codes", 1)
+        check_int(dim, "EMACodebook: dim", 1)
+        for name, value in (("decay", decay), ("eps", eps)):
+            check_number("EMACodebook", name, value)
+        if not 0 < decay < 1:
+            raise ValueError(f"EMACodebook: decay must lie in (0, 1), got {decay!r}")
+        if eps < 0:  # (the Laplace smoothing of the cluster sizes)
+            raise ValueError(f"EMACodebook: eps must be >= 0, got {eps!r}")
         self.num_codes, self.decay, self.eps = num_codes, decay, eps
         self.norm = torch.nn.BatchNorm1d(dim, affine=False)
         self.register_buffer("centroids", torch.zeros(num_codes, dim))

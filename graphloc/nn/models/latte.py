@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from graphloc.checks import check_flags
+from graphloc.checks import check_flags, check_number
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import check_dropouts, check_sizes
@@ -121,6 +121,10 @@ class LATTE(ModelCapabilities, torch.nn.Module):
         check_dropouts("LATTE", dropout=dropout, attn_dropout=attn_dropout,
                        classifier_dropout=classifier_dropout)
         check_flags("LATTE", proximity=proximity)
+        check_number("LATTE", "edge_threshold", edge_threshold)
+        check_number("LATTE", "neg_sampling_ratio", neg_sampling_ratio)
+        if neg_sampling_ratio < 0:
+            raise ValueError(f"LATTE: neg_sampling_ratio must be >= 0, got {neg_sampling_ratio!r}")
         if layer_pooling not in _POOLING:
             raise ValueError(f"layer_pooling must be one of {_POOLING}, got {layer_pooling!r}")
         self.node_types, self.relations, self.target = node_types, relations, target

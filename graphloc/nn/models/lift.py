@@ -7,7 +7,7 @@ import torch
 import torch.utils.checkpoint
 from torch import Tensor
 
-from graphloc.checks import check_flags
+from graphloc.checks import check_flags, check_number
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._base import add_hop_ports
@@ -32,6 +32,7 @@ class LiftBlock(torch.nn.Module):
         super().__init__()
         check_sizes("LiftBlock", channels=channels)
         check_dropouts("LiftBlock", dropout=dropout)
+        check_number("LiftBlock", "scale_init", scale_init)
         self.norm = torch.nn.LayerNorm(channels)
         self.lin = torch.nn.Linear(channels, channels)
         self.dropout = Dropout(dropout)

@@ -28,8 +28,6 @@ user who changes the import gets PyG's model (docs/models.md compares all three)
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -101,8 +99,6 @@ class SGFormer(ModelCapabilities, torch.nn.Module):
         for name in ("trans_num_layers", "gnn_num_layers"):
             check_int(args[name], f"SGFormer: {name}", 0)
         check_number("SGFormer", "graph_weight", args["graph_weight"])
-        if not math.isfinite(args["graph_weight"]):
-            raise ValueError(f"SGFormer: graph_weight must be finite, got {args['graph_weight']}")
         check_flags("SGFormer", pyg_padding=pyg_padding)
         if aggregate not in ("add", "cat"):
             raise ValueError(f"aggregate must be 'add' or 'cat', got {aggregate!r}")

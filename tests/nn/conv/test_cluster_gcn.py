@@ -100,7 +100,7 @@ def test_bad_arguments_are_named():
         ClusterGCNConv(8, 6)((x, x), edge_index)
     with pytest.raises(ValueError, match=r"expects x of shape \[N, 8\]"):
         ClusterGCNConv(8, 6)(x[:, :5], edge_index)
-    with pytest.raises(ValueError, match="diag_lambda must be finite"):
+    with pytest.raises(ValueError, match="diag_lambda must be a finite number"):
         ClusterGCNConv(8, 6, diag_lambda=float("nan"))
     with pytest.raises(TypeError, match="diag_lambda must be a number"):
         ClusterGCNConv(8, 6, diag_lambda=None)

@@ -122,7 +122,7 @@ def test_bad_arguments_are_named():
         FAConv(8)(x, x[:5], edge_index)
     with pytest.raises(ValueError, match=r"expects x_0 of shape \[N, 8\]"):
         FAConv(8)(x, x[:, :4], edge_index)
-    with pytest.raises(ValueError, match="eps must be finite"):
+    with pytest.raises(ValueError, match="eps must be a finite number"):
         FAConv(8, eps=float("inf"))
     with pytest.raises(TypeError, match="eps must be a number"):
         FAConv(8, eps="0.1")

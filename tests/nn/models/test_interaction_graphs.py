@@ -91,7 +91,7 @@ def test_converted_molecular_models_run_and_give_pygs_outputs(make, module, monk
 
 @pytest.mark.parametrize("make,match", [
     (lambda: RadiusInteractionGraph(0.0), "cutoff must be > 0, got 0.0"),
-    (lambda: RadiusInteractionGraph(float("nan")), "cutoff must be > 0, got nan"),
+    (lambda: RadiusInteractionGraph(float("nan")), "cutoff must be a finite number, got nan"),
     (lambda: RadiusInteractionGraph("5"), "cutoff"),
     (lambda: RadiusInteractionGraph(5.0, 0), "max_num_neighbors"),
     (lambda: Distance(5.0, 2.5), "max_num_neighbors"),

@@ -505,7 +505,7 @@ def test_models_name_x_when_its_shape_does_not_fit(name, build):
     (lambda: gl.SGFormer(4, 8, 3, trans_num_layers="x"),
      "SGFormer: trans_num_layers must be an integer"),
     (lambda: gl.SGFormer(4, 8, 3, graph_weight=float("nan")), "SGFormer: graph_weight must be "
-     "finite"),
+     "a finite number"),
     (lambda: gl.SGFormer(4, 8, 3, variant=["pyg"]), "SGFormer: variant must be one of"),
     (lambda: gl.UGT(4, 8, 3, window=[1]), "window must be an integer"),
 ])
