@@ -9,7 +9,7 @@ import scipy.sparse as sp
 import torch
 from scipy.sparse import csgraph
 
-from graphloc.checks import check_int, check_seed
+from graphloc.checks import check_int, check_number, check_seed
 from graphloc.datasets.base import NodeDataset, city_split
 from graphloc.datasets.labels import eccentricity_classes, local_eccentricity
 from graphloc.graph import Graph
@@ -50,6 +50,9 @@ def synthetic_city(num_nodes: int, seed: int = 0, hops: int = 16, num_classes: i
     check_int(num_nodes, "num_nodes", 2)
     check_seed(seed)  # numpy's SeedSequence refused -1 or 'x' in words naming no argument
     check_int(hops, "hops", 1)  # at 0 every eccentricity is 0: classes by node id alone
+    check_number("synthetic_city", "spacing", spacing)  # (it failed on the edge lengths)
+    if spacing <= 0:
+        raise ValueError(f"synthetic_city: spacing must be > 0 metres, got {spacing!r}")
     rng = np.random.default_rng(seed)
     side = math.isqrt(int(num_nodes / 0.7)) + 3
     while True:

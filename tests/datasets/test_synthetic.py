@@ -106,3 +106,14 @@ def test_seeds_are_refused_by_name_where_they_are_taken(seed, tmp_path):
     for call in calls:
         with pytest.raises(ValueError, match=message):
             call()
+
+
+@pytest.mark.parametrize("spacing, message", [
+    (float("nan"), "spacing must be a finite number, got nan"),
+    (float("inf"), "spacing must be a finite number, got inf"),
+    (0.0, "spacing must be > 0 metres, got 0.0"), (-80.0, "spacing must be > 0 metres")])
+def test_a_block_size_that_is_no_length_is_refused_by_name(spacing, message):
+    """It failed later on the edge lengths ("lengths must be non-negative, got nan at edge
+    0"), naming no argument."""
+    with pytest.raises(ValueError, match=f"synthetic_city: {message}"):
+        synthetic_city(60, hops=2, spacing=spacing)
