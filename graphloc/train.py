@@ -525,10 +525,13 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
     resumed = _resumed_state(last, config) if resume else None
     model = _build(config, dataset.num_features, dataset.num_classes, hetero,
                    _augmenter(config, dataset, resumed, progress))
+    definition = model_definition(model)  # as built, before training changes any setting
+    if resumed is not None:
+        _check_definition(resumed, definition, last)
     if config.standardize:
         model.fit(_training_rows(dataset))
     if config.procedure != "backprop":
-        return _fit_layerwise(model, dataset, config, out_dir, progress)
+        return _fit_layerwise(model, dataset, config, out_dir, progress, definition)
     shards = _shards(dataset.train_index, dataset.graph, world, config.seed)
     shard = shards[rank]
     if shard.numel() == 0:
@@ -572,12 +575,12 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
         if history[-1]["val"] > best:
             best, stale = history[-1]["val"], 0
             if out_dir:
-                atomic_save(_checkpoint(model, config, dataset, history),
+                atomic_save(_checkpoint(model, config, dataset, history, definition),
                             os.path.join(out_dir, "best.pt"))
         else:
             stale += 1
         if out_dir:
-            atomic_save({**_checkpoint(model, config, dataset, history),
+            atomic_save({**_checkpoint(model, config, dataset, history, definition),
                          "optimizer": opt.state_dict(), "rng": torch.get_rng_state(),
                          "epoch": epoch + 1, "best_val": best, "stale": stale,
                          "history": history}, last)
@@ -651,7 +654,8 @@ def _check_layerwise_run(config: TrainConfig, world: int, resume: bool) -> None:
                          "training runs to its end); train again")
 
 
-def _fit_layerwise(model, dataset: NodeDataset, config: TrainConfig, out_dir, progress):
+def _fit_layerwise(model, dataset: NodeDataset, config: TrainConfig, out_dir, progress,
+                   definition: dict):
     """Forward learning: every layer has its own Adam (the official optimiser) and its own
     local loss. ff, ff-vn and sf train layer 1 to its best validation accuracy (with the
     layers below it), freeze it and push its inputs through it, then layer 2...;
@@ -673,7 +677,7 @@ def _fit_layerwise(model, dataset: NodeDataset, config: TrainConfig, out_dir, pr
     history.append({"epoch": history[-1]["epoch"], "layer": net.num_layers, "loss": None,
                     "final": True, **_layerwise_accuracy(model, net, dataset)})
     if out_dir:
-        atomic_save(_checkpoint(model, config, dataset, history),
+        atomic_save(_checkpoint(model, config, dataset, history, definition),
                     os.path.join(out_dir, "best.pt"))
         _write_metrics(history, out_dir)
     return history
@@ -795,12 +799,67 @@ def _augmenter_config(model) -> dict | None:
     return dict(augmenter.config) if isinstance(augmenter, LocalAugmenter) else None
 
 
-def _checkpoint(model, config, dataset, history) -> dict:
+def _checkpoint(model, config, dataset, history, definition: dict) -> dict:
     return {"config": asdict(config), "state_dict": model.state_dict(),
+            "definition": definition,
             "augmenter": _augmenter_config(model),
             "num_features": dataset.num_features, "num_classes": dataset.num_classes,
             "dataset": dataset.name, "dataset_files": getattr(dataset, "files", {}),
             "hetero": hetero_spec(dataset), "metrics": history[-1]}
+
+
+_SETTINGS = (bool, int, float, str, type(None))
+
+
+def _is_setting(value) -> bool:
+    if isinstance(value, (tuple, list)):
+        return all(_is_setting(v) for v in value)
+    return isinstance(value, _SETTINGS)
+
+
+def model_definition(model: torch.nn.Module) -> dict[str, dict[str, str]]:
+    """Per submodule (by its path), its class (``"type"``) and its settings: the public
+    attributes that are numbers, names, flags or tuples of them (heads, slopes, dropout
+    rates, eps, K...), each as its ``repr``. Taken as built, before training."""
+    return {path: {"type": type(module).__qualname__,
+                   **{k: repr(v) for k, v in sorted(vars(module).items())
+                      if not k.startswith("_") and k != "training" and _is_setting(v)}}
+            for path, module in model.named_modules()}
+
+
+def _definition_changes(saved: dict, now: dict) -> list[str]:
+    """What differs between two definitions, module by module, in words."""
+    changes = []
+    for path in sorted(set(saved) | set(now)):
+        before, after = saved.get(path), now.get(path)
+        where = path or "(the model)"
+        if before is None or after is None:
+            changes.append(f"{where}: {'added' if before is None else 'gone'} "
+                           f"({(after or before)['type']})")
+        elif before != after:
+            keys = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+            changes.append(f"{where} ({after['type']}): " + ", ".join(
+                f"{k} saved {before.get(k, '(none)')}, now {after.get(k, '(none)')}"
+                for k in keys))
+    return changes
+
+
+def _check_definition(state: dict, now: dict, path: str) -> None:
+    """Warns where this graphloc builds the checkpoint's configuration as another model
+    than the one trained (a default that changed since: an activation, a slope, a
+    normalisation), which its weights would load into unchanged where the shapes agree.
+    Checkpoints written before 2026-12-07 keep no definition and are not checked."""
+    saved = state.get("definition")
+    if not isinstance(saved, dict):
+        return
+    changes = _definition_changes(saved, now)
+    if changes:
+        more = f" (and {len(changes) - 4} more modules)" if len(changes) > 4 else ""
+        warnings.warn(f"{path}: this graphloc builds its configuration as another model than "
+                      f"the one it was trained as: {'; '.join(changes[:4])}{more}. Its "
+                      f"weights are loaded into the model built now, which may compute "
+                      f"differently; pass the saved settings in model_kwargs to rebuild the "
+                      f"trained one", stacklevel=3)
 
 
 def _write_metrics(history: list[dict], out_dir: str) -> None:
@@ -829,5 +888,6 @@ def load_checkpoint(path: str) -> tuple[torch.nn.Module, dict]:
     augmenter = state.get("augmenter")
     model = _build(config, state["num_features"], state["num_classes"], state.get("hetero"),
                    LocalAugmenter(**augmenter) if augmenter else None)
+    _check_definition(state, model_definition(model), path)
     model.load_state_dict(state["state_dict"])
     return model.eval(), {k: v for k, v in state.items() if k != "state_dict"}

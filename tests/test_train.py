@@ -566,3 +566,58 @@ def test_a_backprop_model_takes_its_own_seed(city):
                          model_kwargs=dict(num_tokens=5, global_dim=4, num_centroids=8,
                                            seed=3, positions="fastrp"))
     assert len(fit(city, config, progress=False)) == 1
+
+
+@pytest.mark.parametrize("model", ["gat", "la-gcn", "sgformer", "tangnn", "ugt", "chebnet"])
+def test_a_checkpoint_reloads_as_the_model_it_was_trained_as(model, tmp_path):
+    """The checkpoint keeps the built model's modules and settings; reloading it with the
+    same graphloc warns of nothing."""
+    small = synthetic_city(150, seed=0, hops=2)
+    config = TrainConfig(model=model, layers=2, hidden=8, epochs=1)
+    with _no_warning_of_another_model():
+        fit(small, config, out_dir=str(tmp_path), progress=False)
+        loaded, info = load_checkpoint(str(tmp_path / "best.pt"))
+    assert info["definition"][""]["type"] == type(loaded).__qualname__  # (Standardized)
+    assert info["definition"]["model"]["type"] == type(loaded.model).__qualname__
+
+
+def _no_warning_of_another_model():
+    import contextlib
+    import warnings
+
+    @contextlib.contextmanager
+    def watch():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield
+        assert not [w for w in caught if "another model" in str(w.message)]
+    return watch()
+
+
+def test_a_checkpoint_built_now_as_another_model_is_said(city, tmp_path):
+    """A default that changed between the training and the reload (here the first conv's
+    slope, written into the saved definition as if the training graphloc had built 0.1)
+    left the weights loading into the other model without a word, wherever the shapes
+    agree. Reloading and resuming now warn, naming the module and both settings; a
+    checkpoint written before definitions were kept loads as before."""
+    config = TrainConfig(model="gat", layers=2, hidden=8, epochs=2)
+    fit(city, config, out_dir=str(tmp_path), progress=False)
+    for name in ("best.pt", "last.pt"):
+        state = torch.load(tmp_path / name, weights_only=False)
+        assert state["definition"]["model.convs.0"]["negative_slope"] == "0.2"
+        state["definition"]["model.convs.0"]["negative_slope"] = "0.1"
+        state["config"]["epochs"] = 3  # (resumed below to go on to epoch 3)
+        atomic_save(state, str(tmp_path / name))
+    message = (r"best\.pt: this graphloc builds its configuration as another model than the "
+               r"one it was trained as: model\.convs\.0 \(GATConv\): negative_slope saved "
+               r"0\.1, now 0\.2\. Its weights")
+    with pytest.warns(UserWarning, match=message):
+        load_checkpoint(str(tmp_path / "best.pt"))
+    longer = TrainConfig(**{**config.__dict__, "epochs": 3})
+    with pytest.warns(UserWarning, match=r"last\.pt: this graphloc builds"):
+        fit(city, longer, out_dir=str(tmp_path), resume=True, progress=False)
+    state = torch.load(tmp_path / "best.pt", weights_only=False)
+    del state["definition"]  # as written before 2026-12-07
+    atomic_save(state, str(tmp_path / "old.pt"))
+    with _no_warning_of_another_model():
+        load_checkpoint(str(tmp_path / "old.pt"))

@@ -23,7 +23,8 @@ USUAL = dict(in_channels=8, out_channels=4, channels=8, hidden_channels=8, num_l
              edge_type_emb_dim=4, edge_attr_emb_dim=4, embedding_dim=4, walk_length=4,
              context_size=2, codebook_size=4, aggregators=["mean"], scalers=["identity"],
              deg=torch.tensor([0, 3, 5]), powers=[0, 1], aggrs=["mean", "max"],
-             scaler="identity", cutoff=5.0, num_codes=4, num_filters=8, node_in=8, edge_in=3, hidden=8,
+             scaler="identity", cutoff=5.0, num_codes=4, num_filters=8, node_in=8, edge_in=3,
+             hidden=8,
              metadata=(["a", "b"], [("a", "to", "b"), ("b", "to", "a")]))
 MODULES = {"nn", "mlp", "module", "local_nn", "global_nn"}
 
