@@ -304,7 +304,7 @@ def _influence_per_hop(model: torch.nn.Module, inputs: tuple, max_hops: int, nod
     x, graph, values = inputs
     model, compiled = _eager(model)
     values = _with_one_graph_batch(model, values, graph)
-    call = _workable_call(model, _model_call(model, values, "the data"), x, graph)
+    call = _workable_call(model, _structure_call(model, values, x, graph), x, graph)
     model, report = as_graphloc_model(model, x, graph, call) if convert else \
         (model, {"converted": False, "reason": "convert=False"})
     report["call"] = call.describe()
@@ -328,7 +328,7 @@ def _influence_per_hop(model: torch.nn.Module, inputs: tuple, max_hops: int, nod
         try:
             # (pruned layers read a Graph: not for a model given other tensors by name)
             prune = prune_layers and capabilities_of(model).prunes_layers \
-                and call.style in ("pair", "graph")
+                and call.style in ("pair", "graph") and call.values.adjacency is None
             if whole_graph:
                 T = _whole_graph_influence(model, x, graph, nodes, max_hops, device, progress,
                                            1 if method == "per_seed" else batch_size)
@@ -489,7 +489,7 @@ def _inputs(data, model=None, target: str | None = None) -> tuple[Tensor, Graph,
     elif hasattr(data, "graph") and hasattr(data, "x"):  # NodeDataset
         x, structure = data.x, data.graph
     elif hasattr(data, "edge_index"):  # PyG Data (with ToSparseTensor's adj_t, its entries)
-        data = pyg_data_with_edges(data)
+        given, data = data, pyg_data_with_edges(data)
         x, structure = getattr(data, "x", None), data.edge_index
         if structure is not None and x is not None and not isinstance(structure, Graph):
             structure = Graph(structure, num_nodes=data.num_nodes)
@@ -506,7 +506,9 @@ def _inputs(data, model=None, target: str | None = None) -> tuple[Tensor, Graph,
     graph._require_one_node_set("influence (hop distances over one node set)")
     if x.dim() != 2 or x.size(0) != graph.num_nodes:
         raise ValueError(f"x must be [{graph.num_nodes}, F], got {list(x.shape)}")
-    return x, graph, _graph_values(graph) if values is None else _data_values(values, graph)
+    if values is None:
+        return x, graph, _graph_values(graph)
+    return x, graph, _with_adjacency(_data_values(values, graph), given, values)
 
 
 @dataclass
@@ -520,6 +522,7 @@ class _Values:
     data_class: type | None = None
     from_graph: bool = False
     hetero: _Hetero | None = None
+    adjacency: _Adjacency | None = None
 
     def seed_count(self, graph: Graph) -> int:
         """How many nodes seeds are drawn from: the target type's on a heterogeneous graph."""
@@ -529,6 +532,63 @@ class _Values:
     def seed_offset(self) -> int:
         """The union id of seed 0 (a heterogeneous graph's target nodes lie in a range)."""
         return 0 if self.hetero is None else self.hetero.offsets[self.hetero.target]
+
+
+@dataclass
+class _Adjacency:
+    """The data's edges as it gave them: a torch.sparse ``key`` ("adj_t": entry (i, j) the
+    edge j -> i; "adj": the edge i -> j) of ``layout``, its entries' ``values`` in CSR order
+    (None: all 1). Each ball is given to the model as such a matrix of its edges, as the
+    model is called on the whole graph: a PyG conv reads a sparse adjacency otherwise than
+    an edge_index (its entries' values as edge weights; GCNConv adds a loop to every node
+    where the edge_index path keeps a node's own loop). ``dtype``: the matrix's;
+    ``value_key``: the edge tensor its values became (edge_weight or edge_attr; None for
+    values all 1)."""
+    key: str
+    layout: torch.layout
+    values: Tensor | None
+    dtype: torch.dtype
+    value_key: str | None
+
+    def of(self, sub: _Subgraph, num_nodes: int, device) -> Tensor:
+        """The ball's matrix: its edges, their values, the data's key and layout."""
+        edges = sub.edge_index.to(device)
+        index = edges.flip(0) if self.key == "adj_t" else edges
+        values = torch.ones(edges.size(1), dtype=self.dtype, device=device) \
+            if self.values is None else \
+            self.values[sub.positions.long().to(self.values.device)].to(device)
+        size = (num_nodes, num_nodes, *values.shape[1:])
+        matrix = torch.sparse_coo_tensor(index, values, size).coalesce()
+        return matrix.to_sparse_csr() if self.layout == torch.sparse_csr else matrix
+
+
+def _with_adjacency(values: _Values, given, converted) -> _Values:
+    """``values`` with the data's sparse adjacency (``_Adjacency``) where the PyG Data gave
+    its edges as one (``pyg_data_with_edges`` made ``converted``'s edge_index from it); the
+    entries' values then travel in the matrix, not as an edge tensor of their own."""
+    if converted is given:
+        return values
+    key = "adj_t" if isinstance(getattr(given, "adj_t", None), Tensor) else "adj"
+    made = [name for name in ("edge_weight", "edge_attr")
+            if name in converted and converted[name] is not getattr(given, name, None)]
+    edge = dict(values.edge)
+    entries = edge.pop(made[0]) if made else None
+    matrix = given[key]
+    return replace(values, edge=edge, adjacency=_Adjacency(
+        key, matrix.layout, entries, matrix.dtype, made[0] if made else None))
+
+
+def _as_edge_lists(values: _Values) -> _Values:
+    """``values`` whose balls go to the model as edge_index, the adjacency's values back as
+    their edge tensor: for graphloc's own models, which take an edge_index or a Graph, not
+    a sparse matrix, so that the data's matrix stands for its edges there."""
+    adjacency = values.adjacency
+    if adjacency is None:
+        return values
+    edge = dict(values.edge)
+    if adjacency.value_key is not None:
+        edge[adjacency.value_key] = adjacency.values
+    return replace(values, edge=edge, adjacency=None)
 
 
 def _data_values(data, graph: Graph) -> _Values:
@@ -719,8 +779,10 @@ class _ModelCall:
 
     def arguments(self, x: Tensor, sub: _Subgraph) -> tuple[tuple, dict]:
         """``(args, kwargs)`` of the call on ``sub`` with node features ``x`` (its rows)."""
+        adjacency = self.values.adjacency  # (edges given as a sparse matrix: one per ball)
+        structure = sub.edge_index if adjacency is None else adjacency.of(sub, len(x), x.device)
         if self.style == "pair":
-            return (x, sub.edge_index), {}
+            return (x, structure), {}
         if self.style == "features":
             return (x,), {}
         if self.style == "hetero":
@@ -734,10 +796,11 @@ class _ModelCall:
                  for key, value in self.values.node.items()
                  if self.style != "named" or key in self.names}
         if self.style == "data":
-            return (self._data_class()(x=x, edge_index=sub.edge_index, num_nodes=len(x),
-                                       **nodes, **edges),), {}
+            key = "edge_index" if adjacency is None else adjacency.key
+            return (self._data_class()(x=x, num_nodes=len(x), **{key: structure}, **nodes,
+                                       **edges),), {}
         named = {**nodes, **edges}
-        bound = self.signature.bind(x, sub.edge_index, **named)
+        bound = self.signature.bind(x, structure, **named)
         bound.apply_defaults()  # positional up to the last value passed
         return bound.args, {k: v for k, v in bound.kwargs.items() if k in named}
 
@@ -803,6 +866,29 @@ def _with_one_graph_batch(model: torch.nn.Module, values: _Values, graph: Graph)
         return values
     zeros = torch.zeros(graph.num_nodes, dtype=torch.long)
     return replace(values, node={**values.node, "batch": zeros})
+
+
+def _structure_call(model: torch.nn.Module, values: _Values, x: Tensor,
+                    graph: Graph) -> _ModelCall:
+    """``_model_call``; where the data's edges are a sparse matrix that the model fails on
+    (a model taking an edge_index or a Graph only) but the model runs on them as an
+    edge_index, that call instead, with a warning: the matrix then stands for its edges
+    (tried once, on a probe ball)."""
+    call = _model_call(model, values, "the data")
+    if values.adjacency is None:
+        return call
+    sub = _probe_ball(graph, values, x.device)
+    failure = _failure(model, call, x[sub.nodes].detach(), sub)
+    if failure is None:
+        return call
+    with warnings.catch_warnings():  # (said below, once)
+        warnings.simplefilter("ignore")
+        lists = _model_call(model, _as_edge_lists(values), "the data")
+    if _failure(model, lists, x[sub.nodes].detach(), sub) is not None:
+        return call  # (a model failing either way fails in the measurement, named there)
+    warnings.warn(f"the model fails on the data's sparse {values.adjacency.key} ({failure}): "
+                  f"measured on its edges as {lists.describe()}", stacklevel=caller_stacklevel())
+    return lists
 
 
 def _workable_call(model: torch.nn.Module, call: _ModelCall, x: Tensor,

@@ -803,6 +803,119 @@ def test_a_data_with_the_adj_t_of_to_sparse_tensor():
     assert got[1] == pytest.approx(want[1])
 
 
+def _sparse_pyg_net(conv):
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.c2 = conv(4, 8), conv(8, 3)
+
+        def forward(self, x, edge_index):
+            return self.c2(self.c1(x, edge_index).relu(), edge_index)
+    return Net().double().eval()
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr])
+@pytest.mark.parametrize("convert", [True, False])
+def test_a_sparse_adjacency_is_measured_as_the_model_reads_it(layout, convert):
+    """A Data whose edges are a torch.sparse adj_t: every ball was given to the model as an
+    edge_index, so the measured model was another one than model(x, adj_t) wherever PyG
+    reads the two differently, without a word: a repeated edge's entry (value 2) became
+    one edge of weight 1 (SAGE, GIN, GCN), and GCNConv's sparse path adds a loop to every
+    node where its edge_index path keeps a node's own. Each ball is now a sparse matrix of
+    the data's key and layout. Oracle: the full-graph Jacobian of model(x, adj_t), grouped
+    by in-hop distance."""
+    import networkx as nx
+    import torch_geometric.nn as P
+    torch.manual_seed(0)
+    n = 30
+    edge_index = torch.cat([torch.randint(0, n, (2, 80)),
+                            torch.tensor([[3, 3, 4, 4], [3, 7, 7, 7]])], 1)  # a loop, repeats
+    x = torch.randn(n, 4, dtype=torch.float64)
+    adj_t = torch.sparse_coo_tensor(edge_index.flip(0), torch.ones(edge_index.size(1),
+                                    dtype=torch.float64), (n, n)).coalesce()
+    adj_t = adj_t.to_sparse_csr() if layout == torch.sparse_csr else adj_t
+    g = nx.DiGraph(edge_index.t().tolist())
+    nodes = torch.tensor([3, 7, 12, 25])
+    convs = {"gcn": P.GCNConv, "sage": P.SAGEConv,
+             "gin": lambda a, b: P.GINConv(torch.nn.Linear(a, b))}
+    for name, conv in convs.items():
+        torch.manual_seed(1)
+        model = _sparse_pyg_net(conv)
+        got = influence_per_hop(model, Data(x=x, adj_t=adj_t, num_nodes=n), 3, nodes,
+                                convert=convert)
+        pair = torch.autograd.functional.jacobian(lambda inp, m=model: m(inp, adj_t), x)
+        pair = pair.abs().sum(dim=(1, 3))
+        for row, v in enumerate(nodes.tolist()):
+            expected = torch.zeros(4, dtype=torch.float64)
+            reach = nx.single_source_shortest_path_length(g.reverse(), v, cutoff=3) \
+                if v in g else {v: 0}
+            for u, h in reach.items():
+                expected[h] += pair[v, u]
+            torch.testing.assert_close(got[row].double(), expected, msg=name)
+
+
+def test_pyg_basic_gnns_on_a_sparse_adjacency_are_measured_as_they_read_it():
+    """PyG's GCN, GraphSAGE and GIN converted (graphloc's GNN takes the sparse matrix as
+    PyG's BasicGNN does) against the full-graph Jacobian of the PyG model on adj_t."""
+    from torch_geometric.nn.models import GCN, GIN, GraphSAGE
+    torch.manual_seed(0)
+    n = 30
+    edge_index = torch.cat([torch.randint(0, n, (2, 80)),
+                            torch.tensor([[3, 3, 4, 4], [3, 7, 7, 7]])], 1)
+    x = torch.randn(n, 4, dtype=torch.float64)
+    adj_t = torch.sparse_coo_tensor(edge_index.flip(0), torch.ones(edge_index.size(1),
+                                    dtype=torch.float64), (n, n)).coalesce()
+    for kind in (GCN, GraphSAGE, GIN):
+        model = kind(4, 8, 2, 3).double().eval()
+        # (max_hops above the depth: the ball holds every degree the model reads)
+        result = measure(model, Data(x=x, adj_t=adj_t), 3, nodes=torch.tensor([7]))
+        assert result.settings["model"]["measured"] == "GNN", result.settings
+        whole = torch.autograd.functional.jacobian(lambda inp, m=model: m(inp, adj_t)[7], x)
+        torch.testing.assert_close(result.totals.sum().double(), whole.abs().sum())
+
+
+def test_a_model_that_takes_no_sparse_matrix_is_measured_on_its_edges():
+    """A model that fails on a sparse adj_t but runs on an edge_index is measured on the
+    matrix's edges and their values as edge weights, with a warning."""
+    import graphloc.nn as gl
+    data = road_data(120)
+    torch.manual_seed(0)
+    model = gl.SGFormer(6, 8, 3).eval()
+    weights = torch.rand(data.edge_index.size(1)) + 0.5
+    adj_t = torch.sparse_coo_tensor(data.edge_index.flip(0), weights,
+                                    (120, 120)).coalesce()
+    nodes = torch.arange(0, 120, 11)
+    with pytest.warns(UserWarning, match="the model fails on the data's sparse adj_t"):
+        got = influence_per_hop(model, Data(x=data.x, adj_t=adj_t), 3, nodes)
+    want = influence_per_hop(model, Data(x=data.x, edge_index=data.edge_index), 3, nodes)
+    torch.testing.assert_close(got, want)
+
+
+def test_a_model_of_a_data_reads_its_adjacency_under_the_datas_key():
+    """forward(self, data) reading data.adj_t gets each ball's adj_t."""
+    import torch_geometric.nn as P
+    torch.manual_seed(0)
+    n = 25
+    edge_index = torch.cat([torch.randint(0, n, (2, 60)), torch.tensor([[1, 1], [2, 2]])], 1)
+    adj_t = torch.sparse_coo_tensor(edge_index.flip(0), torch.ones(edge_index.size(1),
+                                    dtype=torch.float64), (n, n)).coalesce()
+    conv = P.SAGEConv(4, 3).double().eval()
+
+    class OfData(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = conv
+
+        def forward(self, data):
+            return self.conv(data.x, data.adj_t)
+    x = torch.randn(n, 4, dtype=torch.float64)
+    got = influence_per_hop(OfData(), Data(x=x, adj_t=adj_t), 1, torch.tensor([2]))
+    pair = torch.autograd.functional.jacobian(lambda inp: conv(inp, adj_t), x).abs().sum((1, 3))
+    sources = edge_index[0, edge_index[1] == 2].unique()
+    want = torch.stack([pair[2, 2], pair[2, sources[sources != 2]].sum()])
+    torch.testing.assert_close(got[0].double(), want)
+
+
 def test_the_conversion_check_probes_a_ball_with_edges(monkeypatch):
     """The converted twin of a PyG model was checked on the 2-hop ball of node 0. Where node
     0 has no in-edge, that compared the models on one node and no edge: a twin whose message

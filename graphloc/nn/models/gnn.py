@@ -89,6 +89,10 @@ def _last_layer_kwargs(owner: str, conv: str, conv_kwargs: dict,
     return {**conv_kwargs, "concat": False} if multi_head else conv_kwargs
 
 
+
+def _is_sparse_matrix(structure) -> bool:
+    return isinstance(structure, Tensor) and structure.layout != torch.strided
+
 class GNN(ModelCapabilities, torch.nn.Module):
     """``num_layers`` convs of one registered kind with norm, activation, dropout and
     optional residual connections between them.
@@ -172,8 +176,10 @@ class GNN(ModelCapabilities, torch.nn.Module):
         edge_values = self._edge_values(edge_weight, edge_attr)
         trim = _LayerTrim.of(graph, x.size(0), num_sampled_nodes_per_hop,
                              num_sampled_edges_per_hop, edge_weight, edge_attr)
-        if trim is None:
+        if trim is None and not _is_sparse_matrix(graph):
             graph = as_graph(graph, x)  # wrap a raw edge_index once for all layers
+        # (a torch.sparse adj_t goes to each conv as it is, as PyG's BasicGNN passes it: a
+        # conv reads its entries' values as edge weights)
         for i, conv in enumerate(self.convs):
             if trim is not None:
                 x, graph, edge_values = trim.to_layer(i, x, edge_values)

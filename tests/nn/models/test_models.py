@@ -94,6 +94,28 @@ def test_gat_stack_is_pygs_gat_model(heads, hidden, out, layers, v2):
     torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
 
 
+@pytest.mark.parametrize("kind, conv", [("GCN", "gcn"), ("GraphSAGE", "sage"), ("GIN", "gin"),
+                                        ("GAT", "gat")])
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr])
+def test_a_sparse_adj_t_goes_to_the_convs_as_in_pygs_basic_gnn(kind, conv, layout):
+    """PyG's BasicGNN passes a torch.sparse adj_t to each conv, which reads its values as
+    edge weights (GCNConv also adds a loop to every node); graphloc's GNN refused it. The
+    graph has a loop and an entry of value 2 (a repeated edge)."""
+    pyg_nn = pytest.importorskip("torch_geometric.nn")
+    torch.manual_seed(0)
+    from graphloc.nn import from_pyg
+    theirs = getattr(pyg_nn, kind)(7, 16, 2, 4).double().eval()
+    ours = from_pyg(theirs)  # (PyG's parameters, checked on an edge_index probe)
+    assert isinstance(ours, GNN) and ours.conv_name == conv
+    edge_index = torch.cat([random_edge_index(25, 90, seed=43),
+                            torch.tensor([[3, 3, 4, 4], [3, 7, 7, 7]])], 1)
+    adj_t = torch.sparse_coo_tensor(edge_index.flip(0), torch.ones(edge_index.size(1),
+                                    dtype=torch.float64), (25, 25)).coalesce()
+    adj_t = adj_t.to_sparse_csr() if layout == torch.sparse_csr else adj_t
+    x = torch.randn(25, 7, dtype=torch.float64)
+    torch.testing.assert_close(ours(x, adj_t), theirs(x, adj_t))
+
+
 @pytest.mark.parametrize("layers", [2, 3])
 def test_out_heads_and_act_kwargs_give_gats_own_output_layer(layers):
     """GAT's paper (and the official LAGAT): 8 concatenated heads in the hidden convs, one
