@@ -350,20 +350,22 @@ def pyg_data_with_edges(data, where: str = "the PyG Data"):
     (i, j) the edge i -> j), as torch sparse tensors, as a copy with the edge_index of their
     entries (``adjacency_entries``: a repeated entry is one edge). The values go back where
     ``ToSparseTensor`` took them from: one per edge to ``edge_weight`` (unless all 1, its
-    fill where the Data had none), rows of several to ``edge_attr``."""
-    if isinstance(getattr(data, "edge_index", None), Tensor):
+    fill where the Data had none), rows of several to ``edge_attr``. An ``edge_index`` that
+    is itself a torch.sparse matrix is read as PyG's layers read it, as an ``adj_t``."""
+    edge_index = getattr(data, "edge_index", None)
+    if isinstance(edge_index, Tensor) and edge_index.layout == torch.strided:
         return data
-    for key, transposed in (("adj_t", True), ("adj", False)):
+    for key, transposed in (("edge_index", True), ("adj_t", True), ("adj", False)):
         adj = getattr(data, key, None)
         if isinstance(adj, Tensor) and adj.layout != torch.strided:
             rows, cols, values = adjacency_entries(adj, f"{where}: {key}")
             data = data.clone()
+            del data[key]  # (first: the key may be edge_index itself)
             data.edge_index = torch.stack([cols, rows] if transposed else [rows, cols])
             if values.dim() > 1:
                 data.edge_attr = values
             elif not bool((values == 1).all()):
                 data.edge_weight = values
-            del data[key]
             return data
     raise ValueError(f"{where} holds a Data without edges: no edge_index, and no sparse adj_t "
                      f"or adj (a torch.sparse tensor) to take them from")

@@ -536,8 +536,9 @@ class _Values:
 
 @dataclass
 class _Adjacency:
-    """The data's edges as it gave them: a torch.sparse ``key`` ("adj_t": entry (i, j) the
-    edge j -> i; "adj": the edge i -> j) of ``layout``, its entries' ``values`` in CSR order
+    """The data's edges as it gave them: a torch.sparse ``key`` ("adj_t", or "edge_index" as
+    PyG's layers read a sparse one: entry (i, j) the edge j -> i; "adj": the edge i -> j)
+    of ``layout``, its entries' ``values`` in CSR order
     (None: all 1). Each ball is given to the model as such a matrix of its edges, as the
     model is called on the whole graph: a PyG conv reads a sparse adjacency otherwise than
     an edge_index (its entries' values as edge weights; GCNConv adds a loop to every node
@@ -553,7 +554,7 @@ class _Adjacency:
     def of(self, sub: _Subgraph, num_nodes: int, device) -> Tensor:
         """The ball's matrix: its edges, their values, the data's key and layout."""
         edges = sub.edge_index.to(device)
-        index = edges.flip(0) if self.key == "adj_t" else edges
+        index = edges if self.key == "adj" else edges.flip(0)  # (adj_t: entry (i, j) = j -> i)
         values = torch.ones(edges.size(1), dtype=self.dtype, device=device) \
             if self.values is None else \
             self.values[sub.positions.long().to(self.values.device)].to(device)
@@ -568,7 +569,9 @@ def _with_adjacency(values: _Values, given, converted) -> _Values:
     entries' values then travel in the matrix, not as an edge tensor of their own."""
     if converted is given:
         return values
-    key = "adj_t" if isinstance(getattr(given, "adj_t", None), Tensor) else "adj"
+    key = next(key for key in ("edge_index", "adj_t", "adj")  # (pyg_data_with_edges' order)
+               if isinstance(getattr(given, key, None), Tensor)
+               and given[key].layout != torch.strided)
     made = [name for name in ("edge_weight", "edge_attr")
             if name in converted and converted[name] is not getattr(given, name, None)]
     edge = dict(values.edge)

@@ -1328,3 +1328,19 @@ def test_a_local_augmentation_model_is_measured_through_its_generator(method):
             expected[v, h] += pair[v, u]
     torch.testing.assert_close(ours, expected)
     assert model.graphloc_hops == 2
+
+
+def test_a_sparse_edge_index_is_read_as_pygs_layers_read_it():
+    """Data(edge_index=<a torch.sparse matrix>): PyG's layers read it as an adj_t; it was
+    refused ("aminmax" on a sparse tensor). Measured as the model reads it."""
+    import torch_geometric.nn as P
+    torch.manual_seed(0)
+    n = 20
+    edge_index = torch.cat([torch.randint(0, n, (2, 50)), torch.tensor([[2, 2], [5, 5]])], 1)
+    adj_t = torch.sparse_coo_tensor(edge_index.flip(0), torch.ones(edge_index.size(1),
+                                    dtype=torch.float64), (n, n)).coalesce()
+    model = _sparse_pyg_net(P.GCNConv)
+    x = torch.randn(n, 4, dtype=torch.float64)
+    got = measure(model, Data(x=x, edge_index=adj_t), 3, nodes=torch.tensor([5]))
+    whole = torch.autograd.functional.jacobian(lambda inp: model(inp, adj_t)[5], x)
+    torch.testing.assert_close(got.totals.sum().double(), whole.abs().sum())
