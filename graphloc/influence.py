@@ -302,6 +302,8 @@ def _influence_per_hop(model: torch.nn.Module, inputs: tuple, max_hops: int, nod
     if method == "full_graph" and not whole_graph:
         locality = _locality(model, locality)
     x, graph, values = inputs
+    if not whole_graph and values.hetero is None and _messages_run_against_edges(model):
+        graph, values = _reversed_inputs(graph, values)
     model, compiled = _eager(model)
     values = _with_one_graph_batch(model, values, graph)
     call = _workable_call(model, _structure_call(model, values, x, graph), x, graph)
@@ -328,7 +330,8 @@ def _influence_per_hop(model: torch.nn.Module, inputs: tuple, max_hops: int, nod
         try:
             # (pruned layers read a Graph: not for a model given other tensors by name)
             prune = prune_layers and capabilities_of(model).prunes_layers \
-                and call.style in ("pair", "graph") and call.values.adjacency is None
+                and call.style in ("pair", "graph") and call.values.adjacency is None \
+                and not call.values.reversed
             if whole_graph:
                 T = _whole_graph_influence(model, x, graph, nodes, max_hops, device, progress,
                                            1 if method == "per_seed" else batch_size)
@@ -523,6 +526,9 @@ class _Values:
     from_graph: bool = False
     hetero: _Hetero | None = None
     adjacency: _Adjacency | None = None
+    # the balls are built over the reversed edges (a model whose messages run against them,
+    # flow="target_to_source"); each ball's edges go back to the model as the data has them
+    reversed: bool = False
 
     def seed_count(self, graph: Graph) -> int:
         """How many nodes seeds are drawn from: the target type's on a heterogeneous graph."""
@@ -551,9 +557,10 @@ class _Adjacency:
     dtype: torch.dtype
     value_key: str | None
 
-    def of(self, sub: _Subgraph, num_nodes: int, device) -> Tensor:
-        """The ball's matrix: its edges, their values, the data's key and layout."""
-        edges = sub.edge_index.to(device)
+    def of(self, edges: Tensor, sub: _Subgraph, num_nodes: int, device) -> Tensor:
+        """The ball's matrix: its edges (as the data has them), their values, the data's
+        key and layout."""
+        edges = edges.to(device)
         index = edges if self.key == "adj" else edges.flip(0)  # (adj_t: entry (i, j) = j -> i)
         values = torch.ones(edges.size(1), dtype=self.dtype, device=device) \
             if self.values is None else \
@@ -782,8 +789,10 @@ class _ModelCall:
 
     def arguments(self, x: Tensor, sub: _Subgraph) -> tuple[tuple, dict]:
         """``(args, kwargs)`` of the call on ``sub`` with node features ``x`` (its rows)."""
+        edge_index = sub.edge_index.flip(0) if self.values.reversed else sub.edge_index
         adjacency = self.values.adjacency  # (edges given as a sparse matrix: one per ball)
-        structure = sub.edge_index if adjacency is None else adjacency.of(sub, len(x), x.device)
+        structure = edge_index if adjacency is None else \
+            adjacency.of(edge_index, sub, len(x), x.device)
         if self.style == "pair":
             return (x, structure), {}
         if self.style == "features":
@@ -794,7 +803,7 @@ class _ModelCall:
                  for key, value in self.values.edge.items()
                  if self.style != "named" or key in self.names}
         if self.style == "graph":
-            return (x, Graph(sub.edge_index, len(x), edge_attr=edges["edge_attr"])), {}
+            return (x, Graph(edge_index, len(x), edge_attr=edges["edge_attr"])), {}
         nodes = {key: value[sub.nodes.long().to(value.device)].to(x.device)
                  for key, value in self.values.node.items()
                  if self.style != "named" or key in self.names}
@@ -869,6 +878,37 @@ def _with_one_graph_batch(model: torch.nn.Module, values: _Values, graph: Graph)
         return values
     zeros = torch.zeros(graph.num_nodes, dtype=torch.long)
     return replace(values, node={**values.node, "batch": zeros})
+
+
+def _messages_run_against_edges(model: torch.nn.Module) -> bool:
+    """Whether every message-passing layer of ``model`` (PyG's ``MessagePassing``,
+    graphloc's convs) sends along ``edge_index[1] -> edge_index[0]``
+    (``flow="target_to_source"``): a node then reads its out-neighbours, so its ball and
+    hops run over the reversed edges. A model that mixes both flows is refused: its hop
+    distances are not those of one direction."""
+    from graphloc.nn.conv._base import ConvModule
+    flows = {module.flow for module in model.modules()
+             if isinstance(getattr(module, "flow", None), str)
+             and (isinstance(module, ConvModule) or any(
+                 c.__name__ == "MessagePassing" and c.__module__.startswith("torch_geometric")
+                 for c in type(module).__mro__))}
+    if flows == {"source_to_target", "target_to_source"}:
+        raise ValueError("the model's layers send messages both ways (flow "
+                         "'source_to_target' in some, 'target_to_source' in others): a hop "
+                         "distance along one direction of the edges does not describe it")
+    return flows == {"target_to_source"}
+
+
+def _reversed_inputs(graph: Graph, values: _Values) -> tuple[Graph, _Values]:
+    """The graph with every edge flipped, and the data's edge tensors in its CSR order."""
+    flipped = graph.reversed()
+
+    def reorder(t: Tensor | None) -> Tensor | None:
+        return None if t is None else flipped.to_csr_order(graph.from_csr_order(t))
+    edge = {key: reorder(t) for key, t in values.edge.items()}
+    adjacency = values.adjacency if values.adjacency is None else \
+        replace(values.adjacency, values=reorder(values.adjacency.values))
+    return flipped, replace(values, edge=edge, adjacency=adjacency, reversed=True)
 
 
 def _structure_call(model: torch.nn.Module, values: _Values, x: Tensor,
