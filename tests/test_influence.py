@@ -1361,8 +1361,8 @@ class _FlowNet(torch.nn.Module):
 def test_a_model_whose_messages_run_against_the_edges_is_measured_along_them(
         library, weighted, convert):
     """flow="target_to_source": a node reads its out-neighbours. The balls and hops ran
-    over in-edges, so the measured model missed what it reads (a total 30% low on this
-    graph) without a word. Oracle: the full-graph Jacobian grouped by the distance along
+    over in-edges, so the measured model missed what it reads (totals 30% low on these
+    seeds) without a word. Oracle: the full-graph Jacobian grouped by the distance along
     the reversed edges."""
     import networkx as nx
     import torch_geometric.nn as P
