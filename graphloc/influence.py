@@ -590,8 +590,8 @@ def _with_adjacency(values: _Values, given, converted) -> _Values:
 
 def _as_edge_lists(values: _Values) -> _Values:
     """``values`` whose balls go to the model as edge_index, the adjacency's values back as
-    their edge tensor: for graphloc's own models, which take an edge_index or a Graph, not
-    a sparse matrix, so that the data's matrix stands for its edges there."""
+    their edge tensor: for a model that takes an edge_index or a Graph but no sparse
+    matrix (``_structure_call``), so that the data's matrix stands for its edges there."""
     adjacency = values.adjacency
     if adjacency is None:
         return values
