@@ -41,11 +41,10 @@ def check_same_on_every_rank(tensors: dict[str, torch.Tensor], what: str) -> Non
     a common seed, or seeds drawn from each process's own generator, would otherwise be
     gathered into one result without a word. Outside torch.distributed: nothing."""
     import torch.distributed as dist
-    rank, world = rank_and_world()
-    if world == 1:
+    if rank_and_world()[1] == 1:
         return
     mine = {name: digest(t) for name, t in tensors.items()}
-    everyone: list = [None] * world
+    everyone: list = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, mine)
     differing = {}
     for other, theirs in enumerate(everyone):

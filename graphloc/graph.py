@@ -344,6 +344,17 @@ def _storage_order_entries(rows: Tensor, cols: Tensor, merged: Tensor,
     return rows, cols, merged.values()[where]
 
 
+def sparse_edges_key(data) -> str | None:
+    """The attribute of a PyG Data whose torch.sparse matrix holds its edges: a sparse
+    ``edge_index`` or ``adj_t`` (entry (i, j) the edge j -> i, as PyG's layers read them),
+    else ``adj`` (entry (i, j) the edge i -> j); None where none is a sparse matrix."""
+    for key in ("edge_index", "adj_t", "adj"):
+        value = getattr(data, key, None)
+        if isinstance(value, Tensor) and value.layout != torch.strided:
+            return key
+    return None
+
+
 def pyg_data_with_edges(data, where: str = "the PyG Data"):
     """``data`` itself where it has an ``edge_index``; a Data whose edges are a sparse
     ``adj_t`` (PyG's ``ToSparseTensor``: entry (i, j) is the edge j -> i) or ``adj`` (entry
@@ -355,18 +366,17 @@ def pyg_data_with_edges(data, where: str = "the PyG Data"):
     edge_index = getattr(data, "edge_index", None)
     if isinstance(edge_index, Tensor) and edge_index.layout == torch.strided:
         return data
-    for key, transposed in (("edge_index", True), ("adj_t", True), ("adj", False)):
-        adj = getattr(data, key, None)
-        if isinstance(adj, Tensor) and adj.layout != torch.strided:
-            rows, cols, values = adjacency_entries(adj, f"{where}: {key}")
-            data = data.clone()
-            del data[key]  # (first: the key may be edge_index itself)
-            data.edge_index = torch.stack([cols, rows] if transposed else [rows, cols])
-            if values.dim() > 1:
-                data.edge_attr = values
-            elif not bool((values == 1).all()):
-                data.edge_weight = values
-            return data
+    key = sparse_edges_key(data)
+    if key is not None:
+        rows, cols, values = adjacency_entries(data[key], f"{where}: {key}")
+        data = data.clone()
+        del data[key]  # (first: the key may be edge_index itself)
+        data.edge_index = torch.stack([rows, cols] if key == "adj" else [cols, rows])
+        if values.dim() > 1:
+            data.edge_attr = values
+        elif not bool((values == 1).all()):
+            data.edge_weight = values
+        return data
     raise ValueError(f"{where} holds a Data without edges: no edge_index, and no sparse adj_t "
                      f"or adj (a torch.sparse tensor) to take them from")
 

@@ -68,7 +68,7 @@ from graphloc.checks import (
     refuse_integer_mask,
 )
 from graphloc.distributed import check_same_on_every_rank, rank_and_world
-from graphloc.graph import Graph, pyg_data_with_edges
+from graphloc.graph import Graph, pyg_data_with_edges, sparse_edges_key
 from graphloc.hetero import HeteroGraph
 from graphloc.io import save_figure
 from graphloc.nn.capabilities import capabilities_of
@@ -557,14 +557,14 @@ class _Adjacency:
     dtype: torch.dtype
     value_key: str | None
 
-    def of(self, edges: Tensor, sub: _Subgraph, num_nodes: int, device) -> Tensor:
-        """The ball's matrix: its edges (as the data has them), their values, the data's
-        key and layout."""
+    def of(self, edges: Tensor, positions: Tensor, num_nodes: int, device) -> Tensor:
+        """The ball's matrix: its edges (as the data has them; ``positions``, their CSR
+        positions in the graph), their values, the data's key and layout."""
         edges = edges.to(device)
         index = edges if self.key == "adj" else edges.flip(0)  # (adj_t: entry (i, j) = j -> i)
         values = torch.ones(edges.size(1), dtype=self.dtype, device=device) \
             if self.values is None else \
-            self.values[sub.positions.long().to(self.values.device)].to(device)
+            self.values[positions.long().to(self.values.device)].to(device)
         size = (num_nodes, num_nodes, *values.shape[1:])
         matrix = torch.sparse_coo_tensor(index, values, size).coalesce()
         return matrix.to_sparse_csr() if self.layout == torch.sparse_csr else matrix
@@ -576,9 +576,7 @@ def _with_adjacency(values: _Values, given, converted) -> _Values:
     entries' values then travel in the matrix, not as an edge tensor of their own."""
     if converted is given:
         return values
-    key = next(key for key in ("edge_index", "adj_t", "adj")  # (pyg_data_with_edges' order)
-               if isinstance(getattr(given, key, None), Tensor)
-               and given[key].layout != torch.strided)
+    key = sparse_edges_key(given)
     made = [name for name in ("edge_weight", "edge_attr")
             if name in converted and converted[name] is not getattr(given, name, None)]
     edge = dict(values.edge)
@@ -792,7 +790,7 @@ class _ModelCall:
         edge_index = sub.edge_index.flip(0) if self.values.reversed else sub.edge_index
         adjacency = self.values.adjacency  # (edges given as a sparse matrix: one per ball)
         structure = edge_index if adjacency is None else \
-            adjacency.of(edge_index, sub, len(x), x.device)
+            adjacency.of(edge_index, sub.positions, len(x), x.device)
         if self.style == "pair":
             return (x, structure), {}
         if self.style == "features":
@@ -887,11 +885,10 @@ def _messages_run_against_edges(model: torch.nn.Module) -> bool:
     hops run over the reversed edges. A model that mixes both flows is refused: its hop
     distances are not those of one direction."""
     from graphloc.nn.conv._base import ConvModule
+    from graphloc.nn.convert import is_pyg_message_passing
     flows = {module.flow for module in model.modules()
              if isinstance(getattr(module, "flow", None), str)
-             and (isinstance(module, ConvModule) or any(
-                 c.__name__ == "MessagePassing" and c.__module__.startswith("torch_geometric")
-                 for c in type(module).__mro__))}
+             and (isinstance(module, ConvModule) or is_pyg_message_passing(module))}
     if flows == {"source_to_target", "target_to_source"}:
         raise ValueError("the model's layers send messages both ways (flow "
                          "'source_to_target' in some, 'target_to_source' in others): a hop "

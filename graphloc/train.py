@@ -640,8 +640,7 @@ def _dataset_tensors(dataset) -> dict:
     """The tensors of a homogeneous or heterogeneous dataset that training reads, by name."""
     names = ("x", "y", "train_index", "val_index", "test_index", "edge_attr", "pos")
     tensors = {name: getattr(dataset, name, None) for name in names}
-    edges = getattr(dataset.graph, "edge_index", None)
-    tensors["edge_index"] = edges
+    tensors["edge_index"] = getattr(dataset.graph, "edge_index", None)
     return {name: t for name, t in tensors.items() if isinstance(t, torch.Tensor)}
 
 

@@ -63,6 +63,17 @@ from graphloc.nn import (
 requires_ext = pytest.mark.skipif(not graphloc.HAS_EXTENSION, reason="graphloc._C is not built")
 
 
+def run_on_two_processes(script: str, *args: str, timeout: int = 300):
+    """``tests/<script>`` under torchrun with 2 processes (``--standalone``: a free
+    rendezvous port), its output captured."""
+    import os
+    import subprocess
+    path = os.path.join(os.path.dirname(__file__), script)
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc_per_node=2", path, *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
 def point_cloud(seed: int, n: int = 12, width: int = 5, m: int = 40, normals: bool = False):
     """``(x, pos[, normal], edge_index)`` in float64 for the point convs: ``x [n, width]``,
     3-D positions (and normals), ``m`` random edges among the first ``n - 1`` points

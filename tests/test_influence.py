@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 import torch
-from helpers import random_edge_index, requires_ext
+from helpers import random_edge_index, requires_ext, run_on_two_processes
 
 from graphloc import Graph
 from graphloc.influence import influence_per_hop, measure, receptive_field, total_influence
@@ -500,13 +500,7 @@ def test_processes_that_measure_different_things_are_refused_not_gathered(tmp_pa
     a model initialised per process, seeds drawn per process or features that differ
     made one result of several computations without a word. The same inputs give the
     numbers of one process."""
-    import os
-    import subprocess
-    import sys
-    script = os.path.join(os.path.dirname(__file__), "influence_ranks.py")
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                           "--nproc_per_node=2", script, str(tmp_path)], capture_output=True,
-                          text=True, timeout=300)
+    proc = run_on_two_processes("influence_ranks.py", str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     from graphloc.datasets import synthetic_city

@@ -1,10 +1,12 @@
 """fit: learning, checkpoints that reload, exact resume, mini-batches, bad input."""
 
+import contextlib
 import json
+import warnings
 
 import pytest
 import torch
-from helpers import requires_ext
+from helpers import requires_ext, run_on_two_processes
 
 from graphloc.datasets import synthetic_city
 from graphloc.io import atomic_save
@@ -144,13 +146,7 @@ def test_two_processes_train_full_batch_as_one_and_take_equal_steps(tmp_path):
 
 
 def test_a_failing_rank_stops_the_others():
-    import os
-    import subprocess
-    import sys
-    script = os.path.join(os.path.dirname(__file__), "ddp_failing_rank.py")
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run",
-                           "--nproc_per_node=2", script], capture_output=True, text=True,
-                          timeout=120)
+    proc = run_on_two_processes("ddp_failing_rank.py", timeout=120)
     assert proc.returncode != 0
     assert "rank 1 fails on purpose" in proc.stderr + proc.stdout
 
@@ -160,13 +156,7 @@ def test_processes_with_different_datasets_are_refused(tmp_path):
     the dataset: copies that differ (features or labels made per process) trained one
     model on several datasets without a word."""
     import json
-    import os
-    import subprocess
-    import sys
-    script = os.path.join(os.path.dirname(__file__), "train_ranks.py")
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                           "--nproc_per_node=2", script, str(tmp_path)], capture_output=True,
-                          text=True, timeout=300)
+    proc = run_on_two_processes("train_ranks.py", str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     for rank in (0, 1):
         outcome = json.loads((tmp_path / f"rank{rank}.json").read_text())
@@ -574,24 +564,19 @@ def test_a_checkpoint_reloads_as_the_model_it_was_trained_as(model, tmp_path):
     same graphloc warns of nothing."""
     small = synthetic_city(150, seed=0, hops=2)
     config = TrainConfig(model=model, layers=2, hidden=8, epochs=1)
-    with _no_warning_of_another_model():
+    with no_warning_of_another_model():
         fit(small, config, out_dir=str(tmp_path), progress=False)
         loaded, info = load_checkpoint(str(tmp_path / "best.pt"))
     assert info["definition"][""]["type"] == type(loaded).__qualname__  # (Standardized)
     assert info["definition"]["model"]["type"] == type(loaded.model).__qualname__
 
 
-def _no_warning_of_another_model():
-    import contextlib
-    import warnings
-
-    @contextlib.contextmanager
-    def watch():
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            yield
-        assert not [w for w in caught if "another model" in str(w.message)]
-    return watch()
+@contextlib.contextmanager
+def no_warning_of_another_model():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    assert not [w for w in caught if "another model" in str(w.message)]
 
 
 def test_a_checkpoint_built_now_as_another_model_is_said(city, tmp_path):
@@ -619,5 +604,5 @@ def test_a_checkpoint_built_now_as_another_model_is_said(city, tmp_path):
     state = torch.load(tmp_path / "best.pt", weights_only=False)
     del state["definition"]  # as written before 2026-12-07
     atomic_save(state, str(tmp_path / "old.pt"))
-    with _no_warning_of_another_model():
+    with no_warning_of_another_model():
         load_checkpoint(str(tmp_path / "old.pt"))

@@ -159,7 +159,7 @@ def _replace_convs(root: torch.nn.Module) -> tuple[list[str], list[tuple[str, st
             else:
                 setattr(parent, attr, twin)
                 done.append(name)
-        elif _is_pyg_message_passing(child):
+        elif is_pyg_message_passing(child):
             kept.append((name or type(child).__name__,
                          f"{type(child).__name__} has no graphloc equivalent"))
     return done, kept
@@ -196,7 +196,7 @@ def _basis_conv(module) -> HeteroBasisConv:
     return HeteroBasisConv.of_copies(twins)
 
 
-def _is_pyg_message_passing(module) -> bool:
+def is_pyg_message_passing(module) -> bool:
     """A PyG conv of any kind (a subclass of PyG's MessagePassing), converted or not; not
     a graphloc conv's explain port (a MessagePassing for PyG's explainers only)."""
     return not is_explain_port(module) and any(
