@@ -27,6 +27,8 @@ def rank_and_world() -> tuple[int, int]:
 def digest(t: torch.Tensor) -> str:
     """A hash of a tensor's dtype, shape and bytes: equal on two processes only when the
     tensors are (NaN payloads and -0.0 included)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"digest takes a tensor, got {type(t).__name__}")
     flat = t.detach().cpu().contiguous().reshape(-1)
     hashed = hashlib.blake2b(f"{t.dtype}{tuple(t.shape)}".encode(), digest_size=16)
     if flat.numel():  # the bytes read in place (no copy of a large feature matrix)

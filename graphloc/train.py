@@ -820,6 +820,8 @@ def model_definition(model: torch.nn.Module) -> dict[str, dict[str, str]]:
     """Per submodule (by its path), its class (``"type"``) and its settings: the public
     attributes that are numbers, names, flags or tuples of them (heads, slopes, dropout
     rates, eps, K...), each as its ``repr``. Taken as built, before training."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model_definition takes a torch.nn.Module, got {type(model).__name__}")
     return {path: {"type": type(module).__qualname__,
                    **{k: repr(v) for k, v in sorted(vars(module).items())
                       if not k.startswith("_") and k != "training" and _is_setting(v)}}

@@ -1,3 +1,5 @@
+import numpy as np
+import pytest
 import torch
 
 from graphloc.distributed import check_same_on_every_rank, digest
@@ -24,3 +26,10 @@ def test_a_digest_is_equal_only_for_equal_tensors():
 
 def test_outside_torch_distributed_the_check_passes():
     check_same_on_every_rank({"x": torch.randn(3)}, "anything")  # one process: no peers
+
+
+def test_a_digest_of_what_is_no_tensor_is_refused_by_name():
+    with pytest.raises(TypeError, match="digest takes a tensor, got list"):
+        digest([1.0, 2.0])
+    with pytest.raises(TypeError, match="digest takes a tensor, got ndarray"):
+        digest(np.zeros(3))

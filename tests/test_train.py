@@ -606,3 +606,12 @@ def test_a_checkpoint_built_now_as_another_model_is_said(city, tmp_path):
     atomic_save(state, str(tmp_path / "old.pt"))
     with no_warning_of_another_model():
         load_checkpoint(str(tmp_path / "old.pt"))
+
+
+def test_a_definition_of_what_is_no_module_is_refused_by_name():
+    from graphloc.train import model_definition
+    with pytest.raises(TypeError, match="model_definition takes a torch.nn.Module, got dict"):
+        model_definition({"convs": []})
+    conv = torch.nn.Linear(3, 2)
+    assert model_definition(conv) == {"": {"type": "Linear", "in_features": "3",
+                                           "out_features": "2"}}
