@@ -247,12 +247,15 @@ def _csr_of(dst: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
     """``ops.coo_to_csr`` of validated destinations. Its row pointer has num_nodes + 1
     entries: raw ids (OpenStreetMap's node ids reach 10^10) make num_nodes the largest id
     plus one, and building it failed with torch's bare out-of-memory or size-overflow
-    message. Refused first where the row pointer alone outgrows the machine's memory."""
-    need = dst.element_size() * (num_nodes + 1)
+    message. Refused first where the row pointer and the sort's int64 count per row outgrow
+    the machine's memory: counting the row pointer alone let 2^31 nodes through on a 24 GiB
+    machine, whose process the kernel then killed."""
+    need = (dst.element_size() + 8) * (num_nodes + 1)
     if need > _physical_memory():
         raise ValueError(
             f"a graph of num_nodes={num_nodes} needs {need / 1e9:.3g} GB for its row pointer "
-            f"alone, more than this machine's memory. Node ids must be 0 .. N-1: relabel raw "
+            f"and the sort's counts alone, more than this machine's memory "
+            f"({_physical_memory() / 1e9:.3g} GB). Node ids must be 0 .. N-1: relabel raw "
             f"ids first (ids, edge_index = torch.unique(edge_index, return_inverse=True))")
     return ops.coo_to_csr(dst, num_nodes, validated=True)
 

@@ -207,10 +207,23 @@ def test_raw_ids_too_large_for_memory_are_named(largest):
     row pointer's allocation failed with torch's bare out-of-memory or size-overflow
     message, which named neither the argument nor the fix."""
     with pytest.raises(ValueError, match=rf"num_nodes={largest + 1} needs .* GB for its row "
-                                         r"pointer alone.*relabel raw ids"):
+                                         r"pointer and the sort's counts.*relabel raw ids"):
         Graph(torch.tensor([[0, largest], [1, 0]]))
-    with pytest.raises(ValueError, match=r"num_nodes=1000000000000000 needs 8e\+06 GB"):
+    with pytest.raises(ValueError, match=r"num_nodes=1000000000000000 needs 1.6e\+07 GB"):
         Graph(torch.tensor([[0, 1], [1, 0]]), num_nodes=10**15)
+
+
+def test_node_counts_whose_sort_outgrows_memory_are_refused(monkeypatch):
+    """Building the CSR holds the row pointer and an int64 count per row at once (12 bytes
+    per node with int32 ids, 16 past 2^31 nodes). Counting only the row pointer let 2^31
+    nodes through on a 24 GiB machine, and the kernel killed the process. Here the machine
+    has 1 MB: 83,333 nodes (int32 ids) need 1,000,008 bytes, 83,332 fit."""
+    import graphloc.graph as graph_module
+    monkeypatch.setattr(graph_module, "_physical_memory", lambda: 1e6)
+    edges = torch.tensor([[0, 1], [1, 0]])
+    assert Graph(edges, num_nodes=83_332).num_nodes == 83_332
+    with pytest.raises(ValueError, match=r"num_nodes=83333 needs 0.001 GB.*\(0.001 GB\)"):
+        Graph(edges, num_nodes=83_333)
 
 
 def _edges(graph, labels):

@@ -17,10 +17,15 @@ namespace {
 // Thread mapping: the edges are cut into T contiguous chunks. Pass 1: each chunk counts its
 // rows. A scan gives every (chunk, row) its first output slot, ordered chunk-major within
 // a row, so pass 2 writes perm stably (equal keys keep their input order).
+// Each chunk holds a count per row, so T is also kept to E / num_rows: the counts then take
+// at most one int64 per row and per edge. Without that bound a graph of many rows and few
+// edges per row took T int64 per row (128 bytes per node on 16 threads) and a sequential
+// scan over all of them.
 template <typename index_t>
 void counting_sort(const index_t* index, int64_t E, int64_t num_rows, index_t* indptr,
                    index_t* perm) {
-  const int64_t T = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), E / (1 << 16)));
+  const int64_t by_edges = std::min<int64_t>(E / (1 << 16), E / std::max<int64_t>(1, num_rows));
+  const int64_t T = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), by_edges));
   std::vector<std::vector<int64_t>> counts(T, std::vector<int64_t>(num_rows, 0));
   auto chunk_begin = [&](int64_t t) { return E * t / T; };
   std::atomic<int64_t> bad{-1};

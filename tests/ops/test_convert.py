@@ -26,6 +26,16 @@ def test_coo_to_csr_is_a_stable_sort(num_rows, size, dtype, seed):
     assert torch.equal(indptr, reference.coo_to_csr(index, num_rows)[0])
 
 
+@pytest.mark.parametrize("num_rows", [100_000, 150_000, 1_000_000])
+def test_coo_to_csr_with_many_rows_per_edge_is_a_stable_sort(num_rows):
+    """Past 2^17 edges the sort counts per thread chunk; with as many rows as edges or more
+    it now keeps to fewer chunks (the counts take a row's int64 per chunk)."""
+    index = torch.randint(0, num_rows, (300_000,), generator=torch.Generator().manual_seed(3))
+    indptr, perm = ops.coo_to_csr(index, num_rows)
+    assert torch.equal(perm, torch.sort(index, stable=True).indices)
+    assert torch.equal(indptr, reference.coo_to_csr(index, num_rows)[0])
+
+
 def test_csr_transpose_lists_out_edges_in_csr_order():
     indptr = torch.tensor([0, 2, 3, 3, 5])
     indices = torch.tensor([1, 3, 1, 0, 1])
