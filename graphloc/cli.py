@@ -15,6 +15,7 @@ from graphloc.influence import METHODS, plot_influence
 from graphloc.io import check_writable, write_json
 from graphloc.memory import retain_freed_memory
 from graphloc.nn.models.forward import PROCEDURES
+from graphloc.nn.registry import check_model_name
 from graphloc.plotting import require_matplotlib
 
 # a row per node, in node order, or matched by a first column of node names (or of ids
@@ -154,7 +155,7 @@ def _add_train_command(commands) -> None:
     cmd.add_argument("--labels", help=LABELS_HELP)
     cmd.add_argument("--label-column", help=LABEL_COLUMN_HELP)
     _add_undirected_flag(cmd)
-    cmd.add_argument("--model", default="gcn",
+    cmd.add_argument("--model", type=registered_model, default="gcn",
                      help="a registered model or conv name, or la-<conv>: that conv with "
                           "local augmentation (its generator pretrained first)")
     cmd.add_argument("--layers", type=count(1), default=2)
@@ -322,7 +323,7 @@ def _add_influence_command(commands) -> None:
     cmd.add_argument("--features", help=FEATURES_HELP)
     cmd.add_argument("--feature-columns", type=column_names, help=FEATURE_COLUMNS_HELP)
     _add_undirected_flag(cmd)
-    cmd.add_argument("--model", nargs="+", default=["gcn"],
+    cmd.add_argument("--model", type=registered_model, nargs="+", default=["gcn"],
                      help="registered model or conv names, or la-<conv> (its generator "
                           "pretrained on the graph) (untrained, seeded; one output per "
                           "class, two on a graph without labels)")
@@ -387,6 +388,16 @@ def column_names(text: str) -> list[str]:
     if not all(names):
         raise argparse.ArgumentTypeError(f"expected comma-separated column names, got {text!r}")
     return names
+
+
+def registered_model(name: str) -> str:
+    """--model: a name ``build_model`` builds, checked before a dataset is loaded (an
+    unknown one failed only once the graph had loaded, minutes in on a large one)."""
+    try:
+        check_model_name(name)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return name
 
 
 def count(low: int):

@@ -165,6 +165,25 @@ def test_user_errors_are_one_line_naming_the_problem(tmp_path, capsys):
         assert "must be >=" in capsys.readouterr().err
 
 
+def test_an_unknown_model_is_refused_before_the_dataset_loads(tmp_path, capsys, monkeypatch):
+    """It failed only once the graph had loaded, minutes in on a large one."""
+    import pytest
+
+    import graphloc.datasets
+    monkeypatch.setattr(graphloc.datasets, "load_dataset", lambda *a, **k: pytest.fail("loaded"))
+    for command in (["influence", "--graph", "synthetic:50", "--model", "gcn", "nope"],
+                    ["train", "--dataset", "synthetic:50", "--model", "la-nope"]):
+        with pytest.raises(SystemExit):
+            main([*command, "--out", str(tmp_path / "out")])
+        err = capsys.readouterr().err
+        assert "argument --model: unknown model 'nope'" in err or "'la-nope'" in err
+        assert "'gcn'" in err and "la-<conv>" in err  # the names it could have been
+    monkeypatch.undo()
+    assert main(["influence", "--graph", "synthetic:50", "--model", "la-gcn", "latte",
+                 "--max-hops", "1", "--samples", "2", "--out", str(tmp_path / "i.json")]) == 2
+    assert "--model latte: a model of node types" in capsys.readouterr().err
+
+
 def test_a_checkpoint_measured_on_a_graph_of_another_width_is_refused(tmp_path, capsys):
     from dataclasses import replace
 

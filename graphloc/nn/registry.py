@@ -123,12 +123,18 @@ def build_model(name: str, in_channels: int, hidden_channels: int, out_channels:
     with local augmentation (:class:`graphloc.nn.models.aug.LAModel`, pass ``augmenter=``).
     ``num_layers`` is the depth: the number of convs or layers, the propagation steps of
     DAGNN and LiftGCN, SGFormer's GCN layers; LargeGT has one layer and warns of any other."""
+    check_model_name(name)
     augmented = _la_conv(name)
     if augmented is not None:
         return LAModel(augmented, in_channels, hidden_channels, out_channels, num_layers,
                        **kwargs)
     if name in MODELS:
         return MODELS[name](in_channels, hidden_channels, out_channels, num_layers, **kwargs)
-    if name in CONVS:
-        return GNN(name, in_channels, hidden_channels, out_channels, num_layers, **kwargs)
-    raise ValueError(f"unknown model {name!r}; registered: {sorted([*MODELS, *CONVS])}")
+    return GNN(name, in_channels, hidden_channels, out_channels, num_layers, **kwargs)
+
+
+def check_model_name(name) -> None:
+    """Refuses a name that :func:`build_model` cannot build, listing the registered ones."""
+    if _la_conv(name) is None and name not in MODELS and name not in CONVS:
+        raise ValueError(f"unknown model {name!r}; registered: {sorted([*MODELS, *CONVS])} "
+                         "or la-<conv>")
