@@ -39,6 +39,8 @@ timeout 60 $PY -m pytest -q -p no:cacheprovider tests/ops/test_convert.py::test_
 timeout ${TEST_TIMEOUT:-150} $PY -m pytest -q -p no:cacheprovider -n 4 --tb=short \
   tests/ops/test_cuda.py tests/nn/conv/test_conv_cuda.py \
   tests/test_influence.py::test_cuda_gives_the_cpu_numbers \
+  tests/test_influence.py::test_processes_that_measure_different_things_are_refused_not_gathered \
+  tests/test_train.py::test_processes_with_different_datasets_are_refused \
   2>&1 | tee "$OUT/test_cuda.log" | grep -v "^\[gw" | tail -40
 # ops (with the spmm width sweep and a profile of the main steps), then the layers
 timeout ${BENCH_TIMEOUT:-300} $PY benchmarks/bench_gpu.py --profile --write "$OUT/gpu_results.md" \

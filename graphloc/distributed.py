@@ -65,12 +65,15 @@ def check_same_on_every_rank(tensors: dict[str, torch.Tensor], what: str) -> Non
 @contextlib.contextmanager
 def process_group():
     """Inside a process started by torchrun (``WORLD_SIZE`` set), joins the process group
-    (gloo on CPU, nccl on GPU) for the body and leaves it after; elsewhere does nothing."""
+    for the body and leaves it after; elsewhere does nothing. See ``_backend``."""
     import torch.distributed as dist
 
     joined = "WORLD_SIZE" in os.environ and not dist.is_initialized()
     if joined:
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        backend, device = _backend()
+        if device is not None:
+            torch.cuda.set_device(device)
+        dist.init_process_group(backend)
     done = False
     try:
         yield
@@ -84,6 +87,20 @@ def process_group():
             # exception") after a mini-batch run, with Gloo's work outliving the group
             gc.collect()
             dist.destroy_process_group()
+
+
+def _backend() -> tuple[str, int | None]:
+    """``(backend, CUDA device of this process or None)``. The commands compute on the CPU,
+    and so do their collectives (gradients, digests, gathered influence rows): gloo carries
+    them. Where CUDA and NCCL are present NCCL carries CUDA tensors beside it, each process
+    on the GPU of its ``LOCAL_RANK``. The group was nccl alone there, which has no CPU
+    collectives, with every process left on GPU 0."""
+    import torch.distributed as dist
+    if not (torch.cuda.is_available() and dist.is_nccl_available()):
+        return "gloo", None
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    device = local_rank if local_rank < torch.cuda.device_count() else None
+    return "cpu:gloo,cuda:nccl", device
 
 
 def relaunch(argv: list[str], nproc: int) -> int:

@@ -33,3 +33,25 @@ def test_a_digest_of_what_is_no_tensor_is_refused_by_name():
         digest([1.0, 2.0])
     with pytest.raises(TypeError, match="digest takes a tensor, got ndarray"):
         digest(np.zeros(3))
+
+
+@pytest.mark.parametrize("cuda, nccl, local_rank, expected", [
+    (False, False, "1", ("gloo", None)),
+    (True, False, "1", ("gloo", None)),  # a CUDA build without NCCL
+    (True, True, "1", ("cpu:gloo,cuda:nccl", 1)),
+    (True, True, "3", ("cpu:gloo,cuda:nccl", None)),  # more processes than GPUs
+])
+def test_the_group_carries_cpu_collectives_where_a_gpu_is_present(monkeypatch, cuda, nccl,
+                                                                  local_rank, expected):
+    """The commands compute on the CPU, so their collectives are CPU tensors. On a machine
+    with CUDA the group was nccl alone, which has no CPU collectives (train and influence
+    with --nproc failed there), and every process sat on GPU 0. Run for real on a GPU by
+    benchmarks/device_check.sh (the two-process tests)."""
+    import torch.distributed as dist
+
+    from graphloc import distributed
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(dist, "is_nccl_available", lambda: nccl)
+    monkeypatch.setenv("LOCAL_RANK", local_rank)
+    assert distributed._backend() == expected
