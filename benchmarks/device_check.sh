@@ -3,6 +3,7 @@
 # torch-geometric installed: build graphloc with its CUDA kernels for Hopper (sm_90), run
 # the CUDA tests (GPU against CPU kernels), the GPU benchmark with a kernel profile, then the
 # whole suite (the influence benchmark on the GPU: bench_influence.py --device cuda).
+# The two-process tests run there too: their CPU collectives beside CUDA (distributed.py).
 # Logs go to $OUT (default ./device-out); the built extension is copied there too.
 set -uo pipefail
 OUT=${OUT:-device-out}
