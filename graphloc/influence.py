@@ -1009,6 +1009,9 @@ def _warn_of_edge_values_left_out(call: _ModelCall, where: str) -> None:
 def _seeds(num_nodes: int, num_samples, nodes, seed, allow_empty: bool = False) -> Tensor:
     """Seed ids: ``nodes`` checked, else a draw. Per-hop totals of no seeds are an empty
     table (``allow_empty``); an R or a curve of no seeds is refused."""
+    if nodes is not None and num_samples is not None:  # num_samples was dropped quietly
+        raise ValueError(f"num_samples={num_samples!r} and nodes were both given: pass the "
+                         f"seeds as nodes, or a number of them to draw as num_samples")
     if nodes is not None:
         try:
             nodes = torch.as_tensor(nodes)

@@ -728,6 +728,7 @@ def test_full_graph_refuses_a_locality_the_model_does_not_have():
     ({"nodes": []}, "nodes is empty"),
     ({"nodes": [[0, 1]]}, "nodes must be 1-D"),
     ({"num_samples": 0}, "num_samples must be an integer >= 1, got 0"),
+    ({"num_samples": 5, "nodes": [1]}, r"num_samples=5 and nodes were both given"),
     ({"batch_size": 0}, "batch_size must be an integer >= 1, got 0"),
     ({"seed": "a"}, "seed must be an integer, got 'a'"),
     ({"device": "tpu9"}, "device must be a torch device such as 'cpu' or 'cuda', got 'tpu9'"),
