@@ -2,8 +2,8 @@
 # Runs the peers' own test files against graphloc with only the imported names swapped:
 # PyG's tests of the convs, total_influence, to_hetero, to_hetero_with_bases, the
 # explainers, compiled convs and neighbour loaders, torch_scatter's whole suite, and with
-# torch_cluster and torch_spline_conv checkouts their knn, radius, nearest, fps, spline basis
-# and spline weighting tests.
+# torch_cluster and torch_spline_conv checkouts torch_cluster's whole suite (on
+# graphloc.cluster) and torch_spline_conv's spline basis and weighting tests.
 # Fetches nothing: pass checkouts of the peers' repositories (PyG at tag 2.8.0, torch_scatter
 # at 2.1.2, torch_cluster at 1.6.3, torch_spline_conv at 1.2.2). Their files stay outside
 # this repository; they are copied to a temp directory.
@@ -339,10 +339,10 @@ shimmed_tests() {
 }
 
 if [ -n "$cluster" ]; then
-  shimmed_tests "$cluster" torch_cluster \
-    "from graphloc.ops import fps, knn, knn_graph, nearest, radius, radius_graph" \
-    "torch_cluster's knn, radius, nearest and fps tests" \
-    test_knn.py test_radius.py test_nearest.py test_fps.py
+  shimmed_tests "$cluster" torch_cluster "from graphloc.cluster import *" \
+    "torch_cluster's tests (knn, radius, nearest, fps, graclus, grid, random walk, sampler)" \
+    test_knn.py test_radius.py test_nearest.py test_fps.py test_graclus.py test_grid.py \
+    test_rw.py test_sampler.py
 fi
 if [ -n "$spline" ]; then
   shimmed_tests "$spline" torch_spline_conv \
