@@ -2,8 +2,8 @@
 # Runs the peers' own test files against graphloc with only the imported names swapped:
 # PyG's tests of the convs, total_influence, to_hetero, to_hetero_with_bases, the
 # explainers, compiled convs and neighbour loaders, torch_scatter's whole suite, and with
-# torch_cluster and torch_spline_conv checkouts torch_cluster's whole suite (on
-# graphloc.cluster) and torch_spline_conv's spline basis and weighting tests.
+# torch_cluster and torch_spline_conv checkouts their whole suites (on graphloc.cluster and
+# graphloc.spline_conv).
 # Fetches nothing: pass checkouts of the peers' repositories (PyG at tag 2.8.0, torch_scatter
 # at 2.1.2, torch_cluster at 1.6.3, torch_spline_conv at 1.2.2). Their files stay outside
 # this repository; they are copied to a temp directory.
@@ -345,7 +345,7 @@ if [ -n "$cluster" ]; then
     test_rw.py test_sampler.py
 fi
 if [ -n "$spline" ]; then
-  shimmed_tests "$spline" torch_spline_conv \
-    "from graphloc.ops import spline_basis, spline_weighting" \
-    "torch_spline_conv's basis and weighting tests" test_basis.py test_weighting.py
+  shimmed_tests "$spline" torch_spline_conv "from graphloc.spline_conv import *" \
+    "torch_spline_conv's tests (basis, weighting, conv)" test_basis.py test_weighting.py \
+    test_conv.py
 fi

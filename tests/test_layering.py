@@ -17,6 +17,7 @@ LAYERS = {
     "graphloc.plotting": 0, "graphloc.memory": 0,
     "graphloc.ops": 1,
     "graphloc.graph": 2, "graphloc.scatter": 2, "graphloc.hetero": 2.5, "graphloc.cluster": 2.5,
+    "graphloc.spline_conv": 2,
     "graphloc.loader": 3, "graphloc.nn": 3, "graphloc.datasets": 3, "graphloc.transforms": 3,
     "graphloc.train": 4, "graphloc.influence": 4,
     "graphloc": 5,  # the package's facade (Graph, ops, load_checkpoint)

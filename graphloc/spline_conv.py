@@ -1,0 +1,45 @@
+"""Drop-in replacement for the ``torch_spline_conv`` package, on graphloc's ops.
+
+``from graphloc.spline_conv import spline_basis, spline_weighting, spline_conv`` wherever
+code imported them from torch_spline_conv: its public API with its signatures and return
+values. ``spline_basis`` and ``spline_weighting`` are ``graphloc.ops``'s; ``spline_conv``
+composes them as torch_spline_conv's does. Where it differs, by design: a pseudo-coordinate
+that is negative, NaN or infinite is refused by name (torch_spline_conv's kernels read a
+weight outside the array with it), and the functions do not compile under
+``torch.jit.script`` (graphloc's ops are Python).
+"""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from graphloc.ops import check_index, scatter
+from graphloc.ops.spline import spline_basis, spline_weighting
+
+__all__ = ["spline_basis", "spline_weighting", "spline_conv"]
+
+
+def spline_conv(x: Tensor, edge_index: Tensor, pseudo: Tensor, weight: Tensor,
+                kernel_size: Tensor, is_open_spline: Tensor, degree: int = 1,
+                norm: bool = True, root_weight: Tensor | None = None,
+                bias: Tensor | None = None) -> Tensor:
+    """torch_spline_conv's ``spline_conv``: each edge ``(i, j)`` of ``edge_index`` carries
+    ``x[j]`` through the B-spline kernel at ``pseudo``, summed at ``i`` (the first row, as
+    torch_spline_conv's) and divided by ``i``'s edge count with ``norm``; then
+    ``x @ root_weight`` and ``bias`` are added. ``x`` ``[N, C_in]`` (or ``[N]``),
+    ``pseudo`` ``[E, D]`` (or ``[E]``), ``weight`` ``[K, C_in, C_out]``."""
+    x = x.unsqueeze(-1) if x.dim() == 1 else x
+    pseudo = pseudo.unsqueeze(-1) if pseudo.dim() == 1 else pseudo
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(f"spline_conv: edge_index must be [2, E], got "
+                         f"{list(edge_index.shape)}")
+    check_index(edge_index, x.size(0), "edge_index")  # ids of x's rows
+    row, col = edge_index[0], edge_index[1]
+    basis, weight_index = spline_basis(pseudo, kernel_size, is_open_spline, degree)
+    messages = spline_weighting(x.index_select(0, col), weight, basis, weight_index)
+    out = scatter(messages, row, 0, dim_size=x.size(0), reduce="mean" if norm else "sum")
+    if root_weight is not None:
+        out = out + x @ root_weight
+    if bias is not None:
+        out = out + bias
+    return out
