@@ -19,8 +19,8 @@ Two variants, the same modules:
   attention parameters their own weight decay (1e-2) in a second optimizer group.
   This is the architecture of the official code (``qitianwu/SGFormer``, ``large/ours.py``);
   its ogbn-arxiv run is this variant with ``graph_weight=0.5``, ``gnn_num_layers=3`` and
-  ``gnn_dropout=0.5``. Not built: its ``gnn_use_init`` (x_0 concatenated to each GCN
-  layer's input, the amazon2m and pokec runs).
+  ``gnn_dropout=0.5``; its amazon2m and pokec runs add ``gnn_use_init=True`` (either
+  variant takes it).
 
 PyG's is the default because this class takes PyG's arguments and parameter names: a PyG
 user who changes the import gets PyG's model (docs/models.md compares all three).
@@ -68,6 +68,12 @@ class SGFormer(ModelCapabilities, torch.nn.Module):
     City-Networks baseline (logits, as its code returns them). Arguments left at None take
     the variant's defaults.
 
+    ``gnn_use_init`` (the official code's option, used by its amazon2m and pokec runs; off
+    in both variants by default): each GCN layer's linear map reads the first GCN-branch
+    features beside the propagated ones, ``W [A h, h_0] + b``, held as the conv's weight on
+    ``A h`` plus ``inits[i]``, a bias-free linear map of ``h_0`` (the official ``W``
+    split by columns).
+
     Call: ``model(x, edge_index)`` (or a ``Graph``) for one graph, or PyG's
     ``model(x, edge_index, batch)`` for several (a ``NeighborLoader`` batch with
     ``disjoint=True``, a mini-batch of graphs): each node attends to the nodes of its own
@@ -85,7 +91,8 @@ class SGFormer(ModelCapabilities, torch.nn.Module):
                  trans_num_layers: int | None = None, trans_num_heads: int | None = None,
                  trans_dropout: float | None = None, gnn_num_layers: int | None = None,
                  gnn_dropout: float | None = None, graph_weight: float | None = None,
-                 aggregate: str = "add", variant: str = "pyg", pyg_padding: bool = False):
+                 aggregate: str = "add", variant: str = "pyg", pyg_padding: bool = False,
+                 gnn_use_init: bool = False):
         super().__init__()
         check_choice("SGFormer", "variant", variant, _VARIANTS)
         given = dict(trans_num_layers=trans_num_layers, trans_num_heads=trans_num_heads,
@@ -99,7 +106,7 @@ class SGFormer(ModelCapabilities, torch.nn.Module):
         for name in ("trans_num_layers", "gnn_num_layers"):
             check_int(args[name], f"SGFormer: {name}", 0)
         check_number("SGFormer", "graph_weight", args["graph_weight"])
-        check_flags("SGFormer", pyg_padding=pyg_padding)
+        check_flags("SGFormer", pyg_padding=pyg_padding, gnn_use_init=gnn_use_init)
         if aggregate not in ("add", "cat"):
             raise ValueError(f"aggregate must be 'add' or 'cat', got {aggregate!r}")
         self.in_channels, self.variant, self.pyg_padding = in_channels, variant, pyg_padding
@@ -108,7 +115,8 @@ class SGFormer(ModelCapabilities, torch.nn.Module):
                                         args["trans_num_heads"], args["trans_dropout"],
                                         citynetworks=official)
         self.graph_conv = _GCNBranch(in_channels, hidden_channels, args["gnn_num_layers"],
-                                     args["gnn_dropout"], self_loops=not official)
+                                     args["gnn_dropout"], self_loops=not official,
+                                     use_init=gnn_use_init)
         self.graph_weight, self.aggregate = args["graph_weight"], aggregate
         self.fc = torch.nn.Linear(hidden_channels * (2 if aggregate == "cat" else 1),
                                   out_channels)
@@ -183,22 +191,31 @@ class _GlobalBranch(torch.nn.Module):
 
 
 class _GCNBranch(torch.nn.Module):
-    def __init__(self, in_channels, hidden_channels, num_layers, dropout, self_loops=True):
+    def __init__(self, in_channels, hidden_channels, num_layers, dropout, self_loops=True,
+                 use_init=False):
         super().__init__()
         self.convs = torch.nn.ModuleList(
             GCNConv(hidden_channels, hidden_channels, add_self_loops=self_loops)
             for _ in range(num_layers))
+        # gnn_use_init: the map of the first features, the columns of the official W that
+        # read them (a module only where used, so the default's state dict is unchanged)
+        self.inits = torch.nn.ModuleList(
+            torch.nn.Linear(hidden_channels, hidden_channels, bias=False)
+            for _ in range(num_layers)) if use_init else None
         self.fcs = torch.nn.ModuleList([torch.nn.Linear(in_channels, hidden_channels)])
         self.bns = torch.nn.ModuleList(
             torch.nn.BatchNorm1d(hidden_channels) for _ in range(num_layers + 1))
         self.dropout = dropout
 
     def reset_parameters(self) -> None:
-        _reset_all(self.fcs, self.convs, self.bns)
+        _reset_all(self.fcs, self.convs, self.bns, self.inits or ())
 
     def forward(self, x: Tensor, graph) -> Tensor:
         x = ops.dropout(F.relu(self.bns[0](self.fcs[0](x))), self.dropout, self.training)
         first = x
-        for conv, norm in zip(self.convs, self.bns[1:], strict=True):
-            x = ops.dropout(F.relu(norm(conv(x, graph))), self.dropout, self.training) + first
+        for i, (conv, norm) in enumerate(zip(self.convs, self.bns[1:], strict=True)):
+            h = conv(x, graph)
+            if self.inits is not None:
+                h = h + self.inits[i](first)
+            x = ops.dropout(F.relu(norm(h)), self.dropout, self.training) + first
         return x

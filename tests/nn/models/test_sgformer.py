@@ -249,13 +249,15 @@ OFFICIAL = os.path.join(os.path.dirname(__file__), "data", "sgformer_official.pt
 
 
 @pytest.mark.parametrize("case", torch.load(OFFICIAL, weights_only=True),
-                         ids=lambda c: "layers{}-directed{}".format(*c["case"][1:]))
+                         ids=lambda c: "layers{}-directed{}-init{}".format(*c["case"][1:]))
 def test_citynetworks_variant_equals_the_official_code_run_on_the_same_weights(case):
     """City-Networks' ``benchmark/sgformer.py`` run from its repository
-    (``sgformer_oracle.py``; its configs' arguments) on the weights and batch-norm
-    statistics of ``variant="citynetworks"``, eval mode, float32 as the official."""
-    _, layers, _ = case["case"]
-    model = SGFormer(5, 8, 3, variant="citynetworks", gnn_num_layers=layers).eval()
+    (``sgformer_oracle.py``; its configs' arguments, and ``gnn_use_init`` in two cases) on
+    the weights and batch-norm statistics of ``variant="citynetworks"``, eval mode, float32
+    as the official."""
+    _, layers, _, use_init = case["case"]
+    model = SGFormer(5, 8, 3, variant="citynetworks", gnn_num_layers=layers,
+                     gnn_use_init=use_init).eval()
     model.load_state_dict(case["state"])
     out = model(case["x"], Graph(case["edge_index"], num_nodes=case["x"].size(0)))
     torch.testing.assert_close(out, case["official"], rtol=1e-5, atol=1e-6)
