@@ -19,7 +19,8 @@
 #
 # --no-jit replaces torch.jit.script by the identity, so the rest of each scripted test still
 # runs: graphloc's convs are Python, not TorchScript (PyG scripts them only in its full
-# tests). graphloc.scatter's functions script as torch_scatter's do, and pass either way.
+# tests). graphloc.scatter's, graphloc.cluster's and graphloc.spline_conv's functions script as
+# their packages' do, and pass either way.
 set -uo pipefail
 pyg=${1:?PyG checkout}
 scatter=${2:?torch_scatter checkout}

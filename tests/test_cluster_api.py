@@ -177,3 +177,28 @@ def test_neighbor_sampler_draws_each_row_with_randperm():
 def test_bad_input_is_refused_by_name(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_the_functions_script_and_give_the_eager_numbers():
+    """torch_cluster's own tests script its functions; so may a user's module."""
+    gen = torch.Generator().manual_seed(4)
+    x, y = torch.rand(30, 3, generator=gen), torch.rand(7, 3, generator=gen)
+    batch = torch.arange(30) // 15
+    row, col = _undirected(random_edge_index(30, 60, seed=4))
+    calls = {
+        "knn": (x, y, 3), "knn_graph": (x, 4, batch), "radius": (x, y, 0.4),
+        "radius_graph": (x, 0.3, batch), "nearest": (y, x),
+        "fps": (x, batch, 0.25, False), "grid_cluster": (x, torch.tensor([0.3, 0.3, 0.3])),
+        "graclus_cluster": (row, col, torch.rand(row.numel(), generator=gen)),
+        "random_walk": (row, col, torch.arange(30), 5, 0.5, 2.0),
+        "neighbor_sampler": (torch.tensor([0, 2]), torch.tensor([0, 3, 3, 7]), 2.0),
+    }
+    for name, args in calls.items():
+        eager, scripted = getattr(cluster, name), torch.jit.script(getattr(cluster, name))
+        torch.manual_seed(9)
+        expected = eager(*args)
+        torch.manual_seed(9)
+        assert torch.equal(scripted(*args), expected), name
+    nodes, edges = torch.jit.script(cluster.random_walk)(row, col, torch.arange(30), 5,
+                                                         return_edge_indices=True)
+    assert nodes.shape == (30, 6) and edges.shape == (30, 5)

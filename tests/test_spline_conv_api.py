@@ -61,3 +61,23 @@ def test_bad_input_is_refused_by_name(edge_index, pseudo, message):
     with pytest.raises(ValueError, match=message):
         spline_conv(torch.randn(3, 2), edge_index, pseudo, torch.randn(3, 2, 2),
                     torch.tensor([3]), torch.tensor([1]))
+
+
+def test_the_functions_script_and_give_the_eager_numbers():
+    """torch_spline_conv scripts spline_conv; a user's module may script all three."""
+    from graphloc import spline_conv as module
+    gen = torch.Generator().manual_seed(2)
+    edge_index = random_edge_index(10, 30, seed=2)
+    x = torch.randn(12, 3, generator=gen)
+    pseudo = torch.rand(edge_index.size(1), 2, generator=gen)
+    kernel_size, is_open = torch.tensor([3, 4]), torch.tensor([1, 0], dtype=torch.uint8)
+    weight = torch.randn(12, 3, 2, generator=gen)
+    args = (x, edge_index, pseudo, weight, kernel_size, is_open, 2, True,
+            torch.randn(3, 2, generator=gen), torch.randn(2, generator=gen))
+    torch.testing.assert_close(torch.jit.script(spline_conv)(*args), spline_conv(*args))
+    basis = torch.jit.script(module.spline_basis)(pseudo, kernel_size, is_open, 2)
+    eager = module.spline_basis(pseudo, kernel_size, is_open, 2)
+    assert all(torch.equal(a, b) for a, b in zip(basis, eager, strict=True))
+    messages = torch.jit.script(module.spline_weighting)(x[edge_index[1]], weight, *eager)
+    torch.testing.assert_close(messages, module.spline_weighting(x[edge_index[1]], weight,
+                                                                  *eager))
