@@ -82,7 +82,11 @@ def _nearest(x: Tensor, y: Tensor, batch_x: Tensor | None, batch_y: Tensor | Non
 
 @torch.jit.ignore
 def _graclus(row: Tensor, col: Tensor, weight: Tensor | None, num_nodes: int | None) -> Tensor:
-    return ops.graclus(_edge_index(row, col, "graclus_cluster"), weight, num_nodes)
+    edge_index = _edge_index(row, col, "graclus_cluster")
+    if isinstance(num_nodes, int) and not isinstance(num_nodes, bool):
+        for name, t in (("row", row), ("col", col)):
+            _check_ids(t, name, "graclus_cluster", num_nodes)
+    return ops.graclus(edge_index, weight, num_nodes)
 
 
 @torch.jit.ignore

@@ -5,7 +5,8 @@ code imported them from torch_spline_conv: its public API with its signatures an
 values. ``spline_basis`` and ``spline_weighting`` run ``graphloc.ops``'s; ``spline_conv``
 composes them as torch_spline_conv's does. Where it differs, by design: a pseudo-coordinate
 that is negative, NaN or infinite is refused by name (torch_spline_conv's kernels read a
-weight outside the array with it).
+weight outside the array with it), and so are a root weight or bias of another shape than
+``[C_in, C_out]`` and ``[C_out]`` (torch broadcast a one-entry bias).
 
 Each function takes ``torch.jit.script`` (torch_spline_conv scripts ``spline_conv``): the
 typed function below compiles and runs graphloc's Python implementation through
@@ -52,11 +53,21 @@ def _conv(x: Tensor, edge_index: Tensor, pseudo: Tensor, weight: Tensor, kernel_
     basis, weight_index = _spline.spline_basis(pseudo, kernel_size, is_open_spline, degree)
     messages = _spline.spline_weighting(x.index_select(0, col), weight, basis, weight_index)
     out = scatter(messages, row, 0, dim_size=x.size(0), reduce="mean" if norm else "sum")
+    _check_shape(root_weight, (x.size(1), weight.size(2)), "root_weight")
+    _check_shape(bias, (weight.size(2),), "bias")
     if root_weight is not None:
         out = out + x @ root_weight
     if bias is not None:
         out = out + bias
     return out
+
+
+def _check_shape(t: Tensor | None, shape: tuple, name: str) -> None:
+    """An optional tensor of exactly ``shape`` (torch's broadcasting took a bias of
+    another width, or failed in a product that named neither argument)."""
+    if t is not None and tuple(t.shape) != shape:
+        raise ValueError(f"spline_conv: {name} must be {list(shape)} (C_in = x's features, "
+                         f"C_out = weight's last size), got {list(t.shape)}")
 
 
 # --- torch_spline_conv's API --------------------------------------------------------------

@@ -153,6 +153,8 @@ def test_neighbor_sampler_draws_each_row_with_randperm():
      r"graclus_cluster: row\[1\] = -1 is not a node id"),
     (lambda: cluster.graclus_cluster(torch.tensor([0, 1]), torch.tensor([1.0, 0.0])),
      "col must hold integer node ids, got torch.float32"),
+    (lambda: cluster.graclus_cluster(torch.tensor([0, 3]), torch.tensor([3, 0]), num_nodes=2),
+     r"graclus_cluster: row\[1\] = 3 is not a node id of the 2 nodes"),
     (lambda: cluster.random_walk(torch.tensor([0, 1]), torch.tensor([1, 0]),
                                  torch.tensor([[0]]), 3), "start must be a 1-D tensor"),
     (lambda: cluster.random_walk(torch.tensor([0, 1]), torch.tensor([1, 0]),

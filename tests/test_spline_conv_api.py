@@ -63,6 +63,18 @@ def test_bad_input_is_refused_by_name(edge_index, pseudo, message):
                     torch.tensor([3]), torch.tensor([1]))
 
 
+@pytest.mark.parametrize("root, bias, message", [
+    (torch.randn(3, 4), None, r"root_weight must be \[2, 4\] .* got \[3, 4\]"),
+    (None, torch.randn(3), r"bias must be \[4\] .* got \[3\]"),
+    (None, torch.randn(1), r"bias must be \[4\]"),  # torch would broadcast it
+])
+def test_root_weight_and_bias_of_other_shapes_are_refused_by_name(root, bias, message):
+    with pytest.raises(ValueError, match=message):
+        spline_conv(torch.randn(3, 2), torch.tensor([[0, 1], [1, 2]]), torch.rand(2, 1),
+                    torch.randn(3, 2, 4), torch.tensor([3]), torch.tensor([1]), 1, True, root,
+                    bias)
+
+
 def test_the_functions_script_and_give_the_eager_numbers():
     """torch_spline_conv scripts spline_conv; a user's module may script all three."""
     from graphloc import spline_conv as module
