@@ -34,6 +34,7 @@ import torch
 from torch import Tensor
 
 from graphloc.nn.conv._inputs import ConvInputs
+from graphloc.nn.conv._options import take_message_passing_options
 
 
 def _fx_leaf_call(module: torch.nn.Module, args: tuple, kwargs: dict):
@@ -69,6 +70,13 @@ class ConvModule(torch.nn.Module):
     explainer's edge mask (``explain_mask``)."""
 
     explainable: bool = False
+    #: the aggregation PyG's twin names in ``aggr`` (None: no ``aggr``), taken where this
+    #: conv's constructor does not name ``aggr`` (``_options``)
+    pyg_aggr: str | None = "add"
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        take_message_passing_options(cls)
 
     def __init__(self) -> None:
         super().__init__()

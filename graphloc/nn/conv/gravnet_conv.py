@@ -54,6 +54,8 @@ class GravNetConv(ConvModule):
         ``batch [N]`` (or a pair). output: ``[N_dst, out_channels]``.
     """
 
+    pyg_aggr = None  # takes no aggr: PyG's sets its own aggr (mean and max)
+
     def __init__(self, in_channels: int, out_channels: int, space_dimensions: int,
                  propagate_dimensions: int, k: int, num_workers: int | None = None):
         super().__init__()

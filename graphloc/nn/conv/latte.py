@@ -67,6 +67,8 @@ class LATTEConv(ConvModule):
             official defaults.
     """
 
+    pyg_aggr = None  # takes no aggr: no PyG twin
+
     def __init__(self, in_channels, out_channels: int, node_types: list[str],
                  paths: list[MetaPath], heads: int = 2, attn_dropout: float = 0.2,
                  dropout: float = 0.2):

@@ -51,6 +51,8 @@ class LiftConv(ConvModule):
     read, nodes ordered by hop distance: see ``Graph.dst_prefix``).
     """
 
+    pyg_aggr = None  # takes no aggr: no PyG twin
+
     explainable = True  # applies an explainer's edge mask (PyG's explain mode)
 
     def __init__(self, channels: int, rho_init: float = 0.9, rho_max: float = 0.99,

@@ -237,6 +237,8 @@ class MultiEdgeConv(ConvModule):
     Shapes: ``forward(x, graph, e, time=None) -> (c [N, C], e')``, ``e'`` shaped like ``e``.
     """
 
+    pyg_aggr = None  # takes no aggr: no PyG twin
+
     def __init__(self, channels: int, edge_agg: str | None = "sum", node_agg: str = "sum",
                  bidirectional: bool = False, edge_update: bool = False,
                  train_eps: bool = False, deg: Tensor | None = None):

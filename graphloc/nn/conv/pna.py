@@ -78,6 +78,8 @@ class PNAConv(ConvModule):
     adjacency), optionally ``edge_attr [E, edge_dim]``; output ``[N, out_channels]``.
     """
 
+    pyg_aggr = None  # takes no aggr: PyG's aggregates by its aggregators and scalers
+
     explainable = True  # applies an explainer's edge mask (PyG's explain mode)
 
     def __init__(self, in_channels: int, out_channels: int, aggregators: list[str],

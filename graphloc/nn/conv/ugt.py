@@ -59,6 +59,8 @@ class UGTLayer(ConvModule):
         output: ``[N, out_channels]``.
     """
 
+    pyg_aggr = None  # takes no aggr: no PyG twin
+
     def __init__(self, in_channels: int, out_channels: int, heads: int = 4,
                  edge_channels: int | None = None, structure_channels: int = 5,
                  dropout: float = 0.5, attention: str = "official"):

@@ -42,6 +42,8 @@ class WLConvContinuous(ConvModule):
     adjacency works (PyG's indexes it as an edge list). docs/models.md lists these.
     """
 
+    pyg_aggr = None  # takes no aggr: PyG's sets its own aggr
+
     explainable = True  # applies an explainer's edge mask (PyG's explain mode)
 
     def __init__(self, flow: str = "source_to_target"):

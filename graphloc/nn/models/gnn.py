@@ -282,6 +282,8 @@ class DAGNN(ModelCapabilities, ConvModule):
     (``add_hop_ports``), so PGExplainer keeps a node's K-hop edges.
     """
 
+    pyg_aggr = None  # takes no aggr: no PyG twin
+
     explainable = True  # applies an explainer's edge mask (PyG's explain mode)
     prunes_layers = True  # forward_within: influence runs each step only where it is read
 
