@@ -3,7 +3,7 @@
 ``from graphloc.cluster import knn_graph, random_walk, graclus_cluster`` wherever code
 imported them from torch_cluster: torch_cluster 1.6's public API with its signatures and
 return values. ``fps``, ``knn``, ``knn_graph``, ``nearest``, ``radius`` and
-``radius_graph`` are ``graphloc.ops``'s own (they take torch_cluster's arguments); the
+``radius_graph`` run ``graphloc.ops``'s own (which take torch_cluster's arguments); the
 others translate torch_cluster's ``(row, col)`` arrays for graphloc's ops.
 
 Differences, by design:
@@ -11,7 +11,9 @@ Differences, by design:
   id order (pyg-lib's rule, ``graphloc.ops.graclus``), where torch_cluster shuffles the
   edges and takes a random one; a self-loop is dropped as torch_cluster drops it.
 - ``grid_cluster`` refuses a point outside ``[start, end]`` by name (torch_cluster numbers
-  it as another voxel) and a size, start or end that is not finite.
+  it as another voxel) and a size, start or end that is not finite; a one-entry ``size``
+  applies to every dimension, as PyG's ``voxel_grid`` reads it (torch_cluster's ids then
+  collide across dimensions).
 - ``random_walk`` walks correctly on rows in any order with ``coalesced=False`` (torch_cluster
   then walks on a row pointer that does not describe them); edge indices are positions in
   the arrays walked on, the sorted ones with ``coalesced=True``, as torch_cluster's.

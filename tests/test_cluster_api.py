@@ -87,6 +87,14 @@ def test_grid_cluster_numbers_voxels_as_the_definition(dtype, bounds):
         _voxels(pos, size, start, end)
 
 
+def test_a_one_entry_size_applies_to_every_dimension():
+    pos = torch.rand(40, 3, generator=torch.Generator().manual_seed(6)) * 10
+    assert torch.equal(cluster.grid_cluster(pos, torch.tensor([2.5])),
+                       cluster.grid_cluster(pos, torch.tensor([2.5, 2.5, 2.5])))
+    assert cluster.grid_cluster(pos, torch.tensor([2.5])).tolist() == \
+        _voxels(pos, torch.tensor([2.5, 2.5, 2.5]), None, None)
+
+
 def test_grid_cluster_refuses_a_point_outside_the_grid_by_name():
     with pytest.raises(ValueError, match="outside"):
         cluster.grid_cluster(torch.tensor([[0.0], [9.0]]), torch.tensor([2.0]),

@@ -193,6 +193,8 @@ def test_sgformer_registered_trains_and_bad_input():
     assert losses[-1] < 0.7 * losses[0]
     with pytest.raises(ValueError, match="aggregate"):
         SGFormer(4, 8, 2, aggregate="max")
+    with pytest.raises(TypeError, match="gnn_use_init must be True or False, got 'yes'"):
+        SGFormer(4, 8, 2, gnn_use_init="yes")
     with pytest.raises(ValueError, match=r"shape \[N, 4\]"):
         model(torch.randn(100, 3), graph)
 
