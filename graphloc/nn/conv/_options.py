@@ -8,7 +8,7 @@ value that changes the computation was refused without saying why. Each such con
 takes the value that computes what it computes, and refuses any other by name:
 
 - ``aggr``: the aggregation of PyG's twin (``pyg_aggr``, a class attribute; "add" and "sum"
-  are one). Another aggregation is PyG's conv, not this one.
+  are one, as everywhere in graphloc's reductions). Another aggregation is PyG's conv, not this one.
 - ``flow``: "source_to_target" (a conv that takes "target_to_source" names ``flow``).
 - ``node_dim``: the axis of x that holds the nodes, kept as the conv's ``node_dim``
   attribute, which every conv reads at each call (as after ``from_pyg``): -2 by default,
@@ -26,9 +26,9 @@ import functools
 import inspect
 
 from graphloc.checks import check_int
+from graphloc.ops import canonical_reduce
 
 OPTIONS = ("aggr", "flow", "node_dim", "decomposed_layers")
-_SUM = ("add", "sum")
 
 
 def take_message_passing_options(cls) -> None:
@@ -75,4 +75,8 @@ def _check_option(cls, name: str, value) -> None:
 
 
 def _same_aggregation(value, own: str) -> bool:
-    return isinstance(value, str) and (value == own or (value in _SUM and own in _SUM))
+    """Whether ``value`` names ``own`` (the reductions' aliases: "add" is "sum")."""
+    try:
+        return canonical_reduce(value) == canonical_reduce(own)
+    except ValueError:  # not a reduction's name (None, "softmax", a module)
+        return False
