@@ -212,3 +212,13 @@ def test_the_functions_script_and_give_the_eager_numbers():
     nodes, edges = torch.jit.script(cluster.random_walk)(row, col, torch.arange(30), 5,
                                                          return_edge_indices=True)
     assert nodes.shape == (30, 6) and edges.shape == (30, 5)
+
+
+def test_empty_inputs_give_empty_results():
+    none = torch.empty(0, dtype=torch.long)
+    assert cluster.graclus_cluster(none, none).numel() == 0
+    assert cluster.graclus_cluster(none, none, num_nodes=3).tolist() == [0, 1, 2]
+    assert cluster.grid_cluster(torch.rand(0, 2), torch.tensor([0.5, 0.5])).numel() == 0
+    walks = cluster.random_walk(torch.tensor([0, 1]), torch.tensor([1, 0]), none, 3)
+    assert walks.shape == (0, 4)
+    assert cluster.neighbor_sampler(none, torch.tensor([0, 2]), 1.0).numel() == 0

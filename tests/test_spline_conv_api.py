@@ -93,3 +93,14 @@ def test_the_functions_script_and_give_the_eager_numbers():
     messages = torch.jit.script(module.spline_weighting)(x[edge_index[1]], weight, *eager)
     torch.testing.assert_close(messages, module.spline_weighting(x[edge_index[1]], weight,
                                                                   *eager))
+
+
+def test_ids_of_another_dtype_and_no_edges():
+    args = (torch.randn(3, 2, 4), torch.tensor([3]), torch.tensor([1]))
+    with pytest.raises(TypeError, match="edge_index must be an integer tensor"):
+        spline_conv(torch.randn(3, 2), torch.tensor([[0.0, 1.0], [1.0, 2.0]]),
+                    torch.rand(2, 1), *args)
+    x = torch.randn(3, 2)
+    out = spline_conv(x, torch.empty(2, 0, dtype=torch.long), torch.rand(0, 1), *args,
+                      root_weight=torch.ones(2, 4))
+    torch.testing.assert_close(out, x @ torch.ones(2, 4))  # no messages: the root term
