@@ -24,14 +24,21 @@ What the official code computes, and what graphloc does (also in ``docs/models.m
   normalised by its maximum over the edges. The same (the official rounds ``1/deg`` to 3
   decimals; graphloc does not). Computed from sparse matrix powers, only at the edges.
 * Positions: the 10 Laplacian eigenvectors (``I - D^{-1/2} A D^{-1/2}``) after the first,
-  zero-padded, normalised by column maximum, their signs flipped at random in training.
-  The same.
-* Pre-training: ``alpha * mean_t ||cos(H_i, H_j) - logT^t_ij||^2 + beta * MSE(X_hat, X)``
-  with ``logT^t = max(0, log(P^t_ij / sum_i P^t_ij) - log(1/N))``, ``t = 1..6``.
-  **Differs**: the official sums over all ``N^2`` pairs; graphloc over the attention
-  graph's pairs (``O(E)``; pairs farther apart have target 0 in the official loss).
-* Fine-tuning: the official freezes all but the last layer(s) and adds an MLP (16 hidden);
-  graphloc trains every parameter with the same head (``freeze`` is not offered).
+  zero-padded, normalised by column maximum, their signs flipped at random in each
+  pre-training step (the official fine-tuning reads them unflipped). The same.
+* Pre-training: ``alpha * sum_t sum_ij (cos(H_i, H_j) - logT^t_ij)^2 / (steps N^2) + beta *
+  MSE(X_hat, X)`` over all ``N^2`` pairs, with ``logT^t = max(0, log(P^t_ij / sum_i
+  P^t_ij) - log(1/N))``, ``t = 1..6``. The same value, without the official's ``N x N``
+  matrices: the sum over the pairs is expanded into a ``d x d`` product of the unit rows
+  and one sparse product with the targets, nonzero only within ``t`` hops
+  (:func:`_structure_loss`). The official schedule (:func:`pretrain_ugt`): Adam, lr 1e-3,
+  weight decay 1e-5, up to 1,999 epochs, stopped 200 epochs after the lowest structure
+  loss.
+* Fine-tuning: the official freezes the pre-trained network but its last layer (its last
+  two where ``num_layers`` is not 2) and trains an MLP head (16 hidden) on top: the same
+  (:meth:`UGT.freeze_pretrained`, which :func:`pretrain_ugt` calls). Its loss is a
+  cross-entropy of the softmax of the head's log-softmax; graphloc's training takes the
+  cross-entropy of the head's logits.
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ import torch
 from torch import Tensor
 
 from graphloc import ops
-from graphloc.checks import check_int
+from graphloc.checks import check_flags, check_int, check_number
 from graphloc.graph import Graph
 from graphloc.nn.capabilities import ModelCapabilities
 from graphloc.nn.conv._utils import check_dropouts, check_input, check_sizes, graph_of_rows
@@ -64,7 +71,6 @@ class UGTInputs:
     positions: Tensor  # [N, num_eigvecs] Laplacian eigenvectors, column-max normalised
     distance: Tensor  # d [E_a, 4k + 1]
     transition: Tensor  # m [E_a, 8]
-    log_transition: Tensor  # [E_a, 8], the pre-training targets logT^t
 
 
 # NumPy and SciPy work, once per graph and cached on it: torch.compile runs it eagerly (a
@@ -96,13 +102,12 @@ def ugt_inputs(graph: Graph, k_hop: int = 1, num_eigvecs: int = 10,
     attention = _attention_graph(simple, virtual, k_hop)
     src, dst = attention.edge_index
     distance = _column_max_normalised(structural_distance(raw[src], raw[dst]))
-    transition, log_transition = transitions(simple, src, dst)
+    transition = transitions(simple, src, dst)
     return UGTInputs(attention=attention, virtual=virtual,
                      structure=_column_max_normalised(raw),
                      positions=_column_max_normalised(laplacian_eigenvectors(simple,
                                                                              num_eigvecs)),
-                     distance=distance, transition=_column_max_normalised(transition),
-                     log_transition=log_transition)
+                     distance=distance, transition=_column_max_normalised(transition))
 
 
 def _simple_undirected(graph: Graph) -> Graph:
@@ -194,31 +199,67 @@ def _attention_graph(simple: Graph, virtual: Tensor, k_hop: int) -> Graph:
     return Graph(pairs[:, order], num_nodes=simple.num_nodes)
 
 
-def transitions(simple: Graph, src: Tensor, dst: Tensor) -> tuple[Tensor, Tensor]:
-    """``((P^t)_{src, dst}, logT^t_{src, dst})`` for ``t = 1..8``, ``[E, 8]`` each (float64),
-    from sparse powers of ``P = D^{-1} A``; ``logT^t = max(0, log(P^t_ij / sum_i P^t_ij)
-    - log(1/N))`` (0 where undefined), the official pre-training target."""
-    n = simple.num_nodes
+def transitions(simple: Graph, src: Tensor, dst: Tensor) -> Tensor:
+    """``(P^t)_{src, dst}`` for ``t = 1..8``, ``[E, 8]`` (float64), from sparse powers of
+    ``P = D^{-1} A``."""
     if src.numel() == 0:
-        empty = torch.zeros(0, TRANSITION_STEPS, dtype=torch.float64)
-        return empty, empty.clone()
+        return torch.zeros(0, TRANSITION_STEPS, dtype=torch.float64)
+    s, d = src.numpy().copy(), dst.numpy().copy()
+    probabilities = [np.asarray(power[s, d]).ravel()
+                     for power in _transition_powers(simple, TRANSITION_STEPS)]
+    return torch.from_numpy(np.stack(probabilities, axis=1))
+
+
+def _transition_powers(simple: Graph, steps: int):
+    """``P^1 .. P^steps`` (SciPy CSR), ``P = D^{-1} A`` (rows of isolated nodes 0)."""
+    n = simple.num_nodes
     row, col = simple.edge_index.numpy().copy()
     degree = np.bincount(row, minlength=n).astype(np.float64)
     inv = np.divide(1.0, degree, out=np.zeros(n), where=degree > 0)
     P = sp.csr_matrix((inv[row], (row, col)), shape=(n, n))
     power = sp.identity(n, format="csr")
-    s, d = src.numpy().copy(), dst.numpy().copy()
-    probabilities, logs = [], []
-    for _ in range(TRANSITION_STEPS):
+    for _ in range(steps):
         power = (power @ P).tocsr()
-        value = np.asarray(power[s, d]).ravel()
-        column = np.asarray(power.sum(axis=0)).ravel()[d]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            log = np.log(value / column) - np.log(1.0 / n)
-        probabilities.append(value)
-        logs.append(np.nan_to_num(np.maximum(log, 0), nan=0.0, posinf=0.0))
-    as_tensor = lambda cols: torch.from_numpy(np.stack(cols, axis=1))  # noqa: E731
-    return as_tensor(probabilities), as_tensor(logs)
+        yield power
+
+
+def _log_targets(value: np.ndarray, column_sum: np.ndarray, n: int) -> np.ndarray:
+    """The official ``logT^t_ij = max(0, log(P^t_ij / sum_i P^t_ij) - log(1/N))``, 0 where
+    it is undefined (``GetProbTranMat``)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log = np.log(value / column_sum) - np.log(1.0 / n)
+    return np.nan_to_num(np.maximum(log, 0), nan=0.0, posinf=0.0)
+
+
+@dataclass
+class PretrainingTargets:
+    """The official pre-training targets ``logT^t``, ``t = 1..steps``, over all ``N^2``
+    pairs, kept as what the loss needs of them: their sum ``S = sum_t logT^t`` as a
+    weighted graph (edge ``j -> i`` carries ``S_ij``; only pairs within ``steps`` hops are
+    nonzero) and ``sum_t sum_ij (logT^t_ij)^2``."""
+
+    summed: Graph
+    weight: Tensor  # [E] float64, S_ij per edge j -> i
+    square_sum: float
+
+
+@torch.compiler.disable
+def pretraining_targets(simple: Graph, steps: int) -> PretrainingTargets:
+    """:class:`PretrainingTargets` of the simple undirected graph, from sparse powers of
+    ``P`` (the official builds the dense ``N x N`` matrices)."""
+    n = simple.num_nodes
+    total, square_sum = sp.csr_matrix((n, n)), 0.0
+    for power in _transition_powers(simple, steps):
+        entries = power.tocoo()
+        column = np.asarray(power.sum(axis=0)).ravel()
+        log = _log_targets(entries.data, column[entries.col], n)
+        total = total + sp.csr_matrix((log, (entries.row, entries.col)), shape=(n, n))
+        square_sum += float(np.square(log).sum())
+    total.eliminate_zeros()
+    total = total.tocoo()
+    edges = torch.from_numpy(np.stack([total.col, total.row]).astype(np.int64))
+    return PretrainingTargets(Graph(edges, num_nodes=n), torch.from_numpy(total.data),
+                              square_sum)
 
 
 def laplacian_eigenvectors(simple: Graph, k: int) -> Tensor:
@@ -318,13 +359,16 @@ class UGT(ModelCapabilities, torch.nn.Module):
         inputs = graph.cached(key, lambda: ugt_inputs(graph, **self.preprocessing))
         return _to_device(inputs, graph.device)
 
-    def embed(self, x: Tensor, graph) -> tuple[Tensor, UGTInputs]:
-        """The representations ``H [N, hidden]`` before the head, and the inputs used."""
+    def embed(self, x: Tensor, graph, flip_positions: bool = False
+              ) -> tuple[Tensor, UGTInputs]:
+        """The representations ``H [N, hidden]`` before the head, and the inputs used.
+        ``flip_positions``: the official pre-training's random sign flip of each
+        eigenvector (its fine-tuning reads them unflipped)."""
         check_input(self, x, self.in_channels)
         graph = graph_of_rows(graph, x)  # the inputs below are per node of the graph
         inputs = self.inputs(graph)
         positions = inputs.positions.to(x.dtype)
-        if self.training:  # the official random sign flips, one per eigenvector
+        if flip_positions:
             flip = torch.randint(0, 2, (positions.size(1),), device=x.device) * 2 - 1
             positions = positions * flip.to(x.dtype)
         h = self.embedding_h(x) + self.lap_pos_enc(positions)
@@ -338,47 +382,127 @@ class UGT(ModelCapabilities, torch.nn.Module):
     def forward(self, x: Tensor, graph) -> Tensor:
         return self.head(self.embed(x, graph)[0])
 
+    def pretraining_targets(self, graph, steps: int) -> PretrainingTargets:
+        """:func:`pretraining_targets` of ``graph`` (cached on it), on its device."""
+        targets = graph.cached(("ugt-pretraining", steps), lambda: pretraining_targets(
+            _simple_undirected(graph.to("cpu")), steps))
+        return PretrainingTargets(targets.summed.to(graph.device),
+                                  targets.weight.to(graph.device), targets.square_sum)
+
+    def pretrain_losses(self, x: Tensor, graph, steps: int = 6) -> tuple[Tensor, Tensor]:
+        """The official pre-training loss's two terms, exactly: the structure term
+        ``sum_{t <= steps} sum_{i, j} (cos(H_i, H_j) - logT^t_ij)^2 / (steps N^2)`` over
+        all ``N^2`` pairs, and the reconstruction ``MSE(X_hat, X)``. In training mode the
+        positions' signs are flipped at random, as the official pre-training does."""
+        _check_steps(steps)
+        graph = graph_of_rows(graph, x)
+        if graph.num_nodes == 0:
+            raise ValueError("pretrain_losses: the graph has no nodes (the loss is a mean "
+                             "over node pairs)")
+        h, _ = self.embed(x, graph, flip_positions=self.training)
+        structure = _structure_loss(h, self.pretraining_targets(graph, steps), steps)
+        return structure, torch.nn.functional.mse_loss(self.MLP_layer_x(h), x)
+
     def pretrain_loss(self, x: Tensor, graph, steps: int = 6, alpha: float = 0.5,
                       beta: float = 0.5) -> Tensor:
-        """The official self-supervised loss on the attention graph's pairs:
-        ``alpha * mean_t (cos(H_i, H_j) - logT^t_ij)^2 + beta * MSE(X_hat, X)``,
-        ``t = 1..steps``."""
-        check_int(steps, "steps", 1)
-        if steps > TRANSITION_STEPS:
-            raise ValueError(f"steps must be at most {TRANSITION_STEPS}, got {steps}")
-        h, inputs = self.embed(x, graph)
-        src, dst = inputs.attention.edge_index
-        cosine = torch.nn.functional.cosine_similarity(h[src], h[dst], dim=1, eps=1e-12)
-        target = inputs.log_transition[:, :steps].to(h.dtype)
-        structure_loss = ((cosine.unsqueeze(1) - target) ** 2).mean()
-        feature_loss = torch.nn.functional.mse_loss(self.MLP_layer_x(h), x)
-        return alpha * structure_loss + beta * feature_loss
+        """The official self-supervised loss ``alpha * structure + beta * reconstruction``
+        (:meth:`pretrain_losses`)."""
+        structure, reconstruction = self.pretrain_losses(x, graph, steps)
+        return alpha * structure + beta * reconstruction
+
+    def freeze_pretrained(self) -> list[str]:
+        """The official fine-tuning's freeze (``Transformer_class``): every parameter of the
+        pre-trained network stops training but those of its last layer, or of its last two
+        where ``num_layers`` (the layers before the last) is not 2; the head trains.
+        Returns the names of the parameters left training."""
+        last = len(self.layers) - 1
+        kept = {last} if last == 2 else {last, last - 1}
+        training = []
+        for name, parameter in self.named_parameters():
+            trains = name.startswith("head.") or any(
+                name.startswith(f"layers.{i}.") for i in kept)
+            parameter.requires_grad_(trains)
+            if trains:
+                training.append(name)
+        return training
 
 
-def pretrain_ugt(model: UGT, x: Tensor, graph, epochs: int = 100, lr: float = 1e-3,
-             steps: int = 6, alpha: float = 0.5, beta: float = 0.5) -> list[float]:
-    """The official self-supervised stage: Adam (lr 1e-3, as the official) on
-    :meth:`UGT.pretrain_loss` for ``epochs`` full-graph steps, the model left in eval mode.
+def _structure_loss(h: Tensor, targets: PretrainingTargets, steps: int) -> Tensor:
+    """``sum_t sum_ij (c_ij - T^t_ij)^2 / (steps N^2)``, ``c`` the cosine similarities of the
+    rows of ``h``, expanded so that no ``N x N`` matrix is formed: ``steps * ||U^T U||_F^2 -
+    2 sum_ij c_ij S_ij + sum_t sum_ij (T^t_ij)^2`` with ``U`` the unit rows (a ``d x d``
+    product) and ``S`` the summed targets (one spmm over the pairs within ``steps`` hops).
+    In float64: the three terms are sums over ``N^2`` pairs."""
+    n = h.size(0)
+    unit = h.double()
+    unit = unit / unit.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    gram = unit.t() @ unit
+    cross = (unit * ops.spmm(targets.summed, unit, targets.weight)).sum()
+    total = steps * (gram * gram).sum() - 2 * cross + targets.square_sum
+    return (total / (steps * n * n)).to(h.dtype)
+
+
+#: the official pre-training (``exp_10.py``): Adam, lr 1e-3, weight decay 1e-5, epochs
+#: ``range(1, 2000)``, stopped 200 epochs after the lowest structure loss
+PRETRAINING = dict(epochs=1999, lr=1e-3, weight_decay=1e-5, patience=200)
+
+
+def pretrain_ugt(model: UGT, x: Tensor, graph, epochs: int = PRETRAINING["epochs"],
+                 lr: float = PRETRAINING["lr"], weight_decay: float = PRETRAINING["weight_decay"],
+                 patience: int | None = PRETRAINING["patience"], steps: int = 6,
+                 alpha: float = 0.5, beta: float = 0.5, freeze: bool = True) -> list[float]:
+    """The official self-supervised stage, its defaults the official ones: Adam on
+    :meth:`UGT.pretrain_loss` in training mode (dropout, sign flips), one full-graph step
+    per epoch, stopped once ``patience`` epochs have passed since the lowest structure
+    loss (the official's stopping rule; None: never); the model is kept as it is at the
+    end (the official saves the last, not the best), left in eval mode, and with
+    ``freeze`` frozen for fine-tuning as the official (:meth:`UGT.freeze_pretrained`).
     Fine-tune afterwards (``graphloc.train`` or your loop; the head starts untrained).
-    Returns the loss per epoch.
+    Returns the structure loss per epoch (the official's record).
 
     Example::
 
         model = UGT(x.size(1), 16, num_classes)
-        pretrain_ugt(model, x, graph, epochs=200)
+        pretrain_ugt(model, x, graph)
     """
-    check_int(epochs, "epochs", 1)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    _check_pretraining(epochs, lr, weight_decay, patience, steps, alpha, beta, freeze)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     model.train()
-    losses = []
+    losses: list[float] = []
     for _ in range(epochs):
         optimizer.zero_grad()
-        loss = model.pretrain_loss(x, graph, steps, alpha, beta)
-        loss.backward()
+        structure, reconstruction = model.pretrain_losses(x, graph, steps)
+        (alpha * structure + beta * reconstruction).backward()
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(float(structure.detach()))
+        if patience is not None and len(losses) - 1 - losses.index(min(losses)) > patience:
+            break
     model.eval()
+    if freeze:
+        model.freeze_pretrained()
     return losses
+
+
+def _check_steps(steps) -> None:
+    check_int(steps, "steps", 1)
+    if steps > TRANSITION_STEPS:
+        raise ValueError(f"steps must be at most {TRANSITION_STEPS}, got {steps}")
+
+
+def _check_pretraining(epochs, lr, weight_decay, patience, steps, alpha, beta, freeze) -> None:
+    """:func:`pretrain_ugt`'s arguments, before any step (``graphloc.train`` passes a
+    config's values through)."""
+    check_int(epochs, "epochs", 1)
+    if patience is not None:
+        check_int(patience, "patience", 1)
+    _check_steps(steps)
+    for name, value in (("lr", lr), ("weight_decay", weight_decay), ("alpha", alpha),
+                        ("beta", beta)):
+        check_number("pretrain_ugt", name, value)
+    if lr <= 0 or weight_decay < 0:
+        raise ValueError(f"pretrain_ugt: lr must be > 0 and weight_decay >= 0, got lr={lr!r}, "
+                         f"weight_decay={weight_decay!r}")
+    check_flags("pretrain_ugt", freeze=freeze)
 
 
 def _to_device(inputs: UGTInputs, device) -> UGTInputs:

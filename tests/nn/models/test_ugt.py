@@ -72,15 +72,10 @@ def test_transitions_are_dense_matrix_powers():
     P = np.divide(A, degree[:, None], out=np.zeros_like(A), where=degree[:, None] > 0)
     simple = ugt_simple(graph)
     src, dst = simple.edge_index
-    probabilities, logs = transitions(simple, src, dst)
-    n = graph.num_nodes
+    probabilities = transitions(simple, src, dst)
     for t in range(8):
         Pt = np.linalg.matrix_power(P, t + 1)
         np.testing.assert_allclose(probabilities[:, t].numpy(), Pt[src, dst], atol=1e-12)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            log = np.log(Pt / Pt.sum(0, keepdims=True)) - np.log(1.0 / n)
-        log[~np.isfinite(log) | (log < 0)] = 0
-        np.testing.assert_allclose(logs[:, t].numpy(), log[src, dst], atol=1e-9)
 
 
 def test_attention_graph_is_every_pair_within_k_hops_plus_virtual_edges():
@@ -184,6 +179,116 @@ def test_model_trains_pretrains_and_is_registered():
     assert model(x, graph).shape == (graph.num_nodes, 3)
     losses = pretrain_ugt(model, x, graph, epochs=30, lr=1e-2)
     assert losses[-1] < losses[0] and not model.training
+
+
+def dense_pretraining_structure_loss(h, graph, steps):
+    """The official ``train``'s structure term (``gnnutils_10.py``: ``cosinSim`` over all
+    N^2 pairs, ``util.py``'s ``GetProbTranMat`` of the powers of the dense ``P``, without
+    its rounding of 1/deg), in torch so that it has gradients."""
+    n = graph.num_nodes
+    A = nx.to_numpy_array(networkx_of(graph), nodelist=range(n))
+    degree = A.sum(1)
+    P = np.divide(A, degree[:, None], out=np.zeros_like(A), where=degree[:, None] > 0)
+    norm = h.norm(dim=1)
+    cosine = (h @ h.t()) / torch.outer(norm, norm)
+    power, loss = np.identity(n), 0
+    for _ in range(steps):
+        power = power @ P
+        with np.errstate(divide="ignore", invalid="ignore"):
+            target = np.log(power / power.sum(0, keepdims=True)) - np.log(1.0 / n)
+        target[target < 0] = 0
+        target[np.isnan(target)] = 0
+        loss = loss + ((cosine - torch.from_numpy(target)) ** 2).sum()
+    return loss / (steps * n * n)
+
+
+@pytest.mark.parametrize("steps", [1, 2, 6, 8])
+@pytest.mark.parametrize("seed", [0, 3])
+def test_pretraining_loss_is_the_official_one_over_all_pairs(steps, seed):
+    """The structure term over every pair (far pairs pull their cosine to 0, the diagonal
+    counts), its value and its gradient; the reconstruction term is PyTorch's MSE."""
+    torch.manual_seed(seed)
+    graph = small_graph(seed)  # isolated nodes, loops and repeated edges
+    model = UGT(7, 16, 3, heads=4, k_hop=1 + seed % 2).double().eval()
+    x = torch.randn(graph.num_nodes, 7, dtype=torch.float64, requires_grad=True)
+    structure, reconstruction = model.pretrain_losses(x, graph, steps)
+    h, _ = model.embed(x, graph)
+    expected = dense_pretraining_structure_loss(h, graph, steps)
+    torch.testing.assert_close(structure, expected, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(reconstruction, ((model.MLP_layer_x(h) - x) ** 2).mean())
+    ours = torch.autograd.grad(structure, x)[0]
+    torch.testing.assert_close(ours, torch.autograd.grad(expected, x)[0], rtol=1e-8,
+                               atol=1e-12)
+    loss = model.pretrain_loss(x, graph, steps, alpha=0.3, beta=0.7)
+    torch.testing.assert_close(loss, 0.3 * expected + 0.7 * reconstruction)
+
+
+def test_pretraining_loss_in_float32_stays_close_to_the_float64_value():
+    torch.manual_seed(1)
+    graph = small_graph(4, n=300, e=900)
+    model = UGT(7, 16, 3).eval()
+    x = torch.randn(graph.num_nodes, 7)
+    structure = model.pretrain_losses(x, graph)[0]
+    h, _ = model.embed(x, graph)
+    expected = dense_pretraining_structure_loss(h.double(), graph, 6)
+    assert structure.dtype == torch.float32
+    torch.testing.assert_close(structure.double(), expected, rtol=1e-5, atol=0)
+
+
+@pytest.mark.parametrize("num_layers,trained", [(2, [2]), (1, [0, 1]), (3, [2, 3])])
+def test_freezing_for_fine_tuning_is_the_officials(num_layers, trained):
+    """``Transformer_class``: the parameters named ``layers.{num_layers}`` train, and
+    ``layers.{num_layers - 1}`` too unless ``num_layers`` is 2; the new head trains."""
+    model = UGT(5, 16, 3, num_layers=num_layers)
+    names = model.freeze_pretrained()
+    expected = {name for name, _ in model.named_parameters()
+                if name.startswith("head.") or name.split(".")[:2] in
+                [["layers", str(i)] for i in trained]}
+    assert set(names) == expected
+    assert {n for n, p in model.named_parameters() if p.requires_grad} == expected
+    x, graph = torch.randn(30, 5), small_graph(1)
+    model(x, graph).sum().backward()
+    assert all((p.grad is None) != p.requires_grad for p in model.parameters())
+
+
+def test_pretraining_stops_as_the_official_200_epochs_after_its_lowest_loss(monkeypatch):
+    """``exp_10.py``: best_epoch moves on a strictly lower structure loss, and the loop
+    breaks once ``epoch - best_epoch > 200`` (here ``patience=2``)."""
+    scripted = iter([5.0, 4.0, 3.0, 3.0, 3.5, 3.75, 1.0, 9.0])
+    model = UGT(5, 8, 3, heads=2)
+
+    def losses(x, graph, steps):
+        zero = sum(p.sum() for p in model.parameters()) * 0
+        return zero + next(scripted), zero
+
+    monkeypatch.setattr(model, "pretrain_losses", losses)
+    record = pretrain_ugt(model, torch.randn(30, 5), small_graph(1), epochs=50, patience=2,
+                          freeze=False)
+    assert record == [5.0, 4.0, 3.0, 3.0, 3.5, 3.75]
+    assert not model.training and all(p.requires_grad for p in model.parameters())
+
+
+def test_positions_are_flipped_in_pretraining_only():
+    torch.manual_seed(0)
+    graph = small_graph(2)
+    model = UGT(5, 8, 3, heads=2, dropout=0.0).train()
+    x = torch.randn(graph.num_nodes, 5)
+    first = model(x, graph)
+    torch.testing.assert_close(model(x, graph), first)  # fine-tuning: no flips
+    embeddings = {tuple(model.embed(x, graph, flip_positions=True)[0][0].tolist())
+                  for _ in range(20)}
+    assert len(embeddings) > 1
+
+
+def test_pretraining_refuses_a_graph_without_nodes_and_bad_steps():
+    model = UGT(3, 8, 2, heads=2)
+    empty = Graph(torch.empty(2, 0, dtype=torch.long), num_nodes=0)
+    with pytest.raises(ValueError, match="no nodes"):
+        model.pretrain_losses(torch.randn(0, 3), empty)
+    with pytest.raises(ValueError, match="steps must be at most 8, got 9"):
+        model.pretrain_losses(torch.randn(30, 3), small_graph(0), steps=9)
+    with pytest.raises(ValueError, match="patience must be an integer >= 1, got 0"):
+        pretrain_ugt(model, torch.randn(30, 3), small_graph(0), patience=0)
 
 
 def test_bad_input_is_named():
