@@ -26,6 +26,7 @@ from graphloc.nn import build_model
 from graphloc.nn.capabilities import ModelCapabilities, capabilities_of
 from graphloc.nn.models.aug import LocalAugmenter, pretrain_augmenter
 from graphloc.nn.models.forward import GREEDY, PROCEDURES
+from graphloc.nn.models.ugt import UGT, pretrain_ugt
 from graphloc.nn.registry import HETERO_MODELS, augmented_conv
 from graphloc.ops import partition
 from graphloc.plotting import require_matplotlib
@@ -58,12 +59,17 @@ class TrainConfig:
     # hidden_channels, latent_channels, likelihood, holdout; default the official citation
     # settings). The generator learns the features the model reads: standardised when
     # standardize is True (a Gaussian likelihood then), the raw 0/1 features of the
-    # citation setting (Bernoulli) with standardize=False
+    # citation setting (Bernoulli) with standardize=False.
+    # "ugt": pretrain_ugt's arguments (epochs, lr, weight_decay, patience, steps, alpha,
+    # beta, freeze; default the official pre-training, then the official freeze for
+    # fine-tuning); {"epochs": 0} trains the whole model from its initial weights instead
     pretrain: dict = field(default_factory=dict)
 
 
 PRETRAIN_ARGUMENTS = ("epochs", "batch_size", "lr", "hidden_channels", "latent_channels",
                       "likelihood", "holdout")
+UGT_PRETRAIN_ARGUMENTS = ("epochs", "lr", "weight_decay", "patience", "steps", "alpha", "beta",
+                          "freeze")
 
 
 class Standardized(ModelCapabilities, torch.nn.Module):
@@ -227,20 +233,48 @@ def _check_model_kwargs(config: TrainConfig) -> None:
 
 
 def _check_pretrain(config: TrainConfig) -> None:
-    """``pretrain`` is a dict of ``pretrain_augmenter`` arguments, for a model that has an
-    augmenter to pretrain: given to any other model, it would be silently ignored."""
+    """``pretrain`` is a dict of the arguments of the model's pretraining: those of
+    ``pretrain_augmenter`` for a local augmentation model, of ``pretrain_ugt`` for UGT.
+    Given to any other model, it would be silently ignored."""
     if not isinstance(config.pretrain, dict):
         raise ValueError(f"TrainConfig.pretrain must be a dict, got {config.pretrain!r}")
-    unknown = sorted(set(config.pretrain) - set(PRETRAIN_ARGUMENTS))
+    backprop = config.procedure == "backprop"
+    if backprop and config.model == "ugt":
+        takes, owner = UGT_PRETRAIN_ARGUMENTS, "pretrain_ugt"
+        epochs = config.pretrain.get("epochs", 1)
+        if not is_int_at_least(epochs, 0):
+            raise ValueError(f"TrainConfig.pretrain['epochs'] must be an integer >= 0 (0: no "
+                             f"pre-training), got {epochs!r}")
+    else:
+        takes, owner = PRETRAIN_ARGUMENTS, "pretrain_augmenter"
+    unknown = sorted(set(config.pretrain) - set(takes))
     if unknown:
         raise ValueError(f"TrainConfig.pretrain: unknown argument(s) {unknown}; "
-                         f"pretrain_augmenter takes {list(PRETRAIN_ARGUMENTS)}")
-    if config.pretrain and (augmented_conv(config.model, config.model_kwargs) is None
-                            or config.procedure != "backprop"):
+                         f"{owner} takes {list(takes)}")
+    if config.pretrain and owner == "pretrain_augmenter" and (
+            augmented_conv(config.model, config.model_kwargs) is None or not backprop):
         raise ValueError(f"TrainConfig.pretrain={config.pretrain!r} sets the pretraining of "
                          f"a local augmentation model's generator ('la-<conv>' with generated "
-                         f"branches, trained by backprop); model {config.model!r} "
+                         f"branches, trained by backprop) or of UGT; model {config.model!r} "
                          f"(procedure {config.procedure!r}) has none")
+
+
+def _pretrained_stage(model: torch.nn.Module, dataset, config: TrainConfig,
+                      resumed: dict | None) -> None:
+    """UGT's official self-supervised stage before fine-tuning (``pretrain_ugt`` with
+    ``config.pretrain``, on the features the model reads, which include the nodes outside
+    the training split as the official's do), then its freeze. A resumed run's weights come
+    from its checkpoint: only the freeze is redone (``requires_grad`` is not saved)."""
+    inner = model.model if isinstance(model, Standardized) else model
+    arguments = config.pretrain
+    if not isinstance(inner, UGT) or arguments.get("epochs", 1) == 0:
+        return
+    if resumed is not None:
+        if arguments.get("freeze", True):
+            inner.freeze_pretrained()
+        return
+    x = model.standardize(dataset.x) if isinstance(model, Standardized) else dataset.x
+    pretrain_ugt(inner, x, dataset.graph, **arguments)
 
 
 def _check_checkpointable(config: TrainConfig) -> None:
@@ -530,6 +564,7 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
         _check_definition(resumed, definition, last)
     if config.standardize:
         model.fit(_training_rows(dataset))
+    _pretrained_stage(model, dataset, config, resumed)
     if config.procedure != "backprop":
         return _fit_layerwise(model, dataset, config, out_dir, progress, definition)
     shards = _shards(dataset.train_index, dataset.graph, world, config.seed)

@@ -1,8 +1,10 @@
 """fit: learning, checkpoints that reload, exact resume, mini-batches, bad input."""
 
 import contextlib
+import copy
 import json
 import warnings
+from unittest import mock
 
 import pytest
 import torch
@@ -500,6 +502,76 @@ def test_pretrain_settings_go_only_to_a_model_with_a_generator(city, changes, ma
     config = TrainConfig(**{"model": "la-gcn", "epochs": 1, **changes})
     with pytest.raises(ValueError, match=match):
         fit(city, config, progress=False)
+
+
+def test_ugt_is_pretrained_as_the_official_then_fine_tuned_frozen(tmp_path):
+    """fit runs UGT's two official stages: ``pretrain_ugt`` (its arguments from
+    ``config.pretrain``) on the standardised features, then fine-tuning with the official
+    freeze. The pretrained weights are pretrain_ugt's own run from the same seed, and the
+    frozen ones leave fine-tuning unchanged."""
+    from graphloc.nn.models.ugt import pretrain_ugt
+    small = synthetic_city(150, seed=0, hops=2)
+    config = TrainConfig(model="ugt", layers=2, hidden=8, epochs=2, lr=1e-2,
+                         model_kwargs={"heads": 2}, pretrain={"epochs": 3})
+    calls = []
+
+    def recorded(model, x, graph, **kw):
+        calls.append(kw)
+        before = copy.deepcopy(model)
+        losses = pretrain_ugt(model, x, graph, **kw)
+        calls.append((before, {k: v.clone() for k, v in model.state_dict().items()}, x))
+        return losses
+
+    with mock.patch("graphloc.train.pretrain_ugt", recorded):
+        fit(small, config, out_dir=str(tmp_path), progress=False)
+    assert calls[0] == {"epochs": 3}
+    before, pretrained, x = calls[1]
+    rows = small.x[small.train_index]
+    expected = (small.x - rows.mean(0)) / rows.std(0)
+    expected[:, rows.std(0) == 0] = 0  # a column constant there is 0 (fit's rule)
+    torch.testing.assert_close(x, expected)
+    trained, _ = load_checkpoint(str(tmp_path / "last.pt"))
+    frozen = set(before.state_dict()) - {n for n in before.freeze_pretrained()}
+    for name in frozen:  # unchanged by fine-tuning
+        torch.testing.assert_close(trained.model.state_dict()[name], pretrained[name])
+    moved = [n for n in before.freeze_pretrained() if n.startswith("layers.2.") and
+             not torch.equal(trained.model.state_dict()[n], pretrained[n])]
+    assert moved  # the last layer fine-tunes
+    # resuming: the checkpoint holds the pretrained weights, and the freeze is redone
+    fit(small, TrainConfig(**{**config.__dict__, "epochs": 1}), out_dir=str(tmp_path / "b"),
+        progress=False)
+    state = torch.load(tmp_path / "b" / "last.pt", weights_only=False)
+    state["config"]["epochs"] = 2
+    atomic_save(state, str(tmp_path / "b" / "last.pt"))
+    with mock.patch("graphloc.train.pretrain_ugt") as again:
+        fit(small, config, out_dir=str(tmp_path / "b"), resume=True, progress=False)
+    again.assert_not_called()
+    after, _ = load_checkpoint(str(tmp_path / "b" / "last.pt"))
+    for name, value in trained.state_dict().items():  # the straight run's weights
+        torch.testing.assert_close(after.state_dict()[name], value)
+
+
+def test_ugt_without_pretraining_trains_every_parameter():
+    small = synthetic_city(150, seed=0, hops=2)
+    config = TrainConfig(model="ugt", layers=2, hidden=8, epochs=1,
+                         model_kwargs={"heads": 2}, pretrain={"epochs": 0})
+    with mock.patch("graphloc.train.pretrain_ugt") as pretraining:
+        fit(small, config, progress=False)
+    pretraining.assert_not_called()
+
+
+@pytest.mark.parametrize("pretrain, match", [
+    ({"epochs": -1}, r"pretrain\['epochs'\] must be an integer >= 0 .*got -1"),
+    ({"holdout": 0.1}, r"unknown argument\(s\) \['holdout'\]; pretrain_ugt takes"),
+    ({"epochs": 1, "lr": "x"}, "pretrain_ugt: lr must be a number"),
+    ({"epochs": 1, "freeze": "no"}, "pretrain_ugt: freeze must be True or False"),
+])
+def test_ugt_pretraining_settings_are_checked_by_name(pretrain, match):
+    small = synthetic_city(150, seed=0, hops=2)
+    config = TrainConfig(model="ugt", layers=1, hidden=8, epochs=1,
+                         model_kwargs={"heads": 2}, pretrain=pretrain)
+    with pytest.raises((ValueError, TypeError), match=match):
+        fit(small, config, progress=False)
 
 
 def test_two_processes_train_a_local_augmentation_model_full_batch_as_one(tmp_path):
