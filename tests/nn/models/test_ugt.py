@@ -338,3 +338,24 @@ def test_ugt_equals_the_official_network_run_on_the_same_weights(case):
         torch.testing.assert_close(model.MLP_layer_x(h), case["x_hat"], rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(model(case["x"], graph).softmax(1), case["probabilities"],
                                    rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", torch.load(OFFICIAL, weights_only=True),
+                         ids=lambda c: "k{}-layers{}".format(*c["case"][:2]))
+def test_pretraining_loss_and_gradients_equal_the_officials_run(case):
+    """One official pre-training step (``gnnutils_10.py``'s ``train`` on ``util.py``'s
+    ``getM_logM`` targets, run by ``ugt_oracle.py`` without its dropouts and its rounding
+    of 1/deg) on the same weights: its structure loss, and the gradient of its loss on
+    every parameter graphloc shares with it (float32, as the official)."""
+    k_hop, layers, _ = case["case"]
+    model = UGT(5, 16, 3, num_layers=layers, heads=4, k_hop=k_hop).eval()
+    model.load_state_dict(case["weights"])
+    graph = Graph(case["edge_index"], num_nodes=case["x"].size(0))
+    structure, reconstruction = model.pretrain_losses(case["x"], graph)
+    torch.testing.assert_close(structure.item(), case["structure_loss"], rtol=1e-5, atol=0)
+    (0.5 * structure + 0.5 * reconstruction).backward()
+    gradients = case["pretraining_gradients"]
+    assert set(gradients) == {n for n, _ in model.named_parameters() if not n.startswith("head.")}
+    for name, parameter in model.named_parameters():
+        if name in gradients:
+            torch.testing.assert_close(parameter.grad, gradients[name], rtol=1e-4, atol=1e-6)

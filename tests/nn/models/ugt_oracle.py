@@ -14,14 +14,22 @@ model code's DGL calls are served by a stand-in graph (``ndata``, ``edata``, ``e
 float32, so the run is in float32. The preprocessing (``util.py``'s structural vectors,
 struc2vec edges and DGL's ``lap_pe``) is not run here: its pieces are tested against
 re-implementations in ``test_ugt.py``.
+
+Each case also runs one official pre-training step (``gnnutils_10.py``'s ``train``, with
+``util.py``'s ``getM_logM`` targets of the graph, ``k_transition`` 6, alpha = beta = 0.5)
+on the same weights, and keeps its structure loss and the gradient of its loss on every
+parameter. Its dropouts are switched off (graphloc's side runs in eval mode), and
+``getM_logM``'s rounding of 1/deg to 3 decimals, which graphloc leaves out (documented),
+is taken out.
 """
 
 import os
 import sys
 import types
 
+import numpy as np
 import torch
-from official_runs import write_fixture
+from official_runs import definition_from, write_fixture
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "data", "ugt_official.pt")
@@ -46,6 +54,9 @@ class _Graph:
 
     def edges(self):
         return self.src, self.dst
+
+    def to(self, device):
+        return self
 
     def apply_edges(self, func):
         self.edata.update(func(_Edges(self)))
@@ -77,7 +88,59 @@ def _official(checkout: str):
     _stand_ins()
     sys.path.insert(0, os.path.join(checkout, "Node_level_tasks"))
     import models
+    models.F = _WithoutDropout()  # eval mode leaves them out; the pre-training step too
     return models
+
+
+class _WithoutDropout(types.ModuleType):
+    """``torch.nn.functional`` with ``dropout`` the identity, for the official modules."""
+
+    def __init__(self):
+        super().__init__("functional_without_dropout")
+
+    def __getattr__(self, name):
+        if name == "dropout":
+            return lambda h, *args, **kwargs: h
+        return getattr(torch.nn.functional, name)
+
+
+def _official_pretraining(checkout: str) -> tuple:
+    """``getM_logM`` (without its rounding) and ``train`` from the official files."""
+    import networkx as nx
+    folder = os.path.join(checkout, "Node_level_tasks")
+    namespace = {"np": np, "torch": torch, "F": torch.nn.functional, "nx": nx,
+                 "round": lambda value, digits: value}  # the rounding graphloc leaves out
+    for name in ("GetProbTranMat", "getM_logM"):
+        definition_from(os.path.join(folder, "util.py"), name, namespace)
+    for name in ("cosinSim", "train"):
+        definition_from(os.path.join(folder, "gnnutils_10.py"), name, namespace)
+    return namespace["getM_logM"], namespace["train"]
+
+
+def _pretraining_step(official, g, x: torch.Tensor, edge_index: torch.Tensor) -> tuple:
+    """One official pre-training step's structure loss and its loss's gradients (by the
+    official parameter names); the optimizer's step is left out, so the weights stay."""
+    import networkx as nx
+    get_targets, train = _official_pretraining(sys.argv[1])
+    graph = nx.Graph()
+    graph.add_nodes_from(range(N))
+    graph.add_edges_from((int(a), int(b)) for a, b in edge_index.t() if a != b)
+    _, trans_M, trans_logM = get_targets(graph, N, 8)
+
+    class _NoStep:
+        def zero_grad(self):
+            official.zero_grad()
+
+        def step(self):
+            pass
+
+    loss = train(official, types.SimpleNamespace(x=x), torch.ones(N, dtype=torch.bool),
+                 _NoStep(), "cpu", g=g, A_k=None, D=None, Kindices=None, de=None, M=None,
+                 I=None, trans_logM=trans_logM, pre_train=1, trans_M=trans_M,
+                 k_transition=6, current_epoch=1, alfa=0.5, beta=0.5)
+    official.eval()
+    return loss, {name: p.grad.clone() for name, p in official.named_parameters()
+                  if p.grad is not None}
 
 
 def _official_names(weights: dict) -> dict:
@@ -121,9 +184,14 @@ def run_case(k_hop: int, layers: int, seed: int) -> dict:
     with torch.no_grad():
         h, x_hat = official(g, 8, 0)
         probabilities = torch.softmax(head(h), 1)  # Transformer_class's output
+    structure_loss, gradients = _pretraining_step(official, g, x, edge_index)
+    names = {official_name: name for name, official_name in
+             zip(model.state_dict(), _official_names(model.state_dict()), strict=True)}
     return {"case": (k_hop, layers, seed), "weights": model.state_dict(), "x": x,
             "edge_index": edge_index, "embedding": h, "x_hat": x_hat,
-            "probabilities": probabilities, "official_only": unused}
+            "probabilities": probabilities, "official_only": unused,
+            "structure_loss": structure_loss,
+            "pretraining_gradients": {names[k]: v for k, v in gradients.items()}}
 
 
 if __name__ == "__main__":
