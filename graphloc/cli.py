@@ -124,6 +124,7 @@ def train(args) -> int:
                          epochs=args.epochs, eval_every=args.eval_every,
                          batch_size=args.batch_size, fanout=args.fanout, seed=args.seed,
                          procedure=args.procedure, patience=args.patience,
+                         optimizer=args.optimizer,
                          model_kwargs=heads_kwargs(args.model, args.heads))
     history = fit(dataset, config, out_dir=args.out, resume=args.resume)
     if rank_and_world()[0] != 0:
@@ -163,9 +164,14 @@ def _add_train_command(commands) -> None:
     cmd.add_argument("--heads", type=count(1), help=HEADS_HELP)
     cmd.add_argument("--dropout", type=float, default=0.2)
     cmd.add_argument("--lr", type=float, default=5e-3,
-                     help="AdamW learning rate (default 5e-3, as the demo: the City-Networks "
+                     help="learning rate (default 5e-3, as the demo: the City-Networks "
                           "5e-4 needs thousands of epochs)")
     cmd.add_argument("--weight-decay", type=float, default=1e-5)
+    cmd.add_argument("--optimizer", choices=("adamw", "adam"),
+                     help="adamw (decoupled weight decay; the default for backprop) or adam "
+                          "(weight decay as an L2 term, torch's Adam: the optimiser of the "
+                          "UGT, TANGNN, LAGNN and SGFormer official runs; the default for "
+                          "the forward procedures)")
     cmd.add_argument("--epochs", type=count(1), default=100)
     cmd.add_argument("--eval-every", type=count(1), default=1)
     cmd.add_argument("--batch-size", type=count(1),

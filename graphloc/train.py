@@ -64,10 +64,17 @@ class TrainConfig:
     # beta, freeze; default the official pre-training, then the official freeze for
     # fine-tuning); {"epochs": 0} trains the whole model from its initial weights instead
     pretrain: dict = field(default_factory=dict)
+    # "adamw" (decoupled weight decay, the City-Networks protocol), "adam" (weight decay
+    # as an L2 term in the gradient, torch's Adam: the optimiser of the UGT, TANGNN, LAGNN
+    # and SGFormer official runs) or None: AdamW for backprop, Adam for the forward
+    # procedures (ForwardGNN's official optimiser)
+    optimizer: str | None = None
 
 
 PRETRAIN_ARGUMENTS = ("epochs", "batch_size", "lr", "hidden_channels", "latent_channels",
                       "likelihood", "holdout")
+#: TrainConfig.optimizer -> the optimiser class (None: the procedure's own, _optimizer)
+OPTIMIZERS = {None: None, "adamw": torch.optim.AdamW, "adam": torch.optim.Adam}
 UGT_PRETRAIN_ARGUMENTS = ("epochs", "lr", "weight_decay", "patience", "steps", "alpha", "beta",
                           "freeze")
 
@@ -197,6 +204,9 @@ def check_config(config: TrainConfig) -> None:
         raise ValueError(f"TrainConfig.procedure={config.procedure!r} trains full batch: "
                          f"batch_size must be None, got {config.batch_size!r}")
     check_flags("TrainConfig", standardize=config.standardize)
+    if config.optimizer not in OPTIMIZERS:
+        raise ValueError(f"TrainConfig.optimizer must be one of {list(OPTIMIZERS)}, got "
+                         f"{config.optimizer!r}")
     _check_pretrain(config)
     real("dropout", 0, 1)
     real("lr", 0, include_low=False)
@@ -576,7 +586,7 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
     net = _Objective(model)
     if world > 1:  # gradients averaged over the processes
         net = torch.nn.parallel.DistributedDataParallel(net)
-    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    opt = _optimizer(config, model.parameters())
     loader = None
     if config.batch_size and capabilities_of(model).node_batched:
         loader = _NodeBatches(shard, config.batch_size, config.seed + rank)
@@ -679,6 +689,14 @@ def _dataset_tensors(dataset) -> dict:
     return {name: t for name, t in tensors.items() if isinstance(t, torch.Tensor)}
 
 
+def _optimizer(config: TrainConfig, parameters) -> torch.optim.Optimizer:
+    """``config.optimizer`` over ``parameters``; None: AdamW for backprop, and for the
+    forward procedures Adam, ForwardGNN's official optimiser."""
+    default = torch.optim.AdamW if config.procedure == "backprop" else torch.optim.Adam
+    kind = OPTIMIZERS[config.optimizer] or default
+    return kind(parameters, lr=config.lr, weight_decay=config.weight_decay)
+
+
 def _check_layerwise_run(config: TrainConfig, world: int, resume: bool) -> None:
     if world > 1:
         raise ValueError(f"procedure={config.procedure!r} trains in one process; run it "
@@ -690,17 +708,17 @@ def _check_layerwise_run(config: TrainConfig, world: int, resume: bool) -> None:
 
 def _fit_layerwise(model, dataset: NodeDataset, config: TrainConfig, out_dir, progress,
                    definition: dict):
-    """Forward learning: every layer has its own Adam (the official optimiser) and its own
-    local loss. ff, ff-vn and sf train layer 1 to its best validation accuracy (with the
-    layers below it), freeze it and push its inputs through it, then layer 2...;
-    sf-top2input and sf-top2loss step every layer at every epoch (the whole model keeps
-    its best). Writes best.pt and metrics.json; a record per evaluation (with ``layer``)."""
+    """Forward learning: every layer has its own optimiser (Adam, the official one, unless
+    ``config.optimizer`` names another) and its own local loss. ff, ff-vn and sf train
+    layer 1 to its best validation accuracy (with the layers below it), freeze it and push
+    its inputs through it, then layer 2...; sf-top2input and sf-top2loss step every layer
+    at every epoch (the whole model keeps its best). Writes best.pt and metrics.json; a
+    record per evaluation (with ``layer``)."""
     from tqdm.auto import tqdm
     net = model.model if isinstance(model, Standardized) else model
     x = model.standardize(dataset.x) if isinstance(model, Standardized) else dataset.x
     net.set_context(dataset.num_nodes, dataset.train_index, dataset.y[dataset.train_index])
-    opts = [torch.optim.Adam(conv.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-            for conv in net.convs]
+    opts = [_optimizer(config, conv.parameters()) for conv in net.convs]
     history: list[dict] = []
     schedule = _greedy_layers if config.procedure in GREEDY else _all_layers
     bar = tqdm(total=config.epochs * (net.num_layers if config.procedure in GREEDY else 1),

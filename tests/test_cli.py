@@ -270,6 +270,17 @@ def test_train_with_a_forward_procedure_then_measure_it(tmp_path, capsys):
     assert all(math.isfinite(v) for row in result["totals"] for v in row)
 
 
+@pytest.mark.parametrize("flag, expected", [([], None), (["--optimizer", "adam"], "adam")])
+def test_train_passes_the_optimiser_on(tmp_path, flag, expected):
+    from graphloc.train import load_checkpoint
+    run = tmp_path / "run"
+    assert main(["train", "--dataset", "synthetic:200", "--model", "gcn", "--layers", "1",
+                 "--hidden", "8", "--epochs", "1", *flag, "--out", str(run)]) == 0
+    assert load_checkpoint(str(run / "last.pt"))[1]["config"]["optimizer"] == expected
+    with pytest.raises(SystemExit):
+        main(["train", "--dataset", "synthetic:200", "--optimizer", "sgd", "--out", str(run)])
+
+
 def test_train_latte_on_the_offline_heterogeneous_dataset(tmp_path, capsys):
     import json
     root, run = str(tmp_path / "data"), tmp_path / "run"

@@ -12,6 +12,7 @@ from helpers import requires_ext, run_on_two_processes
 
 from graphloc.datasets import synthetic_city
 from graphloc.io import atomic_save
+from graphloc.nn import build_model
 from graphloc.train import TrainConfig, evaluate, fit, load_checkpoint
 
 pytestmark = requires_ext
@@ -572,6 +573,36 @@ def test_ugt_pretraining_settings_are_checked_by_name(pretrain, match):
                          model_kwargs={"heads": 2}, pretrain=pretrain)
     with pytest.raises((ValueError, TypeError), match=match):
         fit(small, config, progress=False)
+
+
+@pytest.mark.parametrize("optimizer, kind", [(None, torch.optim.AdamW),
+                                              ("adamw", torch.optim.AdamW),
+                                              ("adam", torch.optim.Adam)])
+def test_fit_steps_with_the_optimiser_it_is_told(city, tmp_path, optimizer, kind):
+    """Three full-batch steps of fit equal three steps of torch's optimiser on the
+    cross-entropy of the training nodes, the weight decay strong enough that Adam's L2 term
+    and AdamW's decoupled decay part ways."""
+    config = TrainConfig(model="gcn", layers=2, hidden=8, lr=0.05, weight_decay=0.5,
+                         epochs=3, dropout=0.0, optimizer=optimizer)
+    fit(city, config, out_dir=str(tmp_path), progress=False)
+    trained, _ = load_checkpoint(str(tmp_path / "last.pt"))
+    train = city.train_index
+    x = (city.x - city.x[train].mean(0)) / city.x[train].std(0)
+    torch.manual_seed(0)
+    model = build_model("gcn", city.num_features, 8, city.num_classes, 2, dropout=0.0)
+    opt = kind(model.parameters(), lr=0.05, weight_decay=0.5)
+    for _ in range(3):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x, city.graph)[train], city.y[train]).backward()
+        opt.step()
+    for name, value in trained.model.state_dict().items():
+        torch.testing.assert_close(value, model.state_dict()[name], rtol=1e-5, atol=1e-6)
+
+
+def test_an_unknown_optimiser_is_refused_by_name(city):
+    with pytest.raises(ValueError, match=r"optimizer must be one of \[None, 'adamw', "
+                                         r"'adam'\], got 'sgd'"):
+        fit(city, TrainConfig(epochs=1, optimizer="sgd"), progress=False)
 
 
 def test_two_processes_train_a_local_augmentation_model_full_batch_as_one(tmp_path):
