@@ -21,7 +21,12 @@ from graphloc.nn.models.latte import LATTE
 from graphloc.nn.models.lift import LiftGCN
 from graphloc.nn.models.mlp import CityNetworksMLP
 from graphloc.nn.models.sgformer import SGFormer
-from graphloc.nn.models.tangnn import TANGNN, TANGNNReleased
+from graphloc.nn.models.tangnn import (
+    TANGNN,
+    TANGNNReleased,
+    TANGNNReleasedFLC,
+    TANGNNReleasedPooled,
+)
 from graphloc.nn.models.ugt import UGT
 
 #: model name -> factory(in_channels, hidden_channels, out_channels, num_layers, **kwargs):
@@ -55,6 +60,13 @@ register_model("tangnn-lc")(lambda *args, **kw: TANGNN(*args, variant="lc", **kw
 register_model("tangnn-released")(TANGNNReleased)
 register_model("tangnn-released-lc")(lambda *args, m=30, **kw: TANGNNReleased(
     *args, m=m, variant="lc", **kw))
+# the released NAI and TAI files (their scripts select 25 vertices) and FLC (num_layers: its
+# encoder's layers, 3 in its script)
+register_model("tangnn-released-nai")(lambda *args, **kw: TANGNNReleasedPooled(
+    *args, variant="nai", **kw))
+register_model("tangnn-released-tai")(lambda *args, **kw: TANGNNReleasedPooled(
+    *args, variant="tai", **kw))
+register_model("tangnn-released-flc")(TANGNNReleasedFLC)
 
 
 def _largegt(in_channels, hidden_channels, out_channels, num_layers, **kw):

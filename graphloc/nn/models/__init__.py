@@ -17,12 +17,18 @@ from graphloc.nn.models.mega import MEGAGNN
 from graphloc.nn.models.mlp import CityNetworksMLP
 from graphloc.nn.models.node2vec import Node2Vec
 from graphloc.nn.models.sgformer import SGFormer
-from graphloc.nn.models.tangnn import TANGNN, TANGNNReleased
+from graphloc.nn.models.tangnn import (
+    TANGNN,
+    TANGNNReleased,
+    TANGNNReleasedFLC,
+    TANGNNReleasedPooled,
+)
 from graphloc.nn.models.ugt import UGT, pretrain_ugt, ugt_inputs
 
 __all__ = ["GNN", "DAGNN", "ChebNet", "CityNetworksMLP", "ACTIVATIONS", "LAModel", "LocalAugmenter",
            "pretrain_augmenter",
-           "LiftBlock", "LiftGCN", "MEGAGNN", "TANGNN", "TANGNNReleased", "LargeGT", "EMACodebook",
+           "LiftBlock", "LiftGCN", "MEGAGNN", "TANGNN", "TANGNNReleased",
+           "TANGNNReleasedPooled", "TANGNNReleasedFLC", "LargeGT", "EMACodebook",
            "hop2_tokens", "fastrp_encoding", "SGFormer", "UGT", "ugt_inputs", "pretrain_ugt",
            "ForwardGNN", "LATTE", "LabelPropagation", "Node2Vec", "ADGN",
            "RadiusInteractionGraph", "Distance"]

@@ -1,6 +1,8 @@
 """TANGNN, the whole model: a stack of ``nn.conv.tangnn.TANGNNLayer`` (top-m attention
 plus neighbourhood aggregation; graphloc's reading of the paper is documented there), and
-``TANGNNReleased``, the network of the released code."""
+``TANGNNReleased``, the network of the released code (its base and LC files), and
+``TANGNNReleasedPooled`` and ``TANGNNReleasedFLC``, the networks of its NAI, TAI and FLC
+files."""
 
 from __future__ import annotations
 
@@ -86,6 +88,15 @@ class TANGNN(ModelCapabilities, torch.nn.Module):
         return self.classifier(torch.cat(outputs, 1) if self.variant == "lc" else x)
 
 
+def _released_top_m(h: Tensor, a: Tensor, m: int) -> Tensor:
+    """The released ``top_m_sampling`` (base, LC, NAI and TAI files): the ``min(m, N)``
+    vertices closest in angle to ``a`` after a ReLU, ``a`` all ones where ``h`` is not as
+    wide; equal scores in ``torch.topk``'s order, as released."""
+    a = a if h.size(1) == a.size(0) else h.new_ones(h.size(1), 1)
+    score = F.normalize(F.relu(h), dim=1) @ F.normalize(a, dim=0)
+    return score.view(-1).topk(min(m, h.size(0))).indices
+
+
 class _SAGEBlock(torch.nn.Module):
     """The released ``GraphSAGENet``: two mean SAGEConvs on one draw of at most
     ``sample_size`` out-edges per source, ReLU after each, dropout between them."""
@@ -137,11 +148,13 @@ class _EncoderLayer(torch.nn.Module):
 
 
 class _Encoder(torch.nn.Module):
-    """The released ``MultiLayerTransformer`` of one layer, its name kept for loading."""
+    """The released ``MultiLayerTransformer`` (one layer but in the FLC file), its name
+    kept for loading."""
 
-    def __init__(self, channels: int, heads: int):
+    def __init__(self, channels: int, heads: int, num_layers: int = 1):
         super().__init__()
-        self.layers = torch.nn.ModuleList([_EncoderLayer(channels, heads)])
+        self.layers = torch.nn.ModuleList(_EncoderLayer(channels, heads)
+                                          for _ in range(num_layers))
 
     def forward(self, x: Tensor) -> Tensor:
         for layer in self.layers:
@@ -210,9 +223,7 @@ class TANGNNReleased(ModelCapabilities, torch.nn.Module):
         check_dropouts("TANGNNReleased", dropout=dropout)
         if variant not in ("base", "lc"):
             raise ValueError(f"TANGNNReleased: variant must be 'base' or 'lc', got {variant!r}")
-        if hidden_channels % heads:
-            raise ValueError(f"TANGNNReleased: hidden_channels ({hidden_channels}) must be a "
-                             f"multiple of heads ({heads})")
+        _check_heads("TANGNNReleased", hidden_channels, heads)
         self.in_channels, self.m, self.variant = in_channels, m, variant
         hidden, wide = hidden_channels, 2 * hidden_channels
         self.a = torch.nn.Parameter(torch.randn(hidden, 1))
@@ -234,10 +245,7 @@ class TANGNNReleased(ModelCapabilities, torch.nn.Module):
         self.out_channels = out_channels
 
     def _selected(self, h: Tensor) -> Tensor:
-        """The released ``top_m_sampling``: the m vertices closest in angle to ``a``."""
-        a = self.a if h.size(1) == self.a.size(0) else h.new_ones(h.size(1), 1)
-        score = F.normalize(F.relu(h), dim=1) @ F.normalize(a, dim=0)
-        return score.view(-1).topk(min(self.m, h.size(0))).indices
+        return _released_top_m(h, self.a, self.m)
 
     def forward(self, x: Tensor, graph) -> Tensor:
         check_input(self, x, self.in_channels)
@@ -253,3 +261,165 @@ class TANGNNReleased(ModelCapabilities, torch.nn.Module):
                 adjusted = self.embedding_adjustment(x).unsqueeze(0)
                 outputs.append(self.transformer_layers[i](adjusted).squeeze(0))
         return self.mlp(torch.cat(outputs, 1) if self.variant == "lc" else x)
+
+
+class _LogSoftmaxSAGE(torch.nn.Module):
+    """The NAI and TAI files' ``GraphSAGENet``: two mean SAGEConvs on every edge, ReLU and
+    dropout between them, a ``log_softmax`` over the channels after the second."""
+
+    def __init__(self, in_channels: int, hidden_channels: int, dropout: float):
+        super().__init__()
+        self.conv1 = SAGEConv(in_channels, hidden_channels)
+        self.conv2 = SAGEConv(hidden_channels, hidden_channels)
+        self.dropout = Dropout(dropout)
+
+    def forward(self, x: Tensor, graph: Graph) -> Tensor:
+        h = self.dropout(F.relu(self.conv1(x, graph)))
+        return F.log_softmax(self.conv2(h, graph), dim=1)
+
+
+class TANGNNReleasedPooled(ModelCapabilities, torch.nn.Module):
+    r"""The released TANGNN's NAI and TAI networks (``ejwww/TANGNN``, files
+    ``TANGNN/TANGNN-NAI`` and ``TANGNN/TANGNN-TAI``, class ``CustomGNN``), as they compute.
+
+    Layer :math:`i` with input :math:`h` (the features first, then 2h wide):
+
+    * :math:`s = \mathrm{log\_softmax}(\mathrm{SAGE}_2(\mathrm{drop}(\mathrm{ReLU}(
+      \mathrm{SAGE}_1(h)))))`, two mean SAGEConvs on every edge (no sampling here);
+    * the ``m`` vertices of largest :math:`\cos(\mathrm{ReLU}(s_v), a)`, one set for all
+      nodes, through ``transformer_layers[i]`` (one post-LN encoder layer) as one sequence,
+      mean-pooled to one vector and broadcast to every node;
+    * the next input :math:`[s \Vert \text{pooled}]`.
+
+    Readout: ``mlp`` (Linear 2h to 2h, ReLU, Linear; NAI) or ``final_lin`` (TAI) on the
+    last layer's 2h features. Returns logits (the released model returns their
+    ``log_softmax``, which ``graphloc.train``'s cross-entropy applies itself).
+
+    As released, the selection reads a log-probability, which is never positive: its ReLU
+    is 0 for every vertex, so every score is 0 and the ``m`` vertices are those
+    ``torch.topk`` returns among equal values (an order of torch's, not of the graph; on
+    this CPU build vertices 18, 22, 10, ... of a 2,708-node graph), and ``a`` gets no
+    gradient. graphloc runs the same operations, so it selects the same vertices as the
+    released code on the same device. The released module names, so its weights load as
+    they are (NAI's unused ``final_lin`` included); dropout masks are graphloc's draws.
+
+    Args:
+        in_channels, hidden_channels, out_channels (int): widths.
+        num_layers (int, default 2): layers, at least 1.
+        m (int, default 25): selected vertices (the released scripts', on PubMed).
+        heads (int, default 1): the encoder's heads.
+        dropout (float, default 0.3): between each block's two SAGEConvs.
+        variant (str, default "nai"): "nai" (MLP readout) or "tai" (Linear readout).
+    """
+
+    #: one global set of vertices reaches every node: influence runs one seed at a time
+    graphloc_global = True
+
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
+                 num_layers: int = 2, m: int = 25, heads: int = 1, dropout: float = 0.3,
+                 variant: str = "nai"):
+        super().__init__()
+        check_sizes("TANGNNReleasedPooled", in_channels=in_channels,
+                    hidden_channels=hidden_channels, out_channels=out_channels,
+                    num_layers=num_layers, m=m, heads=heads)
+        check_dropouts("TANGNNReleasedPooled", dropout=dropout)
+        if variant not in ("nai", "tai"):
+            raise ValueError(f"TANGNNReleasedPooled: variant must be 'nai' or 'tai', got "
+                             f"{variant!r}")
+        _check_heads("TANGNNReleasedPooled", hidden_channels, heads)
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.m, self.variant = m, variant
+        hidden, wide = hidden_channels, 2 * hidden_channels
+        self.a = torch.nn.Parameter(torch.randn(hidden, 1))
+        self.graphsage_layers = torch.nn.ModuleList(
+            _LogSoftmaxSAGE(in_channels if i == 0 else wide, hidden, dropout)
+            for i in range(num_layers))
+        self.transformer_layers = torch.nn.ModuleList(_Encoder(hidden, heads)
+                                                      for _ in range(num_layers))
+        self.final_lin = torch.nn.Linear(wide, out_channels)
+        if variant == "nai":
+            self.mlp = torch.nn.Sequential(torch.nn.Linear(wide, wide), torch.nn.ReLU(),
+                                           torch.nn.Linear(wide, out_channels))
+
+    def forward(self, x: Tensor, graph) -> Tensor:
+        check_input(self, x, self.in_channels)
+        graph = graph_of_rows(graph, x)
+        if x.size(0) == 0:  # no vertex to select
+            return x.new_zeros(0, self.out_channels)
+        for block, encoder in zip(self.graphsage_layers, self.transformer_layers,
+                                  strict=True):
+            s = block(x, graph)
+            picked = s[_released_top_m(s, self.a, self.m)].unsqueeze(0)
+            pooled = encoder(picked).mean(dim=1)
+            x = torch.cat([s, pooled.expand(s.size(0), -1)], dim=1)
+        return self.mlp(x) if self.variant == "nai" else self.final_lin(x)
+
+
+class _PlainSAGE(torch.nn.Module):
+    """The FLC file's ``GraphSAGENet``: two mean SAGEConvs on every edge, a ReLU between."""
+
+    def __init__(self, in_channels: int, hidden_channels: int):
+        super().__init__()
+        self.conv1 = SAGEConv(in_channels, hidden_channels)
+        self.conv2 = SAGEConv(hidden_channels, hidden_channels)
+
+    def forward(self, x: Tensor, graph: Graph) -> Tensor:
+        return self.conv2(F.relu(self.conv1(x, graph)), graph)
+
+
+class TANGNNReleasedFLC(ModelCapabilities, torch.nn.Module):
+    r"""The released TANGNN's FLC network (``ejwww/TANGNN``, file ``TANGNN/TANGNN-FLC``,
+    class ``CustomGNN``), as it computes: one two-layer mean GraphSAGE on every edge (a
+    ReLU between its convs) beside ``transformer`` (``num_layers`` post-LN encoder layers)
+    over the selected rows of ``adjust_dim(x)``, mean-pooled and broadcast to every node;
+    ``mlp`` (Linear 2h to h, ReLU, Linear) on the two concatenated. Returns logits (the
+    released model returns their ``log_softmax``).
+
+    The selection, as released, is vertex 0 whatever the features. Its
+    ``top_m_sampling`` ranks ``ReLU(h)`` and ``ReLU(-h)`` against ``a`` and intersects
+    the two lists, but ``torch.topk`` runs along the last dimension of the ``[N, 1]``
+    scores, which has one entry: every row's index is 0, and their intersection is vertex
+    0. With ``m`` above 1 the same call raises (k out of range), so the released script's
+    ``m = 1`` is the one setting that runs, and ``m`` is not an argument here. ``a`` gets
+    no gradient, as released. The released module names, so its weights load as they are.
+
+    Args:
+        in_channels, hidden_channels, out_channels (int): widths.
+        num_layers (int, default 3): the encoder's layers (the released script's 3).
+        heads (int, default 1): the encoder's heads.
+    """
+
+    #: vertex 0's features reach every node: influence runs one seed at a time
+    graphloc_global = True
+
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
+                 num_layers: int = 3, heads: int = 1):
+        super().__init__()
+        check_sizes("TANGNNReleasedFLC", in_channels=in_channels,
+                    hidden_channels=hidden_channels, out_channels=out_channels,
+                    num_layers=num_layers, heads=heads)
+        _check_heads("TANGNNReleasedFLC", hidden_channels, heads)
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.a = torch.nn.Parameter(torch.randn(hidden_channels, 1))  # never read (above)
+        self.graphsage = _PlainSAGE(in_channels, hidden_channels)
+        self.adjust_dim = torch.nn.Linear(in_channels, hidden_channels)
+        self.transformer = _Encoder(hidden_channels, heads, num_layers)
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(2 * hidden_channels, hidden_channels), torch.nn.ReLU(),
+            torch.nn.Linear(hidden_channels, out_channels))
+
+    def forward(self, x: Tensor, graph) -> Tensor:
+        check_input(self, x, self.in_channels)
+        graph = graph_of_rows(graph, x)
+        if x.size(0) == 0:  # no vertex 0
+            return x.new_zeros(0, self.out_channels)
+        picked = self.adjust_dim(x[:1]).unsqueeze(0)  # vertex 0 (see the class docstring)
+        pooled = self.transformer(picked).mean(dim=1)
+        s = self.graphsage(x, graph)
+        return self.mlp(torch.cat([s, pooled.expand(s.size(0), -1)], dim=1))
+
+
+def _check_heads(owner: str, hidden_channels: int, heads: int) -> None:
+    if hidden_channels % heads:
+        raise ValueError(f"{owner}: hidden_channels ({hidden_channels}) must be a multiple "
+                         f"of heads ({heads})")

@@ -27,7 +27,14 @@ N, HIDDEN, CLASSES = 24, 8, 3
 CASES = [("base", 2, 5, 4, 0), ("base", 3, 8, 30, 1), ("base", 1, 5, 3, 2),
          ("lc", 2, 5, 6, 3), ("lc", 2, 8, 5, 4)]
 # (variant, layers, in_channels, m, seed); in_channels 8 = HIDDEN: the learned a is used
-FILES = {"base": "TANGNN", "lc": "TANGNN-LC"}
+FILES = {"base": "TANGNN", "lc": "TANGNN-LC", "nai": "TANGNN-NAI", "tai": "TANGNN-TAI",
+         "flc": "TANGNN-FLC"}
+# the NAI, TAI and FLC files (TANGNNReleasedPooled, TANGNNReleasedFLC), written to
+# data/tangnn_official_variants.pt: (variant, layers, in_channels, m, seed); FLC's layers
+# are its encoder's, and its m is the released 1 (any other fails in the released code)
+VARIANTS_FIXTURE = os.path.join(HERE, "data", "tangnn_official_variants.pt")
+VARIANT_CASES = [("nai", 2, 5, 4, 0), ("nai", 1, 8, 30, 1), ("tai", 2, 5, 6, 2),
+                 ("tai", 3, 8, 5, 3), ("flc", 3, 5, 1, 4), ("flc", 1, 8, 1, 5)]
 NAN_FIXTURE = os.path.join(HERE, "data", "tangnn_official_nan.pt")
 # (variant, layers, in_channels, m, seed, the node with a NaN feature): one with edges, the
 # isolated one
@@ -42,7 +49,9 @@ def _official_class(checkout: str, variant: str):
     from torch_geometric.nn import SAGEConv
     namespace = {"nn": nn, "F": functional, "SAGEConv": SAGEConv, "torch": torch}
     path = os.path.join(checkout, "TANGNN", FILES[variant])
-    for name in CLASSES_NEEDED:
+    needed = CLASSES_NEEDED if variant in ("base", "lc") else \
+        [c for c in CLASSES_NEEDED if c != "DimensionAdjustmentLayer"]
+    for name in needed:
         definition_from(path, name, namespace)
     return namespace["CustomGNN"]
 
@@ -60,13 +69,25 @@ def _graph(seed: int, width: int):
     return torch.stack([src, dst]), torch.rand(N, width, generator=gen) + 0.1
 
 
+def _graphloc_model(variant: str, layers: int, width: int, m: int):
+    from graphloc.nn.models.tangnn import (
+        TANGNNReleased,
+        TANGNNReleasedFLC,
+        TANGNNReleasedPooled,
+    )
+    if variant == "flc":
+        return TANGNNReleasedFLC(width, HIDDEN, CLASSES, num_layers=layers)
+    cls = TANGNNReleased if variant in ("base", "lc") else TANGNNReleasedPooled
+    return cls(width, HIDDEN, CLASSES, num_layers=layers, m=m, variant=variant)
+
+
 def run_case(variant: str, layers: int, width: int, m: int, seed: int) -> dict:
-    from graphloc.nn.models.tangnn import TANGNNReleased
     official_class = _official_class(sys.argv[1], variant)
     edge_index, x = _graph(seed, width)
     torch.manual_seed(seed)
-    model = TANGNNReleased(width, HIDDEN, CLASSES, num_layers=layers, m=m, variant=variant)
-    official = official_class(width, HIDDEN, CLASSES, 1, layers, m, N, 5)
+    model = _graphloc_model(variant, layers, width, m)
+    released_arguments = (5,) if variant in ("base", "lc") else ()  # the sample size
+    official = official_class(width, HIDDEN, CLASSES, 1, layers, m, N, *released_arguments)
     official.load_state_dict(model.state_dict())
     official.eval()
     features = x.clone().requires_grad_()
@@ -104,3 +125,4 @@ if __name__ == "__main__":
     torch.set_default_dtype(torch.float64)
     write_fixture(FIXTURE, run_case, CASES)
     write_fixture(NAN_FIXTURE, run_nan_case, NAN_CASES)
+    write_fixture(VARIANTS_FIXTURE, run_case, VARIANT_CASES)

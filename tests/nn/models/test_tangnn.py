@@ -6,7 +6,14 @@ import torch.nn.functional as F
 from helpers import random_edge_index, train_losses
 
 from graphloc import Graph
-from graphloc.nn import TANGNN, TANGNNReleased, TopMAttention, build_model
+from graphloc.nn import (
+    TANGNN,
+    TANGNNReleased,
+    TANGNNReleasedFLC,
+    TANGNNReleasedPooled,
+    TopMAttention,
+    build_model,
+)
 from graphloc.nn.conv import tangnn as tangnn_module
 from graphloc.nn.conv.tangnn import sample_edges_per_node, sample_in_edges, top_m_similar
 
@@ -215,6 +222,100 @@ def test_tangnn_released_equals_the_released_code_run_on_the_same_weights(case):
     assert used.keys() == case["grads"].keys()
     for name, grad in used.items():
         torch.testing.assert_close(grad, case["grads"][name], rtol=1e-10, atol=1e-12)
+
+
+RELEASED_VARIANTS = os.path.join(os.path.dirname(__file__), "data",
+                                 "tangnn_official_variants.pt")
+
+
+def _released_variant(variant, layers, width, m):
+    if variant == "flc":
+        return TANGNNReleasedFLC(width, 8, 3, num_layers=layers)
+    return TANGNNReleasedPooled(width, 8, 3, num_layers=layers, m=m, variant=variant)
+
+
+@pytest.mark.parametrize("case", torch.load(RELEASED_VARIANTS, weights_only=True),
+                         ids=lambda c: "{}-layers{}-in{}-m{}".format(*c["case"][:4]))
+def test_released_nai_tai_and_flc_equal_the_released_code_run_on_the_same_weights(case):
+    """``CustomGNN`` of the released ``TANGNN-NAI``, ``TANGNN-TAI`` and ``TANGNN-FLC``
+    files (``tangnn_oracle.py``) on graphloc's weights, loaded under the same names: the
+    log-probabilities and the gradients of the features and of every parameter (None where
+    the released code leaves one unused, ``a`` among them), in eval mode; m below and above
+    N; FLC's selection is vertex 0, as the released code's."""
+    variant, layers, width, m, _ = case["case"]
+    model = _released_variant(variant, layers, width, m).double()
+    model.load_state_dict(case["weights"])
+    x = case["x"].clone().requires_grad_()
+    out = F.log_softmax(model.eval()(x, case["edge_index"]), dim=1)
+    torch.testing.assert_close(out, case["official"], rtol=1e-10, atol=1e-12)
+    names, params = zip(*model.named_parameters(), strict=True)
+    weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
+    grads = torch.autograd.grad((out * weights).sum(), [x, *params], allow_unused=True)
+    torch.testing.assert_close(grads[0], case["grad_x"], rtol=1e-10, atol=1e-12)
+    used = {name: grad for name, grad in zip(names, grads[1:], strict=True)
+            if grad is not None}
+    assert used.keys() == case["grads"].keys() and "a" not in used
+    for name, grad in used.items():
+        torch.testing.assert_close(grad, case["grads"][name], rtol=1e-10, atol=1e-12)
+
+
+def test_released_flc_reads_vertex_0_and_nai_reads_topks_order_for_equal_scores():
+    """What the released selections come to: FLC's global vector is a function of vertex
+    0 alone; NAI's scores are all 0 (a ReLU of log-probabilities), so its vertices are
+    the ones torch.topk returns for a vector of zeros."""
+    torch.manual_seed(0)
+    graph = Graph(random_edge_index(30, 90, seed=2), num_nodes=30)
+    x = torch.randn(30, 6)
+    flc = TANGNNReleasedFLC(6, 8, 3).eval()
+    changed = x.clone()
+    changed[1:, :] += torch.randn(29, 6)  # every vertex but 0, on a graph without edges
+    empty = Graph(torch.empty(2, 0, dtype=torch.long), num_nodes=30)
+    torch.testing.assert_close(flc(changed, empty)[0], flc(x, empty)[0])
+    changed = x.clone()
+    changed[0] += 1.0
+    assert not torch.allclose(flc(changed, empty)[5], flc(x, empty)[5])
+    nai = TANGNNReleasedPooled(6, 8, 3, num_layers=1, m=4).eval()
+    s = nai.graphsage_layers[0](x, graph)
+    expected = torch.zeros(30).topk(4).indices
+    pooled = nai.transformer_layers[0](s[expected].unsqueeze(0)).mean(1)
+    out = nai.mlp(torch.cat([s, pooled.expand(30, -1)], 1))
+    torch.testing.assert_close(nai(x, graph), out)
+
+
+def test_released_variants_registered_with_the_released_scripts_defaults():
+    nai, tai = (build_model(f"tangnn-released-{v}", 6, 8, 3, 2) for v in ("nai", "tai"))
+    assert isinstance(nai, TANGNNReleasedPooled) and (nai.variant, nai.m) == ("nai", 25)
+    assert (tai.variant, tai.m) == ("tai", 25) and not hasattr(tai, "mlp")
+    assert nai.graphsage_layers[0].dropout.p == 0.3
+    flc = build_model("tangnn-released-flc", 6, 8, 3, 3)
+    assert isinstance(flc, TANGNNReleasedFLC) and len(flc.transformer.layers) == 3
+    for model in (nai, tai, flc):
+        assert model.graphloc_global
+        assert model.eval()(torch.randn(12, 6), random_edge_index(12, 30, seed=1)).shape == \
+            (12, 3)
+        no_nodes = Graph(torch.zeros(2, 0, dtype=torch.long), num_nodes=0)
+        assert model(torch.randn(0, 6), no_nodes).shape == (0, 3)
+        assert model(torch.randn(1, 6), Graph(torch.zeros(2, 0, dtype=torch.long),
+                                              num_nodes=1)).shape == (1, 3)
+
+
+def test_released_variants_refuse_bad_arguments_and_inputs_by_name():
+    with pytest.raises(ValueError, match="TANGNNReleasedPooled: variant must be 'nai' or "
+                                         "'tai', got 'lc'"):
+        TANGNNReleasedPooled(6, 8, 3, variant="lc")
+    with pytest.raises(ValueError, match=r"TANGNNReleasedFLC: hidden_channels \(8\) must be "
+                                         r"a multiple of heads \(3\)"):
+        TANGNNReleasedFLC(6, 8, 3, heads=3)
+    with pytest.raises(ValueError, match="TANGNNReleasedPooled: m must be an integer >= 1"):
+        TANGNNReleasedPooled(6, 8, 3, m=0)
+    with pytest.raises(ValueError, match="TANGNNReleasedFLC: num_layers must be an integer"):
+        TANGNNReleasedFLC(6, 8, 3, num_layers=0)
+    for model in (TANGNNReleasedPooled(6, 8, 3), TANGNNReleasedFLC(6, 8, 3)):
+        edges = random_edge_index(10, 20, seed=0)
+        with pytest.raises(ValueError, match=r"expects x of shape \[N, 6\]"):
+            model(torch.randn(10, 5), edges)
+        with pytest.raises(ValueError, match="x has 9 rows but the graph has 10 nodes"):
+            model(torch.randn(9, 6), Graph(edges, num_nodes=10))
 
 
 def test_sample_edges_per_node_out_keeps_at_most_k_out_edges_uniformly():
