@@ -255,6 +255,9 @@ def _check_pretrain(config: TrainConfig) -> None:
         if not is_int_at_least(epochs, 0):
             raise ValueError(f"TrainConfig.pretrain['epochs'] must be an integer >= 0 (0: no "
                              f"pre-training), got {epochs!r}")
+        if epochs == 0 and len(config.pretrain) > 1:
+            raise ValueError(f"TrainConfig.pretrain={config.pretrain!r}: with epochs 0 UGT is "
+                             "not pre-trained, so its other settings would not be used")
     else:
         takes, owner = PRETRAIN_ARGUMENTS, "pretrain_augmenter"
     unknown = sorted(set(config.pretrain) - set(takes))

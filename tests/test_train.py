@@ -566,6 +566,7 @@ def test_ugt_without_pretraining_trains_every_parameter():
     ({"holdout": 0.1}, r"unknown argument\(s\) \['holdout'\]; pretrain_ugt takes"),
     ({"epochs": 1, "lr": "x"}, "pretrain_ugt: lr must be a number"),
     ({"epochs": 1, "freeze": "no"}, "pretrain_ugt: freeze must be True or False"),
+    ({"epochs": 0, "lr": 0.1}, "with epochs 0 UGT is not pre-trained"),
 ])
 def test_ugt_pretraining_settings_are_checked_by_name(pretrain, match):
     small = synthetic_city(150, seed=0, hops=2)

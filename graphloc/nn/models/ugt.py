@@ -247,6 +247,7 @@ class PretrainingTargets:
 def pretraining_targets(simple: Graph, steps: int) -> PretrainingTargets:
     """:class:`PretrainingTargets` of the simple undirected graph, from sparse powers of
     ``P`` (the official builds the dense ``N x N`` matrices)."""
+    _check_steps(steps)
     n = simple.num_nodes
     total, square_sum = sp.csr_matrix((n, n)), 0.0
     for power in _transition_powers(simple, steps):
