@@ -204,7 +204,8 @@ def check_config(config: TrainConfig) -> None:
         raise ValueError(f"TrainConfig.procedure={config.procedure!r} trains full batch: "
                          f"batch_size must be None, got {config.batch_size!r}")
     check_flags("TrainConfig", standardize=config.standardize)
-    if config.optimizer not in OPTIMIZERS:
+    if not (config.optimizer is None or isinstance(config.optimizer, str) and
+            config.optimizer in OPTIMIZERS):
         raise ValueError(f"TrainConfig.optimizer must be one of {list(OPTIMIZERS)}, got "
                          f"{config.optimizer!r}")
     _check_pretrain(config)
