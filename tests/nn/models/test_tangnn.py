@@ -208,7 +208,14 @@ def test_tangnn_released_equals_the_released_code_run_on_the_same_weights(case):
     parallel edges and an isolated node; m below and above N, the learned ``a`` used where
     the features are hidden wide."""
     variant, layers, width, m, _ = case["case"]
-    model = TANGNNReleased(width, 8, 3, num_layers=layers, m=m, variant=variant).double()
+    model = TANGNNReleased(width, 8, 3, num_layers=layers, m=m, variant=variant)
+    _assert_equals_the_released_run(model, case)
+
+
+def _assert_equals_the_released_run(model, case) -> set:
+    """``model`` with the case's weights against the released run: log-probabilities and
+    the gradients of the features and of every parameter; returns the names that get one."""
+    model = model.double()
     model.load_state_dict(case["weights"])
     x = case["x"].clone().requires_grad_()
     out = F.log_softmax(model.eval()(x, case["edge_index"]), dim=1)
@@ -222,6 +229,7 @@ def test_tangnn_released_equals_the_released_code_run_on_the_same_weights(case):
     assert used.keys() == case["grads"].keys()
     for name, grad in used.items():
         torch.testing.assert_close(grad, case["grads"][name], rtol=1e-10, atol=1e-12)
+    return set(used)
 
 
 RELEASED_VARIANTS = os.path.join(os.path.dirname(__file__), "data",
@@ -243,20 +251,8 @@ def test_released_nai_tai_and_flc_equal_the_released_code_run_on_the_same_weight
     the released code leaves one unused, ``a`` among them), in eval mode; m below and above
     N; FLC's selection is vertex 0, as the released code's."""
     variant, layers, width, m, _ = case["case"]
-    model = _released_variant(variant, layers, width, m).double()
-    model.load_state_dict(case["weights"])
-    x = case["x"].clone().requires_grad_()
-    out = F.log_softmax(model.eval()(x, case["edge_index"]), dim=1)
-    torch.testing.assert_close(out, case["official"], rtol=1e-10, atol=1e-12)
-    names, params = zip(*model.named_parameters(), strict=True)
-    weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
-    grads = torch.autograd.grad((out * weights).sum(), [x, *params], allow_unused=True)
-    torch.testing.assert_close(grads[0], case["grad_x"], rtol=1e-10, atol=1e-12)
-    used = {name: grad for name, grad in zip(names, grads[1:], strict=True)
-            if grad is not None}
-    assert used.keys() == case["grads"].keys() and "a" not in used
-    for name, grad in used.items():
-        torch.testing.assert_close(grad, case["grads"][name], rtol=1e-10, atol=1e-12)
+    assert "a" not in _assert_equals_the_released_run(
+        _released_variant(variant, layers, width, m), case)
 
 
 def test_released_flc_reads_vertex_0_and_nai_reads_topks_order_for_equal_scores():
@@ -299,17 +295,24 @@ def test_released_variants_registered_with_the_released_scripts_defaults():
                                               num_nodes=1)).shape == (1, 3)
 
 
-def test_released_variants_refuse_bad_arguments_and_inputs_by_name():
-    with pytest.raises(ValueError, match="TANGNNReleasedPooled: variant must be 'nai' or "
-                                         "'tai', got 'lc'"):
-        TANGNNReleasedPooled(6, 8, 3, variant="lc")
-    with pytest.raises(ValueError, match=r"TANGNNReleasedFLC: hidden_channels \(8\) must be "
-                                         r"a multiple of heads \(3\)"):
-        TANGNNReleasedFLC(6, 8, 3, heads=3)
-    with pytest.raises(ValueError, match="TANGNNReleasedPooled: m must be an integer >= 1"):
-        TANGNNReleasedPooled(6, 8, 3, m=0)
-    with pytest.raises(ValueError, match="TANGNNReleasedFLC: num_layers must be an integer"):
-        TANGNNReleasedFLC(6, 8, 3, num_layers=0)
+@pytest.mark.parametrize("cls, kwargs, match", [
+    (TANGNNReleased, {"variant": "flc"}, "TANGNNReleased: variant must be 'base' or 'lc', "
+                                         "got 'flc'"),
+    (TANGNNReleased, {"heads": 3}, r"hidden_channels \(8\) must be a multiple of heads \(3\)"),
+    (TANGNNReleased, {"m": 0}, "TANGNNReleased: m must be an integer >= 1, got 0"),
+    (TANGNNReleasedPooled, {"variant": "lc"}, "TANGNNReleasedPooled: variant must be 'nai' or "
+                                              "'tai', got 'lc'"),
+    (TANGNNReleasedPooled, {"m": 0}, "TANGNNReleasedPooled: m must be an integer >= 1"),
+    (TANGNNReleasedFLC, {"heads": 3}, r"TANGNNReleasedFLC: hidden_channels \(8\) must be a "
+                                      r"multiple of heads \(3\)"),
+    (TANGNNReleasedFLC, {"num_layers": 0}, "TANGNNReleasedFLC: num_layers must be an integer"),
+])
+def test_released_networks_refuse_bad_settings_by_name(cls, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        cls(6, 8, 3, **kwargs)
+
+
+def test_released_variants_refuse_bad_inputs_by_name():
     for model in (TANGNNReleasedPooled(6, 8, 3), TANGNNReleasedFLC(6, 8, 3)):
         edges = random_edge_index(10, 20, seed=0)
         with pytest.raises(ValueError, match=r"expects x of shape \[N, 6\]"):
@@ -391,15 +394,7 @@ def test_tangnn_released_registered_with_the_released_scripts_defaults():
     assert three(torch.randn(12, 6), random_edge_index(12, 30, seed=1)).shape == (12, 3)
 
 
-def test_tangnn_released_refuses_bad_arguments_and_inputs_by_name():
-    with pytest.raises(ValueError, match="TANGNNReleased: variant must be 'base' or 'lc', "
-                                         "got 'flc'"):
-        TANGNNReleased(6, 8, 3, variant="flc")
-    with pytest.raises(ValueError, match=r"hidden_channels \(8\) must be a multiple of "
-                                         r"heads \(3\)"):
-        TANGNNReleased(6, 8, 3, heads=3)
-    with pytest.raises(ValueError, match="TANGNNReleased: m must be an integer >= 1, got 0"):
-        TANGNNReleased(6, 8, 3, m=0)
+def test_tangnn_released_refuses_bad_inputs_by_name():
     model = TANGNNReleased(6, 8, 3).eval()
     edges = random_edge_index(10, 20, seed=0)
     with pytest.raises(ValueError, match=r"TANGNNReleased expects x of shape \[N, 6\]"):
