@@ -9,7 +9,8 @@ from collections.abc import Callable
 
 import torch
 
-from graphloc.checks import check_int
+from graphloc.checks import caller_stacklevel, check_int
+from graphloc.nn.conv._utils import check_dropouts
 from graphloc.nn.conv.registry import CONVS
 from graphloc.nn.models.adgn import ADGN
 from graphloc.nn.models.aug import LAModel
@@ -66,7 +67,19 @@ register_model("tangnn-released-nai")(lambda *args, **kw: TANGNNReleasedPooled(
     *args, variant="nai", **kw))
 register_model("tangnn-released-tai")(lambda *args, **kw: TANGNNReleasedPooled(
     *args, variant="tai", **kw))
-register_model("tangnn-released-flc")(TANGNNReleasedFLC)
+register_model("tangnn-released-flc")(lambda *args, **kw: _without_dropout(
+    "tangnn-released-flc", TANGNNReleasedFLC, *args, **kw))
+
+
+def _without_dropout(name: str, cls, *args, dropout=0.0, **kw):
+    """A model without dropout (as released) built through ``build_model``, which passes
+    the training's ``dropout``: a nonzero one is said to go unused, not silently dropped
+    nor a TypeError."""
+    check_dropouts(name, dropout=dropout)
+    if dropout:
+        warnings.warn(f"{name} has no dropout (as released): dropout={dropout} is not used",
+                      stacklevel=caller_stacklevel())
+    return cls(*args, **kw)
 
 
 def _largegt(in_channels, hidden_channels, out_channels, num_layers, **kw):

@@ -1,4 +1,5 @@
 import os
+import warnings
 
 import pytest
 import torch
@@ -293,6 +294,18 @@ def test_released_variants_registered_with_the_released_scripts_defaults():
         assert model(torch.randn(0, 6), no_nodes).shape == (0, 3)
         assert model(torch.randn(1, 6), Graph(torch.zeros(2, 0, dtype=torch.long),
                                               num_nodes=1)).shape == (1, 3)
+
+
+def test_released_flc_through_build_model_says_a_dropout_goes_unused():
+    """``fit`` passes its dropout to every model; FLC has none, as released."""
+    with pytest.warns(UserWarning, match=r"tangnn-released-flc has no dropout \(as released\): "
+                                         r"dropout=0.2 is not used"):
+        build_model("tangnn-released-flc", 6, 8, 3, 3, dropout=0.2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        build_model("tangnn-released-flc", 6, 8, 3, 3, dropout=0.0)
+    with pytest.raises(ValueError, match="dropout must be a probability in"):
+        build_model("tangnn-released-flc", 6, 8, 3, 3, dropout=1.5)
 
 
 @pytest.mark.parametrize("cls, kwargs, match", [
