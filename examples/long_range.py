@@ -1,5 +1,5 @@
 """Long-range models on the bundled Helsinki road network: train each (GCN as the local
-baseline, LiftGCN, DAGNN, SGFormer, TANGNN and the released TANGNN network, LargeGT, UGT,
+baseline, LiftGCN, DAGNN, SGFormer, TANGNN and the released TANGNN networks, LargeGT, UGT,
 A-DGN), then measure its total influence per hop and R on the trained weights, and print one
 table.
 
@@ -16,7 +16,9 @@ from graphloc.datasets import CityNetwork
 from graphloc.influence import measure
 from graphloc.train import TrainConfig, fit, load_checkpoint
 
-#: model -> (depth, extra TrainConfig fields); LargeGT trains on batches of nodes
+RELEASED_SCRIPTS = {"hidden": 32, "optimizer": "adam"}
+#: model -> (depth, TrainConfig fields beside or instead of the shared ones); LargeGT trains
+#: on batches of nodes
 MODELS = {
     "gcn": (8, {}),
     "liftgcn": (16, {}),
@@ -27,6 +29,14 @@ MODELS = {
     "tangnn-lc": (2, {"model_kwargs": {"m": 16}}),
     "tangnn-released": (2, {}),  # the released code's network, its defaults (m 20)
     "tangnn-released-lc": (2, {}),  # (m 30)
+    # the released NAI, TAI and FLC files with their scripts' settings: hidden 32, Adam
+    # (weight decay as an L2 term); NAI and TAI 1e-4 at lr 5e-3 (m 25), FLC none at lr 2e-3
+    # (its depth is its encoder's, 3 in its script). Under the shared settings below NAI
+    # and TAI collapsed to one output for every node (the README says more)
+    "tangnn-released-nai": (2, {**RELEASED_SCRIPTS, "dropout": 0.3, "weight_decay": 1e-4}),
+    "tangnn-released-tai": (2, {**RELEASED_SCRIPTS, "dropout": 0.3, "weight_decay": 1e-4}),
+    "tangnn-released-flc": (3, {**RELEASED_SCRIPTS, "dropout": 0.0, "weight_decay": 0.0,
+                                "lr": 2e-3}),
     "largegt": (1, {"batch_size": 512, "model_kwargs": {"num_tokens": 30,
                                                          "num_centroids": 256}}),
     "ugt": (2, {}),  # 2 layers then the last one, as the official
@@ -48,8 +58,8 @@ def main(argv=None) -> None:
     for name in args.models:
         depth, extra = MODELS[name]
         run = os.path.join(args.out, name)
-        config = TrainConfig(model=name, layers=depth, hidden=64, dropout=0.2, lr=5e-3,
-                             epochs=args.epochs, eval_every=10, **extra)
+        shared = dict(hidden=64, dropout=0.2, lr=5e-3, epochs=args.epochs, eval_every=10)
+        config = TrainConfig(model=name, layers=depth, **{**shared, **extra})
         start = time.time()
         history = fit(city, config, out_dir=run, progress=False)
         seconds = (time.time() - start) / args.epochs
