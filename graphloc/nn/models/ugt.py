@@ -466,7 +466,10 @@ def pretrain_ugt(model: UGT, x: Tensor, graph, epochs: int = PRETRAINING["epochs
         model = UGT(x.size(1), 16, num_classes)
         pretrain_ugt(model, x, graph)
     """
+    if not isinstance(model, UGT):
+        raise TypeError(f"pretrain_ugt: model must be a UGT, got {type(model).__name__}")
     _check_pretraining(epochs, lr, weight_decay, patience, steps, alpha, beta, freeze)
+    model.requires_grad_(True)  # every parameter pre-trains (a frozen model's too)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     model.train()
     losses: list[float] = []

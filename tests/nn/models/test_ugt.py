@@ -289,6 +289,18 @@ def test_pretraining_refuses_a_graph_without_nodes_and_bad_steps():
         model.pretrain_losses(torch.randn(30, 3), small_graph(0), steps=9)
     with pytest.raises(ValueError, match="patience must be an integer >= 1, got 0"):
         pretrain_ugt(model, torch.randn(30, 3), small_graph(0), patience=0)
+    with pytest.raises(TypeError, match="pretrain_ugt: model must be a UGT, got Linear"):
+        pretrain_ugt(torch.nn.Linear(3, 2), torch.randn(30, 3), small_graph(0))
+
+
+def test_pretraining_a_frozen_model_trains_every_parameter_again():
+    torch.manual_seed(0)
+    model = UGT(3, 8, 2, heads=2)
+    model.freeze_pretrained()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    pretrain_ugt(model, torch.randn(30, 3), small_graph(0), epochs=2, freeze=False)
+    assert all(p.requires_grad for p in model.parameters())
+    assert not torch.equal(model.embedding_h.weight, before["embedding_h.weight"])
 
 
 def test_bad_input_is_named():
