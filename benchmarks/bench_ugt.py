@@ -1,5 +1,7 @@
 """UGT's preprocessing (``graphloc.nn.models.ugt.ugt_inputs``) on the 200,000-node road
-graph: the time of each step, in one process.
+graph: the time of each step, in one process; then its pre-training: the targets of the
+official loss over all node pairs, and one pre-training step (median of three after a
+first one).
 
     python benchmarks/bench_ugt.py [--nodes 200000] [--write benchmarks/RESULTS.md]
 """
@@ -51,8 +53,31 @@ def main(argv=None) -> None:
               f"{graph.num_nodes:,} nodes, {graph.num_edges:,} edges; attention graph "
               f"{inputs.attention.num_edges:,} edges with {inputs.virtual.size(1):,} virtual), "
               f"{datetime.date.today()}, {machine()}")
-    lines = ["| step | s |", "|---|---:|", *rows, f"| all of `ugt_inputs` | {total:.1f} |"]
+    rows.append(f"| all of `ugt_inputs` | {total:.1f} |")
+    step("pre-training targets (t = 1..6: the pairs within 6 hops)",
+         lambda: ugt.pretraining_targets(simple, 6))
+    pairs = results["pre-training targets (t = 1..6: the pairs within 6 hops)"].weight.numel()
+    rows[-1] = rows[-1].replace("6 hops)", f"6 hops, {pairs:,} of them)")
+    rows.append(f"| one pre-training step (16 features, hidden 16, forward + backward) | "
+                f"{_pretraining_step_seconds(graph):.2f} |")
+    lines = ["| step | s |", "|---|---:|", *rows]
     publish(f"\n## {header}\n\n" + "\n".join(lines) + "\n", args.write)
+
+
+def _pretraining_step_seconds(graph) -> float:
+    """The median time of three ``pretrain_loss`` forward + backward steps after a first
+    one (which builds the inputs and targets, cached on the graph)."""
+    import torch
+    torch.manual_seed(0)
+    model = ugt.UGT(16, 16, 5).train()
+    x = torch.randn(graph.num_nodes, 16)
+    model.pretrain_loss(x, graph).backward()
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        model.pretrain_loss(x, graph).backward()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[1]
 
 
 if __name__ == "__main__":
