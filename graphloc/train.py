@@ -274,7 +274,7 @@ def _check_pretrain(config: TrainConfig) -> None:
 
 
 def _pretrained_stage(model: torch.nn.Module, dataset, config: TrainConfig,
-                      resumed: dict | None) -> None:
+                      resumed: dict | None, progress: bool) -> None:
     """UGT's official self-supervised stage before fine-tuning (``pretrain_ugt`` with
     ``config.pretrain``, on the features the model reads, which include the nodes outside
     the training split as the official's do), then its freeze. A resumed run's weights come
@@ -288,7 +288,7 @@ def _pretrained_stage(model: torch.nn.Module, dataset, config: TrainConfig,
             inner.freeze_pretrained()
         return
     x = model.standardize(dataset.x) if isinstance(model, Standardized) else dataset.x
-    pretrain_ugt(inner, x, dataset.graph, **arguments)
+    pretrain_ugt(inner, x, dataset.graph, progress=progress, **arguments)
 
 
 def _check_checkpointable(config: TrainConfig) -> None:
@@ -578,7 +578,7 @@ def fit(dataset, config: TrainConfig, out_dir: str | None = None,
         _check_definition(resumed, definition, last)
     if config.standardize:
         model.fit(_training_rows(dataset))
-    _pretrained_stage(model, dataset, config, resumed)
+    _pretrained_stage(model, dataset, config, resumed, progress)
     if config.procedure != "backprop":
         return _fit_layerwise(model, dataset, config, out_dir, progress, definition)
     shards = _shards(dataset.train_index, dataset.graph, world, config.seed)

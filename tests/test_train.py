@@ -525,7 +525,7 @@ def test_ugt_is_pretrained_as_the_official_then_fine_tuned_frozen(tmp_path):
 
     with mock.patch("graphloc.train.pretrain_ugt", recorded):
         fit(small, config, out_dir=str(tmp_path), progress=False)
-    assert calls[0] == {"epochs": 3}
+    assert calls[0] == {"epochs": 3, "progress": False}
     before, pretrained, x = calls[1]
     rows = small.x[small.train_index]
     expected = (small.x - rows.mean(0)) / rows.std(0)

@@ -451,14 +451,18 @@ PRETRAINING = dict(epochs=1999, lr=1e-3, weight_decay=1e-5, patience=200)
 def pretrain_ugt(model: UGT, x: Tensor, graph, epochs: int = PRETRAINING["epochs"],
                  lr: float = PRETRAINING["lr"], weight_decay: float = PRETRAINING["weight_decay"],
                  patience: int | None = PRETRAINING["patience"], steps: int = 6,
-                 alpha: float = 0.5, beta: float = 0.5, freeze: bool = True) -> list[float]:
+                 alpha: float = 0.5, beta: float = 0.5, freeze: bool = True,
+                 progress: bool = False) -> list[float]:
     """The official self-supervised stage, its defaults the official ones: Adam on
     :meth:`UGT.pretrain_loss` in training mode (dropout, sign flips), one full-graph step
     per epoch, stopped once ``patience`` epochs have passed since the lowest structure
     loss (the official's stopping rule; None: never); the model is kept as it is at the
     end (the official saves the last, not the best), left in eval mode, and with
-    ``freeze`` frozen for fine-tuning as the official (:meth:`UGT.freeze_pretrained`).
-    Fine-tune afterwards (``graphloc.train`` or your loop; the head starts untrained).
+    ``freeze`` frozen for fine-tuning as the official (:meth:`UGT.freeze_pretrained`),
+    without gradients left from the last step (an optimiser stepping before its first
+    ``zero_grad`` would move the frozen weights with them). ``progress``: a bar with the
+    structure loss. Fine-tune afterwards (``graphloc.train`` or your loop; the head starts
+    untrained).
     Returns the structure loss per epoch (the official's record).
 
     Example::
@@ -469,19 +473,25 @@ def pretrain_ugt(model: UGT, x: Tensor, graph, epochs: int = PRETRAINING["epochs
     if not isinstance(model, UGT):
         raise TypeError(f"pretrain_ugt: model must be a UGT, got {type(model).__name__}")
     _check_pretraining(epochs, lr, weight_decay, patience, steps, alpha, beta, freeze)
+    check_flags("pretrain_ugt", progress=progress)
+    from tqdm.auto import tqdm
     model.requires_grad_(True)  # every parameter pre-trains (a frozen model's too)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     model.train()
     losses: list[float] = []
-    for _ in range(epochs):
+    bar = tqdm(range(epochs), disable=not progress, desc="ugt pre-training", leave=False)
+    for _ in bar:
         optimizer.zero_grad()
         structure, reconstruction = model.pretrain_losses(x, graph, steps)
         (alpha * structure + beta * reconstruction).backward()
         optimizer.step()
         losses.append(float(structure.detach()))
+        bar.set_postfix(structure=f"{losses[-1]:.4g}")
         if patience is not None and len(losses) - 1 - losses.index(min(losses)) > patience:
             break
+    bar.close()
     model.eval()
+    model.zero_grad(set_to_none=True)
     if freeze:
         model.freeze_pretrained()
     return losses

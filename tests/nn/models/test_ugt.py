@@ -301,6 +301,7 @@ def test_pretraining_a_frozen_model_trains_every_parameter_again():
     pretrain_ugt(model, torch.randn(30, 3), small_graph(0), epochs=2, freeze=False)
     assert all(p.requires_grad for p in model.parameters())
     assert not torch.equal(model.embedding_h.weight, before["embedding_h.weight"])
+    assert all(p.grad is None for p in model.parameters())  # no step's gradient left over
 
 
 def test_bad_input_is_named():
