@@ -383,7 +383,7 @@ class UGT(ModelCapabilities, torch.nn.Module):
     def forward(self, x: Tensor, graph) -> Tensor:
         return self.head(self.embed(x, graph)[0])
 
-    def pretraining_targets(self, graph, steps: int) -> PretrainingTargets:
+    def _pretraining_targets(self, graph: Graph, steps: int) -> PretrainingTargets:
         """:func:`pretraining_targets` of ``graph`` (cached on it), on its device."""
         targets = graph.cached(("ugt-pretraining", steps), lambda: pretraining_targets(
             _simple_undirected(graph.to("cpu")), steps))
@@ -401,7 +401,7 @@ class UGT(ModelCapabilities, torch.nn.Module):
             raise ValueError("pretrain_losses: the graph has no nodes (the loss is a mean "
                              "over node pairs)")
         h, _ = self.embed(x, graph, flip_positions=self.training)
-        structure = _structure_loss(h, self.pretraining_targets(graph, steps), steps)
+        structure = _structure_loss(h, self._pretraining_targets(graph, steps), steps)
         return structure, torch.nn.functional.mse_loss(self.MLP_layer_x(h), x)
 
     def pretrain_loss(self, x: Tensor, graph, steps: int = 6, alpha: float = 0.5,
