@@ -23,6 +23,10 @@ What the official code computes, and what graphloc does (also in ``docs/models.m
   transition probabilities ``(P^t)_{ij}``, ``t = 1..8``, ``P = D^{-1} A``; each column
   normalised by its maximum over the edges. The same (the official rounds ``1/deg`` to 3
   decimals; graphloc does not). Computed from sparse matrix powers, only at the edges.
+  **Differs**: the official sets them, in the order it lists the pairs, as the edge data
+  of ``dgl.to_bidirected`` of those pairs, whose edges DGL sorts by source and then
+  destination. So a pair reads another pair's encodings wherever the two orders differ.
+  graphloc gives each pair its own (``docs/models.md``).
 * Positions: the 10 Laplacian eigenvectors (``I - D^{-1/2} A D^{-1/2}``) after the first,
   zero-padded, normalised by column maximum, their signs flipped at random in each
   pre-training step (the official fine-tuning reads them unflipped). The same.
