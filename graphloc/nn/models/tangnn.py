@@ -244,9 +244,6 @@ class TANGNNReleased(ModelCapabilities, torch.nn.Module):
                                        torch.nn.Linear(wide, out_channels))
         self.out_channels = out_channels
 
-    def _selected(self, h: Tensor) -> Tensor:
-        return _released_top_m(h, self.a, self.m)
-
     def forward(self, x: Tensor, graph) -> Tensor:
         check_input(self, x, self.in_channels)
         graph = graph_of_rows(graph, x)
@@ -255,7 +252,7 @@ class TANGNNReleased(ModelCapabilities, torch.nn.Module):
         tile = torch.arange(x.size(0), device=x.device)
         outputs = []
         for i, block in enumerate(self.graphsage_layers):
-            picked = self.dimension_adjustments[i](x[self._selected(x)])
+            picked = self.dimension_adjustments[i](x[_released_top_m(x, self.a, self.m)])
             x = torch.cat([block(x, graph), picked[tile % picked.size(0)]], dim=1)
             if self.variant == "lc":
                 adjusted = self.embedding_adjustment(x).unsqueeze(0)

@@ -439,8 +439,7 @@ def _structure_loss(h: Tensor, targets: PretrainingTargets, steps: int) -> Tenso
     product) and ``S`` the summed targets (one spmm over the pairs within ``steps`` hops).
     In float64: the three terms are sums over ``N^2`` pairs."""
     n = h.size(0)
-    unit = h.double()
-    unit = unit / unit.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    unit = torch.nn.functional.normalize(h.double(), dim=1, eps=1e-12)
     gram = unit.t() @ unit
     cross = (unit * ops.spmm(targets.summed, unit, targets.weight)).sum()
     total = steps * (gram * gram).sum() - 2 * cross + targets.square_sum
