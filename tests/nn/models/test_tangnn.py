@@ -332,6 +332,12 @@ def test_released_variants_refuse_bad_inputs_by_name():
             model(torch.randn(10, 5), edges)
         with pytest.raises(ValueError, match="x has 9 rows but the graph has 10 nodes"):
             model(torch.randn(9, 6), Graph(edges, num_nodes=10))
+        with pytest.raises(TypeError, match="expects floating-point node features x, got "
+                                            "torch.int64"):
+            model(torch.ones(10, 6, dtype=torch.long), edges)
+        with pytest.raises(ValueError, match=r"edge_index\[0\] holds 10 at column 0 but the "
+                                             "graph has 10 nodes"):
+            model(torch.randn(10, 6), torch.tensor([[10], [0]]))
 
 
 def test_sample_edges_per_node_out_keeps_at_most_k_out_edges_uniformly():

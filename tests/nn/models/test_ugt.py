@@ -291,6 +291,22 @@ def test_pretraining_refuses_a_graph_without_nodes_and_bad_steps():
         pretrain_ugt(model, torch.randn(30, 3), small_graph(0), patience=0)
     with pytest.raises(TypeError, match="pretrain_ugt: model must be a UGT, got Linear"):
         pretrain_ugt(torch.nn.Linear(3, 2), torch.randn(30, 3), small_graph(0))
+    with pytest.raises(TypeError, match="floating-point node features x, got torch.int64"):
+        model.pretrain_losses(torch.ones(30, 3, dtype=torch.long), small_graph(0))
+    with pytest.raises(ValueError, match=r"edge_index\[1\] holds 30 at column 0"):
+        model.pretrain_losses(torch.randn(30, 3), torch.tensor([[0], [30]]))
+    with pytest.raises(ValueError, match="x has 29 rows but the graph has 30 nodes"):
+        model.pretrain_losses(torch.randn(29, 3), small_graph(0))
+
+
+def test_a_nan_feature_makes_the_pretraining_loss_nan():
+    """torch's semantics: a NaN reaches every embedding through the attention, and the
+    loss sums over all pairs."""
+    model = UGT(3, 8, 2, heads=2).eval()
+    x = torch.randn(30, 3)
+    x[4, 0] = float("nan")
+    structure, reconstruction = model.pretrain_losses(x, small_graph(0))
+    assert structure.isnan() and reconstruction.isnan()
 
 
 def test_pretraining_a_frozen_model_trains_every_parameter_again():
