@@ -325,21 +325,6 @@ def test_released_networks_refuse_bad_settings_by_name(cls, kwargs, match):
         cls(6, 8, 3, **kwargs)
 
 
-def test_released_variants_refuse_bad_inputs_by_name():
-    for model in (TANGNNReleasedPooled(6, 8, 3), TANGNNReleasedFLC(6, 8, 3)):
-        edges = random_edge_index(10, 20, seed=0)
-        with pytest.raises(ValueError, match=r"expects x of shape \[N, 6\]"):
-            model(torch.randn(10, 5), edges)
-        with pytest.raises(ValueError, match="x has 9 rows but the graph has 10 nodes"):
-            model(torch.randn(9, 6), Graph(edges, num_nodes=10))
-        with pytest.raises(TypeError, match="expects floating-point node features x, got "
-                                            "torch.int64"):
-            model(torch.ones(10, 6, dtype=torch.long), edges)
-        with pytest.raises(ValueError, match=r"edge_index\[0\] holds 10 at column 0 but the "
-                                             "graph has 10 nodes"):
-            model(torch.randn(10, 6), torch.tensor([[10], [0]]))
-
-
 def test_sample_edges_per_node_out_keeps_at_most_k_out_edges_uniformly():
     """The released sampler's rule: each source keeps min(k, out-degree) of its out-edges,
     each with probability k / out-degree, directions kept; in-degrees are not bounded."""
@@ -413,14 +398,16 @@ def test_tangnn_released_registered_with_the_released_scripts_defaults():
     assert three(torch.randn(12, 6), random_edge_index(12, 30, seed=1)).shape == (12, 3)
 
 
-def test_tangnn_released_refuses_bad_inputs_by_name():
-    model = TANGNNReleased(6, 8, 3).eval()
+@pytest.mark.parametrize("cls", [TANGNNReleased, TANGNNReleasedPooled, TANGNNReleasedFLC])
+def test_released_networks_refuse_bad_inputs_by_name(cls):
+    model = cls(6, 8, 3).eval()
+    name = cls.__name__
     edges = random_edge_index(10, 20, seed=0)
-    with pytest.raises(ValueError, match=r"TANGNNReleased expects x of shape \[N, 6\]"):
+    with pytest.raises(ValueError, match=fr"{name} expects x of shape \[N, 6\]"):
         model(torch.randn(10, 5), edges)
     with pytest.raises(ValueError, match="x has 9 rows but the graph has 10 nodes"):
         model(torch.randn(9, 6), Graph(edges, num_nodes=10))
-    with pytest.raises(TypeError, match="TANGNNReleased expects floating-point node features "
+    with pytest.raises(TypeError, match=f"{name} expects floating-point node features "
                                         "x, got torch.int64"):
         model(torch.ones(10, 6, dtype=torch.long), edges)
     with pytest.raises(ValueError, match=r"edge_index\[0\] holds 10 at column 0 but the "
