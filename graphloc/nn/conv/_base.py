@@ -35,6 +35,7 @@ from torch import Tensor
 
 from graphloc.nn.conv._inputs import ConvInputs
 from graphloc.nn.conv._options import take_message_passing_options
+from graphloc.nn.conv._steps import add_step_hook_refusals, refuse_replaced_steps
 
 
 def _fx_leaf_call(module: torch.nn.Module, args: tuple, kwargs: dict):
@@ -77,6 +78,7 @@ class ConvModule(torch.nn.Module):
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
         take_message_passing_options(cls)
+        refuse_replaced_steps(cls)
 
     def __init__(self) -> None:
         super().__init__()
@@ -127,6 +129,9 @@ class ConvModule(torch.nn.Module):
     def _apply_sigmoid(self) -> bool:
         port = self._modules.get("explain_port")
         return True if port is None else port._apply_sigmoid
+
+
+add_step_hook_refusals(ConvModule)
 
 
 def refuse_replaced_message(owner: str) -> None:
