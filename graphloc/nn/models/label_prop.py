@@ -11,6 +11,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_int, check_number
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
+from graphloc.nn.conv._steps import add_step_hook_refusals, refuse_replaced_steps
 
 
 class LabelPropagation(torch.nn.Module):
@@ -43,8 +44,13 @@ class LabelPropagation(torch.nn.Module):
     Differences from PyG's: labels of an integer dtype other than long class ids ``[N]``
     (one-hot rows as int) are taken as floats (PyG's propagation fails on them); negative
     class ids and masks out of range are ``ValueError`` naming them. docs/models.md lists
-    these.
+    these. Like the convs (PyG's is a ``MessagePassing``), a subclass that replaces a step
+    of PyG's ``propagate`` (``message``, ...) and PyG's step hooks are refused by name.
     """
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        refuse_replaced_steps(cls)
 
     def __init__(self, num_layers: int, alpha: float, flow: str = "source_to_target"):
         super().__init__()
@@ -76,6 +82,9 @@ class LabelPropagation(torch.nn.Module):
 
     def __repr__(self) -> str:  # PyG's
         return f"{self.__class__.__name__}(num_layers={self.num_layers}, alpha={self.alpha})"
+
+
+add_step_hook_refusals(LabelPropagation)
 
 
 def _as_label_rows(y) -> Tensor:

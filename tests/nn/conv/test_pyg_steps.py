@@ -13,9 +13,11 @@ import graphloc.nn as gl
 from graphloc.nn.conv._base import ConvModule, conv_classes
 from graphloc.nn.conv._steps import HOOKED_STEPS, PYG_STEPS
 
+# the classes whose PyG twin is a MessagePassing: the convs and LabelPropagation
+CLASSES = [*conv_classes(), gl.LabelPropagation]
 # (a class, the PyG steps it defines itself): graphloc's own, which a subclass may replace
 OWN_STEPS = {cls: [s for s in PYG_STEPS if any(s in vars(b) for b in cls.__mro__)]
-             for cls in conv_classes()}
+             for cls in CLASSES}
 
 
 def test_the_steps_and_hooks_are_pygs():
@@ -44,7 +46,7 @@ def test_pygs_conv_runs_a_replaced_message():
     torch.testing.assert_close(Doubled(8, 6, bias=False)(x, edge_index), 2 * plain(x, edge_index))
 
 
-@pytest.mark.parametrize("cls", conv_classes(), ids=lambda cls: cls.__name__)
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda cls: cls.__name__)
 def test_a_subclass_replacing_a_step_the_conv_never_calls_is_refused(cls):
     for step in PYG_STEPS:
         if step in OWN_STEPS[cls]:
@@ -135,7 +137,8 @@ def test_a_subclass_may_replace_a_step_its_graphloc_conv_defines():
 @pytest.mark.parametrize("step", HOOKED_STEPS)
 @pytest.mark.parametrize("kind", ["", "_pre"])
 def test_registering_a_step_hook_is_refused_by_name(step, kind):
-    for conv, hint in ((gl.GCNConv(4, 4), False), (gl.GATConv(4, 4), True)):
+    for conv, hint in ((gl.GCNConv(4, 4), False), (gl.GATConv(4, 4), True),
+                       (gl.LabelPropagation(2, 0.9), False)):
         name = f"register_{step}_forward{kind}_hook"
         with pytest.raises(ValueError, match=(
                 rf"{type(conv).__name__}\.{name}: graphloc's {type(conv).__name__} runs its "
@@ -144,8 +147,19 @@ def test_registering_a_step_hook_is_refused_by_name(step, kind):
         assert ("return_attention_weights=True" in str(err.value)) == hint
 
 
-def test_every_conv_has_pygs_hook_methods():
-    for cls in conv_classes():
+def test_every_class_has_pygs_hook_methods():
+    for cls in CLASSES:
         for step in HOOKED_STEPS:
-            assert getattr(cls, f"register_{step}_forward_hook") is getattr(
-                ConvModule, f"register_{step}_forward_hook")
+            assert getattr(cls, f"register_{step}_forward_hook").__name__ == \
+                f"register_{step}_forward_hook"
+
+
+def test_the_only_pyg_message_passing_twins_are_these_classes():
+    """Every class graphloc.nn exports under the name of a PyG MessagePassing is here."""
+    import torch_geometric.nn as pyg
+    twins = {name for name in dir(gl)
+             if isinstance(getattr(pyg, name, None), type)
+             and issubclass(getattr(pyg, name), MessagePassing)}
+    assert twins <= {cls.__name__ for cls in CLASSES}
+    assert all(issubclass(getattr(gl, name), (ConvModule, gl.LabelPropagation))
+               for name in twins)
