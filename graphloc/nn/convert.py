@@ -23,6 +23,7 @@ from torch.utils._pytree import tree_flatten
 from graphloc.checks import check_flags
 from graphloc.nn import conv as gl_conv
 from graphloc.nn.conv._base import is_explain_port
+from graphloc.nn.conv._steps import PYG_STEPS
 from graphloc.nn.conv._utils import CALL_HOOKS, PYG_REDUCTIONS, has_call_hooks
 from graphloc.nn.conv.hetero_basis import HeteroBasisConv
 from graphloc.nn.models.interaction_graphs import Distance, RadiusInteractionGraph
@@ -836,13 +837,17 @@ _PYG_CACHES = ("_cached_edge_index", "_cached_adj_t", "_cached_x", "_cached_h")
 
 def _check_pyg_steps(conv) -> None:
     """Refuses what graphloc's conv would drop without a word: hooks on PyG's message,
-    aggregate and propagate steps, an explainer's edge mask, and a filled cache (PyG's
+    aggregate and propagate steps or steps set on the conv object, an explainer's edge
+    mask, and a filled cache (PyG's
     reuses the first graph's normalisation on any later graph; a fresh twin would
     normalise the next one)."""
     filled = [attr for attr in _PYG_CACHES if getattr(conv, attr, None) is not None]
     _require(not filled, f"cached=True with a filled cache ({', '.join(filled)}): PyG's "
              "reuses its first graph's normalisation on any later graph; clear it "
              "(conv.reset_parameters() or conv._cached_edge_index = None) to convert")
+    replaced = [step for step in PYG_STEPS if step in vars(conv)]
+    _require(not replaced, f"its own {', '.join(replaced)} set on the conv object, which "
+             "graphloc's conv has no step for")
     hooked = [attr.strip("_") for attr in _STEP_HOOKS if getattr(conv, attr, None)]
     _require(not hooked, f"hooks on PyG's message-passing steps ({', '.join(hooked)}), "
              "which graphloc's conv has no step for")

@@ -702,8 +702,11 @@ def test_hooks_graphlocs_conv_would_not_call_keep_the_pyg_conv():
     on_message.register_message_forward_hook(lambda m, inputs, out: out * 2)
     on_lin = pyg.SAGEConv(6, 4)  # graphloc's SAGEConv reads lin_l's weight, not the module
     on_lin.lin_l.register_forward_hook(lambda m, args, out: out + 1)
+    on_object = pyg.GCNConv(6, 4)  # a step set on the object, not its class
+    on_object.message = lambda x_j, edge_weight: 3 * edge_weight.view(-1, 1) * x_j
     for theirs, reason in ((on_message, "message_forward_hooks"),
-                           (on_lin, "submodule 'lin_l'")):
+                           (on_lin, "submodule 'lin_l'"),
+                           (on_object, "its own message set on the conv object")):
         converted = _converted_quietly(torch.nn.ModuleList([theirs]))
         assert not _is_graphlocs(converted[0])
         [(where, why)] = converted.pyg_conversion["kept"]
