@@ -35,7 +35,7 @@ from torch import Tensor
 
 from graphloc.nn.conv._inputs import ConvInputs
 from graphloc.nn.conv._options import take_message_passing_options
-from graphloc.nn.conv._steps import add_step_hook_refusals, refuse_replaced_steps
+from graphloc.nn.conv._steps import add_step_hook_refusals, build_replaced_steps_on_pyg
 
 
 def _fx_leaf_call(module: torch.nn.Module, args: tuple, kwargs: dict):
@@ -77,8 +77,8 @@ class ConvModule(torch.nn.Module):
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
-        take_message_passing_options(cls)
-        refuse_replaced_steps(cls)
+        if not build_replaced_steps_on_pyg(cls):  # (else it is PyG's conv, with PyG's options)
+            take_message_passing_options(cls)
 
     def __init__(self) -> None:
         super().__init__()

@@ -1,27 +1,34 @@
-"""PyG's ``MessagePassing`` steps on a graphloc conv: refused by name, never ignored.
+"""PyG's ``MessagePassing`` steps on a graphloc conv: run by PyG's conv, or refused by
+name, never ignored.
 
 A PyG conv computes through the steps of ``MessagePassing.propagate``: ``message``,
 ``aggregate``, ``update`` (or ``message_and_aggregate``), and ``edge_update``. PyG users
 change a conv by subclassing it and replacing a step (``class MyConv(GCNConv): def
-message(...)``), and watch or change the steps with hooks
-(``conv.register_message_forward_hook``). graphloc's convs run their message passing as
-fused kernels, without those steps. A subclass of one that replaced ``message`` was still
-built and called, and computed the base conv without the replacement, without a word (a
-GCNConv whose messages were doubled returned half of PyG's output). And the hook methods
-were missing, so code that registered one met only Python's "no attribute".
+message(...)``; PyG's own ``test_inheritance`` does it to GraphConv), and watch or change
+the steps with hooks (``conv.register_message_forward_hook``). graphloc's convs run their
+message passing as fused kernels, without those steps. A subclass of one that replaced
+``message`` was still built and called, and computed the base conv without the
+replacement, without a word (a GCNConv whose messages were doubled returned half of PyG's
+output). And the hook methods were missing, so code that registered one met only Python's
+"no attribute".
 
-Both are now refused with what to do instead: a user's subclass that defines a step its
-graphloc base never calls, where the subclass's own methods do not call it either, is a
-``TypeError`` when the class is defined, naming the method, its file and line; registering
-a step hook is a ``ValueError`` naming the step. Steps that a graphloc conv does define
-(``DNAConv.aggregate``, ``MultiEdgeConv.edge_update``) are its own, and a subclass may
-replace them.
+Now a user's subclass that defines a step its graphloc base never calls, where the
+subclass's own methods do not call it either, is built on PyG's conv of the same name
+instead, which runs the step: PyG's numbers, without graphloc's kernels, and a warning
+naming the method, its file and line. Where PyG has no such ``MessagePassing`` (a
+graphloc-only conv), or the graphloc conv is not a direct base of the class, the class is
+a ``TypeError`` naming the same. Registering a step hook on a graphloc conv is a
+``ValueError`` naming the step. Steps that a graphloc conv does define
+(``MultiEdgeConv.aggregate``, ``edge_update``) are its own, and a subclass may replace them.
 """
 
 from __future__ import annotations
 
 import dis
 import inspect
+import warnings
+
+from graphloc.checks import caller_stacklevel
 
 #: PyG's names for the steps of its message passing, which a replacement expects a conv to
 #: call (``edge_updater`` and ``propagate`` call the others; ``explain_message`` applies an
@@ -33,30 +40,61 @@ PYG_STEPS = ("propagate", "message", "aggregate", "update", "message_and_aggrega
 HOOKED_STEPS = ("propagate", "message", "aggregate", "message_and_aggregate", "edge_update")
 
 
-def refuse_replaced_steps(cls: type) -> None:
-    """Raises where ``cls``, a user's subclass of a graphloc conv, defines a PyG step that
-    no graphloc class above it defines and none of the user's own methods calls: the
-    conv would never run it."""
+def build_replaced_steps_on_pyg(cls: type) -> bool:
+    """Where ``cls``, a user's subclass of a graphloc conv, replaces a PyG step that no
+    graphloc class above it defines and none of the user's own methods calls (so the
+    graphloc conv would never run it): rebuilds ``cls`` on PyG's conv of that name, which
+    runs it, with a warning, and returns True. Raises where PyG has no such conv, or the
+    graphloc conv is not a direct base of ``cls``."""
+    replaced = _replaced_step(cls)
+    if replaced is None:
+        return False
+    ours = next(base for base in cls.__mro__ if base.__module__.startswith("graphloc."))
+    twin = _pyg_message_passing(ours.__name__)
+    where = f"{replaced[0].__qualname__}.{replaced[1]}{_where(replaced[2])}"
+    if twin is None or ours not in cls.__bases__:
+        raise TypeError(
+            f"{where} replaces a step of PyG's MessagePassing that graphloc's {ours.__name__} "
+            "never calls: it runs its message passing fused, so the replacement would be "
+            "ignored. " + (f"PyG has no MessagePassing named {ours.__name__} to run it."
+                           if twin is None else
+                           f"Subclass torch_geometric.nn.{ours.__name__} (or replace the step "
+                           f"in a class whose base is graphloc's {ours.__name__} itself)"))
+    cls.__bases__ = tuple(twin if base is ours else base for base in cls.__bases__)
+    warnings.warn(
+        f"{where} replaces a step of PyG's MessagePassing, which graphloc's {ours.__name__} "
+        f"runs fused: {cls.__qualname__} is built on PyG's {ours.__name__} instead, which runs "
+        "it (PyG's numbers, without graphloc's kernels)", stacklevel=caller_stacklevel())
+    return True
+
+
+def _replaced_step(cls: type) -> tuple | None:
+    """``(class, name, function)`` of the first PyG step a user's class above ``cls``
+    (or ``cls``) defines that no graphloc class defines and no user method calls."""
     ours = [base for base in cls.__mro__ if base.__module__.startswith("graphloc.")]
     if not ours or cls in ours:
-        return
-    theirs = [base for base in cls.__mro__[:cls.__mro__.index(ours[0])]]
+        return None
+    theirs = cls.__mro__[:cls.__mro__.index(ours[0])]
     called = set().union(*(_self_attributes(fn) for base in theirs
                            for fn in vars(base).values() if inspect.isfunction(fn)))
-    for base in theirs:
-        for name in PYG_STEPS:
-            step = vars(base).get(name)
-            if step is None or name in called or any(name in vars(b) for b in ours):
-                continue
-            raise TypeError(
-                f"{base.__qualname__}.{name}{_where(step)} replaces a step of PyG's "
-                f"MessagePassing that graphloc's {ours[0].__name__} never calls: it runs its "
-                "message passing fused, so the replacement would be ignored. "
-                f"{_instead(ours[0].__name__)}")
+    return next(((base, name, vars(base)[name]) for base in theirs for name in PYG_STEPS
+                 if name in vars(base) and name not in called
+                 and not any(name in vars(b) for b in ours)), None)
+
+
+def _pyg_message_passing(name: str) -> type | None:
+    """PyG's ``MessagePassing`` named ``name``, where PyG is installed and has one."""
+    try:
+        import torch_geometric.nn as pyg
+    except ImportError:
+        return None
+    twin = getattr(pyg, name, None)
+    return twin if isinstance(twin, type) and issubclass(twin, pyg.MessagePassing) else None
 
 
 def refuse_step_hook(conv, step: str, kind: str) -> None:
-    """The error for ``conv.register_{step}_forward{kind}_hook``."""
+    """The error for ``conv.register_{step}_forward{kind}_hook`` (an instance cannot be
+    moved onto PyG's conv as a class can: it was built without PyG's state)."""
     name = type(conv).__name__
     attention = "return_attention_weights" in _parameters(conv.forward)
     hint = (" Its attention weights come with forward(..., return_attention_weights=True)."

@@ -11,7 +11,7 @@ from torch import Tensor
 from graphloc import ops
 from graphloc.checks import check_int, check_number
 from graphloc.nn.conv._inputs import check_flow, read_inputs, weights_from
-from graphloc.nn.conv._steps import add_step_hook_refusals, refuse_replaced_steps
+from graphloc.nn.conv._steps import add_step_hook_refusals, build_replaced_steps_on_pyg
 
 
 class LabelPropagation(torch.nn.Module):
@@ -45,12 +45,13 @@ class LabelPropagation(torch.nn.Module):
     (one-hot rows as int) are taken as floats (PyG's propagation fails on them); negative
     class ids and masks out of range are ``ValueError`` naming them. docs/models.md lists
     these. Like the convs (PyG's is a ``MessagePassing``), a subclass that replaces a step
-    of PyG's ``propagate`` (``message``, ...) and PyG's step hooks are refused by name.
+    of PyG's ``propagate`` (``message``, ...) is built on PyG's ``LabelPropagation``, with
+    a warning, and PyG's step hooks are refused by name.
     """
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
-        refuse_replaced_steps(cls)
+        build_replaced_steps_on_pyg(cls)
 
     def __init__(self, num_layers: int, alpha: float, flow: str = "source_to_target"):
         super().__init__()
