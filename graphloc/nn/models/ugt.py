@@ -5,6 +5,11 @@ self-supervised pre-training loss and a classification head.
 
 What the official code computes, and what graphloc does (also in ``docs/models.md``):
 
+* The graph: the official's networkx graph of the dataset (``to_networkx(data,
+  to_undirected=True)``): each edge once in both directions, each self-loop once, and
+  networkx's degrees, which count a loop twice. The same (until 2026-12-07 graphloc left
+  loops out, so on a graph with loops ``I``, the transitions and the positions were
+  others than the official's).
 * Structural vector ``I`` per node (``4k + 1`` numbers): its degree, then for each ring
   ``r = 1..k`` (the nodes exactly r hops away) the min, max, mean and standard deviation of
   their degrees; 0 for an empty ring. The same (the official rounds to 3 decimals; graphloc
@@ -20,14 +25,16 @@ What the official code computes, and what graphloc does (also in ``docs/models.m
 * The attention graph: all pairs within ``k`` hops of the graph with the virtual edges,
   both directions, no self-loops. The same.
 * Edge encodings: ``d_ij = 1 / ((I_i - I_j)^2 + 0.5)`` per column and ``m_ij`` the
-  transition probabilities ``(P^t)_{ij}``, ``t = 1..8``, ``P = D^{-1} A``; each column
-  normalised by its maximum over the edges. The same (the official rounds ``1/deg`` to 3
+  transition probabilities ``(P^t)_{ij}``, ``t = 1..8``, ``P = D^{-1} A`` (a loop once in
+  ``A``, twice in ``D``: the official's ``1 / degree`` at each of the node's edges); each
+  column normalised by its maximum over the edges. The same (the official rounds ``1/deg`` to 3
   decimals; graphloc does not). Computed from sparse matrix powers, only at the edges.
   **Differs**: the official sets them, in the order it lists the pairs, as the edge data
   of ``dgl.to_bidirected`` of those pairs, whose edges DGL sorts by source and then
   destination. So a pair reads another pair's encodings wherever the two orders differ.
   graphloc gives each pair its own (``docs/models.md``).
-* Positions: the 10 Laplacian eigenvectors (``I - D^{-1/2} A D^{-1/2}``) after the first,
+* Positions: the 10 Laplacian eigenvectors (``I - D^{-1/2} A D^{-1/2}``, DGL's ``lap_pe``
+  of the official's ``to_bidirected`` graph: a loop once in ``A`` and in ``D``) after the first,
   zero-padded, normalised by column maximum, their signs flipped at random in each
   pre-training step (the official fine-tuning reads them unflipped). The same.
 * Pre-training: ``alpha * sum_t sum_ij (cos(H_i, H_j) - logT^t_ij)^2 / (steps N^2) + beta *
@@ -115,20 +122,28 @@ def ugt_inputs(graph: Graph, k_hop: int = 1, num_eigvecs: int = 10,
 
 
 def _simple_undirected(graph: Graph) -> Graph:
-    """Both directions of every edge, once each, without self-loops."""
+    """Both directions of every edge, once each, and each self-loop once: the official's
+    networkx graph (``to_networkx(data, to_undirected=True)``, a simple graph that keeps
+    loops)."""
     src, dst = graph.edge_index
-    keep = src != dst
-    pairs = torch.cat([torch.stack([src[keep], dst[keep]]),
-                       torch.stack([dst[keep], src[keep]])], dim=1)
-    pairs = torch.unique(pairs, dim=1)
+    pairs = torch.unique(torch.cat([graph.edge_index, torch.stack([dst, src])], dim=1), dim=1)
     return Graph(pairs, num_nodes=graph.num_nodes)
+
+
+def _networkx_degree(simple: Graph) -> Tensor:
+    """Each node's degree as networkx counts it in the official's graph (float64): a
+    self-loop counts twice (``getI``'s degrees and ``getM_logM``'s ``1 / degree``)."""
+    src, dst = simple.edge_index
+    loops = torch.bincount(src[src == dst], minlength=simple.num_nodes)
+    return (simple.csr.degree() + loops).double()
 
 
 def structural_vectors(simple: Graph, k_hop: int) -> Tensor:
     """``I [N, 4k + 1]`` (float64): the degree, then min, max, mean and standard deviation
-    (population) of the degrees of each ring ``r = 1..k``; 0 for an empty ring."""
+    (population) of the degrees of each ring ``r = 1..k``; 0 for an empty ring. Degrees
+    as networkx counts them (a self-loop twice), as the official ``getI``."""
     n = simple.num_nodes
-    degree = simple.csr.degree().double()
+    degree = _networkx_degree(simple)
     balls = ops.khop_subgraphs(simple, torch.arange(n), k_hop)
     seed = torch.repeat_interleave(torch.arange(n), balls.node_ptr.diff())
     ring = balls.hops
@@ -190,7 +205,8 @@ def virtual_edges(simple: Graph, structure: Tensor, count: int, window: int) -> 
 def _attention_graph(simple: Graph, virtual: Tensor, k_hop: int) -> Graph:
     """All pairs within ``k_hop`` hops of the graph plus the virtual edges, both
     directions, no loops, sorted by destination."""
-    both = torch.cat([simple.edge_index, virtual, virtual.flip(0)], dim=1)
+    src, dst = simple.edge_index
+    both = torch.cat([simple.edge_index[:, src != dst], virtual, virtual.flip(0)], dim=1)
     union = Graph(torch.unique(both, dim=1), num_nodes=simple.num_nodes)
     if k_hop == 1:
         pairs = union.edge_index
@@ -215,10 +231,12 @@ def transitions(simple: Graph, src: Tensor, dst: Tensor) -> Tensor:
 
 
 def _transition_powers(simple: Graph, steps: int):
-    """``P^1 .. P^steps`` (SciPy CSR), ``P = D^{-1} A`` (rows of isolated nodes 0)."""
+    """``P^1 .. P^steps`` (SciPy CSR), ``P = D^{-1} A`` (rows of isolated nodes 0), as
+    ``getM_logM``: ``A`` holds each self-loop once and ``D`` counts it twice (networkx's
+    degree), so the row of a node with a loop sums to less than 1."""
     n = simple.num_nodes
     row, col = simple.edge_index.numpy().copy()
-    degree = np.bincount(row, minlength=n).astype(np.float64)
+    degree = _networkx_degree(simple).numpy()
     inv = np.divide(1.0, degree, out=np.zeros(n), where=degree > 0)
     P = sp.csr_matrix((inv[row], (row, col)), shape=(n, n))
     power = sp.identity(n, format="csr")
@@ -269,8 +287,9 @@ def pretraining_targets(simple: Graph, steps: int) -> PretrainingTargets:
 
 def laplacian_eigenvectors(simple: Graph, k: int) -> Tensor:
     """The eigenvectors 2..k+1 of ``I - D^{-1/2} A D^{-1/2}`` by ascending eigenvalue
-    (DGL's ``lap_pe``), zero-padded when the graph is smaller; each column's sign fixed so
-    its largest entry in absolute value is positive. ``[N, k]`` float64."""
+    (DGL's ``lap_pe`` of the official's ``to_bidirected`` graph: a self-loop once in ``A``
+    and in the in-degrees ``D``), zero-padded when the graph is smaller; each column's sign
+    fixed so its largest entry in absolute value is positive. ``[N, k]`` float64."""
     n = simple.num_nodes
     row, col = simple.edge_index.numpy().copy()
     degree = np.bincount(row, minlength=n).astype(np.float64)

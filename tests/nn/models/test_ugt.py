@@ -31,10 +31,22 @@ def small_graph(seed=0, n=30, e=70):
 
 
 def networkx_of(graph):
+    """The official's graph: networkx's simple undirected graph of the edges, self-loops
+    kept (PyG's ``to_networkx(data, to_undirected=True)``); networkx's degree counts a
+    loop twice."""
     g = nx.Graph()
     g.add_nodes_from(range(graph.num_nodes))
-    g.add_edges_from((int(a), int(b)) for a, b in graph.edge_index.t() if a != b)
+    g.add_edges_from((int(a), int(b)) for a, b in graph.edge_index.t())
     return g
+
+
+def official_transition(g, n):
+    """``getM_logM``'s ``P`` without its rounding: ``1 / degree`` (networkx's) at every
+    edge of the node, its loop included."""
+    A = nx.to_numpy_array(g, nodelist=range(n))
+    assert all(A[v, v] == 1 for v, _ in nx.selfloop_edges(g))  # a loop once in A
+    degree = np.array([g.degree(v) for v in range(n)], dtype=np.float64)
+    return np.divide(A, degree[:, None], out=np.zeros_like(A), where=degree[:, None] > 0)
 
 
 def official_structure(g, k):
@@ -66,10 +78,8 @@ def ugt_simple(graph):
 
 def test_transitions_are_dense_matrix_powers():
     graph = small_graph(2)
-    g = networkx_of(graph)
-    A = nx.to_numpy_array(g, nodelist=range(graph.num_nodes))
-    degree = A.sum(1)
-    P = np.divide(A, degree[:, None], out=np.zeros_like(A), where=degree[:, None] > 0)
+    P = official_transition(networkx_of(graph), graph.num_nodes)
+    assert (P.sum(1) < 1 - 1e-9).any()  # rows of nodes with a loop
     simple = ugt_simple(graph)
     src, dst = simple.edge_index
     probabilities = transitions(simple, src, dst)
@@ -125,6 +135,15 @@ def test_laplacian_eigenvectors_dense_and_sparse():
             lam = v @ L @ v / (v @ v)
             assert lam == pytest.approx(expected[c], abs=1e-6)
             np.testing.assert_allclose(L @ v, lam * v, atol=1e-6)
+    graph = small_graph(5)  # loops and isolated nodes: DGL's lap_pe on to_bidirected's
+    simple = ugt_simple(graph)  # graph, a loop once in A and in the in-degrees (clipped at 1)
+    A = nx.to_numpy_array(networkx_of(graph), nodelist=range(graph.num_nodes))
+    inv_sqrt = A.sum(1).clip(1) ** -0.5
+    L = np.eye(graph.num_nodes) - inv_sqrt[:, None] * A * inv_sqrt[None, :]
+    expected = np.sort(np.linalg.eigvalsh(L))[1:5]
+    for c, v in enumerate(laplacian_eigenvectors(simple, 4).numpy().T):
+        assert v @ L @ v / (v @ v) == pytest.approx(expected[c], abs=1e-9)
+        np.testing.assert_allclose(L @ v, expected[c] * v, atol=1e-9)
     tiny = laplacian_eigenvectors(ugt_simple(Graph(torch.tensor([[0], [1]]), 3)), 10)
     assert tiny.shape == (3, 10) and tiny[:, 2:].abs().max() == 0  # zero-padded
 
@@ -186,9 +205,7 @@ def dense_pretraining_structure_loss(h, graph, steps):
     N^2 pairs, ``util.py``'s ``GetProbTranMat`` of the powers of the dense ``P``, without
     its rounding of 1/deg), in torch so that it has gradients."""
     n = graph.num_nodes
-    A = nx.to_numpy_array(networkx_of(graph), nodelist=range(n))
-    degree = A.sum(1)
-    P = np.divide(A, degree[:, None], out=np.zeros_like(A), where=degree[:, None] > 0)
+    P = official_transition(networkx_of(graph), n)
     norm = h.norm(dim=1)
     cosine = (h @ h.t()) / torch.outer(norm, norm)
     power, loss = np.identity(n), 0
@@ -367,6 +384,23 @@ def test_ugt_equals_the_official_network_run_on_the_same_weights(case):
         torch.testing.assert_close(model.MLP_layer_x(h), case["x_hat"], rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(model(case["x"], graph).softmax(1), case["probabilities"],
                                    rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", torch.load(OFFICIAL, weights_only=True),
+                         ids=lambda c: "k{}-layers{}".format(*c["case"][:2]))
+def test_structure_and_transitions_equal_the_officials_preprocessing(case):
+    """``util.py``'s ``getI`` and ``getM_logM`` (the ``M`` of every pair and step), run by
+    ``ugt_oracle.py`` without their roundings on the graph the official builds, self-loops
+    included (networkx counts each twice in a degree)."""
+    assert case["loops"] > 0
+    k_hop = case["case"][0]
+    simple = ugt_simple(Graph(case["edge_index"], num_nodes=case["x"].size(0)))
+    torch.testing.assert_close(structural_vectors(simple, k_hop), case["structural_vectors"],
+                               rtol=1e-12, atol=1e-12)
+    n = simple.num_nodes
+    src, dst = torch.arange(n).repeat_interleave(n), torch.arange(n).repeat(n)
+    torch.testing.assert_close(transitions(simple, src, dst),
+                               case["transitions"].reshape(n * n, -1), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("case", torch.load(OFFICIAL, weights_only=True),

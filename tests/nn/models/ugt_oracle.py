@@ -11,8 +11,11 @@ Needs torch and torch-geometric (2.8 here). DGL does not install beside this tor
 model code's DGL calls are served by a stand-in graph (``ndata``, ``edata``, ``edges()``,
 ``apply_edges`` with its edge functions, and ``send_and_recv`` with ``u_mul_e`` /
 ``copy_e`` messages summed at the destination). The official casts its encodings to
-float32, so the run is in float32. The preprocessing (``util.py``'s structural vectors,
-struc2vec edges and DGL's ``lap_pe``) is not run here: its pieces are tested against
+float32, so the run is in float32. Of the preprocessing, ``util.py``'s ``getI`` (the
+structural vectors) and ``getM_logM`` (the powers of ``P``) run here too, on the graph the
+official builds (``to_networkx(data, to_undirected=True)``: self-loops kept, counted twice
+in the degrees), without their roundings to 3 decimals; its struc2vec edges and DGL's
+``lap_pe`` are not (DGL does not install here): they are tested against
 re-implementations in ``test_ugt.py``.
 
 Each case also runs one official pre-training step (``gnnutils_10.py``'s ``train``, with
@@ -104,28 +107,44 @@ class _WithoutDropout(types.ModuleType):
         return getattr(torch.nn.functional, name)
 
 
-def _official_pretraining(checkout: str) -> tuple:
-    """``getM_logM`` (without its rounding) and ``train`` from the official files."""
+def _official_preprocessing(checkout: str) -> dict:
+    """``getI`` (with its ``BFS`` and ``getSI_D``), ``getM_logM`` and ``train`` from the
+    official files, without the roundings graphloc leaves out (``round`` and ``np.round``
+    to 3 decimals)."""
+    import collections
+
     import networkx as nx
     folder = os.path.join(checkout, "Node_level_tasks")
-    namespace = {"np": np, "torch": torch, "F": torch.nn.functional, "nx": nx,
-                 "round": lambda value, digits: value}  # the rounding graphloc leaves out
-    for name in ("GetProbTranMat", "getM_logM"):
+    unrounded_np = types.SimpleNamespace(**{name: getattr(np, name) for name in dir(np)
+                                            if not name.startswith("__")})
+    unrounded_np.round = lambda value, digits: value
+    namespace = {"np": unrounded_np, "torch": torch, "F": torch.nn.functional, "nx": nx,
+                 "deque": collections.deque, "defaultdict": collections.defaultdict,
+                 "kth_step": collections.defaultdict(list),
+                 "round": lambda value, digits: value}
+    for name in ("GetProbTranMat", "getM_logM", "BFS", "getSI_D", "getI"):
         definition_from(os.path.join(folder, "util.py"), name, namespace)
     for name in ("cosinSim", "train"):
         definition_from(os.path.join(folder, "gnnutils_10.py"), name, namespace)
-    return namespace["getM_logM"], namespace["train"]
+    return namespace
+
+
+def _official_graph(edge_index: torch.Tensor):
+    """The official's networkx graph of a PyG dataset (``exp_10.py``: ``to_networkx(data,
+    to_undirected=True)``, whose datasets hold both directions of every edge): a simple
+    undirected graph that keeps self-loops."""
+    from torch_geometric.data import Data
+    from torch_geometric.utils import to_networkx, to_undirected
+    return to_networkx(Data(edge_index=to_undirected(edge_index), num_nodes=N),
+                       to_undirected=True)
 
 
 def _pretraining_step(official, g, x: torch.Tensor, edge_index: torch.Tensor) -> tuple:
     """One official pre-training step's structure loss and its loss's gradients (by the
     official parameter names); the optimizer's step is left out, so the weights stay."""
-    import networkx as nx
-    get_targets, train = _official_pretraining(sys.argv[1])
-    graph = nx.Graph()
-    graph.add_nodes_from(range(N))
-    graph.add_edges_from((int(a), int(b)) for a, b in edge_index.t() if a != b)
-    _, trans_M, trans_logM = get_targets(graph, N, 8)
+    code = _official_preprocessing(sys.argv[1])
+    get_targets, train = code["getM_logM"], code["train"]
+    _, trans_M, trans_logM = get_targets(_official_graph(edge_index), N, 8)
 
     class _NoStep:
         def zero_grad(self):
@@ -185,12 +204,18 @@ def run_case(k_hop: int, layers: int, seed: int) -> dict:
         h, x_hat = official(g, 8, 0)
         probabilities = torch.softmax(head(h), 1)  # Transformer_class's output
     structure_loss, gradients = _pretraining_step(official, g, x, edge_index)
+    code = _official_preprocessing(sys.argv[1])
+    nx_graph = _official_graph(edge_index)
+    official_I = torch.from_numpy(code["getI"](nx_graph, k_hop))
+    official_P = torch.from_numpy(np.stack(code["getM_logM"](nx_graph, N, 8)[0]))
     names = {official_name: name for name, official_name in
              zip(model.state_dict(), _official_names(model.state_dict()), strict=True)}
     return {"case": (k_hop, layers, seed), "weights": model.state_dict(), "x": x,
             "edge_index": edge_index, "embedding": h, "x_hat": x_hat,
             "probabilities": probabilities, "official_only": unused,
-            "structure_loss": structure_loss,
+            "structure_loss": structure_loss, "loops": int((edge_index[0] ==
+                                                            edge_index[1]).sum()),
+            "structural_vectors": official_I, "transitions": official_P,
             "pretraining_gradients": {names[k]: v for k, v in gradients.items()}}
 
 
