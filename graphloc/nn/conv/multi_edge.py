@@ -21,8 +21,14 @@ from graphloc.nn.aggr import degree_averages
 from graphloc.nn.conv._base import ConvModule
 from graphloc.nn.conv._utils import check_input, check_sizes
 from graphloc.nn.conv.gin import GINEConv
+from graphloc.nn.dropout import Dropout
 
-EDGE_AGGREGATORS = ("sum", "mean", "max", "gin", "pna", "gru")
+EDGE_AGGREGATORS = ("sum", "mean", "max", "gin", "pna", "gru", "transformer")
+#: the aggregators that read the rows in time order (``order``: the edges' timestamps)
+ORDERED_AGGREGATORS = ("gru", "transformer")
+#: the official ``TransformerAgg``: 2 heads, a feed-forward 4 times as wide, no dropout
+#: inside the layer, 0.05 on the positionally encoded input
+TRANSFORMER_HEADS, TRANSFORMER_INPUT_DROPOUT = 2, 0.05
 
 
 def _mlp(in_channels: int, hidden: int, out_channels: int) -> torch.nn.Sequential:
@@ -39,7 +45,10 @@ class Aggregation(torch.nn.Module):
     the group size, then a linear map; the std is PyG's, 0 below sqrt(1e-5), as the
     official code's ``DegreeScalerAggregation``); ``"gru"`` (a 2-layer GRU over each group's rows in
     ``order`` order, its outputs averaged: order-aware, so not permutation invariant
-    unless ``order`` is strict).
+    unless ``order`` is strict); ``"transformer"`` (the official ``TransformerAgg``: each
+    group's rows in ``order`` order plus sinusoidal positions, dropout 0.05, one
+    post-norm ``TransformerEncoderLayer`` of 2 heads attending within the group, its
+    outputs averaged; ``channels`` must be even).
 
     PNA's ``delta`` is a constant of the model, as in PyG's ``PNAConv(deg=...)`` and the
     official MEGA-GNN: the mean ``log(P + 1)`` over the training graph's groups, from
@@ -62,6 +71,14 @@ class Aggregation(torch.nn.Module):
                 self.pna_delta.fill_(pna_delta(deg))
         elif kind == "gru":
             self.gru = torch.nn.GRU(channels, channels, num_layers=2)
+        elif kind == "transformer":
+            if channels % TRANSFORMER_HEADS:
+                raise ValueError(f"the transformer aggregator's {TRANSFORMER_HEADS} heads need "
+                                 f"an even channel count, got {channels}")
+            self.trans_enc = torch.nn.TransformerEncoderLayer(
+                channels, TRANSFORMER_HEADS, dim_feedforward=4 * channels, dropout=0.0,
+                batch_first=True)
+            self.input_dropout = Dropout(TRANSFORMER_INPUT_DROPOUT)
 
     def forward(self, values: Tensor, index: Tensor, size: int,
                 order: Tensor | None = None) -> Tensor:
@@ -72,8 +89,10 @@ class Aggregation(torch.nn.Module):
         if self.kind == "pna":
             return self.lin(self._pna(values, index, size))
         if order is None:
-            raise ValueError("the gru aggregator needs an order (edge timestamps)")
-        return self._gru(values, index, size, order)
+            raise ValueError(f"the {self.kind} aggregator needs an order (edge timestamps)")
+        if self.kind == "gru":
+            return self._gru(values, index, size, order)
+        return self._transformer(values, index, size, order)
 
     def _pna(self, values: Tensor, index: Tensor, size: int) -> Tensor:
         mean = ops.scatter(values, index, 0, dim_size=size, reduce="mean")
@@ -111,8 +130,7 @@ class Aggregation(torch.nn.Module):
         # longer than t, groups by decreasing length; no padding to the longest group.
         if values.size(0) == 0:  # no groups: every output the empty mean, 0
             return values.new_zeros(size, self.gru.hidden_size)
-        by_group = torch.sort(order, stable=True).indices
-        by_group = by_group[torch.sort(index[by_group], stable=True).indices]
+        by_group = _by_group_in_time_order(index, order)
         group = index[by_group]
         lengths = torch.bincount(index, minlength=size)
         starts = torch.cumsum(lengths, 0) - lengths
@@ -127,6 +145,52 @@ class Aggregation(torch.nn.Module):
         out, _ = self.gru(PackedSequence(data, batch_sizes.cpu()))
         return ops.scatter(out.data.index_select(0, packed_pos), group, 0, dim_size=size,
                            reduce="mean")
+
+    def _transformer(self, values: Tensor, index: Tensor, size: int, order: Tensor) -> Tensor:
+        # The groups of each length run as one dense batch [groups, length, C]: every
+        # group attends to its own rows only and averages over them, with positions 0 ..
+        # length - 1 in time order. (The official pads every group of a batch to the
+        # longest, averages over the padded length and sorts the padding's zero
+        # timestamps among the real ones, so a pair's state depends on the other pairs of
+        # its batch; docs/models.md.)
+        by_group = _by_group_in_time_order(index, order)
+        lengths = torch.bincount(index, minlength=size)
+        out = values.new_zeros(size, values.size(1))
+        for length in torch.unique(lengths[lengths > 0]).tolist():
+            members = torch.nonzero(lengths == length).flatten()
+            rows = _rows_of(members, lengths, length)  # [groups, length] into by_group
+            dense = values[by_group[rows]] + _positions(length, values)
+            encoded = self.trans_enc(self.input_dropout(dense))
+            out = out.index_copy(0, members, encoded.mean(1))
+        return out
+
+
+def _by_group_in_time_order(index: Tensor, order: Tensor) -> Tensor:
+    """The rows sorted by group, and within a group by ``order`` (stable: ties keep the
+    rows' order)."""
+    by_time = torch.sort(order, stable=True).indices
+    return by_time[torch.sort(index[by_time], stable=True).indices]
+
+
+def _rows_of(members: Tensor, lengths: Tensor, length: int) -> Tensor:
+    """The positions, in the rows sorted by group, of the rows of each group in
+    ``members`` (all of ``length`` rows): ``[len(members), length]``."""
+    starts = torch.cumsum(lengths, 0) - lengths
+    return starts[members].unsqueeze(1) + torch.arange(length, device=lengths.device)
+
+
+def _positions(length: int, like: Tensor) -> Tensor:
+    """The official ``PositionalEncoding``'s sinusoids for positions 0 .. length - 1:
+    ``sin`` on the even channels, ``cos`` on the odd ones, ``[length, C]``. Computed in
+    float32, as the official's buffer is (a float64 model casts those values)."""
+    channels = like.size(1)
+    position = torch.arange(length, dtype=torch.float32, device=like.device).unsqueeze(1)
+    frequency = torch.exp(torch.arange(0, channels, 2, device=like.device).float()
+                          * (-math.log(10000.0) / channels))
+    table = torch.zeros(length, channels, device=like.device)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency)
+    return table.to(like.dtype)
 
 
 def pna_delta(deg: Tensor) -> float:
@@ -246,7 +310,7 @@ class MultiEdgeConv(ConvModule):
         check_sizes("MultiEdgeConv", channels=channels)
         check_flags("MultiEdgeConv", bidirectional=bidirectional, edge_update=edge_update,
                     train_eps=train_eps)
-        if node_agg not in ("sum", *EDGE_AGGREGATORS) or node_agg == "gru":
+        if node_agg not in ("sum", *EDGE_AGGREGATORS) or node_agg in ORDERED_AGGREGATORS:
             raise ValueError(f"node_agg must be 'sum', 'mean', 'max', 'gin' or 'pna', got "
                              f"{node_agg!r}")
         if deg is not None and "pna" not in (edge_agg, node_agg):

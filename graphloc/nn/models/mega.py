@@ -47,7 +47,7 @@ class MEGAGNN(ModelCapabilities, torch.nn.Module):
         share_edge_agg (bool, default True): one pair aggregator per direction for all
             layers, as the official code (its ``MultiEdgeAggModule`` is built once and
             called by every layer); False gives each layer its own. Matters only for the
-            aggregators with parameters ("gin", "pna", "gru").
+            aggregators with parameters ("gin", "pna", "gru", "transformer").
 
     Forward: ``model(x, graph, edge_attr, time=None, edges=None)``: logits of the edges in
     ``edges`` (all when None) or of every node.
@@ -56,8 +56,12 @@ class MEGAGNN(ModelCapabilities, torch.nn.Module):
     delta is the mean log(P + 1) over the training groups (PNA's definition; the official
     passes ``bincount(sizes)[1:]``, a histogram shifted by one, which gives the mean log P
     and divides by zero when every pair has one edge), taken from the whole training graph
-    rather than its first sampled batch; the GRU aggregator runs on a packed sequence (no
-    padding); the transformer and GenAgg aggregators are not implemented; dropout (default
+    rather than its first sampled batch; the GRU aggregator runs on a packed sequence and
+    the transformer aggregator on the groups of each length as one batch (no padding: the
+    official pads every pair of a batch to the longest, so a pair's state depends on the
+    other pairs of its batch); the GenAgg aggregator (an outside package) and the ADAMM
+    baseline (``edge_agg_type="adamm"``: the pairs aggregated once, before the first
+    layer) are not implemented; dropout (default
     0) is also applied after each layer, where the official accepts but does not use it;
     ``edge_agg`` defaults to "sum" where the official flag has no default (no stage 1: the
     Multi-GNN baseline, ``edge_agg=None`` here).

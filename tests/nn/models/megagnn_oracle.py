@@ -21,9 +21,14 @@ from official_runs import write_fixture
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "data", "megagnn_official.pt")
-#: (edge aggregator, layers, seed); "gru" runs on pairs of exactly two edges each, where the
-#: official padded GRU batches hold no padding (graphloc packs them: docs/models.md)
-CASES = [("sum", 2, 0), ("gin", 2, 1), ("pna", 2, 2), ("gin", 3, 3), ("gru", 2, 4)]
+#: (edge aggregator, layers, seed); "gru" and "transformer" run on pairs of exactly two
+#: edges each, where the official padded batches hold no padding (graphloc packs the GRU's
+#: and batches the transformer's groups by length: docs/models.md)
+CASES = [("sum", 2, 0), ("gin", 2, 1), ("pna", 2, 2), ("gin", 3, 3), ("gru", 2, 4),
+         ("transformer", 2, 5)]
+#: the official TransformerAgg on groups of 1 to 5 rows, each group alone in its call (so
+#: without the padding a batch of mixed lengths gets): ``megagnn_transformer_groups.pt``
+GROUPS_FIXTURE = os.path.join(HERE, "data", "megagnn_transformer_groups.pt")
 N, HIDDEN, NODE_IN, EDGE_IN = 9, 6, 3, 4
 
 
@@ -84,7 +89,7 @@ def official_key(key: str) -> str:
 
 
 def _multigraph(agg: str, gen: torch.Generator) -> torch.Tensor:
-    if agg == "gru":
+    if agg in ("gru", "transformer"):
         pairs = torch.randint(0, N, (2, 16), generator=gen).unique(dim=1)
         return pairs.repeat_interleave(2, dim=1)
     edges = torch.randint(0, N, (2, 40), generator=gen)
@@ -129,9 +134,33 @@ def _case(models, data_util, agg: str, layers: int, seed: int) -> dict:
             "edge_attr": edge_attr, "weights": weights, "official": out}
 
 
+def _transformer_groups(models, seed: int) -> dict:
+    """graphloc's transformer aggregator's weights in the official ``TransformerAgg``,
+    run in eval mode on each group of rows alone, in time order."""
+    from graphloc.nn.conv.multi_edge import Aggregation
+    gen = torch.Generator().manual_seed(seed)
+    index = torch.repeat_interleave(torch.arange(7), torch.tensor([1, 3, 2, 5, 3, 1, 4]))
+    index = index[torch.randperm(index.numel(), generator=gen)]  # groups interleaved
+    values = torch.randn(index.numel(), HIDDEN, generator=gen, dtype=torch.float64)
+    times = torch.randperm(index.numel(), generator=gen).double() + 1.0
+    torch.manual_seed(seed)
+    ours = Aggregation("transformer", HIDDEN).double()
+    official = models.TransformerAgg(d_model=HIDDEN).double().eval()
+    kept = official.state_dict()
+    official.load_state_dict({**kept, **ours.state_dict()})  # (its positions buffer kept)
+    with torch.no_grad():
+        out = torch.stack([official(values[index == g], torch.zeros(int((index == g).sum()),
+                                                                    dtype=torch.long),
+                                    times[index == g]).view(HIDDEN)
+                           for g in range(7)])
+    return {"index": index, "values": values, "times": times, "weights": ours.state_dict(),
+            "official": out}
+
+
 def main(checkout: str) -> None:
     models, data_util = _official_modules(checkout)
     write_fixture(FIXTURE, lambda *case: _case(models, data_util, *case), CASES)
+    write_fixture(GROUPS_FIXTURE, lambda seed: _transformer_groups(models, seed), [(0,), (1,)])
 
 
 if __name__ == "__main__":

@@ -7,7 +7,12 @@ from helpers import random_edge_index
 
 from graphloc import Graph
 from graphloc.nn import MEGAGNN, GINEConv, MultiEdgeConv
-from graphloc.nn.conv.multi_edge import EDGE_AGGREGATORS, Aggregation, group_size_histogram
+from graphloc.nn.conv.multi_edge import (
+    EDGE_AGGREGATORS,
+    ORDERED_AGGREGATORS,
+    Aggregation,
+    group_size_histogram,
+)
 
 
 def _multigraph(n=12, seed=0):
@@ -21,7 +26,7 @@ def _multigraph(n=12, seed=0):
     return Graph(edge_index[:, order], num_nodes=n)
 
 
-@pytest.mark.parametrize("kind", [k for k in EDGE_AGGREGATORS if k != "gru"])
+@pytest.mark.parametrize("kind", [k for k in EDGE_AGGREGATORS if k not in ORDERED_AGGREGATORS])
 def test_permuting_parallel_edges_leaves_the_output_unchanged(kind):
     graph = _multigraph()
     torch.manual_seed(0)
@@ -330,6 +335,35 @@ def test_megagnn_equals_the_official_code_run_on_the_same_weights(case):
     time = case["edge_attr"][:, 0]  # the official GRU orders by the first edge feature
     out = model.eval()(case["x"], graph, case["edge_attr"], time)
     torch.testing.assert_close(out, case["official"], rtol=1e-12, atol=1e-12)
+
+
+GROUPS = os.path.join(os.path.dirname(__file__), "data", "megagnn_transformer_groups.pt")
+
+
+@pytest.mark.parametrize("case", torch.load(GROUPS, weights_only=True))
+def test_the_transformer_aggregator_is_the_officials_run_on_each_pair_alone(case):
+    """Groups of 1 to 5 rows, interleaved and out of time order: each group's state is the
+    official ``TransformerAgg`` run on that group alone (``megagnn_oracle.py``), whatever
+    the lengths of the other groups, and its gradient flows to every row."""
+    aggregation = Aggregation("transformer", case["values"].size(1)).double().eval()
+    aggregation.load_state_dict(case["weights"])
+    values = case["values"].clone().requires_grad_()
+    out = aggregation(values, case["index"], 7, case["times"])
+    torch.testing.assert_close(out, case["official"], rtol=1e-12, atol=1e-12)
+    (out * torch.randn_like(out)).sum().backward()  # (a plain sum: LayerNorm's constant)
+    assert bool((values.grad.abs().sum(1) > 1e-6).all())
+    alone = aggregation(case["values"][case["index"] == 3], torch.zeros(5, dtype=torch.long),
+                        1, case["times"][case["index"] == 3])
+    torch.testing.assert_close(alone[0], out[3].detach(), rtol=1e-12, atol=1e-12)
+
+
+def test_the_transformer_aggregator_refuses_an_odd_width_and_a_missing_order():
+    with pytest.raises(ValueError, match="2 heads need an even channel count, got 5"):
+        Aggregation("transformer", 5)
+    with pytest.raises(ValueError, match="the transformer aggregator needs an order"):
+        Aggregation("transformer", 4)(torch.randn(3, 4), torch.tensor([0, 0, 1]), 2)
+    with pytest.raises(ValueError, match="node_agg must be"):
+        MultiEdgeConv(4, node_agg="transformer")
 
 
 def test_per_layer_weights_are_not_loaded_into_a_shared_aggregator():
