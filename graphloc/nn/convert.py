@@ -845,7 +845,8 @@ def _check_pyg_steps(conv) -> None:
     _require(not filled, f"cached=True with a filled cache ({', '.join(filled)}): PyG's "
              "reuses its first graph's normalisation on any later graph; clear it "
              "(conv.reset_parameters() or conv._cached_edge_index = None) to convert")
-    replaced = [step for step in PYG_STEPS if step in vars(conv)]
+    replaced = [step for step in PYG_STEPS if step in vars(conv)
+                and not _pygs_own_step(conv, step, vars(conv)[step])]
     _require(not replaced, f"its own {', '.join(replaced)} set on the conv object, which "
              "graphloc's conv has no step for")
     hooked = [attr.strip("_") for attr in _STEP_HOOKS if getattr(conv, attr, None)]
@@ -853,6 +854,14 @@ def _check_pyg_steps(conv) -> None:
              "which graphloc's conv has no step for")
     _require(not getattr(conv, "explain", False) and getattr(conv, "_edge_mask", None) is None,
              "explain mode (an explainer's edge mask, which graphloc's conv does not apply)")
+
+
+def _pygs_own_step(conv, name: str, value) -> bool:
+    """Whether ``value``, set on the conv object as its ``name``, is PyG's own: its explain
+    mode and ``decomposed_layers`` set ``conv.propagate`` to the class's plain or compiled
+    ``propagate`` (``_orig_propagate``, ``_jinja_propagate``), bound to the conv."""
+    own = {getattr(type(conv), f"{prefix}{name}", None) for prefix in ("", "_orig_", "_jinja_")}
+    return getattr(value, "__self__", None) is conv and getattr(value, "__func__", None) in own
 
 
 def _carry_call_hooks(conv, ours: torch.nn.Module) -> None:

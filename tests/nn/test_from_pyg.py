@@ -714,6 +714,19 @@ def test_hooks_graphlocs_conv_would_not_call_keep_the_pyg_conv():
         torch.testing.assert_close(converted[0](x, edge_index), theirs(x, edge_index))
 
 
+def test_pygs_own_propagate_on_the_object_still_converts():
+    """PyG's explain mode and ``decomposed_layers`` set ``conv.propagate`` on the object
+    (the class's plain or compiled propagate): the conv is still PyG's own."""
+    x, edge_index = _probe()
+    toggled = pyg.GCNConv(6, 4)
+    toggled.explain = True
+    toggled.explain = False
+    assert "propagate" in vars(toggled)
+    converted = _converted_quietly(torch.nn.ModuleList([toggled]))
+    assert _is_graphlocs(converted[0]) and not converted.pyg_conversion["kept"]
+    torch.testing.assert_close(converted[0](x, edge_index), toggled(x, edge_index))
+
+
 def test_hooks_on_a_network_graphlocs_conv_calls_are_kept_on_it():
     x, edge_index = _probe()
     theirs = pyg.GINConv(torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.ReLU()))
