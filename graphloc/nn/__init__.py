@@ -96,6 +96,7 @@ from graphloc.nn.models import (
     CityNetworksMLP,
     EMACodebook,
     ForwardGNN,
+    ForwardLinkGNN,
     LabelPropagation,
     LAModel,
     LargeGT,
@@ -136,5 +137,5 @@ __all__ = ["GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "GINConv", "GINEConv",
            "MultiEdgeConv", "MEGAGNN", "group_size_histogram", "LAModel", "from_pyg",
            "Unconvertible", "CONVS", "MODELS", "build_model", "register_conv", "to_hetero",
            "to_hetero_with_bases", "to_fixed_size", "summary",
-           "register_model", "UGT", "UGTLayer", "ForwardGNN", "LATTE", "LATTEConv", "aggr",
-           "conv", "models", "LabelPropagation", "Node2Vec", "ADGN"]
+           "register_model", "UGT", "UGTLayer", "ForwardGNN", "ForwardLinkGNN", "LATTE",
+           "LATTEConv", "aggr", "conv", "models", "LabelPropagation", "Node2Vec", "ADGN"]

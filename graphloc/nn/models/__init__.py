@@ -1,12 +1,14 @@
 """Whole models, one family per file: ``GNN`` and ``DAGNN``, local augmentation (LAGNN),
 LiftGCN, City-Networks' ChebNet and MLP baselines, MEGA-GNN, TANGNN, LargeGT, SGFormer,
-UGT, ForwardGNN, LATTE, A-DGN and label propagation; the interaction graphs of PyG's
+UGT, ForwardGNN (node classification and link prediction), LATTE, A-DGN and label
+propagation; the interaction graphs of PyG's
 SchNet and ViSNet. They compose the layers of ``nn.conv``."""
 
 from graphloc.nn.models.adgn import ADGN
 from graphloc.nn.models.aug import LAModel, LocalAugmenter, pretrain_augmenter
 from graphloc.nn.models.chebnet import ChebNet
 from graphloc.nn.models.forward import ForwardGNN
+from graphloc.nn.models.forward_link import ForwardLinkGNN
 from graphloc.nn.models.gnn import ACTIVATIONS, DAGNN, GNN
 from graphloc.nn.models.interaction_graphs import Distance, RadiusInteractionGraph
 from graphloc.nn.models.label_prop import LabelPropagation
@@ -30,5 +32,5 @@ __all__ = ["GNN", "DAGNN", "ChebNet", "CityNetworksMLP", "ACTIVATIONS", "LAModel
            "LiftBlock", "LiftGCN", "MEGAGNN", "TANGNN", "TANGNNReleased",
            "TANGNNReleasedPooled", "TANGNNReleasedFLC", "LargeGT", "EMACodebook",
            "hop2_tokens", "fastrp_encoding", "SGFormer", "UGT", "ugt_inputs", "pretrain_ugt",
-           "ForwardGNN", "LATTE", "LabelPropagation", "Node2Vec", "ADGN",
+           "ForwardGNN", "ForwardLinkGNN", "LATTE", "LabelPropagation", "Node2Vec", "ADGN",
            "RadiusInteractionGraph", "Distance"]

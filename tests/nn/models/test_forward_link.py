@@ -1,0 +1,120 @@
+"""ForwardGNN for link prediction against the official code's own training run
+(``forwardgnn_link_oracle.py``), its AUC against counting, and its bad inputs."""
+
+import itertools
+import os
+
+import pytest
+import torch
+
+from graphloc import Graph
+from graphloc.nn.models.forward_link import ForwardLinkGNN
+from graphloc.train_link import (
+    LinkSplit,
+    as_link_split,
+    roc_auc,
+    train_forward_link_prediction,
+)
+
+OFFICIAL = os.path.join(os.path.dirname(__file__), "data", "forwardgnn_link_official.pt")
+
+
+class _Split:
+    """A PyG ``Data`` from ``RandomLinkSplit``, as attributes."""
+
+    def __init__(self, values: dict):
+        self.__dict__.update(values)
+
+
+@pytest.mark.parametrize("case", torch.load(OFFICIAL, weights_only=True),
+                         ids=lambda c: "{}-{}-{}layers-patience{}".format(*c["case"][:3],
+                                                                          c["case"][6]))
+def test_training_equals_the_official_run(case):
+    """The official ``GNNForward.forward_train`` (FF and FL; GCN, mean SAGE and 4-head
+    GAT; early stopping on and off) from the same initial weights on the same splits:
+    every layer's trained weights and the test AUC after each layer."""
+    procedure, conv, layers, _, epochs, val_every, patience = case["case"]
+    model = ForwardLinkGNN(conv, 6, 8, layers, procedure=procedure)
+    model.load_state_dict(case["initial"])
+    train, val, test = (_Split(s) for s in case["splits"])
+    result = train_forward_link_prediction(model, train, val, test, epochs=epochs,
+                                           val_every=val_every, patience=patience)
+    for key, value in case["trained"].items():
+        torch.testing.assert_close(model.state_dict()[key], value, rtol=1e-4, atol=1e-5)
+    assert result.test_auc == pytest.approx(case["test_auc"], abs=1e-9)
+    scores = model.pair_scores(test.x, Graph(test.edge_index, num_nodes=test.x.size(0)),
+                               test.edge_label_index)  # the official evaluation's values
+    torch.testing.assert_close(scores, case["test_scores"], rtol=1e-4, atol=1e-6)
+    assert result.epochs == [e + 1 for e in case["last_epochs"]]  # (its last epoch's index)
+    assert result.best_epoch == case["best_epochs"]
+
+
+def test_the_auc_is_the_share_of_positive_negative_pairs_ranked_right():
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        n = int(torch.randint(2, 30, (1,), generator=gen))
+        labels = torch.randint(0, 2, (n,), generator=gen)
+        labels[0], labels[1] = 0, 1
+        scores = torch.randint(0, 5, (n,), generator=gen).double()  # many ties
+        positives, negatives = scores[labels == 1], scores[labels == 0]
+        wins = sum(float(p > q) + 0.5 * float(p == q)
+                   for p, q in itertools.product(positives, negatives))
+        assert roc_auc(labels, scores) == pytest.approx(wins / (len(positives) *
+                                                                len(negatives)), abs=1e-12)
+
+
+def test_a_layer_loss_reaches_its_own_weights_only():
+    torch.manual_seed(0)
+    model = ForwardLinkGNN("gcn", 4, 6, 3)
+    graph = Graph(torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]]), num_nodes=4)
+    x = torch.randn(4, 4)
+    with torch.no_grad():
+        below = model.layer(0, x, graph)
+    loss = model.layer_loss(model.layer(1, below, graph), torch.tensor([[0, 1], [1, 3]]),
+                            torch.tensor([1.0, 0.0]))
+    loss.backward()
+    assert all(p.grad is None for p in model.convs[0].parameters())
+    assert all(p.grad is None for p in model.convs[2].parameters())
+    assert all(p.grad is not None for p in model.convs[1].parameters())
+
+
+def _split(n=6):
+    graph = Graph(torch.tensor([[0, 1, 2, 3, 4], [1, 2, 3, 4, 5]]), num_nodes=n)
+    return LinkSplit(torch.randn(n, 4), graph, torch.tensor([[0, 2, 1], [1, 5, 4]]),
+                     torch.tensor([1.0, 0.0, 1.0]))
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s._replace(x=s.x.long()), r"train: x must be a float \[N, F\] tensor"),
+    (lambda s: s._replace(pairs=torch.tensor([[0, 9], [1, 2]])),
+     r"train: pairs hold node 9, outside \[0, 6\)"),
+    (lambda s: s._replace(pairs=s.pairs.double()), r"must be an integer \[2, P\] tensor"),
+    (lambda s: s._replace(labels=torch.tensor([1.0, 2.0, 0.0])),
+     r"train: labels must be 0 or 1, got 2.0"),
+    (lambda s: s._replace(labels=torch.ones(2)), r"labels \(edge_label\) must have shape \[3\]"),
+    (lambda s: s._replace(x=torch.randn(5, 4)), r"graph must be a Graph of 5 nodes"),
+    (lambda s: s._replace(x=torch.randn(6, 3)), r"x has 3 features, the model takes 4"),
+])
+def test_bad_splits_are_refused_by_name(change, message):
+    model = ForwardLinkGNN("gcn", 4, 6, 1)
+    with pytest.raises(ValueError, match=message):
+        as_link_split(change(_split()), "train", model)
+
+
+def test_bad_models_schedules_and_empty_classes_are_refused():
+    split = _split()
+    model = ForwardLinkGNN("sage", 4, 6, 1)
+    with pytest.raises(TypeError, match="trains a ForwardLinkGNN, got Linear"):
+        train_forward_link_prediction(torch.nn.Linear(2, 2), split, split, split)
+    with pytest.raises(ValueError, match="epochs must be an integer >= 1, got 0"):
+        train_forward_link_prediction(model, split, split, split, epochs=0)
+    with pytest.raises(ValueError, match="lr must be >= 0"):
+        train_forward_link_prediction(model, split, split, split, lr=-1.0)
+    with pytest.raises(ValueError, match="procedure must be one of"):
+        ForwardLinkGNN("gcn", 4, 6, 1, procedure="sf")
+    with pytest.raises(ValueError, match=r"no edge_label_index, edge_label"):
+        as_link_split(_Split({"x": split.x, "edge_index": split.graph.edge_index}), "val")
+    with pytest.raises(ValueError, match="needs positive and negative pairs, got 2 and 0"):
+        roc_auc(torch.ones(2), torch.rand(2))
+    with pytest.raises(ValueError, match="scores hold NaN"):
+        roc_auc(torch.tensor([0, 1]), torch.tensor([0.5, float("nan")]))
