@@ -1,16 +1,20 @@
 """Link prediction with forward learning: ``train_forward_link_prediction`` trains a
 :class:`~graphloc.nn.models.forward_link.ForwardLinkGNN` as the official ForwardGNN code
-trains its ``GNNForward`` (``forward_learning/linkpred/gnn_forward.py``,
-``forward_train``; ``train_forward.py``'s defaults):
+trains it (``forward_learning/linkpred``; the settings of its ``exp/linkpred`` scripts):
 
-- the layers one after another; layer j gets its own Adam (lr 1e-3, weight decay 5e-4)
-  and up to ``epochs`` (300) full-batch steps on its loss over the training pairs, with
-  the outputs of the trained layers below as its input (no gradient crosses a layer);
-- every ``val_every`` (10) epochs past epoch ``val_from`` (0), the validation AUC of the
-  network up to layer j (the official evaluation: the mean of the layers' pair scores);
+- ``"fl"`` and ``"ff"`` (``GNNForward.forward_train``): the layers one after another;
+  layer j gets its own Adam (lr 1e-3, weight decay 5e-4) and up to ``epochs`` (1000)
+  full-batch steps on its loss over the training pairs, with the outputs of the trained
+  layers below as its input (no gradient crosses a layer); every ``val_every`` (2)
+  epochs past epoch ``val_from`` (0), the validation AUC of the network up to layer j;
   the layer's weights of the best one are kept, and the layer stops after ``patience``
-  (30) checks without a better one (a negative patience: no validation, the last weights);
-- after each layer, the test AUC of the network up to it: the official's per-layer result.
+  (100) checks without a better one (a negative patience: no validation, the last
+  weights); after each layer, the test AUC of the network up to it.
+- ``"top-down"`` (``GNNTowDownForward.forward_train``): from a bottom-up pass, ``epochs``
+  steps that each update every layer once (red-black with ``alternating_update``), each
+  layer with its own Adam (lr 1e-3, no weight decay: the official builds this one
+  without); the validation AUC of the whole network every ``val_every`` steps, the whole
+  network's weights of the best kept, ``patience`` checks; the test AUC at the end.
 
 The splits are PyG's ``RandomLinkSplit`` outputs (``x``, ``edge_index``, the pairs
 ``edge_label_index`` and their 0/1 ``edge_label``; the official takes
@@ -53,71 +57,134 @@ class LinkResult:
 
 
 def train_forward_link_prediction(model: ForwardLinkGNN, train, val, test, *,
-                                  epochs: int = 300, lr: float = 1e-3,
-                                  weight_decay: float = 5e-4, val_every: int = 10,
-                                  val_from: int = 0, patience: int = 30) -> LinkResult:
-    """Trains ``model`` on the ``train`` split's pairs, layer by layer (module docstring),
-    and returns the AUCs per layer.
+                                  epochs: int = 1000, lr: float = 1e-3,
+                                  weight_decay: float | None = None, val_every: int = 2,
+                                  val_from: int = 0, patience: int = 100) -> LinkResult:
+    """Trains ``model`` on the ``train`` split's pairs (module docstring) and returns
+    the AUCs: per layer for the greedy procedures, one entry for top-down.
+    ``weight_decay`` None is the official's: 5e-4 for "fl" and "ff", 0 for "top-down".
 
     Example::
 
         from torch_geometric.transforms import RandomLinkSplit
         train, val, test = RandomLinkSplit(is_undirected=True, num_val=0.16,
                                            num_test=0.2)(data)
-        model = ForwardLinkGNN("gcn", data.num_features, 128, 2, procedure="ff")
+        model = ForwardLinkGNN("gcn", data.num_features, 128, 4)
         result = train_forward_link_prediction(model, train, val, test)
         result.test_auc[-1]
     """
     if not isinstance(model, ForwardLinkGNN):
         raise TypeError(f"train_forward_link_prediction trains a ForwardLinkGNN, got "
                         f"{type(model).__name__}")
+    if weight_decay is None:
+        weight_decay = 0.0 if model.procedure == "top-down" else 5e-4
     _check_schedule(epochs, lr, weight_decay, val_every, val_from, patience)
     train, val, test = (as_link_split(s, name, model)
                         for s, name in ((train, "train"), (val, "val"), (test, "test")))
+    schedule = _Schedule(epochs, lr, weight_decay, val_every, val_from, patience)
+    if model.procedure == "top-down":
+        return _record(LinkResult(), *_train_top_down(model, train, val, schedule),
+                       split_auc(model, test))
     result, x = LinkResult(), train.x
     for j in range(model.num_layers):
-        ran, best = _train_layer(model, j, x, train, val, epochs, lr, weight_decay,
-                                 val_every, val_from, patience)
-        result.epochs.append(ran)
-        result.val_auc.append(float("nan") if best is None else best[0])
-        result.best_epoch.append(-1 if best is None else best[1])
-        result.test_auc.append(split_auc(model, test, j + 1))
+        _record(result, *_train_layer(model, j, x, train, val, schedule),
+                split_auc(model, test, j + 1))
         with torch.no_grad():
             x = model.layer(j, x, train.graph)
     return result
 
 
+class _Schedule(NamedTuple):
+    epochs: int
+    lr: float
+    weight_decay: float
+    val_every: int
+    val_from: int
+    patience: int
+
+    def validates(self, epoch: int) -> bool:
+        """Whether the official checks the validation AUC after ``epoch`` (0-based)."""
+        return self.patience >= 0 and (epoch + 1) % self.val_every == 0 and \
+            epoch > self.val_from
+
+
+def _record(result: LinkResult, ran: int, best: tuple | None, test_auc: float) -> LinkResult:
+    result.epochs.append(ran)
+    result.val_auc.append(float("nan") if best is None else best[0])
+    result.best_epoch.append(-1 if best is None else best[1])
+    result.test_auc.append(test_auc)
+    return result
+
+
+class _Best:
+    """The official early stopping: the best validation AUC (strictly better replaces
+    it) with the weights of ``module`` then, and the checks since."""
+
+    def __init__(self, module: torch.nn.Module, patience: int):
+        self.module, self.patience = module, patience
+        self.score, self.state, self.since = None, None, 0
+
+    def stops(self, auc: float, epoch: int) -> bool:
+        if self.score is None or auc > self.score[0]:
+            self.score, self.since = (auc, epoch), 0
+            self.state = copy.deepcopy(self.module.state_dict())
+            return False
+        self.since += 1
+        return self.since >= self.patience
+
+    def restore(self) -> tuple | None:
+        if self.state is not None:
+            self.module.load_state_dict(self.state)
+        return self.score
+
+
 def _train_layer(model: ForwardLinkGNN, j: int, x: Tensor, train: LinkSplit, val: LinkSplit,
-                 epochs: int, lr: float, weight_decay: float, val_every: int, val_from: int,
-                 patience: int) -> tuple[int, tuple | None]:
+                 schedule: _Schedule) -> tuple[int, tuple | None]:
     """Layer j's steps; returns the epochs run and (best validation AUC, its epoch), the
     layer left with that epoch's weights."""
     conv = model.convs[j]
-    optimizer = torch.optim.Adam(conv.parameters(), lr=lr, weight_decay=weight_decay)
-    best, state, since, ran = None, None, 0, 0
-    for epoch in range(epochs):
+    optimizer = torch.optim.Adam(conv.parameters(), lr=schedule.lr,
+                                 weight_decay=schedule.weight_decay)
+    best, ran = _Best(conv, schedule.patience), 0
+    for epoch in range(schedule.epochs):
         model.train()
         optimizer.zero_grad()
         model.layer_loss(model.layer(j, x, train.graph), train.pairs, train.labels).backward()
         optimizer.step()
         ran = epoch + 1
-        if patience < 0 or (epoch + 1) % val_every or epoch <= val_from:
-            continue
-        auc = split_auc(model, val, j + 1)
-        if best is None or auc > best[0]:
-            best, state, since = (auc, epoch), copy.deepcopy(conv.state_dict()), 0
-        else:
-            since += 1
-            if since >= patience:
-                break
-    if state is not None:
-        conv.load_state_dict(state)
-    return ran, best
+        if schedule.validates(epoch) and best.stops(split_auc(model, val, j + 1), epoch):
+            break
+    return ran, best.restore()
 
 
-def split_auc(model: ForwardLinkGNN, split: LinkSplit, depth: int) -> float:
-    """The ROC AUC of the network's first ``depth`` layers on ``split``'s pairs (the
-    official evaluation), in eval mode."""
+def _train_top_down(model: ForwardLinkGNN, train: LinkSplit, val: LinkSplit,
+                    schedule: _Schedule) -> tuple[int, tuple | None]:
+    """The top-down steps; returns the steps run and (best validation AUC, its step), the
+    model left with that step's weights."""
+    optimizers = [torch.optim.Adam(conv.parameters(), lr=schedule.lr,
+                                   weight_decay=schedule.weight_decay) for conv in model.convs]
+    states = model.bottom_up(train.x, train.graph)
+    best, ran = _Best(model, schedule.patience), 0
+    for step in range(schedule.epochs):
+        model.train()
+        fresh = [train.x] + [None] * (len(states) - 1)
+        for group in model.sweep_order():
+            for j in group:
+                optimizers[j].zero_grad()
+                z = model.top_down_layer(j, *model.sweep_inputs(j, states, fresh), train.graph)
+                model.layer_loss(z, train.pairs, train.labels).backward()
+                optimizers[j].step()
+                fresh[j + 1] = z.detach()
+        fresh[-1] = states[-1]
+        states, ran = fresh, step + 1
+        if schedule.validates(step) and best.stops(split_auc(model, val), step):
+            break
+    return ran, best.restore()
+
+
+def split_auc(model: ForwardLinkGNN, split: LinkSplit, depth: int | None = None) -> float:
+    """The ROC AUC of the network (its first ``depth`` layers, greedy procedures) on
+    ``split``'s pairs (the official evaluation), in eval mode."""
     model.eval()
     scores = model.pair_scores(split.x, split.graph, split.pairs, depth)
     return roc_auc(split.labels, scores)
@@ -170,9 +237,9 @@ def as_link_split(split, name: str, model: ForwardLinkGNN | None = None) -> Link
     if not isinstance(graph, Graph) or graph.num_nodes != x.size(0):
         raise ValueError(f"{name}: graph must be a Graph of {x.size(0)} nodes (x's rows)")
     _check_pairs(name, pairs, labels, x.size(0))
-    if model is not None and x.size(1) != model.convs[0].in_channels:
+    if model is not None and x.size(1) != model.in_channels:
         raise ValueError(f"{name}: x has {x.size(1)} features, the model takes "
-                         f"{model.convs[0].in_channels}")
+                         f"{model.in_channels}")
     return LinkSplit(x, graph, pairs.long(), labels.to(x.dtype))
 
 

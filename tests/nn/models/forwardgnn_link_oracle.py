@@ -1,8 +1,10 @@
 """Writes ``data/forwardgnn_link_official.pt``: the official ForwardGNN link-prediction
-code's own training (github.com/facebookresearch/forwardgnn,
-``src/forward_learning/linkpred/gnn_forward.py``: ``GNNForward.forward_train``, built as
-``train_forward.py``'s ``build_link_prediction_model`` builds it for ``GNN_FL-FF-<gnn>``
-and ``GNN_FL-<gnn>``), run with the initial weights of graphloc's ``ForwardLinkGNN``
+code's own training (github.com/facebookresearch/forwardgnn, ``src/forward_learning/
+linkpred``: ``GNNForward.forward_train`` and ``GNNTowDownForward.forward_train``, built as
+``train_forward.py``'s ``build_link_prediction_model`` builds them for ``GNN_FL-FF-<gnn>``,
+``GNN_FL-<gnn>`` and ``GNN_FL-CE-TopDown-<gnn>``), then its test evaluation
+(``eval_model``, as its ``main`` runs it), with the initial weights of graphloc's
+``ForwardLinkGNN``
 copied in, on small graphs split by PyG's ``RandomLinkSplit`` as the official
 ``datasplit.py`` splits them; ``test_forward_link.py`` trains graphloc on the same splits
 and compares the weights and the per-layer test AUCs. Not run by the tests:
@@ -28,10 +30,12 @@ from official_runs import write_fixture
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "data", "forwardgnn_link_official.pt")
 N, F, HIDDEN = 40, 6, 8
-#: (procedure, conv, layers, seed, epochs, val_every, patience)
-CASES = [("ff", "gcn", 2, 0, 12, 2, 2), ("fl", "sage", 2, 1, 12, 2, 2),
-         ("ff", "gat", 2, 2, 8, 2, 30), ("fl", "gcn", 3, 3, 10, 3, 1),
-         ("ff", "sage", 1, 4, 6, 1, 3), ("fl", "gat", 1, 5, 5, 1, -1)]
+#: (procedure, conv, layers, seed, epochs, val_every, patience, alternating_update)
+CASES = [("ff", "gcn", 2, 0, 12, 2, 2, False), ("fl", "sage", 2, 1, 12, 2, 2, False),
+         ("ff", "gat", 2, 2, 8, 2, 30, False), ("fl", "gcn", 3, 3, 10, 3, 1, False),
+         ("ff", "sage", 1, 4, 6, 1, 3, False), ("fl", "gat", 1, 5, 5, 1, -1, False),
+         ("top-down", "gcn", 2, 6, 10, 2, 2, True), ("top-down", "sage", 3, 7, 8, 2, -1, False),
+         ("top-down", "gat", 1, 8, 6, 1, 2, True), ("top-down", "gcn", 4, 9, 6, 2, 1, True)]
 OFFICIAL_CONV = {"gcn": "GCN", "sage": "SAGE", "gat": "GAT"}
 
 
@@ -67,8 +71,8 @@ def _stand_ins() -> None:
 def _official(checkout: str):
     _stand_ins()
     sys.path.insert(0, os.path.join(checkout, "src"))
-    from forward_learning.linkpred import GNNForward
-    return GNNForward
+    import forward_learning.linkpred as linkpred
+    return linkpred
 
 
 def _splits(seed: int):
@@ -86,23 +90,40 @@ def _splits(seed: int):
                            neg_sampling_ratio=1.0, split_labels=False)(data)
 
 
-def run_case(procedure, conv, layers, seed, epochs, val_every, patience) -> dict:
+def _official_model(linkpred, procedure, conv, layers, args):
+    """The network ``build_link_prediction_model`` builds, and its GNN layers in order."""
+    sizes = [F] + [HIDDEN] * layers
+    if procedure == "top-down":
+        official = linkpred.GNNTowDownForward(sizes + [0], "Adam", {"lr": 1e-3},
+                                              "forwardforward_loss_fn", OFFICIAL_CONV[conv],
+                                              args)
+        return official, [layer.gnn_layer.gnn for layer in official.layers]
+    official = linkpred.GNNForward(sizes, "Adam", {"lr": 1e-3, "weight_decay": 5e-4},
+                                   "FF" if procedure == "ff" else "FL", OFFICIAL_CONV[conv],
+                                   args)
+    # official layer 2j is the normalisation, 2j + 1 the GNN
+    return official, [official.layers[2 * j + 1].gnn_layer.gnn for j in range(layers)]
+
+
+def run_case(procedure, conv, layers, seed, epochs, val_every, patience, alternating) -> dict:
     from graphloc.nn.models.forward_link import ForwardLinkGNN
-    GNNForward = _official(sys.argv[1])
+    linkpred = _official(sys.argv[1])
     train, val, test = _splits(seed)
     torch.manual_seed(seed)
-    ours = ForwardLinkGNN(conv, F, HIDDEN, layers, procedure=procedure)
+    ours = ForwardLinkGNN(conv, F, HIDDEN, layers, procedure=procedure,
+                          alternating_update=alternating)
     initial = ours.state_dict()
     args = argparse.Namespace(device=torch.device("cpu"), ff_theta=2.0, patience=patience,
-                              val_every=val_every, val_from=0, epochs=epochs)
-    official = GNNForward([F] + [HIDDEN] * layers, "Adam", {"lr": 1e-3, "weight_decay": 5e-4},
-                          "FF" if procedure == "ff" else "FL", OFFICIAL_CONV[conv], args)
-    for j in range(layers):  # official layer 2j is the normalisation, 2j + 1 the GNN
-        official.layers[2 * j + 1].gnn_layer.gnn.load_state_dict(
-            {k[len(f"convs.{j}."):]: v for k, v in initial.items() if k.startswith(f"convs.{j}.")})
+                              val_every=val_every, val_from=0, epochs=epochs,
+                              alternating_update=alternating, test_time_steps=10,
+                              storable_time_steps=list(range(10))[2:])
+    official, gnns = _official_model(linkpred, procedure, conv, layers, args)
+    for j, gnn in enumerate(gnns):
+        gnn.load_state_dict({k[len(f"convs.{j}."):]: v for k, v in initial.items()
+                             if k.startswith(f"convs.{j}.")})
 
     class Results:
-        test_auc = []
+        test_auc, epochs, best_epochs = [], None, None
 
         def save_run_result(self, run_i, perf_dict, num_layers):
             self.test_auc.append(perf_dict["perf"])
@@ -110,11 +131,15 @@ def run_case(procedure, conv, layers, seed, epochs, val_every, patience) -> dict
                                              perf_dict["best_val_epochs"])
 
     results = Results()
-    official.forward_train(train, val, test, results, 0)
-    _, test_scores = official.eval_model(test, print_eval=False)  # the whole network's
-    trained = {f"convs.{j}.{k}": v.clone() for j in range(layers)
-               for k, v in official.layers[2 * j + 1].gnn_layer.gnn.state_dict().items()}
-    return {"case": (procedure, conv, layers, seed, epochs, val_every, patience),
+    returned = official.forward_train(train, val, test, results, 0)
+    test_auc, test_scores = official.eval_model(test)  # the whole network, as main() does
+    if procedure == "top-down":  # (it reports to main(), not to the result manager)
+        results.test_auc = [test_auc]
+        results.epochs, results.best_epochs = (returned["train_epochs"],
+                                               returned["best_val_epochs"])
+    trained = {f"convs.{j}.{k}": v.clone() for j, gnn in enumerate(gnns)
+               for k, v in gnn.state_dict().items()}
+    return {"case": (procedure, conv, layers, seed, epochs, val_every, patience, alternating),
             "initial": initial, "trained": trained, "test_auc": results.test_auc,
             "test_scores": test_scores, "last_epochs": results.epochs,
             "best_epochs": results.best_epochs,

@@ -30,11 +30,14 @@ class _Split:
                          ids=lambda c: "{}-{}-{}layers-patience{}".format(*c["case"][:3],
                                                                           c["case"][6]))
 def test_training_equals_the_official_run(case):
-    """The official ``GNNForward.forward_train`` (FF and FL; GCN, mean SAGE and 4-head
-    GAT; early stopping on and off) from the same initial weights on the same splits:
-    every layer's trained weights and the test AUC after each layer."""
-    procedure, conv, layers, _, epochs, val_every, patience = case["case"]
-    model = ForwardLinkGNN(conv, 6, 8, layers, procedure=procedure)
+    """The official ``GNNForward.forward_train`` (FF and FL) and
+    ``GNNTowDownForward.forward_train`` (red-black and Jacobi updates), with GCN, mean
+    SAGE and 4-head GAT, early stopping on and off, from the same initial weights on the
+    same splits: every layer's trained weights, the epochs run and kept, the test AUC (per
+    layer for the greedy procedures) and the final pair scores."""
+    procedure, conv, layers, _, epochs, val_every, patience, alternating = case["case"]
+    model = ForwardLinkGNN(conv, 6, 8, layers, procedure=procedure,
+                           alternating_update=alternating)
     model.load_state_dict(case["initial"])
     train, val, test = (_Split(s) for s in case["splits"])
     result = train_forward_link_prediction(model, train, val, test, epochs=epochs,
@@ -112,9 +115,25 @@ def test_bad_models_schedules_and_empty_classes_are_refused():
         train_forward_link_prediction(model, split, split, split, lr=-1.0)
     with pytest.raises(ValueError, match="procedure must be one of"):
         ForwardLinkGNN("gcn", 4, 6, 1, procedure="sf")
+    with pytest.raises((TypeError, ValueError), match="alternating_update"):
+        ForwardLinkGNN("gcn", 4, 6, 1, procedure="top-down", alternating_update="yes")
+    with pytest.raises(ValueError, match="patience must be an integer"):
+        train_forward_link_prediction(model, split, split, split, patience=1.5)
     with pytest.raises(ValueError, match=r"no edge_label_index, edge_label"):
         as_link_split(_Split({"x": split.x, "edge_index": split.graph.edge_index}), "val")
     with pytest.raises(ValueError, match="needs positive and negative pairs, got 2 and 0"):
         roc_auc(torch.ones(2), torch.rand(2))
     with pytest.raises(ValueError, match="scores hold NaN"):
         roc_auc(torch.tensor([0, 1]), torch.tensor([0.5, float("nan")]))
+
+
+def test_the_top_down_networks_widths_and_output():
+    """Layer j reads its input state and the state two above it: F + H, H + H, ..., H
+    (the top layer reads its input only); the output is the top layer's last state."""
+    model = ForwardLinkGNN("gcn", 4, 6, 3, procedure="top-down")
+    assert [conv.in_channels for conv in model.convs] == [4 + 6, 6 + 6, 6]
+    split = _split()
+    out = model(split.x, split.graph)
+    assert out.shape == (6, 6) and bool((out >= 0).all())
+    scores = model.pair_scores(split.x, split.graph, split.pairs)
+    assert scores.shape == (3,) and bool(((scores > 0) & (scores < 1)).all())
