@@ -25,6 +25,7 @@ import sys
 import types
 
 import torch
+from forwardgnn_oracle import stand_ins
 from official_runs import write_fixture
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -47,20 +48,9 @@ def pairwise_auc(y_true, y_score) -> float:
     return float(wins) / (len(positives) * len(negatives))
 
 
-def _stand_ins() -> None:
-    import torch_geometric  # noqa: F401  (its optional-package flags read before the stand-ins)
-
-    def unavailable(*args, **kwargs):
-        raise RuntimeError("a stand-in was called")
-
-    class StandIn(types.ModuleType):
-        def __getattr__(self, name):
-            if name.startswith("__"):
-                raise AttributeError(name)
-            return unavailable
-
-    for name in ("torch_scatter", "torch_sparse", "sklearn", "sklearn.model_selection"):
-        sys.modules[name] = StandIn(name)
+def _stand_ins_with_metrics() -> None:
+    """``forwardgnn_oracle``'s stand-ins, and scikit-learn's metrics by counting."""
+    stand_ins()
     metrics = types.ModuleType("sklearn.metrics")
     metrics.roc_auc_score = pairwise_auc
     metrics.average_precision_score = lambda *args: 0.0
@@ -69,7 +59,7 @@ def _stand_ins() -> None:
 
 
 def _official(checkout: str):
-    _stand_ins()
+    _stand_ins_with_metrics()
     sys.path.insert(0, os.path.join(checkout, "src"))
     import forward_learning.linkpred as linkpred
     return linkpred

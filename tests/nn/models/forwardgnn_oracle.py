@@ -41,7 +41,10 @@ OFFICIAL_MODEL = {"ff": ("GNN_LA-", "GNNLabelAppendingFF"),
 OFFICIAL_CONV = {"gcn": "GCN", "sage": "SAGE", "gat": "GAT"}
 
 
-def _stand_ins() -> None:
+def stand_ins() -> None:
+    """Stand-ins for the packages the official code imports but these runs never call:
+    each raises when called (``forwardgnn_link_oracle.py`` replaces scikit-learn's
+    metrics, which its evaluation calls)."""
     import torch_geometric  # noqa: F401  (its optional-package flags read before the stand-ins)
 
     def unavailable(*args, **kwargs):
@@ -59,7 +62,7 @@ def _stand_ins() -> None:
 
 
 def _official(checkout: str):
-    _stand_ins()
+    stand_ins()
     sys.path.insert(0, os.path.join(checkout, "src"))
     import forward_learning.nodeclass as nodeclass
     return nodeclass
