@@ -81,6 +81,12 @@ def train_forward_link_prediction(model: ForwardLinkGNN, train, val, test, *,
     _check_schedule(epochs, lr, weight_decay, val_every, val_from, patience)
     train, val, test = (as_link_split(s, name, model)
                         for s, name in ((train, "train"), (val, "val"), (test, "test")))
+    # a loss over an empty set of pairs is NaN, and an AUC needs both kinds
+    _check_both_kinds(train, "train",
+                      "forward-forward (a loss on each kind)" if model.procedure == "ff" else None)
+    if patience >= 0:
+        _check_both_kinds(val, "val", "a validation AUC")
+    _check_both_kinds(test, "test", "a test AUC")
     schedule = _Schedule(epochs, lr, weight_decay, val_every, val_from, patience)
     if model.procedure == "top-down":
         return _record(LinkResult(), *_train_top_down(model, train, val, schedule),
@@ -257,6 +263,17 @@ def _check_pairs(name: str, pairs, labels, num_nodes: int) -> None:
     if not bool(((labels == 0) | (labels == 1)).all()):
         bad = labels[(labels != 0) & (labels != 1)][0]
         raise ValueError(f"{name}: labels must be 0 or 1, got {float(bad)!r}")
+
+
+def _check_both_kinds(split: LinkSplit, name: str, needed_by: str | None) -> None:
+    """Refuses a split without pairs, or without positive or negative ones where
+    ``needed_by`` needs both (forward-forward's two losses, an AUC)."""
+    positives = int((split.labels == 1).sum())
+    negatives = split.labels.numel() - positives
+    if split.labels.numel() == 0 or (needed_by and not (positives and negatives)):
+        raise ValueError(f"{name}: {positives} positive and {negatives} negative pairs; "
+                         f"{needed_by or 'training'} needs "
+                         f"{'both' if needed_by else 'some'}")
 
 
 def _check_schedule(epochs, lr, weight_decay, val_every, val_from, patience) -> None:
