@@ -169,7 +169,8 @@ def _train_top_down(model: ForwardLinkGNN, train: LinkSplit, val: LinkSplit,
     model left with that step's weights."""
     optimizers = [torch.optim.Adam(conv.parameters(), lr=schedule.lr,
                                    weight_decay=schedule.weight_decay) for conv in model.convs]
-    states = model.bottom_up(train.x, train.graph)
+    with torch.no_grad():
+        states = model.bottom_up(train.x, train.graph)
     best, ran = _Best(model, schedule.patience), 0
     for step in range(schedule.epochs):
         model.train()
@@ -177,7 +178,8 @@ def _train_top_down(model: ForwardLinkGNN, train: LinkSplit, val: LinkSplit,
         for group in model.sweep_order():
             for j in group:
                 optimizers[j].zero_grad()
-                z = model.top_down_layer(j, *model.sweep_inputs(j, states, fresh), train.graph)
+                z = model.top_down_layer(j, *model.sweep_inputs(j, states, fresh),
+                                         train.graph)  # (its inputs: detached states)
                 model.layer_loss(z, train.pairs, train.labels).backward()
                 optimizers[j].step()
                 fresh[j + 1] = z.detach()

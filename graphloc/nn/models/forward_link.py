@@ -141,12 +141,12 @@ class ForwardLinkGNN(torch.nn.Module):
     def top_down_layer(self, j: int, below: Tensor, above: Tensor | None,
                        graph: Graph) -> Tensor:
         """ReLU(conv_j([n(below), n(above)])), or of n(below) alone where nothing is above
-        (the top layer); the inputs are detached."""
+        (the top layer). (The official detaches the inputs; training passes detached
+        states, so ``forward`` stays a differentiable function of x for influence.)"""
         inputs = unit_rows(below) if above is None else \
             torch.cat([unit_rows(below), unit_rows(above)], dim=1)
-        return F.relu(self.convs[j](inputs.detach(), graph))
+        return F.relu(self.convs[j](inputs, graph))
 
-    @torch.no_grad()
     def bottom_up(self, x: Tensor, graph: Graph) -> list:
         """The states ``[x, S_1, .., S_L, None]`` of one bottom-up pass, each layer reading
         zeros where its upper state goes (the official ``bottom_up``)."""
@@ -168,7 +168,6 @@ class ForwardLinkGNN(torch.nn.Module):
             return fresh[k] if self.alternating_update and fresh[k] is not None else states[k]
         return pick(j), pick(j + 2)
 
-    @torch.no_grad()
     def _evaluation_sweeps(self, x: Tensor, graph: Graph, pairs: Tensor | None = None):
         """The official top-down ``eval_model``: a bottom-up pass, then 10 sweeps; returns
         the last states and, given ``pairs``, the mean sigmoid score over every layer of
