@@ -364,6 +364,9 @@ def test_the_transformer_aggregator_refuses_an_odd_width_and_a_missing_order():
         Aggregation("transformer", 4)(torch.randn(3, 4), torch.tensor([0, 0, 1]), 2)
     with pytest.raises(ValueError, match="node_agg must be"):
         MultiEdgeConv(4, node_agg="transformer")
+    empty = Aggregation("transformer", 4)(torch.empty(0, 4), torch.empty(0, dtype=torch.long),
+                                          3, torch.empty(0))
+    assert empty.shape == (3, 4) and not empty.any()  # no rows: every group's state is 0
 
 
 def test_per_layer_weights_are_not_loaded_into_a_shared_aggregator():
