@@ -183,6 +183,8 @@ OTHERS_WITH_FLAGS = {
     "DNAConv": dict(channels=4, heads=1), "DirGNNConv": dict(conv=gl.GCNConv(4, 4)),
     "Distance": dict(cutoff=1.0), "EGConv": dict(in_channels=8, out_channels=8),
     "FAConv": dict(channels=4), "FeaStConv": dict(in_channels=4, out_channels=4),
+    "ForwardLinkGNN": dict(conv="gcn", in_channels=4, hidden_channels=4, num_layers=2,
+                           procedure="top-down"),
     "GMMConv": dict(in_channels=4, out_channels=4, dim=2, kernel_size=2),
     "GNN": dict(conv="gcn", in_channels=4, hidden_channels=4, out_channels=2, num_layers=2),
     "GeneralConv": dict(in_channels=4, out_channels=4),
