@@ -46,10 +46,13 @@ def build_replaced_steps_on_pyg(cls: type) -> bool:
     graphloc conv would never run it): rebuilds ``cls`` on PyG's conv of that name, which
     runs it, with a warning, and returns True. Raises where PyG has no such conv, or the
     graphloc conv is not a direct base of ``cls``."""
-    replaced = _replaced_step(cls)
+    graphloc_classes = [base for base in cls.__mro__ if base.__module__.startswith("graphloc.")]
+    if not graphloc_classes or cls in graphloc_classes:
+        return False
+    replaced = _replaced_step(cls, graphloc_classes)
     if replaced is None:
         return False
-    ours = next(base for base in cls.__mro__ if base.__module__.startswith("graphloc."))
+    ours = graphloc_classes[0]
     twin = _pyg_message_passing(ours.__name__)
     where = f"{replaced[0].__qualname__}.{replaced[1]}{_where(replaced[2])}"
     if twin is None or ours not in cls.__bases__:
@@ -68,12 +71,10 @@ def build_replaced_steps_on_pyg(cls: type) -> bool:
     return True
 
 
-def _replaced_step(cls: type) -> tuple | None:
+def _replaced_step(cls: type, ours: list) -> tuple | None:
     """``(class, name, function)`` of the first PyG step a user's class above ``cls``
-    (or ``cls``) defines that no graphloc class defines and no user method calls."""
-    ours = [base for base in cls.__mro__ if base.__module__.startswith("graphloc.")]
-    if not ours or cls in ours:
-        return None
+    (or ``cls``) defines that no graphloc class (``ours``, in ``cls``'s order) defines and
+    no user method calls."""
     theirs = cls.__mro__[:cls.__mro__.index(ours[0])]
     called = set().union(*(_self_attributes(fn) for base in theirs
                            for fn in vars(base).values() if inspect.isfunction(fn)))
@@ -106,11 +107,8 @@ def refuse_step_hook(conv, step: str, kind: str) -> None:
 
 
 def _instead(name: str) -> str:
-    try:
-        import torch_geometric.nn as pyg
-    except ImportError:
-        pyg = None
-    twin = f"torch_geometric.nn.{name}" if hasattr(pyg, name) else "a PyG MessagePassing"
+    twin = f"torch_geometric.nn.{name}" if _pyg_message_passing(name) else \
+        "a PyG MessagePassing"
     return (f"To change or watch a step, subclass {twin} (graphloc.nn.from_pyg keeps a "
             "subclass that replaces a step as PyG's)")
 

@@ -155,10 +155,12 @@ class Aggregation(torch.nn.Module):
         # its batch; docs/models.md.)
         by_group = _by_group_in_time_order(index, order)
         lengths = torch.bincount(index, minlength=size)
+        starts = torch.cumsum(lengths, 0) - lengths  # each group's first row in by_group
         out = values.new_zeros(size, values.size(1))
         for length in torch.unique(lengths[lengths > 0]).tolist():
             members = torch.nonzero(lengths == length).flatten()
-            rows = _rows_of(members, lengths, length)  # [groups, length] into by_group
+            # [groups, length]: the rows of the groups of this length, into by_group
+            rows = starts[members].unsqueeze(1) + torch.arange(length, device=index.device)
             dense = values[by_group[rows]] + _positions(length, values)
             encoded = self.trans_enc(self.input_dropout(dense))
             out = out.index_copy(0, members, encoded.mean(1))
@@ -170,13 +172,6 @@ def _by_group_in_time_order(index: Tensor, order: Tensor) -> Tensor:
     rows' order)."""
     by_time = torch.sort(order, stable=True).indices
     return by_time[torch.sort(index[by_time], stable=True).indices]
-
-
-def _rows_of(members: Tensor, lengths: Tensor, length: int) -> Tensor:
-    """The positions, in the rows sorted by group, of the rows of each group in
-    ``members`` (all of ``length`` rows): ``[len(members), length]``."""
-    starts = torch.cumsum(lengths, 0) - lengths
-    return starts[members].unsqueeze(1) + torch.arange(length, device=lengths.device)
 
 
 def _positions(length: int, like: Tensor) -> Tensor:

@@ -139,12 +139,11 @@ def _official_graph(edge_index: torch.Tensor):
                        to_undirected=True)
 
 
-def _pretraining_step(official, g, x: torch.Tensor, edge_index: torch.Tensor) -> tuple:
+def _pretraining_step(official, g, x: torch.Tensor, code: dict, nx_graph) -> tuple:
     """One official pre-training step's structure loss and its loss's gradients (by the
     official parameter names); the optimizer's step is left out, so the weights stay."""
-    code = _official_preprocessing(sys.argv[1])
     get_targets, train = code["getM_logM"], code["train"]
-    _, trans_M, trans_logM = get_targets(_official_graph(edge_index), N, 8)
+    _, trans_M, trans_logM = get_targets(nx_graph, N, 8)
 
     class _NoStep:
         def zero_grad(self):
@@ -203,9 +202,9 @@ def run_case(k_hop: int, layers: int, seed: int) -> dict:
     with torch.no_grad():
         h, x_hat = official(g, 8, 0)
         probabilities = torch.softmax(head(h), 1)  # Transformer_class's output
-    structure_loss, gradients = _pretraining_step(official, g, x, edge_index)
     code = _official_preprocessing(sys.argv[1])
     nx_graph = _official_graph(edge_index)
+    structure_loss, gradients = _pretraining_step(official, g, x, code, nx_graph)
     official_I = torch.from_numpy(code["getI"](nx_graph, k_hop))
     official_P = torch.from_numpy(np.stack(code["getM_logM"](nx_graph, N, 8)[0]))
     names = {official_name: name for name, official_name in
